@@ -1,0 +1,82 @@
+package core
+
+import (
+	"context"
+	"net/netip"
+)
+
+// Packet is one received message.
+type Packet struct {
+	// Data is the payload. It points into the backend's receive buffers and
+	// is valid only until the next call to Rx (or Close); copy what you keep.
+	Data []byte
+	// From is the sender: the peer's address and port for datagram kinds,
+	// the connection's remote address for stream kinds. Pass it to QueueTo
+	// to answer.
+	From netip.AddrPort
+}
+
+// Backend is one packet path. Every kind implements it with the same
+// semantics, so the application, batch sizes and socket options are the same
+// whichever kind the Config names.
+//
+// Threading: Queue, QueueTo, Flush, Rx and Wait form the poll loop and must
+// be called by one goroutine at a time (not concurrently with each other).
+// Stats and Close may be called from any goroutine at any time. After Close,
+// Queue and QueueTo return false, and Flush, Rx and Wait return an error
+// matching net.ErrClosed; a Close that races with Rx or Wait makes them
+// return net.ErrClosed, never crash.
+type Backend interface {
+	// Queue copies payload into a send slot for every destination (Config.Dests
+	// on a client; every connected peer on a stream server). The caller may
+	// reuse payload at once. It returns false, and queues nothing, when the
+	// slots are full (back-pressure: the caller keeps the message) or the
+	// payload is larger than Config.MaxDatagram. Nothing leaves before Flush.
+	Queue(payload []byte) bool
+	// QueueTo is Queue for one receiver: the From of a received Packet.
+	QueueTo(payload []byte, to netip.AddrPort) bool
+	// Flush sends everything queued, in batches of Config.TxBatch. A datagram
+	// the kernel or ring refuses is counted in Stats.TxDropped and Flush goes
+	// on; the error reports what stops the path itself (a reset connection,
+	// a closed backend).
+	Flush() error
+	// Rx fills pkts with up to len(pkts) received messages and returns how
+	// many. It never blocks. pkts[i].Data is valid until the next Rx. The
+	// error is net.ErrClosed after Close, or what broke the path (a peer
+	// reset on stream kinds, as a *PeerError).
+	Rx(pkts []Packet) (int, error)
+	// Wait sleeps until Rx may return something, ctx is done, or the backend
+	// is closed, so an idle application need not spin. A kind that cannot
+	// sleep returns an error matching ErrNotSupported.
+	Wait(ctx context.Context) error
+	// Stats returns the counters. Every message refused or lost is in one.
+	Stats() Stats
+	// Close releases everything the backend holds and restores what it
+	// changed on the host (XDP programs, promiscuous mode, ...). It is safe to
+	// call more than once.
+	Close() error
+}
+
+// PeerError reports a stream peer that closed or reset its connection.
+type PeerError struct {
+	Peer netip.AddrPort
+	// Reset is true for a reset (RST), false for an orderly close (FIN).
+	Reset bool
+	Err   error
+}
+
+// Error implements error.
+func (e *PeerError) Error() string {
+	what := "closed the connection"
+	if e.Reset {
+		what = "reset the connection"
+	}
+	s := "peer " + e.Peer.String() + " " + what
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the underlying error.
+func (e *PeerError) Unwrap() error { return e.Err }

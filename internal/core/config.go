@@ -1,0 +1,460 @@
+package core
+
+import (
+	"net"
+	"net/netip"
+	"time"
+)
+
+// The kinds of packet path. Config.Kind takes one of these strings.
+const (
+	KindUDP     = "udp"      // kernel UDP socket, sendmmsg/recvmmsg
+	KindURing   = "uring"    // the same UDP socket through io_uring
+	KindXDP     = "xdp"      // raw UDP over AF_XDP
+	KindDPDK    = "dpdk"     // raw UDP over DPDK (build tag dpdk)
+	KindTCP     = "tcp"      // kernel TCP, length-prefixed records
+	KindTCPXDP  = "tcp-xdp"  // userspace TCP (gVisor netstack) over AF_XDP
+	KindTCPDPDK = "tcp-dpdk" // userspace TCP over DPDK (build tag dpdk)
+)
+
+// Kinds lists every kind, in the order tools show them.
+var Kinds = []string{KindUDP, KindURing, KindXDP, KindDPDK, KindTCP, KindTCPXDP, KindTCPDPDK}
+
+// IsStream reports whether kind carries records over a TCP stream.
+func IsStream(kind string) bool {
+	return kind == KindTCP || kind == KindTCPXDP || kind == KindTCPDPDK
+}
+
+// IsRaw reports whether kind moves raw Ethernet frames (no kernel socket on
+// the data path): it needs Config.Iface and Config.LocalIP.
+func IsRaw(kind string) bool {
+	return kind == KindXDP || kind == KindDPDK || kind == KindTCPXDP || kind == KindTCPDPDK
+}
+
+// Role says which side of a conversation a backend is.
+type Role int
+
+const (
+	// RoleClient sends to Config.Dests (UDP) or connects to them (TCP).
+	RoleClient Role = iota
+	// RoleServer binds Config.Port on Config.LocalIP, accepts connections
+	// (TCP) and answers whoever sends to it with QueueTo.
+	RoleServer
+)
+
+// String returns "client" or "server".
+func (r Role) String() string {
+	if r == RoleServer {
+		return "server"
+	}
+	return "client"
+}
+
+// Defaults, from the reference method (seed section 1 and 3).
+const (
+	DefaultMaxDatagram = 1472     // 1500-byte MTU minus IPv4 and UDP headers
+	DefaultTxQueue     = 256      // messages Queue accepts before Flush
+	DefaultTxBatch     = 16       // messages per sendmmsg / ring submit
+	DefaultRxBatch     = 32       // messages per recvmmsg / ring poll
+	DefaultBusyPollUs  = 50       // SO_BUSY_POLL
+	DefaultSockBuf     = 16 << 20 // SO_RCVBUF / SO_SNDBUF
+	DefaultConnectWait = 5 * time.Second
+	MaxRecord          = 65535 // largest record on the u16 length-prefixed stream
+)
+
+// Config selects a packet path and everything it needs. The zero value of
+// each field means "the default", so a Config needs only Kind, addresses and
+// Port. Validate it with Validate; New does so before any syscall.
+type Config struct {
+	// Kind is one of "udp", "uring", "xdp", "dpdk", "tcp", "tcp-xdp",
+	// "tcp-dpdk".
+	Kind string
+	// Role is RoleClient (default) or RoleServer.
+	Role Role
+
+	// Iface is the network interface of the raw kinds (xdp, dpdk, tcp-xdp,
+	// tcp-dpdk). The kernel kinds ignore it.
+	Iface string
+	// LocalIP is our IPv4 address. Required for raw kinds and for a server;
+	// a kernel client may leave it unset (the kernel picks the source).
+	LocalIP netip.Addr
+	// Dests are the receivers of a client. A message queued with Queue goes
+	// to every one of them (fan-out). A server may leave it empty.
+	Dests []netip.Addr
+	// Port is the server's UDP or TCP port: where a client sends, where a
+	// server listens.
+	Port uint16
+	// LocalPort is a client's source port. 0: an ephemeral port on kernel
+	// kinds and tcp-*, Port itself on the raw datagram kinds (xdp, dpdk).
+	LocalPort uint16
+	// DstMAC, when set, is the peer's MAC address on raw kinds; otherwise it
+	// is resolved (neighbour table or ARP).
+	DstMAC net.HardwareAddr
+
+	// MaxDatagram is the largest payload accepted by Queue and delivered by
+	// Rx, in bytes. Default 1472. Stream kinds allow up to 65535 (the u16
+	// record length).
+	MaxDatagram int
+	// TxQueue is how many messages Queue holds before Flush; Queue returns
+	// false beyond it (back-pressure). Default 256.
+	TxQueue int
+	// TxBatch is how many messages go to the kernel or the ring per call.
+	// Default 16.
+	TxBatch int
+	// RxBatch is how many messages one receive call takes. Default 32.
+	RxBatch int
+	// BusyPollUs is SO_BUSY_POLL on socket kinds, in microseconds. Default
+	// 50; negative turns it off.
+	BusyPollUs int
+	// SockBuf is SO_RCVBUF and SO_SNDBUF in bytes. Default 16 MiB. Forced
+	// (SO_RCVBUFFORCE) with CAP_NET_ADMIN, otherwise capped by the kernel
+	// (net.core.rmem_max); the size obtained is reported in Stats.
+	SockBuf int
+	// Nagle turns Nagle's algorithm on for stream kinds. It is off by
+	// default (TCP_NODELAY): Nagle holds small records back waiting for an
+	// ACK, which costs more latency than the choice of stack (seed §3).
+	Nagle bool
+	// ConnectTimeout bounds a client's connect on stream kinds. Default 5 s.
+	ConnectTimeout time.Duration
+
+	// Queues is the number of queues, one poller each. 0 means 1. Only one
+	// queue is implemented today; the types carry more.
+	Queues int
+	// CPUs pins the pollers: CPUs[i] is queue i's CPU. Empty: no pinning.
+	// With CPUs set, New locks the calling goroutine to its OS thread and
+	// pins it to CPUs[0]; call New on the goroutine that will poll.
+	CPUs []int
+
+	// URing holds the options of kind uring.
+	URing URingOptions
+	// XDP holds the options of the AF_XDP kinds (xdp, tcp-xdp).
+	XDP XDPOptions
+	// DPDK holds the options of the DPDK kinds (dpdk, tcp-dpdk).
+	DPDK DPDKOptions
+	// TCP holds the tuning of the userspace TCP (tcp-xdp, tcp-dpdk).
+	TCP TCPTuning
+}
+
+// URingOptions tunes kind uring.
+type URingOptions struct {
+	// Entries is the SQ size (power of two). Default 256.
+	Entries int
+	// RxBuffers is the number of buffers in the provided buffer ring
+	// (power of two). Default 256.
+	RxBuffers int
+	// SQPoll makes a kernel thread take submissions (IORING_SETUP_SQPOLL).
+	// It requires SQCPU.
+	SQPoll bool
+	// SQCPU pins the SQPOLL thread (IORING_SETUP_SQ_AFF). It must differ
+	// from the poller's CPU. -1 or unset with SQPoll: refused.
+	SQCPU *int
+	// NAPI registers NAPI busy polling on the ring (io_uring_register_napi,
+	// Linux >= 6.9), with BusyPollUs as its timeout.
+	NAPI bool
+}
+
+// XDPOptions tunes the AF_XDP kinds.
+type XDPOptions struct {
+	// Mode is "" (driver, then SKB as a reported fallback), "driver" or
+	// "skb".
+	Mode string
+	// Copy is "" (zero-copy where the driver offers it, else copy), "copy"
+	// or "zerocopy" (an error where not offered).
+	Copy string
+	// QueueID is the first NIC queue bound; queue i binds QueueID+i.
+	QueueID int
+	// FrameSize is the UMEM frame size: 2048 or 4096 (default 4096).
+	FrameSize int
+	// Frames is the number of UMEM frames per queue. Default 4096, half for
+	// receive and half for transmit.
+	Frames int
+	// RingSize is the size of each of the four rings. Default 2048.
+	RingSize int
+	// OwnARP makes the datagram kind answer and resolve ARP itself (arp/)
+	// instead of leaving the address on the kernel interface.
+	OwnARP bool
+	// CarrierWait bounds the wait for carrier after bind. Default 5 s.
+	CarrierWait time.Duration
+}
+
+// DPDKOptions tunes the DPDK kinds.
+type DPDKOptions struct {
+	// PCI is a real device ("0000:03:00.0"). Either PCI or VDev.
+	PCI string
+	// VDev is a virtual device ("net_af_xdp0,iface=veth0" or
+	// "net_af_packet0,iface=veth0"). Default: net_af_xdp on Iface.
+	VDev string
+	// HugePages uses hugepages (--in-memory); default --no-huge --no-shconf.
+	HugePages bool
+	// ExtraArgs are appended to the EAL arguments.
+	ExtraArgs []string
+	// RxDesc and TxDesc are ring sizes, clamped to the device's limits.
+	// Defaults 256 and 512 (a small RX ring stays inside DDIO's cache share).
+	RxDesc, TxDesc int
+	// Mbufs is the mempool size. Default 8191.
+	Mbufs int
+}
+
+// TCPTuning is the tuning of the userspace TCP, mapped onto netstack
+// options by package tcp. Zero values mean the defaults documented there.
+type TCPTuning struct {
+	// SendBuf and RecvBuf are the socket buffers. Default 1 MiB each.
+	SendBuf, RecvBuf int
+	// Congestion is "reno" or "cubic". Default "reno".
+	Congestion string
+	// NoSACK turns selective acknowledgements off (on by default).
+	NoSACK bool
+	// NoModerate turns receive-buffer moderation off (on by default).
+	NoModerate bool
+	// RACK turns RACK/TLP loss detection on.
+	RACK bool
+	// MinRTO is the minimum retransmission timeout. Default 25 ms (the seed
+	// lowered lwIP's 250 ms timer to 25 ms for a 10 µs RTT link).
+	MinRTO time.Duration
+	// MaxRetries bounds retransmissions before the connection is reset.
+	// Default 15.
+	MaxRetries int
+	// SendStall bounds how long a sender with a closed window drives the
+	// stack before reporting that the peer stopped reading. Default 2 s.
+	SendStall time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.MaxDatagram == 0 {
+		c.MaxDatagram = DefaultMaxDatagram
+	}
+	if c.TxQueue == 0 {
+		c.TxQueue = DefaultTxQueue
+	}
+	if c.TxBatch == 0 {
+		c.TxBatch = DefaultTxBatch
+	}
+	if c.RxBatch == 0 {
+		c.RxBatch = DefaultRxBatch
+	}
+	if c.BusyPollUs == 0 {
+		c.BusyPollUs = DefaultBusyPollUs
+	}
+	if c.SockBuf == 0 {
+		c.SockBuf = DefaultSockBuf
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectWait
+	}
+	if c.Queues == 0 {
+		c.Queues = 1
+	}
+	if c.LocalPort == 0 && (c.Kind == KindXDP || c.Kind == KindDPDK) {
+		c.LocalPort = c.Port
+	}
+	if c.URing.Entries == 0 {
+		c.URing.Entries = 256
+	}
+	if c.URing.RxBuffers == 0 {
+		c.URing.RxBuffers = 256
+	}
+	if c.XDP.FrameSize == 0 {
+		c.XDP.FrameSize = 4096
+	}
+	if c.XDP.Frames == 0 {
+		c.XDP.Frames = 4096
+	}
+	if c.XDP.RingSize == 0 {
+		c.XDP.RingSize = 2048
+	}
+	if c.XDP.CarrierWait == 0 {
+		c.XDP.CarrierWait = 5 * time.Second
+	}
+	if c.DPDK.RxDesc == 0 {
+		c.DPDK.RxDesc = 256
+	}
+	if c.DPDK.TxDesc == 0 {
+		c.DPDK.TxDesc = 512
+	}
+	if c.DPDK.Mbufs == 0 {
+		c.DPDK.Mbufs = 8191
+	}
+	if c.TCP.SendBuf == 0 {
+		c.TCP.SendBuf = 1 << 20
+	}
+	if c.TCP.RecvBuf == 0 {
+		c.TCP.RecvBuf = 1 << 20
+	}
+	if c.TCP.Congestion == "" {
+		c.TCP.Congestion = "reno"
+	}
+	if c.TCP.MinRTO == 0 {
+		c.TCP.MinRTO = 25 * time.Millisecond
+	}
+	if c.TCP.MaxRetries == 0 {
+		c.TCP.MaxRetries = 15
+	}
+	if c.TCP.SendStall == 0 {
+		c.TCP.SendStall = 2 * time.Second
+	}
+	return c
+}
+
+// BenchNet is the only address range dgramio's tools and tests use
+// (RFC 2544 benchmarking, 198.18.0.0/15).
+var BenchNet = netip.MustParsePrefix("198.18.0.0/15")
+
+func isPow2(n int) bool { return n > 0 && n&(n-1) == 0 }
+
+// Validate checks c (after WithDefaults) without making any syscall. Each
+// problem is a *ConfigError naming the field; a kind this build lacks is an
+// *UnsupportedError.
+func (c Config) Validate() error {
+	known := false
+	for _, k := range Kinds {
+		if c.Kind == k {
+			known = true
+		}
+	}
+	if !known {
+		return badField("Kind", c.Kind, "unknown kind; use one of udp, uring, xdp, dpdk, tcp, tcp-xdp, tcp-dpdk")
+	}
+	if c.Role != RoleClient && c.Role != RoleServer {
+		return badField("Role", c.Role, "use RoleClient or RoleServer")
+	}
+	if IsRaw(c.Kind) && c.Iface == "" && !(c.Kind == KindDPDK || c.Kind == KindTCPDPDK) {
+		return badField("Iface", c.Iface, "kind %s needs the network interface to attach to", c.Kind)
+	}
+	if (c.Kind == KindDPDK || c.Kind == KindTCPDPDK) && c.Iface == "" && c.DPDK.PCI == "" && c.DPDK.VDev == "" {
+		return badField("Iface", c.Iface, "kind %s needs an interface (for a net_af_xdp vdev), DPDK.VDev or DPDK.PCI", c.Kind)
+	}
+	if c.DPDK.PCI != "" && c.DPDK.VDev != "" {
+		return badField("DPDK.VDev", c.DPDK.VDev, "set DPDK.PCI or DPDK.VDev, not both")
+	}
+	if c.LocalIP.IsValid() && !c.LocalIP.Is4() {
+		return badField("LocalIP", c.LocalIP, "only IPv4 is supported")
+	}
+	if IsRaw(c.Kind) && !c.LocalIP.IsValid() {
+		return badField("LocalIP", c.LocalIP, "kind %s needs our IPv4 address", c.Kind)
+	}
+	if c.Role == RoleClient && len(c.Dests) == 0 {
+		return badField("Dests", c.Dests, "a client needs at least one destination address")
+	}
+	seen := make(map[netip.Addr]bool, len(c.Dests))
+	for i, d := range c.Dests {
+		if !d.IsValid() || !d.Is4() {
+			return badField("Dests", d, "destination %d is not an IPv4 address", i)
+		}
+		if seen[d] {
+			return badField("Dests", d, "destination %d is listed twice (a message would go to it twice)", i)
+		}
+		seen[d] = true
+		if IsRaw(c.Kind) && d == c.LocalIP {
+			return badField("Dests", d, "a raw kind cannot send to its own address")
+		}
+	}
+	if c.Port == 0 {
+		return badField("Port", c.Port, "set the UDP/TCP port (the server's)")
+	}
+	if c.DstMAC != nil && len(c.DstMAC) != 6 {
+		return badField("DstMAC", c.DstMAC, "an Ethernet MAC address has 6 bytes")
+	}
+	maxD := 9000 - 28
+	if IsStream(c.Kind) {
+		maxD = MaxRecord
+	}
+	if c.MaxDatagram < 1 || c.MaxDatagram > maxD {
+		return badField("MaxDatagram", c.MaxDatagram, "must be between 1 and %d for kind %s", maxD, c.Kind)
+	}
+	if c.TxQueue < 1 {
+		return badField("TxQueue", c.TxQueue, "must be at least 1")
+	}
+	if c.TxBatch < 1 || c.TxBatch > 1024 {
+		return badField("TxBatch", c.TxBatch, "must be between 1 and 1024")
+	}
+	if c.RxBatch < 1 || c.RxBatch > 1024 {
+		return badField("RxBatch", c.RxBatch, "must be between 1 and 1024")
+	}
+	if c.SockBuf < 4096 {
+		return badField("SockBuf", c.SockBuf, "must be at least 4096 bytes")
+	}
+	if c.ConnectTimeout < 0 {
+		return badField("ConnectTimeout", c.ConnectTimeout, "must not be negative")
+	}
+	if c.Queues < 1 {
+		return badField("Queues", c.Queues, "must be at least 1")
+	}
+	if c.Queues > 1 {
+		return NotSupported("Queues > 1", "", "several queues per backend are not implemented yet; run one backend per queue", nil)
+	}
+	if len(c.CPUs) != 0 && len(c.CPUs) != c.Queues {
+		return badField("CPUs", c.CPUs, "give one CPU per queue (%d queues)", c.Queues)
+	}
+	for _, cpu := range c.CPUs {
+		if cpu < 0 {
+			return badField("CPUs", c.CPUs, "CPU numbers are not negative")
+		}
+	}
+	if c.Kind == KindURing {
+		if !isPow2(c.URing.Entries) || c.URing.Entries > 32768 {
+			return badField("URing.Entries", c.URing.Entries, "must be a power of two up to 32768")
+		}
+		if !isPow2(c.URing.RxBuffers) || c.URing.RxBuffers > 32768 {
+			return badField("URing.RxBuffers", c.URing.RxBuffers, "must be a power of two up to 32768")
+		}
+		if c.URing.SQPoll {
+			if c.URing.SQCPU == nil || *c.URing.SQCPU < 0 {
+				return badField("URing.SQCPU", "unset", "SQPOLL needs an explicit CPU for the kernel's SQ thread (IORING_SETUP_SQ_AFF): an unpinned SQ thread next to a busy poller turns 30 µs into milliseconds (seed §3)")
+			}
+			if len(c.CPUs) > 0 && *c.URing.SQCPU == c.CPUs[0] {
+				return badField("URing.SQCPU", *c.URing.SQCPU, "the SQ thread's CPU must differ from the poller's CPU %d", c.CPUs[0])
+			}
+		}
+	}
+	if c.Kind == KindXDP || c.Kind == KindTCPXDP {
+		switch c.XDP.Mode {
+		case "", "driver", "skb":
+		default:
+			return badField("XDP.Mode", c.XDP.Mode, `use "", "driver" or "skb"`)
+		}
+		switch c.XDP.Copy {
+		case "", "copy", "zerocopy":
+		default:
+			return badField("XDP.Copy", c.XDP.Copy, `use "", "copy" or "zerocopy"`)
+		}
+		if c.XDP.FrameSize != 2048 && c.XDP.FrameSize != 4096 {
+			return badField("XDP.FrameSize", c.XDP.FrameSize, "must be 2048 or 4096")
+		}
+		if !isPow2(c.XDP.Frames) || c.XDP.Frames < 64 {
+			return badField("XDP.Frames", c.XDP.Frames, "must be a power of two, at least 64")
+		}
+		if !isPow2(c.XDP.RingSize) || c.XDP.RingSize > c.XDP.Frames {
+			return badField("XDP.RingSize", c.XDP.RingSize, "must be a power of two no larger than XDP.Frames")
+		}
+		if c.XDP.QueueID < 0 {
+			return badField("XDP.QueueID", c.XDP.QueueID, "must not be negative")
+		}
+	}
+	if IsStream(c.Kind) && (c.Kind != KindTCP) {
+		switch c.TCP.Congestion {
+		case "reno", "cubic":
+		default:
+			return badField("TCP.Congestion", c.TCP.Congestion, `use "reno" or "cubic"`)
+		}
+		if c.TCP.SendBuf < 4096 || c.TCP.RecvBuf < 4096 {
+			return badField("TCP.SendBuf", c.TCP.SendBuf, "TCP.SendBuf and TCP.RecvBuf must be at least 4096")
+		}
+		if c.TCP.MinRTO < time.Millisecond {
+			return badField("TCP.MinRTO", c.TCP.MinRTO, "must be at least 1ms")
+		}
+		if c.TCP.MaxRetries < 1 {
+			return badField("TCP.MaxRetries", c.TCP.MaxRetries, "must be at least 1")
+		}
+	}
+	return nil
+}
+
+// CheckBenchAddr refuses an address outside 198.18.0.0/15 and loopback. The
+// tools and test hosts call it: they never send anywhere else.
+func CheckBenchAddr(field string, a netip.Addr) error {
+	if a.IsLoopback() || BenchNet.Contains(a) {
+		return nil
+	}
+	return badField(field, a, "test hosts and tools use only 198.18.0.0/15 (RFC 2544) or loopback")
+}

@@ -1,0 +1,90 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNotSupported is the one sentinel for "this host, kernel or build cannot
+// do that". It is always wrapped by an *UnsupportedError that names the
+// feature; test with errors.Is(err, ErrNotSupported).
+var ErrNotSupported = errors.New("not supported")
+
+// UnsupportedError says which feature is missing, the minimum kernel (or
+// build tag, sysctl, …) that provides it, and what to do about it. It matches
+// ErrNotSupported through errors.Is.
+type UnsupportedError struct {
+	// Feature names what is missing: "io_uring multishot RECVMSG",
+	// "kind dpdk (build tag dpdk)".
+	Feature string
+	// MinKernel is the first Linux version that has the feature, or "".
+	MinKernel string
+	// Hint says what the user can do; it may be empty.
+	Hint string
+	// Err is the underlying error, if there is one (an errno from a probe).
+	Err error
+}
+
+// Error implements error.
+func (e *UnsupportedError) Error() string {
+	s := e.Feature + " not supported"
+	if e.MinKernel != "" {
+		s += " (requires Linux >= " + e.MinKernel + ")"
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	if e.Hint != "" {
+		s += "; " + e.Hint
+	}
+	return s
+}
+
+// Is reports whether target is ErrNotSupported.
+func (e *UnsupportedError) Is(target error) bool { return target == ErrNotSupported }
+
+// Unwrap returns the underlying error.
+func (e *UnsupportedError) Unwrap() error { return e.Err }
+
+// NotSupported builds an *UnsupportedError.
+func NotSupported(feature, minKernel, hint string, err error) error {
+	return &UnsupportedError{Feature: feature, MinKernel: minKernel, Hint: hint, Err: err}
+}
+
+// ConfigError is returned by validation for one bad field of Config, before
+// any syscall is made. Field is the Go field name ("MaxDatagram",
+// "XDP.FrameSize"); Reason says what is wrong and what to do.
+type ConfigError struct {
+	Field  string
+	Value  any
+	Reason string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("dgramio: config %s=%v: %s", e.Field, e.Value, e.Reason)
+}
+
+func badField(field string, value any, format string, args ...any) error {
+	return &ConfigError{Field: field, Value: value, Reason: fmt.Sprintf(format, args...)}
+}
+
+// PrivilegeError says that an operation needs a capability the process lacks.
+// It matches os.ErrPermission through errors.Is (the wrapped errno does).
+type PrivilegeError struct {
+	// Op is what was attempted ("attach XDP program", "create AF_XDP socket").
+	Op string
+	// Capability names what is needed ("CAP_NET_ADMIN", "CAP_BPF and CAP_NET_ADMIN").
+	Capability string
+	// Err is the errno (EPERM or EACCES).
+	Err error
+}
+
+// Error implements error.
+func (e *PrivilegeError) Error() string {
+	return fmt.Sprintf("%s: %v: needs %s (run as root, or grant it: setcap cap_net_admin,cap_net_raw,cap_bpf,cap_ipc_lock+ep <binary>)",
+		e.Op, e.Err, e.Capability)
+}
+
+// Unwrap returns the errno.
+func (e *PrivilegeError) Unwrap() error { return e.Err }

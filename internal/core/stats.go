@@ -1,0 +1,97 @@
+package core
+
+// Stats are a backend's counters. Message counters count one per
+// destination: a message queued for three receivers counts three. Every
+// message that was refused or lost is in exactly one counter, so that
+// sent = received + the losses that each layer counted.
+type Stats struct {
+	// Kind is the backend's kind; Mode how it runs ("xdp driver copy",
+	// "uring sqpoll", ...), as the report shows it.
+	Kind, Mode string
+
+	// TxQueued counts messages accepted by Queue and QueueTo.
+	TxQueued uint64
+	// TxBackpressure counts messages refused by Queue and QueueTo because
+	// the slots were full. They were never ours: the caller kept them.
+	TxBackpressure uint64
+	// TxOversize counts messages refused for being larger than MaxDatagram.
+	TxOversize uint64
+	// TxSent counts messages handed to the kernel, the ring or the stream.
+	TxSent uint64
+	// TxDropped counts queued messages that did not leave: send errors, a
+	// TX ring that stayed full, a link that was down.
+	TxDropped uint64
+	// TxBytes counts payload bytes sent.
+	TxBytes uint64
+
+	// RxDelivered counts messages returned by Rx; RxBytes their bytes.
+	RxDelivered, RxBytes uint64
+	// RxTruncated counts datagrams larger than the receive buffer
+	// (MSG_TRUNC), dropped and never delivered cut.
+	RxTruncated uint64
+	// RxBadChecksum counts frames dropped for a wrong IPv4 or UDP checksum.
+	RxBadChecksum uint64
+	// RxMalformed counts frames or records that could not be parsed.
+	RxMalformed uint64
+	// RxFiltered counts frames that were not ours (other port, protocol or
+	// address): seen and ignored, not a loss of ours.
+	RxFiltered uint64
+
+	// Syscalls counts system calls made on the data path (Queue, Flush, Rx,
+	// Wait), so syscalls per message can be compared across kinds.
+	Syscalls uint64
+
+	// Conns is the number of connections open now (stream kinds). Accepts,
+	// Resets and PeerCloses count accepted connections, connections reset
+	// and connections closed by the peer.
+	Conns, Accepts, Resets, PeerCloses uint64
+
+	// SockRcvBuf and SockSndBuf are the buffer sizes the kernel granted
+	// (socket kinds), as getsockopt reports them.
+	SockRcvBuf, SockSndBuf int
+
+	// Layers holds the counters of the layers below: the kernel's socket
+	// drops, XDP ring statistics, netstack's TCP counters, DPDK's port
+	// statistics.
+	Layers []Counter
+}
+
+// Counter is one named counter of one layer.
+type Counter struct {
+	// Layer is where it is counted: "socket", "xsk", "xdp-prog", "netstack",
+	// "dpdk", "arp", ...
+	Layer string
+	// Name is the counter's name in that layer ("drops", "rx_ring_full").
+	Name string
+	// Value is its value.
+	Value uint64
+	// Loss is true when the counter counts messages (or frames carrying
+	// one message each) that were lost on this path; the tools add these up
+	// to check that every message is accounted for.
+	Loss bool
+}
+
+// RxDropped is the sum of the receive-side drops of our own layer.
+func (s *Stats) RxDropped() uint64 { return s.RxTruncated + s.RxBadChecksum + s.RxMalformed }
+
+// Lost is the sum of every counter that counts a lost message: our own drops
+// and the Loss counters of the layers below.
+func (s *Stats) Lost() uint64 {
+	n := s.TxDropped + s.RxDropped()
+	for _, c := range s.Layers {
+		if c.Loss {
+			n += c.Value
+		}
+	}
+	return n
+}
+
+// Counter returns the value of the named layer counter and whether it exists.
+func (s *Stats) Counter(layer, name string) (uint64, bool) {
+	for _, c := range s.Layers {
+		if c.Layer == layer && c.Name == name {
+			return c.Value, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,46 @@
+// Package testutil holds the helpers tests share: skipping for a missing
+// privilege or kernel feature, and failing instead when CI=true, so that in
+// CI nothing passes by being skipped.
+package testutil
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// InCI reports whether the environment variable CI is "true".
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Skip skips the test with reason, or fails it when running in CI.
+func Skip(t testing.TB, reason string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("would skip, but CI=true: %s", reason)
+	}
+	t.Skip(reason)
+}
+
+// RequireRoot skips (fails in CI) unless the test runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Skip(t, "needs root (run: sudo go test, or make test as root)")
+	}
+}
+
+// SkipIfNotSupported skips (fails in CI) when err matches
+// core.ErrNotSupported, and fails the test on any other non-nil error.
+func SkipIfNotSupported(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if errors.Is(err, core.ErrNotSupported) {
+		Skip(t, err.Error())
+		return
+	}
+	t.Fatal(err)
+}
