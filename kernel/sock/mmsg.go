@@ -1,0 +1,73 @@
+package sock
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mmsghdr is the kernel's struct mmsghdr: one message of a sendmmsg or
+// recvmmsg batch. Go pads the struct to the alignment of Msghdr, as C does,
+// so a []Mmsghdr has the kernel's layout on every architecture.
+//
+// The pointers in Hdr (Name, Iov and the Iovec's Base) must point into
+// memory that stays where it is while the kernel reads it: the Go heap
+// (whose objects never move) or an mmap'ed region, never a goroutine
+// stack. Allocate the arrays once, outside the data path.
+type Mmsghdr struct {
+	Hdr unix.Msghdr
+	// Len is what the kernel reports: bytes sent, or bytes received.
+	Len uint32
+}
+
+// Sendmmsg sends msgs with one sendmmsg(2) (Linux >= 3.0) and returns how
+// many the kernel took. On an error, n is 0 and errno says why the first
+// message failed (sendmmsg reports an error only when it sent nothing). It
+// returns unix.Errno rather than error so that the data path does not
+// allocate. len(msgs) must be at least 1.
+func Sendmmsg(fd int, msgs []Mmsghdr, flags int) (n int, errno unix.Errno) {
+	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), 0
+}
+
+// Recvmmsg receives up to len(msgs) datagrams with one recvmmsg(2) (Linux
+// >= 2.6.33), without a timeout, and returns how many arrived. For each,
+// msgs[i].Len is its length and msgs[i].Hdr.Flags has MSG_TRUNC when it did
+// not fit its buffer. On a non-blocking socket with nothing queued errno is
+// EAGAIN. len(msgs) must be at least 1.
+func Recvmmsg(fd int, msgs []Mmsghdr, flags int) (n int, errno unix.Errno) {
+	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), 0
+}
+
+// Drops returns the socket's drop counter, SK_MEMINFO_DROPS of
+// getsockopt(SO_MEMINFO) (Linux >= 4.7 for the drops field): datagrams the
+// kernel dropped for this socket because its receive buffer was full (or a
+// filter refused them). It is the kernel's count, independent of ours.
+func Drops(fd int) (uint64, error) {
+	var mi [unix.SK_MEMINFO_VARS]uint32
+	l := uint32(unsafe.Sizeof(mi))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&mi[0])), uintptr(unsafe.Pointer(&l)), 0)
+	if e != 0 {
+		return 0, fmt.Errorf("getsockopt SO_MEMINFO: %w", e)
+	}
+	if l < (unix.SK_MEMINFO_DROPS+1)*4 {
+		return 0, fmt.Errorf("getsockopt SO_MEMINFO: kernel returned %d bytes, no drops field (Linux >= 4.7)", l)
+	}
+	return uint64(mi[unix.SK_MEMINFO_DROPS]), nil
+}
+
+// NamePtr returns sa as the *byte that Msghdr.Name takes; set Namelen to
+// unix.SizeofSockaddrInet4 beside it.
+func NamePtr(sa *unix.RawSockaddrInet4) *byte { return (*byte)(unsafe.Pointer(sa)) }
+
+// portBytes views the network-order port of a RawSockaddrInet4 as bytes.
+func portBytes(p *uint16) unsafe.Pointer { return unsafe.Pointer(p) }

@@ -1,0 +1,262 @@
+// Package sock sets up the kernel sockets of the kernel kinds (udp, uring,
+// tcp) the same way, so that those kinds differ only in how they cross into
+// the kernel, not in socket options: non-blocking, SO_RCVBUF/SO_SNDBUF forced
+// where privileged and otherwise as large as the kernel allows, SO_BUSY_POLL,
+// connected for unicast. It also reads the kernel's own counters (SO_MEMINFO
+// drops, TCP_INFO) and holds the raw sendmmsg/recvmmsg calls on
+// preallocated message arrays.
+//
+// Everything here works without privileges; what privilege would add (forced
+// buffers) is reported in Granted, never silently dropped.
+package sock
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// Granted is what the kernel gave a socket, read back after setting it up.
+type Granted struct {
+	// RcvBuf and SndBuf are SO_RCVBUF and SO_SNDBUF as getsockopt reports
+	// them. Linux doubles the requested value (the other half is for its
+	// bookkeeping), so a granted 16 MiB request reads 32 MiB.
+	RcvBuf, SndBuf int
+	// BufForced is true when SO_RCVBUFFORCE/SO_SNDBUFFORCE took the full
+	// request (CAP_NET_ADMIN); false when it was capped by net.core.rmem_max
+	// and net.core.wmem_max.
+	BufForced bool
+	// BusyPollUs is SO_BUSY_POLL as getsockopt reports it after setting it;
+	// 0 when off.
+	BusyPollUs int
+	// BusyPollErr is why SO_BUSY_POLL could not be set, or nil. Linux 6.x
+	// lets any user set it; older kernels refuse (EPERM) to raise it above
+	// the current value without CAP_NET_ADMIN, and a kernel built without
+	// CONFIG_NET_RX_BUSY_POLL says ENOPROTOOPT. The socket works without it.
+	BusyPollErr error
+	// Connected is true for a UDP socket connect()ed to its one destination.
+	Connected bool
+	// Local is the address the socket is bound to.
+	Local netip.AddrPort
+}
+
+// Mode describes g in a few words for Stats.Mode: buffers, whether they
+// were forced, busy poll.
+func (g Granted) Mode() string {
+	var b strings.Builder
+	if g.Connected {
+		b.WriteString("connected, ")
+	}
+	fmt.Fprintf(&b, "rcvbuf %s snd %s", size(g.RcvBuf), size(g.SndBuf))
+	if g.BufForced {
+		b.WriteString(" forced")
+	} else {
+		b.WriteString(" capped by rmem_max/wmem_max")
+	}
+	switch {
+	case g.BusyPollErr != nil:
+		fmt.Fprintf(&b, ", busy poll refused (%v)", errors.Unwrap(g.BusyPollErr))
+	case g.BusyPollUs > 0:
+		fmt.Fprintf(&b, ", busy poll %dus", g.BusyPollUs)
+	default:
+		b.WriteString(", busy poll off")
+	}
+	return b.String()
+}
+
+func size(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// SetBuffers sets SO_RCVBUF and SO_SNDBUF to bytes. It first tries
+// SO_RCVBUFFORCE/SO_SNDBUFFORCE, which need CAP_NET_ADMIN and ignore
+// net.core.rmem_max/wmem_max; without the capability it sets SO_RCVBUF and
+// SO_SNDBUF, which the kernel caps at those sysctls. It fills g.RcvBuf,
+// g.SndBuf and g.BufForced from getsockopt.
+func SetBuffers(fd, bytes int, g *Granted) error {
+	forced := true
+	for _, o := range [2][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+		err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[0], bytes)
+		if err == nil {
+			continue
+		}
+		if err != unix.EPERM {
+			return fmt.Errorf("setsockopt %s: %w", optName(o[0]), err)
+		}
+		forced = false
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[1], bytes); err != nil {
+			return fmt.Errorf("setsockopt %s: %w", optName(o[1]), err)
+		}
+	}
+	rcv, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	if err != nil {
+		return fmt.Errorf("getsockopt SO_RCVBUF: %w", err)
+	}
+	snd, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	if err != nil {
+		return fmt.Errorf("getsockopt SO_SNDBUF: %w", err)
+	}
+	g.RcvBuf, g.SndBuf, g.BufForced = rcv, snd, forced
+	return nil
+}
+
+func optName(o int) string {
+	switch o {
+	case unix.SO_RCVBUFFORCE:
+		return "SO_RCVBUFFORCE"
+	case unix.SO_SNDBUFFORCE:
+		return "SO_SNDBUFFORCE"
+	case unix.SO_RCVBUF:
+		return "SO_RCVBUF"
+	case unix.SO_SNDBUF:
+		return "SO_SNDBUF"
+	}
+	return fmt.Sprint(o)
+}
+
+// SetBusyPoll sets SO_BUSY_POLL to us microseconds (us <= 0: leaves it at
+// the system default, net.core.busy_read). A refusal the socket can live
+// without (EPERM on kernels that want CAP_NET_ADMIN to raise it,
+// ENOPROTOOPT without CONFIG_NET_RX_BUSY_POLL) is recorded in
+// g.BusyPollErr, not returned; any other error is returned. Busy polling
+// only acts on devices with NAPI; veth and loopback do little with it.
+func SetBusyPoll(fd, us int, g *Granted) error {
+	if us > 0 {
+		err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, us)
+		switch {
+		case err == unix.EPERM || err == unix.ENOPROTOOPT:
+			g.BusyPollErr = fmt.Errorf("setsockopt SO_BUSY_POLL %d: %w", us, err)
+		case err != nil:
+			return fmt.Errorf("setsockopt SO_BUSY_POLL %d: %w", us, err)
+		}
+	}
+	v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL)
+	if err != nil && err != unix.ENOPROTOOPT {
+		return fmt.Errorf("getsockopt SO_BUSY_POLL: %w", err)
+	}
+	g.BusyPollUs = v
+	return nil
+}
+
+// OpenUDP opens the UDP socket of a udp or uring backend and returns its
+// file descriptor, which the caller owns and closes. The socket is
+// non-blocking and close-on-exec, has its buffers set to cfg.SockBuf (see
+// SetBuffers) and SO_BUSY_POLL to cfg.BusyPollUs (see SetBusyPoll).
+//
+// A server binds cfg.LocalIP:cfg.Port (0.0.0.0 when LocalIP is unset). A
+// client binds cfg.LocalIP:cfg.LocalPort when either is set, and connects
+// to its destination when it has exactly one (the kernel then skips the
+// route lookup per send, and the socket takes datagrams only from that
+// peer); with several Dests it stays unconnected and every message carries
+// its address. cfg must have been through WithDefaults and Validate. Works
+// without privileges; binding a port below 1024 needs
+// CAP_NET_BIND_SERVICE (a *core.PrivilegeError).
+func OpenUDP(cfg core.Config) (fd int, g Granted, err error) {
+	fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, g, fmt.Errorf("socket udp: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			unix.Close(fd)
+			fd = -1
+		}
+	}()
+	if err = SetBuffers(fd, cfg.SockBuf, &g); err != nil {
+		return
+	}
+	if err = SetBusyPoll(fd, cfg.BusyPollUs, &g); err != nil {
+		return
+	}
+	if cfg.Role == core.RoleServer {
+		if err = Bind(fd, netip.AddrPortFrom(anyIfUnset(cfg.LocalIP), cfg.Port)); err != nil {
+			return
+		}
+	} else {
+		if cfg.LocalIP.IsValid() || cfg.LocalPort != 0 {
+			if err = Bind(fd, netip.AddrPortFrom(anyIfUnset(cfg.LocalIP), cfg.LocalPort)); err != nil {
+				return
+			}
+		}
+		if len(cfg.Dests) == 1 {
+			dst := netip.AddrPortFrom(cfg.Dests[0], cfg.Port)
+			if err = unix.Connect(fd, Sockaddr(dst)); err != nil {
+				err = fmt.Errorf("connect %s: %w", dst, err)
+				return
+			}
+			g.Connected = true
+		}
+	}
+	g.Local, err = LocalAddr(fd)
+	return
+}
+
+func anyIfUnset(a netip.Addr) netip.Addr {
+	if a.IsValid() {
+		return a
+	}
+	return netip.IPv4Unspecified()
+}
+
+// Bind binds fd to ap. EACCES (a port below 1024 without
+// CAP_NET_BIND_SERVICE) is a *core.PrivilegeError.
+func Bind(fd int, ap netip.AddrPort) error {
+	err := unix.Bind(fd, Sockaddr(ap))
+	if err == unix.EACCES || err == unix.EPERM {
+		return &core.PrivilegeError{Op: "bind " + ap.String(), Capability: "CAP_NET_BIND_SERVICE (or a port >= 1024)", Err: err}
+	}
+	if err != nil {
+		return fmt.Errorf("bind %s: %w", ap, err)
+	}
+	return nil
+}
+
+// LocalAddr returns the IPv4 address and port fd is bound to.
+func LocalAddr(fd int) (netip.AddrPort, error) {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("getsockname: %w", err)
+	}
+	if in, ok := sa.(*unix.SockaddrInet4); ok {
+		return netip.AddrPortFrom(netip.AddrFrom4(in.Addr), uint16(in.Port)), nil
+	}
+	return netip.AddrPort{}, fmt.Errorf("getsockname: not an IPv4 socket address: %T", sa)
+}
+
+// Sockaddr converts an IPv4 ap for the x/sys/unix calls that take a
+// unix.Sockaddr (it allocates; not for the data path).
+func Sockaddr(ap netip.AddrPort) unix.Sockaddr {
+	return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
+}
+
+// PutRaw writes an IPv4 ap into sa, the form the kernel reads from
+// msg_name. It does not allocate.
+func PutRaw(sa *unix.RawSockaddrInet4, ap netip.AddrPort) {
+	sa.Family = unix.AF_INET
+	p := ap.Port()
+	pb := (*[2]byte)(portBytes(&sa.Port))
+	pb[0], pb[1] = byte(p>>8), byte(p)
+	sa.Addr = ap.Addr().As4()
+}
+
+// FromRaw returns the address and port in sa (filled by the kernel in
+// msg_name). It does not allocate. A family other than AF_INET gives the
+// zero AddrPort.
+func FromRaw(sa *unix.RawSockaddrInet4) netip.AddrPort {
+	if sa.Family != unix.AF_INET {
+		return netip.AddrPort{}
+	}
+	pb := (*[2]byte)(portBytes(&sa.Port))
+	return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(pb[0])<<8|uint16(pb[1]))
+}

@@ -1,0 +1,231 @@
+package sock
+
+import (
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+var lo = netip.MustParseAddr("127.0.0.1")
+
+func cfg(role core.Role, port uint16, dests ...netip.Addr) core.Config {
+	c := core.Config{Kind: core.KindUDP, Role: role, Port: port, Dests: dests}.WithDefaults()
+	if err := c.Validate(); err != nil {
+		panic(err)
+	}
+	return c
+}
+
+func TestRawSockaddrRoundTrip(t *testing.T) {
+	for _, s := range []string{"198.18.0.1:5000", "127.0.0.1:1", "0.0.0.0:65535", "198.19.255.254:0"} {
+		ap := netip.MustParseAddrPort(s)
+		var sa unix.RawSockaddrInet4
+		PutRaw(&sa, ap)
+		if got := FromRaw(&sa); got != ap {
+			t.Errorf("FromRaw(PutRaw(%v)) = %v", ap, got)
+		}
+		// The port is in network order, as the kernel reads it.
+		b := (*[2]byte)(portBytes(&sa.Port))
+		if uint16(b[0])<<8|uint16(b[1]) != ap.Port() {
+			t.Errorf("%v: port bytes %x", ap, b)
+		}
+	}
+	var sa unix.RawSockaddrInet4
+	if got := FromRaw(&sa); got.IsValid() {
+		t.Errorf("FromRaw of a zero sockaddr = %v, want invalid", got)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		PutRaw(&sa, netip.MustParseAddrPort("198.18.0.2:9"))
+		_ = FromRaw(&sa)
+	}); n != 0 {
+		t.Errorf("PutRaw+FromRaw allocate %v times", n)
+	}
+}
+
+func openPair(t *testing.T) (srv, cli int, sg, cg Granted) {
+	t.Helper()
+	// Bind an ephemeral server port through a probe socket first: Port 0 is
+	// not a valid Config.
+	probe, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(probe, &unix.SockaddrInet4{Addr: lo.As4()}); err != nil {
+		t.Fatal(err)
+	}
+	ap, err := LocalAddr(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(probe)
+	sc := cfg(core.RoleServer, ap.Port())
+	sc.LocalIP = lo
+	srv, sg, err = OpenUDP(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(srv) })
+	cli, cg, err = OpenUDP(cfg(core.RoleClient, ap.Port(), lo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(cli) })
+	return
+}
+
+func TestOpenUDPGranted(t *testing.T) {
+	srv, cli, sg, cg := openPair(t)
+	if sg.Connected || !cg.Connected {
+		t.Errorf("Connected: server %v client %v, want false true", sg.Connected, cg.Connected)
+	}
+	if sg.Local.Addr() != lo || sg.Local.Port() == 0 {
+		t.Errorf("server bound to %v", sg.Local)
+	}
+	for _, g := range []Granted{sg, cg} {
+		if g.RcvBuf <= 0 || g.SndBuf <= 0 {
+			t.Errorf("granted buffers %d/%d", g.RcvBuf, g.SndBuf)
+		}
+		// With CAP_NET_ADMIN the full request is granted, doubled.
+		if os.Geteuid() == 0 && (!g.BufForced || g.RcvBuf != 2*core.DefaultSockBuf || g.SndBuf != 2*core.DefaultSockBuf) {
+			t.Errorf("as root: forced=%v rcv=%d snd=%d, want forced %d", g.BufForced, g.RcvBuf, g.SndBuf, 2*core.DefaultSockBuf)
+		}
+		if g.BusyPollErr == nil && g.BusyPollUs != core.DefaultBusyPollUs {
+			t.Errorf("busy poll %d, no error", g.BusyPollUs)
+		}
+		if g.Mode() == "" {
+			t.Error("empty Mode")
+		}
+	}
+	for _, fd := range []int{srv, cli} {
+		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err != nil || fl&unix.O_NONBLOCK == 0 {
+			t.Errorf("fd %d not non-blocking (flags %x, %v)", fd, fl, err)
+		}
+	}
+}
+
+func TestSendRecvMmsg(t *testing.T) {
+	srv, cli, sg, cg := openPair(t)
+	const n = 8
+	bufs := make([][64]byte, n)
+	iov := make([]unix.Iovec, n)
+	msgs := make([]Mmsghdr, n)
+	for i := range msgs {
+		bufs[i][0] = byte(i)
+		iov[i].Base = &bufs[i][0]
+		iov[i].SetLen(10 + i)
+		msgs[i].Hdr.Iov = &iov[i]
+		msgs[i].Hdr.SetIovlen(1)
+	}
+	sent, e := Sendmmsg(cli, msgs, 0)
+	if e != 0 || sent != n {
+		t.Fatalf("sendmmsg = %d, %v", sent, e)
+	}
+	rbufs := make([][32]byte, n)
+	riov := make([]unix.Iovec, n)
+	names := make([]unix.RawSockaddrInet4, n)
+	rmsgs := make([]Mmsghdr, n)
+	for i := range rmsgs {
+		riov[i].Base = &rbufs[i][0]
+		riov[i].SetLen(len(rbufs[i]))
+		rmsgs[i].Hdr.Iov = &riov[i]
+		rmsgs[i].Hdr.SetIovlen(1)
+		rmsgs[i].Hdr.Name = NamePtr(&names[i])
+		rmsgs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
+	}
+	got := 0
+	for deadline := time.Now().Add(10 * time.Second); got < n && time.Now().Before(deadline); {
+		r, e := Recvmmsg(srv, rmsgs[got:], unix.MSG_DONTWAIT)
+		if e == unix.EAGAIN {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if e != 0 {
+			t.Fatal(e)
+		}
+		got += r
+	}
+	if got != n {
+		t.Fatalf("received %d of %d", got, n)
+	}
+	for i := range rmsgs {
+		if int(rmsgs[i].Len) != 10+i || rbufs[i][0] != byte(i) {
+			t.Errorf("message %d: len %d first byte %d", i, rmsgs[i].Len, rbufs[i][0])
+		}
+		if from := FromRaw(&names[i]); from != cg.Local {
+			t.Errorf("message %d from %v, want %v", i, from, cg.Local)
+		}
+		if rmsgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+			t.Errorf("message %d truncated", i)
+		}
+	}
+	_ = sg
+}
+
+func TestDropsCounted(t *testing.T) {
+	srv, cli, _, _ := openPair(t)
+	// Shrink the server's receive buffer and overflow it: the kernel's own
+	// counter must see the drops.
+	var g Granted
+	if err := SetBuffers(srv, 4096, &g); err != nil {
+		t.Fatal(err)
+	}
+	before, err := Drops(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 1000)
+	for i := 0; i < 200; i++ {
+		if _, err := unix.Write(cli, payload); err != nil && err != unix.EAGAIN {
+			t.Fatal(err)
+		}
+	}
+	var after uint64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if after, err = Drops(srv); err != nil {
+			t.Fatal(err)
+		}
+		if after > before {
+			break
+		}
+	}
+	if after <= before {
+		t.Fatalf("SO_MEMINFO drops stayed at %d after overflowing a %d-byte buffer", after, g.RcvBuf)
+	}
+}
+
+func TestTuneTCP(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	c := core.Config{Kind: core.KindTCP, Port: 1, Dests: []netip.Addr{lo}}.WithDefaults()
+	g, err := TuneTCP(fd, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY); v == 0 {
+		t.Error("TCP_NODELAY not set")
+	}
+	if g.RcvBuf <= 0 || g.SndBuf <= 0 {
+		t.Errorf("granted %d/%d", g.RcvBuf, g.SndBuf)
+	}
+	c.Nagle = true
+	fd2, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	defer unix.Close(fd2)
+	if _, err := TuneTCP(fd2, c); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := unix.GetsockoptInt(fd2, unix.IPPROTO_TCP, unix.TCP_NODELAY); v != 0 {
+		t.Error("TCP_NODELAY set with Nagle")
+	}
+	if cs, err := TCPInfo(fd); err != nil || len(cs) == 0 {
+		t.Errorf("TCPInfo: %v %v", cs, err)
+	}
+}
