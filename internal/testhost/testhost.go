@@ -1,0 +1,315 @@
+//go:build linux
+
+package testhost
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// IfacePrefix starts the name of every veth end this package makes:
+// "dg" + pid (hex) + "-" + pair number (hex) + "a" or "b".
+const IfacePrefix = "dg"
+
+// MaxQueues bounds Options.Queues.
+const MaxQueues = 256
+
+// Options shapes a Pair. The zero value is one queue, default addresses,
+// offloads off.
+type Options struct {
+	// Queues is the number of TX and RX queues of both veth ends (the same on
+	// both, or driver-mode XDP does not attach). 0 means 1.
+	Queues int
+	// A and B are the addresses with prefix length of the two ends. Zero:
+	// 198.18.n.1/24 and 198.18.n.2/24, n chosen per Pair. Both must lie in
+	// 198.18.0.0/15 (prefix included) and differ.
+	A, B netip.Prefix
+	// KeepOffloads leaves TX checksum offload, TSO and GSO as the kernel
+	// sets them (on). By default they are turned off and verified off.
+	KeepOffloads bool
+	// XPSCPUs maps TX queue i to CPU XPSCPUs[i % len(XPSCPUs)] in the XPS
+	// masks (xps_cpus) written on both ends when Queues > 1. Empty: the
+	// allowed CPUs of the process, in order.
+	XPSCPUs []int
+	// MTU of both ends. 0: the kernel's default (1500).
+	MTU int
+	// CarrierTimeout bounds the wait for carrier on both ends. Default 10 s.
+	CarrierTimeout time.Duration
+}
+
+// Pair is two network namespaces joined by a veth pair. A and B are its two
+// ends. Close removes everything.
+type Pair struct {
+	A, B *Host
+}
+
+var pairs atomic.Uint32
+
+// New makes a Pair: two anonymous network namespaces, a veth pair between
+// them, addresses, links up, IPv6 off, offloads off (unless KeepOffloads),
+// XPS masks when Queues > 1, and waits for carrier on both ends. On error
+// nothing is left behind. It needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN); a
+// missing privilege is a *core.PrivilegeError.
+func New(o Options) (*Pair, error) {
+	n := pairs.Add(1)
+	pid := os.Getpid()
+	if o.Queues == 0 {
+		o.Queues = 1
+	}
+	if o.Queues < 0 || o.Queues > MaxQueues {
+		return nil, fmt.Errorf("testhost: Queues=%d: want 1..%d", o.Queues, MaxQueues)
+	}
+	if o.MTU < 0 || o.MTU > 65535 {
+		return nil, fmt.Errorf("testhost: MTU=%d: want 68..65535 or 0 for the default", o.MTU)
+	}
+	if o.CarrierTimeout <= 0 {
+		o.CarrierTimeout = 10 * time.Second
+	}
+	sub := 1 + (uint32(pid)+n)%254
+	if !o.A.IsValid() {
+		o.A = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(sub), 1}), 24)
+	}
+	if !o.B.IsValid() {
+		o.B = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(sub), 2}), 24)
+	}
+	if err := checkPrefix("A", o.A); err != nil {
+		return nil, err
+	}
+	if err := checkPrefix("B", o.B); err != nil {
+		return nil, err
+	}
+	if o.A.Addr() == o.B.Addr() {
+		return nil, fmt.Errorf("testhost: A and B have the same address %s", o.A.Addr())
+	}
+	var xps []int
+	if o.Queues > 1 {
+		xps = o.XPSCPUs
+		if len(xps) == 0 {
+			var err error
+			if xps, err = cpu.Allowed(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	base := fmt.Sprintf("%s%x-%x", IfacePrefix, pid, n&0xffff)
+
+	p := &Pair{}
+	ok := false
+	defer func() {
+		if !ok {
+			p.Close()
+		}
+	}()
+	var err error
+	if p.A, err = newHost(); err != nil {
+		return nil, err
+	}
+	if p.B, err = newHost(); err != nil {
+		return nil, err
+	}
+	p.A.Iface, p.B.Iface = base+"a", base+"b"
+	p.A.Prefix, p.B.Prefix = o.A, o.B
+	p.A.Addr, p.B.Addr = o.A.Addr(), o.B.Addr()
+	p.A.Queues, p.B.Queues = o.Queues, o.Queues
+
+	for _, h := range []*Host{p.A, p.B} {
+		if err := h.onHome(h.prepareNS); err != nil {
+			return nil, err
+		}
+	}
+	veth := &netlink.Veth{
+		LinkAttrs: netlink.LinkAttrs{Name: p.A.Iface, NumTxQueues: o.Queues, NumRxQueues: o.Queues,
+			MTU: o.MTU, TxQLen: -1},
+		PeerName:      p.B.Iface,
+		PeerNamespace: netlink.NsFd(int(p.B.NS)),
+		PeerTxQLen:    -1,
+	}
+	if err := p.A.onHome(func() error { return p.A.nl.LinkAdd(veth) }); err != nil {
+		return nil, privileged("create veth pair", "CAP_NET_ADMIN", fmt.Errorf("add veth %s/%s: %w", p.A.Iface, p.B.Iface, err))
+	}
+	for _, h := range []*Host{p.A, p.B} {
+		if err := h.onHome(func() error { return h.configure(o.KeepOffloads) }); err != nil {
+			return nil, err
+		}
+	}
+	for _, h := range []*Host{p.A, p.B} {
+		if err := h.waitCarrier(o.CarrierTimeout); err != nil {
+			return nil, err
+		}
+	}
+	if o.Queues > 1 {
+		for _, h := range []*Host{p.A, p.B} {
+			if err := h.setXPS(xps); err != nil {
+				return nil, err
+			}
+		}
+	}
+	ok = true
+	return p, nil
+}
+
+func checkPrefix(field string, p netip.Prefix) error {
+	if err := core.CheckBenchAddr("testhost.Options."+field, p.Addr()); err != nil {
+		return err
+	}
+	if !p.Addr().Is4() || !core.BenchNet.Contains(p.Addr()) || p.Bits() < core.BenchNet.Bits() || p.Bits() >= 32 {
+		return fmt.Errorf("testhost: Options.%s=%s: want an IPv4 address with a prefix inside %s (/%d../31)",
+			field, p, core.BenchNet, core.BenchNet.Bits())
+	}
+	return nil
+}
+
+// NewT makes a Pair for a test: it skips the test (fails it when CI=true)
+// unless it runs as root or when the host lacks a needed feature or
+// privilege, fails it on any other error, and closes the Pair in t.Cleanup.
+func NewT(t testing.TB, o Options) *Pair {
+	t.Helper()
+	testutil.RequireRoot(t)
+	p, err := New(o)
+	var pe *core.PrivilegeError
+	if errors.As(err, &pe) {
+		testutil.Skip(t, err.Error())
+	}
+	testutil.SkipIfNotSupported(t, err)
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("testhost: close: %v", err)
+		}
+	})
+	return p
+}
+
+// Close deletes the veth pair, ends the namespaces' threads (killing the
+// processes started there with Start) and closes their descriptors; the
+// kernel then destroys the namespaces. It is safe to call more than once
+// and on a partly made Pair. A socket made inside a namespace and still
+// open keeps that namespace alive (not its veth) until it is closed.
+func (p *Pair) Close() error {
+	var errs []error
+	if p.A != nil && p.A.Index != 0 && p.A.check() == nil {
+		if err := p.A.nl.LinkDel(p.A.link()); err != nil && !errors.Is(err, unix.ENODEV) {
+			errs = append(errs, fmt.Errorf("delete veth %s: %w", p.A.Iface, err))
+		}
+	}
+	for _, h := range []*Host{p.A, p.B} {
+		if h != nil {
+			if err := h.close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// prepareNS runs on the home thread of a fresh namespace: IPv6 off for every
+// present and future interface (before the veth exists, so it never gets an
+// IPv6 address), and lo up.
+func (h *Host) prepareNS() error {
+	if err := disableIPv6("all"); err != nil {
+		return err
+	}
+	if err := disableIPv6("default"); err != nil {
+		return err
+	}
+	lo, err := h.nl.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("link lo: %w", err)
+	}
+	if err := h.nl.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("set lo up: %w", err)
+	}
+	return nil
+}
+
+// disableIPv6 writes 1 to net.ipv6.conf.<dev>.disable_ipv6 of the calling
+// thread's namespace (/proc/sys/net follows the thread's namespace) and
+// reads it back. A kernel without IPv6 has nothing to disable.
+func disableIPv6(dev string) error {
+	path := "/proc/sys/net/ipv6/conf/" + dev + "/disable_ipv6"
+	if _, err := os.Stat("/proc/sys/net/ipv6"); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := os.WriteFile(path, []byte("1\n"), 0); err != nil {
+		return fmt.Errorf("disable IPv6: %w", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("disable IPv6: %w", err)
+	}
+	if strings.TrimSpace(string(b)) != "1" {
+		return fmt.Errorf("disable IPv6: %s reads back %q", path, b)
+	}
+	return nil
+}
+
+// configure runs on the home thread once the veth end exists in the
+// namespace: IPv6 off on it, offloads off, address, link up.
+func (h *Host) configure(keepOffloads bool) error {
+	l, err := h.nl.LinkByName(h.Iface)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", h.Iface, err)
+	}
+	h.Index = l.Attrs().Index
+	h.MAC = l.Attrs().HardwareAddr
+	if err := disableIPv6(h.Iface); err != nil {
+		return err
+	}
+	if !keepOffloads {
+		left, err := setOffloads(h.Iface, false)
+		if err != nil {
+			return err
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("testhost %s: offloads the driver would not turn off: %s (use Options.KeepOffloads to accept them)",
+				h.Iface, strings.Join(left, ", "))
+		}
+	}
+	if err := h.nl.AddrAdd(l, h.addr()); err != nil {
+		return fmt.Errorf("addr add %s dev %s: %w", h.Prefix, h.Iface, err)
+	}
+	if err := h.nl.LinkSetUp(l); err != nil {
+		return fmt.Errorf("set %s up: %w", h.Iface, err)
+	}
+	return nil
+}
+
+// waitCarrier polls the veth end until it has carrier (operstate up), or
+// the timeout passes.
+func (h *Host) waitCarrier(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := h.nl.LinkByIndex(h.Index)
+		if err != nil {
+			return fmt.Errorf("link %s: %w", h.Iface, err)
+		}
+		a := l.Attrs()
+		if a.OperState == netlink.OperUp && a.RawFlags&unix.IFF_LOWER_UP != 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("testhost %s: no carrier after %v (operstate %s)", h.Iface, timeout, a.OperState)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Other returns the other end of the pair.
+func (p *Pair) Other(h *Host) *Host {
+	if h == p.A {
+		return p.B
+	}
+	return p.A
+}

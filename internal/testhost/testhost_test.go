@@ -1,0 +1,253 @@
+//go:build linux
+
+package testhost
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// waitFor polls cond every few milliseconds until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// udpOn opens a UDP socket bound to addr inside h's namespace.
+func udpOn(t *testing.T, h *Host, addr netip.AddrPort) *net.UDPConn {
+	t.Helper()
+	var c *net.UDPConn
+	err := h.Do(func() error {
+		var err error
+		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(addr))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen udp %s in %s: %v", addr, h.Iface, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// roundTrip sends a datagram from A to B and an answer back, through kernel
+// sockets made inside each namespace.
+func roundTrip(t *testing.T, p *Pair, msg string) {
+	t.Helper()
+	a := udpOn(t, p.A, netip.AddrPortFrom(p.A.Addr, 0))
+	b := udpOn(t, p.B, netip.AddrPortFrom(p.B.Addr, 0))
+	to := b.LocalAddr().(*net.UDPAddr).AddrPort()
+	deadline := time.Now().Add(20 * time.Second)
+	a.SetDeadline(deadline)
+	b.SetDeadline(deadline)
+	if _, err := a.WriteToUDPAddrPort([]byte(msg), to); err != nil {
+		t.Fatalf("send A→B: %v", err)
+	}
+	buf := make([]byte, 1500)
+	n, from, err := b.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatalf("receive on B: %v", err)
+	}
+	if string(buf[:n]) != msg || from.Addr() != p.A.Addr {
+		t.Fatalf("B got %q from %s, want %q from %s", buf[:n], from, msg, p.A.Addr)
+	}
+	if _, err := b.WriteToUDPAddrPort([]byte("re:"+msg), from); err != nil {
+		t.Fatalf("send B→A: %v", err)
+	}
+	n, from, err = a.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatalf("receive on A: %v", err)
+	}
+	if string(buf[:n]) != "re:"+msg || from != to {
+		t.Fatalf("A got %q from %s, want %q from %s", buf[:n], from, "re:"+msg, to)
+	}
+}
+
+func TestPairUDPRoundTrip(t *testing.T) {
+	p := NewT(t, Options{})
+	for _, h := range []*Host{p.A, p.B} {
+		if !core.BenchNet.Contains(h.Addr) || h.Prefix.Addr() != h.Addr || h.Prefix.Bits() != 24 {
+			t.Errorf("%s: address %s prefix %s", h.Iface, h.Addr, h.Prefix)
+		}
+		if h.Index == 0 || len(h.MAC) != 6 || !strings.HasPrefix(h.Iface, IfacePrefix) || !h.NS.IsOpen() {
+			t.Errorf("host fields not filled: %+v", h)
+		}
+		l, err := h.Link()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Attrs().OperState != netlink.OperUp || l.Type() != "veth" {
+			t.Errorf("%s: operstate %s type %s", h.Iface, l.Attrs().OperState, l.Type())
+		}
+	}
+	if p.A.Prefix.Masked() != p.B.Prefix.Masked() {
+		t.Errorf("A %s and B %s not on one subnet", p.A.Prefix, p.B.Prefix)
+	}
+	roundTrip(t, p, "hello over veth")
+}
+
+func TestOffloadsOff(t *testing.T) {
+	p := NewT(t, Options{})
+	for _, h := range []*Host{p.A, p.B} {
+		f, err := h.Offloads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"tx-checksum-ip-generic", "tx-tcp-segmentation", "tx-generic-segmentation"} {
+			if on, ok := f[name]; !ok || on {
+				t.Errorf("%s: %s present=%v on=%v, want present and off (all: %v)", h.Iface, name, ok, on, f)
+			}
+		}
+		for name, on := range f {
+			if on {
+				t.Errorf("%s: %s still on", h.Iface, name)
+			}
+		}
+	}
+	k := NewT(t, Options{KeepOffloads: true})
+	f, err := k.A.Offloads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f["tx-checksum-ip-generic"] || !f["tx-tcp-segmentation"] {
+		t.Errorf("KeepOffloads: offloads not left on: %v", f)
+	}
+}
+
+func TestIPv6Disabled(t *testing.T) {
+	p := NewT(t, Options{})
+	if _, err := os.Stat("/proc/sys/net/ipv6"); err != nil {
+		t.Skip("kernel without IPv6: nothing to disable")
+	}
+	for _, h := range []*Host{p.A, p.B} {
+		nh, err := netlink.NewHandleAt(h.NS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		links, err := nh.LinkList()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(links) != 2 {
+			t.Errorf("%s: %d links in the namespace, want lo and the veth end", h.Iface, len(links))
+		}
+		for _, l := range links {
+			addrs, err := nh.AddrList(l, netlink.FAMILY_V6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(addrs) != 0 {
+				t.Errorf("%s: link %s has IPv6 addresses %v", h.Iface, l.Attrs().Name, addrs)
+			}
+		}
+		nh.Close()
+		err = h.Do(func() error {
+			for _, dev := range []string{"all", "default", h.Iface} {
+				b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + dev + "/disable_ipv6")
+				if err != nil {
+					return err
+				}
+				if strings.TrimSpace(string(b)) != "1" {
+					return fmt.Errorf("%s disable_ipv6=%q", dev, b)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%s: %v", h.Iface, err)
+		}
+	}
+}
+
+func TestTwoPairsDoNotCollide(t *testing.T) {
+	var wg sync.WaitGroup
+	ps := make([]*Pair, 2)
+	errs := make([]error, 2)
+	for i := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ps[i], errs[i] = New(Options{})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			for _, p := range ps {
+				if p != nil {
+					p.Close()
+				}
+			}
+			requireRootOrFatal(t, err, i)
+		}
+	}
+	for _, p := range ps {
+		t.Cleanup(func() { p.Close() })
+	}
+	if ps[0].A.Iface == ps[1].A.Iface || ps[0].A.Prefix == ps[1].A.Prefix {
+		t.Errorf("pairs share names or subnets: %s %s, %s %s", ps[0].A.Iface, ps[0].A.Prefix, ps[1].A.Iface, ps[1].A.Prefix)
+	}
+	roundTrip(t, ps[0], "first")
+	roundTrip(t, ps[1], "second")
+	// Isolation: pair 0's A has no route to pair 1's B.
+	err := ps[0].A.Do(func() error {
+		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(ps[1].B.Addr, 9)))
+		if err == nil {
+			c.Close()
+			return errors.New("a socket in pair 0 could reach pair 1's subnet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// requireRootOrFatal is for tests that call New directly.
+func requireRootOrFatal(t *testing.T, err error, i int) {
+	t.Helper()
+	var pe *core.PrivilegeError
+	if os.Geteuid() != 0 || errors.As(err, &pe) {
+		t.Skipf("needs root: %v", err)
+	}
+	t.Fatalf("pair %d: %v", i, err)
+}
+
+func TestOptionsRefused(t *testing.T) {
+	cases := []Options{
+		{A: netip.MustParsePrefix("10.0.0.1/24")},
+		{B: netip.MustParsePrefix("192.168.1.2/24")},
+		{A: netip.MustParsePrefix("127.0.0.1/8")},
+		{A: netip.MustParsePrefix("198.18.0.1/8")},
+		{A: netip.MustParsePrefix("198.18.0.1/24"), B: netip.MustParsePrefix("198.18.0.1/24")},
+		{Queues: -1},
+		{Queues: MaxQueues + 1},
+	}
+	for _, o := range cases {
+		p, err := New(o)
+		if err == nil {
+			p.Close()
+			t.Errorf("New(%+v) accepted", o)
+			continue
+		}
+		t.Logf("New(%+v): %v", o, err)
+	}
+}
