@@ -1,0 +1,437 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	nstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// ethHeader is the length of an Ethernet header without VLAN tag.
+const ethHeader = header.EthernetMinimumSize
+
+// Interrupter is implemented by a frameio.Waiter whose Wait can be ended
+// early from another goroutine: Interrupt makes the Wait in progress (or the
+// next one) return nil at once. Endpoint.Sleep uses it to wake the poll loop
+// when netstack's goroutines make data readable without a new frame
+// arriving. A FrameIO without it is waited on in slices of SleepSlice.
+type Interrupter interface {
+	Interrupt()
+}
+
+// SleepSlice bounds one FrameIO.Wait in Endpoint.Sleep when the FrameIO
+// cannot be interrupted (it does not implement Interrupter): the latency of
+// a wake-up by netstack's goroutines is then up to this long.
+const SleepSlice = time.Millisecond
+
+// Endpoint is a netstack link endpoint (stack.LinkEndpoint of gVisor) over a
+// frameio.FrameIO. It adds and removes the Ethernet header itself, asks
+// netstack to resolve link addresses (ARP), pads frames shorter than 60
+// bytes with zeros before FrameIO.TxFrame, and computes no checksum offload
+// (netstack computes and verifies every checksum in software, which is right
+// on any card and on veth).
+//
+// Receive runs on the poll loop (Poll); transmit (WritePackets) may be called
+// by any goroutine. See the package documentation for the threading rules.
+// The FrameIO belongs to the Endpoint from NewEndpoint on, but Endpoint does
+// not close it: its owner (the backend) closes it after Stack.Close.
+type Endpoint struct {
+	fio frameio.FrameIO
+	mtu uint32
+	irq Interrupter // nil: fio cannot be interrupted
+
+	mu         sync.RWMutex
+	dispatcher nstack.NetworkDispatcher
+	addr       tcpip.LinkAddress
+	onClose    func()
+
+	// Transmit side, shared by the poll loop and netstack's goroutines.
+	txMu      sync.Mutex
+	txBuf     []byte // one frame, linearized and padded
+	txPending bool   // frames given to TxFrame since the last Kick
+	txClosed  bool
+	txErr     error // the last Kick error, reported by Flush
+
+	// sleeping is true while the poll loop is in Sleep: writers then kick
+	// themselves, and Interrupt wakes it. wakePending is set by Interrupt
+	// and consumed by Sleep, so a wake-up between the poll loop's last look
+	// and its sleep is not lost.
+	sleeping, wakePending atomic.Bool
+	// cancel ends the current slice of a Sleep on a FrameIO that is not an
+	// Interrupter (its Wait honours ctx.Done, or at least the deadline).
+	cancelMu sync.Mutex
+	cancel   context.CancelFunc
+
+	// Receive side, poll loop only.
+	deliver func([]byte)
+
+	// Counters.
+	rxFrames, rxBytes, rxOtherHost, rxMalformed atomic.Uint64
+	txFrames, txBytes, txRingFull, txOversize   atomic.Uint64
+	kicks, writerKicks, wakeups                 atomic.Uint64
+}
+
+var _ nstack.LinkEndpoint = (*Endpoint)(nil)
+
+// NewEndpoint wraps fio. The link address is fio.MAC() and the MTU (largest
+// IP packet) fio.MTU().
+func NewEndpoint(fio frameio.FrameIO) *Endpoint {
+	e := &Endpoint{
+		fio:   fio,
+		mtu:   uint32(fio.MTU()),
+		addr:  tcpip.LinkAddress(fio.MAC()),
+		txBuf: make([]byte, fio.MTU()+ethHeader),
+	}
+	e.irq, _ = fio.(Interrupter)
+	e.deliver = e.deliverFrame
+	return e
+}
+
+// MTU implements stack.LinkEndpoint: the largest IP packet, FrameIO.MTU().
+func (e *Endpoint) MTU() uint32 { return e.mtu }
+
+// SetMTU implements stack.LinkEndpoint. The MTU is the FrameIO's; it cannot
+// be raised, and a smaller value is accepted (netstack then sends smaller
+// segments).
+func (e *Endpoint) SetMTU(mtu uint32) {
+	if mtu <= uint32(len(e.txBuf)-ethHeader) {
+		e.mtu = mtu
+	}
+}
+
+// MaxHeaderLength implements stack.LinkEndpoint: the Ethernet header.
+func (e *Endpoint) MaxHeaderLength() uint16 { return ethHeader }
+
+// LinkAddress implements stack.LinkEndpoint: the FrameIO's MAC address.
+func (e *Endpoint) LinkAddress() tcpip.LinkAddress {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.addr
+}
+
+// SetLinkAddress implements stack.LinkEndpoint. It changes the source
+// address of the frames we send and the address we accept unicast frames
+// for; the FrameIO itself is not changed.
+func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
+	e.mu.Lock()
+	e.addr = addr
+	e.mu.Unlock()
+}
+
+// Capabilities implements stack.LinkEndpoint: link address resolution is
+// required (netstack runs ARP); no checksum offload.
+func (e *Endpoint) Capabilities() nstack.LinkEndpointCapabilities {
+	return nstack.CapabilityResolutionRequired
+}
+
+// Attach implements stack.LinkEndpoint. Frames are delivered to dispatcher
+// by Poll; a nil dispatcher (the NIC is being removed) makes Poll drop them.
+func (e *Endpoint) Attach(dispatcher nstack.NetworkDispatcher) {
+	e.mu.Lock()
+	e.dispatcher = dispatcher
+	e.mu.Unlock()
+}
+
+// IsAttached implements stack.LinkEndpoint.
+func (e *Endpoint) IsAttached() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.dispatcher != nil
+}
+
+// Wait implements stack.LinkEndpoint. The endpoint runs no goroutine of its
+// own (the poll loop is the application's), so there is nothing to wait for.
+func (e *Endpoint) Wait() {}
+
+// ARPHardwareType implements stack.LinkEndpoint: Ethernet.
+func (e *Endpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
+
+// AddHeader implements stack.LinkEndpoint: it pushes the Ethernet header.
+func (e *Endpoint) AddHeader(pkt *nstack.PacketBuffer) {
+	eth := header.Ethernet(pkt.LinkHeader().Push(ethHeader))
+	eth.Encode(&header.EthernetFields{
+		SrcAddr: pkt.EgressRoute.LocalLinkAddress,
+		DstAddr: pkt.EgressRoute.RemoteLinkAddress,
+		Type:    pkt.NetworkProtocolNumber,
+	})
+}
+
+// ParseHeader implements stack.LinkEndpoint: it consumes the Ethernet
+// header. Netstack calls it only for packets written with their link header
+// in the payload; Poll consumes the header of received frames itself.
+func (e *Endpoint) ParseHeader(pkt *nstack.PacketBuffer) bool {
+	_, ok := pkt.LinkHeader().Consume(ethHeader)
+	return ok
+}
+
+// Close implements stack.LinkEndpoint; netstack calls it when the NIC is
+// removed (Stack.Close). From then on WritePackets refuses. It runs the
+// action given to SetOnCloseAction and does not close the FrameIO.
+func (e *Endpoint) Close() {
+	e.txMu.Lock()
+	e.txClosed = true
+	e.txMu.Unlock()
+	e.mu.Lock()
+	f := e.onClose
+	e.onClose = nil
+	e.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// SetOnCloseAction implements stack.LinkEndpoint.
+func (e *Endpoint) SetOnCloseAction(f func()) {
+	e.mu.Lock()
+	e.onClose = f
+	e.mu.Unlock()
+}
+
+// WritePackets implements stack.LinkWriter. It may be called from any
+// goroutine. Each packet (link header already pushed by AddHeader) is copied
+// into one frame, padded with zeros to 60 bytes, and given to
+// FrameIO.TxFrame; the packets stay owned by the caller (netstack releases
+// them). The frames leave at the poll loop's next Flush, or at once when the
+// poll loop sleeps. A full TX ring is kicked and tried once more; a frame
+// that still does not fit is dropped, counted (tx_ring_full), and reported
+// as ErrNoBufferSpace, which TCP treats as a loss to retransmit.
+func (e *Endpoint) WritePackets(pkts nstack.PacketBufferList) (int, tcpip.Error) {
+	e.txMu.Lock()
+	defer e.txMu.Unlock()
+	if e.txClosed {
+		return 0, &tcpip.ErrClosedForSend{}
+	}
+	n := 0
+	var terr tcpip.Error
+	for _, pkt := range pkts.AsSlice() {
+		frame, ok := e.linearize(pkt)
+		if !ok {
+			e.txOversize.Add(1)
+			terr = &tcpip.ErrMessageTooLong{}
+			break
+		}
+		if !e.fio.TxFrame(frame) {
+			e.kickLocked()
+			if !e.fio.TxFrame(frame) {
+				e.txRingFull.Add(1)
+				terr = &tcpip.ErrNoBufferSpace{}
+				break
+			}
+		}
+		e.txPending = true
+		e.txFrames.Add(1)
+		e.txBytes.Add(uint64(len(frame)))
+		n++
+	}
+	if e.sleeping.Load() {
+		e.writerKicks.Add(1)
+		e.kickLocked()
+	}
+	return n, terr
+}
+
+// linearize copies pkt into txBuf and pads it to frameio.MinFrame.
+func (e *Endpoint) linearize(pkt *nstack.PacketBuffer) ([]byte, bool) {
+	size := pkt.Size()
+	if size > len(e.txBuf) {
+		return nil, false
+	}
+	views, skip := pkt.AsViewList()
+	off := 0
+	for v := views.Front(); v != nil; v = v.Next() {
+		b := v.AsSlice()
+		if skip >= len(b) {
+			skip -= len(b)
+			continue
+		}
+		off += copy(e.txBuf[off:size], b[skip:])
+		skip = 0
+		if off == size {
+			break
+		}
+	}
+	frame := e.txBuf[:off]
+	if off < frameio.MinFrame {
+		frame = e.txBuf[:frameio.MinFrame]
+		clear(frame[off:])
+	}
+	return frame, true
+}
+
+// kickLocked kicks the FrameIO if frames are pending. Caller holds txMu.
+func (e *Endpoint) kickLocked() {
+	if !e.txPending {
+		return
+	}
+	e.txPending = false
+	e.kicks.Add(1)
+	if err := e.fio.Kick(); err != nil {
+		e.txErr = err
+	}
+}
+
+// Flush kicks the frames written since the last kick (by the poll loop or
+// by netstack's goroutines) and returns the FrameIO's last Kick error, if
+// any, once. The poll loop calls it once per round.
+func (e *Endpoint) Flush() error {
+	e.txMu.Lock()
+	e.kickLocked()
+	err := e.txErr
+	e.txErr = nil
+	e.txMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("kick: %w", err)
+	}
+	return nil
+}
+
+// Poll delivers up to max received frames to netstack and returns how many
+// frames it took from the FrameIO. Poll loop only. Each frame is copied into
+// a netstack buffer (pooled by netstack) inside FrameIO's deliver callback,
+// so the FrameIO's slot goes back at once.
+//
+// Netstack queues each TCP segment to a processor goroutine. Poll yields
+// the processor (runtime.Gosched) once after a batch that delivered
+// anything, so the segment is usually processed before the poll loop looks
+// for data (see BenchmarkHandoff for what that saves).
+func (e *Endpoint) Poll(max int) int {
+	return e.fio.RxFrames(max, e.deliver)
+}
+
+func (e *Endpoint) deliverFrame(frame []byte) {
+	e.rxFrames.Add(1)
+	e.rxBytes.Add(uint64(len(frame)))
+	if len(frame) < ethHeader {
+		e.rxMalformed.Add(1)
+		return
+	}
+	eth := header.Ethernet(frame)
+	e.mu.RLock()
+	d, own := e.dispatcher, e.addr
+	e.mu.RUnlock()
+	if d == nil {
+		return
+	}
+	var typ tcpip.PacketType
+	switch dst := eth.DestinationAddress(); {
+	case dst == own:
+		typ = tcpip.PacketHost
+	case dst == header.EthernetBroadcastAddress:
+		typ = tcpip.PacketBroadcast
+	case header.IsMulticastEthernetAddress(dst):
+		typ = tcpip.PacketMulticast
+	default:
+		// Another host's frame (a switch flooding, a promiscuous
+		// device): not ours, and netstack's IPv4 would not drop it.
+		e.rxOtherHost.Add(1)
+		return
+	}
+	proto := eth.Type()
+	pkt := nstack.NewPacketBuffer(nstack.PacketBufferOptions{
+		Payload: buffer.MakeWithView(buffer.NewViewWithData(frame)),
+	})
+	if _, ok := pkt.LinkHeader().Consume(ethHeader); !ok {
+		e.rxMalformed.Add(1)
+		pkt.DecRef()
+		return
+	}
+	pkt.PktType = typ
+	d.DeliverNetworkPacket(proto, pkt)
+	pkt.DecRef()
+}
+
+// Sleep blocks the poll loop until a frame may be received, Interrupt is
+// called, ctx is done (ctx.Err()) or the FrameIO is closed (net.ErrClosed).
+// Before sleeping it kicks pending frames; while it sleeps, netstack's
+// writers kick their own frames. It returns an error matching
+// core.ErrNotSupported if the FrameIO cannot wait (no frameio.Waiter).
+func (e *Endpoint) Sleep(ctx context.Context) error {
+	w, ok := e.fio.(frameio.Waiter)
+	if !ok {
+		return core.NotSupported("Wait on this FrameIO", "", "poll Rx instead", nil)
+	}
+	e.txMu.Lock()
+	e.sleeping.Store(true)
+	e.kickLocked()
+	e.txMu.Unlock()
+	defer e.sleeping.Store(false)
+	if e.wakePending.Swap(false) {
+		return nil
+	}
+	if e.irq != nil {
+		err := w.Wait(ctx)
+		e.wakePending.Store(false)
+		return err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sctx, cancel := context.WithTimeout(ctx, SleepSlice)
+		e.cancelMu.Lock()
+		e.cancel = cancel
+		e.cancelMu.Unlock()
+		if e.wakePending.Swap(false) {
+			e.dropCancel()
+			return nil
+		}
+		err := w.Wait(sctx)
+		e.dropCancel()
+		if err == nil || errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if e.wakePending.Swap(false) {
+			return nil
+		}
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+}
+
+// dropCancel releases the slice context of Sleep.
+func (e *Endpoint) dropCancel() {
+	e.cancelMu.Lock()
+	c := e.cancel
+	e.cancel = nil
+	e.cancelMu.Unlock()
+	if c != nil {
+		c()
+	}
+}
+
+// Interrupt ends the poll loop's Sleep, now or, if it is not sleeping, the
+// next one as soon as it begins. Safe from any goroutine; netstack's
+// goroutines call it (through the TCP endpoints' waiter callbacks) when they
+// make data readable or a connection ready. It makes a system call (the
+// FrameIO's Interrupt) only when the poll loop is asleep.
+func (e *Endpoint) Interrupt() {
+	e.wakePending.Store(true)
+	if e.sleeping.Load() {
+		e.wakeups.Add(1)
+		if e.irq != nil {
+			e.irq.Interrupt()
+			return
+		}
+		e.cancelMu.Lock()
+		c := e.cancel
+		e.cancelMu.Unlock()
+		if c != nil {
+			c()
+		}
+	}
+}
