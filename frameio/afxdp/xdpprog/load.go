@@ -1,0 +1,130 @@
+package xdpprog
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// Objects are a loaded program and its maps. They hold file descriptors:
+// keep Objects referenced while the program is attached, and Close them
+// when done (the garbage collector would otherwise close them for you, at
+// an unknown time).
+type Objects struct {
+	// Variant is what the program redirects.
+	Variant Variant
+	// Program is the XDP program; attach it with link.AttachXDP.
+	Program *ebpf.Program
+	// Sockets is the XSKMAP: queue index → AF_XDP socket.
+	Sockets *ebpf.Map
+	// Config holds our port (EncodeConfig).
+	Config *ebpf.Map
+	// Counters is the per-CPU counter array (Counter indexes).
+	Counters *ebpf.Map
+}
+
+// Load creates the maps and loads the program. The port starts at 0, which
+// matches nothing: call SetPort. Errors: a *core.PrivilegeError without
+// CAP_BPF/CAP_NET_ADMIN, an error matching core.ErrNotSupported when the
+// kernel lacks BPF, XDP or XSKMAP (Linux >= 4.18).
+func Load(s Spec) (*Objects, error) {
+	cs, err := s.CollectionSpec()
+	if err != nil {
+		return nil, err
+	}
+	coll, err := ebpf.NewCollection(cs)
+	if err != nil {
+		return nil, loadError(err)
+	}
+	o := &Objects{
+		Variant:  s.Variant,
+		Program:  coll.Programs[ProgramName(s.Variant)],
+		Sockets:  coll.Maps[MapSockets],
+		Config:   coll.Maps[MapConfig],
+		Counters: coll.Maps[MapCounters],
+	}
+	if o.Program == nil || o.Sockets == nil || o.Config == nil || o.Counters == nil {
+		coll.Close()
+		return nil, errors.New("xdpprog: collection is missing a program or map")
+	}
+	return o, nil
+}
+
+func loadError(err error) error {
+	switch {
+	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
+		return &core.PrivilegeError{Op: "load XDP program", Capability: "CAP_BPF and CAP_NET_ADMIN", Err: err}
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return core.NotSupported("XDP program with XSKMAP", "4.18", "a kernel built with CONFIG_BPF_SYSCALL and CONFIG_XDP_SOCKETS", err)
+	}
+	return fmt.Errorf("load XDP program: %w", err)
+}
+
+// SetPort stores the port the program matches (host byte order here; it is
+// kept in network byte order in the map). 0 matches nothing.
+func (o *Objects) SetPort(port uint16) error {
+	v := EncodeConfig(port)
+	if err := o.Config.Put(uint32(0), v[:]); err != nil {
+		return fmt.Errorf("set XDP port: %w", err)
+	}
+	return nil
+}
+
+// SetSocket puts the AF_XDP socket fd at queue in the XSKMAP, so frames
+// received on that queue are redirected to it. The map keeps its own
+// reference to the socket until ClearSocket or Close.
+func (o *Objects) SetSocket(queue int, fd int) error {
+	if err := o.Sockets.Put(uint32(queue), uint32(fd)); err != nil {
+		return fmt.Errorf("put socket in XSKMAP at queue %d: %w", queue, err)
+	}
+	return nil
+}
+
+// ClearSocket removes the socket at queue, if any.
+func (o *Objects) ClearSocket(queue int) error {
+	err := o.Sockets.Delete(uint32(queue))
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("remove socket from XSKMAP at queue %d: %w", queue, err)
+	}
+	return nil
+}
+
+// Counts are the program's counters summed over CPUs, indexed by Counter.
+type Counts [NumCounters]uint64
+
+
+// ReadCounters reads the counters, summed over every CPU. It allocates; it
+// is meant for Stats, not for the data path.
+func (o *Objects) ReadCounters() (Counts, error) {
+	var c Counts
+	var per []uint64
+	for i := Counter(0); i < NumCounters; i++ {
+		if err := o.Counters.Lookup(uint32(i), &per); err != nil {
+			return c, fmt.Errorf("read XDP counter %s: %w", i, err)
+		}
+		for _, v := range per {
+			c[i] += v
+		}
+	}
+	return c, nil
+}
+
+// Layers returns the counters as Stats layer counters ("xdp-prog", name),
+// with Loss set on the counters of frames the socket lost.
+func (c Counts) Layers() []core.Counter {
+	out := make([]core.Counter, 0, NumCounters)
+	for i := Counter(0); i < NumCounters; i++ {
+		out = append(out, core.Counter{Layer: "xdp-prog", Name: i.String(), Value: c[i], Loss: i.Loss()})
+	}
+	return out
+}
+
+// Close closes the program and the maps. A program attached through a
+// bpf_link stays attached until the link is closed too.
+func (o *Objects) Close() error {
+	return errors.Join(o.Program.Close(), o.Sockets.Close(), o.Config.Close(), o.Counters.Close())
+}

@@ -1,0 +1,348 @@
+// Package xdpprog builds the XDP programs that steer dgramio's frames into
+// AF_XDP sockets, written with cilium/ebpf's asm package so that no C
+// compiler is needed at build time, and loads them with their maps.
+//
+// Each program reads our port from a one-entry config map, matches the
+// frames of its Variant and hands them to bpf_redirect_map(xsks,
+// rx_queue_index, XDP_PASS); everything else goes on to the kernel
+// (XDP_PASS). Because the fallback action of the redirect is XDP_PASS, a
+// program left on an interface without a socket in its map is harmless:
+// frames take the normal path. Every decision increments one slot of a
+// per-CPU counter array, read with Objects.Counters.
+//
+// Building the instructions (Instructions, CollectionSpec) needs no
+// privileges; loading them (Load) needs CAP_BPF and CAP_NET_ADMIN on
+// Linux >= 5.8 (CAP_SYS_ADMIN before), and XSKMAP needs Linux >= 4.18.
+package xdpprog
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+)
+
+// Variant selects which frames a program redirects to the AF_XDP socket.
+type Variant int
+
+const (
+	// UDP redirects Ethernet IPv4 frames without IP options (IHL 5), not
+	// fragmented (MF clear, offset 0), carrying UDP to our port. This is
+	// the program of the datagram kind xdp: ARP, ICMP and every other port
+	// stay with the kernel.
+	UDP Variant = iota
+	// UDPARP is UDP plus every ARP frame (EtherType 0x0806), for the
+	// datagram kind when it answers ARP itself (Config.XDP.OwnARP). The
+	// kernel then no longer sees ARP on that interface.
+	UDPARP
+	// TCP redirects IPv4 TCP (same IP rules as UDP) when our port is the
+	// source or the destination port, so that a client with an ephemeral
+	// port receives the server's answers, and every ARP frame: the
+	// userspace TCP (tcp-xdp) resolves and answers ARP itself.
+	TCP
+)
+
+// String returns "udp", "udp+arp" or "tcp".
+func (v Variant) String() string {
+	switch v {
+	case UDP:
+		return "udp"
+	case UDPARP:
+		return "udp+arp"
+	case TCP:
+		return "tcp"
+	}
+	return fmt.Sprintf("Variant(%d)", int(v))
+}
+
+// Valid reports whether v is one of the defined variants.
+func (v Variant) Valid() bool { return v == UDP || v == UDPARP || v == TCP }
+
+// Counter indexes one slot of the program's per-CPU counter array. Exactly
+// one counter is incremented per frame the program sees.
+type Counter uint32
+
+// The counters, in map order.
+const (
+	// Redirected counts IP frames that matched and that bpf_redirect_map
+	// accepted (a socket was in the map at rx_queue_index). Delivery into
+	// the socket can still fail; the socket's XDP_STATISTICS count that.
+	Redirected Counter = iota
+	// RedirectedARP counts ARP frames redirected (variants UDPARP, TCP).
+	RedirectedARP
+	// PassNoSocket counts frames that matched but found no socket at
+	// rx_queue_index (the socket is closed, or the frame arrived on another
+	// queue): they went to the kernel, so the socket lost them.
+	PassNoSocket
+	// PassNoConfig counts frames seen while no port was configured.
+	PassNoConfig
+	// PassShort counts frames too short for the headers they claim.
+	PassShort
+	// PassNotIPv4 counts frames whose EtherType is not IPv4 (nor ARP in the
+	// variants that take ARP).
+	PassNotIPv4
+	// PassIPOptions counts IPv4 frames whose first byte is not 0x45
+	// (version 4, IHL 5): IP options, or a bad version.
+	PassIPOptions
+	// PassFragment counts IPv4 fragments (MF set or a fragment offset).
+	PassFragment
+	// PassOtherProto counts IPv4 frames of another transport protocol.
+	PassOtherProto
+	// PassOtherPort counts frames of our protocol for another port.
+	PassOtherPort
+
+	// NumCounters is the number of counters (the array's size).
+	NumCounters
+)
+
+var counterNames = [NumCounters]string{
+	Redirected:     "redirected",
+	RedirectedARP:  "redirected_arp",
+	PassNoSocket:   "pass_no_socket",
+	PassNoConfig:   "pass_no_config",
+	PassShort:      "pass_short",
+	PassNotIPv4:    "pass_not_ipv4",
+	PassIPOptions:  "pass_ip_options",
+	PassFragment:   "pass_fragment",
+	PassOtherProto: "pass_other_proto",
+	PassOtherPort:  "pass_other_port",
+}
+
+// String returns the counter's name as Stats shows it ("redirected",
+// "pass_other_port", ...).
+func (c Counter) String() string {
+	if c < NumCounters {
+		return counterNames[c]
+	}
+	return fmt.Sprintf("Counter(%d)", uint32(c))
+}
+
+// Loss reports whether the counter counts frames meant for the socket that
+// it did not get.
+func (c Counter) Loss() bool { return c == PassNoSocket }
+
+// Names of the maps and programs, as the kernel shows them (bpftool). The
+// kernel keeps 15 characters.
+const (
+	MapSockets  = "dgramio_xsks"
+	MapConfig   = "dgramio_cfg"
+	MapCounters = "dgramio_cnt"
+)
+
+// ProgramName returns the program's name for v.
+func ProgramName(v Variant) string {
+	switch v {
+	case UDPARP:
+		return "dgramio_udparp"
+	case TCP:
+		return "dgramio_tcp"
+	}
+	return "dgramio_udp"
+}
+
+// XDP actions (enum xdp_action).
+const (
+	xdpPass     = 2
+	xdpRedirect = 4
+)
+
+// struct xdp_md offsets.
+const (
+	mdData         = 0
+	mdDataEnd      = 4
+	mdRxQueueIndex = 16
+)
+
+// Frame offsets: Ethernet header, then IPv4 without options.
+const (
+	offEtherType = 12
+	offIP        = 14
+	offIPFrag    = offIP + 6
+	offIPProto   = offIP + 9
+	offL4        = offIP + 20
+	offSrcPort   = offL4
+	offDstPort   = offL4 + 2
+	lenUDPFrame  = offL4 + 8 // through the UDP header
+	lenTCPPorts  = offL4 + 4 // through the TCP ports
+)
+
+// Instructions returns the program of variant v. It expects the maps
+// MapConfig, MapSockets and MapCounters by reference (CollectionSpec
+// supplies them).
+//
+// Registers: R6 the context, R7 the counter to increment, R8 the action to
+// return, R9 our port as it appears on the wire (the config map stores it
+// in network byte order and both sides are loaded the same way, so no byte
+// swapping is needed). R2..R5 are scratch between helper calls.
+func Instructions(v Variant) asm.Instructions {
+	const (
+		lCount    = "count"
+		lRedirect = "redirect"
+		lARP      = "arp"
+		lOut      = "out"
+	)
+	setCounter := func(c Counter) asm.Instruction { return asm.Mov.Imm(asm.R7, int32(c)) }
+	// need jumps to count (with PassShort) unless data+n <= data_end.
+	need := func(n int32) asm.Instructions {
+		return asm.Instructions{
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.Add.Imm(asm.R4, n),
+			setCounter(PassShort),
+			asm.JGT.Reg(asm.R4, asm.R3, lCount),
+		}
+	}
+	takesARP := v == UDPARP || v == TCP
+	proto := int32(17)
+	l4Len := int32(lenUDPFrame)
+	if v == TCP {
+		proto = 6
+		l4Len = lenTCPPorts
+	}
+
+	var p asm.Instructions
+	add := func(ins ...asm.Instruction) { p = append(p, ins...) }
+
+	add(
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.Mov.Imm(asm.R8, xdpPass),
+		// port := cfg[0]
+		asm.StoreImm(asm.R10, -4, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, 0).WithReference(MapConfig),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, -4),
+		asm.FnMapLookupElem.Call(),
+		setCounter(PassNoConfig),
+		asm.JEq.Imm(asm.R0, 0, lCount),
+		asm.LoadMem(asm.R9, asm.R0, 0, asm.Half),
+		asm.JEq.Imm(asm.R9, 0, lCount),
+		// The frame.
+		asm.LoadMem(asm.R2, asm.R6, mdData, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, mdDataEnd, asm.Word),
+	)
+	add(need(offIP)...)
+	add(
+		asm.LoadMem(asm.R4, asm.R2, offEtherType, asm.Byte),
+		asm.LoadMem(asm.R5, asm.R2, offEtherType+1, asm.Byte),
+		setCounter(PassNotIPv4),
+		asm.JNE.Imm(asm.R4, 0x08, lCount),
+	)
+	if takesARP {
+		add(asm.JEq.Imm(asm.R5, 0x06, lARP))
+	}
+	add(asm.JNE.Imm(asm.R5, 0x00, lCount))
+	add(need(offL4)...)
+	add(
+		asm.LoadMem(asm.R4, asm.R2, offIP, asm.Byte),
+		setCounter(PassIPOptions),
+		asm.JNE.Imm(asm.R4, 0x45, lCount),
+		// Flags and fragment offset: reserved/DF bits may be set; MF
+		// (0x20) and the offset's 13 bits must be zero.
+		asm.LoadMem(asm.R4, asm.R2, offIPFrag, asm.Byte),
+		asm.And.Imm(asm.R4, 0x3f),
+		setCounter(PassFragment),
+		asm.JNE.Imm(asm.R4, 0, lCount),
+		asm.LoadMem(asm.R4, asm.R2, offIPFrag+1, asm.Byte),
+		asm.JNE.Imm(asm.R4, 0, lCount),
+		asm.LoadMem(asm.R4, asm.R2, offIPProto, asm.Byte),
+		setCounter(PassOtherProto),
+		asm.JNE.Imm(asm.R4, proto, lCount),
+	)
+	add(need(l4Len)...)
+	add(setCounter(Redirected))
+	if v == TCP {
+		add(
+			asm.LoadMem(asm.R4, asm.R2, offSrcPort, asm.Half),
+			asm.JEq.Reg(asm.R4, asm.R9, lRedirect),
+		)
+	}
+	add(
+		asm.LoadMem(asm.R4, asm.R2, offDstPort, asm.Half),
+		asm.JEq.Reg(asm.R4, asm.R9, lRedirect),
+		setCounter(PassOtherPort),
+		asm.Ja.Label(lCount),
+	)
+	if takesARP {
+		add(
+			setCounter(RedirectedARP).WithSymbol(lARP),
+			asm.Ja.Label(lRedirect),
+		)
+	}
+	// redirect: R7 holds the counter of success.
+	add(
+		asm.LoadMem(asm.R2, asm.R6, mdRxQueueIndex, asm.Word).WithSymbol(lRedirect),
+		asm.LoadMapPtr(asm.R1, 0).WithReference(MapSockets),
+		asm.Mov.Imm(asm.R3, xdpPass),
+		asm.FnRedirectMap.Call(),
+		asm.Mov.Reg(asm.R8, asm.R0),
+		asm.JEq.Imm(asm.R0, xdpRedirect, lCount),
+		setCounter(PassNoSocket),
+	)
+	// count: counters[R7]++, return R8.
+	add(
+		asm.StoreMem(asm.R10, -8, asm.R7, asm.Word).WithSymbol(lCount),
+		asm.LoadMapPtr(asm.R1, 0).WithReference(MapCounters),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, -8),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, lOut),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+		asm.Mov.Reg(asm.R0, asm.R8).WithSymbol(lOut),
+		asm.Return(),
+	)
+	return p
+}
+
+// Spec describes what to load.
+type Spec struct {
+	// Variant selects the frames redirected.
+	Variant Variant
+	// Queues is the number of XSKMAP entries: the highest queue index that
+	// will hold a socket, plus one. 0 means 1.
+	Queues int
+}
+
+// CollectionSpec returns the program and its three maps, ready for
+// ebpf.NewCollection. It makes no system call.
+func (s Spec) CollectionSpec() (*ebpf.CollectionSpec, error) {
+	if !s.Variant.Valid() {
+		return nil, fmt.Errorf("xdpprog: unknown variant %d", int(s.Variant))
+	}
+	q := s.Queues
+	if q == 0 {
+		q = 1
+	}
+	if q < 0 || q > 1<<16 {
+		return nil, fmt.Errorf("xdpprog: %d queues: want 1..65536", q)
+	}
+	name := ProgramName(s.Variant)
+	return &ebpf.CollectionSpec{
+		Maps: map[string]*ebpf.MapSpec{
+			MapSockets: {Name: MapSockets, Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(q)},
+			MapConfig:  {Name: MapConfig, Type: ebpf.Array, KeySize: 4, ValueSize: ConfigSize, MaxEntries: 1},
+			MapCounters: {Name: MapCounters, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8,
+				MaxEntries: uint32(NumCounters)},
+		},
+		Programs: map[string]*ebpf.ProgramSpec{
+			name: {
+				Name:         name,
+				Type:         ebpf.XDP,
+				Instructions: Instructions(s.Variant),
+				License:      "Dual BSD/GPL",
+			},
+		},
+	}, nil
+}
+
+// ConfigSize is the size of the config map's value: the port in network
+// byte order, then two reserved bytes.
+const ConfigSize = 4
+
+// EncodeConfig returns the config map's value for port.
+func EncodeConfig(port uint16) [ConfigSize]byte {
+	var b [ConfigSize]byte
+	binary.BigEndian.PutUint16(b[:2], port)
+	return b
+}

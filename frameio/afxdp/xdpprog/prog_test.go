@@ -1,0 +1,378 @@
+package xdpprog
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+const ourPort = 5000
+
+// classify is the reference model of the program, in Go: the counter the
+// program must increment for frame, given the configured port.
+func classify(v Variant, port uint16, frame []byte) Counter {
+	if port == 0 {
+		return PassNoConfig
+	}
+	if len(frame) < offIP {
+		return PassShort
+	}
+	takesARP := v == UDPARP || v == TCP
+	if frame[offEtherType] != 0x08 {
+		return PassNotIPv4
+	}
+	if takesARP && frame[offEtherType+1] == 0x06 {
+		return PassNoSocket // redirected if a socket were there
+	}
+	if frame[offEtherType+1] != 0x00 {
+		return PassNotIPv4
+	}
+	if len(frame) < offL4 {
+		return PassShort
+	}
+	if frame[offIP] != 0x45 {
+		return PassIPOptions
+	}
+	if frame[offIPFrag]&0x3f != 0 || frame[offIPFrag+1] != 0 {
+		return PassFragment
+	}
+	proto, need := byte(17), lenUDPFrame
+	if v == TCP {
+		proto, need = 6, lenTCPPorts
+	}
+	if frame[offIPProto] != proto {
+		return PassOtherProto
+	}
+	if len(frame) < need {
+		return PassShort
+	}
+	dst := binary.BigEndian.Uint16(frame[offDstPort:])
+	src := binary.BigEndian.Uint16(frame[offSrcPort:])
+	if dst == port || (v == TCP && src == port) {
+		return PassNoSocket
+	}
+	return PassOtherPort
+}
+
+type frameOpt func(ip *layers.IPv4, udp *layers.UDP, tcp *layers.TCP)
+
+func ethIPv4() *layers.Ethernet {
+	return &layers.Ethernet{
+		SrcMAC:       []byte{0x02, 0, 0, 0, 0, 1},
+		DstMAC:       []byte{0x02, 0, 0, 0, 0, 2},
+		EthernetType: layers.EthernetTypeIPv4,
+	}
+}
+
+func ip4(proto layers.IPProtocol) *layers.IPv4 {
+	return &layers.IPv4{
+		Version: 4, TTL: 64, Protocol: proto,
+		SrcIP: []byte{198, 18, 0, 2}, DstIP: []byte{198, 18, 0, 1},
+	}
+}
+
+func serialize(t testing.TB, ls ...gopacket.SerializableLayer) []byte {
+	t.Helper()
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), buf.Bytes()...)
+}
+
+func udpFrame(t testing.TB, src, dst uint16, opts ...func(*layers.IPv4)) []byte {
+	ip := ip4(layers.IPProtocolUDP)
+	for _, o := range opts {
+		o(ip)
+	}
+	udp := &layers.UDP{SrcPort: layers.UDPPort(src), DstPort: layers.UDPPort(dst)}
+	_ = udp.SetNetworkLayerForChecksum(ip)
+	return serialize(t, ethIPv4(), ip, udp, gopacket.Payload("hello, dgramio"))
+}
+
+func tcpFrame(t testing.TB, src, dst uint16) []byte {
+	ip := ip4(layers.IPProtocolTCP)
+	tcp := &layers.TCP{SrcPort: layers.TCPPort(src), DstPort: layers.TCPPort(dst), SYN: true, Window: 1024}
+	_ = tcp.SetNetworkLayerForChecksum(ip)
+	return serialize(t, ethIPv4(), ip, tcp)
+}
+
+func arpFrame(t testing.TB) []byte {
+	eth := ethIPv4()
+	eth.EthernetType = layers.EthernetTypeARP
+	eth.DstMAC = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	arp := &layers.ARP{
+		AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4,
+		HwAddressSize: 6, ProtAddressSize: 4, Operation: layers.ARPRequest,
+		SourceHwAddress: eth.SrcMAC, SourceProtAddress: []byte{198, 18, 0, 2},
+		DstHwAddress: make([]byte, 6), DstProtAddress: []byte{198, 18, 0, 1},
+	}
+	return serialize(t, eth, arp)
+}
+
+func ipv6Frame(t testing.TB) []byte {
+	eth := ethIPv4()
+	eth.EthernetType = layers.EthernetTypeIPv6
+	ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolUDP,
+		SrcIP: make([]byte, 16), DstIP: make([]byte, 16)}
+	udp := &layers.UDP{SrcPort: 1, DstPort: ourPort}
+	_ = udp.SetNetworkLayerForChecksum(ip)
+	return serialize(t, eth, ip, udp, gopacket.Payload("x"))
+}
+
+func withOptions(ip *layers.IPv4) {
+	ip.Options = []layers.IPv4Option{{OptionType: 1}, {OptionType: 1}, {OptionType: 1}, {OptionType: 0}}
+}
+func withMF(ip *layers.IPv4)     { ip.Flags = layers.IPv4MoreFragments }
+func withOffset(ip *layers.IPv4) { ip.FragOffset = 185 }
+func withDF(ip *layers.IPv4)     { ip.Flags = layers.IPv4DontFragment }
+
+func TestInstructionsBuild(t *testing.T) {
+	for _, v := range []Variant{UDP, UDPARP, TCP} {
+		spec, err := Spec{Variant: v}.CollectionSpec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := spec.Programs[ProgramName(v)]
+		if ps == nil || ps.Type != ebpf.XDP {
+			t.Fatalf("%v: no XDP program %q in spec", v, ProgramName(v))
+		}
+		if len(ProgramName(v)) > 15 {
+			t.Errorf("%v: program name %q longer than the kernel keeps", v, ProgramName(v))
+		}
+		// Every jump target and map reference must resolve.
+		refs := map[string]bool{}
+		syms := map[string]bool{}
+		for _, ins := range ps.Instructions {
+			if r := ins.Reference(); r != "" {
+				refs[r] = true
+			}
+			if s := ins.Symbol(); s != "" {
+				if syms[s] {
+					t.Errorf("%v: symbol %q defined twice", v, s)
+				}
+				syms[s] = true
+			}
+		}
+		for r := range refs {
+			if !syms[r] && spec.Maps[r] == nil {
+				t.Errorf("%v: reference %q resolves to nothing", v, r)
+			}
+		}
+		if err := ps.Instructions.Marshal(nopWriter{}, binary.LittleEndian); err != nil {
+			t.Errorf("%v: marshal: %v", v, err)
+		}
+		last := ps.Instructions[len(ps.Instructions)-1]
+		if last.OpCode.JumpOp() != asm.Exit {
+			t.Errorf("%v: program does not end in exit", v)
+		}
+	}
+	if _, err := (Spec{Variant: Variant(9)}).CollectionSpec(); err == nil {
+		t.Error("unknown variant accepted")
+	}
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+func TestCounterNames(t *testing.T) {
+	seen := map[string]bool{}
+	for c := Counter(0); c < NumCounters; c++ {
+		n := c.String()
+		if n == "" || seen[n] {
+			t.Errorf("counter %d: bad or duplicate name %q", c, n)
+		}
+		seen[n] = true
+	}
+	var cs Counts
+	cs[PassNoSocket] = 3
+	ls := cs.Layers()
+	if len(ls) != int(NumCounters) {
+		t.Fatalf("Layers: %d counters, want %d", len(ls), NumCounters)
+	}
+	s := core.Stats{Layers: ls}
+	if s.Lost() != 3 {
+		t.Errorf("Lost() = %d, want 3 (pass_no_socket is a loss)", s.Lost())
+	}
+}
+
+func TestEncodeConfig(t *testing.T) {
+	b := EncodeConfig(0x1388)
+	if b != [4]byte{0x13, 0x88, 0, 0} {
+		t.Errorf("EncodeConfig(5000) = % x", b)
+	}
+}
+
+// load loads variant v with port set, or skips without root.
+func load(t testing.TB, v Variant, port uint16) *Objects {
+	t.Helper()
+	testutil.RequireRoot(t)
+	o, err := Load(Spec{Variant: v})
+	testutil.SkipIfNotSupported(t, err)
+	t.Cleanup(func() {
+		if err := o.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := o.SetPort(port); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// run runs frame through the program (BPF_PROG_TEST_RUN) and returns the
+// action and the one counter that moved; it fails if not exactly one moved
+// by exactly one.
+func run(t testing.TB, o *Objects, frame []byte) (uint32, Counter) {
+	t.Helper()
+	before, err := o.ReadCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, err := o.Program.Run(&ebpf.RunOptions{Data: frame})
+	if err != nil {
+		t.Fatalf("test run: %v", err)
+	}
+	after, err := o.ReadCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := NumCounters
+	for c := Counter(0); c < NumCounters; c++ {
+		switch d := after[c] - before[c]; d {
+		case 0:
+		case 1:
+			if moved != NumCounters {
+				t.Fatalf("counters %s and %s both moved", moved, c)
+			}
+			moved = c
+		default:
+			t.Fatalf("counter %s moved by %d", c, d)
+		}
+	}
+	if moved == NumCounters {
+		t.Fatal("no counter moved")
+	}
+	return ret, moved
+}
+
+func TestProgramVerdicts(t *testing.T) {
+	short := udpFrame(t, 1, ourPort)[:offL4+4] // IP header complete, UDP cut
+	cases := []struct {
+		name  string
+		frame []byte
+		want  map[Variant]Counter
+	}{
+		{"udp to our port", udpFrame(t, 40000, ourPort), map[Variant]Counter{UDP: PassNoSocket, UDPARP: PassNoSocket, TCP: PassOtherProto}},
+		{"udp to our port, DF", udpFrame(t, 40000, ourPort, withDF), map[Variant]Counter{UDP: PassNoSocket, UDPARP: PassNoSocket}},
+		{"udp from our port", udpFrame(t, ourPort, 40000), map[Variant]Counter{UDP: PassOtherPort, UDPARP: PassOtherPort}},
+		{"udp other port", udpFrame(t, 40000, 5001), map[Variant]Counter{UDP: PassOtherPort, UDPARP: PassOtherPort}},
+		{"udp fragment MF", udpFrame(t, 40000, ourPort, withMF), map[Variant]Counter{UDP: PassFragment, TCP: PassFragment}},
+		{"udp fragment offset", udpFrame(t, 40000, ourPort, withOffset), map[Variant]Counter{UDP: PassFragment}},
+		{"ip options", udpFrame(t, 40000, ourPort, withOptions), map[Variant]Counter{UDP: PassIPOptions, TCP: PassIPOptions}},
+		{"arp", arpFrame(t), map[Variant]Counter{UDP: PassNotIPv4, UDPARP: PassNoSocket, TCP: PassNoSocket}},
+		{"ipv6", ipv6Frame(t), map[Variant]Counter{UDP: PassNotIPv4, TCP: PassNotIPv4}},
+		{"tcp to our port", tcpFrame(t, 40000, ourPort), map[Variant]Counter{UDP: PassOtherProto, TCP: PassNoSocket}},
+		{"tcp from our port", tcpFrame(t, ourPort, 40000), map[Variant]Counter{TCP: PassNoSocket}},
+		{"tcp other ports", tcpFrame(t, 40000, 5001), map[Variant]Counter{TCP: PassOtherPort}},
+		{"udp header cut", short, map[Variant]Counter{UDP: PassShort}},
+		{"ethernet only", udpFrame(t, 1, ourPort)[:offIP], map[Variant]Counter{UDP: PassShort, TCP: PassShort}},
+	}
+	objs := map[Variant]*Objects{}
+	for _, v := range []Variant{UDP, UDPARP, TCP} {
+		objs[v] = load(t, v, ourPort)
+	}
+	for _, c := range cases {
+		for v, want := range c.want {
+			if got := classify(v, ourPort, c.frame); got != want {
+				t.Fatalf("%s/%v: reference model says %s, table says %s", c.name, v, got, want)
+			}
+			ret, got := run(t, objs[v], c.frame)
+			if ret != xdpPass {
+				t.Errorf("%s/%v: action %d, want XDP_PASS (%d): no socket is in the map", c.name, v, ret, xdpPass)
+			}
+			if got != want {
+				t.Errorf("%s/%v: counter %s, want %s", c.name, v, got, want)
+			}
+		}
+	}
+}
+
+func TestProgramNoPort(t *testing.T) {
+	o := load(t, UDP, 0)
+	ret, got := run(t, o, udpFrame(t, 1, ourPort))
+	if ret != xdpPass || got != PassNoConfig {
+		t.Errorf("port 0: action %d counter %s, want XDP_PASS and %s", ret, got, PassNoConfig)
+	}
+}
+
+func TestSetSocketRejectsNonXSK(t *testing.T) {
+	o := load(t, UDP, ourPort)
+	// A UDP socket is not an AF_XDP socket: the XSKMAP must refuse it.
+	fd, err := unixSocketForTest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFD(fd)
+	if err := o.SetSocket(0, fd); err == nil {
+		t.Error("XSKMAP accepted a UDP socket")
+	}
+	if err := o.ClearSocket(0); err != nil {
+		t.Errorf("ClearSocket on an empty slot: %v", err)
+	}
+}
+
+// FuzzProgram runs random frames through the loaded programs and checks
+// that the kernel's verdict matches the Go reference model. Without root
+// the seed corpus still checks the model against itself.
+func FuzzProgram(f *testing.F) {
+	seeds := [][]byte{
+		udpFrame(f, 40000, ourPort), udpFrame(f, 40000, 1), udpFrame(f, 1, ourPort, withMF),
+		udpFrame(f, 1, ourPort, withOptions), tcpFrame(f, ourPort, 2), tcpFrame(f, 2, ourPort),
+		arpFrame(f), ipv6Frame(f), make([]byte, 14), make([]byte, 60),
+	}
+	for _, s := range seeds {
+		f.Add(s, uint16(ourPort))
+	}
+	objs := map[Variant]*Objects{}
+	if rootForFuzz() {
+		for _, v := range []Variant{UDP, UDPARP, TCP} {
+			o, err := Load(Spec{Variant: v})
+			if err != nil {
+				if errors.Is(err, core.ErrNotSupported) {
+					testutil.Skip(f, err.Error())
+				}
+				f.Fatal(err)
+			}
+			f.Cleanup(func() { o.Close() })
+			objs[v] = o
+		}
+	}
+	f.Fuzz(func(t *testing.T, frame []byte, port uint16) {
+		if len(frame) < 14 || len(frame) > 1500 {
+			return // the kernel refuses test runs outside these bounds
+		}
+		for _, v := range []Variant{UDP, UDPARP, TCP} {
+			classify(v, port, frame)
+		}
+		for v, o := range objs {
+			if err := o.SetPort(port); err != nil {
+				t.Fatal(err)
+			}
+			want := classify(v, port, frame)
+			ret, got := run(t, o, frame)
+			if got != want || ret != xdpPass {
+				t.Errorf("%v port %d frame % x: kernel says %s (action %d), model says %s", v, port, frame, got, ret, want)
+			}
+		}
+	})
+}
