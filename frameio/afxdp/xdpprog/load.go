@@ -96,7 +96,6 @@ func (o *Objects) ClearSocket(queue int) error {
 // Counts are the program's counters summed over CPUs, indexed by Counter.
 type Counts [NumCounters]uint64
 
-
 // ReadCounters reads the counters, summed over every CPU. It allocates; it
 // is meant for Stats, not for the data path.
 func (o *Objects) ReadCounters() (Counts, error) {
