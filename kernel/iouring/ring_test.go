@@ -69,7 +69,7 @@ func waitN(t *testing.T, r *Ring, n uint32) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d completions after 10 s, want %d", r.CQReady(), n)
 		}
-		if err := r.WaitCQE(100*time.Millisecond); err != nil && !errors.Is(err, ErrTimeout) {
+		if err := r.WaitCQE(100 * time.Millisecond); err != nil && !errors.Is(err, ErrTimeout) {
 			t.Fatal(err)
 		}
 		if r.CQReady() > 0 && r.CQReady() < n {
