@@ -1,0 +1,306 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strings"
+	"unicode"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// The saturation rule of the reference method: a cell is saturated when
+// fewer than MinBack of the offered messages came back, or more than MaxLoss
+// of those sent were lost.
+const (
+	MinBack = 0.99
+	MaxLoss = 0.001
+)
+
+// Saturated applies the rule to the measured window: offered messages
+// scheduled, sent of them accepted by Queue, received of them answered,
+// at the offered rate and the achieved rate of answers (see
+// LoadResult.AchievedRate). "Back" is the smaller of received/offered and
+// achieved/rate: a path whose queue grows until the drain ends returns
+// every message, but not at the rate offered. It returns the verdict and
+// the loss in percent of sent. A window with nothing offered is saturated
+// (nothing was measured).
+func Saturated(offered, sent, received uint64, rate, achieved float64) (sat bool, lossPct float64) {
+	if sent > 0 && received <= sent {
+		lossPct = float64(sent-received) / float64(sent) * 100
+	}
+	if offered == 0 || rate <= 0 {
+		return true, lossPct
+	}
+	back := math.Min(float64(received)/float64(offered), achieved/rate)
+	return back < MinBack || lossPct > MaxLoss*100, lossPct
+}
+
+// Conservation checks, for a whole run, that every message sent was either
+// received or counted as lost by some layer of either end.
+type Conservation struct {
+	// Sent counts messages the load generator's Queue accepted.
+	Sent uint64 `json:"sent"`
+	// Received counts distinct answers.
+	Received uint64 `json:"received"`
+	// Counted is the sum of every loss counter of both ends:
+	// Stats.Lost() of each (TX drops, our RX drops, the layers' Loss
+	// counters such as the kernel's socket drops) and the tools' own drops.
+	Counted uint64 `json:"counted_lost"`
+	// InFlight is what is known to be still on the way at the end (0 after
+	// the drain: nothing counts it).
+	InFlight uint64 `json:"in_flight"`
+	// Unaccounted is Sent − Received − Counted − InFlight: positive when
+	// messages vanished without a counter, negative when more losses were
+	// counted than messages are missing.
+	Unaccounted int64 `json:"unaccounted"`
+	// ByLayer holds each nonzero loss counter, named "end.layer.name".
+	ByLayer map[string]uint64 `json:"by_layer"`
+}
+
+// Account computes the conservation of one run from the load generator's
+// and the echo's results. It uses only counters that are not derived from
+// sent − received: each end's Stats.Lost() and the tools' own loss counters.
+func Account(load *LoadResult, echo *EchoResult) Conservation {
+	c := Conservation{
+		Sent:     load.Total.Sent,
+		Received: load.Total.Received,
+		ByLayer:  map[string]uint64{},
+	}
+	add := func(end string, s *core.Stats, own []core.Counter) {
+		for _, k := range lossCounters(s) {
+			if k.Value != 0 {
+				c.ByLayer[end+"."+k.Layer+"."+k.Name] += k.Value
+			}
+		}
+		c.Counted += s.Lost()
+		for _, k := range own {
+			if k.Loss {
+				c.Counted += k.Value
+				if k.Value != 0 {
+					c.ByLayer[end+"."+k.Layer+"."+k.Name] += k.Value
+				}
+			}
+		}
+	}
+	add("loadgen", &load.Stats, load.Layers())
+	if echo != nil {
+		add("echo", &echo.Stats, echo.Layers())
+	}
+	c.Unaccounted = int64(c.Sent) - int64(c.Received) - int64(c.Counted) - int64(c.InFlight)
+	return c
+}
+
+// lossCounters names the parts of s.Lost(): its own drop fields (layer
+// "dgramio") and the layers' Loss counters. If Lost() counts something this
+// function does not know, the rest is "dgramio.other_lost".
+func lossCounters(s *core.Stats) []core.Counter {
+	out := []core.Counter{
+		{Layer: "dgramio", Name: "tx_dropped", Value: s.TxDropped, Loss: true},
+		{Layer: "dgramio", Name: "rx_truncated", Value: s.RxTruncated, Loss: true},
+		{Layer: "dgramio", Name: "rx_bad_checksum", Value: s.RxBadChecksum, Loss: true},
+		{Layer: "dgramio", Name: "rx_malformed", Value: s.RxMalformed, Loss: true},
+	}
+	var sum uint64
+	for _, k := range out {
+		sum += k.Value
+	}
+	for _, k := range s.Layers {
+		if k.Loss {
+			out = append(out, k)
+			sum += k.Value
+		}
+	}
+	if l := s.Lost(); l != sum {
+		out = append(out, core.Counter{Layer: "dgramio", Name: "other_lost", Value: l - sum, Loss: true})
+	}
+	return out
+}
+
+// Flatten returns every counter of s as "end.layer.name": its own numeric
+// fields under layer "dgramio" in snake case ("loadgen.dgramio.tx_sent"),
+// then each layer counter, then the tool's own counters. Values of the same
+// name are added.
+func Flatten(end string, s *core.Stats, own []core.Counter, into map[string]uint64) {
+	v := reflect.ValueOf(*s)
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := v.Field(i)
+		var n uint64
+		switch f.Kind() {
+		case reflect.Uint64, reflect.Uint32, reflect.Uint:
+			n = f.Uint()
+		case reflect.Int, reflect.Int64, reflect.Int32:
+			if f.Int() < 0 {
+				continue
+			}
+			n = uint64(f.Int())
+		default:
+			continue
+		}
+		into[end+".dgramio."+snake(t.Field(i).Name)] += n
+	}
+	for _, k := range s.Layers {
+		into[end+"."+k.Layer+"."+k.Name] += k.Value
+	}
+	for _, k := range own {
+		into[end+"."+k.Layer+"."+k.Name] += k.Value
+	}
+}
+
+// snake turns "TxBackpressure" into "tx_backpressure", "SockRcvBuf" into
+// "sock_rcv_buf".
+func snake(s string) string {
+	var b strings.Builder
+	rs := []rune(s)
+	for i, r := range rs {
+		if unicode.IsUpper(r) {
+			if i > 0 && (unicode.IsLower(rs[i-1]) || (i+1 < len(rs) && unicode.IsLower(rs[i+1]))) {
+				b.WriteByte('_')
+			}
+			b.WriteRune(unicode.ToLower(r))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Cell is one kind at one offered rate, as the JSON report holds it.
+type Cell struct {
+	// Kind is the packet path; Mode how the load generator's end ran
+	// (Stats.Mode), EchoMode the echo's.
+	Kind     string `json:"kind"`
+	Mode     string `json:"mode"`
+	EchoMode string `json:"echo_mode"`
+	// Rate is the offered rate, messages per second.
+	Rate float64 `json:"rate"`
+	// Offered, Sent, Received, Lost, NotSent are counts of the measured
+	// window (see LoadResult).
+	Offered  uint64 `json:"offered"`
+	Sent     uint64 `json:"sent"`
+	Received uint64 `json:"received"`
+	Lost     uint64 `json:"lost"`
+	NotSent  uint64 `json:"not_sent"`
+	// AchievedRate is answers per second in the window.
+	AchievedRate float64 `json:"achieved_rate"`
+	// The round-trip time from the schedule, in microseconds.
+	P50Us  float64 `json:"p50_us"`
+	P99Us  float64 `json:"p99_us"`
+	P999Us float64 `json:"p999_us"`
+	MaxUs  float64 `json:"max_us"`
+	MeanUs float64 `json:"mean_us"`
+	// The sender's lag behind its schedule, in microseconds.
+	LagP50Us float64 `json:"lag_p50_us"`
+	LagP99Us float64 `json:"lag_p99_us"`
+	LagMaxUs float64 `json:"lag_max_us"`
+	// Saturated follows the rule of Saturated; LossPct is the window's
+	// loss in percent of sent. The latency of a saturated cell is kept.
+	Saturated bool    `json:"saturated"`
+	LossPct   float64 `json:"loss_pct"`
+	// Unaccounted is Conservation.Unaccounted: 0 when the counters add up.
+	Unaccounted  int64        `json:"unaccounted"`
+	Conservation Conservation `json:"conservation"`
+	// Counters holds every counter of both ends, "end.layer.name".
+	Counters map[string]uint64 `json:"counters"`
+	// Host holds counters of the test hosts outside the backends (link
+	// drops, the kernel's SNMP counters of each namespace), as the change
+	// over the cell; they are not part of the conservation.
+	Host map[string]uint64 `json:"host,omitempty"`
+	// Display is the table's text for the cell.
+	Display string `json:"display"`
+	// Notes are remarks (a fallback, an interruption).
+	Notes []string `json:"notes,omitempty"`
+	// Error says why the cell has no result, when it has none.
+	Error string `json:"error,omitempty"`
+	// RTTHdr is the RTT histogram (HdrHistogram V2 compressed, ns).
+	RTTHdr []byte `json:"rtt_hdr,omitempty"`
+}
+
+// NewCell builds a cell from the two ends' results. echo may be nil when
+// the echo's counters could not be collected (the conservation then covers
+// only the load generator).
+func NewCell(kind string, load *LoadResult, echo *EchoResult) Cell {
+	c := Cell{
+		Kind:         kind,
+		Mode:         load.Stats.Mode,
+		Rate:         load.Rate,
+		Offered:      load.Offered,
+		Sent:         load.Sent,
+		Received:     load.Received,
+		Lost:         load.Lost,
+		NotSent:      load.NotSent,
+		AchievedRate: load.AchievedRate,
+		P50Us:        load.RTT.P50Us,
+		P99Us:        load.RTT.P99Us,
+		P999Us:       load.RTT.P999Us,
+		MaxUs:        load.RTT.MaxUs,
+		MeanUs:       load.RTT.MeanUs,
+		LagP50Us:     load.Lag.P50Us,
+		LagP99Us:     load.Lag.P99Us,
+		LagMaxUs:     load.Lag.MaxUs,
+		Counters:     map[string]uint64{},
+		RTTHdr:       load.RTTHdr,
+	}
+	c.Saturated, c.LossPct = Saturated(load.Offered, load.Sent, load.Received, load.Rate, load.AchievedRate)
+	c.Conservation = Account(load, echo)
+	c.Unaccounted = c.Conservation.Unaccounted
+	Flatten("loadgen", &load.Stats, load.Layers(), c.Counters)
+	if echo != nil {
+		c.EchoMode = echo.Stats.Mode
+		Flatten("echo", &echo.Stats, echo.Layers(), c.Counters)
+		if echo.Error != "" {
+			c.Notes = append(c.Notes, "echo: "+echo.Error)
+		}
+		if echo.WaitFallback != "" {
+			c.Notes = append(c.Notes, "echo spun: "+echo.WaitFallback)
+		}
+	} else {
+		c.Notes = append(c.Notes, "echo counters missing: conservation covers the load generator only")
+	}
+	if load.Interrupted {
+		c.Notes = append(c.Notes, "interrupted")
+	}
+	if load.WaitFallback != "" {
+		c.Notes = append(c.Notes, "loadgen spun: "+load.WaitFallback)
+	}
+	if load.Error != "" {
+		c.Error = load.Error
+	}
+	c.Display = c.Format()
+	return c
+}
+
+// Format writes the cell as the table shows it: "p50 / p99" in
+// microseconds, or "sat. <achieved rate>, <loss>", followed by
+// "unaccounted N" when the counters do not add up, or the error.
+func (c *Cell) Format() string {
+	var s string
+	switch {
+	case c.Error != "" && c.Sent == 0:
+		return "error: " + c.Error
+	case c.Saturated:
+		s = fmt.Sprintf("sat. %s, %s", FormatRate(c.AchievedRate), FormatLoss(c.LossPct))
+	default:
+		s = FormatUs(c.P50Us) + " / " + FormatUs(c.P99Us)
+	}
+	if c.Unaccounted != 0 {
+		s += fmt.Sprintf(" unaccounted %+d", c.Unaccounted)
+	}
+	if c.Error != "" {
+		s += " (error)"
+	}
+	return s
+}
+
+// SortedKeys returns m's keys in order.
+func SortedKeys(m map[string]uint64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,425 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// Defaults of LoadOptions and EchoOptions.
+const (
+	DefaultSize  = 100
+	DefaultBatch = 16
+	DefaultDrain = time.Second
+	// maxMessages bounds the messages of one run (two bitmaps of this many
+	// bits are allocated up front).
+	maxMessages = 1 << 32
+)
+
+// LoadOptions configures Load.
+type LoadOptions struct {
+	// Rate is the offered rate in messages per second.
+	Rate float64
+	// Warmup is sent and accounted for but not measured; Duration is the
+	// measured time. Message i is scheduled at i/Rate seconds after the
+	// start; those scheduled in [Warmup, Warmup+Duration) are measured.
+	Warmup, Duration time.Duration
+	// Drain is how long Load keeps receiving after the last send, for the
+	// answers in flight. It ends early once every message sent is back.
+	// Default 1 s; negative means none.
+	Drain time.Duration
+	// Size is the message size in bytes, at least HeaderLen. Default 100.
+	Size int
+	// Batch is how many messages are queued between two Flush calls, and
+	// how many one Rx call takes. Default 16.
+	Batch int
+	// Wait makes the loop sleep in Backend.Wait when it has nothing to do,
+	// instead of spinning (busy poll). The sleep has the granularity of the
+	// backend's Wait (poll(2): a millisecond); what the sender loses to it
+	// shows up as lag and latency.
+	Wait bool
+	// RunID marks this run's messages; 0 picks a random one.
+	RunID uint32
+}
+
+func (o LoadOptions) withDefaults() LoadOptions {
+	if o.Drain == 0 {
+		o.Drain = DefaultDrain
+	}
+	if o.Drain < 0 {
+		o.Drain = 0
+	}
+	if o.Size == 0 {
+		o.Size = DefaultSize
+	}
+	if o.Batch == 0 {
+		o.Batch = DefaultBatch
+	}
+	for o.RunID == 0 {
+		o.RunID = rand.Uint32()
+	}
+	return o
+}
+
+// Totals are the counts of a whole run, warm-up included: what the
+// conservation check compares with the backends' counters, which also cover
+// the whole run.
+type Totals struct {
+	// Offered counts messages scheduled; Sent those Queue accepted; NotSent
+	// those Queue refused (back-pressure: not sent, not retried, not lost).
+	Offered, Sent, NotSent uint64 `json:",omitempty"`
+	// Received counts answers matched to a message sent, each once.
+	Received uint64
+	// Duplicates counts answers to a message already answered.
+	Duplicates uint64
+	// Foreign counts well-formed messages of another run, or with a
+	// sequence number this run did not send.
+	Foreign uint64
+	// Malformed counts answers too short, without the magic, or whose
+	// send time does not match their sequence number: a message damaged on
+	// the way, counted as lost.
+	Malformed uint64
+	// Flushes, RxCalls and Rounds count Flush calls, Rx calls and loop
+	// rounds.
+	Flushes, RxCalls, Rounds uint64
+	// ElapsedNs is the time from the first scheduled send to the end of the
+	// drain.
+	ElapsedNs int64
+}
+
+// LoadResult is what Load measured. The window fields (Offered … Lag) cover
+// the messages scheduled after the warm-up; Total covers the whole run.
+type LoadResult struct {
+	// Rate is the offered rate, messages per second.
+	Rate float64 `json:"rate"`
+	// Size is the message size in bytes.
+	Size int `json:"size"`
+	// Offered counts messages scheduled in the measured window.
+	Offered uint64 `json:"offered"`
+	// Sent counts those Queue accepted.
+	Sent uint64 `json:"sent"`
+	// NotSent counts those Queue refused (back-pressure), apart from loss.
+	NotSent uint64 `json:"not_sent"`
+	// Received counts those answered, each once.
+	Received uint64 `json:"received"`
+	// Lost is Sent − Received: messages sent and not answered by the end
+	// of the drain.
+	Lost uint64 `json:"lost"`
+	// AchievedRate is the rate at which the window's answers came back:
+	// 99% of Received divided by the time, from the window's first
+	// scheduled send, by which 99% of them had arrived. A path that keeps
+	// up has it equal to Rate; one whose queue grows, less. The 1% of
+	// latest answers are left out so that a few stragglers (a
+	// retransmission) do not make a steady path look slow.
+	AchievedRate float64 `json:"achieved_rate"`
+	// RTT is the round-trip time from the scheduled send time to the
+	// receipt of the answer.
+	RTT Summary `json:"rtt"`
+	// Lag is how late the sender handed messages to Flush, against their
+	// schedule.
+	Lag Summary `json:"lag"`
+	// RTTHdr is the RTT histogram, HdrHistogram V2 compressed, in ns.
+	RTTHdr []byte `json:"rtt_hdr,omitempty"`
+	// Total counts the whole run.
+	Total Totals `json:"total"`
+	// Stats are the backend's counters at the end of the drain.
+	Stats core.Stats `json:"stats"`
+	// WaitFallback is set when Wait was asked for but the backend cannot
+	// sleep, so the loop spun.
+	WaitFallback string `json:"wait_fallback,omitempty"`
+	// Interrupted is true when ctx ended the run early.
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Error is what stopped the run early, if anything.
+	Error string `json:"error,omitempty"`
+}
+
+// Layers returns the load generator's own counters as layer "app": the
+// damaged answers (a loss) and the answers that were not ours.
+func (r *LoadResult) Layers() []core.Counter {
+	return []core.Counter{
+		{Layer: "app", Name: "malformed", Value: r.Total.Malformed, Loss: true},
+		{Layer: "app", Name: "duplicates", Value: r.Total.Duplicates},
+		{Layer: "app", Name: "foreign", Value: r.Total.Foreign},
+		{Layer: "app", Name: "not_sent", Value: r.Total.NotSent},
+	}
+}
+
+type bitmap []uint64
+
+func newBitmap(n uint64) bitmap    { return make(bitmap, (n+63)/64) }
+func (b bitmap) set(i uint64)      { b[i>>6] |= 1 << (i & 63) }
+func (b bitmap) get(i uint64) bool { return b[i>>6]&(1<<(i&63)) != 0 }
+func ceilCount(d time.Duration, r float64) uint64 {
+	return uint64(math.Ceil(d.Seconds()*r - 1e-9))
+}
+
+// Load runs the open loop on b, which must be a connected client of an
+// echo, from the calling goroutine (pin it first). It returns when the
+// schedule and the drain are over, when ctx ends (Interrupted), or when the
+// backend fails (Error, and the error). The result is valid in every case.
+//
+// Each round it queues every message whose scheduled time has come
+// (flushing every Batch messages and at the end of the round), then calls
+// Rx once and matches the answers. It does not allocate per message.
+func Load(ctx context.Context, b core.Backend, o LoadOptions) (*LoadResult, error) {
+	o = o.withDefaults()
+	if o.Rate <= 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
+		return nil, fmt.Errorf("load: rate %v: must be positive", o.Rate)
+	}
+	if o.Warmup < 0 || o.Duration <= 0 {
+		return nil, fmt.Errorf("load: warm-up %v, duration %v: duration must be positive, warm-up not negative", o.Warmup, o.Duration)
+	}
+	if o.Batch < 1 {
+		return nil, fmt.Errorf("load: batch %d: must be at least 1", o.Batch)
+	}
+	total := ceilCount(o.Warmup+o.Duration, o.Rate)
+	first := ceilCount(o.Warmup, o.Rate)
+	if total >= maxMessages {
+		return nil, fmt.Errorf("load: %d messages in one run: more than %d; lower the rate or the duration", total, uint64(maxMessages))
+	}
+	msg, err := NewMsg(o.Size, o.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	l := &loader{
+		b:       b,
+		o:       o,
+		res:     &LoadResult{Rate: o.Rate, Size: o.Size},
+		total:   total,
+		first:   first,
+		ivl:     1e9 / o.Rate,
+		sent:    newBitmap(total),
+		got:     newBitmap(total),
+		msg:     msg,
+		pkts:    make([]core.Packet, o.Batch),
+		pending: make([]int64, 0, o.Batch),
+		rtt:     NewHist(),
+		lag:     NewHist(),
+		arrive:  NewHist(),
+		base:    time.Now(),
+	}
+	err = l.run(ctx)
+	r := l.res
+	r.Total.Offered = l.next
+	r.Lost = r.Sent - r.Received
+	r.AchievedRate = achieved(r.Received, l.arrive.h.ValueAtQuantile(99))
+	r.RTT, r.Lag = l.rtt.Summary(), l.lag.Summary()
+	if enc, encErr := l.rtt.Encode(); encErr == nil {
+		r.RTTHdr = enc
+	}
+	r.Stats = b.Stats()
+	if err != nil {
+		r.Error = err.Error()
+	}
+	return r, err
+}
+
+type loader struct {
+	b            core.Backend
+	o            LoadOptions
+	res          *LoadResult
+	total, first uint64
+	next         uint64 // next sequence number to schedule
+	ivl          float64
+	start        int64 // clock value of message 0's schedule
+	sent, got    bitmap
+	msg          Msg
+	pkts         []core.Packet
+	queued       int     // messages queued since the last Flush
+	pending      []int64 // scheduled times of the measured ones among them
+	rtt, lag     *Hist
+	arrive       *Hist // arrival of the window's answers, from the window's start
+	base         time.Time
+}
+
+func (l *loader) clock() int64         { return int64(time.Since(l.base)) }
+func (l *loader) sched(i uint64) int64 { return l.start + int64(float64(i)*l.ivl) }
+
+// flush hands the queued messages to the backend; their lag is the time of
+// this call against their schedule.
+func (l *loader) flush() error {
+	t := l.clock()
+	if len(l.pending) > 0 {
+		for _, s := range l.pending {
+			l.lag.Record(t - s)
+		}
+		l.pending = l.pending[:0]
+	}
+	l.queued = 0
+	l.res.Total.Flushes++
+	if err := l.b.Flush(); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
+}
+
+// sendDue queues every message scheduled at or before now. It reports
+// whether there was any.
+func (l *loader) sendDue(now int64) (bool, error) {
+	did := false
+	r := l.res
+	for l.next < l.total {
+		s := l.sched(l.next)
+		if s > now {
+			break
+		}
+		did = true
+		seq := l.next
+		l.next++
+		win := seq >= l.first
+		if win {
+			r.Offered++
+		}
+		l.msg.Stamp(seq, s)
+		if !l.b.Queue(l.msg) {
+			r.Total.NotSent++
+			if win {
+				r.NotSent++
+			}
+			continue
+		}
+		l.sent.set(seq)
+		r.Total.Sent++
+		l.queued++
+		if win {
+			r.Sent++
+			l.pending = append(l.pending, s)
+		}
+		if l.queued >= l.o.Batch {
+			if err := l.flush(); err != nil {
+				return did, err
+			}
+		}
+	}
+	if l.queued > 0 {
+		if err := l.flush(); err != nil {
+			return did, err
+		}
+	}
+	return did, nil
+}
+
+// answer matches one received message, timestamped t.
+func (l *loader) answer(d []byte, t int64) {
+	r := l.res
+	m := Msg(d)
+	if !m.IsValid() {
+		r.Total.Malformed++
+		return
+	}
+	seq := m.Seq()
+	if m.RunID() != l.o.RunID || seq >= l.total || !l.sent.get(seq) {
+		r.Total.Foreign++
+		return
+	}
+	s := l.sched(seq)
+	if m.Sched() != s || len(d) != l.o.Size {
+		r.Total.Malformed++
+		return
+	}
+	if l.got.get(seq) {
+		r.Total.Duplicates++
+		return
+	}
+	l.got.set(seq)
+	r.Total.Received++
+	if seq >= l.first {
+		r.Received++
+		l.rtt.Record(t - s)
+		l.arrive.Record(t - l.sched(l.first))
+	}
+}
+
+// idle sleeps in Backend.Wait until deadline (a clock value) when the
+// options ask for it; otherwise it returns at once.
+func (l *loader) idle(ctx context.Context, deadline int64) error {
+	if !l.o.Wait {
+		return nil
+	}
+	if deadline-l.clock() < int64(20*time.Microsecond) {
+		return nil
+	}
+	// One context per sleep: an allocation per idle period, not per
+	// message; only in the yielding mode.
+	wctx, cancel := context.WithDeadline(ctx, l.base.Add(time.Duration(deadline)))
+	err := l.b.Wait(wctx)
+	cancel()
+	switch {
+	case err == nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return nil
+	case errors.Is(err, core.ErrNotSupported):
+		l.o.Wait = false
+		l.res.WaitFallback = err.Error()
+		return nil
+	default:
+		return fmt.Errorf("wait: %w", err)
+	}
+}
+
+func (l *loader) run(ctx context.Context) error {
+	r := l.res
+	l.start = l.clock()
+	var drainEnd int64
+	sending := true
+	defer func() { r.Total.ElapsedNs = l.clock() - l.start }()
+	for round := uint64(0); ; round++ {
+		r.Total.Rounds++
+		if round&255 == 0 && ctx.Err() != nil {
+			r.Interrupted = true
+			return nil
+		}
+		now := l.clock()
+		did := false
+		if sending {
+			var err error
+			if did, err = l.sendDue(now); err != nil {
+				return err
+			}
+			if l.next >= l.total {
+				sending = false
+				drainEnd = l.clock() + int64(l.o.Drain)
+			}
+		}
+		n, err := l.b.Rx(l.pkts)
+		r.Total.RxCalls++
+		if n > 0 {
+			t := l.clock()
+			for i := 0; i < n; i++ {
+				l.answer(l.pkts[i].Data, t)
+			}
+			did = true
+		}
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("rx: backend closed: %w", err)
+			}
+			return fmt.Errorf("rx: %w", err)
+		}
+		if !sending && (r.Total.Received == r.Total.Sent || l.clock() >= drainEnd) {
+			return nil
+		}
+		if !did {
+			deadline := drainEnd
+			if sending {
+				deadline = l.sched(l.next)
+			}
+			if err := l.idle(ctx, deadline); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// achieved is the answer rate: 99% of n answers arrived within t99 ns.
+func achieved(n uint64, t99 int64) float64 {
+	if n == 0 || t99 <= 0 {
+		return 0
+	}
+	return 0.99 * float64(n) / (float64(t99) / 1e9)
+}
