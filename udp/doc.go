@@ -1,0 +1,19 @@
+// Package udp builds and parses Ethernet/IPv4/UDP frames, and runs the raw
+// datagram backend over any frameio.FrameIO (Raw), which the xdp and dpdk
+// kinds are made of.
+//
+// # Frames
+//
+// A Template holds the 42 header bytes for one pair of endpoints and
+// builds frames into the caller's buffer, checksums always computed in
+// software (correct on any card and on veth, where a kernel sender would
+// otherwise leave a partial checksum). Parse validates a received frame
+// once, through byte-slice views (Ethernet, IPv4, Header), and returns its
+// payload and sender without allocating, or the reason it was refused:
+// not ours (filtered, not a loss), malformed, or a bad checksum. Counters
+// count the reasons for Stats.
+//
+// Only IPv4 without options, unfragmented, untagged (no VLAN) is taken;
+// everything else is either someone else's or malformed for us (see
+// Reason).
+package udp
