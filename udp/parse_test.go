@@ -50,7 +50,7 @@ func TestParseVerdicts(t *testing.T) {
 		{"version 6 in IPv4 EtherType", func() []byte { f := good(100); f[14] = 0x65; fixIP(f); return f }, ours, BadVersion},
 		{"IHL 4", func() []byte { f := good(100); f[14] = 0x44; return f }, ours, BadIHL},
 		{"IHL beyond frame", func() []byte { f := good(100)[:14+20]; f[14] = 0x46; return f }, ours, Short},
-		{"bad IPv4 checksum", func() []byte { f := good(100); f[22]-- /* TTL */; return f }, ours, BadIPChecksum},
+		{"bad IPv4 checksum", func() []byte { f := good(100); f[22]--; /* TTL */ return f }, ours, BadIPChecksum},
 		{"damaged destination address", func() []byte { f := good(100); f[33] ^= 4; return f }, ours, BadIPChecksum},
 		{"TCP", func() []byte { f := good(100); f[23] = 6; fixIP(f); return f }, ours, OtherProto},
 		{"other address", func() []byte { f := good(100); f[33] = 3; fixIP(f); return f }, ours, OtherAddr},
