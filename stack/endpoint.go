@@ -78,7 +78,9 @@ type Endpoint struct {
 
 	// Counters.
 	rxFrames, rxBytes, rxOtherHost, rxMalformed atomic.Uint64
+	rxDataFrames                                atomic.Uint64
 	txFrames, txBytes, txRingFull, txOversize   atomic.Uint64
+	txDataFrames                                atomic.Uint64
 	kicks, writerKicks, wakeups                 atomic.Uint64
 }
 
@@ -230,6 +232,9 @@ func (e *Endpoint) WritePackets(pkts nstack.PacketBufferList) (int, tcpip.Error)
 			}
 		}
 		e.txPending = true
+		if tcpPayloadLen(frame) > 0 {
+			e.txDataFrames.Add(1)
+		}
 		e.txFrames.Add(1)
 		e.txBytes.Add(uint64(len(frame)))
 		n++
@@ -338,6 +343,9 @@ func (e *Endpoint) deliverFrame(frame []byte) {
 		return
 	}
 	proto := eth.Type()
+	if tcpPayloadLen(frame) > 0 {
+		e.rxDataFrames.Add(1)
+	}
 	pkt := nstack.NewPacketBuffer(nstack.PacketBufferOptions{
 		Payload: buffer.MakeWithView(buffer.NewViewWithData(frame)),
 	})
@@ -434,4 +442,29 @@ func (e *Endpoint) Interrupt() {
 			c()
 		}
 	}
+}
+
+// tcpPayloadLen returns the TCP payload length of an Ethernet frame carrying
+// IPv4 and TCP, or 0 for anything else or anything malformed. It only
+// counts (the "packing" of records into segments); netstack does the real
+// parsing.
+func tcpPayloadLen(frame []byte) int {
+	if len(frame) < ethHeader+header.IPv4MinimumSize ||
+		header.Ethernet(frame).Type() != header.IPv4ProtocolNumber {
+		return 0
+	}
+	ip := header.IPv4(frame[ethHeader:])
+	if !ip.IsValid(len(frame)-ethHeader) || ip.TransportProtocol() != header.TCPProtocolNumber ||
+		ip.FragmentOffset() != 0 || ip.More() {
+		return 0
+	}
+	tcpSeg := ip.Payload()
+	if len(tcpSeg) < header.TCPMinimumSize {
+		return 0
+	}
+	off := int(header.TCP(tcpSeg).DataOffset())
+	if off < header.TCPMinimumSize || off > len(tcpSeg) {
+		return 0
+	}
+	return len(tcpSeg) - off
 }

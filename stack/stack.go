@@ -32,6 +32,9 @@ type Options struct {
 	// Neighbors are static ARP entries (Config.DstMAC): these peers are
 	// never resolved. The map is not kept.
 	Neighbors map[netip.Addr]net.HardwareAddr
+	// Clock is netstack's clock. nil: the system clock. Tests pass a
+	// faketime.ManualClock to move TCP's timers by hand.
+	Clock tcpip.Clock
 }
 
 // OptionsFromConfig returns the Options of cfg: LocalIP, and DstMAC as the
@@ -78,6 +81,7 @@ func New(fio frameio.FrameIO, opts Options) (*Stack, error) {
 	ns := nstack.New(nstack.Options{
 		NetworkProtocols:   []nstack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []nstack.TransportProtocolFactory{tcp.NewProtocol, icmp.NewProtocol4},
+		Clock:              opts.Clock,
 	})
 	ep := NewEndpoint(fio)
 	s := &Stack{NS: ns, EP: ep, Addr: opts.Addr}
@@ -169,7 +173,9 @@ func (e *Endpoint) AppendCounters(dst []core.Counter) []core.Counter {
 	add("rx_bytes", e.rxBytes.Load())
 	add("rx_other_host", e.rxOtherHost.Load())
 	add("rx_malformed", e.rxMalformed.Load())
+	add("rx_tcp_data_frames", e.rxDataFrames.Load())
 	add("tx_frames", e.txFrames.Load())
+	add("tx_tcp_data_frames", e.txDataFrames.Load())
 	add("tx_bytes", e.txBytes.Load())
 	add("tx_ring_full", e.txRingFull.Load())
 	add("tx_oversize", e.txOversize.Load())
