@@ -56,7 +56,7 @@ type Host struct {
 func newHost() (*Host, error) {
 	h := &Host{NS: netns.None(), calls: make(chan func()), gone: make(chan struct{})}
 	ready := make(chan error, 1)
-	go h.home(ready)
+	goLocked(func() { h.home(ready) })
 	if err := <-ready; err != nil {
 		return nil, err
 	}
@@ -67,7 +67,6 @@ func newHost() (*Host, error) {
 // goroutine that returns while locked takes its thread with it, so the
 // namespace never leaks into the runtime's pool.
 func (h *Host) home(ready chan<- error) {
-	runtime.LockOSThread()
 	defer close(h.gone)
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		ready <- privileged("create network namespace", "CAP_SYS_ADMIN", fmt.Errorf("unshare(CLONE_NEWNET): %w", err))
@@ -122,6 +121,34 @@ func (h *Host) onHome(fn func() error) error {
 	return err
 }
 
+// goLocked runs fn on a new goroutine locked to an OS thread that is not
+// the process's main thread, and never unlocks it: when fn returns, the
+// goroutine exits locked and the runtime ends the thread, whatever fn did to
+// it (unshare, setns). The main thread is avoided because the runtime
+// cannot end it: a locked goroutine exiting there leaves it parked forever,
+// still inside whatever namespace it joined, and /proc/self/ns/net (which
+// names the main thread's namespace) would point there. If the new
+// goroutine lands on the main thread it holds that thread, unchanged, while
+// a second goroutine (which then cannot run on the main thread) does the
+// work, and unlocks it afterwards.
+func goLocked(fn func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			fn() // never unlocked: the thread ends with this goroutine
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runtime.LockOSThread() // not the main thread: this goroutine's parent holds it
+			fn()
+		}()
+		<-done
+		runtime.UnlockOSThread() // the main thread was never changed
+	}()
+}
+
 // errGoexit reports a function given to Do that ended its goroutine.
 var errGoexit = errors.New("testhost: the function given to Do called runtime.Goexit (t.Fatal or t.FailNow inside Do? return an error instead)")
 
@@ -147,8 +174,7 @@ func (h *Host) Do(fn func() error) error {
 		p        any
 	}
 	res := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+	goLocked(func() {
 		if err := unix.Setns(int(h.NS), unix.CLONE_NEWNET); err != nil {
 			entered <- fmt.Errorf("setns: %w", err)
 			return
@@ -168,7 +194,7 @@ func (h *Host) Do(fn func() error) error {
 		err := fn()
 		normal = true
 		res <- result{err: err}
-	}()
+	})
 	err := <-entered
 	h.mu.RUnlock()
 	if err != nil {
