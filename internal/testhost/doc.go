@@ -33,6 +33,17 @@
 // goroutine exits while locked, so the runtime ends the thread). Sockets,
 // netlink handles and AF_XDP sockets made inside Do belong to the namespace
 // for their whole life and may be used from any goroutine afterwards.
+// Calls that name an interface by index or name resolve it in the calling
+// thread's namespace: attach XDP programs (link.AttachXDP, netlink), bind
+// AF_XDP sockets, start DPDK's EAL inside Do. For a loop that must stay
+// inside the namespace (a poller that makes sockets as it goes), call Do
+// from its own goroutine: go h.Do(loop). Do never runs on the process's main
+// thread, which the runtime cannot end (it would stay in the namespace, and
+// /proc/self/ns/net with it); code that calls setns itself must avoid it too.
+//
+// A sysfs mounted in the root namespace (/sys) shows the root namespace's
+// devices even to a thread inside another namespace; Host.ReadSys and
+// Host.WriteSys read and write the namespace's own sysfs.
 //
 // Host.Command prepares a process for the namespace; start it with
 // Host.Start (or Host.Run / Host.Output), which forks it from the host's own

@@ -78,7 +78,7 @@ func writeAt(root int, rel, value string) error {
 	}
 	defer unix.Close(fd)
 	if _, err := unix.Write(fd, []byte(value)); err != nil {
-		return fmt.Errorf("write %q to /sys/%s: %w", value, rel, err)
+		return fmt.Errorf("write /sys/%s: %w", rel, err)
 	}
 	return nil
 }
@@ -143,7 +143,7 @@ func (h *Host) setXPS(cpus []int) error {
 				if errors.Is(err, unix.ENOENT) {
 					return core.NotSupported("XPS (xps_cpus)", "", "build the kernel with CONFIG_XPS", err)
 				}
-				return err
+				return fmt.Errorf("tx-%d to CPU %d: %w", q, want[0], err)
 			}
 			s, err := readAt(root, rel)
 			if err != nil {

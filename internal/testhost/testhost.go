@@ -94,6 +94,11 @@ func New(o Options) (*Pair, error) {
 	if o.A.Addr() == o.B.Addr() {
 		return nil, fmt.Errorf("testhost: A and B have the same address %s", o.A.Addr())
 	}
+	for _, c := range o.XPSCPUs {
+		if c < 0 {
+			return nil, fmt.Errorf("testhost: XPSCPUs has CPU %d", c)
+		}
+	}
 	var xps []int
 	if o.Queues > 1 {
 		xps = o.XPSCPUs

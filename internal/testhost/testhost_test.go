@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -61,13 +62,13 @@ func roundTrip(t *testing.T, p *Pair, msg string) {
 	if _, err := a.WriteToUDPAddrPort([]byte(msg), to); err != nil {
 		t.Fatalf("send A→B: %v", err)
 	}
-	buf := make([]byte, 1500)
+	buf := make([]byte, 65536)
 	n, from, err := b.ReadFromUDPAddrPort(buf)
 	if err != nil {
 		t.Fatalf("receive on B: %v", err)
 	}
 	if string(buf[:n]) != msg || from.Addr() != p.A.Addr {
-		t.Fatalf("B got %q from %s, want %q from %s", buf[:n], from, msg, p.A.Addr)
+		t.Fatalf("B got %d bytes %.40q from %s, want %d bytes %.40q from %s", n, buf[:n], from, len(msg), msg, p.A.Addr)
 	}
 	if _, err := b.WriteToUDPAddrPort([]byte("re:"+msg), from); err != nil {
 		t.Fatalf("send B→A: %v", err)
@@ -77,7 +78,7 @@ func roundTrip(t *testing.T, p *Pair, msg string) {
 		t.Fatalf("receive on A: %v", err)
 	}
 	if string(buf[:n]) != "re:"+msg || from != to {
-		t.Fatalf("A got %q from %s, want %q from %s", buf[:n], from, "re:"+msg, to)
+		t.Fatalf("A got %d bytes %.40q from %s, want %d bytes %.40q from %s", n, buf[:n], from, len(msg)+3, "re:"+msg, to)
 	}
 }
 
@@ -232,22 +233,88 @@ func requireRootOrFatal(t *testing.T, err error, i int) {
 }
 
 func TestOptionsRefused(t *testing.T) {
-	cases := []Options{
-		{A: netip.MustParsePrefix("10.0.0.1/24")},
-		{B: netip.MustParsePrefix("192.168.1.2/24")},
-		{A: netip.MustParsePrefix("127.0.0.1/8")},
-		{A: netip.MustParsePrefix("198.18.0.1/8")},
-		{A: netip.MustParsePrefix("198.18.0.1/24"), B: netip.MustParsePrefix("198.18.0.1/24")},
-		{Queues: -1},
-		{Queues: MaxQueues + 1},
+	// Refused before any syscall: no root needed.
+	cases := []struct {
+		o    Options
+		want string
+	}{
+		{Options{A: netip.MustParsePrefix("10.0.0.1/24")}, "Options.A=10.0.0.1: test hosts and tools use only 198.18.0.0/15"},
+		{Options{B: netip.MustParsePrefix("192.168.1.2/24")}, "Options.B=192.168.1.2: test hosts"},
+		{Options{A: netip.MustParsePrefix("127.0.0.1/8")}, "Options.A=127.0.0.1/8: want an IPv4 address with a prefix inside 198.18.0.0/15"},
+		{Options{A: netip.MustParsePrefix("198.18.0.1/8")}, "Options.A=198.18.0.1/8: want"},
+		{Options{B: netip.MustParsePrefix("198.19.0.1/32")}, "Options.B=198.19.0.1/32: want"},
+		{Options{A: netip.MustParsePrefix("198.18.0.1/24"), B: netip.MustParsePrefix("198.18.0.1/24")}, "same address 198.18.0.1"},
+		{Options{Queues: -1}, "Queues=-1"},
+		{Options{Queues: MaxQueues + 1}, "Queues=257"},
+		{Options{MTU: -1}, "MTU=-1"},
+		{Options{Queues: 2, XPSCPUs: []int{0, -1}}, "XPSCPUs has CPU -1"},
 	}
-	for _, o := range cases {
-		p, err := New(o)
+	for _, tc := range cases {
+		p, err := New(tc.o)
 		if err == nil {
 			p.Close()
-			t.Errorf("New(%+v) accepted", o)
+			t.Errorf("New(%+v) accepted", tc.o)
 			continue
 		}
-		t.Logf("New(%+v): %v", o, err)
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v): %v; want it to say %q", tc.o, err, tc.want)
+		}
 	}
+}
+
+// netnsRefs lists the descriptors and threads of this process that refer to
+// a network namespace other than the main thread's.
+func netnsRefs() map[string]string {
+	root, _ := os.Readlink(fmt.Sprintf("/proc/self/task/%d/ns/net", os.Getpid()))
+	refs := map[string]string{}
+	fds, _ := filepath.Glob("/proc/self/fd/*")
+	tasks, _ := filepath.Glob("/proc/self/task/*/ns/net")
+	for _, f := range append(fds, tasks...) {
+		if l, _ := os.Readlink(f); strings.HasPrefix(l, "net:[") && l != root {
+			refs[f] = l
+		}
+	}
+	return refs
+}
+
+func TestFailedNewLeavesNothing(t *testing.T) {
+	p := NewT(t, Options{}) // skips unless root; also proves New works here
+	p.Close()
+	before := netnsRefs()
+	// CPU 4095 does not exist here: writing its XPS mask fails after the
+	// namespaces, the veth and the addresses are made.
+	_, err := New(Options{Queues: 2, XPSCPUs: []int{0, 4095}})
+	if err == nil {
+		t.Skip("this host has a CPU 4095")
+	}
+	if !strings.Contains(err.Error(), "set XPS") {
+		t.Fatalf("New failed early, not at its last step: %v", err)
+	}
+	var extra map[string]string
+	if !waitFor(30*time.Second, func() bool {
+		extra = map[string]string{}
+		for f, l := range netnsRefs() {
+			if before[f] != l {
+				extra[f] = l
+			}
+		}
+		return len(extra) == 0
+	}) {
+		t.Errorf("a failed New left references to namespaces: %v", extra)
+	}
+	noRootLinks(t)
+}
+
+func TestMTU(t *testing.T) {
+	p := NewT(t, Options{MTU: 9000})
+	for _, h := range []*Host{p.A, p.B} {
+		l, err := h.Link()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Attrs().MTU != 9000 {
+			t.Errorf("%s: MTU %d, want 9000", h.Iface, l.Attrs().MTU)
+		}
+	}
+	roundTrip(t, p, strings.Repeat("j", 8000))
 }
