@@ -1,0 +1,772 @@
+package afxdp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/fdwait"
+)
+
+var (
+	_ frameio.FrameIO = (*XSK)(nil)
+	_ frameio.Waiter  = (*XSK)(nil)
+)
+
+// ErrNoCarrier is matched by the error of Open when the link has no carrier
+// within Options.CarrierWait after bind.
+var ErrNoCarrier = errors.New("no carrier")
+
+// rxWakeEvery is how many empty polls RxFrames lets pass between two RX
+// wake-ups (recvfrom) while the kernel asks for one (seed section 3).
+const rxWakeEvery = 64
+
+// XSK is one AF_XDP socket on one queue, with its UMEM, its four rings and
+// the XDP program that feeds it. It implements frameio.FrameIO and
+// frameio.Waiter.
+//
+// Threading is frameio.FrameIO's: the receive side (RxFrames, Wait) and the
+// transmit side (TxFrame, Kick) may run in two goroutines, each side driven
+// by one goroutine at a time. Stats, MAC, MTU and Mode may be called from
+// any goroutine. Close must not race with RxFrames, TxFrame or Kick; it may
+// race with Wait (which then returns net.ErrClosed) and with Stats.
+type XSK struct {
+	opts      Options
+	fd        int
+	ifindex   int
+	mac       net.HardwareAddr
+	mtu       int
+	umem      []byte
+	frameMask uint64
+	mode      string
+	fallback  error
+	objs      *xdpprog.Objects
+	link      link.Link
+	waker     *fdwait.Waker
+
+	guard   core.Guard
+	statsMu sync.RWMutex // held for writing by Close, for reading by Stats
+	closed  bool
+	undo    cleanup
+
+	_  [64]byte
+	rx rxSide
+	_  [64]byte
+	tx txSide
+}
+
+// rxSide is the state of the receive side: fill and RX rings.
+type rxSide struct {
+	fill  ring[uint64]
+	rx    ring[unix.XDPDesc]
+	spare []uint64 // RX frames not in the fill ring (when it is smaller)
+	ret   []uint64 // scratch: the frames of one RxFrames call
+	empty int      // empty polls while the fill ring wants a wake-up
+	end   uint64   // end of the RX half of the UMEM
+
+	frames, bytes, syscalls, invalid atomic.Uint64
+}
+
+// txSide is the state of the transmit side: TX and completion rings and
+// the free TX frames. Its counters are plain fields written by TxFrame and
+// Kick and published to pub at each Kick.
+type txSide struct {
+	tx       ring[unix.XDPDesc]
+	comp     ring[uint64]
+	free     []uint64
+	maxLen   int
+	maxKicks int
+
+	frames, bytes, ringFull, oversize, dropped, syscalls uint64
+	pub                                                  struct {
+		frames, bytes, ringFull, oversize, dropped, syscalls atomic.Uint64
+	}
+}
+
+// Open creates the AF_XDP socket described by o, loads and attaches its XDP
+// program, binds it, and waits for carrier. The interface is looked up in
+// the network namespace of the calling thread (inside testhost.Host.Do, the
+// host's namespace); the socket stays there for its whole life.
+//
+// Errors: a *core.ConfigError for a bad option (before any system call), a
+// *core.PrivilegeError naming the capability that is missing
+// (CAP_NET_RAW for the socket, CAP_BPF and CAP_NET_ADMIN for the program,
+// CAP_IPC_LOCK or RLIMIT_MEMLOCK for the UMEM), an error matching
+// core.ErrNotSupported for a kernel or driver that lacks a feature (AF_XDP
+// 4.18, need_wakeup 5.4, XDP bpf_link 5.9, zero-copy where the driver has
+// none), an error matching ErrNoCarrier. Every step is undone on error.
+func Open(o Options) (*XSK, error) {
+	o = o.WithDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	x := &XSK{opts: o, fd: -1, frameMask: uint64(o.FrameSize - 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = x.undo.undo()
+		}
+	}()
+
+	l, err := netlink.LinkByName(o.Iface)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: interface %q: %w", o.Iface, err)
+	}
+	a := l.Attrs()
+	if a.NumRxQueues > 0 && o.QueueID >= a.NumRxQueues {
+		return nil, bad("QueueID", o.QueueID, "interface %s has %d RX queues", o.Iface, a.NumRxQueues)
+	}
+	x.ifindex = a.Index
+	x.mac = append(net.HardwareAddr(nil), a.HardwareAddr...)
+	x.mtu = a.MTU
+	if m := o.MaxFrame - ethHeader; x.mtu == 0 || m < x.mtu {
+		x.mtu = m
+	}
+
+	if x.waker, err = fdwait.NewWaker(); err != nil {
+		return nil, fmt.Errorf("afxdp: %w", err)
+	}
+	x.undo.add(x.waker.Close)
+
+	if err := x.openSocket(); err != nil {
+		return nil, err
+	}
+	if err := x.mapUMEM(); err != nil {
+		return nil, err
+	}
+	if err := x.setupRings(); err != nil {
+		return nil, err
+	}
+	zc, err := x.bind()
+	if err != nil {
+		return nil, err
+	}
+
+	x.objs, err = xdpprog.Load(xdpprog.Spec{Variant: o.Program, Queues: o.QueueID + 1})
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: %w", err)
+	}
+	x.undo.add(x.objs.Close)
+	if err := x.objs.SetPort(o.Port); err != nil {
+		return nil, fmt.Errorf("afxdp: %w", err)
+	}
+	attachMode, err := x.attach()
+	if err != nil {
+		return nil, err
+	}
+	if zc && attachMode != "driver" {
+		// Cannot happen with a driver that offers zero-copy (it has native
+		// XDP), but say so rather than run a socket nobody feeds.
+		return nil, core.NotSupported("AF_XDP zero-copy with SKB-mode XDP", "",
+			"zero-copy needs the program in driver mode", nil)
+	}
+	if err := x.objs.SetSocket(o.QueueID, x.fd); err != nil {
+		return nil, fmt.Errorf("afxdp: %w", err)
+	}
+	x.undo.add(func() error { return x.objs.ClearSocket(o.QueueID) })
+
+	copyMode := "copy"
+	if zc {
+		copyMode = "zerocopy"
+	}
+	x.mode = attachMode + " " + copyMode
+	if x.fallback != nil {
+		x.mode += " (driver mode refused)"
+	}
+
+	if err := waitCarrier(x.ifindex, o.Iface, o.CarrierWait); err != nil {
+		return nil, err
+	}
+	ok = true
+	return x, nil
+}
+
+func sysErr(op string, err error) error { return fmt.Errorf("afxdp: %s: %w", op, err) }
+
+func (x *XSK) openSocket() error {
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.EAFNOSUPPORT):
+		return core.NotSupported("AF_XDP sockets", "4.18", "the kernel must be built with CONFIG_XDP_SOCKETS", err)
+	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
+		return &core.PrivilegeError{Op: "create AF_XDP socket", Capability: "CAP_NET_RAW", Err: err}
+	case err != nil:
+		return sysErr("create AF_XDP socket", err)
+	}
+	x.fd = fd
+	x.undo.add(func() error { return unix.Close(fd) })
+	return nil
+}
+
+func (x *XSK) mapUMEM() error {
+	o := x.opts
+	size := o.Frames * o.FrameSize
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return sysErr(fmt.Sprintf("mmap %d-byte UMEM", size), err)
+	}
+	x.umem = mem
+	x.undo.add(func() error { return unix.Munmap(mem) })
+	if o.MLock {
+		if err := unix.Mlock(mem); err != nil {
+			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EAGAIN) {
+				return &core.PrivilegeError{Op: "mlock UMEM", Capability: memlockHint(size), Err: err}
+			}
+			return sysErr("mlock UMEM", err)
+		}
+	}
+	reg := unix.XDPUmemReg{
+		Addr: uint64(uintptr(unsafe.Pointer(&mem[0]))),
+		Len:  uint64(size),
+		Size: uint32(o.FrameSize),
+	}
+	if _, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(x.fd), unix.SOL_XDP, unix.XDP_UMEM_REG,
+		uintptr(unsafe.Pointer(&reg)), unsafe.Sizeof(reg), 0); e != 0 {
+		if e == unix.ENOBUFS || e == unix.EPERM {
+			return &core.PrivilegeError{Op: "register UMEM", Capability: memlockHint(size), Err: e}
+		}
+		return sysErr("register UMEM", e)
+	}
+	return nil
+}
+
+// memlockHint names what lets a process pin size bytes.
+func memlockHint(size int) string {
+	var rl unix.Rlimit
+	now := "unknown"
+	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &rl) == nil {
+		if rl.Cur == unix.RLIM_INFINITY {
+			now = "unlimited"
+		} else {
+			now = fmt.Sprintf("%d KiB", rl.Cur/1024)
+		}
+	}
+	return fmt.Sprintf("CAP_IPC_LOCK, or an RLIMIT_MEMLOCK of at least %d KiB (now %s; ulimit -l, or LimitMEMLOCK= in a systemd unit)", (size+1023)/1024, now)
+}
+
+func (x *XSK) setupRings() error {
+	o := x.opts
+	n := o.RingSize
+	for _, r := range []struct {
+		opt  int
+		name string
+	}{
+		{unix.XDP_UMEM_FILL_RING, "fill"},
+		{unix.XDP_UMEM_COMPLETION_RING, "completion"},
+		{unix.XDP_RX_RING, "RX"},
+		{unix.XDP_TX_RING, "TX"},
+	} {
+		if err := unix.SetsockoptInt(x.fd, unix.SOL_XDP, r.opt, n); err != nil {
+			return sysErr(fmt.Sprintf("set %s ring size %d", r.name, n), err)
+		}
+	}
+	var off unix.XDPMmapOffsets
+	size := uint32(unsafe.Sizeof(off))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(x.fd), unix.SOL_XDP, unix.XDP_MMAP_OFFSETS,
+		uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&size)), 0); e != 0 {
+		return sysErr("get ring offsets", e)
+	}
+	if size != uint32(unsafe.Sizeof(off)) {
+		return core.NotSupported("AF_XDP ring flags (need_wakeup)", "5.4", "", nil)
+	}
+	descSize := uint64(unsafe.Sizeof(unix.XDPDesc{}))
+	mapRing := func(pgoff int64, ro unix.XDPRingOffset, elem uint64, name string) ([]byte, error) {
+		length := int(ro.Desc + uint64(n)*elem)
+		mem, err := unix.Mmap(x.fd, pgoff, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+		if err != nil {
+			return nil, sysErr("mmap "+name+" ring", err)
+		}
+		x.undo.add(func() error { return unix.Munmap(mem) })
+		return mem, nil
+	}
+	mem, err := mapRing(unix.XDP_UMEM_PGOFF_FILL_RING, off.Fr, 8, "fill")
+	if err != nil {
+		return err
+	}
+	if err := initRing(&x.rx.fill, mem, off.Fr, uint32(n)); err != nil {
+		return sysErr("fill ring", err)
+	}
+	if mem, err = mapRing(unix.XDP_PGOFF_RX_RING, off.Rx, descSize, "RX"); err != nil {
+		return err
+	}
+	if err := initRing(&x.rx.rx, mem, off.Rx, uint32(n)); err != nil {
+		return sysErr("RX ring", err)
+	}
+	if mem, err = mapRing(unix.XDP_PGOFF_TX_RING, off.Tx, descSize, "TX"); err != nil {
+		return err
+	}
+	if err := initRing(&x.tx.tx, mem, off.Tx, uint32(n)); err != nil {
+		return sysErr("TX ring", err)
+	}
+	if mem, err = mapRing(unix.XDP_UMEM_PGOFF_COMPLETION_RING, off.Cr, 8, "completion"); err != nil {
+		return err
+	}
+	if err := initRing(&x.tx.comp, mem, off.Cr, uint32(n)); err != nil {
+		return sysErr("completion ring", err)
+	}
+
+	// Split the UMEM: the first half receives, the second transmits.
+	half := o.Frames / 2
+	fs := uint64(o.FrameSize)
+	x.rx.end = uint64(half) * fs
+	x.rx.ret = make([]uint64, n)
+	x.rx.spare = make([]uint64, 0, half)
+	for i := half - 1; i >= 0; i-- {
+		x.rx.spare = append(x.rx.spare, uint64(i)*fs)
+	}
+	x.rx.refill(nil)
+	x.tx.free = make([]uint64, 0, o.Frames-half)
+	for i := o.Frames - 1; i >= half; i-- {
+		x.tx.free = append(x.tx.free, uint64(i)*fs)
+	}
+	x.tx.maxLen = o.MaxFrame
+	// A copy-mode kick sends at most 32 frames (the kernel's TX budget)
+	// and returns EAGAIN when more are left: enough kicks to empty a ring.
+	x.tx.maxKicks = n/32 + 4
+	return nil
+}
+
+// bind binds the socket to the queue and reports whether it runs in
+// zero-copy mode.
+func (x *XSK) bind() (bool, error) {
+	o := x.opts
+	flags := uint16(unix.XDP_USE_NEED_WAKEUP)
+	switch {
+	case o.Copy == "zerocopy":
+		flags |= unix.XDP_ZEROCOPY
+	case o.Copy == "copy" || o.Mode == "skb":
+		flags |= unix.XDP_COPY
+	}
+	err := unix.Bind(x.fd, &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(x.ifindex), QueueID: uint32(o.QueueID)})
+	where := fmt.Sprintf("%s queue %d", o.Iface, o.QueueID)
+	switch {
+	case err == nil:
+	case o.Copy == "zerocopy" && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL)):
+		return false, core.NotSupported("AF_XDP zero-copy on "+o.Iface, "4.20",
+			`the driver does not offer zero-copy (veth never does): use Copy "copy" or ""`, err)
+	case errors.Is(err, unix.EBUSY):
+		return false, sysErr("bind AF_XDP socket to "+where+" (another AF_XDP socket holds the queue)", err)
+	case errors.Is(err, unix.EINVAL):
+		return false, sysErr("bind AF_XDP socket to "+where+" (a bad queue, or a kernel without need_wakeup, Linux < 5.4)", err)
+	case errors.Is(err, unix.EPERM):
+		return false, &core.PrivilegeError{Op: "bind AF_XDP socket", Capability: "CAP_NET_RAW", Err: err}
+	default:
+		return false, sysErr("bind AF_XDP socket to "+where, err)
+	}
+	opt, err := unix.GetsockoptInt(x.fd, unix.SOL_XDP, unix.XDP_OPTIONS)
+	if err != nil {
+		if o.Copy == "zerocopy" {
+			return true, nil // the bind would have failed otherwise
+		}
+		if errors.Is(err, unix.ENOPROTOOPT) {
+			return false, nil // Linux < 5.3 cannot say; only a forced bind is sure
+		}
+		return false, sysErr("get XDP_OPTIONS", err)
+	}
+	return opt&unix.XDP_OPTIONS_ZEROCOPY != 0, nil
+}
+
+// attach attaches the program through a bpf_link and returns "driver" or
+// "skb". A fallback from driver to SKB mode is recorded in x.fallback.
+func (x *XSK) attach() (string, error) {
+	o := x.opts
+	try := func(flags link.XDPAttachFlags) (link.Link, error) {
+		return link.AttachXDP(link.XDPOptions{Program: x.objs.Program, Interface: x.ifindex, Flags: flags})
+	}
+	var (
+		l    link.Link
+		err  error
+		mode = "driver"
+	)
+	switch o.Mode {
+	case "driver":
+		if l, err = try(link.XDPDriverMode); err != nil {
+			if !isPriv(err) && !isBusy(err) && !errors.Is(err, ebpf.ErrNotSupported) {
+				return "", core.NotSupported("driver-mode (native) XDP on "+o.Iface, "",
+					`the driver has no native XDP: use Mode "skb" or "" (SKB mode, reported)`, err)
+			}
+			return "", attachErr(o.Iface, "driver", err)
+		}
+	case "skb":
+		mode = "skb"
+		if l, err = try(link.XDPGenericMode); err != nil {
+			return "", attachErr(o.Iface, mode, err)
+		}
+	default:
+		if l, err = try(link.XDPDriverMode); err != nil {
+			if isPriv(err) || isBusy(err) || errors.Is(err, ebpf.ErrNotSupported) {
+				return "", attachErr(o.Iface, "driver", err)
+			}
+			drvErr := err
+			mode = "skb"
+			if l, err = try(link.XDPGenericMode); err != nil {
+				return "", attachErr(o.Iface, "driver or skb", errors.Join(drvErr, err))
+			}
+			x.fallback = drvErr
+		}
+	}
+	x.link = l
+	x.undo.add(l.Close)
+	return mode, nil
+}
+
+func isPriv(err error) bool { return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) }
+func isBusy(err error) bool { return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) }
+
+func attachErr(iface, mode string, err error) error {
+	switch {
+	case isPriv(err):
+		return &core.PrivilegeError{Op: "attach XDP program to " + iface, Capability: "CAP_NET_ADMIN and CAP_BPF", Err: err}
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return core.NotSupported("XDP through bpf_link", "5.9", "", err)
+	case isBusy(err):
+		return sysErr(fmt.Sprintf("attach XDP program to %s in %s mode: another XDP program is attached; remove it (ip link set dev %s xdp off) or use another interface", iface, mode, iface), err)
+	}
+	return sysErr(fmt.Sprintf("attach XDP program to %s in %s mode", iface, mode), err)
+}
+
+// waitCarrier waits until the link is up with carrier (IFF_LOWER_UP), for
+// at most d; d < 0 does not wait.
+func waitCarrier(ifindex int, name string, d time.Duration) error {
+	if d < 0 {
+		return nil
+	}
+	deadline := time.Now().Add(d)
+	for {
+		l, err := netlink.LinkByIndex(ifindex)
+		if err != nil {
+			return sysErr("read link state of "+name, err)
+		}
+		a := l.Attrs()
+		if a.RawFlags&unix.IFF_UP != 0 && a.RawFlags&unix.IFF_LOWER_UP != 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("afxdp: %s: %w %v after bind (operstate %s): is the link up, and its peer (the cable's other end, the other veth end)?",
+				name, ErrNoCarrier, d, a.OperState)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TxFrame copies frame into a free TX frame of the UMEM and queues its
+// descriptor; it is handed to the kernel at the next Kick. It returns false,
+// copying nothing, when no TX frame or TX ring slot is free (counted in
+// TxRingFull: Kick reaps completions and frees frames), or when frame is
+// empty or longer than Options.MaxFrame (counted in the "xsk" layer's
+// tx_oversize: such a frame never fits, do not retry it). The caller keeps
+// ownership of frame. It makes no system call.
+func (x *XSK) TxFrame(frame []byte) bool {
+	t := &x.tx
+	if len(frame) == 0 || len(frame) > t.maxLen {
+		t.oversize++
+		return false
+	}
+	if len(t.free) == 0 {
+		t.reap()
+		if len(t.free) == 0 {
+			t.ringFull++
+			return false
+		}
+	}
+	if t.tx.free(1) == 0 {
+		t.ringFull++
+		return false
+	}
+	addr := t.free[len(t.free)-1]
+	t.free = t.free[:len(t.free)-1]
+	copy(x.umem[addr:addr+uint64(len(frame))], frame)
+	t.tx.put(unix.XDPDesc{Addr: addr, Len: uint32(len(frame))})
+	t.frames++
+	t.bytes += uint64(len(frame))
+	return true
+}
+
+// Kick submits the frames queued by TxFrame and, when the kernel asks for
+// a wake-up (need_wakeup) and descriptors are waiting in the TX ring, kicks
+// it with sendto(MSG_DONTWAIT): once in zero-copy mode, where the driver
+// sends asynchronously, and in copy mode again while the kernel reports
+// that its per-call budget (32 frames) left some (EAGAIN) and it made
+// progress. With nothing queued it makes no system call. Then it reaps the
+// completion ring, freeing sent frames. The error reports a link that is
+// gone (ENETDOWN, ENXIO) or an unexpected errno; a busy device is not an
+// error (the frames stay queued for the next Kick), and a frame the device
+// dropped (EBUSY) is counted in Stats.TxDropped.
+func (x *XSK) Kick() error {
+	t := &x.tx
+	if t.tx.prod != t.tx.producer.Load() {
+		t.tx.submit()
+	}
+	var err error
+kicks:
+	for i := 0; i < t.maxKicks; i++ {
+		if t.tx.outstanding() == 0 || !t.tx.needWakeup() {
+			break
+		}
+		before := t.tx.consumer.Load()
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(x.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		t.syscalls++
+		switch e {
+		case 0:
+			break kicks
+		case unix.EAGAIN, unix.ENOBUFS:
+			t.reap()
+			if t.tx.consumer.Load() == before {
+				break kicks // the device is busy; try again at the next Kick
+			}
+		case unix.EBUSY:
+			t.dropped++
+		case unix.ENETDOWN, unix.ENXIO:
+			err = sysErr("kick TX on "+x.opts.Iface+" (link down or gone)", e)
+			break kicks
+		default:
+			err = sysErr("kick TX", e)
+			break kicks
+		}
+	}
+	t.reap()
+	t.publish()
+	return err
+}
+
+// reap moves completed TX frames back to the free list.
+func (t *txSide) reap() {
+	n := t.comp.avail(t.comp.size)
+	if n == 0 {
+		return
+	}
+	for i := uint32(0); i < n; i++ {
+		t.free = append(t.free, t.comp.get(i))
+	}
+	t.comp.release(n)
+}
+
+func (t *txSide) publish() {
+	t.pub.frames.Store(t.frames)
+	t.pub.bytes.Store(t.bytes)
+	t.pub.ringFull.Store(t.ringFull)
+	t.pub.oversize.Store(t.oversize)
+	t.pub.dropped.Store(t.dropped)
+	t.pub.syscalls.Store(t.syscalls)
+}
+
+// RxFrames calls deliver for each received frame, at most max of them (and
+// at most the ring size per call), and returns how many it delivered. It
+// never blocks. frame points into the UMEM and is valid only inside the call
+// to deliver: the frame goes back to the fill ring right after (overwritten
+// with 0xDB first in dgramio_debug builds); copy what you keep. When the
+// RX ring is empty and the kernel asks for a fill-ring wake-up, it makes one
+// recvfrom(MSG_DONTWAIT) per 64 such empty polls; otherwise it makes no
+// system call.
+func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int {
+	r := &x.rx
+	if max <= 0 {
+		return 0
+	}
+	if max > len(r.ret) {
+		max = len(r.ret)
+	}
+	n := r.rx.avail(uint32(max))
+	if n == 0 {
+		if len(r.spare) > 0 {
+			r.refill(nil)
+		}
+		if r.fill.needWakeup() {
+			r.empty++
+			if r.empty >= rxWakeEvery {
+				r.empty = 0
+				_, _, _ = unix.Syscall6(unix.SYS_RECVFROM, uintptr(x.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+				r.syscalls.Add(1)
+			}
+		}
+		return 0
+	}
+	r.empty = 0
+	var bytes uint64
+	k := 0
+	for i := uint32(0); i < n; i++ {
+		d := r.rx.get(i)
+		end := d.Addr + uint64(d.Len)
+		if end > r.end || d.Addr > end {
+			r.invalid.Add(1) // not a frame of ours: never deliver it or give it back
+			continue
+		}
+		f := x.umem[d.Addr:end:end]
+		deliver(f)
+		core.Poison(f)
+		r.ret[k] = d.Addr &^ x.frameMask
+		k++
+		bytes += uint64(d.Len)
+	}
+	r.rx.release(n)
+	r.refill(r.ret[:k])
+	r.frames.Add(uint64(k))
+	r.bytes.Add(bytes)
+	return k
+}
+
+// refill gives addrs and any spare frames to the fill ring, keeping what
+// does not fit as spares.
+func (r *rxSide) refill(addrs []uint64) {
+	want := uint32(len(addrs) + len(r.spare))
+	room := r.fill.free(want)
+	put := 0
+	for _, a := range addrs {
+		if uint32(put) == room {
+			r.spare = append(r.spare, a)
+			continue
+		}
+		r.fill.put(a)
+		put++
+	}
+	for uint32(put) < room && len(r.spare) > 0 {
+		r.fill.put(r.spare[len(r.spare)-1])
+		r.spare = r.spare[:len(r.spare)-1]
+		put++
+	}
+	if put > 0 {
+		r.fill.submit()
+	}
+}
+
+// Wait blocks until the RX ring holds a frame, ctx is done (ctx.Err()), or
+// the XSK is closed (net.ErrClosed). It polls the socket (which also wakes
+// a driver that asked for it); each poll(2) counts in Stats.Syscalls.
+func (x *XSK) Wait(ctx context.Context) error {
+	if !x.guard.BeginWait() {
+		return net.ErrClosed
+	}
+	defer x.guard.EndWait()
+	if x.rx.rx.avail(1) > 0 {
+		return nil
+	}
+	var n uint64
+	err := fdwait.Wait(ctx, x.fd, x.waker, &n)
+	x.rx.syscalls.Add(n)
+	if errors.Is(err, fdwait.ErrWoken) {
+		return net.ErrClosed
+	}
+	return err
+}
+
+// MAC returns the interface's hardware address (a copy).
+func (x *XSK) MAC() net.HardwareAddr { return append(net.HardwareAddr(nil), x.mac...) }
+
+// MTU returns the largest IP packet one frame carries: the interface's MTU,
+// or Options.MaxFrame minus the Ethernet header if that is smaller.
+func (x *XSK) MTU() int { return x.mtu }
+
+// Mode returns how the socket runs: "driver copy", "driver zerocopy",
+// "skb copy", or "skb copy (driver mode refused)" after a fallback.
+func (x *XSK) Mode() string { return x.mode }
+
+// Fallback returns why driver mode was refused when Open fell back to SKB
+// mode, or nil.
+func (x *XSK) Fallback() error { return x.fallback }
+
+// Queue returns the interface queue the socket is bound to.
+func (x *XSK) Queue() int { return x.opts.QueueID }
+
+// Stats returns the counters. RX counters are current; TX counters (frames,
+// bytes, ring-full refusals) are as of the last Kick. Layers hold the
+// socket's XDP_STATISTICS ("xsk": rx_dropped, rx_invalid_descs,
+// tx_invalid_descs, rx_ring_full, rx_fill_ring_empty_descs,
+// tx_ring_empty_descs; rx_dropped, rx_ring_full and tx_invalid_descs are
+// losses), our own "xsk" counters (tx_oversize, rx_bad_desc) and the XDP
+// program's counters ("xdp-prog"). Stats makes system calls and allocates;
+// after Close it returns the counters of our own side only.
+func (x *XSK) Stats() frameio.Stats {
+	t := &x.tx.pub
+	s := frameio.Stats{
+		Mode:       x.mode,
+		RxFrames:   x.rx.frames.Load(),
+		RxBytes:    x.rx.bytes.Load(),
+		TxFrames:   t.frames.Load(),
+		TxBytes:    t.bytes.Load(),
+		TxRingFull: t.ringFull.Load(),
+		TxDropped:  t.dropped.Load(),
+		Syscalls:   x.rx.syscalls.Load() + t.syscalls.Load(),
+	}
+	s.Layers = append(s.Layers,
+		core.Counter{Layer: "xsk", Name: "tx_oversize", Value: t.oversize.Load(), Loss: true},
+		core.Counter{Layer: "xsk", Name: "rx_bad_desc", Value: x.rx.invalid.Load(), Loss: true},
+	)
+	x.statsMu.RLock()
+	defer x.statsMu.RUnlock()
+	if x.closed {
+		return s
+	}
+	if st, n, err := xdpStatistics(x.fd); err == nil {
+		s.RxDropped = st.Rx_dropped + st.Rx_ring_full
+		s.TxDropped += st.Tx_invalid_descs
+		s.Layers = append(s.Layers,
+			core.Counter{Layer: "xsk", Name: "rx_dropped", Value: st.Rx_dropped, Loss: true},
+			core.Counter{Layer: "xsk", Name: "rx_invalid_descs", Value: st.Rx_invalid_descs},
+			core.Counter{Layer: "xsk", Name: "tx_invalid_descs", Value: st.Tx_invalid_descs, Loss: true},
+		)
+		if n >= 6 {
+			s.Layers = append(s.Layers,
+				core.Counter{Layer: "xsk", Name: "rx_ring_full", Value: st.Rx_ring_full, Loss: true},
+				core.Counter{Layer: "xsk", Name: "rx_fill_ring_empty_descs", Value: st.Rx_fill_ring_empty_descs},
+				core.Counter{Layer: "xsk", Name: "tx_ring_empty_descs", Value: st.Tx_ring_empty_descs},
+			)
+		}
+	}
+	if c, err := x.objs.ReadCounters(); err == nil {
+		s.Layers = append(s.Layers, c.Layers()...)
+	}
+	return s
+}
+
+// xdpStatistics reads XDP_STATISTICS and how many of its fields the kernel
+// filled (3 before Linux 5.9, 6 since).
+func xdpStatistics(fd int) (unix.XDPStatistics, int, error) {
+	var st unix.XDPStatistics
+	size := uint32(unsafe.Sizeof(st))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_STATISTICS,
+		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&size)), 0); e != 0 {
+		return st, 0, sysErr("get XDP_STATISTICS", e)
+	}
+	return st, int(size / 8), nil
+}
+
+// ProgramCounters reads the XDP program's counters, summed over CPUs.
+func (x *XSK) ProgramCounters() (xdpprog.Counts, error) {
+	x.statsMu.RLock()
+	defer x.statsMu.RUnlock()
+	if x.closed {
+		return xdpprog.Counts{}, net.ErrClosed
+	}
+	return x.objs.ReadCounters()
+}
+
+// Close detaches the XDP program (closes its bpf_link), removes the socket
+// from the program's map, frees the maps and the program, unmaps the rings,
+// closes the socket and unmaps the UMEM. A Wait in progress returns
+// net.ErrClosed. Close is safe to call more than once; later calls return
+// nil.
+func (x *XSK) Close() error {
+	if !x.guard.Shut(x.waker.Wake) {
+		return nil
+	}
+	x.statsMu.Lock()
+	defer x.statsMu.Unlock()
+	x.closed = true
+	if err := x.undo.undo(); err != nil {
+		return fmt.Errorf("afxdp: close: %w", err)
+	}
+	return nil
+}

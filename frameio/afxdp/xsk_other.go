@@ -1,0 +1,51 @@
+//go:build !linux
+
+package afxdp
+
+import (
+	"context"
+	"net"
+
+	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// XSK is an AF_XDP socket; AF_XDP exists only on Linux, so here Open always
+// fails and XSK has no working methods.
+type XSK struct{}
+
+// ErrNoCarrier is matched by Open's error when the link has no carrier.
+var ErrNoCarrier = net.UnknownNetworkError("no carrier")
+
+// Open returns an error matching core.ErrNotSupported: AF_XDP is Linux only.
+func Open(o Options) (*XSK, error) {
+	o = o.WithDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return nil, core.NotSupported("AF_XDP sockets", "4.18", "AF_XDP exists only on Linux", nil)
+}
+
+// TxFrame returns false.
+func (x *XSK) TxFrame(frame []byte) bool { return false }
+
+// Kick returns net.ErrClosed.
+func (x *XSK) Kick() error { return net.ErrClosed }
+
+// RxFrames returns 0.
+func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int { return 0 }
+
+// Wait returns net.ErrClosed.
+func (x *XSK) Wait(ctx context.Context) error { return net.ErrClosed }
+
+// MAC returns nil.
+func (x *XSK) MAC() net.HardwareAddr { return nil }
+
+// MTU returns 0.
+func (x *XSK) MTU() int { return 0 }
+
+// Stats returns zero counters.
+func (x *XSK) Stats() frameio.Stats { return frameio.Stats{} }
+
+// Close returns nil.
+func (x *XSK) Close() error { return nil }
