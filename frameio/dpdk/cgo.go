@@ -1,0 +1,7 @@
+//go:build dpdk
+
+package dpdk
+
+// #cgo pkg-config: libdpdk
+// #include "shim.h"
+import "C"

@@ -1,0 +1,37 @@
+// Package dpdk is a frameio.FrameIO over DPDK (22.11, from the distribution's
+// libdpdk), bound with cgo through a small C shim: rte_eth_rx_burst,
+// rte_eth_tx_burst, rte_pktmbuf_alloc and mtod are static inline in DPDK's
+// headers, so the shim puts each whole burst behind one function and Go makes
+// one cgo call per burst, never one per packet.
+//
+// The package is built only with the build tag dpdk (it needs cgo and
+// libdpdk: apt-get install dpdk-dev libdpdk-dev, then go build -tags dpdk).
+// Without the tag it holds only this documentation, and the root package
+// reports the kinds dpdk and tcp-dpdk as not supported.
+//
+// # EAL
+//
+// DPDK's Environment Abstraction Layer is started once per process, by
+// StartEAL or by the first Open, and its arguments are decided then: the main
+// lcore runs on the CPUs the calling thread is already allowed (pin the
+// thread first to put it on one core); without hugepages --no-huge
+// --no-shconf, with them --in-memory; a file prefix unique to the process;
+// no telemetry. Devices are not given to the EAL at start: each Open
+// hot-plugs its own (a vdev such as net_af_xdp or net_af_packet on an
+// interface, or a PCI device) from the calling thread, so that a vdev finds
+// its interface in the network namespace of the thread that calls Open. The
+// EAL's run-time directory under /var/run/dpdk is removed as soon as the EAL
+// has started (nothing there is used afterwards), so nothing is left behind
+// even when the process is killed.
+//
+// # Threading and lifetime
+//
+// A Port follows the frameio.FrameIO rules: one goroutine transmits
+// (TxFrame, Kick), one receives (RxFrames), MAC, MTU and Stats may be called
+// from anywhere, and Close must not race with either side. A frame passed to
+// the deliver function of RxFrames points into an mbuf and is valid only
+// during that call. TxFrame copies the frame into a fresh mbuf at once.
+//
+// DPDK cannot sleep on a vdev's queue, so Port does not implement
+// frameio.Waiter: its user polls.
+package dpdk

@@ -1,0 +1,127 @@
+//go:build dpdk
+
+package dpdk
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// inNetns runs fn on a thread inside the network namespace nsfd refers to.
+// When the calling goroutine's thread is already there, fn runs on a locked
+// thread of the pool, which is handed back afterwards; otherwise on a
+// thread that joins the namespace and ends with the goroutine (never handed
+// back to the Go runtime).
+func inNetns(nsfd int, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		same, err := sameNetns(nsfd)
+		if err != nil {
+			errc <- err
+			return
+		}
+		if same {
+			defer runtime.UnlockOSThread()
+		} else if err := unix.Setns(nsfd, unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("dpdk: setns: %w", err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// sameNetns reports whether the calling thread is in the namespace nsfd.
+func sameNetns(nsfd int) (bool, error) {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(nsfd, &a); err != nil {
+		return false, fmt.Errorf("dpdk: fstat netns: %w", err)
+	}
+	if err := unix.Stat("/proc/thread-self/ns/net", &b); err != nil {
+		return false, fmt.Errorf("dpdk: stat netns: %w", err)
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino, nil
+}
+
+// ifFlags reads the interface flags (SIOCGIFFLAGS) in the calling thread's
+// network namespace.
+func ifFlags(name string) (uint16, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return 0, err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return 0, fmt.Errorf("SIOCGIFFLAGS: %w", err)
+	}
+	return ifr.Uint16(), nil
+}
+
+// setPromisc sets or clears IFF_PROMISC on the interface.
+func setPromisc(name string, on bool) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCGIFFLAGS: %w", err)
+	}
+	flags := ifr.Uint16()
+	if on {
+		flags |= unix.IFF_PROMISC
+	} else {
+		flags &^= unix.IFF_PROMISC
+	}
+	ifr.SetUint16(flags)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCSIFFLAGS: %w", err)
+	}
+	return nil
+}
+
+// xdpProgID returns the id of the XDP program attached to the interface
+// (0: none), as netlink reports it in the calling thread's namespace.
+func xdpProgID(name string) (uint32, error) {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return 0, err
+	}
+	if x := l.Attrs().Xdp; x != nil && x.Attached {
+		return x.ProgId, nil
+	}
+	return 0, nil
+}
+
+// detachXDP removes the XDP program from the interface, in the mode it is
+// attached in.
+func detachXDP(name string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	flags := 0
+	if x := l.Attrs().Xdp; x != nil {
+		switch x.AttachMode {
+		case 1: // XDP_ATTACHED_DRV
+			flags = 1 << 2 // XDP_FLAGS_DRV_MODE
+		case 2: // XDP_ATTACHED_SKB
+			flags = 1 << 1 // XDP_FLAGS_SKB_MODE
+		case 3: // XDP_ATTACHED_HW
+			flags = 1 << 3 // XDP_FLAGS_HW_MODE
+		}
+	}
+	return netlink.LinkSetXdpFdWithFlags(l, -1, flags)
+}

@@ -1,0 +1,816 @@
+//go:build dpdk
+
+package dpdk
+
+// #include <stdlib.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/internal/core"
+	"golang.org/x/sys/unix"
+)
+
+// Defaults of Options.
+const (
+	DefaultMTU      = 1500
+	DefaultTxWait   = time.Millisecond
+	DefaultLinkWait = 20 * time.Second
+	// RxBurst is the most frames one RxFrames call takes.
+	RxBurst = 512
+	// txRefill is how many mbufs TxFrame takes from the pool at a time.
+	txRefill = 32
+)
+
+// Options say which device a Port opens and how.
+type Options struct {
+	// PCI is a real device bound to vfio-pci ("0000:03:00.0"). Set one of
+	// PCI, VDev or Iface.
+	PCI string
+	// VDev is a virtual device with its arguments, as the EAL's --vdev
+	// takes it ("net_af_packet0,iface=veth0", "net_ring0"). Its name (up
+	// to the first comma) must be unique among the vdevs open in the
+	// process. An interface named by iface= is looked up in the network
+	// namespace of the thread that calls Open.
+	VDev string
+	// Iface is the interface of the default device, net_af_xdp on Iface
+	// (AF_XDP, Linux >= 4.18; the PMD attaches its own XDP program), when
+	// neither PCI nor VDev is set.
+	Iface string
+	// MTU is the largest IP packet a frame carries. Default 1500.
+	MTU int
+	// RxDesc and TxDesc are the ring sizes asked for, clamped to the
+	// device's limits (rte_eth_dev_adjust_nb_rx_tx_desc). Defaults 256
+	// and 512: a small RX ring stays inside the cache share DDIO writes to.
+	RxDesc, TxDesc int
+	// Mbufs is the size of the port's mempool. Default 8191.
+	Mbufs int
+	// TxWait bounds how long Kick retries a TX ring that takes nothing
+	// before it drops the rest of the batch (counted in TxDropped), so a
+	// link that flaps cannot hang the sender. Default 1 ms.
+	TxWait time.Duration
+	// LinkWait bounds the wait for link up after the port starts. Default
+	// 20 s.
+	LinkWait time.Duration
+	// Promiscuous leaves the port promiscuous. By default it is not (the
+	// port receives frames to its own MAC, broadcast and multicast), and
+	// the interface of a vdev gets back the flag it had before Open when
+	// the Port is closed either way.
+	Promiscuous bool
+	// EAL are the EAL's settings, used if this Open starts the EAL.
+	EAL EALOptions
+}
+
+// OptionsFrom maps a Config of the dpdk or tcp-dpdk kind onto Options: the
+// device from DPDK.PCI, DPDK.VDev or Iface, ring and pool sizes, hugepages
+// and extra EAL arguments, and an MTU large enough for MaxDatagram on the
+// datagram kind (at least 1500).
+func OptionsFrom(cfg core.Config) Options {
+	mtu := DefaultMTU
+	if !core.IsStream(cfg.Kind) && cfg.MaxDatagram+28 > mtu {
+		mtu = cfg.MaxDatagram + 28
+	}
+	o := Options{
+		PCI:    cfg.DPDK.PCI,
+		VDev:   cfg.DPDK.VDev,
+		Iface:  cfg.Iface,
+		MTU:    mtu,
+		RxDesc: cfg.DPDK.RxDesc,
+		TxDesc: cfg.DPDK.TxDesc,
+		Mbufs:  cfg.DPDK.Mbufs,
+		EAL: EALOptions{
+			HugePages: cfg.DPDK.HugePages,
+			ExtraArgs: cfg.DPDK.ExtraArgs,
+		},
+	}
+	if o.PCI != "" {
+		o.EAL.PCI = []string{o.PCI}
+	}
+	return o
+}
+
+func (o Options) withDefaults() Options {
+	if o.MTU == 0 {
+		o.MTU = DefaultMTU
+	}
+	if o.RxDesc == 0 {
+		o.RxDesc = 256
+	}
+	if o.TxDesc == 0 {
+		o.TxDesc = 512
+	}
+	if o.Mbufs == 0 {
+		o.Mbufs = 8191
+	}
+	if o.TxWait == 0 {
+		o.TxWait = DefaultTxWait
+	}
+	if o.LinkWait == 0 {
+		o.LinkWait = DefaultLinkWait
+	}
+	return o
+}
+
+func bad(field string, v any, format string, args ...any) error {
+	return &core.ConfigError{Field: field, Value: v, Reason: fmt.Sprintf(format, args...)}
+}
+
+func (o Options) validate() error {
+	n := 0
+	for _, s := range []string{o.PCI, o.VDev, o.Iface} {
+		if s != "" {
+			n++
+		}
+	}
+	if n == 0 {
+		return bad("DPDK.VDev", o.VDev, "set an interface (for a net_af_xdp vdev), DPDK.VDev or DPDK.PCI")
+	}
+	if o.PCI != "" && o.VDev != "" {
+		return bad("DPDK.VDev", o.VDev, "set DPDK.PCI or DPDK.VDev, not both")
+	}
+	if o.VDev != "" {
+		if name, _ := splitDevargs(o.VDev); name == "" || strings.ContainsAny(name, " =") {
+			return bad("DPDK.VDev", o.VDev, `a vdev is "name,key=value,...", like "net_af_packet0,iface=veth0"`)
+		}
+	}
+	if o.MTU < 68 || o.MTU > 9000 {
+		return bad("MTU", o.MTU, "must be between 68 and 9000")
+	}
+	if o.RxDesc < 1 || o.RxDesc > 32768 {
+		return bad("DPDK.RxDesc", o.RxDesc, "must be between 1 and 32768")
+	}
+	if o.TxDesc < 1 || o.TxDesc > 32768 {
+		return bad("DPDK.TxDesc", o.TxDesc, "must be between 1 and 32768")
+	}
+	if need := mbufsNeeded(o.RxDesc, o.TxDesc); o.Mbufs < need {
+		return bad("DPDK.Mbufs", o.Mbufs, "must be at least %d for rings of %d and %d (both rings full, a full batch pending and a full burst held)", need, o.RxDesc, o.TxDesc)
+	}
+	if o.TxWait < 0 || o.LinkWait < 0 {
+		return bad("TxWait", o.TxWait, "waits must not be negative")
+	}
+	return nil
+}
+
+// mbufsNeeded is the least mempool that cannot run dry in steady state: the
+// RX ring full, the TX ring full, a full batch pending in Go, a full burst
+// held by the receiver, and the spare mbufs of TxFrame.
+func mbufsNeeded(rxd, txd int) int { return rxd + 2*txd + RxBurst + txRefill }
+
+// splitDevargs splits "name,k=v,..." into the name and the arguments.
+func splitDevargs(s string) (name, args string) {
+	name, args, _ = strings.Cut(strings.TrimSpace(s), ",")
+	return strings.TrimSpace(name), args
+}
+
+// devargValue returns the value of key in "k=v,k2=v2" devargs.
+func devargValue(args, key string) string {
+	for _, kv := range strings.Split(args, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// Info describes an open Port.
+type Info struct {
+	// Name is the DPDK device name (the vdev's name or the PCI address);
+	// Devargs its arguments.
+	Name, Devargs string
+	// Driver is the PMD ("net_af_xdp", "net_af_packet", "net_ring", ...).
+	Driver string
+	// PortID is DPDK's port number; Socket the NUMA node of the port and
+	// its mempool (-1: any).
+	PortID uint16
+	Socket int
+	// Iface is the kernel interface under a vdev, or "".
+	Iface string
+	// RxDesc and TxDesc are the ring sizes after clamping to the device's
+	// limits; MTU the port's MTU and MaxMTU the device's limit.
+	RxDesc, TxDesc, MTU, MaxMTU int
+	// LinkSpeed is the link speed in Mbit/s as the PMD reports it.
+	LinkSpeed uint32
+	// Notes are what Open and Close did that the user should know
+	// (a refused set_mtu, promiscuous mode restored, an XDP program left by
+	// the PMD and removed).
+	Notes []string
+}
+
+// Port is one queue of one DPDK port as a frameio.FrameIO. See the package
+// documentation for its threading rules and buffer lifetimes.
+type Port struct {
+	c       *C.struct_dg_port
+	pool    *C.struct_rte_mempool
+	portID  C.uint16_t
+	mac     net.HardwareAddr
+	mtu     int
+	room    int // bytes one TX mbuf holds
+	maxTx   int // longest frame TxFrame takes: MTU + 14, within room
+	devName string
+	vdev    bool
+	iface   string
+	nsfd    int // the network namespace Open ran in
+
+	promiscBefore bool
+	xdpBefore     uint32 // XDP program on the interface before Open (0: none)
+
+	// Views of the shim's C arrays.
+	rxData    []*C.uint8_t
+	rxLen     []C.uint16_t
+	txPend    []*C.struct_rte_mbuf
+	txLen     []C.uint16_t
+	spare     []*C.struct_rte_mbuf
+	spareData []*C.uint8_t
+
+	xstatNames []string
+	xstats     *C.struct_rte_eth_xstat
+
+	closed atomic.Bool
+	// Our own counters.
+	rxFrames, rxBytes, txFrames, txBytes atomic.Uint64
+	txRingFull, txDropped, txOversize    atomic.Uint64
+
+	mu    sync.Mutex // Stats and Info against Close
+	info  Info
+	final *frameio.Stats // the device's counters, read at Close
+}
+
+var _ frameio.FrameIO = (*Port)(nil)
+
+// control serializes DPDK's control path (probe, configure, close), which
+// is not safe for concurrent use; seq numbers names unique in the process.
+var control struct {
+	sync.Mutex
+	seq int
+}
+
+// Open starts the EAL if it is not running (with o.EAL), attaches the device
+// o names, configures one RX and one TX queue on a mempool on the port's
+// NUMA node, starts the port and waits for its link (o.LinkWait, 20 s by
+// default). A vdev on an interface must be opened from a thread inside the
+// interface's network namespace (testhost's Host.Do, or a thread that
+// called setns(2)); Close goes back into that namespace by itself.
+//
+// Errors: a *core.ConfigError for bad Options, a *core.PrivilegeError when
+// the device is refused for want of privileges, an error matching
+// core.ErrNotSupported when the EAL or the PMD is missing, and otherwise an
+// error that names the DPDK call that failed with the reason DPDK logged.
+// Every step done before an error is undone.
+func Open(o Options) (*Port, error) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if err := StartEAL(o.EAL); err != nil {
+		return nil, err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	control.Lock()
+	defer control.Unlock()
+	control.seq++
+	seq := control.seq
+	takeLog() // forget older messages: errors quote what this Open logged
+
+	p := &Port{nsfd: -1}
+	var undo []func()
+	fail := func(err error) (*Port, error) {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		return nil, err
+	}
+
+	// The device.
+	var bus, devargs string
+	switch {
+	case o.PCI != "":
+		bus, p.devName = "pci", o.PCI
+	case o.VDev != "":
+		bus, p.vdev = "vdev", true
+		p.devName, devargs = splitDevargs(o.VDev)
+		p.iface = devargValue(devargs, "iface")
+	default:
+		bus, p.vdev = "vdev", true
+		p.devName, devargs = "net_af_xdp"+strconv.Itoa(seq), "iface="+o.Iface
+		p.iface = o.Iface
+	}
+	p.info.Name, p.info.Devargs, p.info.Iface = p.devName, devargs, p.iface
+
+	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(fmt.Errorf("dpdk: open network namespace: %w", err))
+	}
+	p.nsfd = fd
+	undo = append(undo, func() { unix.Close(fd) })
+
+	if p.iface != "" {
+		flags, err := ifFlags(p.iface)
+		if err != nil {
+			return fail(fmt.Errorf("dpdk: interface %q (of %s) in this thread's network namespace: %w", p.iface, p.devName, err))
+		}
+		p.promiscBefore = flags&unix.IFF_PROMISC != 0
+		p.xdpBefore, _ = xdpProgID(p.iface)
+		undo = append(undo, func() { p.restoreIface() })
+	}
+
+	// Attach (probe) the device, unless it is a PCI device the EAL already
+	// probed at start.
+	var port C.uint16_t
+	cname := C.CString(p.devName)
+	defer C.free(unsafe.Pointer(cname))
+	if bus == "vdev" || C.rte_eth_dev_get_port_by_name(cname, &port) != 0 {
+		cbus, cargs := C.CString(bus), C.CString(devargs)
+		C.dg_clear_errno()
+		ret := C.rte_eal_hotplug_add(cbus, cname, cargs)
+		C.free(unsafe.Pointer(cargs))
+		if ret != 0 {
+			C.free(unsafe.Pointer(cbus))
+			return fail(p.dpdkError("attach "+bus+" device "+describe(p.devName, devargs), int(ret)))
+		}
+		undo = append(undo, func() {
+			C.rte_eal_hotplug_remove(cbus, cname)
+			C.free(unsafe.Pointer(cbus))
+		})
+		if C.rte_eth_dev_get_port_by_name(cname, &port) != 0 {
+			return fail(fmt.Errorf("dpdk: %s attached, but no ethdev port appeared for it (is it a network device?)%s", describe(p.devName, devargs), logHint()))
+		}
+	}
+	p.portID = port
+	p.info.PortID = uint16(port)
+
+	var devInfo C.struct_rte_eth_dev_info
+	if ret := C.rte_eth_dev_info_get(port, &devInfo); ret != 0 {
+		return fail(p.dpdkError("rte_eth_dev_info_get", int(ret)))
+	}
+	p.info.Driver = C.GoString(devInfo.driver_name)
+
+	// The mempool, on the port's NUMA node.
+	socket := C.rte_eth_dev_socket_id(port)
+	if socket < 0 {
+		socket = C.SOCKET_ID_ANY
+	}
+	p.info.Socket = int(socket)
+	dataRoom := int(C.RTE_MBUF_DEFAULT_DATAROOM)
+	if need := o.MTU + 14 + 4; need > dataRoom {
+		dataRoom = (need + 1023) &^ 1023
+	}
+	pname := C.CString("dgramio_" + strconv.Itoa(seq))
+	C.dg_clear_errno()
+	p.pool = C.rte_pktmbuf_pool_create(pname, C.uint(o.Mbufs), 0, 0, C.uint16_t(dataRoom+C.RTE_PKTMBUF_HEADROOM), socket)
+	C.free(unsafe.Pointer(pname))
+	if p.pool == nil {
+		// rte_pktmbuf_pool_create sets rte_errno.
+		err := p.dpdkError(fmt.Sprintf("mempool of %d mbufs of %d bytes on socket %d", o.Mbufs, dataRoom, socket), int(C.dg_rte_errno()))
+		if errors.Is(err, syscall.ENOMEM) {
+			err = fmt.Errorf("%w (lower DPDK.Mbufs, or give the EAL more memory: EALOptions.MemoryMB or -m in ExtraArgs)", err)
+		}
+		return fail(err)
+	}
+	pool := p.pool
+	// The mempool goes after the port: the PMD refers to it until closed.
+	var poolUndo = func() { C.rte_mempool_free(pool) }
+
+	// Configure and start.
+	conf := C.struct_dg_conf{
+		mtu:     C.uint16_t(o.MTU),
+		rx_desc: C.uint16_t(o.RxDesc),
+		tx_desc: C.uint16_t(o.TxDesc),
+		socket:  socket,
+		pool:    pool,
+	}
+	var res C.struct_dg_result
+	ret := C.dg_port_configure(port, &conf, &res)
+	undo = append(undo, func() {
+		C.rte_eth_dev_stop(port)
+		C.rte_eth_dev_close(port)
+		poolUndo()
+	})
+	if ret != 0 {
+		err := p.dpdkError(C.GoString(res.step)+" of "+describe(p.devName, devargs), int(ret))
+		if C.GoString(res.step) == "rte_eth_dev_configure" && o.MTU > int(res.max_mtu) && res.max_mtu != 0 {
+			err = fmt.Errorf("%w (MTU %d is above the device's limit %d)", err, o.MTU, res.max_mtu)
+		}
+		return fail(err)
+	}
+	if res.mtu_refused != 0 {
+		p.note("rte_eth_dev_set_mtu(%d) refused (%v); relying on the MTU given to rte_eth_dev_configure", o.MTU, rteError(int(res.mtu_errno)))
+	}
+	p.mtu = int(res.mtu)
+	if p.mtu == 0 || p.mtu > o.MTU {
+		p.mtu = o.MTU
+	}
+	p.info.MTU, p.info.MaxMTU = p.mtu, int(res.max_mtu)
+	p.info.RxDesc, p.info.TxDesc = int(res.rx_desc), int(res.tx_desc)
+
+	// Promiscuous mode: on when asked, or when the interface already was
+	// (someone else wants it); off otherwise. Not every PMD can.
+	if o.Promiscuous || p.promiscBefore {
+		if r := C.rte_eth_promiscuous_enable(port); r != 0 {
+			p.note("rte_eth_promiscuous_enable: %v", rteError(int(r)))
+		}
+	} else if r := C.rte_eth_promiscuous_disable(port); r != 0 && r != -C.ENOTSUP {
+		p.note("rte_eth_promiscuous_disable: %v", rteError(int(r)))
+	}
+
+	var addr C.struct_rte_ether_addr
+	if r := C.rte_eth_macaddr_get(port, &addr); r != 0 {
+		return fail(p.dpdkError("rte_eth_macaddr_get", int(r)))
+	}
+	p.mac = make(net.HardwareAddr, 6)
+	for i := range p.mac {
+		p.mac[i] = byte(addr.addr_bytes[i])
+	}
+
+	// The link.
+	deadline := time.Now().Add(o.LinkWait)
+	for {
+		var speed C.uint32_t
+		up := C.dg_link(port, &speed)
+		if up < 0 {
+			return fail(p.dpdkError("rte_eth_link_get_nowait", int(up)))
+		}
+		if up == 1 {
+			p.info.LinkSpeed = uint32(speed)
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("dpdk: %s: link still down after %v (is the interface, its peer or the cable up?)", describe(p.devName, devargs), o.LinkWait))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// The shim's buffers.
+	p.c = C.dg_port_new(port, 0, pool, RxBurst, C.uint16_t(res.tx_desc), txRefill, C.uint64_t(o.TxWait/time.Microsecond))
+	if p.c == nil {
+		return fail(fmt.Errorf("dpdk: %s: out of memory for the port's arrays", p.devName))
+	}
+	c := p.c
+	undo = append(undo, func() { C.dg_port_free(c) })
+	if p.info.Driver == "net_af_packet" {
+		// A packet socket also sees what we send; drop our own frames.
+		c.filter_own = 1
+		for i := range p.mac {
+			c.own_mac[i] = C.uint8_t(p.mac[i])
+		}
+	}
+	p.room = int(c.room)
+	p.maxTx = min(p.mtu+14, p.room)
+	p.rxData = unsafe.Slice(c.rx_data, RxBurst)
+	p.rxLen = unsafe.Slice(c.rx_len, RxBurst)
+	p.txPend = unsafe.Slice(c.tx_pend, int(c.tx_cap))
+	p.txLen = unsafe.Slice(c.tx_len, int(c.tx_cap))
+	p.spare = unsafe.Slice(c.spare, txRefill)
+	p.spareData = unsafe.Slice(c.spare_data, txRefill)
+
+	// Extended statistics: names now, values in Stats.
+	if n := C.rte_eth_xstats_get_names(port, nil, 0); n > 0 {
+		names := (*C.struct_rte_eth_xstat_name)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.struct_rte_eth_xstat_name{}))))
+		got := C.rte_eth_xstats_get_names(port, names, C.uint(n))
+		for _, nm := range unsafe.Slice(names, max(0, min(int(got), int(n)))) {
+			p.xstatNames = append(p.xstatNames, C.GoString(&nm.name[0]))
+		}
+		C.free(unsafe.Pointer(names))
+		p.xstats = (*C.struct_rte_eth_xstat)(C.calloc(C.size_t(len(p.xstatNames)+1), C.size_t(unsafe.Sizeof(C.struct_rte_eth_xstat{}))))
+	}
+	return p, nil
+}
+
+// describe names a device with its arguments.
+func describe(name, args string) string {
+	if args == "" {
+		return name
+	}
+	return name + "," + args
+}
+
+func (p *Port) note(format string, args ...any) {
+	p.info.Notes = append(p.info.Notes, fmt.Sprintf(format, args...))
+}
+
+// logHint returns what DPDK logged during the operation, for an error.
+func logHint() string {
+	if l := lastLines(takeLog(), 3); l != "" {
+		return "; DPDK says: " + l
+	}
+	return ""
+}
+
+// dpdkError wraps a DPDK failure with the operation and what DPDK logged.
+// ret is the call's negative return value; DPDK returns a negative errno
+// from most calls but a bare -1 from some, which is then read as rte_errno
+// (cleared before each call that can return it) or as an unnamed failure,
+// never as EPERM. EPERM and EACCES, and a failure of a process that is not
+// root, become a *core.PrivilegeError; a device no loaded PMD takes becomes
+// core.ErrNotSupported.
+func (p *Port) dpdkError(op string, ret int) error {
+	var err error
+	if ret == -1 {
+		if e := int(C.dg_rte_errno()); e > 1 {
+			err = rteError(e)
+		} else {
+			err = errors.New("failed")
+		}
+	} else {
+		err = rteError(ret)
+	}
+	log := takeLog()
+	says := ""
+	if l := lastLines(log, 3); l != "" {
+		says = "; DPDK says: " + l
+	}
+	msg := "dpdk: " + op + ": " + err.Error() + says
+	switch {
+	case errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || os.Geteuid() != 0:
+		return &core.PrivilegeError{Op: msg, Capability: "CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK (root)", Err: err}
+	case strings.HasPrefix(op, "attach") && (errors.Is(err, syscall.ENOTSUP) || strings.Contains(log, "failed to parse device")):
+		return core.NotSupported("DPDK device "+p.devName, "",
+			"no PMD loaded from "+pmdDir()+" takes that name (a vdev's name starts with its driver's: net_af_xdp, net_af_packet, net_ring; is the PMD's package installed?)"+says, err)
+	}
+	return fmt.Errorf("%s: %w", msg, err)
+}
+
+// pmdDir is where the EAL loads PMDs from.
+func pmdDir() string { return C.GoString(C.dg_pmd_dir()) }
+
+// mbufsInUse is how many mbufs of the port's mempool are out of it (in
+// rings, held, pending or spare), for tests.
+func (p *Port) mbufsInUse() int { return int(C.rte_mempool_in_use_count(p.pool)) }
+
+// spareMbufs is how many fresh mbufs TxFrame holds in reserve.
+func (p *Port) spareMbufs() int { return int(p.c.spare_n) }
+
+// MAC returns the port's hardware address (the interface's for a vdev).
+func (p *Port) MAC() net.HardwareAddr { return p.mac }
+
+// MTU returns the largest IP packet a frame carries.
+func (p *Port) MTU() int { return p.mtu }
+
+// Info describes the port: device, driver, ring sizes, notes.
+func (p *Port) Info() Info {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := p.info
+	i.Notes = append([]string(nil), p.info.Notes...)
+	return i
+}
+
+// TxFrame copies frame into a fresh mbuf, padded with zeros to 60 bytes
+// (frameio.MinFrame), and holds it until Kick. It returns false, copying
+// nothing, when a full batch (the TX ring's size) is already pending, when
+// the mempool has no mbuf left (both counted in TxRingFull), or when frame
+// is longer than MTU+14 bytes (counted as tx_oversize), and after Close.
+// The caller keeps frame.
+func (p *Port) TxFrame(frame []byte) bool {
+	if p.closed.Load() {
+		return false
+	}
+	if len(frame) > p.maxTx {
+		p.txOversize.Add(1)
+		return false
+	}
+	c := p.c
+	if c.tx_n == c.tx_cap {
+		p.txRingFull.Add(1)
+		return false
+	}
+	if c.spare_n == 0 && C.dg_tx_refill(c) == 0 {
+		p.txRingFull.Add(1)
+		return false
+	}
+	c.spare_n--
+	i := int(c.spare_n)
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(p.spareData[i])), p.room)
+	n := copy(buf, frame)
+	if n < frameio.MinFrame {
+		clear(buf[n:frameio.MinFrame])
+		n = frameio.MinFrame
+	}
+	k := int(c.tx_n)
+	p.txPend[k] = p.spare[i]
+	p.txLen[k] = C.uint16_t(n)
+	c.tx_n++
+	p.txFrames.Add(1)
+	p.txBytes.Add(uint64(len(frame)))
+	return true
+}
+
+// Kick hands the pending frames to the device with rte_eth_tx_burst, in one
+// cgo call. When the TX ring takes nothing for TxWait, the rest of the
+// batch is freed and counted in TxDropped: a link that is down loses what
+// is sent to it, as a wire would, and Kick does not hang. It returns
+// net.ErrClosed after Close, and otherwise nil.
+func (p *Port) Kick() error {
+	if p.closed.Load() {
+		return net.ErrClosed
+	}
+	n := p.c.tx_n
+	if n == 0 {
+		return nil
+	}
+	sent := C.dg_tx_flush(p.c)
+	if sent < n {
+		p.txDropped.Add(uint64(n - sent))
+	}
+	return nil
+}
+
+// RxFrames takes up to max frames (at most RxBurst) from the RX queue in one
+// cgo call and calls deliver for each. A frame points into its mbuf and is
+// valid only during deliver; the mbufs go back to the pool at the next
+// RxFrames (or Close). Frames that span several mbufs are dropped and
+// counted (rx_multiseg); on net_af_packet, frames with our own source MAC
+// (our own transmissions, which a packet socket sees too) are dropped and
+// counted (rx_own). It never blocks and returns 0 after Close.
+func (p *Port) RxFrames(max int, deliver func(frame []byte)) int {
+	if p.closed.Load() {
+		return 0
+	}
+	if max <= 0 {
+		if p.c.rx_n != 0 {
+			C.dg_rx(p.c, 0) // gives the last burst back
+		}
+		return 0
+	}
+	if max > RxBurst {
+		max = RxBurst
+	}
+	n := int(C.dg_rx(p.c, C.uint16_t(max)))
+	if n == 0 {
+		return 0
+	}
+	var bytes uint64
+	for i := 0; i < n; i++ {
+		f := unsafe.Slice((*byte)(unsafe.Pointer(p.rxData[i])), int(p.rxLen[i]))
+		bytes += uint64(len(f))
+		deliver(f)
+		core.Poison(f)
+	}
+	p.rxFrames.Add(uint64(n))
+	p.rxBytes.Add(bytes)
+	return n
+}
+
+// Close stops and closes the port, detaches the device, frees the mempool
+// and every mbuf, and gives the interface under a vdev back its
+// promiscuous flag (and removes an XDP program a PMD left on it). It runs
+// the teardown inside the network namespace Open ran in, from whatever
+// goroutine it is called. It must not race with TxFrame, Kick or RxFrames;
+// it is safe to call more than once. Stats stay readable afterwards (the
+// device's counters as they were at Close).
+func (p *Port) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats()
+	p.final = &s
+	control.Lock()
+	defer control.Unlock()
+	takeLog()
+	var errs []error
+	err := inNetns(p.nsfd, func() error {
+		C.dg_port_release(p.c)
+		if r := C.rte_eth_dev_stop(p.portID); r != 0 {
+			errs = append(errs, p.dpdkError("rte_eth_dev_stop", int(r)))
+		}
+		if r := C.rte_eth_dev_close(p.portID); r != 0 {
+			errs = append(errs, p.dpdkError("rte_eth_dev_close", int(r)))
+		}
+		bus := "vdev"
+		if !p.vdev {
+			bus = "pci"
+		}
+		cbus, cname := C.CString(bus), C.CString(p.devName)
+		if r := C.rte_eal_hotplug_remove(cbus, cname); r != 0 {
+			errs = append(errs, p.dpdkError("detach "+p.devName, int(r)))
+		}
+		C.free(unsafe.Pointer(cbus))
+		C.free(unsafe.Pointer(cname))
+		C.rte_mempool_free(p.pool)
+		C.dg_port_free(p.c)
+		if p.iface != "" {
+			if err := p.restoreIface(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if p.xstats != nil {
+		C.free(unsafe.Pointer(p.xstats))
+		p.xstats = nil
+	}
+	unix.Close(p.nsfd)
+	return errors.Join(errs...)
+}
+
+// restoreIface puts back the interface's promiscuous flag as it was before
+// Open, and removes an XDP program that appeared on it while we had it and
+// is still there after the PMD closed. It runs in the interface's namespace.
+func (p *Port) restoreIface() error {
+	var errs []error
+	flags, err := ifFlags(p.iface)
+	if err != nil {
+		// The interface is gone (its namespace or peer went first).
+		p.note("interface %s gone at close: %v", p.iface, err)
+		return nil
+	}
+	if now := flags&unix.IFF_PROMISC != 0; now != p.promiscBefore {
+		if err := setPromisc(p.iface, p.promiscBefore); err != nil {
+			errs = append(errs, fmt.Errorf("dpdk: restore promiscuous mode of %s: %w", p.iface, err))
+		} else {
+			p.note("promiscuous mode of %s restored to %v", p.iface, p.promiscBefore)
+		}
+	}
+	if id, err := xdpProgID(p.iface); err == nil && id != 0 && id != p.xdpBefore {
+		if err := detachXDP(p.iface); err != nil {
+			errs = append(errs, fmt.Errorf("dpdk: remove the XDP program %d the PMD left on %s: %w", id, p.iface, err))
+		} else {
+			p.note("removed XDP program %d the PMD left on %s", id, p.iface)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns the port's counters: ours (frames and bytes delivered and
+// accepted, TxRingFull, TxDropped) and the device's, in Layers. Layer
+// "dpdk" holds rte_eth_stats (ipackets, opackets, ibytes, obytes; imissed,
+// ierrors, rx_nombuf and oerrors with Loss set) and our own rx_multiseg
+// (Loss), rx_own and tx_oversize; RxDropped is the sum of the rx-side Loss
+// counters, not a further loss. Layer "dpdk-xstats" holds the PMD's
+// extended statistics by the names the PMD gives them (never Loss: they
+// repeat rte_eth_stats or name PMD-specific events). Safe from any
+// goroutine, also after Close.
+func (p *Port) Stats() frameio.Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.final != nil {
+		s := *p.final
+		s.Layers = append([]core.Counter(nil), s.Layers...)
+		return s
+	}
+	return p.stats()
+}
+
+// stats reads the counters; p.mu is held.
+func (p *Port) stats() frameio.Stats {
+	s := frameio.Stats{
+		Mode:       "dpdk " + p.info.Driver,
+		RxFrames:   p.rxFrames.Load(),
+		RxBytes:    p.rxBytes.Load(),
+		TxFrames:   p.txFrames.Load(),
+		TxBytes:    p.txBytes.Load(),
+		TxRingFull: p.txRingFull.Load(),
+		TxDropped:  p.txDropped.Load(),
+	}
+	var es C.struct_rte_eth_stats
+	C.rte_eth_stats_get(p.portID, &es)
+	// The receiver adds to these in C (__atomic_fetch_add); load them
+	// atomically here.
+	multi := atomic.LoadUint64((*uint64)(unsafe.Pointer(&p.c.rx_multiseg)))
+	own := atomic.LoadUint64((*uint64)(unsafe.Pointer(&p.c.rx_own)))
+	l := "dpdk"
+	s.Layers = append(s.Layers,
+		core.Counter{Layer: l, Name: "ipackets", Value: uint64(es.ipackets)},
+		core.Counter{Layer: l, Name: "opackets", Value: uint64(es.opackets)},
+		core.Counter{Layer: l, Name: "ibytes", Value: uint64(es.ibytes)},
+		core.Counter{Layer: l, Name: "obytes", Value: uint64(es.obytes)},
+		core.Counter{Layer: l, Name: "imissed", Value: uint64(es.imissed), Loss: true},
+		core.Counter{Layer: l, Name: "ierrors", Value: uint64(es.ierrors), Loss: true},
+		core.Counter{Layer: l, Name: "rx_nombuf", Value: uint64(es.rx_nombuf), Loss: true},
+		core.Counter{Layer: l, Name: "oerrors", Value: uint64(es.oerrors), Loss: true},
+		core.Counter{Layer: l, Name: "rx_multiseg", Value: multi, Loss: true},
+		core.Counter{Layer: l, Name: "rx_own", Value: own},
+		core.Counter{Layer: l, Name: "tx_oversize", Value: p.txOversize.Load()},
+	)
+	s.RxDropped = uint64(es.imissed) + uint64(es.ierrors) + uint64(es.rx_nombuf) + multi
+	if n := len(p.xstatNames); n > 0 && p.xstats != nil {
+		got := int(C.rte_eth_xstats_get(p.portID, p.xstats, C.uint(n)))
+		vals := unsafe.Slice(p.xstats, n)
+		for i := 0; i < min(got, n); i++ {
+			id := int(vals[i].id)
+			if id < n {
+				s.Layers = append(s.Layers, core.Counter{Layer: "dpdk-xstats", Name: p.xstatNames[id], Value: uint64(vals[i].value)})
+			}
+		}
+	}
+	return s
+}
