@@ -7,7 +7,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
 )
@@ -39,10 +42,11 @@ type LoadOptions struct {
 	// Batch is how many messages are queued between two Flush calls, and
 	// how many one Rx call takes. Default 16.
 	Batch int
-	// Wait makes the loop sleep in Backend.Wait when it has nothing to do,
-	// instead of spinning (busy poll). The sleep has the granularity of the
-	// backend's Wait (poll(2): a millisecond); what the sender loses to it
-	// shows up as lag and latency.
+	// Wait makes the loop sleep when it has nothing to do, instead of
+	// spinning (busy poll): in Backend.Wait when the next send is far, in
+	// short nanosleeps when it is near. What the sleeps cost (an answer
+	// arriving during a nap, a late wake-up) shows up as lag and latency,
+	// so this mode measures the scheduler too.
 	Wait bool
 	// RunID marks this run's messages; 0 picks a random one.
 	RunID uint32
@@ -204,6 +208,15 @@ func Load(ctx context.Context, b core.Backend, o LoadOptions) (*LoadResult, erro
 		arrive:  NewHist(),
 		base:    time.Now(),
 	}
+	if o.Wait {
+		// Short sleeps need a fine timer slack (50 µs by default).
+		runtime.LockOSThread()
+		if old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); err == nil {
+			_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+			defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+		}
+		defer runtime.UnlockOSThread()
+	}
 	err = l.run(ctx)
 	r := l.res
 	r.Total.Offered = l.next
@@ -336,18 +349,29 @@ func (l *loader) answer(d []byte, t int64) {
 	}
 }
 
-// idle sleeps in Backend.Wait until deadline (a clock value) when the
-// options ask for it; otherwise it returns at once.
+// idle sleeps until deadline (a clock value) when the options ask for it;
+// otherwise it returns at once. A sleep longer than waitMin goes into
+// Backend.Wait, which wakes early when an answer arrives but whose timeout
+// has the granularity of poll(2) (a millisecond), so it is asked to wake a
+// millisecond early; a shorter one is a nanosleep of at most napMax (the
+// thread's timer slack is 1 ns in this mode), during which an arriving
+// answer waits.
 func (l *loader) idle(ctx context.Context, deadline int64) error {
 	if !l.o.Wait {
 		return nil
 	}
-	if deadline-l.clock() < int64(20*time.Microsecond) {
+	left := time.Duration(deadline - l.clock())
+	if left <= 0 {
+		return nil
+	}
+	if left < waitMin {
+		ts := unix.NsecToTimespec(int64(min(left, napMax)))
+		_ = unix.Nanosleep(&ts, nil)
 		return nil
 	}
 	// One context per sleep: an allocation per idle period, not per
 	// message; only in the yielding mode.
-	wctx, cancel := context.WithDeadline(ctx, l.base.Add(time.Duration(deadline)))
+	wctx, cancel := context.WithDeadline(ctx, l.base.Add(time.Duration(deadline)-time.Millisecond))
 	err := l.b.Wait(wctx)
 	cancel()
 	switch {
@@ -361,6 +385,12 @@ func (l *loader) idle(ctx context.Context, deadline int64) error {
 		return fmt.Errorf("wait: %w", err)
 	}
 }
+
+// The sleeps of the yielding mode.
+const (
+	waitMin = 1500 * time.Microsecond
+	napMax  = 20 * time.Microsecond
+)
 
 func (l *loader) run(ctx context.Context) error {
 	r := l.res

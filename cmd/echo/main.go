@@ -1,0 +1,19 @@
+// Command echo reflects every message it receives back to its sender, on
+// any dgramio kind: the far end of a measurement by loadgen.
+//
+//	echo --kind udp --local 198.18.0.2 --port 5000 --cpu 1 [--wait] [--stats echo.json]
+//
+// It serves until SIGINT or SIGTERM, then prints its counters (the
+// backend's Stats and its own) and writes them as JSON with --stats. It
+// busy-polls on the pinned CPU by default; --wait sleeps in the backend's
+// Wait when idle, for machines with too few CPUs. See package
+// internal/bench/cli for the flags.
+package main
+
+import (
+	"os"
+
+	"github.com/dgramio/dgramio/internal/bench/cli"
+)
+
+func main() { os.Exit(cli.EchoMain(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -1,0 +1,20 @@
+// Command loadgen offers messages at a fixed rate to an echo without
+// waiting for answers (open loop) and measures the round trip from each
+// message's scheduled send time, so a sender that falls behind shows up as
+// latency:
+//
+//	loadgen --kind udp --dst 198.18.0.2 --port 5000 --rate 200k --warmup 1s --duration 5s --cpu 0 [--json out.json]
+//
+// It prints p50/p99/p99.9/max, the sender's lag, the achieved rate, the
+// counts (offered, sent, received, lost, not sent for back-pressure) and
+// its counters, and writes everything as JSON with --json. See package
+// internal/bench/cli for the flags.
+package main
+
+import (
+	"os"
+
+	"github.com/dgramio/dgramio/internal/bench/cli"
+)
+
+func main() { os.Exit(cli.LoadgenMain(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -1,0 +1,116 @@
+// Package cli holds the command lines of the measuring tools: echo and
+// loadgen (cmd/echo, cmd/loadgen, and netbench, which re-executes itself in
+// either mode). Each Main parses its flags, opens the backend with
+// dgramio.New, pins the poller, runs the loop of package bench and writes
+// its result as JSON, so netbench can collect both ends' counters.
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
+)
+
+// Open opens a backend. It is dgramio.New; tests may replace it.
+var Open = dgramio.New
+
+// The classes of an error that stops a tool before it measures anything,
+// as OpenError.Class says them.
+const (
+	ClassNotBuilt     = "not_built"     // the kind is not compiled into this build
+	ClassNotSupported = "not_supported" // the host or kernel lacks a feature
+	ClassPrivilege    = "privilege"     // a capability is missing
+	ClassConfig       = "config"        // a bad flag or Config field
+	ClassOther        = "other"         // anything else (a failed system call)
+)
+
+// Classify names the class of an error from dgramio.New or from pinning.
+func Classify(kind string, err error) string {
+	var ue *core.UnsupportedError
+	var pe *core.PrivilegeError
+	var ce *core.ConfigError
+	switch {
+	case errors.As(err, &ue) && ue.Feature == "kind "+kind:
+		return ClassNotBuilt
+	case errors.Is(err, core.ErrNotSupported):
+		return ClassNotSupported
+	case errors.As(err, &pe), errors.Is(err, os.ErrPermission):
+		return ClassPrivilege
+	case errors.As(err, &ce), errors.Is(err, cpu.ErrNotAllowed):
+		return ClassConfig
+	default:
+		return ClassOther
+	}
+}
+
+// Failure is what a tool writes (as its JSON result, and on standard
+// output as a line starting "failed ") when it cannot start measuring.
+type Failure struct {
+	Class string `json:"class"`
+	Error string `json:"error"`
+}
+
+// writeJSON writes v to path (nothing when path is empty).
+func writeJSON(path string, v any) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	return nil
+}
+
+// parseAddr parses an IPv4 address of the benchmarking range or loopback;
+// the tools send nowhere else. Empty gives the zero Addr.
+func parseAddr(flag, s string) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("--%s %q: %w", flag, s, err)
+	}
+	if err := core.CheckBenchAddr(flag, a); err != nil {
+		return netip.Addr{}, err
+	}
+	return a, nil
+}
+
+// pin pins the calling goroutine to cpu (none when cpu < 0) and returns
+// the CPU list for Config.CPUs.
+func pin(c int) ([]int, error) {
+	if c < 0 {
+		return nil, nil
+	}
+	if err := cpu.Pin(c); err != nil {
+		return nil, fmt.Errorf("pin to CPU %d: %w", c, err)
+	}
+	return []int{c}, nil
+}
+
+// formatStats writes the counters one per line, for people.
+func formatStats(end string, s *core.Stats, own []core.Counter) string {
+	var b strings.Builder
+	m := map[string]uint64{}
+	bench.Flatten(end, s, own, m)
+	fmt.Fprintf(&b, "%s: kind %s, mode %q\n", end, s.Kind, s.Mode)
+	for _, k := range bench.SortedKeys(m) {
+		if m[k] != 0 {
+			fmt.Fprintf(&b, "  %-40s %d\n", k, m[k])
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/core"
+	kudp "github.com/dgramio/dgramio/kernel/udp"
+)
+
+// openWithKernelUDP is dgramio.New, falling back to kernel/udp directly
+// while the root package does not build kind udp in yet.
+func openWithKernelUDP(cfg core.Config) (core.Backend, error) {
+	b, err := dgramio.New(cfg)
+	if err != nil && cfg.Kind == core.KindUDP && Classify(cfg.Kind, err) == ClassNotBuilt {
+		return kudp.New(cfg)
+	}
+	return b, err
+}
+
+func freeUDPPort(t *testing.T) int {
+	t.Helper()
+	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
+}
+
+// echo and loadgen over the kernel's UDP on loopback: both tools' files
+// make a cell whose counters add up. No root needed.
+func TestEchoLoadgenLoopbackUDP(t *testing.T) {
+	Open = openWithKernelUDP
+	defer func() { Open = dgramio.New }()
+	dir := t.TempDir()
+	port := fmt.Sprint(freeUDPPort(t))
+	echoJSON, loadJSON := filepath.Join(dir, "echo.json"), filepath.Join(dir, "load.json")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var echoErr strings.Builder
+	status := make(chan int, 1)
+	go func() {
+		status <- RunEcho(ctx, []string{"--kind", "udp", "--local", "127.0.0.1", "--port", port, "--wait", "--stats", echoJSON}, pw, &echoErr)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("echo wrote no line: %v (stderr %s)", err, echoErr.String())
+	}
+	if !strings.HasPrefix(line, "ready") {
+		t.Fatalf("echo: %s", line)
+	}
+	go io.Copy(io.Discard, pr)
+
+	var out, errOut strings.Builder
+	st := RunLoadgen(context.Background(), []string{"--kind", "udp", "--dst", "127.0.0.1", "--port", port,
+		"--rate", "2k", "--warmup", "100ms", "--duration", "400ms", "--drain", "5s", "--wait", "--json", loadJSON}, &out, &errOut)
+	if st != 0 {
+		t.Fatalf("loadgen exit %d: %s %s", st, out.String(), errOut.String())
+	}
+	cancel()
+	select {
+	case s := <-status:
+		if s != 0 {
+			t.Fatalf("echo exit %d: %s", s, echoErr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("echo did not stop after its context ended")
+	}
+
+	var lf LoadFile
+	var ef EchoFile
+	readJSON(t, loadJSON, &lf)
+	readJSON(t, echoJSON, &ef)
+	if lf.Result == nil || ef.Result == nil {
+		t.Fatalf("missing results: %+v %+v", lf, ef)
+	}
+	c := bench.NewCell("udp", lf.Result, ef.Result)
+	t.Logf("cell %s; counters %v", c.Display, c.Counters)
+	if lf.Result.Total.Sent != 1000 {
+		t.Fatalf("sent %d, want 1000", lf.Result.Total.Sent)
+	}
+	// Loopback with 16 MiB buffers at 2000/s: a loss would be counted by
+	// the socket layer; either way the counters must add up.
+	if c.Unaccounted != 0 {
+		t.Fatalf("unaccounted %d: %+v", c.Unaccounted, c.Conservation)
+	}
+	if c.Counters["echo.dgramio.rx_delivered"] != ef.Result.Received || c.Counters["loadgen.dgramio.tx_queued"] != lf.Result.Total.Sent {
+		t.Fatalf("counters %v", c.Counters)
+	}
+	if !strings.Contains(out.String(), "udp 2k: ") {
+		t.Fatalf("loadgen printed %q", out.String())
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func TestFailuresAreClassified(t *testing.T) {
+	var out, errOut strings.Builder
+	dir := t.TempDir()
+	// An address outside the benchmarking range is refused before anything.
+	st := RunLoadgen(context.Background(), []string{"--kind", "udp", "--dst", "8.8.8.8", "--json", filepath.Join(dir, "l.json")}, &out, &errOut)
+	if st != 2 || !strings.HasPrefix(out.String(), "failed config: ") {
+		t.Fatalf("exit %d, output %q", st, out.String())
+	}
+	var lf LoadFile
+	readJSON(t, filepath.Join(dir, "l.json"), &lf)
+	if lf.Failure == nil || lf.Failure.Class != ClassConfig {
+		t.Fatalf("failure %+v", lf.Failure)
+	}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{core.NotSupported("kind dpdk", "", "not built", nil), ClassNotBuilt},
+		{core.NotSupported("AF_XDP", "4.18", "", nil), ClassNotSupported},
+		{&core.PrivilegeError{Op: "attach", Capability: "CAP_NET_ADMIN", Err: os.ErrPermission}, ClassPrivilege},
+		{&core.ConfigError{Field: "Port"}, ClassConfig},
+		{errors.New("boom"), ClassOther},
+	} {
+		if got := Classify("dpdk", c.err); got != c.want {
+			t.Errorf("Classify(%v) = %s, want %s", c.err, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dgramio/dgramio/internal/testhost"
+)
+
+// hostCounters reads the counters of both test hosts that lie outside the
+// backends: each veth end's link statistics and the kernel's SNMP counters
+// (UDP and TCP) of each namespace. Keys are "a.link.tx_dropped",
+// "b.snmp.udp.rcvbuf_errors". What cannot be read is left out.
+func (nb *netbench) hostCounters() map[string]uint64 {
+	m := map[string]uint64{}
+	if nb.pair == nil {
+		return m
+	}
+	for name, h := range map[string]*testhost.Host{"a": nb.pair.A, "b": nb.pair.B} {
+		if l, err := h.Link(); err == nil && l.Attrs().Statistics != nil {
+			s := l.Attrs().Statistics
+			for k, v := range map[string]uint64{
+				"rx_packets": s.RxPackets, "tx_packets": s.TxPackets,
+				"rx_dropped": s.RxDropped, "tx_dropped": s.TxDropped,
+				"rx_errors": s.RxErrors, "tx_errors": s.TxErrors,
+			} {
+				m[name+".link."+k] = v
+			}
+		}
+		var snmp []byte
+		// /proc/thread-self: the namespace of this thread, which Do put
+		// into the host's namespace (/proc/self/net is the main thread's).
+		if err := h.Do(func() error {
+			var err error
+			snmp, err = os.ReadFile("/proc/thread-self/net/snmp")
+			return err
+		}); err == nil {
+			for k, v := range parseSNMP(string(snmp)) {
+				m[name+".snmp."+k] = v
+			}
+		}
+	}
+	return m
+}
+
+// parseSNMP parses /proc/net/snmp's Udp and Tcp lines (a header line of
+// names, then a line of values) into "udp.in_errors" style keys.
+func parseSNMP(s string) map[string]uint64 {
+	out := map[string]uint64{}
+	lines := strings.Split(s, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		proto, names, ok := strings.Cut(lines[i], ":")
+		if !ok || (proto != "Udp" && proto != "Tcp") {
+			continue
+		}
+		proto2, vals, ok := strings.Cut(lines[i+1], ":")
+		if !ok || proto2 != proto {
+			continue
+		}
+		ns, vs := strings.Fields(names), strings.Fields(vals)
+		if len(ns) != len(vs) || len(ns) == 0 || !isNumber(vs[0]) {
+			continue
+		}
+		for j := range ns {
+			v, err := strconv.ParseInt(vs[j], 10, 64)
+			if err != nil || v < 0 {
+				continue
+			}
+			out[strings.ToLower(proto)+"."+snake(ns[j])] = uint64(v)
+		}
+		i++
+	}
+	return out
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
+}
+
+// snake turns "RcvbufErrors" into "rcvbuf_errors".
+func snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// diffCounters returns after − before for each key in both (0 when a
+// counter went backwards), leaving out the gauges of /proc/net/snmp.
+func diffCounters(before, after map[string]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for k, a := range after {
+		b, ok := before[k]
+		if !ok || strings.HasSuffix(k, ".curr_estab") || strings.HasSuffix(k, ".max_conn") ||
+			strings.HasSuffix(k, ".rto_algorithm") || strings.HasSuffix(k, ".rto_min") || strings.HasSuffix(k, ".rto_max") {
+			continue
+		}
+		if a >= b {
+			out[k] = a - b
+		}
+	}
+	return out
+}
+
+// movedDrops lists the nonzero drop and error counters among the host's.
+func movedDrops(m map[string]uint64) string {
+	var ks []string
+	for k, v := range m {
+		if v != 0 && (strings.Contains(k, "drop") || strings.Contains(k, "err") || strings.Contains(k, "retrans")) {
+			ks = append(ks, k+"="+strconv.FormatUint(v, 10))
+		}
+	}
+	if len(ks) == 0 {
+		return "none"
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, " ")
+}

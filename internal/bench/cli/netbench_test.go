@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// netbenchRun runs Netbench with the test binary as echo and loadgen, in
+// yielding mode (the machine is shared) and short cells.
+func netbenchRun(t *testing.T, kinds []string, rates []float64) (*bench.Report, string) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	out := t.TempDir()
+	var progress strings.Builder
+	rep, err := Netbench(context.Background(), NetbenchOptions{
+		Kinds: kinds, KindsGiven: true, Rates: rates,
+		Warmup: 100 * time.Millisecond, Duration: 500 * time.Millisecond, Drain: 2 * time.Second,
+		Size: 100, Batch: 16, Queues: 1, Out: out, Wait: true, LoadCPU: -1, EchoCPU: -1, Port: 6000,
+		Exe: os.Args[0], Env: []string{childEnv}, Command: "test",
+	}, &progress)
+	t.Logf("progress:\n%s", progress.String())
+	if rep != nil {
+		t.Logf("table:\n%s", rep.Table())
+	}
+	if err != nil {
+		t.Fatalf("Netbench: %v", err)
+	}
+	return rep, out
+}
+
+// udp over the veth pair, echo and loadgen in separate processes in two
+// namespaces: every message comes back and the counters add up.
+func TestNetbenchUDPOverVeth(t *testing.T) {
+	rep, out := netbenchRun(t, []string{"udp"}, []float64{2000})
+	if len(rep.Cells) != 1 {
+		t.Fatalf("%d cells, want 1", len(rep.Cells))
+	}
+	c := rep.Cells[0]
+	if c.Error != "" {
+		t.Fatalf("cell error %s", c.Error)
+	}
+	if c.Offered != 1000 || c.Sent != c.Offered {
+		t.Fatalf("offered %d sent %d, want 1000 (2000/s for 0.5 s)", c.Offered, c.Sent)
+	}
+	if c.Unaccounted != 0 {
+		t.Fatalf("unaccounted %d: %+v %v", c.Unaccounted, c.Conservation, c.Notes)
+	}
+	if c.Counters["echo.dgramio.rx_delivered"] == 0 || c.Counters["loadgen.dgramio.tx_sent"] == 0 {
+		t.Fatalf("counters of both ends missing: %v", c.Counters)
+	}
+	if c.Host["a.link.tx_packets"] < c.Conservation.Sent {
+		t.Fatalf("host counters: A's veth sent %d packets, loadgen %d messages", c.Host["a.link.tx_packets"], c.Conservation.Sent)
+	}
+	if c.Host["b.snmp.udp.in_datagrams"] < c.Conservation.Sent-c.Conservation.Counted {
+		t.Fatalf("host counters: B's UDP took in %d datagrams: %v", c.Host["b.snmp.udp.in_datagrams"], c.Host)
+	}
+	if rep.Env.Modes["udp"] == "" || rep.Env.Link != "veth" || len(rep.Env.Offloads) == 0 {
+		t.Fatalf("env %+v", rep.Env)
+	}
+	for _, f := range []string{"results.json", "table.txt", "logs/udp-2k-echo.json", "logs/udp-2k-loadgen.json", "logs/udp-2k-echo.log"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("output: %v", err)
+		}
+	}
+	var back bench.Report
+	b, _ := os.ReadFile(filepath.Join(out, "results.json"))
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Cells) != 1 {
+		t.Fatalf("results.json: %v", err)
+	}
+}
+
+// A kind that cannot run gets a row that says why; the run goes on.
+func TestNetbenchKindThatCannotRun(t *testing.T) {
+	rep, _ := netbenchRun(t, []string{"udp", "dpdk"}, []float64{1000})
+	var dpdk *bench.KindRow
+	for i := range rep.Kinds {
+		if rep.Kinds[i].Kind == "dpdk" {
+			dpdk = &rep.Kinds[i]
+		}
+	}
+	if dpdk == nil || dpdk.Reason == "" {
+		t.Fatalf("no reason for dpdk: %+v", rep.Kinds)
+	}
+	if !strings.Contains(rep.Table(), "dpdk  cannot run: ") {
+		t.Fatalf("table:\n%s", rep.Table())
+	}
+	if _, ok := rep.Cell("udp", 1000); !ok {
+		t.Fatal("udp did not run beside the failing kind")
+	}
+}
