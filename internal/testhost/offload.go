@@ -15,13 +15,16 @@ import (
 // segmentation offload and UDP segmentation offload. With any of them on, a
 // kernel sender on veth hands the peer frames with a partial checksum or
 // 64 KiB super-frames, which a raw path sees as corrupt.
+//
+// The TSO variants are matched by pattern ("tx-tcp*-segmentation") because
+// kernels add new ones (tx-tcp-accecn-segmentation in 6.18).
 func offloadOff(name string) bool {
 	switch name {
-	case "tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation",
-		"tx-tcp6-segmentation", "tx-generic-segmentation", "tx-udp-segmentation":
+	case "tx-generic-segmentation", "tx-udp-segmentation":
 		return true
 	}
-	return strings.HasPrefix(name, "tx-checksum-")
+	return strings.HasPrefix(name, "tx-checksum-") ||
+		strings.HasPrefix(name, "tx-tcp") && strings.HasSuffix(name, "-segmentation")
 }
 
 // setOffloads turns the offloads of offloadOff on or off on iface through

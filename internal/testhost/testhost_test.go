@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // waitFor polls cond every few milliseconds until it holds or d passes.
@@ -227,7 +228,7 @@ func requireRootOrFatal(t *testing.T, err error, i int) {
 	t.Helper()
 	var pe *core.PrivilegeError
 	if os.Geteuid() != 0 || errors.As(err, &pe) {
-		t.Skipf("needs root: %v", err)
+		testutil.Skip(t, "needs root: "+err.Error())
 	}
 	t.Fatalf("pair %d: %v", i, err)
 }
