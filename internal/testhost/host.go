@@ -156,7 +156,9 @@ var errGoexit = errors.New("testhost: the function given to Do called runtime.Go
 // the host's namespace (setns), waits for it and returns its error. The
 // thread is never returned to the pool: the goroutine exits while still
 // locked, and the runtime ends the thread. Sockets made inside fn belong to
-// the namespace and stay usable from any goroutine after Do returns. A panic
+// the namespace and stay usable from any goroutine after Do returns. Only
+// fn's own goroutine is inside the namespace: goroutines that fn starts run
+// on other threads, in the root namespace. A panic
 // in fn is raised again in the caller of Do. fn must not call t.Fatal or
 // runtime.Goexit (Do returns an error saying so if it does). Several Do may
 // run at once. A thread costs tens of microseconds: do not call Do per
