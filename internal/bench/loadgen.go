@@ -116,11 +116,12 @@ type LoadResult struct {
 	// of the drain.
 	Lost uint64 `json:"lost"`
 	// AchievedRate is the rate at which the window's answers came back:
-	// 99% of Received divided by the time, from the window's first
-	// scheduled send, by which 99% of them had arrived. A path that keeps
-	// up has it equal to Rate; one whose queue grows, less. The 1% of
-	// latest answers are left out so that a few stragglers (a
-	// retransmission) do not make a steady path look slow.
+	// 98% of Received divided by the time between the arrival of the
+	// first 1% and of the first 99% of them. It does not depend on the
+	// round-trip time (a constant RTT shifts both ends), and a few
+	// stragglers on either side (a retransmission) do not move it; a path
+	// whose queue grows returns answers slower than Rate. With fewer than
+	// 100 answers it is Received over Duration.
 	AchievedRate float64 `json:"achieved_rate"`
 	// RTT is the round-trip time from the scheduled send time to the
 	// receipt of the answer.
@@ -221,7 +222,7 @@ func Load(ctx context.Context, b core.Backend, o LoadOptions) (*LoadResult, erro
 	r := l.res
 	r.Total.Offered = l.next
 	r.Lost = r.Sent - r.Received
-	r.AchievedRate = achieved(r.Received, l.arrive.h.ValueAtQuantile(99))
+	r.AchievedRate = achieved(r.Received, l.arrive, o.Duration)
 	r.RTT, r.Lag = l.rtt.Summary(), l.lag.Summary()
 	if enc, encErr := l.rtt.Encode(); encErr == nil {
 		r.RTTHdr = enc
@@ -446,10 +447,15 @@ func (l *loader) run(ctx context.Context) error {
 	}
 }
 
-// achieved is the answer rate: 99% of n answers arrived within t99 ns.
-func achieved(n uint64, t99 int64) float64 {
-	if n == 0 || t99 <= 0 {
+// achieved is the answer rate of n answers whose arrival times (from the
+// window's start) are in h; see LoadResult.AchievedRate.
+func achieved(n uint64, h *Hist, d time.Duration) float64 {
+	if n == 0 {
 		return 0
 	}
-	return 0.99 * float64(n) / (float64(t99) / 1e9)
+	t1, t99 := h.h.ValueAtQuantile(1), h.h.ValueAtQuantile(99)
+	if n < 100 || t99 <= t1 {
+		return float64(n) / d.Seconds()
+	}
+	return 0.98 * float64(n) / (float64(t99-t1) / 1e9)
 }
