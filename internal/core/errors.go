@@ -82,7 +82,7 @@ type PrivilegeError struct {
 
 // Error implements error.
 func (e *PrivilegeError) Error() string {
-	return fmt.Sprintf("%s: %v: needs %s (run as root, or grant it: setcap cap_net_admin,cap_net_raw,cap_bpf,cap_ipc_lock+ep <binary>)",
+	return fmt.Sprintf("%s: %v: needs %s (run as root, or grant it to the binary with setcap)",
 		e.Op, e.Err, e.Capability)
 }
 

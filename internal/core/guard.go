@@ -53,7 +53,8 @@ func (g *Guard) Closed() bool { return g.closed.Load() }
 // wait return, e.g. by signalling an eventfd), then waits until no data-path
 // call or wait is in progress. It returns false if it was already shut; the
 // caller then has nothing to release. After a true return, the caller owns
-// everything and releases it; the guard stays locked for good.
+// everything and releases it: every later Enter or BeginWait returns false
+// without touching it.
 func (g *Guard) Shut(wake func()) bool {
 	if g.closed.Swap(true) {
 		return false
@@ -61,8 +62,12 @@ func (g *Guard) Shut(wake func()) bool {
 	if wake != nil {
 		wake()
 	}
+	// A call that got past its check holds a lock; wait for it to finish.
+	// Calls that start later see closed and touch nothing.
 	g.wait.Lock()
+	g.wait.Unlock()
 	g.mu.Lock()
+	g.mu.Unlock()
 	return true
 }
 

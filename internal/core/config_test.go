@@ -1,0 +1,162 @@
+package core
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func validClient(kind string) Config {
+	c := Config{
+		Kind:    kind,
+		Iface:   "veth0",
+		LocalIP: netip.MustParseAddr("198.18.0.1"),
+		Dests:   []netip.Addr{netip.MustParseAddr("198.18.0.2")},
+		Port:    5000,
+	}
+	return c.WithDefaults()
+}
+
+func TestValidateAcceptsEveryKind(t *testing.T) {
+	for _, k := range Kinds {
+		if err := validClient(k).Validate(); err != nil {
+			t.Errorf("kind %s: %v", k, err)
+		}
+	}
+	srv := Config{Kind: KindUDP, Role: RoleServer, Port: 5000}.WithDefaults()
+	if err := srv.Validate(); err != nil {
+		t.Errorf("kernel server without LocalIP: %v", err)
+	}
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	cpu0 := 0
+	cases := []struct {
+		name  string
+		mod   func(*Config)
+		field string
+	}{
+		{"unknown kind", func(c *Config) { c.Kind = "quic" }, "Kind"},
+		{"bad role", func(c *Config) { c.Role = 7 }, "Role"},
+		{"raw without iface", func(c *Config) { c.Kind = KindXDP; c.Iface = "" }, "Iface"},
+		{"dpdk without device", func(c *Config) { c.Kind = KindDPDK; c.Iface = "" }, "Iface"},
+		{"dpdk pci and vdev", func(c *Config) { c.Kind = KindDPDK; c.DPDK.PCI = "0000:03:00.0"; c.DPDK.VDev = "net_ring0" }, "DPDK.VDev"},
+		{"ipv6 local", func(c *Config) { c.LocalIP = netip.MustParseAddr("2001:db8::1") }, "LocalIP"},
+		{"raw without local ip", func(c *Config) { c.Kind = KindXDP; c.LocalIP = netip.Addr{} }, "LocalIP"},
+		{"client without dests", func(c *Config) { c.Dests = nil }, "Dests"},
+		{"ipv6 dest", func(c *Config) { c.Dests = []netip.Addr{netip.MustParseAddr("::1")} }, "Dests"},
+		{"dest twice", func(c *Config) { c.Dests = append(c.Dests, c.Dests[0]) }, "Dests"},
+		{"raw to self", func(c *Config) { c.Kind = KindXDP; c.Dests = []netip.Addr{c.LocalIP} }, "Dests"},
+		{"no port", func(c *Config) { c.Port = 0 }, "Port"},
+		{"short mac", func(c *Config) { c.DstMAC = net.HardwareAddr{1, 2, 3} }, "DstMAC"},
+		{"datagram too big", func(c *Config) { c.MaxDatagram = 70000 }, "MaxDatagram"},
+		{"record too big", func(c *Config) { c.Kind = KindTCP; c.MaxDatagram = 65536 }, "MaxDatagram"},
+		{"negative datagram", func(c *Config) { c.MaxDatagram = -1 }, "MaxDatagram"},
+		{"tx queue", func(c *Config) { c.TxQueue = -1 }, "TxQueue"},
+		{"tx batch", func(c *Config) { c.TxBatch = 5000 }, "TxBatch"},
+		{"rx batch", func(c *Config) { c.RxBatch = -3 }, "RxBatch"},
+		{"sockbuf", func(c *Config) { c.SockBuf = 100 }, "SockBuf"},
+		{"connect timeout", func(c *Config) { c.ConnectTimeout = -1 }, "ConnectTimeout"},
+		{"queues", func(c *Config) { c.Queues = -1 }, "Queues"},
+		{"cpus per queue", func(c *Config) { c.CPUs = []int{0, 1} }, "CPUs"},
+		{"negative cpu", func(c *Config) { c.CPUs = []int{-2} }, "CPUs"},
+		{"uring entries", func(c *Config) { c.Kind = KindURing; c.URing.Entries = 100 }, "URing.Entries"},
+		{"uring buffers", func(c *Config) { c.Kind = KindURing; c.URing.RxBuffers = 3 }, "URing.RxBuffers"},
+		{"sqpoll without cpu", func(c *Config) { c.Kind = KindURing; c.URing.SQPoll = true }, "URing.SQCPU"},
+		{"sqpoll on poller cpu", func(c *Config) {
+			c.Kind = KindURing
+			c.URing.SQPoll = true
+			c.URing.SQCPU = &cpu0
+			c.CPUs = []int{0}
+		}, "URing.SQCPU"},
+		{"xdp mode", func(c *Config) { c.Kind = KindXDP; c.XDP.Mode = "native" }, "XDP.Mode"},
+		{"xdp copy", func(c *Config) { c.Kind = KindXDP; c.XDP.Copy = "zc" }, "XDP.Copy"},
+		{"xdp frame", func(c *Config) { c.Kind = KindXDP; c.XDP.FrameSize = 3000 }, "XDP.FrameSize"},
+		{"xdp frames", func(c *Config) { c.Kind = KindXDP; c.XDP.Frames = 100 }, "XDP.Frames"},
+		{"xdp ring", func(c *Config) { c.Kind = KindXDP; c.XDP.RingSize = 8192 }, "XDP.RingSize"},
+		{"xdp queue", func(c *Config) { c.Kind = KindXDP; c.XDP.QueueID = -1 }, "XDP.QueueID"},
+		{"congestion", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.Congestion = "bbr" }, "TCP.Congestion"},
+		{"tcp buffers", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.SendBuf = 10 }, "TCP.SendBuf"},
+		{"min rto", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.MinRTO = 1000 }, "TCP.MinRTO"},
+		{"retries", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.MaxRetries = -1 }, "TCP.MaxRetries"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validClient(KindUDP)
+			tc.mod(&c)
+			err := c.Validate()
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("got %v, want a *ConfigError for %s", err, tc.field)
+			}
+			if ce.Field != tc.field {
+				t.Fatalf("error names field %q, want %q: %v", ce.Field, tc.field, err)
+			}
+			if !strings.Contains(err.Error(), tc.field) || ce.Reason == "" {
+				t.Fatalf("message does not name the field or give a reason: %q", err)
+			}
+		})
+	}
+}
+
+func TestQueuesAboveOneNotSupported(t *testing.T) {
+	c := validClient(KindUDP)
+	c.Queues = 2
+	err := c.Validate()
+	if !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("Queues=2: got %v, want ErrNotSupported", err)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c := Config{Kind: KindXDP}.WithDefaults()
+	if c.MaxDatagram != DefaultMaxDatagram || c.TxBatch != 16 || c.RxBatch != 32 ||
+		c.BusyPollUs != 50 || c.SockBuf != 16<<20 || c.Queues != 1 {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+	if c.LocalPort != c.Port {
+		t.Fatalf("raw datagram LocalPort default: got %d want Port %d", c.LocalPort, c.Port)
+	}
+	if c.TCP.SendBuf != 1<<20 || c.TCP.MinRTO.Milliseconds() != 25 {
+		t.Fatalf("tcp tuning defaults: %+v", c.TCP)
+	}
+}
+
+func TestUnsupportedError(t *testing.T) {
+	base := errors.New("EINVAL")
+	err := NotSupported("io_uring multishot RECVMSG", "6.0", "upgrade the kernel", base)
+	if !errors.Is(err, ErrNotSupported) || !errors.Is(err, base) {
+		t.Fatalf("errors.Is chain broken: %v", err)
+	}
+	for _, want := range []string{"multishot", "6.0", "upgrade", "EINVAL"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestCheckBenchAddr(t *testing.T) {
+	for _, ok := range []string{"198.18.0.1", "198.19.255.254", "127.0.0.1"} {
+		if err := CheckBenchAddr("a", netip.MustParseAddr(ok)); err != nil {
+			t.Errorf("%s refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"10.0.0.1", "192.168.1.1", "8.8.8.8", "198.20.0.1"} {
+		if err := CheckBenchAddr("a", netip.MustParseAddr(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func TestStatsLost(t *testing.T) {
+	s := Stats{TxDropped: 1, RxTruncated: 2, RxBadChecksum: 3, RxMalformed: 4, RxFiltered: 100,
+		Layers: []Counter{{Layer: "socket", Name: "drops", Value: 5, Loss: true}, {Layer: "x", Name: "info", Value: 1000}}}
+	if got := s.Lost(); got != 15 {
+		t.Fatalf("Lost()=%d want 15 (filtered frames and info counters are not losses)", got)
+	}
+	if v, ok := s.Counter("socket", "drops"); !ok || v != 5 {
+		t.Fatalf("Counter lookup: %d %v", v, ok)
+	}
+}
