@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,5 +147,60 @@ func TestFailuresAreClassified(t *testing.T) {
 		if got := Classify("dpdk", c.err); got != c.want {
 			t.Errorf("Classify(%v) = %s, want %s", c.err, got, c.want)
 		}
+	}
+}
+
+// The echo as its own process: SIGTERM makes it stop, print its counters
+// and write them as JSON, exiting 0.
+func TestEchoProcessSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	stats := filepath.Join(dir, "echo.json")
+	port := fmt.Sprint(freeUDPPort(t))
+	cmd := exec.Command(os.Args[0], "echo", "--kind", "udp", "--local", "127.0.0.1", "--port", port, "--wait", "--stats", stats)
+	cmd.Env = append(os.Environ(), childEnv)
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("echo said %q, %v; stderr %s", line, err, errOut.String())
+	}
+	// Three datagrams from a plain socket, answered.
+	c, err := net.Dial("udp4", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 64)
+	for i := 0; i < 3; i++ {
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		n, err := c.Read(buf)
+		if err != nil || string(buf[:n]) != "ping" {
+			t.Fatalf("answer %q, %v", buf[:n], err)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("echo exit: %v; stderr %s", err, errOut.String())
+	}
+	var ef EchoFile
+	readJSON(t, stats, &ef)
+	if ef.Result == nil || ef.Result.Received != 3 || ef.Result.Reflected != 3 || ef.Result.Stats.RxDelivered != 3 {
+		t.Fatalf("echo result %+v", ef.Result)
+	}
+	if !strings.Contains(errOut.String(), "echo.app.reflected") {
+		t.Fatalf("echo did not print its counters: %s", errOut.String())
 	}
 }

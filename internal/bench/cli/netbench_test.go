@@ -96,3 +96,35 @@ func TestNetbenchKindThatCannotRun(t *testing.T) {
 		t.Fatal("udp did not run beside the failing kind")
 	}
 }
+
+// An interrupted run stops the cell in progress, keeps what it measured
+// and says that the report is partial.
+func TestNetbenchInterrupted(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	var progress strings.Builder
+	start := time.Now()
+	rep, err := Netbench(ctx, NetbenchOptions{
+		Kinds: []string{"udp"}, KindsGiven: true, Rates: []float64{1000, 2000},
+		Warmup: 100 * time.Millisecond, Duration: 60 * time.Second, Drain: time.Second,
+		Size: 100, Batch: 16, Queues: 1, Wait: true, LoadCPU: -1, EchoCPU: -1, Port: 6200,
+		Exe: os.Args[0], Env: []string{childEnv}, Command: "test",
+	}, &progress)
+	if err != nil {
+		t.Fatalf("Netbench: %v\n%s", err, progress.String())
+	}
+	if time.Since(start) > 50*time.Second {
+		t.Fatalf("the interrupted run took %v", time.Since(start))
+	}
+	if len(rep.Cells) != 1 {
+		t.Fatalf("%d cells, want the interrupted one only", len(rep.Cells))
+	}
+	c := rep.Cells[0]
+	if !strings.Contains(strings.Join(c.Notes, ";"), "interrupted") || c.Sent == 0 {
+		t.Fatalf("cell notes %v, sent %d", c.Notes, c.Sent)
+	}
+	if !strings.Contains(strings.Join(rep.Env.Notes, ";"), "interrupted") {
+		t.Fatalf("env notes %v", rep.Env.Notes)
+	}
+}
