@@ -1,0 +1,94 @@
+# dgramio — make test is the one test command (CI runs it through .ci/run).
+#
+#   make deps    Go modules; DPDK 22.11 from apt when pkg-config cannot find it
+#   make test    vet, every test (privileged ones need root), a brief run of
+#                every fuzz target, then the DPDK packages again with -tags dpdk
+#   make bench   the default netbench run (every kind this build has)
+#   make fuzz    every fuzz target for FUZZTIME each (default 1m)
+#   make soak    256 MiB through each stream kind over the lossy wire
+#
+# With CI=true a skipped test fails the run (see internal/tools/testgate).
+
+GO        ?= go
+FUZZTIME  ?= 1m
+BRIEFFUZZ ?= 5s
+TESTFLAGS ?=
+DPDK_PKGS ?= dpdk-dev libdpdk-dev pkg-config
+SHELL     := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+
+TESTGATE := $(GO) run ./internal/tools/testgate
+
+.PHONY: all build deps deps-go deps-dpdk vet test test-go test-dpdk fuzz-brief fuzz bench soak clean
+
+all: build
+
+build:
+	$(GO) build ./...
+
+deps: deps-go deps-dpdk
+
+deps-go:
+	$(GO) mod download
+
+# DPDK comes from Debian's packages; install them only when missing.
+deps-dpdk:
+	@if pkg-config --exists libdpdk 2>/dev/null; then \
+		echo "deps: libdpdk $$(pkg-config --modversion libdpdk) found"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "deps: installing $(DPDK_PKGS) from apt"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DPDK_PKGS); \
+	else \
+		echo "deps: libdpdk not found and cannot install it (need root and apt): the dpdk kinds will be skipped"; \
+	fi
+
+vet:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+
+test: deps vet test-go fuzz-brief test-dpdk
+
+# -p 1: privileged tests make network namespaces and busy-poll; on a small
+# machine two such packages at once starve each other.
+test-go:
+	$(GO) test -p 1 -count=1 -json -timeout 30m $(TESTFLAGS) ./... | $(TESTGATE) -quiet
+
+# The DPDK code builds only with the dpdk tag: run those packages again with
+# it, so that nothing in CI is skipped for want of the tag.
+test-dpdk:
+	@if pkg-config --exists libdpdk 2>/dev/null; then \
+		pkgs=$$(git ls-files '*.go' | xargs grep -l '^//go:build.*\bdpdk\b' | xargs -r -n1 dirname | sort -u | sed 's|^|./|'); \
+		echo "test-dpdk: $$pkgs"; \
+		$(GO) test -tags dpdk -p 1 -count=1 -json -timeout 20m $(TESTFLAGS) $$pkgs | $(TESTGATE) -quiet; \
+	elif [ "$$CI" = true ]; then \
+		echo "test-dpdk: libdpdk missing in CI"; exit 1; \
+	else \
+		echo "test-dpdk: libdpdk missing, skipped (run make deps as root)"; \
+	fi
+
+# Every fuzz target, briefly (CI), or for FUZZTIME each (make fuzz).
+fuzz-brief:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(BRIEFFUZZ)
+
+fuzz:
+	@set -e; for file in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz'); do \
+		grep -q '^//go:build.*dpdk' $$file && continue; \
+		pkg=./$$(dirname $$file); \
+		for f in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$file | cut -d' ' -f2); do \
+			echo "fuzz: $$pkg $$f for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg > /tmp/dgramio-fuzz.log 2>&1 || \
+				{ cat /tmp/dgramio-fuzz.log; exit 1; }; \
+			grep -E '^fuzz: elapsed' /tmp/dgramio-fuzz.log | tail -n 1 || true; \
+		done; \
+	done
+
+bench:
+	$(GO) run ./cmd/netbench
+
+soak:
+	SOAK=1 $(GO) test -count=1 -run '^TestFaultLossyWire' -v -timeout 60m ./...
+
+clean:
+	rm -rf bench/results
