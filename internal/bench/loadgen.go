@@ -173,6 +173,24 @@ func ceilCount(d time.Duration, r float64) uint64 {
 // (flushing every Batch messages and at the end of the round), then calls
 // Rx once and matches the answers. It does not allocate per message.
 func Load(ctx context.Context, b core.Backend, o LoadOptions) (*LoadResult, error) {
+	l, err := newLoader(b, o)
+	if err != nil {
+		return nil, err
+	}
+	if l.o.Wait {
+		// Short sleeps need a fine timer slack (50 µs by default).
+		runtime.LockOSThread()
+		if old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); err == nil {
+			_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+			defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+		}
+		defer runtime.UnlockOSThread()
+	}
+	return l.finish(l.run(ctx))
+}
+
+// newLoader checks o and allocates everything a run needs.
+func newLoader(b core.Backend, o LoadOptions) (*loader, error) {
 	o = o.withDefaults()
 	if o.Rate <= 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
 		return nil, fmt.Errorf("load: rate %v: must be positive", o.Rate)
@@ -209,16 +227,12 @@ func Load(ctx context.Context, b core.Backend, o LoadOptions) (*LoadResult, erro
 		arrive:  NewHist(),
 		base:    time.Now(),
 	}
-	if o.Wait {
-		// Short sleeps need a fine timer slack (50 µs by default).
-		runtime.LockOSThread()
-		if old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); err == nil {
-			_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-			defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
-		}
-		defer runtime.UnlockOSThread()
-	}
-	err = l.run(ctx)
+	return l, nil
+}
+
+// finish computes the result after the run, whose error is err.
+func (l *loader) finish(err error) (*LoadResult, error) {
+	o := l.o
 	r := l.res
 	r.Total.Offered = l.next
 	r.Lost = r.Sent - r.Received
@@ -227,7 +241,7 @@ func Load(ctx context.Context, b core.Backend, o LoadOptions) (*LoadResult, erro
 	if enc, encErr := l.rtt.Encode(); encErr == nil {
 		r.RTTHdr = enc
 	}
-	r.Stats = b.Stats()
+	r.Stats = l.b.Stats()
 	if err != nil {
 		r.Error = err.Error()
 	}
