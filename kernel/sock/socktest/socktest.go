@@ -1,0 +1,319 @@
+// Package socktest holds the test helpers that the kernel backends (udp,
+// tcp, uring) share: free loopback ports, re-running one test as an
+// unprivileged user, a checked round trip between a client and an echoing
+// server, and the Close-during-Rx race. It is imported by tests only.
+package socktest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// Loopback is 127.0.0.1.
+var Loopback = netip.MustParseAddr("127.0.0.1")
+
+// FreePort returns a port on 127.0.0.1 that was free a moment ago for the
+// socket type typ (unix.SOCK_DGRAM or unix.SOCK_STREAM). Another process
+// may take it in between; tests that bind it retry with another.
+func FreePort(t testing.TB, typ int) uint16 {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("socket: %v", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("getsockname: %v", err)
+	}
+	return uint16(sa.(*unix.SockaddrInet4).Port)
+}
+
+// NobodyEnv is set in the environment of a test re-run by AsNobody.
+const NobodyEnv = "DGRAMIO_TEST_AS_NOBODY"
+
+// AsNobody runs the calling test again as user and group 65534 (nobody) in
+// a copy of the test binary, and reports whether the caller should stop
+// (true: the child ran and its result is this test's result). It returns
+// false, for the caller to go on with the test body, inside that child and
+// when the test does not run as root (then the body already runs without
+// privileges).
+func AsNobody(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(NobodyEnv) == "1" {
+		if os.Geteuid() != 65534 {
+			t.Fatalf("%s=1 but euid is %d", NobodyEnv, os.Geteuid())
+		}
+		return false
+	}
+	if os.Geteuid() != 0 {
+		t.Logf("running as uid %d already: testing without privileges here", os.Geteuid())
+		return false
+	}
+	// The go test binary lives in a directory only root can enter; copy it
+	// where nobody can run it.
+	dir, err := os.MkdirTemp("", "dgramio-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "test.bin")
+	if err := copyFile(os.Args[0], bin); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), NobodyEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: 65534, Gid: 65534, NoSetGroups: false, Groups: []uint32{}},
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	out, err := cmd.CombinedOutput()
+	t.Logf("as uid 65534:\n%s", out)
+	if err != nil {
+		t.Fatalf("the test failed as uid 65534: %v", err)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("the test did not pass as uid 65534 (skipped?)")
+	}
+	return true
+}
+
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+// Payload fills p with message seq's content: the sequence number, then
+// bytes derived from it, so that a message cut, mixed with another or
+// corrupted is recognised by Check. len(p) must be at least 4.
+func Payload(p []byte, seq uint32) {
+	binary.BigEndian.PutUint32(p, seq)
+	for i := 4; i < len(p); i++ {
+		p[i] = byte(seq*31) + byte(i)
+	}
+}
+
+// Check returns the sequence number of a payload made by Payload, or an
+// error if its content is not what Payload wrote.
+func Check(p []byte) (uint32, error) {
+	if len(p) < 4 {
+		return 0, fmt.Errorf("message of %d bytes, shorter than a sequence number", len(p))
+	}
+	seq := binary.BigEndian.Uint32(p)
+	for i := 4; i < len(p); i++ {
+		if p[i] != byte(seq*31)+byte(i) {
+			return seq, fmt.Errorf("message %d (%d bytes): byte %d is %#x, want %#x", seq, len(p), i, p[i], byte(seq*31)+byte(i))
+		}
+	}
+	return seq, nil
+}
+
+// Echo runs a server's poll loop until ctx is done: everything received
+// is sent back to its sender with QueueTo. A message QueueTo refuses is
+// retried after a Flush, for up to 5 s. It returns nil when ctx ends, or the first error of
+// Rx or Flush other than a *core.PeerError (which it skips: a server goes on
+// with its other clients).
+func Echo(ctx context.Context, srv core.Backend) error {
+	pkts := make([]core.Packet, 64)
+	for ctx.Err() == nil {
+		n, err := srv.Rx(pkts)
+		var pe *core.PeerError
+		if err != nil && !errors.As(err, &pe) {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			// A peer that stops reading (or went away) makes QueueTo refuse
+			// for good: give up on that message after a while.
+			var giveUp time.Time
+			for !srv.QueueTo(pkts[i].Data, pkts[i].From) {
+				if err := srv.Flush(); err != nil && !errors.As(err, &pe) {
+					return err
+				}
+				if ctx.Err() != nil {
+					return nil
+				}
+				if giveUp.IsZero() {
+					giveUp = time.Now().Add(5 * time.Second)
+				} else if time.Now().After(giveUp) {
+					break
+				}
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+		if err := srv.Flush(); err != nil && !errors.As(err, &pe) {
+			return err
+		}
+		if n == 0 {
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			err := srv.Wait(wctx)
+			cancel()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !errors.Is(err, core.ErrNotSupported) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// RoundTrip sends n messages from cli, each of size(i) bytes (at least 4),
+// to a server that echoes them (run Echo on it), with at most window of them
+// in flight, and checks that every one comes back once with its content
+// intact, within a generous deadline. It fails the test otherwise, with
+// both sides' Stats.
+func RoundTrip(t testing.TB, cli, srv core.Backend, n, window int, size func(i int) int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var echoErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		echoErr = Echo(ctx, srv)
+	}()
+	defer func() {
+		cancel()
+		wg.Wait()
+		if echoErr != nil {
+			t.Errorf("echo server: %v", echoErr)
+		}
+	}()
+
+	seen := make([]bool, n)
+	got, next := 0, 0
+	buf := make([]byte, 65535)
+	pkts := make([]core.Packet, 64)
+	deadline := time.Now().Add(60 * time.Second)
+	for got < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("round trip: %d of %d messages came back before the deadline\nclient %+v\nserver %+v", got, n, cli.Stats(), srv.Stats())
+		}
+		for next < n && next-got < window {
+			p := buf[:size(next)]
+			Payload(p, uint32(next))
+			if !cli.Queue(p) {
+				break
+			}
+			next++
+		}
+		if err := cli.Flush(); err != nil {
+			t.Fatalf("client Flush: %v", err)
+		}
+		k, err := cli.Rx(pkts)
+		if err != nil {
+			t.Fatalf("client Rx: %v", err)
+		}
+		for i := 0; i < k; i++ {
+			seq, err := Check(pkts[i].Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(seq) >= n || seen[seq] {
+				t.Fatalf("message %d came back twice or was never sent", seq)
+			}
+			if len(pkts[i].Data) != size(int(seq)) {
+				t.Fatalf("message %d came back with %d bytes, sent %d", seq, len(pkts[i].Data), size(int(seq)))
+			}
+			seen[seq] = true
+			got++
+		}
+		if k == 0 {
+			wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+			err := cli.Wait(wctx)
+			wcancel()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, core.ErrNotSupported) {
+				t.Fatalf("client Wait: %v", err)
+			}
+		}
+	}
+}
+
+// CloseDuringRx opens a backend with open, runs Rx in a loop on one
+// goroutine (and Wait when Rx finds nothing), closes the backend from
+// another after a short, varying delay, and checks that the loop ends with
+// an error matching net.ErrClosed, never a crash or a hang. It repeats that
+// rounds times.
+func CloseDuringRx(t testing.TB, rounds int, open func() core.Backend) {
+	t.Helper()
+	for r := 0; r < rounds; r++ {
+		b := open()
+		done := make(chan error, 1)
+		go func() {
+			pkts := make([]core.Packet, 32)
+			for i := 0; ; i++ {
+				n, err := b.Rx(pkts)
+				if err != nil {
+					done <- err
+					return
+				}
+				_ = b.Flush()
+				if n == 0 && i%4 == 3 {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					err := b.Wait(ctx)
+					cancel()
+					if err != nil {
+						done <- err
+						return
+					}
+				}
+			}
+		}()
+		time.Sleep(time.Duration(r%7) * 100 * time.Microsecond)
+		if err := b.Close(); err != nil {
+			t.Fatalf("round %d: Close: %v", r, err)
+		}
+		select {
+		case err := <-done:
+			if !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("round %d: the poll loop ended with %v, want net.ErrClosed", r, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: the poll loop did not end after Close", r)
+		}
+		if b.Queue([]byte("x")) {
+			t.Fatalf("round %d: Queue accepted a message after Close", r)
+		}
+		if _, err := b.Rx(make([]core.Packet, 1)); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("round %d: Rx after Close: %v", r, err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatalf("round %d: second Close: %v", r, err)
+		}
+		_ = b.Stats()
+	}
+}

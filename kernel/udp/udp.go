@@ -1,0 +1,423 @@
+// Package udp is the kind "udp": a kernel UDP socket driven with
+// sendmmsg(2) (Linux >= 3.0) and recvmmsg(2) (Linux >= 2.6.33), a batch of
+// datagrams per system call. It is the baseline every other kind is measured
+// against: it needs no privileges, no special hardware, and keeps every
+// kernel facility (routing, firewall, tcpdump, counters) working.
+//
+// The socket is set up by package kernel/sock exactly as kind uring sets up
+// its own, so the two differ only in how they cross into the kernel.
+//
+// Root imports this package under an alias (it shares its name with the
+// raw datagram package udp/).
+package udp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/fdwait"
+	"github.com/dgramio/dgramio/kernel/sock"
+)
+
+// Backend is the udp kind. Create it with New; see core.Backend for the
+// method contracts and the threading rules.
+//
+// Memory: Queue copies each message once into one of Config.TxQueue
+// preallocated slots of Config.MaxDatagram bytes; with several destinations
+// the batch holds one entry per destination, all pointing at that one copy.
+// Rx receives into Config.RxBatch preallocated buffers of MaxDatagram+1
+// bytes, so a datagram longer than MaxDatagram is recognised (and dropped,
+// never delivered cut). Nothing is allocated per message.
+type Backend struct {
+	cfg     core.Config
+	fd      int
+	waker   *fdwait.Waker
+	granted sock.Granted
+	mode    string
+
+	guard   core.Guard
+	closeMu sync.Mutex // held by Close; Stats after Close waits on it
+	final   core.Stats // counters at Close, under closeMu
+
+	// Transmit: msgs[:nmsg] are queued; slot i of txBuf holds message i's
+	// payload (slots[:nslot] are used).
+	txBuf   []byte
+	txIov   []unix.Iovec
+	txMsgs  []sock.Mmsghdr
+	txNames []unix.RawSockaddrInet4 // per entry, for QueueTo
+	dests   []unix.RawSockaddrInet4 // Config.Dests with Port, for fan-out
+	nmsg    int
+	nslot   int
+
+	// Receive.
+	rxBuf   []byte
+	rxIov   []unix.Iovec
+	rxMsgs  []sock.Mmsghdr
+	rxNames []unix.RawSockaddrInet4
+	stride  int // MaxDatagram+1
+
+	// Counters, written by the poll loop under guard (waitCalls by Wait,
+	// outside it).
+	st        core.Stats
+	waitCalls atomic.Uint64
+	sendErrs  [3]uint64 // EAGAIN/ENOBUFS, ECONNREFUSED, other
+	rxRefused uint64    // ICMP errors reported on receive
+	noDest    uint64    // Queue on a server with no Dests
+}
+
+var _ core.Backend = (*Backend)(nil)
+
+// New opens a udp backend for cfg. It applies cfg.WithDefaults and
+// validates cfg before any system call; cfg.Kind may be "udp" or empty.
+// Errors are a *core.ConfigError for a bad field, a *core.PrivilegeError
+// (a port below 1024), or the wrapped errno of the socket set-up.
+//
+// A client (Config.Role RoleClient) sends to Config.Dests at Config.Port:
+// with one destination the socket is connected to it and receives only from
+// it; with several it is not connected, Queue sends each message to every
+// destination, and Rx takes datagrams from anyone. A server binds
+// Config.LocalIP:Config.Port (all addresses when LocalIP is unset) and
+// answers with QueueTo(payload, pkt.From); its Queue sends to Config.Dests
+// if it has any.
+func New(cfg core.Config) (core.Backend, error) {
+	if cfg.Kind == "" {
+		cfg.Kind = core.KindUDP
+	}
+	if cfg.Kind != core.KindUDP {
+		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "package kernel/udp opens kind udp only"}
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	fd, g, err := sock.OpenUDP(cfg)
+	if err != nil {
+		return nil, err
+	}
+	w, err := fdwait.NewWaker()
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	b := &Backend{cfg: cfg, fd: fd, waker: w, granted: g}
+	b.mode = "sendmmsg/recvmmsg, " + g.Mode()
+	b.alloc()
+	return b, nil
+}
+
+// alloc builds the message arrays once. They live on the Go heap, whose
+// objects do not move, and point at each other there; the kernel reads
+// them only during sendmmsg/recvmmsg.
+func (b *Backend) alloc() {
+	c := &b.cfg
+	per := len(c.Dests)
+	if per == 0 || b.granted.Connected {
+		per = 1
+	}
+	entries := c.TxQueue * per
+	b.txBuf = make([]byte, c.TxQueue*c.MaxDatagram)
+	b.txIov = make([]unix.Iovec, entries)
+	b.txMsgs = make([]sock.Mmsghdr, entries)
+	b.txNames = make([]unix.RawSockaddrInet4, entries)
+	for i := range b.txMsgs {
+		b.txMsgs[i].Hdr.Iov = &b.txIov[i]
+		b.txMsgs[i].Hdr.SetIovlen(1)
+	}
+	b.dests = make([]unix.RawSockaddrInet4, len(c.Dests))
+	for i, d := range c.Dests {
+		sock.PutRaw(&b.dests[i], netip.AddrPortFrom(d, c.Port))
+	}
+
+	b.stride = c.MaxDatagram + 1
+	b.rxBuf = make([]byte, c.RxBatch*b.stride)
+	b.rxIov = make([]unix.Iovec, c.RxBatch)
+	b.rxMsgs = make([]sock.Mmsghdr, c.RxBatch)
+	b.rxNames = make([]unix.RawSockaddrInet4, c.RxBatch)
+	for i := range b.rxMsgs {
+		b.rxIov[i].Base = &b.rxBuf[i*b.stride]
+		b.rxIov[i].SetLen(b.stride)
+		b.rxMsgs[i].Hdr.Iov = &b.rxIov[i]
+		b.rxMsgs[i].Hdr.SetIovlen(1)
+		b.rxMsgs[i].Hdr.Name = sock.NamePtr(&b.rxNames[i])
+	}
+}
+
+// LocalAddr is the address and port the socket is bound to (a server's
+// port, a client's ephemeral port).
+func (b *Backend) LocalAddr() netip.AddrPort { return b.granted.Local }
+
+// Queue copies payload into a send slot for every destination in
+// Config.Dests (the connected peer of a one-destination client). It returns
+// false and queues nothing when the slots are full (TxBackpressure), the
+// payload exceeds MaxDatagram (TxOversize), the backend is closed, or a
+// server has no Dests to send to (counted as layer "udp" counter
+// "queue_no_dest"; answer with QueueTo instead).
+func (b *Backend) Queue(payload []byte) bool {
+	if !b.guard.Enter() {
+		return false
+	}
+	defer b.guard.Exit()
+	if len(b.dests) == 0 {
+		b.noDest++
+		return false
+	}
+	per := len(b.dests)
+	if b.granted.Connected {
+		per = 1
+	}
+	slot, ok := b.take(payload, per)
+	if !ok {
+		return false
+	}
+	for i := 0; i < per; i++ {
+		m := &b.txMsgs[b.nmsg]
+		b.txIov[b.nmsg].Base = &b.txBuf[slot]
+		b.txIov[b.nmsg].SetLen(len(payload))
+		if b.granted.Connected {
+			m.Hdr.Name, m.Hdr.Namelen = nil, 0
+		} else {
+			m.Hdr.Name, m.Hdr.Namelen = sock.NamePtr(&b.dests[i]), unix.SizeofSockaddrInet4
+		}
+		b.nmsg++
+	}
+	b.st.TxQueued += uint64(per)
+	return true
+}
+
+// take checks room for one payload sent to per destinations and copies it
+// into the next slot, returning the slot's offset in txBuf.
+func (b *Backend) take(payload []byte, per int) (int, bool) {
+	if len(payload) > b.cfg.MaxDatagram {
+		b.st.TxOversize += uint64(per)
+		return 0, false
+	}
+	if b.nslot == b.cfg.TxQueue || b.nmsg+per > len(b.txMsgs) {
+		b.st.TxBackpressure += uint64(per)
+		return 0, false
+	}
+	off := b.nslot * b.cfg.MaxDatagram
+	copy(b.txBuf[off:], payload)
+	b.nslot++
+	return off, true
+}
+
+// QueueTo copies payload into a send slot addressed to to, the From of a
+// received Packet. It returns false as Queue does.
+func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
+	if !b.guard.Enter() {
+		return false
+	}
+	defer b.guard.Exit()
+	slot, ok := b.take(payload, 1)
+	if !ok {
+		return false
+	}
+	m := &b.txMsgs[b.nmsg]
+	b.txIov[b.nmsg].Base = &b.txBuf[slot]
+	b.txIov[b.nmsg].SetLen(len(payload))
+	if b.granted.Connected && to == netip.AddrPortFrom(b.cfg.Dests[0], b.cfg.Port) {
+		m.Hdr.Name, m.Hdr.Namelen = nil, 0
+	} else {
+		sock.PutRaw(&b.txNames[b.nmsg], to)
+		m.Hdr.Name, m.Hdr.Namelen = sock.NamePtr(&b.txNames[b.nmsg]), unix.SizeofSockaddrInet4
+	}
+	b.nmsg++
+	b.st.TxQueued++
+	return true
+}
+
+// Flush sends everything queued with sendmmsg, Config.TxBatch datagrams per
+// call, retrying on EINTR. When the kernel refuses a datagram (sendmmsg
+// reports the error of the first one it could not send: a full socket
+// buffer, an ICMP port unreachable on a connected socket), that datagram is
+// counted in TxDropped and Flush goes on with the next, rather than losing
+// the whole batch. It returns an error only when the backend is closed
+// (net.ErrClosed).
+func (b *Backend) Flush() error {
+	if !b.guard.Enter() {
+		return core.ErrClosed
+	}
+	defer b.guard.Exit()
+	off := 0
+	for off < b.nmsg {
+		n := min(b.nmsg-off, b.cfg.TxBatch)
+		sent, errno := sock.Sendmmsg(b.fd, b.txMsgs[off:off+n], 0)
+		b.st.Syscalls++
+		switch errno {
+		case 0:
+		case unix.EINTR:
+			continue
+		default:
+			b.countSendErr(errno)
+			b.st.TxDropped++
+			off++
+			continue
+		}
+		for i := off; i < off+sent; i++ {
+			b.st.TxBytes += uint64(b.txMsgs[i].Len)
+		}
+		b.st.TxSent += uint64(sent)
+		off += sent
+	}
+	b.nmsg, b.nslot = 0, 0
+	return nil
+}
+
+func (b *Backend) countSendErr(e unix.Errno) {
+	switch e {
+	case unix.EAGAIN, unix.ENOBUFS:
+		b.sendErrs[0]++
+	case unix.ECONNREFUSED:
+		b.sendErrs[1]++
+	default:
+		b.sendErrs[2]++
+	}
+}
+
+// Rx receives up to min(len(pkts), Config.RxBatch) datagrams with one
+// recvmmsg and never blocks. pkts[i].Data points into the backend's receive
+// buffers and is valid until the next Rx or Close; pkts[i].From is the
+// sender. A datagram longer than MaxDatagram is counted in RxTruncated and
+// not delivered, so Rx may return 0 even though it received something. An
+// ICMP error queued on the socket (a connected client whose peer is not
+// listening) is counted (layer "udp" counter "rx_icmp_refused") and not
+// returned. The error is net.ErrClosed after Close, or a failed recvmmsg.
+func (b *Backend) Rx(pkts []core.Packet) (int, error) {
+	if !b.guard.Enter() {
+		return 0, core.ErrClosed
+	}
+	defer b.guard.Exit()
+	n := min(len(pkts), b.cfg.RxBatch)
+	if n == 0 {
+		return 0, nil
+	}
+	if core.Debug {
+		core.Poison(b.rxBuf)
+	}
+	for i := 0; i < n; i++ {
+		b.rxMsgs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
+		b.rxMsgs[i].Hdr.Flags = 0
+	}
+	var got int
+	for tries := 0; ; tries++ {
+		r, errno := sock.Recvmmsg(b.fd, b.rxMsgs[:n], unix.MSG_DONTWAIT)
+		b.st.Syscalls++
+		switch errno {
+		case 0:
+			got = r
+		case unix.EAGAIN:
+			return 0, nil
+		case unix.EINTR:
+			continue
+		case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
+			// The kernel reports a queued ICMP error once, then receives
+			// normally; try again, a bounded number of times.
+			b.rxRefused++
+			if tries < 4 {
+				continue
+			}
+			return 0, nil
+		default:
+			return 0, fmt.Errorf("recvmmsg: %w", errno)
+		}
+		break
+	}
+	k := 0
+	var bytes uint64
+	for i := 0; i < got; i++ {
+		m := &b.rxMsgs[i]
+		l := int(m.Len)
+		if m.Hdr.Flags&unix.MSG_TRUNC != 0 || l > b.cfg.MaxDatagram {
+			b.st.RxTruncated++
+			continue
+		}
+		off := i * b.stride
+		pkts[k] = core.Packet{Data: b.rxBuf[off : off+l : off+l], From: sock.FromRaw(&b.rxNames[i])}
+		bytes += uint64(l)
+		k++
+	}
+	b.st.RxDelivered += uint64(k)
+	b.st.RxBytes += bytes
+	return k, nil
+}
+
+// Wait sleeps in poll(2) until the socket is readable, ctx is done
+// (ctx.Err()), or the backend is closed (net.ErrClosed).
+func (b *Backend) Wait(ctx context.Context) error {
+	if !b.guard.BeginWait() {
+		return core.ErrClosed
+	}
+	defer b.guard.EndWait()
+	var calls uint64
+	err := fdwait.Wait(ctx, b.fd, b.waker, &calls)
+	b.waitCalls.Add(calls)
+	if errors.Is(err, fdwait.ErrWoken) {
+		return core.ErrClosed
+	}
+	return err
+}
+
+// Stats returns the counters. Layers holds the kernel socket's own drop
+// count (layer "socket", "drops", a loss: datagrams that arrived while the
+// receive buffer was full) and our counts of send errors by cause (already
+// in TxDropped, so not marked as loss). Safe from any goroutine; after
+// Close it returns the counters as they were at Close.
+func (b *Backend) Stats() core.Stats {
+	if b.guard.Enter() {
+		s := b.snapshot()
+		b.guard.Exit()
+		return s
+	}
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	s := b.final
+	s.Layers = append([]core.Counter(nil), s.Layers...)
+	return s
+}
+
+// snapshot copies the counters; the caller holds the guard or has shut it.
+func (b *Backend) snapshot() core.Stats {
+	s := b.st
+	s.Kind, s.Mode = core.KindUDP, b.mode
+	s.Syscalls += b.waitCalls.Load()
+	s.SockRcvBuf, s.SockSndBuf = b.granted.RcvBuf, b.granted.SndBuf
+	drops, err := sock.Drops(b.fd)
+	if err == nil {
+		s.Layers = append(s.Layers, core.Counter{Layer: "socket", Name: "drops", Value: drops, Loss: true})
+	}
+	s.Layers = append(s.Layers,
+		core.Counter{Layer: "udp", Name: "send_buffer_full", Value: b.sendErrs[0]},
+		core.Counter{Layer: "udp", Name: "send_refused", Value: b.sendErrs[1]},
+		core.Counter{Layer: "udp", Name: "send_other_errors", Value: b.sendErrs[2]},
+		core.Counter{Layer: "udp", Name: "rx_icmp_refused", Value: b.rxRefused},
+		core.Counter{Layer: "udp", Name: "queue_no_dest", Value: b.noDest},
+	)
+	return s
+}
+
+// Close closes the socket. A Rx, Flush or Wait running in another
+// goroutine returns net.ErrClosed; Close waits for it to leave before
+// closing the socket. Messages still queued are counted in TxDropped. Safe
+// to call more than once.
+func (b *Backend) Close() error {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	if !b.guard.Shut(b.waker.Wake) {
+		return nil
+	}
+	b.st.TxDropped += uint64(b.nmsg)
+	b.nmsg, b.nslot = 0, 0
+	b.final = b.snapshot()
+	err := unix.Close(b.fd)
+	if err != nil {
+		err = fmt.Errorf("close socket: %w", err)
+	}
+	return errors.Join(err, b.waker.Close())
+}

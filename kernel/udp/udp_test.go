@@ -1,0 +1,550 @@
+package udp
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/kernel/sock/socktest"
+)
+
+var lo = socktest.Loopback
+
+// pair opens a server on ip:port and a client sending to it, both from
+// base (Kind, Port, Role and addresses are set here).
+func pair(t testing.TB, base core.Config) (cli, srv *Backend) {
+	t.Helper()
+	var err error
+	for try := 0; ; try++ {
+		sc := base
+		sc.Role, sc.LocalIP, sc.Dests = core.RoleServer, lo, nil
+		if sc.Port == 0 {
+			sc.Port = socktest.FreePort(t, unix.SOCK_DGRAM)
+		}
+		var s core.Backend
+		s, err = New(sc)
+		if errors.Is(err, unix.EADDRINUSE) && try < 5 && base.Port == 0 {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv = s.(*Backend)
+		base.Port = sc.Port
+		break
+	}
+	t.Cleanup(func() { srv.Close() })
+	cc := base
+	cc.Role, cc.Dests = core.RoleClient, []netip.Addr{lo}
+	c, err := New(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.(*Backend), srv
+}
+
+func TestConfigValidation(t *testing.T) {
+	ok := core.Config{Kind: core.KindUDP, Dests: []netip.Addr{lo}, Port: 9}
+	for _, tc := range []struct {
+		field string
+		edit  func(c *core.Config)
+	}{
+		{"Kind", func(c *core.Config) { c.Kind = "tcp" }},
+		{"Kind", func(c *core.Config) { c.Kind = "bogus" }},
+		{"Dests", func(c *core.Config) { c.Dests = nil }},
+		{"Dests", func(c *core.Config) { c.Dests = []netip.Addr{lo, lo} }},
+		{"Dests", func(c *core.Config) { c.Dests = []netip.Addr{netip.MustParseAddr("::1")} }},
+		{"Port", func(c *core.Config) { c.Port = 0 }},
+		{"LocalIP", func(c *core.Config) { c.LocalIP = netip.MustParseAddr("::1") }},
+		{"MaxDatagram", func(c *core.Config) { c.MaxDatagram = 9000 }},
+		{"MaxDatagram", func(c *core.Config) { c.MaxDatagram = -1 }},
+		{"TxQueue", func(c *core.Config) { c.TxQueue = -1 }},
+		{"TxBatch", func(c *core.Config) { c.TxBatch = 1025 }},
+		{"RxBatch", func(c *core.Config) { c.RxBatch = -5 }},
+		{"SockBuf", func(c *core.Config) { c.SockBuf = 100 }},
+		{"Role", func(c *core.Config) { c.Role = 7 }},
+	} {
+		c := ok
+		tc.edit(&c)
+		b, err := New(c)
+		if err == nil {
+			b.Close()
+			t.Errorf("%s: New accepted a bad config", tc.field)
+			continue
+		}
+		var ce *core.ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("%s: got %v, want a ConfigError for %s", tc.field, err, tc.field)
+		}
+	}
+	b, err := New(ok)
+	if err != nil {
+		t.Fatalf("a good config: %v", err)
+	}
+	b.Close()
+}
+
+func TestRoundTripLoopback(t *testing.T) {
+	cli, srv := pair(t, core.Config{})
+	socktest.RoundTrip(t, cli, srv, 10000, 256, func(i int) int { return 4 + i%1469 })
+	cs, ss := cli.Stats(), srv.Stats()
+	if cs.TxSent != 10000 || cs.RxDelivered != 10000 || ss.RxDelivered != 10000 || ss.TxSent != 10000 {
+		t.Errorf("counters: client sent %d got %d, server got %d sent %d", cs.TxSent, cs.RxDelivered, ss.RxDelivered, ss.TxSent)
+	}
+	if cs.Lost() != 0 || ss.Lost() != 0 {
+		t.Errorf("losses counted: client %d server %d", cs.Lost(), ss.Lost())
+	}
+	if cs.Syscalls == 0 || cs.Syscalls >= 3*10000 {
+		t.Errorf("client made %d syscalls for 10000 messages", cs.Syscalls)
+	}
+	if cs.Kind != core.KindUDP || cs.Mode == "" || cs.SockRcvBuf == 0 || cs.SockSndBuf == 0 {
+		t.Errorf("kind %q mode %q buffers %d/%d", cs.Kind, cs.Mode, cs.SockRcvBuf, cs.SockSndBuf)
+	}
+	if _, ok := cs.Counter("socket", "drops"); !ok {
+		t.Error("no socket drops counter")
+	}
+	t.Logf("client: %s, %d syscalls", cs.Mode, cs.Syscalls)
+}
+
+// TestUnprivileged runs a round trip as user nobody: the udp kind needs no
+// privileges, and reports the capped buffers it got.
+func TestUnprivileged(t *testing.T) {
+	if socktest.AsNobody(t) {
+		return
+	}
+	cli, srv := pair(t, core.Config{})
+	socktest.RoundTrip(t, cli, srv, 1000, 64, func(i int) int { return 100 })
+	s := cli.Stats()
+	if os.Geteuid() != 0 && cli.granted.BufForced {
+		t.Error("buffers reported forced without privileges")
+	}
+	t.Logf("uid %d: %s (rcvbuf %d)", os.Geteuid(), s.Mode, s.SockRcvBuf)
+}
+
+func TestTruncatedCounted(t *testing.T) {
+	cli, srv := pair(t, core.Config{MaxDatagram: 100})
+	// The client sends with a raw socket so it is not bound by its own
+	// MaxDatagram.
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	to := &unix.SockaddrInet4{Addr: lo.As4(), Port: int(srv.LocalAddr().Port())}
+	sizes := []int{100, 101, 50, 1000, 100, 1472}
+	for _, n := range sizes {
+		if err := unix.Sendto(fd, make([]byte, n), 0, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkts := make([]core.Packet, 8)
+	var got []int
+	deadline := time.Now().Add(10 * time.Second)
+	for s := srv.Stats(); len(got)+int(s.RxTruncated) < len(sizes); s = srv.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %v, %d truncated, of %d", got, s.RxTruncated, len(sizes))
+		}
+		n, err := srv.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkts[:n] {
+			got = append(got, len(p.Data))
+		}
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if len(got) != 3 || got[0] != 100 || got[1] != 50 || got[2] != 100 {
+		t.Errorf("delivered sizes %v, want [100 50 100]", got)
+	}
+	if s := srv.Stats(); s.RxTruncated != 3 || s.RxDelivered != 3 {
+		t.Errorf("RxTruncated %d RxDelivered %d, want 3 and 3", s.RxTruncated, s.RxDelivered)
+	}
+	// And Queue refuses what is over MaxDatagram.
+	if cli.Queue(make([]byte, 101)) || cli.Stats().TxOversize != 1 {
+		t.Error("Queue accepted an oversize payload")
+	}
+}
+
+func TestBackpressureAndBatches(t *testing.T) {
+	cli, srv := pair(t, core.Config{TxQueue: 10, TxBatch: 4})
+	p := make([]byte, 10)
+	for i := 0; i < 10; i++ {
+		if !cli.Queue(p) {
+			t.Fatalf("Queue %d refused", i)
+		}
+	}
+	if cli.Queue(p) || cli.QueueTo(p, srv.LocalAddr()) {
+		t.Fatal("Queue accepted an 11th message with TxQueue 10")
+	}
+	if s := cli.Stats(); s.TxBackpressure != 2 || s.TxQueued != 10 {
+		t.Fatalf("TxBackpressure %d TxQueued %d", s.TxBackpressure, s.TxQueued)
+	}
+	before := cli.Stats().Syscalls
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s := cli.Stats()
+	if s.TxSent != 10 || s.TxBytes != 100 {
+		t.Errorf("TxSent %d TxBytes %d", s.TxSent, s.TxBytes)
+	}
+	if calls := s.Syscalls - before; calls != 3 {
+		t.Errorf("10 messages in batches of 4 took %d sendmmsg calls, want 3", calls)
+	}
+	if !cli.Queue(p) {
+		t.Error("Queue refused after Flush")
+	}
+	// A server without Dests has no one to Queue to.
+	if srv.Queue(p) {
+		t.Error("a server without Dests accepted Queue")
+	}
+	ss := srv.Stats()
+	if v, _ := ss.Counter("udp", "queue_no_dest"); v != 1 {
+		t.Errorf("queue_no_dest %d", v)
+	}
+}
+
+// TestSendErrorCountedAndFlushGoesOn sends to a port nobody listens on: the
+// ICMP port unreachable makes the kernel refuse the next datagram on the
+// connected socket; Flush counts it and sends the rest.
+func TestSendErrorCountedAndFlushGoesOn(t *testing.T) {
+	port := socktest.FreePort(t, unix.SOCK_DGRAM)
+	c, err := New(core.Config{Dests: []netip.Addr{lo}, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := make([]byte, 10)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for i := 0; i < 5; i++ {
+			c.Queue(p)
+		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		s := c.Stats()
+		if s.TxDropped > 0 {
+			if s.TxSent+s.TxDropped != s.TxQueued {
+				t.Fatalf("sent %d + dropped %d != queued %d", s.TxSent, s.TxDropped, s.TxQueued)
+			}
+			if v, _ := s.Counter("udp", "send_refused"); v != s.TxDropped {
+				t.Errorf("send_refused %d, TxDropped %d", v, s.TxDropped)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no send error after %d datagrams to a closed port", s.TxSent)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestFanOut(t *testing.T) {
+	port := socktest.FreePort(t, unix.SOCK_DGRAM)
+	lo2 := netip.MustParseAddr("127.0.0.2")
+	var srvs []*Backend
+	for _, a := range []netip.Addr{lo, lo2} {
+		s, err := New(core.Config{Role: core.RoleServer, LocalIP: a, Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		srvs = append(srvs, s.(*Backend))
+	}
+	c, err := New(core.Config{Dests: []netip.Addr{lo, lo2}, Port: port, TxQueue: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := make([]byte, 64)
+	for i := 0; i < 50; i++ {
+		socktest.Payload(p, uint32(i))
+		if !c.Queue(p) {
+			t.Fatalf("Queue %d refused", i)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.TxQueued != 100 || s.TxSent != 100 {
+		t.Fatalf("fan-out to 2: queued %d sent %d, want 100 each", s.TxQueued, s.TxSent)
+	}
+	for _, s := range srvs {
+		seen := map[uint32]bool{}
+		pkts := make([]core.Packet, 32)
+		deadline := time.Now().Add(10 * time.Second)
+		for len(seen) < 50 && time.Now().Before(deadline) {
+			n, err := s.Rx(pkts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pk := range pkts[:n] {
+				seq, err := socktest.Check(pk.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[seq] = true
+				if pk.From.Addr() != lo && pk.From.Addr() != lo2 {
+					t.Errorf("from %v", pk.From)
+				}
+			}
+			if n == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if len(seen) != 50 {
+			t.Errorf("server %v got %d of 50", s.LocalAddr(), len(seen))
+		}
+	}
+}
+
+func TestWait(t *testing.T) {
+	cli, srv := pair(t, core.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := srv.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with nothing to read: %v", err)
+	}
+	cli.Queue([]byte("wake"))
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if err := srv.Wait(ctx2); err != nil {
+		t.Fatalf("Wait with a datagram queued: %v", err)
+	}
+	// Close wakes a Wait in progress.
+	done := make(chan error, 1)
+	go func() { done <- cli.Wait(context.Background()) }()
+	time.Sleep(10 * time.Millisecond)
+	cli.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, core.ErrClosed) {
+			t.Fatalf("Wait ended by Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not wake Wait")
+	}
+}
+
+func TestCloseDuringRx(t *testing.T) {
+	port := socktest.FreePort(t, unix.SOCK_DGRAM)
+	// A sender keeps the socket busy so Rx has work when Close comes.
+	tx, err := New(core.Config{Dests: []netip.Addr{lo}, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	stop := make(chan struct{})
+	go func() {
+		p := make([]byte, 200)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i := 0; i < 16; i++ {
+				tx.Queue(p)
+			}
+			tx.Flush()
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	defer close(stop)
+	socktest.CloseDuringRx(t, 200, func() core.Backend {
+		b, err := New(core.Config{Role: core.RoleServer, LocalIP: lo, Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}
+
+func TestStatsAfterClose(t *testing.T) {
+	cli, _ := pair(t, core.Config{})
+	cli.Queue([]byte("a"))
+	cli.Queue([]byte("b"))
+	cli.Close()
+	s := cli.Stats()
+	if s.TxQueued != 2 || s.TxDropped != 2 {
+		t.Errorf("after Close with 2 queued: queued %d dropped %d", s.TxQueued, s.TxDropped)
+	}
+	if err := cli.Flush(); !errors.Is(err, core.ErrClosed) {
+		t.Errorf("Flush after Close: %v", err)
+	}
+}
+
+func TestSocketDropsInStats(t *testing.T) {
+	cli, srv := pair(t, core.Config{SockBuf: 4096})
+	p := make([]byte, 1000)
+	for r := 0; r < 20; r++ {
+		for i := 0; i < 16; i++ {
+			cli.Queue(p)
+		}
+		cli.Flush()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := srv.Stats()
+		if d, _ := s.Counter("socket", "drops"); d > 0 {
+			if s.Lost() < d {
+				t.Errorf("Lost() %d does not include socket drops %d", s.Lost(), d)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no socket drops after overflowing a %d-byte receive buffer: %+v", s.SockRcvBuf, s)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestNoAllocs(t *testing.T) {
+	cli, srv := pair(t, core.Config{})
+	p := make([]byte, 100)
+	pkts := make([]core.Packet, 32)
+	drain := func() {
+		for i := 0; i < 1000; i++ {
+			if n, _ := srv.Rx(pkts); n == 0 {
+				return
+			}
+		}
+	}
+	const per = 16
+	if a := testing.AllocsPerRun(200, func() {
+		for i := 0; i < per; i++ {
+			cli.Queue(p)
+		}
+		cli.Flush()
+	}); a != 0 {
+		t.Errorf("Queue+Flush of %d messages: %v allocations", per, a)
+	}
+	drain()
+	// Rx with datagrams waiting and with none.
+	received := uint64(0)
+	if a := testing.AllocsPerRun(200, func() {
+		for i := 0; i < per; i++ {
+			cli.QueueTo(p, srv.LocalAddr())
+		}
+		cli.Flush()
+		for k := 0; k < 4; k++ {
+			n, _ := srv.Rx(pkts)
+			received += uint64(n)
+		}
+	}); a != 0 {
+		t.Errorf("Rx: %v allocations per round", a)
+	}
+	if received == 0 {
+		t.Error("Rx received nothing while measuring")
+	}
+	// The server answers with QueueTo to the From of what it received.
+	n, _ := srv.Rx(pkts)
+	_ = n
+	from := cli.LocalAddr()
+	if a := testing.AllocsPerRun(200, func() {
+		for i := 0; i < per; i++ {
+			srv.QueueTo(p, from)
+		}
+		srv.Flush()
+		cli.Rx(pkts)
+	}); a != 0 {
+		t.Errorf("QueueTo+Flush+Rx: %v allocations", a)
+	}
+}
+
+// Over a veth pair between two namespaces: the path the benchmarks use.
+
+func TestRoundTripVeth(t *testing.T) {
+	p := testhost.NewT(t, testhost.Options{})
+	const port = 5301
+	var srv, cli core.Backend
+	if err := p.B.Do(func() (err error) {
+		srv, err = New(core.Config{Role: core.RoleServer, LocalIP: p.B.Addr, Port: port})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := p.A.Do(func() (err error) {
+		cli, err = New(core.Config{LocalIP: p.A.Addr, Dests: []netip.Addr{p.B.Addr}, Port: port})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	socktest.RoundTrip(t, cli, srv, 10000, 256, func(i int) int { return 4 + (i*97)%1469 })
+	cs, ss := cli.Stats(), srv.Stats()
+	if cs.Lost() != 0 || ss.Lost() != 0 {
+		t.Errorf("losses: client %d server %d", cs.Lost(), ss.Lost())
+	}
+}
+
+func TestTruncatedVeth(t *testing.T) {
+	p := testhost.NewT(t, testhost.Options{})
+	const port = 5302
+	var srv, cli core.Backend
+	if err := p.B.Do(func() (err error) {
+		srv, err = New(core.Config{Role: core.RoleServer, Port: port, MaxDatagram: 500})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := p.A.Do(func() (err error) {
+		cli, err = New(core.Config{Dests: []netip.Addr{p.B.Addr}, Port: port})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for i := 0; i < 100; i++ {
+		cli.Queue(make([]byte, 400+i*2)) // 400..598: 51 fit, 49 do not
+	}
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pkts := make([]core.Packet, 32)
+	delivered := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := srv.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pk := range pkts[:n] {
+			if len(pk.Data) > 500 {
+				t.Fatalf("delivered %d bytes with MaxDatagram 500", len(pk.Data))
+			}
+			if pk.From.Addr() != p.A.Addr {
+				t.Fatalf("from %v, want %v", pk.From, p.A.Addr)
+			}
+		}
+		delivered += n
+		s := srv.Stats()
+		if delivered+int(s.RxTruncated) == 100 {
+			if delivered != 51 || s.RxTruncated != 49 {
+				t.Fatalf("delivered %d truncated %d, want 51 and 49", delivered, s.RxTruncated)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered %d truncated %d of 100", delivered, s.RxTruncated)
+		}
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
