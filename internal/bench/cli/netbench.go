@@ -458,6 +458,7 @@ func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port in
 		return c, nil
 	}
 
+	fmt.Fprintf(nb.progress, "%s: running (%v warm-up, %v, up to %v drain)\n", name, o.Warmup, o.Duration, o.Drain)
 	before := nb.hostCounters()
 	echoArgs := append(append([]string{}, common...), "--local", p.B.Addr.String(), "--iface", p.B.Iface,
 		"--cpu", strconv.Itoa(o.EchoCPU), "--stats", echoJSON, "--max-time", (run + 5*time.Minute).String())
@@ -529,7 +530,7 @@ func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port in
 		return errCell("loadgen: " + lf.Failure.Error)
 	}
 	if lerr != nil || lf.Result == nil {
-		return errCell(fmt.Sprintf("loadgen left no result (%v, exit %v): %s", lerr, loadErr, tail(loadLog.Name(), 300)))
+		return errCell(fmt.Sprintf("loadgen left no result (%v, exit %v): %s %s", lerr, loadErr, strings.TrimSpace(loadLine.String()), tail(loadLog.Name(), 300)))
 	}
 	var er *bench.EchoResult
 	if eerr == nil && ef.Result != nil {
