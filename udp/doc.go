@@ -16,4 +16,13 @@
 // Only IPv4 without options, unfragmented, untagged (no VLAN) is taken;
 // everything else is either someone else's or malformed for us (see
 // Reason).
+//
+// # The raw backend
+//
+// Raw implements core.Backend over a frameio.FrameIO: Queue builds frames
+// into preallocated slots, Flush hands them over TxBatch at a time with one
+// Kick per batch, Rx parses and copies payloads into its own buffers. The
+// peers' MAC addresses come from Config.DstMAC, a Resolver (the kernel's
+// neighbour table for xdp, ARP for dpdk) or the frames they sent; with an
+// arp.Handler, Raw answers ARP for our address itself.
 package udp

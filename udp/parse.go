@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/dgramio/dgramio/internal/core"
 )
@@ -210,24 +211,24 @@ func Parse(frame []byte, f *Filter) (Datagram, Reason) {
 	return d, OK
 }
 
-// Counters count Parse's verdicts. The zero value is ready. Not safe for
-// concurrent writers; read it (Load or Layers) from the goroutine that
-// counts, or copy it under the caller's own lock.
+// Counters count Parse's verdicts. The zero value is ready; it must not be
+// copied after first use. Counting and reading are atomic, so Stats may
+// read while the poll loop counts.
 type Counters struct {
-	n [numReasons]uint64
+	n [numReasons]atomic.Uint64
 }
 
 // Count adds one frame with verdict r.
 func (c *Counters) Count(r Reason) {
 	if r < numReasons {
-		c.n[r]++
+		c.n[r].Add(1)
 	}
 }
 
 // Get returns the count of r.
 func (c *Counters) Get(r Reason) uint64 {
 	if r < numReasons {
-		return c.n[r]
+		return c.n[r].Load()
 	}
 	return 0
 }
@@ -237,7 +238,7 @@ func (c *Counters) Class(k Class) uint64 {
 	var s uint64
 	for r := OK; r < numReasons; r++ {
 		if r.Class() == k {
-			s += c.n[r]
+			s += c.n[r].Load()
 		}
 	}
 	return s
@@ -249,7 +250,7 @@ func (c *Counters) Class(k Class) uint64 {
 // which count the losses already.
 func (c *Counters) AppendLayers(dst []core.Counter, layer string) []core.Counter {
 	for r := OK + 1; r < numReasons; r++ {
-		dst = append(dst, core.Counter{Layer: layer, Name: r.String(), Value: c.n[r]})
+		dst = append(dst, core.Counter{Layer: layer, Name: r.String(), Value: c.n[r].Load()})
 	}
 	return dst
 }

@@ -38,6 +38,7 @@ type Template struct {
 	udpSum uint64 // pseudo-header without the length, plus the ports
 	id     uint16
 	e      Endpoints
+	macs   [2][6]byte // e.SrcMAC and e.DstMAC point here
 }
 
 // NewTemplate prepares the header for e. Both addresses must be IPv4 and
@@ -83,14 +84,26 @@ func (t *Template) Reset(e Endpoints) error {
 	t.ipSum = uint64(Fold(Sum(0, ip)))
 	t.udpSum = uint64(Fold(Sum(pseudoSum(src, dst, 0), u[0:4])))
 	t.id = e.ID
-	e.SrcMAC = append(e.SrcMAC[:0:0], e.SrcMAC...)
-	e.DstMAC = append(e.DstMAC[:0:0], e.DstMAC...)
+	copy(t.macs[0][:], e.SrcMAC)
+	copy(t.macs[1][:], e.DstMAC)
+	e.SrcMAC, e.DstMAC = t.macs[0][:], t.macs[1][:]
 	t.e = e
 	return nil
 }
 
-// Endpoints returns what t was prepared for.
+// Endpoints returns what t was prepared for. Its MACs alias t: copy them
+// before changing t.
 func (t *Template) Endpoints() Endpoints { return t.e }
+
+// SetDstMAC changes the destination MAC of the frames built from now on
+// (no checksum covers it).
+func (t *Template) SetDstMAC(mac [6]byte) {
+	copy(t.hdr[0:6], mac[:])
+	t.macs[1] = mac
+}
+
+// DstMAC returns the destination MAC of the frames built.
+func (t *Template) DstMAC() [6]byte { return t.macs[1] }
 
 // Append appends to dst the frame that carries payload and returns the
 // extended slice. The frame is HeaderLen+len(payload) bytes, padded with
