@@ -125,7 +125,9 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 		if n == 0 && o.Wait {
 			werr := b.Wait(ctx)
 			switch {
-			case werr == nil, ctx.Err() != nil:
+			case ctx.Err() != nil:
+				return nil
+			case werr == nil:
 			case errors.Is(werr, core.ErrNotSupported):
 				o.Wait = false
 				r.WaitFallback = werr.Error()
