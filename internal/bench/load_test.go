@@ -354,6 +354,12 @@ func TestJSONSchema(t *testing.T) {
 			t.Errorf("counters[%q] is %T, want a number", k, counters[k])
 		}
 	}
+	md := rep.Markdown()
+	for _, want := range []string{"| fake | " + c.Display + " |", "| dpdk | cannot run: not built |", "### fake at 1k", "conservation (whole run): sent"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
 	tab := rep.Table()
 	if !strings.Contains(tab, "fake") || !strings.Contains(tab, "1k") || !strings.Contains(tab, "dpdk  cannot run: not built") {
 		t.Errorf("table:\n%s", tab)

@@ -77,7 +77,7 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	batch := fs.Int("batch", bench.DefaultBatch, "messages per Flush and per Rx")
 	queues := fs.Int("queues", 1, "queues of the test hosts and the backends")
 	jsonPath := fs.String("json", "", "write the JSON report to this file")
-	out := fs.String("out", "", "write results.json, table.txt and the tools' logs into this directory")
+	out := fs.String("out", "", "write results.json, report.md, table.txt and the tools' logs into this directory")
 	ifaceA := fs.String("iface-a", "", "first of two real ports cabled together (instead of a veth pair)")
 	ifaceB := fs.String("iface-b", "", "second real port")
 	wait := fs.Bool("wait", false, "yielding mode: the tools sleep in Wait when idle instead of busy polling")
@@ -287,6 +287,9 @@ func (nb *netbench) finish(err error) (*bench.Report, error) {
 			}
 			if e := os.WriteFile(filepath.Join(nb.o.Out, "table.txt"), []byte(rep.Table()), 0o644); e != nil {
 				werrs = append(werrs, fmt.Errorf("write table: %w", e))
+			}
+			if e := os.WriteFile(filepath.Join(nb.o.Out, "report.md"), []byte(rep.Markdown()), 0o644); e != nil {
+				werrs = append(werrs, fmt.Errorf("write report: %w", e))
 			}
 		}
 	}

@@ -65,7 +65,7 @@ func TestNetbenchUDPOverVeth(t *testing.T) {
 	if rep.Env.Modes["udp"] == "" || rep.Env.Link != "veth" || len(rep.Env.Offloads) == 0 {
 		t.Fatalf("env %+v", rep.Env)
 	}
-	for _, f := range []string{"results.json", "table.txt", "logs/udp-2k-echo.json", "logs/udp-2k-loadgen.json", "logs/udp-2k-echo.log"} {
+	for _, f := range []string{"results.json", "table.txt", "report.md", "logs/udp-2k-echo.json", "logs/udp-2k-loadgen.json", "logs/udp-2k-echo.log"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("output: %v", err)
 		}
