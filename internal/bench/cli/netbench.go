@@ -333,7 +333,13 @@ func (nb *netbench) env() {
 	if o.Wait {
 		e.Poll = "wait"
 	}
-	e.Pinning = fmt.Sprintf("loadgen on CPU %d, echo on CPU %d, each in its own process; netbench itself unpinned", o.LoadCPU, o.EchoCPU)
+	cpuName := func(c int) string {
+		if c < 0 {
+			return "no CPU in particular (unpinned)"
+		}
+		return "CPU " + strconv.Itoa(c)
+	}
+	e.Pinning = fmt.Sprintf("loadgen on %s, echo on %s, each in its own process; netbench itself unpinned", cpuName(o.LoadCPU), cpuName(o.EchoCPU))
 	if o.Wait {
 		e.Pinning += "; both sleep in Wait when idle (yielding mode)"
 	} else {
