@@ -457,9 +457,10 @@ func (r *Raw) Wait(ctx context.Context) error {
 // parser's verdicts (RxFiltered, RxMalformed, RxBadChecksum); "raw" counts
 // tx_unresolved (QueueTo refused: no MAC for the peer; the caller kept the
 // message) and tx_retried (TxFrame attempts repeated on a full ring);
-// "frameio" the transport's totals (rx_dropped there is a sum: the
-// FrameIO's own Layers, appended after it, say which of its counters lose
-// messages); "arp" the ARP handler's, when Raw owns ARP.
+// "frameio" the transport's totals (Loss false: rx_dropped and tx_dropped
+// are sums, and the FrameIO's own Layers, appended after them as the
+// FrameIO reports them, say which of its counters lose messages, as memio
+// and afxdp do); "arp" the ARP handler's, when Raw owns ARP.
 func (r *Raw) Stats() core.Stats {
 	fs := r.fio.Stats()
 	s := core.Stats{
@@ -487,7 +488,7 @@ func (r *Raw) Stats() core.Stats {
 		core.Counter{Layer: "frameio", Name: "rx_frames", Value: fs.RxFrames},
 		core.Counter{Layer: "frameio", Name: "tx_frames", Value: fs.TxFrames},
 		core.Counter{Layer: "frameio", Name: "tx_ring_full", Value: fs.TxRingFull},
-		core.Counter{Layer: "frameio", Name: "tx_dropped", Value: fs.TxDropped, Loss: true},
+		core.Counter{Layer: "frameio", Name: "tx_dropped", Value: fs.TxDropped},
 		core.Counter{Layer: "frameio", Name: "rx_dropped", Value: fs.RxDropped},
 	)
 	l = append(l, fs.Layers...)

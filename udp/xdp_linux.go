@@ -1,0 +1,165 @@
+//go:build linux
+
+package udp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/arp"
+	"github.com/dgramio/dgramio/frameio/afxdp"
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// NewXDP opens the xdp kind: a Raw over an AF_XDP socket on cfg.Iface,
+// queue cfg.XDP.QueueID, with the UDP program steering our port into it
+// (package frameio/afxdp; Linux >= 5.9 for the bpf_link that detaches the
+// program when the process dies).
+//
+// By default the address stays on the kernel's interface: the kernel
+// answers ARP and ICMP, and peers' MACs come from the kernel's neighbour
+// table (RTM_GETNEIGH). An address the table lacks is resolved by the
+// kernel itself, asked through netlink (RTM_NEWNEIGH with NTF_USE, as
+// "ip neigh replace ... use" does): its ARP request goes to the peer's
+// address only, and no datagram is sent to provoke it.
+//
+// With cfg.XDP.OwnARP the program redirects ARP too and package arp
+// answers for cfg.LocalIP and resolves peers; take the address off the
+// kernel's interface, or both answer.
+//
+// The socket and netlink handle belong to the network namespace of the
+// calling thread (call NewXDP inside testhost.Host.Do to open it in a
+// namespace); the Backend may then be driven from any goroutine. Errors
+// are afxdp.Open's (*core.ConfigError, *core.PrivilegeError, errors
+// matching core.ErrNotSupported or afxdp.ErrNoCarrier), NewRaw's (an
+// oversized MaxDatagram is a *core.ConfigError) or a failed resolution.
+// Everything is undone on error.
+func NewXDP(cfg core.Config) (core.Backend, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Kind == "" {
+		cfg.Kind = core.KindXDP
+	}
+	if cfg.Kind != core.KindXDP {
+		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "udp.NewXDP opens kind xdp only"}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Queues > 1 {
+		return nil, core.NotSupported("xdp with several queues", "", "only one queue is implemented; set Queues to 1", nil)
+	}
+	ifc, err := net.InterfaceByName(cfg.Iface)
+	if err != nil {
+		return nil, fmt.Errorf("udp: xdp: interface %s: %w", cfg.Iface, err)
+	}
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("udp: xdp: netlink: %w", err)
+	}
+	x, err := afxdp.Open(afxdp.OptionsFromConfig(cfg))
+	if err != nil {
+		nl.Close()
+		return nil, err
+	}
+	opts := RawOptions{
+		Mode:    "xdp " + x.Mode(),
+		OnClose: func() error { nl.Close(); return nil },
+	}
+	if cfg.XDP.OwnARP {
+		h, err := arp.New(x, arp.Config{MAC: x.MAC(), Addr: cfg.LocalIP, Iface: cfg.Iface})
+		if err != nil {
+			x.Close()
+			nl.Close()
+			return nil, err
+		}
+		opts.ARP = h
+	} else {
+		opts.Resolve = NeighbourResolver(nl, ifc.Index, cfg.Iface)
+	}
+	// NewRaw closes x on error; OnClose does not run then.
+	r, err := NewRaw(cfg, x, opts)
+	if err != nil {
+		nl.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// neighValid are the NUD states whose hardware address may be used.
+const neighValid = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | netlink.NUD_PROBE |
+	netlink.NUD_PERMANENT | netlink.NUD_NOARP
+
+// neighRetrigger is how long NeighbourResolver leaves the kernel to
+// resolve before asking again (the kernel itself sends 3 probes, 1 s
+// apart, then marks the entry failed).
+const neighRetrigger = 3500 * time.Millisecond
+
+// NeighbourResolver returns a Resolver that reads the kernel's neighbour
+// table of interface ifindex through nl and, when addr has no usable entry,
+// asks the kernel to resolve it (RTM_NEWNEIGH with NTF_USE: the kernel
+// sends its own ARP request for addr) and polls the table until an entry
+// is usable or ctx is done. iface names the interface in errors.
+func NeighbourResolver(nl *netlink.Handle, ifindex int, iface string) Resolver {
+	return func(ctx context.Context, addr netip.Addr) ([6]byte, error) {
+		if !addr.Is4() {
+			return [6]byte{}, fmt.Errorf("udp: resolve %v: not an IPv4 address", addr)
+		}
+		var asked time.Time
+		state := -1
+		for {
+			list, err := nl.NeighList(ifindex, netlink.FAMILY_V4)
+			if err != nil {
+				return [6]byte{}, fmt.Errorf("udp: neighbour table of %s: %w", iface, err)
+			}
+			state = -1
+			for _, n := range list {
+				if a, ok := netip.AddrFromSlice(n.IP.To4()); !ok || a != addr {
+					continue
+				}
+				state = n.State
+				if n.State&neighValid != 0 && len(n.HardwareAddr) == 6 {
+					return [6]byte(n.HardwareAddr), nil
+				}
+			}
+			if asked.IsZero() || time.Since(asked) > neighRetrigger || state == netlink.NUD_FAILED {
+				err := nl.NeighSet(&netlink.Neigh{LinkIndex: ifindex, Family: netlink.FAMILY_V4,
+					IP: addr.AsSlice(), Flags: netlink.NTF_USE})
+				if err != nil {
+					if errors.Is(err, unix.EPERM) {
+						return [6]byte{}, &core.PrivilegeError{Op: "ask the kernel to resolve " + addr.String(), Capability: "CAP_NET_ADMIN", Err: err}
+					}
+					return [6]byte{}, fmt.Errorf("udp: ask the kernel to resolve %s on %s: %w", addr, iface, err)
+				}
+				asked = time.Now()
+			}
+			select {
+			case <-ctx.Done():
+				return [6]byte{}, fmt.Errorf("udp: the kernel did not resolve %s on %s (neighbour state %s): %w; check that the peer is up and on this link, or set Config.DstMAC",
+					addr, iface, neighState(state), ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func neighState(s int) string {
+	switch s {
+	case -1:
+		return "none"
+	case netlink.NUD_INCOMPLETE:
+		return "incomplete"
+	case netlink.NUD_FAILED:
+		return "failed"
+	case netlink.NUD_NONE:
+		return "none"
+	default:
+		return fmt.Sprintf("%#x", s)
+	}
+}
