@@ -3,5 +3,6 @@
 package dpdk
 
 // #cgo pkg-config: libdpdk
+// #cgo CFLAGS: -Wall -Werror=implicit-function-declaration -Werror=int-conversion
 // #include "shim.h"
 import "C"

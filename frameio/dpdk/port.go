@@ -22,6 +22,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -226,7 +227,8 @@ type Port struct {
 	nsfd    int // the network namespace Open ran in
 
 	promiscBefore bool
-	xdpBefore     uint32 // XDP program on the interface before Open (0: none)
+	xdpBefore     uint32          // XDP program on the interface before Open (0: none)
+	nl            *netlink.Handle // netlink in the interface's namespace, for its counters
 
 	// Views of the shim's C arrays.
 	rxData    []*C.uint8_t
@@ -326,6 +328,10 @@ func Open(o Options) (*Port, error) {
 		p.promiscBefore = flags&unix.IFF_PROMISC != 0
 		p.xdpBefore, _ = xdpProgID(p.iface)
 		undo = append(undo, func() { p.restoreIface() })
+		if h, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
+			p.nl = h
+			undo = append(undo, func() { h.Close() })
+		}
 	}
 
 	// Attach (probe) the device, unless it is a PCI device the EAL already
@@ -370,16 +376,26 @@ func Open(o Options) (*Port, error) {
 		dataRoom = (need + 1023) &^ 1023
 	}
 	pname := C.CString("dgramio_" + strconv.Itoa(seq))
+	var flags C.uint
+	if p.vdev {
+		// No device DMAs into a vdev's pool: let objects lie back to back
+		// (see dg_pool_create).
+		flags = C.RTE_MEMPOOL_F_NO_IOVA_CONTIG
+	}
 	C.dg_clear_errno()
-	p.pool = C.rte_pktmbuf_pool_create(pname, C.uint(o.Mbufs), 0, 0, C.uint16_t(dataRoom+C.RTE_PKTMBUF_HEADROOM), socket)
+	p.pool = C.dg_pool_create(pname, C.uint(o.Mbufs), C.uint16_t(dataRoom+C.RTE_PKTMBUF_HEADROOM), socket, flags)
 	C.free(unsafe.Pointer(pname))
 	if p.pool == nil {
-		// rte_pktmbuf_pool_create sets rte_errno.
-		err := p.dpdkError(fmt.Sprintf("mempool of %d mbufs of %d bytes on socket %d", o.Mbufs, dataRoom, socket), int(C.dg_rte_errno()))
+		err := p.dpdkError(fmt.Sprintf("mempool of %d mbufs of %d bytes on socket %d", o.Mbufs, dataRoom, socket), -int(C.dg_rte_errno()))
 		if errors.Is(err, syscall.ENOMEM) {
 			err = fmt.Errorf("%w (lower DPDK.Mbufs, or give the EAL more memory: EALOptions.MemoryMB or -m in ExtraArgs)", err)
 		}
 		return fail(err)
+	}
+	if p.info.Driver == "net_af_xdp" && C.dg_pool_chunks(p.pool) != 1 {
+		C.rte_mempool_free(p.pool)
+		return fail(fmt.Errorf("dpdk: %s: the mempool of %d mbufs is in %d pieces, and net_af_xdp needs one piece for its UMEM (lower DPDK.Mbufs or give the EAL more memory)",
+			p.devName, o.Mbufs, C.dg_pool_chunks(p.pool)))
 	}
 	pool := p.pool
 	// The mempool goes after the port: the PMD refers to it until closed.
@@ -718,6 +734,9 @@ func (p *Port) Close() error {
 		C.free(unsafe.Pointer(p.xstats))
 		p.xstats = nil
 	}
+	if p.nl != nil {
+		p.nl.Close()
+	}
 	unix.Close(p.nsfd)
 	return errors.Join(errs...)
 }
@@ -757,8 +776,15 @@ func (p *Port) restoreIface() error {
 // (Loss), rx_own and tx_oversize; RxDropped is the sum of the rx-side Loss
 // counters, not a further loss. Layer "dpdk-xstats" holds the PMD's
 // extended statistics by the names the PMD gives them (never Loss: they
-// repeat rte_eth_stats or name PMD-specific events). Safe from any
-// goroutine, also after Close.
+// repeat rte_eth_stats or name PMD-specific events). For a vdev on an
+// interface, layer "iface" holds the kernel interface's own counters
+// (rx_packets, tx_packets, rx_dropped, tx_dropped, rx_errors, tx_errors),
+// which include the kernel's own traffic on that interface. On net_af_xdp
+// tx_dropped has Loss set: a frame the PMD handed to the kernel that the
+// interface then dropped (a link that is down) is counted by DPDK as sent
+// and nowhere else, once. On net_af_packet it has not: the kernel retries
+// the frames of the packet ring at every send and counts each failed try.
+// Safe from any goroutine, also after Close.
 func (p *Port) Stats() frameio.Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -802,6 +828,19 @@ func (p *Port) stats() frameio.Stats {
 		core.Counter{Layer: l, Name: "tx_oversize", Value: p.txOversize.Load()},
 	)
 	s.RxDropped = uint64(es.imissed) + uint64(es.ierrors) + uint64(es.rx_nombuf) + multi
+	if p.nl != nil {
+		if l, err := p.nl.LinkByName(p.iface); err == nil && l.Attrs().Statistics != nil {
+			st := l.Attrs().Statistics
+			s.Layers = append(s.Layers,
+				core.Counter{Layer: "iface", Name: "rx_packets", Value: st.RxPackets},
+				core.Counter{Layer: "iface", Name: "tx_packets", Value: st.TxPackets},
+				core.Counter{Layer: "iface", Name: "rx_dropped", Value: st.RxDropped},
+				core.Counter{Layer: "iface", Name: "tx_dropped", Value: st.TxDropped, Loss: p.info.Driver == "net_af_xdp"},
+				core.Counter{Layer: "iface", Name: "rx_errors", Value: st.RxErrors},
+				core.Counter{Layer: "iface", Name: "tx_errors", Value: st.TxErrors},
+			)
+		}
+	}
 	if n := len(p.xstatNames); n > 0 && p.xstats != nil {
 		got := int(C.rte_eth_xstats_get(p.portID, p.xstats, C.uint(n)))
 		vals := unsafe.Slice(p.xstats, n)

@@ -82,11 +82,6 @@ func drain(p *Port, want int, limit time.Duration) [][]byte {
 	return got
 }
 
-func counter(s interface{ get(string) (uint64, bool) }, name string) uint64 {
-	v, _ := s.get(name)
-	return v
-}
-
 func layer(t *testing.T, p *Port, name string) uint64 {
 	t.Helper()
 	for _, c := range p.Stats().Layers {

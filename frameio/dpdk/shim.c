@@ -246,6 +246,44 @@ int dg_link(uint16_t port, uint32_t *speed)
 	return link.link_status == RTE_ETH_LINK_UP;
 }
 
+// dg_pool_create is rte_pktmbuf_pool_create with mempool flags. A vdev's
+// pool (no device DMA) is made with RTE_MEMPOOL_F_NO_IOVA_CONTIG, so that
+// without hugepages its objects lie back to back instead of one per 4 KiB
+// page: net_af_xdp registers the pool as its UMEM assuming exactly that
+// (base + populated_size * object size), and with the page-per-object
+// layout the objects past that range make invalid descriptors, which the
+// kernel drops without a word (transmission stops after a few thousand
+// frames).
+struct rte_mempool *dg_pool_create(const char *name, unsigned n, uint16_t data_room, int socket,
+				   unsigned flags)
+{
+	struct rte_pktmbuf_pool_private priv = {
+		.mbuf_data_room_size = data_room,
+		.mbuf_priv_size = 0,
+	};
+	unsigned elt = sizeof(struct rte_mbuf) + (unsigned)data_room;
+	struct rte_mempool *mp = rte_mempool_create_empty(name, n, elt, 0, sizeof(priv), socket, flags);
+	if (mp == NULL)
+		return NULL;
+	int ret = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL);
+	if (ret != 0) {
+		rte_mempool_free(mp);
+		rte_errno = -ret;
+		return NULL;
+	}
+	rte_pktmbuf_pool_init(mp, &priv);
+	ret = rte_mempool_populate_default(mp);
+	if (ret < 0) {
+		rte_mempool_free(mp);
+		rte_errno = -ret;
+		return NULL;
+	}
+	rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
+	return mp;
+}
+
+unsigned dg_pool_chunks(struct rte_mempool *mp) { return mp->nb_mem_chunks; }
+
 int dg_rte_errno(void) { return rte_errno; }
 
 void dg_clear_errno(void) { rte_errno = 0; }

@@ -13,6 +13,7 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
 #include <rte_lcore.h>
 #include <rte_cycles.h>
@@ -83,6 +84,9 @@ struct dg_result {
 
 int dg_port_configure(uint16_t port, const struct dg_conf *c, struct dg_result *r);
 int dg_link(uint16_t port, uint32_t *speed);
+struct rte_mempool *dg_pool_create(const char *name, unsigned n, uint16_t data_room, int socket,
+				   unsigned flags);
+unsigned dg_pool_chunks(struct rte_mempool *mp);
 int dg_rte_errno(void);
 void dg_clear_errno(void);
 const char *dg_pmd_dir(void);

@@ -1,0 +1,376 @@
+//go:build dpdk
+
+package dpdk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+	"github.com/dgramio/dgramio/udp"
+)
+
+const (
+	portA = 7000 // the DPDK side
+	portB = 7001 // the kernel socket
+)
+
+var vethSeq atomic.Int32
+
+// openOn opens a port of driver (net_af_xdp or net_af_packet) on host h's
+// veth end, from a thread inside h's namespace, and closes it at cleanup.
+func openOn(t *testing.T, h *testhost.Host, driver string, o Options) *Port {
+	t.Helper()
+	needEAL(t)
+	o.VDev = fmt.Sprintf("%s_v%d,iface=%s", driver, vethSeq.Add(1), h.Iface)
+	var p *Port
+	err := h.Do(func() error {
+		var err error
+		p, err = Open(o)
+		return err
+	})
+	if errors.Is(err, core.ErrNotSupported) {
+		testutil.Skip(t, err.Error())
+	}
+	if err != nil {
+		t.Fatalf("open %s: %v", o.VDev, err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// listenB opens a kernel UDP socket on B's address.
+func listenB(t *testing.T, b *testhost.Host) *net.UDPConn {
+	t.Helper()
+	var c *net.UDPConn
+	err := b.Do(func() error {
+		var err error
+		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(b.Addr, portB)))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// echo answers every UDP datagram to portA on p with the same payload,
+// until stop is closed, counting what it echoed and what it ignored.
+type echo struct {
+	p                 *Port
+	echoed, other, tx atomic.Uint64
+	refused           atomic.Uint64
+	stop              chan struct{}
+	done              sync.WaitGroup
+}
+
+func startEcho(t *testing.T, p *Port, a, b *testhost.Host) *echo {
+	t.Helper()
+	tmpl, err := udp.NewTemplate(udp.Endpoints{
+		SrcMAC: p.MAC(), DstMAC: b.MAC,
+		Src: netip.AddrPortFrom(a.Addr, portA), Dst: netip.AddrPortFrom(b.Addr, portB),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &echo{p: p, stop: make(chan struct{})}
+	filter := udp.Filter{MAC: p.MAC(), Addr: a.Addr, Port: portA}
+	buf := make([]byte, 2048)
+	deliver := func(f []byte) {
+		d, r := udp.Parse(f, &filter)
+		if r != udp.OK {
+			e.other.Add(1)
+			return
+		}
+		n := tmpl.Build(buf, d.Payload)
+		if !p.TxFrame(buf[:n]) {
+			e.refused.Add(1)
+			return
+		}
+		e.echoed.Add(1)
+	}
+	e.done.Add(1)
+	go func() {
+		defer e.done.Done()
+		for {
+			select {
+			case <-e.stop:
+				return
+			default:
+			}
+			if p.RxFrames(32, deliver) > 0 {
+				p.Kick()
+			} else {
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+	}()
+	t.Cleanup(e.halt)
+	return e
+}
+
+func (e *echo) halt() {
+	select {
+	case <-e.stop:
+	default:
+		close(e.stop)
+	}
+	e.done.Wait()
+}
+
+// pingPong sends n numbered datagrams from c to to, at most window
+// outstanding, and reads the answers; it fails the test on a loss, with
+// the port's counters.
+func pingPong(t *testing.T, c *net.UDPConn, to netip.AddrPort, n, window int, p *Port) {
+	t.Helper()
+	seen := make([]bool, n)
+	msg := make([]byte, 100)
+	in := make([]byte, 2048)
+	sent, got := 0, 0
+	for got < n {
+		for sent < n && sent-got < window {
+			binary.BigEndian.PutUint32(msg, uint32(sent))
+			if _, err := c.WriteToUDPAddrPort(msg, to); err != nil {
+				t.Fatalf("send %d: %v", sent, err)
+			}
+			sent++
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		k, _, err := c.ReadFromUDPAddrPort(in)
+		if err != nil {
+			t.Fatalf("after %d sent, %d answered: %v; port stats %+v", sent, got, err, p.Stats())
+		}
+		if k != len(msg) {
+			t.Fatalf("answer of %d bytes, want %d", k, len(msg))
+		}
+		seq := binary.BigEndian.Uint32(in)
+		if int(seq) >= n || seen[seq] {
+			t.Fatalf("answer %d unexpected or twice", seq)
+		}
+		seen[seq] = true
+		got++
+	}
+}
+
+func layerOf(s interface {
+	Counter(string, string) (uint64, bool)
+}, name string) uint64 {
+	v, _ := s.Counter("dpdk", name)
+	return v
+}
+
+// checkClean asserts that the interface is as it was found: promiscuous
+// flag, no XDP program, and no EAL files under /var/run/dpdk.
+func checkClean(t *testing.T, h *testhost.Host, promiscBefore bool) {
+	t.Helper()
+	if on, err := h.Promisc(); err != nil || on != promiscBefore {
+		t.Errorf("promiscuous after Close: %v (%v), want %v", on, err, promiscBefore)
+	}
+	l, err := h.Link()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := l.Attrs().Xdp; x != nil && x.Attached {
+		t.Errorf("XDP program %d left on %s", x.ProgId, h.Iface)
+	}
+	if dir := RuntimeDir(); dir != "" {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left behind", dir)
+		}
+		left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), "dgramio_*"))
+		for _, d := range left {
+			if strings.HasSuffix(d, fmt.Sprintf("_%d", os.Getpid())) {
+				t.Errorf("%s left behind", d)
+			}
+		}
+	}
+}
+
+// TestVethEcho runs 10k datagrams from a kernel UDP socket in namespace B
+// through the DPDK port on A's veth end and back, for each vdev driver, and
+// checks that every frame is accounted for in the counters and that Close
+// leaves the interface as it was.
+func TestVethEcho(t *testing.T) {
+	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
+		t.Run(driver, func(t *testing.T) {
+			needEAL(t)
+			pair := testhost.NewT(t, testhost.Options{})
+			a, b := pair.A, pair.B
+			promiscBefore, err := a.Promisc()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := openOn(t, a, driver, Options{})
+			info := p.Info()
+			if info.Driver != driver || info.Iface != a.Iface {
+				t.Fatalf("info %+v", info)
+			}
+			if p.MAC().String() != a.MAC.String() {
+				t.Fatalf("port MAC %v, interface MAC %v", p.MAC(), a.MAC)
+			}
+			if err := b.AddNeigh(a.Addr, p.MAC()); err != nil {
+				t.Fatal(err)
+			}
+			c := listenB(t, b)
+			e := startEcho(t, p, a, b)
+
+			const n = 10000
+			pingPong(t, c, netip.AddrPortFrom(a.Addr, portA), n, 64, p)
+			e.halt()
+
+			s := p.Stats()
+			t.Logf("%s: echoed %d, other %d; stats %+v", driver, e.echoed.Load(), e.other.Load(), s)
+			if e.echoed.Load() != n || e.refused.Load() != 0 {
+				t.Fatalf("echoed %d refused %d, want %d and 0", e.echoed.Load(), e.refused.Load(), n)
+			}
+			if s.RxFrames != e.echoed.Load()+e.other.Load() {
+				t.Errorf("RxFrames %d != echoed %d + other %d", s.RxFrames, e.echoed.Load(), e.other.Load())
+			}
+			if s.TxFrames != n || s.TxDropped != 0 || s.TxRingFull != 0 || s.RxDropped != 0 {
+				t.Errorf("TxFrames %d TxDropped %d TxRingFull %d RxDropped %d", s.TxFrames, s.TxDropped, s.TxRingFull, s.RxDropped)
+			}
+			var cs core.Stats
+			cs.Layers = s.Layers
+			ip, op := layerOf(&cs, "ipackets"), layerOf(&cs, "opackets")
+			own, multi := layerOf(&cs, "rx_own"), layerOf(&cs, "rx_multiseg")
+			if op != s.TxFrames {
+				t.Errorf("opackets %d != TxFrames %d", op, s.TxFrames)
+			}
+			if ip != s.RxFrames+own+multi {
+				t.Errorf("ipackets %d != RxFrames %d + rx_own %d + rx_multiseg %d", ip, s.RxFrames, own, multi)
+			}
+			if driver == "net_af_xdp" && own != 0 {
+				t.Errorf("rx_own %d on net_af_xdp, which never sees our frames", own)
+			}
+			if driver == "net_af_packet" && own == 0 {
+				// A's kernel still has the address: it answers the
+				// datagrams with ICMP port unreachable, which the packet
+				// socket sees as outgoing frames with our MAC.
+				t.Errorf("rx_own 0 on net_af_packet: the kernel's own frames were not seen or not filtered")
+			}
+			if err := p.Close(); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			t.Logf("notes: %q", p.Info().Notes)
+			checkClean(t, a, promiscBefore)
+		})
+	}
+}
+
+// TestVethPromiscRestored: an interface that was promiscuous before Open
+// stays so, and one that was not is not left so.
+func TestVethPromiscRestored(t *testing.T) {
+	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
+		for _, before := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/promisc=%v", driver, before), func(t *testing.T) {
+				needEAL(t)
+				pair := testhost.NewT(t, testhost.Options{})
+				if err := pair.A.SetPromisc(before); err != nil {
+					t.Fatal(err)
+				}
+				p := openOn(t, pair.A, driver, Options{Promiscuous: !before})
+				if on, _ := pair.A.Promisc(); on != true && !before {
+					// Promiscuous asked for: the PMD must have set it.
+					t.Errorf("Promiscuous asked, interface not promiscuous")
+				}
+				if err := p.Close(); err != nil {
+					t.Fatal(err)
+				}
+				checkClean(t, pair.A, before)
+			})
+		}
+	}
+}
+
+// TestVethBadVdev: a vdev on an existing interface that the PMD refuses
+// gives an error naming the device and DPDK's reason, and leaves nothing.
+func TestVethBadVdev(t *testing.T) {
+	needEAL(t)
+	pair := testhost.NewT(t, testhost.Options{})
+	a := pair.A
+	bad := fmt.Sprintf("net_af_xdp_bad%d,iface=%s,start_queue=7", vethSeq.Add(1), a.Iface)
+	err := a.Do(func() error {
+		p, err := Open(Options{VDev: bad, LinkWait: time.Second})
+		if err == nil {
+			p.Close()
+			return errors.New("opened")
+		}
+		t.Logf("%s: %v", bad, err)
+		if !strings.Contains(err.Error(), "net_af_xdp_bad") {
+			return fmt.Errorf("error %q does not name the device", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From a thread outside the namespace the interface does not exist.
+	if _, err := Open(Options{Iface: a.Iface}); err == nil || !strings.Contains(err.Error(), a.Iface) {
+		t.Fatalf("open outside the namespace: %v", err)
+	}
+	checkClean(t, a, false)
+}
+
+// TestVethLinkDown: with the peer down, Kick neither hangs nor loses count:
+// what the device did not take is in TxDropped.
+func TestVethLinkDown(t *testing.T) {
+	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
+		t.Run(driver, func(t *testing.T) {
+			needEAL(t)
+			pair := testhost.NewT(t, testhost.Options{})
+			a, b := pair.A, pair.B
+			p := openOn(t, a, driver, Options{TxWait: 2 * time.Millisecond})
+			if err := b.SetLinkUp(false); err != nil {
+				t.Fatal(err)
+			}
+			tmpl, err := udp.NewTemplate(udp.Endpoints{SrcMAC: p.MAC(), DstMAC: b.MAC,
+				Src: netip.AddrPortFrom(a.Addr, portA), Dst: netip.AddrPortFrom(b.Addr, portB)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 2048)
+			payload := make([]byte, 100)
+			total := 0
+			for round := 0; round < 20; round++ {
+				for i := 0; i < 256; i++ {
+					if p.TxFrame(buf[:tmpl.Build(buf, payload)]) {
+						total++
+					}
+				}
+				if err := p.Kick(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := p.Stats()
+			var cs core.Stats
+			cs.Layers = s.Layers
+			op, oerr := layerOf(&cs, "opackets"), layerOf(&cs, "oerrors")
+			ifDrop, _ := cs.Counter("iface", "tx_dropped")
+			t.Logf("%s with the link down: %d sent, TxDropped %d, opackets %d, oerrors %d, iface tx_dropped %d", driver, total, s.TxDropped, op, oerr, ifDrop)
+			if s.TxFrames != uint64(total) || op+s.TxDropped != uint64(total) {
+				t.Errorf("TxFrames %d, opackets %d + TxDropped %d != %d", s.TxFrames, op, s.TxDropped, total)
+			}
+			// What the PMD took but the interface could not send is in the
+			// kernel's counter: nothing vanished without a count.
+			if ifDrop == 0 && s.TxDropped < uint64(total) {
+				t.Errorf("the PMD took %d frames into a link that is down, and no counter shows their loss", op)
+			}
+			if err := b.SetLinkUp(true); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
