@@ -151,7 +151,7 @@ func NewRaw(cfg core.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, err 
 		opts.Mode = fio.Stats().Mode
 	}
 	port := cfg.Port
-	if cfg.Role == core.RoleClient {
+	if cfg.Role == core.RoleClient && cfg.LocalPort != 0 {
 		port = cfg.LocalPort
 	}
 	r := &Raw{
@@ -219,7 +219,9 @@ func (r *Raw) newPeer(to netip.AddrPort, dmac [6]byte) (*peer, error) {
 	return p, nil
 }
 
-// Queue builds payload into a slot for every destination. See core.Backend.
+// Queue builds payload into a slot for every destination (Config.Dests).
+// With no destinations (a server) it returns false and counts nothing: a
+// server answers with QueueTo. See core.Backend.
 func (r *Raw) Queue(payload []byte) bool {
 	if !r.guard.Enter() {
 		return false

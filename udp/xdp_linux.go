@@ -16,6 +16,7 @@ import (
 	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/afxdp"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
 )
 
 // NewXDP opens the xdp kind: a Raw over an AF_XDP socket on cfg.Iface,
@@ -34,6 +35,10 @@ import (
 // answers for cfg.LocalIP and resolves peers; take the address off the
 // kernel's interface, or both answer.
 //
+// With cfg.CPUs set, NewXDP pins the calling goroutine's thread to
+// CPUs[0] (call it on the goroutine that will poll); Close unpins it when
+// called on that thread, and leaves it pinned otherwise.
+//
 // The socket and netlink handle belong to the network namespace of the
 // calling thread (call NewXDP inside testhost.Host.Do to open it in a
 // namespace); the Backend may then be driven from any goroutine. Errors
@@ -42,10 +47,10 @@ import (
 // oversized MaxDatagram is a *core.ConfigError) or a failed resolution.
 // Everything is undone on error.
 func NewXDP(cfg core.Config) (core.Backend, error) {
-	cfg = cfg.WithDefaults()
 	if cfg.Kind == "" {
 		cfg.Kind = core.KindXDP
 	}
+	cfg = cfg.WithDefaults()
 	if cfg.Kind != core.KindXDP {
 		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "udp.NewXDP opens kind xdp only"}
 	}
@@ -59,36 +64,59 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udp: xdp: interface %s: %w", cfg.Iface, err)
 	}
+	// Set-up undoes itself, last step first, on every error path.
+	var undo []func()
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}()
+	pinnedTid := 0
+	if len(cfg.CPUs) > 0 {
+		if err := cpu.Pin(cfg.CPUs[0]); err != nil {
+			return nil, err
+		}
+		pinnedTid = unix.Gettid()
+		undo = append(undo, func() { _ = cpu.Unpin() })
+	}
 	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("udp: xdp: netlink: %w", err)
 	}
+	undo = append(undo, nl.Close)
 	x, err := afxdp.Open(afxdp.OptionsFromConfig(cfg))
 	if err != nil {
-		nl.Close()
 		return nil, err
 	}
+	undo = append(undo, func() { x.Close() })
 	opts := RawOptions{
-		Mode:    "xdp " + x.Mode(),
-		OnClose: func() error { nl.Close(); return nil },
+		Mode: "xdp " + x.Mode(),
+		OnClose: func() error {
+			nl.Close()
+			// Unpin only on the thread that was pinned: Close may come from
+			// another goroutine, which must not be touched.
+			if pinnedTid != 0 && unix.Gettid() == pinnedTid {
+				return cpu.Unpin()
+			}
+			return nil
+		},
 	}
 	if cfg.XDP.OwnARP {
 		h, err := arp.New(x, arp.Config{MAC: x.MAC(), Addr: cfg.LocalIP, Iface: cfg.Iface})
 		if err != nil {
-			x.Close()
-			nl.Close()
 			return nil, err
 		}
 		opts.ARP = h
 	} else {
 		opts.Resolve = NeighbourResolver(nl, ifc.Index, cfg.Iface)
 	}
-	// NewRaw closes x on error; OnClose does not run then.
+	// NewRaw closes x itself on error.
+	undo = undo[:len(undo)-1]
 	r, err := NewRaw(cfg, x, opts)
 	if err != nil {
-		nl.Close()
 		return nil, err
 	}
+	undo = nil
 	return r, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
@@ -319,5 +320,36 @@ func TestNeighbourResolver(t *testing.T) {
 	_, err = r(ctx2, nobody)
 	if err == nil || !strings.Contains(err.Error(), nobody.String()) || !strings.Contains(err.Error(), p.A.Iface) {
 		t.Fatalf("resolving an absent peer: %v", err)
+	}
+}
+
+// TestXDPPinsWithCPUs: with Config.CPUs, NewXDP pins the calling thread,
+// and Close on that thread unpins it.
+func TestXDPPinsWithCPUs(t *testing.T) {
+	testutil.RequireRoot(t)
+	allowed, err := cpu.Allowed()
+	if err != nil || len(allowed) < 2 {
+		testutil.Skip(t, "needs two allowed CPUs")
+	}
+	p := testhost.NewT(t, testhost.Options{})
+	want := allowed[len(allowed)-1]
+	var pinned, after []int
+	err = p.A.Do(func() error {
+		b, err := NewXDP(core.Config{Kind: core.KindXDP, Iface: p.A.Iface, LocalIP: p.A.Addr,
+			Dests: []netip.Addr{p.B.Addr}, Port: 5000, DstMAC: p.B.MAC, CPUs: []int{want}})
+		if err != nil {
+			return err
+		}
+		pinned, _ = cpu.Current()
+		b.Close()
+		after, _ = cpu.Current()
+		return nil
+	})
+	testutil.SkipIfNotSupported(t, err)
+	if len(pinned) != 1 || pinned[0] != want {
+		t.Fatalf("pinned to %v, want [%d]", pinned, want)
+	}
+	if len(after) != len(allowed) {
+		t.Fatalf("after Close the thread runs on %v, want all of %v", after, allowed)
 	}
 }
