@@ -80,6 +80,8 @@ type Staging struct {
 	// records in Consume.
 	next int
 	recs int // records staged and not fully taken
+	// taken is the payload bytes of the records taken whole so far.
+	taken uint64
 }
 
 // NewStaging returns a Staging of size bytes: it holds as many records as
@@ -156,6 +158,7 @@ func (s *Staging) Consume(n int) int {
 		if end > s.r {
 			break
 		}
+		s.taken += uint64(end - s.next - HeaderLen)
 		s.next = end
 		done++
 	}
@@ -166,6 +169,10 @@ func (s *Staging) Consume(n int) int {
 	s.recs -= done
 	return done
 }
+
+// TakenPayload is the number of payload bytes (prefixes not counted) of
+// the records the stream has taken whole since NewStaging.
+func (s *Staging) TakenPayload() uint64 { return s.taken }
 
 // Reset drops everything staged.
 func (s *Staging) Reset() { s.r, s.w, s.next, s.recs = 0, 0, 0, 0 }
@@ -285,6 +292,17 @@ func (d *Decoder) Next() ([]byte, error) {
 		d.r += HeaderLen + n
 		return rec, nil
 	}
+}
+
+// Complete reports whether Next would return something now: a record or
+// ErrOversize. It changes nothing.
+func (d *Decoder) Complete() bool {
+	r := d.r + min(d.skip, d.w-d.r)
+	if d.w-r < HeaderLen {
+		return false
+	}
+	n := int(d.buf[r])<<8 | int(d.buf[r+1])
+	return n > d.max || d.w-r >= HeaderLen+n
 }
 
 // dropSome drops the buffered bytes of the record being skipped.

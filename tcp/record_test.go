@@ -89,7 +89,11 @@ func decodeAll(t testing.TB, d *Decoder, stream []byte, chunks []int) (recs [][]
 		stream = stream[n:]
 		progressed := false
 		for {
+			complete := d.Complete()
 			rec, err := d.Next()
+			if complete != (rec != nil || err == ErrOversize) {
+				t.Fatalf("Complete said %v, Next returned %d bytes, %v", complete, len(rec), err)
+			}
 			if err == ErrOversize {
 				oversize++
 				progressed = true
@@ -286,6 +290,9 @@ func TestStaging(t *testing.T) {
 	}
 	if s.Records() != 0 || s.Len() != 0 || !s.Fits(3*102-2) {
 		t.Fatalf("after taking all: records %d len %d", s.Records(), s.Len())
+	}
+	if s.TakenPayload() != 400 {
+		t.Fatalf("TakenPayload %d, want 400", s.TakenPayload())
 	}
 	if err := s.Put(make([]byte, MaxRecord+1)); err != ErrRecordTooLarge {
 		t.Fatalf("oversize Put: %v", err)

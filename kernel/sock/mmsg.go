@@ -47,6 +47,36 @@ func Recvmmsg(fd int, msgs []Mmsghdr, flags int) (n int, errno unix.Errno) {
 	return int(r), 0
 }
 
+// Send writes b to a connected socket with one send(2) and returns how many
+// bytes the kernel took (possibly fewer than len(b)). flags usually hold
+// MSG_DONTWAIT|MSG_NOSIGNAL (no SIGPIPE when the peer is gone: EPIPE
+// instead). It returns unix.Errno, not error, so it does not allocate.
+func Send(fd int, b []byte, flags int) (int, unix.Errno) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	r, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(flags), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), 0
+}
+
+// Recv reads into b from a connected socket with one recv(2) and returns
+// how many bytes arrived; 0 with errno 0 is the peer's orderly close (FIN).
+// An empty b makes no call and returns ENOBUFS (a 0 there would read as a
+// close). It does not allocate.
+func Recv(fd int, b []byte, flags int) (int, unix.Errno) {
+	if len(b) == 0 {
+		return 0, unix.ENOBUFS
+	}
+	r, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(flags), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), 0
+}
+
 // Drops returns the socket's drop counter, SK_MEMINFO_DROPS of
 // getsockopt(SO_MEMINFO) (Linux >= 4.7 for the drops field): datagrams the
 // kernel dropped for this socket because its receive buffer was full (or a

@@ -38,24 +38,55 @@ func TuneTCP(fd int, cfg core.Config) (Granted, error) {
 	return g, nil
 }
 
-// TCPInfo returns the counters of TCP_INFO that tell a slow connection from
-// a lossy one, as layer "tcp" counters: retransmitted segments
-// (total_retrans; Linux >= 2.6.x), bytes retransmitted (Linux >= 4.19),
-// segments out and in, RTO expiries (Linux >= 6.7), the smoothed RTT in µs
-// and the congestion window. None of them counts a lost message (TCP
-// retransmits what it loses), so Loss is false.
-func TCPInfo(fd int) ([]core.Counter, error) {
+// TCPCounters are the TCP_INFO fields that tell a slow connection from a
+// lossy one. None counts a lost message (TCP retransmits what it loses).
+type TCPCounters struct {
+	// RetransSegs is total_retrans: segments retransmitted.
+	RetransSegs uint64
+	// RetransBytes is bytes_retrans (Linux >= 4.19).
+	RetransBytes uint64
+	// SegsOut and SegsIn count segments sent and received (Linux >= 4.2).
+	SegsOut, SegsIn uint64
+	// RTOs is total_rto, retransmission timeouts (Linux >= 6.7).
+	RTOs uint64
+	// RTTMaxUs is the smoothed RTT in µs (the largest, after Add).
+	RTTMaxUs uint64
+}
+
+// ReadTCPInfo reads fd's TCP_INFO.
+func ReadTCPInfo(fd int) (TCPCounters, error) {
 	ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 	if err != nil {
-		return nil, fmt.Errorf("getsockopt TCP_INFO: %w", err)
+		return TCPCounters{}, fmt.Errorf("getsockopt TCP_INFO: %w", err)
 	}
-	return []core.Counter{
-		{Layer: "tcp", Name: "retrans_segs", Value: uint64(ti.Total_retrans)},
-		{Layer: "tcp", Name: "retrans_bytes", Value: ti.Bytes_retrans},
-		{Layer: "tcp", Name: "segs_out", Value: uint64(ti.Segs_out)},
-		{Layer: "tcp", Name: "segs_in", Value: uint64(ti.Segs_in)},
-		{Layer: "tcp", Name: "rto_expiries", Value: uint64(ti.Total_rto)},
-		{Layer: "tcp", Name: "rtt_us", Value: uint64(ti.Rtt)},
-		{Layer: "tcp", Name: "snd_cwnd", Value: uint64(ti.Snd_cwnd)},
+	return TCPCounters{
+		RetransSegs:  uint64(ti.Total_retrans),
+		RetransBytes: ti.Bytes_retrans,
+		SegsOut:      uint64(ti.Segs_out),
+		SegsIn:       uint64(ti.Segs_in),
+		RTOs:         uint64(ti.Total_rto),
+		RTTMaxUs:     uint64(ti.Rtt),
 	}, nil
+}
+
+// Add adds o's counters to c and keeps the larger RTT.
+func (c *TCPCounters) Add(o TCPCounters) {
+	c.RetransSegs += o.RetransSegs
+	c.RetransBytes += o.RetransBytes
+	c.SegsOut += o.SegsOut
+	c.SegsIn += o.SegsIn
+	c.RTOs += o.RTOs
+	c.RTTMaxUs = max(c.RTTMaxUs, o.RTTMaxUs)
+}
+
+// Counters returns c as layer "tcp" counters for Stats.Layers.
+func (c TCPCounters) Counters() []core.Counter {
+	return []core.Counter{
+		{Layer: "tcp", Name: "retrans_segs", Value: c.RetransSegs},
+		{Layer: "tcp", Name: "retrans_bytes", Value: c.RetransBytes},
+		{Layer: "tcp", Name: "segs_out", Value: c.SegsOut},
+		{Layer: "tcp", Name: "segs_in", Value: c.SegsIn},
+		{Layer: "tcp", Name: "rto_expiries", Value: c.RTOs},
+		{Layer: "tcp", Name: "rtt_us_max", Value: c.RTTMaxUs},
+	}
 }

@@ -1,0 +1,753 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/kernel/sock/socktest"
+	rec "github.com/dgramio/dgramio/tcp"
+)
+
+var (
+	lo  = socktest.Loopback
+	lo2 = netip.MustParseAddr("127.0.0.2")
+)
+
+func newServer(t testing.TB, base core.Config, ip netip.Addr) *Backend {
+	t.Helper()
+	sc := base
+	sc.Role, sc.LocalIP, sc.Dests = core.RoleServer, ip, nil
+	for try := 0; ; try++ {
+		if base.Port == 0 {
+			sc.Port = socktest.FreePort(t, unix.SOCK_STREAM)
+		}
+		s, err := New(sc)
+		if errors.Is(err, unix.EADDRINUSE) && try < 5 && base.Port == 0 {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s.(*Backend)
+	}
+}
+
+func newClient(t testing.TB, base core.Config, port uint16, dests ...netip.Addr) *Backend {
+	t.Helper()
+	cc := base
+	cc.Role, cc.Dests, cc.Port = core.RoleClient, dests, port
+	c, err := New(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.(*Backend)
+}
+
+func pair(t testing.TB, base core.Config) (cli, srv *Backend) {
+	srv = newServer(t, base, lo)
+	cli = newClient(t, base, srv.LocalAddr().Port(), lo)
+	return cli, srv
+}
+
+// until polls cond, driving nothing itself, for up to 20 s.
+func until(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	ok := core.Config{Kind: core.KindTCP, Dests: []netip.Addr{lo}, Port: 9}
+	for _, tc := range []struct {
+		field string
+		edit  func(c *core.Config)
+	}{
+		{"Kind", func(c *core.Config) { c.Kind = "udp" }},
+		{"Dests", func(c *core.Config) { c.Dests = nil }},
+		{"Dests", func(c *core.Config) { c.Dests = []netip.Addr{lo, lo} }},
+		{"Port", func(c *core.Config) { c.Port = 0 }},
+		{"MaxDatagram", func(c *core.Config) { c.MaxDatagram = rec.MaxRecord + 1 }},
+		{"TxQueue", func(c *core.Config) { c.TxQueue = -1 }},
+		{"RxBatch", func(c *core.Config) { c.RxBatch = 2000 }},
+		{"SockBuf", func(c *core.Config) { c.SockBuf = 1 }},
+		{"ConnectTimeout", func(c *core.Config) { c.ConnectTimeout = -time.Second }},
+	} {
+		c := ok
+		tc.edit(&c)
+		b, err := New(c)
+		if err == nil {
+			b.Close()
+			t.Errorf("%s: New accepted a bad config", tc.field)
+			continue
+		}
+		var ce *core.ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("%s: got %v, want a ConfigError for %s", tc.field, err, tc.field)
+		}
+	}
+}
+
+func TestConnectErrors(t *testing.T) {
+	port := socktest.FreePort(t, unix.SOCK_STREAM)
+	_, err := New(core.Config{Kind: core.KindTCP, Dests: []netip.Addr{lo}, Port: port})
+	if !errors.Is(err, unix.ECONNREFUSED) {
+		t.Errorf("connect to a closed port: %v, want ECONNREFUSED", err)
+	}
+}
+
+// TestConnectTimeout connects, inside a test host, to an address of the
+// pair's subnet that nobody holds: ARP gets no answer, and New must give
+// up after ConnectTimeout with ETIMEDOUT.
+func TestConnectTimeout(t *testing.T) {
+	p := testhost.NewT(t, testhost.Options{})
+	nobody := p.B.Addr.Next()
+	start := time.Now()
+	err := p.A.Do(func() error {
+		b, err := New(core.Config{Kind: core.KindTCP, Dests: []netip.Addr{nobody}, Port: 9, ConnectTimeout: 200 * time.Millisecond})
+		if err == nil {
+			b.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, unix.ETIMEDOUT) {
+		t.Fatalf("connect to %v, which nobody holds: %v, want ETIMEDOUT", nobody, err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("connect took %v with a 200ms timeout", took)
+	}
+}
+
+func TestRoundTripLoopback(t *testing.T) {
+	cli, srv := pair(t, core.Config{})
+	socktest.RoundTrip(t, cli, srv, 10000, 256, func(i int) int { return 4 + i%1469 })
+	cs, ss := cli.Stats(), srv.Stats()
+	if cs.TxSent != 10000 || cs.RxDelivered != 10000 || ss.RxDelivered != 10000 || ss.TxSent != 10000 {
+		t.Errorf("counters: client sent %d got %d, server got %d sent %d", cs.TxSent, cs.RxDelivered, ss.RxDelivered, ss.TxSent)
+	}
+	if cs.Lost() != 0 || ss.Lost() != 0 || cs.TxDropped != 0 {
+		t.Errorf("losses counted: client %d server %d", cs.Lost(), ss.Lost())
+	}
+	if ss.Accepts != 1 || ss.Conns != 1 || cs.Conns != 1 {
+		t.Errorf("accepts %d, conns server %d client %d", ss.Accepts, ss.Conns, cs.Conns)
+	}
+	if _, ok := cs.Counter("tcp", "retrans_segs"); !ok {
+		t.Error("no TCP_INFO counters in Layers")
+	}
+	t.Logf("client: %s; %d syscalls for 10000 records", cs.Mode, cs.Syscalls)
+}
+
+func TestLargeRecords(t *testing.T) {
+	cli, srv := pair(t, core.Config{MaxDatagram: rec.MaxRecord, TxQueue: 8})
+	socktest.RoundTrip(t, cli, srv, 200, 8, func(i int) int { return rec.MaxRecord - i*37 })
+}
+
+func TestUnprivileged(t *testing.T) {
+	if socktest.AsNobody(t) {
+		return
+	}
+	cli, srv := pair(t, core.Config{})
+	socktest.RoundTrip(t, cli, srv, 1000, 64, func(i int) int { return 100 })
+	if os.Geteuid() != 0 && cli.granted.BufForced {
+		t.Error("buffers reported forced without privileges")
+	}
+	t.Logf("uid %d: %s", os.Geteuid(), cli.Stats().Mode)
+}
+
+// receive drains srv until it has n records or 20 s pass, checking that
+// they are messages want, want+1, ... in order.
+func receive(t testing.TB, srv core.Backend, want uint32, n int, drive func()) uint32 {
+	t.Helper()
+	pkts := make([]core.Packet, 64)
+	deadline := time.Now().Add(20 * time.Second)
+	for got := 0; got < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of %d records; stats %+v", got, n, srv.Stats())
+		}
+		if drive != nil {
+			drive()
+		}
+		k, err := srv.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkts[:k] {
+			seq, err := socktest.Check(p.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seq != want {
+				t.Fatalf("record %d arrived where %d was due: a record was lost, split or duplicated", seq, want)
+			}
+			want++
+			got++
+		}
+		if k == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	return want
+}
+
+// fillUntilRefused queues numbered records to b (flushing in between) until
+// Queue has refused for a while, and returns how many it accepted.
+func fillUntilRefused(t testing.TB, b core.Backend, size int, start uint32) uint32 {
+	t.Helper()
+	p := make([]byte, size)
+	seq := start
+	refused := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for refused < 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Queue never refused: %d records accepted", seq-start)
+		}
+		socktest.Payload(p, seq)
+		if b.Queue(p) {
+			seq++
+			refused = 0
+		} else {
+			refused++
+			time.Sleep(50 * time.Microsecond)
+		}
+		if err := b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return seq - start
+}
+
+// TestStopReadingBackpressure: a receiver that stops reading fills the
+// kernel's buffers, then the staging buffer, and Queue refuses; when it
+// reads again every accepted record arrives, whole and in order.
+func TestStopReadingBackpressure(t *testing.T) {
+	cli, srv := pair(t, core.Config{SockBuf: 8192, TxQueue: 16, MaxDatagram: 1000})
+	accepted := fillUntilRefused(t, cli, 777, 0)
+	s := cli.Stats()
+	if s.TxBackpressure == 0 || s.TxDropped != 0 {
+		t.Fatalf("backpressure %d dropped %d", s.TxBackpressure, s.TxDropped)
+	}
+	t.Logf("%d records accepted before back-pressure (%d staged)", accepted, cli.conns[0].stage.Records())
+	next := receive(t, srv, 0, int(accepted), func() { cli.Flush() })
+	if next != accepted {
+		t.Fatalf("received up to %d, accepted %d", next, accepted)
+	}
+	until(t, "the staging buffer to empty", func() bool { cli.Flush(); return cli.conns[0].stage.Len() == 0 })
+	if cs := cli.Stats(); cs.TxSent != uint64(accepted) {
+		t.Errorf("TxSent %d, accepted %d", cs.TxSent, accepted)
+	}
+	// It works again.
+	p := make([]byte, 100)
+	socktest.Payload(p, next)
+	if !cli.Queue(p) {
+		t.Fatal("Queue refused after the receiver caught up")
+	}
+	cli.Flush()
+	receive(t, srv, next, 1, nil)
+}
+
+// TestAllOrNone: with two receivers, one reading and one not, Queue
+// refuses a record for both as soon as it does not fit for one, so the
+// reader gets exactly the records the slow one will get.
+func TestAllOrNone(t *testing.T) {
+	base := core.Config{SockBuf: 8192, TxQueue: 16, MaxDatagram: 1000}
+	fast := newServer(t, base, lo)
+	port := fast.LocalAddr().Port()
+	base.Port = port
+	slow := newServer(t, base, lo2)
+	cli := newClient(t, base, port, lo, lo2)
+
+	// The fast receiver reads all along on its own goroutine.
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var fastGot atomic.Uint32
+	var fastErr atomic.Value
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		pkts := make([]core.Packet, 64)
+		for ctx.Err() == nil {
+			k, err := fast.Rx(pkts)
+			if err != nil {
+				fastErr.Store(err)
+				return
+			}
+			for _, p := range pkts[:k] {
+				seq, err := socktest.Check(p.Data)
+				if err != nil || seq != fastGot.Load() {
+					fastErr.Store(fmt.Errorf("fast receiver: record %d where %d was due (%v)", seq, fastGot.Load(), err))
+					return
+				}
+				fastGot.Add(1)
+			}
+			if k == 0 {
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}()
+	accepted := fillUntilRefused(t, cli, 500, 0)
+	// Everything accepted reaches the fast receiver, and nothing more:
+	// what was refused went nowhere.
+	until(t, "the fast receiver to get every accepted record", func() bool {
+		cli.Flush()
+		return fastErr.Load() != nil || fastGot.Load() >= accepted
+	})
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	if err := fastErr.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if fastGot.Load() != accepted {
+		t.Fatalf("fast receiver got %d records, %d were accepted", fastGot.Load(), accepted)
+	}
+	// The slow one now reads and gets the very same records.
+	next := receive(t, slow, 0, int(accepted), func() { cli.Flush() })
+	if next != accepted {
+		t.Fatalf("slow receiver got up to %d, %d accepted", next, accepted)
+	}
+	if s := cli.Stats(); s.TxQueued != 2*uint64(accepted) || s.TxDropped != 0 {
+		t.Errorf("TxQueued %d (want %d), TxDropped %d", s.TxQueued, 2*accepted, s.TxDropped)
+	}
+}
+
+// rawListener listens on 127.0.0.1 with a plain socket, for peers that
+// misbehave on purpose.
+func rawListener(t testing.TB) (fd int, port uint16) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: lo.As4()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 8); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(fd)
+	return fd, uint16(sa.(*unix.SockaddrInet4).Port)
+}
+
+func resetConn(t testing.TB, fd int) {
+	t.Helper()
+	if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0}); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+}
+
+// rxUntilErr calls Rx until it returns an error, collecting records.
+func rxUntilErr(t testing.TB, b core.Backend) (recs []string, err error) {
+	t.Helper()
+	pkts := make([]core.Packet, 8)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		n, err := b.Rx(pkts)
+		for _, p := range pkts[:n] {
+			recs = append(recs, string(p.Data))
+		}
+		if err != nil {
+			return recs, err
+		}
+		if n == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	t.Fatal("Rx never reported the peer")
+	return nil, nil
+}
+
+func TestPeerReset(t *testing.T) {
+	lfd, port := rawListener(t)
+	cli := newClient(t, core.Config{}, port, lo)
+	afd, _, err := unix.Accept(lfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stage a record the peer will never get.
+	cli.Queue([]byte("lost"))
+	resetConn(t, afd)
+	recs, err := rxUntilErr(t, cli)
+	var pe *core.PeerError
+	if !errors.As(err, &pe) || !pe.Reset || !errors.Is(err, unix.ECONNRESET) {
+		t.Fatalf("Rx after a reset: %v (records %q)", err, recs)
+	}
+	if pe.Peer.Port() != port {
+		t.Errorf("PeerError names %v", pe.Peer)
+	}
+	s := cli.Stats()
+	if s.Resets != 1 || s.PeerCloses != 0 || s.Conns != 0 {
+		t.Errorf("resets %d closes %d conns %d", s.Resets, s.PeerCloses, s.Conns)
+	}
+	if s.TxDropped != 1 {
+		t.Errorf("the staged record is not counted as dropped: TxDropped %d", s.TxDropped)
+	}
+	// Reported once; then the client has no connection left.
+	if n, err := cli.Rx(make([]core.Packet, 4)); n != 0 || err != nil {
+		t.Errorf("second Rx: %d, %v", n, err)
+	}
+	if err := cli.Flush(); err != nil {
+		t.Errorf("Flush after the reset was reported: %v", err)
+	}
+	if cli.Queue([]byte("x")) {
+		t.Error("Queue accepted with no connection")
+	}
+}
+
+func TestPeerCloseDeliversFirst(t *testing.T) {
+	lfd, port := rawListener(t)
+	cli := newClient(t, core.Config{}, port, lo)
+	afd, _, err := unix.Accept(lfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream []byte
+	for _, s := range []string{"one", "two", "three"} {
+		stream, _ = rec.AppendRecord(stream, []byte(s))
+	}
+	stream = append(stream, 0, 9, 'c', 'u', 't') // a record cut by the close
+	if _, err := unix.Write(afd, stream); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(afd)
+	recs, err := rxUntilErr(t, cli)
+	var pe *core.PeerError
+	if !errors.As(err, &pe) || pe.Reset {
+		t.Fatalf("Rx after an orderly close: %v", err)
+	}
+	if len(recs) != 3 || recs[0] != "one" || recs[2] != "three" {
+		t.Fatalf("records before the close: %q", recs)
+	}
+	s := cli.Stats()
+	if s.PeerCloses != 1 || s.RxMalformed != 1 {
+		t.Errorf("peer closes %d, malformed %d (the cut record)", s.PeerCloses, s.RxMalformed)
+	}
+}
+
+// TestServerSurvivesClientReset: one client resets, the server reports it
+// once and keeps serving the other.
+func TestServerSurvivesClientReset(t *testing.T) {
+	srv := newServer(t, core.Config{}, lo)
+	good := newClient(t, core.Config{}, srv.LocalAddr().Port(), lo)
+	bad, err := net.Dial("tcp", srv.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, "two accepted clients", func() bool { srv.Rx(nil); return srv.Stats().Conns == 2 })
+	bad.(*net.TCPConn).SetLinger(0)
+	bad.Close()
+	_, err = rxUntilErr(t, srv)
+	var pe *core.PeerError
+	if !errors.As(err, &pe) || !pe.Reset {
+		t.Fatalf("server Rx: %v", err)
+	}
+	if s := srv.Stats(); s.Conns != 1 || s.Resets != 1 {
+		t.Fatalf("conns %d resets %d", s.Conns, s.Resets)
+	}
+	socktest.RoundTrip(t, good, srv, 1000, 64, func(int) int { return 64 })
+}
+
+func TestTwoClientsGetTheirOwnAnswers(t *testing.T) {
+	srv := newServer(t, core.Config{}, lo)
+	port := srv.LocalAddr().Port()
+	c1 := newClient(t, core.Config{}, port, lo)
+	c2 := newClient(t, core.Config{}, port, lo)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- socktest.Echo(ctx, srv) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var wg sync.WaitGroup
+	for i, c := range []*Backend{c1, c2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := make([]byte, 20)
+			pkts := make([]core.Packet, 32)
+			got := uint32(0)
+			base := uint32(i) << 24
+			deadline := time.Now().Add(20 * time.Second)
+			for sent := uint32(0); got < 1000 && time.Now().Before(deadline); {
+				if sent < 1000 && sent-got < 50 {
+					socktest.Payload(p, base+sent)
+					if c.Queue(p) {
+						sent++
+					}
+				}
+				c.Flush()
+				n, err := c.Rx(pkts)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, pk := range pkts[:n] {
+					seq, err := socktest.Check(pk.Data)
+					if err != nil || seq != base+got {
+						t.Errorf("client %d: got %d, want %d (%v)", i, seq, base+got, err)
+						return
+					}
+					got++
+				}
+			}
+			if got != 1000 {
+				t.Errorf("client %d got %d of 1000", i, got)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestOversizeRecordSkipped(t *testing.T) {
+	srv := newServer(t, core.Config{MaxDatagram: 100}, lo)
+	c, err := net.Dial("tcp", srv.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var stream []byte
+	for _, n := range []int{100, 101, 5, 60000, 100} {
+		stream, _ = rec.AppendRecord(stream, make([]byte, n))
+	}
+	if _, err := c.Write(stream); err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	pkts := make([]core.Packet, 8)
+	until(t, "three records", func() bool {
+		n, err := srv.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkts[:n] {
+			sizes = append(sizes, len(p.Data))
+		}
+		return len(sizes) >= 3
+	})
+	if len(sizes) != 3 || sizes[0] != 100 || sizes[1] != 5 || sizes[2] != 100 {
+		t.Errorf("sizes %v", sizes)
+	}
+	if s := srv.Stats(); s.RxTruncated != 2 {
+		t.Errorf("RxTruncated %d, want 2", s.RxTruncated)
+	}
+}
+
+func TestWaitWakesOnAcceptAndData(t *testing.T) {
+	srv := newServer(t, core.Config{}, lo)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		c, err := net.Dial("tcp", srv.LocalAddr().String())
+		if err == nil {
+			b, _ := rec.AppendRecord(nil, []byte("hi"))
+			c.Write(b)
+			time.Sleep(time.Second)
+			c.Close()
+		}
+	}()
+	if err := srv.Wait(ctx); err != nil {
+		t.Fatalf("Wait for a client: %v", err)
+	}
+	recs := 0
+	until(t, "the record", func() bool {
+		n, _ := srv.Rx(make([]core.Packet, 4))
+		recs += n
+		if recs == 0 {
+			srv.Wait(ctx)
+		}
+		return recs > 0
+	})
+	short, cancel2 := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel2()
+	if err := srv.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait with nothing to do: %v", err)
+	}
+}
+
+func TestCloseDuringRx(t *testing.T) {
+	port := socktest.FreePort(t, unix.SOCK_STREAM)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		// A client that keeps (re)connecting and sending records.
+		defer wg.Done()
+		msg, _ := rec.AppendRecord(nil, make([]byte, 300))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c, err := net.DialTimeout("tcp", netip.AddrPortFrom(lo, port).String(), time.Second)
+			if err != nil {
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			for {
+				c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+				if _, err := c.Write(msg); err != nil {
+					break
+				}
+				select {
+				case <-stop:
+					c.Close()
+					return
+				default:
+				}
+			}
+			c.Close()
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	socktest.CloseDuringRx(t, 200, func() core.Backend {
+		b, err := New(core.Config{Kind: core.KindTCP, Role: core.RoleServer, LocalIP: lo, Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}
+
+func TestNoAllocs(t *testing.T) {
+	cli, srv := pair(t, core.Config{})
+	pkts := make([]core.Packet, 32)
+	until(t, "the server to accept", func() bool { srv.Rx(pkts); return srv.Stats().Conns == 1 })
+	p := make([]byte, 100)
+	const per = 16
+	received := 0
+	if a := testing.AllocsPerRun(200, func() {
+		for i := 0; i < per; i++ {
+			cli.Queue(p)
+		}
+		cli.Flush()
+		for k := 0; k < 4; k++ {
+			n, _ := srv.Rx(pkts)
+			received += n
+		}
+	}); a != 0 {
+		t.Errorf("Queue+Flush+Rx of %d records: %v allocations", per, a)
+	}
+	if received == 0 {
+		t.Fatal("nothing received while measuring")
+	}
+	until(t, "the rest", func() bool { n, _ := srv.Rx(pkts); received += n; return received == 201*per })
+	from := cli.LocalAddr()
+	if a := testing.AllocsPerRun(200, func() {
+		for i := 0; i < per; i++ {
+			srv.QueueTo(p, from)
+		}
+		srv.Flush()
+		cli.Rx(pkts)
+	}); a != 0 {
+		t.Errorf("QueueTo+Flush+Rx: %v allocations", a)
+	}
+	// Rx with nothing to read.
+	for n, _ := cli.Rx(pkts); n > 0; n, _ = cli.Rx(pkts) {
+	}
+	if a := testing.AllocsPerRun(200, func() { cli.Rx(pkts) }); a != 0 {
+		t.Errorf("empty Rx: %v allocations", a)
+	}
+}
+
+// Over a veth pair between two namespaces.
+
+func vethPair(t *testing.T, base core.Config) (cli, srv core.Backend, p *testhost.Pair) {
+	p = testhost.NewT(t, testhost.Options{})
+	base.Port = 5401
+	if err := p.B.Do(func() (err error) {
+		sc := base
+		sc.Role, sc.LocalIP = core.RoleServer, p.B.Addr
+		srv, err = New(sc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := p.A.Do(func() (err error) {
+		cc := base
+		cc.Dests = []netip.Addr{p.B.Addr}
+		cli, err = New(cc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli, srv, p
+}
+
+func TestRoundTripVeth(t *testing.T) {
+	cli, srv, _ := vethPair(t, core.Config{})
+	socktest.RoundTrip(t, cli, srv, 10000, 256, func(i int) int { return 4 + (i*97)%1469 })
+	if cs := cli.Stats(); cs.TxDropped != 0 || cs.Lost() != 0 {
+		t.Errorf("client: dropped %d lost %d", cs.TxDropped, cs.Lost())
+	}
+}
+
+func TestStopReadingVeth(t *testing.T) {
+	cli, srv, _ := vethPair(t, core.Config{SockBuf: 8192, TxQueue: 16, MaxDatagram: 1400})
+	accepted := fillUntilRefused(t, cli, 1400, 0)
+	next := receive(t, srv, 0, int(accepted), func() { cli.Flush() })
+	if next != accepted {
+		t.Fatalf("received %d, accepted %d", next, accepted)
+	}
+}
+
+func TestPeerResetVeth(t *testing.T) {
+	p := testhost.NewT(t, testhost.Options{})
+	var lfd int
+	if err := p.B.Do(func() (err error) {
+		lfd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: p.B.Addr.As4(), Port: 5402}); err != nil {
+			return err
+		}
+		return unix.Listen(lfd, 4)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	var cli core.Backend
+	if err := p.A.Do(func() (err error) {
+		cli, err = New(core.Config{Kind: core.KindTCP, Dests: []netip.Addr{p.B.Addr}, Port: 5402})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	afd, _, err := unix.Accept(lfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resetConn(t, afd)
+	_, err = rxUntilErr(t, cli)
+	var pe *core.PeerError
+	if !errors.As(err, &pe) || !pe.Reset || pe.Peer != netip.AddrPortFrom(p.B.Addr, 5402) {
+		t.Fatalf("Rx after a reset over veth: %v", err)
+	}
+}
