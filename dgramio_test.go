@@ -1,0 +1,52 @@
+package dgramio_test
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/dgramio/dgramio"
+)
+
+func TestNewValidatesBeforeAnySyscall(t *testing.T) {
+	_, err := dgramio.New(dgramio.Config{Kind: "udp"})
+	var ce *dgramio.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Dests" {
+		t.Fatalf("client without destinations: got %v, want a ConfigError naming Dests", err)
+	}
+	_, err = dgramio.New(dgramio.Config{Kind: "carrier-pigeon"})
+	if !errors.As(err, &ce) || ce.Field != "Kind" {
+		t.Fatalf("unknown kind: got %v, want a ConfigError naming Kind", err)
+	}
+}
+
+// builtKinds are the kinds wired into New in the default build.
+var builtKinds = map[string]bool{"udp": true, "tcp": true, "xdp": true}
+
+func TestEveryKindIsWiredOrSaysWhy(t *testing.T) {
+	for _, k := range dgramio.Kinds() {
+		cfg := dgramio.Config{
+			Kind:    k,
+			Iface:   "dgnone0", // no such interface: opening fails after validation
+			LocalIP: netip.MustParseAddr("198.18.250.1"),
+			Dests:   []netip.Addr{netip.MustParseAddr("198.18.250.2")},
+			Port:    5000,
+			// No route to 198.18.250.2 in this namespace: kernel kinds fail
+			// at connect without sending anything.
+		}
+		b, err := dgramio.New(cfg)
+		if b != nil {
+			b.Close()
+		}
+		var ue *dgramio.UnsupportedError
+		notBuilt := errors.As(err, &ue) && ue.Feature == "kind "+k
+		switch {
+		case builtKinds[k] && notBuilt:
+			t.Errorf("kind %s is built in but New says: %v", k, err)
+		case !builtKinds[k] && !notBuilt:
+			t.Errorf("kind %s is not built in, want an UnsupportedError naming it, got %v", k, err)
+		case notBuilt && !errors.Is(err, dgramio.ErrNotSupported):
+			t.Errorf("kind %s: %v does not match ErrNotSupported", k, err)
+		}
+	}
+}
