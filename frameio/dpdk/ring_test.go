@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +25,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("DGRAMIO_DPDK_CHILD") != "" {
+		os.Exit(childMain())
+	}
 	if os.Geteuid() == 0 {
 		ealErr = StartEAL(EALOptions{Quiet: os.Getenv("DGRAMIO_DPDK_LOG") == ""})
 	} else {
@@ -278,4 +283,131 @@ func TestRuntimeDirRemoved(t *testing.T) {
 		t.Fatalf("%s still exists after StartEAL (%v)", dir, err)
 	}
 	t.Logf("EAL args: %q", EALArgs())
+}
+
+func TestRingJumbo(t *testing.T) {
+	p := openRing(t, Options{MTU: 9000})
+	t.Logf("info %+v", p.Info())
+	if p.MTU() != 9000 {
+		t.Fatalf("MTU %d, want 9000 (notes %q)", p.MTU(), p.Info().Notes)
+	}
+	f := frame(p.MAC(), 9014, 7)
+	if !p.TxFrame(f) {
+		t.Fatal("a 9014-byte frame refused at MTU 9000")
+	}
+	p.Kick()
+	got := drain(p, 1, 5*time.Second)
+	if len(got) != 1 || !bytes.Equal(got[0], f) {
+		t.Fatalf("jumbo frame did not come back whole (%d frames)", len(got))
+	}
+}
+
+// The data path allocates nothing per frame: TxFrame, Kick and RxFrames
+// in steady state.
+func TestRingNoAllocs(t *testing.T) {
+	p := openRing(t, Options{})
+	f := frame(p.MAC(), 100, 1)
+	n := 0
+	deliver := func(b []byte) { n += len(b) }
+	round := func() {
+		for i := 0; i < 32; i++ {
+			p.TxFrame(f)
+		}
+		p.Kick()
+		for p.RxFrames(64, deliver) > 0 {
+		}
+	}
+	round()
+	if a := testing.AllocsPerRun(200, round); a != 0 {
+		t.Fatalf("%.1f allocations per round of 32 frames", a)
+	}
+	if n == 0 {
+		t.Fatal("nothing received")
+	}
+}
+
+// Stats may be read from another goroutine while both sides run.
+func TestRingStatsConcurrent(t *testing.T) {
+	p := openRing(t, Options{})
+	f := frame(p.MAC(), 100, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 200; i++ {
+			p.Stats()
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	rx := 0
+	for sent := 0; sent < 20000; {
+		for i := 0; i < 32; i++ {
+			if p.TxFrame(f) {
+				sent++
+			}
+		}
+		p.Kick()
+		rx += p.RxFrames(64, func([]byte) {})
+	}
+	<-done
+	rx += len(drain(p, 20000-rx, 10*time.Second))
+	if s := p.Stats(); rx != 20000 || s.RxFrames != 20000 || s.TxFrames != 20000 {
+		t.Fatalf("received %d, stats %+v", rx, s)
+	}
+}
+
+func TestDevargs(t *testing.T) {
+	for _, c := range []struct{ in, name, args, iface string }{
+		{"net_ring0", "net_ring0", "", ""},
+		{"net_af_packet0,iface=veth0", "net_af_packet0", "iface=veth0", "veth0"},
+		{" net_af_xdp1 ,start_queue=0, iface = eth1 ,queue_count=1", "net_af_xdp1", "start_queue=0, iface = eth1 ,queue_count=1", "eth1"},
+		{"net_af_xdp1,ifaces=x", "net_af_xdp1", "ifaces=x", ""},
+	} {
+		name, args := splitDevargs(c.in)
+		if name != c.name || args != c.args || devargValue(args, "iface") != c.iface {
+			t.Errorf("%q: %q %q %q, want %q %q %q", c.in, name, args, devargValue(args, "iface"), c.name, c.args, c.iface)
+		}
+	}
+}
+
+// A second process starts its own EAL while this one runs: the file
+// prefixes differ, and neither leaves anything under /var/run/dpdk.
+func TestSecondProcess(t *testing.T) {
+	needEAL(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "DGRAMIO_DPDK_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "child: ok") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "prefix=dgramio_") || strings.Contains(string(out), fmt.Sprintf("dgramio_%d\"", os.Getpid())) {
+		t.Fatalf("child's EAL arguments do not have a prefix of its own:\n%s", out)
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(RuntimeDir()), "dgramio_*"))
+	if len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
+// childMain is the whole test binary in the child of TestSecondProcess:
+// start the EAL, send a frame round a net_ring port, say the EAL's
+// arguments, close.
+func childMain() int {
+	if err := StartEAL(EALOptions{Quiet: true}); err != nil {
+		fmt.Println("child: EAL:", err)
+		return 1
+	}
+	p, err := Open(Options{VDev: "net_ring_child"})
+	if err != nil {
+		fmt.Println("child: open:", err)
+		return 1
+	}
+	defer p.Close()
+	p.TxFrame(frame(p.MAC(), 60, 1))
+	p.Kick()
+	if len(drain(p, 1, 5*time.Second)) != 1 {
+		fmt.Println("child: no frame back")
+		return 1
+	}
+	fmt.Printf("child: ok, EAL args %q\n", EALArgs())
+	return 0
 }
