@@ -32,6 +32,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/kernel/sock"
 	rec "github.com/dgramio/dgramio/tcp"
@@ -75,6 +76,8 @@ type Backend struct {
 	granted sock.Granted
 	mode    string
 	local   netip.AddrPort
+	// pinnedTid is the thread New pinned to Config.CPUs[0], or 0.
+	pinnedTid int
 
 	guard   core.Guard
 	closeMu sync.Mutex
@@ -107,6 +110,11 @@ var _ core.Backend = (*Backend)(nil)
 // every connected client and QueueTo to one (the From of a received
 // Packet). Errors are a *core.ConfigError for a bad field, a
 // *core.PrivilegeError for a port below 1024, or the wrapped errno.
+//
+// The sockets belong to the network namespace of the calling thread. With
+// Config.CPUs set, New locks the calling goroutine to its thread and pins
+// it to CPUs[0] (call New on the goroutine that will poll); Close unpins
+// it when called on that goroutine, and leaves it pinned otherwise.
 func New(cfg core.Config) (core.Backend, error) {
 	if cfg.Kind == "" {
 		cfg.Kind = core.KindTCP
@@ -119,13 +127,19 @@ func New(cfg core.Config) (core.Backend, error) {
 		return nil, err
 	}
 	b := &Backend{cfg: cfg, lfd: -1, epfd: -1, byAddr: make(map[netip.AddrPort]*conn)}
+	var err error
+	if len(cfg.CPUs) > 0 {
+		if err := cpu.Pin(cfg.CPUs[0]); err != nil {
+			return nil, err
+		}
+		b.pinnedTid = unix.Gettid()
+	}
 	ok := false
 	defer func() {
 		if !ok {
 			b.release()
 		}
 	}()
-	var err error
 	if b.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
 	}
@@ -175,6 +189,12 @@ func (b *Backend) release() error {
 	if b.waker != nil {
 		errs = append(errs, b.waker.Close())
 		b.waker = nil
+	}
+	// Unpin only on the pinned thread: a locked goroutine has its thread to
+	// itself, so the thread id tells; any other goroutine is left alone.
+	if b.pinnedTid != 0 && unix.Gettid() == b.pinnedTid {
+		errs = append(errs, cpu.Unpin())
+		b.pinnedTid = 0
 	}
 	return errors.Join(errs...)
 }
@@ -739,8 +759,8 @@ func (b *Backend) snapshot() core.Stats {
 // Close closes every connection and the listener. A Rx, Flush or Wait
 // running in another goroutine returns net.ErrClosed; Close waits for it
 // to leave first. Records still staged are counted in TxDropped (Flush
-// until nothing is staged before Close to deliver them). Safe to call more
-// than once.
+// until nothing is staged before Close to deliver them). On the goroutine
+// New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
 	b.closeMu.Lock()
 	defer b.closeMu.Unlock()

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/kernel/sock"
 )
@@ -41,6 +42,8 @@ type Backend struct {
 	waker   *fdwait.Waker
 	granted sock.Granted
 	mode    string
+	// pinnedTid is the thread New pinned to Config.CPUs[0], or 0.
+	pinnedTid int
 
 	guard   core.Guard
 	closeMu sync.Mutex // held by Close; Stats after Close waits on it
@@ -86,6 +89,11 @@ var _ core.Backend = (*Backend)(nil)
 // Config.LocalIP:Config.Port (all addresses when LocalIP is unset) and
 // answers with QueueTo(payload, pkt.From); its Queue sends to Config.Dests
 // if it has any.
+//
+// The socket belongs to the network namespace of the calling thread. With
+// Config.CPUs set, New locks the calling goroutine to its thread and pins
+// it to CPUs[0] (call New on the goroutine that will poll); Close unpins
+// it when called on that goroutine, and leaves it pinned otherwise.
 func New(cfg core.Config) (core.Backend, error) {
 	if cfg.Kind == "" {
 		cfg.Kind = core.KindUDP
@@ -97,19 +105,47 @@ func New(cfg core.Config) (core.Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	pinned, err := pin(cfg)
+	if err != nil {
+		return nil, err
+	}
 	fd, g, err := sock.OpenUDP(cfg)
 	if err != nil {
+		unpin(pinned)
 		return nil, err
 	}
 	w, err := fdwait.NewWaker()
 	if err != nil {
 		unix.Close(fd)
+		unpin(pinned)
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, fd: fd, waker: w, granted: g}
+	b := &Backend{cfg: cfg, fd: fd, waker: w, granted: g, pinnedTid: pinned}
 	b.mode = "sendmmsg/recvmmsg, " + g.Mode()
 	b.alloc()
 	return b, nil
+}
+
+// pin pins the calling goroutine's thread to cfg.CPUs[0], if set, and
+// returns the thread's id (0 when not pinned).
+func pin(cfg core.Config) (int, error) {
+	if len(cfg.CPUs) == 0 {
+		return 0, nil
+	}
+	if err := cpu.Pin(cfg.CPUs[0]); err != nil {
+		return 0, err
+	}
+	return unix.Gettid(), nil
+}
+
+// unpin undoes pin when called on the pinned thread: a locked goroutine
+// has its thread to itself, so the thread id tells. On another thread it
+// does nothing (that goroutine must not be touched).
+func unpin(tid int) error {
+	if tid != 0 && unix.Gettid() == tid {
+		return cpu.Unpin()
+	}
+	return nil
 }
 
 // alloc builds the message arrays once. They live on the Go heap, whose
@@ -404,8 +440,8 @@ func (b *Backend) snapshot() core.Stats {
 
 // Close closes the socket. A Rx, Flush or Wait running in another
 // goroutine returns net.ErrClosed; Close waits for it to leave before
-// closing the socket. Messages still queued are counted in TxDropped. Safe
-// to call more than once.
+// closing the socket. Messages still queued are counted in TxDropped. On
+// the goroutine New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
 	b.closeMu.Lock()
 	defer b.closeMu.Unlock()
@@ -419,5 +455,5 @@ func (b *Backend) Close() error {
 	if err != nil {
 		err = fmt.Errorf("close socket: %w", err)
 	}
-	return errors.Join(err, b.waker.Close())
+	return errors.Join(err, b.waker.Close(), unpin(b.pinnedTid))
 }
