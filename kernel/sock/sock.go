@@ -34,9 +34,10 @@ type Granted struct {
 	// BusyPollUs is SO_BUSY_POLL as getsockopt reports it after setting it;
 	// 0 when off.
 	BusyPollUs int
-	// BusyPollErr is why SO_BUSY_POLL could not be set, or nil. Linux 6.x
-	// lets any user set it; older kernels refuse (EPERM) to raise it above
-	// the current value without CAP_NET_ADMIN, and a kernel built without
+	// BusyPollErr is why SO_BUSY_POLL could not be set, or nil. Current
+	// kernels (checked on 6.18) let any user set it to any value; older
+	// ones refused (EPERM) to raise it above the socket's current value
+	// without CAP_NET_ADMIN, and a kernel built without
 	// CONFIG_NET_RX_BUSY_POLL says ENOPROTOOPT. The socket works without it.
 	BusyPollErr error
 	// Connected is true for a UDP socket connect()ed to its one destination.
@@ -125,14 +126,16 @@ func optName(o int) string {
 	return fmt.Sprint(o)
 }
 
-// SetBusyPoll sets SO_BUSY_POLL to us microseconds (us <= 0: leaves it at
-// the system default, net.core.busy_read). A refusal the socket can live
+// SetBusyPoll sets SO_BUSY_POLL to us microseconds; us < 0 sets 0 (off,
+// whatever net.core.busy_read says) and us == 0 leaves the system default
+// (net.core.busy_read). A refusal the socket can live
 // without (EPERM on kernels that want CAP_NET_ADMIN to raise it,
 // ENOPROTOOPT without CONFIG_NET_RX_BUSY_POLL) is recorded in
 // g.BusyPollErr, not returned; any other error is returned. Busy polling
 // only acts on devices with NAPI; veth and loopback do little with it.
 func SetBusyPoll(fd, us int, g *Granted) error {
-	if us > 0 {
+	if us != 0 {
+		us = max(us, 0)
 		err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, us)
 		switch {
 		case err == unix.EPERM || err == unix.ENOPROTOOPT:

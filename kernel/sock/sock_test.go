@@ -3,12 +3,14 @@ package sock
 import (
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/kernel/sock/socktest"
 )
 
 var lo = netip.MustParseAddr("127.0.0.1")
@@ -227,5 +229,43 @@ func TestTuneTCP(t *testing.T) {
 	}
 	if _, err := ReadTCPInfo(fd); err != nil {
 		t.Errorf("ReadTCPInfo: %v", err)
+	}
+}
+
+// TestUnprivilegedGrant opens sockets as user nobody: no forced buffers
+// (capped by rmem_max, reported as such), and SO_BUSY_POLL either granted
+// or refused with the reason recorded, never an error.
+func TestUnprivilegedGrant(t *testing.T) {
+	if socktest.AsNobody(t) {
+		return
+	}
+	srv, cli, sg, cg := openPair(t)
+	_, _ = srv, cli
+	for _, g := range []Granted{sg, cg} {
+		if os.Geteuid() != 0 && g.BufForced {
+			t.Errorf("buffers forced without CAP_NET_ADMIN: %+v", g)
+		}
+		if g.BusyPollErr == nil && g.BusyPollUs != core.DefaultBusyPollUs {
+			t.Errorf("busy poll %d without an error", g.BusyPollUs)
+		}
+		t.Logf("uid %d: %s", os.Geteuid(), g.Mode())
+	}
+}
+
+func TestBusyPollOff(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var g Granted
+	if err := SetBusyPoll(fd, 50, &g); err != nil || (g.BusyPollErr == nil && g.BusyPollUs != 50) {
+		t.Fatalf("set 50: %v %+v", err, g)
+	}
+	if err := SetBusyPoll(fd, -1, &g); err != nil || g.BusyPollUs != 0 {
+		t.Fatalf("set off: %v %+v", err, g)
+	}
+	if !strings.Contains(g.Mode(), "busy poll off") {
+		t.Errorf("Mode %q", g.Mode())
 	}
 }
