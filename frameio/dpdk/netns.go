@@ -125,3 +125,38 @@ func detachXDP(name string) error {
 	}
 	return netlink.LinkSetXdpFdWithFlags(l, -1, flags)
 }
+
+// ifMTU reads the interface's MTU (SIOCGIFMTU).
+func ifMTU(name string) (int, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return 0, err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFMTU, ifr); err != nil {
+		return 0, fmt.Errorf("SIOCGIFMTU: %w", err)
+	}
+	return int(ifr.Uint32()), nil
+}
+
+// setIfMTU sets the interface's MTU (SIOCSIFMTU).
+func setIfMTU(name string, mtu int) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return err
+	}
+	ifr.SetUint32(uint32(mtu))
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
+		return fmt.Errorf("SIOCSIFMTU: %w", err)
+	}
+	return nil
+}

@@ -228,6 +228,7 @@ type Port struct {
 
 	promiscBefore bool
 	xdpBefore     uint32          // XDP program on the interface before Open (0: none)
+	mtuBefore     int             // the interface's MTU before Open (0: unknown)
 	nl            *netlink.Handle // netlink in the interface's namespace, for its counters
 
 	// Views of the shim's C arrays.
@@ -327,6 +328,7 @@ func Open(o Options) (*Port, error) {
 		}
 		p.promiscBefore = flags&unix.IFF_PROMISC != 0
 		p.xdpBefore, _ = xdpProgID(p.iface)
+		p.mtuBefore, _ = ifMTU(p.iface)
 		undo = append(undo, func() { p.restoreIface() })
 		if h, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
 			p.nl = h
@@ -683,7 +685,7 @@ func (p *Port) RxFrames(max int, deliver func(frame []byte)) int {
 
 // Close stops and closes the port, detaches the device, frees the mempool
 // and every mbuf, and gives the interface under a vdev back its
-// promiscuous flag (and removes an XDP program a PMD left on it). It runs
+// promiscuous flag and MTU (and removes an XDP program a PMD left on it). It runs
 // the teardown inside the network namespace Open ran in, from whatever
 // goroutine it is called. It must not race with TxFrame, Kick or RxFrames;
 // it is safe to call more than once. Stats stay readable afterwards (the
@@ -757,6 +759,15 @@ func (p *Port) restoreIface() error {
 			errs = append(errs, fmt.Errorf("dpdk: restore promiscuous mode of %s: %w", p.iface, err))
 		} else {
 			p.note("promiscuous mode of %s restored to %v", p.iface, p.promiscBefore)
+		}
+	}
+	// net_af_packet's set_mtu sets the kernel interface's MTU (a jumbo MTU
+	// in Options); put it back.
+	if now, err := ifMTU(p.iface); err == nil && p.mtuBefore != 0 && now != p.mtuBefore {
+		if err := setIfMTU(p.iface, p.mtuBefore); err != nil {
+			errs = append(errs, fmt.Errorf("dpdk: restore the MTU of %s to %d: %w", p.iface, p.mtuBefore, err))
+		} else {
+			p.note("MTU of %s restored to %d", p.iface, p.mtuBefore)
 		}
 	}
 	if id, err := xdpProgID(p.iface); err == nil && id != 0 && id != p.xdpBefore {

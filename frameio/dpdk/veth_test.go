@@ -295,6 +295,39 @@ func TestVethPromiscRestored(t *testing.T) {
 	}
 }
 
+// TestVethJumboRefused: net_af_packet in DPDK 22.11 takes no frame over
+// 1518 bytes; a jumbo MTU is refused with DPDK's reason, and the
+// interface's MTU is left as it was.
+func TestVethJumboRefused(t *testing.T) {
+	needEAL(t)
+	pair := testhost.NewT(t, testhost.Options{})
+	l, err := pair.A.Link()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := l.Attrs().MTU
+	vdev := fmt.Sprintf("net_af_packet_j%d,iface=%s", vethSeq.Add(1), pair.A.Iface)
+	err = pair.A.Do(func() error {
+		p, err := Open(Options{VDev: vdev, MTU: 4000})
+		if err == nil {
+			p.Close()
+			return errors.New("opened")
+		}
+		t.Logf("%v", err)
+		if !strings.Contains(err.Error(), "max frame size") {
+			return fmt.Errorf("error %q does not give DPDK's reason", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err = pair.A.Link(); err != nil || l.Attrs().MTU != before {
+		t.Fatalf("interface MTU %d (%v), want %d", l.Attrs().MTU, err, before)
+	}
+	checkClean(t, pair.A, false)
+}
+
 // TestVethBadVdev: a vdev on an existing interface that the PMD refuses
 // gives an error naming the device and DPDK's reason, and leaves nothing.
 func TestVethBadVdev(t *testing.T) {
