@@ -1,0 +1,173 @@
+//go:build dpdk
+
+package udp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/arp"
+	"github.com/dgramio/dgramio/frameio/dpdk"
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
+)
+
+// NewDPDK opens the dpdk kind: a Raw over a DPDK port (package
+// frameio/dpdk; built only with the build tag dpdk and libdpdk 22.11). The
+// device is cfg.DPDK.PCI, cfg.DPDK.VDev, or by default a net_af_xdp vdev on
+// cfg.Iface; the EAL starts with the first DPDK backend of the process.
+//
+// No kernel owns the address on a DPDK port, so package arp answers ARP for
+// cfg.LocalIP and resolves the peers (without it a peer with an IP stack
+// asks who has our address, gets no answer and never sends). Frames to
+// other ports, protocols or addresses are counted as filtered.
+//
+// On a net_af_packet vdev the kernel still sees every frame: it answers ARP
+// too (with the same MAC, which is harmless) and, for datagrams to a port
+// where it has no socket, sends ICMP port unreachable, which makes a
+// connected peer's socket fail with ECONNREFUSED. When cfg.LocalIP is an
+// address of the kernel's interface, NewDPDK therefore binds a kernel UDP
+// socket to LocalIP and our port that is never read (a receive buffer of the
+// kernel's minimum): the kernel drops the datagrams it sees into it instead
+// of answering them. Taking the address off the kernel's interface does the
+// same more cheaply. On net_af_xdp the PMD's XDP program takes every frame
+// of the queue away from the kernel, and none of this arises.
+//
+// With cfg.CPUs set, NewDPDK pins the calling goroutine's thread to
+// CPUs[0] before the EAL starts, so DPDK's main lcore is that CPU (call it
+// on the goroutine that will poll); Close unpins it when called on that
+// thread. A vdev on an interface must be opened from a thread inside the
+// interface's network namespace (testhost.Host.Do); the Backend may then
+// be driven from any goroutine. Errors are dpdk.Open's (*core.ConfigError,
+// *core.PrivilegeError, errors matching core.ErrNotSupported, DPDK's
+// failures with its reason), NewRaw's, or a failed ARP resolution of a
+// destination. Everything is undone on error.
+func NewDPDK(cfg core.Config) (core.Backend, error) {
+	if cfg.Kind == "" {
+		cfg.Kind = core.KindDPDK
+	}
+	cfg = cfg.WithDefaults()
+	if cfg.Kind != core.KindDPDK {
+		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "udp.NewDPDK opens kind dpdk only"}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Queues > 1 {
+		return nil, core.NotSupported("dpdk with several queues", "", "only one queue is implemented; set Queues to 1", nil)
+	}
+	// Set-up undoes itself, last step first, on every error path.
+	var undo []func()
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}()
+	pinnedTid := 0
+	if len(cfg.CPUs) > 0 {
+		if err := cpu.Pin(cfg.CPUs[0]); err != nil {
+			return nil, err
+		}
+		pinnedTid = unix.Gettid()
+		undo = append(undo, func() { _ = cpu.Unpin() })
+	}
+	port, err := dpdk.Open(dpdk.OptionsFrom(cfg))
+	if err != nil {
+		return nil, err
+	}
+	ownPort := true // until NewRaw owns it
+	undo = append(undo, func() {
+		if ownPort {
+			port.Close()
+		}
+	})
+	info := port.Info()
+	name := info.Iface
+	if name == "" {
+		name = info.Name
+	}
+	mode := "dpdk " + info.Driver
+	var sink *net.UDPConn
+	if info.Driver == "net_af_packet" && info.Iface != "" {
+		owns, err := kernelHasAddr(info.Iface, cfg.LocalIP)
+		if err != nil {
+			return nil, err
+		}
+		if owns {
+			sink, err = openSink(cfg)
+			if err != nil {
+				return nil, err
+			}
+			undo = append(undo, func() { sink.Close() })
+			mode += " (kernel sink socket)"
+		}
+	}
+	h, err := arp.New(port, arp.Config{MAC: port.MAC(), Addr: cfg.LocalIP, Iface: name})
+	if err != nil {
+		return nil, err
+	}
+	opts := RawOptions{
+		Mode: mode,
+		ARP:  h,
+		OnClose: func() error {
+			var errs []error
+			if sink != nil {
+				errs = append(errs, sink.Close())
+			}
+			// Unpin only on the thread that was pinned: Close may come from
+			// another goroutine, which must not be touched.
+			if pinnedTid != 0 && unix.Gettid() == pinnedTid {
+				errs = append(errs, cpu.Unpin())
+			}
+			return errors.Join(errs...)
+		},
+	}
+	ownPort = false // NewRaw closes the port itself on error
+	r, err := NewRaw(cfg, port, opts)
+	if err != nil {
+		return nil, err
+	}
+	undo = nil
+	return r, nil
+}
+
+// kernelHasAddr reports whether addr is an address of the kernel
+// interface iface, in the calling thread's network namespace.
+func kernelHasAddr(iface string, addr netip.Addr) (bool, error) {
+	ifc, err := net.InterfaceByName(iface)
+	if err != nil {
+		return false, fmt.Errorf("udp: dpdk: interface %s: %w", iface, err)
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return false, fmt.Errorf("udp: dpdk: addresses of %s: %w", iface, err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// openSink binds the kernel UDP socket that keeps the kernel from
+// answering our datagrams with ICMP port unreachable (see NewDPDK). It is
+// never read; its receive buffer is the kernel's minimum.
+func openSink(cfg core.Config) (*net.UDPConn, error) {
+	port := cfg.Port
+	if cfg.Role == core.RoleClient && cfg.LocalPort != 0 {
+		port = cfg.LocalPort
+	}
+	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(cfg.LocalIP, port)))
+	if err != nil {
+		return nil, fmt.Errorf("udp: dpdk: kernel sink socket on %v:%d (net_af_packet with the address on the kernel's interface; take the address off, or free the port): %w", cfg.LocalIP, port, err)
+	}
+	_ = c.SetReadBuffer(1) // the kernel rounds up to its minimum
+	return c, nil
+}

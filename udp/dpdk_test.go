@@ -1,0 +1,228 @@
+//go:build dpdk
+
+package udp
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio/dpdk"
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// openDPDK opens kind dpdk with a vdev of driver on h's veth end, inside
+// h's namespace.
+func openDPDK(t *testing.T, h *testhost.Host, driver string, cfg core.Config) core.Backend {
+	t.Helper()
+	testutil.RequireRoot(t)
+	cfg.Kind = core.KindDPDK
+	cfg.DPDK.VDev = fmt.Sprintf("%s_u%d,iface=%s", driver, dpdkSeq(), h.Iface)
+	var b core.Backend
+	err := h.Do(func() error {
+		var err error
+		b, err = NewDPDK(cfg)
+		return err
+	})
+	testutil.SkipIfNotSupported(t, err)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+var dpdkN int
+
+func dpdkSeq() int { dpdkN++; return dpdkN }
+
+// icmpStat reads a counter of the Icmp line of /proc/net/snmp in h's
+// namespace.
+func icmpStat(t *testing.T, h *testhost.Host, name string) uint64 {
+	t.Helper()
+	var v uint64
+	err := h.Do(func() error {
+		f, err := os.Open("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		s := bufio.NewScanner(f)
+		var head []string
+		for s.Scan() {
+			fields := strings.Fields(s.Text())
+			if len(fields) == 0 || fields[0] != "Icmp:" {
+				continue
+			}
+			if head == nil {
+				head = fields
+				continue
+			}
+			for i, h := range head {
+				if h == name && i < len(fields) {
+					v, err = strconv.ParseUint(fields[i], 10, 64)
+					return err
+				}
+			}
+		}
+		return fmt.Errorf("no Icmp %s in snmp", name)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestDPDKEchoKernelPeer: 10k messages from the dpdk kind on A to a kernel
+// UDP echo server on B and back, over net_af_xdp and net_af_packet. ARP
+// goes both ways through arp/: A resolves B with its own request, and B's
+// kernel, made to forget A, asks for A and gets arp/'s answer. On
+// net_af_packet A's kernel keeps the address and sees every datagram: the
+// sink socket keeps it from answering with ICMP port unreachable.
+func TestDPDKEchoKernelPeer(t *testing.T) {
+	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
+		t.Run(driver, func(t *testing.T) {
+			testutil.RequireRoot(t)
+			p := testhost.NewT(t, testhost.Options{})
+			kernelEcho(t, p.B, 5000)
+			if err := p.B.DelNeigh(p.A.Addr); err != nil {
+				t.Fatal(err)
+			}
+			unreachBefore := icmpStat(t, p.B, "InDestUnreachs")
+			b := openDPDK(t, p.A, driver, core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
+				Dests: []netip.Addr{p.B.Addr}, Port: 5000})
+			s := b.Stats()
+			if !strings.HasPrefix(s.Mode, "dpdk "+driver) {
+				t.Fatalf("mode %q", s.Mode)
+			}
+			if v, _ := s.Counter("arp", "requests_out"); v < 1 {
+				t.Fatalf("no ARP request sent: %v", s.Layers)
+			}
+			if v, _ := s.Counter("arp", "replies_in"); v < 1 {
+				t.Fatalf("no ARP reply received: %v", s.Layers)
+			}
+			// B's kernel learnt A from our request; make it forget, so
+			// its echoes need an ARP request that arp/ answers.
+			if err := p.B.DelNeigh(p.A.Addr); err != nil {
+				t.Fatal(err)
+			}
+			const n = 10000
+			got := echoRun(t, b, n, 100, 64)
+			s = b.Stats()
+			t.Logf("mode %q, echoed %d, stats %+v", s.Mode, got, s)
+			if got != n {
+				t.Fatalf("%d of %d echoes", got, n)
+			}
+			if s.TxSent != n || s.RxDelivered != n || s.Lost() != 0 || s.TxDropped != 0 {
+				t.Fatalf("TxSent %d RxDelivered %d Lost %d TxDropped %d", s.TxSent, s.RxDelivered, s.Lost(), s.TxDropped)
+			}
+			if v, _ := s.Counter("arp", "requests_in"); v < 1 {
+				t.Fatalf("B's kernel never asked for A: %v", s.Layers)
+			}
+			if v, _ := s.Counter("arp", "replies_out"); v < 1 {
+				t.Fatalf("arp/ sent no reply: %v", s.Layers)
+			}
+			if mac, _, err := p.B.Neigh(p.A.Addr); err != nil || !bytes.Equal(mac, p.A.MAC) {
+				t.Fatalf("B's kernel holds %v for A (%v), want %v", mac, err, p.A.MAC)
+			}
+			// Every frame the port delivered was a datagram of ours, an
+			// ARP frame, or counted as filtered.
+			rx, _ := s.Counter("frameio", "rx_frames")
+			arpIn, _ := s.Counter("arp", "requests_in")
+			arpRep, _ := s.Counter("arp", "replies_in")
+			arpIgn, _ := s.Counter("arp", "ignored")
+			if rx != s.RxDelivered+s.RxFiltered+s.RxMalformed+s.RxBadChecksum+arpIn+arpRep+arpIgn {
+				t.Errorf("rx_frames %d != delivered %d + filtered %d + malformed %d + bad checksum %d + ARP %d/%d/%d",
+					rx, s.RxDelivered, s.RxFiltered, s.RxMalformed, s.RxBadChecksum, arpIn, arpRep, arpIgn)
+			}
+			if u := icmpStat(t, p.B, "InDestUnreachs") - unreachBefore; u != 0 {
+				t.Errorf("B got %d ICMP destination unreachable from A's kernel", u)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Rx(make([]core.Packet, 1)); !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("Rx after Close: %v", err)
+			}
+			l, err := p.A.Link()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x := l.Attrs().Xdp; x != nil && x.Attached {
+				t.Fatal("XDP program left on the interface after Close")
+			}
+			if on, _ := p.A.Promisc(); on {
+				t.Fatal("interface left promiscuous")
+			}
+			if dir := dpdk.RuntimeDir(); dir != "" {
+				if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("%s left behind", dir)
+				}
+			}
+		})
+	}
+}
+
+// TestDPDKServerFiltersOtherPorts: a dpdk server answers on its port; a
+// datagram to another port is counted as filtered, not delivered.
+func TestDPDKServerFiltersOtherPorts(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	if err := p.A.DelAddr(); err != nil { // arp/ alone owns A's address
+		t.Fatal(err)
+	}
+	b := openDPDK(t, p.A, "net_af_xdp", core.Config{Role: core.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 5000})
+	var c *net.UDPConn
+	if err := p.B.Do(func() error {
+		var err error
+		c, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.B.Addr.AsSlice()})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	to := netip.AddrPortFrom(p.A.Addr, 5000)
+	other := netip.AddrPortFrom(p.A.Addr, 5001)
+	pkts := make([]core.Packet, 16)
+	delivered := 0
+	for i := 0; i < 200 && delivered < 10; i++ {
+		c.WriteToUDPAddrPort([]byte("to 5001"), other)
+		c.WriteToUDPAddrPort([]byte("to 5000"), to)
+		for try := 0; try < 100; try++ {
+			k, err := b.Rx(pkts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pk := range pkts[:k] {
+				if string(pk.Data) != "to 5000" {
+					t.Fatalf("delivered %q", pk.Data)
+				}
+				b.QueueTo(pk.Data, pk.From)
+				delivered++
+			}
+			b.Flush()
+			if k > 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if delivered < 10 {
+		t.Fatalf("only %d datagrams delivered; stats %+v", delivered, b.Stats())
+	}
+	s := b.Stats()
+	if s.RxFiltered < 1 {
+		t.Fatalf("datagrams to port 5001 not counted as filtered: %+v", s)
+	}
+	if v, _ := s.Counter("arp", "replies_out"); v < 1 {
+		t.Fatalf("B's kernel reached A without arp/ answering: %v", s.Layers)
+	}
+	t.Logf("delivered %d, filtered %d", delivered, s.RxFiltered)
+}
