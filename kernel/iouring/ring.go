@@ -68,11 +68,12 @@ type Ring struct {
 
 	scratch *Region // getevents arg and timespec of timed waits
 
-	// Syscalls counts io_uring_enter and io_uring_register calls made
-	// through this ring (EINTR retries included). Read and written only by
-	// the ring's goroutine.
-	Syscalls uint64
+	syscalls atomic.Uint64 // io_uring_enter and io_uring_register calls
 }
+
+// Syscalls returns how many io_uring_enter and io_uring_register calls were
+// made through this ring, EINTR retries included. Safe from any goroutine.
+func (r *Ring) Syscalls() uint64 { return r.syscalls.Load() }
 
 // New sets up a ring (io_uring_setup) and maps it. Errors: a
 // core.ErrNotSupported match when io_uring is missing or turned off (the
@@ -290,6 +291,26 @@ func (r *Ring) GetSQE() *SQE {
 // Unsubmitted returns how many prepared SQEs the kernel has not taken yet.
 func (r *Ring) Unsubmitted() uint32 { return r.sqeTail - atomic.LoadUint32(r.sqHead) }
 
+// Retract takes back the prepared SQEs the kernel has not taken yet,
+// calling fn on each (oldest first), and returns how many there were. It
+// does nothing on an SQPOLL ring, whose kernel thread takes SQEs on its
+// own. Call it only when no io_uring_enter on the ring is in progress
+// (e.g. before closing a ring whose last submission met EAGAIN).
+func (r *Ring) Retract(fn func(*SQE)) int {
+	if r.flags&SetupSQPoll != 0 {
+		return 0
+	}
+	head := atomic.LoadUint32(r.sqHead)
+	for i := head; i != r.sqeTail; i++ {
+		fn(&r.sqes[i&r.sqMask])
+	}
+	n := int(r.sqeTail - head)
+	r.sqeTail = head
+	atomic.StoreUint32(r.sqTail, head)
+	r.sqePub = head
+	return n
+}
+
 // publish makes the prepared SQEs visible to the kernel. The atomic store
 // orders the SQE writes before the tail (a release, and on amd64 a full
 // barrier, which the SQPOLL wake-up check below relies on).
@@ -340,7 +361,7 @@ func (r *Ring) Submit(max int) (int, error) {
 // the bare errno, unwrapped, so callers can test it cheaply.
 func (r *Ring) Enter(toSubmit, minComplete, flags uint32) (int, error) {
 	for {
-		r.Syscalls++
+		r.syscalls.Add(1)
 		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), 0, 0)
 		if errno == unix.EINTR {
 			continue
@@ -380,7 +401,7 @@ func (r *Ring) WaitCQE(timeout time.Duration) error {
 	if r.flags&SetupSQPoll == 0 {
 		toSubmit = r.Unsubmitted()
 	}
-	r.Syscalls++
+	r.syscalls.Add(1)
 	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), 1,
 		EnterGetEvents|EnterExtArg, uintptr(r.scratch.Addr(0)), unsafe.Sizeof(geteventsArg{}))
 	switch errno {
@@ -436,7 +457,7 @@ func (r *Ring) CQAdvance(n uint32) {
 // register is io_uring_register(2), EINTR retried, counted in Syscalls.
 func (r *Ring) register(op uint32, arg unsafe.Pointer, nr uint32) error {
 	for {
-		r.Syscalls++
+		r.syscalls.Add(1)
 		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), uintptr(op), uintptr(arg), uintptr(nr), 0, 0)
 		if errno == unix.EINTR {
 			continue

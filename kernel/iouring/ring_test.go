@@ -110,7 +110,7 @@ func TestNopRoundTrip(t *testing.T) {
 			t.Fatal("CQ not empty after 8 NOPs")
 		}
 	}
-	if r.Syscalls == 0 {
+	if r.Syscalls() == 0 {
 		t.Error("Syscalls not counted")
 	}
 }
@@ -120,7 +120,7 @@ func TestSubmitInChunks(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		r.GetSQE().PrepNop(uint64(i))
 	}
-	before := r.Syscalls
+	before := r.Syscalls()
 	total := 0
 	for r.Unsubmitted() > 0 {
 		n, err := r.Submit(4)
@@ -132,8 +132,8 @@ func TestSubmitInChunks(t *testing.T) {
 		}
 		total += n
 	}
-	if total != 10 || r.Syscalls-before != 3 {
-		t.Fatalf("submitted %d in %d calls, want 10 in 3", total, r.Syscalls-before)
+	if total != 10 || r.Syscalls()-before != 3 {
+		t.Fatalf("submitted %d in %d calls, want 10 in 3", total, r.Syscalls()-before)
 	}
 	waitN(t, r, 10)
 }

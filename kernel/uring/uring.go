@@ -1,0 +1,846 @@
+// Package uring is the kind "uring": the same kernel UDP socket as kind udp
+// (set up by kernel/sock, so the two differ only in how they cross into
+// the kernel), driven through io_uring with package kernel/iouring.
+//
+// Send: Queue copies the payload into a slot in mmap'd memory (msghdr,
+// iovec, sockaddr and payload); Flush turns the queued slots into SENDMSG
+// SQEs and submits them, Config.TxBatch per io_uring_enter (one call when
+// everything queued fits one batch; with SQPOLL, no call unless the kernel
+// thread sleeps). A slot is reused only after its completion.
+//
+// Receive: one multishot RECVMSG, armed once on a registered file, fed by a
+// provided buffer ring: each datagram lands in its own buffer and yields a
+// CQE. An Rx that finds nothing reads the CQ tail and makes no system call.
+// Buffers handed out by Rx go back to the ring at the start of the next Rx.
+// When every buffer is taken the kernel ends the multishot request with
+// ENOBUFS (the datagrams wait in the socket buffer, nothing is lost), and
+// the next Rx arms it again (Stats layer "uring", counter "rearm").
+//
+// Needs Linux 6.0 (multishot RECVMSG; buffer rings are 5.19) and io_uring
+// allowed by the sysctl kernel.io_uring_disabled; NAPI busy polling needs
+// 6.9. No privileges are needed.
+package uring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/fdwait"
+	"github.com/dgramio/dgramio/kernel/iouring"
+	"github.com/dgramio/dgramio/kernel/sock"
+)
+
+// User data of the requests: the kind in the top byte, a slot index below.
+const (
+	tagShift = 56
+	tagRecv  = 1 << tagShift
+	tagSend  = 2 << tagShift
+	tagWake  = 3 << tagShift
+	tagKill  = 4 << tagShift
+	tagMask  = 0xff << tagShift
+)
+
+const (
+	bufGroup = 0 // the one buffer group
+	fixedFD  = 0 // the socket's index among the registered files
+
+	// Layout of a send slot: msghdr, iovec, sockaddr_in, payload.
+	slotIov     = 64
+	slotName    = slotIov + 16
+	slotPayload = slotName + 16
+
+	// waitSlice bounds one sleep in the kernel, so that a context without a
+	// deadline is noticed.
+	waitSlice = 50 * time.Millisecond
+	// drainWait bounds how long Close waits for the kernel to finish the
+	// requests in flight before it unmaps their memory.
+	drainWait = 2 * time.Second
+)
+
+// Backend is the uring kind. Create it with New on the goroutine that will
+// poll it; see core.Backend for the method contracts and the threading
+// rules.
+//
+// Memory: everything the kernel reads or writes outside a system call is in
+// mmap'd memory: the rings, Config.URing.RxBuffers receive buffers of
+// 32+MaxDatagram bytes (the io_uring_recvmsg_out header, the source
+// address, the payload), and TxQueue×(destinations) send slots. Nothing is
+// allocated per message.
+type Backend struct {
+	cfg     core.Config
+	fd      int
+	granted sock.Granted
+	mode    string
+	sqpoll  bool
+
+	ring  *iouring.Ring
+	bufs  *iouring.BufRing
+	mem   *iouring.Region // the receive msghdr, then the send slots
+	waker *fdwait.Waker   // written by Close: ends Wait, cancels everything
+
+	tid    int  // the OS thread New ran on, which submits
+	pinned bool // New pinned that thread (cpu.Pin); Close unpins it there
+
+	guard   core.Guard
+	closeMu sync.Mutex
+	final   core.Stats
+
+	// Send slots: free[:nfree] are free, nq slots from queue[qhead]
+	// (modulo nslots) are queued for Flush, inflight are submitted (or in
+	// the SQ) and not completed.
+	nslots       int
+	slotSize     int
+	free         []uint16
+	nfree        int
+	queue        []uint16
+	qhead, qtail int
+	nq           int
+	inflight     int
+	dests        []netip.AddrPort // with Port; empty name when connected
+	connectedTo  netip.AddrPort
+	recvOff      int // the receive msghdr's offset in mem (0)
+	slotsOff     int
+
+	// Receive: rxq holds completions taken from the CQ and not yet
+	// delivered (one per buffer, so never more than RxBuffers); held are
+	// the buffers handed out by the last Rx.
+	armed          bool
+	rxq            []rxDone
+	rxHead, rxLen  int
+	held           []uint16
+	nheld          int
+	killed, woken  bool       // the kill switch and wake-up completions arrived
+	rxErr          unix.Errno // an unexpected receive error, reported once by Rx
+	syscallsAtOpen uint64
+
+	// Counters, written under the guard (or after Shut).
+	st                                    core.Stats
+	rearms, enobufs, rxRefused, rxErrors  uint64
+	sendBufFull, sendRefused, sendOther   uint64
+	noDest, cancelled, unconfirmedAtClose uint64
+}
+
+type rxDone struct {
+	res   int32
+	bid   uint16
+	flags uint32
+}
+
+var _ core.Backend = (*Backend)(nil)
+
+// New opens a uring backend for cfg. It applies cfg.WithDefaults and
+// validates cfg before any system call; cfg.Kind may be "uring" or empty.
+//
+// Call New on the goroutine that will call Queue, Flush, Rx and Wait: New
+// locks that goroutine to its OS thread (runtime.LockOSThread) and leaves
+// it locked, because the ring is set up with IORING_SETUP_SINGLE_ISSUER
+// (only the creating thread may submit; any other gets EEXIST), and
+// because io_uring runs completion work on the submitting thread and CPU
+// affinity is per thread. With Config.CPUs set it also pins the thread to
+// CPUs[0]. Close, called on that goroutine, unlocks (and unpins) it again;
+// a goroutine that ends while locked takes its thread with it.
+//
+// Options (Config.URing): SQPoll needs SQCPU, a CPU other than the
+// poller's and inside the process's CPU set (Validate refuses an unset
+// one; New refuses one outside the set, naming the allowed CPUs). NAPI
+// registers NAPI busy polling (Linux 6.9) for Config.BusyPollUs; it acts
+// only while Wait sleeps in the kernel (and in the SQPOLL thread).
+//
+// Errors: a *core.ConfigError for a bad field; an error matching
+// core.ErrNotSupported when the kernel is older than 6.0 or io_uring is
+// turned off (the sysctl kernel.io_uring_disabled); a *core.PrivilegeError
+// when io_uring is restricted to a group the process is not in, or for a
+// port below 1024; a wrapped errno otherwise.
+func New(cfg core.Config) (core.Backend, error) {
+	b, err := open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func open(cfg core.Config) (b *Backend, err error) {
+	if cfg.Kind == "" {
+		cfg.Kind = core.KindURing
+	}
+	if cfg.Kind != core.KindURing {
+		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "package kernel/uring opens kind uring only"}
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := iouring.Check(); err != nil {
+		return nil, err
+	}
+	sqCPU := -1
+	if cfg.URing.SQPoll {
+		sqCPU = *cfg.URing.SQCPU
+		allowed, err := cpu.Allowed()
+		if err != nil {
+			return nil, err
+		}
+		if !contains(allowed, sqCPU) {
+			return nil, &core.ConfigError{Field: "URing.SQCPU", Value: sqCPU,
+				Reason: "the SQ thread's CPU must be one this process may run on (the kernel refuses others with EINVAL); allowed CPUs are " + cpu.FormatList(allowed)}
+		}
+	}
+
+	b = &Backend{cfg: cfg, fd: -1, sqpoll: cfg.URing.SQPoll}
+	var undo []func()
+	defer func() {
+		if err != nil {
+			// The ring goes first: closing it ends what it may have in
+			// flight before the memory it points into is unmapped.
+			if b.ring != nil {
+				b.ring.Close()
+			}
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+			b = nil
+		}
+	}()
+
+	if len(cfg.CPUs) > 0 {
+		if err := cpu.Pin(cfg.CPUs[0]); err != nil {
+			return nil, err
+		}
+		b.pinned = true
+		undo = append(undo, func() { _ = cpu.Unpin() })
+	} else {
+		runtime.LockOSThread()
+		undo = append(undo, runtime.UnlockOSThread)
+	}
+	b.tid = unix.Gettid()
+
+	b.fd, b.granted, err = sock.OpenUDP(cfg)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { unix.Close(b.fd) })
+
+	per := len(cfg.Dests)
+	if per == 0 || b.granted.Connected {
+		per = 1
+	}
+	b.nslots = cfg.TxQueue * per
+	if b.nslots > 1<<16 {
+		return nil, &core.ConfigError{Field: "TxQueue", Value: cfg.TxQueue, Reason: "TxQueue × destinations must not exceed 65536 for kind uring"}
+	}
+	// The CQ has room for every completion that can be outstanding: one
+	// per receive buffer, one per send slot, and the wake-up and kill
+	// switch. So it never overflows.
+	cqSize := pow2(max(2*cfg.URing.Entries, cfg.URing.RxBuffers+b.nslots+8))
+	b.ring, err = iouring.New(iouring.Options{
+		Entries:      uint32(cfg.URing.Entries),
+		CQEntries:    uint32(cqSize),
+		SingleIssuer: true,
+		SQPoll:       cfg.URing.SQPoll,
+		SQCPU:        sqCPU,
+	})
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { b.ring.Close() })
+	if b.ring.Features()&iouring.FeatExtArg == 0 {
+		return nil, core.NotSupported("io_uring IORING_ENTER_EXT_ARG", iouring.MinKernelExtArg, "", nil)
+	}
+	if err := b.ring.RegisterFiles([]int32{int32(b.fd)}); err != nil {
+		return nil, err
+	}
+	if cfg.URing.NAPI {
+		us := cfg.BusyPollUs
+		if us < 0 {
+			us = core.DefaultBusyPollUs
+		}
+		if err := b.ring.RegisterNAPI(time.Duration(us)*time.Microsecond, false); err != nil {
+			return nil, err
+		}
+	}
+
+	bufSize := iouring.RecvmsgOutLen + iouring.SockaddrInLen + cfg.MaxDatagram
+	b.bufs, err = b.ring.NewBufRing(bufGroup, uint32(cfg.URing.RxBuffers), bufSize)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { b.bufs.Free() })
+
+	b.slotSize = (slotPayload + cfg.MaxDatagram + 63) &^ 63
+	b.slotsOff = 64
+	b.mem, err = iouring.NewRegion(b.slotsOff + b.nslots*b.slotSize)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { b.mem.Free() })
+	b.initSlots()
+
+	b.waker, err = fdwait.NewWaker()
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { b.waker.Close() })
+
+	// The wake-up and kill switch: a poll on the waker's eventfd, linked
+	// to a cancellation of every request. Close writes the eventfd from
+	// whatever thread it runs on; the kernel then ends a Wait sleeping in
+	// io_uring_enter and cancels the receive and any send still waiting,
+	// which Close could not submit itself from another thread
+	// (SINGLE_ISSUER).
+	wake := b.ring.GetSQE()
+	wake.PrepPollAdd(int32(b.waker.FD()), unix.POLLIN, tagWake)
+	wake.Flags |= iouring.SQEIOLink
+	b.ring.GetSQE().PrepCancelAll(tagKill)
+	b.arm()
+	if _, err := b.ring.Submit(0); err != nil {
+		return nil, err
+	}
+	b.syscallsAtOpen = b.ring.Syscalls()
+	b.mode = b.describe()
+	return b, nil
+}
+
+func (b *Backend) describe() string {
+	var m strings.Builder
+	m.WriteString("io_uring multishot recvmsg + buffer ring, fixed file")
+	if b.sqpoll {
+		fmt.Fprintf(&m, ", sqpoll cpu %d", *b.cfg.URing.SQCPU)
+	}
+	if b.cfg.URing.NAPI {
+		us := b.cfg.BusyPollUs
+		if us < 0 {
+			us = core.DefaultBusyPollUs
+		}
+		fmt.Fprintf(&m, ", napi busy poll %dus", us)
+	}
+	m.WriteString(", ")
+	m.WriteString(b.granted.Mode())
+	return m.String()
+}
+
+func (b *Backend) initSlots() {
+	c := &b.cfg
+	b.free = make([]uint16, b.nslots)
+	for i := range b.free {
+		b.free[i] = uint16(b.nslots - 1 - i)
+	}
+	b.nfree = b.nslots
+	b.queue = make([]uint16, b.nslots)
+	for _, d := range c.Dests {
+		b.dests = append(b.dests, netip.AddrPortFrom(d, c.Port))
+	}
+	if b.granted.Connected {
+		b.connectedTo = b.dests[0]
+	}
+	b.rxq = make([]rxDone, c.URing.RxBuffers)
+	b.held = make([]uint16, c.URing.RxBuffers)
+	// The receive msghdr: room for the sender's address, no control data,
+	// no iovec (the whole provided buffer is used).
+	*iouring.MsghdrAt(b.mem, b.recvOff) = iouring.Msghdr{Namelen: uint32(iouring.SockaddrInLen)}
+	// Fixed parts of the send slots: msghdr → iovec → payload.
+	for i := 0; i < b.nslots; i++ {
+		off := b.slotsOff + i*b.slotSize
+		*iouring.IovecAt(b.mem, off+slotIov) = iouring.Iovec{Base: b.mem.Addr(off + slotPayload)}
+		*iouring.MsghdrAt(b.mem, off) = iouring.Msghdr{Iov: b.mem.Addr(off + slotIov), Iovlen: 1}
+	}
+}
+
+func pow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+func contains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// LocalAddr is the address and port the socket is bound to.
+func (b *Backend) LocalAddr() netip.AddrPort { return b.granted.Local }
+
+// arm prepares the multishot RECVMSG (submitted by the caller).
+func (b *Backend) arm() bool {
+	e := b.ring.GetSQE()
+	if e == nil {
+		return false
+	}
+	e.PrepRecvmsgMultishot(fixedFD, true, b.mem.Addr(b.recvOff), bufGroup, tagRecv)
+	b.armed = true
+	return true
+}
+
+// Queue copies payload into a send slot for every destination in
+// Config.Dests (the connected peer of a one-destination client). It
+// returns false and queues nothing when the slots are full
+// (TxBackpressure; slots free up as their sends complete), the payload
+// exceeds MaxDatagram (TxOversize), the backend is closed, or a server
+// has no Dests (layer "uring" counter "queue_no_dest"; answer with
+// QueueTo). It makes no system call.
+func (b *Backend) Queue(payload []byte) bool {
+	if !b.guard.Enter() {
+		return false
+	}
+	defer b.guard.Exit()
+	if len(b.dests) == 0 {
+		b.noDest++
+		return false
+	}
+	per := len(b.dests)
+	if b.granted.Connected {
+		per = 1
+	}
+	if !b.room(payload, per) {
+		return false
+	}
+	for i := 0; i < per; i++ {
+		b.put(payload, b.dests[i])
+	}
+	return true
+}
+
+// QueueTo copies payload into a send slot addressed to to, the From of a
+// received Packet. It returns false as Queue does.
+func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
+	if !b.guard.Enter() {
+		return false
+	}
+	defer b.guard.Exit()
+	if !b.room(payload, 1) {
+		return false
+	}
+	b.put(payload, to)
+	return true
+}
+
+// room checks the size of payload and that per slots are free, reaping
+// completions (no system call) when they are not.
+func (b *Backend) room(payload []byte, per int) bool {
+	if len(payload) > b.cfg.MaxDatagram {
+		b.st.TxOversize += uint64(per)
+		return false
+	}
+	if b.nfree < per {
+		b.reap()
+		if b.nfree < per {
+			b.st.TxBackpressure += uint64(per)
+			return false
+		}
+	}
+	return true
+}
+
+// put fills a free slot with payload for to and queues it.
+func (b *Backend) put(payload []byte, to netip.AddrPort) {
+	b.nfree--
+	slot := b.free[b.nfree]
+	off := b.slotsOff + int(slot)*b.slotSize
+	copy(b.mem.Slice(off+slotPayload, len(payload)), payload)
+	iouring.IovecAt(b.mem, off+slotIov).Len = uint64(len(payload))
+	m := iouring.MsghdrAt(b.mem, off)
+	if b.granted.Connected && to == b.connectedTo {
+		m.Name, m.Namelen = 0, 0
+	} else {
+		iouring.PutSockaddrIn4(b.mem.Slice(off+slotName, iouring.SockaddrInLen), to)
+		m.Name, m.Namelen = b.mem.Addr(off+slotName), uint32(iouring.SockaddrInLen)
+	}
+	b.queue[b.qtail] = slot
+	b.qtail++
+	if b.qtail == b.nslots {
+		b.qtail = 0
+	}
+	b.nq++
+	b.st.TxQueued++
+}
+
+// Flush turns the queued messages into SENDMSG SQEs and submits them,
+// Config.TxBatch per io_uring_enter (one call for a batch that fits), so
+// the system calls per message compare with kind udp's sendmmsg at the
+// same batch size. With SQPOLL it only publishes the SQEs and enters the
+// kernel when the SQ thread has gone to sleep. Messages that do not fit
+// in the SQ stay queued for the next Flush. A send the kernel fails is
+// counted in TxDropped when its completion is reaped (by Flush, Rx, Wait
+// or Queue); TxSent and TxBytes count completed sends. It returns
+// net.ErrClosed after Close, or a failed io_uring_enter.
+func (b *Backend) Flush() error {
+	if !b.guard.Enter() {
+		return core.ErrClosed
+	}
+	defer b.guard.Exit()
+	b.reap()
+	batch := b.cfg.TxBatch
+	for {
+		for (b.sqpoll || int(b.ring.Unsubmitted()) < batch) && b.nq > 0 {
+			e := b.ring.GetSQE()
+			if e == nil {
+				break
+			}
+			slot := b.queue[b.qhead]
+			b.qhead++
+			if b.qhead == b.nslots {
+				b.qhead = 0
+			}
+			b.nq--
+			e.PrepSendmsg(fixedFD, true, b.mem.Addr(b.slotsOff+int(slot)*b.slotSize), 0, tagSend|uint64(slot))
+			b.inflight++
+		}
+		if b.ring.Unsubmitted() == 0 {
+			return nil
+		}
+		n, err := b.ring.Submit(batch)
+		if err != nil {
+			return err
+		}
+		if n == 0 || b.sqpoll {
+			return nil // the kernel is busy (EAGAIN/EBUSY) or the SQ thread takes it
+		}
+	}
+}
+
+// reap takes every completion from the CQ (no system call): sends free
+// their slots, receives go to rxq in order.
+func (b *Backend) reap() {
+	ready := b.ring.CQReady()
+	if ready == 0 {
+		if b.ring.SQFlags()&iouring.SQCQOverflow != 0 {
+			_ = b.ring.FlushOverflow()
+			ready = b.ring.CQReady()
+		}
+		if ready == 0 {
+			return
+		}
+	}
+	for i := uint32(0); i < ready; i++ {
+		c := b.ring.CQEAt(i)
+		switch c.UserData & tagMask {
+		case tagSend:
+			b.sendDone(uint16(c.UserData), c.Res)
+		case tagRecv:
+			if c.HasBuffer() {
+				j := b.rxHead + b.rxLen
+				if j >= len(b.rxq) {
+					j -= len(b.rxq)
+				}
+				b.rxq[j] = rxDone{res: c.Res, bid: c.BufID(), flags: c.Flags}
+				b.rxLen++
+			} else if c.Res < 0 {
+				b.recvError(unix.Errno(-c.Res))
+			}
+			if !c.More() {
+				b.armed = false
+			}
+		case tagWake:
+			b.woken = true
+		case tagKill:
+			b.killed = true
+		}
+	}
+	b.ring.CQAdvance(ready)
+}
+
+func (b *Backend) sendDone(slot uint16, res int32) {
+	b.inflight--
+	b.free[b.nfree] = slot
+	b.nfree++
+	if res >= 0 {
+		b.st.TxSent++
+		b.st.TxBytes += uint64(res)
+		return
+	}
+	b.st.TxDropped++
+	switch unix.Errno(-res) {
+	case unix.EAGAIN, unix.ENOBUFS:
+		b.sendBufFull++
+	case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
+		b.sendRefused++
+	case unix.ECANCELED:
+		b.cancelled++
+	default:
+		b.sendOther++
+	}
+}
+
+func (b *Backend) recvError(e unix.Errno) {
+	switch e {
+	case unix.ENOBUFS:
+		b.enobufs++
+	case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
+		// An ICMP error queued on a connected socket: reported once, then
+		// the socket receives normally. The next Rx arms again.
+		b.rxRefused++
+	case unix.ECANCELED:
+	default:
+		b.rxErrors++
+		b.rxErr = e
+	}
+}
+
+// Rx delivers up to min(len(pkts), Config.RxBatch) datagrams the multishot
+// receive has completed, and never blocks. It first gives the buffers of
+// the previous Rx back to the kernel (so pkts[i].Data of the previous call
+// is invalid from here on), and arms the receive again if the kernel ended
+// it (one io_uring_enter, counted in layer "uring" counter "rearm"); an Rx
+// that finds nothing makes no system call. A datagram longer than
+// MaxDatagram is counted in RxTruncated and not delivered; one whose
+// buffer cannot be parsed in RxMalformed. pkts[i].Data points into the
+// buffer ring and is valid until the next Rx or Close.
+//
+// The error is net.ErrClosed after Close, or an io_uring_enter or receive
+// failure other than the expected ones (ENOBUFS, ICMP errors, which are
+// counted).
+func (b *Backend) Rx(pkts []core.Packet) (int, error) {
+	if !b.guard.Enter() {
+		return 0, core.ErrClosed
+	}
+	defer b.guard.Exit()
+	b.recycle()
+	if !b.armed {
+		if b.arm() {
+			b.rearms++
+			if _, err := b.ring.Submit(0); err != nil {
+				return 0, err
+			}
+		}
+	}
+	b.reap()
+	var err error
+	if b.rxErr != 0 {
+		// Reported once; the next Rx arms the receive again.
+		err = fmt.Errorf("io_uring recvmsg: %w", b.rxErr)
+		b.rxErr = 0
+	}
+	limit := min(len(pkts), b.cfg.RxBatch)
+	k := 0
+	var bytes uint64
+	for k < limit && b.rxLen > 0 {
+		d := b.rxq[b.rxHead]
+		b.rxHead++
+		if b.rxHead == len(b.rxq) {
+			b.rxHead = 0
+		}
+		b.rxLen--
+		b.held[b.nheld] = d.bid
+		b.nheld++
+		if d.res < 0 {
+			b.st.RxMalformed++
+			continue
+		}
+		m := iouring.RecvmsgOut{Buf: b.bufs.Buf(d.bid)[:d.res], NameLen: iouring.SockaddrInLen}
+		if !m.IsValid() {
+			b.st.RxMalformed++
+			continue
+		}
+		if m.Truncated() || int(m.PayloadLen()) > b.cfg.MaxDatagram {
+			b.st.RxTruncated++
+			continue
+		}
+		from, _ := iouring.SockaddrIn4(m.Name())
+		p := m.Payload()
+		pkts[k] = core.Packet{Data: p[:len(p):len(p)], From: from}
+		bytes += uint64(len(p))
+		k++
+	}
+	b.st.RxDelivered += uint64(k)
+	b.st.RxBytes += bytes
+	return k, err
+}
+
+// recycle gives the buffers of the last Rx back to the buffer ring.
+func (b *Backend) recycle() {
+	if b.nheld == 0 {
+		return
+	}
+	for _, bid := range b.held[:b.nheld] {
+		if core.Debug {
+			core.Poison(b.bufs.Buf(bid))
+		}
+		b.bufs.Recycle(bid)
+	}
+	b.nheld = 0
+	b.bufs.Publish()
+}
+
+// Wait sleeps in io_uring_enter until a completion arrives that Rx can
+// deliver (or must re-arm after), ctx is done (ctx.Err()), or the backend
+// is closed (net.ErrClosed). Send completions that arrive meanwhile are
+// reaped and the sleep goes on. With URing.NAPI, the kernel busy polls the
+// socket's NAPI context inside this sleep. Each sleep lasts at most 50 ms,
+// so a context without a deadline is noticed.
+func (b *Backend) Wait(ctx context.Context) error {
+	if !b.guard.BeginWait() {
+		return core.ErrClosed
+	}
+	defer b.guard.EndWait()
+	for {
+		if !b.guard.Enter() {
+			return core.ErrClosed
+		}
+		b.reap()
+		ready, woken := b.rxLen > 0 || !b.armed || b.rxErr != 0, b.woken
+		b.guard.Exit()
+		if woken {
+			return core.ErrClosed
+		}
+		if ready {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d := waitSlice
+		if dl, ok := ctx.Deadline(); ok {
+			d = min(d, time.Until(dl))
+		}
+		// Between the reap above and this sleep, the ring is not touched by
+		// anyone else: Queue, Flush and Rx are not called during Wait, and
+		// Close only writes the eventfd until Wait returns.
+		if err := b.ring.WaitCQE(d); err != nil && !errors.Is(err, iouring.ErrTimeout) {
+			return err
+		}
+	}
+}
+
+// Stats returns the counters. Syscalls counts the io_uring_enter calls of
+// Flush, Rx and Wait (set-up excluded). Layers: the socket's own drop
+// count (layer "socket", "drops", a loss); layer "uring": "rearm" (the
+// multishot receive armed again after the kernel ended it), "enobufs"
+// (ended for want of buffers), "rx_icmp_refused", "rx_errors", the send
+// errors by cause (already in TxDropped), "tx_inflight" (sends submitted
+// and not completed), "cq_overflow" and "sq_dropped" (kernel counters that
+// stay 0 when the rings are sized right). Safe from any goroutine; after
+// Close it returns the counters as they were at Close.
+func (b *Backend) Stats() core.Stats {
+	if b.guard.Enter() {
+		s := b.snapshot()
+		b.guard.Exit()
+		return s
+	}
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	s := b.final
+	s.Layers = append([]core.Counter(nil), s.Layers...)
+	return s
+}
+
+func (b *Backend) snapshot() core.Stats {
+	s := b.st
+	s.Kind, s.Mode = core.KindURing, b.mode
+	s.Syscalls = b.ring.Syscalls() - b.syscallsAtOpen
+	s.SockRcvBuf, s.SockSndBuf = b.granted.RcvBuf, b.granted.SndBuf
+	if drops, err := sock.Drops(b.fd); err == nil {
+		s.Layers = append(s.Layers, core.Counter{Layer: "socket", Name: "drops", Value: drops, Loss: true})
+	}
+	s.Layers = append(s.Layers,
+		core.Counter{Layer: "uring", Name: "rearm", Value: b.rearms},
+		core.Counter{Layer: "uring", Name: "enobufs", Value: b.enobufs},
+		core.Counter{Layer: "uring", Name: "rx_icmp_refused", Value: b.rxRefused},
+		core.Counter{Layer: "uring", Name: "rx_errors", Value: b.rxErrors},
+		core.Counter{Layer: "uring", Name: "send_buffer_full", Value: b.sendBufFull},
+		core.Counter{Layer: "uring", Name: "send_refused", Value: b.sendRefused},
+		core.Counter{Layer: "uring", Name: "send_other_errors", Value: b.sendOther},
+		core.Counter{Layer: "uring", Name: "send_cancelled", Value: b.cancelled},
+		core.Counter{Layer: "uring", Name: "tx_inflight", Value: uint64(b.inflight)},
+		core.Counter{Layer: "uring", Name: "tx_unconfirmed_at_close", Value: b.unconfirmedAtClose},
+		core.Counter{Layer: "uring", Name: "queue_no_dest", Value: b.noDest},
+		core.Counter{Layer: "uring", Name: "cq_overflow", Value: uint64(b.ring.CQOverflow()), Loss: true},
+		core.Counter{Layer: "uring", Name: "sq_dropped", Value: uint64(b.ring.SQDropped())},
+	)
+	return s
+}
+
+// Close cancels what the ring has in flight, waits (up to 2 s) for the
+// kernel to finish with it, and releases the ring, the socket and the
+// memory. A Rx, Flush or Wait running on another goroutine returns
+// net.ErrClosed; Close waits for it to leave first. Messages still queued
+// are counted in TxDropped; sends cancelled in flight too (layer "uring"
+// "send_cancelled"). Safe to call more than once, from any goroutine.
+//
+// Cancellation works from any thread: Close writes an eventfd that the
+// ring polls, and the kernel then runs the cancellation linked to that poll
+// on the ring's own thread. Memory is unmapped only once every request
+// that points into it has completed; if the kernel has not finished after
+// 2 s, the memory is left mapped (a leak, not a corruption) and Close says
+// so.
+func (b *Backend) Close() error {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	if !b.guard.Shut(b.waker.Wake) {
+		return nil
+	}
+	b.st.TxDropped += uint64(b.nq)
+	b.nq, b.qhead, b.qtail = 0, 0, 0
+	// SQEs the kernel has not taken (a Flush that met EAGAIN) never will
+	// be: take them back, so the drain does not wait for them.
+	b.ring.Retract(func(e *iouring.SQE) {
+		switch e.UserData & tagMask {
+		case tagSend:
+			b.inflight--
+			b.st.TxDropped++
+		case tagRecv:
+			b.armed = false
+		}
+	})
+	drained := b.drain()
+	b.unconfirmedAtClose = uint64(b.inflight)
+	b.final = b.snapshot()
+
+	var errs []error
+	onOwner := unix.Gettid() == b.tid
+	errs = append(errs, b.ring.Close())
+	if drained {
+		errs = append(errs, b.bufs.Free(), b.mem.Free())
+	} else {
+		errs = append(errs, fmt.Errorf("uring close: the kernel still had %d sends and the receive (armed %v) in flight after %v; their memory is left mapped", b.inflight, b.armed, drainWait))
+	}
+	if err := unix.Close(b.fd); err != nil {
+		errs = append(errs, fmt.Errorf("close socket: %w", err))
+	}
+	errs = append(errs, b.waker.Close())
+	if onOwner {
+		if b.pinned {
+			errs = append(errs, cpu.Unpin())
+		} else {
+			runtime.UnlockOSThread()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// drain waits until the receive has ended and every send has completed,
+// after the kill switch fired. On the ring's own thread it sleeps in
+// io_uring_enter; elsewhere it watches the CQ in memory (the kernel runs
+// the work on the ring's thread, interrupting whatever it does).
+func (b *Backend) drain() bool {
+	onOwner := unix.Gettid() == b.tid
+	deadline := time.Now().Add(drainWait)
+	for {
+		b.reap()
+		if !b.armed && b.inflight == 0 && b.killed {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		if onOwner {
+			_ = b.ring.WaitCQE(10 * time.Millisecond)
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}

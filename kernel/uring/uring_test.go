@@ -1,0 +1,619 @@
+package uring
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/testutil"
+	"github.com/dgramio/dgramio/kernel/iouring"
+)
+
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+// freePort returns a UDP port on 127.0.0.1 that was free a moment ago.
+func freePort(t testing.TB) uint16 {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return uint16(c.LocalAddr().(*net.UDPAddr).Port)
+}
+
+// open opens a backend on the calling goroutine and closes it at the end of
+// the test (t.Cleanup runs on the test's goroutine, the ring's thread).
+func openT(t testing.TB, cfg core.Config) *Backend {
+	t.Helper()
+	if err := iouring.Check(); err != nil {
+		testutil.SkipIfNotSupported(t, err)
+	}
+	cfg.Kind = core.KindURing
+	b, err := New(cfg)
+	if err != nil {
+		testutil.SkipIfNotSupported(t, err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return b.(*Backend)
+}
+
+// echoServer runs a uring echo server on its own goroutine (New is called
+// there, since the ring belongs to the goroutine that polls it). It returns
+// the server's address and a function that stops it and returns its Stats.
+func echoServer(t *testing.T, cfg core.Config) (netip.AddrPort, func() core.Stats) {
+	t.Helper()
+	cfg.Kind, cfg.Role = core.KindURing, core.RoleServer
+	if !cfg.LocalIP.IsValid() {
+		cfg.LocalIP = loopback
+	}
+	if cfg.Port == 0 {
+		cfg.Port = freePort(t)
+	}
+	ready := make(chan error, 1)
+	done := make(chan core.Stats, 1)
+	var srv core.Backend
+	go func() {
+		b, err := New(cfg)
+		if err != nil {
+			ready <- err
+			return
+		}
+		srv = b
+		ready <- nil
+		pkts := make([]core.Packet, 32)
+		for {
+			n, err := b.Rx(pkts)
+			if errors.Is(err, net.ErrClosed) {
+				break
+			}
+			for _, p := range pkts[:n] {
+				for !b.QueueTo(p.Data, p.From) {
+					if b.Flush() != nil {
+						break
+					}
+				}
+			}
+			if n > 0 {
+				b.Flush()
+				continue
+			}
+			if err := b.Wait(context.Background()); errors.Is(err, net.ErrClosed) {
+				break
+			}
+		}
+		done <- b.Stats()
+	}()
+	if err := <-ready; err != nil {
+		testutil.SkipIfNotSupported(t, err)
+	}
+	stopped := false
+	var st core.Stats
+	stop := func() core.Stats {
+		if !stopped {
+			stopped = true
+			srv.Close()
+			st = <-done
+		}
+		return st
+	}
+	t.Cleanup(func() { stop() })
+	return netip.AddrPortFrom(cfg.LocalIP, cfg.Port), stop
+}
+
+// message writes a recognisable payload: sequence number, then a pattern.
+func message(buf []byte, seq uint32) []byte {
+	binary.BigEndian.PutUint32(buf, seq)
+	for i := 4; i < len(buf); i++ {
+		buf[i] = byte(seq) + byte(i)
+	}
+	return buf
+}
+
+func checkMessage(p []byte, size int) (uint32, error) {
+	if len(p) != size {
+		return 0, fmt.Errorf("%d bytes, want %d", len(p), size)
+	}
+	seq := binary.BigEndian.Uint32(p)
+	for i := 4; i < len(p); i++ {
+		if p[i] != byte(seq)+byte(i) {
+			return seq, fmt.Errorf("message %d: byte %d is %#x", seq, i, p[i])
+		}
+	}
+	return seq, nil
+}
+
+// roundTrips sends n messages of size bytes from c, window at a time, and
+// checks that each comes back whole, exactly once.
+func roundTrips(t *testing.T, c core.Backend, n, size, window int) {
+	t.Helper()
+	buf := make([]byte, size)
+	pkts := make([]core.Packet, 64)
+	seen := make([]bool, n)
+	got, sent := 0, 0
+	deadline := time.Now().Add(30 * time.Second)
+	for got < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d echoes after 30 s; client stats %+v", got, n, c.Stats())
+		}
+		for sent < n && sent-got < window && c.Queue(message(buf, uint32(sent))) {
+			sent++
+		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		k, err := c.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkts[:k] {
+			seq, err := checkMessage(p.Data, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(seq) >= n || seen[seq] {
+				t.Fatalf("echo %d unexpected or duplicated", seq)
+			}
+			seen[seq] = true
+			got++
+		}
+		if k == 0 && sent-got >= window {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			if err := c.Wait(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				cancel()
+				t.Fatal(err)
+			}
+			cancel()
+		}
+	}
+}
+
+func TestEchoLoopback(t *testing.T) {
+	srvAddr, stop := echoServer(t, core.Config{})
+	c := openT(t, core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port()})
+	const n, size = 2000, 100
+	roundTrips(t, c, n, size, 64)
+	cs := c.Stats()
+	ss := stop()
+	if cs.TxSent != n || cs.RxDelivered != n || cs.Lost() != 0 {
+		t.Errorf("client: sent %d delivered %d lost %d, want %d, %d, 0", cs.TxSent, cs.RxDelivered, cs.Lost(), n, n)
+	}
+	if ss.RxDelivered != n || ss.TxSent != n || ss.Lost() != 0 {
+		t.Errorf("server: delivered %d sent %d lost %d, want %d, %d, 0", ss.RxDelivered, ss.TxSent, ss.Lost(), n, n)
+	}
+	if cs.Syscalls == 0 || !strings.Contains(cs.Mode, "multishot") {
+		t.Errorf("client stats: syscalls %d, mode %q", cs.Syscalls, cs.Mode)
+	}
+	t.Logf("client: %d syscalls for %d messages sent and %d received (%.2f per message); mode %s",
+		cs.Syscalls, cs.TxSent, cs.RxDelivered, float64(cs.Syscalls)/float64(cs.TxSent+cs.RxDelivered), cs.Mode)
+}
+
+// TestEmptyRxNoSyscall: an Rx that finds nothing reads the CQ tail only.
+func TestEmptyRxNoSyscall(t *testing.T) {
+	b := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: freePort(t)})
+	pkts := make([]core.Packet, 8)
+	before := b.Stats().Syscalls
+	for i := 0; i < 1000; i++ {
+		if n, err := b.Rx(pkts); n != 0 || err != nil {
+			t.Fatalf("Rx on an idle socket: %d, %v", n, err)
+		}
+	}
+	if after := b.Stats().Syscalls; after != before {
+		t.Fatalf("1000 empty Rx made %d system calls, want 0", after-before)
+	}
+}
+
+// TestTinyBufferRing: with four buffers, a burst of 1000 datagrams ends the
+// multishot receive with ENOBUFS again and again, and each time the next Rx
+// arms it again; nothing is lost, since the datagrams wait in the socket.
+func TestTinyBufferRing(t *testing.T) {
+	port := freePort(t)
+	srv := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: port,
+		URing: core.URingOptions{RxBuffers: 4}})
+	if srv.granted.RcvBuf < 1000*1024 {
+		testutil.Skip(t, fmt.Sprintf("socket receive buffer %d bytes is too small to hold the burst (net.core.rmem_max; run as root)", srv.granted.RcvBuf))
+	}
+	// The sender is a plain socket, so the burst is in the server's socket
+	// buffer before the server reads anything.
+	tx, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	const n, size = 1000, 64
+	buf := make([]byte, size)
+	for i := 0; i < n; i++ {
+		if _, err := tx.Write(message(buf, uint32(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkts := make([]core.Packet, 3)
+	next := uint32(0)
+	deadline := time.Now().Add(20 * time.Second)
+	for next < n && time.Now().Before(deadline) {
+		k, err := srv.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkts[:k] {
+			seq, err := checkMessage(p.Data, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seq != next {
+				t.Fatalf("got message %d, want %d (lost or reordered)", seq, next)
+			}
+			next++
+		}
+		if k == 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			srv.Wait(ctx)
+			cancel()
+		}
+	}
+	st := srv.Stats()
+	rearm, _ := st.Counter("uring", "rearm")
+	drops, _ := st.Counter("socket", "drops")
+	if next != n || st.RxDelivered != n || st.Lost() != 0 || drops != 0 {
+		t.Fatalf("received %d of %d (delivered %d, lost %d, socket drops %d)", next, n, st.RxDelivered, st.Lost(), drops)
+	}
+	if rearm == 0 {
+		t.Fatal("re-arm counter is 0: the four buffers never ran out")
+	}
+	t.Logf("1000 datagrams through 4 buffers: %d re-arms, %d syscalls", rearm, st.Syscalls)
+}
+
+func TestTruncated(t *testing.T) {
+	srvPort := freePort(t)
+	srv := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: srvPort, MaxDatagram: 100})
+	tx, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(srvPort)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	for _, size := range []int{101, 1400, 100, 1} {
+		if _, err := tx.Write(make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkts := make([]core.Packet, 8)
+	var sizes []int
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sizes) < 2 && time.Now().Before(deadline) {
+		k, err := srv.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkts[:k] {
+			sizes = append(sizes, len(p.Data))
+		}
+		if k == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	st := srv.Stats()
+	if fmt.Sprint(sizes) != "[100 1]" || st.RxTruncated != 2 {
+		t.Fatalf("delivered sizes %v and %d truncated; want [100 1] and 2", sizes, st.RxTruncated)
+	}
+}
+
+func TestSQPollRefusedWithoutCPU(t *testing.T) {
+	_, err := New(core.Config{Kind: core.KindURing, Dests: []netip.Addr{loopback}, Port: 9,
+		URing: core.URingOptions{SQPoll: true}})
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "URing.SQCPU" || !strings.Contains(ce.Reason, "SQ_AFF") {
+		t.Fatalf("SQPOLL without a CPU: %v; want a ConfigError on URing.SQCPU", err)
+	}
+	cpu0 := 0
+	_, err = New(core.Config{Kind: core.KindURing, Dests: []netip.Addr{loopback}, Port: 9, CPUs: []int{0},
+		URing: core.URingOptions{SQPoll: true, SQCPU: &cpu0}})
+	if !errors.As(err, &ce) || ce.Field != "URing.SQCPU" {
+		t.Fatalf("SQPOLL on the poller's CPU: %v; want a ConfigError on URing.SQCPU", err)
+	}
+}
+
+func TestSQPollCPUOutsideSet(t *testing.T) {
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := allowed[len(allowed)-1] + 1
+	_, err = New(core.Config{Kind: core.KindURing, Dests: []netip.Addr{loopback}, Port: 9,
+		URing: core.URingOptions{SQPoll: true, SQCPU: &bad}})
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Reason, "allowed CPUs are "+cpu.FormatList(allowed)) {
+		t.Fatalf("SQ CPU %d outside %v: %v; want a ConfigError naming the allowed CPUs", bad, allowed, err)
+	}
+}
+
+func TestSQPollWithCPU(t *testing.T) {
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		testutil.Skip(t, "SQPOLL needs two CPUs: one for the poller, one for the SQ thread")
+	}
+	srvAddr, _ := echoServer(t, core.Config{})
+	sq := allowed[1]
+	c := openT(t, core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port(), CPUs: []int{allowed[0]},
+		URing: core.URingOptions{SQPoll: true, SQCPU: &sq}})
+	if !strings.Contains(c.Stats().Mode, fmt.Sprintf("sqpoll cpu %d", sq)) {
+		t.Fatalf("mode %q does not say sqpoll", c.Stats().Mode)
+	}
+	if got, err := cpu.Current(); err != nil || len(got) != 1 || got[0] != allowed[0] {
+		t.Fatalf("poller thread affinity %v (%v), want [%d]", got, err, allowed[0])
+	}
+	roundTrips(t, c, 300, 200, 32)
+	st := c.Stats()
+	if st.TxSent != 300 || st.RxDelivered != 300 {
+		t.Fatalf("sent %d received %d, want 300 each", st.TxSent, st.RxDelivered)
+	}
+	t.Logf("sqpoll: %d syscalls for 300 round trips", st.Syscalls)
+}
+
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// mapped reports whether addr lies in one of the process's mappings, and
+// counts the io_uring mappings.
+func mappings(t *testing.T, addrs []uint64) (hit []bool, uringMaps int) {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hit = make([]bool, len(addrs))
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, "io_uring") {
+			uringMaps++
+		}
+		var lo, hi uint64
+		if _, err := fmt.Sscanf(line, "%x-%x", &lo, &hi); err != nil {
+			continue
+		}
+		for i, a := range addrs {
+			if a >= lo && a < hi {
+				hit[i] = true
+			}
+		}
+	}
+	return hit, uringMaps
+}
+
+// TestCloseLeaksNothing closes a backend with sends in flight (a full
+// queue flushed and not reaped) and checks that no file descriptor and no
+// mapping is left: the socket, ring, eventfd; the rings, buffers and slots.
+func TestCloseLeaksNothing(t *testing.T) {
+	srvAddr, _ := echoServer(t, core.Config{})
+	fds := countFDs(t)
+	_, uringMaps := mappings(t, nil)
+	for round := 0; round < 5; round++ {
+		b, err := New(core.Config{Kind: core.KindURing, Dests: []netip.Addr{loopback}, Port: srvAddr.Port(), MaxDatagram: 1472})
+		if err != nil {
+			testutil.SkipIfNotSupported(t, err)
+		}
+		u := b.(*Backend)
+		addrs := []uint64{u.mem.Addr(0), uint64(uintptr(unsafe.Pointer(&u.bufs.Buf(0)[0])))}
+		payload := make([]byte, 1472)
+		for b.Queue(payload) {
+		}
+		if err := b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		st := b.Stats()
+		inflight, _ := st.Counter("uring", "tx_inflight")
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		final := b.Stats()
+		if final.TxQueued != final.TxSent+final.TxDropped {
+			t.Errorf("queued %d != sent %d + dropped %d after Close", final.TxQueued, final.TxSent, final.TxDropped)
+		}
+		hit, maps := mappings(t, addrs)
+		if hit[0] || hit[1] {
+			t.Fatalf("round %d: send slots mapped %v, buffers mapped %v after Close", round, hit[0], hit[1])
+		}
+		if maps != uringMaps {
+			t.Fatalf("round %d: %d io_uring mappings after Close, %d before", round, maps, uringMaps)
+		}
+		if n := countFDs(t); n != fds {
+			t.Fatalf("round %d: %d fds after Close, %d before", round, n, fds)
+		}
+		t.Logf("round %d: closed with %d of %d sends in flight, %d sent, %d dropped", round, inflight, final.TxQueued, final.TxSent, final.TxDropped)
+	}
+}
+
+// TestCloseDuringRxWait closes the backend from another goroutine while its
+// own goroutine loops on Rx and Wait: they must return net.ErrClosed, never
+// crash, and Close must not hang.
+func TestCloseDuringRxWait(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		port := freePort(t)
+		ready := make(chan core.Backend)
+		errc := make(chan error, 1)
+		go func() {
+			b, err := New(core.Config{Kind: core.KindURing, Role: core.RoleServer, LocalIP: loopback, Port: port})
+			if err != nil {
+				errc <- err
+				close(ready)
+				return
+			}
+			ready <- b
+			pkts := make([]core.Packet, 8)
+			for i := 0; ; i++ {
+				var err error
+				if i%2 == 0 {
+					_, err = b.Rx(pkts)
+				} else {
+					err = b.Wait(context.Background())
+				}
+				if errors.Is(err, net.ErrClosed) {
+					errc <- nil
+					return
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+		b, ok := <-ready
+		if !ok {
+			testutil.SkipIfNotSupported(t, <-errc)
+		}
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		closed := make(chan error)
+		go func() { closed <- b.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatalf("round %d: Close: %v", round, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: Close hangs", round)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("round %d: poll loop: %v", round, err)
+		}
+		if _, err := b.Rx(make([]core.Packet, 1)); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Rx after Close: %v", err)
+		}
+		if err := b.Wait(context.Background()); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Wait after Close: %v", err)
+		}
+		if b.Queue([]byte("x")) || b.Flush() == nil {
+			t.Fatal("Queue or Flush works after Close")
+		}
+	}
+}
+
+func TestWaitContext(t *testing.T) {
+	b := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: freePort(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if err := b.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on an idle socket: %v, want DeadlineExceeded", err)
+	}
+}
+
+func TestAllocs(t *testing.T) {
+	srvAddr, _ := echoServer(t, core.Config{})
+	c := openT(t, core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port()})
+	payload := make([]byte, 100)
+	pkts := make([]core.Packet, 32)
+	drain := func() {
+		for i := 0; i < 100; i++ {
+			if n, _ := c.Rx(pkts); n == 0 {
+				break
+			}
+		}
+	}
+	// Warm up: every path once (re-arm, reap, delivery).
+	for i := 0; i < 100; i++ {
+		c.Queue(payload)
+		c.Flush()
+		drain()
+	}
+	if a := testing.AllocsPerRun(200, func() {
+		c.Queue(payload)
+		c.Flush()
+	}); a != 0 {
+		t.Errorf("Queue+Flush: %v allocations per message", a)
+	}
+	time.Sleep(50 * time.Millisecond) // let the echoes come back
+	if a := testing.AllocsPerRun(200, func() {
+		c.Queue(payload)
+		c.Flush()
+		c.Rx(pkts)
+	}); a != 0 {
+		t.Errorf("Queue+Flush+Rx: %v allocations per message", a)
+	}
+	if a := testing.AllocsPerRun(200, func() { c.Rx(pkts) }); a != 0 {
+		t.Errorf("Rx: %v allocations", a)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	c.Queue(payload)
+	c.Flush()
+	if a := testing.AllocsPerRun(20, func() {
+		c.Queue(payload)
+		c.Flush()
+		c.Wait(ctx)
+		c.Rx(pkts)
+	}); a != 0 {
+		t.Errorf("Wait: %v allocations", a)
+	}
+	if st := c.Stats(); st.RxDelivered == 0 {
+		t.Fatal("no echo came back during the allocation runs")
+	}
+}
+
+// TestUnprivileged runs the loopback echo as uid 65534 (nobody) in a child
+// process: io_uring, buffer rings and the socket need no privilege.
+func TestUnprivileged(t *testing.T) {
+	if os.Getenv("DGRAMIO_URING_CHILD") == "1" {
+		if os.Getuid() == 0 {
+			t.Fatal("child runs as root")
+		}
+		return
+	}
+	testutil.RequireRoot(t)
+	// The test binary sits in a directory only root may enter; copy it
+	// where nobody can run it.
+	dir, err := os.MkdirTemp("", "uring-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "uring.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run", "^(TestUnprivileged|TestEchoLoopback|TestTinyBufferRing|TestCloseDuringRxWait)$", "-test.count=1", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "DGRAMIO_URING_CHILD=1", "CI=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as uid 65534: %v\n%s", err, out)
+	}
+	for _, name := range []string{"TestEchoLoopback", "TestCloseDuringRxWait"} {
+		if !strings.Contains(string(out), "--- PASS: "+name) {
+			t.Fatalf("%s did not pass as uid 65534:\n%s", name, out)
+		}
+	}
+	t.Logf("as uid 65534:\n%s", out)
+}
