@@ -34,6 +34,10 @@ var ErrNoCarrier = errors.New("no carrier")
 // wake-ups (recvfrom) while the kernel asks for one (seed section 3).
 const rxWakeEvery = 64
 
+// bindBusyWait bounds how long bind retries a queue that is busy (EBUSY):
+// long enough for the kernel to release the queue of a socket just closed.
+const bindBusyWait = 2 * time.Second
+
 // XSK is one AF_XDP socket on one queue, with its UMEM, its four rings and
 // the XDP program that feeds it. It implements frameio.FrameIO and
 // frameio.Waiter.
@@ -350,7 +354,15 @@ func (x *XSK) bind() (bool, error) {
 	case o.Copy == "copy" || o.Mode == "skb":
 		flags |= unix.XDP_COPY
 	}
-	err := unix.Bind(x.fd, &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(x.ifindex), QueueID: uint32(o.QueueID)})
+	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(x.ifindex), QueueID: uint32(o.QueueID)}
+	err := unix.Bind(x.fd, sa)
+	// The kernel lets go of a queue some time after the socket that held
+	// it is closed (the buffer pool is released by a work queue), so a
+	// socket reopened at once can find the queue busy for a moment.
+	for deadline := time.Now().Add(bindBusyWait); errors.Is(err, unix.EBUSY) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		err = unix.Bind(x.fd, sa)
+	}
 	where := fmt.Sprintf("%s queue %d", o.Iface, o.QueueID)
 	switch {
 	case err == nil:
@@ -358,7 +370,7 @@ func (x *XSK) bind() (bool, error) {
 		return false, core.NotSupported("AF_XDP zero-copy on "+o.Iface, "4.20",
 			`the driver does not offer zero-copy (veth never does): use Copy "copy" or ""`, err)
 	case errors.Is(err, unix.EBUSY):
-		return false, sysErr("bind AF_XDP socket to "+where+" (another AF_XDP socket holds the queue)", err)
+		return false, sysErr(fmt.Sprintf("bind AF_XDP socket to %s (another AF_XDP socket held the queue for %v)", where, bindBusyWait), err)
 	case errors.Is(err, unix.EINVAL):
 		return false, sysErr("bind AF_XDP socket to "+where+" (a bad queue, or a kernel without need_wakeup, Linux < 5.4)", err)
 	case errors.Is(err, unix.EPERM):
