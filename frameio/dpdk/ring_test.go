@@ -388,12 +388,56 @@ func TestSecondProcess(t *testing.T) {
 	}
 }
 
+// TestEALErrors: a start that cannot work says why, in a child process
+// (the EAL starts once per process, and a failed start is final).
+func TestEALErrors(t *testing.T) {
+	needEAL(t)
+	for _, c := range []struct{ mode, want string }{
+		{"badarg", "no-such-eal-option"},
+		{"hugepages", "unsupported=true"},
+	} {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "DGRAMIO_DPDK_CHILD="+c.mode)
+		out, err := cmd.CombinedOutput()
+		if c.mode == "hugepages" {
+			if free, _ := freeHugePages(); free > 0 {
+				// Hugepages are there: the child must start on them.
+				if err != nil || !strings.Contains(string(out), "--in-memory") {
+					t.Errorf("with %d free hugepages: %v\n%s", free, err, out)
+				}
+				continue
+			}
+		}
+		if err == nil || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "another answer") {
+			t.Errorf("%s: %v, output lacks %q:\n%s", c.mode, err, c.want, out)
+		}
+		t.Logf("%s: %s", c.mode, out)
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(RuntimeDir()), "dgramio_*"))
+	if len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
 // childMain is the whole test binary in the child of TestSecondProcess:
 // start the EAL, send a frame round a net_ring port, say the EAL's
 // arguments, close.
 func childMain() int {
-	if err := StartEAL(EALOptions{Quiet: true}); err != nil {
+	o := EALOptions{Quiet: true}
+	switch os.Getenv("DGRAMIO_DPDK_CHILD") {
+	case "hugepages":
+		o.HugePages = true
+	case "badarg":
+		o.ExtraArgs = []string{"--no-such-eal-option"}
+	}
+	if err := StartEAL(o); err != nil {
 		fmt.Println("child: EAL:", err)
+		var ue *core.UnsupportedError
+		var pe *core.PrivilegeError
+		fmt.Printf("child: unsupported=%v privilege=%v\n", errors.As(err, &ue), errors.As(err, &pe))
+		if again := StartEAL(EALOptions{}); again != err {
+			fmt.Println("child: a second StartEAL gave another answer:", again)
+		}
 		return 1
 	}
 	p, err := Open(Options{VDev: "net_ring_child"})
