@@ -16,21 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/core"
-	kudp "github.com/dgramio/dgramio/kernel/udp"
 )
-
-// openWithKernelUDP is dgramio.New, falling back to kernel/udp directly
-// while the root package does not build kind udp in yet.
-func openWithKernelUDP(cfg core.Config) (core.Backend, error) {
-	b, err := dgramio.New(cfg)
-	if err != nil && cfg.Kind == core.KindUDP && Classify(cfg.Kind, err) == ClassNotBuilt {
-		return kudp.New(cfg)
-	}
-	return b, err
-}
 
 func freeUDPPort(t *testing.T) int {
 	t.Helper()
@@ -45,8 +33,6 @@ func freeUDPPort(t *testing.T) int {
 // echo and loadgen over the kernel's UDP on loopback: both tools' files
 // make a cell whose counters add up. No root needed.
 func TestEchoLoadgenLoopbackUDP(t *testing.T) {
-	Open = openWithKernelUDP
-	defer func() { Open = dgramio.New }()
 	dir := t.TempDir()
 	port := fmt.Sprint(freeUDPPort(t))
 	echoJSON, loadJSON := filepath.Join(dir, "echo.json"), filepath.Join(dir, "load.json")

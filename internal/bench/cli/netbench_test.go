@@ -36,43 +36,54 @@ func netbenchRun(t *testing.T, kinds []string, rates []float64) (*bench.Report, 
 	return rep, out
 }
 
-// udp over the veth pair, echo and loadgen in separate processes in two
-// namespaces: every message comes back and the counters add up.
-func TestNetbenchUDPOverVeth(t *testing.T) {
-	rep, out := netbenchRun(t, []string{"udp"}, []float64{2000})
-	if len(rep.Cells) != 1 {
-		t.Fatalf("%d cells, want 1", len(rep.Cells))
+// udp and tcp over the veth pair, echo and loadgen in separate processes in
+// two namespaces: every message comes back and the counters add up.
+func TestNetbenchOverVeth(t *testing.T) {
+	rep, out := netbenchRun(t, []string{"udp", "tcp"}, []float64{2000})
+	if len(rep.Cells) != 2 {
+		t.Fatalf("%d cells, want 2; kinds %+v", len(rep.Cells), rep.Kinds)
 	}
-	c := rep.Cells[0]
-	if c.Error != "" {
-		t.Fatalf("cell error %s", c.Error)
+	for _, c := range rep.Cells {
+		if c.Error != "" {
+			t.Fatalf("%s: cell error %s", c.Kind, c.Error)
+		}
+		if c.Offered != 1000 || c.Sent != c.Offered {
+			t.Fatalf("%s: offered %d sent %d, want 1000 (2000/s for 0.5 s)", c.Kind, c.Offered, c.Sent)
+		}
+		if c.Unaccounted != 0 {
+			t.Fatalf("%s: unaccounted %d: %+v %v", c.Kind, c.Unaccounted, c.Conservation, c.Notes)
+		}
+		if c.Counters["echo.dgramio.rx_delivered"] == 0 || c.Counters["loadgen.dgramio.tx_sent"] == 0 {
+			t.Fatalf("%s: counters of both ends missing: %v", c.Kind, c.Counters)
+		}
+		if rep.Env.Modes[c.Kind] == "" {
+			t.Fatalf("%s: no mode in env %+v", c.Kind, rep.Env.Modes)
+		}
+		for _, f := range []string{"echo.json", "loadgen.json", "echo.log", "loadgen.log"} {
+			if _, err := os.Stat(filepath.Join(out, "logs", c.Kind+"-2k-"+f)); err != nil {
+				t.Errorf("output: %v", err)
+			}
+		}
 	}
-	if c.Offered != 1000 || c.Sent != c.Offered {
-		t.Fatalf("offered %d sent %d, want 1000 (2000/s for 0.5 s)", c.Offered, c.Sent)
-	}
-	if c.Unaccounted != 0 {
-		t.Fatalf("unaccounted %d: %+v %v", c.Unaccounted, c.Conservation, c.Notes)
-	}
-	if c.Counters["echo.dgramio.rx_delivered"] == 0 || c.Counters["loadgen.dgramio.tx_sent"] == 0 {
-		t.Fatalf("counters of both ends missing: %v", c.Counters)
-	}
+	c, _ := rep.Cell("udp", 2000)
+	// The kernel's own counters outside the backends saw the same traffic.
 	if c.Host["a.link.tx_packets"] < c.Conservation.Sent {
 		t.Fatalf("host counters: A's veth sent %d packets, loadgen %d messages", c.Host["a.link.tx_packets"], c.Conservation.Sent)
 	}
 	if c.Host["b.snmp.udp.in_datagrams"] < c.Conservation.Sent-c.Conservation.Counted {
 		t.Fatalf("host counters: B's UDP took in %d datagrams: %v", c.Host["b.snmp.udp.in_datagrams"], c.Host)
 	}
-	if rep.Env.Modes["udp"] == "" || rep.Env.Link != "veth" || len(rep.Env.Offloads) == 0 {
+	if rep.Env.Link != "veth" || len(rep.Env.Offloads) == 0 {
 		t.Fatalf("env %+v", rep.Env)
 	}
-	for _, f := range []string{"results.json", "table.txt", "report.md", "logs/udp-2k-echo.json", "logs/udp-2k-loadgen.json", "logs/udp-2k-echo.log"} {
+	for _, f := range []string{"results.json", "table.txt", "report.md"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("output: %v", err)
 		}
 	}
 	var back bench.Report
 	b, _ := os.ReadFile(filepath.Join(out, "results.json"))
-	if err := json.Unmarshal(b, &back); err != nil || len(back.Cells) != 1 {
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Cells) != 2 {
 		t.Fatalf("results.json: %v", err)
 	}
 }
