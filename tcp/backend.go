@@ -66,8 +66,8 @@ const pollBudget = 256
 //   - Flush hands staged bytes to netstack (its send buffer, TCP.SendBuf),
 //     which sends at once (NoDelay) or as Nagle allows. It never blocks.
 //     A connection that takes no byte for TCP.SendStall while records wait
-//     makes Flush return a *core.PeerError wrapping ErrSendStall, once per
-//     stall: the peer stopped reading. The connection stays; close the
+//     makes Flush return a *SendStallError (errors.Is ErrSendStall), once
+//     per stall: the peer stopped reading. The connection stays; close the
 //     backend or keep waiting.
 //   - Every Rx and Flush drives the stack: it delivers received frames to
 //     netstack (ACKs included, so a sender whose window is closed takes the
@@ -468,7 +468,8 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
 
 // Flush hands every connection's staged records to netstack, drives the
 // stack and kicks what netstack wrote. It never blocks. It returns a
-// reported peer error (*core.PeerError: a close, a reset, ErrSendStall) once,
+// reported peer error (*core.PeerError: a close or a reset; *SendStallError)
+// once,
 // a device error from the FrameIO's Kick, or net.ErrClosed after Close.
 func (b *Backend) Flush() error {
 	if !b.guard.Enter() {
@@ -526,7 +527,7 @@ func (b *Backend) send(c *conn) {
 	if !c.stallReported && now.Sub(c.stallSince) >= b.cfg.TCP.SendStall {
 		c.stallReported = true
 		b.stats.stalls.Add(1)
-		b.errs = append(b.errs, &core.PeerError{Peer: c.peer, Err: ErrSendStall})
+		b.errs = append(b.errs, &SendStallError{Peer: c.peer, Stalled: now.Sub(c.stallSince)})
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,11 +262,95 @@ func TestRecordBoundaries(t *testing.T) {
 	stream(t, cli, 4<<20, func(i uint64) int { return sizes[i%uint64(len(sizes))] }, 120*time.Second)
 }
 
-// TestManyConnections: three clients on one server; Queue on the server
-// goes to all of them, QueueTo to one.
+// TestManyConnections: three clients on one server (through a flooding
+// hub). Each gets its own echoes (QueueTo); the server's Queue goes to all
+// of them; and when one stops reading, the server's Queue refuses for all
+// (all or none): every client ends with the same records.
 func TestManyConnections(t *testing.T) {
-	// Three clients need three wires to one server: use a tiny switch.
-	t.Skip("needs a memio switch; covered over veth")
+	const n = 3
+	h, bs := newHub(n, memio.Options{})
+	srv, err := NewOverFrameIO(serverConfig(), h, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	p := startPoller(srv, echo(t, srv))
+	var clis []*Backend
+	for i := 0; i < n; i++ {
+		cfg := clientConfig()
+		cfg.LocalIP = netip.AddrFrom4([4]byte{198, 18, 0, byte(10 + i)})
+		c, err := NewOverFrameIO(cfg, bs[i], Options{})
+		if err != nil {
+			p.stop()
+			t.Fatalf("client %d: %v", i, err)
+		}
+		defer c.Close()
+		clis = append(clis, c)
+	}
+	for i, c := range clis {
+		stream(t, c, 100*(100+i), func(uint64) int { return 100 + i }, 60*time.Second)
+	}
+	p.stop()
+	if s := srv.Stats(); s.Conns != n || s.Accepts != n {
+		t.Fatalf("server stats %+v", s)
+	}
+
+	// Fan-out with client 2 not reading: its connection backs up, and the
+	// server's Queue must then refuse for everyone.
+	buf := make([]byte, 1000)
+	scratch := make([]byte, 1000)
+	pkts := make([]core.Packet, 64)
+	got := make([]uint64, n)
+	read := func(i int) {
+		k, err := clis[i].Rx(pkts)
+		if err != nil {
+			t.Fatalf("client %d Rx: %v", i, err)
+		}
+		for j := 0; j < k; j++ {
+			checkRecord(t, pkts[j].Data, got[i], len(buf), scratch)
+			got[i]++
+		}
+	}
+	var queued uint64
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatalf("server Queue never refused: queued %d, stats %+v", queued, srv.Stats())
+		}
+		if !srv.Queue(makeRecord(buf, queued, len(buf))) {
+			break
+		}
+		queued++
+		if err := srv.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		read(0)
+		read(1)
+	}
+	if s := srv.Stats(); s.TxBackpressure != n {
+		t.Fatalf("TxBackpressure = %d, want %d (one per destination)", s.TxBackpressure, n)
+	}
+	if queued < 100 {
+		t.Fatalf("Queue refused after only %d records", queued)
+	}
+	// Now everyone reads; each must get exactly the queued records.
+	for deadline := time.Now().Add(60 * time.Second); got[0] < queued || got[1] < queued || got[2] < queued; {
+		if time.Now().After(deadline) {
+			t.Fatalf("clients got %v of %d records", got, queued)
+		}
+		srv.Flush()
+		for i := range clis {
+			read(i)
+			clis[i].Flush()
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	for i := range clis {
+		read(i)
+	}
+	if got[0] != queued || got[1] != queued || got[2] != queued {
+		t.Fatalf("clients got %v records, server queued %d to each", got, queued)
+	}
+	t.Logf("fan-out: %d records to each of %d clients before back-pressure", queued, n)
 }
 
 func TestCloseAndReset(t *testing.T) {
@@ -344,4 +430,94 @@ func TestCloseAndReset(t *testing.T) {
 			t.Fatalf("client Rx after abort: %v", err)
 		}
 	})
+}
+
+// TestBackpressure: a server that keeps its stack running but stops
+// reading. The client's Queue turns false (nothing lost, nothing cut), its
+// Flush reports ErrSendStall after TCP.SendStall, and when the server reads
+// again every record arrives, in order.
+func TestBackpressure(t *testing.T) {
+	var reading atomic.Bool
+	var got atomic.Uint64
+	var bad atomic.Value
+	body := func(b *Backend) func(context.Context) bool {
+		pkts := make([]core.Packet, 64)
+		scratch := make([]byte, 1000)
+		return func(ctx context.Context) bool {
+			if !reading.Load() {
+				if err := b.Flush(); errors.Is(err, net.ErrClosed) {
+					return false
+				}
+				time.Sleep(time.Millisecond)
+				return true
+			}
+			n, err := b.Rx(pkts)
+			if errors.Is(err, net.ErrClosed) {
+				return false
+			}
+			for i := 0; i < n; i++ {
+				want := makeRecord(scratch, got.Load(), 1000)
+				if string(pkts[i].Data) != string(want) {
+					bad.Store(fmt.Sprintf("record %d differs", got.Load()))
+				}
+				got.Add(1)
+			}
+			b.Flush()
+			if n == 0 {
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+				b.Wait(wctx)
+				cancel()
+			}
+			return true
+		}
+	}
+	ccfg := clientConfig()
+	ccfg.TCP.SendStall = 300 * time.Millisecond
+	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), ccfg, body)
+	buf := make([]byte, 1000)
+	var sent uint64
+	var stall error
+	start := time.Now()
+	for deadline := start.Add(60 * time.Second); stall == nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stall reported; sent %d, stats %+v", sent, cli.Stats())
+		}
+		for cli.Queue(makeRecord(buf, sent, 1000)) {
+			sent++
+		}
+		if err := cli.Flush(); err != nil {
+			var se *SendStallError
+			if !errors.Is(err, ErrSendStall) || !errors.As(err, &se) || se.Peer.Addr() != srvIP || se.Stalled < ccfg.TCP.SendStall {
+				t.Fatalf("Flush: %v", err)
+			}
+			stall = err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st := cli.Stats()
+	t.Logf("stalled after %v with %d records accepted; %v", time.Since(start).Round(time.Millisecond), sent, stall)
+	if st.TxBackpressure == 0 {
+		t.Errorf("no back-pressure counted: %+v", st)
+	}
+	// The window opened nothing more while the server did not read: the
+	// server's netstack holds at most its receive buffer.
+	if got.Load() != 0 {
+		t.Fatalf("server read %d records while not reading", got.Load())
+	}
+	reading.Store(true)
+	for deadline := time.Now().Add(60 * time.Second); got.Load() < sent; {
+		if time.Now().After(deadline) {
+			t.Fatalf("server got %d of %d records; client %+v", got.Load(), sent, cli.Stats())
+		}
+		if err := cli.Flush(); err != nil && !errors.Is(err, ErrSendStall) {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if v := bad.Load(); v != nil {
+		t.Fatal(v)
+	}
+	if st := cli.Stats(); st.TxSent != sent || st.TxDropped != 0 {
+		t.Fatalf("client TxSent %d TxDropped %d, want %d and 0", st.TxSent, st.TxDropped, sent)
+	}
 }

@@ -2,15 +2,36 @@ package tcp
 
 import (
 	"errors"
+	"fmt"
+	"net/netip"
 	"syscall"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
-// ErrSendStall is the error of a *core.PeerError that Flush returns when a
-// connection took no byte for Config.TCP.SendStall while records waited for
-// it: the peer's window stayed closed, so the peer stopped reading.
-var ErrSendStall = errors.New("tcp: peer stopped reading (send window closed for longer than TCP.SendStall)")
+// ErrSendStall is matched (errors.Is) by the *SendStallError that Flush
+// returns when a connection took no byte for Config.TCP.SendStall while
+// records waited for it.
+var ErrSendStall = errors.New("peer stopped reading")
+
+// SendStallError says that a connection's send window stayed closed for
+// Stalled (at least Config.TCP.SendStall) while records waited: the peer's
+// stack answers but its application stopped reading. The connection stays
+// open and its records stay queued; Queue refuses (back-pressure) until the
+// peer reads again. Close the backend, or keep flushing and waiting.
+type SendStallError struct {
+	Peer    netip.AddrPort
+	Stalled time.Duration
+}
+
+// Error implements error.
+func (e *SendStallError) Error() string {
+	return fmt.Sprintf("tcp: peer %s stopped reading: send window closed for %v", e.Peer, e.Stalled.Round(time.Millisecond))
+}
+
+// Is reports whether target is ErrSendStall.
+func (e *SendStallError) Is(target error) bool { return target == ErrSendStall }
 
 // goErr turns a netstack error into a Go error: the errno Linux would give
 // where there is one (so errors.Is(err, syscall.ECONNREFUSED) works), else
