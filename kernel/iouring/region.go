@@ -1,3 +1,5 @@
+//go:build linux && (amd64 || arm64 || ppc64 || ppc64le || mips64 || mips64le || riscv64 || s390x || loong64)
+
 package iouring
 
 import (
