@@ -32,11 +32,20 @@ func openTCPDPDK(t *testing.T, h *testhost.Host, driver string, cfg core.Config)
 		cfg.ConnectTimeout = 20 * time.Second
 	}
 	var b core.Backend
-	err := h.Do(func() error {
-		var err error
-		b, err = NewDPDK(cfg)
-		return err
-	})
+	var err error
+	func() {
+		// A panic in the constructor fails this test, not the whole binary.
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("tcp.NewDPDK panicked: %v", r)
+			}
+		}()
+		err = h.Do(func() error {
+			var err error
+			b, err = NewDPDK(cfg)
+			return err
+		})
+	}()
 	if err == nil {
 		t.Cleanup(func() { b.Close() })
 	}
