@@ -80,10 +80,10 @@ func (r *ring[T]) pending() uint32 { return r.prod - r.producer.Load() }
 func (r *ring[T]) outstanding() uint32 { return r.producer.Load() - r.consumer.Load() }
 
 // avail returns how many slots the consumer may read now, at most max,
-// refreshing the producer index when the cached view is empty.
+// refreshing the producer index when the cached view holds fewer than max.
 func (r *ring[T]) avail(max uint32) uint32 {
 	n := r.prod - r.cons
-	if n == 0 {
+	if n < max {
 		r.prod = r.producer.Load()
 		n = r.prod - r.cons
 	}

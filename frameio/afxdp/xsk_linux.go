@@ -737,8 +737,10 @@ func (x *XSK) Stats() frameio.Stats {
 			)
 		}
 	}
-	if c, err := x.objs.ReadCounters(); err == nil {
-		s.Layers = append(s.Layers, c.Layers()...)
+	if x.objs != nil {
+		if c, err := x.objs.ReadCounters(); err == nil {
+			s.Layers = append(s.Layers, c.Layers()...)
+		}
 	}
 	return s
 }
