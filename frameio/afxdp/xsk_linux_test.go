@@ -20,6 +20,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
 	"github.com/dgramio/dgramio/internal/core"
@@ -886,4 +887,102 @@ func TestEchoTwoGoroutines(t *testing.T) {
 		t.Errorf("stats: %+v (lost %d)", s, cs.Lost())
 	}
 	t.Logf("%s: %d echoed, %d syscalls", s.Mode, echoed, s.Syscalls)
+}
+
+// dropCaps removes caps from the calling thread's effective set. Call it
+// only on a thread that is thrown away afterwards (inside Host.Do).
+func dropCaps(caps ...int) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	for _, c := range caps {
+		data[c/32].Effective &^= 1 << (c % 32)
+	}
+	return unix.Capset(&hdr, &data[0])
+}
+
+func TestPrivilegeErrors(t *testing.T) {
+	p := testhost.NewT(t, testhost.Options{})
+	o := Options{Iface: p.A.Iface, Port: xskPort}
+	try := func(setup func() error, drop ...int) error {
+		var err error
+		if e := p.A.Do(func() error {
+			if err := dropCaps(drop...); err != nil {
+				return err
+			}
+			if setup != nil {
+				if err := setup(); err != nil {
+					return err
+				}
+			}
+			var x *XSK
+			x, err = Open(o)
+			if err == nil {
+				x.Close()
+			}
+			return nil
+		}); e != nil {
+			t.Fatal(e)
+		}
+		return err
+	}
+	cases := []struct {
+		name  string
+		drop  []int
+		want  string
+		setup func() error
+	}{
+		{"no CAP_NET_RAW", []int{unix.CAP_NET_RAW}, "CAP_NET_RAW", nil},
+		{"no CAP_BPF", []int{unix.CAP_BPF, unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN}, "CAP_BPF", nil},
+	}
+	for _, c := range cases {
+		err := try(c.setup, c.drop...)
+		var pe *core.PrivilegeError
+		if !errors.As(err, &pe) || !strings.Contains(pe.Capability, c.want) || !errors.Is(err, os.ErrPermission) {
+			t.Errorf("%s: %v, want a PrivilegeError naming %s", c.name, err, c.want)
+		}
+		if xdpAttached(t, p.A) != nil {
+			t.Errorf("%s: the failed Open left a program attached", c.name)
+		}
+	}
+
+	// RLIMIT_MEMLOCK is the process's: lower it for this one Open only.
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &old); err != nil {
+		t.Fatal(err)
+	}
+	err := try(func() error {
+		return unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: 1 << 20, Max: old.Max})
+	}, unix.CAP_IPC_LOCK)
+	if e := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old); e != nil {
+		t.Fatal(e)
+	}
+	var pe *core.PrivilegeError
+	if !errors.As(err, &pe) || !strings.Contains(pe.Capability, "RLIMIT_MEMLOCK") || !strings.Contains(pe.Capability, "CAP_IPC_LOCK") {
+		t.Errorf("UMEM over RLIMIT_MEMLOCK: %v, want a PrivilegeError naming CAP_IPC_LOCK and RLIMIT_MEMLOCK", err)
+	} else {
+		t.Log(err)
+	}
+}
+
+func TestNoCarrier(t *testing.T) {
+	p := testhost.NewT(t, testhost.Options{})
+	if err := p.B.SetLinkUp(false); err != nil {
+		t.Fatal(err)
+	}
+	_, err := tryOpen(p.A, Options{Iface: p.A.Iface, Port: xskPort, CarrierWait: 300 * time.Millisecond})
+	if !errors.Is(err, ErrNoCarrier) {
+		t.Fatalf("peer down: %v, want ErrNoCarrier", err)
+	}
+	// Everything Open made is undone: no program, and the queue is free.
+	waitDetached(t, p.A, 10*time.Second)
+	if err := p.B.SetLinkUp(true); err != nil {
+		t.Fatal(err)
+	}
+	x := openXSK(t, p.A, Options{Iface: p.A.Iface, Port: xskPort, CarrierWait: 20 * time.Second})
+	if x.Mode() == "" {
+		t.Error("no mode")
+	}
 }
