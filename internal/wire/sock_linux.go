@@ -153,7 +153,7 @@ func (f *forwarder) now() int64 { return int64(time.Since(f.epoch)) }
 // EAGAIN), the next frame is due, or the waker says stop. It allocates
 // nothing per frame.
 func (f *forwarder) run() {
-	fds := [3]unix.PollFd{{Fd: int32(f.in.fd)}, {Fd: int32(f.out.fd)}, {Fd: int32(f.waker), Events: unix.POLLIN}}
+	fds := [3]unix.PollFd{{Fd: -1}, {Fd: -1}, {Fd: int32(f.waker), Events: unix.POLLIN}}
 	var ts unix.Timespec
 	for {
 		f.apply()
@@ -162,12 +162,16 @@ func (f *forwarder) run() {
 		blocked := f.send(now)
 		f.p.publish()
 
-		fds[0].Events, fds[1].Events = 0, 0
+		// A descriptor not waited for is left out (-1), so that an error
+		// condition on it (POLLERR is always reported) cannot wake this
+		// loop again and again: the ingress's is cleared by the next read,
+		// the egress's by the other direction's loop.
+		fds[0].Fd, fds[1].Fd = -1, -1
 		if f.p.freeCount() > 0 {
-			fds[0].Events = unix.POLLIN
+			fds[0].Fd, fds[0].Events = int32(f.in.fd), unix.POLLIN
 		}
 		if blocked {
-			fds[1].Events = unix.POLLOUT
+			fds[1].Fd, fds[1].Events = int32(f.out.fd), unix.POLLOUT
 		}
 		var timeout *unix.Timespec
 		if next, ok := f.p.next(); ok && !blocked {

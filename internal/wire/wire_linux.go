@@ -55,6 +55,10 @@ type Options struct {
 	Limit int
 	// MTU of the four veth ends. 0: the kernel's default (1500).
 	MTU int
+	// Queues is the number of TX and RX queues of the four veth ends (as
+	// testhost.Options.Queues; each end has as many as its peer, so that
+	// driver-mode XDP attaches on A and B). 0 means 1.
+	Queues int
 	// A and B are the addresses with prefix length of the two hosts. They
 	// must lie in one subnet inside 198.18.0.0/15, so that ARP crosses the
 	// wire as it crosses a cable. Zero: 198.18.n.1/24 and 198.18.n.2/24, n
@@ -207,10 +211,10 @@ func New(o Options) (*Wire, error) {
 			w.teardown()
 		}
 	}()
-	if w.pairs[0], err = testhost.New(testhost.Options{A: o.A, B: middleAddr(o.A.Addr()), MTU: o.MTU}); err != nil {
+	if w.pairs[0], err = testhost.New(testhost.Options{A: o.A, B: middleAddr(o.A.Addr()), MTU: o.MTU, Queues: o.Queues}); err != nil {
 		return nil, fmt.Errorf("wire: hosts A/MA: %w", err)
 	}
-	if w.pairs[1], err = testhost.New(testhost.Options{A: middleAddr(o.B.Addr()), B: o.B, MTU: o.MTU}); err != nil {
+	if w.pairs[1], err = testhost.New(testhost.Options{A: middleAddr(o.B.Addr()), B: o.B, MTU: o.MTU, Queues: o.Queues}); err != nil {
 		return nil, fmt.Errorf("wire: hosts MB/B: %w", err)
 	}
 	w.A, w.MA = w.pairs[0].A, w.pairs[0].B
@@ -315,6 +319,10 @@ func NewT(t testing.TB, o Options) *Wire {
 	})
 	return w
 }
+
+// Pair returns A and B as a testhost.Pair, for code written for one. Do
+// not Close it: Close the Wire.
+func (w *Wire) Pair() *testhost.Pair { return &testhost.Pair{A: w.A, B: w.B} }
 
 // Seed returns the seed of the decisions (see Options.Seed).
 func (w *Wire) Seed() uint64 { return w.seed }

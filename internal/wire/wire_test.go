@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -132,9 +133,15 @@ func TestUDPRoundTrip(t *testing.T) {
 				t.Errorf("%s: offload %s is on", h.Iface, name)
 			}
 		}
-		v6, err := h.ReadSys("class/net/" + h.Iface + "/mtu") // the end exists in its own sysfs
-		if err != nil || strings.TrimSpace(v6) != "1500" {
-			t.Errorf("%s: mtu %q, %v", h.Iface, v6, err)
+		if err := h.Do(func() error {
+			// /proc/sys/net follows the calling thread's namespace.
+			b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + h.Iface + "/disable_ipv6")
+			if err == nil && strings.TrimSpace(string(b)) != "1" {
+				err = fmt.Errorf("disable_ipv6 is %q", b)
+			}
+			return err
+		}); err != nil {
+			t.Errorf("%s: IPv6: %v", h.Iface, err)
 		}
 	}
 	for i := range 3 {
@@ -144,14 +151,12 @@ func TestUDPRoundTrip(t *testing.T) {
 	if mac, _, err := w.A.Neigh(w.B.Addr); err != nil || mac.String() != w.B.MAC.String() {
 		t.Errorf("A's neighbour entry for B: %s, %v; want %s", mac, err, w.B.MAC)
 	}
+	balanced(t, w)
 	for _, d := range []Direction{AtoB, BtoA} {
 		c := w.Stats(d)
 		// ARP request or reply plus three datagrams each way.
 		if c.Received < 4 || c.Forwarded != c.Received || c.Dropped+c.Duplicated+c.Reordered+c.Corrupted+c.Delayed+c.SocketDrops != 0 {
 			t.Errorf("%v: %v", d, c)
-		}
-		if !c.Balanced() {
-			t.Errorf("%v: counters do not balance: %v", d, c)
 		}
 	}
 }
@@ -295,7 +300,8 @@ func sendSeq(t *testing.T, w *Wire, n int) []int {
 	a := udpOn(t, w.A, netip.AddrPortFrom(w.A.Addr, 0))
 	b := udpOn(t, w.B, netip.AddrPortFrom(w.B.Addr, 0))
 	to := b.LocalAddr().(*net.UDPAddr).AddrPort()
-	got := make([]int, n)
+	got := make([]int, n) // the receiver's until done
+	var total atomic.Int64
 	done := make(chan error, 1)
 	go func() {
 		buf := make([]byte, 64)
@@ -312,6 +318,7 @@ func sendSeq(t *testing.T, w *Wire, n int) []int {
 			}
 			if seq := binary.BigEndian.Uint64(buf); seq < uint64(n) {
 				got[seq]++
+				total.Add(1)
 			} else {
 				done <- fmt.Errorf("sequence %d out of range", seq)
 				return
@@ -336,22 +343,10 @@ func sendSeq(t *testing.T, w *Wire, n int) []int {
 	}) {
 		t.Fatalf("the wire read %v of %d frames", w.Stats(AtoB), n)
 	}
-	var last int
-	waitFor(30*time.Second, func() bool {
-		var sum int
-		for _, v := range got {
-			sum += v
-		}
-		c := w.Stats(AtoB)
-		if sum == int(c.Forwarded) {
-			return true
-		}
-		last = sum
-		return false
-	})
+	waitFor(30*time.Second, func() bool { return total.Load() == int64(w.Stats(AtoB).Forwarded) })
 	b.Close()
 	if err := <-done; err != nil && !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("B after %d datagrams: %v", last, err)
+		t.Fatalf("B after %d datagrams: %v", total.Load(), err)
 	}
 	if c := w.Stats(AtoB); c.SocketDrops != 0 || c.Received != uint64(n) {
 		t.Fatalf("A→B: %v: the wire missed frames, the decisions below cannot be compared", c)
@@ -479,6 +474,59 @@ func TestSetImpairment(t *testing.T) {
 	roundTrip(t, w, "after")
 	if err := w.SetImpairment(AtoB, Impairment{Loss: 2}); err == nil {
 		t.Error("SetImpairment accepted Loss=2")
+	}
+}
+
+// TestLinkFlap takes the middle end facing A down: frames B→A are refused
+// at the egress and counted; once it is up again the wire carries traffic
+// as before (the packet socket follows the device down and up).
+func TestLinkFlap(t *testing.T) {
+	w := NewT(t, Options{})
+	roundTrip(t, w, "before")
+	if err := w.MA.SetLinkUp(false); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(20*time.Second, func() bool {
+		l, err := w.A.Link()
+		return err == nil && l.Attrs().OperState != netlink.OperUp
+	}) {
+		t.Fatal("A kept its carrier with MA down")
+	}
+	// B knows A's MAC from the round trip: its datagrams reach MB, then
+	// have nowhere to go.
+	a := udpOn(t, w.A, netip.AddrPortFrom(w.A.Addr, 0))
+	b := udpOn(t, w.B, netip.AddrPortFrom(w.B.Addr, 0))
+	to := a.LocalAddr().(*net.UDPAddr).AddrPort()
+	for range 5 {
+		if _, err := b.WriteToUDPAddrPort([]byte("into the void"), to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !waitFor(20*time.Second, func() bool { return w.Stats(BtoA).SendErrors >= 5 }) {
+		t.Fatalf("B→A with MA down: %v", w.Stats(BtoA))
+	}
+	if err := w.MA.SetLinkUp(true); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(20*time.Second, func() bool {
+		l, err := w.A.Link()
+		return err == nil && l.Attrs().OperState == netlink.OperUp
+	}) {
+		t.Fatal("A has no carrier after MA came up")
+	}
+	roundTrip(t, w, "after")
+	balanced(t, w)
+}
+
+// balanced waits until the counters of both directions balance (a frame
+// the forwarder is handling at the instant of a snapshot is in Received
+// and not yet elsewhere).
+func balanced(t *testing.T, w *Wire) {
+	t.Helper()
+	for _, d := range []Direction{AtoB, BtoA} {
+		if !waitFor(10*time.Second, func() bool { return w.Stats(d).Balanced() }) {
+			t.Errorf("%v: counters do not balance: %v", d, w.Stats(d))
+		}
 	}
 }
 
