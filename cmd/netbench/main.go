@@ -13,7 +13,9 @@
 // "netbench loadgen …" (the same flags as cmd/echo and cmd/loadgen), so it
 // runs on a bare host with nothing but root, and "go run ./cmd/netbench"
 // works. Flags: --kinds, --rates, --duration, --warmup, --drain, --size,
-// --batch, --queues, --json FILE, --out DIR, --iface-a/--iface-b (two real
+// --batch, --queues, --json FILE, --out DIR (default
+// bench/results/<date>-<host>: results.json, report.md, table.txt and the
+// tools' logs; "none" for nothing), --iface-a/--iface-b (two real
 // ports; not implemented yet), --wait (yielding mode for machines with too
 // few CPUs), --cpus L,E, --port.
 package main

@@ -77,7 +77,7 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	batch := fs.Int("batch", bench.DefaultBatch, "messages per Flush and per Rx")
 	queues := fs.Int("queues", 1, "queues of the test hosts and the backends")
 	jsonPath := fs.String("json", "", "write the JSON report to this file")
-	out := fs.String("out", "", "write results.json, report.md, table.txt and the tools' logs into this directory")
+	out := fs.String("out", "auto", "write results.json, report.md, table.txt and the tools' logs into this directory (auto: bench/results/<date>-<host>; none: nowhere)")
 	ifaceA := fs.String("iface-a", "", "first of two real ports cabled together (instead of a veth pair)")
 	ifaceB := fs.String("iface-b", "", "second real port")
 	wait := fs.Bool("wait", false, "yielding mode: the tools sleep in Wait when idle instead of busy polling")
@@ -91,6 +91,13 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 		JSON: *jsonPath, Out: *out, IfaceA: *ifaceA, IfaceB: *ifaceB, Wait: *wait, Port: *port,
 		LoadCPU: -1, EchoCPU: -1,
 		Command: "netbench " + strings.Join(args, " "),
+	}
+	switch o.Out {
+	case "auto":
+		host, _ := os.Hostname()
+		o.Out = filepath.Join("bench", "results", time.Now().Format("20060102-150405")+"-"+host)
+	case "none":
+		o.Out = ""
 	}
 	var err error
 	if o.Rates, err = bench.ParseRates(*rates); err != nil {
@@ -125,6 +132,9 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, "  %s: %s\n", k.Kind, k.Mode)
 			}
 		}
+	}
+	if o.Out != "" {
+		fmt.Fprintf(stderr, "netbench: results in %s\n", o.Out)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "netbench:", err)
