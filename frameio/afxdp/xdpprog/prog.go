@@ -8,7 +8,7 @@
 // (XDP_PASS). Because the fallback action of the redirect is XDP_PASS, a
 // program left on an interface without a socket in its map is harmless:
 // frames take the normal path. Every decision increments one slot of a
-// per-CPU counter array, read with Objects.Counters.
+// per-CPU counter array, read with Objects.ReadCounters.
 //
 // Building the instructions (Instructions, CollectionSpec) needs no
 // privileges; loading them (Load) needs CAP_BPF and CAP_NET_ADMIN on
