@@ -86,6 +86,9 @@ func (b *BufRing) Free() error {
 // Group returns the buffer group id, for SQE.BufIndex.
 func (b *BufRing) Group() uint16 { return b.bgid }
 
+// Addr returns the address of buffer bid (for tests and diagnostics).
+func (b *BufRing) Addr(bid uint16) uint64 { return b.bufs.Addr(int(uint32(bid)&b.mask) * b.size) }
+
 // Entries returns the number of buffers.
 func (b *BufRing) Entries() uint32 { return b.n }
 

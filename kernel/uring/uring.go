@@ -129,7 +129,13 @@ var _ core.Backend = (*Backend)(nil)
 // because io_uring runs completion work on the submitting thread and CPU
 // affinity is per thread. With Config.CPUs set it also pins the thread to
 // CPUs[0]. Close, called on that goroutine, unlocks (and unpins) it again;
-// a goroutine that ends while locked takes its thread with it.
+// a goroutine that ends while locked takes its thread with it. That
+// goroutine must outlive the backend: when its thread ends, the kernel
+// cancels the ring's requests (the receive ends, sends in flight fail) and
+// no other thread may arm them again (Rx then returns an error saying so).
+// To open a backend whose socket lives in another network namespace, join
+// the namespace on the polling goroutine's locked thread (setns) before
+// New; the ring does not care where its thread is afterwards.
 //
 // Options (Config.URing): SQPoll needs SQCPU, a CPU other than the
 // poller's and inside the process's CPU set (Validate refuses an unset
@@ -486,7 +492,7 @@ func (b *Backend) Flush() error {
 		}
 		n, err := b.ring.Submit(batch)
 		if err != nil {
-			return err
+			return threadErr(err)
 		}
 		if n == 0 || b.sqpoll {
 			return nil // the kernel is busy (EAGAIN/EBUSY) or the SQ thread takes it
@@ -595,7 +601,7 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 		if b.arm() {
 			b.rearms++
 			if _, err := b.ring.Submit(0); err != nil {
-				return 0, err
+				return 0, threadErr(err)
 			}
 		}
 	}
@@ -692,9 +698,19 @@ func (b *Backend) Wait(ctx context.Context) error {
 		// anyone else: Queue, Flush and Rx are not called during Wait, and
 		// Close only writes the eventfd until Wait returns.
 		if err := b.ring.WaitCQE(d); err != nil && !errors.Is(err, iouring.ErrTimeout) {
-			return err
+			return threadErr(err)
 		}
 	}
+}
+
+// threadErr explains EEXIST, what a SINGLE_ISSUER ring answers a
+// submission from another thread than the one that created it.
+func threadErr(err error) error {
+	if errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("uring: %w: only the OS thread that called New may submit to its ring (IORING_SETUP_SINGLE_ISSUER); "+
+			"call Queue, Flush, Rx and Wait on the goroutine that called New, and keep that goroutine alive while the backend is open", err)
+	}
+	return err
 }
 
 // Stats returns the counters. Syscalls counts the io_uring_enter calls of

@@ -5,25 +5,27 @@ package uring
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
+	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/kernel/iouring"
+	"github.com/dgramio/dgramio/kernel/sock/socktest"
 )
+
+func payload(p []byte, seq uint32) []byte {
+	socktest.Payload(p, seq)
+	return p
+}
 
 var loopback = netip.MustParseAddr("127.0.0.1")
 
@@ -121,42 +123,28 @@ func echoServer(t *testing.T, cfg core.Config) (netip.AddrPort, func() core.Stat
 	return netip.AddrPortFrom(cfg.LocalIP, cfg.Port), stop
 }
 
-// message writes a recognisable payload: sequence number, then a pattern.
-func message(buf []byte, seq uint32) []byte {
-	binary.BigEndian.PutUint32(buf, seq)
-	for i := 4; i < len(buf); i++ {
-		buf[i] = byte(seq) + byte(i)
-	}
-	return buf
-}
-
-func checkMessage(p []byte, size int) (uint32, error) {
-	if len(p) != size {
-		return 0, fmt.Errorf("%d bytes, want %d", len(p), size)
-	}
-	seq := binary.BigEndian.Uint32(p)
-	for i := 4; i < len(p); i++ {
-		if p[i] != byte(seq)+byte(i) {
-			return seq, fmt.Errorf("message %d: byte %d is %#x", seq, i, p[i])
-		}
-	}
-	return seq, nil
-}
-
-// roundTrips sends n messages of size bytes from c, window at a time, and
-// checks that each comes back whole, exactly once.
-func roundTrips(t *testing.T, c core.Backend, n, size, window int) {
+// roundTrips sends n messages from c, each of size(i) bytes, at most window
+// of them unanswered, to an echo server, and checks that each comes back
+// whole, exactly once. (socktest.RoundTrip runs the echo loop on a
+// goroutine of its own, which a uring server, bound to the thread that
+// created it, cannot allow.)
+func roundTrips(t *testing.T, c core.Backend, n, window int, size func(i int) int) {
 	t.Helper()
-	buf := make([]byte, size)
+	buf := make([]byte, 65535)
 	pkts := make([]core.Packet, 64)
 	seen := make([]bool, n)
 	got, sent := 0, 0
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for got < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d echoes after 30 s; client stats %+v", got, n, c.Stats())
+			t.Fatalf("%d of %d echoes after 60 s; client stats %+v", got, n, c.Stats())
 		}
-		for sent < n && sent-got < window && c.Queue(message(buf, uint32(sent))) {
+		for sent < n && sent-got < window {
+			p := buf[:size(sent)]
+			socktest.Payload(p, uint32(sent))
+			if !c.Queue(p) {
+				break
+			}
 			sent++
 		}
 		if err := c.Flush(); err != nil {
@@ -167,12 +155,12 @@ func roundTrips(t *testing.T, c core.Backend, n, size, window int) {
 			t.Fatal(err)
 		}
 		for _, p := range pkts[:k] {
-			seq, err := checkMessage(p.Data, size)
+			seq, err := socktest.Check(p.Data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if int(seq) >= n || seen[seq] {
-				t.Fatalf("echo %d unexpected or duplicated", seq)
+			if int(seq) >= n || seen[seq] || len(p.Data) != size(int(seq)) {
+				t.Fatalf("echo %d (%d bytes) unexpected, duplicated or cut", seq, len(p.Data))
 			}
 			seen[seq] = true
 			got++
@@ -188,11 +176,13 @@ func roundTrips(t *testing.T, c core.Backend, n, size, window int) {
 	}
 }
 
+func fixed(n int) func(int) int { return func(int) int { return n } }
+
 func TestEchoLoopback(t *testing.T) {
 	srvAddr, stop := echoServer(t, core.Config{})
 	c := openT(t, core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port()})
 	const n, size = 2000, 100
-	roundTrips(t, c, n, size, 64)
+	roundTrips(t, c, n, 64, fixed(size))
 	cs := c.Stats()
 	ss := stop()
 	if cs.TxSent != n || cs.RxDelivered != n || cs.Lost() != 0 {
@@ -243,7 +233,7 @@ func TestTinyBufferRing(t *testing.T) {
 	const n, size = 1000, 64
 	buf := make([]byte, size)
 	for i := 0; i < n; i++ {
-		if _, err := tx.Write(message(buf, uint32(i))); err != nil {
+		if _, err := tx.Write(payload(buf, uint32(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -256,7 +246,7 @@ func TestTinyBufferRing(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, p := range pkts[:k] {
-			seq, err := checkMessage(p.Data, size)
+			seq, err := socktest.Check(p.Data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -364,7 +354,7 @@ func TestSQPollWithCPU(t *testing.T) {
 	if got, err := cpu.Current(); err != nil || len(got) != 1 || got[0] != allowed[0] {
 		t.Fatalf("poller thread affinity %v (%v), want [%d]", got, err, allowed[0])
 	}
-	roundTrips(t, c, 300, 200, 32)
+	roundTrips(t, c, 300, 32, fixed(200))
 	st := c.Stats()
 	if st.TxSent != 300 || st.RxDelivered != 300 {
 		t.Fatalf("sent %d received %d, want 300 each", st.TxSent, st.RxDelivered)
@@ -421,7 +411,7 @@ func TestCloseLeaksNothing(t *testing.T) {
 			testutil.SkipIfNotSupported(t, err)
 		}
 		u := b.(*Backend)
-		addrs := []uint64{u.mem.Addr(0), uint64(uintptr(unsafe.Pointer(&u.bufs.Buf(0)[0])))}
+		addrs := []uint64{u.mem.Addr(0), u.bufs.Addr(0)}
 		payload := make([]byte, 1472)
 		for b.Queue(payload) {
 		}
@@ -576,46 +566,59 @@ func TestAllocs(t *testing.T) {
 	}
 }
 
-// TestUnprivileged runs the loopback echo as uid 65534 (nobody) in a child
-// process: io_uring, buffer rings and the socket need no privilege.
+// TestUnprivileged runs an echo, with Wait and re-arms, as uid 65534
+// (nobody) in a copy of the test binary: io_uring, buffer rings, SQPOLL,
+// NAPI registration and the socket need no privilege.
 func TestUnprivileged(t *testing.T) {
-	if os.Getenv("DGRAMIO_URING_CHILD") == "1" {
-		if os.Getuid() == 0 {
-			t.Fatal("child runs as root")
-		}
+	if socktest.AsNobody(t) {
 		return
 	}
-	testutil.RequireRoot(t)
-	// The test binary sits in a directory only root may enter; copy it
-	// where nobody can run it.
-	dir, err := os.MkdirTemp("", "uring-unpriv-")
+	if os.Geteuid() == 0 {
+		t.Fatal("the body runs as root")
+	}
+	srvAddr, stop := echoServer(t, core.Config{URing: core.URingOptions{RxBuffers: 4}})
+	cfg := core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port()}
+	if allowed, err := cpu.Allowed(); err == nil && len(allowed) >= 2 {
+		cfg.CPUs = []int{allowed[0]}
+		cfg.URing = core.URingOptions{SQPoll: true, SQCPU: &allowed[1], NAPI: true}
+	}
+	c := openT(t, cfg)
+	roundTrips(t, c, 1000, 32, fixed(500))
+	ss := stop()
+	rearm, _ := ss.Counter("uring", "rearm")
+	t.Logf("uid %d: 1000 round trips, server re-armed %d times; %s", os.Geteuid(), rearm, c.Stats().Mode)
+}
+
+// TestWrongThread: a re-arm from a goroutine other than New's is refused by
+// the kernel, and Rx says why.
+func TestWrongThread(t *testing.T) {
+	port := freePort(t)
+	b := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: port, URing: core.URingOptions{RxBuffers: 2}})
+	tx, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(port)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
+	defer tx.Close()
+	for i := 0; i < 4; i++ { // two buffers: the receive ends with ENOBUFS
+		tx.Write([]byte("x"))
 	}
-	self, err := os.ReadFile("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "uring.test")
-	if err := os.WriteFile(bin, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run", "^(TestUnprivileged|TestEchoLoopback|TestTinyBufferRing|TestCloseDuringRxWait)$", "-test.count=1", "-test.v")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "DGRAMIO_URING_CHILD=1", "CI=")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("as uid 65534: %v\n%s", err, out)
-	}
-	for _, name := range []string{"TestEchoLoopback", "TestCloseDuringRxWait"} {
-		if !strings.Contains(string(out), "--- PASS: "+name) {
-			t.Fatalf("%s did not pass as uid 65534:\n%s", name, out)
+	errc := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		pkts := make([]core.Packet, 4)
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := b.Rx(pkts); err != nil {
+				errc <- err
+				return
+			}
+			time.Sleep(time.Millisecond)
 		}
+		errc <- nil
+	}()
+	err = <-errc
+	if err == nil || !strings.Contains(err.Error(), "goroutine that called New") {
+		t.Fatalf("Rx from another thread: %v; want the SINGLE_ISSUER explanation", err)
 	}
-	t.Logf("as uid 65534:\n%s", out)
 }
