@@ -715,6 +715,9 @@ func (x *XSK) Stats() frameio.Stats {
 	s.Layers = append(s.Layers,
 		core.Counter{Layer: "xsk", Name: "tx_oversize", Value: t.oversize.Load(), Loss: true},
 		core.Counter{Layer: "xsk", Name: "rx_bad_desc", Value: x.rx.invalid.Load(), Loss: true},
+		// sendto returned EBUSY: the kernel completed a frame without
+		// sending it (NET_XMIT_DROP in copy mode).
+		core.Counter{Layer: "xsk", Name: "tx_dropped_busy", Value: t.dropped.Load(), Loss: true},
 	)
 	x.statsMu.RLock()
 	defer x.statsMu.RUnlock()
