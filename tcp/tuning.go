@@ -42,7 +42,9 @@ type Tuning struct {
 	// MinRTO is the minimum retransmission timeout.
 	MinRTO time.Duration
 	// MaxRetries is the number of retransmissions of one segment after which
-	// the connection is given up (ETIMEDOUT, and the peer gets a RST).
+	// the connection is given up at the next timeout (ETIMEDOUT; netstack
+	// sends no RST then). The backend reports it as a *core.PeerError
+	// with Reset true and Err syscall.ETIMEDOUT.
 	MaxRetries int
 }
 
