@@ -3,6 +3,7 @@ package tcp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -113,7 +114,7 @@ type Backend struct {
 type counters struct {
 	txQueued, txBackpressure, txOversize, txSent, txDropped, txBytes atomic.Uint64
 	rxDelivered, rxBytes, rxTruncated                                atomic.Uint64
-	conns, accepts, resets, peerCloses, stalls                       atomic.Uint64
+	conns, accepts, resets, peerCloses, stalls, noConn               atomic.Uint64
 	streamTx, streamRx                                               atomic.Uint64 // bytes through netstack
 }
 
@@ -398,7 +399,7 @@ func (b *Backend) connectAll() error {
 		if len(pending) == 0 {
 			break
 		}
-		if err := b.st.EP.Sleep(ctx); err != nil {
+		if err := b.nap(ctx); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("tcp: connect %s: no answer within %v (ConnectTimeout): %w", pending[0].peer, b.cfg.ConnectTimeout, syscall.ETIMEDOUT)
 			}
@@ -415,7 +416,8 @@ func (b *Backend) connectAll() error {
 // Queue copies payload as one record into the staging of every connection
 // (all of them or none) and returns true; false when one of them has no
 // room (TxBackpressure, one per connection), when payload is longer than
-// MaxDatagram (TxOversize), when there is no connection, or after Close.
+// MaxDatagram (TxOversize), when there is no connection ("queue_no_conn",
+// layer "tcp"), or after Close.
 // Nothing is sent before Flush.
 func (b *Backend) Queue(payload []byte) bool {
 	if !b.guard.Enter() {
@@ -427,6 +429,7 @@ func (b *Backend) Queue(payload []byte) bool {
 		return false
 	}
 	if len(b.conns) == 0 {
+		b.stats.noConn.Add(1)
 		return false
 	}
 	for _, c := range b.conns {
@@ -443,7 +446,9 @@ func (b *Backend) Queue(payload []byte) bool {
 }
 
 // QueueTo is Queue for the one connection whose peer is to (the From of a
-// received Packet). It returns false when no connection has that peer.
+// received Packet). It returns false as Queue does; a peer that is not (or
+// no longer) connected is counted as "queue_no_conn" (layer "tcp"), as kind
+// tcp counts it.
 func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
 	if !b.guard.Enter() {
 		return false
@@ -463,6 +468,7 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
 			return true
 		}
 	}
+	b.stats.noConn.Add(1)
 	return false
 }
 
@@ -599,8 +605,8 @@ func (b *Backend) drive() {
 	b.accept()
 }
 
-// Rx returns up to len(pkts) whole records from the connections. It never
-// blocks. pkts[i].Data is valid until the next Rx. The error is a peer's
+// Rx returns up to min(len(pkts), Config.RxBatch) whole records from the
+// connections, as kind tcp does. It never blocks. pkts[i].Data is valid until the next Rx. The error is a peer's
 // close or reset (*core.PeerError), reported once, when Rx has no record to
 // return; net.ErrClosed after Close.
 func (b *Backend) Rx(pkts []core.Packet) (int, error) {
@@ -615,6 +621,9 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 		}
 	}
 	b.drive()
+	if len(pkts) > b.cfg.RxBatch {
+		pkts = pkts[:b.cfg.RxBatch]
+	}
 	n := 0
 	if len(b.conns) > 0 {
 		if b.next >= len(b.conns) {
@@ -692,12 +701,16 @@ func (b *Backend) receive(c *conn, pkts []core.Packet) int {
 // a connection readable or accepted one, an error waits to be reported), ctx
 // is done (ctx.Err()), or the backend is closed (net.ErrClosed). While it
 // sleeps, netstack's timers and processors still send (retransmissions
-// leave on time).
+// leave on time). Over a FrameIO that cannot sleep (no frameio.Waiter:
+// DPDK) it returns an error matching core.ErrNotSupported.
 func (b *Backend) Wait(ctx context.Context) error {
 	if !b.guard.BeginWait() {
 		return net.ErrClosed
 	}
 	defer b.guard.EndWait()
+	if _, ok := b.fio.(frameio.Waiter); !ok {
+		return core.NotSupported("Wait on "+b.cfg.Kind+" over this device", "", "the device cannot sleep on its queue: poll Rx", nil)
+	}
 	if len(b.errs) > 0 || b.lnReady.Load() {
 		return nil
 	}
@@ -736,6 +749,7 @@ func (b *Backend) Stats() core.Stats {
 		core.Counter{Layer: "stream", Name: "bytes_tx", Value: s.streamTx.Load()},
 		core.Counter{Layer: "stream", Name: "bytes_rx", Value: s.streamRx.Load()},
 		core.Counter{Layer: "stream", Name: "send_stalls", Value: s.stalls.Load()},
+		core.Counter{Layer: "tcp", Name: "queue_no_conn", Value: s.noConn.Load()},
 	)
 	out.Layers = append(out.Layers, fs.Layers...)
 	return out
@@ -787,10 +801,8 @@ func (b *Backend) shutdown(linger bool) error {
 		for time.Now().Before(deadline) && !b.allClosed() {
 			b.st.EP.Poll(pollBudget)
 			b.st.EP.Flush()
-			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			ctx2, cancel2 := context.WithTimeout(ctx, 5*time.Millisecond)
-			_ = b.st.EP.Sleep(ctx2)
-			cancel2()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+			_ = b.nap(ctx)
 			cancel()
 		}
 	}
@@ -799,6 +811,28 @@ func (b *Backend) shutdown(linger bool) error {
 	b.st.Close()
 	return b.opts.Close()
 }
+
+// nap sleeps until a frame arrives, netstack wakes the poll loop, or ctx is
+// done: the FrameIO's Wait through Endpoint.Sleep, or, on a FrameIO that
+// cannot wait (DPDK), a sleep of napPoll. For the poll loops of New and
+// Close, not for Wait.
+func (b *Backend) nap(ctx context.Context) error {
+	err := b.st.EP.Sleep(ctx)
+	if errors.Is(err, core.ErrNotSupported) {
+		t := time.NewTimer(napPoll)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// napPoll is how long nap sleeps on a FrameIO that cannot wait.
+const napPoll = 20 * time.Microsecond
 
 // allClosed reports whether every connection's FIN has been acknowledged
 // (or the connection is gone).

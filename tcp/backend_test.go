@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
 )
@@ -520,4 +521,29 @@ func TestBackpressure(t *testing.T) {
 	if st := cli.Stats(); st.TxSent != sent || st.TxDropped != 0 {
 		t.Fatalf("client TxSent %d TxDropped %d, want %d and 0", st.TxSent, st.TxDropped, sent)
 	}
+}
+
+// noWait hides memio's Wait: a FrameIO that cannot sleep, as DPDK's.
+type noWait struct{ frameio.FrameIO }
+
+// TestNoWaiter: over a FrameIO that cannot sleep the client still connects
+// (New polls), records flow, and Wait says it is not supported.
+func TestNoWaiter(t *testing.T) {
+	pa, pb := memio.NewPair(memio.Options{})
+	srv, err := NewOverFrameIO(serverConfig(), noWait{pa}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := srv.Wait(context.Background()); !errors.Is(err, core.ErrNotSupported) {
+		t.Fatalf("Wait without a Waiter: %v", err)
+	}
+	p := startPoller(srv, echo(t, srv))
+	defer p.stop()
+	cli, err := NewOverFrameIO(clientConfig(), noWait{pb}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	stream(t, cli, 100<<10, func(uint64) int { return 100 }, 60*time.Second)
 }
