@@ -18,6 +18,10 @@ type loopBackend struct {
 	lens           []int
 	head, tail, fl int // queued: [fl, tail); answerable: [head, fl)
 	st             core.Stats
+	// With stop set, the rxLimit-th Rx call sets it.
+	stop    *atomic.Bool
+	rxLimit int
+	rxCalls int
 }
 
 func newLoopBackend(n, size int) *loopBackend {
@@ -42,6 +46,9 @@ func (b *loopBackend) QueueTo(p []byte, _ netip.AddrPort) bool {
 }
 func (b *loopBackend) Flush() error { b.st.TxSent += uint64(b.tail - b.fl); b.fl = b.tail; return nil }
 func (b *loopBackend) Rx(pkts []core.Packet) (int, error) {
+	if b.rxCalls++; b.stop != nil && b.rxCalls >= b.rxLimit {
+		b.stop.Store(true)
+	}
 	n := 0
 	for n < len(pkts) && b.head < b.fl {
 		i := b.head % len(b.slots)
@@ -89,17 +96,16 @@ func TestLoadNoAllocPerMessage(t *testing.T) {
 
 // The echo loop allocates nothing per message either.
 func TestEchoNoAllocPerMessage(t *testing.T) {
-	mallocs := func(d time.Duration) (uint64, uint64) {
+	mallocs := func(rounds int) (uint64, uint64) {
+		var stop atomic.Bool
 		b := newLoopBackend(4096, 100)
+		b.stop, b.rxLimit = &stop, rounds
 		m, _ := NewMsg(100, 1)
 		for i := 0; i < 1000; i++ {
 			b.Queue(m)
 		}
 		b.Flush()
-		var stop atomic.Bool
 		r := &EchoResult{}
-		timer := time.AfterFunc(d, func() { stop.Store(true) })
-		defer timer.Stop()
 		var m0, m1 runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&m0)
@@ -113,8 +119,8 @@ func TestEchoNoAllocPerMessage(t *testing.T) {
 		}
 		return m1.Mallocs - m0.Mallocs, r.Received
 	}
-	small, ns := mallocs(10 * time.Millisecond)
-	big, nb := mallocs(200 * time.Millisecond)
+	small, ns := mallocs(1000)
+	big, nb := mallocs(100000)
 	t.Logf("%d messages: %d allocations; %d messages: %d allocations", ns, small, nb, big)
 	if big > small+20 {
 		t.Fatalf("%d more allocations for %d more messages", big-small, nb-ns)

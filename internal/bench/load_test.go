@@ -84,7 +84,7 @@ func TestLoadEchoLossless(t *testing.T) {
 func TestInjectedDropsAttributed(t *testing.T) {
 	const k = 7
 	lr, _, c, _ := run(t, benchtest.Options{Delay: 50 * time.Microsecond, DropEvery: 13, DropMax: k}, LoadOptions{
-		Rate: 2000, Duration: 300 * time.Millisecond, Drain: 300 * time.Millisecond,
+		Rate: 2000, Duration: 300 * time.Millisecond, Drain: 2 * time.Second,
 	})
 	if lr.Lost != k || lr.Total.Sent-lr.Total.Received != k {
 		t.Fatalf("lost %d (window), %d (run); want %d", lr.Lost, lr.Total.Sent-lr.Total.Received, k)
@@ -110,7 +110,7 @@ func TestInjectedDropsAttributed(t *testing.T) {
 func TestSilentDropsUnaccounted(t *testing.T) {
 	const k = 5
 	_, _, c, server := run(t, benchtest.Options{SilentEvery: 11, SilentMax: k}, LoadOptions{
-		Rate: 2000, Duration: 200 * time.Millisecond, Drain: 300 * time.Millisecond,
+		Rate: 2000, Duration: 200 * time.Millisecond, Drain: 2 * time.Second,
 	})
 	if server.Silent() != k {
 		t.Fatalf("the fake dropped %d silently, want %d", server.Silent(), k)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -113,15 +114,16 @@ func TestNetbenchKindThatCannotRun(t *testing.T) {
 func TestNetbenchInterrupted(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(1500*time.Millisecond, cancel)
-	var progress strings.Builder
+	defer cancel()
+	// Interrupt two seconds after the first cell started running.
+	progress := &watchWriter{on: "running", do: func() { time.AfterFunc(2*time.Second, cancel) }}
 	start := time.Now()
 	rep, err := Netbench(ctx, NetbenchOptions{
 		Kinds: []string{"udp"}, KindsGiven: true, Rates: []float64{1000, 2000},
 		Warmup: 100 * time.Millisecond, Duration: 60 * time.Second, Drain: time.Second,
 		Size: 100, Batch: 16, Queues: 1, Wait: true, LoadCPU: -1, EchoCPU: -1, Port: 6200,
 		Exe: os.Args[0], Env: []string{childEnv}, Command: "test",
-	}, &progress)
+	}, progress)
 	if err != nil {
 		t.Fatalf("Netbench: %v\n%s", err, progress.String())
 	}
@@ -138,4 +140,31 @@ func TestNetbenchInterrupted(t *testing.T) {
 	if !strings.Contains(strings.Join(rep.Env.Notes, ";"), "interrupted") {
 		t.Fatalf("env notes %v", rep.Env.Notes)
 	}
+}
+
+// watchWriter collects what is written and calls do once, the first time
+// the text contains on.
+type watchWriter struct {
+	mu   sync.Mutex
+	b    strings.Builder
+	on   string
+	do   func()
+	done bool
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if !w.done && strings.Contains(w.b.String(), w.on) {
+		w.done = true
+		w.do()
+	}
+	return len(p), nil
+}
+
+func (w *watchWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
