@@ -1,0 +1,131 @@
+package conformance
+
+import (
+	"bytes"
+	"net/netip"
+
+	"github.com/google/gopacket/layers"
+)
+
+// ARP and Ethernet cases.
+func init() {
+	register(
+		Case{
+			Name:  "arp-request-reply",
+			RFC:   "RFC 826 (Packet Reception)",
+			Title: "an ARP request for the DUT's address is answered: a reply to the asker, the DUT's MAC for its address",
+			Needs: []Cap{CapARP},
+			Run: func(e *Env) {
+				e.SendFrame(e.ARPRequest(e.Info.Addr))
+				f := e.Expect("ARP reply", Answer, IsARP(layers.ARPReply))
+				a := f.ARP
+				if !bytes.Equal(a.SourceHwAddress, e.Info.MAC) || !bytes.Equal(a.SourceProtAddress, e.Info.Addr.AsSlice()) {
+					e.Errorf("reply says %s is at %s, want %s at %s", ip4(a.SourceProtAddress), mac(a.SourceHwAddress), e.Info.Addr, e.Info.MAC)
+				}
+				if !bytes.Equal(a.DstHwAddress, e.Info.BenchMAC) || !bytes.Equal(a.DstProtAddress, e.Info.BenchAddr.AsSlice()) {
+					e.Errorf("reply is addressed to %s at %s, want the asker %s at %s", ip4(a.DstProtAddress), mac(a.DstHwAddress), e.Info.BenchAddr, e.Info.BenchMAC)
+				}
+				if !bytes.Equal(f.Eth.DstMAC, e.Info.BenchMAC) {
+					e.Errorf("reply sent to %s, want unicast to the asker %s", f.Eth.DstMAC, e.Info.BenchMAC)
+				}
+				if a.AddrType != layers.LinkTypeEthernet || a.Protocol != layers.EthernetTypeIPv4 || a.HwAddressSize != 6 || a.ProtAddressSize != 4 {
+					e.Errorf("reply has hrd %v pro %v hln %d pln %d, want Ethernet/IPv4/6/4", a.AddrType, a.Protocol, a.HwAddressSize, a.ProtAddressSize)
+				}
+				if e.Info.Kind == KindOurs {
+					e.CounterRose(CounterARPRepliesSent, 1)
+				}
+			},
+		},
+		Case{
+			Name:  "arp-other-address-ignored",
+			RFC:   "RFC 826 (Packet Reception: ?Am I the target protocol address?)",
+			Title: "an ARP request for an address the DUT does not own gets no reply",
+			Needs: []Cap{CapARP},
+			Run: func(e *Env) {
+				e.SendFrame(e.ARPRequest(e.Info.Spare))
+				e.ExpectNothing("ARP reply for "+e.Info.Spare.String(), Quiet, IsARP(layers.ARPReply))
+				// The DUT still answers for itself: the silence was not a
+				// dead DUT.
+				e.SendFrame(e.ARPRequest(e.Info.Addr))
+				e.Expect("ARP reply for the DUT's own address", Answer, IsARP(layers.ARPReply))
+			},
+		},
+		Case{
+			Name:  "arp-resolve",
+			RFC:   "RFC 826 (Packet Generation)",
+			Title: "to reach an address without a neighbour entry the DUT broadcasts a request for it, then sends to the MAC in the reply",
+			Needs: []Cap{CapARP},
+			Run: func(e *Env) {
+				port := e.Port()
+				if _, err := e.DUT.Connect(netip.AddrPortFrom(e.Info.Spare, port), SockOpts{}); err != nil {
+					e.Fatalf("connect: %v", err)
+				}
+				f := e.Expect("ARP request for "+e.Info.Spare.String(), Answer, IsARP(layers.ARPRequest))
+				a := f.ARP
+				if !bytes.Equal(f.Eth.DstMAC, broadcast) {
+					e.Errorf("request sent to %s, want broadcast", f.Eth.DstMAC)
+				}
+				if !bytes.Equal(a.DstProtAddress, e.Info.Spare.AsSlice()) {
+					e.Errorf("request asks for %s, want %s", ip4(a.DstProtAddress), e.Info.Spare)
+				}
+				if !bytes.Equal(a.SourceHwAddress, e.Info.MAC) || !bytes.Equal(a.SourceProtAddress, e.Info.Addr.AsSlice()) {
+					e.Errorf("request says it comes from %s at %s, want %s at %s", ip4(a.SourceProtAddress), mac(a.SourceHwAddress), e.Info.Addr, e.Info.MAC)
+				}
+				e.SendFrame(e.ARPReplyFor(e.Info.Spare))
+				syn := e.Expect("SYN to the resolved address", Answer, func(f *Frame) bool {
+					return f.TCP != nil && f.TCP.SYN && f.IP.DstIP.Equal(e.Info.Spare.AsSlice())
+				})
+				if !bytes.Equal(syn.Eth.DstMAC, e.Info.BenchMAC) {
+					e.Errorf("SYN sent to %s, want the MAC from the reply %s", syn.Eth.DstMAC, e.Info.BenchMAC)
+				}
+				if e.Info.Kind == KindOurs {
+					e.CounterRose(CounterARPRequestsSent, 1)
+				}
+			},
+		},
+		Case{
+			Name:  "pad-arp-reply-60",
+			RFC:   "RFC 894 / IEEE 802.3 §4.2.3.3 (minimum frame 64 bytes with FCS: 60 without)",
+			Title: "an ARP reply (42 bytes of content) leaves padded to 60 bytes",
+			Needs: []Cap{CapARP},
+			Run: func(e *Env) {
+				e.SendFrame(e.ARPRequest(e.Info.Addr))
+				f := e.Expect("ARP reply", Answer, IsARP(layers.ARPReply))
+				e.Note("ARP reply is %d bytes on the wire", len(f.Raw))
+				if len(f.Raw) < 60 {
+					e.Errorf("ARP reply is %d bytes on the wire, want at least 60 (padded)", len(f.Raw))
+				} else if !allZero(f.Raw[42:]) {
+					e.Errorf("padding is not zeros: % x", f.Raw[42:])
+				}
+			},
+		},
+		Case{
+			Name:  "pad-tcp-rst-60",
+			RFC:   "RFC 894 / IEEE 802.3 §4.2.3.3 (minimum frame 64 bytes with FCS: 60 without)",
+			Title: "a segment without payload (54 bytes of content: a RST) leaves padded to 60 bytes",
+			Run: func(e *Env) {
+				f := e.NewFlow(closedPort, 1000)
+				f.Send(SYN, nil)
+				rst := f.Expect("RST", Has(RST))
+				e.Note("RST is %d bytes on the wire", len(rst.Raw))
+				if len(rst.Raw) < 60 {
+					e.Errorf("RST is %d bytes on the wire, want at least 60 (padded)", len(rst.Raw))
+				} else if !allZero(rst.Raw[54:]) {
+					e.Errorf("padding is not zeros: % x", rst.Raw[54:])
+				}
+			},
+		},
+	)
+}
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// closedPort is a DUT port no case listens on.
+const closedPort = 9

@@ -1,0 +1,455 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/faketime"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/stack"
+	"github.com/dgramio/dgramio/tcp"
+)
+
+// Addresses of the in-memory DUT (RFC 2544's benchmarking range).
+var (
+	memDUTAddr   = netip.MustParseAddr("198.18.0.1")
+	memBenchAddr = netip.MustParseAddr("198.18.0.2")
+	memSpareAddr = netip.MustParseAddr("198.18.0.3")
+)
+
+// Ours is the Factory of our stack over memio: stack.New on one port of an
+// in-memory pair, tuned with tcp.TuningFromConfig as the tcp-xdp kind is,
+// driven by a poll loop as a backend drives it, on a fake clock
+// (faketime.ManualClock) that only the bench moves. No privileges needed.
+func Ours() Factory { return &oursFactory{name: "ours-memio"} }
+
+// oursFactory makes DUTs of our stack over memio. wrap, when set, wraps the
+// DUT's FrameIO (the mutants).
+type oursFactory struct {
+	name string
+	wrap func(fio frameio.FrameIO) frameio.FrameIO
+}
+
+// Name implements Factory.
+func (f *oursFactory) Name() string { return f.name }
+
+// waitFrameIO is what the stack needs of its FrameIO: frames and Wait.
+type waitFrameIO interface {
+	frameio.FrameIO
+	frameio.Waiter
+}
+
+// New implements Factory.
+func (f *oursFactory) New(tb TB, s Setup) (DUT, error) {
+	mtu := s.MTU
+	if mtu == 0 {
+		mtu = memio.DefaultMTU
+	}
+	pa, pb := memio.NewPair(memio.Options{MTU: mtu})
+	var fio frameio.FrameIO = pa
+	if f.wrap != nil {
+		fio = f.wrap(pa)
+		if _, ok := fio.(frameio.Waiter); !ok {
+			return nil, fmt.Errorf("ours: the wrapped FrameIO cannot Wait")
+		}
+	}
+	clk := faketime.NewManualClock()
+	st, err := stack.New(fio, stack.Options{Addr: memDUTAddr, PrefixLen: 24,
+		Neighbors: map[netip.Addr]net.HardwareAddr{memBenchAddr: pb.MAC()}, Clock: clk})
+	if err != nil {
+		pa.Close()
+		pb.Close()
+		return nil, fmt.Errorf("ours: %w", err)
+	}
+	cfg := core.Config{Kind: core.KindTCPXDP}
+	cfg.TCP.MinRTO = s.RTOMin
+	tune := tcp.TuningFromConfig(cfg)
+	d := &oursDUT{name: f.name, pa: pa, pb: pb, st: st, clk: clk, start: clk.NowMonotonic(), tune: tune, mtu: mtu}
+	if err := tune.Apply(st.NS); err != nil {
+		st.Close()
+		pa.Close()
+		pb.Close()
+		return nil, fmt.Errorf("ours: tuning: %w", err)
+	}
+	d.startLoop()
+	return d, nil
+}
+
+// oursDUT is our stack over memio.
+type oursDUT struct {
+	name   string
+	pa, pb *memio.Port
+	st     *stack.Stack
+	clk    *faketime.ManualClock
+	start  tcpip.MonotonicTime
+	tune   tcp.Tuning
+	mtu    int
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	loopMu sync.Mutex
+	err    error
+	once   sync.Once
+}
+
+var (
+	_ DUT     = (*oursDUT)(nil)
+	_ Settler = (*oursDUT)(nil)
+	_ Clock   = (*oursDUT)(nil)
+)
+
+// startLoop runs the poll loop a backend's Rx/Flush/Wait would: deliver
+// frames, kick what netstack wrote, sleep when idle.
+func (d *oursDUT) startLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel, d.done = cancel, make(chan struct{})
+	go func() {
+		defer close(d.done)
+		for ctx.Err() == nil {
+			n := d.st.EP.Poll(64)
+			if err := d.st.EP.Flush(); err != nil {
+				d.setErr(err)
+				return
+			}
+			if n == 0 {
+				if err := d.st.EP.Sleep(ctx); err != nil && ctx.Err() == nil {
+					d.setErr(err)
+					return
+				}
+			}
+		}
+	}()
+}
+
+func (d *oursDUT) setErr(err error) {
+	d.loopMu.Lock()
+	d.err = err
+	d.loopMu.Unlock()
+}
+
+// Info implements DUT.
+func (d *oursDUT) Info() Info {
+	return Info{Name: d.name, Kind: KindOurs, MAC: d.pa.MAC(), BenchMAC: d.pb.MAC(),
+		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: d.mtu,
+		Lacks: map[Cap]string{
+			CapUDP: "stack.New registers no UDP (dgramio's datagram kinds run udp/ on their raw paths, without a socket layer)",
+		}}
+}
+
+// Link implements DUT: the bench holds memio's port B.
+func (d *oursDUT) Link() Link { return memLink{d.pb} }
+
+// Clock implements DUT: the DUT itself is its clock.
+func (d *oursDUT) Clock() Clock { return d }
+
+// Now implements Clock.
+func (d *oursDUT) Now() time.Duration { return d.clk.NowMonotonic().Sub(d.start) }
+
+// Advance implements Clock: the manual clock moves, netstack's timers that
+// fall due run (their frames are written before Advance returns).
+func (d *oursDUT) Advance(dur time.Duration) { d.clk.Advance(dur) }
+
+// Fake implements Clock.
+func (d *oursDUT) Fake() bool { return true }
+
+// Settle implements Settler: it waits until the DUT's port delivered every
+// frame the bench sent, then gives netstack's processors a moment.
+func (d *oursDUT) Settle(wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for d.pa.Stats().RxFrames < d.pb.Stats().TxFrames && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	for i := 0; i < 10; i++ {
+		runtime.Gosched()
+	}
+	time.Sleep(2 * time.Millisecond)
+}
+
+// Counters implements DUT: netstack's counters under the common names.
+func (d *oursDUT) Counters() (map[string]uint64, error) {
+	d.loopMu.Lock()
+	err := d.err
+	d.loopMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("poll loop: %w", err)
+	}
+	s := d.st.NS.Stats()
+	m := map[string]uint64{
+		CounterIPHeaderErrors:   s.IP.MalformedPacketsReceived.Value(),
+		CounterIPDeliveredLocal: s.IP.PacketsDelivered.Value(),
+		CounterICMPEchoReplies:  s.ICMP.V4.PacketsSent.EchoReply.Value(),
+		CounterTCPChecksumErr:   s.TCP.ChecksumErrors.Value(),
+		CounterTCPResetsSent:    s.TCP.ResetsSent.Value(),
+		CounterTCPRetransmits:   s.TCP.Retransmits.Value(),
+		CounterTCPFastRetrans:   s.TCP.FastRetransmit.Value(),
+		CounterTCPTimeouts:      s.TCP.Timeouts.Value(),
+		CounterTCPPassiveOpens:  s.TCP.PassiveConnectionOpenings.Value(),
+		CounterTCPActiveOpens:   s.TCP.ActiveConnectionOpenings.Value(),
+		CounterTCPSegmentsIn:    s.TCP.ValidSegmentsReceived.Value(),
+		CounterARPRepliesSent:   s.ARP.OutgoingRepliesSent.Value(),
+		CounterARPRequestsSent:  s.ARP.OutgoingRequestsSent.Value(),
+	}
+	// The stack's own summary (stack.AppendCounters) must agree with
+	// what we read: the suite checks the counters the backend reports.
+	for _, c := range d.st.AppendCounters(nil) {
+		if c.Layer == "netstack" && c.Name == "tcp_checksum_errors" && c.Value != m[CounterTCPChecksumErr] {
+			return nil, fmt.Errorf("stack reports tcp_checksum_errors %d, netstack %d", c.Value, m[CounterTCPChecksumErr])
+		}
+	}
+	return m, nil
+}
+
+// Close implements DUT: the poll loop stops, then netstack, then the wire.
+func (d *oursDUT) Close() error {
+	d.once.Do(func() {
+		d.cancel()
+		<-d.done
+		d.st.Close()
+		d.pa.Close()
+		d.pb.Close()
+	})
+	d.loopMu.Lock()
+	defer d.loopMu.Unlock()
+	return d.err
+}
+
+func (d *oursDUT) newEndpoint(o SockOpts) (tcpip.Endpoint, *waiter.Queue, error) {
+	wq := new(waiter.Queue)
+	ep, terr := d.st.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	if terr != nil {
+		return nil, nil, fmt.Errorf("ours: endpoint: %s", terr)
+	}
+	if err := d.tune.ApplyEndpoint(ep); err != nil {
+		ep.Close()
+		return nil, nil, fmt.Errorf("ours: tuning: %w", err)
+	}
+	if err := setOpts(ep, o); err != nil {
+		ep.Close()
+		return nil, nil, err
+	}
+	return ep, wq, nil
+}
+
+func setOpts(ep tcpip.Endpoint, o SockOpts) error {
+	if o.RecvBuf > 0 {
+		ep.SocketOptions().SetReceiveBufferSize(int64(o.RecvBuf), true)
+	}
+	if k := o.KeepAlive; k != nil {
+		ep.SocketOptions().SetKeepAlive(true)
+		idle, intvl := tcpip.KeepaliveIdleOption(k.Idle), tcpip.KeepaliveIntervalOption(k.Interval)
+		if err := ep.SetSockOpt(&idle); err != nil {
+			return fmt.Errorf("ours: keepalive idle: %s", err)
+		}
+		if err := ep.SetSockOpt(&intvl); err != nil {
+			return fmt.Errorf("ours: keepalive interval: %s", err)
+		}
+		if err := ep.SetSockOptInt(tcpip.KeepaliveCountOption, k.Count); err != nil {
+			return fmt.Errorf("ours: keepalive count: %s", err)
+		}
+	}
+	return nil
+}
+
+func (d *oursDUT) full(a netip.Addr, port uint16) tcpip.FullAddress {
+	return tcpip.FullAddress{NIC: stack.NICID, Addr: tcpip.AddrFrom4(a.As4()), Port: port}
+}
+
+// Listen implements DUT.
+func (d *oursDUT) Listen(port uint16, o SockOpts) (Listener, error) {
+	ep, wq, err := d.newEndpoint(o)
+	if err != nil {
+		return nil, err
+	}
+	if terr := ep.Bind(d.full(memDUTAddr, port)); terr != nil {
+		ep.Close()
+		return nil, fmt.Errorf("ours: bind %d: %s", port, terr)
+	}
+	if terr := ep.Listen(16); terr != nil {
+		ep.Close()
+		return nil, fmt.Errorf("ours: listen: %s", terr)
+	}
+	return &nsListener{d: d, ep: ep, wq: wq, o: o}, nil
+}
+
+// Connect implements DUT.
+func (d *oursDUT) Connect(to netip.AddrPort, o SockOpts) (Conn, error) {
+	ep, wq, err := d.newEndpoint(o)
+	if err != nil {
+		return nil, err
+	}
+	switch terr := ep.Connect(d.full(to.Addr(), to.Port())); terr.(type) {
+	case nil, *tcpip.ErrConnectStarted:
+	default:
+		ep.Close()
+		return nil, fmt.Errorf("ours: connect %v: %s", to, terr)
+	}
+	return &nsConn{ep: ep, wq: wq}, nil
+}
+
+// ListenUDP implements DUT: our stack has no UDP.
+func (d *oursDUT) ListenUDP(uint16) (UDPConn, error) {
+	return nil, core.NotSupported("UDP sockets on our stack", "", "stack.New registers TCP and ICMP only", nil)
+}
+
+// memLink is the bench's memio port.
+type memLink struct{ p *memio.Port }
+
+// Send implements Link.
+func (l memLink) Send(frame []byte) error {
+	if !l.p.TxFrame(frame) {
+		return errors.New("memio: TX ring full")
+	}
+	return l.p.Kick()
+}
+
+// Recv implements Link.
+func (l memLink) Recv(wait time.Duration) ([]byte, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		var out []byte
+		l.p.RxFrames(1, func(f []byte) { out = append([]byte(nil), f...) })
+		if out != nil {
+			return out, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), left)
+		err := l.p.Wait(ctx)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+	}
+}
+
+// waitFor waits up to wait for one of mask's events on wq, or returns
+// false.
+func waitFor(wq *waiter.Queue, mask waiter.EventMask, wait time.Duration, ready func() bool) bool {
+	e, ch := waiter.NewChannelEntry(mask)
+	wq.EventRegister(&e)
+	defer wq.EventUnregister(&e)
+	if ready() {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+type nsListener struct {
+	d  *oursDUT
+	ep tcpip.Endpoint
+	wq *waiter.Queue
+	o  SockOpts
+}
+
+// Accept implements Listener.
+func (l *nsListener) Accept(wait time.Duration) (Conn, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		ep, wq, terr := l.ep.Accept(nil)
+		if terr == nil {
+			if err := l.d.tune.ApplyEndpoint(ep); err != nil {
+				ep.Close()
+				return nil, err
+			}
+			return &nsConn{ep: ep, wq: wq}, nil
+		}
+		if _, ok := terr.(*tcpip.ErrWouldBlock); !ok {
+			return nil, fmt.Errorf("ours: accept: %s", terr)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, ErrWouldBlock
+		}
+		waitFor(l.wq, waiter.ReadableEvents, min(left, 10*time.Millisecond), func() bool { return false })
+	}
+}
+
+// Close implements Listener.
+func (l *nsListener) Close() error { l.ep.Close(); return nil }
+
+type nsConn struct {
+	ep tcpip.Endpoint
+	wq *waiter.Queue
+	rd bytes.Reader
+}
+
+// nsErr maps a netstack error to the suite's.
+func nsErr(op string, terr tcpip.Error) error {
+	switch terr.(type) {
+	case *tcpip.ErrWouldBlock, *tcpip.ErrNotConnected, *tcpip.ErrConnectStarted, *tcpip.ErrAlreadyConnecting:
+		return ErrWouldBlock
+	case *tcpip.ErrClosedForReceive:
+		return io.EOF
+	case *tcpip.ErrConnectionReset, *tcpip.ErrConnectionAborted, *tcpip.ErrConnectionRefused:
+		return ErrReset
+	case *tcpip.ErrTimeout:
+		return ErrTimedOut
+	}
+	return fmt.Errorf("ours: %s: %s", op, terr)
+}
+
+// Write implements Conn.
+func (c *nsConn) Write(p []byte) (int, error) {
+	c.rd.Reset(p)
+	n, terr := c.ep.Write(&c.rd, tcpip.WriteOptions{})
+	if terr != nil {
+		return int(n), nsErr("write", terr)
+	}
+	return int(n), nil
+}
+
+// Read implements Conn.
+func (c *nsConn) Read(p []byte, wait time.Duration) (int, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		w := tcpip.SliceWriter(p)
+		res, terr := c.ep.Read(&w, tcpip.ReadOptions{})
+		if terr == nil {
+			return res.Count, nil
+		}
+		err := nsErr("read", terr)
+		if err != ErrWouldBlock {
+			return 0, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return 0, ErrWouldBlock
+		}
+		waitFor(c.wq, waiter.ReadableEvents|waiter.EventHUp|waiter.EventErr, min(left, 10*time.Millisecond), func() bool { return false })
+	}
+}
+
+// Shutdown implements Conn.
+func (c *nsConn) Shutdown() error {
+	if terr := c.ep.Shutdown(tcpip.ShutdownWrite); terr != nil {
+		return nsErr("shutdown", terr)
+	}
+	return nil
+}
+
+// Close implements Conn.
+func (c *nsConn) Close() error { c.ep.Close(); return nil }

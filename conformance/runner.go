@@ -1,0 +1,377 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// TB is the part of testing.TB a case uses. *testing.T implements it; so
+// does the Recorder that RunCase runs cases with outside go test.
+type TB interface {
+	Helper()
+	Name() string
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Failed() bool
+	Cleanup(func())
+}
+
+// Case is one conformance case: an RFC requirement, checked packet by
+// packet on one DUT.
+type Case struct {
+	// Name is the subtest name (TestConformance/<dut>/<Name>).
+	Name string
+	// RFC is the section that requires the behaviour ("RFC 9293 §3.10.7.1").
+	RFC string
+	// Title says in one line what is asserted.
+	Title string
+	// Needs are the capabilities the case needs of the DUT; on a DUT that
+	// lacks one the case does not apply (Info.Lacks says why).
+	Needs []Cap
+	// Setup is what the case asks of the DUT.
+	Setup Setup
+	// Run sends, expects and asserts. It fails through e (Errorf, Fatalf).
+	Run func(e *Env)
+}
+
+// Applies reports whether the case applies to a DUT described by info, and
+// if not, why.
+func (c *Case) Applies(info Info) (bool, string) {
+	for _, n := range c.Needs {
+		if why, ok := info.Lacks[n]; ok {
+			return false, fmt.Sprintf("needs %s: %s", n, why)
+		}
+	}
+	return true, ""
+}
+
+var (
+	casesMu sync.Mutex
+	cases   []Case
+)
+
+// register adds cases to the suite (called from the cases_*.go files' init).
+func register(cs ...Case) {
+	casesMu.Lock()
+	defer casesMu.Unlock()
+	cases = append(cases, cs...)
+}
+
+// Cases returns every case of the suite, sorted by name. The slice is the
+// caller's.
+func Cases() []Case {
+	casesMu.Lock()
+	defer casesMu.Unlock()
+	out := append([]Case(nil), cases...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// CaseByName returns the named case.
+func CaseByName(name string) (Case, bool) {
+	for _, c := range Cases() {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Case{}, false
+}
+
+// Env is what a case runs with: the TB it fails through, the DUT, and the
+// bench that talks to it.
+type Env struct {
+	TB
+	*Bench
+	// DUT is the device under test, Info its description.
+	DUT  DUT
+	Info Info
+	// Case is the case running.
+	Case *Case
+
+	counters0 map[string]uint64
+}
+
+// Outcome is the result of one case on one DUT.
+type Outcome string
+
+// Outcomes.
+const (
+	Pass    Outcome = "pass"
+	Fail    Outcome = "FAIL"
+	NA      Outcome = "n/a"  // the case does not apply (Result.Why)
+	Skipped Outcome = "skip" // the DUT cannot be made here (not root)
+)
+
+// Result is what RunCase found.
+type Result struct {
+	Case    string
+	DUT     string
+	Outcome Outcome
+	// Why is the reason of n/a or skip; Failures the messages of a failure.
+	Why      string
+	Failures []string
+	// Log is everything the case logged (frames received, notes).
+	Log      []string
+	Duration time.Duration
+}
+
+// runOn runs c against a fresh DUT from f, failing and logging through tb.
+// It returns the DUT's Info (zero when it could not be made).
+func runOn(tb TB, f Factory, c *Case) {
+	tb.Helper()
+	d, err := f.New(tb, c.Setup)
+	if err != nil {
+		var pe *core.PrivilegeError
+		if errors.Is(err, core.ErrNotSupported) || errors.As(err, &pe) {
+			skip(tb, fmt.Sprintf("DUT %s: %v", f.Name(), err))
+			return
+		}
+		tb.Fatalf("make DUT %s: %v", f.Name(), err)
+		return
+	}
+	tb.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			tb.Errorf("close DUT: %v", err)
+		}
+	})
+	info := d.Info()
+	if ok, why := c.Applies(info); !ok {
+		tb.Fatalf("case %s does not apply to %s (%s): the runner should not have run it", c.Name, info.Name, why)
+		return
+	}
+	e := &Env{TB: tb, DUT: d, Info: info, Case: c}
+	e.Bench = newBench(tb, d)
+	if cs, err := d.Counters(); err == nil {
+		e.counters0 = cs
+	} else {
+		tb.Logf("counters before: %v", err)
+	}
+	tb.Logf("%s on %s: %s (%s)", c.Name, info.Name, c.Title, c.RFC)
+	tb.Cleanup(e.Bench.dumpOnFailure)
+	c.Run(e)
+}
+
+// skip skips through testutil when tb is a *testing.T (failing in CI),
+// and records a skip on a Recorder.
+func skip(tb TB, reason string) {
+	tb.Helper()
+	switch t := tb.(type) {
+	case testing.TB:
+		testutil.Skip(t, reason)
+	case *Recorder:
+		t.skip(reason)
+	default:
+		tb.Fatalf("cannot skip: %s", reason)
+	}
+}
+
+// Run runs every case that applies to f's DUTs as a subtest of t named
+// <f.Name()>/<case> (so TestConformance/<dut>/<case>). Cases that do not
+// apply get no subtest; they are logged with the reason. Run probes the
+// DUT's Info once with a throwaway DUT to decide.
+func Run(t *testing.T, f Factory) {
+	t.Run(f.Name(), func(t *testing.T) {
+		info, ok := probe(t, f)
+		if !ok {
+			return
+		}
+		for _, c := range Cases() {
+			c := c
+			if ok, why := c.Applies(info); !ok {
+				t.Logf("%s: n/a: %s", c.Name, why)
+				continue
+			}
+			t.Run(c.Name, func(t *testing.T) {
+				runOn(t, f, &c)
+				recordResult(f.Name(), c.Name, t)
+			})
+		}
+	})
+}
+
+// probe makes one DUT to read its Info, and closes it.
+func probe(tb TB, f Factory) (Info, bool) {
+	tb.Helper()
+	d, err := f.New(tb, Setup{})
+	if err != nil {
+		var pe *core.PrivilegeError
+		if errors.Is(err, core.ErrNotSupported) || errors.As(err, &pe) {
+			skip(tb, fmt.Sprintf("DUT %s: %v", f.Name(), err))
+			return Info{}, false
+		}
+		tb.Fatalf("make DUT %s: %v", f.Name(), err)
+		return Info{}, false
+	}
+	info := d.Info()
+	if err := d.Close(); err != nil {
+		tb.Errorf("close DUT: %v", err)
+	}
+	return info, true
+}
+
+// results keeps what TestConformance's subtests found, for the comparison
+// in the same test binary.
+var (
+	resultsMu sync.Mutex
+	results   = map[string]map[string]Outcome{} // dut → case → outcome
+)
+
+func recordResult(dut, c string, t *testing.T) {
+	o := Pass
+	if t.Failed() {
+		o = Fail
+	} else if t.Skipped() {
+		o = Skipped
+	}
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	if results[dut] == nil {
+		results[dut] = map[string]Outcome{}
+	}
+	results[dut][c] = o
+}
+
+// Recorder is a TB that records instead of failing a test: RunCase runs a
+// case with it, the report command and TestMutants read the Result.
+type Recorder struct {
+	name string
+	mu   sync.Mutex
+	res  Result
+	done bool
+	// cleanups run in reverse order when the case ends.
+	cleanups []func()
+}
+
+// Helper implements TB.
+func (r *Recorder) Helper() {}
+
+// Name implements TB.
+func (r *Recorder) Name() string { return r.name }
+
+// Logf implements TB.
+func (r *Recorder) Logf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Log = append(r.res.Log, fmt.Sprintf(format, args...))
+}
+
+// Errorf implements TB: the case fails and goes on.
+func (r *Recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	msg := fmt.Sprintf(format, args...)
+	r.res.Failures = append(r.res.Failures, msg)
+	r.res.Log = append(r.res.Log, msg)
+}
+
+// Fatalf implements TB: the case fails and stops (runtime.Goexit, as
+// testing does; RunCase runs the case on its own goroutine).
+func (r *Recorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+// Failed implements TB.
+func (r *Recorder) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.res.Failures) > 0
+}
+
+// Cleanup implements TB.
+func (r *Recorder) Cleanup(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanups = append(r.cleanups, f)
+}
+
+func (r *Recorder) skip(reason string) {
+	r.mu.Lock()
+	r.res.Outcome = Skipped
+	r.res.Why = reason
+	r.mu.Unlock()
+	runtime.Goexit()
+}
+
+// RunCase runs c on a fresh DUT from f outside go test and returns what
+// happened. A case that does not apply is not run (n/a).
+func RunCase(f Factory, c Case, info Info) Result {
+	res := Result{Case: c.Name, DUT: f.Name()}
+	if ok, why := c.Applies(info); !ok {
+		res.Outcome, res.Why = NA, why
+		return res
+	}
+	r := &Recorder{name: f.Name() + "/" + c.Name}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			for i := len(r.cleanups) - 1; i >= 0; i-- {
+				r.cleanups[i]()
+			}
+		}()
+		defer func() {
+			if p := recover(); p != nil {
+				r.Errorf("panic: %v", p)
+			}
+		}()
+		runOn(r, f, &c)
+	}()
+	<-done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.res
+	out.Case, out.DUT = c.Name, f.Name()
+	out.Duration = time.Since(start)
+	switch {
+	case out.Outcome == Skipped:
+	case len(out.Failures) > 0:
+		out.Outcome = Fail
+	default:
+		out.Outcome = Pass
+	}
+	return out
+}
+
+// Probe makes one DUT from f to read its Info, outside go test. A DUT that
+// cannot be made here returns the reason.
+func Probe(f Factory) (Info, error) {
+	r := &Recorder{name: f.Name()}
+	var info Info
+	var ok bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			for i := len(r.cleanups) - 1; i >= 0; i-- {
+				r.cleanups[i]()
+			}
+		}()
+		info, ok = probe(r, f)
+	}()
+	<-done
+	if !ok {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.res.Why != "" {
+			return Info{}, errors.New(r.res.Why)
+		}
+		return Info{}, errors.New(strings.Join(r.res.Failures, "; "))
+	}
+	return info, nil
+}
+
+// inCI is testutil.InCI, for the report.
+func inCI() bool { return os.Getenv("CI") == "true" }
