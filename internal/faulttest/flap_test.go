@@ -1,0 +1,108 @@
+package faulttest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// flapDown is how long the echo's veth stays down.
+const flapDown = 500 * time.Millisecond
+
+// TestFaultLinkFlap takes the echo's veth down for half a second and up
+// again while a client of the same kind sends 2000 messages a second to an
+// in-process echo. It checks that no Queue, Flush or Rx blocks (each
+// returns within callLimit, and the watchdog catches a hang), that traffic
+// flows again after the link is back (messages sent afterwards are
+// answered), and that what did not come back is explained: for stream kinds
+// nothing may be missing (TCP retransmits across the flap); for datagram
+// kinds the messages missing are at most what the counters of both
+// backends (Stats.Lost, the echo's refusals) and of both kernels (link
+// drops, IP and UDP discards) count.
+func TestFaultLinkFlap(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, kind := range testKinds {
+		t.Run(kind, func(t *testing.T) { linkFlap(t, kind) })
+	}
+}
+
+func linkFlap(t *testing.T, kind string) {
+	p := testhost.NewT(t, testhost.Options{})
+	srv := open(t, p.B, serverConfig(kind, p.B))
+	e := startEcho(t, kind+" echo", srv)
+	cl := open(t, p.A, clientConfig(kind, p.A, p.B.Addr))
+	tr := newTraffic(t, kind+" client", cl, 64, 2000)
+	kA0, kB0 := kernelCounters(t, p.A), kernelCounters(t, p.B)
+
+	if !tr.runUntil(func() bool { return tr.got >= 200 }, 30*time.Second) {
+		t.Fatalf("no traffic before the flap: %v; echo: %v", tr, e.errs.String())
+	}
+
+	flap := make(chan error, 1)
+	go func() {
+		if err := p.B.SetLinkUp(false); err != nil {
+			flap <- err
+			return
+		}
+		time.Sleep(flapDown)
+		flap <- p.B.SetLinkUp(true)
+	}()
+	var flapErr error
+	flapped := tr.runUntil(func() bool {
+		select {
+		case flapErr = <-flap:
+			return true
+		default:
+			return false
+		}
+	}, 30*time.Second)
+	if !flapped || flapErr != nil {
+		t.Fatalf("link flap: done %v, %v", flapped, flapErr)
+	}
+	sentDuring := tr.next
+	tr.mark()
+	recovered := tr.runUntil(func() bool { return tr.gotAfter >= 200 }, 30*time.Second)
+	tr.drain(2*time.Second, 30*time.Second)
+	e.stop(t)
+
+	cs, es := cl.Stats(), srv.Stats()
+	kA := diff(kA0, kernelCounters(t, p.A), kernelLossKeys)
+	kB := diff(kB0, kernelCounters(t, p.B), kernelLossKeys)
+	t.Logf("client: %v", tr)
+	t.Logf("client losses: %s; echo losses: %s, echo refused %d; %s", lossBreakdown(cs), lossBreakdown(es), e.dropped.Load(), e.errs.String())
+	t.Logf("kernel A: %s; kernel B: %s", formatCounters(kA), formatCounters(kB))
+	t.Logf("%v; %v", &tr.c, &e.c)
+	t.Logf("client counters: %s", allCounters(cs))
+	t.Logf("echo counters: %s", allCounters(es))
+	tr.c.check(t)
+	e.c.check(t)
+	if !recovered {
+		t.Fatalf("no recovery: %d of the messages sent after the link came back were answered within 30 s (%d sent by the end of the flap)",
+			tr.gotAfter, sentDuring)
+	}
+	if tr.bad != 0 || tr.dup != 0 {
+		t.Errorf("%d damaged or foreign and %d duplicate messages came back", tr.bad, tr.dup)
+	}
+	lost := tr.next - tr.got
+	if isStream(kind) {
+		if n := tr.errs.count() + e.errs.count(); n != 0 {
+			t.Errorf("a half-second flap broke the stream: client %s; echo %s", tr.errs.String(), e.errs.String())
+		}
+		if lost != 0 {
+			t.Errorf("%d of %d records did not come back over TCP", lost, tr.next)
+		}
+		return
+	}
+	legs := []leg{
+		{name: "client→echo", sent: tr.next, received: e.rx.Load(), from: cs, to: es, kfrom: kA, kto: kB},
+		{name: "echo→client", sent: e.back.Load(), received: tr.got + tr.dup, from: es, to: cs, kfrom: kB, kto: kA},
+	}
+	for i := range legs {
+		legs[i].check(t)
+	}
+	if d := e.dropped.Load(); d != 0 {
+		t.Logf("the echo could not queue %d messages back (counted by the echo)", d)
+	}
+}

@@ -1,0 +1,759 @@
+package faulttest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// Bounds. Calls that must not block (Queue, Flush, Rx) are allowed callLimit
+// each: generous on a loaded machine, yet far from a hang. A call still in
+// progress after hangLimit is a hang: the watchdog panics, so the test
+// binary prints every goroutine's stack instead of waiting for go test's
+// timeout.
+const (
+	callLimit = 5 * time.Second
+	hangLimit = 60 * time.Second
+)
+
+// port is the server port of every test: each test has namespaces of its
+// own, so they never collide.
+const port = 5000
+
+// isStream reports whether kind carries records over TCP.
+func isStream(kind string) bool { return core.IsStream(kind) }
+
+// notWired reports whether err is dgramio.New's answer for a kind it does
+// not reach in this build yet.
+func notWired(kind string, err error) bool {
+	var ue *core.UnsupportedError
+	return errors.As(err, &ue) && ue.Feature == "kind "+kind
+}
+
+// skipOpen skips the test (fails it when CI=true) when kind is not wired
+// into dgramio.New or the host lacks a feature it needs, and fails it on
+// any other error.
+func skipOpen(t testing.TB, kind string, err error) {
+	t.Helper()
+	if notWired(kind, err) {
+		testutil.Skip(t, fmt.Sprintf("kind %s is not reached through dgramio.New in this build yet: %v", kind, err))
+	}
+	testutil.SkipIfNotSupported(t, err)
+}
+
+// tryOpen opens cfg through dgramio.New inside h's namespace.
+func tryOpen(h *testhost.Host, cfg core.Config) (core.Backend, error) {
+	var b core.Backend
+	err := h.Do(func() error {
+		var err error
+		b, err = dgramio.New(cfg)
+		return err
+	})
+	return b, err
+}
+
+// open opens cfg inside h's namespace and closes it in t.Cleanup.
+func open(t testing.TB, h *testhost.Host, cfg core.Config) core.Backend {
+	t.Helper()
+	b, err := tryOpen(h, cfg)
+	if err != nil {
+		skipOpen(t, cfg.Kind, err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// serverConfig is a server of kind on h.
+func serverConfig(kind string, h *testhost.Host) core.Config {
+	return core.Config{Kind: kind, Role: core.RoleServer, Iface: h.Iface, LocalIP: h.Addr, Port: port}
+}
+
+// clientConfig is a client of kind on h sending to dst.
+func clientConfig(kind string, h *testhost.Host, dst netip.Addr) core.Config {
+	return core.Config{Kind: kind, Role: core.RoleClient, Iface: h.Iface, LocalIP: h.Addr,
+		Dests: []netip.Addr{dst}, Port: port}
+}
+
+// Data-path operations, as calls names them.
+const (
+	opNone = iota
+	opQueue
+	opFlush
+	opRx
+	opWait
+)
+
+var opNames = [...]string{"", "Queue", "Flush", "Rx", "Wait"}
+
+// calls times the data-path calls of one backend: the longest of each, and
+// the one in progress, so that a watchdog tells a hang from a slow call.
+type calls struct {
+	name  string
+	op    atomic.Int32
+	since atomic.Int64 // start of the call in progress, UnixNano; 0 when none
+	max   [len(opNames)]atomic.Int64
+}
+
+func (c *calls) begin(op int32) {
+	c.since.Store(time.Now().UnixNano())
+	c.op.Store(op)
+}
+
+func (c *calls) end() {
+	op := c.op.Load()
+	d := time.Now().UnixNano() - c.since.Load()
+	c.since.Store(0)
+	c.op.Store(opNone)
+	for {
+		m := c.max[op].Load()
+		if d <= m || c.max[op].CompareAndSwap(m, d) {
+			return
+		}
+	}
+}
+
+// longest returns the longest call of op so far.
+func (c *calls) longest(op int) time.Duration { return time.Duration(c.max[op].Load()) }
+
+// check fails t when a non-blocking call took longer than callLimit.
+func (c *calls) check(t testing.TB) {
+	t.Helper()
+	for _, op := range []int{opQueue, opFlush, opRx} {
+		if d := c.longest(op); d > callLimit {
+			t.Errorf("%s: a %s call took %v (limit %v): it blocked", c.name, opNames[op], d, callLimit)
+		}
+	}
+}
+
+func (c *calls) String() string {
+	return fmt.Sprintf("%s: longest Queue %v, Flush %v, Rx %v, Wait %v", c.name,
+		c.longest(opQueue).Round(time.Microsecond), c.longest(opFlush).Round(time.Microsecond),
+		c.longest(opRx).Round(time.Microsecond), c.longest(opWait).Round(time.Microsecond))
+}
+
+// watch starts a watchdog over cs until the test ends: a call in progress
+// for longer than hangLimit panics with its name, so that the goroutine
+// dump shows where it hangs.
+func watch(t testing.TB, cs ...*calls) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for _, c := range cs {
+				s := c.since.Load()
+				if s != 0 && time.Since(time.Unix(0, s)) > hangLimit {
+					panic(fmt.Sprintf("faulttest: %s: %s has not returned for %v: it hangs", c.name, opNames[c.op.Load()], hangLimit))
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+}
+
+// errLog keeps the errors a loop met, the first few in full and a count.
+type errLog struct {
+	mu    sync.Mutex
+	n     int
+	first []error
+	peer  []*core.PeerError
+}
+
+func (l *errLog) add(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	var pe *core.PeerError
+	if errors.As(err, &pe) {
+		l.peer = append(l.peer, pe)
+	}
+	if len(l.first) < 5 {
+		l.first = append(l.first, err)
+	}
+}
+
+func (l *errLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+func (l *errLog) peers() []*core.PeerError {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*core.PeerError(nil), l.peer...)
+}
+
+func (l *errLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == 0 {
+		return "no errors"
+	}
+	s := make([]string, len(l.first))
+	for i, e := range l.first {
+		s[i] = e.Error()
+	}
+	return fmt.Sprintf("%d errors, first: %s", l.n, strings.Join(s, "; "))
+}
+
+// waitOrNap sleeps in b.Wait for at most d, or naps when the backend cannot
+// sleep. It returns false once the backend is closed.
+func waitOrNap(ctx context.Context, b core.Backend, c *calls, d time.Duration, cannot *bool) bool {
+	if !*cannot {
+		wctx, cancel := context.WithTimeout(ctx, d)
+		c.begin(opWait)
+		err := b.Wait(wctx)
+		c.end()
+		cancel()
+		switch {
+		case err == nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			return true
+		case errors.Is(err, net.ErrClosed):
+			return false
+		case errors.Is(err, core.ErrNotSupported):
+			*cannot = true
+		}
+	}
+	time.Sleep(min(d, 200*time.Microsecond))
+	return true
+}
+
+// echo reflects what a server backend receives back to its sender, on its
+// own goroutine, until stopped. Unlike bench.Echo it goes on after errors
+// (a link that went down makes a raw kind's Flush fail until it is up
+// again), records them, and times every call.
+type echo struct {
+	b       core.Backend
+	c       calls
+	errs    errLog
+	cancel  context.CancelFunc
+	done    chan struct{}
+	rx      atomic.Uint64 // messages received
+	back    atomic.Uint64 // messages queued back
+	dropped atomic.Uint64 // messages QueueTo refused even after a Flush
+}
+
+// startEcho starts an echo over b; t.Cleanup stops it.
+func startEcho(t testing.TB, name string, b core.Backend) *echo {
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &echo{b: b, cancel: cancel, done: make(chan struct{})}
+	e.c.name = name
+	watch(t, &e.c)
+	go e.run(ctx)
+	t.Cleanup(func() { e.stop(t) })
+	return e
+}
+
+func (e *echo) run(ctx context.Context) {
+	defer close(e.done)
+	pkts := make([]core.Packet, 64)
+	cannotWait := false
+	for ctx.Err() == nil {
+		e.c.begin(opRx)
+		n, err := e.b.Rx(pkts)
+		e.c.end()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			e.errs.add(err)
+		}
+		e.rx.Add(uint64(n))
+		for i := 0; i < n; i++ {
+			e.c.begin(opQueue)
+			ok := e.b.QueueTo(pkts[i].Data, pkts[i].From)
+			e.c.end()
+			if !ok {
+				e.flush()
+				e.c.begin(opQueue)
+				ok = e.b.QueueTo(pkts[i].Data, pkts[i].From)
+				e.c.end()
+			}
+			if ok {
+				e.back.Add(1)
+			} else {
+				e.dropped.Add(1)
+			}
+		}
+		e.flush()
+		if n == 0 && err == nil {
+			if !waitOrNap(ctx, e.b, &e.c, 2*time.Millisecond, &cannotWait) {
+				return
+			}
+		}
+	}
+}
+
+func (e *echo) flush() {
+	e.c.begin(opFlush)
+	err := e.b.Flush()
+	e.c.end()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		e.errs.add(err)
+	}
+}
+
+// stop ends the loop and waits for it (bounded: the watchdog catches a
+// call that hangs). It is safe to call more than once.
+func (e *echo) stop(t testing.TB) {
+	e.cancel()
+	select {
+	case <-e.done:
+	case <-time.After(hangLimit + 10*time.Second):
+		t.Errorf("%s did not stop", e.c.name)
+	}
+}
+
+// msgHeader is the start of every test message: a magic of the run and a
+// sequence number; the rest of the message is a pattern of the sequence
+// number, so a damaged or foreign message is recognised.
+const msgHeader = 16
+
+func fillMsg(b []byte, magic, seq uint64) {
+	binary.BigEndian.PutUint64(b, magic)
+	binary.BigEndian.PutUint64(b[8:], seq)
+	for i := msgHeader; i < len(b); i++ {
+		b[i] = byte(seq*7 + uint64(i))
+	}
+}
+
+// checkMsg returns the sequence number of b, or false when b is not an
+// intact message of the run.
+func checkMsg(b []byte, magic uint64, size int) (uint64, bool) {
+	if len(b) != size || binary.BigEndian.Uint64(b) != magic {
+		return 0, false
+	}
+	seq := binary.BigEndian.Uint64(b[8:])
+	for i := msgHeader; i < len(b); i++ {
+		if b[i] != byte(seq*7+uint64(i)) {
+			return 0, false
+		}
+	}
+	return seq, true
+}
+
+// traffic drives a client backend from the test goroutine: numbered
+// messages out at a paced rate, their echoes in, each one checked and
+// counted once.
+type traffic struct {
+	t     testing.TB
+	b     core.Backend
+	c     calls
+	size  int
+	magic uint64
+	rate  float64 // messages per second
+	start time.Time
+
+	next uint64 // sequence number of the next message (= messages accepted)
+	seen []uint64
+	got  uint64 // distinct messages back
+	dup  uint64 // messages back twice
+	bad  uint64 // messages back damaged or foreign
+	// sentAt[seq] is not kept; upFrom marks the first message sent after
+	// an event, gotAfter counts those back.
+	upFrom, gotAfter uint64
+	lastRx           time.Time
+	refused          uint64 // Queue returned false
+	errs             errLog
+	cannotWait       bool
+	pkts             []core.Packet
+	buf              []byte
+}
+
+func newTraffic(t testing.TB, name string, b core.Backend, size int, rate float64) *traffic {
+	tr := &traffic{t: t, b: b, size: size, rate: rate, magic: uint64(time.Now().UnixNano()) | 1,
+		pkts: make([]core.Packet, 64), buf: make([]byte, size), upFrom: ^uint64(0)}
+	tr.c.name = name
+	watch(t, &tr.c)
+	return tr
+}
+
+// mark makes the messages sent from now on count in gotAfter.
+func (tr *traffic) mark() { tr.upFrom, tr.gotAfter = tr.next, 0 }
+
+// send queues the messages due by now at the paced rate (at most 64 per
+// call) and flushes them. Queue refusing one (back-pressure) ends the
+// batch: the message is offered again next time.
+func (tr *traffic) send() {
+	if tr.start.IsZero() {
+		tr.start = time.Now()
+	}
+	due := uint64(time.Since(tr.start).Seconds() * tr.rate)
+	queued := 0
+	for tr.next < due && queued < 64 {
+		fillMsg(tr.buf, tr.magic, tr.next)
+		tr.c.begin(opQueue)
+		ok := tr.b.Queue(tr.buf)
+		tr.c.end()
+		if !ok {
+			tr.refused++
+			break
+		}
+		tr.next++
+		queued++
+	}
+	// Flush even with nothing new: a stream kind may have staged bytes.
+	tr.c.begin(opFlush)
+	err := tr.b.Flush()
+	tr.c.end()
+	if err != nil {
+		tr.errs.add(err)
+	}
+}
+
+// recv takes everything Rx has now.
+func (tr *traffic) recv() int {
+	total := 0
+	for round := 0; round < 32; round++ {
+		tr.c.begin(opRx)
+		n, err := tr.b.Rx(tr.pkts)
+		tr.c.end()
+		if err != nil {
+			tr.errs.add(err)
+		}
+		for _, p := range tr.pkts[:n] {
+			seq, ok := checkMsg(p.Data, tr.magic, tr.size)
+			if !ok || seq >= tr.next {
+				tr.bad++
+				continue
+			}
+			w, bit := seq/64, uint64(1)<<(seq%64)
+			for uint64(len(tr.seen)) <= w {
+				tr.seen = append(tr.seen, 0)
+			}
+			if tr.seen[w]&bit != 0 {
+				tr.dup++
+				continue
+			}
+			tr.seen[w] |= bit
+			tr.got++
+			if seq >= tr.upFrom {
+				tr.gotAfter++
+			}
+		}
+		total += n
+		if n > 0 {
+			tr.lastRx = time.Now()
+		}
+		if n < len(tr.pkts) || err != nil {
+			break
+		}
+	}
+	return total
+}
+
+// step sends what is due, takes what came back, and sleeps briefly in Wait
+// when nothing came.
+func (tr *traffic) step() {
+	tr.send()
+	if tr.recv() == 0 {
+		waitOrNap(context.Background(), tr.b, &tr.c, time.Millisecond, &tr.cannotWait)
+	}
+}
+
+// runUntil steps until cond holds or d has passed, and reports whether cond
+// held.
+func (tr *traffic) runUntil(cond func() bool, d time.Duration) bool {
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			return false
+		}
+		tr.step()
+	}
+	return true
+}
+
+// drain stops sending and receives until every message is back or nothing
+// came for quiet (or max passed).
+func (tr *traffic) drain(quiet, max time.Duration) {
+	end := time.Now().Add(max)
+	last := time.Now()
+	for tr.got < tr.next && time.Now().Before(end) && time.Since(last) < quiet {
+		tr.c.begin(opFlush)
+		if err := tr.b.Flush(); err != nil {
+			tr.errs.add(err)
+		}
+		tr.c.end()
+		if tr.recv() > 0 {
+			last = time.Now()
+		} else {
+			waitOrNap(context.Background(), tr.b, &tr.c, 5*time.Millisecond, &tr.cannotWait)
+		}
+	}
+}
+
+func (tr *traffic) String() string {
+	return fmt.Sprintf("sent %d, back %d (dup %d, bad %d), Queue refused %d times, %s",
+		tr.next, tr.got, tr.dup, tr.bad, tr.refused, tr.errs.String())
+}
+
+// kernelCounters reads the counters of h outside the backends: its veth
+// end's link statistics ("link.tx_dropped") and the kernel's SNMP counters
+// of its namespace ("ip.out_discards", "udp.no_ports", "tcp.retrans_segs").
+func kernelCounters(t testing.TB, h *testhost.Host) map[string]uint64 {
+	t.Helper()
+	m := map[string]uint64{}
+	l, err := h.Link()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := l.Attrs().Statistics; s != nil {
+		m["link.tx_packets"], m["link.rx_packets"] = s.TxPackets, s.RxPackets
+		m["link.tx_dropped"], m["link.rx_dropped"] = s.TxDropped, s.RxDropped
+		m["link.tx_errors"], m["link.rx_errors"] = s.TxErrors, s.RxErrors
+	}
+	var snmp []byte
+	if err := h.Do(func() error {
+		var err error
+		// thread-self: Do's thread is inside the namespace.
+		snmp, err = os.ReadFile("/proc/thread-self/net/snmp")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(snmp), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		proto, names, ok1 := strings.Cut(lines[i], ":")
+		_, vals, ok2 := strings.Cut(lines[i+1], ":")
+		ns, vs := strings.Fields(names), strings.Fields(vals)
+		if !ok1 || !ok2 || len(ns) != len(vs) {
+			continue
+		}
+		for j := range ns {
+			if v, err := strconv.ParseInt(vs[j], 10, 64); err == nil && v >= 0 {
+				m[strings.ToLower(proto)+"."+snake(ns[j])] = uint64(v)
+			}
+		}
+	}
+	return m
+}
+
+// snake turns "OutNoRoutes" into "out_no_routes".
+func snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// kernelLossKeys are the kernel counters that may count a datagram lost on
+// the way: dropped by a device or a queue, refused for want of a route or a
+// socket, dropped by a socket whose buffer was full.
+var kernelLossKeys = []string{
+	"link.tx_dropped", "link.rx_dropped",
+	"ip.out_discards", "ip.out_no_routes", "ip.in_discards", "ip.in_hdr_errors", "ip.in_addr_errors", "ip.reasm_fails",
+	"udp.in_errors", "udp.no_ports", "udp.sndbuf_errors",
+}
+
+// splitLoss returns the losses s counts on its sending side (TxDropped and
+// the layers' loss counters named tx_…) and on its receiving side (the
+// rest).
+func splitLoss(s core.Stats) (tx, rx uint64) {
+	tx = s.TxDropped
+	rx = s.RxTruncated + s.RxBadChecksum + s.RxMalformed
+	for _, c := range s.Layers {
+		if !c.Loss {
+			continue
+		}
+		if strings.Contains(c.Name, "tx") {
+			tx += c.Value
+		} else {
+			rx += c.Value
+		}
+	}
+	return tx, rx
+}
+
+// leg is one direction of a conversation: messages that one backend sent
+// and the other received, with the counters of both ends over the run.
+type leg struct {
+	name           string
+	sent, received uint64
+	from, to       core.Stats
+	kfrom, kto     map[string]uint64 // kernel counters' change (kernelLossKeys)
+	extra          uint64            // losses counted by the application
+}
+
+// counted returns the losses the counters of l explain, counting each drop
+// once although several layers may count it. A datagram the sending kernel
+// drops shows up in its device's tx_dropped, IP OutDiscards and UDP
+// SndbufErrors at once (and a veth whose peer is down counts it in the
+// peer's rx_dropped too), so the largest of those is taken; a send refused
+// for want of a route is IP OutNoRoutes and, reported by sendmmsg, the
+// backend's TxDropped; a frame the device drops under an AF_XDP socket is
+// the device's tx_dropped and the socket's EBUSY count. So the sender's
+// side is the larger of the backend's count and the kernel's. On the
+// receiving side, a datagram a full socket buffer drops is the backend's
+// socket drops and UDP InErrors at once.
+func (l *leg) counted() uint64 {
+	tx, _ := splitLoss(l.from)
+	_, rx := splitLoss(l.to)
+	kf, kt := l.kfrom, l.kto
+	kernelTx := kf["ip.out_no_routes"] + max(kf["link.tx_dropped"], kf["ip.out_discards"], kf["udp.sndbuf_errors"], kt["link.rx_dropped"])
+	n := max(tx, kernelTx)
+	n += max(rx, kt["udp.in_errors"])
+	n += kt["udp.no_ports"] + kt["ip.in_discards"] + kt["ip.in_hdr_errors"] + kt["ip.in_addr_errors"] + kt["ip.reasm_fails"]
+	return n + l.extra
+}
+
+// check fails t when l lost more messages than its counters explain.
+func (l *leg) check(t testing.TB) {
+	t.Helper()
+	if l.received > l.sent {
+		t.Errorf("%s: %d received of %d sent", l.name, l.received, l.sent)
+		return
+	}
+	lost, counted := l.sent-l.received, l.counted()
+	t.Logf("%s: sent %d, received %d, lost %d, counted %d (sender %s; receiver %s; kernels %s | %s)",
+		l.name, l.sent, l.received, lost, counted, lossBreakdown(l.from), lossBreakdown(l.to),
+		formatCounters(l.kfrom), formatCounters(l.kto))
+	if lost > counted {
+		t.Errorf("%s: %d messages lost, %d counted: %d vanished without a counter", l.name, lost, counted, lost-counted)
+	}
+}
+
+// diff returns after − before for keys (0 where a counter went back).
+func diff(before, after map[string]uint64, keys []string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, k := range keys {
+		if after[k] > before[k] {
+			out[k] = after[k] - before[k]
+		}
+	}
+	return out
+}
+
+func sum(m map[string]uint64) uint64 {
+	var s uint64
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+// lossBreakdown lists the loss counters of s that are not zero.
+func lossBreakdown(s core.Stats) string {
+	var parts []string
+	add := func(name string, v uint64) {
+		if v != 0 {
+			parts = append(parts, name+"="+strconv.FormatUint(v, 10))
+		}
+	}
+	add("tx_dropped", s.TxDropped)
+	add("rx_truncated", s.RxTruncated)
+	add("rx_bad_checksum", s.RxBadChecksum)
+	add("rx_malformed", s.RxMalformed)
+	for _, c := range s.Layers {
+		if c.Loss {
+			add(c.Layer+"."+c.Name, c.Value)
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+func formatCounters(m map[string]uint64) string {
+	ks := make([]string, 0, len(m))
+	for k, v := range m {
+		if v != 0 {
+			ks = append(ks, k)
+		}
+	}
+	sort.Strings(ks)
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = k + "=" + strconv.FormatUint(m[k], 10)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+// heapInUse returns the heap in use after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// eventually polls cond every few milliseconds until it holds or d passes.
+func eventually(d time.Duration, cond func() bool) bool {
+	end := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// xdpAttached reports whether an XDP program is attached to h's veth end.
+func xdpAttached(t testing.TB, h *testhost.Host) (bool, uint32) {
+	t.Helper()
+	l, err := h.Link()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := l.Attrs().Xdp
+	if x == nil {
+		return false, 0
+	}
+	return x.Attached || x.ProgId != 0, x.ProgId
+}
+
+// allCounters returns every nonzero counter of s, for logs.
+func allCounters(s core.Stats) string {
+	m := map[string]uint64{
+		"tx_queued": s.TxQueued, "tx_backpressure": s.TxBackpressure, "tx_oversize": s.TxOversize,
+		"tx_sent": s.TxSent, "tx_dropped": s.TxDropped, "rx_delivered": s.RxDelivered,
+		"rx_truncated": s.RxTruncated, "rx_bad_checksum": s.RxBadChecksum, "rx_malformed": s.RxMalformed,
+		"rx_filtered": s.RxFiltered, "resets": s.Resets, "peer_closes": s.PeerCloses, "accepts": s.Accepts,
+	}
+	for _, c := range s.Layers {
+		if strings.HasPrefix(c.Name, "rtt") || strings.HasSuffix(c.Name, "_bytes") || strings.HasPrefix(c.Name, "srtt") {
+			continue
+		}
+		m[c.Layer+"."+c.Name] += c.Value
+	}
+	return formatCounters(m)
+}

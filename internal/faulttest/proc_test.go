@@ -1,0 +1,139 @@
+package faulttest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/bench/cli"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// proc is a child process: this test binary acting as one of the tools
+// (see TestMain), started inside a test namespace.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	lines  chan string // standard output, line by line
+	stderr lockedBuffer
+	done   chan struct{}
+	err    error // Wait's, valid once done is closed
+}
+
+// startChild starts "<this test binary> mode args..." inside h's namespace.
+// The process gets SIGKILL when the test's pair is closed or this process
+// dies; t.Cleanup kills it too.
+func startChild(t testing.TB, h *testhost.Host, mode string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: mode, lines: make(chan string, 64), done: make(chan struct{})}
+	p.cmd = h.Command(os.Args[0], append([]string{mode}, args...)...)
+	p.cmd.Env = append(os.Environ(), childEnv+"=1")
+	p.cmd.Stderr = &p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(p.cmd); err != nil {
+		t.Fatalf("start %s: %v", mode, err)
+	}
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			select {
+			case p.lines <- s.Text():
+			default: // nobody reads: drop
+			}
+		}
+		io.Copy(io.Discard, out)
+		close(p.lines)
+	}()
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// line returns the next line of standard output, or false after d or at
+// the end of the output.
+func (p *proc) line(d time.Duration) (string, bool) {
+	select {
+	case l, ok := <-p.lines:
+		return l, ok
+	case <-time.After(d):
+		return "", false
+	}
+}
+
+// wait waits up to d for the process to exit: exited is false when it did
+// not in time, err is Wait's.
+func (p *proc) wait(d time.Duration) (exited bool, err error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	case <-time.After(d):
+		return false, nil
+	}
+}
+
+// signal sends sig to the process.
+func (p *proc) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to %s: %v", sig, p.name, err)
+	}
+}
+
+// startEchoProc starts the echo tool of kind as a server on h (in yielding
+// mode: the machine is shared) and waits until it says it is ready. A kind
+// this build does not reach, or a feature the host lacks, skips the test
+// (fails it in CI); any other failure fails it. extra are more flags.
+func startEchoProc(t testing.TB, h *testhost.Host, kind string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"--kind", kind, "--local", h.Addr.String(), "--port", fmt.Sprint(port),
+		"--iface", h.Iface, "--wait"}, extra...)
+	p := startChild(t, h, "echo", args...)
+	l, ok := p.line(60 * time.Second)
+	switch {
+	case ok && strings.HasPrefix(l, "ready"):
+		return p
+	case strings.HasPrefix(l, "failed "+cli.ClassNotBuilt+":"), strings.HasPrefix(l, "failed "+cli.ClassNotSupported+":"):
+		p.wait(10 * time.Second)
+		testutil.Skip(t, fmt.Sprintf("echo of kind %s: %s", kind, l))
+	}
+	p.cmd.Process.Kill()
+	p.wait(10 * time.Second)
+	t.Fatalf("echo of kind %s did not get ready: %q; stderr:\n%s", kind, l, p.stderr.String())
+	return nil
+}
