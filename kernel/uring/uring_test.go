@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -620,5 +622,29 @@ func TestWrongThread(t *testing.T) {
 	err = <-errc
 	if err == nil || !strings.Contains(err.Error(), "goroutine that called New") {
 		t.Fatalf("Rx from another thread: %v; want the SINGLE_ISSUER explanation", err)
+	}
+}
+
+// TestOpenFailureLeaksNothing: a New that fails (the port is taken) undoes
+// what it did.
+func TestOpenFailureLeaksNothing(t *testing.T) {
+	taken, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := uint16(taken.LocalAddr().(*net.UDPAddr).Port)
+	fds := countFDs(t)
+	_, maps := mappings(t, nil)
+	for i := 0; i < 10; i++ {
+		if _, err := New(core.Config{Kind: core.KindURing, Role: core.RoleServer, LocalIP: loopback, Port: port}); !errors.Is(err, unix.EADDRINUSE) {
+			t.Fatalf("New on a taken port: %v, want EADDRINUSE", err)
+		}
+	}
+	if n := countFDs(t); n != fds {
+		t.Fatalf("%d fds after failed opens, %d before", n, fds)
+	}
+	if _, m := mappings(t, nil); m != maps {
+		t.Fatalf("%d io_uring mappings after failed opens, %d before", m, maps)
 	}
 }
