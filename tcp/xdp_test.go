@@ -1,0 +1,271 @@
+package tcp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// xdpAddr is the address netstack takes on h's subnet: .3 (or .4 for B),
+// which the kernel does not hold (see NewXDP).
+func xdpAddr(h *testhost.Host, last byte) netip.Addr {
+	a := h.Addr.As4()
+	a[3] = last
+	return netip.AddrFrom4(a)
+}
+
+// openXDP opens tcp-xdp inside h's namespace; closed at cleanup.
+func openXDP(t *testing.T, h *testhost.Host, cfg core.Config) (core.Backend, error) {
+	t.Helper()
+	cfg.Kind = core.KindTCPXDP
+	cfg.Iface = h.Iface
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 20 * time.Second
+	}
+	var b core.Backend
+	err := h.Do(func() error {
+		var err error
+		b, err = NewXDP(cfg)
+		return err
+	})
+	if err == nil {
+		t.Cleanup(func() { b.Close() })
+	}
+	return b, err
+}
+
+// xdpClean checks that h's interface carries no XDP program.
+func xdpClean(t *testing.T, h *testhost.Host) {
+	t.Helper()
+	l, err := h.Link()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := l.Attrs().Xdp; x != nil && x.Attached {
+		t.Errorf("XDP program left on %s", h.Iface)
+	}
+}
+
+// kernelEcho listens on addr inside h and echoes the byte stream of every
+// connection (records and all) until the listener closes.
+func kernelEcho(t *testing.T, h *testhost.Host, addr netip.AddrPort) (net.Listener, *sync.WaitGroup) {
+	t.Helper()
+	var ln net.Listener
+	if err := h.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp4", addr.String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				io.Copy(c, c)
+				c.Close()
+			}()
+		}
+	}()
+	return ln, &wg
+}
+
+// roundTrips sends n numbered records of size bytes from b, keeping at most
+// window in flight, and checks each comes back in order. It sleeps in
+// Wait when there is nothing to read.
+func roundTrips(t *testing.T, b core.Backend, n, size, window int) {
+	t.Helper()
+	payload := make([]byte, size)
+	pkts := make([]core.Packet, 64)
+	sent, got := 0, 0
+	for deadline := time.Now().Add(120 * time.Second); got < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records back; stats %+v", got, n, b.Stats())
+		}
+		for sent < n && sent-got < window {
+			binary.BigEndian.PutUint32(payload, uint32(sent))
+			if !b.Queue(payload) {
+				break
+			}
+			sent++
+		}
+		if err := b.Flush(); err != nil {
+			t.Fatalf("Flush: %v", err)
+		}
+		k, err := b.Rx(pkts)
+		if err != nil {
+			t.Fatalf("Rx: %v", err)
+		}
+		for _, pk := range pkts[:k] {
+			if len(pk.Data) != size || binary.BigEndian.Uint32(pk.Data) != uint32(got) {
+				t.Fatalf("record %d: %d bytes, seq %d", got, len(pk.Data), binary.BigEndian.Uint32(pk.Data))
+			}
+			got++
+		}
+		if k == 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			if err := b.Wait(ctx); err != nil && ctx.Err() == nil {
+				t.Fatalf("Wait: %v", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// TestXDPClientKernelServer: tcp-xdp on A connects to a kernel TCP echo
+// server on B; 10k records come back in order; after Close the interface
+// has no program left and the kernel side saw the connection end.
+func TestXDPClientKernelServer(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	ln, wg := kernelEcho(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
+	defer ln.Close()
+	b, err := openXDP(t, p.A, core.Config{LocalIP: xdpAddr(p.A, 3), Dests: []netip.Addr{p.B.Addr}, Port: 5000})
+	testutil.SkipIfNotSupported(t, err)
+	roundTrips(t, b, 10000, 100, 64)
+	s := b.Stats()
+	tx, rx := FramesPerRecord(s)
+	t.Logf("mode %q: frames per record tx %.2f rx %.2f; syscalls %d", s.Mode, tx, rx, s.Syscalls)
+	if s.TxSent != 10000 || s.RxDelivered != 10000 || s.Resets != 0 {
+		t.Fatalf("TxSent %d RxDelivered %d Resets %d", s.TxSent, s.RxDelivered, s.Resets)
+	}
+	if v, _ := s.Counter("netstack", "arp_requests_sent"); v == 0 {
+		t.Errorf("netstack resolved B without ARP?")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done: // the kernel's side saw our FIN and ended
+	case <-time.After(10 * time.Second):
+		t.Fatal("kernel echo connection still open 10s after Close")
+	}
+	xdpClean(t, p.A)
+}
+
+// TestXDPServerKernelClient: a kernel TCP client on B connects to tcp-xdp
+// serving on A and sends 10k records; the server echoes each to its sender.
+func TestXDPServerKernelClient(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	addr := xdpAddr(p.A, 3)
+	b, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: addr, Port: 5000})
+	testutil.SkipIfNotSupported(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var loop sync.WaitGroup
+	loop.Add(1)
+	go func() {
+		defer loop.Done()
+		pkts := make([]core.Packet, 64)
+		for ctx.Err() == nil {
+			k, err := b.Rx(pkts)
+			if err != nil && !isPeer(err) {
+				return
+			}
+			for _, pk := range pkts[:k] {
+				for !b.QueueTo(pk.Data, pk.From) && ctx.Err() == nil {
+					b.Flush()
+				}
+			}
+			b.Flush()
+			if k == 0 {
+				wctx, c := context.WithTimeout(ctx, 100*time.Millisecond)
+				b.Wait(wctx)
+				c()
+			}
+		}
+	}()
+	defer func() { cancel(); loop.Wait() }()
+
+	var c net.Conn
+	if err := p.B.Do(func() error {
+		var err error
+		c, err = net.DialTimeout("tcp4", netip.AddrPortFrom(addr, 5000).String(), 20*time.Second)
+		return err
+	}); err != nil {
+		t.Fatalf("kernel client connect: %v", err)
+	}
+	defer c.Close()
+	const n = 10000
+	errc := make(chan error, 1)
+	go func() {
+		rec := make([]byte, HeaderLen+100)
+		for i := 0; i < n; i++ {
+			binary.BigEndian.PutUint16(rec, 100)
+			binary.BigEndian.PutUint32(rec[HeaderLen:], uint32(i))
+			if _, err := c.Write(rec); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	c.SetReadDeadline(time.Now().Add(120 * time.Second))
+	in := make([]byte, HeaderLen+100)
+	for i := 0; i < n; i++ {
+		if _, err := io.ReadFull(c, in); err != nil {
+			t.Fatalf("record %d back: %v", i, err)
+		}
+		if l := binary.BigEndian.Uint16(in); l != 100 || binary.BigEndian.Uint32(in[HeaderLen:]) != uint32(i) {
+			t.Fatalf("record %d back: length %d seq %d", i, l, binary.BigEndian.Uint32(in[HeaderLen:]))
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for deadline := time.Now().Add(10 * time.Second); b.Stats().PeerCloses != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the kernel client's close was not seen: %+v", b.Stats())
+		}
+	}
+	cancel()
+	loop.Wait()
+	s := b.Stats()
+	if s.Accepts != 1 || s.RxDelivered != n || s.TxSent != n || s.Resets != 0 {
+		t.Fatalf("Accepts %d RxDelivered %d TxSent %d Resets %d", s.Accepts, s.RxDelivered, s.TxSent, s.Resets)
+	}
+	// B's kernel found .3 by ARP, and only netstack could answer.
+	if v, _ := s.Counter("netstack", "arp_replies_sent"); v == 0 {
+		t.Errorf("netstack answered no ARP")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	xdpClean(t, p.A)
+}
+
+// TestXDPRefusesKernelAddress: LocalIP held by the kernel's interface is
+// refused (ConfigError on LocalIP) before anything is attached.
+func TestXDPRefusesKernelAddress(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	_, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: p.A.Addr, Port: 5000})
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "LocalIP" {
+		t.Fatalf("%v, want a *core.ConfigError on LocalIP", err)
+	}
+	xdpClean(t, p.A)
+}
