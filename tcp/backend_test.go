@@ -547,3 +547,54 @@ func TestNoWaiter(t *testing.T) {
 	defer cli.Close()
 	stream(t, cli, 100<<10, func(uint64) int { return 100 }, 60*time.Second)
 }
+
+// TestCloseDuringRx: Close from another goroutine while the poll loop is in
+// Rx or Wait makes them return net.ErrClosed, many times over, never a
+// crash (run with -race).
+func TestCloseDuringRx(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), nil)
+		done := make(chan error, 1)
+		go func() {
+			pkts := make([]core.Packet, 16)
+			buf := make([]byte, 200)
+			for {
+				cli.Queue(buf)
+				if err := cli.Flush(); errors.Is(err, net.ErrClosed) {
+					done <- nil
+					return
+				}
+				if _, err := cli.Rx(pkts); err != nil {
+					if errors.Is(err, net.ErrClosed) {
+						done <- nil
+					} else {
+						done <- err
+					}
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+				err := cli.Wait(ctx)
+				cancel()
+				if errors.Is(err, net.ErrClosed) {
+					done <- nil
+					return
+				}
+			}
+		}()
+		time.Sleep(time.Duration(i) * time.Millisecond)
+		if err := cli.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("poll loop ended with %v, want net.ErrClosed", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("poll loop did not end after Close")
+		}
+		if err := cli.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+	}
+}
