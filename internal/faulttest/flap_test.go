@@ -63,7 +63,7 @@ func linkFlap(t *testing.T, kind string) {
 	}
 	sentDuring := tr.next
 	tr.mark()
-	recovered := tr.runUntil(func() bool { return tr.gotAfter >= 200 }, 30*time.Second)
+	recovered := tr.runUntil(func() bool { return tr.gotFrom >= 200 }, 30*time.Second)
 	tr.drain(2*time.Second, 30*time.Second)
 	e.stop(t)
 
@@ -80,7 +80,7 @@ func linkFlap(t *testing.T, kind string) {
 	e.c.check(t)
 	if !recovered {
 		t.Fatalf("no recovery: %d of the messages sent after the link came back were answered within 30 s (%d sent by the end of the flap)",
-			tr.gotAfter, sentDuring)
+			tr.gotFrom, sentDuring)
 	}
 	if tr.bad != 0 || tr.dup != 0 {
 		t.Errorf("%d damaged or foreign and %d duplicate messages came back", tr.bad, tr.dup)

@@ -357,44 +357,74 @@ func checkMsg(b []byte, magic uint64, size int) (uint64, bool) {
 	return seq, true
 }
 
+// tally counts the messages of one run that arrive: each intact one once,
+// duplicates, and damaged or foreign ones.
+type tally struct {
+	magic uint64
+	size  int
+	seen  []uint64 // bit per sequence number
+	got   uint64   // distinct intact messages
+	dup   uint64   // intact messages seen before
+	bad   uint64   // damaged, foreign, or (inOrder) out of order
+	// inOrder: messages must come in sequence order (a stream).
+	inOrder bool
+	// from counts, in gotFrom, the messages at or after it.
+	from, gotFrom uint64
+}
+
+// take counts message b; limit is the number of messages sent so far.
+func (y *tally) take(b []byte, limit uint64) {
+	seq, ok := checkMsg(b, y.magic, y.size)
+	if !ok || seq >= limit || (y.inOrder && seq != y.got) {
+		y.bad++
+		return
+	}
+	w, bit := seq/64, uint64(1)<<(seq%64)
+	for uint64(len(y.seen)) <= w {
+		y.seen = append(y.seen, 0)
+	}
+	if y.seen[w]&bit != 0 {
+		y.dup++
+		return
+	}
+	y.seen[w] |= bit
+	y.got++
+	if seq >= y.from {
+		y.gotFrom++
+	}
+}
+
 // traffic drives a client backend from the test goroutine: numbered
 // messages out at a paced rate, their echoes in, each one checked and
 // counted once.
 type traffic struct {
+	tally
 	t     testing.TB
 	b     core.Backend
 	c     calls
-	size  int
-	magic uint64
 	rate  float64 // messages per second
 	start time.Time
 
-	next uint64 // sequence number of the next message (= messages accepted)
-	seen []uint64
-	got  uint64 // distinct messages back
-	dup  uint64 // messages back twice
-	bad  uint64 // messages back damaged or foreign
-	// sentAt[seq] is not kept; upFrom marks the first message sent after
-	// an event, gotAfter counts those back.
-	upFrom, gotAfter uint64
-	lastRx           time.Time
-	refused          uint64 // Queue returned false
-	errs             errLog
-	cannotWait       bool
-	pkts             []core.Packet
-	buf              []byte
+	next       uint64 // sequence number of the next message (= messages accepted)
+	limit      uint64 // stop queueing at this many messages; 0: no limit
+	lastRx     time.Time
+	refused    uint64 // Queue returned false
+	errs       errLog
+	cannotWait bool
+	pkts       []core.Packet
+	buf        []byte
 }
 
 func newTraffic(t testing.TB, name string, b core.Backend, size int, rate float64) *traffic {
-	tr := &traffic{t: t, b: b, size: size, rate: rate, magic: uint64(time.Now().UnixNano()) | 1,
-		pkts: make([]core.Packet, 64), buf: make([]byte, size), upFrom: ^uint64(0)}
+	tr := &traffic{t: t, b: b, rate: rate, pkts: make([]core.Packet, 64), buf: make([]byte, size),
+		tally: tally{magic: uint64(time.Now().UnixNano()) | 1, size: size, from: ^uint64(0)}}
 	tr.c.name = name
 	watch(t, &tr.c)
 	return tr
 }
 
-// mark makes the messages sent from now on count in gotAfter.
-func (tr *traffic) mark() { tr.upFrom, tr.gotAfter = tr.next, 0 }
+// mark makes the messages sent from now on count in gotFrom.
+func (tr *traffic) mark() { tr.from, tr.gotFrom = tr.next, 0 }
 
 // send queues the messages due by now at the paced rate (at most 64 per
 // call) and flushes them. Queue refusing one (back-pressure) ends the
@@ -405,7 +435,7 @@ func (tr *traffic) send() {
 	}
 	due := uint64(time.Since(tr.start).Seconds() * tr.rate)
 	queued := 0
-	for tr.next < due && queued < 64 {
+	for tr.next < due && queued < 64 && (tr.limit == 0 || tr.next < tr.limit) {
 		fillMsg(tr.buf, tr.magic, tr.next)
 		tr.c.begin(opQueue)
 		ok := tr.b.Queue(tr.buf)
@@ -437,24 +467,7 @@ func (tr *traffic) recv() int {
 			tr.errs.add(err)
 		}
 		for _, p := range tr.pkts[:n] {
-			seq, ok := checkMsg(p.Data, tr.magic, tr.size)
-			if !ok || seq >= tr.next {
-				tr.bad++
-				continue
-			}
-			w, bit := seq/64, uint64(1)<<(seq%64)
-			for uint64(len(tr.seen)) <= w {
-				tr.seen = append(tr.seen, 0)
-			}
-			if tr.seen[w]&bit != 0 {
-				tr.dup++
-				continue
-			}
-			tr.seen[w] |= bit
-			tr.got++
-			if seq >= tr.upFrom {
-				tr.gotAfter++
-			}
+			tr.take(p.Data, tr.next)
 		}
 		total += n
 		if n > 0 {
@@ -608,23 +621,32 @@ type leg struct {
 }
 
 // counted returns the losses the counters of l explain, counting each drop
-// once although several layers may count it. A datagram the sending kernel
-// drops shows up in its device's tx_dropped, IP OutDiscards and UDP
-// SndbufErrors at once (and a veth whose peer is down counts it in the
-// peer's rx_dropped too), so the largest of those is taken; a send refused
-// for want of a route is IP OutNoRoutes and, reported by sendmmsg, the
-// backend's TxDropped; a frame the device drops under an AF_XDP socket is
-// the device's tx_dropped and the socket's EBUSY count. So the sender's
-// side is the larger of the backend's count and the kernel's. On the
-// receiving side, a datagram a full socket buffer drops is the backend's
-// socket drops and UDP InErrors at once.
+// once although several layers may count it:
+//
+//   - a datagram the sending kernel drops shows up in its device's
+//     tx_dropped, IP OutDiscards and UDP SndbufErrors at once, so the
+//     largest of those counts;
+//   - a send refused for want of a route is IP OutNoRoutes and, reported by
+//     sendmmsg, the backend's TxDropped; a frame the device drops under an
+//     AF_XDP socket is the device's tx_dropped and the socket's EBUSY count:
+//     so the sender's side is the larger of the backend's count and the
+//     kernel's;
+//   - a datagram a full socket buffer drops is the backend's socket drops
+//     and UDP InErrors at once;
+//   - a veth counts in the receiving end's rx_dropped both what it could
+//     not forward because that end was down (the sender's tx_dropped
+//     already) and what the XDP program could not redirect into a full
+//     socket (the XSK's rx_dropped already): only the rest of it is added.
 func (l *leg) counted() uint64 {
 	tx, _ := splitLoss(l.from)
 	_, rx := splitLoss(l.to)
 	kf, kt := l.kfrom, l.kto
-	kernelTx := kf["ip.out_no_routes"] + max(kf["link.tx_dropped"], kf["ip.out_discards"], kf["udp.sndbuf_errors"], kt["link.rx_dropped"])
+	kernelTx := kf["ip.out_no_routes"] + max(kf["link.tx_dropped"], kf["ip.out_discards"], kf["udp.sndbuf_errors"])
 	n := max(tx, kernelTx)
 	n += max(rx, kt["udp.in_errors"])
+	if mirrored := kf["link.tx_dropped"] + rx; kt["link.rx_dropped"] > mirrored {
+		n += kt["link.rx_dropped"] - mirrored
+	}
 	n += kt["udp.no_ports"] + kt["ip.in_discards"] + kt["ip.in_hdr_errors"] + kt["ip.in_addr_errors"] + kt["ip.reasm_fails"]
 	return n + l.extra
 }

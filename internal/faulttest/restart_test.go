@@ -49,7 +49,7 @@ func peerRestart(t *testing.T, kind string) {
 	tr.mark()
 
 	if !isStream(kind) {
-		ok := tr.runUntil(func() bool { return tr.gotAfter >= 200 }, 30*time.Second)
+		ok := tr.runUntil(func() bool { return tr.gotFrom >= 200 }, 30*time.Second)
 		tr.drain(time.Second, 10*time.Second)
 		kB := diff(kB0, kernelCounters(t, p.B), kernelLossKeys)
 		cs := cl.Stats()
@@ -58,7 +58,7 @@ func peerRestart(t *testing.T, kind string) {
 		t.Logf("echo's kernel: %s", formatCounters(kB))
 		tr.c.check(t)
 		if !ok {
-			t.Fatalf("the client did not carry on: %d of the messages sent after the restart came back in 30 s", tr.gotAfter)
+			t.Fatalf("the client did not carry on: %d of the messages sent after the restart came back in 30 s", tr.gotFrom)
 		}
 		if n := tr.errs.count(); n != 0 {
 			t.Errorf("a datagram client got errors from a peer restart: %v", tr.errs.String())
