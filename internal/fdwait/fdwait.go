@@ -50,11 +50,14 @@ func Wait(ctx context.Context, fd int, w *Waker, syscalls *uint64) error {
 		}
 		ms := int(slice / time.Millisecond)
 		if dl, ok := ctx.Deadline(); ok {
-			if left := time.Until(dl); left < slice {
+			left := time.Until(dl)
+			if left <= 0 {
+				// The deadline has passed but the context's timer may not
+				// have fired yet: do not spin on poll(0) until it does.
+				return context.DeadlineExceeded
+			}
+			if left < slice {
 				ms = int((left + time.Millisecond - 1) / time.Millisecond)
-				if ms < 0 {
-					ms = 0
-				}
 			}
 		}
 		fds[0].Revents, fds[1].Revents = 0, 0
