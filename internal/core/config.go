@@ -125,6 +125,13 @@ type Config struct {
 	// pins it to CPUs[0]; call New on the goroutine that will poll.
 	CPUs []int
 
+	// Pcap, when set, is a file name prefix: the raw kinds (xdp, dpdk,
+	// tcp-xdp, tcp-dpdk) write every frame they send and receive to
+	// <Pcap>-tx.pcap and <Pcap>-rx.pcap (tcpdump cannot see what AF_XDP and
+	// DPDK take from the kernel). It costs a write per frame: for debugging,
+	// not for measuring.
+	Pcap string
+
 	// URing holds the options of kind uring.
 	URing URingOptions
 	// XDP holds the options of the AF_XDP kinds (xdp, tcp-xdp).
