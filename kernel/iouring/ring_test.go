@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -458,4 +459,67 @@ func TestParseKernelVersion(t *testing.T) {
 	if !v.AtLeast("6.0") || !v.AtLeast("5.19") || v.AtLeast("6.9") || !v.AtLeast("6.1") {
 		t.Error("AtLeast compares wrongly")
 	}
+}
+
+// TestCoopTaskrun: with COOP_TASKRUN|TASKRUN_FLAG a completion that needs
+// the ring's thread shows up as SQTaskrun until the thread enters; then
+// FlushOverflow (one io_uring_enter) brings it into the CQ.
+func TestCoopTaskrun(t *testing.T) {
+	r := newRing(t, Options{Entries: 8, SingleIssuer: true, CoopTaskrun: true})
+	if r.Flags()&(SetupCoopTaskrun|SetupTaskrunFlag) != SetupCoopTaskrun|SetupTaskrunFlag {
+		t.Fatalf("flags %#x: COOP_TASKRUN|TASKRUN_FLAG not set", r.Flags())
+	}
+	a, b, _, bAddr := udpPair(t)
+	br, err := r.NewBufRing(2, 4, 256)
+	testutil.SkipIfNotSupported(t, err)
+	defer br.Free()
+	mem, err := NewRegion(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Free()
+	*MsghdrAt(mem, 0) = Msghdr{Namelen: uint32(SockaddrInLen)}
+	r.GetSQE().PrepRecvmsgMultishot(int32(b), false, mem.Addr(0), br.Group(), 1)
+	if _, err := r.Submit(0); err != nil {
+		t.Fatal(err)
+	}
+	// Send from another thread, so that the completion work is queued for
+	// this one while it does not enter the kernel.
+	// This thread spins on an atomic instead of blocking on a channel,
+	// which would enter the kernel (and run the work).
+	var sent atomic.Int32
+	var sendErr error
+	go func() {
+		sendErr = unix.Sendto(a, []byte("coop"), 0, &unix.SockaddrInet4{Addr: bAddr.Addr().As4(), Port: int(bAddr.Port())})
+		sent.Store(1)
+	}()
+	for start := time.Now(); sent.Load() == 0 && time.Since(start) < 10*time.Second; {
+	}
+	if sent.Load() == 0 || sendErr != nil {
+		t.Fatalf("send: done %v, %v", sent.Load() == 1, sendErr)
+	}
+	sawFlag := false
+	deadline := time.Now().Add(10 * time.Second)
+	for r.CQReady() == 0 && time.Now().Before(deadline) {
+		if r.SQFlags()&SQTaskrun != 0 {
+			sawFlag = true
+			before := r.Syscalls()
+			if err := r.FlushOverflow(); err != nil {
+				t.Fatal(err)
+			}
+			if r.Syscalls() != before+1 {
+				t.Fatalf("FlushOverflow made %d calls, want 1", r.Syscalls()-before)
+			}
+		}
+	}
+	if r.CQReady() == 0 {
+		t.Fatal("the receive never completed")
+	}
+	c := r.PeekCQE()
+	if c.Res <= 0 || !c.HasBuffer() {
+		t.Fatalf("receive CQE res %d flags %#x", c.Res, c.Flags)
+	}
+	// Usually the flag is seen; the thread may also have entered the kernel
+	// by itself (a Go preemption signal, the channel wait above).
+	t.Logf("SQTaskrun seen before the completion: %v", sawFlag)
 }

@@ -105,10 +105,11 @@ type Backend struct {
 	syscallsAtOpen uint64
 
 	// Counters, written under the guard (or after Shut).
-	st                                    core.Stats
-	rearms, enobufs, rxRefused, rxErrors  uint64
-	sendBufFull, sendRefused, sendOther   uint64
-	noDest, cancelled, unconfirmedAtClose uint64
+	st                                   core.Stats
+	rearms, enobufs, rxRefused, rxErrors uint64
+	sendBufFull, sendRefused, sendOther  uint64
+	noDest, badDest, cancelled           uint64
+	unconfirmedAtClose                   uint64
 }
 
 type rxDone struct {
@@ -416,12 +417,17 @@ func (b *Backend) Queue(payload []byte) bool {
 }
 
 // QueueTo copies payload into a send slot addressed to to, the From of a
-// received Packet. It returns false as Queue does.
+// received Packet. It returns false as Queue does, and for a to that is
+// not an IPv4 address and port (layer "uring" counter "queue_bad_dest").
 func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
 	if !b.guard.Enter() {
 		return false
 	}
 	defer b.guard.Exit()
+	if !to.Addr().Is4() || to.Port() == 0 {
+		b.badDest++
+		return false
+	}
 	if !b.room(payload, 1) {
 		return false
 	}
@@ -768,6 +774,7 @@ func (b *Backend) snapshot() core.Stats {
 		core.Counter{Layer: "uring", Name: "tx_inflight", Value: uint64(b.inflight)},
 		core.Counter{Layer: "uring", Name: "tx_unconfirmed_at_close", Value: b.unconfirmedAtClose},
 		core.Counter{Layer: "uring", Name: "queue_no_dest", Value: b.noDest},
+		core.Counter{Layer: "uring", Name: "queue_bad_dest", Value: b.badDest},
 		core.Counter{Layer: "uring", Name: "cq_overflow", Value: uint64(b.ring.CQOverflow()), Loss: true},
 		core.Counter{Layer: "uring", Name: "sq_dropped", Value: uint64(b.ring.SQDropped())},
 	)

@@ -200,6 +200,32 @@ func TestEchoLoopback(t *testing.T) {
 		cs.Syscalls, cs.TxSent, cs.RxDelivered, float64(cs.Syscalls)/float64(cs.TxSent+cs.RxDelivered), cs.Mode)
 }
 
+func TestQueueRefusals(t *testing.T) {
+	b := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: freePort(t), MaxDatagram: 100, TxQueue: 2})
+	if b.Queue([]byte("x")) {
+		t.Error("Queue on a server without Dests accepted a message")
+	}
+	for _, to := range []netip.AddrPort{{}, netip.MustParseAddrPort("[::1]:9"), netip.AddrPortFrom(loopback, 0)} {
+		if b.QueueTo([]byte("x"), to) {
+			t.Errorf("QueueTo(%v) accepted a message", to)
+		}
+	}
+	dst := netip.AddrPortFrom(loopback, 9)
+	if b.QueueTo(make([]byte, 101), dst) {
+		t.Error("QueueTo accepted 101 bytes with MaxDatagram 100")
+	}
+	if !b.QueueTo([]byte("a"), dst) || !b.QueueTo([]byte("b"), dst) || b.QueueTo([]byte("c"), dst) {
+		t.Error("TxQueue 2: want two accepted, the third refused")
+	}
+	st := b.Stats()
+	noDest, _ := st.Counter("uring", "queue_no_dest")
+	badDest, _ := st.Counter("uring", "queue_bad_dest")
+	if noDest != 1 || badDest != 3 || st.TxOversize != 1 || st.TxBackpressure != 1 || st.TxQueued != 2 {
+		t.Fatalf("no_dest %d bad_dest %d oversize %d backpressure %d queued %d; want 1 3 1 1 2",
+			noDest, badDest, st.TxOversize, st.TxBackpressure, st.TxQueued)
+	}
+}
+
 // TestEmptyRxNoSyscall: an Rx that finds nothing reads the CQ tail only.
 func TestEmptyRxNoSyscall(t *testing.T) {
 	b := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: freePort(t)})
