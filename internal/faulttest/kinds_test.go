@@ -12,3 +12,12 @@ var testKinds = []string{core.KindUDP, core.KindURing, core.KindXDP, core.KindTC
 // xdpKinds are the kinds over AF_XDP whose XDP program a crash may leave
 // behind.
 var xdpKinds = []string{core.KindXDP, core.KindTCPXDP}
+
+// ringKinds are the kinds whose rings TestFaultFullRings shrinks.
+var ringKinds = []string{core.KindXDP}
+
+// smallRings gives cfg rings of a few dozen frames.
+func smallRings(cfg *core.Config) {
+	cfg.XDP.Frames = 64   // 32 to receive, 32 to transmit
+	cfg.XDP.RingSize = 32 // each of the four rings
+}

@@ -1,0 +1,269 @@
+package faulttest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// udpSink counts the test messages a kernel UDP socket on a host receives.
+type udpSink struct {
+	conn *net.UDPConn
+	mu   sync.Mutex
+	y    tally
+	last time.Time
+	done chan struct{}
+}
+
+// startUDPSink binds a kernel UDP socket to h's address and port (with a
+// 4 MiB receive buffer) and counts what arrives until the test ends.
+func startUDPSink(t testing.TB, h *testhost.Host, magic uint64, size int) *udpSink {
+	t.Helper()
+	s := &udpSink{y: tally{magic: magic, size: size}, done: make(chan struct{})}
+	if err := h.Do(func() error {
+		var err error
+		s.conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: h.Addr.AsSlice(), Port: port})
+		if err == nil {
+			err = s.conn.SetReadBuffer(4 << 20)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(s.done)
+		buf := make([]byte, 65536)
+		for {
+			n, err := s.conn.Read(buf)
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.y.take(buf[:n], ^uint64(0))
+			s.last = time.Now()
+			s.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { s.conn.Close(); <-s.done })
+	return s
+}
+
+// settle waits until n messages are in or none came for quiet.
+func (s *udpSink) settle(n uint64, quiet time.Duration) tally {
+	for {
+		s.mu.Lock()
+		y, last := s.y, s.last
+		s.mu.Unlock()
+		if y.got >= n || time.Since(last) > quiet {
+			return y
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFaultFullRings shrinks the rings of a raw kind to a few dozen
+// entries. tx: a client queues 1024 messages per Flush (TxQueue and
+// TxBatch 1024) into a TX ring of 32: each Flush returns within callLimit,
+// every queued message is either sent or counted as dropped, and what was
+// sent reaches a kernel UDP socket on the peer or is counted by a kernel.
+// fill: a server that does not read while a kernel socket on the peer
+// sends it 5000 messages: its fill ring runs empty and the kernel drops
+// what finds no buffer, counted (xsk rx_dropped, fill-ring-empty
+// descriptors); Wait and Rx return at once; nothing else is lost; and once
+// the server reads again, paced messages all arrive (the fill ring was
+// replenished).
+func TestFaultFullRings(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, kind := range ringKinds {
+		t.Run(kind+"/tx", func(t *testing.T) { fullTxRing(t, kind) })
+		t.Run(kind+"/fill", func(t *testing.T) { emptyFillRing(t, kind) })
+	}
+}
+
+func fullTxRing(t *testing.T, kind string) {
+	p := testhost.NewT(t, testhost.Options{})
+	cfg := clientConfig(kind, p.A, p.B.Addr)
+	smallRings(&cfg)
+	cfg.TxQueue, cfg.TxBatch = 1024, 1024
+	cl := open(t, p.A, cfg)
+	const size, rounds = 100, 20
+	tr := newTraffic(t, kind+" client", cl, size, 1e9)
+	sink := startUDPSink(t, p.B, tr.magic, size)
+	kA0, kB0 := kernelCounters(t, p.A), kernelCounters(t, p.B)
+	for r := 0; r < rounds; r++ {
+		for i := 0; i < 1024; i++ {
+			fillMsg(tr.buf, tr.magic, tr.next)
+			tr.c.begin(opQueue)
+			ok := cl.Queue(tr.buf)
+			tr.c.end()
+			if !ok {
+				t.Fatalf("Queue refused message %d of round %d with TxQueue 1024", i, r)
+			}
+			tr.next++
+		}
+		tr.c.begin(opFlush)
+		err := cl.Flush()
+		tr.c.end()
+		if err != nil {
+			t.Fatalf("Flush of round %d: %v", r, err)
+		}
+	}
+	y := sink.settle(tr.next, 2*time.Second)
+	cs := cl.Stats()
+	kA := diff(kA0, kernelCounters(t, p.A), kernelLossKeys)
+	kB := diff(kB0, kernelCounters(t, p.B), kernelLossKeys)
+	t.Logf("client counters: %s", allCounters(cs))
+	t.Logf("sink: got %d (dup %d, bad %d); %v", y.got, y.dup, y.bad, &tr.c)
+	tr.c.check(t)
+	if cs.TxQueued != tr.next || cs.TxSent+cs.TxDropped != cs.TxQueued {
+		t.Errorf("queued %d = sent %d + dropped %d does not hold (%d accepted)", cs.TxQueued, cs.TxSent, cs.TxDropped, tr.next)
+	}
+	retried, _ := cs.Counter("raw", "tx_retried")
+	full, _ := cs.Counter("frameio", "tx_ring_full")
+	if retried == 0 && full == 0 {
+		t.Errorf("the TX ring never filled (tx_retried %d, tx_ring_full %d): the test did not test a full ring", retried, full)
+	}
+	if y.dup != 0 || y.bad != 0 {
+		t.Errorf("the sink got %d duplicates and %d damaged messages", y.dup, y.bad)
+	}
+	l := leg{name: "client→sink", sent: tr.next, received: y.got, from: cs, kfrom: kA, kto: kB}
+	l.check(t)
+}
+
+func emptyFillRing(t *testing.T, kind string) {
+	p := testhost.NewT(t, testhost.Options{})
+	cfg := serverConfig(kind, p.B)
+	smallRings(&cfg)
+	srv := open(t, p.B, cfg)
+	var rc calls
+	rc.name = kind + " server"
+	watch(t, &rc)
+	const size, burst = 100, 5000
+	y := tally{magic: 0xf111, size: size}
+	var conn *net.UDPConn
+	if err := p.A.Do(func() error {
+		var err error
+		conn, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.B.Addr.AsSlice(), Port: port})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var sent uint64
+	msg := make([]byte, size)
+	send := func(n int) {
+		for i := 0; i < n; i++ {
+			fillMsg(msg, y.magic, sent)
+			if _, err := conn.Write(msg); err != nil {
+				t.Fatalf("kernel send: %v", err)
+			}
+			sent++
+		}
+	}
+	pkts := make([]core.Packet, 64)
+	read := func() int {
+		total := 0
+		for {
+			rc.begin(opRx)
+			n, err := srv.Rx(pkts)
+			rc.end()
+			if err != nil {
+				t.Fatalf("Rx: %v", err)
+			}
+			for _, pk := range pkts[:n] {
+				y.take(pk.Data, sent)
+			}
+			total += n
+			if n == 0 {
+				return total
+			}
+		}
+	}
+	// One message first: the peer's kernel has resolved us, the path works.
+	send(1)
+	if !eventually(10*time.Second, func() bool { read(); return y.got == 1 }) {
+		t.Fatal("the first message did not arrive")
+	}
+	kA0, kB0 := kernelCounters(t, p.A), kernelCounters(t, p.B)
+	s0 := srv.Stats()
+
+	// The server does not read: its rings fill up and the fill ring runs
+	// empty.
+	send(burst)
+	time.Sleep(200 * time.Millisecond)
+	// Wait returns at once: something is there.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	start := time.Now()
+	rc.begin(opWait)
+	err := srv.Wait(ctx)
+	rc.end()
+	cancel()
+	if err != nil && !errors.Is(err, core.ErrNotSupported) {
+		t.Fatalf("Wait with frames waiting: %v", err)
+	}
+	if d := time.Since(start); d > callLimit {
+		t.Errorf("Wait took %v with frames waiting", d)
+	}
+	// Take what the rings held.
+	for quiet := time.Now(); time.Since(quiet) < 500*time.Millisecond; {
+		if read() > 0 {
+			quiet = time.Now()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	afterBurst := y.got
+	// Paced traffic, read as it comes: the fill ring was replenished.
+	for i := 0; i < 100; i++ {
+		send(1)
+		eventually(time.Second, func() bool { return read() > 0 })
+	}
+	eventually(2*time.Second, func() bool { read(); return y.got == afterBurst+100 })
+	ss := srv.Stats()
+	kA := diff(kA0, kernelCounters(t, p.A), kernelLossKeys)
+	kB := diff(kB0, kernelCounters(t, p.B), kernelLossKeys)
+	empty0, _ := s0.Counter("xsk", "rx_fill_ring_empty_descs")
+	empty1, _ := ss.Counter("xsk", "rx_fill_ring_empty_descs")
+	t.Logf("server counters: %s", allCounters(ss))
+	t.Logf("got %d of %d (%d after the burst of %d), dup %d, bad %d; %v", y.got, sent, afterBurst, burst, y.dup, y.bad, &rc)
+	rc.check(t)
+	if y.dup != 0 || y.bad != 0 {
+		t.Errorf("%d duplicates and %d damaged messages", y.dup, y.bad)
+	}
+	if y.got != afterBurst+100 {
+		t.Errorf("after the burst, %d of 100 paced messages arrived: the fill ring did not recover", y.got-afterBurst)
+	}
+	if afterBurst >= burst {
+		t.Errorf("all %d messages of the burst arrived: the rings never filled", burst)
+	}
+	if kind == core.KindXDP && empty1 == empty0 {
+		t.Errorf("the fill ring never ran empty (rx_fill_ring_empty_descs %d)", empty1)
+	}
+	s0.TxDropped, ss.TxDropped = 0, 0
+	l := leg{name: "kernel→server", sent: sent - 1, received: y.got - 1, to: subStats(ss, s0), kfrom: kA, kto: kB}
+	l.check(t)
+}
+
+// subStats returns the loss counters of s minus those of before (the
+// fields and layers splitLoss reads).
+func subStats(s, before core.Stats) core.Stats {
+	out := core.Stats{
+		TxDropped:     s.TxDropped - before.TxDropped,
+		RxTruncated:   s.RxTruncated - before.RxTruncated,
+		RxBadChecksum: s.RxBadChecksum - before.RxBadChecksum,
+		RxMalformed:   s.RxMalformed - before.RxMalformed,
+	}
+	for _, c := range s.Layers {
+		if v, ok := before.Counter(c.Layer, c.Name); ok && v <= c.Value {
+			c.Value -= v
+		}
+		out.Layers = append(out.Layers, c)
+	}
+	return out
+}
