@@ -164,25 +164,29 @@ func TestSingleIssuerOtherThread(t *testing.T) {
 	}
 	waitN(t, r, 1)
 	r.CQAdvance(1)
-	errc := make(chan error)
+	// Waiting for completions is allowed from any thread...
+	getc := make(chan error)
 	go func() {
 		runtime.LockOSThread() // surely another thread than the test's
 		defer runtime.UnlockOSThread()
 		_, err := r.Enter(0, 0, EnterGetEvents)
-		errc <- err
+		getc <- err
 	}()
-	// A submission from another thread is refused; this is why the uring
-	// backend locks its goroutine to the thread.
+	if err := <-getc; err != nil {
+		t.Fatalf("getevents from another thread: %v", err)
+	}
+	// ...but a submission is refused; this is why the uring backend locks
+	// its goroutine to the thread.
 	r.GetSQE().PrepNop(2)
 	r.publish()
+	subc := make(chan error)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		_, err := r.Enter(1, 0, 0)
-		errc <- err
+		subc <- err
 	}()
-	<-errc
-	if err := <-errc; err != unix.EEXIST {
+	if err := <-subc; err != unix.EEXIST {
 		t.Fatalf("submit from another thread: %v, want EEXIST", err)
 	}
 }
