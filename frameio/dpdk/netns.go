@@ -4,7 +4,10 @@ package dpdk
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -159,4 +162,69 @@ func setIfMTU(name string, mtu int) error {
 		return fmt.Errorf("SIOCSIFMTU: %w", err)
 	}
 	return nil
+}
+
+// xskFile is an open AF_XDP socket of the process: its descriptor and
+// its socket inode.
+type xskFile struct {
+	fd  int
+	ino uint64
+}
+
+// dpdkXSKs lists the process's AF_XDP sockets that were opened without
+// close-on-exec, as libxdp opens them for net_af_xdp (Go code, the net
+// package and frameio/afxdp always set it).
+func dpdkXSKs() []xskFile {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil
+	}
+	var out []xskFile
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ino, ok := socketInode(fd)
+		if !ok {
+			continue
+		}
+		if dom, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || dom != unix.AF_XDP {
+			continue
+		}
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || fl&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		out = append(out, xskFile{fd, ino})
+	}
+	return out
+}
+
+// socketInode returns the inode of the socket fd refers to.
+func socketInode(fd int) (uint64, bool) {
+	link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0, false
+	}
+	s, ok := strings.CutPrefix(link, "socket:[")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64)
+	return v, err == nil
+}
+
+// newXSKs returns the sockets of after that are not in before.
+func newXSKs(before, after []xskFile) []xskFile {
+	var out []xskFile
+	for _, a := range after {
+		seen := false
+		for _, b := range before {
+			seen = seen || b == a
+		}
+		if !seen {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -35,6 +35,10 @@ const (
 	RxBurst = 512
 	// txRefill is how many mbufs TxFrame takes from the pool at a time.
 	txRefill = 32
+	// xskBusyWait bounds how long Open retries a net_af_xdp queue set-up
+	// that fails, as it does while the kernel still releases the queue of
+	// an AF_XDP socket closed a moment ago.
+	xskBusyWait = 2 * time.Second
 )
 
 // Options say which device a Port opens and how.
@@ -230,6 +234,7 @@ type Port struct {
 	xdpBefore     uint32          // XDP program on the interface before Open (0: none)
 	mtuBefore     int             // the interface's MTU before Open (0: unknown)
 	nl            *netlink.Handle // netlink in the interface's namespace, for its counters
+	xsks          []xskFile       // the AF_XDP sockets net_af_xdp made (see closeXSKs)
 
 	// Views of the shim's C arrays.
 	rxData    []*C.uint8_t
@@ -263,8 +268,8 @@ var control struct {
 
 // Open starts the EAL if it is not running (with o.EAL), attaches the device
 // o names, configures one RX and one TX queue on a mempool on the port's
-// NUMA node, starts the port and waits for its link (o.LinkWait, 20 s by
-// default). A vdev on an interface must be opened from a thread inside the
+// NUMA node, starts the port and waits for its link, and for a vdev for the
+// kernel interface's carrier (o.LinkWait, 20 s by default). A vdev on an interface must be opened from a thread inside the
 // interface's network namespace (testhost's Host.Do, or a thread that
 // called setns(2)); Close goes back into that namespace by itself.
 //
@@ -336,95 +341,25 @@ func Open(o Options) (*Port, error) {
 		}
 	}
 
-	// Attach (probe) the device, unless it is a PCI device the EAL already
-	// probed at start.
-	var port C.uint16_t
-	cname := C.CString(p.devName)
-	defer C.free(unsafe.Pointer(cname))
-	if bus == "vdev" || C.rte_eth_dev_get_port_by_name(cname, &port) != 0 {
-		cbus, cargs := C.CString(bus), C.CString(devargs)
-		C.dg_clear_errno()
-		ret := C.rte_eal_hotplug_add(cbus, cname, cargs)
-		C.free(unsafe.Pointer(cargs))
-		if ret != 0 {
-			C.free(unsafe.Pointer(cbus))
-			return fail(p.dpdkError("attach "+bus+" device "+describe(p.devName, devargs), int(ret)))
-		}
-		undo = append(undo, func() {
-			C.rte_eal_hotplug_remove(cbus, cname)
-			C.free(unsafe.Pointer(cbus))
-		})
-		if C.rte_eth_dev_get_port_by_name(cname, &port) != 0 {
-			return fail(fmt.Errorf("dpdk: %s attached, but no ethdev port appeared for it (is it a network device?)%s", describe(p.devName, devargs), logHint()))
-		}
-	}
-	p.portID = port
-	p.info.PortID = uint16(port)
-
-	var devInfo C.struct_rte_eth_dev_info
-	if ret := C.rte_eth_dev_info_get(port, &devInfo); ret != 0 {
-		return fail(p.dpdkError("rte_eth_dev_info_get", int(ret)))
-	}
-	p.info.Driver = C.GoString(devInfo.driver_name)
-
-	// The mempool, on the port's NUMA node.
-	socket := C.rte_eth_dev_socket_id(port)
-	if socket < 0 {
-		socket = C.SOCKET_ID_ANY
-	}
-	p.info.Socket = int(socket)
-	dataRoom := int(C.RTE_MBUF_DEFAULT_DATAROOM)
-	if need := o.MTU + 14 + 4; need > dataRoom {
-		dataRoom = (need + 1023) &^ 1023
-	}
-	pname := C.CString("dgramio_" + strconv.Itoa(seq))
-	var flags C.uint
-	if p.vdev {
-		// No device DMAs into a vdev's pool: let objects lie back to back
-		// (see dg_pool_create).
-		flags = C.RTE_MEMPOOL_F_NO_IOVA_CONTIG
-	}
-	C.dg_clear_errno()
-	p.pool = C.dg_pool_create(pname, C.uint(o.Mbufs), C.uint16_t(dataRoom+C.RTE_PKTMBUF_HEADROOM), socket, flags)
-	C.free(unsafe.Pointer(pname))
-	if p.pool == nil {
-		err := p.dpdkError(fmt.Sprintf("mempool of %d mbufs of %d bytes on socket %d", o.Mbufs, dataRoom, socket), -int(C.dg_rte_errno()))
-		if errors.Is(err, syscall.ENOMEM) {
-			err = fmt.Errorf("%w (lower DPDK.Mbufs, or give the EAL more memory: EALOptions.MemoryMB or -m in ExtraArgs)", err)
-		}
-		return fail(err)
-	}
-	if p.info.Driver == "net_af_xdp" && C.dg_pool_chunks(p.pool) != 1 {
-		C.rte_mempool_free(p.pool)
-		return fail(fmt.Errorf("dpdk: %s: the mempool of %d mbufs is in %d pieces, and net_af_xdp needs one piece for its UMEM (lower DPDK.Mbufs or give the EAL more memory)",
-			p.devName, o.Mbufs, C.dg_pool_chunks(p.pool)))
-	}
-	pool := p.pool
-	// The mempool goes after the port: the PMD refers to it until closed.
-	var poolUndo = func() { C.rte_mempool_free(pool) }
-
-	// Configure and start.
-	conf := C.struct_dg_conf{
-		mtu:     C.uint16_t(o.MTU),
-		rx_desc: C.uint16_t(o.RxDesc),
-		tx_desc: C.uint16_t(o.TxDesc),
-		socket:  socket,
-		pool:    pool,
-	}
+	// Attach, configure and start the device. On net_af_xdp a queue set-up
+	// that fails is tried again from scratch for a while: the kernel
+	// releases the queue of an AF_XDP socket closed a moment ago (ours of a
+	// port just closed, or anyone's) from a work queue, and until then the
+	// PMD's bind fails, which it reports only as a failed socket.
 	var res C.struct_dg_result
-	ret := C.dg_port_configure(port, &conf, &res)
-	undo = append(undo, func() {
-		C.rte_eth_dev_stop(port)
-		C.rte_eth_dev_close(port)
-		poolUndo()
-	})
-	if ret != 0 {
-		err := p.dpdkError(C.GoString(res.step)+" of "+describe(p.devName, devargs), int(ret))
-		if C.GoString(res.step) == "rte_eth_dev_configure" && o.MTU > int(res.max_mtu) && res.max_mtu != 0 {
-			err = fmt.Errorf("%w (MTU %d is above the device's limit %d)", err, o.MTU, res.max_mtu)
+	for busy := time.Now().Add(xskBusyWait); ; {
+		r, undoAttempt, retry, err := p.attempt(o, bus, devargs, seq)
+		if err == nil {
+			res = r
+			undo = append(undo, undoAttempt)
+			break
 		}
-		return fail(err)
+		if !retry || time.Now().After(busy) {
+			return fail(err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	port := p.portID
 	if res.mtu_refused != 0 {
 		p.note("rte_eth_dev_set_mtu(%d) refused (%v); relying on the MTU given to rte_eth_dev_configure", o.MTU, rteError(int(res.mtu_errno)))
 	}
@@ -454,7 +389,9 @@ func Open(o Options) (*Port, error) {
 		p.mac[i] = byte(addr.addr_bytes[i])
 	}
 
-	// The link.
+	// The link: the PMD's, and for a vdev the kernel interface's carrier
+	// too (net_af_xdp and net_af_packet report their link up whatever the
+	// interface's state).
 	deadline := time.Now().Add(o.LinkWait)
 	for {
 		var speed C.uint32_t
@@ -462,18 +399,28 @@ func Open(o Options) (*Port, error) {
 		if up < 0 {
 			return fail(p.dpdkError("rte_eth_link_get_nowait", int(up)))
 		}
+		what := "link"
+		if up == 1 && p.iface != "" {
+			flags, err := ifFlags(p.iface)
+			if err != nil {
+				return fail(fmt.Errorf("dpdk: interface %s: %w", p.iface, err))
+			}
+			if flags&(unix.IFF_UP|unix.IFF_RUNNING) != unix.IFF_UP|unix.IFF_RUNNING {
+				up, what = 0, "carrier of "+p.iface
+			}
+		}
 		if up == 1 {
 			p.info.LinkSpeed = uint32(speed)
 			break
 		}
 		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("dpdk: %s: link still down after %v (is the interface, its peer or the cable up?)", describe(p.devName, devargs), o.LinkWait))
+			return fail(fmt.Errorf("dpdk: %s: %s still down after %v (is the interface, its peer or the cable up?)", describe(p.devName, devargs), what, o.LinkWait))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 
 	// The shim's buffers.
-	p.c = C.dg_port_new(port, 0, pool, RxBurst, C.uint16_t(res.tx_desc), txRefill, C.uint64_t(o.TxWait/time.Microsecond))
+	p.c = C.dg_port_new(port, 0, p.pool, RxBurst, C.uint16_t(res.tx_desc), txRefill, C.uint64_t(o.TxWait/time.Microsecond))
 	if p.c == nil {
 		return fail(fmt.Errorf("dpdk: %s: out of memory for the port's arrays", p.devName))
 	}
@@ -506,6 +453,136 @@ func Open(o Options) (*Port, error) {
 		p.xstats = (*C.struct_rte_eth_xstat)(C.calloc(C.size_t(len(p.xstatNames)+1), C.size_t(unsafe.Sizeof(C.struct_rte_eth_xstat{}))))
 	}
 	return p, nil
+}
+
+// attempt attaches (probes) the device, unless it is a PCI device the EAL
+// already probed at start, makes its mempool on the port's NUMA node, and
+// configures and starts it. On success it returns the configuration's
+// result and a function that undoes it all; on error it has undone it
+// itself, and retry says whether the failure was a net_af_xdp queue set-up
+// (see xskBusyWait).
+func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg_result, undoAll func(), retry bool, err error) {
+	var undo []func()
+	undoAll = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	fail := func(err error, retry bool) (C.struct_dg_result, func(), bool, error) {
+		undoAll()
+		return res, nil, retry, err
+	}
+	takeLog() // errors quote what this attempt logged
+	var port C.uint16_t
+	if bus == "vdev" || !portByName(p.devName, &port) {
+		C.dg_clear_errno()
+		ret := withCStrings(func(s []*C.char) C.int { return C.rte_eal_hotplug_add(s[0], s[1], s[2]) }, bus, p.devName, devargs)
+		if ret != 0 {
+			return fail(p.dpdkError("attach "+bus+" device "+describe(p.devName, devargs), int(ret)), false)
+		}
+		undo = append(undo, func() {
+			withCStrings(func(s []*C.char) C.int { return C.rte_eal_hotplug_remove(s[0], s[1]) }, bus, p.devName)
+		})
+		if !portByName(p.devName, &port) {
+			return fail(fmt.Errorf("dpdk: %s attached, but no ethdev port appeared for it (is it a network device?)%s", describe(p.devName, devargs), logHint()), false)
+		}
+	}
+	p.portID = port
+	p.info.PortID = uint16(port)
+
+	var devInfo C.struct_rte_eth_dev_info
+	if ret := C.rte_eth_dev_info_get(port, &devInfo); ret != 0 {
+		return fail(p.dpdkError("rte_eth_dev_info_get", int(ret)), false)
+	}
+	p.info.Driver = C.GoString(devInfo.driver_name)
+
+	// The mempool, on the port's NUMA node.
+	socket := C.rte_eth_dev_socket_id(port)
+	if socket < 0 {
+		socket = C.SOCKET_ID_ANY
+	}
+	p.info.Socket = int(socket)
+	dataRoom := int(C.RTE_MBUF_DEFAULT_DATAROOM)
+	if need := o.MTU + 14 + 4; need > dataRoom {
+		dataRoom = (need + 1023) &^ 1023
+	}
+	pname := C.CString("dgramio_" + strconv.Itoa(seq))
+	var flags C.uint
+	if p.vdev {
+		// No device DMAs into a vdev's pool: let objects lie back to back
+		// (see dg_pool_create).
+		flags = C.RTE_MEMPOOL_F_NO_IOVA_CONTIG
+	}
+	C.dg_clear_errno()
+	p.pool = C.dg_pool_create(pname, C.uint(o.Mbufs), C.uint16_t(dataRoom+C.RTE_PKTMBUF_HEADROOM), socket, flags)
+	C.free(unsafe.Pointer(pname))
+	if p.pool == nil {
+		err := p.dpdkError(fmt.Sprintf("mempool of %d mbufs of %d bytes on socket %d", o.Mbufs, dataRoom, socket), -int(C.dg_rte_errno()))
+		if errors.Is(err, syscall.ENOMEM) {
+			err = fmt.Errorf("%w (lower DPDK.Mbufs, or give the EAL more memory: EALOptions.MemoryMB or -m in ExtraArgs)", err)
+		}
+		return fail(err, false)
+	}
+	if p.info.Driver == "net_af_xdp" && C.dg_pool_chunks(p.pool) != 1 {
+		C.rte_mempool_free(p.pool)
+		return fail(fmt.Errorf("dpdk: %s: the mempool of %d mbufs is in %d pieces, and net_af_xdp needs one piece for its UMEM (lower DPDK.Mbufs or give the EAL more memory)",
+			p.devName, o.Mbufs, C.dg_pool_chunks(p.pool)), false)
+	}
+	pool := p.pool
+
+	// Configure and start.
+	conf := C.struct_dg_conf{
+		mtu:     C.uint16_t(o.MTU),
+		rx_desc: C.uint16_t(o.RxDesc),
+		tx_desc: C.uint16_t(o.TxDesc),
+		socket:  socket,
+		pool:    pool,
+	}
+	afxdp := p.info.Driver == "net_af_xdp"
+	var before []xskFile
+	if afxdp {
+		before = dpdkXSKs()
+	}
+	ret := C.dg_port_configure(port, &conf, &res)
+	if afxdp {
+		// What the PMD opened now, kept open or not (see closeXSKs).
+		p.xsks = newXSKs(before, dpdkXSKs())
+	}
+	// The mempool goes after the port: the PMD refers to it until closed.
+	undo = append(undo, func() {
+		C.rte_eth_dev_stop(port)
+		C.rte_eth_dev_close(port)
+		p.closeXSKs()
+		C.rte_mempool_free(pool)
+	})
+	if ret != 0 {
+		step := C.GoString(res.step)
+		err := p.dpdkError(step+" of "+describe(p.devName, devargs), int(ret))
+		if step == "rte_eth_dev_configure" && o.MTU > int(res.max_mtu) && res.max_mtu != 0 {
+			err = fmt.Errorf("%w (MTU %d is above the device's limit %d)", err, o.MTU, res.max_mtu)
+		}
+		return fail(err, afxdp && step == "rte_eth_rx_queue_setup")
+	}
+	return res, undoAll, false, nil
+}
+
+// withCStrings calls fn with C copies of ss, freed afterwards.
+func withCStrings(fn func([]*C.char) C.int, ss ...string) C.int {
+	cs := make([]*C.char, len(ss))
+	for i, s := range ss {
+		cs[i] = C.CString(s)
+	}
+	defer func() {
+		for _, c := range cs {
+			C.free(unsafe.Pointer(c))
+		}
+	}()
+	return fn(cs)
+}
+
+// portByName finds the ethdev port of a device.
+func portByName(name string, port *C.uint16_t) bool {
+	return withCStrings(func(s []*C.char) C.int { return C.rte_eth_dev_get_port_by_name(s[0], port) }, name) == 0
 }
 
 // describe names a device with its arguments.
@@ -710,16 +787,14 @@ func (p *Port) Close() error {
 		if r := C.rte_eth_dev_close(p.portID); r != 0 {
 			errs = append(errs, p.dpdkError("rte_eth_dev_close", int(r)))
 		}
+		p.closeXSKs()
 		bus := "vdev"
 		if !p.vdev {
 			bus = "pci"
 		}
-		cbus, cname := C.CString(bus), C.CString(p.devName)
-		if r := C.rte_eal_hotplug_remove(cbus, cname); r != 0 {
+		if r := withCStrings(func(s []*C.char) C.int { return C.rte_eal_hotplug_remove(s[0], s[1]) }, bus, p.devName); r != 0 {
 			errs = append(errs, p.dpdkError("detach "+p.devName, int(r)))
 		}
-		C.free(unsafe.Pointer(cbus))
-		C.free(unsafe.Pointer(cname))
 		C.rte_mempool_free(p.pool)
 		C.dg_port_free(p.c)
 		if p.iface != "" {
@@ -741,6 +816,28 @@ func (p *Port) Close() error {
 	}
 	unix.Close(p.nsfd)
 	return errors.Join(errs...)
+}
+
+// closeXSKs closes the AF_XDP sockets net_af_xdp opened for this port and
+// left open after rte_eth_dev_close. DPDK 22.11's net_af_xdp does not close
+// the socket that owns its UMEM (libxdp keeps a reference that never drops),
+// so the queue stays taken: the next net_af_xdp port on it fails to bind
+// (EBUSY), and the socket keeps the freed mempool's pages pinned. Open
+// noted which sockets the PMD made while it set up the queues (AF_XDP, new,
+// without close-on-exec, as libxdp opens them); one that is still open, the
+// same socket on the same descriptor, is closed here, before the mempool is
+// freed.
+func (p *Port) closeXSKs() {
+	n := 0
+	for _, x := range p.xsks {
+		if ino, ok := socketInode(x.fd); ok && ino == x.ino && unix.Close(x.fd) == nil {
+			n++
+		}
+	}
+	p.xsks = nil
+	if n > 0 {
+		p.note("closed %d AF_XDP socket(s) net_af_xdp left open", n)
+	}
 }
 
 // restoreIface puts back the interface's promiscuous flag as it was before

@@ -350,6 +350,84 @@ func TestVethBadVdev(t *testing.T) {
 	checkClean(t, a, false)
 }
 
+// TestVethReopen: net_af_xdp opened and closed five times back to back on
+// one interface. DPDK 22.11 leaves the UMEM's AF_XDP socket open on close
+// (Close closes it), and the kernel frees a queue a few milliseconds after
+// its socket closes (Open retries): each open must work, and no socket of
+// the PMD may stay open.
+func TestVethReopen(t *testing.T) {
+	needEAL(t)
+	pair := testhost.NewT(t, testhost.Options{})
+	for i := 0; i < 5; i++ {
+		err := pair.A.Do(func() error {
+			p, err := Open(Options{VDev: fmt.Sprintf("net_af_xdp_r%d,iface=%s", vethSeq.Add(1), pair.A.Iface)})
+			if err != nil {
+				return err
+			}
+			if len(dpdkXSKs()) == 0 {
+				return errors.New("no AF_XDP socket seen while the port is open")
+			}
+			return p.Close()
+		})
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if left := dpdkXSKs(); len(left) != 0 {
+			t.Fatalf("round %d: AF_XDP sockets left open: %v", i, left)
+		}
+	}
+	checkClean(t, pair.A, false)
+}
+
+// TestVethLinkWait: with the peer down, Open waits LinkWait for carrier and
+// then fails saying so, leaving nothing; a peer that comes up during the
+// wait lets Open succeed.
+func TestVethLinkWait(t *testing.T) {
+	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
+		t.Run(driver, func(t *testing.T) {
+			needEAL(t)
+			pair := testhost.NewT(t, testhost.Options{})
+			a, b := pair.A, pair.B
+			if err := b.SetLinkUp(false); err != nil {
+				t.Fatal(err)
+			}
+			vdev := func() string { return fmt.Sprintf("%s_w%d,iface=%s", driver, vethSeq.Add(1), a.Iface) }
+			err := a.Do(func() error {
+				p, err := Open(Options{VDev: vdev(), LinkWait: 300 * time.Millisecond})
+				if err == nil {
+					p.Close()
+					return errors.New("opened with the peer down")
+				}
+				t.Logf("%v", err)
+				if !strings.Contains(err.Error(), "still down") {
+					return fmt.Errorf("error %q does not say the link is down", err)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkClean(t, a, false)
+
+			go func() {
+				time.Sleep(200 * time.Millisecond)
+				b.SetLinkUp(true)
+			}()
+			err = a.Do(func() error {
+				p, err := Open(Options{VDev: vdev(), LinkWait: 20 * time.Second})
+				if err == nil {
+					err = p.Close()
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatalf("open while the peer comes up: %v", err)
+			}
+			checkClean(t, a, false)
+		})
+	}
+}
+
 // TestVethLinkDown: with the peer down, Kick neither hangs nor loses count:
 // what the device did not take is in TxDropped.
 func TestVethLinkDown(t *testing.T) {
@@ -359,6 +437,7 @@ func TestVethLinkDown(t *testing.T) {
 			pair := testhost.NewT(t, testhost.Options{})
 			a, b := pair.A, pair.B
 			p := openOn(t, a, driver, Options{TxWait: 2 * time.Millisecond})
+			// The link goes down under a running port (a flap).
 			if err := b.SetLinkUp(false); err != nil {
 				t.Fatal(err)
 			}
