@@ -212,13 +212,15 @@ func open(cfg core.Config) (_ *Backend, err error) {
 		}
 	}()
 
-	if len(cfg.CPUs) > 0 {
+	if len(cfg.CPUs) > 0 && !pinnedTo(cfg.CPUs[0]) {
 		if err := cpu.Pin(cfg.CPUs[0]); err != nil {
 			return nil, err
 		}
 		b.pinned = true
 		undo = append(undo, func() { _ = cpu.Unpin() })
 	} else {
+		// Unpinned, or pinned to that CPU already by the caller (whose pin
+		// Close then leaves alone): lock only.
 		runtime.LockOSThread()
 		undo = append(undo, runtime.UnlockOSThread)
 	}
@@ -354,6 +356,12 @@ func (b *Backend) initSlots() {
 		*iouring.IovecAt(b.mem, off+slotIov) = iouring.Iovec{Base: b.mem.Addr(off + slotPayload)}
 		*iouring.MsghdrAt(b.mem, off) = iouring.Msghdr{Iov: b.mem.Addr(off + slotIov), Iovlen: 1}
 	}
+}
+
+// pinnedTo reports whether the calling thread may run on c only.
+func pinnedTo(c int) bool {
+	cur, err := cpu.Current()
+	return err == nil && len(cur) == 1 && cur[0] == c
 }
 
 func pow2(n int) int {

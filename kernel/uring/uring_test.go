@@ -674,3 +674,47 @@ func TestOpenFailureLeaksNothing(t *testing.T) {
 		t.Fatalf("%d io_uring mappings after failed opens, %d before", m, maps)
 	}
 }
+
+// TestPinning: with Config.CPUs, New pins its thread and Close restores it;
+// a thread the caller pinned already stays pinned after Close.
+func TestPinning(t *testing.T) {
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := allowed[len(allowed)-1]
+	port1, port2 := freePort(t), freePort(t)
+	done := make(chan error)
+	go func() {
+		done <- func() error {
+			b, err := New(core.Config{Kind: core.KindURing, Role: core.RoleServer, LocalIP: loopback, Port: port1, CPUs: []int{c}})
+			if err != nil {
+				return err
+			}
+			if cur, _ := cpu.Current(); len(cur) != 1 || cur[0] != c {
+				return fmt.Errorf("after New: affinity %v, want [%d]", cur, c)
+			}
+			b.Close()
+			if cur, _ := cpu.Current(); len(cur) != len(allowed) {
+				return fmt.Errorf("after Close: affinity %v, want %v", cur, allowed)
+			}
+			// Pinned by the caller: New and Close leave the pin alone.
+			if err := cpu.Pin(c); err != nil {
+				return err
+			}
+			defer cpu.Unpin()
+			b, err = New(core.Config{Kind: core.KindURing, Role: core.RoleServer, LocalIP: loopback, Port: port2, CPUs: []int{c}})
+			if err != nil {
+				return err
+			}
+			b.Close()
+			if cur, _ := cpu.Current(); len(cur) != 1 || cur[0] != c {
+				return fmt.Errorf("caller's pin lost after Close: affinity %v", cur)
+			}
+			return nil
+		}()
+	}()
+	if err := <-done; err != nil {
+		testutil.SkipIfNotSupported(t, err)
+	}
+}
