@@ -211,40 +211,73 @@ func (e *Endpoint) SetOnCloseAction(f func()) {
 func (e *Endpoint) WritePackets(pkts nstack.PacketBufferList) (int, tcpip.Error) {
 	e.txMu.Lock()
 	defer e.txMu.Unlock()
-	if e.txClosed {
-		return 0, &tcpip.ErrClosedForSend{}
-	}
 	n := 0
 	var terr tcpip.Error
 	for _, pkt := range pkts.AsSlice() {
-		frame, ok := e.linearize(pkt)
-		if !ok {
-			e.txOversize.Add(1)
-			terr = &tcpip.ErrMessageTooLong{}
+		if terr = e.writeLocked(pkt); terr != nil {
 			break
 		}
-		if !e.fio.TxFrame(frame) {
-			e.kickLocked()
-			if !e.fio.TxFrame(frame) {
-				e.txRingFull.Add(1)
-				terr = &tcpip.ErrNoBufferSpace{}
-				break
-			}
-		}
-		e.txPending = true
-		if tcpPayloadLen(frame) > 0 {
-			e.txDataFrames.Add(1)
-		}
-		e.txFrames.Add(1)
-		e.txBytes.Add(uint64(len(frame)))
 		n++
 	}
-	if e.sleeping.Load() {
+	e.kickIfSleepingLocked()
+	return n, terr
+}
+
+// writeLocked gives one packet to the FrameIO. Caller holds txMu.
+func (e *Endpoint) writeLocked(pkt *nstack.PacketBuffer) tcpip.Error {
+	if e.txClosed {
+		return &tcpip.ErrClosedForSend{}
+	}
+	frame, ok := e.linearize(pkt)
+	if !ok {
+		e.txOversize.Add(1)
+		return &tcpip.ErrMessageTooLong{}
+	}
+	if !e.fio.TxFrame(frame) {
+		e.kickLocked()
+		if !e.fio.TxFrame(frame) {
+			e.txRingFull.Add(1)
+			return &tcpip.ErrNoBufferSpace{}
+		}
+	}
+	e.txPending = true
+	if tcpPayloadLen(frame) > 0 {
+		e.txDataFrames.Add(1)
+	}
+	e.txFrames.Add(1)
+	e.txBytes.Add(uint64(len(frame)))
+	return nil
+}
+
+// kickIfSleepingLocked kicks at once when the poll loop sleeps (it would
+// not kick before waking). Caller holds txMu.
+func (e *Endpoint) kickIfSleepingLocked() {
+	if e.txPending && e.sleeping.Load() {
 		e.writerKicks.Add(1)
 		e.kickLocked()
 	}
-	return n, terr
 }
+
+// qdisc is the NIC's queueing discipline: none. Netstack's default one
+// wraps every packet in a PacketBufferList, an allocation per packet; this
+// one hands the packet straight to the endpoint.
+type qdisc struct{ e *Endpoint }
+
+var _ nstack.QueueingDiscipline = qdisc{}
+
+// WritePacket implements stack.QueueingDiscipline: WritePackets for one
+// packet, which stays the caller's.
+func (q qdisc) WritePacket(pkt *nstack.PacketBuffer) tcpip.Error {
+	e := q.e
+	e.txMu.Lock()
+	err := e.writeLocked(pkt)
+	e.kickIfSleepingLocked()
+	e.txMu.Unlock()
+	return err
+}
+
+// Close implements stack.QueueingDiscipline; there is nothing to release.
+func (qdisc) Close() {}
 
 // linearize copies pkt into txBuf and pads it to frameio.MinFrame.
 func (e *Endpoint) linearize(pkt *nstack.PacketBuffer) ([]byte, bool) {

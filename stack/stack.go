@@ -91,7 +91,7 @@ func New(fio frameio.FrameIO, opts Options) (*Stack, error) {
 			s.Close()
 		}
 	}()
-	if err := ns.CreateNIC(NICID, ep); err != nil {
+	if err := ns.CreateNICWithOptions(NICID, ep, nstack.NICOptions{QDisc: qdisc{ep}}); err != nil {
 		return nil, fmt.Errorf("stack: create NIC: %s", err)
 	}
 	addr := tcpip.AddrFrom4(opts.Addr.As4())

@@ -129,7 +129,8 @@ type conn struct {
 	peer  netip.AddrPort
 	stage *Staging
 	dec   *Decoder
-	rd    bytes.Reader
+	rd    bytes.Reader      // Pending staged bytes, for Write
+	w     tcpip.SliceWriter // the decoder's Tail, for Read
 
 	// ready is set by netstack's goroutines (NotifyEvent) when the
 	// connection became readable, writable or failed.
@@ -645,7 +646,16 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	if n > 0 {
 		return n, nil
 	}
-	return 0, b.takeErr()
+	if err := b.takeErr(); err != nil {
+		return 0, err
+	}
+	// Nothing for the caller: let netstack's goroutines (the processor
+	// that has our segments, the peer's poll loop in the same process)
+	// run before the caller polls again. A poll loop that spins on Rx
+	// would otherwise hold its P until preempted (10 ms) whenever the
+	// Ps are all busy (GOMAXPROCS=1, or as many spinning loops as Ps).
+	runtime.Gosched()
+	return 0, nil
 }
 
 // receive reads c's stream and decodes records into pkts. Poll loop only.
@@ -673,8 +683,8 @@ func (b *Backend) receive(c *conn, pkts []core.Packet) int {
 			c.more = true // full of records handed out this round
 			break
 		}
-		w := tcpip.SliceWriter(tail)
-		res, terr := c.ep.Read(&w, tcpip.ReadOptions{})
+		c.w = tcpip.SliceWriter(tail)
+		res, terr := c.ep.Read(&c.w, tcpip.ReadOptions{})
 		switch terr.(type) {
 		case nil:
 		case *tcpip.ErrWouldBlock:

@@ -1,0 +1,168 @@
+package tcp
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// roundTrip sends one record from cli and spins (Rx, no Wait) until it
+// comes back.
+func roundTrip(t testing.TB, cli *Backend, msg []byte, pkts []core.Packet) {
+	if !cli.Queue(msg) {
+		t.Fatal("Queue refused")
+	}
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		n, err := cli.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no echo within 10s")
+		}
+	}
+}
+
+// Allocation budgets per 100-byte request/response over memio, counted in
+// the whole process (both stacks, netstack's goroutines included).
+//
+// Spinning (both poll loops call Rx and Flush without Wait): our code
+// allocates nothing per message (Queue, Flush and Rx copy into buffers made
+// at New; the link endpoint hands packets to the FrameIO without netstack's
+// per-packet PacketBufferList), and netstack's segments, views and packet
+// buffers come from its pools. The budget is 1 for a pool refill now and
+// then.
+//
+// Sleeping (the server's loop calls Wait between messages): memio cannot be
+// interrupted (stack.Interrupter), so Endpoint.Sleep waits in slices, each a
+// context.WithTimeout (3 to 4 allocations per sleep), and the test's own
+// loop makes one more context per Wait. Budget 10. A FrameIO with Interrupt
+// sleeps without allocating.
+const (
+	allocBudgetSpin  = 1
+	allocBudgetSleep = 10
+)
+
+// spinEcho is echo without Wait.
+func spinEcho(b *Backend) func(ctx context.Context) bool {
+	pkts := make([]core.Packet, 64)
+	return func(ctx context.Context) bool {
+		n, err := b.Rx(pkts)
+		if err != nil && !isPeer(err) {
+			return false
+		}
+		for i := 0; i < n; i++ {
+			for !b.QueueTo(pkts[i].Data, pkts[i].From) {
+				if b.Flush() != nil || ctx.Err() != nil {
+					return false
+				}
+			}
+		}
+		b.Flush()
+		return true
+	}
+}
+
+func TestAllocsPerMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		body   func(*Backend) func(context.Context) bool
+		budget float64
+	}{
+		{"spinning", spinEcho, allocBudgetSpin},
+		{"sleeping", benchEcho, allocBudgetSleep},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), tc.body)
+			msg := make([]byte, 100)
+			pkts := make([]core.Packet, 8)
+			for i := 0; i < 200; i++ { // warm the pools
+				roundTrip(t, cli, msg, pkts)
+			}
+			n := testing.AllocsPerRun(500, func() { roundTrip(t, cli, msg, pkts) })
+			t.Logf("%.2f allocations per 100-byte round trip (both stacks, all goroutines)", n)
+			if n > tc.budget {
+				t.Errorf("%.2f allocations per round trip, budget %v", n, tc.budget)
+			}
+		})
+	}
+}
+
+// TestAllocsOwnPath: the backend's own calls on a quiet connection (Rx
+// with nothing to read, Flush with nothing queued) allocate nothing.
+func TestAllocsOwnPath(t *testing.T) {
+	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), nil)
+	pkts := make([]core.Packet, 8)
+	cli.Flush()
+	cli.Rx(pkts)
+	n := testing.AllocsPerRun(1000, func() {
+		cli.Flush()
+		cli.Rx(pkts)
+	})
+	if n != 0 {
+		t.Errorf("%.1f allocations per idle Flush+Rx", n)
+	}
+	_ = context.Background
+}
+
+// BenchmarkRoundTrip: one 100-byte record echoed over memio, the client
+// spinning on Rx; allocations are the whole process's.
+func BenchmarkRoundTrip(b *testing.B) {
+	pa, pb := memio.NewPair(memio.Options{})
+	srv, err := NewOverFrameIO(serverConfig(), pa, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	p := startPoller(srv, benchEcho(srv))
+	defer p.stop()
+	cli, err := NewOverFrameIO(clientConfig(), pb, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cli.Close()
+	msg := make([]byte, 100)
+	pkts := make([]core.Packet, 8)
+	for i := 0; i < 100; i++ {
+		roundTrip(b, cli, msg, pkts)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		roundTrip(b, cli, msg, pkts)
+	}
+}
+
+// benchEcho is echo without a *testing.T: errors end the loop.
+func benchEcho(b *Backend) func(ctx context.Context) bool {
+	pkts := make([]core.Packet, 64)
+	return func(ctx context.Context) bool {
+		n, err := b.Rx(pkts)
+		if err != nil && !isPeer(err) {
+			return false
+		}
+		for i := 0; i < n; i++ {
+			for !b.QueueTo(pkts[i].Data, pkts[i].From) {
+				if b.Flush() != nil || ctx.Err() != nil {
+					return false
+				}
+			}
+		}
+		b.Flush()
+		if n == 0 {
+			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			b.Wait(wctx)
+			cancel()
+		}
+		return true
+	}
+}
