@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -280,6 +281,23 @@ func TestDPDKTCPAfPacketKernelAddress(t *testing.T) {
 	var ce *core.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "LocalIP" {
 		t.Fatalf("%v, want a *core.ConfigError on LocalIP", err)
+	}
+	t.Logf("%v", err)
+	dpdkTCPClean(t, p.A)
+}
+
+// TestDPDKTCPConnectRefused: a client whose server port is closed gets an
+// error (B's kernel answers the SYN with a RST), and nothing is left on
+// the interface.
+func TestDPDKTCPConnectRefused(t *testing.T) {
+	p := dpdkTCPPrepare(t, "net_af_xdp")
+	_, err := openTCPDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
+		Dests: []netip.Addr{p.B.Addr}, Port: 5999, ConnectTimeout: 5 * time.Second})
+	if err == nil {
+		t.Fatal("connected to a closed port")
+	}
+	if strings.Contains(err.Error(), "panicked") {
+		t.Fatal(err)
 	}
 	t.Logf("%v", err)
 	dpdkTCPClean(t, p.A)
