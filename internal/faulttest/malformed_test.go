@@ -427,5 +427,3 @@ func parseReason(name string) udp.Reason {
 func className(c udp.Class) string {
 	return [...]string{"delivered", "filtered", "malformed", "checksum"}[c]
 }
-
-
