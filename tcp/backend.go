@@ -224,7 +224,7 @@ func decoderSize(cfg core.Config) int {
 //
 // fio belongs to the Backend from this call on: on error it is released
 // (opts.Close, or fio.Close) before NewOverFrameIO returns.
-func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (b *Backend, err error) {
+func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Backend, error) {
 	release := opts.Close
 	if release == nil {
 		release = fio.Close
@@ -242,27 +242,24 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (b *Back
 		release()
 		return nil, err
 	}
-	b = &Backend{cfg: cfg, tune: TuningFromConfig(cfg), st: st, fio: fio, opts: opts}
+	b := &Backend{cfg: cfg, tune: TuningFromConfig(cfg), st: st, fio: fio, opts: opts}
 	b.opts.Close = release
-	defer func() {
-		if err != nil {
-			b.shutdown(false)
-			b = nil
-		}
-	}()
-	if err := b.tune.Apply(st.NS); err != nil {
-		return nil, err
-	}
-	if cfg.Role == core.RoleServer {
-		if err := b.listen(); err != nil {
-			return nil, err
-		}
-		return b, nil
-	}
-	if err := b.connectAll(); err != nil {
+	if err := b.open(); err != nil {
+		b.shutdown(false)
 		return nil, err
 	}
 	return b, nil
+}
+
+// open sets the tuning and listens or connects; shutdown undoes it.
+func (b *Backend) open() error {
+	if err := b.tune.Apply(b.st.NS); err != nil {
+		return err
+	}
+	if b.cfg.Role == core.RoleServer {
+		return b.listen()
+	}
+	return b.connectAll()
 }
 
 func (b *Backend) fullAddr(a netip.Addr, port uint16) tcpip.FullAddress {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -597,4 +598,38 @@ func TestCloseDuringRx(t *testing.T) {
 			t.Fatalf("second Close: %v", err)
 		}
 	}
+}
+
+// TestConnectErrors: a refused connection and one nobody answers fail New
+// with ECONNREFUSED and ETIMEDOUT, releasing the FrameIO.
+func TestConnectErrors(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		pa, pb := memio.NewPair(memio.Options{})
+		scfg := serverConfig()
+		scfg.Port = testPort + 1 // the stack answers RST on testPort
+		srv, err := NewOverFrameIO(scfg, pa, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		p := startPoller(srv, echo(t, srv))
+		defer p.stop()
+		_, err = NewOverFrameIO(clientConfig(), pb, Options{})
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("connect to a closed port: %v, want ECONNREFUSED", err)
+		}
+		if pb.Kick() == nil {
+			t.Errorf("the FrameIO was not released")
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		pa, pb := memio.NewPair(memio.Options{})
+		defer pa.Close()
+		cfg := clientConfig()
+		cfg.ConnectTimeout = 300 * time.Millisecond
+		_, err := NewOverFrameIO(cfg, pb, Options{})
+		if !errors.Is(err, syscall.ETIMEDOUT) {
+			t.Fatalf("connect to nobody: %v, want ETIMEDOUT", err)
+		}
+	})
 }
