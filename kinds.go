@@ -4,6 +4,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	ktcp "github.com/dgramio/dgramio/kernel/tcp"
 	kudp "github.com/dgramio/dgramio/kernel/udp"
+	"github.com/dgramio/dgramio/kernel/uring"
 	"github.com/dgramio/dgramio/udp"
 )
 
@@ -15,6 +16,8 @@ func opener(kind string) (openFunc, bool) {
 	switch kind {
 	case core.KindUDP:
 		return kudp.New, true
+	case core.KindURing:
+		return uring.New, true
 	case core.KindTCP:
 		return ktcp.New, true
 	case core.KindXDP:
