@@ -105,6 +105,7 @@ type Backend struct {
 	errs    []error // PeerErrors to report, poll loop only
 	next    int     // first connection Rx looks at, for fairness
 	noYield bool    // drive does not yield to netstack (BenchmarkHandoff)
+	ndead   int     // connections killed since the last reap
 
 	stats counters
 }
@@ -541,6 +542,7 @@ func (b *Backend) kill(c *conn, terr tcpip.Error) {
 	if c.dead != nil {
 		return
 	}
+	b.ndead++
 	reset := true
 	switch terr.(type) {
 	case *tcpip.ErrClosedForReceive, *tcpip.ErrClosedForSend:
@@ -552,6 +554,10 @@ func (b *Backend) kill(c *conn, terr tcpip.Error) {
 // reap removes dead connections, counting and reporting them. Poll loop
 // only.
 func (b *Backend) reap() {
+	if b.ndead == 0 {
+		return
+	}
+	b.ndead = 0
 	kept := b.conns[:0]
 	for _, c := range b.conns {
 		if c.dead == nil {
