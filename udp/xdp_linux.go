@@ -15,6 +15,7 @@ import (
 
 	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/afxdp"
+	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
@@ -89,8 +90,18 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 		return nil, err
 	}
 	undo = append(undo, func() { x.Close() })
+	// Config.Pcap: capture every frame (Wrap returns x itself when unset).
+	fio, err := pcapio.Wrap(x, cfg.Pcap)
+	if err != nil {
+		return nil, err
+	}
+	undo[len(undo)-1] = func() { fio.Close() }
+	mode := "xdp " + x.Mode()
+	if cfg.Pcap != "" {
+		mode += " +pcap"
+	}
 	opts := RawOptions{
-		Mode: "xdp " + x.Mode(),
+		Mode: mode,
 		OnClose: func() error {
 			nl.Close()
 			// Unpin only on the thread that was pinned: Close may come from
@@ -102,7 +113,7 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 		},
 	}
 	if cfg.XDP.OwnARP {
-		h, err := arp.New(x, arp.Config{MAC: x.MAC(), Addr: cfg.LocalIP, Iface: cfg.Iface})
+		h, err := arp.New(fio, arp.Config{MAC: x.MAC(), Addr: cfg.LocalIP, Iface: cfg.Iface})
 		if err != nil {
 			return nil, err
 		}
@@ -110,9 +121,9 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 	} else {
 		opts.Resolve = NeighbourResolver(nl, ifc.Index, cfg.Iface)
 	}
-	// NewRaw closes x itself on error.
+	// NewRaw closes fio (and x with it) itself on error.
 	undo = undo[:len(undo)-1]
-	r, err := NewRaw(cfg, x, opts)
+	r, err := NewRaw(cfg, fio, opts)
 	if err != nil {
 		return nil, err
 	}
