@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -164,22 +165,22 @@ func setIfMTU(name string, mtu int) error {
 	return nil
 }
 
-// xskFile is an open AF_XDP socket of the process: its descriptor and
-// its socket inode.
-type xskFile struct {
+// sockFile is an open socket of the process: its descriptor and its
+// socket inode.
+type sockFile struct {
 	fd  int
 	ino uint64
 }
 
-// dpdkXSKs lists the process's AF_XDP sockets that were opened without
-// close-on-exec, as libxdp opens them for net_af_xdp (Go code, the net
-// package and frameio/afxdp always set it).
-func dpdkXSKs() []xskFile {
+// pmdSockets lists the process's sockets of domain (AF_XDP, AF_PACKET)
+// that were opened without close-on-exec, as DPDK's PMDs and libxdp open
+// them (Go code, the net package and frameio/afxdp always set it).
+func pmdSockets(domain int) []sockFile {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return nil
 	}
-	var out []xskFile
+	var out []sockFile
 	for _, e := range ents {
 		fd, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -189,16 +190,19 @@ func dpdkXSKs() []xskFile {
 		if !ok {
 			continue
 		}
-		if dom, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || dom != unix.AF_XDP {
+		if dom, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || dom != domain {
 			continue
 		}
 		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || fl&unix.FD_CLOEXEC != 0 {
 			continue
 		}
-		out = append(out, xskFile{fd, ino})
+		out = append(out, sockFile{fd, ino})
 	}
 	return out
 }
+
+// dpdkXSKs lists the AF_XDP sockets libxdp opened (see pmdSockets).
+func dpdkXSKs() []sockFile { return pmdSockets(unix.AF_XDP) }
 
 // socketInode returns the inode of the socket fd refers to.
 func socketInode(fd int) (uint64, bool) {
@@ -214,9 +218,9 @@ func socketInode(fd int) (uint64, bool) {
 	return v, err == nil
 }
 
-// newXSKs returns the sockets of after that are not in before.
-func newXSKs(before, after []xskFile) []xskFile {
-	var out []xskFile
+// newSockets returns the sockets of after that are not in before.
+func newSockets(before, after []sockFile) []sockFile {
+	var out []sockFile
 	for _, a := range after {
 		seen := false
 		for _, b := range before {
@@ -227,4 +231,27 @@ func newXSKs(before, after []xskFile) []xskFile {
 		}
 	}
 	return out
+}
+
+// xdpStatistics reads an AF_XDP socket's XDP_STATISTICS (Linux >= 5.9 for
+// the last three fields; older kernels leave them 0).
+func xdpStatistics(fd int) (unix.XDPStatistics, error) {
+	var st unix.XDPStatistics
+	size := uint32(unsafe.Sizeof(st))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_STATISTICS,
+		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&size)), 0); e != 0 {
+		return st, fmt.Errorf("XDP_STATISTICS: %w", e)
+	}
+	return st, nil
+}
+
+// packetStatistics reads (and so resets) a packet socket's
+// PACKET_STATISTICS: frames queued to it and frames it dropped, since the
+// last read.
+func packetStatistics(fd int) (packets, drops uint32, err error) {
+	st, err := unix.GetsockoptTpacketStats(fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	if err != nil {
+		return 0, 0, fmt.Errorf("PACKET_STATISTICS: %w", err)
+	}
+	return st.Packets, st.Drops, nil
 }

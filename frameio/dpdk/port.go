@@ -234,7 +234,10 @@ type Port struct {
 	xdpBefore     uint32          // XDP program on the interface before Open (0: none)
 	mtuBefore     int             // the interface's MTU before Open (0: unknown)
 	nl            *netlink.Handle // netlink in the interface's namespace, for its counters
-	xsks          []xskFile       // the AF_XDP sockets net_af_xdp made (see closeXSKs)
+	xsks          []sockFile      // the AF_XDP sockets net_af_xdp made (see closeXSKs)
+	pkts          []sockFile      // the packet sockets net_af_packet made (for their drops)
+	pktDrops      uint64          // their PACKET_STATISTICS drops, summed (reading resets them)
+	pktQueued     uint64
 
 	// Views of the shim's C arrays.
 	rxData    []*C.uint8_t
@@ -474,6 +477,11 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 	}
 	takeLog() // errors quote what this attempt logged
 	var port C.uint16_t
+	var pktBefore []sockFile
+	afpacket := strings.HasPrefix(p.devName, "net_af_packet")
+	if afpacket {
+		pktBefore = pmdSockets(unix.AF_PACKET)
+	}
 	if bus == "vdev" || !portByName(p.devName, &port) {
 		C.dg_clear_errno()
 		ret := withCStrings(func(s []*C.char) C.int { return C.rte_eal_hotplug_add(s[0], s[1], s[2]) }, bus, p.devName, devargs)
@@ -495,6 +503,12 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 		return fail(p.dpdkError("rte_eth_dev_info_get", int(ret)), false)
 	}
 	p.info.Driver = C.GoString(devInfo.driver_name)
+	if p.info.Driver == "net_af_packet" && afpacket {
+		// The PMD opened its packet sockets in the probe.
+		p.pkts = newSockets(pktBefore, pmdSockets(unix.AF_PACKET))
+	} else {
+		p.pkts = nil
+	}
 
 	// The mempool, on the port's NUMA node.
 	socket := C.rte_eth_dev_socket_id(port)
@@ -539,14 +553,14 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 		pool:    pool,
 	}
 	afxdp := p.info.Driver == "net_af_xdp"
-	var before []xskFile
+	var before []sockFile
 	if afxdp {
 		before = dpdkXSKs()
 	}
 	ret := C.dg_port_configure(port, &conf, &res)
 	if afxdp {
 		// What the PMD opened now, kept open or not (see closeXSKs).
-		p.xsks = newXSKs(before, dpdkXSKs())
+		p.xsks = newSockets(before, dpdkXSKs())
 	}
 	// The mempool goes after the port: the PMD refers to it until closed.
 	undo = append(undo, func() {
@@ -884,7 +898,15 @@ func (p *Port) restoreIface() error {
 // (Loss), rx_own and tx_oversize; RxDropped is the sum of the rx-side Loss
 // counters, not a further loss. Layer "dpdk-xstats" holds the PMD's
 // extended statistics by the names the PMD gives them (never Loss: they
-// repeat rte_eth_stats or name PMD-specific events). For a vdev on an
+// repeat rte_eth_stats or name PMD-specific events). On net_af_xdp, layer
+// "xsk" holds the socket's XDP_STATISTICS: rx_ring_full (frames the kernel
+// dropped because the RX ring was full: the poller fell behind) and
+// tx_invalid_descs are losses that DPDK counts nowhere, and are added to
+// RxDropped and TxDropped; rx_dropped is already in imissed. On
+// net_af_packet, layer "packet" holds the packet socket's
+// PACKET_STATISTICS (tp_packets, and tp_drops, a loss: frames the kernel
+// dropped because the packet ring was full), summed over the reads. For a
+// vdev on an
 // interface, layer "iface" holds the kernel interface's own counters
 // (rx_packets, tx_packets, rx_dropped, tx_dropped, rx_errors, tx_errors),
 // which include the kernel's own traffic on that interface. On net_af_xdp
@@ -936,6 +958,51 @@ func (p *Port) stats() frameio.Stats {
 		core.Counter{Layer: l, Name: "tx_oversize", Value: p.txOversize.Load()},
 	)
 	s.RxDropped = uint64(es.imissed) + uint64(es.ierrors) + uint64(es.rx_nombuf) + multi
+	if len(p.pkts) > 0 {
+		// net_af_packet in DPDK 22.11 reports nothing of the frames its
+		// packet ring dropped when full; the kernel counts them in the
+		// socket's PACKET_STATISTICS, which reading resets.
+		for _, f := range p.pkts {
+			if ino, ok := socketInode(f.fd); !ok || ino != f.ino {
+				continue
+			}
+			if q, d, err := packetStatistics(f.fd); err == nil {
+				p.pktQueued += uint64(q)
+				p.pktDrops += uint64(d)
+			}
+		}
+		s.Layers = append(s.Layers,
+			core.Counter{Layer: "packet", Name: "tp_packets", Value: p.pktQueued},
+			core.Counter{Layer: "packet", Name: "tp_drops", Value: p.pktDrops, Loss: true},
+		)
+		s.RxDropped += p.pktDrops
+	}
+	if len(p.xsks) > 0 {
+		// net_af_xdp's imissed is XDP_STATISTICS rx_dropped only; a full RX
+		// ring (the poller fell behind) and descriptors the kernel refused
+		// are counted nowhere else.
+		var x unix.XDPStatistics
+		for _, f := range p.xsks {
+			if st, err := xdpStatistics(f.fd); err == nil {
+				x.Rx_dropped += st.Rx_dropped
+				x.Rx_invalid_descs += st.Rx_invalid_descs
+				x.Tx_invalid_descs += st.Tx_invalid_descs
+				x.Rx_ring_full += st.Rx_ring_full
+				x.Rx_fill_ring_empty_descs += st.Rx_fill_ring_empty_descs
+				x.Tx_ring_empty_descs += st.Tx_ring_empty_descs
+			}
+		}
+		s.Layers = append(s.Layers,
+			core.Counter{Layer: "xsk", Name: "rx_dropped", Value: x.Rx_dropped}, // in imissed
+			core.Counter{Layer: "xsk", Name: "rx_ring_full", Value: x.Rx_ring_full, Loss: true},
+			core.Counter{Layer: "xsk", Name: "rx_invalid_descs", Value: x.Rx_invalid_descs},
+			core.Counter{Layer: "xsk", Name: "tx_invalid_descs", Value: x.Tx_invalid_descs, Loss: true},
+			core.Counter{Layer: "xsk", Name: "rx_fill_ring_empty_descs", Value: x.Rx_fill_ring_empty_descs},
+			core.Counter{Layer: "xsk", Name: "tx_ring_empty_descs", Value: x.Tx_ring_empty_descs},
+		)
+		s.RxDropped += x.Rx_ring_full
+		s.TxDropped += x.Tx_invalid_descs
+	}
 	if p.nl != nil {
 		if l, err := p.nl.LinkByName(p.iface); err == nil && l.Attrs().Statistics != nil {
 			st := l.Attrs().Statistics

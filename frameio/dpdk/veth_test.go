@@ -379,6 +379,67 @@ func TestVethReopen(t *testing.T) {
 	checkClean(t, pair.A, false)
 }
 
+// TestVethFlood: B's kernel floods A while nobody polls the port, so its
+// small RX ring overflows. Every datagram B sent is then either received
+// or in a loss counter of the port (net_af_xdp: xsk rx_ring_full;
+// net_af_packet: the packet socket's tp_drops).
+func TestVethFlood(t *testing.T) {
+	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
+		t.Run(driver, func(t *testing.T) {
+			needEAL(t)
+			pair := testhost.NewT(t, testhost.Options{})
+			a, b := pair.A, pair.B
+			if driver == "net_af_packet" {
+				// Else A's kernel answers each datagram with ICMP.
+				if err := a.DelAddr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := openOn(t, a, driver, Options{RxDesc: 64})
+			if err := b.AddNeigh(a.Addr, p.MAC()); err != nil {
+				t.Fatal(err)
+			}
+			c := listenB(t, b)
+			const n = 3000
+			msg := make([]byte, 100)
+			to := netip.AddrPortFrom(a.Addr, portA)
+			for i := 0; i < n; i++ {
+				if _, err := c.WriteToUDPAddrPort(msg, to); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := 0
+			for idle := 0; idle < 200; {
+				k := p.RxFrames(64, func(f []byte) {
+					if _, ok := parseUDP(f, p.MAC(), a.Addr, portA); ok {
+						got++
+					}
+				})
+				if k == 0 {
+					idle++
+					time.Sleep(time.Millisecond)
+				} else {
+					idle = 0
+				}
+			}
+			s := p.Stats()
+			var lost uint64
+			for _, l := range s.Layers {
+				if l.Loss {
+					lost += l.Value
+				}
+			}
+			t.Logf("%s: sent %d, received %d, lost %d, RxDropped %d; %v", driver, n, got, lost, s.RxDropped, s.Layers)
+			if lost == 0 {
+				t.Errorf("nothing lost: the flood did not overflow a ring of %d", p.Info().RxDesc)
+			}
+			if uint64(got)+lost != n || s.RxDropped != lost {
+				t.Errorf("received %d + lost %d != sent %d (RxDropped %d)", got, lost, n, s.RxDropped)
+			}
+		})
+	}
+}
+
 // TestVethLinkWait: with the peer down, Open waits LinkWait for carrier and
 // then fails saying so, leaving nothing; a peer that comes up during the
 // wait lets Open succeed.
