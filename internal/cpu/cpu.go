@@ -107,3 +107,64 @@ func Current() ([]int, error) {
 	}
 	return setToList(&s), nil
 }
+
+// Thread is what Claim did to a goroutine's OS thread for a poller; Release
+// undoes it. The zero Thread is one Claim left alone.
+type Thread struct {
+	tid    int  // the claimed thread, 0 when Claim did nothing
+	pinned bool // Claim called Pin: Release calls Unpin
+}
+
+// Claim prepares the calling goroutine's OS thread to run a poller, as
+// core.Config.CPUs asks: cpus[0] is the poller's CPU, and an empty cpus
+// means no pinning. With a CPU, Claim pins the thread to it (Pin), unless
+// the thread may run on that CPU only already (the caller pinned it
+// itself): then it only locks the goroutine to the thread, and Release
+// leaves the caller's pin alone. Without a CPU it locks the goroutine to
+// its thread when lock is set (a backend whose kernel object belongs to one
+// thread, such as a SINGLE_ISSUER io_uring), and does nothing otherwise.
+// On error nothing is changed.
+func Claim(cpus []int, lock bool) (Thread, error) {
+	if len(cpus) == 0 {
+		if !lock {
+			return Thread{}, nil
+		}
+		runtime.LockOSThread()
+		return Thread{tid: unix.Gettid()}, nil
+	}
+	c := cpus[0]
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread() // Pin takes a lock of its own
+	if cur, err := Current(); err != nil || len(cur) != 1 || cur[0] != c {
+		if err := Pin(c); err != nil {
+			return Thread{}, err
+		}
+		return Thread{tid: unix.Gettid(), pinned: true}, nil
+	}
+	runtime.LockOSThread() // kept: the deferred unlock leaves this one
+	return Thread{tid: unix.Gettid()}, nil
+}
+
+// Tid returns the id of the claimed thread, or 0 when Claim did nothing.
+func (t Thread) Tid() int { return t.tid }
+
+// Mine reports whether the calling goroutine runs on the claimed thread. A
+// goroutine locked to its thread has that thread to itself, so on the
+// goroutine that called Claim (and kept its lock) it is true.
+func (t Thread) Mine() bool { return t.tid != 0 && unix.Gettid() == t.tid }
+
+// Release undoes Claim when called on the claimed thread: it unpins (Unpin)
+// what Claim pinned, or unlocks what it only locked. On any other thread it
+// does nothing and returns nil: that goroutine is not ours to touch, and
+// the claimed one stays locked (and pinned) until it ends, which takes the
+// thread with it. Call it once.
+func (t Thread) Release() error {
+	if !t.Mine() {
+		return nil
+	}
+	if t.pinned {
+		return Unpin()
+	}
+	runtime.UnlockOSThread()
+	return nil
+}

@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -88,6 +89,130 @@ func TestPinRefusesCPUOutsideSet(t *testing.T) {
 	}
 	if after, _ := Current(); !slices.Equal(before, after) {
 		t.Errorf("a refused Pin changed the affinity: %v -> %v", before, after)
+	}
+}
+
+// onThread runs fn on a goroutine of its own, which ends (and takes its
+// thread with it, if fn leaves it locked) when fn returns.
+func onThread(fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	return <-done
+}
+
+// TestClaim: Claim pins to cpus[0] and Release restores the allowed set;
+// without CPUs it does nothing, or only locks; a refused CPU changes
+// nothing.
+func TestClaim(t *testing.T) {
+	cpus, err := Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cpus[len(cpus)-1]
+	err = onThread(func() error {
+		th, err := Claim([]int{c}, false)
+		if err != nil {
+			return err
+		}
+		if !th.Mine() || th.Tid() == 0 {
+			return fmt.Errorf("claimed thread %d not the caller's", th.Tid())
+		}
+		if cur, _ := Current(); !slices.Equal(cur, []int{c}) {
+			return fmt.Errorf("after Claim([%d]): affinity %v", c, cur)
+		}
+		if err := th.Release(); err != nil {
+			return err
+		}
+		if cur, _ := Current(); !slices.Equal(cur, cpus) {
+			return fmt.Errorf("after Release: affinity %v, want %v", cur, cpus)
+		}
+		for _, lock := range []bool{false, true} {
+			th, err := Claim(nil, lock)
+			if err != nil {
+				return err
+			}
+			if th.Mine() != lock {
+				return fmt.Errorf("Claim(nil, %v): claimed a thread: %v", lock, th.Mine())
+			}
+			if err := th.Release(); err != nil {
+				return err
+			}
+			if cur, _ := Current(); !slices.Equal(cur, cpus) {
+				return fmt.Errorf("Claim(nil, %v) changed the affinity: %v", lock, cur)
+			}
+		}
+		if _, err := Claim([]int{cpus[len(cpus)-1] + 1}, true); !errors.Is(err, ErrNotAllowed) {
+			return fmt.Errorf("Claim of a CPU outside the set: %v, want ErrNotAllowed", err)
+		}
+		if cur, _ := Current(); !slices.Equal(cur, cpus) {
+			return fmt.Errorf("a refused Claim changed the affinity: %v", cur)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClaimKeepsCallersPin: on a thread its caller pinned to that CPU
+// already, Release leaves the pin in place.
+func TestClaimKeepsCallersPin(t *testing.T) {
+	cpus, err := Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cpus[0]
+	err = onThread(func() error {
+		if err := Pin(c); err != nil {
+			return err
+		}
+		defer Unpin()
+		th, err := Claim([]int{c}, false)
+		if err != nil {
+			return err
+		}
+		if err := th.Release(); err != nil {
+			return err
+		}
+		if cur, _ := Current(); !slices.Equal(cur, []int{c}) {
+			return fmt.Errorf("the caller's pin is lost after Release: affinity %v", cur)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReleaseElsewhere: Release on another goroutine touches nothing; the
+// claimed thread stays pinned.
+func TestReleaseElsewhere(t *testing.T) {
+	cpus, err := Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cpus[len(cpus)-1]
+	err = onThread(func() error {
+		th, err := Claim([]int{c}, false)
+		if err != nil {
+			return err
+		}
+		err = onThread(func() error {
+			if th.Mine() {
+				return fmt.Errorf("Mine on another goroutine")
+			}
+			return th.Release()
+		})
+		if err != nil {
+			return err
+		}
+		if cur, _ := Current(); !slices.Equal(cur, []int{c}) {
+			return fmt.Errorf("Release on another goroutine changed the claimed thread: affinity %v", cur)
+		}
+		return th.Release()
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
