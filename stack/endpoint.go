@@ -339,10 +339,10 @@ func (e *Endpoint) Flush() error {
 // a netstack buffer (pooled by netstack) inside FrameIO's deliver callback,
 // so the FrameIO's slot goes back at once.
 //
-// Netstack queues each TCP segment to a processor goroutine. Poll yields
-// the processor (runtime.Gosched) once after a batch that delivered
-// anything, so the segment is usually processed before the poll loop looks
-// for data (see BenchmarkHandoff for what that saves).
+// Netstack queues each TCP segment to a processor goroutine, made runnable
+// on this goroutine's P. The caller decides when it runs: package tcp
+// yields (runtime.Gosched) once after a Poll that delivered frames, so the
+// segment is usually processed before it reads the connections.
 func (e *Endpoint) Poll(max int) int {
 	return e.fio.RxFrames(max, e.deliver)
 }

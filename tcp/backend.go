@@ -724,6 +724,11 @@ func (b *Backend) Wait(ctx context.Context) error {
 	if _, ok := b.fio.(frameio.Waiter); !ok {
 		return core.NotSupported("Wait on "+b.cfg.Kind+" over this device", "", "the device cannot sleep on its queue: poll Rx", nil)
 	}
+	// Let netstack's processors finish what the last Rx delivered: what
+	// they make readable then shows here instead of having to wake the
+	// sleep (which, on a FrameIO without Interrupt, takes up to
+	// stack.SleepSlice).
+	runtime.Gosched()
 	if len(b.errs) > 0 || b.lnReady.Load() {
 		return nil
 	}

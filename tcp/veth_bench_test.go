@@ -20,7 +20,8 @@ import (
 // a testhost veth pair, on three kinds side by side: xdp (raw UDP over
 // AF_XDP), tcp (kernel TCP) and tcp-xdp (netstack over AF_XDP). Both ends
 // run in this process, each poll loop spinning (Rx and Flush, no Wait) on
-// its own goroutine. It reports p50 and p99 of the round trips and, for
+// its own goroutine; in the "/wait" runs both loops sleep in Wait whenever
+// Rx has nothing (the idle-friendly way to poll). It reports p50 and p99 of the round trips and, for
 // the stream kinds, the frames each message cost. Run it alone on a quiet
 // machine, as root:
 //
@@ -30,7 +31,10 @@ import (
 func BenchmarkVethRTT(b *testing.B) {
 	testutil.RequireRoot(b)
 	for _, kind := range []string{core.KindXDP, core.KindTCP, core.KindTCPXDP} {
-		b.Run(kind, func(b *testing.B) { vethRTT(b, kind) })
+		b.Run(kind, func(b *testing.B) { vethRTT(b, kind, false) })
+	}
+	for _, kind := range []string{core.KindXDP, core.KindTCP, core.KindTCPXDP} {
+		b.Run(kind+"/wait", func(b *testing.B) { vethRTT(b, kind, true) })
 	}
 }
 
@@ -59,7 +63,7 @@ func open(b *testing.B, h *testhost.Host, cfg core.Config) core.Backend {
 	return be
 }
 
-func vethRTT(b *testing.B, kind string) {
+func vethRTT(b *testing.B, kind string, sleep bool) {
 	p := testhost.NewT(b, testhost.Options{})
 	srvIP, cliIP := p.B.Addr, p.A.Addr
 	if kind == core.KindTCPXDP { // addresses the kernels do not hold
@@ -91,6 +95,10 @@ func vethRTT(b *testing.B, kind string) {
 			}
 			if n > 0 {
 				srv.Flush()
+			} else if sleep {
+				wctx, c := context.WithTimeout(ctx, 100*time.Millisecond)
+				srv.Wait(wctx)
+				c()
 			}
 		}
 	}()
@@ -124,6 +132,11 @@ func vethRTT(b *testing.B, kind string) {
 			}
 			if time.Now().After(deadline) {
 				b.Fatalf("message %d: no answer within 10s", i)
+			}
+			if sleep {
+				wctx, c := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				cli.Wait(wctx)
+				c()
 			}
 		}
 	}
