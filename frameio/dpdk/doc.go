@@ -34,4 +34,30 @@
 //
 // DPDK cannot sleep on a vdev's queue, so Port does not implement
 // frameio.Waiter: its user polls.
+//
+// # What DPDK 22.11's vdevs do, and what Port does about it
+//
+//   - net_af_xdp registers the mempool as its UMEM assuming the objects lie
+//     back to back; without hugepages they do not unless the pool is made
+//     with RTE_MEMPOOL_F_NO_IOVA_CONTIG, which Port does for every vdev (no
+//     device DMAs into a vdev's pool). Otherwise transmission silently
+//     stops after a few thousand frames (invalid descriptors).
+//   - net_af_xdp leaves the socket that owns its UMEM open on close, so the
+//     queue stays bound: Port closes it. The kernel frees a queue a few
+//     milliseconds after its socket closes, so Open retries a net_af_xdp
+//     queue set-up that fails, for up to 2 s.
+//   - net_af_xdp reports XDP_STATISTICS rx_dropped as imissed and nothing
+//     else; net_af_packet reports no kernel drops at all. Port reads the
+//     sockets' XDP_STATISTICS and PACKET_STATISTICS itself (see Stats), so
+//     that a full RX ring is a counted loss.
+//   - net_af_xdp and net_af_packet report their link up whatever the
+//     interface's state: Open also waits for the interface's carrier.
+//   - The PMDs change the interface's promiscuous flag (and net_af_packet
+//     could change its MTU): Close puts both back as Open found them, and
+//     removes an XDP program the PMD would have left.
+//   - A packet socket sees the frames the host itself sends on the
+//     interface: on net_af_packet, RxFrames drops frames whose source MAC is
+//     the port's own (counted as rx_own). The kernel also keeps receiving
+//     everything: it answers ARP and sends ICMP port unreachable, unless the
+//     address is off its interface (see udp.NewDPDK and tcp.NewDPDK).
 package dpdk

@@ -272,9 +272,11 @@ var control struct {
 // Open starts the EAL if it is not running (with o.EAL), attaches the device
 // o names, configures one RX and one TX queue on a mempool on the port's
 // NUMA node, starts the port and waits for its link, and for a vdev for the
-// kernel interface's carrier (o.LinkWait, 20 s by default). A vdev on an interface must be opened from a thread inside the
-// interface's network namespace (testhost's Host.Do, or a thread that
-// called setns(2)); Close goes back into that namespace by itself.
+// kernel interface's carrier (o.LinkWait, 20 s by default). A vdev on an
+// interface must be opened from a thread inside the interface's network
+// namespace (testhost's Host.Do, or a thread that called setns(2)); Close
+// goes back into that namespace by itself. Open locks the calling goroutine
+// to its thread while it runs.
 //
 // Errors: a *core.ConfigError for bad Options, a *core.PrivilegeError when
 // the device is refused for want of privileges, an error matching
