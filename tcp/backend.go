@@ -593,7 +593,7 @@ func (b *Backend) takeErr() error {
 // drive delivers received frames to netstack and accepts. Netstack hands
 // each TCP segment to a processor goroutine; when frames were delivered,
 // drive yields once (runtime.Gosched) so that the processor runs before the
-// connections are read (see BenchmarkHandoff).
+// connections are read (package stack's documentation has the numbers).
 func (b *Backend) drive() {
 	total := 0
 	for total < pollBudget {
