@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -47,48 +46,73 @@ func notWired(kind string, err error) bool {
 	return errors.As(err, &ue) && ue.Feature == "kind "+kind
 }
 
-// skipOpen skips the test (fails it when CI=true) when kind is not wired
-// into dgramio.New or the host lacks a feature it needs, and fails it on
-// any other error.
-func skipOpen(t testing.TB, kind string, err error) {
-	t.Helper()
-	if notWired(kind, err) {
-		testutil.Skip(t, fmt.Sprintf("kind %s is not reached through dgramio.New in this build yet: %v", kind, err))
+// skipError is a skip decided on another goroutine (inside a namespace),
+// to be applied by the test goroutine.
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return "skip: " + e.reason }
+
+// openHere opens cfg with dgramio.New on the calling goroutine, which must
+// be the one that will poll the backend (kind uring binds its ring to the
+// thread of New). A kind this build does not reach, or a feature the host
+// lacks, is a *skipError.
+func openHere(cfg core.Config) (core.Backend, error) {
+	b, err := newBackend(cfg)
+	switch {
+	case err == nil:
+		return b, nil
+	case notWired(cfg.Kind, err):
+		return nil, &skipError{fmt.Sprintf("kind %s is not reached through dgramio.New in this build yet: %v", cfg.Kind, err)}
+	case errors.Is(err, core.ErrNotSupported):
+		return nil, &skipError{err.Error()}
 	}
-	testutil.SkipIfNotSupported(t, err)
+	return nil, fmt.Errorf("open %s: %w", cfg.Kind, err)
 }
 
-// tryOpen opens cfg through dgramio.New inside h's namespace.
-func tryOpen(h *testhost.Host, cfg core.Config) (core.Backend, error) {
-	var b core.Backend
-	err := h.Do(func() error {
-		var err error
-		b, err = dgramio.New(cfg)
-		return err
-	})
-	return b, err
-}
-
-// open opens cfg inside h's namespace and closes it in t.Cleanup.
-func open(t testing.TB, h *testhost.Host, cfg core.Config) core.Backend {
+// onThread runs fn on one OS thread inside h's namespace (testhost.Host.Do)
+// and waits for it: a backend opened there with openHere is polled there,
+// as kind uring requires, and closed there. fn must not call t.Fatal; a
+// *skipError it returns skips the test (fails it in CI), another error
+// fails it.
+func onThread(t testing.TB, h *testhost.Host, fn func() error) {
 	t.Helper()
-	b, err := tryOpen(h, cfg)
+	err := h.Do(fn)
+	var se *skipError
+	if errors.As(err, &se) {
+		testutil.Skip(t, se.reason)
+	}
 	if err != nil {
-		skipOpen(t, cfg.Kind, err)
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close() })
-	return b
+}
+
+// ownAddrOffset moves the address of a userspace TCP kind away from the
+// kernel's: tcp-xdp and tcp-dpdk refuse an address the kernel's interface
+// holds (the kernel would reset their connections).
+const ownAddrOffset = 100
+
+// addrFor returns the address kind uses on h: the kernel's, or for the
+// userspace TCP kinds another one of the same subnet that the kernel does
+// not hold (netstack answers ARP for it).
+func addrFor(kind string, h *testhost.Host) netip.Addr {
+	if kind != core.KindTCPXDP && kind != core.KindTCPDPDK {
+		return h.Addr
+	}
+	a := h.Addr.As4()
+	a[3] += ownAddrOffset
+	return netip.AddrFrom4(a)
 }
 
 // serverConfig is a server of kind on h.
 func serverConfig(kind string, h *testhost.Host) core.Config {
-	return core.Config{Kind: kind, Role: core.RoleServer, Iface: h.Iface, LocalIP: h.Addr, Port: port}
+	return core.Config{Kind: kind, Role: core.RoleServer, Iface: h.Iface, LocalIP: addrFor(kind, h), Port: port}
 }
 
-// clientConfig is a client of kind on h sending to dst.
-func clientConfig(kind string, h *testhost.Host, dst netip.Addr) core.Config {
-	return core.Config{Kind: kind, Role: core.RoleClient, Iface: h.Iface, LocalIP: h.Addr,
-		Dests: []netip.Addr{dst}, Port: port}
+// clientConfig is a client of kind on h sending to a server of the same
+// kind on srv.
+func clientConfig(kind string, h, srv *testhost.Host) core.Config {
+	return core.Config{Kind: kind, Role: core.RoleClient, Iface: h.Iface, LocalIP: addrFor(kind, h),
+		Dests: []netip.Addr{addrFor(kind, srv)}, Port: port}
 }
 
 // Data-path operations, as calls names them.
@@ -244,33 +268,61 @@ func waitOrNap(ctx context.Context, b core.Backend, c *calls, d time.Duration, c
 }
 
 // echo reflects what a server backend receives back to its sender, on its
-// own goroutine, until stopped. Unlike bench.Echo it goes on after errors
-// (a link that went down makes a raw kind's Flush fail until it is up
-// again), records them, and times every call.
+// own thread inside a namespace, until stopped. Unlike bench.Echo it goes
+// on after errors (a link that went down makes a raw kind's Flush fail
+// until it is up again), records them, and times every call.
 type echo struct {
 	b       core.Backend
 	c       calls
 	errs    errLog
 	cancel  context.CancelFunc
 	done    chan struct{}
-	rx      atomic.Uint64 // messages received
+	final   core.Stats // the backend's counters when the loop stopped
+	rx      atomic.Uint64
 	back    atomic.Uint64 // messages queued back
 	dropped atomic.Uint64 // messages QueueTo refused even after a Flush
 }
 
-// startEcho starts an echo over b; t.Cleanup stops it.
-func startEcho(t testing.TB, name string, b core.Backend) *echo {
+// startEcho opens a server of cfg on its own thread inside h's namespace
+// and reflects what it receives until stop (or the end of the test). A
+// kind that cannot open skips or fails the test.
+func startEcho(t testing.TB, h *testhost.Host, name string, cfg core.Config) *echo {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &echo{b: b, cancel: cancel, done: make(chan struct{})}
+	e := &echo{cancel: cancel, done: make(chan struct{})}
 	e.c.name = name
+	ready := make(chan error, 1)
+	go func() {
+		defer close(e.done)
+		h.Do(func() error {
+			b, err := openHere(cfg)
+			if err != nil {
+				ready <- err
+				return nil
+			}
+			e.b = b
+			ready <- nil
+			e.run(ctx)
+			e.final = b.Stats()
+			return b.Close()
+		})
+	}()
+	err := <-ready
+	var se *skipError
+	if errors.As(err, &se) {
+		<-e.done
+		testutil.Skip(t, se.reason)
+	}
+	if err != nil {
+		<-e.done
+		t.Fatal(err)
+	}
 	watch(t, &e.c)
-	go e.run(ctx)
 	t.Cleanup(func() { e.stop(t) })
 	return e
 }
 
 func (e *echo) run(ctx context.Context) {
-	defer close(e.done)
 	pkts := make([]core.Packet, 64)
 	cannotWait := false
 	for ctx.Err() == nil {
@@ -318,8 +370,9 @@ func (e *echo) flush() {
 	}
 }
 
-// stop ends the loop and waits for it (bounded: the watchdog catches a
-// call that hangs). It is safe to call more than once.
+// stop ends the loop, closes the backend and waits for both (bounded: the
+// watchdog catches a call that hangs); e.final holds the counters then. It
+// is safe to call more than once.
 func (e *echo) stop(t testing.TB) {
 	e.cancel()
 	select {
@@ -328,6 +381,136 @@ func (e *echo) stop(t testing.TB) {
 		t.Errorf("%s did not stop", e.c.name)
 	}
 }
+
+// stats returns the backend's counters: now, or as they were when the
+// echo stopped.
+func (e *echo) stats() core.Stats {
+	select {
+	case <-e.done:
+		return e.final
+	default:
+		return e.b.Stats()
+	}
+}
+
+// sink receives on a server backend on its own thread inside a namespace
+// and counts the test messages it gets; it can be told to stop reading.
+type sink struct {
+	b      core.Backend
+	c      calls
+	errs   errLog
+	cancel context.CancelFunc
+	done   chan struct{}
+	final  core.Stats
+	paused atomic.Bool
+	limit  atomic.Uint64 // messages sent so far (tally.take's limit)
+
+	mu   sync.Mutex
+	y    tally
+	last time.Time // when a message last came
+}
+
+// startSink opens a server of cfg on its own thread inside h's namespace
+// and counts the messages of magic and size it receives (in order, for a
+// stream) until stop or the end of the test.
+func startSink(t testing.TB, h *testhost.Host, name string, cfg core.Config, magic uint64, size int) *sink {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &sink{cancel: cancel, done: make(chan struct{}),
+		y: tally{magic: magic, size: size, inOrder: isStream(cfg.Kind), from: ^uint64(0)}}
+	k.c.name = name
+	k.limit.Store(^uint64(0))
+	ready := make(chan error, 1)
+	go func() {
+		defer close(k.done)
+		h.Do(func() error {
+			b, err := openHere(cfg)
+			if err != nil {
+				ready <- err
+				return nil
+			}
+			k.b = b
+			ready <- nil
+			k.run(ctx)
+			k.final = b.Stats()
+			return b.Close()
+		})
+	}()
+	err := <-ready
+	var se *skipError
+	if errors.As(err, &se) {
+		<-k.done
+		testutil.Skip(t, se.reason)
+	}
+	if err != nil {
+		<-k.done
+		t.Fatal(err)
+	}
+	watch(t, &k.c)
+	t.Cleanup(func() { k.stop(t) })
+	return k
+}
+
+func (k *sink) run(ctx context.Context) {
+	pkts := make([]core.Packet, 64)
+	cannotWait := false
+	for ctx.Err() == nil {
+		if k.paused.Load() {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		k.c.begin(opRx)
+		n, err := k.b.Rx(pkts)
+		k.c.end()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			k.errs.add(err)
+		}
+		if n > 0 {
+			limit := k.limit.Load()
+			k.mu.Lock()
+			for _, p := range pkts[:n] {
+				k.y.take(p.Data, limit)
+			}
+			k.last = time.Now()
+			k.mu.Unlock()
+		}
+		// A stream server accepts and acknowledges inside Flush too.
+		k.c.begin(opFlush)
+		err = k.b.Flush()
+		k.c.end()
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			k.errs.add(err)
+		}
+		if n == 0 {
+			if !waitOrNap(ctx, k.b, &k.c, 2*time.Millisecond, &cannotWait) {
+				return
+			}
+		}
+	}
+}
+
+// count returns the tally so far and when the last message came.
+func (k *sink) count() (tally, time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.y, k.last
+}
+
+// stop ends the loop and closes the backend; k.final holds its counters.
+func (k *sink) stop(t testing.TB) {
+	k.cancel()
+	select {
+	case <-k.done:
+	case <-time.After(hangLimit + 10*time.Second):
+		t.Errorf("%s did not stop", k.c.name)
+	}
+}
+
+// newMagic returns a magic number for the messages of one run.
+func newMagic() uint64 { return uint64(time.Now().UnixNano()) | 1 }
 
 // msgHeader is the start of every test message: a magic of the run and a
 // sequence number; the rest of the message is a pattern of the sequence
@@ -415,9 +598,9 @@ type traffic struct {
 	buf        []byte
 }
 
-func newTraffic(t testing.TB, name string, b core.Backend, size int, rate float64) *traffic {
+func newTraffic(t testing.TB, name string, b core.Backend, size int, rate float64, magic uint64) *traffic {
 	tr := &traffic{t: t, b: b, rate: rate, pkts: make([]core.Packet, 64), buf: make([]byte, size),
-		tally: tally{magic: uint64(time.Now().UnixNano()) | 1, size: size, from: ^uint64(0)}}
+		tally: tally{magic: magic, size: size, from: ^uint64(0)}}
 	tr.c.name = name
 	watch(t, &tr.c)
 	return tr
@@ -509,10 +692,11 @@ func (tr *traffic) drain(quiet, max time.Duration) {
 	last := time.Now()
 	for tr.got < tr.next && time.Now().Before(end) && time.Since(last) < quiet {
 		tr.c.begin(opFlush)
-		if err := tr.b.Flush(); err != nil {
+		err := tr.b.Flush()
+		tr.c.end()
+		if err != nil {
 			tr.errs.add(err)
 		}
-		tr.c.end()
 		if tr.recv() > 0 {
 			last = time.Now()
 		} else {
@@ -778,4 +962,49 @@ func allCounters(s core.Stats) string {
 		m[c.Layer+"."+c.Name] += c.Value
 	}
 	return formatCounters(m)
+}
+
+// fatalf fails the test from inside onThread's fn and ends fn: the deferred
+// calls of fn run (closing what it opened), and Do reports the Goexit as an
+// error, which onThread turns into t.Fatal in the test goroutine.
+func fatalf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	t.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+// arpDiscards returns the kernel's count of packets dropped because they
+// waited for a neighbour (ARP) resolution that did not come in time or
+// overflowed the queue of an unresolved neighbour (unresolved_discards of
+// /proc/net/stat/arp_cache, summed over CPUs). The neighbour table and its
+// statistics are the whole kernel's, not one namespace's: other namespaces
+// (other tests) count there too.
+func arpDiscards(t testing.TB) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/stat/arp_cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	col := -1
+	for i, name := range strings.Fields(lines[0]) {
+		if name == "unresolved_discards" {
+			col = i
+		}
+	}
+	if col < 0 {
+		t.Fatalf("no unresolved_discards in /proc/net/stat/arp_cache")
+	}
+	var n uint64
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if col < len(f) {
+			v, err := strconv.ParseUint(f[col], 16, 64)
+			if err != nil {
+				t.Fatalf("/proc/net/stat/arp_cache: %v", err)
+			}
+			n += v
+		}
+	}
+	return n
 }

@@ -272,146 +272,157 @@ func (s *rawSender) send(t testing.TB, frame []byte) {
 // pass_other_proto, pass_other_port), or else, redirected to the socket,
 // in udp.Parse's reason counter and the Stats field of its class
 // (RxMalformed, RxBadChecksum, RxFiltered). Nothing panics, and a thousand
-// good datagrams afterwards all arrive.
+// good datagrams afterwards all arrive. The userspace TCP kinds get the
+// frames of streamBadCases instead (see malformedStream).
 func TestFaultMalformedFrames(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, kind := range testKinds {
-		if !core.IsRaw(kind) || isStream(kind) {
-			continue
+		switch {
+		case !core.IsRaw(kind):
+		case isStream(kind):
+			t.Run(kind, func(t *testing.T) { malformedStream(t, kind) })
+		default:
+			t.Run(kind, func(t *testing.T) { malformedDatagram(t, kind) })
 		}
-		t.Run(kind, func(t *testing.T) { malformedDatagram(t, kind) })
 	}
 }
 
 func malformedDatagram(t *testing.T, kind string) {
 	p := testhost.NewT(t, testhost.Options{})
-	srv := open(t, p.B, serverConfig(kind, p.B))
-	raw := newRawSender(t, p.A)
-	e := &wireEnds{srcMAC: p.A.MAC, dstMAC: p.B.MAC,
-		src: netip.AddrPortFrom(p.A.Addr, 40000), dst: netip.AddrPortFrom(p.B.Addr, port)}
-	var rc calls
-	rc.name = kind + " server"
-	watch(t, &rc)
-	pkts := make([]core.Packet, 64)
-	const copies = 3
-
-	// exchange sends frames, then a marker, and returns what Rx delivered
-	// before the marker.
-	marker := 0
-	exchange := func(frames ...[]byte) [][]byte {
-		for _, f := range frames {
-			raw.send(t, f)
+	onThread(t, p.B, func() error {
+		srv, err := openHere(serverConfig(kind, p.B))
+		if err != nil {
+			return err
 		}
-		marker++
-		m := []byte(fmt.Sprintf("marker %d", marker))
-		raw.send(t, e.datagram(m))
+		defer srv.Close()
+		raw := newRawSender(t, p.A)
+		e := &wireEnds{srcMAC: p.A.MAC, dstMAC: p.B.MAC,
+			src: netip.AddrPortFrom(p.A.Addr, 40000), dst: netip.AddrPortFrom(p.B.Addr, port)}
+		var rc calls
+		rc.name = kind + " server"
+		watch(t, &rc)
+		pkts := make([]core.Packet, 64)
+		const copies = 3
+
+		// exchange sends frames, then a marker, and returns what Rx delivered
+		// before the marker.
+		marker := 0
+		exchange := func(frames ...[]byte) [][]byte {
+			for _, f := range frames {
+				raw.send(t, f)
+			}
+			marker++
+			m := []byte(fmt.Sprintf("marker %d", marker))
+			raw.send(t, e.datagram(m))
+			var got [][]byte
+			end := time.Now().Add(20 * time.Second)
+			for time.Now().Before(end) {
+				rc.begin(opRx)
+				n, err := srv.Rx(pkts)
+				rc.end()
+				if err != nil {
+					fatalf(t, "Rx: %v", err)
+				}
+				for _, pk := range pkts[:n] {
+					if bytes.Equal(pk.Data, m) {
+						return got
+					}
+					if pk.From != e.src {
+						t.Errorf("a datagram from %v", pk.From)
+					}
+					got = append(got, bytes.Clone(pk.Data))
+				}
+				if n == 0 {
+					time.Sleep(200 * time.Microsecond)
+				}
+			}
+			fatalf(t, "marker %d did not arrive", marker)
+			return nil
+		}
+		exchange() // the path works
+
+		st := srv.Stats()
+		_, hasProg := st.Counter("xdp-prog", "redirected")
+		for _, c := range badCases {
+			s0 := srv.Stats()
+			f := c.frame(e)
+			frames := make([][]byte, copies)
+			for i := range frames {
+				frames[i] = f
+			}
+			got := exchange(frames...)
+			s1 := srv.Stats()
+			d := func(layer, name string) uint64 {
+				a, _ := s0.Counter(layer, name)
+				b, _ := s1.Counter(layer, name)
+				return b - a
+			}
+			classes := map[string]uint64{
+				"delivered": s1.RxDelivered - s0.RxDelivered - 1, // not the marker
+				"malformed": s1.RxMalformed - s0.RxMalformed,
+				"checksum":  s1.RxBadChecksum - s0.RxBadChecksum,
+				"filtered":  s1.RxFiltered - s0.RxFiltered,
+			}
+			want := map[string]uint64{"delivered": 0, "malformed": 0, "checksum": 0, "filtered": 0}
+			where := ""
+			if hasProg && c.prog != "" {
+				where = "xdp-prog." + c.prog
+				if n := d("xdp-prog", c.prog); n != copies && !(c.prog == "pass_not_ipv4" && n > copies) {
+					t.Errorf("%s: xdp-prog %s grew by %d, want %d", c.name, c.prog, n, copies)
+				}
+			} else {
+				reason := parseReason(c.parse)
+				where = "udp." + c.parse
+				if c.parse != "ok" {
+					if n := d("udp", c.parse); n != copies {
+						t.Errorf("%s: udp %s grew by %d, want %d", c.name, c.parse, n, copies)
+					}
+				}
+				want[className(reason.Class())] = copies
+			}
+			for k, v := range want {
+				if classes[k] != v {
+					t.Errorf("%s: %s grew by %d, want %d", c.name, k, classes[k], v)
+				}
+			}
+			if c.parse == "ok" {
+				if len(got) != copies {
+					t.Errorf("%s: %d of %d delivered", c.name, len(got), copies)
+				}
+				for _, g := range got {
+					if !bytes.Equal(g, c.payload) {
+						t.Errorf("%s: delivered %q, want %q", c.name, g, c.payload)
+					}
+				}
+			} else if len(got) != 0 {
+				t.Errorf("%s: %d broken frames delivered: %q", c.name, len(got), got)
+			}
+			t.Logf("%-36s → %s", c.name, where)
+		}
+
+		// The path still works: a thousand good datagrams, all delivered.
+		var good [][]byte
+		for i := 0; i < 1000; i++ {
+			good = append(good, e.datagram([]byte(fmt.Sprintf("after %04d", i))))
+		}
 		var got [][]byte
-		end := time.Now().Add(20 * time.Second)
-		for time.Now().Before(end) {
-			rc.begin(opRx)
-			n, err := srv.Rx(pkts)
-			rc.end()
-			if err != nil {
-				t.Fatalf("Rx: %v", err)
-			}
-			for _, pk := range pkts[:n] {
-				if bytes.Equal(pk.Data, m) {
-					return got
-				}
-				if pk.From != e.src {
-					t.Errorf("a datagram from %v", pk.From)
-				}
-				got = append(got, bytes.Clone(pk.Data))
-			}
-			if n == 0 {
-				time.Sleep(200 * time.Microsecond)
+		for i := 0; i < len(good); i += 50 {
+			got = append(got, exchange(good[i:i+50]...)...)
+		}
+		if len(got) != len(good) {
+			t.Errorf("%d of %d good datagrams delivered after the broken ones", len(got), len(good))
+		}
+		for i := range got {
+			if want := fmt.Sprintf("after %04d", i); string(got[i]) != want {
+				t.Errorf("datagram %d is %q, want %q", i, got[i], want)
+				break
 			}
 		}
-		t.Fatalf("marker %d did not arrive", marker)
+		s := srv.Stats()
+		t.Logf("server counters: %s; %v", allCounters(s), &rc)
+		rc.check(t)
 		return nil
-	}
-	exchange() // the path works
-
-	st := srv.Stats()
-	_, hasProg := st.Counter("xdp-prog", "redirected")
-	for _, c := range badCases {
-		s0 := srv.Stats()
-		f := c.frame(e)
-		frames := make([][]byte, copies)
-		for i := range frames {
-			frames[i] = f
-		}
-		got := exchange(frames...)
-		s1 := srv.Stats()
-		d := func(layer, name string) uint64 {
-			a, _ := s0.Counter(layer, name)
-			b, _ := s1.Counter(layer, name)
-			return b - a
-		}
-		classes := map[string]uint64{
-			"delivered": s1.RxDelivered - s0.RxDelivered - 1, // not the marker
-			"malformed": s1.RxMalformed - s0.RxMalformed,
-			"checksum":  s1.RxBadChecksum - s0.RxBadChecksum,
-			"filtered":  s1.RxFiltered - s0.RxFiltered,
-		}
-		want := map[string]uint64{"delivered": 0, "malformed": 0, "checksum": 0, "filtered": 0}
-		where := ""
-		if hasProg && c.prog != "" {
-			where = "xdp-prog." + c.prog
-			if n := d("xdp-prog", c.prog); n != copies && !(c.prog == "pass_not_ipv4" && n > copies) {
-				t.Errorf("%s: xdp-prog %s grew by %d, want %d", c.name, c.prog, n, copies)
-			}
-		} else {
-			reason := parseReason(c.parse)
-			where = "udp." + c.parse
-			if c.parse != "ok" {
-				if n := d("udp", c.parse); n != copies {
-					t.Errorf("%s: udp %s grew by %d, want %d", c.name, c.parse, n, copies)
-				}
-			}
-			want[className(reason.Class())] = copies
-		}
-		for k, v := range want {
-			if classes[k] != v {
-				t.Errorf("%s: %s grew by %d, want %d", c.name, k, classes[k], v)
-			}
-		}
-		if c.parse == "ok" {
-			if len(got) != copies {
-				t.Errorf("%s: %d of %d delivered", c.name, len(got), copies)
-			}
-			for _, g := range got {
-				if !bytes.Equal(g, c.payload) {
-					t.Errorf("%s: delivered %q, want %q", c.name, g, c.payload)
-				}
-			}
-		} else if len(got) != 0 {
-			t.Errorf("%s: %d broken frames delivered: %q", c.name, len(got), got)
-		}
-		t.Logf("%-36s → %s", c.name, where)
-	}
-
-	// The path still works: a thousand good datagrams, all delivered.
-	var good [][]byte
-	for i := 0; i < 1000; i++ {
-		good = append(good, e.datagram([]byte(fmt.Sprintf("after %04d", i))))
-	}
-	var got [][]byte
-	for i := 0; i < len(good); i += 50 {
-		got = append(got, exchange(good[i:i+50]...)...)
-	}
-	if len(got) != len(good) {
-		t.Errorf("%d of %d good datagrams delivered after the broken ones", len(got), len(good))
-	}
-	for i := range got {
-		if want := fmt.Sprintf("after %04d", i); string(got[i]) != want {
-			t.Errorf("datagram %d is %q, want %q", i, got[i], want)
-			break
-		}
-	}
-	s := srv.Stats()
-	t.Logf("server counters: %s; %v", allCounters(s), &rc)
-	rc.check(t)
+	})
 }
 
 // parseReason returns the udp.Reason named name.

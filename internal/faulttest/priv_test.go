@@ -20,7 +20,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench/cli"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
@@ -64,7 +63,7 @@ func privProbe(args []string, out io.Writer) int {
 	r := probeResult{Kind: *kind, UID: os.Geteuid(), CapEff: capEff()}
 	cfg := core.Config{Kind: *kind, Iface: *iface, LocalIP: netip.MustParseAddr(*local),
 		Dests: []netip.Addr{netip.MustParseAddr(*dst)}, Port: port, ConnectTimeout: 10 * time.Second}
-	b, err := dgramio.New(cfg)
+	b, err := newBackend(cfg)
 	if err != nil {
 		r.Class, r.Error = cli.Classify(*kind, err), err.Error()
 		var pe *core.PrivilegeError

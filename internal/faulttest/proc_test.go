@@ -3,6 +3,7 @@ package faulttest
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -52,16 +53,30 @@ type proc struct {
 // dies; t.Cleanup kills it too.
 func startChild(t testing.TB, h *testhost.Host, mode string, args ...string) *proc {
 	t.Helper()
+	p, err := startChildErr(h, mode, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// startChildErr is startChild for any goroutine; the caller ends the
+// process.
+func startChildErr(h *testhost.Host, mode string, args ...string) (*proc, error) {
 	p := &proc{name: mode, lines: make(chan string, 64), done: make(chan struct{})}
 	p.cmd = h.Command(os.Args[0], append([]string{mode}, args...)...)
 	p.cmd.Env = append(os.Environ(), childEnv+"=1")
 	p.cmd.Stderr = &p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := h.Start(p.cmd); err != nil {
-		t.Fatalf("start %s: %v", mode, err)
+		return nil, fmt.Errorf("start %s: %w", mode, err)
 	}
 	go func() {
 		s := bufio.NewScanner(out)
@@ -78,11 +93,7 @@ func startChild(t testing.TB, h *testhost.Host, mode string, args ...string) *pr
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-	})
-	return p
+	return p, nil
 }
 
 // line returns the next line of standard output, or false after d or at
@@ -121,19 +132,41 @@ func (p *proc) signal(t testing.TB, sig syscall.Signal) {
 // (fails it in CI); any other failure fails it. extra are more flags.
 func startEchoProc(t testing.TB, h *testhost.Host, kind string, extra ...string) *proc {
 	t.Helper()
-	args := append([]string{"--kind", kind, "--local", h.Addr.String(), "--port", fmt.Sprint(port),
+	p, err := startEchoProcErr(h, kind, extra...)
+	var se *skipError
+	if errors.As(err, &se) {
+		testutil.Skip(t, se.reason)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// startEchoProcErr is startEchoProc for any goroutine: it returns a
+// *skipError or another error instead of ending the test. The caller
+// kills the process in the end (stopEchoProc, or Pdeathsig when the pair
+// is closed).
+func startEchoProcErr(h *testhost.Host, kind string, extra ...string) (*proc, error) {
+	args := append([]string{"--kind", kind, "--local", addrFor(kind, h).String(), "--port", fmt.Sprint(port),
 		"--iface", h.Iface, "--wait"}, extra...)
-	p := startChild(t, h, "echo", args...)
+	p, err := startChildErr(h, "echo", args...)
+	if err != nil {
+		return nil, err
+	}
 	l, ok := p.line(60 * time.Second)
 	switch {
 	case ok && strings.HasPrefix(l, "ready"):
-		return p
+		return p, nil
 	case strings.HasPrefix(l, "failed "+cli.ClassNotBuilt+":"), strings.HasPrefix(l, "failed "+cli.ClassNotSupported+":"):
 		p.wait(10 * time.Second)
-		testutil.Skip(t, fmt.Sprintf("echo of kind %s: %s", kind, l))
+		return nil, &skipError{fmt.Sprintf("echo of kind %s: %s", kind, l)}
 	}
 	p.cmd.Process.Kill()
 	p.wait(10 * time.Second)
-	t.Fatalf("echo of kind %s did not get ready: %q; stderr:\n%s", kind, l, p.stderr.String())
-	return nil
+	return nil, fmt.Errorf("echo of kind %s did not get ready: %q; stderr:\n%s", kind, l, p.stderr.String())
 }

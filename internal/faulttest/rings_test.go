@@ -3,6 +3,7 @@ package faulttest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -89,34 +90,45 @@ func TestFaultFullRings(t *testing.T) {
 
 func fullTxRing(t *testing.T, kind string) {
 	p := testhost.NewT(t, testhost.Options{})
-	cfg := clientConfig(kind, p.A, p.B.Addr)
-	smallRings(&cfg)
-	cfg.TxQueue, cfg.TxBatch = 1024, 1024
-	cl := open(t, p.A, cfg)
 	const size, rounds = 100, 20
-	tr := newTraffic(t, kind+" client", cl, size, 1e9)
-	sink := startUDPSink(t, p.B, tr.magic, size)
+	magic := newMagic()
+	sink := startUDPSink(t, p.B, magic, size)
 	kA0, kB0 := kernelCounters(t, p.A), kernelCounters(t, p.B)
-	for r := 0; r < rounds; r++ {
-		for i := 0; i < 1024; i++ {
-			fillMsg(tr.buf, tr.magic, tr.next)
-			tr.c.begin(opQueue)
-			ok := cl.Queue(tr.buf)
-			tr.c.end()
-			if !ok {
-				t.Fatalf("Queue refused message %d of round %d with TxQueue 1024", i, r)
-			}
-			tr.next++
-		}
-		tr.c.begin(opFlush)
-		err := cl.Flush()
-		tr.c.end()
+	var tr *traffic
+	var cs core.Stats
+	var y tally
+	onThread(t, p.A, func() error {
+		cfg := clientConfig(kind, p.A, p.B)
+		smallRings(&cfg)
+		cfg.TxQueue, cfg.TxBatch = 1024, 1024
+		cl, err := openHere(cfg)
 		if err != nil {
-			t.Fatalf("Flush of round %d: %v", r, err)
+			return err
 		}
-	}
-	y := sink.settle(tr.next, 2*time.Second)
-	cs := cl.Stats()
+		defer cl.Close()
+		tr = newTraffic(t, kind+" client", cl, size, 1e9, magic)
+		for r := 0; r < rounds; r++ {
+			for i := 0; i < 1024; i++ {
+				fillMsg(tr.buf, tr.magic, tr.next)
+				tr.c.begin(opQueue)
+				ok := cl.Queue(tr.buf)
+				tr.c.end()
+				if !ok {
+					return fmt.Errorf("Queue refused message %d of round %d with TxQueue 1024", i, r)
+				}
+				tr.next++
+			}
+			tr.c.begin(opFlush)
+			err := cl.Flush()
+			tr.c.end()
+			if err != nil {
+				return fmt.Errorf("Flush of round %d: %w", r, err)
+			}
+		}
+		y = sink.settle(tr.next, 2*time.Second)
+		cs = cl.Stats()
+		return nil
+	})
 	kA := diff(kA0, kernelCounters(t, p.A), kernelLossKeys)
 	kB := diff(kB0, kernelCounters(t, p.B), kernelLossKeys)
 	t.Logf("client counters: %s", allCounters(cs))
@@ -139,115 +151,122 @@ func fullTxRing(t *testing.T, kind string) {
 
 func emptyFillRing(t *testing.T, kind string) {
 	p := testhost.NewT(t, testhost.Options{})
-	cfg := serverConfig(kind, p.B)
-	smallRings(&cfg)
-	srv := open(t, p.B, cfg)
-	var rc calls
-	rc.name = kind + " server"
-	watch(t, &rc)
-	const size, burst = 100, 5000
-	y := tally{magic: 0xf111, size: size}
-	var conn *net.UDPConn
-	if err := p.A.Do(func() error {
-		var err error
-		conn, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.B.Addr.AsSlice(), Port: port})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var sent uint64
-	msg := make([]byte, size)
-	send := func(n int) {
-		for i := 0; i < n; i++ {
-			fillMsg(msg, y.magic, sent)
-			if _, err := conn.Write(msg); err != nil {
-				t.Fatalf("kernel send: %v", err)
-			}
-			sent++
+	onThread(t, p.B, func() error {
+		cfg := serverConfig(kind, p.B)
+		smallRings(&cfg)
+		srv, err := openHere(cfg)
+		if err != nil {
+			return err
 		}
-	}
-	pkts := make([]core.Packet, 64)
-	read := func() int {
-		total := 0
-		for {
-			rc.begin(opRx)
-			n, err := srv.Rx(pkts)
-			rc.end()
-			if err != nil {
-				t.Fatalf("Rx: %v", err)
-			}
-			for _, pk := range pkts[:n] {
-				y.take(pk.Data, sent)
-			}
-			total += n
-			if n == 0 {
-				return total
+		defer srv.Close()
+		var rc calls
+		rc.name = kind + " server"
+		watch(t, &rc)
+		const size, burst = 100, 5000
+		y := tally{magic: 0xf111, size: size}
+		var conn *net.UDPConn
+		if err := p.A.Do(func() error {
+			var err error
+			conn, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: cfg.LocalIP.AsSlice(), Port: port})
+			return err
+		}); err != nil {
+			fatalf(t, "%v", err)
+		}
+		defer conn.Close()
+		var sent uint64
+		msg := make([]byte, size)
+		send := func(n int) {
+			for i := 0; i < n; i++ {
+				fillMsg(msg, y.magic, sent)
+				if _, err := conn.Write(msg); err != nil {
+					fatalf(t, "kernel send: %v", err)
+				}
+				sent++
 			}
 		}
-	}
-	// One message first: the peer's kernel has resolved us, the path works.
-	send(1)
-	if !eventually(10*time.Second, func() bool { read(); return y.got == 1 }) {
-		t.Fatal("the first message did not arrive")
-	}
-	kA0, kB0 := kernelCounters(t, p.A), kernelCounters(t, p.B)
-	s0 := srv.Stats()
-
-	// The server does not read: its rings fill up and the fill ring runs
-	// empty.
-	send(burst)
-	time.Sleep(200 * time.Millisecond)
-	// Wait returns at once: something is there.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	start := time.Now()
-	rc.begin(opWait)
-	err := srv.Wait(ctx)
-	rc.end()
-	cancel()
-	if err != nil && !errors.Is(err, core.ErrNotSupported) {
-		t.Fatalf("Wait with frames waiting: %v", err)
-	}
-	if d := time.Since(start); d > callLimit {
-		t.Errorf("Wait took %v with frames waiting", d)
-	}
-	// Take what the rings held.
-	for quiet := time.Now(); time.Since(quiet) < 500*time.Millisecond; {
-		if read() > 0 {
-			quiet = time.Now()
+		pkts := make([]core.Packet, 64)
+		read := func() int {
+			total := 0
+			for {
+				rc.begin(opRx)
+				n, err := srv.Rx(pkts)
+				rc.end()
+				if err != nil {
+					fatalf(t, "Rx: %v", err)
+				}
+				for _, pk := range pkts[:n] {
+					y.take(pk.Data, sent)
+				}
+				total += n
+				if n == 0 {
+					return total
+				}
+			}
 		}
-		time.Sleep(time.Millisecond)
-	}
-	afterBurst := y.got
-	// Paced traffic, read as it comes: the fill ring was replenished.
-	for i := 0; i < 100; i++ {
+		// One message first: the peer's kernel has resolved us, the path works.
 		send(1)
-		eventually(time.Second, func() bool { return read() > 0 })
-	}
-	eventually(2*time.Second, func() bool { read(); return y.got == afterBurst+100 })
-	ss := srv.Stats()
-	kA := diff(kA0, kernelCounters(t, p.A), kernelLossKeys)
-	kB := diff(kB0, kernelCounters(t, p.B), kernelLossKeys)
-	empty0, _ := s0.Counter("xsk", "rx_fill_ring_empty_descs")
-	empty1, _ := ss.Counter("xsk", "rx_fill_ring_empty_descs")
-	t.Logf("server counters: %s", allCounters(ss))
-	t.Logf("got %d of %d (%d after the burst of %d), dup %d, bad %d; %v", y.got, sent, afterBurst, burst, y.dup, y.bad, &rc)
-	rc.check(t)
-	if y.dup != 0 || y.bad != 0 {
-		t.Errorf("%d duplicates and %d damaged messages", y.dup, y.bad)
-	}
-	if y.got != afterBurst+100 {
-		t.Errorf("after the burst, %d of 100 paced messages arrived: the fill ring did not recover", y.got-afterBurst)
-	}
-	if afterBurst >= burst {
-		t.Errorf("all %d messages of the burst arrived: the rings never filled", burst)
-	}
-	if kind == core.KindXDP && empty1 == empty0 {
-		t.Errorf("the fill ring never ran empty (rx_fill_ring_empty_descs %d)", empty1)
-	}
-	s0.TxDropped, ss.TxDropped = 0, 0
-	l := leg{name: "kernel→server", sent: sent - 1, received: y.got - 1, to: subStats(ss, s0), kfrom: kA, kto: kB}
-	l.check(t)
+		if !eventually(10*time.Second, func() bool { read(); return y.got == 1 }) {
+			fatalf(t, "the first message did not arrive")
+		}
+		kA0, kB0 := kernelCounters(t, p.A), kernelCounters(t, p.B)
+		s0 := srv.Stats()
+
+		// The server does not read: its rings fill up and the fill ring runs
+		// empty.
+		send(burst)
+		time.Sleep(200 * time.Millisecond)
+		// Wait returns at once: something is there.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
+		rc.begin(opWait)
+		err = srv.Wait(ctx)
+		rc.end()
+		cancel()
+		if err != nil && !errors.Is(err, core.ErrNotSupported) {
+			fatalf(t, "Wait with frames waiting: %v", err)
+		}
+		if d := time.Since(start); d > callLimit {
+			t.Errorf("Wait took %v with frames waiting", d)
+		}
+		// Take what the rings held.
+		for quiet := time.Now(); time.Since(quiet) < 500*time.Millisecond; {
+			if read() > 0 {
+				quiet = time.Now()
+			}
+			time.Sleep(time.Millisecond)
+		}
+		afterBurst := y.got
+		// Paced traffic, read as it comes: the fill ring was replenished.
+		for i := 0; i < 100; i++ {
+			send(1)
+			eventually(time.Second, func() bool { return read() > 0 })
+		}
+		eventually(2*time.Second, func() bool { read(); return y.got == afterBurst+100 })
+		ss := srv.Stats()
+		kA := diff(kA0, kernelCounters(t, p.A), kernelLossKeys)
+		kB := diff(kB0, kernelCounters(t, p.B), kernelLossKeys)
+		empty0, _ := s0.Counter("xsk", "rx_fill_ring_empty_descs")
+		empty1, _ := ss.Counter("xsk", "rx_fill_ring_empty_descs")
+		t.Logf("server counters: %s", allCounters(ss))
+		t.Logf("got %d of %d (%d after the burst of %d), dup %d, bad %d; %v", y.got, sent, afterBurst, burst, y.dup, y.bad, &rc)
+		rc.check(t)
+		if y.dup != 0 || y.bad != 0 {
+			t.Errorf("%d duplicates and %d damaged messages", y.dup, y.bad)
+		}
+		if y.got != afterBurst+100 {
+			t.Errorf("after the burst, %d of 100 paced messages arrived: the fill ring did not recover", y.got-afterBurst)
+		}
+		if afterBurst >= burst {
+			t.Errorf("all %d messages of the burst arrived: the rings never filled", burst)
+		}
+		if kind == core.KindXDP && empty1 == empty0 {
+			t.Errorf("the fill ring never ran empty (rx_fill_ring_empty_descs %d)", empty1)
+		}
+		s0.TxDropped, ss.TxDropped = 0, 0
+		l := leg{name: "kernel→server", sent: sent - 1, received: y.got - 1, to: subStats(ss, s0), kfrom: kA, kto: kB}
+		l.check(t)
+		return nil
+	})
 }
 
 // subStats returns the loss counters of s minus those of before (the

@@ -2,6 +2,7 @@ package faulttest
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -38,116 +39,117 @@ func TestFaultSlowConsumer(t *testing.T) {
 
 func slowConsumer(t *testing.T, kind string) {
 	p := testhost.NewT(t, testhost.Options{})
+	const size = 256
+	magic := newMagic()
 	scfg := serverConfig(kind, p.B)
 	scfg.SockBuf = 256 << 10 // a small receive buffer fills quickly
-	srv := open(t, p.B, scfg)
-	ccfg := clientConfig(kind, p.A, p.B.Addr)
-	ccfg.TCP.SendStall = time.Minute // wait out the pause without a stall report
-	cl := open(t, p.A, ccfg)
-	const size = 256
-	tr := newTraffic(t, kind+" sender", cl, size, 1e9)
-	var rc calls
-	rc.name = kind + " receiver"
-	watch(t, &rc)
-	sink := tally{magic: tr.magic, size: size, inOrder: isStream(kind)}
-	pkts := make([]core.Packet, 64)
-	var rxErrs errLog
-	cannotWait := false
-	read := func() int {
-		total := 0
-		for round := 0; round < 64; round++ {
-			rc.begin(opRx)
-			n, err := srv.Rx(pkts)
-			rc.end()
-			if err != nil {
-				rxErrs.add(err)
-			}
-			for _, pk := range pkts[:n] {
-				sink.take(pk.Data, tr.next)
-			}
-			total += n
-			if n < len(pkts) {
+	k := startSink(t, p.B, kind+" receiver", scfg, magic, size)
+	var tr *traffic
+	var cs core.Stats
+	var kA0, kB0 map[string]uint64
+	var heap0, heap1, sentInPause, refusedInPause uint64
+	onThread(t, p.A, func() error {
+		ccfg := clientConfig(kind, p.A, p.B)
+		ccfg.TCP.SendStall = time.Minute // wait out the pause without a stall report
+		cl, err := openHere(ccfg)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		tr = newTraffic(t, kind+" sender", cl, size, 1e9, magic)
+		// One message through first, so that a stream server has accepted.
+		tr.limit = 1
+		for end := time.Now().Add(30 * time.Second); ; {
+			if y, _ := k.count(); y.got == 1 {
 				break
 			}
+			if time.Now().After(end) {
+				return fmt.Errorf("the first message did not arrive: %v; receiver %v", tr, k.errs.String())
+			}
+			tr.send()
+			time.Sleep(time.Millisecond)
 		}
-		return total
-	}
+		kA0, kB0 = kernelCounters(t, p.A), kernelCounters(t, p.B)
+		heap0 = heapInUse()
 
-	// One message through first, so that a stream server has accepted.
-	tr.limit = 1
-	for end := time.Now().Add(30 * time.Second); sink.got == 0; {
-		if time.Now().After(end) {
-			t.Fatalf("the first message did not arrive: %v; receiver %v", tr, rxErrs.String())
+		// The receiver sleeps; the sender pushes.
+		k.paused.Store(true)
+		tr.limit = slowMax
+		refusedBefore := tr.refused
+		for end := time.Now().Add(slowPause); time.Now().Before(end) && tr.next < slowMax; {
+			r := tr.refused
+			tr.send()
+			k.limit.Store(tr.next)
+			if tr.refused != r {
+				time.Sleep(200 * time.Microsecond) // back-pressure: give the stack a moment
+			} else {
+				runtime.Gosched()
+			}
 		}
-		tr.send()
-		if read() == 0 {
-			waitOrNap(context.Background(), srv, &rc, time.Millisecond, &cannotWait)
-		}
-	}
-	kA0, kB0 := kernelCounters(t, p.A), kernelCounters(t, p.B)
-	heap0 := heapInUse()
+		heap1 = heapInUse()
+		sentInPause, refusedInPause = tr.next-1, tr.refused-refusedBefore
 
-	// The receiver sleeps; the sender pushes.
-	tr.limit = slowMax
-	refusedBefore := tr.refused
-	for end := time.Now().Add(slowPause); time.Now().Before(end) && tr.next < slowMax; {
-		r := tr.refused
-		tr.send()
-		if tr.refused != r {
-			time.Sleep(200 * time.Microsecond) // back-pressure: give the stack a moment
-		} else {
-			runtime.Gosched()
+		// The receiver reads again until everything is in (stream) or
+		// nothing more comes (datagrams); the sender flushes what it has
+		// staged.
+		k.paused.Store(false)
+		for end, start := time.Now().Add(60*time.Second), time.Now(); time.Now().Before(end); {
+			y, last := k.count()
+			if y.got+y.bad+y.dup >= tr.next || time.Since(maxTime(last, start)) > 2*time.Second {
+				break
+			}
+			tr.c.begin(opFlush)
+			err := cl.Flush()
+			tr.c.end()
+			if err != nil {
+				tr.errs.add(err)
+			}
+			waitOrNap(context.Background(), cl, &tr.c, time.Millisecond, &tr.cannotWait)
+			tr.recv()
 		}
-	}
-	heap1 := heapInUse()
-	sentInPause, refusedInPause := tr.next-1, tr.refused-refusedBefore
-
-	// The receiver reads again until everything is in (stream) or nothing
-	// more comes (datagrams).
-	last := time.Now()
-	for end := time.Now().Add(60 * time.Second); sink.got < tr.next && time.Now().Before(end) && time.Since(last) < 2*time.Second; {
-		tr.c.begin(opFlush)
-		if err := cl.Flush(); err != nil {
-			tr.errs.add(err)
-		}
-		tr.c.end()
-		if read() > 0 {
-			last = time.Now()
-		} else {
-			waitOrNap(context.Background(), srv, &rc, time.Millisecond, &cannotWait)
-		}
-	}
-	cs, ss := cl.Stats(), srv.Stats()
+		cs = cl.Stats()
+		return nil
+	})
+	k.stop(t)
+	ss := k.final
+	y, _ := k.count()
 	kA := diff(kA0, kernelCounters(t, p.A), kernelLossKeys)
 	kB := diff(kB0, kernelCounters(t, p.B), kernelLossKeys)
 	t.Logf("pause: %d messages accepted, Queue refused %d times; heap %d KiB before, %d KiB after",
 		sentInPause, refusedInPause, heap0>>10, heap1>>10)
 	t.Logf("sender: %v; counters %s", tr, allCounters(cs))
-	t.Logf("receiver: got %d (dup %d, bad %d), %s; counters %s", sink.got, sink.dup, sink.bad, rxErrs.String(), allCounters(ss))
-	t.Logf("%v; %v", &tr.c, &rc)
+	t.Logf("receiver: got %d (dup %d, bad %d), %s; counters %s", y.got, y.dup, y.bad, k.errs.String(), allCounters(ss))
+	t.Logf("%v; %v", &tr.c, &k.c)
 	tr.c.check(t)
-	rc.check(t)
+	k.c.check(t)
 	if heap1 > heap0+heapSlack {
 		t.Errorf("the heap grew from %d KiB to %d KiB while the receiver slept", heap0>>10, heap1>>10)
 	}
-	if sink.dup != 0 || sink.bad != 0 {
-		t.Errorf("the receiver got %d duplicate and %d damaged or out-of-order messages", sink.dup, sink.bad)
+	if y.dup != 0 || y.bad != 0 {
+		t.Errorf("the receiver got %d duplicate and %d damaged or out-of-order messages", y.dup, y.bad)
 	}
 	if isStream(kind) {
 		if refusedInPause == 0 || cs.TxBackpressure == 0 {
 			t.Errorf("the sender never met back-pressure while the receiver slept (%d accepted)", sentInPause)
 		}
-		if sink.got != tr.next {
-			t.Errorf("%d of %d records arrived after the receiver woke up", sink.got, tr.next)
+		if y.got != tr.next {
+			t.Errorf("%d of %d records arrived after the receiver woke up", y.got, tr.next)
 		}
-		if n := tr.errs.count() + rxErrs.count(); n != 0 {
-			t.Errorf("errors: sender %v; receiver %v", tr.errs.String(), rxErrs.String())
+		if n := tr.errs.count() + k.errs.count(); n != 0 {
+			t.Errorf("errors: sender %v; receiver %v", tr.errs.String(), k.errs.String())
 		}
 		return
 	}
-	l := leg{name: "sender→receiver", sent: tr.next, received: sink.got, from: cs, to: ss, kfrom: kA, kto: kB}
+	l := leg{name: "sender→receiver", sent: tr.next, received: y.got, from: cs, to: ss, kfrom: kA, kto: kB}
 	l.check(t)
-	if sink.got == tr.next {
+	if y.got == tr.next {
 		t.Errorf("nothing was lost: %d messages fit in the receiver's buffers, the test did not make a slow consumer", tr.next)
 	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
