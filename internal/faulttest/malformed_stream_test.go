@@ -92,15 +92,32 @@ func malformedStream(t *testing.T, kind string) {
 			return err
 		}
 		defer srv.Close()
+		// The kernel client connects while the server is polled: netstack
+		// answers ARP and the handshake only when driven.
 		var conn *net.TCPConn
-		if err := p.A.Do(func() error {
-			c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(cfg.LocalIP, port).String(), 10*time.Second)
-			if err == nil {
-				conn = c.(*net.TCPConn)
+		dialed := make(chan error, 1)
+		go func() {
+			dialed <- p.A.Do(func() error {
+				c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(cfg.LocalIP, port).String(), 10*time.Second)
+				if err == nil {
+					conn = c.(*net.TCPConn)
+				}
+				return err
+			})
+		}()
+		pkts := make([]core.Packet, 64)
+		for dialing := true; dialing; {
+			select {
+			case err := <-dialed:
+				if err != nil {
+					fatalf(t, "kernel client: %v", err)
+				}
+				dialing = false
+			default:
+				srv.Rx(pkts)
+				srv.Flush()
+				time.Sleep(100 * time.Microsecond)
 			}
-			return err
-		}); err != nil {
-			fatalf(t, "kernel client: %v", err)
 		}
 		defer conn.Close()
 		go func() { // whatever the server sends back is read and dropped
@@ -119,7 +136,6 @@ func malformedStream(t *testing.T, kind string) {
 		var rc calls
 		rc.name = kind + " server"
 		watch(t, &rc)
-		pkts := make([]core.Packet, 64)
 		var errs errLog
 		marker := 0
 		exchange := func(frames ...[]byte) [][]byte {

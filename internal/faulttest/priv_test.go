@@ -362,7 +362,7 @@ func containsKind(ks []string, k string) bool {
 func runProbe(t *testing.T, p *testhost.Pair, bin, kind string, caps []uintptr) probeResult {
 	t.Helper()
 	cmd := p.A.Command(bin, "privprobe", "--kind", kind, "--iface", p.A.Iface,
-		"--local", p.A.Addr.String(), "--dst", p.B.Addr.String())
+		"--local", addrFor(kind, p.A).String(), "--dst", p.B.Addr.String())
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	cmd.Dir = filepath.Dir(bin)
 	if cmd.SysProcAttr == nil {

@@ -108,6 +108,7 @@ func slowConsumer(t *testing.T, kind string) {
 			tr.recv()
 		}
 		cs = cl.Stats()
+		k.stop(t) // before the sender closes: a stream receiver would see it go
 		return nil
 	})
 	k.stop(t)
