@@ -3,8 +3,10 @@
 // the kernel, not in socket options: non-blocking, SO_RCVBUF/SO_SNDBUF forced
 // where privileged and otherwise as large as the kernel allows, SO_BUSY_POLL,
 // connected for unicast. It also reads the kernel's own counters (SO_MEMINFO
-// drops, TCP_INFO) and holds the raw sendmmsg/recvmmsg calls on
-// preallocated message arrays.
+// drops, TCP_INFO), holds the raw sendmmsg/recvmmsg calls on preallocated
+// message arrays, and the scaffolding the three backends share: Prepare
+// (kind, defaults, validation) and Life (the Close guard and the counters
+// frozen at Close).
 //
 // Everything here works without privileges; what privilege would add (forced
 // buffers) is reported in Granted, never silently dropped.
@@ -183,12 +185,12 @@ func OpenUDP(cfg core.Config) (fd int, g Granted, err error) {
 		return
 	}
 	if cfg.Role == core.RoleServer {
-		if err = Bind(fd, netip.AddrPortFrom(anyIfUnset(cfg.LocalIP), cfg.Port)); err != nil {
+		if err = Bind(fd, BindAddr(cfg.LocalIP, cfg.Port)); err != nil {
 			return
 		}
 	} else {
 		if cfg.LocalIP.IsValid() || cfg.LocalPort != 0 {
-			if err = Bind(fd, netip.AddrPortFrom(anyIfUnset(cfg.LocalIP), cfg.LocalPort)); err != nil {
+			if err = Bind(fd, BindAddr(cfg.LocalIP, cfg.LocalPort)); err != nil {
 				return
 			}
 		}
@@ -205,11 +207,13 @@ func OpenUDP(cfg core.Config) (fd int, g Granted, err error) {
 	return
 }
 
-func anyIfUnset(a netip.Addr) netip.Addr {
-	if a.IsValid() {
-		return a
+// BindAddr returns the address to bind for Config.LocalIP ip and port:
+// ip:port, or 0.0.0.0:port (every address) when ip is unset.
+func BindAddr(ip netip.Addr, port uint16) netip.AddrPort {
+	if !ip.IsValid() {
+		ip = netip.IPv4Unspecified()
 	}
-	return netip.IPv4Unspecified()
+	return netip.AddrPortFrom(ip, port)
 }
 
 // Bind binds fd to ap. EACCES (a port below 1024 without

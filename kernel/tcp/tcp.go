@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,12 +75,8 @@ type Backend struct {
 	granted sock.Granted
 	mode    string
 	local   netip.AddrPort
-	// pinnedTid is the thread New pinned to Config.CPUs[0], or 0.
-	pinnedTid int
-
-	guard   core.Guard
-	closeMu sync.Mutex
-	final   core.Stats
+	thread  cpu.Thread // what New did to pin its thread to Config.CPUs[0]
+	life    sock.Life
 
 	conns      []*conn
 	byAddr     map[netip.AddrPort]*conn
@@ -113,26 +108,18 @@ var _ core.Backend = (*Backend)(nil)
 //
 // The sockets belong to the network namespace of the calling thread. With
 // Config.CPUs set, New locks the calling goroutine to its thread and pins
-// it to CPUs[0] (call New on the goroutine that will poll); Close unpins
-// it when called on that goroutine, and leaves it pinned otherwise.
+// it to CPUs[0] (call New on the goroutine that will poll), unless the
+// caller pinned it there already (see cpu.Claim); Close undoes what New
+// did when called on that goroutine, and leaves the thread pinned
+// otherwise.
 func New(cfg core.Config) (core.Backend, error) {
-	if cfg.Kind == "" {
-		cfg.Kind = core.KindTCP
-	}
-	if cfg.Kind != core.KindTCP {
-		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "package kernel/tcp opens kind tcp only"}
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := sock.Prepare(cfg, core.KindTCP)
+	if err != nil {
 		return nil, err
 	}
 	b := &Backend{cfg: cfg, lfd: -1, epfd: -1, byAddr: make(map[netip.AddrPort]*conn)}
-	var err error
-	if len(cfg.CPUs) > 0 {
-		if err := cpu.Pin(cfg.CPUs[0]); err != nil {
-			return nil, err
-		}
-		b.pinnedTid = unix.Gettid()
+	if b.thread, err = cpu.Claim(cfg.CPUs, false); err != nil {
+		return nil, err
 	}
 	ok := false
 	defer func() {
@@ -190,12 +177,8 @@ func (b *Backend) release() error {
 		errs = append(errs, b.waker.Close())
 		b.waker = nil
 	}
-	// Unpin only on the pinned thread: a locked goroutine has its thread to
-	// itself, so the thread id tells; any other goroutine is left alone.
-	if b.pinnedTid != 0 && unix.Gettid() == b.pinnedTid {
-		errs = append(errs, cpu.Unpin())
-		b.pinnedTid = 0
-	}
+	errs = append(errs, b.thread.Release())
+	b.thread = cpu.Thread{}
 	return errors.Join(errs...)
 }
 
@@ -213,11 +196,7 @@ func (b *Backend) listen() error {
 	if b.granted, err = sock.TuneTCP(fd, b.cfg); err != nil {
 		return err
 	}
-	ip := b.cfg.LocalIP
-	if !ip.IsValid() {
-		ip = netip.IPv4Unspecified()
-	}
-	if err := sock.Bind(fd, netip.AddrPortFrom(ip, b.cfg.Port)); err != nil {
+	if err := sock.Bind(fd, sock.BindAddr(b.cfg.LocalIP, b.cfg.Port)); err != nil {
 		return err
 	}
 	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
@@ -276,11 +255,7 @@ func (b *Backend) connectAll() error {
 					return fmt.Errorf("setsockopt SO_REUSEADDR: %w", err)
 				}
 			}
-			ip := b.cfg.LocalIP
-			if !ip.IsValid() {
-				ip = netip.IPv4Unspecified()
-			}
-			if err := sock.Bind(fd, netip.AddrPortFrom(ip, b.cfg.LocalPort)); err != nil {
+			if err := sock.Bind(fd, sock.BindAddr(b.cfg.LocalIP, b.cfg.LocalPort)); err != nil {
 				return err
 			}
 		}
@@ -425,10 +400,10 @@ func (b *Backend) maybeAccept() {
 // connection (layer "tcp" counter "queue_no_conn"), or the backend is
 // closed.
 func (b *Backend) Queue(payload []byte) bool {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return false
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	var n uint64
 	fits := true
 	for _, c := range b.conns {
@@ -461,10 +436,10 @@ func (b *Backend) Queue(payload []byte) bool {
 // address is to. It returns false as Queue does; a peer that is not (or no
 // longer) connected counts as "queue_no_conn".
 func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return false
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	c := b.byAddr[to]
 	if c == nil || c.gone {
 		b.noConn++
@@ -495,10 +470,10 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
 // once it has none left: Close it and make a new one to reconnect. Flush
 // returns net.ErrClosed after Close.
 func (b *Backend) Flush() error {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return core.ErrClosed
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	b.maybeAccept()
 	for _, c := range b.conns {
 		if c.gone || c.stage.Len() == 0 {
@@ -628,10 +603,10 @@ func (b *Backend) popErr() error {
 // records it sent before are delivered. Rx returns net.ErrClosed after
 // Close.
 func (b *Backend) Rx(pkts []core.Packet) (int, error) {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return 0, core.ErrClosed
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	b.maybeAccept()
 	want := min(len(pkts), b.cfg.RxBatch)
 	k := 0
@@ -703,10 +678,10 @@ func (b *Backend) rxConn(c *conn, pkts []core.Packet, k, want int) int {
 // backend is closed (net.ErrClosed). It polls one epoll descriptor that
 // holds the listener and every connection.
 func (b *Backend) Wait(ctx context.Context) error {
-	if !b.guard.BeginWait() {
+	if !b.life.BeginWait() {
 		return core.ErrClosed
 	}
-	defer b.guard.EndWait()
+	defer b.life.EndWait()
 	var calls uint64
 	err := fdwait.Wait(ctx, b.epfd, b.waker, &calls)
 	b.waitCalls.Add(calls)
@@ -726,18 +701,7 @@ func (b *Backend) Wait(ctx context.Context) error {
 // expiries, the largest smoothed RTT of the open ones), and "queue_no_conn".
 // None is a loss: TCP retransmits. Safe from any goroutine; after Close it
 // returns the counters as they were at Close.
-func (b *Backend) Stats() core.Stats {
-	if b.guard.Enter() {
-		s := b.snapshot()
-		b.guard.Exit()
-		return s
-	}
-	b.closeMu.Lock()
-	defer b.closeMu.Unlock()
-	s := b.final
-	s.Layers = append([]core.Counter(nil), s.Layers...)
-	return s
-}
+func (b *Backend) Stats() core.Stats { return b.life.Stats(b.snapshot) }
 
 func (b *Backend) snapshot() core.Stats {
 	s := b.st
@@ -762,15 +726,12 @@ func (b *Backend) snapshot() core.Stats {
 // until nothing is staged before Close to deliver them). On the goroutine
 // New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
-	b.closeMu.Lock()
-	defer b.closeMu.Unlock()
-	if !b.guard.Shut(b.waker.Wake) {
-		return nil
-	}
-	for _, c := range b.conns {
-		b.st.TxDropped += uint64(c.stage.Records())
-		c.stage.Reset()
-	}
-	b.final = b.snapshot()
-	return b.release()
+	return b.life.Close(b.waker.Wake, func() (core.Stats, error) {
+		for _, c := range b.conns {
+			b.st.TxDropped += uint64(c.stage.Records())
+			c.stage.Reset()
+		}
+		final := b.snapshot()
+		return final, b.release()
+	})
 }

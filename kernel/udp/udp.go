@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -42,12 +41,8 @@ type Backend struct {
 	waker   *fdwait.Waker
 	granted sock.Granted
 	mode    string
-	// pinnedTid is the thread New pinned to Config.CPUs[0], or 0.
-	pinnedTid int
-
-	guard   core.Guard
-	closeMu sync.Mutex // held by Close; Stats after Close waits on it
-	final   core.Stats // counters at Close, under closeMu
+	thread  cpu.Thread // what New did to pin its thread to Config.CPUs[0]
+	life    sock.Life
 
 	// Transmit: msgs[:nmsg] are queued; slot i of txBuf holds message i's
 	// payload (slots[:nslot] are used).
@@ -92,60 +87,34 @@ var _ core.Backend = (*Backend)(nil)
 //
 // The socket belongs to the network namespace of the calling thread. With
 // Config.CPUs set, New locks the calling goroutine to its thread and pins
-// it to CPUs[0] (call New on the goroutine that will poll); Close unpins
-// it when called on that goroutine, and leaves it pinned otherwise.
+// it to CPUs[0] (call New on the goroutine that will poll), unless the
+// caller pinned it there already (see cpu.Claim); Close undoes what New
+// did when called on that goroutine, and leaves the thread pinned
+// otherwise.
 func New(cfg core.Config) (core.Backend, error) {
-	if cfg.Kind == "" {
-		cfg.Kind = core.KindUDP
-	}
-	if cfg.Kind != core.KindUDP {
-		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "package kernel/udp opens kind udp only"}
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := sock.Prepare(cfg, core.KindUDP)
+	if err != nil {
 		return nil, err
 	}
-	pinned, err := pin(cfg)
+	th, err := cpu.Claim(cfg.CPUs, false)
 	if err != nil {
 		return nil, err
 	}
 	fd, g, err := sock.OpenUDP(cfg)
 	if err != nil {
-		unpin(pinned)
+		th.Release()
 		return nil, err
 	}
 	w, err := fdwait.NewWaker()
 	if err != nil {
 		unix.Close(fd)
-		unpin(pinned)
+		th.Release()
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, fd: fd, waker: w, granted: g, pinnedTid: pinned}
+	b := &Backend{cfg: cfg, fd: fd, waker: w, granted: g, thread: th}
 	b.mode = "sendmmsg/recvmmsg, " + g.Mode()
 	b.alloc()
 	return b, nil
-}
-
-// pin pins the calling goroutine's thread to cfg.CPUs[0], if set, and
-// returns the thread's id (0 when not pinned).
-func pin(cfg core.Config) (int, error) {
-	if len(cfg.CPUs) == 0 {
-		return 0, nil
-	}
-	if err := cpu.Pin(cfg.CPUs[0]); err != nil {
-		return 0, err
-	}
-	return unix.Gettid(), nil
-}
-
-// unpin undoes pin when called on the pinned thread: a locked goroutine
-// has its thread to itself, so the thread id tells. On another thread it
-// does nothing (that goroutine must not be touched).
-func unpin(tid int) error {
-	if tid != 0 && unix.Gettid() == tid {
-		return cpu.Unpin()
-	}
-	return nil
 }
 
 // alloc builds the message arrays once. They live on the Go heap, whose
@@ -196,10 +165,10 @@ func (b *Backend) LocalAddr() netip.AddrPort { return b.granted.Local }
 // server has no Dests to send to (counted as layer "udp" counter
 // "queue_no_dest"; answer with QueueTo instead).
 func (b *Backend) Queue(payload []byte) bool {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return false
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	if len(b.dests) == 0 {
 		b.noDest++
 		return false
@@ -247,10 +216,10 @@ func (b *Backend) take(payload []byte, per int) (int, bool) {
 // QueueTo copies payload into a send slot addressed to to, the From of a
 // received Packet. It returns false as Queue does.
 func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return false
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	slot, ok := b.take(payload, 1)
 	if !ok {
 		return false
@@ -277,10 +246,10 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
 // the whole batch. It returns an error only when the backend is closed
 // (net.ErrClosed).
 func (b *Backend) Flush() error {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return core.ErrClosed
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	off := 0
 	for off < b.nmsg {
 		n := min(b.nmsg-off, b.cfg.TxBatch)
@@ -326,10 +295,10 @@ func (b *Backend) countSendErr(e unix.Errno) {
 // listening) is counted (layer "udp" counter "rx_icmp_refused") and not
 // returned. The error is net.ErrClosed after Close, or a failed recvmmsg.
 func (b *Backend) Rx(pkts []core.Packet) (int, error) {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return 0, core.ErrClosed
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	n := min(len(pkts), b.cfg.RxBatch)
 	if n == 0 {
 		return 0, nil
@@ -387,10 +356,10 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 // Wait sleeps in poll(2) until the socket is readable, ctx is done
 // (ctx.Err()), or the backend is closed (net.ErrClosed).
 func (b *Backend) Wait(ctx context.Context) error {
-	if !b.guard.BeginWait() {
+	if !b.life.BeginWait() {
 		return core.ErrClosed
 	}
-	defer b.guard.EndWait()
+	defer b.life.EndWait()
 	var calls uint64
 	err := fdwait.Wait(ctx, b.fd, b.waker, &calls)
 	b.waitCalls.Add(calls)
@@ -405,18 +374,7 @@ func (b *Backend) Wait(ctx context.Context) error {
 // receive buffer was full) and our counts of send errors by cause (already
 // in TxDropped, so not marked as loss). Safe from any goroutine; after
 // Close it returns the counters as they were at Close.
-func (b *Backend) Stats() core.Stats {
-	if b.guard.Enter() {
-		s := b.snapshot()
-		b.guard.Exit()
-		return s
-	}
-	b.closeMu.Lock()
-	defer b.closeMu.Unlock()
-	s := b.final
-	s.Layers = append([]core.Counter(nil), s.Layers...)
-	return s
-}
+func (b *Backend) Stats() core.Stats { return b.life.Stats(b.snapshot) }
 
 // snapshot copies the counters; the caller holds the guard or has shut it.
 func (b *Backend) snapshot() core.Stats {
@@ -443,17 +401,14 @@ func (b *Backend) snapshot() core.Stats {
 // closing the socket. Messages still queued are counted in TxDropped. On
 // the goroutine New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
-	b.closeMu.Lock()
-	defer b.closeMu.Unlock()
-	if !b.guard.Shut(b.waker.Wake) {
-		return nil
-	}
-	b.st.TxDropped += uint64(b.nmsg)
-	b.nmsg, b.nslot = 0, 0
-	b.final = b.snapshot()
-	err := unix.Close(b.fd)
-	if err != nil {
-		err = fmt.Errorf("close socket: %w", err)
-	}
-	return errors.Join(err, b.waker.Close(), unpin(b.pinnedTid))
+	return b.life.Close(b.waker.Wake, func() (core.Stats, error) {
+		b.st.TxDropped += uint64(b.nmsg)
+		b.nmsg, b.nslot = 0, 0
+		final := b.snapshot()
+		err := unix.Close(b.fd)
+		if err != nil {
+			err = fmt.Errorf("close socket: %w", err)
+		}
+		return final, errors.Join(err, b.waker.Close(), b.thread.Release())
+	})
 }

@@ -7,9 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -69,12 +68,10 @@ type Backend struct {
 	mem   *iouring.Region // the receive msghdr, then the send slots
 	waker *fdwait.Waker   // written by Close: ends Wait, cancels everything
 
-	tid    int  // the OS thread New ran on, which submits
-	pinned bool // New pinned that thread (cpu.Pin); Close unpins it there
-
-	guard   core.Guard
-	closeMu sync.Mutex
-	final   core.Stats
+	// thread is the OS thread New ran on, which submits: locked, and
+	// pinned to Config.CPUs[0] when set. Close releases it there.
+	thread cpu.Thread
+	life   sock.Life
 
 	// Send slots: free[:nfree] are free, nq slots from queue[qhead]
 	// (modulo nslots) are queued for Flush, inflight are submitted (or in
@@ -142,9 +139,10 @@ var coopTaskrun = true
 // (only the creating thread may submit; any other gets EEXIST), and
 // because io_uring runs completion work on the submitting thread and CPU
 // affinity is per thread. With Config.CPUs set it also pins the thread to
-// CPUs[0]. Close, called on that goroutine, unlocks (and unpins) it again;
-// a goroutine that ends while locked takes its thread with it. That
-// goroutine must outlive the backend: when its thread ends, the kernel
+// CPUs[0], unless the caller pinned it there already (see cpu.Claim).
+// Close, called on that goroutine, undoes what New did (a pin the caller
+// made stays); a goroutine that ends while locked takes its thread with
+// it. That goroutine must outlive the backend: when its thread ends, the kernel
 // cancels the ring's requests (the receive ends, sends in flight fail) and
 // no other thread may arm them again (Rx then returns an error saying so).
 // To open a backend whose socket lives in another network namespace, join
@@ -171,14 +169,7 @@ func New(cfg core.Config) (core.Backend, error) {
 }
 
 func open(cfg core.Config) (_ *Backend, err error) {
-	if cfg.Kind == "" {
-		cfg.Kind = core.KindURing
-	}
-	if cfg.Kind != core.KindURing {
-		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "package kernel/uring opens kind uring only"}
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	if cfg, err = sock.Prepare(cfg, core.KindURing); err != nil {
 		return nil, err
 	}
 	if err := iouring.Check(); err != nil {
@@ -191,7 +182,7 @@ func open(cfg core.Config) (_ *Backend, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if !contains(allowed, sqCPU) {
+		if !slices.Contains(allowed, sqCPU) {
 			return nil, &core.ConfigError{Field: "URing.SQCPU", Value: sqCPU,
 				Reason: "the SQ thread's CPU must be one this process may run on (the kernel refuses others with EINVAL); allowed CPUs are " + cpu.FormatList(allowed)}
 		}
@@ -212,19 +203,12 @@ func open(cfg core.Config) (_ *Backend, err error) {
 		}
 	}()
 
-	if len(cfg.CPUs) > 0 && !pinnedTo(cfg.CPUs[0]) {
-		if err := cpu.Pin(cfg.CPUs[0]); err != nil {
-			return nil, err
-		}
-		b.pinned = true
-		undo = append(undo, func() { _ = cpu.Unpin() })
-	} else {
-		// Unpinned, or pinned to that CPU already by the caller (whose pin
-		// Close then leaves alone): lock only.
-		runtime.LockOSThread()
-		undo = append(undo, runtime.UnlockOSThread)
+	// Locked always (SINGLE_ISSUER), pinned with Config.CPUs unless the
+	// caller pinned the thread there already (its pin stays at Close).
+	if b.thread, err = cpu.Claim(cfg.CPUs, true); err != nil {
+		return nil, err
 	}
-	b.tid = unix.Gettid()
+	undo = append(undo, func() { _ = b.thread.Release() })
 
 	b.fd, b.granted, err = sock.OpenUDP(cfg)
 	if err != nil {
@@ -358,27 +342,12 @@ func (b *Backend) initSlots() {
 	}
 }
 
-// pinnedTo reports whether the calling thread may run on c only.
-func pinnedTo(c int) bool {
-	cur, err := cpu.Current()
-	return err == nil && len(cur) == 1 && cur[0] == c
-}
-
 func pow2(n int) int {
 	p := 1
 	for p < n {
 		p <<= 1
 	}
 	return p
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // LocalAddr is the address and port the socket is bound to.
@@ -403,10 +372,10 @@ func (b *Backend) arm() bool {
 // has no Dests (layer "uring" counter "queue_no_dest"; answer with
 // QueueTo). It makes no system call.
 func (b *Backend) Queue(payload []byte) bool {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return false
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	if len(b.dests) == 0 {
 		b.noDest++
 		return false
@@ -428,10 +397,10 @@ func (b *Backend) Queue(payload []byte) bool {
 // received Packet. It returns false as Queue does, and for a to that is
 // not an IPv4 address and port (layer "uring" counter "queue_bad_dest").
 func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return false
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	if !to.Addr().Is4() || to.Port() == 0 {
 		b.badDest++
 		return false
@@ -493,10 +462,10 @@ func (b *Backend) put(payload []byte, to netip.AddrPort) {
 // or Queue); TxSent and TxBytes count completed sends. It returns
 // net.ErrClosed after Close, or a failed io_uring_enter.
 func (b *Backend) Flush() error {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return core.ErrClosed
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	b.reap()
 	batch := b.cfg.TxBatch
 	for {
@@ -619,10 +588,10 @@ func (b *Backend) recvError(e unix.Errno) {
 // failure other than the expected ones (ENOBUFS, ICMP errors, which are
 // counted).
 func (b *Backend) Rx(pkts []core.Packet) (int, error) {
-	if !b.guard.Enter() {
+	if !b.life.Enter() {
 		return 0, core.ErrClosed
 	}
-	defer b.guard.Exit()
+	defer b.life.Exit()
 	b.recycle()
 	if !b.armed {
 		if b.arm() {
@@ -697,17 +666,17 @@ func (b *Backend) recycle() {
 // socket's NAPI context inside this sleep. Each sleep lasts at most 50 ms,
 // so a context without a deadline is noticed.
 func (b *Backend) Wait(ctx context.Context) error {
-	if !b.guard.BeginWait() {
+	if !b.life.BeginWait() {
 		return core.ErrClosed
 	}
-	defer b.guard.EndWait()
+	defer b.life.EndWait()
 	for {
-		if !b.guard.Enter() {
+		if !b.life.Enter() {
 			return core.ErrClosed
 		}
 		b.reap()
 		ready, woken := b.rxLen > 0 || !b.armed || b.rxErr != 0, b.woken
-		b.guard.Exit()
+		b.life.Exit()
 		if woken {
 			return core.ErrClosed
 		}
@@ -749,18 +718,7 @@ func threadErr(err error) error {
 // and not completed), "cq_overflow" and "sq_dropped" (kernel counters that
 // stay 0 when the rings are sized right). Safe from any goroutine; after
 // Close it returns the counters as they were at Close.
-func (b *Backend) Stats() core.Stats {
-	if b.guard.Enter() {
-		s := b.snapshot()
-		b.guard.Exit()
-		return s
-	}
-	b.closeMu.Lock()
-	defer b.closeMu.Unlock()
-	s := b.final
-	s.Layers = append([]core.Counter(nil), s.Layers...)
-	return s
-}
+func (b *Backend) Stats() core.Stats { return b.life.Stats(b.snapshot) }
 
 func (b *Backend) snapshot() core.Stats {
 	s := b.st
@@ -802,12 +760,10 @@ func (b *Backend) snapshot() core.Stats {
 // that points into it has completed; if the kernel has not finished after
 // 2 s, the memory is left mapped (a leak, not a corruption) and Close says
 // so.
-func (b *Backend) Close() error {
-	b.closeMu.Lock()
-	defer b.closeMu.Unlock()
-	if !b.guard.Shut(b.waker.Wake) {
-		return nil
-	}
+func (b *Backend) Close() error { return b.life.Close(b.waker.Wake, b.shutdown) }
+
+// shutdown is Close's work, once the guard is shut.
+func (b *Backend) shutdown() (core.Stats, error) {
 	b.st.TxDropped += uint64(b.nq)
 	b.nq, b.qhead, b.qtail = 0, 0, 0
 	// SQEs the kernel has not taken (a Flush that met EAGAIN) never will
@@ -823,10 +779,9 @@ func (b *Backend) Close() error {
 	})
 	drained := b.drain()
 	b.unconfirmedAtClose = uint64(b.inflight)
-	b.final = b.snapshot()
+	final := b.snapshot()
 
 	var errs []error
-	onOwner := unix.Gettid() == b.tid
 	errs = append(errs, b.ring.Close())
 	if drained {
 		errs = append(errs, b.bufs.Free(), b.mem.Free())
@@ -836,15 +791,8 @@ func (b *Backend) Close() error {
 	if err := unix.Close(b.fd); err != nil {
 		errs = append(errs, fmt.Errorf("close socket: %w", err))
 	}
-	errs = append(errs, b.waker.Close())
-	if onOwner {
-		if b.pinned {
-			errs = append(errs, cpu.Unpin())
-		} else {
-			runtime.UnlockOSThread()
-		}
-	}
-	return errors.Join(errs...)
+	errs = append(errs, b.waker.Close(), b.thread.Release())
+	return final, errors.Join(errs...)
 }
 
 // nudgeOwner makes the ring's thread run the completion work the kernel
@@ -860,7 +808,7 @@ func (b *Backend) Close() error {
 // reaches nobody or a thread that ignores it.
 func (b *Backend) nudgeOwner() {
 	if coopTaskrun {
-		_ = unix.Tgkill(unix.Getpid(), b.tid, unix.SIGURG)
+		_ = unix.Tgkill(unix.Getpid(), b.thread.Tid(), unix.SIGURG)
 	}
 }
 
@@ -869,7 +817,7 @@ func (b *Backend) nudgeOwner() {
 // io_uring_enter; elsewhere it watches the CQ in memory (the kernel runs
 // the work on the ring's thread, interrupting whatever it does).
 func (b *Backend) drain() bool {
-	onOwner := unix.Gettid() == b.tid
+	onOwner := b.thread.Mine()
 	deadline := time.Now().Add(drainWait)
 	for {
 		b.reap()

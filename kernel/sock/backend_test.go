@@ -1,0 +1,76 @@
+package sock
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+func TestPrepare(t *testing.T) {
+	dests := []netip.Addr{lo}
+	c, err := Prepare(core.Config{Dests: dests, Port: 9}, core.KindTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kind != core.KindTCP || c.TxBatch != core.DefaultTxBatch {
+		t.Errorf("Prepare: kind %q, TxBatch %d; want the kind and the defaults", c.Kind, c.TxBatch)
+	}
+	for _, tc := range []struct {
+		cfg   core.Config
+		field string
+	}{
+		{core.Config{Kind: core.KindUDP, Dests: dests, Port: 9}, "Kind"},
+		{core.Config{Dests: dests}, "Port"},
+	} {
+		var ce *core.ConfigError
+		if _, err := Prepare(tc.cfg, core.KindTCP); !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("Prepare(%+v): %v, want a ConfigError for %s", tc.cfg, err, tc.field)
+		}
+	}
+}
+
+// TestLife: Stats reads the live counters while open and the frozen ones
+// after Close, which runs its shutdown once and wakes what waits.
+func TestLife(t *testing.T) {
+	var l Life
+	live := core.Stats{TxSent: 1, Layers: []core.Counter{{Layer: "x", Name: "y", Value: 1}}}
+	snapshot := func() core.Stats { return live }
+	if s := l.Stats(snapshot); s.TxSent != 1 {
+		t.Fatalf("Stats while open: %+v", s)
+	}
+	if !l.BeginWait() {
+		t.Fatal("BeginWait refused while open")
+	}
+	woken := make(chan struct{})
+	shutdowns := 0
+	done := make(chan error)
+	go func() {
+		done <- l.Close(func() { close(woken) }, func() (core.Stats, error) {
+			shutdowns++
+			live.TxSent = 2
+			return live, net.ErrClosed
+		})
+	}()
+	<-woken // Close woke the waiter, and waits for it to leave
+	l.EndWait()
+	if err := <-done; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Close returned %v, want shutdown's error", err)
+	}
+	if err := l.Close(nil, func() (core.Stats, error) { shutdowns++; return core.Stats{}, nil }); err != nil || shutdowns != 1 {
+		t.Fatalf("second Close: %v; shutdown ran %d times, want 1", err, shutdowns)
+	}
+	if l.Enter() || l.BeginWait() {
+		t.Fatal("the guard lets a call in after Close")
+	}
+	s := l.Stats(func() core.Stats { t.Fatal("snapshot called after Close"); return core.Stats{} })
+	if s.TxSent != 2 {
+		t.Fatalf("Stats after Close: TxSent %d, want the frozen 2", s.TxSent)
+	}
+	s.Layers[0].Value = 99
+	if again := l.Stats(snapshot); again.Layers[0].Value != 1 {
+		t.Fatal("Stats after Close shares its Layers with the caller")
+	}
+}
