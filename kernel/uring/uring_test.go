@@ -24,25 +24,24 @@ import (
 	"github.com/dgramio/dgramio/kernel/sock/socktest"
 )
 
-func payload(p []byte, seq uint32) []byte {
-	socktest.Payload(p, seq)
-	return p
-}
-
-var loopback = netip.MustParseAddr("127.0.0.1")
+var loopback = socktest.Loopback
 
 // freePort returns a UDP port on 127.0.0.1 that was free a moment ago.
-func freePort(t testing.TB) uint16 {
+func freePort(t testing.TB) uint16 { return socktest.FreePort(t, unix.SOCK_DGRAM) }
+
+// roundTrips sends n messages from c, each of size(i) bytes, at most window
+// of them unanswered, to an echo server, and checks that each comes back
+// whole, exactly once. (socktest.RoundTrip would run the echo loop on a
+// goroutine of its own, which a uring server, bound to the thread that
+// created it, cannot allow: echoServer runs it.)
+func roundTrips(t *testing.T, c core.Backend, n, window int, size func(i int) int) {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
+	if err := socktest.Exchange(c, n, window, size); err != nil {
+		t.Fatalf("%v; client stats %+v", err, c.Stats())
 	}
-	defer c.Close()
-	return uint16(c.LocalAddr().(*net.UDPAddr).Port)
 }
 
-// open opens a backend on the calling goroutine and closes it at the end of
+// openT opens a backend on the calling goroutine and closes it at the end of
 // the test (t.Cleanup runs on the test's goroutine, the ring's thread).
 func openT(t testing.TB, cfg core.Config) *Backend {
 	t.Helper()
@@ -62,9 +61,9 @@ func openT(t testing.TB, cfg core.Config) *Backend {
 	return b.(*Backend)
 }
 
-// echoServer runs a uring echo server on its own goroutine (New is called
-// there, since the ring belongs to the goroutine that polls it). It returns
-// the server's address and a function that stops it and returns its Stats.
+// echoServer runs a uring echo server on 127.0.0.1 (see serveEcho). It
+// returns the server's address and a function that stops it and returns
+// its Stats.
 func echoServer(t *testing.T, cfg core.Config) (netip.AddrPort, func() core.Stats) {
 	t.Helper()
 	cfg.Kind, cfg.Role = core.KindURing, core.RoleServer
@@ -74,108 +73,58 @@ func echoServer(t *testing.T, cfg core.Config) (netip.AddrPort, func() core.Stat
 	if cfg.Port == 0 {
 		cfg.Port = freePort(t)
 	}
-	ready := make(chan error, 1)
-	done := make(chan core.Stats, 1)
-	var srv core.Backend
-	go func() {
+	_, stop := serveEcho(t, func() (*Backend, error) {
 		b, err := New(cfg)
 		if err != nil {
-			ready <- err
+			return nil, err
+		}
+		return b.(*Backend), nil
+	})
+	return netip.AddrPortFrom(cfg.LocalIP, cfg.Port), stop
+}
+
+// serveEcho runs socktest.Echo on a uring server on a goroutine of its own:
+// open makes the server there, since the ring belongs to the goroutine
+// that polls it, and the server is closed there too. It returns the server
+// and a function that stops it (also run by t.Cleanup) and returns its
+// Stats. A server that cannot be made skips the test when that is not
+// supported here, and fails it otherwise.
+func serveEcho(t *testing.T, open func() (*Backend, error)) (*Backend, func() core.Stats) {
+	t.Helper()
+	ready := make(chan error, 1)
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var srv *Backend
+	go func() {
+		var err error
+		srv, err = open()
+		ready <- err
+		if err != nil {
 			return
 		}
-		srv = b
-		ready <- nil
-		pkts := make([]core.Packet, 32)
-		for {
-			n, err := b.Rx(pkts)
-			if errors.Is(err, net.ErrClosed) {
-				break
-			}
-			for _, p := range pkts[:n] {
-				for !b.QueueTo(p.Data, p.From) {
-					if b.Flush() != nil {
-						break
-					}
-				}
-			}
-			if n > 0 {
-				b.Flush()
-				continue
-			}
-			if err := b.Wait(context.Background()); errors.Is(err, net.ErrClosed) {
-				break
-			}
-		}
-		done <- b.Stats()
+		err = socktest.Echo(ctx, srv)
+		srv.Close() // on the ring's own thread
+		done <- err
 	}()
 	if err := <-ready; err != nil {
+		cancel()
 		testutil.SkipIfNotSupported(t, err)
 	}
-	stopped := false
 	var st core.Stats
+	stopped := false
 	stop := func() core.Stats {
 		if !stopped {
 			stopped = true
-			srv.Close()
-			st = <-done
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("echo server: %v", err)
+			}
+			st = srv.Stats()
 		}
 		return st
 	}
 	t.Cleanup(func() { stop() })
-	return netip.AddrPortFrom(cfg.LocalIP, cfg.Port), stop
-}
-
-// roundTrips sends n messages from c, each of size(i) bytes, at most window
-// of them unanswered, to an echo server, and checks that each comes back
-// whole, exactly once. (socktest.RoundTrip runs the echo loop on a
-// goroutine of its own, which a uring server, bound to the thread that
-// created it, cannot allow.)
-func roundTrips(t *testing.T, c core.Backend, n, window int, size func(i int) int) {
-	t.Helper()
-	buf := make([]byte, 65535)
-	pkts := make([]core.Packet, 64)
-	seen := make([]bool, n)
-	got, sent := 0, 0
-	deadline := time.Now().Add(60 * time.Second)
-	for got < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d echoes after 60 s; client stats %+v", got, n, c.Stats())
-		}
-		for sent < n && sent-got < window {
-			p := buf[:size(sent)]
-			socktest.Payload(p, uint32(sent))
-			if !c.Queue(p) {
-				break
-			}
-			sent++
-		}
-		if err := c.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		k, err := c.Rx(pkts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pkts[:k] {
-			seq, err := socktest.Check(p.Data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if int(seq) >= n || seen[seq] || len(p.Data) != size(int(seq)) {
-				t.Fatalf("echo %d (%d bytes) unexpected, duplicated or cut", seq, len(p.Data))
-			}
-			seen[seq] = true
-			got++
-		}
-		if k == 0 && sent-got >= window {
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			if err := c.Wait(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				cancel()
-				t.Fatal(err)
-			}
-			cancel()
-		}
-	}
+	return srv, stop
 }
 
 func fixed(n int) func(int) int { return func(int) int { return n } }
@@ -261,7 +210,8 @@ func TestTinyBufferRing(t *testing.T) {
 	const n, size = 1000, 64
 	buf := make([]byte, size)
 	for i := 0; i < n; i++ {
-		if _, err := tx.Write(payload(buf, uint32(i))); err != nil {
+		socktest.Payload(buf, uint32(i))
+		if _, err := tx.Write(buf); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -678,43 +628,7 @@ func TestOpenFailureLeaksNothing(t *testing.T) {
 // TestPinning: with Config.CPUs, New pins its thread and Close restores it;
 // a thread the caller pinned already stays pinned after Close.
 func TestPinning(t *testing.T) {
-	allowed, err := cpu.Allowed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := allowed[len(allowed)-1]
-	port1, port2 := freePort(t), freePort(t)
-	done := make(chan error)
-	go func() {
-		done <- func() error {
-			b, err := New(core.Config{Kind: core.KindURing, Role: core.RoleServer, LocalIP: loopback, Port: port1, CPUs: []int{c}})
-			if err != nil {
-				return err
-			}
-			if cur, _ := cpu.Current(); len(cur) != 1 || cur[0] != c {
-				return fmt.Errorf("after New: affinity %v, want [%d]", cur, c)
-			}
-			b.Close()
-			if cur, _ := cpu.Current(); len(cur) != len(allowed) {
-				return fmt.Errorf("after Close: affinity %v, want %v", cur, allowed)
-			}
-			// Pinned by the caller: New and Close leave the pin alone.
-			if err := cpu.Pin(c); err != nil {
-				return err
-			}
-			defer cpu.Unpin()
-			b, err = New(core.Config{Kind: core.KindURing, Role: core.RoleServer, LocalIP: loopback, Port: port2, CPUs: []int{c}})
-			if err != nil {
-				return err
-			}
-			b.Close()
-			if cur, _ := cpu.Current(); len(cur) != 1 || cur[0] != c {
-				return fmt.Errorf("caller's pin lost after Close: affinity %v", cur)
-			}
-			return nil
-		}()
-	}()
-	if err := <-done; err != nil {
-		testutil.SkipIfNotSupported(t, err)
-	}
+	socktest.Pinning(t, func(cpus []int) (core.Backend, error) {
+		return New(core.Config{Kind: core.KindURing, Role: core.RoleServer, LocalIP: loopback, Port: freePort(t), CPUs: cpus})
+	})
 }

@@ -3,8 +3,6 @@
 package uring
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"runtime"
@@ -56,44 +54,11 @@ func openIn(h *testhost.Host, cfg core.Config) (*Backend, error) {
 	return b.(*Backend), nil
 }
 
-// vethEchoServer runs a uring echo server in p.B on its own goroutine.
-func vethEchoServer(t *testing.T, p *testhost.Pair, cfg core.Config) (core.Backend, func() core.Stats) {
+// vethEchoServer runs a uring echo server in p.B (see serveEcho).
+func vethEchoServer(t *testing.T, p *testhost.Pair, cfg core.Config) (*Backend, func() core.Stats) {
 	t.Helper()
 	cfg.Role, cfg.LocalIP = core.RoleServer, p.B.Addr
-	ready := make(chan error, 1)
-	done := make(chan error, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	var srv *Backend
-	go func() {
-		var err error
-		srv, err = openIn(p.B, cfg)
-		ready <- err
-		if err != nil {
-			return
-		}
-		err = socktest.Echo(ctx, srv)
-		srv.Close() // on the ring's own thread
-		done <- err
-	}()
-	if err := <-ready; err != nil {
-		cancel()
-		testutil.SkipIfNotSupported(t, err)
-	}
-	var st core.Stats
-	stopped := false
-	stop := func() core.Stats {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("echo server: %v", err)
-			}
-			st = srv.Stats()
-		}
-		return st
-	}
-	t.Cleanup(func() { stop() })
-	return srv, stop
+	return serveEcho(t, func() (*Backend, error) { return openIn(p.B, cfg) })
 }
 
 // TestRoundTripVeth: 10,000 messages of 4..1472 bytes through a veth pair

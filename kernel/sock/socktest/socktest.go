@@ -1,7 +1,8 @@
 // Package socktest holds the test helpers that the kernel backends (udp,
 // tcp, uring) share: free loopback ports, re-running one test as an
 // unprivileged user, a checked round trip between a client and an echoing
-// server, and the Close-during-Rx race. It is imported by tests only.
+// server, the Close-during-Rx race and CPU pinning. It is imported by
+// tests only.
 package socktest
 
 import (
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +26,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // Loopback is 127.0.0.1.
@@ -145,15 +149,17 @@ func Check(p []byte) (uint32, error) {
 }
 
 // Echo runs a server's poll loop until ctx is done: everything received
-// is sent back to its sender with QueueTo. A message QueueTo refuses is
-// retried after a Flush, for up to 5 s. It returns nil when ctx ends, or the first error of
-// Rx or Flush other than a *core.PeerError (which it skips: a server goes on
-// with its other clients).
+// is sent back to its sender with QueueTo, and when nothing came it sleeps
+// in Wait. A message QueueTo refuses is retried after a Flush, for up to
+// 5 s. It returns nil when ctx ends, or the first error of Rx, Flush or
+// Wait other than a *core.PeerError (which it skips: a server goes on with
+// its other clients). The loop allocates nothing, so a test may measure
+// its client's allocations while Echo serves it.
 func Echo(ctx context.Context, srv core.Backend) error {
 	pkts := make([]core.Packet, 64)
+	var pe *core.PeerError // out of the loop: errors.As makes it escape
 	for ctx.Err() == nil {
 		n, err := srv.Rx(pkts)
-		var pe *core.PeerError
 		if err != nil && !errors.As(err, &pe) {
 			return err
 		}
@@ -180,10 +186,8 @@ func Echo(ctx context.Context, srv core.Backend) error {
 			return err
 		}
 		if n == 0 {
-			wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-			err := srv.Wait(wctx)
-			cancel()
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !errors.Is(err, core.ErrNotSupported) {
+			// ctx itself bounds the sleep: no timer, nothing allocated.
+			if err := srv.Wait(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, core.ErrNotSupported) {
 				return err
 			}
 		}
@@ -192,10 +196,9 @@ func Echo(ctx context.Context, srv core.Backend) error {
 }
 
 // RoundTrip sends n messages from cli, each of size(i) bytes (at least 4),
-// to a server that echoes them (run Echo on it), with at most window of them
-// in flight, and checks that every one comes back once with its content
-// intact, within a generous deadline. It fails the test otherwise, with
-// both sides' Stats.
+// to srv, which echoes them (RoundTrip runs Echo on it, on a goroutine of
+// its own), and checks them as Exchange does. It fails the test otherwise,
+// with both sides' Stats.
 func RoundTrip(t testing.TB, cli, srv core.Backend, n, window int, size func(i int) int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -213,7 +216,19 @@ func RoundTrip(t testing.TB, cli, srv core.Backend, n, window int, size func(i i
 			t.Errorf("echo server: %v", echoErr)
 		}
 	}()
+	if err := Exchange(cli, n, window, size); err != nil {
+		t.Fatalf("round trip: %v\nclient %+v\nserver %+v", err, cli.Stats(), srv.Stats())
+	}
+}
 
+// Exchange sends n messages from cli, each of size(i) bytes (at least 4)
+// made by Payload, to a server that echoes them, with at most window of
+// them in flight, and checks that every one comes back once with its
+// content intact, within a generous deadline (60 s). It drives only cli,
+// on the calling goroutine; the server runs elsewhere (Echo on a goroutine
+// of its own, or a backend bound to its thread running its own loop). It
+// returns what went wrong.
+func Exchange(cli core.Backend, n, window int, size func(i int) int) error {
 	seen := make([]bool, n)
 	got, next := 0, 0
 	buf := make([]byte, 65535)
@@ -221,7 +236,7 @@ func RoundTrip(t testing.TB, cli, srv core.Backend, n, window int, size func(i i
 	deadline := time.Now().Add(60 * time.Second)
 	for got < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("round trip: %d of %d messages came back before the deadline\nclient %+v\nserver %+v", got, n, cli.Stats(), srv.Stats())
+			return fmt.Errorf("%d of %d messages came back before the deadline", got, n)
 		}
 		for next < n && next-got < window {
 			p := buf[:size(next)]
@@ -232,22 +247,22 @@ func RoundTrip(t testing.TB, cli, srv core.Backend, n, window int, size func(i i
 			next++
 		}
 		if err := cli.Flush(); err != nil {
-			t.Fatalf("client Flush: %v", err)
+			return fmt.Errorf("client Flush: %w", err)
 		}
 		k, err := cli.Rx(pkts)
 		if err != nil {
-			t.Fatalf("client Rx: %v", err)
+			return fmt.Errorf("client Rx: %w", err)
 		}
 		for i := 0; i < k; i++ {
 			seq, err := Check(pkts[i].Data)
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
 			if int(seq) >= n || seen[seq] {
-				t.Fatalf("message %d came back twice or was never sent", seq)
+				return fmt.Errorf("message %d came back twice or was never sent", seq)
 			}
 			if len(pkts[i].Data) != size(int(seq)) {
-				t.Fatalf("message %d came back with %d bytes, sent %d", seq, len(pkts[i].Data), size(int(seq)))
+				return fmt.Errorf("message %d came back with %d bytes, sent %d", seq, len(pkts[i].Data), size(int(seq)))
 			}
 			seen[seq] = true
 			got++
@@ -257,10 +272,11 @@ func RoundTrip(t testing.TB, cli, srv core.Backend, n, window int, size func(i i
 			err := cli.Wait(wctx)
 			wcancel()
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, core.ErrNotSupported) {
-				t.Fatalf("client Wait: %v", err)
+				return fmt.Errorf("client Wait: %w", err)
 			}
 		}
 	}
+	return nil
 }
 
 // CloseDuringRx opens a backend with open, runs Rx in a loop on one
@@ -316,4 +332,55 @@ func CloseDuringRx(t testing.TB, rounds int, open func() core.Backend) {
 		}
 		_ = b.Stats()
 	}
+}
+
+// Pinning checks how a backend's New and Close treat the polling thread
+// with Config.CPUs: New pins it to CPUs[0] and Close (on that goroutine)
+// restores the affinity it had; on a thread the caller pinned to that CPU
+// itself, the pin is still there after Close. open opens a backend with
+// Config.CPUs set to cpus (on a fresh port each time); it runs on a
+// goroutine of its own, as do Close and the checks.
+func Pinning(t testing.TB, open func(cpus []int) (core.Backend, error)) {
+	t.Helper()
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := allowed[len(allowed)-1]
+	openClose := func() error {
+		b, err := open([]int{c})
+		if err != nil {
+			return err
+		}
+		cur, err := cpu.Current()
+		if err != nil || !slices.Equal(cur, []int{c}) {
+			b.Close()
+			return fmt.Errorf("after New with CPUs [%d]: running on %v (%v)", c, cur, err)
+		}
+		return b.Close()
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			if err := openClose(); err != nil {
+				return err
+			}
+			if cur, err := cpu.Current(); err != nil || !slices.Equal(cur, allowed) {
+				return fmt.Errorf("after Close: running on %v, want %v (%v)", cur, allowed, err)
+			}
+			// Pinned by the caller: New and Close leave the pin alone.
+			if err := cpu.Pin(c); err != nil {
+				return err
+			}
+			defer cpu.Unpin()
+			if err := openClose(); err != nil {
+				return err
+			}
+			if cur, err := cpu.Current(); err != nil || !slices.Equal(cur, []int{c}) {
+				return fmt.Errorf("the caller's pin is lost after Close: running on %v (%v)", cur, err)
+			}
+			return nil
+		}()
+	}()
+	testutil.SkipIfNotSupported(t, <-done)
 }
