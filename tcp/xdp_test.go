@@ -385,3 +385,72 @@ func TestXDPOverLossyWire(t *testing.T) {
 	wg.Wait()
 	xdpClean(t, w.A)
 }
+
+// TestXDPServerManyKernelClients: three kernel TCP clients on B, one
+// tcp-xdp server on A; each gets back exactly its own records.
+func TestXDPServerManyKernelClients(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	addr := xdpAddr(p.A, 3)
+	b, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: addr, Port: 5000})
+	testutil.SkipIfNotSupported(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var loop sync.WaitGroup
+	loop.Add(1)
+	go func() {
+		defer loop.Done()
+		f := echo(t, b.(*Backend))
+		for ctx.Err() == nil && f(ctx) {
+		}
+	}()
+	defer func() { cancel(); loop.Wait() }()
+	const clients, n = 3, 1000
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for k := 0; k < clients; k++ {
+		var c net.Conn
+		if err := p.B.Do(func() error {
+			var err error
+			c, err = net.DialTimeout("tcp4", netip.AddrPortFrom(addr, 5000).String(), 20*time.Second)
+			return err
+		}); err != nil {
+			t.Fatalf("client %d: %v", k, err)
+		}
+		defer c.Close()
+		wg.Add(1)
+		go func(k int, c net.Conn) {
+			defer wg.Done()
+			go func() {
+				rec := make([]byte, HeaderLen+8)
+				for i := 0; i < n; i++ {
+					binary.BigEndian.PutUint16(rec, 8)
+					binary.BigEndian.PutUint32(rec[HeaderLen:], uint32(k))
+					binary.BigEndian.PutUint32(rec[HeaderLen+4:], uint32(i))
+					if _, err := c.Write(rec); err != nil {
+						return
+					}
+				}
+			}()
+			c.SetReadDeadline(time.Now().Add(60 * time.Second))
+			in := make([]byte, HeaderLen+8)
+			for i := 0; i < n; i++ {
+				if _, err := io.ReadFull(c, in); err != nil {
+					errs <- err
+					return
+				}
+				if binary.BigEndian.Uint32(in[HeaderLen:]) != uint32(k) || binary.BigEndian.Uint32(in[HeaderLen+4:]) != uint32(i) {
+					errs <- errors.New("a record came back to the wrong client or out of order")
+					return
+				}
+			}
+		}(k, c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if s := b.Stats(); s.Accepts != clients || s.Conns != clients || s.RxDelivered != clients*n {
+		t.Fatalf("server stats %+v", s)
+	}
+}
