@@ -122,11 +122,9 @@ func New(cfg core.Config) (core.Backend, error) {
 // them only during sendmmsg/recvmmsg.
 func (b *Backend) alloc() {
 	c := &b.cfg
-	per := len(c.Dests)
-	if per == 0 || b.granted.Connected {
-		per = 1
-	}
-	entries := c.TxQueue * per
+	// One entry per destination and message (a server without Dests
+	// answers one at a time with QueueTo).
+	entries := c.TxQueue * max(len(c.Dests), 1)
 	b.txBuf = make([]byte, c.TxQueue*c.MaxDatagram)
 	b.txIov = make([]unix.Iovec, entries)
 	b.txMsgs = make([]sock.Mmsghdr, entries)
@@ -173,10 +171,7 @@ func (b *Backend) Queue(payload []byte) bool {
 		b.noDest++
 		return false
 	}
-	per := len(b.dests)
-	if b.granted.Connected {
-		per = 1
-	}
+	per := len(b.dests) // one when the socket is connected to it
 	slot, ok := b.take(payload, per)
 	if !ok {
 		return false

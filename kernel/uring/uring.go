@@ -216,11 +216,9 @@ func open(cfg core.Config) (_ *Backend, err error) {
 	}
 	undo = append(undo, func() { unix.Close(b.fd) })
 
-	per := len(cfg.Dests)
-	if per == 0 || b.granted.Connected {
-		per = 1
-	}
-	b.nslots = cfg.TxQueue * per
+	// One slot per destination and message (a server without Dests
+	// answers one at a time with QueueTo).
+	b.nslots = cfg.TxQueue * max(len(cfg.Dests), 1)
 	if b.nslots > 1<<16 {
 		return nil, &core.ConfigError{Field: "TxQueue", Value: cfg.TxQueue, Reason: "TxQueue × destinations must not exceed 65536 for kind uring"}
 	}
@@ -380,10 +378,7 @@ func (b *Backend) Queue(payload []byte) bool {
 		b.noDest++
 		return false
 	}
-	per := len(b.dests)
-	if b.granted.Connected {
-		per = 1
-	}
+	per := len(b.dests) // one when the socket is connected to it
 	if !b.room(payload, per) {
 		return false
 	}
