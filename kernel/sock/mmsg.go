@@ -7,26 +7,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Mmsghdr is the kernel's struct mmsghdr: one message of a sendmmsg or
-// recvmmsg batch. Go pads the struct to the alignment of Msghdr, as C does,
-// so a []Mmsghdr has the kernel's layout on every architecture.
-//
-// The pointers in Hdr (Name, Iov and the Iovec's Base) must point into
-// memory that stays where it is while the kernel reads it: the Go heap
-// (whose objects never move) or an mmap'ed region, never a goroutine
-// stack. Allocate the arrays once, outside the data path.
-type Mmsghdr struct {
-	Hdr unix.Msghdr
-	// Len is what the kernel reports: bytes sent, or bytes received.
-	Len uint32
-}
-
 // Sendmmsg sends msgs with one sendmmsg(2) (Linux >= 3.0) and returns how
-// many the kernel took. On an error, n is 0 and errno says why the first
-// message failed (sendmmsg reports an error only when it sent nothing). It
-// returns unix.Errno rather than error so that the data path does not
-// allocate. len(msgs) must be at least 1.
-func Sendmmsg(fd int, msgs []Mmsghdr, flags int) (n int, errno unix.Errno) {
+// many the kernel took; msgs[i].Len is then the bytes of message i sent.
+// On an error, n is 0 and errno says why the first message failed
+// (sendmmsg reports an error only when it sent nothing). It returns
+// unix.Errno rather than error so that the data path does not allocate.
+// len(msgs) must be at least 1.
+//
+// The pointers in each Hdr (Name, Iov and the Iovec's Base) must point
+// into memory that stays where it is during the call: the Go heap, whose
+// objects never move, or an mmap'ed region, never a goroutine stack
+// (which moves when it grows). Allocate the arrays once, outside the data
+// path; unix.Mmsghdr has the kernel's struct mmsghdr layout.
+func Sendmmsg(fd int, msgs []unix.Mmsghdr, flags int) (n int, errno unix.Errno) {
 	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
 	if e != 0 {
 		return 0, e
@@ -38,8 +31,8 @@ func Sendmmsg(fd int, msgs []Mmsghdr, flags int) (n int, errno unix.Errno) {
 // >= 2.6.33), without a timeout, and returns how many arrived. For each,
 // msgs[i].Len is its length and msgs[i].Hdr.Flags has MSG_TRUNC when it did
 // not fit its buffer. On a non-blocking socket with nothing queued errno is
-// EAGAIN. len(msgs) must be at least 1.
-func Recvmmsg(fd int, msgs []Mmsghdr, flags int) (n int, errno unix.Errno) {
+// EAGAIN. len(msgs) must be at least 1; msgs lives as Sendmmsg says.
+func Recvmmsg(fd int, msgs []unix.Mmsghdr, flags int) (n int, errno unix.Errno) {
 	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
 	if e != 0 {
 		return 0, e

@@ -116,7 +116,7 @@ func TestSendRecvMmsg(t *testing.T) {
 	const n = 8
 	bufs := make([][64]byte, n)
 	iov := make([]unix.Iovec, n)
-	msgs := make([]Mmsghdr, n)
+	msgs := make([]unix.Mmsghdr, n)
 	for i := range msgs {
 		bufs[i][0] = byte(i)
 		iov[i].Base = &bufs[i][0]
@@ -131,7 +131,7 @@ func TestSendRecvMmsg(t *testing.T) {
 	rbufs := make([][32]byte, n)
 	riov := make([]unix.Iovec, n)
 	names := make([]unix.RawSockaddrInet4, n)
-	rmsgs := make([]Mmsghdr, n)
+	rmsgs := make([]unix.Mmsghdr, n)
 	for i := range rmsgs {
 		riov[i].Base = &rbufs[i][0]
 		riov[i].SetLen(len(rbufs[i]))

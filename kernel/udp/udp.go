@@ -48,7 +48,7 @@ type Backend struct {
 	// payload (slots[:nslot] are used).
 	txBuf   []byte
 	txIov   []unix.Iovec
-	txMsgs  []sock.Mmsghdr
+	txMsgs  []unix.Mmsghdr
 	txNames []unix.RawSockaddrInet4 // per entry, for QueueTo
 	dests   []unix.RawSockaddrInet4 // Config.Dests with Port, for fan-out
 	nmsg    int
@@ -57,7 +57,7 @@ type Backend struct {
 	// Receive.
 	rxBuf   []byte
 	rxIov   []unix.Iovec
-	rxMsgs  []sock.Mmsghdr
+	rxMsgs  []unix.Mmsghdr
 	rxNames []unix.RawSockaddrInet4
 	stride  int // MaxDatagram+1
 
@@ -127,7 +127,7 @@ func (b *Backend) alloc() {
 	entries := c.TxQueue * max(len(c.Dests), 1)
 	b.txBuf = make([]byte, c.TxQueue*c.MaxDatagram)
 	b.txIov = make([]unix.Iovec, entries)
-	b.txMsgs = make([]sock.Mmsghdr, entries)
+	b.txMsgs = make([]unix.Mmsghdr, entries)
 	b.txNames = make([]unix.RawSockaddrInet4, entries)
 	for i := range b.txMsgs {
 		b.txMsgs[i].Hdr.Iov = &b.txIov[i]
@@ -141,7 +141,7 @@ func (b *Backend) alloc() {
 	b.stride = c.MaxDatagram + 1
 	b.rxBuf = make([]byte, c.RxBatch*b.stride)
 	b.rxIov = make([]unix.Iovec, c.RxBatch)
-	b.rxMsgs = make([]sock.Mmsghdr, c.RxBatch)
+	b.rxMsgs = make([]unix.Mmsghdr, c.RxBatch)
 	b.rxNames = make([]unix.RawSockaddrInet4, c.RxBatch)
 	for i := range b.rxMsgs {
 		b.rxIov[i].Base = &b.rxBuf[i*b.stride]
