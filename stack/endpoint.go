@@ -48,7 +48,7 @@ const SleepSlice = time.Millisecond
 // not close it: its owner (the backend) closes it after Stack.Close.
 type Endpoint struct {
 	fio frameio.FrameIO
-	mtu uint32
+	mtu atomic.Uint32
 	irq Interrupter // nil: fio cannot be interrupted
 
 	mu         sync.RWMutex
@@ -91,24 +91,24 @@ var _ nstack.LinkEndpoint = (*Endpoint)(nil)
 func NewEndpoint(fio frameio.FrameIO) *Endpoint {
 	e := &Endpoint{
 		fio:   fio,
-		mtu:   uint32(fio.MTU()),
 		addr:  tcpip.LinkAddress(fio.MAC()),
 		txBuf: make([]byte, fio.MTU()+ethHeader),
 	}
+	e.mtu.Store(uint32(fio.MTU()))
 	e.irq, _ = fio.(Interrupter)
 	e.deliver = e.deliverFrame
 	return e
 }
 
 // MTU implements stack.LinkEndpoint: the largest IP packet, FrameIO.MTU().
-func (e *Endpoint) MTU() uint32 { return e.mtu }
+func (e *Endpoint) MTU() uint32 { return e.mtu.Load() }
 
 // SetMTU implements stack.LinkEndpoint. The MTU is the FrameIO's; it cannot
 // be raised, and a smaller value is accepted (netstack then sends smaller
 // segments).
 func (e *Endpoint) SetMTU(mtu uint32) {
 	if mtu <= uint32(len(e.txBuf)-ethHeader) {
-		e.mtu = mtu
+		e.mtu.Store(mtu)
 	}
 }
 
