@@ -371,7 +371,7 @@ func readSegments(e *Env, f *Flow, n int, each func(*Frame)) []byte {
 			e.Fatalf("segment at %d, want %d", fr.TCP.Seq, f.RcvNxt)
 		}
 		got = append(got, fr.Payload...)
-		f.RcvNxt += uint32(len(fr.Payload))
+		f.takeData(fr)
 		f.Send(ACK, nil)
 	}
 	return got

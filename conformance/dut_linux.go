@@ -146,9 +146,12 @@ func (d *linuxDUT) setMTU(mtu int) error {
 func (d *linuxDUT) Info() Info {
 	return Info{Name: "linux", Kind: KindLinux, MAC: d.dut.MAC, BenchMAC: d.bench.MAC,
 		Addr: d.dut.Addr, BenchAddr: d.bench.Addr, Spare: d.spare, MTU: d.mtu,
-		Lacks: map[Cap]string{
-			CapFastTimeWait: "Linux's TIME-WAIT is a fixed 60 s (TCP_TIMEWAIT_LEN), too long to wait out in make test",
-		}}
+		Lacks: linuxLacks}
+}
+
+// linuxLacks is what the Linux DUT cannot do.
+var linuxLacks = map[Cap]string{
+	CapFastTimeWait: "Linux's TIME-WAIT is a fixed 60 s (TCP_TIMEWAIT_LEN), too long to wait out in make test",
 }
 
 // Link implements DUT.

@@ -146,9 +146,12 @@ func (d *oursDUT) setErr(err error) {
 func (d *oursDUT) Info() Info {
 	return Info{Name: d.name, Kind: KindOurs, MAC: d.pa.MAC(), BenchMAC: d.pb.MAC(),
 		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: d.mtu,
-		Lacks: map[Cap]string{
-			CapUDP: "stack.New registers no UDP (dgramio's datagram kinds run udp/ on their raw paths, without a socket layer)",
-		}}
+		Lacks: oursLacks}
+}
+
+// oursLacks is what our stack over memio cannot do.
+var oursLacks = map[Cap]string{
+	CapUDP: "stack.New registers no UDP (dgramio's datagram kinds run udp/ on their raw paths, without a socket layer)",
 }
 
 // Link implements DUT: the bench holds memio's port B.

@@ -62,6 +62,8 @@ type Flow struct {
 	SndWnd int
 	// TSVal is the bench's timestamp clock; TSEcr the last DUT TSval seen.
 	TSVal, TSEcr uint32
+	// PeerFIN: the DUT's FIN was taken (RcvNxt counts it).
+	PeerFIN bool
 }
 
 // NewFlow makes a flow from a fresh bench port to dutPort with initial
@@ -331,7 +333,7 @@ func (f *Flow) ReadData(n int, ack bool) []byte {
 			f.tb().Fatalf("data at seq %d, want %d (RFC 9293 §3.4: in order, nothing skipped)", fr.TCP.Seq, f.RcvNxt)
 		}
 		got = append(got, fr.Payload...)
-		f.RcvNxt += uint32(len(fr.Payload))
+		f.takeData(fr)
 		if ack {
 			f.Send(ACK, nil)
 		}
@@ -340,6 +342,30 @@ func (f *Flow) ReadData(n int, ack bool) []byte {
 		f.tb().Errorf("DUT sent %d bytes, want %d", len(got), n)
 	}
 	return got
+}
+
+// takeData advances RcvNxt past an in-order segment's payload and FIN.
+func (f *Flow) takeData(fr *Frame) {
+	f.RcvNxt += uint32(len(fr.Payload))
+	if fr.TCP.FIN {
+		f.PeerFIN = true
+		f.RcvNxt++
+	}
+}
+
+// ExpectFIN expects the DUT's FIN at RcvNxt (unless ReadData already took
+// it with the last data) and takes it; it does not acknowledge it.
+func (f *Flow) ExpectFIN() {
+	f.tb().Helper()
+	if f.PeerFIN {
+		return
+	}
+	fin := f.Expect("FIN", Has(FIN))
+	if fin.TCP.Seq+uint32(len(fin.Payload)) != f.RcvNxt || len(fin.Payload) > 0 && fin.TCP.Seq != f.RcvNxt {
+		f.tb().Errorf("FIN at %d with %d bytes, want it at %d after the data", fin.TCP.Seq, len(fin.Payload), f.RcvNxt)
+	}
+	f.RcvNxt = fin.TCP.Seq + uint32(len(fin.Payload)) + 1
+	f.PeerFIN = true
 }
 
 // Pattern returns n bytes of a fixed pseudo-random pattern (the same for

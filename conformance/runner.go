@@ -3,7 +3,6 @@ package conformance
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -190,14 +189,58 @@ func Run(t *testing.T, f Factory) {
 			c := c
 			if ok, why := c.Applies(info); !ok {
 				t.Logf("%s: n/a: %s", c.Name, why)
+				storeResult(Result{Case: c.Name, DUT: f.Name(), Outcome: NA, Why: why})
 				continue
 			}
+			d, xfail := expectedFailure(c.Name, info.Kind)
 			t.Run(c.Name, func(t *testing.T) {
+				if xfail {
+					runExpectingFailure(t, f, c, info, d)
+					return
+				}
+				defer recordResult(f.Name(), c.Name, t)
 				runOn(t, f, &c)
-				recordResult(f.Name(), c.Name, t)
 			})
 		}
 	})
+}
+
+// expectedFailure returns the accepted difference that says c fails on
+// DUTs of kind k.
+func expectedFailure(c string, k Kind) (Difference, bool) {
+	d, ok := acceptedFor(c)
+	switch {
+	case !ok:
+		return d, false
+	case k == KindOurs:
+		return d, d.Ours == Fail
+	case k == KindLinux:
+		return d, d.Linux == Fail
+	}
+	return d, false
+}
+
+// runExpectingFailure runs a case that an accepted difference says fails
+// on this DUT (as packetimpact marks a test as an expected failure on a
+// platform): the case runs against a Recorder, its failure is logged with
+// the accepted reason and the subtest passes; if the case passes, the
+// difference is gone and the subtest fails, so that Accepted is updated.
+func runExpectingFailure(t *testing.T, f Factory, c Case, info Info, d Difference) {
+	t.Helper()
+	res := RunCase(f, c, info)
+	for _, l := range res.Log {
+		t.Log(l)
+	}
+	storeResult(res)
+	switch res.Outcome {
+	case Skipped:
+		testutil.Skip(t, res.Why)
+	case Fail:
+		t.Logf("fails as accepted (%s): %s", d.RFC, d.Reason)
+	default:
+		t.Errorf("%s was expected to fail on %s (accepted difference, %s) but %s: remove or fix the entry in Accepted",
+			c.Name, info.Name, d.RFC, res.Outcome)
+	}
 }
 
 // probe makes one DUT to read its Info, and closes it.
@@ -220,26 +263,50 @@ func probe(tb TB, f Factory) (Info, bool) {
 	return info, true
 }
 
-// results keeps what TestConformance's subtests found, for the comparison
-// in the same test binary.
+// results keeps what Run's subtests found, for a comparison in the same
+// test binary (TestDifferences after TestConformance).
 var (
 	resultsMu sync.Mutex
-	results   = map[string]map[string]Outcome{} // dut → case → outcome
+	results   = map[string]map[string]Result{} // dut → case → result
 )
 
+// recordResult stores a subtest's outcome (deferred: it runs after a
+// Fatal or Skip too; a Skip that is still unwinding reads as not failed).
 func recordResult(dut, c string, t *testing.T) {
-	o := Pass
-	if t.Failed() {
-		o = Fail
-	} else if t.Skipped() {
-		o = Skipped
+	r := Result{Case: c, DUT: dut, Outcome: Pass}
+	switch {
+	case t.Failed():
+		r.Outcome = Fail
+	case t.Skipped():
+		r.Outcome = Skipped
 	}
+	storeResult(r)
+}
+
+func storeResult(r Result) {
 	resultsMu.Lock()
 	defer resultsMu.Unlock()
-	if results[dut] == nil {
-		results[dut] = map[string]Outcome{}
+	if results[r.DUT] == nil {
+		results[r.DUT] = map[string]Result{}
 	}
-	results[dut][c] = o
+	results[r.DUT][r.Case] = r
+}
+
+// recorded returns Run's results for dut when it recorded every case.
+func recorded(dut string) (map[string]Result, bool) {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	m := results[dut]
+	for _, c := range Cases() {
+		if _, ok := m[c.Name]; !ok {
+			return nil, false
+		}
+	}
+	out := make(map[string]Result, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out, true
 }
 
 // Recorder is a TB that records instead of failing a test: RunCase runs a
@@ -372,6 +439,3 @@ func Probe(f Factory) (Info, error) {
 	}
 	return info, nil
 }
-
-// inCI is testutil.InCI, for the report.
-func inCI() bool { return os.Getenv("CI") == "true" }
