@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/kernel/sock"
 )
 
 // sockBuf is the receive and send buffer asked for each packet socket
@@ -60,15 +61,9 @@ func openPacket(ifindex int) (*packetSock, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
 		return nil, fmt.Errorf("setsockopt PACKET_AUXDATA: %w", err)
 	}
-	for _, o := range []struct {
-		force, plain int
-		name         string
-	}{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, "SO_RCVBUF"}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, "SO_SNDBUF"}} {
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, o.force, sockBuf); err != nil {
-			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, o.plain, sockBuf); err != nil {
-				return nil, fmt.Errorf("setsockopt %s: %w", o.name, err)
-			}
-		}
+	var g sock.Granted // forced where privileged, else capped by rmem_max
+	if err := sock.SetBuffers(fd, sockBuf, &g); err != nil {
+		return nil, err
 	}
 	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}
 	if err := unix.Bind(fd, sa); err != nil {
@@ -92,16 +87,6 @@ func (s *packetSock) close() error {
 		return fmt.Errorf("close AF_PACKET socket: %w", err)
 	}
 	return nil
-}
-
-// mmsg makes recvmmsg(2) or sendmmsg(2) on fd and returns the number of
-// messages handled.
-func mmsg(trap uintptr, fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
-	r, _, e := unix.Syscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
 }
 
 // auxLen is the control buffer of one received message: one
@@ -225,10 +210,7 @@ func (f *forwarder) recv() {
 			h.Flags = 0
 			f.rxMsgs[i].Len = 0
 		}
-		got, err := mmsg(unix.SYS_RECVMMSG, f.in.fd, f.rxMsgs[:n], unix.MSG_TRUNC|unix.MSG_DONTWAIT)
-		if err != nil {
-			got = 0
-		}
+		got, errno := sock.Recvmmsg(f.in.fd, f.rxMsgs[:n], unix.MSG_TRUNC|unix.MSG_DONTWAIT)
 		// After the read: a frame sent after SetImpairment returned gets
 		// the new impairment.
 		f.apply()
@@ -250,7 +232,7 @@ func (f *forwarder) recv() {
 			f.aux(s, f.rxCtl[i*auxLen:(i+1)*auxLen], int(m.Hdr.Controllen))
 			f.p.push(s, now)
 		}
-		if err != nil || got < n {
+		if errno != 0 || got < n {
 			return
 		}
 	}
@@ -295,13 +277,13 @@ func (f *forwarder) send(now int64) (blocked bool) {
 			f.txIov[i].SetLen(s.n)
 			f.txMsgs[i].Len = 0
 		}
-		sent, err := mmsg(unix.SYS_SENDMMSG, f.out.fd, f.txMsgs[:n], unix.MSG_DONTWAIT)
+		sent, errno := sock.Sendmmsg(f.out.fd, f.txMsgs[:n], unix.MSG_DONTWAIT)
 		clear(f.txSlots)
-		switch {
-		case err == nil:
+		switch errno {
+		case 0:
 			f.p.pop(sent, true)
-		case err == unix.EINTR:
-		case err == unix.EAGAIN:
+		case unix.EINTR:
+		case unix.EAGAIN:
 			return true
 		default:
 			f.p.pop(1, false)
