@@ -21,7 +21,7 @@ func TestNewValidatesBeforeAnySyscall(t *testing.T) {
 }
 
 // builtKinds are the kinds wired into New in the default build.
-var builtKinds = map[string]bool{"udp": true, "uring": true, "tcp": true, "xdp": true}
+var builtKinds = map[string]bool{"udp": true, "uring": true, "tcp": true, "xdp": true, "tcp-xdp": true}
 
 func TestEveryKindIsWiredOrSaysWhy(t *testing.T) {
 	for _, k := range dgramio.Kinds() {

@@ -5,6 +5,7 @@ import (
 	ktcp "github.com/dgramio/dgramio/kernel/tcp"
 	kudp "github.com/dgramio/dgramio/kernel/udp"
 	"github.com/dgramio/dgramio/kernel/uring"
+	"github.com/dgramio/dgramio/tcp"
 	"github.com/dgramio/dgramio/udp"
 )
 
@@ -22,6 +23,8 @@ func opener(kind string) (openFunc, bool) {
 		return ktcp.New, true
 	case core.KindXDP:
 		return udp.NewXDP, true
+	case core.KindTCPXDP:
+		return tcp.NewXDP, true
 	}
 	return dpdkOpener(kind)
 }
