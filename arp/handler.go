@@ -12,6 +12,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/pad"
 )
 
 // Defaults of Config.
@@ -78,8 +79,8 @@ type entry struct {
 type Handler struct {
 	fio   frameio.FrameIO
 	cfg   Config
-	tx    [60]byte // the frame being sent
-	kick  bool     // frames given to TxFrame since the last Kick
+	tx    [pad.MinFrame]byte // the frame being sent
+	kick  bool               // frames given to TxFrame since the last Kick
 	mu    sync.Mutex
 	cache map[netip.Addr]*entry
 	seq   uint64

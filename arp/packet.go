@@ -17,6 +17,8 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+
+	"github.com/dgramio/dgramio/pad"
 )
 
 // Sizes and field values of ARP for Ethernet and IPv4 (RFC 826).
@@ -130,10 +132,7 @@ func appendFrame(dst []byte, ethDst, src net.HardwareAddr, op uint16, srcIP neti
 	dst = append(dst, targetMAC[:6]...)
 	t := targetIP.As4()
 	dst = append(dst, t[:]...)
-	for len(dst)-n < 60 {
-		dst = append(dst, 0)
-	}
-	return dst
+	return pad.Extend(dst, n)
 }
 
 var zeroMAC = net.HardwareAddr{0, 0, 0, 0, 0, 0}

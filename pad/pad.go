@@ -7,6 +7,11 @@
 // without padding a TCP connection never opens and ARP never resolves, and
 // from outside it looks like a dead link. Padding bytes are zero; receivers
 // find the real length in the IPv4 total length or the ARP header.
+//
+// Code that builds a frame by appending to a buffer ends with Extend; code
+// that copies a frame into a buffer of its own (a TX slot, an mbuf) pads it
+// there with InPlace. Nothing here allocates unless a buffer lacks
+// capacity.
 package pad
 
 import "github.com/dgramio/dgramio/frameio"
@@ -14,19 +19,11 @@ import "github.com/dgramio/dgramio/frameio"
 // MinFrame is the shortest frame on the wire, without FCS (ETH_ZLEN).
 const MinFrame = frameio.MinFrame
 
-// Needed reports how many zero bytes frame needs to reach MinFrame.
-func Needed(frame []byte) int {
-	if len(frame) >= MinFrame {
-		return 0
-	}
-	return MinFrame - len(frame)
-}
-
 // InPlace returns frame extended to MinFrame bytes within its capacity,
 // the added bytes zeroed, and true; frame itself and true when it is long
 // enough already. When frame is short and its capacity is below MinFrame it
-// returns frame unchanged and false (use Append or Padder). It writes only
-// into frame's own backing array, between len and MinFrame.
+// returns frame unchanged and false (use Append). It writes only into
+// frame's own backing array, between len and MinFrame.
 func InPlace(frame []byte) ([]byte, bool) {
 	n := len(frame)
 	if n >= MinFrame {
@@ -40,39 +37,21 @@ func InPlace(frame []byte) ([]byte, bool) {
 	return frame, true
 }
 
-// Append appends frame to dst followed by the zeros that bring the appended
-// frame to MinFrame bytes, and returns the extended dst. It allocates only
-// when dst lacks capacity, as append does.
-func Append(dst, frame []byte) []byte {
-	dst = append(dst, frame...)
-	for i := len(frame); i < MinFrame; i++ {
+// Extend appends zeros to dst until the frame that starts at dst[start]
+// is MinFrame bytes long, and returns the extended dst (dst itself when
+// the frame is long enough). It is how a frame built by appending to dst
+// from start ends. It allocates only when dst lacks capacity, as append
+// does.
+func Extend(dst []byte, start int) []byte {
+	for len(dst)-start < MinFrame {
 		dst = append(dst, 0)
 	}
 	return dst
 }
 
-// Padder transmits frames through a FrameIO, padding short ones in its own
-// 60-byte scratch buffer, so that neither the caller's buffer nor its
-// capacity matters and nothing is allocated. A Padder is used by one
-// goroutine at a time (the FrameIO's transmit side).
-type Padder struct {
-	scratch [MinFrame]byte
-	// Padded counts frames that were short and padded.
-	Padded uint64
-}
-
-// TxFrame gives frame to fio.TxFrame, padded to MinFrame when short, and
-// returns what fio.TxFrame returned. fio copies the frame, so the scratch
-// buffer is free again when TxFrame returns; the caller keeps frame.
-func (p *Padder) TxFrame(fio frameio.FrameIO, frame []byte) bool {
-	if len(frame) >= MinFrame {
-		return fio.TxFrame(frame)
-	}
-	n := copy(p.scratch[:], frame)
-	clear(p.scratch[n:])
-	ok := fio.TxFrame(p.scratch[:])
-	if ok {
-		p.Padded++
-	}
-	return ok
+// Append appends frame to dst followed by the zeros that bring the appended
+// frame to MinFrame bytes, and returns the extended dst. It allocates only
+// when dst lacks capacity, as append does.
+func Append(dst, frame []byte) []byte {
+	return Extend(append(dst, frame...), len(dst))
 }

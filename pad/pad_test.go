@@ -3,19 +3,9 @@ package pad
 import (
 	"bytes"
 	"testing"
-
-	"github.com/dgramio/dgramio/frameio/memio"
 )
 
 func filled(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
-
-func TestNeeded(t *testing.T) {
-	for _, c := range []struct{ n, want int }{{0, 60}, {14, 46}, {42, 18}, {54, 6}, {59, 1}, {60, 0}, {61, 0}, {1514, 0}} {
-		if got := Needed(make([]byte, c.n)); got != c.want {
-			t.Errorf("Needed(%d bytes) = %d, want %d", c.n, got, c.want)
-		}
-	}
-}
 
 func TestInPlace(t *testing.T) {
 	cases := []struct {
@@ -81,64 +71,22 @@ func TestAppend(t *testing.T) {
 
 var filled42 = filled(42, 0xAA)
 
-// TestPadderOverMemio asserts the padding on frames that leave through
-// memio: every frame is at least 60 bytes, short ones end in zeros, and
-// memio counted no runt.
-func TestPadderOverMemio(t *testing.T) {
-	a, b := memio.NewPair(memio.Options{})
-	var p Padder
-	sizes := []int{14, 42, 54, 59, 60, 61, 1514}
-	for _, n := range sizes {
-		// Dirty scratch from a previous longer frame must not leak.
-		if !p.TxFrame(a, filled(n, byte(n))) {
-			t.Fatalf("TxFrame(%d) refused", n)
+// TestExtend: a frame built by appending after a prefix is padded from
+// where it starts, never the prefix counted in.
+func TestExtend(t *testing.T) {
+	for _, n := range []int{0, 14, 42, 59, 60, 61, 1514} {
+		prefix := filled(100, 0xEE) // longer than a frame: must not count
+		dst := append(append([]byte(nil), prefix...), filled(n, 0xAA)...)
+		got := Extend(dst, len(prefix))
+		if len(got)-len(prefix) != max(n, 60) {
+			t.Fatalf("Extend of %d bytes: frame of %d, want %d", n, len(got)-len(prefix), max(n, 60))
+		}
+		if !bytes.Equal(got[:len(prefix)+n], dst) || !bytes.Equal(got[len(prefix)+n:], make([]byte, len(got)-len(prefix)-n)) {
+			t.Fatalf("Extend of %d bytes: content or padding wrong", n)
 		}
 	}
-	if err := a.Kick(); err != nil {
-		t.Fatal(err)
-	}
-	i := 0
-	b.RxFrames(len(sizes), func(f []byte) {
-		n := sizes[i]
-		if len(f) != max(n, 60) {
-			t.Errorf("frame of %d bytes left as %d", n, len(f))
-		}
-		if !bytes.Equal(f[:n], filled(n, byte(n))) || !bytes.Equal(f[n:], make([]byte, len(f)-n)) {
-			t.Errorf("frame of %d bytes: content or padding wrong", n)
-		}
-		i++
-	})
-	if i != len(sizes) {
-		t.Fatalf("%d frames arrived, want %d", i, len(sizes))
-	}
-	if p.Padded != 4 {
-		t.Fatalf("Padded = %d, want 4", p.Padded)
-	}
-	for _, c := range a.Stats().Layers {
-		if c.Name == "tx_runt" && c.Value != 0 {
-			t.Fatalf("memio saw %d runts", c.Value)
-		}
-	}
-	f := filled(42, 1)
-	if allocs := testing.AllocsPerRun(100, func() {
-		p.TxFrame(a, f)
-		a.Kick()
-		b.RxFrames(1, func([]byte) {})
-	}); allocs != 0 {
-		t.Fatalf("Padder allocates %v per frame", allocs)
-	}
-}
-
-func TestPadderRingFull(t *testing.T) {
-	a, _ := memio.NewPair(memio.Options{TxSlots: 1})
-	var p Padder
-	if !p.TxFrame(a, filled(10, 1)) {
-		t.Fatal("first refused")
-	}
-	if p.TxFrame(a, filled(10, 1)) {
-		t.Fatal("full ring accepted")
-	}
-	if p.Padded != 1 {
-		t.Fatalf("Padded %d counts a refused frame", p.Padded)
+	buf := make([]byte, 0, 60)
+	if allocs := testing.AllocsPerRun(100, func() { _ = Extend(append(buf[:0], filled42...), 0) }); allocs != 0 {
+		t.Fatalf("Extend with capacity allocates %v", allocs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/pad"
 )
 
 // Filter says which frames are ours. Zero fields match anything.
@@ -185,7 +186,7 @@ func Parse(frame []byte, f *Filter) (Datagram, Reason) {
 		return Datagram{}, Fragment
 	}
 	tl := ip.TotalLen()
-	if tl > len(ip) || tl < IPv4Len+UDPLen || (len(frame) > 60 && tl != len(ip)) {
+	if tl > len(ip) || tl < IPv4Len+UDPLen || (len(frame) > pad.MinFrame && tl != len(ip)) {
 		return Datagram{}, BadTotalLen
 	}
 	u := Header(ip[IPv4Len:tl])

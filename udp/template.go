@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+
+	"github.com/dgramio/dgramio/pad"
 )
 
 // Endpoints are what a Template writes into every frame.
@@ -116,10 +118,7 @@ func (t *Template) Append(dst, payload []byte) []byte {
 	dst = append(dst, t.hdr[:]...)
 	dst = append(dst, payload...)
 	t.fill(dst[n:], len(payload))
-	for len(dst)-n < 60 {
-		dst = append(dst, 0)
-	}
-	return dst
+	return pad.Extend(dst, n)
 }
 
 // Build writes the frame carrying payload into buf and returns its length,
@@ -128,7 +127,7 @@ func (t *Template) Append(dst, payload []byte) []byte {
 // it exactly is allowed: nothing is copied then).
 func (t *Template) Build(buf, payload []byte) int {
 	n := HeaderLen + len(payload)
-	size := max(n, 60)
+	size := max(n, pad.MinFrame)
 	if len(buf) < size {
 		return 0
 	}
