@@ -147,6 +147,17 @@ func Flatten(end string, s *core.Stats, own []core.Counter, into map[string]uint
 	}
 }
 
+// lossKeys names the loss counters of one end as Flatten names them.
+func lossKeys(end string, s *core.Stats, own []core.Counter) []string {
+	var out []string
+	for _, k := range append(lossCounters(s), own...) {
+		if k.Loss {
+			out = append(out, end+"."+k.Layer+"."+k.Name)
+		}
+	}
+	return out
+}
+
 // snake turns "TxBackpressure" into "tx_backpressure", "SockRcvBuf" into
 // "sock_rcv_buf".
 func snake(s string) string {
@@ -206,6 +217,15 @@ type Cell struct {
 	// drops, the kernel's SNMP counters of each namespace), as the change
 	// over the cell; they are not part of the conservation.
 	Host map[string]uint64 `json:"host,omitempty"`
+	// LossKeys names every counter of Counters that counts lost
+	// messages ("echo.socket.drops"), zero or not.
+	LossKeys []string `json:"loss_keys,omitempty"`
+	// Repeats summarizes each repeat of the cell (one when --repeat is 1);
+	// Spread is the range of its latencies and rates. With several
+	// repeats the latencies and AchievedRate above are medians, the counts
+	// and counters sums, and Saturated holds when most repeats were.
+	Repeats []Repeat `json:"repeats,omitempty"`
+	Spread  *Spread  `json:"spread,omitempty"`
 	// Display is the table's text for the cell.
 	Display string `json:"display"`
 	// Notes are remarks (a fallback, an interruption).
@@ -245,9 +265,11 @@ func NewCell(kind string, load *LoadResult, echo *EchoResult) Cell {
 	c.Conservation = Account(load, echo)
 	c.Unaccounted = c.Conservation.Unaccounted
 	Flatten("loadgen", &load.Stats, load.Layers(), c.Counters)
+	c.LossKeys = lossKeys("loadgen", &load.Stats, load.Layers())
 	if echo != nil {
 		c.EchoMode = echo.Stats.Mode
 		Flatten("echo", &echo.Stats, echo.Layers(), c.Counters)
+		c.LossKeys = append(c.LossKeys, lossKeys("echo", &echo.Stats, echo.Layers())...)
 		if echo.Error != "" {
 			c.Notes = append(c.Notes, "echo: "+echo.Error)
 		}

@@ -355,7 +355,7 @@ func TestJSONSchema(t *testing.T) {
 		}
 	}
 	md := rep.Markdown()
-	for _, want := range []string{"| fake | " + c.Display + " |", "| dpdk | cannot run: not built |", "### fake at 1k", "conservation (whole run): sent"} {
+	for _, want := range []string{"| fake | " + c.Display + " |", "| dpdk | cannot run: not built |", "### fake at 1k", "conservation (whole run, warm-up included): sent"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}

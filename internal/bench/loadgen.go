@@ -120,8 +120,10 @@ type LoadResult struct {
 	// first 1% and of the first 99% of them. It does not depend on the
 	// round-trip time (a constant RTT shifts both ends), and a few
 	// stragglers on either side (a retransmission) do not move it; a path
-	// whose queue grows returns answers slower than Rate. With fewer than
-	// 100 answers it is Received over Duration.
+	// whose queue grows returns answers slower than Rate. It is never more
+	// than Received over Duration: a path that loses most messages returns
+	// the rest in bursts (after a stall), whose spacing says nothing about
+	// its rate. With fewer than 100 answers it is Received over Duration.
 	AchievedRate float64 `json:"achieved_rate"`
 	// RTT is the round-trip time from the scheduled send time to the
 	// receipt of the answer.
@@ -467,9 +469,10 @@ func achieved(n uint64, h *Hist, d time.Duration) float64 {
 	if n == 0 {
 		return 0
 	}
+	mean := float64(n) / d.Seconds()
 	t1, t99 := h.h.ValueAtQuantile(1), h.h.ValueAtQuantile(99)
 	if n < 100 || t99 <= t1 {
-		return float64(n) / d.Seconds()
+		return mean
 	}
-	return 0.98 * float64(n) / (float64(t99-t1) / 1e9)
+	return min(mean, 0.98*float64(n)/(float64(t99-t1)/1e9))
 }

@@ -6,41 +6,58 @@ import (
 	"strings"
 )
 
-// Markdown writes the report for people: the environment, the table in the
-// reference's format, and under it, per cell, the counts, syscalls per
-// message, the conservation and every nonzero counter of both ends.
+// Markdown writes the report for people: the environment and what the
+// preflight found, the table in the reference's format, the plots, and
+// under it, per cell, the counts, the spread over repeats, syscalls per
+// message of both ends, frames per message for stream kinds, the
+// conservation (with any unaccounted loss) and every layer's counters of
+// both ends.
 func (r *Report) Markdown() string {
 	var b strings.Builder
 	e := &r.Env
 	fmt.Fprintf(&b, "# netbench %s\n\n", e.Started)
 	fmt.Fprintf(&b, "`%s`\n\n", e.Command)
 	fmt.Fprintf(&b, "| | |\n|---|---|\n")
-	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, strings.ReplaceAll(v, "|", "\\|")) }
+	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, cellText(v)) }
 	row("host", e.Host)
 	row("kernel", e.Kernel)
 	row("CPU", fmt.Sprintf("%s, %d CPUs (allowed %v)", e.CPUModel, e.CPUs, e.AllowedCPUs))
 	row("pinning", e.Pinning)
 	row("link", e.Link+": "+strings.Join(e.Ifaces, ", "))
-	var offs []string
-	for _, k := range sortedStrings(e.Offloads) {
-		offs = append(offs, k+" "+e.Offloads[k])
-	}
-	row("offloads", strings.Join(offs, ", "))
+	row("offloads", summarizeOffloads(e.Offloads))
 	row("Go", e.GoVersion)
 	row("method", fmt.Sprintf("%d-byte messages, batch %d, %d queue(s); %s warm-up, %s measured, up to %s drain per cell",
 		e.Size, e.Batch, e.Queues, e.Warmup, e.Duration, e.Drain))
+	if e.Repeat > 0 {
+		row("repeats", fmt.Sprintf("%d; %s", e.Repeat, e.Order))
+	}
 	for _, k := range sortedStrings(e.Modes) {
 		row("mode of "+k, e.Modes[k])
 	}
 	if len(e.NotBuilt) > 0 {
 		row("not built", strings.Join(e.NotBuilt, ", "))
 	}
+	if e.Pcap != "" {
+		row("packet capture", e.Pcap+" (a write per batch: these numbers are not for comparison)")
+	}
+	for _, s := range e.Setup {
+		row("set for the run", s)
+	}
 	for _, n := range e.Notes {
 		row("note", n)
 	}
+	if len(e.Preflight) > 0 {
+		b.WriteString("\n### Preflight\n\nWhat moves results by microseconds on real ports, as found on this host.\n\n| check | | found |\n|---|---|---|\n")
+		for _, c := range e.Preflight {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", cellText(c.Name), c.Status, cellText(c.Detail))
+		}
+	}
 
-	b.WriteString("\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost.\n\n")
-	b.WriteString("| kind |")
+	b.WriteString("\n## Results\n\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost (the rate is the achieved one).")
+	if e.Repeat > 1 {
+		b.WriteString(fmt.Sprintf(" Each cell is the median of %d repeats.", e.Repeat))
+	}
+	b.WriteString("\n\n| kind |")
 	for _, rate := range r.Rates {
 		b.WriteString(" " + FormatRate(rate) + " |")
 	}
@@ -52,7 +69,7 @@ func (r *Report) Markdown() string {
 	for _, k := range r.Kinds {
 		fmt.Fprintf(&b, "| %s |", k.Kind)
 		if k.Reason != "" {
-			fmt.Fprintf(&b, " cannot run: %s |", strings.ReplaceAll(k.Reason, "|", "\\|"))
+			fmt.Fprintf(&b, " cannot run: %s |", cellText(k.Reason))
 			for i := 1; i < len(r.Rates); i++ {
 				b.WriteString(" |")
 			}
@@ -64,68 +81,253 @@ func (r *Report) Markdown() string {
 			if c, ok := r.Cell(k.Kind, rate); ok {
 				s = c.Display
 			}
-			b.WriteString(" " + s + " |")
+			b.WriteString(" " + cellText(s) + " |")
 		}
 		b.WriteString("\n")
+	}
+	if len(r.Plots) > 0 {
+		b.WriteString("\n")
+		for _, p := range r.Plots {
+			fmt.Fprintf(&b, "![%s](%s)\n", strings.TrimSuffix(p, ".svg"), p)
+		}
+		b.WriteString("\nSaturated points are crosses, labelled with the achieved rate and the loss.\n")
+	}
+	if len(r.Captures) > 0 {
+		fmt.Fprintf(&b, "\nPacket captures (pcap): %s\n", strings.Join(r.Captures, ", "))
 	}
 
 	b.WriteString("\n## Cells\n")
 	for i := range r.Cells {
-		c := &r.Cells[i]
-		fmt.Fprintf(&b, "\n### %s at %s: %s\n\n", c.Kind, FormatRate(c.Rate), c.Display)
-		if c.Error != "" {
-			fmt.Fprintf(&b, "error: %s\n\n", c.Error)
-		}
-		fmt.Fprintf(&b, "- offered %d, sent %d, received %d, lost %d (%s), not sent (back-pressure) %d; achieved %s/s\n",
-			c.Offered, c.Sent, c.Received, c.Lost, FormatLoss(c.LossPct), c.NotSent, FormatRate(c.AchievedRate))
-		fmt.Fprintf(&b, "- RTT µs: p50 %s, p99 %s, p99.9 %s, max %s; sender lag µs: p50 %s, p99 %s, max %s\n",
-			FormatUs(c.P50Us), FormatUs(c.P99Us), FormatUs(c.P999Us), FormatUs(c.MaxUs),
-			FormatUs(c.LagP50Us), FormatUs(c.LagP99Us), FormatUs(c.LagMaxUs))
-		if sent := c.Conservation.Sent; sent > 0 {
-			fmt.Fprintf(&b, "- syscalls per message: loadgen %.2f, echo %.2f",
-				float64(c.Counters["loadgen.dgramio.syscalls"])/float64(sent),
-				float64(c.Counters["echo.dgramio.syscalls"])/float64(max(c.Counters["echo.app.received"], 1)))
-			for _, k := range []string{"loadgen.tcp.segs_out", "echo.tcp.segs_out"} {
-				if v, ok := c.Counters[k]; ok {
-					fmt.Fprintf(&b, "; %s per message %.2f", k, float64(v)/float64(sent))
-				}
-			}
-			b.WriteString("\n")
-		}
-		cs := &c.Conservation
-		fmt.Fprintf(&b, "- conservation (whole run): sent %d = received %d + counted lost %d + unaccounted %d",
-			cs.Sent, cs.Received, cs.Counted, cs.Unaccounted)
-		if len(cs.ByLayer) > 0 {
-			var parts []string
-			for _, k := range SortedKeys(cs.ByLayer) {
-				parts = append(parts, fmt.Sprintf("%s %d", k, cs.ByLayer[k]))
-			}
-			fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
-		}
-		b.WriteString("\n")
-		for _, n := range c.Notes {
-			fmt.Fprintf(&b, "- note: %s\n", n)
-		}
-		var nz []string
-		for _, k := range SortedKeys(c.Counters) {
-			if v := c.Counters[k]; v != 0 {
-				nz = append(nz, fmt.Sprintf("%s=%d", k, v))
-			}
-		}
-		if len(nz) > 0 {
-			fmt.Fprintf(&b, "- counters: `%s`\n", strings.Join(nz, "` `"))
-		}
-		var hz []string
-		for _, k := range SortedKeys(c.Host) {
-			if v := c.Host[k]; v != 0 {
-				hz = append(hz, fmt.Sprintf("%s=%d", k, v))
-			}
-		}
-		if len(hz) > 0 {
-			fmt.Fprintf(&b, "- host counters (not in the conservation): `%s`\n", strings.Join(hz, "` `"))
-		}
+		r.Cells[i].markdown(&b)
 	}
 	return b.String()
+}
+
+// markdown writes one cell's section.
+func (c *Cell) markdown(b *strings.Builder) {
+	fmt.Fprintf(b, "\n### %s at %s: %s\n\n", c.Kind, FormatRate(c.Rate), c.Display)
+	if c.Error != "" {
+		fmt.Fprintf(b, "error: %s\n\n", c.Error)
+	}
+	fmt.Fprintf(b, "- offered %d, sent %d, received %d, lost %d (%s), not sent (back-pressure) %d; achieved %s/s\n",
+		c.Offered, c.Sent, c.Received, c.Lost, FormatLoss(c.LossPct), c.NotSent, FormatRate(c.AchievedRate))
+	fmt.Fprintf(b, "- RTT µs: p50 %s, p99 %s, p99.9 %s, max %s; sender lag µs: p50 %s, p99 %s, max %s\n",
+		FormatUs(c.P50Us), FormatUs(c.P99Us), FormatUs(c.P999Us), FormatUs(c.MaxUs),
+		FormatUs(c.LagP50Us), FormatUs(c.LagP99Us), FormatUs(c.LagMaxUs))
+	if s := c.Spread; s != nil && s.OfRepeats > 1 {
+		var rs []string
+		for _, r := range c.Repeats {
+			rs = append(rs, fmt.Sprintf("%d: %s", r.N, r.Display))
+		}
+		fmt.Fprintf(b, "- %d repeats, %d measured (medians above; counts and counters summed): p50 %s–%s µs, p99 %s–%s µs, achieved %s–%s/s; saturated in %d, unaccounted in %d (%s)\n",
+			s.OfRepeats, s.Measured, FormatUs(s.P50MinUs), FormatUs(s.P50MaxUs), FormatUs(s.P99MinUs), FormatUs(s.P99MaxUs),
+			FormatRate(s.AchievedMin), FormatRate(s.AchievedMax), s.SaturatedIn, s.Unaccounted, strings.Join(rs, "; "))
+	}
+	if c.Mode != "" || c.EchoMode != "" {
+		fmt.Fprintf(b, "- mode: loadgen %s; echo %s\n", orDash(c.Mode), orDash(c.EchoMode))
+	}
+	if sent := c.Conservation.Sent; sent > 0 {
+		fmt.Fprintf(b, "- syscalls per message: loadgen %.2f (of %d sent, each one send and one receive), echo %.2f (of %d reflected)\n",
+			float64(c.Counters["loadgen.dgramio.syscalls"])/float64(sent), sent,
+			float64(c.Counters["echo.dgramio.syscalls"])/float64(max(c.Counters["echo.app.received"], 1)), c.Counters["echo.app.received"])
+		if fl := c.framesLine(); fl != "" {
+			b.WriteString("- " + fl + "\n")
+		}
+	}
+	cs := &c.Conservation
+	fmt.Fprintf(b, "- conservation (whole run, warm-up included): sent %d = received %d + counted lost %d + unaccounted %d",
+		cs.Sent, cs.Received, cs.Counted, cs.Unaccounted)
+	if len(cs.ByLayer) > 0 {
+		var parts []string
+		for _, k := range SortedKeys(cs.ByLayer) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, cs.ByLayer[k]))
+		}
+		fmt.Fprintf(b, " (%s)", strings.Join(parts, ", "))
+	}
+	b.WriteString("\n")
+	if cs.Unaccounted != 0 {
+		fmt.Fprintf(b, "- **unaccounted %+d**: %s\n", cs.Unaccounted, map[bool]string{
+			true:  "messages vanished without any layer counting them",
+			false: "more losses were counted than messages are missing (a counter counts something else, or an answer came back after being counted lost)",
+		}[cs.Unaccounted > 0])
+	}
+	for _, n := range c.Notes {
+		fmt.Fprintf(b, "- note: %s\n", n)
+	}
+	c.counterTable(b)
+	var hz []string
+	for _, k := range SortedKeys(c.Host) {
+		if v := c.Host[k]; v != 0 {
+			hz = append(hz, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	if len(hz) > 0 {
+		fmt.Fprintf(b, "- host counters over the cell (not in the conservation): `%s`\n", strings.Join(hz, "` `"))
+	}
+}
+
+// framesLine describes how messages were packed into frames or segments
+// on a stream kind: the userspace TCP's frames carrying data per record
+// (tcp.FramesPerRecord), or the kernel TCP's segments (TCP_INFO, data and
+// pure ACKs together) per message.
+func (c *Cell) framesLine() string {
+	per := func(num, den string) (float64, bool) {
+		n, ok1 := c.Counters[num]
+		d, ok2 := c.Counters[den]
+		if !ok1 || !ok2 || d == 0 {
+			return 0, false
+		}
+		return float64(n) / float64(d), true
+	}
+	var parts []string
+	for _, end := range []string{"loadgen", "echo"} {
+		tx, okT := per(end+".link.tx_tcp_data_frames", end+".stream.records_tx")
+		rx, okR := per(end+".link.rx_tcp_data_frames", end+".stream.records_rx")
+		if okT || okR {
+			parts = append(parts, fmt.Sprintf("%s tx %.2f rx %.2f", end, tx, rx))
+		}
+	}
+	if len(parts) > 0 {
+		return "frames carrying data per record: " + strings.Join(parts, ", ") + " (below 1: several records in one segment)"
+	}
+	for _, end := range []string{"loadgen", "echo"} {
+		msgs := c.Counters[end+".dgramio.tx_sent"]
+		out, okO := c.Counters[end+".tcp.segs_out"]
+		in, okI := c.Counters[end+".tcp.segs_in"]
+		if (okO || okI) && msgs > 0 {
+			parts = append(parts, fmt.Sprintf("%s out %.2f in %.2f", end, float64(out)/float64(msgs), float64(in)/float64(msgs)))
+		}
+	}
+	if len(parts) > 0 {
+		return "TCP segments per message sent (TCP_INFO, data and pure ACKs): " + strings.Join(parts, ", ")
+	}
+	return ""
+}
+
+// counterTable writes every layer's counters of both ends, one row per
+// layer and name, in a collapsed block.
+func (c *Cell) counterTable(b *strings.Builder) {
+	type row struct{ loadgen, echo string }
+	rows := map[string]*row{}
+	nonzero := 0
+	for k, v := range c.Counters {
+		end, rest, ok := strings.Cut(k, ".")
+		if !ok {
+			continue
+		}
+		r := rows[rest]
+		if r == nil {
+			r = &row{}
+			rows[rest] = r
+		}
+		s := fmt.Sprint(v)
+		if end == "loadgen" {
+			r.loadgen = s
+		} else {
+			r.echo = s
+		}
+		if v != 0 {
+			nonzero++
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	loss := map[string]bool{}
+	for _, k := range c.LossKeys {
+		if _, rest, ok := strings.Cut(k, "."); ok {
+			loss[rest] = true
+		}
+	}
+	keys := make([]string, 0, len(rows))
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(b, "\n<details><summary>counters of every layer, both ends (%d nonzero)</summary>\n\n| layer.counter | loadgen | echo | loss |\n|---|---:|---:|---|\n", nonzero)
+	for _, k := range keys {
+		r := rows[k]
+		if (r.loadgen == "" || r.loadgen == "0") && (r.echo == "" || r.echo == "0") {
+			continue
+		}
+		l := ""
+		if loss[k] {
+			l = "loss"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", k, orDash(r.loadgen), orDash(r.echo), l)
+	}
+	var zero []string
+	for _, k := range keys {
+		r := rows[k]
+		if (r.loadgen == "" || r.loadgen == "0") && (r.echo == "" || r.echo == "0") {
+			zero = append(zero, k)
+		}
+	}
+	if len(zero) > 0 {
+		fmt.Fprintf(b, "\nzero at both ends: %s\n", strings.Join(zero, ", "))
+	}
+	b.WriteString("\n</details>\n")
+}
+
+// summarizeOffloads writes the offload settings compactly: the features
+// that are off on both ends, then any other.
+func summarizeOffloads(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	byFeature := map[string][]string{}
+	for k, v := range m {
+		end, f, ok := strings.Cut(k, ".")
+		if !ok {
+			f, end = k, ""
+		}
+		byFeature[f] = append(byFeature[f], end+"="+v)
+	}
+	var off, other []string
+	for _, f := range sortedKeysOf(byFeature) {
+		vs := byFeature[f]
+		sort.Strings(vs)
+		allOff := true
+		for _, v := range vs {
+			if !strings.HasSuffix(v, "=off") {
+				allOff = false
+			}
+		}
+		if allOff {
+			off = append(off, f)
+		} else {
+			other = append(other, f+" "+strings.Join(vs, " "))
+		}
+	}
+	var parts []string
+	if len(off) > 0 {
+		parts = append(parts, "off on both ends: "+strings.Join(off, ", "))
+	}
+	if len(other) > 0 {
+		parts = append(parts, strings.Join(other, "; "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func sortedKeysOf(m map[string][]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// cellText makes s safe inside a markdown table cell.
+func cellText(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func sortedStrings(m map[string]string) []string {

@@ -42,6 +42,17 @@ type Env struct {
 	Size     int    `json:"size"`
 	Batch    int    `json:"batch"`
 	Queues   int    `json:"queues"`
+	// Repeat is how many times each cell ran; Order how the cells were
+	// interleaved.
+	Repeat int    `json:"repeat"`
+	Order  string `json:"order,omitempty"`
+	// Preflight holds what the preflight found (coalescing, IRQs, NUMA,
+	// isolated CPUs); Setup what netbench changed on real ports for the
+	// run and restored after it.
+	Preflight []Check  `json:"preflight,omitempty"`
+	Setup     []string `json:"setup,omitempty"`
+	// Pcap is the directory of the packet captures, when asked for.
+	Pcap string `json:"pcap,omitempty"`
 	// NotBuilt lists the kinds this build lacks (left out of the default
 	// run).
 	NotBuilt []string `json:"not_built,omitempty"`
@@ -64,6 +75,12 @@ type Report struct {
 	Cells []Cell    `json:"cells"`
 	// Rates are the offered rates, in the order of the table's columns.
 	Rates []float64 `json:"rates"`
+	// Plots are the SVG files drawn from the cells, relative to the
+	// report's directory.
+	Plots []string `json:"plots,omitempty"`
+	// Captures are the pcap files written, relative to the report's
+	// directory.
+	Captures []string `json:"captures,omitempty"`
 }
 
 // Cell returns the cell of kind at rate, if there is one.

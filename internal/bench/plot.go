@@ -1,0 +1,208 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// The plots WritePlots draws, by file name.
+const (
+	PlotP50 = "rtt-p50.svg"
+	PlotP99 = "rtt-p99.svg"
+)
+
+// WritePlots draws the round trip against the offered rate, one line per
+// kind, on log-log axes: p50 into PlotP50 and p99 into PlotP99 in dir. A
+// saturated cell is drawn with a cross instead of the kind's marker and
+// labelled "sat. <achieved>, <loss>": its latency is the depth of a queue,
+// not the path's, but it is a result too and stays on the line (dashed
+// when no point of the kind kept up). Cells with an error are left out. It
+// returns the file names written.
+func (r *Report) WritePlots(dir string) ([]string, error) {
+	var files []string
+	for _, p := range []struct {
+		file, what string
+		get        func(*Cell) float64
+	}{
+		{PlotP50, "p50", func(c *Cell) float64 { return c.P50Us }},
+		{PlotP99, "p99", func(c *Cell) float64 { return c.P99Us }},
+	} {
+		svg, err := r.plotSVG(p.what, p.get)
+		if err != nil {
+			return files, fmt.Errorf("plot %s: %w", p.what, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p.file), svg, 0o644); err != nil {
+			return files, fmt.Errorf("plot %s: %w", p.what, err)
+		}
+		files = append(files, p.file)
+	}
+	return files, nil
+}
+
+// plotSVG draws one percentile as SVG.
+func (r *Report) plotSVG(what string, get func(*Cell) float64) ([]byte, error) {
+	p, err := r.plot(what, get)
+	if err != nil {
+		return nil, err
+	}
+	c := vgsvg.NewWith(vgsvg.UseWH(8*vg.Inch, 5*vg.Inch))
+	p.Draw(draw.New(c))
+	var b bytes.Buffer
+	if _, err := c.WriteTo(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// plot builds the plot of one percentile.
+func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Round trip %s against offered rate (%s)", what, r.Env.Link)
+	p.X.Label.Text = "offered rate, messages/s"
+	p.Y.Label.Text = what + " round trip, µs"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker = rateTicks{r.Rates}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+
+	drawn := 0
+	var lo, hi float64 = math.Inf(1), 0
+	for i, k := range r.Kinds {
+		if k.Reason != "" {
+			continue
+		}
+		var ok, sat, all plotter.XYs
+		var satLabels []string
+		for _, rate := range r.Rates {
+			c, found := r.Cell(k.Kind, rate)
+			if !found || !c.measured() {
+				continue
+			}
+			y := get(c)
+			if y <= 0 || math.IsNaN(y) {
+				continue
+			}
+			lo, hi = min(lo, y), max(hi, y)
+			pt := plotter.XY{X: rate, Y: y}
+			all = append(all, pt)
+			if c.Saturated {
+				sat = append(sat, pt)
+				satLabels = append(satLabels, fmt.Sprintf("sat. %s, %s", FormatRate(c.AchievedRate), FormatLoss(c.LossPct)))
+			} else {
+				ok = append(ok, pt)
+			}
+		}
+		if len(all) == 0 {
+			continue
+		}
+		drawn++
+		col := plotutil.Color(i)
+		line, err := plotter.NewLine(all)
+		if err != nil {
+			return nil, err
+		}
+		line.Color = col
+		line.Width = vg.Points(1.5)
+		if len(ok) == 0 {
+			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(line)
+		thumbs := []plot.Thumbnailer{line}
+		if len(ok) > 0 {
+			pts, err := plotter.NewScatter(ok)
+			if err != nil {
+				return nil, err
+			}
+			pts.Color = col
+			pts.Shape = plotutil.Shape(i)
+			pts.Radius = vg.Points(3)
+			p.Add(pts)
+			thumbs = append(thumbs, pts)
+		}
+		if len(sat) > 0 {
+			xs, err := plotter.NewScatter(sat)
+			if err != nil {
+				return nil, err
+			}
+			xs.Color = col
+			xs.Shape = draw.CrossGlyph{}
+			xs.Radius = vg.Points(5)
+			p.Add(xs)
+			lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: sat, Labels: satLabels})
+			if err != nil {
+				return nil, err
+			}
+			for j := range lbl.TextStyle {
+				lbl.TextStyle[j].Color = col
+				lbl.TextStyle[j].Font.Size = vg.Points(8)
+			}
+			lbl.Offset = vg.Point{X: vg.Points(6), Y: vg.Points(2)}
+			p.Add(lbl)
+		}
+		p.Legend.Add(k.Kind, thumbs...)
+	}
+	if drawn == 0 {
+		p.Title.Text += ": no cell measured"
+		p.X.Scale, p.Y.Scale = plot.LinearScale{}, plot.LinearScale{}
+		p.X.Tick.Marker, p.Y.Tick.Marker = plot.DefaultTicks{}, plot.DefaultTicks{}
+	} else {
+		// Room for the labels and the legend.
+		p.Y.Min, p.Y.Max = lo/2, hi*4
+		if len(r.Rates) > 0 {
+			p.X.Min, p.X.Max = minF(r.Rates)/1.5, maxF(r.Rates)*2.5
+		}
+	}
+	p.Legend.Add("saturated (sat. achieved, loss)", crossThumb{})
+	return p, nil
+}
+
+// crossThumb is the legend's mark of a saturated point.
+type crossThumb struct{}
+
+// Thumbnail implements plot.Thumbnailer.
+func (crossThumb) Thumbnail(c *draw.Canvas) {
+	c.DrawGlyph(draw.GlyphStyle{Color: color.Black, Radius: vg.Points(5), Shape: draw.CrossGlyph{}}, c.Center())
+}
+
+// rateTicks puts a tick at each offered rate, labelled as the table does.
+type rateTicks struct{ rates []float64 }
+
+// Ticks implements plot.Ticker.
+func (t rateTicks) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for _, r := range t.rates {
+		if r >= lo && r <= hi {
+			out = append(out, plot.Tick{Value: r, Label: FormatRate(r)})
+		}
+	}
+	return out
+}
+
+func minF(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = min(m, x)
+	}
+	return m
+}
+
+func maxF(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
