@@ -29,12 +29,6 @@ type Iovec struct {
 	Len  uint64
 }
 
-// MsghdrLen and IovecLen are the sizes of Msghdr and Iovec.
-const (
-	MsghdrLen = int(unsafe.Sizeof(Msghdr{}))
-	IovecLen  = int(unsafe.Sizeof(Iovec{}))
-)
-
 // Compile-time checks that the layouts match the kernel's (as x/sys
 // describes them); they fail to build on 32-bit platforms, which this
 // package does not support.

@@ -272,11 +272,6 @@ func (r *Ring) SQDropped() uint32 { return atomic.LoadUint32(r.sqDropped) }
 // (without FeatNoDrop they were lost; with it they wait in the kernel).
 func (r *Ring) CQOverflow() uint32 { return atomic.LoadUint32(r.cqOverflow) }
 
-// SQSpace returns how many SQEs GetSQE can still hand out.
-func (r *Ring) SQSpace() uint32 {
-	return r.sqEntries - (r.sqeTail - atomic.LoadUint32(r.sqHead))
-}
-
 // GetSQE returns the next free SQE, zeroed, or nil when the SQ is full. The
 // SQE is the kernel's to read once Submit publishes it; fill it before.
 func (r *Ring) GetSQE() *SQE {
