@@ -194,7 +194,7 @@ func findCheck(t *testing.T, cs []Check, name string) Check {
 // hyperthread pairs: each finding it is built for.
 func TestPreflightRealPorts(t *testing.T) {
 	files := map[string]string{
-		"sys/devices/system/cpu/isolated":                          "\n",
+		"sys/devices/system/cpu/isolated":                           "\n",
 		"sys/devices/system/cpu/cpu0/topology/thread_siblings_list": "0,2\n",
 		"sys/devices/system/cpu/cpu2/topology/thread_siblings_list": "0,2\n",
 		"sys/devices/system/cpu/cpu1/topology/thread_siblings_list": "1,3\n",
