@@ -34,52 +34,12 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	}
 }
 
-// udpOn opens a UDP socket bound to addr inside h's namespace.
-func udpOn(t *testing.T, h *Host, addr netip.AddrPort) *net.UDPConn {
-	t.Helper()
-	var c *net.UDPConn
-	err := h.Do(func() error {
-		var err error
-		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(addr))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen udp %s in %s: %v", addr, h.Iface, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// roundTrip sends a datagram from A to B and an answer back, through kernel
-// sockets made inside each namespace.
+// roundTrip checks that p carries a UDP datagram both ways (see
+// Pair.UDPRoundTrip).
 func roundTrip(t *testing.T, p *Pair, msg string) {
 	t.Helper()
-	a := udpOn(t, p.A, netip.AddrPortFrom(p.A.Addr, 0))
-	b := udpOn(t, p.B, netip.AddrPortFrom(p.B.Addr, 0))
-	to := b.LocalAddr().(*net.UDPAddr).AddrPort()
-	deadline := time.Now().Add(20 * time.Second)
-	a.SetDeadline(deadline)
-	b.SetDeadline(deadline)
-	if _, err := a.WriteToUDPAddrPort([]byte(msg), to); err != nil {
-		t.Fatalf("send A→B: %v", err)
-	}
-	buf := make([]byte, 65536)
-	n, from, err := b.ReadFromUDPAddrPort(buf)
-	if err != nil {
-		t.Fatalf("receive on B: %v", err)
-	}
-	if string(buf[:n]) != msg || from.Addr() != p.A.Addr {
-		t.Fatalf("B got %d bytes %.40q from %s, want %d bytes %.40q from %s", n, buf[:n], from, len(msg), msg, p.A.Addr)
-	}
-	if _, err := b.WriteToUDPAddrPort([]byte("re:"+msg), from); err != nil {
-		t.Fatalf("send B→A: %v", err)
-	}
-	n, from, err = a.ReadFromUDPAddrPort(buf)
-	if err != nil {
-		t.Fatalf("receive on A: %v", err)
-	}
-	if string(buf[:n]) != "re:"+msg || from != to {
-		t.Fatalf("A got %d bytes %.40q from %s, want %d bytes %.40q from %s", n, buf[:n], from, len(msg)+3, "re:"+msg, to)
+	if _, err := p.UDPRoundTrip(msg, 20*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
 

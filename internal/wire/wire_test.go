@@ -46,52 +46,26 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	}
 }
 
-// udpOn opens a UDP socket bound to addr inside h's namespace.
-func udpOn(t *testing.T, h *testhost.Host, addr netip.AddrPort) *net.UDPConn {
+// udpOn opens a UDP socket on h's address, closed when the test ends.
+func udpOn(t *testing.T, h *testhost.Host) *net.UDPConn {
 	t.Helper()
-	var c *net.UDPConn
-	if err := h.Do(func() (err error) {
-		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(addr))
-		return err
-	}); err != nil {
-		t.Fatalf("listen udp %s in %s: %v", addr, h.Iface, err)
+	c, err := h.ListenUDP(0)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
-// roundTrip sends a datagram from A to B and the answer back.
+// roundTrip sends a datagram from A to B and the answer back (see
+// testhost.Pair.UDPRoundTrip) and returns how long it took.
 func roundTrip(t *testing.T, w *Wire, msg string) time.Duration {
 	t.Helper()
-	a := udpOn(t, w.A, netip.AddrPortFrom(w.A.Addr, 0))
-	b := udpOn(t, w.B, netip.AddrPortFrom(w.B.Addr, 0))
-	to := b.LocalAddr().(*net.UDPAddr).AddrPort()
-	deadline := time.Now().Add(30 * time.Second)
-	a.SetDeadline(deadline)
-	b.SetDeadline(deadline)
-	start := time.Now()
-	if _, err := a.WriteToUDPAddrPort([]byte(msg), to); err != nil {
-		t.Fatalf("send A→B: %v", err)
-	}
-	buf := make([]byte, 2048)
-	n, from, err := b.ReadFromUDPAddrPort(buf)
+	rtt, err := w.Pair().UDPRoundTrip(msg, 30*time.Second)
 	if err != nil {
-		t.Fatalf("receive on B: %v", err)
+		t.Fatal(err)
 	}
-	if string(buf[:n]) != msg || from.Addr() != w.A.Addr {
-		t.Fatalf("B got %q from %s, want %q from %s", buf[:n], from, msg, w.A.Addr)
-	}
-	if _, err := b.WriteToUDPAddrPort([]byte("re:"+msg), from); err != nil {
-		t.Fatalf("send B→A: %v", err)
-	}
-	n, from, err = a.ReadFromUDPAddrPort(buf)
-	if err != nil {
-		t.Fatalf("receive on A: %v", err)
-	}
-	if string(buf[:n]) != "re:"+msg || from != to {
-		t.Fatalf("A got %q from %s, want %q from %s", buf[:n], from, "re:"+msg, to)
-	}
-	return time.Since(start)
+	return rtt
 }
 
 // addrs lists the IPv4 addresses on h's veth end.
@@ -297,8 +271,8 @@ func sendSeq(t *testing.T, w *Wire, n int) []int {
 	if err := w.B.AddNeigh(w.A.Addr, w.A.MAC); err != nil {
 		t.Fatal(err)
 	}
-	a := udpOn(t, w.A, netip.AddrPortFrom(w.A.Addr, 0))
-	b := udpOn(t, w.B, netip.AddrPortFrom(w.B.Addr, 0))
+	a := udpOn(t, w.A)
+	b := udpOn(t, w.B)
 	to := b.LocalAddr().(*net.UDPAddr).AddrPort()
 	got := make([]int, n) // the receiver's until done
 	var total atomic.Int64
@@ -421,8 +395,8 @@ func TestRate(t *testing.T) {
 	const frames, payload = 100, 1000
 	w := NewT(t, Options{Rate: rate})
 	roundTrip(t, w, "warm-up")
-	a := udpOn(t, w.A, netip.AddrPortFrom(w.A.Addr, 0))
-	b := udpOn(t, w.B, netip.AddrPortFrom(w.B.Addr, 0))
+	a := udpOn(t, w.A)
+	b := udpOn(t, w.B)
 	to := b.LocalAddr().(*net.UDPAddr).AddrPort()
 	b.SetReadDeadline(time.Now().Add(time.Minute))
 	msg := make([]byte, payload)
@@ -454,8 +428,8 @@ func TestSetImpairment(t *testing.T) {
 	if err := w.SetImpairment(AtoB, Impairment{Loss: 1}); err != nil {
 		t.Fatal(err)
 	}
-	a := udpOn(t, w.A, netip.AddrPortFrom(w.A.Addr, 0))
-	b := udpOn(t, w.B, netip.AddrPortFrom(w.B.Addr, 0))
+	a := udpOn(t, w.A)
+	b := udpOn(t, w.B)
 	to := b.LocalAddr().(*net.UDPAddr).AddrPort()
 	before := w.Stats(AtoB)
 	for range 10 {
@@ -494,8 +468,8 @@ func TestLinkFlap(t *testing.T) {
 	}
 	// B knows A's MAC from the round trip: its datagrams reach MB, then
 	// have nowhere to go.
-	a := udpOn(t, w.A, netip.AddrPortFrom(w.A.Addr, 0))
-	b := udpOn(t, w.B, netip.AddrPortFrom(w.B.Addr, 0))
+	a := udpOn(t, w.A)
+	b := udpOn(t, w.B)
 	to := a.LocalAddr().(*net.UDPAddr).AddrPort()
 	for range 5 {
 		if _, err := b.WriteToUDPAddrPort([]byte("into the void"), to); err != nil {

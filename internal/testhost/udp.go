@@ -1,0 +1,71 @@
+//go:build linux
+
+package testhost
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// ListenUDP opens a kernel UDP socket inside h's namespace, bound to
+// h.Addr:port (port 0: an ephemeral one). It belongs to the namespace for
+// its whole life and may be used from any goroutine; the caller closes it.
+func (h *Host) ListenUDP(port uint16) (*net.UDPConn, error) {
+	var c *net.UDPConn
+	err := h.Do(func() (err error) {
+		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(h.Addr, port)))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("testhost %s: listen udp %s:%d: %w", h.Iface, h.Addr, port, err)
+	}
+	return c, nil
+}
+
+// UDPRoundTrip sends msg from A to B and "re:"+msg back, through kernel UDP
+// sockets made inside the namespaces for this call, and checks that each
+// arrives whole, from the other host's address, within timeout. It returns
+// how long the round trip took (the first one on a link includes ARP). It
+// shows that the link carries traffic both ways: after a flap, a change of
+// address or neighbour, through an XDP program that passes frames.
+func (p *Pair) UDPRoundTrip(msg string, timeout time.Duration) (time.Duration, error) {
+	a, err := p.A.ListenUDP(0)
+	if err != nil {
+		return 0, err
+	}
+	defer a.Close()
+	b, err := p.B.ListenUDP(0)
+	if err != nil {
+		return 0, err
+	}
+	defer b.Close()
+	to := b.LocalAddr().(*net.UDPAddr).AddrPort()
+	deadline := time.Now().Add(timeout)
+	a.SetDeadline(deadline)
+	b.SetDeadline(deadline)
+	start := time.Now()
+	if _, err := a.WriteToUDPAddrPort([]byte(msg), to); err != nil {
+		return 0, fmt.Errorf("send A→B: %w", err)
+	}
+	buf := make([]byte, 65536)
+	n, from, err := b.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		return 0, fmt.Errorf("receive on B: %w", err)
+	}
+	if string(buf[:n]) != msg || from.Addr() != p.A.Addr {
+		return 0, fmt.Errorf("B got %d bytes %.40q from %s, want %d bytes %.40q from %s", n, buf[:n], from, len(msg), msg, p.A.Addr)
+	}
+	if _, err := b.WriteToUDPAddrPort([]byte("re:"+msg), from); err != nil {
+		return 0, fmt.Errorf("send B→A: %w", err)
+	}
+	n, from, err = a.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		return 0, fmt.Errorf("receive on A: %w", err)
+	}
+	if string(buf[:n]) != "re:"+msg || from != to {
+		return 0, fmt.Errorf("A got %d bytes %.40q from %s, want %d bytes %.40q from %s", n, buf[:n], from, len(msg)+3, "re:"+msg, to)
+	}
+	return time.Since(start), nil
+}
