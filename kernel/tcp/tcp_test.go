@@ -172,38 +172,28 @@ func TestUnprivileged(t *testing.T) {
 	t.Logf("uid %d: %s", os.Geteuid(), cli.Stats().Mode)
 }
 
-// receive drains srv until it has n records or 20 s pass, checking that
-// they are messages want, want+1, ... in order.
+// receive drains srv until it has n records (see socktest.Collect), calling
+// drive (when set) before each Rx, and checks that they are messages want,
+// want+1, ... in order. It returns the next message due.
 func receive(t testing.TB, srv core.Backend, want uint32, n int, drive func()) uint32 {
 	t.Helper()
-	pkts := make([]core.Packet, 64)
-	deadline := time.Now().Add(20 * time.Second)
-	for got := 0; got < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("received %d of %d records; stats %+v", got, n, srv.Stats())
-		}
+	got := 0
+	socktest.Collect(t, srv, func() bool {
 		if drive != nil {
 			drive()
 		}
-		k, err := srv.Rx(pkts)
+		return got >= n
+	}, func(p core.Packet) {
+		seq, err := socktest.Check(p.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range pkts[:k] {
-			seq, err := socktest.Check(p.Data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if seq != want {
-				t.Fatalf("record %d arrived where %d was due: a record was lost, split or duplicated", seq, want)
-			}
-			want++
-			got++
+		if seq != want {
+			t.Fatalf("record %d arrived where %d was due: a record was lost, split or duplicated", seq, want)
 		}
-		if k == 0 {
-			time.Sleep(100 * time.Microsecond)
-		}
-	}
+		want++
+		got++
+	})
 	return want
 }
 

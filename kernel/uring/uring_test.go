@@ -264,21 +264,8 @@ func TestTruncated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pkts := make([]core.Packet, 8)
 	var sizes []int
-	deadline := time.Now().Add(10 * time.Second)
-	for len(sizes) < 2 && time.Now().Before(deadline) {
-		k, err := srv.Rx(pkts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pkts[:k] {
-			sizes = append(sizes, len(p.Data))
-		}
-		if k == 0 {
-			time.Sleep(time.Millisecond)
-		}
-	}
+	socktest.Collect(t, srv, func() bool { return len(sizes) >= 2 }, func(p core.Packet) { sizes = append(sizes, len(p.Data)) })
 	st := srv.Stats()
 	if fmt.Sprint(sizes) != "[100 1]" || st.RxTruncated != 2 {
 		t.Fatalf("delivered sizes %v and %d truncated; want [100 1] and 2", sizes, st.RxTruncated)

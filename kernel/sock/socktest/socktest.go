@@ -384,3 +384,35 @@ func Pinning(t testing.TB, open func(cpus []int) (core.Backend, error)) {
 	}()
 	testutil.SkipIfNotSupported(t, <-done)
 }
+
+// Collect calls b.Rx on the calling goroutine until done reports true,
+// handing each packet received to each (its Data is valid only during the
+// call), and sleeps in Wait for up to a millisecond when Rx finds nothing.
+// done is asked before every Rx, so it may drive a peer (flush a sender)
+// too. Collect fails the test on an Rx error, and when done still says
+// false after 20 s, with b's Stats.
+func Collect(t testing.TB, b core.Backend, done func() bool, each func(p core.Packet)) {
+	t.Helper()
+	pkts := make([]core.Packet, 64)
+	deadline := time.Now().Add(20 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for packets after 20 s; stats %+v", b.Stats())
+		}
+		n, err := b.Rx(pkts)
+		if err != nil {
+			t.Fatalf("Rx: %v", err)
+		}
+		for _, p := range pkts[:n] {
+			each(p)
+		}
+		if n == 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			err := b.Wait(ctx)
+			cancel()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, core.ErrNotSupported) {
+				t.Fatalf("Wait: %v", err)
+			}
+		}
+	}
+}
