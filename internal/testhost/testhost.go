@@ -72,7 +72,7 @@ func New(o Options) (*Pair, error) {
 	if o.Queues < 0 || o.Queues > MaxQueues {
 		return nil, fmt.Errorf("testhost: Queues=%d: want 1..%d", o.Queues, MaxQueues)
 	}
-	if o.MTU < 0 || o.MTU > 65535 {
+	if o.MTU != 0 && (o.MTU < 68 || o.MTU > 65535) {
 		return nil, fmt.Errorf("testhost: MTU=%d: want 68..65535 or 0 for the default", o.MTU)
 	}
 	if o.CarrierTimeout <= 0 {

@@ -208,6 +208,7 @@ func TestOptionsRefused(t *testing.T) {
 		{Options{Queues: -1}, "Queues=-1"},
 		{Options{Queues: MaxQueues + 1}, "Queues=257"},
 		{Options{MTU: -1}, "MTU=-1"},
+		{Options{MTU: 67}, "MTU=67: want 68..65535"},
 		{Options{Queues: 2, XPSCPUs: []int{0, -1}}, "XPSCPUs has CPU -1"},
 	}
 	for _, tc := range cases {
