@@ -322,7 +322,6 @@ type Port struct {
 	mtu  int
 	out  *link // frames we send
 	in   *link // frames we receive
-	peer *Port
 
 	// taken holds the frames RxFrames took from the wire and is delivering.
 	taken []slot
@@ -366,7 +365,6 @@ func NewPair(opts Options) (a, b *Port) {
 	ba := newLink(BtoA, &opts, opts.BtoA)
 	a = newPort("A", &opts, opts.MACA, ab, ba)
 	b = newPort("B", &opts, opts.MACB, ba, ab)
-	a.peer, b.peer = b, a
 	return a, b
 }
 
@@ -384,9 +382,6 @@ func newPort(name string, o *Options, mac net.HardwareAddr, out, in *link) *Port
 
 // String returns "memio A" or "memio B".
 func (p *Port) String() string { return "memio " + p.name }
-
-// Peer returns the other port of the pair.
-func (p *Port) Peer() *Port { return p.peer }
 
 // SetImpairment changes the impairment of the frames this port sends, from
 // the next Kick on. The random stream goes on where it was.
