@@ -63,17 +63,7 @@ func (e *SQE) PrepPollAdd(fd int32, events uint32, userData uint64) {
 	e.UserData = userData
 }
 
-// PrepCancel prepares IORING_OP_ASYNC_CANCEL (5.5) of the request whose
-// user data is target. Its own CQE has res 0 when one was found, -ENOENT
-// when none, -EALREADY when it was already running.
-func (e *SQE) PrepCancel(target uint64, userData uint64) {
-	e.Opcode = OpAsyncCancel
-	e.FD = -1
-	e.Addr = target
-	e.UserData = userData
-}
-
-// PrepCancelAll prepares IORING_OP_ASYNC_CANCEL of every request in
+// PrepCancelAll prepares IORING_OP_ASYNC_CANCEL (5.5) of every request in
 // flight (IORING_ASYNC_CANCEL_ANY|ALL, 5.19). Its CQE's res is the number
 // of requests cancelled.
 func (e *SQE) PrepCancelAll(userData uint64) {
