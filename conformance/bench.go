@@ -15,8 +15,9 @@ import (
 // Waits. They are generous deadlines for something to happen, never
 // assertions that something was fast.
 const (
-	// Answer bounds the wait for a frame that answers one the bench sent.
-	Answer = 10 * time.Second
+	// DefaultAnswer bounds the wait for a frame that answers one the bench
+	// sent (Bench.Answer; a DUT may say it needs less, AnswerWaiter).
+	DefaultAnswer = 10 * time.Second
 	// Quiet is how long the bench listens when it expects nothing: an
 	// answer comes within microseconds, so silence this long means none.
 	Quiet = 300 * time.Millisecond
@@ -38,6 +39,7 @@ type Bench struct {
 	info  Info
 	clock Clock
 
+	answer   time.Duration
 	log      []string
 	sent     int
 	nextPort uint16
@@ -45,7 +47,11 @@ type Bench struct {
 }
 
 func newBench(tb TB, d DUT) *Bench {
-	return &Bench{tb: tb, dut: d, link: d.Link(), info: d.Info(), clock: d.Clock(), nextPort: 40000, ipID: 1}
+	b := &Bench{tb: tb, dut: d, link: d.Link(), info: d.Info(), clock: d.Clock(), nextPort: 40000, ipID: 1, answer: DefaultAnswer}
+	if a, ok := d.(AnswerWaiter); ok {
+		b.answer = a.AnswerWait()
+	}
+	return b
 }
 
 func (b *Bench) dumpOnFailure() {
@@ -178,7 +184,7 @@ func (b *Bench) ExpectNothing(what string, d time.Duration, m Match) {
 // (Settler), so that a clock moved next does not overtake them.
 func (b *Bench) Settle() {
 	if s, ok := b.dut.(Settler); ok {
-		s.Settle(Answer)
+		s.Settle(b.Answer())
 	}
 }
 
@@ -387,7 +393,7 @@ func IsEchoReply(id, seq uint16) Match {
 // comes from the DUT to the bench and carries payload back.
 func (e *Env) ExpectEchoReply(id, seq uint16, payload []byte) *Frame {
 	e.Helper()
-	f := e.Expect(fmt.Sprintf("echo reply id %d seq %d", id, seq), Answer, IsEchoReply(id, seq))
+	f := e.Expect(fmt.Sprintf("echo reply id %d seq %d", id, seq), e.Answer(), IsEchoReply(id, seq))
 	if !f.IP.SrcIP.Equal(e.Info.Addr.AsSlice()) || !f.IP.DstIP.Equal(e.Info.BenchAddr.AsSlice()) {
 		e.Errorf("echo reply %v -> %v, want %v -> %v", f.IP.SrcIP, f.IP.DstIP, e.Info.Addr, e.Info.BenchAddr)
 	}
@@ -422,3 +428,7 @@ func (b *Bench) Fragments(frame []byte, size int) [][]byte {
 	}
 	return out
 }
+
+// Answer is how long the bench waits for an answer from this DUT (real
+// time): DefaultAnswer, or what the DUT says it needs (AnswerWaiter).
+func (b *Bench) Answer() time.Duration { return b.answer }

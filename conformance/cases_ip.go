@@ -116,7 +116,7 @@ func init() {
 				ip := e.IPv4(layers.IPProtocol(253))
 				fr := e.Build(e.Eth(layers.EthernetTypeIPv4), ip, gopacket.Payload(Pattern(24, 9)))
 				e.SendFrame(fr)
-				f := e.Expect("ICMP destination unreachable", Answer, IsICMPType(layers.ICMPv4TypeDestinationUnreachable))
+				f := e.Expect("ICMP destination unreachable", e.Answer(), IsICMPType(layers.ICMPv4TypeDestinationUnreachable))
 				if c := f.ICMP.TypeCode.Code(); c != layers.ICMPv4CodeProtocol {
 					e.Errorf("destination unreachable code %d (%v), want 2 (protocol unreachable)", c, f.ICMP.TypeCode)
 				}
@@ -134,7 +134,7 @@ func init() {
 				u.SetNetworkLayerForChecksum(ip)
 				fr := e.Build(e.Eth(layers.EthernetTypeIPv4), ip, u, gopacket.Payload(Pattern(20, 10)))
 				e.SendFrame(fr)
-				f := e.Expect("ICMP destination unreachable", Answer, IsICMPType(layers.ICMPv4TypeDestinationUnreachable))
+				f := e.Expect("ICMP destination unreachable", e.Answer(), IsICMPType(layers.ICMPv4TypeDestinationUnreachable))
 				if c := f.ICMP.TypeCode.Code(); c != layers.ICMPv4CodePort {
 					e.Errorf("destination unreachable code %d (%v), want 3 (port unreachable)", c, f.ICMP.TypeCode)
 				}
@@ -241,7 +241,7 @@ func udpFrame(e *Env, port uint16, data []byte) []byte {
 func expectUDP(e *Env, u UDPConn, data []byte) {
 	e.Helper()
 	buf := make([]byte, 65536)
-	n, from, err := u.Read(buf, Answer)
+	n, from, err := u.Read(buf, e.Answer())
 	if err != nil {
 		e.Fatalf("UDP read: %v", err)
 	}

@@ -17,7 +17,7 @@ func init() {
 			Needs: []Cap{CapARP},
 			Run: func(e *Env) {
 				e.SendFrame(e.ARPRequest(e.Info.Addr))
-				f := e.Expect("ARP reply", Answer, IsARP(layers.ARPReply))
+				f := e.Expect("ARP reply", e.Answer(), IsARP(layers.ARPReply))
 				a := f.ARP
 				if !bytes.Equal(a.SourceHwAddress, e.Info.MAC) || !bytes.Equal(a.SourceProtAddress, e.Info.Addr.AsSlice()) {
 					e.Errorf("reply says %s is at %s, want %s at %s", ip4(a.SourceProtAddress), mac(a.SourceHwAddress), e.Info.Addr, e.Info.MAC)
@@ -47,7 +47,7 @@ func init() {
 				// The DUT still answers for itself: the silence was not a
 				// dead DUT.
 				e.SendFrame(e.ARPRequest(e.Info.Addr))
-				e.Expect("ARP reply for the DUT's own address", Answer, IsARP(layers.ARPReply))
+				e.Expect("ARP reply for the DUT's own address", e.Answer(), IsARP(layers.ARPReply))
 			},
 		},
 		Case{
@@ -60,7 +60,7 @@ func init() {
 				if _, err := e.DUT.Connect(netip.AddrPortFrom(e.Info.Spare, port), SockOpts{}); err != nil {
 					e.Fatalf("connect: %v", err)
 				}
-				f := e.Expect("ARP request for "+e.Info.Spare.String(), Answer, IsARP(layers.ARPRequest))
+				f := e.Expect("ARP request for "+e.Info.Spare.String(), e.Answer(), IsARP(layers.ARPRequest))
 				a := f.ARP
 				if !bytes.Equal(f.Eth.DstMAC, broadcast) {
 					e.Errorf("request sent to %s, want broadcast", f.Eth.DstMAC)
@@ -72,7 +72,7 @@ func init() {
 					e.Errorf("request says it comes from %s at %s, want %s at %s", ip4(a.SourceProtAddress), mac(a.SourceHwAddress), e.Info.Addr, e.Info.MAC)
 				}
 				e.SendFrame(e.ARPReplyFor(e.Info.Spare))
-				syn := e.Expect("SYN to the resolved address", Answer, func(f *Frame) bool {
+				syn := e.Expect("SYN to the resolved address", e.Answer(), func(f *Frame) bool {
 					return f.TCP != nil && f.TCP.SYN && f.IP.DstIP.Equal(e.Info.Spare.AsSlice())
 				})
 				if !bytes.Equal(syn.Eth.DstMAC, e.Info.BenchMAC) {
@@ -90,7 +90,7 @@ func init() {
 			Needs: []Cap{CapARP},
 			Run: func(e *Env) {
 				e.SendFrame(e.ARPRequest(e.Info.Addr))
-				f := e.Expect("ARP reply", Answer, IsARP(layers.ARPReply))
+				f := e.Expect("ARP reply", e.Answer(), IsARP(layers.ARPReply))
 				e.Note("ARP reply is %d bytes on the wire", len(f.Raw))
 				if len(f.Raw) < 60 {
 					e.Errorf("ARP reply is %d bytes on the wire, want at least 60 (padded)", len(f.Raw))

@@ -10,7 +10,7 @@ import (
 func (e *Env) expectEOF(c Conn) {
 	e.Helper()
 	buf := make([]byte, 4096)
-	n, err := c.Read(buf, Answer)
+	n, err := c.Read(buf, e.Answer())
 	if err != io.EOF {
 		e.Errorf("DUT read after the FIN: %d bytes, %v; want EOF", n, err)
 	}
@@ -20,7 +20,7 @@ func (e *Env) expectEOF(c Conn) {
 func (e *Env) expectReset(c Conn) {
 	e.Helper()
 	buf := make([]byte, 4096)
-	n, err := c.Read(buf, Answer)
+	n, err := c.Read(buf, e.Answer())
 	if err != ErrReset {
 		e.Errorf("DUT read after the RST: %d bytes, %v; want a reset", n, err)
 	}

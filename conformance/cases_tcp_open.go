@@ -24,7 +24,7 @@ func (e *Env) Listen(port uint16, o SockOpts) Listener {
 // Accept takes the connection a handshake opened on l.
 func (e *Env) Accept(l Listener) Conn {
 	e.Helper()
-	c, err := l.Accept(Answer)
+	c, err := l.Accept(e.Answer())
 	if err != nil {
 		e.Fatalf("accept: %v", err)
 	}
@@ -56,7 +56,7 @@ func (e *Env) Write(c Conn, p []byte) {
 // (the handshake's last ACK is processed asynchronously).
 func (e *Env) WriteWhenConnected(c Conn, p []byte) {
 	e.Helper()
-	deadline := time.Now().Add(Answer)
+	deadline := time.Now().Add(e.Answer())
 	for {
 		n, err := c.Write(p)
 		if err == nil && n == len(p) {
@@ -75,7 +75,7 @@ func (e *Env) ReadAll(c Conn, n int) []byte {
 	buf := make([]byte, n)
 	got := 0
 	for got < n {
-		k, err := c.Read(buf[got:], Answer)
+		k, err := c.Read(buf[got:], e.Answer())
 		if err != nil {
 			e.Fatalf("DUT read after %d of %d bytes: %v", got, n, err)
 		}

@@ -283,7 +283,7 @@ func keepalive(e *Env, traffic bool) {
 		}
 	})
 	buf := make([]byte, 16)
-	if n, err := c.Read(buf, Answer); err != ErrTimedOut {
+	if n, err := c.Read(buf, e.Answer()); err != ErrTimedOut {
 		e.Errorf("read after %d unanswered probes: %d bytes, %v; want a timeout", ka.Count, n, err)
 	}
 }

@@ -140,6 +140,14 @@ type Settler interface {
 	Settle(wait time.Duration)
 }
 
+// AnswerWaiter is implemented by a DUT that answers within a known real
+// time whatever the load (an in-memory stack on a fake clock, where no
+// timer runs unless the bench moves it): the bench waits that long for an
+// answer instead of DefaultAnswer, so that a missing answer fails quickly.
+type AnswerWaiter interface {
+	AnswerWait() time.Duration
+}
+
 // SockOpts are options of a DUT socket, set before listen or connect.
 type SockOpts struct {
 	// RecvBuf is the receive buffer in bytes (SO_RCVBUF; for ours, the

@@ -111,6 +111,8 @@ var (
 	_ DUT     = (*oursDUT)(nil)
 	_ Settler = (*oursDUT)(nil)
 	_ Clock   = (*oursDUT)(nil)
+
+	_ AnswerWaiter = (*oursDUT)(nil)
 )
 
 // startLoop runs the poll loop a backend's Rx/Flush/Wait would: deliver
@@ -169,6 +171,11 @@ func (d *oursDUT) Advance(dur time.Duration) { d.clk.Advance(dur) }
 
 // Fake implements Clock.
 func (d *oursDUT) Fake() bool { return true }
+
+// AnswerWait implements AnswerWaiter: netstack answers a frame within
+// microseconds on its processor goroutines; two seconds covers a loaded
+// machine many times over.
+func (d *oursDUT) AnswerWait() time.Duration { return 2 * time.Second }
 
 // Settle implements Settler: it waits until the DUT's port delivered every
 // frame the bench sent, then gives netstack's processors a moment.

@@ -187,7 +187,7 @@ func (f *Flow) observe(fr *Frame) {
 // timestamp.
 func (f *Flow) Expect(what string, m func(*Frame) bool) *Frame {
 	f.tb().Helper()
-	fr := f.b.Expect(what, Answer, f.With(m))
+	fr := f.b.Expect(what, f.b.Answer(), f.With(m))
 	f.observe(fr)
 	return fr
 }
@@ -293,7 +293,7 @@ func (f *Flow) Accept(syn *Frame, opts SynOpts) {
 // Flow for it (not yet answered) with the SYN.
 func (b *Bench) ExpectSYN(port uint16, iss uint32) (*Flow, *Frame) {
 	b.tb.Helper()
-	syn := b.Expect(fmt.Sprintf("SYN to bench port %d", port), Answer, func(fr *Frame) bool {
+	syn := b.Expect(fmt.Sprintf("SYN to bench port %d", port), b.Answer(), func(fr *Frame) bool {
 		return fr.TCP != nil && uint16(fr.TCP.DstPort) == port && fr.TCP.SYN
 	})
 	if syn.TCP.ACK || syn.TCP.RST || syn.TCP.FIN {

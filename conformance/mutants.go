@@ -1,0 +1,208 @@
+package conformance
+
+import (
+	"encoding/binary"
+
+	"github.com/dgramio/dgramio/frameio"
+)
+
+// Mutant is our stack over memio with one defect put in on purpose, by a
+// FrameIO wrapper between the stack and the wire. The suite is tested with
+// them: a suite that passes a broken stack is broken. Each mutant must fail
+// the cases named in Fails, and pass the cases in Control (so that the
+// failure comes from the defect, not from a mutant that does not work).
+type Mutant struct {
+	Factory Factory
+	// Defect says what is broken.
+	Defect string
+	// Fails are the cases that must catch the defect; Control cases that
+	// must still pass.
+	Fails, Control []string
+}
+
+// Mutants returns the mutant DUTs.
+func Mutants() []Mutant {
+	return []Mutant{
+		{
+			Factory: &oursFactory{name: "mutant-no-pad", wrap: func(f frameio.FrameIO) frameio.FrameIO {
+				return &mutantFIO{waitFrameIO: f.(waitFrameIO), tx: trimPadding}
+			}},
+			Defect:  "frames shorter than 60 bytes leave unpadded",
+			Fails:   []string{"pad-arp-reply-60", "pad-tcp-rst-60"},
+			Control: []string{"arp-request-reply", "tcp-syn-closed-port-rst"},
+		},
+		{
+			Factory: &oursFactory{name: "mutant-no-rst", wrap: func(f frameio.FrameIO) frameio.FrameIO {
+				return &mutantFIO{waitFrameIO: f.(waitFrameIO), tx: dropRST}
+			}},
+			Defect:  "no RST ever leaves",
+			Fails:   []string{"tcp-syn-closed-port-rst", "tcp-ack-closed-port-rst", "tcp-time-wait-expiry"},
+			Control: []string{"tcp-handshake-passive", "tcp-rst-closed-port-ignored"},
+		},
+		{
+			Factory: &oursFactory{name: "mutant-accept-bad-checksums", wrap: func(f frameio.FrameIO) frameio.FrameIO {
+				return &mutantFIO{waitFrameIO: f.(waitFrameIO), rx: fixChecksums}
+			}},
+			Defect:  "received frames with bad IPv4 or TCP checksums are taken as good",
+			Fails:   []string{"tcp-bad-checksum-dropped", "tcp-bad-checksum-syn-dropped", "ipv4-bad-header-checksum"},
+			Control: []string{"icmp-echo", "tcp-handshake-passive"},
+		},
+		{
+			Factory: &oursFactory{name: "mutant-ignore-window", wrap: func(f frameio.FrameIO) frameio.FrameIO {
+				return &mutantFIO{waitFrameIO: f.(waitFrameIO), rx: openWindow}
+			}},
+			Defect:  "the peer's advertised window is ignored (taken as 65535)",
+			Fails:   []string{"tcp-peer-window-respected", "tcp-persist-probes"},
+			Control: []string{"tcp-handshake-passive", "tcp-mss-small-mtu"},
+		},
+		{
+			Factory: &oursFactory{name: "mutant-no-arp-reply", wrap: func(f frameio.FrameIO) frameio.FrameIO {
+				return &mutantFIO{waitFrameIO: f.(waitFrameIO), tx: dropARPReply}
+			}},
+			Defect:  "ARP requests for our address are never answered",
+			Fails:   []string{"arp-request-reply", "arp-other-address-ignored"},
+			Control: []string{"arp-resolve", "icmp-echo"},
+		},
+	}
+}
+
+// mutantFIO wraps our stack's FrameIO: tx rewrites (or, returning nil,
+// drops) each frame the stack sends, rx each frame it receives. TxFrame is
+// serialized by the stack and RxFrames runs on the poll loop only, so each
+// rewrite may use its own scratch buffer.
+type mutantFIO struct {
+	waitFrameIO
+	tx, rx func(frame, scratch []byte) []byte
+	txBuf  [1 << 16]byte
+	rxBuf  [1 << 16]byte
+}
+
+var _ waitFrameIO = (*mutantFIO)(nil)
+
+// TxFrame implements frameio.FrameIO.
+func (m *mutantFIO) TxFrame(frame []byte) bool {
+	if m.tx != nil {
+		if frame = m.tx(frame, m.txBuf[:0]); frame == nil {
+			return true // "sent"
+		}
+	}
+	return m.waitFrameIO.TxFrame(frame)
+}
+
+// RxFrames implements frameio.FrameIO.
+func (m *mutantFIO) RxFrames(max int, deliver func([]byte)) int {
+	if m.rx == nil {
+		return m.waitFrameIO.RxFrames(max, deliver)
+	}
+	return m.waitFrameIO.RxFrames(max, func(f []byte) { deliver(m.rx(f, m.rxBuf[:0])) })
+}
+
+// trimPadding cuts a frame to its content: an ARP packet's 28 bytes or an
+// IPv4 datagram's total length after the Ethernet header.
+func trimPadding(f, _ []byte) []byte {
+	if len(f) < 14 {
+		return f
+	}
+	switch binary.BigEndian.Uint16(f[12:]) {
+	case 0x0806:
+		if len(f) > 42 {
+			return f[:42]
+		}
+	case 0x0800:
+		if len(f) >= 34 {
+			if n := 14 + int(binary.BigEndian.Uint16(f[16:])); n < len(f) {
+				return f[:n]
+			}
+		}
+	}
+	return f
+}
+
+// tcpHeader returns the offset of the TCP header of an IPv4 frame carrying
+// an unfragmented TCP segment, or -1.
+func tcpHeader(f []byte) int {
+	if len(f) < 34 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[23] != 6 ||
+		binary.BigEndian.Uint16(f[20:])&0x3fff != 0 {
+		return -1
+	}
+	off := 14 + int(f[14]&0x0f)*4
+	if off+20 > len(f) {
+		return -1
+	}
+	return off
+}
+
+func dropRST(f, _ []byte) []byte {
+	if t := tcpHeader(f); t >= 0 && f[t+13]&0x04 != 0 {
+		return nil
+	}
+	return f
+}
+
+func dropARPReply(f, _ []byte) []byte {
+	if len(f) >= 42 && binary.BigEndian.Uint16(f[12:]) == 0x0806 && binary.BigEndian.Uint16(f[20:]) == 2 {
+		return nil
+	}
+	return f
+}
+
+// openWindow rewrites the window of every TCP segment to 65535 and fixes
+// its checksum.
+func openWindow(f, scratch []byte) []byte {
+	t := tcpHeader(f)
+	if t < 0 {
+		return f
+	}
+	out := append(scratch, f...)
+	binary.BigEndian.PutUint16(out[t+14:], 0xffff)
+	setTransportChecksum(out)
+	return out
+}
+
+// fixChecksums recomputes the IPv4 header checksum and the TCP, UDP or
+// ICMP checksum of a frame, so that a corrupt frame reads as good.
+func fixChecksums(f, scratch []byte) []byte {
+	if len(f) < 34 || binary.BigEndian.Uint16(f[12:]) != 0x0800 {
+		return f
+	}
+	out := append(scratch, f...)
+	ihl := int(out[14]&0x0f) * 4
+	if ihl < 20 || 14+ihl > len(out) {
+		return f
+	}
+	binary.BigEndian.PutUint16(out[24:], 0)
+	binary.BigEndian.PutUint16(out[24:], ^fold(sum(0, out[14:14+ihl])))
+	setTransportChecksum(out)
+	return out
+}
+
+// setTransportChecksum recomputes the checksum of the TCP, UDP or ICMP
+// message of an unfragmented IPv4 frame in place.
+func setTransportChecksum(f []byte) {
+	if binary.BigEndian.Uint16(f[20:])&0x3fff != 0 {
+		return
+	}
+	ihl := int(f[14]&0x0f) * 4
+	total := int(binary.BigEndian.Uint16(f[16:]))
+	if total < ihl || 14+total > len(f) {
+		return
+	}
+	seg := f[14+ihl : 14+total]
+	var at int
+	pseudo := sum(0, f[26:34]) + uint32(f[23]) + uint32(len(seg))
+	switch f[23] {
+	case 1:
+		at, pseudo = 2, 0
+	case 6:
+		at = 16
+	case 17:
+		at = 6
+	default:
+		return
+	}
+	if len(seg) < at+2 {
+		return
+	}
+	binary.BigEndian.PutUint16(seg[at:], 0)
+	binary.BigEndian.PutUint16(seg[at:], ^fold(sum(pseudo, seg)))
+}
