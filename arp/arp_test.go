@@ -15,6 +15,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/core"
 )
 
 var (
@@ -184,7 +185,12 @@ func newHandler(t *testing.T, p *memio.Port, addr netip.Addr) *Handler {
 	return h
 }
 
-func count(h *Handler, name string) uint64 { return h.Stats(name) }
+// count returns the handler's counter name (layer "arp").
+func count(h *Handler, name string) uint64 {
+	s := core.Stats{Layers: h.AppendLayers(nil)}
+	v, _ := s.Counter("arp", name)
+	return v
+}
 
 func TestResolveBothWays(t *testing.T) {
 	for _, dir := range []string{"A asks B", "B asks A"} {

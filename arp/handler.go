@@ -74,7 +74,7 @@ type entry struct {
 //
 // Threading: Handle and Resolve use both sides of the FrameIO (they
 // receive, answer and request), so they belong to the goroutine that
-// drives it (the poll loop). Lookup, Stats and AppendLayers may be called
+// drives it (the poll loop). Lookup, Learn and AppendLayers may be called
 // from any goroutine.
 type Handler struct {
 	fio   frameio.FrameIO
@@ -287,16 +287,6 @@ const (
 	CounterTimeouts    = "timeouts"     // Resolve calls that got no reply
 	CounterDropped     = "dropped_while_resolving"
 )
-
-// Stats returns one counter.
-func (h *Handler) Stats(name string) uint64 {
-	for _, c := range h.AppendLayers(nil) {
-		if c.Name == name {
-			return c.Value
-		}
-	}
-	return 0
-}
 
 // AppendLayers appends the handler's counters, layer "arp", to dst.
 // dropped_while_resolving counts frames (datagrams, perhaps) that arrived
