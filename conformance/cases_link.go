@@ -38,7 +38,7 @@ func init() {
 		},
 		Case{
 			Name:  "arp-other-address-ignored",
-			RFC:   "RFC 826 (Packet Reception: ?Am I the target protocol address?)",
+			RFC:   "RFC 826 (Packet Reception: only for the target protocol address)",
 			Title: "an ARP request for an address the DUT does not own gets no reply",
 			Needs: []Cap{CapARP},
 			Run: func(e *Env) {

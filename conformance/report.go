@@ -71,7 +71,8 @@ func WriteReport(w io.Writer, rows []Row, verbose bool) int {
 		if r.Silent {
 			silent++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Case, r.RFC, show(r.Ours), show(r.Linux), r.Note)
+		rfc, _, _ := strings.Cut(r.RFC, " (")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Case, rfc, show(r.Ours), show(r.Linux), r.Note)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

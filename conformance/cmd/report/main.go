@@ -1,0 +1,83 @@
+// Command report runs the conformance suite on our stack (over memio) and
+// on the Linux kernel (in a network namespace; needs root) and prints the
+// side-by-side table: case, RFC section, ours, Linux, and for every
+// difference its accepted reason. It exits with status 1 when a difference
+// has no accepted reason (a silent disagreement), or an accepted one no
+// longer happens.
+//
+//	go run ./conformance/cmd/report          # the table
+//	go run ./conformance/cmd/report -v       # with each case's notes and failures
+//	go run ./conformance/cmd/report -mutants # and the suite's self-test
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/dgramio/dgramio/conformance"
+)
+
+func main() {
+	verbose := flag.Bool("v", false, "print each case's notes and failures after the table")
+	mutants := flag.Bool("mutants", false, "also run the mutant DUTs and say which cases catch each defect")
+	quiet := flag.Bool("q", false, "no progress on stderr")
+	flag.Parse()
+
+	progress := func(r conformance.Result) {
+		if !*quiet {
+			fmt.Fprintf(os.Stderr, "%-12s %-40s %s\n", r.DUT, r.Case, r.Outcome)
+		}
+	}
+	ours := conformance.RunAll(conformance.Ours(), progress)
+	linux := conformance.RunAll(conformance.Linux(), progress)
+	for _, r := range linux {
+		if r.Outcome == conformance.Skipped {
+			fmt.Printf("linux: not run: %s\n\n", r.Why)
+			break
+		}
+	}
+	silent := conformance.WriteReport(os.Stdout, conformance.Compare(ours, linux), *verbose)
+
+	bad := 0
+	if *mutants {
+		fmt.Println("\nmutants (each must fail its cases and pass its controls):")
+		for _, m := range conformance.Mutants() {
+			info, err := conformance.Probe(m.Factory)
+			if err != nil {
+				fmt.Printf("  %s: %v\n", m.Factory.Name(), err)
+				bad++
+				continue
+			}
+			var caught, missed, broken []string
+			for _, name := range m.Fails {
+				c, _ := conformance.CaseByName(name)
+				if r := conformance.RunCase(m.Factory, c, info); r.Outcome == conformance.Fail {
+					caught = append(caught, name)
+				} else {
+					missed = append(missed, name+" ("+string(r.Outcome)+")")
+				}
+			}
+			for _, name := range m.Control {
+				c, _ := conformance.CaseByName(name)
+				if r := conformance.RunCase(m.Factory, c, info); r.Outcome != conformance.Pass {
+					broken = append(broken, name+" ("+string(r.Outcome)+")")
+				}
+			}
+			fmt.Printf("  %-28s %s: caught by %s", m.Factory.Name(), m.Defect, strings.Join(caught, ", "))
+			if len(missed) > 0 {
+				fmt.Printf("; NOT caught by %s", strings.Join(missed, ", "))
+				bad++
+			}
+			if len(broken) > 0 {
+				fmt.Printf("; controls that did not pass: %s", strings.Join(broken, ", "))
+				bad++
+			}
+			fmt.Println()
+		}
+	}
+	if silent > 0 || bad > 0 {
+		os.Exit(1)
+	}
+}
