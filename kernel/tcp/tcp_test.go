@@ -25,24 +25,11 @@ var (
 	lo2 = netip.MustParseAddr("127.0.0.2")
 )
 
+// newServer opens a server on ip (on a free port unless base.Port is set).
 func newServer(t testing.TB, base core.Config, ip netip.Addr) *Backend {
 	t.Helper()
-	sc := base
-	sc.Role, sc.LocalIP, sc.Dests = core.RoleServer, ip, nil
-	for try := 0; ; try++ {
-		if base.Port == 0 {
-			sc.Port = socktest.FreePort(t, unix.SOCK_STREAM)
-		}
-		s, err := New(sc)
-		if errors.Is(err, unix.EADDRINUSE) && try < 5 && base.Port == 0 {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s.(*Backend)
-	}
+	base.LocalIP = ip
+	return socktest.Server(t, unix.SOCK_STREAM, base, New).(*Backend)
 }
 
 func newClient(t testing.TB, base core.Config, port uint16, dests ...netip.Addr) *Backend {

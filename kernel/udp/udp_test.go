@@ -17,32 +17,15 @@ import (
 
 var lo = socktest.Loopback
 
-// pair opens a server on ip:port and a client sending to it, both from
-// base (Kind, Port, Role and addresses are set here).
+// pair opens a server on 127.0.0.1 (on a free port unless base.Port is
+// set) and a client sending to it, both from base.
 func pair(t testing.TB, base core.Config) (cli, srv *Backend) {
 	t.Helper()
-	var err error
-	for try := 0; ; try++ {
-		sc := base
-		sc.Role, sc.LocalIP, sc.Dests = core.RoleServer, lo, nil
-		if sc.Port == 0 {
-			sc.Port = socktest.FreePort(t, unix.SOCK_DGRAM)
-		}
-		var s core.Backend
-		s, err = New(sc)
-		if errors.Is(err, unix.EADDRINUSE) && try < 5 && base.Port == 0 {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv = s.(*Backend)
-		base.Port = sc.Port
-		break
-	}
-	t.Cleanup(func() { srv.Close() })
+	sc := base
+	sc.LocalIP = lo
+	srv = socktest.Server(t, unix.SOCK_DGRAM, sc, New).(*Backend)
 	cc := base
-	cc.Role, cc.Dests = core.RoleClient, []netip.Addr{lo}
+	cc.Role, cc.Dests, cc.Port = core.RoleClient, []netip.Addr{lo}, srv.LocalAddr().Port()
 	c, err := New(cc)
 	if err != nil {
 		t.Fatal(err)

@@ -35,7 +35,8 @@ var Loopback = netip.MustParseAddr("127.0.0.1")
 
 // FreePort returns a port on 127.0.0.1 that was free a moment ago for the
 // socket type typ (unix.SOCK_DGRAM or unix.SOCK_STREAM). Another process
-// may take it in between; tests that bind it retry with another.
+// may take it in between (binding it then fails with EADDRINUSE, which
+// the servers of the udp and tcp tests retry with another port).
 func FreePort(t testing.TB, typ int) uint16 {
 	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
@@ -414,5 +415,30 @@ func Collect(t testing.TB, b core.Backend, done func() bool, each func(p core.Pa
 				t.Fatalf("Wait: %v", err)
 			}
 		}
+	}
+}
+
+// Server opens a server with open(cfg), cfg being base with Role
+// RoleServer and no Dests, and closes it when the test ends. When
+// base.Port is 0 it picks one with FreePort (socket type typ) and tries
+// another, a few times, when that one was taken in between (EADDRINUSE).
+// It fails the test when the server cannot be opened.
+func Server(t testing.TB, typ int, base core.Config, open func(core.Config) (core.Backend, error)) core.Backend {
+	t.Helper()
+	cfg := base
+	cfg.Role, cfg.Dests = core.RoleServer, nil
+	for try := 0; ; try++ {
+		if base.Port == 0 {
+			cfg.Port = FreePort(t, typ)
+		}
+		s, err := open(cfg)
+		if errors.Is(err, unix.EADDRINUSE) && base.Port == 0 && try < 5 {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("open server %v:%d: %v", cfg.LocalIP, cfg.Port, err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
 	}
 }
