@@ -102,13 +102,20 @@ func onThread(fn func() error) error {
 
 // TestClaim: Claim pins to cpus[0] and Release restores the allowed set;
 // without CPUs it does nothing, or only locks; a refused CPU changes
-// nothing.
+// nothing; a thread its caller pinned stays pinned after Release; Release
+// on another goroutine touches nothing.
 func TestClaim(t *testing.T) {
 	cpus, err := Allowed()
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := cpus[len(cpus)-1]
+	affinity := func(want []int, when string) error {
+		if cur, err := Current(); err != nil || !slices.Equal(cur, want) {
+			return fmt.Errorf("%s: affinity %v (%v), want %v", when, cur, err, want)
+		}
+		return nil
+	}
 	err = onThread(func() error {
 		th, err := Claim([]int{c}, false)
 		if err != nil {
@@ -117,14 +124,26 @@ func TestClaim(t *testing.T) {
 		if !th.Mine() || th.Tid() == 0 {
 			return fmt.Errorf("claimed thread %d not the caller's", th.Tid())
 		}
-		if cur, _ := Current(); !slices.Equal(cur, []int{c}) {
-			return fmt.Errorf("after Claim([%d]): affinity %v", c, cur)
+		if err := affinity([]int{c}, "after Claim"); err != nil {
+			return err
+		}
+		// Release on another goroutine: nothing happens.
+		if err := onThread(func() error {
+			if th.Mine() {
+				return fmt.Errorf("Mine on another goroutine")
+			}
+			return th.Release()
+		}); err != nil {
+			return err
+		}
+		if err := affinity([]int{c}, "after Release on another goroutine"); err != nil {
+			return err
 		}
 		if err := th.Release(); err != nil {
 			return err
 		}
-		if cur, _ := Current(); !slices.Equal(cur, cpus) {
-			return fmt.Errorf("after Release: affinity %v, want %v", cur, cpus)
+		if err := affinity(cpus, "after Release"); err != nil {
+			return err
 		}
 		for _, lock := range []bool{false, true} {
 			th, err := Claim(nil, lock)
@@ -137,79 +156,28 @@ func TestClaim(t *testing.T) {
 			if err := th.Release(); err != nil {
 				return err
 			}
-			if cur, _ := Current(); !slices.Equal(cur, cpus) {
-				return fmt.Errorf("Claim(nil, %v) changed the affinity: %v", lock, cur)
+			if err := affinity(cpus, fmt.Sprintf("after Claim(nil, %v)", lock)); err != nil {
+				return err
 			}
 		}
 		if _, err := Claim([]int{cpus[len(cpus)-1] + 1}, true); !errors.Is(err, ErrNotAllowed) {
 			return fmt.Errorf("Claim of a CPU outside the set: %v, want ErrNotAllowed", err)
 		}
-		if cur, _ := Current(); !slices.Equal(cur, cpus) {
-			return fmt.Errorf("a refused Claim changed the affinity: %v", cur)
+		if err := affinity(cpus, "after a refused Claim"); err != nil {
+			return err
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestClaimKeepsCallersPin: on a thread its caller pinned to that CPU
-// already, Release leaves the pin in place.
-func TestClaimKeepsCallersPin(t *testing.T) {
-	cpus, err := Allowed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cpus[0]
-	err = onThread(func() error {
+		// Pinned by the caller: Release leaves the pin.
 		if err := Pin(c); err != nil {
 			return err
 		}
 		defer Unpin()
-		th, err := Claim([]int{c}, false)
-		if err != nil {
+		if th, err = Claim([]int{c}, false); err != nil {
 			return err
 		}
 		if err := th.Release(); err != nil {
 			return err
 		}
-		if cur, _ := Current(); !slices.Equal(cur, []int{c}) {
-			return fmt.Errorf("the caller's pin is lost after Release: affinity %v", cur)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestReleaseElsewhere: Release on another goroutine touches nothing; the
-// claimed thread stays pinned.
-func TestReleaseElsewhere(t *testing.T) {
-	cpus, err := Allowed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cpus[len(cpus)-1]
-	err = onThread(func() error {
-		th, err := Claim([]int{c}, false)
-		if err != nil {
-			return err
-		}
-		err = onThread(func() error {
-			if th.Mine() {
-				return fmt.Errorf("Mine on another goroutine")
-			}
-			return th.Release()
-		})
-		if err != nil {
-			return err
-		}
-		if cur, _ := Current(); !slices.Equal(cur, []int{c}) {
-			return fmt.Errorf("Release on another goroutine changed the claimed thread: affinity %v", cur)
-		}
-		return th.Release()
+		return affinity([]int{c}, "the caller's pin after Release")
 	})
 	if err != nil {
 		t.Fatal(err)
