@@ -74,23 +74,14 @@ func TestNeigh(t *testing.T) {
 
 func TestDelAddAddr(t *testing.T) {
 	p := NewT(t, Options{})
-	v4 := func() []netlink.Addr {
-		l, err := p.B.Link()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nh, err := netlink.NewHandleAt(p.B.NS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nh.Close()
-		a, err := nh.AddrList(l, netlink.FAMILY_V4)
+	v4 := func() []netip.Prefix {
+		a, err := p.B.Addrs()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return a
 	}
-	if a := v4(); len(a) != 1 || a[0].IPNet.String() != p.B.Prefix.String() {
+	if a := v4(); len(a) != 1 || a[0] != p.B.Prefix {
 		t.Fatalf("B's addresses %v, want %s", a, p.B.Prefix)
 	}
 	if err := p.B.DelAddr(); err != nil {
@@ -102,7 +93,7 @@ func TestDelAddAddr(t *testing.T) {
 	if err := p.B.AddAddr(); err != nil {
 		t.Fatal(err)
 	}
-	if a := v4(); len(a) != 1 || a[0].IPNet.String() != p.B.Prefix.String() {
+	if a := v4(); len(a) != 1 || a[0] != p.B.Prefix {
 		t.Fatalf("after AddAddr: %v, want %s", a, p.B.Prefix)
 	}
 	roundTrip(t, p, "address back")

@@ -390,6 +390,27 @@ func (h *Host) AddAddr() error {
 	return nil
 }
 
+// Addrs lists the IPv4 addresses on the veth end (Prefix, normally; none
+// after DelAddr; none on the address-less middle ends of a wire).
+func (h *Host) Addrs() ([]netip.Prefix, error) {
+	if err := h.check(); err != nil {
+		return nil, err
+	}
+	list, err := h.nl.AddrList(h.link(), netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("addr list dev %s: %w", h.Iface, err)
+	}
+	out := make([]netip.Prefix, 0, len(list))
+	for _, a := range list {
+		ip, ok := netip.AddrFromSlice(a.IP.To4())
+		ones, _ := a.Mask.Size()
+		if ok {
+			out = append(out, netip.PrefixFrom(ip, ones))
+		}
+	}
+	return out, nil
+}
+
 func (h *Host) addr() *netlink.Addr {
 	return &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(h.Addr.AsSlice()),
 		Mask: net.CIDRMask(h.Prefix.Bits(), 32)}}

@@ -68,33 +68,14 @@ func roundTrip(t *testing.T, w *Wire, msg string) time.Duration {
 	return rtt
 }
 
-// addrs lists the IPv4 addresses on h's veth end.
-func addrs(t *testing.T, h *testhost.Host) []netlink.Addr {
-	t.Helper()
-	l, err := h.Link()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nh, err := netlink.NewHandleAt(h.NS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nh.Close()
-	a, err := nh.AddrList(l, netlink.FAMILY_V4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
 func TestUDPRoundTrip(t *testing.T) {
 	w := NewT(t, Options{})
 	if w.A.Prefix.Masked() != w.B.Prefix.Masked() {
 		t.Errorf("A %s and B %s not in one subnet", w.A.Prefix, w.B.Prefix)
 	}
 	for _, h := range []*testhost.Host{w.MA, w.MB} {
-		if a := addrs(t, h); len(a) != 0 {
-			t.Errorf("middle end %s has addresses %v", h.Iface, a)
+		if a, err := h.Addrs(); err != nil || len(a) != 0 {
+			t.Errorf("middle end %s has addresses %v (%v)", h.Iface, a, err)
 		}
 	}
 	for _, h := range []*testhost.Host{w.A, w.MA, w.MB, w.B} {
