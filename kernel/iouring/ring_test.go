@@ -64,6 +64,30 @@ func newRing(t *testing.T, o Options) *Ring {
 	return r
 }
 
+// recvMem makes what a multishot RECVMSG on an IPv4 socket needs: buffer
+// ring bgid of n buffers of size bytes, and a region of regionSize bytes
+// with the receive msghdr at offset 0 (room for the source address, no
+// control data, no iovec). At the end of the test it closes r before it
+// frees them, so that no request still points into them.
+func recvMem(t *testing.T, r *Ring, bgid uint16, n uint32, size, regionSize int) (*BufRing, *Region) {
+	t.Helper()
+	br, err := r.NewBufRing(bgid, n, size)
+	testutil.SkipIfNotSupported(t, err)
+	mem, err := NewRegion(regionSize)
+	if err != nil {
+		br.Free()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.Close() // idempotent; newRing's cleanup then finds it closed
+		if err := errors.Join(br.Free(), mem.Free()); err != nil {
+			t.Error(err)
+		}
+	})
+	*MsghdrAt(mem, 0) = Msghdr{Namelen: uint32(SockaddrInLen)}
+	return br, mem
+}
+
 // waitN waits (generously) until n completions are in the CQ.
 func waitN(t *testing.T, r *Ring, n uint32) {
 	t.Helper()
@@ -232,16 +256,7 @@ func TestSendRecvMultishot(t *testing.T) {
 		t.Fatal(err)
 	}
 	const bufSize = RecvmsgOutLen + SockaddrInLen + 256
-	br, err := r.NewBufRing(7, 8, bufSize)
-	testutil.SkipIfNotSupported(t, err)
-	defer br.Free()
-	mem, err := NewRegion(64 << 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Free()
-	// The receive msghdr: room for the address, no control, no iovec.
-	*MsghdrAt(mem, 0) = Msghdr{Namelen: uint32(SockaddrInLen)}
+	br, mem := recvMem(t, r, 7, 8, bufSize, 64<<10)
 	r.GetSQE().PrepRecvmsgMultishot(1, true, mem.Addr(0), br.Group(), 1000)
 	const n = 6
 	for i := 0; i < n; i++ {
@@ -308,18 +323,10 @@ func TestBufRingRecycling(t *testing.T) {
 	r := newRing(t, Options{Entries: 16, CQEntries: 64, SingleIssuer: true})
 	a, b, _, bAddr := udpPair(t)
 	const bufSize = RecvmsgOutLen + SockaddrInLen + 64
-	br, err := r.NewBufRing(1, 4, bufSize)
-	testutil.SkipIfNotSupported(t, err)
-	defer br.Free()
+	br, mem := recvMem(t, r, 1, 4, bufSize, 4096)
 	if br.Tail() != 4 {
 		t.Fatalf("tail after set-up %d, want 4", br.Tail())
 	}
-	mem, err := NewRegion(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Free()
-	*MsghdrAt(mem, 0) = Msghdr{Namelen: uint32(SockaddrInLen)}
 	const n = 10
 	for i := 0; i < n; i++ {
 		if err := unix.Sendto(a, []byte{byte(i), 'x'}, 0, &unix.SockaddrInet4{Addr: bAddr.Addr().As4(), Port: int(bAddr.Port())}); err != nil {
@@ -407,15 +414,7 @@ func TestOpSupported(t *testing.T) {
 func TestCancelAll(t *testing.T) {
 	r := newRing(t, Options{Entries: 8, SingleIssuer: true})
 	_, b, _, _ := udpPair(t)
-	br, err := r.NewBufRing(3, 4, 256)
-	testutil.SkipIfNotSupported(t, err)
-	defer br.Free()
-	mem, err := NewRegion(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Free()
-	*MsghdrAt(mem, 0) = Msghdr{Namelen: uint32(SockaddrInLen)}
+	br, mem := recvMem(t, r, 3, 4, 256, 4096)
 	r.GetSQE().PrepRecvmsgMultishot(int32(b), false, mem.Addr(0), br.Group(), 9)
 	if _, err := r.Submit(0); err != nil {
 		t.Fatal(err)
@@ -474,15 +473,7 @@ func TestCoopTaskrun(t *testing.T) {
 		t.Fatalf("flags %#x: COOP_TASKRUN|TASKRUN_FLAG not set", r.Flags())
 	}
 	a, b, _, bAddr := udpPair(t)
-	br, err := r.NewBufRing(2, 4, 256)
-	testutil.SkipIfNotSupported(t, err)
-	defer br.Free()
-	mem, err := NewRegion(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Free()
-	*MsghdrAt(mem, 0) = Msghdr{Namelen: uint32(SockaddrInLen)}
+	br, mem := recvMem(t, r, 2, 4, 256, 4096)
 	r.GetSQE().PrepRecvmsgMultishot(int32(b), false, mem.Addr(0), br.Group(), 1)
 	if _, err := r.Submit(0); err != nil {
 		t.Fatal(err)
