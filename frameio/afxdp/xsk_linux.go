@@ -770,11 +770,12 @@ func (x *XSK) ProgramCounters() (xdpprog.Counts, error) {
 	return x.objs.ReadCounters()
 }
 
-// Close detaches the XDP program (closes its bpf_link), removes the socket
-// from the program's map, frees the maps and the program, unmaps the rings,
-// closes the socket and unmaps the UMEM. A Wait in progress returns
-// net.ErrClosed. Close is safe to call more than once; later calls return
-// nil.
+// Close undoes Open, last step first: it removes the socket from the
+// program's map, detaches the XDP program (closes its bpf_link), frees the
+// maps and the program, unmaps the rings and the UMEM (the kernel keeps the
+// pages it pinned until the socket goes) and closes the socket. A Wait in
+// progress returns net.ErrClosed. Close is safe to call more than once;
+// later calls return nil.
 func (x *XSK) Close() error {
 	if !x.guard.Shut(x.waker.Wake) {
 		return nil
