@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 
-	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/frameio/dpdk"
 	"github.com/dgramio/dgramio/internal/core"
@@ -53,22 +52,14 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	if cfg.Queues > 1 {
 		return nil, core.NotSupported("tcp-dpdk with several queues", "", "only one queue is implemented; set Queues to 1", nil)
 	}
-	pinnedTid := 0
-	unpin := func() error {
-		// Only on the thread that was pinned: Close may come from another
-		// goroutine, which must not be touched.
-		if pinnedTid != 0 && unix.Gettid() == pinnedTid {
-			pinnedTid = 0
-			return cpu.Unpin()
-		}
-		return nil
+	// Pin to CPUs[0], leaving a pin the caller made itself alone. Release
+	// acts only on the claimed thread: Close may come from another
+	// goroutine, which must not be touched.
+	th, err := cpu.Claim(cfg.CPUs, false)
+	if err != nil {
+		return nil, err
 	}
-	if len(cfg.CPUs) > 0 {
-		if err := cpu.Pin(cfg.CPUs[0]); err != nil {
-			return nil, err
-		}
-		pinnedTid = unix.Gettid()
-	}
+	unpin := th.Release
 	port, err := dpdk.Open(dpdk.OptionsFrom(cfg))
 	if err != nil {
 		unpin()

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 
-	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/dpdk"
@@ -67,14 +66,12 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 			undo[i]()
 		}
 	}()
-	pinnedTid := 0
-	if len(cfg.CPUs) > 0 {
-		if err := cpu.Pin(cfg.CPUs[0]); err != nil {
-			return nil, err
-		}
-		pinnedTid = unix.Gettid()
-		undo = append(undo, func() { _ = cpu.Unpin() })
+	// Pin to CPUs[0], leaving a pin the caller made itself alone.
+	th, err := cpu.Claim(cfg.CPUs, false)
+	if err != nil {
+		return nil, err
 	}
+	undo = append(undo, func() { _ = th.Release() })
 	port, err := dpdk.Open(dpdk.OptionsFrom(cfg))
 	if err != nil {
 		return nil, err
@@ -118,11 +115,9 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 			if sink != nil {
 				errs = append(errs, sink.Close())
 			}
-			// Unpin only on the thread that was pinned: Close may come from
-			// another goroutine, which must not be touched.
-			if pinnedTid != 0 && unix.Gettid() == pinnedTid {
-				errs = append(errs, cpu.Unpin())
-			}
+			// Only on the claimed thread: Close may come from another
+			// goroutine, which must not be touched.
+			errs = append(errs, th.Release())
 			return errors.Join(errs...)
 		},
 	}

@@ -72,14 +72,12 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 			undo[i]()
 		}
 	}()
-	pinnedTid := 0
-	if len(cfg.CPUs) > 0 {
-		if err := cpu.Pin(cfg.CPUs[0]); err != nil {
-			return nil, err
-		}
-		pinnedTid = unix.Gettid()
-		undo = append(undo, func() { _ = cpu.Unpin() })
+	// Pin to CPUs[0], leaving a pin the caller made itself alone.
+	th, err := cpu.Claim(cfg.CPUs, false)
+	if err != nil {
+		return nil, err
 	}
+	undo = append(undo, func() { _ = th.Release() })
 	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("udp: xdp: netlink: %w", err)
@@ -104,12 +102,9 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 		Mode: mode,
 		OnClose: func() error {
 			nl.Close()
-			// Unpin only on the thread that was pinned: Close may come from
-			// another goroutine, which must not be touched.
-			if pinnedTid != 0 && unix.Gettid() == pinnedTid {
-				return cpu.Unpin()
-			}
-			return nil
+			// Only on the claimed thread: Close may come from another
+			// goroutine, which must not be touched.
+			return th.Release()
 		},
 	}
 	if cfg.XDP.OwnARP {
