@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/afxdp"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
 	"github.com/dgramio/dgramio/internal/core"
@@ -55,27 +56,9 @@ import (
 // features, carrier), or NewOverFrameIO's (a connect that fails or times
 // out); everything is undone on error.
 func NewXDP(cfg core.Config) (core.Backend, error) {
-	if cfg.Kind == "" {
-		cfg.Kind = core.KindTCPXDP
-	}
-	cfg = cfg.WithDefaults()
-	if cfg.Kind != core.KindTCPXDP {
-		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "tcp.NewXDP opens kind tcp-xdp only"}
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if cfg.Queues > 1 {
-		return nil, core.NotSupported("tcp-xdp with several queues", "", "only one queue is implemented; set Queues to 1", nil)
-	}
-	owns, err := ifaceHasAddr(cfg.Iface, cfg.LocalIP)
+	cfg, err := xdpConfig(cfg)
 	if err != nil {
 		return nil, err
-	}
-	if owns {
-		return nil, &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: fmt.Sprintf(
-			"the kernel holds %v on %s and would reset our connections with every segment that misses the AF_XDP socket: use an address the kernel does not have (same subnet is fine; netstack answers ARP), or take it off %s",
-			cfg.LocalIP, cfg.Iface, cfg.Iface)}
 	}
 	pinnedTid := 0
 	unpin := func() error {
@@ -91,29 +74,80 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 		}
 		pinnedTid = unix.Gettid()
 	}
-	o := afxdp.OptionsFromConfig(cfg)
-	o.Program = xdpprog.TCP
-	o.Port = cfg.Port
-	x, err := afxdp.Open(o)
+	fio, opts, err := OpenXDP(cfg)
 	if err != nil {
 		unpin()
 		return nil, err
 	}
-	opts := Options{
-		Mode:  "netstack over xdp " + x.Mode(),
-		Close: func() error { return errors.Join(x.Close(), unpin()) },
-	}
+	closeXSK := opts.Close
+	opts.Close = func() error { return errors.Join(closeXSK(), unpin()) }
 	// NewOverFrameIO releases the socket (opts.Close) itself on error.
-	b, err := NewOverFrameIO(cfg, x, opts)
+	b, err := NewOverFrameIO(cfg, fio, opts)
 	if err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// ifaceHasAddr reports whether addr is an address of the kernel interface
-// iface, in the calling thread's network namespace.
-func ifaceHasAddr(iface string, addr netip.Addr) (bool, error) {
+// OpenXDP opens what NewXDP runs the userspace TCP on, without the stack:
+// the AF_XDP socket on cfg.Iface, queue cfg.XDP.QueueID, with the TCP
+// variant of the XDP program redirecting cfg.Port's segments and ARP. It
+// checks, as NewXDP does, that the kernel does not hold cfg.LocalIP on
+// cfg.Iface (a *core.ConfigError otherwise), and pins nothing (cfg.CPUs is
+// for whoever polls). It applies cfg's defaults and makes NewXDP's checks
+// (Kind tcp-xdp or empty, Validate, one queue). Package tcp/netconn uses it
+// to run netstack from a poller of its own.
+//
+// The returned Options carry Mode and Close (which closes the socket and
+// detaches the program); the FrameIO is the caller's from then on: pass
+// both to NewOverFrameIO, or call Options.Close. Like NewXDP, it must run on
+// a thread inside the interface's network namespace.
+func OpenXDP(cfg core.Config) (frameio.FrameIO, Options, error) {
+	cfg, err := xdpConfig(cfg)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	owns, err := KernelHasAddr(cfg.Iface, cfg.LocalIP)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	if owns {
+		return nil, Options{}, &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: fmt.Sprintf(
+			"the kernel holds %v on %s and would reset our connections with every segment that misses the AF_XDP socket: use an address the kernel does not have (same subnet is fine; netstack answers ARP), or take it off %s",
+			cfg.LocalIP, cfg.Iface, cfg.Iface)}
+	}
+	o := afxdp.OptionsFromConfig(cfg)
+	o.Program = xdpprog.TCP
+	o.Port = cfg.Port
+	x, err := afxdp.Open(o)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	return x, Options{Mode: "netstack over xdp " + x.Mode(), Close: x.Close}, nil
+}
+
+// xdpConfig applies cfg's defaults and checks it for kind tcp-xdp.
+func xdpConfig(cfg core.Config) (core.Config, error) {
+	if cfg.Kind == "" {
+		cfg.Kind = core.KindTCPXDP
+	}
+	cfg = cfg.WithDefaults()
+	if cfg.Kind != core.KindTCPXDP {
+		return cfg, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "tcp.NewXDP opens kind tcp-xdp only"}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	if cfg.Queues > 1 {
+		return cfg, core.NotSupported("tcp-xdp with several queues", "", "only one queue is implemented; set Queues to 1", nil)
+	}
+	return cfg, nil
+}
+
+// KernelHasAddr reports whether addr is an address of the kernel interface
+// iface, in the calling thread's network namespace: the check by which
+// OpenXDP refuses a LocalIP the kernel holds.
+func KernelHasAddr(iface string, addr netip.Addr) (bool, error) {
 	ifc, err := net.InterfaceByName(iface)
 	if err != nil {
 		return false, fmt.Errorf("tcp: interface %s: %w", iface, err)
