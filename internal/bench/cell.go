@@ -288,8 +288,32 @@ func NewCell(kind string, load *LoadResult, echo *EchoResult) Cell {
 	if load.Error != "" {
 		c.Error = load.Error
 	}
+	c.Notes = append(c.Notes, c.diagnose()...)
 	c.Display = c.Format()
 	return c
+}
+
+// diagnose explains counters whose cause is known: an AF_XDP fill ring
+// that ran empty drops every frame that arrives meanwhile (the kernel
+// counts them in rx_fill_ring_empty_descs and rx_dropped); it empties when
+// its end does not hand frames back for longer than the ring lasts at the
+// offered rate, which a stall of that end, or a burst from the other end
+// catching up after its own stall, brings about. The UDP kinds' socket
+// buffers (tens of MiB) absorb such stalls; a ring of 2048 frames lasts
+// 100 ms at 20k/s and 10 ms at 200k/s.
+func (c *Cell) diagnose() []string {
+	var out []string
+	for _, end := range []string{"loadgen", "echo"} {
+		empty := c.Counters[end+".xsk.rx_fill_ring_empty_descs"]
+		if empty == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: its AF_XDP fill ring ran empty %d times, dropping the frames that arrived (xsk.rx_dropped %d): "+
+			"%s handed no frame back for longer than the ring lasts at %s/s (a stall of that process, or a burst from the other end catching up; "+
+			"the load generator fell behind its schedule by up to %s µs); a larger ring (--xdp-ring, --xdp-frames) survives longer stalls",
+			end, empty, c.Counters[end+".xsk.rx_dropped"], end, FormatRate(c.Rate), FormatUs(c.LagMaxUs)))
+	}
+	return out
 }
 
 // Format writes the cell as the table shows it: "p50 / p99" in

@@ -45,6 +45,9 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wait := fs.Bool("wait", false, "sleep in Wait when idle instead of busy polling (for machines with too few CPUs)")
 	batch := fs.Int("batch", bench.DefaultBatch, "messages per Rx and per send batch")
 	maxDgram := fs.Int("max-datagram", 0, "largest message accepted (0: the kind's default)")
+	pcap := fs.String("pcap", "", "capture prefix: the raw kinds write every frame to <prefix>-tx.pcap and <prefix>-rx.pcap (Config.Pcap)")
+	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the default)")
+	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the default)")
 	stats := fs.String("stats", "", "write the counters as JSON to this file on exit")
 	maxTime := fs.Duration("max-time", 0, "stop after this long even without a signal (0: never)")
 	if err := fs.Parse(args); err != nil {
@@ -92,7 +95,9 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		TxBatch:     *batch,
 		RxBatch:     *batch,
 		CPUs:        cpus,
+		Pcap:        *pcap,
 	}
+	cfg.XDP.Frames, cfg.XDP.RingSize = *xdpFrames, *xdpRing
 	b, err := Open(cfg)
 	if err != nil {
 		return fail(Classify(*kind, err), err)

@@ -1,25 +1,49 @@
 package cli
 
 import (
+	"net/netip"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/vishvananda/netlink"
 )
 
-// hostCounters reads the counters of both test hosts that lie outside the
-// backends: each veth end's link statistics and the kernel's SNMP counters
-// (UDP and TCP) of each namespace. Keys are "a.link.tx_dropped",
+// endpoint is one side of a run: a test host of internal/testhost (veth)
+// or a real port of package ports, each in its network namespace.
+type endpoint interface {
+	// Start starts a command from Command inside the namespace.
+	Command(name string, args ...string) *exec.Cmd
+	Start(cmd *exec.Cmd) error
+	// Do runs fn on a thread inside the namespace.
+	Do(fn func() error) error
+	// Link is the interface as netlink sees it now.
+	Link() (netlink.Link, error)
+	// Offloads are the interface's offload features.
+	Offloads() (map[string]bool, error)
+}
+
+// side is an endpoint with its interface and address.
+type side struct {
+	ep     endpoint
+	iface  string
+	addr   netip.Addr
+	prefix netip.Prefix
+}
+
+// hostCounters reads the counters of both sides that lie outside the
+// backends: each interface's link statistics and the kernel's SNMP
+// counters (UDP and TCP) of each namespace. Keys are "a.link.tx_dropped",
 // "b.snmp.udp.rcvbuf_errors". What cannot be read is left out.
 func (nb *netbench) hostCounters() map[string]uint64 {
 	m := map[string]uint64{}
-	if nb.pair == nil {
+	if nb.a == nil || nb.b == nil {
 		return m
 	}
-	for name, h := range map[string]*testhost.Host{"a": nb.pair.A, "b": nb.pair.B} {
-		if l, err := h.Link(); err == nil && l.Attrs().Statistics != nil {
+	for name, h := range map[string]*side{"a": nb.a, "b": nb.b} {
+		if l, err := h.ep.Link(); err == nil && l.Attrs().Statistics != nil {
 			s := l.Attrs().Statistics
 			for k, v := range map[string]uint64{
 				"rx_packets": s.RxPackets, "tx_packets": s.TxPackets,
@@ -31,8 +55,8 @@ func (nb *netbench) hostCounters() map[string]uint64 {
 		}
 		var snmp []byte
 		// /proc/thread-self: the namespace of this thread, which Do put
-		// into the host's namespace (/proc/self/net is the main thread's).
-		if err := h.Do(func() error {
+		// into the side's namespace (/proc/self/net is the main thread's).
+		if err := h.ep.Do(func() error {
 			var err error
 			snmp, err = os.ReadFile("/proc/thread-self/net/snmp")
 			return err

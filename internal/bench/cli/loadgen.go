@@ -52,6 +52,9 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	size := fs.Int("size", bench.DefaultSize, "message size in bytes")
 	batch := fs.Int("batch", bench.DefaultBatch, "messages per Flush and per Rx")
 	maxDgram := fs.Int("max-datagram", 0, "largest message accepted (0: the kind's default)")
+	pcap := fs.String("pcap", "", "capture prefix: the raw kinds write every frame to <prefix>-tx.pcap and <prefix>-rx.pcap (Config.Pcap)")
+	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the default)")
+	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the default)")
 	jsonPath := fs.String("json", "", "write the result as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -107,7 +110,9 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		TxBatch:     *batch,
 		RxBatch:     *batch,
 		CPUs:        cpus,
+		Pcap:        *pcap,
 	}
+	cfg.XDP.Frames, cfg.XDP.RingSize = *xdpFrames, *xdpRing
 	b, err := Open(cfg)
 	if err != nil {
 		return fail(Classify(*kind, err), err)

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,8 +19,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/ports"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
@@ -39,13 +43,33 @@ type NetbenchOptions struct {
 	// Warmup, Duration and Drain of each cell.
 	Warmup, Duration, Drain time.Duration
 	// Size is the message size; Batch the send and receive batch; Queues
-	// the queues of the test hosts and of the backends.
+	// the queues of the test hosts (or ports) and of the backends.
 	Size, Batch, Queues int
+	// Repeat runs every cell this many times (default 1), the kinds
+	// interleaved: each repeat runs every rate, and at each rate every
+	// kind, the order of the kinds rotating from one repeat to the next.
+	// The report shows medians and the spread.
+	Repeat int
 	// JSON is a file for the report; Out a directory for results.json,
-	// table.txt and the tools' logs.
+	// report.md, table.txt, the plots and the tools' logs.
 	JSON, Out string
-	// IfaceA and IfaceB are two real ports to use instead of a veth pair.
+	// Pcap is a directory for packet captures: each tool gets
+	// Config.Pcap = <Pcap>/<cell>-<tool> (the raw kinds write
+	// <prefix>-tx.pcap and <prefix>-rx.pcap). Empty: no capture.
+	Pcap string
+	// IfaceA and IfaceB are two real ports to use instead of a veth pair;
+	// Coalesce is the rx-usecs set on them for the run (negative: left as
+	// it is); IRQCPUs the CPUs their interrupts are steered to, "A;B" CPU
+	// lists, "auto" (CPUs away from the pollers and their hyperthread
+	// siblings, when there are any) or "" (left as they are). Home is
+	// the namespace the ports are in (0: this process's).
 	IfaceA, IfaceB string
+	Coalesce       int
+	IRQCPUs        string
+	Home           netns.NsHandle
+	// XDPFrames and XDPRing, when set, size the UMEM and rings of the
+	// AF_XDP kinds (Config.XDP.Frames, Config.XDP.RingSize) of both tools.
+	XDPFrames, XDPRing int
 	// Wait makes both tools sleep in Wait when idle instead of busy polling.
 	Wait bool
 	// LoadCPU and EchoCPU pin the tools; -1 picks them from the allowed
@@ -58,16 +82,27 @@ type NetbenchOptions struct {
 	// process's own executable.
 	Exe string
 	Env []string
+	// Bar shows a progress bar on the progress writer (a terminal)
+	// instead of a line per cell start.
+	Bar bool
 	// Command is the command line, for the report.
 	Command string
 }
 
 // NetbenchMain is netbench's command line: it parses args into
 // NetbenchOptions and runs Netbench, printing the table on stdout and the
-// progress on stderr. It returns the exit status.
+// progress on stderr (a bar when stderr is a terminal). "netbench compare
+// A.json B.json" compares two reports instead. It returns the exit status.
 func NetbenchMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "compare" {
+		return CompareMain(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("netbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: netbench [flags]\n       netbench compare A.json B.json\n\nflags:\n")
+		fs.PrintDefaults()
+	}
 	kinds := fs.String("kinds", "", "comma-separated kinds (default: every kind this build has)")
 	rates := fs.String("rates", DefaultRates, "comma-separated offered rates, messages per second")
 	duration := fs.Duration("duration", 5*time.Second, "measured time per cell")
@@ -75,22 +110,34 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	drain := fs.Duration("drain", bench.DefaultDrain, "time to wait for answers after the last send")
 	size := fs.Int("size", bench.DefaultSize, "message size in bytes")
 	batch := fs.Int("batch", bench.DefaultBatch, "messages per Flush and per Rx")
-	queues := fs.Int("queues", 1, "queues of the test hosts and the backends")
+	queues := fs.Int("queues", 1, "queues of the test hosts or ports, and of the backends")
+	repeat := fs.Int("repeat", 1, "run every cell this many times, kinds interleaved; the report shows medians and the spread")
 	jsonPath := fs.String("json", "", "write the JSON report to this file")
-	out := fs.String("out", "auto", "write results.json, report.md, table.txt and the tools' logs into this directory (auto: bench/results/<date>-<host>; none: nowhere)")
-	ifaceA := fs.String("iface-a", "", "first of two real ports cabled together (instead of a veth pair)")
-	ifaceB := fs.String("iface-b", "", "second real port")
+	out := fs.String("out", "auto", "write results.json, report.md, table.txt, the plots and the tools' logs into this directory (auto: bench/results/<date>-<host>; none: nowhere)")
+	pcap := fs.String("pcap", "", "write the frames each raw kind sends and receives to pcap files in this directory")
+	ifaceA := fs.String("iface-a", "", "first of two real ports cabled together (instead of a veth pair); it stays in this namespace, with the load generator")
+	ifaceB := fs.String("iface-b", "", "second real port: moved into a namespace of its own for the run, with the echo")
+	coalesce := fs.Int("coalesce", 0, "real ports: rx-usecs for the run (-1: leave as it is)")
+	irqCPUs := fs.String("irq-cpus", "auto", `real ports: CPUs for each port's interrupts during the run, "A;B" CPU lists ("2;3"), "auto" (away from the pollers and their hyperthread siblings) or "" (leave)`)
+	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the kind's default)")
+	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the kind's default)")
 	wait := fs.Bool("wait", false, "yielding mode: the tools sleep in Wait when idle instead of busy polling")
 	cpus := fs.String("cpus", "", "CPUs of loadgen and echo, \"L,E\" (default: the first two allowed CPUs)")
 	port := fs.Int("port", 5000, "first port; each cell uses the next one")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "netbench: unexpected arguments %q\n", fs.Args())
+		fs.Usage()
+		return 2
+	}
 	o := NetbenchOptions{
-		Duration: *duration, Warmup: *warmup, Drain: *drain, Size: *size, Batch: *batch, Queues: *queues,
-		JSON: *jsonPath, Out: *out, IfaceA: *ifaceA, IfaceB: *ifaceB, Wait: *wait, Port: *port,
-		LoadCPU: -1, EchoCPU: -1,
-		Command: "netbench " + strings.Join(args, " "),
+		Duration: *duration, Warmup: *warmup, Drain: *drain, Size: *size, Batch: *batch, Queues: *queues, Repeat: *repeat,
+		JSON: *jsonPath, Out: *out, Pcap: *pcap, IfaceA: *ifaceA, IfaceB: *ifaceB, Coalesce: *coalesce, IRQCPUs: *irqCPUs,
+		XDPFrames: *xdpFrames, XDPRing: *xdpRing, Wait: *wait, Port: *port,
+		LoadCPU: -1, EchoCPU: -1, Bar: isTerminal(stderr),
+		Command: strings.TrimSpace("netbench " + strings.Join(args, " ")),
 	}
 	switch o.Out {
 	case "auto":
@@ -134,7 +181,13 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if o.Out != "" {
-		fmt.Fprintf(stderr, "netbench: results in %s\n", o.Out)
+		fmt.Fprintf(stderr, "netbench: results in %s (report.md, results.json", o.Out)
+		if rep != nil {
+			for _, p := range rep.Plots {
+				fmt.Fprintf(stderr, ", %s", p)
+			}
+		}
+		fmt.Fprintln(stderr, ")")
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "netbench:", err)
@@ -143,15 +196,61 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// Netbench makes the test hosts, runs every kind at every rate (echo in
-// namespace B, loadgen in namespace A, separate processes on separate
-// CPUs), and returns the report. It writes the report where o says. A kind
-// that cannot run gets a row saying why; the error is for what stops the
-// whole run (no test hosts, nothing measured).
-func Netbench(ctx context.Context, o NetbenchOptions, progress io.Writer) (*bench.Report, error) {
-	if o.Duration <= 0 || o.Warmup < 0 || o.Size < bench.HeaderLen || o.Batch < 1 || o.Queues < 1 {
-		return nil, fmt.Errorf("bad options: duration %v, warm-up %v, size %d (>= %d), batch %d, queues %d",
-			o.Duration, o.Warmup, o.Size, bench.HeaderLen, o.Batch, o.Queues)
+// CompareMain is "netbench compare A.json B.json": per cell (kind × rate)
+// the ratios B/A of p50, p99 and the achieved rate, and the cells present
+// in one report only. --json FILE writes the comparison as JSON too.
+func CompareMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("netbench compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	jsonPath := fs.String("json", "", "also write the comparison as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 2 {
+		fmt.Fprintln(stderr, "usage: netbench compare [--json FILE] A.json B.json (results.json of two runs)")
+		return 2
+	}
+	a, err := bench.ReadReport(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "netbench compare:", err)
+		return 1
+	}
+	b, err := bench.ReadReport(fs.Arg(1))
+	if err != nil {
+		fmt.Fprintln(stderr, "netbench compare:", err)
+		return 1
+	}
+	cmp := bench.Compare(a, b)
+	fmt.Fprint(stdout, cmp.Table(fs.Arg(0), fs.Arg(1)))
+	if *jsonPath != "" {
+		if err := writeJSON(*jsonPath, &cmp); err != nil {
+			fmt.Fprintln(stderr, "netbench compare:", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// startupGuess is what starting the two tools of a cell adds to its
+// warm-up and measured time, for the progress bar's estimate.
+const startupGuess = 500 * time.Millisecond
+
+// Netbench makes the test hosts (or prepares the real ports), runs every
+// kind at every rate Repeat times (echo in namespace B, loadgen in
+// namespace A, separate processes on separate CPUs), and returns the
+// report. It writes the report, the plots and the logs where o says. A
+// kind that cannot run gets a row saying why; the error is for what stops
+// the whole run (no test hosts, nothing measured).
+func Netbench(ctx context.Context, o NetbenchOptions, progressW io.Writer) (*bench.Report, error) {
+	if o.Duration <= 0 || o.Warmup < 0 || o.Size < bench.HeaderLen || o.Batch < 1 || o.Queues < 1 || o.Repeat < 0 {
+		return nil, fmt.Errorf("bad options: duration %v, warm-up %v, size %d (>= %d), batch %d, queues %d, repeat %d",
+			o.Duration, o.Warmup, o.Size, bench.HeaderLen, o.Batch, o.Queues, o.Repeat)
+	}
+	if (o.IfaceA == "") != (o.IfaceB == "") {
+		return nil, fmt.Errorf("real ports: give both --iface-a and --iface-b")
+	}
+	if o.Repeat == 0 {
+		o.Repeat = 1
 	}
 	if o.Drain == 0 {
 		o.Drain = bench.DefaultDrain
@@ -166,16 +265,10 @@ func Netbench(ctx context.Context, o NetbenchOptions, progress io.Writer) (*benc
 		}
 		o.Exe = exe
 	}
-	nb := &netbench{o: o, progress: progress}
+	nb := &netbench{o: o}
 	nb.rep.Rates = o.Rates
 	nb.env()
-	if o.IfaceA != "" || o.IfaceB != "" {
-		// Two real ports need one of them moved into its own namespace
-		// and restored afterwards; not built yet.
-		err := core.NotSupported("real ports (--iface-a/--iface-b)", "", "not implemented yet: use the default veth pair", nil)
-		nb.failAll(ClassNotSupported, err.Error())
-		return nb.finish(err)
-	}
+	o = nb.o // env picked the CPUs
 
 	var err error
 	nb.logDir = o.Out
@@ -184,60 +277,87 @@ func Netbench(ctx context.Context, o NetbenchOptions, progress io.Writer) (*benc
 			return nil, fmt.Errorf("temporary directory: %w", err)
 		}
 		defer os.RemoveAll(nb.logDir)
-	} else if err := os.MkdirAll(filepath.Join(nb.logDir, "logs"), 0o755); err != nil {
-		return nil, fmt.Errorf("output directory: %w", err)
-	}
-
-	p, err := testhost.New(testhost.Options{Queues: o.Queues})
-	if err != nil {
-		nb.failAll(Classify("", err), "test hosts: "+err.Error())
-		return nb.finish(fmt.Errorf("test hosts: %w", err))
-	}
-	defer p.Close()
-	nb.pair = p
-	nb.rep.Env.Link = "veth"
-	nb.rep.Env.Ifaces = []string{p.A.Iface + " " + p.A.Prefix.String() + " (loadgen)", p.B.Iface + " " + p.B.Prefix.String() + " (echo)"}
-	nb.rep.Env.Offloads = map[string]string{}
-	for name, h := range map[string]*testhost.Host{"a": p.A, "b": p.B} {
-		if offs, err := h.Offloads(); err == nil {
-			for f, on := range offs {
-				nb.rep.Env.Offloads[name+"."+f] = map[bool]string{true: "on", false: "off"}[on]
-			}
-		} else {
-			nb.rep.Env.Notes = append(nb.rep.Env.Notes, "offloads of "+name+": "+err.Error())
+	} else {
+		nb.logDir = filepath.Join(o.Out, "logs")
+		if err := os.MkdirAll(nb.logDir, 0o755); err != nil {
+			return nil, fmt.Errorf("output directory: %w", err)
 		}
 	}
+	if o.Pcap != "" {
+		if err := os.MkdirAll(o.Pcap, 0o755); err != nil {
+			return nil, fmt.Errorf("pcap directory: %w", err)
+		}
+		nb.rep.Env.Pcap = o.Pcap
+	}
+
+	perCell := o.Warmup + o.Duration + startupGuess
+	nb.prog = newProgress(progressW, o.Bar, time.Duration(o.Repeat*len(o.Rates)*len(o.Kinds))*perCell)
+	defer nb.prog.finish()
+
+	closeHosts, err := nb.hosts()
+	if err != nil {
+		nb.failAll(Classify("", err), err.Error())
+		return nb.finish(err)
+	}
+	defer func() {
+		if cerr := closeHosts(); cerr != nil {
+			nb.prog.logf("netbench: %v", cerr)
+		}
+	}()
+	nb.preflight()
 
 	failed := map[string]*Failure{}
 	rows := map[string]*bench.KindRow{}
 	for _, k := range o.Kinds {
 		rows[k] = &bench.KindRow{Kind: k}
 	}
+	runs := map[string][]bench.Cell{}
+	key := func(kind string, rate float64) string { return kind + "@" + strconv.FormatFloat(rate, 'g', -1, 64) }
 	idx := 0
-	for _, rate := range o.Rates {
-		for _, kind := range o.Kinds {
-			if failed[kind] != nil {
-				continue
+	left := o.Repeat * len(o.Rates)
+	for rep := 0; rep < o.Repeat && ctx.Err() == nil; rep++ {
+		order := bench.RotateKinds(o.Kinds, rep)
+		for _, rate := range o.Rates {
+			left--
+			for _, kind := range order {
+				if failed[kind] != nil {
+					continue
+				}
+				if ctx.Err() != nil {
+					break
+				}
+				name := fmt.Sprintf("%s-%s", kind, bench.FormatRate(rate))
+				if o.Repeat > 1 {
+					name += fmt.Sprintf("-r%d", rep+1)
+				}
+				nb.prog.startCell(name, perCell)
+				c, f := nb.cell(ctx, kind, rate, o.Port+idx, name)
+				nb.prog.endCell()
+				idx++
+				if f != nil {
+					failed[kind] = f
+					nb.prog.skip(time.Duration(left) * perCell)
+					nb.prog.logf("%s: cannot run: %s: %s", kind, f.Class, f.Error)
+					continue
+				}
+				if c.Mode != "" {
+					rows[kind].Mode = c.Mode
+					nb.rep.Env.Modes[kind] = c.Mode
+				}
+				runs[key(kind, rate)] = append(runs[key(kind, rate)], *c)
+				nb.prog.logf("%s: %s", name, c.Display)
 			}
-			if ctx.Err() != nil {
-				break
-			}
-			c, f := nb.cell(ctx, kind, rate, o.Port+idx)
-			idx++
-			if f != nil {
-				failed[kind] = f
-				continue
-			}
-			if c.Mode != "" {
-				rows[kind].Mode = c.Mode
-				nb.rep.Env.Modes[kind] = c.Mode
-			}
-			nb.rep.Cells = append(nb.rep.Cells, *c)
-			fmt.Fprintf(progress, "%s %s: %s\n", kind, bench.FormatRate(rate), c.Display)
 		}
 	}
 	if ctx.Err() != nil {
 		nb.rep.Env.Notes = append(nb.rep.Env.Notes, "interrupted: the report is partial")
+	}
+	for _, k := range o.Kinds {
+		for _, rate := range o.Rates {
+			if rs := runs[key(k, rate)]; len(rs) > 0 {
+				nb.rep.Cells = append(nb.rep.Cells, bench.MergeRepeats(rs))
+			}
+		}
 	}
 	for _, k := range o.Kinds {
 		f := failed[k]
@@ -250,6 +370,7 @@ func Netbench(ctx context.Context, o NetbenchOptions, progress io.Writer) (*benc
 		}
 		nb.rep.Kinds = append(nb.rep.Kinds, *rows[k])
 	}
+	nb.noteCaptures()
 	if len(nb.rep.Cells) == 0 {
 		if len(nb.rep.Env.NotBuilt) > 0 {
 			return nb.finish(fmt.Errorf("no cell was measured (not built into this binary: %s)", strings.Join(nb.rep.Env.NotBuilt, ", ")))
@@ -260,11 +381,181 @@ func Netbench(ctx context.Context, o NetbenchOptions, progress io.Writer) (*benc
 }
 
 type netbench struct {
-	o        NetbenchOptions
-	progress io.Writer
-	rep      bench.Report
-	pair     *testhost.Pair
-	logDir   string
+	o      NetbenchOptions
+	prog   *progress
+	rep    bench.Report
+	a, b   *side
+	logDir string
+	// pports are the real ports, when the run has them.
+	pports *ports.Ports
+}
+
+// hosts makes the veth test hosts, or prepares the real ports, and
+// returns how to remove them (or restore the ports).
+func (nb *netbench) hosts() (func() error, error) {
+	o := nb.o
+	e := &nb.rep.Env
+	e.Offloads = map[string]string{}
+	if o.IfaceA != "" {
+		po := ports.Options{IfaceA: o.IfaceA, IfaceB: o.IfaceB, Queues: o.Queues, RxUsecs: o.Coalesce, Home: o.Home}
+		var err error
+		if po.IRQCPUsA, po.IRQCPUsB, err = nb.irqCPUs(); err != nil {
+			return nil, err
+		}
+		p, err := ports.Open(po)
+		if err != nil {
+			return nil, fmt.Errorf("real ports: %w", err)
+		}
+		nb.pports = p
+		nb.a = &side{ep: p.A, iface: p.A.Iface, addr: p.A.Addr, prefix: p.A.Prefix}
+		nb.b = &side{ep: p.B, iface: p.B.Iface, addr: p.B.Addr, prefix: p.B.Prefix}
+		e.Link = "ports"
+		e.Setup = p.Setup()
+		for _, s := range e.Setup {
+			nb.prog.logf("ports: %s", s)
+		}
+		nb.recordSides()
+		return p.Close, nil
+	}
+	p, err := testhost.New(testhost.Options{Queues: o.Queues})
+	if err != nil {
+		return nil, fmt.Errorf("test hosts: %w", err)
+	}
+	nb.a = &side{ep: p.A, iface: p.A.Iface, addr: p.A.Addr, prefix: p.A.Prefix}
+	nb.b = &side{ep: p.B, iface: p.B.Iface, addr: p.B.Addr, prefix: p.B.Prefix}
+	e.Link = "veth"
+	nb.recordSides()
+	return p.Close, nil
+}
+
+// recordSides writes the two sides' interfaces and offloads into the env.
+func (nb *netbench) recordSides() {
+	e := &nb.rep.Env
+	what := map[string]string{"veth": "a veth pair between two network namespaces", "ports": "two ports cabled together, the echo's in a namespace of its own"}[e.Link]
+	e.Ifaces = []string{nb.a.iface + " " + nb.a.prefix.String() + " (loadgen)", nb.b.iface + " " + nb.b.prefix.String() + " (echo)", what}
+	for name, s := range map[string]*side{"a": nb.a, "b": nb.b} {
+		if offs, err := s.ep.Offloads(); err == nil {
+			for f, on := range offs {
+				e.Offloads[name+"."+f] = map[bool]string{true: "on", false: "off"}[on]
+			}
+		} else {
+			e.Notes = append(e.Notes, "offloads of "+name+": "+err.Error())
+		}
+	}
+}
+
+// irqCPUs picks the CPUs of the ports' interrupts from --irq-cpus.
+func (nb *netbench) irqCPUs() (a, b []int, err error) {
+	o := nb.o
+	switch o.IRQCPUs {
+	case "":
+		return nil, nil, nil
+	case "auto":
+		allowed, _ := cpu.Allowed()
+		away := map[int]bool{}
+		for _, c := range []int{o.LoadCPU, o.EchoCPU} {
+			if c < 0 {
+				continue
+			}
+			away[c] = true
+			sib, _ := bench.Host.Siblings(c)
+			for _, s := range sib {
+				away[s] = true
+			}
+		}
+		var free []int
+		for _, c := range allowed {
+			if !away[c] {
+				free = append(free, c)
+			}
+		}
+		if len(free) == 0 {
+			nb.rep.Env.Notes = append(nb.rep.Env.Notes, "no CPU apart from the pollers and their hyperthread siblings: the ports' IRQ affinity is left as it is")
+			return nil, nil, nil
+		}
+		return free[:1], free[1%len(free) : 1%len(free)+1], nil
+	}
+	as, bs, ok := strings.Cut(o.IRQCPUs, ";")
+	if !ok {
+		return nil, nil, fmt.Errorf("--irq-cpus %q: want \"A;B\" CPU lists, auto, or empty", o.IRQCPUs)
+	}
+	if a, err = bench.ParseCPUList(as); err == nil {
+		b, err = bench.ParseCPUList(bs)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("--irq-cpus: %w", err)
+	}
+	return a, b, nil
+}
+
+// preflight looks at what moves results by microseconds and records it.
+func (nb *netbench) preflight() {
+	o := nb.o
+	var pp []bench.PreflightPort
+	if nb.pports != nil {
+		for _, x := range []struct {
+			h    *ports.Host
+			role string
+		}{{nb.pports.A, "loadgen"}, {nb.pports.B, "echo"}} {
+			pp = append(pp, bench.PreflightPort{Iface: x.h.Iface, Role: x.role, NUMANode: x.h.NUMANode, IRQs: x.h.IRQs, RxUsecs: x.h.RxUsecs})
+		}
+	} else {
+		pp = []bench.PreflightPort{{Iface: nb.a.iface, Role: "loadgen", Veth: true}, {Iface: nb.b.iface, Role: "echo", Veth: true}}
+	}
+	nb.rep.Env.Preflight = bench.Preflight(bench.Host, pp, o.LoadCPU, o.EchoCPU)
+	for _, c := range nb.rep.Env.Preflight {
+		if c.Status == bench.StatusWarn {
+			nb.prog.logf("preflight: %s: %s", c.Name, c.Detail)
+		}
+	}
+}
+
+// noteCaptures lists the pcap files written and the kinds that wrote
+// none.
+func (nb *netbench) noteCaptures() {
+	if nb.o.Pcap == "" {
+		return
+	}
+	files, _ := filepath.Glob(filepath.Join(nb.o.Pcap, "*.pcap"))
+	for _, f := range files {
+		rel := f
+		if nb.o.Out != "" {
+			if r, err := filepath.Rel(nb.o.Out, f); err == nil && !strings.HasPrefix(r, "..") {
+				rel = r
+			}
+		}
+		nb.rep.Captures = append(nb.rep.Captures, rel)
+	}
+	var none []string
+	for _, r := range nb.rep.Kinds {
+		if r.Reason == "" && !hasCaptureOf(files, r.Kind, nb.o.Kinds) {
+			none = append(none, r.Kind)
+		}
+	}
+	if len(none) > 0 {
+		nb.rep.Env.Notes = append(nb.rep.Env.Notes, fmt.Sprintf("pcap: no capture from %s: only the raw kinds whose constructor applies Config.Pcap write one; the kernel's kinds can be seen with tcpdump inside the namespaces", strings.Join(none, ", ")))
+	}
+}
+
+// hasCaptureOf reports whether files hold a capture of kind itself, not of
+// a longer kind that starts with its name.
+func hasCaptureOf(files []string, kind string, kinds []string) bool {
+	for _, f := range files {
+		base := filepath.Base(f)
+		if !strings.HasPrefix(base, kind+"-") {
+			continue
+		}
+		longer := false
+		for _, l := range kinds {
+			if l != kind && strings.HasPrefix(l, kind+"-") && strings.HasPrefix(base, l+"-") {
+				longer = true
+			}
+		}
+		if !longer {
+			return true
+		}
+	}
+	return false
 }
 
 // failAll gives every kind the same reason.
@@ -274,15 +565,25 @@ func (nb *netbench) failAll(class, reason string) {
 	}
 }
 
-// finish writes the report where the options say and returns it with err.
+// finish writes the report (and the plots) where the options say and
+// returns it with err.
 func (nb *netbench) finish(err error) (*bench.Report, error) {
 	rep := &nb.rep
+	var werrs []error
+	if nb.o.Out != "" && len(rep.Cells) > 0 {
+		if e := os.MkdirAll(nb.o.Out, 0o755); e != nil {
+			werrs = append(werrs, fmt.Errorf("output directory: %w", e))
+		} else if files, e := rep.WritePlots(nb.o.Out); e != nil {
+			werrs = append(werrs, e)
+		} else {
+			rep.Plots = files
+		}
+	}
 	b, jerr := json.MarshalIndent(rep, "", "  ")
 	if jerr != nil {
 		return rep, errors.Join(err, fmt.Errorf("encode report: %w", jerr))
 	}
 	b = append(b, '\n')
-	var werrs []error
 	if nb.o.JSON != "" {
 		if e := os.WriteFile(nb.o.JSON, b, 0o644); e != nil {
 			werrs = append(werrs, fmt.Errorf("write report: %w", e))
@@ -292,14 +593,13 @@ func (nb *netbench) finish(err error) (*bench.Report, error) {
 		if e := os.MkdirAll(nb.o.Out, 0o755); e != nil {
 			werrs = append(werrs, fmt.Errorf("output directory: %w", e))
 		} else {
-			if e := os.WriteFile(filepath.Join(nb.o.Out, "results.json"), b, 0o644); e != nil {
-				werrs = append(werrs, fmt.Errorf("write report: %w", e))
-			}
-			if e := os.WriteFile(filepath.Join(nb.o.Out, "table.txt"), []byte(rep.Table()), 0o644); e != nil {
-				werrs = append(werrs, fmt.Errorf("write table: %w", e))
-			}
-			if e := os.WriteFile(filepath.Join(nb.o.Out, "report.md"), []byte(rep.Markdown()), 0o644); e != nil {
-				werrs = append(werrs, fmt.Errorf("write report: %w", e))
+			for _, f := range []struct {
+				name string
+				data []byte
+			}{{"results.json", b}, {"table.txt", []byte(rep.Table())}, {"report.md", []byte(rep.Markdown())}} {
+				if e := os.WriteFile(filepath.Join(nb.o.Out, f.name), f.data, 0o644); e != nil {
+					werrs = append(werrs, fmt.Errorf("write %s: %w", f.name, e))
+				}
 			}
 		}
 	}
@@ -320,6 +620,8 @@ func (nb *netbench) env() {
 	e.Modes = map[string]string{}
 	e.Warmup, e.Duration, e.Drain = o.Warmup.String(), o.Duration.String(), o.Drain.String()
 	e.Size, e.Batch, e.Queues = o.Size, o.Batch, o.Queues
+	e.Repeat = o.Repeat
+	e.Order = "each repeat runs every rate in turn and, at each rate, every kind in turn (the kinds' order rotates by one each repeat), so the machine's drift hits every kind alike; a cell's two tools start afresh each time"
 	allowed, err := cpu.Allowed()
 	if err != nil || len(allowed) == 0 {
 		e.Notes = append(e.Notes, fmt.Sprintf("allowed CPUs unknown (%v): the tools are not pinned", err))
@@ -358,6 +660,15 @@ func (nb *netbench) env() {
 	if len(allowed) > 0 && len(allowed) <= 2 && !o.Wait {
 		e.Notes = append(e.Notes, fmt.Sprintf("only %d CPUs: the two pollers busy-poll CPUs %d and %d, leaving none free for the kernel's softirq work and the rest of the system", len(allowed), o.LoadCPU, o.EchoCPU))
 	}
+	for _, k := range o.Kinds {
+		if k == core.KindTCPXDP || k == core.KindTCPDPDK {
+			e.Notes = append(e.Notes, fmt.Sprintf("tcp-xdp and tcp-dpdk use addresses of their own, %d above the kernel's on each side (the kernel's stack would reset their connections)", stackOffset))
+			break
+		}
+	}
+	if o.XDPFrames > 0 || o.XDPRing > 0 {
+		e.Notes = append(e.Notes, fmt.Sprintf("AF_XDP kinds: %d UMEM frames, rings of %d (0: the default)", o.XDPFrames, o.XDPRing))
+	}
 }
 
 func kernelVersion() string {
@@ -391,8 +702,9 @@ func cpuModel() string {
 	return "unknown"
 }
 
-// child starts "<exe> mode args..." in host h, its stderr into logPath.
-func (nb *netbench) child(h *testhost.Host, logPath string, mode string, args ...string) (*exec.Cmd, io.ReadCloser, *os.File, error) {
+// child starts "<exe> mode args..." in h's namespace, its stderr into
+// logPath.
+func (nb *netbench) child(h endpoint, logPath string, mode string, args ...string) (*exec.Cmd, io.ReadCloser, *os.File, error) {
 	cmd := h.Command(nb.o.Exe, append([]string{mode}, args...)...)
 	cmd.Env = append(os.Environ(), nb.o.Env...)
 	logf, err := os.Create(logPath)
@@ -450,17 +762,13 @@ func tail(path string, n int) string {
 	return s
 }
 
-// cell runs one kind at one rate on port. A failure that concerns the
-// whole kind (it cannot be opened here) comes back as a Failure; anything
-// else is the cell's Error.
-func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port int) (*bench.Cell, *Failure) {
+// cell runs one kind at one rate on port; name names its logs. A failure
+// that concerns the whole kind (it cannot be opened here) comes back as a
+// Failure; anything else is the cell's Error.
+func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port int, name string) (*bench.Cell, *Failure) {
 	o := nb.o
-	p := nb.pair
-	name := fmt.Sprintf("%s-%s", kind, bench.FormatRate(rate))
+	a, b := nb.a, nb.b
 	dir := nb.logDir
-	if o.Out != "" {
-		dir = filepath.Join(o.Out, "logs")
-	}
 	echoJSON, loadJSON := filepath.Join(dir, name+"-echo.json"), filepath.Join(dir, name+"-loadgen.json")
 	common := []string{"--kind", kind, "--port", strconv.Itoa(port), "--batch", strconv.Itoa(o.Batch)}
 	if o.Wait {
@@ -469,19 +777,36 @@ func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port in
 	if o.Size > core.DefaultMaxDatagram {
 		common = append(common, "--max-datagram", strconv.Itoa(o.Size))
 	}
+	if o.XDPFrames > 0 {
+		common = append(common, "--xdp-frames", strconv.Itoa(o.XDPFrames))
+	}
+	if o.XDPRing > 0 {
+		common = append(common, "--xdp-ring", strconv.Itoa(o.XDPRing))
+	}
+	pcapArgs := func(tool string) []string {
+		if o.Pcap == "" {
+			return nil
+		}
+		return []string{"--pcap", filepath.Join(o.Pcap, name+"-"+tool)}
+	}
 	run := o.Warmup + o.Duration + o.Drain
 	errCell := func(msg string) (*bench.Cell, *Failure) {
 		c := &bench.Cell{Kind: kind, Rate: rate, Error: msg, Saturated: true}
 		c.Display = c.Format()
-		fmt.Fprintf(nb.progress, "%s: %s\n", name, msg)
 		return c, nil
 	}
 
-	fmt.Fprintf(nb.progress, "%s: running (%v warm-up, %v, up to %v drain)\n", name, o.Warmup, o.Duration, o.Drain)
+	// The userspace TCP must not share its address with the kernel's
+	// stack on the same interface (the kernel would reset its
+	// connections): it gets one of its own in the same subnet.
+	loadIP, echoIP := a.addr, b.addr
+	if kind == core.KindTCPXDP || kind == core.KindTCPDPDK {
+		loadIP, echoIP = stackAddr(a), stackAddr(b)
+	}
 	before := nb.hostCounters()
-	echoArgs := append(append([]string{}, common...), "--local", p.B.Addr.String(), "--iface", p.B.Iface,
+	echoArgs := append(append(append([]string{}, common...), pcapArgs("echo")...), "--local", echoIP.String(), "--iface", b.iface,
 		"--cpu", strconv.Itoa(o.EchoCPU), "--stats", echoJSON, "--max-time", (run + 5*time.Minute).String())
-	echo, echoOut, echoLog, err := nb.child(p.B, filepath.Join(dir, name+"-echo.log"), "echo", echoArgs...)
+	echo, echoOut, echoLog, err := nb.child(b.ep, filepath.Join(dir, name+"-echo.log"), "echo", echoArgs...)
 	if err != nil {
 		return errCell("echo: " + err.Error())
 	}
@@ -501,11 +826,11 @@ func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port in
 	}
 	go io.Copy(io.Discard, echoOut)
 
-	loadArgs := append(append([]string{}, common...), "--local", p.A.Addr.String(), "--dst", p.B.Addr.String(), "--iface", p.A.Iface,
+	loadArgs := append(append(append([]string{}, common...), pcapArgs("loadgen")...), "--local", loadIP.String(), "--dst", echoIP.String(), "--iface", a.iface,
 		"--cpu", strconv.Itoa(o.LoadCPU), "--rate", strconv.FormatFloat(rate, 'f', -1, 64),
 		"--warmup", o.Warmup.String(), "--duration", o.Duration.String(), "--drain", o.Drain.String(),
 		"--size", strconv.Itoa(o.Size), "--json", loadJSON)
-	load, loadOut, loadLog, err := nb.child(p.A, filepath.Join(dir, name+"-loadgen.log"), "loadgen", loadArgs...)
+	load, loadOut, loadLog, err := nb.child(a.ep, filepath.Join(dir, name+"-loadgen.log"), "loadgen", loadArgs...)
 	if err != nil {
 		_ = echo.Process.Signal(syscall.SIGTERM)
 		_ = waitExit(echo, 15*time.Second)
@@ -564,6 +889,24 @@ func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port in
 		c.Notes = append(c.Notes, "host counters that moved: "+movedDrops(c.Host))
 	}
 	return &c, nil
+}
+
+// stackOffset is how far above the kernel's address of a side the
+// userspace TCP kinds' own address is (198.18.n.1 → 198.18.n.11).
+const stackOffset = 10
+
+// stackAddr returns the address the userspace TCP kinds use on side s: in
+// its subnet, not held by the kernel.
+func stackAddr(s *side) netip.Addr {
+	a := s.addr.As4()
+	if int(a[3])+stackOffset > 254 {
+		return s.addr
+	}
+	a[3] += stackOffset
+	if x := netip.AddrFrom4(a); s.prefix.Contains(x) {
+		return x
+	}
+	return s.addr
 }
 
 // parseFailed parses "failed <class>: <error>".
