@@ -1,23 +1,33 @@
 // Command netbench runs the whole measurement: it makes two network
-// namespaces joined by a veth pair (internal/testhost), then for every kind
-// and offered rate starts an echo in namespace B and a loadgen in namespace
-// A, as separate processes pinned to different CPUs, and prints the table
-// in the reference's format ("p50 / p99" round trip in microseconds, or
-// "sat. <achieved rate>, <loss>"), with every layer's counters of both ends
-// in the JSON report.
+// namespaces joined by a veth pair (internal/testhost), or prepares two real
+// ports cabled together, then for every kind and offered rate starts an echo
+// in namespace B and a loadgen in namespace A, as separate processes pinned
+// to different CPUs, and prints the table in the reference's format
+// ("p50 / p99" round trip in microseconds, or "sat. <achieved rate>,
+// <loss>"). It writes results.json (every layer's counters of both ends),
+// report.md (environment, preflight, table, per-cell counters), SVG plots
+// of p50 and p99 against the offered rate, and the tools' logs.
 //
-//	netbench                                   # every kind built, 20k … 1.6M, 1 s warm-up, 5 s a point
+//	netbench                                   # make bench: every kind built, 20k … 1.6M, 1 s warm-up, 5 s a point
 //	netbench --kinds udp,tcp --rates 20k --duration 2s --json out.json
+//	netbench --repeat 3                        # each cell 3 times, kinds interleaved; medians and spread
+//	netbench --kinds xdp --rates 20k --pcap /tmp/cap   # the raw kinds' frames in pcap files
+//	netbench --iface-a enp3s0f0 --iface-b enp3s0f1     # two real ports cabled together
+//	netbench compare old/results.json new/results.json # ratios per cell
+//	netbench report bench/results/X/results.json       # report.md and plots again
 //
 // It is one binary: it re-executes itself as "netbench echo …" and
 // "netbench loadgen …" (the same flags as cmd/echo and cmd/loadgen), so it
 // runs on a bare host with nothing but root, and "go run ./cmd/netbench"
 // works. Flags: --kinds, --rates, --duration, --warmup, --drain, --size,
-// --batch, --queues, --json FILE, --out DIR (default
-// bench/results/<date>-<host>: results.json, report.md, table.txt and the
-// tools' logs; "none" for nothing), --iface-a/--iface-b (two real
-// ports; not implemented yet), --wait (yielding mode for machines with too
-// few CPUs), --cpus L,E, --port.
+// --batch, --queues, --repeat, --json FILE, --out DIR (default
+// bench/results/<date>-<host>; "none" for nothing), --pcap DIR,
+// --iface-a/--iface-b (real ports; B moves into a namespace of its own for
+// the run) with --coalesce (rx-usecs, default 0) and --irq-cpus ("auto":
+// away from the pollers and their hyperthread siblings), --xdp-frames and
+// --xdp-ring, --wait (yielding mode for machines with too few CPUs), --cpus
+// L,E, --port. A progress bar shows on a terminal. See package
+// internal/bench/cli.
 package main
 
 import (
@@ -34,6 +44,7 @@ func main() {
 		case "loadgen":
 			os.Exit(cli.LoadgenMain(os.Args[2:], os.Stdout, os.Stderr))
 		}
+		// "compare" and "report" are netbench's own subcommands.
 	}
 	os.Exit(cli.NetbenchMain(os.Args[1:], os.Stdout, os.Stderr))
 }

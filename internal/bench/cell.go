@@ -46,8 +46,13 @@ type Conservation struct {
 	// Stats.Lost() of each (TX drops, our RX drops, the layers' Loss
 	// counters such as the kernel's socket drops) and the tools' own drops.
 	Counted uint64 `json:"counted_lost"`
-	// InFlight is what is known to be still on the way at the end (0 after
-	// the drain: nothing counts it).
+	// InFlight is what is known to be still on the way at the end: on a
+	// stream kind, the records a backend accepted (TxQueued) but had not
+	// yet written to its connection (TxSent) nor dropped (TxDropped) when
+	// its tool stopped, at either end: a connection stalled by the
+	// peer's window or by retransmissions keeps them queued, and closing
+	// the backend discards them. Datagram kinds hand everything to the
+	// kernel or the ring at each Flush, so for them it stays 0.
 	InFlight uint64 `json:"in_flight"`
 	// Unaccounted is Sent − Received − Counted − InFlight: positive when
 	// messages vanished without a counter, negative when more losses were
@@ -83,11 +88,25 @@ func Account(load *LoadResult, echo *EchoResult) Conservation {
 		}
 	}
 	add("loadgen", &load.Stats, load.Layers())
+	c.InFlight += held(&load.Stats)
 	if echo != nil {
 		add("echo", &echo.Stats, echo.Layers())
+		c.InFlight += held(&echo.Stats)
 	}
 	c.Unaccounted = int64(c.Sent) - int64(c.Received) - int64(c.Counted) - int64(c.InFlight)
 	return c
+}
+
+// held returns the messages a stream backend still held at the end:
+// accepted by Queue but neither written to the stream nor dropped.
+func held(s *core.Stats) uint64 {
+	if !core.IsStream(s.Kind) {
+		return 0
+	}
+	if out := s.TxSent + s.TxDropped; s.TxQueued > out {
+		return s.TxQueued - out
+	}
+	return 0
 }
 
 // lossCounters names the parts of s.Lost(): its own drop fields (layer

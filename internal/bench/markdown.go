@@ -135,8 +135,11 @@ func (c *Cell) markdown(b *strings.Builder) {
 		}
 	}
 	cs := &c.Conservation
-	fmt.Fprintf(b, "- conservation (whole run, warm-up included): sent %d = received %d + counted lost %d + unaccounted %d",
-		cs.Sent, cs.Received, cs.Counted, cs.Unaccounted)
+	fmt.Fprintf(b, "- conservation (whole run, warm-up included): sent %d = received %d + counted lost %d", cs.Sent, cs.Received, cs.Counted)
+	if cs.InFlight > 0 {
+		fmt.Fprintf(b, " + still queued in a stream backend at the end %d", cs.InFlight)
+	}
+	fmt.Fprintf(b, " + unaccounted %d", cs.Unaccounted)
 	if len(cs.ByLayer) > 0 {
 		var parts []string
 		for _, k := range SortedKeys(cs.ByLayer) {

@@ -275,7 +275,7 @@ func Preflight(s System, ports []PreflightPort, loadCPU, echoCPU int) []Check {
 	case sib[loadCPU] == nil || sib[echoCPU] == nil:
 		add("poller cores", StatusWarn, "cannot read the hyperthread siblings of CPUs %d and %d", loadCPU, echoCPU)
 	default:
-		add("poller cores", StatusOK, "loadgen on CPU %d (core of %s), echo on CPU %d (core of %s): separate physical cores",
+		add("poller cores", StatusOK, "loadgen on CPU %d (its core's hyperthreads: %s), echo on CPU %d (its core's hyperthreads: %s): separate physical cores",
 			loadCPU, formatCPUs(sib[loadCPU]), echoCPU, formatCPUs(sib[echoCPU]))
 	}
 

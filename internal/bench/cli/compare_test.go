@@ -52,3 +52,34 @@ func TestCompareMain(t *testing.T) {
 		t.Fatalf("missing file: exit %d", st)
 	}
 }
+
+// netbench report writes report.md, the table and the plots again from a
+// results.json.
+func TestReportMain(t *testing.T) {
+	dir := t.TempDir()
+	c := bench.Cell{Kind: "udp", Rate: 20000, P50Us: 10, P99Us: 20, AchievedRate: 20000, Sent: 5, Received: 5}
+	c.Display = c.Format()
+	r := bench.Report{Env: bench.Env{Command: "netbench --kinds udp"}, Rates: []float64{20000}, Kinds: []bench.KindRow{{Kind: "udp"}}, Cells: []bench.Cell{c}}
+	b, _ := json.Marshal(&r)
+	src := filepath.Join(dir, "results.json")
+	if err := os.WriteFile(src, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "again")
+	var so, se strings.Builder
+	if st := NetbenchMain([]string{"report", "--out", out, src}, &so, &se); st != 0 {
+		t.Fatalf("exit %d: %s", st, se.String())
+	}
+	for _, f := range []string{"report.md", "table.txt", "results.json", bench.PlotP50, bench.PlotP99} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "report.md"))
+	if !strings.Contains(string(md), "| udp | 10.0 / 20.0 |") || !strings.Contains(string(md), "![rtt-p99](rtt-p99.svg)") {
+		t.Fatalf("report.md:\n%s", md)
+	}
+	if !strings.Contains(so.String(), "10.0 / 20.0") {
+		t.Fatalf("table %q", so.String())
+	}
+}

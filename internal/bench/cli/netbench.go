@@ -94,13 +94,18 @@ type NetbenchOptions struct {
 // progress on stderr (a bar when stderr is a terminal). "netbench compare
 // A.json B.json" compares two reports instead. It returns the exit status.
 func NetbenchMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "compare" {
-		return CompareMain(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "compare":
+			return CompareMain(args[1:], stdout, stderr)
+		case "report":
+			return ReportMain(args[1:], stdout, stderr)
+		}
 	}
 	fs := flag.NewFlagSet("netbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: netbench [flags]\n       netbench compare A.json B.json\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: netbench [flags]\n       netbench compare [--json FILE] A.json B.json\n       netbench report [--out DIR] results.json\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	kinds := fs.String("kinds", "", "comma-separated kinds (default: every kind this build has)")
@@ -228,6 +233,40 @@ func CompareMain(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	return 0
+}
+
+// ReportMain is "netbench report [--out DIR] results.json": it writes
+// report.md, table.txt and the plots again from a results.json (into the
+// file's directory unless --out says otherwise), for a report made by an
+// older netbench or moved from another host.
+func ReportMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("netbench report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "directory to write into (default: the directory of results.json)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: netbench report [--out DIR] results.json")
+		return 2
+	}
+	rep, err := bench.ReadReport(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "netbench report:", err)
+		return 1
+	}
+	dir := *out
+	if dir == "" {
+		dir = filepath.Dir(fs.Arg(0))
+	}
+	nb := &netbench{o: NetbenchOptions{Out: dir}, rep: *rep}
+	if _, err := nb.finish(nil); err != nil {
+		fmt.Fprintln(stderr, "netbench report:", err)
+		return 1
+	}
+	fmt.Fprint(stdout, nb.rep.Table())
+	fmt.Fprintf(stderr, "netbench report: report.md, table.txt, results.json and %s in %s\n", strings.Join(nb.rep.Plots, ", "), dir)
 	return 0
 }
 
