@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -1008,3 +1009,7 @@ func arpDiscards(t testing.TB) uint64 {
 	}
 	return n
 }
+
+// newBackend opens a backend; it is dgramio.New (a variable so that the
+// child processes use the same).
+var newBackend = dgramio.New
