@@ -50,6 +50,15 @@ func (r Role) String() string {
 	return "client"
 }
 
+// Poll modes of Config.Poll.
+const (
+	PollBusy  = "busy"
+	PollYield = "yield"
+)
+
+// MaxQueues bounds Config.Queues.
+const MaxQueues = 256
+
 // Defaults, from the reference method (seed section 1 and 3).
 const (
 	DefaultMaxDatagram = 1472     // 1500-byte MTU minus IPv4 and UDP headers
@@ -117,13 +126,25 @@ type Config struct {
 	// ConnectTimeout bounds a client's connect on stream kinds. Default 5 s.
 	ConnectTimeout time.Duration
 
-	// Queues is the number of queues, one poller each. 0 means 1. Only one
-	// queue is implemented today; the types carry more.
+	// Queues is the number of queues, one poller each. 0 means 1. New
+	// opens one queue; several (up to MaxQueues) are opened with
+	// dgramio.NewGroup, one backend per queue, each polled by its own
+	// goroutine.
 	Queues int
 	// CPUs pins the pollers: CPUs[i] is queue i's CPU. Empty: no pinning.
 	// With CPUs set, New locks the calling goroutine to its OS thread and
-	// pins it to CPUs[0]; call New on the goroutine that will poll.
+	// pins it to CPUs[0]; call New on the goroutine that will poll (a
+	// group's Open(q) pins to CPUs[q] the same way).
 	CPUs []int
+	// Poll says how the application's pollers wait: PollBusy ("busy", the
+	// default) spins on Rx, one poller per CPU, and a group refuses more
+	// busy pollers than the process has CPUs; PollYield ("yield") sleeps
+	// in Wait (poll(2), a CQ wait) or yields when Rx finds nothing, so that
+	// more pollers than CPUs still make progress (correctness tests, a
+	// small benchmark on a small host; not a measurement of the fast path).
+	// Backends behave the same either way: the mode is the contract of
+	// the loop that drives them, and it is shown in Stats.Mode.
+	Poll string
 
 	// Pcap, when set, is a file name prefix: the raw kinds (xdp, dpdk,
 	// tcp-xdp, tcp-dpdk) write every frame they send and receive to
@@ -251,6 +272,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Queues == 0 {
 		c.Queues = 1
+	}
+	if c.Poll == "" {
+		c.Poll = PollBusy
 	}
 	if c.LocalPort == 0 && (c.Kind == KindXDP || c.Kind == KindDPDK) {
 		c.LocalPort = c.Port
@@ -384,18 +408,27 @@ func (c Config) Validate() error {
 	if c.ConnectTimeout < 0 {
 		return badField("ConnectTimeout", c.ConnectTimeout, "must not be negative")
 	}
-	if c.Queues < 1 {
-		return badField("Queues", c.Queues, "must be at least 1")
-	}
-	if c.Queues > 1 {
-		return NotSupported("Queues > 1", "", "several queues per backend are not implemented yet; run one backend per queue", nil)
+	if c.Queues < 1 || c.Queues > MaxQueues {
+		return badField("Queues", c.Queues, "must be between 1 and %d", MaxQueues)
 	}
 	if len(c.CPUs) != 0 && len(c.CPUs) != c.Queues {
 		return badField("CPUs", c.CPUs, "give one CPU per queue (%d queues)", c.Queues)
 	}
-	for _, cpu := range c.CPUs {
+	switch c.Poll {
+	case PollBusy, PollYield:
+	default:
+		return badField("Poll", c.Poll, `use "busy" (spin on Rx, one CPU per poller) or "yield" (sleep in Wait when idle)`)
+	}
+	for i, cpu := range c.CPUs {
 		if cpu < 0 {
 			return badField("CPUs", c.CPUs, "CPU numbers are not negative")
+		}
+		if c.Poll == PollBusy {
+			for _, other := range c.CPUs[:i] {
+				if other == cpu {
+					return badField("CPUs", c.CPUs, `CPU %d is named twice: two busy pollers on one CPU take turns at the scheduler's pace (milliseconds); give each queue its own CPU, or set Poll "yield"`, cpu)
+				}
+			}
 		}
 	}
 	if c.Kind == KindURing {
@@ -409,8 +442,10 @@ func (c Config) Validate() error {
 			if c.URing.SQCPU == nil || *c.URing.SQCPU < 0 {
 				return badField("URing.SQCPU", "unset", "SQPOLL needs an explicit CPU for the kernel's SQ thread (IORING_SETUP_SQ_AFF): an unpinned SQ thread next to a busy poller turns 30 µs into milliseconds (seed §3)")
 			}
-			if len(c.CPUs) > 0 && *c.URing.SQCPU == c.CPUs[0] {
-				return badField("URing.SQCPU", *c.URing.SQCPU, "the SQ thread's CPU must differ from the poller's CPU %d", c.CPUs[0])
+			for _, cpu := range c.CPUs {
+				if *c.URing.SQCPU == cpu {
+					return badField("URing.SQCPU", *c.URing.SQCPU, "the SQ thread's CPU must differ from the pollers' CPUs %v", c.CPUs)
+				}
 			}
 		}
 	}

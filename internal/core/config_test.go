@@ -61,6 +61,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"connect timeout", func(c *Config) { c.ConnectTimeout = -1 }, "ConnectTimeout"},
 		{"queues", func(c *Config) { c.Queues = -1 }, "Queues"},
 		{"cpus per queue", func(c *Config) { c.CPUs = []int{0, 1} }, "CPUs"},
+		{"too many queues", func(c *Config) { c.Queues = MaxQueues + 1 }, "Queues"},
+		{"busy cpu twice", func(c *Config) { c.Queues = 2; c.CPUs = []int{0, 0} }, "CPUs"},
+		{"poll mode", func(c *Config) { c.Poll = "spin" }, "Poll"},
 		{"negative cpu", func(c *Config) { c.CPUs = []int{-2} }, "CPUs"},
 		{"uring entries", func(c *Config) { c.Kind = KindURing; c.URing.Entries = 100 }, "URing.Entries"},
 		{"uring buffers", func(c *Config) { c.Kind = KindURing; c.URing.RxBuffers = 3 }, "URing.RxBuffers"},
@@ -101,12 +104,93 @@ func TestValidateNamesTheField(t *testing.T) {
 	}
 }
 
-func TestQueuesAboveOneNotSupported(t *testing.T) {
+func TestQueues(t *testing.T) {
 	c := validClient(KindUDP)
 	c.Queues = 2
-	err := c.Validate()
-	if !errors.Is(err, ErrNotSupported) {
-		t.Fatalf("Queues=2: got %v, want ErrNotSupported", err)
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Queues=2 refused by Validate: %v", err)
+	}
+	var ce *ConfigError
+	if err := CheckOneQueue(c); !errors.As(err, &ce) || ce.Field != "Queues" || !strings.Contains(err.Error(), "NewGroup") {
+		t.Fatalf("CheckOneQueue(Queues=2) = %v, want a ConfigError on Queues naming NewGroup", err)
+	}
+	if err := CheckOneQueue(validClient(KindUDP)); err != nil {
+		t.Fatalf("CheckOneQueue(Queues=1) = %v", err)
+	}
+	c.Queues = MaxQueues + 1
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "Queues" {
+		t.Fatalf("Queues=%d: got %v, want a ConfigError on Queues", c.Queues, err)
+	}
+
+	// Busy pollers need a CPU each; yielding ones may share.
+	c = validClient(KindXDP)
+	c.Queues, c.CPUs = 2, []int{1, 1}
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "CPUs" || !strings.Contains(ce.Reason, "yield") {
+		t.Fatalf("busy, CPUs [1 1]: got %v, want a ConfigError on CPUs that suggests yield", err)
+	}
+	c.Poll = PollYield
+	if err := c.Validate(); err != nil {
+		t.Fatalf("yield, CPUs [1 1]: %v", err)
+	}
+	c.Poll = "spin"
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "Poll" {
+		t.Fatalf("Poll spin: got %v, want a ConfigError on Poll", err)
+	}
+	if d := (Config{}).WithDefaults(); d.Poll != PollBusy {
+		t.Fatalf("default Poll %q, want %q", d.Poll, PollBusy)
+	}
+
+	// The SQ thread may not share a CPU with any poller.
+	sq := 1
+	c = validClient(KindURing)
+	c.Queues, c.CPUs = 2, []int{0, 1}
+	c.URing.SQPoll, c.URing.SQCPU = true, &sq
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "URing.SQCPU" {
+		t.Fatalf("SQCPU on queue 1's CPU: got %v, want a ConfigError on URing.SQCPU", err)
+	}
+}
+
+func TestForQueue(t *testing.T) {
+	c := validClient(KindXDP)
+	c.Queues, c.CPUs, c.XDP.QueueID = 3, []int{4, 5, 6}, 2
+	q := c.ForQueue(1)
+	if q.Queues != 1 || len(q.CPUs) != 1 || q.CPUs[0] != 5 || q.XDP.QueueID != 3 {
+		t.Fatalf("ForQueue(1) = Queues %d CPUs %v QueueID %d; want 1 [5] 3", q.Queues, q.CPUs, q.XDP.QueueID)
+	}
+	if err := q.Validate(); err != nil {
+		t.Fatalf("queue config invalid: %v", err)
+	}
+	c.CPUs = nil
+	if q := c.ForQueue(2); q.CPUs != nil || q.XDP.QueueID != 4 {
+		t.Fatalf("ForQueue(2) without CPUs = CPUs %v QueueID %d", q.CPUs, q.XDP.QueueID)
+	}
+}
+
+func TestSumStats(t *testing.T) {
+	qs := []Stats{
+		{Kind: "xdp", Mode: "m0", TxSent: 3, RxDelivered: 5, Syscalls: 7, SockRcvBuf: 10,
+			Layers: []Counter{{Layer: "xsk", Name: "rx_dropped", Value: 1, Loss: true}, {Layer: "tcp", Name: "rtt_us_max", Value: 9}}},
+		{Kind: "xdp", Mode: "m1", TxSent: 4, RxDelivered: 6, Syscalls: 8, SockRcvBuf: 20,
+			Layers: []Counter{{Layer: "tcp", Name: "rtt_us_max", Value: 4}, {Layer: "xsk", Name: "rx_dropped", Value: 2, Loss: true}, {Layer: "q1", Name: "only", Value: 11}}},
+	}
+	s := SumStats(qs)
+	if s.Kind != "xdp" || s.Mode != "m0" || s.TxSent != 7 || s.RxDelivered != 11 || s.Syscalls != 15 || s.SockRcvBuf != 20 {
+		t.Fatalf("sum: %+v", s)
+	}
+	want := []Counter{{Layer: "xsk", Name: "rx_dropped", Value: 3, Loss: true}, {Layer: "tcp", Name: "rtt_us_max", Value: 9}, {Layer: "q1", Name: "only", Value: 11}}
+	if len(s.Layers) != len(want) {
+		t.Fatalf("layers %+v, want %+v", s.Layers, want)
+	}
+	for i := range want {
+		if s.Layers[i] != want[i] {
+			t.Fatalf("layer %d: %+v, want %+v", i, s.Layers[i], want[i])
+		}
+	}
+	if s.Lost() != 3 {
+		t.Fatalf("Lost() of the sum = %d, want 3", s.Lost())
+	}
+	if z := SumStats(nil); z.Kind != "" || z.Layers != nil {
+		t.Fatalf("SumStats(nil) = %+v", z)
 	}
 }
 
