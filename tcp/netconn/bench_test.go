@@ -1,0 +1,91 @@
+package netconn
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio/memio"
+)
+
+// echoServer accepts on ln and echoes every connection until it ends.
+func echoServer(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			io.Copy(c, c)
+			c.Close()
+		}()
+	}
+}
+
+// pingPong sends n messages of size bytes on c, one at a time, and returns
+// each round trip.
+func pingPong(tb testing.TB, c net.Conn, n, size int) []time.Duration {
+	tb.Helper()
+	out := make([]byte, size)
+	in := make([]byte, size)
+	rtts := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		if _, err := c.Write(out); err != nil {
+			tb.Fatalf("write %d: %v", i, err)
+		}
+		if _, err := io.ReadFull(c, in); err != nil {
+			tb.Fatalf("read %d: %v", i, err)
+		}
+		rtts = append(rtts, time.Since(start))
+	}
+	return rtts
+}
+
+// quantile returns the q-quantile (0..1) of d, which it sorts.
+func quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return d[int(q*float64(len(d)-1))]
+}
+
+// reportRTT reports p50 and p99 of rtts in µs as benchmark metrics.
+func reportRTT(b *testing.B, rtts []time.Duration) {
+	p50, p99 := quantile(rtts, 0.5), quantile(rtts, 0.99)
+	b.ReportMetric(float64(p50.Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(p99.Nanoseconds())/1e3, "p99-µs")
+}
+
+// BenchmarkRTT: a 100-byte echo between two Services over memio, one
+// message in flight, for each poller mode: what sleeping costs against
+// spinning (both pollers in the same mode). Over memio a sleeping poller
+// waits in memio's Wait, a channel; over veth (BenchmarkVethRTT) it is
+// poll(2) on the AF_XDP socket.
+func BenchmarkRTT(b *testing.B) {
+	for _, mode := range []PollMode{PollSpin, PollAdaptive, PollSleep} {
+		b.Run(mode.String(), func(b *testing.B) {
+			p := newPair(b, memio.Options{}, Options{Poll: mode})
+			ln, err := p.B.Listen(testPort)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			go echoServer(ln)
+			c, err := p.A.Dial(b.Context(), fmt.Sprintf("%s:%d", ipB, testPort))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			pingPong(b, c, 100, 100) // warm-up
+			b.ResetTimer()
+			rtts := pingPong(b, c, b.N, 100)
+			b.StopTimer()
+			reportRTT(b, rtts)
+		})
+	}
+}

@@ -1,0 +1,81 @@
+package netconn
+
+import (
+	"sync"
+	"time"
+)
+
+// deadline is one direction's deadline of a Conn (or a Listener's). Waiters
+// take its channel with wait and select on it: the channel is closed when
+// the deadline passes and also whenever the deadline is changed, so that a
+// waiter looks again and picks up the new one (a deadline moved earlier
+// applies to an operation already waiting, as the standard library's does).
+type deadline struct {
+	mu    sync.Mutex
+	at    time.Time     // zero: none
+	fired bool          // the timer for at has run
+	gen   uint64        // counts set calls; a stale timer finds it changed
+	ch    chan struct{} // nil until a waiter asks; closed at expiry or change
+	timer *time.Timer
+}
+
+// set changes the deadline to t (zero: none), waking every waiter.
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	if d.ch != nil {
+		close(d.ch)
+		d.ch = nil
+	}
+	d.at, d.fired = t, false
+	d.gen++
+	gen := d.gen
+	if t.IsZero() {
+		return
+	}
+	dur := time.Until(t)
+	if dur <= 0 {
+		d.fired = true
+		return
+	}
+	d.timer = time.AfterFunc(dur, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.gen != gen || d.fired {
+			return // changed since; set stopped us too late
+		}
+		d.fired = true
+		if d.ch != nil {
+			close(d.ch)
+			d.ch = nil
+		}
+	})
+}
+
+// wait returns the channel to select on while blocked, or expired true when
+// the deadline has passed (the operation must fail with a timeout).
+func (d *deadline) wait() (ch <-chan struct{}, expired bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fired || (!d.at.IsZero() && !time.Now().Before(d.at)) {
+		return nil, true
+	}
+	if d.ch == nil {
+		d.ch = make(chan struct{})
+	}
+	return d.ch, false
+}
+
+// stop releases the timer.
+func (d *deadline) stop() {
+	d.mu.Lock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	d.mu.Unlock()
+}

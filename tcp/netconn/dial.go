@@ -1,0 +1,159 @@
+package netconn
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/stack"
+	"github.com/dgramio/dgramio/tcp"
+)
+
+// Dial connects to address ("198.18.0.2:80": an IPv4 literal and a port;
+// the userspace stack has no resolver) from an ephemeral port, as DialAddr.
+func (s *Service) Dial(ctx context.Context, address string) (*Conn, error) {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil || !ap.Addr().Unmap().Is4() {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "netconn dials IPv4 literals only (no resolver on the userspace stack)", Addr: address}}
+	}
+	return s.DialAddr(ctx, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+}
+
+// DialContext is Dial with the signature of net.Dialer.DialContext, for
+// http.Transport.DialContext and the like. network must be "tcp" or
+// "tcp4".
+func (s *Service) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	switch network {
+	case "tcp", "tcp4":
+	default:
+		return nil, &net.OpError{Op: "dial", Net: network, Err: net.UnknownNetworkError(network)}
+	}
+	c, err := s.Dial(ctx, address)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DialAddr connects to to. It returns when the handshake is done, or with
+// the error that ended it: ECONNREFUSED (the peer reset the SYN),
+// EHOSTUNREACH (no ARP answer), ETIMEDOUT (no SYN-ACK after netstack's
+// retransmissions), ctx's end (a deadline is a net.Error whose Timeout is
+// true and that matches context.DeadlineExceeded, as net.Dialer's), a
+// *ConnLimitError past Options.MaxConns, net.ErrClosed after Close. Without
+// a deadline in ctx, Config.ConnectTimeout bounds the handshake. On
+// tcp-xdp, to's port must be Config.Port.
+func (s *Service) DialAddr(ctx context.Context, to netip.AddrPort) (*Conn, error) {
+	raddr := net.TCPAddrFromAddrPort(to)
+	fail := func(err error) (*Conn, error) {
+		if errno, ok := err.(syscall.Errno); ok {
+			err = os.NewSyscallError("connect", errno)
+		}
+		s.n.dialFailures.Add(1)
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raddr, Err: err}
+	}
+	if !to.Addr().Is4() {
+		return fail(&net.AddrError{Err: "netconn dials IPv4 only", Addr: to.String()})
+	}
+	if s.portOnly != 0 && to.Port() != s.portOnly {
+		return fail(&core.ConfigError{Field: "Port", Value: to.Port(), Reason: fmt.Sprintf(
+			"this %s Service's XDP program hands netstack only the segments of port %d (Config.Port): dial that port, or open another Service", s.kind, s.portOnly)})
+	}
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return fail(net.ErrClosed)
+	case len(s.conns)+s.dialing >= s.opts.MaxConns:
+		s.mu.Unlock()
+		s.n.limitRefused.Add(1)
+		return fail(&ConnLimitError{Op: "dial", Limit: s.opts.MaxConns, Peer: to})
+	}
+	s.dialing++
+	s.mu.Unlock()
+	c, err := s.connect(ctx, to)
+	s.mu.Lock()
+	s.dialing--
+	if err == nil && s.closed {
+		err = net.ErrClosed
+	}
+	if err == nil {
+		s.conns[c] = struct{}{}
+	}
+	last := s.lastLocked()
+	s.mu.Unlock()
+	if err != nil {
+		if c != nil {
+			c.ep.Abort()
+			c.shut()
+		}
+		if last {
+			s.Close()
+		}
+		return fail(err)
+	}
+	s.n.dials.Add(1)
+	return c, nil
+}
+
+// connect runs the handshake. On error the Conn returned (if any) is for
+// the caller to shut.
+func (s *Service) connect(ctx context.Context, to netip.AddrPort) (*Conn, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.ConnectTimeout)
+		defer cancel()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError(err)
+	}
+	wq := new(waiter.Queue)
+	ep, terr := s.st.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	if terr != nil {
+		return nil, tcp.GoError(terr)
+	}
+	c := newConn(s, ep, wq) // its write entry hears the handshake's end
+	if err := s.tune.ApplyEndpoint(ep); err != nil {
+		return c, err
+	}
+	full := tcpip.FullAddress{NIC: stack.NICID, Addr: tcpip.AddrFrom4(to.Addr().As4()), Port: to.Port()}
+	switch terr := ep.Connect(full); terr.(type) {
+	case nil, *tcpip.ErrConnectStarted:
+	default:
+		return c, tcp.GoError(terr)
+	}
+	for connecting(ep) {
+		select {
+		case <-c.wrReady:
+		case <-ctx.Done():
+			return c, ctxError(ctx.Err())
+		}
+	}
+	switch ntcp.EndpointState(ep.State()) {
+	case ntcp.StateError, ntcp.StateClose:
+		if terr := ep.LastError(); terr != nil {
+			return c, tcp.GoError(terr)
+		}
+		return c, syscall.ECONNABORTED
+	}
+	c.setAddrs()
+	return c, nil
+}
+
+// connecting reports whether ep's handshake is still going on.
+func connecting(ep tcpip.Endpoint) bool {
+	switch ntcp.EndpointState(ep.State()) {
+	case ntcp.StateInitial, ntcp.StateBound, ntcp.StateConnecting, ntcp.StateSynSent, ntcp.StateSynRecv:
+		return true
+	}
+	return false
+}

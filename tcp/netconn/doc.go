@@ -1,0 +1,99 @@
+// Package netconn gives the userspace TCP (gVisor netstack over a FrameIO:
+// kinds tcp-xdp and tcp-dpdk) the interfaces every Go program already
+// speaks: net.Listener and net.Conn. An existing server (net/http, gRPC,
+// anything that takes a net.Listener) runs on the kernel-bypass path
+// unchanged:
+//
+//	ln, err := netconn.Listen(dgramio.Config{Kind: "tcp-xdp", Iface: "eth1",
+//		LocalIP: netip.MustParseAddr("198.18.0.3"), Port: 8080})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	log.Fatal(http.Serve(ln, handler))
+//
+// and a client dials through Service.DialContext (http.Transport's
+// DialContext). The name says what it returns (net.Conn), and keeps it
+// apart from gVisor's own adapter, gonet, which this package does not
+// use: gonet turns netstack's errors into errors.New(err.String()), and
+// ours keep their identity.
+//
+// # Service
+//
+// A Service is one netstack over one FrameIO (one AF_XDP socket on one
+// interface queue, or one DPDK port), with one address (Config.LocalIP,
+// which the kernel must not hold on that interface; netstack answers ARP
+// for it) and a poller goroutine of its own. New opens the FrameIO through
+// an Opener (tcp.OpenXDP, OpenDPDK, or the caller's), NewOverFrameIO takes
+// one open (frameio/memio in tests). Listen and Dial on the Service make
+// as many listeners and connections as Options.MaxConns allows; Listen(cfg)
+// and Dial(ctx, cfg, addr) are the one-line forms, whose Service lives as
+// long as what they return. On tcp-xdp a Service serves one port,
+// Config.Port: its XDP program hands netstack only that port's segments
+// (and ARP), the kernel keeps the rest.
+//
+// # Threading
+//
+// The poller is the only goroutine that receives: each round it hands up
+// to 256 frames to netstack (stack.Endpoint.Poll) and kicks what netstack
+// wrote since the last round (one system call at most). Application
+// goroutines never poll. A Read copies out of netstack's receive queue; a
+// Write copies into its send buffer and pushes the segments the window
+// allows on the writer's goroutine (they leave at the poller's next kick,
+// or at once while the poller sleeps); a call that cannot go on waits on
+// a channel that netstack's readiness callback signals. Netstack's own
+// goroutines (the segment processors, the timers) send ACKs,
+// retransmissions and window updates as package stack describes.
+//
+// With Config.CPUs the poller is locked to its OS thread and pinned to
+// CPUs[0] (internal/cpu.Claim), and then never yields; unpinned, it yields
+// after each round that delivered frames so that the netstack processor it
+// made runnable runs at once.
+//
+// # Idle
+//
+// Options.Poll says what the poller does when a round finds nothing.
+// PollSpin polls again: one CPU at 100% while the Service lives. PollSleep
+// sleeps at once (stack.Endpoint.Sleep: poll(2) on the AF_XDP socket) until
+// a frame arrives. PollAdaptive, the default, spins for Options.SpinFor
+// (50 µs) after the last frame, then sleeps: a request/response exchange
+// keeps the poller awake, an idle server costs no CPU. DPDK cannot sleep on
+// a vdev's queue: its poller naps (a sleep the Go runtime stretches to
+// about 1 ms) instead.
+//
+// What sleeping costs is the wake-up of the first frame after a pause: the
+// kernel wakes the poller's thread from poll(2), and the segment it hands
+// netstack wakes a processor goroutine on another thread (tens of µs on a
+// VM). Measured on this project's veth test host (2 shared vCPUs, loaded;
+// BenchmarkRTT, 100-byte echo over a kernel client, p50): see BENCHMARKS.md
+// and the numbers in the package's benchmark output; spinning saves a
+// wake-up per exchange, sleeping saves a core.
+//
+// # Limits
+//
+// Options.MaxConns caps the connections open at once (accepted and
+// dialled): past it Accept resets the new connection and returns a
+// *ConnLimitError (a Temporary net.Error, so net/http backs off as it does
+// for EMFILE) and Dial refuses before sending anything; Stats counts each
+// refusal (netconn/conn_limit_refused). Each connection's memory in
+// netstack is bounded by Config.TCP.SendBuf and Config.TCP.RecvBuf (1 MiB
+// each by default): a Write blocks when the send buffer is full, the
+// window closes when the receive buffer is, and SetReadBuffer or
+// SetWriteBuffer beyond them returns a *BufferLimitError. MaxConns times
+// (SendBuf + RecvBuf) bounds the whole.
+//
+// # Errors
+//
+// As the standard library's TCP: *net.OpError with Net "tcp"; errors.Is
+// with net.ErrClosed after Close, with os.ErrDeadlineExceeded past a
+// deadline (a net.Error whose Timeout is true), with the errno Linux gives
+// (syscall.ECONNRESET, ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, EPIPE after
+// CloseWrite, EADDRINUSE; tcp.GoError maps each netstack error); io.EOF,
+// unwrapped, at the peer's FIN.
+//
+// # Shutdown
+//
+// Service.Close closes every listener and connection (FIN), keeps polling
+// for up to Options.Linger while the FINs are acknowledged, stops the
+// poller, shuts netstack down (resetting what is still open: package
+// stack's order), then closes the FrameIO, which detaches the XDP program.
+package netconn

@@ -1,0 +1,70 @@
+package netconn
+
+import (
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+var (
+	ipA = netip.MustParseAddr("198.18.0.1")
+	ipB = netip.MustParseAddr("198.18.0.2")
+)
+
+const testPort = 5000
+
+// pair is two Services over a memio pair: A (198.18.0.1) and B
+// (198.18.0.2), both closed at cleanup.
+type pair struct {
+	A, B   *Service
+	pa, pb *memio.Port
+}
+
+// newPair starts two Services over a memio pair with options o (and mo
+// for the wire); cfg, if given, is applied to both (LocalIP set here).
+func newPair(t testing.TB, mo memio.Options, o Options, cfgs ...core.Config) *pair {
+	t.Helper()
+	var cfg core.Config
+	if len(cfgs) > 0 {
+		cfg = cfgs[0]
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 20 * time.Second
+	}
+	pa, pb := memio.NewPair(mo)
+	ca, cb := cfg, cfg
+	ca.LocalIP, cb.LocalIP = ipA, ipB
+	a, err := NewOverFrameIO(ca, pa, o)
+	if err != nil {
+		t.Fatalf("service A: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b, err := NewOverFrameIO(cb, pb, o)
+	if err != nil {
+		t.Fatalf("service B: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return &pair{A: a, B: b, pa: pa, pb: pb}
+}
+
+// waitFor polls cond (yielding, with short sleeps) until it holds or d
+// passes; it fails the test with what() then.
+func waitFor(t testing.TB, d time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what())
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+
+// countGoroutines is runtime.NumGoroutine.
+func countGoroutines() int { return runtime.NumGoroutine() }

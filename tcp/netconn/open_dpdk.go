@@ -1,0 +1,42 @@
+//go:build dpdk
+
+package netconn
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/frameio/dpdk"
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/tcp"
+)
+
+// OpenDPDK is the Opener of kind tcp-dpdk: the DPDK port of cfg
+// (cfg.DPDK.PCI, cfg.DPDK.VDev, or a net_af_xdp vdev on cfg.Iface; package
+// frameio/dpdk), as tcp.NewDPDK opens it, without pinning (the Service pins
+// its poller to cfg.CPUs[0]). On a net_af_packet vdev, where the kernel
+// sees every segment, a cfg.LocalIP that the kernel also holds on the
+// interface is refused with a *core.ConfigError (the kernel would reset
+// our connections). Built only with the build tag dpdk; run it on a thread
+// inside the interface's network namespace. DPDK cannot sleep on a vdev's
+// queue: the Service's idle poller naps instead (see PollMode).
+func OpenDPDK(cfg core.Config) (frameio.FrameIO, tcp.Options, error) {
+	port, err := dpdk.Open(dpdk.OptionsFrom(cfg))
+	if err != nil {
+		return nil, tcp.Options{}, err
+	}
+	info := port.Info()
+	if info.Driver == "net_af_packet" && info.Iface != "" {
+		owns, err := tcp.KernelHasAddr(info.Iface, cfg.LocalIP)
+		if err == nil && owns {
+			err = &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: fmt.Sprintf(
+				"on net_af_packet the kernel sees every segment, and with %v also on its interface %s it answers our peers with RSTs: take the address off the kernel's interface, or use net_af_xdp",
+				cfg.LocalIP, info.Iface)}
+		}
+		if err != nil {
+			return nil, tcp.Options{}, errors.Join(err, port.Close())
+		}
+	}
+	return port, tcp.Options{Mode: "netstack over dpdk " + info.Driver, Close: port.Close}, nil
+}

@@ -1,0 +1,515 @@
+package netconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+
+	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/stack"
+	"github.com/dgramio/dgramio/tcp"
+)
+
+// Opener opens the FrameIO a Service runs on, for a Config whose defaults
+// are applied: tcp.OpenXDP (kind tcp-xdp), OpenDPDK (kind tcp-dpdk, build
+// tag dpdk), or anything else that moves Ethernet frames. The returned
+// tcp.Options carry the FrameIO's Mode and its Close (nil: the FrameIO's
+// own Close); the Service owns the FrameIO from then on and closes it last.
+// On error the Opener leaves nothing open.
+type Opener func(cfg core.Config) (frameio.FrameIO, tcp.Options, error)
+
+// PollMode says what a Service's poller does when a round finds no frame.
+type PollMode int
+
+const (
+	// PollAdaptive (the default) keeps polling for Options.SpinFor after
+	// the last frame, then sleeps until the next one: full speed under
+	// load, no CPU when idle, and the cost of a wake-up only on the first
+	// frame after a pause.
+	PollAdaptive PollMode = iota
+	// PollSpin never sleeps: the lowest latency, and one CPU at 100% for
+	// as long as the Service lives, traffic or not.
+	PollSpin
+	// PollSleep sleeps as soon as a round finds nothing: no CPU when idle,
+	// and every frame that finds the poller asleep pays the wake-up.
+	PollSleep
+)
+
+// String returns "adaptive", "spin" or "sleep".
+func (m PollMode) String() string {
+	switch m {
+	case PollSpin:
+		return "spin"
+	case PollSleep:
+		return "sleep"
+	case PollAdaptive:
+		return "adaptive"
+	}
+	return fmt.Sprintf("PollMode(%d)", int(m))
+}
+
+// Defaults of Options.
+const (
+	DefaultSpinFor  = 50 * time.Microsecond
+	DefaultMaxConns = 1024
+	DefaultBacklog  = 1024
+)
+
+// pollBudget bounds the frames one round hands to netstack before it kicks
+// what netstack wrote.
+const pollBudget = 256
+
+// napPoll is how long the poller of a FrameIO that cannot sleep on its
+// queue (DPDK) naps instead; the Go runtime rounds a sleep this short up to
+// about a millisecond when nothing else wakes it.
+const napPoll = 50 * time.Microsecond
+
+// Options shape a Service beyond core.Config. The zero value is the
+// default everywhere.
+type Options struct {
+	// Open opens the FrameIO (New only; NewOverFrameIO takes one open).
+	// nil: by Config.Kind, tcp.OpenXDP for tcp-xdp (or an empty Kind) and
+	// OpenDPDK for tcp-dpdk.
+	Open Opener
+	// Poll is the poller's idle behaviour; SpinFor is how long PollAdaptive
+	// polls after the last frame before it sleeps (default DefaultSpinFor).
+	Poll    PollMode
+	SpinFor time.Duration
+	// MaxConns caps the connections open at once, accepted and dialled
+	// together (default DefaultMaxConns). An Accept past it resets the
+	// connection and returns a *ConnLimitError; so does a Dial, which
+	// then sends nothing. Each connection holds at most Config.TCP.SendBuf
+	// plus Config.TCP.RecvBuf bytes in netstack, so MaxConns times their
+	// sum bounds the memory of connection buffers.
+	MaxConns int
+	// Backlog is each listener's queue of connections established and not
+	// yet accepted (default DefaultBacklog); beyond it netstack drops SYNs.
+	Backlog int
+	// Linger bounds how long Close keeps the poller running so that the
+	// FINs of the connections it closes are acknowledged before netstack
+	// is shut down (which resets what is left). Default tcp.DefaultLinger.
+	Linger time.Duration
+	// TimeWait is how long a connection closed first by us stays in
+	// TIME-WAIT (holding its port pair). 0: netstack's default, 60 s, as
+	// Linux.
+	TimeWait time.Duration
+	// PrefixLen is Config.LocalIP's subnet length (0: 32; every peer is
+	// on the link either way, resolved by ARP).
+	PrefixLen int
+}
+
+// Service is the userspace TCP (gVisor netstack) over one FrameIO, driven by
+// a poller goroutine of its own, with the net.Conn and net.Listener of
+// package net on top: Listen and Dial (or DialContext, for an
+// http.Transport) make them; any number of goroutines use them, as they
+// would kernel sockets.
+//
+// The poller is the only goroutine that receives frames: it hands them to
+// netstack and kicks what netstack wrote, once per round. Application
+// goroutines never poll: a Read or Write that cannot go on blocks on a
+// channel that netstack's readiness callbacks signal, and a Write pushes
+// its segments itself (package stack's threading rules). With
+// Config.CPUs, the poller is locked to its OS thread and pinned to
+// CPUs[0].
+//
+// All methods are safe for concurrent use.
+type Service struct {
+	cfg      core.Config
+	opts     Options
+	tune     tcp.Tuning
+	st       *stack.Stack
+	fio      frameio.FrameIO
+	mode     string
+	release  func() error
+	portOnly uint16 // nonzero: the device gives netstack only this port's segments
+	kind     string
+
+	mu      sync.Mutex
+	conns   map[*Conn]struct{}
+	lns     map[*Listener]struct{}
+	dialing int
+	closed  bool
+	auto    bool // Close when the last Listener and Conn are closed
+
+	stop       atomic.Bool
+	pollerDone chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
+
+	n counters
+}
+
+// counters are the Service's own, layer "netconn".
+type counters struct {
+	accepts, dials, dialFailures, limitRefused, closes atomic.Uint64
+	frames, rounds, sleeps, naps, kickErrors           atomic.Uint64
+}
+
+// New opens the FrameIO of cfg (Options.Open, or by cfg.Kind) and starts a
+// Service on it: netstack with cfg.LocalIP (which must not be an address
+// the kernel holds on the interface: see tcp.NewXDP), the tuning of
+// cfg.TCP and cfg.Nagle, and the poller (pinned to cfg.CPUs[0] if set).
+// cfg.Port is the one port a tcp-xdp Service listens on and dials (its XDP
+// program redirects only that port's segments). cfg.Role and cfg.Dests
+// are not used (Dests with DstMAC become static neighbours).
+//
+// Like tcp.NewXDP, New must run on a thread inside the interface's
+// network namespace (testhost.Host.Do in tests); the Service may be used
+// from any goroutine afterwards. Close it to release everything; on error
+// nothing is left open.
+func New(cfg core.Config, opts Options) (*Service, error) {
+	if cfg.Kind == "" {
+		cfg.Kind = core.KindTCPXDP
+	}
+	cfg.Role = core.RoleServer // a Service both listens and dials; Dests are not required
+	cfg = cfg.WithDefaults()
+	open := opts.Open
+	if open == nil {
+		switch cfg.Kind {
+		case core.KindTCPXDP:
+			open = tcp.OpenXDP
+		case core.KindTCPDPDK:
+			open = OpenDPDK
+		default:
+			return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "netconn runs the userspace TCP: use tcp-xdp or tcp-dpdk, or give Options.Open"}
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	fio, to, err := open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var portOnly uint16
+	if cfg.Kind == core.KindTCPXDP {
+		portOnly = cfg.Port
+	}
+	return start(cfg, fio, to, opts, portOnly)
+}
+
+// NewOverFrameIO starts a Service over fio, which it owns from this call on
+// (on error it is closed): for tests over frameio/memio, and for FrameIOs
+// New does not know. cfg needs LocalIP; cfg.Port is not used (any port may
+// be listened on and dialled); the rest is as for New.
+func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Service, error) {
+	cfg.Role = core.RoleServer
+	cfg = cfg.WithDefaults()
+	return start(cfg, fio, tcp.Options{Mode: "netstack over " + fio.Stats().Mode}, opts, 0)
+}
+
+// start builds netstack over fio and starts the poller; on error fio is
+// released.
+func start(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Options, portOnly uint16) (*Service, error) {
+	release := to.Close
+	if release == nil {
+		release = fio.Close
+	}
+	fail := func(err error) (*Service, error) {
+		return nil, errors.Join(err, release())
+	}
+	if err := checkOptions(&opts); err != nil {
+		return fail(err)
+	}
+	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
+		return fail(&core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"})
+	}
+	tune := tcp.TuningFromConfig(cfg)
+	if err := tune.Validate(); err != nil {
+		return fail(err)
+	}
+	so := stack.OptionsFromConfig(cfg)
+	so.PrefixLen = opts.PrefixLen
+	st, err := stack.New(fio, so)
+	if err != nil {
+		return fail(err)
+	}
+	s := &Service{
+		cfg: cfg, opts: opts, tune: tune, st: st, fio: fio, mode: to.Mode, release: release,
+		portOnly: portOnly, kind: cfg.Kind,
+		conns: make(map[*Conn]struct{}), lns: make(map[*Listener]struct{}),
+		pollerDone: make(chan struct{}),
+	}
+	if err := s.configure(); err != nil {
+		st.Close()
+		return fail(err)
+	}
+	claimed := make(chan error, 1)
+	go s.poll(claimed)
+	if err := <-claimed; err != nil {
+		<-s.pollerDone
+		st.Close()
+		return fail(err)
+	}
+	return s, nil
+}
+
+func checkOptions(o *Options) error {
+	bad := func(field string, v any, why string) error {
+		return &core.ConfigError{Field: "netconn.Options." + field, Value: v, Reason: why}
+	}
+	switch o.Poll {
+	case PollAdaptive, PollSpin, PollSleep:
+	default:
+		return bad("Poll", o.Poll, "use PollAdaptive, PollSpin or PollSleep")
+	}
+	if o.SpinFor < 0 || o.MaxConns < 0 || o.Backlog < 0 || o.Linger < 0 || o.TimeWait < 0 {
+		return bad("SpinFor, MaxConns, Backlog, Linger, TimeWait", *o, "must not be negative")
+	}
+	if o.SpinFor == 0 {
+		o.SpinFor = DefaultSpinFor
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.Backlog == 0 {
+		o.Backlog = DefaultBacklog
+	}
+	if o.Linger == 0 {
+		o.Linger = tcp.DefaultLinger
+	}
+	return nil
+}
+
+// configure sets the stack-wide TCP options.
+func (s *Service) configure() error {
+	if err := s.tune.Apply(s.st.NS); err != nil {
+		return err
+	}
+	if s.opts.TimeWait > 0 {
+		tw := tcpip.TCPTimeWaitTimeoutOption(s.opts.TimeWait)
+		if err := s.st.NS.SetTransportProtocolOption(ntcp.ProtocolNumber, &tw); err != nil {
+			return fmt.Errorf("netconn: netstack option TIME-WAIT=%v: %s", s.opts.TimeWait, err)
+		}
+	}
+	return nil
+}
+
+// poll is the poller: it delivers received frames to netstack and kicks
+// what netstack wrote, round after round, until Close stops it.
+func (s *Service) poll(claimed chan<- error) {
+	defer close(s.pollerDone)
+	th, err := cpu.Claim(s.cfg.CPUs, false)
+	claimed <- err
+	if err != nil {
+		return
+	}
+	defer th.Release()
+	// A goroutine locked to its thread (pinned) must not yield: the Go
+	// runtime would hand its P to another thread and back, two wake-ups
+	// per yield. An unpinned one yields after delivering frames, so that
+	// netstack's processor goroutine, made runnable on this P, runs at
+	// once (package stack has the numbers), and in idle spinning rounds.
+	yield := len(s.cfg.CPUs) == 0
+	ep := s.st.EP
+	batch := s.cfg.RxBatch
+	var idleSince time.Time
+	for !s.stop.Load() {
+		n := 0
+		for n < pollBudget {
+			k := ep.Poll(batch)
+			n += k
+			if k < batch {
+				break
+			}
+		}
+		if err := ep.Flush(); err != nil {
+			s.n.kickErrors.Add(1)
+		}
+		s.n.rounds.Add(1)
+		if n > 0 {
+			s.n.frames.Add(uint64(n))
+			idleSince = time.Time{}
+			if yield {
+				runtime.Gosched()
+			}
+			continue
+		}
+		switch s.opts.Poll {
+		case PollSleep:
+			s.sleep()
+			continue
+		case PollAdaptive:
+			now := time.Now()
+			if idleSince.IsZero() {
+				idleSince = now
+			} else if now.Sub(idleSince) >= s.opts.SpinFor {
+				s.sleep()
+				idleSince = time.Time{}
+				continue
+			}
+		}
+		if yield {
+			runtime.Gosched()
+		}
+	}
+}
+
+// sleep waits for a frame (Endpoint.Sleep); Close interrupts it. A FrameIO
+// that cannot wait (DPDK) gets a nap instead.
+func (s *Service) sleep() {
+	s.n.sleeps.Add(1)
+	err := s.st.EP.Sleep(context.Background())
+	if errors.Is(err, core.ErrNotSupported) {
+		s.n.naps.Add(1)
+		time.Sleep(napPoll)
+	} else if errors.Is(err, net.ErrClosed) {
+		// The FrameIO was closed under us; nothing will arrive again.
+		// Keep the loop (Close stops it) without spinning on the error.
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Close closes every Listener and Conn of the Service (their blocked calls
+// return net.ErrClosed; connections send FIN), keeps the poller running for
+// up to Options.Linger while the FINs are acknowledged, then stops the
+// poller, shuts netstack down (what is still open is reset) and closes the
+// FrameIO (detaching the XDP program). Safe to call more than once; later
+// calls return the first one's error.
+func (s *Service) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.shutdown() })
+	return s.closeErr
+}
+
+func (s *Service) shutdown() error {
+	s.mu.Lock()
+	s.closed = true
+	lns := make([]*Listener, 0, len(s.lns))
+	for l := range s.lns {
+		lns = append(lns, l)
+	}
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, l := range lns {
+		l.shut()
+	}
+	for _, c := range conns {
+		c.shut()
+	}
+	for deadline := time.Now().Add(s.opts.Linger); time.Now().Before(deadline) && !s.allClosed(); {
+		time.Sleep(time.Millisecond)
+	}
+	s.stop.Store(true)
+	s.st.EP.Interrupt()
+	<-s.pollerDone
+	s.st.Close()
+	return s.release()
+}
+
+// allClosed reports whether no netstack endpoint still waits for the peer
+// to acknowledge our FIN or to finish a handshake.
+func (s *Service) allClosed() bool {
+	for _, te := range s.st.NS.RegisteredEndpoints() {
+		ep, ok := te.(interface{ State() uint32 })
+		if !ok {
+			continue
+		}
+		switch ntcp.EndpointState(ep.State()) {
+		case ntcp.StateFinWait2, ntcp.StateTimeWait, ntcp.StateClose, ntcp.StateError,
+			ntcp.StateListen, ntcp.StateInitial, ntcp.StateBound:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// removeConn forgets c; an automatic Service closes with its last Conn
+// and Listener.
+func (s *Service) removeConn(c *Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	last := s.lastLocked()
+	s.mu.Unlock()
+	s.n.closes.Add(1)
+	if last {
+		s.Close()
+	}
+}
+
+// removeListener forgets l, as removeConn.
+func (s *Service) removeListener(l *Listener) {
+	s.mu.Lock()
+	delete(s.lns, l)
+	last := s.lastLocked()
+	s.mu.Unlock()
+	if last {
+		s.Close()
+	}
+}
+
+// lastLocked: an automatic Service that has nothing left. Caller holds mu.
+func (s *Service) lastLocked() bool {
+	return s.auto && !s.closed && len(s.conns) == 0 && len(s.lns) == 0 && s.dialing == 0
+}
+
+// isClosed reports whether Close has begun.
+func (s *Service) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Addr returns the Service's IPv4 address (Config.LocalIP).
+func (s *Service) Addr() net.IP { return net.IP(s.cfg.LocalIP.AsSlice()) }
+
+// Conns returns the number of connections open (accepted or dialled, not
+// yet closed by the application).
+func (s *Service) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Endpoints returns the number of TCP endpoints netstack still holds:
+// listeners, open connections, and connections closed by the application
+// whose FIN handshake or TIME-WAIT is not over. It returns to the number of
+// open listeners once every connection is fully closed, which tests use to
+// show that nothing leaked.
+func (s *Service) Endpoints() int { return len(s.st.NS.RegisteredEndpoints()) }
+
+// Stats returns the Service's counters: Conns (open now), Accepts, and the
+// layers of netstack
+// ("netstack"), the link endpoint ("link"), the FrameIO's own, and the
+// Service's ("netconn": accepts, dials, dial_failures,
+// conn_limit_refused, closes, endpoints, poll_rounds, poll_frames,
+// sleeps, naps, kick_errors). Safe from any goroutine; it allocates.
+func (s *Service) Stats() core.Stats {
+	fs := s.fio.Stats()
+	out := core.Stats{
+		Kind: s.kind, Mode: s.mode,
+		Conns: uint64(s.Conns()), Accepts: s.n.accepts.Load(),
+		Syscalls:   fs.Syscalls,
+		SockSndBuf: s.tune.SendBuf, SockRcvBuf: s.tune.RecvBuf,
+	}
+	out.Layers = s.st.AppendCounters(out.Layers)
+	add := func(name string, v uint64, loss bool) {
+		out.Layers = append(out.Layers, core.Counter{Layer: "netconn", Name: name, Value: v, Loss: loss})
+	}
+	add("accepts", s.n.accepts.Load(), false)
+	add("dials", s.n.dials.Load(), false)
+	add("dial_failures", s.n.dialFailures.Load(), false)
+	add("conn_limit_refused", s.n.limitRefused.Load(), false)
+	add("closes", s.n.closes.Load(), false)
+	add("endpoints", uint64(s.Endpoints()), false)
+	add("poll_rounds", s.n.rounds.Load(), false)
+	add("poll_frames", s.n.frames.Load(), false)
+	add("sleeps", s.n.sleeps.Load(), false)
+	add("naps", s.n.naps.Load(), false)
+	add("kick_errors", s.n.kickErrors.Load(), false)
+	out.Layers = append(out.Layers, fs.Layers...)
+	return out
+}

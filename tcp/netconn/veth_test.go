@@ -1,0 +1,323 @@
+package netconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// hostAddr is h's subnet with the last byte set: .3 (or .4) is an address
+// the kernel does not hold, which tcp-xdp needs (see tcp.NewXDP).
+func hostAddr(h *testhost.Host, last byte) netip.Addr {
+	a := h.Addr.As4()
+	a[3] = last
+	return netip.AddrFrom4(a)
+}
+
+// openXDP starts a tcp-xdp Service inside h's namespace, closed at
+// cleanup; it skips (fails in CI) where AF_XDP is not supported.
+func openXDP(t testing.TB, h *testhost.Host, cfg core.Config, o Options) *Service {
+	t.Helper()
+	cfg.Kind = core.KindTCPXDP
+	cfg.Iface = h.Iface
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 20 * time.Second
+	}
+	var s *Service
+	err := h.Do(func() error {
+		var err error
+		s, err = New(cfg, o)
+		return err
+	})
+	testutil.SkipIfNotSupported(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// kernelDialer dials from inside h's namespace: a kernel TCP client there.
+func kernelDialer(h *testhost.Host) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := h.Do(func() error {
+			var err error
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+}
+
+// xdpClean checks that h's interface carries no XDP program.
+func xdpClean(t testing.TB, h *testhost.Host) {
+	t.Helper()
+	l, err := h.Link()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := l.Attrs().Xdp; x != nil && x.Attached {
+		t.Errorf("XDP program left on %s", h.Iface)
+	}
+}
+
+// hello is the handler of the HTTP tests: an unchanged net/http handler.
+var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	fmt.Fprintf(w, "hello %s from %s: %d bytes", r.URL.Path, r.RemoteAddr, len(body))
+})
+
+// TestHTTPServerOverXDP: net/http's Server, unchanged, serves over tcp-xdp
+// on A; Go's http.Client, a kernel TCP client in B, gets the answers
+// (keep-alive: one connection, many requests; then a body of 1 MiB). After
+// Shutdown the XDP program is gone.
+func TestHTTPServerOverXDP(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	addr := hostAddr(p.A, 3)
+	s := openXDP(t, p.A, core.Config{LocalIP: addr, Port: 8080}, Options{})
+	ln, err := s.Listen(8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: hello}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: kernelDialer(p.B)}}
+	defer client.CloseIdleConnections()
+	url := fmt.Sprintf("http://%s:8080", addr)
+	for i := 0; i < 20; i++ {
+		resp, err := client.Get(fmt.Sprintf("%s/req%d", url, i))
+		if err != nil {
+			t.Fatalf("GET %d: %v", i, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := fmt.Sprintf("hello /req%d from %s:", i, p.B.Addr)
+		if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(string(body), want) {
+			t.Fatalf("GET %d: %d %q %v; want %q...", i, resp.StatusCode, body, err, want)
+		}
+	}
+	resp, err := client.Post(url+"/big", "application/octet-stream", strings.NewReader(strings.Repeat("x", 1<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasSuffix(string(body), ": 1048576 bytes") {
+		t.Fatalf("POST 1 MiB: %q", body)
+	}
+	st := s.Stats()
+	if st.Accepts != 1 {
+		t.Errorf("keep-alive: %d connections accepted, want 1", st.Accepts)
+	}
+	if v, _ := st.Counter("netstack", "arp_replies_sent"); v == 0 {
+		t.Errorf("netstack answered no ARP: did the kernel reach us?")
+	}
+	t.Logf("mode %q; %d frames polled in %d rounds, %d sleeps", st.Mode, counter(st, "netconn", "poll_frames"), counter(st, "netconn", "poll_rounds"), counter(st, "netconn", "sleeps"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	xdpClean(t, p.A)
+}
+
+// TestHTTPClientOverXDP: Go's http.Client dials through a tcp-xdp Service
+// on A (Service.DialContext) to a kernel net/http server in B.
+func TestHTTPClientOverXDP(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	var kln net.Listener
+	if err := p.B.Do(func() error {
+		var err error
+		kln, err = net.Listen("tcp4", fmt.Sprintf("%s:8080", p.B.Addr))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: hello}
+	go srv.Serve(kln)
+	defer srv.Close()
+
+	s := openXDP(t, p.A, core.Config{LocalIP: hostAddr(p.A, 3), Port: 8080}, Options{})
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: s.DialContext}}
+	defer client.CloseIdleConnections()
+	for i := 0; i < 10; i++ {
+		resp, err := client.Get(fmt.Sprintf("http://%s:8080/c%d", p.B.Addr, i))
+		if err != nil {
+			t.Fatalf("GET %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := fmt.Sprintf("hello /c%d from %s:", i, hostAddr(p.A, 3)); !strings.HasPrefix(string(body), want) {
+			t.Fatalf("GET %d: %q, want %q...", i, body, want)
+		}
+	}
+	if st := s.Stats(); counter(st, "netconn", "dials") != 1 {
+		t.Errorf("keep-alive: %d dials", counter(st, "netconn", "dials"))
+	}
+	// A port the XDP program does not redirect is refused up front.
+	if _, err := s.Dial(context.Background(), fmt.Sprintf("%s:8081", p.B.Addr)); err == nil || !strings.Contains(err.Error(), "Config.Port") {
+		t.Errorf("dial to another port: %v", err)
+	}
+}
+
+// TestListenDialOverXDP: the one-line forms. Listen(cfg) on A and
+// Dial(ctx, cfg, addr) on B, each owning a tcp-xdp Service; closing what
+// they returned closes the Service and detaches the program.
+func TestListenDialOverXDP(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	srvAddr := hostAddr(p.A, 3)
+	var ln net.Listener
+	err := p.A.Do(func() error {
+		var err error
+		ln, err = Listen(core.Config{Kind: core.KindTCPXDP, Iface: p.A.Iface, LocalIP: srvAddr, Port: 7000})
+		return err
+	})
+	testutil.SkipIfNotSupported(t, err)
+	defer ln.Close()
+	var c net.Conn
+	if err := p.B.Do(func() error {
+		var err error
+		c, err = Dial(context.Background(), core.Config{Kind: core.KindTCPXDP, Iface: p.B.Iface, LocalIP: hostAddr(p.B, 4)},
+			fmt.Sprintf("%s:7000", srvAddr))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	a.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(a, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("%q %v", buf, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	xdpClean(t, p.B) // the client's Service went with its connection
+	if n, err := a.Read(buf); n != 0 || err != io.EOF {
+		t.Errorf("server Read after the client closed: %d %v", n, err)
+	}
+	ln.Close()
+	a.Close() // the last: the server's Service closes now
+	xdpClean(t, p.A)
+}
+
+// TestKernelThousandConns: 1,000 kernel TCP connections from B to a
+// tcp-xdp echo server on A, open at once, each with a round trip, then
+// closed: the Service ends with no connection, no goroutine left over, and
+// (after a shortened TIME-WAIT) only the listener's endpoint.
+func TestKernelThousandConns(t *testing.T) {
+	testutil.RequireRoot(t)
+	const n = 1000
+	p := testhost.NewT(t, testhost.Options{})
+	addr := hostAddr(p.A, 3)
+	cfg := core.Config{LocalIP: addr, Port: 7001}
+	cfg.TCP.SendBuf, cfg.TCP.RecvBuf = 64<<10, 64<<10
+	s := openXDP(t, p.A, cfg, Options{MaxConns: n, TimeWait: 500 * time.Millisecond})
+	ln, err := s.Listen(7001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srv sync.WaitGroup
+	srv.Add(1)
+	go func() {
+		defer srv.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			srv.Add(1)
+			go func() {
+				defer srv.Done()
+				io.Copy(c, c)
+				c.Close()
+			}()
+		}
+	}()
+	baseline := countGoroutines()
+	conns := make([]net.Conn, n)
+	// The kernel sockets are made inside B, n at a time on one thread.
+	if err := p.B.Do(func() error {
+		for i := range conns {
+			c, err := net.DialTimeout("tcp4", fmt.Sprintf("%s:7001", addr), 30*time.Second)
+			if err != nil {
+				return fmt.Errorf("connection %d: %w", i, err)
+			}
+			conns[i] = c
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.SetDeadline(time.Now().Add(60 * time.Second))
+			msg := []byte(fmt.Sprintf("message %04d", i))
+			if _, err := c.Write(msg); err != nil {
+				errs[i] = err
+				return
+			}
+			got := make([]byte, len(msg))
+			if _, err := io.ReadFull(c, got); err != nil || string(got) != string(msg) {
+				errs[i] = fmt.Errorf("connection %d: %q %v", i, got, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool { return s.Conns() == n }, func() string { return fmt.Sprintf("%d open, want %d", s.Conns(), n) })
+	for _, c := range conns {
+		c.Close()
+	}
+	waitFor(t, 60*time.Second, func() bool { return s.Conns() == 0 }, func() string { return fmt.Sprintf("%d still open", s.Conns()) })
+	waitFor(t, 60*time.Second, func() bool { return countGoroutines() <= baseline }, func() string {
+		return fmt.Sprintf("%d goroutines, baseline %d", countGoroutines(), baseline)
+	})
+	waitFor(t, 60*time.Second, func() bool { return s.Endpoints() == 1 }, func() string {
+		return fmt.Sprintf("%d netstack endpoints, want 1 (the listener)", s.Endpoints())
+	})
+	if st := s.Stats(); st.Accepts != n {
+		t.Errorf("%d accepted, want %d", st.Accepts, n)
+	}
+	ln.Close()
+	srv.Wait()
+}
+
+func counter(s core.Stats, layer, name string) uint64 {
+	v, _ := s.Counter(layer, name)
+	return v
+}
