@@ -391,4 +391,3 @@ func TestAutoClose(t *testing.T) {
 		t.Fatalf("the peer read %q, %v: want the data and a clean FIN", got, err)
 	}
 }
-

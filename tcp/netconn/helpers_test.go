@@ -65,6 +65,5 @@ func waitFor(t testing.TB, d time.Duration, cond func() bool, what func() string
 	}
 }
 
-
 // countGoroutines is runtime.NumGoroutine.
 func countGoroutines() int { return runtime.NumGoroutine() }
