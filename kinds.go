@@ -28,3 +28,21 @@ func opener(kind string) (openFunc, bool) {
 	}
 	return dpdkOpener(kind)
 }
+
+// groupOpener returns the group constructor of kind (NewGroup), if this
+// build has one. The DPDK kinds come from dpdkGroups (dpdk_on.go).
+func groupOpener(kind string) (groupOpenFunc, bool) {
+	switch kind {
+	case core.KindUDP:
+		return kudp.NewGroup, true
+	case core.KindDPDK, core.KindTCPDPDK:
+		if dpdkGroups != nil {
+			return dpdkGroups(kind)
+		}
+		return func(core.Config) (core.QueueGroup, error) {
+			return nil, core.NotSupported("kind "+kind, "",
+				"this binary was built without DPDK: install libdpdk-dev (make deps) and build with -tags dpdk", nil)
+		}, true
+	}
+	return nil, false
+}

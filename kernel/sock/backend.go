@@ -9,7 +9,9 @@ import (
 // Prepare is how the New of kernel kind kind (udp, uring or tcp, each in
 // package kernel/<kind>) starts: an empty cfg.Kind becomes kind, another
 // kind is a *core.ConfigError, and cfg gets its defaults and is validated,
-// before any system call. It returns the completed Config.
+// before any system call; Queues > 1 is refused (core.CheckOneQueue: a
+// group's queues are opened through their kind's group). It returns the
+// completed Config.
 func Prepare(cfg core.Config, kind string) (core.Config, error) {
 	if cfg.Kind == "" {
 		cfg.Kind = kind
@@ -19,6 +21,9 @@ func Prepare(cfg core.Config, kind string) (core.Config, error) {
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	if err := core.CheckOneQueue(cfg); err != nil {
 		return cfg, err
 	}
 	return cfg, nil

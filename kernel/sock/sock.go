@@ -168,6 +168,11 @@ func SetBusyPoll(fd, us int, g *Granted) error {
 // without privileges; binding a port below 1024 needs
 // CAP_NET_BIND_SERVICE (a *core.PrivilegeError).
 func OpenUDP(cfg core.Config) (fd int, g Granted, err error) {
+	return openUDP(cfg, false)
+}
+
+// openUDP is OpenUDP, with SO_REUSEPORT set before bind when reusePort.
+func openUDP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
 	fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
 		return -1, g, fmt.Errorf("socket udp: %w", err)
@@ -183,6 +188,12 @@ func OpenUDP(cfg core.Config) (fd int, g Granted, err error) {
 	}
 	if err = SetBusyPoll(fd, cfg.BusyPollUs, &g); err != nil {
 		return
+	}
+	if reusePort {
+		if err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			err = fmt.Errorf("setsockopt SO_REUSEPORT: %w", err)
+			return
+		}
 	}
 	if cfg.Role == core.RoleServer {
 		if err = Bind(fd, BindAddr(cfg.LocalIP, cfg.Port)); err != nil {

@@ -105,6 +105,12 @@ func New(cfg core.Config) (core.Backend, error) {
 		th.Release()
 		return nil, err
 	}
+	return newBackend(cfg, fd, g, th)
+}
+
+// newBackend wraps the socket fd, which it owns from now on (it closes fd
+// and releases th on error).
+func newBackend(cfg core.Config, fd int, g sock.Granted, th cpu.Thread) (*Backend, error) {
 	w, err := fdwait.NewWaker()
 	if err != nil {
 		unix.Close(fd)

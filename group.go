@@ -1,0 +1,255 @@
+package dgramio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
+)
+
+// The poll modes of Config.Poll.
+const (
+	// PollBusy: each poller spins on Rx on a CPU of its own.
+	PollBusy = core.PollBusy
+	// PollYield: a poller that finds nothing sleeps (Idle), so that more
+	// pollers than CPUs still make progress.
+	PollYield = core.PollYield
+)
+
+// Group is one kind opened with several queues (Config.Queues = N), one
+// poller per queue, sharing nothing on the data path: each queue has its
+// own socket, XSK or DPDK queue pair (and, on the userspace TCP kinds, its
+// own netstack), its own counters (no cache line written by two pollers),
+// and its own TX queue. What the queues share is set up once by NewGroup
+// and released by Close:
+//
+//	udp, uring, tcp   a server's SO_REUSEPORT group, one socket (listener)
+//	                  per queue, steered by CPU: what the kernel receives
+//	                  on CPU Config.CPUs[q] goes to queue q (a classic BPF
+//	                  reuseport program); without CPUs, the kernel's flow
+//	                  hash. A client has one socket per queue, each its own
+//	                  flow (source port ephemeral, or LocalPort+q).
+//	xdp, tcp-xdp      one XDP program and its XSKMAP, attached once; queue
+//	                  q binds an XSK to interface queue XDP.QueueID+q and
+//	                  registers it at that index, and the program redirects
+//	                  each frame by its rx_queue_index. An xdp client's
+//	                  queue q sends from port LocalPort+q.
+//	dpdk, tcp-dpdk    one port configured with N RX/TX queue pairs and RSS
+//	                  (build tag dpdk).
+//
+// How flows reach a queue: a NIC's RSS hashes a flow to a receive queue,
+// whose interrupt (or poller) runs on that queue's CPU, so a flow stays on
+// one queue and in order. On a veth pair there is no hash: a frame arrives
+// on the receive queue numbered like the transmit queue the sender used,
+// which XPS (xps_cpus) picks by the sender's CPU, and the kernel processes
+// it on the sender's CPU. So on veth a flow stays on one queue when the
+// peer's pollers are pinned (Config.CPUs) and its XPS masks map CPU q to
+// queue q (testhost does).
+//
+// Usage: NewGroup, then one goroutine per queue calls Open(q) and polls
+// the Backend it returns with the usual single-goroutine contract; Stats
+// and QueueStats from anywhere; Close each Backend, then the Group.
+type Group struct {
+	cfg Config
+	qg  core.QueueGroup
+
+	mu     sync.Mutex
+	queues []Backend // nil until Open(q)
+	closed bool
+}
+
+type groupOpenFunc func(core.Config) (core.QueueGroup, error)
+
+// dpdkGroups returns the group constructor of the DPDK kinds; it is set
+// by builds with the tag dpdk (dpdk_on.go), nil otherwise.
+var dpdkGroups func(kind string) (groupOpenFunc, bool)
+
+// NewGroup validates cfg (defaults applied; Queues 0 means 1), checks that
+// busy polling has a CPU per poller, and sets up what cfg.Kind's queues
+// share (see Group), in the calling thread's network namespace. Errors
+// are New's, and a *ConfigError naming Poll when busy polling would put
+// more pollers than the process may use CPUs (Config.Poll "yield" runs
+// them anyway), or naming CPUs for a CPU the process may not use.
+func NewGroup(cfg Config) (*Group, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkCPUs(cfg); err != nil {
+		return nil, err
+	}
+	open, ok := groupOpener(cfg.Kind)
+	if !ok {
+		return nil, core.NotSupported("kind "+cfg.Kind+" with several queues", "", "not built into this version of dgramio", nil)
+	}
+	qg, err := open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Group{cfg: cfg, qg: qg, queues: make([]Backend, cfg.Queues)}, nil
+}
+
+// checkCPUs refuses busy pollers beyond the CPUs the process may run on,
+// and CPUs outside that set.
+func checkCPUs(cfg Config) error {
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		return err
+	}
+	for _, c := range cfg.CPUs {
+		if !slices.Contains(allowed, c) {
+			return &ConfigError{Field: "CPUs", Value: cfg.CPUs, Reason: fmt.Sprintf(
+				"CPU %d is not one this process may run on; allowed CPUs are %s (see taskset/cpuset)", c, cpu.FormatList(allowed))}
+		}
+	}
+	if cfg.Poll == PollBusy && cfg.Queues > len(allowed) {
+		return &ConfigError{Field: "Poll", Value: cfg.Poll, Reason: fmt.Sprintf(
+			"%d busy pollers need %d CPUs, and this process may run on %d (%s): two spinning pollers on one CPU take turns at the scheduler's pace (milliseconds per turn). "+
+				`Use fewer queues, more CPUs, or Poll "yield" (pollers sleep in Wait when idle: correct, not a measure of the fast path)`,
+			cfg.Queues, cfg.Queues, len(allowed), cpu.FormatList(allowed))}
+	}
+	return nil
+}
+
+// Config returns the group's Config, defaults applied.
+func (g *Group) Config() Config { return g.cfg }
+
+// Queues returns the number of queues.
+func (g *Group) Queues() int { return g.cfg.Queues }
+
+// Open opens queue q (0 <= q < Queues) on the calling goroutine, which
+// becomes its poller: with Config.CPUs set it is locked to its OS thread
+// and pinned to CPUs[q] (unless the caller pinned it there already), and
+// the Backend's Close, called on it, undoes that. The Backend has the usual
+// contract (one goroutine polls; Stats and Close from anywhere). Each
+// queue is opened once; the Group keeps the Backend for Stats.
+func (g *Group) Open(q int) (Backend, error) {
+	g.mu.Lock()
+	switch {
+	case g.closed:
+		g.mu.Unlock()
+		return nil, fmt.Errorf("dgramio: group: open queue %d: %w", q, core.ErrClosed)
+	case q < 0 || q >= len(g.queues):
+		g.mu.Unlock()
+		return nil, &ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
+	}
+	g.mu.Unlock()
+	b, err := g.qg.OpenQueue(q)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.queues[q] = b
+	g.mu.Unlock()
+	return b, nil
+}
+
+// QueueStats returns each queue's counters, index q for queue q (zero for a
+// queue not opened). Each comes from that queue's Backend, whose counters
+// only its poller writes.
+func (g *Group) QueueStats() []Stats {
+	g.mu.Lock()
+	qs := slices.Clone(g.queues)
+	g.mu.Unlock()
+	out := make([]Stats, len(qs))
+	for q, b := range qs {
+		if b != nil {
+			out[q] = b.Stats()
+		}
+	}
+	return out
+}
+
+// Stats returns the sum of the queues' counters (core.SumStats: message
+// counters and same-named layer counters added up, read now, not kept
+// anywhere shared), plus the counters of the shared state (an XDP
+// program's, counted once). Mode is queue 0's, then the number of queues,
+// how flows are spread and the poll mode.
+func (g *Group) Stats() Stats {
+	s := core.SumStats(g.QueueStats())
+	s.Kind = g.cfg.Kind
+	s.Layers = g.qg.AppendCounters(s.Layers)
+	s.Mode = g.mode(s.Mode)
+	return s
+}
+
+// mode is Stats.Mode of the group: queue 0's mode without its own queue
+// note, then the group's.
+func (g *Group) mode(first string) string {
+	if i := strings.Index(first, ", queue 0 of "); i >= 0 {
+		first = first[:i]
+	}
+	var b strings.Builder
+	if first != "" {
+		b.WriteString(first)
+		b.WriteString("; ")
+	}
+	fmt.Fprintf(&b, "%d queues, %s, poll %s", g.cfg.Queues, g.qg.Mode(), g.cfg.Poll)
+	return b.String()
+}
+
+// Close releases what the queues share (the XDP program, the sockets or
+// queues never opened, the DPDK port). Close every queue's Backend first,
+// on its poller (which undoes the poller's pinning); a Backend still open
+// is closed here (Backend.Close is safe from any goroutine, and a second
+// Close does nothing), from this goroutine, which leaves its poller's
+// thread pinned. Safe to call more than once.
+func (g *Group) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	qs := slices.Clone(g.queues)
+	g.mu.Unlock()
+	var errs []error
+	for q, b := range qs {
+		if b != nil {
+			if err := b.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("dgramio: group: close queue %d: %w", q, err))
+			}
+		}
+	}
+	errs = append(errs, g.qg.Close())
+	return errors.Join(errs...)
+}
+
+// idleSleep is how long Idle sleeps, at most, on a kind that cannot Wait.
+const idleSleep = 50 * time.Microsecond
+
+// Idle is what a poller does when Rx returned nothing, in the poll mode
+// poll (Config.Poll): PollBusy returns nil at once (poll again); PollYield
+// sleeps in b.Wait until something may be received or d has passed (a
+// loop that must also send on time passes the time to its next send), or,
+// on a kind that cannot sleep (DPDK), sleeps at most 50 µs so that other
+// pollers sharing the CPU run. It returns nil, or net.ErrClosed after
+// Close, or what Wait reports. PollYield allocates a little per call (a
+// context with a deadline).
+func Idle(b Backend, poll string, d time.Duration) error {
+	if poll != PollYield {
+		return nil
+	}
+	if d <= 0 {
+		runtime.Gosched()
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	err := b.Wait(ctx)
+	cancel()
+	switch {
+	case err == nil, errors.Is(err, context.DeadlineExceeded):
+		return nil
+	case errors.Is(err, ErrNotSupported):
+		time.Sleep(min(d, idleSleep))
+		return nil
+	}
+	return err
+}
