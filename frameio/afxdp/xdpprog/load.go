@@ -66,8 +66,16 @@ func loadError(err error) error {
 
 // SetPort stores the port the program matches (host byte order here; it is
 // kept in network byte order in the map). 0 matches nothing.
-func (o *Objects) SetPort(port uint16) error {
-	v := EncodeConfig(port)
+func (o *Objects) SetPort(port uint16) error { return o.SetPorts(port, 1) }
+
+// SetPorts makes the program match the n destination ports from port on
+// (port+n-1 at most 65535): the ports of a datagram client's queues. n 0
+// or 1 is port alone; port 0 matches nothing.
+func (o *Objects) SetPorts(port, n uint16) error {
+	if int(port)+int(n) > 65536 {
+		return fmt.Errorf("set XDP ports: %d ports from %d run past 65535", n, port)
+	}
+	v := EncodePorts(port, n)
 	if err := o.Config.Put(uint32(0), v[:]); err != nil {
 		return fmt.Errorf("set XDP port: %w", err)
 	}

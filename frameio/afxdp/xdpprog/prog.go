@@ -174,7 +174,13 @@ const (
 // Registers: R6 the context, R7 the counter to increment, R8 the action to
 // return, R9 our port as it appears on the wire (the config map stores it
 // in network byte order and both sides are loaded the same way, so no byte
-// swapping is needed). R2..R5 are scratch between helper calls.
+// swapping is needed), R1 (after the config lookup, until the redirect
+// call) the number of ports from ours on (host order; 0 or 1: ours only).
+// R2..R5 are scratch between helper calls.
+//
+// A destination port matches when it is ours, or, with a count n > 1 in
+// the config, when it lies in [port, port+n): the ports of the queues of a
+// datagram client (queue q sends from port+q).
 func Instructions(v Variant) asm.Instructions {
 	const (
 		lCount    = "count"
@@ -216,6 +222,8 @@ func Instructions(v Variant) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, lCount),
 		asm.LoadMem(asm.R9, asm.R0, 0, asm.Half),
 		asm.JEq.Imm(asm.R9, 0, lCount),
+		asm.LoadMem(asm.R1, asm.R0, 2, asm.Half),
+		asm.HostTo(asm.BE, asm.R1, asm.Half),
 		// The frame.
 		asm.LoadMem(asm.R2, asm.R6, mdData, asm.Word),
 		asm.LoadMem(asm.R3, asm.R6, mdDataEnd, asm.Word),
@@ -260,7 +268,16 @@ func Instructions(v Variant) asm.Instructions {
 		asm.LoadMem(asm.R4, asm.R2, offDstPort, asm.Half),
 		asm.JEq.Reg(asm.R4, asm.R9, lRedirect),
 		setCounter(PassOtherPort),
-		asm.Ja.Label(lCount),
+		// A range of ports: dst - port < n, in host order and unsigned
+		// (a dst below port wraps to a huge difference).
+		asm.JLE.Imm(asm.R1, 1, lCount),
+		asm.HostTo(asm.BE, asm.R4, asm.Half),
+		asm.Mov.Reg(asm.R5, asm.R9),
+		asm.HostTo(asm.BE, asm.R5, asm.Half),
+		asm.Sub.Reg(asm.R4, asm.R5),
+		asm.JGE.Reg(asm.R4, asm.R1, lCount),
+		setCounter(Redirected),
+		asm.Ja.Label(lRedirect),
 	)
 	if takesARP {
 		add(
@@ -337,12 +354,17 @@ func (s Spec) CollectionSpec() (*ebpf.CollectionSpec, error) {
 }
 
 // ConfigSize is the size of the config map's value: the port in network
-// byte order, then two reserved bytes.
+// byte order, then the number of ports matched from it on, in network byte
+// order (0 and 1: the port alone).
 const ConfigSize = 4
 
-// EncodeConfig returns the config map's value for port.
-func EncodeConfig(port uint16) [ConfigSize]byte {
+// EncodeConfig returns the config map's value for port alone.
+func EncodeConfig(port uint16) [ConfigSize]byte { return EncodePorts(port, 1) }
+
+// EncodePorts returns the config map's value for the n ports from port on.
+func EncodePorts(port, n uint16) [ConfigSize]byte {
 	var b [ConfigSize]byte
 	binary.BigEndian.PutUint16(b[:2], port)
+	binary.BigEndian.PutUint16(b[2:], n)
 	return b
 }

@@ -19,6 +19,11 @@ const ourPort = 5000
 // classify is the reference model of the program, in Go: the counter the
 // program must increment for frame, given the configured port.
 func classify(v Variant, port uint16, frame []byte) Counter {
+	return classifyPorts(v, port, 1, frame)
+}
+
+// classifyPorts is classify for the n ports from port on (SetPorts).
+func classifyPorts(v Variant, port, n uint16, frame []byte) Counter {
 	if port == 0 {
 		return PassNoConfig
 	}
@@ -57,6 +62,9 @@ func classify(v Variant, port uint16, frame []byte) Counter {
 	dst := binary.BigEndian.Uint16(frame[offDstPort:])
 	src := binary.BigEndian.Uint16(frame[offSrcPort:])
 	if dst == port || (v == TCP && src == port) {
+		return PassNoSocket
+	}
+	if n > 1 && int(dst) >= int(port) && int(dst) < int(port)+int(n) {
 		return PassNoSocket
 	}
 	return PassOtherPort
@@ -207,8 +215,44 @@ func TestCounterNames(t *testing.T) {
 
 func TestEncodeConfig(t *testing.T) {
 	b := EncodeConfig(0x1388)
-	if b != [4]byte{0x13, 0x88, 0, 0} {
+	if b != [4]byte{0x13, 0x88, 0, 1} {
 		t.Errorf("EncodeConfig(5000) = % x", b)
+	}
+	if b := EncodePorts(0x1388, 0x0203); b != [4]byte{0x13, 0x88, 2, 3} {
+		t.Errorf("EncodePorts(5000, 515) = % x", b)
+	}
+}
+
+// TestProgramPortRange checks the ports of a client's queues: the n ports
+// from ours on match, the ones around them do not, on every variant.
+func TestProgramPortRange(t *testing.T) {
+	for _, v := range []Variant{UDP, UDPARP, TCP} {
+		o := load(t, v, ourPort)
+		for _, n := range []uint16{0, 1, 2, 4, 300} {
+			if err := o.SetPorts(ourPort, n); err != nil {
+				t.Fatal(err)
+			}
+			for _, dst := range []uint16{ourPort - 1, ourPort, ourPort + 1, ourPort + 3, ourPort + 4, ourPort + 299, ourPort + 300, 65535, 1} {
+				var frame []byte
+				if v == TCP {
+					frame = tcpFrame(t, 40000, dst)
+				} else {
+					frame = udpFrame(t, 40000, dst)
+				}
+				want := classifyPorts(v, ourPort, n, frame)
+				inRange := dst == ourPort || (n > 1 && dst > ourPort && dst < ourPort+n)
+				if (want == PassNoSocket) != inRange {
+					t.Fatalf("model: %v n %d dst %d → %s", v, n, dst, want)
+				}
+				if ret, got := run(t, o, frame); got != want || ret != xdpPass {
+					t.Errorf("%v ports %d+%d, dst %d: counter %s action %d, want %s", v, ourPort, n, dst, got, ret, want)
+				}
+			}
+		}
+	}
+	o := load(t, UDP, ourPort)
+	if err := o.SetPorts(65535, 2); err == nil {
+		t.Error("SetPorts(65535, 2) accepted ports past 65535")
 	}
 }
 
@@ -341,8 +385,9 @@ func FuzzProgram(f *testing.F) {
 		arpFrame(f), ipv6Frame(f), make([]byte, 14), make([]byte, 60),
 	}
 	for _, s := range seeds {
-		f.Add(s, uint16(ourPort))
+		f.Add(s, uint16(ourPort), uint16(1))
 	}
+	f.Add(udpFrame(f, 40000, ourPort+2), uint16(ourPort), uint16(4))
 	objs := map[Variant]*Objects{}
 	if rootForFuzz() {
 		for _, v := range []Variant{UDP, UDPARP, TCP} {
@@ -357,21 +402,24 @@ func FuzzProgram(f *testing.F) {
 			objs[v] = o
 		}
 	}
-	f.Fuzz(func(t *testing.T, frame []byte, port uint16) {
+	f.Fuzz(func(t *testing.T, frame []byte, port, n uint16) {
 		if len(frame) < 14 || len(frame) > 1500 {
 			return // the kernel refuses test runs outside these bounds
 		}
+		if int(port)+int(n) > 65536 {
+			n = uint16(65536 - int(port))
+		}
 		for _, v := range []Variant{UDP, UDPARP, TCP} {
-			classify(v, port, frame)
+			classifyPorts(v, port, n, frame)
 		}
 		for v, o := range objs {
-			if err := o.SetPort(port); err != nil {
+			if err := o.SetPorts(port, n); err != nil {
 				t.Fatal(err)
 			}
-			want := classify(v, port, frame)
+			want := classifyPorts(v, port, n, frame)
 			ret, got := run(t, o, frame)
 			if got != want || ret != xdpPass {
-				t.Errorf("%v port %d frame % x: kernel says %s (action %d), model says %s", v, port, frame, got, ret, want)
+				t.Errorf("%v ports %d+%d frame % x: kernel says %s (action %d), model says %s", v, port, n, frame, got, ret, want)
 			}
 		}
 	})
