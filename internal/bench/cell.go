@@ -336,8 +336,10 @@ func (c *Cell) diagnose() []string {
 }
 
 // Format writes the cell as the table shows it: "p50 / p99" in
-// microseconds, or "sat. <achieved rate>, <loss>", followed by
-// "unaccounted N" when the counters do not add up, or the error.
+// microseconds, or "sat. <achieved rate>, <loss>" (with "(N% not sent)"
+// when Queue refused at least 1% of the offered messages: back-pressure,
+// not loss), followed by "unaccounted N" when the counters do not add up,
+// or the error.
 func (c *Cell) Format() string {
 	var s string
 	switch {
@@ -345,6 +347,10 @@ func (c *Cell) Format() string {
 		return "error: " + c.Error
 	case c.Saturated:
 		s = fmt.Sprintf("sat. %s, %s", FormatRate(c.AchievedRate), FormatLoss(c.LossPct))
+		// Back-pressure is not loss: say how much was never sent.
+		if c.Offered > 0 && c.NotSent*100 >= c.Offered {
+			s += fmt.Sprintf(" (%s not sent)", FormatLoss(float64(c.NotSent)/float64(c.Offered)*100))
+		}
 	default:
 		s = FormatUs(c.P50Us) + " / " + FormatUs(c.P99Us)
 	}

@@ -250,6 +250,10 @@ func TestSaturationRule(t *testing.T) {
 	if got := c.Format(); got != "sat. 613k, 50%" {
 		t.Errorf("Format = %q", got)
 	}
+	c = Cell{Saturated: true, Offered: 1000, NotSent: 1000}
+	if got := c.Format(); got != "sat. 0, 0% (100% not sent)" {
+		t.Errorf("Format = %q", got)
+	}
 	c = Cell{P50Us: 17.24, P99Us: 18.91}
 	if got := c.Format(); got != "17.2 / 18.9" {
 		t.Errorf("Format = %q", got)

@@ -70,10 +70,10 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Round trip %s against offered rate (%s)", what, r.Env.Link)
 	p.X.Label.Text = "offered rate, messages/s"
-	p.Y.Label.Text = what + " round trip, µs"
+	p.Y.Label.Text = what + " round trip"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.X.Tick.Marker = rateTicks{r.Rates}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = usTicks{}
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
@@ -127,7 +127,7 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 				return nil, err
 			}
 			pts.Color = col
-			pts.Shape = plotutil.Shape(i)
+			pts.Shape = shapes[i%len(shapes)]
 			pts.Radius = vg.Points(3)
 			p.Add(pts)
 			thumbs = append(thumbs, pts)
@@ -167,6 +167,40 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 	}
 	p.Legend.Add("saturated (sat. achieved, loss)", crossThumb{})
 	return p, nil
+}
+
+// shapes mark the points that kept up, one per kind; the cross is kept
+// for saturated points.
+var shapes = []draw.GlyphDrawer{draw.RingGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.PlusGlyph{},
+	draw.CircleGlyph{}, draw.BoxGlyph{}, draw.PyramidGlyph{}}
+
+// usTicks marks the microsecond axis at powers of ten, labelled "10 µs",
+// "1 ms", "1 s".
+type usTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (usTicks) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for v := math.Pow(10, math.Floor(math.Log10(lo))); v <= hi*1.0001; v *= 10 {
+		t := plot.Tick{Value: v}
+		switch {
+		case v >= 1e6:
+			t.Label = fmt.Sprintf("%g s", v/1e6)
+		case v >= 1e3:
+			t.Label = fmt.Sprintf("%g ms", v/1e3)
+		default:
+			t.Label = fmt.Sprintf("%g µs", v)
+		}
+		if v >= lo {
+			out = append(out, t)
+		}
+		for m := 2.0; m < 10; m++ {
+			if x := v * m; x >= lo && x <= hi {
+				out = append(out, plot.Tick{Value: x})
+			}
+		}
+	}
+	return out
 }
 
 // crossThumb is the legend's mark of a saturated point.

@@ -323,7 +323,7 @@ func TestWritePlots(t *testing.T) {
 		if root != "svg" {
 			t.Fatalf("%s: root element %q", f, root)
 		}
-		for _, want := range []string{"udp", "tcp", "sat. 120k, 40%", "saturated", "20k", "200k"} {
+		for _, want := range []string{"udp", "tcp", "sat. 120k, 40%", "saturated", "20k", "200k", "100 µs", "1 ms"} {
 			if !strings.Contains(string(b), want) {
 				t.Errorf("%s lacks %q", f, want)
 			}
