@@ -80,6 +80,12 @@ type Options struct {
 	// a large enough RLIMIT_MEMLOCK). The kernel pins the pages it uses
 	// anyway; this also keeps the rest of the mapping resident.
 	MLock bool
+	// Shared, when set, is the program the socket registers into
+	// (AttachProgram: one program and socket map for the queues of a
+	// group), at index QueueID, instead of loading and attaching one of its
+	// own; Program, Port and Mode are then the shared program's. Close
+	// takes the socket out of the map and leaves the program attached.
+	Shared *Program
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -145,7 +151,7 @@ func (o Options) Validate() error {
 	if !o.Program.Valid() {
 		return bad("Program", o.Program, "use xdpprog.UDP, xdpprog.UDPARP or xdpprog.TCP")
 	}
-	if o.Port == 0 {
+	if o.Port == 0 && o.Shared == nil {
 		return bad("Port", o.Port, "the port the XDP program matches is required")
 	}
 	if o.MaxFrame < ethHeader {

@@ -57,7 +57,8 @@ type XSK struct {
 	frameMask uint64
 	mode      string
 	fallback  error
-	objs      *xdpprog.Objects
+	objs      *xdpprog.Objects // the socket's own program; nil with Options.Shared
+	shared    *Program         // Options.Shared
 	link      link.Link
 	waker     *fdwait.Waker
 
@@ -117,6 +118,11 @@ func Open(o Options) (*XSK, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	if o.Shared != nil {
+		if err := o.Shared.check(o); err != nil {
+			return nil, err
+		}
+	}
 	x := &XSK{opts: o, fd: -1, frameMask: uint64(o.FrameSize - 1)}
 	ok := false
 	defer func() {
@@ -159,17 +165,26 @@ func Open(o Options) (*XSK, error) {
 		return nil, err
 	}
 
-	x.objs, err = xdpprog.Load(xdpprog.Spec{Variant: o.Program, Queues: o.QueueID + 1})
-	if err != nil {
-		return nil, fmt.Errorf("afxdp: %w", err)
-	}
-	x.undo.add(x.objs.Close)
-	if err := x.objs.SetPort(o.Port); err != nil {
-		return nil, fmt.Errorf("afxdp: %w", err)
-	}
-	attachMode, err := x.attach()
-	if err != nil {
-		return nil, err
+	objs := o.Shared.objects()
+	attachMode := o.Shared.attachMode()
+	if o.Shared == nil {
+		x.objs, err = xdpprog.Load(xdpprog.Spec{Variant: o.Program, Queues: o.QueueID + 1})
+		if err != nil {
+			return nil, fmt.Errorf("afxdp: %w", err)
+		}
+		x.undo.add(x.objs.Close)
+		if err := x.objs.SetPort(o.Port); err != nil {
+			return nil, fmt.Errorf("afxdp: %w", err)
+		}
+		var l link.Link
+		if l, attachMode, x.fallback, err = attach(x.objs, x.ifindex, o.Iface, o.Mode); err != nil {
+			return nil, err
+		}
+		x.link = l
+		x.undo.add(l.Close)
+		objs = x.objs
+	} else {
+		x.shared, x.fallback = o.Shared, o.Shared.fallback
 	}
 	if zc && attachMode != "driver" {
 		// Cannot happen with a driver that offers zero-copy (it has native
@@ -177,10 +192,10 @@ func Open(o Options) (*XSK, error) {
 		return nil, core.NotSupported("AF_XDP zero-copy with SKB-mode XDP", "",
 			"zero-copy needs the program in driver mode", nil)
 	}
-	if err := x.objs.SetSocket(o.QueueID, x.fd); err != nil {
+	if err := objs.SetSocket(o.QueueID, x.fd); err != nil {
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
-	x.undo.add(func() error { return x.objs.ClearSocket(o.QueueID) })
+	x.undo.add(func() error { return objs.ClearSocket(o.QueueID) })
 
 	copyMode := "copy"
 	if zc {
@@ -391,48 +406,48 @@ func (x *XSK) bind() (bool, error) {
 	return opt&unix.XDP_OPTIONS_ZEROCOPY != 0, nil
 }
 
-// attach attaches the program through a bpf_link and returns "driver" or
-// "skb". A fallback from driver to SKB mode is recorded in x.fallback.
-func (x *XSK) attach() (string, error) {
-	o := x.opts
+// attach attaches objs' program to interface ifindex (named iface)
+// through a bpf_link in mode ("" tries driver, then SKB), and returns the
+// link, "driver" or "skb", and why driver mode was refused when it fell
+// back to SKB mode (nil otherwise).
+func attach(objs *xdpprog.Objects, ifindex int, iface, mode string) (link.Link, string, error, error) {
 	try := func(flags link.XDPAttachFlags) (link.Link, error) {
-		return link.AttachXDP(link.XDPOptions{Program: x.objs.Program, Interface: x.ifindex, Flags: flags})
+		return link.AttachXDP(link.XDPOptions{Program: objs.Program, Interface: ifindex, Flags: flags})
 	}
 	var (
-		l    link.Link
-		err  error
-		mode = "driver"
+		l        link.Link
+		err      error
+		got      = "driver"
+		fallback error
 	)
-	switch o.Mode {
+	switch mode {
 	case "driver":
 		if l, err = try(link.XDPDriverMode); err != nil {
 			if !isPriv(err) && !isBusy(err) && !errors.Is(err, ebpf.ErrNotSupported) {
-				return "", core.NotSupported("driver-mode (native) XDP on "+o.Iface, "",
+				return nil, "", nil, core.NotSupported("driver-mode (native) XDP on "+iface, "",
 					`the driver has no native XDP: use Mode "skb" or "" (SKB mode, reported)`, err)
 			}
-			return "", attachErr(o.Iface, "driver", err)
+			return nil, "", nil, attachErr(iface, "driver", err)
 		}
 	case "skb":
-		mode = "skb"
+		got = "skb"
 		if l, err = try(link.XDPGenericMode); err != nil {
-			return "", attachErr(o.Iface, mode, err)
+			return nil, "", nil, attachErr(iface, got, err)
 		}
 	default:
 		if l, err = try(link.XDPDriverMode); err != nil {
 			if isPriv(err) || isBusy(err) || errors.Is(err, ebpf.ErrNotSupported) {
-				return "", attachErr(o.Iface, "driver", err)
+				return nil, "", nil, attachErr(iface, "driver", err)
 			}
 			drvErr := err
-			mode = "skb"
+			got = "skb"
 			if l, err = try(link.XDPGenericMode); err != nil {
-				return "", attachErr(o.Iface, "driver or skb", errors.Join(drvErr, err))
+				return nil, "", nil, attachErr(iface, "driver or skb", errors.Join(drvErr, err))
 			}
-			x.fallback = drvErr
+			fallback = drvErr
 		}
 	}
-	x.link = l
-	x.undo.add(l.Close)
-	return mode, nil
+	return l, got, fallback, nil
 }
 
 func isPriv(err error) bool { return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) }
@@ -698,8 +713,10 @@ func (x *XSK) Queue() int { return x.opts.QueueID }
 // tx_invalid_descs, rx_ring_full, rx_fill_ring_empty_descs,
 // tx_ring_empty_descs; rx_dropped, rx_ring_full and tx_invalid_descs are
 // losses), our own "xsk" counters (tx_oversize, rx_bad_desc) and the XDP
-// program's counters ("xdp-prog"). Stats makes system calls and allocates;
-// after Close it returns the counters of our own side only.
+// program's counters ("xdp-prog"), unless the program is shared
+// (Options.Shared): its counters count every queue's frames, so its owner
+// reports them once (Program.Counters). Stats makes system calls and
+// allocates; after Close it returns the counters of our own side only.
 func (x *XSK) Stats() frameio.Stats {
 	t := &x.tx.pub
 	s := frameio.Stats{
@@ -748,6 +765,10 @@ func (x *XSK) Stats() frameio.Stats {
 	return s
 }
 
+// Shared returns the Program the socket registered into (Options.Shared),
+// or nil when it has a program of its own.
+func (x *XSK) Shared() *Program { return x.shared }
+
 // xdpStatistics reads XDP_STATISTICS and how many of its fields the kernel
 // filled (3 before Linux 5.9, 6 since).
 func xdpStatistics(fd int) (unix.XDPStatistics, int, error) {
@@ -760,20 +781,25 @@ func xdpStatistics(fd int) (unix.XDPStatistics, int, error) {
 	return st, int(size / 8), nil
 }
 
-// ProgramCounters reads the XDP program's counters, summed over CPUs.
+// ProgramCounters reads the XDP program's counters, summed over CPUs (the
+// shared Program's, counting every queue's frames, with Options.Shared).
 func (x *XSK) ProgramCounters() (xdpprog.Counts, error) {
 	x.statsMu.RLock()
 	defer x.statsMu.RUnlock()
 	if x.closed {
 		return xdpprog.Counts{}, net.ErrClosed
 	}
+	if x.shared != nil {
+		return x.shared.Counters()
+	}
 	return x.objs.ReadCounters()
 }
 
 // Close undoes Open, last step first: it removes the socket from the
-// program's map, detaches the XDP program (closes its bpf_link), frees the
-// maps and the program, unmaps the rings and the UMEM (the kernel keeps the
-// pages it pinned until the socket goes) and closes the socket. A Wait in
+// program's map, detaches the XDP program (closes its bpf_link) and frees
+// the maps and the program unless they are shared (Options.Shared: the
+// Program's owner closes it), unmaps the rings and the UMEM (the kernel
+// keeps the pages it pinned until the socket goes) and closes the socket. A Wait in
 // progress returns net.ErrClosed. Close is safe to call more than once;
 // later calls return nil.
 func (x *XSK) Close() error {

@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -49,3 +50,31 @@ func (x *XSK) Stats() frameio.Stats { return frameio.Stats{} }
 
 // Close returns nil.
 func (x *XSK) Close() error { return nil }
+
+// Program is an XDP program shared by the sockets of several queues;
+// AF_XDP exists only on Linux, so AttachProgram always fails.
+type Program struct{}
+
+// ProgramOptions describe a shared XDP program.
+type ProgramOptions struct {
+	Iface              string
+	Program            xdpprog.Variant
+	Port               uint16
+	Ports              int
+	FirstQueue, Queues int
+	Mode               string
+}
+
+// AttachProgram returns an error matching core.ErrNotSupported.
+func AttachProgram(o ProgramOptions) (*Program, error) {
+	return nil, core.NotSupported("XDP programs", "4.18", "XDP exists only on Linux", nil)
+}
+
+// Mode returns "".
+func (p *Program) Mode() string { return "" }
+
+// Counters returns zero counters.
+func (p *Program) Counters() (xdpprog.Counts, error) { return xdpprog.Counts{}, nil }
+
+// Close returns nil.
+func (p *Program) Close() error { return nil }
