@@ -6,8 +6,10 @@
 // It serves until SIGINT or SIGTERM, then prints its counters (the
 // backend's Stats and its own) and writes them as JSON with --stats. It
 // busy-polls on the pinned CPU by default; --wait sleeps in the backend's
-// Wait when idle, for machines with too few CPUs. See package
-// internal/bench/cli for the flags.
+// Wait when idle, for machines with too few CPUs. --pcap PREFIX makes the
+// raw kinds write every frame to PREFIX-tx.pcap and PREFIX-rx.pcap
+// (Config.Pcap); --xdp-frames and --xdp-ring size the AF_XDP kinds' UMEM
+// and rings. See package internal/bench/cli for the flags.
 package main
 
 import (

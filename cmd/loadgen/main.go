@@ -7,7 +7,8 @@
 //
 // It prints p50/p99/p99.9/max, the sender's lag, the achieved rate, the
 // counts (offered, sent, received, lost, not sent for back-pressure) and
-// its counters, and writes everything as JSON with --json. See package
+// its counters, and writes everything as JSON with --json. --pcap PREFIX,
+// --xdp-frames and --xdp-ring are as for echo. See package
 // internal/bench/cli for the flags.
 package main
 

@@ -334,8 +334,23 @@ func Open(o Options) (p *Ports, err error) {
 		if stA, err = saveLink(nl, la); err != nil {
 			return err
 		}
-		stB, err = saveLink(nl, lb)
-		return err
+		if stB, err = saveLink(nl, lb); err != nil {
+			return err
+		}
+		// A port that carries the default route is how this host is
+		// reached: moving it, or adding to it, could cut it off.
+		for _, x := range []struct {
+			name string
+			st   linkState
+		}{{o.IfaceA, stA}, {o.IfaceB, stB}} {
+			for _, r := range x.st.routes {
+				if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+					return &core.ConfigError{Field: "iface-a/iface-b", Value: x.name,
+						Reason: "carries the default route (this host's way out): use two ports dedicated to the measurement"}
+				}
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return p, err

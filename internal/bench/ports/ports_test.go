@@ -333,6 +333,29 @@ func TestOpenUndoesOnError(t *testing.T) {
 	if got := readTrim(t, irqFile); got != "1" {
 		t.Errorf("IRQ affinity %q, want 1 back", got)
 	}
+	// A port that carries the default route is refused, untouched.
+	b := p.B.Iface
+	if err := p.A.Do(func() error {
+		l, err := netlink.LinkByName(b)
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			return err
+		}
+		if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: prefixNet(netip.MustParsePrefix("198.18.253.7/24"))}); err != nil {
+			return err
+		}
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: net.ParseIP("198.18.253.1")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{IfaceA: a, IfaceB: b, Home: p.A.NS}); err == nil || !strings.Contains(err.Error(), "default route") {
+		t.Fatalf("a port with the default route: %v", err)
+	}
+	if err := p.A.Do(func() error { _, err := netlink.LinkByName(b); return err }); err != nil {
+		t.Fatalf("the refused port moved: %v", err)
+	}
 	// A port that does not exist fails before anything changes.
 	if _, err := Open(Options{IfaceA: a, IfaceB: "dgnosuch0", Home: p.A.NS}); err == nil {
 		t.Fatal("no error for a missing port")

@@ -1,0 +1,435 @@
+// Command httpxdp serves an unchanged net/http server over the userspace TCP
+// (tcp-xdp, or tcp-dpdk in builds with the dpdk tag) through package
+// tcp/netconn, and measures it against the kernel's TCP.
+//
+// Serve on an interface, at an address the kernel does not hold there
+// (netstack answers ARP for it; the kernel keeps its own address):
+//
+//	httpxdp --iface eth1 --addr 198.18.0.3:8080 [--cpu 2] [--poll adaptive|spin|sleep]
+//
+// Demonstrate on a test host (two network namespaces joined by a veth pair,
+// made and removed by the command; root): the server runs over tcp-xdp in
+// A, Go's http.Client, a kernel TCP client, asks from B:
+//
+//	httpxdp --demo
+//
+// Benchmark on a test host: the same server on A's kernel TCP and on
+// tcp-xdp on the same veth, side by side (alternating, --rounds times);
+// the client in B sends --requests requests over --conns keep-alive
+// connections and reports requests per second and latency percentiles:
+//
+//	httpxdp --bench --requests 20000 --conns 4 [--rounds 3] [--poll spin] [--cpu 1]
+//
+// The server answers every request with --size bytes ("hello" by default).
+// It stops on SIGINT or SIGTERM, closing the Service (which detaches the XDP
+// program).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/tcp/netconn"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// options are the command's flags.
+type options struct {
+	iface, addr, kind, poll string
+	cpu                     int
+	demo, bench             bool
+	requests, conns, rounds int
+	size                    int
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("httpxdp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.iface, "iface", "", "interface to serve on (serve mode)")
+	fs.StringVar(&o.addr, "addr", "", "address:port netstack takes on --iface; not an address the kernel holds there")
+	fs.StringVar(&o.kind, "kind", core.KindTCPXDP, "tcp-xdp, or tcp-dpdk in builds with the dpdk tag")
+	fs.StringVar(&o.poll, "poll", "adaptive", "the poller when idle: adaptive, spin or sleep")
+	fs.IntVar(&o.cpu, "cpu", -1, "pin the poller to this CPU (-1: no pinning)")
+	fs.BoolVar(&o.demo, "demo", false, "serve on a veth test host and GET from a kernel client in the other namespace")
+	fs.BoolVar(&o.bench, "bench", false, "kernel TCP and tcp-xdp side by side on a veth test host")
+	fs.IntVar(&o.requests, "requests", 20000, "requests per measurement (--bench)")
+	fs.IntVar(&o.conns, "conns", 4, "client keep-alive connections, one goroutine each (--bench)")
+	fs.IntVar(&o.rounds, "rounds", 3, "measurements of each path, alternating (--bench)")
+	fs.IntVar(&o.size, "size", 0, "response body size in bytes (0: a short greeting)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	mode, err := pollMode(o.poll)
+	if err != nil {
+		fmt.Fprintln(stderr, "httpxdp:", err)
+		return 2
+	}
+	nopts := netconn.Options{Poll: mode}
+	switch {
+	case o.demo:
+		err = demo(o, nopts, stdout)
+	case o.bench:
+		err = bench(o, nopts, stdout)
+	default:
+		err = serve(o, nopts, stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "httpxdp:", err)
+		return 1
+	}
+	return 0
+}
+
+func pollMode(s string) (netconn.PollMode, error) {
+	for _, m := range []netconn.PollMode{netconn.PollAdaptive, netconn.PollSpin, netconn.PollSleep} {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("--poll %q: use adaptive, spin or sleep", s)
+}
+
+// handler is the server: plain net/http, nothing of dgramio in it.
+func handler(size int) http.Handler {
+	body := []byte(strings.Repeat("x", size))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if size == 0 {
+			fmt.Fprintf(w, "hello %s, from net/http\n", r.RemoteAddr)
+			return
+		}
+		w.Write(body)
+	})
+	return mux
+}
+
+// config is the Service's Config for the flags.
+func config(o options, iface string, ap netip.AddrPort) core.Config {
+	cfg := core.Config{Kind: o.kind, Iface: iface, LocalIP: ap.Addr(), Port: ap.Port()}
+	if o.cpu >= 0 {
+		cfg.CPUs = []int{o.cpu}
+	}
+	return cfg
+}
+
+// serve runs the server on --iface until a signal.
+func serve(o options, nopts netconn.Options, stdout io.Writer) error {
+	if o.iface == "" || o.addr == "" {
+		return errors.New("serve mode needs --iface and --addr (or --demo, --bench)")
+	}
+	ap, err := netip.ParseAddrPort(o.addr)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	s, err := netconn.New(config(o, o.iface, ap), nopts)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ln, err := s.Listen(ap.Port())
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler(o.size)}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	fmt.Fprintf(stdout, "serving http://%s over %s (%s), poller %s\n", ap, o.kind, s.Stats().Mode, nopts.Poll)
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// xdpAddr is h's address with the last byte changed: one the kernel does
+// not hold.
+func xdpAddr(h *testhost.Host, last byte) netip.Addr {
+	a := h.Addr.As4()
+	a[3] = last
+	return netip.AddrFrom4(a)
+}
+
+// kernelClient is an http.Client whose connections are kernel TCP
+// sockets made inside h's namespace, keeping up to conns alive.
+func kernelClient(h *testhost.Host, conns int) *http.Client {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := h.Do(func() error {
+			var err error
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: dial, MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
+		DisableCompression: true,
+	}}
+}
+
+// server is one HTTP server of the demo or the benchmark.
+type server struct {
+	name  string
+	url   string
+	srv   *http.Server
+	done  chan error
+	svc   *netconn.Service // nil on kernel TCP
+	close func()
+}
+
+// startXDP serves on tcp-xdp in A at .3:port.
+func startXDP(o options, nopts netconn.Options, p *testhost.Pair, port uint16) (*server, error) {
+	ap := netip.AddrPortFrom(xdpAddr(p.A, 3), port)
+	var s *netconn.Service
+	if err := p.A.Do(func() error {
+		var err error
+		s, err = netconn.New(config(o, p.A.Iface, ap), nopts)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	ln, err := s.Listen(port)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	sv := startServer(o.kind, ap, ln, o.size)
+	sv.svc = s
+	sv.close = func() { sv.shutdown(); s.Close() }
+	return sv, nil
+}
+
+// startKernel serves on A's kernel TCP at A's own address.
+func startKernel(o options, p *testhost.Pair, port uint16) (*server, error) {
+	ap := netip.AddrPortFrom(p.A.Addr, port)
+	var ln net.Listener
+	if err := p.A.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp4", ap.String())
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	sv := startServer("kernel tcp", ap, ln, o.size)
+	sv.close = sv.shutdown
+	return sv, nil
+}
+
+func startServer(name string, ap netip.AddrPort, ln net.Listener, size int) *server {
+	sv := &server{name: name, url: "http://" + ap.String() + "/", srv: &http.Server{Handler: handler(size)}, done: make(chan error, 1)}
+	go func() { sv.done <- sv.srv.Serve(ln) }()
+	return sv
+}
+
+func (sv *server) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sv.srv.Shutdown(ctx)
+	<-sv.done
+}
+
+// demo serves over tcp-xdp on a test host and prints one answer to a
+// kernel client.
+func demo(o options, nopts netconn.Options, stdout io.Writer) error {
+	p, err := testhost.New(testhost.Options{})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	sv, err := startXDP(o, nopts, p, 8080)
+	if err != nil {
+		return err
+	}
+	defer sv.close()
+	client := kernelClient(p.B, 1)
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(sv.url + "demo")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "server: net/http over %s (%s) at %s in namespace A (%s)\n", o.kind, sv.svc.Stats().Mode, sv.url, p.A.Iface)
+	fmt.Fprintf(stdout, "client: Go's http.Client on kernel TCP in namespace B (%s, %s)\n", p.B.Iface, p.B.Addr)
+	fmt.Fprintf(stdout, "GET %sdemo: %s\n%s", sv.url, resp.Status, body)
+	return nil
+}
+
+// result is one measurement.
+type result struct {
+	name              string
+	requests          int
+	wall              time.Duration
+	p50, p90, p99, mx time.Duration
+	errors            int64
+}
+
+// bench measures kernel TCP and tcp-xdp on one test host, alternating.
+func bench(o options, nopts netconn.Options, stdout io.Writer) error {
+	if o.requests < 1 || o.conns < 1 || o.rounds < 1 {
+		return errors.New("--requests, --conns and --rounds must be positive")
+	}
+	p, err := testhost.New(testhost.Options{})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	fmt.Fprintf(stdout, "# httpxdp --bench: %d requests over %d keep-alive connections per measurement, %d-byte bodies, GOMAXPROCS %d, %d CPUs, poller %s",
+		o.requests, o.conns, o.size, runtime.GOMAXPROCS(0), runtime.NumCPU(), nopts.Poll)
+	if o.cpu >= 0 {
+		fmt.Fprintf(stdout, " pinned to CPU %d", o.cpu)
+	}
+	fmt.Fprintf(stdout, "\n# server in namespace A (%s), Go's http.Client on kernel TCP in B (%s)\n\n", p.A.Iface, p.B.Iface)
+	fmt.Fprintln(stdout, "| server path | round | requests | req/s | p50 µs | p90 µs | p99 µs | max µs | errors |")
+	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|")
+	var all []result
+	for round := 1; round <= o.rounds; round++ {
+		for _, path := range []string{"kernel", "xdp"} {
+			var sv *server
+			if path == "kernel" {
+				sv, err = startKernel(o, p, 8080)
+			} else {
+				sv, err = startXDP(o, nopts, p, 8081)
+			}
+			if err != nil {
+				return fmt.Errorf("%s server: %w", path, err)
+			}
+			r, err := measure(sv, p.B, o)
+			var counters string
+			if sv.svc != nil {
+				st := sv.svc.Stats()
+				counters = layerSummary(st)
+			}
+			sv.close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", sv.name, err)
+			}
+			all = append(all, r)
+			fmt.Fprintf(stdout, "| %s | %d | %d | %.0f | %.1f | %.1f | %.1f | %.1f | %d |\n", r.name, round, r.requests,
+				float64(r.requests)/r.wall.Seconds(), us(r.p50), us(r.p90), us(r.p99), us(r.mx), r.errors)
+			if counters != "" {
+				fmt.Fprintf(stdout, "<!-- %s -->\n", counters)
+			}
+		}
+	}
+	return nil
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// layerSummary picks the counters that tell a slow path from a lossy one.
+func layerSummary(st core.Stats) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:", st.Mode)
+	for _, c := range st.Layers {
+		switch c.Layer + "/" + c.Name {
+		case "netstack/tcp_retransmits", "netstack/tcp_timeouts", "netstack/tcp_resets_sent",
+			"netconn/accepts", "netconn/poll_rounds", "netconn/poll_frames", "netconn/sleeps",
+			"link/tx_ring_full", "link/kicks", "link/writer_kicks", "link/rx_frames", "link/tx_frames":
+			fmt.Fprintf(&b, " %s/%s=%d", c.Layer, c.Name, c.Value)
+		}
+	}
+	fmt.Fprintf(&b, " syscalls=%d", st.Syscalls)
+	return b.String()
+}
+
+// measure sends o.requests GETs to sv from o.conns goroutines sharing one
+// keep-alive client in h, after a warm-up of one request per connection
+// and 10% more, and returns the wall time and latency percentiles.
+func measure(sv *server, h *testhost.Host, o options) (result, error) {
+	client := kernelClient(h, o.conns)
+	defer client.CloseIdleConnections()
+	get := func() error {
+		resp, err := client.Get(sv.url)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		return err
+	}
+	warm := o.conns + o.requests/10
+	if err := spread(o.conns, warm, func(int) error { return get() }); err != nil {
+		return result{}, fmt.Errorf("warm-up: %w", err)
+	}
+	lat := make([]time.Duration, o.requests)
+	var errs atomic.Int64
+	start := time.Now()
+	err := spread(o.conns, o.requests, func(i int) error {
+		t0 := time.Now()
+		if err := get(); err != nil {
+			errs.Add(1)
+			return err
+		}
+		lat[i] = time.Since(t0)
+		return nil
+	})
+	wall := time.Since(start)
+	if err != nil {
+		return result{}, err
+	}
+	slices.Sort(lat)
+	q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))] }
+	return result{name: sv.name, requests: o.requests, wall: wall, p50: q(0.5), p90: q(0.9), p99: q(0.99), mx: lat[len(lat)-1], errors: errs.Load()}, nil
+}
+
+// spread runs fn(i) for i in [0, n) on workers goroutines and returns the
+// first error.
+func spread(workers, n int, fn func(i int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
