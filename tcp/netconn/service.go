@@ -305,12 +305,21 @@ func (s *Service) poll(claimed chan<- error) {
 		return
 	}
 	defer th.Release()
-	// A goroutine locked to its thread (pinned) must not yield: the Go
-	// runtime would hand its P to another thread and back, two wake-ups
-	// per yield. An unpinned one yields after delivering frames, so that
-	// netstack's processor goroutine, made runnable on this P, runs at
-	// once (package stack has the numbers), and in idle spinning rounds.
+	// An unpinned poller yields after a round that delivered frames, so
+	// that the netstack processor it made runnable on this P runs at once
+	// (package stack has the numbers). A pinned one, locked to its
+	// thread, must not: the Go runtime would hand its P to another thread
+	// and back, two wake-ups per yield; the processor is stolen by
+	// another P instead. Rounds that find nothing do not yield either: a
+	// goroutine that yields in a loop sits in the global run queue, keeps
+	// the other Ps stealing it back and forth, and starves the network
+	// poller, so that kernel sockets in the same process (a database
+	// client, a kernel-side peer in tests) wait milliseconds for their
+	// readiness. The spinning poller holds its P instead and is preempted
+	// by the runtime like any long-running goroutine; with GOMAXPROCS 1
+	// (nothing else would run) it yields anyway.
 	yield := len(s.cfg.CPUs) == 0
+	idleYield := runtime.GOMAXPROCS(0) == 1
 	ep := s.st.EP
 	batch := s.cfg.RxBatch
 	var idleSince time.Time
@@ -349,7 +358,7 @@ func (s *Service) poll(claimed chan<- error) {
 				continue
 			}
 		}
-		if yield {
+		if idleYield {
 			runtime.Gosched()
 		}
 	}
