@@ -35,6 +35,8 @@ func groupOpener(kind string) (groupOpenFunc, bool) {
 	switch kind {
 	case core.KindUDP:
 		return kudp.NewGroup, true
+	case core.KindXDP:
+		return udp.NewXDPGroup, true
 	case core.KindDPDK, core.KindTCPDPDK:
 		if dpdkGroups != nil {
 			return dpdkGroups(kind)

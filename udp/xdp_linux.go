@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -48,19 +49,35 @@ import (
 // oversized MaxDatagram is a *core.ConfigError) or a failed resolution.
 // Everything is undone on error.
 func NewXDP(cfg core.Config) (core.Backend, error) {
+	cfg, err := xdpConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := core.CheckOneQueue(cfg); err != nil {
+		return nil, err
+	}
+	return openXDPQueue(cfg, nil, "")
+}
+
+// xdpConfig applies cfg's defaults and checks it for kind xdp.
+func xdpConfig(cfg core.Config) (core.Config, error) {
 	if cfg.Kind == "" {
 		cfg.Kind = core.KindXDP
 	}
 	cfg = cfg.WithDefaults()
 	if cfg.Kind != core.KindXDP {
-		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "udp.NewXDP opens kind xdp only"}
+		return cfg, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "udp.NewXDP opens kind xdp only"}
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return cfg, err
 	}
-	if cfg.Queues > 1 {
-		return nil, core.NotSupported("xdp with several queues", "", "only one queue is implemented; set Queues to 1", nil)
-	}
+	return cfg, nil
+}
+
+// openXDPQueue opens one queue of kind xdp: cfg is the queue's, prog the
+// program its socket registers into (nil: one of its own), note ends
+// Stats.Mode.
+func openXDPQueue(cfg core.Config, prog *afxdp.Program, note string) (core.Backend, error) {
 	ifc, err := net.InterfaceByName(cfg.Iface)
 	if err != nil {
 		return nil, fmt.Errorf("udp: xdp: interface %s: %w", cfg.Iface, err)
@@ -83,7 +100,9 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 		return nil, fmt.Errorf("udp: xdp: netlink: %w", err)
 	}
 	undo = append(undo, nl.Close)
-	x, err := afxdp.Open(afxdp.OptionsFromConfig(cfg))
+	o := afxdp.OptionsFromConfig(cfg)
+	o.Shared = prog
+	x, err := afxdp.Open(o)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +116,9 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 	mode := "xdp " + x.Mode()
 	if cfg.Pcap != "" {
 		mode += " +pcap"
+	}
+	if note != "" {
+		mode += ", " + note
 	}
 	opts := RawOptions{
 		Mode: mode,
@@ -125,6 +147,95 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 	undo = nil
 	return r, nil
 }
+
+// xdpGroup is kind xdp with several queues.
+type xdpGroup struct {
+	cfg  core.Config
+	prog *afxdp.Program
+
+	mu     sync.Mutex
+	opened []bool
+}
+
+var _ core.QueueGroup = (*xdpGroup)(nil)
+
+// NewXDPGroup opens kind xdp with cfg.Queues queues: it attaches one XDP
+// program to cfg.Iface (afxdp.AttachProgram), whose socket map holds
+// interface queues XDP.QueueID .. XDP.QueueID+Queues-1, and OpenQueue(q)
+// binds an AF_XDP socket to interface queue XDP.QueueID+q, registers it
+// there, and runs a Raw over it, as NewXDP does for one queue. The program
+// redirects each frame by the queue the device received it on
+// (rx_queue_index), so a queue receives what the device's RSS (on veth:
+// the sender's TX queue, which XPS picks by the sender's CPU) puts on its
+// interface queue, and transmits on that same interface queue.
+//
+// A server's queues all serve Config.Port. A client's queue q sends from
+// port LocalPort+q (LocalPort defaults to Port), a flow of its own, and
+// the program takes the answers to all of those ports; each queue takes
+// only the answers to its own (one that lands on another queue is
+// counted there as filtered, "udp" other_port). On a NIC, answers to port
+// LocalPort+q reach queue q only if a flow rule steers them there
+// (ethtool -N <iface> flow-type udp4 dst-port <LocalPort+q> action <q>):
+// RSS alone hashes them anywhere.
+//
+// Call NewXDPGroup and every OpenQueue inside the interface's network
+// namespace; OpenQueue on the goroutine that will poll queue q (pinned to
+// CPUs[q] when set). Linux >= 5.9 (bpf_link), as NewXDP.
+func NewXDPGroup(cfg core.Config) (core.QueueGroup, error) {
+	cfg, err := xdpConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	o := afxdp.OptionsFromConfig(cfg)
+	po := afxdp.ProgramOptions{Iface: cfg.Iface, Program: o.Program, Port: o.Port,
+		FirstQueue: cfg.XDP.QueueID, Queues: cfg.Queues, Mode: cfg.XDP.Mode}
+	if cfg.Role == core.RoleClient {
+		po.Ports = cfg.Queues
+		if int(o.Port)+cfg.Queues > 65536 {
+			return nil, &core.ConfigError{Field: "LocalPort", Value: o.Port, Reason: fmt.Sprintf("queue q sends from LocalPort+q: %d queues from %d run past 65535", cfg.Queues, o.Port)}
+		}
+	}
+	prog, err := afxdp.AttachProgram(po)
+	if err != nil {
+		return nil, err
+	}
+	return &xdpGroup{cfg: cfg, prog: prog, opened: make([]bool, cfg.Queues)}, nil
+}
+
+// OpenQueue opens queue q. See core.QueueGroup.
+func (g *xdpGroup) OpenQueue(q int) (core.Backend, error) {
+	if q < 0 || q >= g.cfg.Queues {
+		return nil, &core.ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
+	}
+	g.mu.Lock()
+	if g.opened[q] {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("udp: xdp: queue %d is open already", q)
+	}
+	g.opened[q] = true
+	g.mu.Unlock()
+	qc := g.cfg.ForQueue(q)
+	if g.cfg.Role == core.RoleClient {
+		qc.LocalPort = g.cfg.LocalPort + uint16(q)
+	}
+	return openXDPQueue(qc, g.prog, fmt.Sprintf("queue %d of %d", q, g.cfg.Queues))
+}
+
+// Mode says how frames reach the queues.
+func (g *xdpGroup) Mode() string { return "xdp program " + g.prog.Mode() + " by rx_queue_index" }
+
+// AppendCounters appends the shared program's counters ("xdp-prog"),
+// counted once for all queues.
+func (g *xdpGroup) AppendCounters(dst []core.Counter) []core.Counter {
+	c, err := g.prog.Counters()
+	if err != nil {
+		return dst
+	}
+	return append(dst, c.Layers()...)
+}
+
+// Close detaches the program. Close the queues first.
+func (g *xdpGroup) Close() error { return g.prog.Close() }
 
 // neighValid are the NUD states whose hardware address may be used.
 const neighValid = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | netlink.NUD_PROBE |

@@ -1,0 +1,385 @@
+package dgramio_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+func TestNewRefusesQueues(t *testing.T) {
+	_, err := dgramio.New(dgramio.Config{Kind: "udp", Dests: []netip.Addr{netip.MustParseAddr("127.0.0.1")}, Port: 9, Queues: 2})
+	var ce *dgramio.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Queues" || !strings.Contains(err.Error(), "NewGroup") {
+		t.Fatalf("New with Queues 2: %v; want a ConfigError on Queues naming NewGroup", err)
+	}
+}
+
+// TestGroupRefusesBusyPollersBeyondCPUs asks for one busy poller more
+// than the process has CPUs: refused with a ConfigError that says why
+// and what to do, before anything is opened; yielding pollers are fine.
+func TestGroupRefusesBusyPollersBeyondCPUs(t *testing.T) {
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := dgramio.Config{Kind: "udp", Role: dgramio.RoleServer, LocalIP: netip.MustParseAddr("127.0.0.1"),
+		Port: 9, Queues: len(allowed) + 1}
+	_, err = dgramio.NewGroup(cfg)
+	var ce *dgramio.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Poll" {
+		t.Fatalf("%d busy pollers on %d CPUs: %v; want a ConfigError on Poll", cfg.Queues, len(allowed), err)
+	}
+	for _, want := range []string{fmt.Sprint(len(allowed) + 1), cpu.FormatList(allowed), `"yield"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	cfg.Poll = dgramio.PollYield
+	cfg.Port = 0 // no socket is opened: Validate refuses it first
+	if _, err := dgramio.NewGroup(cfg); !errors.As(err, &ce) || ce.Field != "Port" {
+		t.Fatalf("yield with port 0: %v; want only the Port error", err)
+	}
+	cfg.Port, cfg.CPUs = 9, make([]int, cfg.Queues)
+	for i := range cfg.CPUs {
+		cfg.CPUs[i] = 4096 + i
+	}
+	if _, err := dgramio.NewGroup(cfg); !errors.As(err, &ce) || ce.Field != "CPUs" {
+		t.Fatalf("CPUs outside the allowed set: %v; want a ConfigError on CPUs", err)
+	}
+}
+
+// twoCPUs returns two CPUs the process may use, or skips.
+func twoCPUs(t *testing.T) []int {
+	t.Helper()
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		testutil.Skip(t, fmt.Sprintf("two queues on two CPUs: this process may use %v", allowed))
+	}
+	return allowed[:2]
+}
+
+// flowMsg is a test message: the sending queue, a sequence number,
+// padding.
+const flowMsg = 64
+
+func putFlowMsg(b []byte, flow, seq uint32) {
+	binary.BigEndian.PutUint32(b, flow)
+	binary.BigEndian.PutUint32(b[4:], seq)
+	for i := 8; i < len(b); i++ {
+		b[i] = byte(flow*31 + seq + uint32(i))
+	}
+}
+
+func flowMsgOf(b []byte) (flow, seq uint32, err error) {
+	if len(b) != flowMsg {
+		return 0, 0, fmt.Errorf("message of %d bytes, want %d", len(b), flowMsg)
+	}
+	flow, seq = binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
+	for i := 8; i < len(b); i++ {
+		if b[i] != byte(flow*31+seq+uint32(i)) {
+			return flow, seq, fmt.Errorf("flow %d seq %d: byte %d damaged", flow, seq, i)
+		}
+	}
+	return flow, seq, nil
+}
+
+// serverQueue is what one server queue saw: per sender (From), the
+// messages in arrival order.
+type serverQueue struct {
+	from  map[netip.AddrPort][]uint32 // sequence numbers by sender
+	flows map[netip.AddrPort]uint32   // sender → flow id in its messages
+	n     atomic.Int64
+	err   error
+}
+
+// runFlows runs a two-queue exchange: the client group on cli sends n
+// messages from each queue (flow q from queue q's poller), the server
+// group on srv echoes each one back from the queue that received it. It
+// checks that every flow's messages arrive, each flow at one server queue
+// only and in order, that each server queue carries some, that every echo
+// comes back, and that the per-queue counters add up to the group's.
+func runFlows(t *testing.T, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgramio.Config, n int) {
+	t.Helper()
+	const queues = 2
+	var srv, cli *dgramio.Group
+	if err := srvHost.Do(func() (err error) { srv, err = dgramio.NewGroup(srvCfg); return err }); err != nil {
+		testutil.SkipIfNotSupported(t, err)
+		t.Fatalf("server group: %v", err)
+	}
+	defer srv.Close()
+
+	res := make([]*serverQueue, queues)
+	stop := make(chan struct{})
+	var swg sync.WaitGroup
+	ready := make(chan error, queues)
+	for q := range queues {
+		res[q] = &serverQueue{from: map[netip.AddrPort][]uint32{}, flows: map[netip.AddrPort]uint32{}}
+		swg.Add(1)
+		go func() {
+			defer swg.Done()
+			r := res[q]
+			r.err = srvHost.Do(func() error {
+				b, err := srv.Open(q)
+				ready <- err
+				if err != nil {
+					return err
+				}
+				defer b.Close()
+				pkts := make([]dgramio.Packet, 32)
+				for {
+					k, err := b.Rx(pkts)
+					if err != nil {
+						return fmt.Errorf("server queue %d: Rx: %w", q, err)
+					}
+					for _, p := range pkts[:k] {
+						flow, seq, err := flowMsgOf(p.Data)
+						if err != nil {
+							return fmt.Errorf("server queue %d: %w", q, err)
+						}
+						r.from[p.From] = append(r.from[p.From], seq)
+						r.flows[p.From] = flow
+						for !b.QueueTo(p.Data, p.From) {
+							if err := b.Flush(); err != nil {
+								return err
+							}
+						}
+					}
+					if k > 0 {
+						r.n.Add(int64(k))
+						if err := b.Flush(); err != nil {
+							return fmt.Errorf("server queue %d: Flush: %w", q, err)
+						}
+						continue
+					}
+					select {
+					case <-stop:
+						return nil
+					default:
+					}
+					if err := dgramio.Idle(b, srvCfg.Poll, time.Millisecond); err != nil {
+						return fmt.Errorf("server queue %d: Idle: %w", q, err)
+					}
+				}
+			})
+		}()
+	}
+	for range queues {
+		if err := <-ready; err != nil {
+			close(stop)
+			swg.Wait()
+			testutil.SkipIfNotSupported(t, err)
+			t.Fatalf("open server queue: %v", err)
+		}
+	}
+
+	if err := cliHost.Do(func() (err error) { cli, err = dgramio.NewGroup(cliCfg); return err }); err != nil {
+		close(stop)
+		swg.Wait()
+		testutil.SkipIfNotSupported(t, err)
+		t.Fatalf("client group: %v", err)
+	}
+	defer cli.Close()
+	echoes := make([]int, queues)
+	cliErr := make([]error, queues)
+	var cwg sync.WaitGroup
+	for q := range queues {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			cliErr[q] = cliHost.Do(func() error {
+				b, err := cli.Open(q)
+				if err != nil {
+					return err
+				}
+				defer b.Close()
+				msg := make([]byte, flowMsg)
+				pkts := make([]dgramio.Packet, 32)
+				next := uint32(0) // next echo expected
+				sent := 0
+				deadline := time.Now().Add(30 * time.Second)
+				for echoes[q] < n {
+					if time.Now().After(deadline) {
+						return fmt.Errorf("client queue %d: %d of %d sent, %d echoes after 30 s; stats %+v", q, sent, n, echoes[q], b.Stats())
+					}
+					// A window of 32 messages in flight.
+					for sent < n && sent-echoes[q] < 32 {
+						putFlowMsg(msg, uint32(q), uint32(sent))
+						if !b.Queue(msg) {
+							break
+						}
+						sent++
+					}
+					if err := b.Flush(); err != nil {
+						return fmt.Errorf("client queue %d: Flush: %w", q, err)
+					}
+					k, err := b.Rx(pkts)
+					if err != nil {
+						return fmt.Errorf("client queue %d: Rx: %w", q, err)
+					}
+					for _, p := range pkts[:k] {
+						flow, seq, err := flowMsgOf(p.Data)
+						if err != nil {
+							return fmt.Errorf("client queue %d: echo: %w", q, err)
+						}
+						if flow != uint32(q) || seq != next {
+							return fmt.Errorf("client queue %d: echo of flow %d seq %d, want flow %d seq %d", q, flow, seq, q, next)
+						}
+						next++
+						echoes[q]++
+					}
+					if k == 0 {
+						if err := dgramio.Idle(b, cliCfg.Poll, time.Millisecond); err != nil {
+							return fmt.Errorf("client queue %d: Idle: %w", q, err)
+						}
+					}
+				}
+				return nil
+			})
+		}()
+	}
+	cwg.Wait()
+	cliStats, cliQueues := cli.Stats(), cli.QueueStats()
+	close(stop)
+	swg.Wait()
+	for q, err := range cliErr {
+		if err != nil {
+			t.Errorf("client queue %d: %v", q, err)
+		}
+	}
+	for q, r := range res {
+		if r.err != nil {
+			t.Errorf("server queue %d: %v", q, r.err)
+		}
+	}
+	if t.Failed() {
+		t.Logf("server stats %+v", srv.QueueStats())
+		return
+	}
+
+	// Every flow arrived whole, in order, at one server queue.
+	where := map[netip.AddrPort]int{}
+	for q, r := range res {
+		if len(r.from) == 0 {
+			t.Errorf("server queue %d carried nothing", q)
+		}
+		for from, seqs := range r.from {
+			if other, seen := where[from]; seen {
+				t.Errorf("flow from %s arrived at server queues %d and %d", from, other, q)
+			}
+			where[from] = q
+			for i, s := range seqs {
+				if s != uint32(i) {
+					t.Errorf("flow from %s at server queue %d: message %d is sequence %d", from, q, i, s)
+					break
+				}
+			}
+			if len(seqs) != n {
+				t.Errorf("flow from %s: %d of %d messages at server queue %d", from, len(seqs), n, q)
+			}
+			t.Logf("flow %d (from %s) → server queue %d: %d messages", r.flows[from], from, q, len(seqs))
+		}
+	}
+	if len(where) != queues {
+		t.Errorf("%d flows arrived, want %d (one per client queue)", len(where), queues)
+	}
+
+	// Per-queue counters add up to the group's, on both sides.
+	srvStats, srvQueues := srv.Stats(), srv.QueueStats()
+	for _, side := range []struct {
+		name   string
+		total  dgramio.Stats
+		queues []dgramio.Stats
+		rx, tx uint64
+	}{
+		{"server", srvStats, srvQueues, uint64(queues * n), uint64(queues * n)},
+		{"client", cliStats, cliQueues, uint64(queues * n), uint64(queues * n)},
+	} {
+		var rx, tx uint64
+		for q, s := range side.queues {
+			if s.RxDelivered == 0 || s.TxSent == 0 {
+				t.Errorf("%s queue %d: RxDelivered %d TxSent %d, want both above zero", side.name, q, s.RxDelivered, s.TxSent)
+			}
+			rx += s.RxDelivered
+			tx += s.TxSent
+		}
+		if rx != side.total.RxDelivered || tx != side.total.TxSent {
+			t.Errorf("%s: queues add up to rx %d tx %d, the group says rx %d tx %d", side.name, rx, tx, side.total.RxDelivered, side.total.TxSent)
+		}
+		if side.total.RxDelivered != side.rx || side.total.TxSent != side.tx {
+			t.Errorf("%s: rx %d tx %d, want %d and %d", side.name, side.total.RxDelivered, side.total.TxSent, side.rx, side.tx)
+		}
+		if !strings.Contains(side.total.Mode, "2 queues") || !strings.Contains(side.total.Mode, "poll yield") {
+			t.Errorf("%s mode %q does not say 2 queues, poll yield", side.name, side.total.Mode)
+		}
+		t.Logf("%s: %s", side.name, side.total.Mode)
+	}
+	if lost := srvStats.Lost() + cliStats.Lost(); lost != 0 {
+		t.Errorf("%d messages counted lost", lost)
+	}
+}
+
+// groupPair makes a two-queue veth pair whose XPS masks send CPU q's
+// frames on TX queue q, and whose ends know each other's MAC: a datagram
+// that waits for ARP leaves from the CPU that handles the ARP reply, and a
+// connected socket keeps the TX queue of its first datagram.
+func groupPair(t *testing.T, cpus []int) *testhost.Pair {
+	t.Helper()
+	p := testhost.NewT(t, testhost.Options{Queues: 2, XPSCPUs: cpus})
+	if err := p.A.AddNeigh(p.B.Addr, p.B.MAC); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.B.AddNeigh(p.A.Addr, p.A.MAC); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestGroupXDP: an xdp server with two queues (one XSK per queue, one
+// program) answers a kernel udp client with two queues (a socket each).
+func TestGroupXDP(t *testing.T) {
+	cpus := twoCPUs(t)
+	p := groupPair(t, cpus)
+	srv := dgramio.Config{Kind: "xdp", Role: dgramio.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 7000,
+		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield, MaxDatagram: 1024}
+	cli := dgramio.Config{Kind: "udp", LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
+		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield, MaxDatagram: 1024}
+	runFlows(t, p.A, p.B, srv, cli, 500)
+}
+
+// TestGroupXDPClient: an xdp client with two queues (ports 7100 and 7101)
+// talks to a kernel udp server with two reuseport sockets.
+func TestGroupXDPClient(t *testing.T) {
+	cpus := twoCPUs(t)
+	p := groupPair(t, cpus)
+	srv := dgramio.Config{Kind: "udp", Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000,
+		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield, MaxDatagram: 1024}
+	cli := dgramio.Config{Kind: "xdp", Iface: p.B.Iface, LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
+		LocalPort: 7100, Queues: 2, CPUs: cpus, Poll: dgramio.PollYield, MaxDatagram: 1024}
+	runFlows(t, p.A, p.B, srv, cli, 500)
+}
+
+// TestGroupKernelUDP: kernel udp on both ends, two reuseport sockets
+// steered by CPU on the server.
+func TestGroupKernelUDP(t *testing.T) {
+	cpus := twoCPUs(t)
+	p := groupPair(t, cpus)
+	srv := dgramio.Config{Kind: "udp", Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000,
+		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
+	cli := dgramio.Config{Kind: "udp", LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
+		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
+	runFlows(t, p.A, p.B, srv, cli, 500)
+}
