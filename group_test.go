@@ -142,6 +142,10 @@ func runFlows(t *testing.T, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 				pkts := make([]dgramio.Packet, 32)
 				for {
 					k, err := b.Rx(pkts)
+					var pe *dgramio.PeerError
+					if errors.As(err, &pe) && !pe.Reset {
+						continue // a stream client that finished and closed
+					}
 					if err != nil {
 						return fmt.Errorf("server queue %d: Rx: %w", q, err)
 					}
@@ -380,6 +384,29 @@ func TestGroupKernelUDP(t *testing.T) {
 	srv := dgramio.Config{Kind: "udp", Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000,
 		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
 	cli := dgramio.Config{Kind: "udp", LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
+		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
+	runFlows(t, p.A, p.B, srv, cli, 500)
+}
+
+// TestGroupURing: kind uring on both ends, a ring per queue.
+func TestGroupURing(t *testing.T) {
+	cpus := twoCPUs(t)
+	p := groupPair(t, cpus)
+	srv := dgramio.Config{Kind: "uring", Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000,
+		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
+	cli := dgramio.Config{Kind: "uring", LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
+		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
+	runFlows(t, p.A, p.B, srv, cli, 500)
+}
+
+// TestGroupKernelTCP: kind tcp on both ends: two reuseport listeners
+// steered by CPU, one connection per client queue.
+func TestGroupKernelTCP(t *testing.T) {
+	cpus := twoCPUs(t)
+	p := groupPair(t, cpus)
+	srv := dgramio.Config{Kind: "tcp", Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000,
+		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
+	cli := dgramio.Config{Kind: "tcp", LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
 		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
 	runFlows(t, p.A, p.B, srv, cli, 500)
 }

@@ -35,6 +35,10 @@ func groupOpener(kind string) (groupOpenFunc, bool) {
 	switch kind {
 	case core.KindUDP:
 		return kudp.NewGroup, true
+	case core.KindURing:
+		return uring.NewGroup, true
+	case core.KindTCP:
+		return ktcp.NewGroup, true
 	case core.KindXDP:
 		return udp.NewXDPGroup, true
 	case core.KindDPDK, core.KindTCPDPDK:

@@ -113,29 +113,44 @@ var _ core.Backend = (*Backend)(nil)
 // did when called on that goroutine, and leaves the thread pinned
 // otherwise.
 func New(cfg core.Config) (core.Backend, error) {
+	return openQueue(cfg, -1, sock.Granted{}, "")
+}
+
+// openQueue opens a backend: a server on the listener lfd with what the
+// kernel granted it (a queue of a group, which hands lfd over: it is
+// closed on error), or one that listens or connects itself when lfd is
+// -1. note ends Stats.Mode.
+func openQueue(cfg core.Config, lfd int, granted sock.Granted, note string) (core.Backend, error) {
 	cfg, err := sock.Prepare(cfg, core.KindTCP)
 	if err != nil {
+		if lfd >= 0 {
+			unix.Close(lfd)
+		}
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, lfd: -1, epfd: -1, byAddr: make(map[netip.AddrPort]*conn)}
-	if b.thread, err = cpu.Claim(cfg.CPUs, false); err != nil {
-		return nil, err
-	}
+	b := &Backend{cfg: cfg, lfd: lfd, epfd: -1, byAddr: make(map[netip.AddrPort]*conn)}
 	ok := false
 	defer func() {
 		if !ok {
 			b.release()
 		}
 	}()
+	if b.thread, err = cpu.Claim(cfg.CPUs, false); err != nil {
+		return nil, err
+	}
 	if b.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
 	}
 	if b.waker, err = fdwait.NewWaker(); err != nil {
 		return nil, err
 	}
-	if cfg.Role == core.RoleServer {
+	switch {
+	case lfd >= 0:
+		b.granted, b.local = granted, granted.Local
+		err = b.epollAdd(lfd, unix.EPOLLIN)
+	case cfg.Role == core.RoleServer:
 		err = b.listen()
-	} else {
+	default:
 		err = b.connectAll()
 	}
 	if err != nil {
@@ -148,6 +163,9 @@ func New(cfg core.Config) (core.Backend, error) {
 		b.mode += "TCP_NODELAY, "
 	}
 	b.mode += b.granted.Mode()
+	if note != "" {
+		b.mode += ", " + note
+	}
 	ok = true
 	return b, nil
 }
@@ -183,33 +201,12 @@ func (b *Backend) release() error {
 }
 
 func (b *Backend) listen() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	fd, g, err := sock.ListenTCP(b.cfg, false)
 	if err != nil {
-		return fmt.Errorf("socket tcp: %w", err)
-	}
-	b.lfd = fd
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
-		return fmt.Errorf("setsockopt SO_REUSEADDR: %w", err)
-	}
-	// Accepted connections inherit the listener's options; set the
-	// buffers before listen so the window scale covers them.
-	if b.granted, err = sock.TuneTCP(fd, b.cfg); err != nil {
 		return err
 	}
-	if err := sock.Bind(fd, sock.BindAddr(b.cfg.LocalIP, b.cfg.Port)); err != nil {
-		return err
-	}
-	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	if b.local, err = sock.LocalAddr(fd); err != nil {
-		return err
-	}
-	b.granted.Local = b.local
-	if err := b.epollAdd(fd, unix.EPOLLIN); err != nil {
-		return err
-	}
-	return nil
+	b.lfd, b.granted, b.local = fd, g, g.Local
+	return b.epollAdd(fd, unix.EPOLLIN)
 }
 
 func (b *Backend) epollAdd(fd int, events uint32) error {

@@ -169,6 +169,20 @@ func New(cfg core.Config) (core.Backend, error) {
 }
 
 func open(cfg core.Config) (_ *Backend, err error) {
+	return openQueue(cfg, -1, sock.Granted{}, "")
+}
+
+// openQueue opens a backend on the server socket fd with what the kernel
+// granted it (a queue of a group, which hands fd over: it is closed on
+// error), or on a socket of its own when fd is -1. note ends Stats.Mode.
+func openQueue(cfg core.Config, fd int, granted sock.Granted, note string) (_ *Backend, err error) {
+	if fd >= 0 {
+		defer func() {
+			if err != nil {
+				unix.Close(fd)
+			}
+		}()
+	}
 	if cfg, err = sock.Prepare(cfg, core.KindURing); err != nil {
 		return nil, err
 	}
@@ -210,11 +224,15 @@ func open(cfg core.Config) (_ *Backend, err error) {
 	}
 	undo = append(undo, func() { _ = b.thread.Release() })
 
-	b.fd, b.granted, err = sock.OpenUDP(cfg)
-	if err != nil {
-		return nil, err
+	if fd >= 0 {
+		b.fd, b.granted = fd, granted // closed by openQueue's own undo
+	} else {
+		b.fd, b.granted, err = sock.OpenUDP(cfg)
+		if err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { unix.Close(b.fd) })
 	}
-	undo = append(undo, func() { unix.Close(b.fd) })
 
 	// One slot per destination and message (a server without Dests
 	// answers one at a time with QueueTo).
@@ -292,6 +310,9 @@ func open(cfg core.Config) (_ *Backend, err error) {
 	}
 	b.syscallsAtOpen = b.ring.Syscalls()
 	b.mode = b.describe()
+	if note != "" {
+		b.mode += ", " + note
+	}
 	return b, nil
 }
 

@@ -10,3 +10,8 @@ import "github.com/dgramio/dgramio/internal/core"
 func New(cfg core.Config) (core.Backend, error) {
 	return nil, core.NotSupported("kind uring", "", "io_uring needs 64-bit Linux; use kind udp", nil)
 }
+
+// NewGroup reports that kind uring is not available, as New does.
+func NewGroup(cfg core.Config) (core.QueueGroup, error) {
+	return nil, core.NotSupported("kind uring", "", "io_uring needs 64-bit Linux; use kind udp", nil)
+}
