@@ -25,7 +25,9 @@
 //     delivered, each lands in the counter the test expects (the XDP
 //     program's pass_* counters when it leaves the frame to the kernel, or
 //     RxMalformed, RxBadChecksum, RxFiltered of the backend), and the good
-//     datagrams sent around them arrive intact.
+//     datagrams sent around them arrive intact. A userspace TCP server gets
+//     hostile segments (blind RST and SYN, illegal flags, bad checksums,
+//     lying lengths) beside a live connection, which survives them.
 //   - TestFaultCrashXDP and TestFaultSignalRestoresHost: an echo process
 //     holding an XDP socket is killed with SIGKILL, or stopped with SIGINT
 //     and SIGTERM; no XDP program stays on the interface, promiscuous mode
@@ -38,6 +40,16 @@
 //   - TestFaultLossyWire: 16 MiB (256 MiB with SOAK=1, make soak) through
 //     each stream kind over the seeded lossy wire of package internal/wire,
 //     byte-exact; the seed is logged and WIRE_SEED replays it.
+//   - FuzzRawRx and FuzzStreamRx: arbitrary frames into the receive path of
+//     the raw datagram backend (checked against udp.Parse: every frame in
+//     exactly one counter) and of the userspace TCP backend (no panic, no
+//     record without a handshake, every frame counted), over frameio/memio.
+//
+// Each backend is opened and polled on one OS thread inside its namespace
+// (kind uring binds its ring to the thread that opened it). Losses are
+// checked per direction: the messages that did not arrive are at most what
+// the counters of both backends and of both kernels count, each drop
+// counted once although several layers may count it (see leg.counted).
 //
 // A kind that dgramio.New does not reach yet skips its subtest with the
 // reason (and fails it when CI=true). The DPDK kinds join with the build tag

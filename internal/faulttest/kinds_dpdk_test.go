@@ -2,7 +2,11 @@
 
 package faulttest
 
-import "github.com/dgramio/dgramio/internal/core"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
 
 // testKinds are the kinds this build tests: with tag dpdk, the DPDK kinds
 // only (the others ran in the build without the tag).
@@ -15,10 +19,13 @@ var xdpKinds = []string{core.KindDPDK, core.KindTCPDPDK}
 // ringKinds are the kinds whose rings TestFaultFullRings shrinks.
 var ringKinds = []string{core.KindDPDK}
 
-// smallRings gives cfg rings of a few dozen descriptors (and the vdev's
-// UMEM, when it is net_af_xdp, few frames).
+// smallRings gives cfg rings of a few dozen descriptors.
 func smallRings(cfg *core.Config) {
 	cfg.DPDK.RxDesc = 64
 	cfg.DPDK.TxDesc = 64
-	cfg.DPDK.Mbufs = 511
 }
+
+// rawCaps are the capabilities the raw kinds of this build need as a user
+// other than root: AF_XDP's four, and CAP_SYS_ADMIN, without which DPDK
+// 22.11's net_af_xdp cannot create its socket.
+var rawCaps = []uintptr{unix.CAP_NET_RAW, unix.CAP_IPC_LOCK, unix.CAP_BPF, unix.CAP_NET_ADMIN, unix.CAP_SYS_ADMIN}

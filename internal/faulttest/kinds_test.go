@@ -2,7 +2,11 @@
 
 package faulttest
 
-import "github.com/dgramio/dgramio/internal/core"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
 
 // testKinds are the kinds this build tests. The DPDK kinds are tested in
 // the build with tag dpdk (kinds_dpdk_test.go), the others here, so that
@@ -21,3 +25,7 @@ func smallRings(cfg *core.Config) {
 	cfg.XDP.Frames = 64   // 32 to receive, 32 to transmit
 	cfg.XDP.RingSize = 32 // each of the four rings
 }
+
+// rawCaps are the capabilities the raw kinds of this build need as a user
+// other than root.
+var rawCaps = []uintptr{unix.CAP_NET_RAW, unix.CAP_IPC_LOCK, unix.CAP_BPF, unix.CAP_NET_ADMIN}

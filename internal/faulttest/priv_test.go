@@ -229,33 +229,37 @@ type capSet struct {
 
 var capNames = map[uintptr]string{
 	unix.CAP_NET_ADMIN: "CAP_NET_ADMIN", unix.CAP_NET_RAW: "CAP_NET_RAW",
-	unix.CAP_IPC_LOCK: "CAP_IPC_LOCK", unix.CAP_BPF: "CAP_BPF",
+	unix.CAP_IPC_LOCK: "CAP_IPC_LOCK", unix.CAP_BPF: "CAP_BPF", unix.CAP_SYS_ADMIN: "CAP_SYS_ADMIN",
 }
 
 // rawCapSets are the capability sets the raw kinds are tried with: none,
-// then each one short of what AF_XDP needs (creating the socket needs
-// CAP_NET_RAW, pinning the UMEM beyond RLIMIT_MEMLOCK CAP_IPC_LOCK, loading
-// the program CAP_BPF, attaching it CAP_NET_ADMIN), then all four.
-var rawCapSets = []capSet{
-	{"none", nil},
-	{"net_raw", []uintptr{unix.CAP_NET_RAW}},
-	{"net_raw+ipc_lock", []uintptr{unix.CAP_NET_RAW, unix.CAP_IPC_LOCK}},
-	{"net_raw+ipc_lock+bpf", []uintptr{unix.CAP_NET_RAW, unix.CAP_IPC_LOCK, unix.CAP_BPF}},
-	{"net_raw+ipc_lock+net_admin", []uintptr{unix.CAP_NET_RAW, unix.CAP_IPC_LOCK, unix.CAP_NET_ADMIN}},
-	{"net_raw+bpf+net_admin", []uintptr{unix.CAP_NET_RAW, unix.CAP_BPF, unix.CAP_NET_ADMIN}},
-	{"all four", []uintptr{unix.CAP_NET_RAW, unix.CAP_IPC_LOCK, unix.CAP_BPF, unix.CAP_NET_ADMIN}},
+// each one short of rawCaps (what the raw kinds of this build need), and
+// all of rawCaps.
+func rawCapSets() []capSet {
+	sets := []capSet{{"none", nil}}
+	for _, skip := range rawCaps {
+		var cs []uintptr
+		for _, c := range rawCaps {
+			if c != skip {
+				cs = append(cs, c)
+			}
+		}
+		sets = append(sets, capSet{"without " + capNames[skip], cs})
+	}
+	return append(sets, capSet{"all of " + strings.Join(sortedNames(rawCaps), ", "), rawCaps})
 }
 
 // TestFaultPrivileges runs dgramio.New for every kind as user nobody
 // (uid and gid 65534) inside a test namespace, in a child process. With no
 // capability at all, the kernel kinds (udp, uring, tcp) open and carry a
 // round trip to a kernel echo in the other namespace. Every other kind is
-// tried with no capability and with each of the sets rawCapSets lists:
-// short of one of CAP_NET_RAW, CAP_IPC_LOCK, CAP_BPF and CAP_NET_ADMIN it
+// tried with no capability and with each set one short of rawCaps (AF_XDP:
+// creating the socket needs CAP_NET_RAW, pinning the UMEM beyond
+// RLIMIT_MEMLOCK CAP_IPC_LOCK, loading the program CAP_BPF, attaching it
+// and its XSKMAP CAP_NET_ADMIN; DPDK's net_af_xdp also CAP_SYS_ADMIN): it
 // must fail with a *core.PrivilegeError whose Capability names one that is
 // missing, and leave nothing on the interface (no XDP program, promiscuous
-// mode unchanged); with all four it must work (the capabilities the docs
-// name are enough), or fail naming what else it needs.
+// mode unchanged). With all of rawCaps it must work: they are enough.
 func TestFaultPrivileges(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := testhost.NewT(t, testhost.Options{})
@@ -284,7 +288,7 @@ func TestFaultPrivileges(t *testing.T) {
 				}
 				return
 			}
-			for _, cs := range rawCapSets {
+			for _, cs := range rawCapSets() {
 				r := runProbe(t, p, bin, kind, cs.caps)
 				if r.Class == cli.ClassNotBuilt {
 					testutil.Skip(t, fmt.Sprintf("kind %s is not reached through dgramio.New in this build yet: %s", kind, r.Error))
@@ -306,9 +310,9 @@ func TestFaultPrivileges(t *testing.T) {
 func checkProbe(t *testing.T, kind string, cs capSet, r probeResult) {
 	t.Helper()
 	var missing []string
-	for c, name := range capNames {
+	for _, c := range rawCaps {
 		if !slices.Contains(cs.caps, c) {
-			missing = append(missing, name)
+			missing = append(missing, capNames[c])
 		}
 	}
 	sort.Strings(missing)
