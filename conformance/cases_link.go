@@ -56,8 +56,7 @@ func init() {
 			Title: "to reach an address without a neighbour entry the DUT broadcasts a request for it, then sends to the MAC in the reply",
 			Needs: []Cap{CapARP},
 			Run: func(e *Env) {
-				port := e.Port()
-				if _, err := e.DUT.Connect(netip.AddrPortFrom(e.Info.Spare, port), SockOpts{}); err != nil {
+				if _, err := e.DUT.Connect(netip.AddrPortFrom(e.Info.Spare, benchPort), SockOpts{}); err != nil {
 					e.Fatalf("connect: %v", err)
 				}
 				f := e.Expect("ARP request for "+e.Info.Spare.String(), e.Answer(), IsARP(layers.ARPRequest))
@@ -127,5 +126,7 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// closedPort is a DUT port no case listens on.
-const closedPort = 9
+// closedPort is the DUT port the closed-port cases send to: they open no
+// listener on it. It is dutPort, the one TCP port a tcp-xdp DUT's XDP
+// program gives to our stack (any other goes to the kernel).
+const closedPort = dutPort

@@ -7,8 +7,14 @@ import (
 	"time"
 )
 
-// dutPort is the port the DUT listens on in TCP cases.
-const dutPort = 7000
+// dutPort is the port the DUT listens on in TCP cases; benchPort the
+// port the bench plays a listener on when the DUT connects. They are the
+// same: a tcp-xdp DUT's XDP program redirects to our stack the segments
+// from or to one port only.
+const (
+	dutPort   = 7000
+	benchPort = dutPort
+)
 
 // Listen opens a listener on the DUT (closed when the case ends).
 func (e *Env) Listen(port uint16, o SockOpts) Listener {
@@ -299,7 +305,7 @@ func init() {
 			RFC:   "RFC 9293 §3.5 (three-way handshake), §3.7.1 (MSS in the SYN)",
 			Title: "the DUT connects: a SYN with an MSS option; after the SYN-ACK it acknowledges ISS+1 and sends data",
 			Run: func(e *Env) {
-				port := e.Port()
+				port := uint16(benchPort)
 				c, err := e.DUT.Connect(netip.AddrPortFrom(e.Info.BenchAddr, port), SockOpts{})
 				if err != nil {
 					e.Fatalf("connect: %v", err)

@@ -241,7 +241,7 @@ func init() {
 func keepalive(e *Env, traffic bool) {
 	e.Helper()
 	ka := &KeepAlive{Idle: time.Second, Interval: time.Second, Count: 2}
-	port := e.Port()
+	port := uint16(benchPort)
 	c, err := e.DUT.Connect(netip.AddrPortFrom(e.Info.BenchAddr, port), SockOpts{KeepAlive: ka})
 	if err != nil {
 		e.Fatalf("connect: %v", err)

@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-func factories() []Factory { return []Factory{Ours(), Linux()} }
+func factories() []Factory { return []Factory{Ours(), Linux(), OursXDP()} }
 
 // TestDifferences compares our stack with Linux case by case: a difference
 // must be in Accepted (with its RFC section and reason), and every entry of
@@ -39,7 +39,10 @@ func TestDifferences(t *testing.T) {
 		}
 		results[f.Name()] = r
 	}
-	rows := Compare(results["ours-memio"], results["linux"])
+	// Our stack on the tcp-xdp path is compared with it over memio when
+	// TestConformance ran it.
+	xdp, _ := recorded("ours-xdp")
+	rows := Compare(results["ours-memio"], xdp, results["linux"])
 	var b strings.Builder
 	silent := WriteReport(&b, rows, false)
 	t.Logf("side by side:\n%s", b.String())

@@ -38,65 +38,117 @@ func (linuxFactory) Name() string { return "linux" }
 
 // New implements Factory.
 func (linuxFactory) New(tb TB, s Setup) (DUT, error) {
-	if os.Geteuid() != 0 {
-		return nil, &core.PrivilegeError{Op: "make network namespaces for the linux DUT", Capability: "CAP_SYS_ADMIN and CAP_NET_ADMIN", Err: os.ErrPermission}
-	}
-	// The MTU is set on A alone, after New: testhost's Options.MTU below
-	// 1280 fails (the kernel removes an interface's IPv6 settings, which
-	// testhost writes, when its MTU is too small for IPv6).
-	p, err := testhost.New(testhost.Options{})
+	v, err := newVeth(s)
 	if err != nil {
 		return nil, fmt.Errorf("linux: %w", err)
 	}
-	d := &linuxDUT{p: p, dut: p.A, bench: p.B, start: time.Now(), mtu: s.MTU, fds: map[int]bool{}}
-	if d.mtu == 0 {
-		d.mtu = 1500
-	}
+	d := &linuxDUT{veth: v, start: time.Now(), fds: map[int]bool{}}
 	ok := false
 	defer func() {
 		if !ok {
 			d.Close()
 		}
 	}()
-	if err := p.B.DelAddr(); err != nil {
-		return nil, fmt.Errorf("linux: bench address off B: %w", err)
-	}
-	if err := p.A.AddNeigh(p.B.Addr, p.B.MAC); err != nil {
+	if err := v.dut.AddNeigh(v.bench.Addr, v.bench.MAC); err != nil {
 		return nil, fmt.Errorf("linux: bench neighbour on A: %w", err)
-	}
-	d.spare = p.B.Addr.Next()
-	if d.spare == p.A.Addr {
-		d.spare = d.spare.Next()
-	}
-	if s.MTU > 0 {
-		if err := d.setMTU(s.MTU); err != nil {
-			return nil, err
-		}
 	}
 	if s.RTOMin > 0 {
 		if err := d.setRTOMin(s.RTOMin); err != nil {
 			return nil, err
 		}
 	}
+	ok = true
+	return d, nil
+}
+
+// veth is what the DUTs reached over a veth share: a testhost pair whose A
+// end is the DUT's and whose B end is the bench's, B's kernel without its
+// address (so that it neither answers ARP for the bench's address nor
+// resets the bench's crafted flows), and a packet socket on B.
+type veth struct {
+	p          *testhost.Pair
+	dut, bench *testhost.Host
+	spare      netip.Addr
+	mtu        int
+	link       *packetLink
+}
+
+// newVeth makes the pair for s (A's MTU set to s.MTU) and the bench's
+// socket; on error nothing is left.
+func newVeth(s Setup) (*veth, error) {
+	if os.Geteuid() != 0 {
+		return nil, &core.PrivilegeError{Op: "make network namespaces for a veth DUT", Capability: "CAP_SYS_ADMIN and CAP_NET_ADMIN", Err: os.ErrPermission}
+	}
+	// The MTU is set on A alone, after New: testhost's Options.MTU below
+	// 1280 fails (the kernel removes an interface's IPv6 settings, which
+	// testhost writes, when its MTU is too small for IPv6).
+	p, err := testhost.New(testhost.Options{})
+	if err != nil {
+		return nil, err
+	}
+	v := &veth{p: p, dut: p.A, bench: p.B, mtu: 1500}
+	ok := false
+	defer func() {
+		if !ok {
+			v.close()
+		}
+	}()
+	if err := p.B.DelAddr(); err != nil {
+		return nil, fmt.Errorf("bench address off B: %w", err)
+	}
+	v.spare = p.B.Addr.Next()
+	if v.spare == p.A.Addr {
+		v.spare = v.spare.Next()
+	}
+	if s.MTU > 0 {
+		if err := v.setMTU(s.MTU); err != nil {
+			return nil, err
+		}
+		v.mtu = s.MTU
+	}
 	err = p.B.Do(func() error {
 		fd, err := openPacket(p.B.Index)
-		d.link = &packetLink{fd: fd}
+		if err == nil {
+			v.link = &packetLink{fd: fd}
+		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	ok = true
-	return d, nil
+	return v, nil
+}
+
+// close closes the bench's socket and the pair.
+func (v *veth) close() error {
+	if v.link != nil {
+		unix.Close(v.link.fd)
+		v.link = nil
+	}
+	return v.p.Close()
+}
+
+// setMTU sets the MTU of A's veth end.
+func (v *veth) setMTU(mtu int) error {
+	h, err := netlink.NewHandleAt(v.dut.NS)
+	if err != nil {
+		return fmt.Errorf("netlink handle: %w", err)
+	}
+	defer h.Close()
+	l, err := h.LinkByIndex(v.dut.Index)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", v.dut.Iface, err)
+	}
+	if err := h.LinkSetMTU(l, mtu); err != nil {
+		return fmt.Errorf("MTU %d on %s: %w", mtu, v.dut.Iface, err)
+	}
+	return nil
 }
 
 type linuxDUT struct {
-	p          *testhost.Pair
-	dut, bench *testhost.Host
-	spare      netip.Addr
-	start      time.Time
-	mtu        int
-	link       *packetLink
+	*veth
+	start time.Time
 
 	mu  sync.Mutex
 	fds map[int]bool
@@ -121,23 +173,6 @@ func (d *linuxDUT) setRTOMin(rto time.Duration) error {
 		Src: d.dut.Addr.AsSlice(), Dst: prefixNet(pfx), RtoMin: int(rto / time.Millisecond), RtoMinLock: true}
 	if err := h.RouteReplace(r); err != nil {
 		return fmt.Errorf("linux: route rto_min %v: %w", rto, err)
-	}
-	return nil
-}
-
-// setMTU sets the MTU of A's veth end.
-func (d *linuxDUT) setMTU(mtu int) error {
-	h, err := netlink.NewHandleAt(d.dut.NS)
-	if err != nil {
-		return fmt.Errorf("linux: netlink handle: %w", err)
-	}
-	defer h.Close()
-	l, err := h.LinkByIndex(d.dut.Index)
-	if err != nil {
-		return fmt.Errorf("linux: link %s: %w", d.dut.Iface, err)
-	}
-	if err := h.LinkSetMTU(l, mtu); err != nil {
-		return fmt.Errorf("linux: MTU %d on %s: %w", mtu, d.dut.Iface, err)
 	}
 	return nil
 }
@@ -178,11 +213,7 @@ func (d *linuxDUT) Close() error {
 	}
 	d.fds = map[int]bool{}
 	d.mu.Unlock()
-	if d.link != nil {
-		unix.Close(d.link.fd)
-		d.link = nil
-	}
-	return d.p.Close()
+	return d.veth.close()
 }
 
 func (d *linuxDUT) track(fd int) {

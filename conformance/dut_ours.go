@@ -65,40 +65,69 @@ func (f *oursFactory) New(tb TB, s Setup) (DUT, error) {
 	if f.wrap != nil {
 		fio = f.wrap(pa)
 		if _, ok := fio.(frameio.Waiter); !ok {
+			pa.Close()
+			pb.Close()
 			return nil, fmt.Errorf("ours: the wrapped FrameIO cannot Wait")
 		}
 	}
-	clk := faketime.NewManualClock()
-	st, err := stack.New(fio, stack.Options{Addr: memDUTAddr, PrefixLen: 24,
-		Neighbors: map[netip.Addr]net.HardwareAddr{memBenchAddr: pb.MAC()}, Clock: clk})
+	d, err := newOursDUT(fio, s, stack.Options{Addr: memDUTAddr, PrefixLen: 24,
+		Neighbors: map[netip.Addr]net.HardwareAddr{memBenchAddr: pb.MAC()}})
 	if err != nil {
 		pa.Close()
 		pb.Close()
+		return nil, err
+	}
+	d.info = Info{Name: f.name, Kind: KindOurs, MAC: pa.MAC(), BenchMAC: pb.MAC(),
+		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: mtu, Lacks: oursLacks}
+	d.link = memLink{pb}
+	d.answer = 2 * time.Second
+	d.closeWire = func() error { return errors.Join(pa.Close(), pb.Close()) }
+	d.settle = func(wait time.Duration) {
+		deadline := time.Now().Add(wait)
+		for pa.Stats().RxFrames < pb.Stats().TxFrames && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	return d, nil
+}
+
+// newOursDUT builds our stack on fio as the tcp-* kinds do (stack.New,
+// tcp.Tuning of s applied) on a fake clock, and starts its poll loop. The
+// caller fills in the transport's part (info, link, closeWire, settle,
+// answer). On error nothing is left but fio, which the caller closes.
+func newOursDUT(fio frameio.FrameIO, s Setup, opts stack.Options) (*oursDUT, error) {
+	clk := faketime.NewManualClock()
+	opts.Clock = clk
+	st, err := stack.New(fio, opts)
+	if err != nil {
 		return nil, fmt.Errorf("ours: %w", err)
 	}
 	cfg := core.Config{Kind: core.KindTCPXDP}
 	cfg.TCP.MinRTO = s.RTOMin
 	tune := tcp.TuningFromConfig(cfg)
-	d := &oursDUT{name: f.name, pa: pa, pb: pb, st: st, clk: clk, start: clk.NowMonotonic(), tune: tune, mtu: mtu}
 	if err := tune.Apply(st.NS); err != nil {
 		st.Close()
-		pa.Close()
-		pb.Close()
 		return nil, fmt.Errorf("ours: tuning: %w", err)
 	}
+	d := &oursDUT{st: st, clk: clk, start: clk.NowMonotonic(), tune: tune, answer: DefaultAnswer}
 	d.startLoop()
 	return d, nil
 }
 
-// oursDUT is our stack over memio.
+// oursDUT is our stack over a FrameIO (memio, or AF_XDP on a veth), on a
+// fake clock.
 type oursDUT struct {
-	name   string
-	pa, pb *memio.Port
-	st     *stack.Stack
-	clk    *faketime.ManualClock
-	start  tcpip.MonotonicTime
-	tune   tcp.Tuning
-	mtu    int
+	st    *stack.Stack
+	clk   *faketime.ManualClock
+	start tcpip.MonotonicTime
+	tune  tcp.Tuning
+
+	// The transport's part.
+	info      Info
+	link      Link
+	answer    time.Duration
+	closeWire func() error
+	settle    func(time.Duration)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -145,19 +174,15 @@ func (d *oursDUT) setErr(err error) {
 }
 
 // Info implements DUT.
-func (d *oursDUT) Info() Info {
-	return Info{Name: d.name, Kind: KindOurs, MAC: d.pa.MAC(), BenchMAC: d.pb.MAC(),
-		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: d.mtu,
-		Lacks: oursLacks}
-}
+func (d *oursDUT) Info() Info { return d.info }
 
 // oursLacks is what our stack over memio cannot do.
 var oursLacks = map[Cap]string{
 	CapUDP: "stack.New registers no UDP (dgramio's datagram kinds run udp/ on their raw paths, without a socket layer)",
 }
 
-// Link implements DUT: the bench holds memio's port B.
-func (d *oursDUT) Link() Link { return memLink{d.pb} }
+// Link implements DUT: the bench's end of the wire.
+func (d *oursDUT) Link() Link { return d.link }
 
 // Clock implements DUT: the DUT itself is its clock.
 func (d *oursDUT) Clock() Clock { return d }
@@ -172,17 +197,17 @@ func (d *oursDUT) Advance(dur time.Duration) { d.clk.Advance(dur) }
 // Fake implements Clock.
 func (d *oursDUT) Fake() bool { return true }
 
-// AnswerWait implements AnswerWaiter: netstack answers a frame within
-// microseconds on its processor goroutines; two seconds covers a loaded
-// machine many times over.
-func (d *oursDUT) AnswerWait() time.Duration { return 2 * time.Second }
+// AnswerWait implements AnswerWaiter. Over memio: netstack answers a
+// frame within microseconds on its processor goroutines, and two seconds
+// cover a loaded machine many times over.
+func (d *oursDUT) AnswerWait() time.Duration { return d.answer }
 
-// Settle implements Settler: it waits until the DUT's port delivered every
-// frame the bench sent, then gives netstack's processors a moment.
+// Settle implements Settler: it waits until the DUT took every frame the
+// bench sent (as far as the transport can tell), then gives netstack's
+// processors a moment.
 func (d *oursDUT) Settle(wait time.Duration) {
-	deadline := time.Now().Add(wait)
-	for d.pa.Stats().RxFrames < d.pb.Stats().TxFrames && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Microsecond)
+	if d.settle != nil {
+		d.settle(wait)
 	}
 	for i := 0; i < 10; i++ {
 		runtime.Gosched()
@@ -224,14 +249,16 @@ func (d *oursDUT) Counters() (map[string]uint64, error) {
 	return m, nil
 }
 
-// Close implements DUT: the poll loop stops, then netstack, then the wire.
+// Close implements DUT: the poll loop stops, then netstack, then the
+// transport.
 func (d *oursDUT) Close() error {
 	d.once.Do(func() {
 		d.cancel()
 		<-d.done
 		d.st.Close()
-		d.pa.Close()
-		d.pb.Close()
+		if err := d.closeWire(); err != nil {
+			d.setErr(err)
+		}
 	})
 	d.loopMu.Lock()
 	defer d.loopMu.Unlock()
@@ -285,7 +312,7 @@ func (d *oursDUT) Listen(port uint16, o SockOpts) (Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if terr := ep.Bind(d.full(memDUTAddr, port)); terr != nil {
+	if terr := ep.Bind(d.full(d.info.Addr, port)); terr != nil {
 		ep.Close()
 		return nil, fmt.Errorf("ours: bind %d: %s", port, terr)
 	}

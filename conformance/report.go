@@ -8,10 +8,10 @@ import (
 )
 
 // Row is one line of the side-by-side report: a case and its outcome on
-// our stack and on Linux.
+// our stack (over memio, and over AF_XDP when that ran) and on Linux.
 type Row struct {
-	Case, RFC   string
-	Ours, Linux Result
+	Case, RFC        string
+	Ours, XDP, Linux Result
 	// Note is the reason of a difference (accepted: the table's reason) or
 	// of an n/a.
 	Note string
@@ -22,11 +22,19 @@ type Row struct {
 
 // Compare lines up the results of every case on our stack and on Linux
 // (results keyed by case name; a missing one counts as not run) and judges
-// each difference against Accepted.
-func Compare(ours, linux map[string]Result) []Row {
+// each difference against Accepted. xdp, when not nil, are our stack's
+// results on the tcp-xdp path: where a case ran there and over memio, the
+// outcomes must be the same (the same stack), or the row is silent.
+func Compare(ours, xdp, linux map[string]Result) []Row {
 	var rows []Row
 	for _, c := range Cases() {
-		r := Row{Case: c.Name, RFC: c.RFC, Ours: ours[c.Name], Linux: linux[c.Name]}
+		r := Row{Case: c.Name, RFC: c.RFC, Ours: ours[c.Name], XDP: xdp[c.Name], Linux: linux[c.Name]}
+		if x, o := r.XDP.Outcome, r.Ours.Outcome; (x == Pass || x == Fail) && (o == Pass || o == Fail) && x != o {
+			r.Silent = true
+			r.Note = fmt.Sprintf("our stack %ss over memio but %ss over AF_XDP", o, x)
+			rows = append(rows, r)
+			continue
+		}
 		o, l := r.Ours.Outcome, r.Linux.Outcome
 		d, accepted := acceptedFor(c.Name)
 		switch {
@@ -61,30 +69,47 @@ func Compare(ours, linux map[string]Result) []Row {
 // the reason of a difference) followed by a summary, and returns the
 // number of silent disagreements.
 func WriteReport(w io.Writer, rows []Row, verbose bool) int {
+	withXDP := false
+	for _, r := range rows {
+		withXDP = withXDP || r.XDP.Outcome != ""
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\tRFC section\tours\tlinux\tdifference")
+	if withXDP {
+		fmt.Fprintln(tw, "case\tRFC section\tours\tours-xdp\tlinux\tdifference")
+	} else {
+		fmt.Fprintln(tw, "case\tRFC section\tours\tlinux\tdifference")
+	}
 	silent := 0
-	count := map[string]map[Outcome]int{"ours": {}, "linux": {}}
+	count := map[string]map[Outcome]int{"ours": {}, "ours-xdp": {}, "linux": {}}
 	for _, r := range rows {
 		count["ours"][r.Ours.Outcome]++
+		count["ours-xdp"][r.XDP.Outcome]++
 		count["linux"][r.Linux.Outcome]++
 		if r.Silent {
 			silent++
 		}
 		rfc, _, _ := strings.Cut(r.RFC, " (")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Case, rfc, show(r.Ours), show(r.Linux), r.Note)
+		if withXDP {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Case, rfc, show(r.Ours), show(r.XDP), show(r.Linux), r.Note)
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Case, rfc, show(r.Ours), show(r.Linux), r.Note)
+		}
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	for _, who := range []string{"ours", "linux"} {
+	whos := []string{"ours", "linux"}
+	if withXDP {
+		whos = []string{"ours", "ours-xdp", "linux"}
+	}
+	for _, who := range whos {
 		c := count[who]
-		fmt.Fprintf(w, "%-5s: %d cases run (%d pass, %d fail), %d n/a, %d skipped\n", who,
+		fmt.Fprintf(w, "%-8s: %d cases run (%d pass, %d fail), %d n/a, %d skipped\n", who,
 			c[Pass]+c[Fail], c[Pass], c[Fail], c[NA], c[Skipped]+c[""])
 	}
 	fmt.Fprintf(w, "silent disagreements: %d\n", silent)
 	if verbose {
 		for _, r := range rows {
-			for _, res := range []Result{r.Ours, r.Linux} {
+			for _, res := range []Result{r.Ours, r.XDP, r.Linux} {
 				notes := notesOf(res)
 				if res.Outcome == Fail {
 					notes = append(notes, res.Failures...)

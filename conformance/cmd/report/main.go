@@ -1,7 +1,8 @@
-// Command report runs the conformance suite on our stack (over memio) and
-// on the Linux kernel (in a network namespace; needs root) and prints the
-// side-by-side table: case, RFC section, ours, Linux, and for every
-// difference its accepted reason. It exits with status 1 when a difference
+// Command report runs the conformance suite on our stack (over memio, and
+// on the tcp-xdp path over a veth) and on the Linux kernel (in a network
+// namespace); the veth DUTs need root. It prints the side-by-side table:
+// case, RFC section, ours, ours-xdp, Linux, and for every difference its
+// accepted reason. It exits with status 1 when a difference
 // has no accepted reason (a silent disagreement), or an accepted one no
 // longer happens.
 //
@@ -19,10 +20,21 @@ import (
 	"github.com/dgramio/dgramio/conformance"
 )
 
+// notRun says why a DUT did not run, when it did not.
+func notRun(name string, rs map[string]conformance.Result) {
+	for _, r := range rs {
+		if r.Outcome == conformance.Skipped {
+			fmt.Printf("%s: not run: %s\n\n", name, r.Why)
+			return
+		}
+	}
+}
+
 func main() {
 	verbose := flag.Bool("v", false, "print each case's notes and failures after the table")
 	mutants := flag.Bool("mutants", false, "also run the mutant DUTs and say which cases catch each defect")
 	quiet := flag.Bool("q", false, "no progress on stderr")
+	withXDP := flag.Bool("xdp", true, "also run our stack on the tcp-xdp path (AF_XDP on a veth; needs root)")
 	flag.Parse()
 
 	progress := func(r conformance.Result) {
@@ -31,14 +43,14 @@ func main() {
 		}
 	}
 	ours := conformance.RunAll(conformance.Ours(), progress)
-	linux := conformance.RunAll(conformance.Linux(), progress)
-	for _, r := range linux {
-		if r.Outcome == conformance.Skipped {
-			fmt.Printf("linux: not run: %s\n\n", r.Why)
-			break
-		}
+	var xdp map[string]conformance.Result
+	if *withXDP {
+		xdp = conformance.RunAll(conformance.OursXDP(), progress)
+		notRun("ours-xdp", xdp)
 	}
-	silent := conformance.WriteReport(os.Stdout, conformance.Compare(ours, linux), *verbose)
+	linux := conformance.RunAll(conformance.Linux(), progress)
+	notRun("linux", linux)
+	silent := conformance.WriteReport(os.Stdout, conformance.Compare(ours, xdp, linux), *verbose)
 
 	bad := 0
 	if *mutants {
