@@ -26,6 +26,8 @@ func smallRings(cfg *core.Config) {
 }
 
 // rawCaps are the capabilities the raw kinds of this build need as a user
-// other than root: AF_XDP's four, and CAP_SYS_ADMIN, without which DPDK
-// 22.11's net_af_xdp cannot create its socket.
-var rawCaps = []uintptr{unix.CAP_NET_RAW, unix.CAP_IPC_LOCK, unix.CAP_BPF, unix.CAP_NET_ADMIN, unix.CAP_SYS_ADMIN}
+// other than root: DPDK 22.11's net_af_xdp cannot create its socket
+// without CAP_SYS_ADMIN even with CAP_NET_RAW, CAP_IPC_LOCK, CAP_BPF and
+// CAP_NET_ADMIN (seen on Linux 6.18), and with CAP_SYS_ADMIN it needs no
+// CAP_BPF.
+var rawCaps = []uintptr{unix.CAP_NET_RAW, unix.CAP_IPC_LOCK, unix.CAP_NET_ADMIN, unix.CAP_SYS_ADMIN}
