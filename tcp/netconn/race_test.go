@@ -1,0 +1,7 @@
+//go:build race
+
+package netconn
+
+// raceEnabled: the race detector makes sync.Pool drop objects at random, so
+// allocation counts mean nothing under -race.
+const raceEnabled = true
