@@ -578,12 +578,11 @@ func (y *tally) take(b []byte, limit uint64) {
 	}
 }
 
-// traffic drives a client backend from the test goroutine: numbered
-// messages out at a paced rate, their echoes in, each one checked and
-// counted once.
+// traffic drives a client backend from the goroutine that opened it
+// (inside onThread): numbered messages out at a paced rate, their echoes
+// in, each one checked and counted once.
 type traffic struct {
 	tally
-	t     testing.TB
 	b     core.Backend
 	c     calls
 	rate  float64 // messages per second
@@ -599,8 +598,10 @@ type traffic struct {
 	buf        []byte
 }
 
+// newTraffic drives b with messages of size bytes and magic at rate
+// messages per second; its calls are watched until the test ends.
 func newTraffic(t testing.TB, name string, b core.Backend, size int, rate float64, magic uint64) *traffic {
-	tr := &traffic{t: t, b: b, rate: rate, pkts: make([]core.Packet, 64), buf: make([]byte, size),
+	tr := &traffic{b: b, rate: rate, pkts: make([]core.Packet, 64), buf: make([]byte, size),
 		tally: tally{magic: magic, size: size, from: ^uint64(0)}}
 	tr.c.name = name
 	watch(t, &tr.c)
@@ -861,14 +862,6 @@ func diff(before, after map[string]uint64, keys []string) map[string]uint64 {
 		}
 	}
 	return out
-}
-
-func sum(m map[string]uint64) uint64 {
-	var s uint64
-	for _, v := range m {
-		s += v
-	}
-	return s
 }
 
 // lossBreakdown lists the loss counters of s that are not zero.
