@@ -140,7 +140,7 @@ func diffCounters(before, after map[string]uint64) map[string]uint64 {
 func movedDrops(m map[string]uint64) string {
 	var ks []string
 	for k, v := range m {
-		if v != 0 && (strings.Contains(k, "drop") || strings.Contains(k, "err") || strings.Contains(k, "retrans")) {
+		if v != 0 && (strings.Contains(k, "drop") || strings.Contains(k, "err") || strings.Contains(k, "retrans") || strings.Contains(k, "no_ports")) {
 			ks = append(ks, k+"="+strconv.FormatUint(v, 10))
 		}
 	}

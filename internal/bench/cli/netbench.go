@@ -927,6 +927,10 @@ func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port in
 	if c.Unaccounted != 0 {
 		c.Notes = append(c.Notes, "host counters that moved: "+movedDrops(c.Host))
 	}
+	if n := c.Host["a.snmp.udp.no_ports"]; n > 0 && c.Unaccounted > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("a.snmp.udp.no_ports %d: answers that reached the load generator's host after it had closed "+
+			"(the drain, --drain %v, ended before the echo's backlog did); frames still in its receive ring at that moment are counted nowhere", n, o.Drain))
+	}
 	return &c, nil
 }
 
