@@ -41,6 +41,8 @@ func groupOpener(kind string) (groupOpenFunc, bool) {
 		return ktcp.NewGroup, true
 	case core.KindXDP:
 		return udp.NewXDPGroup, true
+	case core.KindTCPXDP:
+		return tcp.NewXDPGroup, true
 	case core.KindDPDK, core.KindTCPDPDK:
 		if dpdkGroups != nil {
 			return dpdkGroups(kind)

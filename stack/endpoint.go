@@ -62,6 +62,9 @@ type Endpoint struct {
 	txPending bool   // frames given to TxFrame since the last Kick
 	txClosed  bool
 	txErr     error // the last Kick error, reported by Flush
+	// ownerKicks: only the poll loop kicks (SetOwnerKicks); writers wake
+	// it instead.
+	ownerKicks bool
 
 	// sleeping is true while the poll loop is in Sleep: writers then kick
 	// themselves, and Interrupt wakes it. wakePending is set by Interrupt
@@ -234,6 +237,11 @@ func (e *Endpoint) writeLocked(pkt *nstack.PacketBuffer) tcpip.Error {
 		return &tcpip.ErrMessageTooLong{}
 	}
 	if !e.fio.TxFrame(frame) {
+		if e.ownerKicks {
+			e.txRingFull.Add(1)
+			e.Interrupt()
+			return &tcpip.ErrNoBufferSpace{}
+		}
 		e.kickLocked()
 		if !e.fio.TxFrame(frame) {
 			e.txRingFull.Add(1)
@@ -250,12 +258,33 @@ func (e *Endpoint) writeLocked(pkt *nstack.PacketBuffer) tcpip.Error {
 }
 
 // kickIfSleepingLocked kicks at once when the poll loop sleeps (it would
-// not kick before waking). Caller holds txMu.
+// not kick before waking), or, with SetOwnerKicks, wakes it to kick.
+// Caller holds txMu.
 func (e *Endpoint) kickIfSleepingLocked() {
 	if e.txPending && e.sleeping.Load() {
+		if e.ownerKicks {
+			e.Interrupt()
+			return
+		}
 		e.writerKicks.Add(1)
 		e.kickLocked()
 	}
+}
+
+// SetOwnerKicks makes the poll loop the only goroutine that kicks the
+// FrameIO (Flush, Sleep): netstack's goroutines that write frames while it
+// sleeps wake it (Interrupt) instead of kicking themselves, and a frame
+// that finds the TX ring full is dropped at once (tx_ring_full; TCP
+// retransmits it) rather than kicked out from their thread. A queue of a
+// group sets it: the system call that sends (AF_XDP copy mode, veth) runs
+// the transmission, and with it the peer's receive processing on veth, on
+// the CPU that makes it, so only the queue's own pinned poller may make
+// it, or the peer would answer on another CPU's queue. Call it before the
+// stack runs.
+func (e *Endpoint) SetOwnerKicks(on bool) {
+	e.txMu.Lock()
+	e.ownerKicks = on
+	e.txMu.Unlock()
 }
 
 // qdisc is the NIC's queueing discipline: none. Netstack's default one
@@ -395,7 +424,7 @@ func (e *Endpoint) deliverFrame(frame []byte) {
 // Sleep blocks the poll loop until a frame may be received, Interrupt is
 // called, ctx is done (ctx.Err()) or the FrameIO is closed (net.ErrClosed).
 // Before sleeping it kicks pending frames; while it sleeps, netstack's
-// writers kick their own frames. It returns an error matching
+// writers kick their own frames (with SetOwnerKicks, they wake it). It returns an error matching
 // core.ErrNotSupported if the FrameIO cannot wait (no frameio.Waiter).
 func (e *Endpoint) Sleep(ctx context.Context) error {
 	w, ok := e.fio.(frameio.Waiter)

@@ -35,6 +35,9 @@ type Options struct {
 	// Clock is netstack's clock. nil: the system clock. Tests pass a
 	// faketime.ManualClock to move TCP's timers by hand.
 	Clock tcpip.Clock
+	// OwnerKicks: only the poll loop kicks the FrameIO (see
+	// Endpoint.SetOwnerKicks); a queue of a group sets it.
+	OwnerKicks bool
 }
 
 // OptionsFromConfig returns the Options of cfg: LocalIP, and DstMAC as the
@@ -84,6 +87,7 @@ func New(fio frameio.FrameIO, opts Options) (*Stack, error) {
 		Clock:              opts.Clock,
 	})
 	ep := NewEndpoint(fio)
+	ep.SetOwnerKicks(opts.OwnerKicks)
 	s := &Stack{NS: ns, EP: ep, Addr: opts.Addr}
 	ok := false
 	defer func() {

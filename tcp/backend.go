@@ -40,6 +40,16 @@ type Options struct {
 	// Linger bounds how long Close drives the stack so that FINs and their
 	// ACKs get through before what is left is reset. Default 200 ms.
 	Linger time.Duration
+	// SourcePorts, when set and Config.LocalPort is 0, gives the local
+	// ports a client may connect to peer from, in the order to try them
+	// (one in use is skipped): a group's queue passes the ports whose
+	// answers come back on its own queue (stack.SourcePorts). nil: an
+	// ephemeral port of netstack's choice.
+	SourcePorts func(peer netip.AddrPort) []uint16
+	// OwnerKicks makes the poll loop the only goroutine that kicks the
+	// FrameIO (stack.Endpoint.SetOwnerKicks): a group's queue sets it, so
+	// that every frame leaves from the queue's pinned CPU.
+	OwnerKicks bool
 }
 
 // DefaultLinger is Options.Linger's default.
@@ -238,7 +248,8 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Backen
 	if opts.Linger == 0 {
 		opts.Linger = DefaultLinger
 	}
-	st, err := stack.New(fio, stack.Options{Addr: cfg.LocalIP, PrefixLen: opts.PrefixLen, Neighbors: stack.OptionsFromConfig(cfg).Neighbors, Clock: opts.Clock})
+	st, err := stack.New(fio, stack.Options{Addr: cfg.LocalIP, PrefixLen: opts.PrefixLen, Neighbors: stack.OptionsFromConfig(cfg).Neighbors,
+		Clock: opts.Clock, OwnerKicks: opts.OwnerKicks})
 	if err != nil {
 		release()
 		return nil, err
@@ -356,6 +367,10 @@ func (b *Backend) connectAll() error {
 			if terr := ep.Bind(b.fullAddr(b.cfg.LocalIP, b.cfg.LocalPort)); terr != nil {
 				return fmt.Errorf("tcp: bind %s:%d: %w", b.cfg.LocalIP, b.cfg.LocalPort, goErr(terr))
 			}
+		} else if b.opts.SourcePorts != nil {
+			if err := b.bindSourcePort(ep, c.peer); err != nil {
+				return err
+			}
 		}
 		switch terr := ep.Connect(b.fullAddr(d, b.cfg.Port)); terr.(type) {
 		case nil:
@@ -410,6 +425,22 @@ func (b *Backend) connectAll() error {
 	}
 	b.stats.conns.Store(uint64(len(b.conns)))
 	return nil
+}
+
+// bindSourcePort binds ep to the first port of opts.SourcePorts(peer) that
+// is free.
+func (b *Backend) bindSourcePort(ep tcpip.Endpoint, peer netip.AddrPort) error {
+	ports := b.opts.SourcePorts(peer)
+	for _, p := range ports {
+		terr := ep.Bind(b.fullAddr(b.cfg.LocalIP, p))
+		if terr == nil {
+			return nil
+		}
+		if _, inUse := terr.(*tcpip.ErrPortInUse); !inUse {
+			return fmt.Errorf("tcp: bind %s:%d: %w", b.cfg.LocalIP, p, goErr(terr))
+		}
+	}
+	return fmt.Errorf("tcp: connect %s: none of the %d source ports chosen for this queue is free: %w", peer, len(ports), syscall.EADDRINUSE)
 }
 
 // Queue copies payload as one record into the staging of every connection

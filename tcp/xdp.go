@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/stack"
 )
 
 // NewXDP opens the tcp-xdp kind: the userspace TCP (NewOverFrameIO, gVisor
@@ -44,8 +46,8 @@ import (
 // netstack answers), or take it off the kernel's interface first
 // (ip addr del; testhost.Host.DelAddr).
 //
-// Queues: one (cfg.Queues > 1 is not supported). On a NIC with several
-// receive queues, steer the flow to cfg.XDP.QueueID (ethtool -N ... action
+// Queues: one (NewXDPGroup opens several). On a NIC with several receive
+// queues, steer the flow to cfg.XDP.QueueID (ethtool -N ... action
 // QueueID) or most segments miss the socket.
 //
 // The socket belongs to the network namespace of the calling thread
@@ -58,6 +60,9 @@ import (
 func NewXDP(cfg core.Config) (core.Backend, error) {
 	cfg, err := xdpConfig(cfg)
 	if err != nil {
+		return nil, err
+	}
+	if err := core.CheckOneQueue(cfg); err != nil {
 		return nil, err
 	}
 	pinnedTid := 0
@@ -107,24 +112,184 @@ func OpenXDP(cfg core.Config) (frameio.FrameIO, Options, error) {
 	if err != nil {
 		return nil, Options{}, err
 	}
-	owns, err := KernelHasAddr(cfg.Iface, cfg.LocalIP)
-	if err != nil {
+	if err := core.CheckOneQueue(cfg); err != nil {
 		return nil, Options{}, err
 	}
+	if err := checkKernelAddr(cfg); err != nil {
+		return nil, Options{}, err
+	}
+	return openXSK(cfg, nil)
+}
+
+// checkKernelAddr refuses a LocalIP the kernel holds on cfg.Iface.
+func checkKernelAddr(cfg core.Config) error {
+	owns, err := KernelHasAddr(cfg.Iface, cfg.LocalIP)
+	if err != nil {
+		return err
+	}
 	if owns {
-		return nil, Options{}, &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: fmt.Sprintf(
+		return &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: fmt.Sprintf(
 			"the kernel holds %v on %s and would reset our connections with every segment that misses the AF_XDP socket: use an address the kernel does not have (same subnet is fine; netstack answers ARP), or take it off %s",
 			cfg.LocalIP, cfg.Iface, cfg.Iface)}
 	}
+	return nil
+}
+
+// openXSK opens the AF_XDP socket of cfg's queue, with a TCP program of
+// its own, or registered into prog when it is set.
+func openXSK(cfg core.Config, prog *afxdp.Program) (frameio.FrameIO, Options, error) {
 	o := afxdp.OptionsFromConfig(cfg)
 	o.Program = xdpprog.TCP
 	o.Port = cfg.Port
+	o.Shared = prog
 	x, err := afxdp.Open(o)
 	if err != nil {
 		return nil, Options{}, err
 	}
 	return x, Options{Mode: "netstack over xdp " + x.Mode(), Close: x.Close}, nil
 }
+
+// xdpGroup is kind tcp-xdp with several queues.
+type xdpGroup struct {
+	cfg    core.Config
+	prog   *afxdp.Program
+	rss    stack.RSS // empty on a device without RSS
+	rssErr error     // why rss is empty
+
+	mu     sync.Mutex
+	opened []bool
+}
+
+var _ core.QueueGroup = (*xdpGroup)(nil)
+
+// NewXDPGroup opens kind tcp-xdp with cfg.Queues queues, sharing nothing
+// on the data path: one XDP program (TCP variant, cfg.Port and ARP) is
+// attached to cfg.Iface once, and OpenQueue(q) binds an AF_XDP socket to
+// interface queue XDP.QueueID+q, registers it in the program's socket map,
+// and runs a netstack of its own over it (NewOverFrameIO), polled by the
+// calling goroutine (pinned to CPUs[q] when set). Each queue's netstack
+// holds cfg.LocalIP and answers ARP on its queue; a server's queues all
+// listen on cfg.Port, and each accepts the connections whose SYN the device
+// puts on its queue. Every later segment of a connection must reach the
+// same queue: a segment that reaches another queue finds no connection
+// there and is answered with a RST.
+//
+// How connections come back to their queue.
+//
+// On a NIC with RSS, the device hashes each frame's addresses and ports
+// (Toeplitz, with the key and indirection table that NewXDPGroup reads
+// with ETHTOOL_GRSSH) to a receive queue, so a connection's segments all
+// land on one queue: a server queue owns what RSS gives it. A client queue
+// q chooses the source port of each connection (stack.SourcePorts) among
+// its own share of the ephemeral ports (port % Queues == q, so two queues
+// never use the same 4-tuple) such that the hash of the peer's answers,
+// peer:Port → LocalIP:port, names device queue XDP.QueueID+q: the answers
+// come back to the netstack that opened the connection. A device whose
+// hash is not Toeplitz, or that will not tell its table, needs a flow rule
+// per queue instead (ethtool -N <iface> flow-type tcp4 dst-port <p> action
+// <q>), and ARP replies, which RSS cannot hash by port, reach one queue
+// only: there, give the peers' MACs (Config.DstMAC).
+//
+// On veth there is no RSS: a frame arrives on the receive queue numbered
+// like the transmit queue the sender used, which XPS picks by the
+// sender's CPU (testhost maps CPU q to queue q), and the kernel processes
+// it on the sender's CPU, which also sends the kernel's answers (ACKs,
+// SYN-ACKs, ARP replies). So a connection stays on one queue when every
+// poller of both ends is pinned (Config.CPUs): what queue q's poller sends
+// from CPU q is answered on CPU q, through transmit queue q, into receive
+// queue q. A kernel peer that is not pinned moves its connection's
+// transmit queue with its thread (TCP picks it again whenever nothing is
+// in flight), and a connection that moves to another queue is reset there.
+// Source ports are still drawn from each queue's share of the range, so
+// 4-tuples stay distinct.
+func NewXDPGroup(cfg core.Config) (core.QueueGroup, error) {
+	cfg, err := xdpConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKernelAddr(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	prog, err := afxdp.AttachProgram(afxdp.ProgramOptions{Iface: cfg.Iface, Program: xdpprog.TCP, Port: cfg.Port,
+		FirstQueue: cfg.XDP.QueueID, Queues: cfg.Queues, Mode: cfg.XDP.Mode})
+	if err != nil {
+		return nil, err
+	}
+	g := &xdpGroup{cfg: cfg, prog: prog, opened: make([]bool, cfg.Queues)}
+	g.rss, g.rssErr = stack.ReadRSS(cfg.Iface)
+	return g, nil
+}
+
+// OpenQueue opens queue q. See core.QueueGroup.
+func (g *xdpGroup) OpenQueue(q int) (core.Backend, error) {
+	if q < 0 || q >= g.cfg.Queues {
+		return nil, &core.ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
+	}
+	g.mu.Lock()
+	if g.opened[q] {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("tcp: xdp: queue %d is open already", q)
+	}
+	g.opened[q] = true
+	g.mu.Unlock()
+	qc := g.cfg.ForQueue(q)
+	if g.cfg.LocalPort != 0 {
+		p := int(g.cfg.LocalPort) + q
+		if p > 65535 {
+			return nil, &core.ConfigError{Field: "LocalPort", Value: g.cfg.LocalPort, Reason: fmt.Sprintf("queue %d would use port %d", q, p)}
+		}
+		qc.LocalPort = uint16(p)
+	}
+	th, err := cpu.Claim(qc.CPUs, false)
+	if err != nil {
+		return nil, err
+	}
+	fio, opts, err := openXSK(qc, g.prog)
+	if err != nil {
+		th.Release()
+		return nil, err
+	}
+	closeXSK := opts.Close
+	opts.Close = func() error { return errors.Join(closeXSK(), th.Release()) }
+	opts.Mode += fmt.Sprintf(", queue %d of %d", q, g.cfg.Queues)
+	opts.OwnerKicks = true
+	if qc.LocalPort == 0 {
+		n, dev, local := g.cfg.Queues, qc.XDP.QueueID, g.cfg.LocalIP
+		opts.SourcePorts = func(peer netip.AddrPort) []uint16 {
+			return stack.SourcePorts(g.rss, local, peer, q, n, dev, 64)
+		}
+	}
+	// NewOverFrameIO releases the socket (opts.Close) itself on error.
+	b, err := NewOverFrameIO(qc, fio, opts)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Mode says how frames reach the queues and how clients pick ports.
+func (g *xdpGroup) Mode() string {
+	ports := "source ports by Toeplitz RSS"
+	if len(g.rss.Indir) == 0 {
+		ports = "no RSS table: queue by the sender's CPU"
+	}
+	return "xdp program " + g.prog.Mode() + " by rx_queue_index, a netstack per queue, " + ports
+}
+
+// AppendCounters appends the shared program's counters ("xdp-prog").
+func (g *xdpGroup) AppendCounters(dst []core.Counter) []core.Counter {
+	c, err := g.prog.Counters()
+	if err != nil {
+		return dst
+	}
+	return append(dst, c.Layers()...)
+}
+
+// Close detaches the program. Close the queues first.
+func (g *xdpGroup) Close() error { return g.prog.Close() }
 
 // xdpConfig applies cfg's defaults and checks it for kind tcp-xdp.
 func xdpConfig(cfg core.Config) (core.Config, error) {
@@ -137,9 +302,6 @@ func xdpConfig(cfg core.Config) (core.Config, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
-	}
-	if cfg.Queues > 1 {
-		return cfg, core.NotSupported("tcp-xdp with several queues", "", "only one queue is implemented; set Queues to 1", nil)
 	}
 	return cfg, nil
 }
