@@ -10,6 +10,7 @@ import (
 
 
 	"github.com/dgramio/dgramio/frameio/dpdk"
+	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
@@ -79,14 +80,25 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 			return nil, err
 		}
 	}
+	// Config.Pcap: capture every frame (Wrap returns port itself when unset).
+	fio, err := pcapio.Wrap(port, cfg.Pcap)
+	if err != nil {
+		port.Close()
+		unpin()
+		return nil, err
+	}
+	mode := "netstack over dpdk " + info.Driver
+	if cfg.Pcap != "" {
+		mode += " +pcap"
+	}
 	opts := Options{
-		Mode: "netstack over dpdk " + info.Driver,
+		Mode: mode,
 		Close: func() error {
-			return errors.Join(port.Close(), unpin())
+			return errors.Join(fio.Close(), unpin())
 		},
 	}
 	// NewOverFrameIO releases the port (opts.Close) itself on error.
-	b, err := NewOverFrameIO(cfg, port, opts)
+	b, err := NewOverFrameIO(cfg, fio, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/dpdk"
+	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
@@ -72,8 +73,14 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 		return nil, err
 	}
 	undo = append(undo, func() { _ = th.Release() })
-	port, err := dpdk.Open(dpdk.OptionsFrom(cfg))
+	dp, err := dpdk.Open(dpdk.OptionsFrom(cfg))
 	if err != nil {
+		return nil, err
+	}
+	// Config.Pcap: capture every frame (Wrap returns dp itself when unset).
+	port, err := pcapio.Wrap(dp, cfg.Pcap)
+	if err != nil {
+		dp.Close()
 		return nil, err
 	}
 	ownPort := true // until NewRaw owns it
@@ -82,12 +89,15 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 			port.Close()
 		}
 	})
-	info := port.Info()
+	info := dp.Info()
 	name := info.Iface
 	if name == "" {
 		name = info.Name
 	}
 	mode := "dpdk " + info.Driver
+	if cfg.Pcap != "" {
+		mode += " +pcap"
+	}
 	var sink *net.UDPConn
 	if info.Driver == "net_af_packet" && info.Iface != "" {
 		owns, err := kernelHasAddr(info.Iface, cfg.LocalIP)
