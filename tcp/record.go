@@ -100,6 +100,11 @@ func (s *Staging) Len() int { return s.w - s.r }
 // partly taken counts. They are the records lost if the stream dies now.
 func (s *Staging) Records() int { return s.recs }
 
+// Started reports whether the stream has taken part, but not all, of the
+// first staged record: a connection closed now leaves the receiver a cut
+// record.
+func (s *Staging) Started() bool { return s.r > s.next }
+
 // Fits reports whether a record of n payload bytes would be accepted by Put
 // now. The space of a record partly taken by the stream is free again only
 // once the record is taken whole.

@@ -260,15 +260,15 @@ func TestStaging(t *testing.T) {
 	if s.Fits(0) || s.Put(nil) != ErrStagingFull {
 		t.Fatal("a full staging buffer accepted a record")
 	}
-	if s.Records() != 3 || s.Len() != 3*102 {
-		t.Fatalf("records %d len %d", s.Records(), s.Len())
+	if s.Records() != 3 || s.Len() != 3*102 || s.Started() {
+		t.Fatalf("records %d len %d started %v", s.Records(), s.Len(), s.Started())
 	}
 	// The stream takes one and a half records.
 	if done := s.Consume(153); done != 1 {
 		t.Fatalf("Consume(153) completed %d records, want 1", done)
 	}
-	if s.Records() != 2 {
-		t.Fatalf("records %d, want 2", s.Records())
+	if s.Records() != 2 || !s.Started() {
+		t.Fatalf("records %d started %v, want 2 and a record begun", s.Records(), s.Started())
 	}
 	// The half-taken record's space is not free yet: only one record's
 	// worth (102 bytes) is.
@@ -285,8 +285,8 @@ func TestStaging(t *testing.T) {
 	if !bytes.Equal(s.Pending(), want) {
 		t.Fatalf("pending after compaction differs: %d bytes, want %d", s.Len(), len(want))
 	}
-	if done := s.Consume(s.Len()); done != 3 {
-		t.Fatalf("consuming everything completed %d records, want 3", done)
+	if done := s.Consume(s.Len()); done != 3 || s.Started() {
+		t.Fatalf("consuming everything completed %d records (want 3), started %v", done, s.Started())
 	}
 	if s.Records() != 0 || s.Len() != 0 || !s.Fits(3*102-2) {
 		t.Fatalf("after taking all: records %d len %d", s.Records(), s.Len())

@@ -720,12 +720,22 @@ func (b *Backend) snapshot() core.Stats {
 // Close closes every connection and the listener. A Rx, Flush or Wait
 // running in another goroutine returns net.ErrClosed; Close waits for it
 // to leave first. Records still staged are counted in TxDropped (Flush
-// until nothing is staged before Close to deliver them). On the goroutine
+// until nothing is staged before Close to deliver them), except one whose
+// head the stream already took: that one counts as sent, and the receiver
+// counts the cut record. On the goroutine
 // New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
 	return b.life.Close(b.waker.Wake, func() (core.Stats, error) {
 		for _, c := range b.conns {
-			b.st.TxDropped += uint64(c.stage.Records())
+			n := uint64(c.stage.Records())
+			if c.stage.Started() {
+				// Its head is in the stream: the receiver sees a cut
+				// record and counts it (RxMalformed). Counting it here
+				// too would count one message twice.
+				n--
+				b.st.TxSent++
+			}
+			b.st.TxDropped += n
 			c.stage.Reset()
 		}
 		final := b.snapshot()
