@@ -160,9 +160,9 @@ func TestForQueue(t *testing.T) {
 	if err := q.Validate(); err != nil {
 		t.Fatalf("queue config invalid: %v", err)
 	}
-	c.CPUs = nil
-	if q := c.ForQueue(2); q.CPUs != nil || q.XDP.QueueID != 4 {
-		t.Fatalf("ForQueue(2) without CPUs = CPUs %v QueueID %d", q.CPUs, q.XDP.QueueID)
+	c.CPUs, c.Pcap = nil, "/tmp/cap"
+	if q := c.ForQueue(2); q.CPUs != nil || q.XDP.QueueID != 4 || q.Pcap != "/tmp/cap-q2" {
+		t.Fatalf("ForQueue(2) without CPUs = CPUs %v QueueID %d Pcap %q", q.CPUs, q.XDP.QueueID, q.Pcap)
 	}
 }
 

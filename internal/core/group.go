@@ -1,6 +1,9 @@
 package core
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // QueueGroup is what the queues of one kind opened with Config.Queues > 1
 // share, and how each queue's backend is opened: a kind's NewGroup builds
@@ -28,9 +31,14 @@ type QueueGroup interface {
 }
 
 // ForQueue returns the Config of queue q of a group: Queues 1, CPUs the one
-// CPU of queue q (none when c.CPUs is empty), XDP.QueueID advanced by q.
-// Ports are left as they are: each kind decides what a queue's port is.
+// CPU of queue q (none when c.CPUs is empty), XDP.QueueID advanced by q,
+// and with several queues Pcap (when set) suffixed "-q<q>", so that each
+// queue writes files of its own. Ports are left as they are: each kind
+// decides what a queue's port is.
 func (c Config) ForQueue(q int) Config {
+	if c.Pcap != "" && c.Queues > 1 {
+		c.Pcap += "-q" + strconv.Itoa(q)
+	}
 	c.Queues = 1
 	if len(c.CPUs) > q {
 		c.CPUs = []int{c.CPUs[q]}
