@@ -65,20 +65,22 @@
 // netstack wakes a processor goroutine on another thread. Measured with
 // BenchmarkVethRTT (a 100-byte echo served over tcp-xdp on a veth test
 // host, a kernel TCP client in the other namespace, one message in flight;
-// 2 vCPUs shared with other jobs, load average 7 to 8, three runs), p50:
+// 2 vCPUs shared with other jobs, load average 2 to 8, six runs), p50:
 //
-//	kernel TCP (for comparison)   4.6 µs
-//	PollSpin                      86 to 89 µs
-//	PollSpin, pinned (CPUs)       178 to 200 µs
-//	PollAdaptive                  94 to 96 µs (62 to 72 µs at load 4 to 6)
-//	PollSleep                     93 to 100 µs
+//	kernel TCP (for comparison)   4.6 to 4.9 µs
+//	PollSpin                      86 to 90 µs
+//	PollSpin, pinned (CPUs)       116 to 200 µs
+//	PollAdaptive                  94 to 99 µs (62 to 72 µs in earlier runs)
+//	PollSleep                     91 to 100 µs
 //
-// On this machine spinning saves a few µs against sleeping and costs a
-// whole vCPU of two, which the client, netstack's processors and the
-// kernel's softirqs then fight over; pinned, the poller never yields and
+// On this machine spinning saves a few µs of p50 against sleeping, loses
+// at p99 (spinning 1.7 to 4 ms, sleeping 0.2 to 0.7 ms), and costs a whole
+// vCPU of two, which the client, netstack's processors and the kernel's
+// softirqs then fight over; pinned, the poller never yields and
 // netstack's processor must be stolen by another thread each time. On
 // hardware with a core to spare for the poller the balance moves towards
-// spinning. Where the 86 µs of a spinning round trip go (one run): 24 µs
+// spinning. Where the time of a spinning round trip goes (one run, 70 µs
+// in all, p50 of each part): 24 µs
 // from the client's write to the poller's delivery (veth, XDP redirect,
 // the XSK ring), 5 µs to the echo goroutine's Read, 2 µs in its Write,
 // 7 µs until the poller's next kick, 31 µs from the kick to the client's
