@@ -2,9 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -56,4 +62,72 @@ func TestFlags(t *testing.T) {
 	if rc := run(nil, &out, &errOut); rc != 1 || !strings.Contains(errOut.String(), "--iface") {
 		t.Errorf("no flags: rc %d, %q", rc, errOut.String())
 	}
+}
+
+// TestMain runs the command itself when the test binary is started as
+// httpxdp (TestServe starts it inside a namespace).
+func TestMain(m *testing.M) {
+	if os.Getenv("HTTPXDP_RUN_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestServe: the serve mode, as a process inside namespace A on its veth
+// end, answers a kernel client in B, and on SIGTERM shuts down and detaches
+// its XDP program.
+func TestServe(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	addr := xdpAddr(p.A, 3)
+	cmd := p.A.Command(os.Args[0], "--iface", p.A.Iface, "--addr", fmt.Sprintf("%s:8080", addr), "--poll", "sleep")
+	cmd.Env = append(os.Environ(), "HTTPXDP_RUN_MAIN=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := p.A.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	client := kernelClient(p.B, 1)
+	defer client.CloseIdleConnections()
+	var body []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get(fmt.Sprintf("http://%s:8080/serve", addr))
+		if err == nil {
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no answer: %v; output:\n%s", err, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(string(body), "from net/http") {
+		t.Errorf("body %q", body)
+	}
+	client.CloseIdleConnections()
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit: %v; output:\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("still running 30s after SIGTERM; output:\n%s", out.String())
+	}
+	l, err := p.A.Link()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := l.Attrs().Xdp; x != nil && x.Attached {
+		t.Errorf("XDP program left on %s after the server exited", p.A.Iface)
+	}
+	t.Logf("output: %s", strings.TrimSpace(out.String()))
 }
