@@ -187,6 +187,9 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkOptions(&opts); err != nil {
+		return nil, err
+	}
 	fio, to, err := open(cfg)
 	if err != nil {
 		return nil, err
