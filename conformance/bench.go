@@ -403,6 +403,23 @@ func (e *Env) ExpectEchoReply(id, seq uint16, payload []byte) *Frame {
 	return f
 }
 
+// ExpectARPReply waits for an ARP reply from the DUT.
+func (b *Bench) ExpectARPReply() *Frame {
+	b.tb.Helper()
+	return b.Expect("ARP reply", b.Answer(), IsARP(layers.ARPReply))
+}
+
+// ExpectICMP waits for an ICMP message of type t from the DUT and checks
+// its code.
+func (b *Bench) ExpectICMP(t, code uint8) *Frame {
+	b.tb.Helper()
+	f := b.Expect(fmt.Sprintf("ICMP type %d", t), b.Answer(), IsICMPType(t))
+	if c := f.ICMP.TypeCode.Code(); c != code {
+		b.tb.Errorf("ICMP %v: code %d, want %d", f.ICMP.TypeCode, c, code)
+	}
+	return f
+}
+
 // Fragments splits an IPv4 datagram (the bytes after the Ethernet header
 // of frame, as Build made it) into frames carrying fragments of at most
 // size payload bytes (a multiple of 8), in order.

@@ -117,10 +117,7 @@ func init() {
 				ip := e.IPv4(layers.IPProtocol(253))
 				fr := e.Build(e.Eth(layers.EthernetTypeIPv4), ip, gopacket.Payload(Pattern(24, 9)))
 				e.SendFrame(fr)
-				f := e.Expect("ICMP destination unreachable", e.Answer(), IsICMPType(layers.ICMPv4TypeDestinationUnreachable))
-				if c := f.ICMP.TypeCode.Code(); c != layers.ICMPv4CodeProtocol {
-					e.Errorf("destination unreachable code %d (%v), want 2 (protocol unreachable)", c, f.ICMP.TypeCode)
-				}
+				f := e.ExpectICMP(layers.ICMPv4TypeDestinationUnreachable, layers.ICMPv4CodeProtocol)
 				checkQuote(e, f, fr)
 			},
 		},
@@ -135,10 +132,7 @@ func init() {
 				u.SetNetworkLayerForChecksum(ip)
 				fr := e.Build(e.Eth(layers.EthernetTypeIPv4), ip, u, gopacket.Payload(Pattern(20, 10)))
 				e.SendFrame(fr)
-				f := e.Expect("ICMP destination unreachable", e.Answer(), IsICMPType(layers.ICMPv4TypeDestinationUnreachable))
-				if c := f.ICMP.TypeCode.Code(); c != layers.ICMPv4CodePort {
-					e.Errorf("destination unreachable code %d (%v), want 3 (port unreachable)", c, f.ICMP.TypeCode)
-				}
+				f := e.ExpectICMP(layers.ICMPv4TypeDestinationUnreachable, layers.ICMPv4CodePort)
 				checkQuote(e, f, fr)
 				if _, noUDP := e.Info.Lacks[CapUDP]; !noUDP {
 					e.CounterRose(CounterUDPNoPort, 1)

@@ -17,7 +17,7 @@ func init() {
 			Needs: []Cap{CapARP},
 			Run: func(e *Env) {
 				e.SendFrame(e.ARPRequest(e.Info.Addr))
-				f := e.Expect("ARP reply", e.Answer(), IsARP(layers.ARPReply))
+				f := e.ExpectARPReply()
 				a := f.ARP
 				if !bytes.Equal(a.SourceHwAddress, e.Info.MAC) || !bytes.Equal(a.SourceProtAddress, e.Info.Addr.AsSlice()) {
 					e.Errorf("reply says %s is at %s, want %s at %s", ip4(a.SourceProtAddress), mac(a.SourceHwAddress), e.Info.Addr, e.Info.MAC)
@@ -47,7 +47,7 @@ func init() {
 				// The DUT still answers for itself: the silence was not a
 				// dead DUT.
 				e.SendFrame(e.ARPRequest(e.Info.Addr))
-				e.Expect("ARP reply for the DUT's own address", e.Answer(), IsARP(layers.ARPReply))
+				e.ExpectARPReply() // for its own address
 			},
 		},
 		Case{
@@ -89,7 +89,7 @@ func init() {
 			Needs: []Cap{CapARP},
 			Run: func(e *Env) {
 				e.SendFrame(e.ARPRequest(e.Info.Addr))
-				f := e.Expect("ARP reply", e.Answer(), IsARP(layers.ARPReply))
+				f := e.ExpectARPReply()
 				e.Note("ARP reply is %d bytes on the wire", len(f.Raw))
 				if len(f.Raw) < 60 {
 					e.Errorf("ARP reply is %d bytes on the wire, want at least 60 (padded)", len(f.Raw))
@@ -105,7 +105,7 @@ func init() {
 			Run: func(e *Env) {
 				f := e.NewFlow(closedPort, 1000)
 				f.Send(SYN, nil)
-				rst := f.Expect("RST", Has(RST))
+				rst := f.ExpectRST()
 				e.Note("RST is %d bytes on the wire", len(rst.Raw))
 				if len(rst.Raw) < 60 {
 					e.Errorf("RST is %d bytes on the wire, want at least 60 (padded)", len(rst.Raw))

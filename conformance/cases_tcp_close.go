@@ -166,7 +166,7 @@ func init() {
 				f.ExpectAck(f.SndNxt)
 				e.Pass(2*time.Minute, nil)
 				f.SendRaw(f.SndNxt, f.RcvNxt, ACK|PSH, []byte("late"))
-				r := f.Expect("RST", Has(RST))
+				r := f.ExpectRST()
 				if r.TCP.Seq != f.RcvNxt {
 					e.Errorf("RST seq %d, want the segment's ACK %d", r.TCP.Seq, f.RcvNxt)
 				}
@@ -193,6 +193,43 @@ func init() {
 				f.ExpectNothing("TIME-WAIT: nothing to send")
 				f.SendRaw(finSeq, f.RcvNxt, ACK|FIN, nil)
 				f.ExpectAck(f.SndNxt)
+			},
+		},
+		Case{
+			Name:  "tcp-close-unread-data-rst",
+			RFC:   "RFC 1122 §4.2.2.13 (CLOSE with received data pending: send a RST to show that data was lost)",
+			Title: "the application closes without reading what arrived: the DUT resets the connection instead of sending a FIN",
+			Run: func(e *Env) {
+				f, c := e.Established(PlainOpts, SockOpts{}, 1000)
+				f.SendData([]byte("never read"), 1000)
+				f.ExpectAck(f.SndNxt)
+				if err := c.Close(); err != nil {
+					e.Fatalf("close: %v", err)
+				}
+				r := f.Expect("RST or FIN", Has(0))
+				if !r.TCP.RST {
+					e.Fatalf("got %s, want a RST", r.Flags())
+				}
+				if r.TCP.Seq != f.RcvNxt {
+					e.Errorf("RST seq %d, want SND.NXT %d", r.TCP.Seq, f.RcvNxt)
+				}
+			},
+		},
+		Case{
+			Name:  "tcp-data-after-close-rst",
+			RFC:   "RFC 1122 §4.2.2.13 (new data received after CLOSE: send a RST)",
+			Title: "after the application closed (FIN sent and acknowledged), data from the bench is answered by a RST",
+			Run: func(e *Env) {
+				f, c := e.Established(PlainOpts, SockOpts{}, 1000)
+				c.Close()
+				f.ExpectFIN()
+				f.Send(ACK, nil)
+				f.ExpectNothing("FIN-WAIT-2: nothing to send")
+				f.SendData([]byte("too late"), 1000)
+				r := f.Expect("RST", Has(0))
+				if !r.TCP.RST {
+					e.Fatalf("data after close answered with %s, want a RST", r.Flags())
+				}
 			},
 		},
 		Case{

@@ -110,7 +110,7 @@ func init() {
 			Run: func(e *Env) {
 				f := e.NewFlow(closedPort, 123456)
 				f.Send(SYN, nil)
-				r := f.Expect("RST", Has(RST))
+				r := f.ExpectRST()
 				if !r.TCP.ACK || r.TCP.Seq != 0 || r.TCP.Ack != 123457 {
 					e.Errorf("got %s seq %d ack %d, want R. seq 0 ack 123457", r.Flags(), r.TCP.Seq, r.TCP.Ack)
 				}
@@ -127,7 +127,7 @@ func init() {
 			Run: func(e *Env) {
 				f := e.NewFlow(closedPort, 5000)
 				f.SendRaw(5000, 777777, ACK, []byte("stray"))
-				r := f.Expect("RST", Has(RST))
+				r := f.ExpectRST()
 				if r.TCP.ACK || r.TCP.Seq != 777777 {
 					e.Errorf("got %s seq %d, want R seq 777777 without ACK", r.Flags(), r.TCP.Seq)
 				}

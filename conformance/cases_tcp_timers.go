@@ -161,6 +161,29 @@ func init() {
 			},
 		},
 		Case{
+			Name:  "tcp-synack-retransmit",
+			RFC:   "RFC 9293 §3.8.1 / RFC 6298 §5.5 (a SYN-ACK not acknowledged is retransmitted, with backoff)",
+			Title: "a SYN-ACK the bench does not acknowledge is retransmitted unchanged, the second gap at least 1.5 times the first",
+			Run: func(e *Env) {
+				e.Listen(dutPort, SockOpts{})
+				f := e.NewFlow(dutPort, 1000)
+				f.Offered = PlainOpts
+				f.Send(SYN, nil)
+				first := f.ExpectSYNACK()
+				at := []time.Duration{first.At}
+				for len(at) < 3 {
+					r := f.ExpectTimer(fmt.Sprintf("SYN-ACK retransmission %d", len(at)), time.Minute, Has(SYN))
+					if !r.TCP.ACK || r.TCP.Seq != first.TCP.Seq || r.TCP.Ack != first.TCP.Ack {
+						e.Fatalf("retransmission %s seq %d ack %d, want S. seq %d ack %d", r.Flags(), r.TCP.Seq, r.TCP.Ack, first.TCP.Seq, first.TCP.Ack)
+					}
+					at = append(at, r.At)
+				}
+				checkGrowing(e, "SYN-ACK", at, 1.5)
+				f.Send(ACK, nil)
+				f.ExpectNothing("established")
+			},
+		},
+		Case{
 			Name:  "tcp-rto-backoff",
 			RFC:   "RFC 6298 §5.4-5.5 (retransmit the earliest unacknowledged segment; double the RTO each time)",
 			Title: "unacknowledged data is retransmitted from the same sequence number, each gap at least 1.5 times the one before",

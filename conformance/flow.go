@@ -315,6 +315,12 @@ func (f *Flow) SendData(payload []byte, mss int) {
 	}
 }
 
+// ExpectRST waits for a RST on the flow.
+func (f *Flow) ExpectRST() *Frame {
+	f.tb().Helper()
+	return f.Expect("RST", Has(RST))
+}
+
 // ExpectAck waits for a segment acknowledging ack (exactly).
 func (f *Flow) ExpectAck(ack uint32) *Frame {
 	f.tb().Helper()
