@@ -108,7 +108,8 @@ func restored(t testing.TB, h *testhost.Host, want hostState, after string) {
 // the kernel answers on the interface again (ARP and a kernel UDP echo on
 // the port the kind held). A new echo of the kind then takes the interface
 // over cleanly and answers, and SIGTERM stops it with exit status 0,
-// detaching its program.
+// detaching its program. A DPDK echo leaves no run-time directory or
+// hugepage file either way.
 func TestFaultCrashXDP(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, kind := range xdpKinds {
@@ -134,6 +135,9 @@ func crashXDP(t *testing.T, kind string) {
 		t.Fatal("the echo did not die of SIGKILL")
 	}
 	restored(t, p.B, before, "SIGKILL")
+	if left := dpdkLeftovers(e1.cmd.Process.Pid); len(left) != 0 {
+		t.Errorf("after SIGKILL, DPDK files of the echo remain: %v", left)
+	}
 
 	// The kernel answers on the interface: ARP (A forgets B first) and a
 	// kernel UDP echo on the port the kind held.
@@ -174,6 +178,21 @@ func crashXDP(t *testing.T, kind string) {
 	}
 	stopEchoProc(t, e2)
 	restored(t, p.B, before, "SIGTERM")
+	if left := dpdkLeftovers(e2.cmd.Process.Pid); len(left) != 0 {
+		t.Errorf("after SIGTERM, DPDK files of the echo remain: %v", left)
+	}
+}
+
+// dpdkLeftovers lists the files a DPDK process pid could leave behind: its
+// EAL run-time directory and hugepage files (file prefix dgramio_<pid>,
+// see frameio/dpdk). None for a process that ran no DPDK.
+func dpdkLeftovers(pid int) []string {
+	var out []string
+	for _, pat := range []string{"/var/run/dpdk/dgramio_%d*", "/run/dpdk/dgramio_%d*", "/dev/hugepages/dgramio_%d*", "/tmp/dpdk/dgramio_%d*"} {
+		m, _ := filepath.Glob(fmt.Sprintf(pat, pid))
+		out = append(out, m...)
+	}
+	return out
 }
 
 // TestFaultSignalRestoresHost: the echo of each kind over AF_XDP stopped
