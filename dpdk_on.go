@@ -18,3 +18,15 @@ func dpdkOpener(kind string) (openFunc, bool) {
 	}
 	return nil, false
 }
+
+func init() {
+	dpdkGroups = func(kind string) (groupOpenFunc, bool) {
+		switch kind {
+		case core.KindDPDK:
+			return udp.NewDPDKGroup, true
+		case core.KindTCPDPDK:
+			return tcp.NewDPDKGroup, true
+		}
+		return nil, false
+	}
+}

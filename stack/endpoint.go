@@ -78,6 +78,7 @@ type Endpoint struct {
 
 	// Receive side, poll loop only.
 	deliver func([]byte)
+	arpTap  func([]byte) // SetARPTap; set before the stack runs
 
 	// Counters.
 	rxFrames, rxBytes, rxOtherHost, rxMalformed atomic.Uint64
@@ -85,6 +86,7 @@ type Endpoint struct {
 	txFrames, txBytes, txRingFull, txOversize   atomic.Uint64
 	txDataFrames                                atomic.Uint64
 	kicks, writerKicks, wakeups                 atomic.Uint64
+	rxInjected, arpShared                       atomic.Uint64
 }
 
 var _ nstack.LinkEndpoint = (*Endpoint)(nil)
@@ -379,6 +381,39 @@ func (e *Endpoint) Poll(max int) int {
 func (e *Endpoint) deliverFrame(frame []byte) {
 	e.rxFrames.Add(1)
 	e.rxBytes.Add(uint64(len(frame)))
+	e.dispatch(frame)
+	if e.arpTap != nil && isARPReply(frame) {
+		e.arpShared.Add(1)
+		e.arpTap(frame)
+	}
+}
+
+// isARPReply reports whether frame is an Ethernet ARP reply (opcode 2).
+func isARPReply(frame []byte) bool {
+	return len(frame) >= ethHeader+8 && frame[12] == 0x08 && frame[13] == 0x06 &&
+		frame[ethHeader+6] == 0 && frame[ethHeader+7] == 2
+}
+
+// SetARPTap makes the poll loop call fn with every ARP reply the Endpoint
+// receives, after netstack has taken it; the frame is valid only during
+// the call. The stacks of a group share one address and MAC, and a NIC
+// puts ARP, which has no ports to hash, on one queue only: each stack
+// passes the replies it gets to the others (InjectFrame), so that a stack
+// whose own request was answered on another queue learns the answer too.
+// Call it before the stack runs.
+func (e *Endpoint) SetARPTap(fn func(frame []byte)) { e.arpTap = fn }
+
+// InjectFrame hands netstack a frame another Endpoint received (an ARP
+// reply passed on by SetARPTap's function), as if it had arrived here;
+// it is copied, and counted as rx_injected, not rx_frames. Safe from any
+// goroutine; after the stack is closed it does nothing.
+func (e *Endpoint) InjectFrame(frame []byte) {
+	e.rxInjected.Add(1)
+	e.dispatch(frame)
+}
+
+// dispatch gives one frame to netstack (a copy).
+func (e *Endpoint) dispatch(frame []byte) {
 	if len(frame) < ethHeader {
 		e.rxMalformed.Add(1)
 		return

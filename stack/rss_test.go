@@ -142,3 +142,23 @@ func toeplitzBytes(key, data []byte) uint32 {
 	}
 	return h
 }
+
+func TestIsARPReply(t *testing.T) {
+	frame := make([]byte, 42)
+	frame[12], frame[13] = 0x08, 0x06
+	frame[ethHeader+7] = 2
+	if !isARPReply(frame) {
+		t.Error("ARP reply not recognised")
+	}
+	frame[ethHeader+7] = 1
+	if isARPReply(frame) {
+		t.Error("ARP request taken for a reply")
+	}
+	frame[ethHeader+7], frame[13] = 2, 0x00
+	if isARPReply(frame) {
+		t.Error("IPv4 frame taken for an ARP reply")
+	}
+	if isARPReply(frame[:20]) {
+		t.Error("short frame taken for an ARP reply")
+	}
+}

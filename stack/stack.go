@@ -186,5 +186,7 @@ func (e *Endpoint) AppendCounters(dst []core.Counter) []core.Counter {
 	add("kicks", e.kicks.Load())
 	add("writer_kicks", e.writerKicks.Load())
 	add("wakeups", e.wakeups.Load())
+	add("rx_injected", e.rxInjected.Load())
+	add("arp_replies_shared", e.arpShared.Load())
 	return dst
 }

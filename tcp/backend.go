@@ -50,6 +50,49 @@ type Options struct {
 	// FrameIO (stack.Endpoint.SetOwnerKicks): a group's queue sets it, so
 	// that every frame leaves from the queue's pinned CPU.
 	OwnerKicks bool
+	// ARPShare, when set, is the group whose netstacks pass each other
+	// the ARP replies they receive (see ARPShare).
+	ARPShare *ARPShare
+}
+
+// ARPShare passes the ARP replies that one queue's netstack receives to
+// the netstacks of the other queues of a group, which hold the same
+// address and MAC (stack.Endpoint.SetARPTap, InjectFrame): a NIC hashes
+// ARP, which has no ports, to one queue, so a stack whose own request is
+// answered on another queue would never learn the answer. It is control
+// traffic, rare: the lock it takes is not on the data path. The zero value
+// is ready for use; a group passes one in every queue's Options.
+type ARPShare struct {
+	mu  sync.RWMutex
+	eps []*stack.Endpoint
+}
+
+// join adds ep and makes it pass its ARP replies to the others.
+func (a *ARPShare) join(ep *stack.Endpoint) {
+	a.mu.Lock()
+	a.eps = append(a.eps, ep)
+	a.mu.Unlock()
+	ep.SetARPTap(func(frame []byte) {
+		a.mu.RLock()
+		defer a.mu.RUnlock()
+		for _, o := range a.eps {
+			if o != ep {
+				o.InjectFrame(frame)
+			}
+		}
+	})
+}
+
+// leave removes ep (before its stack closes).
+func (a *ARPShare) leave(ep *stack.Endpoint) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, o := range a.eps {
+		if o == ep {
+			a.eps = append(a.eps[:i], a.eps[i+1:]...)
+			return
+		}
+	}
 }
 
 // DefaultLinger is Options.Linger's default.
@@ -256,6 +299,9 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Backen
 	}
 	b := &Backend{cfg: cfg, tune: TuningFromConfig(cfg), st: st, fio: fio, opts: opts}
 	b.opts.Close = release
+	if opts.ARPShare != nil {
+		opts.ARPShare.join(st.EP)
+	}
 	if err := b.open(); err != nil {
 		b.shutdown(false)
 		return nil, err
@@ -857,6 +903,9 @@ func (b *Backend) shutdown(linger bool) error {
 	}
 	b.conns = nil
 	b.stats.conns.Store(0)
+	if b.opts.ARPShare != nil {
+		b.opts.ARPShare.leave(b.st.EP)
+	}
 	b.st.Close()
 	return b.opts.Close()
 }

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-
+	"sync"
 
 	"github.com/dgramio/dgramio/frameio/dpdk"
 	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/stack"
 )
 
 // NewDPDK opens the tcp-dpdk kind: the userspace TCP (NewOverFrameIO, gVisor
@@ -50,8 +51,8 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Queues > 1 {
-		return nil, core.NotSupported("tcp-dpdk with several queues", "", "only one queue is implemented; set Queues to 1", nil)
+	if err := core.CheckOneQueue(cfg); err != nil {
+		return nil, err
 	}
 	// Pin to CPUs[0], leaving a pin the caller made itself alone. Release
 	// acts only on the claimed thread: Close may come from another
@@ -124,4 +125,169 @@ func kernelHasAddr(iface string, addr netip.Addr) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// dpdkGroup is kind tcp-dpdk with several queues.
+type dpdkGroup struct {
+	cfg  core.Config
+	port *dpdk.Port // queue 0's Port, which owns the device
+	rss  stack.RSS  // the kernel interface's, under a net_af_xdp vdev
+
+	arp ARPShare // the queues' netstacks share ARP replies
+
+	mu     sync.Mutex
+	opened []bool
+}
+
+var _ core.QueueGroup = (*dpdkGroup)(nil)
+
+// NewDPDKGroup opens kind tcp-dpdk with cfg.Queues queues, sharing nothing
+// on the data path, as NewXDPGroup does for tcp-xdp: one DPDK port with
+// Queues RX/TX queue pairs (dpdk.Options.Queues; RSS where the device
+// offers it), and on each queue a netstack of its own (NewOverFrameIO)
+// holding cfg.LocalIP, polled by the goroutine that calls OpenQueue(q)
+// (pinned to CPUs[q] when set), which is also the only one that sends on
+// that queue. A server's queues all listen on cfg.Port; a client queue
+// connects from its own share of the ephemeral ports (port % Queues == q),
+// and, under a net_af_xdp vdev on an interface with RSS, from those whose
+// answers the interface hashes to its queue (stack.SourcePorts with the
+// interface's Toeplitz key and table). On a PCI device the port's own RSS
+// table is not read: steer each queue's ports with a flow rule, or use
+// server queues only. NewXDPGroup's doc says how connections stay on their
+// queue on veth (pinned pollers on both ends). The EAL starts on the
+// calling thread; a vdev must be opened inside its interface's network
+// namespace. DPDK cannot sleep: Wait returns an error matching
+// core.ErrNotSupported, and a yielding poller sleeps briefly instead.
+func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
+	if cfg.Kind == "" {
+		cfg.Kind = core.KindTCPDPDK
+	}
+	cfg = cfg.WithDefaults()
+	if cfg.Kind != core.KindTCPDPDK {
+		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "tcp.NewDPDKGroup opens kind tcp-dpdk only"}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	o := dpdk.OptionsFrom(cfg)
+	o.Queues = cfg.Queues
+	port, err := dpdk.Open(o)
+	if err != nil {
+		return nil, err
+	}
+	g := &dpdkGroup{cfg: cfg, port: port, opened: make([]bool, cfg.Queues)}
+	info := port.Info()
+	if info.Driver == "net_af_packet" && info.Iface != "" {
+		if owns, err := kernelHasAddr(info.Iface, cfg.LocalIP); err != nil || owns {
+			g.Close()
+			if err == nil {
+				err = &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: fmt.Sprintf(
+					"on net_af_packet the kernel sees every segment, and with %v also on its interface %s it answers our peers with RSTs: take the address off the kernel's interface, or use net_af_xdp",
+					cfg.LocalIP, info.Iface)}
+			}
+			return nil, err
+		}
+	}
+	if info.Driver == "net_af_xdp" && info.Iface != "" {
+		g.rss, _ = stack.ReadRSS(info.Iface) // none on veth: ports by share only
+	}
+	return g, nil
+}
+
+// OpenQueue opens queue q. See core.QueueGroup.
+func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
+	if q < 0 || q >= g.cfg.Queues {
+		return nil, &core.ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
+	}
+	g.mu.Lock()
+	if g.opened[q] {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("tcp: dpdk: queue %d is open already", q)
+	}
+	g.opened[q] = true
+	g.mu.Unlock()
+	dp := g.port.Queue(q)
+	qc := g.cfg.ForQueue(q)
+	if g.cfg.LocalPort != 0 {
+		p := int(g.cfg.LocalPort) + q
+		if p > 65535 {
+			dp.Close()
+			return nil, &core.ConfigError{Field: "LocalPort", Value: g.cfg.LocalPort, Reason: fmt.Sprintf("queue %d would use port %d", q, p)}
+		}
+		qc.LocalPort = uint16(p)
+	}
+	th, err := cpu.Claim(qc.CPUs, false)
+	if err != nil {
+		dp.Close()
+		return nil, err
+	}
+	// Config.Pcap: capture every frame (Wrap returns dp itself when unset).
+	fio, err := pcapio.Wrap(dp, qc.Pcap)
+	if err != nil {
+		dp.Close()
+		th.Release()
+		return nil, err
+	}
+	mode := "netstack over dpdk " + dp.Info().Driver
+	if qc.Pcap != "" {
+		mode += " +pcap"
+	}
+	opts := Options{
+		Mode:       fmt.Sprintf("%s, queue %d of %d", mode, q, g.cfg.Queues),
+		Close:      func() error { return errors.Join(fio.Close(), th.Release()) },
+		OwnerKicks: true,
+		ARPShare:   &g.arp,
+	}
+	if qc.LocalPort == 0 {
+		n, local, rss := g.cfg.Queues, g.cfg.LocalIP, g.rss
+		opts.SourcePorts = func(peer netip.AddrPort) []uint16 {
+			return stack.SourcePorts(rss, local, peer, q, n, q, 64)
+		}
+	}
+	// NewOverFrameIO releases the queue (opts.Close) itself on error.
+	b, err := NewOverFrameIO(qc, fio, opts)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Mode says how frames reach the queues and how clients pick ports.
+func (g *dpdkGroup) Mode() string {
+	info := g.port.Info()
+	m := "a netstack per queue, "
+	switch {
+	case info.RSS != 0:
+		m += fmt.Sprintf("rss %#x", info.RSS)
+	case len(g.rss.Indir) > 0:
+		m += "source ports by the interface's Toeplitz RSS"
+	case info.Driver == "net_af_packet":
+		m += "PACKET_FANOUT hash over the queues' sockets"
+	default:
+		m += "no RSS table: queue by the sender's CPU"
+	}
+	return m
+}
+
+// AppendCounters appends the device's counters, counted once.
+func (g *dpdkGroup) AppendCounters(dst []core.Counter) []core.Counter {
+	return append(dst, g.port.DeviceStats().Layers...)
+}
+
+// Close closes the queues never opened; the device goes with the last
+// queue closed.
+func (g *dpdkGroup) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var errs []error
+	for q, o := range g.opened {
+		if !o {
+			g.opened[q] = true
+			errs = append(errs, g.port.Queue(q).Close())
+		}
+	}
+	return errors.Join(errs...)
 }

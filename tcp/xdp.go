@@ -156,6 +156,8 @@ type xdpGroup struct {
 	rss    stack.RSS // empty on a device without RSS
 	rssErr error     // why rss is empty
 
+	arp ARPShare // the queues' netstacks share ARP replies
+
 	mu     sync.Mutex
 	opened []bool
 }
@@ -256,6 +258,7 @@ func (g *xdpGroup) OpenQueue(q int) (core.Backend, error) {
 	opts.Close = func() error { return errors.Join(closeXSK(), th.Release()) }
 	opts.Mode += fmt.Sprintf(", queue %d of %d", q, g.cfg.Queues)
 	opts.OwnerKicks = true
+	opts.ARPShare = &g.arp
 	if qc.LocalPort == 0 {
 		n, dev, local := g.cfg.Queues, qc.XDP.QueueID, g.cfg.LocalIP
 		opts.SourcePorts = func(peer netip.AddrPort) []uint16 {
@@ -273,7 +276,11 @@ func (g *xdpGroup) OpenQueue(q int) (core.Backend, error) {
 // Mode says how frames reach the queues and how clients pick ports.
 func (g *xdpGroup) Mode() string {
 	ports := "source ports by Toeplitz RSS"
-	if len(g.rss.Indir) == 0 {
+	switch {
+	case len(g.rss.Indir) > 0:
+	case g.rssErr != nil && !errors.Is(g.rssErr, core.ErrNotSupported):
+		ports = fmt.Sprintf("RSS table unreadable (%v): source ports by share only", g.rssErr)
+	default:
 		ports = "no RSS table: queue by the sender's CPU"
 	}
 	return "xdp program " + g.prog.Mode() + " by rx_queue_index, a netstack per queue, " + ports

@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-
+	"strings"
+	"sync"
 
 	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/dpdk"
@@ -57,8 +58,8 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Queues > 1 {
-		return nil, core.NotSupported("dpdk with several queues", "", "only one queue is implemented; set Queues to 1", nil)
+	if err := core.CheckOneQueue(cfg); err != nil {
+		return nil, err
 	}
 	// Set-up undoes itself, last step first, on every error path.
 	var undo []func()
@@ -175,4 +176,143 @@ func openSink(cfg core.Config) (*net.UDPConn, error) {
 	}
 	_ = c.SetReadBuffer(1) // the kernel rounds up to its minimum
 	return c, nil
+}
+
+// dpdkGroup is kind dpdk with several queues.
+type dpdkGroup struct {
+	cfg  core.Config
+	port *dpdk.Port // queue 0's Port, which owns the device
+
+	mu     sync.Mutex
+	opened []bool
+}
+
+var _ core.QueueGroup = (*dpdkGroup)(nil)
+
+// NewDPDKGroup opens kind dpdk with cfg.Queues queues: one DPDK port
+// configured with Queues RX/TX queue pairs, each with its own mempool
+// (dpdk.Options.Queues), and RSS over IPv4, TCP and UDP where the device
+// offers it; on the default net_af_xdp vdev (queue_count=Queues) the
+// kernel's steering of the interface's queues decides (on veth: the
+// sender's CPU, through XPS). OpenQueue(q) runs a Raw over queue q, with an
+// ARP handler of its own for cfg.LocalIP, on the calling goroutine (pinned
+// to CPUs[q] when set), which receives and transmits on queue q only. A
+// client's queue q sends from port LocalPort+q (LocalPort defaults to
+// Port). The EAL starts on the thread that calls NewDPDKGroup (its main
+// lcore is that thread's CPU), which must be inside the interface's network
+// namespace for a vdev. Use net_af_xdp or a PCI device: the net_af_packet
+// sink socket of NewDPDK is not made here.
+func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
+	if cfg.Kind == "" {
+		cfg.Kind = core.KindDPDK
+	}
+	cfg = cfg.WithDefaults()
+	if cfg.Kind != core.KindDPDK {
+		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "udp.NewDPDKGroup opens kind dpdk only"}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Role == core.RoleClient && int(cfg.LocalPort)+cfg.Queues > 65536 {
+		return nil, &core.ConfigError{Field: "LocalPort", Value: cfg.LocalPort, Reason: fmt.Sprintf("queue q sends from LocalPort+q: %d queues from %d run past 65535", cfg.Queues, cfg.LocalPort)}
+	}
+	o := dpdk.OptionsFrom(cfg)
+	o.Queues = cfg.Queues
+	port, err := dpdk.Open(o)
+	if err != nil {
+		return nil, err
+	}
+	return &dpdkGroup{cfg: cfg, port: port, opened: make([]bool, cfg.Queues)}, nil
+}
+
+// OpenQueue opens queue q. See core.QueueGroup.
+func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
+	if q < 0 || q >= g.cfg.Queues {
+		return nil, &core.ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
+	}
+	g.mu.Lock()
+	if g.opened[q] {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("udp: dpdk: queue %d is open already", q)
+	}
+	g.opened[q] = true
+	g.mu.Unlock()
+	dp := g.port.Queue(q)
+	qc := g.cfg.ForQueue(q)
+	if g.cfg.Role == core.RoleClient {
+		qc.LocalPort = g.cfg.LocalPort + uint16(q)
+	}
+	th, err := cpu.Claim(qc.CPUs, false)
+	if err != nil {
+		dp.Close()
+		return nil, err
+	}
+	port, err := pcapio.Wrap(dp, qc.Pcap)
+	if err != nil {
+		dp.Close()
+		th.Release()
+		return nil, err
+	}
+	info := dp.Info()
+	name := info.Iface
+	if name == "" {
+		name = info.Name
+	}
+	h, err := arp.New(port, arp.Config{MAC: port.MAC(), Addr: qc.LocalIP, Iface: name})
+	if err != nil {
+		port.Close()
+		th.Release()
+		return nil, err
+	}
+	mode := "dpdk " + info.Driver
+	if qc.Pcap != "" {
+		mode += " +pcap"
+	}
+	mode += fmt.Sprintf(", queue %d of %d", q, g.cfg.Queues)
+	// NewRaw closes the port itself on error.
+	r, err := NewRaw(qc, port, RawOptions{Mode: mode, ARP: h, OnClose: th.Release})
+	if err != nil {
+		th.Release()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Mode says how frames reach the queues.
+func (g *dpdkGroup) Mode() string { return DPDKSteering(g.port.Info()) }
+
+// DPDKSteering describes how a DPDK port spreads flows over its queues:
+// "rss" with the hash types, or what feeds a vdev's queues.
+func DPDKSteering(info dpdk.Info) string {
+	if info.RSS != 0 {
+		return fmt.Sprintf("rss %#x", info.RSS)
+	}
+	switch {
+	case strings.HasPrefix(info.Driver, "net_af_xdp"):
+		return "no rss: the kernel steers the interface's queues"
+	case strings.HasPrefix(info.Driver, "net_af_packet"):
+		return "no rss: PACKET_FANOUT hash over the queues' sockets"
+	}
+	return "no rss"
+}
+
+// AppendCounters appends the device's counters (dpdk.Port.DeviceStats),
+// counted once for all queues.
+func (g *dpdkGroup) AppendCounters(dst []core.Counter) []core.Counter {
+	return append(dst, g.port.DeviceStats().Layers...)
+}
+
+// Close closes the queues never opened; the device goes with the last
+// queue closed. Close the opened queues' backends first.
+func (g *dpdkGroup) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var errs []error
+	for q, o := range g.opened {
+		if !o {
+			g.opened[q] = true
+			errs = append(errs, g.port.Queue(q).Close())
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -71,6 +72,14 @@ type Options struct {
 	// LinkWait bounds the wait for link up after the port starts. Default
 	// 20 s.
 	LinkWait time.Duration
+	// Queues is the number of RX/TX queue pairs, each with a mempool of
+	// Mbufs of its own. 0 means 1. With several, Open returns queue 0's
+	// Port and Queue(q) the others; the device hashes flows over them
+	// (RSS on IPv4/TCP/UDP) where it offers RSS. The default net_af_xdp
+	// vdev gets queue_count=Queues (interface queues 0..Queues-1, fed by
+	// the kernel's steering); a VDev of the caller's must allow as many
+	// queues itself (net_af_xdp's queue_count).
+	Queues int
 	// Promiscuous leaves the port promiscuous. By default it is not (the
 	// port receives frames to its own MAC, broadcast and multicast), and
 	// the interface of a vdev gets back the flag it had before Open when
@@ -167,6 +176,9 @@ func (o Options) validate() error {
 	if o.TxWait < 0 || o.LinkWait < 0 {
 		return bad("TxWait", o.TxWait, "waits must not be negative")
 	}
+	if o.Queues < 0 || o.Queues > core.MaxQueues {
+		return bad("Queues", o.Queues, "must be between 1 and %d", core.MaxQueues)
+	}
 	return nil
 }
 
@@ -209,6 +221,11 @@ type Info struct {
 	RxDesc, TxDesc, MTU, MaxMTU int
 	// LinkSpeed is the link speed in Mbit/s as the PMD reports it.
 	LinkSpeed uint32
+	// RSS is the set of RTE_ETH_RSS_* hash types the device spreads
+	// flows over its queues with (several queues only); 0 when it offers
+	// none (a vdev: whatever feeds its queues decides, for net_af_xdp the
+	// kernel's steering of the interface's queues).
+	RSS uint64
 	// Notes are what Open and Close did that the user should know
 	// (a refused set_mtu, promiscuous mode restored, an XDP program left by
 	// the PMD and removed).
@@ -217,9 +234,21 @@ type Info struct {
 
 // Port is one queue of one DPDK port as a frameio.FrameIO. See the package
 // documentation for its threading rules and buffer lifetimes.
+//
+// A port opened with several queues (Options.Queues) is one Port per queue:
+// Open returns queue 0's, which also owns the device, and Queue(q) the
+// others. Each queue has its own mempool, rings and counters, and is
+// driven by its own poller; the device is stopped and released when the
+// last of its queues is closed.
 type Port struct {
 	c       *C.struct_dg_port
 	pool    *C.struct_rte_mempool
+	queue   int     // the queue's index on the device
+	dev     *Port   // the Port that owns the device: queue 0's (itself)
+	queues  []*Port // on dev, with several queues: every queue's Port
+	pools   []*C.struct_rte_mempool
+	open    int            // on dev: queues not closed yet (under control)
+	devDone *frameio.Stats // on dev: the device's counters at teardown
 	portID  C.uint16_t
 	mac     net.HardwareAddr
 	mtu     int
@@ -320,6 +349,12 @@ func Open(o Options) (*Port, error) {
 	default:
 		bus, p.vdev = "vdev", true
 		p.devName, devargs = "net_af_xdp"+strconv.Itoa(seq), "iface="+o.Iface
+		if o.Queues > 1 {
+			if err := checkCombined(o.Iface, o.Queues); err != nil {
+				return fail(err)
+			}
+			devargs += ",queue_count=" + strconv.Itoa(o.Queues)
+		}
 		p.iface = o.Iface
 	}
 	p.info.Name, p.info.Devargs, p.info.Iface = p.devName, devargs, p.iface
@@ -424,13 +459,72 @@ func Open(o Options) (*Port, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	// The shim's buffers.
-	p.c = C.dg_port_new(port, 0, p.pool, RxBurst, C.uint16_t(res.tx_desc), txRefill, C.uint64_t(o.TxWait/time.Microsecond))
-	if p.c == nil {
-		return fail(fmt.Errorf("dpdk: %s: out of memory for the port's arrays", p.devName))
+	// The shim's buffers, one set per queue.
+	p.dev = p
+	if err := p.initShim(o, res); err != nil {
+		return fail(err)
 	}
 	c := p.c
 	undo = append(undo, func() { C.dg_port_free(c) })
+	if len(p.pools) > 1 {
+		p.queues = []*Port{p}
+		for q := 1; q < len(p.pools); q++ {
+			qp := &Port{dev: p, queue: q, pool: p.pools[q], portID: p.portID, mac: p.mac, mtu: p.mtu,
+				devName: p.devName, vdev: p.vdev, iface: p.iface, nsfd: -1, info: p.info}
+			if err := qp.initShim(o, res); err != nil {
+				return fail(err)
+			}
+			qc := qp.c
+			undo = append(undo, func() { C.dg_port_free(qc) })
+			p.queues = append(p.queues, qp)
+		}
+		p.open = len(p.queues)
+	}
+
+	// Extended statistics: names now, values in Stats.
+	if n := C.rte_eth_xstats_get_names(port, nil, 0); n > 0 {
+		names := (*C.struct_rte_eth_xstat_name)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.struct_rte_eth_xstat_name{}))))
+		got := C.rte_eth_xstats_get_names(port, names, C.uint(n))
+		for _, nm := range unsafe.Slice(names, max(0, min(int(got), int(n)))) {
+			p.xstatNames = append(p.xstatNames, C.GoString(&nm.name[0]))
+		}
+		C.free(unsafe.Pointer(names))
+		p.xstats = (*C.struct_rte_eth_xstat)(C.calloc(C.size_t(len(p.xstatNames)+1), C.size_t(unsafe.Sizeof(C.struct_rte_eth_xstat{}))))
+	}
+	return p, nil
+}
+
+// checkCombined refuses Queues net_af_xdp queues on an interface with fewer
+// combined channels: DPDK 22.11's net_af_xdp counts only combined channels
+// (ETHTOOL_GCHANNELS), and takes an interface without any (veth) for one
+// queue, failing the probe with a bare "Failed to init internals".
+func checkCombined(iface string, queues int) error {
+	e, err := ethtool.NewEthtool()
+	if err != nil {
+		return fmt.Errorf("dpdk: ethtool: %w", err)
+	}
+	defer e.Close()
+	ch, err := e.GetChannels(iface)
+	combined := int(ch.CombinedCount)
+	if err != nil || ch.MaxCombined == 0 {
+		combined = 1
+	}
+	if combined < queues {
+		return core.NotSupported(fmt.Sprintf("%d net_af_xdp queues on %s", queues, iface), "",
+			fmt.Sprintf("net_af_xdp uses combined channels only, and %s has %d (ethtool -L %s combined %d; veth has none: use DPDK.VDev \"net_af_packet0,iface=%s,qpairs=%d\", whose queues a PACKET_FANOUT hash feeds)",
+				iface, combined, iface, queues, iface, queues), err)
+	}
+	return nil
+}
+
+// initShim makes the C side of p's queue (dg_port_new) on its pool and the
+// Go views of it.
+func (p *Port) initShim(o Options, res C.struct_dg_result) error {
+	c := C.dg_port_new(p.portID, C.uint16_t(p.queue), p.pool, RxBurst, C.uint16_t(res.tx_desc), txRefill, C.uint64_t(o.TxWait/time.Microsecond))
+	if c == nil {
+		return fmt.Errorf("dpdk: %s: out of memory for the arrays of queue %d", p.devName, p.queue)
+	}
+	p.c = c
 	if p.info.Driver == "net_af_packet" {
 		// A packet socket also sees what we send; drop our own frames.
 		c.filter_own = 1
@@ -446,18 +540,27 @@ func Open(o Options) (*Port, error) {
 	p.txLen = unsafe.Slice(c.tx_len, int(c.tx_cap))
 	p.spare = unsafe.Slice(c.spare, txRefill)
 	p.spareData = unsafe.Slice(c.spare_data, txRefill)
+	return nil
+}
 
-	// Extended statistics: names now, values in Stats.
-	if n := C.rte_eth_xstats_get_names(port, nil, 0); n > 0 {
-		names := (*C.struct_rte_eth_xstat_name)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.struct_rte_eth_xstat_name{}))))
-		got := C.rte_eth_xstats_get_names(port, names, C.uint(n))
-		for _, nm := range unsafe.Slice(names, max(0, min(int(got), int(n)))) {
-			p.xstatNames = append(p.xstatNames, C.GoString(&nm.name[0]))
-		}
-		C.free(unsafe.Pointer(names))
-		p.xstats = (*C.struct_rte_eth_xstat)(C.calloc(C.size_t(len(p.xstatNames)+1), C.size_t(unsafe.Sizeof(C.struct_rte_eth_xstat{}))))
+// Queues returns the number of queues of the port (Options.Queues).
+func (p *Port) Queues() int { return max(len(p.dev.queues), 1) }
+
+// QueueIndex returns the queue's index on the device.
+func (p *Port) QueueIndex() int { return p.queue }
+
+// Queue returns the Port of queue q of a port opened with several queues
+// (queue 0 is the Port Open returned), or nil when there is no such queue.
+// Each is a frameio.FrameIO of its own, for its own poller.
+func (p *Port) Queue(q int) *Port {
+	d := p.dev
+	if q == 0 && len(d.queues) == 0 {
+		return d
 	}
-	return p, nil
+	if q < 0 || q >= len(d.queues) {
+		return nil
+	}
+	return d.queues[q]
 }
 
 // attempt attaches (probes) the device, unless it is a PCI device the EAL
@@ -522,28 +625,47 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 	if need := o.MTU + 14 + 4; need > dataRoom {
 		dataRoom = (need + 1023) &^ 1023
 	}
-	pname := C.CString("dgramio_" + strconv.Itoa(seq))
 	var flags C.uint
 	if p.vdev {
 		// No device DMAs into a vdev's pool: let objects lie back to back
 		// (see dg_pool_create).
 		flags = C.RTE_MEMPOOL_F_NO_IOVA_CONTIG
 	}
-	C.dg_clear_errno()
-	p.pool = C.dg_pool_create(pname, C.uint(o.Mbufs), C.uint16_t(dataRoom+C.RTE_PKTMBUF_HEADROOM), socket, flags)
-	C.free(unsafe.Pointer(pname))
-	if p.pool == nil {
-		err := p.dpdkError(fmt.Sprintf("mempool of %d mbufs of %d bytes on socket %d", o.Mbufs, dataRoom, socket), -int(C.dg_rte_errno()))
-		if errors.Is(err, syscall.ENOMEM) {
-			err = fmt.Errorf("%w (lower DPDK.Mbufs, or give the EAL more memory: EALOptions.MemoryMB or -m in ExtraArgs)", err)
+	// One mempool per queue: a queue's poller is not an EAL lcore, so a
+	// shared pool would have no per-core cache and every alloc and free
+	// would contend on its ring with the other queues.
+	nq := max(o.Queues, 1)
+	pools := make([]*C.struct_rte_mempool, 0, nq)
+	freePools := func() {
+		for _, mp := range pools {
+			C.rte_mempool_free(mp)
 		}
-		return fail(err, false)
 	}
-	if p.info.Driver == "net_af_xdp" && C.dg_pool_chunks(p.pool) != 1 {
-		C.rte_mempool_free(p.pool)
-		return fail(fmt.Errorf("dpdk: %s: the mempool of %d mbufs is in %d pieces, and net_af_xdp needs one piece for its UMEM (lower DPDK.Mbufs or give the EAL more memory)",
-			p.devName, o.Mbufs, C.dg_pool_chunks(p.pool)), false)
+	for q := 0; q < nq; q++ {
+		name := "dgramio_" + strconv.Itoa(seq)
+		if nq > 1 {
+			name += "_" + strconv.Itoa(q)
+		}
+		pname := C.CString(name)
+		C.dg_clear_errno()
+		mp := C.dg_pool_create(pname, C.uint(o.Mbufs), C.uint16_t(dataRoom+C.RTE_PKTMBUF_HEADROOM), socket, flags)
+		C.free(unsafe.Pointer(pname))
+		if mp == nil {
+			err := p.dpdkError(fmt.Sprintf("mempool of %d mbufs of %d bytes on socket %d", o.Mbufs, dataRoom, socket), -int(C.dg_rte_errno()))
+			if errors.Is(err, syscall.ENOMEM) {
+				err = fmt.Errorf("%w (lower DPDK.Mbufs, or give the EAL more memory: EALOptions.MemoryMB or -m in ExtraArgs)", err)
+			}
+			freePools()
+			return fail(err, false)
+		}
+		pools = append(pools, mp)
+		if p.info.Driver == "net_af_xdp" && C.dg_pool_chunks(mp) != 1 {
+			freePools()
+			return fail(fmt.Errorf("dpdk: %s: the mempool of %d mbufs is in %d pieces, and net_af_xdp needs one piece for its UMEM (lower DPDK.Mbufs or give the EAL more memory)",
+				p.devName, o.Mbufs, C.dg_pool_chunks(mp)), false)
+		}
 	}
+	p.pool, p.pools = pools[0], pools
 	pool := p.pool
 
 	// Configure and start.
@@ -553,6 +675,18 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 		tx_desc: C.uint16_t(o.TxDesc),
 		socket:  socket,
 		pool:    pool,
+		queues:  C.uint16_t(nq),
+		rss_hf:  C.RTE_ETH_RSS_IP | C.RTE_ETH_RSS_TCP | C.RTE_ETH_RSS_UDP,
+	}
+	if nq > 1 {
+		arr := (**C.struct_rte_mempool)(C.calloc(C.size_t(nq), C.size_t(unsafe.Sizeof(pool))))
+		if arr == nil {
+			freePools()
+			return fail(fmt.Errorf("dpdk: %s: out of memory", p.devName), false)
+		}
+		defer C.free(unsafe.Pointer(arr))
+		copy(unsafe.Slice(arr, nq), pools)
+		conf.pools = arr
 	}
 	afxdp := p.info.Driver == "net_af_xdp"
 	var before []sockFile
@@ -564,20 +698,28 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 		// What the PMD opened now, kept open or not (see closeXSKs).
 		p.xsks = newSockets(before, dpdkXSKs())
 	}
-	// The mempool goes after the port: the PMD refers to it until closed.
+	// The mempools go after the port: the PMD refers to them until closed.
 	undo = append(undo, func() {
 		C.rte_eth_dev_stop(port)
 		C.rte_eth_dev_close(port)
 		p.closeXSKs()
-		C.rte_mempool_free(pool)
+		freePools()
 	})
 	if ret != 0 {
 		step := C.GoString(res.step)
 		err := p.dpdkError(step+" of "+describe(p.devName, devargs), int(ret))
-		if step == "rte_eth_dev_configure" && o.MTU > int(res.max_mtu) && res.max_mtu != 0 {
+		switch {
+		case step == "rte_eth_dev_configure" && o.MTU > int(res.max_mtu) && res.max_mtu != 0:
 			err = fmt.Errorf("%w (MTU %d is above the device's limit %d)", err, o.MTU, res.max_mtu)
+		case step == "queue count":
+			err = &core.ConfigError{Field: "Queues", Value: nq, Reason: fmt.Sprintf(
+				"%s offers %d RX and %d TX queues (a net_af_xdp vdev as many as its queue_count devarg, an interface's channels at most)",
+				describe(p.devName, devargs), res.max_rx_queues, res.max_tx_queues)}
 		}
 		return fail(err, afxdp && step == "rte_eth_rx_queue_setup")
+	}
+	if nq > 1 {
+		p.info.RSS = uint64(res.rss_hf)
 	}
 	return res, undoAll, false, nil
 }
@@ -783,17 +925,49 @@ func (p *Port) RxFrames(max int, deliver func(frame []byte)) int {
 // goroutine it is called. It must not race with TxFrame, Kick or RxFrames;
 // it is safe to call more than once. Stats stay readable afterwards (the
 // device's counters as they were at Close).
+//
+// A queue of a port with several queues gives its mbufs back and stops
+// being usable; the device goes (as above) when the last queue is closed.
 func (p *Port) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
+	d := p.dev
+	if len(d.queues) == 0 {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		s := p.stats()
+		p.final = &s
+		control.Lock()
+		defer control.Unlock()
+		return p.teardown()
+	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	s := p.stats()
 	p.final = &s
+	p.mu.Unlock()
 	control.Lock()
 	defer control.Unlock()
+	C.dg_port_release(p.c)
+	d.open--
+	if d.open > 0 {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ds := d.deviceStats()
+	d.devDone = &ds
+	return d.teardown()
+}
+
+// teardown stops and releases the device; control and p.mu are held, and
+// every queue is closed.
+func (p *Port) teardown() error {
 	takeLog()
+	qs := p.queues
+	if len(qs) == 0 {
+		qs = []*Port{p}
+	}
 	var errs []error
 	err := inNetns(p.nsfd, func() error {
 		C.dg_port_release(p.c)
@@ -811,8 +985,12 @@ func (p *Port) Close() error {
 		if r := withCStrings(func(s []*C.char) C.int { return C.rte_eal_hotplug_remove(s[0], s[1]) }, bus, p.devName); r != 0 {
 			errs = append(errs, p.dpdkError("detach "+p.devName, int(r)))
 		}
-		C.rte_mempool_free(p.pool)
-		C.dg_port_free(p.c)
+		for _, mp := range p.pools {
+			C.rte_mempool_free(mp)
+		}
+		for _, q := range qs {
+			C.dg_port_free(q.c)
+		}
 		if p.iface != "" {
 			if err := p.restoreIface(); err != nil {
 				errs = append(errs, err)
@@ -928,7 +1106,9 @@ func (p *Port) Stats() frameio.Stats {
 	return p.stats()
 }
 
-// stats reads the counters; p.mu is held.
+// stats reads the counters; p.mu is held. A queue of a port with several
+// queues has only its own counters and the device's per-queue ones
+// (DeviceStats has the rest); a single-queue port has everything.
 func (p *Port) stats() frameio.Stats {
 	s := frameio.Stats{
 		Mode:       "dpdk " + p.info.Driver,
@@ -939,12 +1119,64 @@ func (p *Port) stats() frameio.Stats {
 		TxRingFull: p.txRingFull.Load(),
 		TxDropped:  p.txDropped.Load(),
 	}
-	var es C.struct_rte_eth_stats
-	C.rte_eth_stats_get(p.portID, &es)
 	// The receiver adds to these in C (__atomic_fetch_add); load them
 	// atomically here.
 	multi := atomic.LoadUint64((*uint64)(unsafe.Pointer(&p.c.rx_multiseg)))
 	own := atomic.LoadUint64((*uint64)(unsafe.Pointer(&p.c.rx_own)))
+	s.Layers = append(s.Layers,
+		core.Counter{Layer: "dpdk", Name: "rx_multiseg", Value: multi, Loss: true},
+		core.Counter{Layer: "dpdk", Name: "rx_own", Value: own},
+		core.Counter{Layer: "dpdk", Name: "tx_oversize", Value: p.txOversize.Load()},
+	)
+	s.RxDropped = multi
+	if len(p.dev.queues) == 0 {
+		p.appendDevice(&s)
+		return s
+	}
+	s.Mode += fmt.Sprintf(" queue %d of %d", p.queue, len(p.dev.queues))
+	var es C.struct_rte_eth_stats
+	if p.queue < C.RTE_ETHDEV_QUEUE_STAT_CNTRS && C.rte_eth_stats_get(p.portID, &es) == 0 {
+		s.Layers = append(s.Layers,
+			core.Counter{Layer: "dpdk-queue", Name: "q_ipackets", Value: uint64(es.q_ipackets[p.queue])},
+			core.Counter{Layer: "dpdk-queue", Name: "q_opackets", Value: uint64(es.q_opackets[p.queue])},
+			core.Counter{Layer: "dpdk-queue", Name: "q_errors", Value: uint64(es.q_errors[p.queue])},
+		)
+	}
+	return s
+}
+
+// DeviceStats returns the counters of the whole device of a port with
+// several queues: what Stats of a single-queue port has besides its own
+// frames (rte_eth_stats, XDP_STATISTICS, packet socket drops, the kernel
+// interface's counters, xstats), as layers and in RxDropped and
+// TxDropped. A group reports them once, beside its queues' own. Safe from
+// any goroutine; after the last queue is closed it returns the counters as
+// they were then.
+func (p *Port) DeviceStats() frameio.Stats {
+	d := p.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.devDone != nil {
+		s := *d.devDone
+		s.Layers = append([]core.Counter(nil), s.Layers...)
+		return s
+	}
+	return d.deviceStats()
+}
+
+// deviceStats reads the device's counters; d.mu is held and the device
+// is up.
+func (d *Port) deviceStats() frameio.Stats {
+	s := frameio.Stats{Mode: "dpdk " + d.info.Driver}
+	d.appendDevice(&s)
+	return s
+}
+
+// appendDevice adds the device's counters to s: layers, and its receive
+// and transmit drops to RxDropped and TxDropped.
+func (p *Port) appendDevice(s *frameio.Stats) {
+	var es C.struct_rte_eth_stats
+	C.rte_eth_stats_get(p.portID, &es)
 	l := "dpdk"
 	s.Layers = append(s.Layers,
 		core.Counter{Layer: l, Name: "ipackets", Value: uint64(es.ipackets)},
@@ -955,11 +1187,8 @@ func (p *Port) stats() frameio.Stats {
 		core.Counter{Layer: l, Name: "ierrors", Value: uint64(es.ierrors), Loss: true},
 		core.Counter{Layer: l, Name: "rx_nombuf", Value: uint64(es.rx_nombuf), Loss: true},
 		core.Counter{Layer: l, Name: "oerrors", Value: uint64(es.oerrors), Loss: true},
-		core.Counter{Layer: l, Name: "rx_multiseg", Value: multi, Loss: true},
-		core.Counter{Layer: l, Name: "rx_own", Value: own},
-		core.Counter{Layer: l, Name: "tx_oversize", Value: p.txOversize.Load()},
 	)
-	s.RxDropped = uint64(es.imissed) + uint64(es.ierrors) + uint64(es.rx_nombuf) + multi
+	s.RxDropped += uint64(es.imissed) + uint64(es.ierrors) + uint64(es.rx_nombuf)
 	if len(p.pkts) > 0 {
 		// net_af_packet in DPDK 22.11 reports nothing of the frames its
 		// packet ring dropped when full; the kernel counts them in the
@@ -1028,5 +1257,4 @@ func (p *Port) stats() frameio.Stats {
 			}
 		}
 	}
-	return s
 }

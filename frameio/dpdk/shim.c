@@ -1,6 +1,7 @@
 //go:build dpdk
 
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -168,7 +169,8 @@ uint16_t dg_tx_flush(struct dg_port *p)
 	return sent;
 }
 
-// dg_port_configure configures one RX and one TX queue without offloads
+// dg_port_configure configures c->queues RX and TX queue pairs (one by
+// default; several with RSS where the device offers it) without offloads
 // (checksums are done in software), with the MTU dance: the MTU goes into
 // rte_eth_dev_configure, and for a jumbo MTU rte_eth_dev_set_mtu is tried
 // too, its refusal only a warning (some PMDs take the MTU from configure and
@@ -188,9 +190,28 @@ int dg_port_configure(uint16_t port, const struct dg_conf *c, struct dg_result *
 		return ret;
 	}
 	r->max_mtu = info.max_mtu;
+	r->max_rx_queues = info.max_rx_queues;
+	r->max_tx_queues = info.max_tx_queues;
+	uint16_t nq = c->queues ? c->queues : 1;
+	if (nq > info.max_rx_queues || nq > info.max_tx_queues) {
+		r->step = "queue count";
+		return -EINVAL;
+	}
 	memset(&conf, 0, sizeof(conf));
 	conf.rxmode.mtu = c->mtu;
-	ret = rte_eth_dev_configure(port, 1, 1, &conf);
+	if (nq > 1) {
+		// RSS over the queues, on the hash types the device offers of
+		// those asked for; none offered (a vdev) leaves the spreading to
+		// whatever feeds the queues (the kernel, for net_af_xdp).
+		uint64_t hf = c->rss_hf & info.flow_type_rss_offloads;
+		if (hf != 0) {
+			conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+			conf.rx_adv_conf.rss_conf.rss_key = NULL; // the device's key
+			conf.rx_adv_conf.rss_conf.rss_hf = hf;
+		}
+		r->rss_hf = hf;
+	}
+	ret = rte_eth_dev_configure(port, nq, nq, &conf);
 	if (ret != 0) {
 		r->step = "rte_eth_dev_configure";
 		return ret;
@@ -210,15 +231,18 @@ int dg_port_configure(uint16_t port, const struct dg_conf *c, struct dg_result *
 	}
 	r->rx_desc = rxd;
 	r->tx_desc = txd;
-	ret = rte_eth_rx_queue_setup(port, 0, rxd, c->socket, NULL, c->pool);
-	if (ret != 0) {
-		r->step = "rte_eth_rx_queue_setup";
-		return ret;
-	}
-	ret = rte_eth_tx_queue_setup(port, 0, txd, c->socket, NULL);
-	if (ret != 0) {
-		r->step = "rte_eth_tx_queue_setup";
-		return ret;
+	for (uint16_t q = 0; q < nq; q++) {
+		struct rte_mempool *mp = c->pools ? c->pools[q] : c->pool;
+		ret = rte_eth_rx_queue_setup(port, q, rxd, c->socket, NULL, mp);
+		if (ret != 0) {
+			r->step = "rte_eth_rx_queue_setup";
+			return ret;
+		}
+		ret = rte_eth_tx_queue_setup(port, q, txd, c->socket, NULL);
+		if (ret != 0) {
+			r->step = "rte_eth_tx_queue_setup";
+			return ret;
+		}
 	}
 	ret = rte_eth_dev_start(port);
 	if (ret != 0) {

@@ -70,7 +70,10 @@ struct dg_conf {
 	uint16_t mtu;
 	uint16_t rx_desc, tx_desc;
 	int socket;
-	struct rte_mempool *pool;
+	struct rte_mempool *pool;    // the pool of queue 0 (and of all, without pools)
+	uint16_t queues;             // RX/TX queue pairs; 0 means 1
+	struct rte_mempool **pools;  // queues pools, one per RX queue, or NULL
+	uint64_t rss_hf;             // hash types asked for with several queues
 };
 
 struct dg_result {
@@ -80,6 +83,8 @@ struct dg_result {
 	uint16_t mtu;         // the MTU the port has afterwards
 	uint16_t rx_desc, tx_desc; // ring sizes after adjustment
 	uint16_t max_mtu;
+	uint16_t max_rx_queues, max_tx_queues; // the device's limits
+	uint64_t rss_hf;      // hash types in use: asked for and offered (0: no RSS)
 };
 
 int dg_port_configure(uint16_t port, const struct dg_conf *c, struct dg_result *r);

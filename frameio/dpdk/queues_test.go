@@ -1,0 +1,201 @@
+//go:build dpdk
+
+package dpdk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// TestTwoQueues opens a port with two queues on a veth end: net_af_packet
+// with qpairs=2, whose two packet sockets a PACKET_FANOUT hash feeds (veth
+// has no combined channels, so net_af_xdp is refused with two queues).
+// Sixteen flows from B must each arrive whole, in order, on one queue;
+// both queues must carry some; each transmits on its own; and the device
+// goes away only when both queues are closed.
+func TestTwoQueues(t *testing.T) {
+	needEAL(t)
+	p := testhost.NewT(t, testhost.Options{Queues: 2})
+	if err := p.B.AddNeigh(p.A.Addr, p.A.MAC); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel under net_af_packet sees every frame: without its
+	// address it drops them instead of answering ICMP port unreachable.
+	if err := p.A.DelAddr(); err != nil {
+		t.Fatal(err)
+	}
+	var q0 *Port
+	err := p.A.Do(func() error {
+		_, err := Open(Options{Iface: p.A.Iface, Queues: 2})
+		if !errors.Is(err, core.ErrNotSupported) || !strings.Contains(err.Error(), "qpairs=2") {
+			return fmt.Errorf("net_af_xdp with two queues on veth: %v, want ErrNotSupported suggesting qpairs", err)
+		}
+		q0, err = Open(Options{VDev: fmt.Sprintf("net_af_packet_q%d,iface=%s,qpairs=2", vethSeq.Add(1), p.A.Iface), Queues: 2})
+		return err
+	})
+	if errors.Is(err, core.ErrNotSupported) {
+		testutil.Skip(t, err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := []*Port{q0, q0.Queue(1)}
+	defer func() {
+		for _, q := range qs {
+			q.Close()
+		}
+	}()
+	if qs[1] == nil || q0.Queue(2) != nil || q0.Queues() != 2 || qs[1].QueueIndex() != 1 || q0.Queue(0) != q0 {
+		t.Fatalf("Queue(1) %v, Queue(2) %v, Queues %d", qs[1], q0.Queue(2), q0.Queues())
+	}
+
+	const flows, n = 16, 50
+	err = p.B.Do(func() error {
+		var cs []*net.UDPConn
+		defer func() {
+			for _, c := range cs {
+				c.Close()
+			}
+		}()
+		for range flows {
+			c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.A.Addr, portA)))
+			if err != nil {
+				return err
+			}
+			cs = append(cs, c)
+		}
+		var b [8]byte
+		for i := range n {
+			for f, c := range cs {
+				binary.BigEndian.PutUint32(b[:], uint32(f))
+				binary.BigEndian.PutUint32(b[4:], uint32(i))
+				if _, err := c.Write(b[:]); err != nil {
+					return err
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	where := map[uint32]int{}
+	next := map[uint32]uint32{}
+	total := 0
+	perQueue := make([]int, 2)
+	deadline := time.Now().Add(20 * time.Second)
+	for total < flows*n && time.Now().Before(deadline) {
+		k := 0
+		for q, port := range qs {
+			k += port.RxFrames(32, func(f []byte) {
+				payload, ok := parseUDP(f, port.MAC(), p.A.Addr, portA)
+				if !ok {
+					return // ARP, or the kernel's own frames
+				}
+				flow, seq := binary.BigEndian.Uint32(payload), binary.BigEndian.Uint32(payload[4:])
+				if w, seen := where[flow]; seen && w != q {
+					t.Errorf("flow %d on queues %d and %d", flow, w, q)
+				}
+				where[flow] = q
+				if seq != next[flow] {
+					t.Errorf("flow %d on queue %d: sequence %d, want %d", flow, q, seq, next[flow])
+				}
+				next[flow] = seq + 1
+				perQueue[q]++
+				total++
+			})
+		}
+		if k == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	if total != flows*n {
+		t.Errorf("received %d of %d", total, flows*n)
+	}
+	for q, port := range qs {
+		if perQueue[q] == 0 {
+			t.Errorf("queue %d carried none of %d flows (a hash that put all on one queue has odds 2^-15)", q, flows)
+		}
+		if s := port.Stats(); s.RxFrames < uint64(perQueue[q]) {
+			t.Errorf("queue %d: RxFrames %d, took %d of ours", q, s.RxFrames, perQueue[q])
+		}
+	}
+	t.Logf("queue 0 took %d datagrams, queue 1 %d", perQueue[0], perQueue[1])
+
+	// Each queue answers on its own TX queue: B counts what arrives.
+	c := listenUDPOn(t, p.B, portB)
+	for q, port := range qs {
+		tmpl := newUDPFrame(port.MAC(), p.B.MAC, netip.AddrPortFrom(p.A.Addr, uint16(portA+q)), netip.AddrPortFrom(p.B.Addr, portB))
+		buf := make([]byte, 128)
+		if !port.TxFrame(buf[:tmpl.build(buf, []byte{byte(q)})]) {
+			t.Fatalf("queue %d: TxFrame refused", q)
+		}
+		if err := port.Kick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[byte]bool{}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for len(seen) < 2 {
+		var b [16]byte
+		k, from, err := c.ReadFromUDPAddrPort(b[:])
+		if err != nil {
+			t.Fatalf("B received %v: %v", seen, err)
+		}
+		if k != 1 || int(from.Port()) != portA+int(b[0]) {
+			t.Fatalf("B got %d bytes from %v", k, from)
+		}
+		seen[b[0]] = true
+	}
+	for q, port := range qs {
+		if s := port.Stats(); s.TxFrames != 1 {
+			t.Errorf("queue %d: TxFrames %d, want 1", q, s.TxFrames)
+		}
+	}
+	ds := q0.DeviceStats()
+	if v, ok := (&core.Stats{Layers: ds.Layers}).Counter("dpdk", "ipackets"); !ok || v < flows*n {
+		t.Errorf("device ipackets %d (%v), want at least %d", v, ok, flows*n)
+	}
+
+	// Queue 0 closes first: queue 1 still works, the device stays.
+	if err := qs[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if qs[0].TxFrame(make([]byte, 60)) {
+		t.Error("closed queue 0 took a frame")
+	}
+	if !qs[1].TxFrame(make([]byte, 60)) {
+		t.Error("queue 1 refused a frame after queue 0 closed")
+	}
+	qs[1].Kick()
+	if err := qs[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := qs[1].Stats(); s.TxFrames != 2 {
+		t.Errorf("queue 1 after close: TxFrames %d, want 2", s.TxFrames)
+	}
+	if ds := q0.DeviceStats(); len(ds.Layers) == 0 {
+		t.Error("DeviceStats after close has no counters")
+	}
+}
+
+func listenUDPOn(t *testing.T, h *testhost.Host, port uint16) *net.UDPConn {
+	t.Helper()
+	c, err := h.ListenUDP(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
