@@ -60,7 +60,7 @@ func TestGroupRefusesBusyPollersBeyondCPUs(t *testing.T) {
 }
 
 // twoCPUs returns two CPUs the process may use, or skips.
-func twoCPUs(t *testing.T) []int {
+func twoCPUs(t testing.TB) []int {
 	t.Helper()
 	allowed, err := cpu.Allowed()
 	if err != nil {
@@ -113,7 +113,7 @@ type serverQueue struct {
 // one server queue only and in order, that each server queue carries
 // some, that every echo comes back, and that the per-queue counters add up
 // to the group's.
-func runFlows(t *testing.T, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgramio.Config, n int) {
+func runFlows(t testing.TB, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgramio.Config, n int) {
 	t.Helper()
 	queues, flows := max(srvCfg.Queues, 1), max(cliCfg.Queues, 1)
 	var srv, cli *dgramio.Group
@@ -299,7 +299,9 @@ func runFlows(t *testing.T, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 			if len(seqs) != n {
 				t.Errorf("flow from %s: %d of %d messages at server queue %d", from, len(seqs), n, q)
 			}
-			t.Logf("flow %d (from %s) → server queue %d: %d messages", r.flows[from], from, q, len(seqs))
+			if _, bench := t.(*testing.B); !bench {
+				t.Logf("flow %d (from %s) → server queue %d: %d messages", r.flows[from], from, q, len(seqs))
+			}
 		}
 	}
 	if len(where) != flows {
@@ -336,6 +338,9 @@ func runFlows(t *testing.T, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 		}
 		t.Logf("%s: %s", side.name, side.total.Mode)
 	}
+	if _, bench := t.(*testing.B); bench {
+		return
+	}
 	for _, s := range []dgramio.Stats{srvStats, cliStats} {
 		if strings.HasPrefix(s.Kind, "tcp") {
 			// A stream loses nothing it does not report as a reset; a
@@ -362,7 +367,7 @@ func runFlows(t *testing.T, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 // frames on TX queue q, and whose ends know each other's MAC: a datagram
 // that waits for ARP leaves from the CPU that handles the ARP reply, and a
 // connected socket keeps the TX queue of its first datagram.
-func groupPair(t *testing.T, cpus []int) *testhost.Pair {
+func groupPair(t testing.TB, cpus []int) *testhost.Pair {
 	t.Helper()
 	p := testhost.NewT(t, testhost.Options{Queues: 2, XPSCPUs: cpus})
 	if err := p.A.AddNeigh(p.B.Addr, p.B.MAC); err != nil {
@@ -472,4 +477,31 @@ func TestGroupTCPXDPClient(t *testing.T) {
 	cli := dgramio.Config{Kind: "tcp-xdp", Iface: p.B.Iface, LocalIP: addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
 		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield, ConnectTimeout: 20 * time.Second}
 	runFlows(t, p.A, p.B, srv, cli, 500)
+}
+
+// BenchmarkGroupEcho measures the round trips per second of N client
+// queues against N server queues, in yielding mode (pollers sleep in Wait
+// when idle), each client queue keeping 32 messages in flight: the scaling
+// of the group from N = 1 to N = 2 on this host. Every message is checked
+// as in the tests (that costs some time of its own). On a shared host with
+// two CPUs the numbers are noisy; they show the shape, not the fast path.
+func BenchmarkGroupEcho(b *testing.B) {
+	cpus := twoCPUs(b)
+	for _, kind := range []string{"udp", "xdp"} {
+		for _, n := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/queues=%d", kind, n), func(b *testing.B) {
+				p := groupPair(b, cpus)
+				srv := dgramio.Config{Kind: kind, Role: dgramio.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 7000,
+					Queues: n, CPUs: cpus[:n], Poll: dgramio.PollYield, MaxDatagram: 1024}
+				cli := dgramio.Config{Kind: "udp", LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
+					Queues: n, CPUs: cpus[:n], Poll: dgramio.PollYield, MaxDatagram: 1024}
+				per := max(b.N/n, 1)
+				b.ResetTimer()
+				start := time.Now()
+				runFlows(b, p.A, p.B, srv, cli, per)
+				el := time.Since(start)
+				b.ReportMetric(float64(per*n)/el.Seconds(), "msg/s")
+			})
+		}
+	}
 }
