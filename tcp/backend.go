@@ -161,6 +161,10 @@ type Backend struct {
 	ndead   int     // connections killed since the last reap
 
 	stats counters
+
+	// The padding keeps the fields of the next object on the heap (another
+	// queue's, written by another core) off this one's last cache line.
+	_ [64]byte
 }
 
 // counters are updated by the poll loop and read by Stats from any

@@ -113,6 +113,10 @@ type Raw struct {
 	txQueued, txBackpressure, txOversize, txSent atomic.Uint64
 	txDropped, txBytes, rxDelivered, rxBytes     atomic.Uint64
 	rxTruncated, txUnresolved, txRetried         atomic.Uint64
+
+	// The padding keeps the fields of the next object on the heap (another
+	// queue's, written by another core) off this one's last cache line.
+	_ [64]byte
 }
 
 var _ core.Backend = (*Raw)(nil)

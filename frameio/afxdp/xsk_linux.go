@@ -71,6 +71,10 @@ type XSK struct {
 	rx rxSide
 	_  [64]byte
 	tx txSide
+
+	// The padding keeps the fields of the next object on the heap (another
+	// queue's, written by another core) off this one's last cache line.
+	_ [64]byte
 }
 
 // rxSide is the state of the receive side: fill and RX rings.

@@ -287,6 +287,10 @@ type Port struct {
 	mu    sync.Mutex // Stats and Info against Close
 	info  Info
 	final *frameio.Stats // the device's counters, read at Close
+
+	// The padding keeps the fields of the next object on the heap (another
+	// queue's, written by another core) off this one's last cache line.
+	_ [64]byte
 }
 
 var _ frameio.FrameIO = (*Port)(nil)

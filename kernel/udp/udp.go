@@ -68,6 +68,10 @@ type Backend struct {
 	sendErrs  [3]uint64 // EAGAIN/ENOBUFS, ECONNREFUSED, other
 	rxRefused uint64    // ICMP errors reported on receive
 	noDest    uint64    // Queue on a server with no Dests
+
+	// The padding keeps the fields of the next object on the heap (another
+	// queue's, written by another core) off this one's last cache line.
+	_ [64]byte
 }
 
 var _ core.Backend = (*Backend)(nil)

@@ -107,6 +107,10 @@ type Backend struct {
 	sendBufFull, sendRefused, sendOther  uint64
 	noDest, badDest, cancelled           uint64
 	unconfirmedAtClose                   uint64
+
+	// The padding keeps the fields of the next object on the heap (another
+	// queue's, written by another core) off this one's last cache line.
+	_ [64]byte
 }
 
 type rxDone struct {
