@@ -14,7 +14,9 @@ import (
 // own. Each queue has its own ring, created by OpenQueue(q) on the
 // goroutine that polls queue q (SINGLE_ISSUER: only that thread submits),
 // which it locks and pins to CPUs[q] when set. With URing.SQPoll every
-// queue's ring has its own SQ thread, all on URing.SQCPU.
+// queue's ring has its own SQ thread, all on URing.SQCPU, and the sends
+// leave from that CPU: on veth, where the peer processes a frame on the
+// sender's CPU, the peer then answers every queue on SQCPU's queue.
 func NewGroup(cfg core.Config) (core.QueueGroup, error) {
 	return sock.NewGroup(cfg, core.KindURing, func(qc core.Config, fd int, g sock.Granted, note string) (core.Backend, error) {
 		b, err := openQueue(qc, fd, g, note)
