@@ -41,8 +41,16 @@ const (
 //	                  registers it at that index, and the program redirects
 //	                  each frame by its rx_queue_index. An xdp client's
 //	                  queue q sends from port LocalPort+q.
-//	dpdk, tcp-dpdk    one port configured with N RX/TX queue pairs and RSS
-//	                  (build tag dpdk).
+//	dpdk, tcp-dpdk    one port configured with N RX/TX queue pairs, a
+//	                  mempool each, and RSS where the device offers it
+//	                  (build tag dpdk); net_af_xdp needs N combined
+//	                  channels (veth has none: there, net_af_packet with
+//	                  qpairs=N, fed by a PACKET_FANOUT hash).
+//	tcp-xdp, tcp-dpdk a netstack per queue, all holding LocalIP; a
+//	                  client queue connects from source ports whose
+//	                  answers come back to it (see tcp.NewXDPGroup); the
+//	                  stacks pass each other ARP replies, which a NIC puts
+//	                  on one queue.
 //
 // How flows reach a queue: a NIC's RSS hashes a flow to a receive queue,
 // whose interrupt (or poller) runs on that queue's CPU, so a flow stays on
@@ -51,7 +59,14 @@ const (
 // which XPS (xps_cpus) picks by the sender's CPU, and the kernel processes
 // it on the sender's CPU. So on veth a flow stays on one queue when the
 // peer's pollers are pinned (Config.CPUs) and its XPS masks map CPU q to
-// queue q (testhost does).
+// queue q (testhost does). Two more things decide it there: a kernel
+// socket with a route cached (a connected UDP socket, a TCP connection)
+// keeps the transmit queue of its first packet, and a packet that waited
+// for ARP left from the CPU that handled the ARP reply: resolve the peers
+// (or set static neighbours) before the flows start. And what leaves
+// through an AF_XDP socket (copy mode) or a DPDK vdev leaves from the CPU
+// of the thread that kicks it; a group's queues kick only from their own
+// poller.
 //
 // Usage: NewGroup, then one goroutine per queue calls Open(q) and polls
 // the Backend it returns with the usual single-goroutine contract; Stats
