@@ -83,6 +83,7 @@ func TestCases(t *testing.T) {
 	for _, info := range []Info{
 		{Name: "ours-memio", Lacks: oursLacks},
 		{Name: "linux", Lacks: linuxLacks},
+		{Name: "ours-xdp", Lacks: xdpLacks},
 	} {
 		n := 0
 		for _, c := range Cases() {
