@@ -202,6 +202,11 @@ type Cell struct {
 	Kind     string `json:"kind"`
 	Mode     string `json:"mode"`
 	EchoMode string `json:"echo_mode"`
+	// Queues is the number of queues of both ends (0 or 1: one); Poll
+	// how their pollers waited ("busy" or "yield"; empty in reports made
+	// before it was recorded).
+	Queues int    `json:"queues,omitempty"`
+	Poll   string `json:"poll,omitempty"`
 	// Rate is the offered rate, messages per second.
 	Rate float64 `json:"rate"`
 	// Offered, Sent, Received, Lost, NotSent are counts of the measured
@@ -253,6 +258,82 @@ type Cell struct {
 	Error string `json:"error,omitempty"`
 	// RTTHdr is the RTT histogram (HdrHistogram V2 compressed, ns).
 	RTTHdr []byte `json:"rtt_hdr,omitempty"`
+	// PerQueue holds each queue's share when the ends ran several
+	// queues, in queue order.
+	PerQueue []QueueCell `json:"per_queue,omitempty"`
+}
+
+// QueueCell is queue q of both ends of a cell with several queues: the
+// load generator's queue q (its flows) and the echo's queue q (whatever
+// the link steered to it: not necessarily the same flows). Counts cover
+// the whole run, warm-up included, like the counters; the latencies the
+// measured window.
+type QueueCell struct {
+	Queue int `json:"queue"`
+	// Sent and Received count the load generator's queue's messages
+	// accepted by Queue and answered; OtherQueue the answers it received
+	// that belonged to another queue's messages.
+	Sent       uint64 `json:"sent"`
+	Received   uint64 `json:"received"`
+	OtherQueue uint64 `json:"other_queue,omitempty"`
+	// P50Us and P99Us are the queue's round trip, in microseconds.
+	P50Us float64 `json:"p50_us"`
+	P99Us float64 `json:"p99_us"`
+	// EchoReceived and EchoReflected count what the echo's queue received
+	// and sent back.
+	EchoReceived  uint64 `json:"echo_received"`
+	EchoReflected uint64 `json:"echo_reflected"`
+	// LoadLost and EchoLost are the loss counters of each end's queue
+	// (its backend's Stats.Lost() and the tool's own losses).
+	LoadLost uint64 `json:"loadgen_lost"`
+	EchoLost uint64 `json:"echo_lost"`
+	// Counters holds every counter of both ends' queue q, named as the
+	// cell's ("loadgen.dgramio.tx_sent"); what the queues share (an XDP
+	// program's counters) is in the cell's only.
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// queueCells pairs the queues of both ends.
+func queueCells(load *LoadResult, echo *EchoResult) []QueueCell {
+	n := len(load.PerQueue)
+	if echo != nil {
+		n = max(n, len(echo.PerQueue))
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]QueueCell, n)
+	for q := range out {
+		c := &out[q]
+		c.Queue = q
+		c.Counters = map[string]uint64{}
+		if q < len(load.PerQueue) {
+			p := &load.PerQueue[q]
+			c.Sent, c.Received, c.OtherQueue = p.Total.Sent, p.Total.Received, p.Total.OtherQueue
+			c.P50Us, c.P99Us = p.RTT.P50Us, p.RTT.P99Us
+			own := p.Layers()
+			c.LoadLost = p.Stats.Lost() + ownLoss(own)
+			Flatten("loadgen", &p.Stats, own, c.Counters)
+		}
+		if echo != nil && q < len(echo.PerQueue) {
+			p := &echo.PerQueue[q]
+			c.EchoReceived, c.EchoReflected = p.Received, p.Reflected
+			own := p.Layers()
+			c.EchoLost = p.Stats.Lost() + ownLoss(own)
+			Flatten("echo", &p.Stats, own, c.Counters)
+		}
+	}
+	return out
+}
+
+func ownLoss(own []core.Counter) uint64 {
+	var n uint64
+	for _, k := range own {
+		if k.Loss {
+			n += k.Value
+		}
+	}
+	return n
 }
 
 // NewCell builds a cell from the two ends' results. echo may be nil when
@@ -280,6 +361,10 @@ func NewCell(kind string, load *LoadResult, echo *EchoResult) Cell {
 		Counters:     map[string]uint64{},
 		RTTHdr:       load.RTTHdr,
 	}
+	if load.Queues > 1 {
+		c.Queues = load.Queues
+	}
+	c.PerQueue = queueCells(load, echo)
 	c.Saturated, c.LossPct = Saturated(load.Offered, load.Sent, load.Received)
 	c.Conservation = Account(load, echo)
 	c.Unaccounted = c.Conservation.Unaccounted

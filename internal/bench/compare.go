@@ -13,8 +13,10 @@ import (
 // over A's for the median and 99th percentile round trip and for the
 // achieved rate (below 1: B is faster, resp. slower to answer).
 type CompareRow struct {
-	Kind string  `json:"kind"`
-	Rate float64 `json:"rate"`
+	Kind string `json:"kind"`
+	// Queues is the number of queues of both cells (0: one).
+	Queues int     `json:"queues,omitempty"`
+	Rate   float64 `json:"rate"`
 	// A and B are the cells' table texts.
 	A string `json:"a"`
 	B string `json:"b"`
@@ -80,17 +82,21 @@ func ratio(b, a float64) Ratio {
 	return Ratio(b / a)
 }
 
-// measuredCells returns the measured cells of r in the order of its kinds
-// (then of any kind not listed), then rate.
+// measuredCells returns the measured cells of r in the order of its rows
+// (kind and queues; then of any row not listed), then rate.
 func measuredCells(r *Report) []*Cell {
 	var out []*Cell
-	seen := map[string]bool{}
-	order := []string{}
+	type row struct {
+		kind   string
+		queues int
+	}
+	seen := map[row]bool{}
+	order := []row{}
 	for _, k := range r.Kinds {
-		order = append(order, k.Kind)
+		order = append(order, row{k.Kind, queuesOf(k.Queues)})
 	}
 	for _, c := range r.Cells {
-		order = append(order, c.Kind)
+		order = append(order, row{c.Kind, queuesOf(c.Queues)})
 	}
 	for _, k := range order {
 		if seen[k] {
@@ -98,13 +104,13 @@ func measuredCells(r *Report) []*Cell {
 		}
 		seen[k] = true
 		for _, rate := range r.Rates {
-			if c, ok := r.Cell(k, rate); ok && c.measured() {
+			if c, ok := r.CellAt(k.kind, k.queues, rate); ok && c.measured() {
 				out = append(out, c)
 			}
 		}
 		for i := range r.Cells {
 			c := &r.Cells[i]
-			if c.Kind == k && !containsRate(r.Rates, c.Rate) && c.measured() {
+			if c.Kind == k.kind && queuesOf(c.Queues) == k.queues && !containsRate(r.Rates, c.Rate) && c.measured() {
 				out = append(out, c)
 			}
 		}
@@ -125,7 +131,7 @@ func containsRate(rs []float64, r float64) bool {
 func Compare(a, b *Report) Comparison {
 	var cmp Comparison
 	ca, cb := measuredCells(a), measuredCells(b)
-	name := func(c *Cell) string { return c.Kind + " at " + FormatRate(c.Rate) }
+	name := func(c *Cell) string { return c.Label() + " at " + FormatRate(c.Rate) }
 	inB := map[string]*Cell{}
 	for _, c := range cb {
 		inB[name(c)] = c
@@ -138,7 +144,7 @@ func Compare(a, b *Report) Comparison {
 			cmp.OnlyA = append(cmp.OnlyA, name(x))
 			continue
 		}
-		row := CompareRow{Kind: x.Kind, Rate: x.Rate, A: x.Display, B: y.Display,
+		row := CompareRow{Kind: x.Kind, Queues: x.Queues, Rate: x.Rate, A: x.Display, B: y.Display,
 			P50: ratio(y.P50Us, x.P50Us), P99: ratio(y.P99Us, x.P99Us), Achieved: ratio(y.AchievedRate, x.AchievedRate)}
 		switch {
 		case x.Saturated && y.Saturated:
@@ -158,7 +164,7 @@ func Compare(a, b *Report) Comparison {
 	ea, eb := &a.Env, &b.Env
 	for _, d := range []struct{ what, a, b string }{
 		{"host", ea.Host, eb.Host}, {"kernel", ea.Kernel, eb.Kernel}, {"CPU", ea.CPUModel, eb.CPUModel},
-		{"CPUs", fmt.Sprint(ea.CPUs), fmt.Sprint(eb.CPUs)}, {"link", ea.Link, eb.Link}, {"poll", ea.Poll, eb.Poll},
+		{"CPUs", fmt.Sprint(ea.CPUs), fmt.Sprint(eb.CPUs)}, {"link", ea.Link, eb.Link}, {"poll", PollName(ea.Poll), PollName(eb.Poll)},
 		{"pinning", ea.Pinning, eb.Pinning}, {"Go", ea.GoVersion, eb.GoVersion},
 		{"size", fmt.Sprint(ea.Size), fmt.Sprint(eb.Size)}, {"batch", fmt.Sprint(ea.Batch), fmt.Sprint(eb.Batch)},
 		{"duration", ea.Duration, eb.Duration}, {"repeat", fmt.Sprint(ea.Repeat), fmt.Sprint(eb.Repeat)},
@@ -208,7 +214,7 @@ func (c *Comparison) Table(nameA, nameB string) string {
 		case "both":
 			note = "  (both saturated)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Kind, FormatRate(r.Rate), r.A, r.B,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rowLabel(r.Kind, r.Queues), FormatRate(r.Rate), r.A, r.B,
 			FormatRatio(r.P50), FormatRatio(r.P99), FormatRatio(r.Achieved), note)
 	}
 	w.Flush()

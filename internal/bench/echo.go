@@ -38,15 +38,71 @@ type EchoResult struct {
 	WaitFallback string `json:",omitempty"`
 	// Error is what stopped the echo, other than ctx.
 	Error string `json:",omitempty"`
+	// Queues is the number of queues of an echo with several (0 for
+	// one); PerQueue holds each queue's share when MergeEchoes made the
+	// result, in queue order.
+	Queues   int         `json:",omitempty"`
+	PerQueue []QueueEcho `json:",omitempty"`
+}
+
+// QueueEcho is one queue's share of an echo with several queues.
+type QueueEcho struct {
+	Queue int
+	// Received, Reflected, Dropped, PeerEvents count the queue's messages
+	// and events, as in EchoResult.
+	Received, Reflected, Dropped, PeerEvents uint64
+	// Stats are the queue's backend's counters.
+	Stats core.Stats
+}
+
+// MergeEchoes combines the results of an echo's queues (Echo on each
+// queue's backend, in queue order): counts added up, Stats the sum of the
+// queues' (core.SumStats: replace it with the group's Stats, which also
+// holds what the queues share), each queue's share in PerQueue, the first
+// error and wait fallback kept. A single result comes back as it is.
+func MergeEchoes(parts []*EchoResult) *EchoResult {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	r := &EchoResult{Queues: len(parts)}
+	stats := make([]core.Stats, 0, len(parts))
+	for q, p := range parts {
+		r.Received += p.Received
+		r.Reflected += p.Reflected
+		r.Dropped += p.Dropped
+		r.Flushes += p.Flushes
+		r.RxCalls += p.RxCalls
+		r.PeerEvents += p.PeerEvents
+		stats = append(stats, p.Stats)
+		if r.Error == "" && p.Error != "" {
+			r.Error = fmt.Sprintf("queue %d: %s", q, p.Error)
+		}
+		if r.WaitFallback == "" {
+			r.WaitFallback = p.WaitFallback
+		}
+		r.PerQueue = append(r.PerQueue, QueueEcho{Queue: q, Received: p.Received, Reflected: p.Reflected,
+			Dropped: p.Dropped, PeerEvents: p.PeerEvents, Stats: p.Stats})
+	}
+	r.Stats = core.SumStats(stats)
+	return r
 }
 
 // Layers returns the echo's own counters as layer "app".
 func (r *EchoResult) Layers() []core.Counter {
+	return echoLayers(r.Received, r.Reflected, r.Dropped, r.PeerEvents)
+}
+
+// Layers returns the queue's own counters, as EchoResult.Layers.
+func (q *QueueEcho) Layers() []core.Counter {
+	return echoLayers(q.Received, q.Reflected, q.Dropped, q.PeerEvents)
+}
+
+func echoLayers(received, reflected, dropped, peer uint64) []core.Counter {
 	return []core.Counter{
-		{Layer: "app", Name: "received", Value: r.Received},
-		{Layer: "app", Name: "reflected", Value: r.Reflected},
-		{Layer: "app", Name: "dropped", Value: r.Dropped, Loss: true},
-		{Layer: "app", Name: "peer_events", Value: r.PeerEvents},
+		{Layer: "app", Name: "received", Value: received},
+		{Layer: "app", Name: "reflected", Value: reflected},
+		{Layer: "app", Name: "dropped", Value: dropped, Loss: true},
+		{Layer: "app", Name: "peer_events", Value: peer},
 	}
 }
 

@@ -48,8 +48,23 @@ type LoadOptions struct {
 	// arriving during a nap, a late wake-up) shows up as lag and latency,
 	// so this mode measures the scheduler too.
 	Wait bool
-	// RunID marks this run's messages; 0 picks a random one.
+	// RunID marks this run's messages; 0 picks a random one. The queues
+	// of one run share it.
 	RunID uint32
+	// Queue and Queues make this loop queue Queue (0 <= Queue < Queues) of
+	// a load generator with Queues queues, each driven by its own Load on
+	// its own backend and goroutine (0 and 1 mean one queue: the whole
+	// schedule). The run's schedule is divided among them: message g of
+	// the run (scheduled g/Rate after Start) belongs to queue g mod Queues
+	// and carries g as its sequence number, so each queue offers
+	// Rate/Queues, the queues' messages interleave evenly, and an answer
+	// that reaches another queue than its message's is recognized
+	// (Totals.OtherQueue). MergeLoads combines the queues' results.
+	Queue, Queues int
+	// Start is when message 0 is scheduled, the same for every queue of a
+	// run; zero: when Load begins. A Start in the future makes Load wait
+	// for it (idling as Wait says).
+	Start time.Time
 }
 
 func (o LoadOptions) withDefaults() LoadOptions {
@@ -67,6 +82,9 @@ func (o LoadOptions) withDefaults() LoadOptions {
 	}
 	for o.RunID == 0 {
 		o.RunID = rand.Uint32()
+	}
+	if o.Queues == 0 {
+		o.Queues = 1
 	}
 	return o
 }
@@ -89,6 +107,11 @@ type Totals struct {
 	// send time does not match their sequence number: a message damaged on
 	// the way, counted as lost.
 	Malformed uint64
+	// OtherQueue counts well-formed answers of this run that belong to
+	// another queue's messages (LoadOptions.Queues): their flow did not
+	// stay on one queue. The queue that sent such a message never sees
+	// its answer, so the tool counts it as lost (layer "app").
+	OtherQueue uint64 `json:",omitempty"`
 	// Flushes, RxCalls and Rounds count Flush calls, Rx calls and loop
 	// rounds.
 	Flushes, RxCalls, Rounds uint64
@@ -144,17 +167,58 @@ type LoadResult struct {
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Error is what stopped the run early, if anything.
 	Error string `json:"error,omitempty"`
+	// Queues is the number of queues of the run (LoadOptions.Queues; 0
+	// for one); PerQueue holds each queue's share when MergeLoads made
+	// the result, in queue order.
+	Queues   int         `json:"queues,omitempty"`
+	PerQueue []QueueLoad `json:"per_queue,omitempty"`
+
+	// The histograms, for MergeLoads (not in the JSON).
+	rttH, lagH, arriveH *Hist
+	dur                 time.Duration // LoadOptions.Duration
+}
+
+// QueueLoad is one queue's share of a load generator's run with several
+// queues.
+type QueueLoad struct {
+	// Queue is the queue's index.
+	Queue int `json:"queue"`
+	// Offered, Sent, Received, Lost, NotSent count the queue's messages
+	// of the measured window, as in LoadResult.
+	Offered  uint64 `json:"offered"`
+	Sent     uint64 `json:"sent"`
+	Received uint64 `json:"received"`
+	Lost     uint64 `json:"lost"`
+	NotSent  uint64 `json:"not_sent"`
+	// RTT and Lag are the queue's own percentiles.
+	RTT Summary `json:"rtt"`
+	Lag Summary `json:"lag"`
+	// Total counts the queue's whole run.
+	Total Totals `json:"total"`
+	// Stats are the queue's backend's counters.
+	Stats core.Stats `json:"stats"`
 }
 
 // Layers returns the load generator's own counters as layer "app": the
 // damaged answers (a loss) and the answers that were not ours.
-func (r *LoadResult) Layers() []core.Counter {
-	return []core.Counter{
-		{Layer: "app", Name: "malformed", Value: r.Total.Malformed, Loss: true},
-		{Layer: "app", Name: "duplicates", Value: r.Total.Duplicates},
-		{Layer: "app", Name: "foreign", Value: r.Total.Foreign},
-		{Layer: "app", Name: "not_sent", Value: r.Total.NotSent},
+// With several queues, "other_queue" too (answers that reached another
+// queue than their message's, counted lost).
+func (r *LoadResult) Layers() []core.Counter { return loadLayers(&r.Total, r.Queues > 1) }
+
+// Layers returns the queue's own counters, as LoadResult.Layers.
+func (q *QueueLoad) Layers() []core.Counter { return loadLayers(&q.Total, true) }
+
+func loadLayers(t *Totals, queues bool) []core.Counter {
+	l := []core.Counter{
+		{Layer: "app", Name: "malformed", Value: t.Malformed, Loss: true},
+		{Layer: "app", Name: "duplicates", Value: t.Duplicates},
+		{Layer: "app", Name: "foreign", Value: t.Foreign},
+		{Layer: "app", Name: "not_sent", Value: t.NotSent},
 	}
+	if queues || t.OtherQueue != 0 {
+		l = append(l, core.Counter{Layer: "app", Name: "other_queue", Value: t.OtherQueue, Loss: true})
+	}
+	return l
 }
 
 type bitmap []uint64
@@ -203,31 +267,52 @@ func newLoader(b core.Backend, o LoadOptions) (*loader, error) {
 	if o.Batch < 1 {
 		return nil, fmt.Errorf("load: batch %d: must be at least 1", o.Batch)
 	}
+	if o.Queues < 1 || o.Queue < 0 || o.Queue >= o.Queues {
+		return nil, fmt.Errorf("load: queue %d of %d: want 0 <= queue < queues", o.Queue, o.Queues)
+	}
+	// The run's schedule: message g at g/Rate; this queue's messages are
+	// those with g mod Queues = Queue, its i-th is g = i*Queues+Queue.
 	total := ceilCount(o.Warmup+o.Duration, o.Rate)
 	first := ceilCount(o.Warmup, o.Rate)
 	if total >= maxMessages {
 		return nil, fmt.Errorf("load: %d messages in one run: more than %d; lower the rate or the duration", total, uint64(maxMessages))
+	}
+	nq, q := uint64(o.Queues), uint64(o.Queue)
+	share := func(n uint64) uint64 { // how many of messages 0..n-1 are this queue's
+		if n <= q {
+			return 0
+		}
+		return (n - q + nq - 1) / nq
 	}
 	msg, err := NewMsg(o.Size, o.RunID)
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	l := &loader{
-		b:       b,
-		o:       o,
-		res:     &LoadResult{Rate: o.Rate, Size: o.Size},
-		total:   total,
-		first:   first,
-		ivl:     1e9 / o.Rate,
-		sent:    newBitmap(total),
-		got:     newBitmap(total),
-		msg:     msg,
-		pkts:    make([]core.Packet, o.Batch),
-		pending: make([]int64, 0, o.Batch),
-		rtt:     NewHist(),
-		lag:     NewHist(),
-		arrive:  NewHist(),
-		base:    time.Now(),
+		b:        b,
+		o:        o,
+		res:      &LoadResult{Rate: o.Rate, Size: o.Size},
+		total:    share(total),
+		first:    share(first),
+		runAll:   total,
+		runFirst: first,
+		q:        q,
+		nq:       nq,
+		ivl:      1e9 / o.Rate,
+		msg:      msg,
+		pkts:     make([]core.Packet, o.Batch),
+		pending:  make([]int64, 0, o.Batch),
+		rtt:      NewHist(),
+		lag:      NewHist(),
+		arrive:   NewHist(),
+		base:     time.Now(),
+	}
+	l.sent, l.got = newBitmap(l.total), newBitmap(l.total)
+	if o.Queues > 1 {
+		l.res.Queues = o.Queues
+	}
+	if !o.Start.IsZero() {
+		l.base, l.fixed = o.Start, true
 	}
 	return l, nil
 }
@@ -247,6 +332,7 @@ func (l *loader) finish(err error) (*LoadResult, error) {
 	if err != nil {
 		r.Error = err.Error()
 	}
+	r.rttH, r.lagH, r.arriveH, r.dur = l.rtt, l.lag, l.arrive, o.Duration
 	return r, err
 }
 
@@ -254,22 +340,40 @@ type loader struct {
 	b            core.Backend
 	o            LoadOptions
 	res          *LoadResult
-	total, first uint64
-	next         uint64 // next sequence number to schedule
-	ivl          float64
-	start        int64 // clock value of message 0's schedule
-	sent, got    bitmap
-	msg          Msg
-	pkts         []core.Packet
-	queued       int     // messages queued since the last Flush
-	pending      []int64 // scheduled times of the measured ones among them
-	rtt, lag     *Hist
-	arrive       *Hist // arrival of the window's answers, from the window's start
-	base         time.Time
+	total, first uint64 // this queue's messages, and the first measured one
+	// The run's messages (all queues) and its first measured one; this
+	// queue is q of nq: its message i is the run's message i*nq+q.
+	runAll, runFirst uint64
+	q, nq            uint64
+	next             uint64  // next of this queue's messages to schedule
+	ivl              float64 // ns between two of the run's messages
+	start            int64   // clock value of message 0's schedule
+	fixed            bool    // start is Options.Start (base), not when run begins
+	sent, got        bitmap  // by this queue's index i
+	msg              Msg
+	pkts             []core.Packet
+	queued           int     // messages queued since the last Flush
+	pending          []int64 // scheduled times of the measured ones among them
+	rtt, lag         *Hist
+	arrive           *Hist // arrival of the window's answers, from the window's start
+	base             time.Time
 }
 
-func (l *loader) clock() int64         { return int64(time.Since(l.base)) }
-func (l *loader) sched(i uint64) int64 { return l.start + int64(float64(i)*l.ivl) }
+func (l *loader) clock() int64 { return int64(time.Since(l.base)) }
+
+// seq is the sequence number of this queue's message i: its index in the
+// run's schedule.
+func (l *loader) seq(i uint64) uint64 { return i*l.nq + l.q }
+
+// schedOf is the scheduled time of the run's message g (any queue's).
+func (l *loader) schedOf(g uint64) int64 { return l.start + int64(float64(g)*l.ivl) }
+
+// sched is the scheduled time of this queue's message i.
+func (l *loader) sched(i uint64) int64 { return l.schedOf(l.seq(i)) }
+
+// windowStart is the schedule of the run's first measured message: the
+// origin of the arrival times, the same for every queue.
+func (l *loader) windowStart() int64 { return l.schedOf(l.runFirst) }
 
 // flush hands the queued messages to the backend; their lag is the time of
 // this call against their schedule.
@@ -306,7 +410,7 @@ func (l *loader) sendDue(now int64) (bool, error) {
 		if win {
 			r.Offered++
 		}
-		l.msg.Stamp(seq, s)
+		l.msg.Stamp(l.seq(seq), s)
 		if !l.b.Queue(l.msg) {
 			r.Total.NotSent++
 			if win {
@@ -343,12 +447,26 @@ func (l *loader) answer(d []byte, t int64) {
 		r.Total.Malformed++
 		return
 	}
-	seq := m.Seq()
-	if m.RunID() != l.o.RunID || seq >= l.total || !l.sent.get(seq) {
+	g := m.Seq()
+	if m.RunID() != l.o.RunID || g >= l.runAll {
 		r.Total.Foreign++
 		return
 	}
-	s := l.sched(seq)
+	s := l.schedOf(g)
+	if g%l.nq != l.q {
+		// Another queue's message, whole: its flow left its queue.
+		if m.Sched() != s || len(d) != l.o.Size {
+			r.Total.Malformed++
+		} else {
+			r.Total.OtherQueue++
+		}
+		return
+	}
+	seq := g / l.nq
+	if !l.sent.get(seq) {
+		r.Total.Foreign++
+		return
+	}
 	if m.Sched() != s || len(d) != l.o.Size {
 		r.Total.Malformed++
 		return
@@ -362,7 +480,7 @@ func (l *loader) answer(d []byte, t int64) {
 	if seq >= l.first {
 		r.Received++
 		l.rtt.Record(t - s)
-		l.arrive.Record(t - l.sched(l.first))
+		l.arrive.Record(t - l.windowStart())
 	}
 }
 
@@ -411,7 +529,9 @@ const (
 
 func (l *loader) run(ctx context.Context) error {
 	r := l.res
-	l.start = l.clock()
+	if !l.fixed {
+		l.start = l.clock()
+	}
 	var drainEnd int64
 	sending := true
 	defer func() { r.Total.ElapsedNs = l.clock() - l.start }()
@@ -475,4 +595,80 @@ func achieved(n uint64, h *Hist, d time.Duration) float64 {
 		return mean
 	}
 	return min(mean, 0.98*float64(n)/(float64(t99-t1)/1e9))
+}
+
+// MergeLoads combines the results of the queues of one run (Load with
+// LoadOptions.Queue 0 … Queues-1, in queue order) into the run's result:
+// counts and totals added up, the histograms merged (so the percentiles
+// and the achieved rate are the whole run's, not an average of the
+// queues'), Stats the sum of the queues' (core.SumStats: replace it with
+// the group's Stats, which also holds the counters of what the queues
+// share), and each queue's share in PerQueue. The first error,
+// interruption and wait fallback are kept. Only results that Load returned
+// in this process can be merged (the histograms are not in the JSON); a
+// single result comes back as it is.
+func MergeLoads(parts []*LoadResult) *LoadResult {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	r := &LoadResult{Queues: len(parts)}
+	rtt, lag, arrive := NewHist(), NewHist(), NewHist()
+	var d time.Duration
+	stats := make([]core.Stats, 0, len(parts))
+	for q, p := range parts {
+		if q == 0 {
+			r.Rate, r.Size = p.Rate, p.Size
+		}
+		r.Offered += p.Offered
+		r.Sent += p.Sent
+		r.NotSent += p.NotSent
+		r.Received += p.Received
+		r.Lost += p.Lost
+		t := &r.Total
+		t.Offered += p.Total.Offered
+		t.Sent += p.Total.Sent
+		t.NotSent += p.Total.NotSent
+		t.Received += p.Total.Received
+		t.Duplicates += p.Total.Duplicates
+		t.Foreign += p.Total.Foreign
+		t.Malformed += p.Total.Malformed
+		t.OtherQueue += p.Total.OtherQueue
+		t.Flushes += p.Total.Flushes
+		t.RxCalls += p.Total.RxCalls
+		t.Rounds += p.Total.Rounds
+		t.ElapsedNs = max(t.ElapsedNs, p.Total.ElapsedNs)
+		for _, m := range []struct{ into, from *Hist }{{rtt, p.rttH}, {lag, p.lagH}, {arrive, p.arriveH}} {
+			if m.from != nil {
+				m.into.h.Merge(m.from.h)
+				m.into.Clamped += m.from.Clamped
+			}
+		}
+		d = max(d, p.dur)
+		stats = append(stats, p.Stats)
+		if r.Error == "" && p.Error != "" {
+			r.Error = fmt.Sprintf("queue %d: %s", q, p.Error)
+		}
+		if r.WaitFallback == "" {
+			r.WaitFallback = p.WaitFallback
+		}
+		r.Interrupted = r.Interrupted || p.Interrupted
+		r.PerQueue = append(r.PerQueue, QueueLoad{
+			Queue: q, Offered: p.Offered, Sent: p.Sent, Received: p.Received, Lost: p.Lost, NotSent: p.NotSent,
+			RTT: p.RTT, Lag: p.Lag, Total: p.Total, Stats: p.Stats,
+		})
+	}
+	r.Stats = core.SumStats(stats)
+	r.RTT, r.Lag = rtt.Summary(), lag.Summary()
+	if enc, err := rtt.Encode(); err == nil {
+		r.RTTHdr = enc
+	}
+	r.rttH, r.lagH, r.arriveH = rtt, lag, arrive
+	if d > 0 {
+		r.AchievedRate = achieved(r.Received, arrive, d)
+	} else {
+		for _, p := range parts {
+			r.AchievedRate += p.AchievedRate
+		}
+	}
+	return r
 }

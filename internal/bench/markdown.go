@@ -26,8 +26,18 @@ func (r *Report) Markdown() string {
 	row("link", e.Link+": "+strings.Join(e.Ifaces, ", "))
 	row("offloads", summarizeOffloads(e.Offloads))
 	row("Go", e.GoVersion)
-	row("method", fmt.Sprintf("%d-byte messages, batch %d, %d queue(s); %s warm-up, %s measured, up to %s drain per cell",
-		e.Size, e.Batch, e.Queues, e.Warmup, e.Duration, e.Drain))
+	queues := fmt.Sprintf("%d queue(s)", e.Queues)
+	if len(e.QueueCounts) > 1 {
+		queues = fmt.Sprintf("queues %s (each kind with each)", strings.Trim(strings.Join(strings.Fields(fmt.Sprint(e.QueueCounts)), ", "), "[]"))
+	}
+	row("method", fmt.Sprintf("%d-byte messages, batch %d, %s; %s warm-up, %s measured, up to %s drain per cell",
+		e.Size, e.Batch, queues, e.Warmup, e.Duration, e.Drain))
+	if e.Poll != "" {
+		row("poll", "poll "+PollName(e.Poll)+map[string]string{
+			"busy":  ": each poller spins on its own CPU",
+			"yield": ": pollers sleep in Wait when idle, so that more pollers than CPUs make progress (correct, not a measure of the fast path)",
+		}[PollName(e.Poll)])
+	}
 	if e.Repeat > 0 {
 		row("repeats", fmt.Sprintf("%d; %s", e.Repeat, e.Order))
 	}
@@ -67,7 +77,7 @@ func (r *Report) Markdown() string {
 	}
 	b.WriteString("\n")
 	for _, k := range r.Kinds {
-		fmt.Fprintf(&b, "| %s |", k.Kind)
+		fmt.Fprintf(&b, "| %s |", k.Label())
 		if k.Reason != "" {
 			fmt.Fprintf(&b, " cannot run: %s |", cellText(k.Reason))
 			for i := 1; i < len(r.Rates); i++ {
@@ -78,13 +88,14 @@ func (r *Report) Markdown() string {
 		}
 		for _, rate := range r.Rates {
 			s := "-"
-			if c, ok := r.Cell(k.Kind, rate); ok {
+			if c, ok := r.CellAt(k.Kind, k.Queues, rate); ok {
 				s = c.Display
 			}
 			b.WriteString(" " + cellText(s) + " |")
 		}
 		b.WriteString("\n")
 	}
+	r.scalingMarkdown(&b)
 	if len(r.Plots) > 0 {
 		b.WriteString("\n")
 		for _, p := range r.Plots {
@@ -105,7 +116,7 @@ func (r *Report) Markdown() string {
 
 // markdown writes one cell's section.
 func (c *Cell) markdown(b *strings.Builder) {
-	fmt.Fprintf(b, "\n### %s at %s: %s\n\n", c.Kind, FormatRate(c.Rate), c.Display)
+	fmt.Fprintf(b, "\n### %s at %s: %s\n\n", c.Label(), FormatRate(c.Rate), c.Display)
 	if c.Error != "" {
 		fmt.Fprintf(b, "error: %s\n\n", c.Error)
 	}
@@ -157,6 +168,7 @@ func (c *Cell) markdown(b *strings.Builder) {
 	for _, n := range c.Notes {
 		fmt.Fprintf(b, "- note: %s\n", n)
 	}
+	c.queueTable(b)
 	c.counterTable(b)
 	var hz []string
 	for _, k := range SortedKeys(c.Host) {
@@ -205,6 +217,82 @@ func (c *Cell) framesLine() string {
 		return "TCP segments per message sent (TCP_INFO, data and pure ACKs): " + strings.Join(parts, ", ")
 	}
 	return ""
+}
+
+// queueTable writes the per-queue counters of a cell with several
+// queues: each queue of both ends, and their sum beside the totals.
+func (c *Cell) queueTable(b *strings.Builder) {
+	if len(c.PerQueue) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nPer queue (whole run): queue q of the load generator (its own flows; answers that reached another queue are other_queue) and queue q of the echo (what the link steered to it). "+
+		"rx / tx are the backends' rx_delivered / tx_sent; lost counts each end's loss counters.\n\n"+
+		"| queue | loadgen sent | answered | other_queue | p50 / p99 µs | loadgen rx / tx | loadgen lost | echo received | echo reflected | echo rx / tx | echo lost |\n"+
+		"|---:|---:|---:|---:|---|---|---:|---:|---:|---|---:|\n")
+	var sum QueueCell
+	sum.Counters = map[string]uint64{}
+	for i := range c.PerQueue {
+		q := &c.PerQueue[i]
+		fmt.Fprintf(b, "| %d | %d | %d | %d | %s / %s | %d / %d | %d | %d | %d | %d / %d | %d |\n", q.Queue, q.Sent, q.Received, q.OtherQueue,
+			FormatUs(q.P50Us), FormatUs(q.P99Us),
+			q.Counters["loadgen.dgramio.rx_delivered"], q.Counters["loadgen.dgramio.tx_sent"], q.LoadLost,
+			q.EchoReceived, q.EchoReflected, q.Counters["echo.dgramio.rx_delivered"], q.Counters["echo.dgramio.tx_sent"], q.EchoLost)
+		sum.Sent += q.Sent
+		sum.Received += q.Received
+		sum.OtherQueue += q.OtherQueue
+		sum.LoadLost += q.LoadLost
+		sum.EchoReceived += q.EchoReceived
+		sum.EchoReflected += q.EchoReflected
+		sum.EchoLost += q.EchoLost
+		for k, v := range q.Counters {
+			sum.Counters[k] += v
+		}
+	}
+	fmt.Fprintf(b, "| sum | %d | %d | %d | | %d / %d | %d | %d | %d | %d / %d | %d |\n", sum.Sent, sum.Received, sum.OtherQueue,
+		sum.Counters["loadgen.dgramio.rx_delivered"], sum.Counters["loadgen.dgramio.tx_sent"], sum.LoadLost,
+		sum.EchoReceived, sum.EchoReflected, sum.Counters["echo.dgramio.rx_delivered"], sum.Counters["echo.dgramio.tx_sent"], sum.EchoLost)
+	fmt.Fprintf(b, "| total | %d | %d | %d | %s / %s | %d / %d | | %d | %d | %d / %d | |\n", c.Conservation.Sent, c.Conservation.Received,
+		c.Counters["loadgen.app.other_queue"], FormatUs(c.P50Us), FormatUs(c.P99Us),
+		c.Counters["loadgen.dgramio.rx_delivered"], c.Counters["loadgen.dgramio.tx_sent"],
+		c.Counters["echo.app.received"], c.Counters["echo.app.reflected"], c.Counters["echo.dgramio.rx_delivered"], c.Counters["echo.dgramio.tx_sent"])
+	if d := c.QueueMismatches(); len(d) > 0 {
+		fmt.Fprintf(b, "\n**per-queue counters do not add up to the totals**: %s\n", strings.Join(d, "; "))
+	}
+}
+
+// QueueMismatches lists the message counters of both ends whose per-queue
+// values do not add up to the cell's totals (the counters of state the
+// queues share, such as an XDP program's, are left out: they are in the
+// totals only). Empty when they add up, or when the cell has one queue.
+func (c *Cell) QueueMismatches() []string {
+	if len(c.PerQueue) == 0 {
+		return nil
+	}
+	var out []string
+	for _, end := range []string{"loadgen", "echo"} {
+		names := []string{"dgramio.tx_queued", "dgramio.tx_sent", "dgramio.tx_dropped", "dgramio.rx_delivered", "dgramio.rx_truncated",
+			"dgramio.rx_bad_checksum", "dgramio.rx_malformed", "dgramio.rx_filtered"}
+		for _, k := range SortedKeys(c.Counters) {
+			if rest, ok := strings.CutPrefix(k, end+".app."); ok {
+				names = append(names, "app."+rest)
+			}
+		}
+		for _, name := range names {
+			k := end + "." + name
+			total, ok := c.Counters[k]
+			if !ok {
+				continue
+			}
+			var sum uint64
+			for i := range c.PerQueue {
+				sum += c.PerQueue[i].Counters[k]
+			}
+			if sum != total {
+				out = append(out, fmt.Sprintf("%s: queues %d, total %d", k, sum, total))
+			}
+		}
+	}
+	return out
 }
 
 // counterTable writes every layer's counters of both ends, one row per

@@ -87,7 +87,7 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 		var ok, sat, all plotter.XYs
 		var satLabels []string
 		for _, rate := range r.Rates {
-			c, found := r.Cell(k.Kind, rate)
+			c, found := r.CellAt(k.Kind, k.Queues, rate)
 			if !found || !c.measured() {
 				continue
 			}
@@ -152,7 +152,7 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 			lbl.Offset = vg.Point{X: vg.Points(6), Y: vg.Points(2)}
 			p.Add(lbl)
 		}
-		p.Legend.Add(k.Kind, thumbs...)
+		p.Legend.Add(k.Label(), thumbs...)
 	}
 	if drawn == 0 {
 		p.Title.Text += ": no cell measured"

@@ -81,7 +81,7 @@ func MergeRepeats(runs []Cell) Cell {
 
 	first := runs[good[0]]
 	c := Cell{
-		Kind: first.Kind, Mode: first.Mode, EchoMode: first.EchoMode, Rate: first.Rate,
+		Kind: first.Kind, Mode: first.Mode, EchoMode: first.EchoMode, Queues: first.Queues, Poll: first.Poll, Rate: first.Rate,
 		Counters: map[string]uint64{}, Conservation: Conservation{ByLayer: map[string]uint64{}},
 	}
 	med := func(get func(*Cell) float64) float64 {
@@ -154,6 +154,7 @@ func MergeRepeats(runs []Cell) Cell {
 		}
 		c.Repeats = append(c.Repeats, runs[i].summary(i+1))
 	}
+	c.PerQueue = mergeQueueCells(runs, good)
 	for k := range loss {
 		c.LossKeys = append(c.LossKeys, k)
 	}
@@ -171,6 +172,44 @@ func MergeRepeats(runs []Cell) Cell {
 	c.Spread = spread(runs, good)
 	c.Display = c.Format()
 	return c
+}
+
+// mergeQueueCells merges the per-queue shares of the repeats good as
+// MergeRepeats merges the cells: counts and counters summed, latencies
+// the median over the repeats.
+func mergeQueueCells(runs []Cell, good []int) []QueueCell {
+	n := 0
+	for _, i := range good {
+		n = max(n, len(runs[i].PerQueue))
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]QueueCell, n)
+	for q := range out {
+		m := &out[q]
+		m.Queue, m.Counters = q, map[string]uint64{}
+		var p50, p99 []float64
+		for _, i := range good {
+			if q >= len(runs[i].PerQueue) {
+				continue
+			}
+			r := &runs[i].PerQueue[q]
+			m.Sent += r.Sent
+			m.Received += r.Received
+			m.OtherQueue += r.OtherQueue
+			m.EchoReceived += r.EchoReceived
+			m.EchoReflected += r.EchoReflected
+			m.LoadLost += r.LoadLost
+			m.EchoLost += r.EchoLost
+			for k, v := range r.Counters {
+				m.Counters[k] += v
+			}
+			p50, p99 = append(p50, r.P50Us), append(p99, r.P99Us)
+		}
+		m.P50Us, m.P99Us = Median(p50), Median(p99)
+	}
+	return out
 }
 
 // spread computes the range over the repeats good.

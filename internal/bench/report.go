@@ -20,7 +20,8 @@ type Env struct {
 	CPUs        int    `json:"cpus"`
 	AllowedCPUs []int  `json:"allowed_cpus"`
 	// Pinning says which CPU each end ran on, and Poll whether the loops
-	// busy-polled or slept in Wait.
+	// busy-polled ("busy") or slept in Wait when idle ("yield"; reports
+	// made before the name changed say "wait").
 	Pinning string `json:"pinning"`
 	Poll    string `json:"poll"`
 	// Link is "veth" (two network namespaces joined by a veth pair) or
@@ -39,9 +40,13 @@ type Env struct {
 	Warmup   string `json:"warmup"`
 	Duration string `json:"duration"`
 	Drain    string `json:"drain"`
-	Size     int    `json:"size"`
-	Batch    int    `json:"batch"`
-	Queues   int    `json:"queues"`
+	Size  int `json:"size"`
+	Batch int `json:"batch"`
+	// Queues is the most queues of the run (of the test hosts, and of
+	// both ends); QueueCounts every number of queues it ran, when it ran
+	// more than one (a scaling run: --queues 1,2).
+	Queues      int   `json:"queues"`
+	QueueCounts []int `json:"queue_counts,omitempty"`
 	// Repeat is how many times each cell ran; Order how the cells were
 	// interleaved.
 	Repeat int    `json:"repeat"`
@@ -60,12 +65,41 @@ type Env struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// KindRow is one kind of a run: the mode it ran in, or why it could not
-// run.
+// KindRow is one kind of a run, with one number of queues: the mode it
+// ran in, or why it could not run.
 type KindRow struct {
-	Kind   string `json:"kind"`
+	Kind string `json:"kind"`
+	// Queues is the number of queues of both ends (0 or 1: one).
+	Queues int    `json:"queues,omitempty"`
 	Mode   string `json:"mode,omitempty"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// Label names the row in the tables: the kind, followed by the number of
+// queues when there are several ("xdp, 2 queues").
+func (k *KindRow) Label() string { return rowLabel(k.Kind, k.Queues) }
+
+// Label names the cell's row, as KindRow.Label.
+func (c *Cell) Label() string { return rowLabel(c.Kind, c.Queues) }
+
+func rowLabel(kind string, queues int) string {
+	if queues <= 1 {
+		return kind
+	}
+	return fmt.Sprintf("%s, %d queues", kind, queues)
+}
+
+// queuesOf is n with 0 (one queue, or a report made before queues were
+// recorded) read as 1.
+func queuesOf(n int) int { return max(n, 1) }
+
+// PollName is the poll mode as the reports say it: "busy" or "yield"
+// (reports made before the name changed said "wait" for "yield").
+func PollName(p string) string {
+	if p == "wait" {
+		return "yield"
+	}
+	return p
 }
 
 // Report is the whole JSON report of a netbench run.
@@ -81,13 +115,31 @@ type Report struct {
 	// Captures are the pcap files written, relative to the report's
 	// directory.
 	Captures []string `json:"captures,omitempty"`
+	// Scaling is the scaling table of a run with several queues (see
+	// Report.ComputeScaling); empty otherwise.
+	Scaling []ScaleRow `json:"scaling,omitempty"`
 }
 
-// Cell returns the cell of kind at rate, if there is one.
+// Cell returns the cell of kind at rate, if there is one: of the fewest
+// queues when the run had several numbers of queues (CellAt names one).
 func (r *Report) Cell(kind string, rate float64) (*Cell, bool) {
+	var best *Cell
 	for i := range r.Cells {
-		if r.Cells[i].Kind == kind && r.Cells[i].Rate == rate {
-			return &r.Cells[i], true
+		c := &r.Cells[i]
+		if c.Kind == kind && c.Rate == rate && (best == nil || queuesOf(c.Queues) < queuesOf(best.Queues)) {
+			best = c
+		}
+	}
+	return best, best != nil
+}
+
+// CellAt returns the cell of kind with queues queues (0 and 1 are the
+// same) at rate, if there is one.
+func (r *Report) CellAt(kind string, queues int, rate float64) (*Cell, bool) {
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		if c.Kind == kind && queuesOf(c.Queues) == queuesOf(queues) && c.Rate == rate {
+			return c, true
 		}
 	}
 	return nil, false
@@ -106,13 +158,13 @@ func (r *Report) Table() string {
 	fmt.Fprintln(w, "\t")
 	for _, k := range r.Kinds {
 		if k.Reason != "" {
-			fmt.Fprintf(w, "%s\tcannot run: %s\n", k.Kind, k.Reason)
+			fmt.Fprintf(w, "%s\tcannot run: %s\n", k.Label(), k.Reason)
 			continue
 		}
-		fmt.Fprint(w, k.Kind)
+		fmt.Fprint(w, k.Label())
 		for _, rate := range r.Rates {
 			s := "-"
-			if c, ok := r.Cell(k.Kind, rate); ok {
+			if c, ok := r.CellAt(k.Kind, k.Queues, rate); ok {
 				s = c.Display
 			}
 			fmt.Fprint(w, "\t"+s)
@@ -120,5 +172,8 @@ func (r *Report) Table() string {
 		fmt.Fprintln(w, "\t")
 	}
 	w.Flush()
+	if len(r.Scaling) > 0 {
+		b.WriteString("\n" + r.ScalingTable())
+	}
 	return b.String()
 }
