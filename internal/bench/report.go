@@ -40,8 +40,8 @@ type Env struct {
 	Warmup   string `json:"warmup"`
 	Duration string `json:"duration"`
 	Drain    string `json:"drain"`
-	Size  int `json:"size"`
-	Batch int `json:"batch"`
+	Size     int    `json:"size"`
+	Batch    int    `json:"batch"`
 	// Queues is the most queues of the run (of the test hosts, and of
 	// both ends); QueueCounts every number of queues it ran, when it ran
 	// more than one (a scaling run: --queues 1,2).
