@@ -119,13 +119,18 @@ const pollBudget = 256
 //     segments), or not at all.
 //   - Flush hands staged bytes to netstack (its send buffer, TCP.SendBuf),
 //     which sends at once (NoDelay) or as Nagle allows. It never blocks.
+//     Bytes that netstack's full send buffer refuses stay staged, released:
+//     every later Rx and Flush hands them over as ACKs make room, so the
+//     stream moves on (and Queue's back-pressure clears) without another
+//     Flush; records queued after the Flush still wait for the next one.
 //     A connection that takes no byte for TCP.SendStall while records wait
 //     makes Flush return a *SendStallError (errors.Is ErrSendStall), once
 //     per stall: the peer stopped reading. The connection stays; close the
 //     backend or keep waiting.
 //   - Every Rx and Flush drives the stack: it delivers received frames to
 //     netstack (ACKs included, so a sender whose window is closed takes the
-//     ACKs that open it by flushing), accepts, and kicks the frames
+//     ACKs that open it by flushing or receiving), hands netstack the
+//     released bytes it has room for, accepts, and kicks the frames
 //     netstack wrote, once per call.
 //   - Rx returns whole records; Data points into the connection's Decoder
 //     and is valid until the next Rx. From is the connection's peer.
@@ -187,8 +192,13 @@ type conn struct {
 	peer  netip.AddrPort
 	stage *Staging
 	dec   *Decoder
-	rd    bytes.Reader      // Pending staged bytes, for Write
-	w     tcpip.SliceWriter // the decoder's Tail, for Read
+	// released is how many bytes at the front of stage.Pending a Flush has
+	// released to the stream and netstack has not taken yet (its send
+	// buffer was full): Rx and Flush hand them over as the window opens.
+	// Bytes staged after them wait for the next Flush.
+	released int
+	rd       bytes.Reader      // Pending staged bytes, for Write
+	w        tcpip.SliceWriter // the decoder's Tail, for Read
 
 	// ready is set by netstack's goroutines (NotifyEvent) when the
 	// connection became readable, writable or failed.
@@ -564,11 +574,12 @@ func (b *Backend) Flush() error {
 	defer b.guard.Exit()
 	b.accept()
 	for _, c := range b.conns {
+		c.released = c.stage.Len()
 		b.send(c)
 	}
 	b.drive()
 	for _, c := range b.conns {
-		if c.stage.Len() > 0 {
+		if c.released > 0 {
 			b.send(c) // the ACKs just delivered may have opened the window
 		}
 	}
@@ -579,15 +590,16 @@ func (b *Backend) Flush() error {
 	return b.takeErr()
 }
 
-// send writes c's staged bytes into netstack. Poll loop only.
+// send writes c's released staged bytes into netstack. Poll loop only.
 func (b *Backend) send(c *conn) {
-	if c.dead != nil || c.stage.Len() == 0 {
+	if c.dead != nil || c.released == 0 {
 		return
 	}
-	p := c.stage.Pending()
+	p := c.stage.Pending()[:c.released]
 	c.rd.Reset(p)
 	n, terr := c.ep.Write(&c.rd, tcpip.WriteOptions{})
 	if n > 0 {
+		c.released -= int(n)
 		recs := c.stage.Consume(int(n))
 		b.stats.txSent.Add(uint64(recs))
 		b.stats.streamTx.Add(uint64(n))
@@ -595,7 +607,7 @@ func (b *Backend) send(c *conn) {
 	}
 	switch terr.(type) {
 	case nil:
-		if c.stage.Len() == 0 {
+		if c.released == 0 {
 			return
 		}
 	case *tcpip.ErrWouldBlock:
@@ -691,9 +703,12 @@ func (b *Backend) drive() {
 }
 
 // Rx returns up to min(len(pkts), Config.RxBatch) whole records from the
-// connections, as kind tcp does. It never blocks. pkts[i].Data is valid until the next Rx. The error is a peer's
-// close or reset (*core.PeerError), reported once, when Rx has no record to
-// return; net.ErrClosed after Close.
+// connections, as kind tcp does. It never blocks. pkts[i].Data is valid
+// until the next Rx. Like Flush, it drives the stack and hands netstack the
+// bytes of earlier Flushes that its send buffer refused (a caller whose
+// Queue is refused need not Flush for the stream to move). The error is a
+// peer's close or reset (*core.PeerError), reported once, when Rx has no
+// record to return; net.ErrClosed after Close.
 func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	if !b.guard.Enter() {
 		return 0, net.ErrClosed
@@ -706,6 +721,11 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 		}
 	}
 	b.drive()
+	for _, c := range b.conns {
+		if c.released > 0 {
+			b.send(c) // what earlier Flushes left, now that ACKs came
+		}
+	}
 	if len(pkts) > b.cfg.RxBatch {
 		pkts = pkts[:b.cfg.RxBatch]
 	}
@@ -791,8 +811,9 @@ func (b *Backend) receive(c *conn, pkts []core.Packet) int {
 	return n
 }
 
-// Wait sleeps until Rx may return something (a frame arrived, netstack made
-// a connection readable or accepted one, an error waits to be reported), ctx
+// Wait sleeps until Rx may return something or move the stream on (a frame
+// arrived, netstack made a connection readable, made room for bytes a Flush
+// released, or accepted a connection; an error waits to be reported), ctx
 // is done (ctx.Err()), or the backend is closed (net.ErrClosed). While it
 // sleeps, netstack's timers and processors still send (retransmissions
 // leave on time). Over a FrameIO that cannot sleep (no frameio.Waiter:
@@ -815,6 +836,11 @@ func (b *Backend) Wait(ctx context.Context) error {
 	}
 	for _, c := range b.conns {
 		if c.more || c.ready.Load() {
+			return nil
+		}
+		// Released bytes wait for room in netstack's send buffer: the
+		// event that says so may have been taken by a read since.
+		if c.released > 0 && c.dead == nil && c.ep.Readiness(waiter.WritableEvents) != 0 {
 			return nil
 		}
 	}

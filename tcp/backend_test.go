@@ -633,3 +633,113 @@ func TestConnectErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestBackpressureClearsWithoutFlush: a client whose buffers filled while
+// the server did not read, and which then only calls Rx (an open-loop
+// sender whose Queue is refused has nothing to Flush), still gets its
+// flushed records through once the server reads, and its Queue takes
+// records again. Records queued after the last Flush wait for the next.
+// (netbench's tcp-xdp cells stalled for good this way: both ends held
+// released bytes that only a Flush handed to netstack.)
+func TestBackpressureClearsWithoutFlush(t *testing.T) {
+	var reading atomic.Bool
+	var got atomic.Uint64
+	var bad atomic.Value
+	body := func(b *Backend) func(context.Context) bool {
+		pkts := make([]core.Packet, 64)
+		scratch := make([]byte, 1000)
+		return func(ctx context.Context) bool {
+			if !reading.Load() {
+				if err := b.Flush(); errors.Is(err, net.ErrClosed) {
+					return false
+				}
+				time.Sleep(time.Millisecond)
+				return true
+			}
+			n, err := b.Rx(pkts)
+			if errors.Is(err, net.ErrClosed) {
+				return false
+			}
+			for i := 0; i < n; i++ {
+				want := makeRecord(scratch, got.Load(), 1000)
+				if string(pkts[i].Data) != string(want) {
+					bad.Store(fmt.Sprintf("record %d differs", got.Load()))
+				}
+				got.Add(1)
+			}
+			if n == 0 {
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+				b.Wait(wctx)
+				cancel()
+			}
+			return true
+		}
+	}
+	ccfg := clientConfig()
+	ccfg.TCP.SendStall = 100 * time.Millisecond
+	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), ccfg, body)
+	buf := make([]byte, 1000)
+	var sent uint64
+	for deadline, stalled := time.Now().Add(60*time.Second), false; !stalled; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stall reported; sent %d, stats %+v", sent, cli.Stats())
+		}
+		for cli.Queue(makeRecord(buf, sent, 1000)) {
+			sent++
+		}
+		if err := cli.Flush(); err != nil {
+			if !errors.Is(err, ErrSendStall) {
+				t.Fatalf("Flush: %v", err)
+			}
+			stalled = true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if cli.Queue(makeRecord(buf, sent, 1000)) {
+		t.Fatal("Queue took a record with the staging full")
+	}
+	// Every record accepted so far went through a Flush. From here on the
+	// client only receives.
+	reading.Store(true)
+	pkts := make([]core.Packet, 16)
+	rxOnce := func() {
+		t.Helper()
+		if _, err := cli.Rx(pkts); err != nil {
+			t.Fatalf("client Rx: %v", err)
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		cli.Wait(wctx)
+		cancel()
+	}
+	rxUntil := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); !done(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: server got %d of %d records; client %+v", what, got.Load(), sent, cli.Stats())
+			}
+			rxOnce()
+		}
+	}
+	rxUntil("without Flush", func() bool { return got.Load() == sent })
+	if !cli.Queue(makeRecord(buf, sent, 1000)) {
+		t.Fatalf("Queue still refused with the stream drained: %+v", cli.Stats())
+	}
+	sent++
+	// Not flushed: Rx must not send it.
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+		rxOnce()
+	}
+	if g := got.Load(); g != sent-1 {
+		t.Fatalf("server got %d records, want %d: Rx sent a record that was never flushed", g, sent-1)
+	}
+	if err := cli.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	rxUntil("after Flush", func() bool { return got.Load() == sent })
+	if v := bad.Load(); v != nil {
+		t.Fatal(v)
+	}
+	if st := cli.Stats(); st.TxSent != sent || st.TxDropped != 0 {
+		t.Fatalf("client TxSent %d TxDropped %d, want %d and 0", st.TxSent, st.TxDropped, sent)
+	}
+}
