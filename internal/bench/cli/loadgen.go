@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/core"
@@ -16,9 +18,14 @@ import (
 
 // LoadFile is the JSON a load generator writes with --json.
 type LoadFile struct {
-	Kind    string            `json:"kind"`
-	CPU     int               `json:"cpu"`
-	Wait    bool              `json:"wait"`
+	Kind string `json:"kind"`
+	CPU  int    `json:"cpu"`
+	Wait bool   `json:"wait"`
+	// Queues, Poll and CPUs are --queues, --poll and --cpus (with one
+	// queue, CPUs is the one CPU or empty).
+	Queues  int               `json:"queues,omitempty"`
+	Poll    string            `json:"poll,omitempty"`
+	CPUs    []int             `json:"cpus,omitempty"`
 	Result  *bench.LoadResult `json:"result,omitempty"`
 	Failure *Failure          `json:"failure,omitempty"`
 }
@@ -30,6 +37,15 @@ type LoadFile struct {
 // schedule, the achieved rate, and its counters. With --json it writes the
 // whole result. If the backend cannot be opened it prints "failed <class>:
 // <error>" on stdout and returns 2; a run that fails midway returns 1.
+//
+// With --queues N (N > 1) it opens the kind as a group (dgramio.NewGroup):
+// one poller per queue, pinned to its CPU of --cpus, each a flow of its
+// own (its own socket, source port or connection) that sends the run's
+// messages g with g mod N = q (--rate/N each, the queues' messages
+// interleaved in one schedule) and matches the answers to them; the
+// result merges the queues' histograms and holds each queue's share
+// (LoadResult.PerQueue) and the group's counters. --poll yield (alias
+// --wait) makes the pollers sleep when idle.
 func LoadgenMain(args []string, stdout, stderr io.Writer) int {
 	return RunLoadgen(context.Background(), args, stdout, stderr)
 }
@@ -44,7 +60,10 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	port := fs.Uint("port", 5000, "the echo's UDP/TCP port")
 	iface := fs.String("iface", "", "network interface (raw kinds)")
 	cpuN := fs.Int("cpu", -1, "CPU to pin the poller to (-1: not pinned)")
-	wait := fs.Bool("wait", false, "sleep in Wait when idle instead of busy polling")
+	queues := fs.Int("queues", 1, "queues, one poller and one flow each (dgramio.NewGroup when more than 1); the rate is divided among them")
+	cpuList := fs.String("cpus", "", "CPUs of the queues' pollers, one per queue, in queue order (\"0,1\"; a CPU may repeat with --poll yield)")
+	poll := fs.String("poll", "", "busy (spin, a CPU per poller; the default) or yield (sleep when idle, for machines with too few CPUs)")
+	wait := fs.Bool("wait", false, "the same as --poll yield")
 	rateS := fs.String("rate", "20k", "offered rate, messages per second (20k, 1.6M)")
 	duration := fs.Duration("duration", 5e9, "measured time")
 	warmup := fs.Duration("warmup", 1e9, "warm-up, sent but not measured")
@@ -55,11 +74,12 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	pcap := fs.String("pcap", "", "capture prefix: the raw kinds write every frame to <prefix>-tx.pcap and <prefix>-rx.pcap (Config.Pcap)")
 	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the default)")
 	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the default)")
+	dpdkVDev := fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)")
 	jsonPath := fs.String("json", "", "write the result as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	out := LoadFile{Kind: *kind, CPU: *cpuN, Wait: *wait}
+	out := LoadFile{Kind: *kind, CPU: *cpuN, Wait: *wait, Queues: *queues}
 	fail := func(class string, err error) int {
 		out.Failure = &Failure{Class: class, Error: err.Error()}
 		fmt.Fprintf(stdout, "failed %s: %v\n", class, err)
@@ -92,12 +112,25 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *size < bench.HeaderLen {
 		return fail(ClassConfig, fmt.Errorf("--size %d: must be at least %d", *size, bench.HeaderLen))
 	}
+	mode, err := pollMode(*poll, *wait)
+	if err != nil {
+		return fail(ClassConfig, err)
+	}
+	qcpus, err := queueCPUs(*queues, *cpuN, *cpuList)
+	if err != nil {
+		return fail(ClassConfig, err)
+	}
+	out.Poll, out.CPUs, out.Wait = mode, qcpus, mode == core.PollYield
+	if *queues == 1 && *cpuN < 0 && len(qcpus) == 1 {
+		*cpuN = qcpus[0]
+		out.CPU = *cpuN
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cpus, err := pin(*cpuN)
-	if err != nil {
-		return fail(Classify(*kind, err), err)
+	lo := bench.LoadOptions{
+		Rate: rate, Warmup: *warmup, Duration: *duration, Drain: *drain,
+		Size: *size, Batch: *batch, Wait: mode == core.PollYield,
 	}
 	cfg := core.Config{
 		Kind:        *kind,
@@ -109,20 +142,34 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		MaxDatagram: *maxDgram,
 		TxBatch:     *batch,
 		RxBatch:     *batch,
-		CPUs:        cpus,
 		Pcap:        *pcap,
+		Poll:        mode,
 	}
 	cfg.XDP.Frames, cfg.XDP.RingSize = *xdpFrames, *xdpRing
-	b, err := Open(cfg)
-	if err != nil {
-		return fail(Classify(*kind, err), err)
-	}
-	res, runErr := bench.Load(ctx, b, bench.LoadOptions{
-		Rate: rate, Warmup: *warmup, Duration: *duration, Drain: *drain,
-		Size: *size, Batch: *batch, Wait: *wait,
-	})
-	if cerr := b.Close(); cerr != nil && runErr == nil {
-		fmt.Fprintln(stderr, "loadgen: close:", cerr)
+	cfg.DPDK.VDev = *dpdkVDev
+	var res *bench.LoadResult
+	var runErr error
+	if *queues > 1 {
+		cfg.Queues, cfg.CPUs = *queues, qcpus
+		var openErr error
+		res, runErr, openErr = loadGroup(ctx, cfg, lo)
+		if openErr != nil {
+			return fail(Classify(*kind, openErr), openErr)
+		}
+	} else {
+		cpus, err := pin(*cpuN)
+		if err != nil {
+			return fail(Classify(*kind, err), err)
+		}
+		cfg.CPUs = cpus
+		b, err := Open(cfg)
+		if err != nil {
+			return fail(Classify(*kind, err), err)
+		}
+		res, runErr = bench.Load(ctx, b, lo)
+		if cerr := b.Close(); cerr != nil && runErr == nil {
+			fmt.Fprintln(stderr, "loadgen: close:", cerr)
+		}
 	}
 	status := 0
 	if runErr != nil {
@@ -139,6 +186,11 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			bench.FormatUs(res.Lag.P99Us), bench.FormatRate(res.AchievedRate),
 			res.Offered, res.Sent, res.Received, res.Lost, res.NotSent)
 		fmt.Fprint(stderr, formatStats("loadgen", &res.Stats, res.Layers()))
+		for _, p := range res.PerQueue {
+			fmt.Fprintf(stdout, "  queue %d: sent %d received %d other_queue %d; p50 %s p99 %s µs; rx_delivered %d tx_sent %d lost %d\n",
+				p.Queue, p.Total.Sent, p.Total.Received, p.Total.OtherQueue, bench.FormatUs(p.RTT.P50Us), bench.FormatUs(p.RTT.P99Us),
+				p.Stats.RxDelivered, p.Stats.TxSent, p.Stats.Lost())
+		}
 	}
 	if err := writeJSON(*jsonPath, &out); err != nil {
 		fmt.Fprintln(stderr, "loadgen:", err)
@@ -146,3 +198,60 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	return status
 }
+
+// loadGroup is the load generator with several queues (cfg.Queues > 1):
+// each queue's poller runs Load on its share of one schedule, which starts
+// once every queue is open. It returns the merged result and the first
+// error of a queue, or openErr when the group or a queue could not be
+// opened (nothing ran).
+func loadGroup(ctx context.Context, cfg core.Config, lo bench.LoadOptions) (res *bench.LoadResult, runErr, openErr error) {
+	g, err := NewGroup(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err := g.Close(); err != nil && runErr == nil && openErr == nil {
+			runErr = fmt.Errorf("close: %w", err)
+		}
+	}()
+	lo.Queues = cfg.Queues
+	for lo.RunID == 0 {
+		lo.RunID = rand.Uint32()
+	}
+	parts := make([]*bench.LoadResult, cfg.Queues)
+	errs := make([]error, cfg.Queues)
+	total, err := runGroup(g, cfg.Queues, func() {
+		// Every queue is open: the schedule starts shortly, the same for all.
+		lo.Start = time.Now().Add(groupStartDelay)
+	}, func(q int, b core.Backend) {
+		o := lo
+		o.Queue = q
+		parts[q], errs[q] = bench.Load(ctx, b, o)
+	})
+	if parts[0] == nil {
+		// No queue ran: one could not be opened, or Load refused the
+		// options.
+		if err == nil {
+			err = errs[0]
+		}
+		return nil, nil, err
+	}
+	for q, e := range errs {
+		if e != nil && runErr == nil {
+			runErr = fmt.Errorf("queue %d: %w", q, e)
+		}
+		if parts[q] == nil {
+			return nil, runErr, nil
+		}
+	}
+	res = bench.MergeLoads(parts)
+	res.Stats = total
+	if runErr == nil && err != nil {
+		runErr = err
+	}
+	return res, runErr, nil
+}
+
+// groupStartDelay is how long after the last queue opened a group's
+// schedule starts: time for every poller to enter its loop.
+const groupStartDelay = 20 * time.Millisecond

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,6 +46,15 @@ type NetbenchOptions struct {
 	// Size is the message size; Batch the send and receive batch; Queues
 	// the queues of the test hosts (or ports) and of the backends.
 	Size, Batch, Queues int
+	// QueueCounts, when set, are the numbers of queues to run, each kind
+	// with each (a scaling run, --queues 1,2,4): a cell per kind, number
+	// of queues and rate, and the report's scaling table. Empty: Queues
+	// alone. With N > 1 queues both tools open the kind as a group of N
+	// queues (dgramio.NewGroup), and on veth the test hosts have N queues,
+	// XPS masks that send each loadgen CPU's frames on its own queue, and
+	// static neighbour entries (a datagram that waited for ARP would leave
+	// from whichever CPU handled the reply).
+	QueueCounts []int
 	// Repeat runs every cell this many times (default 1), the kinds
 	// interleaved: each repeat runs every rate, and at each rate every
 	// kind, the order of the kinds rotating from one repeat to the next.
@@ -70,11 +80,23 @@ type NetbenchOptions struct {
 	// XDPFrames and XDPRing, when set, size the UMEM and rings of the
 	// AF_XDP kinds (Config.XDP.Frames, Config.XDP.RingSize) of both tools.
 	XDPFrames, XDPRing int
-	// Wait makes both tools sleep in Wait when idle instead of busy polling.
+	// Wait is the yielding poll mode (--poll yield, or --wait): both
+	// tools' pollers sleep in Wait when idle instead of busy polling, so
+	// that more pollers than CPUs make progress; the report marks its rows
+	// "poll yield".
 	Wait bool
-	// LoadCPU and EchoCPU pin the tools; -1 picks them from the allowed
-	// CPUs.
+	// LoadCPU and EchoCPU pin the tools with one queue; -1 picks them from
+	// the allowed CPUs.
 	LoadCPU, EchoCPU int
+	// LoadCPUs and EchoCPUs are the CPUs of the tools' queues with several
+	// queues, in queue order (a run with N queues uses the first N of
+	// each). Empty: picked from the allowed CPUs: with busy polling a CPU
+	// of its own for every poller of both tools (a run that needs more
+	// than there are is refused), with yielding pollers CPU q of the
+	// allowed ones for queue q of both tools (on veth a frame is
+	// processed on its sender's CPU, so the echo's queue q then runs
+	// where its flows arrive).
+	LoadCPUs, EchoCPUs []int
 	// Port is the first port; cell i uses Port+i.
 	Port int
 	// Exe is the binary to run in echo and loadgen mode ("<Exe> echo ...",
@@ -115,7 +137,7 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	drain := fs.Duration("drain", bench.DefaultDrain, "time to wait for answers after the last send")
 	size := fs.Int("size", bench.DefaultSize, "message size in bytes")
 	batch := fs.Int("batch", bench.DefaultBatch, "messages per Flush and per Rx")
-	queues := fs.Int("queues", 1, "queues of the test hosts or ports, and of the backends")
+	queues := fs.String("queues", "1", "queues of the test hosts or ports and of both tools (one poller each); a list (1,2,4) runs each kind with each and adds a scaling table")
 	repeat := fs.Int("repeat", 1, "run every cell this many times, kinds interleaved; the report shows medians and the spread")
 	jsonPath := fs.String("json", "", "write the JSON report to this file")
 	out := fs.String("out", "auto", "write results.json, report.md, table.txt, the plots and the tools' logs into this directory (auto: bench/results/<date>-<host>; none: nowhere)")
@@ -126,8 +148,9 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	irqCPUs := fs.String("irq-cpus", "auto", `real ports: CPUs for each port's interrupts during the run, "A;B" CPU lists ("2;3"), "auto" (away from the pollers and their hyperthread siblings) or "" (leave)`)
 	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the kind's default)")
 	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the kind's default)")
-	wait := fs.Bool("wait", false, "yielding mode: the tools sleep in Wait when idle instead of busy polling")
-	cpus := fs.String("cpus", "", "CPUs of loadgen and echo, \"L,E\" (default: the first two allowed CPUs)")
+	poll := fs.String("poll", "busy", "busy: each poller spins on a CPU of its own (more pollers than CPUs are refused); yield: pollers sleep in Wait when idle (machines with too few CPUs; rows marked poll yield)")
+	wait := fs.Bool("wait", false, "the same as --poll yield")
+	cpus := fs.String("cpus", "", "CPUs of loadgen and echo: \"L,E\" with one queue (default: the first two allowed CPUs), or \"L;E\" lists in queue order (\"0,1;2,3\"), of which N queues use the first N")
 	port := fs.Int("port", 5000, "first port; each cell uses the next one")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -137,10 +160,20 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	counts, err := parseQueueCounts(*queues)
+	if err != nil {
+		fmt.Fprintln(stderr, "netbench:", err)
+		return 2
+	}
+	mode, err := pollMode(*poll, *wait)
+	if err != nil {
+		fmt.Fprintln(stderr, "netbench:", err)
+		return 2
+	}
 	o := NetbenchOptions{
-		Duration: *duration, Warmup: *warmup, Drain: *drain, Size: *size, Batch: *batch, Queues: *queues, Repeat: *repeat,
+		Duration: *duration, Warmup: *warmup, Drain: *drain, Size: *size, Batch: *batch, Queues: slices.Max(counts), QueueCounts: counts, Repeat: *repeat,
 		JSON: *jsonPath, Out: *out, Pcap: *pcap, IfaceA: *ifaceA, IfaceB: *ifaceB, Coalesce: *coalesce, IRQCPUs: *irqCPUs,
-		XDPFrames: *xdpFrames, XDPRing: *xdpRing, Wait: *wait, Port: *port,
+		XDPFrames: *xdpFrames, XDPRing: *xdpRing, Wait: mode == core.PollYield, Port: *port,
 		LoadCPU: -1, EchoCPU: -1, Bar: isTerminal(stderr),
 		Command: strings.TrimSpace("netbench " + strings.Join(args, " ")),
 	}
@@ -151,7 +184,6 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	case "none":
 		o.Out = ""
 	}
-	var err error
 	if o.Rates, err = bench.ParseRates(*rates); err != nil {
 		fmt.Fprintln(stderr, "netbench:", err)
 		return 2
@@ -166,10 +198,20 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	} else {
 		o.Kinds = dgramio.Kinds()
 	}
-	if *cpus != "" {
+	if ls, es, ok := strings.Cut(*cpus, ";"); ok {
+		var err error
+		if o.LoadCPUs, err = parseCPUs(ls); err == nil {
+			o.EchoCPUs, err = parseCPUs(es)
+		}
+		if err != nil || len(o.LoadCPUs) == 0 || len(o.EchoCPUs) == 0 {
+			fmt.Fprintf(stderr, "netbench: --cpus %q: want \"L;E\", the CPUs of the loadgen's queues and of the echo's (\"0,1;2,3\")\n", *cpus)
+			return 2
+		}
+		o.LoadCPU, o.EchoCPU = o.LoadCPUs[0], o.EchoCPUs[0]
+	} else if *cpus != "" {
 		var l, e int
 		if _, err := fmt.Sscanf(*cpus, "%d,%d", &l, &e); err != nil || l < 0 || e < 0 {
-			fmt.Fprintf(stderr, "netbench: --cpus %q: want two CPU numbers, \"0,1\"\n", *cpus)
+			fmt.Fprintf(stderr, "netbench: --cpus %q: want two CPU numbers, \"0,1\", or \"L;E\" lists with several queues\n", *cpus)
 			return 2
 		}
 		o.LoadCPU, o.EchoCPU = l, e
@@ -181,7 +223,7 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, rep.Table())
 		for _, k := range rep.Kinds {
 			if k.Mode != "" {
-				fmt.Fprintf(stdout, "  %s: %s\n", k.Kind, k.Mode)
+				fmt.Fprintf(stdout, "  %s: %s\n", k.Label(), k.Mode)
 			}
 		}
 	}
@@ -281,10 +323,18 @@ const startupGuess = 500 * time.Millisecond
 // kind that cannot run gets a row saying why; the error is for what stops
 // the whole run (no test hosts, nothing measured).
 func Netbench(ctx context.Context, o NetbenchOptions, progressW io.Writer) (*bench.Report, error) {
-	if o.Duration <= 0 || o.Warmup < 0 || o.Size < bench.HeaderLen || o.Batch < 1 || o.Queues < 1 || o.Repeat < 0 {
-		return nil, fmt.Errorf("bad options: duration %v, warm-up %v, size %d (>= %d), batch %d, queues %d, repeat %d",
-			o.Duration, o.Warmup, o.Size, bench.HeaderLen, o.Batch, o.Queues, o.Repeat)
+	if len(o.QueueCounts) == 0 {
+		o.QueueCounts = []int{o.Queues}
 	}
+	badQueues := false
+	for _, n := range o.QueueCounts {
+		badQueues = badQueues || n < 1 || n > core.MaxQueues
+	}
+	if o.Duration <= 0 || o.Warmup < 0 || o.Size < bench.HeaderLen || o.Batch < 1 || badQueues || o.Repeat < 0 {
+		return nil, fmt.Errorf("bad options: duration %v, warm-up %v, size %d (>= %d), batch %d, queues %v (1..%d), repeat %d",
+			o.Duration, o.Warmup, o.Size, bench.HeaderLen, o.Batch, o.QueueCounts, core.MaxQueues, o.Repeat)
+	}
+	o.Queues = slices.Max(o.QueueCounts)
 	if (o.IfaceA == "") != (o.IfaceB == "") {
 		return nil, fmt.Errorf("real ports: give both --iface-a and --iface-b")
 	}
@@ -308,6 +358,9 @@ func Netbench(ctx context.Context, o NetbenchOptions, progressW io.Writer) (*ben
 	nb.rep.Rates = o.Rates
 	nb.env()
 	o = nb.o // env picked the CPUs
+	if err := nb.checkBusy(); err != nil {
+		return nil, err
+	}
 
 	var err error
 	nb.logDir = o.Out
@@ -330,7 +383,7 @@ func Netbench(ctx context.Context, o NetbenchOptions, progressW io.Writer) (*ben
 	}
 
 	perCell := o.Warmup + o.Duration + startupGuess
-	nb.prog = newProgress(progressW, o.Bar, time.Duration(o.Repeat*len(o.Rates)*len(o.Kinds))*perCell)
+	nb.prog = newProgress(progressW, o.Bar, time.Duration(o.Repeat*len(o.Rates)*len(o.Kinds)*len(o.QueueCounts))*perCell)
 	defer nb.prog.finish()
 
 	closeHosts, err := nb.hosts()
@@ -345,13 +398,21 @@ func Netbench(ctx context.Context, o NetbenchOptions, progressW io.Writer) (*ben
 	}()
 	nb.preflight()
 
-	failed := map[string]*Failure{}
-	rows := map[string]*bench.KindRow{}
+	type rowKey struct {
+		kind   string
+		queues int
+	}
+	failed := map[rowKey]*Failure{}
+	rows := map[rowKey]*bench.KindRow{}
 	for _, k := range o.Kinds {
-		rows[k] = &bench.KindRow{Kind: k}
+		for _, n := range o.QueueCounts {
+			rows[rowKey{k, n}] = &bench.KindRow{Kind: k, Queues: queuesField(n)}
+		}
 	}
 	runs := map[string][]bench.Cell{}
-	key := func(kind string, rate float64) string { return kind + "@" + strconv.FormatFloat(rate, 'g', -1, 64) }
+	key := func(kind string, n int, rate float64) string {
+		return kind + "@" + strconv.Itoa(n) + "@" + strconv.FormatFloat(rate, 'g', -1, 64)
+	}
 	idx := 0
 	left := o.Repeat * len(o.Rates)
 	for rep := 0; rep < o.Repeat && ctx.Err() == nil; rep++ {
@@ -359,32 +420,39 @@ func Netbench(ctx context.Context, o NetbenchOptions, progressW io.Writer) (*ben
 		for _, rate := range o.Rates {
 			left--
 			for _, kind := range order {
-				if failed[kind] != nil {
-					continue
+				for _, n := range o.QueueCounts {
+					rk := rowKey{kind, n}
+					if failed[rk] != nil {
+						continue
+					}
+					if ctx.Err() != nil {
+						break
+					}
+					name := fmt.Sprintf("%s-%s", kind, bench.FormatRate(rate))
+					if len(o.QueueCounts) > 1 || n > 1 {
+						name = fmt.Sprintf("%s-q%d-%s", kind, n, bench.FormatRate(rate))
+					}
+					if o.Repeat > 1 {
+						name += fmt.Sprintf("-r%d", rep+1)
+					}
+					label := rows[rk].Label()
+					nb.prog.startCell(name, perCell)
+					c, f := nb.cell(ctx, kind, n, rate, o.Port+idx, name)
+					nb.prog.endCell()
+					idx++
+					if f != nil {
+						failed[rk] = f
+						nb.prog.skip(time.Duration(left) * perCell)
+						nb.prog.logf("%s: cannot run: %s: %s", label, f.Class, f.Error)
+						continue
+					}
+					if c.Mode != "" {
+						rows[rk].Mode = c.Mode
+						nb.rep.Env.Modes[label] = c.Mode
+					}
+					runs[key(kind, n, rate)] = append(runs[key(kind, n, rate)], *c)
+					nb.prog.logf("%s: %s", name, c.Display)
 				}
-				if ctx.Err() != nil {
-					break
-				}
-				name := fmt.Sprintf("%s-%s", kind, bench.FormatRate(rate))
-				if o.Repeat > 1 {
-					name += fmt.Sprintf("-r%d", rep+1)
-				}
-				nb.prog.startCell(name, perCell)
-				c, f := nb.cell(ctx, kind, rate, o.Port+idx, name)
-				nb.prog.endCell()
-				idx++
-				if f != nil {
-					failed[kind] = f
-					nb.prog.skip(time.Duration(left) * perCell)
-					nb.prog.logf("%s: cannot run: %s: %s", kind, f.Class, f.Error)
-					continue
-				}
-				if c.Mode != "" {
-					rows[kind].Mode = c.Mode
-					nb.rep.Env.Modes[kind] = c.Mode
-				}
-				runs[key(kind, rate)] = append(runs[key(kind, rate)], *c)
-				nb.prog.logf("%s: %s", name, c.Display)
 			}
 		}
 	}
@@ -392,22 +460,29 @@ func Netbench(ctx context.Context, o NetbenchOptions, progressW io.Writer) (*ben
 		nb.rep.Env.Notes = append(nb.rep.Env.Notes, "interrupted: the report is partial")
 	}
 	for _, k := range o.Kinds {
-		for _, rate := range o.Rates {
-			if rs := runs[key(k, rate)]; len(rs) > 0 {
-				nb.rep.Cells = append(nb.rep.Cells, bench.MergeRepeats(rs))
+		for _, n := range o.QueueCounts {
+			for _, rate := range o.Rates {
+				if rs := runs[key(k, n, rate)]; len(rs) > 0 {
+					nb.rep.Cells = append(nb.rep.Cells, bench.MergeRepeats(rs))
+				}
 			}
 		}
 	}
 	for _, k := range o.Kinds {
-		f := failed[k]
-		switch {
-		case f != nil && f.Class == ClassNotBuilt && !o.KindsGiven:
-			nb.rep.Env.NotBuilt = append(nb.rep.Env.NotBuilt, k)
-			continue
-		case f != nil:
-			rows[k].Reason = f.Class + ": " + f.Error
+		for _, n := range o.QueueCounts {
+			rk := rowKey{k, n}
+			f := failed[rk]
+			switch {
+			case f != nil && f.Class == ClassNotBuilt && !o.KindsGiven:
+				if !slices.Contains(nb.rep.Env.NotBuilt, k) {
+					nb.rep.Env.NotBuilt = append(nb.rep.Env.NotBuilt, k)
+				}
+				continue
+			case f != nil:
+				rows[rk].Reason = f.Class + ": " + f.Error
+			}
+			nb.rep.Kinds = append(nb.rep.Kinds, *rows[rk])
 		}
-		nb.rep.Kinds = append(nb.rep.Kinds, *rows[k])
 	}
 	nb.noteCaptures()
 	if len(nb.rep.Cells) == 0 {
@@ -423,18 +498,41 @@ type netbench struct {
 	o      NetbenchOptions
 	prog   *progress
 	rep    bench.Report
-	a, b   *side
+	a, b   *side // the test hosts (or ports) of the cell running now
 	logDir string
 	// pports are the real ports, when the run has them.
 	pports *ports.Ports
+	// sets are the test hosts of each number of queues (on veth, a pair
+	// with that many queues; real ports serve every number); cur is the
+	// one in use.
+	sets map[int]*hostSet
+	cur  *hostSet
 }
 
-// hosts makes the veth test hosts, or prepares the real ports, and
-// returns how to remove them (or restore the ports).
+// hostSet is the two sides a cell with some number of queues runs on.
+type hostSet struct {
+	a, b *side
+	// pair is the veth pair (nil for real ports); neigh whether it has
+	// static neighbour entries.
+	pair  *testhost.Pair
+	neigh bool
+}
+
+// use makes the hosts of n queues those of the next cell.
+func (nb *netbench) use(n int) {
+	if s := nb.sets[n]; s != nil {
+		nb.a, nb.b, nb.cur = s.a, s.b, s
+	}
+}
+
+// hosts makes the veth test hosts, a pair for each number of queues, or
+// prepares the real ports, and returns how to remove them (or restore the
+// ports).
 func (nb *netbench) hosts() (func() error, error) {
 	o := nb.o
 	e := &nb.rep.Env
 	e.Offloads = map[string]string{}
+	nb.sets = map[int]*hostSet{}
 	if o.IfaceA != "" {
 		po := ports.Options{IfaceA: o.IfaceA, IfaceB: o.IfaceB, Queues: o.Queues, RxUsecs: o.Coalesce, Home: o.Home}
 		var err error
@@ -446,8 +544,14 @@ func (nb *netbench) hosts() (func() error, error) {
 			return nil, fmt.Errorf("real ports: %w", err)
 		}
 		nb.pports = p
-		nb.a = &side{ep: p.A, iface: p.A.Iface, addr: p.A.Addr, prefix: p.A.Prefix}
-		nb.b = &side{ep: p.B, iface: p.B.Iface, addr: p.B.Addr, prefix: p.B.Prefix}
+		set := &hostSet{
+			a: &side{ep: p.A, iface: p.A.Iface, addr: p.A.Addr, prefix: p.A.Prefix},
+			b: &side{ep: p.B, iface: p.B.Iface, addr: p.B.Addr, prefix: p.B.Prefix},
+		}
+		for _, n := range o.QueueCounts {
+			nb.sets[n] = set
+		}
+		nb.use(o.QueueCounts[0])
 		e.Link = "ports"
 		e.Setup = p.Setup()
 		for _, s := range e.Setup {
@@ -456,15 +560,64 @@ func (nb *netbench) hosts() (func() error, error) {
 		nb.recordSides()
 		return p.Close, nil
 	}
-	p, err := testhost.New(testhost.Options{Queues: o.Queues})
-	if err != nil {
-		return nil, fmt.Errorf("test hosts: %w", err)
+	var pairs []*testhost.Pair
+	closeAll := func() error {
+		var errs []error
+		for _, p := range pairs {
+			errs = append(errs, p.Close())
+		}
+		return errors.Join(errs...)
 	}
-	nb.a = &side{ep: p.A, iface: p.A.Iface, addr: p.A.Addr, prefix: p.A.Prefix}
-	nb.b = &side{ep: p.B, iface: p.B.Iface, addr: p.B.Addr, prefix: p.B.Prefix}
+	for _, n := range o.QueueCounts {
+		if nb.sets[n] != nil {
+			continue
+		}
+		ho := testhost.Options{Queues: n}
+		if n > 1 {
+			ho.XPSCPUs, _ = nb.queueCPUs(n)
+		}
+		p, err := testhost.New(ho)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("test hosts with %d queues: %w", n, err), closeAll())
+		}
+		pairs = append(pairs, p)
+		set := &hostSet{
+			a:    &side{ep: p.A, iface: p.A.Iface, addr: p.A.Addr, prefix: p.A.Prefix},
+			b:    &side{ep: p.B, iface: p.B.Iface, addr: p.B.Addr, prefix: p.B.Prefix},
+			pair: p,
+		}
+		if n > 1 {
+			set.neigh = true
+			if err := staticNeighbours(p); err != nil {
+				return nil, errors.Join(fmt.Errorf("test hosts with %d queues: %w", n, err), closeAll())
+			}
+			e.Setup = append(e.Setup, fmt.Sprintf("%d queues: veth %s / %s with %d queues, XPS CPU %s → TX queue 0, 1, … on both ends, static neighbour entries both ways",
+				n, p.A.Iface, p.B.Iface, n, formatCPUs(ho.XPSCPUs)))
+		}
+		nb.sets[n] = set
+	}
+	nb.use(o.QueueCounts[0])
 	e.Link = "veth"
 	nb.recordSides()
-	return p.Close, nil
+	return closeAll, nil
+}
+
+// staticNeighbours gives both ends of p permanent neighbour entries for
+// each other's addresses, the kernel's and those of the userspace TCP
+// kinds: a datagram that waits for ARP leaves from the CPU that handles
+// the ARP reply, on that CPU's TX queue, and a connected socket keeps the
+// TX queue of its first datagram, so without them a flow can start on
+// another queue than its poller's.
+func staticNeighbours(p *testhost.Pair) error {
+	for _, x := range []struct{ h, peer *testhost.Host }{{p.A, p.B}, {p.B, p.A}} {
+		peer := &side{addr: x.peer.Addr, prefix: x.peer.Prefix}
+		for _, ip := range []netip.Addr{x.peer.Addr, stackAddr(peer)} {
+			if err := x.h.AddNeigh(ip, x.peer.MAC); err != nil {
+				return fmt.Errorf("neighbour %s on %s: %w", ip, x.h.Iface, err)
+			}
+		}
+	}
+	return nil
 }
 
 // recordSides writes the two sides' interfaces and offloads into the env.
@@ -492,7 +645,7 @@ func (nb *netbench) irqCPUs() (a, b []int, err error) {
 	case "auto":
 		allowed, _ := cpu.Allowed()
 		away := map[int]bool{}
-		for _, c := range []int{o.LoadCPU, o.EchoCPU} {
+		for _, c := range append([]int{o.LoadCPU, o.EchoCPU}, append(slices.Clone(o.LoadCPUs), o.EchoCPUs...)...) {
 			if c < 0 {
 				continue
 			}
@@ -600,14 +753,133 @@ func hasCaptureOf(files []string, kind string, kinds []string) bool {
 // failAll gives every kind the same reason.
 func (nb *netbench) failAll(class, reason string) {
 	for _, k := range nb.o.Kinds {
-		nb.rep.Kinds = append(nb.rep.Kinds, bench.KindRow{Kind: k, Reason: class + ": " + reason})
+		for _, n := range nb.o.QueueCounts {
+			nb.rep.Kinds = append(nb.rep.Kinds, bench.KindRow{Kind: k, Queues: queuesField(n), Reason: class + ": " + reason})
+		}
 	}
+}
+
+// queuesField is n queues as KindRow.Queues and Cell.Queues hold it: 0
+// for one, so that a report of one queue reads as before.
+func queuesField(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return n
+}
+
+// parseQueueCounts parses --queues: a number of queues, or several
+// ("1,2,4"), each 1..core.MaxQueues, in the order given, without repeats.
+func parseQueueCounts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > core.MaxQueues {
+			return nil, fmt.Errorf("--queues %q: %q is not a number of queues (1..%d)", s, f, core.MaxQueues)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--queues %q: no number of queues given", s)
+	}
+	return out, nil
+}
+
+// pickQueueCPUs fills in LoadCPUs and EchoCPUs for the largest number of
+// queues, unless given: with busy polling a CPU of its own for each of
+// the 2N pollers while there are enough (checkBusy refuses the run
+// otherwise), with yielding pollers the q-th allowed CPU (round robin) for
+// queue q of both tools.
+func (nb *netbench) pickQueueCPUs(allowed []int) {
+	o := &nb.o
+	n := o.Queues
+	if len(o.LoadCPUs) > 0 || len(o.EchoCPUs) > 0 {
+		return
+	}
+	if !o.Wait && 2*n <= len(allowed) {
+		o.LoadCPUs = slices.Clone(allowed[:n])
+		o.EchoCPUs = slices.Clone(allowed[n : 2*n])
+		return
+	}
+	o.LoadCPUs, o.EchoCPUs = make([]int, n), make([]int, n)
+	for q := range n {
+		o.LoadCPUs[q] = allowed[q%len(allowed)]
+		o.EchoCPUs[q] = allowed[q%len(allowed)]
+	}
+}
+
+// queueCPUs returns the CPUs of the loadgen's and the echo's queues with n
+// queues (n > 1); nil when the tools are not pinned.
+func (nb *netbench) queueCPUs(n int) (load, echo []int) {
+	o := &nb.o
+	if len(o.LoadCPUs) < n || len(o.EchoCPUs) < n {
+		return nil, nil
+	}
+	return o.LoadCPUs[:n], o.EchoCPUs[:n]
+}
+
+// checkBusy refuses busy polling with more pollers than CPUs: with N > 1
+// queues the loadgen and the echo run N pollers each, in two processes,
+// and each group checks only its own N against the CPUs, so the sum is
+// checked here: 2N distinct CPUs that this process may use. It also
+// checks the lengths of CPU lists given with --cpus.
+func (nb *netbench) checkBusy() error {
+	o := &nb.o
+	if o.Queues <= 1 {
+		return nil
+	}
+	if (len(o.LoadCPUs) > 0 || len(o.EchoCPUs) > 0) && (len(o.LoadCPUs) < o.Queues || len(o.EchoCPUs) < o.Queues) {
+		return fmt.Errorf("--cpus: %d queues need %d CPUs for each tool; given %s for the loadgen and %s for the echo",
+			o.Queues, o.Queues, formatCPUs(o.LoadCPUs), formatCPUs(o.EchoCPUs))
+	}
+	if o.Wait {
+		return nil
+	}
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		return nil // env noted it; the groups check what they can
+	}
+	for _, n := range o.QueueCounts {
+		if n == 1 {
+			continue
+		}
+		if 2*n > len(allowed) {
+			return fmt.Errorf("busy polling with %d queues needs %d CPUs, one per poller (%d of the loadgen and %d of the echo, two processes: each group checks only its own); "+
+				"this process may use %d (%s). Use --poll yield (pollers sleep when idle; the report marks the rows poll yield), fewer queues, or a host with more CPUs",
+				n, 2*n, n, n, len(allowed), cpu.FormatList(allowed))
+		}
+		l, e := nb.queueCPUs(n)
+		seen := map[int]string{}
+		for _, x := range []struct {
+			tool string
+			cpus []int
+		}{{"loadgen", l}, {"echo", e}} {
+			for q, c := range x.cpus {
+				who := fmt.Sprintf("%s queue %d", x.tool, q)
+				if !slices.Contains(allowed, c) {
+					return fmt.Errorf("--cpus: CPU %d (%s) is not one this process may use (%s)", c, who, cpu.FormatList(allowed))
+				}
+				if other, dup := seen[c]; dup {
+					return fmt.Errorf("busy polling with %d queues: CPU %d is given to %s and to %s; two busy pollers on one CPU take turns at the scheduler's pace. "+
+						"Give each of the %d pollers a CPU of its own (--cpus \"L;E\"), or use --poll yield", n, c, other, who, 2*n)
+				}
+				seen[c] = who
+			}
+		}
+	}
+	return nil
 }
 
 // finish writes the report (and the plots) where the options say and
 // returns it with err.
 func (nb *netbench) finish(err error) (*bench.Report, error) {
 	rep := &nb.rep
+	rep.Scaling = rep.ComputeScaling()
 	var werrs []error
 	if nb.o.Out != "" && len(rep.Cells) > 0 {
 		if e := os.MkdirAll(nb.o.Out, 0o755); e != nil {
@@ -659,6 +931,9 @@ func (nb *netbench) env() {
 	e.Modes = map[string]string{}
 	e.Warmup, e.Duration, e.Drain = o.Warmup.String(), o.Duration.String(), o.Drain.String()
 	e.Size, e.Batch, e.Queues = o.Size, o.Batch, o.Queues
+	if len(o.QueueCounts) > 1 {
+		e.QueueCounts = o.QueueCounts
+	}
 	e.Repeat = o.Repeat
 	e.Order = "each repeat runs every rate in turn and, at each rate, every kind in turn (the kinds' order rotates by one each repeat), so the machine's drift hits every kind alike; a cell's two tools start afresh each time"
 	allowed, err := cpu.Allowed()
@@ -680,9 +955,9 @@ func (nb *netbench) env() {
 			e.Notes = append(e.Notes, fmt.Sprintf("one CPU (%d) for both tools: yielding mode forced, the numbers include the scheduler", o.LoadCPU))
 		}
 	}
-	e.Poll = "busy"
+	e.Poll = core.PollBusy
 	if o.Wait {
-		e.Poll = "wait"
+		e.Poll = core.PollYield
 	}
 	cpuName := func(c int) string {
 		if c < 0 {
@@ -691,12 +966,34 @@ func (nb *netbench) env() {
 		return "CPU " + strconv.Itoa(c)
 	}
 	e.Pinning = fmt.Sprintf("loadgen on %s, echo on %s, each in its own process; netbench itself unpinned", cpuName(o.LoadCPU), cpuName(o.EchoCPU))
-	if o.Wait {
-		e.Pinning += "; both sleep in Wait when idle (yielding mode)"
-	} else {
-		e.Pinning += "; both busy-poll their CPU"
+	if o.Queues > 1 {
+		if len(allowed) > 0 {
+			nb.pickQueueCPUs(allowed)
+		}
+		var ns []string
+		for _, n := range o.QueueCounts {
+			if n == 1 {
+				ns = append(ns, "with 1 queue as above")
+				continue
+			}
+			l, ec := nb.queueCPUs(n)
+			if len(l) == 0 {
+				ns = append(ns, fmt.Sprintf("with %d queues unpinned", n))
+				continue
+			}
+			ns = append(ns, fmt.Sprintf("with %d queues loadgen's queues on CPUs %s, echo's on CPUs %s", n, formatCPUs(l), formatCPUs(ec)))
+		}
+		if o.QueueCounts[0] > 1 && len(o.QueueCounts) == 1 {
+			e.Pinning = "each tool in its own process, a poller per queue on a thread of its own; netbench itself unpinned"
+		}
+		e.Pinning += "; " + strings.Join(ns, "; ")
 	}
-	if len(allowed) > 0 && len(allowed) <= 2 && !o.Wait {
+	if o.Wait {
+		e.Pinning += "; pollers sleep in Wait when idle (poll yield)"
+	} else {
+		e.Pinning += "; pollers busy-poll their CPU (poll busy)"
+	}
+	if len(allowed) > 0 && len(allowed) <= 2 && !o.Wait && o.Queues == 1 {
 		e.Notes = append(e.Notes, fmt.Sprintf("only %d CPUs: the two pollers busy-poll CPUs %d and %d, leaving none free for the kernel's softirq work and the rest of the system", len(allowed), o.LoadCPU, o.EchoCPU))
 	}
 	for _, k := range o.Kinds {
@@ -801,17 +1098,49 @@ func tail(path string, n int) string {
 	return s
 }
 
-// cell runs one kind at one rate on port; name names its logs. A failure
-// that concerns the whole kind (it cannot be opened here) comes back as a
-// Failure; anything else is the cell's Error.
-func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port int, name string) (*bench.Cell, *Failure) {
+// cell runs one kind with n queues at one rate on port; name names its
+// logs. A failure that concerns the whole kind (it cannot be opened here)
+// comes back as a Failure; anything else is the cell's Error.
+func (nb *netbench) cell(ctx context.Context, kind string, n int, rate float64, port int, name string) (*bench.Cell, *Failure) {
 	o := nb.o
+	nb.use(n)
 	a, b := nb.a, nb.b
 	dir := nb.logDir
 	echoJSON, loadJSON := filepath.Join(dir, name+"-echo.json"), filepath.Join(dir, name+"-loadgen.json")
 	common := []string{"--kind", kind, "--port", strconv.Itoa(port), "--batch", strconv.Itoa(o.Batch)}
+	poll := core.PollBusy
 	if o.Wait {
-		common = append(common, "--wait")
+		poll = core.PollYield
+		common = append(common, "--poll", poll)
+	}
+	// Each tool's CPU (one queue) or CPUs (several).
+	loadPin := []string{"--cpu", strconv.Itoa(o.LoadCPU)}
+	echoPin := []string{"--cpu", strconv.Itoa(o.EchoCPU)}
+	var dpdkA, dpdkB []string
+	if n > 1 {
+		common = append(common, "--queues", strconv.Itoa(n))
+		loadPin, echoPin = nil, nil
+		if l, e := nb.queueCPUs(n); len(l) > 0 {
+			loadPin, echoPin = []string{"--cpus", formatCPUs(l)}, []string{"--cpus", formatCPUs(e)}
+		}
+		if (kind == core.KindDPDK || kind == core.KindTCPDPDK) && nb.pports == nil {
+			// net_af_xdp cannot open more than one queue of a veth (no
+			// combined channels): net_af_packet with N queue pairs.
+			dpdkA = []string{"--dpdk-vdev", fmt.Sprintf("net_af_packet0,iface=%s,qpairs=%d", a.iface, n)}
+			dpdkB = []string{"--dpdk-vdev", fmt.Sprintf("net_af_packet0,iface=%s,qpairs=%d", b.iface, n)}
+			if kind == core.KindDPDK {
+				// AF_PACKET leaves the kernel its copy of every frame:
+				// without its address it neither answers ARP nor sends
+				// port unreachable for the raw path's datagrams.
+				restore, err := nb.withoutAddrs()
+				if err != nil {
+					c := &bench.Cell{Kind: kind, Queues: queuesField(n), Rate: rate, Error: err.Error(), Saturated: true}
+					c.Display = c.Format()
+					return c, nil
+				}
+				defer restore()
+			}
+		}
 	}
 	if o.Size > core.DefaultMaxDatagram {
 		common = append(common, "--max-datagram", strconv.Itoa(o.Size))
@@ -830,7 +1159,7 @@ func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port in
 	}
 	run := o.Warmup + o.Duration + o.Drain
 	errCell := func(msg string) (*bench.Cell, *Failure) {
-		c := &bench.Cell{Kind: kind, Rate: rate, Error: msg, Saturated: true}
+		c := &bench.Cell{Kind: kind, Queues: queuesField(n), Poll: poll, Rate: rate, Error: msg, Saturated: true}
 		c.Display = c.Format()
 		return c, nil
 	}
@@ -843,8 +1172,8 @@ func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port in
 		loadIP, echoIP = stackAddr(a), stackAddr(b)
 	}
 	before := nb.hostCounters()
-	echoArgs := append(append(append([]string{}, common...), pcapArgs("echo")...), "--local", echoIP.String(), "--iface", b.iface,
-		"--cpu", strconv.Itoa(o.EchoCPU), "--stats", echoJSON, "--max-time", (run + 5*time.Minute).String())
+	echoArgs := append(append(append(append(append([]string{}, common...), pcapArgs("echo")...), echoPin...), dpdkB...), "--local", echoIP.String(), "--iface", b.iface,
+		"--stats", echoJSON, "--max-time", (run + 5*time.Minute).String())
 	echo, echoOut, echoLog, err := nb.child(b.ep, filepath.Join(dir, name+"-echo.log"), "echo", echoArgs...)
 	if err != nil {
 		return errCell("echo: " + err.Error())
@@ -865,8 +1194,8 @@ func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port in
 	}
 	go io.Copy(io.Discard, echoOut)
 
-	loadArgs := append(append(append([]string{}, common...), pcapArgs("loadgen")...), "--local", loadIP.String(), "--dst", echoIP.String(), "--iface", a.iface,
-		"--cpu", strconv.Itoa(o.LoadCPU), "--rate", strconv.FormatFloat(rate, 'f', -1, 64),
+	loadArgs := append(append(append(append(append([]string{}, common...), pcapArgs("loadgen")...), loadPin...), dpdkA...), "--local", loadIP.String(), "--dst", echoIP.String(), "--iface", a.iface,
+		"--rate", strconv.FormatFloat(rate, 'f', -1, 64),
 		"--warmup", o.Warmup.String(), "--duration", o.Duration.String(), "--drain", o.Drain.String(),
 		"--size", strconv.Itoa(o.Size), "--json", loadJSON)
 	load, loadOut, loadLog, err := nb.child(a.ep, filepath.Join(dir, name+"-loadgen.log"), "loadgen", loadArgs...)
@@ -920,6 +1249,10 @@ func (nb *netbench) cell(ctx context.Context, kind string, rate float64, port in
 		er = ef.Result
 	}
 	c := bench.NewCell(kind, lf.Result, er)
+	c.Queues, c.Poll = queuesField(n), poll
+	if d := c.QueueMismatches(); len(d) > 0 {
+		c.Notes = append(c.Notes, "per-queue counters do not add up to the totals: "+strings.Join(d, "; "))
+	}
 	if er == nil {
 		c.Notes = append(c.Notes, fmt.Sprintf("echo left no counters (%v, exit %v)", eerr, echoErr))
 	}
@@ -968,4 +1301,41 @@ func readFile(path string, v any) error {
 		return err
 	}
 	return json.Unmarshal(b, v)
+}
+
+// withoutAddrs takes the kernel's addresses off both veth ends for a
+// cell, and returns what puts them back.
+func (nb *netbench) withoutAddrs() (func(), error) {
+	type addrs interface {
+		DelAddr() error
+		AddAddr() error
+	}
+	var done []addrs
+	cur := nb.cur
+	restore := func() {
+		for _, h := range done {
+			if err := h.AddAddr(); err != nil {
+				nb.prog.logf("netbench: put the address back: %v", err)
+			}
+		}
+		// Taking the last address off flushes the neighbour table.
+		if len(done) > 0 && cur != nil && cur.neigh {
+			if err := staticNeighbours(cur.pair); err != nil {
+				nb.prog.logf("netbench: %v", err)
+			}
+		}
+	}
+	for _, s := range []*side{nb.a, nb.b} {
+		h, ok := s.ep.(addrs)
+		if !ok {
+			restore()
+			return nil, fmt.Errorf("cannot take the address off %s for DPDK's net_af_packet", s.iface)
+		}
+		if err := h.DelAddr(); err != nil {
+			restore()
+			return nil, fmt.Errorf("take the address off %s: %w", s.iface, err)
+		}
+		done = append(done, h)
+	}
+	return restore, nil
 }

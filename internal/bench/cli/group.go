@@ -1,0 +1,173 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// Group is a kind opened with several queues: what the tools need of a
+// *dgramio.Group.
+type Group interface {
+	// Open opens queue q on the calling goroutine, which becomes its
+	// poller (pinned to Config.CPUs[q] when set).
+	Open(q int) (core.Backend, error)
+	// Stats returns the sum of the queues' counters and those of what
+	// they share.
+	Stats() core.Stats
+	// Close releases what the queues share, after their Backends.
+	Close() error
+}
+
+// NewGroup opens a group of queues. It is dgramio.NewGroup; tests may
+// replace it.
+var NewGroup = func(cfg core.Config) (Group, error) {
+	g, err := dgramio.NewGroup(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// runGroup runs the n queues of g, each on a goroutine of its own, the
+// queue's poller: it opens every queue (Open pins its poller), calls
+// ready once all are open, then body(q, b) on every poller at once. When
+// every body has returned it reads the group's Stats, has each poller
+// close its Backend (which undoes its pinning) and returns the Stats. If
+// a queue cannot be opened, the queues already open are closed, ready and
+// body are not called, and the error names the queue. The caller closes
+// g.
+func runGroup(g Group, n int, ready func(), body func(q int, b core.Backend)) (core.Stats, error) {
+	opened := make(chan error, n)
+	start := make(chan bool) // true: run; closed without a value: give up
+	bodies := make(chan struct{}, n)
+	closing := make(chan struct{})
+	var wg sync.WaitGroup
+	var closeErrs = make([]error, n)
+	for q := 0; q < n; q++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := g.Open(q)
+			if err != nil {
+				opened <- fmt.Errorf("queue %d: %w", q, err)
+				return
+			}
+			opened <- nil
+			if run := <-start; run {
+				body(q, b)
+				bodies <- struct{}{}
+				<-closing
+			}
+			if err := b.Close(); err != nil {
+				closeErrs[q] = fmt.Errorf("close queue %d: %w", q, err)
+			}
+		}()
+	}
+	var errs []error
+	for range n {
+		if err := <-opened; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		close(start)
+		wg.Wait()
+		return core.Stats{}, errors.Join(errs...)
+	}
+	ready()
+	for range n {
+		start <- true
+	}
+	for range n {
+		<-bodies
+	}
+	st := g.Stats()
+	close(closing)
+	wg.Wait()
+	return st, errors.Join(closeErrs...)
+}
+
+// parseCPUs parses the --cpus flag: CPU numbers and ranges separated by
+// commas ("0,1", "2-5"), in the order of the queues; unlike a Linux CPU
+// list the order is kept and a CPU may repeat (yielding pollers may share
+// one). Empty is none.
+func parseCPUs(s string) ([]int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(f), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("--cpus %q: %q is not a CPU number", s, f)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > core.MaxQueues {
+				return nil, fmt.Errorf("--cpus %q: bad range %q", s, f)
+			}
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// formatCPUs writes a CPU list for --cpus, in order.
+func formatCPUs(cpus []int) string {
+	s := make([]string, len(cpus))
+	for i, c := range cpus {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
+}
+
+// pollMode resolves --poll and its alias --wait into the poll mode,
+// "busy" or "yield".
+func pollMode(poll string, wait bool) (string, error) {
+	switch poll {
+	case "", core.PollBusy:
+		if wait {
+			return core.PollYield, nil
+		}
+		if poll == "" {
+			return core.PollBusy, nil
+		}
+		return poll, nil
+	case core.PollYield, "wait":
+		return core.PollYield, nil
+	}
+	return "", fmt.Errorf(`--poll %q: want "busy" (spin on Rx, a CPU per poller) or "yield" (sleep in Wait when idle)`, poll)
+}
+
+// queueCPUs checks the tool's --queues, --cpu and --cpus and returns the
+// queues' CPUs (nil: not pinned).
+func queueCPUs(queues, cpuN int, cpus string) ([]int, error) {
+	if queues < 1 || queues > core.MaxQueues {
+		return nil, fmt.Errorf("--queues %d: must be 1..%d", queues, core.MaxQueues)
+	}
+	list, err := parseCPUs(cpus)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(list) > 0 && cpuN >= 0:
+		return nil, fmt.Errorf("--cpu %d and --cpus %q: give one of them", cpuN, cpus)
+	case cpuN >= 0 && queues > 1:
+		return nil, fmt.Errorf("--cpu %d with --queues %d: give a CPU per queue with --cpus", cpuN, queues)
+	case cpuN >= 0:
+		return []int{cpuN}, nil
+	case len(list) > 0 && len(list) != queues:
+		return nil, fmt.Errorf("--cpus %q: %d CPUs for %d queues; give one per queue", cpus, len(list), queues)
+	}
+	return list, nil
+}
