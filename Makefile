@@ -1,8 +1,9 @@
 # dgramio — make test is the one test command (CI runs it through .ci/run).
 #
 #   make deps    Go modules; DPDK 22.11 from apt when pkg-config cannot find it
-#   make test    vet, every test (privileged ones need root), a brief run of
-#                every fuzz target, then the DPDK packages again with -tags dpdk
+#   make test    vet, every test (privileged ones need root), the debug-build
+#                tests, a brief run of every fuzz target, then the DPDK
+#                packages again with -tags dpdk
 #   make bench   the default netbench run (every kind this build has)
 #   make fuzz    every fuzz target for FUZZTIME each (default 1m)
 #   make soak    256 MiB through each stream kind over the lossy wire (not in CI)
@@ -19,7 +20,7 @@ SHELL     := /bin/bash
 
 TESTGATE := $(GO) run ./internal/tools/testgate
 
-.PHONY: all build deps deps-go deps-dpdk vet test test-go test-dpdk fuzz-brief fuzz bench soak clean
+.PHONY: all build deps deps-go deps-dpdk vet test test-go test-debug test-dpdk fuzz-brief fuzz bench soak clean
 
 all: build
 
@@ -48,12 +49,21 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 
-test: deps vet test-go fuzz-brief test-dpdk
+test: deps vet test-go test-debug fuzz-brief test-dpdk
 
 # -p 1: privileged tests make network namespaces and busy-poll; on a small
 # machine two such packages at once starve each other.
 test-go:
 	$(GO) test -p 1 -count=1 -json -timeout 30m $(TESTFLAGS) ./... | $(TESTGATE) -quiet
+
+# Tests that need the debug build (Rx data poisoned at the next Rx) live in
+# files tagged dgramio_debug: run their packages with the tag.
+test-debug:
+	@pkgs=$$(git ls-files '*_test.go' | xargs grep -l '^//go:build.*\bdgramio_debug\b' | xargs -r -n1 dirname | sort -u | sed 's|^|./|'); \
+	if [ -n "$$pkgs" ]; then \
+		echo "test-debug: $$pkgs"; \
+		$(GO) test -tags dgramio_debug -p 1 -count=1 -json -timeout 20m $(TESTFLAGS) $$pkgs | $(TESTGATE) -quiet; \
+	fi
 
 # The DPDK code builds only with the dpdk tag: run those packages again with
 # it, so that nothing in CI is skipped for want of the tag.

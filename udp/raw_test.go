@@ -689,25 +689,3 @@ func TestOwnARP(t *testing.T) {
 		t.Fatal("server did not learn the client from its request")
 	}
 }
-
-// TestRxDataPoisonedInDebug: in dgramio_debug builds the previous Rx's
-// data is overwritten by the next Rx, so code that keeps it fails.
-func TestRxDataPoisonedInDebug(t *testing.T) {
-	if !core.Debug {
-		t.Skip("runs in dgramio_debug builds: go test -tags dgramio_debug")
-	}
-	cl, sv, _, _ := pair(t, memio.Options{}, clientCfg(), serverCfg())
-	cl.Queue(msg(1, 100))
-	cl.Flush()
-	pkts := make([]core.Packet, 4)
-	if n, _ := sv.Rx(pkts); n != 1 {
-		t.Fatal(n)
-	}
-	kept := pkts[0].Data
-	sv.Rx(pkts)
-	for _, b := range kept {
-		if b != 0xDB {
-			t.Fatal("data of the previous Rx not poisoned")
-		}
-	}
-}
