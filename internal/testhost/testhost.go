@@ -241,13 +241,18 @@ func (h *Host) prepareNS() error {
 
 // disableIPv6 writes 1 to net.ipv6.conf.<dev>.disable_ipv6 of the calling
 // thread's namespace (/proc/sys/net follows the thread's namespace) and
-// reads it back. A kernel without IPv6 has nothing to disable.
+// reads it back. A kernel without IPv6 has nothing to disable, and neither
+// has a device whose MTU is below IPv6's minimum (1280): the kernel removes
+// its IPv6 settings altogether.
 func disableIPv6(dev string) error {
 	path := "/proc/sys/net/ipv6/conf/" + dev + "/disable_ipv6"
 	if _, err := os.Stat("/proc/sys/net/ipv6"); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err := os.WriteFile(path, []byte("1\n"), 0); err != nil {
+		if errors.Is(err, os.ErrNotExist) && dev != "all" && dev != "default" {
+			return nil
+		}
 		return fmt.Errorf("disable IPv6: %w", err)
 	}
 	b, err := os.ReadFile(path)

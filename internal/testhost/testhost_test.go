@@ -280,3 +280,19 @@ func TestMTU(t *testing.T) {
 	}
 	roundTrip(t, p, strings.Repeat("j", 8000))
 }
+
+// TestSmallMTU: below IPv6's minimum MTU (1280) the kernel drops the
+// device's IPv6 settings; there is nothing to disable, and New works.
+func TestSmallMTU(t *testing.T) {
+	p := NewT(t, Options{MTU: 576})
+	for _, h := range []*Host{p.A, p.B} {
+		l, err := h.Link()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Attrs().MTU != 576 {
+			t.Errorf("%s: MTU %d, want 576", h.Iface, l.Attrs().MTU)
+		}
+	}
+	roundTrip(t, p, strings.Repeat("s", 500))
+}
