@@ -65,6 +65,10 @@ type Endpoint struct {
 	// ownerKicks: only the poll loop kicks (SetOwnerKicks); writers wake
 	// it instead.
 	ownerKicks bool
+	// syns gives retransmitted SYNs a fresh TSval (see synStamps), in
+	// clock's milliseconds (netstack's clock).
+	syns  synStamps
+	clock tcpip.Clock
 
 	// sleeping is true while the poll loop is in Sleep: writers then kick
 	// themselves, and Interrupt wakes it. wakePending is set by Interrupt
@@ -87,6 +91,7 @@ type Endpoint struct {
 	txDataFrames                                atomic.Uint64
 	kicks, writerKicks, wakeups                 atomic.Uint64
 	rxInjected, arpShared                       atomic.Uint64
+	synRestamped                                atomic.Uint64
 }
 
 var _ nstack.LinkEndpoint = (*Endpoint)(nil)
@@ -98,6 +103,7 @@ func NewEndpoint(fio frameio.FrameIO) *Endpoint {
 		fio:   fio,
 		addr:  tcpip.LinkAddress(fio.MAC()),
 		txBuf: make([]byte, fio.MTU()+ethHeader),
+		clock: tcpip.NewStdClock(),
 	}
 	e.mtu.Store(uint32(fio.MTU()))
 	e.irq, _ = fio.(Interrupter)
@@ -213,6 +219,12 @@ func (e *Endpoint) SetOnCloseAction(f func()) {
 // poll loop sleeps. A full TX ring is kicked and tried once more; a frame
 // that still does not fit is dropped, counted (tx_ring_full), and reported
 // as ErrNoBufferSpace, which TCP treats as a loss to retransmit.
+//
+// A retransmitted SYN or SYN-ACK leaves with a fresh TCP timestamp
+// (counted as syn_restamped): this gVisor version resends the first TSval,
+// and the echo of it made netstack take the SYN's backoff (1 s) for the
+// round-trip time, so a connection whose first SYN was lost ran with an
+// RTO of 3 s (see synstamp.go).
 func (e *Endpoint) WritePackets(pkts nstack.PacketBufferList) (int, tcpip.Error) {
 	e.txMu.Lock()
 	defer e.txMu.Unlock()
@@ -237,6 +249,9 @@ func (e *Endpoint) writeLocked(pkt *nstack.PacketBuffer) tcpip.Error {
 	if !ok {
 		e.txOversize.Add(1)
 		return &tcpip.ErrMessageTooLong{}
+	}
+	if isSYN(frame) && e.syns.restamp(frame, e.clock.NowMonotonic().Sub(tcpip.MonotonicTime{}).Milliseconds()) {
+		e.synRestamped.Add(1)
 	}
 	if !e.fio.TxFrame(frame) {
 		if e.ownerKicks {

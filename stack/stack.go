@@ -87,6 +87,7 @@ func New(fio frameio.FrameIO, opts Options) (*Stack, error) {
 		Clock:              opts.Clock,
 	})
 	ep := NewEndpoint(fio)
+	ep.clock = ns.Clock()
 	ep.SetOwnerKicks(opts.OwnerKicks)
 	s := &Stack{NS: ns, EP: ep, Addr: opts.Addr}
 	ok := false
@@ -188,5 +189,6 @@ func (e *Endpoint) AppendCounters(dst []core.Counter) []core.Counter {
 	add("wakeups", e.wakeups.Load())
 	add("rx_injected", e.rxInjected.Load())
 	add("arp_replies_shared", e.arpShared.Load())
+	add("syn_restamped", e.synRestamped.Load())
 	return dst
 }

@@ -1,0 +1,295 @@
+package stack
+
+import (
+	"bytes"
+	"encoding/binary"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/faketime"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/frameio/memio"
+)
+
+// synFrame is an Ethernet frame with a SYN (a SYN-ACK with ack) carrying
+// MSS, SACK-permitted and a timestamp whose TSval is tsval.
+func synFrame(t testing.TB, seq, tsval uint32, ack bool) []byte {
+	ts := make([]byte, 8)
+	binary.BigEndian.PutUint32(ts, tsval)
+	binary.BigEndian.PutUint32(ts[4:], 77)
+	buf := gopacket.NewSerializeBuffer()
+	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: addrB.AsSlice(), DstIP: addrA.AsSlice()}
+	tcp := &layers.TCP{SrcPort: 40000, DstPort: 5000, Seq: seq, SYN: true, ACK: ack, Window: 29200, Options: []layers.TCPOption{
+		{OptionType: layers.TCPOptionKindMSS, OptionLength: 4, OptionData: []byte{0x05, 0xb4}},
+		{OptionType: layers.TCPOptionKindSACKPermitted, OptionLength: 2},
+		{OptionType: layers.TCPOptionKindTimestamps, OptionLength: 10, OptionData: ts},
+		{OptionType: layers.TCPOptionKindNop}, {OptionType: layers.TCPOptionKindWindowScale, OptionLength: 3, OptionData: []byte{7}},
+	}}
+	tcp.SetNetworkLayerForChecksum(ip)
+	err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+		&layers.Ethernet{SrcMAC: []byte{2, 0, 0, 0, 0, 1}, DstMAC: []byte{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4},
+		ip, tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), buf.Bytes()...)
+}
+
+// tcpChecksumOK verifies the TCP checksum of an Ethernet/IPv4/TCP frame.
+func tcpChecksumOK(frame []byte) bool {
+	ip := header.IPv4(frame[ethHeader:])
+	seg := ip.Payload()
+	xsum := header.PseudoHeaderChecksum(header.TCPProtocolNumber,
+		tcpip.AddrFromSlice(ip.SourceAddressSlice()), tcpip.AddrFromSlice(ip.DestinationAddressSlice()), uint16(len(seg)))
+	return checksum.Checksum(seg, xsum) == 0xffff
+}
+
+func tsvalOf(t *testing.T, frame []byte) uint32 {
+	t.Helper()
+	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+	tcp, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
+	if !ok {
+		t.Fatal("no TCP layer")
+	}
+	for _, o := range tcp.Options {
+		if o.OptionType == layers.TCPOptionKindTimestamps {
+			return binary.BigEndian.Uint32(o.OptionData)
+		}
+	}
+	t.Fatal("no timestamp option")
+	return 0
+}
+
+func TestSYNRestamp(t *testing.T) {
+	for _, ack := range []bool{false, true} {
+		var st synStamps
+		first := synFrame(t, 1000, 5000, ack)
+		if !isSYN(first) {
+			t.Fatal("isSYN: false for a SYN")
+		}
+		if st.restamp(first, 100) {
+			t.Fatal("the first transmission was rewritten")
+		}
+		// The retransmission, 1003 ms later, carries the same TSval.
+		re := synFrame(t, 1000, 5000, ack)
+		if !st.restamp(re, 1103) {
+			t.Fatal("the retransmission was not rewritten")
+		}
+		if got := tsvalOf(t, re); got != 6003 {
+			t.Fatalf("ack %v: TSval %d, want 6003", ack, got)
+		}
+		if !tcpChecksumOK(re) {
+			t.Fatalf("ack %v: checksum wrong after the rewrite", ack)
+		}
+		diff := 0
+		for i := range re {
+			if re[i] != first[i] {
+				diff++
+			}
+		}
+		if diff > 6 {
+			t.Fatalf("%d bytes changed; only TSval and the checksum may", diff)
+		}
+		// Another connection (other ISN) is a first transmission.
+		other := synFrame(t, 2000, 5000, ack)
+		if st.restamp(other, 1103) {
+			t.Fatal("a SYN with another sequence number was rewritten")
+		}
+		// A retransmission netstack stamped afresh is left alone.
+		fresh := synFrame(t, 1000, 7000, ack)
+		if st.restamp(fresh, 1200) {
+			t.Fatal("a fresh TSval was rewritten")
+		}
+	}
+	// Not SYNs: data, ARP, a SYN without timestamp.
+	var st synStamps
+	data := tcpFrame(t, []byte("x"), nil)
+	if isSYN(data) || st.restamp(data, 0) {
+		t.Fatal("a data segment taken for a SYN")
+	}
+	noTS := synFrame(t, 1, 1, false)
+	off := bytes.Index(noTS, []byte{8, 10})
+	noTS[off] = 1 // the timestamp option's kind becomes a NOP: no timestamp left
+	noTS[off+1] = 1
+	if _, _, _, ok := synStampAt(noTS); ok {
+		t.Fatal("found a timestamp in a SYN without one")
+	}
+}
+
+func TestSYNRestampEvicts(t *testing.T) {
+	var st synStamps
+	for i := 0; i <= synStampSlots; i++ {
+		st.restamp(synFrame(t, uint32(i), 100, false), 0)
+	}
+	// The first was forgotten, the second is still known.
+	if st.restamp(synFrame(t, 0, 100, false), 50) {
+		t.Fatal("the oldest SYN is still remembered after synStampSlots others")
+	}
+	if !st.restamp(synFrame(t, 2, 100, false), 50) {
+		t.Fatal("a recent SYN was forgotten")
+	}
+}
+
+func FuzzSYNRestamp(f *testing.F) {
+	f.Add(synFrame(f, 1, 2, false), int64(10))
+	f.Add(synFrame(f, 1, 2, true), int64(1000))
+	f.Add(tcpFrame(f, nil, nil), int64(1))
+	f.Add([]byte{}, int64(0))
+	f.Fuzz(func(t *testing.T, frame []byte, dt int64) {
+		var st synStamps
+		orig := append([]byte(nil), frame...)
+		if st.restamp(frame, 0) || !bytes.Equal(frame, orig) {
+			t.Fatal("a first transmission was changed")
+		}
+		if !st.restamp(frame, dt) {
+			return
+		}
+		if !isSYN(orig) {
+			t.Fatal("rewrote a frame isSYN rejects")
+		}
+		_, off, _, _ := synStampAt(orig)
+		if got, want := binary.BigEndian.Uint32(frame[off:]), binary.BigEndian.Uint32(orig[off:])+uint32(dt); got != want {
+			t.Fatalf("TSval %d, want %d", got, want)
+		}
+		if tcpChecksumOK(orig) && !tcpChecksumOK(frame) {
+			t.Fatal("a valid checksum became invalid")
+		}
+	})
+}
+
+// dropFirstSYN swallows the first SYN (SYN-ACK with ack) it is given: the
+// frame is lost on the wire.
+type dropFirstSYN struct {
+	*memio.Port
+	ack     bool
+	dropped atomic.Bool
+}
+
+func (d *dropFirstSYN) TxFrame(frame []byte) bool {
+	if _, _, seg, ok := synStampAt(frame); ok && !d.dropped.Load() &&
+		(header.TCP(seg).Flags()&header.TCPFlagAck != 0) == d.ack {
+		d.dropped.Store(true)
+		return true
+	}
+	return d.Port.TxFrame(frame)
+}
+
+var _ frameio.FrameIO = (*dropFirstSYN)(nil)
+
+// TestLostSYNKeepsRTO: a connection whose first SYN (or SYN-ACK) was lost
+// does not start with the SYN's backoff as its round-trip time. On
+// netstack's manual clock the handshake takes 1 s of backoff and no time
+// on the wire; without the fresh TSval netstack measured the 1 s and set
+// an RTO of 3 s (SRTT 1 s + 4 × 500 ms).
+func TestLostSYNKeepsRTO(t *testing.T) {
+	for _, synack := range []bool{false, true} {
+		pa, pb := memio.NewPair(memio.Options{})
+		clock := faketime.NewManualClock()
+		// The side that loses its handshake frame runs on the manual clock.
+		cliFIO, srvFIO := frameio.FrameIO(pb), frameio.FrameIO(pa)
+		var drop *dropFirstSYN
+		cliOpts, srvOpts := Options{Addr: addrB, PrefixLen: 24}, Options{Addr: addrA, PrefixLen: 24}
+		if synack {
+			drop = &dropFirstSYN{Port: pa, ack: true}
+			srvFIO, srvOpts.Clock = drop, clock
+		} else {
+			drop = &dropFirstSYN{Port: pb}
+			cliFIO, cliOpts.Clock = drop, clock
+		}
+		srv, err := New(srvFIO, srvOpts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli, err := New(cliFIO, cliOpts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, lc := startLoop(t, srv), startLoop(t, cli)
+
+		lwq := new(waiter.Queue)
+		ln, terr := srv.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, lwq)
+		if terr != nil {
+			t.Fatal(terr)
+		}
+		if terr := ln.Bind(full(addrA, 7001)); terr != nil {
+			t.Fatal(terr)
+		}
+		if terr := ln.Listen(8); terr != nil {
+			t.Fatal(terr)
+		}
+		lentry, accepted := waiter.NewChannelEntry(waiter.ReadableEvents)
+		lwq.EventRegister(&lentry)
+
+		cwq := new(waiter.Queue)
+		ep, terr := cli.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, cwq)
+		if terr != nil {
+			t.Fatal(terr)
+		}
+		centry, connected := waiter.NewChannelEntry(waiter.WritableEvents | waiter.EventErr | waiter.EventHUp)
+		cwq.EventRegister(&centry)
+		if terr := ep.Connect(full(addrA, 7001)); terr != nil {
+			if _, ok := terr.(*tcpip.ErrConnectStarted); !ok {
+				t.Fatal(terr)
+			}
+		}
+		for deadline := time.Now().Add(10 * time.Second); !drop.dropped.Load(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no SYN was sent")
+			}
+		}
+		// The handshake's retransmission timer: 1 s.
+		clock.Advance(time.Second)
+		var sep interface {
+			GetSockOpt(tcpip.GettableSocketOption) tcpip.Error
+		} = ep
+		select {
+		case <-connected:
+		case <-time.After(20 * time.Second):
+			t.Fatal("not connected")
+		}
+		if synack {
+			select {
+			case <-accepted:
+			case <-time.After(20 * time.Second):
+				t.Fatal("nothing to accept")
+			}
+			aep, _, terr := ln.Accept(nil)
+			if terr != nil {
+				t.Fatal(terr)
+			}
+			defer aep.Close()
+			sep = aep
+		}
+		var info tcpip.TCPInfoOption
+		if terr := sep.GetSockOpt(&info); terr != nil {
+			t.Fatal(terr)
+		}
+		side, st := "client", cli
+		if synack {
+			side, st = "server", srv
+		}
+		t.Logf("%s lost its first handshake frame: RTT %v, RTO %v", side, info.RTT, info.RTO)
+		if info.RTO >= 2*time.Second {
+			t.Errorf("%s: RTO %v after a lost handshake frame: the backoff was taken for the round trip", side, info.RTO)
+		}
+		if v := get(st.AppendCounters(nil), "link", "syn_restamped"); v != 1 {
+			t.Errorf("%s: syn_restamped %d, want 1", side, v)
+		}
+		ep.Close()
+		ln.Close()
+		ls.stop()
+		lc.stop()
+		pa.Close()
+		pb.Close()
+	}
+}
