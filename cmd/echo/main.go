@@ -2,6 +2,13 @@
 // any dgramio kind: the far end of a measurement by loadgen.
 //
 //	echo --kind udp --local 198.18.0.2 --port 5000 --cpu 1 [--wait] [--stats echo.json]
+//	echo --kind xdp --iface veth0 --local 198.18.0.2 --queues 2 --cpus 0,1 --poll yield
+//
+// With --queues N it opens the kind as a group of N queues
+// (dgramio.NewGroup), one poller per queue pinned to its CPU of --cpus,
+// and its JSON holds each queue's counters beside the group's. --poll busy
+// (the default) spins, a CPU per poller; --poll yield (or --wait) sleeps
+// when idle.
 //
 // It serves until SIGINT or SIGTERM, then prints its counters (the
 // backend's Stats and its own) and writes them as JSON with --stats. It

@@ -8,7 +8,12 @@
 // It prints p50/p99/p99.9/max, the sender's lag, the achieved rate, the
 // counts (offered, sent, received, lost, not sent for back-pressure) and
 // its counters, and writes everything as JSON with --json. --pcap PREFIX,
-// --xdp-frames and --xdp-ring are as for echo. See package
+// --xdp-frames and --xdp-ring are as for echo. With --queues N it opens the
+// kind as a group of N queues, one poller and one flow each (pinned to its
+// CPU of --cpus), which share the run's schedule (--rate/N each); it
+// prints each queue's counts and latency too, and counts answers that
+// reached another queue than their message's (other_queue, a loss).
+// --poll yield (or --wait) makes the pollers sleep when idle. See package
 // internal/bench/cli for the flags.
 package main
 

@@ -12,6 +12,8 @@
 //	netbench --kinds udp,tcp --rates 20k --duration 2s --json out.json
 //	netbench --repeat 3                        # each cell 3 times, kinds interleaved; medians and spread
 //	netbench --kinds xdp --rates 20k --pcap /tmp/cap   # the raw kinds' frames in pcap files
+//	netbench --kinds xdp,udp --queues 2 --rates 100k --poll yield   # two queues, pollers that sleep when idle
+//	netbench --kinds xdp,udp --queues 1,2 --rates 100k,400k --poll yield   # each kind with 1 and 2 queues: the scaling table
 //	netbench --iface-a enp3s0f0 --iface-b enp3s0f1     # two real ports cabled together
 //	netbench compare old/results.json new/results.json # ratios per cell
 //	netbench report bench/results/X/results.json       # report.md and plots again
@@ -20,14 +22,21 @@
 // "netbench loadgen …" (the same flags as cmd/echo and cmd/loadgen), so it
 // runs on a bare host with nothing but root, and "go run ./cmd/netbench"
 // works. Flags: --kinds, --rates, --duration, --warmup, --drain, --size,
-// --batch, --queues, --repeat, --json FILE, --out DIR (default
+// --batch, --queues (N, or a list such as 1,2,4: every kind runs with each
+// number of queues, one poller per queue on both ends, and the report adds
+// per-queue counters and a scaling table: rate(N), the highest achieved
+// rate with N queues, and the efficiency rate(N) / (N × rate(1))), --poll
+// busy|yield (busy: each poller spins on a CPU of its own, and a run that
+// needs more CPUs than there are is refused; yield: pollers sleep when
+// idle, so the tools run on a small host, and the report marks such rows
+// "poll yield"), --repeat, --json FILE, --out DIR (default
 // bench/results/<date>-<host>; "none" for nothing), --pcap DIR,
 // --iface-a/--iface-b (real ports; B moves into a namespace of its own for
 // the run) with --coalesce (rx-usecs, default 0) and --irq-cpus ("auto":
 // away from the pollers and their hyperthread siblings), --xdp-frames and
-// --xdp-ring, --wait (yielding mode for machines with too few CPUs), --cpus
-// L,E, --port. A progress bar shows on a terminal. See package
-// internal/bench/cli.
+// --xdp-ring, --wait (the same as --poll yield), --cpus L,E (or "L;E", the
+// CPU lists of the loadgen's and the echo's queues), --port. A progress
+// bar shows on a terminal. See package internal/bench/cli.
 package main
 
 import (

@@ -17,6 +17,19 @@
 // A cell is saturated when fewer than 99% of the offered messages came back
 // or more than 0.1% of those sent were lost; its latency is still recorded.
 //
+// # Several queues
+//
+// A load generator with N queues runs one Load per queue, each on its own
+// backend (a flow of its own) and goroutine, sharing one schedule
+// (LoadOptions.Queue, Queues, Start): message g goes out from queue
+// g mod N, so the queues offer Rate/N each, interleaved, and an answer
+// that reaches another queue than its message's is recognized and counted
+// (other_queue). MergeLoads merges their histograms, so the percentiles and
+// the achieved rate are the run's; MergeEchoes adds up an echo's queues.
+// Each queue's share stays in the result and the cell (PerQueue), and the
+// report shows it beside the totals, with a scaling table (ComputeScaling)
+// when the run had several numbers of queues.
+//
 // # Conservation
 //
 // Every message sent must be either received or counted as lost by some

@@ -2,7 +2,11 @@
 // loadgen (cmd/echo, cmd/loadgen, and netbench, which re-executes itself in
 // either mode). Each Main parses its flags, opens the backend with
 // dgramio.New, pins the poller, runs the loop of package bench and writes
-// its result as JSON, so netbench can collect both ends' counters.
+// its result as JSON, so netbench can collect both ends' counters. With
+// --queues N > 1 it opens a group (dgramio.NewGroup) instead and runs a
+// poller per queue, each on its own goroutine (Group.Open pins it), and
+// merges the queues' results; netbench --queues 1,2,… runs every kind with
+// each number of queues and adds the scaling table to the report.
 package cli
 
 import (

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -31,6 +32,7 @@ type side struct {
 	iface  string
 	addr   netip.Addr
 	prefix netip.Prefix
+	mac    net.HardwareAddr
 }
 
 // hostCounters reads the counters of both sides that lie outside the

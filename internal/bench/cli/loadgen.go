@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -75,6 +76,7 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the default)")
 	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the default)")
 	dpdkVDev := fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)")
+	dstMAC := fs.String("dst-mac", "", "the echo's MAC address on the raw kinds (Config.DstMAC; empty: resolved by the neighbour table or ARP)")
 	jsonPath := fs.String("json", "", "write the result as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -116,6 +118,12 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fail(ClassConfig, err)
 	}
+	var mac net.HardwareAddr
+	if *dstMAC != "" {
+		if mac, err = net.ParseMAC(*dstMAC); err != nil {
+			return fail(ClassConfig, fmt.Errorf("--dst-mac: %w", err))
+		}
+	}
 	qcpus, err := queueCPUs(*queues, *cpuN, *cpuList)
 	if err != nil {
 		return fail(ClassConfig, err)
@@ -147,6 +155,7 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	cfg.XDP.Frames, cfg.XDP.RingSize = *xdpFrames, *xdpRing
 	cfg.DPDK.VDev = *dpdkVDev
+	cfg.DstMAC = mac
 	var res *bench.LoadResult
 	var runErr error
 	if *queues > 1 {
