@@ -276,6 +276,9 @@ type QueueCell struct {
 	Sent       uint64 `json:"sent"`
 	Received   uint64 `json:"received"`
 	OtherQueue uint64 `json:"other_queue,omitempty"`
+	// Reordered counts its answers that came back after the answer to a
+	// later message of its flow.
+	Reordered uint64 `json:"reordered,omitempty"`
 	// P50Us and P99Us are the queue's round trip, in microseconds.
 	P50Us float64 `json:"p50_us"`
 	P99Us float64 `json:"p99_us"`
@@ -309,7 +312,7 @@ func queueCells(load *LoadResult, echo *EchoResult) []QueueCell {
 		c.Counters = map[string]uint64{}
 		if q < len(load.PerQueue) {
 			p := &load.PerQueue[q]
-			c.Sent, c.Received, c.OtherQueue = p.Total.Sent, p.Total.Received, p.Total.OtherQueue
+			c.Sent, c.Received, c.OtherQueue, c.Reordered = p.Total.Sent, p.Total.Received, p.Total.OtherQueue, p.Total.Reordered
 			c.P50Us, c.P99Us = p.RTT.P50Us, p.RTT.P99Us
 			own := p.Layers()
 			c.LoadLost = p.Stats.Lost() + ownLoss(own)

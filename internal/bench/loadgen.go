@@ -112,6 +112,9 @@ type Totals struct {
 	// stay on one queue. The queue that sent such a message never sees
 	// its answer, so the tool counts it as lost (layer "app").
 	OtherQueue uint64 `json:",omitempty"`
+	// Reordered counts answers that came back after an answer to a later
+	// message of the same queue (its flow): not a loss.
+	Reordered uint64 `json:",omitempty"`
 	// Flushes, RxCalls and Rounds count Flush calls, Rx calls and loop
 	// rounds.
 	Flushes, RxCalls, Rounds uint64
@@ -200,9 +203,10 @@ type QueueLoad struct {
 }
 
 // Layers returns the load generator's own counters as layer "app": the
-// damaged answers (a loss) and the answers that were not ours.
-// With several queues, "other_queue" too (answers that reached another
-// queue than their message's, counted lost).
+// damaged answers (a loss) and the answers that were not ours. With
+// several queues, "other_queue" too (answers that reached another queue
+// than their message's, counted lost) and "reordered" (answers that came
+// back after a later message's answer; not a loss).
 func (r *LoadResult) Layers() []core.Counter { return loadLayers(&r.Total, r.Queues > 1) }
 
 // Layers returns the queue's own counters, as LoadResult.Layers.
@@ -217,6 +221,9 @@ func loadLayers(t *Totals, queues bool) []core.Counter {
 	}
 	if queues || t.OtherQueue != 0 {
 		l = append(l, core.Counter{Layer: "app", Name: "other_queue", Value: t.OtherQueue, Loss: true})
+	}
+	if queues || t.Reordered != 0 {
+		l = append(l, core.Counter{Layer: "app", Name: "reordered", Value: t.Reordered})
 	}
 	return l
 }
@@ -350,6 +357,7 @@ type loader struct {
 	start            int64   // clock value of message 0's schedule
 	fixed            bool    // start is Options.Start (base), not when run begins
 	sent, got        bitmap  // by this queue's index i
+	highest          uint64  // the highest index answered so far
 	msg              Msg
 	pkts             []core.Packet
 	queued           int     // messages queued since the last Flush
@@ -477,6 +485,11 @@ func (l *loader) answer(d []byte, t int64) {
 	}
 	l.got.set(seq)
 	r.Total.Received++
+	if seq < l.highest {
+		r.Total.Reordered++
+	} else {
+		l.highest = seq
+	}
 	if seq >= l.first {
 		r.Received++
 		l.rtt.Record(t - s)
@@ -633,6 +646,7 @@ func MergeLoads(parts []*LoadResult) *LoadResult {
 		t.Foreign += p.Total.Foreign
 		t.Malformed += p.Total.Malformed
 		t.OtherQueue += p.Total.OtherQueue
+		t.Reordered += p.Total.Reordered
 		t.Flushes += p.Total.Flushes
 		t.RxCalls += p.Total.RxCalls
 		t.Rounds += p.Total.Rounds

@@ -225,21 +225,22 @@ func (c *Cell) queueTable(b *strings.Builder) {
 	if len(c.PerQueue) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\nPer queue (whole run): queue q of the load generator (its own flows; answers that reached another queue are other_queue) and queue q of the echo (what the link steered to it). "+
+	fmt.Fprintf(b, "\nPer queue (whole run): queue q of the load generator (its own flow; answers that reached another queue are other_queue, those that came back after a later message's answer reordered) and queue q of the echo (what the link steered to it). "+
 		"rx / tx are the backends' rx_delivered / tx_sent; lost counts each end's loss counters.\n\n"+
-		"| queue | loadgen sent | answered | other_queue | p50 / p99 µs | loadgen rx / tx | loadgen lost | echo received | echo reflected | echo rx / tx | echo lost |\n"+
-		"|---:|---:|---:|---:|---|---|---:|---:|---:|---|---:|\n")
+		"| queue | loadgen sent | answered | other_queue | reordered | p50 / p99 µs | loadgen rx / tx | loadgen lost | echo received | echo reflected | echo rx / tx | echo lost |\n"+
+		"|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|---:|\n")
 	var sum QueueCell
 	sum.Counters = map[string]uint64{}
 	for i := range c.PerQueue {
 		q := &c.PerQueue[i]
-		fmt.Fprintf(b, "| %d | %d | %d | %d | %s / %s | %d / %d | %d | %d | %d | %d / %d | %d |\n", q.Queue, q.Sent, q.Received, q.OtherQueue,
+		fmt.Fprintf(b, "| %d | %d | %d | %d | %d | %s / %s | %d / %d | %d | %d | %d | %d / %d | %d |\n", q.Queue, q.Sent, q.Received, q.OtherQueue, q.Reordered,
 			FormatUs(q.P50Us), FormatUs(q.P99Us),
 			q.Counters["loadgen.dgramio.rx_delivered"], q.Counters["loadgen.dgramio.tx_sent"], q.LoadLost,
 			q.EchoReceived, q.EchoReflected, q.Counters["echo.dgramio.rx_delivered"], q.Counters["echo.dgramio.tx_sent"], q.EchoLost)
 		sum.Sent += q.Sent
 		sum.Received += q.Received
 		sum.OtherQueue += q.OtherQueue
+		sum.Reordered += q.Reordered
 		sum.LoadLost += q.LoadLost
 		sum.EchoReceived += q.EchoReceived
 		sum.EchoReflected += q.EchoReflected
@@ -248,11 +249,11 @@ func (c *Cell) queueTable(b *strings.Builder) {
 			sum.Counters[k] += v
 		}
 	}
-	fmt.Fprintf(b, "| sum | %d | %d | %d | | %d / %d | %d | %d | %d | %d / %d | %d |\n", sum.Sent, sum.Received, sum.OtherQueue,
+	fmt.Fprintf(b, "| sum | %d | %d | %d | %d | | %d / %d | %d | %d | %d | %d / %d | %d |\n", sum.Sent, sum.Received, sum.OtherQueue, sum.Reordered,
 		sum.Counters["loadgen.dgramio.rx_delivered"], sum.Counters["loadgen.dgramio.tx_sent"], sum.LoadLost,
 		sum.EchoReceived, sum.EchoReflected, sum.Counters["echo.dgramio.rx_delivered"], sum.Counters["echo.dgramio.tx_sent"], sum.EchoLost)
-	fmt.Fprintf(b, "| total | %d | %d | %d | %s / %s | %d / %d | | %d | %d | %d / %d | |\n", c.Conservation.Sent, c.Conservation.Received,
-		c.Counters["loadgen.app.other_queue"], FormatUs(c.P50Us), FormatUs(c.P99Us),
+	fmt.Fprintf(b, "| total | %d | %d | %d | %d | %s / %s | %d / %d | | %d | %d | %d / %d | |\n", c.Conservation.Sent, c.Conservation.Received,
+		c.Counters["loadgen.app.other_queue"], c.Counters["loadgen.app.reordered"], FormatUs(c.P50Us), FormatUs(c.P99Us),
 		c.Counters["loadgen.dgramio.rx_delivered"], c.Counters["loadgen.dgramio.tx_sent"],
 		c.Counters["echo.app.received"], c.Counters["echo.app.reflected"], c.Counters["echo.dgramio.rx_delivered"], c.Counters["echo.dgramio.tx_sent"])
 	if d := c.QueueMismatches(); len(d) > 0 {

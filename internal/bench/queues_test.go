@@ -102,7 +102,7 @@ func TestLoadTwoQueues(t *testing.T) {
 	}
 	var md strings.Builder
 	c.markdown(&md)
-	for _, want := range []string{"| queue | loadgen sent |", "| 0 | 500 | 500 | 0 |", "| sum | 1000 | 1000 | 0 |", "| total | 1000 | 1000 | 0 |"} {
+	for _, want := range []string{"| queue | loadgen sent |", "| 0 | 500 | 500 | 0 | 0 |", "| sum | 1000 | 1000 | 0 | 0 |", "| total | 1000 | 1000 | 0 | 0 |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("cell markdown lacks %q:\n%s", want, md.String())
 		}
@@ -163,6 +163,18 @@ func TestAnswerOfAnotherQueue(t *testing.T) {
 	tot := l.res.Total
 	if tot.OtherQueue != 1 || tot.Malformed != 1 || tot.Foreign != 2 || tot.Received != 0 {
 		t.Fatalf("totals %+v; want other_queue 1, malformed 1, foreign 2", tot)
+	}
+	// Queue 0's messages 0, 2 and 4 (its indexes 0, 1, 2) sent; their
+	// answers come back 4, 0, 2: two reordered, none lost.
+	for i := range uint64(3) {
+		l.sent.set(i)
+	}
+	for _, g := range []uint64{4, 0, 2} {
+		m.Stamp(g, l.schedOf(g))
+		l.answer(m, l.schedOf(g)+1000)
+	}
+	if tot := l.res.Total; tot.Received != 3 || tot.Reordered != 2 {
+		t.Fatalf("totals %+v; want 3 received, 2 reordered", tot)
 	}
 	l.res.Queues = 2
 	var found bool

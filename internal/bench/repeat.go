@@ -198,6 +198,7 @@ func mergeQueueCells(runs []Cell, good []int) []QueueCell {
 			m.Sent += r.Sent
 			m.Received += r.Received
 			m.OtherQueue += r.OtherQueue
+			m.Reordered += r.Reordered
 			m.EchoReceived += r.EchoReceived
 			m.EchoReflected += r.EchoReflected
 			m.LoadLost += r.LoadLost

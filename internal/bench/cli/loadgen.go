@@ -196,8 +196,8 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			res.Offered, res.Sent, res.Received, res.Lost, res.NotSent)
 		fmt.Fprint(stderr, formatStats("loadgen", &res.Stats, res.Layers()))
 		for _, p := range res.PerQueue {
-			fmt.Fprintf(stdout, "  queue %d: sent %d received %d other_queue %d; p50 %s p99 %s µs; rx_delivered %d tx_sent %d lost %d\n",
-				p.Queue, p.Total.Sent, p.Total.Received, p.Total.OtherQueue, bench.FormatUs(p.RTT.P50Us), bench.FormatUs(p.RTT.P99Us),
+			fmt.Fprintf(stdout, "  queue %d (whole run): sent %d received %d other_queue %d reordered %d; p50 %s p99 %s µs; rx_delivered %d tx_sent %d lost %d\n",
+				p.Queue, p.Total.Sent, p.Total.Received, p.Total.OtherQueue, p.Total.Reordered, bench.FormatUs(p.RTT.P50Us), bench.FormatUs(p.RTT.P99Us),
 				p.Stats.RxDelivered, p.Stats.TxSent, p.Stats.Lost())
 		}
 	}

@@ -257,7 +257,7 @@ func TestEchoLoadgenLoopbackTwoQueues(t *testing.T) {
 	if !strings.Contains(c.Mode, "2 queues") || !strings.Contains(c.EchoMode, "poll yield") {
 		t.Errorf("modes %q / %q", c.Mode, c.EchoMode)
 	}
-	if !strings.Contains(out.String(), "queue 1: sent 1000") {
+	if !strings.Contains(out.String(), "queue 1 (whole run): sent 1000") {
 		t.Errorf("loadgen printed %q", out.String())
 	}
 }
@@ -347,8 +347,10 @@ func TestNetbenchTwoQueues(t *testing.T) {
 			}
 			var sent, received uint64
 			for _, q := range c.PerQueue {
-				if q.Sent == 0 || q.Received == 0 || q.EchoReceived == 0 || q.EchoReflected == 0 || q.OtherQueue != 0 {
-					t.Errorf("%s queue %d: %+v; want both ends' queue carrying traffic, every answer on its own queue", c.Label(), q.Queue, q)
+				if q.Sent == 0 || q.Received == 0 || q.EchoReceived == 0 || q.EchoReflected == 0 || q.OtherQueue != 0 || q.Reordered != 0 {
+					t.Errorf("%s queue %d: sent %d received %d, echo received %d reflected %d, other_queue %d, reordered %d; "+
+						"want both ends' queue carrying traffic, every answer on its own queue and in order",
+						c.Label(), q.Queue, q.Sent, q.Received, q.EchoReceived, q.EchoReflected, q.OtherQueue, q.Reordered)
 				}
 				sent += q.Sent
 				received += q.Received
