@@ -35,6 +35,16 @@
 // DPDK cannot sleep on a vdev's queue, so Port does not implement
 // frameio.Waiter: its user polls.
 //
+// # Privileges
+//
+// Without root, the EAL (without hugepages) needs no capability; the
+// vdevs do (as TestPrivileges measures them): net_af_xdp CAP_NET_ADMIN,
+// CAP_NET_RAW, CAP_SYS_ADMIN and CAP_IPC_LOCK (CAP_SYS_ADMIN because libxdp
+// reads the XDP program on the interface back by its id, which nothing
+// else allows; CAP_BPF does not stand in for it), net_af_packet
+// CAP_NET_ADMIN and CAP_NET_RAW. Open refused for want of them returns a
+// *core.PrivilegeError naming those the process lacks.
+//
 // # What DPDK 22.11's vdevs do, and what Port does about it
 //
 //   - net_af_xdp registers the mempool as its UMEM assuming the objects lie
@@ -52,6 +62,26 @@
 //     that a full RX ring is a counted loss.
 //   - net_af_xdp and net_af_packet report their link up whatever the
 //     interface's state: Open also waits for the interface's carrier.
+//   - net_af_xdp has libxdp attach its XDP program through netlink, which
+//     outlives a process killed before Close: the interface would go on
+//     redirecting its queue to sockets that are gone, and the kernel would
+//     see nothing arriving on it (no ARP, no answers) until someone removed
+//     the program. Port attaches that program (libxdp's own
+//     xsk_def_xdp_prog.o) itself, before the PMD sets up its sockets,
+//     through a BPF link its process owns (Linux >= 5.9); libxdp adopts
+//     the program it finds, and the kernel detaches it when the link's
+//     descriptor closes: at Close, or when the process dies however it
+//     dies. On an older kernel, with an xdp_prog devarg, or when libxdp's
+//     program is on the interface already (another process's, which the
+//     PMD shares), Port leaves the program to the PMD and says so in
+//     Info.Notes (see Info.XDPProg).
+//   - DPDK, its PMDs and libxdp open their descriptors without
+//     close-on-exec, so every process the program starts would inherit
+//     them: a child holding an AF_XDP socket keeps the interface's queue
+//     bound after Close (the next net_af_xdp port on it cannot bind, for as
+//     long as the child runs) and the mempool's pages pinned. StartEAL and
+//     Open hold off fork while DPDK runs and set close-on-exec on every
+//     descriptor it opened.
 //   - The PMDs change the interface's promiscuous flag (and net_af_packet
 //     could change its MTU): Close puts both back as Open found them, and
 //     removes an XDP program the PMD would have left.

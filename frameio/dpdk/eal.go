@@ -125,7 +125,14 @@ func startEAL(o EALOptions) error {
 		// rte_eal_init keeps pointers into argv: it is never freed.
 		cargv := (**C.char)(C.malloc(C.size_t(len(argv)) * C.size_t(unsafe.Sizeof(argv[0]))))
 		copy(unsafe.Slice(cargv, len(argv)), argv)
-		if C.dg_eal_init(C.int(len(args)), cargv) < 0 {
+		// The EAL opens its descriptors without close-on-exec: no fork
+		// until they have it (see closeOnExec).
+		syscall.ForkLock.RLock()
+		before := inheritableFDs()
+		ret := C.dg_eal_init(C.int(len(args)), cargv)
+		closeOnExec(before)
+		syscall.ForkLock.RUnlock()
+		if ret < 0 {
 			done <- result{err: rteError(int(C.dg_rte_errno())), log: takeLog()}
 			return
 		}

@@ -174,7 +174,9 @@ type sockFile struct {
 
 // pmdSockets lists the process's sockets of domain (AF_XDP, AF_PACKET)
 // that were opened without close-on-exec, as DPDK's PMDs and libxdp open
-// them (Go code, the net package and frameio/afxdp always set it).
+// them (Go code, the net package and frameio/afxdp always set it). Open
+// uses it to find the sockets a PMD opened, before it sets close-on-exec
+// on them (see closeOnExec).
 func pmdSockets(domain int) []sockFile {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
@@ -254,4 +256,54 @@ func packetStatistics(fd int) (packets, drops uint32, err error) {
 		return 0, 0, fmt.Errorf("PACKET_STATISTICS: %w", err)
 	}
 	return st.Packets, st.Drops, nil
+}
+
+// fdSet is the descriptors of the process that lack close-on-exec, each
+// with what it refers to (its /proc/self/fd link).
+type fdSet map[int]string
+
+// inheritableFDs returns the descriptors of the process that a child
+// process would inherit.
+func inheritableFDs() fdSet {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil
+	}
+	out := fdSet{}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || fl&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		out[fd] = target
+	}
+	return out
+}
+
+// closeOnExec sets close-on-exec on the descriptors that lack it and are
+// not in before (the same descriptor referring to the same thing): those
+// DPDK, its PMDs or libxdp opened since, as they open theirs without it.
+// Otherwise every process the program starts would inherit them: a child
+// holding an AF_XDP socket keeps the interface's queue bound (so that the
+// next net_af_xdp port on it fails to bind) and the mempool's pages pinned
+// for as long as it runs, one holding a packet socket receives copies of
+// the interface's frames, one holding the EAL's memory files keeps its
+// memory. The caller holds syscall.ForkLock for reading from before it took
+// before until this returns, so that no fork happens in between. It returns
+// how many it changed.
+func closeOnExec(before fdSet) int {
+	n := 0
+	for fd, target := range inheritableFDs() {
+		if was, ok := before[fd]; ok && was == target {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err == nil {
+			n++
+		}
+	}
+	return n
 }

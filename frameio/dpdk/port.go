@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -54,8 +53,9 @@ type Options struct {
 	// namespace of the thread that calls Open.
 	VDev string
 	// Iface is the interface of the default device, net_af_xdp on Iface
-	// (AF_XDP, Linux >= 4.18; the PMD attaches its own XDP program), when
-	// neither PCI nor VDev is set.
+	// (AF_XDP, Linux >= 4.18; Open attaches its XDP program through a BPF
+	// link of the process, Linux >= 5.9, see the package documentation),
+	// when neither PCI nor VDev is set.
 	Iface string
 	// MTU is the largest IP packet a frame carries. Default 1500.
 	MTU int
@@ -221,6 +221,12 @@ type Info struct {
 	RxDesc, TxDesc, MTU, MaxMTU int
 	// LinkSpeed is the link speed in Mbit/s as the PMD reports it.
 	LinkSpeed uint32
+	// XDPProg is the id of the XDP program (libxdp's xsk_def_prog) a
+	// net_af_xdp port attached to its interface through a BPF link of its
+	// own, which detaches it at Close or when the process dies; 0 when the
+	// port did not (another driver, an xdp_prog devarg, a program that was
+	// there already, a kernel without XDP links: see Notes).
+	XDPProg uint32
 	// RSS is the set of RTE_ETH_RSS_* hash types the device spreads
 	// flows over its queues with (several queues only); 0 when it offers
 	// none (a vdev: whatever feeds its queues decides, for net_af_xdp the
@@ -264,6 +270,9 @@ type Port struct {
 	mtuBefore     int             // the interface's MTU before Open (0: unknown)
 	nl            *netlink.Handle // netlink in the interface's namespace, for its counters
 	xsks          []sockFile      // the AF_XDP sockets net_af_xdp made (see closeXSKs)
+	xskLink       bool            // attach net_af_xdp's program through a BPF link (see xsklink.go)
+	xdpLink       int             // that link's descriptor, -1 when none
+	xdpProg       uint32          // the program's id
 	pkts          []sockFile      // the packet sockets net_af_packet made (for their drops)
 	pktDrops      uint64          // their PACKET_STATISTICS drops, summed (reading resets them)
 	pktQueued     uint64
@@ -332,7 +341,7 @@ func Open(o Options) (*Port, error) {
 	seq := control.seq
 	takeLog() // forget older messages: errors quote what this Open logged
 
-	p := &Port{nsfd: -1}
+	p := &Port{nsfd: -1, xdpLink: -1}
 	var undo []func()
 	fail := func(err error) (*Port, error) {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -362,6 +371,7 @@ func Open(o Options) (*Port, error) {
 		p.iface = o.Iface
 	}
 	p.info.Name, p.info.Devargs, p.info.Iface = p.devName, devargs, p.iface
+	p.xskLink = wantXSKLink(p.devName, devargs, p.iface)
 
 	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -390,9 +400,17 @@ func Open(o Options) (*Port, error) {
 	// releases the queue of an AF_XDP socket closed a moment ago (ours of a
 	// port just closed, or anyone's) from a work queue, and until then the
 	// PMD's bind fails, which it reports only as a failed socket.
+	//
+	// DPDK and libxdp open their descriptors without close-on-exec: each
+	// attempt holds off fork (syscall.ForkLock) and sets it on those it
+	// opened before it lets a fork happen (see closeOnExec).
 	var res C.struct_dg_result
 	for busy := time.Now().Add(xskBusyWait); ; {
+		syscall.ForkLock.RLock()
+		before := inheritableFDs()
 		r, undoAttempt, retry, err := p.attempt(o, bus, devargs, seq)
+		closeOnExec(before)
+		syscall.ForkLock.RUnlock()
 		if err == nil {
 			res = r
 			undo = append(undo, undoAttempt)
@@ -612,6 +630,14 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 		return fail(p.dpdkError("rte_eth_dev_info_get", int(ret)), false)
 	}
 	p.info.Driver = C.GoString(devInfo.driver_name)
+	if p.xskLink && p.info.Driver == "net_af_xdp" {
+		// Before the PMD sets its sockets up: it adopts the program.
+		if err := p.attachXSKLink(devargs); err != nil {
+			return fail(err, false)
+		}
+		undo = append(undo, p.detachXSKLink)
+		p.info.XDPProg = p.xdpProg
+	}
 	if p.info.Driver == "net_af_packet" && afpacket {
 		// The PMD opened its packet sockets in the probe.
 		p.pkts = newSockets(pktBefore, pmdSockets(unix.AF_PACKET))
@@ -703,8 +729,10 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 		p.xsks = newSockets(before, dpdkXSKs())
 	}
 	// The mempools go after the port: the PMD refers to them until closed.
+	// Our XDP link goes between stop and close, as in teardown.
 	undo = append(undo, func() {
 		C.rte_eth_dev_stop(port)
+		p.detachXSKLink()
 		C.rte_eth_dev_close(port)
 		p.closeXSKs()
 		freePools()
@@ -770,9 +798,10 @@ func logHint() string {
 // dpdkError wraps a DPDK failure with the operation and what DPDK logged.
 // ret is the call's negative return value; DPDK returns a negative errno
 // from most calls but a bare -1 from some, which is then read as rte_errno
-// (cleared before each call that can return it) or as an unnamed failure,
-// never as EPERM. EPERM and EACCES, and a failure of a process that is not
-// root, become a *core.PrivilegeError; a device no loaded PMD takes becomes
+// (cleared before each call that can return it) or, when that is not set,
+// as errMinusOne (which is also -EPERM). A failure for want of privileges becomes a
+// *core.PrivilegeError naming the capabilities the driver needs that the
+// process lacks (see privilegeError); a device no loaded PMD takes becomes
 // core.ErrNotSupported.
 func (p *Port) dpdkError(op string, ret int) error {
 	var err error
@@ -780,7 +809,7 @@ func (p *Port) dpdkError(op string, ret int) error {
 		if e := int(C.dg_rte_errno()); e > 1 {
 			err = rteError(e)
 		} else {
-			err = errors.New("failed")
+			err = errMinusOne
 		}
 	} else {
 		err = rteError(ret)
@@ -791,15 +820,21 @@ func (p *Port) dpdkError(op string, ret int) error {
 		says = "; DPDK says: " + l
 	}
 	msg := "dpdk: " + op + ": " + err.Error() + says
+	if pe := p.privilegeError("dpdk: "+op+says, err); pe != nil {
+		return pe
+	}
 	switch {
-	case errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || os.Geteuid() != 0:
-		return &core.PrivilegeError{Op: msg, Capability: "CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK (root)", Err: err}
 	case strings.HasPrefix(op, "attach") && (errors.Is(err, syscall.ENOTSUP) || strings.Contains(log, "failed to parse device")):
 		return core.NotSupported("DPDK device "+p.devName, "",
 			"no PMD loaded from "+pmdDir()+" takes that name (a vdev's name starts with its driver's: net_af_xdp, net_af_packet, net_ring; is the PMD's package installed?)"+says, err)
 	}
 	return fmt.Errorf("%s: %w", msg, err)
 }
+
+// errMinusOne is a DPDK call's -1 without an rte_errno: -EPERM from an
+// ethdev call (rte_eth_dev_start passes on the PMD's), or a failure DPDK
+// gives no reason for.
+var errMinusOne = errors.New("failed with -1 (EPERM, or no reason given)")
 
 // pmdDir is where the EAL loads PMDs from.
 func pmdDir() string { return C.GoString(C.dg_pmd_dir()) }
@@ -978,6 +1013,10 @@ func (p *Port) teardown() error {
 		if r := C.rte_eth_dev_stop(p.portID); r != 0 {
 			errs = append(errs, p.dpdkError("rte_eth_dev_stop", int(r)))
 		}
+		// Our XDP link goes before the PMD closes: the PMD then finds no
+		// program to remove (it would try through netlink, which a link
+		// refuses), and its sockets are not redirected to any more.
+		p.detachXSKLink()
 		if r := C.rte_eth_dev_close(p.portID); r != 0 {
 			errs = append(errs, p.dpdkError("rte_eth_dev_close", int(r)))
 		}

@@ -22,12 +22,16 @@ import (
 var (
 	ealErr  error
 	ringSeq int
+	// startFDs are the descriptors without close-on-exec the process had
+	// before the EAL started (from whoever started it).
+	startFDs fdSet
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv("DGRAMIO_DPDK_CHILD") != "" {
 		os.Exit(childMain())
 	}
+	startFDs = inheritableFDs()
 	if os.Geteuid() == 0 {
 		ealErr = StartEAL(EALOptions{Quiet: os.Getenv("DGRAMIO_DPDK_LOG") == ""})
 	} else {
@@ -423,6 +427,9 @@ func TestEALErrors(t *testing.T) {
 // start the EAL, send a frame round a net_ring port, say the EAL's
 // arguments, close.
 func childMain() int {
+	if f, ok := childModes[os.Getenv("DGRAMIO_DPDK_CHILD")]; ok {
+		return f()
+	}
 	o := EALOptions{Quiet: true}
 	switch os.Getenv("DGRAMIO_DPDK_CHILD") {
 	case "hugepages":

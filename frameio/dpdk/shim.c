@@ -184,6 +184,7 @@ int dg_port_configure(uint16_t port, const struct dg_conf *c, struct dg_result *
 	int ret;
 
 	memset(r, 0, sizeof(*r));
+	rte_errno = 0; // a -1 below is then -EPERM, not a stale rte_errno
 	ret = rte_eth_dev_info_get(port, &info);
 	if (ret != 0) {
 		r->step = "rte_eth_dev_info_get";
@@ -316,18 +317,20 @@ const char *dg_pmd_dir(void) { return RTE_EAL_PMD_PATH; }
 
 int dg_eal_init(int argc, char **argv) { return rte_eal_init(argc, argv); }
 
-// The log of DPDK goes through dg_log_write: the last few kilobytes are kept
-// for error messages (a failed probe says why only in the log), and each
-// message is echoed to stderr when dg_log_echo is set.
+// The log of DPDK goes through dg_log_write (and libbpf's and libxdp's
+// warnings through dg_log_add, see xsklink.c): the last few kilobytes are
+// kept for error messages (a failed probe says why only in the log), and
+// each message is echoed to stderr when dg_log_echo is set.
 
 static pthread_mutex_t dg_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static char dg_log_buf[8192];
 static size_t dg_log_len;
 int dg_log_echo = 1;
 
-static ssize_t dg_log_write(void *cookie, const char *buf, size_t size)
+// dg_log_add keeps a message in the log (and echoes it when dg_log_echo is
+// set).
+void dg_log_add(const char *buf, size_t size)
 {
-	(void)cookie;
 	pthread_mutex_lock(&dg_log_mu);
 	size_t n = size;
 	const char *src = buf;
@@ -345,6 +348,12 @@ static ssize_t dg_log_write(void *cookie, const char *buf, size_t size)
 	pthread_mutex_unlock(&dg_log_mu);
 	if (dg_log_echo)
 		fwrite(buf, 1, size, stderr);
+}
+
+static ssize_t dg_log_write(void *cookie, const char *buf, size_t size)
+{
+	(void)cookie;
+	dg_log_add(buf, size);
 	return size;
 }
 
@@ -355,6 +364,7 @@ int dg_log_setup(void)
 	if (f == NULL)
 		return -1;
 	setvbuf(f, NULL, _IOLBF, 0);
+	dg_bpf_log_setup();
 	return rte_openlog_stream(f);
 }
 

@@ -99,6 +99,12 @@ int dg_eal_init(int argc, char **argv);
 
 extern int dg_log_echo;
 int dg_log_setup(void);
+void dg_log_add(const char *buf, size_t size);
 size_t dg_log_take(char *out, size_t n);
+
+// xsklink.c
+int dg_xsk_prog_attach(int ifindex, unsigned max_entries, int *link_fd, unsigned *prog_id,
+		       const char **step);
+void dg_bpf_log_setup(void);
 
 #endif

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -354,7 +356,9 @@ func TestVethBadVdev(t *testing.T) {
 // one interface. DPDK 22.11 leaves the UMEM's AF_XDP socket open on close
 // (Close closes it), and the kernel frees a queue a few milliseconds after
 // its socket closes (Open retries): each open must work, and no socket of
-// the PMD may stay open.
+// the PMD may stay open. While a port is open, its sockets are
+// close-on-exec, and the XDP program on the interface is the one the port
+// attached through its own link.
 func TestVethReopen(t *testing.T) {
 	needEAL(t)
 	pair := testhost.NewT(t, testhost.Options{})
@@ -364,19 +368,48 @@ func TestVethReopen(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if len(dpdkXSKs()) == 0 {
-				return errors.New("no AF_XDP socket seen while the port is open")
+			defer p.Close()
+			all := processSockets(unix.AF_XDP)
+			if len(all) == 0 || len(p.xsks) == 0 {
+				return fmt.Errorf("AF_XDP sockets seen while the port is open: %d, recorded: %d", len(all), len(p.xsks))
+			}
+			if inh := dpdkXSKs(); len(inh) != 0 {
+				return fmt.Errorf("AF_XDP sockets without close-on-exec: %v", inh)
+			}
+			if id, err := xdpProgID(pair.A.Iface); err != nil || id == 0 || id != p.Info().XDPProg {
+				return fmt.Errorf("XDP program on the interface %d (%v), the port's %d; notes %q", id, err, p.Info().XDPProg, p.Info().Notes)
 			}
 			return p.Close()
 		})
 		if err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
-		if left := dpdkXSKs(); len(left) != 0 {
+		if left := processSockets(unix.AF_XDP); len(left) != 0 {
 			t.Fatalf("round %d: AF_XDP sockets left open: %v", i, left)
 		}
 	}
 	checkClean(t, pair.A, false)
+}
+
+// processSockets lists the process's sockets of domain, close-on-exec or
+// not.
+func processSockets(domain int) []sockFile {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	var out []sockFile
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ino, ok := socketInode(fd)
+		if !ok {
+			continue
+		}
+		if dom, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err == nil && dom == domain {
+			out = append(out, sockFile{fd, ino})
+		}
+	}
+	return out
 }
 
 // TestVethFlood: B's kernel floods A while nobody polls the port, so its
