@@ -21,18 +21,19 @@ type ScaleRow struct {
 	// offered rate of that cell.
 	Rate      float64 `json:"rate"`
 	AtOffered float64 `json:"at_offered"`
-	// Saturated is true when at least one of those cells was saturated:
-	// the path did not carry a rate offered to it, so Rate is what it
-	// carried at most. Otherwise every offered rate came back and Rate is
-	// only a lower bound of what it can carry.
-	Saturated bool `json:"saturated"`
+	// Limited is true when the cell of that highest rate carried less than
+	// LimitShare of its offered rate: the path could not carry more, so
+	// Rate is what it carries (as far as these offered rates show).
+	// Otherwise the highest rate was about what was offered and Rate is
+	// only a lower bound of what the path can carry.
+	Limited bool `json:"limited"`
 	// Efficiency is rate(N) / (N × rate(1)): 1 when N queues carry N
 	// times what one carries. Undefined (null) without a row of one queue.
 	Efficiency Ratio `json:"efficiency"`
 	// Bound says how far Efficiency is a measure: "" when both rates are
-	// (both rows saturated), ">=" when only rate(1) is (rate(N) is a lower
+	// (both rows Limited), ">=" when only rate(1) is (rate(N) is a lower
 	// bound, so is the efficiency), "<=" when only rate(N) is, "unknown"
-	// when neither is (neither row saturated: offer higher rates).
+	// when neither is (offer higher rates).
 	Bound string `json:"bound,omitempty"`
 	// LatencyAt is the highest offered rate at which the row was not
 	// saturated, and P50Us and P99Us the round trip there; all 0 when
@@ -41,6 +42,10 @@ type ScaleRow struct {
 	P50Us     float64 `json:"p50_us"`
 	P99Us     float64 `json:"p99_us"`
 }
+
+// LimitShare is the share of its offered rate below which a cell's achieved
+// rate is the path's limit rather than what was offered (ScaleRow.Limited).
+const LimitShare = 0.95
 
 // ComputeScaling returns the scaling table of the report's measured cells:
 // a row per kind and number of queues, in the order of the report's kinds,
@@ -91,12 +96,11 @@ func (r *Report) ComputeScaling() []ScaleRow {
 				if c.AchievedRate > row.Rate {
 					row.Rate, row.AtOffered = c.AchievedRate, c.Rate
 				}
-				if c.Saturated {
-					row.Saturated = true
-				} else if c.Rate > row.LatencyAt {
+				if !c.Saturated && c.Rate > row.LatencyAt {
 					row.LatencyAt, row.P50Us, row.P99Us = c.Rate, c.P50Us, c.P99Us
 				}
 			}
+			row.Limited = row.Rate < LimitShare*row.AtOffered
 			out = append(out, row)
 		}
 		one := -1
@@ -114,10 +118,10 @@ func (r *Report) ComputeScaling() []ScaleRow {
 			r1 := &out[one]
 			row.Efficiency = Ratio(row.Rate / (float64(row.Queues) * r1.Rate))
 			switch {
-			case row.Saturated && r1.Saturated:
-			case r1.Saturated:
+			case row.Limited && r1.Limited:
+			case r1.Limited:
 				row.Bound = ">="
-			case row.Saturated:
+			case row.Limited:
 				row.Bound = "<="
 			default:
 				row.Bound = "unknown"
@@ -129,20 +133,17 @@ func (r *Report) ComputeScaling() []ScaleRow {
 
 // scaleTexts are a scaling row's cells as the tables write them.
 func (s *ScaleRow) texts() (rate, eff, lat string) {
-	if s.Saturated {
-		rate = FormatRate(s.Rate)
-		if s.AtOffered != 0 {
-			rate += " (offered " + FormatRate(s.AtOffered) + ")"
-		}
+	if s.Limited {
+		rate = FormatRate(s.Rate) + " (offered " + FormatRate(s.AtOffered) + ")"
 	} else {
-		rate = "≥ " + FormatRate(s.Rate) + " (all offered came back)"
+		rate = "≥ " + FormatRate(s.Rate) + " (offered " + FormatRate(s.AtOffered) + ": carried)"
 	}
 	e := float64(s.Efficiency)
 	switch {
 	case math.IsNaN(e) || math.IsInf(e, 0):
 		eff = "-"
 	case s.Bound == "unknown":
-		eff = fmt.Sprintf("? (%.2f; neither saturated)", e)
+		eff = fmt.Sprintf("? (%.2f; neither row reached its limit)", e)
 	case s.Bound != "":
 		eff = strings.NewReplacer(">=", "≥ ", "<=", "≤ ").Replace(s.Bound) + fmt.Sprintf("%.2f", e)
 	default:
@@ -180,10 +181,10 @@ func (r *Report) scalingMarkdown(b *strings.Builder) {
 	if len(r.Scaling) == 0 {
 		return
 	}
-	b.WriteString("\n## Scaling\n\nrate(N) is the highest achieved rate of the kind with N queues over the offered rates (the offered rate of that cell in brackets), " +
-		"and efficiency is rate(N) / (N × rate(1)): 1 when N queues carry N times what one carries. A rate is a measure of what the path carries only when one of its cells " +
-		"saturated; when every offered rate came back it is a lower bound (≥), and so is, or is not, the efficiency (≥, ≤, or ? when neither row saturated: offer higher rates). " +
-		"The latency is p50 / p99 at the highest offered rate the row carried unsaturated. ")
+	fmt.Fprintf(b, "\n## Scaling\n\nrate(N) is the highest achieved rate of the kind with N queues over the offered rates (the offered rate of that cell in brackets), "+
+		"and efficiency is rate(N) / (N × rate(1)): 1 when N queues carry N times what one carries. A rate measures what the path carries only when that cell carried less than %.0f%% of its offered rate; "+
+		"otherwise it is a lower bound (≥ … carried), and so is, or is not, the efficiency (≥, ≤, or ? when neither row reached its limit: offer higher rates). "+
+		"The latency is p50 / p99 at the highest offered rate the row carried unsaturated. ", LimitShare*100)
 	if slices.ContainsFunc(r.Scaling, func(s ScaleRow) bool { return s.Poll == "yield" }) {
 		b.WriteString("Rows marked poll yield ran pollers that sleep when idle, sharing CPUs: they show that the queues work and carry their share, not what the fast path does.")
 	}
