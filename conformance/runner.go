@@ -126,17 +126,10 @@ type Result struct {
 }
 
 // runOn runs c against a fresh DUT from f, failing and logging through tb.
-// It returns the DUT's Info (zero when it could not be made).
 func runOn(tb TB, f Factory, c *Case) {
 	tb.Helper()
-	d, err := f.New(tb, c.Setup)
-	if err != nil {
-		var pe *core.PrivilegeError
-		if errors.Is(err, core.ErrNotSupported) || errors.As(err, &pe) {
-			skip(tb, fmt.Sprintf("DUT %s: %v", f.Name(), err))
-			return
-		}
-		tb.Fatalf("make DUT %s: %v", f.Name(), err)
+	d, ok := newDUT(tb, f, c.Setup)
+	if !ok {
 		return
 	}
 	tb.Cleanup(func() {
@@ -159,6 +152,24 @@ func runOn(tb TB, f Factory, c *Case) {
 	tb.Logf("%s on %s: %s (%s)", c.Name, info.Name, c.Title, c.RFC)
 	tb.Cleanup(e.Bench.dumpOnFailure)
 	c.Run(e)
+}
+
+// newDUT makes a DUT from f for s. A DUT this host cannot make (not
+// supported, not privileged) skips through tb; any other error fails tb.
+// ok is false when there is no DUT.
+func newDUT(tb TB, f Factory, s Setup) (d DUT, ok bool) {
+	tb.Helper()
+	d, err := f.New(tb, s)
+	if err == nil {
+		return d, true
+	}
+	var pe *core.PrivilegeError
+	if errors.Is(err, core.ErrNotSupported) || errors.As(err, &pe) {
+		skip(tb, fmt.Sprintf("DUT %s: %v", f.Name(), err))
+		return nil, false
+	}
+	tb.Fatalf("make DUT %s: %v", f.Name(), err)
+	return nil, false
 }
 
 // skip skips through testutil when tb is a *testing.T (failing in CI),
@@ -246,14 +257,8 @@ func runExpectingFailure(t *testing.T, f Factory, c Case, info Info, d Differenc
 // probe makes one DUT to read its Info, and closes it.
 func probe(tb TB, f Factory) (Info, bool) {
 	tb.Helper()
-	d, err := f.New(tb, Setup{})
-	if err != nil {
-		var pe *core.PrivilegeError
-		if errors.Is(err, core.ErrNotSupported) || errors.As(err, &pe) {
-			skip(tb, fmt.Sprintf("DUT %s: %v", f.Name(), err))
-			return Info{}, false
-		}
-		tb.Fatalf("make DUT %s: %v", f.Name(), err)
+	d, ok := newDUT(tb, f, Setup{})
+	if !ok {
 		return Info{}, false
 	}
 	info := d.Info()
@@ -371,16 +376,10 @@ func (r *Recorder) skip(reason string) {
 	runtime.Goexit()
 }
 
-// RunCase runs c on a fresh DUT from f outside go test and returns what
-// happened. A case that does not apply is not run (n/a).
-func RunCase(f Factory, c Case, info Info) Result {
-	res := Result{Case: c.Name, DUT: f.Name()}
-	if ok, why := c.Applies(info); !ok {
-		res.Outcome, res.Why = NA, why
-		return res
-	}
-	r := &Recorder{name: f.Name() + "/" + c.Name}
-	start := time.Now()
+// run calls fn on a goroutine of its own, as testing runs a test: Fatalf
+// and skip end it (runtime.Goexit), a panic is recorded as a failure, and
+// the cleanups run in reverse order before run returns.
+func (r *Recorder) run(fn func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -394,9 +393,22 @@ func RunCase(f Factory, c Case, info Info) Result {
 				r.Errorf("panic: %v", p)
 			}
 		}()
-		runOn(r, f, &c)
+		fn()
 	}()
 	<-done
+}
+
+// RunCase runs c on a fresh DUT from f outside go test and returns what
+// happened. A case that does not apply is not run (n/a).
+func RunCase(f Factory, c Case, info Info) Result {
+	res := Result{Case: c.Name, DUT: f.Name()}
+	if ok, why := c.Applies(info); !ok {
+		res.Outcome, res.Why = NA, why
+		return res
+	}
+	r := &Recorder{name: f.Name() + "/" + c.Name}
+	start := time.Now()
+	r.run(func() { runOn(r, f, &c) })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := r.res
@@ -418,24 +430,14 @@ func Probe(f Factory) (Info, error) {
 	r := &Recorder{name: f.Name()}
 	var info Info
 	var ok bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() {
-			for i := len(r.cleanups) - 1; i >= 0; i-- {
-				r.cleanups[i]()
-			}
-		}()
-		info, ok = probe(r, f)
-	}()
-	<-done
-	if !ok {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.res.Why != "" {
-			return Info{}, errors.New(r.res.Why)
-		}
-		return Info{}, errors.New(strings.Join(r.res.Failures, "; "))
+	r.run(func() { info, ok = probe(r, f) })
+	if ok {
+		return info, nil
 	}
-	return info, nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.res.Why != "" {
+		return Info{}, errors.New(r.res.Why)
+	}
+	return Info{}, errors.New(strings.Join(r.res.Failures, "; "))
 }
