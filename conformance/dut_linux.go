@@ -334,28 +334,20 @@ func (d *linuxDUT) ListenUDP(port uint16) (UDPConn, error) {
 	return &linuxUDP{d: d, fd: fd}, nil
 }
 
-// waitFD polls fd for events up to wait; false when nothing came.
-func waitFD(fd int, events int16, wait time.Duration) (bool, error) {
+// waitFD polls fd for events up to wait. It returns nil when an event
+// came or the wait is over: the caller tries again and tells which.
+func waitFD(fd int, events int16, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
-		left := time.Until(deadline)
-		if left < 0 {
-			left = 0
-		}
-		ms := int((left + time.Millisecond - 1) / time.Millisecond)
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: events}}
-		n, err := unix.Poll(pfd, ms)
-		if errors.Is(err, unix.EINTR) {
+		ms := int((max(time.Until(deadline), 0) + time.Millisecond - 1) / time.Millisecond)
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: events}}, ms)
+		switch {
+		case errors.Is(err, unix.EINTR):
 			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("poll: %w", err)
-		}
-		if n > 0 {
-			return true, nil
-		}
-		if time.Now().After(deadline) {
-			return false, nil
+		case err != nil:
+			return fmt.Errorf("poll: %w", err)
+		case n > 0 || !time.Now().Before(deadline):
+			return nil
 		}
 	}
 }
@@ -394,7 +386,7 @@ func (l *linuxListener) Accept(wait time.Duration) (Conn, error) {
 		if left <= 0 {
 			return nil, ErrWouldBlock
 		}
-		if _, err := waitFD(l.fd, unix.POLLIN, left); err != nil {
+		if err := waitFD(l.fd, unix.POLLIN, left); err != nil {
 			return nil, err
 		}
 	}
@@ -435,7 +427,7 @@ func (c *linuxConn) Read(p []byte, wait time.Duration) (int, error) {
 		if left <= 0 {
 			return 0, ErrWouldBlock
 		}
-		if _, err := waitFD(c.fd, unix.POLLIN|unix.POLLRDHUP, left); err != nil {
+		if err := waitFD(c.fd, unix.POLLIN|unix.POLLRDHUP, left); err != nil {
 			return 0, err
 		}
 	}
@@ -476,7 +468,7 @@ func (u *linuxUDP) Read(p []byte, wait time.Duration) (int, netip.AddrPort, erro
 		if left <= 0 {
 			return 0, netip.AddrPort{}, ErrWouldBlock
 		}
-		if _, err := waitFD(u.fd, unix.POLLIN, left); err != nil {
+		if err := waitFD(u.fd, unix.POLLIN, left); err != nil {
 			return 0, netip.AddrPort{}, err
 		}
 	}
@@ -616,7 +608,7 @@ func (l *packetLink) Recv(wait time.Duration) ([]byte, error) {
 		if left <= 0 {
 			return nil, nil
 		}
-		if _, err := waitFD(l.fd, unix.POLLIN, left); err != nil {
+		if err := waitFD(l.fd, unix.POLLIN, left); err != nil {
 			return nil, err
 		}
 	}

@@ -320,7 +320,7 @@ func (d *oursDUT) Listen(port uint16, o SockOpts) (Listener, error) {
 		ep.Close()
 		return nil, fmt.Errorf("ours: listen: %s", terr)
 	}
-	return &nsListener{d: d, ep: ep, wq: wq, o: o}, nil
+	return &nsListener{d: d, ep: ep, wq: wq}, nil
 }
 
 // Connect implements DUT.
@@ -376,22 +376,26 @@ func (l memLink) Recv(wait time.Duration) ([]byte, error) {
 	}
 }
 
-// waitFor waits up to wait for one of mask's events on wq, or returns
-// false.
-func waitFor(wq *waiter.Queue, mask waiter.EventMask, wait time.Duration, ready func() bool) bool {
+// untilReady calls try until it returns something other than
+// ErrWouldBlock, waiting between tries for one of mask's events on wq, up
+// to wait (real time) in all; ErrWouldBlock when none came in time. The
+// entry is registered before the first try, so that an event between a
+// try and the wait is not lost.
+func untilReady(wq *waiter.Queue, mask waiter.EventMask, wait time.Duration, try func() error) error {
 	e, ch := waiter.NewChannelEntry(mask)
 	wq.EventRegister(&e)
 	defer wq.EventUnregister(&e)
-	if ready() {
-		return true
-	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-		return false
+	for {
+		if err := try(); err != ErrWouldBlock {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return ErrWouldBlock
+		}
 	}
 }
 
@@ -399,30 +403,28 @@ type nsListener struct {
 	d  *oursDUT
 	ep tcpip.Endpoint
 	wq *waiter.Queue
-	o  SockOpts
 }
 
 // Accept implements Listener.
 func (l *nsListener) Accept(wait time.Duration) (Conn, error) {
-	deadline := time.Now().Add(wait)
-	for {
+	var c Conn
+	err := untilReady(l.wq, waiter.ReadableEvents, wait, func() error {
 		ep, wq, terr := l.ep.Accept(nil)
-		if terr == nil {
-			if err := l.d.tune.ApplyEndpoint(ep); err != nil {
-				ep.Close()
-				return nil, err
-			}
-			return &nsConn{ep: ep, wq: wq}, nil
+		switch terr.(type) {
+		case nil:
+		case *tcpip.ErrWouldBlock:
+			return ErrWouldBlock
+		default:
+			return fmt.Errorf("ours: accept: %s", terr)
 		}
-		if _, ok := terr.(*tcpip.ErrWouldBlock); !ok {
-			return nil, fmt.Errorf("ours: accept: %s", terr)
+		if err := l.d.tune.ApplyEndpoint(ep); err != nil {
+			ep.Close()
+			return err
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, ErrWouldBlock
-		}
-		waitFor(l.wq, waiter.ReadableEvents, min(left, 10*time.Millisecond), func() bool { return false })
-	}
+		c = &nsConn{ep: ep, wq: wq}
+		return nil
+	})
+	return c, err
 }
 
 // Close implements Listener.
@@ -461,23 +463,17 @@ func (c *nsConn) Write(p []byte) (int, error) {
 
 // Read implements Conn.
 func (c *nsConn) Read(p []byte, wait time.Duration) (int, error) {
-	deadline := time.Now().Add(wait)
-	for {
+	n := 0
+	err := untilReady(c.wq, waiter.ReadableEvents|waiter.EventHUp|waiter.EventErr, wait, func() error {
 		w := tcpip.SliceWriter(p)
 		res, terr := c.ep.Read(&w, tcpip.ReadOptions{})
-		if terr == nil {
-			return res.Count, nil
+		if terr != nil {
+			return nsErr("read", terr)
 		}
-		err := nsErr("read", terr)
-		if err != ErrWouldBlock {
-			return 0, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return 0, ErrWouldBlock
-		}
-		waitFor(c.wq, waiter.ReadableEvents|waiter.EventHUp|waiter.EventErr, min(left, 10*time.Millisecond), func() bool { return false })
-	}
+		n = res.Count
+		return nil
+	})
+	return n, err
 }
 
 // Shutdown implements Conn.
