@@ -89,13 +89,7 @@ func init() {
 			Needs: []Cap{CapARP},
 			Run: func(e *Env) {
 				e.SendFrame(e.ARPRequest(e.Info.Addr))
-				f := e.ExpectARPReply()
-				e.Note("ARP reply is %d bytes on the wire", len(f.Raw))
-				if len(f.Raw) < 60 {
-					e.Errorf("ARP reply is %d bytes on the wire, want at least 60 (padded)", len(f.Raw))
-				} else if !allZero(f.Raw[42:]) {
-					e.Errorf("padding is not zeros: % x", f.Raw[42:])
-				}
+				expectPadded(e, "ARP reply", e.ExpectARPReply(), 42)
 			},
 		},
 		Case{
@@ -105,25 +99,27 @@ func init() {
 			Run: func(e *Env) {
 				f := e.NewFlow(closedPort, 1000)
 				f.Send(SYN, nil)
-				rst := f.ExpectRST()
-				e.Note("RST is %d bytes on the wire", len(rst.Raw))
-				if len(rst.Raw) < 60 {
-					e.Errorf("RST is %d bytes on the wire, want at least 60 (padded)", len(rst.Raw))
-				} else if !allZero(rst.Raw[54:]) {
-					e.Errorf("padding is not zeros: % x", rst.Raw[54:])
-				}
+				expectPadded(e, "RST", f.ExpectRST(), 54)
 			},
 		},
 	)
 }
 
-func allZero(b []byte) bool {
-	for _, x := range b {
-		if x != 0 {
-			return false
+// expectPadded checks that f, whose content is the first n bytes, left
+// padded with zeros to the 60 bytes of a minimum Ethernet frame.
+func expectPadded(e *Env, what string, f *Frame, n int) {
+	e.Helper()
+	e.Note("%s is %d bytes on the wire", what, len(f.Raw))
+	if len(f.Raw) < 60 {
+		e.Errorf("%s is %d bytes on the wire, want at least 60 (padded)", what, len(f.Raw))
+		return
+	}
+	for _, b := range f.Raw[n:] {
+		if b != 0 {
+			e.Errorf("padding of the %s is not zeros: % x", what, f.Raw[n:])
+			return
 		}
 	}
-	return true
 }
 
 // closedPort is the DUT port the closed-port cases send to: they open no

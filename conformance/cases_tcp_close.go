@@ -6,23 +6,13 @@ import (
 	"time"
 )
 
-// expectEOF makes the DUT read until the peer's FIN shows as io.EOF.
-func (e *Env) expectEOF(c Conn) {
+// expectReadErr makes the DUT read, waiting for want: io.EOF after the
+// peer's FIN, ErrReset after a RST (after names what the bench sent).
+func (e *Env) expectReadErr(c Conn, want error, after string) {
 	e.Helper()
 	buf := make([]byte, 4096)
-	n, err := c.Read(buf, e.Answer())
-	if err != io.EOF {
-		e.Errorf("DUT read after the FIN: %d bytes, %v; want EOF", n, err)
-	}
-}
-
-// expectReset makes the DUT read until the connection shows as reset.
-func (e *Env) expectReset(c Conn) {
-	e.Helper()
-	buf := make([]byte, 4096)
-	n, err := c.Read(buf, e.Answer())
-	if err != ErrReset {
-		e.Errorf("DUT read after the RST: %d bytes, %v; want a reset", n, err)
+	if n, err := c.Read(buf, e.Answer()); err != want {
+		e.Errorf("DUT read after %s: %d bytes, %v; want %v", after, n, err, want)
 	}
 }
 
@@ -50,7 +40,7 @@ func init() {
 			Run: func(e *Env) {
 				f, c := e.Established(PlainOpts, SockOpts{}, 1000)
 				f.SendRaw(f.SndNxt, 0, RST, nil)
-				e.expectReset(c)
+				e.expectReadErr(c, ErrReset, "the RST")
 				f.ExpectNothing("no answer to an acceptable RST")
 			},
 		},
@@ -102,7 +92,7 @@ func init() {
 				f, c := e.Established(PlainOpts, SockOpts{}, 1000)
 				f.Send(ACK|FIN, nil)
 				f.ExpectAck(f.SndNxt)
-				e.expectEOF(c)
+				e.expectReadErr(c, io.EOF, "the FIN")
 				e.Write(c, []byte("last words"))
 				if err := c.Close(); err != nil {
 					e.Fatalf("close: %v", err)
@@ -126,7 +116,7 @@ func init() {
 				if got := e.ReadAll(c, 8); string(got) != "data+fin" {
 					e.Errorf("DUT read %q", got)
 				}
-				e.expectEOF(c)
+				e.expectReadErr(c, io.EOF, "the FIN")
 			},
 		},
 		Case{
@@ -240,13 +230,13 @@ func init() {
 				f, c := e.Established(PlainOpts, SockOpts{}, 1000)
 				f.Send(ACK|FIN, nil)
 				f.ExpectAck(f.SndNxt)
-				e.expectEOF(c)
+				e.expectReadErr(c, io.EOF, "the FIN")
 				want := Pattern(5000, 50)
 				e.Write(c, want)
 				if err := c.Shutdown(); err != nil {
 					e.Fatalf("shutdown: %v", err)
 				}
-				got := readSegments(e, f, len(want), func(*Frame) {})
+				got := f.ReadData(len(want), true)
 				if !bytes.Equal(got, want) {
 					e.Errorf("bytes differ")
 				}

@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"bytes"
-	"fmt"
 	"net/netip"
 	"time"
 )
@@ -47,6 +46,34 @@ func (e *Env) Established(opts SynOpts, o SockOpts, iss uint32) (*Flow, Conn) {
 	f := e.NewFlow(dutPort, iss)
 	f.Connect(opts)
 	return f, e.Accept(l)
+}
+
+// openSYN listens on dutPort and sends the listener a SYN offering opts,
+// from a new flow whose initial sequence number is iss. It returns the
+// listener, the flow and the DUT's SYN-ACK; the handshake's last ACK is the
+// case's to send.
+func (e *Env) openSYN(opts SynOpts, iss uint32) (Listener, *Flow, *Frame) {
+	e.Helper()
+	l := e.Listen(dutPort, SockOpts{})
+	f := e.NewFlow(dutPort, iss)
+	f.Offered = opts
+	f.Send(SYN, nil)
+	return l, f, f.ExpectSYNACK()
+}
+
+// dutConnects makes the DUT connect to the bench's benchPort with o (the
+// connection is closed when the case ends) and expects its SYN. It returns
+// the connection, and a flow for the SYN (not answered yet) whose initial
+// sequence number is iss.
+func (e *Env) dutConnects(o SockOpts, iss uint32) (Conn, *Flow, *Frame) {
+	e.Helper()
+	c, err := e.DUT.Connect(netip.AddrPortFrom(e.Info.BenchAddr, benchPort), o)
+	if err != nil {
+		e.Fatalf("connect: %v", err)
+	}
+	e.Cleanup(func() { c.Close() })
+	f, syn := e.ExpectSYN(benchPort, iss)
+	return c, f, syn
 }
 
 // Write makes the DUT write p whole (it must fit the send buffer).
@@ -173,12 +200,8 @@ func init() {
 			RFC:   "RFC 9293 §3.7.1 (MSS option: MTU minus the fixed IP and TCP headers) / RFC 6691",
 			Title: "the SYN-ACK carries an MSS option of MTU-40 (1460 on a 1500-byte link)",
 			Run: func(e *Env) {
-				e.Listen(dutPort, SockOpts{})
-				f := e.NewFlow(dutPort, 1)
-				f.Offered = FullOpts
-				f.Send(SYN, nil)
-				o := f.ExpectSYNACK().Opts()
-				if o.MSS != e.Info.MTU-40 {
+				_, _, sa := e.openSYN(FullOpts, 1)
+				if o := sa.Opts(); o.MSS != e.Info.MTU-40 {
 					e.Errorf("SYN-ACK MSS %d, want %d", o.MSS, e.Info.MTU-40)
 				}
 			},
@@ -195,7 +218,7 @@ func init() {
 				}
 				want := Pattern(3000, 20)
 				e.Write(c, want)
-				got := readSegments(e, f, len(want), func(fr *Frame) {
+				got := f.readData(len(want), true, func(fr *Frame) {
 					if len(fr.Payload) > 536 {
 						e.Errorf("segment of %d bytes, over the MSS of 536", len(fr.Payload))
 					}
@@ -213,7 +236,7 @@ func init() {
 				f, c := e.Established(SynOpts{MSS: 536, WScale: -1}, SockOpts{}, 1)
 				want := Pattern(3000, 21)
 				e.Write(c, want)
-				readSegments(e, f, len(want), func(fr *Frame) {
+				f.readData(len(want), true, func(fr *Frame) {
 					if len(fr.Payload) > 536 {
 						e.Errorf("segment of %d bytes, over the bench's MSS of 536", len(fr.Payload))
 					}
@@ -225,11 +248,8 @@ func init() {
 			RFC:   "RFC 7323 §2.2 / §2.3 (Window Scale in SYN-ACK only when offered; shift at most 14)",
 			Title: "a SYN offering window scale gets one back, with a shift of at most 14",
 			Run: func(e *Env) {
-				e.Listen(dutPort, SockOpts{})
-				f := e.NewFlow(dutPort, 1)
-				f.Offered = FullOpts
-				f.Send(SYN, nil)
-				o := f.ExpectSYNACK().Opts()
+				_, _, sa := e.openSYN(FullOpts, 1)
+				o := sa.Opts()
 				if o.WScale < 0 {
 					e.Errorf("SYN-ACK has no window scale option")
 				} else if o.WScale > 14 {
@@ -243,11 +263,7 @@ func init() {
 			RFC:   "RFC 2018 §2 (SACK-Permitted in the SYN-ACK when offered in the SYN)",
 			Title: "a SYN offering SACK gets SACK-permitted back",
 			Run: func(e *Env) {
-				e.Listen(dutPort, SockOpts{})
-				f := e.NewFlow(dutPort, 1)
-				f.Offered = FullOpts
-				f.Send(SYN, nil)
-				if !f.ExpectSYNACK().Opts().SACKOK {
+				if _, _, sa := e.openSYN(FullOpts, 1); !sa.Opts().SACKOK {
 					e.Errorf("SYN-ACK has no SACK-permitted option")
 				}
 			},
@@ -286,11 +302,8 @@ func init() {
 			RFC:   "RFC 7323 §2.2, §3.2 (no window scale or timestamps in the SYN-ACK unless the SYN had them)",
 			Title: "a SYN with only MSS gets a SYN-ACK without window scale and timestamps",
 			Run: func(e *Env) {
-				e.Listen(dutPort, SockOpts{})
-				f := e.NewFlow(dutPort, 1)
-				f.Offered = PlainOpts
-				f.Send(SYN, nil)
-				o := f.ExpectSYNACK().Opts()
+				_, _, sa := e.openSYN(PlainOpts, 1)
+				o := sa.Opts()
 				if o.WScale >= 0 {
 					e.Errorf("SYN-ACK has window scale %d, not offered", o.WScale)
 				}
@@ -305,13 +318,7 @@ func init() {
 			RFC:   "RFC 9293 §3.5 (three-way handshake), §3.7.1 (MSS in the SYN)",
 			Title: "the DUT connects: a SYN with an MSS option; after the SYN-ACK it acknowledges ISS+1 and sends data",
 			Run: func(e *Env) {
-				port := uint16(benchPort)
-				c, err := e.DUT.Connect(netip.AddrPortFrom(e.Info.BenchAddr, port), SockOpts{})
-				if err != nil {
-					e.Fatalf("connect: %v", err)
-				}
-				e.Cleanup(func() { c.Close() })
-				f, syn := e.ExpectSYN(port, 0x77777777)
+				c, f, syn := e.dutConnects(SockOpts{}, 0x77777777)
 				so := syn.Opts()
 				if so.MSS != e.Info.MTU-40 {
 					e.Errorf("SYN MSS %d, want %d", so.MSS, e.Info.MTU-40)
@@ -363,22 +370,4 @@ func init() {
 			},
 		},
 	)
-}
-
-// readSegments collects n bytes the DUT sends on f, acknowledging each
-// segment, calling each on every data segment.
-func readSegments(e *Env, f *Flow, n int, each func(*Frame)) []byte {
-	e.Helper()
-	var got []byte
-	for len(got) < n {
-		fr := f.Expect(fmt.Sprintf("data (%d of %d bytes)", len(got), n), IsData)
-		each(fr)
-		if fr.TCP.Seq != f.RcvNxt {
-			e.Fatalf("segment at %d, want %d", fr.TCP.Seq, f.RcvNxt)
-		}
-		got = append(got, fr.Payload...)
-		f.takeData(fr)
-		f.Send(ACK, nil)
-	}
-	return got
 }

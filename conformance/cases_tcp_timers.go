@@ -3,7 +3,6 @@ package conformance
 import (
 	"bytes"
 	"fmt"
-	"net/netip"
 	"time"
 )
 
@@ -130,11 +129,7 @@ func init() {
 			Title: "facing a zero window the DUT sends at most one byte, as probes whose intervals grow; when the window opens it sends the rest",
 			Setup: Setup{RTOMin: 50 * time.Millisecond},
 			Run: func(e *Env) {
-				l := e.Listen(dutPort, SockOpts{})
-				f := e.NewFlow(dutPort, 1000)
-				f.Offered = PlainOpts
-				f.Send(SYN, nil)
-				f.ExpectSYNACK()
+				l, f, _ := e.openSYN(PlainOpts, 1000)
 				f.Window = 0
 				f.Send(ACK, nil)
 				c := e.Accept(l)
@@ -165,11 +160,7 @@ func init() {
 			RFC:   "RFC 9293 §3.8.1 / RFC 6298 §5.5 (a SYN-ACK not acknowledged is retransmitted, with backoff)",
 			Title: "a SYN-ACK the bench does not acknowledge is retransmitted unchanged, the second gap at least 1.5 times the first",
 			Run: func(e *Env) {
-				e.Listen(dutPort, SockOpts{})
-				f := e.NewFlow(dutPort, 1000)
-				f.Offered = PlainOpts
-				f.Send(SYN, nil)
-				first := f.ExpectSYNACK()
+				_, f, first := e.openSYN(PlainOpts, 1000)
 				at := []time.Duration{first.At}
 				for len(at) < 3 {
 					r := f.ExpectTimer(fmt.Sprintf("SYN-ACK retransmission %d", len(at)), time.Minute, Has(SYN))
@@ -264,13 +255,7 @@ func init() {
 func keepalive(e *Env, traffic bool) {
 	e.Helper()
 	ka := &KeepAlive{Idle: time.Second, Interval: time.Second, Count: 2}
-	port := uint16(benchPort)
-	c, err := e.DUT.Connect(netip.AddrPortFrom(e.Info.BenchAddr, port), SockOpts{KeepAlive: ka})
-	if err != nil {
-		e.Fatalf("connect: %v", err)
-	}
-	e.Cleanup(func() { c.Close() })
-	f, syn := e.ExpectSYN(port, 5000)
+	c, f, syn := e.dutConnects(SockOpts{KeepAlive: ka}, 5000)
 	f.Accept(syn, PlainOpts)
 	last := f.Expect("ACK of the SYN-ACK", Has(ACK)).At
 	if traffic {

@@ -332,9 +332,19 @@ func (f *Flow) ExpectAck(ack uint32) *Frame {
 // RcvNxt. Out-of-order or repeated bytes fail the case.
 func (f *Flow) ReadData(n int, ack bool) []byte {
 	f.tb().Helper()
+	return f.readData(n, ack, nil)
+}
+
+// readData is ReadData that also calls each, when not nil, with every data
+// segment before it is taken.
+func (f *Flow) readData(n int, ack bool, each func(*Frame)) []byte {
+	f.tb().Helper()
 	var got []byte
 	for len(got) < n {
 		fr := f.Expect(fmt.Sprintf("data (have %d of %d bytes)", len(got), n), IsData)
+		if each != nil {
+			each(fr)
+		}
 		if fr.TCP.Seq != f.RcvNxt {
 			f.tb().Fatalf("data at seq %d, want %d (RFC 9293 §3.4: in order, nothing skipped)", fr.TCP.Seq, f.RcvNxt)
 		}
