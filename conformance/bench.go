@@ -285,41 +285,44 @@ func (e *Env) Counters() map[string]uint64 {
 	return cs
 }
 
+// counterDelta returns how far the DUT's counter name moved since the case
+// began. ok is false when the DUT does not keep it: a log line says so,
+// except for our stack, which must keep every counter a case names (the
+// case fails).
+func (e *Env) counterDelta(name string) (d uint64, ok bool) {
+	e.Helper()
+	v, ok := e.Counters()[name]
+	switch {
+	case ok:
+		return v - e.counters0[name], true
+	case e.Info.Kind == KindOurs:
+		e.Errorf("our stack does not count %s", name)
+	default:
+		e.Logf("%s does not count %s", e.Info.Name, name)
+	}
+	return 0, false
+}
+
 // CounterRose asserts that the DUT's counter name rose by at least min
 // since the case began. A DUT that does not keep the counter is told by a
 // log line, except our stack, which must keep every counter a case names.
 func (e *Env) CounterRose(name string, min uint64) {
 	e.Helper()
-	now := e.Counters()
-	v, ok := now[name]
-	if !ok {
-		if e.Info.Kind == KindOurs {
-			e.Errorf("our stack does not count %s", name)
-		} else {
-			e.Logf("%s does not count %s", e.Info.Name, name)
-		}
-		return
-	}
-	if d := v - e.counters0[name]; d < min {
+	d, ok := e.counterDelta(name)
+	switch {
+	case !ok:
+	case d < min:
 		e.Errorf("counter %s rose by %d, want at least %d", name, d, min)
-	} else {
+	default:
 		e.Logf("counter %s rose by %d", name, d)
 	}
 }
 
 // CounterStill asserts that the DUT's counter name did not move since the
-// case began (when the DUT keeps it).
+// case began (when the DUT keeps it; as CounterRose otherwise).
 func (e *Env) CounterStill(name string) {
 	e.Helper()
-	now := e.Counters()
-	v, ok := now[name]
-	if !ok {
-		if e.Info.Kind == KindOurs {
-			e.Errorf("our stack does not count %s", name)
-		}
-		return
-	}
-	if d := v - e.counters0[name]; d != 0 {
+	if d, ok := e.counterDelta(name); ok && d != 0 {
 		e.Errorf("counter %s rose by %d, want no change", name, d)
 	}
 }
