@@ -20,6 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"golang.org/x/sys/unix"
@@ -391,5 +394,97 @@ func TestVethChildInheritsNothing(t *testing.T) {
 			}
 			checkClean(t, a, false)
 		})
+	}
+}
+
+// TestVethSharedProgram: two processes with net_af_xdp ports on two queues
+// of one interface. The first attaches libxdp's program through its link;
+// the second finds it there, shares it (its PMD puts its socket into the
+// program's XSKMAP) and says so; its Close leaves the first's program in
+// place, and the program goes when the first process dies.
+func TestVethSharedProgram(t *testing.T) {
+	needEAL(t)
+	pair := testhost.NewT(t, testhost.Options{Queues: 2})
+	a := pair.A
+	cmd, prog := startHold(t, a, fmt.Sprintf("net_af_xdp_h%d,iface=%s,start_queue=0", vethSeq.Add(1), a.Iface))
+	if prog == 0 || xdpProgOf(t, a) != prog {
+		t.Fatalf("the first port's program %d, on the interface %d", prog, xdpProgOf(t, a))
+	}
+	var p *Port
+	err := a.Do(func() error {
+		var err error
+		p, err = Open(Options{VDev: fmt.Sprintf("net_af_xdp_s%d,iface=%s,start_queue=1", vethSeq.Add(1), a.Iface)})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("second port on queue 1: %v", err)
+	}
+	info := p.Info()
+	t.Logf("second port: XDPProg %d, notes %q", info.XDPProg, info.Notes)
+	if info.XDPProg != 0 || !strings.Contains(strings.Join(info.Notes, "; "), "shares it") {
+		t.Errorf("the second port does not say it shares program %d: %+v", prog, info)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("close the second port: %v", err)
+	}
+	if on := xdpProgOf(t, a); on != prog {
+		t.Fatalf("after the second port's Close, the program on %s is %d, want the first's %d", a.Iface, on, prog)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	left := prog
+	for end := time.Now().Add(10 * time.Second); left != 0 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+		left = xdpProgOf(t, a)
+	}
+	if left != 0 {
+		t.Fatalf("XDP program %d still on %s after the first process died", left, a.Iface)
+	}
+}
+
+// TestVethForeignProgram: an XDP program other than libxdp's on the
+// interface (here a pass-all program on a link of this test) makes Open
+// fail saying so, and leaves the program alone.
+func TestVethForeignProgram(t *testing.T) {
+	needEAL(t)
+	pair := testhost.NewT(t, testhost.Options{})
+	a := pair.A
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:    "foreign",
+		Type:    ebpf.XDP,
+		License: "GPL",
+		Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R0, 2), // XDP_PASS
+			asm.Return(),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	var l link.Link
+	if err := a.Do(func() error {
+		var err error
+		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: a.Index})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	id := xdpProgOf(t, a)
+	err = a.Do(func() error {
+		p, err := Open(Options{Iface: a.Iface})
+		if err == nil {
+			p.Close()
+			return errors.New("opened beside a foreign XDP program")
+		}
+		return err
+	})
+	t.Logf("%v", err)
+	if err == nil || !strings.Contains(err.Error(), "already attached") || !strings.Contains(err.Error(), `"foreign"`) {
+		t.Fatalf("Open beside a foreign program: %v", err)
+	}
+	if on := xdpProgOf(t, a); on != id {
+		t.Fatalf("XDP program on %s after the failed Open: %d, want %d", a.Iface, on, id)
 	}
 }

@@ -58,12 +58,16 @@ func xskMapEntries(devargs string) int {
 // leaves the attaching to the PMD and notes why (p.xskLink is then false):
 // a process killed before Close then leaves the program on the interface.
 // A program already on the interface is shared when it is libxdp's
-// xsk_def_prog (another AF_XDP user's: the PMD adopts it; it is not ours to
-// detach) and refused otherwise.
+// xsk_def_prog (another AF_XDP user's, or one a killed process left
+// through netlink: the PMD adopts it; it is not ours to detach) and
+// refused otherwise (see shareXDP).
 func (p *Port) attachXSKLink(devargs string) error {
 	l, err := netlink.LinkByName(p.iface)
 	if err != nil {
 		return fmt.Errorf("dpdk: interface %s: %w", p.iface, err)
+	}
+	if x := l.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 {
+		return p.shareXDP(x.ProgId, fmt.Sprintf("dpdk: %s on %s", p.devName, p.iface), unix.EBUSY)
 	}
 	var fd C.int
 	var id C.uint
@@ -79,20 +83,28 @@ func (p *Port) attachXSKLink(devargs string) error {
 	case errno == unix.EPERM || errno == unix.EACCES:
 		return p.privilegeError(op+logHint(), errno)
 	case errno == unix.EBUSY || errno == unix.EEXIST:
+		// Someone attached a program since we looked.
 		takeLog()
 		id, _ := xdpProgID(p.iface)
-		name := progName(id)
-		if name != xskProgName {
-			return fmt.Errorf("%s: XDP program %d (%q) is already attached to %s, and net_af_xdp can only share libxdp's %s: remove it first (ip link set dev %s xdp off): %w",
-				op, id, name, p.iface, xskProgName, p.iface, errno)
-		}
-		p.xskLink = false
-		p.note("libxdp's %s (program %d) is already on %s: net_af_xdp shares it, and Close leaves it there", xskProgName, id, p.iface)
-		return nil
+		return p.shareXDP(id, op, errno)
 	}
 	p.xskLink = false
 	p.note("%s: %v%s; net_af_xdp attaches its XDP program through netlink itself, and a process killed before Close leaves it on %s (XDP links need Linux 5.9)",
 		op, errno, logHint(), p.iface)
+	return nil
+}
+
+// shareXDP decides about the XDP program id found on p's interface: libxdp's
+// xsk_def_prog is shared (the PMD adopts it, as it does without us), any
+// other is refused with err, as the PMD could not work beside it.
+func (p *Port) shareXDP(id uint32, op string, err error) error {
+	name := progName(id)
+	if name != xskProgName {
+		return fmt.Errorf("%s: XDP program %d (%q) is already attached to %s, and net_af_xdp can only share libxdp's %s: remove it first (ip link set dev %s xdp off): %w",
+			op, id, name, p.iface, xskProgName, p.iface, err)
+	}
+	p.xskLink = false
+	p.note("libxdp's %s (program %d) is already on %s: net_af_xdp shares it; at Close the PMD removes it through netlink, which fails (it says so in its log) when another process holds it by a BPF link", xskProgName, id, p.iface)
 	return nil
 }
 
