@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/dgramio/dgramio/frameio"
 )
@@ -24,46 +25,98 @@ type Mutant struct {
 func Mutants() []Mutant {
 	return []Mutant{
 		{
-			Factory: &oursFactory{name: "mutant-no-pad", wrap: func(f frameio.FrameIO) frameio.FrameIO {
-				return &mutantFIO{waitFrameIO: f.(waitFrameIO), tx: trimPadding}
-			}},
+			Factory: mutant("mutant-no-pad", trimPadding, nil),
 			Defect:  "frames shorter than 60 bytes leave unpadded",
 			Fails:   []string{"pad-arp-reply-60", "pad-tcp-rst-60"},
 			Control: []string{"arp-request-reply", "tcp-syn-closed-port-rst"},
 		},
 		{
-			Factory: &oursFactory{name: "mutant-no-rst", wrap: func(f frameio.FrameIO) frameio.FrameIO {
-				return &mutantFIO{waitFrameIO: f.(waitFrameIO), tx: dropRST}
-			}},
+			Factory: mutant("mutant-no-rst", dropRST, nil),
 			Defect:  "no RST ever leaves",
 			Fails:   []string{"tcp-syn-closed-port-rst", "tcp-ack-closed-port-rst", "tcp-time-wait-expiry"},
 			Control: []string{"tcp-handshake-passive", "tcp-rst-closed-port-ignored"},
 		},
 		{
-			Factory: &oursFactory{name: "mutant-accept-bad-checksums", wrap: func(f frameio.FrameIO) frameio.FrameIO {
-				return &mutantFIO{waitFrameIO: f.(waitFrameIO), rx: fixChecksums}
-			}},
+			Factory: mutant("mutant-accept-bad-checksums", nil, fixChecksums),
 			Defect:  "received frames with bad IPv4 or TCP checksums are taken as good",
 			Fails:   []string{"tcp-bad-checksum-dropped", "tcp-bad-checksum-syn-dropped", "ipv4-bad-header-checksum"},
 			Control: []string{"icmp-echo", "tcp-handshake-passive"},
 		},
 		{
-			Factory: &oursFactory{name: "mutant-ignore-window", wrap: func(f frameio.FrameIO) frameio.FrameIO {
-				return &mutantFIO{waitFrameIO: f.(waitFrameIO), rx: openWindow}
-			}},
+			Factory: mutant("mutant-ignore-window", nil, openWindow),
 			Defect:  "the peer's advertised window is ignored (taken as 65535)",
 			Fails:   []string{"tcp-peer-window-respected", "tcp-persist-probes"},
 			Control: []string{"tcp-handshake-passive", "tcp-mss-small-mtu"},
 		},
 		{
-			Factory: &oursFactory{name: "mutant-no-arp-reply", wrap: func(f frameio.FrameIO) frameio.FrameIO {
-				return &mutantFIO{waitFrameIO: f.(waitFrameIO), tx: dropARPReply}
-			}},
+			Factory: mutant("mutant-no-arp-reply", dropARPReply, nil),
 			Defect:  "ARP requests for our address are never answered",
 			Fails:   []string{"arp-request-reply", "arp-other-address-ignored"},
 			Control: []string{"arp-resolve", "icmp-echo"},
 		},
 	}
+}
+
+// mutant is the Factory of our stack over memio with its frames rewritten
+// by tx (sent) and rx (received); either may be nil.
+func mutant(name string, tx, rx func(frame, scratch []byte) []byte) Factory {
+	return &oursFactory{name: name, wrap: func(f frameio.FrameIO) frameio.FrameIO {
+		w, ok := f.(waitFrameIO)
+		if !ok {
+			return f // oursFactory refuses a FrameIO that cannot Wait
+		}
+		return &mutantFIO{waitFrameIO: w, tx: tx, rx: rx}
+	}}
+}
+
+// MutantResult is what Mutant.Run found: the cases of Fails that failed
+// (Caught) and those that did not (Missed), and the cases of Control that
+// did not pass (Broken). A good suite misses nothing and breaks nothing.
+type MutantResult struct {
+	Caught, Missed, Broken []Result
+}
+
+// Run runs the mutant's Fails and Control cases against it, outside go
+// test. It returns an error when the mutant cannot be made, a case does not
+// exist, or a case of Fails already fails on our stack (an accepted
+// difference: it could not show the defect).
+func (m Mutant) Run() (MutantResult, error) {
+	var r MutantResult
+	info, err := Probe(m.Factory)
+	if err != nil {
+		return r, fmt.Errorf("make %s: %w", m.Factory.Name(), err)
+	}
+	run := func(name string) (Result, error) {
+		c, ok := CaseByName(name)
+		if !ok {
+			return Result{}, fmt.Errorf("%s: no case %q", m.Factory.Name(), name)
+		}
+		return RunCase(m.Factory, c, info), nil
+	}
+	for _, name := range m.Fails {
+		if d, xfail := expectedFailure(name, KindOurs); xfail {
+			return r, fmt.Errorf("%s fails on our stack already (%s): it cannot show the defect of %s", name, d.RFC, m.Factory.Name())
+		}
+		res, err := run(name)
+		if err != nil {
+			return r, err
+		}
+		if res.Outcome == Fail {
+			r.Caught = append(r.Caught, res)
+		} else {
+			r.Missed = append(r.Missed, res)
+		}
+	}
+	for _, name := range m.Control {
+		res, err := run(name)
+		if err != nil {
+			return r, err
+		}
+		if res.Outcome != Pass {
+			r.Broken = append(r.Broken, res)
+		}
+	}
+	return r, nil
 }
 
 // mutantFIO wraps our stack's FrameIO: tx rewrites (or, returning nil,

@@ -12,32 +12,18 @@ import (
 func TestMutants(t *testing.T) {
 	for _, m := range Mutants() {
 		t.Run(m.Factory.Name(), func(t *testing.T) {
-			info, err := Probe(m.Factory)
+			r, err := m.Run()
 			if err != nil {
-				t.Fatalf("make mutant: %v", err)
+				t.Fatal(err)
 			}
-			run := func(name string) Result {
-				c, ok := CaseByName(name)
-				if !ok {
-					t.Fatalf("no case %q", name)
-				}
-				if d, xfail := expectedFailure(name, KindOurs); xfail {
-					t.Fatalf("%s fails on our stack already (%s): it cannot show the mutant's defect", name, d.RFC)
-				}
-				return RunCase(m.Factory, c, info)
+			for _, c := range r.Caught {
+				t.Logf("caught by %s: %s", c.Case, strings.Join(c.Failures, "; "))
 			}
-			for _, name := range m.Fails {
-				r := run(name)
-				if r.Outcome != Fail {
-					t.Errorf("%s (%s): case %s %s; the suite does not catch the defect", m.Factory.Name(), m.Defect, name, r.Outcome)
-					continue
-				}
-				t.Logf("caught by %s: %s", name, strings.Join(r.Failures, "; "))
+			for _, c := range r.Missed {
+				t.Errorf("%s (%s): case %s %s; the suite does not catch the defect", m.Factory.Name(), m.Defect, c.Case, c.Outcome)
 			}
-			for _, name := range m.Control {
-				if r := run(name); r.Outcome != Pass {
-					t.Errorf("control case %s %s on %s: %s", name, r.Outcome, m.Factory.Name(), strings.Join(r.Failures, "; "))
-				}
+			for _, c := range r.Broken {
+				t.Errorf("control case %s %s on %s: %s", c.Case, c.Outcome, m.Factory.Name(), strings.Join(c.Failures, "; "))
 			}
 		})
 	}

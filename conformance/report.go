@@ -65,42 +65,40 @@ func Compare(ours, xdp, linux map[string]Result) []Row {
 	return rows
 }
 
-// WriteReport prints the rows as a table (case, RFC section, ours, Linux,
-// the reason of a difference) followed by a summary, and returns the
-// number of silent disagreements.
+// WriteReport prints the rows as a table (case, RFC section, ours, ours-xdp
+// when it ran, Linux, the reason of a difference) followed by a summary,
+// and returns the number of silent disagreements.
 func WriteReport(w io.Writer, rows []Row, verbose bool) int {
 	withXDP := false
 	for _, r := range rows {
 		withXDP = withXDP || r.XDP.Outcome != ""
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	if withXDP {
-		fmt.Fprintln(tw, "case\tRFC section\tours\tours-xdp\tlinux\tdifference")
-	} else {
-		fmt.Fprintln(tw, "case\tRFC section\tours\tlinux\tdifference")
-	}
-	silent := 0
-	count := map[string]map[Outcome]int{"ours": {}, "ours-xdp": {}, "linux": {}}
-	for _, r := range rows {
-		count["ours"][r.Ours.Outcome]++
-		count["ours-xdp"][r.XDP.Outcome]++
-		count["linux"][r.Linux.Outcome]++
-		if r.Silent {
-			silent++
-		}
-		rfc, _, _ := strings.Cut(r.RFC, " (")
-		if withXDP {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Case, rfc, show(r.Ours), show(r.XDP), show(r.Linux), r.Note)
-		} else {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Case, rfc, show(r.Ours), show(r.Linux), r.Note)
-		}
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
 	whos := []string{"ours", "linux"}
 	if withXDP {
 		whos = []string{"ours", "ours-xdp", "linux"}
 	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "case\tRFC section\t%s\tdifference\n", strings.Join(whos, "\t"))
+	silent := 0
+	count := map[string]map[Outcome]int{}
+	for _, who := range whos {
+		count[who] = map[Outcome]int{}
+	}
+	for _, r := range rows {
+		res := map[string]Result{"ours": r.Ours, "ours-xdp": r.XDP, "linux": r.Linux}
+		rfc, _, _ := strings.Cut(r.RFC, " (")
+		fmt.Fprintf(tw, "%s\t%s\t", r.Case, rfc)
+		for _, who := range whos {
+			count[who][res[who].Outcome]++
+			fmt.Fprintf(tw, "%s\t", show(res[who]))
+		}
+		fmt.Fprintln(tw, r.Note)
+		if r.Silent {
+			silent++
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
 	for _, who := range whos {
 		c := count[who]
 		fmt.Fprintf(w, "%-8s: %d cases run (%d pass, %d fail), %d n/a, %d skipped\n", who,

@@ -30,6 +30,19 @@ func notRun(name string, rs map[string]conformance.Result) {
 	}
 }
 
+// caseNames lists the results' case names, each with its outcome when
+// outcome is set.
+func caseNames(rs []conformance.Result, outcome bool) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Case
+		if outcome {
+			out[i] += " (" + string(r.Outcome) + ")"
+		}
+	}
+	return out
+}
+
 func main() {
 	verbose := flag.Bool("v", false, "print each case's notes and failures after the table")
 	mutants := flag.Bool("mutants", false, "also run the mutant DUTs and say which cases catch each defect")
@@ -56,34 +69,19 @@ func main() {
 	if *mutants {
 		fmt.Println("\nmutants (each must fail its cases and pass its controls):")
 		for _, m := range conformance.Mutants() {
-			info, err := conformance.Probe(m.Factory)
+			r, err := m.Run()
 			if err != nil {
 				fmt.Printf("  %s: %v\n", m.Factory.Name(), err)
 				bad++
 				continue
 			}
-			var caught, missed, broken []string
-			for _, name := range m.Fails {
-				c, _ := conformance.CaseByName(name)
-				if r := conformance.RunCase(m.Factory, c, info); r.Outcome == conformance.Fail {
-					caught = append(caught, name)
-				} else {
-					missed = append(missed, name+" ("+string(r.Outcome)+")")
-				}
-			}
-			for _, name := range m.Control {
-				c, _ := conformance.CaseByName(name)
-				if r := conformance.RunCase(m.Factory, c, info); r.Outcome != conformance.Pass {
-					broken = append(broken, name+" ("+string(r.Outcome)+")")
-				}
-			}
-			fmt.Printf("  %-28s %s: caught by %s", m.Factory.Name(), m.Defect, strings.Join(caught, ", "))
-			if len(missed) > 0 {
-				fmt.Printf("; NOT caught by %s", strings.Join(missed, ", "))
+			fmt.Printf("  %-28s %s: caught by %s", m.Factory.Name(), m.Defect, strings.Join(caseNames(r.Caught, false), ", "))
+			if len(r.Missed) > 0 {
+				fmt.Printf("; NOT caught by %s", strings.Join(caseNames(r.Missed, true), ", "))
 				bad++
 			}
-			if len(broken) > 0 {
-				fmt.Printf("; controls that did not pass: %s", strings.Join(broken, ", "))
+			if len(r.Broken) > 0 {
+				fmt.Printf("; controls that did not pass: %s", strings.Join(caseNames(r.Broken, true), ", "))
 				bad++
 			}
 			fmt.Println()
