@@ -268,58 +268,116 @@ func waitOrNap(ctx context.Context, b core.Backend, c *calls, d time.Duration, c
 	return true
 }
 
-// echo reflects what a server backend receives back to its sender, on its
-// own thread inside a namespace, until stopped. Unlike bench.Echo it goes
-// on after errors (a link that went down makes a raw kind's Flush fail
-// until it is up again), records them, and times every call.
-type echo struct {
-	b       core.Backend
-	c       calls
-	errs    errLog
-	cancel  context.CancelFunc
-	done    chan struct{}
-	final   core.Stats // the backend's counters when the loop stopped
-	rx      atomic.Uint64
-	back    atomic.Uint64 // messages queued back
-	dropped atomic.Uint64 // messages QueueTo refused even after a Flush
+// server is a server backend opened and polled on its own OS thread
+// inside a namespace until stopped: what echo, sink and verifier share.
+// Unlike bench.Echo its loop goes on after errors (a link that went down
+// makes a raw kind's Flush fail until it is up again), keeping them in
+// errs, and times every call in c.
+type server struct {
+	b      core.Backend
+	c      calls
+	errs   errLog
+	cancel context.CancelFunc
+	done   chan struct{}
+	final  core.Stats // the backend's counters when the loop stopped
 }
 
-// startEcho opens a server of cfg on its own thread inside h's namespace
-// and reflects what it receives until stop (or the end of the test). A
-// kind that cannot open skips or fails the test.
-func startEcho(t testing.TB, h *testhost.Host, name string, cfg core.Config) *echo {
+// start opens a server of cfg on its own thread inside h's namespace and
+// runs loop on that thread until stop (or the end of the test); the
+// backend is closed there when loop returns. A kind that cannot open skips
+// the test (fails it in CI) or fails it.
+func (s *server) start(t testing.TB, h *testhost.Host, name string, cfg core.Config, loop func(ctx context.Context)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &echo{cancel: cancel, done: make(chan struct{})}
-	e.c.name = name
+	s.cancel, s.done = cancel, make(chan struct{})
+	s.c.name = name
 	ready := make(chan error, 1)
 	go func() {
-		defer close(e.done)
+		defer close(s.done)
 		h.Do(func() error {
 			b, err := openHere(cfg)
 			if err != nil {
 				ready <- err
 				return nil
 			}
-			e.b = b
+			s.b = b
 			ready <- nil
-			e.run(ctx)
-			e.final = b.Stats()
+			loop(ctx)
+			s.final = b.Stats()
 			return b.Close()
 		})
 	}()
-	err := <-ready
-	var se *skipError
-	if errors.As(err, &se) {
-		<-e.done
-		testutil.Skip(t, se.reason)
-	}
-	if err != nil {
-		<-e.done
+	if err := <-ready; err != nil {
+		<-s.done
+		var se *skipError
+		if errors.As(err, &se) {
+			testutil.Skip(t, se.reason)
+		}
 		t.Fatal(err)
 	}
-	watch(t, &e.c)
-	t.Cleanup(func() { e.stop(t) })
+	watch(t, &s.c)
+	t.Cleanup(func() { s.stop(t) })
+}
+
+// stop ends the loop, closes the backend and waits for both (bounded: the
+// watchdog catches a call that hangs); s.final holds the counters then. It
+// is safe to call more than once.
+func (s *server) stop(t testing.TB) {
+	s.cancel()
+	select {
+	case <-s.done:
+	case <-time.After(hangLimit + 10*time.Second):
+		t.Errorf("%s did not stop", s.c.name)
+	}
+}
+
+// stats returns the backend's counters: now, or as they were when the
+// loop stopped.
+func (s *server) stats() core.Stats {
+	select {
+	case <-s.done:
+		return s.final
+	default:
+		return s.b.Stats()
+	}
+}
+
+// receive is a timed Rx; an error other than net.ErrClosed (the backend is
+// closed: the loop ends) goes to errs.
+func (s *server) receive(pkts []core.Packet) (int, error) {
+	s.c.begin(opRx)
+	n, err := s.b.Rx(pkts)
+	s.c.end()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		s.errs.add(err)
+	}
+	return n, err
+}
+
+// flush is a timed Flush (a stream server also accepts and acknowledges
+// there); an error other than net.ErrClosed goes to errs.
+func (s *server) flush() {
+	s.c.begin(opFlush)
+	err := s.b.Flush()
+	s.c.end()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		s.errs.add(err)
+	}
+}
+
+// echo reflects what a server backend receives back to its sender.
+type echo struct {
+	server
+	rx      atomic.Uint64
+	back    atomic.Uint64 // messages queued back
+	dropped atomic.Uint64 // messages QueueTo refused even after a Flush
+}
+
+// startEcho starts an echo server of cfg on h (see server.start).
+func startEcho(t testing.TB, h *testhost.Host, name string, cfg core.Config) *echo {
+	t.Helper()
+	e := &echo{}
+	e.start(t, h, name, cfg, e.run)
 	return e
 }
 
@@ -327,14 +385,9 @@ func (e *echo) run(ctx context.Context) {
 	pkts := make([]core.Packet, 64)
 	cannotWait := false
 	for ctx.Err() == nil {
-		e.c.begin(opRx)
-		n, err := e.b.Rx(pkts)
-		e.c.end()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			e.errs.add(err)
+		n, err := e.receive(pkts)
+		if errors.Is(err, net.ErrClosed) {
+			return
 		}
 		e.rx.Add(uint64(n))
 		for i := 0; i < n; i++ {
@@ -362,47 +415,10 @@ func (e *echo) run(ctx context.Context) {
 	}
 }
 
-func (e *echo) flush() {
-	e.c.begin(opFlush)
-	err := e.b.Flush()
-	e.c.end()
-	if err != nil && !errors.Is(err, net.ErrClosed) {
-		e.errs.add(err)
-	}
-}
-
-// stop ends the loop, closes the backend and waits for both (bounded: the
-// watchdog catches a call that hangs); e.final holds the counters then. It
-// is safe to call more than once.
-func (e *echo) stop(t testing.TB) {
-	e.cancel()
-	select {
-	case <-e.done:
-	case <-time.After(hangLimit + 10*time.Second):
-		t.Errorf("%s did not stop", e.c.name)
-	}
-}
-
-// stats returns the backend's counters: now, or as they were when the
-// echo stopped.
-func (e *echo) stats() core.Stats {
-	select {
-	case <-e.done:
-		return e.final
-	default:
-		return e.b.Stats()
-	}
-}
-
-// sink receives on a server backend on its own thread inside a namespace
-// and counts the test messages it gets; it can be told to stop reading.
+// sink receives on a server backend and counts the test messages it gets;
+// it can be told to stop reading.
 type sink struct {
-	b      core.Backend
-	c      calls
-	errs   errLog
-	cancel context.CancelFunc
-	done   chan struct{}
-	final  core.Stats
+	server
 	paused atomic.Bool
 	limit  atomic.Uint64 // messages sent so far (tally.take's limit)
 
@@ -411,44 +427,13 @@ type sink struct {
 	last time.Time // when a message last came
 }
 
-// startSink opens a server of cfg on its own thread inside h's namespace
-// and counts the messages of magic and size it receives (in order, for a
-// stream) until stop or the end of the test.
+// startSink starts a sink of cfg on h (see server.start) that counts the
+// messages of magic and size it receives (in order, for a stream).
 func startSink(t testing.TB, h *testhost.Host, name string, cfg core.Config, magic uint64, size int) *sink {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	k := &sink{cancel: cancel, done: make(chan struct{}),
-		y: tally{magic: magic, size: size, inOrder: isStream(cfg.Kind), from: ^uint64(0)}}
-	k.c.name = name
+	k := &sink{y: tally{magic: magic, size: size, inOrder: isStream(cfg.Kind), from: ^uint64(0)}}
 	k.limit.Store(^uint64(0))
-	ready := make(chan error, 1)
-	go func() {
-		defer close(k.done)
-		h.Do(func() error {
-			b, err := openHere(cfg)
-			if err != nil {
-				ready <- err
-				return nil
-			}
-			k.b = b
-			ready <- nil
-			k.run(ctx)
-			k.final = b.Stats()
-			return b.Close()
-		})
-	}()
-	err := <-ready
-	var se *skipError
-	if errors.As(err, &se) {
-		<-k.done
-		testutil.Skip(t, se.reason)
-	}
-	if err != nil {
-		<-k.done
-		t.Fatal(err)
-	}
-	watch(t, &k.c)
-	t.Cleanup(func() { k.stop(t) })
+	k.start(t, h, name, cfg, k.run)
 	return k
 }
 
@@ -460,14 +445,9 @@ func (k *sink) run(ctx context.Context) {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		k.c.begin(opRx)
-		n, err := k.b.Rx(pkts)
-		k.c.end()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			k.errs.add(err)
+		n, err := k.receive(pkts)
+		if errors.Is(err, net.ErrClosed) {
+			return
 		}
 		if n > 0 {
 			limit := k.limit.Load()
@@ -478,13 +458,7 @@ func (k *sink) run(ctx context.Context) {
 			k.last = time.Now()
 			k.mu.Unlock()
 		}
-		// A stream server accepts and acknowledges inside Flush too.
-		k.c.begin(opFlush)
-		err = k.b.Flush()
-		k.c.end()
-		if err != nil && !errors.Is(err, net.ErrClosed) {
-			k.errs.add(err)
-		}
+		k.flush()
 		if n == 0 {
 			if !waitOrNap(ctx, k.b, &k.c, 2*time.Millisecond, &cannotWait) {
 				return
@@ -498,16 +472,6 @@ func (k *sink) count() (tally, time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.y, k.last
-}
-
-// stop ends the loop and closes the backend; k.final holds its counters.
-func (k *sink) stop(t testing.TB) {
-	k.cancel()
-	select {
-	case <-k.done:
-	case <-time.After(hangLimit + 10*time.Second):
-		t.Errorf("%s did not stop", k.c.name)
-	}
 }
 
 // newMagic returns a magic number for the messages of one run.

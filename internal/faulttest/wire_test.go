@@ -67,13 +67,8 @@ func (r *records) next() []byte {
 // verifier is a stream server on its own thread that checks every record
 // it receives against the expected stream, byte for byte and in order.
 type verifier struct {
-	b      core.Backend
-	c      calls
-	errs   errLog
-	cancel context.CancelFunc
-	done   chan struct{}
-	final  core.Stats
-	want   *records
+	server
+	want *records
 
 	records, bytes atomic.Uint64
 	last           atomic.Int64 // UnixNano of the last record
@@ -81,40 +76,13 @@ type verifier struct {
 	mismatch       string // the first difference, if any
 }
 
+// startVerifier starts a verifier of cfg on h (see server.start) that
+// expects the records of seed.
 func startVerifier(t testing.TB, h *testhost.Host, cfg core.Config, seed uint64) *verifier {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	v := &verifier{cancel: cancel, done: make(chan struct{}), want: newRecords(seed)}
-	v.c.name = cfg.Kind + " receiver"
+	v := &verifier{want: newRecords(seed)}
 	v.last.Store(time.Now().UnixNano())
-	ready := make(chan error, 1)
-	go func() {
-		defer close(v.done)
-		h.Do(func() error {
-			b, err := openHere(cfg)
-			if err != nil {
-				ready <- err
-				return nil
-			}
-			v.b = b
-			ready <- nil
-			v.run(ctx)
-			v.final = b.Stats()
-			return b.Close()
-		})
-	}()
-	err := <-ready
-	var se *skipError
-	if errors.As(err, &se) {
-		<-v.done
-		testutil.Skip(t, se.reason)
-	}
-	if err != nil {
-		<-v.done
-		t.Fatal(err)
-	}
-	watch(t, &v.c)
-	t.Cleanup(v.stop)
+	v.start(t, h, cfg.Kind+" receiver", cfg, v.run)
 	return v
 }
 
@@ -122,14 +90,9 @@ func (v *verifier) run(ctx context.Context) {
 	pkts := make([]core.Packet, 64)
 	cannotWait := false
 	for ctx.Err() == nil {
-		v.c.begin(opRx)
-		n, err := v.b.Rx(pkts)
-		v.c.end()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			v.errs.add(err)
+		n, err := v.receive(pkts)
+		if errors.Is(err, net.ErrClosed) {
+			return
 		}
 		for _, p := range pkts[:n] {
 			want := v.want.next()
@@ -148,21 +111,11 @@ func (v *verifier) run(ctx context.Context) {
 		if n > 0 {
 			v.last.Store(time.Now().UnixNano())
 		}
-		v.c.begin(opFlush)
-		err = v.b.Flush() // acknowledges, accepts
-		v.c.end()
-		if err != nil && !errors.Is(err, net.ErrClosed) {
-			v.errs.add(err)
-		}
+		v.flush() // acknowledges, accepts
 		if n == 0 && !waitOrNap(ctx, v.b, &v.c, 2*time.Millisecond, &cannotWait) {
 			return
 		}
 	}
-}
-
-func (v *verifier) stop() {
-	v.cancel()
-	<-v.done
 }
 
 func (v *verifier) firstMismatch() string {
@@ -276,11 +229,11 @@ func lossyWire(t *testing.T, kind string, total uint64) {
 			}
 		}
 		cs = cl.Stats()
-		v.stop() // before the sender closes: the receiver would see it go
+		v.stop(t) // before the sender closes: the receiver would see it go
 		return nil
 	})
 	elapsed := time.Since(start)
-	v.stop()
+	v.stop(t)
 	ab, ba := w.Stats(wire.AtoB), w.Stats(wire.BtoA)
 	t.Logf("%d MiB in %d records in %v (%.1f MiB/s), seed %d", sent>>20, sentRecords, elapsed.Round(time.Millisecond),
 		float64(sent)/(1<<20)/elapsed.Seconds(), seed)
