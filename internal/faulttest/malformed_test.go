@@ -29,6 +29,12 @@ func (e *wireEnds) datagram(payload []byte) []byte {
 	return ether(e.dstMAC, e.srcMAC, 0x0800, ipv4(e.src.Addr(), e.dst.Addr(), 17, nil, udpSeg(e.src, e.dst, payload)))
 }
 
+// datagramTo is a well-formed frame from e.src to dst (at e.dstMAC)
+// carrying goodPayload.
+func (e *wireEnds) datagramTo(dst netip.AddrPort) []byte {
+	return ether(e.dstMAC, e.srcMAC, 0x0800, ipv4(e.src.Addr(), dst.Addr(), 17, nil, udpSeg(e.src, dst, goodPayload)))
+}
+
 // ip returns the IPv4 packet inside a frame built by datagram (no tags).
 func ip(f []byte) []byte { return f[14:] }
 
@@ -49,16 +55,31 @@ type badCase struct {
 
 var goodPayload = []byte("good datagram, 32 bytes long....")
 
+// edited is a frame built by datagram from goodPayload, then changed by
+// edit.
+func edited(edit func(f []byte)) func(e *wireEnds) []byte {
+	return func(e *wireEnds) []byte {
+		f := e.datagram(goodPayload)
+		edit(f)
+		return f
+	}
+}
+
+// ipEdited is edited on the frame's IPv4 header, whose checksum is made
+// right again afterwards: only the edited field is wrong.
+func ipEdited(edit func(h []byte)) func(e *wireEnds) []byte {
+	return edited(func(f []byte) {
+		edit(ip(f))
+		fixIPSum(ip(f))
+	})
+}
+
 // badCases are the frames TestFaultMalformedFrames sends.
 var badCases = []badCase{
 	{name: "valid", prog: "", parse: "ok", payload: goodPayload,
 		frame: func(e *wireEnds) []byte { return e.datagram(goodPayload) }},
 	{name: "udp checksum none", prog: "", parse: "ok", payload: goodPayload,
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			f[14+20+6], f[14+20+7] = 0, 0
-			return f
-		}},
+		frame: edited(func(f []byte) { f[14+20+6], f[14+20+7] = 0, 0 })},
 	{name: "short datagram padded to 60 bytes", prog: "", parse: "ok", payload: []byte("pad"),
 		frame: func(e *wireEnds) []byte {
 			f := e.datagram([]byte("pad"))
@@ -75,12 +96,7 @@ var badCases = []badCase{
 			return ether(e.dstMAC, e.srcMAC, 0x0800, ipv4(e.src.Addr(), e.dst.Addr(), 17, []byte{1, 1, 1, 0}, udpSeg(e.src, e.dst, goodPayload)))
 		}},
 	{name: "ihl 4", prog: "pass_ip_options", parse: "bad_ihl",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			ip(f)[0] = 0x44
-			fixIPSum(ip(f))
-			return f
-		}},
+		frame: ipEdited(func(h []byte) { h[0] = 0x44 })},
 	{name: "ihl 15 beyond the frame", prog: "pass_ip_options", parse: "short",
 		frame: func(e *wireEnds) []byte {
 			f := e.datagram(nil)
@@ -89,59 +105,21 @@ var badCases = []badCase{
 			return f
 		}},
 	{name: "ip version 6 in an ipv4 frame", prog: "pass_ip_options", parse: "bad_version",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			ip(f)[0] = 0x65
-			fixIPSum(ip(f))
-			return f
-		}},
+		frame: ipEdited(func(h []byte) { h[0] = 0x65 })},
 	{name: "ip total length beyond the frame", prog: "", parse: "bad_total_len",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			binary.BigEndian.PutUint16(ip(f)[2:], uint16(len(ip(f))+100))
-			fixIPSum(ip(f))
-			return f
-		}},
+		frame: ipEdited(func(h []byte) { binary.BigEndian.PutUint16(h[2:], uint16(len(h)+100)) })},
 	{name: "ip total length short of the frame", prog: "", parse: "bad_total_len",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			binary.BigEndian.PutUint16(ip(f)[2:], uint16(len(ip(f))-10))
-			fixIPSum(ip(f))
-			return f
-		}},
+		frame: ipEdited(func(h []byte) { binary.BigEndian.PutUint16(h[2:], uint16(len(h)-10)) })},
 	{name: "ip total length below the headers", prog: "", parse: "bad_total_len",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			binary.BigEndian.PutUint16(ip(f)[2:], 20)
-			fixIPSum(ip(f))
-			return f
-		}},
+		frame: ipEdited(func(h []byte) { binary.BigEndian.PutUint16(h[2:], 20) })},
 	{name: "udp length beyond the packet", prog: "", parse: "bad_udp_len",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			binary.BigEndian.PutUint16(ip(f)[20+4:], uint16(8+len(goodPayload)+16))
-			return f
-		}},
+		frame: edited(func(f []byte) { binary.BigEndian.PutUint16(ip(f)[20+4:], uint16(8+len(goodPayload)+16)) })},
 	{name: "udp length below its header", prog: "", parse: "bad_udp_len",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			binary.BigEndian.PutUint16(ip(f)[20+4:], 4)
-			return f
-		}},
+		frame: edited(func(f []byte) { binary.BigEndian.PutUint16(ip(f)[20+4:], 4) })},
 	{name: "first fragment (MF)", prog: "pass_fragment", parse: "fragment",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			binary.BigEndian.PutUint16(ip(f)[6:], 0x2000)
-			fixIPSum(ip(f))
-			return f
-		}},
+		frame: ipEdited(func(h []byte) { binary.BigEndian.PutUint16(h[6:], 0x2000) })},
 	{name: "later fragment (offset)", prog: "pass_fragment", parse: "fragment",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			binary.BigEndian.PutUint16(ip(f)[6:], 100)
-			fixIPSum(ip(f))
-			return f
-		}},
+		frame: ipEdited(func(h []byte) { binary.BigEndian.PutUint16(h[6:], 100) })},
 	{name: "802.1Q tag", prog: "pass_not_ipv4", parse: "vlan",
 		frame: func(e *wireEnds) []byte {
 			return ether(e.dstMAC, e.srcMAC, 0x0800, ip(e.datagram(goodPayload)), 0x8100, 7)
@@ -151,47 +129,25 @@ var badCases = []badCase{
 			return ether(e.dstMAC, e.srcMAC, 0x0800, ip(e.datagram(goodPayload)), 0x88a8, 5, 0x8100, 7)
 		}},
 	{name: "bad ip checksum", prog: "", parse: "bad_ip_checksum",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			ip(f)[10] ^= 0x5a
-			return f
-		}},
+		frame: edited(func(f []byte) { ip(f)[10] ^= 0x5a })},
 	{name: "bad udp checksum", prog: "", parse: "bad_udp_checksum",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			ip(f)[20+6] ^= 0x5a
-			return f
-		}},
+		frame: edited(func(f []byte) { ip(f)[20+6] ^= 0x5a })},
 	{name: "payload damaged after the checksum", prog: "", parse: "bad_udp_checksum",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			f[len(f)-1] ^= 0x01
-			return f
-		}},
+		frame: edited(func(f []byte) { f[len(f)-1] ^= 0x01 })},
 	{name: "other udp port", prog: "pass_other_port", parse: "other_port",
 		frame: func(e *wireEnds) []byte {
-			d := netip.AddrPortFrom(e.dst.Addr(), e.dst.Port()+1)
-			return ether(e.dstMAC, e.srcMAC, 0x0800, ipv4(e.src.Addr(), d.Addr(), 17, nil, udpSeg(e.src, d, goodPayload)))
+			return e.datagramTo(netip.AddrPortFrom(e.dst.Addr(), e.dst.Port()+1))
 		}},
 	{name: "other ip address", prog: "", parse: "other_addr",
 		frame: func(e *wireEnds) []byte {
 			a := e.dst.Addr().As4()
 			a[3] ^= 0x40
-			d := netip.AddrPortFrom(netip.AddrFrom4(a), e.dst.Port())
-			return ether(e.dstMAC, e.srcMAC, 0x0800, ipv4(e.src.Addr(), d.Addr(), 17, nil, udpSeg(e.src, d, goodPayload)))
+			return e.datagramTo(netip.AddrPortFrom(netip.AddrFrom4(a), e.dst.Port()))
 		}},
 	{name: "other mac", prog: "", parse: "other_mac",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			copy(f, []byte{0x02, 0x00, 0x5e, 0x10, 0x20, 0x30})
-			return f
-		}},
+		frame: edited(func(f []byte) { copy(f, []byte{0x02, 0x00, 0x5e, 0x10, 0x20, 0x30}) })},
 	{name: "broadcast mac", prog: "", parse: "other_mac",
-		frame: func(e *wireEnds) []byte {
-			f := e.datagram(goodPayload)
-			copy(f, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-			return f
-		}},
+		frame: edited(func(f []byte) { copy(f, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) })},
 	{name: "tcp syn+fin", prog: "pass_other_proto", parse: "other_proto",
 		frame: func(e *wireEnds) []byte { return e.tcp(tcpSYN | tcpFIN) }},
 	{name: "tcp syn+rst", prog: "pass_other_proto", parse: "other_proto",

@@ -57,11 +57,17 @@ func startChild(t testing.TB, h *testhost.Host, mode string, args ...string) *pr
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.killAtEnd(t)
+	return p
+}
+
+// killAtEnd kills the process when the test ends (if it still runs) and
+// waits for it.
+func (p *proc) killAtEnd(t testing.TB) {
 	t.Cleanup(func() {
 		p.cmd.Process.Kill()
 		<-p.done
 	})
-	return p
 }
 
 // startChildErr is startChild for any goroutine; the caller ends the
@@ -140,10 +146,7 @@ func startEchoProc(t testing.TB, h *testhost.Host, kind string, extra ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-	})
+	p.killAtEnd(t)
 	return p
 }
 
