@@ -20,7 +20,8 @@ import (
 // TestTwoQueues opens a port with two queues on a veth end: net_af_packet
 // with qpairs=2, whose two packet sockets a PACKET_FANOUT hash feeds (veth
 // has no combined channels, so net_af_xdp is refused with two queues).
-// Sixteen flows from B must each arrive whole, in order, on one queue;
+// Sixteen flows from B, polled as they come, must each arrive whole, in
+// order, on one queue;
 // both queues must carry some; each transmits on its own; and the device
 // goes away only when both queues are closed.
 func TestTwoQueues(t *testing.T) {
@@ -59,37 +60,40 @@ func TestTwoQueues(t *testing.T) {
 		t.Fatalf("Queue(1) %v, Queue(2) %v, Queues %d", qs[1], q0.Queue(2), q0.Queues())
 	}
 
+	// B sends while the queues are polled: net_af_packet's fanout rolls a
+	// frame over to the other socket when its own ring is full
+	// (PACKET_FANOUT_FLAG_ROLLOVER), which would move a flow.
 	const flows, n = 16, 50
-	err = p.B.Do(func() error {
-		var cs []*net.UDPConn
-		defer func() {
-			for _, c := range cs {
-				c.Close()
-			}
-		}()
-		for range flows {
-			c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.A.Addr, portA)))
-			if err != nil {
-				return err
-			}
-			cs = append(cs, c)
-		}
-		var b [8]byte
-		for i := range n {
-			for f, c := range cs {
-				binary.BigEndian.PutUint32(b[:], uint32(f))
-				binary.BigEndian.PutUint32(b[4:], uint32(i))
-				if _, err := c.Write(b[:]); err != nil {
+	sent := make(chan error, 1)
+	go func() {
+		sent <- p.B.Do(func() error {
+			var cs []*net.UDPConn
+			defer func() {
+				for _, c := range cs {
+					c.Close()
+				}
+			}()
+			for range flows {
+				c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.A.Addr, portA)))
+				if err != nil {
 					return err
 				}
+				cs = append(cs, c)
 			}
-			time.Sleep(time.Millisecond)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+			var b [8]byte
+			for i := range n {
+				for f, c := range cs {
+					binary.BigEndian.PutUint32(b[:], uint32(f))
+					binary.BigEndian.PutUint32(b[4:], uint32(i))
+					if _, err := c.Write(b[:]); err != nil {
+						return err
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+			return nil
+		})
+	}()
 	where := map[uint32]int{}
 	next := map[uint32]uint32{}
 	total := 0
@@ -119,6 +123,9 @@ func TestTwoQueues(t *testing.T) {
 		if k == 0 {
 			time.Sleep(100 * time.Microsecond)
 		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
 	}
 	if total != flows*n {
 		t.Errorf("received %d of %d", total, flows*n)
