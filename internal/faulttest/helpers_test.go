@@ -19,6 +19,7 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/metrics"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
@@ -710,26 +711,11 @@ func kernelCounters(t testing.TB, h *testhost.Host) map[string]uint64 {
 		}
 		for j := range ns {
 			if v, err := strconv.ParseInt(vs[j], 10, 64); err == nil && v >= 0 {
-				m[strings.ToLower(proto)+"."+snake(ns[j])] = uint64(v)
+				m[strings.ToLower(proto)+"."+metrics.Snake(ns[j])] = uint64(v)
 			}
 		}
 	}
 	return m
-}
-
-// snake turns "OutNoRoutes" into "out_no_routes".
-func snake(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if r >= 'A' && r <= 'Z' {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r += 'a' - 'A'
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // kernelLossKeys are the kernel counters that may count a datagram lost on
