@@ -92,7 +92,7 @@ func readHost(t testing.TB, h *testhost.Host) hostState {
 func restored(t testing.TB, h *testhost.Host, want hostState, after string) {
 	t.Helper()
 	var got hostState
-	ok := eventually(10*time.Second, func() bool {
+	ok := testutil.Eventually(10*time.Second, func() bool {
 		got = readHost(t, h)
 		return got.xdp == want.xdp && got.promisc == want.promisc
 	})
@@ -249,7 +249,7 @@ func netbenchInterrupted(t *testing.T) {
 		<-done
 	})
 	pid := cmd.Process.Pid
-	running := eventually(60*time.Second, func() bool { return strings.Contains(stderr.String(), ": running") })
+	running := testutil.Eventually(60*time.Second, func() bool { return strings.Contains(stderr.String(), ": running") })
 	if !running {
 		t.Fatalf("netbench did not start its cell; stderr:\n%s", stderr.String())
 	}
@@ -261,7 +261,7 @@ func netbenchInterrupted(t *testing.T) {
 	var procs []int
 	nss := map[string]bool{}
 	own, _ := os.Readlink("/proc/self/ns/net")
-	eventually(30*time.Second, func() bool {
+	testutil.Eventually(30*time.Second, func() bool {
 		procs = descendants(pid)
 		for _, q := range append([]int{pid}, procs...) {
 			for _, ns := range netnsOf(q) {
@@ -299,7 +299,7 @@ func netbenchInterrupted(t *testing.T) {
 		t.Errorf("the report does not say it was interrupted: notes %q", rep.Env.Notes)
 	}
 	var left []int
-	eventually(10*time.Second, func() bool {
+	testutil.Eventually(10*time.Second, func() bool {
 		left = left[:0]
 		for _, q := range procs {
 			if alive(q) {
@@ -313,7 +313,7 @@ func netbenchInterrupted(t *testing.T) {
 	}
 	t.Logf("processes gone %v after SIGINT", time.Since(sigAt).Round(time.Millisecond))
 	var held []string
-	eventually(10*time.Second, func() bool {
+	testutil.Eventually(10*time.Second, func() bool {
 		held = held[:0]
 		for ns, who := range netnsHolders() {
 			if nss[ns] {

@@ -863,20 +863,6 @@ func heapInUse() uint64 {
 	return ms.HeapInuse
 }
 
-// eventually polls cond every few milliseconds until it holds or d passes.
-func eventually(d time.Duration, cond func() bool) bool {
-	end := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // xdpAttached reports whether an XDP program is attached to h's veth end.
 func xdpAttached(t testing.TB, h *testhost.Host) (bool, uint32) {
 	t.Helper()

@@ -205,7 +205,7 @@ func emptyFillRing(t *testing.T, kind string) {
 		}
 		// One message first: the peer's kernel has resolved us, the path works.
 		send(1)
-		if !eventually(10*time.Second, func() bool { read(); return y.got == 1 }) {
+		if !testutil.Eventually(10*time.Second, func() bool { read(); return y.got == 1 }) {
 			fatalf(t, "the first message did not arrive")
 		}
 		kA0, kB0 := kernelCounters(t, p.A), kernelCounters(t, p.B)
@@ -239,9 +239,9 @@ func emptyFillRing(t *testing.T, kind string) {
 		// Paced traffic, read as it comes: the fill ring was replenished.
 		for i := 0; i < 100; i++ {
 			send(1)
-			eventually(time.Second, func() bool { return read() > 0 })
+			testutil.Eventually(time.Second, func() bool { return read() > 0 })
 		}
-		eventually(2*time.Second, func() bool { read(); return y.got == afterBurst+100 })
+		testutil.Eventually(2*time.Second, func() bool { read(); return y.got == afterBurst+100 })
 		ss := srv.Stats()
 		kA := diff(kA0, kernelCounters(t, p.A), kernelLossKeys)
 		kB := diff(kB0, kernelCounters(t, p.B), kernelLossKeys)

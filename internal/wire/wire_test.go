@@ -32,20 +32,6 @@ import (
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
-// waitFor polls cond every few milliseconds until it holds or d passes.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // udpOn opens a UDP socket on h's address, closed when the test ends.
 func udpOn(t *testing.T, h *testhost.Host) *net.UDPConn {
 	t.Helper()
@@ -292,13 +278,13 @@ func sendSeq(t *testing.T, w *Wire, n int) []int {
 	}
 	// Wait until the wire has read and passed on every frame, then until
 	// B's socket is empty.
-	if !waitFor(30*time.Second, func() bool {
+	if !testutil.Eventually(30*time.Second, func() bool {
 		c := w.Stats(AtoB)
 		return c.Received+c.SocketDrops >= uint64(n) && c.Queued == 0
 	}) {
 		t.Fatalf("the wire read %v of %d frames", w.Stats(AtoB), n)
 	}
-	waitFor(30*time.Second, func() bool { return total.Load() == int64(w.Stats(AtoB).Forwarded) })
+	testutil.Eventually(30*time.Second, func() bool { return total.Load() == int64(w.Stats(AtoB).Forwarded) })
 	b.Close()
 	if err := <-done; err != nil && !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("B after %d datagrams: %v", total.Load(), err)
@@ -416,7 +402,7 @@ func TestSetImpairment(t *testing.T) {
 	for range 10 {
 		a.WriteToUDPAddrPort([]byte("lost"), to)
 	}
-	if !waitFor(30*time.Second, func() bool { return w.Stats(AtoB).Dropped >= before.Dropped+10 }) {
+	if !testutil.Eventually(30*time.Second, func() bool { return w.Stats(AtoB).Dropped >= before.Dropped+10 }) {
 		t.Fatalf("A→B: %v after 10 datagrams into a wire losing everything", w.Stats(AtoB))
 	}
 	b.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
@@ -441,7 +427,7 @@ func TestLinkFlap(t *testing.T) {
 	if err := w.MA.SetLinkUp(false); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(20*time.Second, func() bool {
+	if !testutil.Eventually(20*time.Second, func() bool {
 		l, err := w.A.Link()
 		return err == nil && l.Attrs().OperState != netlink.OperUp
 	}) {
@@ -457,13 +443,13 @@ func TestLinkFlap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !waitFor(20*time.Second, func() bool { return w.Stats(BtoA).SendErrors >= 5 }) {
+	if !testutil.Eventually(20*time.Second, func() bool { return w.Stats(BtoA).SendErrors >= 5 }) {
 		t.Fatalf("B→A with MA down: %v", w.Stats(BtoA))
 	}
 	if err := w.MA.SetLinkUp(true); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(20*time.Second, func() bool {
+	if !testutil.Eventually(20*time.Second, func() bool {
 		l, err := w.A.Link()
 		return err == nil && l.Attrs().OperState == netlink.OperUp
 	}) {
@@ -479,7 +465,7 @@ func TestLinkFlap(t *testing.T) {
 func balanced(t *testing.T, w *Wire) {
 	t.Helper()
 	for _, d := range []Direction{AtoB, BtoA} {
-		if !waitFor(10*time.Second, func() bool { return w.Stats(d).Balanced() }) {
+		if !testutil.Eventually(10*time.Second, func() bool { return w.Stats(d).Balanced() }) {
 			t.Errorf("%v: counters do not balance: %v", d, w.Stats(d))
 		}
 	}
@@ -656,12 +642,12 @@ func TestCloseLeavesNothing(t *testing.T) {
 	}
 	for i, ino := range inos {
 		var refs []string
-		if !waitFor(30*time.Second, func() bool { refs = refsTo(ino); return len(refs) == 0 }) {
+		if !testutil.Eventually(30*time.Second, func() bool { refs = refsTo(ino); return len(refs) == 0 }) {
 			t.Errorf("namespace of %s still referred to by %v", hosts[i].Iface, refs)
 		}
 	}
 	for i, id := range ids {
-		if !waitFor(60*time.Second, func() bool { return !nsids(t)[id] }) {
+		if !testutil.Eventually(60*time.Second, func() bool { return !nsids(t)[id] }) {
 			t.Errorf("namespace of %s (nsid %d) not destroyed 60 s after Close", hosts[i].Iface, id)
 		}
 	}
@@ -677,7 +663,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 		}
 	}
 	var g int
-	if !waitFor(30*time.Second, func() bool { g = runtime.NumGoroutine(); return g <= g0 }) {
+	if !testutil.Eventually(30*time.Second, func() bool { g = runtime.NumGoroutine(); return g <= g0 }) {
 		t.Errorf("%d goroutines after Close, %d before New", g, g0)
 	}
 }

@@ -2,12 +2,12 @@ package netconn
 
 import (
 	"net/netip"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 var (
@@ -51,19 +51,11 @@ func newPair(t testing.TB, mo memio.Options, o Options, cfgs ...core.Config) *pa
 	return &pair{A: a, B: b, pa: pa, pb: pb}
 }
 
-// waitFor polls cond (yielding, with short sleeps) until it holds or d
-// passes; it fails the test with what() then.
+// waitFor waits until cond holds (testutil.Eventually); it fails the
+// test with what() when d passes first.
 func waitFor(t testing.TB, d time.Duration, cond func() bool, what func() string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what())
-		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond)
+	if !testutil.Eventually(d, cond) {
+		t.Fatalf("after %v: %s", d, what())
 	}
 }
-
-// countGoroutines is runtime.NumGoroutine.
-func countGoroutines() int { return runtime.NumGoroutine() }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -262,7 +263,7 @@ func TestKernelThousandConns(t *testing.T) {
 			}()
 		}
 	}()
-	baseline := countGoroutines()
+	baseline := runtime.NumGoroutine()
 	conns := make([]net.Conn, n)
 	// The kernel sockets are made inside B, n at a time on one thread.
 	if err := p.B.Do(func() error {
@@ -304,8 +305,8 @@ func TestKernelThousandConns(t *testing.T) {
 		c.Close()
 	}
 	waitFor(t, 60*time.Second, func() bool { return s.Conns() == 0 }, func() string { return fmt.Sprintf("%d still open", s.Conns()) })
-	waitFor(t, 60*time.Second, func() bool { return countGoroutines() <= baseline }, func() string {
-		return fmt.Sprintf("%d goroutines, baseline %d", countGoroutines(), baseline)
+	waitFor(t, 60*time.Second, func() bool { return runtime.NumGoroutine() <= baseline }, func() string {
+		return fmt.Sprintf("%d goroutines, baseline %d", runtime.NumGoroutine(), baseline)
 	})
 	waitFor(t, 60*time.Second, func() bool { return s.Endpoints() == 1 }, func() string {
 		return fmt.Sprintf("%d netstack endpoints, want 1 (the listener)", s.Endpoints())
