@@ -3,10 +3,8 @@ package netconn
 import (
 	"bytes"
 	"net"
-	"net/netip"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -45,7 +43,6 @@ type Conn struct {
 	ep           tcpip.Endpoint
 	wq           *waiter.Queue
 	laddr, raddr *net.TCPAddr
-	peer         netip.AddrPort
 
 	rdEntry, wrEntry waiter.Entry
 	rdReady, wrReady notifier
@@ -87,7 +84,6 @@ func (c *Conn) setAddrs() {
 	}
 	if a, err := c.ep.GetRemoteAddress(); err == nil {
 		c.raddr = tcpAddr(a)
-		c.peer = netip.AddrPortFrom(netip.AddrFrom4(a.Addr.As4()), a.Port)
 	}
 }
 
@@ -107,10 +103,7 @@ func (c *Conn) closed() bool {
 }
 
 func (c *Conn) opErr(op string, err error) error {
-	if errno, ok := err.(syscall.Errno); ok {
-		err = os.NewSyscallError(op, errno)
-	}
-	return opError(op, c.laddr, c.raddr, err)
+	return opError(op, c.laddr, c.raddr, syscallError(op, err))
 }
 
 // Read reads up to len(b) bytes. It blocks until data is there, the peer's
@@ -227,23 +220,17 @@ func (c *Conn) shut() bool {
 
 // CloseWrite shuts down the sending side (FIN once the queued data is
 // sent); further Writes fail with EPIPE. Reads go on.
-func (c *Conn) CloseWrite() error {
-	if c.closed() {
-		return c.opErr("close", net.ErrClosed)
-	}
-	if terr := c.ep.Shutdown(tcpip.ShutdownWrite); terr != nil {
-		return c.opErr("close", streamError(terr))
-	}
-	return nil
-}
+func (c *Conn) CloseWrite() error { return c.shutdown(tcpip.ShutdownWrite) }
 
 // CloseRead shuts down the receiving side: Reads return io.EOF at once,
 // and what arrives later is discarded. Writes go on.
-func (c *Conn) CloseRead() error {
+func (c *Conn) CloseRead() error { return c.shutdown(tcpip.ShutdownRead) }
+
+func (c *Conn) shutdown(how tcpip.ShutdownFlags) error {
 	if c.closed() {
 		return c.opErr("close", net.ErrClosed)
 	}
-	if terr := c.ep.Shutdown(tcpip.ShutdownRead); terr != nil {
+	if terr := c.ep.Shutdown(how); terr != nil {
 		return c.opErr("close", streamError(terr))
 	}
 	return nil

@@ -2,10 +2,8 @@ package netconn
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"syscall"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -13,7 +11,6 @@ import (
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/stack"
 	"github.com/dgramio/dgramio/tcp"
 )
@@ -55,18 +52,14 @@ func (s *Service) DialContext(ctx context.Context, network, address string) (net
 func (s *Service) DialAddr(ctx context.Context, to netip.AddrPort) (*Conn, error) {
 	raddr := net.TCPAddrFromAddrPort(to)
 	fail := func(err error) (*Conn, error) {
-		if errno, ok := err.(syscall.Errno); ok {
-			err = os.NewSyscallError("connect", errno)
-		}
 		s.n.dialFailures.Add(1)
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raddr, Err: err}
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raddr, Err: syscallError("connect", err)}
 	}
 	if !to.Addr().Is4() {
 		return fail(&net.AddrError{Err: "netconn dials IPv4 only", Addr: to.String()})
 	}
-	if s.portOnly != 0 && to.Port() != s.portOnly {
-		return fail(&core.ConfigError{Field: "Port", Value: to.Port(), Reason: fmt.Sprintf(
-			"this %s Service's XDP program hands netstack only the segments of port %d (Config.Port): dial that port, or open another Service", s.kind, s.portOnly)})
+	if err := s.checkPort(to.Port(), "dial"); err != nil {
+		return fail(err)
 	}
 	s.mu.Lock()
 	switch {

@@ -107,6 +107,16 @@ func streamError(terr tcpip.Error) error {
 	return tcp.GoError(terr)
 }
 
+// syscallError wraps an errno in an *os.SyscallError naming the system
+// call Linux would have failed in ("read", "connect"), as the standard
+// library does; other errors are returned as they are.
+func syscallError(call string, err error) error {
+	if errno, ok := err.(syscall.Errno); ok {
+		return os.NewSyscallError(call, errno)
+	}
+	return err
+}
+
 // opError wraps err as the standard library's TCP does: *net.OpError with
 // Net "tcp", so that errors.Is(err, net.ErrClosed), errors.Is(err,
 // syscall.ECONNRESET) and err.(net.Error).Timeout() answer as for a kernel

@@ -1,12 +1,10 @@
 package netconn
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -14,7 +12,6 @@ import (
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/stack"
 )
 
@@ -42,14 +39,10 @@ var _ net.Listener = (*Listener)(nil)
 func (s *Service) Listen(port uint16) (*Listener, error) {
 	addr := &net.TCPAddr{IP: s.Addr(), Port: int(port)}
 	fail := func(err error) (*Listener, error) {
-		if errno, ok := err.(syscall.Errno); ok {
-			err = os.NewSyscallError("listen", errno)
-		}
-		return nil, &net.OpError{Op: "listen", Net: "tcp", Addr: addr, Err: err}
+		return nil, &net.OpError{Op: "listen", Net: "tcp", Addr: addr, Err: syscallError("listen", err)}
 	}
-	if s.portOnly != 0 && port != s.portOnly {
-		return fail(&core.ConfigError{Field: "Port", Value: port, Reason: fmt.Sprintf(
-			"this %s Service's XDP program hands netstack only port %d's segments (Config.Port): listen there, or open another Service", s.kind, s.portOnly)})
+	if err := s.checkPort(port, "listen"); err != nil {
+		return fail(err)
 	}
 	if s.isClosed() {
 		return fail(net.ErrClosed)
@@ -103,10 +96,8 @@ func (l *Listener) Accept() (net.Conn, error) {
 // AcceptConn is Accept returning the *Conn.
 func (l *Listener) AcceptConn() (*Conn, error) {
 	for {
-		select {
-		case <-l.done:
+		if l.closed() {
 			return nil, l.opErr(net.ErrClosed)
-		default:
 		}
 		dl, expired := l.dl.wait()
 		if expired {
@@ -119,10 +110,8 @@ func (l *Listener) AcceptConn() (*Conn, error) {
 			return l.s.accepted(l, ep, wq, fa)
 		case *tcpip.ErrWouldBlock:
 		default:
-			select {
-			case <-l.done:
+			if l.closed() {
 				return nil, l.opErr(net.ErrClosed)
-			default:
 			}
 			return nil, l.opErr(streamError(terr))
 		}
@@ -136,10 +125,17 @@ func (l *Listener) AcceptConn() (*Conn, error) {
 }
 
 func (l *Listener) opErr(err error) error {
-	if errno, ok := err.(syscall.Errno); ok {
-		err = os.NewSyscallError("accept", errno)
+	return &net.OpError{Op: "accept", Net: "tcp", Addr: l.addr, Err: syscallError("accept", err)}
+}
+
+// closed reports whether Close ran.
+func (l *Listener) closed() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
 	}
-	return &net.OpError{Op: "accept", Net: "tcp", Addr: l.addr, Err: err}
 }
 
 // accepted turns an endpoint Accept returned into a Conn, or refuses it
@@ -203,10 +199,8 @@ func (l *Listener) Addr() net.Addr { return l.addr }
 // SetDeadline sets the deadline of Accept (zero: none), as
 // (*net.TCPListener).SetDeadline.
 func (l *Listener) SetDeadline(t time.Time) error {
-	select {
-	case <-l.done:
+	if l.closed() {
 		return l.opErr(net.ErrClosed)
-	default:
 	}
 	l.dl.set(t)
 	return nil

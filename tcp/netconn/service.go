@@ -132,7 +132,6 @@ type Service struct {
 	mode     string
 	release  func() error
 	portOnly uint16 // nonzero: the device gives netstack only this port's segments
-	kind     string
 
 	mu      sync.Mutex
 	conns   map[*Conn]struct{}
@@ -206,13 +205,16 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 // New does not know. cfg needs LocalIP; cfg.Port is not used (any port may
 // be listened on and dialled); the rest is as for New.
 func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Service, error) {
+	if err := checkOptions(&opts); err != nil {
+		return nil, errors.Join(err, fio.Close())
+	}
 	cfg.Role = core.RoleServer
 	cfg = cfg.WithDefaults()
 	return start(cfg, fio, tcp.Options{Mode: "netstack over " + fio.Stats().Mode}, opts, 0)
 }
 
-// start builds netstack over fio and starts the poller; on error fio is
-// released.
+// start builds netstack over fio and starts the poller (opts checked
+// already); on error fio is released.
 func start(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Options, portOnly uint16) (*Service, error) {
 	release := to.Close
 	if release == nil {
@@ -220,9 +222,6 @@ func start(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Options, p
 	}
 	fail := func(err error) (*Service, error) {
 		return nil, errors.Join(err, release())
-	}
-	if err := checkOptions(&opts); err != nil {
-		return fail(err)
 	}
 	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
 		return fail(&core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"})
@@ -239,8 +238,8 @@ func start(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Options, p
 	}
 	s := &Service{
 		cfg: cfg, opts: opts, tune: tune, st: st, fio: fio, mode: to.Mode, release: release,
-		portOnly: portOnly, kind: cfg.Kind,
-		conns: make(map[*Conn]struct{}), lns: make(map[*Listener]struct{}),
+		portOnly: portOnly,
+		conns:    make(map[*Conn]struct{}), lns: make(map[*Listener]struct{}),
 		pollerDone: make(chan struct{}),
 	}
 	if err := s.configure(); err != nil {
@@ -282,6 +281,17 @@ func checkOptions(o *Options) error {
 		o.Linger = tcp.DefaultLinger
 	}
 	return nil
+}
+
+// checkPort refuses a port other than the one the device hands netstack
+// (Config.Port of a tcp-xdp Service); op is "listen" or "dial".
+func (s *Service) checkPort(port uint16, op string) error {
+	if s.portOnly == 0 || port == s.portOnly {
+		return nil
+	}
+	return &core.ConfigError{Field: "Port", Value: port, Reason: fmt.Sprintf(
+		"this %s Service's XDP program hands netstack only the segments of port %d (Config.Port): %s there, or open another Service",
+		s.cfg.Kind, s.portOnly, op)}
 }
 
 // configure sets the stack-wide TCP options.
@@ -494,34 +504,38 @@ func (s *Service) Conns() int {
 func (s *Service) Endpoints() int { return len(s.st.NS.RegisteredEndpoints()) }
 
 // Stats returns the Service's counters: Conns (open now), Accepts, and the
-// layers of netstack
-// ("netstack"), the link endpoint ("link"), the FrameIO's own, and the
-// Service's ("netconn": accepts, dials, dial_failures,
-// conn_limit_refused, closes, endpoints, poll_rounds, poll_frames,
-// sleeps, naps, kick_errors). Safe from any goroutine; it allocates.
+// layers of netstack ("netstack"), the link endpoint ("link"), the
+// FrameIO's own, and the Service's ("netconn": accepts, dials,
+// dial_failures, conn_limit_refused, closes, endpoints, poll_rounds,
+// poll_frames, sleeps, naps, kick_errors). Safe from any goroutine; it
+// allocates.
 func (s *Service) Stats() core.Stats {
 	fs := s.fio.Stats()
 	out := core.Stats{
-		Kind: s.kind, Mode: s.mode,
+		Kind: s.cfg.Kind, Mode: s.mode,
 		Conns: uint64(s.Conns()), Accepts: s.n.accepts.Load(),
 		Syscalls:   fs.Syscalls,
 		SockSndBuf: s.tune.SendBuf, SockRcvBuf: s.tune.RecvBuf,
 	}
 	out.Layers = s.st.AppendCounters(out.Layers)
-	add := func(name string, v uint64, loss bool) {
-		out.Layers = append(out.Layers, core.Counter{Layer: "netconn", Name: name, Value: v, Loss: loss})
+	for _, c := range []struct {
+		name string
+		v    uint64
+	}{
+		{"accepts", s.n.accepts.Load()},
+		{"dials", s.n.dials.Load()},
+		{"dial_failures", s.n.dialFailures.Load()},
+		{"conn_limit_refused", s.n.limitRefused.Load()},
+		{"closes", s.n.closes.Load()},
+		{"endpoints", uint64(s.Endpoints())},
+		{"poll_rounds", s.n.rounds.Load()},
+		{"poll_frames", s.n.frames.Load()},
+		{"sleeps", s.n.sleeps.Load()},
+		{"naps", s.n.naps.Load()},
+		{"kick_errors", s.n.kickErrors.Load()},
+	} {
+		out.Layers = append(out.Layers, core.Counter{Layer: "netconn", Name: c.name, Value: c.v})
 	}
-	add("accepts", s.n.accepts.Load(), false)
-	add("dials", s.n.dials.Load(), false)
-	add("dial_failures", s.n.dialFailures.Load(), false)
-	add("conn_limit_refused", s.n.limitRefused.Load(), false)
-	add("closes", s.n.closes.Load(), false)
-	add("endpoints", uint64(s.Endpoints()), false)
-	add("poll_rounds", s.n.rounds.Load(), false)
-	add("poll_frames", s.n.frames.Load(), false)
-	add("sleeps", s.n.sleeps.Load(), false)
-	add("naps", s.n.naps.Load(), false)
-	add("kick_errors", s.n.kickErrors.Load(), false)
 	out.Layers = append(out.Layers, fs.Layers...)
 	return out
 }
