@@ -83,7 +83,7 @@ func Wrap(fio frameio.FrameIO, prefix string) (frameio.FrameIO, error) {
 		return nil, err
 	}
 	c.files = []*os.File{tx, rx}
-	return c.as(), nil
+	return c.As(), nil
 }
 
 // Capture is the capturing FrameIO over another one. Get one from New (or
@@ -106,7 +106,7 @@ type side struct {
 	dirty  bool
 	frames atomic.Uint64
 	errs   atomic.Uint64
-	err    error // the first write error
+	err    atomic.Pointer[error] // the first write error
 }
 
 // New returns a capture of fio that writes pcap files to tx and rx (each
@@ -137,9 +137,7 @@ func New(fio frameio.FrameIO, tx, rx io.Writer) (*Capture, error) {
 // As returns c as a frameio.FrameIO that also implements frameio.Waiter
 // when the wrapped FrameIO does, and Interrupt() when it does (package
 // stack's Interrupter).
-func (c *Capture) As() frameio.FrameIO { return c.as() }
-
-func (c *Capture) as() frameio.FrameIO {
+func (c *Capture) As() frameio.FrameIO {
 	_, w := c.fio.(frameio.Waiter)
 	_, i := c.fio.(interface{ Interrupt() })
 	switch {
@@ -183,9 +181,8 @@ func (s *side) flush() {
 }
 
 func (s *side) fail(err error) {
-	if s.errs.Add(1) == 1 {
-		s.err = err
-	}
+	s.err.CompareAndSwap(nil, &err)
+	s.errs.Add(1)
 }
 
 // TxFrame implements frameio.FrameIO: a frame the wrapped FrameIO accepts
@@ -244,14 +241,15 @@ func (c *Capture) Stats() frameio.Stats {
 	return s
 }
 
-// Err returns the first write error of either file, or nil.
+// Err returns the first write error of either file, or nil. Safe from any
+// goroutine.
 func (c *Capture) Err() error {
 	var errs []error
-	if c.tx.errs.Load() > 0 {
-		errs = append(errs, fmt.Errorf("pcapio: tx file: %w", c.tx.err))
+	if err := c.tx.err.Load(); err != nil {
+		errs = append(errs, fmt.Errorf("pcapio: tx file: %w", *err))
 	}
-	if c.rx.errs.Load() > 0 {
-		errs = append(errs, fmt.Errorf("pcapio: rx file: %w", c.rx.err))
+	if err := c.rx.err.Load(); err != nil {
+		errs = append(errs, fmt.Errorf("pcapio: rx file: %w", *err))
 	}
 	return errors.Join(errs...)
 }
