@@ -205,8 +205,17 @@ func TestCaptureRefusedFrameNotWritten(t *testing.T) {
 	}
 }
 
-// noWait hides memio's Wait.
+// noWait hides memio's Wait (and Interrupt).
 type noWait struct{ frameio.FrameIO }
+
+// waitOnly is memio with its Wait and nothing else memio may offer (an
+// Interrupt): the shape of a FrameIO that waits and cannot be interrupted.
+type waitOnly struct {
+	frameio.FrameIO
+	w frameio.Waiter
+}
+
+func (w waitOnly) Wait(ctx context.Context) error { return w.w.Wait(ctx) }
 
 // interrupting adds an Interrupt method.
 type interrupting struct {
@@ -224,16 +233,17 @@ func TestWrapShape(t *testing.T) {
 		t.Fatalf("empty prefix: %v, %v; want the FrameIO itself", got, err)
 	}
 
-	w, err := Wrap(a, filepath.Join(dir, "w"))
+	wo := waitOnly{FrameIO: a, w: a}
+	w, err := Wrap(wo, filepath.Join(dir, "w"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	wt, ok := w.(frameio.Waiter)
 	if !ok {
-		t.Fatal("memio waits, the capture does not")
+		t.Fatal("the wrapped FrameIO waits, the capture does not")
 	}
 	if _, ok := w.(interface{ Interrupt() }); ok {
-		t.Fatal("capture interrupts, memio does not")
+		t.Fatal("the capture interrupts, the wrapped FrameIO does not")
 	}
 	// Wait goes through: a frame from B ends it.
 	done := make(chan error, 1)
@@ -247,7 +257,7 @@ func TestWrapShape(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	if w.(interface{ Unwrap() frameio.FrameIO }).Unwrap() != frameio.FrameIO(a) {
+	if w.(interface{ Unwrap() frameio.FrameIO }).Unwrap() != frameio.FrameIO(wo) {
 		t.Fatal("Unwrap")
 	}
 	w.Close()
