@@ -31,7 +31,7 @@ func TestDemo(t *testing.T) {
 }
 
 // TestBench: --bench with a few requests prints a row for each path and
-// round, with no errors.
+// round (a request that fails makes it exit non-zero).
 func TestBench(t *testing.T) {
 	testutil.RequireRoot(t)
 	var out, errOut bytes.Buffer
@@ -42,9 +42,6 @@ func TestBench(t *testing.T) {
 	for _, l := range strings.Split(out.String(), "\n") {
 		if strings.HasPrefix(l, "| kernel tcp | 1 | 200 |") || strings.HasPrefix(l, "| tcp-xdp | 1 | 200 |") {
 			rows++
-			if !strings.HasSuffix(l, "| 0 |") {
-				t.Errorf("errors in %q", l)
-			}
 		}
 	}
 	if rows != 2 {
