@@ -379,15 +379,24 @@ func groupPair(t testing.TB, cpus []int) *testhost.Pair {
 	return p
 }
 
+// groupConfigs are a server of kind srv on p.A and a client of kind cli on
+// p.B that sends to it, port 7000, each with a queue per CPU of cpus,
+// pinned there, and yielding pollers.
+func groupConfigs(p *testhost.Pair, cpus []int, srv, cli string) (dgramio.Config, dgramio.Config) {
+	s := dgramio.Config{Kind: srv, Role: dgramio.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 7000,
+		Queues: len(cpus), CPUs: cpus, Poll: dgramio.PollYield}
+	c := dgramio.Config{Kind: cli, Iface: p.B.Iface, LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
+		Queues: len(cpus), CPUs: cpus, Poll: dgramio.PollYield}
+	return s, c
+}
+
 // TestGroupXDP: an xdp server with two queues (one XSK per queue, one
 // program) answers a kernel udp client with two queues (a socket each).
 func TestGroupXDP(t *testing.T) {
 	cpus := twoCPUs(t)
 	p := groupPair(t, cpus)
-	srv := dgramio.Config{Kind: "xdp", Role: dgramio.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield, MaxDatagram: 1024}
-	cli := dgramio.Config{Kind: "udp", LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield, MaxDatagram: 1024}
+	srv, cli := groupConfigs(p, cpus, "xdp", "udp")
+	srv.MaxDatagram, cli.MaxDatagram = 1024, 1024
 	runFlows(t, p.A, p.B, srv, cli, 500)
 }
 
@@ -396,10 +405,9 @@ func TestGroupXDP(t *testing.T) {
 func TestGroupXDPClient(t *testing.T) {
 	cpus := twoCPUs(t)
 	p := groupPair(t, cpus)
-	srv := dgramio.Config{Kind: "udp", Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield, MaxDatagram: 1024}
-	cli := dgramio.Config{Kind: "xdp", Iface: p.B.Iface, LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
-		LocalPort: 7100, Queues: 2, CPUs: cpus, Poll: dgramio.PollYield, MaxDatagram: 1024}
+	srv, cli := groupConfigs(p, cpus, "udp", "xdp")
+	srv.MaxDatagram, cli.MaxDatagram = 1024, 1024
+	cli.LocalPort = 7100
 	runFlows(t, p.A, p.B, srv, cli, 500)
 }
 
@@ -408,10 +416,7 @@ func TestGroupXDPClient(t *testing.T) {
 func TestGroupKernelUDP(t *testing.T) {
 	cpus := twoCPUs(t)
 	p := groupPair(t, cpus)
-	srv := dgramio.Config{Kind: "udp", Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
-	cli := dgramio.Config{Kind: "udp", LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
+	srv, cli := groupConfigs(p, cpus, "udp", "udp")
 	runFlows(t, p.A, p.B, srv, cli, 500)
 }
 
@@ -419,10 +424,7 @@ func TestGroupKernelUDP(t *testing.T) {
 func TestGroupURing(t *testing.T) {
 	cpus := twoCPUs(t)
 	p := groupPair(t, cpus)
-	srv := dgramio.Config{Kind: "uring", Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
-	cli := dgramio.Config{Kind: "uring", LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
+	srv, cli := groupConfigs(p, cpus, "uring", "uring")
 	runFlows(t, p.A, p.B, srv, cli, 500)
 }
 
@@ -431,10 +433,7 @@ func TestGroupURing(t *testing.T) {
 func TestGroupKernelTCP(t *testing.T) {
 	cpus := twoCPUs(t)
 	p := groupPair(t, cpus)
-	srv := dgramio.Config{Kind: "tcp", Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
-	cli := dgramio.Config{Kind: "tcp", LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
+	srv, cli := groupConfigs(p, cpus, "tcp", "tcp")
 	runFlows(t, p.A, p.B, srv, cli, 500)
 }
 
@@ -455,10 +454,8 @@ func TestGroupTCPXDP(t *testing.T) {
 	if err := p.B.AddNeigh(addr, p.A.MAC); err != nil {
 		t.Fatal(err)
 	}
-	srv := dgramio.Config{Kind: "tcp-xdp", Role: dgramio.RoleServer, Iface: p.A.Iface, LocalIP: addr, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
-	cli := dgramio.Config{Kind: "tcp", LocalIP: p.B.Addr, Dests: []netip.Addr{addr}, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
+	srv, cli := groupConfigs(p, cpus, "tcp-xdp", "tcp")
+	srv.LocalIP, cli.Dests = addr, []netip.Addr{addr}
 	runFlows(t, p.A, p.B, srv, cli, 500)
 }
 
@@ -472,10 +469,8 @@ func TestGroupTCPXDPClient(t *testing.T) {
 	if err := p.A.AddNeigh(addr, p.B.MAC); err != nil {
 		t.Fatal(err)
 	}
-	srv := dgramio.Config{Kind: "tcp", Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield}
-	cli := dgramio.Config{Kind: "tcp-xdp", Iface: p.B.Iface, LocalIP: addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
-		Queues: 2, CPUs: cpus, Poll: dgramio.PollYield, ConnectTimeout: 20 * time.Second}
+	srv, cli := groupConfigs(p, cpus, "tcp", "tcp-xdp")
+	cli.LocalIP, cli.ConnectTimeout = addr, 20*time.Second
 	runFlows(t, p.A, p.B, srv, cli, 500)
 }
 
@@ -491,10 +486,8 @@ func BenchmarkGroupEcho(b *testing.B) {
 		for _, n := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/queues=%d", kind, n), func(b *testing.B) {
 				p := groupPair(b, cpus)
-				srv := dgramio.Config{Kind: kind, Role: dgramio.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 7000,
-					Queues: n, CPUs: cpus[:n], Poll: dgramio.PollYield, MaxDatagram: 1024}
-				cli := dgramio.Config{Kind: "udp", LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
-					Queues: n, CPUs: cpus[:n], Poll: dgramio.PollYield, MaxDatagram: 1024}
+				srv, cli := groupConfigs(p, cpus[:n], kind, "udp")
+				srv.MaxDatagram, cli.MaxDatagram = 1024, 1024
 				per := max(b.N/n, 1)
 				b.ResetTimer()
 				start := time.Now()
