@@ -72,9 +72,11 @@
 //     the program it finds, and the kernel detaches it when the link's
 //     descriptor closes: at Close, or when the process dies however it
 //     dies. On an older kernel, with an xdp_prog devarg, or when libxdp's
-//     program is on the interface already (another process's, which the
-//     PMD shares), Port leaves the program to the PMD and says so in
-//     Info.Notes (see Info.XDPProg).
+//     program is on the interface already (another port's, on other
+//     queues, which the PMD shares for as long as its owner keeps it
+//     there), Port leaves the program to the PMD and says so in Info.Notes
+//     (see Info.XDPProg). Any other XDP program on the interface makes
+//     Open fail: net_af_xdp cannot work beside it.
 //   - DPDK, its PMDs and libxdp open their descriptors without
 //     close-on-exec, so every process the program starts would inherit
 //     them: a child holding an AF_XDP socket keeps the interface's queue

@@ -2,7 +2,6 @@
 
 package dpdk
 
-// #include <stdlib.h>
 // #include "shim.h"
 import "C"
 
@@ -104,7 +103,7 @@ func (p *Port) shareXDP(id uint32, op string, err error) error {
 			op, id, name, p.iface, xskProgName, p.iface, err)
 	}
 	p.xskLink = false
-	p.note("libxdp's %s (program %d) is already on %s: net_af_xdp shares it; at Close the PMD removes it through netlink, which fails (it says so in its log) when another process holds it by a BPF link", xskProgName, id, p.iface)
+	p.note("libxdp's %s (program %d) is already on %s: net_af_xdp shares it, and receives nothing once its owner detaches it; at Close the PMD removes it through netlink, which fails (its log says so) when the owner holds it by a BPF link", xskProgName, id, p.iface)
 	return nil
 }
 
