@@ -302,7 +302,7 @@ func (s *Service) configure() error {
 	if s.opts.TimeWait > 0 {
 		tw := tcpip.TCPTimeWaitTimeoutOption(s.opts.TimeWait)
 		if err := s.st.NS.SetTransportProtocolOption(ntcp.ProtocolNumber, &tw); err != nil {
-			return fmt.Errorf("netconn: netstack option TIME-WAIT=%v: %s", s.opts.TimeWait, err)
+			return fmt.Errorf("netconn: netstack option TIME-WAIT=%v: %w", s.opts.TimeWait, tcp.GoError(err))
 		}
 	}
 	return nil
