@@ -269,7 +269,7 @@ func (d *oursDUT) newEndpoint(o SockOpts) (tcpip.Endpoint, *waiter.Queue, error)
 	wq := new(waiter.Queue)
 	ep, terr := d.st.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
 	if terr != nil {
-		return nil, nil, fmt.Errorf("ours: endpoint: %s", terr)
+		return nil, nil, fmt.Errorf("ours: endpoint: %w", tcp.GoError(terr))
 	}
 	if err := d.tune.ApplyEndpoint(ep); err != nil {
 		ep.Close()
@@ -290,13 +290,13 @@ func setOpts(ep tcpip.Endpoint, o SockOpts) error {
 		ep.SocketOptions().SetKeepAlive(true)
 		idle, intvl := tcpip.KeepaliveIdleOption(k.Idle), tcpip.KeepaliveIntervalOption(k.Interval)
 		if err := ep.SetSockOpt(&idle); err != nil {
-			return fmt.Errorf("ours: keepalive idle: %s", err)
+			return fmt.Errorf("ours: keepalive idle: %w", tcp.GoError(err))
 		}
 		if err := ep.SetSockOpt(&intvl); err != nil {
-			return fmt.Errorf("ours: keepalive interval: %s", err)
+			return fmt.Errorf("ours: keepalive interval: %w", tcp.GoError(err))
 		}
 		if err := ep.SetSockOptInt(tcpip.KeepaliveCountOption, k.Count); err != nil {
-			return fmt.Errorf("ours: keepalive count: %s", err)
+			return fmt.Errorf("ours: keepalive count: %w", tcp.GoError(err))
 		}
 	}
 	return nil
@@ -314,11 +314,11 @@ func (d *oursDUT) Listen(port uint16, o SockOpts) (Listener, error) {
 	}
 	if terr := ep.Bind(d.full(d.info.Addr, port)); terr != nil {
 		ep.Close()
-		return nil, fmt.Errorf("ours: bind %d: %s", port, terr)
+		return nil, fmt.Errorf("ours: bind %d: %w", port, tcp.GoError(terr))
 	}
 	if terr := ep.Listen(16); terr != nil {
 		ep.Close()
-		return nil, fmt.Errorf("ours: listen: %s", terr)
+		return nil, fmt.Errorf("ours: listen: %w", tcp.GoError(terr))
 	}
 	return &nsListener{d: d, ep: ep, wq: wq}, nil
 }
@@ -333,7 +333,7 @@ func (d *oursDUT) Connect(to netip.AddrPort, o SockOpts) (Conn, error) {
 	case nil, *tcpip.ErrConnectStarted:
 	default:
 		ep.Close()
-		return nil, fmt.Errorf("ours: connect %v: %s", to, terr)
+		return nil, fmt.Errorf("ours: connect %v: %w", to, tcp.GoError(terr))
 	}
 	return &nsConn{ep: ep, wq: wq}, nil
 }
@@ -415,7 +415,7 @@ func (l *nsListener) Accept(wait time.Duration) (Conn, error) {
 		case *tcpip.ErrWouldBlock:
 			return ErrWouldBlock
 		default:
-			return fmt.Errorf("ours: accept: %s", terr)
+			return fmt.Errorf("ours: accept: %w", tcp.GoError(terr))
 		}
 		if err := l.d.tune.ApplyEndpoint(ep); err != nil {
 			ep.Close()
@@ -448,7 +448,7 @@ func nsErr(op string, terr tcpip.Error) error {
 	case *tcpip.ErrTimeout:
 		return ErrTimedOut
 	}
-	return fmt.Errorf("ours: %s: %s", op, terr)
+	return fmt.Errorf("ours: %s: %w", op, tcp.GoError(terr))
 }
 
 // Write implements Conn.
