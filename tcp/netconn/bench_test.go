@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,18 +17,28 @@ import (
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
-// echoServer accepts on ln and echoes every connection until it ends.
-func echoServer(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
+// serveEcho accepts on ln until it is closed, echoing each connection on
+// a goroutine of its own. The returned func waits, once ln is closed, for
+// the accept loop and every echo to end.
+func serveEcho(ln net.Listener) (wait func()) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				io.Copy(c, c)
+				c.Close()
+			}()
 		}
-		go func() {
-			io.Copy(c, c)
-			c.Close()
-		}()
-	}
+	}()
+	return wg.Wait
 }
 
 // pingPong sends n messages of size bytes on c, one at a time, and returns
@@ -80,7 +91,7 @@ func BenchmarkRTT(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer ln.Close()
-			go echoServer(ln)
+			serveEcho(ln)
 			c, err := p.A.Dial(b.Context(), fmt.Sprintf("%s:%d", ipB, testPort))
 			if err != nil {
 				b.Fatal(err)
@@ -137,7 +148,7 @@ func BenchmarkVethRTT(b *testing.B) {
 				ln, target = l, fmt.Sprintf("%s:%d", addr, testPort)
 			}
 			defer ln.Close()
-			go echoServer(ln)
+			serveEcho(ln)
 			c, err := kernelDialer(p.B)(context.Background(), "tcp4", target)
 			if err != nil {
 				b.Fatal(err)

@@ -32,23 +32,7 @@ func TestThousandConns(t *testing.T) {
 	cfg.TCP.SendBuf, cfg.TCP.RecvBuf = 64<<10, 64<<10
 	p := newPair(t, memio.Options{TxSlots: 1024, RxSlots: 4096}, Options{MaxConns: n, TimeWait: 500 * time.Millisecond}, cfg)
 	ln := listen(t, p.B, testPort)
-	var srv sync.WaitGroup
-	srv.Add(1)
-	go func() {
-		defer srv.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			srv.Add(1)
-			go func() {
-				defer srv.Done()
-				io.Copy(c, c)
-				c.Close()
-			}()
-		}
-	}()
+	served := serveEcho(ln)
 	baseline := runtime.NumGoroutine()
 
 	conns := make([]*Conn, n)
@@ -117,7 +101,7 @@ func TestThousandConns(t *testing.T) {
 		t.Errorf("A dials %d closes %d, B accepts %d; want %d", dials, closes, sb.Accepts, n)
 	}
 	ln.Close()
-	srv.Wait()
+	served()
 }
 
 // TestConnLimit: past MaxConns, Accept resets the new connection and

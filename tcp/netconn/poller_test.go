@@ -26,7 +26,7 @@ func echoOnce(t *testing.T, a, b *Service) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go echoServer(ln)
+	serveEcho(ln)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := a.Dial(ctx, fmt.Sprintf("%s:%d", ipB, testPort))

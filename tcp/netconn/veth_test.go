@@ -246,23 +246,7 @@ func TestKernelThousandConns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var srv sync.WaitGroup
-	srv.Add(1)
-	go func() {
-		defer srv.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			srv.Add(1)
-			go func() {
-				defer srv.Done()
-				io.Copy(c, c)
-				c.Close()
-			}()
-		}
-	}()
+	served := serveEcho(ln)
 	baseline := runtime.NumGoroutine()
 	conns := make([]net.Conn, n)
 	// The kernel sockets are made inside B, n at a time on one thread.
@@ -315,7 +299,7 @@ func TestKernelThousandConns(t *testing.T) {
 		t.Errorf("%d accepted, want %d", st.Accepts, n)
 	}
 	ln.Close()
-	srv.Wait()
+	served()
 }
 
 func counter(s core.Stats, layer, name string) uint64 {
