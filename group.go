@@ -75,9 +75,10 @@ type Group struct {
 	cfg Config
 	qg  core.QueueGroup
 
-	mu     sync.Mutex
-	queues []Backend // nil until Open(q)
-	closed bool
+	mu      sync.Mutex
+	queues  []Backend // nil until Open(q)
+	closed  bool
+	opening sync.WaitGroup // Opens in progress; Close waits for them
 }
 
 type groupOpenFunc func(core.Config) (core.QueueGroup, error)
@@ -155,7 +156,9 @@ func (g *Group) Open(q int) (Backend, error) {
 		g.mu.Unlock()
 		return nil, &ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
 	}
+	g.opening.Add(1)
 	g.mu.Unlock()
+	defer g.opening.Done()
 	b, err := g.qg.OpenQueue(q)
 	if err != nil {
 		return nil, err
@@ -215,7 +218,8 @@ func (g *Group) mode(first string) string {
 // on its poller (which undoes the poller's pinning); a Backend still open
 // is closed here (Backend.Close is safe from any goroutine, and a second
 // Close does nothing), from this goroutine, which leaves its poller's
-// thread pinned. Safe to call more than once.
+// thread pinned. An Open in progress is waited for, and its queue closed
+// too. Safe to call more than once.
 func (g *Group) Close() error {
 	g.mu.Lock()
 	if g.closed {
@@ -223,6 +227,11 @@ func (g *Group) Close() error {
 		return nil
 	}
 	g.closed = true
+	g.mu.Unlock()
+	// An Open that began before Close finishes first: the queue it opens
+	// is closed below, before the shared state it uses is released.
+	g.opening.Wait()
+	g.mu.Lock()
 	qs := slices.Clone(g.queues)
 	g.mu.Unlock()
 	var errs []error
