@@ -16,20 +16,6 @@ func (e *Env) expectReadErr(c Conn, want error, after string) {
 	}
 }
 
-// alive checks that the connection still carries data both ways.
-func (e *Env) alive(f *Flow, c Conn) {
-	e.Helper()
-	f.SendData([]byte("still"), 1000)
-	f.ExpectAck(f.SndNxt)
-	if got := e.ReadAll(c, 5); string(got) != "still" {
-		e.Errorf("DUT read %q", got)
-	}
-	e.Write(c, []byte("alive"))
-	if got := f.ReadData(5, true); string(got) != "alive" {
-		e.Errorf("bench read %q", got)
-	}
-}
-
 // RST and connection close cases.
 func init() {
 	register(

@@ -76,6 +76,21 @@ func (e *Env) dutConnects(o SockOpts, iss uint32) (Conn, *Flow, *Frame) {
 	return c, f, syn
 }
 
+// alive checks that the connection carries data both ways: from the
+// bench to the DUT's application, and back.
+func (e *Env) alive(f *Flow, c Conn) {
+	e.Helper()
+	f.SendData([]byte("still"), 1000)
+	f.ExpectAck(f.SndNxt)
+	if got := e.ReadAll(c, 5); string(got) != "still" {
+		e.Errorf("DUT read %q", got)
+	}
+	e.Write(c, []byte("alive"))
+	if got := f.ReadData(5, true); string(got) != "alive" {
+		e.Errorf("bench read %q", got)
+	}
+}
+
 // Write makes the DUT write p whole (it must fit the send buffer).
 func (e *Env) Write(c Conn, p []byte) {
 	e.Helper()
@@ -182,16 +197,7 @@ func init() {
 				if sa.TCP.Window == 0 {
 					e.Errorf("SYN-ACK advertises a zero window")
 				}
-				c := e.Accept(l)
-				f.SendData([]byte("from bench"), 1000)
-				f.ExpectAck(f.SndNxt)
-				if got := e.ReadAll(c, 10); string(got) != "from bench" {
-					e.Errorf("DUT read %q", got)
-				}
-				e.Write(c, []byte("from DUT"))
-				if got := f.ReadData(8, true); string(got) != "from DUT" {
-					e.Errorf("bench got %q", got)
-				}
+				e.alive(f, e.Accept(l))
 				e.CounterRose(CounterTCPPassiveOpens, 1)
 			},
 		},
