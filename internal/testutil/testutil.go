@@ -44,3 +44,17 @@ func SkipIfNotSupported(t testing.TB, err error) {
 	}
 	t.Fatal(err)
 }
+
+// SkipIfUnavailable is SkipIfNotSupported that also skips (fails in CI) on
+// a *core.PrivilegeError: for set-up that needs privileges a root user may
+// still lack (a container without CAP_SYS_ADMIN), such as test hosts in
+// network namespaces. Any other non-nil error fails the test.
+func SkipIfUnavailable(t testing.TB, err error) {
+	t.Helper()
+	var pe *core.PrivilegeError
+	if errors.As(err, &pe) {
+		Skip(t, err.Error())
+		return
+	}
+	SkipIfNotSupported(t, err)
+}

@@ -1,8 +1,13 @@
 package testutil
 
 import (
+	"errors"
+	"os"
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
 )
 
 func TestEventually(t *testing.T) {
@@ -19,5 +24,50 @@ func TestEventually(t *testing.T) {
 	}
 	if calls < 2 {
 		t.Errorf("cond called %d times in the wait, want it called again after the first", calls)
+	}
+}
+
+// fakeTB records what a helper did to the test; Skip and Fatal end the
+// goroutine, as testing's do.
+type fakeTB struct {
+	testing.TB
+	skipped, failed bool
+}
+
+func (f *fakeTB) Helper()               {}
+func (f *fakeTB) Skip(...any)           { f.skipped = true; runtime.Goexit() }
+func (f *fakeTB) Fatal(...any)          { f.failed = true; runtime.Goexit() }
+func (f *fakeTB) Fatalf(string, ...any) { f.failed = true; runtime.Goexit() }
+
+// on runs fn with f on a goroutine of its own and waits for it.
+func (f *fakeTB) on(fn func(testing.TB)) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(f)
+	}()
+	<-done
+}
+
+// TestSkipIfUnavailable: a privilege or a feature this host lacks skips
+// (fails when CI=true), another error fails, nil does nothing.
+func TestSkipIfUnavailable(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		err         error
+		unavailable bool
+	}{
+		{"nil", nil, false},
+		{"privilege", &core.PrivilegeError{Op: "make a namespace", Capability: "CAP_SYS_ADMIN", Err: os.ErrPermission}, true},
+		{"not supported", core.NotSupported("a feature", "9.9", "", nil), true},
+		{"other", errors.New("broken"), false},
+	} {
+		f := &fakeTB{}
+		f.on(func(t testing.TB) { SkipIfUnavailable(t, c.err) })
+		wantSkip := c.unavailable && !InCI()
+		wantFail := c.err != nil && !wantSkip
+		if f.skipped != wantSkip || f.failed != wantFail {
+			t.Errorf("%s: skipped %v failed %v, want %v %v (CI=%v)", c.name, f.skipped, f.failed, wantSkip, wantFail, InCI())
+		}
 	}
 }
