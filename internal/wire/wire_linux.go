@@ -302,11 +302,7 @@ func NewT(t testing.TB, o Options) *Wire {
 	t.Helper()
 	testutil.RequireRoot(t)
 	w, err := New(o)
-	var pe *core.PrivilegeError
-	if errors.As(err, &pe) {
-		testutil.Skip(t, err.Error())
-	}
-	testutil.SkipIfNotSupported(t, err)
+	testutil.SkipIfUnavailable(t, err)
 	t.Logf("wire: seed %d (replay: %s=%d)", w.seed, SeedEnv, w.seed)
 	t.Cleanup(func() {
 		if t.Failed() {
