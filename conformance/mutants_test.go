@@ -9,9 +9,13 @@ import (
 // that they FAIL (the suite catches the defect), and that its control cases
 // pass (the mutant is otherwise a working stack). The cases run against a
 // Recorder, so their failures are results here, not failures of this test.
+// The mutants run in parallel: each has its own in-memory wire and fake
+// clock, and most of their time is spent waiting for answers that a
+// defect keeps from coming.
 func TestMutants(t *testing.T) {
 	for _, m := range Mutants() {
 		t.Run(m.Factory.Name(), func(t *testing.T) {
+			t.Parallel()
 			r, err := m.Run()
 			if err != nil {
 				t.Fatal(err)
