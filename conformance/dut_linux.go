@@ -155,8 +155,12 @@ type linuxDUT struct {
 }
 
 var (
-	_ DUT   = (*linuxDUT)(nil)
-	_ Clock = (*linuxDUT)(nil)
+	_ DUT      = (*linuxDUT)(nil)
+	_ Clock    = (*linuxDUT)(nil)
+	_ Listener = (*linuxListener)(nil)
+	_ Conn     = (*linuxConn)(nil)
+	_ UDPConn  = (*linuxUDP)(nil)
+	_ Link     = (*packetLink)(nil)
 )
 
 // setRTOMin replaces the on-link route of A with one whose RTO minimum is

@@ -142,6 +142,10 @@ var (
 	_ Clock   = (*oursDUT)(nil)
 
 	_ AnswerWaiter = (*oursDUT)(nil)
+
+	_ Listener = (*nsListener)(nil)
+	_ Conn     = (*nsConn)(nil)
+	_ Link     = memLink{}
 )
 
 // startLoop runs the poll loop a backend's Rx/Flush/Wait would: deliver
