@@ -69,7 +69,14 @@ type Flow struct {
 // NewFlow makes a flow from a fresh bench port to dutPort with initial
 // sequence number iss.
 func (b *Bench) NewFlow(dutPort uint16, iss uint32) *Flow {
-	return &Flow{b: b, Port: b.Port(), DUTPort: dutPort, ISS: iss, SndNxt: iss, Window: 64240, TSVal: 1000,
+	return b.newFlow(b.Port(), dutPort, iss, 1000)
+}
+
+// newFlow is a flow between bench port port and dutPort before any SYN:
+// the bench's initial sequence number iss, its timestamp clock at tsval, a
+// window of 64240, nothing offered yet.
+func (b *Bench) newFlow(port, dutPort uint16, iss, tsval uint32) *Flow {
+	return &Flow{b: b, Port: port, DUTPort: dutPort, ISS: iss, SndNxt: iss, Window: 64240, TSVal: tsval,
 		Offered: SynOpts{WScale: -1}}
 }
 
@@ -299,9 +306,7 @@ func (b *Bench) ExpectSYN(port uint16, iss uint32) (*Flow, *Frame) {
 	if syn.TCP.ACK || syn.TCP.RST || syn.TCP.FIN {
 		b.tb.Fatalf("DUT's opening segment has flags %s, want SYN", syn.Flags())
 	}
-	f := &Flow{b: b, Port: port, DUTPort: uint16(syn.TCP.SrcPort), ISS: iss, SndNxt: iss, Window: 64240, TSVal: 5000,
-		Offered: SynOpts{WScale: -1}}
-	return f, syn
+	return b.newFlow(port, uint16(syn.TCP.SrcPort), iss, 5000), syn
 }
 
 // SendData sends payload in segments of at most mss bytes (ACK|PSH),
