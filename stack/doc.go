@@ -51,10 +51,12 @@
 // the Go runtime wake another OS thread for the idle P (netstack readies
 // its goroutine with wakep), tens of µs on a VM.
 //
+// A FrameIO with Interrupt (frameio/afxdp: an eventfd its Wait polls;
+// frameio/memio: a channel) sleeps without slices and without allocating.
 // Sleep on a FrameIO that is not an Interrupter waits in slices of
-// SleepSlice, each a context that Interrupt cancels (memio honours that at
-// once; a Wait built on poll(2) notices it only at the slice's end), and
-// allocates that context. A FrameIO with Interrupt sleeps without slices.
+// SleepSlice, each a context that Interrupt cancels (a Wait that selects on
+// ctx.Done honours that at once; one built on poll(2) notices it only at
+// the slice's end), and allocates that context.
 //
 // # Shutdown
 //

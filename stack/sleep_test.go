@@ -3,69 +3,37 @@ package stack
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
 )
 
-// irqPort is a memio port whose Wait can be interrupted (an Interrupter).
-type irqPort struct {
-	*memio.Port
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	pending bool
-	n       int
+// noIrq hides memio's Interrupt: a FrameIO that can wait but not be
+// interrupted, which Sleep waits on in slices.
+type noIrq struct {
+	frameio.FrameIO
+	w frameio.Waiter
 }
 
-func (p *irqPort) Wait(ctx context.Context) error {
-	p.mu.Lock()
-	if p.pending {
-		p.pending = false
-		p.mu.Unlock()
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	p.cancel = cancel
-	p.mu.Unlock()
-	err := p.Port.Wait(ctx)
-	p.mu.Lock()
-	p.cancel = nil
-	interrupted := p.pending
-	p.pending = false
-	p.mu.Unlock()
-	cancel()
-	if interrupted {
-		return nil
-	}
-	return err
-}
-
-func (p *irqPort) Interrupt() {
-	p.mu.Lock()
-	p.n++
-	p.pending = true
-	if p.cancel != nil {
-		p.cancel()
-	}
-	p.mu.Unlock()
-}
+func (n noIrq) Wait(ctx context.Context) error { return n.w.Wait(ctx) }
 
 // TestSleepInterrupt: Interrupt ends a Sleep in progress, and one that comes
 // before the Sleep ends it at once; without either, Sleep lasts until ctx.
-// Both for a FrameIO with Interrupt and for memio, which has none (Sleep
-// then waits in slices).
+// Both for memio, whose Interrupt ends its Wait, and for a FrameIO without
+// Interrupt (Sleep then waits in slices).
 func TestSleepInterrupt(t *testing.T) {
 	for _, irq := range []bool{true, false} {
 		pa, pb := memio.NewPair(memio.Options{})
 		var ep *Endpoint
-		var ip *irqPort
 		if irq {
-			ip = &irqPort{Port: pa}
-			ep = NewEndpoint(ip)
-		} else {
 			ep = NewEndpoint(pa)
+		} else {
+			ep = NewEndpoint(noIrq{FrameIO: pa, w: pa})
+		}
+		if (ep.irq != nil) != irq {
+			t.Fatalf("irq %v: the endpoint sees Interrupter %v", irq, ep.irq != nil)
 		}
 		// Nothing pending: Sleep lasts until ctx is done.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
@@ -97,8 +65,8 @@ func TestSleepInterrupt(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("irq %v: Interrupt did not end Sleep", irq)
 		}
-		if irq && ip.n == 0 {
-			t.Fatalf("the FrameIO's Interrupt was not used")
+		if ep.wakeups.Load() == 0 {
+			t.Fatalf("irq %v: the sleeping poll loop was not woken", irq)
 		}
 		// A frame ends Sleep too.
 		go func() { done <- ep.Sleep(context.Background()) }()

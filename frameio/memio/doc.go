@@ -30,7 +30,8 @@
 // As frameio.FrameIO says: a port's transmit side (TxFrame, Kick) and its
 // receive side (RxFrames, Wait) may run in two goroutines at once; each side
 // is driven by one goroutine at a time. Both ports of a pair may be driven
-// concurrently. MAC, MTU, Stats and SetImpairment may be called from any
-// goroutine. Each direction of the wire has one mutex, so memio is a correct
-// model of a device, not a fast one.
+// concurrently. MAC, MTU, Stats, SetImpairment and Interrupt (which ends
+// a Wait, as package stack's Interrupter) may be called from any
+// goroutine. Each direction of the wire has one mutex, so memio is a
+// correct model of a device, not a fast one.
 package memio

@@ -314,8 +314,8 @@ func (l *link) kick() bool {
 	return l.wire.size > before
 }
 
-// Port is one end of a pair. It implements frameio.FrameIO and
-// frameio.Waiter.
+// Port is one end of a pair. It implements frameio.FrameIO,
+// frameio.Waiter and Interrupt (package stack's Interrupter).
 type Port struct {
 	name string
 	mac  net.HardwareAddr
@@ -330,6 +330,8 @@ type Port struct {
 	closeOnce sync.Once
 	closed    atomic.Bool
 	done      chan struct{}
+	// irq holds an Interrupt not yet taken by a Wait (capacity 1).
+	irq chan struct{}
 
 	rxFrames, txFrames, rxBytes, txBytes atomic.Uint64
 	txRingFull, txOversize, txRunt       atomic.Uint64
@@ -377,6 +379,7 @@ func newPort(name string, o *Options, mac net.HardwareAddr, out, in *link) *Port
 		in:    in,
 		taken: make([]slot, 0, o.RxSlots),
 		done:  make(chan struct{}),
+		irq:   make(chan struct{}, 1),
 	}
 }
 
@@ -503,9 +506,10 @@ func (p *Port) ready() (bool, time.Time) {
 // is pending; the clock may be a FakeClock that no timer follows.
 const pendingPoll = time.Millisecond
 
-// Wait blocks until RxFrames can deliver a frame, ctx is done (ctx.Err())
-// or the port is closed (net.ErrClosed). While a delayed frame is pending
-// it looks at the clock every millisecond.
+// Wait blocks until RxFrames can deliver a frame, Interrupt is called, ctx
+// is done (ctx.Err()) or the port is closed (net.ErrClosed). While a
+// delayed frame is pending it looks at the clock every millisecond. A Wait
+// that returns nil takes the pending Interrupt, if any, with it.
 func (p *Port) Wait(ctx context.Context) error {
 	for {
 		if p.closed.Load() {
@@ -513,6 +517,7 @@ func (p *Port) Wait(ctx context.Context) error {
 		}
 		ok, due := p.ready()
 		if ok {
+			p.takeInterrupt()
 			return nil
 		}
 		var tick <-chan time.Time
@@ -533,11 +538,31 @@ func (p *Port) Wait(ctx context.Context) error {
 		select {
 		case <-p.in.signal:
 		case <-tick:
+		case <-p.irq:
+			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-p.done:
 			return net.ErrClosed
 		}
+	}
+}
+
+// Interrupt makes the Wait in progress return nil at once, or, when none
+// is, the next Wait. Safe from any goroutine, after Close too; it never
+// blocks and allocates nothing.
+func (p *Port) Interrupt() {
+	select {
+	case p.irq <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// takeInterrupt drops a pending Interrupt.
+func (p *Port) takeInterrupt() {
+	select {
+	case <-p.irq:
+	default:
 	}
 }
 

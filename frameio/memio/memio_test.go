@@ -466,6 +466,61 @@ func TestWait(t *testing.T) {
 	}
 }
 
+// TestInterrupt: Interrupt ends a Wait in progress, or the next one when
+// none is; one Interrupt ends one Wait; a Wait that returns because a frame
+// is there takes a pending Interrupt with it; after Close, Interrupt is
+// harmless; and neither allocates.
+func TestInterrupt(t *testing.T) {
+	a, b := NewPair(Options{})
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(context.Background()) }()
+	time.Sleep(10 * time.Millisecond)
+	b.Interrupt()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("interrupted Wait: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Interrupt did not end Wait")
+	}
+	// Before the Wait: it returns at once; twice counts once.
+	b.Interrupt()
+	b.Interrupt()
+	if err := b.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait after Interrupt: %v", err)
+	}
+	idle := func(what string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if err := b.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: Wait = %v, want DeadlineExceeded", what, err)
+		}
+	}
+	idle("the Interrupt was used up")
+	// A frame there: Wait returns for it and takes the Interrupt along.
+	a.TxFrame(frame(1))
+	a.Kick()
+	b.Interrupt()
+	if err := b.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	drain(b)
+	idle("a frame's Wait took the Interrupt")
+	if n := testing.AllocsPerRun(100, func() {
+		b.Interrupt()
+		b.Wait(context.Background())
+	}); n != 0 {
+		t.Errorf("%.1f allocations per Interrupt and Wait", n)
+	}
+	b.Close()
+	b.Interrupt()
+	if err := b.Wait(context.Background()); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Wait after Close: %v", err)
+	}
+}
+
 // TestConcurrentSides drives each port's TX and RX sides from separate
 // goroutines (four in all), as frameio.FrameIO allows; run with -race.
 func TestConcurrentSides(t *testing.T) {
