@@ -480,6 +480,14 @@ func (b *Backend) connectAll() error {
 			return fmt.Errorf("tcp: connect %s: %w", pending[0].peer, err)
 		}
 	}
+	// Netstack announces a connection (the event that ended the loop)
+	// before it writes the ACK that completes the handshake; the second
+	// Connect above waited for the endpoint that netstack held meanwhile,
+	// so the ACK is written by now: send it, or a caller that polls
+	// nothing after New leaves it in the ring and the server never accepts.
+	if err := b.st.EP.Flush(); err != nil {
+		return fmt.Errorf("tcp: connect: %w", err)
+	}
 	for _, c := range b.conns {
 		c.ready.Store(true)
 	}
