@@ -220,11 +220,12 @@ func (e *Endpoint) SetOnCloseAction(f func()) {
 // that still does not fit is dropped, counted (tx_ring_full), and reported
 // as ErrNoBufferSpace, which TCP treats as a loss to retransmit.
 //
-// A retransmitted SYN or SYN-ACK leaves with a fresh TCP timestamp
-// (counted as syn_restamped): this gVisor version resends the first TSval,
-// and the echo of it made netstack take the SYN's backoff (1 s) for the
-// round-trip time, so a connection whose first SYN was lost ran with an
-// RTO of 3 s (see synstamp.go).
+// A retransmitted SYN or SYN-ACK leaves with a fresh TCP timestamp, and a
+// SYN-ACK echoes the peer's latest SYN (counted as syn_restamped): this
+// gVisor version resends the first TSval and echo, which made netstack
+// (or the peer) take the SYN's backoff (1 s) for the round-trip time, so a
+// connection whose first SYN or SYN-ACK was lost ran with an RTO of 3 s
+// (see synstamp.go).
 func (e *Endpoint) WritePackets(pkts nstack.PacketBufferList) (int, tcpip.Error) {
 	e.txMu.Lock()
 	defer e.txMu.Unlock()
@@ -455,6 +456,11 @@ func (e *Endpoint) dispatch(frame []byte) {
 		return
 	}
 	proto := eth.Type()
+	if isSYN(frame) {
+		e.txMu.Lock() // the table is the transmit side's
+		e.syns.notePeerSYN(frame)
+		e.txMu.Unlock()
+	}
 	if tcpPayloadLen(frame) > 0 {
 		e.rxDataFrames.Add(1)
 	}

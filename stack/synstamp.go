@@ -19,12 +19,20 @@ import (
 // (TestSACK found it: 2% loss, SACK off, the first SYN lost). Linux stamps
 // every retransmission afresh, as RFC 7323 intends.
 //
-// synStamps repairs this on the way out: it remembers the TSval and the
+// The SYN-ACK's echo is cached too: a SYN-ACK sent again because the
+// peer's SYN came again (its first SYN-ACK was lost) still echoes the
+// peer's first SYN, and the peer, Linux as well as netstack, takes the
+// whole backoff for its RTT. Linux's listener echoes the latest SYN
+// (tcp_check_req updates ts_recent).
+//
+// synStamps repairs both on the way out. It remembers the TSval and the
 // time (netstack's clock) of the first transmission of the last few SYNs
 // and SYN-ACKs, by 4-tuple and sequence number, and gives a retransmission
 // the TSval netstack would have stamped at that moment, first TSval plus
-// the milliseconds since, fixing the TCP checksum. Only frames with SYN set
-// take this path; others cost one look at the flags.
+// the milliseconds since. It remembers the TSval of the latest SYN each
+// peer sent (notePeerSYN, on receive) and makes our SYN-ACK to it echo
+// that one. The TCP checksum is computed again after a change. Only frames
+// with SYN set take this path; others cost one look at the flags.
 
 // synStampSlots bounds the handshakes remembered; the oldest is forgotten
 // first (its retransmissions then keep the old TSval, as without this).
@@ -44,18 +52,20 @@ type synStamp struct {
 	used  bool
 }
 
-// synStamps is a small table of first transmissions; not safe for
-// concurrent use (the Endpoint holds txMu).
+// synStamps is a small table of first transmissions and of the peers'
+// latest SYNs; not safe for concurrent use (the Endpoint holds txMu).
 type synStamps struct {
 	slots [synStampSlots]synStamp
 	next  int
+	peers [synStampSlots]synStamp // ms unused
+	pnext int
 }
 
-// synStampAt returns where a frame's TSval lies (an offset into frame), its
-// key, and the TCP segment (header and payload, as long as the IP header
-// says), when frame is an Ethernet frame carrying IPv4 and an unfragmented
-// TCP segment with SYN set and a timestamp option. ok is false otherwise.
-// It reads frame only.
+// synStampAt returns where a frame's TSval lies (an offset into frame; the
+// TSecr follows it), its key, and the TCP segment (header and payload, as
+// long as the IP header says), when frame is an Ethernet frame carrying
+// IPv4 and an unfragmented TCP segment with SYN set and a timestamp option.
+// ok is false otherwise. It reads frame only.
 func synStampAt(frame []byte) (key synKey, tsOff int, seg []byte, ok bool) {
 	if len(frame) < ethHeader+header.IPv4MinimumSize+header.TCPMinimumSize ||
 		frame[12] != 0x08 || frame[13] != 0x00 {
@@ -119,31 +129,65 @@ func isSYN(frame []byte) bool {
 
 // restamp records frame's TSval if frame is the first transmission of a
 // SYN or SYN-ACK with a timestamp, or, if it is a retransmission of one
-// remembered, rewrites its TSval to first TSval + (nowMs - first ms) and
-// its TCP checksum. It reports whether it rewrote the frame.
+// remembered, rewrites its TSval to first TSval + (nowMs - first ms). A
+// SYN-ACK's TSecr becomes the TSval of the latest SYN noted from its
+// peer. It fixes the TCP checksum after a change and reports whether it
+// changed the frame.
 func (t *synStamps) restamp(frame []byte, nowMs int64) bool {
 	key, off, seg, ok := synStampAt(frame)
 	if !ok {
 		return false
 	}
-	cur := binary.BigEndian.Uint32(frame[off:])
-	for i := range t.slots {
-		s := &t.slots[i]
-		if !s.used || s.key != key {
-			continue
+	changed := false
+	if tcp := header.TCP(seg); tcp.Flags()&header.TCPFlagAck != 0 {
+		// The SYN it answers: the reverse tuple, the peer's ISN.
+		peer := synKey{src: key.dst, dst: key.src, sport: key.dport, dport: key.sport, seq: tcp.AckNumber() - 1}
+		if p := t.find(t.peers[:], peer); p != nil && binary.BigEndian.Uint32(frame[off+4:]) != p.tsval {
+			binary.BigEndian.PutUint32(frame[off+4:], p.tsval)
+			changed = true
 		}
-		want := s.tsval + uint32(nowMs-s.ms)
-		if want == cur || cur != s.tsval {
-			// Already fresh, or netstack stamped it anew itself.
-			return false
-		}
-		binary.BigEndian.PutUint32(frame[off:], want)
-		setTCPChecksum(frame, seg)
-		return true
 	}
-	t.slots[t.next] = synStamp{key: key, tsval: cur, ms: nowMs, used: true}
-	t.next = (t.next + 1) % synStampSlots
-	return false
+	cur := binary.BigEndian.Uint32(frame[off:])
+	if s := t.find(t.slots[:], key); s == nil {
+		t.slots[t.next] = synStamp{key: key, tsval: cur, ms: nowMs, used: true}
+		t.next = (t.next + 1) % synStampSlots
+	} else if want := s.tsval + uint32(nowMs-s.ms); want != cur && cur == s.tsval {
+		// A retransmission with the first TSval (one netstack stamped
+		// anew itself is left alone).
+		binary.BigEndian.PutUint32(frame[off:], want)
+		changed = true
+	}
+	if changed {
+		setTCPChecksum(frame, seg)
+	}
+	return changed
+}
+
+// notePeerSYN remembers the TSval of frame if it is a SYN (without ACK)
+// with a timestamp: the latest one of each peer's handshake is what our
+// SYN-ACK echoes.
+func (t *synStamps) notePeerSYN(frame []byte) {
+	key, off, seg, ok := synStampAt(frame)
+	if !ok || header.TCP(seg).Flags()&header.TCPFlagAck != 0 {
+		return
+	}
+	ts := binary.BigEndian.Uint32(frame[off:])
+	if p := t.find(t.peers[:], key); p != nil {
+		p.tsval = ts
+		return
+	}
+	t.peers[t.pnext] = synStamp{key: key, tsval: ts, used: true}
+	t.pnext = (t.pnext + 1) % synStampSlots
+}
+
+// find returns the entry of slots with key, or nil.
+func (t *synStamps) find(slots []synStamp, key synKey) *synStamp {
+	for i := range slots {
+		if slots[i].used && slots[i].key == key {
+			return &slots[i]
+		}
+	}
+	return nil
 }
 
 // setTCPChecksum recomputes the checksum of seg, the TCP segment of the

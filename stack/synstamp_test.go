@@ -21,15 +21,26 @@ import (
 	"github.com/dgramio/dgramio/frameio/memio"
 )
 
-// synFrame is an Ethernet frame with a SYN (a SYN-ACK with ack) carrying
-// MSS, SACK-permitted and a timestamp whose TSval is tsval.
+// synFrame is an Ethernet frame from B:40000 to A:5000 with a SYN (a
+// SYN-ACK with ack) carrying MSS, SACK-permitted and a timestamp whose
+// TSval is tsval.
 func synFrame(t testing.TB, seq, tsval uint32, ack bool) []byte {
+	return synFrameX(t, false, seq, 0, tsval, 77, ack)
+}
+
+// synFrameX is synFrame with every field: reverse sends from A:5000 to
+// B:40000; ackNum and tsecr are the ACK number and the echoed timestamp.
+func synFrameX(t testing.TB, reverse bool, seq, ackNum, tsval, tsecr uint32, ack bool) []byte {
 	ts := make([]byte, 8)
 	binary.BigEndian.PutUint32(ts, tsval)
-	binary.BigEndian.PutUint32(ts[4:], 77)
+	binary.BigEndian.PutUint32(ts[4:], tsecr)
 	buf := gopacket.NewSerializeBuffer()
-	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: addrB.AsSlice(), DstIP: addrA.AsSlice()}
-	tcp := &layers.TCP{SrcPort: 40000, DstPort: 5000, Seq: seq, SYN: true, ACK: ack, Window: 29200, Options: []layers.TCPOption{
+	src, dst, sport, dport := addrB, addrA, layers.TCPPort(40000), layers.TCPPort(5000)
+	if reverse {
+		src, dst, sport, dport = dst, src, dport, sport
+	}
+	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
+	tcp := &layers.TCP{SrcPort: sport, DstPort: dport, Seq: seq, Ack: ackNum, SYN: true, ACK: ack, Window: 29200, Options: []layers.TCPOption{
 		{OptionType: layers.TCPOptionKindMSS, OptionLength: 4, OptionData: []byte{0x05, 0xb4}},
 		{OptionType: layers.TCPOptionKindSACKPermitted, OptionLength: 2},
 		{OptionType: layers.TCPOptionKindTimestamps, OptionLength: 10, OptionData: ts},
@@ -54,7 +65,10 @@ func tcpChecksumOK(frame []byte) bool {
 	return checksum.Checksum(seg, xsum) == 0xffff
 }
 
-func tsvalOf(t *testing.T, frame []byte) uint32 {
+func tsvalOf(t *testing.T, frame []byte) uint32 { return tsOf(t, frame, 0) }
+
+// tsOf returns the TSval (at 0) or TSecr (at 4) of frame.
+func tsOf(t *testing.T, frame []byte, at int) uint32 {
 	t.Helper()
 	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
 	tcp, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
@@ -63,7 +77,7 @@ func tsvalOf(t *testing.T, frame []byte) uint32 {
 	}
 	for _, o := range tcp.Options {
 		if o.OptionType == layers.TCPOptionKindTimestamps {
-			return binary.BigEndian.Uint32(o.OptionData)
+			return binary.BigEndian.Uint32(o.OptionData[at:])
 		}
 	}
 	t.Fatal("no timestamp option")
@@ -126,6 +140,42 @@ func TestSYNRestamp(t *testing.T) {
 	}
 }
 
+// TestSYNACKEchoesLatestSYN: our SYN-ACK echoes the TSval of the latest
+// SYN its peer sent, as Linux's does; a SYN-ACK to a peer never seen, or
+// already echoing it, is left alone.
+func TestSYNACKEchoesLatestSYN(t *testing.T) {
+	var st synStamps
+	st.notePeerSYN(synFrameX(t, false, 1000, 0, 500, 0, false)) // B's SYN
+	first := synFrameX(t, true, 9000, 1001, 70, 500, true)      // our SYN-ACK
+	if st.restamp(first, 10) {
+		t.Fatal("the first SYN-ACK, echoing the SYN, was changed")
+	}
+	st.notePeerSYN(synFrameX(t, false, 1000, 0, 1500, 0, false)) // B's SYN again, 1 s later
+	again := synFrameX(t, true, 9000, 1001, 70, 500, true)       // netstack resends it as it was
+	if !st.restamp(again, 1010) {
+		t.Fatal("the resent SYN-ACK was not changed")
+	}
+	if got := tsOf(t, again, 4); got != 1500 {
+		t.Errorf("TSecr %d, want 1500 (the latest SYN's TSval)", got)
+	}
+	if got := tsvalOf(t, again); got != 1070 {
+		t.Errorf("TSval %d, want 1070", got)
+	}
+	if !tcpChecksumOK(again) {
+		t.Error("checksum wrong")
+	}
+	// A SYN-ACK for another ISN (another connection) keeps its echo.
+	other := synFrameX(t, true, 9500, 2001, 70, 42, true)
+	if st.restamp(other, 1010) || tsOf(t, other, 4) != 42 {
+		t.Error("a SYN-ACK to a SYN never seen was changed")
+	}
+	// A SYN with ACK set (ours or anyone's) is not a peer's SYN.
+	st.notePeerSYN(synFrameX(t, false, 3000, 5, 99, 0, true))
+	if p := st.find(st.peers[:], synKey{src: addrB.As4(), dst: addrA.As4(), sport: 40000, dport: 5000, seq: 3000}); p != nil {
+		t.Error("a SYN-ACK was noted as a peer's SYN")
+	}
+}
+
 func TestSYNRestampEvicts(t *testing.T) {
 	var st synStamps
 	for i := 0; i <= synStampSlots; i++ {
@@ -142,24 +192,35 @@ func TestSYNRestampEvicts(t *testing.T) {
 
 func FuzzSYNRestamp(f *testing.F) {
 	f.Add(synFrame(f, 1, 2, false), int64(10))
-	f.Add(synFrame(f, 1, 2, true), int64(1000))
+	f.Add(synFrameX(f, true, 9, 2, 3, 4, true), int64(1000))
 	f.Add(tcpFrame(f, nil, nil), int64(1))
 	f.Add([]byte{}, int64(0))
 	f.Fuzz(func(t *testing.T, frame []byte, dt int64) {
 		var st synStamps
 		orig := append([]byte(nil), frame...)
-		if st.restamp(frame, 0) || !bytes.Equal(frame, orig) {
-			t.Fatal("a first transmission was changed")
+		st.notePeerSYN(frame) // as received
+		if !bytes.Equal(frame, orig) {
+			t.Fatal("notePeerSYN changed the frame")
 		}
+		st.restamp(frame, 0)
+		first := append([]byte(nil), frame...)
 		if !st.restamp(frame, dt) {
+			if !bytes.Equal(frame, first) {
+				t.Fatal("restamp changed a frame and said it did not")
+			}
 			return
 		}
 		if !isSYN(orig) {
 			t.Fatal("rewrote a frame isSYN rejects")
 		}
 		_, off, _, _ := synStampAt(orig)
-		if got, want := binary.BigEndian.Uint32(frame[off:]), binary.BigEndian.Uint32(orig[off:])+uint32(dt); got != want {
-			t.Fatalf("TSval %d, want %d", got, want)
+		sum := ethHeader + int(orig[ethHeader]&0x0f)*4 + 16 // the TCP checksum
+		for i := range frame {
+			inTS := i >= off && i < off+8
+			inSum := i >= sum && i < sum+2
+			if frame[i] != first[i] && !inTS && !inSum {
+				t.Fatalf("byte %d changed outside the timestamps and the checksum", i)
+			}
 		}
 		if tcpChecksumOK(orig) && !tcpChecksumOK(frame) {
 			t.Fatal("a valid checksum became invalid")
@@ -186,25 +247,41 @@ func (d *dropFirstSYN) TxFrame(frame []byte) bool {
 
 var _ frameio.FrameIO = (*dropFirstSYN)(nil)
 
-// TestLostSYNKeepsRTO: a connection whose first SYN (or SYN-ACK) was lost
+// TestLostSYNKeepsRTO: a connection whose first SYN or SYN-ACK was lost
 // does not start with the SYN's backoff as its round-trip time. On
 // netstack's manual clock the handshake takes 1 s of backoff and no time
-// on the wire; without the fresh TSval netstack measured the 1 s and set
-// an RTO of 3 s (SRTT 1 s + 4 × 500 ms).
+// on the wire; without the fresh TSval (and, when the client's second SYN
+// brings the SYN-ACK again, the fresh echo) netstack measured the 1 s and
+// set an RTO of 3 s (SRTT 1 s + 4 × 500 ms).
 func TestLostSYNKeepsRTO(t *testing.T) {
-	for _, synack := range []bool{false, true} {
+	for _, tc := range []struct {
+		name string
+		// synack: the server's first SYN-ACK is lost, not the client's
+		// SYN. server: the server runs on the manual clock and is checked
+		// (its SYN-ACK timer resends); otherwise the client (its SYN
+		// timer resends, and the server answers that SYN).
+		synack, server bool
+	}{
+		{"SYN lost", false, false},
+		{"SYN-ACK lost, resent by the server's timer", true, true},
+		{"SYN-ACK lost, resent for the client's second SYN", true, false},
+	} {
+		synack := tc.server
 		pa, pb := memio.NewPair(memio.Options{})
 		clock := faketime.NewManualClock()
-		// The side that loses its handshake frame runs on the manual clock.
 		cliFIO, srvFIO := frameio.FrameIO(pb), frameio.FrameIO(pa)
-		var drop *dropFirstSYN
 		cliOpts, srvOpts := Options{Addr: addrB, PrefixLen: 24}, Options{Addr: addrA, PrefixLen: 24}
-		if synack {
+		drop := &dropFirstSYN{Port: pb}
+		if tc.synack {
 			drop = &dropFirstSYN{Port: pa, ack: true}
-			srvFIO, srvOpts.Clock = drop, clock
+			srvFIO = drop
 		} else {
-			drop = &dropFirstSYN{Port: pb}
-			cliFIO, cliOpts.Clock = drop, clock
+			cliFIO = drop
+		}
+		if tc.server {
+			srvOpts.Clock = clock
+		} else {
+			cliOpts.Clock = clock
 		}
 		srv, err := New(srvFIO, srvOpts)
 		if err != nil {
@@ -274,16 +351,21 @@ func TestLostSYNKeepsRTO(t *testing.T) {
 		if terr := sep.GetSockOpt(&info); terr != nil {
 			t.Fatal(terr)
 		}
-		side, st := "client", cli
+		side := "client"
 		if synack {
-			side, st = "server", srv
+			side = "server"
 		}
-		t.Logf("%s lost its first handshake frame: RTT %v, RTO %v", side, info.RTT, info.RTO)
+		t.Logf("%s: %s RTT %v, RTO %v", tc.name, side, info.RTT, info.RTO)
 		if info.RTO >= 2*time.Second {
-			t.Errorf("%s: RTO %v after a lost handshake frame: the backoff was taken for the round trip", side, info.RTO)
+			t.Errorf("%s: %s RTO %v: the backoff was taken for the round trip", tc.name, side, info.RTO)
+		}
+		// Who rewrote: the side that sent the handshake frame again.
+		st := cli
+		if tc.synack {
+			st = srv
 		}
 		if v := get(st.AppendCounters(nil), "link", "syn_restamped"); v != 1 {
-			t.Errorf("%s: syn_restamped %d, want 1", side, v)
+			t.Errorf("%s: syn_restamped %d, want 1", tc.name, v)
 		}
 		ep.Close()
 		ln.Close()
