@@ -3,6 +3,7 @@ package xdpprog
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -57,6 +58,12 @@ func Load(s Spec) (*Objects, error) {
 func loadError(err error) error {
 	switch {
 	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
+		if lacksBPFCaps() {
+			// cilium/ebpf guesses at RLIMIT_MEMLOCK for every EPERM;
+			// here the capabilities are certainly missing, so the guess
+			// only misleads.
+			err = dropMemlockHint(err)
+		}
 		return &core.PrivilegeError{Op: "load XDP program", Capability: "CAP_BPF and CAP_NET_ADMIN", Err: err}
 	case errors.Is(err, ebpf.ErrNotSupported):
 		return core.NotSupported("XDP program with XSKMAP", "4.18", "a kernel built with CONFIG_BPF_SYSCALL and CONFIG_XDP_SOCKETS", err)
@@ -135,3 +142,26 @@ func (c Counts) Layers() []core.Counter {
 func (o *Objects) Close() error {
 	return errors.Join(o.Program.Close(), o.Sockets.Close(), o.Config.Close(), o.Counters.Close())
 }
+
+// memlockHint is what cilium/ebpf appends to every EPERM from creating a
+// map or loading a program.
+const memlockHint = " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)"
+
+// dropMemlockHint returns err with cilium/ebpf's RLIMIT_MEMLOCK hint taken
+// out of its message; it still matches what err matched (errors.Is, As).
+func dropMemlockHint(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, memlockHint) {
+		return err
+	}
+	return &hintless{msg: strings.ReplaceAll(msg, memlockHint, ""), err: err}
+}
+
+// hintless is an error with another message that unwraps to the original.
+type hintless struct {
+	msg string
+	err error
+}
+
+func (h *hintless) Error() string { return h.msg }
+func (h *hintless) Unwrap() error { return h.err }
