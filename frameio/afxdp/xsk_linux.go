@@ -22,8 +22,9 @@ import (
 )
 
 var (
-	_ frameio.FrameIO = (*XSK)(nil)
-	_ frameio.Waiter  = (*XSK)(nil)
+	_ frameio.FrameIO          = (*XSK)(nil)
+	_ frameio.Waiter           = (*XSK)(nil)
+	_ interface{ Interrupt() } = (*XSK)(nil) // package stack's Interrupter
 )
 
 // ErrNoCarrier is matched by the error of Open when the link has no carrier
@@ -39,14 +40,15 @@ const rxWakeEvery = 64
 const bindBusyWait = 2 * time.Second
 
 // XSK is one AF_XDP socket on one queue, with its UMEM, its four rings and
-// the XDP program that feeds it. It implements frameio.FrameIO and
-// frameio.Waiter.
+// the XDP program that feeds it. It implements frameio.FrameIO,
+// frameio.Waiter and Interrupt (package stack's Interrupter).
 //
 // Threading is frameio.FrameIO's: the receive side (RxFrames, Wait) and the
 // transmit side (TxFrame, Kick) may run in two goroutines, each side driven
-// by one goroutine at a time. Stats, MAC, MTU and Mode may be called from
-// any goroutine. Close must not race with RxFrames, TxFrame or Kick; it may
-// race with Wait (which then returns net.ErrClosed) and with Stats.
+// by one goroutine at a time. Stats, MAC, MTU, Mode and Interrupt may be
+// called from any goroutine. Close must not race with RxFrames, TxFrame or
+// Kick; it may race with Wait (which then returns net.ErrClosed), with
+// Interrupt and with Stats.
 type XSK struct {
 	opts      Options
 	fd        int
@@ -60,12 +62,17 @@ type XSK struct {
 	objs      *xdpprog.Objects // the socket's own program; nil with Options.Shared
 	shared    *Program         // Options.Shared
 	link      link.Link
-	waker     *fdwait.Waker
+	waker     *fdwait.Waker // Close's: stays signalled
+	irq       *fdwait.Waker // Interrupt's: drained by the Wait it ends
 
 	guard   core.Guard
 	statsMu sync.RWMutex // held for writing by Close, for reading by Stats
 	closed  bool
-	undo    cleanup
+	final   kernelStats // the kernel's counters as Close read them
+	// What Close found left: TX frames accepted by TxFrame and never
+	// completed, RX descriptors never read.
+	txUnsentAtClose, rxUnreadAtClose atomic.Uint64
+	undo                             cleanup
 
 	_  [64]byte
 	rx rxSide
@@ -96,6 +103,7 @@ type txSide struct {
 	tx       ring[unix.XDPDesc]
 	comp     ring[uint64]
 	free     []uint64
+	frames0  int // TX frames in all (free when none is in flight)
 	maxLen   int
 	maxKicks int
 
@@ -154,6 +162,10 @@ func Open(o Options) (*XSK, error) {
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	x.undo.add(x.waker.Close)
+	if x.irq, err = fdwait.NewWaker(); err != nil {
+		return nil, fmt.Errorf("afxdp: %w", err)
+	}
+	x.undo.add(x.irq.Close)
 
 	if err := x.openSocket(); err != nil {
 		return nil, err
@@ -355,6 +367,7 @@ func (x *XSK) setupRings() error {
 	for i := o.Frames - 1; i >= half; i-- {
 		x.tx.free = append(x.tx.free, uint64(i)*fs)
 	}
+	x.tx.frames0 = len(x.tx.free)
 	x.tx.maxLen = o.MaxFrame
 	// A copy-mode kick sends at most 32 frames (the kernel's TX budget)
 	// and returns EAGAIN when more are left: enough kicks to empty a ring.
@@ -573,6 +586,20 @@ kicks:
 	return err
 }
 
+// countLeft counts, at Close, the TX frames that TxFrame accepted and the
+// kernel never completed (still in the TX ring, submitted or not, or in
+// the driver's hands) and the RX descriptors nobody read. Close must not
+// race with the data path (XSK's threading rule), so the rings are still.
+func (x *XSK) countLeft() {
+	t := &x.tx
+	t.reap()
+	t.publish()
+	if n := t.frames0 - len(t.free); n > 0 {
+		x.txUnsentAtClose.Store(uint64(n))
+	}
+	x.rxUnreadAtClose.Store(uint64(x.rx.rx.avail(x.rx.rx.size)))
+}
+
 // reap moves completed TX frames back to the free list.
 func (t *txSide) reap() {
 	n := t.comp.avail(t.comp.size)
@@ -673,9 +700,12 @@ func (r *rxSide) refill(addrs []uint64) {
 	}
 }
 
-// Wait blocks until the RX ring holds a frame, ctx is done (ctx.Err()), or
-// the XSK is closed (net.ErrClosed). It polls the socket (which also wakes
-// a driver that asked for it); each poll(2) counts in Stats.Syscalls.
+// Wait blocks until the RX ring holds a frame, Interrupt is called, ctx is
+// done (ctx.Err()), or the XSK is closed (net.ErrClosed). It polls the
+// socket (which also wakes a driver that asked for it), Close's eventfd
+// and Interrupt's, in slices of at most waitSlice so that a context
+// without a deadline is noticed; each poll(2), and the read that takes an
+// Interrupt, count in Stats.Syscalls. It allocates nothing.
 func (x *XSK) Wait(ctx context.Context) error {
 	if !x.guard.BeginWait() {
 		return net.ErrClosed
@@ -684,13 +714,62 @@ func (x *XSK) Wait(ctx context.Context) error {
 	if x.rx.rx.avail(1) > 0 {
 		return nil
 	}
-	var n uint64
-	err := fdwait.Wait(ctx, x.fd, x.waker, &n)
-	x.rx.syscalls.Add(n)
-	if errors.Is(err, fdwait.ErrWoken) {
-		return net.ErrClosed
+	fds := [3]unix.PollFd{
+		{Fd: int32(x.fd), Events: unix.POLLIN},
+		{Fd: int32(x.waker.FD()), Events: unix.POLLIN},
+		{Fd: int32(x.irq.FD()), Events: unix.POLLIN},
 	}
-	return err
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ms := int(waitSlice / time.Millisecond)
+		if dl, ok := ctx.Deadline(); ok {
+			left := time.Until(dl)
+			if left <= 0 {
+				// Passed, but the context's timer may not have fired
+				// yet: wait for it rather than spin on poll(0), and
+				// return what ctx.Err() says from then on.
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			if left < waitSlice {
+				ms = int((left + time.Millisecond - 1) / time.Millisecond)
+			}
+		}
+		fds[0].Revents, fds[1].Revents, fds[2].Revents = 0, 0, 0
+		n, err := unix.Poll(fds[:], ms)
+		x.rx.syscalls.Add(1)
+		switch {
+		case err == unix.EINTR || n == 0:
+			continue
+		case err != nil:
+			return sysErr("poll", err)
+		case fds[1].Revents != 0:
+			return net.ErrClosed
+		case fds[2].Revents != 0:
+			x.irq.Drain()
+			x.rx.syscalls.Add(1)
+			return nil
+		case fds[0].Revents != 0:
+			return nil
+		}
+	}
+}
+
+// waitSlice bounds one poll(2) of Wait.
+const waitSlice = 50 * time.Millisecond
+
+// Interrupt makes the Wait in progress return nil at once or, when none
+// is, the next one (an eventfd that Wait polls and drains): package stack
+// wakes a sleeping poll loop with it when netstack's goroutines have work
+// for it. It makes one write(2); it does nothing after Close.
+func (x *XSK) Interrupt() {
+	if !x.guard.BeginWait() {
+		return
+	}
+	x.irq.Wake()
+	x.guard.EndWait()
 }
 
 // MAC returns the interface's hardware address (a copy).
@@ -716,13 +795,19 @@ func (x *XSK) Queue() int { return x.opts.QueueID }
 // socket's XDP_STATISTICS ("xsk": rx_dropped, rx_invalid_descs,
 // tx_invalid_descs, rx_ring_full, rx_fill_ring_empty_descs,
 // tx_ring_empty_descs; rx_dropped, rx_ring_full and tx_invalid_descs are
-// losses), our own "xsk" counters (tx_oversize, rx_bad_desc) and the XDP
-// program's counters ("xdp-prog"), unless the program is shared
-// (Options.Shared): its counters count every queue's frames, so its owner
-// reports them once (Program.Counters). Stats makes system calls and
-// allocates; after Close it returns the counters of our own side only.
+// losses), our own "xsk" counters (tx_oversize, rx_bad_desc,
+// tx_dropped_busy, and what Close found left: tx_unsent_at_close, frames
+// TxFrame accepted that were never sent or never completed, and
+// rx_unread_at_close, frames the kernel put in the RX ring that nobody
+// read; all losses) and the XDP program's counters ("xdp-prog"), unless
+// the program is shared (Options.Shared): its counters count every
+// queue's frames, so its owner reports them once (Program.Counters).
+// TxDropped and RxDropped include the close counters. Stats makes system
+// calls and allocates. After Close it returns the same set: the kernel's
+// counters as Close read them, just before it let the socket go.
 func (x *XSK) Stats() frameio.Stats {
 	t := &x.tx.pub
+	unsent, unread := x.txUnsentAtClose.Load(), x.rxUnreadAtClose.Load()
 	s := frameio.Stats{
 		Mode:       x.mode,
 		RxFrames:   x.rx.frames.Load(),
@@ -730,7 +815,8 @@ func (x *XSK) Stats() frameio.Stats {
 		TxFrames:   t.frames.Load(),
 		TxBytes:    t.bytes.Load(),
 		TxRingFull: t.ringFull.Load(),
-		TxDropped:  t.dropped.Load(),
+		TxDropped:  t.dropped.Load() + unsent,
+		RxDropped:  unread,
 		Syscalls:   x.rx.syscalls.Load() + t.syscalls.Load(),
 	}
 	s.Layers = append(s.Layers,
@@ -739,22 +825,41 @@ func (x *XSK) Stats() frameio.Stats {
 		// sendto returned EBUSY: the kernel completed a frame without
 		// sending it (NET_XMIT_DROP in copy mode).
 		core.Counter{Layer: "xsk", Name: "tx_dropped_busy", Value: t.dropped.Load(), Loss: true},
+		core.Counter{Layer: "xsk", Name: "tx_unsent_at_close", Value: unsent, Loss: true},
+		core.Counter{Layer: "xsk", Name: "rx_unread_at_close", Value: unread, Loss: true},
 	)
 	x.statsMu.RLock()
-	defer x.statsMu.RUnlock()
-	if x.closed {
-		return s
+	k := x.final
+	if !x.closed {
+		k = x.readKernel()
 	}
+	x.statsMu.RUnlock()
+	s.RxDropped += k.rxDropped
+	s.TxDropped += k.txDropped
+	s.Layers = append(s.Layers, k.layers...)
+	return s
+}
+
+// kernelStats are the counters Stats reads from the kernel.
+type kernelStats struct {
+	rxDropped, txDropped uint64
+	layers               []core.Counter
+}
+
+// readKernel reads XDP_STATISTICS and, unless the program is shared, the
+// program's counters. The socket must be open (statsMu held).
+func (x *XSK) readKernel() kernelStats {
+	var k kernelStats
 	if st, n, err := xdpStatistics(x.fd); err == nil {
-		s.RxDropped = st.Rx_dropped + st.Rx_ring_full
-		s.TxDropped += st.Tx_invalid_descs
-		s.Layers = append(s.Layers,
+		k.rxDropped = st.Rx_dropped + st.Rx_ring_full
+		k.txDropped = st.Tx_invalid_descs
+		k.layers = append(k.layers,
 			core.Counter{Layer: "xsk", Name: "rx_dropped", Value: st.Rx_dropped, Loss: true},
 			core.Counter{Layer: "xsk", Name: "rx_invalid_descs", Value: st.Rx_invalid_descs},
 			core.Counter{Layer: "xsk", Name: "tx_invalid_descs", Value: st.Tx_invalid_descs, Loss: true},
 		)
 		if n >= 6 {
-			s.Layers = append(s.Layers,
+			k.layers = append(k.layers,
 				core.Counter{Layer: "xsk", Name: "rx_ring_full", Value: st.Rx_ring_full, Loss: true},
 				core.Counter{Layer: "xsk", Name: "rx_fill_ring_empty_descs", Value: st.Rx_fill_ring_empty_descs},
 				core.Counter{Layer: "xsk", Name: "tx_ring_empty_descs", Value: st.Tx_ring_empty_descs},
@@ -763,10 +868,10 @@ func (x *XSK) Stats() frameio.Stats {
 	}
 	if x.objs != nil {
 		if c, err := x.objs.ReadCounters(); err == nil {
-			s.Layers = append(s.Layers, c.Layers()...)
+			k.layers = append(k.layers, c.Layers()...)
 		}
 	}
-	return s
+	return k
 }
 
 // Shared returns the Program the socket registered into (Options.Shared),
@@ -803,15 +908,19 @@ func (x *XSK) ProgramCounters() (xdpprog.Counts, error) {
 // program's map, detaches the XDP program (closes its bpf_link) and frees
 // the maps and the program unless they are shared (Options.Shared: the
 // Program's owner closes it), unmaps the rings and the UMEM (the kernel
-// keeps the pages it pinned until the socket goes) and closes the socket. A Wait in
-// progress returns net.ErrClosed. Close is safe to call more than once;
-// later calls return nil.
+// keeps the pages it pinned until the socket goes) and closes the socket.
+// Before that it counts what is left (Stats: tx_unsent_at_close,
+// rx_unread_at_close) and reads the kernel's counters a last time, for
+// Stats after Close. A Wait in progress returns net.ErrClosed. Close is
+// safe to call more than once; later calls return nil.
 func (x *XSK) Close() error {
 	if !x.guard.Shut(x.waker.Wake) {
 		return nil
 	}
 	x.statsMu.Lock()
 	defer x.statsMu.Unlock()
+	x.countLeft()
+	x.final = x.readKernel()
 	x.closed = true
 	if err := x.undo.undo(); err != nil {
 		return fmt.Errorf("afxdp: close: %w", err)

@@ -777,6 +777,123 @@ func TestWait(t *testing.T) {
 	waitDetached(t, p.A, 10*time.Second)
 }
 
+// TestInterrupt: Interrupt ends a Wait in progress with nil, or the next
+// one when none is; one Interrupt ends one Wait (its eventfd is drained);
+// Wait and Interrupt allocate nothing; after Close, Interrupt does nothing.
+func TestInterrupt(t *testing.T) {
+	p := testhost.NewT(t, testhost.Options{})
+	x, err := tryOpen(p.A, Options{Iface: p.A.Iface, Port: xskPort})
+	testutil.SkipIfNotSupported(t, err)
+	defer x.Close()
+
+	woke := make(chan error, 1)
+	go func() { woke <- x.Wait(context.Background()) }()
+	time.Sleep(20 * time.Millisecond)
+	x.Interrupt()
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatalf("interrupted Wait: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Interrupt did not end the Wait")
+	}
+	x.Interrupt()
+	if err := x.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait after Interrupt: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	if err := x.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait after the Interrupt was taken: %v, want DeadlineExceeded", err)
+	}
+	cancel()
+	if n := testing.AllocsPerRun(100, func() {
+		x.Interrupt()
+		x.Wait(context.Background())
+	}); n != 0 {
+		t.Errorf("%.1f allocations per Interrupt and Wait", n)
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	x.Interrupt()
+	if err := x.Wait(context.Background()); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Wait after Close: %v", err)
+	}
+}
+
+// TestCloseCountsLeftovers: Close counts the frames TxFrame accepted that
+// never left (no Kick) as tx_unsent_at_close and the frames left unread in
+// the RX ring as rx_unread_at_close, both losses, both in Stats after
+// Close, which still shows the kernel's and the program's counters as
+// Close read them.
+func TestCloseCountsLeftovers(t *testing.T) {
+	p := testhost.NewT(t, testhost.Options{})
+	x, err := tryOpen(p.A, Options{Iface: p.A.Iface, Port: xskPort})
+	testutil.SkipIfNotSupported(t, err)
+	defer x.Close()
+	c := udpConn(t, p.B, netip.AddrPortFrom(p.B.Addr, peerPort), netip.AddrPortFrom(p.A.Addr, xskPort))
+	// B sends until frames arrive; nobody reads them.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing arrived; stats %+v", x.Stats())
+		}
+		if _, err := c.Write(payload(1, 64)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		err := x.Wait(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+	}
+	const burst = 20
+	for i := 0; i < burst; i++ {
+		if _, err := c.Write(payload(uint32(i+2), 64)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	redirected := func() uint64 { return counter(t, x, "xdp-prog", "redirected") }
+	for deadline := time.Now().Add(20 * time.Second); redirected() < burst+1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d frames redirected", redirected(), burst+1)
+		}
+	}
+	const unsent = 7
+	for i := 0; i < unsent; i++ {
+		if !x.TxFrame(make([]byte, 60)) {
+			t.Fatal("TxFrame refused")
+		}
+	}
+	if got := counter(t, x, "xsk", "tx_unsent_at_close") + counter(t, x, "xsk", "rx_unread_at_close"); got != 0 {
+		t.Fatalf("close counters %d before Close", got)
+	}
+	redir := redirected()
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := x.Stats()
+	cs := core.Stats{Layers: s.Layers}
+	unread, _ := cs.Counter("xsk", "rx_unread_at_close")
+	left, _ := cs.Counter("xsk", "tx_unsent_at_close")
+	if unread != redir || left != unsent {
+		t.Errorf("after Close: rx_unread_at_close %d (want %d, all redirected), tx_unsent_at_close %d (want %d)", unread, redir, left, unsent)
+	}
+	if s.RxDropped < unread || s.TxDropped < left {
+		t.Errorf("RxDropped %d TxDropped %d do not include them", s.RxDropped, s.TxDropped)
+	}
+	if got := cs.Lost(); got < unread+left {
+		t.Errorf("Lost() %d, want at least %d: the close counters are losses", got, unread+left)
+	}
+	if v, ok := cs.Counter("xdp-prog", "redirected"); !ok || v != redir {
+		t.Errorf("after Close: xdp-prog redirected %d (%v), want %d as Close read it", v, ok, redir)
+	}
+	if _, ok := cs.Counter("xsk", "rx_dropped"); !ok {
+		t.Errorf("after Close: the socket's XDP_STATISTICS are gone: %+v", s.Layers)
+	}
+}
+
 // TestEchoTwoGoroutines runs the receive side and the transmit side of one
 // XSK in two goroutines at once (the FrameIO threading rule; run it with
 // -race): a kernel UDP socket in B sends 10k datagrams, A's RX goroutine
@@ -943,9 +1060,13 @@ func TestPrivilegeErrors(t *testing.T) {
 		if !errors.As(err, &pe) || !strings.Contains(pe.Capability, c.want) || !errors.Is(err, os.ErrPermission) {
 			t.Errorf("%s: %v, want a PrivilegeError naming %s", c.name, err, c.want)
 		}
+		if err != nil && strings.Contains(err.Error(), "MEMLOCK") {
+			t.Errorf("%s: %v: blames MEMLOCK for a missing capability", c.name, err)
+		}
 		if xdpAttached(t, p.A) != nil {
 			t.Errorf("%s: the failed Open left a program attached", c.name)
 		}
+		t.Logf("%s: %v", c.name, err)
 	}
 
 	// RLIMIT_MEMLOCK is the process's: lower it for this one Open only.

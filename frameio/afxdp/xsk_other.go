@@ -39,6 +39,9 @@ func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int { return 0 }
 // Wait returns net.ErrClosed.
 func (x *XSK) Wait(ctx context.Context) error { return net.ErrClosed }
 
+// Interrupt does nothing.
+func (x *XSK) Interrupt() {}
+
 // MAC returns nil.
 func (x *XSK) MAC() net.HardwareAddr { return nil }
 
