@@ -862,7 +862,15 @@ func (b *Backend) Wait(ctx context.Context) error {
 // Stats returns the counters. Layers hold netstack's ("netstack"), the link
 // endpoint's ("link": frames, kicks, wake-ups), the FrameIO's own, and the
 // stream's ("stream": records and frames, whose ratio is the packing of
-// records into segments). Safe from any goroutine.
+// records into segments). Safe from any goroutine, and after Close (the
+// FrameIO's counters then include what its Close found left, such as
+// AF_XDP's tx_unsent_at_close).
+//
+// The FrameIO counts frames, and TCP sends again what a frame lost
+// carried: its loss counters (xsk rx_dropped, memio impair_lost, …) are
+// reported with Loss false, since no record is lost with them. Records are
+// lost only with their connection (TxDropped) or refused (TxBackpressure,
+// TxOversize).
 func (b *Backend) Stats() core.Stats {
 	s := &b.stats
 	fs := b.fio.Stats()
@@ -884,6 +892,9 @@ func (b *Backend) Stats() core.Stats {
 		core.Counter{Layer: "stream", Name: "send_stalls", Value: s.stalls.Load()},
 		core.Counter{Layer: "tcp", Name: "queue_no_conn", Value: s.noConn.Load()},
 	)
+	for i := range fs.Layers {
+		fs.Layers[i].Loss = false // frames, which TCP retransmits
+	}
 	out.Layers = append(out.Layers, fs.Layers...)
 	return out
 }

@@ -252,6 +252,11 @@ func TestEcho16MiBImpaired(t *testing.T) {
 	if retr == 0 {
 		t.Errorf("1%% loss and no retransmission: is the impairment on?")
 	}
+	// The frames memio lost are counted (impair_lost), but as frames:
+	// TCP sent their bytes again, and no record was lost.
+	if lost, _ := st.Counter("memio", "impair_lost"); lost == 0 || st.Lost() != 0 {
+		t.Errorf("impair_lost %d, Lost() %d: want frames lost and no record", lost, st.Lost())
+	}
 }
 
 func TestRecordBoundaries(t *testing.T) {

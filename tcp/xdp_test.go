@@ -156,6 +156,20 @@ func TestXDPClientKernelServer(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Stats after Close: the same set, with what the socket's Close found
+	// left, as frames (TCP's losses are records).
+	after := b.Stats()
+	if after.TxSent != s.TxSent || after.RxDelivered != s.RxDelivered {
+		t.Errorf("after Close: TxSent %d RxDelivered %d, want %d and %d", after.TxSent, after.RxDelivered, s.TxSent, s.RxDelivered)
+	}
+	for _, name := range []string{"tx_unsent_at_close", "rx_unread_at_close", "rx_dropped"} {
+		if _, ok := after.Counter("xsk", name); !ok {
+			t.Errorf("after Close: no xsk %s in %+v", name, after.Layers)
+		}
+	}
+	if n := after.Lost(); n != 0 {
+		t.Errorf("after Close: Lost() %d; no record was lost", n)
+	}
 	ln.Close()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

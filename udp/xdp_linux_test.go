@@ -167,6 +167,51 @@ func TestXDPEchoKernelPeer(t *testing.T) {
 	}
 }
 
+// TestXDPStatsAfterCloseCountUnread: datagrams that reached the socket but
+// were never read when the backend closed are lost, and Stats after Close
+// says so (xsk rx_unread_at_close, a loss), with the kernel's counters as
+// Close read them.
+func TestXDPStatsAfterCloseCountUnread(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	b := openXDP(t, p.A, core.Config{Kind: core.KindXDP, Role: core.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 5000})
+	var c *net.UDPConn
+	if err := p.B.Do(func() error {
+		var err error
+		c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.A.Addr.AsSlice(), Port: 5000})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 10
+	for i := 0; i < n; i++ {
+		if _, err := c.Write([]byte("never read")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	redirected := func() uint64 { s := b.Stats(); v, _ := s.Counter("xdp-prog", "redirected"); return v }
+	for deadline := time.Now().Add(20 * time.Second); redirected() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d datagrams reached the socket", redirected(), n)
+		}
+	}
+	before := b.Stats()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := b.Stats()
+	unread, ok := s.Counter("xsk", "rx_unread_at_close")
+	redir, _ := s.Counter("xdp-prog", "redirected")
+	t.Logf("before Close: lost %d; after: rx_unread_at_close %d, redirected %d, lost %d", before.Lost(), unread, redir, s.Lost())
+	if !ok || unread != redir || redir < n {
+		t.Errorf("after Close: rx_unread_at_close %d (%v), redirected %d, want %d or more, equal", unread, ok, redir, n)
+	}
+	if s.Lost() < before.Lost()+unread {
+		t.Errorf("after Close: Lost() %d does not count the %d unread", s.Lost(), unread)
+	}
+}
+
 // TestXDPKernelAnswersOtherPort: while xdp holds port 5000 on A, the
 // kernel on A still serves another port and answers ARP.
 func TestXDPKernelAnswersOtherPort(t *testing.T) {
