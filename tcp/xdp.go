@@ -12,6 +12,7 @@ import (
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/afxdp"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
+	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/stack"
@@ -103,8 +104,13 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 // (Kind tcp-xdp or empty, Validate, one queue). Package tcp/netconn uses it
 // to run netstack from a poller of its own.
 //
-// The returned Options carry Mode and Close (which closes the socket and
-// detaches the program); the FrameIO is the caller's from then on: pass
+// With cfg.Pcap set, the FrameIO is a pcapio capture around the socket
+// that writes every frame to <Pcap>-tx.pcap and <Pcap>-rx.pcap, and Mode
+// ends in " +pcap" (NewXDP and NewXDPGroup's queues too).
+//
+// The returned Options carry Mode and Close (which flushes the capture,
+// closes the socket and detaches the program); the FrameIO is the
+// caller's from then on: pass
 // both to NewOverFrameIO, or call Options.Close. Like NewXDP, it must run on
 // a thread inside the interface's network namespace.
 func OpenXDP(cfg core.Config) (frameio.FrameIO, Options, error) {
@@ -136,7 +142,10 @@ func checkKernelAddr(cfg core.Config) error {
 }
 
 // openXSK opens the AF_XDP socket of cfg's queue, with a TCP program of
-// its own, or registered into prog when it is set.
+// its own, or registered into prog when it is set. With cfg.Pcap set, the
+// socket is wrapped in a pcapio capture of every frame (pcapio.Wrap): the
+// returned FrameIO and Options.Close are the capture's, whose Close
+// flushes the files and then closes the socket.
 func openXSK(cfg core.Config, prog *afxdp.Program) (frameio.FrameIO, Options, error) {
 	o := afxdp.OptionsFromConfig(cfg)
 	o.Program = xdpprog.TCP
@@ -146,7 +155,16 @@ func openXSK(cfg core.Config, prog *afxdp.Program) (frameio.FrameIO, Options, er
 	if err != nil {
 		return nil, Options{}, err
 	}
-	return x, Options{Mode: "netstack over xdp " + x.Mode(), Close: x.Close}, nil
+	fio, err := pcapio.Wrap(x, cfg.Pcap) // x itself when Pcap is unset
+	if err != nil {
+		x.Close()
+		return nil, Options{}, err
+	}
+	mode := "netstack over xdp " + x.Mode()
+	if cfg.Pcap != "" {
+		mode += " +pcap"
+	}
+	return fio, Options{Mode: mode, Close: fio.Close}, nil
 }
 
 // xdpGroup is kind tcp-xdp with several queues.

@@ -7,12 +7,20 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -177,6 +185,65 @@ func TestXDPClientKernelServer(t *testing.T) {
 	case <-done: // the kernel's side saw our FIN and ended
 	case <-time.After(10 * time.Second):
 		t.Fatal("kernel echo connection still open 10s after Close")
+	}
+	xdpClean(t, p.A)
+}
+
+// TestXDPPcap: with Config.Pcap set, tcp-xdp writes every frame it sends
+// and receives to <Pcap>-tx.pcap and <Pcap>-rx.pcap (the capture's Close
+// flushes them): our SYN and data in one, the kernel's SYN-ACK and echoes
+// in the other; and the mode says so.
+func TestXDPPcap(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	ln, wg := kernelEcho(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
+	defer ln.Close()
+	prefix := filepath.Join(t.TempDir(), "cap")
+	b, err := openXDP(t, p.A, core.Config{LocalIP: xdpAddr(p.A, 3), Dests: []netip.Addr{p.B.Addr}, Port: 5000, Pcap: prefix})
+	testutil.SkipIfNotSupported(t, err)
+	if m := b.Stats().Mode; !strings.HasSuffix(m, " +pcap") {
+		t.Errorf("mode %q does not say +pcap", m)
+	}
+	roundTrips(t, b, 100, 100, 16)
+	st := b.Stats()
+	txFrames, _ := st.Counter("link", "tx_frames")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	wg.Wait()
+	count := func(path string, match func(*layers.TCP) bool) (all, matched int) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		r, err := pcapgo.NewReader(f)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for {
+			data, _, err := r.ReadPacketData()
+			if err == io.EOF {
+				return all, matched
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			all++
+			pk := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
+			if tcp, ok := pk.Layer(layers.LayerTypeTCP).(*layers.TCP); ok && match(tcp) {
+				matched++
+			}
+		}
+	}
+	txAll, syn := count(prefix+pcapio.TxSuffix, func(tc *layers.TCP) bool { return tc.SYN && !tc.ACK })
+	_, txData := count(prefix+pcapio.TxSuffix, func(tc *layers.TCP) bool { return len(tc.Payload) > 0 })
+	_, synack := count(prefix+pcapio.RxSuffix, func(tc *layers.TCP) bool { return tc.SYN && tc.ACK })
+	_, rxData := count(prefix+pcapio.RxSuffix, func(tc *layers.TCP) bool { return len(tc.Payload) > 0 })
+	t.Logf("tx file: %d frames (%d with data, %d SYN); rx file: %d SYN-ACK, %d with data; link tx_frames %d", txAll, txData, syn, synack, rxData, txFrames)
+	if syn != 1 || synack != 1 || txData == 0 || rxData == 0 || uint64(txAll) < txFrames {
+		t.Errorf("captures incomplete: tx %d frames (%d SYN, %d data), rx %d SYN-ACK, %d data; link sent %d before Close", txAll, syn, txData, synack, rxData, txFrames)
 	}
 	xdpClean(t, p.A)
 }
