@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/afxdp"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
@@ -52,9 +50,15 @@ import (
 // QueueID) or most segments miss the socket.
 //
 // The socket belongs to the network namespace of the calling thread
-// (inside testhost.Host.Do for tests). With cfg.CPUs set, NewXDP pins the
-// calling goroutine's thread to CPUs[0] (call it on the goroutine that will
-// poll); Close unpins it when called on that thread. Errors: a
+// (inside testhost.Host.Do for tests). With cfg.CPUs set, NewXDP binds
+// every thread of the process (and those it makes later) to CPUs[0], and
+// Close binds them to the allowed CPUs again: netstack's goroutines must
+// run on the poller's CPU, where the poll loop hands over to them with a
+// Gosched on the same P. (The other kinds lock their poller to a thread
+// instead; a locked goroutine pays for each such yield with two thread
+// hand-offs, which made tcp-xdp ten times slower.) So run one pinned
+// tcp-xdp backend per process, and nothing else there that needs
+// another CPU. Errors: a
 // *core.ConfigError for a bad field, afxdp.Open's (privileges, kernel
 // features, carrier), or NewOverFrameIO's (a connect that fails or times
 // out); everything is undone on error.
@@ -66,19 +70,17 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 	if err := core.CheckOneQueue(cfg); err != nil {
 		return nil, err
 	}
-	pinnedTid := 0
-	unpin := func() error {
-		if pinnedTid != 0 && unix.Gettid() == pinnedTid {
-			pinnedTid = 0
-			return cpu.Unpin()
-		}
-		return nil
-	}
+	unpin := func() error { return nil }
 	if len(cfg.CPUs) > 0 {
-		if err := cpu.Pin(cfg.CPUs[0]); err != nil {
+		pin, err := pinProcess(cfg.CPUs[0])
+		if err != nil {
 			return nil, err
 		}
-		pinnedTid = unix.Gettid()
+		var once sync.Once
+		unpin = func() (err error) {
+			once.Do(func() { err = pin.release() })
+			return err
+		}
 	}
 	fio, opts, err := OpenXDP(cfg)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/internal/wire"
@@ -246,6 +247,39 @@ func TestXDPPcap(t *testing.T) {
 		t.Errorf("captures incomplete: tx %d frames (%d SYN, %d data), rx %d SYN-ACK, %d data; link sent %d before Close", txAll, syn, txData, synack, rxData, txFrames)
 	}
 	xdpClean(t, p.A)
+}
+
+// TestXDPPinsProcess: with Config.CPUs, tcp-xdp binds the process's
+// threads to CPUs[0] while it is open (netstack's goroutines must run on
+// the poller's CPU), and Close gives them the allowed CPUs back.
+func TestXDPPinsProcess(t *testing.T) {
+	testutil.RequireRoot(t)
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		t.Skip(err)
+	}
+	c := allowed[len(allowed)-1]
+	p := testhost.NewT(t, testhost.Options{})
+	ln, wg := kernelEcho(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
+	defer ln.Close()
+	b, err := openXDP(t, p.A, core.Config{LocalIP: xdpAddr(p.A, 3), Dests: []netip.Addr{p.B.Addr}, Port: 5000, CPUs: []int{c}})
+	testutil.SkipIfNotSupported(t, err)
+	roundTrips(t, b, 100, 100, 16)
+	for tid, l := range threadCPUs(t) {
+		if !slices.Equal(l, []int{c}) {
+			t.Errorf("while open: thread %d on %v, want [%d]", tid, l, c)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for tid, l := range threadCPUs(t) {
+		if !slices.Equal(l, allowed) {
+			t.Errorf("after Close: thread %d on %v, want %v", tid, l, allowed)
+		}
+	}
+	ln.Close()
+	wg.Wait()
 }
 
 // TestXDPServerKernelClient: a kernel TCP client on B connects to tcp-xdp
