@@ -15,6 +15,7 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	nstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
@@ -410,6 +411,9 @@ func (b *Backend) accept() {
 func (b *Backend) connectAll() error {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ConnectTimeout)
 	defer cancel()
+	if err := b.resolveAll(ctx); err != nil {
+		return err
+	}
 	pending := make([]*conn, 0, len(b.cfg.Dests))
 	for _, d := range b.cfg.Dests {
 		wq := new(waiter.Queue)
@@ -492,6 +496,47 @@ func (b *Backend) connectAll() error {
 		c.ready.Store(true)
 	}
 	b.stats.conns.Store(uint64(len(b.conns)))
+	return nil
+}
+
+// resolveAll has netstack resolve the link address of every destination
+// (ARP) before any SYN is made, driving the stack until each is resolved,
+// has failed, or ctx is done. A SYN made first would wait inside netstack
+// for the answer carrying the timestamp of its making, and netstack would
+// take the wait (1 s when the first ARP request is lost) for the round-trip
+// time of its handshake: an RTO of 3 s, and a stream that stalls for
+// seconds at its first lost retransmission. A failed resolution is left
+// for the connect to report.
+func (b *Backend) resolveAll(ctx context.Context) error {
+	var left atomic.Int32
+	local := tcpip.AddrFrom4(b.cfg.LocalIP.As4())
+	for _, d := range b.cfg.Dests {
+		left.Add(1)
+		done := func(nstack.LinkResolutionResult) {
+			left.Add(-1)
+			b.st.EP.Interrupt()
+		}
+		switch terr := b.st.NS.GetLinkAddress(stack.NICID, tcpip.AddrFrom4(d.As4()), local, ipv4.ProtocolNumber, done); terr.(type) {
+		case nil, *tcpip.ErrWouldBlock:
+		default:
+			return fmt.Errorf("tcp: resolve %s: %w", d, goErr(terr))
+		}
+	}
+	for left.Load() > 0 {
+		b.st.EP.Poll(pollBudget)
+		if err := b.st.EP.Flush(); err != nil {
+			return fmt.Errorf("tcp: resolve: %w", err)
+		}
+		if left.Load() == 0 {
+			break
+		}
+		if err := b.nap(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // the connect reports the timeout
+			}
+			return fmt.Errorf("tcp: resolve: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"gvisor.dev/gvisor/pkg/tcpip"
+
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
@@ -57,11 +59,25 @@ func (p *poller) stop() {
 	<-p.done
 }
 
-// echo is a server body: every record goes back to its sender. Errors
-// other than peer closes and resets fail the test.
+// echo is a server body: every record goes back to its sender, in order.
+// Errors other than peer closes and resets fail the test.
+//
+// Records QueueTo refuses wait in a backlog of the test's while the echo
+// goes on reading: an echo that stopped reading until its answers fit
+// could stall for good over a lossy wire. Netstack shrinks its receive
+// window to zero when its buffer fills, and the client's ACKs then carry
+// a sequence number beyond that window (netstack sends SND.NXT where Linux
+// sends the window's edge), so the server drops them whole, ACK field
+// included, and its own sends never free room; both ends back off to the
+// maximum RTO. (netbench's echo drops what does not fit and keeps reading.)
 func echo(t *testing.T, b *Backend) func(ctx context.Context) bool {
 	pkts := make([]core.Packet, 64)
+	var backlog []core.Packet
 	return func(ctx context.Context) bool {
+		for len(backlog) > 0 && b.QueueTo(backlog[0].Data, backlog[0].From) {
+			backlog[0] = core.Packet{}
+			backlog = backlog[1:]
+		}
 		n, err := b.Rx(pkts)
 		if err != nil {
 			var pe *core.PeerError
@@ -74,15 +90,10 @@ func echo(t *testing.T, b *Backend) func(ctx context.Context) bool {
 			}
 		}
 		for i := 0; i < n; i++ {
-			for !b.QueueTo(pkts[i].Data, pkts[i].From) {
-				if err := b.Flush(); err != nil && !isPeer(err) {
-					t.Errorf("server Flush: %v", err)
-					return false
-				}
-				if ctx.Err() != nil {
-					return false
-				}
+			if len(backlog) == 0 && b.QueueTo(pkts[i].Data, pkts[i].From) {
+				continue
 			}
+			backlog = append(backlog, core.Packet{Data: append([]byte(nil), pkts[i].Data...), From: pkts[i].From})
 		}
 		if err := b.Flush(); err != nil && !isPeer(err) {
 			if !errors.Is(err, net.ErrClosed) {
@@ -90,7 +101,7 @@ func echo(t *testing.T, b *Backend) func(ctx context.Context) bool {
 			}
 			return false
 		}
-		if n == 0 {
+		if n == 0 && len(backlog) == 0 {
 			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			b.Wait(wctx)
 			cancel()
@@ -243,7 +254,14 @@ func must(v uint64, ok bool) uint64 { return v }
 func TestEcho16MiBImpaired(t *testing.T) {
 	seed := memio.Seed(t)
 	imp := memio.Impairment{Loss: 0.01, Duplicate: 0.01, Reorder: 0.01, Corrupt: 0.01}
-	_, cli, pa, pb := setup(t, memio.Options{Seed: seed, AtoB: imp, BtoA: imp}, serverConfig(), clientConfig(), nil)
+	// The wire is impaired from the first record on, not during the
+	// handshake: memio corrupts without an FCS to catch it, and an ARP
+	// reply with a flipped bit in its sender MAC (ARP has no checksum)
+	// sends every SYN to a host that is not there until the entry ages
+	// out (seed 1796001312277493776). A real wire's FCS drops that frame.
+	_, cli, pa, pb := setup(t, memio.Options{Seed: seed}, serverConfig(), clientConfig(), nil)
+	pa.SetImpairment(imp)
+	pb.SetImpairment(imp)
 	stream(t, cli, 16<<20, func(uint64) int { return 1472 }, 300*time.Second)
 	st := cli.Stats()
 	retr, _ := st.Counter("netstack", "tcp_retransmits")
@@ -747,4 +765,50 @@ func TestBackpressureClearsWithoutFlush(t *testing.T) {
 	if st := cli.Stats(); st.TxSent != sent || st.TxDropped != 0 {
 		t.Fatalf("client TxSent %d TxDropped %d, want %d and 0", st.TxSent, st.TxDropped, sent)
 	}
+}
+
+// dropFirstARP loses the first ARP request its port sends.
+type dropFirstARP struct {
+	*memio.Port
+	dropped atomic.Bool
+}
+
+func (d *dropFirstARP) TxFrame(frame []byte) bool {
+	if len(frame) >= 22 && frame[12] == 0x08 && frame[13] == 0x06 && frame[21] == 1 && !d.dropped.Swap(true) {
+		return true
+	}
+	return d.Port.TxFrame(frame)
+}
+
+// TestLostARPKeepsRTO: the client's first ARP request is lost, so its
+// peer is resolved a second later; the SYN is made only then (New resolves
+// before it connects), so the handshake's round trip is the wire's, not
+// the ARP backoff: the RTO stays far below the 3 s that a SYN kept waiting
+// for ARP inside netstack, with its first timestamp, would have set.
+func TestLostARPKeepsRTO(t *testing.T) {
+	pa, pb := memio.NewPair(memio.Options{})
+	srv, err := NewOverFrameIO(serverConfig(), pa, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPoller(srv, echo(t, srv))
+	defer func() { p.stop(); srv.Close() }()
+	fio := &dropFirstARP{Port: pb}
+	cli, err := NewOverFrameIO(clientConfig(), fio, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if !fio.dropped.Load() {
+		t.Fatal("no ARP request was sent")
+	}
+	var info tcpip.TCPInfoOption
+	if terr := cli.conns[0].ep.GetSockOpt(&info); terr != nil {
+		t.Fatal(terr)
+	}
+	t.Logf("after a lost ARP request: RTT %v, RTO %v", info.RTT, info.RTO)
+	if info.RTO >= 2*time.Second {
+		t.Errorf("RTO %v: the ARP wait was taken for the handshake's round trip", info.RTO)
+	}
+	stream(t, cli, 64<<10, func(uint64) int { return 1000 }, 30*time.Second)
 }
