@@ -38,6 +38,11 @@ type Options struct {
 	// SilentEvery, with SilentMax, drops like DropEvery but counts nothing:
 	// a loss no layer accounts for.
 	SilentEvery, SilentMax uint64
+	// SilentAtClose makes the silent drops appear in the server's Stats
+	// after Close, as layer "fake" counter "silent_at_close" (Loss): a
+	// loss that only Close can count, as AF_XDP's frames left unread in
+	// the RX ring (rx_unread_at_close).
+	SilentAtClose bool
 	// WireLimit bounds each wire to this many messages in flight; more are
 	// dropped at Flush and counted as layer "fake" counter "wire_full"
 	// (Loss) of the sender. 0: unbounded.
@@ -244,6 +249,13 @@ func (b *Backend) Stats() core.Stats {
 		{Layer: "fake", Name: "injected_drops", Value: b.injected, Loss: true},
 		{Layer: "fake", Name: "wire_full", Value: b.wireFull, Loss: true},
 		{Layer: "fake", Name: "wire_backlog", Value: uint64(b.in.len())},
+	}
+	if b.o.SilentAtClose && b.server {
+		var v uint64
+		if b.closed {
+			v = b.silent
+		}
+		s.Layers = append(s.Layers, core.Counter{Layer: "fake", Name: "silent_at_close", Value: v, Loss: true})
 	}
 	return s
 }

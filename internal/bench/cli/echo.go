@@ -129,7 +129,7 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.Queues, cfg.CPUs = *queues, qcpus
 		return echoGroup(ctx, cfg, eo, &out, *stats, fail, stdout, stderr)
 	}
-	cpus, err := pin(*cpuN)
+	cpus, err := pin(*kind, *cpuN)
 	if err != nil {
 		return fail(Classify(*kind, err), err)
 	}
@@ -148,6 +148,11 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res, runErr := bench.Echo(ctx, b, eo)
 	if cerr := b.Close(); cerr != nil && runErr == nil {
 		fmt.Fprintln(stderr, "echo: close:", cerr)
+	}
+	if res != nil {
+		// The counters as Close left them: it counts what it found
+		// undelivered (frames left in a ring, records still staged).
+		res.Stats = b.Stats()
 	}
 	out.Result = res
 	status := 0
@@ -180,7 +185,7 @@ func echoGroup(ctx context.Context, cfg core.Config, eo bench.EchoOptions, out *
 	start := time.Now()
 	parts := make([]*bench.EchoResult, cfg.Queues)
 	errs := make([]error, cfg.Queues)
-	total, err := runGroup(g, cfg.Queues, func() {
+	total, final, err := runGroup(g, cfg.Queues, func() {
 		fmt.Fprintf(stdout, "ready %s\n", g.Stats().Mode)
 		if f, ok := stdout.(interface{ Sync() error }); ok {
 			_ = f.Sync()
@@ -204,6 +209,11 @@ func echoGroup(ctx context.Context, cfg core.Config, eo bench.EchoOptions, out *
 		if e != nil {
 			fmt.Fprintf(stderr, "echo: queue %d: %v\n", q, e)
 			status = 1
+		}
+	}
+	for q, p := range parts {
+		if p != nil && q < len(final) {
+			p.Stats = final[q] // as each queue's Close left them
 		}
 	}
 	res := bench.MergeEchoes(parts)

@@ -37,18 +37,21 @@ var NewGroup = func(cfg core.Config) (Group, error) {
 // runGroup runs the n queues of g, each on a goroutine of its own, the
 // queue's poller: it opens every queue (Open pins its poller), calls
 // ready once all are open, then body(q, b) on every poller at once. When
-// every body has returned it reads the group's Stats, has each poller
-// close its Backend (which undoes its pinning) and returns the Stats. If
-// a queue cannot be opened, the queues already open are closed, ready and
-// body are not called, and the error names the queue. The caller closes
-// g.
-func runGroup(g Group, n int, ready func(), body func(q int, b core.Backend)) (core.Stats, error) {
+// every body has returned, each poller closes its Backend (which undoes
+// its pinning); then runGroup reads the group's Stats and each queue's
+// Backend's Stats, after those Closes, so that what only a Close counts
+// (frames left in a ring, records still staged) is in them, and returns
+// both. If a queue cannot be opened, the queues already open are closed,
+// ready and body are not called, and the error names the queue. The
+// caller closes g.
+func runGroup(g Group, n int, ready func(), body func(q int, b core.Backend)) (total core.Stats, queues []core.Stats, err error) {
 	opened := make(chan error, n)
 	start := make(chan bool) // true: run; closed without a value: give up
 	bodies := make(chan struct{}, n)
 	closing := make(chan struct{})
 	var wg sync.WaitGroup
-	var closeErrs = make([]error, n)
+	closeErrs := make([]error, n)
+	backends := make([]core.Backend, n)
 	for q := 0; q < n; q++ {
 		wg.Add(1)
 		go func() {
@@ -58,6 +61,7 @@ func runGroup(g Group, n int, ready func(), body func(q int, b core.Backend)) (c
 				opened <- fmt.Errorf("queue %d: %w", q, err)
 				return
 			}
+			backends[q] = b
 			opened <- nil
 			if run := <-start; run {
 				body(q, b)
@@ -78,7 +82,7 @@ func runGroup(g Group, n int, ready func(), body func(q int, b core.Backend)) (c
 	if len(errs) > 0 {
 		close(start)
 		wg.Wait()
-		return core.Stats{}, errors.Join(errs...)
+		return core.Stats{}, nil, errors.Join(errs...)
 	}
 	ready()
 	for range n {
@@ -87,10 +91,13 @@ func runGroup(g Group, n int, ready func(), body func(q int, b core.Backend)) (c
 	for range n {
 		<-bodies
 	}
-	st := g.Stats()
 	close(closing)
 	wg.Wait()
-	return st, errors.Join(closeErrs...)
+	queues = make([]core.Stats, n)
+	for q, b := range backends {
+		queues[q] = b.Stats()
+	}
+	return g.Stats(), queues, errors.Join(closeErrs...)
 }
 
 // parseCPUs parses the --cpus flag: CPU numbers and ranges separated by

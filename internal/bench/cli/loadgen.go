@@ -166,7 +166,7 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return fail(Classify(*kind, openErr), openErr)
 		}
 	} else {
-		cpus, err := pin(*cpuN)
+		cpus, err := pin(*kind, *cpuN)
 		if err != nil {
 			return fail(Classify(*kind, err), err)
 		}
@@ -178,6 +178,11 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		res, runErr = bench.Load(ctx, b, lo)
 		if cerr := b.Close(); cerr != nil && runErr == nil {
 			fmt.Fprintln(stderr, "loadgen: close:", cerr)
+		}
+		if res != nil {
+			// The counters as Close left them: it counts what it found
+			// undelivered (frames left in a ring, records still staged).
+			res.Stats = b.Stats()
 		}
 	}
 	status := 0
@@ -229,7 +234,7 @@ func loadGroup(ctx context.Context, cfg core.Config, lo bench.LoadOptions) (res 
 	}
 	parts := make([]*bench.LoadResult, cfg.Queues)
 	errs := make([]error, cfg.Queues)
-	total, err := runGroup(g, cfg.Queues, func() {
+	total, final, err := runGroup(g, cfg.Queues, func() {
 		// Every queue is open: the schedule starts shortly, the same for all.
 		lo.Start = time.Now().Add(groupStartDelay)
 	}, func(q int, b core.Backend) {
@@ -252,6 +257,9 @@ func loadGroup(ctx context.Context, cfg core.Config, lo bench.LoadOptions) (res 
 		if parts[q] == nil {
 			return nil, runErr, nil
 		}
+	}
+	for q, p := range parts {
+		p.Stats = final[q] // as each queue's Close left them
 	}
 	res = bench.MergeLoads(parts)
 	res.Stats = total

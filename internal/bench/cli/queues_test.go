@@ -89,13 +89,14 @@ type fakeGroup struct {
 	mu      sync.Mutex
 	clients []*benchtest.Backend
 	servers []*benchtest.Backend
+	spies   []*closeSpy
 	opened  []bool
 	closed  []bool
 	fail    int
 }
 
 func newFakeGroup(n, fail int) *fakeGroup {
-	g := &fakeGroup{fail: fail, opened: make([]bool, n), closed: make([]bool, n)}
+	g := &fakeGroup{fail: fail, opened: make([]bool, n), closed: make([]bool, n), spies: make([]*closeSpy, n)}
 	for range n {
 		c, s := benchtest.NewPair(benchtest.Options{})
 		g.clients, g.servers = append(g.clients, c), append(g.servers, s)
@@ -108,28 +109,40 @@ func (g *fakeGroup) Open(q int) (core.Backend, error) {
 		return nil, &core.ConfigError{Field: "Queues", Value: q, Reason: "cannot"}
 	}
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.opened[q] = true
-	g.mu.Unlock()
-	return &closeSpy{Backend: g.clients[q], g: g, q: q}, nil
+	g.spies[q] = &closeSpy{Backend: g.clients[q], g: g, q: q}
+	return g.spies[q], nil
 }
 
+// Stats sums the queues' Stats as they are now; Mode says how many queues
+// were closed when it was read.
 func (g *fakeGroup) Stats() core.Stats {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	var qs []core.Stats
-	for q, c := range g.clients {
-		if g.closed[q] {
-			return core.Stats{Mode: "read after a close"}
+	spies := slices.Clone(g.spies)
+	closed := 0
+	for _, c := range g.closed {
+		if c {
+			closed++
 		}
-		qs = append(qs, c.Stats())
+	}
+	g.mu.Unlock()
+	var qs []core.Stats
+	for _, sp := range spies {
+		if sp != nil {
+			qs = append(qs, sp.Stats())
+		}
 	}
 	s := core.SumStats(qs)
-	s.Mode = "fake group"
+	s.Mode = fmt.Sprintf("fake group, %d queues closed", closed)
 	return s
 }
 
 func (g *fakeGroup) Close() error { return nil }
 
+// closeSpy is a queue's Backend that records its Close, and whose Stats
+// gain a loss at Close ("fake" "lost_at_close", q+1), as AF_XDP's count
+// what Close finds left in the rings.
 type closeSpy struct {
 	*benchtest.Backend
 	g *fakeGroup
@@ -143,30 +156,53 @@ func (c *closeSpy) Close() error {
 	return c.Backend.Close()
 }
 
-// runGroup runs every queue's body on its own goroutine, reads the
-// group's Stats before any queue closes, and closes every queue; a queue
-// that cannot open stops everything before ready, closing the others.
+func (c *closeSpy) Stats() core.Stats {
+	s := c.Backend.Stats()
+	c.g.mu.Lock()
+	closed := c.g.closed[c.q]
+	c.g.mu.Unlock()
+	var v uint64
+	if closed {
+		v = uint64(c.q + 1)
+	}
+	s.Layers = append(s.Layers, core.Counter{Layer: "fake", Name: "lost_at_close", Value: v, Loss: true})
+	return s
+}
+
+// runGroup runs every queue's body on its own goroutine, closes every
+// queue, and only then reads the group's and each queue's Stats, so that
+// what Close counts is in them; a queue that cannot open stops
+// everything before ready, closing the others.
 func TestRunGroup(t *testing.T) {
 	g := newFakeGroup(3, -1)
 	var ready bool
 	var ran [3]bool
-	st, err := runGroup(g, 3, func() { ready = true }, func(q int, b core.Backend) {
+	st, qs, err := runGroup(g, 3, func() { ready = true }, func(q int, b core.Backend) {
 		if !ready {
 			t.Errorf("queue %d ran before ready", q)
 		}
 		ran[q] = b.Queue([]byte("hello")) && b.Flush() == nil
 	})
-	if err != nil || st.Mode != "fake group" || st.TxSent != 3 {
-		t.Fatalf("stats %+v, %v; want the group's, read before the queues closed, 3 sent", st, err)
+	if err != nil || st.Mode != "fake group, 3 queues closed" || st.TxSent != 3 {
+		t.Fatalf("stats %+v, %v; want the group's, read after the queues closed, 3 sent", st, err)
+	}
+	if v, _ := st.Counter("fake", "lost_at_close"); v != 1+2+3 {
+		t.Errorf("group lost_at_close %d, want 6: the Stats were read before the queues' Close", v)
+	}
+	if len(qs) != 3 {
+		t.Fatalf("%d queue Stats, want 3", len(qs))
 	}
 	for q := range 3 {
 		if !ran[q] || !g.closed[q] {
 			t.Errorf("queue %d: ran %v, closed %v", q, ran[q], g.closed[q])
 		}
+		if v, _ := qs[q].Counter("fake", "lost_at_close"); v != uint64(q+1) || qs[q].TxSent != 1 {
+			t.Errorf("queue %d: lost_at_close %d (want %d), sent %d (want 1)", q, v, q+1, qs[q].TxSent)
+		}
 	}
 
 	g = newFakeGroup(3, 1)
-	_, err = runGroup(g, 3, func() { t.Error("ready called") }, func(q int, b core.Backend) { t.Errorf("queue %d ran", q) })
+	_, _, err = runGroup(g, 3, func() { t.Error("ready called") }, func(q int, b core.Backend) { t.Errorf("queue %d ran", q) })
 	var ce *core.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "queue 1") {
 		t.Fatalf("error %v; want queue 1's ConfigError", err)

@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/benchtest"
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// TestResultsCarryCloseTimeCounters: echo and loadgen over the in-memory
+// pair, whose server drops every 50th message without a counter and
+// counts those drops only in its Stats after Close (as AF_XDP counts the
+// frames Close finds unread, rx_unread_at_close). The tools' JSON holds
+// the counters as Close left them, so both files together account for
+// every message; read before Close, 10 would be unaccounted.
+func TestResultsCarryCloseTimeCounters(t *testing.T) {
+	cli, srv := benchtest.NewPair(benchtest.Options{SilentEvery: 50, SilentMax: 10, SilentAtClose: true})
+	saved := Open
+	defer func() { Open = saved }()
+	Open = func(cfg core.Config) (core.Backend, error) {
+		if cfg.Role == core.RoleServer {
+			return srv, nil
+		}
+		return cli, nil
+	}
+	dir := t.TempDir()
+	echoJSON, loadJSON := filepath.Join(dir, "echo.json"), filepath.Join(dir, "load.json")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var echoErr syncBuilder
+	status := make(chan int, 1)
+	go func() {
+		status <- RunEcho(ctx, []string{"--kind", "udp", "--local", "198.18.0.2", "--wait", "--stats", echoJSON}, pw, &echoErr)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("echo said %q, %v (stderr %s)", line, err, echoErr.String())
+	}
+	go io.Copy(io.Discard, pr)
+
+	var out, errOut strings.Builder
+	st := RunLoadgen(context.Background(), []string{"--kind", "udp", "--dst", "198.18.0.2", "--rate", "2k",
+		"--warmup", "0s", "--duration", "500ms", "--drain", "300ms", "--wait", "--json", loadJSON}, &out, &errOut)
+	if st != 0 {
+		t.Fatalf("loadgen exit %d: %s %s", st, out.String(), errOut.String())
+	}
+	cancel()
+	select {
+	case s := <-status:
+		if s != 0 {
+			t.Fatalf("echo exit %d: %s", s, echoErr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("echo did not stop after its context ended")
+	}
+	var lf LoadFile
+	var ef EchoFile
+	readJSON(t, loadJSON, &lf)
+	readJSON(t, echoJSON, &ef)
+	if lf.Result == nil || ef.Result == nil {
+		t.Fatalf("missing results: %+v %+v", lf, ef)
+	}
+	if got := srv.Silent(); got != 10 {
+		t.Fatalf("the fake dropped %d, want 10", got)
+	}
+	if v, ok := ef.Result.Stats.Counter("fake", "silent_at_close"); !ok || v != 10 {
+		t.Fatalf("echo JSON: silent_at_close %d (present %v), want 10: the Stats were read before Close", v, ok)
+	}
+	c := bench.NewCell("udp", lf.Result, ef.Result)
+	if c.Unaccounted != 0 || lf.Result.Lost != 10 {
+		t.Fatalf("lost %d (want 10), unaccounted %d: %+v", lf.Result.Lost, c.Unaccounted, c.Conservation)
+	}
+}
+
+// loadGroup's result holds every queue's counters as its Close left them,
+// and the group's, read after the queues closed.
+func TestLoadGroupCloseTimeCounters(t *testing.T) {
+	g := newFakeGroup(2, -1)
+	saved := NewGroup
+	defer func() { NewGroup = saved }()
+	NewGroup = func(core.Config) (Group, error) { return g, nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, s := range g.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bench.Echo(ctx, s, bench.EchoOptions{Wait: true})
+		}()
+	}
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	res, runErr, openErr := loadGroup(context.Background(), core.Config{Kind: "udp", Queues: 2},
+		bench.LoadOptions{Rate: 2000, Duration: 200 * time.Millisecond, Drain: 5 * time.Second, Wait: true})
+	if openErr != nil || runErr != nil {
+		t.Fatalf("open %v, run %v", openErr, runErr)
+	}
+	if res.Total.Sent != 400 || res.Received != 400 {
+		t.Fatalf("sent %d received %d, want 400 each", res.Total.Sent, res.Received)
+	}
+	if v, _ := res.Stats.Counter("fake", "lost_at_close"); v != 1+2 {
+		t.Errorf("group lost_at_close %d, want 3", v)
+	}
+	if len(res.PerQueue) != 2 {
+		t.Fatalf("%d queues in the result", len(res.PerQueue))
+	}
+	for q, p := range res.PerQueue {
+		if v, _ := p.Stats.Counter("fake", "lost_at_close"); v != uint64(q+1) {
+			t.Errorf("queue %d: lost_at_close %d, want %d", q, v, q+1)
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
+)
+
+// pin binds the tool's poller to its CPU for the kinds that need it, and
+// leaves the thread alone (unlocked, on every allowed CPU) for the
+// userspace TCP kinds, whose backend pins the whole process; each gets
+// the CPU in Config.CPUs.
+func TestPinLeavesUserspaceTCPToItsBackend(t *testing.T) {
+	allowed := allowedCPUs(t)
+	c := allowed[len(allowed)-1]
+	for _, kind := range []string{core.KindUDP, core.KindURing, core.KindXDP, core.KindDPDK, core.KindTCP, core.KindTCPXDP, core.KindTCPDPDK} {
+		done := make(chan struct{})
+		go func() {
+			// A goroutine of its own: a pin left behind ends with it.
+			defer close(done)
+			cpus, err := pin(kind, c)
+			if err != nil || !slices.Equal(cpus, []int{c}) {
+				t.Errorf("%s: pin = %v, %v; want [%d]", kind, cpus, err, c)
+				return
+			}
+			cur, err := cpu.Current()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if pinsProcess(kind) {
+				if !slices.Equal(cur, allowed) {
+					t.Errorf("%s: the tool's thread runs on %v, want it left on %v", kind, cur, allowed)
+				}
+				return
+			}
+			if !slices.Equal(cur, []int{c}) {
+				t.Errorf("%s: the tool's thread runs on %v, want [%d]", kind, cur, c)
+			}
+			if err := cpu.Unpin(); err != nil {
+				t.Error(err)
+				runtime.LockOSThread() // the narrowed thread ends with us
+			}
+		}()
+		<-done
+	}
+	if cpus, err := pin(core.KindTCPXDP, -1); err != nil || cpus != nil {
+		t.Errorf("no CPU: %v, %v", cpus, err)
+	}
+}
