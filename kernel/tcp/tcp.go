@@ -9,7 +9,9 @@
 // There is no loss on this path, only back-pressure: when a socket's send
 // buffer is full (EAGAIN) the bytes wait in a per-connection staging buffer
 // of Config.TxQueue records, and when a record does not fit there Queue
-// returns false and the caller keeps it. A record is never cut: half a
+// returns false and the caller keeps it. Bytes a Flush released that the
+// socket refused go out with the next Rx or Flush that finds room (Wait
+// wakes for that room), so the stream moves on without another Flush. A record is never cut: half a
 // record would put the receiver out of step for the rest of the connection.
 // With several receivers a record goes to all of them or to none, so that a
 // retry never duplicates it.
@@ -48,8 +50,14 @@ type conn struct {
 	remote netip.AddrPort
 	stage  *rec.Staging
 	dec    *rec.Decoder
+	// released is how many bytes at the front of stage.Pending a Flush has
+	// released and the socket has not taken yet (its send buffer was
+	// full): every Rx and Flush writes them as the socket makes room.
+	// Bytes staged after them wait for the next Flush.
+	released int
 	// out is true while the connection is registered for EPOLLOUT (it has
-	// staged bytes the socket refused), so that Wait wakes when they can go.
+	// released bytes the socket refused), so that Wait wakes when they can
+	// go.
 	out bool
 	// gone is set when the peer closed or reset; records already read are
 	// still delivered, then the connection is removed.
@@ -458,10 +466,12 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
 	return true
 }
 
-// Flush writes each connection's staged records with one send(2) per
-// connection. Bytes the socket does not take (its send buffer is full) stay
-// staged for the next Flush; nothing is dropped for that. A server also
-// accepts new clients here.
+// Flush releases each connection's staged records to the stream and
+// writes them with one send(2) per connection. Bytes the socket does not
+// take (its send buffer is full) stay staged, released: every later Rx and
+// Flush writes them as the socket makes room (Wait wakes for that), so a
+// caller whose Queue is refused need not Flush for them to go; nothing is
+// dropped for that. A server also accepts new clients here.
 //
 // When a peer closed or reset its connection, the connection is removed,
 // the records still staged for it are counted in TxDropped, and Flush (or
@@ -477,22 +487,30 @@ func (b *Backend) Flush() error {
 	defer b.life.Exit()
 	b.maybeAccept()
 	for _, c := range b.conns {
-		if c.gone || c.stage.Len() == 0 {
+		if c.gone {
 			continue
 		}
-		b.flushConn(c)
+		c.released = c.stage.Len()
+		b.send(c)
 	}
 	b.reap()
 	return b.popErr()
 }
 
-func (b *Backend) flushConn(c *conn) {
-	for c.stage.Len() > 0 {
-		p := c.stage.Pending()
+// send writes c's released bytes, as many as the socket takes, and keeps
+// c registered for EPOLLOUT while some are left. It makes no system call
+// when nothing is released.
+func (b *Backend) send(c *conn) {
+	if c.gone || c.released == 0 {
+		return
+	}
+	for c.released > 0 {
+		p := c.stage.Pending()[:c.released]
 		n, errno := sock.Send(c.fd, p, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 		b.st.Syscalls++
 		switch errno {
 		case 0:
+			c.released -= n
 			b.st.TxSent += uint64(c.stage.Consume(n))
 			taken := c.stage.TakenPayload()
 			b.st.TxBytes += taken - c.sentPayload
@@ -507,6 +525,7 @@ func (b *Backend) flushConn(c *conn) {
 			b.wantOut(c, true)
 			return
 		default:
+			c.released = 0
 			b.lose(c, errno)
 			return
 		}
@@ -597,7 +616,10 @@ func (b *Backend) popErr() error {
 // buffer and is valid until the next Rx or Close; pkts[i].From is the
 // connection's remote address. A record longer than MaxDatagram is
 // skipped and counted in RxTruncated. A server also accepts new clients
-// here.
+// here. Like Flush, Rx first writes the bytes earlier Flushes released
+// that the socket refused (one send(2) per connection that has such
+// bytes, none otherwise); records queued after the last Flush wait for
+// the next one.
 //
 // A peer that closed or reset its connection is reported once by a
 // *core.PeerError from Rx or Flush (see Flush for what to do), after the
@@ -613,6 +635,7 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	k := 0
 	nc := len(b.conns)
 	for _, c := range b.conns {
+		b.send(c) // what earlier Flushes released, if the socket has room
 		c.dec.Compact()
 		if core.Debug {
 			core.Poison(c.dec.Tail())
@@ -674,9 +697,9 @@ func (b *Backend) rxConn(c *conn, pkts []core.Packet, k, want int) int {
 	return k
 }
 
-// Wait sleeps until a connection has data or room for back-pressured
-// bytes, a client connects to a server, ctx is done (ctx.Err()), or the
-// backend is closed (net.ErrClosed). It polls one epoll descriptor that
+// Wait sleeps until a connection has data or room for bytes a Flush
+// released (the next Rx writes them), a client connects to a server, ctx
+// is done (ctx.Err()), or the backend is closed (net.ErrClosed). It polls one epoll descriptor that
 // holds the listener and every connection.
 func (b *Backend) Wait(ctx context.Context) error {
 	if !b.life.BeginWait() {
