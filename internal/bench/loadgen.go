@@ -243,8 +243,8 @@ func ceilCount(d time.Duration, r float64) uint64 {
 // backend fails (Error, and the error). The result is valid in every case.
 //
 // Each round it queues every message whose scheduled time has come
-// (flushing every Batch messages and at the end of the round), then calls
-// Rx once and matches the answers. It does not allocate per message.
+// (flushing every Batch messages, at the end of the round, and once when
+// Queue refuses one), then calls Rx once and matches the answers. It does not allocate per message.
 func Load(ctx context.Context, b core.Backend, o LoadOptions) (*LoadResult, error) {
 	l, err := newLoader(b, o)
 	if err != nil {
@@ -402,9 +402,15 @@ func (l *loader) flush() error {
 }
 
 // sendDue queues every message scheduled at or before now. It reports
-// whether there was any.
+// whether there was any. A message Queue refuses (back-pressure) is not
+// sent and not retried, but the first refusal of a call makes it Flush
+// even with nothing queued since the last Flush: a backend may hold bytes
+// an earlier Flush released that only its next Flush (or Rx) hands on,
+// and an open-loop sender that flushed only after a Queue that succeeded
+// would wait for them for good.
 func (l *loader) sendDue(now int64) (bool, error) {
 	did := false
+	flushedOnRefusal := false
 	r := l.res
 	for l.next < l.total {
 		s := l.sched(l.next)
@@ -423,6 +429,12 @@ func (l *loader) sendDue(now int64) (bool, error) {
 			r.Total.NotSent++
 			if win {
 				r.NotSent++
+			}
+			if !flushedOnRefusal {
+				flushedOnRefusal = true
+				if err := l.flush(); err != nil {
+					return did, err
+				}
 			}
 			continue
 		}
