@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,65 +12,25 @@ import (
 	"github.com/dgramio/dgramio/stack"
 )
 
-// irqPort is a memio port with an Interrupt (stack.Interrupter), as a
-// FrameIO whose sleep can be ended without slicing it into contexts (which
-// stack.Endpoint.Sleep allocates per slice): each Wait uses one long-lived
-// context, replaced only after an Interrupt ended it. The caller's ctx is
-// not honoured (a Service sleeps with context.Background).
-type irqPort struct {
-	*memio.Port
-	mu     sync.Mutex
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-var _ stack.Interrupter = (*irqPort)(nil)
-
-func newIrqPort(p *memio.Port) *irqPort {
-	w := &irqPort{Port: p}
-	w.ctx, w.cancel = context.WithCancel(context.Background())
-	return w
-}
-
-// Wait implements frameio.Waiter.
-func (w *irqPort) Wait(context.Context) error {
-	w.mu.Lock()
-	ctx := w.ctx
-	w.mu.Unlock()
-	err := w.Port.Wait(ctx)
-	if ctx.Err() != nil {
-		w.mu.Lock()
-		w.ctx, w.cancel = context.WithCancel(context.Background())
-		w.mu.Unlock()
-		return nil
-	}
-	return err
-}
-
-// Interrupt implements stack.Interrupter.
-func (w *irqPort) Interrupt() {
-	w.mu.Lock()
-	w.cancel()
-	w.mu.Unlock()
-}
+// The test's premise: memio's sleep can be ended without slicing it into
+// contexts (stack.Endpoint.Sleep allocates one per slice otherwise).
+var _ stack.Interrupter = (*memio.Port)(nil)
 
 // TestNoAllocPerMessage: once warm, a 100-byte Write and the ReadFull of
 // its echo allocate nothing on average, through both Services, netstack
-// and their pollers, which sleep between messages on a FrameIO with
-// Interrupt. (Over one without Interrupt, as memio and AF_XDP today,
-// stack.Endpoint.Sleep allocates a context for each sleep: a handful of
-// allocations per idle period, not per message while the poller spins.)
+// and their pollers, which sleep between messages on memio, a FrameIO
+// with Interrupt (stack.Interrupter).
 func TestNoAllocPerMessage(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under -race")
 	}
 	pa, pb := memio.NewPair(memio.Options{})
-	a, err := NewOverFrameIO(core.Config{LocalIP: ipA}, newIrqPort(pa), Options{Poll: PollSleep})
+	a, err := NewOverFrameIO(core.Config{LocalIP: ipA}, pa, Options{Poll: PollSleep})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := NewOverFrameIO(core.Config{LocalIP: ipB}, newIrqPort(pb), Options{Poll: PollSleep})
+	b, err := NewOverFrameIO(core.Config{LocalIP: ipB}, pb, Options{Poll: PollSleep})
 	if err != nil {
 		t.Fatal(err)
 	}
