@@ -31,10 +31,14 @@ import (
 // net_af_xdp, whose XDP program takes every frame of the queue away from the
 // kernel.
 //
-// With cfg.CPUs set, NewDPDK pins the calling goroutine's thread to
-// CPUs[0] before the EAL starts, so DPDK's main lcore is that CPU (call it
-// on the goroutine that will poll); Close unpins it when called on that
-// thread. A vdev on an interface must be opened from a thread inside the
+// With Config.CPUs, every thread of the process is bound to CPUs[0] until
+// Close (cpu.PinProcess; Close gives each thread its affinity back): one
+// pinned userspace-TCP backend per process, and nothing else there that
+// needs another CPU. This happens before the EAL starts, so DPDK's main
+// lcore is that CPU too. Netstack's goroutines then run on the poller's
+// CPU, handed over by a Gosched on the same P, instead of behind a thread
+// lock that would cost two thread hand-offs per yield (see tcp.NewXDP);
+// the calling goroutine is not locked to its thread. A vdev on an interface must be opened from a thread inside the
 // interface's network namespace (testhost.Host.Do). DPDK cannot sleep on a
 // vdev's queue: Wait returns an error matching core.ErrNotSupported, and the
 // application polls. Errors are dpdk.Open's, NewOverFrameIO's (a connect
@@ -54,14 +58,13 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	if err := core.CheckOneQueue(cfg); err != nil {
 		return nil, err
 	}
-	// Pin to CPUs[0], leaving a pin the caller made itself alone. Release
-	// acts only on the claimed thread: Close may come from another
-	// goroutine, which must not be touched.
-	th, err := cpu.Claim(cfg.CPUs, false)
-	if err != nil {
-		return nil, err
+	unpin := func() error { return nil }
+	if len(cfg.CPUs) > 0 {
+		var err error
+		if unpin, err = cpu.PinProcess(cfg.CPUs[0]); err != nil {
+			return nil, err
+		}
 	}
-	unpin := th.Release
 	port, err := dpdk.Open(dpdk.OptionsFrom(cfg))
 	if err != nil {
 		unpin()

@@ -50,15 +50,15 @@ import (
 // QueueID) or most segments miss the socket.
 //
 // The socket belongs to the network namespace of the calling thread
-// (inside testhost.Host.Do for tests). With cfg.CPUs set, NewXDP binds
-// every thread of the process (and those it makes later) to CPUs[0], and
-// Close binds them to the allowed CPUs again: netstack's goroutines must
-// run on the poller's CPU, where the poll loop hands over to them with a
-// Gosched on the same P. (The other kinds lock their poller to a thread
-// instead; a locked goroutine pays for each such yield with two thread
-// hand-offs, which made tcp-xdp ten times slower.) So run one pinned
-// tcp-xdp backend per process, and nothing else there that needs
-// another CPU. Errors: a
+// (inside testhost.Host.Do for tests). With Config.CPUs, every thread of
+// the process is bound to CPUs[0] until Close (cpu.PinProcess; Close gives
+// each thread its affinity back): one pinned userspace-TCP backend per
+// process, and nothing else there that needs another CPU. Netstack's
+// goroutines must run on the poller's CPU, where the poll loop hands over
+// to them with a Gosched on the same P. (The other kinds lock their poller
+// to a thread instead; a locked goroutine pays for each such yield with
+// two thread hand-offs, which made tcp-xdp ten times slower.) The calling
+// goroutine is not locked to its thread. Errors: a
 // *core.ConfigError for a bad field, afxdp.Open's (privileges, kernel
 // features, carrier), or NewOverFrameIO's (a connect that fails or times
 // out); everything is undone on error.
@@ -72,14 +72,8 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 	}
 	unpin := func() error { return nil }
 	if len(cfg.CPUs) > 0 {
-		pin, err := pinProcess(cfg.CPUs[0])
-		if err != nil {
+		if unpin, err = cpu.PinProcess(cfg.CPUs[0]); err != nil {
 			return nil, err
-		}
-		var once sync.Once
-		unpin = func() (err error) {
-			once.Do(func() { err = pin.release() })
-			return err
 		}
 	}
 	fio, opts, err := OpenXDP(cfg)
