@@ -34,11 +34,13 @@ import (
 // With Config.CPUs, every thread of the process is bound to CPUs[0] until
 // Close (cpu.PinProcess; Close gives each thread its affinity back): one
 // pinned userspace-TCP backend per process, and nothing else there that
-// needs another CPU. This happens before the EAL starts, so DPDK's main
-// lcore is that CPU too. Netstack's goroutines then run on the poller's
+// needs another CPU. The pin comes first, so when this backend starts the
+// EAL, DPDK's main lcore is that CPU too. Netstack's goroutines then run on the poller's
 // CPU, handed over by a Gosched on the same P, instead of behind a thread
-// lock that would cost two thread hand-offs per yield (see tcp.NewXDP);
-// the calling goroutine is not locked to its thread. A vdev on an interface must be opened from a thread inside the
+// lock that would cost two thread hand-offs per yield (see NewXDP); the
+// calling goroutine is not locked to its thread.
+//
+// A vdev on an interface must be opened from a thread inside the
 // interface's network namespace (testhost.Host.Do). DPDK cannot sleep on a
 // vdev's queue: Wait returns an error matching core.ErrNotSupported, and the
 // application polls. Errors are dpdk.Open's, NewOverFrameIO's (a connect
