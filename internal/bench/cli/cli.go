@@ -1,8 +1,10 @@
 // Package cli holds the command lines of the measuring tools: echo and
 // loadgen (cmd/echo, cmd/loadgen, and netbench, which re-executes itself in
-// either mode). Each Main parses its flags, opens the backend with
-// dgramio.New, pins the poller, runs the loop of package bench and writes
-// its result as JSON, so netbench can collect both ends' counters. With
+// either mode). Each Main parses its flags, pins the poller (the userspace
+// TCP kinds pin the whole process themselves: see pin), opens the backend
+// with dgramio.New, runs the loop of package bench, closes the backend and
+// writes its result, with the counters read after Close, as JSON, so
+// netbench can collect both ends' counters. With
 // --queues N > 1 it opens a group (dgramio.NewGroup) instead and runs a
 // poller per queue, each on its own goroutine (Group.Open pins it), and
 // merges the queues' results; netbench --queues 1,2,… runs every kind with
