@@ -63,7 +63,7 @@ func goErr(err tcpip.Error) error {
 	case *tcpip.ErrNetworkUnreachable:
 		return syscall.ENETUNREACH
 	case *tcpip.ErrNoNet:
-		return syscall.ENONET
+		return errNoNet
 	case *tcpip.ErrPortInUse:
 		return syscall.EADDRINUSE
 	case *tcpip.ErrNoPortAvailable, *tcpip.ErrBadLocalAddress:

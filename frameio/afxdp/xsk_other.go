@@ -54,6 +54,9 @@ func (x *XSK) Stats() frameio.Stats { return frameio.Stats{} }
 // Close returns nil.
 func (x *XSK) Close() error { return nil }
 
+// Mode says how the socket runs; here, that it does not.
+func (x *XSK) Mode() string { return "unsupported" }
+
 // Program is an XDP program shared by the sockets of several queues;
 // AF_XDP exists only on Linux, so AttachProgram always fails.
 type Program struct{}
