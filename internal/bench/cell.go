@@ -202,6 +202,10 @@ type Cell struct {
 	Kind     string `json:"kind"`
 	Mode     string `json:"mode"`
 	EchoMode string `json:"echo_mode"`
+	// Variant names the option both ends' backends ran with ("sqpoll" or
+	// "napi" of kind uring; see Variants), empty for the kind as it is.
+	// The cell's row is RowName(Kind, Variant).
+	Variant string `json:"variant,omitempty"`
 	// Queues is the number of queues of both ends (0 or 1: one); Poll
 	// how their pollers waited ("busy" or "yield"; empty in reports made
 	// before it was recorded).

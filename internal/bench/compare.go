@@ -14,6 +14,9 @@ import (
 // achieved rate (below 1: B is faster, resp. slower to answer).
 type CompareRow struct {
 	Kind string `json:"kind"`
+	// Variant is the cells' variant of the kind ("napi"; see Variants),
+	// empty for the kind as it is.
+	Variant string `json:"variant,omitempty"`
 	// Queues is the number of queues of both cells (0: one).
 	Queues int     `json:"queues,omitempty"`
 	Rate   float64 `json:"rate"`
@@ -83,20 +86,20 @@ func ratio(b, a float64) Ratio {
 }
 
 // measuredCells returns the measured cells of r in the order of its rows
-// (kind and queues; then of any row not listed), then rate.
+// (row name and queues; then of any row not listed), then rate.
 func measuredCells(r *Report) []*Cell {
 	var out []*Cell
 	type row struct {
-		kind   string
+		name   string
 		queues int
 	}
 	seen := map[row]bool{}
 	order := []row{}
 	for _, k := range r.Kinds {
-		order = append(order, row{k.Kind, queuesOf(k.Queues)})
+		order = append(order, row{k.Name(), queuesOf(k.Queues)})
 	}
 	for _, c := range r.Cells {
-		order = append(order, row{c.Kind, queuesOf(c.Queues)})
+		order = append(order, row{c.Name(), queuesOf(c.Queues)})
 	}
 	for _, k := range order {
 		if seen[k] {
@@ -104,13 +107,13 @@ func measuredCells(r *Report) []*Cell {
 		}
 		seen[k] = true
 		for _, rate := range r.Rates {
-			if c, ok := r.CellAt(k.kind, k.queues, rate); ok && c.measured() {
+			if c, ok := r.CellAt(k.name, k.queues, rate); ok && c.measured() {
 				out = append(out, c)
 			}
 		}
 		for i := range r.Cells {
 			c := &r.Cells[i]
-			if c.Kind == k.kind && queuesOf(c.Queues) == k.queues && !containsRate(r.Rates, c.Rate) && c.measured() {
+			if c.Name() == k.name && queuesOf(c.Queues) == k.queues && !containsRate(r.Rates, c.Rate) && c.measured() {
 				out = append(out, c)
 			}
 		}
@@ -144,7 +147,7 @@ func Compare(a, b *Report) Comparison {
 			cmp.OnlyA = append(cmp.OnlyA, name(x))
 			continue
 		}
-		row := CompareRow{Kind: x.Kind, Queues: x.Queues, Rate: x.Rate, A: x.Display, B: y.Display,
+		row := CompareRow{Kind: x.Kind, Variant: x.Variant, Queues: x.Queues, Rate: x.Rate, A: x.Display, B: y.Display,
 			P50: ratio(y.P50Us, x.P50Us), P99: ratio(y.P99Us, x.P99Us), Achieved: ratio(y.AchievedRate, x.AchievedRate)}
 		switch {
 		case x.Saturated && y.Saturated:
@@ -214,7 +217,7 @@ func (c *Comparison) Table(nameA, nameB string) string {
 		case "both":
 			note = "  (both saturated)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rowLabel(r.Kind, r.Queues), FormatRate(r.Rate), r.A, r.B,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rowLabel(RowName(r.Kind, r.Variant), r.Queues), FormatRate(r.Rate), r.A, r.B,
 			FormatRatio(r.P50), FormatRatio(r.P99), FormatRatio(r.Achieved), note)
 	}
 	w.Flush()

@@ -88,7 +88,7 @@ func (r *Report) Markdown() string {
 		}
 		for _, rate := range r.Rates {
 			s := "-"
-			if c, ok := r.CellAt(k.Kind, k.Queues, rate); ok {
+			if c, ok := r.CellAt(k.Name(), k.Queues, rate); ok {
 				s = c.Display
 			}
 			b.WriteString(" " + cellText(s) + " |")

@@ -87,7 +87,7 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 		var ok, sat, all plotter.XYs
 		var satLabels []string
 		for _, rate := range r.Rates {
-			c, found := r.CellAt(k.Kind, k.Queues, rate)
+			c, found := r.CellAt(k.Name(), k.Queues, rate)
 			if !found || !c.measured() {
 				continue
 			}

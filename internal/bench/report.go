@@ -69,18 +69,22 @@ type Env struct {
 // ran in, or why it could not run.
 type KindRow struct {
 	Kind string `json:"kind"`
+	// Variant names the option the row's backend ran with ("sqpoll" or
+	// "napi" of kind uring; see Variants), empty for the kind as it is.
+	Variant string `json:"variant,omitempty"`
 	// Queues is the number of queues of both ends (0 or 1: one).
 	Queues int    `json:"queues,omitempty"`
 	Mode   string `json:"mode,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
 
-// Label names the row in the tables: the kind, followed by the number of
-// queues when there are several ("xdp, 2 queues").
-func (k *KindRow) Label() string { return rowLabel(k.Kind, k.Queues) }
+// Label names the row in the tables: the row's name (the kind, or
+// "uring+napi" for a variant), followed by the number of queues when there
+// are several ("xdp, 2 queues").
+func (k *KindRow) Label() string { return rowLabel(k.Name(), k.Queues) }
 
 // Label names the cell's row, as KindRow.Label.
-func (c *Cell) Label() string { return rowLabel(c.Kind, c.Queues) }
+func (c *Cell) Label() string { return rowLabel(c.Name(), c.Queues) }
 
 func rowLabel(kind string, queues int) string {
 	if queues <= 1 {
@@ -120,25 +124,27 @@ type Report struct {
 	Scaling []ScaleRow `json:"scaling,omitempty"`
 }
 
-// Cell returns the cell of kind at rate, if there is one: of the fewest
-// queues when the run had several numbers of queues (CellAt names one).
-func (r *Report) Cell(kind string, rate float64) (*Cell, bool) {
+// Cell returns the cell of row name (a kind, or a variant such as
+// "uring+napi": RowName) at rate, if there is one: of the fewest queues
+// when the run had several numbers of queues (CellAt names one). A plain
+// kind names the kind without a variant.
+func (r *Report) Cell(name string, rate float64) (*Cell, bool) {
 	var best *Cell
 	for i := range r.Cells {
 		c := &r.Cells[i]
-		if c.Kind == kind && c.Rate == rate && (best == nil || queuesOf(c.Queues) < queuesOf(best.Queues)) {
+		if c.Name() == name && c.Rate == rate && (best == nil || queuesOf(c.Queues) < queuesOf(best.Queues)) {
 			best = c
 		}
 	}
 	return best, best != nil
 }
 
-// CellAt returns the cell of kind with queues queues (0 and 1 are the
-// same) at rate, if there is one.
-func (r *Report) CellAt(kind string, queues int, rate float64) (*Cell, bool) {
+// CellAt returns the cell of row name (as for Cell) with queues queues (0
+// and 1 are the same) at rate, if there is one.
+func (r *Report) CellAt(name string, queues int, rate float64) (*Cell, bool) {
 	for i := range r.Cells {
 		c := &r.Cells[i]
-		if c.Kind == kind && queuesOf(c.Queues) == queuesOf(queues) && c.Rate == rate {
+		if c.Name() == name && queuesOf(c.Queues) == queuesOf(queues) && c.Rate == rate {
 			return c, true
 		}
 	}
@@ -164,7 +170,7 @@ func (r *Report) Table() string {
 		fmt.Fprint(w, k.Label())
 		for _, rate := range r.Rates {
 			s := "-"
-			if c, ok := r.CellAt(k.Kind, k.Queues, rate); ok {
+			if c, ok := r.CellAt(k.Name(), k.Queues, rate); ok {
 				s = c.Display
 			}
 			fmt.Fprint(w, "\t"+s)

@@ -11,8 +11,11 @@ import (
 // ScaleRow is one kind with one number of queues in the scaling table of
 // a run with several queues (netbench --queues 1,2,4).
 type ScaleRow struct {
-	Kind   string `json:"kind"`
-	Queues int    `json:"queues"`
+	Kind string `json:"kind"`
+	// Variant is the row's variant of the kind (see Variants), empty for
+	// the kind as it is.
+	Variant string `json:"variant,omitempty"`
+	Queues  int    `json:"queues"`
 	// Poll is how the pollers waited, "busy" or "yield": a yielding row
 	// measures the scheduler too, not the fast path.
 	Poll string `json:"poll"`
@@ -61,33 +64,34 @@ func (r *Report) ComputeScaling() []ScaleRow {
 	if !several {
 		return nil
 	}
-	var kinds []string
+	var names []string // the rows' names: kinds and variants
 	for _, k := range r.Kinds {
-		if !slices.Contains(kinds, k.Kind) {
-			kinds = append(kinds, k.Kind)
+		if !slices.Contains(names, k.Name()) {
+			names = append(names, k.Name())
 		}
 	}
 	for i := range r.Cells {
-		if !slices.Contains(kinds, r.Cells[i].Kind) {
-			kinds = append(kinds, r.Cells[i].Kind)
+		if !slices.Contains(names, r.Cells[i].Name()) {
+			names = append(names, r.Cells[i].Name())
 		}
 	}
 	var out []ScaleRow
-	for _, kind := range kinds {
+	for _, name := range names {
+		kind, variant := SplitRow(name)
 		var qs []int
 		for i := range r.Cells {
 			c := &r.Cells[i]
-			if c.Kind == kind && c.measured() && !slices.Contains(qs, queuesOf(c.Queues)) {
+			if c.Name() == name && c.measured() && !slices.Contains(qs, queuesOf(c.Queues)) {
 				qs = append(qs, queuesOf(c.Queues))
 			}
 		}
 		slices.Sort(qs)
 		start := len(out)
 		for _, n := range qs {
-			row := ScaleRow{Kind: kind, Queues: n, Poll: PollName(r.Env.Poll)}
+			row := ScaleRow{Kind: kind, Variant: variant, Queues: n, Poll: PollName(r.Env.Poll)}
 			for i := range r.Cells {
 				c := &r.Cells[i]
-				if c.Kind != kind || queuesOf(c.Queues) != n || !c.measured() {
+				if c.Name() != name || queuesOf(c.Queues) != n || !c.measured() {
 					continue
 				}
 				if c.Poll != "" {
@@ -170,7 +174,7 @@ func (r *Report) ScalingTable() string {
 	for i := range r.Scaling {
 		s := &r.Scaling[i]
 		rate, eff, lat := s.texts()
-		fmt.Fprintf(w, "%s\t%d\tpoll %s\t%s\t%s\t%s\t\n", s.Kind, s.Queues, s.Poll, rate, eff, lat)
+		fmt.Fprintf(w, "%s\t%d\tpoll %s\t%s\t%s\t%s\t\n", RowName(s.Kind, s.Variant), s.Queues, s.Poll, rate, eff, lat)
 	}
 	w.Flush()
 	return b.String()
@@ -192,6 +196,6 @@ func (r *Report) scalingMarkdown(b *strings.Builder) {
 	for i := range r.Scaling {
 		s := &r.Scaling[i]
 		rate, eff, lat := s.texts()
-		fmt.Fprintf(b, "| %s | %d | poll %s | %s | %s | %s |\n", s.Kind, s.Queues, s.Poll, rate, eff, lat)
+		fmt.Fprintf(b, "| %s | %d | poll %s | %s | %s | %s |\n", RowName(s.Kind, s.Variant), s.Queues, s.Poll, rate, eff, lat)
 	}
 }

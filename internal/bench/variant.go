@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// The variants of a kind: the same backend with an option turned on,
+// measured as a row of its own ("uring+sqpoll"). The report keeps the
+// kind as it is (Cell.Kind "uring") and names the variant beside it
+// (Cell.Variant "sqpoll").
+const (
+	// VariantSQPoll is kind uring with a kernel thread taking the
+	// submissions (Config.URing.SQPoll), pinned to a CPU of its own
+	// (Config.URing.SQCPU) on each end.
+	VariantSQPoll = "sqpoll"
+	// VariantNAPI is kind uring with NAPI busy polling registered on the
+	// ring (Config.URing.NAPI, Linux 6.9).
+	VariantNAPI = "napi"
+)
+
+// Variants lists the variants each kind has, in the order tools show
+// them.
+var Variants = map[string][]string{
+	core.KindURing: {VariantSQPoll, VariantNAPI},
+}
+
+// RowName is the name of a row as --kinds takes it and the tables show
+// it: the kind, or kind+"+"+variant.
+func RowName(kind, variant string) string {
+	if variant == "" {
+		return kind
+	}
+	return kind + "+" + variant
+}
+
+// SplitRow splits a row name into its kind and its variant ("" for none),
+// without checking either.
+func SplitRow(name string) (kind, variant string) {
+	kind, variant, _ = strings.Cut(name, "+")
+	return kind, variant
+}
+
+// ParseRow splits a row name and checks its variant: a name with "+" must
+// name a variant the kind has (Variants). The kind itself is not checked
+// (a tool refuses an unknown kind).
+func ParseRow(name string) (kind, variant string, err error) {
+	kind, variant = SplitRow(name)
+	if !strings.Contains(name, "+") {
+		return kind, "", nil
+	}
+	if slices.Contains(Variants[kind], variant) {
+		return kind, variant, nil
+	}
+	var known []string
+	for _, k := range core.Kinds {
+		for _, v := range Variants[k] {
+			known = append(known, RowName(k, v))
+		}
+	}
+	return "", "", fmt.Errorf("%q: not a variant of a kind; the variants are %s", name, strings.Join(known, ", "))
+}
+
+// Name is the row's name: RowName of its kind and variant.
+func (k *KindRow) Name() string { return RowName(k.Kind, k.Variant) }
+
+// Name is the name of the cell's row: RowName of its kind and variant.
+func (c *Cell) Name() string { return RowName(c.Kind, c.Variant) }
