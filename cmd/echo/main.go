@@ -3,6 +3,8 @@
 //
 //	echo --kind udp --local 198.18.0.2 --port 5000 --cpu 1 [--wait] [--stats echo.json]
 //	echo --kind xdp --iface veth0 --local 198.18.0.2 --queues 2 --cpus 0,1 --poll yield
+//	echo --kind uring --local 198.18.0.2 --cpu 1 --sqpoll-cpu 3
+//	echo --kind uring --local 198.18.0.2 --cpu 1 --napi --poll yield
 //
 // With --queues N it opens the kind as a group of N queues
 // (dgramio.NewGroup), one poller per queue pinned to its CPU of --cpus,
@@ -16,7 +18,11 @@
 // Wait when idle, for machines with too few CPUs. --pcap PREFIX makes the
 // raw kinds write every frame to PREFIX-tx.pcap and PREFIX-rx.pcap
 // (Config.Pcap); --xdp-frames and --xdp-ring size the AF_XDP kinds' UMEM
-// and rings. See package internal/bench/cli for the flags.
+// and rings. Kind uring takes --sqpoll-cpu N (SQPOLL, the kernel's SQ
+// thread pinned to CPU N, which must differ from --cpu) and --napi (NAPI
+// busy polling, Linux 6.9; it acts while the poller sleeps in Wait, so use
+// it with --poll yield, and on veth only with GRO on at the receiving end).
+// See package internal/bench/cli for the flags.
 package main
 
 import (

@@ -13,7 +13,8 @@
 // CPU of --cpus), which share the run's schedule (--rate/N each); it
 // prints each queue's counts and latency too, and counts answers that
 // reached another queue than their message's (other_queue, a loss).
-// --poll yield (or --wait) makes the pollers sleep when idle. See package
+// --poll yield (or --wait) makes the pollers sleep when idle. Kind uring
+// takes --sqpoll-cpu N and --napi, as for echo. See package
 // internal/bench/cli for the flags.
 package main
 

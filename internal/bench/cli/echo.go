@@ -21,11 +21,15 @@ type EchoFile struct {
 	Wait bool   `json:"wait"`
 	// Queues, Poll and CPUs are --queues, --poll and --cpus (with one
 	// queue, CPUs is the one CPU or empty).
-	Queues  int               `json:"queues,omitempty"`
-	Poll    string            `json:"poll,omitempty"`
-	CPUs    []int             `json:"cpus,omitempty"`
-	Result  *bench.EchoResult `json:"result,omitempty"`
-	Failure *Failure          `json:"failure,omitempty"`
+	Queues int    `json:"queues,omitempty"`
+	Poll   string `json:"poll,omitempty"`
+	CPUs   []int  `json:"cpus,omitempty"`
+	// SQPollCPU and NAPI are --sqpoll-cpu (when given) and --napi, the
+	// options of kind uring.
+	SQPollCPU *int              `json:"sqpoll_cpu,omitempty"`
+	NAPI      bool              `json:"napi,omitempty"`
+	Result    *bench.EchoResult `json:"result,omitempty"`
+	Failure   *Failure          `json:"failure,omitempty"`
 }
 
 // EchoMain is the echo tool: it opens a server of --kind on --local:--port,
@@ -41,6 +45,12 @@ type EchoFile struct {
 // holds the group's counters and each queue's (EchoResult.PerQueue).
 // --poll yield (alias --wait) makes the pollers sleep in Wait when idle;
 // busy polling needs a CPU per poller (the group refuses more).
+//
+// Kind uring takes --sqpoll-cpu N (Config.URing.SQPoll with SQCPU N: a
+// kernel thread pinned to CPU N takes the submissions; N must differ from
+// the poller's CPU) and --napi (Config.URing.NAPI: NAPI busy polling,
+// Linux 6.9, which acts while the poller sleeps in Wait, so pair it with
+// --poll yield); any other kind refuses them.
 func EchoMain(args []string, stdout, stderr io.Writer) int {
 	return RunEcho(context.Background(), args, stdout, stderr)
 }
@@ -64,6 +74,7 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the default)")
 	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the default)")
 	dpdkVDev := fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)")
+	uf := addURingFlags(fs)
 	stats := fs.String("stats", "", "write the counters as JSON to this file on exit")
 	maxTime := fs.Duration("max-time", 0, "stop after this long even without a signal (0: never)")
 	if err := fs.Parse(args); err != nil {
@@ -81,6 +92,7 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() != 0 {
 		return fail(ClassConfig, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
+	uf.record(&out.SQPollCPU, &out.NAPI)
 	localIP, err := parseAddr("local", *local)
 	if err != nil {
 		return fail(ClassConfig, err)
@@ -124,6 +136,9 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.XDP.Frames, cfg.XDP.RingSize = *xdpFrames, *xdpRing
 	cfg.DPDK.VDev = *dpdkVDev
+	if err := uf.apply(&cfg); err != nil {
+		return fail(ClassConfig, err)
+	}
 	eo := bench.EchoOptions{Batch: *batch, Wait: mode == core.PollYield}
 	if *queues > 1 {
 		cfg.Queues, cfg.CPUs = *queues, qcpus

@@ -24,11 +24,15 @@ type LoadFile struct {
 	Wait bool   `json:"wait"`
 	// Queues, Poll and CPUs are --queues, --poll and --cpus (with one
 	// queue, CPUs is the one CPU or empty).
-	Queues  int               `json:"queues,omitempty"`
-	Poll    string            `json:"poll,omitempty"`
-	CPUs    []int             `json:"cpus,omitempty"`
-	Result  *bench.LoadResult `json:"result,omitempty"`
-	Failure *Failure          `json:"failure,omitempty"`
+	Queues int    `json:"queues,omitempty"`
+	Poll   string `json:"poll,omitempty"`
+	CPUs   []int  `json:"cpus,omitempty"`
+	// SQPollCPU and NAPI are --sqpoll-cpu (when given) and --napi, the
+	// options of kind uring.
+	SQPollCPU *int              `json:"sqpoll_cpu,omitempty"`
+	NAPI      bool              `json:"napi,omitempty"`
+	Result    *bench.LoadResult `json:"result,omitempty"`
+	Failure   *Failure          `json:"failure,omitempty"`
 }
 
 // LoadgenMain is the load generator: it opens a client of --kind to
@@ -47,6 +51,8 @@ type LoadFile struct {
 // result merges the queues' histograms and holds each queue's share
 // (LoadResult.PerQueue) and the group's counters. --poll yield (alias
 // --wait) makes the pollers sleep when idle.
+//
+// Kind uring takes --sqpoll-cpu N and --napi, as the echo does.
 func LoadgenMain(args []string, stdout, stderr io.Writer) int {
 	return RunLoadgen(context.Background(), args, stdout, stderr)
 }
@@ -77,6 +83,7 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the default)")
 	dpdkVDev := fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)")
 	dstMAC := fs.String("dst-mac", "", "the echo's MAC address on the raw kinds (Config.DstMAC; empty: resolved by the neighbour table or ARP)")
+	uf := addURingFlags(fs)
 	jsonPath := fs.String("json", "", "write the result as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -93,6 +100,7 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if fs.NArg() != 0 {
 		return fail(ClassConfig, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
+	uf.record(&out.SQPollCPU, &out.NAPI)
 	rate, err := bench.ParseRate(*rateS)
 	if err != nil {
 		return fail(ClassConfig, err)
@@ -155,6 +163,9 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	cfg.XDP.Frames, cfg.XDP.RingSize = *xdpFrames, *xdpRing
 	cfg.DPDK.VDev = *dpdkVDev
+	if err := uf.apply(&cfg); err != nil {
+		return fail(ClassConfig, err)
+	}
 	cfg.DstMAC = mac
 	var res *bench.LoadResult
 	var runErr error

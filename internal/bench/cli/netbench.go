@@ -35,8 +35,10 @@ const DefaultRates = "20k,100k,200k,400k,800k,1.6M"
 
 // NetbenchOptions configure a netbench run.
 type NetbenchOptions struct {
-	// Kinds to run; KindsGiven is true when the user named them (then
-	// every one gets a row, even one not built).
+	// Kinds are the rows to run: kinds, or variants of a kind
+	// ("uring+sqpoll", "uring+napi"; see bench.Variants), each a row of
+	// its own. KindsGiven is true when the user named them (then every
+	// one gets a row, even one not built).
 	Kinds      []string
 	KindsGiven bool
 	// Rates are the offered rates, messages per second.
@@ -88,6 +90,12 @@ type NetbenchOptions struct {
 	// LoadCPU and EchoCPU pin the tools with one queue; -1 picks them from
 	// the allowed CPUs.
 	LoadCPU, EchoCPU int
+	// SQPollCPUs are the CPUs of the SQ threads of row uring+sqpoll, the
+	// loadgen's and the echo's. Empty: picked from the allowed CPUs apart
+	// from the pollers (and from their hyperthread siblings while there
+	// are others). A host without CPUs for both pollers and both SQ
+	// threads gets the row's reason instead of a measurement.
+	SQPollCPUs []int
 	// LoadCPUs and EchoCPUs are the CPUs of the tools' queues with several
 	// queues, in queue order (a run with N queues uses the first N of
 	// each). Empty: picked from the allowed CPUs: with busy polling a CPU
@@ -130,7 +138,8 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "usage: netbench [flags]\n       netbench compare [--json FILE] A.json B.json\n       netbench report [--out DIR] results.json\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	kinds := fs.String("kinds", "", "comma-separated kinds (default: every kind this build has)")
+	kinds := fs.String("kinds", "", "comma-separated kinds (default: every kind this build has), and variants measured as rows of their own: "+
+		"uring+sqpoll (SQPOLL, each tool's SQ thread on a CPU of its own: 4 CPUs), uring+napi (NAPI busy polling; the echo sleeps in io_uring_enter, GRO on the veth for those cells)")
 	rates := fs.String("rates", DefaultRates, "comma-separated offered rates, messages per second")
 	duration := fs.Duration("duration", 5*time.Second, "measured time per cell")
 	warmup := fs.Duration("warmup", time.Second, "warm-up per cell, sent but not measured")
@@ -152,6 +161,7 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	wait := fs.Bool("wait", false, "the same as --poll yield")
 	cpus := fs.String("cpus", "", "CPUs of loadgen and echo: \"L,E\" with one queue (default: the first two allowed CPUs), or \"L;E\" lists in queue order (\"0,1;2,3\"), of which N queues use the first N")
 	port := fs.Int("port", 5000, "first port; each cell uses the next one")
+	sqpollCPUs := fs.String("sqpoll-cpus", "", "row uring+sqpoll: CPUs of the loadgen's and the echo's SQ threads, \"L,E\" (default: picked apart from the pollers)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -195,8 +205,18 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 				o.Kinds = append(o.Kinds, k)
 			}
 		}
+		if err := parseRows(o.Kinds); err != nil {
+			fmt.Fprintln(stderr, "netbench:", err)
+			return 2
+		}
 	} else {
 		o.Kinds = dgramio.Kinds()
+	}
+	if *sqpollCPUs != "" {
+		if o.SQPollCPUs, err = parseCPUs(*sqpollCPUs); err != nil || len(o.SQPollCPUs) != 2 {
+			fmt.Fprintf(stderr, "netbench: --sqpoll-cpus %q: want two CPU numbers, \"L,E\"\n", *sqpollCPUs)
+			return 2
+		}
 	}
 	if ls, es, ok := strings.Cut(*cpus, ";"); ok {
 		var err error
@@ -335,6 +355,9 @@ func Netbench(ctx context.Context, o NetbenchOptions, progressW io.Writer) (*ben
 			o.Duration, o.Warmup, o.Size, bench.HeaderLen, o.Batch, o.QueueCounts, core.MaxQueues, o.Repeat)
 	}
 	o.Queues = slices.Max(o.QueueCounts)
+	if err := parseRows(o.Kinds); err != nil {
+		return nil, err
+	}
 	if (o.IfaceA == "") != (o.IfaceB == "") {
 		return nil, fmt.Errorf("real ports: give both --iface-a and --iface-b")
 	}
@@ -386,28 +409,41 @@ func Netbench(ctx context.Context, o NetbenchOptions, progressW io.Writer) (*ben
 	nb.prog = newProgress(progressW, o.Bar, time.Duration(o.Repeat*len(o.Rates)*len(o.Kinds)*len(o.QueueCounts))*perCell)
 	defer nb.prog.finish()
 
-	closeHosts, err := nb.hosts()
-	if err != nil {
-		nb.failAll(Classify("", err), err.Error())
-		return nb.finish(err)
-	}
-	defer func() {
-		if cerr := closeHosts(); cerr != nil {
-			nb.prog.logf("netbench: %v", cerr)
-		}
-	}()
-	nb.preflight()
-
+	// A row is a kind or a variant of one ("uring+napi") with a number
+	// of queues. A variant this host cannot run (too few CPUs) says so
+	// before anything is made.
 	type rowKey struct {
-		kind   string
+		name   string
 		queues int
 	}
 	failed := map[rowKey]*Failure{}
 	rows := map[rowKey]*bench.KindRow{}
+	runnable := false
 	for _, k := range o.Kinds {
+		kind, variant := bench.SplitRow(k)
 		for _, n := range o.QueueCounts {
-			rows[rowKey{k, n}] = &bench.KindRow{Kind: k, Queues: queuesField(n)}
+			rk := rowKey{k, n}
+			rows[rk] = &bench.KindRow{Kind: kind, Variant: variant, Queues: queuesField(n)}
+			if f := nb.variantFailure(variant, n); f != nil {
+				failed[rk] = f
+				nb.prog.logf("%s: cannot run: %s: %s", rows[rk].Label(), f.Class, f.Error)
+				continue
+			}
+			runnable = true
 		}
+	}
+	if runnable {
+		closeHosts, err := nb.hosts()
+		if err != nil {
+			nb.failAll(Classify("", err), err.Error())
+			return nb.finish(err)
+		}
+		defer func() {
+			if cerr := closeHosts(); cerr != nil {
+				nb.prog.logf("netbench: %v", cerr)
+			}
+		}()
+		nb.preflight()
 	}
 	runs := map[string][]bench.Cell{}
 	key := func(kind string, n int, rate float64) string {
@@ -502,6 +538,10 @@ type netbench struct {
 	logDir string
 	// pports are the real ports, when the run has them.
 	pports *ports.Ports
+	// sqLoad and sqEcho are the CPUs of the SQ threads of row
+	// uring+sqpoll, or sqReason why the row cannot run here.
+	sqLoad, sqEcho int
+	sqReason       string
 	// sets are the test hosts of each number of queues (on veth, a pair
 	// with that many queues; real ports serve every number); cur is the
 	// one in use.
@@ -643,7 +683,7 @@ func (nb *netbench) irqCPUs() (a, b []int, err error) {
 	case "":
 		return nil, nil, nil
 	case "auto":
-		allowed, _ := cpu.Allowed()
+		allowed, _ := hostCPUs()
 		away := map[int]bool{}
 		for _, c := range append([]int{o.LoadCPU, o.EchoCPU}, append(slices.Clone(o.LoadCPUs), o.EchoCPUs...)...) {
 			if c < 0 {
@@ -725,8 +765,8 @@ func (nb *netbench) noteCaptures() {
 	}
 	var none []string
 	for _, r := range nb.rep.Kinds {
-		if r.Reason == "" && !hasCaptureOf(files, r.Kind, nb.o.Kinds) {
-			none = append(none, r.Kind)
+		if r.Reason == "" && !hasCaptureOf(files, r.Name(), nb.o.Kinds) {
+			none = append(none, r.Name())
 		}
 	}
 	if len(none) > 0 {
@@ -759,7 +799,8 @@ func hasCaptureOf(files []string, kind string, kinds []string) bool {
 func (nb *netbench) failAll(class, reason string) {
 	for _, k := range nb.o.Kinds {
 		for _, n := range nb.o.QueueCounts {
-			nb.rep.Kinds = append(nb.rep.Kinds, bench.KindRow{Kind: k, Queues: queuesField(n), Reason: class + ": " + reason})
+			kind, variant := bench.SplitRow(k)
+			nb.rep.Kinds = append(nb.rep.Kinds, bench.KindRow{Kind: kind, Variant: variant, Queues: queuesField(n), Reason: class + ": " + reason})
 		}
 	}
 }
@@ -845,7 +886,7 @@ func (nb *netbench) checkBusy() error {
 	if o.Wait {
 		return nil
 	}
-	allowed, err := cpu.Allowed()
+	allowed, err := hostCPUs()
 	if err != nil {
 		return nil // env noted it; the groups check what they can
 	}
@@ -941,7 +982,7 @@ func (nb *netbench) env() {
 	}
 	e.Repeat = o.Repeat
 	e.Order = "each repeat runs every rate in turn and, at each rate, every kind in turn (the kinds' order rotates by one each repeat), so the machine's drift hits every kind alike; a cell's two tools start afresh each time"
-	allowed, err := cpu.Allowed()
+	allowed, err := hostCPUs()
 	if err != nil || len(allowed) == 0 {
 		e.Notes = append(e.Notes, fmt.Sprintf("allowed CPUs unknown (%v): the tools are not pinned", err))
 	} else {
@@ -1009,6 +1050,19 @@ func (nb *netbench) env() {
 	}
 	if o.XDPFrames > 0 || o.XDPRing > 0 {
 		e.Notes = append(e.Notes, fmt.Sprintf("AF_XDP kinds: %d UMEM frames, rings of %d (0: the default)", o.XDPFrames, o.XDPRing))
+	}
+	nb.sqpollEnv(allowed)
+	for _, k := range o.Kinds {
+		if _, v := bench.SplitRow(k); v == bench.VariantNAPI {
+			if o.IfaceA != "" {
+				e.Notes = append(e.Notes, "uring+napi: GRO left as it is on the real ports (a NIC's queue is a NAPI instance with or without it)")
+			} else {
+				e.Notes = append(e.Notes, "uring+napi: GRO (rx-gro) turned on at both veth ends for that row's cells only, and put back after each: "+
+					"without GRO a veth end takes its packets through the per-CPU backlog, the socket has no NAPI ID (SO_INCOMING_NAPI_ID 0) and NAPI busy polling has nothing to poll; "+
+					"every other row runs with GRO as the kernel leaves it on veth (off)")
+			}
+			break
+		}
 	}
 }
 
@@ -1103,11 +1157,13 @@ func tail(path string, n int) string {
 	return s
 }
 
-// cell runs one kind with n queues at one rate on port; name names its
-// logs. A failure that concerns the whole kind (it cannot be opened here)
-// comes back as a Failure; anything else is the cell's Error.
-func (nb *netbench) cell(ctx context.Context, kind string, n int, rate float64, port int, name string) (*bench.Cell, *Failure) {
+// cell runs one row (a kind, or a variant of one: "uring+napi") with n
+// queues at one rate on port; name names its logs. A failure that
+// concerns the whole row (it cannot be opened here) comes back as a
+// Failure; anything else is the cell's Error.
+func (nb *netbench) cell(ctx context.Context, row string, n int, rate float64, port int, name string) (*bench.Cell, *Failure) {
 	o := nb.o
+	kind, variant := bench.SplitRow(row)
 	nb.use(n)
 	a, b := nb.a, nb.b
 	dir := nb.logDir
@@ -1145,7 +1201,7 @@ func (nb *netbench) cell(ctx context.Context, kind string, n int, rate float64, 
 				// port unreachable for the raw path's datagrams.
 				restore, err := nb.withoutAddrs()
 				if err != nil {
-					c := &bench.Cell{Kind: kind, Queues: queuesField(n), Rate: rate, Error: err.Error(), Saturated: true}
+					c := &bench.Cell{Kind: kind, Variant: variant, Queues: queuesField(n), Rate: rate, Error: err.Error(), Saturated: true}
 					c.Display = c.Format()
 					return c, nil
 				}
@@ -1170,7 +1226,7 @@ func (nb *netbench) cell(ctx context.Context, kind string, n int, rate float64, 
 	}
 	run := o.Warmup + o.Duration + o.Drain
 	errCell := func(msg string) (*bench.Cell, *Failure) {
-		c := &bench.Cell{Kind: kind, Queues: queuesField(n), Poll: poll, Rate: rate, Error: msg, Saturated: true}
+		c := &bench.Cell{Kind: kind, Variant: variant, Queues: queuesField(n), Poll: poll, Rate: rate, Error: msg, Saturated: true}
 		c.Display = c.Format()
 		return c, nil
 	}
@@ -1182,8 +1238,18 @@ func (nb *netbench) cell(ctx context.Context, kind string, n int, rate float64, 
 	if kind == core.KindTCPXDP || kind == core.KindTCPDPDK {
 		loadIP, echoIP = stackAddr(a), stackAddr(b)
 	}
+	var groNote string
+	if variant == bench.VariantNAPI {
+		restore, err := nb.groForNAPI()
+		if err != nil {
+			groNote = "GRO could not be turned on at the veth ends (" + err.Error() + "): the socket had no NAPI ID, so NAPI busy polling had nothing to poll"
+			nb.prog.logf("%s: %s", name, groNote)
+		} else {
+			defer restore()
+		}
+	}
 	before := nb.hostCounters()
-	echoArgs := append(append(append(append(append([]string{}, common...), pcapArgs("echo")...), echoPin...), dpdkB...), "--local", echoIP.String(), "--iface", b.iface,
+	echoArgs := append(append(append(append(append(append([]string{}, common...), pcapArgs("echo")...), echoPin...), dpdkB...), nb.variantArgs(variant, "echo")...), "--local", echoIP.String(), "--iface", b.iface,
 		"--stats", echoJSON, "--max-time", (run + 5*time.Minute).String())
 	echo, echoOut, echoLog, err := nb.child(b.ep, filepath.Join(dir, name+"-echo.log"), "echo", echoArgs...)
 	if err != nil {
@@ -1205,7 +1271,7 @@ func (nb *netbench) cell(ctx context.Context, kind string, n int, rate float64, 
 	}
 	go io.Copy(io.Discard, echoOut)
 
-	loadArgs := append(append(append(append(append([]string{}, common...), pcapArgs("loadgen")...), loadPin...), dpdkA...), "--local", loadIP.String(), "--dst", echoIP.String(), "--iface", a.iface,
+	loadArgs := append(append(append(append(append(append([]string{}, common...), pcapArgs("loadgen")...), loadPin...), dpdkA...), nb.variantArgs(variant, "loadgen")...), "--local", loadIP.String(), "--dst", echoIP.String(), "--iface", a.iface,
 		"--rate", strconv.FormatFloat(rate, 'f', -1, 64),
 		"--warmup", o.Warmup.String(), "--duration", o.Duration.String(), "--drain", o.Drain.String(),
 		"--size", strconv.Itoa(o.Size), "--json", loadJSON)
@@ -1260,7 +1326,12 @@ func (nb *netbench) cell(ctx context.Context, kind string, n int, rate float64, 
 		er = ef.Result
 	}
 	c := bench.NewCell(kind, lf.Result, er)
+	c.Variant = variant
 	c.Queues, c.Poll = queuesField(n), poll
+	c.Notes = append(c.Notes, nb.variantNotes(variant)...)
+	if groNote != "" {
+		c.Notes = append(c.Notes, groNote)
+	}
 	if d := c.QueueMismatches(); len(d) > 0 {
 		c.Notes = append(c.Notes, "per-queue counters do not add up to the totals: "+strings.Join(d, "; "))
 	}
