@@ -4,7 +4,8 @@
 #   make test    vet, every test (privileged ones need root), the debug-build
 #                tests, a brief run of every fuzz target, then the DPDK
 #                packages again with -tags dpdk
-#   make bench   the default netbench run (every kind this build has)
+#   make bench   the default netbench run: every kind, DPDK's too when libdpdk
+#                is installed (BENCHFLAGS adds netbench flags)
 #   make fuzz    every fuzz target for FUZZTIME each (default 1m)
 #   make soak    256 MiB through each stream kind over the lossy wire (not in CI)
 #
@@ -14,6 +15,7 @@ GO        ?= go
 FUZZTIME  ?= 1m
 BRIEFFUZZ ?= 5s
 TESTFLAGS ?=
+BENCHFLAGS ?=
 DPDK_PKGS ?= dpdk-dev libdpdk-dev pkg-config
 SHELL     := /bin/bash
 .SHELLFLAGS := -o pipefail -c
@@ -95,7 +97,10 @@ fuzz:
 	done
 
 bench:
-	$(GO) run ./cmd/netbench
+	@tags=; if pkg-config --exists libdpdk 2>/dev/null; then tags="-tags dpdk"; \
+	else echo "bench: libdpdk missing (make deps installs it): dpdk and tcp-dpdk not measured"; fi; \
+	echo "$(GO) run $$tags ./cmd/netbench $(BENCHFLAGS)"; \
+	$(GO) run $$tags ./cmd/netbench $(BENCHFLAGS)
 
 soak:
 	SOAK=1 $(GO) test -count=1 -run '^TestFaultLossyWire' -v -timeout 60m ./internal/faulttest/

@@ -18,7 +18,7 @@
 // Wait when idle, for machines with too few CPUs. --pcap PREFIX makes the
 // raw kinds write every frame to PREFIX-tx.pcap and PREFIX-rx.pcap
 // (Config.Pcap); --xdp-frames and --xdp-ring size the AF_XDP kinds' UMEM
-// and rings. Kind uring takes --sqpoll-cpu N (SQPOLL, the kernel's SQ
+// and rings, --dpdk-rx-desc the DPDK kinds' RX ring. Kind uring takes --sqpoll-cpu N (SQPOLL, the kernel's SQ
 // thread pinned to CPU N, which must differ from --cpu) and --napi (NAPI
 // busy polling, Linux 6.9; it acts while the poller sleeps in Wait, so use
 // it with --poll yield, and on veth only with GRO on at the receiving end).

@@ -8,7 +8,7 @@
 // It prints p50/p99/p99.9/max, the sender's lag, the achieved rate, the
 // counts (offered, sent, received, lost, not sent for back-pressure) and
 // its counters, and writes everything as JSON with --json. --pcap PREFIX,
-// --xdp-frames and --xdp-ring are as for echo. With --queues N it opens the
+// --xdp-frames, --xdp-ring and --dpdk-rx-desc are as for echo. With --queues N it opens the
 // kind as a group of N queues, one poller and one flow each (pinned to its
 // CPU of --cpus), which share the run's schedule (--rate/N each); it
 // prints each queue's counts and latency too, and counts answers that

@@ -62,8 +62,9 @@
 // bench/results/<date>-<host>; "none" for nothing), --pcap DIR,
 // --iface-a/--iface-b (real ports; B moves into a namespace of its own for
 // the run) with --coalesce (rx-usecs, default 0) and --irq-cpus ("auto":
-// away from the pollers and their hyperthread siblings), --xdp-frames and
-// --xdp-ring, --wait (the same as --poll yield), --cpus L,E (or "L;E", the
+// away from the pollers and their hyperthread siblings), --xdp-frames,
+// --xdp-ring and --dpdk-rx-desc (the DPDK kinds' RX ring: 256 by default,
+// against AF_XDP's 2048), --wait (the same as --poll yield), --cpus L,E (or "L;E", the
 // CPU lists of the loadgen's and the echo's queues), --sqpoll-cpus L,E,
 // --port. A progress
 // bar shows on a terminal. See package internal/bench/cli.

@@ -73,6 +73,7 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pcap := fs.String("pcap", "", "capture prefix: the raw kinds write every frame to <prefix>-tx.pcap and <prefix>-rx.pcap (Config.Pcap)")
 	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the default)")
 	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the default)")
+	dpdkRxDesc := fs.Int("dpdk-rx-desc", 0, "RX ring size of the DPDK kinds (Config.DPDK.RxDesc; 0: the default, 256)")
 	dpdkVDev := fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)")
 	uf := addURingFlags(fs)
 	stats := fs.String("stats", "", "write the counters as JSON to this file on exit")
@@ -135,7 +136,7 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Poll:        mode,
 	}
 	cfg.XDP.Frames, cfg.XDP.RingSize = *xdpFrames, *xdpRing
-	cfg.DPDK.VDev = *dpdkVDev
+	cfg.DPDK.VDev, cfg.DPDK.RxDesc = *dpdkVDev, *dpdkRxDesc
 	if err := uf.apply(&cfg); err != nil {
 		return fail(ClassConfig, err)
 	}

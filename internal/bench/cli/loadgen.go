@@ -81,6 +81,7 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	pcap := fs.String("pcap", "", "capture prefix: the raw kinds write every frame to <prefix>-tx.pcap and <prefix>-rx.pcap (Config.Pcap)")
 	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the default)")
 	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the default)")
+	dpdkRxDesc := fs.Int("dpdk-rx-desc", 0, "RX ring size of the DPDK kinds (Config.DPDK.RxDesc; 0: the default, 256)")
 	dpdkVDev := fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)")
 	dstMAC := fs.String("dst-mac", "", "the echo's MAC address on the raw kinds (Config.DstMAC; empty: resolved by the neighbour table or ARP)")
 	uf := addURingFlags(fs)
@@ -162,7 +163,7 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		Poll:        mode,
 	}
 	cfg.XDP.Frames, cfg.XDP.RingSize = *xdpFrames, *xdpRing
-	cfg.DPDK.VDev = *dpdkVDev
+	cfg.DPDK.VDev, cfg.DPDK.RxDesc = *dpdkVDev, *dpdkRxDesc
 	if err := uf.apply(&cfg); err != nil {
 		return fail(ClassConfig, err)
 	}

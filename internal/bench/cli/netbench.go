@@ -82,6 +82,9 @@ type NetbenchOptions struct {
 	// XDPFrames and XDPRing, when set, size the UMEM and rings of the
 	// AF_XDP kinds (Config.XDP.Frames, Config.XDP.RingSize) of both tools.
 	XDPFrames, XDPRing int
+	// DPDKRxDesc, when set, is the RX ring size of the DPDK kinds
+	// (Config.DPDK.RxDesc) in both tools.
+	DPDKRxDesc int
 	// Wait is the yielding poll mode (--poll yield, or --wait): both
 	// tools' pollers sleep in Wait when idle instead of busy polling, so
 	// that more pollers than CPUs make progress; the report marks its rows
@@ -157,6 +160,7 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	irqCPUs := fs.String("irq-cpus", "auto", `real ports: CPUs for each port's interrupts during the run, "A;B" CPU lists ("2;3"), "auto" (away from the pollers and their hyperthread siblings) or "" (leave)`)
 	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the kind's default)")
 	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the kind's default)")
+	dpdkRxDesc := fs.Int("dpdk-rx-desc", 0, "RX ring size of the DPDK kinds (0: the default, 256, small for DDIO's sake; --xdp-ring's default is 2048)")
 	poll := fs.String("poll", "busy", "busy: each poller spins on a CPU of its own (more pollers than CPUs are refused); yield: pollers sleep in Wait when idle (machines with too few CPUs; rows marked poll yield)")
 	wait := fs.Bool("wait", false, "the same as --poll yield")
 	cpus := fs.String("cpus", "", "CPUs of loadgen and echo: \"L,E\" with one queue (default: the first two allowed CPUs), or \"L;E\" lists in queue order (\"0,1;2,3\"), of which N queues use the first N")
@@ -183,7 +187,7 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	o := NetbenchOptions{
 		Duration: *duration, Warmup: *warmup, Drain: *drain, Size: *size, Batch: *batch, Queues: slices.Max(counts), QueueCounts: counts, Repeat: *repeat,
 		JSON: *jsonPath, Out: *out, Pcap: *pcap, IfaceA: *ifaceA, IfaceB: *ifaceB, Coalesce: *coalesce, IRQCPUs: *irqCPUs,
-		XDPFrames: *xdpFrames, XDPRing: *xdpRing, Wait: mode == core.PollYield, Port: *port,
+		XDPFrames: *xdpFrames, XDPRing: *xdpRing, DPDKRxDesc: *dpdkRxDesc, Wait: mode == core.PollYield, Port: *port,
 		LoadCPU: -1, EchoCPU: -1, Bar: isTerminal(stderr),
 		Command: strings.TrimSpace("netbench " + strings.Join(args, " ")),
 	}
@@ -1051,6 +1055,9 @@ func (nb *netbench) env() {
 	if o.XDPFrames > 0 || o.XDPRing > 0 {
 		e.Notes = append(e.Notes, fmt.Sprintf("AF_XDP kinds: %d UMEM frames, rings of %d (0: the default)", o.XDPFrames, o.XDPRing))
 	}
+	if o.DPDKRxDesc > 0 {
+		e.Notes = append(e.Notes, fmt.Sprintf("DPDK kinds: RX rings of %d descriptors", o.DPDKRxDesc))
+	}
 	nb.sqpollEnv(allowed)
 	for _, k := range o.Kinds {
 		if _, v := bench.SplitRow(k); v == bench.VariantNAPI {
@@ -1214,6 +1221,9 @@ func (nb *netbench) cell(ctx context.Context, row string, n int, rate float64, p
 	}
 	if o.XDPFrames > 0 {
 		common = append(common, "--xdp-frames", strconv.Itoa(o.XDPFrames))
+	}
+	if o.DPDKRxDesc > 0 && strings.Contains(kind, "dpdk") {
+		common = append(common, "--dpdk-rx-desc", strconv.Itoa(o.DPDKRxDesc))
 	}
 	if o.XDPRing > 0 {
 		common = append(common, "--xdp-ring", strconv.Itoa(o.XDPRing))
