@@ -41,12 +41,14 @@
 // busy, as with GOMAXPROCS=1 or one spinning loop per P, a round trip over
 // memio took about 30 ms before that yield and 20 µs after).
 //
-// Measured (2 shared vCPUs, loaded; go test -bench in package tcp): over
-// memio a 100-byte request/response costs about 16 µs p50 through both
-// stacks against 2 µs for the bare frames (BenchmarkHandoff); over veth one
-// way splits into 3.4 µs to send (netstack's write and the kick's
-// sendto), 1.8 µs on the wire and 3.6 µs to receive (IP and TCP input, the
-// processor hand-off with its ACK, the read) (BenchmarkVethOneWay). A poll
+// Measured (a 2-vCPU VM; go test -bench in package tcp; BENCHMARKS.md has
+// the commands): over memio a 100-byte request/response costs 16 to 30 µs
+// p50 through both stacks against 2 µs for the bare frames
+// (BenchmarkHandoff; both stacks and four poll loops share the two CPUs);
+// over veth one way splits into about 3 µs to send (netstack's write and
+// the kick's sendto), 1.7 µs on the wire and 3 µs to receive (IP and TCP
+// input, the processor hand-off with its ACK, the read)
+// (BenchmarkVethOneWay). A poll
 // loop that sleeps pays more: after a sleep, the processor's wake-up has
 // the Go runtime wake another OS thread for the idle P (netstack readies
 // its goroutine with wakep), tens of µs on a VM.
