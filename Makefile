@@ -90,8 +90,14 @@ fuzz:
 		pkg=./$$(dirname $$file); \
 		for f in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$file | cut -d' ' -f2); do \
 			echo "fuzz: $$pkg $$f for $(FUZZTIME)"; \
-			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg > /tmp/dgramio-fuzz.log 2>&1 || \
-				{ cat /tmp/dgramio-fuzz.log; exit 1; }; \
+			if ! $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg > /tmp/dgramio-fuzz.log 2>&1; then \
+				cat /tmp/dgramio-fuzz.log; \
+				if grep -q 'context deadline exceeded' /tmp/dgramio-fuzz.log && \
+				   ! grep -qE 'Failing input written|panic:|_test.go:[0-9]+:' /tmp/dgramio-fuzz.log && \
+				   $(GO) test -count=1 -run "^$$f\$$" $$pkg; then \
+					echo "fuzz: $$f: a bare 'context deadline exceeded' at the end of -fuzztime, no failing input, and the corpus replays clean: Go's fuzzing coordinator race (go.dev/issue/75804, fixed in Go 1.27), not a finding"; \
+				else exit 1; fi; \
+			fi; \
 			grep -E '^fuzz: elapsed' /tmp/dgramio-fuzz.log | tail -n 1 || true; \
 		done; \
 	done
