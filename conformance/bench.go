@@ -306,17 +306,32 @@ func (e *Env) counterDelta(name string) (d uint64, ok bool) {
 // CounterRose asserts that the DUT's counter name rose by at least min
 // since the case began. A DUT that does not keep the counter is told by a
 // log line, except our stack, which must keep every counter a case names.
+// A counter may move a moment after the frame that shows its cause has
+// left (netstack counts a fast retransmission after sending it, on its own
+// goroutine), so CounterRose waits up to counterWait for the rise before
+// it fails.
 func (e *Env) CounterRose(name string, min uint64) {
 	e.Helper()
-	d, ok := e.counterDelta(name)
-	switch {
-	case !ok:
-	case d < min:
-		e.Errorf("counter %s rose by %d, want at least %d", name, d, min)
-	default:
-		e.Logf("counter %s rose by %d", name, d)
+	deadline := time.Now().Add(counterWait)
+	for {
+		d, ok := e.counterDelta(name)
+		switch {
+		case !ok:
+			return
+		case d >= min:
+			e.Logf("counter %s rose by %d", name, d)
+			return
+		case time.Now().After(deadline):
+			e.Errorf("counter %s rose by %d within %v, want at least %d", name, d, counterWait, min)
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
+
+// counterWait is how long CounterRose waits for a counter to catch up
+// with what the wire already showed: a generous deadline, not a speed.
+const counterWait = 5 * time.Second
 
 // CounterStill asserts that the DUT's counter name did not move since the
 // case began (when the DUT keeps it; as CounterRose otherwise).
