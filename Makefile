@@ -85,20 +85,21 @@ fuzz-brief:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(BRIEFFUZZ)
 
 fuzz:
-	@set -e; for file in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz'); do \
+	@set -e; log=$$(mktemp -t dgramio-fuzz.XXXXXX); trap 'rm -f "$$log"' EXIT; \
+	for file in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz'); do \
 		grep -q '^//go:build.*dpdk' $$file && continue; \
 		pkg=./$$(dirname $$file); \
 		for f in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$file | cut -d' ' -f2); do \
 			echo "fuzz: $$pkg $$f for $(FUZZTIME)"; \
-			if ! $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg > /tmp/dgramio-fuzz.log 2>&1; then \
-				cat /tmp/dgramio-fuzz.log; \
-				if grep -q 'context deadline exceeded' /tmp/dgramio-fuzz.log && \
-				   ! grep -qE 'Failing input written|panic:|_test.go:[0-9]+:' /tmp/dgramio-fuzz.log && \
+			if ! $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg > "$$log" 2>&1; then \
+				cat "$$log"; \
+				if grep -q 'context deadline exceeded' "$$log" && \
+				   ! grep -qE 'Failing input written|panic:|_test.go:[0-9]+:' "$$log" && \
 				   $(GO) test -count=1 -run "^$$f\$$" $$pkg; then \
 					echo "fuzz: $$f: a bare 'context deadline exceeded' at the end of -fuzztime, no failing input, and the corpus replays clean: Go's fuzzing coordinator race (go.dev/issue/75804, fixed in Go 1.27), not a finding"; \
 				else exit 1; fi; \
 			fi; \
-			grep -E '^fuzz: elapsed' /tmp/dgramio-fuzz.log | tail -n 1 || true; \
+			grep -E '^fuzz: elapsed' "$$log" | tail -n 1 || true; \
 		done; \
 	done
 
