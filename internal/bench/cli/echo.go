@@ -16,20 +16,9 @@ import (
 
 // EchoFile is the JSON an echo writes with --stats.
 type EchoFile struct {
-	Kind string `json:"kind"`
-	CPU  int    `json:"cpu"`
-	Wait bool   `json:"wait"`
-	// Queues, Poll and CPUs are --queues, --poll and --cpus (with one
-	// queue, CPUs is the one CPU or empty).
-	Queues int    `json:"queues,omitempty"`
-	Poll   string `json:"poll,omitempty"`
-	CPUs   []int  `json:"cpus,omitempty"`
-	// SQPollCPU and NAPI are --sqpoll-cpu (when given) and --napi, the
-	// options of kind uring.
-	SQPollCPU *int              `json:"sqpoll_cpu,omitempty"`
-	NAPI      bool              `json:"napi,omitempty"`
-	Result    *bench.EchoResult `json:"result,omitempty"`
-	Failure   *Failure          `json:"failure,omitempty"`
+	ToolHeader
+	Result  *bench.EchoResult `json:"result,omitempty"`
+	Failure *Failure          `json:"failure,omitempty"`
 }
 
 // EchoMain is the echo tool: it opens a server of --kind on --local:--port,
@@ -59,29 +48,18 @@ func EchoMain(args []string, stdout, stderr io.Writer) int {
 func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	kind := fs.String("kind", "udp", "packet path: udp, uring, xdp, dpdk, tcp, tcp-xdp, tcp-dpdk")
-	local := fs.String("local", "", "our IPv4 address (198.18.0.0/15 or loopback); required for raw kinds")
-	port := fs.Uint("port", 5000, "UDP/TCP port to serve")
-	iface := fs.String("iface", "", "network interface (raw kinds)")
-	cpuN := fs.Int("cpu", -1, "CPU to pin the poller to (-1: not pinned)")
-	queues := fs.Int("queues", 1, "queues, one poller each (dgramio.NewGroup when more than 1)")
-	cpuList := fs.String("cpus", "", "CPUs of the queues' pollers, one per queue, in queue order (\"0,1\"; a CPU may repeat with --poll yield)")
-	poll := fs.String("poll", "", "busy (spin on Rx, a CPU per poller; the default) or yield (sleep in Wait when idle, for machines with too few CPUs)")
-	wait := fs.Bool("wait", false, "the same as --poll yield")
-	batch := fs.Int("batch", bench.DefaultBatch, "messages per Rx and per send batch")
-	maxDgram := fs.Int("max-datagram", 0, "largest message accepted (0: the kind's default)")
-	pcap := fs.String("pcap", "", "capture prefix: the raw kinds write every frame to <prefix>-tx.pcap and <prefix>-rx.pcap (Config.Pcap)")
-	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the default)")
-	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the default)")
-	dpdkRxDesc := fs.Int("dpdk-rx-desc", 0, "RX ring size of the DPDK kinds (Config.DPDK.RxDesc; 0: the default, 256)")
-	dpdkVDev := fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)")
-	uf := addURingFlags(fs)
+	tf := addToolFlags(fs, toolUsage{
+		port:   "UDP/TCP port to serve",
+		queues: "queues, one poller each (dgramio.NewGroup when more than 1)",
+		poll:   "busy (spin on Rx, a CPU per poller; the default) or yield (sleep in Wait when idle, for machines with too few CPUs)",
+		batch:  "messages per Rx and per send batch",
+	})
 	stats := fs.String("stats", "", "write the counters as JSON to this file on exit")
 	maxTime := fs.Duration("max-time", 0, "stop after this long even without a signal (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	out := EchoFile{Kind: *kind, CPU: *cpuN, Wait: *wait, Queues: *queues}
+	out := EchoFile{ToolHeader: tf.header()}
 	fail := func(class string, err error) int {
 		out.Failure = &Failure{Class: class, Error: err.Error()}
 		fmt.Fprintf(stdout, "failed %s: %v\n", class, err)
@@ -93,26 +71,9 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() != 0 {
 		return fail(ClassConfig, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	uf.record(&out.SQPollCPU, &out.NAPI)
-	localIP, err := parseAddr("local", *local)
+	cfg, err := tf.config(core.RoleServer, &out.ToolHeader)
 	if err != nil {
 		return fail(ClassConfig, err)
-	}
-	if *port == 0 || *port > 65535 {
-		return fail(ClassConfig, fmt.Errorf("--port %d: must be 1..65535", *port))
-	}
-	mode, err := pollMode(*poll, *wait)
-	if err != nil {
-		return fail(ClassConfig, err)
-	}
-	qcpus, err := queueCPUs(*queues, *cpuN, *cpuList)
-	if err != nil {
-		return fail(ClassConfig, err)
-	}
-	out.Poll, out.CPUs, out.Wait = mode, qcpus, mode == core.PollYield
-	if *queues == 1 && *cpuN < 0 && len(qcpus) == 1 {
-		*cpuN = qcpus[0]
-		out.CPU = *cpuN
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -123,36 +84,19 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 
-	cfg := core.Config{
-		Kind:        *kind,
-		Role:        core.RoleServer,
-		Iface:       *iface,
-		LocalIP:     localIP,
-		Port:        uint16(*port),
-		MaxDatagram: *maxDgram,
-		TxBatch:     *batch,
-		RxBatch:     *batch,
-		Pcap:        *pcap,
-		Poll:        mode,
-	}
-	cfg.XDP.Frames, cfg.XDP.RingSize = *xdpFrames, *xdpRing
-	cfg.DPDK.VDev, cfg.DPDK.RxDesc = *dpdkVDev, *dpdkRxDesc
-	if err := uf.apply(&cfg); err != nil {
-		return fail(ClassConfig, err)
-	}
-	eo := bench.EchoOptions{Batch: *batch, Wait: mode == core.PollYield}
-	if *queues > 1 {
-		cfg.Queues, cfg.CPUs = *queues, qcpus
+	eo := bench.EchoOptions{Batch: cfg.TxBatch, Wait: out.Wait}
+	if out.Queues > 1 {
+		cfg.Queues, cfg.CPUs = out.Queues, out.CPUs
 		return echoGroup(ctx, cfg, eo, &out, *stats, fail, stdout, stderr)
 	}
-	cpus, err := pin(*kind, *cpuN)
+	cpus, err := pin(cfg.Kind, out.CPU)
 	if err != nil {
-		return fail(Classify(*kind, err), err)
+		return fail(Classify(cfg.Kind, err), err)
 	}
 	cfg.CPUs = cpus
 	b, err := Open(cfg)
 	if err != nil {
-		return fail(Classify(*kind, err), err)
+		return fail(Classify(cfg.Kind, err), err)
 	}
 	st := b.Stats()
 	fmt.Fprintf(stdout, "ready %s\n", st.Mode)

@@ -19,20 +19,9 @@ import (
 
 // LoadFile is the JSON a load generator writes with --json.
 type LoadFile struct {
-	Kind string `json:"kind"`
-	CPU  int    `json:"cpu"`
-	Wait bool   `json:"wait"`
-	// Queues, Poll and CPUs are --queues, --poll and --cpus (with one
-	// queue, CPUs is the one CPU or empty).
-	Queues int    `json:"queues,omitempty"`
-	Poll   string `json:"poll,omitempty"`
-	CPUs   []int  `json:"cpus,omitempty"`
-	// SQPollCPU and NAPI are --sqpoll-cpu (when given) and --napi, the
-	// options of kind uring.
-	SQPollCPU *int              `json:"sqpoll_cpu,omitempty"`
-	NAPI      bool              `json:"napi,omitempty"`
-	Result    *bench.LoadResult `json:"result,omitempty"`
-	Failure   *Failure          `json:"failure,omitempty"`
+	ToolHeader
+	Result  *bench.LoadResult `json:"result,omitempty"`
+	Failure *Failure          `json:"failure,omitempty"`
 }
 
 // LoadgenMain is the load generator: it opens a client of --kind to
@@ -61,35 +50,24 @@ func LoadgenMain(args []string, stdout, stderr io.Writer) int {
 func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	kind := fs.String("kind", "udp", "packet path: udp, uring, xdp, dpdk, tcp, tcp-xdp, tcp-dpdk")
-	local := fs.String("local", "", "our IPv4 address (198.18.0.0/15 or loopback); required for raw kinds")
+	tf := addToolFlags(fs, toolUsage{
+		port:   "the echo's UDP/TCP port",
+		queues: "queues, one poller and one flow each (dgramio.NewGroup when more than 1); the rate is divided among them",
+		poll:   "busy (spin, a CPU per poller; the default) or yield (sleep when idle, for machines with too few CPUs)",
+		batch:  "messages per Flush and per Rx",
+	})
 	dst := fs.String("dst", "", "the echo's IPv4 address (198.18.0.0/15 or loopback)")
-	port := fs.Uint("port", 5000, "the echo's UDP/TCP port")
-	iface := fs.String("iface", "", "network interface (raw kinds)")
-	cpuN := fs.Int("cpu", -1, "CPU to pin the poller to (-1: not pinned)")
-	queues := fs.Int("queues", 1, "queues, one poller and one flow each (dgramio.NewGroup when more than 1); the rate is divided among them")
-	cpuList := fs.String("cpus", "", "CPUs of the queues' pollers, one per queue, in queue order (\"0,1\"; a CPU may repeat with --poll yield)")
-	poll := fs.String("poll", "", "busy (spin, a CPU per poller; the default) or yield (sleep when idle, for machines with too few CPUs)")
-	wait := fs.Bool("wait", false, "the same as --poll yield")
 	rateS := fs.String("rate", "20k", "offered rate, messages per second (20k, 1.6M)")
 	duration := fs.Duration("duration", 5e9, "measured time")
 	warmup := fs.Duration("warmup", 1e9, "warm-up, sent but not measured")
 	drain := fs.Duration("drain", bench.DefaultDrain, "time to wait for answers after the last send")
 	size := fs.Int("size", bench.DefaultSize, "message size in bytes")
-	batch := fs.Int("batch", bench.DefaultBatch, "messages per Flush and per Rx")
-	maxDgram := fs.Int("max-datagram", 0, "largest message accepted (0: the kind's default)")
-	pcap := fs.String("pcap", "", "capture prefix: the raw kinds write every frame to <prefix>-tx.pcap and <prefix>-rx.pcap (Config.Pcap)")
-	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the default)")
-	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the default)")
-	dpdkRxDesc := fs.Int("dpdk-rx-desc", 0, "RX ring size of the DPDK kinds (Config.DPDK.RxDesc; 0: the default, 256)")
-	dpdkVDev := fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)")
 	dstMAC := fs.String("dst-mac", "", "the echo's MAC address on the raw kinds (Config.DstMAC; empty: resolved by the neighbour table or ARP)")
-	uf := addURingFlags(fs)
 	jsonPath := fs.String("json", "", "write the result as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	out := LoadFile{Kind: *kind, CPU: *cpuN, Wait: *wait, Queues: *queues}
+	out := LoadFile{ToolHeader: tf.header()}
 	fail := func(class string, err error) int {
 		out.Failure = &Failure{Class: class, Error: err.Error()}
 		fmt.Fprintf(stdout, "failed %s: %v\n", class, err)
@@ -101,12 +79,7 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if fs.NArg() != 0 {
 		return fail(ClassConfig, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	uf.record(&out.SQPollCPU, &out.NAPI)
 	rate, err := bench.ParseRate(*rateS)
-	if err != nil {
-		return fail(ClassConfig, err)
-	}
-	localIP, err := parseAddr("local", *local)
 	if err != nil {
 		return fail(ClassConfig, err)
 	}
@@ -117,15 +90,8 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !dstIP.IsValid() {
 		return fail(ClassConfig, fmt.Errorf("--dst: the echo's address is required"))
 	}
-	if *port == 0 || *port > 65535 {
-		return fail(ClassConfig, fmt.Errorf("--port %d: must be 1..65535", *port))
-	}
 	if *size < bench.HeaderLen {
 		return fail(ClassConfig, fmt.Errorf("--size %d: must be at least %d", *size, bench.HeaderLen))
-	}
-	mode, err := pollMode(*poll, *wait)
-	if err != nil {
-		return fail(ClassConfig, err)
 	}
 	var mac net.HardwareAddr
 	if *dstMAC != "" {
@@ -133,59 +99,36 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return fail(ClassConfig, fmt.Errorf("--dst-mac: %w", err))
 		}
 	}
-	qcpus, err := queueCPUs(*queues, *cpuN, *cpuList)
+	cfg, err := tf.config(core.RoleClient, &out.ToolHeader)
 	if err != nil {
 		return fail(ClassConfig, err)
 	}
-	out.Poll, out.CPUs, out.Wait = mode, qcpus, mode == core.PollYield
-	if *queues == 1 && *cpuN < 0 && len(qcpus) == 1 {
-		*cpuN = qcpus[0]
-		out.CPU = *cpuN
-	}
+	cfg.Dests, cfg.DstMAC = []netip.Addr{dstIP}, mac
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	lo := bench.LoadOptions{
 		Rate: rate, Warmup: *warmup, Duration: *duration, Drain: *drain,
-		Size: *size, Batch: *batch, Wait: mode == core.PollYield,
+		Size: *size, Batch: cfg.TxBatch, Wait: out.Wait,
 	}
-	cfg := core.Config{
-		Kind:        *kind,
-		Role:        core.RoleClient,
-		Iface:       *iface,
-		LocalIP:     localIP,
-		Dests:       []netip.Addr{dstIP},
-		Port:        uint16(*port),
-		MaxDatagram: *maxDgram,
-		TxBatch:     *batch,
-		RxBatch:     *batch,
-		Pcap:        *pcap,
-		Poll:        mode,
-	}
-	cfg.XDP.Frames, cfg.XDP.RingSize = *xdpFrames, *xdpRing
-	cfg.DPDK.VDev, cfg.DPDK.RxDesc = *dpdkVDev, *dpdkRxDesc
-	if err := uf.apply(&cfg); err != nil {
-		return fail(ClassConfig, err)
-	}
-	cfg.DstMAC = mac
 	var res *bench.LoadResult
 	var runErr error
-	if *queues > 1 {
-		cfg.Queues, cfg.CPUs = *queues, qcpus
+	if out.Queues > 1 {
+		cfg.Queues, cfg.CPUs = out.Queues, out.CPUs
 		var openErr error
 		res, runErr, openErr = loadGroup(ctx, cfg, lo)
 		if openErr != nil {
-			return fail(Classify(*kind, openErr), openErr)
+			return fail(Classify(cfg.Kind, openErr), openErr)
 		}
 	} else {
-		cpus, err := pin(*kind, *cpuN)
+		cpus, err := pin(cfg.Kind, out.CPU)
 		if err != nil {
-			return fail(Classify(*kind, err), err)
+			return fail(Classify(cfg.Kind, err), err)
 		}
 		cfg.CPUs = cpus
 		b, err := Open(cfg)
 		if err != nil {
-			return fail(Classify(*kind, err), err)
+			return fail(Classify(cfg.Kind, err), err)
 		}
 		res, runErr = bench.Load(ctx, b, lo)
 		if cerr := b.Close(); cerr != nil && runErr == nil {
@@ -204,10 +147,10 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	out.Result = res
 	if res != nil {
-		c := bench.NewCell(*kind, res, nil)
+		c := bench.NewCell(cfg.Kind, res, nil)
 		c.Unaccounted = 0 // the conservation needs the echo's counters too: netbench has them
 		fmt.Fprintf(stdout, "%s %s: %s  (p50 %s p99 %s p99.9 %s max %s µs; lag p99 %s µs; achieved %s/s; offered %d sent %d received %d lost %d not sent %d)\n",
-			*kind, bench.FormatRate(rate), c.Format(),
+			cfg.Kind, bench.FormatRate(rate), c.Format(),
 			bench.FormatUs(res.RTT.P50Us), bench.FormatUs(res.RTT.P99Us), bench.FormatUs(res.RTT.P999Us), bench.FormatUs(res.RTT.MaxUs),
 			bench.FormatUs(res.Lag.P99Us), bench.FormatRate(res.AchievedRate),
 			res.Offered, res.Sent, res.Received, res.Lost, res.NotSent)

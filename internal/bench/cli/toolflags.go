@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// ToolHeader is what echo's and loadgen's JSON record of the flags they
+// share.
+type ToolHeader struct {
+	Kind string `json:"kind"`
+	CPU  int    `json:"cpu"`
+	Wait bool   `json:"wait"`
+	// Queues, Poll and CPUs are --queues, --poll and --cpus (with one
+	// queue, CPUs is the one CPU or empty).
+	Queues int    `json:"queues,omitempty"`
+	Poll   string `json:"poll,omitempty"`
+	CPUs   []int  `json:"cpus,omitempty"`
+	// SQPollCPU and NAPI are --sqpoll-cpu (when given) and --napi, the
+	// options of kind uring.
+	SQPollCPU *int `json:"sqpoll_cpu,omitempty"`
+	NAPI      bool `json:"napi,omitempty"`
+}
+
+// toolFlags are the flags echo and loadgen share: the packet path and its
+// options, the pollers and their CPUs.
+type toolFlags struct {
+	kind, local, iface, cpus, poll, pcap, dpdkVDev *string
+	port                                           *uint
+	cpu, queues, batch, maxDgram                   *int
+	xdpFrames, xdpRing, dpdkRxDesc                 *int
+	wait                                           *bool
+	uring                                          *uringFlags
+}
+
+// toolUsage is the help text of the flags whose meaning differs between
+// the tools.
+type toolUsage struct {
+	port, queues, poll, batch string
+}
+
+// addToolFlags defines the shared flags on fs.
+func addToolFlags(fs *flag.FlagSet, u toolUsage) *toolFlags {
+	return &toolFlags{
+		kind:       fs.String("kind", "udp", "packet path: udp, uring, xdp, dpdk, tcp, tcp-xdp, tcp-dpdk"),
+		local:      fs.String("local", "", "our IPv4 address (198.18.0.0/15 or loopback); required for raw kinds"),
+		port:       fs.Uint("port", 5000, u.port),
+		iface:      fs.String("iface", "", "network interface (raw kinds)"),
+		cpu:        fs.Int("cpu", -1, "CPU to pin the poller to (-1: not pinned)"),
+		queues:     fs.Int("queues", 1, u.queues),
+		cpus:       fs.String("cpus", "", "CPUs of the queues' pollers, one per queue, in queue order (\"0,1\"; a CPU may repeat with --poll yield)"),
+		poll:       fs.String("poll", "", u.poll),
+		wait:       fs.Bool("wait", false, "the same as --poll yield"),
+		batch:      fs.Int("batch", bench.DefaultBatch, u.batch),
+		maxDgram:   fs.Int("max-datagram", 0, "largest message accepted (0: the kind's default)"),
+		pcap:       fs.String("pcap", "", "capture prefix: the raw kinds write every frame to <prefix>-tx.pcap and <prefix>-rx.pcap (Config.Pcap)"),
+		xdpFrames:  fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the default)"),
+		xdpRing:    fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the default)"),
+		dpdkRxDesc: fs.Int("dpdk-rx-desc", 0, "RX ring size of the DPDK kinds (Config.DPDK.RxDesc; 0: the default, 256)"),
+		dpdkVDev:   fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)"),
+		uring:      addURingFlags(fs),
+	}
+}
+
+// header records the flags as given, before they are checked, so that a
+// tool that fails on them still writes what it was asked to do.
+func (t *toolFlags) header() ToolHeader {
+	h := ToolHeader{Kind: *t.kind, CPU: *t.cpu, Wait: *t.wait, Queues: *t.queues}
+	t.uring.record(&h.SQPollCPU, &h.NAPI)
+	return h
+}
+
+// config checks the shared flags and returns the Config of role with
+// them: the kind, address, port, batch sizes, poll mode and the kinds'
+// options. The queues' CPUs go into h.CPUs (and, with one queue, h.CPU),
+// not into the Config: the tools pin their pollers themselves. Every
+// error is a configuration error naming its flag.
+func (t *toolFlags) config(role core.Role, h *ToolHeader) (core.Config, error) {
+	localIP, err := parseAddr("local", *t.local)
+	if err != nil {
+		return core.Config{}, err
+	}
+	if *t.port == 0 || *t.port > 65535 {
+		return core.Config{}, fmt.Errorf("--port %d: must be 1..65535", *t.port)
+	}
+	mode, err := pollMode(*t.poll, *t.wait)
+	if err != nil {
+		return core.Config{}, err
+	}
+	qcpus, err := queueCPUs(*t.queues, *t.cpu, *t.cpus)
+	if err != nil {
+		return core.Config{}, err
+	}
+	h.Poll, h.CPUs, h.Wait = mode, qcpus, mode == core.PollYield
+	if *t.queues == 1 && h.CPU < 0 && len(qcpus) == 1 {
+		h.CPU = qcpus[0]
+	}
+	cfg := core.Config{
+		Kind:        *t.kind,
+		Role:        role,
+		Iface:       *t.iface,
+		LocalIP:     localIP,
+		Port:        uint16(*t.port),
+		MaxDatagram: *t.maxDgram,
+		TxBatch:     *t.batch,
+		RxBatch:     *t.batch,
+		Pcap:        *t.pcap,
+		Poll:        mode,
+	}
+	cfg.XDP.Frames, cfg.XDP.RingSize = *t.xdpFrames, *t.xdpRing
+	cfg.DPDK.VDev, cfg.DPDK.RxDesc = *t.dpdkVDev, *t.dpdkRxDesc
+	if err := t.uring.apply(&cfg); err != nil {
+		return core.Config{}, err
+	}
+	return cfg, nil
+}
