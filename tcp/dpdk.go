@@ -5,7 +5,6 @@ package tcp
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 
@@ -73,18 +72,10 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 		return nil, err
 	}
 	info := port.Info()
-	if info.Driver == "net_af_packet" && info.Iface != "" {
-		owns, err := kernelHasAddr(info.Iface, cfg.LocalIP)
-		if err == nil && owns {
-			err = &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: fmt.Sprintf(
-				"on net_af_packet the kernel sees every segment, and with %v also on its interface %s it answers our peers with RSTs: take the address off the kernel's interface, or use net_af_xdp",
-				cfg.LocalIP, info.Iface)}
-		}
-		if err != nil {
-			port.Close()
-			unpin()
-			return nil, err
-		}
+	if err := CheckDPDKAddr(info, cfg.LocalIP); err != nil {
+		port.Close()
+		unpin()
+		return nil, err
 	}
 	// Config.Pcap: capture every frame (Wrap returns port itself when unset).
 	fio, err := pcapio.Wrap(port, cfg.Pcap)
@@ -111,25 +102,25 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	return b, nil
 }
 
-// kernelHasAddr reports whether addr is an address of the kernel
-// interface iface, in the calling thread's network namespace.
-func kernelHasAddr(iface string, addr netip.Addr) (bool, error) {
-	ifc, err := net.InterfaceByName(iface)
+// CheckDPDKAddr refuses, with a *core.ConfigError on LocalIP, a local
+// address that the kernel also holds on the interface under a
+// net_af_packet vdev: the kernel sees every segment there and answers our
+// peers with RSTs. Other devices pass (net_af_xdp takes the frames away
+// from the kernel; a PCI device has no kernel interface).
+func CheckDPDKAddr(info dpdk.Info, local netip.Addr) error {
+	if info.Driver != "net_af_packet" || info.Iface == "" {
+		return nil
+	}
+	owns, err := core.KernelHasAddr(info.Iface, local)
 	if err != nil {
-		return false, fmt.Errorf("tcp: dpdk: interface %s: %w", iface, err)
+		return fmt.Errorf("tcp: dpdk: %w", err)
 	}
-	addrs, err := ifc.Addrs()
-	if err != nil {
-		return false, fmt.Errorf("tcp: dpdk: addresses of %s: %w", iface, err)
+	if owns {
+		return &core.ConfigError{Field: "LocalIP", Value: local, Reason: fmt.Sprintf(
+			"on net_af_packet the kernel sees every segment, and with %v also on its interface %s it answers our peers with RSTs: take the address off the kernel's interface, or use net_af_xdp",
+			local, info.Iface)}
 	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
+	return nil
 }
 
 // dpdkGroup is kind tcp-dpdk with several queues.
@@ -185,16 +176,9 @@ func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
 	}
 	g := &dpdkGroup{cfg: cfg, port: port, opened: make([]bool, cfg.Queues)}
 	info := port.Info()
-	if info.Driver == "net_af_packet" && info.Iface != "" {
-		if owns, err := kernelHasAddr(info.Iface, cfg.LocalIP); err != nil || owns {
-			g.Close()
-			if err == nil {
-				err = &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: fmt.Sprintf(
-					"on net_af_packet the kernel sees every segment, and with %v also on its interface %s it answers our peers with RSTs: take the address off the kernel's interface, or use net_af_xdp",
-					cfg.LocalIP, info.Iface)}
-			}
-			return nil, err
-		}
+	if err := CheckDPDKAddr(info, cfg.LocalIP); err != nil {
+		g.Close()
+		return nil, err
 	}
 	if info.Driver == "net_af_xdp" && info.Iface != "" {
 		g.rss, _ = stack.ReadRSS(info.Iface) // none on veth: ports by share only

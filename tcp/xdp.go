@@ -3,7 +3,6 @@ package tcp
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 
@@ -125,7 +124,7 @@ func OpenXDP(cfg core.Config) (frameio.FrameIO, Options, error) {
 
 // checkKernelAddr refuses a LocalIP the kernel holds on cfg.Iface.
 func checkKernelAddr(cfg core.Config) error {
-	owns, err := KernelHasAddr(cfg.Iface, cfg.LocalIP)
+	owns, err := core.KernelHasAddr(cfg.Iface, cfg.LocalIP)
 	if err != nil {
 		return err
 	}
@@ -325,26 +324,4 @@ func xdpConfig(cfg core.Config) (core.Config, error) {
 		return cfg, err
 	}
 	return cfg, nil
-}
-
-// KernelHasAddr reports whether addr is an address of the kernel interface
-// iface, in the calling thread's network namespace: the check by which
-// OpenXDP refuses a LocalIP the kernel holds.
-func KernelHasAddr(iface string, addr netip.Addr) (bool, error) {
-	ifc, err := net.InterfaceByName(iface)
-	if err != nil {
-		return false, fmt.Errorf("tcp: interface %s: %w", iface, err)
-	}
-	addrs, err := ifc.Addrs()
-	if err != nil {
-		return false, fmt.Errorf("tcp: addresses of %s: %w", iface, err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
 }

@@ -101,7 +101,7 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	}
 	var sink *net.UDPConn
 	if info.Driver == "net_af_packet" && info.Iface != "" {
-		owns, err := kernelHasAddr(info.Iface, cfg.LocalIP)
+		owns, err := core.KernelHasAddr(info.Iface, cfg.LocalIP)
 		if err != nil {
 			return nil, err
 		}
@@ -139,27 +139,6 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	}
 	undo = nil
 	return r, nil
-}
-
-// kernelHasAddr reports whether addr is an address of the kernel
-// interface iface, in the calling thread's network namespace.
-func kernelHasAddr(iface string, addr netip.Addr) (bool, error) {
-	ifc, err := net.InterfaceByName(iface)
-	if err != nil {
-		return false, fmt.Errorf("udp: dpdk: interface %s: %w", iface, err)
-	}
-	addrs, err := ifc.Addrs()
-	if err != nil {
-		return false, fmt.Errorf("udp: dpdk: addresses of %s: %w", iface, err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
 }
 
 // openSink binds the kernel UDP socket that keeps the kernel from

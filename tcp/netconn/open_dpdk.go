@@ -4,7 +4,6 @@ package netconn
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/dpdk"
@@ -27,16 +26,8 @@ func OpenDPDK(cfg core.Config) (frameio.FrameIO, tcp.Options, error) {
 		return nil, tcp.Options{}, err
 	}
 	info := port.Info()
-	if info.Driver == "net_af_packet" && info.Iface != "" {
-		owns, err := tcp.KernelHasAddr(info.Iface, cfg.LocalIP)
-		if err == nil && owns {
-			err = &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: fmt.Sprintf(
-				"on net_af_packet the kernel sees every segment, and with %v also on its interface %s it answers our peers with RSTs: take the address off the kernel's interface, or use net_af_xdp",
-				cfg.LocalIP, info.Iface)}
-		}
-		if err != nil {
-			return nil, tcp.Options{}, errors.Join(err, port.Close())
-		}
+	if err := tcp.CheckDPDKAddr(info, cfg.LocalIP); err != nil {
+		return nil, tcp.Options{}, errors.Join(err, port.Close())
 	}
 	return port, tcp.Options{Mode: "netstack over dpdk " + info.Driver, Close: port.Close}, nil
 }
