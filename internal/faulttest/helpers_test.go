@@ -911,7 +911,13 @@ func fatalf(t testing.TB, format string, args ...any) {
 // (other tests) count there too.
 func arpDiscards(t testing.TB) uint64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/net/stat/arp_cache")
+	// The file exists only in the initial network namespace, and
+	// /proc/net is /proc/self/net: the main thread's namespace, which a
+	// testhost Do that happened to run there has left elsewhere for good.
+	// Read it through this thread, which no Do has moved.
+	runtime.LockOSThread()
+	b, err := os.ReadFile("/proc/thread-self/net/stat/arp_cache")
+	runtime.UnlockOSThread()
 	if err != nil {
 		t.Fatal(err)
 	}
