@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 
 	"github.com/dgramio/dgramio/frameio/dpdk"
 	"github.com/dgramio/dgramio/frameio/pcapio"
@@ -131,8 +130,7 @@ type dpdkGroup struct {
 
 	arp ARPShare // the queues' netstacks share ARP replies
 
-	mu     sync.Mutex
-	opened []bool
+	slots *core.QueueSlots
 }
 
 var _ core.QueueGroup = (*dpdkGroup)(nil)
@@ -174,7 +172,7 @@ func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &dpdkGroup{cfg: cfg, port: port, opened: make([]bool, cfg.Queues)}
+	g := &dpdkGroup{cfg: cfg, port: port, slots: core.NewQueueSlots(cfg.Queues)}
 	info := port.Info()
 	if err := CheckDPDKAddr(info, cfg.LocalIP); err != nil {
 		g.Close()
@@ -188,16 +186,9 @@ func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
 
 // OpenQueue opens queue q. See core.QueueGroup.
 func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
-	if q < 0 || q >= g.cfg.Queues {
-		return nil, &core.ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
+	if err := g.slots.Take("tcp: dpdk", q); err != nil {
+		return nil, err
 	}
-	g.mu.Lock()
-	if g.opened[q] {
-		g.mu.Unlock()
-		return nil, fmt.Errorf("tcp: dpdk: queue %d is open already", q)
-	}
-	g.opened[q] = true
-	g.mu.Unlock()
 	dp := g.port.Queue(q)
 	qc := g.cfg.ForQueue(q)
 	if g.cfg.LocalPort != 0 {
@@ -269,14 +260,9 @@ func (g *dpdkGroup) AppendCounters(dst []core.Counter) []core.Counter {
 // Close closes the queues never opened; the device goes with the last
 // queue closed.
 func (g *dpdkGroup) Close() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	var errs []error
-	for q, o := range g.opened {
-		if !o {
-			g.opened[q] = true
-			errs = append(errs, g.port.Queue(q).Close())
-		}
+	for _, q := range g.slots.TakeRest() {
+		errs = append(errs, g.port.Queue(q).Close())
 	}
 	return errors.Join(errs...)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/afxdp"
@@ -171,8 +170,7 @@ type xdpGroup struct {
 
 	arp ARPShare // the queues' netstacks share ARP replies
 
-	mu     sync.Mutex
-	opened []bool
+	slots *core.QueueSlots
 }
 
 var _ core.QueueGroup = (*xdpGroup)(nil)
@@ -233,23 +231,16 @@ func NewXDPGroup(cfg core.Config) (core.QueueGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &xdpGroup{cfg: cfg, prog: prog, opened: make([]bool, cfg.Queues)}
+	g := &xdpGroup{cfg: cfg, prog: prog, slots: core.NewQueueSlots(cfg.Queues)}
 	g.rss, g.rssErr = stack.ReadRSS(cfg.Iface)
 	return g, nil
 }
 
 // OpenQueue opens queue q. See core.QueueGroup.
 func (g *xdpGroup) OpenQueue(q int) (core.Backend, error) {
-	if q < 0 || q >= g.cfg.Queues {
-		return nil, &core.ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
+	if err := g.slots.Take("tcp: xdp", q); err != nil {
+		return nil, err
 	}
-	g.mu.Lock()
-	if g.opened[q] {
-		g.mu.Unlock()
-		return nil, fmt.Errorf("tcp: xdp: queue %d is open already", q)
-	}
-	g.opened[q] = true
-	g.mu.Unlock()
 	qc := g.cfg.ForQueue(q)
 	if g.cfg.LocalPort != 0 {
 		p := int(g.cfg.LocalPort) + q

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 
 	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/dpdk"
@@ -162,8 +161,7 @@ type dpdkGroup struct {
 	cfg  core.Config
 	port *dpdk.Port // queue 0's Port, which owns the device
 
-	mu     sync.Mutex
-	opened []bool
+	slots *core.QueueSlots
 }
 
 var _ core.QueueGroup = (*dpdkGroup)(nil)
@@ -201,21 +199,14 @@ func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &dpdkGroup{cfg: cfg, port: port, opened: make([]bool, cfg.Queues)}, nil
+	return &dpdkGroup{cfg: cfg, port: port, slots: core.NewQueueSlots(cfg.Queues)}, nil
 }
 
 // OpenQueue opens queue q. See core.QueueGroup.
 func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
-	if q < 0 || q >= g.cfg.Queues {
-		return nil, &core.ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
+	if err := g.slots.Take("udp: dpdk", q); err != nil {
+		return nil, err
 	}
-	g.mu.Lock()
-	if g.opened[q] {
-		g.mu.Unlock()
-		return nil, fmt.Errorf("udp: dpdk: queue %d is open already", q)
-	}
-	g.opened[q] = true
-	g.mu.Unlock()
 	dp := g.port.Queue(q)
 	qc := g.cfg.ForQueue(q)
 	if g.cfg.Role == core.RoleClient {
@@ -284,14 +275,9 @@ func (g *dpdkGroup) AppendCounters(dst []core.Counter) []core.Counter {
 // Close closes the queues never opened; the device goes with the last
 // queue closed. Close the opened queues' backends first.
 func (g *dpdkGroup) Close() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	var errs []error
-	for q, o := range g.opened {
-		if !o {
-			g.opened[q] = true
-			errs = append(errs, g.port.Queue(q).Close())
-		}
+	for _, q := range g.slots.TakeRest() {
+		errs = append(errs, g.port.Queue(q).Close())
 	}
 	return errors.Join(errs...)
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -153,8 +152,7 @@ type xdpGroup struct {
 	cfg  core.Config
 	prog *afxdp.Program
 
-	mu     sync.Mutex
-	opened []bool
+	slots *core.QueueSlots
 }
 
 var _ core.QueueGroup = (*xdpGroup)(nil)
@@ -199,21 +197,14 @@ func NewXDPGroup(cfg core.Config) (core.QueueGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &xdpGroup{cfg: cfg, prog: prog, opened: make([]bool, cfg.Queues)}, nil
+	return &xdpGroup{cfg: cfg, prog: prog, slots: core.NewQueueSlots(cfg.Queues)}, nil
 }
 
 // OpenQueue opens queue q. See core.QueueGroup.
 func (g *xdpGroup) OpenQueue(q int) (core.Backend, error) {
-	if q < 0 || q >= g.cfg.Queues {
-		return nil, &core.ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
+	if err := g.slots.Take("udp: xdp", q); err != nil {
+		return nil, err
 	}
-	g.mu.Lock()
-	if g.opened[q] {
-		g.mu.Unlock()
-		return nil, fmt.Errorf("udp: xdp: queue %d is open already", q)
-	}
-	g.opened[q] = true
-	g.mu.Unlock()
 	qc := g.cfg.ForQueue(q)
 	if g.cfg.Role == core.RoleClient {
 		qc.LocalPort = g.cfg.LocalPort + uint16(q)

@@ -1,8 +1,10 @@
 package core
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // QueueGroup is what the queues of one kind opened with Config.Queues > 1
@@ -108,4 +110,45 @@ func SumStats(qs []Stats) Stats {
 		}
 	}
 	return s
+}
+
+// QueueSlots keeps QueueGroup's rule that each queue is opened once: which
+// queues of a group have been taken, safe for concurrent use.
+type QueueSlots struct {
+	mu    sync.Mutex
+	taken []bool
+}
+
+// NewQueueSlots returns the slots of n queues, none taken.
+func NewQueueSlots(n int) *QueueSlots { return &QueueSlots{taken: make([]bool, n)} }
+
+// Take marks queue q taken. It returns a *ConfigError naming Queues when
+// the group has no queue q, and an error prefixed who when q was taken
+// before.
+func (s *QueueSlots) Take(who string, q int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q < 0 || q >= len(s.taken) {
+		return badField("Queues", len(s.taken), "queue %d does not exist", q)
+	}
+	if s.taken[q] {
+		return fmt.Errorf("%s: queue %d is open already", who, q)
+	}
+	s.taken[q] = true
+	return nil
+}
+
+// TakeRest marks every queue not taken yet and returns them in order: the
+// queues a group's Close releases because nobody opened them.
+func (s *QueueSlots) TakeRest() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rest []int
+	for q, t := range s.taken {
+		if !t {
+			s.taken[q] = true
+			rest = append(rest, q)
+		}
+	}
+	return rest
 }

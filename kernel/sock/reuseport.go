@@ -222,10 +222,10 @@ type Group struct {
 	open  OpenQueueFunc
 	steer string
 
-	mu     sync.Mutex
-	fds    []int // server: queue q's socket until taken, then -1
-	gs     []Granted
-	opened []bool
+	mu    sync.Mutex
+	fds   []int // server: queue q's socket until taken, then -1
+	gs    []Granted
+	slots *core.QueueSlots
 }
 
 var _ core.QueueGroup = (*Group)(nil)
@@ -246,7 +246,7 @@ func NewGroup(cfg core.Config, kind string, open OpenQueueFunc) (*Group, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Group{cfg: cfg, kind: kind, open: open, opened: make([]bool, cfg.Queues)}
+	g := &Group{cfg: cfg, kind: kind, open: open, slots: core.NewQueueSlots(cfg.Queues)}
 	if cfg.Role != core.RoleServer {
 		g.steer = "one socket per queue"
 		return g, nil
@@ -266,15 +266,10 @@ func NewGroup(cfg core.Config, kind string, open OpenQueueFunc) (*Group, error) 
 
 // OpenQueue opens queue q on the calling goroutine. See core.QueueGroup.
 func (g *Group) OpenQueue(q int) (core.Backend, error) {
-	if q < 0 || q >= g.cfg.Queues {
-		return nil, &core.ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
+	if err := g.slots.Take(g.kind, q); err != nil {
+		return nil, err
 	}
 	g.mu.Lock()
-	if g.opened[q] {
-		g.mu.Unlock()
-		return nil, fmt.Errorf("%s: queue %d is open already", g.kind, q)
-	}
-	g.opened[q] = true
 	fd, gr := -1, Granted{}
 	if g.fds != nil {
 		fd, gr = g.fds[q], g.gs[q]
