@@ -33,51 +33,11 @@ func freeUDPPort(t *testing.T) int {
 // echo and loadgen over the kernel's UDP on loopback: both tools' files
 // make a cell whose counters add up. No root needed.
 func TestEchoLoadgenLoopbackUDP(t *testing.T) {
-	dir := t.TempDir()
 	port := fmt.Sprint(freeUDPPort(t))
-	echoJSON, loadJSON := filepath.Join(dir, "echo.json"), filepath.Join(dir, "load.json")
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	var echoErr strings.Builder
-	status := make(chan int, 1)
-	go func() {
-		status <- RunEcho(ctx, []string{"--kind", "udp", "--local", "127.0.0.1", "--port", port, "--wait", "--stats", echoJSON}, pw, &echoErr)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("echo wrote no line: %v (stderr %s)", err, echoErr.String())
-	}
-	if !strings.HasPrefix(line, "ready") {
-		t.Fatalf("echo: %s", line)
-	}
-	go io.Copy(io.Discard, pr)
-
-	var out, errOut strings.Builder
-	st := RunLoadgen(context.Background(), []string{"--kind", "udp", "--dst", "127.0.0.1", "--port", port,
-		"--rate", "2k", "--warmup", "100ms", "--duration", "400ms", "--drain", "5s", "--wait", "--json", loadJSON}, &out, &errOut)
-	if st != 0 {
-		t.Fatalf("loadgen exit %d: %s %s", st, out.String(), errOut.String())
-	}
-	cancel()
-	select {
-	case s := <-status:
-		if s != 0 {
-			t.Fatalf("echo exit %d: %s", s, echoErr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("echo did not stop after its context ended")
-	}
-
-	var lf LoadFile
-	var ef EchoFile
-	readJSON(t, loadJSON, &lf)
-	readJSON(t, echoJSON, &ef)
-	if lf.Result == nil || ef.Result == nil {
-		t.Fatalf("missing results: %+v %+v", lf, ef)
-	}
+	lf, ef, out := echoAndLoad(t,
+		[]string{"--kind", "udp", "--local", "127.0.0.1", "--port", port, "--wait"},
+		[]string{"--kind", "udp", "--dst", "127.0.0.1", "--port", port,
+			"--rate", "2k", "--warmup", "100ms", "--duration", "400ms", "--drain", "5s", "--wait"}, nil)
 	c := bench.NewCell("udp", lf.Result, ef.Result)
 	t.Logf("cell %s; counters %v", c.Display, c.Counters)
 	if lf.Result.Total.Sent != 1000 {
@@ -91,9 +51,56 @@ func TestEchoLoadgenLoopbackUDP(t *testing.T) {
 	if c.Counters["echo.dgramio.rx_delivered"] != ef.Result.Received || c.Counters["loadgen.dgramio.tx_queued"] != lf.Result.Total.Sent {
 		t.Fatalf("counters %v", c.Counters)
 	}
-	if !strings.Contains(out.String(), "udp 2k: ") {
-		t.Fatalf("loadgen printed %q", out.String())
+	if !strings.Contains(out, "udp 2k: ") {
+		t.Fatalf("loadgen printed %q", out)
 	}
+}
+
+// echoAndLoad runs the echo tool (RunEcho with echoArgs and --stats) until
+// its first line, which ready must accept (it must start with "ready" in
+// any case), then the loadgen (RunLoadgen with loadArgs and --json), then
+// stops the echo and waits for it. It returns both tools' files and what
+// the loadgen printed; any tool that fails fails the test.
+func echoAndLoad(t *testing.T, echoArgs, loadArgs []string, ready func(line string) bool) (LoadFile, EchoFile, string) {
+	t.Helper()
+	dir := t.TempDir()
+	echoJSON, loadJSON := filepath.Join(dir, "echo.json"), filepath.Join(dir, "load.json")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var echoErr syncBuilder
+	status := make(chan int, 1)
+	go func() {
+		status <- RunEcho(ctx, append(append([]string{}, echoArgs...), "--stats", echoJSON), pw, &echoErr)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ready") || (ready != nil && !ready(line)) {
+		t.Fatalf("echo said %q, %v (stderr %s)", line, err, echoErr.String())
+	}
+	go io.Copy(io.Discard, pr)
+
+	var out, errOut strings.Builder
+	if st := RunLoadgen(context.Background(), append(append([]string{}, loadArgs...), "--json", loadJSON), &out, &errOut); st != 0 {
+		t.Fatalf("loadgen exit %d: %s %s", st, out.String(), errOut.String())
+	}
+	cancel()
+	select {
+	case s := <-status:
+		if s != 0 {
+			t.Fatalf("echo exit %d: %s", s, echoErr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("echo did not stop after its context ended")
+	}
+	var lf LoadFile
+	var ef EchoFile
+	readJSON(t, loadJSON, &lf)
+	readJSON(t, echoJSON, &ef)
+	if lf.Result == nil || ef.Result == nil {
+		t.Fatalf("missing results: %+v %+v", lf, ef)
+	}
+	return lf, ef, out.String()
 }
 
 func readJSON(t *testing.T, path string, v any) {

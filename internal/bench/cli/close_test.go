@@ -1,11 +1,7 @@
 package cli
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,46 +27,10 @@ func TestResultsCarryCloseTimeCounters(t *testing.T) {
 		}
 		return cli, nil
 	}
-	dir := t.TempDir()
-	echoJSON, loadJSON := filepath.Join(dir, "echo.json"), filepath.Join(dir, "load.json")
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	var echoErr syncBuilder
-	status := make(chan int, 1)
-	go func() {
-		status <- RunEcho(ctx, []string{"--kind", "udp", "--local", "198.18.0.2", "--wait", "--stats", echoJSON}, pw, &echoErr)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ready") {
-		t.Fatalf("echo said %q, %v (stderr %s)", line, err, echoErr.String())
-	}
-	go io.Copy(io.Discard, pr)
-
-	var out, errOut strings.Builder
-	st := RunLoadgen(context.Background(), []string{"--kind", "udp", "--dst", "198.18.0.2", "--rate", "2k",
-		"--warmup", "0s", "--duration", "500ms", "--drain", "300ms", "--wait", "--json", loadJSON}, &out, &errOut)
-	if st != 0 {
-		t.Fatalf("loadgen exit %d: %s %s", st, out.String(), errOut.String())
-	}
-	cancel()
-	select {
-	case s := <-status:
-		if s != 0 {
-			t.Fatalf("echo exit %d: %s", s, echoErr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("echo did not stop after its context ended")
-	}
-	var lf LoadFile
-	var ef EchoFile
-	readJSON(t, loadJSON, &lf)
-	readJSON(t, echoJSON, &ef)
-	if lf.Result == nil || ef.Result == nil {
-		t.Fatalf("missing results: %+v %+v", lf, ef)
-	}
+	lf, ef, _ := echoAndLoad(t,
+		[]string{"--kind", "udp", "--local", "198.18.0.2", "--wait"},
+		[]string{"--kind", "udp", "--dst", "198.18.0.2", "--rate", "2k",
+			"--warmup", "0s", "--duration", "500ms", "--drain", "300ms", "--wait"}, nil)
 	if got := srv.Silent(); got != 10 {
 		t.Fatalf("the fake dropped %d, want 10", got)
 	}

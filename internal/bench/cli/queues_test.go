@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -229,56 +228,25 @@ func allowedCPUs(t *testing.T) []int {
 // comes back to the queue that sent it, and the per-queue counters add
 // up to the totals. No root needed.
 func TestEchoLoadgenLoopbackTwoQueues(t *testing.T) {
-	dir := t.TempDir()
 	port := fmt.Sprint(freeUDPPort(t))
-	echoJSON, loadJSON := filepath.Join(dir, "echo.json"), filepath.Join(dir, "load.json")
 	var pin []string
 	if a := allowedCPUs(t); len(a) >= 2 {
 		// On loopback a datagram is received on its sender's CPU: the
 		// echo's reuseport group steers CPU a[q] to queue q.
 		pin = []string{"--cpus", fmt.Sprintf("%d,%d", a[0], a[1])}
 	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	var echoErr syncBuilder
-	status := make(chan int, 1)
-	go func() {
-		status <- RunEcho(ctx, append([]string{"--kind", "udp", "--local", "127.0.0.1", "--port", port, "--queues", "2", "--poll", "yield", "--stats", echoJSON}, pin...), pw, &echoErr)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ready ") || !strings.Contains(line, "2 queues") || !strings.Contains(line, "poll yield") {
-		t.Fatalf("echo said %q, %v (stderr %s)", line, err, echoErr.String())
-	}
-	go io.Copy(io.Discard, pr)
-
-	var out, errOut strings.Builder
-	st := RunLoadgen(context.Background(), append([]string{"--kind", "udp", "--dst", "127.0.0.1", "--port", port, "--queues", "2", "--wait",
-		"--rate", "4k", "--warmup", "100ms", "--duration", "400ms", "--drain", "5s", "--json", loadJSON}, pin...), &out, &errOut)
-	if st != 0 {
-		t.Fatalf("loadgen exit %d: %s %s", st, out.String(), errOut.String())
-	}
-	cancel()
-	select {
-	case s := <-status:
-		if s != 0 {
-			t.Fatalf("echo exit %d: %s", s, echoErr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("echo did not stop after its context ended")
-	}
-
-	var lf LoadFile
-	var ef EchoFile
-	readJSON(t, loadJSON, &lf)
-	readJSON(t, echoJSON, &ef)
-	if lf.Result == nil || ef.Result == nil || lf.Queues != 2 || lf.Poll != "yield" || ef.Queues != 2 {
+	lf, ef, out := echoAndLoad(t,
+		append([]string{"--kind", "udp", "--local", "127.0.0.1", "--port", port, "--queues", "2", "--poll", "yield"}, pin...),
+		append([]string{"--kind", "udp", "--dst", "127.0.0.1", "--port", port, "--queues", "2", "--wait",
+			"--rate", "4k", "--warmup", "100ms", "--duration", "400ms", "--drain", "5s"}, pin...),
+		func(line string) bool {
+			return strings.Contains(line, "2 queues") && strings.Contains(line, "poll yield")
+		})
+	if lf.Queues != 2 || lf.Poll != "yield" || ef.Queues != 2 {
 		t.Fatalf("files: %+v / %+v", lf, ef)
 	}
 	c := bench.NewCell("udp", lf.Result, ef.Result)
-	t.Logf("cell %s; loadgen said:\n%s", c.Display, out.String())
+	t.Logf("cell %s; loadgen said:\n%s", c.Display, out)
 	if lf.Result.Total.Sent != 2000 || c.Unaccounted != 0 {
 		t.Fatalf("sent %d (want 2000), unaccounted %d: %+v", lf.Result.Total.Sent, c.Unaccounted, c.Conservation)
 	}
@@ -293,8 +261,8 @@ func TestEchoLoadgenLoopbackTwoQueues(t *testing.T) {
 	if !strings.Contains(c.Mode, "2 queues") || !strings.Contains(c.EchoMode, "poll yield") {
 		t.Errorf("modes %q / %q", c.Mode, c.EchoMode)
 	}
-	if !strings.Contains(out.String(), "queue 1 (whole run): sent 1000") {
-		t.Errorf("loadgen printed %q", out.String())
+	if !strings.Contains(out, "queue 1 (whole run): sent 1000") {
+		t.Errorf("loadgen printed %q", out)
 	}
 }
 
