@@ -457,15 +457,13 @@ func TestCloseAndReset(t *testing.T) {
 	})
 }
 
-// TestBackpressure: a server that keeps its stack running but stops
-// reading. The client's Queue turns false (nothing lost, nothing cut), its
-// Flush reports ErrSendStall after TCP.SendStall, and when the server reads
-// again every record arrives, in order.
-func TestBackpressure(t *testing.T) {
-	var reading atomic.Bool
-	var got atomic.Uint64
-	var bad atomic.Value
-	body := func(b *Backend) func(context.Context) bool {
+// pausedReader is the server's poll loop of the back-pressure tests: while
+// reading is false it only keeps its stack running (Flush), otherwise it
+// reads 1000-byte records, counts them in got and stores in bad the first
+// that is not makeRecord's next; with flush, it also flushes after each
+// read. It sleeps in Wait when Rx finds nothing.
+func pausedReader(reading *atomic.Bool, got *atomic.Uint64, bad *atomic.Value, flush bool) func(*Backend) func(context.Context) bool {
+	return func(b *Backend) func(context.Context) bool {
 		pkts := make([]core.Packet, 64)
 		scratch := make([]byte, 1000)
 		return func(ctx context.Context) bool {
@@ -487,7 +485,9 @@ func TestBackpressure(t *testing.T) {
 				}
 				got.Add(1)
 			}
-			b.Flush()
+			if flush {
+				b.Flush()
+			}
 			if n == 0 {
 				wctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 				b.Wait(wctx)
@@ -496,6 +496,17 @@ func TestBackpressure(t *testing.T) {
 			return true
 		}
 	}
+}
+
+// TestBackpressure: a server that keeps its stack running but stops
+// reading. The client's Queue turns false (nothing lost, nothing cut), its
+// Flush reports ErrSendStall after TCP.SendStall, and when the server reads
+// again every record arrives, in order.
+func TestBackpressure(t *testing.T) {
+	var reading atomic.Bool
+	var got atomic.Uint64
+	var bad atomic.Value
+	body := pausedReader(&reading, &got, &bad, true)
 	ccfg := clientConfig()
 	ccfg.TCP.SendStall = 300 * time.Millisecond
 	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), ccfg, body)
@@ -668,36 +679,7 @@ func TestBackpressureClearsWithoutFlush(t *testing.T) {
 	var reading atomic.Bool
 	var got atomic.Uint64
 	var bad atomic.Value
-	body := func(b *Backend) func(context.Context) bool {
-		pkts := make([]core.Packet, 64)
-		scratch := make([]byte, 1000)
-		return func(ctx context.Context) bool {
-			if !reading.Load() {
-				if err := b.Flush(); errors.Is(err, net.ErrClosed) {
-					return false
-				}
-				time.Sleep(time.Millisecond)
-				return true
-			}
-			n, err := b.Rx(pkts)
-			if errors.Is(err, net.ErrClosed) {
-				return false
-			}
-			for i := 0; i < n; i++ {
-				want := makeRecord(scratch, got.Load(), 1000)
-				if string(pkts[i].Data) != string(want) {
-					bad.Store(fmt.Sprintf("record %d differs", got.Load()))
-				}
-				got.Add(1)
-			}
-			if n == 0 {
-				wctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
-				b.Wait(wctx)
-				cancel()
-			}
-			return true
-		}
-	}
+	body := pausedReader(&reading, &got, &bad, false)
 	ccfg := clientConfig()
 	ccfg.TCP.SendStall = 100 * time.Millisecond
 	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), ccfg, body)
