@@ -154,7 +154,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	p := startPoller(srv, benchEcho(srv))
+	p := startPoller(srv, sleepEcho(srv))
 	defer p.stop()
 	cli, err := NewOverFrameIO(clientConfig(), pb, Options{})
 	if err != nil {
@@ -170,30 +170,5 @@ func BenchmarkRoundTrip(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		roundTrip(b, cli, msg, pkts)
-	}
-}
-
-// benchEcho is echo without a *testing.T: errors end the loop.
-func benchEcho(b *Backend) func(ctx context.Context) bool {
-	pkts := make([]core.Packet, 64)
-	return func(ctx context.Context) bool {
-		n, err := b.Rx(pkts)
-		if err != nil && !isPeer(err) {
-			return false
-		}
-		for i := 0; i < n; i++ {
-			for !b.QueueTo(pkts[i].Data, pkts[i].From) {
-				if b.Flush() != nil || ctx.Err() != nil {
-					return false
-				}
-			}
-		}
-		b.Flush()
-		if n == 0 {
-			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-			b.Wait(wctx)
-			cancel()
-		}
-		return true
 	}
 }
