@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -135,38 +135,6 @@ func isARPReply(f []byte, mac net.HardwareAddr, peer netip.Addr) bool {
 		binary.BigEndian.Uint16(f[20:]) == 2 && netip.AddrFrom4([4]byte(f[28:32])) == peer
 }
 
-// binaryForNobody copies the test binary into a directory user nobody may
-// enter (go test builds it in one only root may), and returns its path.
-func binaryForNobody(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "dgramio-dpdk-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	bin := filepath.Join(dir, "dpdk.test")
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = io.Copy(dst, src)
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
 var capByName = map[string]capability{
 	"CAP_NET_ADMIN": capNetAdmin, "CAP_NET_RAW": capNetRaw, "CAP_SYS_ADMIN": capSysAdmin,
 	"CAP_IPC_LOCK": capIPCLock, "CAP_BPF": {unix.CAP_BPF, "CAP_BPF"},
@@ -208,7 +176,7 @@ func TestPrivileges(t *testing.T) {
 	needEAL(t)
 	pair := testhost.NewT(t, testhost.Options{})
 	a, b := pair.A, pair.B
-	bin := binaryForNobody(t)
+	bin := testutil.BinaryForNobody(t, "dpdk.test")
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
 		t.Run(driver, func(t *testing.T) {
 			need := driverCaps[driver]

@@ -187,39 +187,6 @@ func kernelEchoes(t testing.TB, h *testhost.Host) {
 	})
 }
 
-// copyForNobody copies this test binary into a directory that user nobody
-// may enter (go test builds it in one only root may) and returns its path.
-func copyForNobody(t testing.TB) string {
-	t.Helper()
-	// Not t.TempDir: its parent directory is private to root.
-	dir, err := os.MkdirTemp("", "dgramio-faulttest-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	bin := filepath.Join(dir, "faulttest.test")
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
 // capSet is a set of capabilities the probe keeps (as ambient
 // capabilities) although it runs as nobody.
 type capSet struct {
@@ -264,7 +231,7 @@ func TestFaultPrivileges(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := testhost.NewT(t, testhost.Options{})
 	kernelEchoes(t, p.B)
-	bin := copyForNobody(t)
+	bin := testutil.BinaryForNobody(t, "faulttest.test")
 	kinds := testKinds
 	for _, k := range []string{core.KindUDP, core.KindURing, core.KindTCP} {
 		if !containsKind(kinds, k) {
