@@ -118,39 +118,11 @@ func TestDPDKTCPClientKernelServer(t *testing.T) {
 			testutil.SkipIfNotSupported(t, err)
 
 			const n = 10000
-			payload := make([]byte, 100)
-			pkts := make([]core.Packet, 64)
-			sent, got := 0, 0
-			deadline := time.Now().Add(60 * time.Second)
-			for got < n && time.Now().Before(deadline) {
-				for sent < n && sent-got < 64 {
-					binary.BigEndian.PutUint32(payload, uint32(sent))
-					if !b.Queue(payload) {
-						break
-					}
-					sent++
-				}
-				if err := b.Flush(); err != nil {
-					t.Fatalf("Flush: %v", err)
-				}
-				k, err := b.Rx(pkts)
-				if err != nil {
-					t.Fatalf("Rx: %v", err)
-				}
-				for _, pk := range pkts[:k] {
-					if len(pk.Data) != len(payload) || binary.BigEndian.Uint32(pk.Data) != uint32(got) {
-						t.Fatalf("record %d: %d bytes, seq %d", got, len(pk.Data), binary.BigEndian.Uint32(pk.Data))
-					}
-					got++
-				}
-				if k == 0 {
-					time.Sleep(20 * time.Microsecond)
-				}
-			}
+			roundTrips(t, b, n, 100, 64)
 			s := b.Stats()
-			t.Logf("mode %q: %d records back; stats %+v", s.Mode, got, s)
-			if got != n || s.TxSent != n || s.RxDelivered != n || s.Resets != 0 {
-				t.Fatalf("%d of %d records back; TxSent %d RxDelivered %d Resets %d", got, n, s.TxSent, s.RxDelivered, s.Resets)
+			t.Logf("mode %q: %d records back; stats %+v", s.Mode, n, s)
+			if s.TxSent != n || s.RxDelivered != n || s.Resets != 0 {
+				t.Fatalf("TxSent %d RxDelivered %d Resets %d, want %d, %d, 0", s.TxSent, s.RxDelivered, s.Resets, n, n)
 			}
 			if err := b.Wait(context.Background()); !errors.Is(err, core.ErrNotSupported) {
 				t.Errorf("Wait on tcp-dpdk: %v, want an error matching ErrNotSupported", err)

@@ -3,11 +3,9 @@
 package tcp
 
 import (
-	"encoding/binary"
 	"net/netip"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
@@ -36,37 +34,7 @@ func TestDPDKPinsProcess(t *testing.T) {
 		Dests: []netip.Addr{p.B.Addr}, Port: 5000, CPUs: []int{c}})
 	testutil.SkipIfNotSupported(t, err)
 	// 100 records there and back, polling (DPDK cannot Wait).
-	payload := make([]byte, 100)
-	pkts := make([]core.Packet, 64)
-	sent, got := 0, 0
-	for deadline := time.Now().Add(60 * time.Second); got < 100; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 100 records back; stats %+v", got, b.Stats())
-		}
-		for sent < 100 && sent-got < 16 {
-			binary.BigEndian.PutUint32(payload, uint32(sent))
-			if !b.Queue(payload) {
-				break
-			}
-			sent++
-		}
-		if err := b.Flush(); err != nil {
-			t.Fatalf("Flush: %v", err)
-		}
-		k, err := b.Rx(pkts)
-		if err != nil {
-			t.Fatalf("Rx: %v", err)
-		}
-		for _, pk := range pkts[:k] {
-			if binary.BigEndian.Uint32(pk.Data) != uint32(got) {
-				t.Fatalf("record %d: seq %d", got, binary.BigEndian.Uint32(pk.Data))
-			}
-			got++
-		}
-		if k == 0 {
-			time.Sleep(20 * time.Microsecond)
-		}
-	}
+	roundTrips(t, b, 100, 100, 16)
 	for tid, l := range threadCPUs(t) {
 		if !slices.Equal(l, []int{c}) {
 			t.Errorf("while open: thread %d on %v, want [%d]", tid, l, c)
