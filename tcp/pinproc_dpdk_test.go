@@ -20,7 +20,7 @@ func TestDPDKPinsProcess(t *testing.T) {
 	testutil.RequireRoot(t)
 	allowed, err := cpu.Allowed()
 	if err != nil {
-		t.Skip(err)
+		testutil.Skip(t, "cannot read this process's CPU affinity: "+err.Error())
 	}
 	c := allowed[len(allowed)-1]
 	const driver = "net_af_xdp"

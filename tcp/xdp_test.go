@@ -262,7 +262,7 @@ func TestXDPPinsProcess(t *testing.T) {
 	testutil.RequireRoot(t)
 	allowed, err := cpu.Allowed()
 	if err != nil {
-		t.Skip(err)
+		testutil.Skip(t, "cannot read this process's CPU affinity: "+err.Error())
 	}
 	c := allowed[len(allowed)-1]
 	p := testhost.NewT(t, testhost.Options{})
