@@ -380,3 +380,77 @@ func TestNewRejects(t *testing.T) {
 		t.Error("no address accepted")
 	}
 }
+
+// TestQueryPollNeverBlock: Query sends one request and returns at once;
+// the answer comes back through Handle and Poll reports it. Nobody drives
+// the answerer in between, so a call that waited for the reply would
+// never see one. The time is given, not read: no sleeps.
+func TestQueryPollNeverBlock(t *testing.T) {
+	a, b := memio.NewPair(memio.Options{})
+	hq := newHandler(t, a, ipA)
+	hr := newHandler(t, b, ipB)
+	now := time.Unix(1000, 0)
+	if _, ok := hq.Query(ipB, now); ok {
+		t.Fatal("Query answered from an empty cache")
+	}
+	if _, ok := hq.Query(ipB, now); ok || hq.Pending() != 1 {
+		t.Fatalf("second Query: pending %d", hq.Pending())
+	}
+	if err := hq.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if count(hq, CounterRequestsOut) != 1 {
+		t.Fatal("a query in progress sent a second request")
+	}
+	if hq.Poll(now, func(netip.Addr, [6]byte, error) { t.Fatal("ended before a reply") }) != 1 {
+		t.Fatal("query lost")
+	}
+	// The answerer's poll loop runs once: it answers.
+	b.RxFrames(64, func(f []byte) { hr.Handle(f) })
+	hr.Flush()
+	a.RxFrames(64, func(f []byte) { hq.Handle(f) })
+	var got [6]byte
+	ended := 0
+	left := hq.Poll(now, func(addr netip.Addr, mac [6]byte, err error) {
+		if addr != ipB || err != nil {
+			t.Fatalf("%v: %v", addr, err)
+		}
+		got, ended = mac, ended+1
+	})
+	if left != 0 || ended != 1 || !bytes.Equal(got[:], b.MAC()) {
+		t.Fatalf("left %d, ended %d, mac %x", left, ended, got)
+	}
+	if mac, ok := hq.Query(ipB, now); !ok || mac != got {
+		t.Fatal("resolved address not cached")
+	}
+}
+
+// TestQueryGivesUp: without answers, Poll sends Retries requests Interval
+// apart and then reports a *ResolveError, counted in timeouts (RFC 1122
+// 2.3.2.1: retransmissions of a request are rate-limited and bounded).
+func TestQueryGivesUp(t *testing.T) {
+	a, _ := memio.NewPair(memio.Options{})
+	h, _ := New(a, Config{MAC: a.MAC(), Addr: ipA, Iface: "veth-test", Retries: 2, Interval: time.Second})
+	now := time.Unix(1000, 0)
+	h.Query(ipC, now)
+	var errs []error
+	done := func(_ netip.Addr, _ [6]byte, err error) { errs = append(errs, err) }
+	for _, dt := range []time.Duration{500 * time.Millisecond, time.Second, 1500 * time.Millisecond} {
+		if h.Poll(now.Add(dt), done) != 1 || len(errs) != 0 {
+			t.Fatalf("at +%v: ended early %v", dt, errs)
+		}
+	}
+	if n := count(h, CounterRequestsOut); n != 2 {
+		t.Fatalf("%d requests sent, want 2", n)
+	}
+	if h.Poll(now.Add(2*time.Second), done) != 0 || len(errs) != 1 {
+		t.Fatalf("did not give up after 2 intervals: %v", errs)
+	}
+	var re *ResolveError
+	if !errors.As(errs[0], &re) || re.Addr != ipC || re.Requests != 2 || re.Waited != 2*time.Second {
+		t.Fatalf("%v", errs[0])
+	}
+	if count(h, CounterTimeouts) != 1 || count(h, CounterRequestsOut) != 2 {
+		t.Fatal(h.AppendLayers(nil))
+	}
+}

@@ -72,7 +72,7 @@ type entry struct {
 
 // Handler speaks ARP for one address over a FrameIO.
 //
-// Threading: Handle and Resolve use both sides of the FrameIO (they
+// Threading: Handle, Resolve, Query and Poll use both sides of the FrameIO (they
 // receive, answer and request), so they belong to the goroutine that
 // drives it (the poll loop). Lookup, Learn and AppendLayers may be called
 // from any goroutine.
@@ -84,6 +84,9 @@ type Handler struct {
 	mu    sync.Mutex
 	cache map[netip.Addr]*entry
 	seq   uint64
+	// queries are the resolutions in progress (Query, Resolve); the poll
+	// loop's alone.
+	queries map[netip.Addr]*query
 
 	requestsIn, requestsOut, repliesIn, repliesOut atomic.Uint64
 	ignored, malformed, txFull, learned, timeouts  atomic.Uint64
@@ -109,7 +112,8 @@ func New(fio frameio.FrameIO, cfg Config) (*Handler, error) {
 		cfg.CacheSize = DefaultCacheSize
 	}
 	cfg.MAC = append(net.HardwareAddr(nil), cfg.MAC...)
-	return &Handler{fio: fio, cfg: cfg, cache: make(map[netip.Addr]*entry, cfg.CacheSize)}, nil
+	return &Handler{fio: fio, cfg: cfg, cache: make(map[netip.Addr]*entry, cfg.CacheSize),
+		queries: make(map[netip.Addr]*query)}, nil
 }
 
 // Lookup returns the cached MAC of addr.
@@ -206,9 +210,10 @@ func (h *Handler) Flush() error {
 
 // Resolve returns addr's MAC: from the cache, or by broadcasting requests,
 // Config.Retries of them Config.Interval apart, until a reply (or a request
-// from addr for us) arrives. It drives the FrameIO's receive side while it
-// waits: ARP frames go to Handle, others to other when it is not nil, and
-// are dropped and counted (dropped_while_resolving, a loss) otherwise.
+// from addr for us) arrives. It blocks, driving the FrameIO's receive side
+// while it waits: ARP frames go to Handle, others to other when it is not
+// nil, and are dropped and counted (dropped_while_resolving, a loss)
+// otherwise. A poll loop that must not stop uses Query and Poll instead.
 // Giving up returns a *ResolveError naming the address and the interface;
 // a done ctx returns ctx.Err() wrapped.
 func (h *Handler) Resolve(ctx context.Context, addr netip.Addr, other func(frame []byte)) ([6]byte, error) {
@@ -229,49 +234,113 @@ func (h *Handler) Resolve(ctx context.Context, addr netip.Addr, other func(frame
 		}
 	}
 	waiter, _ := h.fio.(frameio.Waiter)
-	start := time.Now()
-	for n := 1; n <= h.cfg.Retries; n++ {
-		req := AppendRequest(h.tx[:0], h.cfg.MAC, h.cfg.Addr, addr)
-		if h.fio.TxFrame(req) {
-			h.requestsOut.Add(1)
-			h.kick = true
-		} else {
-			h.txFull.Add(1)
-		}
+	h.Query(addr, time.Now())
+	defer delete(h.queries, addr) // gone already unless ctx ended it
+	for {
 		if err := h.Flush(); err != nil {
 			return [6]byte{}, fmt.Errorf("arp: resolve %s on %s: %w", addr, h.cfg.Iface, err)
 		}
-		deadline := time.Now().Add(h.cfg.Interval)
-		for {
-			for h.fio.RxFrames(64, deliver) > 0 {
-			}
-			// Replies to requests that arrived meanwhile leave now.
-			_ = h.Flush()
-			if mac, ok := h.Lookup(addr); ok {
-				return mac, nil
-			}
-			if err := ctx.Err(); err != nil {
+		for h.fio.RxFrames(64, deliver) > 0 {
+		}
+		// Replies to requests that arrived meanwhile leave at the next Flush.
+		now := time.Now()
+		if mac, fin, err := h.step(addr, h.queries[addr], now); fin {
+			return mac, err
+		}
+		if err := ctx.Err(); err != nil {
+			return [6]byte{}, fmt.Errorf("arp: resolve %s on %s: %w", addr, h.cfg.Iface, err)
+		}
+		step := min(h.queries[addr].next.Sub(now), 10*time.Millisecond)
+		if step <= 0 {
+			continue
+		}
+		if waiter != nil {
+			wctx, cancel := context.WithTimeout(ctx, step)
+			err := waiter.Wait(wctx)
+			cancel()
+			if errors.Is(err, net.ErrClosed) {
 				return [6]byte{}, fmt.Errorf("arp: resolve %s on %s: %w", addr, h.cfg.Iface, err)
 			}
-			left := time.Until(deadline)
-			if left <= 0 {
-				break
-			}
-			step := min(left, 10*time.Millisecond)
-			if waiter != nil {
-				wctx, cancel := context.WithTimeout(ctx, step)
-				err := waiter.Wait(wctx)
-				cancel()
-				if errors.Is(err, net.ErrClosed) {
-					return [6]byte{}, fmt.Errorf("arp: resolve %s on %s: %w", addr, h.cfg.Iface, err)
-				}
-			} else {
-				time.Sleep(min(step, time.Millisecond))
-			}
+		} else {
+			time.Sleep(min(step, time.Millisecond))
 		}
 	}
-	h.timeouts.Add(1)
-	return [6]byte{}, &ResolveError{Addr: addr, Iface: h.cfg.Iface, Requests: h.cfg.Retries, Waited: time.Since(start)}
+}
+
+// query is an address being resolved: requests sent so far, when the next
+// one is due (after the last: when to give up), when the first left.
+type query struct {
+	sent        int
+	next, start time.Time
+}
+
+// Query returns addr's MAC and true when it is cached. Otherwise it starts
+// resolving addr without blocking, unless that is in progress already: it
+// gives the first request to the FrameIO (it leaves at the next Flush) and
+// returns false; Poll sends the next ones and reports the end. now is the
+// current time. Like Handle, Query and Poll belong to the poll loop; the
+// number of queries in progress is the caller's to bound (Pending).
+func (h *Handler) Query(addr netip.Addr, now time.Time) ([6]byte, bool) {
+	if mac, ok := h.Lookup(addr); ok {
+		return mac, true
+	}
+	if _, ok := h.queries[addr]; ok || !addr.Is4() {
+		return [6]byte{}, false
+	}
+	q := &query{start: now}
+	h.queries[addr] = q
+	h.request(addr, q, now)
+	return [6]byte{}, false
+}
+
+// Poll sends the requests that are due and calls done for each query that
+// ended since the last call: with the MAC once addr is in the cache (its
+// reply, or a request from it, went through Handle), or with a
+// *ResolveError after Config.Retries requests went unanswered for
+// Config.Interval each (counted in timeouts). It returns how many queries
+// are still in progress. It never blocks; requests leave at the next Flush.
+func (h *Handler) Poll(now time.Time, done func(addr netip.Addr, mac [6]byte, err error)) int {
+	for addr, q := range h.queries {
+		if mac, fin, err := h.step(addr, q, now); fin {
+			delete(h.queries, addr)
+			done(addr, mac, err)
+		}
+	}
+	return len(h.queries)
+}
+
+// Pending returns how many queries are in progress.
+func (h *Handler) Pending() int { return len(h.queries) }
+
+// step advances one query: it reports fin with the MAC when addr is
+// cached, fin with a *ResolveError when the last request went unanswered,
+// and sends the next request when it is due.
+func (h *Handler) step(addr netip.Addr, q *query, now time.Time) (mac [6]byte, fin bool, err error) {
+	if mac, ok := h.Lookup(addr); ok {
+		return mac, true, nil
+	}
+	if now.Before(q.next) {
+		return mac, false, nil
+	}
+	if q.sent >= h.cfg.Retries {
+		h.timeouts.Add(1)
+		return mac, true, &ResolveError{Addr: addr, Iface: h.cfg.Iface, Requests: q.sent, Waited: now.Sub(q.start)}
+	}
+	h.request(addr, q, now)
+	return mac, false, nil
+}
+
+// request gives the next request for addr to the FrameIO.
+func (h *Handler) request(addr netip.Addr, q *query, now time.Time) {
+	req := AppendRequest(h.tx[:0], h.cfg.MAC, h.cfg.Addr, addr)
+	if h.fio.TxFrame(req) {
+		h.requestsOut.Add(1)
+		h.kick = true
+	} else {
+		h.txFull.Add(1)
+	}
+	q.sent++
+	q.next = now.Add(h.cfg.Interval)
 }
 
 // Counter names, as AppendLayers reports them under layer "arp".
@@ -284,7 +353,7 @@ const (
 	CounterMalformed   = "malformed"    // ARP frames that did not parse
 	CounterTxFull      = "tx_full"      // requests or replies the TX ring refused
 	CounterLearned     = "learned"      // cache entries added
-	CounterTimeouts    = "timeouts"     // Resolve calls that got no reply
+	CounterTimeouts    = "timeouts"     // resolutions (Resolve, Query) that got no reply
 	CounterDropped     = "dropped_while_resolving"
 )
 
