@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio"
@@ -22,9 +23,12 @@ type Resolver func(ctx context.Context, addr netip.Addr) ([6]byte, error)
 // FrameIO: where peers' MACs come from, ARP, and the names for Stats.
 type RawOptions struct {
 	// Resolve finds the MAC of a destination when Config.DstMAC is not set:
-	// the Dests at construction, and a QueueTo address never heard from.
-	// The xdp kind passes a neighbour-table lookup, the dpdk kind ARP.
-	// nil with ARP set: ARP.Resolve.
+	// the Dests at construction (on the caller's goroutine), and a QueueTo
+	// address never heard from (on a worker goroutine of Raw's, at most a
+	// few at a time, each bounded by Config.ConnectTimeout, so that the
+	// poll loop never waits for it). The xdp kind passes a
+	// neighbour-table lookup. nil with ARP set: ARP.Resolve for the Dests,
+	// ARP.Query and ARP.Poll on the poll loop for QueueTo.
 	Resolve Resolver
 	// ARP, when set, owns ARP on this interface: Rx hands it ARP frames,
 	// so requests for Config.LocalIP are answered, and its replies are
@@ -39,18 +43,9 @@ type RawOptions struct {
 	OnClose func() error
 }
 
-// maxPeers bounds the table of peers QueueTo answers; beyond it, a new
-// peer replaces an arbitrary one that is not a configured destination.
-const maxPeers = 4096
-
 // txRetries bounds the attempts at TxFrame, with a Kick and a yield
 // between them, when the FrameIO's ring is full during Flush.
 const txRetries = 64
-
-type peer struct {
-	tmpl Template
-	dest bool // one of Config.Dests: never evicted
-}
 
 // Raw is the raw datagram backend over any frameio.FrameIO: the xdp and
 // dpdk kinds are a Raw over an AF_XDP socket or a DPDK port. It builds
@@ -58,9 +53,10 @@ type peer struct {
 // receives with Parse, and keeps every refused or lost message in a
 // counter.
 //
-// Sending: Queue and QueueTo build the frame at once into one of
-// Config.TxQueue preallocated slots (the payload is copied, the caller
-// keeps it) and return false when the slots are full. Flush hands the slots
+// Sending: Queue and QueueTo build the frame at once into a preallocated
+// slot, one per destination (the payload is copied, the caller keeps it),
+// and return false when Config.TxQueue messages are queued (a message sent
+// to every one of the Dests is one message, as on every kind). Flush hands the slots
 // to the FrameIO, Config.TxBatch frames and one Kick per batch, so the
 // device sees batches of the size the kernel kinds use for sendmmsg. A
 // frame the FrameIO's ring refuses even after kicking and retrying is
@@ -76,6 +72,16 @@ type peer struct {
 // Peers: a server answers a Packet's From with QueueTo; the MAC for it is
 // learnt from the frame that came from there (the sender's, or its
 // router's: either way the next hop), so answering needs no resolution.
+// The peer table holds Config.Peers peers (see peerTable for the memory
+// per peer); beyond that the peer heard from or answered longest ago is
+// replaced (raw.peers_replaced), never one of the last Rx. A QueueTo to
+// an address the table lacks is accepted and waits, up to 4 messages per
+// peer and Config.TxQueue in all, while the peer's MAC is resolved in the
+// background (ARP, or the kernel's neighbour table towards the next hop);
+// it leaves with the first Flush after the answer, or after a frame from
+// the peer taught its MAC. A message beyond those bounds is dropped
+// (raw.tx_resolve_overflow), and so are those of a resolution that failed
+// (raw.tx_resolve_timeout): both are in TxDropped.
 //
 // Threading and lifetime as core.Backend says. Nothing is allocated per
 // message; Wait with a cancellable ctx allocates a little per call.
@@ -87,8 +93,14 @@ type Raw struct {
 	mac    [6]byte
 	src    netip.AddrPort
 
-	dests []*peer
-	peers map[netip.AddrPort]*peer
+	dests     []int32 // Config.Dests in the table
+	table     peerTable
+	wait      waitPool
+	res       resolver               // nil: nothing resolves
+	resolving map[netip.Addr][]int32 // peers waiting, by address
+	ready     []int32                // wait-pool frames resolved, for the next Flush
+	resDone   func(netip.Addr, [6]byte, error)
+	msgs      int // messages queued (TxQueue bounds them)
 
 	// Transmit slots: frame i is txBuf[i*slot:][:txLen[i]].
 	slot    int
@@ -109,10 +121,13 @@ type Raw struct {
 	closeCtx    context.Context
 	closeCancel context.CancelFunc
 
+	ownARPResolve bool // opts.Resolve is ARP.Resolve: resolve with ARP.Query
+
 	parse                                        Counters
 	txQueued, txBackpressure, txOversize, txSent atomic.Uint64
 	txDropped, txBytes, rxDelivered, rxBytes     atomic.Uint64
 	rxTruncated, txUnresolved, txRetried         atomic.Uint64
+	txResolveOverflow, txResolveTimeout          atomic.Uint64
 
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
@@ -147,7 +162,8 @@ func NewRaw(cfg core.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, err 
 	if len(mac) != 6 {
 		return nil, fmt.Errorf("udp: FrameIO MAC %v is not an Ethernet address", mac)
 	}
-	if opts.Resolve == nil && opts.ARP != nil {
+	ownARPResolve := opts.Resolve == nil && opts.ARP != nil
+	if ownARPResolve {
 		h := opts.ARP
 		opts.Resolve = func(ctx context.Context, a netip.Addr) ([6]byte, error) { return h.Resolve(ctx, a, nil) }
 	}
@@ -164,14 +180,17 @@ func NewRaw(cfg core.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, err 
 		opts:   opts,
 		filter: Filter{MAC: mac, Addr: cfg.LocalIP, Port: port},
 		src:    netip.AddrPortFrom(cfg.LocalIP, port),
-		peers:  make(map[netip.AddrPort]*peer, len(cfg.Dests)),
+		table:  newPeerTable(max(cfg.Peers, cfg.RxBatch)),
 		slot:   max(HeaderLen+cfg.MaxDatagram, frameio.MinFrame),
 		rxSize: cfg.MaxDatagram,
+
+		ownARPResolve: ownARPResolve,
 	}
 	copy(r.mac[:], mac)
-	r.txBuf = make([]byte, cfg.TxQueue*r.slot)
-	r.txLen = make([]int, cfg.TxQueue)
-	r.txPay = make([]int, cfg.TxQueue)
+	frames := cfg.TxQueue * max(len(cfg.Dests), 1)
+	r.txBuf = make([]byte, frames*r.slot)
+	r.txLen = make([]int, frames)
+	r.txPay = make([]int, frames)
 	r.rxBuf = make([]byte, cfg.RxBatch*r.rxSize)
 	r.deliv = r.deliver
 
@@ -192,35 +211,46 @@ func NewRaw(cfg core.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, err 
 				return nil, &core.ConfigError{Field: "DstMAC", Value: cfg.DstMAC,
 					Reason: "nothing resolves the destination's MAC on this path; set DstMAC"}
 			}
-			p, err := r.newPeer(netip.AddrPortFrom(d, cfg.Port), dmac)
+			i, err := r.newPeer(netip.AddrPortFrom(d, cfg.Port), dmac)
 			if err != nil {
 				return nil, err
 			}
-			p.dest = true
-			r.dests = append(r.dests, p)
+			r.table.at(i).dest = true
+			r.dests = append(r.dests, i)
 		}
 	}
+	r.setResolver()
 	r.closeCtx, r.closeCancel = context.WithCancel(context.Background())
 	return r, nil
 }
 
-// newPeer adds a template towards to at dmac to the peer table.
-func (r *Raw) newPeer(to netip.AddrPort, dmac [6]byte) (*peer, error) {
-	if len(r.peers) >= maxPeers {
-		for k, p := range r.peers {
-			if !p.dest {
-				delete(r.peers, k)
-				break
-			}
-		}
+// setResolver picks what resolves a QueueTo address never heard from.
+func (r *Raw) setResolver() {
+	r.resolving = make(map[netip.Addr][]int32)
+	r.resDone = r.resolved
+	var wake func()
+	if i, ok := r.fio.(interface{ Interrupt() }); ok {
+		wake = i.Interrupt
 	}
-	p := &peer{}
-	err := p.tmpl.Reset(Endpoints{SrcMAC: r.mac[:], DstMAC: dmac[:], Src: r.src, Dst: to, DF: true})
+	switch {
+	case len(r.cfg.DstMAC) == 6:
+	case r.opts.ARP != nil && r.ownARPResolve:
+		r.res = &arpResolver{h: r.opts.ARP}
+	case r.opts.Resolve != nil:
+		r.res = newGoResolver(r.opts.Resolve, r.cfg.ConnectTimeout, wake)
+	}
+}
+
+// newPeer adds a template towards to at dmac to the peer table, off the
+// recency list.
+func (r *Raw) newPeer(to netip.AddrPort, dmac [6]byte) (int32, error) {
+	i := r.table.add(to)
+	err := r.table.at(i).tmpl.Reset(Endpoints{SrcMAC: r.mac[:], DstMAC: dmac[:], Src: r.src, Dst: to, DF: true})
 	if err != nil {
-		return nil, err
+		r.table.remove(i)
+		return noPeer, err
 	}
-	r.peers[to] = p
-	return p, nil
+	return i, nil
 }
 
 // Queue builds payload into a slot for every destination (Config.Dests).
@@ -239,21 +269,24 @@ func (r *Raw) Queue(payload []byte) bool {
 		r.txOversize.Add(uint64(need))
 		return false
 	}
-	if r.pending+need > r.cfg.TxQueue {
+	if r.msgs >= r.cfg.TxQueue {
 		r.txBackpressure.Add(uint64(need))
 		return false
 	}
-	for _, p := range r.dests {
-		r.put(&p.tmpl, payload)
+	for _, i := range r.dests {
+		r.put(&r.table.at(i).tmpl, payload)
 	}
+	r.msgs++
 	r.txQueued.Add(uint64(need))
 	return true
 }
 
-// QueueTo builds payload into a slot for to. A peer never heard from is
-// resolved first (opts.Resolve, bounded by Config.ConnectTimeout); when
-// that fails QueueTo returns false and counts tx_unresolved. See
-// core.Backend.
+// QueueTo builds payload into a slot for to. It never blocks: to a peer
+// the table lacks, the message waits while the peer is resolved (see
+// Raw). It returns false, counting tx_unresolved, when nothing can resolve
+// to (not IPv4, or no Config.DstMAC, resolver or ARP handler; or the
+// resolver has more requests than it takes), and as Queue does when the
+// slots are full. See core.Backend.
 func (r *Raw) QueueTo(payload []byte, to netip.AddrPort) bool {
 	if !r.guard.Enter() {
 		return false
@@ -263,47 +296,143 @@ func (r *Raw) QueueTo(payload []byte, to netip.AddrPort) bool {
 		r.txOversize.Add(1)
 		return false
 	}
-	if r.pending >= r.cfg.TxQueue {
+	if r.msgs >= r.cfg.TxQueue {
 		r.txBackpressure.Add(1)
 		return false
 	}
-	p := r.peers[to]
-	if p == nil {
-		p = r.resolvePeer(to)
-		if p == nil {
+	i := r.table.find(to)
+	if i == noPeer {
+		if i = r.unknownPeer(to); i == noPeer {
 			r.txUnresolved.Add(1)
 			return false
 		}
 	}
-	r.put(&p.tmpl, payload)
+	p := r.table.at(i)
 	r.txQueued.Add(1)
+	if p.waiting {
+		r.hold(p, payload)
+		return true
+	}
+	if !p.dest {
+		r.table.touch(i)
+	}
+	r.put(&p.tmpl, payload)
+	r.msgs++
 	return true
 }
 
-func (r *Raw) resolvePeer(to netip.AddrPort) *peer {
+// unknownPeer adds to, never heard from, to the table: at Config.DstMAC,
+// or waiting for its resolution, which it starts. noPeer: nothing can
+// resolve it now.
+func (r *Raw) unknownPeer(to netip.AddrPort) int32 {
 	if !to.Addr().Is4() {
-		return nil
+		return noPeer
 	}
-	var dmac [6]byte
-	switch {
-	case len(r.cfg.DstMAC) == 6:
-		copy(dmac[:], r.cfg.DstMAC)
-	case r.opts.Resolve != nil:
-		ctx, cancel := context.WithTimeout(r.closeCtx, r.cfg.ConnectTimeout)
-		m, err := r.opts.Resolve(ctx, to.Addr())
-		cancel()
+	if len(r.cfg.DstMAC) == 6 {
+		i, err := r.newPeer(to, [6]byte(r.cfg.DstMAC))
 		if err != nil {
-			return nil
+			return noPeer
 		}
-		dmac = m
-	default:
-		return nil
+		r.table.touch(i)
+		return i
 	}
-	p, err := r.newPeer(to, dmac)
+	if r.res == nil {
+		return noPeer
+	}
+	addr := to.Addr()
+	w, started := r.resolving[addr]
+	if !started && !r.res.start(addr) {
+		return noPeer
+	}
+	i, err := r.newPeer(to, [6]byte{})
 	if err != nil {
-		return nil
+		return noPeer
 	}
-	return p
+	r.table.at(i).waiting = true
+	r.resolving[addr] = append(w, i)
+	return i
+}
+
+// hold builds payload for the waiting peer p into the wait pool, or drops
+// it (tx_resolve_overflow) when p or the pool is full.
+func (r *Raw) hold(p *peer, payload []byte) {
+	s := noPeer
+	if p.qlen < waitPerPeer {
+		s = r.wait.take(r.cfg.TxQueue, r.slot)
+	}
+	if s == noPeer {
+		r.txResolveOverflow.Add(1)
+		r.txDropped.Add(1)
+		return
+	}
+	w := &r.wait
+	w.len[s] = p.tmpl.Build(w.buf[int(s)*w.slot:][:w.slot], payload)
+	w.pay[s] = len(payload)
+	if p.qtail == noPeer {
+		p.qhead = s
+	} else {
+		w.next[p.qtail] = s
+	}
+	p.qtail = s
+	p.qlen++
+}
+
+// resolved ends the resolution of addr: each peer still waiting for it
+// gets mac and its frames move to the ready list, or, on err, is removed
+// with its frames counted in tx_resolve_timeout.
+func (r *Raw) resolved(addr netip.Addr, mac [6]byte, err error) {
+	for _, i := range r.resolving[addr] {
+		p := r.table.at(i)
+		if !p.waiting || p.key.Addr() != addr {
+			continue // heard from meanwhile (and maybe replaced since)
+		}
+		if err != nil {
+			for s := p.qhead; s != noPeer; s = r.wait.next[s] {
+				r.wait.free = append(r.wait.free, s)
+			}
+			r.txResolveTimeout.Add(uint64(p.qlen))
+			r.txDropped.Add(uint64(p.qlen))
+			r.table.remove(i)
+			continue
+		}
+		r.release(i, mac)
+	}
+	delete(r.resolving, addr)
+}
+
+// release gives the waiting peer i its MAC: its frames go to the ready
+// list, it joins the recency list.
+func (r *Raw) release(i int32, mac [6]byte) {
+	p := r.table.at(i)
+	p.tmpl.SetDstMAC(mac)
+	for s := p.qhead; s != noPeer; s = r.wait.next[s] {
+		copy(r.wait.frame(s)[0:6], mac[:]) // no checksum covers it
+		r.ready = append(r.ready, s)
+	}
+	p.waiting, p.qhead, p.qtail, p.qlen = false, noPeer, noPeer, 0
+	r.table.touch(i)
+}
+
+// pollResolve takes the resolutions that ended and moves the ready frames
+// into the transmit slots while there is room.
+func (r *Raw) pollResolve() {
+	if len(r.resolving) > 0 {
+		r.res.poll(r.resDone)
+	}
+	if len(r.ready) == 0 {
+		return
+	}
+	k := 0
+	for ; k < len(r.ready) && r.msgs < r.cfg.TxQueue; k++ {
+		s := r.ready[k]
+		i := r.pending
+		r.txLen[i] = copy(r.txBuf[i*r.slot:(i+1)*r.slot], r.wait.frame(s))
+		r.txPay[i] = r.wait.pay[s]
+		r.pending++
+		r.msgs++
+		r.wait.free = append(r.wait.free, s)
+	}
+	r.ready = r.ready[:copy(r.ready, r.ready[k:])]
 }
 
 // put builds the frame into the next slot.
@@ -324,11 +453,17 @@ func (r *Raw) Flush() error {
 		return core.ErrClosed
 	}
 	defer r.guard.Exit()
+	r.pollResolve()
+	if r.opts.ARP != nil && r.pending == 0 {
+		if err := r.opts.ARP.Flush(); err != nil { // requests of resolutions
+			return fmt.Errorf("udp: flush: %w", err)
+		}
+	}
 	if r.pending == 0 {
 		return nil
 	}
 	n := r.pending
-	r.pending = 0
+	r.pending, r.msgs = 0, 0
 	var sent, bytes uint64
 	for i := 0; i < n; {
 		end := min(i+r.cfg.TxBatch, n)
@@ -385,6 +520,7 @@ func (r *Raw) Rx(pkts []core.Packet) (int, error) {
 	}
 	n := r.rxN
 	r.rxPkts, r.rxLast = nil, n
+	r.pollResolve()
 	if r.opts.ARP != nil {
 		if err := r.opts.ARP.Flush(); err != nil {
 			return n, fmt.Errorf("udp: ARP reply: %w", err)
@@ -418,20 +554,36 @@ func (r *Raw) deliver(frame []byte) {
 }
 
 // learn records where answers to from go: the MAC its frame came from.
+// The peer goes to the head of the recency list; one waiting for its
+// resolution has it now.
 func (r *Raw) learn(from netip.AddrPort, mac [6]byte) {
-	p := r.peers[from]
-	if p == nil {
-		r.newPeer(from, mac)
+	i := r.table.find(from)
+	if i == noPeer {
+		if i, _ = r.newPeer(from, mac); i != noPeer {
+			r.table.touch(i)
+		}
 		return
 	}
-	if p.tmpl.DstMAC() != mac {
+	p := r.table.at(i)
+	switch {
+	case p.waiting:
+		r.release(i, mac)
+		return
+	case p.tmpl.DstMAC() != mac:
 		p.tmpl.SetDstMAC(mac)
+	}
+	if !p.dest {
+		r.table.touch(i)
 	}
 }
 
 // Wait sleeps until a frame arrives, ctx is done or Raw is closed, when
 // the FrameIO implements frameio.Waiter; otherwise it returns an error
-// matching ErrNotSupported at once. See core.Backend.
+// matching ErrNotSupported at once. A Close from another goroutine ends
+// it at once (it interrupts the FrameIO's Wait where the FrameIO can be
+// interrupted). While ARP requests of resolutions are outstanding it
+// returns nil every 10 ms, so that the loop's next Rx or Flush sends the
+// retransmissions. See core.Backend.
 func (r *Raw) Wait(ctx context.Context) error {
 	w, ok := r.fio.(frameio.Waiter)
 	if !ok {
@@ -441,9 +593,16 @@ func (r *Raw) Wait(ctx context.Context) error {
 		return core.ErrClosed
 	}
 	defer r.guard.EndWait()
+	var tick time.Duration
+	if len(r.resolving) > 0 {
+		tick = r.res.tick()
+	}
 	wctx := r.closeCtx
-	if ctx.Done() != nil {
+	if ctx.Done() != nil || tick > 0 {
 		c, cancel := context.WithCancel(ctx)
+		if tick > 0 {
+			c, cancel = context.WithTimeout(ctx, tick)
+		}
 		stop := context.AfterFunc(r.closeCtx, cancel)
 		defer stop()
 		defer cancel()
@@ -456,13 +615,20 @@ func (r *Raw) Wait(ctx context.Context) error {
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if tick > 0 && errors.Is(err, context.DeadlineExceeded) {
+		return nil // time for the resolutions' next step
+	}
 	return err
 }
 
 // Stats returns the counters. Layers: "udp" is the breakdown of the
 // parser's verdicts (RxFiltered, RxMalformed, RxBadChecksum); "raw" counts
-// tx_unresolved (QueueTo refused: no MAC for the peer; the caller kept the
-// message) and tx_retried (TxFrame attempts repeated on a full ring);
+// tx_unresolved (QueueTo refused: nothing can resolve the peer; the caller
+// kept the message), tx_resolve_overflow and tx_resolve_timeout (messages
+// to a peer being resolved that found its wait queue full, or whose
+// resolution failed: the causes of those TxDropped), peers_replaced
+// (peers that made room for newer ones in the full peer table) and
+// tx_retried (TxFrame attempts repeated on a full ring);
 // "frameio" the transport's totals (Loss false: rx_dropped and tx_dropped
 // are sums, and the FrameIO's own Layers, appended after them as the
 // FrameIO reports them, say which of its counters lose messages, as memio
@@ -490,6 +656,9 @@ func (r *Raw) Stats() core.Stats {
 	l = r.parse.AppendLayers(l, "udp")
 	l = append(l,
 		core.Counter{Layer: "raw", Name: "tx_unresolved", Value: r.txUnresolved.Load()},
+		core.Counter{Layer: "raw", Name: "tx_resolve_overflow", Value: r.txResolveOverflow.Load()},
+		core.Counter{Layer: "raw", Name: "tx_resolve_timeout", Value: r.txResolveTimeout.Load()},
+		core.Counter{Layer: "raw", Name: "peers_replaced", Value: r.table.replaced.Load()},
 		core.Counter{Layer: "raw", Name: "tx_retried", Value: r.txRetried.Load()},
 		core.Counter{Layer: "frameio", Name: "rx_frames", Value: fs.RxFrames},
 		core.Counter{Layer: "frameio", Name: "tx_frames", Value: fs.TxFrames},
@@ -505,10 +674,16 @@ func (r *Raw) Stats() core.Stats {
 	return s
 }
 
-// Close releases the FrameIO and runs opts.OnClose. See core.Backend.
+// Close releases the FrameIO and runs opts.OnClose. A Wait in progress
+// returns net.ErrClosed at once; resolutions in progress are abandoned
+// (their worker goroutines have returned when Close does). See
+// core.Backend.
 func (r *Raw) Close() error {
-	if !r.guard.Shut(r.closeCancel) {
+	if !r.guard.Shut(r.wakeForClose) {
 		return nil
+	}
+	if r.res != nil {
+		r.res.close()
 	}
 	err := r.fio.Close()
 	if r.opts.OnClose != nil {
@@ -518,6 +693,16 @@ func (r *Raw) Close() error {
 		return fmt.Errorf("udp: close: %w", err)
 	}
 	return nil
+}
+
+// wakeForClose ends a Wait in progress: it cancels its context and, since
+// a FrameIO may look at the context only between slices of its sleep
+// (afxdp: 50 ms), interrupts the FrameIO's Wait where it can.
+func (r *Raw) wakeForClose() {
+	r.closeCancel()
+	if i, ok := r.fio.(interface{ Interrupt() }); ok {
+		i.Interrupt()
+	}
 }
 
 // MAC returns our Ethernet address (the FrameIO's).

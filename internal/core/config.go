@@ -71,6 +71,12 @@ const (
 	MaxRecord          = 65535 // largest record on the u16 length-prefixed stream
 )
 
+// The peer table of the raw datagram kinds (Config.Peers).
+const (
+	DefaultPeers = 1 << 16
+	MaxPeers     = 1 << 24
+)
+
 // Config selects a packet path and everything it needs. The zero value of
 // each field means "the default", so a Config needs only Kind, addresses and
 // Port. Validate it with Validate; New does so before any syscall.
@@ -112,6 +118,13 @@ type Config struct {
 	TxBatch int
 	// RxBatch is how many messages one receive call takes. Default 32.
 	RxBatch int
+	// Peers bounds the table of peers of the raw datagram kinds (xdp,
+	// dpdk): where QueueTo finds a peer's MAC. Beyond it, a new peer
+	// replaces the one heard from or answered longest ago, never one of
+	// the last Rx. About 330 bytes a peer, allocated as peers arrive: 21 MiB
+	// for the 65536 of the default. Default 65536;
+	// at least RxBatch, at most 16777216. Other kinds ignore it.
+	Peers int
 	// BusyPollUs is SO_BUSY_POLL on socket kinds, in microseconds. Default
 	// 50; negative turns it off.
 	BusyPollUs int
@@ -261,6 +274,9 @@ func (c Config) WithDefaults() Config {
 	if c.RxBatch == 0 {
 		c.RxBatch = DefaultRxBatch
 	}
+	if c.Peers == 0 {
+		c.Peers = DefaultPeers
+	}
 	if c.BusyPollUs == 0 {
 		c.BusyPollUs = DefaultBusyPollUs
 	}
@@ -401,6 +417,9 @@ func (c Config) Validate() error {
 	}
 	if c.RxBatch < 1 || c.RxBatch > 1024 {
 		return badField("RxBatch", c.RxBatch, "must be between 1 and 1024")
+	}
+	if c.Peers < c.RxBatch || c.Peers > MaxPeers {
+		return badField("Peers", c.Peers, "must be between RxBatch (%d: the peers of one Rx) and %d", c.RxBatch, MaxPeers)
 	}
 	if c.SockBuf < 4096 {
 		return badField("SockBuf", c.SockBuf, "must be at least 4096 bytes")

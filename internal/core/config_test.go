@@ -57,6 +57,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"tx queue", func(c *Config) { c.TxQueue = -1 }, "TxQueue"},
 		{"tx batch", func(c *Config) { c.TxBatch = 5000 }, "TxBatch"},
 		{"rx batch", func(c *Config) { c.RxBatch = -3 }, "RxBatch"},
+		{"peers below rx batch", func(c *Config) { c.RxBatch = 64; c.Peers = 63 }, "Peers"},
+		{"too many peers", func(c *Config) { c.Peers = MaxPeers + 1 }, "Peers"},
 		{"sockbuf", func(c *Config) { c.SockBuf = 100 }, "SockBuf"},
 		{"connect timeout", func(c *Config) { c.ConnectTimeout = -1 }, "ConnectTimeout"},
 		{"queues", func(c *Config) { c.Queues = -1 }, "Queues"},
@@ -197,7 +199,7 @@ func TestSumStats(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	c := Config{Kind: KindXDP}.WithDefaults()
 	if c.MaxDatagram != DefaultMaxDatagram || c.TxBatch != 16 || c.RxBatch != 32 ||
-		c.BusyPollUs != 50 || c.SockBuf != 16<<20 || c.Queues != 1 {
+		c.BusyPollUs != 50 || c.SockBuf != 16<<20 || c.Queues != 1 || c.Peers != 65536 {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	if c.LocalPort != c.Port {

@@ -1,0 +1,147 @@
+package udp
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/dgramio/dgramio/arp"
+)
+
+// resolver finds peers' MACs for Raw without blocking the poll loop.
+// start and poll are called by the poll loop only; close after it left.
+type resolver interface {
+	// start begins resolving addr (towards its next hop). It returns
+	// false when it can take no more now.
+	start(addr netip.Addr) bool
+	// poll calls done for each resolution that ended since the last poll.
+	poll(done func(addr netip.Addr, mac [6]byte, err error))
+	// tick is how often poll must run while resolutions are in progress
+	// (0: poll needs no clock; results wake Wait themselves).
+	tick() time.Duration
+	close()
+}
+
+// arpResolver resolves with an arp.Handler's Query and Poll: requests
+// leave with the poll loop's next Kick, replies come in through Rx.
+type arpResolver struct {
+	h    *arp.Handler
+	hits []arpHit // answered from the cache at start
+}
+
+type arpHit struct {
+	addr netip.Addr
+	mac  [6]byte
+}
+
+// arpTick is how often Wait wakes to retransmit ARP requests while some
+// are outstanding (arp.Config.Interval is 1 s by default).
+const arpTick = 10 * time.Millisecond
+
+func (a *arpResolver) start(addr netip.Addr) bool {
+	if mac, ok := a.h.Query(addr, time.Now()); ok {
+		a.hits = append(a.hits, arpHit{addr, mac})
+	}
+	return true
+}
+
+func (a *arpResolver) poll(done func(netip.Addr, [6]byte, error)) {
+	for _, h := range a.hits {
+		done(h.addr, h.mac, nil)
+	}
+	a.hits = a.hits[:0]
+	if a.h.Pending() > 0 {
+		a.h.Poll(time.Now(), done)
+	}
+}
+
+func (a *arpResolver) tick() time.Duration { return arpTick }
+func (a *arpResolver) close()              {}
+
+// resolveWorkers is how many blocking resolutions run at once; resolveQueue
+// how many more wait for a worker.
+const (
+	resolveWorkers = 4
+	resolveQueue   = 256
+)
+
+// goResolver runs a blocking Resolver on worker goroutines (started at the
+// first start), each resolution bounded by timeout; results are taken by
+// poll, and wake (when set) ends the poll loop's Wait so that it sees them.
+type goResolver struct {
+	fn      Resolver
+	timeout time.Duration
+	wake    func()
+
+	reqs    chan netip.Addr
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	results []goResult
+	spare   []goResult
+}
+
+type goResult struct {
+	addr netip.Addr
+	mac  [6]byte
+	err  error
+}
+
+func newGoResolver(fn Resolver, timeout time.Duration, wake func()) *goResolver {
+	return &goResolver{fn: fn, timeout: timeout, wake: wake}
+}
+
+func (g *goResolver) start(addr netip.Addr) bool {
+	if g.reqs == nil {
+		g.reqs = make(chan netip.Addr, resolveQueue)
+		g.ctx, g.cancel = context.WithCancel(context.Background())
+		for i := 0; i < resolveWorkers; i++ {
+			g.wg.Add(1)
+			go g.work()
+		}
+	}
+	select {
+	case g.reqs <- addr:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *goResolver) work() {
+	defer g.wg.Done()
+	for addr := range g.reqs {
+		ctx, cancel := context.WithTimeout(g.ctx, g.timeout)
+		mac, err := g.fn(ctx, addr)
+		cancel()
+		g.mu.Lock()
+		g.results = append(g.results, goResult{addr, mac, err})
+		g.mu.Unlock()
+		if g.wake != nil {
+			g.wake()
+		}
+	}
+}
+
+func (g *goResolver) poll(done func(netip.Addr, [6]byte, error)) {
+	g.mu.Lock()
+	r := g.results
+	g.results, g.spare = g.spare[:0], r
+	g.mu.Unlock()
+	for _, x := range r {
+		done(x.addr, x.mac, x.err)
+	}
+}
+
+func (g *goResolver) tick() time.Duration { return 0 }
+
+func (g *goResolver) close() {
+	if g.reqs == nil {
+		return
+	}
+	g.cancel()
+	close(g.reqs)
+	g.wg.Wait()
+}
