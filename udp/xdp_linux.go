@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -237,20 +238,33 @@ const neighValid = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY
 // apart, then marks the entry failed).
 const neighRetrigger = 3500 * time.Millisecond
 
-// NeighbourResolver returns a Resolver that reads the kernel's neighbour
-// table of interface ifindex through nl and, when addr has no usable entry,
-// asks the kernel to resolve it (RTM_NEWNEIGH with NTF_USE: the kernel
-// sends its own ARP request for addr) and polls the table until an entry
-// is usable or ctx is done. iface names the interface in errors.
+// NeighbourResolver returns a Resolver that finds the next hop towards
+// addr in the kernel's routing table (addr itself on the link, else its
+// gateway), reads the kernel's neighbour table of interface ifindex for it
+// through nl and, when it has no usable entry, asks the kernel to resolve
+// it (RTM_NEWNEIGH with NTF_USE: the kernel sends its own ARP request) and
+// polls the table until an entry is usable or ctx is done. iface names the
+// interface in errors. The Resolver may be called from several goroutines
+// at once; it serializes its use of nl.
 func NeighbourResolver(nl *netlink.Handle, ifindex int, iface string) Resolver {
+	var mu sync.Mutex
 	return func(ctx context.Context, addr netip.Addr) ([6]byte, error) {
 		if !addr.Is4() {
 			return [6]byte{}, fmt.Errorf("udp: resolve %v: not an IPv4 address", addr)
 		}
+		mu.Lock()
+		hop, err := nextHop(nl, addr, ifindex, iface)
+		mu.Unlock()
+		if err != nil {
+			return [6]byte{}, err
+		}
+		addr = hop
 		var asked time.Time
 		state := -1
 		for {
+			mu.Lock()
 			list, err := nl.NeighList(ifindex, netlink.FAMILY_V4)
+			mu.Unlock()
 			if err != nil {
 				return [6]byte{}, fmt.Errorf("udp: neighbour table of %s: %w", iface, err)
 			}
@@ -265,8 +279,10 @@ func NeighbourResolver(nl *netlink.Handle, ifindex int, iface string) Resolver {
 				}
 			}
 			if asked.IsZero() || time.Since(asked) > neighRetrigger || state == netlink.NUD_FAILED {
+				mu.Lock()
 				err := nl.NeighSet(&netlink.Neigh{LinkIndex: ifindex, Family: netlink.FAMILY_V4,
 					IP: addr.AsSlice(), Flags: netlink.NTF_USE})
+				mu.Unlock()
 				if err != nil {
 					if errors.Is(err, unix.EPERM) {
 						return [6]byte{}, &core.PrivilegeError{Op: "ask the kernel to resolve " + addr.String(), Capability: "CAP_NET_ADMIN", Err: err}
@@ -283,6 +299,28 @@ func NeighbourResolver(nl *netlink.Handle, ifindex int, iface string) Resolver {
 			}
 		}
 	}
+}
+
+// nextHop returns the address whose MAC frames to addr carry: addr on the
+// link, the gateway of the kernel's route towards it otherwise
+// (RTM_GETROUTE). A route through another interface is an error: frames
+// leave through ifindex only.
+func nextHop(nl *netlink.Handle, addr netip.Addr, ifindex int, iface string) (netip.Addr, error) {
+	routes, err := nl.RouteGet(addr.AsSlice())
+	if err != nil {
+		return addr, fmt.Errorf("udp: route to %s: %w; add a route through %s, or set Config.DstMAC", addr, err, iface)
+	}
+	if len(routes) == 0 {
+		return addr, nil
+	}
+	r := routes[0]
+	if r.LinkIndex != 0 && r.LinkIndex != ifindex {
+		return addr, fmt.Errorf("udp: the kernel routes %s through interface index %d, not %s; add a route through %s, or set Config.DstMAC", addr, r.LinkIndex, iface, iface)
+	}
+	if gw, ok := netip.AddrFromSlice(r.Gw.To4()); ok && r.Gw != nil && gw.Is4() && !gw.IsUnspecified() {
+		return gw, nil
+	}
+	return addr, nil
 }
 
 func neighState(s int) string {

@@ -359,6 +359,24 @@ func TestNeighbourResolver(t *testing.T) {
 	if !bytes.Equal(mac[:], p.B.MAC) {
 		t.Fatalf("resolved %x, want %v", mac, p.B.MAC)
 	}
+	// An address behind a router resolves to the router's MAC: the next
+	// hop of the kernel's route (RFC 1122 3.3.1.2: off-link datagrams go
+	// to a gateway), here B. The route goes with the namespace.
+	far := netip.MustParsePrefix("198.19.254.0/24")
+	gw := &netlink.Route{LinkIndex: p.A.Index, Dst: &net.IPNet{IP: far.Addr().AsSlice(), Mask: net.CIDRMask(24, 32)}, Gw: p.B.Addr.AsSlice()}
+	if err := nl.RouteAdd(gw); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.A.DelNeigh(p.B.Addr); err != nil {
+		t.Fatal(err)
+	}
+	mac, err = r(ctx, far.Addr().Next().Next().Next()) // .3 behind B
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(mac[:], p.B.MAC) {
+		t.Fatalf("off-link peer resolved to %x, want the router's %v", mac, p.B.MAC)
+	}
 	nobody := p.B.Prefix.Masked().Addr().Next().Next().Next().Next() // .4 in B's /24
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel2()
