@@ -2,9 +2,13 @@ package afxdp
 
 import (
 	"bytes"
+	"context"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/fdwait"
 )
 
 // fakeXSK is an XSK whose rings and UMEM live in Go memory and whose
@@ -278,5 +282,76 @@ func TestNoAllocationOnDataPath(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per receive+send round, want 0", allocs)
+	}
+}
+
+// TestKickAgainAfterBusy: a Kick that finds the device busy (EAGAIN, no
+// progress) leaves the frame in the TX ring; the receive side wakes the
+// kernel again, at the next RxFrames and in Wait, without another send.
+// The fake's socket is a Unix datagram pair whose peer queue the test
+// fills, so sendto says EAGAIN until the test drains it.
+func TestKickAgainAfterBusy(t *testing.T) {
+	for _, side := range []string{"RxFrames", "Wait"} {
+		t.Run(side, func(t *testing.T) {
+			f := newFakeXSK(t, 64, 16)
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+			f.fd = fds[0]
+			for _, w := range []**fdwait.Waker{&f.waker, &f.irq} {
+				if *w, err = fdwait.NewWaker(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { (*w).Close() })
+			}
+			queued := 0
+			for {
+				if _, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(fds[0]), 0, 0, unix.MSG_DONTWAIT, 0, 0); e != 0 {
+					break
+				}
+				queued++
+			}
+			drain := func() int {
+				n := 0
+				for ; ; n++ {
+					if _, _, err := unix.Recvfrom(fds[1], make([]byte, 1), unix.MSG_DONTWAIT); err != nil {
+						return n
+					}
+				}
+			}
+			f.kTX.flags.Store(unix.XDP_RING_NEED_WAKEUP)
+			f.TxFrame(frameOf(1, 60))
+			if err := f.Kick(); err != nil {
+				t.Fatal(err)
+			}
+			if got := drain(); got != queued {
+				t.Fatalf("drained %d, filled %d: the busy Kick reached the socket", got, queued)
+			}
+			// The device is free again; nobody sends.
+			switch side {
+			case "RxFrames":
+				f.RxFrames(32, func([]byte) {})
+			case "Wait":
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+				f.Wait(ctx)
+				cancel()
+			}
+			if got := drain(); got != 1 {
+				t.Fatalf("%s made %d TX wake-ups after a busy Kick, want 1", side, got)
+			}
+			if f.tx.stalled.Load() {
+				t.Fatal("still marked stalled after the kernel took the wake-up")
+			}
+			if v := counter(t, f.XSK, "xsk", "tx_rekicks"); v != 1 {
+				t.Fatalf("tx_rekicks %d", v)
+			}
+			// Once taken, no further wake-ups.
+			f.RxFrames(32, func([]byte) {})
+			if got := drain(); got != 0 {
+				t.Fatalf("%d wake-ups after the stall ended", got)
+			}
+		})
 	}
 }

@@ -86,14 +86,15 @@ type XSK struct {
 
 // rxSide is the state of the receive side: fill and RX rings.
 type rxSide struct {
-	fill  ring[uint64]
-	rx    ring[unix.XDPDesc]
-	spare []uint64 // RX frames not in the fill ring (when it is smaller)
-	ret   []uint64 // scratch: the frames of one RxFrames call
-	empty int      // empty polls while the fill ring wants a wake-up
-	end   uint64   // end of the RX half of the UMEM
+	fill   ring[uint64]
+	rx     ring[unix.XDPDesc]
+	spare  []uint64 // RX frames not in the fill ring (when it is smaller)
+	ret    []uint64 // scratch: the frames of one RxFrames call
+	empty  int      // empty polls while the fill ring wants a wake-up
+	rekick int      // RxFrames calls until the next TX re-kick
+	end    uint64   // end of the RX half of the UMEM
 
-	frames, bytes, syscalls, invalid atomic.Uint64
+	frames, bytes, syscalls, invalid, rekicks atomic.Uint64
 }
 
 // txSide is the state of the transmit side: TX and completion rings and
@@ -106,6 +107,10 @@ type txSide struct {
 	frames0  int // TX frames in all (free when none is in flight)
 	maxLen   int
 	maxKicks int
+	// stalled is set by a Kick that left descriptors in the TX ring
+	// because the device was busy; the receive side (RxFrames, Wait)
+	// kicks again until the kernel takes the wake-up (see rekick).
+	stalled atomic.Bool
 
 	frames, bytes, ringFull, oversize, dropped, syscalls uint64
 	pub                                                  struct {
@@ -547,8 +552,11 @@ func (x *XSK) TxFrame(frame []byte) bool {
 // progress. With nothing queued it makes no system call. Then it reaps the
 // completion ring, freeing sent frames. The error reports a link that is
 // gone (ENETDOWN, ENXIO) or an unexpected errno; a busy device is not an
-// error (the frames stay queued for the next Kick), and a frame the device
-// dropped (EBUSY) is counted in Stats.TxDropped.
+// error, and a frame the device dropped (EBUSY) is counted in
+// Stats.TxDropped. Frames a busy device left in the ring are not left
+// there until the next send: the receive side kicks again, at the next
+// RxFrames and every 64 calls after it, and in Wait every millisecond,
+// until the kernel takes the wake-up (tx_rekicks counts those).
 func (x *XSK) Kick() error {
 	t := &x.tx
 	if t.tx.prod != t.tx.producer.Load() {
@@ -569,7 +577,8 @@ kicks:
 		case unix.EAGAIN, unix.ENOBUFS:
 			t.reap()
 			if t.tx.consumer.Load() == before {
-				break kicks // the device is busy; try again at the next Kick
+				t.stalled.Store(true) // the receive side kicks again
+				break kicks
 			}
 		case unix.EBUSY:
 			t.dropped++
@@ -634,6 +643,13 @@ func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int {
 	if max <= 0 {
 		return 0
 	}
+	if x.tx.stalled.Load() {
+		if r.rekick <= 0 {
+			x.rekick()
+			r.rekick = rxWakeEvery
+		}
+		r.rekick--
+	}
 	if max > len(r.ret) {
 		max = len(r.ret)
 	}
@@ -674,6 +690,24 @@ func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int {
 	r.frames.Add(uint64(k))
 	r.bytes.Add(bytes)
 	return k
+}
+
+// rekick wakes the kernel's TX again after a Kick that found the device
+// busy (txSide.stalled), from the receive side: only the system call and
+// atomic loads of the TX ring's indices, no TX-side state. It clears
+// stalled when the ring is empty or the kernel took the wake-up.
+func (x *XSK) rekick() {
+	t := &x.tx
+	if t.tx.outstanding() == 0 {
+		t.stalled.Store(false)
+		return
+	}
+	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(x.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	x.rx.syscalls.Add(1)
+	x.rx.rekicks.Add(1)
+	if e != unix.EAGAIN && e != unix.ENOBUFS {
+		t.stalled.Store(false) // taken, or an error the next Kick reports
+	}
 }
 
 // refill gives addrs and any spare frames to the fill ring, keeping what
@@ -724,6 +758,12 @@ func (x *XSK) Wait(ctx context.Context) error {
 			return err
 		}
 		ms := int(waitSlice / time.Millisecond)
+		if x.tx.stalled.Load() {
+			x.rekick()
+			if x.tx.stalled.Load() {
+				ms = 1 // the device is still busy: again soon
+			}
+		}
 		if dl, ok := ctx.Deadline(); ok {
 			left := time.Until(dl)
 			if left <= 0 {
@@ -734,7 +774,7 @@ func (x *XSK) Wait(ctx context.Context) error {
 				return ctx.Err()
 			}
 			if left < waitSlice {
-				ms = int((left + time.Millisecond - 1) / time.Millisecond)
+				ms = min(ms, int((left+time.Millisecond-1)/time.Millisecond))
 			}
 		}
 		fds[0].Revents, fds[1].Revents, fds[2].Revents = 0, 0, 0
@@ -796,7 +836,8 @@ func (x *XSK) Queue() int { return x.opts.QueueID }
 // tx_invalid_descs, rx_ring_full, rx_fill_ring_empty_descs,
 // tx_ring_empty_descs; rx_dropped, rx_ring_full and tx_invalid_descs are
 // losses), our own "xsk" counters (tx_oversize, rx_bad_desc,
-// tx_dropped_busy, and what Close found left: tx_unsent_at_close, frames
+// tx_dropped_busy, tx_rekicks (not a loss: TX wake-ups the receive side
+// made after a Kick found the device busy), and what Close found left: tx_unsent_at_close, frames
 // TxFrame accepted that were never sent or never completed, and
 // rx_unread_at_close, frames the kernel put in the RX ring that nobody
 // read; all losses) and the XDP program's counters ("xdp-prog"), unless
@@ -826,6 +867,9 @@ func (x *XSK) Stats() frameio.Stats {
 		// sending it (NET_XMIT_DROP in copy mode).
 		core.Counter{Layer: "xsk", Name: "tx_dropped_busy", Value: t.dropped.Load(), Loss: true},
 		core.Counter{Layer: "xsk", Name: "tx_unsent_at_close", Value: unsent, Loss: true},
+		// wake-ups of TX from the receive side after a Kick found the
+		// device busy (Kick).
+		core.Counter{Layer: "xsk", Name: "tx_rekicks", Value: x.rx.rekicks.Load()},
 		core.Counter{Layer: "xsk", Name: "rx_unread_at_close", Value: unread, Loss: true},
 	)
 	x.statsMu.RLock()
