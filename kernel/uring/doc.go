@@ -48,7 +48,11 @@
 // eventfd, which also ends a Wait sleeping in the kernel; the kernel then
 // cancels the receive and the sends still waiting, Close watches the CQ
 // until every request has completed, and only then closes the ring and
-// unmaps the memory those requests pointed into.
+// unmaps the memory those requests pointed into. The receive buffers the
+// last Rx handed out (Packet.Data) are the poll loop's until its next Rx
+// or Wait: a Close from another goroutine leaves them mapped, and that
+// next call, which returns net.ErrClosed, unmaps them, so a loop still
+// reading its last batch never faults.
 //
 // # NAPI busy polling
 //

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -92,11 +93,14 @@ type Backend struct {
 	// Receive: rxq holds completions taken from the CQ and not yet
 	// delivered (one per buffer, so never more than RxBuffers); held are
 	// the buffers handed out by the last Rx.
-	armed          bool
-	rxq            []rxDone
-	rxHead, rxLen  int
-	held           []uint16
-	nheld          int
+	armed         bool
+	rxq           []rxDone
+	rxHead, rxLen int
+	held          []uint16
+	nheld         int
+	// bufsHand hands the freeing of the buffer ring between Close and the
+	// poll loop (bufsClosed, bufsLoopLeft): see releaseBufs.
+	bufsHand       atomic.Uint32
 	killed, woken  bool       // the kill switch and wake-up completions arrived
 	rxErr          unix.Errno // an unexpected receive error, reported once by Rx
 	syscallsAtOpen uint64
@@ -602,13 +606,17 @@ func (b *Backend) recvError(e unix.Errno) {
 // that finds nothing makes no system call. A datagram longer than
 // MaxDatagram is counted in RxTruncated and not delivered; one whose
 // buffer cannot be parsed in RxMalformed. pkts[i].Data points into the
-// buffer ring and is valid until the next Rx or Close.
+// buffer ring and is valid until the next Rx or Wait, or a Close on the
+// poll loop's goroutine; a Close from another goroutine leaves the
+// memory of the last batch mapped until the loop's next Rx or Wait,
+// which return net.ErrClosed and unmap it (see Close).
 //
 // The error is net.ErrClosed after Close, or an io_uring_enter or receive
 // failure other than the expected ones (ENOBUFS, ICMP errors, which are
 // counted).
 func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	if !b.life.Enter() {
+		b.loopLeft()
 		return 0, core.ErrClosed
 	}
 	defer b.life.Exit()
@@ -687,11 +695,13 @@ func (b *Backend) recycle() {
 // so a context without a deadline is noticed.
 func (b *Backend) Wait(ctx context.Context) error {
 	if !b.life.BeginWait() {
+		b.loopLeft()
 		return core.ErrClosed
 	}
 	defer b.life.EndWait()
 	for {
 		if !b.life.Enter() {
+			b.loopLeft()
 			return core.ErrClosed
 		}
 		b.reap()
@@ -770,7 +780,12 @@ func (b *Backend) snapshot() core.Stats {
 // Close cancels what the ring has in flight, waits (up to 2 s) for the
 // kernel to finish with it, and releases the ring, the socket and the
 // memory. A Rx, Flush or Wait running on another goroutine returns
-// net.ErrClosed; Close waits for it to leave first. Messages still queued
+// net.ErrClosed; Close waits for it to leave first. The buffers the last
+// Rx handed out (Packet.Data) may still be read by the poll loop after
+// that Rx returned: a Close from another goroutine therefore leaves them
+// mapped (RxBuffers buffers of MaxDatagram and some bytes, 256 KiB or
+// more), and the loop's next Rx or Wait, which returns net.ErrClosed,
+// unmaps them; a loop that never calls either again leaves them mapped. Messages still queued
 // are counted in TxDropped; sends cancelled in flight too (layer "uring"
 // "send_cancelled"). Safe to call more than once, from any goroutine.
 //
@@ -804,7 +819,7 @@ func (b *Backend) shutdown() (core.Stats, error) {
 	var errs []error
 	errs = append(errs, b.ring.Close())
 	if drained {
-		errs = append(errs, b.bufs.Free(), b.mem.Free())
+		errs = append(errs, b.releaseBufs(), b.mem.Free())
 	} else {
 		errs = append(errs, fmt.Errorf("uring close: the kernel still had %d sends and the receive (armed %v) in flight after %v; their memory is left mapped", b.inflight, b.armed, drainWait))
 	}
@@ -813,6 +828,38 @@ func (b *Backend) shutdown() (core.Stats, error) {
 	}
 	errs = append(errs, b.waker.Close(), b.thread.Release())
 	return final, errors.Join(errs...)
+}
+
+// The halves of bufsHand: Close has finished with the buffer ring, the
+// poll loop has come back after Close.
+const (
+	bufsClosed   = 1
+	bufsLoopLeft = 2
+)
+
+// releaseBufs frees the buffer ring at Close when no Packet.Data of the
+// last Rx is out (none delivered, or Close runs on the poll loop's own
+// thread, which is not reading it); otherwise it leaves the freeing to
+// the loop's next Rx or Wait (loopLeft), unless that came already.
+func (b *Backend) releaseBufs() error {
+	if b.nheld == 0 || b.thread.Mine() {
+		b.bufsHand.Store(bufsClosed | bufsLoopLeft)
+		return b.bufs.Free()
+	}
+	if b.bufsHand.Or(bufsClosed)&bufsLoopLeft != 0 {
+		return b.bufs.Free()
+	}
+	return nil
+}
+
+// loopLeft is the poll loop's Rx or Wait finding the backend closed: the
+// loop is done with the last batch, so the buffer ring may go, and goes
+// here when Close has left it (releaseBufs). Only the first such call
+// counts.
+func (b *Backend) loopLeft() {
+	if old := b.bufsHand.Or(bufsLoopLeft); old == bufsClosed {
+		_ = b.bufs.Free() // munmap of our own mapping: it fails only on a bad address
+	}
 }
 
 // nudgeOwner makes the ring's thread run the completion work the kernel

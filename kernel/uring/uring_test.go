@@ -619,3 +619,89 @@ func TestPinning(t *testing.T) {
 		return New(core.Config{Kind: core.KindURing, Role: core.RoleServer, LocalIP: loopback, Port: freePort(t), CPUs: cpus})
 	})
 }
+
+// TestCloseWhileLoopReadsData: Close from another goroutine right after an
+// Rx delivered, while the poll loop still reads the Packets' Data (which
+// point into the buffer ring): the loop reads them whole, never a fault,
+// and its next Rx returns net.ErrClosed and unmaps the buffers.
+func TestCloseWhileLoopReadsData(t *testing.T) {
+	port := freePort(t)
+	type opened struct {
+		b   *Backend
+		err error
+	}
+	ready := make(chan opened)
+	delivered := make(chan struct{})
+	closed := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		b, err := New(core.Config{Kind: core.KindURing, Role: core.RoleServer, LocalIP: loopback, Port: port})
+		if err != nil {
+			ready <- opened{nil, err}
+			return
+		}
+		u := b.(*Backend)
+		ready <- opened{u, nil}
+		pkts := make([]core.Packet, 8)
+		n := 0
+		for n == 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := b.Wait(ctx)
+			cancel()
+			if err != nil {
+				errc <- err
+				return
+			}
+			if n, err = b.Rx(pkts); err != nil {
+				errc <- err
+				return
+			}
+		}
+		close(delivered)
+		<-closed
+		for _, p := range pkts[:n] { // after Close: still mapped
+			if string(p.Data) != "hello, ring" {
+				errc <- fmt.Errorf("Data after Close: %q", p.Data)
+				return
+			}
+		}
+		addr := u.bufs.Addr(0)
+		if hit, _ := mappings(t, []uint64{addr}); !hit[0] {
+			errc <- errors.New("buffers unmapped while the loop holds a batch")
+			return
+		}
+		if _, err := b.Rx(pkts); !errors.Is(err, net.ErrClosed) {
+			errc <- fmt.Errorf("Rx after Close: %v", err)
+			return
+		}
+		if hit, _ := mappings(t, []uint64{addr}); hit[0] {
+			errc <- errors.New("buffers still mapped after the loop's Rx saw the Close")
+			return
+		}
+		errc <- nil
+	}()
+	o := <-ready
+	if o.err != nil {
+		testutil.SkipIfNotSupported(t, o.err)
+	}
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(loopback, port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("hello, ring")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-delivered:
+	case err := <-errc:
+		t.Fatal(err)
+	}
+	if err := o.b.Close(); err != nil { // from the test's goroutine, not the ring's
+		t.Fatal(err)
+	}
+	close(closed)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
