@@ -1,0 +1,141 @@
+//go:build linux
+
+package udp
+
+import (
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// rawSocket opens an AF_PACKET socket on h's veth end that sees every IPv4
+// frame arriving there (whatever its destination MAC) and sends frames as
+// they are; it ignores its own. Closed at the end of the test.
+func rawSocket(t *testing.T, h *testhost.Host) int {
+	t.Helper()
+	proto := uint16(unix.ETH_P_IP<<8&0xff00 | unix.ETH_P_IP>>8) // htons
+	var fd int
+	err := h.Do(func() error {
+		var err error
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(proto))
+		if err != nil {
+			return err
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: h.Index})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// TestXDPManyPeers: an xdp server answers 20,000 clients, each with its
+// own address and MAC (frames made on B's side by an AF_PACKET socket),
+// through a peer table of 16,384: every answer goes to the MAC its request
+// came from, none is refused or lost, and the table replaced the oldest
+// peers to make room.
+func TestXDPManyPeers(t *testing.T) {
+	testutil.RequireRoot(t)
+	const clients, table, window = 20_000, 1 << 14, 256
+	// Clients from 198.19.0.0/16, clear of the pair's own /24 in 198.18.
+	const first = 1<<16 - 16
+	p := testhost.NewT(t, testhost.Options{})
+	b := openXDP(t, p.A, core.Config{Kind: core.KindXDP, Role: core.RoleServer, Iface: p.A.Iface,
+		LocalIP: p.A.Addr, Port: 5000, Peers: table, Poll: core.PollYield})
+	fd := rawSocket(t, p.B)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the server's poll loop: echo
+		defer wg.Done()
+		pkts := make([]core.Packet, 32)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			b.Wait(ctx)
+			cancel()
+			n, err := b.Rx(pkts)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, q := range pkts[:n] {
+				if !b.QueueTo(q.Data, q.From) {
+					t.Errorf("answer to %v refused", q.From)
+				}
+			}
+			if err := b.Flush(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+
+	server := netip.AddrPortFrom(p.A.Addr, 5000)
+	var tmpl Template
+	frame := make([]byte, 0, 128)
+	buf := make([]byte, 2048)
+	answered, wrong := 0, 0
+	deadline := time.Now().Add(60 * time.Second)
+	for base := 0; base < clients; base += window {
+		end := min(base+window, clients)
+		for i := base; i < end; i++ {
+			from, mac := peerAt(first + i)
+			if err := tmpl.Reset(Endpoints{SrcMAC: mac[:], DstMAC: p.A.MAC, Src: from, Dst: server}); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Send(fd, tmpl.Append(frame[:0], msg(first+i, 8)), 0); err != nil {
+				t.Fatal("send:", err)
+			}
+		}
+		for answered < end && time.Now().Before(deadline) {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			if n, _ := unix.Poll(fds, 100); n <= 0 {
+				continue
+			}
+			n, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
+			if err != nil {
+				continue
+			}
+			d, why := Parse(buf[:n], &Filter{})
+			if why != OK || d.From != server {
+				continue // not an answer (the kernel's own traffic)
+			}
+			i := int(binary.BigEndian.Uint32(d.Payload))
+			to, mac := peerAt(i)
+			if d.To != to || [6]byte(buf[0:6]) != mac {
+				wrong++
+			}
+			answered++
+		}
+		if answered < end {
+			break
+		}
+	}
+	s := b.Stats()
+	if answered != clients || wrong != 0 || s.Lost() != 0 {
+		t.Fatalf("%d of %d answered, %d to the wrong address or MAC, lost %d: %+v", answered, clients, wrong, s.Lost(), s)
+	}
+	if v := counter(t, s, "raw", "peers_replaced"); v != clients-table {
+		t.Fatalf("peers_replaced %d, want %d", v, clients-table)
+	}
+}
