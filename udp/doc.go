@@ -22,7 +22,11 @@
 // Raw implements core.Backend over a frameio.FrameIO: Queue builds frames
 // into preallocated slots, Flush hands them over TxBatch at a time with one
 // Kick per batch, Rx parses and copies payloads into its own buffers. The
-// peers' MAC addresses come from Config.DstMAC, a Resolver (the kernel's
-// neighbour table for xdp, ARP for dpdk) or the frames they sent; with an
-// arp.Handler, Raw answers ARP for our address itself.
+// peers' MAC addresses come from Config.DstMAC, the frames they sent, or,
+// for an address never heard from, a resolution that runs beside the poll
+// loop, never in it (the kernel's neighbour table towards the next hop
+// for xdp, ARP for dpdk) while the answers to it wait in a small queue;
+// with an arp.Handler, Raw answers ARP for our address itself. The peer
+// table holds Config.Peers peers, about 330 bytes each, and replaces the
+// least recently heard from or answered when full.
 package udp

@@ -84,7 +84,9 @@ const txRetries = 64
 // (raw.tx_resolve_timeout): both are in TxDropped.
 //
 // Threading and lifetime as core.Backend says. Nothing is allocated per
-// message; Wait with a cancellable ctx allocates a little per call.
+// message; a new peer allocates only when the table grows (a chunk of
+// 1024 entries, and the map), a resolution a little, and Wait with a
+// cancellable ctx a little per call.
 type Raw struct {
 	cfg    core.Config
 	fio    frameio.FrameIO
