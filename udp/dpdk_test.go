@@ -226,3 +226,17 @@ func TestDPDKServerFiltersOtherPorts(t *testing.T) {
 	}
 	t.Logf("delivered %d, filtered %d", delivered, s.RxFiltered)
 }
+
+// TestDPDKServerSendsFirst: a dpdk server answers nobody yet; its first
+// datagram goes to a kernel peer it resolves with ARP on the poll loop,
+// without waiting in QueueTo (RFC 826: request broadcast, reply learnt).
+func TestDPDKServerSendsFirst(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	b := openDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
+		Role: core.RoleServer, Port: 5000})
+	serverSendsFirst(t, b, p.B)
+	if s := b.Stats(); counter(t, s, "arp", "replies_in") != 1 {
+		t.Fatalf("arp replies_in %v", s.Layers)
+	}
+}

@@ -5,6 +5,7 @@ package udp
 import (
 	"context"
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -138,4 +139,74 @@ func TestXDPManyPeers(t *testing.T) {
 	if v := counter(t, s, "raw", "peers_replaced"); v != clients-table {
 		t.Fatalf("peers_replaced %d, want %d", v, clients-table)
 	}
+}
+
+// serverSendsFirst: the server b queues a datagram to port 6000 of h, a
+// kernel peer it never heard from and whose MAC it does not know, and
+// polls until h's kernel socket has it: QueueTo returns at once and the
+// resolution runs beside the loop.
+func serverSendsFirst(t *testing.T, b core.Backend, h *testhost.Host) {
+	t.Helper()
+	var conn *net.UDPConn
+	if err := h.Do(func() error {
+		var err error
+		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: h.Addr.AsSlice(), Port: 6000})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 100)
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, _, err := conn.ReadFromUDP(buf)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- string(buf[:n])
+	}()
+	if !b.QueueTo([]byte("first word"), netip.AddrPortFrom(h.Addr, 6000)) {
+		t.Fatalf("QueueTo to an unresolved peer refused: %+v", b.Stats())
+	}
+	pkts := make([]core.Packet, 8)
+	for {
+		select {
+		case s := <-got:
+			if s != "first word" {
+				t.Fatalf("peer got %q", s)
+			}
+			if st := b.Stats(); st.TxSent != 1 || st.Lost() != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+			return
+		default:
+		}
+		if _, err := b.Rx(pkts); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond); b.Wait(ctx) != nil {
+			cancel()
+			time.Sleep(time.Millisecond) // dpdk cannot Wait
+		} else {
+			cancel()
+		}
+	}
+}
+
+// TestXDPServerSendsFirst: the neighbour table lacks the peer; the kernel
+// resolves it on request while the poll loop runs.
+func TestXDPServerSendsFirst(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	if err := p.A.DelNeigh(p.B.Addr); err != nil {
+		t.Fatal(err)
+	}
+	b := openXDP(t, p.A, core.Config{Kind: core.KindXDP, Role: core.RoleServer, Iface: p.A.Iface,
+		LocalIP: p.A.Addr, Port: 5000})
+	serverSendsFirst(t, b, p.B)
 }
