@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
@@ -391,5 +392,64 @@ func TestCloseEndsWaitAtOnce(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("Close did not end Wait")
 		}
+	}
+}
+
+// BenchmarkServerPeers measures a server's Rx, QueueTo and Flush per
+// datagram over memio with clients distinct peers sending in turn: 1 (the
+// table's fast case), 65536 (all in the default table) and 100000 (more
+// than it holds: every datagram replaces a peer).
+func BenchmarkServerPeers(b *testing.B) {
+	for _, clients := range []int{1, 1 << 16, 100_000} {
+		b.Run(fmt.Sprintf("peers=%d", clients), func(b *testing.B) {
+			a, p := memio.NewPair(memio.Options{TxSlots: 1024, RxSlots: 1024})
+			sv, err := NewRaw(serverCfg(), p, RawOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sv.Close()
+			// The frames, made once.
+			const batch = 32
+			frames := make([][]byte, min(clients, 1<<16))
+			var tmpl Template
+			for i := range frames {
+				from, mac := peerAt(i)
+				tmpl.Reset(Endpoints{SrcMAC: mac[:], DstMAC: p.MAC(), Src: from, Dst: sv.src})
+				frames[i] = tmpl.Append(nil, msg(i, 64))
+			}
+			if clients > len(frames) { // the rest differ in their port only
+				extra := clients - len(frames)
+				for i := 0; i < extra; i++ {
+					f := append([]byte(nil), frames[i]...)
+					binary.BigEndian.PutUint16(f[34:36], uint16(7+i))
+					binary.BigEndian.PutUint16(f[40:42], 0) // no UDP checksum (RFC 768)
+					frames = append(frames, f)
+				}
+			}
+			pkts := make([]core.Packet, batch)
+			drop := func([]byte) {}
+			next := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := 0; n < b.N; n += batch {
+				for k := 0; k < batch; k++ {
+					a.TxFrame(frames[next])
+					if next++; next == len(frames) {
+						next = 0
+					}
+				}
+				a.Kick()
+				k, _ := sv.Rx(pkts)
+				for _, q := range pkts[:k] {
+					sv.QueueTo(q.Data, q.From)
+				}
+				sv.Flush()
+				a.RxFrames(batch, drop)
+			}
+			b.StopTimer()
+			if s := sv.Stats(); s.Lost() != 0 || s.TxSent != s.RxDelivered {
+				b.Fatalf("lost %d, sent %d of %d", s.Lost(), s.TxSent, s.RxDelivered)
+			}
+		})
 	}
 }

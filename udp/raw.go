@@ -102,7 +102,8 @@ type Raw struct {
 	resolving map[netip.Addr][]int32 // peers waiting, by address
 	ready     []int32                // wait-pool frames resolved, for the next Flush
 	resDone   func(netip.Addr, [6]byte, error)
-	msgs      int // messages queued (TxQueue bounds them)
+	msgs      int     // messages queued (TxQueue bounds them)
+	dmac      [6]byte // newPeer's scratch
 
 	// Transmit slots: frame i is txBuf[i*slot:][:txLen[i]].
 	slot    int
@@ -247,7 +248,8 @@ func (r *Raw) setResolver() {
 // recency list.
 func (r *Raw) newPeer(to netip.AddrPort, dmac [6]byte) (int32, error) {
 	i := r.table.add(to)
-	err := r.table.at(i).tmpl.Reset(Endpoints{SrcMAC: r.mac[:], DstMAC: dmac[:], Src: r.src, Dst: to, DF: true})
+	r.dmac = dmac // a slice of the argument would escape: one allocation a peer
+	err := r.table.at(i).tmpl.Reset(Endpoints{SrcMAC: r.mac[:], DstMAC: r.dmac[:], Src: r.src, Dst: to, DF: true})
 	if err != nil {
 		r.table.remove(i)
 		return noPeer, err
