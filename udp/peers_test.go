@@ -453,3 +453,25 @@ func BenchmarkServerPeers(b *testing.B) {
 		})
 	}
 }
+
+// TestCloseCountsUnsent: messages accepted and never flushed, or waiting
+// for a resolution, are TxDropped at Close (raw.tx_unsent_at_close), so
+// TxQueued = TxSent + TxDropped holds after Close too.
+func TestCloseCountsUnsent(t *testing.T) {
+	sv, cl, _ := arpPair(t, time.Hour, 3)
+	cl.Queue(msg(1, 10)) // from the client: the server learns it
+	cl.Flush()
+	if rxAll(t, sv, 1, func(core.Packet) {}) != 1 {
+		t.Fatal("lost")
+	}
+	sv.QueueTo(msg(2, 10), netip.AddrPortFrom(ipA, 40000))                           // known: in a slot
+	sv.QueueTo(msg(3, 10), netip.AddrPortFrom(netip.MustParseAddr("198.18.0.9"), 1)) // waiting
+	sv.QueueTo(msg(4, 10), netip.AddrPortFrom(netip.MustParseAddr("198.18.0.9"), 1))
+	if err := sv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := sv.Stats()
+	if s.TxQueued != 3 || s.TxSent != 0 || s.TxDropped != 3 || counter(t, s, "raw", "tx_unsent_at_close") != 3 {
+		t.Fatalf("queued %d sent %d dropped %d, %v", s.TxQueued, s.TxSent, s.TxDropped, s.Layers)
+	}
+}

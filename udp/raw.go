@@ -131,6 +131,7 @@ type Raw struct {
 	txDropped, txBytes, rxDelivered, rxBytes     atomic.Uint64
 	rxTruncated, txUnresolved, txRetried         atomic.Uint64
 	txResolveOverflow, txResolveTimeout          atomic.Uint64
+	txUnsentAtClose                              atomic.Uint64
 
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
@@ -630,9 +631,11 @@ func (r *Raw) Wait(ctx context.Context) error {
 // tx_unresolved (QueueTo refused: nothing can resolve the peer; the caller
 // kept the message), tx_resolve_overflow and tx_resolve_timeout (messages
 // to a peer being resolved that found its wait queue full, or whose
-// resolution failed: the causes of those TxDropped), peers_replaced
-// (peers that made room for newer ones in the full peer table) and
-// tx_retried (TxFrame attempts repeated on a full ring);
+// resolution failed) and tx_unsent_at_close (messages queued and not yet
+// flushed, or still waiting, when Close came): the causes of those
+// TxDropped; peers_replaced (peers that made room for newer ones in the
+// full peer table) and tx_retried (TxFrame attempts repeated on a full
+// ring);
 // "frameio" the transport's totals (Loss false: rx_dropped and tx_dropped
 // are sums, and the FrameIO's own Layers, appended after them as the
 // FrameIO reports them, say which of its counters lose messages, as memio
@@ -663,6 +666,7 @@ func (r *Raw) Stats() core.Stats {
 		core.Counter{Layer: "raw", Name: "tx_resolve_overflow", Value: r.txResolveOverflow.Load()},
 		core.Counter{Layer: "raw", Name: "tx_resolve_timeout", Value: r.txResolveTimeout.Load()},
 		core.Counter{Layer: "raw", Name: "peers_replaced", Value: r.table.replaced.Load()},
+		core.Counter{Layer: "raw", Name: "tx_unsent_at_close", Value: r.txUnsentAtClose.Load()},
 		core.Counter{Layer: "raw", Name: "tx_retried", Value: r.txRetried.Load()},
 		core.Counter{Layer: "frameio", Name: "rx_frames", Value: fs.RxFrames},
 		core.Counter{Layer: "frameio", Name: "tx_frames", Value: fs.TxFrames},
@@ -689,6 +693,7 @@ func (r *Raw) Close() error {
 	if r.res != nil {
 		r.res.close()
 	}
+	r.countUnsent()
 	err := r.fio.Close()
 	if r.opts.OnClose != nil {
 		err = errors.Join(err, r.opts.OnClose())
@@ -697,6 +702,25 @@ func (r *Raw) Close() error {
 		return fmt.Errorf("udp: close: %w", err)
 	}
 	return nil
+}
+
+// countUnsent counts, at Close, the messages queued and never given to
+// the FrameIO: in the transmit slots (since the last Flush), waiting for
+// a resolution, or resolved and waiting for room. They are TxDropped, with
+// raw.tx_unsent_at_close saying why.
+func (r *Raw) countUnsent() {
+	n := uint64(r.pending + len(r.ready))
+	for addr, w := range r.resolving {
+		for _, i := range w {
+			if p := r.table.at(i); p.waiting && p.key.Addr() == addr {
+				n += uint64(p.qlen)
+				p.qlen = 0 // an index listed twice counts once
+			}
+		}
+	}
+	r.pending, r.ready = 0, r.ready[:0]
+	r.txUnsentAtClose.Store(n)
+	r.txDropped.Add(n)
 }
 
 // wakeForClose ends a Wait in progress: it cancels its context and, since
