@@ -16,7 +16,9 @@ import (
 )
 
 // Resolver returns the MAC address of the next hop towards addr (on one
-// link: addr itself). It may block; ctx bounds it.
+// link: addr itself). It may block; ctx bounds it. Raw calls it from
+// several goroutines at once (see RawOptions.Resolve): it must be safe for
+// that.
 type Resolver func(ctx context.Context, addr netip.Addr) ([6]byte, error)
 
 // RawOptions are what a raw datagram backend needs besides Config and the
