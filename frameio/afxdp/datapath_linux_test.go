@@ -341,7 +341,7 @@ func TestKickAgainAfterBusy(t *testing.T) {
 			if got := drain(); got != 1 {
 				t.Fatalf("%s made %d TX wake-ups after a busy Kick, want 1", side, got)
 			}
-			if f.tx.stalled.Load() {
+			if f.rx.txStalled.Load() {
 				t.Fatal("still marked stalled after the kernel took the wake-up")
 			}
 			if v := counter(t, f.XSK, "xsk", "tx_rekicks"); v != 1 {

@@ -95,6 +95,12 @@ type rxSide struct {
 	end    uint64   // end of the RX half of the UMEM
 
 	frames, bytes, syscalls, invalid, rekicks atomic.Uint64
+	// txStalled is set by a Kick that left descriptors in the TX ring
+	// because the device was busy; the receive side (RxFrames, Wait)
+	// kicks again until the kernel takes the wake-up (see rekick). It
+	// lives here, read on every RxFrames and written only on a stall, so
+	// it stays off the TX side's cache lines.
+	txStalled atomic.Bool
 }
 
 // txSide is the state of the transmit side: TX and completion rings and
@@ -107,10 +113,6 @@ type txSide struct {
 	frames0  int // TX frames in all (free when none is in flight)
 	maxLen   int
 	maxKicks int
-	// stalled is set by a Kick that left descriptors in the TX ring
-	// because the device was busy; the receive side (RxFrames, Wait)
-	// kicks again until the kernel takes the wake-up (see rekick).
-	stalled atomic.Bool
 
 	frames, bytes, ringFull, oversize, dropped, syscalls uint64
 	pub                                                  struct {
@@ -577,7 +579,7 @@ kicks:
 		case unix.EAGAIN, unix.ENOBUFS:
 			t.reap()
 			if t.tx.consumer.Load() == before {
-				t.stalled.Store(true) // the receive side kicks again
+				x.rx.txStalled.Store(true) // the receive side kicks again
 				break kicks
 			}
 		case unix.EBUSY:
@@ -643,7 +645,7 @@ func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int {
 	if max <= 0 {
 		return 0
 	}
-	if x.tx.stalled.Load() {
+	if x.rx.txStalled.Load() {
 		if r.rekick <= 0 {
 			x.rekick()
 			r.rekick = rxWakeEvery
@@ -693,20 +695,20 @@ func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int {
 }
 
 // rekick wakes the kernel's TX again after a Kick that found the device
-// busy (txSide.stalled), from the receive side: only the system call and
+// busy (rxSide.txStalled), from the receive side: only the system call and
 // atomic loads of the TX ring's indices, no TX-side state. It clears
 // stalled when the ring is empty or the kernel took the wake-up.
 func (x *XSK) rekick() {
 	t := &x.tx
 	if t.tx.outstanding() == 0 {
-		t.stalled.Store(false)
+		x.rx.txStalled.Store(false)
 		return
 	}
 	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(x.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	x.rx.syscalls.Add(1)
 	x.rx.rekicks.Add(1)
 	if e != unix.EAGAIN && e != unix.ENOBUFS {
-		t.stalled.Store(false) // taken, or an error the next Kick reports
+		x.rx.txStalled.Store(false) // taken, or an error the next Kick reports
 	}
 }
 
@@ -758,9 +760,9 @@ func (x *XSK) Wait(ctx context.Context) error {
 			return err
 		}
 		ms := int(waitSlice / time.Millisecond)
-		if x.tx.stalled.Load() {
+		if x.rx.txStalled.Load() {
 			x.rekick()
-			if x.tx.stalled.Load() {
+			if x.rx.txStalled.Load() {
 				ms = 1 // the device is still busy: again soon
 			}
 		}
