@@ -43,7 +43,7 @@ type peer struct {
 //
 // Memory: about 330 bytes per peer (the entry and its map slot; measured
 // by TestPeerTableMemory), allocated as the table fills: 64k peers (the
-// default Config.Peers) take about 21 MiB.
+// default Config.Peers) take about 20 MiB.
 type peerTable struct {
 	idx        map[netip.AddrPort]int32
 	chunks     [][]peer

@@ -121,7 +121,7 @@ type Config struct {
 	// Peers bounds the table of peers of the raw datagram kinds (xdp,
 	// dpdk): where QueueTo finds a peer's MAC. Beyond it, a new peer
 	// replaces the one heard from or answered longest ago, never one of
-	// the last Rx. About 330 bytes a peer, allocated as peers arrive: 21 MiB
+	// the last Rx. About 330 bytes a peer, allocated as peers arrive: 20 MiB
 	// for the 65536 of the default. Default 65536;
 	// at least RxBatch, at most 16777216. Other kinds ignore it.
 	Peers int
