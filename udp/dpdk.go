@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/dpdk"
 	"github.com/dgramio/dgramio/frameio/pcapio"
@@ -22,7 +24,8 @@ import (
 // cfg.Iface; the EAL starts with the first DPDK backend of the process.
 //
 // No kernel owns the address on a DPDK port, so package arp answers ARP for
-// cfg.LocalIP and resolves the peers (without it a peer with an IP stack
+// cfg.LocalIP and resolves the peers (on a vdev, the gateway of the
+// kernel's route towards a peer behind a router) (without it a peer with an IP stack
 // asks who has our address, gets no answer and never sends). Frames to
 // other ports, protocols or addresses are counted as filtered.
 //
@@ -117,13 +120,27 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	// On a vdev the interface has a kernel side whose routes say which
+	// gateway an off-link peer is behind.
+	var nl *netlink.Handle
+	var hop func(netip.Addr) netip.Addr
+	if info.Iface != "" {
+		if nl, hop, err = routeLookup(info.Iface); err != nil {
+			return nil, err
+		}
+		undo = append(undo, nl.Close)
+	}
 	opts := RawOptions{
-		Mode: mode,
-		ARP:  h,
+		Mode:    mode,
+		ARP:     h,
+		NextHop: hop,
 		OnClose: func() error {
 			var errs []error
 			if sink != nil {
 				errs = append(errs, sink.Close())
+			}
+			if nl != nil {
+				nl.Close()
 			}
 			// Only on the claimed thread: Close may come from another
 			// goroutine, which must not be touched.
@@ -160,6 +177,8 @@ func openSink(cfg core.Config) (*net.UDPConn, error) {
 type dpdkGroup struct {
 	cfg  core.Config
 	port *dpdk.Port // queue 0's Port, which owns the device
+	nl   *netlink.Handle
+	hop  func(netip.Addr) netip.Addr // the queues' RawOptions.NextHop
 
 	slots *core.QueueSlots
 }
@@ -199,7 +218,14 @@ func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &dpdkGroup{cfg: cfg, port: port, slots: core.NewQueueSlots(cfg.Queues)}, nil
+	g := &dpdkGroup{cfg: cfg, port: port, slots: core.NewQueueSlots(cfg.Queues)}
+	if iface := port.Info().Iface; iface != "" {
+		if g.nl, g.hop, err = routeLookup(iface); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	return g, nil
 }
 
 // OpenQueue opens queue q. See core.QueueGroup.
@@ -240,7 +266,7 @@ func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
 	}
 	mode += fmt.Sprintf(", queue %d of %d", q, g.cfg.Queues)
 	// NewRaw closes the port itself on error.
-	r, err := NewRaw(qc, port, RawOptions{Mode: mode, ARP: h, OnClose: th.Release})
+	r, err := NewRaw(qc, port, RawOptions{Mode: mode, ARP: h, NextHop: g.hop, OnClose: th.Release})
 	if err != nil {
 		th.Release()
 		return nil, err
@@ -278,6 +304,10 @@ func (g *dpdkGroup) Close() error {
 	var errs []error
 	for _, q := range g.slots.TakeRest() {
 		errs = append(errs, g.port.Queue(q).Close())
+	}
+	if g.nl != nil {
+		g.nl.Close()
+		g.nl = nil
 	}
 	return errors.Join(errs...)
 }

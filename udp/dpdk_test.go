@@ -235,8 +235,21 @@ func TestDPDKServerSendsFirst(t *testing.T) {
 	p := testhost.NewT(t, testhost.Options{})
 	b := openDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
 		Role: core.RoleServer, Port: 5000})
-	serverSendsFirst(t, b, p.B)
+	serverSendsFirst(t, b, p.B, p.B.Addr)
 	if s := b.Stats(); counter(t, s, "arp", "replies_in") != 1 {
 		t.Fatalf("arp replies_in %v", s.Layers)
 	}
+}
+
+// TestDPDKServerSendsFirstBehindRouter: a peer behind a router is reached
+// through the router's MAC, which ARP resolves (the kernel's route on the
+// vdev's interface names the gateway), not through an ARP for the peer
+// that nobody on the link would answer.
+func TestDPDKServerSendsFirstBehindRouter(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	far := behindB(t, p)
+	b := openDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
+		Role: core.RoleServer, Port: 5000})
+	serverSendsFirst(t, b, p.B, far)
 }

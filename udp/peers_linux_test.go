@@ -7,10 +7,12 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
@@ -141,16 +143,16 @@ func TestXDPManyPeers(t *testing.T) {
 	}
 }
 
-// serverSendsFirst: the server b queues a datagram to port 6000 of h, a
-// kernel peer it never heard from and whose MAC it does not know, and
-// polls until h's kernel socket has it: QueueTo returns at once and the
-// resolution runs beside the loop.
-func serverSendsFirst(t *testing.T, b core.Backend, h *testhost.Host) {
+// serverSendsFirst: the server b queues a datagram to port 6000 of addr
+// on h, a kernel peer it never heard from and whose MAC it does not know,
+// and polls until h's kernel socket has it: QueueTo returns at once and
+// the resolution runs beside the loop.
+func serverSendsFirst(t *testing.T, b core.Backend, h *testhost.Host, addr netip.Addr) {
 	t.Helper()
 	var conn *net.UDPConn
 	if err := h.Do(func() error {
 		var err error
-		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: h.Addr.AsSlice(), Port: 6000})
+		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: addr.AsSlice(), Port: 6000})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -167,11 +169,16 @@ func serverSendsFirst(t *testing.T, b core.Backend, h *testhost.Host) {
 		}
 		got <- string(buf[:n])
 	}()
-	if !b.QueueTo([]byte("first word"), netip.AddrPortFrom(h.Addr, 6000)) {
+	if !b.QueueTo([]byte("first word"), netip.AddrPortFrom(addr, 6000)) {
 		t.Fatalf("QueueTo to an unresolved peer refused: %+v", b.Stats())
 	}
 	pkts := make([]core.Packet, 8)
-	for {
+	for i := 0; ; i++ {
+		if i%128 == 0 {
+			if st := b.Stats(); st.TxDropped != 0 {
+				t.Fatalf("the datagram was dropped: %+v", st)
+			}
+		}
 		select {
 		case s := <-got:
 			if s != "first word" {
@@ -208,5 +215,50 @@ func TestXDPServerSendsFirst(t *testing.T) {
 	}
 	b := openXDP(t, p.A, core.Config{Kind: core.KindXDP, Role: core.RoleServer, Iface: p.A.Iface,
 		LocalIP: p.A.Addr, Port: 5000})
-	serverSendsFirst(t, b, p.B)
+	serverSendsFirst(t, b, p.B, p.B.Addr)
+}
+
+// behindB gives B a second address, in a network A reaches through B
+// (A's kernel has a route to 198.19.254.0/24 via B's address), and returns
+// it: a peer behind a router (RFC 1122 3.3.1.2: off-link datagrams go to
+// the gateway's MAC).
+func behindB(t *testing.T, p *testhost.Pair) netip.Addr {
+	t.Helper()
+	far := netip.MustParsePrefix("198.19.254.0/24")
+	addr := far.Addr().Next().Next().Next()
+	for _, step := range []struct {
+		h  *testhost.Host
+		do func(nl *netlink.Handle, l netlink.Link) error
+	}{
+		{p.B, func(nl *netlink.Handle, l netlink.Link) error {
+			return nl.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+		}},
+		{p.A, func(nl *netlink.Handle, l netlink.Link) error {
+			return nl.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: p.B.Addr.AsSlice(),
+				Dst: &net.IPNet{IP: far.Addr().AsSlice(), Mask: net.CIDRMask(24, 32)}})
+		}},
+	} {
+		nl, err := netlink.NewHandleAt(step.h.NS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := nl.LinkByIndex(step.h.Index)
+		if err == nil {
+			err = step.do(nl, l)
+		}
+		nl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// B answers ARP only for addresses of the asker's subnet
+	// (arp_ignore 2), as a router does for what lies behind it: an ARP
+	// for the far address itself goes unanswered.
+	err := p.B.Do(func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/conf/"+p.B.Iface+"/arp_ignore", []byte("2"), 0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }

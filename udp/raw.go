@@ -37,6 +37,13 @@ type RawOptions struct {
 	// kicked out at the end of that Rx (the only case where Rx sends).
 	// Its counters join Stats.Layers.
 	ARP *arp.Handler
+	// NextHop, when set, returns the address whose MAC the frames to addr
+	// carry (addr on the link, its gateway behind a router), for the
+	// resolutions with ARP; nil: every address is on the link. It runs on
+	// the poll loop (once per address never heard from) and must not
+	// wait for the network. The xdp and dpdk kinds pass the kernel's
+	// route lookup where the interface has a kernel side.
+	NextHop func(addr netip.Addr) netip.Addr
 	// Mode is Stats.Mode ("xdp driver copy", ...). Default: the FrameIO's
 	// Stats().Mode.
 	Mode string
@@ -241,7 +248,7 @@ func (r *Raw) setResolver() {
 	switch {
 	case len(r.cfg.DstMAC) == 6:
 	case r.opts.ARP != nil && r.ownARPResolve:
-		r.res = &arpResolver{h: r.opts.ARP}
+		r.res = &arpResolver{h: r.opts.ARP, hop: r.opts.NextHop}
 	case r.opts.Resolve != nil:
 		r.res = newGoResolver(r.opts.Resolve, r.cfg.ConnectTimeout, wake)
 	}

@@ -24,10 +24,13 @@ type resolver interface {
 }
 
 // arpResolver resolves with an arp.Handler's Query and Poll: requests
-// leave with the poll loop's next Kick, replies come in through Rx.
+// leave with the poll loop's next Kick, replies come in through Rx. It
+// asks for the next hop (RawOptions.NextHop) of an address behind a router.
 type arpResolver struct {
 	h    *arp.Handler
-	hits []arpHit // answered from the cache at start
+	hop  func(netip.Addr) netip.Addr // nil: every address is on the link
+	via  map[netip.Addr][]netip.Addr // next hop → the addresses behind it asked for
+	hits []arpHit                    // answered from the cache at start
 }
 
 type arpHit struct {
@@ -40,8 +43,19 @@ type arpHit struct {
 const arpTick = 10 * time.Millisecond
 
 func (a *arpResolver) start(addr netip.Addr) bool {
-	if mac, ok := a.h.Query(addr, time.Now()); ok {
+	hop := addr
+	if a.hop != nil {
+		hop = a.hop(addr)
+	}
+	if mac, ok := a.h.Query(hop, time.Now()); ok {
 		a.hits = append(a.hits, arpHit{addr, mac})
+		return true
+	}
+	if hop != addr {
+		if a.via == nil {
+			a.via = make(map[netip.Addr][]netip.Addr)
+		}
+		a.via[hop] = append(a.via[hop], addr)
 	}
 	return true
 }
@@ -52,7 +66,13 @@ func (a *arpResolver) poll(done func(netip.Addr, [6]byte, error)) {
 	}
 	a.hits = a.hits[:0]
 	if a.h.Pending() > 0 {
-		a.h.Poll(time.Now(), done)
+		a.h.Poll(time.Now(), func(hop netip.Addr, mac [6]byte, err error) {
+			done(hop, mac, err) // asked for itself, or harmless
+			for _, addr := range a.via[hop] {
+				done(addr, mac, err)
+			}
+			delete(a.via, hop)
+		})
 	}
 }
 

@@ -135,6 +135,7 @@ func openXDPQueue(cfg core.Config, prog *afxdp.Program, note string) (core.Backe
 			return nil, err
 		}
 		opts.ARP = h
+		opts.NextHop = kernelNextHop(nl, ifc.Index, cfg.Iface)
 	} else {
 		opts.Resolve = NeighbourResolver(nl, ifc.Index, cfg.Iface)
 	}
@@ -321,6 +322,39 @@ func nextHop(nl *netlink.Handle, addr netip.Addr, ifindex int, iface string) (ne
 		return gw, nil
 	}
 	return addr, nil
+}
+
+// kernelNextHop is a RawOptions.NextHop from the kernel's routing table
+// through nl: the gateway towards addr, or addr itself when it is on the
+// link or the kernel has no route for it through ifindex (then ARP asks
+// for addr on the link, as without a routing table).
+// Several poll loops may share it (it serializes its use of nl).
+func kernelNextHop(nl *netlink.Handle, ifindex int, iface string) func(netip.Addr) netip.Addr {
+	var mu sync.Mutex
+	return func(addr netip.Addr) netip.Addr {
+		mu.Lock()
+		hop, err := nextHop(nl, addr, ifindex, iface)
+		mu.Unlock()
+		if err == nil {
+			return hop
+		}
+		return addr
+	}
+}
+
+// routeLookup opens a netlink handle in the calling thread's network
+// namespace and returns it with kernelNextHop for interface iface: for a
+// DPDK port on a kernel interface (a vdev). The caller closes the handle.
+func routeLookup(iface string) (*netlink.Handle, func(netip.Addr) netip.Addr, error) {
+	ifc, err := net.InterfaceByName(iface)
+	if err != nil {
+		return nil, nil, fmt.Errorf("udp: interface %s: %w", iface, err)
+	}
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("udp: netlink: %w", err)
+	}
+	return nl, kernelNextHop(nl, ifc.Index, iface), nil
 }
 
 func neighState(s int) string {
