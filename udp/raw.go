@@ -65,11 +65,11 @@ const txRetries = 64
 // Sending: Queue and QueueTo build the frame at once into a preallocated
 // slot, one per destination (the payload is copied, the caller keeps it),
 // and return false when Config.TxQueue messages are queued (a message sent
-// to every one of the Dests is one message, as on every kind). Flush hands the slots
-// to the FrameIO, Config.TxBatch frames and one Kick per batch, so the
-// device sees batches of the size the kernel kinds use for sendmmsg. A
-// frame the FrameIO's ring refuses even after kicking and retrying is
-// counted in Stats.TxDropped.
+// to every one of the Dests is one message, as on every kind). Flush hands
+// the slots to the FrameIO, Config.TxBatch frames and one Kick per batch,
+// so the device sees batches of the size the kernel kinds use for
+// sendmmsg. A frame the FrameIO's ring refuses even after kicking and
+// retrying is counted in Stats.TxDropped.
 //
 // Receiving: Rx takes up to min(len(pkts), Config.RxBatch) frames with
 // RxFrames and copies each payload into Raw's own receive buffers (a frame
@@ -177,8 +177,13 @@ func NewRaw(cfg core.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, err 
 	}
 	ownARPResolve := opts.Resolve == nil && opts.ARP != nil
 	if ownARPResolve {
-		h := opts.ARP
-		opts.Resolve = func(ctx context.Context, a netip.Addr) ([6]byte, error) { return h.Resolve(ctx, a, nil) }
+		h, hop := opts.ARP, opts.NextHop
+		opts.Resolve = func(ctx context.Context, a netip.Addr) ([6]byte, error) {
+			if hop != nil {
+				a = hop(a) // a Dest behind a router: its gateway
+			}
+			return h.Resolve(ctx, a, nil)
+		}
 	}
 	if opts.Mode == "" {
 		opts.Mode = fio.Stats().Mode
