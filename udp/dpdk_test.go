@@ -253,3 +253,35 @@ func TestDPDKServerSendsFirstBehindRouter(t *testing.T) {
 		Role: core.RoleServer, Port: 5000})
 	serverSendsFirst(t, b, p.B, far)
 }
+
+// TestDPDKClientDestBehindRouter: a client's Dest behind a router is
+// resolved at construction through the gateway (RFC 1122 3.3.1.2), and
+// what it sends arrives.
+func TestDPDKClientDestBehindRouter(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	far := behindB(t, p)
+	var conn *net.UDPConn
+	if err := p.B.Do(func() error {
+		var err error
+		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: far.AsSlice(), Port: 6000})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	b := openDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
+		Dests: []netip.Addr{far}, Port: 6000})
+	if !b.Queue([]byte("over the router")) {
+		t.Fatal("Queue refused")
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 100)
+	n, _, err := conn.ReadFromUDP(buf)
+	if err != nil || string(buf[:n]) != "over the router" {
+		t.Fatalf("got %q, %v", buf[:n], err)
+	}
+}
