@@ -69,7 +69,8 @@ const txRetries = 64
 // the slots to the FrameIO, Config.TxBatch frames and one Kick per batch,
 // so the device sees batches of the size the kernel kinds use for
 // sendmmsg. A frame the FrameIO's ring refuses even after kicking and
-// retrying is counted in Stats.TxDropped.
+// retrying is counted in Stats.TxDropped. The slots take TxQueue ×
+// max(len(Dests), 1) × (42 + MaxDatagram) bytes, allocated by NewRaw.
 //
 // Receiving: Rx takes up to min(len(pkts), Config.RxBatch) frames with
 // RxFrames and copies each payload into Raw's own receive buffers (a frame
