@@ -36,7 +36,7 @@ import (
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/kernel/sock"
-	rec "github.com/dgramio/dgramio/tcp"
+	rec "github.com/dgramio/dgramio/tcp/record"
 )
 
 // acceptEvery bounds how often a server with connections tries accept4 in

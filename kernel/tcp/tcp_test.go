@@ -17,7 +17,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/kernel/sock/socktest"
-	rec "github.com/dgramio/dgramio/tcp"
+	rec "github.com/dgramio/dgramio/tcp/record"
 )
 
 var (

@@ -1,0 +1,327 @@
+// Package record is the u16 length-prefixed record framing that the
+// stream kinds (kernel tcp, tcp-xdp, tcp-dpdk) put on a TCP byte stream:
+// every message is one record, a big-endian u16 length followed by that
+// many bytes of payload. TCP has no message boundaries; the prefix gives
+// them back at 2 bytes per record. A record is the unit that is never
+// split on send: the receiver could not find the next boundary after a
+// half record.
+//
+// AppendRecord and PutRecord encode one record; Staging is a send buffer
+// of whole records, Decoder reassembles records from reads of any size.
+// The package is a leaf: it imports only the standard library, so any
+// stream (a net.Conn, a socket, a userspace TCP) can use it.
+package record
+
+import (
+	"errors"
+)
+
+// HeaderLen is the size of a record's length prefix.
+const HeaderLen = 2
+
+// MaxRecord is the largest payload a record carries (the u16 length).
+const MaxRecord = 65535
+
+// ErrRecordTooLarge is returned for a payload longer than MaxRecord bytes,
+// which the u16 length cannot describe.
+var ErrRecordTooLarge = errors.New("record: record payload longer than 65535 bytes")
+
+// ErrStagingFull is returned by Staging.Put when the record does not fit in
+// the free space: back-pressure, nothing was written.
+var ErrStagingFull = errors.New("record: staging buffer full")
+
+// ErrOversize is returned by Decoder.Next for a record longer than the
+// decoder's maximum: the record is dropped (its bytes are skipped as they
+// arrive, so the stream stays in step) and reported once.
+var ErrOversize = errors.New("record: record longer than the receiver's maximum, dropped")
+
+// AppendRecord appends payload as one record (prefix and payload) to dst
+// and returns the extended slice. It refuses a payload over MaxRecord with
+// ErrRecordTooLarge and returns dst unchanged. It allocates only when dst
+// lacks capacity.
+func AppendRecord(dst, payload []byte) ([]byte, error) {
+	if len(payload) > MaxRecord {
+		return dst, ErrRecordTooLarge
+	}
+	n := len(payload)
+	dst = append(dst, byte(n>>8), byte(n))
+	return append(dst, payload...), nil
+}
+
+// PutRecord writes payload as one record at the start of dst and returns
+// the bytes written, HeaderLen+len(payload). It returns ErrRecordTooLarge
+// for a payload over MaxRecord, and ErrStagingFull when dst is too short;
+// in both cases it writes nothing.
+func PutRecord(dst, payload []byte) (int, error) {
+	n := len(payload)
+	if n > MaxRecord {
+		return 0, ErrRecordTooLarge
+	}
+	if len(dst) < HeaderLen+n {
+		return 0, ErrStagingFull
+	}
+	dst[0], dst[1] = byte(n>>8), byte(n)
+	copy(dst[HeaderLen:], payload)
+	return HeaderLen + n, nil
+}
+
+// Staging is a fixed-size send buffer of whole records for one stream: the
+// records queued and not yet taken by the stream (a socket that said
+// EAGAIN, a TCP window that is closed). A record goes in whole or not at
+// all, and the stream takes the bytes in order, so a record may leave in
+// two writes but is never cut off: the receiver never loses step.
+//
+// Staging owns its buffer. Pending's slice is valid until the next Put or
+// Consume. It does not allocate after NewStaging. It is not safe for
+// concurrent use.
+type Staging struct {
+	buf []byte
+	r   int // first byte not yet taken by the stream
+	w   int // end of the staged bytes
+	// next is the offset of the next record boundary at or after r (the
+	// start of the first record not yet fully taken), for counting whole
+	// records in Consume.
+	next int
+	recs int // records staged and not fully taken
+	// taken is the payload bytes of the records taken whole so far.
+	taken uint64
+}
+
+// NewStaging returns a Staging of size bytes: it holds as many records as
+// fit with their prefixes (size/(HeaderLen+payload)).
+func NewStaging(size int) *Staging {
+	return &Staging{buf: make([]byte, size)}
+}
+
+// Cap is the buffer size given to NewStaging.
+func (s *Staging) Cap() int { return len(s.buf) }
+
+// Len is the number of staged bytes not yet taken.
+func (s *Staging) Len() int { return s.w - s.r }
+
+// Records is the number of records staged and not fully taken; a record
+// partly taken counts. They are the records lost if the stream dies now.
+func (s *Staging) Records() int { return s.recs }
+
+// Started reports whether the stream has taken part, but not all, of the
+// first staged record: a connection closed now leaves the receiver a cut
+// record.
+func (s *Staging) Started() bool { return s.r > s.next }
+
+// Fits reports whether a record of n payload bytes would be accepted by Put
+// now. The space of a record partly taken by the stream is free again only
+// once the record is taken whole.
+func (s *Staging) Fits(n int) bool {
+	return n <= MaxRecord && HeaderLen+n <= len(s.buf)-(s.w-s.next)
+}
+
+// Put appends payload as one record. It returns ErrRecordTooLarge for a
+// payload over MaxRecord and ErrStagingFull when the record does not fit;
+// then nothing was staged. The caller may reuse payload at once.
+func (s *Staging) Put(payload []byte) error {
+	n := len(payload)
+	if n > MaxRecord {
+		return ErrRecordTooLarge
+	}
+	if HeaderLen+n > len(s.buf)-s.w {
+		if !s.Fits(n) {
+			return ErrStagingFull
+		}
+		s.compact()
+	}
+	s.buf[s.w], s.buf[s.w+1] = byte(n>>8), byte(n)
+	copy(s.buf[s.w+HeaderLen:], payload)
+	s.w += HeaderLen + n
+	s.recs++
+	return nil
+}
+
+// compact moves the staged bytes to the start of the buffer, from the
+// start of the record being taken (its prefix is needed to find its end).
+func (s *Staging) compact() {
+	if s.next == 0 {
+		return
+	}
+	copy(s.buf, s.buf[s.next:s.w])
+	s.w -= s.next
+	s.r -= s.next
+	s.next = 0
+}
+
+// Pending returns the staged bytes in stream order, for the caller to write
+// to the stream. The slice is valid until the next Put or Consume.
+func (s *Staging) Pending() []byte { return s.buf[s.r:s.w] }
+
+// Consume marks the first n bytes of Pending as taken by the stream and
+// returns how many records were completed by them (their last byte is now
+// taken). n must not exceed Len.
+func (s *Staging) Consume(n int) int {
+	if n < 0 || n > s.w-s.r {
+		panic("record: Staging.Consume beyond the staged bytes")
+	}
+	s.r += n
+	done := 0
+	for s.next < s.w {
+		end := s.next + HeaderLen + (int(s.buf[s.next])<<8 | int(s.buf[s.next+1]))
+		if end > s.r {
+			break
+		}
+		s.taken += uint64(end - s.next - HeaderLen)
+		s.next = end
+		done++
+	}
+	if s.next == s.w && s.r == s.w {
+		// Everything taken: start again at the front, no copy.
+		s.r, s.w, s.next = 0, 0, 0
+	}
+	s.recs -= done
+	return done
+}
+
+// TakenPayload is the number of payload bytes (prefixes not counted) of
+// the records the stream has taken whole since NewStaging.
+func (s *Staging) TakenPayload() uint64 { return s.taken }
+
+// Reset drops everything staged.
+func (s *Staging) Reset() { s.r, s.w, s.next, s.recs = 0, 0, 0, 0 }
+
+// Decoder reassembles records from a byte stream read in pieces of any
+// size. It owns one buffer that the stream is read into (Tail and Commit, or
+// Feed), and hands out each record as a slice of that buffer, without
+// copying or allocating.
+//
+// Lifetimes: a record returned by Next stays valid until the next Compact
+// or Reset; Tail, Commit, Feed and Next never move bytes already read. A
+// receive loop therefore calls Compact once at the start of each round,
+// after the records of the previous round are done with, then reads and
+// decodes as often as the buffer has room.
+//
+// It is not safe for concurrent use.
+type Decoder struct {
+	buf  []byte
+	max  int
+	r, w int // unread bytes are buf[r:w]
+	skip int // bytes of an oversize record still to be dropped
+}
+
+// NewDecoder returns a Decoder that delivers records of up to max payload
+// bytes (1..MaxRecord) and reports longer ones with ErrOversize. bufSize is
+// the size of its read buffer, raised to HeaderLen+max if smaller so that
+// any record fits; a larger buffer lets one read take many records.
+func NewDecoder(max, bufSize int) *Decoder {
+	if max < 0 || max > MaxRecord {
+		max = MaxRecord
+	}
+	if bufSize < HeaderLen+max {
+		bufSize = HeaderLen + max
+	}
+	return &Decoder{buf: make([]byte, bufSize), max: max}
+}
+
+// Max is the largest record payload the decoder delivers.
+func (d *Decoder) Max() int { return d.max }
+
+// Buffered is the number of bytes read and not yet decoded: a partial
+// record, or whole records that Next has not returned yet.
+func (d *Decoder) Buffered() int { return d.w - d.r }
+
+// Compact moves the undecoded bytes to the front of the buffer, so Tail
+// has room for at least the rest of the current record. It invalidates
+// every record returned so far.
+func (d *Decoder) Compact() {
+	if d.r == d.w {
+		d.r, d.w = 0, 0
+		return
+	}
+	if d.r == 0 {
+		return
+	}
+	copy(d.buf, d.buf[d.r:d.w])
+	d.w -= d.r
+	d.r = 0
+}
+
+// Tail returns the free space after the buffered bytes, to read the
+// stream into; then call Commit with the number of bytes read. It is empty
+// when the buffer is full: decode (Next) and Compact first. After Compact
+// with no complete record buffered, Tail is never empty.
+func (d *Decoder) Tail() []byte { return d.buf[d.w:] }
+
+// Commit records that n bytes were written at the start of Tail.
+func (d *Decoder) Commit(n int) {
+	if n < 0 || n > len(d.buf)-d.w {
+		panic("record: Decoder.Commit beyond the tail")
+	}
+	d.w += n
+}
+
+// Feed copies as much of p as fits into Tail, commits it and returns how
+// many bytes it took. For streams that deliver data in their own buffers.
+func (d *Decoder) Feed(p []byte) int {
+	n := copy(d.buf[d.w:], p)
+	d.w += n
+	return n
+}
+
+// Next returns the next complete record's payload, a slice of the
+// decoder's buffer valid until the next Compact or Reset. It returns nil,
+// nil when the buffered bytes hold no complete record (read more), and nil,
+// ErrOversize once for each record longer than Max: that record's bytes are
+// dropped as they arrive and decoding goes on after it. An empty record
+// (length 0) is returned as a non-nil empty slice.
+func (d *Decoder) Next() ([]byte, error) {
+	for {
+		if d.skip > 0 {
+			n := d.w - d.r
+			if n > d.skip {
+				n = d.skip
+			}
+			d.r += n
+			d.skip -= n
+			if d.skip > 0 {
+				return nil, nil // every buffered byte was dropped
+			}
+			continue
+		}
+		if d.w-d.r < HeaderLen {
+			return nil, nil
+		}
+		n := int(d.buf[d.r])<<8 | int(d.buf[d.r+1])
+		if n > d.max {
+			d.r += HeaderLen
+			d.skip = n
+			d.dropSome()
+			return nil, ErrOversize
+		}
+		if d.w-d.r < HeaderLen+n {
+			return nil, nil
+		}
+		rec := d.buf[d.r+HeaderLen : d.r+HeaderLen+n : d.r+HeaderLen+n]
+		d.r += HeaderLen + n
+		return rec, nil
+	}
+}
+
+// Complete reports whether Next would return something now: a record or
+// ErrOversize. It changes nothing.
+func (d *Decoder) Complete() bool {
+	r := d.r + min(d.skip, d.w-d.r)
+	if d.w-r < HeaderLen {
+		return false
+	}
+	n := int(d.buf[r])<<8 | int(d.buf[r+1])
+	return n > d.max || d.w-r >= HeaderLen+n
+}
+
+// dropSome drops the buffered bytes of the record being skipped.
+func (d *Decoder) dropSome() {
+	n := d.w - d.r
+	if n > d.skip {
+		n = d.skip
+	}
+	d.r += n
+	d.skip -= n
+}
+
+// Reset drops everything buffered, for a new stream.
+func (d *Decoder) Reset() { d.r, d.w, d.skip = 0, 0, 0 }
