@@ -41,7 +41,7 @@ func rxWait(t testing.TB, b *Backend, pkts []core.Packet) int {
 func TestReleasedBytesMoveWithoutFlush(t *testing.T) {
 	cli, srv := pair(t, core.Config{SockBuf: 4096, TxQueue: 16, MaxDatagram: 1000})
 	accepted := fillUntilRefused(t, cli, 777, 0) // it flushes after every Queue
-	if cli.conns[0].released == 0 {
+	if r, _, _ := staged(cli); r == 0 {
 		t.Fatalf("nothing left released after filling: %d records accepted, stats %+v", accepted, cli.Stats())
 	}
 	pkts := make([]core.Packet, 16)
@@ -73,7 +73,8 @@ func TestReleasedBytesMoveWithoutFlush(t *testing.T) {
 	}
 	until(t, "the client's staging to empty by Rx alone", func() bool {
 		rxWait(t, cli, pkts)
-		return cli.conns[0].stage.Len() == 0
+		_, n, _ := staged(cli)
+		return n == 0
 	})
 	p := make([]byte, 777)
 	socktest.Payload(p, next)

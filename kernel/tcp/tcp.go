@@ -1,7 +1,8 @@
 // Package tcp is the kind "tcp": the kernel's TCP carrying the same
 // messages as the datagram kinds, each as one u16 length-prefixed record
-// (package tcp at the module root holds the framing; the userspace TCP
-// kinds use the same). Sockets are tuned the same way on both ends (see
+// (package tcp/record). The connection set, staging, back-pressure and
+// counting are the stream layer's (internal/stream), which the userspace
+// TCP kinds share; this package is its transport over sockets and epoll. Sockets are tuned the same way on both ends (see
 // sock.TuneTCP): TCP_NODELAY unless Config.Nagle, TCP_QUICKACK, SO_RCVBUF
 // and SO_SNDBUF of Config.SockBuf, SO_BUSY_POLL, non-blocking. It needs no
 // privileges.
@@ -26,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -35,8 +37,9 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/fdwait"
+	"github.com/dgramio/dgramio/internal/stream"
 	"github.com/dgramio/dgramio/kernel/sock"
-	rec "github.com/dgramio/dgramio/tcp/record"
+	"github.com/dgramio/dgramio/tcp/record"
 )
 
 // acceptEvery bounds how often a server with connections tries accept4 in
@@ -44,28 +47,18 @@ import (
 // waits at most this long, and a busy loop pays one accept4 per interval.
 const acceptEvery = time.Millisecond
 
-// conn is one connection.
+// conn is one connection's socket: the stream.Conn of kernel TCP.
 type conn struct {
+	b      *Backend
 	fd     int
 	remote netip.AddrPort
-	stage  *rec.Staging
-	dec    *rec.Decoder
-	// released is how many bytes at the front of stage.Pending a Flush has
-	// released and the socket has not taken yet (its send buffer was
-	// full): every Rx and Flush writes them as the socket makes room.
-	// Bytes staged after them wait for the next Flush.
-	released int
-	// out is true while the connection is registered for EPOLLOUT (it has
-	// released bytes the socket refused), so that Wait wakes when they can
-	// go.
-	out bool
-	// gone is set when the peer closed or reset; records already read are
-	// still delivered, then the connection is removed.
-	gone    bool
-	goneErr *core.PeerError
-	// sentPayload is the part of stage.TakenPayload already in TxBytes.
-	sentPayload uint64
+	// out is true while the socket is registered for EPOLLOUT (released
+	// bytes wait for room), so that Wait wakes when they can go; in while
+	// it is registered for EPOLLIN (the layer reads it).
+	out, in bool
 }
+
+var _ stream.Conn = (*conn)(nil)
 
 // Backend is the tcp kind. Create it with New; see core.Backend for the
 // method contracts and the threading rules.
@@ -86,16 +79,12 @@ type Backend struct {
 	thread  cpu.Thread // what New did to pin its thread to Config.CPUs[0]
 	life    sock.Life
 
-	conns      []*conn
-	byAddr     map[netip.AddrPort]*conn
-	rr         int // connection Rx starts with, for fairness
+	s          *stream.Layer
 	lastAccept time.Time
 	listenHot  atomic.Bool // Wait saw the listener ready
-	pending    []error     // *core.PeerError not yet returned
 
-	st         core.Stats
+	syscalls   uint64 // on the poll loop; Wait's are in waitCalls
 	waitCalls  atomic.Uint64
-	noConn     uint64
 	closedInfo sock.TCPCounters // TCP_INFO of closed connections
 
 	// The padding keeps the fields of the next object on the heap (another
@@ -140,7 +129,13 @@ func openQueue(cfg core.Config, lfd int, granted sock.Granted, note string) (cor
 		}
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, lfd: lfd, epfd: -1, byAddr: make(map[netip.AddrPort]*conn)}
+	b := &Backend{cfg: cfg, lfd: lfd, epfd: -1}
+	b.s = stream.New((*transport)(b), stream.Options{
+		MaxRecord:   cfg.MaxDatagram,
+		RxBatch:     cfg.RxBatch,
+		StagingSize: cfg.TxQueue * (record.HeaderLen + cfg.MaxDatagram),
+		DecoderSize: max(cfg.RxBatch*(record.HeaderLen+cfg.MaxDatagram), 64<<10),
+	})
 	ok := false
 	defer func() {
 		if !ok {
@@ -185,12 +180,7 @@ func openQueue(cfg core.Config, lfd int, granted sock.Granted, note string) (cor
 // release closes whatever New or Close holds.
 func (b *Backend) release() error {
 	var errs []error
-	for _, c := range b.conns {
-		if err := unix.Close(c.fd); err != nil {
-			errs = append(errs, fmt.Errorf("close connection %s: %w", c.remote, err))
-		}
-	}
-	b.conns = nil
+	b.s.Close()
 	if b.lfd >= 0 {
 		if err := unix.Close(b.lfd); err != nil {
 			errs = append(errs, fmt.Errorf("close listener: %w", err))
@@ -330,9 +320,9 @@ func (b *Backend) connectAll() error {
 		}
 		atts[i].fd = -1 // the backend owns it now
 	}
-	if len(b.conns) > 0 {
+	if b.s.Len() > 0 {
 		var err error
-		b.local, err = sock.LocalAddr(b.conns[0].fd)
+		b.local, err = sock.LocalAddr(b.s.Conn(0).(*conn).fd)
 		b.granted.Local = b.local
 		return err
 	}
@@ -341,31 +331,45 @@ func (b *Backend) connectAll() error {
 
 // addConn takes a connected socket into the backend.
 func (b *Backend) addConn(fd int, remote netip.AddrPort) error {
-	if err := b.epollAdd(fd, unix.EPOLLIN|unix.EPOLLRDHUP); err != nil {
+	c, err := b.newConn(fd, remote)
+	if err != nil {
 		return err
 	}
-	c := &conn{
-		fd:     fd,
-		remote: remote,
-		stage:  rec.NewStaging(b.cfg.TxQueue * (rec.HeaderLen + b.cfg.MaxDatagram)),
-		dec:    rec.NewDecoder(b.cfg.MaxDatagram, max(b.cfg.RxBatch*(rec.HeaderLen+b.cfg.MaxDatagram), 64<<10)),
-	}
-	b.conns = append(b.conns, c)
-	b.byAddr[remote] = c
+	b.s.Add(c, remote)
 	return nil
+}
+
+func (b *Backend) newConn(fd int, remote netip.AddrPort) (*conn, error) {
+	if err := b.epollAdd(fd, unix.EPOLLIN|unix.EPOLLRDHUP); err != nil {
+		return nil, err
+	}
+	return &conn{b: b, fd: fd, remote: remote, in: true}, nil
 }
 
 // LocalAddr is the listener's address on a server, the first connection's
 // local address on a client.
 func (b *Backend) LocalAddr() netip.AddrPort { return b.local }
 
-// maybeAccept accepts waiting clients on a server, at most every
-// acceptEvery unless Wait saw the listener ready or there is no client.
-func (b *Backend) maybeAccept() {
+// transport is the Backend as the stream layer's Transport.
+type transport Backend
+
+var _ stream.Transport = (*transport)(nil)
+
+// Poll implements stream.Transport: the kernel moves the streams itself.
+func (t *transport) Poll() {}
+
+// Push implements stream.Transport: send(2) already handed the bytes over.
+func (t *transport) Push() error { return nil }
+
+// Accept implements stream.Transport: it accepts waiting clients on a
+// server, at most every acceptEvery unless Wait saw the listener ready or
+// there is no client.
+func (t *transport) Accept(add func(stream.Conn, netip.AddrPort)) {
+	b := (*Backend)(t)
 	if b.lfd < 0 {
 		return
 	}
-	if len(b.conns) > 0 && !b.listenHot.Load() {
+	if b.s.Len() > 0 && !b.listenHot.Load() {
 		now := time.Now()
 		if now.Sub(b.lastAccept) < acceptEvery {
 			return
@@ -375,7 +379,7 @@ func (b *Backend) maybeAccept() {
 	b.listenHot.Store(false)
 	for {
 		nfd, sa, err := unix.Accept4(b.lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-		b.st.Syscalls++
+		b.syscalls++
 		if err == unix.EINTR || err == unix.ECONNABORTED {
 			continue
 		}
@@ -393,52 +397,28 @@ func (b *Backend) maybeAccept() {
 			unix.Close(nfd)
 			continue
 		}
-		if err := b.addConn(nfd, remote); err != nil {
+		c, err := b.newConn(nfd, remote)
+		if err != nil {
 			unix.Close(nfd)
 			continue
 		}
-		b.st.Accepts++
+		add(c, remote)
 	}
 }
 
 // Queue stages payload as one record for every open connection: every
-// connected client on a server, every destination on a client. It returns false, and
-// stages nothing anywhere, when any connection's staging buffer lacks room
-// for the record (TxBackpressure, counted once per connection: Flush and
-// try again), the payload exceeds MaxDatagram (TxOversize), there is no
-// connection (layer "tcp" counter "queue_no_conn"), or the backend is
-// closed.
+// connected client on a server, every destination on a client. It returns
+// false, and stages nothing anywhere, when there is no connection (layer
+// "tcp" counter "queue_no_conn"), the payload exceeds MaxDatagram
+// (TxOversize, one per connection), any connection's staging buffer lacks
+// room for the record (TxBackpressure, one per connection: Flush and try
+// again), or the backend is closed.
 func (b *Backend) Queue(payload []byte) bool {
 	if !b.life.Enter() {
 		return false
 	}
 	defer b.life.Exit()
-	var n uint64
-	fits := true
-	for _, c := range b.conns {
-		if !c.gone {
-			n++
-			fits = fits && c.stage.Fits(len(payload))
-		}
-	}
-	switch {
-	case n == 0:
-		b.noConn++
-		return false
-	case len(payload) > b.cfg.MaxDatagram:
-		b.st.TxOversize += n
-		return false
-	case !fits:
-		b.st.TxBackpressure += n
-		return false
-	}
-	for _, c := range b.conns {
-		if !c.gone {
-			_ = c.stage.Put(payload) // Fits said yes
-		}
-	}
-	b.st.TxQueued += n
-	return true
+	return b.s.Queue(payload)
 }
 
 // QueueTo stages payload as one record for the connection whose remote
@@ -449,21 +429,21 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
 		return false
 	}
 	defer b.life.Exit()
-	c := b.byAddr[to]
-	if c == nil || c.gone {
-		b.noConn++
+	return b.s.QueueTo(payload, to)
+}
+
+// Hold stops (on) or resumes delivery from the connection of peer, as
+// stream.Layer.Hold: while held, Rx reads and delivers nothing of it, so
+// its socket's receive buffer fills and TCP's window stops the peer. A
+// server that cannot queue an answer (QueueTo refused) holds the peer
+// until the answer fits. It returns false when peer has no connection or
+// the backend is closed.
+func (b *Backend) Hold(peer netip.AddrPort, on bool) bool {
+	if !b.life.Enter() {
 		return false
 	}
-	if len(payload) > b.cfg.MaxDatagram {
-		b.st.TxOversize++
-		return false
-	}
-	if err := c.stage.Put(payload); err != nil {
-		b.st.TxBackpressure++
-		return false
-	}
-	b.st.TxQueued++
-	return true
+	defer b.life.Exit()
+	return b.s.Hold(peer, on)
 }
 
 // Flush releases each connection's staged records to the stream and
@@ -473,141 +453,115 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
 // caller whose Queue is refused need not Flush for them to go; nothing is
 // dropped for that. A server also accepts new clients here.
 //
-// When a peer closed or reset its connection, the connection is removed,
-// the records still staged for it are counted in TxDropped, and Flush (or
-// Rx, whichever comes first) returns a *core.PeerError for it, once. What
-// to do then: a server goes on serving its other clients (the error is for
-// the log); a client has lost that destination for good and Queue refuses
-// once it has none left: Close it and make a new one to reconnect. Flush
-// returns net.ErrClosed after Close.
+// A peer that closed its direction (FIN) or reset is reported once by a
+// *core.PeerError from Flush or Rx (see package stream for when). After a
+// FIN the connection stays writable: answers queued before that error is
+// returned are sent, then the backend closes its side. After a reset the
+// connection is removed and the records still staged for it are counted
+// in TxDropped. What to do then: a server goes on serving its other
+// clients (the error is for the log); a client has lost that destination
+// for good and Queue refuses once it has none left: Close it and make a
+// new one to reconnect. Flush returns net.ErrClosed after Close.
 func (b *Backend) Flush() error {
 	if !b.life.Enter() {
 		return core.ErrClosed
 	}
 	defer b.life.Exit()
-	b.maybeAccept()
-	for _, c := range b.conns {
-		if c.gone {
-			continue
-		}
-		c.released = c.stage.Len()
-		b.send(c)
-	}
-	b.reap()
-	return b.popErr()
+	return b.s.Flush()
 }
 
-// send writes c's released bytes, as many as the socket takes, and keeps
-// c registered for EPOLLOUT while some are left. It makes no system call
-// when nothing is released.
-func (b *Backend) send(c *conn) {
-	if c.gone || c.released == 0 {
-		return
-	}
-	for c.released > 0 {
-		p := c.stage.Pending()[:c.released]
+// Write implements stream.Conn with send(2), registering the socket for
+// EPOLLOUT while bytes are left.
+func (c *conn) Write(p []byte) (int, error) {
+	for {
 		n, errno := sock.Send(c.fd, p, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-		b.st.Syscalls++
+		c.b.syscalls++
 		switch errno {
 		case 0:
-			c.released -= n
-			b.st.TxSent += uint64(c.stage.Consume(n))
-			taken := c.stage.TakenPayload()
-			b.st.TxBytes += taken - c.sentPayload
-			c.sentPayload = taken
-			if n < len(p) {
-				b.wantOut(c, true) // the socket buffer is full
-				return
-			}
+			c.b.setEvents(c, c.in, n < len(p)) // a short write: the buffer is full
+			return n, nil
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			b.wantOut(c, true)
-			return
+			c.b.setEvents(c, c.in, true)
+			return 0, nil
 		default:
-			c.released = 0
-			b.lose(c, errno)
-			return
+			return 0, lost(errno)
 		}
 	}
-	b.wantOut(c, false)
 }
 
-// wantOut registers or unregisters c for EPOLLOUT, so that Wait also wakes
-// when back-pressured bytes can go.
-func (b *Backend) wantOut(c *conn, on bool) {
-	if c.out == on {
+// Read implements stream.Conn with recv(2).
+func (c *conn) Read(p []byte) (int, error) {
+	for {
+		n, errno := sock.Recv(c.fd, p, unix.MSG_DONTWAIT)
+		c.b.syscalls++
+		switch {
+		case errno == unix.EINTR:
+			continue
+		case errno == unix.EAGAIN:
+			return 0, nil
+		case errno != 0:
+			return 0, lost(errno)
+		case n == 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+// lost is the PeerError of a failed send or recv.
+func lost(errno unix.Errno) error {
+	if errno == unix.EPIPE {
+		return &core.PeerError{Err: errno} // our side or both are shut
+	}
+	// ECONNRESET, ETIMEDOUT (retransmissions gave up), EHOSTUNREACH...
+	return &core.PeerError{Reset: true, Err: errno}
+}
+
+// Readable implements stream.Conn: epoll knows, the layer tries recv once.
+func (c *conn) Readable() bool { return true }
+
+// Writable implements stream.Conn, as Readable.
+func (c *conn) Writable() bool { return true }
+
+// SetReading implements stream.Conn: the socket leaves (or rejoins)
+// EPOLLIN, so that Wait does not wake for a stream nobody reads.
+func (c *conn) SetReading(on bool) { c.b.setEvents(c, on, c.out) }
+
+// Close implements stream.Conn: close(2), after keeping its TCP_INFO.
+func (c *conn) Close() {
+	if ti, err := sock.ReadTCPInfo(c.fd); err == nil {
+		c.b.closedInfo.Add(ti)
+	}
+	unix.Close(c.fd) // also leaves the epoll set
+}
+
+// Abort implements stream.Conn: a reset if the connection is still up
+// (SO_LINGER 0), then Close.
+func (c *conn) Abort() {
+	_ = unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	c.Close()
+}
+
+// setEvents registers c for EPOLLIN (in) and EPOLLOUT (out) as asked,
+// with one epoll_ctl when that changes anything.
+func (b *Backend) setEvents(c *conn, in, out bool) {
+	if c.in == in && c.out == out {
 		return
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.fd)}
-	if on {
+	var ev unix.EpollEvent
+	ev.Fd = int32(c.fd)
+	if in {
+		ev.Events |= unix.EPOLLIN | unix.EPOLLRDHUP
+	}
+	if out {
 		ev.Events |= unix.EPOLLOUT
 	}
-	b.st.Syscalls++
+	b.syscalls++
 	if unix.EpollCtl(b.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev) == nil {
-		c.out = on
+		c.in, c.out = in, out
 	}
-}
-
-// lose marks c gone with the errno of a failed send or recv (0: the peer
-// closed in order).
-func (b *Backend) lose(c *conn, errno unix.Errno) {
-	if c.gone {
-		return
-	}
-	c.gone = true
-	pe := &core.PeerError{Peer: c.remote}
-	switch errno {
-	case 0:
-		b.st.PeerCloses++
-	case unix.EPIPE:
-		b.st.PeerCloses++
-		pe.Err = errno
-	default:
-		// ECONNRESET, ETIMEDOUT (retransmissions gave up), EHOSTUNREACH...
-		b.st.Resets++
-		pe.Reset = true
-		pe.Err = errno
-	}
-	c.goneErr = pe
-}
-
-// reap removes the connections that are gone and have nothing left to
-// deliver, queueing their PeerErrors.
-func (b *Backend) reap() {
-	k := 0
-	for _, c := range b.conns {
-		if !c.gone || c.dec.Complete() {
-			b.conns[k] = c
-			k++
-			continue
-		}
-		if c.dec.Buffered() > 0 {
-			b.st.RxMalformed++ // a record cut off by the close
-		}
-		b.st.TxDropped += uint64(c.stage.Records())
-		if ti, err := sock.ReadTCPInfo(c.fd); err == nil {
-			b.closedInfo.Add(ti)
-		}
-		unix.Close(c.fd) // also leaves the epoll set
-		delete(b.byAddr, c.remote)
-		b.pending = append(b.pending, c.goneErr)
-	}
-	for i := k; i < len(b.conns); i++ {
-		b.conns[i] = nil
-	}
-	b.conns = b.conns[:k]
-}
-
-func (b *Backend) popErr() error {
-	if len(b.pending) == 0 {
-		return nil
-	}
-	err := b.pending[0]
-	copy(b.pending, b.pending[1:])
-	b.pending[len(b.pending)-1] = nil
-	b.pending = b.pending[:len(b.pending)-1]
-	return err
 }
 
 // Rx returns up to min(len(pkts), Config.RxBatch) records received on any
@@ -630,71 +584,7 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 		return 0, core.ErrClosed
 	}
 	defer b.life.Exit()
-	b.maybeAccept()
-	want := min(len(pkts), b.cfg.RxBatch)
-	k := 0
-	nc := len(b.conns)
-	for _, c := range b.conns {
-		b.send(c) // what earlier Flushes released, if the socket has room
-		c.dec.Compact()
-		if core.Debug {
-			core.Poison(c.dec.Tail())
-		}
-	}
-	for i := 0; i < nc && k < want; i++ {
-		c := b.conns[(b.rr+i)%nc]
-		k = b.rxConn(c, pkts, k, want)
-	}
-	if nc > 0 {
-		b.rr = (b.rr + 1) % nc
-	}
-	b.st.RxDelivered += uint64(k)
-	b.reap()
-	if k > 0 {
-		return k, nil
-	}
-	return 0, b.popErr()
-}
-
-// rxConn delivers c's records into pkts[k:want], reading the socket once
-// when its buffered records run out, and returns the new k.
-func (b *Backend) rxConn(c *conn, pkts []core.Packet, k, want int) int {
-	read := false
-	for k < want {
-		r, err := c.dec.Next()
-		if err == rec.ErrOversize {
-			b.st.RxTruncated++
-			continue
-		}
-		if r != nil {
-			pkts[k] = core.Packet{Data: r, From: c.remote}
-			b.st.RxBytes += uint64(len(r))
-			k++
-			continue
-		}
-		if read || c.gone {
-			break
-		}
-		tail := c.dec.Tail()
-		if len(tail) == 0 {
-			break // full of records handed out in this call
-		}
-		n, errno := sock.Recv(c.fd, tail, unix.MSG_DONTWAIT)
-		b.st.Syscalls++
-		read = true
-		switch {
-		case errno == unix.EINTR:
-			read = false
-		case errno == unix.EAGAIN:
-		case errno != 0:
-			b.lose(c, errno)
-		case n == 0:
-			b.lose(c, 0)
-		default:
-			c.dec.Commit(n)
-		}
-	}
-	return k
+	return b.s.Rx(pkts)
 }
 
 // Wait sleeps until a connection has data or room for bytes a Flush
@@ -728,19 +618,18 @@ func (b *Backend) Wait(ctx context.Context) error {
 func (b *Backend) Stats() core.Stats { return b.life.Stats(b.snapshot) }
 
 func (b *Backend) snapshot() core.Stats {
-	s := b.st
-	s.Kind, s.Mode = core.KindTCP, b.mode
-	s.Syscalls += b.waitCalls.Load()
+	s := core.Stats{Kind: core.KindTCP, Mode: b.mode}
+	b.s.Fill(&s)
+	s.Syscalls = b.syscalls + b.waitCalls.Load()
 	s.SockRcvBuf, s.SockSndBuf = b.granted.RcvBuf, b.granted.SndBuf
-	s.Conns = uint64(len(b.conns))
 	ti := b.closedInfo
 	ti.RTTMaxUs = 0
-	for _, c := range b.conns {
-		if t, err := sock.ReadTCPInfo(c.fd); err == nil {
+	for i := 0; i < b.s.Len(); i++ {
+		if t, err := sock.ReadTCPInfo(b.s.Conn(i).(*conn).fd); err == nil {
 			ti.Add(t)
 		}
 	}
-	s.Layers = append(ti.Counters(), core.Counter{Layer: "tcp", Name: "queue_no_conn", Value: b.noConn})
+	s.Layers = append(ti.Counters(), core.Counter{Layer: "tcp", Name: "queue_no_conn", Value: b.s.Counters().NoConn})
 	return s
 }
 
@@ -753,18 +642,7 @@ func (b *Backend) snapshot() core.Stats {
 // New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
 	return b.life.Close(b.waker.Wake, func() (core.Stats, error) {
-		for _, c := range b.conns {
-			n := uint64(c.stage.Records())
-			if c.stage.Started() {
-				// Its head is in the stream: the receiver sees a cut
-				// record and counts it (RxMalformed). Counting it here
-				// too would count one message twice.
-				n--
-				b.st.TxSent++
-			}
-			b.st.TxDropped += n
-			c.stage.Reset()
-		}
+		b.s.Abandon()
 		final := b.snapshot()
 		return final, b.release()
 	})

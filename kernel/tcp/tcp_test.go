@@ -221,12 +221,12 @@ func TestStopReadingBackpressure(t *testing.T) {
 	if s.TxBackpressure == 0 || s.TxDropped != 0 {
 		t.Fatalf("backpressure %d dropped %d", s.TxBackpressure, s.TxDropped)
 	}
-	t.Logf("%d records accepted before back-pressure (%d staged)", accepted, cli.conns[0].stage.Records())
+	t.Logf("%d records accepted before back-pressure (%d staged)", accepted, must3(staged(cli)))
 	next := receive(t, srv, 0, int(accepted), func() { cli.Flush() })
 	if next != accepted {
 		t.Fatalf("received up to %d, accepted %d", next, accepted)
 	}
-	until(t, "the staging buffer to empty", func() bool { cli.Flush(); return cli.conns[0].stage.Len() == 0 })
+	until(t, "the staging buffer to empty", func() bool { cli.Flush(); _, n, _ := staged(cli); return n == 0 })
 	if cs := cli.Stats(); cs.TxSent != uint64(accepted) {
 		t.Errorf("TxSent %d, accepted %d", cs.TxSent, accepted)
 	}
@@ -728,3 +728,9 @@ func TestPeerResetVeth(t *testing.T) {
 		t.Fatalf("Rx after a reset over veth: %v", err)
 	}
 }
+
+// staged returns b's first connection's released, staged bytes and
+// staged records (stream.Layer.Staged).
+func staged(b *Backend) (released, bytes, records int) { return b.s.Staged(0) }
+
+func must3(_, _, records int) int { return records }

@@ -1,0 +1,585 @@
+// Package stream is the one stream layer of the stream kinds: kernel tcp
+// (package kernel/tcp) and the userspace TCP kinds tcp-xdp and tcp-dpdk
+// (package tcp) run their core.Backend methods Queue, QueueTo, Flush and Rx
+// through a Layer. It holds the connection set, each connection's record
+// staging (record.Staging) and decoding (record.Decoder), Queue's
+// all-or-none across connections, back-pressure, the bytes a Flush
+// released moving on with every Rx and Flush, send stalls, the peer's
+// close and reset reported as *core.PeerError, the removal of ended
+// connections, and the counting (core.Stats's message fields).
+//
+// Under it is a Transport, which moves bytes and knows nothing of records:
+// kernel TCP (a socket per connection, epoll), netstack (gVisor endpoints),
+// and any engine whose connections are non-blocking and polled. A
+// transport implements two small interfaces:
+//
+//   - Transport: Poll moves the engine on (frames in, timers due), Accept
+//     hands the layer the connections a server accepted, Push sends what
+//     the connections wrote (one kick per call). A run-to-completion engine
+//     maps Poll(budget), Accept() (*Conn, ok) and Flush() onto them one to
+//     one; kernel TCP's Poll does nothing and its Push has nothing to kick.
+//   - Conn: Write copies what fits in the send buffer and returns how much
+//     (0, nil when it is full); Read returns (n, nil) with data, (0, nil)
+//     when there is none, io.EOF after the peer's FIN, or the error that
+//     ended the connection; Readable and Writable are cheap hints for
+//     Layer.Ready; Close ends our direction in order (FIN after what was
+//     written) and releases the connection; Abort resets it. A
+//     non-blocking engine connection plugs in with a one-line method each.
+//
+// A peer's FIN ends its direction only. The layer delivers the records the
+// peer sent, then reports the FIN once as a *core.PeerError (Reset false),
+// and keeps the connection writable: answers queued before the Rx or Flush
+// that returns that error go out, and once they have all been written the
+// layer closes its side too (Conn.Close), after which QueueTo to that peer
+// counts as "queue_no_conn". A reset, or a failed write, ends both
+// directions at once: records still staged are counted in TxDropped.
+//
+// A Layer is not safe for concurrent use: the backend calls it from its
+// poll loop only, and reads Counters under the same exclusion.
+package stream
+
+import (
+	"errors"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/tcp/record"
+)
+
+// Conn is one connection of a Transport, non-blocking in every method.
+type Conn interface {
+	// Write copies from p what the send buffer takes and returns how many
+	// bytes; (0, nil) when it is full. A non-nil error ends the
+	// connection: a *core.PeerError says whether it was a reset, any other
+	// error counts as one.
+	Write(p []byte) (int, error)
+	// Read copies received bytes into p: (n, nil) with data, (0, nil) when
+	// there is none now, (0, io.EOF) after the peer's FIN, or the error
+	// that ended the connection (as for Write).
+	Read(p []byte) (int, error)
+	// Readable reports whether Read may return something (data, EOF or
+	// an error). A transport that cannot tell cheaply returns true.
+	Readable() bool
+	// Writable reports whether Write would take bytes now. A transport
+	// that cannot tell cheaply returns true.
+	Writable() bool
+	// SetReading tells the transport whether the layer will read the
+	// connection (false while delivery is held, and after the peer's FIN),
+	// so that one that sleeps on readiness does not wake for it.
+	SetReading(on bool)
+	// Close ends our direction in order (FIN after what was written) and
+	// releases the connection; the layer calls it once and never again
+	// touches the connection.
+	Close()
+	// Abort resets the connection and releases it, as Close.
+	Abort()
+}
+
+// Transport is the engine under a Layer.
+type Transport interface {
+	// Poll moves the engine on: frames in (ACKs that open windows
+	// included), timers due. Every Rx and Flush calls it first.
+	Poll()
+	// Accept calls add for each connection a server has accepted since
+	// the last call, with the peer's address, without blocking.
+	Accept(add func(c Conn, peer netip.AddrPort))
+	// Push sends what the connections wrote. Its error is the device's.
+	Push() error
+}
+
+// Holder is implemented by the backends of the stream kinds (Layer.Hold):
+// a caller that could not queue an answer to a peer holds the peer, so
+// that back-pressure reaches it, until the answer fits.
+type Holder interface {
+	Hold(peer netip.AddrPort, on bool) bool
+}
+
+// Options size and tune a Layer.
+type Options struct {
+	// MaxRecord is the largest record payload (Config.MaxDatagram).
+	MaxRecord int
+	// RxBatch bounds the records one Rx returns (Config.RxBatch).
+	RxBatch int
+	// StagingSize and DecoderSize are each connection's send staging and
+	// receive buffer, in bytes.
+	StagingSize, DecoderSize int
+	// SendStall, when positive, reports a connection that takes no byte
+	// for that long while released bytes wait: Flush returns
+	// StallError(peer, stalled) once per stall.
+	SendStall  time.Duration
+	StallError func(peer netip.AddrPort, stalled time.Duration) error
+}
+
+// Counters are the layer's counts, as core.Stats names them where it has
+// the name.
+type Counters struct {
+	TxQueued, TxBackpressure, TxOversize, TxSent, TxDropped, TxBytes uint64
+	RxDelivered, RxBytes, RxTruncated, RxMalformed                  uint64
+	Accepts, Resets, PeerCloses                                      uint64
+	// NoConn counts Queue and QueueTo calls that found no connection
+	// (layer "tcp", counter "queue_no_conn").
+	NoConn uint64
+	// Stalls counts reported send stalls; StreamTx and StreamRx the bytes
+	// written to and read from the transport, record prefixes included.
+	Stalls, StreamTx, StreamRx uint64
+}
+
+// conn is one connection of the set.
+type conn struct {
+	t     Conn
+	peer  netip.AddrPort
+	stage *record.Staging
+	dec   *record.Decoder
+	// released is how many bytes at the front of stage.Pending a Flush
+	// has released and the transport has not taken yet: every Rx and
+	// Flush writes them as it makes room. Bytes staged after them wait
+	// for the next Flush.
+	released int
+	// sentPayload is the part of stage.TakenPayload already in TxBytes.
+	sentPayload uint64
+	// more: the last read filled the decoder's tail, more may wait.
+	more bool
+	// delivered: this Rx handed out records of this connection.
+	delivered bool
+	// held: Hold stopped delivery; nothing is read or delivered.
+	held bool
+	// eof: the peer's FIN was read; reported: its PeerError was queued.
+	eof, reported bool
+	// dead says why the connection ended, nil while it lives.
+	dead *core.PeerError
+	// stallSince is when released bytes last stopped moving (zero while
+	// they move); stallReported: this stall was reported.
+	stallSince    time.Time
+	stallReported bool
+}
+
+// Layer is the stream layer over one Transport. Create it with New.
+type Layer struct {
+	opt    Options
+	t      Transport
+	conns  []*conn
+	byPeer map[netip.AddrPort]*conn
+	rr     int     // connection Rx starts with, for fairness
+	errs   []error // to report, oldest first
+	accept func(Conn, netip.AddrPort)
+	st     Counters
+}
+
+// New returns a Layer over t.
+func New(t Transport, o Options) *Layer {
+	s := &Layer{opt: o, t: t, byPeer: make(map[netip.AddrPort]*conn)}
+	s.accept = s.accepted
+	return s
+}
+
+// Add takes c, connected to peer, into the set (a client's connection;
+// a server's come through Transport.Accept).
+func (s *Layer) Add(c Conn, peer netip.AddrPort) {
+	k := &conn{t: c, peer: peer,
+		stage: record.NewStaging(s.opt.StagingSize),
+		dec:   record.NewDecoder(s.opt.MaxRecord, s.opt.DecoderSize)}
+	s.conns = append(s.conns, k)
+	s.byPeer[peer] = k
+}
+
+func (s *Layer) accepted(c Conn, peer netip.AddrPort) {
+	s.Add(c, peer)
+	s.st.Accepts++
+}
+
+// Len is the number of connections in the set.
+func (s *Layer) Len() int { return len(s.conns) }
+
+// Conn returns the transport connection i of the set (0 <= i < Len), in
+// the order they were added.
+func (s *Layer) Conn(i int) Conn { return s.conns[i].t }
+
+// Staged returns connection i's bytes released and not yet taken, and its
+// staged bytes and records (a record partly taken counts).
+func (s *Layer) Staged(i int) (released, bytes, records int) {
+	c := s.conns[i]
+	return c.released, c.stage.Len(), c.stage.Records()
+}
+
+// Counters returns the counts so far.
+func (s *Layer) Counters() Counters { return s.st }
+
+// Fill copies the counts that core.Stats has fields for into st, and Conns.
+func (s *Layer) Fill(st *core.Stats) {
+	c := &s.st
+	st.TxQueued, st.TxBackpressure, st.TxOversize = c.TxQueued, c.TxBackpressure, c.TxOversize
+	st.TxSent, st.TxDropped, st.TxBytes = c.TxSent, c.TxDropped, c.TxBytes
+	st.RxDelivered, st.RxBytes, st.RxTruncated, st.RxMalformed = c.RxDelivered, c.RxBytes, c.RxTruncated, c.RxMalformed
+	st.Accepts, st.Resets, st.PeerCloses = c.Accepts, c.Resets, c.PeerCloses
+	st.Conns = uint64(len(s.conns))
+}
+
+// Report queues err for the next Rx or Flush to return.
+func (s *Layer) Report(err error) { s.errs = append(s.errs, err) }
+
+// Queue stages payload as one record for every connection that can still
+// send, all of them or none. It returns false, and stages nothing
+// anywhere, when there is no connection (NoConn), the payload exceeds
+// MaxRecord (TxOversize, one per connection), or any connection's staging
+// lacks room (TxBackpressure, one per connection).
+func (s *Layer) Queue(payload []byte) bool {
+	var n uint64
+	fits := true
+	for _, c := range s.conns {
+		if c.dead == nil {
+			n++
+			fits = fits && c.stage.Fits(len(payload))
+		}
+	}
+	switch {
+	case n == 0:
+		s.st.NoConn++
+		return false
+	case len(payload) > s.opt.MaxRecord:
+		s.st.TxOversize += n
+		return false
+	case !fits:
+		s.st.TxBackpressure += n
+		return false
+	}
+	for _, c := range s.conns {
+		if c.dead == nil {
+			_ = c.stage.Put(payload) // Fits said yes
+		}
+	}
+	s.st.TxQueued += n
+	return true
+}
+
+// QueueTo stages payload as one record for the connection to peer to. It
+// returns false as Queue does; a peer that is not (or no longer) connected
+// counts in NoConn.
+func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) bool {
+	c := s.byPeer[to]
+	switch {
+	case c == nil || c.dead != nil:
+		s.st.NoConn++
+		return false
+	case len(payload) > s.opt.MaxRecord:
+		s.st.TxOversize++
+		return false
+	case c.stage.Put(payload) != nil:
+		s.st.TxBackpressure++
+		return false
+	}
+	s.st.TxQueued++
+	return true
+}
+
+// Hold stops (on) or resumes delivery from peer: while held, Rx delivers
+// no record of that connection and reads nothing from it, so that its
+// stream backs up to the peer (TCP's window closes). A caller that could
+// not queue an answer holds the peer until the answer fits. It returns
+// false when peer has no connection.
+func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
+	c := s.byPeer[peer]
+	if c == nil {
+		return false
+	}
+	if c.held != on {
+		c.held = on
+		if !c.eof && c.dead == nil {
+			c.t.SetReading(!on)
+		}
+	}
+	return true
+}
+
+// Flush releases every connection's staged records to its stream and
+// writes them, as much as each transport connection takes; what it does
+// not take moves on with every later Rx and Flush. It polls the transport
+// and accepts first, removes the connections that ended, and pushes what
+// was written. It returns the device's error from Push, or the oldest
+// unreported peer event (*core.PeerError, a stall error).
+func (s *Layer) Flush() error {
+	s.t.Poll()
+	s.t.Accept(s.accept)
+	for _, c := range s.conns {
+		if c.dead == nil {
+			c.released = c.stage.Len()
+			s.send(c)
+		}
+	}
+	s.reap()
+	if err := s.t.Push(); err != nil {
+		return err
+	}
+	return s.takeErr()
+}
+
+// send writes c's released bytes, as many as the transport takes.
+func (s *Layer) send(c *conn) {
+	if c.dead != nil || c.released == 0 {
+		return
+	}
+	p := c.stage.Pending()[:c.released]
+	n, err := c.t.Write(p)
+	if n > 0 {
+		c.released -= n
+		s.st.TxSent += uint64(c.stage.Consume(n))
+		taken := c.stage.TakenPayload()
+		s.st.TxBytes += taken - c.sentPayload
+		c.sentPayload = taken
+		s.st.StreamTx += uint64(n)
+		c.stallSince, c.stallReported = time.Time{}, false
+	}
+	if err != nil {
+		c.released = 0
+		s.kill(c, err)
+		return
+	}
+	if c.released > 0 && s.opt.SendStall > 0 {
+		s.watchStall(c)
+	}
+}
+
+// watchStall reports c once when its released bytes have not moved for
+// SendStall.
+func (s *Layer) watchStall(c *conn) {
+	now := time.Now()
+	if c.stallSince.IsZero() {
+		c.stallSince = now
+		return
+	}
+	if !c.stallReported && now.Sub(c.stallSince) >= s.opt.SendStall {
+		c.stallReported = true
+		s.st.Stalls++
+		s.errs = append(s.errs, s.opt.StallError(c.peer, now.Sub(c.stallSince)))
+	}
+}
+
+// kill ends c after err from its transport; reap removes it.
+func (s *Layer) kill(c *conn, err error) {
+	if c.dead != nil {
+		return
+	}
+	var pe *core.PeerError
+	if !errors.As(err, &pe) {
+		pe = &core.PeerError{Reset: true, Err: err}
+	}
+	pe.Peer = c.peer
+	c.dead = pe
+}
+
+// Rx returns up to min(len(pkts), RxBatch) records from the connections,
+// reading each at most once per call, starting with another connection
+// each call. pkts[i].Data points into the connection's decoder and is
+// valid until the next Rx; From is the connection's peer. A record longer
+// than MaxRecord is skipped as it arrives and counted in RxTruncated. Like
+// Flush, Rx polls the transport, accepts, writes what earlier Flushes
+// released, removes the connections that ended and pushes. With no record
+// to return, its error is Push's or the oldest unreported peer event.
+func (s *Layer) Rx(pkts []core.Packet) (int, error) {
+	for _, c := range s.conns {
+		// The records of the last Rx are done with: make room, also after
+		// a read that only skipped an oversize record.
+		c.dec.Compact()
+		c.delivered = false
+		if core.Debug {
+			core.Poison(c.dec.Tail())
+		}
+	}
+	s.t.Poll()
+	s.t.Accept(s.accept)
+	for _, c := range s.conns {
+		s.send(c)
+	}
+	want := min(len(pkts), s.opt.RxBatch)
+	k := 0
+	nc := len(s.conns)
+	for i := 0; i < nc && k < want; i++ {
+		k = s.receive(s.conns[(s.rr+i)%nc], pkts, k, want)
+	}
+	if nc > 0 {
+		s.rr = (s.rr + 1) % nc
+	}
+	s.st.RxDelivered += uint64(k)
+	s.reap()
+	if err := s.t.Push(); err != nil {
+		if k == 0 {
+			return 0, err
+		}
+		s.errs = append(s.errs, err)
+	}
+	if k > 0 {
+		return k, nil
+	}
+	return 0, s.takeErr()
+}
+
+// receive delivers c's records into pkts[k:want], reading the transport
+// once when the buffered records run out, and returns the new k.
+func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
+	if c.held {
+		return k
+	}
+	read := false
+	for k < want {
+		r, err := c.dec.Next()
+		if err != nil { // record.ErrOversize: dropped by the decoder
+			s.st.RxTruncated++
+			continue
+		}
+		if r != nil {
+			pkts[k] = core.Packet{Data: r, From: c.peer}
+			s.st.RxBytes += uint64(len(r))
+			c.delivered = true
+			k++
+			continue
+		}
+		if read || c.eof || c.dead != nil || !(c.more || c.t.Readable()) {
+			break
+		}
+		tail := c.dec.Tail()
+		if len(tail) == 0 {
+			c.more = true // full of records handed out in this call
+			break
+		}
+		n, err := c.t.Read(tail)
+		read = true
+		switch {
+		case err == io.EOF:
+			c.more = false
+			c.eof = true
+			s.st.PeerCloses++
+			c.t.SetReading(false)
+		case err != nil:
+			c.more = false
+			s.kill(c, err)
+		default:
+			c.dec.Commit(n)
+			s.st.StreamRx += uint64(n)
+			c.more = n == len(tail)
+		}
+	}
+	return k
+}
+
+// Ready reports whether an Rx now may return something or move a stream
+// on without the transport waking: an event to report, records decoded
+// and not delivered, a connection that may be read or may take released
+// bytes. A transport whose Readable and Writable always say true sleeps on
+// its own readiness instead (epoll).
+func (s *Layer) Ready() bool {
+	if len(s.errs) > 0 {
+		return true
+	}
+	for _, c := range s.conns {
+		if c.dead != nil || c.held {
+			continue
+		}
+		if c.dec.Complete() || (!c.eof && (c.more || c.t.Readable())) {
+			return true
+		}
+		if c.released > 0 && c.t.Writable() {
+			return true
+		}
+	}
+	return false
+}
+
+// reap removes the connections that ended and have nothing left to
+// deliver, counting them and queueing their PeerErrors, and closes our
+// side of those whose peer finished once everything staged for them is
+// written.
+func (s *Layer) reap() {
+	k := 0
+	for _, c := range s.conns {
+		switch {
+		case c.dead != nil && !c.dec.Complete():
+			s.cutRecord(c)
+			if c.dead.Reset {
+				s.st.Resets++
+			} else if !c.eof {
+				s.st.PeerCloses++
+			}
+			s.st.TxDropped += uint64(c.stage.Records())
+			s.errs = append(s.errs, c.dead)
+			s.remove(c)
+			c.t.Abort()
+			continue
+		case c.eof && !c.delivered && !c.dec.Complete():
+			if !c.reported {
+				c.reported = true
+				s.cutRecord(c)
+				s.errs = append(s.errs, &core.PeerError{Peer: c.peer})
+			}
+			if c.stage.Len() == 0 {
+				s.remove(c)
+				c.t.Close()
+				continue
+			}
+		}
+		s.conns[k] = c
+		k++
+	}
+	clear(s.conns[k:])
+	s.conns = s.conns[:k]
+}
+
+// cutRecord counts the partial record that c's end cut off, once.
+func (s *Layer) cutRecord(c *conn) {
+	if c.dec.Buffered() > 0 {
+		s.st.RxMalformed++
+	}
+	c.dec.Reset()
+}
+
+func (s *Layer) remove(c *conn) {
+	if s.byPeer[c.peer] == c {
+		delete(s.byPeer, c.peer)
+	}
+}
+
+// takeErr returns the oldest unreported error, once.
+func (s *Layer) takeErr() error {
+	if len(s.errs) == 0 {
+		return nil
+	}
+	err := s.errs[0]
+	copy(s.errs, s.errs[1:])
+	s.errs[len(s.errs)-1] = nil
+	s.errs = s.errs[:len(s.errs)-1]
+	return err
+}
+
+// Abandon counts what is still staged, for a backend that closes: a
+// record whose head the stream already took counts as sent, not dropped
+// (the receiver sees it cut and counts it, RxMalformed); every other
+// staged record counts in TxDropped, on every connection, ended or not.
+// The stagings are empty afterwards.
+func (s *Layer) Abandon() {
+	for _, c := range s.conns {
+		n := uint64(c.stage.Records())
+		if c.dead == nil && c.stage.Started() {
+			n--
+			s.st.TxSent++
+		}
+		s.st.TxDropped += n
+		c.stage.Reset()
+		c.released = 0
+	}
+}
+
+// Close closes every connection (Conn.Close; Conn.Abort for one that
+// failed) and empties the set. Call Abandon first to count what was
+// staged.
+func (s *Layer) Close() {
+	for _, c := range s.conns {
+		if c.dead != nil {
+			c.t.Abort()
+		} else {
+			c.t.Close()
+		}
+	}
+	clear(s.conns)
+	s.conns = s.conns[:0]
+	clear(s.byPeer)
+}
