@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"runtime"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	layer "github.com/dgramio/dgramio/internal/stream"
 	"github.com/dgramio/dgramio/stack"
 )
 
@@ -156,66 +158,42 @@ type Backend struct {
 	guard core.Guard
 	once  sync.Once
 
-	conns   []*conn // poll loop only
+	s       *layer.Layer // poll loop only, and Stats under guard
 	ln      tcpip.Endpoint
 	lnWQ    *waiter.Queue
 	lnEntry waiter.Entry
 	lnReady atomic.Bool
-	errs    []error // PeerErrors to report, poll loop only
-	next    int     // first connection Rx looks at, for fairness
-	noYield bool    // drive does not yield to netstack (BenchmarkHandoff)
-	ndead   int     // connections killed since the last reap
+	noYield bool // Poll does not yield to netstack (BenchmarkHandoff)
 
-	stats counters
+	// final holds the counters as Close left them, for Stats after
+	// Close; finalMu is held by Close until they are set.
+	finalMu sync.Mutex
+	final   core.Stats
+	finalC  layer.Counters
 
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
 	_ [64]byte
 }
 
-// counters are updated by the poll loop and read by Stats from any
-// goroutine.
-type counters struct {
-	txQueued, txBackpressure, txOversize, txSent, txDropped, txBytes atomic.Uint64
-	rxDelivered, rxBytes, rxTruncated                                atomic.Uint64
-	conns, accepts, resets, peerCloses, stalls, noConn               atomic.Uint64
-	streamTx, streamRx                                               atomic.Uint64 // bytes through netstack
-}
-
 var _ core.Backend = (*Backend)(nil)
 
-// conn is one TCP connection and its record buffers.
+// conn is one netstack endpoint: the layer.Conn of the userspace TCP.
 type conn struct {
 	b     *Backend
 	ep    tcpip.Endpoint
 	wq    *waiter.Queue
 	entry waiter.Entry
 	peer  netip.AddrPort
-	stage *Staging
-	dec   *Decoder
-	// released is how many bytes at the front of stage.Pending a Flush has
-	// released to the stream and netstack has not taken yet (its send
-	// buffer was full): Rx and Flush hand them over as the window opens.
-	// Bytes staged after them wait for the next Flush.
-	released int
-	rd       bytes.Reader      // Pending staged bytes, for Write
-	w        tcpip.SliceWriter // the decoder's Tail, for Read
+	rd    bytes.Reader      // the bytes of a Write
+	w     tcpip.SliceWriter // the buffer of a Read
 
 	// ready is set by netstack's goroutines (NotifyEvent) when the
 	// connection became readable, writable or failed.
 	ready atomic.Bool
-	// more: the last read filled the decoder, or records wait in it.
-	more bool
-	// delivered: Rx handed out records from dec since its last Compact.
-	delivered bool
-	// stallSince is when staged bytes last stopped moving; zero when they
-	// move. stallReported: this stall was reported.
-	stallSince    time.Time
-	stallReported bool
-	// dead says why the connection ended (a *core.PeerError), nil while
-	// it lives.
-	dead *core.PeerError
 }
+
+var _ layer.Conn = (*conn)(nil)
 
 // NotifyEvent implements waiter.EventListener. Netstack's goroutines call
 // it; it marks the connection and wakes a sleeping poll loop.
@@ -313,6 +291,16 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Backen
 		return nil, err
 	}
 	b := &Backend{cfg: cfg, tune: TuningFromConfig(cfg), st: st, fio: fio, opts: opts}
+	b.s = layer.New((*transport)(b), layer.Options{
+		MaxRecord:   cfg.MaxDatagram,
+		RxBatch:     cfg.RxBatch,
+		StagingSize: stagingSize(cfg),
+		DecoderSize: decoderSize(cfg),
+		SendStall:   cfg.TCP.SendStall,
+		StallError: func(peer netip.AddrPort, stalled time.Duration) error {
+			return &SendStallError{Peer: peer, Stalled: stalled}
+		},
+	})
 	b.opts.Close = release
 	if opts.ARPShare != nil {
 		opts.ARPShare.join(st.EP)
@@ -340,19 +328,73 @@ func (b *Backend) fullAddr(a netip.Addr, port uint16) tcpip.FullAddress {
 }
 
 func (b *Backend) newConn(ep tcpip.Endpoint, wq *waiter.Queue, peer netip.AddrPort) *conn {
-	c := &conn{b: b, ep: ep, wq: wq, peer: peer,
-		stage: NewStaging(stagingSize(b.cfg)), dec: NewDecoder(b.cfg.MaxDatagram, decoderSize(b.cfg))}
+	c := &conn{b: b, ep: ep, wq: wq, peer: peer}
 	c.entry.Init(c, waiter.ReadableEvents|waiter.WritableEvents|waiter.EventHUp|waiter.EventErr)
 	wq.EventRegister(&c.entry)
 	c.ready.Store(true)
 	return c
 }
 
-// release unregisters and closes the connection's endpoint (FIN, or RST
-// if the peer reset it already).
-func (c *conn) release() {
+// Write implements layer.Conn: netstack copies what its send buffer
+// takes.
+func (c *conn) Write(p []byte) (int, error) {
+	c.rd.Reset(p)
+	n, terr := c.ep.Write(&c.rd, tcpip.WriteOptions{})
+	switch terr.(type) {
+	case nil, *tcpip.ErrWouldBlock:
+		return int(n), nil
+	}
+	return int(n), peerError(terr)
+}
+
+// Read implements layer.Conn.
+func (c *conn) Read(p []byte) (int, error) {
+	c.ready.Store(false) // an event from now on sets it again
+	c.w = tcpip.SliceWriter(p)
+	res, terr := c.ep.Read(&c.w, tcpip.ReadOptions{})
+	switch terr.(type) {
+	case nil:
+	case *tcpip.ErrWouldBlock:
+		return 0, nil
+	case *tcpip.ErrClosedForReceive:
+		return 0, io.EOF // the peer's FIN
+	default:
+		return 0, peerError(terr)
+	}
+	if c.b.tune.Moderate {
+		c.ep.ModerateRecvBuf(res.Count)
+	}
+	return res.Count, nil
+}
+
+// peerError is the stream's end for a netstack error: a reset unless the
+// endpoint was closed in order.
+func peerError(terr tcpip.Error) error {
+	_, closed := terr.(*tcpip.ErrClosedForSend)
+	return &core.PeerError{Reset: !closed, Err: goErr(terr)}
+}
+
+// Readable implements layer.Conn: netstack said so since the last Read.
+func (c *conn) Readable() bool { return c.ready.Load() }
+
+// Writable implements layer.Conn.
+func (c *conn) Writable() bool { return c.ep.Readiness(waiter.WritableEvents) != 0 }
+
+// SetReading implements layer.Conn: Wait asks the layer (Layer.Ready),
+// which skips a connection it does not read.
+func (c *conn) SetReading(bool) {}
+
+// Close implements layer.Conn: unregister and close the endpoint (FIN
+// after what was written, or RST if the peer reset it already).
+func (c *conn) Close() {
 	c.wq.EventUnregister(&c.entry)
 	c.ep.Close()
+}
+
+// Abort implements layer.Conn.
+func (c *conn) Abort() {
+	c.ep.Abort()
+	c.Close()
 }
 
 func (b *Backend) listen() error {
@@ -381,8 +423,37 @@ func (b *Backend) listen() error {
 	return nil
 }
 
-// accept takes every connection the listener has. Poll loop only.
-func (b *Backend) accept() {
+// transport is the Backend as the stream layer's Transport.
+type transport Backend
+
+var _ layer.Transport = (*transport)(nil)
+
+// Poll implements layer.Transport: it delivers received frames to
+// netstack. Netstack hands each TCP segment to a processor goroutine;
+// when frames were delivered, Poll yields once (runtime.Gosched) so that
+// the processor runs before the connections are read (package stack's
+// documentation has the numbers).
+func (t *transport) Poll() {
+	b := (*Backend)(t)
+	total := 0
+	for total < pollBudget {
+		n := b.st.EP.Poll(b.cfg.RxBatch)
+		total += n
+		if n < b.cfg.RxBatch {
+			break
+		}
+	}
+	if total > 0 && !b.noYield {
+		runtime.Gosched()
+	}
+}
+
+// Push implements layer.Transport: one kick for what netstack wrote.
+func (t *transport) Push() error { return t.st.EP.Flush() }
+
+// Accept implements layer.Transport: every connection the listener has.
+func (t *transport) Accept(add func(layer.Conn, netip.AddrPort)) {
+	b := (*Backend)(t)
 	if b.ln == nil || !b.lnReady.Swap(false) {
 		return
 	}
@@ -397,13 +468,11 @@ func (b *Backend) accept() {
 			// connection rather than run it untuned.
 			ep.Abort()
 			ep.Close()
-			b.errs = append(b.errs, err)
+			b.s.Report(err)
 			continue
 		}
 		peer := netip.AddrPortFrom(netip.AddrFrom4(addr.Addr.As4()), addr.Port)
-		b.conns = append(b.conns, b.newConn(ep, wq, peer))
-		b.stats.accepts.Add(1)
-		b.stats.conns.Store(uint64(len(b.conns)))
+		add(b.newConn(ep, wq, peer), peer)
 	}
 }
 
@@ -422,7 +491,7 @@ func (b *Backend) connectAll() error {
 			return fmt.Errorf("tcp: new endpoint: %w", goErr(terr))
 		}
 		c := b.newConn(ep, wq, netip.AddrPortFrom(d, b.cfg.Port))
-		b.conns = append(b.conns, c) // released by shutdown on error
+		b.s.Add(c, c.peer) // released by shutdown on error
 		if err := b.tune.ApplyEndpoint(ep); err != nil {
 			return err
 		}
@@ -492,10 +561,9 @@ func (b *Backend) connectAll() error {
 	if err := b.st.EP.Flush(); err != nil {
 		return fmt.Errorf("tcp: connect: %w", err)
 	}
-	for _, c := range b.conns {
-		c.ready.Store(true)
+	for i := 0; i < b.s.Len(); i++ {
+		b.s.Conn(i).(*conn).ready.Store(true)
 	}
-	b.stats.conns.Store(uint64(len(b.conns)))
 	return nil
 }
 
@@ -557,35 +625,17 @@ func (b *Backend) bindSourcePort(ep tcpip.Endpoint, peer netip.AddrPort) error {
 }
 
 // Queue copies payload as one record into the staging of every connection
-// (all of them or none) and returns true; false when one of them has no
-// room (TxBackpressure, one per connection), when payload is longer than
-// MaxDatagram (TxOversize), when there is no connection ("queue_no_conn",
-// layer "tcp"), or after Close.
-// Nothing is sent before Flush.
+// (all of them or none) and returns true; false when there is no
+// connection ("queue_no_conn", layer "tcp"), when payload is longer than
+// MaxDatagram (TxOversize, one per connection), when one of them has no
+// room (TxBackpressure, one per connection), or after Close. Nothing is
+// sent before Flush.
 func (b *Backend) Queue(payload []byte) bool {
 	if !b.guard.Enter() {
 		return false
 	}
 	defer b.guard.Exit()
-	if len(payload) > b.cfg.MaxDatagram {
-		b.stats.txOversize.Add(1)
-		return false
-	}
-	if len(b.conns) == 0 {
-		b.stats.noConn.Add(1)
-		return false
-	}
-	for _, c := range b.conns {
-		if !c.stage.Fits(len(payload)) {
-			b.stats.txBackpressure.Add(uint64(len(b.conns)))
-			return false
-		}
-	}
-	for _, c := range b.conns {
-		_ = c.stage.Put(payload) // fits: checked above
-	}
-	b.stats.txQueued.Add(uint64(len(b.conns)))
-	return true
+	return b.s.Queue(payload)
 }
 
 // QueueTo is Queue for the one connection whose peer is to (the From of a
@@ -597,271 +647,60 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
 		return false
 	}
 	defer b.guard.Exit()
-	if len(payload) > b.cfg.MaxDatagram {
-		b.stats.txOversize.Add(1)
-		return false
-	}
-	for _, c := range b.conns {
-		if c.peer == to {
-			if c.stage.Put(payload) != nil {
-				b.stats.txBackpressure.Add(1)
-				return false
-			}
-			b.stats.txQueued.Add(1)
-			return true
-		}
-	}
-	b.stats.noConn.Add(1)
-	return false
+	return b.s.QueueTo(payload, to)
 }
 
-// Flush hands every connection's staged records to netstack, drives the
-// stack and kicks what netstack wrote. It never blocks. It returns a
-// reported peer error (*core.PeerError: a close or a reset; *SendStallError)
-// once,
-// a device error from the FrameIO's Kick, or net.ErrClosed after Close.
+// Hold stops (on) or resumes delivery from the connection of peer, as
+// layer.Layer.Hold: while held, Rx reads and delivers nothing of it, so
+// netstack's receive buffer fills and TCP's window stops the peer. A
+// server that cannot queue an answer (QueueTo refused) holds the peer
+// until the answer fits. It returns false when peer has no connection or
+// the backend is closed.
+func (b *Backend) Hold(peer netip.AddrPort, on bool) bool {
+	if !b.guard.Enter() {
+		return false
+	}
+	defer b.guard.Exit()
+	return b.s.Hold(peer, on)
+}
+
+// Flush drives the stack, hands every connection's staged records to
+// netstack and kicks what netstack wrote. It never blocks. It returns a
+// reported peer event (*core.PeerError: a FIN or a reset; *SendStallError)
+// once, a device error from the FrameIO's Kick, or net.ErrClosed after
+// Close.
 func (b *Backend) Flush() error {
 	if !b.guard.Enter() {
 		return net.ErrClosed
 	}
 	defer b.guard.Exit()
-	b.accept()
-	for _, c := range b.conns {
-		c.released = c.stage.Len()
-		b.send(c)
-	}
-	b.drive()
-	for _, c := range b.conns {
-		if c.released > 0 {
-			b.send(c) // the ACKs just delivered may have opened the window
-		}
-	}
-	b.reap()
-	if err := b.st.EP.Flush(); err != nil {
-		return err
-	}
-	return b.takeErr()
-}
-
-// send writes c's released staged bytes into netstack. Poll loop only.
-func (b *Backend) send(c *conn) {
-	if c.dead != nil || c.released == 0 {
-		return
-	}
-	p := c.stage.Pending()[:c.released]
-	c.rd.Reset(p)
-	n, terr := c.ep.Write(&c.rd, tcpip.WriteOptions{})
-	if n > 0 {
-		c.released -= int(n)
-		recs := c.stage.Consume(int(n))
-		b.stats.txSent.Add(uint64(recs))
-		b.stats.streamTx.Add(uint64(n))
-		c.stallSince, c.stallReported = time.Time{}, false
-	}
-	switch terr.(type) {
-	case nil:
-		if c.released == 0 {
-			return
-		}
-	case *tcpip.ErrWouldBlock:
-	default:
-		b.kill(c, terr)
-		return
-	}
-	// Bytes are left: the send buffer is full because the window is
-	// closed or the peer is slow. Watch for a stall.
-	now := time.Now()
-	if c.stallSince.IsZero() {
-		c.stallSince = now
-		return
-	}
-	if !c.stallReported && now.Sub(c.stallSince) >= b.cfg.TCP.SendStall {
-		c.stallReported = true
-		b.stats.stalls.Add(1)
-		b.errs = append(b.errs, &SendStallError{Peer: c.peer, Stalled: now.Sub(c.stallSince)})
-	}
-}
-
-// kill ends c after the netstack error terr (reset, closed, timed out);
-// reap removes it.
-func (b *Backend) kill(c *conn, terr tcpip.Error) {
-	if c.dead != nil {
-		return
-	}
-	b.ndead++
-	reset := true
-	switch terr.(type) {
-	case *tcpip.ErrClosedForReceive, *tcpip.ErrClosedForSend:
-		reset = false
-	}
-	c.dead = &core.PeerError{Peer: c.peer, Reset: reset, Err: goErr(terr)}
-}
-
-// reap removes dead connections, counting and reporting them. Poll loop
-// only.
-func (b *Backend) reap() {
-	if b.ndead == 0 {
-		return
-	}
-	b.ndead = 0
-	kept := b.conns[:0]
-	for _, c := range b.conns {
-		if c.dead == nil {
-			kept = append(kept, c)
-			continue
-		}
-		if c.dead.Reset {
-			b.stats.resets.Add(1)
-		} else {
-			b.stats.peerCloses.Add(1)
-		}
-		b.stats.txDropped.Add(uint64(c.stage.Records()))
-		b.errs = append(b.errs, c.dead)
-		c.release()
-	}
-	clear(b.conns[len(kept):])
-	b.conns = kept
-	b.stats.conns.Store(uint64(len(b.conns)))
-}
-
-// takeErr returns the oldest unreported error, once.
-func (b *Backend) takeErr() error {
-	if len(b.errs) == 0 {
-		return nil
-	}
-	err := b.errs[0]
-	copy(b.errs, b.errs[1:])
-	b.errs[len(b.errs)-1] = nil
-	b.errs = b.errs[:len(b.errs)-1]
-	return err
-}
-
-// drive delivers received frames to netstack and accepts. Netstack hands
-// each TCP segment to a processor goroutine; when frames were delivered,
-// drive yields once (runtime.Gosched) so that the processor runs before the
-// connections are read (package stack's documentation has the numbers).
-func (b *Backend) drive() {
-	total := 0
-	for total < pollBudget {
-		n := b.st.EP.Poll(b.cfg.RxBatch)
-		total += n
-		if n < b.cfg.RxBatch {
-			break
-		}
-	}
-	if total > 0 && !b.noYield {
-		runtime.Gosched()
-	}
-	b.accept()
+	return b.s.Flush()
 }
 
 // Rx returns up to min(len(pkts), Config.RxBatch) whole records from the
 // connections, as kind tcp does. It never blocks. pkts[i].Data is valid
 // until the next Rx. Like Flush, it drives the stack and hands netstack the
 // bytes of earlier Flushes that its send buffer refused (a caller whose
-// Queue is refused need not Flush for the stream to move). The error is a
-// peer's close or reset (*core.PeerError), reported once, when Rx has no
-// record to return; net.ErrClosed after Close.
+// Queue is refused need not Flush for the stream to move). A record longer
+// than MaxDatagram is skipped as it arrives and counted in RxTruncated.
+// The error is a peer's FIN or reset (*core.PeerError), reported once,
+// when Rx has no record to return; net.ErrClosed after Close.
 func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	if !b.guard.Enter() {
 		return 0, net.ErrClosed
 	}
 	defer b.guard.Exit()
-	for _, c := range b.conns {
-		if c.delivered {
-			c.dec.Compact()
-			c.delivered = false
-		}
+	n, err := b.s.Rx(pkts)
+	if n == 0 && err == nil {
+		// Nothing for the caller: let netstack's goroutines (the
+		// processor that has our segments, the peer's poll loop in the
+		// same process) run before the caller polls again. A poll loop
+		// that spins on Rx would otherwise hold its P until preempted
+		// (10 ms) whenever the Ps are all busy (GOMAXPROCS=1, or as many
+		// spinning loops as Ps).
+		runtime.Gosched()
 	}
-	b.drive()
-	for _, c := range b.conns {
-		if c.released > 0 {
-			b.send(c) // what earlier Flushes left, now that ACKs came
-		}
-	}
-	if len(pkts) > b.cfg.RxBatch {
-		pkts = pkts[:b.cfg.RxBatch]
-	}
-	n := 0
-	if len(b.conns) > 0 {
-		if b.next >= len(b.conns) {
-			b.next = 0
-		}
-		for i := 0; i < len(b.conns) && n < len(pkts); i++ {
-			c := b.conns[(b.next+i)%len(b.conns)]
-			n += b.receive(c, pkts[n:])
-		}
-		b.next++
-	}
-	b.reap()
-	if err := b.st.EP.Flush(); err != nil {
-		if n == 0 {
-			return 0, err
-		}
-		b.errs = append(b.errs, err)
-	}
-	if n > 0 {
-		return n, nil
-	}
-	if err := b.takeErr(); err != nil {
-		return 0, err
-	}
-	// Nothing for the caller: let netstack's goroutines (the processor
-	// that has our segments, the peer's poll loop in the same process)
-	// run before the caller polls again. A poll loop that spins on Rx
-	// would otherwise hold its P until preempted (10 ms) whenever the
-	// Ps are all busy (GOMAXPROCS=1, or as many spinning loops as Ps).
-	runtime.Gosched()
-	return 0, nil
-}
-
-// receive reads c's stream and decodes records into pkts. Poll loop only.
-func (b *Backend) receive(c *conn, pkts []core.Packet) int {
-	n := 0
-	for n < len(pkts) && c.dead == nil {
-		rec, err := c.dec.Next()
-		if err != nil { // ErrOversize: dropped by the decoder, counted here
-			b.stats.rxTruncated.Add(1)
-			continue
-		}
-		if rec != nil {
-			pkts[n] = core.Packet{Data: rec, From: c.peer}
-			n++
-			c.delivered = true
-			b.stats.rxDelivered.Add(1)
-			b.stats.rxBytes.Add(uint64(len(rec)))
-			continue
-		}
-		if !c.ready.Swap(false) && !c.more {
-			break
-		}
-		tail := c.dec.Tail()
-		if len(tail) == 0 {
-			c.more = true // full of records handed out this round
-			break
-		}
-		c.w = tcpip.SliceWriter(tail)
-		res, terr := c.ep.Read(&c.w, tcpip.ReadOptions{})
-		switch terr.(type) {
-		case nil:
-		case *tcpip.ErrWouldBlock:
-			c.more = false
-			continue // decode what is there; the loop ends on the next nil
-		default:
-			b.kill(c, terr)
-			continue
-		}
-		c.dec.Commit(res.Count)
-		b.stats.streamRx.Add(uint64(res.Count))
-		if b.tune.Moderate {
-			c.ep.ModerateRecvBuf(res.Count)
-		}
-		c.more = res.Count == len(tail)
-	}
-	if n == len(pkts) {
-		c.more = true // records may be left in the decoder
-	}
-	return n
+	return n, err
 }
 
 // Wait sleeps until Rx may return something or move the stream on (a frame
@@ -884,18 +723,8 @@ func (b *Backend) Wait(ctx context.Context) error {
 	// sleep (which, on a FrameIO without Interrupt, takes up to
 	// stack.SleepSlice).
 	runtime.Gosched()
-	if len(b.errs) > 0 || b.lnReady.Load() {
+	if b.lnReady.Load() || b.s.Ready() {
 		return nil
-	}
-	for _, c := range b.conns {
-		if c.more || c.ready.Load() {
-			return nil
-		}
-		// Released bytes wait for room in netstack's send buffer: the
-		// event that says so may have been taken by a read since.
-		if c.released > 0 && c.dead == nil && c.ep.Readiness(waiter.WritableEvents) != 0 {
-			return nil
-		}
 	}
 	err := b.st.EP.Sleep(ctx)
 	if b.guard.Closed() {
@@ -917,25 +746,28 @@ func (b *Backend) Wait(ctx context.Context) error {
 // lost only with their connection (TxDropped) or refused (TxBackpressure,
 // TxOversize).
 func (b *Backend) Stats() core.Stats {
-	s := &b.stats
-	fs := b.fio.Stats()
-	out := core.Stats{
-		Kind: b.cfg.Kind, Mode: b.opts.Mode,
-		TxQueued: s.txQueued.Load(), TxBackpressure: s.txBackpressure.Load(), TxOversize: s.txOversize.Load(),
-		TxSent: s.txSent.Load(), TxDropped: s.txDropped.Load(), TxBytes: s.streamTx.Load(),
-		RxDelivered: s.rxDelivered.Load(), RxBytes: s.rxBytes.Load(), RxTruncated: s.rxTruncated.Load(),
-		Syscalls: fs.Syscalls,
-		Conns:    s.conns.Load(), Accepts: s.accepts.Load(), Resets: s.resets.Load(), PeerCloses: s.peerCloses.Load(),
-		SockSndBuf: b.tune.SendBuf, SockRcvBuf: b.tune.RecvBuf,
+	out := core.Stats{Kind: b.cfg.Kind, Mode: b.opts.Mode}
+	var s layer.Counters
+	if b.guard.Enter() {
+		b.s.Fill(&out)
+		s = b.s.Counters()
+		b.guard.Exit()
+	} else {
+		b.finalMu.Lock()
+		out, s = b.final, b.finalC
+		b.finalMu.Unlock()
 	}
+	fs := b.fio.Stats()
+	out.Syscalls = fs.Syscalls
+	out.SockSndBuf, out.SockRcvBuf = b.tune.SendBuf, b.tune.RecvBuf
 	out.Layers = b.st.AppendCounters(out.Layers)
 	out.Layers = append(out.Layers,
-		core.Counter{Layer: "stream", Name: "records_tx", Value: s.txSent.Load()},
-		core.Counter{Layer: "stream", Name: "records_rx", Value: s.rxDelivered.Load()},
-		core.Counter{Layer: "stream", Name: "bytes_tx", Value: s.streamTx.Load()},
-		core.Counter{Layer: "stream", Name: "bytes_rx", Value: s.streamRx.Load()},
-		core.Counter{Layer: "stream", Name: "send_stalls", Value: s.stalls.Load()},
-		core.Counter{Layer: "tcp", Name: "queue_no_conn", Value: s.noConn.Load()},
+		core.Counter{Layer: "stream", Name: "records_tx", Value: s.TxSent},
+		core.Counter{Layer: "stream", Name: "records_rx", Value: s.RxDelivered},
+		core.Counter{Layer: "stream", Name: "bytes_tx", Value: s.StreamTx},
+		core.Counter{Layer: "stream", Name: "bytes_rx", Value: s.StreamRx},
+		core.Counter{Layer: "stream", Name: "send_stalls", Value: s.Stalls},
+		core.Counter{Layer: "tcp", Name: "queue_no_conn", Value: s.NoConn},
 	)
 	for i := range fs.Layers {
 		fs.Layers[i].Loss = false // frames, which TCP retransmits
@@ -966,10 +798,15 @@ func FramesPerRecord(s core.Stats) (tx, rx float64) {
 func (b *Backend) Close() error {
 	var err error
 	b.once.Do(func() {
+		b.finalMu.Lock()
+		defer b.finalMu.Unlock()
 		if !b.guard.Shut(b.st.EP.Interrupt) {
 			return
 		}
 		err = b.shutdown(true)
+		b.final = core.Stats{Kind: b.cfg.Kind, Mode: b.opts.Mode}
+		b.s.Fill(&b.final)
+		b.finalC = b.s.Counters()
 	})
 	return err
 }
@@ -977,17 +814,19 @@ func (b *Backend) Close() error {
 // shutdown releases everything; linger drives the stack while the
 // connections close. The poll loop must not run.
 func (b *Backend) shutdown(linger bool) error {
-	for _, c := range b.conns {
-		b.stats.txDropped.Add(uint64(c.stage.Records()))
-		c.release()
+	b.s.Abandon()
+	eps := make([]tcpip.Endpoint, b.s.Len())
+	for i := range eps {
+		eps[i] = b.s.Conn(i).(*conn).ep
 	}
+	b.s.Close() // FINs
 	if b.ln != nil {
 		b.lnWQ.EventUnregister(&b.lnEntry)
 		b.ln.Close()
 	}
-	if linger && len(b.conns) > 0 {
+	if linger && len(eps) > 0 {
 		deadline := time.Now().Add(b.opts.Linger)
-		for time.Now().Before(deadline) && !b.allClosed() {
+		for time.Now().Before(deadline) && !allClosed(eps) {
 			b.st.EP.Poll(pollBudget)
 			b.st.EP.Flush()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
@@ -995,8 +834,6 @@ func (b *Backend) shutdown(linger bool) error {
 			cancel()
 		}
 	}
-	b.conns = nil
-	b.stats.conns.Store(0)
 	if b.opts.ARPShare != nil {
 		b.opts.ARPShare.leave(b.st.EP)
 	}
@@ -1028,9 +865,9 @@ const napPoll = 20 * time.Microsecond
 
 // allClosed reports whether every connection's FIN has been acknowledged
 // (or the connection is gone).
-func (b *Backend) allClosed() bool {
-	for _, c := range b.conns {
-		switch ntcp.EndpointState(c.ep.State()) {
+func allClosed(eps []tcpip.Endpoint) bool {
+	for _, ep := range eps {
+		switch ntcp.EndpointState(ep.State()) {
 		case ntcp.StateFinWait2, ntcp.StateTimeWait, ntcp.StateClose, ntcp.StateError:
 		default:
 			return false

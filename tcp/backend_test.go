@@ -440,7 +440,7 @@ func TestCloseAndReset(t *testing.T) {
 	})
 	t.Run("reset", func(t *testing.T) {
 		srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), collect)
-		cli.conns[0].ep.Abort() // RST
+		cli.conn(0).ep.Abort() // RST
 		cli.Flush()
 		pe := waitErr(srv)
 		if !pe.Reset {
@@ -785,7 +785,7 @@ func TestLostARPKeepsRTO(t *testing.T) {
 		t.Fatal("no ARP request was sent")
 	}
 	var info tcpip.TCPInfoOption
-	if terr := cli.conns[0].ep.GetSockOpt(&info); terr != nil {
+	if terr := cli.conn(0).ep.GetSockOpt(&info); terr != nil {
 		t.Fatal(terr)
 	}
 	t.Logf("after a lost ARP request: RTT %v, RTO %v", info.RTT, info.RTO)
@@ -794,3 +794,6 @@ func TestLostARPKeepsRTO(t *testing.T) {
 	}
 	stream(t, cli, 64<<10, func(uint64) int { return 1000 }, 30*time.Second)
 }
+
+// conn returns b's connection i (stream.Layer.Conn).
+func (b *Backend) conn(i int) *conn { return b.s.Conn(i).(*conn) }

@@ -270,7 +270,7 @@ func TestNagle(t *testing.T) {
 		ccfg.Nagle = nagle
 		ccfg.TCP.MinRTO = 5 * time.Second // no retransmission during the test
 		_, cli, c, pa, _ := connectCaptured(t, memio.Options{}, scfg, ccfg, Options{}, nil)
-		if got, _ := ReadEndpointTuning(cli.conns[0].ep); got.NoDelay == nagle {
+		if got, _ := ReadEndpointTuning(cli.conn(0).ep); got.NoDelay == nagle {
 			t.Fatalf("endpoint NoDelay %v with Nagle %v", got.NoDelay, nagle)
 		}
 		pa.SetImpairment(memio.Impairment{Loss: 1}) // server -> client lost
@@ -469,7 +469,7 @@ func TestCongestion(t *testing.T) {
 		ccfg.TCP.Congestion = cc
 		ccfg.TCP.MinRTO = 100 * time.Millisecond
 		cli, c, clock := lossySetup(t, ccfg)
-		ep := cli.conns[0].ep
+		ep := cli.conn(0).ep
 		if got, _ := ReadEndpointTuning(ep); got.Congestion != cc {
 			t.Fatalf("endpoint congestion %q, want %q", got.Congestion, cc)
 		}
@@ -512,7 +512,7 @@ func TestSendBuf(t *testing.T) {
 		ccfg.TCP.SendBuf = sendBuf
 		ccfg.TCP.SendStall = 200 * time.Millisecond
 		_, cli, c, _, _ := connectCaptured(t, memio.Options{}, scfg, ccfg, Options{}, stalled)
-		if got, _ := ReadEndpointTuning(cli.conns[0].ep); got.SendBuf != sendBuf {
+		if got, _ := ReadEndpointTuning(cli.conn(0).ep); got.SendBuf != sendBuf {
 			t.Fatalf("endpoint send buffer %d, want %d", got.SendBuf, sendBuf)
 		}
 		buf := make([]byte, 1000)

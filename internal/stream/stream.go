@@ -116,7 +116,7 @@ type Options struct {
 // the name.
 type Counters struct {
 	TxQueued, TxBackpressure, TxOversize, TxSent, TxDropped, TxBytes uint64
-	RxDelivered, RxBytes, RxTruncated, RxMalformed                  uint64
+	RxDelivered, RxBytes, RxTruncated, RxMalformed                   uint64
 	Accepts, Resets, PeerCloses                                      uint64
 	// NoConn counts Queue and QueueTo calls that found no connection
 	// (layer "tcp", counter "queue_no_conn").

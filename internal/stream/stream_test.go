@@ -1,0 +1,336 @@
+package stream
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/netip"
+	"testing"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/tcp/record"
+)
+
+// fakeConn is an in-memory stream.Conn: in is what the peer sent (read
+// from the front), out what Write took, up to room bytes at a time.
+type fakeConn struct {
+	in, out         bytes.Buffer
+	room            int   // bytes Write takes in all before it is full; <0: unbounded
+	eof             bool  // the peer's FIN follows in
+	err             error // Read and Write fail with it
+	reading         bool
+	closed, aborted bool
+}
+
+func (f *fakeConn) Write(p []byte) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	n := len(p)
+	if f.room >= 0 {
+		n = min(n, f.room)
+		f.room -= n
+	}
+	f.out.Write(p[:n])
+	return n, nil
+}
+
+func (f *fakeConn) Read(p []byte) (int, error) {
+	if f.in.Len() > 0 {
+		return f.in.Read(p)
+	}
+	if f.err != nil {
+		return 0, f.err
+	}
+	if f.eof {
+		return 0, io.EOF
+	}
+	return 0, nil
+}
+
+func (f *fakeConn) Readable() bool     { return f.in.Len() > 0 || f.eof || f.err != nil }
+func (f *fakeConn) Writable() bool     { return f.room != 0 }
+func (f *fakeConn) SetReading(on bool) { f.reading = on }
+func (f *fakeConn) Close()             { f.closed = true }
+func (f *fakeConn) Abort()             { f.aborted = true }
+
+// fakeTransport accepts what is in pending.
+type fakeTransport struct {
+	pending []*fakeConn
+	peers   []netip.AddrPort
+}
+
+func (t *fakeTransport) Poll()       {}
+func (t *fakeTransport) Push() error { return nil }
+func (t *fakeTransport) Accept(add func(Conn, netip.AddrPort)) {
+	for i, c := range t.pending {
+		add(c, t.peers[i])
+	}
+	t.pending, t.peers = nil, nil
+}
+
+func peer(i int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, 0, byte(i)}), 5000)
+}
+
+// newLayer returns a layer with n connections of unbounded room, and them.
+func newLayer(n int, o Options) (*Layer, []*fakeConn) {
+	if o.MaxRecord == 0 {
+		o.MaxRecord = 1472
+	}
+	if o.RxBatch == 0 {
+		o.RxBatch = 16
+	}
+	if o.StagingSize == 0 {
+		o.StagingSize = 4 * (record.HeaderLen + o.MaxRecord)
+	}
+	if o.DecoderSize == 0 {
+		o.DecoderSize = 64 << 10
+	}
+	s := New(&fakeTransport{}, o)
+	var cs []*fakeConn
+	for i := 0; i < n; i++ {
+		c := &fakeConn{room: -1, reading: true}
+		s.Add(c, peer(i))
+		cs = append(cs, c)
+	}
+	return s, cs
+}
+
+func records(t *testing.T, payloads ...[]byte) []byte {
+	t.Helper()
+	var b []byte
+	for _, p := range payloads {
+		var err error
+		if b, err = record.AppendRecord(b, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// rxAll calls Rx up to rounds times and returns the records and the
+// errors it returned.
+func rxAll(s *Layer, rounds int) (got []string, errs []error) {
+	pkts := make([]core.Packet, 16)
+	for i := 0; i < rounds; i++ {
+		n, err := s.Rx(pkts)
+		for _, p := range pkts[:n] {
+			got = append(got, string(p.Data))
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return got, errs
+}
+
+// core.Stats: message counters count one per destination, TxOversize
+// included.
+func TestCountsPerDestination(t *testing.T) {
+	s, _ := newLayer(3, Options{})
+	if s.Queue(make([]byte, 1473)) {
+		t.Fatal("Queue took an oversize payload")
+	}
+	if s.QueueTo(make([]byte, 1473), peer(1)) {
+		t.Fatal("QueueTo took an oversize payload")
+	}
+	if !s.Queue([]byte("x")) {
+		t.Fatal("Queue refused")
+	}
+	c := s.Counters()
+	if c.TxOversize != 4 || c.TxQueued != 3 {
+		t.Fatalf("TxOversize %d TxQueued %d, want 4 (3+1) and 3", c.TxOversize, c.TxQueued)
+	}
+}
+
+func TestQueueAllOrNone(t *testing.T) {
+	s, _ := newLayer(2, Options{MaxRecord: 100, StagingSize: 3 * (record.HeaderLen + 100)})
+	for i := 0; i < 3; i++ {
+		if !s.QueueTo(make([]byte, 100), peer(0)) {
+			t.Fatalf("QueueTo %d refused", i)
+		}
+	}
+	if s.Queue(make([]byte, 100)) {
+		t.Fatal("Queue took a record one connection has no room for")
+	}
+	if _, n, _ := s.Staged(1); n != 0 {
+		t.Fatalf("the other connection has %d bytes staged after a refused Queue", n)
+	}
+	if c := s.Counters(); c.TxBackpressure != 2 {
+		t.Fatalf("TxBackpressure %d, want 2", c.TxBackpressure)
+	}
+}
+
+// TxBytes counts payload, not the stream's prefixes.
+func TestTxBytesPayload(t *testing.T) {
+	s, cs := newLayer(1, Options{})
+	s.Queue([]byte("hello"))
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := s.Counters()
+	if c.TxBytes != 5 || c.StreamTx != 7 || c.TxSent != 1 || cs[0].out.Len() != 7 {
+		t.Fatalf("TxBytes %d StreamTx %d TxSent %d written %d, want 5, 7, 1, 7", c.TxBytes, c.StreamTx, c.TxSent, cs[0].out.Len())
+	}
+}
+
+// A record longer than MaxRecord that fills the decoder is skipped and
+// counted, and the records after it arrive: the connection goes on.
+func TestOversizeRecordSkipped(t *testing.T) {
+	s, cs := newLayer(1, Options{})
+	cs[0].in.Write(records(t, make([]byte, record.MaxRecord), []byte("after")))
+	got, errs := rxAll(s, 4)
+	if len(got) != 1 || got[0] != "after" || len(errs) != 0 {
+		t.Fatalf("got %q, errors %v; want the record after the oversize one", got, errs)
+	}
+	if c := s.Counters(); c.RxTruncated != 1 {
+		t.Fatalf("RxTruncated %d, want 1", c.RxTruncated)
+	}
+}
+
+// RFC 9293 §3.6: a FIN closes the peer's direction only. The records
+// before it are delivered, the FIN is reported once, answers queued before
+// that still go out, and then the layer closes its side.
+func TestHalfClose(t *testing.T) {
+	s, cs := newLayer(1, Options{})
+	f := cs[0]
+	f.in.Write(records(t, []byte("a"), []byte("b")))
+	f.eof = true
+	pkts := make([]core.Packet, 16)
+	n, err := s.Rx(pkts)
+	if n != 2 || err != nil {
+		t.Fatalf("Rx = %d, %v; want the 2 records", n, err)
+	}
+	for _, p := range pkts[:n] {
+		if !s.QueueTo(p.Data, p.From) {
+			t.Fatal("QueueTo refused an answer to a peer that is still sending")
+		}
+	}
+	var pe *core.PeerError
+	n, err = s.Rx(pkts)
+	if n != 0 || !errors.As(err, &pe) || pe.Reset || pe.Peer != peer(0) {
+		t.Fatalf("Rx = %d, %v; want the peer's FIN as a *core.PeerError", n, err)
+	}
+	if f.closed {
+		t.Fatal("the connection was closed with answers still staged")
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if string(f.out.Bytes()) != string(records(t, []byte("a"), []byte("b"))) {
+		t.Fatalf("peer got %q, want both answers", f.out.Bytes())
+	}
+	if !f.closed || s.Len() != 0 {
+		t.Fatalf("closed %v, connections %d: want our side closed once the answers were written", f.closed, s.Len())
+	}
+	if s.QueueTo([]byte("late"), peer(0)) {
+		t.Fatal("QueueTo took a record for a closed connection")
+	}
+	if c := s.Counters(); c.PeerCloses != 1 || c.Resets != 0 || c.NoConn != 1 || c.TxSent != 2 || c.TxDropped != 0 {
+		t.Fatalf("counters %+v", c)
+	}
+}
+
+// A record cut by the peer's FIN or reset is counted once, RxMalformed.
+func TestCutRecordCounted(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		s, cs := newLayer(1, Options{})
+		cs[0].in.Write(records(t, []byte("whole"), []byte("cut-off"))[:10])
+		if reset {
+			cs[0].err = &core.PeerError{Reset: true, Err: errors.New("reset")}
+		} else {
+			cs[0].eof = true
+		}
+		got, errs := rxAll(s, 4)
+		if len(got) != 1 || len(errs) != 1 {
+			t.Fatalf("reset %v: got %q, errors %v", reset, got, errs)
+		}
+		if c := s.Counters(); c.RxMalformed != 1 {
+			t.Fatalf("reset %v: RxMalformed %d, want 1", reset, c.RxMalformed)
+		}
+	}
+}
+
+// A reset ends both directions: what is staged is dropped and counted.
+func TestResetDropsStaged(t *testing.T) {
+	s, cs := newLayer(1, Options{})
+	s.Queue([]byte("x"))
+	cs[0].err = &core.PeerError{Reset: true, Err: errors.New("reset")}
+	_, errs := rxAll(s, 2)
+	if len(errs) != 1 || !cs[0].aborted {
+		t.Fatalf("errors %v, aborted %v", errs, cs[0].aborted)
+	}
+	if c := s.Counters(); c.Resets != 1 || c.TxDropped != 1 {
+		t.Fatalf("Resets %d TxDropped %d, want 1 and 1", c.Resets, c.TxDropped)
+	}
+}
+
+// Hold stops delivery and reading of one connection; the others go on.
+func TestHold(t *testing.T) {
+	s, cs := newLayer(2, Options{})
+	cs[0].in.Write(records(t, []byte("a0")))
+	cs[1].in.Write(records(t, []byte("b0")))
+	if !s.Hold(peer(0), true) || cs[0].reading {
+		t.Fatal("Hold did not stop reading")
+	}
+	got, _ := rxAll(s, 3)
+	if len(got) != 1 || got[0] != "b0" {
+		t.Fatalf("got %q while peer 0 is held, want only b0", got)
+	}
+	if cs[0].in.Len() == 0 {
+		t.Fatal("a held connection was read")
+	}
+	s.Hold(peer(0), false)
+	if got, _ = rxAll(s, 2); len(got) != 1 || got[0] != "a0" {
+		t.Fatalf("got %q after Hold off, want a0", got)
+	}
+	if s.Hold(peer(9), true) {
+		t.Fatal("Hold of an unknown peer said yes")
+	}
+}
+
+// Close counts what is staged: a record partly taken counts as sent (the
+// receiver counts it cut), the rest as dropped.
+func TestAbandonCounts(t *testing.T) {
+	s, cs := newLayer(1, Options{})
+	cs[0].room = 3 // the first record's head only
+	s.Queue([]byte("first"))
+	s.Queue([]byte("second"))
+	s.Flush()
+	s.Abandon()
+	s.Close()
+	if c := s.Counters(); c.TxSent != 1 || c.TxDropped != 1 {
+		t.Fatalf("TxSent %d TxDropped %d, want 1 and 1", c.TxSent, c.TxDropped)
+	}
+	if !cs[0].closed {
+		t.Fatal("Close did not close the connection")
+	}
+}
+
+func TestAccept(t *testing.T) {
+	tr := &fakeTransport{pending: []*fakeConn{{room: -1}}, peers: []netip.AddrPort{peer(7)}}
+	s := New(tr, Options{MaxRecord: 100, RxBatch: 4, StagingSize: 1000, DecoderSize: 1000})
+	s.Flush()
+	if s.Len() != 1 || s.Counters().Accepts != 1 || !s.QueueTo([]byte("x"), peer(7)) {
+		t.Fatalf("connections %d, accepts %d", s.Len(), s.Counters().Accepts)
+	}
+}
+
+func TestNoAllocs(t *testing.T) {
+	s, cs := newLayer(1, Options{})
+	pkts := make([]core.Packet, 16)
+	rec := records(t, []byte("ping"))
+	allocs := testing.AllocsPerRun(100, func() {
+		cs[0].in.Write(rec)
+		n, _ := s.Rx(pkts)
+		for _, p := range pkts[:n] {
+			s.QueueTo(p.Data, p.From)
+		}
+		s.Flush()
+		cs[0].out.Reset()
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per round trip", allocs)
+	}
+}
