@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync/atomic"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/stream"
 )
 
 // EchoOptions configures Echo.
@@ -24,8 +26,10 @@ type EchoResult struct {
 	// Received counts messages Rx returned; Reflected those queued back.
 	Received, Reflected uint64
 	// Dropped counts messages QueueTo refused even after a Flush
-	// (back-pressure on the way back): lost by the echo, and counted as
-	// its layer "app" loss.
+	// (back-pressure on the way back) on a datagram kind, and on a stream
+	// kind those held for a peer whose connection then ended: lost by the
+	// echo, and counted as its layer "app" loss. A stream kind holds a
+	// refused answer instead (see Echo).
 	Dropped uint64
 	// Flushes, RxCalls count calls; PeerEvents counts *core.PeerError
 	// returns of Rx (a stream client closed or reset its connection), which
@@ -109,8 +113,12 @@ func echoLayers(received, reflected, dropped, peer uint64) []core.Counter {
 // Echo reflects every message b receives back to its sender (QueueTo with
 // the packet's From), flushing once per Rx batch, until ctx ends or the
 // backend fails. Run it on the goroutine that opened b (pin it first). A
-// message QueueTo refuses is retried once after a Flush, then dropped and
-// counted. A stream peer that closes or resets is counted and the echo goes
+// message QueueTo refuses is retried once after a Flush. Then, on a stream
+// kind (a backend that is a stream.Holder), the answer is held, in order
+// with the later records of the same peer, and the peer's delivery is
+// held too (stream.Holder.Hold), so that TCP's window stops the peer
+// until the answer fits; nothing is dropped for back-pressure. On a
+// datagram kind it is dropped and counted. A stream peer that closes or resets is counted and the echo goes
 // on. The result is valid in every case.
 func Echo(ctx context.Context, b core.Backend, o EchoOptions) (*EchoResult, error) {
 	if o.Batch == 0 {
@@ -140,12 +148,19 @@ func Echo(ctx context.Context, b core.Backend, o EchoOptions) (*EchoResult, erro
 
 func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult, stop *atomic.Bool) error {
 	pkts := make([]core.Packet, o.Batch)
+	h := newHeld(b)
 	for !stop.Load() {
+		if _, ferr := h.retry(r); ferr != nil {
+			return ferr
+		}
 		n, err := b.Rx(pkts)
 		r.RxCalls++
 		for i := 0; i < n; i++ {
 			p := &pkts[i]
 			r.Received++
+			if h.waiting() && h.add(p) {
+				continue // behind an answer that waits for room
+			}
 			if b.QueueTo(p.Data, p.From) {
 				r.Reflected++
 				continue
@@ -156,9 +171,11 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 			if ferr := b.Flush(); ferr != nil && !isPeer(ferr) {
 				return fmt.Errorf("flush: %w", ferr)
 			}
-			if b.QueueTo(p.Data, p.From) {
+			switch {
+			case b.QueueTo(p.Data, p.From):
 				r.Reflected++
-			} else {
+			case h.hold(p):
+			default:
 				r.Dropped++
 			}
 		}
@@ -179,6 +196,14 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 			return fmt.Errorf("rx: %w", err)
 		}
 		if n == 0 && o.Wait {
+			// Held answers may fit now that Rx wrote what was released;
+			// when they do not, the stream still has released bytes,
+			// and Wait wakes when the socket takes them.
+			if progress, ferr := h.retry(r); ferr != nil {
+				return ferr
+			} else if progress {
+				continue
+			}
 			werr := b.Wait(ctx)
 			switch {
 			case ctx.Err() != nil:
@@ -198,4 +223,99 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 func isPeer(err error) bool {
 	var pe *core.PeerError
 	return errors.As(err, &pe)
+}
+
+// answers are what an echo on a stream kind keeps for peers whose
+// connection has no room, in order per peer, while their delivery is held.
+// Its buffers are reused: it allocates only when more answers wait than
+// ever before.
+type answers struct {
+	b     core.Backend
+	h     stream.Holder // nil: a datagram kind, nothing is held
+	peers map[netip.AddrPort]*heldPeer
+	free  [][]byte
+}
+
+type heldPeer struct{ recs [][]byte }
+
+func newHeld(b core.Backend) *answers {
+	h, _ := b.(stream.Holder)
+	return &answers{b: b, h: h, peers: make(map[netip.AddrPort]*heldPeer)}
+}
+
+func (h *answers) waiting() bool { return len(h.peers) > 0 }
+
+// hold keeps a copy of p's answer and holds the peer's delivery. It
+// returns false when the backend cannot hold or the peer has no
+// connection.
+func (h *answers) hold(p *core.Packet) bool {
+	if h.h == nil || !h.h.Hold(p.From, true) {
+		return false
+	}
+	h.peers[p.From] = &heldPeer{}
+	return h.add(p)
+}
+
+// add keeps a copy of p's answer behind those held for its peer; false
+// when nothing is held for it.
+func (h *answers) add(p *core.Packet) bool {
+	hp := h.peers[p.From]
+	if hp == nil {
+		return false
+	}
+	var buf []byte
+	if k := len(h.free); k > 0 {
+		buf, h.free = h.free[k-1][:0], h.free[:k-1]
+	}
+	hp.recs = append(hp.recs, append(buf, p.Data...))
+	return true
+}
+
+// retry queues the held answers that fit now, in order, and resumes the
+// delivery of every peer whose answers all went; progress says whether it
+// queued any. It flushes before (what is staged must be released to make
+// room) and after (what it queued). A peer whose connection ended has its
+// answers counted as dropped. The error is a Flush error that is not a
+// peer's (those are counted in PeerEvents). Nothing held: it does nothing.
+func (h *answers) retry(r *EchoResult) (progress bool, err error) {
+	if len(h.peers) == 0 {
+		return false, nil
+	}
+	if err := h.flush(r); err != nil {
+		return false, err
+	}
+	for peer, hp := range h.peers {
+		k := 0
+		for ; k < len(hp.recs) && h.b.QueueTo(hp.recs[k], peer); k++ {
+			r.Reflected++
+			progress = true
+		}
+		h.free = append(h.free, hp.recs[:k]...)
+		hp.recs = append(hp.recs[:0], hp.recs[k:]...)
+		if len(hp.recs) > 0 {
+			if h.h.Hold(peer, true) {
+				continue // still connected: wait for room
+			}
+			r.Dropped += uint64(len(hp.recs))
+			h.free = append(h.free, hp.recs...)
+		}
+		h.h.Hold(peer, false)
+		delete(h.peers, peer)
+		progress = true
+	}
+	if progress {
+		return true, h.flush(r)
+	}
+	return false, nil
+}
+
+func (h *answers) flush(r *EchoResult) error {
+	r.Flushes++
+	if err := h.b.Flush(); err != nil {
+		if !isPeer(err) {
+			return fmt.Errorf("flush: %w", err)
+		}
+		r.PeerEvents++
+	}
+	return nil
 }
