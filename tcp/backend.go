@@ -364,6 +364,11 @@ func (c *conn) Read(p []byte) (int, error) {
 	if c.b.tune.Moderate {
 		c.ep.ModerateRecvBuf(res.Count)
 	}
+	if c.ep.Readiness(waiter.ReadableEvents) != 0 {
+		// More came (or the FIN) while this read ran, and its event may
+		// have come before ready was cleared.
+		c.ready.Store(true)
+	}
 	return res.Count, nil
 }
 
