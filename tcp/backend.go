@@ -137,13 +137,18 @@ const pollBudget = 256
 //     netstack wrote, once per call.
 //   - Rx returns whole records; Data points into the connection's Decoder
 //     and is valid until the next Rx. From is the connection's peer.
-//   - A peer that closes (FIN, after its data is read) or resets is
-//     counted (PeerCloses, Resets), its connection removed (records still
-//     staged for it are counted in TxDropped) and reported once, as a
-//     *core.PeerError, by the next Rx or Flush that has nothing else to
-//     return. A server goes on serving its other connections; a client
-//     goes on with its other Dests (with none left, Queue has nowhere to
-//     send and returns false).
+//   - A peer's FIN ends its direction only: it is counted (PeerCloses)
+//     and reported once, after the records before it are delivered, as a
+//     *core.PeerError (Reset false) by the next Rx or Flush that has
+//     nothing else to return; answers queued before that error is returned
+//     still go out, then the backend closes its side. A reset is counted
+//     (Resets), its connection removed (records still staged for it are
+//     counted in TxDropped) and reported the same way. A server goes on
+//     serving its other connections; a client goes on with its other Dests
+//     (with none left, Queue has nowhere to send and returns false).
+//   - The connection set, staging, decoding and counting are the stream
+//     layer's (internal/stream), shared with kind tcp; netstack's
+//     endpoints are its transport.
 //
 // Threading is core.Backend's. Netstack runs goroutines of its own (see
 // package stack); Wait sleeps until a frame arrives or netstack makes a
