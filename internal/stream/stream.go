@@ -472,10 +472,10 @@ func (s *Layer) Ready() bool {
 		return true
 	}
 	for _, c := range s.conns {
-		if c.dead != nil || c.held {
+		if c.dead != nil {
 			continue
 		}
-		if c.dec.Complete() || (!c.eof && (c.more || c.t.Readable())) {
+		if !c.held && (c.dec.Complete() || (!c.eof && (c.more || c.t.Readable()))) {
 			return true
 		}
 		if c.released > 0 && c.t.Writable() {

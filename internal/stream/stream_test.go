@@ -285,6 +285,20 @@ func TestHold(t *testing.T) {
 	if got, _ = rxAll(s, 2); len(got) != 1 || got[0] != "a0" {
 		t.Fatalf("got %q after Hold off, want a0", got)
 	}
+	// A held connection still wakes for room for its released bytes (a
+	// holder waits for that room).
+	s.Hold(peer(0), true)
+	s.Hold(peer(1), true)
+	cs[0].room = 0
+	s.QueueTo([]byte("answer"), peer(0))
+	s.Flush()
+	if s.Ready() {
+		t.Fatal("Ready with nothing to read and no room")
+	}
+	cs[0].room = -1
+	if !s.Ready() {
+		t.Fatal("not Ready when a held connection has room for its released bytes")
+	}
 	if s.Hold(peer(9), true) {
 		t.Fatal("Hold of an unknown peer said yes")
 	}
