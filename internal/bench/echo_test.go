@@ -12,9 +12,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/kernel/sock/socktest"
 	ktcp "github.com/dgramio/dgramio/kernel/tcp"
+	"github.com/dgramio/dgramio/tcp"
 )
 
 // TestEchoStreamHoldsRefusedAnswers: a peer that floods the echo and reads
@@ -83,5 +85,67 @@ func TestEchoStreamHoldsRefusedAnswers(t *testing.T) {
 	}
 	if r.Stats.TxBackpressure == 0 {
 		t.Fatal("the echo never met back-pressure: the test did not test holding")
+	}
+}
+
+// The same over the userspace TCP (netstack over an in-memory wire that
+// loses 1% of the frames each way): the
+// echo holds what it cannot queue, the flooding client that reads late
+// gets every answer in order.
+func TestEchoStreamHoldsRefusedAnswersUserspace(t *testing.T) {
+	const n, size = 4000, 512
+	srvIP, cliIP := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	pa, pb := memio.NewPair(memio.Options{AtoB: memio.Impairment{Loss: 0.01}, BtoA: memio.Impairment{Loss: 0.01}, Seed: 7})
+	srv, err := tcp.NewOverFrameIO(core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: "memio",
+		LocalIP: srvIP, Port: 5000, TxQueue: 4, MaxDatagram: size}, pa, tcp.Options{Mode: "memio"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *EchoResult, 1)
+	go func() {
+		r, _ := Echo(ctx, srv, EchoOptions{Wait: true})
+		done <- r
+	}()
+	defer cancel()
+	cli, err := tcp.NewOverFrameIO(core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio",
+		LocalIP: cliIP, Dests: []netip.Addr{srvIP}, Port: 5000, MaxDatagram: size}, pb, tcp.Options{Mode: "memio"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	msg := make([]byte, size)
+	pkts := make([]core.Packet, 64)
+	var sent, got uint32
+	start := time.Now()
+	for end := start.Add(30 * time.Second); got < n; {
+		if time.Now().After(end) {
+			cancel()
+			t.Fatalf("%d of %d answers; echo %+v", got, n, <-done)
+		}
+		for sent < n && func() bool { binary.BigEndian.PutUint32(msg, sent); return cli.Queue(msg) }() {
+			sent++
+		}
+		cli.Flush()
+		if time.Since(start) < 300*time.Millisecond {
+			continue // read late: the answers back up
+		}
+		k, _ := cli.Rx(pkts)
+		for _, p := range pkts[:k] {
+			if v := binary.BigEndian.Uint32(p.Data); v != got {
+				t.Fatalf("answer %d carries record %d", got, v)
+			}
+			got++
+		}
+		if k == 0 {
+			wctx, wcancel := context.WithTimeout(ctx, 5*time.Millisecond)
+			cli.Wait(wctx)
+			wcancel()
+		}
+	}
+	cancel()
+	if r := <-done; r.Dropped != 0 || r.Reflected != n || r.Stats.TxBackpressure == 0 {
+		t.Fatalf("echo: reflected %d dropped %d backpressure %d; want %d, 0, some", r.Reflected, r.Dropped, r.Stats.TxBackpressure, n)
 	}
 }
