@@ -802,9 +802,12 @@ func FramesPerRecord(s core.Stats) (tx, rx float64) {
 
 // Close closes every connection (FIN), drives the stack for up to
 // Options.Linger so the FINs and ACKs get through, then shuts netstack down
-// (what is still open is reset) and releases the FrameIO. A Close during Rx
-// or Wait waits for them to return net.ErrClosed. Safe to call more than
-// once.
+// (what is still open is reset) and releases the FrameIO. Records still
+// staged are counted as kind tcp counts them: in TxDropped, except one whose
+// head netstack already took, which counts as sent (the receiver counts it
+// cut). A Close during Rx or Wait waits for them to return net.ErrClosed;
+// a Stats during Close waits for the counters Close leaves. Safe to call
+// more than once.
 func (b *Backend) Close() error {
 	var err error
 	b.once.Do(func() {
