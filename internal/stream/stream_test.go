@@ -348,3 +348,44 @@ func TestNoAllocs(t *testing.T) {
 		t.Fatalf("%.1f allocations per round trip", allocs)
 	}
 }
+
+// FuzzRx feeds any bytes, in any pieces, ended by a FIN or a reset, to a
+// connection: Rx never panics or hands out more than MaxRecord bytes, and
+// every record is delivered, skipped (RxTruncated) or, cut at the end,
+// counted (RxMalformed, at most one).
+func FuzzRx(f *testing.F) {
+	f.Add([]byte{0, 3, 'a', 'b', 'c', 0, 1}, uint8(2), false)
+	f.Add(append([]byte{0xff, 0xff}, make([]byte, 300)...), uint8(7), true)
+	f.Fuzz(func(t *testing.T, stream []byte, piece uint8, reset bool) {
+		s, cs := newLayer(1, Options{MaxRecord: 100, DecoderSize: 256, RxBatch: 4})
+		fc := cs[0]
+		step := int(piece%64) + 1
+		pkts := make([]core.Packet, 4)
+		var delivered uint64
+		for off, rounds := 0, 0; s.Len() > 0; rounds++ {
+			if rounds > 4*len(stream)+100 {
+				t.Fatalf("the connection never ended: %+v", s.Counters())
+			}
+			if off < len(stream) {
+				end := min(off+step, len(stream))
+				fc.in.Write(stream[off:end])
+				off = end
+			} else if reset {
+				fc.err = &core.PeerError{Reset: true, Err: errors.New("reset")}
+			} else {
+				fc.eof = true
+			}
+			n, _ := s.Rx(pkts)
+			for _, p := range pkts[:n] {
+				if len(p.Data) > 100 {
+					t.Fatalf("record of %d bytes", len(p.Data))
+				}
+			}
+			delivered += uint64(n)
+		}
+		c := s.Counters()
+		if c.RxDelivered != delivered || c.RxMalformed > 1 || c.PeerCloses+c.Resets != 1 {
+			t.Fatalf("delivered %d, counters %+v", delivered, c)
+		}
+	})
+}
