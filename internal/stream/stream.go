@@ -29,8 +29,9 @@
 // A peer's FIN ends its direction only. The layer delivers the records the
 // peer sent, then reports the FIN once as a *core.PeerError (Reset false),
 // and keeps the connection writable: answers queued before the Rx or Flush
-// that returns that error go out, and once they have all been written the
-// layer closes its side too (Conn.Close), after which QueueTo to that peer
+// that returns that error go out (and those of a caller that holds the
+// peer, until it lets go), and once they have all been written the layer
+// closes its side too (Conn.Close), after which QueueTo to that peer
 // counts as "queue_no_conn". A reset, or a failed write, ends both
 // directions at once: records still staged are counted in TxDropped.
 //
@@ -276,8 +277,9 @@ func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) bool {
 // Hold stops (on) or resumes delivery from peer: while held, Rx delivers
 // no record of that connection and reads nothing from it, so that its
 // stream backs up to the peer (TCP's window closes). A caller that could
-// not queue an answer holds the peer until the answer fits. It returns
-// false when peer has no connection.
+// not queue an answer holds the peer until the answer fits. A peer that
+// finished (FIN) is not closed while held. It returns false when peer has
+// no connection.
 func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
 	c := s.byPeer[peer]
 	if c == nil {
@@ -488,7 +490,7 @@ func (s *Layer) Ready() bool {
 // reap removes the connections that ended and have nothing left to
 // deliver, counting them and queueing their PeerErrors, and closes our
 // side of those whose peer finished once everything staged for them is
-// written.
+// written and they are not held (a holder still has answers for them).
 func (s *Layer) reap() {
 	k := 0
 	for _, c := range s.conns {
@@ -511,7 +513,7 @@ func (s *Layer) reap() {
 				s.cutRecord(c)
 				s.errs = append(s.errs, &core.PeerError{Peer: c.peer})
 			}
-			if c.stage.Len() == 0 {
+			if c.stage.Len() == 0 && !c.held {
 				s.remove(c)
 				c.t.Close()
 				continue

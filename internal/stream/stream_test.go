@@ -224,6 +224,24 @@ func TestHalfClose(t *testing.T) {
 	if !f.closed || s.Len() != 0 {
 		t.Fatalf("closed %v, connections %d: want our side closed once the answers were written", f.closed, s.Len())
 	}
+	// A held peer is not closed: its holder still has answers for it.
+	s2, cs2 := newLayer(1, Options{})
+	cs2[0].in.Write(records(t, []byte("q1"), []byte("q2")))
+	cs2[0].eof = true
+	s2.Rx(pkts[:1]) // q1
+	s2.Rx(pkts[:2]) // q2, and the FIN read behind it
+	s2.Hold(peer(0), true)
+	if _, err := s2.Rx(pkts); !errors.As(err, &pe) {
+		t.Fatalf("Rx of a held, finished peer: %v, want its FIN", err)
+	}
+	if cs2[0].closed || !s2.QueueTo([]byte("held answer"), peer(0)) {
+		t.Fatal("a held peer's connection was closed after its FIN")
+	}
+	s2.Hold(peer(0), false)
+	s2.Flush()
+	if !cs2[0].closed || cs2[0].out.Len() == 0 {
+		t.Fatalf("closed %v, written %d after Hold off", cs2[0].closed, cs2[0].out.Len())
+	}
 	if s.QueueTo([]byte("late"), peer(0)) {
 		t.Fatal("QueueTo took a record for a closed connection")
 	}
