@@ -258,6 +258,46 @@ type TCPTuning struct {
 	// SendStall bounds how long a sender with a closed window drives the
 	// stack before reporting that the peer stopped reading. Default 2 s.
 	SendStall time.Duration
+	// Stack is the userspace TCP/IP engine of tcp-xdp and tcp-dpdk:
+	// TCPStackNetstack (the default, also when empty) or TCPStackNative.
+	// Validate refuses TCPStackNative until the tcp-* backends run the
+	// native engine (stack/native), so that it is never silently netstack.
+	Stack TCPStack
+}
+
+// TCPStack names a userspace TCP/IP engine.
+type TCPStack string
+
+// The engines of tcp-xdp and tcp-dpdk.
+const (
+	// TCPStackNetstack is gVisor netstack (package stack).
+	TCPStackNetstack TCPStack = "netstack"
+	// TCPStackNative is the engine of our own (package stack/native), run
+	// to completion on the poll loop.
+	TCPStackNative TCPStack = "native"
+)
+
+// String returns the engine's name.
+func (s TCPStack) String() string { return string(s) }
+
+// Set parses a flag value (flag.Value): "native" or "netstack".
+func (s *TCPStack) Set(v string) error {
+	switch t := TCPStack(v); t {
+	case TCPStackNetstack, TCPStackNative:
+		*s = t
+		return nil
+	}
+	return badField("TCP.Stack", v, `use "netstack" (gVisor, the default) or "native" (stack/native)`)
+}
+
+func (s TCPStack) validate() error {
+	switch s {
+	case "", TCPStackNetstack:
+		return nil
+	case TCPStackNative:
+		return badField("TCP.Stack", s, `the native engine (stack/native) does not run under tcp-xdp and tcp-dpdk yet; use "netstack" (the default), or stack/native directly over a frameio.FrameIO`)
+	}
+	return badField("TCP.Stack", s, `use "netstack" (gVisor, the default) or "native" (stack/native)`)
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -432,6 +472,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.CPUs) != 0 && len(c.CPUs) != c.Queues {
 		return badField("CPUs", c.CPUs, "give one CPU per queue (%d queues)", c.Queues)
+	}
+	if err := c.TCP.Stack.validate(); err != nil {
+		return err
 	}
 	switch c.Poll {
 	case PollBusy, PollYield:
