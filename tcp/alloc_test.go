@@ -97,7 +97,9 @@ func spinEcho(b *Backend) func(ctx context.Context) bool {
 	}
 }
 
-func TestAllocsPerMessage(t *testing.T) {
+func TestAllocsPerMessage(t *testing.T) { engines(t, testAllocsPerMessage) }
+
+func testAllocsPerMessage(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under -race (sync.Pool drops objects)")
 	}
@@ -127,7 +129,9 @@ func TestAllocsPerMessage(t *testing.T) {
 
 // TestAllocsOwnPath: the backend's own calls on a quiet connection (Rx
 // with nothing to read, Flush with nothing queued) allocate nothing.
-func TestAllocsOwnPath(t *testing.T) {
+func TestAllocsOwnPath(t *testing.T) { engines(t, testAllocsOwnPath) }
+
+func testAllocsOwnPath(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under -race (sync.Pool drops objects)")
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	layer "github.com/dgramio/dgramio/internal/stream"
 	"github.com/dgramio/dgramio/stack"
+	"github.com/dgramio/dgramio/stack/native"
 )
 
 // Options are what NewOverFrameIO needs beyond core.Config: what the
@@ -53,6 +54,9 @@ type Options struct {
 	// FrameIO (stack.Endpoint.SetOwnerKicks): a group's queue sets it, so
 	// that every frame leaves from the queue's pinned CPU.
 	OwnerKicks bool
+	// NativeClock is the native engine's clock (TCP.Stack native); nil is
+	// the monotonic clock. For tests.
+	NativeClock native.Clock
 	// ARPShare, when set, is the group whose netstacks pass each other
 	// the ARP replies they receive (see ARPShare).
 	ARPShare *ARPShare
@@ -156,7 +160,8 @@ const pollBudget = 256
 type Backend struct {
 	cfg  core.Config
 	tune Tuning
-	st   *stack.Stack
+	st   *stack.Stack  // netstack; nil with the native engine
+	nat  *nativeEngine // the native engine; nil with netstack
 	fio  frameio.FrameIO
 	opts Options
 
@@ -175,6 +180,8 @@ type Backend struct {
 	finalMu sync.Mutex
 	final   core.Stats
 	finalC  layer.Counters
+	// finalEngine holds the native engine's counters as Close left them.
+	finalEngine []core.Counter
 
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
@@ -240,7 +247,7 @@ func checkConfig(cfg core.Config) error {
 	if cfg.TxQueue < 1 || cfg.RxBatch < 1 {
 		return bad("TxQueue", cfg.TxQueue, "TxQueue and RxBatch must be positive")
 	}
-	return TuningFromConfig(cfg).Validate()
+	return TuningFromConfig(cfg).ValidateFor(cfg.TCP.Stack)
 }
 
 // stagingSize is a connection's send staging: TxQueue records of
@@ -289,6 +296,9 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Backen
 	if opts.Linger == 0 {
 		opts.Linger = DefaultLinger
 	}
+	if cfg.TCP.Stack == core.TCPStackNative {
+		return newNativeBackend(cfg, fio, opts, release)
+	}
 	st, err := stack.New(fio, stack.Options{Addr: cfg.LocalIP, PrefixLen: opts.PrefixLen, Neighbors: stack.OptionsFromConfig(cfg).Neighbors,
 		Clock: opts.Clock, OwnerKicks: opts.OwnerKicks})
 	if err != nil {
@@ -296,16 +306,7 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Backen
 		return nil, err
 	}
 	b := &Backend{cfg: cfg, tune: TuningFromConfig(cfg), st: st, fio: fio, opts: opts}
-	b.s = layer.New((*transport)(b), layer.Options{
-		MaxRecord:   cfg.MaxDatagram,
-		RxBatch:     cfg.RxBatch,
-		StagingSize: stagingSize(cfg),
-		DecoderSize: decoderSize(cfg),
-		SendStall:   cfg.TCP.SendStall,
-		StallError: func(peer netip.AddrPort, stalled time.Duration) error {
-			return &SendStallError{Peer: peer, Stalled: stalled}
-		},
-	})
+	b.s = layer.New((*transport)(b), layerOptions(cfg))
 	b.opts.Close = release
 	if opts.ARPShare != nil {
 		opts.ARPShare.join(st.EP)
@@ -315,6 +316,33 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Backen
 		return nil, err
 	}
 	return b, nil
+}
+
+// newNativeBackend is NewOverFrameIO with the native engine.
+func newNativeBackend(cfg core.Config, fio frameio.FrameIO, opts Options, release func() error) (*Backend, error) {
+	opts.Close = release
+	b := &Backend{cfg: cfg, tune: TuningFromConfig(cfg), fio: fio, opts: opts}
+	b.nat = &nativeEngine{b: b}
+	b.s = layer.New(b.nat, layerOptions(cfg))
+	if err := b.nat.open(fio); err != nil {
+		b.shutdown(false)
+		return nil, err
+	}
+	return b, nil
+}
+
+// layerOptions sizes the stream layer of cfg.
+func layerOptions(cfg core.Config) layer.Options {
+	return layer.Options{
+		MaxRecord:   cfg.MaxDatagram,
+		RxBatch:     cfg.RxBatch,
+		StagingSize: stagingSize(cfg),
+		DecoderSize: decoderSize(cfg),
+		SendStall:   cfg.TCP.SendStall,
+		StallError: func(peer netip.AddrPort, stalled time.Duration) error {
+			return &SendStallError{Peer: peer, Stalled: stalled}
+		},
+	}
 }
 
 // open sets the tuning and listens or connects; shutdown undoes it.
@@ -701,7 +729,7 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	}
 	defer b.guard.Exit()
 	n, err := b.s.Rx(pkts)
-	if n == 0 && err == nil {
+	if n == 0 && err == nil && b.nat == nil {
 		// Nothing for the caller: let netstack's goroutines (the
 		// processor that has our segments, the peer's poll loop in the
 		// same process) run before the caller polls again. A poll loop
@@ -725,6 +753,9 @@ func (b *Backend) Wait(ctx context.Context) error {
 		return net.ErrClosed
 	}
 	defer b.guard.EndWait()
+	if b.nat != nil {
+		return b.waitNative(ctx)
+	}
 	if _, ok := b.fio.(frameio.Waiter); !ok {
 		return core.NotSupported("Wait on "+b.cfg.Kind+" over this device", "", "the device cannot sleep on its queue: poll Rx", nil)
 	}
@@ -737,6 +768,26 @@ func (b *Backend) Wait(ctx context.Context) error {
 		return nil
 	}
 	err := b.st.EP.Sleep(ctx)
+	if b.guard.Closed() {
+		return net.ErrClosed
+	}
+	return err
+}
+
+// waitNative is Wait with the native engine: it reads the layer and the
+// engine's next timer under the guard, then sleeps on the FrameIO until a
+// frame, that timer, ctx or Close.
+func (b *Backend) waitNative(ctx context.Context) error {
+	if !b.guard.Enter() {
+		return net.ErrClosed
+	}
+	ready := b.s.Ready() || (b.nat.ln != nil && b.nat.ln.Pending() > 0)
+	at, armed := b.nat.e.NextTimer()
+	b.guard.Exit()
+	if ready {
+		return nil
+	}
+	err := b.nat.sleep(ctx, at, armed)
 	if b.guard.Closed() {
 		return net.ErrClosed
 	}
@@ -770,7 +821,7 @@ func (b *Backend) Stats() core.Stats {
 	fs := b.fio.Stats()
 	out.Syscalls = fs.Syscalls
 	out.SockSndBuf, out.SockRcvBuf = b.tune.SendBuf, b.tune.RecvBuf
-	out.Layers = b.st.AppendCounters(out.Layers)
+	out.Layers = b.appendEngineCounters(out.Layers, &out)
 	out.Layers = append(out.Layers,
 		core.Counter{Layer: "stream", Name: "records_tx", Value: s.TxSent},
 		core.Counter{Layer: "stream", Name: "records_rx", Value: s.RxDelivered},
@@ -786,16 +837,41 @@ func (b *Backend) Stats() core.Stats {
 	return out
 }
 
+// appendEngineCounters appends the engine's counters: netstack's and the
+// link endpoint's, or the native engine's (layer "native", read under the
+// guard, or as Close left them).
+func (b *Backend) appendEngineCounters(dst []core.Counter, out *core.Stats) []core.Counter {
+	if b.nat == nil {
+		return b.st.AppendCounters(dst)
+	}
+	if b.guard.Enter() {
+		dst = b.nat.e.AppendCounters(dst)
+		b.guard.Exit()
+	} else {
+		b.finalMu.Lock()
+		dst = append(dst, b.finalEngine...)
+		b.finalMu.Unlock()
+	}
+	return dst
+}
+
 // FramesPerRecord returns the frames carrying TCP payload per record, sent
 // and received, from s (a Stats of this backend): the seed's "packing".
-// Below 1 means several records rode in one segment.
+// Below 1 means several records rode in one segment. With the native
+// engine (layer "native") every TCP segment counts, pure ACKs included
+// (tcp_segments_out, tcp_segments_in): with delayed ACK a request and its
+// answer then cost one segment each way.
 func FramesPerRecord(s core.Stats) (tx, rx float64) {
 	get := func(layer, name string) float64 { v, _ := s.Counter(layer, name); return float64(v) }
+	txName, rxName := [2]string{"link", "tx_tcp_data_frames"}, [2]string{"link", "rx_tcp_data_frames"}
+	if _, ok := s.Counter(native.Layer, "tcp_segments_out"); ok {
+		txName, rxName = [2]string{native.Layer, "tcp_segments_out"}, [2]string{native.Layer, "tcp_segments_in"}
+	}
 	if r := get("stream", "records_tx"); r > 0 {
-		tx = get("link", "tx_tcp_data_frames") / r
+		tx = get(txName[0], txName[1]) / r
 	}
 	if r := get("stream", "records_rx"); r > 0 {
-		rx = get("link", "rx_tcp_data_frames") / r
+		rx = get(rxName[0], rxName[1]) / r
 	}
 	return tx, rx
 }
@@ -813,21 +889,48 @@ func (b *Backend) Close() error {
 	b.once.Do(func() {
 		b.finalMu.Lock()
 		defer b.finalMu.Unlock()
-		if !b.guard.Shut(b.st.EP.Interrupt) {
+		if !b.guard.Shut(b.interrupt) {
 			return
 		}
 		err = b.shutdown(true)
 		b.final = core.Stats{Kind: b.cfg.Kind, Mode: b.opts.Mode}
 		b.s.Fill(&b.final)
 		b.finalC = b.s.Counters()
+		if b.nat != nil {
+			// Records the engine took whose first byte the peer had not
+			// acknowledged when Linger ran out: lost with the reset.
+			lost := min(b.final.TxSent, b.nat.lost)
+			b.final.TxSent -= lost
+			b.final.TxDropped += lost
+		}
 	})
 	return err
+}
+
+// interrupt ends a Wait in progress (Close).
+func (b *Backend) interrupt() {
+	if b.nat != nil {
+		b.nat.interrupt()
+		return
+	}
+	b.st.EP.Interrupt()
 }
 
 // shutdown releases everything; linger drives the stack while the
 // connections close. The poll loop must not run.
 func (b *Backend) shutdown(linger bool) error {
 	b.s.Abandon()
+	if b.nat != nil {
+		l := time.Duration(0)
+		if linger {
+			l = b.opts.Linger
+		}
+		b.nat.shutdown(l)
+		if b.nat.e != nil {
+			b.finalEngine = b.nat.e.AppendCounters(nil)
+		}
+		return b.opts.Close()
+	}
 	eps := make([]tcpip.Endpoint, b.s.Len())
 	for i := range eps {
 		eps[i] = b.s.Conn(i).(*conn).ep

@@ -27,13 +27,41 @@ var (
 
 const testPort = 5000
 
+// testStack is the engine that serverConfig and clientConfig name; the
+// tests that run on both engines set it through engines.
+var testStack = core.TCPStackNetstack
+
+// engines runs f once per engine (TCP.Stack netstack, then native) as
+// subtests, with serverConfig and clientConfig naming that engine.
+func engines(t *testing.T, f func(t *testing.T)) {
+	for _, s := range []core.TCPStack{core.TCPStackNetstack, core.TCPStackNative} {
+		t.Run(string(s), func(t *testing.T) {
+			testStack = s
+			defer func() { testStack = core.TCPStackNetstack }()
+			f(t)
+		})
+	}
+}
+
+// engineLayer is the counter layer of testStack's engine.
+func engineLayer() string {
+	if testStack == core.TCPStackNative {
+		return "native"
+	}
+	return "netstack"
+}
+
 func serverConfig() core.Config {
-	return core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: "memio", LocalIP: srvIP, Port: testPort}
+	c := core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: "memio", LocalIP: srvIP, Port: testPort}
+	c.TCP.Stack = testStack
+	return c
 }
 
 func clientConfig() core.Config {
-	return core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
+	c := core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
 		Dests: []netip.Addr{srvIP}, Port: testPort, ConnectTimeout: 20 * time.Second}
+	c.TCP.Stack = testStack
+	return c
 }
 
 // poller drives a backend on its own goroutine with fn as the body of
@@ -221,7 +249,9 @@ func stream(t *testing.T, cli *Backend, total int, size func(i uint64) int, dead
 	}
 }
 
-func TestHandshake(t *testing.T) {
+func TestHandshake(t *testing.T) { engines(t, testHandshake) }
+
+func testHandshake(t *testing.T) {
 	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), nil)
 	if s := cli.Stats(); s.Conns != 1 {
 		t.Fatalf("client Conns = %d", s.Conns)
@@ -233,25 +263,29 @@ func TestHandshake(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	st := cli.Stats()
-	if v, _ := st.Counter("netstack", "tcp_active_opens"); v != 1 {
+	if v, _ := st.Counter(engineLayer(), "tcp_active_opens"); v != 1 {
 		t.Errorf("tcp_active_opens = %d", v)
 	}
-	if v, _ := st.Counter("netstack", "arp_requests_sent"); v != 1 {
+	if v, _ := st.Counter(engineLayer(), "arp_requests_sent"); v != 1 {
 		t.Errorf("arp_requests_sent = %d, want 1", v)
 	}
 }
 
-func TestEcho16MiB(t *testing.T) {
+func TestEcho16MiB(t *testing.T) { engines(t, testEcho16MiB) }
+
+func testEcho16MiB(t *testing.T) {
 	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), nil)
 	stream(t, cli, 16<<20, func(uint64) int { return 1472 }, 120*time.Second)
 	st := cli.Stats()
 	tx, rx := FramesPerRecord(st)
-	t.Logf("frames per record: tx %.3f rx %.3f; retransmits %v", tx, rx, must(st.Counter("netstack", "tcp_retransmits")))
+	t.Logf("frames per record: tx %.3f rx %.3f; retransmits %v", tx, rx, must(st.Counter(engineLayer(), "tcp_retransmits")))
 }
 
 func must(v uint64, ok bool) uint64 { return v }
 
-func TestEcho16MiBImpaired(t *testing.T) {
+func TestEcho16MiBImpaired(t *testing.T) { engines(t, testEcho16MiBImpaired) }
+
+func testEcho16MiBImpaired(t *testing.T) {
 	seed := memio.Seed(t)
 	imp := memio.Impairment{Loss: 0.01, Duplicate: 0.01, Reorder: 0.01, Corrupt: 0.01}
 	// The wire is impaired from the first record on, not during the
@@ -264,8 +298,8 @@ func TestEcho16MiBImpaired(t *testing.T) {
 	pb.SetImpairment(imp)
 	stream(t, cli, 16<<20, func(uint64) int { return 1472 }, 300*time.Second)
 	st := cli.Stats()
-	retr, _ := st.Counter("netstack", "tcp_retransmits")
-	csum, _ := st.Counter("netstack", "tcp_checksum_errors")
+	retr, _ := st.Counter(engineLayer(), "tcp_retransmits")
+	csum, _ := st.Counter(engineLayer(), "tcp_checksum_errors")
 	t.Logf("client: retransmits %d, checksum errors %d; memio B %v; memio A %v", retr, csum, pb.Stats().Layers, pa.Stats().Layers)
 	if retr == 0 {
 		t.Errorf("1%% loss and no retransmission: is the impairment on?")
@@ -277,7 +311,9 @@ func TestEcho16MiBImpaired(t *testing.T) {
 	}
 }
 
-func TestRecordBoundaries(t *testing.T) {
+func TestRecordBoundaries(t *testing.T) { engines(t, testRecordBoundaries) }
+
+func testRecordBoundaries(t *testing.T) {
 	cfg := clientConfig()
 	cfg.MaxDatagram = MaxRecord
 	scfg := serverConfig()
@@ -291,7 +327,9 @@ func TestRecordBoundaries(t *testing.T) {
 // hub). Each gets its own echoes (QueueTo); the server's Queue goes to all
 // of them; and when one stops reading, the server's Queue refuses for all
 // (all or none): every client ends with the same records.
-func TestManyConnections(t *testing.T) {
+func TestManyConnections(t *testing.T) { engines(t, testManyConnections) }
+
+func testManyConnections(t *testing.T) {
 	const n = 3
 	h, bs := newHub(n, memio.Options{})
 	srv, err := NewOverFrameIO(serverConfig(), h, Options{})
@@ -378,7 +416,9 @@ func TestManyConnections(t *testing.T) {
 	t.Logf("fan-out: %d records to each of %d clients before back-pressure", queued, n)
 }
 
-func TestCloseAndReset(t *testing.T) {
+func TestCloseAndReset(t *testing.T) { engines(t, testCloseAndReset) }
+
+func testCloseAndReset(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
 	collect := func(b *Backend) func(context.Context) bool {
@@ -502,7 +542,9 @@ func pausedReader(reading *atomic.Bool, got *atomic.Uint64, bad *atomic.Value, f
 // reading. The client's Queue turns false (nothing lost, nothing cut), its
 // Flush reports ErrSendStall after TCP.SendStall, and when the server reads
 // again every record arrives, in order.
-func TestBackpressure(t *testing.T) {
+func TestBackpressure(t *testing.T) { engines(t, testBackpressure) }
+
+func testBackpressure(t *testing.T) {
 	var reading atomic.Bool
 	var got atomic.Uint64
 	var bad atomic.Value
@@ -563,7 +605,9 @@ type noWait struct{ frameio.FrameIO }
 
 // TestNoWaiter: over a FrameIO that cannot sleep the client still connects
 // (New polls), records flow, and Wait says it is not supported.
-func TestNoWaiter(t *testing.T) {
+func TestNoWaiter(t *testing.T) { engines(t, testNoWaiter) }
+
+func testNoWaiter(t *testing.T) {
 	pa, pb := memio.NewPair(memio.Options{})
 	srv, err := NewOverFrameIO(serverConfig(), noWait{pa}, Options{})
 	if err != nil {
@@ -586,7 +630,9 @@ func TestNoWaiter(t *testing.T) {
 // TestCloseDuringRx: Close from another goroutine while the poll loop is in
 // Rx or Wait makes them return net.ErrClosed, many times over, never a
 // crash (run with -race).
-func TestCloseDuringRx(t *testing.T) {
+func TestCloseDuringRx(t *testing.T) { engines(t, testCloseDuringRx) }
+
+func testCloseDuringRx(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), nil)
 		done := make(chan error, 1)
@@ -636,7 +682,9 @@ func TestCloseDuringRx(t *testing.T) {
 
 // TestConnectErrors: a refused connection and one nobody answers fail New
 // with ECONNREFUSED and ETIMEDOUT, releasing the FrameIO.
-func TestConnectErrors(t *testing.T) {
+func TestConnectErrors(t *testing.T) { engines(t, testConnectErrors) }
+
+func testConnectErrors(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		pa, pb := memio.NewPair(memio.Options{})
 		scfg := serverConfig()
@@ -675,7 +723,9 @@ func TestConnectErrors(t *testing.T) {
 // records again. Records queued after the last Flush wait for the next.
 // (netbench's tcp-xdp cells stalled for good this way: both ends held
 // released bytes that only a Flush handed to netstack.)
-func TestBackpressureClearsWithoutFlush(t *testing.T) {
+func TestBackpressureClearsWithoutFlush(t *testing.T) { engines(t, testBackpressureClearsWithoutFlush) }
+
+func testBackpressureClearsWithoutFlush(t *testing.T) {
 	var reading atomic.Bool
 	var got atomic.Uint64
 	var bad atomic.Value

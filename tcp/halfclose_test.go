@@ -43,7 +43,9 @@ func rxFor(t *testing.T, cli *Backend, onRec func([]byte), onErr func(error), do
 // A record longer than the server's MaxDatagram (a 65535-byte one) is
 // skipped and counted, and the connection goes on: the record after it is
 // answered.
-func TestOversizeRecordFromPeer(t *testing.T) {
+func TestOversizeRecordFromPeer(t *testing.T) { engines(t, testOversizeRecordFromPeer) }
+
+func testOversizeRecordFromPeer(t *testing.T) {
 	cc := clientConfig()
 	cc.MaxDatagram = MaxRecord
 	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), cc, nil)
@@ -64,7 +66,9 @@ func TestOversizeRecordFromPeer(t *testing.T) {
 // RFC 9293 §3.6: a FIN closes the sender's direction only. A client that
 // sends everything, shuts down its write side and reads on gets every
 // answer, then the server's FIN.
-func TestHalfCloseAnswersFlow(t *testing.T) {
+func TestHalfCloseAnswersFlow(t *testing.T) { engines(t, testHalfCloseAnswersFlow) }
+
+func testHalfCloseAnswersFlow(t *testing.T) {
 	const n, size = 2000, 1000
 	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), nil)
 	buf := make([]byte, size)
@@ -106,7 +110,9 @@ func TestHalfCloseAnswersFlow(t *testing.T) {
 
 // TxBytes counts payload on every kind: the stream's prefixes are in
 // layer "stream" bytes_tx only.
-func TestTxBytesCountsPayload(t *testing.T) {
+func TestTxBytesCountsPayload(t *testing.T) { engines(t, testTxBytesCountsPayload) }
+
+func testTxBytesCountsPayload(t *testing.T) {
 	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), nil)
 	for i := 0; i < 10; i++ {
 		if !cli.Queue(make([]byte, 100)) {

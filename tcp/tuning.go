@@ -46,7 +46,23 @@ type Tuning struct {
 	// sends no RST then). The backend reports it as a *core.PeerError
 	// with Reset true and Err syscall.ETIMEDOUT.
 	MaxRetries int
+	// DelayedACK delays the ACK of in-order data (RFC 1122 §4.2.3.2) up to
+	// this long; 0 off. Native engine only (netstack has none): default
+	// DefaultDelayedACK there, 0 with netstack.
+	DelayedACK time.Duration
 }
+
+// DefaultDelayedACK is the native engine's delayed ACK unless
+// Config.TCP.DelayedACK says otherwise: short against the default MinRTO
+// (25 ms), long enough for an answer to carry the ACK of its request.
+const DefaultDelayedACK = 5 * time.Millisecond
+
+// Which knob each engine takes. Both: NoDelay, SendBuf, RecvBuf,
+// Congestion, SACK, MinRTO, MaxRetries. Netstack only: RACK (the native
+// engine recovers by SACK, RFC 6675, and NewReno: RACK on is an error
+// there) and Moderate (the native engine's receive window is RecvBuf from
+// the start; Moderate, on by default, is ignored there). Native only:
+// DelayedACK (positive with netstack is an error). ValidateFor says so.
 
 // ModerateStart is where a moderated receive buffer starts (or RecvBuf, if
 // smaller): Linux's default tcp_rmem[1] of 128 KiB.
@@ -67,7 +83,21 @@ func TuningFromConfig(cfg core.Config) Tuning {
 		RACK:       t.RACK,
 		MinRTO:     t.MinRTO,
 		MaxRetries: t.MaxRetries,
+		DelayedACK: delayedACK(t),
 	}
+}
+
+// delayedACK resolves Config.TCP.DelayedACK for t.Stack.
+func delayedACK(t core.TCPTuning) time.Duration {
+	switch {
+	case t.DelayedACK < 0:
+		return 0
+	case t.DelayedACK > 0:
+		return t.DelayedACK
+	case t.Stack == core.TCPStackNative:
+		return min(DefaultDelayedACK, t.MinRTO/2)
+	}
+	return 0
 }
 
 // minBuf is the smallest buffer accepted (Config.Validate's bound).
@@ -92,6 +122,27 @@ func (t Tuning) Validate() error {
 	}
 	if t.MaxRetries < 1 {
 		return &core.ConfigError{Field: "TCP.MaxRetries", Value: t.MaxRetries, Reason: "must be at least 1"}
+	}
+	return nil
+}
+
+// ValidateFor checks t for the engine stack: Validate, and the knobs that
+// engine cannot honour (see Tuning).
+func (t Tuning) ValidateFor(s core.TCPStack) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	if s == core.TCPStackNative {
+		if t.RACK {
+			return &core.ConfigError{Field: "TCP.RACK", Value: true, Reason: `the native engine has no RACK-TLP (it recovers by SACK, RFC 6675, and NewReno): turn RACK off, or use TCP.Stack "netstack"`}
+		}
+		if t.DelayedACK >= t.MinRTO {
+			return &core.ConfigError{Field: "TCP.DelayedACK", Value: t.DelayedACK, Reason: fmt.Sprintf("must stay below TCP.MinRTO (%v), or the peer's retransmission beats the delayed ACK", t.MinRTO)}
+		}
+		return nil
+	}
+	if t.DelayedACK > 0 {
+		return &core.ConfigError{Field: "TCP.DelayedACK", Value: t.DelayedACK, Reason: `netstack has no delayed ACK: leave it 0, or use TCP.Stack "native"`}
 	}
 	return nil
 }

@@ -259,10 +259,14 @@ type TCPTuning struct {
 	// stack before reporting that the peer stopped reading. Default 2 s.
 	SendStall time.Duration
 	// Stack is the userspace TCP/IP engine of tcp-xdp and tcp-dpdk:
-	// TCPStackNetstack (the default, also when empty) or TCPStackNative.
-	// Validate refuses TCPStackNative until the tcp-* backends run the
-	// native engine (stack/native), so that it is never silently netstack.
+	// TCPStackNetstack (the default, also when empty) or TCPStackNative
+	// (stack/native). tcp/netconn runs on netstack only.
 	Stack TCPStack
+	// DelayedACK is the native engine's delayed ACK (RFC 1122 §4.2.3.2):
+	// 0 takes package tcp's default, a negative value turns it off. It must
+	// stay below MinRTO. Netstack has no delayed ACK: a positive value
+	// there is an error.
+	DelayedACK time.Duration
 }
 
 // TCPStack names a userspace TCP/IP engine.
@@ -295,7 +299,7 @@ func (s TCPStack) validate() error {
 	case "", TCPStackNetstack:
 		return nil
 	case TCPStackNative:
-		return badField("TCP.Stack", s, `the native engine (stack/native) does not run under tcp-xdp and tcp-dpdk yet; use "netstack" (the default), or stack/native directly over a frameio.FrameIO`)
+		return nil
 	}
 	return badField("TCP.Stack", s, `use "netstack" (gVisor, the default) or "native" (stack/native)`)
 }

@@ -1,0 +1,472 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"syscall"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/internal/core"
+	layer "github.com/dgramio/dgramio/internal/stream"
+	"github.com/dgramio/dgramio/stack"
+	"github.com/dgramio/dgramio/stack/native"
+)
+
+// nativeEngine is the native engine (package stack/native) under a Backend:
+// the stream layer's Transport, run to completion on the poll loop. It has
+// no goroutines: everything happens inside Rx, Flush, Wait, New and Close.
+type nativeEngine struct {
+	b   *Backend
+	e   *native.Engine
+	ln  *native.Listener
+	irq stack.Interrupter // nil: the FrameIO cannot be interrupted
+	wt  frameio.Waiter    // nil: the FrameIO cannot sleep (DPDK)
+
+	// closing makes nconn.Close half-close and keep the connection for
+	// the linger (shutdown); lingering holds those connections.
+	closing   bool
+	lingering []*nconn
+	// lost counts records taken by the engine whose first byte the peer
+	// never acknowledged before Linger ran out (counted in TxDropped).
+	lost uint64
+}
+
+var _ layer.Transport = (*nativeEngine)(nil)
+
+// nativeOptions maps cfg and the Tuning onto the engine's options.
+func nativeOptions(cfg core.Config, t Tuning, opts Options) native.Options {
+	o := native.Options{
+		Addr:       cfg.LocalIP,
+		PrefixLen:  opts.PrefixLen,
+		Neighbors:  stack.OptionsFromConfig(cfg).Neighbors,
+		Clock:      opts.NativeClock,
+		SendBuf:    t.SendBuf,
+		RecvBuf:    t.RecvBuf,
+		MinRTO:     t.MinRTO,
+		MaxRetries: t.MaxRetries,
+		DelayedACK: t.DelayedACK,
+		Nagle:      !t.NoDelay,
+		NoSACK:     !t.SACK,
+		Congestion: native.NewReno,
+		SYNBacklog: listenBacklog,
+	}
+	if o.PrefixLen == 0 {
+		o.PrefixLen = onLinkPrefix(cfg)
+	}
+	if o.MinRTO > native.DefaultMaxRTO {
+		o.MaxRTO = o.MinRTO
+	}
+	if t.Congestion == "cubic" {
+		o.Congestion = native.CUBIC
+	}
+	if max := len(cfg.Dests) + 1; cfg.Role == core.RoleClient && max > native.DefaultMaxConns {
+		o.MaxConns = max
+	}
+	return o
+}
+
+// open starts the engine over fio and listens or connects. On error the
+// caller shuts the Backend down (shutdown copes with a nil engine).
+func (n *nativeEngine) open(fio frameio.FrameIO) error {
+	b := n.b
+	n.irq, _ = fio.(stack.Interrupter)
+	n.wt, _ = fio.(frameio.Waiter)
+	if err := b.tune.ValidateFor(core.TCPStackNative); err != nil {
+		return err
+	}
+	e, err := native.New(fio, nativeOptions(b.cfg, b.tune, b.opts))
+	if err != nil {
+		return fmt.Errorf("tcp: native engine: %w", err)
+	}
+	n.e = e
+	if b.cfg.Role == core.RoleServer {
+		ln, err := n.e.Listen(b.cfg.Port, listenBacklog)
+		if err != nil {
+			return fmt.Errorf("tcp: listen %s:%d: %w", b.cfg.LocalIP, b.cfg.Port, nativeGoErr(err))
+		}
+		n.ln = ln
+		return nil
+	}
+	return n.connectAll()
+}
+
+// Poll implements layer.Transport: frames in, timers due.
+func (n *nativeEngine) Poll() {
+	for total := 0; total < pollBudget; {
+		got := n.e.Poll(n.b.cfg.RxBatch)
+		total += got
+		if got < n.b.cfg.RxBatch {
+			break
+		}
+	}
+}
+
+// Push implements layer.Transport: the segments due, one kick.
+func (n *nativeEngine) Push() error { return n.e.Flush() }
+
+// Accept implements layer.Transport.
+func (n *nativeEngine) Accept(add func(layer.Conn, netip.AddrPort)) {
+	if n.ln == nil {
+		return
+	}
+	for {
+		c, ok := n.ln.Accept()
+		if !ok {
+			return
+		}
+		add(&nconn{n: n, c: c}, c.Peer())
+	}
+}
+
+// interrupt ends a Wait in progress, where the FrameIO can.
+func (n *nativeEngine) interrupt() {
+	if n.irq != nil {
+		n.irq.Interrupt()
+	}
+}
+
+// sleep sleeps on the FrameIO until a frame may be there, the engine's
+// next timer is due, or ctx is done (ctx.Err()). The engine is read under
+// the Backend's guard only (Stats may run meanwhile), so sleep reads the
+// next timer first and then sleeps on the FrameIO alone.
+func (n *nativeEngine) sleep(ctx context.Context, next time.Time, armed bool) error {
+	if n.wt == nil {
+		return core.NotSupported("Wait on "+n.b.cfg.Kind+" over this device", "", "the device cannot sleep on its queue: poll Rx", nil)
+	}
+	if armed && n.b.opts.NativeClock == nil {
+		d := time.Until(next)
+		if d <= 0 {
+			return nil
+		}
+		c, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		err := n.wt.Wait(c)
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil // the timer is due
+		}
+		return err
+	}
+	return n.wt.Wait(ctx)
+}
+
+// nap is sleep for the poll loops of New and Close, which own the engine.
+func (n *nativeEngine) nap(ctx context.Context) error {
+	at, ok := n.e.NextTimer()
+	err := n.sleep(ctx, at, ok)
+	if errors.Is(err, core.ErrNotSupported) {
+		t := time.NewTimer(napPoll)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// connectAll dials every destination and drives the engine until each is
+// established, one fails, or ConnectTimeout passes.
+func (n *nativeEngine) connectAll() error {
+	b := n.b
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ConnectTimeout)
+	defer cancel()
+	pending := make([]*nconn, 0, len(b.cfg.Dests))
+	for _, d := range b.cfg.Dests {
+		peer := netip.AddrPortFrom(d, b.cfg.Port)
+		c, err := n.dial(peer)
+		if err != nil {
+			return err
+		}
+		nc := &nconn{n: n, c: c}
+		b.s.Add(nc, peer) // released by shutdown on error
+		pending = append(pending, nc)
+	}
+	for len(pending) > 0 {
+		n.Poll()
+		if err := n.e.Flush(); err != nil {
+			return fmt.Errorf("tcp: connect: %w", err)
+		}
+		left := pending[:0]
+		for _, c := range pending {
+			if err := c.c.Err(); err != nil {
+				return fmt.Errorf("tcp: connect %s: %w", c.c.Peer(), nativeGoErr(err))
+			}
+			if c.c.State() == native.SynSent || c.c.State() == native.SynReceived {
+				left = append(left, c)
+			}
+		}
+		if pending = left; len(pending) == 0 {
+			break
+		}
+		if err := n.nap(ctx); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("tcp: connect %s: no answer within %v (ConnectTimeout): %w", pending[0].c.Peer(), b.cfg.ConnectTimeout, syscall.ETIMEDOUT)
+			}
+			return fmt.Errorf("tcp: connect %s: %w", pending[0].c.Peer(), err)
+		}
+	}
+	return nil
+}
+
+// dial opens one connection to peer from Config.LocalPort, from the first
+// free port of Options.SourcePorts, or from an ephemeral port.
+func (n *nativeEngine) dial(peer netip.AddrPort) (*native.Conn, error) {
+	b := n.b
+	if b.cfg.LocalPort != 0 || b.opts.SourcePorts == nil {
+		c, err := n.e.Dial(peer, b.cfg.LocalPort)
+		if err != nil {
+			return nil, fmt.Errorf("tcp: connect %s: %w", peer, nativeGoErr(err))
+		}
+		return c, nil
+	}
+	ports := b.opts.SourcePorts(peer)
+	for _, p := range ports {
+		c, err := n.e.Dial(peer, p)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, native.ErrPortInUse) {
+			return nil, fmt.Errorf("tcp: connect %s from port %d: %w", peer, p, nativeGoErr(err))
+		}
+	}
+	return nil, fmt.Errorf("tcp: connect %s: none of the %d source ports chosen for this queue is free: %w", peer, len(ports), syscall.EADDRINUSE)
+}
+
+// shutdown closes the connections in order (FIN after what was written)
+// and drives the engine for up to linger so that the FINs and what they
+// follow are acknowledged; what is still unacknowledged then is reset,
+// its records counted lost. The poll loop must not run.
+func (n *nativeEngine) shutdown(linger time.Duration) {
+	n.closing = true
+	if n.e == nil { // New failed before the engine
+		n.b.s.Close()
+		return
+	}
+	n.b.s.Close() // nconn.Close: FIN, kept in lingering
+	if n.ln != nil {
+		n.ln.Close()
+	}
+	deadline := time.Now().Add(linger)
+	for len(n.lingering) > 0 && !n.allDone() && time.Now().Before(deadline) {
+		n.Poll()
+		n.e.Flush()
+		ctx, cancel := context.WithTimeout(context.Background(), min(time.Until(deadline), 5*time.Millisecond))
+		_ = n.nap(ctx)
+		cancel()
+	}
+	for _, c := range n.lingering {
+		n.lost += c.unacked()
+		if c.done() {
+			c.c.Close()
+		} else {
+			c.c.Abort()
+		}
+	}
+	n.lingering = nil
+	n.e.Flush()
+	n.e.Close()
+}
+
+// allDone reports whether every lingering connection is acknowledged.
+func (n *nativeEngine) allDone() bool {
+	for _, c := range n.lingering {
+		if !c.done() {
+			return false
+		}
+	}
+	return true
+}
+
+// nconn is one connection of the native engine: the layer.Conn.
+//
+// It keeps the stream offsets of the records it wrote whose first byte the
+// peer has not acknowledged yet (starts, a ring that grows to the records
+// in flight and is reused), so that Close can count what Linger did not
+// get through.
+type nconn struct {
+	n *nativeEngine
+	c *native.Conn
+
+	off     uint64 // stream bytes written
+	need    int    // bytes left of the record body being written
+	hdrHave int    // bytes of its length prefix written so far
+	hdr     [HeaderLen]byte
+	starts  []uint64 // ring of record start offsets
+	head    int
+	count   int
+}
+
+var _ layer.Conn = (*nconn)(nil)
+
+// Write implements layer.Conn.
+func (c *nconn) Write(p []byte) (int, error) {
+	k := c.c.Write(p)
+	if k == 0 && len(p) > 0 {
+		if err := c.c.Err(); err != nil {
+			return 0, nativePeerError(err)
+		}
+		return 0, nil
+	}
+	c.track(p[:k])
+	return k, nil
+}
+
+// track records where the records of p, the next bytes of the stream,
+// start, and forgets those whose start the peer acknowledged.
+func (c *nconn) track(p []byte) {
+	acked := c.off - uint64(c.c.Buffered()) + uint64(len(p))
+	for c.count > 0 && c.starts[c.head] < acked {
+		c.head = (c.head + 1) % len(c.starts)
+		c.count--
+	}
+	for i := 0; i < len(p); {
+		if c.need > 0 {
+			k := min(c.need, len(p)-i)
+			c.need -= k
+			i += k
+			continue
+		}
+		if c.hdrHave == 0 {
+			c.push(c.off + uint64(i))
+		}
+		c.hdr[c.hdrHave] = p[i]
+		c.hdrHave++
+		i++
+		if c.hdrHave == HeaderLen {
+			c.need = int(c.hdr[0])<<8 | int(c.hdr[1])
+			c.hdrHave = 0
+		}
+	}
+	c.off += uint64(len(p))
+}
+
+// push appends a record start to the ring, doubling it when full.
+func (c *nconn) push(at uint64) {
+	if c.count == len(c.starts) {
+		grown := make([]uint64, max(64, 2*len(c.starts)))
+		for i := 0; i < c.count; i++ {
+			grown[i] = c.starts[(c.head+i)%len(c.starts)]
+		}
+		c.starts, c.head = grown, 0
+	}
+	c.starts[(c.head+c.count)%len(c.starts)] = at
+	c.count++
+}
+
+// unacked is the number of records written whose first byte the peer has
+// not acknowledged.
+func (c *nconn) unacked() uint64 {
+	acked := c.off - uint64(c.c.Buffered())
+	var k uint64
+	for i := 0; i < c.count; i++ {
+		if c.starts[(c.head+i)%len(c.starts)] >= acked {
+			k++
+		}
+	}
+	return k
+}
+
+// done reports whether the connection's FIN and everything before it are
+// acknowledged, or it ended.
+func (c *nconn) done() bool {
+	switch c.c.State() {
+	case native.FinWait2, native.TimeWait, native.Closed:
+		return true
+	}
+	return c.c.Err() != nil
+}
+
+// Read implements layer.Conn.
+func (c *nconn) Read(p []byte) (int, error) {
+	k, err := c.c.Read(p)
+	if err == nil || err == io.EOF {
+		return k, err
+	}
+	return k, nativePeerError(err)
+}
+
+// Readable implements layer.Conn.
+func (c *nconn) Readable() bool { return c.c.Readable() }
+
+// Writable implements layer.Conn.
+func (c *nconn) Writable() bool { return c.c.Writable() }
+
+// SetReading implements layer.Conn: the engine has no readiness to sleep
+// on; Wait asks the layer.
+func (c *nconn) SetReading(bool) {}
+
+// Close implements layer.Conn: FIN after what was written; the engine
+// finishes the close. During the Backend's Close the connection is kept
+// for the linger instead.
+func (c *nconn) Close() {
+	if c.n.closing {
+		c.c.CloseWrite()
+		c.n.lingering = append(c.n.lingering, c)
+		return
+	}
+	c.c.Close()
+}
+
+// Abort implements layer.Conn.
+func (c *nconn) Abort() { c.c.Abort() }
+
+// nativeGoErr maps the engine's connection errors onto the errnos the
+// netstack backend and kind tcp report, keeping the engine's error in the
+// chain (errors.Is matches both).
+func nativeGoErr(err error) error {
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, native.ErrReset):
+		errno = syscall.ECONNRESET
+	case errors.Is(err, native.ErrRefused):
+		errno = syscall.ECONNREFUSED
+	case errors.Is(err, native.ErrTimedOut):
+		errno = syscall.ETIMEDOUT
+	case errors.Is(err, native.ErrHostUnreachable):
+		errno = syscall.EHOSTUNREACH
+	case errors.Is(err, native.ErrAborted):
+		errno = syscall.ECONNABORTED
+	case errors.Is(err, native.ErrPortInUse):
+		errno = syscall.EADDRINUSE
+	case errors.Is(err, native.ErrTableFull):
+		errno = syscall.EADDRNOTAVAIL
+	default:
+		return err
+	}
+	return fmt.Errorf("%w (%w)", errno, err)
+}
+
+// nativePeerError is the stream's end for an engine error: always both
+// directions (the engine reports an orderly FIN as io.EOF).
+func nativePeerError(err error) error {
+	return &core.PeerError{Reset: true, Err: nativeGoErr(err)}
+}
+
+// onLinkPrefix is the engine's on-link prefix when Options.PrefixLen is
+// unset. Like the netstack backend, which sends to every peer on the link,
+// the engine then has no gateway: a client's prefix is the longest that
+// holds LocalIP and every Dests; a server's is 1, the widest the engine
+// takes (a peer whose first address bit differs from LocalIP's is
+// unreachable: the engine does not route).
+func onLinkPrefix(cfg core.Config) int {
+	if cfg.Role != core.RoleClient {
+		return 1
+	}
+	u := func(a netip.Addr) uint32 {
+		b := a.As4()
+		return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	}
+	p := 32
+	for _, d := range cfg.Dests {
+		for x := u(cfg.LocalIP) ^ u(d); p > 1 && x>>(32-p) != 0; {
+			p--
+		}
+	}
+	return p
+}
