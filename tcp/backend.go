@@ -729,10 +729,10 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	}
 	defer b.guard.Exit()
 	n, err := b.s.Rx(pkts)
-	if n == 0 && err == nil && b.nat == nil {
+	if n == 0 && err == nil {
 		// Nothing for the caller: let netstack's goroutines (the
-		// processor that has our segments, the peer's poll loop in the
-		// same process) run before the caller polls again. A poll loop
+		// processor that has our segments; none with the native engine),
+		// the peer's poll loop in the same process, run before the caller polls again. A poll loop
 		// that spins on Rx would otherwise hold its P until preempted
 		// (10 ms) whenever the Ps are all busy (GOMAXPROCS=1, or as many
 		// spinning loops as Ps).
@@ -844,6 +844,7 @@ func (b *Backend) appendEngineCounters(dst []core.Counter, out *core.Stats) []co
 	if b.nat == nil {
 		return b.st.AppendCounters(dst)
 	}
+	at := len(dst)
 	if b.guard.Enter() {
 		dst = b.nat.e.AppendCounters(dst)
 		b.guard.Exit()
@@ -851,6 +852,9 @@ func (b *Backend) appendEngineCounters(dst []core.Counter, out *core.Stats) []co
 		b.finalMu.Lock()
 		dst = append(dst, b.finalEngine...)
 		b.finalMu.Unlock()
+	}
+	for i := at; i < len(dst); i++ {
+		dst[i].Loss = false // frames, which TCP retransmits
 	}
 	return dst
 }

@@ -480,7 +480,7 @@ func testCloseAndReset(t *testing.T) {
 	})
 	t.Run("reset", func(t *testing.T) {
 		srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), collect)
-		cli.conn(0).ep.Abort() // RST
+		cli.s.Conn(0).Abort() // RST (the layer removes it at the next call)
 		cli.Flush()
 		pe := waitErr(srv)
 		if !pe.Reset {

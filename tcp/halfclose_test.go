@@ -91,7 +91,9 @@ func testHalfCloseAnswersFlow(t *testing.T) {
 		if sent == n && !shut {
 			if _, staged, _ := cli.s.Staged(0); staged == 0 {
 				shut = true
-				if terr := cli.conn(0).ep.Shutdown(tcpip.ShutdownWrite); terr != nil {
+				if nc, ok := cli.s.Conn(0).(*nconn); ok {
+					nc.c.CloseWrite()
+				} else if terr := cli.conn(0).ep.Shutdown(tcpip.ShutdownWrite); terr != nil {
 					t.Fatalf("shutdown: %v", terr)
 				}
 			}

@@ -54,12 +54,24 @@ func BenchmarkHandoff(b *testing.B) {
 		<-done
 		report(b, lat)
 	})
+	b.Run("native", func(b *testing.B) {
+		testStack = core.TCPStackNative
+		defer func() { testStack = core.TCPStackNetstack }()
+		handoff(b, false)
+	})
 	for _, noYield := range []bool{false, true} {
 		name := "netstack/yield"
 		if noYield {
 			name = "netstack/noyield"
 		}
-		b.Run(name, func(b *testing.B) {
+		b.Run(name, func(b *testing.B) { handoff(b, noYield) })
+	}
+}
+
+// handoff is BenchmarkHandoff over two backends of testStack's engine.
+func handoff(b *testing.B, noYield bool) {
+	{
+		{
 			pa, pb := memio.NewPair(memio.Options{})
 			srv, err := NewOverFrameIO(serverConfig(), pa, Options{})
 			if err != nil {
@@ -89,7 +101,7 @@ func BenchmarkHandoff(b *testing.B) {
 			}
 			b.StopTimer()
 			report(b, lat)
-		})
+		}
 	}
 }
 

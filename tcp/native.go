@@ -25,6 +25,10 @@ type nativeEngine struct {
 	ln  *native.Listener
 	irq stack.Interrupter // nil: the FrameIO cannot be interrupted
 	wt  frameio.Waiter    // nil: the FrameIO cannot sleep (DPDK)
+	// alarm interrupts the FrameIO's Wait when the engine's next timer is
+	// due (with irq: a sleep then allocates nothing); made at the first
+	// sleep, reused.
+	alarm *time.Timer
 
 	// closing makes nconn.Close half-close and keep the connection for
 	// the linger (shutdown); lingering holds those connections.
@@ -141,6 +145,16 @@ func (n *nativeEngine) sleep(ctx context.Context, next time.Time, armed bool) er
 		d := time.Until(next)
 		if d <= 0 {
 			return nil
+		}
+		if n.irq != nil {
+			if n.alarm == nil {
+				n.alarm = time.AfterFunc(d, n.irq.Interrupt)
+			} else {
+				n.alarm.Reset(d)
+			}
+			err := n.wt.Wait(ctx)
+			n.alarm.Stop()
+			return err
 		}
 		c, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
@@ -262,6 +276,7 @@ func (n *nativeEngine) shutdown(linger time.Duration) {
 	}
 	for _, c := range n.lingering {
 		n.lost += c.unacked()
+		c.gone = true
 		if c.done() {
 			c.c.Close()
 		} else {
@@ -271,6 +286,9 @@ func (n *nativeEngine) shutdown(linger time.Duration) {
 	n.lingering = nil
 	n.e.Flush()
 	n.e.Close()
+	if n.alarm != nil {
+		n.alarm.Stop()
+	}
 }
 
 // allDone reports whether every lingering connection is acknowledged.
@@ -292,6 +310,9 @@ func (n *nativeEngine) allDone() bool {
 type nconn struct {
 	n *nativeEngine
 	c *native.Conn
+	// gone is set once Close or Abort released c (the engine reuses its
+	// slot): c is never touched again, Read and Write report abortErr.
+	gone bool
 
 	off     uint64 // stream bytes written
 	need    int    // bytes left of the record body being written
@@ -306,6 +327,9 @@ var _ layer.Conn = (*nconn)(nil)
 
 // Write implements layer.Conn.
 func (c *nconn) Write(p []byte) (int, error) {
+	if c.gone {
+		return 0, abortErr
+	}
 	k := c.c.Write(p)
 	if k == 0 && len(p) > 0 {
 		if err := c.c.Err(); err != nil {
@@ -384,6 +408,9 @@ func (c *nconn) done() bool {
 
 // Read implements layer.Conn.
 func (c *nconn) Read(p []byte) (int, error) {
+	if c.gone {
+		return 0, abortErr
+	}
 	k, err := c.c.Read(p)
 	if err == nil || err == io.EOF {
 		return k, err
@@ -392,10 +419,10 @@ func (c *nconn) Read(p []byte) (int, error) {
 }
 
 // Readable implements layer.Conn.
-func (c *nconn) Readable() bool { return c.c.Readable() }
+func (c *nconn) Readable() bool { return c.gone || c.c.Readable() }
 
 // Writable implements layer.Conn.
-func (c *nconn) Writable() bool { return c.c.Writable() }
+func (c *nconn) Writable() bool { return !c.gone && c.c.Writable() }
 
 // SetReading implements layer.Conn: the engine has no readiness to sleep
 // on; Wait asks the layer.
@@ -405,16 +432,28 @@ func (c *nconn) SetReading(bool) {}
 // finishes the close. During the Backend's Close the connection is kept
 // for the linger instead.
 func (c *nconn) Close() {
+	if c.gone {
+		return
+	}
 	if c.n.closing {
 		c.c.CloseWrite()
 		c.n.lingering = append(c.n.lingering, c)
 		return
 	}
+	c.gone = true
 	c.c.Close()
 }
 
 // Abort implements layer.Conn.
-func (c *nconn) Abort() { c.c.Abort() }
+func (c *nconn) Abort() {
+	if !c.gone {
+		c.gone = true
+		c.c.Abort()
+	}
+}
+
+// abortErr is what a connection released by Abort reports.
+var abortErr error = &core.PeerError{Reset: true, Err: nativeGoErr(native.ErrAborted)}
 
 // nativeGoErr maps the engine's connection errors onto the errnos the
 // netstack backend and kind tcp report, keeping the engine's error in the
