@@ -1,0 +1,190 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// nativeConfigs are serverConfig and clientConfig on the native engine.
+func nativeConfigs() (srv, cli core.Config) {
+	srv, cli = serverConfig(), clientConfig()
+	srv.TCP.Stack, cli.TCP.Stack = core.TCPStackNative, core.TCPStackNative
+	return srv, cli
+}
+
+// TestNativeNoGoroutines: the native engine runs nothing behind the poll
+// loop: runtime.NumGoroutine is the same before New and after Close, and
+// New..Close of both ends (with traffic) starts none.
+func TestNativeNoGoroutines(t *testing.T) {
+	scfg, ccfg := nativeConfigs()
+	pa, pb := memio.NewPair(memio.Options{})
+	before := runtime.NumGoroutine()
+	srv, err := NewOverFrameIO(scfg, pa, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPoller(srv, spinEcho(srv))
+	cli, err := NewOverFrameIO(ccfg, pb, Options{})
+	if err != nil {
+		p.stop()
+		srv.Close()
+		t.Fatal(err)
+	}
+	// The poller is the test's one goroutine.
+	if n := runtime.NumGoroutine(); n != before+1 {
+		t.Errorf("goroutines with both backends open: %d, want %d (the test's poller only)", n, before+1)
+	}
+	msg, pkts := make([]byte, 100), make([]core.Packet, 8)
+	for i := 0; i < 100; i++ {
+		roundTrip(t, cli, msg, pkts)
+	}
+	cli.Close()
+	p.stop()
+	srv.Close()
+	if n := runtime.NumGoroutine(); n != before {
+		t.Errorf("goroutines after Close: %d, before New: %d", n, before)
+	}
+}
+
+// TestNativeDelayedACKFrames: RFC 1122 §4.2.3.2. With delayed ACK (the
+// native default under tcp-xdp), a request and its answer cost about two
+// segments: the answer carries the ACK of the request, the next request
+// the ACK of the answer. Without it, each side also sends a pure ACK.
+func TestNativeDelayedACKFrames(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		delack   time.Duration
+		min, max float64
+	}{
+		{"default", 0, 1.9, 2.2},
+		{"off", -1, 2.9, 4.1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scfg, ccfg := nativeConfigs()
+			scfg.TCP.DelayedACK, ccfg.TCP.DelayedACK = tc.delack, tc.delack
+			srv, cli, _, _ := setup(t, memio.Options{}, scfg, ccfg, func(b *Backend) func(context.Context) bool { return spinEcho(b) })
+			msg, pkts := make([]byte, 100), make([]core.Packet, 8)
+			for i := 0; i < 10; i++ {
+				roundTrip(t, cli, msg, pkts)
+			}
+			seg := func() uint64 {
+				cs, ss := cli.Stats(), srv.Stats()
+				a, _ := cs.Counter("native", "tcp_segments_out")
+				b, _ := ss.Counter("native", "tcp_segments_out")
+				return a + b
+			}
+			const rounds = 500
+			s0 := seg()
+			for i := 0; i < rounds; i++ {
+				roundTrip(t, cli, msg, pkts)
+			}
+			got := float64(seg()-s0) / rounds
+			t.Logf("delayed ACK %v: %.2f segments per request/answer", TuningFromConfig(ccfg).DelayedACK, got)
+			if got < tc.min || got > tc.max {
+				t.Errorf("%.2f segments per request/answer, want %.1f..%.1f", got, tc.min, tc.max)
+			}
+		})
+	}
+}
+
+// TestNativeLingerCountsUnacked: records the engine took whose first byte
+// the peer never acknowledged when Linger ran out are counted in
+// TxDropped (and not in TxSent): the wire to the server goes dead after the
+// handshake, so none of them is acknowledged.
+func TestNativeLingerCountsUnacked(t *testing.T) {
+	scfg, ccfg := nativeConfigs()
+	pa, pb := memio.NewPair(memio.Options{})
+	srv, err := NewOverFrameIO(scfg, pa, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPoller(srv, echo(t, srv))
+	defer func() { p.stop(); srv.Close() }()
+	cli, err := NewOverFrameIO(ccfg, pb, Options{Linger: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb.SetImpairment(memio.Impairment{Loss: 1})
+	const n = 10
+	msg := make([]byte, 100)
+	for i := 0; i < n; i++ {
+		if !cli.Queue(msg) {
+			t.Fatalf("Queue %d refused", i)
+		}
+	}
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if s := cli.Stats(); s.TxSent != n {
+		t.Fatalf("before Close: TxSent %d, want %d (taken by the engine)", s.TxSent, n)
+	}
+	cli.Close()
+	s := cli.Stats()
+	if s.TxSent != 0 || s.TxDropped != n {
+		t.Errorf("after Close: TxSent %d TxDropped %d, want 0 and %d", s.TxSent, s.TxDropped, n)
+	}
+}
+
+// TestNativeLingerAcked: Close lingers until the records and the FIN are
+// acknowledged: nothing is counted lost on a clean wire.
+func TestNativeLingerAcked(t *testing.T) {
+	scfg, ccfg := nativeConfigs()
+	_, cli, _, _ := setup(t, memio.Options{}, scfg, ccfg, func(b *Backend) func(context.Context) bool { return sleepEcho(b) })
+	msg := make([]byte, 100)
+	for i := 0; i < 10; i++ {
+		cli.Queue(msg)
+	}
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cli.Close()
+	if s := cli.Stats(); s.TxSent != 10 || s.TxDropped != 0 {
+		t.Errorf("after Close: TxSent %d TxDropped %d, want 10 and 0", s.TxSent, s.TxDropped)
+	}
+}
+
+// TestTuningPerEngine: a knob one engine cannot honour is a
+// *core.ConfigError naming it, never ignored.
+func TestTuningPerEngine(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stack core.TCPStack
+		set   func(*core.Config)
+		field string
+	}{
+		{"RACK on native", core.TCPStackNative, func(c *core.Config) { c.TCP.RACK = true }, "TCP.RACK"},
+		{"DelayedACK on netstack", core.TCPStackNetstack, func(c *core.Config) { c.TCP.DelayedACK = time.Millisecond }, "TCP.DelayedACK"},
+		{"DelayedACK above MinRTO", core.TCPStackNative, func(c *core.Config) {
+			c.TCP.DelayedACK, c.TCP.MinRTO = 30*time.Millisecond, 20*time.Millisecond
+		}, "TCP.DelayedACK"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := clientConfig()
+			cfg.TCP.Stack = tc.stack
+			tc.set(&cfg)
+			pa, pb := memio.NewPair(memio.Options{})
+			defer pb.Close()
+			_, err := NewOverFrameIO(cfg, pa, Options{})
+			var ce *core.ConfigError
+			if !errors.As(err, &ce) || ce.Field != tc.field {
+				t.Fatalf("NewOverFrameIO = %v, want a ConfigError on %s", err, tc.field)
+			}
+		})
+	}
+	// The native engine's default delayed ACK, below MinRTO; none on
+	// netstack.
+	cfg := clientConfig()
+	if d := TuningFromConfig(cfg).DelayedACK; d != 0 {
+		t.Errorf("netstack DelayedACK %v", d)
+	}
+	cfg.TCP.Stack = core.TCPStackNative
+	if d := TuningFromConfig(cfg).DelayedACK; d != DefaultDelayedACK {
+		t.Errorf("native DelayedACK %v, want %v", d, DefaultDelayedACK)
+	}
+}
