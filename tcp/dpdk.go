@@ -83,7 +83,7 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 		unpin()
 		return nil, err
 	}
-	mode := "netstack over dpdk " + info.Driver
+	mode := engineName(cfg) + " over dpdk " + info.Driver
 	if cfg.Pcap != "" {
 		mode += " +pcap"
 	}
@@ -211,7 +211,7 @@ func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
 		th.Release()
 		return nil, err
 	}
-	mode := "netstack over dpdk " + dp.Info().Driver
+	mode := engineName(qc) + " over dpdk " + dp.Info().Driver
 	if qc.Pcap != "" {
 		mode += " +pcap"
 	}

@@ -28,6 +28,9 @@ func openTCPDPDK(t *testing.T, h *testhost.Host, driver string, cfg core.Config)
 	t.Helper()
 	dpdkTCPSeq++
 	cfg.Kind = core.KindTCPDPDK
+	if cfg.TCP.Stack == "" {
+		cfg.TCP.Stack = testStack
+	}
 	cfg.DPDK.VDev = fmt.Sprintf("%s_t%d,iface=%s", driver, dpdkTCPSeq, h.Iface)
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 20 * time.Second
@@ -89,7 +92,9 @@ func dpdkTCPClean(t *testing.T, h *testhost.Host) {
 
 // TestDPDKTCPClientKernelServer: tcp-dpdk on A connects to a kernel TCP
 // echo server on B and sends 10k records, which come back in order.
-func TestDPDKTCPClientKernelServer(t *testing.T) {
+func TestDPDKTCPClientKernelServer(t *testing.T) { engines(t, testDPDKTCPClientKernelServer) }
+
+func testDPDKTCPClientKernelServer(t *testing.T) {
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
 		t.Run(driver, func(t *testing.T) {
 			p := dpdkTCPPrepare(t, driver)
@@ -140,7 +145,9 @@ func TestDPDKTCPClientKernelServer(t *testing.T) {
 // TestDPDKTCPServerKernelClient: a kernel TCP client on B connects to
 // tcp-dpdk serving on A and sends 10k records; the server echoes each to its
 // sender.
-func TestDPDKTCPServerKernelClient(t *testing.T) {
+func TestDPDKTCPServerKernelClient(t *testing.T) { engines(t, testDPDKTCPServerKernelClient) }
+
+func testDPDKTCPServerKernelClient(t *testing.T) {
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
 		t.Run(driver, func(t *testing.T) {
 			p := dpdkTCPPrepare(t, driver)
@@ -261,7 +268,9 @@ func TestDPDKTCPAfPacketKernelAddress(t *testing.T) {
 // TestDPDKTCPConnectRefused: a client whose server port is closed gets an
 // error (B's kernel answers the SYN with a RST), and nothing is left on
 // the interface.
-func TestDPDKTCPConnectRefused(t *testing.T) {
+func TestDPDKTCPConnectRefused(t *testing.T) { engines(t, testDPDKTCPConnectRefused) }
+
+func testDPDKTCPConnectRefused(t *testing.T) {
 	p := dpdkTCPPrepare(t, "net_af_xdp")
 	_, err := openTCPDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
 		Dests: []netip.Addr{p.B.Addr}, Port: 5999, ConnectTimeout: 5 * time.Second})

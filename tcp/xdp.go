@@ -154,11 +154,19 @@ func openXSK(cfg core.Config, prog *afxdp.Program) (frameio.FrameIO, Options, er
 		x.Close()
 		return nil, Options{}, err
 	}
-	mode := "netstack over xdp " + x.Mode()
+	mode := engineName(cfg) + " over xdp " + x.Mode()
 	if cfg.Pcap != "" {
 		mode += " +pcap"
 	}
 	return fio, Options{Mode: mode, Close: fio.Close}, nil
+}
+
+// engineName is the userspace TCP/IP engine of cfg as Mode names it.
+func engineName(cfg core.Config) string {
+	if cfg.TCP.Stack == core.TCPStackNative {
+		return "native"
+	}
+	return "netstack"
 }
 
 // xdpGroup is kind tcp-xdp with several queues.

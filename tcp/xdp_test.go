@@ -41,6 +41,9 @@ func openXDP(t *testing.T, h *testhost.Host, cfg core.Config) (core.Backend, err
 	t.Helper()
 	cfg.Kind = core.KindTCPXDP
 	cfg.Iface = h.Iface
+	if cfg.TCP.Stack == "" {
+		cfg.TCP.Stack = testStack
+	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 20 * time.Second
 	}
@@ -151,7 +154,9 @@ func roundTrips(t *testing.T, b core.Backend, n, size, window int) {
 // TestXDPClientKernelServer: tcp-xdp on A connects to a kernel TCP echo
 // server on B; 10k records come back in order; after Close the interface
 // has no program left and the kernel side saw the connection end.
-func TestXDPClientKernelServer(t *testing.T) {
+func TestXDPClientKernelServer(t *testing.T) { engines(t, testXDPClientKernelServer) }
+
+func testXDPClientKernelServer(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := testhost.NewT(t, testhost.Options{})
 	ln, wg := kernelEcho(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
@@ -165,7 +170,7 @@ func TestXDPClientKernelServer(t *testing.T) {
 	if s.TxSent != 10000 || s.RxDelivered != 10000 || s.Resets != 0 {
 		t.Fatalf("TxSent %d RxDelivered %d Resets %d", s.TxSent, s.RxDelivered, s.Resets)
 	}
-	if v, _ := s.Counter("netstack", "arp_requests_sent"); v == 0 {
+	if v, _ := s.Counter(engineLayer(), "arp_requests_sent"); v == 0 {
 		t.Errorf("netstack resolved B without ARP?")
 	}
 	if err := b.Close(); err != nil {
@@ -290,7 +295,9 @@ func TestXDPPinsProcess(t *testing.T) {
 
 // TestXDPServerKernelClient: a kernel TCP client on B connects to tcp-xdp
 // serving on A and sends 10k records; the server echoes each to its sender.
-func TestXDPServerKernelClient(t *testing.T) {
+func TestXDPServerKernelClient(t *testing.T) { engines(t, testXDPServerKernelClient) }
+
+func testXDPServerKernelClient(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := testhost.NewT(t, testhost.Options{})
 	addr := xdpAddr(p.A, 3)
@@ -372,7 +379,7 @@ func TestXDPServerKernelClient(t *testing.T) {
 		t.Fatalf("Accepts %d RxDelivered %d TxSent %d Resets %d", s.Accepts, s.RxDelivered, s.TxSent, s.Resets)
 	}
 	// B's kernel found .3 by ARP, and only netstack could answer.
-	if v, _ := s.Counter("netstack", "arp_replies_sent"); v == 0 {
+	if v, _ := s.Counter(engineLayer(), "arp_replies_sent"); v == 0 {
 		t.Errorf("netstack answered no ARP")
 	}
 	if err := b.Close(); err != nil {
@@ -483,7 +490,9 @@ func BenchmarkVethOneWay(b *testing.B) {
 // through a seeded lossy wire (1% loss, duplication, reordering and
 // corruption each way, 100 µs delay): 3000 records of 1400 bytes come back
 // whole and in order; netstack's checksums catch the corrupted frames.
-func TestXDPOverLossyWire(t *testing.T) {
+func TestXDPOverLossyWire(t *testing.T) { engines(t, testXDPOverLossyWire) }
+
+func testXDPOverLossyWire(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := wire.NewT(t, wire.Options{Loss: 0.01, Dup: 0.01, Reorder: 0.01, Corrupt: 0.01, Delay: 100 * time.Microsecond})
 	ln, wg := kernelEcho(t, w.B, netip.AddrPortFrom(w.B.Addr, 5000))
@@ -492,9 +501,9 @@ func TestXDPOverLossyWire(t *testing.T) {
 	testutil.SkipIfNotSupported(t, err)
 	roundTrips(t, b, 3000, 1400, 256)
 	s := b.Stats()
-	retr, _ := s.Counter("netstack", "tcp_retransmits")
-	csum, _ := s.Counter("netstack", "tcp_checksum_errors")
-	ipbad, _ := s.Counter("netstack", "ip_malformed")
+	retr, _ := s.Counter(engineLayer(), "tcp_retransmits")
+	csum, _ := s.Counter(engineLayer(), "tcp_checksum_errors")
+	ipbad, _ := s.Counter(engineLayer(), "ip_malformed")
 	t.Logf("retransmits %d, TCP checksum errors %d, IP malformed %d; stats %+v", retr, csum, ipbad, s)
 	if retr == 0 {
 		t.Errorf("no retransmission through a 1%% lossy wire")
@@ -509,7 +518,9 @@ func TestXDPOverLossyWire(t *testing.T) {
 
 // TestXDPServerManyKernelClients: three kernel TCP clients on B, one
 // tcp-xdp server on A; each gets back exactly its own records.
-func TestXDPServerManyKernelClients(t *testing.T) {
+func TestXDPServerManyKernelClients(t *testing.T) { engines(t, testXDPServerManyKernelClients) }
+
+func testXDPServerManyKernelClients(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := testhost.NewT(t, testhost.Options{})
 	addr := xdpAddr(p.A, 3)
