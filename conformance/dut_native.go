@@ -46,24 +46,44 @@ func (nativeFactory) New(tb TB, s Setup) (DUT, error) {
 		pb.Close()
 		return nil, fmt.Errorf("native: %w", err)
 	}
-	d := &nativeDUT{e: e, clk: clk, start: clk.Now(), pa: pa, pb: pb}
+	d := &nativeDUT{e: e, clk: clk, start: clk.Now(), wait: pa.Wait, interrupt: pa.Interrupt, link: memLink{pb}}
+	d.closeWire = func() error { return errors.Join(pa.Close(), pb.Close()) }
+	d.settle = func(wait time.Duration) {
+		deadline := time.Now().Add(wait)
+		for pa.Stats().RxFrames < pb.Stats().TxFrames && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
 	d.info = Info{Name: "native-memio", Kind: KindNative, MAC: pa.MAC(), BenchMAC: pb.MAC(),
 		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: mtu,
-		Lacks: map[Cap]string{CapUDP: "the native engine has no UDP sockets (it answers UDP with port unreachable)"}}
+		Lacks: map[Cap]string{CapUDP: nativeNoUDP}}
 	d.startLoop()
 	return d, nil
 }
 
-// nativeDUT is the native engine over memio. The engine is owned by one
-// goroutine at a time: the poll loop and the socket calls take mu.
+// nativeNoUDP is why the native DUTs lack CapUDP.
+const nativeNoUDP = "the native engine has no UDP sockets (it answers UDP with port unreachable)"
+
+// nativeDUT is the native engine over a FrameIO (memio, or AF_XDP on a
+// veth), on a fake clock. The engine is owned by one goroutine at a time:
+// the poll loop and the socket calls take mu.
 type nativeDUT struct {
-	mu     sync.Mutex
-	e      *native.Engine
-	clk    *memio.FakeClock
-	start  time.Time
-	pa, pb *memio.Port
-	info   Info
-	err    error
+	mu    sync.Mutex
+	e     *native.Engine
+	clk   *memio.FakeClock
+	start time.Time
+	info  Info
+	err   error
+
+	// The transport's part: the FrameIO's Wait and Interrupt, the bench's
+	// link, what Close releases, and how Settle knows the frames arrived
+	// (nil: one more round of the loop only).
+	wait      func(context.Context) error
+	interrupt func()
+	link      Link
+	closeWire func() error
+	settle    func(time.Duration)
+
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
@@ -92,7 +112,7 @@ func (d *nativeDUT) startLoop() {
 				return
 			}
 			if n == 0 {
-				if err := d.pa.Wait(ctx); err != nil && ctx.Err() == nil {
+				if err := d.wait(ctx); err != nil && ctx.Err() == nil {
 					d.setErr(err)
 					return
 				}
@@ -121,7 +141,7 @@ func (d *nativeDUT) do(f func()) {
 func (d *nativeDUT) Info() Info { return d.info }
 
 // Link implements DUT.
-func (d *nativeDUT) Link() Link { return memLink{d.pb} }
+func (d *nativeDUT) Link() Link { return d.link }
 
 // Clock implements DUT.
 func (d *nativeDUT) Clock() Clock { return d }
@@ -146,9 +166,10 @@ func (d *nativeDUT) AnswerWait() time.Duration { return time.Second }
 // Settle implements Settler: it waits until the engine took every frame
 // the bench sent, then for one more round of the loop.
 func (d *nativeDUT) Settle(wait time.Duration) {
-	deadline := time.Now().Add(wait)
-	for d.pa.Stats().RxFrames < d.pb.Stats().TxFrames && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Microsecond)
+	if d.settle != nil {
+		d.settle(wait)
+	} else {
+		time.Sleep(2 * time.Millisecond) // the veth delivers within microseconds
 	}
 	d.do(func() { d.e.Poll(64) })
 }
@@ -182,12 +203,12 @@ func (d *nativeDUT) Counters() (map[string]uint64, error) {
 func (d *nativeDUT) Close() error {
 	d.once.Do(func() {
 		d.cancel()
-		d.pa.Interrupt()
+		d.interrupt()
 		<-d.done
 		d.mu.Lock()
 		d.e.Close()
 		d.mu.Unlock()
-		if err := errors.Join(d.pa.Close(), d.pb.Close()); err != nil {
+		if err := d.closeWire(); err != nil {
 			d.setErr(err)
 		}
 	})

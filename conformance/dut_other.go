@@ -27,3 +27,7 @@ var (
 	linuxLacks = map[Cap]string{}
 	xdpLacks   = map[Cap]string{}
 )
+
+// NativeXDP is the Factory of the native engine on the tcp-xdp path; it
+// needs Linux, so elsewhere it makes no DUT.
+func NativeXDP() Factory { return unsupported("native-xdp") }
