@@ -18,6 +18,43 @@ type Row struct {
 	// Silent is a difference with no accepted reason, or an accepted
 	// difference that no longer happens: both fail the comparison.
 	Silent bool
+	// Native and NativeXDP are the native engine's results over memio and
+	// on the tcp-xdp path (AddNative); NativeNote says how they compare
+	// with Linux, and NativeDiffers marks a difference that is not one
+	// where the native engine is right and Linux on veth is not.
+	Native, NativeXDP Result
+	NativeNote        string
+	NativeDiffers     bool
+}
+
+// AddNative adds the native engine's results to rows (from Compare) and
+// judges them against Linux: the engine must pass every case Linux passes;
+// the only accepted differences are those of Accepted where our side
+// passes and Linux fails (padding, which veth does not do), and its
+// results over memio and AF_XDP must agree where both ran.
+func AddNative(rows []Row, nat, natXDP map[string]Result) {
+	ran := func(o Outcome) bool { return o == Pass || o == Fail }
+	for i := range rows {
+		r := &rows[i]
+		r.Native, r.NativeXDP = nat[r.Case], natXDP[r.Case]
+		m, x, l := r.Native.Outcome, r.NativeXDP.Outcome, r.Linux.Outcome
+		if ran(m) && ran(x) && m != x {
+			r.NativeDiffers = true
+			r.NativeNote = fmt.Sprintf("native %ss over memio but %ss over AF_XDP", m, x)
+			continue
+		}
+		for _, o := range []Outcome{m, x} {
+			if !ran(o) || !ran(l) || o == l {
+				continue
+			}
+			if d, ok := acceptedFor(r.Case); ok && d.Ours == Pass && o == Pass && d.Linux == l {
+				r.NativeNote = "native: accepted (" + d.RFC + ")"
+				continue
+			}
+			r.NativeDiffers = true
+			r.NativeNote = fmt.Sprintf("NATIVE DIFFERS: native %s, linux %s", o, l)
+		}
+	}
 }
 
 // Compare lines up the results of every case on our stack and on Linux
@@ -69,45 +106,64 @@ func Compare(ours, xdp, linux map[string]Result) []Row {
 // when it ran, Linux, the reason of a difference) followed by a summary,
 // and returns the number of silent disagreements.
 func WriteReport(w io.Writer, rows []Row, verbose bool) int {
-	withXDP := false
+	withXDP, withNative, withNativeXDP := false, false, false
 	for _, r := range rows {
 		withXDP = withXDP || r.XDP.Outcome != ""
+		withNative = withNative || r.Native.Outcome != ""
+		withNativeXDP = withNativeXDP || r.NativeXDP.Outcome != ""
 	}
-	whos := []string{"ours", "linux"}
+	whos := []string{"ours"}
 	if withXDP {
-		whos = []string{"ours", "ours-xdp", "linux"}
+		whos = append(whos, "ours-xdp")
 	}
+	if withNative {
+		whos = append(whos, "native")
+	}
+	if withNativeXDP {
+		whos = append(whos, "native-xdp")
+	}
+	whos = append(whos, "linux")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "case\tRFC section\t%s\tdifference\n", strings.Join(whos, "\t"))
-	silent := 0
+	silent, nativeDiffers := 0, 0
 	count := map[string]map[Outcome]int{}
 	for _, who := range whos {
 		count[who] = map[Outcome]int{}
 	}
 	for _, r := range rows {
-		res := map[string]Result{"ours": r.Ours, "ours-xdp": r.XDP, "linux": r.Linux}
+		res := map[string]Result{"ours": r.Ours, "ours-xdp": r.XDP, "native": r.Native, "native-xdp": r.NativeXDP, "linux": r.Linux}
 		rfc, _, _ := strings.Cut(r.RFC, " (")
 		fmt.Fprintf(tw, "%s\t%s\t", r.Case, rfc)
 		for _, who := range whos {
 			count[who][res[who].Outcome]++
 			fmt.Fprintf(tw, "%s\t", show(res[who]))
 		}
-		fmt.Fprintln(tw, r.Note)
+		note := r.Note
+		if r.NativeNote != "" {
+			note = strings.TrimPrefix(note+"; "+r.NativeNote, "; ")
+		}
+		fmt.Fprintln(tw, note)
 		if r.Silent {
 			silent++
+		}
+		if r.NativeDiffers {
+			nativeDiffers++
 		}
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, who := range whos {
 		c := count[who]
-		fmt.Fprintf(w, "%-8s: %d cases run (%d pass, %d fail), %d n/a, %d skipped\n", who,
+		fmt.Fprintf(w, "%-10s: %d cases run (%d pass, %d fail), %d n/a, %d skipped\n", who,
 			c[Pass]+c[Fail], c[Pass], c[Fail], c[NA], c[Skipped]+c[""])
 	}
 	fmt.Fprintf(w, "silent disagreements: %d\n", silent)
+	if withNative || withNativeXDP {
+		fmt.Fprintf(w, "native engine: %d cases differ from Linux without an accepted reason\n", nativeDiffers)
+	}
 	if verbose {
 		for _, r := range rows {
-			for _, res := range []Result{r.Ours, r.XDP, r.Linux} {
+			for _, res := range []Result{r.Ours, r.XDP, r.Native, r.NativeXDP, r.Linux} {
 				notes := notesOf(res)
 				if res.Outcome == Fail {
 					notes = append(notes, res.Failures...)

@@ -1,8 +1,10 @@
-// Command report runs the conformance suite on our stack (over memio, and
-// on the tcp-xdp path over a veth) and on the Linux kernel (in a network
-// namespace); the veth DUTs need root. It prints the side-by-side table:
-// case, RFC section, ours, ours-xdp, Linux, and for every difference its
-// accepted reason. It exits with status 1 when a difference
+// Command report runs the conformance suite on our stack (netstack over
+// memio, and on the tcp-xdp path over a veth), on the native engine (the
+// same two ways) and on the Linux kernel (in a network namespace); the
+// veth DUTs need root. It prints the side-by-side table: case, RFC
+// section, ours, ours-xdp, native, native-xdp, Linux, and for every
+// difference its accepted reason. The native engine's differences from
+// Linux are counted on a line of their own. It exits with status 1 when a difference
 // has no accepted reason (a silent disagreement), or an accepted one no
 // longer happens.
 //
@@ -47,7 +49,7 @@ func main() {
 	verbose := flag.Bool("v", false, "print each case's notes and failures after the table")
 	mutants := flag.Bool("mutants", false, "also run the mutant DUTs and say which cases catch each defect")
 	quiet := flag.Bool("q", false, "no progress on stderr")
-	withXDP := flag.Bool("xdp", true, "also run our stack on the tcp-xdp path (AF_XDP on a veth; needs root)")
+	withXDP := flag.Bool("xdp", true, "also run netstack and the native engine on the tcp-xdp path (AF_XDP on a veth; needs root)")
 	flag.Parse()
 
 	progress := func(r conformance.Result) {
@@ -61,9 +63,17 @@ func main() {
 		xdp = conformance.RunAll(conformance.OursXDP(), progress)
 		notRun("ours-xdp", xdp)
 	}
+	nat := conformance.RunAll(conformance.Native(), progress)
+	var natXDP map[string]conformance.Result
+	if *withXDP {
+		natXDP = conformance.RunAll(conformance.NativeXDP(), progress)
+		notRun("native-xdp", natXDP)
+	}
 	linux := conformance.RunAll(conformance.Linux(), progress)
 	notRun("linux", linux)
-	silent := conformance.WriteReport(os.Stdout, conformance.Compare(ours, xdp, linux), *verbose)
+	rows := conformance.Compare(ours, xdp, linux)
+	conformance.AddNative(rows, nat, natXDP)
+	silent := conformance.WriteReport(os.Stdout, rows, *verbose)
 
 	bad := 0
 	if *mutants {
