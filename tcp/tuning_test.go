@@ -79,7 +79,7 @@ func clientData(s segment) bool {
 
 func TestTuningReadBack(t *testing.T) {
 	for _, tc := range []Tuning{
-		TuningFromConfig(core.Config{Kind: core.KindTCPXDP}),
+		TuningFromConfig(core.Config{Kind: core.KindTCPXDP, TCP: core.TCPTuning{Stack: core.TCPStackNetstack}}),
 		{NoDelay: false, SendBuf: 256 << 10, RecvBuf: 512 << 10, Congestion: "cubic", SACK: false, Moderate: false,
 			RACK: true, MinRTO: 50 * time.Millisecond, MaxRetries: 5},
 		{NoDelay: true, SendBuf: 4096, RecvBuf: 64 << 10, Congestion: "reno", SACK: true, Moderate: true,

@@ -259,8 +259,9 @@ type TCPTuning struct {
 	// stack before reporting that the peer stopped reading. Default 2 s.
 	SendStall time.Duration
 	// Stack is the userspace TCP/IP engine of tcp-xdp and tcp-dpdk:
-	// TCPStackNetstack (the default, also when empty) or TCPStackNative
-	// (stack/native). tcp/netconn runs on netstack only.
+	// TCPStackNative (stack/native, the default: WithDefaults sets it for
+	// those kinds) or TCPStackNetstack (gVisor). tcp/netconn runs on
+	// netstack only.
 	Stack TCPStack
 	// DelayedACK is the native engine's delayed ACK (RFC 1122 §4.2.3.2):
 	// 0 takes package tcp's default, a negative value turns it off. It must
@@ -291,7 +292,7 @@ func (s *TCPStack) Set(v string) error {
 		*s = t
 		return nil
 	}
-	return badField("TCP.Stack", v, `use "netstack" (gVisor, the default) or "native" (stack/native)`)
+	return badField("TCP.Stack", v, `use "native" (stack/native, the default) or "netstack" (gVisor)`)
 }
 
 func (s TCPStack) validate() error {
@@ -301,7 +302,7 @@ func (s TCPStack) validate() error {
 	case TCPStackNative:
 		return nil
 	}
-	return badField("TCP.Stack", s, `use "netstack" (gVisor, the default) or "native" (stack/native)`)
+	return badField("TCP.Stack", s, `use "native" (stack/native, the default) or "netstack" (gVisor)`)
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -380,6 +381,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.TCP.MaxRetries == 0 {
 		c.TCP.MaxRetries = 15
+	}
+	if c.TCP.Stack == "" && (c.Kind == KindTCPXDP || c.Kind == KindTCPDPDK) {
+		c.TCP.Stack = TCPStackNative
 	}
 	if c.TCP.SendStall == 0 {
 		c.TCP.SendStall = 2 * time.Second

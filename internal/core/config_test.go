@@ -256,16 +256,24 @@ func TestTCPStack(t *testing.T) {
 		t.Fatalf("Set lwip: %v %q", err, s)
 	}
 	c := validClient(KindTCPXDP)
-	c.TCP.Stack = TCPStackNetstack
-	if err := c.Validate(); err != nil {
-		t.Fatalf("Validate netstack: %v", err)
-	}
-	// Not silently netstack: refused until the backends run the engine.
-	for _, s := range []TCPStack{TCPStackNative, "lwip"} {
+	for _, s := range []TCPStack{TCPStackNetstack, TCPStackNative} {
 		c.TCP.Stack = s
-		var ce *ConfigError
-		if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "TCP.Stack" {
+		if err := c.Validate(); err != nil {
 			t.Fatalf("Validate %s: %v", s, err)
 		}
+	}
+	c.TCP.Stack = "lwip"
+	var ce *ConfigError
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "TCP.Stack" {
+		t.Fatalf("Validate lwip: %v", err)
+	}
+	// The native engine is the default of the userspace TCP kinds only.
+	for _, k := range []string{KindTCPXDP, KindTCPDPDK} {
+		if got := (Config{Kind: k}).WithDefaults().TCP.Stack; got != TCPStackNative {
+			t.Errorf("%s: default TCP.Stack %q, want native", k, got)
+		}
+	}
+	if got := (Config{Kind: KindTCP}).WithDefaults().TCP.Stack; got != "" {
+		t.Errorf("tcp: default TCP.Stack %q, want none", got)
 	}
 }

@@ -171,6 +171,9 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 		cfg.Kind = core.KindTCPXDP
 	}
 	cfg.Role = core.RoleServer // a Service both listens and dials; Dests are not required
+	if err := netstackOnly(&cfg); err != nil {
+		return nil, err
+	}
 	cfg = cfg.WithDefaults()
 	open := opts.Open
 	if open == nil {
@@ -209,6 +212,9 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Servic
 		return nil, errors.Join(err, fio.Close())
 	}
 	cfg.Role = core.RoleServer
+	if err := netstackOnly(&cfg); err != nil {
+		return nil, errors.Join(err, fio.Close())
+	}
 	cfg = cfg.WithDefaults()
 	return start(cfg, fio, tcp.Options{Mode: "netstack over " + fio.Stats().Mode}, opts, 0)
 }
@@ -538,4 +544,17 @@ func (s *Service) Stats() core.Stats {
 	}
 	out.Layers = append(out.Layers, fs.Layers...)
 	return out
+}
+
+// netstackOnly pins cfg to netstack, which a Service is built on (gonet):
+// an empty TCP.Stack becomes netstack, native is refused.
+func netstackOnly(cfg *core.Config) error {
+	switch cfg.TCP.Stack {
+	case "":
+		cfg.TCP.Stack = core.TCPStackNetstack
+	case core.TCPStackNetstack:
+	default:
+		return &core.ConfigError{Field: "TCP.Stack", Value: cfg.TCP.Stack, Reason: `tcp/netconn runs on netstack (gVisor's gonet): leave TCP.Stack empty or "netstack"`}
+	}
+	return nil
 }
