@@ -238,7 +238,7 @@ func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
 // Mode says how frames reach the queues and how clients pick ports.
 func (g *dpdkGroup) Mode() string {
 	info := g.port.Info()
-	m := "a netstack per queue, "
+	m := "one " + engineName(g.cfg) + " engine per queue, "
 	switch {
 	case info.RSS != 0:
 		m += fmt.Sprintf("rss %#x", info.RSS)

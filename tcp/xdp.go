@@ -295,7 +295,7 @@ func (g *xdpGroup) Mode() string {
 	default:
 		ports = "no RSS table: queue by the sender's CPU"
 	}
-	return "xdp program " + g.prog.Mode() + " by rx_queue_index, a netstack per queue, " + ports
+	return "xdp program " + g.prog.Mode() + " by rx_queue_index, one " + engineName(g.cfg) + " engine per queue, " + ports
 }
 
 // AppendCounters appends the shared program's counters ("xdp-prog").
