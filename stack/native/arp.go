@@ -1,0 +1,195 @@
+package native
+
+import (
+	"net"
+
+	"github.com/dgramio/dgramio/arp"
+)
+
+// arpEntry is a neighbour: resolved (mac valid) or being asked for.
+type arpEntry struct {
+	mac      [6]byte
+	ok       bool
+	static   bool
+	tries    int
+	deadline int64 // next request or, resolved, expiry
+}
+
+// arpTable is the neighbour cache: bounded, no allocation after init.
+type arpTable struct {
+	m   map[[4]byte]*arpEntry
+	buf []arpEntry
+	max int
+}
+
+// arpLifetime is how long a learnt neighbour is kept (Linux's
+// base_reachable_time is 30 s; re-learning costs one request).
+const arpLifetime = int64(60e9)
+
+func (t *arpTable) init(n int) {
+	t.m = make(map[[4]byte]*arpEntry, n)
+	t.buf = make([]arpEntry, 0, n)
+	t.max = n
+}
+
+// entry returns the entry of a, making it when add is set and there is
+// room (an expired entry's slot is reused).
+func (t *arpTable) entry(a [4]byte, add bool, now int64) *arpEntry {
+	if en := t.m[a]; en != nil || !add {
+		return en
+	}
+	if len(t.buf) < t.max {
+		t.buf = append(t.buf, arpEntry{})
+		en := &t.buf[len(t.buf)-1]
+		t.m[a] = en
+		return en
+	}
+	for k, en := range t.m {
+		if !en.static && en.ok && en.deadline < now {
+			delete(t.m, k)
+			*en = arpEntry{}
+			t.m[a] = en
+			return en
+		}
+	}
+	return nil
+}
+
+func (t *arpTable) set(a [4]byte, mac [6]byte, static bool, now int64) {
+	en := t.entry(a, true, now)
+	if en == nil || en.static && !static {
+		return
+	}
+	*en = arpEntry{mac: mac, ok: true, static: static, deadline: now + arpLifetime}
+}
+
+// lookup returns a's MAC when it is known.
+func (t *arpTable) lookup(a [4]byte) ([6]byte, bool) {
+	if en := t.m[a]; en != nil && en.ok {
+		return en.mac, true
+	}
+	return [6]byte{}, false
+}
+
+// next returns the earliest pending request's deadline.
+func (t *arpTable) next() (int64, bool) {
+	at, ok := int64(0), false
+	for i := range t.buf {
+		en := &t.buf[i]
+		if !en.ok && en.tries > 0 && (!ok || en.deadline < at) {
+			at, ok = en.deadline, true
+		}
+	}
+	return at, ok
+}
+
+// arpInput answers requests for our address and learns from requests and
+// replies addressed to us (RFC 826's merge rule, limited to our own
+// conversations).
+func (e *Engine) arpInput(f []byte) {
+	m, err := arp.ParseARP(f)
+	if err != nil {
+		e.cnt[cARPMalformed]++
+		return
+	}
+	if m.TargetIP.As4() != e.addr {
+		e.cnt[cRxNotForUs]++
+		return
+	}
+	src := m.SenderIP.As4()
+	if en := e.arp.m[src]; en != nil || m.Op == arp.OpReply || m.Op == arp.OpRequest {
+		e.arp.set(src, m.SenderMAC, false, e.now)
+		if en != nil && len(e.arpWait) > 0 {
+			e.arpResolved(src)
+		}
+	}
+	if m.Op == arp.OpRequest {
+		e.tx = arp.AppendReply(e.tx[:0], net.HardwareAddr(e.mac[:]), addrOf(e.addr), net.HardwareAddr(m.SenderMAC[:]), m.SenderIP)
+		if e.send() {
+			e.cnt[cARPRepliesSent]++
+		}
+	}
+}
+
+// resolve returns the MAC for next hop a, starting a request when it is
+// not known.
+func (e *Engine) resolve(a [4]byte) ([6]byte, bool) {
+	if mac, ok := e.arp.lookup(a); ok {
+		return mac, true
+	}
+	en := e.arp.entry(a, true, e.now)
+	if en == nil {
+		e.cnt[cARPUnresolved]++
+		return [6]byte{}, false
+	}
+	if en.tries == 0 {
+		en.tries = 1
+		en.deadline = e.now + int64(e.o.ARPTimeout)
+		e.arpRequest(a)
+	}
+	return [6]byte{}, false
+}
+
+func (e *Engine) arpRequest(a [4]byte) {
+	e.tx = arp.AppendRequest(e.tx[:0], net.HardwareAddr(e.mac[:]), addrOf(e.addr), addrOf(a))
+	if e.send() {
+		e.cnt[cARPRequestsSent]++
+	}
+}
+
+// arpTimers repeats requests and fails the connections waiting for a
+// neighbour that did not answer ARPRetries requests.
+func (e *Engine) arpTimers() {
+	for i := range e.arp.buf {
+		en := &e.arp.buf[i]
+		if en.ok || en.tries == 0 || en.deadline > e.now {
+			continue
+		}
+		var a [4]byte
+		for k, v := range e.arp.m {
+			if v == en {
+				a = k
+			}
+		}
+		if en.tries >= e.o.ARPRetries {
+			en.tries = 0
+			e.cnt[cARPUnresolved]++
+			e.arpFailed(a)
+			delete(e.arp.m, a)
+			continue
+		}
+		en.tries++
+		en.deadline = e.now + int64(e.o.ARPTimeout)
+		e.arpRequest(a)
+	}
+}
+
+// arpResolved makes the connections waiting for a send.
+func (e *Engine) arpResolved(a [4]byte) {
+	mac, _ := e.arp.lookup(a)
+	w := e.arpWait[:0]
+	for _, i := range e.arpWait {
+		c := &e.conns[i]
+		if c.hop == a && !c.macOK {
+			c.mac, c.macOK = mac, true
+			e.markDirty(c)
+			continue
+		}
+		w = append(w, i)
+	}
+	e.arpWait = w
+}
+
+// arpFailed fails the connections waiting for a.
+func (e *Engine) arpFailed(a [4]byte) {
+	w := e.arpWait[:0]
+	for _, i := range e.arpWait {
+		c := &e.conns[i]
+		if c.hop == a && !c.macOK {
+			c.fail(ErrHostUnreachable)
+			continue
+		}
+		w = append(w, i)
+	}
+	e.arpWait = w
+}

@@ -1,0 +1,397 @@
+package native
+
+import (
+	"io"
+	"net/netip"
+	"time"
+)
+
+// State is a connection's state (RFC 9293 §3.3.2).
+type State uint8
+
+// The states of RFC 9293 §3.3.2.
+const (
+	Closed State = iota
+	Listen
+	SynSent
+	SynReceived
+	Established
+	FinWait1
+	FinWait2
+	CloseWait
+	Closing
+	LastAck
+	TimeWait
+)
+
+var stateNames = [...]string{"CLOSED", "LISTEN", "SYN-SENT", "SYN-RECEIVED", "ESTABLISHED",
+	"FIN-WAIT-1", "FIN-WAIT-2", "CLOSE-WAIT", "CLOSING", "LAST-ACK", "TIME-WAIT"}
+
+// String returns the state's name as RFC 9293 spells it.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "UNKNOWN"
+}
+
+// synchronized reports whether the state is past the handshake.
+func (s State) synchronized() bool { return s >= Established }
+
+// Conn is one TCP connection of an Engine. It lives in the engine's
+// table: a *Conn is valid from Dial or Accept until Close or Abort, after
+// which the engine reuses it for another connection. Like the engine, it
+// must be used from the engine's goroutine only.
+type Conn struct {
+	e       *Engine
+	idx     int32
+	state   State
+	user    bool // the application holds it (Dial, Accept) and has not closed it
+	queued  bool // in a listener's accept queue
+	inDirty bool
+	l       *Listener
+
+	raddr        [4]byte
+	lport, rport uint16
+	hop          [4]byte
+	mac          [6]byte
+	macOK        bool
+
+	// send side: sbuf holds sLen bytes from SND.UNA on at sHead.
+	sbuf                   []byte
+	sHead, sLen            int
+	iss, sndUna, sndNxt    uint32
+	sndMax                 uint32 // highest sequence number sent
+	sndWnd, maxSndWnd      uint32
+	sndWl1, sndWl2         uint32
+	sndWS                  uint8
+	smss                   int // largest segment payload we send
+	finQueued, finSent     bool
+	finAcked               bool
+	finSeq                 uint32
+	needSyn                bool
+	sacked                 [8]sackBlock // SACK scoreboard (RFC 6675 §3), sorted
+	nsacked                int
+	cwnd, ssthresh, caAcc  uint32
+	dupacks                int
+	inRecovery, rtxOne     bool
+	recover, rtxNext       uint32
+	retries, persistShift  int
+	rttTiming              bool
+	rttSeq                 uint32
+	rttAt                  int64
+	srtt, rttvar, rto      int64
+	hasRTT                 bool
+	challengeSent          bool
+	keepIdle, keepIntvl    time.Duration
+	keepCnt, keepProbes    int
+	lastRx                 int64
+	delackArmed, ackNow    bool
+	unackedBytes, quickAck int
+
+	// receive side: rbuf holds rLen readable bytes at rHead, then room for
+	// out-of-order data at offsets from RCV.NXT.
+	rbuf         []byte
+	rHead, rLen  int
+	rcvCap       int
+	irs, rcvNxt  uint32
+	rcvAdv       uint32 // right edge of the window advertised
+	rcvWS        uint8
+	rmss         int
+	ooo          [8]sackBlock // out-of-order data held, sorted
+	nooo         int
+	lastOOO      uint32
+	oooFin       bool
+	oooFinSeq    uint32
+	finRcvd      bool
+	lastAckSent  uint32
+	wsOK, sackOK bool
+	tsOK         bool
+	tsRecent     uint32
+	tsOff        uint32
+	err          error
+
+	// timers: absolute ns, 0 = off; heapAt is the key in the engine's heap.
+	tRTO, tDelack, tPersist, tKeep, tWait int64
+	heapAt                                int64
+	heapIdx                               int32
+}
+
+// Peer returns the remote address and port.
+func (c *Conn) Peer() netip.AddrPort { return netip.AddrPortFrom(addrOf(c.raddr), c.rport) }
+
+// LocalPort returns the local port.
+func (c *Conn) LocalPort() uint16 { return c.lport }
+
+// State returns the connection's state.
+func (c *Conn) State() State { return c.state }
+
+// Err returns why the connection ended (ErrReset, ErrRefused, ErrTimedOut,
+// ErrHostUnreachable, ErrAborted), nil while it did not.
+func (c *Conn) Err() error { return c.err }
+
+// Write copies as much of p as fits into the send buffer and returns how
+// many bytes it took: 0 when the buffer is full, or when the connection
+// does not send any more (closed for writing, reset: see Err). The bytes
+// leave at the next Flush (or later, as the windows allow). The caller
+// keeps p.
+func (c *Conn) Write(p []byte) int {
+	if c.finQueued || c.err != nil {
+		return 0
+	}
+	switch c.state {
+	case SynSent, SynReceived, Established, CloseWait:
+	default:
+		return 0
+	}
+	n := min(len(p), len(c.sbuf)-c.sLen)
+	if n == 0 {
+		return 0
+	}
+	at := (c.sHead + c.sLen) % len(c.sbuf)
+	k := copy(c.sbuf[at:], p[:n])
+	copy(c.sbuf, p[k:n])
+	c.sLen += n
+	c.e.markDirty(c)
+	return n
+}
+
+// Read copies received bytes into p. It returns 0, nil when nothing is
+// there yet; io.EOF once the peer's FIN was reached; the connection's
+// error (ErrReset, ErrTimedOut, ...) when it ended otherwise, after the
+// bytes that came before it were read.
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.rLen == 0 {
+		if c.finRcvd {
+			return 0, io.EOF
+		}
+		if c.err != nil {
+			return 0, c.err
+		}
+		return 0, nil
+	}
+	n := min(len(p), c.rLen)
+	k := copy(p[:n], c.rbuf[c.rHead:])
+	copy(p[k:n], c.rbuf)
+	c.rHead = (c.rHead + n) % len(c.rbuf)
+	c.rLen -= n
+	c.windowOpened()
+	return n, nil
+}
+
+// Readable reports whether Read would return bytes or an error.
+func (c *Conn) Readable() bool { return c.rLen > 0 || c.finRcvd || c.err != nil }
+
+// Writable reports whether Write would take at least one byte.
+func (c *Conn) Writable() bool {
+	return !c.finQueued && c.err == nil && c.sLen < len(c.sbuf) &&
+		(c.state == Established || c.state == CloseWait || c.state == SynSent || c.state == SynReceived)
+}
+
+// Buffered returns the bytes written but not yet acknowledged by the peer.
+func (c *Conn) Buffered() int { return c.sLen }
+
+// SetRecvBuf limits the receive window to n bytes (at most
+// Options.RecvBuf; at least one segment). Call it before the handshake
+// for the window scale to follow.
+func (c *Conn) SetRecvBuf(n int) {
+	c.rcvCap = max(min(n, len(c.rbuf)), c.e.mss)
+	c.rcvWS = wscaleFor(c.rcvCap)
+}
+
+// SetKeepalive turns keepalive on (RFC 1122 §4.2.3.6): a probe after idle
+// without a received segment, then one every interval, count unanswered
+// probes reset the connection (ErrTimedOut). idle 0 turns it off.
+func (c *Conn) SetKeepalive(idle, interval time.Duration, count int) {
+	c.keepIdle, c.keepIntvl, c.keepCnt = idle, interval, count
+	if c.keepIntvl <= 0 {
+		c.keepIntvl = c.e.o.KeepaliveInterval
+	}
+	if c.keepCnt <= 0 {
+		c.keepCnt = c.e.o.KeepaliveCount
+	}
+	c.armKeepalive()
+}
+
+// CloseWrite sends FIN after the data written (RFC 9293 §3.10.4): the
+// peer reads EOF, this side goes on reading. A connection still in
+// SYN-SENT is closed at once.
+func (c *Conn) CloseWrite() {
+	if c.finQueued || c.state == Closed {
+		return
+	}
+	if c.state == SynSent {
+		c.toClosed(nil)
+		return
+	}
+	c.finQueued = true
+	c.e.markDirty(c)
+}
+
+// Close ends the application's use of the connection. With unread data it
+// resets the connection (RST, RFC 9293 §3.10.4 and RFC 2525 §2.17);
+// otherwise it sends FIN after the data written and the engine finishes
+// the close on its own (FIN-WAIT, TIME-WAIT). The Conn must not be used
+// afterwards.
+func (c *Conn) Close() {
+	if !c.user {
+		return
+	}
+	if c.rLen > 0 || (c.nooo > 0 && c.state.synchronized()) {
+		c.Abort()
+		return
+	}
+	c.user = false
+	switch c.state {
+	case Closed:
+		c.e.release(c)
+	case SynSent:
+		c.toClosed(nil)
+	default:
+		c.CloseWrite()
+		if c.state == FinWait2 {
+			c.tWait = c.e.now + int64(c.e.o.TimeWait)
+			c.e.arm(c)
+		}
+	}
+}
+
+// Abort resets the connection: a RST goes to the peer (when the handshake
+// got that far) and the connection is gone. The Conn must not be used
+// afterwards.
+func (c *Conn) Abort() {
+	if c.state != Closed && c.state != SynSent && c.state != TimeWait {
+		c.sendRST(c.sndNxt)
+		c.e.cnt[cTCPAborts]++
+	}
+	c.user = false
+	c.toClosed(ErrAborted)
+}
+
+// fail ends the connection with err (nil for a normal end).
+func (c *Conn) fail(err error) { c.toClosed(err) }
+
+// toClosed moves to CLOSED: the tuple is free again, the timers are off;
+// the slot goes back to the engine unless the application holds it.
+func (c *Conn) toClosed(err error) {
+	e := c.e
+	if c.err == nil {
+		c.err = err
+	}
+	if c.state != Closed {
+		if c.state == SynReceived && c.l != nil {
+			c.l.synRcvd--
+		}
+		delete(e.table, tuple{c.raddr, c.lport, c.rport})
+	}
+	c.state = Closed
+	c.tRTO, c.tDelack, c.tPersist, c.tKeep, c.tWait = 0, 0, 0, 0, 0
+	e.heapRemove(c)
+	if !c.user && !c.queued {
+		e.release(c)
+	}
+}
+
+// release gives the slot back; its buffers stay for the next connection.
+func (e *Engine) release(c *Conn) {
+	if c.state != Closed {
+		if c.state == SynReceived && c.l != nil {
+			c.l.synRcvd--
+		}
+		delete(e.table, tuple{c.raddr, c.lport, c.rport})
+	}
+	e.heapRemove(c)
+	if c.idx < 0 {
+		return
+	}
+	sb, rb, idx, dirty := c.sbuf, c.rbuf, c.idx, c.inDirty
+	*c = Conn{e: e, idx: idx, heapIdx: -1, sbuf: sb, rbuf: rb, inDirty: dirty}
+	e.free = append(e.free, idx)
+}
+
+// wscaleFor is the window scale that lets a 16-bit window cover n bytes.
+func wscaleFor(n int) uint8 {
+	var s uint8
+	for s < 14 && n>>s > 0xffff {
+		s++
+	}
+	return s
+}
+
+// newConn takes a free slot for the tuple, with buffers and defaults.
+func (e *Engine) newConn(raddr [4]byte, lport, rport uint16) *Conn {
+	if len(e.free) == 0 {
+		e.cnt[cTCPConnTableFull]++
+		return nil
+	}
+	i := e.free[len(e.free)-1]
+	e.free = e.free[:len(e.free)-1]
+	c := &e.conns[i]
+	if c.sbuf == nil {
+		c.sbuf = make([]byte, e.o.SendBuf)
+		c.rbuf = make([]byte, e.o.RecvBuf)
+	}
+	c.raddr, c.lport, c.rport = raddr, lport, rport
+	c.rcvCap = len(c.rbuf)
+	c.rcvWS = wscaleFor(c.rcvCap)
+	c.rmss = e.mss
+	c.smss = 536
+	c.rto = int64(e.o.InitialRTO)
+	c.iss = e.isn(raddr, lport, rport)
+	c.tsOff = e.tsOffset(raddr, lport, rport)
+	c.quickAck = 2
+	if e.o.Keepalive > 0 {
+		c.keepIdle, c.keepIntvl, c.keepCnt = e.o.Keepalive, e.o.KeepaliveInterval, e.o.KeepaliveCount
+	}
+	e.table[tuple{raddr, lport, rport}] = i
+	return c
+}
+
+// Dial opens a connection to dst from srcPort (0: an ephemeral port). The
+// SYN leaves at the next Flush, after ARP when the next hop is not known
+// yet (the engine asks and does not block); a peer that does not answer
+// ARP fails the connection with ErrHostUnreachable. Writes before the
+// handshake completes are buffered.
+func (e *Engine) Dial(dst netip.AddrPort, srcPort uint16) (*Conn, error) {
+	if e.closed {
+		return nil, ErrClosed
+	}
+	if !dst.Addr().Is4() || dst.Port() == 0 {
+		return nil, ErrHostUnreachable
+	}
+	ra := dst.Addr().As4()
+	hop, ok := e.nextHop(ra)
+	if !ok {
+		return nil, ErrHostUnreachable
+	}
+	if srcPort == 0 {
+		if srcPort, ok = e.ephemeral(ra, dst.Port()); !ok {
+			return nil, ErrPortInUse
+		}
+	}
+	if i, used := e.table[tuple{ra, srcPort, dst.Port()}]; used {
+		if old := &e.conns[i]; old.state != TimeWait {
+			return nil, ErrPortInUse
+		} else {
+			e.release(old) // RFC 6191: our new ISN is above the old connection's
+		}
+	}
+	e.tick()
+	c := e.newConn(ra, srcPort, dst.Port())
+	if c == nil {
+		return nil, ErrTableFull
+	}
+	c.user, c.state, c.hop = true, SynSent, hop
+	c.sndUna, c.sndNxt, c.sndMax = c.iss, c.iss, c.iss
+	c.needSyn = true
+	e.cnt[cTCPActiveOpens]++
+	e.markDirty(c)
+	return c, nil
+}
+
+func (e *Engine) markDirty(c *Conn) {
+	if !c.inDirty {
+		c.inDirty = true
+		e.dirty = append(e.dirty, c.idx)
+	}
+}

@@ -1,0 +1,148 @@
+package native
+
+import "github.com/dgramio/dgramio/internal/core"
+
+// counter indexes Engine.cnt. Every frame the engine does not take has its
+// own named counter; the Loss ones are frames that carried data no one got.
+type counter int
+
+const (
+	cRxFrames counter = iota
+	cRxNotForUs
+	cRxShort
+	cRxUnknownEtherType
+	cARPRepliesSent
+	cARPRequestsSent
+	cARPMalformed
+	cARPUnresolved
+	cIPVersion
+	cIPLength
+	cIPChecksum
+	cIPOptions
+	cIPFragment
+	cIPNotOurAddr
+	cIPDelivered
+	cICMPEchoReplies
+	cICMPBadChecksum
+	cICMPUnreachSent
+	cICMPIgnored
+	cTCPSegmentsIn
+	cTCPSegmentsOut
+	cTCPShort
+	cTCPChecksum
+	cTCPBadOption
+	cTCPSynFin
+	cTCPNoConn
+	cTCPListenOverflow
+	cTCPConnTableFull
+	cTCPResetsSent
+	cTCPResetsIn
+	cTCPChallengeACKs
+	cTCPChallengeLimited
+	cTCPOutOfWindow
+	cTCPPAWS
+	cTCPAckUnsent
+	cTCPAckTooOld
+	cTCPNoACK
+	cTCPDupData
+	cTCPOOOQueued
+	cTCPOOOFull
+	cTCPRetransmits
+	cTCPFastRetransmits
+	cTCPTimeouts
+	cTCPPersistProbes
+	cTCPKeepaliveProbes
+	cTCPActiveOpens
+	cTCPPassiveOpens
+	cTCPCookiesSent
+	cTCPCookiesOK
+	cTCPCookiesBad
+	cTCPAborts
+	cTxRingFull
+	cTxFrames
+	nCounters
+)
+
+var counterNames = [nCounters]struct {
+	name string
+	loss bool
+}{
+	cRxFrames:            {"rx_frames", false},
+	cRxNotForUs:          {"rx_not_for_us", false},
+	cRxShort:             {"rx_short", true},
+	cRxUnknownEtherType:  {"rx_unknown_ethertype", false},
+	cARPRepliesSent:      {"arp_replies_sent", false},
+	cARPRequestsSent:     {"arp_requests_sent", false},
+	cARPMalformed:        {"arp_malformed", false},
+	cARPUnresolved:       {"arp_unresolved", false},
+	cIPVersion:           {"ip_bad_version", true},
+	cIPLength:            {"ip_bad_length", true},
+	cIPChecksum:          {"ip_bad_checksum", true},
+	cIPOptions:           {"ip_options_dropped", true},
+	cIPFragment:          {"ip_fragments_dropped", true},
+	cIPNotOurAddr:        {"ip_not_our_address", false},
+	cIPDelivered:         {"ip_delivered", false},
+	cICMPEchoReplies:     {"icmp_echo_replies", false},
+	cICMPBadChecksum:     {"icmp_bad_checksum", false},
+	cICMPUnreachSent:     {"icmp_unreachable_sent", false},
+	cICMPIgnored:         {"icmp_ignored", false},
+	cTCPSegmentsIn:       {"tcp_segments_in", false},
+	cTCPSegmentsOut:      {"tcp_segments_out", false},
+	cTCPShort:            {"tcp_short", true},
+	cTCPChecksum:         {"tcp_checksum_errors", true},
+	cTCPBadOption:        {"tcp_bad_options", true},
+	cTCPSynFin:           {"tcp_syn_fin_dropped", false},
+	cTCPNoConn:           {"tcp_no_connection", false},
+	cTCPListenOverflow:   {"tcp_listen_overflow", false},
+	cTCPConnTableFull:    {"tcp_conn_table_full", false},
+	cTCPResetsSent:       {"tcp_resets_sent", false},
+	cTCPResetsIn:         {"tcp_resets_received", false},
+	cTCPChallengeACKs:    {"tcp_challenge_acks", false},
+	cTCPChallengeLimited: {"tcp_challenge_acks_limited", false},
+	cTCPOutOfWindow:      {"tcp_out_of_window", false},
+	cTCPPAWS:             {"tcp_paws_rejected", false},
+	cTCPAckUnsent:        {"tcp_ack_unsent_data", false},
+	cTCPAckTooOld:        {"tcp_ack_too_old", false},
+	cTCPNoACK:            {"tcp_no_ack_flag", false},
+	cTCPDupData:          {"tcp_duplicate_data", false},
+	cTCPOOOQueued:        {"tcp_out_of_order_queued", false},
+	cTCPOOOFull:          {"tcp_out_of_order_full", false},
+	cTCPRetransmits:      {"tcp_retransmits", false},
+	cTCPFastRetransmits:  {"tcp_fast_retransmits", false},
+	cTCPTimeouts:         {"tcp_timeouts", false},
+	cTCPPersistProbes:    {"tcp_persist_probes", false},
+	cTCPKeepaliveProbes:  {"tcp_keepalive_probes", false},
+	cTCPActiveOpens:      {"tcp_active_opens", false},
+	cTCPPassiveOpens:     {"tcp_passive_opens", false},
+	cTCPCookiesSent:      {"tcp_syncookies_sent", false},
+	cTCPCookiesOK:        {"tcp_syncookies_ok", false},
+	cTCPCookiesBad:       {"tcp_syncookies_failed", false},
+	cTCPAborts:           {"tcp_aborts", false},
+	cTxRingFull:          {"tx_ring_full", false},
+	cTxFrames:            {"tx_frames", false},
+}
+
+// Layer is the layer name of the engine's counters.
+const Layer = "native"
+
+// AppendCounters appends the engine's counters (layer "native") to dst
+// and returns it. Every frame the engine did not take is in a counter of
+// its own reason. Call it from the engine's goroutine.
+func (e *Engine) AppendCounters(dst []core.Counter) []core.Counter {
+	for i := counter(0); i < nCounters; i++ {
+		n := counterNames[i]
+		dst = append(dst, core.Counter{Layer: Layer, Name: n.name, Value: e.cnt[i], Loss: n.loss})
+	}
+	return dst
+}
+
+// Counter returns the value of the counter named name (as AppendCounters
+// names it) and whether it exists.
+func (e *Engine) Counter(name string) (uint64, bool) {
+	for i := counter(0); i < nCounters; i++ {
+		if counterNames[i].name == name {
+			return e.cnt[i], true
+		}
+	}
+	return 0, false
+}

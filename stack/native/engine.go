@@ -1,0 +1,415 @@
+package native
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/pad"
+)
+
+// Errors of connections and of the engine. They are values: returning one
+// allocates nothing.
+var (
+	// ErrReset: the peer reset the connection (RFC 9293 §3.10.7.4).
+	ErrReset = errors.New("native: connection reset by peer")
+	// ErrRefused: the peer answered the SYN with a RST.
+	ErrRefused = errors.New("native: connection refused")
+	// ErrTimedOut: retransmissions or keepalive probes went unanswered.
+	ErrTimedOut = errors.New("native: connection timed out")
+	// ErrHostUnreachable: ARP found no peer (or no gateway for an off-link
+	// peer).
+	ErrHostUnreachable = errors.New("native: host unreachable (no ARP answer)")
+	// ErrAborted: the connection was aborted locally (Abort, Close with
+	// unread data, Engine.Close).
+	ErrAborted = errors.New("native: connection aborted")
+	// ErrClosed: the engine is closed.
+	ErrClosed = net.ErrClosed
+	// ErrTableFull: MaxConns connections exist.
+	ErrTableFull = errors.New("native: connection table full (raise Options.MaxConns)")
+	// ErrPortInUse: the address and port are taken.
+	ErrPortInUse = errors.New("native: port in use")
+)
+
+// tuple identifies a connection: remote address and both ports.
+type tuple struct {
+	raddr        [4]byte
+	lport, rport uint16
+}
+
+// Engine is a TCP/IPv4 host over one frameio.FrameIO: Ethernet, ARP,
+// IPv4, ICMP and TCP, run to completion on its owner's goroutine. It has
+// no goroutines and no locks: every method (and every method of its
+// Listeners and Conns) must be called from one goroutine at a time. Poll
+// takes frames and runs input and the timers due; Flush sends what is due
+// and kicks the FrameIO once; Wait sleeps until a frame or the next timer.
+type Engine struct {
+	fio    frameio.FrameIO
+	waiter frameio.Waiter
+	o      Options
+	clock  Clock
+	start  time.Time
+	now    int64 // ns since start, read at each Poll/Flush/Wait
+
+	mac          [6]byte
+	addr         [4]byte
+	mask, net4   uint32
+	gw           [4]byte
+	hasGW        bool
+	mss          int // announced MSS
+	secret       [16]byte
+	ipID         uint16
+	nextPort     uint16
+	closed       bool
+	unkicked     bool
+	challengeSec int64
+	challengeN   int
+
+	conns     []Conn
+	free      []int32
+	table     map[tuple]int32
+	listeners map[uint16]*Listener
+	heap      []int32 // timer heap of conn indices, by Conn.heapAt
+	dirty     []int32 // conns with something to send
+	arpWait   []int32 // conns waiting for a neighbour
+	arp       arpTable
+
+	tx    []byte // frame under construction
+	deliv func([]byte)
+	seg   segment
+	cnt   [nCounters]uint64
+}
+
+// New makes an engine on fio with options o. Everything the data path
+// needs is allocated here, except each connection slot's buffers, which
+// are allocated when the slot is first used and kept for its next
+// connections. The engine does not own fio: Close leaves it open.
+func New(fio frameio.FrameIO, o Options) (*Engine, error) {
+	if err := o.setDefaults(fio.MTU()); err != nil {
+		return nil, err
+	}
+	mac := fio.MAC()
+	if len(mac) != 6 {
+		return nil, fmt.Errorf("native: FrameIO MAC %v is not Ethernet", mac)
+	}
+	e := &Engine{fio: fio, o: o, clock: o.Clock, mss: o.MSS, secret: o.ISNSecret}
+	e.waiter, _ = fio.(frameio.Waiter)
+	if e.clock == nil {
+		e.clock = monoClock{}
+	}
+	e.start = e.clock.Now()
+	copy(e.mac[:], mac)
+	e.addr = o.Addr.As4()
+	e.mask = ^uint32(0) << (32 - o.PrefixLen)
+	e.net4 = binary.BigEndian.Uint32(e.addr[:]) & e.mask
+	if o.Gateway.IsValid() {
+		e.gw, e.hasGW = o.Gateway.As4(), true
+	}
+	if e.secret == ([16]byte{}) {
+		if _, err := rand.Read(e.secret[:]); err != nil {
+			return nil, fmt.Errorf("native: ISN secret: %w", err)
+		}
+	}
+	e.nextPort = 32768 + uint16(binary.BigEndian.Uint16(e.secret[:])%28000)
+	e.conns = make([]Conn, o.MaxConns)
+	e.free = make([]int32, 0, o.MaxConns)
+	for i := o.MaxConns - 1; i >= 0; i-- {
+		e.conns[i].e, e.conns[i].idx, e.conns[i].heapIdx = e, int32(i), -1
+		e.free = append(e.free, int32(i))
+	}
+	e.table = make(map[tuple]int32, o.MaxConns)
+	e.listeners = make(map[uint16]*Listener)
+	e.heap = make([]int32, 0, o.MaxConns)
+	e.dirty = make([]int32, 0, o.MaxConns)
+	e.arpWait = make([]int32, 0, o.MaxConns)
+	e.arp.init(256)
+	for a, m := range o.Neighbors {
+		if !a.Is4() || len(m) != 6 {
+			return nil, fmt.Errorf("native: neighbour %v %v is not IPv4/Ethernet", a, m)
+		}
+		e.arp.set(a.As4(), [6]byte(m), true, 0)
+	}
+	e.tx = make([]byte, 0, o.MTU+ethLen+pad.MinFrame)
+	e.deliv = e.input
+	return e, nil
+}
+
+type monoClock struct{}
+
+func (monoClock) Now() time.Time { return time.Now() }
+
+// tick reads the clock.
+func (e *Engine) tick() { e.now = int64(e.clock.Now().Sub(e.start)) }
+
+// Poll takes up to budget frames from the FrameIO and runs their input
+// (answers and ACKs are queued for Flush, control answers such as ARP
+// replies and RSTs are put in TX slots at once), then fires the timers
+// that are due. It returns the number of frames taken.
+func (e *Engine) Poll(budget int) int {
+	if e.closed {
+		return 0
+	}
+	e.tick()
+	n := e.fio.RxFrames(budget, e.deliv)
+	e.cnt[cRxFrames] += uint64(n)
+	e.runTimers()
+	return n
+}
+
+// input runs one received frame.
+func (e *Engine) input(f []byte) {
+	if len(f) < ethLen {
+		e.cnt[cRxShort]++
+		return
+	}
+	dst := [6]byte(f[0:6])
+	if dst != e.mac && dst != [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff} {
+		e.cnt[cRxNotForUs]++
+		return
+	}
+	switch binary.BigEndian.Uint16(f[12:]) {
+	case etherARP:
+		e.arpInput(f)
+	case etherIPv4:
+		if dst != e.mac {
+			e.cnt[cRxNotForUs]++
+			return
+		}
+		e.ipInput(f)
+	default:
+		e.cnt[cRxUnknownEtherType]++
+	}
+}
+
+// ipInput takes an IPv4 datagram (RFC 791, RFC 1122 §3.2.1).
+func (e *Engine) ipInput(f []byte) {
+	p := ipv4(f[ethLen:])
+	switch p.check() {
+	case ipOK:
+	case ipShort, ipLength:
+		e.cnt[cIPLength]++
+		return
+	case ipVersion:
+		e.cnt[cIPVersion]++
+		return
+	case ipChecksum:
+		e.cnt[cIPChecksum]++
+		return
+	case ipOptions:
+		e.cnt[cIPOptions]++
+		return
+	case ipFragment:
+		e.cnt[cIPFragment]++
+		return
+	}
+	if p.dst() != e.addr {
+		e.cnt[cIPNotOurAddr]++
+		return
+	}
+	src := p.src()
+	if src[0] == 0 || src[0] >= 224 || src[0] == 127 || binary.BigEndian.Uint32(src[:]) == e.net4|^e.mask {
+		e.cnt[cIPNotOurAddr]++ // a source no reply may go to (RFC 1122 §3.2.1.3)
+		return
+	}
+	e.cnt[cIPDelivered]++
+	srcMAC := [6]byte(f[6:12])
+	switch p.proto() {
+	case protoTCP:
+		e.tcpInput(srcMAC, src, p.payload())
+	case protoICMP:
+		e.icmpInput(srcMAC, p)
+	case protoUDP:
+		e.sendUnreachable(srcMAC, p, 3) // port unreachable: no UDP here
+	default:
+		e.sendUnreachable(srcMAC, p, 2) // protocol unreachable
+	}
+}
+
+// tcpInput parses a segment and hands it to its connection, its listener
+// or the no-connection rule.
+func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, b []byte) {
+	s := &e.seg
+	switch parseTCP(s, src, e.addr, b) {
+	case tcpOK:
+	case tcpShort, tcpOffset:
+		e.cnt[cTCPShort]++
+		return
+	case tcpChecksum:
+		e.cnt[cTCPChecksum]++
+		return
+	case tcpBadOption:
+		e.cnt[cTCPBadOption]++
+		return
+	}
+	e.cnt[cTCPSegmentsIn]++
+	s.srcMAC = srcMAC
+	if i, ok := e.table[tuple{src, s.dport, s.sport}]; ok {
+		c := &e.conns[i]
+		if c.state == TimeWait && s.flags&(flagSYN|flagACK|flagRST) == flagSYN && e.twReusable(c, s) {
+			e.release(c) // RFC 9293 §3.10.7.4 note, RFC 6191: a new SYN ends TIME-WAIT
+		} else {
+			c.input(s)
+			return
+		}
+	}
+	if l := e.listeners[s.dport]; l != nil && !l.closed {
+		l.input(s)
+		return
+	}
+	e.cnt[cTCPNoConn]++
+	e.resetFor(s) // RFC 9293 §3.10.7.1
+}
+
+// Flush sends what is due on every connection with something to send,
+// and kicks the FrameIO once. A full TX ring leaves the rest for the next
+// Flush (counted tx_ring_full). The error is the FrameIO's Kick error.
+func (e *Engine) Flush() error {
+	if e.closed {
+		return ErrClosed
+	}
+	e.tick()
+	e.runTimers()
+	d := e.dirty
+	k := 0
+	for _, i := range d {
+		c := &e.conns[i]
+		c.inDirty = false
+		if !c.output() {
+			d[k] = i
+			k++
+			c.inDirty = true
+		}
+	}
+	e.dirty = d[:k]
+	if !e.unkicked {
+		return nil
+	}
+	e.unkicked = false
+	return e.fio.Kick()
+}
+
+// NextTimer returns when the earliest timer falls due, and false when no
+// timer is armed.
+func (e *Engine) NextTimer() (time.Time, bool) {
+	at, ok := e.nextAt()
+	if !ok {
+		return time.Time{}, false
+	}
+	return e.start.Add(time.Duration(at)), true
+}
+
+func (e *Engine) nextAt() (int64, bool) {
+	at, ok := int64(0), false
+	if len(e.heap) > 0 {
+		at, ok = e.conns[e.heap[0]].heapAt, true
+	}
+	if a, has := e.arp.next(); has && (!ok || a < at) {
+		at, ok = a, true
+	}
+	if len(e.dirty) > 0 {
+		at, ok = e.now, true
+	}
+	return at, ok
+}
+
+// Wait sleeps until a frame may be there to Poll, the next timer is due,
+// or ctx is done (ctx.Err()). With a Clock other than the real one, a
+// timer cannot be slept for: Wait then returns on frames and ctx only,
+// and whoever moves the clock wakes the waiter (memio.Port.Interrupt).
+// A FrameIO that cannot Wait makes Wait return at once.
+func (e *Engine) Wait(ctx context.Context) error {
+	if e.closed {
+		return ErrClosed
+	}
+	e.tick()
+	at, ok := e.nextAt()
+	if ok && at <= e.now {
+		return nil
+	}
+	if e.waiter == nil {
+		return nil
+	}
+	if _, real := e.clock.(monoClock); ok && real {
+		c, cancel := context.WithTimeout(ctx, time.Duration(at-e.now))
+		err := e.waiter.Wait(c)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil
+		}
+		return err
+	}
+	return e.waiter.Wait(ctx)
+}
+
+// Close aborts every connection (without sending anything), closes the
+// listeners and makes every later call fail with ErrClosed. It does not
+// close the FrameIO.
+func (e *Engine) Close() error {
+	if e.closed {
+		return nil
+	}
+	for i := range e.conns {
+		c := &e.conns[i]
+		if c.state != Closed {
+			c.err = ErrAborted
+			c.state = Closed
+		}
+	}
+	for _, l := range e.listeners {
+		l.closed = true
+	}
+	e.closed = true
+	return nil
+}
+
+// send puts the frame in e.tx into a TX slot, padded; false when the ring
+// is full.
+func (e *Engine) send() bool {
+	f, _ := pad.InPlace(e.tx)
+	if !e.fio.TxFrame(f) {
+		e.cnt[cTxRingFull]++
+		return false
+	}
+	e.cnt[cTxFrames]++
+	e.unkicked = true
+	return true
+}
+
+// onLink reports whether a is on the engine's link.
+func (e *Engine) onLink(a [4]byte) bool {
+	return binary.BigEndian.Uint32(a[:])&e.mask == e.net4
+}
+
+// nextHop returns the address whose MAC a frame to a goes to, and false
+// when there is none (off-link without a gateway).
+func (e *Engine) nextHop(a [4]byte) ([4]byte, bool) {
+	if e.onLink(a) {
+		return a, true
+	}
+	return e.gw, e.hasGW
+}
+
+// addrOf converts.
+func addrOf(a [4]byte) netip.Addr { return netip.AddrFrom4(a) }
+
+// ephemeral picks a free local port for raddr:rport (RFC 6056's simple
+// sequential choice from a keyed start).
+func (e *Engine) ephemeral(raddr [4]byte, rport uint16) (uint16, bool) {
+	for range 28232 {
+		p := e.nextPort
+		e.nextPort++
+		if e.nextPort < 32768 || e.nextPort > 60999 {
+			e.nextPort = 32768
+		}
+		if _, used := e.table[tuple{raddr, p, rport}]; !used && e.listeners[p] == nil {
+			return p, true
+		}
+	}
+	return 0, false
+}

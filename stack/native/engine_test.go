@@ -1,0 +1,60 @@
+package native
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio/memio"
+)
+
+// RFC 9293 §3.5: the three-way handshake, active on A, passive on B.
+func TestHandshakeRFC9293Sec3_5(t *testing.T) {
+	w := newWorld(t, memio.Options{}, Options{}, Options{})
+	ca, cb := w.connect(7000)
+	if cb.State() != Established || ca.Peer().Port() != 7000 || cb.Peer().Addr() != addrA {
+		t.Fatalf("states %v %v peer %v %v", ca.State(), cb.State(), ca.Peer(), cb.Peer())
+	}
+	if got := counterOf(t, w.a, "tcp_active_opens"); got != 1 {
+		t.Errorf("active opens %d", got)
+	}
+	if got := counterOf(t, w.b, "tcp_passive_opens"); got != 1 {
+		t.Errorf("passive opens %d", got)
+	}
+	if w.a.conns[ca.idx].smss != 1500-40-12 {
+		t.Errorf("MSS %d, want 1448 (1460 less timestamps, RFC 6691)", ca.smss)
+	}
+}
+
+func randBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// Byte-exact both ways at once, then both FINs (RFC 9293 §3.6, §3.10.4).
+func TestBothWaysAndClose(t *testing.T) {
+	w := newWorld(t, memio.Options{}, Options{}, Options{})
+	ca, cb := w.connect(7000)
+	ab := newPipe(ca, cb, randBytes(1, 3<<20))
+	ba := newPipe(cb, ca, randBytes(2, 2<<20))
+	w.until(time.Minute, "transfer", func() bool {
+		ab.pump(t)
+		ba.pump(t)
+		return ab.done() && ba.done()
+	})
+	if !bytes.Equal(ab.got.Bytes(), ab.data) || !bytes.Equal(ba.got.Bytes(), ba.data) {
+		t.Fatalf("data differs: %d/%d %d/%d", ab.got.Len(), len(ab.data), ba.got.Len(), len(ba.data))
+	}
+	if _, err := ca.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read after FIN: %v", err)
+	}
+	ca.Close()
+	cb.Close()
+	w.until(5*time.Minute, "close", func() bool { return len(w.a.table) == 0 && len(w.b.table) == 0 })
+}

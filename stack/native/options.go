@@ -1,0 +1,183 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// Clock tells the engine's time. memio.FakeClock satisfies it; nil in
+// Options means the monotonic clock of time.Now.
+type Clock interface{ Now() time.Time }
+
+// Congestion names a congestion control algorithm.
+type Congestion string
+
+// Congestion control algorithms.
+const (
+	// NewReno is RFC 5681 slow start and congestion avoidance with RFC 6582
+	// fast recovery, and SACK-based loss recovery (RFC 6675) when the peer
+	// permits SACK.
+	NewReno Congestion = "newreno"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxConns   = 1024
+	DefaultSendBuf    = 256 << 10
+	DefaultRecvBuf    = 256 << 10
+	DefaultMinRTO     = 25 * time.Millisecond
+	DefaultMaxRTO     = 60 * time.Second
+	DefaultInitialRTO = time.Second // RFC 6298 §2.1
+	DefaultTimeWait   = 60 * time.Second
+	DefaultSYNBacklog = 128
+	DefaultMaxRetries = 15 // RFC 1122 §4.2.3.5: R2 well over 100 s
+	DefaultSYNRetries = 6
+	DefaultARPRetries = 3
+	DefaultARPTimeout = time.Second
+	// DefaultKeepaliveInterval and DefaultKeepaliveCount are the probes'
+	// spacing and number once Keepalive's idle time has passed.
+	DefaultKeepaliveInterval = 75 * time.Second
+	DefaultKeepaliveCount    = 9
+	// DefaultChallengeACKLimit is how many RFC 5961 challenge ACKs the
+	// engine sends per second at most (RFC 5961 §7).
+	DefaultChallengeACKLimit = 1000
+)
+
+// Options configure an Engine. Addr is required; zero values take the
+// defaults above.
+type Options struct {
+	// Addr is the engine's IPv4 address; PrefixLen its on-link prefix
+	// (default 24); Gateway the next hop for off-link peers (none: off-link
+	// peers are unreachable).
+	Addr      netip.Addr
+	PrefixLen int
+	Gateway   netip.Addr
+	// Neighbors are static ARP entries (never asked, never expire).
+	Neighbors map[netip.Addr]net.HardwareAddr
+	// MTU is the largest IP packet; default and maximum the FrameIO's MTU.
+	MTU int
+	// Clock is read on every Poll, Flush and Wait; nil: time.Now.
+	Clock Clock
+	// MaxConns bounds the connection table (every state but LISTEN, TIME-
+	// WAIT included). Send and receive buffers are allocated when a slot is
+	// first used and reused afterwards: memory is at most MaxConns *
+	// (SendBuf + RecvBuf) plus about 1 KiB per slot.
+	MaxConns int
+	// SendBuf and RecvBuf are each connection's buffers in bytes.
+	SendBuf, RecvBuf int
+	// MSS caps the MSS the engine announces (RFC 6691); default MTU-40.
+	MSS int
+	// MinRTO, MaxRTO and InitialRTO bound and start the retransmission
+	// timeout (RFC 6298).
+	MinRTO, MaxRTO, InitialRTO time.Duration
+	// MaxRetries is how many retransmissions of one segment without an ACK
+	// give the connection up (ErrTimedOut); SYNRetries the same for a SYN.
+	MaxRetries, SYNRetries int
+	// TimeWait is 2 MSL, how long TIME-WAIT lasts (RFC 9293 §3.10.7.4).
+	// An orphaned FIN-WAIT-2 waits as long.
+	TimeWait time.Duration
+	// DelayedACK delays ACKs of in-order data up to this long (RFC 1122
+	// §4.2.3.2: every second full segment is acknowledged at once); 0 off.
+	DelayedACK time.Duration
+	// Nagle holds small segments while data is unacknowledged (RFC 896);
+	// off by default (records should leave at once).
+	Nagle bool
+	// Congestion is the congestion control; default NewReno.
+	Congestion Congestion
+	// NoSACK, NoTimestamps and NoWindowScale turn off offering and taking
+	// SACK (RFC 2018), timestamps (RFC 7323 §3) and window scaling (RFC
+	// 7323 §2); all are on by default.
+	NoSACK, NoTimestamps, NoWindowScale bool
+	// Keepalive is the idle time before the first keepalive probe of every
+	// connection (RFC 1122 §4.2.3.6); 0 off. Conn.SetKeepalive overrides it.
+	Keepalive         time.Duration
+	KeepaliveInterval time.Duration
+	KeepaliveCount    int
+	// SYNBacklog bounds the connections in SYN-RECEIVED per listener;
+	// beyond it the listener answers with SYN cookies (RFC 4987).
+	SYNBacklog int
+	// NoSYNCookies drops SYNs beyond SYNBacklog instead.
+	NoSYNCookies bool
+	// ISNSecret keys the initial sequence numbers (RFC 6528) and the SYN
+	// cookies; zero: a random key.
+	ISNSecret [16]byte
+	// ARPRetries requests, ARPTimeout apart, resolve a peer before Dial's
+	// connection fails with ErrHostUnreachable.
+	ARPRetries int
+	ARPTimeout time.Duration
+	// ChallengeACKLimit caps RFC 5961 challenge ACKs per second.
+	ChallengeACKLimit int
+}
+
+// setDefaults fills zero fields and checks the rest against mtu, the
+// FrameIO's MTU.
+func (o *Options) setDefaults(mtu int) error {
+	if !o.Addr.Is4() {
+		return errors.New("native: Options.Addr must be an IPv4 address")
+	}
+	if o.PrefixLen == 0 {
+		o.PrefixLen = 24
+	}
+	if o.PrefixLen < 1 || o.PrefixLen > 32 {
+		return fmt.Errorf("native: Options.PrefixLen %d is not in 1..32", o.PrefixLen)
+	}
+	if o.Gateway.IsValid() && !o.Gateway.Is4() {
+		return errors.New("native: Options.Gateway must be an IPv4 address")
+	}
+	if o.MTU == 0 || o.MTU > mtu {
+		o.MTU = mtu
+	}
+	if o.MTU < 576 {
+		return fmt.Errorf("native: MTU %d is below the 576 every IPv4 host must take (RFC 791)", o.MTU)
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxConns, DefaultMaxConns)
+	def(&o.SendBuf, DefaultSendBuf)
+	def(&o.RecvBuf, DefaultRecvBuf)
+	if o.MSS <= 0 || o.MSS > o.MTU-40 {
+		o.MSS = o.MTU - 40
+	}
+	defd(&o.MinRTO, DefaultMinRTO)
+	defd(&o.MaxRTO, DefaultMaxRTO)
+	defd(&o.InitialRTO, DefaultInitialRTO)
+	if o.InitialRTO < o.MinRTO {
+		o.InitialRTO = o.MinRTO
+	}
+	if o.MaxRTO < o.MinRTO {
+		return fmt.Errorf("native: MaxRTO %v is below MinRTO %v", o.MaxRTO, o.MinRTO)
+	}
+	def(&o.MaxRetries, DefaultMaxRetries)
+	def(&o.SYNRetries, DefaultSYNRetries)
+	defd(&o.TimeWait, DefaultTimeWait)
+	if o.Congestion == "" {
+		o.Congestion = NewReno
+	}
+	if o.Congestion != NewReno {
+		return fmt.Errorf("native: congestion control %q is not implemented (use %q)", o.Congestion, NewReno)
+	}
+	defd(&o.KeepaliveInterval, DefaultKeepaliveInterval)
+	def(&o.KeepaliveCount, DefaultKeepaliveCount)
+	def(&o.SYNBacklog, DefaultSYNBacklog)
+	def(&o.ARPRetries, DefaultARPRetries)
+	defd(&o.ARPTimeout, DefaultARPTimeout)
+	def(&o.ChallengeACKLimit, DefaultChallengeACKLimit)
+	if o.SendBuf < o.MSS || o.RecvBuf < o.MSS {
+		return fmt.Errorf("native: SendBuf %d and RecvBuf %d must hold one segment (%d bytes)", o.SendBuf, o.RecvBuf, o.MSS)
+	}
+	if o.SendBuf > 1<<30 || o.RecvBuf > 1<<30 {
+		return errors.New("native: SendBuf and RecvBuf must be at most 1 GiB (RFC 7323 §2.3)")
+	}
+	return nil
+}

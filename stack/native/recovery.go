@@ -1,0 +1,182 @@
+package native
+
+// Congestion control and loss recovery: RFC 5681 slow start and
+// congestion avoidance, RFC 6582 NewReno fast recovery, and with SACK the
+// scoreboard and pipe of RFC 6675.
+
+// ccAck grows cwnd for acked new bytes, or takes a partial ACK in
+// recovery.
+func (c *Conn) ccAck(acked uint32) {
+	mss := uint32(c.smss)
+	if c.inRecovery {
+		if seqGEQ(c.sndUna, c.recover) { // full ACK: RFC 6582 §3.2 step 3
+			c.inRecovery = false
+			c.cwnd = min(c.ssthresh, max(c.sndMax-c.sndUna, 0)+mss)
+			return
+		}
+		// Partial ACK: the next hole is lost too (RFC 6582 §3.2 step 3).
+		if acked >= c.cwnd {
+			c.cwnd = mss
+		} else {
+			c.cwnd = c.cwnd - acked + mss
+		}
+		if !c.sackOK || c.nsacked == 0 {
+			c.cwnd = max(c.cwnd, c.ssthresh)
+		}
+		c.rtxOne = true
+		c.rtxNext = seqMax(c.rtxNext, c.sndUna)
+		return
+	}
+	if c.cwnd < c.ssthresh {
+		c.cwnd += min(acked, 2*mss) // RFC 3465 with L = 2
+	} else {
+		c.caAcc += acked
+		if c.caAcc >= c.cwnd {
+			c.caAcc -= c.cwnd
+			c.cwnd += mss
+		}
+	}
+	c.cwnd = min(c.cwnd, 1<<30)
+}
+
+// dupAck counts a duplicate ACK (RFC 5681 §2) and enters fast recovery on
+// the third, or as soon as SACK shows more than three segments' worth
+// above a hole (RFC 6675 §5 IsLost).
+func (c *Conn) dupAck() {
+	e := c.e
+	mss := uint32(c.smss)
+	c.dupacks++
+	if c.inRecovery {
+		if !c.sackOK || c.nsacked == 0 {
+			c.cwnd += mss // RFC 6582 §3.2 step 4
+		}
+		e.markDirty(c)
+		return
+	}
+	if c.dupacks < 3 && !(c.sackOK && c.sackedBytes() > 3*mss) {
+		return
+	}
+	if seqLT(c.sndUna, c.recover) && c.recover != c.iss {
+		return // RFC 6582 §3.2 step 2: still inside the last recovery
+	}
+	c.inRecovery = true
+	c.recover = c.sndMax
+	c.ssthresh = max((c.sndMax-c.sndUna)/2, 2*mss)
+	if c.sackOK && c.nsacked > 0 {
+		c.cwnd = c.ssthresh
+	} else {
+		c.cwnd = c.ssthresh + 3*mss
+	}
+	c.rtxOne = true
+	c.rtxNext = c.sndUna
+	e.cnt[cTCPFastRetransmits]++
+	e.markDirty(c)
+}
+
+// sackedBytes is the sum of the scoreboard.
+func (c *Conn) sackedBytes() uint32 {
+	var n uint32
+	for i := 0; i < c.nsacked; i++ {
+		n += c.sacked[i].end - c.sacked[i].start
+	}
+	return n
+}
+
+// takeSACK merges the valid SACK blocks of s into the scoreboard (RFC
+// 2018 §3; blocks outside SND.UNA..SND.MAX are ignored).
+func (c *Conn) takeSACK(s *segment) {
+	for i := 0; i < s.nsack; i++ {
+		b := s.sacks[i]
+		if !seqLT(b.start, b.end) || seqLEQ(b.end, c.sndUna) || seqGT(b.end, c.sndMax) {
+			continue
+		}
+		b.start = seqMax(b.start, c.sndUna)
+		c.nsacked, _ = insertBlock(c.sacked[:], c.nsacked, b)
+	}
+}
+
+// dropSACKBelow removes what the cumulative ACK covers.
+func (c *Conn) dropSACKBelow(una uint32) {
+	k := 0
+	for i := 0; i < c.nsacked; i++ {
+		b := c.sacked[i]
+		if seqLEQ(b.end, una) {
+			continue
+		}
+		b.start = seqMax(b.start, una)
+		c.sacked[k] = b
+		k++
+	}
+	c.nsacked = k
+}
+
+// sackedAt returns the SACKed block holding seq.
+func (c *Conn) sackedAt(seq uint32) (sackBlock, bool) {
+	for i := 0; i < c.nsacked; i++ {
+		if b := c.sacked[i]; seqLEQ(b.start, seq) && seqLT(seq, b.end) {
+			return b, true
+		}
+	}
+	return sackBlock{}, false
+}
+
+// nextSACKed returns the start of the first SACKed block above seq.
+func (c *Conn) nextSACKed(seq uint32) (uint32, bool) {
+	for i := 0; i < c.nsacked; i++ {
+		if seqGT(c.sacked[i].start, seq) {
+			return c.sacked[i].start, true
+		}
+	}
+	return 0, false
+}
+
+// skipSACKed moves SND.NXT past a SACKed block when retransmitting.
+func (c *Conn) skipSACKed() {
+	for seqLT(c.sndNxt, c.sndMax) {
+		b, ok := c.sackedAt(c.sndNxt)
+		if !ok {
+			return
+		}
+		c.sndNxt = b.end
+	}
+}
+
+// sendHoles retransmits in fast recovery: the first unacknowledged
+// segment at once (RFC 6675 §5 step 4.3, RFC 6582 §3.2), then, with SACK,
+// the holes below the highest SACKed byte while pipe is below cwnd (RFC
+// 6675 §5 step 4.2 rule 1).
+func (c *Conn) sendHoles() bool {
+	if c.rtxOne {
+		n := c.smss
+		if b, ok := c.nextSACKed(c.sndUna); ok {
+			n = min(n, int(b-c.sndUna))
+		}
+		n = min(n, c.sLen)
+		if n > 0 {
+			if !c.sendSeg(c.sndUna, flagACK, 0, n) {
+				return false
+			}
+			c.rtxNext = seqMax(c.rtxNext, c.sndUna+uint32(n))
+		}
+		c.rtxOne = false
+	}
+	if !c.sackOK || c.nsacked == 0 {
+		return true
+	}
+	high := c.sacked[c.nsacked-1].end
+	at := seqMax(c.rtxNext, c.sndUna)
+	for seqLT(at, high) && c.pipe() < c.cwnd {
+		if b, ok := c.sackedAt(at); ok {
+			at = b.end
+			continue
+		}
+		end, _ := c.nextSACKed(at)
+		n := min(int(end-at), c.smss)
+		if !c.sendSeg(at, flagACK, int(at-c.sndUna), n) {
+			return false
+		}
+		at += uint32(n)
+		c.rtxNext = at
+	}
+	return true
+}

@@ -1,0 +1,585 @@
+package native
+
+// input runs segment s on the connection (RFC 9293 §3.10.7.3 for
+// SYN-SENT, §3.10.7.4 for the other states), with RFC 5961's checks and
+// RFC 7323's PAWS. The fast path, in-order data or a pure ACK on an
+// established connection, goes straight through the same steps.
+func (c *Conn) input(s *segment) {
+	e := c.e
+	c.lastRx = e.now
+	c.keepProbes = 0
+	if c.state == SynSent {
+		c.synSentInput(s)
+		return
+	}
+	if c.state == SynReceived && s.flags&(flagSYN|flagACK|flagRST) == flagSYN && s.seq == c.irs {
+		c.needSyn = true // the peer's SYN again: our SYN-ACK was lost
+		e.markDirty(c)
+		return
+	}
+	// RFC 7323 §5.3: PAWS.
+	if c.tsOK && s.hasTS && s.flags&flagRST == 0 && seqLT(s.tsVal, c.tsRecent) {
+		e.cnt[cTCPPAWS]++
+		c.sendAckNow()
+		return
+	}
+	if !c.acceptable(s) {
+		if s.flags&flagRST == 0 {
+			e.cnt[cTCPOutOfWindow]++
+			if c.state == TimeWait && s.flags&flagFIN != 0 {
+				c.tWait = e.now + int64(e.o.TimeWait) // §3.10.7.4: restart the 2 MSL timeout
+				e.arm(c)
+			}
+			c.sendAckNow()
+		} else {
+			e.cnt[cTCPOutOfWindow]++
+		}
+		return
+	}
+	if s.flags&flagRST != 0 {
+		c.rstInput(s)
+		return
+	}
+	if s.flags&flagSYN != 0 {
+		// RFC 5961 §4.2 (RFC 9293 §3.10.7.4): a SYN in a synchronized
+		// state gets a challenge ACK, whatever its sequence number.
+		c.challengeACK()
+		return
+	}
+	if s.flags&flagACK == 0 {
+		e.cnt[cTCPNoACK]++
+		return
+	}
+	if c.state == SynReceived && !c.synRcvdAck(s) {
+		return
+	}
+	if !c.ackInput(s) {
+		return
+	}
+	if c.state == Closed {
+		return
+	}
+	// RFC 7323 §4.3: TS.Recent from a segment that covers the last ACK sent.
+	if c.tsOK && s.hasTS && seqLEQ(s.seq, c.lastAckSent) {
+		c.tsRecent = s.tsVal
+	}
+	switch c.state {
+	case Established, FinWait1, FinWait2:
+		if len(s.payload) > 0 || s.flags&flagFIN != 0 {
+			c.dataInput(s)
+		}
+	}
+}
+
+// acceptable is the acceptability test of RFC 9293 §3.10.7.4, with the
+// allowance its text makes for a zero window: a segment at RCV.NXT is
+// taken for its ACK and RST (its data is dropped by dataInput, which has
+// no room for it). Without that, a sender that keeps sending into our
+// zero window never has its ACKs seen and both directions stall.
+func (c *Conn) acceptable(s *segment) bool {
+	wnd := c.rcvWnd()
+	n := s.seqLen()
+	if s.flags&flagSYN != 0 && c.state != SynReceived {
+		n-- // a SYN on a synchronized connection is judged at its number
+	}
+	switch {
+	case wnd == 0:
+		return s.seq == c.rcvNxt
+	case n == 0:
+		return seqLEQ(c.rcvNxt, s.seq) && seqLT(s.seq, c.rcvNxt+wnd)
+	default:
+		return seqLEQ(c.rcvNxt, s.seq) && seqLT(s.seq, c.rcvNxt+wnd) ||
+			seqLEQ(c.rcvNxt, s.seq+n-1) && seqLT(s.seq+n-1, c.rcvNxt+wnd)
+	}
+}
+
+// rcvWnd is the receive window: the advertised right edge, never less
+// than what was advertised (RFC 9293 §3.8.6.2.2: no shrinking).
+func (c *Conn) rcvWnd() uint32 {
+	if seqLEQ(c.rcvAdv, c.rcvNxt) {
+		return 0
+	}
+	return c.rcvAdv - c.rcvNxt
+}
+
+// rstInput takes an acceptable RST (RFC 5961 §3.2): exactly at RCV.NXT it
+// resets the connection, elsewhere in the window it is challenged.
+func (c *Conn) rstInput(s *segment) {
+	e := c.e
+	if s.seq != c.rcvNxt {
+		c.challengeACK()
+		return
+	}
+	e.cnt[cTCPResetsIn]++
+	switch c.state {
+	case SynReceived:
+		if c.l != nil { // passive open: back to LISTEN, nothing for the user
+			c.toClosed(ErrRefused)
+			return
+		}
+		c.toClosed(ErrRefused)
+	case Closing, LastAck, TimeWait:
+		c.toClosed(nil)
+	default:
+		c.toClosed(ErrReset)
+	}
+}
+
+// challengeACK sends an RFC 5961 §7 rate-limited challenge ACK.
+func (c *Conn) challengeACK() {
+	e := c.e
+	sec := e.now / 1e9
+	if sec != e.challengeSec {
+		e.challengeSec, e.challengeN = sec, 0
+	}
+	if e.challengeN >= e.o.ChallengeACKLimit {
+		e.cnt[cTCPChallengeLimited]++
+		return
+	}
+	e.challengeN++
+	e.cnt[cTCPChallengeACKs]++
+	c.sendAckNow()
+}
+
+// synRcvdAck takes the ACK that completes a passive (or simultaneous)
+// open; false when the segment is done with (RST sent for a bad ACK).
+func (c *Conn) synRcvdAck(s *segment) bool {
+	if !(seqLT(c.sndUna, s.ack) && seqLEQ(s.ack, c.sndNxt)) {
+		c.e.resetFor(s) // RFC 9293 §3.10.7.4: <SEQ=SEG.ACK><CTL=RST>
+		return false
+	}
+	if c.l != nil && c.l.full() {
+		c.e.cnt[cTCPListenOverflow]++
+		return false // keep SYN-RECEIVED; the peer's next segment may find room
+	}
+	c.establish(s)
+	c.sndUna = c.iss + 1
+	if c.l != nil {
+		c.l.synRcvd--
+		c.l.enqueue(c)
+		c.e.cnt[cTCPPassiveOpens]++
+	}
+	return true
+}
+
+// establish moves to ESTABLISHED with the peer's window of s.
+func (c *Conn) establish(s *segment) {
+	c.state = Established
+	c.sndWnd = uint32(s.wnd) << c.sndWS
+	c.maxSndWnd = c.sndWnd
+	c.sndWl1, c.sndWl2 = s.seq, s.ack
+	c.retries = 0
+	c.cwnd = initialWindow(c.smss)
+	c.ssthresh = 1 << 30
+	c.needSyn = false
+	c.armKeepalive()
+}
+
+// initialWindow is RFC 5681 §3.1's IW (RFC 6928 allows 10; we keep 10
+// segments, as Linux does).
+func initialWindow(mss int) uint32 { return uint32(10 * mss) }
+
+// synSentInput is RFC 9293 §3.10.7.3.
+func (c *Conn) synSentInput(s *segment) {
+	e := c.e
+	ack := s.flags&flagACK != 0
+	if ack && (seqLEQ(s.ack, c.iss) || seqGT(s.ack, c.sndMax)) {
+		if s.flags&flagRST == 0 {
+			e.resetFor(s)
+		}
+		return
+	}
+	if s.flags&flagRST != 0 {
+		if ack {
+			e.cnt[cTCPResetsIn]++
+			c.toClosed(ErrRefused)
+		}
+		return
+	}
+	if s.flags&flagSYN == 0 {
+		return
+	}
+	c.irs, c.rcvNxt = s.seq, s.seq+1
+	c.peerOptions(s, c.sentWS())
+	if ack {
+		c.establish(s)
+		c.sndUna = s.ack
+		c.tRTO = 0
+		c.rttSample(s)
+		if c.tsOK {
+			c.tsRecent = s.tsVal
+		}
+		c.quickAck = 2
+		c.sendAckNow()
+		if len(s.payload) > 0 || s.flags&flagFIN != 0 {
+			s.seq++
+			c.dataInput(s)
+		}
+		return
+	}
+	// Simultaneous open (§3.10.7.3 fifth step, RFC 9293 §3.5 figure 7).
+	c.state = SynReceived
+	if c.tsOK {
+		c.tsRecent = s.tsVal
+	}
+	c.needSyn = true
+	c.sndNxt = c.iss
+	e.markDirty(c)
+}
+
+// sentWS says whether our SYN offered window scaling.
+func (c *Conn) sentWS() bool { return !c.e.o.NoWindowScale }
+
+// peerOptions takes the options of the peer's SYN (RFC 7323 §1.3: each is
+// on only when both sides send it; RFC 6691 and RFC 9293 §3.7.1: 536 bytes
+// when the peer sends no MSS).
+func (c *Conn) peerOptions(s *segment, offeredWS bool) {
+	o := &c.e.o
+	mss := 536
+	if s.hasMSS {
+		mss = int(s.mss)
+	}
+	c.smss = max(min(mss, c.e.mss), 64)
+	c.wsOK = s.hasWS && offeredWS && !o.NoWindowScale
+	if c.wsOK {
+		c.sndWS = s.wscale
+	} else {
+		c.sndWS, c.rcvWS = 0, 0
+	}
+	c.sackOK = s.sackOK && !o.NoSACK
+	c.tsOK = s.hasTS && !o.NoTimestamps
+	if c.tsOK {
+		c.smss -= 12 // RFC 6691: the MSS does not count options
+	}
+}
+
+// ackInput is the ACK step of RFC 9293 §3.10.7.4 with RFC 5961 §5.2's
+// check; false when the segment is dropped.
+func (c *Conn) ackInput(s *segment) bool {
+	e := c.e
+	if seqGT(s.ack, c.sndMax) {
+		e.cnt[cTCPAckUnsent]++
+		c.sendAckNow() // §3.10.7.4: an ACK of something not yet sent
+		return false
+	}
+	if seqLT(s.ack, c.sndUna-max(c.maxSndWnd, uint32(c.smss))) {
+		e.cnt[cTCPAckTooOld]++
+		c.challengeACK() // RFC 5961 §5.2
+		return false
+	}
+	if c.sackOK && s.nsack > 0 {
+		c.takeSACK(s)
+	}
+	wnd := uint32(s.wnd) << c.sndWS
+	oldWnd := c.sndWnd
+	if seqLT(c.sndWl1, s.seq) || c.sndWl1 == s.seq && seqLEQ(c.sndWl2, s.ack) {
+		c.sndWnd, c.sndWl1, c.sndWl2 = wnd, s.seq, s.ack
+		c.maxSndWnd = max(c.maxSndWnd, wnd)
+		if wnd > 0 && c.tPersist != 0 {
+			c.tPersist, c.persistShift = 0, 0
+			if seqLT(c.sndUna, c.sndNxt) {
+				c.tRTO = e.now + c.rto
+				e.arm(c)
+			}
+		}
+		if wnd > oldWnd {
+			e.markDirty(c)
+		}
+	}
+	if seqGT(s.ack, c.sndUna) {
+		c.newAck(s)
+	} else if s.ack == c.sndUna && len(s.payload) == 0 && s.flags&(flagSYN|flagFIN) == 0 &&
+		wnd == oldWnd && seqLT(c.sndUna, c.sndMax) {
+		c.dupAck()
+	}
+	return c.finAckedStep()
+}
+
+// newAck takes an ACK that moves SND.UNA forward.
+func (c *Conn) newAck(s *segment) {
+	e := c.e
+	acked := s.ack - c.sndUna
+	data := min(int(acked), c.sLen)
+	if int(acked) > data && c.finSent {
+		c.finAcked = true
+	}
+	if data > 0 {
+		c.sHead = (c.sHead + data) % len(c.sbuf)
+		c.sLen -= data
+	}
+	c.sndUna = s.ack
+	if seqLT(c.sndNxt, c.sndUna) {
+		c.sndNxt = c.sndUna
+	}
+	c.rttSample(s)
+	c.retries = 0
+	c.dupacks = 0
+	c.dropSACKBelow(c.sndUna)
+	c.ccAck(acked)
+	if c.sndUna == c.sndMax {
+		c.tRTO = 0
+	} else {
+		c.tRTO = e.now + c.rto // RFC 6298 §5.3
+		e.arm(c)
+	}
+	e.markDirty(c)
+}
+
+// finAckedStep moves the closing states on once our FIN is acknowledged.
+func (c *Conn) finAckedStep() bool {
+	if !c.finAcked {
+		return true
+	}
+	e := c.e
+	switch c.state {
+	case FinWait1:
+		c.state = FinWait2
+		if !c.user {
+			c.tWait = e.now + int64(e.o.TimeWait) // an orphan does not wait for ever
+			e.arm(c)
+		}
+	case Closing:
+		c.enterTimeWait()
+	case LastAck:
+		c.toClosed(nil)
+		return false
+	}
+	return true
+}
+
+func (c *Conn) enterTimeWait() {
+	c.state = TimeWait
+	c.tRTO, c.tPersist, c.tKeep, c.tDelack = 0, 0, 0, 0
+	c.tWait = c.e.now + int64(c.e.o.TimeWait)
+	c.e.arm(c)
+}
+
+// rttSample measures the round trip from the echoed timestamp (RFC 7323
+// §4.1) or the timed segment (Karn: never one that was retransmitted),
+// and updates the RTO (RFC 6298 §2).
+func (c *Conn) rttSample(s *segment) {
+	e := c.e
+	var r int64 = -1
+	if c.tsOK && s.hasTS && s.tsEcr != 0 {
+		r = int64(c.tsNow()-s.tsEcr) * 1e6
+		if r < 0 || r > 1e12 {
+			r = -1
+		}
+	} else if c.rttTiming && seqGT(s.ack, c.rttSeq) {
+		r = e.now - c.rttAt
+		c.rttTiming = false
+	}
+	if r < 0 {
+		return
+	}
+	if !c.hasRTT {
+		c.srtt, c.rttvar, c.hasRTT = r, r/2, true
+	} else {
+		d := c.srtt - r
+		if d < 0 {
+			d = -d
+		}
+		c.rttvar = (3*c.rttvar + d) / 4
+		c.srtt = (7*c.srtt + r) / 8
+	}
+	c.rto = c.srtt + max(int64(1e6), 4*c.rttvar)
+	c.rto = min(max(c.rto, int64(e.o.MinRTO)), int64(e.o.MaxRTO))
+}
+
+// tsNow is our timestamp clock: milliseconds plus the connection's offset.
+func (c *Conn) tsNow() uint32 { return uint32(c.e.wall()/1e6) + c.tsOff }
+
+// dataInput queues the data of s: in order into the readable bytes,
+// out of order into the ring at its offset (RFC 9293 §3.10.7.4 seventh
+// step; RFC 5681 §4.2: out-of-order data and the filling of a hole are
+// acknowledged at once).
+func (c *Conn) dataInput(s *segment) {
+	e := c.e
+	seq, p, fin := s.seq, s.payload, s.flags&flagFIN != 0
+	if seqLT(seq, c.rcvNxt) {
+		skip := c.rcvNxt - seq
+		if int(skip) >= len(p) {
+			if len(p) > 0 {
+				e.cnt[cTCPDupData]++
+			}
+			p = p[:0]
+			if !fin || seq+uint32(len(s.payload)) != c.rcvNxt {
+				fin = false
+				c.sendAckNow()
+			}
+		} else {
+			p = p[skip:]
+		}
+		seq = c.rcvNxt
+	}
+	room := c.rcvCap - c.rLen // bytes of the ring from RCV.NXT on
+	off := int(seq - c.rcvNxt)
+	if off+len(p) > room {
+		if off >= room {
+			p = p[:0]
+		} else {
+			p = p[:room-off]
+		}
+		fin = false
+		c.sendAckNow()
+	}
+	if len(p) > 0 {
+		c.writeRing(off, p)
+	}
+	if off == 0 {
+		filled := c.nooo > 0
+		c.rLen += len(p)
+		c.rcvNxt += uint32(len(p))
+		c.mergeOOO()
+		if fin {
+			c.finInput()
+			return
+		}
+		if c.oooFin && c.rcvNxt == c.oooFinSeq {
+			c.finInput()
+			return
+		}
+		if len(p) > 0 {
+			c.dataAcked(len(p), filled)
+		}
+		return
+	}
+	if len(p) > 0 || fin {
+		c.addOOO(seq, seq+uint32(len(p)), fin)
+	}
+	c.sendAckNow()
+}
+
+// writeRing copies p into the receive ring at offset off from RCV.NXT.
+func (c *Conn) writeRing(off int, p []byte) {
+	at := (c.rHead + c.rLen + off) % len(c.rbuf)
+	k := copy(c.rbuf[at:], p)
+	copy(c.rbuf, p[k:])
+}
+
+// dataAcked decides when in-order data is acknowledged (RFC 1122
+// §4.2.3.2): at once for the quick ACKs after the handshake, for every
+// second full segment and when a hole was filled; otherwise within
+// DelayedACK.
+func (c *Conn) dataAcked(n int, filled bool) {
+	e := c.e
+	c.unackedBytes += n
+	switch {
+	case e.o.DelayedACK == 0, filled, c.quickAck > 0, c.unackedBytes >= 2*c.rmss:
+		if c.quickAck > 0 {
+			c.quickAck--
+		}
+		c.ackNow = true
+		e.markDirty(c)
+	case c.tDelack == 0:
+		c.tDelack = e.now + int64(e.o.DelayedACK)
+		e.arm(c)
+	}
+}
+
+// addOOO records [start, end) as held out of order, merging ranges.
+func (c *Conn) addOOO(start, end uint32, fin bool) {
+	e := c.e
+	if fin {
+		c.oooFin, c.oooFinSeq = true, end
+	}
+	c.lastOOO = start
+	if start == end {
+		return
+	}
+	b := sackBlock{start, end}
+	n, ok := insertBlock(c.ooo[:], c.nooo, b)
+	if !ok {
+		e.cnt[cTCPOOOFull]++
+		return
+	}
+	c.nooo = n
+	e.cnt[cTCPOOOQueued]++
+}
+
+// insertBlock merges b into the sorted, disjoint blocks bs[:n]; false when
+// it would need a block more than bs holds.
+func insertBlock(bs []sackBlock, n int, b sackBlock) (int, bool) {
+	i := 0
+	for i < n && seqLT(bs[i].end, b.start) {
+		i++
+	}
+	j := i
+	for j < n && seqLEQ(bs[j].start, b.end) {
+		if seqLT(bs[j].start, b.start) {
+			b.start = bs[j].start
+		}
+		if seqGT(bs[j].end, b.end) {
+			b.end = bs[j].end
+		}
+		j++
+	}
+	if j == i { // no overlap: insert at i
+		if n == len(bs) {
+			return n, false
+		}
+		copy(bs[i+1:n+1], bs[i:n])
+		bs[i] = b
+		return n + 1, true
+	}
+	bs[i] = b
+	copy(bs[i+1:], bs[j:n])
+	return n - (j - i - 1), true
+}
+
+// mergeOOO makes held data readable once RCV.NXT reaches it.
+func (c *Conn) mergeOOO() {
+	k := 0
+	for k < c.nooo && seqLEQ(c.ooo[k].start, c.rcvNxt) {
+		if seqGT(c.ooo[k].end, c.rcvNxt) {
+			d := c.ooo[k].end - c.rcvNxt
+			c.rLen += int(d)
+			c.rcvNxt += d
+		}
+		k++
+	}
+	if k > 0 {
+		copy(c.ooo[:], c.ooo[k:c.nooo])
+		c.nooo -= k
+	}
+}
+
+// finInput takes the peer's FIN at RCV.NXT (RFC 9293 §3.10.7.4 eighth step).
+func (c *Conn) finInput() {
+	c.rcvNxt++
+	c.finRcvd = true
+	c.oooFin = false
+	c.sendAckNow()
+	switch c.state {
+	case SynReceived, Established:
+		c.state = CloseWait
+	case FinWait1:
+		if c.finAcked {
+			c.enterTimeWait()
+		} else {
+			c.state = Closing
+		}
+	case FinWait2:
+		c.enterTimeWait()
+	}
+}
+
+// sendAckNow has an ACK leave at the next Flush.
+func (c *Conn) sendAckNow() {
+	c.ackNow = true
+	c.e.markDirty(c)
+}
+
+// windowOpened sends a window update after a Read when the window grew by
+// two segments or half the buffer (RFC 9293 §3.8.6.2.2), or opened from
+// (nearly) zero.
+func (c *Conn) windowOpened() {
+	if !c.state.synchronized() || c.finRcvd {
+		return
+	}
+	free := uint32(c.rcvCap - c.rLen)
+	adv := c.rcvWnd()
+	if free-adv >= uint32(min(c.rcvCap/2, 2*c.rmss)) || adv < uint32(c.rmss) && free >= uint32(c.rmss) {
+		c.sendAckNow()
+	}
+}

@@ -1,0 +1,418 @@
+package native
+
+import "encoding/binary"
+
+// output sends what the connection has due: its SYN or SYN-ACK, data and
+// FIN as the windows allow, retransmissions, and an ACK when one is owed
+// and nothing else carried it. It returns false when the TX ring filled
+// (the connection stays dirty for the next Flush).
+func (c *Conn) output() bool {
+	switch c.state {
+	case Closed, Listen:
+		return true
+	case SynSent, SynReceived:
+		if c.needSyn {
+			if !c.sendSyn() {
+				return false
+			}
+		}
+		if c.state == SynSent {
+			return true
+		}
+		if c.ackNow && !c.needSyn {
+			return c.sendAck()
+		}
+		return true
+	case TimeWait:
+		if c.ackNow {
+			return c.sendAck()
+		}
+		return true
+	}
+	if c.inRecovery && !c.sendHoles() {
+		return false
+	}
+	if !c.sendData() {
+		return false
+	}
+	if c.ackNow {
+		return c.sendAck()
+	}
+	return true
+}
+
+// sendSyn sends our SYN (SYN-SENT) or SYN-ACK (SYN-RECEIVED), once the
+// next hop's MAC is known.
+func (c *Conn) sendSyn() bool {
+	e := c.e
+	if !c.macOK {
+		mac, ok := e.resolve(c.hop)
+		if !ok {
+			if e.arp.m[c.hop] == nil {
+				c.fail(ErrHostUnreachable)
+				return true
+			}
+			e.arpWait = append(e.arpWait, c.idx)
+			c.needSyn = true
+			return true
+		}
+		c.mac, c.macOK = mac, true
+	}
+	flags := uint8(flagSYN)
+	if c.state == SynReceived {
+		flags |= flagACK
+	}
+	if !c.emit(c.iss, flags, 0, 0) {
+		return false
+	}
+	c.needSyn = false
+	c.sndNxt = c.iss + 1
+	c.sndMax = seqMax(c.sndMax, c.sndNxt)
+	if c.tRTO == 0 {
+		c.tRTO = e.now + c.rto
+		e.arm(c)
+	}
+	return true
+}
+
+// pipe estimates the bytes in flight (RFC 6675 §4): outside recovery what
+// was sent and not acknowledged; in SACK recovery less what the peer
+// SACKed and what is deemed lost and not yet retransmitted.
+func (c *Conn) pipe() uint32 {
+	if !c.inRecovery || !c.sackOK || c.nsacked == 0 {
+		return c.sndNxt - c.sndUna
+	}
+	p := c.sndMax - c.sndUna
+	high := c.sacked[c.nsacked-1].end
+	for i := 0; i < c.nsacked; i++ {
+		p -= c.sacked[i].end - c.sacked[i].start
+	}
+	// Holes below the highest SACK and above rtxNext are lost, not in flight.
+	at := seqMax(c.rtxNext, c.sndUna)
+	for i := 0; i < c.nsacked && seqLT(at, high); i++ {
+		b := c.sacked[i]
+		if seqLT(at, b.start) {
+			p -= b.start - at
+		}
+		at = seqMax(at, b.end)
+	}
+	return p
+}
+
+// sendData sends new data (and retransmits after a timeout, SND.NXT having
+// gone back to SND.UNA) within min(cwnd, the peer's window), then FIN.
+func (c *Conn) sendData() bool {
+	e := c.e
+	for {
+		c.skipSACKed()
+		off := int(c.sndNxt - c.sndUna)
+		avail := c.sLen - off
+		if avail <= 0 {
+			break
+		}
+		wndEnd := c.sndUna + c.sndWnd
+		room := int(int32(wndEnd - c.sndNxt))
+		if inflight := c.pipe(); c.cwnd > inflight {
+			room = min(room, int(c.cwnd-inflight))
+		} else {
+			room = 0
+		}
+		n := min(avail, c.smss)
+		if room < n {
+			if c.sndWnd == 0 || room <= 0 {
+				if c.sndNxt == c.sndUna && c.sndWnd < uint32(n) {
+					c.armPersist()
+				}
+				break
+			}
+			// RFC 9293 §3.8.6.2.1: send less than a segment only when it is
+			// at least half the largest window the peer offered.
+			if room < int(c.maxSndWnd/2) && c.sndNxt != c.sndUna {
+				break
+			}
+			n = room
+		}
+		if e.o.Nagle && n < c.smss && c.sndNxt != c.sndUna && !c.finQueued {
+			break // RFC 896
+		}
+		if seqLT(c.sndNxt, c.sndMax) {
+			// a retransmission: do not cross a SACKed block
+			if bnd, ok := c.nextSACKed(c.sndNxt); ok && int(bnd-c.sndNxt) < n {
+				n = int(bnd - c.sndNxt)
+			}
+		}
+		flags := uint8(flagACK)
+		fin := c.finQueued && !c.finAcked && n == avail
+		if fin {
+			flags |= flagFIN
+		}
+		if n == avail {
+			flags |= flagPSH
+		}
+		if !c.sendSeg(c.sndNxt, flags, off, n) {
+			return false
+		}
+		if fin {
+			c.sentFIN()
+		}
+	}
+	if c.finQueued && !c.finAcked && int(c.sndNxt-c.sndUna) == c.sLen {
+		if !c.sendSeg(c.sndNxt, flagACK|flagFIN, c.sLen, 0) {
+			return false
+		}
+		c.sentFIN()
+	}
+	return true
+}
+
+// sendSeg sends n bytes from buffer offset off at seq with flags and
+// accounts for them: SND.NXT, SND.MAX, the RTO, the RTT timing and the
+// retransmission counter.
+func (c *Conn) sendSeg(seq uint32, flags uint8, off, n int) bool {
+	e := c.e
+	if !c.emit(seq, flags, off, n) {
+		return false
+	}
+	end := seq + uint32(n)
+	if flags&flagFIN != 0 {
+		end++
+	}
+	if seqLT(seq, c.sndMax) {
+		e.cnt[cTCPRetransmits]++
+	} else if !c.rttTiming && !c.tsOK {
+		c.rttTiming, c.rttSeq, c.rttAt = true, seq, e.now
+	}
+	if seqLT(seq, c.sndMax) && c.rttTiming && seqLEQ(seq, c.rttSeq) {
+		c.rttTiming = false // Karn: the timed segment was retransmitted
+	}
+	if seqGT(end, c.sndNxt) {
+		c.sndNxt = end
+	}
+	c.sndMax = seqMax(c.sndMax, c.sndNxt)
+	if c.tRTO == 0 && c.tPersist == 0 {
+		c.tRTO = e.now + c.rto
+		e.arm(c)
+	}
+	return true
+}
+
+// sentFIN moves to FIN-WAIT-1 or LAST-ACK once our FIN is out.
+func (c *Conn) sentFIN() {
+	if !c.finSent {
+		c.finSent = true
+		c.finSeq = c.sndNxt - 1
+	}
+	switch c.state {
+	case Established, SynReceived:
+		c.state = FinWait1
+	case CloseWait:
+		c.state = LastAck
+	}
+}
+
+// sendAck sends a pure ACK at SND.NXT.
+func (c *Conn) sendAck() bool { return c.emit(c.sndNxt, flagACK, 0, 0) }
+
+// sendRST sends a RST at seq (Abort, keepalive timeout).
+func (c *Conn) sendRST(seq uint32) {
+	if c.macOK {
+		c.emit(seq, flagRST|flagACK, 0, 0)
+		c.e.cnt[cTCPResetsSent]++
+	}
+}
+
+// emit builds one segment of the connection into a TX slot: headers, the
+// options its state calls for, n bytes of the send buffer from offset off,
+// and the window. Every segment but a SYN carries the ACK, so it clears
+// what was owed (delayed ACK, ackNow).
+func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
+	e := c.e
+	var opt [40]byte
+	ol := c.options(opt[:], flags)
+	hl := tcpLen + ol
+	tot := ipLen + hl + n
+	e.tx = e.tx[:ethLen+tot]
+	f := e.tx
+	putEth(f, c.mac, e.mac, etherIPv4)
+	putIPv4(f[ethLen:], e.nextID(), protoTCP, e.addr, c.raddr, tot)
+	t := f[ethLen+ipLen:]
+	binary.BigEndian.PutUint16(t[0:], c.lport)
+	binary.BigEndian.PutUint16(t[2:], c.rport)
+	binary.BigEndian.PutUint32(t[4:], seq)
+	ack := uint32(0)
+	if flags&flagACK != 0 {
+		ack = c.rcvNxt
+	}
+	binary.BigEndian.PutUint32(t[8:], ack)
+	t[12], t[13] = uint8(hl/4)<<4, flags
+	binary.BigEndian.PutUint16(t[14:], c.window(flags))
+	t[16], t[17], t[18], t[19] = 0, 0, 0, 0
+	copy(t[tcpLen:], opt[:ol])
+	if n > 0 {
+		at := (c.sHead + off) % len(c.sbuf)
+		k := copy(t[hl:hl+n], c.sbuf[at:])
+		copy(t[hl+k:hl+n], c.sbuf)
+	}
+	binary.BigEndian.PutUint16(t[16:], fold(csum(pseudo(e.addr, c.raddr, protoTCP, hl+n), t[:hl+n])))
+	if !e.send() {
+		return false
+	}
+	e.cnt[cTCPSegmentsOut]++
+	if flags&flagACK != 0 {
+		c.ackNow, c.unackedBytes, c.tDelack = false, 0, 0
+		c.lastAckSent = c.rcvNxt
+	}
+	return true
+}
+
+// window is the window field: the free receive buffer, scaled (not in a
+// SYN, RFC 7323 §2.2), never moving the right edge back (RFC 9293
+// §3.8.6.2.2, with the receiver's SWS avoidance: the edge moves only by a
+// segment or half the buffer).
+func (c *Conn) window(flags uint8) uint16 {
+	free := uint32(c.rcvCap - c.rLen)
+	if c.finRcvd {
+		free = 0
+	}
+	adv := c.rcvWnd()
+	w := adv
+	if free > adv && (free-adv >= uint32(min(c.rcvCap/2, c.rmss)) || adv == 0 && free > 0) {
+		w = free
+	}
+	if c.finRcvd {
+		w = adv
+	}
+	shift := c.rcvWS
+	if flags&flagSYN != 0 {
+		shift = 0
+	}
+	v := w >> shift
+	if v > 0xffff {
+		v = 0xffff
+	}
+	if edge := c.rcvNxt + v<<shift; seqGT(edge, c.rcvAdv) {
+		c.rcvAdv = edge
+	}
+	return uint16(v)
+}
+
+// options writes the options of a segment with flags into o and returns
+// their length: MSS, SACK-permitted, timestamps and window scale in a SYN
+// (only those the peer offered, in a SYN-ACK: RFC 7323 §1.3, RFC 2018
+// §2); timestamps and SACK blocks afterwards.
+func (c *Conn) options(o []byte, flags uint8) int {
+	e := c.e
+	n := 0
+	if flags&flagSYN != 0 {
+		syn := c.state == SynSent
+		o[0], o[1] = optMSS, 4
+		binary.BigEndian.PutUint16(o[2:], uint16(e.mss))
+		n = 4
+		if syn && !e.o.NoSACK || !syn && c.sackOK {
+			o[n], o[n+1] = optSACKPerm, 2
+			n += 2
+		} else {
+			o[n], o[n+1] = optNOP, optNOP
+			n += 2
+		}
+		if syn && !e.o.NoTimestamps || !syn && c.tsOK {
+			n = c.putTS(o, n)
+		}
+		if syn && !e.o.NoWindowScale || !syn && c.wsOK {
+			o[n], o[n+1], o[n+2], o[n+3] = optNOP, optWScale, 3, c.rcvWS
+			n += 4
+		}
+		return n
+	}
+	if c.tsOK {
+		o[0], o[1] = optNOP, optNOP
+		n = c.putTS(o, 2)
+	}
+	if c.sackOK && c.nooo > 0 && flags&flagRST == 0 {
+		n = c.putSACK(o, n)
+	}
+	return n
+}
+
+func (c *Conn) putTS(o []byte, n int) int {
+	o[n], o[n+1] = optTimestamp, 10
+	binary.BigEndian.PutUint32(o[n+2:], c.tsNow())
+	binary.BigEndian.PutUint32(o[n+6:], c.tsRecent)
+	return n + 10
+}
+
+// putSACK writes SACK blocks (RFC 2018 §4): first the block holding the
+// latest out-of-order segment, then the others, as many as fit.
+func (c *Conn) putSACK(o []byte, n int) int {
+	room := (40 - n - 4) / 8
+	k := min(room, c.nooo)
+	if k <= 0 {
+		return n
+	}
+	o[n], o[n+1], o[n+2], o[n+3] = optNOP, optNOP, optSACK, uint8(2+8*k)
+	n += 4
+	first := 0
+	for i := 0; i < c.nooo; i++ {
+		if seqLEQ(c.ooo[i].start, c.lastOOO) && seqLT(c.lastOOO, c.ooo[i].end) {
+			first = i
+		}
+	}
+	put := func(b sackBlock) {
+		binary.BigEndian.PutUint32(o[n:], b.start)
+		binary.BigEndian.PutUint32(o[n+4:], b.end)
+		n += 8
+	}
+	put(c.ooo[first])
+	for i := 0; i < c.nooo && k > 1; i++ {
+		if i != first {
+			put(c.ooo[i])
+			k--
+		}
+	}
+	return n
+}
+
+// resetFor answers segment s, which has no connection, with a RST (RFC
+// 9293 §3.10.7.1): <SEQ=SEG.ACK><CTL=RST> when it has an ACK, else
+// <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>. A RST is never answered.
+func (e *Engine) resetFor(s *segment) {
+	if s.flags&flagRST != 0 {
+		return
+	}
+	seq, ack, flags := s.ack, uint32(0), uint8(flagRST)
+	if s.flags&flagACK == 0 {
+		seq, ack, flags = 0, s.seq+s.seqLen(), flagRST|flagACK
+	}
+	e.sendBare(s, seq, ack, flags, 0, 0)
+	e.cnt[cTCPResetsSent]++
+}
+
+// sendBare sends a segment without a connection (RST, SYN cookie
+// SYN-ACK) back to where s came from, with the options in opt.
+func (e *Engine) sendBare(s *segment, seq, ack uint32, flags uint8, wnd uint16, mss uint16) {
+	hl := tcpLen
+	if mss != 0 {
+		hl += 4
+	}
+	tot := ipLen + hl
+	e.tx = e.tx[:ethLen+tot]
+	f := e.tx
+	putEth(f, s.srcMAC, e.mac, etherIPv4)
+	putIPv4(f[ethLen:], e.nextID(), protoTCP, e.addr, s.src, tot)
+	t := f[ethLen+ipLen:]
+	binary.BigEndian.PutUint16(t[0:], s.dport)
+	binary.BigEndian.PutUint16(t[2:], s.sport)
+	binary.BigEndian.PutUint32(t[4:], seq)
+	binary.BigEndian.PutUint32(t[8:], ack)
+	t[12], t[13] = uint8(hl/4)<<4, flags
+	binary.BigEndian.PutUint16(t[14:], wnd)
+	t[16], t[17], t[18], t[19] = 0, 0, 0, 0
+	if mss != 0 {
+		t[20], t[21] = optMSS, 4
+		binary.BigEndian.PutUint16(t[22:], mss)
+	}
+	binary.BigEndian.PutUint16(t[16:], fold(csum(pseudo(e.addr, s.src, protoTCP, hl), t[:hl])))
+	if e.send() {
+		e.cnt[cTCPSegmentsOut]++
+	}
+}

@@ -1,0 +1,249 @@
+package native
+
+// Timers are data: each connection keeps its deadlines (RTO, delayed ACK,
+// persist, keepalive, TIME-WAIT) and sits in the engine's min-heap under
+// the earliest. Moving a deadline later leaves the heap alone (the entry
+// fires early and is put back at the right time), so the per-segment RTO
+// restart costs nothing; moving one earlier sifts the entry up.
+
+// earliest is the connection's first deadline, 0 when none is armed.
+func (c *Conn) earliest() int64 {
+	at := int64(0)
+	for _, t := range [...]int64{c.tRTO, c.tDelack, c.tPersist, c.tKeep, c.tWait} {
+		if t != 0 && (at == 0 || t < at) {
+			at = t
+		}
+	}
+	return at
+}
+
+// arm makes sure the heap holds c no later than its earliest deadline.
+func (e *Engine) arm(c *Conn) {
+	at := c.earliest()
+	if at == 0 {
+		return
+	}
+	if c.heapIdx < 0 {
+		c.heapAt = at
+		c.heapIdx = int32(len(e.heap))
+		e.heap = append(e.heap, c.idx)
+		e.siftUp(int(c.heapIdx))
+		return
+	}
+	if at < c.heapAt {
+		c.heapAt = at
+		e.siftUp(int(c.heapIdx))
+	}
+}
+
+func (e *Engine) heapRemove(c *Conn) {
+	i := int(c.heapIdx)
+	if i < 0 {
+		return
+	}
+	last := len(e.heap) - 1
+	e.swap(i, last)
+	e.heap = e.heap[:last]
+	c.heapIdx = -1
+	if i < last {
+		e.siftDown(i)
+		e.siftUp(i)
+	}
+}
+
+func (e *Engine) less(i, j int) bool {
+	return e.conns[e.heap[i]].heapAt < e.conns[e.heap[j]].heapAt
+}
+
+func (e *Engine) swap(i, j int) {
+	h := e.heap
+	h[i], h[j] = h[j], h[i]
+	e.conns[h[i]].heapIdx = int32(i)
+	e.conns[h[j]].heapIdx = int32(j)
+}
+
+func (e *Engine) siftUp(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !e.less(i, p) {
+			return
+		}
+		e.swap(i, p)
+		i = p
+	}
+}
+
+func (e *Engine) siftDown(i int) {
+	n := len(e.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && e.less(r, l) {
+			m = r
+		}
+		if !e.less(m, i) {
+			return
+		}
+		e.swap(i, m)
+		i = m
+	}
+}
+
+// runTimers fires what is due: ARP retries and every connection whose
+// heap entry's time has come.
+func (e *Engine) runTimers() {
+	if len(e.arp.buf) > len(e.o.Neighbors) {
+		if at, ok := e.arp.next(); ok && at <= e.now {
+			e.arpTimers()
+		}
+	}
+	for len(e.heap) > 0 {
+		c := &e.conns[e.heap[0]]
+		if c.heapAt > e.now {
+			return
+		}
+		e.heapRemove(c)
+		c.timers()
+		if c.state != Closed {
+			e.arm(c)
+		}
+	}
+}
+
+// timers runs the connection's deadlines that passed.
+func (c *Conn) timers() {
+	now := c.e.now
+	if c.tWait != 0 && c.tWait <= now {
+		c.toClosed(nil) // TIME-WAIT over, or an orphan's FIN-WAIT-2
+		return
+	}
+	if c.tRTO != 0 && c.tRTO <= now {
+		c.onRTO()
+		if c.state == Closed {
+			return
+		}
+	}
+	if c.tPersist != 0 && c.tPersist <= now {
+		c.onPersist()
+	}
+	if c.tDelack != 0 && c.tDelack <= now {
+		c.tDelack = 0
+		c.sendAckNow()
+	}
+	if c.tKeep != 0 && c.tKeep <= now {
+		c.onKeepalive()
+	}
+}
+
+// onRTO is RFC 6298 §5.4–5.7: retransmit from SND.UNA, back the timer
+// off, collapse cwnd (RFC 5681 §3.1), give up after MaxRetries.
+func (c *Conn) onRTO() {
+	e := c.e
+	c.tRTO = 0
+	mss := uint32(c.smss)
+	if c.state == SynSent || c.state == SynReceived {
+		if c.retries >= e.o.SYNRetries {
+			c.fail(ErrTimedOut)
+			return
+		}
+		c.retries++
+		e.cnt[cTCPTimeouts]++
+		c.rto = min(2*c.rto, int64(e.o.MaxRTO))
+		c.needSyn = true
+		e.markDirty(c)
+		return
+	}
+	if c.sndUna == c.sndMax {
+		return
+	}
+	if c.retries >= e.o.MaxRetries {
+		c.fail(ErrTimedOut)
+		return
+	}
+	c.retries++
+	e.cnt[cTCPTimeouts]++
+	c.ssthresh = max((c.sndMax-c.sndUna)/2, 2*mss)
+	c.cwnd, c.caAcc = mss, 0
+	c.inRecovery, c.rtxOne, c.dupacks = false, false, 0
+	c.nsacked = 0 // RFC 6675 §5.1: the scoreboard may have reneged
+	c.recover = c.sndMax
+	c.rto = min(2*c.rto, int64(e.o.MaxRTO))
+	c.rttTiming = false
+	c.sndNxt = c.sndUna
+	e.markDirty(c)
+}
+
+// armPersist starts the persist timer when the peer's window is closed
+// and nothing is in flight (RFC 9293 §3.8.6.1).
+func (c *Conn) armPersist() {
+	if c.tPersist != 0 {
+		return
+	}
+	c.tRTO = 0
+	c.tPersist = c.e.now + min(c.rto<<c.persistShift, int64(c.e.o.MaxRTO))
+	c.e.arm(c)
+}
+
+// onPersist sends a zero-window probe: one byte beyond the window, again
+// with an exponentially backed-off timer for as long as the peer keeps
+// answering (RFC 1122 §4.2.2.17).
+func (c *Conn) onPersist() {
+	e := c.e
+	c.tPersist = 0
+	if c.sndWnd != 0 || c.sLen == 0 {
+		e.markDirty(c)
+		return
+	}
+	e.cnt[cTCPPersistProbes]++
+	if c.persistShift < 30 {
+		c.persistShift++
+	}
+	c.tPersist = e.now + min(c.rto<<c.persistShift, int64(e.o.MaxRTO))
+	if c.sndNxt == c.sndUna {
+		c.sendSeg(c.sndUna, flagACK, 0, 1)
+	} else {
+		c.emit(c.sndUna, flagACK, 0, 1)
+	}
+}
+
+// armKeepalive starts keepalive from now (the handshake, RFC 1122
+// §4.2.3.6).
+func (c *Conn) armKeepalive() {
+	if c.keepIdle <= 0 || !c.state.synchronized() {
+		c.tKeep = 0
+		return
+	}
+	c.lastRx = c.e.now
+	c.tKeep = c.e.now + int64(c.keepIdle)
+	c.e.arm(c)
+}
+
+// onKeepalive probes an idle connection (SEG.SEQ = SND.NXT-1, no data)
+// and resets it after keepCnt unanswered probes.
+func (c *Conn) onKeepalive() {
+	e := c.e
+	c.tKeep = 0
+	if c.keepIdle <= 0 || c.state == TimeWait || !c.state.synchronized() {
+		return
+	}
+	if c.keepProbes == 0 && e.now-c.lastRx < int64(c.keepIdle) {
+		c.tKeep = c.lastRx + int64(c.keepIdle)
+		return
+	}
+	if c.keepProbes >= c.keepCnt {
+		c.sendRST(c.sndNxt)
+		c.fail(ErrTimedOut)
+		return
+	}
+	if c.sndUna != c.sndMax {
+		c.tKeep = e.now + int64(c.keepIdle) // the RTO covers data in flight
+		return
+	}
+	c.emit(c.sndNxt-1, flagACK, 0, 0)
+	e.cnt[cTCPKeepaliveProbes]++
+	c.keepProbes++
+	c.tKeep = e.now + int64(c.keepIntvl)
+}
