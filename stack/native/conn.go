@@ -65,7 +65,8 @@ type Conn struct {
 	sndWnd, maxSndWnd      uint32
 	sndWl1, sndWl2         uint32
 	sndWS                  uint8
-	smss                   int // largest segment payload we send
+	smss                   int // payload of a full segment (peer's MSS less timestamps)
+	peerMSS                int // the peer's MSS, at most ours
 	finQueued, finSent     bool
 	finAcked               bool
 	finSeq                 uint32
@@ -261,7 +262,7 @@ func (c *Conn) Close() {
 // afterwards.
 func (c *Conn) Abort() {
 	if c.state != Closed && c.state != SynSent && c.state != TimeWait {
-		c.sendRST(c.sndNxt)
+		c.sendRST(c.sndMax)
 		c.e.cnt[cTCPAborts]++
 	}
 	c.user = false
@@ -335,7 +336,7 @@ func (e *Engine) newConn(raddr [4]byte, lport, rport uint16) *Conn {
 	c.rcvCap = len(c.rbuf)
 	c.rcvWS = wscaleFor(c.rcvCap)
 	c.rmss = e.mss
-	c.smss = 536
+	c.smss, c.peerMSS = 536, 536
 	c.rto = int64(e.o.InitialRTO)
 	c.iss = e.isn(raddr, lport, rport)
 	c.tsOff = e.tsOffset(raddr, lport, rport)

@@ -43,6 +43,13 @@ func newWorld(t testing.TB, mo memio.Options, oa, ob Options) *world {
 	}
 	w := &world{t: t, clk: clk, pa: pa, pb: pb, a: a, b: b}
 	t.Cleanup(func() {
+		for _, p := range []*memio.Port{pa, pb} {
+			for _, c := range p.Stats().Layers {
+				if (c.Name == "tx_oversize" || c.Name == "tx_runt") && c.Value != 0 {
+					t.Errorf("%v: %s %d: the engine built a frame the wire refuses", p, c.Name, c.Value)
+				}
+			}
+		}
 		a.Close()
 		b.Close()
 		pa.Close()

@@ -85,7 +85,7 @@ func (l *Listener) Close() {
 	l.queue = l.queue[:0]
 	for i := range e.conns {
 		if c := &e.conns[i]; c.l == l && c.state == SynReceived {
-			c.sendRST(c.sndNxt)
+			c.sendRST(c.sndMax)
 			c.toClosed(ErrAborted)
 		}
 	}
@@ -149,7 +149,7 @@ func (l *Listener) input(s *segment) {
 			c.keepCnt = e.o.KeepaliveCount
 		}
 	}
-	c.irs, c.rcvNxt = s.seq, s.seq+1
+	c.setIRS(s.seq)
 	c.peerOptions(s, true)
 	if c.tsOK {
 		c.tsRecent = s.tsVal
@@ -198,8 +198,9 @@ func (l *Listener) cookieAck(s *segment) bool {
 	c.l = l
 	c.mac, c.macOK, c.hop = s.srcMAC, true, s.src
 	c.iss = s.ack - 1
-	c.irs, c.rcvNxt = s.seq-1, s.seq
-	c.smss = int(min(mss, uint16(e.mss)))
+	c.setIRS(s.seq - 1)
+	c.peerMSS = int(min(mss, uint16(e.mss)))
+	c.smss = c.peerMSS
 	c.sndWS, c.rcvWS = 0, 0
 	c.rcvCap = min(c.rcvCap, 0xffff)
 	c.rcvAdv = c.rcvNxt + uint32(min(e.o.RecvBuf, 0xffff))

@@ -83,8 +83,10 @@ func (c *Conn) sackedBytes() uint32 {
 }
 
 // takeSACK merges the valid SACK blocks of s into the scoreboard (RFC
-// 2018 §3; blocks outside SND.UNA..SND.MAX are ignored).
-func (c *Conn) takeSACK(s *segment) {
+// 2018 §3; blocks outside SND.UNA..SND.MAX are ignored) and reports
+// whether it learnt something.
+func (c *Conn) takeSACK(s *segment) bool {
+	before := c.sackedBytes()
 	for i := 0; i < s.nsack; i++ {
 		b := s.sacks[i]
 		if !seqLT(b.start, b.end) || seqLEQ(b.end, c.sndUna) || seqGT(b.end, c.sndMax) {
@@ -93,6 +95,7 @@ func (c *Conn) takeSACK(s *segment) {
 		b.start = seqMax(b.start, c.sndUna)
 		c.nsacked, _ = insertBlock(c.sacked[:], c.nsacked, b)
 	}
+	return c.sackedBytes() != before
 }
 
 // dropSACKBelow removes what the cumulative ACK covers.
@@ -147,7 +150,7 @@ func (c *Conn) skipSACKed() {
 // 6675 §5 step 4.2 rule 1).
 func (c *Conn) sendHoles() bool {
 	if c.rtxOne {
-		n := c.smss
+		n := c.segData()
 		if b, ok := c.nextSACKed(c.sndUna); ok {
 			n = min(n, int(b-c.sndUna))
 		}
@@ -171,7 +174,7 @@ func (c *Conn) sendHoles() bool {
 			continue
 		}
 		end, _ := c.nextSACKed(at)
-		n := min(int(end-at), c.smss)
+		n := min(int(end-at), c.segData())
 		if !c.sendSeg(at, flagACK, int(at-c.sndUna), n) {
 			return false
 		}

@@ -199,7 +199,7 @@ func (c *Conn) synSentInput(s *segment) {
 	if s.flags&flagSYN == 0 {
 		return
 	}
-	c.irs, c.rcvNxt = s.seq, s.seq+1
+	c.setIRS(s.seq)
 	c.peerOptions(s, c.sentWS())
 	if ack {
 		c.establish(s)
@@ -227,6 +227,26 @@ func (c *Conn) synSentInput(s *segment) {
 	e.markDirty(c)
 }
 
+// setIRS takes the peer's initial sequence number.
+func (c *Conn) setIRS(seq uint32) {
+	c.irs, c.rcvNxt = seq, seq+1
+	c.rcvAdv = c.rcvNxt
+}
+
+// segData is the most data one segment carries now: the peer's MSS less
+// the options this segment has (RFC 6691 §2: the MSS does not count
+// options, so a sender subtracts them).
+func (c *Conn) segData() int {
+	n := c.peerMSS
+	if c.tsOK {
+		n -= 12
+	}
+	if c.sackOK && c.nooo > 0 {
+		n -= 4 + 8*min(c.nooo, 3)
+	}
+	return n
+}
+
 // sentWS says whether our SYN offered window scaling.
 func (c *Conn) sentWS() bool { return !c.e.o.NoWindowScale }
 
@@ -239,7 +259,8 @@ func (c *Conn) peerOptions(s *segment, offeredWS bool) {
 	if s.hasMSS {
 		mss = int(s.mss)
 	}
-	c.smss = max(min(mss, c.e.mss), 64)
+	c.peerMSS = max(min(mss, c.e.mss), 64)
+	c.smss = c.peerMSS
 	c.wsOK = s.hasWS && offeredWS && !o.NoWindowScale
 	if c.wsOK {
 		c.sndWS = s.wscale
@@ -267,8 +288,9 @@ func (c *Conn) ackInput(s *segment) bool {
 		c.challengeACK() // RFC 5961 §5.2
 		return false
 	}
+	grew := false
 	if c.sackOK && s.nsack > 0 {
-		c.takeSACK(s)
+		grew = c.takeSACK(s)
 	}
 	wnd := uint32(s.wnd) << c.sndWS
 	oldWnd := c.sndWnd
@@ -288,8 +310,10 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	if seqGT(s.ack, c.sndUna) {
 		c.newAck(s)
-	} else if s.ack == c.sndUna && len(s.payload) == 0 && s.flags&(flagSYN|flagFIN) == 0 &&
-		wnd == oldWnd && seqLT(c.sndUna, c.sndMax) {
+	} else if s.ack == c.sndUna && seqLT(c.sndUna, c.sndMax) && (grew ||
+		len(s.payload) == 0 && s.flags&(flagSYN|flagFIN) == 0 && wnd == oldWnd) {
+		// RFC 5681 §2's duplicate ACK, or one with new SACK information
+		// (RFC 6675 §2: data flowing back does not hide a loss).
 		c.dupAck()
 	}
 	return c.finAckedStep()

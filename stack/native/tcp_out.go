@@ -117,7 +117,7 @@ func (c *Conn) sendData() bool {
 		} else {
 			room = 0
 		}
-		n := min(avail, c.smss)
+		n := min(avail, c.segData())
 		if room < n {
 			if c.sndWnd == 0 || room <= 0 {
 				if c.sndNxt == c.sndUna && c.sndWnd < uint32(n) {
@@ -132,7 +132,7 @@ func (c *Conn) sendData() bool {
 			}
 			n = room
 		}
-		if e.o.Nagle && n < c.smss && c.sndNxt != c.sndUna && !c.finQueued {
+		if e.o.Nagle && n < c.segData() && c.sndNxt != c.sndUna && !c.finQueued {
 			break // RFC 896
 		}
 		if seqLT(c.sndNxt, c.sndMax) {
@@ -210,8 +210,12 @@ func (c *Conn) sentFIN() {
 	}
 }
 
-// sendAck sends a pure ACK at SND.NXT.
-func (c *Conn) sendAck() bool { return c.emit(c.sndNxt, flagACK, 0, 0) }
+// sendAck sends a pure ACK. Its sequence number is the highest sent, not
+// SND.NXT: after a timeout SND.NXT goes back to SND.UNA, and an ACK
+// numbered there falls left of the peer's window, fails its acceptability
+// test and is dropped unread; if both sides are retransmitting, each then
+// drops the other's ACKs for ever.
+func (c *Conn) sendAck() bool { return c.emit(c.sndMax, flagACK, 0, 0) }
 
 // sendRST sends a RST at seq (Abort, keepalive timeout).
 func (c *Conn) sendRST(seq uint32) {

@@ -234,7 +234,7 @@ func (c *Conn) onKeepalive() {
 		return
 	}
 	if c.keepProbes >= c.keepCnt {
-		c.sendRST(c.sndNxt)
+		c.sendRST(c.sndMax)
 		c.fail(ErrTimedOut)
 		return
 	}
