@@ -1,0 +1,359 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/stack/native"
+)
+
+// KindNative is the native engine (stack/native), run to completion on a
+// poll loop.
+const KindNative Kind = "native"
+
+// Native is the Factory of the native engine over memio: native.New on one
+// port of an in-memory pair, on a memio.FakeClock that only the bench
+// moves, driven by a poll loop as a backend drives it. No privileges.
+func Native() Factory { return nativeFactory{} }
+
+type nativeFactory struct{}
+
+// Name implements Factory.
+func (nativeFactory) Name() string { return "native-memio" }
+
+// New implements Factory.
+func (nativeFactory) New(tb TB, s Setup) (DUT, error) {
+	mtu := s.MTU
+	if mtu == 0 {
+		mtu = memio.DefaultMTU
+	}
+	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
+	pa, pb := memio.NewPair(memio.Options{MTU: mtu, Clock: clk})
+	o := native.Options{Addr: memDUTAddr, PrefixLen: 24, Clock: clk, MinRTO: s.RTOMin,
+		MaxConns: 64, SendBuf: 64 << 10, RecvBuf: 64 << 10,
+		Neighbors: map[netip.Addr]net.HardwareAddr{memBenchAddr: pb.MAC()}}
+	e, err := native.New(pa, o)
+	if err != nil {
+		pa.Close()
+		pb.Close()
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	d := &nativeDUT{e: e, clk: clk, start: clk.Now(), pa: pa, pb: pb}
+	d.info = Info{Name: "native-memio", Kind: KindNative, MAC: pa.MAC(), BenchMAC: pb.MAC(),
+		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: mtu,
+		Lacks: map[Cap]string{CapUDP: "the native engine has no UDP sockets (it answers UDP with port unreachable)"}}
+	d.startLoop()
+	return d, nil
+}
+
+// nativeDUT is the native engine over memio. The engine is owned by one
+// goroutine at a time: the poll loop and the socket calls take mu.
+type nativeDUT struct {
+	mu     sync.Mutex
+	e      *native.Engine
+	clk    *memio.FakeClock
+	start  time.Time
+	pa, pb *memio.Port
+	info   Info
+	err    error
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+var (
+	_ DUT          = (*nativeDUT)(nil)
+	_ Settler      = (*nativeDUT)(nil)
+	_ AnswerWaiter = (*nativeDUT)(nil)
+	_ Clock        = (*nativeDUT)(nil)
+)
+
+// startLoop runs Poll and Flush, and Wait when there is nothing to do.
+func (d *nativeDUT) startLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel, d.done = cancel, make(chan struct{})
+	go func() {
+		defer close(d.done)
+		for ctx.Err() == nil {
+			d.mu.Lock()
+			n := d.e.Poll(64)
+			err := d.e.Flush()
+			d.mu.Unlock()
+			if err != nil {
+				d.setErr(err)
+				return
+			}
+			if n == 0 {
+				if err := d.pa.Wait(ctx); err != nil && ctx.Err() == nil {
+					d.setErr(err)
+					return
+				}
+			}
+		}
+	}()
+}
+
+func (d *nativeDUT) setErr(err error) {
+	d.mu.Lock()
+	d.err = err
+	d.mu.Unlock()
+}
+
+// do runs f on the engine and flushes what it queued.
+func (d *nativeDUT) do(f func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f()
+	if err := d.e.Flush(); err != nil && d.err == nil {
+		d.err = err
+	}
+}
+
+// Info implements DUT.
+func (d *nativeDUT) Info() Info { return d.info }
+
+// Link implements DUT.
+func (d *nativeDUT) Link() Link { return memLink{d.pb} }
+
+// Clock implements DUT.
+func (d *nativeDUT) Clock() Clock { return d }
+
+// Now implements Clock.
+func (d *nativeDUT) Now() time.Duration { return d.clk.Now().Sub(d.start) }
+
+// Advance implements Clock: the clock moves and the timers due run (their
+// frames leave before Advance returns).
+func (d *nativeDUT) Advance(dur time.Duration) {
+	d.clk.Advance(dur)
+	d.do(func() { d.e.Poll(0) })
+}
+
+// Fake implements Clock.
+func (d *nativeDUT) Fake() bool { return true }
+
+// AnswerWait implements AnswerWaiter: the engine answers within the poll
+// loop's round, microseconds; a second covers a loaded machine.
+func (d *nativeDUT) AnswerWait() time.Duration { return time.Second }
+
+// Settle implements Settler: it waits until the engine took every frame
+// the bench sent, then for one more round of the loop.
+func (d *nativeDUT) Settle(wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for d.pa.Stats().RxFrames < d.pb.Stats().TxFrames && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	d.do(func() { d.e.Poll(64) })
+}
+
+// Counters implements DUT: the engine's counters under the common names.
+func (d *nativeDUT) Counters() (map[string]uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err != nil {
+		return nil, fmt.Errorf("poll loop: %w", d.err)
+	}
+	v := func(n string) uint64 { x, _ := d.e.Counter(n); return x }
+	return map[string]uint64{
+		CounterIPHeaderErrors:   v("ip_bad_checksum") + v("ip_bad_version") + v("ip_bad_length"),
+		CounterIPDeliveredLocal: v("ip_delivered"),
+		CounterICMPEchoReplies:  v("icmp_echo_replies"),
+		CounterTCPChecksumErr:   v("tcp_checksum_errors"),
+		CounterTCPResetsSent:    v("tcp_resets_sent"),
+		CounterTCPRetransmits:   v("tcp_retransmits"),
+		CounterTCPFastRetrans:   v("tcp_fast_retransmits"),
+		CounterTCPTimeouts:      v("tcp_timeouts"),
+		CounterTCPPassiveOpens:  v("tcp_passive_opens"),
+		CounterTCPActiveOpens:   v("tcp_active_opens"),
+		CounterTCPSegmentsIn:    v("tcp_segments_in"),
+		CounterARPRepliesSent:   v("arp_replies_sent"),
+		CounterARPRequestsSent:  v("arp_requests_sent"),
+	}, nil
+}
+
+// Close implements DUT.
+func (d *nativeDUT) Close() error {
+	d.once.Do(func() {
+		d.cancel()
+		d.pa.Interrupt()
+		<-d.done
+		d.mu.Lock()
+		d.e.Close()
+		d.mu.Unlock()
+		if err := errors.Join(d.pa.Close(), d.pb.Close()); err != nil {
+			d.setErr(err)
+		}
+	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
+}
+
+// Listen implements DUT.
+func (d *nativeDUT) Listen(port uint16, o SockOpts) (Listener, error) {
+	var l *native.Listener
+	var err error
+	d.do(func() {
+		l, err = d.e.Listen(port, 16)
+		if err != nil {
+			return
+		}
+		if o.RecvBuf > 0 {
+			l.SetRecvBuf(o.RecvBuf)
+		}
+		if k := o.KeepAlive; k != nil {
+			l.SetKeepalive(k.Idle, k.Interval, k.Count)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("native: listen %d: %w", port, err)
+	}
+	return &nativeListener{d: d, l: l}, nil
+}
+
+// Connect implements DUT.
+func (d *nativeDUT) Connect(to netip.AddrPort, o SockOpts) (Conn, error) {
+	var c *native.Conn
+	var err error
+	d.do(func() {
+		c, err = d.e.Dial(to, 0)
+		if err != nil {
+			return
+		}
+		if o.RecvBuf > 0 {
+			c.SetRecvBuf(o.RecvBuf)
+		}
+		if k := o.KeepAlive; k != nil {
+			c.SetKeepalive(k.Idle, k.Interval, k.Count)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("native: connect %v: %w", to, err)
+	}
+	return &nativeConn{d: d, c: c}, nil
+}
+
+// ListenUDP implements DUT: the engine has no UDP sockets.
+func (d *nativeDUT) ListenUDP(uint16) (UDPConn, error) {
+	return nil, core.NotSupported("UDP sockets on the native engine", "", "it has TCP and ICMP only", nil)
+}
+
+// waitFor calls try under the engine's lock until it reports done, up to
+// wait (real time), sleeping between tries; false when it never did.
+func (d *nativeDUT) waitFor(wait time.Duration, try func() bool) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		var ok bool
+		d.do(func() { ok = try() })
+		if ok {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+type nativeListener struct {
+	d *nativeDUT
+	l *native.Listener
+}
+
+// Accept implements Listener.
+func (l *nativeListener) Accept(wait time.Duration) (Conn, error) {
+	var c *native.Conn
+	if !l.d.waitFor(wait, func() bool { c, _ = l.l.Accept(); return c != nil }) {
+		return nil, ErrWouldBlock
+	}
+	return &nativeConn{d: l.d, c: c}, nil
+}
+
+// Close implements Listener.
+func (l *nativeListener) Close() error { l.d.do(l.l.Close); return nil }
+
+type nativeConn struct {
+	d      *nativeDUT
+	c      *native.Conn
+	closed bool
+}
+
+// nativeErr maps the engine's errors to the suite's.
+func nativeErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF):
+		return io.EOF
+	case errors.Is(err, native.ErrReset), errors.Is(err, native.ErrRefused), errors.Is(err, native.ErrAborted):
+		return ErrReset
+	case errors.Is(err, native.ErrTimedOut):
+		return ErrTimedOut
+	}
+	return fmt.Errorf("native: %w", err)
+}
+
+// Write implements Conn.
+func (c *nativeConn) Write(p []byte) (int, error) {
+	var n int
+	var err error
+	c.d.do(func() {
+		if c.closed {
+			err = net.ErrClosed
+			return
+		}
+		n = c.c.Write(p)
+		if n == 0 && len(p) > 0 {
+			err = nativeErr(c.c.Err())
+			if err == nil {
+				err = ErrWouldBlock
+			}
+		}
+	})
+	return n, err
+}
+
+// Read implements Conn.
+func (c *nativeConn) Read(p []byte, wait time.Duration) (int, error) {
+	var n int
+	var err error
+	if !c.d.waitFor(wait, func() bool {
+		if c.closed {
+			err = net.ErrClosed
+			return true
+		}
+		n, err = c.c.Read(p)
+		return n > 0 || err != nil
+	}) {
+		return 0, ErrWouldBlock
+	}
+	return n, nativeErr(err)
+}
+
+// Shutdown implements Conn.
+func (c *nativeConn) Shutdown() error {
+	c.d.do(func() {
+		if !c.closed {
+			c.c.CloseWrite()
+		}
+	})
+	return nil
+}
+
+// Close implements Conn.
+func (c *nativeConn) Close() error {
+	c.d.do(func() {
+		if !c.closed {
+			c.closed = true
+			c.c.Close()
+		}
+	})
+	return nil
+}
