@@ -76,6 +76,7 @@ type Conn struct {
 	cwnd, ssthresh, caAcc  uint32
 	dupacks                int
 	inRecovery, rtxOne     bool
+	recoverSet             bool
 	recover, rtxNext       uint32
 	retries, persistShift  int
 	rttTiming              bool

@@ -56,11 +56,11 @@ func (c *Conn) dupAck() {
 	if c.dupacks < 3 && !(c.sackOK && c.sackedBytes() > 3*mss) {
 		return
 	}
-	if seqLT(c.sndUna, c.recover) && c.recover != c.iss {
+	if c.recoverSet && seqLT(c.sndUna, c.recover) {
 		return // RFC 6582 §3.2 step 2: still inside the last recovery
 	}
 	c.inRecovery = true
-	c.recover = c.sndMax
+	c.recover, c.recoverSet = c.sndMax, true
 	c.ssthresh = max((c.sndMax-c.sndUna)/2, 2*mss)
 	if c.sackOK && c.nsacked > 0 {
 		c.cwnd = c.ssthresh

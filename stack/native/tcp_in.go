@@ -65,6 +65,13 @@ func (c *Conn) input(s *segment) {
 	}
 	switch c.state {
 	case Established, FinWait1, FinWait2:
+		if !c.user && !c.queued && len(s.payload) > 0 && seqGT(s.seq+uint32(len(s.payload)), c.rcvNxt) {
+			// RFC 1122 §4.2.2.13, RFC 9293 §3.10.7.4: new data for a
+			// connection the application closed cannot be delivered.
+			c.sendRST(c.sndMax)
+			c.toClosed(ErrAborted)
+			return
+		}
 		if len(s.payload) > 0 || s.flags&flagFIN != 0 {
 			c.dataInput(s)
 		}
@@ -294,15 +301,13 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	wnd := uint32(s.wnd) << c.sndWS
 	oldWnd := c.sndWnd
+	persisted := false
 	if seqLT(c.sndWl1, s.seq) || c.sndWl1 == s.seq && seqLEQ(c.sndWl2, s.ack) {
 		c.sndWnd, c.sndWl1, c.sndWl2 = wnd, s.seq, s.ack
 		c.maxSndWnd = max(c.maxSndWnd, wnd)
 		if wnd > 0 && c.tPersist != 0 {
 			c.tPersist, c.persistShift = 0, 0
-			if seqLT(c.sndUna, c.sndNxt) {
-				c.tRTO = e.now + c.rto
-				e.arm(c)
-			}
+			persisted = true
 		}
 		if wnd > oldWnd {
 			e.markDirty(c)
@@ -310,6 +315,13 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	if seqGT(s.ack, c.sndUna) {
 		c.newAck(s)
+	}
+	if persisted && seqLT(c.sndUna, c.sndNxt) {
+		// The window opened after zero-window probes: a probe byte the
+		// peer did not acknowledge fell outside its window and was
+		// dropped, so sending resumes at SND.UNA, in order.
+		c.sndNxt = c.sndUna
+		e.markDirty(c)
 	} else if s.ack == c.sndUna && seqLT(c.sndUna, c.sndMax) && (grew ||
 		len(s.payload) == 0 && s.flags&(flagSYN|flagFIN) == 0 && wnd == oldWnd) {
 		// RFC 5681 §2's duplicate ACK, or one with new SACK information

@@ -312,15 +312,18 @@ func (c *Conn) options(o []byte, flags uint8) int {
 		o[0], o[1] = optMSS, 4
 		binary.BigEndian.PutUint16(o[2:], uint16(e.mss))
 		n = 4
-		if syn && !e.o.NoSACK || !syn && c.sackOK {
+		sack := syn && !e.o.NoSACK || !syn && c.sackOK
+		ts := syn && !e.o.NoTimestamps || !syn && c.tsOK
+		switch {
+		case sack && ts: // SACK-permitted then timestamps: 12 bytes, aligned
 			o[n], o[n+1] = optSACKPerm, 2
-			n += 2
-		} else {
+			n = c.putTS(o, n+2)
+		case sack:
+			o[n], o[n+1], o[n+2], o[n+3] = optNOP, optNOP, optSACKPerm, 2
+			n += 4
+		case ts:
 			o[n], o[n+1] = optNOP, optNOP
-			n += 2
-		}
-		if syn && !e.o.NoTimestamps || !syn && c.tsOK {
-			n = c.putTS(o, n)
+			n = c.putTS(o, n+2)
 		}
 		if syn && !e.o.NoWindowScale || !syn && c.wsOK {
 			o[n], o[n+1], o[n+2], o[n+3] = optNOP, optWScale, 3, c.rcvWS
