@@ -258,6 +258,42 @@ type TCPTuning struct {
 	// SendStall bounds how long a sender with a closed window drives the
 	// stack before reporting that the peer stopped reading. Default 2 s.
 	SendStall time.Duration
+	// Stack is the userspace TCP/IP engine of tcp-xdp and tcp-dpdk:
+	// TCPStackNetstack (the default, also when empty) or TCPStackNative.
+	Stack TCPStack
+}
+
+// TCPStack names a userspace TCP/IP engine.
+type TCPStack string
+
+// The engines of tcp-xdp and tcp-dpdk.
+const (
+	// TCPStackNetstack is gVisor netstack (package stack).
+	TCPStackNetstack TCPStack = "netstack"
+	// TCPStackNative is the engine of our own (package stack/native), run
+	// to completion on the poll loop.
+	TCPStackNative TCPStack = "native"
+)
+
+// String returns the engine's name.
+func (s TCPStack) String() string { return string(s) }
+
+// Set parses a flag value (flag.Value): "native" or "netstack".
+func (s *TCPStack) Set(v string) error {
+	t := TCPStack(v)
+	if err := t.validate(); err != nil {
+		return err
+	}
+	*s = t
+	return nil
+}
+
+func (s TCPStack) validate() error {
+	switch s {
+	case "", TCPStackNetstack, TCPStackNative:
+		return nil
+	}
+	return badField("TCP.Stack", s, `use "netstack" (gVisor, the default) or "native" (stack/native)`)
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -432,6 +468,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.CPUs) != 0 && len(c.CPUs) != c.Queues {
 		return badField("CPUs", c.CPUs, "give one CPU per queue (%d queues)", c.Queues)
+	}
+	if err := c.TCP.Stack.validate(); err != nil {
+		return err
 	}
 	switch c.Poll {
 	case PollBusy, PollYield:

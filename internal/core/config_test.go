@@ -246,3 +246,23 @@ func TestStatsLost(t *testing.T) {
 		t.Fatalf("Counter lookup: %d %v", v, ok)
 	}
 }
+
+func TestTCPStack(t *testing.T) {
+	var s TCPStack
+	if err := s.Set("native"); err != nil || s != TCPStackNative {
+		t.Fatalf("Set native: %v %q", err, s)
+	}
+	if err := s.Set("lwip"); err == nil || s != TCPStackNative {
+		t.Fatalf("Set lwip: %v %q", err, s)
+	}
+	c := validClient(KindTCPXDP)
+	c.TCP.Stack = TCPStackNative
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate native: %v", err)
+	}
+	c.TCP.Stack = "lwip"
+	var ce *ConfigError
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "TCP.Stack" {
+		t.Fatalf("Validate: %v", err)
+	}
+}
