@@ -58,8 +58,10 @@ func newWorld(t testing.TB, mo memio.Options, oa, ob Options) *world {
 	return w
 }
 
-// step polls and flushes both engines once; it returns the frames taken.
+// step polls and flushes both engines once; it returns the frames taken
+// and sent.
 func (w *world) step() int {
+	tx := w.a.cnt[cTxFrames] + w.b.cnt[cTxFrames]
 	n := w.a.Poll(64) + w.b.Poll(64)
 	if err := w.a.Flush(); err != nil {
 		w.t.Fatal(err)
@@ -68,7 +70,7 @@ func (w *world) step() int {
 		w.t.Fatal(err)
 	}
 	w.steps++
-	return n
+	return n + int(w.a.cnt[cTxFrames]+w.b.cnt[cTxFrames]-tx)
 }
 
 // idle advances the clock to the earliest timer of the two engines;

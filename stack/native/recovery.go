@@ -11,7 +11,7 @@ func (c *Conn) ccAck(acked uint32) {
 	if c.inRecovery {
 		if seqGEQ(c.sndUna, c.recover) { // full ACK: RFC 6582 §3.2 step 3
 			c.inRecovery = false
-			c.cwnd = min(c.ssthresh, max(c.sndMax-c.sndUna, 0)+mss)
+			c.cwnd = c.ssthresh
 			return
 		}
 		// Partial ACK: the next hole is lost too (RFC 6582 §3.2 step 3).

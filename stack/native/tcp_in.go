@@ -483,7 +483,12 @@ func (c *Conn) dataInput(s *segment) {
 	if len(p) > 0 || fin {
 		c.addOOO(seq, seq+uint32(len(p)), fin)
 	}
-	c.sendAckNow()
+	// One duplicate ACK per out-of-order segment, now: an ACK owed until
+	// Flush would answer a whole batch of them once, and the sender would
+	// not count three (RFC 5681 §4.2 "immediate duplicate ACK").
+	if !c.sendAck() {
+		c.sendAckNow()
+	}
 }
 
 // writeRing copies p into the receive ring at offset off from RCV.NXT.
