@@ -24,6 +24,7 @@ type world struct {
 	pa, pb *memio.Port
 	a, b   *Engine
 	steps  int
+	budget int // frames per Poll
 }
 
 func newWorld(t testing.TB, mo memio.Options, oa, ob Options) *world {
@@ -41,7 +42,7 @@ func newWorld(t testing.TB, mo memio.Options, oa, ob Options) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, clk: clk, pa: pa, pb: pb, a: a, b: b}
+	w := &world{t: t, clk: clk, pa: pa, pb: pb, a: a, b: b, budget: 64}
 	t.Cleanup(func() {
 		for _, p := range []*memio.Port{pa, pb} {
 			for _, c := range p.Stats().Layers {
@@ -62,7 +63,7 @@ func newWorld(t testing.TB, mo memio.Options, oa, ob Options) *world {
 // and sent.
 func (w *world) step() int {
 	tx := w.a.cnt[cTxFrames] + w.b.cnt[cTxFrames]
-	n := w.a.Poll(64) + w.b.Poll(64)
+	n := w.a.Poll(w.budget) + w.b.Poll(w.budget)
 	if err := w.a.Flush(); err != nil {
 		w.t.Fatal(err)
 	}

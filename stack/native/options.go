@@ -173,6 +173,9 @@ func (o *Options) setDefaults(mtu int) error {
 	def(&o.ARPRetries, DefaultARPRetries)
 	defd(&o.ARPTimeout, DefaultARPTimeout)
 	def(&o.ChallengeACKLimit, DefaultChallengeACKLimit)
+	if o.DelayedACK >= o.MinRTO {
+		return fmt.Errorf("native: DelayedACK %v must be below MinRTO %v, or the peer retransmits before the ACK leaves", o.DelayedACK, o.MinRTO)
+	}
 	if o.SendBuf < o.MSS || o.RecvBuf < o.MSS {
 		return fmt.Errorf("native: SendBuf %d and RecvBuf %d must hold one segment (%d bytes)", o.SendBuf, o.RecvBuf, o.MSS)
 	}

@@ -278,6 +278,7 @@ func (c *Conn) peerOptions(s *segment, offeredWS bool) {
 	c.tsOK = s.hasTS && !o.NoTimestamps
 	if c.tsOK {
 		c.smss -= 12 // RFC 6691: the MSS does not count options
+		c.rmss = c.e.mss - 12
 	}
 }
 
