@@ -1,0 +1,134 @@
+package native
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio/memio"
+)
+
+// BenchmarkNativeHandoff is one 100-byte request and its answer between
+// two engines over memio, on the real clock, with delayed ACKs (so the
+// ACKs ride on the data). "one-loop" drives both engines from one
+// goroutine (the engines' own cost); "two-loops" runs the echo engine on
+// a poll loop of its own, as a server would (compare with tcp's
+// BenchmarkHandoff, which does the same for netstack and for raw frames).
+func BenchmarkNativeHandoff(b *testing.B) {
+	b.Run("one-loop", func(b *testing.B) {
+		pa, pb := memio.NewPair(memio.Options{})
+		defer pa.Close()
+		defer pb.Close()
+		cli, srv, cc, sc := handoffPair(b, pa, pb)
+		defer cli.Close()
+		defer srv.Close()
+		req, buf := make([]byte, 100), make([]byte, 256)
+		lat := make([]time.Duration, 0, b.N)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			cc.Write(req)
+			cli.Flush()
+			for n := 0; n < 100; {
+				srv.Poll(64)
+				k, _ := sc.Read(buf)
+				n += k
+			}
+			sc.Write(buf[:100])
+			srv.Flush()
+			for n := 0; n < 100; {
+				cli.Poll(64)
+				k, _ := cc.Read(buf)
+				n += k
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		b.StopTimer()
+		report(b, lat)
+	})
+	b.Run("two-loops", func(b *testing.B) {
+		pa, pb := memio.NewPair(memio.Options{})
+		defer pa.Close()
+		defer pb.Close()
+		cli, srv, cc, sc := handoffPair(b, pa, pb)
+		defer cli.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		var stop atomic.Bool
+		done := make(chan struct{})
+		go func() { // the echo's poll loop
+			defer close(done)
+			buf := make([]byte, 256)
+			for !stop.Load() && ctx.Err() == nil {
+				srv.Poll(64)
+				if n, _ := sc.Read(buf); n > 0 {
+					sc.Write(buf[:n])
+				}
+				srv.Flush()
+			}
+		}()
+		req, buf := make([]byte, 100), make([]byte, 256)
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			cc.Write(req)
+			cli.Flush()
+			for n := 0; n < 100; {
+				cli.Poll(64)
+				k, _ := cc.Read(buf)
+				n += k
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		b.StopTimer()
+		stop.Store(true)
+		cancel()
+		<-done
+		srv.Close()
+		report(b, lat)
+	})
+}
+
+// handoffPair makes a client and a server engine with one connection.
+func handoffPair(b *testing.B, pa, pb *memio.Port) (cli, srv *Engine, cc, sc *Conn) {
+	o := Options{DelayedACK: 5 * time.Millisecond}
+	o.Addr = addrA
+	cli, err := New(pa, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Addr = addrB
+	srv, err = New(pb, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, _ := srv.Listen(7000, 0)
+	cc, _ = cli.Dial(netip.AddrPortFrom(addrB, 7000), 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for sc == nil || cc.State() != Established {
+		cli.Poll(64)
+		srv.Poll(64)
+		cli.Flush()
+		srv.Flush()
+		if sc == nil {
+			sc, _ = l.Accept()
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("no handshake")
+		}
+	}
+	return cli, srv, cc, sc
+}
+
+func report(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
