@@ -1,0 +1,65 @@
+// Package native is a TCP/IPv4 engine of our own over one
+// frameio.FrameIO, in the style of lwIP's NO_SYS mode: one owner, driven
+// by the poll loop, nothing running behind it.
+//
+// # Model
+//
+// An Engine has no goroutines and no locks. Its owner calls Poll, which
+// takes frames from the FrameIO and runs Ethernet, ARP, IPv4, ICMP and
+// TCP input in the same call (answers such as ARP replies, RSTs and echo
+// replies go into TX slots at once), then fires the timers that are due;
+// Flush builds the segments every connection has due straight from its
+// send buffer into TX slots (padded to 60 bytes) and kicks the FrameIO
+// once; Wait sleeps until a frame arrives (frameio.Waiter) or the next
+// timer is due. Timers are data (per-connection deadlines in a heap), read
+// from Options.Clock on every Poll, Flush and Wait. Every method of the
+// Engine, its Listeners and its Conns must be called from one goroutine
+// at a time.
+//
+// The connection table, the timer heap and the work lists are sized by
+// Options.MaxConns at New; each connection slot's send and receive rings
+// (Options.SendBuf, RecvBuf) are allocated when the slot is first used and
+// kept for its later connections. In steady state nothing allocates per
+// segment or per message.
+//
+// # Protocol
+//
+//   - Ethernet and ARP (RFC 826): answers for Options.Addr, learns from
+//     what is addressed to it, resolves next hops without blocking (the
+//     gateway for off-link peers), static Options.Neighbors.
+//   - IPv4 (RFC 791, RFC 1122 §3.2): header checksum; options, fragments,
+//     bad versions and lengths dropped, each counted.
+//   - ICMP (RFC 792, RFC 1122 §3.2.2): echo replies; protocol and port
+//     unreachable for datagrams the engine has no use for (UDP included).
+//   - TCP (RFC 9293): every state, active, passive and simultaneous open
+//     and close, half-close, TIME-WAIT with a configurable 2 MSL and reuse
+//     (RFC 6191), RST for segments without a connection (§3.10.7.1), the
+//     acceptability test and ACK rules (§3.10.7.4; a valid ACK is taken
+//     while the receive window is zero), SYN+FIN dropped and counted, RFC
+//     5961 challenge ACKs, ISNs per RFC 6528, the MSS option (RFC 6691),
+//     RST for data to a connection the application closed (RFC 1122
+//     §4.2.2.13).
+//   - Data: rings as send and receive buffers, out-of-order data held in
+//     the receive ring, RTO per RFC 6298 (configurable minimum, backoff,
+//     Karn), delayed ACK per RFC 1122 §4.2.3.2 (off by default), Nagle off
+//     by default, persist timer and zero-window probes, keepalive armed
+//     from the handshake (RFC 1122 §4.2.3.6).
+//   - RFC 7323 window scaling and timestamps (RTTM, PAWS); SACK (RFC 2018)
+//     both ways with SACK-based loss recovery (RFC 6675) and NewReno (RFC
+//     5681, RFC 6582).
+//   - SYN cookies (RFC 4987) when a listener's SYN backlog is full.
+//
+// # Buffers and errors
+//
+// Conn.Write copies into the send ring and returns what it took (0 when
+// full); Conn.Read copies out of the receive ring and returns 0, nil when
+// nothing is there. The caller keeps its slices. Errors are values
+// (ErrReset, ErrRefused, ErrTimedOut, ErrHostUnreachable, ErrAborted,
+// io.EOF): returning one allocates nothing.
+//
+// # Counters
+//
+// AppendCounters reports layer "native": every frame the engine did not
+// take is counted under its reason (ip_bad_checksum, tcp_checksum_errors,
+// tcp_out_of_window, tcp_syn_fin_dropped, ...).
+package native
