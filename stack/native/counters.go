@@ -20,12 +20,16 @@ const (
 	cIPChecksum
 	cIPOptions
 	cIPFragment
+	cIPReassembled
+	cIPReasmFailed
+	cIPReasmTimeout
 	cIPNotOurAddr
 	cIPDelivered
 	cICMPEchoReplies
 	cICMPBadChecksum
 	cICMPUnreachSent
 	cICMPIgnored
+	cICMPTooBig
 	cTCPSegmentsIn
 	cTCPSegmentsOut
 	cTCPShort
@@ -79,13 +83,17 @@ var counterNames = [nCounters]struct {
 	cIPLength:            {"ip_bad_length", true},
 	cIPChecksum:          {"ip_bad_checksum", true},
 	cIPOptions:           {"ip_options_dropped", true},
-	cIPFragment:          {"ip_fragments_dropped", true},
+	cIPFragment:          {"ip_fragments", false},
+	cIPReassembled:       {"ip_reassembled", false},
+	cIPReasmFailed:       {"ip_reassembly_failed", true},
+	cIPReasmTimeout:      {"ip_reassembly_timeout", true},
 	cIPNotOurAddr:        {"ip_not_our_address", false},
 	cIPDelivered:         {"ip_delivered", false},
 	cICMPEchoReplies:     {"icmp_echo_replies", false},
 	cICMPBadChecksum:     {"icmp_bad_checksum", false},
 	cICMPUnreachSent:     {"icmp_unreachable_sent", false},
 	cICMPIgnored:         {"icmp_ignored", false},
+	cICMPTooBig:          {"icmp_reply_too_big", false},
 	cTCPSegmentsIn:       {"tcp_segments_in", false},
 	cTCPSegmentsOut:      {"tcp_segments_out", false},
 	cTCPShort:            {"tcp_short", true},

@@ -80,6 +80,7 @@ type Engine struct {
 	arpWait   []int32 // conns waiting for a neighbour
 	arp       arpTable
 
+	reasm [reasmSlots]reasmSlot
 	tx    []byte // frame under construction
 	deliv func([]byte)
 	seg   segment
@@ -205,23 +206,34 @@ func (e *Engine) ipInput(f []byte) {
 		e.cnt[cIPOptions]++
 		return
 	case ipFragment:
-		e.cnt[cIPFragment]++
+		if e.ipForUs(p) {
+			e.fragment([6]byte(f[6:12]), p)
+		}
 		return
 	}
-	if p.dst() != e.addr {
-		e.cnt[cIPNotOurAddr]++
-		return
+	if e.ipForUs(p) {
+		e.ipDeliver([6]byte(f[6:12]), p)
 	}
+}
+
+// ipForUs reports whether valid datagram p is ours to take: to our
+// address, from a source a reply may go to (RFC 1122 §3.2.1.3).
+func (e *Engine) ipForUs(p ipv4) bool {
 	src := p.src()
-	if src[0] == 0 || src[0] >= 224 || src[0] == 127 || binary.BigEndian.Uint32(src[:]) == e.net4|^e.mask {
-		e.cnt[cIPNotOurAddr]++ // a source no reply may go to (RFC 1122 §3.2.1.3)
-		return
+	if p.dst() != e.addr || src[0] == 0 || src[0] >= 224 || src[0] == 127 ||
+		binary.BigEndian.Uint32(src[:]) == e.net4|^e.mask {
+		e.cnt[cIPNotOurAddr]++
+		return false
 	}
+	return true
+}
+
+// ipDeliver hands a datagram for us to its protocol.
+func (e *Engine) ipDeliver(srcMAC [6]byte, p ipv4) {
 	e.cnt[cIPDelivered]++
-	srcMAC := [6]byte(f[6:12])
 	switch p.proto() {
 	case protoTCP:
-		e.tcpInput(srcMAC, src, p.payload())
+		e.tcpInput(srcMAC, p.src(), p.payload())
 	case protoICMP:
 		e.icmpInput(srcMAC, p)
 	case protoUDP:
@@ -310,6 +322,9 @@ func (e *Engine) nextAt() (int64, bool) {
 		at, ok = e.conns[e.heap[0]].heapAt, true
 	}
 	if a, has := e.arp.next(); has && (!ok || a < at) {
+		at, ok = a, true
+	}
+	if a, has := e.reasmNext(); has && (!ok || a < at) {
 		at, ok = a, true
 	}
 	if len(e.dirty) > 0 {

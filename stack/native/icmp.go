@@ -22,6 +22,10 @@ func (e *Engine) icmpInput(srcMAC [6]byte, p ipv4) {
 		return
 	}
 	n := ethLen + ipLen + len(m)
+	if n > cap(e.tx) || ipLen+len(m) > e.o.MTU {
+		e.cnt[cICMPTooBig]++ // the reply would need fragmenting, which the engine does not do
+		return
+	}
 	e.tx = e.tx[:n]
 	f := e.tx
 	putEth(f, srcMAC, e.mac, etherIPv4)

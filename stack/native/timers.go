@@ -100,6 +100,9 @@ func (e *Engine) runTimers() {
 			e.arpTimers()
 		}
 	}
+	if at, ok := e.reasmNext(); ok && at <= e.now {
+		e.reasmTimers()
+	}
 	for len(e.heap) > 0 {
 		c := &e.conns[e.heap[0]]
 		if c.heapAt > e.now {
