@@ -260,6 +260,8 @@ type TCPTuning struct {
 	SendStall time.Duration
 	// Stack is the userspace TCP/IP engine of tcp-xdp and tcp-dpdk:
 	// TCPStackNetstack (the default, also when empty) or TCPStackNative.
+	// Validate refuses TCPStackNative until the tcp-* backends run the
+	// native engine (stack/native), so that it is never silently netstack.
 	Stack TCPStack
 }
 
@@ -280,18 +282,20 @@ func (s TCPStack) String() string { return string(s) }
 
 // Set parses a flag value (flag.Value): "native" or "netstack".
 func (s *TCPStack) Set(v string) error {
-	t := TCPStack(v)
-	if err := t.validate(); err != nil {
-		return err
+	switch t := TCPStack(v); t {
+	case TCPStackNetstack, TCPStackNative:
+		*s = t
+		return nil
 	}
-	*s = t
-	return nil
+	return badField("TCP.Stack", v, `use "netstack" (gVisor, the default) or "native" (stack/native)`)
 }
 
 func (s TCPStack) validate() error {
 	switch s {
-	case "", TCPStackNetstack, TCPStackNative:
+	case "", TCPStackNetstack:
 		return nil
+	case TCPStackNative:
+		return badField("TCP.Stack", s, `the native engine (stack/native) does not run under tcp-xdp and tcp-dpdk yet; use "netstack" (the default), or stack/native directly over a frameio.FrameIO`)
 	}
 	return badField("TCP.Stack", s, `use "netstack" (gVisor, the default) or "native" (stack/native)`)
 }

@@ -256,13 +256,16 @@ func TestTCPStack(t *testing.T) {
 		t.Fatalf("Set lwip: %v %q", err, s)
 	}
 	c := validClient(KindTCPXDP)
-	c.TCP.Stack = TCPStackNative
+	c.TCP.Stack = TCPStackNetstack
 	if err := c.Validate(); err != nil {
-		t.Fatalf("Validate native: %v", err)
+		t.Fatalf("Validate netstack: %v", err)
 	}
-	c.TCP.Stack = "lwip"
-	var ce *ConfigError
-	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "TCP.Stack" {
-		t.Fatalf("Validate: %v", err)
+	// Not silently netstack: refused until the backends run the engine.
+	for _, s := range []TCPStack{TCPStackNative, "lwip"} {
+		c.TCP.Stack = s
+		var ce *ConfigError
+		if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "TCP.Stack" {
+			t.Fatalf("Validate %s: %v", s, err)
+		}
 	}
 }
