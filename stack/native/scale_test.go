@@ -127,6 +127,7 @@ func TestDelayedACKRFC1122Sec4_2_3_2(t *testing.T) {
 		w.until(time.Second, "ans", func() bool { n, _ := ca.Read(buf); return n > 0 })
 	}
 	frames := float64(w.a.cnt[cTxFrames]+w.b.cnt[cTxFrames]-tx0) / rounds
+	t.Logf("%.2f frames per request and answer", frames)
 	if frames > 2.2 {
 		t.Errorf("%.2f frames per request and answer, want at most 2.2", frames)
 	}
