@@ -194,11 +194,16 @@ func (c *Conn) Writable() bool {
 func (c *Conn) Buffered() int { return c.sLen }
 
 // SetRecvBuf limits the receive window to n bytes (at most
-// Options.RecvBuf; at least one segment). Call it before the handshake
-// for the window scale to follow.
+// Options.RecvBuf; at least one segment). Before the SYN leaves, the
+// window scale follows; afterwards the buffer never shrinks below what
+// was advertised or received.
 func (c *Conn) SetRecvBuf(n int) {
-	c.rcvCap = max(min(n, len(c.rbuf)), c.e.mss)
-	c.rcvWS = wscaleFor(c.rcvCap)
+	n = max(min(n, len(c.rbuf)), c.e.mss)
+	if c.state == SynSent && c.needSyn || c.state == Closed {
+		c.rcvCap, c.rcvWS = n, wscaleFor(n)
+		return
+	}
+	c.rcvCap = max(n, c.rLen+int(c.rcvWnd()))
 }
 
 // SetKeepalive turns keepalive on (RFC 1122 §4.2.3.6): a probe after idle
@@ -303,9 +308,6 @@ func (e *Engine) release(c *Conn) {
 		delete(e.table, tuple{c.raddr, c.lport, c.rport})
 	}
 	e.heapRemove(c)
-	if c.idx < 0 {
-		return
-	}
 	sb, rb, idx, dirty := c.sbuf, c.rbuf, c.idx, c.inDirty
 	*c = Conn{e: e, idx: idx, heapIdx: -1, sbuf: sb, rbuf: rb, inDirty: dirty}
 	e.free = append(e.free, idx)
@@ -372,11 +374,11 @@ func (e *Engine) Dial(dst netip.AddrPort, srcPort uint16) (*Conn, error) {
 		}
 	}
 	if i, used := e.table[tuple{ra, srcPort, dst.Port()}]; used {
-		if old := &e.conns[i]; old.state != TimeWait {
+		old := &e.conns[i]
+		if old.state != TimeWait {
 			return nil, ErrPortInUse
-		} else {
-			e.release(old) // RFC 6191: our new ISN is above the old connection's
 		}
+		e.release(old) // RFC 6191: our new ISN is above the old connection's
 	}
 	e.tick()
 	c := e.newConn(ra, srcPort, dst.Port())
