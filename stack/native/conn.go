@@ -74,6 +74,7 @@ type Conn struct {
 	sacked                 [8]sackBlock // SACK scoreboard (RFC 6675 §3), sorted
 	nsacked                int
 	cwnd, ssthresh, caAcc  uint32
+	cubic                  cubicState
 	dupacks                int
 	inRecovery, rtxOne     bool
 	recoverSet             bool

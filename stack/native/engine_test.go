@@ -65,14 +65,9 @@ func TestBothWaysAndClose(t *testing.T) {
 // checksums catching the corruption).
 func TestImpairedBulk(t *testing.T) {
 	imp := memio.Impairment{Loss: 0.01, Duplicate: 0.01, Reorder: 0.05, Corrupt: 0.001}
-	for _, sack := range []bool{true, false} {
-		name := "sack"
-		if !sack {
-			name = "newreno"
-		}
+	for name, o := range map[string]Options{"sack": {}, "newreno": {NoSACK: true}, "cubic": {Congestion: CUBIC}} {
 		t.Run(name, func(t *testing.T) {
 			seed := memio.Seed(t)
-			o := Options{NoSACK: !sack}
 			w := newWorld(t, memio.Options{AtoB: imp, BtoA: imp, Seed: seed}, o, o)
 			ca, cb := w.connect(7000)
 			n := 16 << 20

@@ -21,6 +21,9 @@ const (
 	// fast recovery, and SACK-based loss recovery (RFC 6675) when the peer
 	// permits SACK.
 	NewReno Congestion = "newreno"
+	// CUBIC is RFC 9438's window growth in congestion avoidance and its
+	// multiplicative decrease (0.7), with the same loss recovery.
+	CUBIC Congestion = "cubic"
 )
 
 // Defaults of Options.
@@ -164,8 +167,8 @@ func (o *Options) setDefaults(mtu int) error {
 	if o.Congestion == "" {
 		o.Congestion = NewReno
 	}
-	if o.Congestion != NewReno {
-		return fmt.Errorf("native: congestion control %q is not implemented (use %q)", o.Congestion, NewReno)
+	if o.Congestion != NewReno && o.Congestion != CUBIC {
+		return fmt.Errorf("native: congestion control %q is not implemented (use %q or %q)", o.Congestion, NewReno, CUBIC)
 	}
 	defd(&o.KeepaliveInterval, DefaultKeepaliveInterval)
 	def(&o.KeepaliveCount, DefaultKeepaliveCount)

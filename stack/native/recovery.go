@@ -29,6 +29,8 @@ func (c *Conn) ccAck(acked uint32) {
 	}
 	if c.cwnd < c.ssthresh {
 		c.cwnd += min(acked, 2*mss) // RFC 3465 with L = 2
+	} else if c.e.o.Congestion == CUBIC {
+		c.cubicAck(acked)
 	} else {
 		c.caAcc += acked
 		if c.caAcc >= c.cwnd {
@@ -61,7 +63,7 @@ func (c *Conn) dupAck() {
 	}
 	c.inRecovery = true
 	c.recover, c.recoverSet = c.sndMax, true
-	c.ssthresh = max((c.sndMax-c.sndUna)/2, 2*mss)
+	c.ssthresh = c.lossThreshold()
 	if c.sackOK && c.nsacked > 0 {
 		c.cwnd = c.ssthresh
 	} else {
@@ -71,6 +73,15 @@ func (c *Conn) dupAck() {
 	c.rtxNext = c.sndUna
 	e.cnt[cTCPFastRetransmits]++
 	e.markDirty(c)
+}
+
+// lossThreshold is the ssthresh after a congestion event: half the
+// flight (RFC 5681 eq. 4), or CUBIC's 0.7 of cwnd (RFC 9438 §4.6).
+func (c *Conn) lossThreshold() uint32 {
+	if c.e.o.Congestion == CUBIC {
+		return c.cubicLoss()
+	}
+	return max((c.sndMax-c.sndUna)/2, 2*uint32(c.smss))
 }
 
 // sackedBytes is the sum of the scoreboard.

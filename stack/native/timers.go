@@ -168,7 +168,7 @@ func (c *Conn) onRTO() {
 	}
 	c.retries++
 	e.cnt[cTCPTimeouts]++
-	c.ssthresh = max((c.sndMax-c.sndUna)/2, 2*mss)
+	c.ssthresh = c.lossThreshold()
 	c.cwnd, c.caAcc = mss, 0
 	c.inRecovery, c.rtxOne, c.dupacks = false, false, 0
 	c.nsacked = 0 // RFC 6675 §5.1: the scoreboard may have reneged
