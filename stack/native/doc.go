@@ -27,8 +27,10 @@
 //   - Ethernet and ARP (RFC 826): answers for Options.Addr, learns from
 //     what is addressed to it, resolves next hops without blocking (the
 //     gateway for off-link peers), static Options.Neighbors.
-//   - IPv4 (RFC 791, RFC 1122 §3.2): header checksum; options, fragments,
-//     bad versions and lengths dropped, each counted.
+//   - IPv4 (RFC 791, RFC 1122 §3.2): header checksum; options, bad
+//     versions and lengths dropped, each counted. The engine does not
+//     fragment what it sends: an echo reply too big for the MTU is
+//     dropped and counted.
 //   - ICMP (RFC 792, RFC 1122 §3.2.2): echo replies; protocol and port
 //     unreachable for datagrams the engine has no use for (UDP included).
 //   - TCP (RFC 9293): every state, active, passive and simultaneous open
@@ -46,7 +48,8 @@
 //     from the handshake (RFC 1122 §4.2.3.6).
 //   - RFC 7323 window scaling and timestamps (RTTM, PAWS); SACK (RFC 2018)
 //     both ways with SACK-based loss recovery (RFC 6675) and NewReno (RFC
-//     5681, RFC 6582).
+//     5681, RFC 6582); CUBIC (RFC 9438) as Options.Congestion "cubic".
+//   - IPv4 reassembly (RFC 791 §3.2) in a few bounded slots.
 //   - SYN cookies (RFC 4987) when a listener's SYN backlog is full.
 //
 // # Buffers and errors
