@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-func factories() []Factory { return []Factory{Ours(), Native(), Linux(), OursXDP()} }
+func factories() []Factory { return []Factory{Ours(), Native(), Linux(), OursXDP(), NativeXDP()} }
 
 // TestDifferences compares our stack with Linux case by case: a difference
 // must be in Accepted (with its RFC section and reason), and every entry of

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/stack/native"
@@ -35,38 +36,68 @@ func (nativeFactory) New(tb TB, s Setup) (DUT, error) {
 	if mtu == 0 {
 		mtu = memio.DefaultMTU
 	}
-	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
-	pa, pb := memio.NewPair(memio.Options{MTU: mtu, Clock: clk})
-	o := native.Options{Addr: memDUTAddr, PrefixLen: 24, Clock: clk, MinRTO: s.RTOMin,
-		MaxConns: 64, SendBuf: 64 << 10, RecvBuf: 64 << 10,
-		Neighbors: map[netip.Addr]net.HardwareAddr{memBenchAddr: pb.MAC()}}
-	e, err := native.New(pa, o)
+	pa, pb := memio.NewPair(memio.Options{MTU: mtu})
+	d, err := newNativeDUT(pa, s, memDUTAddr, 24, memBenchAddr, pb.MAC())
 	if err != nil {
 		pa.Close()
 		pb.Close()
+		return nil, err
+	}
+	d.info = Info{Name: "native-memio", Kind: KindNative, MAC: pa.MAC(), BenchMAC: pb.MAC(),
+		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: mtu, Lacks: nativeLacks}
+	d.link = memLink{pb}
+	d.closeWire = func() error { return errors.Join(pa.Close(), pb.Close()) }
+	d.settle = func(wait time.Duration) {
+		deadline := time.Now().Add(wait)
+		for pa.Stats().RxFrames < pb.Stats().TxFrames && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	return d, nil
+}
+
+var nativeLacks = map[Cap]string{CapUDP: "the native engine has no UDP sockets (it answers UDP with port unreachable)"}
+
+// nativeFrameIO is what the DUT's poll loop needs: frames and Wait.
+type nativeFrameIO interface {
+	frameio.FrameIO
+	frameio.Waiter
+}
+
+// newNativeDUT makes the engine on fio, on a fake clock only the bench
+// moves, with bench as a static neighbour, and starts its poll loop. The
+// caller fills in info, link, closeWire and settle; on error fio is the
+// caller's to close.
+func newNativeDUT(fio nativeFrameIO, s Setup, addr netip.Addr, prefix int, bench netip.Addr, benchMAC net.HardwareAddr) (*nativeDUT, error) {
+	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
+	o := native.Options{Addr: addr, PrefixLen: prefix, Clock: clk, MinRTO: s.RTOMin,
+		MaxConns: 64, SendBuf: 64 << 10, RecvBuf: 64 << 10,
+		Neighbors: map[netip.Addr]net.HardwareAddr{bench: benchMAC}}
+	e, err := native.New(fio, o)
+	if err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
-	d := &nativeDUT{e: e, clk: clk, start: clk.Now(), pa: pa, pb: pb}
-	d.info = Info{Name: "native-memio", Kind: KindNative, MAC: pa.MAC(), BenchMAC: pb.MAC(),
-		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: mtu,
-		Lacks: map[Cap]string{CapUDP: "the native engine has no UDP sockets (it answers UDP with port unreachable)"}}
+	d := &nativeDUT{e: e, fio: fio, clk: clk, start: clk.Now()}
 	d.startLoop()
 	return d, nil
 }
 
-// nativeDUT is the native engine over memio. The engine is owned by one
-// goroutine at a time: the poll loop and the socket calls take mu.
+// nativeDUT is the native engine over a FrameIO. The engine is owned by
+// one goroutine at a time: the poll loop and the socket calls take mu.
 type nativeDUT struct {
-	mu     sync.Mutex
-	e      *native.Engine
-	clk    *memio.FakeClock
-	start  time.Time
-	pa, pb *memio.Port
-	info   Info
-	err    error
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	mu        sync.Mutex
+	e         *native.Engine
+	fio       nativeFrameIO
+	clk       *memio.FakeClock
+	start     time.Time
+	info      Info
+	link      Link
+	closeWire func() error
+	settle    func(time.Duration)
+	err       error
+	cancel    context.CancelFunc
+	done      chan struct{}
+	once      sync.Once
 }
 
 var (
@@ -92,7 +123,7 @@ func (d *nativeDUT) startLoop() {
 				return
 			}
 			if n == 0 {
-				if err := d.pa.Wait(ctx); err != nil && ctx.Err() == nil {
+				if err := d.fio.Wait(ctx); err != nil && ctx.Err() == nil {
 					d.setErr(err)
 					return
 				}
@@ -121,7 +152,7 @@ func (d *nativeDUT) do(f func()) {
 func (d *nativeDUT) Info() Info { return d.info }
 
 // Link implements DUT.
-func (d *nativeDUT) Link() Link { return memLink{d.pb} }
+func (d *nativeDUT) Link() Link { return d.link }
 
 // Clock implements DUT.
 func (d *nativeDUT) Clock() Clock { return d }
@@ -146,9 +177,10 @@ func (d *nativeDUT) AnswerWait() time.Duration { return time.Second }
 // Settle implements Settler: it waits until the engine took every frame
 // the bench sent, then for one more round of the loop.
 func (d *nativeDUT) Settle(wait time.Duration) {
-	deadline := time.Now().Add(wait)
-	for d.pa.Stats().RxFrames < d.pb.Stats().TxFrames && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Microsecond)
+	if d.settle != nil {
+		d.settle(wait)
+	} else {
+		time.Sleep(2 * time.Millisecond)
 	}
 	d.do(func() { d.e.Poll(64) })
 }
@@ -182,12 +214,11 @@ func (d *nativeDUT) Counters() (map[string]uint64, error) {
 func (d *nativeDUT) Close() error {
 	d.once.Do(func() {
 		d.cancel()
-		d.pa.Interrupt()
 		<-d.done
 		d.mu.Lock()
 		d.e.Close()
 		d.mu.Unlock()
-		if err := errors.Join(d.pa.Close(), d.pb.Close()); err != nil {
+		if err := d.closeWire(); err != nil {
 			d.setErr(err)
 		}
 	})
