@@ -114,7 +114,7 @@ func NewEndpoint(fio frameio.FrameIO) *Endpoint {
 		txBuf: make([]byte, fio.MTU()+ethHeader),
 		// The largest headers: IPv4 and TCP with all their options.
 		ackBuf: make([]byte, ethHeader+60+60),
-		clock: tcpip.NewStdClock(),
+		clock:  tcpip.NewStdClock(),
 	}
 	e.mtu.Store(uint32(fio.MTU()))
 	e.irq, _ = fio.(Interrupter)
