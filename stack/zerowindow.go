@@ -60,7 +60,8 @@ type flowState struct {
 	// SYN-ACK, 0 when the peer's SYN-ACK declined it.
 	scale uint8
 	// peerAck and peerWnd are the peer's ACK number and window field
-	// last handed to netstack on an acceptable segment.
+	// last handed to netstack (on a segment judged acceptable, whose
+	// checksum is not checked, or on a salvaged ACK).
 	peerAck  seqnum.Value
 	peerWnd  uint16
 	havePeer bool
@@ -168,7 +169,10 @@ func (a *ackSalvage) received(v tcpView, buf []byte) []byte {
 		return nil
 	}
 	ack, wnd := seqnum.Value(v.tcp.AckNumber()), v.tcp.WindowSize()
-	news := !s.havePeer || s.peerAck.LessThan(ack) || (s.peerAck == ack && s.peerWnd != wnd)
+	// News is any change, not only a later ACK: an acceptable segment's
+	// checksum is not verified here (netstack does it), so a corrupt one
+	// may have left a wrong peerAck, which the next genuine one replaces.
+	news := !s.havePeer || s.peerAck != ack || s.peerWnd != wnd
 	edge := s.rcvNxt.Add(seqnum.Size(uint32(s.rcvWnd) << s.scale))
 	if header.Acceptable(seqnum.Value(v.tcp.SequenceNumber()), seqnum.Size(v.payload), s.rcvNxt, edge) {
 		if news {

@@ -105,12 +105,21 @@ func copyWire(t *testing.T, kind string, total int64) {
 			if n := echoed.Load(); n != last {
 				last, lastAt = n, time.Now()
 			} else if time.Since(lastAt) > copyStall {
+				if l, ok := ln.(*netconn.Listener); ok {
+					t.Logf("echo counters: %s", allCounters(l.Service().Stats()))
+				}
 				t.Fatalf("%s: no echoed byte for %v after %d of %d bytes (replay: WIRE_SEED=%d)",
 					kind, copyStall, n, total, seed)
 			}
 		}
 	}
 	elapsed := time.Since(start)
+	if l, ok := ln.(*netconn.Listener); ok {
+		st := l.Service().Stats()
+		t.Logf("echo: link acks_salvaged %d; netstack tcp_retransmits %d, tcp_timeouts %d",
+			counterOf(st, "link", "acks_salvaged"), counterOf(st, "netstack", "tcp_retransmits"),
+			counterOf(st, "netstack", "tcp_timeouts"))
+	}
 	c.Close()
 	ln.Close()
 	<-served
