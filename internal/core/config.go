@@ -231,8 +231,8 @@ type XDPOptions struct {
 // The defaults of XDPOptions.SYNRate and SYNBurst: far above what a
 // benchmark's connection set-up needs, far below a flood.
 const (
-	DefaultSYNRate  = 5000
-	DefaultSYNBurst = 500
+	DefaultSYNRate  = 2000
+	DefaultSYNBurst = 200
 )
 
 // DPDKOptions tunes the DPDK kinds.

@@ -29,7 +29,7 @@ const (
 	floodRate = 50000
 	// floodGap bounds the session's longest wait for an echo during the
 	// flood (it sends a record every sessionEvery).
-	floodGap     = time.Second
+	floodGap     = 1500 * time.Millisecond
 	sessionEvery = 10 * time.Millisecond
 	sessionSize  = 100
 	floodHeap    = 64 << 20
