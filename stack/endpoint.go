@@ -42,6 +42,12 @@ const SleepSlice = time.Millisecond
 // (netstack computes and verifies every checksum in software, which is right
 // on any card and on veth).
 //
+// Two repairs of this gVisor version's TCP sit in the Endpoint, which sees
+// every segment both ways: a segment that netstack would refuse as out of
+// its receive window is preceded by a bare ACK carrying its ACK field and
+// window (acks_salvaged; RFC 9293 §3.10.7.4, see zerowindow.go), and a
+// SYN+FIN is dropped before netstack (rx_syn_fin_dropped).
+//
 // Receive runs on the poll loop (Poll); transmit (WritePackets) may be called
 // by any goroutine. See the package documentation for the threading rules.
 // The FrameIO belongs to the Endpoint from NewEndpoint on, but Endpoint does

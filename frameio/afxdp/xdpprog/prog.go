@@ -2,17 +2,25 @@
 // AF_XDP sockets, written with cilium/ebpf's asm package so that no C
 // compiler is needed at build time, and loads them with their maps.
 //
-// Each program reads our port from a one-entry config map, matches the
-// frames of its Variant and hands them to bpf_redirect_map(xsks,
-// rx_queue_index, XDP_PASS); everything else goes on to the kernel
-// (XDP_PASS). Because the fallback action of the redirect is XDP_PASS, a
+// Each program reads our port (and, variant TCP, the host address and SYN
+// limit) from a one-entry config map, matches the frames of its Variant
+// and hands them to bpf_redirect_map(xsks, rx_queue_index, XDP_PASS);
+// everything else goes on to the kernel (XDP_PASS), except SYNs beyond the
+// TCP variant's per-CPU token bucket (XDP_DROP). Because the fallback action of the redirect is XDP_PASS, a
 // program left on an interface without a socket in its map is harmless:
 // frames take the normal path. Every decision increments one slot of a
 // per-CPU counter array, read with Objects.ReadCounters.
 //
 // Building the instructions (Instructions, CollectionSpec) needs no
 // privileges; loading them (Load) needs CAP_BPF and CAP_NET_ADMIN on
-// Linux >= 5.8 (CAP_SYS_ADMIN before), and XSKMAP needs Linux >= 4.18.
+// Linux >= 5.8 (CAP_SYS_ADMIN before), and XSKMAP needs Linux >= 4.18
+// (bpf_ktime_get_ns, which the SYN bucket reads, is older).
+//
+// The TCP variant does not answer SYNs itself (SYN cookies with the
+// kernel's bpf_tcp_raw_gen_syncookie_ipv4 and XDP_TX, as the kernel's XDP
+// synproxy does): netstack validates only cookies of its own secret, so
+// the ACK of a kernel cookie would find no connection there; a proxy that
+// replays the handshake into netstack would be needed.
 package xdpprog
 
 import (
