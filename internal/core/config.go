@@ -232,7 +232,7 @@ type XDPOptions struct {
 // benchmark's connection set-up needs, far below a flood.
 const (
 	DefaultSYNRate  = 2000
-	DefaultSYNBurst = 200
+	DefaultSYNBurst = 1000
 )
 
 // DPDKOptions tunes the DPDK kinds.
