@@ -2,6 +2,7 @@ package netconn
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -307,4 +308,69 @@ func TestKernelThousandConns(t *testing.T) {
 func counter(s core.Stats, layer, name string) uint64 {
 	v, _ := s.Counter(layer, name)
 	return v
+}
+
+// TestXDPAnswersAsHost: the address of a tcp-xdp Service answers as a
+// host's, seen from a kernel on B: a connection to a port nobody listens
+// on is refused by a RST at once (RFC 9293 §3.10.7.1), where before the
+// XDP program gave the SYN to a kernel that does not hold the address and
+// nothing answered; an ICMP echo request is answered (RFC 1122 §3.2.2.6).
+func TestXDPAnswersAsHost(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testhost.NewT(t, testhost.Options{})
+	addr := hostAddr(p.A, 3)
+	s := openXDP(t, p.A, core.Config{LocalIP: addr, Port: 7000}, Options{})
+	ln, err := s.Listen(7000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = p.B.Do(func() error {
+		c, err := net.DialTimeout("tcp4", fmt.Sprintf("%s:7001", addr), 10*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial a closed port of the tcp-xdp address: %v, want connection refused", err)
+	}
+	err = p.B.Do(func() error {
+		c, err := net.Dial("ip4:icmp", addr.String())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		req := []byte{8, 0, 0, 0, 0x12, 0x34, 0, 1, 'd', 'g'}
+		binary.BigEndian.PutUint16(req[2:], ^onesSum(req))
+		if _, err := c.Write(req); err != nil {
+			return err
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 1500)
+		for {
+			n, _, err := c.(*net.IPConn).ReadFrom(buf) // the IPv4 header stripped
+			if err != nil {
+				return fmt.Errorf("no echo reply: %w", err)
+			}
+			if b := buf[:n]; n >= 8 && b[0] == 0 && b[4] == 0x12 && b[5] == 0x34 {
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		t.Errorf("ping the tcp-xdp address: %v", err)
+	}
+}
+
+// onesSum is the ones' complement sum of b (the ICMP checksum, inverted).
+func onesSum(b []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	for s > 0xffff {
+		s = s>>16 + s&0xffff
+	}
+	return uint16(s)
 }
