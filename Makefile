@@ -119,7 +119,8 @@ soak:
 	SOAK=1 $(GO) test -count=1 -run '^TestFaultLossyWire' -v -timeout 60m ./internal/faulttest/
 	SOAK=1 $(GO) test -count=$(SOAK_SEEDS) -run '^TestFaultCopyWire' -v -timeout 60m ./internal/faulttest/
 	@if pkg-config --exists libdpdk 2>/dev/null; then \
-		SOAK=1 $(GO) test -tags dpdk -count=1 -run '^TestFaultLossyWire' -v -timeout 60m ./internal/faulttest/; \
+		SOAK=1 $(GO) test -tags dpdk -count=1 -run '^TestFaultLossyWire' -v -timeout 60m ./internal/faulttest/ && \
+		SOAK=1 $(GO) test -tags dpdk -count=$(SOAK_SEEDS) -run '^TestFaultCopyWire/tcp-dpdk' -v -timeout 60m ./internal/faulttest/; \
 	else echo "soak: libdpdk missing, tcp-dpdk not soaked"; fi
 
 clean:

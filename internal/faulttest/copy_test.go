@@ -41,7 +41,7 @@ var copyImpairment = wire.Options{
 // each accepted connection, over the seeded lossy wire of internal/wire
 // (1% loss, 1% duplication, 5% reordering, 0.1% corruption, both
 // directions), once on kernel tcp (net.Listen) and once on tcp-xdp
-// (netconn.Listen over netstack). A kernel TCP client on the other host
+// (netconn.Listen over netstack; tcp-dpdk instead with -tags dpdk). A kernel TCP client on the other host
 // writes 64 MiB (SOAK=1, as make soak sets it: 256 MiB) of seeded bytes
 // while it reads the echo back, and checks it byte for byte. The echo
 // reads nothing ahead: while its Write is blocked, it does not read, its
@@ -54,7 +54,13 @@ func TestFaultCopyWire(t *testing.T) {
 	if os.Getenv("SOAK") == "1" {
 		total = copySoakBytes
 	}
-	for _, kind := range []string{core.KindTCP, core.KindTCPXDP} {
+	kinds := []string{core.KindTCP}
+	for _, k := range testKinds { // tcp-xdp; tcp-dpdk with -tags dpdk
+		if isStream(k) && k != core.KindTCP {
+			kinds = append(kinds, k)
+		}
+	}
+	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) { copyWire(t, kind, total) })
 	}
 }
