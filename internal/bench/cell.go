@@ -220,6 +220,9 @@ type Cell struct {
 	Received uint64 `json:"received"`
 	Lost     uint64 `json:"lost"`
 	NotSent  uint64 `json:"not_sent"`
+	// Late counts the window's messages the load generator sent late
+	// (LoadResult.Late): behind its schedule.
+	Late uint64 `json:"late"`
 	// AchievedRate is answers per second in the window.
 	AchievedRate float64 `json:"achieved_rate"`
 	// The round-trip time from the schedule, in microseconds.
@@ -236,6 +239,11 @@ type Cell struct {
 	// loss in percent of sent. The latency of a saturated cell is kept.
 	Saturated bool    `json:"saturated"`
 	LossPct   float64 `json:"loss_pct"`
+	// LimitedBy says, for a saturated cell, which side limited it:
+	// LimitPath or LimitLoadgen (see Attribute); Limit where the missing
+	// messages went. Empty for a cell that kept up.
+	LimitedBy string `json:"limited_by,omitempty"`
+	Limit     *Limit `json:"limit,omitempty"`
 	// Unaccounted is Conservation.Unaccounted: 0 when the counters add up.
 	Unaccounted  int64        `json:"unaccounted"`
 	Conservation Conservation `json:"conservation"`
@@ -356,6 +364,7 @@ func NewCell(kind string, load *LoadResult, echo *EchoResult) Cell {
 		Received:     load.Received,
 		Lost:         load.Lost,
 		NotSent:      load.NotSent,
+		Late:         load.Late,
 		AchievedRate: load.AchievedRate,
 		P50Us:        load.RTT.P50Us,
 		P99Us:        load.RTT.P99Us,
@@ -400,6 +409,7 @@ func NewCell(kind string, load *LoadResult, echo *EchoResult) Cell {
 		c.Error = load.Error
 	}
 	c.Notes = append(c.Notes, c.diagnose()...)
+	c.attribute()
 	c.Display = c.Format()
 	return c
 }
@@ -430,7 +440,8 @@ func (c *Cell) diagnose() []string {
 // Format writes the cell as the table shows it: "p50 / p99" in
 // microseconds, or "sat. <achieved rate>, <loss>" (with "(N% not sent)"
 // when Queue refused at least 1% of the offered messages: back-pressure,
-// not loss), followed by "unaccounted N" when the counters do not add up,
+// not loss; and "[loadgen]" when the load generator, not the path, was
+// the limit: LimitedBy), followed by "unaccounted N" when the counters do not add up,
 // or the error.
 func (c *Cell) Format() string {
 	var s string
@@ -442,6 +453,9 @@ func (c *Cell) Format() string {
 		// Back-pressure is not loss: say how much was never sent.
 		if c.Offered > 0 && c.NotSent*100 >= c.Offered {
 			s += fmt.Sprintf(" (%s not sent)", FormatLoss(float64(c.NotSent)/float64(c.Offered)*100))
+		}
+		if c.LimitedBy == LimitLoadgen {
+			s += " [loadgen]"
 		}
 	default:
 		s = FormatUs(c.P50Us) + " / " + FormatUs(c.P99Us)

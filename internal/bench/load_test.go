@@ -169,6 +169,9 @@ func TestSlowEchoShortDrainSaturates(t *testing.T) {
 	if c.Unaccounted <= 0 {
 		t.Fatalf("unaccounted %d: the messages still queued in the fake are in no loss counter", c.Unaccounted)
 	}
+	if c.LimitedBy != LimitPath || c.Limit == nil || c.Limit.Unaccounted == 0 || strings.Contains(c.Display, "[loadgen]") {
+		t.Fatalf("cell %q limited by %q (%+v): a slow echo is the path's limit", c.Display, c.LimitedBy, c.Limit)
+	}
 }
 
 // A sender whose Flush takes 5 ms per 16 messages (3200/s) at 4000/s falls

@@ -63,7 +63,7 @@ func (r *Report) Markdown() string {
 		}
 	}
 
-	b.WriteString("\n## Results\n\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost (the rate is the achieved one).")
+	b.WriteString("\n## Results\n\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost (the rate is the achieved one); `[loadgen]` marks a saturated cell whose limit was the load generator itself (its own receive side lost most of the missing messages, or it sent 1% or more of them late), not the path: the path carried at least that rate.")
 	if e.Repeat > 1 {
 		b.WriteString(fmt.Sprintf(" Each cell is the median of %d repeats.", e.Repeat))
 	}
@@ -122,9 +122,12 @@ func (c *Cell) markdown(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "- offered %d, sent %d, received %d, lost %d (%s), not sent (back-pressure) %d; achieved %s/s\n",
 		c.Offered, c.Sent, c.Received, c.Lost, FormatLoss(c.LossPct), c.NotSent, FormatRate(c.AchievedRate))
-	fmt.Fprintf(b, "- RTT µs: p50 %s, p99 %s, p99.9 %s, max %s; sender lag µs: p50 %s, p99 %s, max %s\n",
+	fmt.Fprintf(b, "- RTT µs: p50 %s, p99 %s, p99.9 %s, max %s; sender lag µs: p50 %s, p99 %s, max %s; sent late %d\n",
 		FormatUs(c.P50Us), FormatUs(c.P99Us), FormatUs(c.P999Us), FormatUs(c.MaxUs),
-		FormatUs(c.LagP50Us), FormatUs(c.LagP99Us), FormatUs(c.LagMaxUs))
+		FormatUs(c.LagP50Us), FormatUs(c.LagP99Us), FormatUs(c.LagMaxUs), c.Late)
+	if c.Limit != nil {
+		fmt.Fprintf(b, "- limited by the %s: %s\n", c.LimitedBy, c.Limit.Reason)
+	}
 	if s := c.Spread; s != nil && s.OfRepeats > 1 {
 		var rs []string
 		for _, r := range c.Repeats {

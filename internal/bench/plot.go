@@ -25,7 +25,8 @@ const (
 // WritePlots draws the round trip against the offered rate, one line per
 // kind, on log-log axes: p50 into PlotP50 and p99 into PlotP99 in dir. A
 // saturated cell is drawn with a cross instead of the kind's marker and
-// labelled "sat. <achieved>, <loss>": its latency is the depth of a queue,
+// labelled "sat. <achieved>, <loss>" ("[loadgen]" added when the load
+// generator was the limit): its latency is the depth of a queue,
 // not the path's, but it is a result too and stays on the line (dashed
 // when no point of the kind kept up). Cells with an error are left out. It
 // returns the file names written.
@@ -100,7 +101,11 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 			all = append(all, pt)
 			if c.Saturated {
 				sat = append(sat, pt)
-				satLabels = append(satLabels, fmt.Sprintf("sat. %s, %s", FormatRate(c.AchievedRate), FormatLoss(c.LossPct)))
+				lbl := fmt.Sprintf("sat. %s, %s", FormatRate(c.AchievedRate), FormatLoss(c.LossPct))
+				if c.LimitedBy == LimitLoadgen {
+					lbl += " [loadgen]"
+				}
+				satLabels = append(satLabels, lbl)
 			} else {
 				ok = append(ok, pt)
 			}

@@ -110,6 +110,7 @@ func MergeRepeats(runs []Cell) Cell {
 		c.Received += r.Received
 		c.Lost += r.Lost
 		c.NotSent += r.NotSent
+		c.Late += r.Late
 		if r.Saturated {
 			sat++
 		}
@@ -170,6 +171,7 @@ func MergeRepeats(runs []Cell) Cell {
 	}
 	c.Saturated = sat*2 > len(good)
 	c.Spread = spread(runs, good)
+	c.attribute()
 	c.Display = c.Format()
 	return c
 }

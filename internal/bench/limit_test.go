@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestAttribute(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		cell    Cell
+		by      string
+		inWords string
+	}{
+		{
+			name: "load generator's own socket dropped most (udp at 400k before the fair loop)",
+			cell: Cell{Offered: 2e6, Sent: 2e6, Received: 60e3, AchievedRate: 6e3, Conservation: Conservation{
+				ByLayer: map[string]uint64{"loadgen.socket.drops": 1.89e6, "echo.socket.drops": 0.44e6}}},
+			by: LimitLoadgen, inWords: "loadgen.socket.drops 1890000",
+		},
+		{
+			name: "sender behind its schedule, nothing lost",
+			cell: Cell{Offered: 1e6, Sent: 1e6, Received: 0.98e6, Late: 0.2e6, LagMaxUs: 2.8e6, Conservation: Conservation{Unaccounted: 20e3}},
+			by:   LimitLoadgen, inWords: "late",
+		},
+		{
+			name: "late below LateMax, echo drops: the path",
+			cell: Cell{Offered: 1e6, Sent: 1e6, Received: 0.9e6, Late: 9e3, Conservation: Conservation{
+				ByLayer: map[string]uint64{"echo.xsk.rx_dropped": 0.1e6}}},
+			by: LimitPath, inWords: "echo.xsk.rx_dropped 100000",
+		},
+		{
+			name: "lost on the wire, no counter",
+			cell: Cell{Offered: 1e6, Sent: 1e6, Received: 0.5e6, Conservation: Conservation{Unaccounted: 0.5e6}},
+			by:   LimitPath, inWords: "uncounted",
+		},
+		{
+			name: "echo and loadgen lose as much: the path (the load generator is not the majority)",
+			cell: Cell{Offered: 1e6, Sent: 1e6, Received: 0.8e6, Conservation: Conservation{
+				ByLayer: map[string]uint64{"loadgen.xsk.rx_dropped": 0.1e6, "echo.xsk.rx_dropped": 0.1e6}}},
+			by: LimitPath, inWords: "the load generator's own losses 100000",
+		},
+		{
+			name: "back-pressure of a stream path",
+			cell: Cell{Offered: 1e6, Sent: 0.5e6, NotSent: 0.5e6, Received: 0.5e6, Conservation: Conservation{InFlight: 10}},
+			by:   LimitPath, inWords: "back-pressure",
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := Attribute(&c.cell)
+			if l.By != c.by || !strings.Contains(l.Reason, c.inWords) {
+				t.Fatalf("limited by %q (%s), want %q naming %q", l.By, l.Reason, c.by, c.inWords)
+			}
+			c.cell.Saturated = true
+			c.cell.attribute()
+			c.cell.Display = c.cell.Format()
+			if got := strings.HasSuffix(c.cell.Display, "[loadgen]"); got != (c.by == LimitLoadgen) || c.cell.LimitedBy != c.by {
+				t.Fatalf("display %q limited by %q: want [loadgen] exactly when the load generator limited it", c.cell.Display, c.cell.LimitedBy)
+			}
+		})
+	}
+	held := Cell{Offered: 10, Sent: 10, Received: 10}
+	held.attribute()
+	if held.LimitedBy != "" || held.Limit != nil {
+		t.Fatalf("a cell that kept up has no limit: %q %+v", held.LimitedBy, held.Limit)
+	}
+}
