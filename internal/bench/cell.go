@@ -213,6 +213,9 @@ type Cell struct {
 	Poll   string `json:"poll,omitempty"`
 	// Rate is the offered rate, messages per second.
 	Rate float64 `json:"rate"`
+	// Probe is true for a cell run by the capacity's bisection
+	// (Capacity), at a rate that is not a column of the table.
+	Probe bool `json:"probe,omitempty"`
 	// Offered, Sent, Received, Lost, NotSent are counts of the measured
 	// window (see LoadResult).
 	Offered  uint64 `json:"offered"`

@@ -67,34 +67,8 @@ func (r *Report) Markdown() string {
 	if e.Repeat > 1 {
 		b.WriteString(fmt.Sprintf(" Each cell is the median of %d repeats.", e.Repeat))
 	}
-	b.WriteString("\n\n| kind |")
-	for _, rate := range r.Rates {
-		b.WriteString(" " + FormatRate(rate) + " |")
-	}
-	b.WriteString("\n|---|")
-	for range r.Rates {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	for _, k := range r.Kinds {
-		fmt.Fprintf(&b, "| %s |", k.Label())
-		if k.Reason != "" {
-			fmt.Fprintf(&b, " cannot run: %s |", cellText(k.Reason))
-			for i := 1; i < len(r.Rates); i++ {
-				b.WriteString(" |")
-			}
-			b.WriteString("\n")
-			continue
-		}
-		for _, rate := range r.Rates {
-			s := "-"
-			if c, ok := r.CellAt(k.Name(), k.Queues, rate); ok {
-				s = c.Display
-			}
-			b.WriteString(" " + cellText(s) + " |")
-		}
-		b.WriteString("\n")
-	}
+	b.WriteString("\n\n")
+	r.resultsMarkdown(&b)
 	r.scalingMarkdown(&b)
 	if len(r.Plots) > 0 {
 		b.WriteString("\n")
@@ -432,4 +406,69 @@ func sortedStrings(m map[string]string) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// resultsMarkdown writes the results table: a row per kind, a column per
+// rate, and the capacity column when the report has one.
+func (r *Report) resultsMarkdown(b *strings.Builder) {
+	capCol := len(r.Capacity) > 0
+	b.WriteString("| kind |")
+	for _, rate := range r.Rates {
+		b.WriteString(" " + FormatRate(rate) + " |")
+	}
+	if capCol {
+		b.WriteString(" capacity |")
+	}
+	b.WriteString("\n|---|")
+	for range r.Rates {
+		b.WriteString("---|")
+	}
+	if capCol {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, k := range r.Kinds {
+		fmt.Fprintf(b, "| %s |", k.Label())
+		if k.Reason != "" {
+			fmt.Fprintf(b, " cannot run: %s |", cellText(k.Reason))
+			for i := 1; i < len(r.Rates); i++ {
+				b.WriteString(" |")
+			}
+			if capCol {
+				b.WriteString(" |")
+			}
+			b.WriteString("\n")
+			continue
+		}
+		for _, rate := range r.Rates {
+			s := "-"
+			if c, ok := r.CellAt(k.Name(), k.Queues, rate); ok {
+				s = c.Display
+			}
+			b.WriteString(" " + cellText(s) + " |")
+		}
+		if capCol {
+			b.WriteString(" " + cellText(r.capacityText(&k)) + " |")
+		}
+		b.WriteString("\n")
+	}
+	if capCol {
+		b.WriteString("\nCapacity: the largest offered rate that held (less than 0.1% lost, at least 99% answered), by bisection between the rates run; " +
+			"`≥` when no rate run saturated, `<` when none held, `[loadgen]` when the saturated rate above it was the load generator's limit (the path carries at least that).")
+		for _, c := range r.Capacity {
+			if len(c.Probes) > 0 {
+				fmt.Fprintf(b, " %s probed %s.", rowLabel(RowName(c.Kind, c.Variant), c.Queues), formatRates(c.Probes))
+			}
+		}
+		b.WriteString("\n")
+	}
+}
+
+// formatRates writes rates as "566k, 476k".
+func formatRates(rs []float64) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = FormatRate(r)
+	}
+	return strings.Join(out, ", ")
 }

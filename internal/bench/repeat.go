@@ -81,7 +81,7 @@ func MergeRepeats(runs []Cell) Cell {
 
 	first := runs[good[0]]
 	c := Cell{
-		Kind: first.Kind, Variant: first.Variant, Mode: first.Mode, EchoMode: first.EchoMode, Queues: first.Queues, Poll: first.Poll, Rate: first.Rate,
+		Kind: first.Kind, Variant: first.Variant, Mode: first.Mode, EchoMode: first.EchoMode, Queues: first.Queues, Poll: first.Poll, Rate: first.Rate, Probe: first.Probe,
 		Counters: map[string]uint64{}, Conservation: Conservation{ByLayer: map[string]uint64{}},
 	}
 	med := func(get func(*Cell) float64) float64 {

@@ -122,6 +122,9 @@ type Report struct {
 	// Scaling is the scaling table of a run with several queues (see
 	// Report.ComputeScaling); empty otherwise.
 	Scaling []ScaleRow `json:"scaling,omitempty"`
+	// Capacity holds each row's highest sustained rate (see
+	// Report.ComputeCapacity), when the run computed it.
+	Capacity []Capacity `json:"capacity,omitempty"`
 }
 
 // Cell returns the cell of row name (a kind, or a variant such as
@@ -153,13 +156,17 @@ func (r *Report) CellAt(name string, queues int, rate float64) (*Cell, bool) {
 
 // Table writes the results in the reference's format: one row per kind,
 // one column per offered rate, "p50 / p99" round trip in microseconds or
-// "sat. <achieved>, <loss>"; a kind that could not run says why.
+// "sat. <achieved>, <loss>", and the row's capacity in a last column when
+// the report has one; a kind that could not run says why.
 func (r *Report) Table() string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprint(w, "kind")
 	for _, rate := range r.Rates {
 		fmt.Fprint(w, "\t"+FormatRate(rate))
+	}
+	if len(r.Capacity) > 0 {
+		fmt.Fprint(w, "\tcapacity")
 	}
 	fmt.Fprintln(w, "\t")
 	for _, k := range r.Kinds {
@@ -174,6 +181,9 @@ func (r *Report) Table() string {
 				s = c.Display
 			}
 			fmt.Fprint(w, "\t"+s)
+		}
+		if len(r.Capacity) > 0 {
+			fmt.Fprint(w, "\t"+r.capacityText(&k))
 		}
 		fmt.Fprintln(w, "\t")
 	}

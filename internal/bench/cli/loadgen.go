@@ -149,11 +149,11 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if res != nil {
 		c := bench.NewCell(cfg.Kind, res, nil)
 		c.Unaccounted = 0 // the conservation needs the echo's counters too: netbench has them
-		fmt.Fprintf(stdout, "%s %s: %s  (p50 %s p99 %s p99.9 %s max %s µs; lag p99 %s µs; achieved %s/s; offered %d sent %d received %d lost %d not sent %d)\n",
+		fmt.Fprintf(stdout, "%s %s: %s  (p50 %s p99 %s p99.9 %s max %s µs; lag p99 %s µs; achieved %s/s; offered %d sent %d received %d lost %d not sent %d late %d)\n",
 			cfg.Kind, bench.FormatRate(rate), c.Format(),
 			bench.FormatUs(res.RTT.P50Us), bench.FormatUs(res.RTT.P99Us), bench.FormatUs(res.RTT.P999Us), bench.FormatUs(res.RTT.MaxUs),
 			bench.FormatUs(res.Lag.P99Us), bench.FormatRate(res.AchievedRate),
-			res.Offered, res.Sent, res.Received, res.Lost, res.NotSent)
+			res.Offered, res.Sent, res.Received, res.Lost, res.NotSent, res.Late)
 		fmt.Fprint(stderr, formatStats("loadgen", &res.Stats, res.Layers()))
 		for _, p := range res.PerQueue {
 			fmt.Fprintf(stdout, "  queue %d (whole run): sent %d received %d other_queue %d reordered %d; p50 %s p99 %s µs; rx_delivered %d tx_sent %d lost %d\n",
