@@ -11,16 +11,20 @@ const (
 	// end, the wire between them, or back-pressure of the path.
 	LimitPath = "path"
 	// LimitLoadgen: the load generator itself did not keep up: its own
-	// receive side dropped most of what was lost, or it sent at least
-	// LateMax of the offered messages late. Its cell says what the load
-	// generator could do on this host, not what the path carries.
+	// receive side dropped most of what was lost, or it fell behind its
+	// schedule for good (BehindMax). Its cell says what the load generator
+	// could do on this host, not what the path carries.
 	LimitLoadgen = "loadgen"
 )
 
-// LateMax is the share of the offered messages sent late above which a
-// saturated cell is put on the load generator: it offered noticeably less
-// than the rate while it was behind.
-const LateMax = 0.01
+// BehindMax is how far behind its schedule, as a share of the measured
+// time, the sender may fall (its largest lag) before the cell is put on
+// the load generator whatever the path lost: it then offered the path a
+// lower rate than the cell's. A shorter stall (the load generator
+// descheduled for a while) makes it send late and catch up at the pace
+// of its bounded bursts: counted (Cell.Late), and the latency shows it,
+// but the path still saw about the offered rate.
+const BehindMax = 0.1
 
 // Limit says where the messages a saturated cell missed went, over the
 // whole run (warm-up included, as the conservation).
@@ -45,11 +49,11 @@ type Limit struct {
 }
 
 // Attribute puts a saturated cell's limit on a side, from its conservation
-// (whose ByLayer names each end's loss counters) and its late and refused
-// messages. The load generator is the limit when it sent at least LateMax
-// of the offered messages late, or when its own loss counters hold more
-// than the echo's, the unaccounted and the in-flight messages together;
-// otherwise the path is.
+// (whose ByLayer names each end's loss counters), its sender's lag and its
+// late and refused messages. The load generator is the limit when its own
+// loss counters hold more than the echo's, the unaccounted and the
+// in-flight messages together, or when its largest lag reached BehindMax
+// of the measured time (Offered / Rate). Otherwise the path is.
 func Attribute(c *Cell) Limit {
 	cs := &c.Conservation
 	l := Limit{InFlight: cs.InFlight, Late: c.Late, NotSent: c.NotSent, Offered: c.Offered}
@@ -68,12 +72,12 @@ func Attribute(c *Cell) Limit {
 			echo = append(echo, fmt.Sprintf("%s %d", k, v))
 		}
 	}
-	late := c.Offered > 0 && float64(c.Late) >= LateMax*float64(c.Offered)
 	pathLost := l.EchoLost + l.Unaccounted + l.InFlight
+	behind := c.Rate > 0 && c.LagMaxUs/1e6 >= BehindMax*float64(c.Offered)/c.Rate
 	var why []string
-	if late {
-		why = append(why, fmt.Sprintf("it sent %s of the offered messages late (behind its schedule by up to %s µs)",
-			FormatLoss(float64(c.Late)/float64(c.Offered)*100), FormatUs(c.LagMaxUs)))
+	if behind {
+		why = append(why, fmt.Sprintf("it fell behind its schedule by up to %s µs, more than %.0f%% of the measured time, and sent %s of the offered messages late",
+			FormatUs(c.LagMaxUs), BehindMax*100, FormatLoss(float64(c.Late)/float64(c.Offered)*100)))
 	}
 	if l.LoadgenLost > pathLost {
 		why = append(why, "its own receive side lost "+strings.Join(own, ", "))
@@ -101,6 +105,9 @@ func Attribute(c *Cell) Limit {
 	l.Reason = "the path carried " + FormatRate(c.AchievedRate) + "/s: " + strings.Join(parts, ", ")
 	if l.LoadgenLost > 0 {
 		l.Reason += fmt.Sprintf("; the load generator's own losses %d", l.LoadgenLost)
+	}
+	if c.Late > 0 && c.Offered > 0 {
+		l.Reason += fmt.Sprintf("; it sent %s of the offered messages late (lag up to %s µs)", FormatLoss(float64(c.Late)/float64(c.Offered)*100), FormatUs(c.LagMaxUs))
 	}
 	return l
 }

@@ -19,13 +19,25 @@ func TestAttribute(t *testing.T) {
 			by: LimitLoadgen, inWords: "loadgen.socket.drops 1890000",
 		},
 		{
-			name: "sender behind its schedule, nothing lost",
-			cell: Cell{Offered: 1e6, Sent: 1e6, Received: 0.98e6, Late: 0.2e6, LagMaxUs: 2.8e6, Conservation: Conservation{Unaccounted: 20e3}},
-			by:   LimitLoadgen, inWords: "late",
+			name: "sender 2.8 s behind a 1 s schedule: the echo's losses are at a lower rate than the cell's",
+			cell: Cell{Rate: 1e6, Offered: 1e6, Sent: 1e6, Received: 0.5e6, Late: 0.9e6, LagMaxUs: 2.8e6, Conservation: Conservation{
+				ByLayer: map[string]uint64{"echo.socket.drops": 0.5e6}}},
+			by: LimitLoadgen, inWords: "behind its schedule by up to 2800000",
 		},
 		{
-			name: "late below LateMax, echo drops: the path",
-			cell: Cell{Offered: 1e6, Sent: 1e6, Received: 0.9e6, Late: 9e3, Conservation: Conservation{
+			name: "sender late after a stall, the echo dropped: the path",
+			cell: Cell{Rate: 200e3, Offered: 200e3, Sent: 200e3, Received: 67e3, Late: 58e3, LagMaxUs: 53e3, Conservation: Conservation{
+				ByLayer: map[string]uint64{"echo.socket.drops": 133e3}}},
+			by: LimitPath, inWords: "echo.socket.drops 133000",
+		},
+		{
+			name: "sender 100 ms behind a 1 s schedule, answers missing for the drain",
+			cell: Cell{Rate: 1e6, Offered: 1e6, Sent: 1e6, Received: 0.98e6, Late: 0.2e6, LagMaxUs: 100e3, Conservation: Conservation{Unaccounted: 20e3}},
+			by:   LimitLoadgen, inWords: "fell behind",
+		},
+		{
+			name: "lag below BehindMax, echo drops: the path",
+			cell: Cell{Rate: 1e6, Offered: 1e6, Sent: 1e6, Received: 0.9e6, Late: 9e3, LagMaxUs: 99e3, Conservation: Conservation{
 				ByLayer: map[string]uint64{"echo.xsk.rx_dropped": 0.1e6}}},
 			by: LimitPath, inWords: "echo.xsk.rx_dropped 100000",
 		},

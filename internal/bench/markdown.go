@@ -63,7 +63,7 @@ func (r *Report) Markdown() string {
 		}
 	}
 
-	b.WriteString("\n## Results\n\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost (the rate is the achieved one); `[loadgen]` marks a saturated cell whose limit was the load generator itself (its own receive side lost most of the missing messages, or it sent 1% or more of them late), not the path: the path carried at least that rate.")
+	b.WriteString("\n## Results\n\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost (the rate is the achieved one); `[loadgen]` marks a saturated cell whose limit was the load generator itself (its own receive side lost most of the missing messages, or it fell behind its schedule by more than a tenth of the measured time), not the path: the path carried at least that rate.")
 	if e.Repeat > 1 {
 		b.WriteString(fmt.Sprintf(" Each cell is the median of %d repeats.", e.Repeat))
 	}
