@@ -24,6 +24,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/internal/wire"
 )
@@ -153,7 +154,7 @@ func roundTrips(t *testing.T, b core.Backend, n, size, window int) {
 // has no program left and the kernel side saw the connection end.
 func TestXDPClientKernelServer(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	ln, wg := kernelEcho(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
 	defer ln.Close()
 	b, err := openXDP(t, p.A, core.Config{LocalIP: xdpAddr(p.A, 3), Dests: []netip.Addr{p.B.Addr}, Port: 5000})
@@ -202,7 +203,7 @@ func TestXDPClientKernelServer(t *testing.T) {
 // in the other; and the mode says so.
 func TestXDPPcap(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	ln, wg := kernelEcho(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
 	defer ln.Close()
 	prefix := filepath.Join(t.TempDir(), "cap")
@@ -265,7 +266,7 @@ func TestXDPPinsProcess(t *testing.T) {
 		testutil.Skip(t, "cannot read this process's CPU affinity: "+err.Error())
 	}
 	c := allowed[len(allowed)-1]
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	ln, wg := kernelEcho(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
 	defer ln.Close()
 	b, err := openXDP(t, p.A, core.Config{LocalIP: xdpAddr(p.A, 3), Dests: []netip.Addr{p.B.Addr}, Port: 5000, CPUs: []int{c}})
@@ -292,7 +293,7 @@ func TestXDPPinsProcess(t *testing.T) {
 // serving on A and sends 10k records; the server echoes each to its sender.
 func TestXDPServerKernelClient(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	addr := xdpAddr(p.A, 3)
 	b, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: addr, Port: 5000})
 	testutil.SkipIfNotSupported(t, err)
@@ -385,7 +386,7 @@ func TestXDPServerKernelClient(t *testing.T) {
 // refused (ConfigError on LocalIP) before anything is attached.
 func TestXDPRefusesKernelAddress(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	_, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: p.A.Addr, Port: 5000})
 	var ce *core.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "LocalIP" {
@@ -409,7 +410,7 @@ func TestXDPRefusesKernelAddress(t *testing.T) {
 // Run as root: go test -run '^$' -bench VethOneWay ./tcp
 func BenchmarkVethOneWay(b *testing.B) {
 	testutil.RequireRoot(b)
-	p := testhost.NewT(b, testhost.Options{})
+	p := hosttest.New(b, testhost.Options{})
 	var srv, cli *Backend
 	if err := p.B.Do(func() error {
 		be, err := NewXDP(core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: p.B.Iface, LocalIP: xdpAddr(p.B, 4), Port: 5000})
@@ -511,7 +512,7 @@ func TestXDPOverLossyWire(t *testing.T) {
 // tcp-xdp server on A; each gets back exactly its own records.
 func TestXDPServerManyKernelClients(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	addr := xdpAddr(p.A, 3)
 	b, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: addr, Port: 5000})
 	testutil.SkipIfNotSupported(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/dgramio/dgramio/frameio/dpdk"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -90,7 +91,7 @@ func TestDPDKEchoKernelPeer(t *testing.T) {
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
 		t.Run(driver, func(t *testing.T) {
 			testutil.RequireRoot(t)
-			p := testhost.NewT(t, testhost.Options{})
+			p := hosttest.New(t, testhost.Options{})
 			kernelEcho(t, p.B, 5000)
 			if err := p.B.DelNeigh(p.A.Addr); err != nil {
 				t.Fatal(err)
@@ -174,7 +175,7 @@ func TestDPDKEchoKernelPeer(t *testing.T) {
 // datagram to another port is counted as filtered, not delivered.
 func TestDPDKServerFiltersOtherPorts(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	if err := p.A.DelAddr(); err != nil { // arp/ alone owns A's address
 		t.Fatal(err)
 	}

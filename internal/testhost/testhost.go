@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
-	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // IfacePrefix starts the name of every veth end this package makes:
@@ -175,26 +173,6 @@ func checkPrefix(field string, p netip.Prefix) error {
 			field, p, core.BenchNet, core.BenchNet.Bits())
 	}
 	return nil
-}
-
-// NewT makes a Pair for a test: it skips the test (fails it when CI=true)
-// unless it runs as root or when the host lacks a needed feature or
-// privilege, fails it on any other error, and closes the Pair in t.Cleanup.
-func NewT(t testing.TB, o Options) *Pair {
-	t.Helper()
-	testutil.RequireRoot(t)
-	p, err := New(o)
-	var pe *core.PrivilegeError
-	if errors.As(err, &pe) {
-		testutil.Skip(t, err.Error())
-	}
-	testutil.SkipIfNotSupported(t, err)
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("testhost: close: %v", err)
-		}
-	})
-	return p
 }
 
 // Close deletes the veth pair, ends the namespaces' threads (killing the

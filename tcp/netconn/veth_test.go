@@ -18,6 +18,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -86,7 +87,7 @@ var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 // Shutdown the XDP program is gone.
 func TestHTTPServerOverXDP(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	addr := hostAddr(p.A, 3)
 	s := openXDP(t, p.A, core.Config{LocalIP: addr, Port: 8080}, Options{})
 	ln, err := s.Listen(8080)
@@ -148,7 +149,7 @@ func TestHTTPServerOverXDP(t *testing.T) {
 // on A (Service.DialContext) to a kernel net/http server in B.
 func TestHTTPClientOverXDP(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	var kln net.Listener
 	if err := p.B.Do(func() error {
 		var err error
@@ -190,7 +191,7 @@ func TestHTTPClientOverXDP(t *testing.T) {
 // they returned closes the Service and detaches the program.
 func TestListenDialOverXDP(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	srvAddr := hostAddr(p.A, 3)
 	var ln net.Listener
 	err := p.A.Do(func() error {
@@ -240,7 +241,7 @@ func TestListenDialOverXDP(t *testing.T) {
 func TestKernelThousandConns(t *testing.T) {
 	testutil.RequireRoot(t)
 	const n = 1000
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	addr := hostAddr(p.A, 3)
 	cfg := core.Config{LocalIP: addr, Port: 7001}
 	cfg.TCP.SendBuf, cfg.TCP.RecvBuf = 64<<10, 64<<10

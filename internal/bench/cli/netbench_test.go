@@ -18,6 +18,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -310,7 +311,7 @@ func countOurMessages(t *testing.T, path string) uint64 {
 // own, measures over them, and gives everything back.
 func TestNetbenchPortsStandIn(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{Queues: 1})
+	p := hosttest.New(t, testhost.Options{Queues: 1})
 	move := func(from, to *testhost.Host, name string) {
 		t.Helper()
 		if err := from.Do(func() error {

@@ -17,6 +17,7 @@ import (
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -216,7 +217,7 @@ func TestURingFlagsReachConfig(t *testing.T) {
 // groForNAPI turns GRO on at both veth ends and puts them back as they
 // were.
 func TestGROForNAPI(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	gro := func(h *testhost.Host) bool {
 		t.Helper()
 		var on bool

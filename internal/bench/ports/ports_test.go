@@ -17,6 +17,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 )
 
 // childEnv makes the test binary print its network namespace and exit.
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 // pair is removed as it was made.
 func standIn(t *testing.T, queues int) *testhost.Pair {
 	t.Helper()
-	p := testhost.NewT(t, testhost.Options{Queues: queues})
+	p := hosttest.New(t, testhost.Options{Queues: queues})
 	err := p.B.Do(func() error {
 		l, err := netlink.LinkByName(p.B.Iface)
 		if err != nil {
