@@ -945,6 +945,6 @@ func arpDiscards(t testing.TB) uint64 {
 	return n
 }
 
-// newBackend opens a backend; it is dgramio.New (a variable so that the
-// child processes use the same).
+// newBackend opens a backend; it is dgramio.New, as in the tools' child
+// processes.
 var newBackend = dgramio.New

@@ -19,14 +19,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
-
-// Open opens a backend. It is dgramio.New; tests may replace it.
-var Open = dgramio.New
 
 // The classes of an error that stops a tool before it measures anything,
 // as OpenError.Class says them.

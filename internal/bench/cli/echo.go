@@ -46,6 +46,11 @@ func EchoMain(args []string, stdout, stderr io.Writer) int {
 
 // RunEcho is EchoMain that also stops when ctx ends.
 func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runEcho(ctx, args, stdout, stderr, defaultOpeners())
+}
+
+// runEcho is RunEcho opening its backends with op.
+func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op openers) int {
 	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	tf := addToolFlags(fs, toolUsage{
@@ -87,14 +92,14 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	eo := bench.EchoOptions{Batch: cfg.TxBatch, Wait: out.Wait}
 	if out.Queues > 1 {
 		cfg.Queues, cfg.CPUs = out.Queues, out.CPUs
-		return echoGroup(ctx, cfg, eo, &out, *stats, fail, stdout, stderr)
+		return echoGroup(ctx, op.group, cfg, eo, &out, *stats, fail, stdout, stderr)
 	}
 	cpus, err := pin(cfg.Kind, out.CPU)
 	if err != nil {
 		return fail(Classify(cfg.Kind, err), err)
 	}
 	cfg.CPUs = cpus
-	b, err := Open(cfg)
+	b, err := op.single(cfg)
 	if err != nil {
 		return fail(Classify(cfg.Kind, err), err)
 	}
@@ -131,9 +136,9 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // echoGroup is the echo with several queues (cfg.Queues > 1).
-func echoGroup(ctx context.Context, cfg core.Config, eo bench.EchoOptions, out *EchoFile, statsPath string,
+func echoGroup(ctx context.Context, newGroup func(core.Config) (Group, error), cfg core.Config, eo bench.EchoOptions, out *EchoFile, statsPath string,
 	fail func(string, error) int, stdout, stderr io.Writer) int {
-	g, err := NewGroup(cfg)
+	g, err := newGroup(cfg)
 	if err != nil {
 		return fail(Classify(cfg.Kind, err), err)
 	}

@@ -48,6 +48,11 @@ func LoadgenMain(args []string, stdout, stderr io.Writer) int {
 
 // RunLoadgen is LoadgenMain that also stops when ctx ends.
 func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runLoadgen(ctx, args, stdout, stderr, defaultOpeners())
+}
+
+// runLoadgen is RunLoadgen opening its backends with op.
+func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op openers) int {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	tf := addToolFlags(fs, toolUsage{
@@ -116,7 +121,7 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if out.Queues > 1 {
 		cfg.Queues, cfg.CPUs = out.Queues, out.CPUs
 		var openErr error
-		res, runErr, openErr = loadGroup(ctx, cfg, lo)
+		res, runErr, openErr = loadGroup(ctx, op.group, cfg, lo)
 		if openErr != nil {
 			return fail(Classify(cfg.Kind, openErr), openErr)
 		}
@@ -126,7 +131,7 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return fail(Classify(cfg.Kind, err), err)
 		}
 		cfg.CPUs = cpus
-		b, err := Open(cfg)
+		b, err := op.single(cfg)
 		if err != nil {
 			return fail(Classify(cfg.Kind, err), err)
 		}
@@ -173,8 +178,8 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // once every queue is open. It returns the merged result and the first
 // error of a queue, or openErr when the group or a queue could not be
 // opened (nothing ran).
-func loadGroup(ctx context.Context, cfg core.Config, lo bench.LoadOptions) (res *bench.LoadResult, runErr, openErr error) {
-	g, err := NewGroup(cfg)
+func loadGroup(ctx context.Context, newGroup func(core.Config) (Group, error), cfg core.Config, lo bench.LoadOptions) (res *bench.LoadResult, runErr, openErr error) {
+	g, err := newGroup(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

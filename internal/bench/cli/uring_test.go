@@ -165,19 +165,19 @@ func TestVariantArgs(t *testing.T) {
 func TestURingFlagsReachConfig(t *testing.T) {
 	var got []core.Config
 	errStop := core.NotSupported("test backend", "", "stops the tool after its Config was seen", nil)
-	savedOpen, savedGroup := Open, NewGroup
-	Open = func(cfg core.Config) (core.Backend, error) { got = append(got, cfg); return nil, errStop }
-	NewGroup = func(cfg core.Config) (Group, error) { got = append(got, cfg); return nil, errStop }
-	t.Cleanup(func() { Open, NewGroup = savedOpen, savedGroup })
+	op := openers{
+		single: func(cfg core.Config) (core.Backend, error) { got = append(got, cfg); return nil, errStop },
+		group:  func(cfg core.Config) (Group, error) { got = append(got, cfg); return nil, errStop },
+	}
 
 	dir := t.TempDir()
 	run := func(tool string, args ...string) (int, string) {
 		var out, errOut strings.Builder
 		file := filepath.Join(dir, tool+".json")
 		if tool == "echo" {
-			return RunEcho(context.Background(), append(args, "--local", "127.0.0.1", "--stats", file), &out, &errOut), out.String()
+			return runEcho(context.Background(), append(args, "--local", "127.0.0.1", "--stats", file), &out, &errOut, op), out.String()
 		}
-		return RunLoadgen(context.Background(), append(args, "--dst", "127.0.0.1", "--json", file), &out, &errOut), out.String()
+		return runLoadgen(context.Background(), append(args, "--dst", "127.0.0.1", "--json", file), &out, &errOut, op), out.String()
 	}
 	for _, tool := range []string{"echo", "loadgen"} {
 		for _, q := range []string{"1", "2"} {
