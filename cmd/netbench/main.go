@@ -2,7 +2,7 @@
 // namespaces joined by a veth pair (internal/testhost), or prepares two real
 // ports cabled together, then for every kind and offered rate starts an echo
 // in namespace B and a loadgen in namespace A, as separate processes pinned
-// to different CPUs, and prints the table in the reference's format
+// to different CPUs, and prints the table
 // ("p50 / p99" round trip in microseconds, or "sat. <achieved rate>,
 // <loss>"). It writes results.json (every layer's counters of both ends),
 // report.md (environment, preflight, table, per-cell counters), SVG plots

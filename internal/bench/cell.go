@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"reflect"
 	"sort"
 	"strings"
@@ -10,7 +11,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 )
 
-// The saturation rule of the reference method: a cell is saturated when
+// The saturation rule of the method: a cell is saturated when
 // fewer than MinBack of the offered messages came back, or more than MaxLoss
 // of those sent were lost.
 const (
@@ -22,7 +23,7 @@ const (
 // scheduled, sent of them accepted by Queue, received of them answered by
 // the end of the drain. It returns the verdict and the loss in percent of
 // sent. A path that returns every message, late, is not saturated: its
-// latency says how late (the reference shows such cells, "2035 / 2229").
+// latency says how late ("2035 / 2229").
 // A window with nothing offered is saturated (nothing was measured).
 func Saturated(offered, sent, received uint64) (sat bool, lossPct float64) {
 	if sent > 0 && received <= sent {
@@ -65,7 +66,7 @@ type Conservation struct {
 // Account computes the conservation of one run from the load generator's
 // and the echo's results. It uses only counters that are not derived from
 // sent − received: each end's Stats.Lost() and the tools' own loss counters.
-func Account(load *LoadResult, echo *EchoResult) Conservation {
+func Account(load *load.LoadResult, echo *load.EchoResult) Conservation {
 	c := Conservation{
 		Sent:     load.Total.Sent,
 		Received: load.Total.Received,
@@ -312,7 +313,7 @@ type QueueCell struct {
 }
 
 // queueCells pairs the queues of both ends.
-func queueCells(load *LoadResult, echo *EchoResult) []QueueCell {
+func queueCells(load *load.LoadResult, echo *load.EchoResult) []QueueCell {
 	n := len(load.PerQueue)
 	if echo != nil {
 		n = max(n, len(echo.PerQueue))
@@ -357,7 +358,7 @@ func ownLoss(own []core.Counter) uint64 {
 // NewCell builds a cell from the two ends' results. echo may be nil when
 // the echo's counters could not be collected (the conservation then covers
 // only the load generator).
-func NewCell(kind string, load *LoadResult, echo *EchoResult) Cell {
+func NewCell(kind string, load *load.LoadResult, echo *load.EchoResult) Cell {
 	c := Cell{
 		Kind:         kind,
 		Mode:         load.Stats.Mode,

@@ -7,7 +7,7 @@ import (
 )
 
 // Markdown writes the report for people: the environment and what the
-// preflight found, the table in the reference's format, the plots, and
+// preflight found, the results table, the plots, and
 // under it, per cell, the counts, the spread over repeats, syscalls per
 // message of both ends, frames per message for stream kinds, the
 // conservation (with any unaccounted loss) and every layer's counters of

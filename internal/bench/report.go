@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"strings"
 	"text/tabwriter"
 )
@@ -54,8 +55,8 @@ type Env struct {
 	// Preflight holds what the preflight found (coalescing, IRQs, NUMA,
 	// isolated CPUs); Setup what netbench changed on real ports for the
 	// run and restored after it.
-	Preflight []Check  `json:"preflight,omitempty"`
-	Setup     []string `json:"setup,omitempty"`
+	Preflight []preflight.Check `json:"preflight,omitempty"`
+	Setup     []string          `json:"setup,omitempty"`
 	// Pcap is the directory of the packet captures, when asked for.
 	Pcap string `json:"pcap,omitempty"`
 	// NotBuilt lists the kinds this build lacks (left out of the default
@@ -154,7 +155,7 @@ func (r *Report) CellAt(name string, queues int, rate float64) (*Cell, bool) {
 	return nil, false
 }
 
-// Table writes the results in the reference's format: one row per kind,
+// Table writes the results as a table: one row per kind,
 // one column per offered rate, "p50 / p99" round trip in microseconds or
 // "sat. <achieved>, <loss>", and the row's capacity in a last column when
 // the report has one; a kind that could not run says why.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -278,7 +279,7 @@ func (r *cellRun) result(loadErr error, loadOut string, echoErr error, host map[
 	if lerr != nil || lf.Result == nil {
 		return r.errCell(fmt.Sprintf("loadgen left no result (%v, exit %v): %s %s", lerr, loadErr, loadOut, tail(r.path("-loadgen.log"), 300)))
 	}
-	var er *bench.EchoResult
+	var er *load.EchoResult
 	if eerr == nil && ef.Result != nil {
 		er = ef.Result
 	}

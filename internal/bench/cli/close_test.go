@@ -8,6 +8,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/bench/benchtest"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -52,7 +53,7 @@ func TestLoadGroupCloseTimeCounters(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bench.Echo(ctx, s, bench.EchoOptions{Wait: true})
+			load.Echo(ctx, s, load.EchoOptions{Wait: true})
 		}()
 	}
 	defer func() {
@@ -60,7 +61,7 @@ func TestLoadGroupCloseTimeCounters(t *testing.T) {
 		wg.Wait()
 	}()
 	res, runErr, openErr := loadGroup(context.Background(), func(core.Config) (Group, error) { return g, nil }, core.Config{Kind: "udp", Queues: 2},
-		bench.LoadOptions{Rate: 2000, Duration: 200 * time.Millisecond, Drain: 5 * time.Second, Wait: true})
+		load.LoadOptions{Rate: 2000, Duration: 200 * time.Millisecond, Drain: 5 * time.Second, Wait: true})
 	if openErr != nil || runErr != nil {
 		t.Fatalf("open %v, run %v", openErr, runErr)
 	}

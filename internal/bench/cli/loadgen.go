@@ -14,14 +14,15 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
 // LoadFile is the JSON a load generator writes with --json.
 type LoadFile struct {
 	ToolHeader
-	Result  *bench.LoadResult `json:"result,omitempty"`
-	Failure *Failure          `json:"failure,omitempty"`
+	Result  *load.LoadResult `json:"result,omitempty"`
+	Failure *Failure         `json:"failure,omitempty"`
 }
 
 // LoadgenMain is the load generator: it opens a client of --kind to
@@ -65,8 +66,8 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	rateS := fs.String("rate", "20k", "offered rate, messages per second (20k, 1.6M)")
 	duration := fs.Duration("duration", 5e9, "measured time")
 	warmup := fs.Duration("warmup", 1e9, "warm-up, sent but not measured")
-	drain := fs.Duration("drain", bench.DefaultDrain, "time to wait for answers after the last send")
-	size := fs.Int("size", bench.DefaultSize, "message size in bytes")
+	drain := fs.Duration("drain", load.DefaultDrain, "time to wait for answers after the last send")
+	size := fs.Int("size", load.DefaultSize, "message size in bytes")
 	dstMAC := fs.String("dst-mac", "", "the echo's MAC address on the raw kinds (Config.DstMAC; empty: resolved by the neighbour table or ARP)")
 	jsonPath := fs.String("json", "", "write the result as JSON to this file")
 	if err := fs.Parse(args); err != nil {
@@ -95,8 +96,8 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	if !dstIP.IsValid() {
 		return fail(ClassConfig, fmt.Errorf("--dst: the echo's address is required"))
 	}
-	if *size < bench.HeaderLen {
-		return fail(ClassConfig, fmt.Errorf("--size %d: must be at least %d", *size, bench.HeaderLen))
+	if *size < load.HeaderLen {
+		return fail(ClassConfig, fmt.Errorf("--size %d: must be at least %d", *size, load.HeaderLen))
 	}
 	var mac net.HardwareAddr
 	if *dstMAC != "" {
@@ -112,11 +113,11 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	lo := bench.LoadOptions{
+	lo := load.LoadOptions{
 		Rate: rate, Warmup: *warmup, Duration: *duration, Drain: *drain,
 		Size: *size, Batch: cfg.TxBatch, Wait: out.Wait,
 	}
-	var res *bench.LoadResult
+	var res *load.LoadResult
 	var runErr error
 	if out.Queues > 1 {
 		cfg.Queues, cfg.CPUs = out.Queues, out.CPUs
@@ -135,7 +136,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 		if err != nil {
 			return fail(Classify(cfg.Kind, err), err)
 		}
-		res, runErr = bench.Load(ctx, b, lo)
+		res, runErr = load.Load(ctx, b, lo)
 		if cerr := b.Close(); cerr != nil && runErr == nil {
 			fmt.Fprintln(stderr, "loadgen: close:", cerr)
 		}
@@ -178,7 +179,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 // once every queue is open. It returns the merged result and the first
 // error of a queue, or openErr when the group or a queue could not be
 // opened (nothing ran).
-func loadGroup(ctx context.Context, newGroup func(core.Config) (Group, error), cfg core.Config, lo bench.LoadOptions) (res *bench.LoadResult, runErr, openErr error) {
+func loadGroup(ctx context.Context, newGroup func(core.Config) (Group, error), cfg core.Config, lo load.LoadOptions) (res *load.LoadResult, runErr, openErr error) {
 	g, err := newGroup(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -192,7 +193,7 @@ func loadGroup(ctx context.Context, newGroup func(core.Config) (Group, error), c
 	for lo.RunID == 0 {
 		lo.RunID = rand.Uint32()
 	}
-	parts := make([]*bench.LoadResult, cfg.Queues)
+	parts := make([]*load.LoadResult, cfg.Queues)
 	errs := make([]error, cfg.Queues)
 	total, final, err := runGroup(g, cfg.Queues, func() {
 		// Every queue is open: the schedule starts shortly, the same for all.
@@ -200,7 +201,7 @@ func loadGroup(ctx context.Context, newGroup func(core.Config) (Group, error), c
 	}, func(q int, b core.Backend) {
 		o := lo
 		o.Queue = q
-		parts[q], errs[q] = bench.Load(ctx, b, o)
+		parts[q], errs[q] = load.Load(ctx, b, o)
 	})
 	if parts[0] == nil {
 		// No queue ran: one could not be opened, or Load refused the
@@ -221,7 +222,7 @@ func loadGroup(ctx context.Context, newGroup func(core.Config) (Group, error), c
 	for q, p := range parts {
 		p.Stats = final[q] // as each queue's Close left them
 	}
-	res = bench.MergeLoads(parts)
+	res = load.MergeLoads(parts)
 	res.Stats = total
 	if runErr == nil && err != nil {
 		runErr = err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -83,9 +84,9 @@ func (o NetbenchOptions) normalized() (NetbenchOptions, error) {
 	for _, n := range o.QueueCounts {
 		badQueues = badQueues || n < 1 || n > core.MaxQueues
 	}
-	if o.Duration <= 0 || o.Warmup < 0 || o.Size < bench.HeaderLen || o.Batch < 1 || badQueues || o.Repeat < 0 || o.Capacity < 0 {
+	if o.Duration <= 0 || o.Warmup < 0 || o.Size < load.HeaderLen || o.Batch < 1 || badQueues || o.Repeat < 0 || o.Capacity < 0 {
 		return o, fmt.Errorf("bad options: duration %v, warm-up %v, size %d (>= %d), batch %d, queues %v (1..%d), repeat %d, capacity probes %d",
-			o.Duration, o.Warmup, o.Size, bench.HeaderLen, o.Batch, o.QueueCounts, core.MaxQueues, o.Repeat, o.Capacity)
+			o.Duration, o.Warmup, o.Size, load.HeaderLen, o.Batch, o.QueueCounts, core.MaxQueues, o.Repeat, o.Capacity)
 	}
 	o.Queues = slices.Max(o.QueueCounts)
 	if err := parseRows(o.Kinds); err != nil {
@@ -98,7 +99,7 @@ func (o NetbenchOptions) normalized() (NetbenchOptions, error) {
 		o.Repeat = 1
 	}
 	if o.Drain == 0 {
-		o.Drain = bench.DefaultDrain
+		o.Drain = load.DefaultDrain
 	}
 	if o.Port <= 0 {
 		o.Port = 5000

@@ -24,13 +24,15 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/bench/ports"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
 )
 
-// DefaultRates are the reference method's offered rates.
+// DefaultRates are the method's offered rates (README.md, BENCHMARKS.md).
 const DefaultRates = "20k,100k,200k,400k,800k,1.6M"
 
 // NetbenchOptions configure a netbench run.
@@ -185,9 +187,9 @@ func netbenchOptions(args []string, stderr io.Writer) (o NetbenchOptions, status
 	rates := fs.String("rates", DefaultRates, "comma-separated offered rates, messages per second")
 	duration := fs.Duration("duration", 5*time.Second, "measured time per cell")
 	warmup := fs.Duration("warmup", time.Second, "warm-up per cell, sent but not measured")
-	drain := fs.Duration("drain", bench.DefaultDrain, "time to wait for answers after the last send")
-	size := fs.Int("size", bench.DefaultSize, "message size in bytes")
-	batch := fs.Int("batch", bench.DefaultBatch, "messages per Flush and per Rx")
+	drain := fs.Duration("drain", load.DefaultDrain, "time to wait for answers after the last send")
+	size := fs.Int("size", load.DefaultSize, "message size in bytes")
+	batch := fs.Int("batch", load.DefaultBatch, "messages per Flush and per Rx")
 	queues := fs.String("queues", "1", "queues of the test hosts or ports and of both tools (one poller each); a list (1,2,4) runs each kind with each and adds a scaling table")
 	repeat := fs.Int("repeat", 1, "run every cell this many times, kinds interleaved; the report shows medians and the spread")
 	jsonPath := fs.String("json", "", "write the JSON report to this file")
@@ -531,7 +533,7 @@ func (nb *netbench) irqCPUs() (a, b []int, err error) {
 				continue
 			}
 			away[c] = true
-			sib, _ := bench.Host.Siblings(c)
+			sib, _ := preflight.Host.Siblings(c)
 			for _, s := range sib {
 				away[s] = true
 			}
@@ -552,8 +554,8 @@ func (nb *netbench) irqCPUs() (a, b []int, err error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("--irq-cpus %q: want \"A;B\" CPU lists, auto, or empty", o.IRQCPUs)
 	}
-	if a, err = bench.ParseCPUList(as); err == nil {
-		b, err = bench.ParseCPUList(bs)
+	if a, err = preflight.ParseCPUList(as); err == nil {
+		b, err = preflight.ParseCPUList(bs)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("--irq-cpus: %w", err)
@@ -564,25 +566,25 @@ func (nb *netbench) irqCPUs() (a, b []int, err error) {
 // preflight looks at what moves results by microseconds and records it.
 func (nb *netbench) preflight() {
 	o := nb.o
-	var pp []bench.PreflightPort
+	var pp []preflight.PreflightPort
 	if nb.pports != nil {
 		for _, x := range []struct {
 			h    *ports.Host
 			role string
 		}{{nb.pports.A, "loadgen"}, {nb.pports.B, "echo"}} {
-			pp = append(pp, bench.PreflightPort{Iface: x.h.Iface, Role: x.role, NUMANode: x.h.NUMANode, IRQs: x.h.IRQs, RxUsecs: x.h.RxUsecs})
+			pp = append(pp, preflight.PreflightPort{Iface: x.h.Iface, Role: x.role, NUMANode: x.h.NUMANode, IRQs: x.h.IRQs, RxUsecs: x.h.RxUsecs})
 		}
 	} else {
-		pp = []bench.PreflightPort{{Iface: nb.a.iface, Role: "loadgen", Veth: true}, {Iface: nb.b.iface, Role: "echo", Veth: true}}
+		pp = []preflight.PreflightPort{{Iface: nb.a.iface, Role: "loadgen", Veth: true}, {Iface: nb.b.iface, Role: "echo", Veth: true}}
 	}
 	lc, ec := o.LoadCPU, o.EchoCPU
 	if !slices.Contains(o.QueueCounts, 1) && len(o.LoadCPUs) > 0 && len(o.EchoCPUs) > 0 {
 		// Only groups run: their first pollers stand for them.
 		lc, ec = o.LoadCPUs[0], o.EchoCPUs[0]
 	}
-	nb.rep.Env.Preflight = bench.Preflight(bench.Host, pp, lc, ec)
+	nb.rep.Env.Preflight = preflight.Preflight(preflight.Host, pp, lc, ec)
 	for _, c := range nb.rep.Env.Preflight {
-		if c.Status == bench.StatusWarn {
+		if c.Status == preflight.StatusWarn {
 			nb.prog.logf("preflight: %s: %s", c.Name, c.Detail)
 		}
 	}

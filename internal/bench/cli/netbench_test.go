@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -299,7 +300,7 @@ func countOurMessages(t *testing.T, path string) uint64 {
 			break
 		}
 		pkt := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
-		if u, ok := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP); ok && bench.Msg(u.Payload).IsValid() {
+		if u, ok := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP); ok && load.Msg(u.Payload).IsValid() {
 			n++
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
@@ -68,8 +69,8 @@ const sqpollNeed = 4
 // siblings of a poller come first (siblings reports them; nil: none
 // known). A host that does not allow enough CPUs gets reason, the row's
 // text, instead of CPUs: an SQ thread that shares a CPU with a busy
-// poller measures the scheduler, not io_uring (seed §3: 30 µs turn into
-// milliseconds).
+// poller measures the scheduler, not io_uring (its round trip turns from
+// microseconds into milliseconds).
 func pickSQPollCPUs(allowed, given []int, loadCPU, echoCPU int, siblings func(int) []int) (load, echo int, reason string) {
 	if len(allowed) == 0 {
 		return -1, -1, "the CPUs this process may use are unknown, so the SQ threads cannot be given CPUs of their own"
@@ -190,7 +191,7 @@ func (nb *netbench) sqpollEnv(allowed []int) {
 		return
 	}
 	sib := func(c int) []int {
-		s, _ := bench.Host.Siblings(c)
+		s, _ := preflight.Host.Siblings(c)
 		return s
 	}
 	nb.sqLoad, nb.sqEcho, nb.sqReason = pickSQPollCPUs(allowed, nb.o.SQPollCPUs, nb.o.LoadCPU, nb.o.EchoCPU, sib)

@@ -1,5 +1,5 @@
 // Package ports prepares two real network ports cabled to each other for a
-// measurement, as the reference did with the two ports of one card: port A
+// measurement (for instance the two ports of one card): port A
 // stays in its namespace (the one netbench runs in), port B is moved into
 // a network namespace of its own, so that traffic between their addresses
 // crosses the cable instead of the kernel's local delivery. For the run it
@@ -32,7 +32,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -74,9 +74,9 @@ type Options struct {
 	// NewNIC opens the ethtool access on the calling thread (its
 	// namespace). Default ethtool.NewEthtool.
 	NewNIC func() (NIC, error)
-	// System is where IRQs are looked up and steered. Default bench.Host
+	// System is where IRQs are looked up and steered. Default preflight.Host
 	// (/sys and /proc).
-	System bench.System
+	System preflight.System
 }
 
 // Defaults of Options.A and Options.B.
@@ -113,7 +113,7 @@ type Host struct {
 	// NUMANode and IRQs are the port's device's node (-1: none) and
 	// interrupts, read before any move.
 	NUMANode int
-	IRQs     []bench.IRQ
+	IRQs     []preflight.IRQ
 	t        *thread
 	newNIC   func() (NIC, error)
 }
@@ -283,8 +283,8 @@ func Open(o Options) (p *Ports, err error) {
 			return e, nil
 		}
 	}
-	if o.System == (bench.System{}) {
-		o.System = bench.Host
+	if o.System == (preflight.System{}) {
+		o.System = preflight.Host
 	}
 	home := o.Home
 	if home == 0 {

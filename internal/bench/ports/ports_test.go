@@ -15,7 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 )
@@ -117,7 +117,7 @@ func snapshot(t *testing.T, h *testhost.Host, ifaces ...string) state {
 
 // fakeIRQs makes a /sys and /proc in which port name has interrupt 77,
 // affine to CPU list old.
-func fakeIRQs(t *testing.T, name, old string) (bench.System, string) {
+func fakeIRQs(t *testing.T, name, old string) (preflight.System, string) {
 	t.Helper()
 	root := t.TempDir()
 	sys, proc := filepath.Join(root, "sys"), filepath.Join(root, "proc")
@@ -134,7 +134,7 @@ func fakeIRQs(t *testing.T, name, old string) (bench.System, string) {
 			t.Fatal(err)
 		}
 	}
-	return bench.System{Sys: sys, Proc: proc}, filepath.Join(proc, "irq/77/smp_affinity_list")
+	return preflight.System{Sys: sys, Proc: proc}, filepath.Join(proc, "irq/77/smp_affinity_list")
 }
 
 func readTrim(t *testing.T, p string) string {

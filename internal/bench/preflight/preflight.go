@@ -1,4 +1,4 @@
-package bench
+package preflight
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ import (
 	"strings"
 )
 
-// Check is one finding of the preflight: what the reference found to move
-// results by microseconds on real ports, looked at on this host.
+// Check is one finding of the preflight: something known to move results
+// by microseconds on real ports, looked at on this host.
 type Check struct {
 	// Name says what was looked at ("isolated CPUs", "coalescing eth1").
 	Name string `json:"name"`
