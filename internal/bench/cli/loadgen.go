@@ -117,34 +117,12 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 		Rate: rate, Warmup: *warmup, Duration: *duration, Drain: *drain,
 		Size: *size, Batch: cfg.TxBatch, Wait: out.Wait,
 	}
-	var res *load.LoadResult
-	var runErr error
 	if out.Queues > 1 {
 		cfg.Queues, cfg.CPUs = out.Queues, out.CPUs
-		var openErr error
-		res, runErr, openErr = loadGroup(ctx, op.group, cfg, lo)
-		if openErr != nil {
-			return fail(Classify(cfg.Kind, openErr), openErr)
-		}
-	} else {
-		cpus, err := pin(cfg.Kind, out.CPU)
-		if err != nil {
-			return fail(Classify(cfg.Kind, err), err)
-		}
-		cfg.CPUs = cpus
-		b, err := op.single(cfg)
-		if err != nil {
-			return fail(Classify(cfg.Kind, err), err)
-		}
-		res, runErr = load.Load(ctx, b, lo)
-		if cerr := b.Close(); cerr != nil && runErr == nil {
-			fmt.Fprintln(stderr, "loadgen: close:", cerr)
-		}
-		if res != nil {
-			// The counters as Close left them: it counts what it found
-			// undelivered (frames left in a ring, records still staged).
-			res.Stats = b.Stats()
-		}
+	}
+	res, runErr, openErr := loadOnce(ctx, op, cfg, out.CPU, lo, stderr)
+	if openErr != nil {
+		return fail(Classify(cfg.Kind, openErr), openErr)
 	}
 	status := 0
 	if runErr != nil {
@@ -153,25 +131,60 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	}
 	out.Result = res
 	if res != nil {
-		c := bench.NewCell(cfg.Kind, res, nil)
-		c.Unaccounted = 0 // the conservation needs the echo's counters too: netbench has them
-		fmt.Fprintf(stdout, "%s %s: %s  (p50 %s p99 %s p99.9 %s max %s µs; lag p99 %s µs; achieved %s/s; offered %d sent %d received %d lost %d not sent %d late %d)\n",
-			cfg.Kind, bench.FormatRate(rate), c.Format(),
-			bench.FormatUs(res.RTT.P50Us), bench.FormatUs(res.RTT.P99Us), bench.FormatUs(res.RTT.P999Us), bench.FormatUs(res.RTT.MaxUs),
-			bench.FormatUs(res.Lag.P99Us), bench.FormatRate(res.AchievedRate),
-			res.Offered, res.Sent, res.Received, res.Lost, res.NotSent, res.Late)
-		fmt.Fprint(stderr, formatStats("loadgen", &res.Stats, res.Layers()))
-		for _, p := range res.PerQueue {
-			fmt.Fprintf(stdout, "  queue %d (whole run): sent %d received %d other_queue %d reordered %d; p50 %s p99 %s µs; rx_delivered %d tx_sent %d lost %d\n",
-				p.Queue, p.Total.Sent, p.Total.Received, p.Total.OtherQueue, p.Total.Reordered, bench.FormatUs(p.RTT.P50Us), bench.FormatUs(p.RTT.P99Us),
-				p.Stats.RxDelivered, p.Stats.TxSent, p.Stats.Lost())
-		}
+		printLoad(stdout, stderr, cfg.Kind, rate, res)
 	}
 	if err := writeJSON(*jsonPath, &out); err != nil {
 		fmt.Fprintln(stderr, "loadgen:", err)
 		status = 1
 	}
 	return status
+}
+
+// loadOnce runs the load generator on one backend, or on a group of
+// cfg.Queues queues (on the CPUs of cfg.CPUs), and returns its result
+// with the counters as Close left them; openErr when nothing could be
+// opened.
+func loadOnce(ctx context.Context, op openers, cfg core.Config, cpu int, lo load.LoadOptions, stderr io.Writer) (res *load.LoadResult, runErr, openErr error) {
+	if cfg.Queues > 1 {
+		return loadGroup(ctx, op.group, cfg, lo)
+	}
+	cpus, err := pin(cfg.Kind, cpu)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.CPUs = cpus
+	b, err := op.single(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, runErr = load.Load(ctx, b, lo)
+	if cerr := b.Close(); cerr != nil && runErr == nil {
+		fmt.Fprintln(stderr, "loadgen: close:", cerr)
+	}
+	if res != nil {
+		// The counters as Close left them: it counts what it found
+		// undelivered (frames left in a ring, records still staged).
+		res.Stats = b.Stats()
+	}
+	return res, runErr, nil
+}
+
+// printLoad prints the result's line on stdout (and each queue's), the
+// counters on stderr.
+func printLoad(stdout, stderr io.Writer, kind string, rate float64, res *load.LoadResult) {
+	c := bench.NewCell(kind, res, nil)
+	c.Unaccounted = 0 // the conservation needs the echo's counters too: netbench has them
+	fmt.Fprintf(stdout, "%s %s: %s  (p50 %s p99 %s p99.9 %s max %s µs; lag p99 %s µs; achieved %s/s; offered %d sent %d received %d lost %d not sent %d late %d)\n",
+		kind, bench.FormatRate(rate), c.Format(),
+		bench.FormatUs(res.RTT.P50Us), bench.FormatUs(res.RTT.P99Us), bench.FormatUs(res.RTT.P999Us), bench.FormatUs(res.RTT.MaxUs),
+		bench.FormatUs(res.Lag.P99Us), bench.FormatRate(res.AchievedRate),
+		res.Offered, res.Sent, res.Received, res.Lost, res.NotSent, res.Late)
+	fmt.Fprint(stderr, formatStats("loadgen", &res.Stats, res.Layers()))
+	for _, p := range res.PerQueue {
+		fmt.Fprintf(stdout, "  queue %d (whole run): sent %d received %d other_queue %d reordered %d; p50 %s p99 %s µs; rx_delivered %d tx_sent %d lost %d\n",
+			p.Queue, p.Total.Sent, p.Total.Received, p.Total.OtherQueue, p.Total.Reordered, bench.FormatUs(p.RTT.P50Us), bench.FormatUs(p.RTT.P99Us),
+			p.Stats.RxDelivered, p.Stats.TxSent, p.Stats.Lost())
+	}
 }
 
 // loadGroup is the load generator with several queues (cfg.Queues > 1):

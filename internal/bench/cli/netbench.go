@@ -848,40 +848,7 @@ func (nb *netbench) env() {
 	if o.Wait {
 		e.Poll = core.PollYield
 	}
-	cpuName := func(c int) string {
-		if c < 0 {
-			return "no CPU in particular (unpinned)"
-		}
-		return "CPU " + strconv.Itoa(c)
-	}
-	e.Pinning = fmt.Sprintf("loadgen on %s, echo on %s, each in its own process; netbench itself unpinned", cpuName(o.LoadCPU), cpuName(o.EchoCPU))
-	if o.Queues > 1 {
-		if len(allowed) > 0 {
-			nb.pickQueueCPUs(allowed)
-		}
-		var ns []string
-		for _, n := range o.QueueCounts {
-			if n == 1 {
-				ns = append(ns, "with 1 queue as above")
-				continue
-			}
-			l, ec := nb.queueCPUs(n)
-			if len(l) == 0 {
-				ns = append(ns, fmt.Sprintf("with %d queues unpinned", n))
-				continue
-			}
-			ns = append(ns, fmt.Sprintf("with %d queues loadgen's queues on CPUs %s, echo's on CPUs %s", n, formatCPUs(l), formatCPUs(ec)))
-		}
-		if o.QueueCounts[0] > 1 && len(o.QueueCounts) == 1 {
-			e.Pinning = "each tool in its own process, a poller per queue on a thread of its own; netbench itself unpinned"
-		}
-		e.Pinning += "; " + strings.Join(ns, "; ")
-	}
-	if o.Wait {
-		e.Pinning += "; pollers sleep in Wait when idle (poll yield)"
-	} else {
-		e.Pinning += "; pollers busy-poll their CPU (poll busy)"
-	}
+	e.Pinning = nb.pinning(allowed)
 	if len(allowed) > 0 && len(allowed) <= 2 && !o.Wait && o.Queues == 1 {
 		e.Notes = append(e.Notes, fmt.Sprintf("only %d CPUs: the two pollers busy-poll CPUs %d and %d, leaving none free for the kernel's softirq work and the rest of the system", len(allowed), o.LoadCPU, o.EchoCPU))
 	}
@@ -910,6 +877,47 @@ func (nb *netbench) env() {
 			break
 		}
 	}
+}
+
+// pinning says where the tools' pollers run, picking the queues' CPUs
+// from allowed when the run has several queues.
+func (nb *netbench) pinning(allowed []int) string {
+	o := &nb.o
+	cpuName := func(c int) string {
+		if c < 0 {
+			return "no CPU in particular (unpinned)"
+		}
+		return "CPU " + strconv.Itoa(c)
+	}
+	pinning := fmt.Sprintf("loadgen on %s, echo on %s, each in its own process; netbench itself unpinned", cpuName(o.LoadCPU), cpuName(o.EchoCPU))
+	if o.Queues > 1 {
+		if len(allowed) > 0 {
+			nb.pickQueueCPUs(allowed)
+		}
+		var ns []string
+		for _, n := range o.QueueCounts {
+			if n == 1 {
+				ns = append(ns, "with 1 queue as above")
+				continue
+			}
+			l, ec := nb.queueCPUs(n)
+			if len(l) == 0 {
+				ns = append(ns, fmt.Sprintf("with %d queues unpinned", n))
+				continue
+			}
+			ns = append(ns, fmt.Sprintf("with %d queues loadgen's queues on CPUs %s, echo's on CPUs %s", n, formatCPUs(l), formatCPUs(ec)))
+		}
+		if o.QueueCounts[0] > 1 && len(o.QueueCounts) == 1 {
+			pinning = "each tool in its own process, a poller per queue on a thread of its own; netbench itself unpinned"
+		}
+		pinning += "; " + strings.Join(ns, "; ")
+	}
+	if o.Wait {
+		pinning += "; pollers sleep in Wait when idle (poll yield)"
+	} else {
+		pinning += "; pollers busy-poll their CPU (poll busy)"
+	}
+	return pinning
 }
 
 func kernelVersion() string {
