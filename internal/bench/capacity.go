@@ -14,7 +14,9 @@ const CapacityTolerance = 1.1
 type RatePoint struct {
 	Rate float64
 	// Held is true when the rate kept to the saturation rule (fewer than
-	// MaxLoss lost and at least MinBack answered): not Saturated.
+	// MaxLoss lost and at least MinBack answered: not Saturated) with the
+	// load generator keeping to its schedule (not LimitLoadgen): a rate
+	// the sender could not offer did not hold, whatever came back.
 	Held bool
 	// LimitedBy is the saturated cell's Cell.LimitedBy.
 	LimitedBy string
@@ -121,7 +123,7 @@ func RatePoints(cells []Cell, name string, queues int) []RatePoint {
 		if c.Name() != name || queuesOf(c.Queues) != queuesOf(queues) || !c.measured() {
 			continue
 		}
-		pts = append(pts, RatePoint{Rate: c.Rate, Held: !c.Saturated, LimitedBy: c.LimitedBy})
+		pts = append(pts, RatePoint{Rate: c.Rate, Held: !c.Saturated && c.LimitedBy != LimitLoadgen, LimitedBy: c.LimitedBy})
 	}
 	sort.Slice(pts, func(i, j int) bool { return pts[i].Rate < pts[j].Rate })
 	return pts

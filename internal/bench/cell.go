@@ -245,7 +245,9 @@ type Cell struct {
 	LossPct   float64 `json:"loss_pct"`
 	// LimitedBy says, for a saturated cell, which side limited it:
 	// LimitPath or LimitLoadgen (see Attribute); Limit where the missing
-	// messages went. Empty for a cell that kept up.
+	// messages went. A cell that kept up has none, unless its sender fell
+	// behind its schedule (BehindMax): then LimitLoadgen, since the path
+	// was offered less than the rate.
 	LimitedBy string `json:"limited_by,omitempty"`
 	Limit     *Limit `json:"limit,omitempty"`
 	// Unaccounted is Conservation.Unaccounted: 0 when the counters add up.
@@ -463,6 +465,9 @@ func (c *Cell) Format() string {
 		}
 	default:
 		s = FormatUs(c.P50Us) + " / " + FormatUs(c.P99Us)
+		if c.LimitedBy == LimitLoadgen {
+			s += " [loadgen]"
+		}
 	}
 	if c.Unaccounted != 0 {
 		s += fmt.Sprintf(" unaccounted %+d", c.Unaccounted)

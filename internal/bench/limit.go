@@ -73,9 +73,8 @@ func Attribute(c *Cell) Limit {
 		}
 	}
 	pathLost := l.EchoLost + l.Unaccounted + l.InFlight
-	behind := c.Rate > 0 && c.LagMaxUs/1e6 >= BehindMax*float64(c.Offered)/c.Rate
 	var why []string
-	if behind {
+	if c.behind() {
 		why = append(why, fmt.Sprintf("it fell behind its schedule by up to %s µs, more than %.0f%% of the measured time, and sent %s of the offered messages late",
 			FormatUs(c.LagMaxUs), BehindMax*100, FormatLoss(float64(c.Late)/float64(c.Offered)*100)))
 	}
@@ -112,13 +111,29 @@ func Attribute(c *Cell) Limit {
 	return l
 }
 
+// behind reports whether the cell's sender fell behind its schedule by
+// BehindMax of the measured time (Offered / Rate) or more.
+func (c *Cell) behind() bool {
+	return c.Rate > 0 && c.LagMaxUs/1e6 >= BehindMax*float64(c.Offered)/c.Rate
+}
+
 // attribute sets LimitedBy and Limit of a saturated cell that measured
-// something, and clears them otherwise.
+// something, and of a cell that kept up although its sender fell behind
+// (BehindMax): every answer came back, but the path was offered less than
+// the cell's rate, so the cell is the load generator's too. It clears
+// them otherwise.
 func (c *Cell) attribute() {
 	c.LimitedBy, c.Limit = "", nil
-	if !c.Saturated || !c.measured() {
-		return
+	switch {
+	case !c.measured():
+	case c.Saturated:
+		l := Attribute(c)
+		c.LimitedBy, c.Limit = l.By, &l
+	case c.behind():
+		c.LimitedBy = LimitLoadgen
+		c.Limit = &Limit{By: LimitLoadgen, Late: c.Late, Offered: c.Offered, Reason: fmt.Sprintf(
+			"every answer came back, but the load generator fell behind its schedule by up to %s µs, more than %.0f%% of the measured time, "+
+				"and sent %s of the offered messages late: the path was offered less than this rate, and the latency is the sender's lag",
+			FormatUs(c.LagMaxUs), BehindMax*100, FormatLoss(float64(c.Late)/float64(max(c.Offered, 1))*100))}
 	}
-	l := Attribute(c)
-	c.LimitedBy, c.Limit = l.By, &l
 }

@@ -71,9 +71,20 @@ func TestAttribute(t *testing.T) {
 			}
 		})
 	}
-	held := Cell{Offered: 10, Sent: 10, Received: 10}
+	held := Cell{Rate: 1e3, Offered: 1e3, Sent: 1e3, Received: 1e3, LagMaxUs: 50e3}
 	held.attribute()
 	if held.LimitedBy != "" || held.Limit != nil {
 		t.Fatalf("a cell that kept up has no limit: %q %+v", held.LimitedBy, held.Limit)
+	}
+	// Every answer back, but the sender 3 s behind a 2 s schedule: the
+	// path was offered less than the rate.
+	late := Cell{Rate: 400e3, Offered: 800e3, Sent: 800e3, Received: 800e3, Late: 800e3, LagMaxUs: 3e6}
+	late.attribute()
+	late.Display = late.Format()
+	if late.LimitedBy != LimitLoadgen || late.Limit == nil || !strings.HasSuffix(late.Display, "[loadgen]") {
+		t.Fatalf("a sender 3 s behind: limited by %q, %q", late.LimitedBy, late.Display)
+	}
+	if pts := RatePoints([]Cell{late}, "", 0); len(pts) != 1 || pts[0].Held {
+		t.Fatalf("points %+v: a rate the sender could not offer did not hold", pts)
 	}
 }

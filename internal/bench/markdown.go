@@ -63,7 +63,7 @@ func (r *Report) Markdown() string {
 		}
 	}
 
-	b.WriteString("\n## Results\n\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost (the rate is the achieved one); `[loadgen]` marks a saturated cell whose limit was the load generator itself (its own receive side lost most of the missing messages, or it fell behind its schedule by more than a tenth of the measured time), not the path: the path carried at least that rate.")
+	b.WriteString("\n## Results\n\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost (the rate is the achieved one); `[loadgen]` marks a cell whose limit was the load generator itself, not the path: its own receive side lost most of the missing messages, or it fell behind its schedule by more than a tenth of the measured time (then the path was offered less than the column's rate, and a latency is the sender's lag).")
 	if e.Repeat > 1 {
 		b.WriteString(fmt.Sprintf(" Each cell is the median of %d repeats.", e.Repeat))
 	}
@@ -454,7 +454,7 @@ func (r *Report) resultsMarkdown(b *strings.Builder) {
 	}
 	if capCol {
 		b.WriteString("\nCapacity: the largest offered rate that held (less than 0.1% lost, at least 99% answered), by bisection between the rates run; " +
-			"`≥` when no rate run saturated, `<` when none held, `[loadgen]` when the saturated rate above it was the load generator's limit (the path carries at least that).")
+			"`≥` when no rate run saturated, `<` when none held, `[loadgen]` when the rate above it was the load generator's limit (the path carries at least that). A rate the load generator could not offer (it fell behind) does not count as held.")
 		for _, c := range r.Capacity {
 			if len(c.Probes) > 0 {
 				fmt.Fprintf(b, " %s probed %s.", rowLabel(RowName(c.Kind, c.Variant), c.Queues), formatRates(c.Probes))
