@@ -172,3 +172,17 @@ func (r *Report) capacityText(k *KindRow) string {
 	}
 	return "-"
 }
+
+// Reassess puts each cell's limit on a side again (and its table text),
+// and computes the capacity, with the rules of this build: for a report
+// read back (netbench report), perhaps made before the rules existed.
+func (r *Report) Reassess() {
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		c.attribute()
+		if c.measured() {
+			c.Display = c.Format()
+		}
+	}
+	r.ComputeCapacity()
+}

@@ -114,7 +114,7 @@ func Attribute(c *Cell) Limit {
 // behind reports whether the cell's sender fell behind its schedule by
 // BehindMax of the measured time (Offered / Rate) or more.
 func (c *Cell) behind() bool {
-	return c.Rate > 0 && c.LagMaxUs/1e6 >= BehindMax*float64(c.Offered)/c.Rate
+	return c.Rate > 0 && c.Offered > 0 && c.LagMaxUs/1e6 >= BehindMax*float64(c.Offered)/c.Rate
 }
 
 // attribute sets LimitedBy and Limit of a saturated cell that measured

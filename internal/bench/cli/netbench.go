@@ -350,6 +350,7 @@ func ReportMain(args []string, stdout, stderr io.Writer) int {
 	if dir == "" {
 		dir = filepath.Dir(fs.Arg(0))
 	}
+	rep.Reassess()
 	nb := &netbench{o: NetbenchOptions{Out: dir}, rep: *rep}
 	if _, err := nb.finish(nil); err != nil {
 		fmt.Fprintln(stderr, "netbench report:", err)
