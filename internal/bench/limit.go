@@ -81,12 +81,6 @@ func Attribute(c *Cell) Limit {
 	if l.LoadgenLost > pathLost {
 		why = append(why, "its own receive side lost "+strings.Join(own, ", "))
 	}
-	if len(why) > 0 {
-		l.By = LimitLoadgen
-		l.Reason = "the load generator did not keep up: " + strings.Join(why, "; ")
-		return l
-	}
-	l.By = LimitPath
 	var parts []string
 	parts = append(parts, echo...)
 	if l.Unaccounted > 0 {
@@ -98,6 +92,15 @@ func Attribute(c *Cell) Limit {
 	if c.Offered > 0 && c.NotSent*100 >= c.Offered {
 		parts = append(parts, fmt.Sprintf("refused by Queue (back-pressure) %d", c.NotSent))
 	}
+	if len(why) > 0 {
+		l.By = LimitLoadgen
+		l.Reason = "the load generator did not keep up: " + strings.Join(why, "; ")
+		if len(parts) > 0 {
+			l.Reason += fmt.Sprintf("; at the rate it did offer, the path carried %s/s and lost %s", FormatRate(c.AchievedRate), strings.Join(parts, ", "))
+		}
+		return l
+	}
+	l.By = LimitPath
 	if len(parts) == 0 {
 		parts = append(parts, "answers came back too slowly for the drain")
 	}

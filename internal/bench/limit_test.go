@@ -20,9 +20,9 @@ func TestAttribute(t *testing.T) {
 		},
 		{
 			name: "sender 2.8 s behind a 1 s schedule: the echo's losses are at a lower rate than the cell's",
-			cell: Cell{Rate: 1e6, Offered: 1e6, Sent: 1e6, Received: 0.5e6, Late: 0.9e6, LagMaxUs: 2.8e6, Conservation: Conservation{
+			cell: Cell{Rate: 1e6, Offered: 1e6, Sent: 1e6, Received: 0.5e6, AchievedRate: 0.13e6, Late: 0.9e6, LagMaxUs: 2.8e6, Conservation: Conservation{
 				ByLayer: map[string]uint64{"echo.socket.drops": 0.5e6}}},
-			by: LimitLoadgen, inWords: "behind its schedule by up to 2800000",
+			by: LimitLoadgen, inWords: "at the rate it did offer, the path carried 130k/s and lost echo.socket.drops 500000",
 		},
 		{
 			name: "sender late after a stall, the echo dropped: the path",
