@@ -282,6 +282,7 @@ func pingAcross(t *testing.T, ps *Ports) (srv, cli *net.UDPConn) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { srv.Close() })
 	go func() {
 		buf := make([]byte, 64)
 		for {
@@ -299,6 +300,7 @@ func pingAcross(t *testing.T, ps *Ports) (srv, cli *net.UDPConn) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cli.Close() })
 	got := ""
 	buf := make([]byte, 64)
 	for deadline := time.Now().Add(30 * time.Second); got != "ping" && time.Now().Before(deadline); {
