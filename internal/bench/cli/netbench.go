@@ -115,6 +115,9 @@ type NetbenchOptions struct {
 	// largest that held and the lowest saturated one. 0: none, the
 	// capacity is bracketed by the table's rates alone.
 	Capacity int
+	// AllowedCPUs, when set, are the CPUs the run picks its pollers' (and
+	// SQ threads') CPUs from, instead of all those this process may use.
+	AllowedCPUs []int
 	// Port is the first port; cell i uses Port+i.
 	Port int
 	// Exe is the binary to run in echo and loadgen mode ("<Exe> echo ...",
@@ -527,7 +530,7 @@ func (nb *netbench) irqCPUs() (a, b []int, err error) {
 	case "":
 		return nil, nil, nil
 	case "auto":
-		allowed, _ := hostCPUs()
+		allowed, _ := nb.hostCPUs()
 		away := map[int]bool{}
 		for _, c := range append([]int{o.LoadCPU, o.EchoCPU}, append(slices.Clone(o.LoadCPUs), o.EchoCPUs...)...) {
 			if c < 0 {
@@ -730,7 +733,7 @@ func (nb *netbench) checkBusy() error {
 	if o.Wait {
 		return nil
 	}
-	allowed, err := hostCPUs()
+	allowed, err := nb.hostCPUs()
 	if err != nil {
 		return nil // env noted it; the groups check what they can
 	}
@@ -826,7 +829,7 @@ func (nb *netbench) env() {
 	}
 	e.Repeat = o.Repeat
 	e.Order = "each repeat runs every rate in turn and, at each rate, every kind in turn (the kinds' order rotates by one each repeat), so the machine's drift hits every kind alike; a cell's two tools start afresh each time"
-	allowed, err := hostCPUs()
+	allowed, err := nb.hostCPUs()
 	if err != nil || len(allowed) == 0 {
 		e.Notes = append(e.Notes, fmt.Sprintf("allowed CPUs unknown (%v): the tools are not pinned", err))
 	} else {

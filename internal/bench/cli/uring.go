@@ -54,9 +54,14 @@ func (u *uringFlags) record(sqpollCPU **int, napi *bool) {
 	*napi = *u.napi
 }
 
-// hostCPUs returns the CPUs this process may use. It is cpu.Allowed;
-// tests replace it to play a host with another number of CPUs.
-var hostCPUs = cpu.Allowed
+// hostCPUs returns the CPUs the run may use: NetbenchOptions.AllowedCPUs,
+// or those this process may (cpu.Allowed).
+func (nb *netbench) hostCPUs() ([]int, error) {
+	if len(nb.o.AllowedCPUs) > 0 {
+		return slices.Clone(nb.o.AllowedCPUs), nil
+	}
+	return cpu.Allowed()
+}
 
 // sqpollNeed is the number of CPUs a uring+sqpoll row needs with one
 // queue: both tools' pollers and both tools' SQ threads, all distinct.

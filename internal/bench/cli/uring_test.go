@@ -16,6 +16,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -62,23 +63,15 @@ func TestPickSQPollCPUs(t *testing.T) {
 	}
 }
 
-// fakeHostCPUs makes the host allow cpus for the rest of the test.
-func fakeHostCPUs(t *testing.T, cpus []int) {
-	saved := hostCPUs
-	hostCPUs = func() ([]int, error) { return slices.Clone(cpus), nil }
-	t.Cleanup(func() { hostCPUs = saved })
-}
-
 // On a host that allows 2 CPUs, the uring+sqpoll row says that it needs
 // 4 and is not measured; nothing is made for it (no test hosts, so no
 // root needed), and table, report.md and results.json all say why. The
 // row keeps kind "uring" with its variant beside it.
 func TestNetbenchSQPollTooFewCPUs(t *testing.T) {
-	fakeHostCPUs(t, []int{0, 1})
 	out := t.TempDir()
 	var progress strings.Builder
 	rep, err := Netbench(context.Background(), NetbenchOptions{
-		Kinds: []string{"uring+sqpoll"}, KindsGiven: true, Rates: []float64{20000},
+		Kinds: []string{"uring+sqpoll"}, KindsGiven: true, Rates: []float64{20000}, AllowedCPUs: []int{0, 1},
 		Warmup: 100 * time.Millisecond, Duration: time.Second, Size: 100, Batch: 16, Queues: 1,
 		LoadCPU: -1, EchoCPU: -1, Out: out, Exe: os.Args[0], Env: []string{childEnv}, Command: "test",
 	}, &progress)
@@ -112,9 +105,8 @@ func TestNetbenchSQPollTooFewCPUs(t *testing.T) {
 
 	// With enough CPUs but two queues: one SQ CPU for every queue's SQ
 	// thread would not be a CPU of its own.
-	fakeHostCPUs(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	rep, err = Netbench(context.Background(), NetbenchOptions{
-		Kinds: []string{"uring+sqpoll"}, KindsGiven: true, Rates: []float64{20000}, QueueCounts: []int{2},
+		Kinds: []string{"uring+sqpoll"}, KindsGiven: true, Rates: []float64{20000}, QueueCounts: []int{2}, AllowedCPUs: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
 		Warmup: 100 * time.Millisecond, Duration: time.Second, Size: 100, Batch: 16, Queues: 2,
 		LoadCPU: -1, EchoCPU: -1, Out: "", Exe: os.Args[0], Env: []string{childEnv}, Command: "test",
 	}, &progress)
@@ -274,7 +266,7 @@ func TestNetbenchURingVariants(t *testing.T) {
 			testutil.SkipIfNotSupported(t, errors.New(k.Reason))
 		}
 	}
-	allowed, _ := hostCPUs()
+	allowed, _ := cpu.Allowed()
 	for _, row := range []string{"uring", "uring+napi", "uring+sqpoll"} {
 		c, ok := rep.Cell(row, 2000)
 		if row == "uring+sqpoll" && len(allowed) < 4 {
