@@ -221,6 +221,19 @@ func TestCompare(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
 		}
 	}
+	// Each run's probes are its own: not cells to pair; the capacities
+	// are compared instead.
+	a.Cells = append(a.Cells, Cell{Kind: "udp", Rate: 63e3, Probe: true, Sent: 1, P50Us: 9, P99Us: 11})
+	a.ComputeCapacity()
+	b.ComputeCapacity()
+	cmp = Compare(a, b)
+	if !reflect.DeepEqual(cmp.OnlyA, []string{"tcp at 200k"}) || len(cmp.Capacity) == 0 || cmp.Capacity[0].Kind != "udp" {
+		t.Fatalf("with a probe in A: only in A %v, capacity %+v", cmp.OnlyA, cmp.Capacity)
+	}
+	if tab := cmp.Table("a.json", "b.json"); !strings.Contains(tab, "capacity:\n  udp: A ") {
+		t.Errorf("table lacks the capacity:\n%s", tab)
+	}
+	a.Cells = a.Cells[:len(a.Cells)-1]
 	// An undefined ratio is null in JSON and reads back as undefined.
 	a.Cells[1].AchievedRate = 0
 	cmp = Compare(a, b)
