@@ -233,7 +233,7 @@ func TestDPDKServerFiltersOtherPorts(t *testing.T) {
 // without waiting in QueueTo (RFC 826: request broadcast, reply learnt).
 func TestDPDKServerSendsFirst(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	b := openDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
 		Role: core.RoleServer, Port: 5000})
 	serverSendsFirst(t, b, p.B, p.B.Addr)
@@ -248,7 +248,7 @@ func TestDPDKServerSendsFirst(t *testing.T) {
 // that nobody on the link would answer.
 func TestDPDKServerSendsFirstBehindRouter(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	far := behindB(t, p)
 	b := openDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
 		Role: core.RoleServer, Port: 5000})
@@ -260,7 +260,7 @@ func TestDPDKServerSendsFirstBehindRouter(t *testing.T) {
 // what it sends arrives.
 func TestDPDKClientDestBehindRouter(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	far := behindB(t, p)
 	var conn *net.UDPConn
 	if err := p.B.Do(func() error {
