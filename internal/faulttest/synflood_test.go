@@ -17,6 +17,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -70,7 +71,7 @@ func TestFaultSYNFlood(t *testing.T) {
 }
 
 func synFlood(t *testing.T, kind string, d time.Duration, rate int) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	scfg := serverConfig(kind, p.B)
 	if os.Getenv("FLOOD_NO_LIMIT") == "1" {
 		scfg.XDP.SYNRate = -1 // for measuring what the limit is worth

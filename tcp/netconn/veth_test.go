@@ -318,7 +318,7 @@ func counter(s core.Stats, layer, name string) uint64 {
 // nothing answered; an ICMP echo request is answered (RFC 1122 §3.2.2.6).
 func TestXDPAnswersAsHost(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	addr := hostAddr(p.A, 3)
 	s := openXDP(t, p.A, core.Config{LocalIP: addr, Port: 7000}, Options{})
 	ln, err := s.Listen(7000)
