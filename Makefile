@@ -7,7 +7,9 @@
 #   make bench   the default netbench run: every kind, DPDK's too when libdpdk
 #                is installed (BENCHFLAGS adds netbench flags)
 #   make fuzz    every fuzz target for FUZZTIME each (default 1m)
-#   make soak    256 MiB through each stream kind over the lossy wire (not in CI)
+#   make soak    256 MiB through each stream kind over the lossy wire, and an
+#                io.Copy echo of 256 MiB on kernel tcp and tcp-xdp, three
+#                seeds (SOAK_SEEDS) each (not in CI)
 #
 # With CI=true a skipped test fails the run (see internal/tools/testgate).
 
@@ -109,10 +111,16 @@ bench:
 	echo "$(GO) run $$tags ./cmd/netbench $(BENCHFLAGS)"; \
 	$(GO) run $$tags ./cmd/netbench $(BENCHFLAGS)
 
+SOAK_SEEDS ?= 3
+
+# Each run of TestFaultCopyWire draws a fresh wire seed (logged: replay
+# with WIRE_SEED=<seed>), so -count is the number of seeds.
 soak:
 	SOAK=1 $(GO) test -count=1 -run '^TestFaultLossyWire' -v -timeout 60m ./internal/faulttest/
+	SOAK=1 $(GO) test -count=$(SOAK_SEEDS) -run '^TestFaultCopyWire' -v -timeout 60m ./internal/faulttest/
 	@if pkg-config --exists libdpdk 2>/dev/null; then \
-		SOAK=1 $(GO) test -tags dpdk -count=1 -run '^TestFaultLossyWire' -v -timeout 60m ./internal/faulttest/; \
+		SOAK=1 $(GO) test -tags dpdk -count=1 -run '^TestFaultLossyWire' -v -timeout 60m ./internal/faulttest/ && \
+		SOAK=1 $(GO) test -tags dpdk -count=$(SOAK_SEEDS) -run '^TestFaultCopyWire/tcp-dpdk' -v -timeout 60m ./internal/faulttest/; \
 	else echo "soak: libdpdk missing, tcp-dpdk not soaked"; fi
 
 clean:

@@ -14,6 +14,7 @@ import (
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -369,7 +370,7 @@ func runFlows(t testing.TB, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 // connected socket keeps the TX queue of its first datagram.
 func groupPair(t testing.TB, cpus []int) *testhost.Pair {
 	t.Helper()
-	p := testhost.NewT(t, testhost.Options{Queues: 2, XPSCPUs: cpus})
+	p := hosttest.New(t, testhost.Options{Queues: 2, XPSCPUs: cpus})
 	if err := p.A.AddNeigh(p.B.Addr, p.B.MAC); err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,30 @@ func init() {
 			},
 		},
 		Case{
+			Name:  "tcp-zero-window-ack-processed",
+			RFC:   "RFC 9293 §3.10.7.4 (with RCV.WND zero no segment is acceptable, but special allowance should be made to accept valid ACKs)",
+			Title: "with its window at zero, the DUT takes the ACK a window probe carries: the data it acknowledges is not retransmitted",
+			Run: func(e *Env) {
+				f, c := e.Established(PlainOpts, SockOpts{RecvBuf: 16384}, 1000)
+				fillWindow(e, f)
+				e.Write(c, Pattern(500, 7))
+				d := f.Expect("data from the DUT", IsData)
+				end := d.TCP.Seq + uint32(len(d.Payload))
+				// A one-byte probe at RCV.NXT (as the DUT's segment says
+				// it) that acknowledges it.
+				f.SendRaw(d.TCP.Ack, end, ACK, []byte{0x55})
+				if a := f.Expect("ACK of the probe", Has(ACK)); a.TCP.Window != 0 {
+					e.Note("the probe's answer advertises window %d", a.TCP.Window)
+				}
+				r := f.b.TryExpectTimer(3*time.Second, f.With(func(fr *Frame) bool {
+					return IsData(fr) && int32(fr.TCP.Seq-end) < 0
+				}))
+				if r != nil {
+					e.Errorf("the DUT retransmitted data the probe acknowledged (its ACK field was dropped with the probe): %v", r)
+				}
+			},
+		},
+		Case{
 			Name:  "tcp-window-update-after-read",
 			RFC:   "RFC 9293 §3.8.6.2.2 / RFC 1122 §4.2.3.3 (the receiver announces the window when the application frees buffer)",
 			Title: "after a zero window, the application reads everything: the DUT sends a window update on its own",

@@ -33,6 +33,16 @@ var Accepted = []Difference{
 			"for a transport protocol the host does not support; Linux has UDP and answers Port Unreachable (code 3).",
 	},
 	{
+		Case: "tcp-zero-window-ack-processed", Ours: Pass, Linux: Fail,
+		RFC: "RFC 9293 §3.10.7.4",
+		Reason: "Linux (6.18 here) drops a one-byte probe into its zero window whole, ACK field included, and retransmits " +
+			"the data the probe acknowledged at its RTO. It does not deadlock on that because it never refuses data inside a " +
+			"window it advertised, so its peer's ACKs stay acceptable. Netstack's segment queue does refuse such data when " +
+			"its receive memory is full, and the peer's ACKs then lie beyond its zero window: gVisor drops them the same way, " +
+			"which stalled an io.Copy echo for good, so our link endpoint hands netstack their ACK fields as bare ACKs " +
+			"(stack/zerowindow.go), as the section asks.",
+	},
+	{
 		Case: "tcp-ack-unsent-data", Ours: Fail, Linux: Pass,
 		RFC: "RFC 9293 §3.10.7.4 / RFC 5961 §5.2",
 		Reason: "gVisor netstack answers a segment that acknowledges unsent data with an ACK but still queues the segment's " +

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/stack/native"
@@ -35,18 +36,16 @@ func (nativeFactory) New(tb TB, s Setup) (DUT, error) {
 	if mtu == 0 {
 		mtu = memio.DefaultMTU
 	}
-	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
-	pa, pb := memio.NewPair(memio.Options{MTU: mtu, Clock: clk})
-	o := native.Options{Addr: memDUTAddr, PrefixLen: 24, Clock: clk, MinRTO: s.RTOMin,
-		MaxConns: 64, SendBuf: 64 << 10, RecvBuf: 64 << 10,
-		Neighbors: map[netip.Addr]net.HardwareAddr{memBenchAddr: pb.MAC()}}
-	e, err := native.New(pa, o)
+	pa, pb := memio.NewPair(memio.Options{MTU: mtu})
+	d, err := newNativeDUT(pa, s, memDUTAddr, 24, memBenchAddr, pb.MAC())
 	if err != nil {
 		pa.Close()
 		pb.Close()
-		return nil, fmt.Errorf("native: %w", err)
+		return nil, err
 	}
-	d := &nativeDUT{e: e, clk: clk, start: clk.Now(), wait: pa.Wait, interrupt: pa.Interrupt, link: memLink{pb}}
+	d.info = Info{Name: "native-memio", Kind: KindNative, MAC: pa.MAC(), BenchMAC: pb.MAC(),
+		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: mtu, Lacks: nativeLacks}
+	d.link = memLink{pb}
 	d.closeWire = func() error { return errors.Join(pa.Close(), pb.Close()) }
 	d.settle = func(wait time.Duration) {
 		deadline := time.Now().Add(wait)
@@ -54,39 +53,51 @@ func (nativeFactory) New(tb TB, s Setup) (DUT, error) {
 			time.Sleep(100 * time.Microsecond)
 		}
 	}
-	d.info = Info{Name: "native-memio", Kind: KindNative, MAC: pa.MAC(), BenchMAC: pb.MAC(),
-		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: mtu,
-		Lacks: map[Cap]string{CapUDP: nativeNoUDP}}
+	return d, nil
+}
+
+var nativeLacks = map[Cap]string{CapUDP: "the native engine has no UDP sockets (it answers UDP with port unreachable)"}
+
+// nativeFrameIO is what the DUT's poll loop needs: frames and Wait.
+type nativeFrameIO interface {
+	frameio.FrameIO
+	frameio.Waiter
+}
+
+// newNativeDUT makes the engine on fio, on a fake clock only the bench
+// moves, with bench as a static neighbour, and starts its poll loop. The
+// caller fills in info, link, closeWire and settle; on error fio is the
+// caller's to close.
+func newNativeDUT(fio nativeFrameIO, s Setup, addr netip.Addr, prefix int, bench netip.Addr, benchMAC net.HardwareAddr) (*nativeDUT, error) {
+	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
+	o := native.Options{Addr: addr, PrefixLen: prefix, Clock: clk, MinRTO: s.RTOMin,
+		MaxConns: 64, SendBuf: 64 << 10, RecvBuf: 64 << 10,
+		Neighbors: map[netip.Addr]net.HardwareAddr{bench: benchMAC}}
+	e, err := native.New(fio, o)
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	d := &nativeDUT{e: e, fio: fio, clk: clk, start: clk.Now()}
 	d.startLoop()
 	return d, nil
 }
 
-// nativeNoUDP is why the native DUTs lack CapUDP.
-const nativeNoUDP = "the native engine has no UDP sockets (it answers UDP with port unreachable)"
-
-// nativeDUT is the native engine over a FrameIO (memio, or AF_XDP on a
-// veth), on a fake clock. The engine is owned by one goroutine at a time:
-// the poll loop and the socket calls take mu.
+// nativeDUT is the native engine over a FrameIO. The engine is owned by
+// one goroutine at a time: the poll loop and the socket calls take mu.
 type nativeDUT struct {
-	mu    sync.Mutex
-	e     *native.Engine
-	clk   *memio.FakeClock
-	start time.Time
-	info  Info
-	err   error
-
-	// The transport's part: the FrameIO's Wait and Interrupt, the bench's
-	// link, what Close releases, and how Settle knows the frames arrived
-	// (nil: one more round of the loop only).
-	wait      func(context.Context) error
-	interrupt func()
+	mu        sync.Mutex
+	e         *native.Engine
+	fio       nativeFrameIO
+	clk       *memio.FakeClock
+	start     time.Time
+	info      Info
 	link      Link
 	closeWire func() error
 	settle    func(time.Duration)
-
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	err       error
+	cancel    context.CancelFunc
+	done      chan struct{}
+	once      sync.Once
 }
 
 var (
@@ -112,7 +123,7 @@ func (d *nativeDUT) startLoop() {
 				return
 			}
 			if n == 0 {
-				if err := d.wait(ctx); err != nil && ctx.Err() == nil {
+				if err := d.fio.Wait(ctx); err != nil && ctx.Err() == nil {
 					d.setErr(err)
 					return
 				}
@@ -169,7 +180,7 @@ func (d *nativeDUT) Settle(wait time.Duration) {
 	if d.settle != nil {
 		d.settle(wait)
 	} else {
-		time.Sleep(2 * time.Millisecond) // the veth delivers within microseconds
+		time.Sleep(2 * time.Millisecond)
 	}
 	d.do(func() { d.e.Poll(64) })
 }
@@ -203,7 +214,6 @@ func (d *nativeDUT) Counters() (map[string]uint64, error) {
 func (d *nativeDUT) Close() error {
 	d.once.Do(func() {
 		d.cancel()
-		d.interrupt()
 		<-d.done
 		d.mu.Lock()
 		d.e.Close()

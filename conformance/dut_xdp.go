@@ -18,10 +18,10 @@ import (
 // variant of the XDP program (tcp.OpenXDP, as the tcp-xdp kind opens it)
 // under our stack, built and driven as for ours-memio (fake clock). A's
 // kernel loses its address (tcp-xdp refuses an address the kernel holds);
-// our stack has it. The program gives our stack ARP and the TCP segments of
-// one port (dutPort); everything else reaches A's kernel, which drops it
-// (the address is not its own): the cases that need other traffic do not
-// run here (CapIP). Needs root and AF_XDP (Linux >= 5.9 for the bpf_link).
+// our stack has it. The program gives our stack ARP and every IPv4
+// datagram to its address (any TCP port, ICMP, fragments, IP options), as
+// a host receives them; frames to other addresses reach A's kernel, which
+// drops them. Needs root and AF_XDP (Linux >= 5.9 for the bpf_link).
 func OursXDP() Factory { return xdpFactory{} }
 
 type xdpFactory struct{}
@@ -31,8 +31,7 @@ func (xdpFactory) Name() string { return "ours-xdp" }
 
 // xdpLacks is what the tcp-xdp DUT cannot show.
 var xdpLacks = map[Cap]string{
-	CapIP:  "the tcp-xdp program passes ICMP, UDP, other protocols and other TCP ports to the kernel: such a case would test the kernel (which drops them: the address is not its own), not our stack",
-	CapUDP: "stack.New registers no UDP, and the tcp-xdp program gives UDP to the kernel",
+	CapUDP: "stack.New registers no UDP (its datagrams reach netstack, which answers protocol unreachable)",
 }
 
 // New implements Factory.

@@ -42,6 +42,12 @@ const SleepSlice = time.Millisecond
 // (netstack computes and verifies every checksum in software, which is right
 // on any card and on veth).
 //
+// Two repairs of this gVisor version's TCP sit in the Endpoint, which sees
+// every segment both ways: a segment that netstack would refuse as out of
+// its receive window is preceded by a bare ACK carrying its ACK field and
+// window (acks_salvaged; RFC 9293 §3.10.7.4, see zerowindow.go), and a
+// SYN+FIN is dropped before netstack (rx_syn_fin_dropped).
+//
 // Receive runs on the poll loop (Poll); transmit (WritePackets) may be called
 // by any goroutine. See the package documentation for the threading rules.
 // The FrameIO belongs to the Endpoint from NewEndpoint on, but Endpoint does
@@ -80,6 +86,14 @@ type Endpoint struct {
 	cancelMu sync.Mutex
 	cancel   context.CancelFunc
 
+	// acks repairs netstack's zero-window drop of ACK fields (see
+	// zerowindow.go); ackBuf holds the pure ACK it makes. Both under
+	// ackMu: the transmit side notes what netstack sends, the receive
+	// side (the poll loop, InjectFrame) what the peer sends.
+	ackMu  sync.Mutex
+	acks   ackSalvage
+	ackBuf []byte
+
 	// Receive side, poll loop only.
 	deliver func([]byte)
 	arpTap  func([]byte) // SetARPTap; set before the stack runs
@@ -92,6 +106,7 @@ type Endpoint struct {
 	kicks, writerKicks, wakeups                 atomic.Uint64
 	rxInjected, arpShared                       atomic.Uint64
 	synRestamped                                atomic.Uint64
+	acksSalvaged, rxSynFin                      atomic.Uint64
 }
 
 var _ nstack.LinkEndpoint = (*Endpoint)(nil)
@@ -103,7 +118,9 @@ func NewEndpoint(fio frameio.FrameIO) *Endpoint {
 		fio:   fio,
 		addr:  tcpip.LinkAddress(fio.MAC()),
 		txBuf: make([]byte, fio.MTU()+ethHeader),
-		clock: tcpip.NewStdClock(),
+		// The largest headers: IPv4 and TCP with all their options.
+		ackBuf: make([]byte, ethHeader+60+60),
+		clock:  tcpip.NewStdClock(),
 	}
 	e.mtu.Store(uint32(fio.MTU()))
 	e.irq, _ = fio.(Interrupter)
@@ -253,6 +270,11 @@ func (e *Endpoint) writeLocked(pkt *nstack.PacketBuffer) tcpip.Error {
 	}
 	if isSYN(frame) && e.syns.restamp(frame, e.clock.NowMonotonic().Sub(tcpip.MonotonicTime{}).Milliseconds()) {
 		e.synRestamped.Add(1)
+	}
+	if v, ok := parseTCP(frame); ok {
+		e.ackMu.Lock()
+		e.acks.sent(v)
+		e.ackMu.Unlock()
 	}
 	if !e.fio.TxFrame(frame) {
 		if e.ownerKicks {
@@ -455,25 +477,40 @@ func (e *Endpoint) dispatch(frame []byte) {
 		e.rxOtherHost.Add(1)
 		return
 	}
-	proto := eth.Type()
 	if isSYN(frame) {
 		e.txMu.Lock() // the table is the transmit side's
 		e.syns.notePeerSYN(frame)
 		e.txMu.Unlock()
 	}
-	if tcpPayloadLen(frame) > 0 {
-		e.rxDataFrames.Add(1)
+	if v, ok := parseTCP(frame); ok && typ == tcpip.PacketHost {
+		if v.tcp.Flags()&(header.TCPFlagSyn|header.TCPFlagFin) == header.TCPFlagSyn|header.TCPFlagFin {
+			// SYN and FIN together open and close at once: no
+			// host's TCP sends it, scanners and floods do. Linux
+			// drops it; this gVisor version answers with a SYN-ACK.
+			e.rxSynFin.Add(1)
+			return
+		}
+		if v.payload > 0 {
+			e.rxDataFrames.Add(1)
+		}
+		e.ackMu.Lock()
+		if ack := e.acks.received(v, e.ackBuf); ack != nil {
+			e.acksSalvaged.Add(1)
+			deliverTo(d, typ, ack)
+		}
+		e.ackMu.Unlock()
 	}
+	deliverTo(d, typ, frame)
+}
+
+// deliverTo hands netstack's dispatcher d a copy of frame, received as typ.
+func deliverTo(d nstack.NetworkDispatcher, typ tcpip.PacketType, frame []byte) {
 	pkt := nstack.NewPacketBuffer(nstack.PacketBufferOptions{
 		Payload: buffer.MakeWithView(buffer.NewViewWithData(frame)),
 	})
-	if _, ok := pkt.LinkHeader().Consume(ethHeader); !ok {
-		e.rxMalformed.Add(1)
-		pkt.DecRef()
-		return
-	}
+	pkt.LinkHeader().Consume(ethHeader) // the caller checked the length
 	pkt.PktType = typ
-	d.DeliverNetworkPacket(proto, pkt)
+	d.DeliverNetworkPacket(header.Ethernet(frame).Type(), pkt)
 	pkt.DecRef()
 }
 
@@ -567,22 +604,9 @@ func (e *Endpoint) Interrupt() {
 // counts (the "packing" of records into segments); netstack does the real
 // parsing.
 func tcpPayloadLen(frame []byte) int {
-	if len(frame) < ethHeader+header.IPv4MinimumSize ||
-		header.Ethernet(frame).Type() != header.IPv4ProtocolNumber {
+	v, ok := parseTCP(frame)
+	if !ok {
 		return 0
 	}
-	ip := header.IPv4(frame[ethHeader:])
-	if !ip.IsValid(len(frame)-ethHeader) || ip.TransportProtocol() != header.TCPProtocolNumber ||
-		ip.FragmentOffset() != 0 || ip.More() {
-		return 0
-	}
-	tcpSeg := ip.Payload()
-	if len(tcpSeg) < header.TCPMinimumSize {
-		return 0
-	}
-	off := int(header.TCP(tcpSeg).DataOffset())
-	if off < header.TCPMinimumSize || off > len(tcpSeg) {
-		return 0
-	}
-	return len(tcpSeg) - off
+	return v.payload
 }

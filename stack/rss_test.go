@@ -8,6 +8,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 )
 
 // msKey is the key of Microsoft's RSS verification suite.
@@ -95,7 +96,7 @@ func TestSourcePorts(t *testing.T) {
 }
 
 func TestReadRSSOnVeth(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{Queues: 2})
+	p := hosttest.New(t, testhost.Options{Queues: 2})
 	err := p.A.Do(func() error {
 		_, err := ReadRSS(p.A.Iface)
 		return err

@@ -190,5 +190,7 @@ func (e *Endpoint) AppendCounters(dst []core.Counter) []core.Counter {
 	add("rx_injected", e.rxInjected.Load())
 	add("arp_replies_shared", e.arpShared.Load())
 	add("syn_restamped", e.synRestamped.Load())
+	add("acks_salvaged", e.acksSalvaged.Load())
+	add("rx_syn_fin_dropped", e.rxSynFin.Load())
 	return dst
 }

@@ -357,3 +357,39 @@ func TestCloseRefusesWrites(t *testing.T) {
 		t.Fatalf("Sleep on a closed FrameIO = %v, want net.ErrClosed", err)
 	}
 }
+
+// TestSYNFINDropped: a SYN+FIN to a listening port is dropped before
+// netstack and counted (rx_syn_fin_dropped), as Linux drops it (RFC 9293
+// §3.10.7.2: a FIN in LISTEN cannot be validated); this gVisor version
+// would answer it with a SYN-ACK. A plain SYN to the same port that
+// follows is answered.
+func TestSYNFINDropped(t *testing.T) {
+	pa, pb := memio.NewPair(memio.Options{})
+	s, err := New(pa, Options{Addr: addrA, Neighbors: map[netip.Addr]net.HardwareAddr{addrB: pb.MAC()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := gonet.ListenTCP(s.NS, full(addrA, 7000), ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	l := startLoop(t, s)
+	defer l.stop()
+	h := &rawHost{t: t, p: pb, mac: pb.MAC(), ip: addrB}
+	syn := func(fin bool, sport layers.TCPPort) {
+		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: addrB.AsSlice(), DstIP: addrA.AsSlice()}
+		tcp := &layers.TCP{SrcPort: sport, DstPort: 7000, Seq: 1, SYN: true, FIN: fin, Window: 65535}
+		tcp.SetNetworkLayerForChecksum(ip)
+		h.send(&layers.Ethernet{SrcMAC: h.mac, DstMAC: pa.MAC(), EthernetType: layers.EthernetTypeIPv4}, ip, tcp)
+	}
+	syn(true, 40000)
+	syn(false, 40001)
+	pk, _ := h.recv(func(p gopacket.Packet) bool { _, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP); return ok })
+	if tcp := pk.Layer(layers.LayerTypeTCP).(*layers.TCP); tcp.DstPort != 40001 || !tcp.SYN || !tcp.ACK {
+		t.Fatalf("first TCP answer: %v; want the SYN-ACK to the plain SYN (port 40001) only", tcp)
+	}
+	if n := get(s.AppendCounters(nil), "link", "rx_syn_fin_dropped"); n != 1 {
+		t.Errorf("rx_syn_fin_dropped %d, want 1", n)
+	}
+}

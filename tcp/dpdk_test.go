@@ -17,6 +17,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -62,7 +63,7 @@ func openTCPDPDK(t *testing.T, h *testhost.Host, driver string, cfg core.Config)
 func dpdkTCPPrepare(t *testing.T, driver string) *testhost.Pair {
 	t.Helper()
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	if driver == "net_af_packet" {
 		if err := p.A.DelAddr(); err != nil {
 			t.Fatal(err)
@@ -249,7 +250,7 @@ func testDPDKTCPServerKernelClient(t *testing.T) {
 // refuses with a ConfigError on LocalIP, and leaves the interface clean.
 func TestDPDKTCPAfPacketKernelAddress(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	_, err := openTCPDPDK(t, p.A, "net_af_packet", core.Config{Role: core.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 5000})
 	testutil.SkipIfNotSupported(t, func() error {
 		if errors.Is(err, core.ErrNotSupported) {

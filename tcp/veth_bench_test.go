@@ -10,6 +10,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	ktcp "github.com/dgramio/dgramio/kernel/tcp"
 	"github.com/dgramio/dgramio/tcp"
@@ -64,7 +65,7 @@ func open(b *testing.B, h *testhost.Host, cfg core.Config) core.Backend {
 }
 
 func vethRTT(b *testing.B, kind string, sleep bool) {
-	p := testhost.NewT(b, testhost.Options{})
+	p := hosttest.New(b, testhost.Options{})
 	srvIP, cliIP := p.B.Addr, p.A.Addr
 	if kind == core.KindTCPXDP { // addresses the kernels do not hold
 		srvIP, cliIP = addrOn(p.B, 4), addrOn(p.A, 3)

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -19,9 +20,16 @@ import (
 // (package frameio/afxdp), with the TCP variant of the XDP program.
 //
 // What the kernel still sees. The program redirects into the socket every
-// TCP segment whose source or destination port is cfg.Port (a client's own
-// port is ephemeral; the server's answers come from Port) and every ARP
-// frame; everything else goes on to the kernel. Netstack answers ARP for
+// IPv4 frame to cfg.LocalIP (TCP to any port, ICMP, UDP, fragments and IP
+// options alike) and every ARP frame; frames to other addresses go on to
+// the kernel. So netstack answers for its address as a host does: a RST
+// to a SYN for a closed port, ICMP echo replies, unreachables. SYNs to
+// cfg.LocalIP pass a per-CPU token bucket in the program first
+// (cfg.XDP.SYNRate and SYNBurst, core.DefaultSYNRate per second by
+// default; xdp-prog dropped_syn counts the rest), so that a SYN flood
+// cannot fill the socket's ring ahead of the established connections'
+// segments; and the link endpoint drops a SYN+FIN before netstack, which
+// would answer it (link rx_syn_fin_dropped). Netstack answers ARP for
 // cfg.LocalIP and resolves its peers itself, so while the socket is open
 // the kernel on that interface sees no ARP at all: it neither answers for
 // its own addresses nor resolves neighbours there (entries it has go stale
@@ -34,8 +42,7 @@ import (
 // kernel owning it would answer with a RST any segment of our connections
 // that reaches it instead of the socket, and kill the connection: a frame
 // that arrives on another queue of a multi-queue NIC (the program redirects
-// only to the socket of its own queue; others pass), an IP fragment or a
-// packet with IP options (the program passes those), or anything in the
+// only to the socket of its own queue; others pass), or anything in the
 // instants the program is attached without the socket in its map. An
 // address the kernel does not have makes the kernel drop such frames
 // silently, and TCP retransmits. Use an address of the same subnet that the
@@ -91,7 +98,7 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 
 // OpenXDP opens what NewXDP runs the userspace TCP on, without the stack:
 // the AF_XDP socket on cfg.Iface, queue cfg.XDP.QueueID, with the TCP
-// variant of the XDP program redirecting cfg.Port's segments and ARP. It
+// variant of the XDP program redirecting cfg.LocalIP's frames and ARP. It
 // checks, as NewXDP does, that the kernel does not hold cfg.LocalIP on
 // cfg.Iface (a *core.ConfigError otherwise), and pins nothing (cfg.CPUs is
 // for whoever polls). It applies cfg's defaults and makes NewXDP's checks
@@ -135,30 +142,50 @@ func checkKernelAddr(cfg core.Config) error {
 	return nil
 }
 
-// openXSK opens the AF_XDP socket of cfg's queue, with a TCP program of
-// its own, or registered into prog when it is set. With cfg.Pcap set, the
-// socket is wrapped in a pcapio capture of every frame (pcapio.Wrap): the
+// openXSK opens the AF_XDP socket of cfg's queue, registered into prog
+// when it is set, else into a TCP program of its own (attachTCP), which
+// the returned Options.Close detaches after the socket is closed and
+// whose counters the FrameIO's Stats carry. With cfg.Pcap set, the socket
+// is wrapped in a pcapio capture of every frame (pcapio.Wrap): the
 // returned FrameIO and Options.Close are the capture's, whose Close
 // flushes the files and then closes the socket.
 func openXSK(cfg core.Config, prog *afxdp.Program) (frameio.FrameIO, Options, error) {
+	own := prog == nil
+	if own {
+		var err error
+		if prog, err = attachTCP(cfg, cfg.XDP.QueueID, 1); err != nil {
+			return nil, Options{}, err
+		}
+	}
 	o := afxdp.OptionsFromConfig(cfg)
 	o.Program = xdpprog.TCP
 	o.Port = cfg.Port
 	o.Shared = prog
 	x, err := afxdp.Open(o)
 	if err != nil {
+		if own {
+			prog.Close()
+		}
 		return nil, Options{}, err
 	}
 	fio, err := pcapio.Wrap(x, cfg.Pcap) // x itself when Pcap is unset
 	if err != nil {
 		x.Close()
+		if own {
+			prog.Close()
+		}
 		return nil, Options{}, err
 	}
 	mode := engineName(cfg) + " over xdp " + x.Mode()
 	if cfg.Pcap != "" {
 		mode += " +pcap"
 	}
-	return fio, Options{Mode: mode, Close: fio.Close}, nil
+	closeFn := fio.Close
+	if own {
+		closeFn = func() error { return errors.Join(fio.Close(), prog.Close()) }
+		fio = withProgram(fio, prog)
+	}
+	return fio, Options{Mode: mode, Close: closeFn}, nil
 }
 
 // engineName is the userspace TCP/IP engine of cfg as Mode names it.
@@ -168,6 +195,62 @@ func engineName(cfg core.Config) string {
 	}
 	return "netstack"
 }
+
+// attachTCP attaches the TCP program for cfg's queues first..first+n-1:
+// every frame to cfg.LocalIP, and ARP, goes to the sockets; SYNs to it
+// are limited per CPU by cfg.XDP.SYNRate and SYNBurst.
+func attachTCP(cfg core.Config, first, n int) (*afxdp.Program, error) {
+	rate, burst := cfg.XDP.SYNRate, cfg.XDP.SYNBurst
+	switch {
+	case rate < 0:
+		rate, burst = 0, 0
+	case rate == 0:
+		rate = core.DefaultSYNRate
+	}
+	if rate > 0 && burst == 0 {
+		burst = core.DefaultSYNBurst
+	}
+	if burst < 0 || int64(rate) > 1<<31 || int64(burst) > 1<<31 {
+		return nil, &core.ConfigError{Field: "XDP.SYNBurst", Value: cfg.XDP.SYNBurst,
+			Reason: "SYNRate and SYNBurst must be 0 (defaults) to 2^31; a negative SYNRate turns the limit off"}
+	}
+	return afxdp.AttachProgram(afxdp.ProgramOptions{Iface: cfg.Iface, Program: xdpprog.TCP, Port: cfg.Port,
+		FirstQueue: first, Queues: n, Mode: cfg.XDP.Mode,
+		Host: cfg.LocalIP, SYNRate: uint32(rate), SYNBurst: uint32(burst)})
+}
+
+// withProgram returns fio with prog's counters (layer "xdp-prog") added to
+// its Stats, as a socket with a program of its own reports them. fio keeps
+// its Wait and Interrupt (an AF_XDP socket, captured or not, has both); a
+// FrameIO without them is returned as it is.
+func withProgram(fio frameio.FrameIO, prog *afxdp.Program) frameio.FrameIO {
+	_, w := fio.(frameio.Waiter)
+	_, i := fio.(stack.Interrupter)
+	if !w || !i {
+		return fio
+	}
+	return &progFIO{FrameIO: fio, prog: prog}
+}
+
+type progFIO struct {
+	frameio.FrameIO
+	prog *afxdp.Program
+}
+
+// Stats implements frameio.FrameIO: the socket's, and the program's.
+func (p *progFIO) Stats() frameio.Stats {
+	s := p.FrameIO.Stats()
+	if c, err := p.prog.Counters(); err == nil {
+		s.Layers = append(s.Layers, c.Layers()...)
+	}
+	return s
+}
+
+// Wait implements frameio.Waiter.
+func (p *progFIO) Wait(ctx context.Context) error { return p.FrameIO.(frameio.Waiter).Wait(ctx) }
+
+// Interrupt implements stack.Interrupter.
+func (p *progFIO) Interrupt() { p.FrameIO.(stack.Interrupter).Interrupt() }
 
 // xdpGroup is kind tcp-xdp with several queues.
 type xdpGroup struct {
@@ -234,8 +317,7 @@ func NewXDPGroup(cfg core.Config) (core.QueueGroup, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
-	prog, err := afxdp.AttachProgram(afxdp.ProgramOptions{Iface: cfg.Iface, Program: xdpprog.TCP, Port: cfg.Port,
-		FirstQueue: cfg.XDP.QueueID, Queues: cfg.Queues, Mode: cfg.XDP.Mode})
+	prog, err := attachTCP(cfg, cfg.XDP.QueueID, cfg.Queues)
 	if err != nil {
 		return nil, err
 	}

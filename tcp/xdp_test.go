@@ -24,6 +24,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/internal/wire"
 )
@@ -158,7 +159,7 @@ func TestXDPClientKernelServer(t *testing.T) { engines(t, testXDPClientKernelSer
 
 func testXDPClientKernelServer(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	ln, wg := kernelEcho(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
 	defer ln.Close()
 	b, err := openXDP(t, p.A, core.Config{LocalIP: xdpAddr(p.A, 3), Dests: []netip.Addr{p.B.Addr}, Port: 5000})
@@ -207,7 +208,7 @@ func testXDPClientKernelServer(t *testing.T) {
 // in the other; and the mode says so.
 func TestXDPPcap(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	ln, wg := kernelEcho(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
 	defer ln.Close()
 	prefix := filepath.Join(t.TempDir(), "cap")
@@ -270,7 +271,7 @@ func TestXDPPinsProcess(t *testing.T) {
 		testutil.Skip(t, "cannot read this process's CPU affinity: "+err.Error())
 	}
 	c := allowed[len(allowed)-1]
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	ln, wg := kernelEcho(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
 	defer ln.Close()
 	b, err := openXDP(t, p.A, core.Config{LocalIP: xdpAddr(p.A, 3), Dests: []netip.Addr{p.B.Addr}, Port: 5000, CPUs: []int{c}})
@@ -299,7 +300,7 @@ func TestXDPServerKernelClient(t *testing.T) { engines(t, testXDPServerKernelCli
 
 func testXDPServerKernelClient(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	addr := xdpAddr(p.A, 3)
 	b, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: addr, Port: 5000})
 	testutil.SkipIfNotSupported(t, err)
@@ -392,7 +393,7 @@ func testXDPServerKernelClient(t *testing.T) {
 // refused (ConfigError on LocalIP) before anything is attached.
 func TestXDPRefusesKernelAddress(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	_, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: p.A.Addr, Port: 5000})
 	var ce *core.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "LocalIP" {
@@ -416,7 +417,7 @@ func TestXDPRefusesKernelAddress(t *testing.T) {
 // Run as root: go test -run '^$' -bench VethOneWay ./tcp
 func BenchmarkVethOneWay(b *testing.B) {
 	testutil.RequireRoot(b)
-	p := testhost.NewT(b, testhost.Options{})
+	p := hosttest.New(b, testhost.Options{})
 	var srv, cli *Backend
 	if err := p.B.Do(func() error {
 		be, err := NewXDP(core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: p.B.Iface, LocalIP: xdpAddr(p.B, 4), Port: 5000})
@@ -522,7 +523,7 @@ func TestXDPServerManyKernelClients(t *testing.T) { engines(t, testXDPServerMany
 
 func testXDPServerManyKernelClients(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	addr := xdpAddr(p.A, 3)
 	b, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: addr, Port: 5000})
 	testutil.SkipIfNotSupported(t, err)

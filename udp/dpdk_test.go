@@ -18,6 +18,7 @@ import (
 	"github.com/dgramio/dgramio/frameio/dpdk"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -90,7 +91,7 @@ func TestDPDKEchoKernelPeer(t *testing.T) {
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
 		t.Run(driver, func(t *testing.T) {
 			testutil.RequireRoot(t)
-			p := testhost.NewT(t, testhost.Options{})
+			p := hosttest.New(t, testhost.Options{})
 			kernelEcho(t, p.B, 5000)
 			if err := p.B.DelNeigh(p.A.Addr); err != nil {
 				t.Fatal(err)
@@ -174,7 +175,7 @@ func TestDPDKEchoKernelPeer(t *testing.T) {
 // datagram to another port is counted as filtered, not delivered.
 func TestDPDKServerFiltersOtherPorts(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	if err := p.A.DelAddr(); err != nil { // arp/ alone owns A's address
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestDPDKServerFiltersOtherPorts(t *testing.T) {
 // without waiting in QueueTo (RFC 826: request broadcast, reply learnt).
 func TestDPDKServerSendsFirst(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	b := openDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
 		Role: core.RoleServer, Port: 5000})
 	serverSendsFirst(t, b, p.B, p.B.Addr)
@@ -247,7 +248,7 @@ func TestDPDKServerSendsFirst(t *testing.T) {
 // that nobody on the link would answer.
 func TestDPDKServerSendsFirstBehindRouter(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	far := behindB(t, p)
 	b := openDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
 		Role: core.RoleServer, Port: 5000})
@@ -259,7 +260,7 @@ func TestDPDKServerSendsFirstBehindRouter(t *testing.T) {
 // what it sends arrives.
 func TestDPDKClientDestBehindRouter(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	far := behindB(t, p)
 	var conn *net.UDPConn
 	if err := p.B.Do(func() error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -55,7 +56,7 @@ func TestXDPManyPeers(t *testing.T) {
 	const clients, table, window = 20_000, 1 << 14, 256
 	// Clients from 198.19.0.0/16, clear of the pair's own /24 in 198.18.
 	const first = 1<<16 - 16
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	b := openXDP(t, p.A, core.Config{Kind: core.KindXDP, Role: core.RoleServer, Iface: p.A.Iface,
 		LocalIP: p.A.Addr, Port: 5000, Peers: table, Poll: core.PollYield})
 	fd := rawSocket(t, p.B)
@@ -209,7 +210,7 @@ func serverSendsFirst(t *testing.T, b core.Backend, h *testhost.Host, addr netip
 // resolves it on request while the poll loop runs.
 func TestXDPServerSendsFirst(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	if err := p.A.DelNeigh(p.B.Addr); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -136,7 +137,7 @@ func echoRun(t *testing.T, b core.Backend, n, size, window int) int {
 // from the kernel's neighbour table, resolved on demand.
 func TestXDPEchoKernelPeer(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	echoed := kernelEcho(t, p.B, 5000)
 	if err := p.A.DelNeigh(p.B.Addr); err != nil {
 		t.Fatal(err)
@@ -173,7 +174,7 @@ func TestXDPEchoKernelPeer(t *testing.T) {
 // Close read them.
 func TestXDPStatsAfterCloseCountUnread(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	b := openXDP(t, p.A, core.Config{Kind: core.KindXDP, Role: core.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 5000})
 	var c *net.UDPConn
 	if err := p.B.Do(func() error {
@@ -216,7 +217,7 @@ func TestXDPStatsAfterCloseCountUnread(t *testing.T) {
 // kernel on A still serves another port and answers ARP.
 func TestXDPKernelAnswersOtherPort(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	kernelEcho(t, p.B, 5000)
 	kernelEcho(t, p.A, 6000)
 	b := openXDP(t, p.A, core.Config{Kind: core.KindXDP, Iface: p.A.Iface, LocalIP: p.A.Addr,
@@ -261,7 +262,7 @@ func TestXDPKernelAnswersOtherPort(t *testing.T) {
 // arp/ answers.
 func TestXDPOwnARP(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	kernelEcho(t, p.B, 5000)
 	if err := p.A.DelAddr(); err != nil {
 		t.Fatal(err)
@@ -308,7 +309,7 @@ func TestXDPOwnARP(t *testing.T) {
 // buffer is refused, and nothing is left attached.
 func TestXDPOversizedMaxDatagram(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	for _, md := range []int{1473, 4000} {
 		var err error
 		p.A.Do(func() error {
@@ -336,7 +337,7 @@ func TestXDPOversizedMaxDatagram(t *testing.T) {
 // the kernel on request; one nobody has ends in an error naming it.
 func TestNeighbourResolver(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	var nl *netlink.Handle
 	if err := p.A.Do(func() error {
 		var err error
@@ -394,7 +395,7 @@ func TestXDPPinsWithCPUs(t *testing.T) {
 	if err != nil || len(allowed) < 2 {
 		testutil.Skip(t, "needs two allowed CPUs")
 	}
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	want := allowed[len(allowed)-1]
 	var pinned, after []int
 	err = p.A.Do(func() error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -75,7 +76,7 @@ func TestMain(m *testing.M) {
 // its XDP program.
 func TestServe(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	addr := xdpAddr(p.A, 3)
 	cmd := p.A.Command(os.Args[0], "--iface", p.A.Iface, "--addr", fmt.Sprintf("%s:8080", addr), "--poll", "sleep")
 	cmd.Env = append(os.Environ(), "HTTPXDP_RUN_MAIN=1")

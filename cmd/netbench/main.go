@@ -2,15 +2,19 @@
 // namespaces joined by a veth pair (internal/testhost), or prepares two real
 // ports cabled together, then for every kind and offered rate starts an echo
 // in namespace B and a loadgen in namespace A, as separate processes pinned
-// to different CPUs, and prints the table in the reference's format
-// ("p50 / p99" round trip in microseconds, or "sat. <achieved rate>,
-// <loss>"). It writes results.json (every layer's counters of both ends),
+// to different CPUs, then bisects each kind's capacity (--capacity N more
+// rates per kind, between the largest that held and the lowest that
+// saturated), and prints the table ("p50 / p99" round trip in
+// microseconds, or "sat. <achieved rate>, <loss>"; "[loadgen]" where the
+// load generator, not the path, was the limit; the capacity last). It
+// writes results.json (every layer's counters of both ends),
 // report.md (environment, preflight, table, per-cell counters), SVG plots
 // of p50 and p99 against the offered rate, and the tools' logs.
 //
 //	netbench                                   # make bench: every kind built, 20k … 1.6M, 1 s warm-up, 5 s a point
 //	netbench --kinds udp,tcp --rates 20k --duration 2s --json out.json
 //	netbench --repeat 3                        # each cell 3 times, kinds interleaved; medians and spread
+//	netbench --kinds udp,xdp --rates 20k,200k,800k --capacity 4   # up to 4 more rates per kind to narrow its capacity
 //	netbench --kinds xdp --rates 20k --pcap /tmp/cap   # the raw kinds' frames in pcap files
 //	netbench --kinds xdp,udp --queues 2 --rates 100k --poll yield   # two queues, pollers that sleep when idle
 //	netbench --kinds xdp,udp --queues 1,2 --rates 100k,400k --poll yield   # each kind with 1 and 2 queues: the scaling table

@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"fmt"
+	"net/netip"
 	"sync"
 
 	"github.com/vishvananda/netlink"
@@ -30,6 +31,14 @@ type ProgramOptions struct {
 	// Mode is "" (driver mode, then SKB mode as a reported fallback),
 	// "driver" or "skb", as Options.Mode.
 	Mode string
+	// Host, with Program xdpprog.TCP, is the address the userspace stack
+	// answers for: every IPv4 frame to it goes to the sockets, frames to
+	// other addresses to the kernel (xdpprog.Objects.SetHost). Unset: the
+	// program matches Port.
+	Host netip.Addr
+	// SYNRate and SYNBurst, with Host, limit the SYNs to Host each CPU
+	// hands on (xdpprog.Objects.SetSYNLimit). SYNRate 0: no limit.
+	SYNRate, SYNBurst uint32
 }
 
 // Program is one XDP program attached to an interface through a bpf_link,
@@ -106,6 +115,14 @@ func AttachProgram(o ProgramOptions) (*Program, error) {
 	p.undo.add(p.objs.Close)
 	if err := p.objs.SetPorts(o.Port, uint16(max(o.Ports, 1))); err != nil {
 		return nil, fmt.Errorf("afxdp: %w", err)
+	}
+	if o.Host.IsValid() {
+		if err := p.objs.SetHost(o.Host); err != nil {
+			return nil, bad("Host", o.Host, "%v", err)
+		}
+		if err := p.objs.SetSYNLimit(o.SYNRate, o.SYNBurst); err != nil {
+			return nil, bad("SYNRate", o.SYNRate, "%v", err)
+		}
 	}
 	lk, mode, fallback, err := attach(p.objs, p.ifindex, o.Iface, o.Mode)
 	if err != nil {

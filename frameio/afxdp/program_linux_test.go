@@ -13,6 +13,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -53,7 +54,7 @@ func TestSharedProgramTwoQueues(t *testing.T) {
 		testutil.Skip(t, fmt.Sprintf("needs two CPUs, this process may use %v", allowed))
 	}
 	cpus := allowed[:2]
-	p := testhost.NewT(t, testhost.Options{Queues: 2, XPSCPUs: cpus})
+	p := hosttest.New(t, testhost.Options{Queues: 2, XPSCPUs: cpus})
 	prog := attachShared(t, p.A, ProgramOptions{Iface: p.A.Iface, Port: xskPort, Ports: 2, Queues: 2})
 	if prog.Mode() != "driver" {
 		t.Errorf("shared program mode %q, want driver", prog.Mode())

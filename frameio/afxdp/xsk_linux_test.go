@@ -25,6 +25,7 @@ import (
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -241,7 +242,7 @@ const (
 )
 
 func TestReceiveFromKernelSocket(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	x := openXSK(t, p.A, Options{Iface: p.A.Iface, Port: xskPort})
 	if x.Mode() != "driver copy" {
 		t.Errorf("veth: mode %q, want \"driver copy\" (native XDP, no zero-copy)", x.Mode())
@@ -330,7 +331,7 @@ func TestReceiveFromKernelSocket(t *testing.T) {
 }
 
 func TestTransmitToKernelSocket(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	x := openXSK(t, p.A, Options{Iface: p.A.Iface, Port: xskPort})
 	c := udpConn(t, p.B, netip.AddrPortFrom(p.B.Addr, peerPort), netip.AddrPort{})
 
@@ -435,7 +436,7 @@ func TestTransmitToKernelSocket(t *testing.T) {
 }
 
 func TestKernelKeepsOtherPorts(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	x := openXSK(t, p.A, Options{Iface: p.A.Iface, Port: xskPort})
 	kernel := udpConn(t, p.A, netip.AddrPortFrom(p.A.Addr, otherPort), netip.AddrPort{})
 	c := udpConn(t, p.B, netip.AddrPortFrom(p.B.Addr, peerPort), netip.AddrPortFrom(p.A.Addr, otherPort))
@@ -471,7 +472,7 @@ func TestKernelKeepsOtherPorts(t *testing.T) {
 }
 
 func TestMaxFrameFits(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	for _, fs := range []int{2048, 4096} {
 		t.Run(fmt.Sprint(fs), func(t *testing.T) {
 			max := MaxFrame(fs)
@@ -537,7 +538,7 @@ func TestMaxFrameFits(t *testing.T) {
 }
 
 func TestCloseDetaches(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	x, err := tryOpen(p.A, Options{Iface: p.A.Iface, Port: xskPort})
 	testutil.SkipIfNotSupported(t, err)
 	a := xdpAttached(t, p.A)
@@ -570,7 +571,7 @@ func TestCloseDetaches(t *testing.T) {
 }
 
 func TestSIGKILLDetaches(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	cmd := p.A.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), holdEnv+"="+p.A.Iface)
 	out, err := cmd.StdoutPipe()
@@ -610,7 +611,7 @@ func TestSIGKILLDetaches(t *testing.T) {
 }
 
 func TestModes(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	t.Run("skb forced", func(t *testing.T) {
 		x := openXSK(t, p.A, Options{Iface: p.A.Iface, Port: xskPort, Mode: "skb"})
 		if x.Mode() != "skb copy" || x.Fallback() != nil {
@@ -688,7 +689,7 @@ func TestModes(t *testing.T) {
 }
 
 func TestProgramRedirectsToSocket(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	x := openXSK(t, p.A, Options{Iface: p.A.Iface, Port: xskPort})
 	before, err := x.ProgramCounters()
 	if err != nil {
@@ -716,7 +717,7 @@ func TestProgramRedirectsToSocket(t *testing.T) {
 }
 
 func TestWait(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	x, err := tryOpen(p.A, Options{Iface: p.A.Iface, Port: xskPort})
 	testutil.SkipIfNotSupported(t, err)
 	defer x.Close()
@@ -781,7 +782,7 @@ func TestWait(t *testing.T) {
 // one when none is; one Interrupt ends one Wait (its eventfd is drained);
 // Wait and Interrupt allocate nothing; after Close, Interrupt does nothing.
 func TestInterrupt(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	x, err := tryOpen(p.A, Options{Iface: p.A.Iface, Port: xskPort})
 	testutil.SkipIfNotSupported(t, err)
 	defer x.Close()
@@ -828,7 +829,7 @@ func TestInterrupt(t *testing.T) {
 // Close, which still shows the kernel's and the program's counters as
 // Close read them.
 func TestCloseCountsLeftovers(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	x, err := tryOpen(p.A, Options{Iface: p.A.Iface, Port: xskPort})
 	testutil.SkipIfNotSupported(t, err)
 	defer x.Close()
@@ -899,7 +900,7 @@ func TestCloseCountsLeftovers(t *testing.T) {
 // -race): a kernel UDP socket in B sends 10k datagrams, A's RX goroutine
 // hands their sequence numbers to A's TX goroutine, which echoes each back.
 func TestEchoTwoGoroutines(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	x := openXSK(t, p.A, Options{Iface: p.A.Iface, Port: xskPort})
 	c := udpConn(t, p.B, netip.AddrPortFrom(p.B.Addr, peerPort), netip.AddrPortFrom(p.A.Addr, xskPort))
 	// B resolves A through A's kernel (ARP passes); A's frames carry B's MAC.
@@ -1021,7 +1022,7 @@ func dropCaps(caps ...int) error {
 }
 
 func TestPrivilegeErrors(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	o := Options{Iface: p.A.Iface, Port: xskPort}
 	try := func(setup func() error, drop ...int) error {
 		var err error
@@ -1089,7 +1090,7 @@ func TestPrivilegeErrors(t *testing.T) {
 }
 
 func TestNoCarrier(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	if err := p.B.SetLinkUp(false); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package afxdp
 import (
 	"context"
 	"net"
+	"net/netip"
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
@@ -69,6 +70,8 @@ type ProgramOptions struct {
 	Ports              int
 	FirstQueue, Queues int
 	Mode               string
+	Host               netip.Addr
+	SYNRate, SYNBurst  uint32
 }
 
 // AttachProgram returns an error matching core.ErrNotSupported.

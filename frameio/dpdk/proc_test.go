@@ -24,6 +24,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -174,7 +175,7 @@ func runPriv(t *testing.T, h, peer *testhost.Host, bin, vdev string, caps []capa
 // missing one. Either way the interface is left as it was.
 func TestPrivileges(t *testing.T) {
 	needEAL(t)
-	pair := testhost.NewT(t, testhost.Options{})
+	pair := hosttest.New(t, testhost.Options{})
 	a, b := pair.A, pair.B
 	bin := testutil.BinaryForNobody(t, "dpdk.test")
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
@@ -280,7 +281,7 @@ func xdpProgOf(t *testing.T, h *testhost.Host) uint32 {
 // interface back, and the next port on the interface opens and works.
 func TestVethCrashDetaches(t *testing.T) {
 	needEAL(t)
-	pair := testhost.NewT(t, testhost.Options{})
+	pair := hosttest.New(t, testhost.Options{})
 	a, b := pair.A, pair.B
 	cmd, prog := startHold(t, a, "iface="+a.Iface)
 	if prog == 0 {
@@ -323,7 +324,7 @@ func TestVethChildInheritsNothing(t *testing.T) {
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
 		t.Run(driver, func(t *testing.T) {
 			needEAL(t)
-			pair := testhost.NewT(t, testhost.Options{})
+			pair := hosttest.New(t, testhost.Options{})
 			a := pair.A
 			p := openOn(t, a, driver, Options{})
 			ours := append(append([]sockFile(nil), p.xsks...), p.pkts...)
@@ -372,7 +373,7 @@ func TestVethChildInheritsNothing(t *testing.T) {
 // place, and the program goes when the first process dies.
 func TestVethSharedProgram(t *testing.T) {
 	needEAL(t)
-	pair := testhost.NewT(t, testhost.Options{Queues: 2})
+	pair := hosttest.New(t, testhost.Options{Queues: 2})
 	a := pair.A
 	cmd, prog := startHold(t, a, fmt.Sprintf("net_af_xdp_h%d,iface=%s,start_queue=0", vethSeq.Add(1), a.Iface))
 	if prog == 0 || xdpProgOf(t, a) != prog {
@@ -415,7 +416,7 @@ func TestVethSharedProgram(t *testing.T) {
 // fail saying so, and leaves the program alone.
 func TestVethForeignProgram(t *testing.T) {
 	needEAL(t)
-	pair := testhost.NewT(t, testhost.Options{})
+	pair := hosttest.New(t, testhost.Options{})
 	a := pair.A
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name:    "foreign",

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -26,7 +27,7 @@ import (
 // goes away only when both queues are closed.
 func TestTwoQueues(t *testing.T) {
 	needEAL(t)
-	p := testhost.NewT(t, testhost.Options{Queues: 2})
+	p := hosttest.New(t, testhost.Options{Queues: 2})
 	if err := p.B.AddNeigh(p.A.Addr, p.A.MAC); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -202,7 +203,7 @@ func TestVethEcho(t *testing.T) {
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
 		t.Run(driver, func(t *testing.T) {
 			needEAL(t)
-			pair := testhost.NewT(t, testhost.Options{})
+			pair := hosttest.New(t, testhost.Options{})
 			a, b := pair.A, pair.B
 			promiscBefore, err := a.Promisc()
 			if err != nil {
@@ -272,7 +273,7 @@ func TestVethPromiscRestored(t *testing.T) {
 		for _, before := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/promisc=%v", driver, before), func(t *testing.T) {
 				needEAL(t)
-				pair := testhost.NewT(t, testhost.Options{})
+				pair := hosttest.New(t, testhost.Options{})
 				if err := pair.A.SetPromisc(before); err != nil {
 					t.Fatal(err)
 				}
@@ -295,7 +296,7 @@ func TestVethPromiscRestored(t *testing.T) {
 // interface's MTU is left as it was.
 func TestVethJumboRefused(t *testing.T) {
 	needEAL(t)
-	pair := testhost.NewT(t, testhost.Options{})
+	pair := hosttest.New(t, testhost.Options{})
 	l, err := pair.A.Link()
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +328,7 @@ func TestVethJumboRefused(t *testing.T) {
 // gives an error naming the device and DPDK's reason, and leaves nothing.
 func TestVethBadVdev(t *testing.T) {
 	needEAL(t)
-	pair := testhost.NewT(t, testhost.Options{})
+	pair := hosttest.New(t, testhost.Options{})
 	a := pair.A
 	bad := fmt.Sprintf("net_af_xdp_bad%d,iface=%s,start_queue=7", vethSeq.Add(1), a.Iface)
 	err := a.Do(func() error {
@@ -361,7 +362,7 @@ func TestVethBadVdev(t *testing.T) {
 // attached through its own link.
 func TestVethReopen(t *testing.T) {
 	needEAL(t)
-	pair := testhost.NewT(t, testhost.Options{})
+	pair := hosttest.New(t, testhost.Options{})
 	for i := 0; i < 5; i++ {
 		err := pair.A.Do(func() error {
 			p, err := Open(Options{VDev: fmt.Sprintf("net_af_xdp_r%d,iface=%s", vethSeq.Add(1), pair.A.Iface)})
@@ -420,7 +421,7 @@ func TestVethFlood(t *testing.T) {
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
 		t.Run(driver, func(t *testing.T) {
 			needEAL(t)
-			pair := testhost.NewT(t, testhost.Options{})
+			pair := hosttest.New(t, testhost.Options{})
 			a, b := pair.A, pair.B
 			if driver == "net_af_packet" {
 				// Else A's kernel answers each datagram with ICMP.
@@ -480,7 +481,7 @@ func TestVethLinkWait(t *testing.T) {
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
 		t.Run(driver, func(t *testing.T) {
 			needEAL(t)
-			pair := testhost.NewT(t, testhost.Options{})
+			pair := hosttest.New(t, testhost.Options{})
 			a, b := pair.A, pair.B
 			if err := b.SetLinkUp(false); err != nil {
 				t.Fatal(err)
@@ -528,7 +529,7 @@ func TestVethLinkDown(t *testing.T) {
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
 		t.Run(driver, func(t *testing.T) {
 			needEAL(t)
-			pair := testhost.NewT(t, testhost.Options{})
+			pair := hosttest.New(t, testhost.Options{})
 			a, b := pair.A, pair.B
 			p := openOn(t, a, driver, Options{TxWait: 2 * time.Millisecond})
 			// The link goes down under a running port (a flap).

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"reflect"
 	"sort"
 	"strings"
@@ -10,7 +11,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 )
 
-// The saturation rule of the reference method: a cell is saturated when
+// The saturation rule of the method: a cell is saturated when
 // fewer than MinBack of the offered messages came back, or more than MaxLoss
 // of those sent were lost.
 const (
@@ -22,7 +23,7 @@ const (
 // scheduled, sent of them accepted by Queue, received of them answered by
 // the end of the drain. It returns the verdict and the loss in percent of
 // sent. A path that returns every message, late, is not saturated: its
-// latency says how late (the reference shows such cells, "2035 / 2229").
+// latency says how late ("2035 / 2229").
 // A window with nothing offered is saturated (nothing was measured).
 func Saturated(offered, sent, received uint64) (sat bool, lossPct float64) {
 	if sent > 0 && received <= sent {
@@ -65,7 +66,7 @@ type Conservation struct {
 // Account computes the conservation of one run from the load generator's
 // and the echo's results. It uses only counters that are not derived from
 // sent − received: each end's Stats.Lost() and the tools' own loss counters.
-func Account(load *LoadResult, echo *EchoResult) Conservation {
+func Account(load *load.LoadResult, echo *load.EchoResult) Conservation {
 	c := Conservation{
 		Sent:     load.Total.Sent,
 		Received: load.Total.Received,
@@ -213,6 +214,9 @@ type Cell struct {
 	Poll   string `json:"poll,omitempty"`
 	// Rate is the offered rate, messages per second.
 	Rate float64 `json:"rate"`
+	// Probe is true for a cell run by the capacity's bisection
+	// (Capacity), at a rate that is not a column of the table.
+	Probe bool `json:"probe,omitempty"`
 	// Offered, Sent, Received, Lost, NotSent are counts of the measured
 	// window (see LoadResult).
 	Offered  uint64 `json:"offered"`
@@ -220,6 +224,9 @@ type Cell struct {
 	Received uint64 `json:"received"`
 	Lost     uint64 `json:"lost"`
 	NotSent  uint64 `json:"not_sent"`
+	// Late counts the window's messages the load generator sent late
+	// (LoadResult.Late): behind its schedule.
+	Late uint64 `json:"late"`
 	// AchievedRate is answers per second in the window.
 	AchievedRate float64 `json:"achieved_rate"`
 	// The round-trip time from the schedule, in microseconds.
@@ -236,6 +243,13 @@ type Cell struct {
 	// loss in percent of sent. The latency of a saturated cell is kept.
 	Saturated bool    `json:"saturated"`
 	LossPct   float64 `json:"loss_pct"`
+	// LimitedBy says, for a saturated cell, which side limited it:
+	// LimitPath or LimitLoadgen (see Attribute); Limit where the missing
+	// messages went. A cell that kept up has none, unless its sender fell
+	// behind its schedule (BehindMax): then LimitLoadgen, since the path
+	// was offered less than the rate.
+	LimitedBy string `json:"limited_by,omitempty"`
+	Limit     *Limit `json:"limit,omitempty"`
 	// Unaccounted is Conservation.Unaccounted: 0 when the counters add up.
 	Unaccounted  int64        `json:"unaccounted"`
 	Conservation Conservation `json:"conservation"`
@@ -301,7 +315,7 @@ type QueueCell struct {
 }
 
 // queueCells pairs the queues of both ends.
-func queueCells(load *LoadResult, echo *EchoResult) []QueueCell {
+func queueCells(load *load.LoadResult, echo *load.EchoResult) []QueueCell {
 	n := len(load.PerQueue)
 	if echo != nil {
 		n = max(n, len(echo.PerQueue))
@@ -346,7 +360,7 @@ func ownLoss(own []core.Counter) uint64 {
 // NewCell builds a cell from the two ends' results. echo may be nil when
 // the echo's counters could not be collected (the conservation then covers
 // only the load generator).
-func NewCell(kind string, load *LoadResult, echo *EchoResult) Cell {
+func NewCell(kind string, load *load.LoadResult, echo *load.EchoResult) Cell {
 	c := Cell{
 		Kind:         kind,
 		Mode:         load.Stats.Mode,
@@ -356,6 +370,7 @@ func NewCell(kind string, load *LoadResult, echo *EchoResult) Cell {
 		Received:     load.Received,
 		Lost:         load.Lost,
 		NotSent:      load.NotSent,
+		Late:         load.Late,
 		AchievedRate: load.AchievedRate,
 		P50Us:        load.RTT.P50Us,
 		P99Us:        load.RTT.P99Us,
@@ -400,6 +415,7 @@ func NewCell(kind string, load *LoadResult, echo *EchoResult) Cell {
 		c.Error = load.Error
 	}
 	c.Notes = append(c.Notes, c.diagnose()...)
+	c.attribute()
 	c.Display = c.Format()
 	return c
 }
@@ -430,7 +446,8 @@ func (c *Cell) diagnose() []string {
 // Format writes the cell as the table shows it: "p50 / p99" in
 // microseconds, or "sat. <achieved rate>, <loss>" (with "(N% not sent)"
 // when Queue refused at least 1% of the offered messages: back-pressure,
-// not loss), followed by "unaccounted N" when the counters do not add up,
+// not loss; and "[loadgen]" when the load generator, not the path, was
+// the limit: LimitedBy), followed by "unaccounted N" when the counters do not add up,
 // or the error.
 func (c *Cell) Format() string {
 	var s string
@@ -443,8 +460,14 @@ func (c *Cell) Format() string {
 		if c.Offered > 0 && c.NotSent*100 >= c.Offered {
 			s += fmt.Sprintf(" (%s not sent)", FormatLoss(float64(c.NotSent)/float64(c.Offered)*100))
 		}
+		if c.LimitedBy == LimitLoadgen {
+			s += " [loadgen]"
+		}
 	default:
 		s = FormatUs(c.P50Us) + " / " + FormatUs(c.P99Us)
+		if c.LimitedBy == LimitLoadgen {
+			s += " [loadgen]"
+		}
 	}
 	if c.Unaccounted != 0 {
 		s += fmt.Sprintf(" unaccounted %+d", c.Unaccounted)

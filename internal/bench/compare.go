@@ -43,6 +43,20 @@ type Comparison struct {
 	OnlyB []string `json:"only_b,omitempty"`
 	// Env lists what differs between the two environments.
 	Env []string `json:"env,omitempty"`
+	// Capacity compares the capacity of each row both reports have one
+	// for.
+	Capacity []CompareCapacity `json:"capacity,omitempty"`
+}
+
+// CompareCapacity is a row's capacity in both reports: their table texts
+// and B's rate over A's.
+type CompareCapacity struct {
+	Kind    string `json:"kind"`
+	Variant string `json:"variant,omitempty"`
+	Queues  int    `json:"queues,omitempty"`
+	A       string `json:"a"`
+	B       string `json:"b"`
+	Ratio   Ratio  `json:"ratio"`
 }
 
 // ReadReport reads a results.json (or --json) file.
@@ -86,7 +100,9 @@ func ratio(b, a float64) Ratio {
 }
 
 // measuredCells returns the measured cells of r in the order of its rows
-// (row name and queues; then of any row not listed), then rate.
+// (row name and queues; then of any row not listed), then rate; not the
+// capacity's probes (each run bisects at rates of its own: their
+// capacities are compared instead).
 func measuredCells(r *Report) []*Cell {
 	var out []*Cell
 	type row struct {
@@ -113,7 +129,7 @@ func measuredCells(r *Report) []*Cell {
 		}
 		for i := range r.Cells {
 			c := &r.Cells[i]
-			if c.Name() == k.name && queuesOf(c.Queues) == k.queues && !containsRate(r.Rates, c.Rate) && c.measured() {
+			if c.Name() == k.name && queuesOf(c.Queues) == k.queues && !containsRate(r.Rates, c.Rate) && c.measured() && !c.Probe {
 				out = append(out, c)
 			}
 		}
@@ -181,6 +197,12 @@ func Compare(a, b *Report) Comparison {
 			cmp.Env = append(cmp.Env, fmt.Sprintf("mode of %s: %s → %s", k, ea.Modes[k], m))
 		}
 	}
+	for _, x := range a.Capacity {
+		if y, ok := b.CapacityOf(RowName(x.Kind, x.Variant), x.Queues); ok {
+			cmp.Capacity = append(cmp.Capacity, CompareCapacity{Kind: x.Kind, Variant: x.Variant, Queues: x.Queues,
+				A: x.Display, B: y.Display, Ratio: ratio(y.Rate, x.Rate)})
+		}
+	}
 	return cmp
 }
 
@@ -223,6 +245,12 @@ func (c *Comparison) Table(nameA, nameB string) string {
 	w.Flush()
 	if len(c.Rows) == 0 {
 		b.WriteString("no cell is in both reports\n")
+	}
+	if len(c.Capacity) > 0 {
+		b.WriteString("\ncapacity:\n")
+		for _, r := range c.Capacity {
+			fmt.Fprintf(&b, "  %s: A %s, B %s, B/A %s\n", rowLabel(RowName(r.Kind, r.Variant), r.Queues), r.A, r.B, FormatRatio(r.Ratio))
+		}
 	}
 	if len(c.OnlyA) > 0 {
 		fmt.Fprintf(&b, "\nonly in A: %s\n", strings.Join(c.OnlyA, ", "))

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"strings"
 	"sync"
 	"testing"
@@ -16,23 +17,23 @@ import (
 // goroutines, and returns both results and the cell. Both loops sleep in
 // Wait (the machine is shared), so nothing here asserts that anything was
 // fast: the checks are counts and lower bounds.
-func run(t *testing.T, fo benchtest.Options, lo LoadOptions) (*LoadResult, *EchoResult, Cell, *benchtest.Backend) {
+func run(t *testing.T, fo benchtest.Options, lo load.LoadOptions) (*load.LoadResult, *load.EchoResult, Cell, *benchtest.Backend) {
 	t.Helper()
 	client, server := benchtest.NewPair(fo)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
-		er   *EchoResult
+		er   *load.EchoResult
 		eerr error
 		wg   sync.WaitGroup
 	)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		er, eerr = Echo(ctx, server, EchoOptions{Wait: true})
+		er, eerr = load.Echo(ctx, server, load.EchoOptions{Wait: true})
 	}()
 	lo.Wait = true
-	lr, err := Load(context.Background(), client, lo)
+	lr, err := load.Load(context.Background(), client, lo)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -48,7 +49,7 @@ func run(t *testing.T, fo benchtest.Options, lo LoadOptions) (*LoadResult, *Echo
 
 func TestLoadEchoLossless(t *testing.T) {
 	const delay = 200 * time.Microsecond
-	lr, er, c, _ := run(t, benchtest.Options{Delay: delay}, LoadOptions{
+	lr, er, c, _ := run(t, benchtest.Options{Delay: delay}, load.LoadOptions{
 		Rate: 2000, Warmup: 100 * time.Millisecond, Duration: 400 * time.Millisecond, Drain: 10 * time.Second,
 	})
 	if lr.Total.Offered != 1000 || lr.Offered != 800 {
@@ -83,7 +84,7 @@ func TestLoadEchoLossless(t *testing.T) {
 
 func TestInjectedDropsAttributed(t *testing.T) {
 	const k = 7
-	lr, _, c, _ := run(t, benchtest.Options{Delay: 50 * time.Microsecond, DropEvery: 13, DropMax: k}, LoadOptions{
+	lr, _, c, _ := run(t, benchtest.Options{Delay: 50 * time.Microsecond, DropEvery: 13, DropMax: k}, load.LoadOptions{
 		Rate: 2000, Duration: 300 * time.Millisecond, Drain: 2 * time.Second,
 	})
 	if lr.Lost != k || lr.Total.Sent-lr.Total.Received != k {
@@ -109,7 +110,7 @@ func TestInjectedDropsAttributed(t *testing.T) {
 
 func TestSilentDropsUnaccounted(t *testing.T) {
 	const k = 5
-	_, _, c, server := run(t, benchtest.Options{SilentEvery: 11, SilentMax: k}, LoadOptions{
+	_, _, c, server := run(t, benchtest.Options{SilentEvery: 11, SilentMax: k}, load.LoadOptions{
 		Rate: 2000, Duration: 200 * time.Millisecond, Drain: 2 * time.Second,
 	})
 	if server.Silent() != k {
@@ -128,7 +129,7 @@ func TestSilentDropsUnaccounted(t *testing.T) {
 // scheduled at i/2 ms, so its RTT is at least i/2 ms. Latency measured from
 // the schedule grows through the run, and answers come back at 1000/s.
 func TestSlowEchoLatencyGrows(t *testing.T) {
-	lr, _, c, _ := run(t, benchtest.Options{ServerSpacing: time.Millisecond}, LoadOptions{
+	lr, _, c, _ := run(t, benchtest.Options{ServerSpacing: time.Millisecond}, load.LoadOptions{
 		Rate: 2000, Duration: 300 * time.Millisecond, Drain: 20 * time.Second,
 	})
 	n := lr.Sent
@@ -156,7 +157,7 @@ func TestSlowEchoLatencyGrows(t *testing.T) {
 // queued at the end is missing, the cell is saturated, and the fake's
 // backlog (not a loss counter) does not count as a loss.
 func TestSlowEchoShortDrainSaturates(t *testing.T) {
-	lr, _, c, _ := run(t, benchtest.Options{ServerSpacing: time.Millisecond}, LoadOptions{
+	lr, _, c, _ := run(t, benchtest.Options{ServerSpacing: time.Millisecond}, load.LoadOptions{
 		Rate: 2000, Duration: 300 * time.Millisecond, Drain: 50 * time.Millisecond,
 	})
 	// At most 1 answer per ms over 350 ms + the first: at most ~351 of 600.
@@ -169,13 +170,16 @@ func TestSlowEchoShortDrainSaturates(t *testing.T) {
 	if c.Unaccounted <= 0 {
 		t.Fatalf("unaccounted %d: the messages still queued in the fake are in no loss counter", c.Unaccounted)
 	}
+	if c.LimitedBy != LimitPath || c.Limit == nil || c.Limit.Unaccounted == 0 || strings.Contains(c.Display, "[loadgen]") {
+		t.Fatalf("cell %q limited by %q (%+v): a slow echo is the path's limit", c.Display, c.LimitedBy, c.Limit)
+	}
 }
 
 // A sender whose Flush takes 5 ms per 16 messages (3200/s) at 4000/s falls
 // behind; its lag is reported and is inside every RTT (measured from the
 // schedule, not from the late send).
 func TestSlowSenderLagInLatency(t *testing.T) {
-	lr, _, _, _ := run(t, benchtest.Options{ClientFlushDelay: 5 * time.Millisecond}, LoadOptions{
+	lr, _, _, _ := run(t, benchtest.Options{ClientFlushDelay: 5 * time.Millisecond}, load.LoadOptions{
 		Rate: 4000, Duration: 300 * time.Millisecond, Drain: 10 * time.Second,
 	})
 	if lr.Received != lr.Sent || lr.Sent != lr.Offered {
@@ -193,7 +197,7 @@ func TestSlowSenderLagInLatency(t *testing.T) {
 
 // Queue refusing (back-pressure) counts as not sent, apart from loss.
 func TestBackpressureNotSent(t *testing.T) {
-	lr, _, c, _ := run(t, benchtest.Options{TxQueue: 4, ClientFlushDelay: 2 * time.Millisecond}, LoadOptions{
+	lr, _, c, _ := run(t, benchtest.Options{TxQueue: 4, ClientFlushDelay: 2 * time.Millisecond}, load.LoadOptions{
 		Rate: 20000, Duration: 200 * time.Millisecond, Drain: 10 * time.Second,
 	})
 	if lr.NotSent == 0 {
@@ -214,7 +218,7 @@ func TestBackpressureNotSent(t *testing.T) {
 }
 
 func TestWaitNotSupportedFallsBack(t *testing.T) {
-	lr, er, _, _ := run(t, benchtest.Options{NoWait: true}, LoadOptions{
+	lr, er, _, _ := run(t, benchtest.Options{NoWait: true}, load.LoadOptions{
 		Rate: 1000, Duration: 100 * time.Millisecond, Drain: 5 * time.Second,
 	})
 	if lr.WaitFallback == "" || er.WaitFallback == "" {
@@ -265,15 +269,15 @@ func TestSaturationRule(t *testing.T) {
 }
 
 func TestAccountSynthetic(t *testing.T) {
-	load := &LoadResult{Total: Totals{Sent: 1000, Received: 990, Malformed: 1}}
-	load.Stats = core.Stats{TxDropped: 2, Layers: []core.Counter{
+	lr := &load.LoadResult{Total: load.Totals{Sent: 1000, Received: 990, Malformed: 1}}
+	lr.Stats = core.Stats{TxDropped: 2, Layers: []core.Counter{
 		{Layer: "socket", Name: "drops", Value: 3, Loss: true},
 		{Layer: "socket", Name: "rcvbuf", Value: 1 << 20},
 	}}
-	echo := &EchoResult{Dropped: 1, Stats: core.Stats{RxTruncated: 1, Layers: []core.Counter{
+	echo := &load.EchoResult{Dropped: 1, Stats: core.Stats{RxTruncated: 1, Layers: []core.Counter{
 		{Layer: "xsk", Name: "rx_ring_full", Value: 2, Loss: true},
 	}}}
-	c := Account(load, echo)
+	c := Account(lr, echo)
 	want := map[string]uint64{
 		"loadgen.dgramio.tx_dropped": 2, "loadgen.socket.drops": 3, "loadgen.app.malformed": 1,
 		"echo.dgramio.rx_truncated": 1, "echo.xsk.rx_ring_full": 2, "echo.app.dropped": 1,
@@ -289,15 +293,15 @@ func TestAccountSynthetic(t *testing.T) {
 	if len(c.ByLayer) != len(want) {
 		t.Errorf("by layer %v, want %v", c.ByLayer, want)
 	}
-	load.Total.Received = 995 // more came back than the counters allow
-	if c := Account(load, echo); c.Unaccounted != -5 {
+	lr.Total.Received = 995 // more came back than the counters allow
+	if c := Account(lr, echo); c.Unaccounted != -5 {
 		t.Fatalf("unaccounted %d, want -5", c.Unaccounted)
 	}
 }
 
 // The JSON report carries the fields scripts depend on, with their types.
 func TestJSONSchema(t *testing.T) {
-	lr, er, c, _ := run(t, benchtest.Options{}, LoadOptions{Rate: 1000, Duration: 50 * time.Millisecond, Drain: 5 * time.Second})
+	lr, er, c, _ := run(t, benchtest.Options{}, load.LoadOptions{Rate: 1000, Duration: 50 * time.Millisecond, Drain: 5 * time.Second})
 	_ = lr
 	_ = er
 	rep := Report{

@@ -7,7 +7,7 @@ import (
 )
 
 // Markdown writes the report for people: the environment and what the
-// preflight found, the table in the reference's format, the plots, and
+// preflight found, the results table, the plots, and
 // under it, per cell, the counts, the spread over repeats, syscalls per
 // message of both ends, frames per message for stream kinds, the
 // conservation (with any unaccounted loss) and every layer's counters of
@@ -63,38 +63,12 @@ func (r *Report) Markdown() string {
 		}
 	}
 
-	b.WriteString("\n## Results\n\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost (the rate is the achieved one).")
+	b.WriteString("\n## Results\n\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost (the rate is the achieved one); `[loadgen]` marks a cell whose limit was the load generator itself, not the path: its own receive side lost most of the missing messages, or it fell behind its schedule by more than a tenth of the measured time (then the path was offered less than the column's rate, and a latency is the sender's lag).")
 	if e.Repeat > 1 {
 		b.WriteString(fmt.Sprintf(" Each cell is the median of %d repeats.", e.Repeat))
 	}
-	b.WriteString("\n\n| kind |")
-	for _, rate := range r.Rates {
-		b.WriteString(" " + FormatRate(rate) + " |")
-	}
-	b.WriteString("\n|---|")
-	for range r.Rates {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	for _, k := range r.Kinds {
-		fmt.Fprintf(&b, "| %s |", k.Label())
-		if k.Reason != "" {
-			fmt.Fprintf(&b, " cannot run: %s |", cellText(k.Reason))
-			for i := 1; i < len(r.Rates); i++ {
-				b.WriteString(" |")
-			}
-			b.WriteString("\n")
-			continue
-		}
-		for _, rate := range r.Rates {
-			s := "-"
-			if c, ok := r.CellAt(k.Name(), k.Queues, rate); ok {
-				s = c.Display
-			}
-			b.WriteString(" " + cellText(s) + " |")
-		}
-		b.WriteString("\n")
-	}
+	b.WriteString("\n\n")
+	r.resultsMarkdown(&b)
 	r.scalingMarkdown(&b)
 	if len(r.Plots) > 0 {
 		b.WriteString("\n")
@@ -122,9 +96,12 @@ func (c *Cell) markdown(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "- offered %d, sent %d, received %d, lost %d (%s), not sent (back-pressure) %d; achieved %s/s\n",
 		c.Offered, c.Sent, c.Received, c.Lost, FormatLoss(c.LossPct), c.NotSent, FormatRate(c.AchievedRate))
-	fmt.Fprintf(b, "- RTT µs: p50 %s, p99 %s, p99.9 %s, max %s; sender lag µs: p50 %s, p99 %s, max %s\n",
+	fmt.Fprintf(b, "- RTT µs: p50 %s, p99 %s, p99.9 %s, max %s; sender lag µs: p50 %s, p99 %s, max %s; sent late %d\n",
 		FormatUs(c.P50Us), FormatUs(c.P99Us), FormatUs(c.P999Us), FormatUs(c.MaxUs),
-		FormatUs(c.LagP50Us), FormatUs(c.LagP99Us), FormatUs(c.LagMaxUs))
+		FormatUs(c.LagP50Us), FormatUs(c.LagP99Us), FormatUs(c.LagMaxUs), c.Late)
+	if c.Limit != nil {
+		fmt.Fprintf(b, "- limited by the %s: %s\n", c.LimitedBy, c.Limit.Reason)
+	}
 	if s := c.Spread; s != nil && s.OfRepeats > 1 {
 		var rs []string
 		for _, r := range c.Repeats {
@@ -429,4 +406,69 @@ func sortedStrings(m map[string]string) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// resultsMarkdown writes the results table: a row per kind, a column per
+// rate, and the capacity column when the report has one.
+func (r *Report) resultsMarkdown(b *strings.Builder) {
+	capCol := len(r.Capacity) > 0
+	b.WriteString("| kind |")
+	for _, rate := range r.Rates {
+		b.WriteString(" " + FormatRate(rate) + " |")
+	}
+	if capCol {
+		b.WriteString(" capacity |")
+	}
+	b.WriteString("\n|---|")
+	for range r.Rates {
+		b.WriteString("---|")
+	}
+	if capCol {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, k := range r.Kinds {
+		fmt.Fprintf(b, "| %s |", k.Label())
+		if k.Reason != "" {
+			fmt.Fprintf(b, " cannot run: %s |", cellText(k.Reason))
+			for i := 1; i < len(r.Rates); i++ {
+				b.WriteString(" |")
+			}
+			if capCol {
+				b.WriteString(" |")
+			}
+			b.WriteString("\n")
+			continue
+		}
+		for _, rate := range r.Rates {
+			s := "-"
+			if c, ok := r.CellAt(k.Name(), k.Queues, rate); ok {
+				s = c.Display
+			}
+			b.WriteString(" " + cellText(s) + " |")
+		}
+		if capCol {
+			b.WriteString(" " + cellText(r.capacityText(&k)) + " |")
+		}
+		b.WriteString("\n")
+	}
+	if capCol {
+		b.WriteString("\nCapacity: the largest offered rate that held (less than 0.1% lost, at least 99% answered), by bisection between the rates run; " +
+			"`≥` when no rate run saturated, `<` when none held, `[loadgen]` when the rate above it was the load generator's limit (the path carries at least that). A rate the load generator could not offer (it fell behind) does not count as held.")
+		for _, c := range r.Capacity {
+			if len(c.Probes) > 0 {
+				fmt.Fprintf(b, " %s probed %s.", rowLabel(RowName(c.Kind, c.Variant), c.Queues), formatRates(c.Probes))
+			}
+		}
+		b.WriteString("\n")
+	}
+}
+
+// formatRates writes rates as "566k, 476k".
+func formatRates(rs []float64) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = FormatRate(r)
+	}
+	return strings.Join(out, ", ")
 }

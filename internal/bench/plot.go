@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -25,7 +26,8 @@ const (
 // WritePlots draws the round trip against the offered rate, one line per
 // kind, on log-log axes: p50 into PlotP50 and p99 into PlotP99 in dir. A
 // saturated cell is drawn with a cross instead of the kind's marker and
-// labelled "sat. <achieved>, <loss>": its latency is the depth of a queue,
+// labelled "sat. <achieved>, <loss>" ("[loadgen]" added when the load
+// generator was the limit): its latency is the depth of a queue,
 // not the path's, but it is a result too and stays on the line (dashed
 // when no point of the kind kept up). Cells with an error are left out. It
 // returns the file names written.
@@ -84,26 +86,9 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 		if k.Reason != "" {
 			continue
 		}
-		var ok, sat, all plotter.XYs
-		var satLabels []string
-		for _, rate := range r.Rates {
-			c, found := r.CellAt(k.Name(), k.Queues, rate)
-			if !found || !c.measured() {
-				continue
-			}
-			y := get(c)
-			if y <= 0 || math.IsNaN(y) {
-				continue
-			}
-			lo, hi = min(lo, y), max(hi, y)
-			pt := plotter.XY{X: rate, Y: y}
-			all = append(all, pt)
-			if c.Saturated {
-				sat = append(sat, pt)
-				satLabels = append(satLabels, fmt.Sprintf("sat. %s, %s", FormatRate(c.AchievedRate), FormatLoss(c.LossPct)))
-			} else {
-				ok = append(ok, pt)
-			}
+		ok, sat, all, satLabels, capPt := r.series(&k, get)
+		for _, pt := range all {
+			lo, hi = min(lo, pt.Y), max(hi, pt.Y)
 		}
 		if len(all) == 0 {
 			continue
@@ -152,6 +137,11 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 			lbl.Offset = vg.Point{X: vg.Points(6), Y: vg.Points(2)}
 			p.Add(lbl)
 		}
+		if capPt != nil {
+			if err := addCapacity(p, *capPt, col); err != nil {
+				return nil, err
+			}
+		}
 		p.Legend.Add(k.Label(), thumbs...)
 	}
 	if drawn == 0 {
@@ -166,7 +156,91 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 		}
 	}
 	p.Legend.Add("saturated (sat. achieved, loss)", crossThumb{})
+	if len(r.Capacity) > 0 {
+		p.Legend.Add("capacity (highest rate held)", capThumb{})
+	}
 	return p, nil
+}
+
+// series returns the points of row k, in rate order (the table's rates and
+// the capacity's probes): those that kept up, the saturated ones with
+// their labels, all of them, and the capacity's point (nil when the report
+// has no capacity for the row, or its cell has no value).
+func (r *Report) series(k *KindRow, get func(*Cell) float64) (ok, sat, all plotter.XYs, satLabels []string, capPt *plotter.XY) {
+	capRate := 0.0
+	if c, found := r.CapacityOf(k.Name(), k.Queues); found {
+		capRate = c.Rate
+	}
+	for _, rate := range r.rowRates(k) {
+		c, found := r.CellAt(k.Name(), k.Queues, rate)
+		if !found || !c.measured() {
+			continue
+		}
+		y := get(c)
+		if y <= 0 || math.IsNaN(y) {
+			continue
+		}
+		pt := plotter.XY{X: rate, Y: y}
+		all = append(all, pt)
+		if rate == capRate {
+			capPt = &plotter.XY{X: rate, Y: y}
+		}
+		if c.Saturated {
+			sat = append(sat, pt)
+			lbl := fmt.Sprintf("sat. %s, %s", FormatRate(c.AchievedRate), FormatLoss(c.LossPct))
+			if c.LimitedBy == LimitLoadgen {
+				lbl += " [loadgen]"
+			}
+			satLabels = append(satLabels, lbl)
+		} else {
+			ok = append(ok, pt)
+		}
+	}
+	return ok, sat, all, satLabels, capPt
+}
+
+// rowRates returns the rates row k ran (the table's and the probes), in
+// order.
+func (r *Report) rowRates(k *KindRow) []float64 {
+	var rates []float64
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		if c.Name() == k.Name() && queuesOf(c.Queues) == queuesOf(k.Queues) && !containsRate(rates, c.Rate) {
+			rates = append(rates, c.Rate)
+		}
+	}
+	sort.Float64s(rates)
+	return rates
+}
+
+// addCapacity marks a row's capacity: a large ring around its point,
+// labelled with the rate.
+func addCapacity(p *plot.Plot, pt plotter.XY, col color.Color) error {
+	s, err := plotter.NewScatter(plotter.XYs{pt})
+	if err != nil {
+		return err
+	}
+	s.Color, s.Shape, s.Radius = col, draw.RingGlyph{}, vg.Points(9)
+	p.Add(s)
+	lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{pt}, Labels: []string{"capacity " + FormatRate(pt.X)}})
+	if err != nil {
+		return err
+	}
+	for j := range lbl.TextStyle {
+		lbl.TextStyle[j].Color = col
+		lbl.TextStyle[j].Font.Size = vg.Points(8)
+	}
+	lbl.Offset = vg.Point{X: vg.Points(-10), Y: vg.Points(-14)}
+	p.Add(lbl)
+	return nil
+}
+
+// capThumb is the legend's mark of the capacity.
+type capThumb struct{}
+
+// Thumbnail implements plot.Thumbnailer.
+func (capThumb) Thumbnail(c *draw.Canvas) {
+	c.DrawGlyph(draw.GlyphStyle{Color: color.Black, Radius: vg.Points(5), Shape: draw.RingGlyph{}}, c.Center())
 }
 
 // shapes mark the points that kept up, one per kind; the cross is kept

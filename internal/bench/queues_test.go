@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"strings"
 	"sync"
 	"testing"
@@ -15,12 +16,12 @@ import (
 // its Echo on the server of pair q, each in its own goroutine, the loads
 // sharing one schedule (Start, RunID); it returns the merged results and
 // the cell. Every loop sleeps in Wait.
-func runQueues(t *testing.T, n int, fo benchtest.Options, lo LoadOptions) (*LoadResult, *EchoResult, Cell) {
+func runQueues(t *testing.T, n int, fo benchtest.Options, lo load.LoadOptions) (*load.LoadResult, *load.EchoResult, Cell) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	loads := make([]*LoadResult, n)
-	echoes := make([]*EchoResult, n)
+	loads := make([]*load.LoadResult, n)
+	echoes := make([]*load.EchoResult, n)
 	errs := make([]error, 2*n)
 	lo.Wait, lo.Queues, lo.RunID = true, n, 0x5eed
 	lo.Start = time.Now().Add(20 * time.Millisecond)
@@ -32,14 +33,14 @@ func runQueues(t *testing.T, n int, fo benchtest.Options, lo LoadOptions) (*Load
 		ewg.Add(1)
 		go func() {
 			defer ewg.Done()
-			echoes[q], errs[n+q] = Echo(ctx, server, EchoOptions{Wait: true})
+			echoes[q], errs[n+q] = load.Echo(ctx, server, load.EchoOptions{Wait: true})
 		}()
 		lwg.Add(1)
 		go func() {
 			defer lwg.Done()
 			o := lo
 			o.Queue = q
-			loads[q], errs[q] = Load(context.Background(), client, o)
+			loads[q], errs[q] = load.Load(context.Background(), client, o)
 		}()
 	}
 	lwg.Wait()
@@ -50,7 +51,7 @@ func runQueues(t *testing.T, n int, fo benchtest.Options, lo LoadOptions) (*Load
 			t.Fatalf("loop %d: %v", i, err)
 		}
 	}
-	lr, er := MergeLoads(loads), MergeEchoes(echoes)
+	lr, er := load.MergeLoads(loads), load.MergeEchoes(echoes)
 	return lr, er, NewCell("fake", lr, er)
 }
 
@@ -58,7 +59,7 @@ func runQueues(t *testing.T, n int, fo benchtest.Options, lo LoadOptions) (*Load
 // queue would, half each, every one answered, the per-queue counts adding
 // up to the totals and the histograms merged.
 func TestLoadTwoQueues(t *testing.T) {
-	lr, er, c := runQueues(t, 2, benchtest.Options{Delay: 100 * time.Microsecond}, LoadOptions{
+	lr, er, c := runQueues(t, 2, benchtest.Options{Delay: 100 * time.Microsecond}, load.LoadOptions{
 		Rate: 2000, Warmup: 100 * time.Millisecond, Duration: 400 * time.Millisecond, Drain: 10 * time.Second,
 	})
 	if lr.Total.Offered != 1000 || lr.Offered != 800 {
@@ -109,97 +110,11 @@ func TestLoadTwoQueues(t *testing.T) {
 	}
 }
 
-// The queues' schedules interleave: queue q sends the run's messages
-// q, q+N, q+2N …, each at its time in the run's schedule.
-func TestQueueSchedule(t *testing.T) {
-	for _, tc := range []struct {
-		queues, queue     int
-		total, first      uint64
-		seq0, seq1, sched int64
-	}{
-		// 10 messages (1000/s for 10 ms), 3 measured after 7 ms.
-		{1, 0, 10, 7, 0, 1, 1e6},
-		{3, 0, 4, 3, 0, 3, 3e6},
-		{3, 1, 3, 2, 1, 4, 4e6},
-		{3, 2, 3, 2, 2, 5, 5e6},
-	} {
-		client, _ := benchtest.NewPair(benchtest.Options{})
-		l, err := newLoader(client, LoadOptions{Rate: 1000, Warmup: 7 * time.Millisecond, Duration: 3 * time.Millisecond,
-			Queue: tc.queue, Queues: tc.queues, RunID: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.total != tc.total || l.first != tc.first || int64(l.seq(0)) != tc.seq0 || int64(l.seq(1)) != tc.seq1 || l.sched(1) != tc.sched {
-			t.Errorf("queue %d of %d: total %d first %d, seq %d %d, sched(1) %d; want %+v", tc.queue, tc.queues, l.total, l.first, l.seq(0), l.seq(1), l.sched(1), tc)
-		}
-		if l.windowStart() != 7e6 {
-			t.Errorf("queue %d of %d: window starts at %d, want 7 ms (the run's message 7)", tc.queue, tc.queues, l.windowStart())
-		}
-	}
-	client, _ := benchtest.NewPair(benchtest.Options{})
-	if _, err := newLoader(client, LoadOptions{Rate: 1000, Duration: time.Second, Queue: 2, Queues: 2}); err == nil {
-		t.Fatal("queue 2 of 2 accepted")
-	}
-}
-
-// An answer to another queue's message is counted as other_queue (a loss
-// of the tool's), one of no message of the run as foreign, a damaged one
-// as malformed.
-func TestAnswerOfAnotherQueue(t *testing.T) {
-	client, _ := benchtest.NewPair(benchtest.Options{})
-	l, err := newLoader(client, LoadOptions{Rate: 1000, Duration: 10 * time.Millisecond, Queue: 0, Queues: 2, RunID: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := NewMsg(DefaultSize, 7)
-	m.Stamp(3, l.schedOf(3)) // queue 1's second message
-	l.answer(m, 0)
-	m.Stamp(5, l.schedOf(5)+1) // queue 1's, damaged
-	l.answer(m, 0)
-	m.Stamp(4, l.schedOf(4)) // ours, never sent
-	l.answer(m, 0)
-	m.Stamp(11, l.schedOf(11)) // beyond the run
-	l.answer(m, 0)
-	tot := l.res.Total
-	if tot.OtherQueue != 1 || tot.Malformed != 1 || tot.Foreign != 2 || tot.Received != 0 {
-		t.Fatalf("totals %+v; want other_queue 1, malformed 1, foreign 2", tot)
-	}
-	// Queue 0's messages 0, 2 and 4 (its indexes 0, 1, 2) sent; their
-	// answers come back 4, 0, 2: two reordered, none lost.
-	for i := range uint64(3) {
-		l.sent.set(i)
-	}
-	for _, g := range []uint64{4, 0, 2} {
-		m.Stamp(g, l.schedOf(g))
-		l.answer(m, l.schedOf(g)+1000)
-	}
-	if tot := l.res.Total; tot.Received != 3 || tot.Reordered != 2 {
-		t.Fatalf("totals %+v; want 3 received, 2 reordered", tot)
-	}
-	l.res.Queues = 2
-	var found bool
-	for _, k := range l.res.Layers() {
-		if k.Name == "other_queue" {
-			found = k.Loss && k.Value == 1
-		}
-	}
-	if !found {
-		t.Fatalf("layers %+v: want app.other_queue 1, a loss", l.res.Layers())
-	}
-	// One queue has no other_queue counter: its JSON is as before.
-	one := &LoadResult{}
-	for _, k := range one.Layers() {
-		if k.Name == "other_queue" {
-			t.Fatalf("one queue: %+v", one.Layers())
-		}
-	}
-}
-
 // MergeLoads and MergeEchoes give one result back as it is.
 func TestMergeOne(t *testing.T) {
-	lr := &LoadResult{Rate: 5, Stats: core.Stats{Kind: "x"}}
-	er := &EchoResult{Received: 3}
-	if MergeLoads([]*LoadResult{lr}) != lr || MergeEchoes([]*EchoResult{er}) != er {
+	lr := &load.LoadResult{Rate: 5, Stats: core.Stats{Kind: "x"}}
+	er := &load.EchoResult{Received: 3}
+	if load.MergeLoads([]*load.LoadResult{lr}) != lr || load.MergeEchoes([]*load.EchoResult{er}) != er {
 		t.Fatal("a single result was rebuilt")
 	}
 }

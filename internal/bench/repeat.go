@@ -81,7 +81,7 @@ func MergeRepeats(runs []Cell) Cell {
 
 	first := runs[good[0]]
 	c := Cell{
-		Kind: first.Kind, Variant: first.Variant, Mode: first.Mode, EchoMode: first.EchoMode, Queues: first.Queues, Poll: first.Poll, Rate: first.Rate,
+		Kind: first.Kind, Variant: first.Variant, Mode: first.Mode, EchoMode: first.EchoMode, Queues: first.Queues, Poll: first.Poll, Rate: first.Rate, Probe: first.Probe,
 		Counters: map[string]uint64{}, Conservation: Conservation{ByLayer: map[string]uint64{}},
 	}
 	med := func(get func(*Cell) float64) float64 {
@@ -99,9 +99,42 @@ func MergeRepeats(runs []Cell) Cell {
 	c.LagP99Us = med(func(x *Cell) float64 { return x.LagP99Us })
 	c.LagMaxUs = med(func(x *Cell) float64 { return x.LagMaxUs })
 	c.AchievedRate = med(func(x *Cell) float64 { return x.AchievedRate })
-	var merged *hdr.Histogram
-	sat := 0
-	loss := map[string]bool{}
+	merged, sat, loss := c.sum(runs, good)
+	for i := range runs {
+		for _, n := range runs[i].Notes {
+			c.Notes = append(c.Notes, fmt.Sprintf("repeat %d: %s", i+1, n))
+		}
+		if !runs[i].measured() {
+			c.Notes = append(c.Notes, fmt.Sprintf("repeat %d: error: %s", i+1, runs[i].Error))
+		}
+		c.Repeats = append(c.Repeats, runs[i].summary(i+1))
+	}
+	c.PerQueue = mergeQueueCells(runs, good)
+	for k := range loss {
+		c.LossKeys = append(c.LossKeys, k)
+	}
+	sort.Strings(c.LossKeys)
+	if merged != nil {
+		if b, err := merged.Encode(hdr.V2CompressedEncodingCookieBase); err == nil {
+			c.RTTHdr = b
+		}
+	}
+	c.Unaccounted = c.Conservation.Unaccounted
+	if c.Sent > 0 && c.Received <= c.Sent {
+		c.LossPct = float64(c.Sent-c.Received) / float64(c.Sent) * 100
+	}
+	c.Saturated = sat*2 > len(good)
+	c.Spread = spread(runs, good)
+	c.attribute()
+	c.Display = c.Format()
+	return c
+}
+
+// sum adds the counts, counters and conservation of the repeats good of
+// runs into c, and returns their RTT histograms merged, how many were
+// saturated and the loss keys of any.
+func (c *Cell) sum(runs []Cell, good []int) (merged *hdr.Histogram, sat int, loss map[string]bool) {
+	loss = map[string]bool{}
 	for _, i := range good {
 		r := &runs[i]
 		c.MaxUs = max(c.MaxUs, r.MaxUs)
@@ -110,6 +143,7 @@ func MergeRepeats(runs []Cell) Cell {
 		c.Received += r.Received
 		c.Lost += r.Lost
 		c.NotSent += r.NotSent
+		c.Late += r.Late
 		if r.Saturated {
 			sat++
 		}
@@ -145,33 +179,7 @@ func MergeRepeats(runs []Cell) Cell {
 			}
 		}
 	}
-	for i := range runs {
-		for _, n := range runs[i].Notes {
-			c.Notes = append(c.Notes, fmt.Sprintf("repeat %d: %s", i+1, n))
-		}
-		if !runs[i].measured() {
-			c.Notes = append(c.Notes, fmt.Sprintf("repeat %d: error: %s", i+1, runs[i].Error))
-		}
-		c.Repeats = append(c.Repeats, runs[i].summary(i+1))
-	}
-	c.PerQueue = mergeQueueCells(runs, good)
-	for k := range loss {
-		c.LossKeys = append(c.LossKeys, k)
-	}
-	sort.Strings(c.LossKeys)
-	if merged != nil {
-		if b, err := merged.Encode(hdr.V2CompressedEncodingCookieBase); err == nil {
-			c.RTTHdr = b
-		}
-	}
-	c.Unaccounted = c.Conservation.Unaccounted
-	if c.Sent > 0 && c.Received <= c.Sent {
-		c.LossPct = float64(c.Sent-c.Received) / float64(c.Sent) * 100
-	}
-	c.Saturated = sat*2 > len(good)
-	c.Spread = spread(runs, good)
-	c.Display = c.Format()
-	return c
+	return merged, sat, loss
 }
 
 // mergeQueueCells merges the per-queue shares of the repeats good as

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"strings"
 	"text/tabwriter"
 )
@@ -54,8 +55,8 @@ type Env struct {
 	// Preflight holds what the preflight found (coalescing, IRQs, NUMA,
 	// isolated CPUs); Setup what netbench changed on real ports for the
 	// run and restored after it.
-	Preflight []Check  `json:"preflight,omitempty"`
-	Setup     []string `json:"setup,omitempty"`
+	Preflight []preflight.Check `json:"preflight,omitempty"`
+	Setup     []string          `json:"setup,omitempty"`
 	// Pcap is the directory of the packet captures, when asked for.
 	Pcap string `json:"pcap,omitempty"`
 	// NotBuilt lists the kinds this build lacks (left out of the default
@@ -122,6 +123,9 @@ type Report struct {
 	// Scaling is the scaling table of a run with several queues (see
 	// Report.ComputeScaling); empty otherwise.
 	Scaling []ScaleRow `json:"scaling,omitempty"`
+	// Capacity holds each row's highest sustained rate (see
+	// Report.ComputeCapacity), when the run computed it.
+	Capacity []Capacity `json:"capacity,omitempty"`
 }
 
 // Cell returns the cell of row name (a kind, or a variant such as
@@ -151,15 +155,19 @@ func (r *Report) CellAt(name string, queues int, rate float64) (*Cell, bool) {
 	return nil, false
 }
 
-// Table writes the results in the reference's format: one row per kind,
+// Table writes the results as a table: one row per kind,
 // one column per offered rate, "p50 / p99" round trip in microseconds or
-// "sat. <achieved>, <loss>"; a kind that could not run says why.
+// "sat. <achieved>, <loss>", and the row's capacity in a last column when
+// the report has one; a kind that could not run says why.
 func (r *Report) Table() string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprint(w, "kind")
 	for _, rate := range r.Rates {
 		fmt.Fprint(w, "\t"+FormatRate(rate))
+	}
+	if len(r.Capacity) > 0 {
+		fmt.Fprint(w, "\tcapacity")
 	}
 	fmt.Fprintln(w, "\t")
 	for _, k := range r.Kinds {
@@ -174,6 +182,9 @@ func (r *Report) Table() string {
 				s = c.Display
 			}
 			fmt.Fprint(w, "\t"+s)
+		}
+		if len(r.Capacity) > 0 {
+			fmt.Fprint(w, "\t"+r.capacityText(&k))
 		}
 		fmt.Fprintln(w, "\t")
 	}

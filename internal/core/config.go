@@ -216,7 +216,24 @@ type XDPOptions struct {
 	OwnARP bool
 	// CarrierWait bounds the wait for carrier after bind. Default 5 s.
 	CarrierWait time.Duration
+	// SYNRate and SYNBurst bound the SYNs (SYN without ACK) to LocalIP
+	// that the tcp-xdp program hands the userspace stack, per CPU of the
+	// receiving device: a token bucket refilled at SYNRate per second
+	// that holds SYNBurst; a SYN beyond it is dropped in the program and
+	// counted (xdp-prog dropped_syn), so that a SYN flood cannot fill the
+	// socket's ring ahead of the established connections' segments. A
+	// legitimate client retransmits its SYN. 0 means the defaults
+	// (DefaultSYNRate, DefaultSYNBurst); a negative SYNRate turns the
+	// limit off.
+	SYNRate, SYNBurst int
 }
+
+// The defaults of XDPOptions.SYNRate and SYNBurst: far above what a
+// benchmark's connection set-up needs, far below a flood.
+const (
+	DefaultSYNRate  = 2000
+	DefaultSYNBurst = 1000
+)
 
 // DPDKOptions tunes the DPDK kinds.
 type DPDKOptions struct {

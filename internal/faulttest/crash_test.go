@@ -18,6 +18,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -118,7 +119,7 @@ func TestFaultCrashXDP(t *testing.T) {
 }
 
 func crashXDP(t *testing.T, kind string) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	before := readHost(t, p.B)
 	if before.xdp {
 		t.Fatalf("an XDP program (%d) is on %s before the test", before.progID, p.B.Iface)
@@ -206,7 +207,7 @@ func TestFaultSignalRestoresHost(t *testing.T) {
 	for _, kind := range xdpKinds {
 		for _, promisc := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/promisc=%v", kind, promisc), func(t *testing.T) {
-				p := testhost.NewT(t, testhost.Options{})
+				p := hosttest.New(t, testhost.Options{})
 				if err := p.B.SetPromisc(promisc); err != nil {
 					t.Fatal(err)
 				}

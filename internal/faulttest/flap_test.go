@@ -7,6 +7,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -31,7 +32,7 @@ func TestFaultLinkFlap(t *testing.T) {
 }
 
 func linkFlap(t *testing.T, kind string) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	e := startEcho(t, p.B, kind+" echo", serverConfig(kind, p.B))
 	kA0, kB0, arp0 := kernelCounters(t, p.A), kernelCounters(t, p.B), arpDiscards(t)
 	var tr *traffic

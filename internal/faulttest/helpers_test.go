@@ -271,7 +271,7 @@ func waitOrNap(ctx context.Context, b core.Backend, c *calls, d time.Duration, c
 
 // server is a server backend opened and polled on its own OS thread
 // inside a namespace until stopped: what echo, sink and verifier share.
-// Unlike bench.Echo its loop goes on after errors (a link that went down
+// Unlike load.Echo its loop goes on after errors (a link that went down
 // makes a raw kind's Flush fail until it is up again), keeping them in
 // errs, and times every call in c.
 type server struct {
@@ -945,6 +945,6 @@ func arpDiscards(t testing.TB) uint64 {
 	return n
 }
 
-// newBackend opens a backend; it is dgramio.New (a variable so that the
-// child processes use the same).
+// newBackend opens a backend; it is dgramio.New, as in the tools' child
+// processes.
 var newBackend = dgramio.New

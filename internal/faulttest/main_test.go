@@ -15,7 +15,6 @@ const childEnv = "DGRAMIO_FAULTTEST_CHILD"
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" && len(os.Args) > 1 {
 		args := os.Args[2:]
-		cli.Open = newBackend
 		switch os.Args[1] {
 		case "echo":
 			os.Exit(cli.EchoMain(args, os.Stdout, os.Stderr))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 )
 
 // streamBadCase is a broken or hostile frame for a userspace TCP server.
@@ -84,7 +85,7 @@ func (e *wireEnds) segOn(c netip.AddrPort, flags byte, payload []byte) []byte {
 // has (no reset from a blind RST or SYN), and the connection carries a
 // thousand records afterwards.
 func malformedStream(t *testing.T, kind string) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	onThread(t, p.B, func() error {
 		cfg := serverConfig(kind, p.B)
 		srv, err := openHere(cfg)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/udp"
 )
@@ -244,7 +245,7 @@ func TestFaultMalformedFrames(t *testing.T) {
 }
 
 func malformedDatagram(t *testing.T, kind string) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	onThread(t, p.B, func() error {
 		srv, err := openHere(serverConfig(kind, p.B))
 		if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/dgramio/dgramio/internal/bench/cli"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -229,7 +230,7 @@ func rawCapSets() []capSet {
 // mode unchanged). With all of rawCaps it must work: they are enough.
 func TestFaultPrivileges(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	kernelEchoes(t, p.B)
 	bin := testutil.BinaryForNobody(t, "faulttest.test")
 	kinds := testKinds

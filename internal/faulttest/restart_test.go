@@ -8,6 +8,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -27,7 +28,7 @@ func TestFaultPeerRestart(t *testing.T) {
 }
 
 func peerRestart(t *testing.T, kind string) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	e1 := startEchoProc(t, p.B, kind)
 	kB0 := kernelCounters(t, p.B)
 	var e2 *proc

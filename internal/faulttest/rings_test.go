@@ -11,6 +11,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -89,7 +90,7 @@ func TestFaultFullRings(t *testing.T) {
 }
 
 func fullTxRing(t *testing.T, kind string) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	const size, rounds = 100, 20
 	magic := newMagic()
 	sink := startUDPSink(t, p.B, magic, size)
@@ -150,7 +151,7 @@ func fullTxRing(t *testing.T, kind string) {
 }
 
 func emptyFillRing(t *testing.T, kind string) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	onThread(t, p.B, func() error {
 		cfg := serverConfig(kind, p.B)
 		smallRings(&cfg)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -38,7 +39,7 @@ func TestFaultSlowConsumer(t *testing.T) {
 }
 
 func slowConsumer(t *testing.T, kind string) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	const size = 256
 	magic := newMagic()
 	scfg := serverConfig(kind, p.B)

@@ -27,7 +27,7 @@ func carrier(t *testing.T, h *Host) bool {
 }
 
 func TestLinkFlap(t *testing.T) {
-	p := NewT(t, Options{})
+	p := newT(t, Options{})
 	if err := p.A.SetLinkUp(false); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestLinkFlap(t *testing.T) {
 }
 
 func TestNeigh(t *testing.T) {
-	p := NewT(t, Options{})
+	p := newT(t, Options{})
 	fake := net.HardwareAddr{0x02, 0xdd, 0, 0, 0, 1}
 	ip := p.B.Addr
 	if err := p.A.AddNeigh(ip, fake); err != nil {
@@ -73,7 +73,7 @@ func TestNeigh(t *testing.T) {
 }
 
 func TestDelAddAddr(t *testing.T) {
-	p := NewT(t, Options{})
+	p := newT(t, Options{})
 	v4 := func() []netip.Prefix {
 		a, err := p.B.Addrs()
 		if err != nil {
@@ -100,7 +100,7 @@ func TestDelAddAddr(t *testing.T) {
 }
 
 func TestPromisc(t *testing.T) {
-	p := NewT(t, Options{})
+	p := newT(t, Options{})
 	for _, on := range []bool{true, false, true} {
 		if err := p.A.SetPromisc(on); err != nil {
 			t.Fatal(err)
@@ -115,7 +115,7 @@ func TestPromisc(t *testing.T) {
 }
 
 func TestReadSysSeesNamespace(t *testing.T) {
-	p := NewT(t, Options{})
+	p := newT(t, Options{})
 	for _, h := range []*Host{p.A, p.B} {
 		s, err := h.ReadSys("/sys/class/net/" + h.Iface + "/ifindex")
 		if err != nil {
@@ -164,7 +164,7 @@ func TestMultiQueue(t *testing.T) {
 		{4, nil},
 		{2, []int{allowed[len(allowed)-1], allowed[0]}},
 	} {
-		p := NewT(t, Options{Queues: tc.queues, XPSCPUs: tc.cpus})
+		p := newT(t, Options{Queues: tc.queues, XPSCPUs: tc.cpus})
 		cpus := tc.cpus
 		if cpus == nil {
 			cpus = allowed

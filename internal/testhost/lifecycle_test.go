@@ -327,7 +327,7 @@ func TestHelperDeathLeavesNothing(t *testing.T) {
 }
 
 func TestCommandRunsInNamespace(t *testing.T) {
-	p := NewT(t, Options{})
+	p := newT(t, Options{})
 	cmd := p.B.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), helperEnv+"=ifaces")
 	var nsErr *notStarted
@@ -389,7 +389,7 @@ func TestCloseKillsStartedProcesses(t *testing.T) {
 }
 
 func TestDo(t *testing.T) {
-	p := NewT(t, Options{})
+	p := newT(t, Options{})
 	want := nsInode(t, int(p.A.NS))
 	var tid int
 	err := p.A.Do(func() error {

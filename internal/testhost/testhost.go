@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
-	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // IfacePrefix starts the name of every veth end this package makes:
@@ -66,48 +64,9 @@ var pairs atomic.Uint32
 func New(o Options) (*Pair, error) {
 	n := pairs.Add(1)
 	pid := os.Getpid()
-	if o.Queues == 0 {
-		o.Queues = 1
-	}
-	if o.Queues < 0 || o.Queues > MaxQueues {
-		return nil, fmt.Errorf("testhost: Queues=%d: want 1..%d", o.Queues, MaxQueues)
-	}
-	if o.MTU != 0 && (o.MTU < 68 || o.MTU > 65535) {
-		return nil, fmt.Errorf("testhost: MTU=%d: want 68..65535 or 0 for the default", o.MTU)
-	}
-	if o.CarrierTimeout <= 0 {
-		o.CarrierTimeout = 10 * time.Second
-	}
-	sub := 1 + (uint32(pid)+n)%254
-	if !o.A.IsValid() {
-		o.A = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(sub), 1}), 24)
-	}
-	if !o.B.IsValid() {
-		o.B = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(sub), 2}), 24)
-	}
-	if err := checkPrefix("A", o.A); err != nil {
+	o, xps, err := o.withDefaults(1 + (uint32(pid)+n)%254)
+	if err != nil {
 		return nil, err
-	}
-	if err := checkPrefix("B", o.B); err != nil {
-		return nil, err
-	}
-	if o.A.Addr() == o.B.Addr() {
-		return nil, fmt.Errorf("testhost: A and B have the same address %s", o.A.Addr())
-	}
-	for _, c := range o.XPSCPUs {
-		if c < 0 {
-			return nil, fmt.Errorf("testhost: XPSCPUs has CPU %d", c)
-		}
-	}
-	var xps []int
-	if o.Queues > 1 {
-		xps = o.XPSCPUs
-		if len(xps) == 0 {
-			var err error
-			if xps, err = cpu.Allowed(); err != nil {
-				return nil, err
-			}
-		}
 	}
 	base := fmt.Sprintf("%s%x-%x", IfacePrefix, pid, n&0xffff)
 
@@ -118,7 +77,6 @@ func New(o Options) (*Pair, error) {
 			p.Close()
 		}
 	}()
-	var err error
 	if p.A, err = newHost(); err != nil {
 		return nil, err
 	}
@@ -177,24 +135,52 @@ func checkPrefix(field string, p netip.Prefix) error {
 	return nil
 }
 
-// NewT makes a Pair for a test: it skips the test (fails it when CI=true)
-// unless it runs as root or when the host lacks a needed feature or
-// privilege, fails it on any other error, and closes the Pair in t.Cleanup.
-func NewT(t testing.TB, o Options) *Pair {
-	t.Helper()
-	testutil.RequireRoot(t)
-	p, err := New(o)
-	var pe *core.PrivilegeError
-	if errors.As(err, &pe) {
-		testutil.Skip(t, err.Error())
+// withDefaults checks o, fills in its defaults (the addresses in subnet
+// 198.18.sub.0/24) and returns the CPUs of the XPS masks.
+func (o Options) withDefaults(sub uint32) (Options, []int, error) {
+	if o.Queues == 0 {
+		o.Queues = 1
 	}
-	testutil.SkipIfNotSupported(t, err)
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("testhost: close: %v", err)
+	if o.Queues < 0 || o.Queues > MaxQueues {
+		return o, nil, fmt.Errorf("testhost: Queues=%d: want 1..%d", o.Queues, MaxQueues)
+	}
+	if o.MTU != 0 && (o.MTU < 68 || o.MTU > 65535) {
+		return o, nil, fmt.Errorf("testhost: MTU=%d: want 68..65535 or 0 for the default", o.MTU)
+	}
+	if o.CarrierTimeout <= 0 {
+		o.CarrierTimeout = 10 * time.Second
+	}
+	if !o.A.IsValid() {
+		o.A = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(sub), 1}), 24)
+	}
+	if !o.B.IsValid() {
+		o.B = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(sub), 2}), 24)
+	}
+	if err := checkPrefix("A", o.A); err != nil {
+		return o, nil, err
+	}
+	if err := checkPrefix("B", o.B); err != nil {
+		return o, nil, err
+	}
+	if o.A.Addr() == o.B.Addr() {
+		return o, nil, fmt.Errorf("testhost: A and B have the same address %s", o.A.Addr())
+	}
+	for _, c := range o.XPSCPUs {
+		if c < 0 {
+			return o, nil, fmt.Errorf("testhost: XPSCPUs has CPU %d", c)
 		}
-	})
-	return p
+	}
+	var xps []int
+	if o.Queues > 1 {
+		xps = o.XPSCPUs
+		if len(xps) == 0 {
+			var err error
+			if xps, err = cpu.Allowed(); err != nil {
+				return o, nil, err
+			}
+		}
+	}
+	return o, xps, nil
 }
 
 // Close deletes the veth pair, ends the namespaces' threads (killing the

@@ -44,7 +44,7 @@ func roundTrip(t *testing.T, p *Pair, msg string) {
 }
 
 func TestPairUDPRoundTrip(t *testing.T) {
-	p := NewT(t, Options{})
+	p := newT(t, Options{})
 	for _, h := range []*Host{p.A, p.B} {
 		if !core.BenchNet.Contains(h.Addr) || h.Prefix.Addr() != h.Addr || h.Prefix.Bits() != 24 {
 			t.Errorf("%s: address %s prefix %s", h.Iface, h.Addr, h.Prefix)
@@ -67,7 +67,7 @@ func TestPairUDPRoundTrip(t *testing.T) {
 }
 
 func TestOffloadsOff(t *testing.T) {
-	p := NewT(t, Options{})
+	p := newT(t, Options{})
 	for _, h := range []*Host{p.A, p.B} {
 		f, err := h.Offloads()
 		if err != nil {
@@ -84,7 +84,7 @@ func TestOffloadsOff(t *testing.T) {
 			}
 		}
 	}
-	k := NewT(t, Options{KeepOffloads: true})
+	k := newT(t, Options{KeepOffloads: true})
 	f, err := k.A.Offloads()
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestOffloadsOff(t *testing.T) {
 }
 
 func TestIPv6Disabled(t *testing.T) {
-	p := NewT(t, Options{})
+	p := newT(t, Options{})
 	if _, err := os.Stat("/proc/sys/net/ipv6"); err != nil {
 		t.Skip("kernel without IPv6: nothing to disable")
 	}
@@ -240,7 +240,7 @@ func netnsRefs() map[string]string {
 }
 
 func TestFailedNewLeavesNothing(t *testing.T) {
-	p := NewT(t, Options{}) // skips unless root; also proves New works here
+	p := newT(t, Options{}) // skips unless root; also proves New works here
 	p.Close()
 	before := netnsRefs()
 	// CPU 4095 does not exist here: writing its XPS mask fails after the
@@ -268,7 +268,7 @@ func TestFailedNewLeavesNothing(t *testing.T) {
 }
 
 func TestMTU(t *testing.T) {
-	p := NewT(t, Options{MTU: 9000})
+	p := newT(t, Options{MTU: 9000})
 	for _, h := range []*Host{p.A, p.B} {
 		l, err := h.Link()
 		if err != nil {
@@ -284,7 +284,7 @@ func TestMTU(t *testing.T) {
 // TestSmallMTU: below IPv6's minimum MTU (1280) the kernel drops the
 // device's IPv6 settings; there is nothing to disable, and New works.
 func TestSmallMTU(t *testing.T) {
-	p := NewT(t, Options{MTU: 576})
+	p := newT(t, Options{MTU: 576})
 	for _, h := range []*Host{p.A, p.B} {
 		l, err := h.Link()
 		if err != nil {

@@ -134,7 +134,7 @@ func sendTCP(t *testing.T, p *Pair, n int) (lens []int, badSum int) {
 // capture shows super-frames or partial checksums, so the check can fail.
 func TestFramesLikeAWire(t *testing.T) {
 	const n = 512 << 10
-	p := NewT(t, Options{})
+	p := newT(t, Options{})
 	lens, bad := sendTCP(t, p, n)
 	if len(lens) < n/1500 {
 		t.Fatalf("captured only %d TCP frames from A", len(lens))
@@ -149,7 +149,7 @@ func TestFramesLikeAWire(t *testing.T) {
 		t.Errorf("%d of %d frames with a bad TCP checksum", bad, len(lens))
 	}
 
-	k := NewT(t, Options{KeepOffloads: true})
+	k := newT(t, Options{KeepOffloads: true})
 	lens, bad = sendTCP(t, k, n)
 	big := 0
 	for _, l := range lens {

@@ -27,7 +27,7 @@ func TestDriverXDPAttaches(t *testing.T) {
 	testutil.SkipIfNotSupported(t, err)
 	defer prog.Close()
 	for _, queues := range []int{1, 2, 4} {
-		p := NewT(t, Options{Queues: queues})
+		p := newT(t, Options{Queues: queues})
 		for _, h := range []*Host{p.A, p.B} {
 			var l link.Link
 			err := h.Do(func() error {

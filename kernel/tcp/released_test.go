@@ -100,7 +100,7 @@ func TestReleasedBytesMoveWithoutFlush(t *testing.T) {
 }
 
 // TestBothEndsStopFlushing: tiny socket buffers, an echo that flushes only
-// after an Rx that returned records (as bench.Echo does), and a client
+// after an Rx that returned records (as load.Echo does), and a client
 // that flushes only after a Queue that succeeded, then stops sending and
 // only receives. Both ends end up holding released bytes their sockets
 // refused, and neither calls Flush again; every record must still come

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/kernel/sock/socktest"
 	rec "github.com/dgramio/dgramio/tcp/record"
 )
@@ -105,7 +106,7 @@ func TestConnectErrors(t *testing.T) {
 // pair's subnet that nobody holds: ARP gets no answer, and New must give
 // up after ConnectTimeout with ETIMEDOUT.
 func TestConnectTimeout(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	nobody := p.B.Addr.Next()
 	start := time.Now()
 	err := p.A.Do(func() error {
@@ -653,7 +654,7 @@ func TestNoAllocs(t *testing.T) {
 // Over a veth pair between two namespaces.
 
 func vethPair(t *testing.T, base core.Config) (cli, srv core.Backend, p *testhost.Pair) {
-	p = testhost.NewT(t, testhost.Options{})
+	p = hosttest.New(t, testhost.Options{})
 	base.Port = 5401
 	if err := p.B.Do(func() (err error) {
 		sc := base
@@ -694,7 +695,7 @@ func TestStopReadingVeth(t *testing.T) {
 }
 
 func TestPeerResetVeth(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	var lfd int
 	if err := p.B.Do(func() (err error) {
 		lfd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/kernel/sock/socktest"
 )
 
@@ -424,7 +425,7 @@ func TestNoAllocs(t *testing.T) {
 // Over a veth pair between two namespaces: the path the benchmarks use.
 
 func TestRoundTripVeth(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	const port = 5301
 	var srv, cli core.Backend
 	if err := p.B.Do(func() (err error) {
@@ -449,7 +450,7 @@ func TestRoundTripVeth(t *testing.T) {
 }
 
 func TestTruncatedVeth(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	const port = 5302
 	var srv, cli core.Backend
 	if err := p.B.Do(func() (err error) {

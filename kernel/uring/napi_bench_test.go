@@ -19,6 +19,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -96,7 +97,7 @@ func benchNAPI(b *testing.B, m napiMode) {
 	saved := coopTaskrun
 	coopTaskrun = !m.ipi
 	defer func() { coopTaskrun = saved }()
-	p := testhost.NewT(b, testhost.Options{})
+	p := hosttest.New(b, testhost.Options{})
 	for _, h := range []*testhost.Host{p.A, p.B} {
 		if err := setGRO(h, m.gro); err != nil {
 			b.Fatal(err)

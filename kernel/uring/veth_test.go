@@ -13,6 +13,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/kernel/iouring"
 	"github.com/dgramio/dgramio/kernel/sock/socktest"
@@ -65,7 +66,7 @@ func vethEchoServer(t *testing.T, p *testhost.Pair, cfg core.Config) (*Backend, 
 // between two namespaces, echoed by a uring server to a uring client, every
 // one checked.
 func TestRoundTripVeth(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	const port = 5401
 	_, stop := vethEchoServer(t, p, core.Config{Port: port})
 	cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.Addr{p.B.Addr}, Port: port})
@@ -89,7 +90,7 @@ func TestRoundTripVeth(t *testing.T) {
 // TestFanOutVeth: a client with two destinations (unconnected socket) sends
 // every message to both; both servers see all of them, from the client.
 func TestFanOutVeth(t *testing.T) {
-	a := testhost.NewT(t, testhost.Options{})
+	a := hosttest.New(t, testhost.Options{})
 	const port = 5402
 	// The two destinations are B's address and A's own (a server in the
 	// client's namespace), both on the same port.
@@ -145,7 +146,7 @@ func TestFanOutVeth(t *testing.T) {
 // buffer, and the rest wait inside io_uring for room. Close must cancel
 // them, account for every message, and leave no descriptor or mapping.
 func TestCloseWithSendsInFlightVeth(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	nobody := p.B.Addr.As4()
 	nobody[3] = 99
 	fds := countFDs(t)

@@ -44,6 +44,7 @@ const (
 	cTCPChallengeACKs
 	cTCPChallengeLimited
 	cTCPOutOfWindow
+	cTCPZeroWindowACK
 	cTCPPAWS
 	cTCPAckUnsent
 	cTCPAckTooOld
@@ -108,6 +109,7 @@ var counterNames = [nCounters]struct {
 	cTCPChallengeACKs:    {"tcp_challenge_acks", false},
 	cTCPChallengeLimited: {"tcp_challenge_acks_limited", false},
 	cTCPOutOfWindow:      {"tcp_out_of_window", false},
+	cTCPZeroWindowACK:    {"tcp_zero_window_acks_taken", false},
 	cTCPPAWS:             {"tcp_paws_rejected", false},
 	cTCPAckUnsent:        {"tcp_ack_unsent_data", false},
 	cTCPAckTooOld:        {"tcp_ack_too_old", false},

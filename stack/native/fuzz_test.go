@@ -65,24 +65,8 @@ func FuzzSegmentOnLiveConnection(f *testing.F) {
 		ca, cb := w.connect(7000)
 		ca.Write([]byte("before"))
 		w.until(time.Second, "first", func() bool { return ca.sndUna == ca.sndMax })
-		// The segment as from A's side of the connection, to B.
-		ol := (len(opts) + 3) &^ 3
-		hl := tcpLen + ol
-		fr := make([]byte, ethLen+ipLen+hl+len(data))
-		putEth(fr, w.b.mac, w.a.mac, etherIPv4)
-		putIPv4(fr[ethLen:], 1, protoTCP, w.a.addr, w.b.addr, ipLen+hl+len(data))
-		tc := fr[ethLen+ipLen:]
-		binary.BigEndian.PutUint16(tc[0:], ca.lport)
-		binary.BigEndian.PutUint16(tc[2:], 7000)
-		binary.BigEndian.PutUint32(tc[4:], cb.rcvNxt+dseq)
-		binary.BigEndian.PutUint32(tc[8:], cb.sndUna+dack)
-		tc[12], tc[13] = uint8(hl/4)<<4, flags&0x3f
-		binary.BigEndian.PutUint16(tc[14:], wnd)
-		copy(tc[tcpLen:], opts)
-		copy(tc[hl:], data)
-		binary.BigEndian.PutUint16(tc[16:], fold(csum(pseudo(w.a.addr, w.b.addr, protoTCP, hl+len(data)), tc)))
 		w.b.tick()
-		w.b.input(fr)
+		w.b.input(segFrame(w, ca, cb.rcvNxt+dseq, cb.sndUna+dack, flags, wnd, opts, data))
 		checkConn(t, cb)
 		for range 50 {
 			w.step()
@@ -99,6 +83,27 @@ func FuzzSegmentOnLiveConnection(f *testing.F) {
 			})
 		}
 	})
+}
+
+// segFrame builds a segment of connection ca (A's end) to B, with any
+// header fields, options and data, and correct checksums.
+func segFrame(w *world, ca *Conn, seq, ack uint32, flags uint8, wnd uint16, opts, data []byte) []byte {
+	ol := (len(opts) + 3) &^ 3
+	hl := tcpLen + ol
+	fr := make([]byte, ethLen+ipLen+hl+len(data))
+	putEth(fr, w.b.mac, w.a.mac, etherIPv4)
+	putIPv4(fr[ethLen:], 1, protoTCP, w.a.addr, w.b.addr, ipLen+hl+len(data))
+	tc := fr[ethLen+ipLen:]
+	binary.BigEndian.PutUint16(tc[0:], ca.lport)
+	binary.BigEndian.PutUint16(tc[2:], ca.rport)
+	binary.BigEndian.PutUint32(tc[4:], seq)
+	binary.BigEndian.PutUint32(tc[8:], ack)
+	tc[12], tc[13] = uint8(hl/4)<<4, flags&0x3f
+	binary.BigEndian.PutUint16(tc[14:], wnd)
+	copy(tc[tcpLen:], opts)
+	copy(tc[hl:], data)
+	binary.BigEndian.PutUint16(tc[16:], fold(csum(pseudo(w.a.addr, w.b.addr, protoTCP, hl+len(data)), tc)))
+	return fr
 }
 
 // checkConn asserts the connection's invariants.

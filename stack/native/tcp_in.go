@@ -26,6 +26,9 @@ func (c *Conn) input(s *segment) {
 	if !c.acceptable(s) {
 		if s.flags&flagRST == 0 {
 			e.cnt[cTCPOutOfWindow]++
+			if c.zeroWindowACK(s) && c.state == Closed {
+				return
+			}
 			if c.state == TimeWait && s.flags&flagFIN != 0 {
 				c.tWait = e.now + int64(e.o.TimeWait) // §3.10.7.4: restart the 2 MSL timeout
 				e.arm(c)
@@ -78,11 +81,30 @@ func (c *Conn) input(s *segment) {
 	}
 }
 
-// acceptable is the acceptability test of RFC 9293 §3.10.7.4, with the
-// allowance its text makes for a zero window: a segment at RCV.NXT is
-// taken for its ACK and RST (its data is dropped by dataInput, which has
-// no room for it). Without that, a sender that keeps sending into our
-// zero window never has its ACKs seen and both directions stall.
+// zeroWindowACK is the allowance RFC 9293 §3.10.7.4 makes for valid
+// ACKs while RCV.WND is zero: a segment that fails the acceptability test
+// only because the window is closed (its number is at or right of RCV.NXT,
+// within the buffer's reach) has its ACK and window taken (ackInput, with
+// RFC 5961 §5.2's check); its data is dropped, and input then answers it
+// with an ACK. A peer that sent data before our window closed numbers its
+// ACKs beyond RCV.NXT; without this, once its data and our window update
+// cross, its ACKs of our data are never seen, our retransmissions back
+// off to MaxRTO and the io.Copy echo stalls in both directions. It
+// reports whether the ACK was taken.
+func (c *Conn) zeroWindowACK(s *segment) bool {
+	if c.rcvWnd() != 0 || !c.state.synchronized() || s.flags&(flagACK|flagSYN|flagRST) != flagACK ||
+		seqLT(s.seq, c.rcvNxt) || seqGT(s.seq, c.rcvNxt+uint32(c.rcvCap)) {
+		return false
+	}
+	c.e.cnt[cTCPZeroWindowACK]++
+	c.ackInput(s)
+	return true
+}
+
+// acceptable is the acceptability test of RFC 9293 §3.10.7.4. With a
+// zero window, a segment at RCV.NXT is taken for its ACK and RST (its data
+// is dropped by dataInput, which has no room for it); one right of it
+// for its ACK only (zeroWindowACK).
 func (c *Conn) acceptable(s *segment) bool {
 	wnd := c.rcvWnd()
 	n := s.seqLen()

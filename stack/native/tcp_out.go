@@ -210,12 +210,25 @@ func (c *Conn) sentFIN() {
 	}
 }
 
-// sendAck sends a pure ACK. Its sequence number is the highest sent, not
-// SND.NXT: after a timeout SND.NXT goes back to SND.UNA, and an ACK
+// sendAck sends a pure ACK at ackSeq.
+func (c *Conn) sendAck() bool { return c.emit(c.ackSeq(), flagACK, 0, 0) }
+
+// ackSeq is the sequence number of a pure ACK: the highest sent, not
+// SND.NXT (after a timeout SND.NXT goes back to SND.UNA, and an ACK
 // numbered there falls left of the peer's window, fails its acceptability
 // test and is dropped unread; if both sides are retransmitting, each then
-// drops the other's ACKs for ever.
-func (c *Conn) sendAck() bool { return c.emit(c.sndMax, flagACK, 0, 0) }
+// drops the other's ACKs for ever), but never right of the peer's window
+// (SND.UNA+SND.WND): data sent before the window closed, or a probe byte,
+// puts SND.MAX beyond a zero window, and a receiver that applies the
+// acceptability test of RFC 9293 §3.10.7.4 to the letter (only SEG.SEQ =
+// RCV.NXT fits a zero window) drops such an ACK unread, so the ACK that
+// would let it send again never counts.
+func (c *Conn) ackSeq() uint32 {
+	if edge := c.sndUna + c.sndWnd; seqLT(edge, c.sndMax) && c.state.synchronized() {
+		return edge
+	}
+	return c.sndMax
+}
 
 // sendRST sends a RST at seq (Abort, keepalive timeout).
 func (c *Conn) sendRST(seq uint32) {

@@ -14,6 +14,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -126,7 +127,7 @@ func BenchmarkVethRTT(b *testing.B) {
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			p := testhost.NewT(b, testhost.Options{})
+			p := hosttest.New(b, testhost.Options{})
 			var ln net.Listener
 			var target string
 			if tc.name == "kernel" {

@@ -27,9 +27,10 @@
 // one open (frameio/memio in tests). Listen and Dial on the Service make
 // as many listeners and connections as Options.MaxConns allows; Listen(cfg)
 // and Dial(ctx, cfg, addr) are the one-line forms, whose Service lives as
-// long as what they return. On tcp-xdp a Service serves one port,
-// Config.Port: its XDP program hands netstack only that port's segments
-// (and ARP), the kernel keeps the rest.
+// long as what they return. On tcp-xdp a Service answers for its address
+// as a host: its XDP program hands netstack every frame to LocalIP (any
+// port, ICMP) and ARP, the kernel keeps the rest; SYNs to it pass a
+// per-CPU token bucket (Config.XDP.SYNRate) first.
 //
 // # Threading
 //

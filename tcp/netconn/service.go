@@ -158,8 +158,9 @@ type counters struct {
 // Service on it: netstack with cfg.LocalIP (which must not be an address
 // the kernel holds on the interface: see tcp.NewXDP), the tuning of
 // cfg.TCP and cfg.Nagle, and the poller (pinned to cfg.CPUs[0] if set).
-// cfg.Port is the one port a tcp-xdp Service listens on and dials (its XDP
-// program redirects only that port's segments). cfg.Role and cfg.Dests
+// A tcp-xdp Service listens on and dials any port: its XDP program hands
+// netstack every frame to cfg.LocalIP (with Options.Open, only cfg.Port,
+// which is all such an opener is trusted to redirect). cfg.Role and cfg.Dests
 // are not used (Dests with DstMAC become static neighbours).
 //
 // Like tcp.NewXDP, New must run on a thread inside the interface's
@@ -196,8 +197,10 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	// tcp.OpenXDP's program hands netstack every frame to LocalIP; an
+	// opener of the caller's is trusted with cfg.Port only.
 	var portOnly uint16
-	if cfg.Kind == core.KindTCPXDP {
+	if cfg.Kind == core.KindTCPXDP && opts.Open != nil {
 		portOnly = cfg.Port
 	}
 	return start(cfg, fio, to, opts, portOnly)

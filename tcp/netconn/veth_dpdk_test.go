@@ -13,6 +13,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -22,7 +23,7 @@ import (
 // the queue, so the idle poller naps.
 func TestHTTPServerOverDPDK(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	addr := hostAddr(p.A, 3)
 	cfg := core.Config{Kind: core.KindTCPDPDK, Iface: p.A.Iface, LocalIP: addr, Port: 8080}
 	cfg.DPDK.VDev = fmt.Sprintf("net_af_xdp_netconn0,iface=%s", p.A.Iface)

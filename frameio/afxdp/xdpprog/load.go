@@ -1,8 +1,10 @@
 package xdpprog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -26,6 +28,10 @@ type Objects struct {
 	Config *ebpf.Map
 	// Counters is the per-CPU counter array (Counter indexes).
 	Counters *ebpf.Map
+	// SYN is the per-CPU SYN token bucket (variant TCP; nil otherwise).
+	SYN *ebpf.Map
+
+	cfg [ConfigSize]byte // what Config holds
 }
 
 // Load creates the maps and loads the program. The port starts at 0, which
@@ -47,8 +53,9 @@ func Load(s Spec) (*Objects, error) {
 		Sockets:  coll.Maps[MapSockets],
 		Config:   coll.Maps[MapConfig],
 		Counters: coll.Maps[MapCounters],
+		SYN:      coll.Maps[MapSYN],
 	}
-	if o.Program == nil || o.Sockets == nil || o.Config == nil || o.Counters == nil {
+	if o.Program == nil || o.Sockets == nil || o.Config == nil || o.Counters == nil || o.SYN == nil {
 		coll.Close()
 		return nil, errors.New("xdpprog: collection is missing a program or map")
 	}
@@ -83,9 +90,52 @@ func (o *Objects) SetPorts(port, n uint16) error {
 		return fmt.Errorf("set XDP ports: %d ports from %d run past 65535", n, port)
 	}
 	v := EncodePorts(port, n)
-	if err := o.Config.Put(uint32(0), v[:]); err != nil {
-		return fmt.Errorf("set XDP port: %w", err)
+	copy(v[4:], o.cfg[4:])
+	return o.putConfig(v, "port")
+}
+
+// SetHost makes the TCP variant redirect every IPv4 frame to addr (and
+// ARP), and pass frames to other addresses to the kernel; an invalid addr
+// (netip.Addr{}) goes back to matching the port. The port must still be
+// set (port 0 matches nothing). Other variants refuse.
+func (o *Objects) SetHost(addr netip.Addr) error {
+	if o.Variant != TCP {
+		return fmt.Errorf("set XDP host address: variant %v matches ports only", o.Variant)
 	}
+	if addr.IsValid() && (!addr.Is4() || addr.IsUnspecified()) {
+		return fmt.Errorf("set XDP host address %v: want a unicast IPv4 address", addr)
+	}
+	v := o.cfg
+	clear(v[cfgHost : cfgHost+4])
+	if addr.IsValid() {
+		a := addr.As4()
+		copy(v[cfgHost:], a[:])
+	}
+	return o.putConfig(v, "host address")
+}
+
+// SetSYNLimit bounds the SYNs (SYN without ACK) to the host address
+// (SetHost) that each CPU hands on to rate per second, with bursts of
+// burst; the rest are dropped and counted (DroppedSYN). rate 0 is no
+// limit. The TCP variant only; burst must be at least 1 when rate is set.
+func (o *Objects) SetSYNLimit(rate, burst uint32) error {
+	if o.Variant != TCP {
+		return fmt.Errorf("set XDP SYN limit: variant %v has none", o.Variant)
+	}
+	if rate != 0 && burst == 0 {
+		return fmt.Errorf("set XDP SYN limit: a rate of %d/s needs a burst of at least 1", rate)
+	}
+	v := o.cfg
+	binary.NativeEndian.PutUint32(v[cfgSYNRate:], rate)
+	binary.NativeEndian.PutUint32(v[cfgSYNBurst:], burst)
+	return o.putConfig(v, "SYN limit")
+}
+
+func (o *Objects) putConfig(v [ConfigSize]byte, what string) error {
+	if err := o.Config.Put(uint32(0), v[:]); err != nil {
+		return fmt.Errorf("set XDP %s: %w", what, err)
+	}
+	o.cfg = v
 	return nil
 }
 
@@ -140,7 +190,7 @@ func (c Counts) Layers() []core.Counter {
 // Close closes the program and the maps. A program attached through a
 // bpf_link stays attached until the link is closed too.
 func (o *Objects) Close() error {
-	return errors.Join(o.Program.Close(), o.Sockets.Close(), o.Config.Close(), o.Counters.Close())
+	return errors.Join(o.Program.Close(), o.Sockets.Close(), o.Config.Close(), o.Counters.Close(), o.SYN.Close())
 }
 
 // memlockHint is what cilium/ebpf appends to every EPERM from creating a

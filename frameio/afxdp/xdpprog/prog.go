@@ -2,17 +2,25 @@
 // AF_XDP sockets, written with cilium/ebpf's asm package so that no C
 // compiler is needed at build time, and loads them with their maps.
 //
-// Each program reads our port from a one-entry config map, matches the
-// frames of its Variant and hands them to bpf_redirect_map(xsks,
-// rx_queue_index, XDP_PASS); everything else goes on to the kernel
-// (XDP_PASS). Because the fallback action of the redirect is XDP_PASS, a
+// Each program reads our port (and, variant TCP, the host address and SYN
+// limit) from a one-entry config map, matches the frames of its Variant
+// and hands them to bpf_redirect_map(xsks, rx_queue_index, XDP_PASS);
+// everything else goes on to the kernel (XDP_PASS), except SYNs beyond the
+// TCP variant's per-CPU token bucket (XDP_DROP). Because the fallback action of the redirect is XDP_PASS, a
 // program left on an interface without a socket in its map is harmless:
 // frames take the normal path. Every decision increments one slot of a
 // per-CPU counter array, read with Objects.ReadCounters.
 //
 // Building the instructions (Instructions, CollectionSpec) needs no
 // privileges; loading them (Load) needs CAP_BPF and CAP_NET_ADMIN on
-// Linux >= 5.8 (CAP_SYS_ADMIN before), and XSKMAP needs Linux >= 4.18.
+// Linux >= 5.8 (CAP_SYS_ADMIN before), and XSKMAP needs Linux >= 4.18
+// (bpf_ktime_get_ns, which the SYN bucket reads, is older).
+//
+// The TCP variant does not answer SYNs itself (SYN cookies with the
+// kernel's bpf_tcp_raw_gen_syncookie_ipv4 and XDP_TX, as the kernel's XDP
+// synproxy does): netstack validates only cookies of its own secret, so
+// the ACK of a kernel cookie would find no connection there; a proxy that
+// replays the handshake into netstack would be needed.
 package xdpprog
 
 import (
@@ -39,7 +47,14 @@ const (
 	// TCP redirects IPv4 TCP (same IP rules as UDP) when our port is the
 	// source or the destination port, so that a client with an ephemeral
 	// port receives the server's answers, and every ARP frame: the
-	// userspace TCP (tcp-xdp) resolves and answers ARP itself.
+	// userspace TCP (tcp-xdp) resolves and answers ARP itself. With a
+	// host address set (Objects.SetHost) it redirects instead every IPv4
+	// frame to that address, whatever its protocol, port, options or
+	// fragmentation, and passes frames to other addresses to the kernel:
+	// the userspace stack then answers for its address as a host does
+	// (RST for closed ports, ICMP echo and unreachables). SYNs (SYN
+	// without ACK) to the host address then go through a per-CPU token
+	// bucket (Objects.SetSYNLimit) and are dropped (DroppedSYN) beyond it.
 	TCP
 )
 
@@ -91,6 +106,15 @@ const (
 	PassOtherProto
 	// PassOtherPort counts frames of our protocol for another port.
 	PassOtherPort
+	// PassOtherHost counts IPv4 frames to another address than the host
+	// address (variant TCP with SetHost): the kernel's.
+	PassOtherHost
+	// DroppedSYN counts SYNs to the host address dropped (XDP_DROP)
+	// because the CPU's token bucket was empty (SetSYNLimit): a flood
+	// that would otherwise fill the socket's ring ahead of the
+	// established connections' segments. The peer retransmits a SYN
+	// that was legitimate.
+	DroppedSYN
 
 	// NumCounters is the number of counters (the array's size).
 	NumCounters
@@ -107,6 +131,8 @@ var counterNames = [NumCounters]string{
 	PassFragment:   "pass_fragment",
 	PassOtherProto: "pass_other_proto",
 	PassOtherPort:  "pass_other_port",
+	PassOtherHost:  "pass_other_host",
+	DroppedSYN:     "dropped_syn",
 }
 
 // String returns the counter's name as Stats shows it ("redirected",
@@ -128,7 +154,13 @@ const (
 	MapSockets  = "dgramio_xsks"
 	MapConfig   = "dgramio_cfg"
 	MapCounters = "dgramio_cnt"
+	// MapSYN is the per-CPU token bucket of SYNs (variant TCP): one
+	// entry of synBucketSize bytes, the tokens in units of 1e-9 SYN, then
+	// the bpf_ktime_get_ns of the last refill.
+	MapSYN = "dgramio_syn"
 )
+
+const synBucketSize = 16
 
 // ProgramName returns the program's name for v.
 func ProgramName(v Variant) string {
@@ -143,6 +175,7 @@ func ProgramName(v Variant) string {
 
 // XDP actions (enum xdp_action).
 const (
+	xdpDrop     = 1
 	xdpPass     = 2
 	xdpRedirect = 4
 )
@@ -160,6 +193,8 @@ const (
 	offIP        = 14
 	offIPFrag    = offIP + 6
 	offIPProto   = offIP + 9
+	offIPDst     = offIP + 16
+	offTCPFlags  = offL4 + 13
 	offL4        = offIP + 20
 	offSrcPort   = offL4
 	offDstPort   = offL4 + 2
@@ -187,6 +222,7 @@ func Instructions(v Variant) asm.Instructions {
 		lRedirect = "redirect"
 		lARP      = "arp"
 		lOut      = "out"
+		lPorts    = "ports"
 	)
 	setCounter := func(c Counter) asm.Instruction { return asm.Mov.Imm(asm.R7, int32(c)) }
 	// need jumps to count (with PassShort) unless data+n <= data_end.
@@ -224,6 +260,15 @@ func Instructions(v Variant) asm.Instructions {
 		asm.JEq.Imm(asm.R9, 0, lCount),
 		asm.LoadMem(asm.R1, asm.R0, 2, asm.Half),
 		asm.HostTo(asm.BE, asm.R1, asm.Half),
+	)
+	if v == TCP {
+		// The host address and the SYN bucket's rate and burst, kept
+		// on the stack for hostPath.
+		for _, off := range []int16{cfgHost, cfgSYNRate, cfgSYNBurst} {
+			add(asm.LoadMem(asm.R4, asm.R0, off, asm.Word), asm.StoreMem(asm.R10, stackHost-(off-cfgHost), asm.R4, asm.Word))
+		}
+	}
+	add(
 		// The frame.
 		asm.LoadMem(asm.R2, asm.R6, mdData, asm.Word),
 		asm.LoadMem(asm.R3, asm.R6, mdDataEnd, asm.Word),
@@ -240,8 +285,11 @@ func Instructions(v Variant) asm.Instructions {
 	}
 	add(asm.JNE.Imm(asm.R5, 0x00, lCount))
 	add(need(offL4)...)
+	if v == TCP {
+		add(hostPath(need, lPorts, lRedirect, lCount)...)
+	}
 	add(
-		asm.LoadMem(asm.R4, asm.R2, offIP, asm.Byte),
+		asm.LoadMem(asm.R4, asm.R2, offIP, asm.Byte).WithSymbol(lPorts),
 		setCounter(PassIPOptions),
 		asm.JNE.Imm(asm.R4, 0x45, lCount),
 		// Flags and fragment offset: reserved/DF bits may be set; MF
@@ -312,6 +360,95 @@ func Instructions(v Variant) asm.Instructions {
 	return p
 }
 
+// Config value offsets (ConfigSize bytes) and where the TCP variant keeps
+// the host's fields on its stack.
+const (
+	cfgHost     = 4
+	cfgSYNRate  = 8
+	cfgSYNBurst = 12
+	stackHost   = -12 // then the rate at -16, the burst at -20
+	stackSYNKey = -24
+	nanoSYN     = 1_000_000_000 // one SYN in the bucket's units
+)
+
+// hostPath is the TCP variant's test of the host address: with none set it
+// goes on at lPorts (the port test); a frame to another address is
+// PassOtherHost; one to the host address is redirected, except a SYN that
+// finds the CPU's token bucket empty, which is dropped (DroppedSYN). R2
+// and R3 hold data and data_end; need checks a length as in Instructions.
+//
+// The bucket holds tokens in units of 1e-9 SYN: each refill adds the
+// nanoseconds since the last one times the rate per second, caps the sum
+// at burst SYNs, and a SYN takes one (1e9 units).
+// A rate of 0 is no limit.
+func hostPath(need func(int32) asm.Instructions, lPorts, lRedirect, lCount string) asm.Instructions {
+	const lDrop = "syn_drop"
+	p := asm.Instructions{
+		asm.LoadMem(asm.R4, asm.R10, stackHost, asm.Word),
+		asm.JEq.Imm(asm.R4, 0, lPorts),
+		asm.LoadMem(asm.R5, asm.R2, offIPDst, asm.Word),
+		asm.Mov.Imm(asm.R7, int32(PassOtherHost)),
+		asm.JNE.Reg(asm.R5, asm.R4, lCount),
+		asm.Mov.Imm(asm.R7, int32(Redirected)),
+		// Only an unfragmented TCP segment without IP options can be a
+		// SYN the bucket counts; the rest goes to the stack as it is.
+		asm.LoadMem(asm.R4, asm.R2, offIP, asm.Byte),
+		asm.JNE.Imm(asm.R4, 0x45, lRedirect),
+		asm.LoadMem(asm.R4, asm.R2, offIPProto, asm.Byte),
+		asm.JNE.Imm(asm.R4, 6, lRedirect),
+		asm.LoadMem(asm.R4, asm.R2, offIPFrag, asm.Byte),
+		asm.And.Imm(asm.R4, 0x3f),
+		asm.JNE.Imm(asm.R4, 0, lRedirect),
+		asm.LoadMem(asm.R4, asm.R2, offIPFrag+1, asm.Byte),
+		asm.JNE.Imm(asm.R4, 0, lRedirect),
+	}
+	p = append(p, need(offTCPFlags+1)...)
+	p = append(p,
+		asm.Mov.Imm(asm.R7, int32(Redirected)),
+		asm.LoadMem(asm.R4, asm.R2, offTCPFlags, asm.Byte),
+		asm.And.Imm(asm.R4, 0x12), // SYN | ACK
+		asm.JNE.Imm(asm.R4, 0x02, lRedirect),
+		asm.LoadMem(asm.R4, asm.R10, stackHost-4, asm.Word), // rate
+		asm.JEq.Imm(asm.R4, 0, lRedirect),
+		asm.StoreImm(asm.R10, stackSYNKey, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, 0).WithReference(MapSYN),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, stackSYNKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, lRedirect), // no bucket: no limit
+		// R9 (our port) is not needed past this point: the bucket.
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.FnKtimeGetNs.Call(),
+		asm.LoadMem(asm.R1, asm.R9, 8, asm.DWord),
+		asm.StoreMem(asm.R9, 8, asm.R0, asm.DWord),
+		asm.Sub.Reg(asm.R0, asm.R1),
+		asm.LoadMem(asm.R2, asm.R10, stackHost-4, asm.Word), // rate
+		asm.LoadMem(asm.R3, asm.R10, stackHost-8, asm.Word), // burst
+		asm.Mul.Imm(asm.R3, nanoSYN),
+		// A pause long enough to fill the bucket fills it (and keeps
+		// the product below from overflowing).
+		asm.Mov.Reg(asm.R4, asm.R3),
+		asm.Div.Reg(asm.R4, asm.R2),
+		asm.Mov.Reg(asm.R1, asm.R3),
+		asm.JGT.Reg(asm.R0, asm.R4, "syn_take"),
+		asm.Mul.Reg(asm.R0, asm.R2),
+		asm.LoadMem(asm.R1, asm.R9, 0, asm.DWord),
+		asm.Add.Reg(asm.R1, asm.R0),
+		asm.JLE.Reg(asm.R1, asm.R3, "syn_take"),
+		asm.Mov.Reg(asm.R1, asm.R3),
+		asm.Mov.Imm(asm.R7, int32(DroppedSYN)).WithSymbol("syn_take"),
+		asm.JLT.Imm(asm.R1, nanoSYN, lDrop),
+		asm.Sub.Imm(asm.R1, nanoSYN),
+		asm.StoreMem(asm.R9, 0, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R7, int32(Redirected)),
+		asm.Ja.Label(lRedirect),
+		asm.StoreMem(asm.R9, 0, asm.R1, asm.DWord).WithSymbol(lDrop),
+		asm.Mov.Imm(asm.R8, xdpDrop),
+		asm.Ja.Label(lCount),
+	)
+	return p
+}
+
 // Spec describes what to load.
 type Spec struct {
 	// Variant selects the frames redirected.
@@ -341,6 +478,7 @@ func (s Spec) CollectionSpec() (*ebpf.CollectionSpec, error) {
 			MapConfig:  {Name: MapConfig, Type: ebpf.Array, KeySize: 4, ValueSize: ConfigSize, MaxEntries: 1},
 			MapCounters: {Name: MapCounters, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8,
 				MaxEntries: uint32(NumCounters)},
+			MapSYN: {Name: MapSYN, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: synBucketSize, MaxEntries: 1},
 		},
 		Programs: map[string]*ebpf.ProgramSpec{
 			name: {
@@ -355,8 +493,10 @@ func (s Spec) CollectionSpec() (*ebpf.CollectionSpec, error) {
 
 // ConfigSize is the size of the config map's value: the port in network
 // byte order, then the number of ports matched from it on, in network byte
-// order (0 and 1: the port alone).
-const ConfigSize = 4
+// order (0 and 1: the port alone); then (variant TCP) the host address as
+// on the wire (0: none), and the SYN bucket's rate per second and burst,
+// each a uint32 in the host's byte order (rate 0: no limit).
+const ConfigSize = 16
 
 // EncodeConfig returns the config map's value for port alone.
 func EncodeConfig(port uint16) [ConfigSize]byte { return EncodePorts(port, 1) }

@@ -3,6 +3,8 @@ package xdpprog
 import (
 	"encoding/binary"
 	"errors"
+	"net/netip"
+	"runtime"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -16,6 +18,9 @@ import (
 
 const ourPort = 5000
 
+// hostAddr is the destination address of the test frames (ip4).
+var hostAddr = netip.MustParseAddr("198.18.0.1")
+
 // classify is the reference model of the program, in Go: the counter the
 // program must increment for frame, given the configured port.
 func classify(v Variant, port uint16, frame []byte) Counter {
@@ -24,6 +29,12 @@ func classify(v Variant, port uint16, frame []byte) Counter {
 
 // classifyPorts is classify for the n ports from port on (SetPorts).
 func classifyPorts(v Variant, port, n uint16, frame []byte) Counter {
+	return classifyHost(v, port, n, [4]byte{}, frame)
+}
+
+// classifyHost is classifyPorts with the host address host (SetHost; zero:
+// none) and no SYN limit.
+func classifyHost(v Variant, port, n uint16, host [4]byte, frame []byte) Counter {
 	if port == 0 {
 		return PassNoConfig
 	}
@@ -42,6 +53,16 @@ func classifyPorts(v Variant, port, n uint16, frame []byte) Counter {
 	}
 	if len(frame) < offL4 {
 		return PassShort
+	}
+	if v == TCP && host != [4]byte{} {
+		if [4]byte(frame[offIPDst:offL4]) != host {
+			return PassOtherHost
+		}
+		tcp := frame[offIP] == 0x45 && frame[offIPProto] == 6 && frame[offIPFrag]&0x3f == 0 && frame[offIPFrag+1] == 0
+		if tcp && len(frame) < offTCPFlags+1 {
+			return PassShort
+		}
+		return PassNoSocket
 	}
 	if frame[offIP] != 0x45 {
 		return PassIPOptions
@@ -215,10 +236,10 @@ func TestCounterNames(t *testing.T) {
 
 func TestEncodeConfig(t *testing.T) {
 	b := EncodeConfig(0x1388)
-	if b != [4]byte{0x13, 0x88, 0, 1} {
+	if b != [ConfigSize]byte{0x13, 0x88, 0, 1} {
 		t.Errorf("EncodeConfig(5000) = % x", b)
 	}
-	if b := EncodePorts(0x1388, 0x0203); b != [4]byte{0x13, 0x88, 2, 3} {
+	if b := EncodePorts(0x1388, 0x0203); b != [ConfigSize]byte{0x13, 0x88, 2, 3} {
 		t.Errorf("EncodePorts(5000, 515) = % x", b)
 	}
 }
@@ -385,9 +406,10 @@ func FuzzProgram(f *testing.F) {
 		arpFrame(f), ipv6Frame(f), make([]byte, 14), make([]byte, 60),
 	}
 	for _, s := range seeds {
-		f.Add(s, uint16(ourPort), uint16(1))
+		f.Add(s, uint16(ourPort), uint16(1), false)
+		f.Add(s, uint16(ourPort), uint16(1), true)
 	}
-	f.Add(udpFrame(f, 40000, ourPort+2), uint16(ourPort), uint16(4))
+	f.Add(udpFrame(f, 40000, ourPort+2), uint16(ourPort), uint16(4), false)
 	objs := map[Variant]*Objects{}
 	if rootForFuzz() {
 		for _, v := range []Variant{UDP, UDPARP, TCP} {
@@ -402,25 +424,154 @@ func FuzzProgram(f *testing.F) {
 			objs[v] = o
 		}
 	}
-	f.Fuzz(func(t *testing.T, frame []byte, port, n uint16) {
+	f.Fuzz(func(t *testing.T, frame []byte, port, n uint16, host bool) {
 		if len(frame) < 14 || len(frame) > 1500 {
 			return // the kernel refuses test runs outside these bounds
 		}
 		if int(port)+int(n) > 65536 {
 			n = uint16(65536 - int(port))
 		}
+		var h [4]byte
+		if host {
+			h = hostAddr.As4()
+		}
 		for _, v := range []Variant{UDP, UDPARP, TCP} {
-			classifyPorts(v, port, n, frame)
+			classifyHost(v, port, n, h, frame)
 		}
 		for v, o := range objs {
 			if err := o.SetPorts(port, n); err != nil {
 				t.Fatal(err)
 			}
-			want := classifyPorts(v, port, n, frame)
+			if v == TCP {
+				a := netip.Addr{}
+				if host {
+					a = hostAddr
+				}
+				if err := o.SetHost(a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := classifyHost(v, port, n, h, frame)
 			ret, got := run(t, o, frame)
 			if got != want || ret != xdpPass {
 				t.Errorf("%v ports %d+%d frame % x: kernel says %s (action %d), model says %s", v, port, n, frame, got, ret, want)
 			}
 		}
 	})
+}
+
+func icmpFrame(t testing.TB, dst netip.Addr) []byte {
+	ip := ip4(layers.IPProtocolICMPv4)
+	ip.DstIP = dst.AsSlice()
+	icmp := &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(layers.ICMPv4TypeEchoRequest, 0), Id: 1, Seq: 1}
+	return serialize(t, ethIPv4(), ip, icmp, gopacket.Payload("ping"))
+}
+
+func tcpFrameTo(t testing.TB, dst netip.Addr, sport, dport uint16, syn, ack bool) []byte {
+	ip := ip4(layers.IPProtocolTCP)
+	ip.DstIP = dst.AsSlice()
+	tcp := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: layers.TCPPort(dport), SYN: syn, ACK: ack, Window: 1024}
+	_ = tcp.SetNetworkLayerForChecksum(ip)
+	return serialize(t, ethIPv4(), ip, tcp)
+}
+
+// TestProgramHost: with a host address, the TCP variant hands the stack
+// every IPv4 frame to that address (TCP to any port, ICMP, UDP, IP
+// options, fragments) and ARP, and leaves frames to other addresses,
+// our port included, to the kernel; without one it matches the port.
+func TestProgramHost(t *testing.T) {
+	other := netip.MustParseAddr("198.18.0.9")
+	cases := []struct {
+		name  string
+		frame []byte
+		want  Counter
+	}{
+		{"tcp to our port", tcpFrameTo(t, hostAddr, 40000, ourPort, true, false), PassNoSocket},
+		{"tcp to a closed port", tcpFrameTo(t, hostAddr, 40000, 22, true, false), PassNoSocket},
+		{"icmp echo", icmpFrame(t, hostAddr), PassNoSocket},
+		{"udp", udpFrame(t, 40000, 53), PassNoSocket},
+		{"ip options", udpFrame(t, 40000, ourPort, withOptions), PassNoSocket},
+		{"fragment", udpFrame(t, 40000, ourPort, withMF), PassNoSocket},
+		{"arp", arpFrame(t), PassNoSocket},
+		{"tcp to another address, our port", tcpFrameTo(t, other, 40000, ourPort, true, false), PassOtherHost},
+		{"icmp to another address", icmpFrame(t, other), PassOtherHost},
+		{"ipv6", ipv6Frame(t), PassNotIPv4},
+		{"tcp header cut before the flags", tcpFrameTo(t, hostAddr, 1, 2, false, true)[:offTCPFlags], PassShort},
+	}
+	o := load(t, TCP, ourPort)
+	if err := o.SetHost(hostAddr); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		if got := classifyHost(TCP, ourPort, 1, hostAddr.As4(), c.frame); got != c.want {
+			t.Fatalf("%s: reference model says %s, table says %s", c.name, got, c.want)
+		}
+		if ret, got := run(t, o, c.frame); got != c.want || ret != xdpPass {
+			t.Errorf("%s: counter %s action %d, want %s and XDP_PASS", c.name, got, ret, c.want)
+		}
+	}
+	if err := o.SetHost(netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := run(t, o, tcpFrameTo(t, hostAddr, 40000, 22, true, false)); got != PassOtherPort {
+		t.Errorf("without a host address, a closed port: %s, want %s", got, PassOtherPort)
+	}
+	if err := load(t, UDP, ourPort).SetHost(hostAddr); err == nil {
+		t.Error("the UDP variant took a host address")
+	}
+	if err := o.SetHost(netip.MustParseAddr("::1")); err == nil {
+		t.Error("SetHost took an IPv6 address")
+	}
+}
+
+// TestProgramSYNLimit: SYNs to the host address pass while the CPU's
+// bucket holds tokens (a burst of 3, refilled at 1 per second) and are
+// dropped (XDP_DROP, dropped_syn) beyond it; segments with ACK and SYN-ACKs
+// are never limited, and the port setting keeps the limit.
+func TestProgramSYNLimit(t *testing.T) {
+	o := load(t, TCP, ourPort)
+	if err := o.SetHost(hostAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetSYNLimit(1, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetPort(ourPort); err != nil { // keeps host and limit
+		t.Fatal(err)
+	}
+	if err := o.SetSYNLimit(5, 0); err == nil {
+		t.Error("a rate without a burst accepted")
+	}
+	// The bucket is per CPU: stay on one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pinToOneCPU(t)
+	syn := tcpFrameTo(t, hostAddr, 40000, ourPort, true, false)
+	for i := range 3 {
+		if ret, got := run(t, o, syn); got != PassNoSocket || ret != xdpPass {
+			t.Fatalf("SYN %d of the burst: counter %s action %d, want %s", i, got, ret, PassNoSocket)
+		}
+	}
+	for i := range 3 {
+		if ret, got := run(t, o, syn); got != DroppedSYN || ret != xdpDrop {
+			t.Fatalf("SYN %d past the burst: counter %s action %d, want %s and XDP_DROP", i, got, ret, DroppedSYN)
+		}
+		other := tcpFrameTo(t, hostAddr, 40000, ourPort, false, true)
+		if i == 1 {
+			other = tcpFrameTo(t, hostAddr, 40000, ourPort, true, true)
+		}
+		if ret, got := run(t, o, other); got != PassNoSocket || ret != xdpPass {
+			t.Errorf("a segment with ACK behind the flood: counter %s action %d, want %s", got, ret, PassNoSocket)
+		}
+	}
+	if err := o.SetSYNLimit(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := run(t, o, syn); got != PassNoSocket {
+		t.Errorf("without a limit: %s, want %s", got, PassNoSocket)
+	}
+	var c Counts
+	if c, _ = o.ReadCounters(); c[DroppedSYN] != 3 {
+		t.Errorf("dropped_syn %d, want 3", c[DroppedSYN])
+	}
 }

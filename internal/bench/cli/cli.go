@@ -2,7 +2,7 @@
 // loadgen (cmd/echo, cmd/loadgen, and netbench, which re-executes itself in
 // either mode). Each Main parses its flags, pins the poller (the userspace
 // TCP kinds pin the whole process themselves: see pin), opens the backend
-// with dgramio.New, runs the loop of package bench, closes the backend and
+// with dgramio.New, runs the loop of package load, closes the backend and
 // writes its result, with the counters read after Close, as JSON, so
 // netbench can collect both ends' counters. With
 // --queues N > 1 it opens a group (dgramio.NewGroup) instead and runs a
@@ -19,14 +19,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
-
-// Open opens a backend. It is dgramio.New; tests may replace it.
-var Open = dgramio.New
 
 // The classes of an error that stops a tool before it measures anything,
 // as OpenError.Class says them.

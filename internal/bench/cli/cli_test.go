@@ -63,6 +63,13 @@ func TestEchoLoadgenLoopbackUDP(t *testing.T) {
 // the loadgen printed; any tool that fails fails the test.
 func echoAndLoad(t *testing.T, echoArgs, loadArgs []string, ready func(line string) bool) (LoadFile, EchoFile, string) {
 	t.Helper()
+	return echoAndLoadWith(t, defaultOpeners(), echoArgs, loadArgs, ready)
+}
+
+// echoAndLoadWith is echoAndLoad with both tools opening their backends
+// with op.
+func echoAndLoadWith(t *testing.T, op openers, echoArgs, loadArgs []string, ready func(line string) bool) (LoadFile, EchoFile, string) {
+	t.Helper()
 	dir := t.TempDir()
 	echoJSON, loadJSON := filepath.Join(dir, "echo.json"), filepath.Join(dir, "load.json")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -71,7 +78,7 @@ func echoAndLoad(t *testing.T, echoArgs, loadArgs []string, ready func(line stri
 	var echoErr syncBuilder
 	status := make(chan int, 1)
 	go func() {
-		status <- RunEcho(ctx, append(append([]string{}, echoArgs...), "--stats", echoJSON), pw, &echoErr)
+		status <- runEcho(ctx, append(append([]string{}, echoArgs...), "--stats", echoJSON), pw, &echoErr, op)
 		pw.Close()
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
@@ -81,7 +88,7 @@ func echoAndLoad(t *testing.T, echoArgs, loadArgs []string, ready func(line stri
 	go io.Copy(io.Discard, pr)
 
 	var out, errOut strings.Builder
-	if st := RunLoadgen(context.Background(), append(append([]string{}, loadArgs...), "--json", loadJSON), &out, &errOut); st != 0 {
+	if st := runLoadgen(context.Background(), append(append([]string{}, loadArgs...), "--json", loadJSON), &out, &errOut, op); st != 0 {
 		t.Fatalf("loadgen exit %d: %s %s", st, out.String(), errOut.String())
 	}
 	cancel()

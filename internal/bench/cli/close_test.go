@@ -8,6 +8,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/bench/benchtest"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -19,15 +20,14 @@ import (
 // every message; read before Close, 10 would be unaccounted.
 func TestResultsCarryCloseTimeCounters(t *testing.T) {
 	cli, srv := benchtest.NewPair(benchtest.Options{SilentEvery: 50, SilentMax: 10, SilentAtClose: true})
-	saved := Open
-	defer func() { Open = saved }()
-	Open = func(cfg core.Config) (core.Backend, error) {
+	op := defaultOpeners()
+	op.single = func(cfg core.Config) (core.Backend, error) {
 		if cfg.Role == core.RoleServer {
 			return srv, nil
 		}
 		return cli, nil
 	}
-	lf, ef, _ := echoAndLoad(t,
+	lf, ef, _ := echoAndLoadWith(t, op,
 		[]string{"--kind", "udp", "--local", "198.18.0.2", "--wait"},
 		[]string{"--kind", "udp", "--dst", "198.18.0.2", "--rate", "2k",
 			"--warmup", "0s", "--duration", "500ms", "--drain", "300ms", "--wait"}, nil)
@@ -47,24 +47,21 @@ func TestResultsCarryCloseTimeCounters(t *testing.T) {
 // and the group's, read after the queues closed.
 func TestLoadGroupCloseTimeCounters(t *testing.T) {
 	g := newFakeGroup(2, -1)
-	saved := NewGroup
-	defer func() { NewGroup = saved }()
-	NewGroup = func(core.Config) (Group, error) { return g, nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, s := range g.servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bench.Echo(ctx, s, bench.EchoOptions{Wait: true})
+			load.Echo(ctx, s, load.EchoOptions{Wait: true})
 		}()
 	}
 	defer func() {
 		cancel()
 		wg.Wait()
 	}()
-	res, runErr, openErr := loadGroup(context.Background(), core.Config{Kind: "udp", Queues: 2},
-		bench.LoadOptions{Rate: 2000, Duration: 200 * time.Millisecond, Drain: 5 * time.Second, Wait: true})
+	res, runErr, openErr := loadGroup(context.Background(), func(core.Config) (Group, error) { return g, nil }, core.Config{Kind: "udp", Queues: 2},
+		load.LoadOptions{Rate: 2000, Duration: 200 * time.Millisecond, Drain: 5 * time.Second, Wait: true})
 	if openErr != nil || runErr != nil {
 		t.Fatalf("open %v, run %v", openErr, runErr)
 	}

@@ -10,15 +10,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
 // EchoFile is the JSON an echo writes with --stats.
 type EchoFile struct {
 	ToolHeader
-	Result  *bench.EchoResult `json:"result,omitempty"`
-	Failure *Failure          `json:"failure,omitempty"`
+	Result  *load.EchoResult `json:"result,omitempty"`
+	Failure *Failure         `json:"failure,omitempty"`
 }
 
 // EchoMain is the echo tool: it opens a server of --kind on --local:--port,
@@ -46,6 +46,11 @@ func EchoMain(args []string, stdout, stderr io.Writer) int {
 
 // RunEcho is EchoMain that also stops when ctx ends.
 func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runEcho(ctx, args, stdout, stderr, defaultOpeners())
+}
+
+// runEcho is RunEcho opening its backends with op.
+func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op openers) int {
 	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	tf := addToolFlags(fs, toolUsage{
@@ -84,17 +89,17 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 
-	eo := bench.EchoOptions{Batch: cfg.TxBatch, Wait: out.Wait}
+	eo := load.EchoOptions{Batch: cfg.TxBatch, Wait: out.Wait}
 	if out.Queues > 1 {
 		cfg.Queues, cfg.CPUs = out.Queues, out.CPUs
-		return echoGroup(ctx, cfg, eo, &out, *stats, fail, stdout, stderr)
+		return echoGroup(ctx, op.group, cfg, eo, &out, *stats, fail, stdout, stderr)
 	}
 	cpus, err := pin(cfg.Kind, out.CPU)
 	if err != nil {
 		return fail(Classify(cfg.Kind, err), err)
 	}
 	cfg.CPUs = cpus
-	b, err := Open(cfg)
+	b, err := op.single(cfg)
 	if err != nil {
 		return fail(Classify(cfg.Kind, err), err)
 	}
@@ -105,7 +110,7 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	start := time.Now()
-	res, runErr := bench.Echo(ctx, b, eo)
+	res, runErr := load.Echo(ctx, b, eo)
 	if cerr := b.Close(); cerr != nil && runErr == nil {
 		fmt.Fprintln(stderr, "echo: close:", cerr)
 	}
@@ -131,9 +136,9 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // echoGroup is the echo with several queues (cfg.Queues > 1).
-func echoGroup(ctx context.Context, cfg core.Config, eo bench.EchoOptions, out *EchoFile, statsPath string,
+func echoGroup(ctx context.Context, newGroup func(core.Config) (Group, error), cfg core.Config, eo load.EchoOptions, out *EchoFile, statsPath string,
 	fail func(string, error) int, stdout, stderr io.Writer) int {
-	g, err := NewGroup(cfg)
+	g, err := newGroup(cfg)
 	if err != nil {
 		return fail(Classify(cfg.Kind, err), err)
 	}
@@ -143,7 +148,7 @@ func echoGroup(ctx context.Context, cfg core.Config, eo bench.EchoOptions, out *
 		}
 	}()
 	start := time.Now()
-	parts := make([]*bench.EchoResult, cfg.Queues)
+	parts := make([]*load.EchoResult, cfg.Queues)
 	errs := make([]error, cfg.Queues)
 	total, final, err := runGroup(g, cfg.Queues, func() {
 		fmt.Fprintf(stdout, "ready %s\n", g.Stats().Mode)
@@ -151,7 +156,7 @@ func echoGroup(ctx context.Context, cfg core.Config, eo bench.EchoOptions, out *
 			_ = f.Sync()
 		}
 	}, func(q int, b core.Backend) {
-		parts[q], errs[q] = bench.Echo(ctx, b, eo)
+		parts[q], errs[q] = load.Echo(ctx, b, eo)
 	})
 	if parts[0] == nil {
 		// No queue ran: one could not be opened, or Echo refused the
@@ -176,7 +181,7 @@ func echoGroup(ctx context.Context, cfg core.Config, eo bench.EchoOptions, out *
 			p.Stats = final[q] // as each queue's Close left them
 		}
 	}
-	res := bench.MergeEchoes(parts)
+	res := load.MergeEchoes(parts)
 	res.Stats = total
 	out.Result = res
 	fmt.Fprintf(stderr, "echo ran %v\n%s", time.Since(start).Round(time.Millisecond), formatStats("echo", &res.Stats, res.Layers()))

@@ -24,14 +24,23 @@ type Group interface {
 	Close() error
 }
 
-// NewGroup opens a group of queues. It is dgramio.NewGroup; tests may
-// replace it.
-var NewGroup = func(cfg core.Config) (Group, error) {
-	g, err := dgramio.NewGroup(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return g, nil
+// openers open the tools' backends: a kind with one queue (single), and
+// with several (group). The tools use defaultOpeners; their tests pass
+// fakes to runEcho and runLoadgen.
+type openers struct {
+	single func(core.Config) (core.Backend, error)
+	group  func(core.Config) (Group, error)
+}
+
+// defaultOpeners open through dgramio.New and dgramio.NewGroup.
+func defaultOpeners() openers {
+	return openers{single: dgramio.New, group: func(cfg core.Config) (Group, error) {
+		g, err := dgramio.NewGroup(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return g, nil
+	}}
 }
 
 // runGroup runs the n queues of g, each on a goroutine of its own, the

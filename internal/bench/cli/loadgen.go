@@ -14,14 +14,15 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
 // LoadFile is the JSON a load generator writes with --json.
 type LoadFile struct {
 	ToolHeader
-	Result  *bench.LoadResult `json:"result,omitempty"`
-	Failure *Failure          `json:"failure,omitempty"`
+	Result  *load.LoadResult `json:"result,omitempty"`
+	Failure *Failure         `json:"failure,omitempty"`
 }
 
 // LoadgenMain is the load generator: it opens a client of --kind to
@@ -48,6 +49,11 @@ func LoadgenMain(args []string, stdout, stderr io.Writer) int {
 
 // RunLoadgen is LoadgenMain that also stops when ctx ends.
 func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runLoadgen(ctx, args, stdout, stderr, defaultOpeners())
+}
+
+// runLoadgen is RunLoadgen opening its backends with op.
+func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op openers) int {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	tf := addToolFlags(fs, toolUsage{
@@ -60,8 +66,8 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	rateS := fs.String("rate", "20k", "offered rate, messages per second (20k, 1.6M)")
 	duration := fs.Duration("duration", 5e9, "measured time")
 	warmup := fs.Duration("warmup", 1e9, "warm-up, sent but not measured")
-	drain := fs.Duration("drain", bench.DefaultDrain, "time to wait for answers after the last send")
-	size := fs.Int("size", bench.DefaultSize, "message size in bytes")
+	drain := fs.Duration("drain", load.DefaultDrain, "time to wait for answers after the last send")
+	size := fs.Int("size", load.DefaultSize, "message size in bytes")
 	dstMAC := fs.String("dst-mac", "", "the echo's MAC address on the raw kinds (Config.DstMAC; empty: resolved by the neighbour table or ARP)")
 	jsonPath := fs.String("json", "", "write the result as JSON to this file")
 	if err := fs.Parse(args); err != nil {
@@ -90,8 +96,8 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !dstIP.IsValid() {
 		return fail(ClassConfig, fmt.Errorf("--dst: the echo's address is required"))
 	}
-	if *size < bench.HeaderLen {
-		return fail(ClassConfig, fmt.Errorf("--size %d: must be at least %d", *size, bench.HeaderLen))
+	if *size < load.HeaderLen {
+		return fail(ClassConfig, fmt.Errorf("--size %d: must be at least %d", *size, load.HeaderLen))
 	}
 	var mac net.HardwareAddr
 	if *dstMAC != "" {
@@ -107,38 +113,16 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	lo := bench.LoadOptions{
+	lo := load.LoadOptions{
 		Rate: rate, Warmup: *warmup, Duration: *duration, Drain: *drain,
 		Size: *size, Batch: cfg.TxBatch, Wait: out.Wait,
 	}
-	var res *bench.LoadResult
-	var runErr error
 	if out.Queues > 1 {
 		cfg.Queues, cfg.CPUs = out.Queues, out.CPUs
-		var openErr error
-		res, runErr, openErr = loadGroup(ctx, cfg, lo)
-		if openErr != nil {
-			return fail(Classify(cfg.Kind, openErr), openErr)
-		}
-	} else {
-		cpus, err := pin(cfg.Kind, out.CPU)
-		if err != nil {
-			return fail(Classify(cfg.Kind, err), err)
-		}
-		cfg.CPUs = cpus
-		b, err := Open(cfg)
-		if err != nil {
-			return fail(Classify(cfg.Kind, err), err)
-		}
-		res, runErr = bench.Load(ctx, b, lo)
-		if cerr := b.Close(); cerr != nil && runErr == nil {
-			fmt.Fprintln(stderr, "loadgen: close:", cerr)
-		}
-		if res != nil {
-			// The counters as Close left them: it counts what it found
-			// undelivered (frames left in a ring, records still staged).
-			res.Stats = b.Stats()
-		}
+	}
+	res, runErr, openErr := loadOnce(ctx, op, cfg, out.CPU, lo, stderr)
+	if openErr != nil {
+		return fail(Classify(cfg.Kind, openErr), openErr)
 	}
 	status := 0
 	if runErr != nil {
@@ -147,19 +131,7 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	out.Result = res
 	if res != nil {
-		c := bench.NewCell(cfg.Kind, res, nil)
-		c.Unaccounted = 0 // the conservation needs the echo's counters too: netbench has them
-		fmt.Fprintf(stdout, "%s %s: %s  (p50 %s p99 %s p99.9 %s max %s µs; lag p99 %s µs; achieved %s/s; offered %d sent %d received %d lost %d not sent %d)\n",
-			cfg.Kind, bench.FormatRate(rate), c.Format(),
-			bench.FormatUs(res.RTT.P50Us), bench.FormatUs(res.RTT.P99Us), bench.FormatUs(res.RTT.P999Us), bench.FormatUs(res.RTT.MaxUs),
-			bench.FormatUs(res.Lag.P99Us), bench.FormatRate(res.AchievedRate),
-			res.Offered, res.Sent, res.Received, res.Lost, res.NotSent)
-		fmt.Fprint(stderr, formatStats("loadgen", &res.Stats, res.Layers()))
-		for _, p := range res.PerQueue {
-			fmt.Fprintf(stdout, "  queue %d (whole run): sent %d received %d other_queue %d reordered %d; p50 %s p99 %s µs; rx_delivered %d tx_sent %d lost %d\n",
-				p.Queue, p.Total.Sent, p.Total.Received, p.Total.OtherQueue, p.Total.Reordered, bench.FormatUs(p.RTT.P50Us), bench.FormatUs(p.RTT.P99Us),
-				p.Stats.RxDelivered, p.Stats.TxSent, p.Stats.Lost())
-		}
+		printLoad(stdout, stderr, cfg.Kind, rate, res)
 	}
 	if err := writeJSON(*jsonPath, &out); err != nil {
 		fmt.Fprintln(stderr, "loadgen:", err)
@@ -168,13 +140,60 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return status
 }
 
+// loadOnce runs the load generator on one backend, or on a group of
+// cfg.Queues queues (on the CPUs of cfg.CPUs), and returns its result
+// with the counters as Close left them; openErr when nothing could be
+// opened.
+func loadOnce(ctx context.Context, op openers, cfg core.Config, cpu int, lo load.LoadOptions, stderr io.Writer) (res *load.LoadResult, runErr, openErr error) {
+	if cfg.Queues > 1 {
+		return loadGroup(ctx, op.group, cfg, lo)
+	}
+	cpus, err := pin(cfg.Kind, cpu)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.CPUs = cpus
+	b, err := op.single(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, runErr = load.Load(ctx, b, lo)
+	if cerr := b.Close(); cerr != nil && runErr == nil {
+		fmt.Fprintln(stderr, "loadgen: close:", cerr)
+	}
+	if res != nil {
+		// The counters as Close left them: it counts what it found
+		// undelivered (frames left in a ring, records still staged).
+		res.Stats = b.Stats()
+	}
+	return res, runErr, nil
+}
+
+// printLoad prints the result's line on stdout (and each queue's), the
+// counters on stderr.
+func printLoad(stdout, stderr io.Writer, kind string, rate float64, res *load.LoadResult) {
+	c := bench.NewCell(kind, res, nil)
+	c.Unaccounted = 0 // the conservation needs the echo's counters too: netbench has them
+	fmt.Fprintf(stdout, "%s %s: %s  (p50 %s p99 %s p99.9 %s max %s µs; lag p99 %s µs; achieved %s/s; offered %d sent %d received %d lost %d not sent %d late %d)\n",
+		kind, bench.FormatRate(rate), c.Format(),
+		bench.FormatUs(res.RTT.P50Us), bench.FormatUs(res.RTT.P99Us), bench.FormatUs(res.RTT.P999Us), bench.FormatUs(res.RTT.MaxUs),
+		bench.FormatUs(res.Lag.P99Us), bench.FormatRate(res.AchievedRate),
+		res.Offered, res.Sent, res.Received, res.Lost, res.NotSent, res.Late)
+	fmt.Fprint(stderr, formatStats("loadgen", &res.Stats, res.Layers()))
+	for _, p := range res.PerQueue {
+		fmt.Fprintf(stdout, "  queue %d (whole run): sent %d received %d other_queue %d reordered %d; p50 %s p99 %s µs; rx_delivered %d tx_sent %d lost %d\n",
+			p.Queue, p.Total.Sent, p.Total.Received, p.Total.OtherQueue, p.Total.Reordered, bench.FormatUs(p.RTT.P50Us), bench.FormatUs(p.RTT.P99Us),
+			p.Stats.RxDelivered, p.Stats.TxSent, p.Stats.Lost())
+	}
+}
+
 // loadGroup is the load generator with several queues (cfg.Queues > 1):
 // each queue's poller runs Load on its share of one schedule, which starts
 // once every queue is open. It returns the merged result and the first
 // error of a queue, or openErr when the group or a queue could not be
 // opened (nothing ran).
-func loadGroup(ctx context.Context, cfg core.Config, lo bench.LoadOptions) (res *bench.LoadResult, runErr, openErr error) {
-	g, err := NewGroup(cfg)
+func loadGroup(ctx context.Context, newGroup func(core.Config) (Group, error), cfg core.Config, lo load.LoadOptions) (res *load.LoadResult, runErr, openErr error) {
+	g, err := newGroup(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -187,7 +206,7 @@ func loadGroup(ctx context.Context, cfg core.Config, lo bench.LoadOptions) (res 
 	for lo.RunID == 0 {
 		lo.RunID = rand.Uint32()
 	}
-	parts := make([]*bench.LoadResult, cfg.Queues)
+	parts := make([]*load.LoadResult, cfg.Queues)
 	errs := make([]error, cfg.Queues)
 	total, final, err := runGroup(g, cfg.Queues, func() {
 		// Every queue is open: the schedule starts shortly, the same for all.
@@ -195,7 +214,7 @@ func loadGroup(ctx context.Context, cfg core.Config, lo bench.LoadOptions) (res 
 	}, func(q int, b core.Backend) {
 		o := lo
 		o.Queue = q
-		parts[q], errs[q] = bench.Load(ctx, b, o)
+		parts[q], errs[q] = load.Load(ctx, b, o)
 	})
 	if parts[0] == nil {
 		// No queue ran: one could not be opened, or Load refused the
@@ -216,7 +235,7 @@ func loadGroup(ctx context.Context, cfg core.Config, lo bench.LoadOptions) (res 
 	for q, p := range parts {
 		p.Stats = final[q] // as each queue's Close left them
 	}
-	res = bench.MergeLoads(parts)
+	res = load.MergeLoads(parts)
 	res.Stats = total
 	if runErr == nil && err != nil {
 		runErr = err

@@ -24,13 +24,15 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/bench/ports"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
 )
 
-// DefaultRates are the reference method's offered rates.
+// DefaultRates are the method's offered rates (README.md, BENCHMARKS.md).
 const DefaultRates = "20k,100k,200k,400k,800k,1.6M"
 
 // NetbenchOptions configure a netbench run.
@@ -108,6 +110,14 @@ type NetbenchOptions struct {
 	// processed on its sender's CPU, so the echo's queue q then runs
 	// where its flows arrive).
 	LoadCPUs, EchoCPUs []int
+	// Capacity is how many probes each row may run after the table's
+	// rates to narrow its capacity (bench.NextProbe): rates between the
+	// largest that held and the lowest saturated one. 0: none, the
+	// capacity is bracketed by the table's rates alone.
+	Capacity int
+	// AllowedCPUs, when set, are the CPUs the run picks its pollers' (and
+	// SQ threads') CPUs from, instead of all those this process may use.
+	AllowedCPUs []int
 	// Port is the first port; cell i uses Port+i.
 	Port int
 	// Exe is the binary to run in echo and loadgen mode ("<Exe> echo ...",
@@ -135,110 +145,9 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 			return ReportMain(args[1:], stdout, stderr)
 		}
 	}
-	fs := flag.NewFlagSet("netbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: netbench [flags]\n       netbench compare [--json FILE] A.json B.json\n       netbench report [--out DIR] results.json\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	kinds := fs.String("kinds", "", "comma-separated kinds (default: every kind this build has), and variants measured as rows of their own: "+
-		"uring+sqpoll (SQPOLL, each tool's SQ thread on a CPU of its own: 4 CPUs), uring+napi (NAPI busy polling; the echo sleeps in io_uring_enter, GRO on the veth for those cells)")
-	rates := fs.String("rates", DefaultRates, "comma-separated offered rates, messages per second")
-	duration := fs.Duration("duration", 5*time.Second, "measured time per cell")
-	warmup := fs.Duration("warmup", time.Second, "warm-up per cell, sent but not measured")
-	drain := fs.Duration("drain", bench.DefaultDrain, "time to wait for answers after the last send")
-	size := fs.Int("size", bench.DefaultSize, "message size in bytes")
-	batch := fs.Int("batch", bench.DefaultBatch, "messages per Flush and per Rx")
-	queues := fs.String("queues", "1", "queues of the test hosts or ports and of both tools (one poller each); a list (1,2,4) runs each kind with each and adds a scaling table")
-	repeat := fs.Int("repeat", 1, "run every cell this many times, kinds interleaved; the report shows medians and the spread")
-	jsonPath := fs.String("json", "", "write the JSON report to this file")
-	out := fs.String("out", "auto", "write results.json, report.md, table.txt, the plots and the tools' logs into this directory (auto: bench/results/<date>-<host>; none: nowhere)")
-	pcap := fs.String("pcap", "", "write the frames each raw kind sends and receives to pcap files in this directory")
-	ifaceA := fs.String("iface-a", "", "first of two real ports cabled together (instead of a veth pair); it stays in this namespace, with the load generator")
-	ifaceB := fs.String("iface-b", "", "second real port: moved into a namespace of its own for the run, with the echo")
-	coalesce := fs.Int("coalesce", 0, "real ports: rx-usecs for the run (-1: leave as it is)")
-	irqCPUs := fs.String("irq-cpus", "auto", `real ports: CPUs for each port's interrupts during the run, "A;B" CPU lists ("2;3"), "auto" (away from the pollers and their hyperthread siblings) or "" (leave)`)
-	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the kind's default)")
-	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the kind's default)")
-	dpdkRxDesc := fs.Int("dpdk-rx-desc", 0, "RX ring size of the DPDK kinds (0: the default, 256, small for DDIO's sake; --xdp-ring's default is 2048)")
-	poll := fs.String("poll", "busy", "busy: each poller spins on a CPU of its own (more pollers than CPUs are refused); yield: pollers sleep in Wait when idle (machines with too few CPUs; rows marked poll yield)")
-	wait := fs.Bool("wait", false, "the same as --poll yield")
-	cpus := fs.String("cpus", "", "CPUs of loadgen and echo: \"L,E\" with one queue (default: the first two allowed CPUs), or \"L;E\" lists in queue order (\"0,1;2,3\"), of which N queues use the first N")
-	port := fs.Int("port", 5000, "first port; each cell uses the next one")
-	sqpollCPUs := fs.String("sqpoll-cpus", "", "row uring+sqpoll: CPUs of the loadgen's and the echo's SQ threads, \"L,E\" (default: picked apart from the pollers)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "netbench: unexpected arguments %q\n", fs.Args())
-		fs.Usage()
-		return 2
-	}
-	counts, err := parseQueueCounts(*queues)
-	if err != nil {
-		fmt.Fprintln(stderr, "netbench:", err)
-		return 2
-	}
-	mode, err := pollMode(*poll, *wait)
-	if err != nil {
-		fmt.Fprintln(stderr, "netbench:", err)
-		return 2
-	}
-	o := NetbenchOptions{
-		Duration: *duration, Warmup: *warmup, Drain: *drain, Size: *size, Batch: *batch, Queues: slices.Max(counts), QueueCounts: counts, Repeat: *repeat,
-		JSON: *jsonPath, Out: *out, Pcap: *pcap, IfaceA: *ifaceA, IfaceB: *ifaceB, Coalesce: *coalesce, IRQCPUs: *irqCPUs,
-		XDPFrames: *xdpFrames, XDPRing: *xdpRing, DPDKRxDesc: *dpdkRxDesc, Wait: mode == core.PollYield, Port: *port,
-		LoadCPU: -1, EchoCPU: -1, Bar: isTerminal(stderr),
-		Command: strings.TrimSpace("netbench " + strings.Join(args, " ")),
-	}
-	switch o.Out {
-	case "auto":
-		host, _ := os.Hostname()
-		o.Out = filepath.Join("bench", "results", time.Now().Format("20060102-150405")+"-"+host)
-	case "none":
-		o.Out = ""
-	}
-	if o.Rates, err = bench.ParseRates(*rates); err != nil {
-		fmt.Fprintln(stderr, "netbench:", err)
-		return 2
-	}
-	if *kinds != "" {
-		o.KindsGiven = true
-		for _, k := range strings.Split(*kinds, ",") {
-			if k = strings.TrimSpace(k); k != "" {
-				o.Kinds = append(o.Kinds, k)
-			}
-		}
-		if err := parseRows(o.Kinds); err != nil {
-			fmt.Fprintln(stderr, "netbench:", err)
-			return 2
-		}
-	} else {
-		o.Kinds = dgramio.Kinds()
-	}
-	if *sqpollCPUs != "" {
-		if o.SQPollCPUs, err = parseCPUs(*sqpollCPUs); err != nil || len(o.SQPollCPUs) != 2 {
-			fmt.Fprintf(stderr, "netbench: --sqpoll-cpus %q: want two CPU numbers, \"L,E\"\n", *sqpollCPUs)
-			return 2
-		}
-	}
-	if ls, es, ok := strings.Cut(*cpus, ";"); ok {
-		var err error
-		if o.LoadCPUs, err = parseCPUs(ls); err == nil {
-			o.EchoCPUs, err = parseCPUs(es)
-		}
-		if err != nil || len(o.LoadCPUs) == 0 || len(o.EchoCPUs) == 0 {
-			fmt.Fprintf(stderr, "netbench: --cpus %q: want \"L;E\", the CPUs of the loadgen's queues and of the echo's (\"0,1;2,3\")\n", *cpus)
-			return 2
-		}
-		o.LoadCPU, o.EchoCPU = o.LoadCPUs[0], o.EchoCPUs[0]
-	} else if *cpus != "" {
-		var l, e int
-		if _, err := fmt.Sscanf(*cpus, "%d,%d", &l, &e); err != nil || l < 0 || e < 0 {
-			fmt.Fprintf(stderr, "netbench: --cpus %q: want two CPU numbers, \"0,1\", or \"L;E\" lists with several queues\n", *cpus)
-			return 2
-		}
-		o.LoadCPU, o.EchoCPU = l, e
+	o, code := netbenchOptions(args, stderr)
+	if code != 0 {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -265,6 +174,124 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// netbenchOptions parses netbench's flags; a nonzero status means they
+// were wrong (said on stderr).
+func netbenchOptions(args []string, stderr io.Writer) (o NetbenchOptions, status int) {
+	fs := flag.NewFlagSet("netbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: netbench [flags]\n       netbench compare [--json FILE] A.json B.json\n       netbench report [--out DIR] results.json\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	kinds := fs.String("kinds", "", "comma-separated kinds (default: every kind this build has), and variants measured as rows of their own: "+
+		"uring+sqpoll (SQPOLL, each tool's SQ thread on a CPU of its own: 4 CPUs), uring+napi (NAPI busy polling; the echo sleeps in io_uring_enter, GRO on the veth for those cells)")
+	rates := fs.String("rates", DefaultRates, "comma-separated offered rates, messages per second")
+	duration := fs.Duration("duration", 5*time.Second, "measured time per cell")
+	warmup := fs.Duration("warmup", time.Second, "warm-up per cell, sent but not measured")
+	drain := fs.Duration("drain", load.DefaultDrain, "time to wait for answers after the last send")
+	size := fs.Int("size", load.DefaultSize, "message size in bytes")
+	batch := fs.Int("batch", load.DefaultBatch, "messages per Flush and per Rx")
+	queues := fs.String("queues", "1", "queues of the test hosts or ports and of both tools (one poller each); a list (1,2,4) runs each kind with each and adds a scaling table")
+	repeat := fs.Int("repeat", 1, "run every cell this many times, kinds interleaved; the report shows medians and the spread")
+	jsonPath := fs.String("json", "", "write the JSON report to this file")
+	out := fs.String("out", "auto", "write results.json, report.md, table.txt, the plots and the tools' logs into this directory (auto: bench/results/<date>-<host>; none: nowhere)")
+	pcap := fs.String("pcap", "", "write the frames each raw kind sends and receives to pcap files in this directory")
+	ifaceA := fs.String("iface-a", "", "first of two real ports cabled together (instead of a veth pair); it stays in this namespace, with the load generator")
+	ifaceB := fs.String("iface-b", "", "second real port: moved into a namespace of its own for the run, with the echo")
+	coalesce := fs.Int("coalesce", 0, "real ports: rx-usecs for the run (-1: leave as it is)")
+	irqCPUs := fs.String("irq-cpus", "auto", `real ports: CPUs for each port's interrupts during the run, "A;B" CPU lists ("2;3"), "auto" (away from the pollers and their hyperthread siblings) or "" (leave)`)
+	xdpFrames := fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the kind's default)")
+	xdpRing := fs.Int("xdp-ring", 0, "ring size of the AF_XDP kinds (0: the kind's default)")
+	dpdkRxDesc := fs.Int("dpdk-rx-desc", 0, "RX ring size of the DPDK kinds (0: the default, 256, small for DDIO's sake; --xdp-ring's default is 2048)")
+	poll := fs.String("poll", "busy", "busy: each poller spins on a CPU of its own (more pollers than CPUs are refused); yield: pollers sleep in Wait when idle (machines with too few CPUs; rows marked poll yield)")
+	wait := fs.Bool("wait", false, "the same as --poll yield")
+	cpus := fs.String("cpus", "", "CPUs of loadgen and echo: \"L,E\" with one queue (default: the first two allowed CPUs), or \"L;E\" lists in queue order (\"0,1;2,3\"), of which N queues use the first N")
+	port := fs.Int("port", 5000, "first port; each cell uses the next one")
+	sqpollCPUs := fs.String("sqpoll-cpus", "", "row uring+sqpoll: CPUs of the loadgen's and the echo's SQ threads, \"L,E\" (default: picked apart from the pollers)")
+	capacity := fs.Int("capacity", 3, "probes per row after the table's rates, bisecting between the largest rate that held and the lowest saturated one, to find its capacity (0: the capacity from the table's rates alone)")
+	if err := fs.Parse(args); err != nil {
+		return o, 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "netbench: unexpected arguments %q\n", fs.Args())
+		fs.Usage()
+		return o, 2
+	}
+	counts, err := parseQueueCounts(*queues)
+	if err != nil {
+		fmt.Fprintln(stderr, "netbench:", err)
+		return o, 2
+	}
+	mode, err := pollMode(*poll, *wait)
+	if err != nil {
+		fmt.Fprintln(stderr, "netbench:", err)
+		return o, 2
+	}
+	o = NetbenchOptions{
+		Duration: *duration, Warmup: *warmup, Drain: *drain, Size: *size, Batch: *batch, Queues: slices.Max(counts), QueueCounts: counts, Repeat: *repeat,
+		JSON: *jsonPath, Out: *out, Pcap: *pcap, IfaceA: *ifaceA, IfaceB: *ifaceB, Coalesce: *coalesce, IRQCPUs: *irqCPUs,
+		XDPFrames: *xdpFrames, XDPRing: *xdpRing, DPDKRxDesc: *dpdkRxDesc, Wait: mode == core.PollYield, Port: *port,
+		LoadCPU: -1, EchoCPU: -1, Bar: isTerminal(stderr), Capacity: *capacity,
+		Command: strings.TrimSpace("netbench " + strings.Join(args, " ")),
+	}
+	switch o.Out {
+	case "auto":
+		host, _ := os.Hostname()
+		o.Out = filepath.Join("bench", "results", time.Now().Format("20060102-150405")+"-"+host)
+	case "none":
+		o.Out = ""
+	}
+	if o.Rates, err = bench.ParseRates(*rates); err != nil {
+		fmt.Fprintln(stderr, "netbench:", err)
+		return o, 2
+	}
+	if *kinds != "" {
+		o.KindsGiven = true
+		for _, k := range strings.Split(*kinds, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				o.Kinds = append(o.Kinds, k)
+			}
+		}
+		if err := parseRows(o.Kinds); err != nil {
+			fmt.Fprintln(stderr, "netbench:", err)
+			return o, 2
+		}
+	} else {
+		o.Kinds = dgramio.Kinds()
+	}
+	if err := o.parseCPUFlags(*cpus, *sqpollCPUs); err != nil {
+		fmt.Fprintln(stderr, "netbench:", err)
+		return o, 2
+	}
+	return o, 0
+}
+
+// parseCPUFlags sets the CPUs of o from --cpus and --sqpoll-cpus.
+func (o *NetbenchOptions) parseCPUFlags(cpus, sqpollCPUs string) error {
+	var err error
+	if sqpollCPUs != "" {
+		if o.SQPollCPUs, err = parseCPUs(sqpollCPUs); err != nil || len(o.SQPollCPUs) != 2 {
+			return fmt.Errorf("--sqpoll-cpus %q: want two CPU numbers, \"L,E\"", sqpollCPUs)
+		}
+	}
+	if ls, es, ok := strings.Cut(cpus, ";"); ok {
+		if o.LoadCPUs, err = parseCPUs(ls); err == nil {
+			o.EchoCPUs, err = parseCPUs(es)
+		}
+		if err != nil || len(o.LoadCPUs) == 0 || len(o.EchoCPUs) == 0 {
+			return fmt.Errorf("--cpus %q: want \"L;E\", the CPUs of the loadgen's queues and of the echo's (\"0,1;2,3\")", cpus)
+		}
+		o.LoadCPU, o.EchoCPU = o.LoadCPUs[0], o.EchoCPUs[0]
+	} else if cpus != "" {
+		var l, e int
+		if _, err := fmt.Sscanf(cpus, "%d,%d", &l, &e); err != nil || l < 0 || e < 0 {
+			return fmt.Errorf("--cpus %q: want two CPU numbers, \"0,1\", or \"L;E\" lists with several queues", cpus)
+		}
+		o.LoadCPU, o.EchoCPU = l, e
+	}
+	return nil
 }
 
 // CompareMain is "netbench compare A.json B.json": per cell (kind × rate)
@@ -326,6 +353,7 @@ func ReportMain(args []string, stdout, stderr io.Writer) int {
 	if dir == "" {
 		dir = filepath.Dir(fs.Arg(0))
 	}
+	rep.Reassess()
 	nb := &netbench{o: NetbenchOptions{Out: dir}, rep: *rep}
 	if _, err := nb.finish(nil); err != nil {
 		fmt.Fprintln(stderr, "netbench report:", err)
@@ -339,200 +367,6 @@ func ReportMain(args []string, stdout, stderr io.Writer) int {
 // startupGuess is what starting the two tools of a cell adds to its
 // warm-up and measured time, for the progress bar's estimate.
 const startupGuess = 500 * time.Millisecond
-
-// Netbench makes the test hosts (or prepares the real ports), runs every
-// kind at every rate Repeat times (echo in namespace B, loadgen in
-// namespace A, separate processes on separate CPUs), and returns the
-// report. It writes the report, the plots and the logs where o says. A
-// kind that cannot run gets a row saying why; the error is for what stops
-// the whole run (no test hosts, nothing measured).
-func Netbench(ctx context.Context, o NetbenchOptions, progressW io.Writer) (*bench.Report, error) {
-	if len(o.QueueCounts) == 0 {
-		o.QueueCounts = []int{o.Queues}
-	}
-	badQueues := false
-	for _, n := range o.QueueCounts {
-		badQueues = badQueues || n < 1 || n > core.MaxQueues
-	}
-	if o.Duration <= 0 || o.Warmup < 0 || o.Size < bench.HeaderLen || o.Batch < 1 || badQueues || o.Repeat < 0 {
-		return nil, fmt.Errorf("bad options: duration %v, warm-up %v, size %d (>= %d), batch %d, queues %v (1..%d), repeat %d",
-			o.Duration, o.Warmup, o.Size, bench.HeaderLen, o.Batch, o.QueueCounts, core.MaxQueues, o.Repeat)
-	}
-	o.Queues = slices.Max(o.QueueCounts)
-	if err := parseRows(o.Kinds); err != nil {
-		return nil, err
-	}
-	if (o.IfaceA == "") != (o.IfaceB == "") {
-		return nil, fmt.Errorf("real ports: give both --iface-a and --iface-b")
-	}
-	if o.Repeat == 0 {
-		o.Repeat = 1
-	}
-	if o.Drain == 0 {
-		o.Drain = bench.DefaultDrain
-	}
-	if o.Port <= 0 {
-		o.Port = 5000
-	}
-	if o.Exe == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("find own executable: %w", err)
-		}
-		o.Exe = exe
-	}
-	nb := &netbench{o: o}
-	nb.rep.Rates = o.Rates
-	nb.env()
-	o = nb.o // env picked the CPUs
-	if err := nb.checkBusy(); err != nil {
-		return nil, err
-	}
-
-	var err error
-	nb.logDir = o.Out
-	if nb.logDir == "" {
-		if nb.logDir, err = os.MkdirTemp("", "netbench-"); err != nil {
-			return nil, fmt.Errorf("temporary directory: %w", err)
-		}
-		defer os.RemoveAll(nb.logDir)
-	} else {
-		nb.logDir = filepath.Join(o.Out, "logs")
-		if err := os.MkdirAll(nb.logDir, 0o755); err != nil {
-			return nil, fmt.Errorf("output directory: %w", err)
-		}
-	}
-	if o.Pcap != "" {
-		if err := os.MkdirAll(o.Pcap, 0o755); err != nil {
-			return nil, fmt.Errorf("pcap directory: %w", err)
-		}
-		nb.rep.Env.Pcap = o.Pcap
-	}
-
-	perCell := o.Warmup + o.Duration + startupGuess
-	nb.prog = newProgress(progressW, o.Bar, time.Duration(o.Repeat*len(o.Rates)*len(o.Kinds)*len(o.QueueCounts))*perCell)
-	defer nb.prog.finish()
-
-	// A row is a kind or a variant of one ("uring+napi") with a number
-	// of queues. A variant this host cannot run (too few CPUs) says so
-	// before anything is made.
-	type rowKey struct {
-		name   string
-		queues int
-	}
-	failed := map[rowKey]*Failure{}
-	rows := map[rowKey]*bench.KindRow{}
-	runnable := false
-	for _, k := range o.Kinds {
-		kind, variant := bench.SplitRow(k)
-		for _, n := range o.QueueCounts {
-			rk := rowKey{k, n}
-			rows[rk] = &bench.KindRow{Kind: kind, Variant: variant, Queues: queuesField(n)}
-			if f := nb.variantFailure(variant, n); f != nil {
-				failed[rk] = f
-				nb.prog.logf("%s: cannot run: %s: %s", rows[rk].Label(), f.Class, f.Error)
-				continue
-			}
-			runnable = true
-		}
-	}
-	if runnable {
-		closeHosts, err := nb.hosts()
-		if err != nil {
-			nb.failAll(Classify("", err), err.Error())
-			return nb.finish(err)
-		}
-		defer func() {
-			if cerr := closeHosts(); cerr != nil {
-				nb.prog.logf("netbench: %v", cerr)
-			}
-		}()
-		nb.preflight()
-	}
-	runs := map[string][]bench.Cell{}
-	key := func(kind string, n int, rate float64) string {
-		return kind + "@" + strconv.Itoa(n) + "@" + strconv.FormatFloat(rate, 'g', -1, 64)
-	}
-	idx := 0
-	left := o.Repeat * len(o.Rates)
-	for rep := 0; rep < o.Repeat && ctx.Err() == nil; rep++ {
-		order := bench.RotateKinds(o.Kinds, rep)
-		for _, rate := range o.Rates {
-			left--
-			for _, kind := range order {
-				for _, n := range o.QueueCounts {
-					rk := rowKey{kind, n}
-					if failed[rk] != nil {
-						continue
-					}
-					if ctx.Err() != nil {
-						break
-					}
-					name := fmt.Sprintf("%s-%s", kind, bench.FormatRate(rate))
-					if len(o.QueueCounts) > 1 || n > 1 {
-						name = fmt.Sprintf("%s-q%d-%s", kind, n, bench.FormatRate(rate))
-					}
-					if o.Repeat > 1 {
-						name += fmt.Sprintf("-r%d", rep+1)
-					}
-					label := rows[rk].Label()
-					nb.prog.startCell(name, perCell)
-					c, f := nb.cell(ctx, kind, n, rate, o.Port+idx, name)
-					nb.prog.endCell()
-					idx++
-					if f != nil {
-						failed[rk] = f
-						nb.prog.skip(time.Duration(left) * perCell)
-						nb.prog.logf("%s: cannot run: %s: %s", label, f.Class, f.Error)
-						continue
-					}
-					if c.Mode != "" {
-						rows[rk].Mode = c.Mode
-						nb.rep.Env.Modes[label] = c.Mode
-					}
-					runs[key(kind, n, rate)] = append(runs[key(kind, n, rate)], *c)
-					nb.prog.logf("%s: %s", name, c.Display)
-				}
-			}
-		}
-	}
-	if ctx.Err() != nil {
-		nb.rep.Env.Notes = append(nb.rep.Env.Notes, "interrupted: the report is partial")
-	}
-	for _, k := range o.Kinds {
-		for _, n := range o.QueueCounts {
-			for _, rate := range o.Rates {
-				if rs := runs[key(k, n, rate)]; len(rs) > 0 {
-					nb.rep.Cells = append(nb.rep.Cells, bench.MergeRepeats(rs))
-				}
-			}
-		}
-	}
-	for _, k := range o.Kinds {
-		for _, n := range o.QueueCounts {
-			rk := rowKey{k, n}
-			f := failed[rk]
-			switch {
-			case f != nil && f.Class == ClassNotBuilt && !o.KindsGiven:
-				if !slices.Contains(nb.rep.Env.NotBuilt, k) {
-					nb.rep.Env.NotBuilt = append(nb.rep.Env.NotBuilt, k)
-				}
-				continue
-			case f != nil:
-				rows[rk].Reason = f.Class + ": " + f.Error
-			}
-			nb.rep.Kinds = append(nb.rep.Kinds, *rows[rk])
-		}
-	}
-	nb.noteCaptures()
-	if len(nb.rep.Cells) == 0 {
-		if len(nb.rep.Env.NotBuilt) > 0 {
-			return nb.finish(fmt.Errorf("no cell was measured (not built into this binary: %s)", strings.Join(nb.rep.Env.NotBuilt, ", ")))
-		}
-		return nb.finish(errors.New("no cell was measured"))
-	}
-	return nb.finish(nil)
-}
 
 type netbench struct {
 	o      NetbenchOptions
@@ -551,6 +385,15 @@ type netbench struct {
 	// one in use.
 	sets map[int]*hostSet
 	cur  *hostSet
+	// The rows of the run (a kind or a variant, with a number of queues),
+	// those that cannot run and why, and the repeats of each cell by
+	// cellKey; idx numbers the cells run (each on a port of its own).
+	rows    map[rowKey]*bench.KindRow
+	failed  map[rowKey]*Failure
+	runs    map[string][]bench.Cell
+	probes  map[rowKey][]float64 // the capacity's probe rates of each row, in order
+	idx     int
+	perCell time.Duration
 }
 
 // hostSet is the two sides a cell with some number of queues runs on.
@@ -687,14 +530,14 @@ func (nb *netbench) irqCPUs() (a, b []int, err error) {
 	case "":
 		return nil, nil, nil
 	case "auto":
-		allowed, _ := hostCPUs()
+		allowed, _ := nb.hostCPUs()
 		away := map[int]bool{}
 		for _, c := range append([]int{o.LoadCPU, o.EchoCPU}, append(slices.Clone(o.LoadCPUs), o.EchoCPUs...)...) {
 			if c < 0 {
 				continue
 			}
 			away[c] = true
-			sib, _ := bench.Host.Siblings(c)
+			sib, _ := preflight.Host.Siblings(c)
 			for _, s := range sib {
 				away[s] = true
 			}
@@ -715,8 +558,8 @@ func (nb *netbench) irqCPUs() (a, b []int, err error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("--irq-cpus %q: want \"A;B\" CPU lists, auto, or empty", o.IRQCPUs)
 	}
-	if a, err = bench.ParseCPUList(as); err == nil {
-		b, err = bench.ParseCPUList(bs)
+	if a, err = preflight.ParseCPUList(as); err == nil {
+		b, err = preflight.ParseCPUList(bs)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("--irq-cpus: %w", err)
@@ -727,25 +570,25 @@ func (nb *netbench) irqCPUs() (a, b []int, err error) {
 // preflight looks at what moves results by microseconds and records it.
 func (nb *netbench) preflight() {
 	o := nb.o
-	var pp []bench.PreflightPort
+	var pp []preflight.PreflightPort
 	if nb.pports != nil {
 		for _, x := range []struct {
 			h    *ports.Host
 			role string
 		}{{nb.pports.A, "loadgen"}, {nb.pports.B, "echo"}} {
-			pp = append(pp, bench.PreflightPort{Iface: x.h.Iface, Role: x.role, NUMANode: x.h.NUMANode, IRQs: x.h.IRQs, RxUsecs: x.h.RxUsecs})
+			pp = append(pp, preflight.PreflightPort{Iface: x.h.Iface, Role: x.role, NUMANode: x.h.NUMANode, IRQs: x.h.IRQs, RxUsecs: x.h.RxUsecs})
 		}
 	} else {
-		pp = []bench.PreflightPort{{Iface: nb.a.iface, Role: "loadgen", Veth: true}, {Iface: nb.b.iface, Role: "echo", Veth: true}}
+		pp = []preflight.PreflightPort{{Iface: nb.a.iface, Role: "loadgen", Veth: true}, {Iface: nb.b.iface, Role: "echo", Veth: true}}
 	}
 	lc, ec := o.LoadCPU, o.EchoCPU
 	if !slices.Contains(o.QueueCounts, 1) && len(o.LoadCPUs) > 0 && len(o.EchoCPUs) > 0 {
 		// Only groups run: their first pollers stand for them.
 		lc, ec = o.LoadCPUs[0], o.EchoCPUs[0]
 	}
-	nb.rep.Env.Preflight = bench.Preflight(bench.Host, pp, lc, ec)
+	nb.rep.Env.Preflight = preflight.Preflight(preflight.Host, pp, lc, ec)
 	for _, c := range nb.rep.Env.Preflight {
-		if c.Status == bench.StatusWarn {
+		if c.Status == preflight.StatusWarn {
 			nb.prog.logf("preflight: %s: %s", c.Name, c.Detail)
 		}
 	}
@@ -890,7 +733,7 @@ func (nb *netbench) checkBusy() error {
 	if o.Wait {
 		return nil
 	}
-	allowed, err := hostCPUs()
+	allowed, err := nb.hostCPUs()
 	if err != nil {
 		return nil // env noted it; the groups check what they can
 	}
@@ -986,7 +829,7 @@ func (nb *netbench) env() {
 	}
 	e.Repeat = o.Repeat
 	e.Order = "each repeat runs every rate in turn and, at each rate, every kind in turn (the kinds' order rotates by one each repeat), so the machine's drift hits every kind alike; a cell's two tools start afresh each time"
-	allowed, err := hostCPUs()
+	allowed, err := nb.hostCPUs()
 	if err != nil || len(allowed) == 0 {
 		e.Notes = append(e.Notes, fmt.Sprintf("allowed CPUs unknown (%v): the tools are not pinned", err))
 	} else {
@@ -1009,40 +852,7 @@ func (nb *netbench) env() {
 	if o.Wait {
 		e.Poll = core.PollYield
 	}
-	cpuName := func(c int) string {
-		if c < 0 {
-			return "no CPU in particular (unpinned)"
-		}
-		return "CPU " + strconv.Itoa(c)
-	}
-	e.Pinning = fmt.Sprintf("loadgen on %s, echo on %s, each in its own process; netbench itself unpinned", cpuName(o.LoadCPU), cpuName(o.EchoCPU))
-	if o.Queues > 1 {
-		if len(allowed) > 0 {
-			nb.pickQueueCPUs(allowed)
-		}
-		var ns []string
-		for _, n := range o.QueueCounts {
-			if n == 1 {
-				ns = append(ns, "with 1 queue as above")
-				continue
-			}
-			l, ec := nb.queueCPUs(n)
-			if len(l) == 0 {
-				ns = append(ns, fmt.Sprintf("with %d queues unpinned", n))
-				continue
-			}
-			ns = append(ns, fmt.Sprintf("with %d queues loadgen's queues on CPUs %s, echo's on CPUs %s", n, formatCPUs(l), formatCPUs(ec)))
-		}
-		if o.QueueCounts[0] > 1 && len(o.QueueCounts) == 1 {
-			e.Pinning = "each tool in its own process, a poller per queue on a thread of its own; netbench itself unpinned"
-		}
-		e.Pinning += "; " + strings.Join(ns, "; ")
-	}
-	if o.Wait {
-		e.Pinning += "; pollers sleep in Wait when idle (poll yield)"
-	} else {
-		e.Pinning += "; pollers busy-poll their CPU (poll busy)"
-	}
+	e.Pinning = nb.pinning(allowed)
 	if len(allowed) > 0 && len(allowed) <= 2 && !o.Wait && o.Queues == 1 {
 		e.Notes = append(e.Notes, fmt.Sprintf("only %d CPUs: the two pollers busy-poll CPUs %d and %d, leaving none free for the kernel's softirq work and the rest of the system", len(allowed), o.LoadCPU, o.EchoCPU))
 	}
@@ -1071,6 +881,47 @@ func (nb *netbench) env() {
 			break
 		}
 	}
+}
+
+// pinning says where the tools' pollers run, picking the queues' CPUs
+// from allowed when the run has several queues.
+func (nb *netbench) pinning(allowed []int) string {
+	o := &nb.o
+	cpuName := func(c int) string {
+		if c < 0 {
+			return "no CPU in particular (unpinned)"
+		}
+		return "CPU " + strconv.Itoa(c)
+	}
+	pinning := fmt.Sprintf("loadgen on %s, echo on %s, each in its own process; netbench itself unpinned", cpuName(o.LoadCPU), cpuName(o.EchoCPU))
+	if o.Queues > 1 {
+		if len(allowed) > 0 {
+			nb.pickQueueCPUs(allowed)
+		}
+		var ns []string
+		for _, n := range o.QueueCounts {
+			if n == 1 {
+				ns = append(ns, "with 1 queue as above")
+				continue
+			}
+			l, ec := nb.queueCPUs(n)
+			if len(l) == 0 {
+				ns = append(ns, fmt.Sprintf("with %d queues unpinned", n))
+				continue
+			}
+			ns = append(ns, fmt.Sprintf("with %d queues loadgen's queues on CPUs %s, echo's on CPUs %s", n, formatCPUs(l), formatCPUs(ec)))
+		}
+		if o.QueueCounts[0] > 1 && len(o.QueueCounts) == 1 {
+			pinning = "each tool in its own process, a poller per queue on a thread of its own; netbench itself unpinned"
+		}
+		pinning += "; " + strings.Join(ns, "; ")
+	}
+	if o.Wait {
+		pinning += "; pollers sleep in Wait when idle (poll yield)"
+	} else {
+		pinning += "; pollers busy-poll their CPU (poll busy)"
+	}
+	return pinning
 }
 
 func kernelVersion() string {
@@ -1162,206 +1013,6 @@ func tail(path string, n int) string {
 		s = "…" + s[len(s)-n:]
 	}
 	return s
-}
-
-// cell runs one row (a kind, or a variant of one: "uring+napi") with n
-// queues at one rate on port; name names its logs. A failure that
-// concerns the whole row (it cannot be opened here) comes back as a
-// Failure; anything else is the cell's Error.
-func (nb *netbench) cell(ctx context.Context, row string, n int, rate float64, port int, name string) (*bench.Cell, *Failure) {
-	o := nb.o
-	kind, variant := bench.SplitRow(row)
-	nb.use(n)
-	a, b := nb.a, nb.b
-	dir := nb.logDir
-	echoJSON, loadJSON := filepath.Join(dir, name+"-echo.json"), filepath.Join(dir, name+"-loadgen.json")
-	common := []string{"--kind", kind, "--port", strconv.Itoa(port), "--batch", strconv.Itoa(o.Batch)}
-	poll := core.PollBusy
-	if o.Wait {
-		poll = core.PollYield
-		common = append(common, "--poll", poll)
-	}
-	// Each tool's CPU (one queue) or CPUs (several).
-	loadPin := []string{"--cpu", strconv.Itoa(o.LoadCPU)}
-	echoPin := []string{"--cpu", strconv.Itoa(o.EchoCPU)}
-	var dpdkA, dpdkB []string
-	if n > 1 {
-		common = append(common, "--queues", strconv.Itoa(n))
-		loadPin, echoPin = nil, nil
-		if l, e := nb.queueCPUs(n); len(l) > 0 {
-			loadPin, echoPin = []string{"--cpus", formatCPUs(l)}, []string{"--cpus", formatCPUs(e)}
-		}
-		if (kind == core.KindDPDK || kind == core.KindTCPDPDK) && nb.pports == nil {
-			// net_af_xdp cannot open more than one queue of a veth (no
-			// combined channels): net_af_packet with N queue pairs.
-			dpdkA = []string{"--dpdk-vdev", fmt.Sprintf("net_af_packet0,iface=%s,qpairs=%d", a.iface, n)}
-			if len(b.mac) > 0 {
-				// AF_PACKET's fanout hash puts every ARP reply on one
-				// queue: the loadgen's other queues would never
-				// resolve the echo.
-				dpdkA = append(dpdkA, "--dst-mac", b.mac.String())
-			}
-			dpdkB = []string{"--dpdk-vdev", fmt.Sprintf("net_af_packet0,iface=%s,qpairs=%d", b.iface, n)}
-			if kind == core.KindDPDK {
-				// AF_PACKET leaves the kernel its copy of every frame:
-				// without its address it neither answers ARP nor sends
-				// port unreachable for the raw path's datagrams.
-				restore, err := nb.withoutAddrs()
-				if err != nil {
-					c := &bench.Cell{Kind: kind, Variant: variant, Queues: queuesField(n), Rate: rate, Error: err.Error(), Saturated: true}
-					c.Display = c.Format()
-					return c, nil
-				}
-				defer restore()
-			}
-		}
-	}
-	if o.Size > core.DefaultMaxDatagram {
-		common = append(common, "--max-datagram", strconv.Itoa(o.Size))
-	}
-	if o.XDPFrames > 0 {
-		common = append(common, "--xdp-frames", strconv.Itoa(o.XDPFrames))
-	}
-	if o.DPDKRxDesc > 0 && strings.Contains(kind, "dpdk") {
-		common = append(common, "--dpdk-rx-desc", strconv.Itoa(o.DPDKRxDesc))
-	}
-	if o.XDPRing > 0 {
-		common = append(common, "--xdp-ring", strconv.Itoa(o.XDPRing))
-	}
-	pcapArgs := func(tool string) []string {
-		if o.Pcap == "" {
-			return nil
-		}
-		return []string{"--pcap", filepath.Join(o.Pcap, name+"-"+tool)}
-	}
-	run := o.Warmup + o.Duration + o.Drain
-	errCell := func(msg string) (*bench.Cell, *Failure) {
-		c := &bench.Cell{Kind: kind, Variant: variant, Queues: queuesField(n), Poll: poll, Rate: rate, Error: msg, Saturated: true}
-		c.Display = c.Format()
-		return c, nil
-	}
-
-	// The userspace TCP must not share its address with the kernel's
-	// stack on the same interface (the kernel would reset its
-	// connections): it gets one of its own in the same subnet.
-	loadIP, echoIP := a.addr, b.addr
-	if kind == core.KindTCPXDP || kind == core.KindTCPDPDK {
-		loadIP, echoIP = stackAddr(a), stackAddr(b)
-	}
-	var groNote string
-	if variant == bench.VariantNAPI {
-		restore, err := nb.groForNAPI()
-		if err != nil {
-			groNote = "GRO could not be turned on at the veth ends (" + err.Error() + "): the socket had no NAPI ID, so NAPI busy polling had nothing to poll"
-			nb.prog.logf("%s: %s", name, groNote)
-		} else {
-			defer restore()
-		}
-	}
-	before := nb.hostCounters()
-	echoArgs := append(append(append(append(append(append([]string{}, common...), pcapArgs("echo")...), echoPin...), dpdkB...), nb.variantArgs(variant, "echo")...), "--local", echoIP.String(), "--iface", b.iface,
-		"--stats", echoJSON, "--max-time", (run + 5*time.Minute).String())
-	echo, echoOut, echoLog, err := nb.child(b.ep, filepath.Join(dir, name+"-echo.log"), "echo", echoArgs...)
-	if err != nil {
-		return errCell("echo: " + err.Error())
-	}
-	defer echoLog.Close()
-	line, err := firstLine(echoOut, 60*time.Second)
-	if err != nil || !strings.HasPrefix(line, "ready") {
-		_ = echo.Process.Kill()
-		_ = waitExit(echo, 10*time.Second)
-		if class, msg, ok := parseFailed(line); ok {
-			return nil, &Failure{Class: class, Error: msg}
-		}
-		why := line
-		if err != nil {
-			why = err.Error()
-		}
-		return errCell(fmt.Sprintf("echo did not start (%s): %s", why, tail(echoLog.Name(), 300)))
-	}
-	go io.Copy(io.Discard, echoOut)
-
-	loadArgs := append(append(append(append(append(append([]string{}, common...), pcapArgs("loadgen")...), loadPin...), dpdkA...), nb.variantArgs(variant, "loadgen")...), "--local", loadIP.String(), "--dst", echoIP.String(), "--iface", a.iface,
-		"--rate", strconv.FormatFloat(rate, 'f', -1, 64),
-		"--warmup", o.Warmup.String(), "--duration", o.Duration.String(), "--drain", o.Drain.String(),
-		"--size", strconv.Itoa(o.Size), "--json", loadJSON)
-	load, loadOut, loadLog, err := nb.child(a.ep, filepath.Join(dir, name+"-loadgen.log"), "loadgen", loadArgs...)
-	if err != nil {
-		_ = echo.Process.Signal(syscall.SIGTERM)
-		_ = waitExit(echo, 15*time.Second)
-		return errCell("loadgen: " + err.Error())
-	}
-	defer loadLog.Close()
-	var loadLine strings.Builder
-	copied := make(chan struct{})
-	go func() { io.Copy(&loadLine, loadOut); close(copied) }()
-	done := make(chan error, 1)
-	go func() { <-copied; done <- load.Wait() }()
-	var loadErr error
-	select {
-	case loadErr = <-done:
-	case <-ctx.Done():
-		_ = load.Process.Signal(os.Interrupt)
-		select {
-		case loadErr = <-done:
-		case <-time.After(30 * time.Second):
-			_ = load.Process.Kill()
-			loadErr = <-done
-		}
-	case <-time.After(run + 2*time.Minute):
-		_ = load.Process.Kill()
-		loadErr = <-done
-		loadErr = fmt.Errorf("loadgen killed after %v: %v", run+2*time.Minute, loadErr)
-	}
-	_ = echo.Process.Signal(syscall.SIGTERM)
-	echoErr := waitExit(echo, 15*time.Second)
-	after := nb.hostCounters()
-
-	var lf LoadFile
-	var ef EchoFile
-	lerr := readFile(loadJSON, &lf)
-	eerr := readFile(echoJSON, &ef)
-	if lf.Failure != nil {
-		switch lf.Failure.Class {
-		case ClassNotBuilt, ClassNotSupported, ClassPrivilege:
-			return nil, lf.Failure
-		}
-		return errCell("loadgen: " + lf.Failure.Error)
-	}
-	if lerr != nil || lf.Result == nil {
-		return errCell(fmt.Sprintf("loadgen left no result (%v, exit %v): %s %s", lerr, loadErr, strings.TrimSpace(loadLine.String()), tail(loadLog.Name(), 300)))
-	}
-	var er *bench.EchoResult
-	if eerr == nil && ef.Result != nil {
-		er = ef.Result
-	}
-	c := bench.NewCell(kind, lf.Result, er)
-	c.Variant = variant
-	c.Queues, c.Poll = queuesField(n), poll
-	c.Notes = append(c.Notes, nb.variantNotes(variant)...)
-	if groNote != "" {
-		c.Notes = append(c.Notes, groNote)
-	}
-	if d := c.QueueMismatches(); len(d) > 0 {
-		c.Notes = append(c.Notes, "per-queue counters do not add up to the totals: "+strings.Join(d, "; "))
-	}
-	if f := c.Counters["loadgen.dgramio.rx_filtered"]; n > 1 && c.Unaccounted > 0 && f > 0 {
-		c.Notes = append(c.Notes, fmt.Sprintf("loadgen.dgramio.rx_filtered %d (udp.other_port %d): a queue of the load generator takes only the answers to its own flow, "+
-			"so an answer that reached another queue was filtered there as not its port and is missing here: the link did not keep every flow on one queue (%s)",
-			f, c.Counters["loadgen.udp.other_port"], c.Mode))
-	}
-	if er == nil {
-		c.Notes = append(c.Notes, fmt.Sprintf("echo left no counters (%v, exit %v)", eerr, echoErr))
-	}
-	c.Host = diffCounters(before, after)
-	if c.Unaccounted != 0 {
-		c.Notes = append(c.Notes, "host counters that moved: "+movedDrops(c.Host))
-	}
-	if n := c.Host["a.snmp.udp.no_ports"]; n > 0 && c.Unaccounted > 0 {
-		c.Notes = append(c.Notes, fmt.Sprintf("a.snmp.udp.no_ports %d: answers that reached the load generator's host after it had closed "+
-			"(the drain, --drain %v, ended before the echo's backlog did); frames still in its receive ring at that moment are counted nowhere", n, o.Drain))
-	}
-	return &c, nil
 }
 
 // stackOffset is how far above the kernel's address of a side the

@@ -17,7 +17,9 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -113,6 +115,14 @@ func TestNetbenchOverVeth(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(out, "results.json"))
 	if err := json.Unmarshal(b, &back); err != nil || len(back.Cells) != 2 {
 		t.Fatalf("results.json: %v", err)
+	}
+	// Both held their only rate: the capacity is at least that, with
+	// nothing to bisect.
+	if len(back.Capacity) != 2 || back.Capacity[0].Display != "≥ 2k" || len(back.Capacity[0].Probes) != 0 {
+		t.Fatalf("capacity %+v, want at least 2k for both rows", back.Capacity)
+	}
+	if tab, _ := os.ReadFile(filepath.Join(out, "table.txt")); !strings.Contains(string(tab), "capacity") {
+		t.Fatalf("table.txt without the capacity:\n%s", tab)
 	}
 }
 
@@ -290,7 +300,7 @@ func countOurMessages(t *testing.T, path string) uint64 {
 			break
 		}
 		pkt := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
-		if u, ok := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP); ok && bench.Msg(u.Payload).IsValid() {
+		if u, ok := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP); ok && load.Msg(u.Payload).IsValid() {
 			n++
 		}
 	}
@@ -302,7 +312,7 @@ func countOurMessages(t *testing.T, path string) uint64 {
 // own, measures over them, and gives everything back.
 func TestNetbenchPortsStandIn(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testhost.NewT(t, testhost.Options{Queues: 1})
+	p := hosttest.New(t, testhost.Options{Queues: 1})
 	move := func(from, to *testhost.Host, name string) {
 		t.Helper()
 		if err := from.Do(func() error {
@@ -407,4 +417,36 @@ func (s *syncBuilder) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestNetbenchCapacityProbes: a rate far beyond what this host carries
+// (3M/s) saturates, so netbench bisects between it and the rate that held,
+// runs the probes as cells of their own (not columns of the table), and
+// reports the capacity between the two, with the saturated cell's side.
+func TestNetbenchCapacityProbes(t *testing.T) {
+	rep, _ := netbenchRunWith(t, NetbenchOptions{Kinds: []string{"udp"}, Rates: []float64{2000, 3e6}, Capacity: 2})
+	if len(rep.Capacity) != 1 {
+		t.Fatalf("capacity %+v, want one row", rep.Capacity)
+	}
+	cp := rep.Capacity[0]
+	high, ok := rep.Cell("udp", 3e6)
+	if !ok || !high.Saturated || high.LimitedBy == "" || high.Limit == nil {
+		t.Fatalf("the 3M cell %+v is not saturated with its side named", high)
+	}
+	if len(cp.Probes) == 0 || len(cp.Probes) > 2 {
+		t.Fatalf("capacity %+v: want one or two probes between 2k and 3M", cp)
+	}
+	for _, p := range cp.Probes {
+		c, ok := rep.Cell("udp", p)
+		if !ok || !c.Probe || p <= 2000 || p >= 3e6 {
+			t.Fatalf("probe at %v: cell %v (probe %v), want a probe cell between 2k and 3M", p, ok, c != nil && c.Probe)
+		}
+	}
+	if cp.Rate < 2000 || cp.SaturatedAt <= cp.Rate || cp.SaturatedAt > 3e6 || cp.LimitedBy == "" {
+		t.Fatalf("capacity %+v: want a held rate below a saturated one", cp)
+	}
+	header, _, _ := strings.Cut(rep.Table(), "\n")
+	if len(rep.Cells) != 2+len(cp.Probes) || strings.Contains(header, bench.FormatRate(cp.Probes[0])) {
+		t.Fatalf("%d cells; the probes are cells but not columns:\n%s", len(rep.Cells), rep.Table())
+	}
 }

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -54,7 +54,7 @@ func addToolFlags(fs *flag.FlagSet, u toolUsage) *toolFlags {
 		cpus:       fs.String("cpus", "", "CPUs of the queues' pollers, one per queue, in queue order (\"0,1\"; a CPU may repeat with --poll yield)"),
 		poll:       fs.String("poll", "", u.poll),
 		wait:       fs.Bool("wait", false, "the same as --poll yield"),
-		batch:      fs.Int("batch", bench.DefaultBatch, u.batch),
+		batch:      fs.Int("batch", load.DefaultBatch, u.batch),
 		maxDgram:   fs.Int("max-datagram", 0, "largest message accepted (0: the kind's default)"),
 		pcap:       fs.String("pcap", "", "capture prefix: the raw kinds write every frame to <prefix>-tx.pcap and <prefix>-rx.pcap (Config.Pcap)"),
 		xdpFrames:  fs.Int("xdp-frames", 0, "UMEM frames of the AF_XDP kinds (0: the default)"),

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
@@ -53,9 +54,14 @@ func (u *uringFlags) record(sqpollCPU **int, napi *bool) {
 	*napi = *u.napi
 }
 
-// hostCPUs returns the CPUs this process may use. It is cpu.Allowed;
-// tests replace it to play a host with another number of CPUs.
-var hostCPUs = cpu.Allowed
+// hostCPUs returns the CPUs the run may use: NetbenchOptions.AllowedCPUs,
+// or those this process may (cpu.Allowed).
+func (nb *netbench) hostCPUs() ([]int, error) {
+	if len(nb.o.AllowedCPUs) > 0 {
+		return slices.Clone(nb.o.AllowedCPUs), nil
+	}
+	return cpu.Allowed()
+}
 
 // sqpollNeed is the number of CPUs a uring+sqpoll row needs with one
 // queue: both tools' pollers and both tools' SQ threads, all distinct.
@@ -68,8 +74,8 @@ const sqpollNeed = 4
 // siblings of a poller come first (siblings reports them; nil: none
 // known). A host that does not allow enough CPUs gets reason, the row's
 // text, instead of CPUs: an SQ thread that shares a CPU with a busy
-// poller measures the scheduler, not io_uring (seed §3: 30 µs turn into
-// milliseconds).
+// poller measures the scheduler, not io_uring (its round trip turns from
+// microseconds into milliseconds).
 func pickSQPollCPUs(allowed, given []int, loadCPU, echoCPU int, siblings func(int) []int) (load, echo int, reason string) {
 	if len(allowed) == 0 {
 		return -1, -1, "the CPUs this process may use are unknown, so the SQ threads cannot be given CPUs of their own"
@@ -190,7 +196,7 @@ func (nb *netbench) sqpollEnv(allowed []int) {
 		return
 	}
 	sib := func(c int) []int {
-		s, _ := bench.Host.Siblings(c)
+		s, _ := preflight.Host.Siblings(c)
 		return s
 	}
 	nb.sqLoad, nb.sqEcho, nb.sqReason = pickSQPollCPUs(allowed, nb.o.SQPollCPUs, nb.o.LoadCPU, nb.o.EchoCPU, sib)

@@ -16,7 +16,9 @@ import (
 
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -61,23 +63,15 @@ func TestPickSQPollCPUs(t *testing.T) {
 	}
 }
 
-// fakeHostCPUs makes the host allow cpus for the rest of the test.
-func fakeHostCPUs(t *testing.T, cpus []int) {
-	saved := hostCPUs
-	hostCPUs = func() ([]int, error) { return slices.Clone(cpus), nil }
-	t.Cleanup(func() { hostCPUs = saved })
-}
-
 // On a host that allows 2 CPUs, the uring+sqpoll row says that it needs
 // 4 and is not measured; nothing is made for it (no test hosts, so no
 // root needed), and table, report.md and results.json all say why. The
 // row keeps kind "uring" with its variant beside it.
 func TestNetbenchSQPollTooFewCPUs(t *testing.T) {
-	fakeHostCPUs(t, []int{0, 1})
 	out := t.TempDir()
 	var progress strings.Builder
 	rep, err := Netbench(context.Background(), NetbenchOptions{
-		Kinds: []string{"uring+sqpoll"}, KindsGiven: true, Rates: []float64{20000},
+		Kinds: []string{"uring+sqpoll"}, KindsGiven: true, Rates: []float64{20000}, AllowedCPUs: []int{0, 1},
 		Warmup: 100 * time.Millisecond, Duration: time.Second, Size: 100, Batch: 16, Queues: 1,
 		LoadCPU: -1, EchoCPU: -1, Out: out, Exe: os.Args[0], Env: []string{childEnv}, Command: "test",
 	}, &progress)
@@ -111,9 +105,8 @@ func TestNetbenchSQPollTooFewCPUs(t *testing.T) {
 
 	// With enough CPUs but two queues: one SQ CPU for every queue's SQ
 	// thread would not be a CPU of its own.
-	fakeHostCPUs(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	rep, err = Netbench(context.Background(), NetbenchOptions{
-		Kinds: []string{"uring+sqpoll"}, KindsGiven: true, Rates: []float64{20000}, QueueCounts: []int{2},
+		Kinds: []string{"uring+sqpoll"}, KindsGiven: true, Rates: []float64{20000}, QueueCounts: []int{2}, AllowedCPUs: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
 		Warmup: 100 * time.Millisecond, Duration: time.Second, Size: 100, Batch: 16, Queues: 2,
 		LoadCPU: -1, EchoCPU: -1, Out: "", Exe: os.Args[0], Env: []string{childEnv}, Command: "test",
 	}, &progress)
@@ -164,19 +157,19 @@ func TestVariantArgs(t *testing.T) {
 func TestURingFlagsReachConfig(t *testing.T) {
 	var got []core.Config
 	errStop := core.NotSupported("test backend", "", "stops the tool after its Config was seen", nil)
-	savedOpen, savedGroup := Open, NewGroup
-	Open = func(cfg core.Config) (core.Backend, error) { got = append(got, cfg); return nil, errStop }
-	NewGroup = func(cfg core.Config) (Group, error) { got = append(got, cfg); return nil, errStop }
-	t.Cleanup(func() { Open, NewGroup = savedOpen, savedGroup })
+	op := openers{
+		single: func(cfg core.Config) (core.Backend, error) { got = append(got, cfg); return nil, errStop },
+		group:  func(cfg core.Config) (Group, error) { got = append(got, cfg); return nil, errStop },
+	}
 
 	dir := t.TempDir()
 	run := func(tool string, args ...string) (int, string) {
 		var out, errOut strings.Builder
 		file := filepath.Join(dir, tool+".json")
 		if tool == "echo" {
-			return RunEcho(context.Background(), append(args, "--local", "127.0.0.1", "--stats", file), &out, &errOut), out.String()
+			return runEcho(context.Background(), append(args, "--local", "127.0.0.1", "--stats", file), &out, &errOut, op), out.String()
 		}
-		return RunLoadgen(context.Background(), append(args, "--dst", "127.0.0.1", "--json", file), &out, &errOut), out.String()
+		return runLoadgen(context.Background(), append(args, "--dst", "127.0.0.1", "--json", file), &out, &errOut, op), out.String()
 	}
 	for _, tool := range []string{"echo", "loadgen"} {
 		for _, q := range []string{"1", "2"} {
@@ -216,7 +209,7 @@ func TestURingFlagsReachConfig(t *testing.T) {
 // groForNAPI turns GRO on at both veth ends and puts them back as they
 // were.
 func TestGROForNAPI(t *testing.T) {
-	p := testhost.NewT(t, testhost.Options{})
+	p := hosttest.New(t, testhost.Options{})
 	gro := func(h *testhost.Host) bool {
 		t.Helper()
 		var on bool
@@ -273,7 +266,7 @@ func TestNetbenchURingVariants(t *testing.T) {
 			testutil.SkipIfNotSupported(t, errors.New(k.Reason))
 		}
 	}
-	allowed, _ := hostCPUs()
+	allowed, _ := cpu.Allowed()
 	for _, row := range []string{"uring", "uring+napi", "uring+sqpoll"} {
 		c, ok := rep.Cell(row, 2000)
 		if row == "uring+sqpoll" && len(allowed) < 4 {

@@ -1,5 +1,5 @@
 // Package ports prepares two real network ports cabled to each other for a
-// measurement, as the reference did with the two ports of one card: port A
+// measurement (for instance the two ports of one card): port A
 // stays in its namespace (the one netbench runs in), port B is moved into
 // a network namespace of its own, so that traffic between their addresses
 // crosses the cable instead of the kernel's local delivery. For the run it
@@ -32,7 +32,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -74,9 +74,9 @@ type Options struct {
 	// NewNIC opens the ethtool access on the calling thread (its
 	// namespace). Default ethtool.NewEthtool.
 	NewNIC func() (NIC, error)
-	// System is where IRQs are looked up and steered. Default bench.Host
+	// System is where IRQs are looked up and steered. Default preflight.Host
 	// (/sys and /proc).
-	System bench.System
+	System preflight.System
 }
 
 // Defaults of Options.A and Options.B.
@@ -113,7 +113,7 @@ type Host struct {
 	// NUMANode and IRQs are the port's device's node (-1: none) and
 	// interrupts, read before any move.
 	NUMANode int
-	IRQs     []bench.IRQ
+	IRQs     []preflight.IRQ
 	t        *thread
 	newNIC   func() (NIC, error)
 }
@@ -254,37 +254,9 @@ func restoreLink(nl *netlink.Handle, l netlink.Link, s linkState) error {
 // Open prepares the ports as o says and returns them; on error everything
 // it did is undone. The caller must Close them.
 func Open(o Options) (p *Ports, err error) {
-	if o.IfaceA == "" || o.IfaceB == "" || o.IfaceA == o.IfaceB {
-		return nil, &core.ConfigError{Field: "iface-a/iface-b", Value: o.IfaceA + "," + o.IfaceB, Reason: "name two different ports"}
-	}
-	if !o.A.IsValid() {
-		o.A = DefaultA
-	}
-	if !o.B.IsValid() {
-		o.B = DefaultB
-	}
-	for name, pf := range map[string]netip.Prefix{"A": o.A, "B": o.B} {
-		if err := core.CheckBenchAddr("ports."+name, pf.Addr()); err != nil || !pf.Addr().Is4() || pf.Addr().IsLoopback() {
-			return nil, &core.ConfigError{Field: "ports." + name, Value: pf, Reason: "an IPv4 prefix in 198.18.0.0/15"}
-		}
-	}
-	if o.A.Addr() == o.B.Addr() || !o.A.Masked().Contains(o.B.Addr()) {
-		return nil, &core.ConfigError{Field: "ports.B", Value: o.B, Reason: "A and B need two different addresses of one subnet"}
-	}
-	if o.CarrierTimeout == 0 {
-		o.CarrierTimeout = 10 * time.Second
-	}
-	if o.NewNIC == nil {
-		o.NewNIC = func() (NIC, error) {
-			e, err := ethtool.NewEthtool()
-			if err != nil {
-				return nil, fmt.Errorf("ethtool socket: %w", err)
-			}
-			return e, nil
-		}
-	}
-	if o.System == (bench.System{}) {
-		o.System = bench.Host
+	o, err = o.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	home := o.Home
 	if home == 0 {
@@ -313,8 +285,104 @@ func Open(o Options) (p *Ports, err error) {
 	p.A = &Host{Iface: o.IfaceA, Addr: o.A.Addr(), Prefix: o.A, t: tA, newNIC: o.NewNIC}
 
 	// What the ports are now, read in the home namespace.
-	var stA, stB linkState
-	var macB net.HardwareAddr
+	stA, stB, macB, err := p.readPorts(tA)
+	if err != nil {
+		return p, err
+	}
+	p.B = &Host{Iface: o.IfaceB, Addr: o.B.Addr(), Prefix: o.B, MAC: macB, newNIC: o.NewNIC}
+	for _, h := range []*Host{p.A, p.B} {
+		// Sysfs and /proc/interrupts of the root namespace: before the move.
+		h.NUMANode, _ = o.System.NICNode(h.Iface)
+		h.IRQs, _ = o.System.FindIRQs(h.Iface)
+	}
+
+	// Ethtool settings, while both ports are in the home namespace.
+	for _, h := range []*Host{p.A, p.B} {
+		if err := tA.do(func() error { return p.setNIC(h.Iface) }); err != nil {
+			return p, err
+		}
+	}
+	// Interrupts.
+	p.steerIRQs(p.A, o.IRQCPUsA)
+	p.steerIRQs(p.B, o.IRQCPUsB)
+
+	// B into its own namespace.
+	tB, err := startThread(newNS)
+	if err != nil {
+		return p, privileged(err)
+	}
+	p.B.t = tB
+	p.undo = append(p.undo, func() error { tB.stop(); return nil })
+	err = p.moveB(tA, tB)
+	if err != nil {
+		return p, privileged(err)
+	}
+	p.setup = append(p.setup, fmt.Sprintf("%s moved into a network namespace of its own (the echo's), back on exit with its %d address(es) and %d route(s)", o.IfaceB, len(stB.addrs), len(stB.routes)))
+	p.undo = append(p.undo, func() error { return p.moveBack(home, stB) })
+
+	// Addresses and links up.
+	err = p.upB(tB)
+	if err != nil {
+		return p, err
+	}
+	added, err := p.upA(tA)
+	p.undo = append(p.undo, func() error { return p.restoreA(added, stA) })
+	if err != nil {
+		return p, err
+	}
+	if added {
+		p.setup = append(p.setup, fmt.Sprintf("%s given %s (the load generator's), taken off on exit", o.IfaceA, o.A))
+	}
+	for _, h := range []*Host{p.A, p.B} {
+		if err := h.waitCarrier(o.CarrierTimeout); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// withDefaults checks o and fills in its defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.IfaceA == "" || o.IfaceB == "" || o.IfaceA == o.IfaceB {
+		return o, &core.ConfigError{Field: "iface-a/iface-b", Value: o.IfaceA + "," + o.IfaceB, Reason: "name two different ports"}
+	}
+	if !o.A.IsValid() {
+		o.A = DefaultA
+	}
+	if !o.B.IsValid() {
+		o.B = DefaultB
+	}
+	for name, pf := range map[string]netip.Prefix{"A": o.A, "B": o.B} {
+		if err := core.CheckBenchAddr("ports."+name, pf.Addr()); err != nil || !pf.Addr().Is4() || pf.Addr().IsLoopback() {
+			return o, &core.ConfigError{Field: "ports." + name, Value: pf, Reason: "an IPv4 prefix in 198.18.0.0/15"}
+		}
+	}
+	if o.A.Addr() == o.B.Addr() || !o.A.Masked().Contains(o.B.Addr()) {
+		return o, &core.ConfigError{Field: "ports.B", Value: o.B, Reason: "A and B need two different addresses of one subnet"}
+	}
+	if o.CarrierTimeout == 0 {
+		o.CarrierTimeout = 10 * time.Second
+	}
+	if o.NewNIC == nil {
+		o.NewNIC = func() (NIC, error) {
+			e, err := ethtool.NewEthtool()
+			if err != nil {
+				return nil, fmt.Errorf("ethtool socket: %w", err)
+			}
+			return e, nil
+		}
+	}
+	if o.System == (preflight.System{}) {
+		o.System = preflight.Host
+	}
+	return o, nil
+}
+
+// readPorts reads, on tA (in the home namespace), what both ports are now:
+// their links' state (addresses, routes, MTU), A's index and MAC, B's
+// MAC. A port that carries the default route is refused.
+func (p *Ports) readPorts(tA *thread) (stA, stB linkState, macB net.HardwareAddr, err error) {
+	o := &p.o
 	err = tA.do(func() error {
 		nl, err := netlink.NewHandle()
 		if err != nil {
@@ -352,34 +420,13 @@ func Open(o Options) (p *Ports, err error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return p, err
-	}
-	p.B = &Host{Iface: o.IfaceB, Addr: o.B.Addr(), Prefix: o.B, MAC: macB, newNIC: o.NewNIC}
-	for _, h := range []*Host{p.A, p.B} {
-		// Sysfs and /proc/interrupts of the root namespace: before the move.
-		h.NUMANode, _ = o.System.NICNode(h.Iface)
-		h.IRQs, _ = o.System.FindIRQs(h.Iface)
-	}
+	return stA, stB, macB, err
+}
 
-	// Ethtool settings, while both ports are in the home namespace.
-	for _, h := range []*Host{p.A, p.B} {
-		if err := tA.do(func() error { return p.setNIC(h.Iface) }); err != nil {
-			return p, err
-		}
-	}
-	// Interrupts.
-	p.steerIRQs(p.A, o.IRQCPUsA)
-	p.steerIRQs(p.B, o.IRQCPUsB)
-
-	// B into its own namespace.
-	tB, err := startThread(newNS)
-	if err != nil {
-		return p, privileged(err)
-	}
-	p.B.t = tB
-	p.undo = append(p.undo, func() error { tB.stop(); return nil })
-	err = tA.do(func() error {
+// moveB moves port B, from tA's namespace, into tB's.
+func (p *Ports) moveB(tA, tB *thread) error {
+	o := &p.o
+	return tA.do(func() error {
 		nl, err := netlink.NewHandle()
 		if err != nil {
 			return fmt.Errorf("netlink: %w", err)
@@ -394,14 +441,12 @@ func Open(o Options) (p *Ports, err error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return p, privileged(err)
-	}
-	p.setup = append(p.setup, fmt.Sprintf("%s moved into a network namespace of its own (the echo's), back on exit with its %d address(es) and %d route(s)", o.IfaceB, len(stB.addrs), len(stB.routes)))
-	p.undo = append(p.undo, func() error { return p.moveBack(home, stB) })
+}
 
-	// Addresses and links up.
-	err = tB.do(func() error {
+// upB gives port B its address in tB's namespace and sets it (and lo) up.
+func (p *Ports) upB(tB *thread) error {
+	o := &p.o
+	return tB.do(func() error {
 		nl, err := netlink.NewHandle()
 		if err != nil {
 			return fmt.Errorf("netlink: %w", err)
@@ -423,10 +468,12 @@ func Open(o Options) (p *Ports, err error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return p, err
-	}
-	added := false
+}
+
+// upA gives port A its address, unless it has it (added says whether it
+// was added), and sets it up.
+func (p *Ports) upA(tA *thread) (added bool, err error) {
+	o := &p.o
 	err = tA.do(func() error {
 		nl, err := netlink.NewHandle()
 		if err != nil {
@@ -450,19 +497,7 @@ func Open(o Options) (p *Ports, err error) {
 		}
 		return nil
 	})
-	p.undo = append(p.undo, func() error { return p.restoreA(added, stA) })
-	if err != nil {
-		return p, err
-	}
-	if added {
-		p.setup = append(p.setup, fmt.Sprintf("%s given %s (the load generator's), taken off on exit", o.IfaceA, o.A))
-	}
-	for _, h := range []*Host{p.A, p.B} {
-		if err := h.waitCarrier(o.CarrierTimeout); err != nil {
-			return p, err
-		}
-	}
-	return p, nil
+	return added, err
 }
 
 func prefixNet(p netip.Prefix) *net.IPNet {

@@ -15,8 +15,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 )
 
 // childEnv makes the test binary print its network namespace and exit.
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 // pair is removed as it was made.
 func standIn(t *testing.T, queues int) *testhost.Pair {
 	t.Helper()
-	p := testhost.NewT(t, testhost.Options{Queues: queues})
+	p := hosttest.New(t, testhost.Options{Queues: queues})
 	err := p.B.Do(func() error {
 		l, err := netlink.LinkByName(p.B.Iface)
 		if err != nil {
@@ -116,7 +117,7 @@ func snapshot(t *testing.T, h *testhost.Host, ifaces ...string) state {
 
 // fakeIRQs makes a /sys and /proc in which port name has interrupt 77,
 // affine to CPU list old.
-func fakeIRQs(t *testing.T, name, old string) (bench.System, string) {
+func fakeIRQs(t *testing.T, name, old string) (preflight.System, string) {
 	t.Helper()
 	root := t.TempDir()
 	sys, proc := filepath.Join(root, "sys"), filepath.Join(root, "proc")
@@ -133,7 +134,7 @@ func fakeIRQs(t *testing.T, name, old string) (bench.System, string) {
 			t.Fatal(err)
 		}
 	}
-	return bench.System{Sys: sys, Proc: proc}, filepath.Join(proc, "irq/77/smp_affinity_list")
+	return preflight.System{Sys: sys, Proc: proc}, filepath.Join(proc, "irq/77/smp_affinity_list")
 }
 
 func readTrim(t *testing.T, p string) string {
@@ -152,25 +153,7 @@ func readTrim(t *testing.T, p string) string {
 func TestMoveAndRestoreOnVeth(t *testing.T) {
 	p := standIn(t, 2)
 	a, b := p.A.Iface, p.B.Iface
-	// Something of B's own to restore: an address and a route of another
-	// subnet, which the move to another namespace flushes.
-	err := p.A.Do(func() error {
-		l, err := netlink.LinkByName(b)
-		if err != nil {
-			return err
-		}
-		if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: prefixNet(netip.MustParsePrefix("198.18.253.7/24"))}); err != nil {
-			return err
-		}
-		if err := netlink.LinkSetUp(l); err != nil {
-			return err
-		}
-		_, dst, _ := net.ParseCIDR("198.18.252.0/24")
-		return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	addOwnAddr(t, p.A, b)
 	before := snapshot(t, p.A, a, b)
 	if before.channels[a].RxCount != 2 {
 		t.Fatalf("the stand-in has %+v channels, want 2", before.channels[a])
@@ -210,12 +193,61 @@ func TestMoveAndRestoreOnVeth(t *testing.T) {
 	if during.channels[a].RxCount != 1 || during.channels[a].TxCount != 1 {
 		t.Errorf("channels during the run %+v", during.channels[a])
 	}
-	// B is gone from the home namespace, and in its own.
-	if err := p.A.Do(func() error { _, err := netlink.LinkByName(b); return err }); err == nil {
+	checkMoved(t, p.A, ps, b)
+	srv, cli := pingAcross(t, ps)
+	checkChildInB(t, ps)
+	srv.Close()
+	cli.Close()
+	if err := ps.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	closed = true
+	after := snapshot(t, p.A, a, b)
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("not restored:\nbefore %+v\nafter  %+v", before, after)
+	}
+	if got := readTrim(t, irqFile); got != "1" {
+		t.Errorf("IRQ 77 affinity %q after the run, want 1 back", got)
+	}
+	if err := ps.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// addOwnAddr gives port b (in h's namespace) something of its own to
+// restore: an address and a route of another subnet, which the move to
+// another namespace flushes.
+func addOwnAddr(t *testing.T, h *testhost.Host, b string) {
+	t.Helper()
+	err := h.Do(func() error {
+		l, err := netlink.LinkByName(b)
+		if err != nil {
+			return err
+		}
+		if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: prefixNet(netip.MustParsePrefix("198.18.253.7/24"))}); err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			return err
+		}
+		_, dst, _ := net.ParseCIDR("198.18.252.0/24")
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkMoved checks that port b left home's namespace for ps.B's, with
+// B's address only, and that its offloads and A's coalescing read as a
+// veth's.
+func checkMoved(t *testing.T, home *testhost.Host, ps *Ports, b string) {
+	t.Helper()
+	if err := home.Do(func() error { _, err := netlink.LinkByName(b); return err }); err == nil {
 		t.Fatal("B is still in the home namespace")
 	}
 	var bAddrs []string
-	err = ps.B.Do(func() error {
+	err := ps.B.Do(func() error {
 		l, err := netlink.LinkByName(b)
 		if err != nil {
 			return err
@@ -236,9 +268,13 @@ func TestMoveAndRestoreOnVeth(t *testing.T) {
 		t.Error("veth reported coalescing")
 	}
 
-	// Over the cable: a datagram from A's namespace to B's address, and
-	// the answer.
-	var srv *net.UDPConn
+}
+
+// pingAcross sends a datagram from A's namespace to B's address over the
+// "cable" and waits for the answer; it returns both sockets, which the
+// caller closes.
+func pingAcross(t *testing.T, ps *Ports) (srv, cli *net.UDPConn) {
+	t.Helper()
 	if err := ps.B.Do(func() error {
 		var err error
 		srv, err = net.ListenUDP("udp4", &net.UDPAddr{IP: ps.B.Addr.AsSlice(), Port: 5599})
@@ -246,7 +282,7 @@ func TestMoveAndRestoreOnVeth(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
 	go func() {
 		buf := make([]byte, 64)
 		for {
@@ -257,7 +293,6 @@ func TestMoveAndRestoreOnVeth(t *testing.T) {
 			srv.WriteToUDP(buf[:n], from)
 		}
 	}()
-	var cli *net.UDPConn
 	if err := ps.A.Do(func() error {
 		var err error
 		cli, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: ps.B.Addr.AsSlice(), Port: 5599})
@@ -265,7 +300,7 @@ func TestMoveAndRestoreOnVeth(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { cli.Close() })
 	got := ""
 	buf := make([]byte, 64)
 	for deadline := time.Now().Add(30 * time.Second); got != "ping" && time.Now().Before(deadline); {
@@ -279,8 +314,14 @@ func TestMoveAndRestoreOnVeth(t *testing.T) {
 		t.Fatal("no answer across the ports")
 	}
 
-	// A process started in B's namespace runs there.
+	return srv, cli
+}
+
+// checkChildInB checks that a process started in B's namespace runs there.
+func checkChildInB(t *testing.T, ps *Ports) {
+	t.Helper()
 	var want string
+	var err error
 	ps.B.Do(func() error { want, err = os.Readlink("/proc/thread-self/ns/net"); return err })
 	cmd := ps.B.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), childEnv+"=1")
@@ -297,22 +338,6 @@ func TestMoveAndRestoreOnVeth(t *testing.T) {
 		t.Fatalf("child in namespace %q, B's is %q", strings.TrimSpace(line), want)
 	}
 
-	srv.Close()
-	cli.Close()
-	if err := ps.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	closed = true
-	after := snapshot(t, p.A, a, b)
-	if fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Fatalf("not restored:\nbefore %+v\nafter  %+v", before, after)
-	}
-	if got := readTrim(t, irqFile); got != "1" {
-		t.Errorf("IRQ 77 affinity %q after the run, want 1 back", got)
-	}
-	if err := ps.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
 }
 
 // An error midway (a port that cannot move: lo) undoes what was done

@@ -1,4 +1,4 @@
-package bench
+package load
 
 import (
 	"context"
@@ -40,7 +40,9 @@ type LoadOptions struct {
 	// Size is the message size in bytes, at least HeaderLen. Default 100.
 	Size int
 	// Batch is how many messages are queued between two Flush calls, and
-	// how many one Rx call takes. Default 16.
+	// how many one Rx call takes. Default 16. A round of the loop sends at
+	// most SendBurst batches and then calls Rx up to RxBurst times (see
+	// Load).
 	Batch int
 	// Wait makes the loop sleep when it has nothing to do, instead of
 	// spinning (busy poll): in Backend.Wait when the next send is far, in
@@ -115,6 +117,12 @@ type Totals struct {
 	// Reordered counts answers that came back after an answer to a later
 	// message of the same queue (its flow): not a loss.
 	Reordered uint64 `json:",omitempty"`
+	// Late counts messages sent late: due at an earlier round of the loop
+	// than the one that sent them, held back because that round had sent
+	// its burst (SendBurst batches) already. A sender with late messages
+	// did not keep to its schedule: it offered less than Rate while it was
+	// behind.
+	Late uint64 `json:",omitempty"`
 	// Flushes, RxCalls and Rounds count Flush calls, Rx calls and loop
 	// rounds.
 	Flushes, RxCalls, Rounds uint64
@@ -136,6 +144,9 @@ type LoadResult struct {
 	Sent uint64 `json:"sent"`
 	// NotSent counts those Queue refused (back-pressure), apart from loss.
 	NotSent uint64 `json:"not_sent"`
+	// Late counts those sent late (Totals.Late): the load generator could
+	// not keep to its schedule.
+	Late uint64 `json:"late"`
 	// Received counts those answered, each once.
 	Received uint64 `json:"received"`
 	// Lost is Sent − Received: messages sent and not answered by the end
@@ -193,6 +204,7 @@ type QueueLoad struct {
 	Received uint64 `json:"received"`
 	Lost     uint64 `json:"lost"`
 	NotSent  uint64 `json:"not_sent"`
+	Late     uint64 `json:"late"`
 	// RTT and Lag are the queue's own percentiles.
 	RTT Summary `json:"rtt"`
 	Lag Summary `json:"lag"`
@@ -242,9 +254,17 @@ func ceilCount(d time.Duration, r float64) uint64 {
 // schedule and the drain are over, when ctx ends (Interrupted), or when the
 // backend fails (Error, and the error). The result is valid in every case.
 //
-// Each round it queues every message whose scheduled time has come
-// (flushing every Batch messages, at the end of the round, and once when
-// Queue refuses one), then calls Rx once and matches the answers. It does not allocate per message.
+// Each round shares the CPU between sending and receiving, so that a
+// sender that falls behind does not starve its own receive side (whose
+// socket buffer or RX ring would overflow, and the run would measure the
+// load generator instead of the path): it queues the messages whose
+// scheduled time has come, at most SendBurst batches of them (flushing
+// every Batch messages, at the end of the burst, and once when Queue
+// refuses one), then calls Rx until it returns less than a batch or
+// RxBurst times, and matches the answers. Messages left due by the burst
+// bound go out in the next rounds, late (LoadResult.Late, and their lag);
+// their send times stay the schedule's, so the loop stays open. It does not
+// allocate per message.
 func Load(ctx context.Context, b core.Backend, o LoadOptions) (*LoadResult, error) {
 	l, err := newLoader(b, o)
 	if err != nil {
@@ -321,6 +341,7 @@ func newLoader(b core.Backend, o LoadOptions) (*loader, error) {
 	if !o.Start.IsZero() {
 		l.base, l.fixed = o.Start, true
 	}
+	l.checked = math.MinInt64
 	return l, nil
 }
 
@@ -358,6 +379,7 @@ type loader struct {
 	fixed            bool    // start is Options.Start (base), not when run begins
 	sent, got        bitmap  // by this queue's index i
 	highest          uint64  // the highest index answered so far
+	checked          int64   // clock value of the last sendDue: what was due then and is sent later is late
 	msg              Msg
 	pkts             []core.Packet
 	queued           int     // messages queued since the last Flush
@@ -401,9 +423,11 @@ func (l *loader) flush() error {
 	return nil
 }
 
-// sendDue queues every message scheduled at or before now. It reports
-// whether there was any. A message Queue refuses (back-pressure) is not
-// sent and not retried, but the first refusal of a call makes it Flush
+// sendDue queues the messages scheduled at or before now, at most
+// SendBurst batches of them, and counts those that were already due at the
+// previous call as late. It reports whether there was any. A message
+// Queue refuses (back-pressure) is not sent and not retried, but the first
+// refusal of a call makes it Flush
 // even with nothing queued since the last Flush: a backend may hold bytes
 // an earlier Flush released that only its next Flush (or Rx) hands on,
 // and an open-loop sender that flushed only after a Queue that succeeded
@@ -412,7 +436,9 @@ func (l *loader) sendDue(now int64) (bool, error) {
 	did := false
 	flushedOnRefusal := false
 	r := l.res
-	for l.next < l.total {
+	prev := l.checked
+	l.checked = now
+	for burst := l.o.Batch * SendBurst; burst > 0 && l.next < l.total; burst-- {
 		s := l.sched(l.next)
 		if s > now {
 			break
@@ -423,6 +449,12 @@ func (l *loader) sendDue(now int64) (bool, error) {
 		win := seq >= l.first
 		if win {
 			r.Offered++
+		}
+		if s <= prev {
+			r.Total.Late++
+			if win {
+				r.Late++
+			}
 		}
 		l.msg.Stamp(l.seq(seq), s)
 		if !l.b.Queue(l.msg) {
@@ -546,6 +578,14 @@ func (l *loader) idle(ctx context.Context, deadline int64) error {
 	}
 }
 
+// The bounds of one round of the loop: at most SendBurst batches sent, at
+// most RxBurst Rx calls. Twice the calls of the sends: the answers to a
+// burst and as much again of a backlog fit in one round.
+const (
+	SendBurst = 4
+	RxBurst   = 2 * SendBurst
+)
+
 // The sleeps of the yielding mode.
 const (
 	waitMin = 1500 * time.Microsecond
@@ -578,21 +618,11 @@ func (l *loader) run(ctx context.Context) error {
 				drainEnd = l.clock() + int64(l.o.Drain)
 			}
 		}
-		n, err := l.b.Rx(l.pkts)
-		r.Total.RxCalls++
-		if n > 0 {
-			t := l.clock()
-			for i := 0; i < n; i++ {
-				l.answer(l.pkts[i].Data, t)
-			}
-			did = true
-		}
+		got, err := l.receive()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("rx: backend closed: %w", err)
-			}
-			return fmt.Errorf("rx: %w", err)
+			return err
 		}
+		did = did || got
 		if !sending && (r.Total.Received == r.Total.Sent || l.clock() >= drainEnd) {
 			return nil
 		}
@@ -606,6 +636,34 @@ func (l *loader) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// receive calls Rx until it returns less than a batch (nothing more was
+// waiting) or RxBurst times, and matches the answers. It reports whether
+// there was any.
+func (l *loader) receive() (bool, error) {
+	did := false
+	for range RxBurst {
+		n, err := l.b.Rx(l.pkts)
+		l.res.Total.RxCalls++
+		if n > 0 {
+			t := l.clock()
+			for i := 0; i < n; i++ {
+				l.answer(l.pkts[i].Data, t)
+			}
+			did = true
+		}
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return did, fmt.Errorf("rx: backend closed: %w", err)
+			}
+			return did, fmt.Errorf("rx: %w", err)
+		}
+		if n < len(l.pkts) {
+			break
+		}
+	}
+	return did, nil
 }
 
 // achieved is the answer rate of n answers whose arrival times (from the
@@ -647,6 +705,7 @@ func MergeLoads(parts []*LoadResult) *LoadResult {
 		r.Offered += p.Offered
 		r.Sent += p.Sent
 		r.NotSent += p.NotSent
+		r.Late += p.Late
 		r.Received += p.Received
 		r.Lost += p.Lost
 		t := &r.Total
@@ -659,6 +718,7 @@ func MergeLoads(parts []*LoadResult) *LoadResult {
 		t.Malformed += p.Total.Malformed
 		t.OtherQueue += p.Total.OtherQueue
 		t.Reordered += p.Total.Reordered
+		t.Late += p.Total.Late
 		t.Flushes += p.Total.Flushes
 		t.RxCalls += p.Total.RxCalls
 		t.Rounds += p.Total.Rounds
@@ -679,7 +739,7 @@ func MergeLoads(parts []*LoadResult) *LoadResult {
 		}
 		r.Interrupted = r.Interrupted || p.Interrupted
 		r.PerQueue = append(r.PerQueue, QueueLoad{
-			Queue: q, Offered: p.Offered, Sent: p.Sent, Received: p.Received, Lost: p.Lost, NotSent: p.NotSent,
+			Queue: q, Offered: p.Offered, Sent: p.Sent, Received: p.Received, Lost: p.Lost, NotSent: p.NotSent, Late: p.Late,
 			RTT: p.RTT, Lag: p.Lag, Total: p.Total, Stats: p.Stats,
 		})
 	}

@@ -1,4 +1,4 @@
-package bench
+package preflight
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ import (
 	"strings"
 )
 
-// Check is one finding of the preflight: what the reference found to move
-// results by microseconds on real ports, looked at on this host.
+// Check is one finding of the preflight: something known to move results
+// by microseconds on real ports, looked at on this host.
 type Check struct {
 	// Name says what was looked at ("isolated CPUs", "coalescing eth1").
 	Name string `json:"name"`
@@ -227,24 +227,56 @@ type PreflightPort struct {
 // loadCPU and echoCPU are the pollers' CPUs (-1: not pinned). It never
 // fails: what cannot be read is a finding.
 func Preflight(s System, ports []PreflightPort, loadCPU, echoCPU int) []Check {
-	var out []Check
-	add := func(name, status, format string, a ...any) {
-		out = append(out, Check{Name: name, Status: status, Detail: fmt.Sprintf(format, a...)})
-	}
-	pollers := map[string]int{"loadgen": loadCPU, "echo": echoCPU}
-	var pinned []int
-	for _, c := range []int{loadCPU, echoCPU} {
-		if c >= 0 {
-			pinned = append(pinned, c)
+	c := &checker{s: s, loadCPU: loadCPU, echoCPU: echoCPU, pollers: map[string]int{"loadgen": loadCPU, "echo": echoCPU}, sib: map[int][]int{}}
+	for _, cpu := range []int{loadCPU, echoCPU} {
+		if cpu >= 0 {
+			c.pinned = append(c.pinned, cpu)
 		}
 	}
+	c.isolated()
+	for _, cpu := range c.pinned {
+		if l, err := s.Siblings(cpu); err == nil {
+			c.sib[cpu] = l
+		}
+	}
+	c.cores()
+	for _, p := range ports {
+		if p.Veth {
+			c.add("coalescing "+p.Iface, StatusNA, "veth: no NIC, no interrupt moderation")
+			c.add("IRQs "+p.Iface, StatusNA, "veth has no interrupts: its receive work runs as softirq on the sending CPU, inside the sender's system call")
+			c.add("NUMA "+p.Iface, StatusNA, "veth has no device and no NUMA node")
+			continue
+		}
+		c.coalescing(p)
+		c.irqs(p)
+		c.numa(p)
+	}
+	return c.out
+}
 
+// checker collects the checks of one Preflight.
+type checker struct {
+	s                System
+	out              []Check
+	loadCPU, echoCPU int
+	pollers          map[string]int // CPU of each poller by role, -1: unpinned
+	pinned           []int          // the pollers' CPUs
+	sib              map[int][]int  // hyperthread siblings of each pinned CPU
+}
+
+func (c *checker) add(name, status, format string, a ...any) {
+	c.out = append(c.out, Check{Name: name, Status: status, Detail: fmt.Sprintf(format, a...)})
+}
+
+// isolated checks that the pollers run on isolated CPUs.
+func (c *checker) isolated() {
+	s, pinned := c.s, c.pinned
 	iso, err := s.Isolated()
 	switch {
 	case err != nil:
-		add("isolated CPUs", StatusWarn, "cannot read the isolated CPUs: %v", err)
+		c.add("isolated CPUs", StatusWarn, "cannot read the isolated CPUs: %v", err)
 	case len(iso) == 0:
-		add("isolated CPUs", StatusWarn, "none (devices/system/cpu/isolated is empty): the pollers share CPUs %s with every other task; isolate them (isolcpus=, nohz_full=, rcu_nocbs= at boot, or a cpuset) for stable numbers", formatCPUs(pinned))
+		c.add("isolated CPUs", StatusWarn, "none (devices/system/cpu/isolated is empty): the pollers share CPUs %s with every other task; isolate them (isolcpus=, nohz_full=, rcu_nocbs= at boot, or a cpuset) for stable numbers", formatCPUs(pinned))
 	default:
 		var not []int
 		for _, c := range pinned {
@@ -253,111 +285,114 @@ func Preflight(s System, ports []PreflightPort, loadCPU, echoCPU int) []Check {
 			}
 		}
 		if len(not) > 0 {
-			add("isolated CPUs", StatusWarn, "isolated: %s, but the pollers' CPU(s) %s are not among them", formatCPUs(iso), formatCPUs(not))
+			c.add("isolated CPUs", StatusWarn, "isolated: %s, but the pollers' CPU(s) %s are not among them", formatCPUs(iso), formatCPUs(not))
 		} else {
-			add("isolated CPUs", StatusOK, "isolated: %s; the pollers run on %s", formatCPUs(iso), formatCPUs(pinned))
+			c.add("isolated CPUs", StatusOK, "isolated: %s; the pollers run on %s", formatCPUs(iso), formatCPUs(pinned))
 		}
 	}
+}
 
-	sib := map[int][]int{}
-	for _, c := range pinned {
-		if l, err := s.Siblings(c); err == nil {
-			sib[c] = l
-		}
-	}
+// cores checks that the pollers run on separate physical cores.
+func (c *checker) cores() {
+	loadCPU, echoCPU, sib := c.loadCPU, c.echoCPU, c.sib
 	switch {
 	case loadCPU < 0 || echoCPU < 0:
-		add("poller cores", StatusWarn, "the pollers are not pinned")
+		c.add("poller cores", StatusWarn, "the pollers are not pinned")
 	case loadCPU == echoCPU:
-		add("poller cores", StatusWarn, "loadgen and echo share CPU %d", loadCPU)
+		c.add("poller cores", StatusWarn, "loadgen and echo share CPU %d", loadCPU)
 	case slices.Contains(sib[loadCPU], echoCPU):
-		add("poller cores", StatusWarn, "loadgen (CPU %d) and echo (CPU %d) are hyperthreads of one physical core", loadCPU, echoCPU)
+		c.add("poller cores", StatusWarn, "loadgen (CPU %d) and echo (CPU %d) are hyperthreads of one physical core", loadCPU, echoCPU)
 	case sib[loadCPU] == nil || sib[echoCPU] == nil:
-		add("poller cores", StatusWarn, "cannot read the hyperthread siblings of CPUs %d and %d", loadCPU, echoCPU)
+		c.add("poller cores", StatusWarn, "cannot read the hyperthread siblings of CPUs %d and %d", loadCPU, echoCPU)
 	default:
-		add("poller cores", StatusOK, "loadgen on CPU %d (its core's hyperthreads: %s), echo on CPU %d (its core's hyperthreads: %s): separate physical cores",
+		c.add("poller cores", StatusOK, "loadgen on CPU %d (its core's hyperthreads: %s), echo on CPU %d (its core's hyperthreads: %s): separate physical cores",
 			loadCPU, formatCPUs(sib[loadCPU]), echoCPU, formatCPUs(sib[echoCPU]))
 	}
+}
 
-	for _, p := range ports {
-		if p.Veth {
-			add("coalescing "+p.Iface, StatusNA, "veth: no NIC, no interrupt moderation")
-			add("IRQs "+p.Iface, StatusNA, "veth has no interrupts: its receive work runs as softirq on the sending CPU, inside the sender's system call")
-			add("NUMA "+p.Iface, StatusNA, "veth has no device and no NUMA node")
-			continue
-		}
+// coalescing checks a port's interrupt moderation.
+func (c *checker) coalescing(p PreflightPort) {
+	switch {
+	case p.RxUsecs == nil:
+		c.add("coalescing "+p.Iface, StatusNA, "not readable here")
+	default:
+		us, err := p.RxUsecs()
 		switch {
-		case p.RxUsecs == nil:
-			add("coalescing "+p.Iface, StatusNA, "not readable here")
+		case err != nil:
+			c.add("coalescing "+p.Iface, StatusNA, "the driver does not report coalescing: %v", err)
+		case us > 0:
+			c.add("coalescing "+p.Iface, StatusWarn, "rx-usecs %d: the NIC holds received frames up to %d µs before it interrupts; 0 for latency (ethtool -C %s rx-usecs 0, or --coalesce 0)", us, us, p.Iface)
 		default:
-			us, err := p.RxUsecs()
-			switch {
-			case err != nil:
-				add("coalescing "+p.Iface, StatusNA, "the driver does not report coalescing: %v", err)
-			case us > 0:
-				add("coalescing "+p.Iface, StatusWarn, "rx-usecs %d: the NIC holds received frames up to %d µs before it interrupts; 0 for latency (ethtool -C %s rx-usecs 0, or --coalesce 0)", us, us, p.Iface)
-			default:
-				add("coalescing "+p.Iface, StatusOK, "rx-usecs 0")
-			}
-		}
-		if len(p.IRQs) == 0 {
-			add("IRQs "+p.Iface, StatusNA, "no interrupts found for %s (msi_irqs, /proc/interrupts)", p.Iface)
-		} else {
-			var warns, oks []string
-			for _, q := range p.IRQs {
-				cpus, err := s.IRQAffinity(q.N)
-				if err != nil {
-					warns = append(warns, fmt.Sprintf("IRQ %d: affinity unreadable (%v)", q.N, err))
-					continue
-				}
-				bad := ""
-				for _, role := range []string{"loadgen", "echo"} {
-					pc := pollers[role]
-					if pc < 0 {
-						continue
-					}
-					for _, c := range cpus {
-						switch {
-						case c == pc:
-							bad = fmt.Sprintf("on CPU %d, the %s poller's own CPU", c, role)
-						case slices.Contains(sib[pc], c) && bad == "":
-							bad = fmt.Sprintf("on CPU %d, the hyperthread sibling of the %s poller's CPU %d", c, role, pc)
-						}
-					}
-				}
-				desc := fmt.Sprintf("IRQ %d %s → CPUs %s", q.N, q.Name, formatCPUs(cpus))
-				if bad != "" {
-					warns = append(warns, desc+": "+bad)
-				} else {
-					oks = append(oks, desc)
-				}
-			}
-			if len(warns) > 0 {
-				add("IRQs "+p.Iface, StatusWarn, "%s", strings.Join(append(warns, oks...), "; "))
-			} else {
-				add("IRQs "+p.Iface, StatusOK, "%s: away from the pollers and their siblings", strings.Join(oks, "; "))
-			}
-		}
-		switch {
-		case p.NUMANode < 0:
-			add("NUMA "+p.Iface, StatusNA, "the device reports no NUMA node (one node)")
-		default:
-			var far []string
-			for _, role := range []string{"loadgen", "echo"} {
-				if c := pollers[role]; c >= 0 {
-					if n := s.CPUNode(c); n >= 0 && n != p.NUMANode {
-						far = append(far, fmt.Sprintf("the %s poller's CPU %d is on node %d", role, c, n))
-					}
-				}
-			}
-			if len(far) > 0 {
-				add("NUMA "+p.Iface, StatusWarn, "%s is on node %d, but %s: DDIO and local memory are lost", p.Iface, p.NUMANode, strings.Join(far, ", "))
-			} else {
-				add("NUMA "+p.Iface, StatusOK, "node %d, as the pollers' CPUs", p.NUMANode)
-			}
+			c.add("coalescing "+p.Iface, StatusOK, "rx-usecs 0")
 		}
 	}
-	return out
+}
+
+// irqs checks that a port's interrupts are away from the pollers and
+// their hyperthread siblings.
+func (c *checker) irqs(p PreflightPort) {
+	s, pollers, sib := c.s, c.pollers, c.sib
+	if len(p.IRQs) == 0 {
+		c.add("IRQs "+p.Iface, StatusNA, "no interrupts found for %s (msi_irqs, /proc/interrupts)", p.Iface)
+	} else {
+		var warns, oks []string
+		for _, q := range p.IRQs {
+			cpus, err := s.IRQAffinity(q.N)
+			if err != nil {
+				warns = append(warns, fmt.Sprintf("IRQ %d: affinity unreadable (%v)", q.N, err))
+				continue
+			}
+			bad := ""
+			for _, role := range []string{"loadgen", "echo"} {
+				pc := pollers[role]
+				if pc < 0 {
+					continue
+				}
+				for _, c := range cpus {
+					switch {
+					case c == pc:
+						bad = fmt.Sprintf("on CPU %d, the %s poller's own CPU", c, role)
+					case slices.Contains(sib[pc], c) && bad == "":
+						bad = fmt.Sprintf("on CPU %d, the hyperthread sibling of the %s poller's CPU %d", c, role, pc)
+					}
+				}
+			}
+			desc := fmt.Sprintf("IRQ %d %s → CPUs %s", q.N, q.Name, formatCPUs(cpus))
+			if bad != "" {
+				warns = append(warns, desc+": "+bad)
+			} else {
+				oks = append(oks, desc)
+			}
+		}
+		if len(warns) > 0 {
+			c.add("IRQs "+p.Iface, StatusWarn, "%s", strings.Join(append(warns, oks...), "; "))
+		} else {
+			c.add("IRQs "+p.Iface, StatusOK, "%s: away from the pollers and their siblings", strings.Join(oks, "; "))
+		}
+	}
+}
+
+// numa checks that the pollers run on the port's NUMA node.
+func (c *checker) numa(p PreflightPort) {
+	s, pollers := c.s, c.pollers
+	switch {
+	case p.NUMANode < 0:
+		c.add("NUMA "+p.Iface, StatusNA, "the device reports no NUMA node (one node)")
+	default:
+		var far []string
+		for _, role := range []string{"loadgen", "echo"} {
+			if c := pollers[role]; c >= 0 {
+				if n := s.CPUNode(c); n >= 0 && n != p.NUMANode {
+					far = append(far, fmt.Sprintf("the %s poller's CPU %d is on node %d", role, c, n))
+				}
+			}
+		}
+		if len(far) > 0 {
+			c.add("NUMA "+p.Iface, StatusWarn, "%s is on node %d, but %s: DDIO and local memory are lost", p.Iface, p.NUMANode, strings.Join(far, ", "))
+		} else {
+			c.add("NUMA "+p.Iface, StatusOK, "node %d, as the pollers' CPUs", p.NUMANode)
+		}
+	}
 }
 
 func formatCPUs(c []int) string {

@@ -1,0 +1,218 @@
+package faulttest
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testutil"
+	"github.com/dgramio/dgramio/internal/wire"
+	"github.com/dgramio/dgramio/tcp/netconn"
+)
+
+// The io.Copy echo over the lossy wire: how much each engine carries, and
+// the wire of the report that found the stall.
+const (
+	copyBytes     = 64 << 20
+	copySoakBytes = 256 << 20
+	// copyStall fails the run when no echoed byte arrives for that long.
+	copyStall = time.Minute
+)
+
+var copyImpairment = wire.Options{
+	Loss:    0.01,
+	Dup:     0.01,
+	Reorder: 0.05,
+	Corrupt: 0.001,
+	Delay:   200 * time.Microsecond,
+	Jitter:  100 * time.Microsecond,
+}
+
+// TestFaultCopyWire serves the plainest Go stream echo, io.Copy(c, c) on
+// each accepted connection, over the seeded lossy wire of internal/wire
+// (1% loss, 1% duplication, 5% reordering, 0.1% corruption, both
+// directions), once on kernel tcp (net.Listen) and once on tcp-xdp
+// (netconn.Listen over netstack; tcp-dpdk instead with -tags dpdk). A kernel TCP client on the other host
+// writes 64 MiB (SOAK=1, as make soak sets it: 256 MiB) of seeded bytes
+// while it reads the echo back, and checks it byte for byte. The echo
+// reads nothing ahead: while its Write is blocked, it does not read, its
+// receive window closes, and the client's data and ACKs meet a zero
+// window, which RFC 9293 §3.10.7.4 says must still have its ACKs
+// processed. The run fails when no echoed byte arrives for a minute.
+func TestFaultCopyWire(t *testing.T) {
+	testutil.RequireRoot(t)
+	total := int64(copyBytes)
+	if os.Getenv("SOAK") == "1" {
+		total = copySoakBytes
+	}
+	kinds := []string{core.KindTCP}
+	for _, k := range testKinds { // tcp-xdp; tcp-dpdk with -tags dpdk
+		if isStream(k) && k != core.KindTCP {
+			kinds = append(kinds, k)
+		}
+	}
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) { copyWire(t, kind, total) })
+	}
+}
+
+func copyWire(t *testing.T, kind string, total int64) {
+	w := wire.NewT(t, copyImpairment)
+	addr := addrFor(kind, w.B)
+	ln := copyListener(t, kind, w.B, addr)
+	served := make(chan error, 1)
+	go func() { served <- copyServe(ln) }()
+
+	var c net.Conn
+	err := w.A.Do(func() error {
+		var err error
+		c, err = (&net.Dialer{Timeout: 20 * time.Second}).Dial("tcp4", netip.AddrPortFrom(addr, port).String())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seed := w.Seed()
+	var echoed atomic.Int64
+	start := time.Now()
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := io.CopyN(c, &seeded{rng: rand.New(rand.NewPCG(seed, 0xc0b1))}, total)
+		wrote <- err
+	}()
+	read := make(chan error, 1)
+	go func() { read <- verifyEcho(c, seed, total, &echoed) }()
+	last, lastAt := int64(0), time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case err := <-wrote:
+			if err != nil {
+				t.Fatalf("client write: %v after %d bytes echoed (replay: WIRE_SEED=%d)", err, echoed.Load(), seed)
+			}
+			wrote = nil
+		case err := <-read:
+			if err != nil {
+				t.Fatalf("client read: %v (replay: WIRE_SEED=%d)", err, seed)
+			}
+			done = true
+		case <-tick.C:
+			if n := echoed.Load(); n != last {
+				last, lastAt = n, time.Now()
+			} else if time.Since(lastAt) > copyStall {
+				if l, ok := ln.(*netconn.Listener); ok {
+					t.Logf("echo counters: %s", allCounters(l.Service().Stats()))
+				}
+				t.Fatalf("%s: no echoed byte for %v after %d of %d bytes (replay: WIRE_SEED=%d)",
+					kind, copyStall, n, total, seed)
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	if l, ok := ln.(*netconn.Listener); ok {
+		st := l.Service().Stats()
+		t.Logf("echo: link acks_salvaged %d; netstack tcp_retransmits %d, tcp_timeouts %d",
+			counterOf(st, "link", "acks_salvaged"), counterOf(st, "netstack", "tcp_retransmits"),
+			counterOf(st, "netstack", "tcp_timeouts"))
+	}
+	c.Close()
+	ln.Close()
+	<-served
+	ab, ba := w.Stats(wire.AtoB), w.Stats(wire.BtoA)
+	t.Logf("%s: %d MiB echoed byte-exact in %v (%.1f MiB/s each way), seed %d", kind, total>>20,
+		elapsed.Round(time.Millisecond), float64(total)/(1<<20)/elapsed.Seconds(), seed)
+	t.Logf("wire A→B: %v", ab)
+	t.Logf("wire B→A: %v", ba)
+	if ab.Dropped == 0 || ab.Duplicated == 0 || ab.Reordered == 0 || ba.Dropped == 0 {
+		t.Errorf("the wire did not impair the stream (A→B %v; B→A %v): the test tested nothing", ab, ba)
+	}
+}
+
+// copyListener listens on port of addr on h: a kernel listener, or a
+// netconn one on tcp-xdp (closed with the listener).
+func copyListener(t *testing.T, kind string, h *testhost.Host, addr netip.Addr) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	err := h.Do(func() error {
+		var err error
+		if kind == core.KindTCP {
+			ln, err = net.Listen("tcp4", netip.AddrPortFrom(addr, port).String())
+			return err
+		}
+		ln, err = netconn.Listen(core.Config{Kind: kind, Iface: h.Iface, LocalIP: addr, Port: port,
+			Pcap: os.Getenv("COPY_PCAP")})
+		return err
+	})
+	testutil.SkipIfNotSupported(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// copyServe accepts until ln closes and echoes each connection with
+// io.Copy(c, c), as any Go server would.
+func copyServe(ln net.Listener) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer c.Close()
+			io.Copy(c, c)
+		}()
+	}
+}
+
+// seeded is an endless reader of bytes drawn from rng.
+type seeded struct {
+	rng *rand.Rand
+	v   uint64
+	n   int // bytes of v not yet used
+}
+
+func (s *seeded) Read(b []byte) (int, error) {
+	for i := range b {
+		if s.n == 0 {
+			s.v, s.n = s.rng.Uint64(), 8
+		}
+		b[i] = byte(s.v)
+		s.v >>= 8
+		s.n--
+	}
+	return len(b), nil
+}
+
+// verifyEcho reads total bytes from c and compares them with the stream
+// of seed, counting what arrived in echoed.
+func verifyEcho(c net.Conn, seed uint64, total int64, echoed *atomic.Int64) error {
+	want := &seeded{rng: rand.New(rand.NewPCG(seed, 0xc0b1))}
+	got, exp := make([]byte, 64<<10), make([]byte, 64<<10)
+	var n int64
+	for n < total {
+		m, err := c.Read(got[:min(int64(len(got)), total-n)])
+		want.Read(exp[:m])
+		if !bytes.Equal(got[:m], exp[:m]) {
+			return fmt.Errorf("echo differs in the %d bytes from offset %d", m, n)
+		}
+		n += int64(m)
+		echoed.Store(n)
+		if err != nil && n < total {
+			return fmt.Errorf("after %d bytes: %w", n, err)
+		}
+	}
+	return nil
+}

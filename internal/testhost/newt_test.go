@@ -1,0 +1,30 @@
+//go:build linux
+
+package testhost
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testutil"
+)
+
+// newT is hosttest.New for this package's own tests, which cannot import
+// hosttest (it imports this package).
+func newT(t testing.TB, o Options) *Pair {
+	t.Helper()
+	testutil.RequireRoot(t)
+	p, err := New(o)
+	var pe *core.PrivilegeError
+	if errors.As(err, &pe) {
+		testutil.Skip(t, err.Error())
+	}
+	testutil.SkipIfNotSupported(t, err)
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("testhost: close: %v", err)
+		}
+	})
+	return p
+}

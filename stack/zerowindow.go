@@ -1,0 +1,217 @@
+package stack
+
+import (
+	"encoding/binary"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+// The zero-window stall. This gVisor version tests a received segment's
+// sequence range against its receive window first, and drops a segment
+// outside it whole, ACK field included, after answering with an ACK. RFC
+// 9293 §3.10.7.4 says the ACK field of such a segment is still to be
+// processed when the window is zero ("special allowance should be made to
+// accept valid ACKs"), and Linux does (tcp_ack runs before the data is
+// refused). Without it a stream echo deadlocks on any loss: the
+// application (io.Copy) blocks in Write because netstack's send buffer is
+// full of data the peer has acknowledged, so it reads nothing, so
+// netstack's window stays at zero; the peer, whose send sequence is past
+// netstack's RCV.NXT (it sent the bytes the window closed on), sends pure
+// ACKs with SEG.SEQ > RCV.NXT and window probes carrying data, and
+// netstack drops both with their ACK field. Its retransmission timer backs
+// off to a minute, and both directions stop for good (found with a capture
+// of TestFaultCopyWire on tcp-xdp: netstack advertised win=0 at
+// RCV.NXT=x while the peer's ACKs came with seq x+12).
+//
+// ackSalvage repairs it in the link endpoint, which sees every segment in
+// both directions. It remembers, per connection, what netstack last
+// advertised (the ACK number: RCV.NXT, and the window, scaled as the
+// handshake agreed) and the last ACK field and window of the peer that
+// netstack accepted. A received segment that netstack would refuse as out
+// of its window, and whose ACK field or window says something netstack
+// has not heard, is preceded by a pure ACK made from it: same addresses,
+// ports, ACK number, window and options (timestamps, SACK blocks), no
+// payload, no FIN or PSH, SEG.SEQ = RCV.NXT, which netstack accepts at any
+// window. The original follows unchanged (netstack answers it with the
+// ACK that tells the peer its window). A segment whose checksum is wrong is
+// never copied.
+//
+// The table is direct-mapped by 4-tuple: a connection whose slot another
+// took is learnt again from netstack's next segment.
+
+// ackSlots is the number of connections remembered (a power of two).
+const ackSlots = 1024
+
+// flowKey names a connection from netstack's side.
+type flowKey struct {
+	local, remote [4]byte
+	lport, rport  uint16
+}
+
+type flowState struct {
+	key    flowKey
+	used   bool
+	rcvNxt seqnum.Value // the ACK number netstack sent last
+	rcvWnd uint16       // its window field
+	// scale is netstack's receive window scale: offered in its SYN or
+	// SYN-ACK, 0 when the peer's SYN-ACK declined it.
+	scale uint8
+	// peerAck and peerWnd are the peer's ACK number and window field
+	// last handed to netstack (on a segment judged acceptable, whose
+	// checksum is not checked, or on a salvaged ACK).
+	peerAck  seqnum.Value
+	peerWnd  uint16
+	havePeer bool
+}
+
+// ackSalvage is the table; not safe for concurrent use (Endpoint.ackMu).
+type ackSalvage struct {
+	slots [ackSlots]flowState
+}
+
+func (k flowKey) slot() int {
+	h := binary.LittleEndian.Uint32(k.remote[:])*0x9e3779b1 ^ uint32(k.rport)<<16 ^ uint32(k.lport)
+	h ^= binary.LittleEndian.Uint32(k.local[:]) * 0x85ebca6b
+	h ^= h >> 15
+	return int(h & (ackSlots - 1))
+}
+
+// tcpView is a received or sent Ethernet frame that carries IPv4 and one
+// whole, unfragmented TCP segment with a valid header length.
+type tcpView struct {
+	frame   []byte
+	ip      header.IPv4
+	tcp     header.TCP // header and payload, as long as the IP header says
+	payload int
+}
+
+// parseTCP returns frame's IPv4 and TCP views, ok false for anything else.
+// It reads frame only and checks no checksum.
+func parseTCP(frame []byte) (v tcpView, ok bool) {
+	if len(frame) < ethHeader+header.IPv4MinimumSize+header.TCPMinimumSize ||
+		header.Ethernet(frame).Type() != header.IPv4ProtocolNumber {
+		return v, false
+	}
+	ip := header.IPv4(frame[ethHeader:])
+	if !ip.IsValid(len(frame)-ethHeader) || ip.TransportProtocol() != header.TCPProtocolNumber ||
+		ip.FragmentOffset() != 0 || ip.More() {
+		return v, false
+	}
+	seg := header.TCP(ip.Payload())
+	if len(seg) < header.TCPMinimumSize {
+		return v, false
+	}
+	off := int(seg.DataOffset())
+	if off < header.TCPMinimumSize || off > len(seg) {
+		return v, false
+	}
+	return tcpView{frame: frame, ip: ip, tcp: seg, payload: len(seg) - off}, true
+}
+
+// sent notes a segment netstack sends: its ACK number and window, and the
+// window scale of its SYN or SYN-ACK. A RST forgets the connection.
+func (a *ackSalvage) sent(v tcpView) {
+	var k flowKey
+	copy(k.local[:], v.ip.SourceAddressSlice())
+	copy(k.remote[:], v.ip.DestinationAddressSlice())
+	k.lport, k.rport = v.tcp.SourcePort(), v.tcp.DestinationPort()
+	s := &a.slots[k.slot()]
+	flags := v.tcp.Flags()
+	if flags&header.TCPFlagRst != 0 {
+		if s.key == k {
+			*s = flowState{}
+		}
+		return
+	}
+	if flags&header.TCPFlagSyn != 0 {
+		ws := header.ParseSynOptions(v.tcp.Options(), flags&header.TCPFlagAck != 0).WS
+		*s = flowState{key: k, scale: uint8(max(ws, 0))}
+	} else if s.key != k {
+		// Learnt mid-connection (the slot was another's): the scale is
+		// unknown, and 0 makes the window look smaller than it is, which
+		// costs at most a pure ACK netstack did not need.
+		*s = flowState{key: k}
+	}
+	if flags&header.TCPFlagAck != 0 {
+		s.used = true
+		s.rcvNxt = seqnum.Value(v.tcp.AckNumber())
+		s.rcvWnd = v.tcp.WindowSize()
+	}
+}
+
+// received looks at a segment for netstack. If netstack would refuse it
+// as out of window and its ACK field or window is news, it writes the
+// pure ACK to hand netstack first into buf and returns it; otherwise nil.
+func (a *ackSalvage) received(v tcpView, buf []byte) []byte {
+	flags := v.tcp.Flags()
+	var k flowKey
+	copy(k.local[:], v.ip.DestinationAddressSlice())
+	copy(k.remote[:], v.ip.SourceAddressSlice())
+	k.lport, k.rport = v.tcp.DestinationPort(), v.tcp.SourcePort()
+	s := &a.slots[k.slot()]
+	if s.key != k {
+		return nil
+	}
+	if flags&header.TCPFlagRst != 0 {
+		*s = flowState{}
+		return nil
+	}
+	if flags&header.TCPFlagSyn != 0 {
+		if flags&header.TCPFlagAck != 0 && header.ParseSynOptions(v.tcp.Options(), true).WS < 0 {
+			s.scale = 0 // the peer declined window scaling
+		}
+		return nil
+	}
+	if !s.used || flags&header.TCPFlagAck == 0 {
+		return nil
+	}
+	ack, wnd := seqnum.Value(v.tcp.AckNumber()), v.tcp.WindowSize()
+	// News is any change, not only a later ACK: an acceptable segment's
+	// checksum is not verified here (netstack does it), so a corrupt one
+	// may have left a wrong peerAck, which the next genuine one replaces.
+	news := !s.havePeer || s.peerAck != ack || s.peerWnd != wnd
+	edge := s.rcvNxt.Add(seqnum.Size(uint32(s.rcvWnd) << s.scale))
+	if header.Acceptable(seqnum.Value(v.tcp.SequenceNumber()), seqnum.Size(v.payload), s.rcvNxt, edge) {
+		if news {
+			s.peerAck, s.peerWnd, s.havePeer = ack, wnd, true
+		}
+		return nil
+	}
+	if !news || !checksumsValid(v) {
+		return nil
+	}
+	s.peerAck, s.peerWnd, s.havePeer = ack, wnd, true
+	return pureACK(v, s.rcvNxt, buf)
+}
+
+// checksumsValid reports whether v's IPv4 header and TCP checksums hold.
+func checksumsValid(v tcpView) bool {
+	if !v.ip.IsChecksumValid() {
+		return false
+	}
+	src, dst := tcpip.AddrFromSlice(v.ip.SourceAddressSlice()), tcpip.AddrFromSlice(v.ip.DestinationAddressSlice())
+	xsum := header.PseudoHeaderChecksum(header.TCPProtocolNumber, src, dst, uint16(len(v.tcp)))
+	return checksum.Checksum(v.tcp, xsum) == 0xffff
+}
+
+// pureACK writes into buf an Ethernet frame that is v without payload,
+// with flags ACK only and sequence number seq, and returns it. buf must
+// hold v's headers.
+func pureACK(v tcpView, seq seqnum.Value, buf []byte) []byte {
+	ipLen, tcpLen := int(v.ip.HeaderLength()), int(v.tcp.DataOffset())
+	n := ethHeader + ipLen + tcpLen
+	copy(buf, v.frame[:n])
+	ip := header.IPv4(buf[ethHeader : ethHeader+ipLen])
+	ip.SetTotalLength(uint16(ipLen + tcpLen))
+	ip.SetChecksum(0)
+	ip.SetChecksum(^ip.CalculateChecksum())
+	seg := header.TCP(buf[ethHeader+ipLen : n])
+	seg.SetSequenceNumber(uint32(seq))
+	seg.SetFlags(uint8(header.TCPFlagAck))
+	seg.SetUrgentPointer(0)
+	setTCPChecksum(buf, seg)
+	return buf[:n]
+}
