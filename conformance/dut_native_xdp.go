@@ -14,8 +14,8 @@ import (
 // testhost pair as for OursXDP, the AF_XDP socket and XDP program that
 // tcp.OpenXDP opens for tcp-xdp, and the native engine on it (fake
 // clock), driven as for native-memio. The program gives the engine ARP
-// and one TCP port only, so the cases that need other traffic do not run
-// (CapIP). Needs root and AF_XDP (Linux >= 5.9 for the bpf_link).
+// and every frame to its address (all TCP ports, ICMP, UDP), so the IP
+// cases run here too. Needs root and AF_XDP (Linux >= 5.9 for the bpf_link).
 func NativeXDP() Factory { return nativeXDPFactory{} }
 
 type nativeXDPFactory struct{}
@@ -62,7 +62,7 @@ func (nativeXDPFactory) New(tb TB, s Setup) (DUT, error) {
 	}
 	d.info = Info{Name: "native-xdp", Kind: KindNative, MAC: v.dut.MAC, BenchMAC: v.bench.MAC,
 		Addr: v.dut.Addr, BenchAddr: v.bench.Addr, Spare: v.spare, MTU: fio.MTU(),
-		Lacks: map[Cap]string{CapIP: xdpLacks[CapIP], CapUDP: nativeLacks[CapUDP]}}
+		Lacks: map[Cap]string{CapUDP: nativeLacks[CapUDP]}}
 	d.link = v.link
 	d.closeWire = func() error {
 		err := opts.Close()
