@@ -20,12 +20,19 @@ const (
 	// VariantNAPI is kind uring with NAPI busy polling registered on the
 	// ring (Config.URing.NAPI, Linux 6.9).
 	VariantNAPI = "napi"
+	// VariantNative and VariantNetstack are kinds tcp-xdp and tcp-dpdk on
+	// one userspace TCP/IP engine (Config.TCP.Stack): the plain row is the
+	// default engine (native).
+	VariantNative   = "native"
+	VariantNetstack = "netstack"
 )
 
 // Variants lists the variants each kind has, in the order tools show
 // them.
 var Variants = map[string][]string{
-	core.KindURing: {VariantSQPoll, VariantNAPI},
+	core.KindURing:   {VariantSQPoll, VariantNAPI},
+	core.KindTCPXDP:  {VariantNative, VariantNetstack},
+	core.KindTCPDPDK: {VariantNative, VariantNetstack},
 }
 
 // RowName is the name of a row as --kinds takes it and the tables show

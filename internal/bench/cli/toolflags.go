@@ -23,12 +23,16 @@ type ToolHeader struct {
 	// options of kind uring.
 	SQPollCPU *int `json:"sqpoll_cpu,omitempty"`
 	NAPI      bool `json:"napi,omitempty"`
+	// TCPStack is --tcp-stack, the engine of tcp-xdp and tcp-dpdk (empty:
+	// the default).
+	TCPStack string `json:"tcp_stack,omitempty"`
 }
 
 // toolFlags are the flags echo and loadgen share: the packet path and its
 // options, the pollers and their CPUs.
 type toolFlags struct {
 	kind, local, iface, cpus, poll, pcap, dpdkVDev *string
+	tcpStack                                       *string
 	port                                           *uint
 	cpu, queues, batch, maxDgram                   *int
 	xdpFrames, xdpRing, dpdkRxDesc                 *int
@@ -62,6 +66,7 @@ func addToolFlags(fs *flag.FlagSet, u toolUsage) *toolFlags {
 		dpdkRxDesc: fs.Int("dpdk-rx-desc", 0, "RX ring size of the DPDK kinds (Config.DPDK.RxDesc; 0: the default, 256)"),
 		dpdkVDev:   fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)"),
 		uring:      addURingFlags(fs),
+		tcpStack:   fs.String("tcp-stack", "", `kinds tcp-xdp and tcp-dpdk: the userspace TCP/IP engine, "native" (the default) or "netstack" (Config.TCP.Stack)`),
 	}
 }
 
@@ -70,6 +75,7 @@ func addToolFlags(fs *flag.FlagSet, u toolUsage) *toolFlags {
 func (t *toolFlags) header() ToolHeader {
 	h := ToolHeader{Kind: *t.kind, CPU: *t.cpu, Wait: *t.wait, Queues: *t.queues}
 	t.uring.record(&h.SQPollCPU, &h.NAPI)
+	h.TCPStack = *t.tcpStack
 	return h
 }
 
@@ -114,6 +120,14 @@ func (t *toolFlags) config(role core.Role, h *ToolHeader) (core.Config, error) {
 	cfg.DPDK.VDev, cfg.DPDK.RxDesc = *t.dpdkVDev, *t.dpdkRxDesc
 	if err := t.uring.apply(&cfg); err != nil {
 		return core.Config{}, err
+	}
+	if *t.tcpStack != "" {
+		if cfg.Kind != core.KindTCPXDP && cfg.Kind != core.KindTCPDPDK {
+			return core.Config{}, fmt.Errorf("--tcp-stack is an option of kinds tcp-xdp and tcp-dpdk, not of %s", cfg.Kind)
+		}
+		if err := cfg.TCP.Stack.Set(*t.tcpStack); err != nil {
+			return core.Config{}, fmt.Errorf("--tcp-stack: %w", err)
+		}
 	}
 	return cfg, nil
 }

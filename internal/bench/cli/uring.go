@@ -149,7 +149,8 @@ func (nb *netbench) variantFailure(variant string, n int) *Failure {
 // variantArgs returns the flags that make tool ("echo" or "loadgen") run
 // variant: --sqpoll-cpu with the tool's SQ CPU, or --napi (and, for the
 // echo, --poll yield unless every row yields already: NAPI busy polling
-// acts only while the poller sleeps in io_uring_enter).
+// acts only while the poller sleeps in io_uring_enter), or --tcp-stack
+// for an engine of tcp-xdp and tcp-dpdk (both tools run it).
 func (nb *netbench) variantArgs(variant, tool string) []string {
 	switch variant {
 	case bench.VariantSQPoll:
@@ -163,6 +164,8 @@ func (nb *netbench) variantArgs(variant, tool string) []string {
 			return []string{"--napi", "--poll", core.PollYield}
 		}
 		return []string{"--napi"}
+	case bench.VariantNative, bench.VariantNetstack:
+		return []string{"--tcp-stack", variant}
 	}
 	return nil
 }
