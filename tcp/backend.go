@@ -112,8 +112,14 @@ const listenBacklog = 128
 const pollBudget = 256
 
 // Backend is the userspace TCP over a FrameIO: tcp-xdp and tcp-dpdk are a
-// Backend on their FrameIO. It implements core.Backend with the semantics
-// of kind tcp (kernel TCP):
+// Backend on their FrameIO, running the engine of Config.TCP.Stack: the
+// native engine (stack/native, the default), or netstack. What follows
+// says "netstack"; with the native engine read "the engine", with these
+// differences: it runs no goroutines (Rx, Flush and Wait drive it, and
+// Wait sleeps until a frame or its next timer); its counters are layer
+// "native"; and Close counts in TxDropped the records it took whose first
+// byte the peer had not acknowledged when Linger ran out. It implements
+// core.Backend with the semantics of kind tcp (kernel TCP):
 //
 //   - A client connects to every Config.Dests at New (ConnectTimeout); a
 //     server listens on LocalIP:Port and accepts inside Rx and Flush, never
@@ -277,8 +283,10 @@ func decoderSize(cfg core.Config) int {
 }
 
 // NewOverFrameIO opens the userspace TCP of cfg (Kind tcp-xdp or tcp-dpdk,
-// defaults applied here) over fio: it builds the netstack (stack.New), sets
-// the Tuning, and connects to every Dests (client, driving the stack itself
+// defaults applied here) over fio on the engine of cfg.TCP.Stack: it builds
+// the native engine (native.New) or the netstack (stack.New), sets the
+// Tuning (a knob the engine cannot honour is a *core.ConfigError: see
+// Tuning.ValidateFor), and connects to every Dests (client, driving the stack itself
 // until each is established, ConnectTimeout in all) or listens (server).
 //
 // fio belongs to the Backend from this call on: on error it is released

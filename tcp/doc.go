@@ -1,5 +1,8 @@
 // Package tcp holds the userspace TCP kinds: the tuning of the userspace
-// TCP (Tuning, mapped onto netstack), and the tcp-xdp and tcp-dpdk
-// backends (Backend over a FrameIO). The record framing they share with
+// TCP (Tuning, mapped onto either engine), and the tcp-xdp and tcp-dpdk
+// backends (Backend over a FrameIO) on the engine Config.TCP.Stack names:
+// the native engine (package stack/native, the default) or gVisor netstack
+// (package stack). Both are transports of the one stream layer
+// (internal/stream). The record framing they share with
 // kernel tcp is package tcp/record; its names are reachable from here too.
 package tcp

@@ -11,10 +11,12 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 )
 
-// Tuning is the tuning of the userspace TCP (netstack), resolved: every
-// field has its value, none means "default". TuningFromConfig builds it from
-// core.Config (Nagle and the TCP field, whose defaults it applies); Apply
-// and ApplyEndpoint set it on netstack and read every option back.
+// Tuning is the tuning of the userspace TCP (either engine), resolved:
+// every field has its value, none means "default". TuningFromConfig builds
+// it from core.Config (Nagle and the TCP field, whose defaults it applies);
+// ValidateFor checks it for an engine; Apply and ApplyEndpoint set it on
+// netstack and read every option back; the native engine takes it as its
+// Options.
 //
 // Netstack's own defaults differ from ours where it matters: it delays
 // small segments (Nagle) unless told not to, its minimum RTO is 200 ms, its
