@@ -22,6 +22,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/guard"
 	layer "github.com/dgramio/dgramio/internal/stream"
 	"github.com/dgramio/dgramio/stack"
 )
@@ -160,7 +161,7 @@ type Backend struct {
 	fio  frameio.FrameIO
 	opts Options
 
-	guard core.Guard
+	guard guard.Guard
 	once  sync.Once
 
 	s       *layer.Layer // poll loop only, and Stats under guard
@@ -726,7 +727,7 @@ func (b *Backend) Wait(ctx context.Context) error {
 	}
 	defer b.guard.EndWait()
 	if _, ok := b.fio.(frameio.Waiter); !ok {
-		return core.NotSupported("Wait on "+b.cfg.Kind+" over this device", "", "the device cannot sleep on its queue: poll Rx", nil)
+		return core.NotSupported("Wait on "+string(b.cfg.Kind)+" over this device", "", "the device cannot sleep on its queue: poll Rx", nil)
 	}
 	// Let netstack's processors finish what the last Rx delivered: what
 	// they make readable then shows here instead of having to wake the
@@ -787,8 +788,8 @@ func (b *Backend) Stats() core.Stats {
 }
 
 // FramesPerRecord returns the frames carrying TCP payload per record, sent
-// and received, from s (a Stats of this backend): the seed's "packing".
-// Below 1 means several records rode in one segment.
+// and received, from s (a Stats of this backend). Below 1 means several
+// records rode in one segment.
 func FramesPerRecord(s core.Stats) (tx, rx float64) {
 	get := func(layer, name string) float64 { v, _ := s.Counter(layer, name); return float64(v) }
 	if r := get("stream", "records_tx"); r > 0 {

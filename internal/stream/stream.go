@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/poison"
 	"github.com/dgramio/dgramio/tcp/record"
 )
 
@@ -384,8 +385,8 @@ func (s *Layer) Rx(pkts []core.Packet) (int, error) {
 		// a read that only skipped an oversize record.
 		c.dec.Compact()
 		c.delivered = false
-		if core.Debug {
-			core.Poison(c.dec.Tail())
+		if poison.Debug {
+			poison.Fill(c.dec.Tail())
 		}
 	}
 	s.t.Poll()

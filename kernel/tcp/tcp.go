@@ -21,6 +21,10 @@
 // inside Rx and Flush, without blocking.
 //
 // The root package imports this package under an alias.
+//
+// This package is one of dgramio's backends, reached through dgramio.New
+// and dgramio.NewGroup; its exported names serve the module's other
+// packages and are not a stable API of their own.
 package tcp
 
 import (
@@ -37,8 +41,8 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/fdwait"
+	"github.com/dgramio/dgramio/internal/sock"
 	"github.com/dgramio/dgramio/internal/stream"
-	"github.com/dgramio/dgramio/kernel/sock"
 	"github.com/dgramio/dgramio/tcp/record"
 )
 
@@ -122,7 +126,7 @@ func New(cfg core.Config) (core.Backend, error) {
 // closed on error), or one that listens or connects itself when lfd is
 // -1. note ends Stats.Mode.
 func openQueue(cfg core.Config, lfd int, granted sock.Granted, note string) (core.Backend, error) {
-	cfg, err := sock.Prepare(cfg, core.KindTCP)
+	cfg, err := cfg.PrepareOne(core.KindTCP)
 	if err != nil {
 		if lfd >= 0 {
 			unix.Close(lfd)

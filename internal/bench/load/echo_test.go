@@ -14,7 +14,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/kernel/sock/socktest"
+	"github.com/dgramio/dgramio/internal/sock/socktest"
 	ktcp "github.com/dgramio/dgramio/kernel/tcp"
 	"github.com/dgramio/dgramio/tcp"
 )
