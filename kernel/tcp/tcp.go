@@ -51,6 +51,14 @@ import (
 // waits at most this long, and a busy loop pays one accept4 per interval.
 const acceptEvery = time.Millisecond
 
+// Close lingers (stream.Layer.Linger) until every peer has closed its
+// direction after our FIN, for at most closeLinger, giving up on a peer
+// that has sent nothing for closeIdle.
+const (
+	closeLinger = 2 * time.Second
+	closeIdle   = 100 * time.Millisecond
+)
+
 // conn is one connection's socket: the stream.Conn of kernel TCP.
 type conn struct {
 	b      *Backend
@@ -541,6 +549,13 @@ func (c *conn) Close() {
 	unix.Close(c.fd) // also leaves the epoll set
 }
 
+// CloseWrite implements stream.HalfCloser: shutdown(2) SHUT_WR, a FIN
+// after what was written; the socket stays readable.
+func (c *conn) CloseWrite() error {
+	c.b.syscalls++
+	return unix.Shutdown(c.fd, unix.SHUT_WR)
+}
+
 // Abort implements stream.Conn: a reset if the connection is still up
 // (SO_LINGER 0), then Close.
 func (c *conn) Abort() {
@@ -633,7 +648,8 @@ func (b *Backend) snapshot() core.Stats {
 			ti.Add(t)
 		}
 	}
-	s.Layers = append(ti.Counters(), core.Counter{Layer: "tcp", Name: "queue_no_conn", Value: b.s.Counters().NoConn})
+	s.Layers = append(s.Layers, ti.Counters()...)
+	s.Layers = append(s.Layers, core.Counter{Layer: "tcp", Name: "queue_no_conn", Value: b.s.Counters().NoConn})
 	return s
 }
 
@@ -642,12 +658,29 @@ func (b *Backend) snapshot() core.Stats {
 // to leave first. Records still staged are counted in TxDropped (Flush
 // until nothing is staged before Close to deliver them), except one whose
 // head the stream already took: that one counts as sent, and the receiver
-// counts the cut record. On the goroutine
-// New pinned, it unpins. Safe to call more than once.
+// counts the cut record. Then it sends a FIN on every connection and reads
+// until the peer closes too (at most 2 s, and no longer than 100 ms after
+// the peer's last byte), so that what the peer still sends is not reset
+// away unread: every record received and never delivered, then or
+// before, counts in the loss counter "stream" "rx_closed". On the
+// goroutine New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
 	return b.life.Close(b.waker.Wake, func() (core.Stats, error) {
 		b.s.Abandon()
-		final := b.snapshot()
-		return final, b.release()
+		b.s.Linger(closeIdle, closeLinger, b.waitReadable)
+		err := b.release()
+		return b.snapshot(), err
 	})
+}
+
+// waitReadable sleeps in poll(2) until one of conns is readable or d has
+// passed (Close's linger; it allocates).
+func (b *Backend) waitReadable(conns []stream.Conn, d time.Duration) {
+	fds := make([]unix.PollFd, 0, len(conns))
+	for _, c := range conns {
+		fds = append(fds, unix.PollFd{Fd: int32(c.(*conn).fd), Events: unix.POLLIN})
+	}
+	ms := max(int(d/time.Millisecond), 1)
+	b.syscalls++
+	_, _ = unix.Poll(fds, ms)
 }
