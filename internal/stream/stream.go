@@ -552,14 +552,18 @@ func (s *Layer) reap() {
 	s.conns = s.conns[:k]
 }
 
-// readOut reads what c's transport still holds, up to EOF, an error or
-// nothing more now, counts its whole records and those decoded and not
+// readOutMax bounds the reads of one readOut, against a peer that sends
+// as fast as we read.
+const readOutMax = 64
+
+// readOut reads what c's transport still holds, up to EOF, an error,
+// nothing more now or readOutMax reads, counts its whole records and those decoded and not
 // delivered in RxClosed (oversize ones in RxTruncated); a partial record
 // stays in the decoder (the caller cuts it once the stream is over,
 // cutRecord). It reports whether it read to EOF or
 // an error (the peer's direction is over).
 func (s *Layer) readOut(c *conn) (ended bool) {
-	for {
+	for range readOutMax {
 		s.countUndelivered(c)
 		c.dec.Compact()
 		tail := c.dec.Tail()

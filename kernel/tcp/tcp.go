@@ -51,9 +51,9 @@ import (
 // waits at most this long, and a busy loop pays one accept4 per interval.
 const acceptEvery = time.Millisecond
 
-// Close lingers (stream.Layer.Linger) until every peer has closed its
-// direction after our FIN, for at most closeLinger, giving up on a peer
-// that has sent nothing for closeIdle.
+// A client's Close lingers (stream.Layer.Linger) until every server has
+// closed its direction after our FIN, for at most closeLinger, giving up
+// on one that has sent nothing for closeIdle.
 const (
 	closeLinger = 2 * time.Second
 	closeIdle   = 100 * time.Millisecond
@@ -658,16 +658,20 @@ func (b *Backend) snapshot() core.Stats {
 // to leave first. Records still staged are counted in TxDropped (Flush
 // until nothing is staged before Close to deliver them), except one whose
 // head the stream already took: that one counts as sent, and the receiver
-// counts the cut record. Then it sends a FIN on every connection and reads
-// until the peer closes too (at most 2 s, and no longer than 100 ms after
-// the peer's last byte), so that what the peer still sends is not reset
-// away unread: every record received and never delivered, then or
-// before, counts in the loss counter "stream" "rx_closed". On the
+// counts the cut record. A client then sends a FIN on every connection
+// and reads until the server closes too (at most 2 s, and no longer than
+// 100 ms after the server's last byte), so that the answers still on the
+// way are read rather than reset away; a server reads what has arrived
+// and closes (a client still sending then gets a reset). Every record
+// received and never delivered counts in the loss counter "stream"
+// "rx_closed". On the
 // goroutine New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
 	return b.life.Close(b.waker.Wake, func() (core.Stats, error) {
 		b.s.Abandon()
-		b.s.Linger(closeIdle, closeLinger, b.waitReadable)
+		if b.lfd < 0 { // a client; a server's peers decide when they end
+			b.s.Linger(closeIdle, closeLinger, b.waitReadable)
+		}
 		err := b.release()
 		return b.snapshot(), err
 	})
