@@ -631,8 +631,10 @@ func (b *Backend) Wait(ctx context.Context) error {
 // Stats returns the counters. Conns is the number of open connections;
 // Layers holds TCP_INFO of every connection, open or closed, summed (layer
 // "tcp": retransmitted segments and bytes, segments out and in, RTO
-// expiries, the largest smoothed RTT of the open ones), and "queue_no_conn".
-// None is a loss: TCP retransmits. Safe from any goroutine; after Close it
+// expiries, the largest smoothed RTT of the open ones), and "queue_no_conn";
+// none of these is a loss: TCP retransmits. Layer "stream" "rx_closed" is
+// one: records that arrived and were never delivered because their
+// connection failed or the backend closed (see Close). Safe from any goroutine; after Close it
 // returns the counters as they were at Close.
 func (b *Backend) Stats() core.Stats { return b.life.Stats(b.snapshot) }
 
