@@ -20,7 +20,7 @@ import (
 // accounts for every message: what the load generator closed on (answers
 // in its socket, records cut), what the echo read after that and could
 // not answer, each is in a counter of one end. TCP loses nothing (RFC
-// 9293 §3.10.4: CLOSE delivers what was sent before it, §3.10.7.1 a reset
+// 9293 §3.10.4: CLOSE delivers what was sent before it, §3.10.7.4 a reset
 // flushes the queues): the only losses of a stream kind are at an end's
 // Close, and those are counted.
 func TestStreamCellEndAddsUp(t *testing.T) {
@@ -36,6 +36,7 @@ func TestStreamCellEndAddsUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cli.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan *load.EchoResult, 1)

@@ -496,7 +496,7 @@ func TestLingerIdlePeer(t *testing.T) {
 }
 
 // TestFailedConnUnreadCounted: a connection whose write fails (the peer
-// reset: RFC 9293 §3.10.7.1) still holds what the peer sent before; the
+// reset: RFC 9293 §3.10.7.4) still holds what the peer sent before; the
 // layer reads it out and counts its records in RxClosed, the staged one
 // in TxDropped.
 func TestFailedConnUnreadCounted(t *testing.T) {
