@@ -10,7 +10,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/kernel/sock/socktest"
+	"github.com/dgramio/dgramio/internal/sock/socktest"
 	ktcp "github.com/dgramio/dgramio/kernel/tcp"
 )
 
