@@ -1,5 +1,5 @@
 // Package dgramio runs one send/receive loop over seven Linux packet paths,
-// chosen by a string in the config:
+// chosen by Config.Kind:
 //
 //	udp       kernel UDP socket, sendmmsg/recvmmsg
 //	uring     the same UDP socket through io_uring
@@ -25,10 +25,27 @@
 // errors) live in the leaf package internal/core, which imports no backend.
 // Each backend package imports core, never this package. This package
 // re-exports core's types as aliases, so dgramio.Config and core.Config are
-// the same type, and New imports every backend built in and picks one by
-// Config.Kind. A user needs one import; a backend never needs the root. The
-// DPDK kinds are compiled in only with the build tag dpdk (they need cgo
-// and libdpdk); without it New reports them as ErrNotSupported.
+// the same type, and New imports every backend built in and picks one from
+// a table of kinds (each kind's single and group constructor). A user needs
+// one import; a backend never needs the root. New and NewGroup apply the
+// defaults and validate once (Config.Prepare); the constructors only check
+// that a prepared Config is of their kind (and prepare one that is not, when
+// called directly). The DPDK kinds are compiled in
+// only with the build tag dpdk (they need cgo and libdpdk); without it New
+// returns ErrNoDPDK, which matches ErrNotSupported.
+//
+// # Which packages are API
+//
+// Besides this package: frameio and its implementations frameio/afxdp (an
+// AF_XDP library), frameio/memio (an in-memory pair), frameio/pcapio (a
+// capturing wrapper) and frameio/dpdk (build tag dpdk); stack (a gVisor
+// link endpoint over any FrameIO); kernel/iouring (a small io_uring
+// library that stands alone); tcp/netconn (net.Conn and net.Listener over
+// the userspace TCP); conformance (packet-level TCP/IP tests). The
+// backend packages (kernel/udp, kernel/uring, kernel/tcp, udp, tcp,
+// tcp/record) and the helpers (arp, pad, frameio/afxdp/xdpprog) serve this
+// module; everything under internal/ is private. docs/ARCHITECTURE.md
+// describes the layers.
 //
 // # Threading
 //
@@ -93,6 +110,39 @@ type (
 // kernel or build lacks what a Config asks for.
 var ErrNotSupported = core.ErrNotSupported
 
+// Kind names a packet path (Config.Kind); its text is the kind's name, and
+// it parses from a flag (Set, which accepts the known kinds only).
+type Kind = core.Kind
+
+// The typed options of Config, each with String and parsing (Set for
+// flags, UnmarshalText), which accept the valid values only.
+type (
+	// Poll is Config.Poll: PollBusy or PollYield.
+	Poll = core.Poll
+	// XDPMode is XDPOptions.Mode.
+	XDPMode = core.XDPMode
+	// XDPCopy is XDPOptions.Copy.
+	XDPCopy = core.XDPCopy
+	// Congestion is TCPTuning.Congestion.
+	Congestion = core.Congestion
+)
+
+// The values of XDPOptions.Mode, XDPOptions.Copy and TCPTuning.Congestion.
+const (
+	XDPModeAuto     = core.XDPModeAuto
+	XDPModeDriver   = core.XDPModeDriver
+	XDPModeSKB      = core.XDPModeSKB
+	XDPCopyAuto     = core.XDPCopyAuto
+	XDPCopyCopy     = core.XDPCopyCopy
+	XDPCopyZero     = core.XDPCopyZero
+	CongestionReno  = core.CongestionReno
+	CongestionCubic = core.CongestionCubic
+)
+
+// ErrNoDPDK is what New and NewGroup return, wrapped with the kind, for a
+// DPDK kind in a build without the tag dpdk. It matches ErrNotSupported.
+var ErrNoDPDK = core.ErrNoDPDK
+
 // The kinds, as Config.Kind takes them.
 const (
 	KindUDP     = core.KindUDP
@@ -105,23 +155,24 @@ const (
 )
 
 // Kinds returns every kind, in the order the tools show them.
-func Kinds() []string { return append([]string(nil), core.Kinds...) }
+func Kinds() []Kind { return core.Kinds() }
 
-// New validates cfg (before any system call), fills in defaults, and opens
-// the backend cfg.Kind names. Errors are a *ConfigError for a bad field, an
-// error matching ErrNotSupported for what this host or build lacks, or a
-// *PrivilegeError naming the capability that is missing.
+// New fills in cfg's defaults, validates it (before any system call; see
+// Config.Prepare), and opens the backend cfg.Kind names. Errors are a
+// *ConfigError for a bad field, an error matching ErrNotSupported for what
+// this host or build lacks (ErrNoDPDK for a DPDK kind in a build without
+// DPDK), or a *PrivilegeError naming the capability that is missing.
 //
 // With cfg.CPUs set, New locks the calling goroutine to its OS thread and
 // pins it to cfg.CPUs[0]: call New on the goroutine that will poll.
 func New(cfg Config) (Backend, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.Prepare()
+	if err != nil {
 		return nil, err
 	}
-	open, ok := opener(cfg.Kind)
-	if !ok {
-		return nil, core.NotSupported("kind "+cfg.Kind, "", "not built into this version of dgramio", nil)
+	e, err := lookup(cfg.Kind)
+	if err != nil {
+		return nil, err
 	}
-	return open(cfg)
+	return e.open(cfg)
 }

@@ -3,6 +3,7 @@ package dgramio_test
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/dgramio/dgramio"
@@ -21,7 +22,7 @@ func TestNewValidatesBeforeAnySyscall(t *testing.T) {
 }
 
 // builtKinds are the kinds wired into New in the default build.
-var builtKinds = map[string]bool{"udp": true, "uring": true, "tcp": true, "xdp": true, "tcp-xdp": true}
+var builtKinds = map[dgramio.Kind]bool{"udp": true, "uring": true, "tcp": true, "xdp": true, "tcp-xdp": true}
 
 func TestEveryKindIsWiredOrSaysWhy(t *testing.T) {
 	for _, k := range dgramio.Kinds() {
@@ -43,15 +44,25 @@ func TestEveryKindIsWiredOrSaysWhy(t *testing.T) {
 		if b != nil {
 			b.Close()
 		}
-		var ue *dgramio.UnsupportedError
-		notBuilt := errors.As(err, &ue) && ue.Feature == "kind "+k
+		notBuilt := errors.Is(err, dgramio.ErrNoDPDK)
 		switch {
 		case builtKinds[k] && notBuilt:
 			t.Errorf("kind %s is built in but New says: %v", k, err)
 		case !builtKinds[k] && !notBuilt:
-			t.Errorf("kind %s is not built in, want an UnsupportedError naming it, got %v", k, err)
+			t.Errorf("kind %s is not built in, want ErrNoDPDK, got %v", k, err)
 		case notBuilt && !errors.Is(err, dgramio.ErrNotSupported):
 			t.Errorf("kind %s: %v does not match ErrNotSupported", k, err)
+		case notBuilt && (!strings.Contains(err.Error(), "kind "+string(k)) || !strings.Contains(err.Error(), "-tags dpdk")):
+			t.Errorf("kind %s: %q does not name the kind and say how to build it in", k, err)
+		}
+		if notBuilt {
+			g, gerr := dgramio.NewGroup(cfg)
+			if g != nil {
+				g.Close()
+			}
+			if !errors.Is(gerr, dgramio.ErrNoDPDK) {
+				t.Errorf("kind %s: NewGroup = %v, want ErrNoDPDK as New says", k, gerr)
+			}
 		}
 	}
 }

@@ -2,17 +2,23 @@
 
 package dgramio
 
-import "github.com/dgramio/dgramio/internal/core"
+import (
+	"fmt"
 
-// dpdkOpener reports the DPDK kinds as not supported: this build has no
-// DPDK (it needs cgo, libdpdk and the build tag dpdk).
-func dpdkOpener(kind string) (openFunc, bool) {
-	switch kind {
-	case core.KindDPDK, core.KindTCPDPDK:
-		return func(core.Config) (core.Backend, error) {
-			return nil, core.NotSupported("kind "+kind, "",
-				"this binary was built without DPDK: install libdpdk-dev (make deps) and build with -tags dpdk", nil)
-		}, true
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// dpdkKinds are the DPDK kinds of a build without DPDK (it needs cgo,
+// libdpdk and the build tag dpdk): both constructors return ErrNoDPDK.
+var dpdkKinds = map[core.Kind]kindEntry{
+	core.KindDPDK:    noDPDK(core.KindDPDK),
+	core.KindTCPDPDK: noDPDK(core.KindTCPDPDK),
+}
+
+func noDPDK(kind core.Kind) kindEntry {
+	err := fmt.Errorf("kind %s: %w", kind, core.ErrNoDPDK)
+	return kindEntry{
+		open:  func(core.Config) (core.Backend, error) { return nil, err },
+		group: func(core.Config) (core.QueueGroup, error) { return nil, err },
 	}
-	return nil, false
 }

@@ -8,25 +8,8 @@ import (
 	"github.com/dgramio/dgramio/udp"
 )
 
-// dpdkOpener returns the DPDK kinds of a build with the tag dpdk.
-func dpdkOpener(kind string) (openFunc, bool) {
-	switch kind {
-	case core.KindDPDK:
-		return udp.NewDPDK, true
-	case core.KindTCPDPDK:
-		return tcp.NewDPDK, true
-	}
-	return nil, false
-}
-
-func init() {
-	dpdkGroups = func(kind string) (groupOpenFunc, bool) {
-		switch kind {
-		case core.KindDPDK:
-			return udp.NewDPDKGroup, true
-		case core.KindTCPDPDK:
-			return tcp.NewDPDKGroup, true
-		}
-		return nil, false
-	}
+// dpdkKinds are the DPDK kinds of a build with the tag dpdk.
+var dpdkKinds = map[core.Kind]kindEntry{
+	core.KindDPDK:    {udp.NewDPDK, udp.NewDPDKGroup},
+	core.KindTCPDPDK: {tcp.NewDPDK, tcp.NewDPDKGroup},
 }

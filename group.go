@@ -81,12 +81,6 @@ type Group struct {
 	opening sync.WaitGroup // Opens in progress; Close waits for them
 }
 
-type groupOpenFunc func(core.Config) (core.QueueGroup, error)
-
-// dpdkGroups returns the group constructor of the DPDK kinds; it is set
-// by builds with the tag dpdk (dpdk_on.go), nil otherwise.
-var dpdkGroups func(kind string) (groupOpenFunc, bool)
-
 // NewGroup validates cfg (defaults applied; Queues 0 means 1), checks that
 // busy polling has a CPU per poller, and sets up what cfg.Kind's queues
 // share (see Group), in the calling thread's network namespace. Errors
@@ -94,18 +88,18 @@ var dpdkGroups func(kind string) (groupOpenFunc, bool)
 // more pollers than the process may use CPUs (Config.Poll "yield" runs
 // them anyway), or naming CPUs for a CPU the process may not use.
 func NewGroup(cfg Config) (*Group, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.Prepare()
+	if err != nil {
 		return nil, err
 	}
 	if err := checkCPUs(cfg); err != nil {
 		return nil, err
 	}
-	open, ok := groupOpener(cfg.Kind)
-	if !ok {
-		return nil, core.NotSupported("kind "+cfg.Kind+" with several queues", "", "not built into this version of dgramio", nil)
+	e, err := lookup(cfg.Kind)
+	if err != nil {
+		return nil, err
 	}
-	qg, err := open(cfg)
+	qg, err := e.group(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -194,16 +188,14 @@ func (g *Group) Stats() Stats {
 	s := core.SumStats(g.QueueStats())
 	s.Kind = g.cfg.Kind
 	s.Layers = g.qg.AppendCounters(s.Layers)
-	s.Mode = g.mode(s.Mode)
+	s.Mode = g.mode()
 	return s
 }
 
 // mode is Stats.Mode of the group: queue 0's mode without its own queue
-// note, then the group's.
-func (g *Group) mode(first string) string {
-	if i := strings.Index(first, ", queue 0 of "); i >= 0 {
-		first = first[:i]
-	}
+// note (QueueGroup.BaseMode), then the group's.
+func (g *Group) mode() string {
+	first := g.qg.BaseMode()
 	var b strings.Builder
 	if first != "" {
 		b.WriteString(first)
@@ -257,7 +249,7 @@ const idleSleep = 50 * time.Microsecond
 // pollers sharing the CPU run. It returns nil, or net.ErrClosed after
 // Close, or what Wait reports. PollYield allocates a little per call (a
 // context with a deadline).
-func Idle(b Backend, poll string, d time.Duration) error {
+func Idle(b Backend, poll Poll, d time.Duration) error {
 	if poll != PollYield {
 		return nil
 	}

@@ -24,7 +24,7 @@ func TestGroupTCPDPDK(t *testing.T) { dpdkGroupFlows(t, "tcp-dpdk", "tcp") }
 
 // dpdkGroupFlows runs a server of kind with two queues on a net_af_packet
 // vdev (qpairs=2) on A against sixteen flows of a cli client on B.
-func dpdkGroupFlows(t *testing.T, kind, cli string) {
+func dpdkGroupFlows(t *testing.T, kind, cli dgramio.Kind) {
 	cpus := twoCPUs(t)
 	p := groupPair(t, cpus)
 	// The kernel under net_af_packet sees every frame: without the

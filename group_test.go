@@ -337,13 +337,19 @@ func runFlows(t testing.TB, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 		if want := fmt.Sprintf("%d queues", len(side.queues)); !strings.Contains(side.total.Mode, want) || !strings.Contains(side.total.Mode, "poll yield") {
 			t.Errorf("%s mode %q does not say %s, poll yield", side.name, side.total.Mode, want)
 		}
+		// The group's mode begins with what queue 0 runs, without the
+		// note that places that queue in the group.
+		if q0 := side.queues[0].Mode; !strings.Contains(q0, "queue 0 of") || strings.Contains(side.total.Mode, "queue 0 of") ||
+			!strings.HasPrefix(q0, strings.SplitN(side.total.Mode, "; ", 2)[0]+", queue 0 of") {
+			t.Errorf("%s: group mode %q does not begin with queue 0's %q less its queue note", side.name, side.total.Mode, q0)
+		}
 		t.Logf("%s: %s", side.name, side.total.Mode)
 	}
 	if _, bench := t.(*testing.B); bench {
 		return
 	}
 	for _, s := range []dgramio.Stats{srvStats, cliStats} {
-		if strings.HasPrefix(s.Kind, "tcp") {
+		if s.Kind.IsStream() {
 			// A stream loses nothing it does not report as a reset; a
 			// frame that finds its queue closed (the peer's last ACK)
 			// is not a message.
@@ -383,7 +389,7 @@ func groupPair(t testing.TB, cpus []int) *testhost.Pair {
 // groupConfigs are a server of kind srv on p.A and a client of kind cli on
 // p.B that sends to it, port 7000, each with a queue per CPU of cpus,
 // pinned there, and yielding pollers.
-func groupConfigs(p *testhost.Pair, cpus []int, srv, cli string) (dgramio.Config, dgramio.Config) {
+func groupConfigs(p *testhost.Pair, cpus []int, srv, cli dgramio.Kind) (dgramio.Config, dgramio.Config) {
 	s := dgramio.Config{Kind: srv, Role: dgramio.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 7000,
 		Queues: len(cpus), CPUs: cpus, Poll: dgramio.PollYield}
 	c := dgramio.Config{Kind: cli, Iface: p.B.Iface, LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
@@ -483,7 +489,7 @@ func TestGroupTCPXDPClient(t *testing.T) {
 // two CPUs the numbers are noisy; they show the shape, not the fast path.
 func BenchmarkGroupEcho(b *testing.B) {
 	cpus := twoCPUs(b)
-	for _, kind := range []string{"udp", "xdp"} {
+	for _, kind := range []dgramio.Kind{dgramio.KindUDP, dgramio.KindXDP} {
 		for _, n := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/queues=%d", kind, n), func(b *testing.B) {
 				p := groupPair(b, cpus)

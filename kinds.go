@@ -9,48 +9,38 @@ import (
 	"github.com/dgramio/dgramio/udp"
 )
 
-type openFunc func(core.Config) (core.Backend, error)
-
-// opener returns the constructor of kind, if this build has one. The DPDK
-// kinds come from dpdk_on.go (build tag dpdk) or dpdk_off.go.
-func opener(kind string) (openFunc, bool) {
-	switch kind {
-	case core.KindUDP:
-		return kudp.New, true
-	case core.KindURing:
-		return uring.New, true
-	case core.KindTCP:
-		return ktcp.New, true
-	case core.KindXDP:
-		return udp.NewXDP, true
-	case core.KindTCPXDP:
-		return tcp.NewXDP, true
-	}
-	return dpdkOpener(kind)
+// kindEntry is how New and NewGroup open one kind: its single-queue and
+// its group constructor. Both take a Config that core.Config.Prepare
+// returned.
+type kindEntry struct {
+	open  func(core.Config) (core.Backend, error)
+	group func(core.Config) (core.QueueGroup, error)
 }
 
-// groupOpener returns the group constructor of kind (NewGroup), if this
-// build has one. The DPDK kinds come from dpdkGroups (dpdk_on.go).
-func groupOpener(kind string) (groupOpenFunc, bool) {
-	switch kind {
-	case core.KindUDP:
-		return kudp.NewGroup, true
-	case core.KindURing:
-		return uring.NewGroup, true
-	case core.KindTCP:
-		return ktcp.NewGroup, true
-	case core.KindXDP:
-		return udp.NewXDPGroup, true
-	case core.KindTCPXDP:
-		return tcp.NewXDPGroup, true
-	case core.KindDPDK, core.KindTCPDPDK:
-		if dpdkGroups != nil {
-			return dpdkGroups(kind)
-		}
-		return func(core.Config) (core.QueueGroup, error) {
-			return nil, core.NotSupported("kind "+kind, "",
-				"this binary was built without DPDK: install libdpdk-dev (make deps) and build with -tags dpdk", nil)
-		}, true
+// kindTable is every kind this build has: the kernel and AF_XDP kinds
+// here, the DPDK kinds from dpdkKinds (dpdk_on.go with the build tag
+// dpdk, dpdk_off.go without it).
+var kindTable = joinKinds(map[core.Kind]kindEntry{
+	core.KindUDP:    {kudp.New, kudp.NewGroup},
+	core.KindURing:  {uring.New, uring.NewGroup},
+	core.KindTCP:    {ktcp.New, ktcp.NewGroup},
+	core.KindXDP:    {udp.NewXDP, udp.NewXDPGroup},
+	core.KindTCPXDP: {tcp.NewXDP, tcp.NewXDPGroup},
+}, dpdkKinds)
+
+func joinKinds(a, b map[core.Kind]kindEntry) map[core.Kind]kindEntry {
+	for k, e := range b {
+		a[k] = e
 	}
-	return nil, false
+	return a
+}
+
+// lookup returns cfg.Kind's entry, or the error New reports for a kind
+// this version does not know (Validate refuses those first).
+func lookup(kind core.Kind) (kindEntry, error) {
+	e, ok := kindTable[kind]
+	if !ok {
+		return e, core.NotSupported("kind "+string(kind), "", "not built into this version of dgramio", nil)
+	}
+	return e, nil
 }

@@ -10,6 +10,8 @@
 // a frameio.FrameIO: Handle answers and learns from received frames,
 // Resolve sends requests with retries and a timeout, a small cache keeps
 // what was learnt, and counters show it all in Stats.
+//
+// This package serves the raw kinds; it is not a stable API of its own.
 package arp
 
 import (

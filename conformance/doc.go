@@ -55,4 +55,7 @@
 // and the capabilities the stack lacks, with the reasons; Counters maps
 // its counters to the Counter* names. A stack with its own clock gives a
 // Clock whose Fake is false and whose Advance sleeps.
+//
+// This package is API: its suite runs against any stack that implements
+// its DUT interface.
 package conformance

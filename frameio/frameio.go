@@ -4,6 +4,9 @@
 //
 // Implementations: frameio/afxdp (AF_XDP), frameio/dpdk (DPDK, build tag
 // dpdk), frameio/memio (an in-memory pair for tests).
+//
+// This package is API: it and its implementations are useful on their own,
+// without the rest of dgramio.
 package frameio
 
 import (

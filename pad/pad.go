@@ -12,6 +12,8 @@
 // that copies a frame into a buffer of its own (a TX slot, an mbuf) pads it
 // there with InPlace. Nothing here allocates unless a buffer lacks
 // capacity.
+//
+// This package serves the raw paths; it is not a stable API of its own.
 package pad
 
 import "github.com/dgramio/dgramio/frameio"

@@ -37,21 +37,14 @@
 // the hand-off stays. What keeps it short is the caller's: package tcp
 // yields (runtime.Gosched) after a Poll that delivered frames and in an Rx
 // that found nothing, so the processor, made runnable on the poll loop's P,
-// runs at once instead of waiting for a preemption (10 ms: with every P
-// busy, as with GOMAXPROCS=1 or one spinning loop per P, a round trip over
-// memio took about 30 ms before that yield and 20 µs after).
+// runs at once instead of waiting for a preemption (10 ms, when every P is
+// busy, as with GOMAXPROCS=1 or one spinning loop per P).
 //
-// Measured (a 2-vCPU VM; go test -bench in package tcp; BENCHMARKS.md has
-// the commands): over memio a 100-byte request/response costs 16 to 30 µs
-// p50 through both stacks against 2 µs for the bare frames
-// (BenchmarkHandoff; both stacks and four poll loops share the two CPUs);
-// over veth one way splits into about 3 µs to send (netstack's write and
-// the kick's sendto), 1.7 µs on the wire and 3 µs to receive (IP and TCP
-// input, the processor hand-off with its ACK, the read)
-// (BenchmarkVethOneWay). A poll
-// loop that sleeps pays more: after a sleep, the processor's wake-up has
-// the Go runtime wake another OS thread for the idle P (netstack readies
-// its goroutine with wakep), tens of µs on a VM.
+// What the hand-off and the stack cost is measured by BenchmarkHandoff
+// (over memio) and BenchmarkVethOneWay (over veth) in package tcp; the
+// numbers are in BENCHMARKS.md. A poll loop that sleeps pays more: after
+// a sleep, the processor's wake-up has the Go runtime wake another OS
+// thread for the idle P (netstack readies its goroutine with wakep).
 //
 // A FrameIO with Interrupt (frameio/afxdp: an eventfd its Wait polls;
 // frameio/memio: a channel) sleeps without slices and without allocating.
@@ -62,8 +55,10 @@
 //
 // # Shutdown
 //
-// Stop the poll loop first (a backend does so with core.Guard), then
+// Stop the poll loop first (a backend does so with a guard), then
 // Stack.Close: it aborts the endpoints, waits for netstack's goroutines and
 // only then closes the endpoint, after which WritePackets refuses. Closing
 // netstack while the poll loop still delivers frames into it can deadlock.
+//
+// This package is API: a gVisor link endpoint and stack over any FrameIO.
 package stack

@@ -239,10 +239,10 @@ func (e *Endpoint) SetOnCloseAction(f func()) {
 //
 // A retransmitted SYN or SYN-ACK leaves with a fresh TCP timestamp, and a
 // SYN-ACK echoes the peer's latest SYN (counted as syn_restamped): this
-// gVisor version resends the first TSval and echo, which made netstack
-// (or the peer) take the SYN's backoff (1 s) for the round-trip time, so a
-// connection whose first SYN or SYN-ACK was lost ran with an RTO of 3 s
-// (see synstamp.go).
+// gVisor version resends the first TSval and echo, so that netstack (or
+// the peer) would take the SYN's backoff (1 s) for the round-trip time,
+// and a connection whose first SYN or SYN-ACK was lost would run with an
+// RTO of 3 s (see synstamp.go).
 func (e *Endpoint) WritePackets(pkts nstack.PacketBufferList) (int, tcpip.Error) {
 	e.txMu.Lock()
 	defer e.txMu.Unlock()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/guard"
 	layer "github.com/dgramio/dgramio/internal/stream"
 	"github.com/dgramio/dgramio/stack"
 	"github.com/dgramio/dgramio/stack/native"
@@ -171,7 +172,7 @@ type Backend struct {
 	fio  frameio.FrameIO
 	opts Options
 
-	guard core.Guard
+	guard guard.Guard
 	once  sync.Once
 
 	s       *layer.Layer // poll loop only, and Stats under guard
@@ -765,7 +766,7 @@ func (b *Backend) Wait(ctx context.Context) error {
 		return b.waitNative(ctx)
 	}
 	if _, ok := b.fio.(frameio.Waiter); !ok {
-		return core.NotSupported("Wait on "+b.cfg.Kind+" over this device", "", "the device cannot sleep on its queue: poll Rx", nil)
+		return core.NotSupported("Wait on "+string(b.cfg.Kind)+" over this device", "", "the device cannot sleep on its queue: poll Rx", nil)
 	}
 	// Let netstack's processors finish what the last Rx delivered: what
 	// they make readable then shows here instead of having to wake the
@@ -868,11 +869,11 @@ func (b *Backend) appendEngineCounters(dst []core.Counter, out *core.Stats) []co
 }
 
 // FramesPerRecord returns the frames carrying TCP payload per record, sent
-// and received, from s (a Stats of this backend): the seed's "packing".
-// Below 1 means several records rode in one segment. With the native
-// engine (layer "native") every TCP segment counts, pure ACKs included
-// (tcp_segments_out, tcp_segments_in): with delayed ACK a request and its
-// answer then cost one segment each way.
+// and received, from s (a Stats of this backend). Below 1 means several
+// records rode in one segment. With the native engine (layer "native")
+// every TCP segment counts, pure ACKs included (tcp_segments_out,
+// tcp_segments_in): with delayed ACK a request and its answer then cost
+// one segment each way.
 func FramesPerRecord(s core.Stats) (tx, rx float64) {
 	get := func(layer, name string) float64 { v, _ := s.Counter(layer, name); return float64(v) }
 	txName, rxName := [2]string{"link", "tx_tcp_data_frames"}, [2]string{"link", "rx_tcp_data_frames"}

@@ -5,4 +5,8 @@
 // (package stack). Both are transports of the one stream layer
 // (internal/stream). The record framing they share with
 // kernel tcp is package tcp/record; its names are reachable from here too.
+//
+// This package is one of dgramio's backends, reached through dgramio.New
+// and dgramio.NewGroup; its exported names serve the module's other
+// packages and are not a stable API of their own.
 package tcp

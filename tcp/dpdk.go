@@ -11,6 +11,8 @@ import (
 	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/ifaddr"
+	"github.com/dgramio/dgramio/internal/queues"
 	"github.com/dgramio/dgramio/stack"
 )
 
@@ -45,17 +47,8 @@ import (
 // that times out, a bad tuning) or the ConfigError above; everything is
 // undone on error.
 func NewDPDK(cfg core.Config) (core.Backend, error) {
-	if cfg.Kind == "" {
-		cfg.Kind = core.KindTCPDPDK
-	}
-	cfg = cfg.WithDefaults()
-	if cfg.Kind != core.KindTCPDPDK {
-		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "tcp.NewDPDK opens kind tcp-dpdk only"}
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if err := core.CheckOneQueue(cfg); err != nil {
+	cfg, err := cfg.PrepareOne(core.KindTCPDPDK)
+	if err != nil {
 		return nil, err
 	}
 	unpin := func() error { return nil }
@@ -110,7 +103,7 @@ func CheckDPDKAddr(info dpdk.Info, local netip.Addr) error {
 	if info.Driver != "net_af_packet" || info.Iface == "" {
 		return nil
 	}
-	owns, err := core.KernelHasAddr(info.Iface, local)
+	owns, err := ifaddr.KernelHas(info.Iface, local)
 	if err != nil {
 		return fmt.Errorf("tcp: dpdk: %w", err)
 	}
@@ -130,7 +123,7 @@ type dpdkGroup struct {
 
 	arp ARPShare // the queues' netstacks share ARP replies
 
-	slots *core.QueueSlots
+	slots *queues.Slots
 }
 
 var _ core.QueueGroup = (*dpdkGroup)(nil)
@@ -153,17 +146,8 @@ var _ core.QueueGroup = (*dpdkGroup)(nil)
 // namespace. DPDK cannot sleep: Wait returns an error matching
 // core.ErrNotSupported, and a yielding poller sleeps briefly instead.
 func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
-	if cfg.Kind == "" {
-		cfg.Kind = core.KindTCPDPDK
-	}
-	cfg = cfg.WithDefaults()
-	if cfg.Kind != core.KindTCPDPDK {
-		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "tcp.NewDPDKGroup opens kind tcp-dpdk only"}
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if err := checkConfig(cfg); err != nil {
+	cfg, err := cfg.PrepareGroup(core.KindTCPDPDK)
+	if err != nil {
 		return nil, err
 	}
 	o := dpdk.OptionsFrom(cfg)
@@ -172,7 +156,7 @@ func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &dpdkGroup{cfg: cfg, port: port, slots: core.NewQueueSlots(cfg.Queues)}
+	g := &dpdkGroup{cfg: cfg, port: port, slots: queues.NewSlots(cfg.Queues)}
 	info := port.Info()
 	if err := CheckDPDKAddr(info, cfg.LocalIP); err != nil {
 		g.Close()
@@ -232,8 +216,12 @@ func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.slots.Opened(q, mode)
 	return b, nil
 }
+
+// BaseMode is queue 0's Stats.Mode without its note. See core.QueueGroup.
+func (g *dpdkGroup) BaseMode() string { return g.slots.BaseMode() }
 
 // Mode says how frames reach the queues and how clients pick ports.
 func (g *dpdkGroup) Mode() string {

@@ -139,7 +139,7 @@ func (n *nativeEngine) interrupt() {
 // next timer first and then sleeps on the FrameIO alone.
 func (n *nativeEngine) sleep(ctx context.Context, next time.Time, armed bool) error {
 	if n.wt == nil {
-		return core.NotSupported("Wait on "+n.b.cfg.Kind+" over this device", "", "the device cannot sleep on its queue: poll Rx", nil)
+		return core.NotSupported("Wait on "+string(n.b.cfg.Kind)+" over this device", "", "the device cannot sleep on its queue: poll Rx", nil)
 	}
 	if armed && n.b.opts.NativeClock == nil {
 		d := time.Until(next)

@@ -32,8 +32,8 @@ type Tuning struct {
 	// per round trip, as Linux's tcp_moderate_rcvbuf). The window scale in
 	// the SYN covers RecvBuf either way.
 	RecvBuf int
-	// Congestion is "reno" or "cubic".
-	Congestion string
+	// Congestion is core.CongestionReno or core.CongestionCubic.
+	Congestion core.Congestion
 	// SACK offers and uses selective acknowledgements (RFC 2018).
 	SACK bool
 	// Moderate is receive-buffer moderation (auto-tuning).
@@ -253,7 +253,7 @@ func ReadStackTuning(ns *nstack.Stack) (Tuning, error) {
 		NoDelay:    !bool(delay),
 		SendBuf:    snd.Default,
 		RecvBuf:    rcv.Max,
-		Congestion: string(cc),
+		Congestion: core.Congestion(cc),
 		SACK:       bool(sack),
 		Moderate:   bool(mod),
 		RACK:       rec&tcpip.TCPRACKLossDetection != 0,
@@ -327,6 +327,6 @@ func ReadEndpointTuning(ep tcpip.Endpoint) (Tuning, error) {
 		NoDelay:    !ops.GetDelayOption(),
 		SendBuf:    int(ops.GetSendBufferSize()),
 		RecvBuf:    int(ops.GetReceiveBufferSize()),
-		Congestion: string(cc),
+		Congestion: core.Congestion(cc),
 	}, nil
 }

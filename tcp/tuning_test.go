@@ -464,7 +464,7 @@ func TestSACK(t *testing.T) {
 // flight (at least 2 segments), cubic keeps 0.7 of the congestion window.
 // This is netstack's state (TCP_INFO), not a count of frames on the wire.
 func TestCongestion(t *testing.T) {
-	for _, cc := range []string{"reno", "cubic"} {
+	for _, cc := range []core.Congestion{core.CongestionReno, core.CongestionCubic} {
 		ccfg := clientConfig()
 		ccfg.TCP.Congestion = cc
 		ccfg.TCP.MinRTO = 100 * time.Millisecond

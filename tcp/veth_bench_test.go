@@ -31,11 +31,11 @@ import (
 // Add -cpuprofile to see where the time goes.
 func BenchmarkVethRTT(b *testing.B) {
 	testutil.RequireRoot(b)
-	for _, kind := range []string{core.KindXDP, core.KindTCP, core.KindTCPXDP} {
-		b.Run(kind, func(b *testing.B) { vethRTT(b, kind, false) })
+	for _, kind := range []core.Kind{core.KindXDP, core.KindTCP, core.KindTCPXDP} {
+		b.Run(string(kind), func(b *testing.B) { vethRTT(b, kind, false) })
 	}
-	for _, kind := range []string{core.KindXDP, core.KindTCP, core.KindTCPXDP} {
-		b.Run(kind+"/wait", func(b *testing.B) { vethRTT(b, kind, true) })
+	for _, kind := range []core.Kind{core.KindXDP, core.KindTCP, core.KindTCPXDP} {
+		b.Run(string(kind)+"/wait", func(b *testing.B) { vethRTT(b, kind, true) })
 	}
 }
 
@@ -64,7 +64,7 @@ func open(b *testing.B, h *testhost.Host, cfg core.Config) core.Backend {
 	return be
 }
 
-func vethRTT(b *testing.B, kind string, sleep bool) {
+func vethRTT(b *testing.B, kind core.Kind, sleep bool) {
 	p := hosttest.New(b, testhost.Options{})
 	srvIP, cliIP := p.B.Addr, p.A.Addr
 	if kind == core.KindTCPXDP { // addresses the kernels do not hold

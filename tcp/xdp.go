@@ -12,6 +12,8 @@ import (
 	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/ifaddr"
+	"github.com/dgramio/dgramio/internal/queues"
 	"github.com/dgramio/dgramio/stack"
 )
 
@@ -62,21 +64,19 @@ import (
 // goroutines must run on the poller's CPU, where the poll loop hands over
 // to them with a Gosched on the same P. (The other kinds lock their poller
 // to a thread instead; a locked goroutine pays for each such yield with
-// two thread hand-offs, which made tcp-xdp ten times slower.) The calling
-// goroutine is not locked to its thread. Errors: a
+// two thread hand-offs.) The calling goroutine is not locked to its
+// thread. Errors: a
 // *core.ConfigError for a bad field, afxdp.Open's (privileges, kernel
 // features, carrier), or NewOverFrameIO's (a connect that fails or times
 // out); everything is undone on error.
 func NewXDP(cfg core.Config) (core.Backend, error) {
-	cfg, err := xdpConfig(cfg)
+	cfg, err := cfg.PrepareOne(core.KindTCPXDP)
 	if err != nil {
-		return nil, err
-	}
-	if err := core.CheckOneQueue(cfg); err != nil {
 		return nil, err
 	}
 	unpin := func() error { return nil }
 	if len(cfg.CPUs) > 0 {
+		var err error
 		if unpin, err = cpu.PinProcess(cfg.CPUs[0]); err != nil {
 			return nil, err
 		}
@@ -101,9 +101,9 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 // variant of the XDP program redirecting cfg.LocalIP's frames and ARP. It
 // checks, as NewXDP does, that the kernel does not hold cfg.LocalIP on
 // cfg.Iface (a *core.ConfigError otherwise), and pins nothing (cfg.CPUs is
-// for whoever polls). It applies cfg's defaults and makes NewXDP's checks
-// (Kind tcp-xdp or empty, Validate, one queue). Package tcp/netconn uses it
-// to run netstack from a poller of its own.
+// for whoever polls). cfg is prepared (core.Config.Prepare) for kind
+// tcp-xdp with one queue, as NewXDP's. Package tcp/netconn uses it to run
+// netstack from a poller of its own.
 //
 // With cfg.Pcap set, the FrameIO is a pcapio capture around the socket
 // that writes every frame to <Pcap>-tx.pcap and <Pcap>-rx.pcap, and Mode
@@ -115,11 +115,8 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 // both to NewOverFrameIO, or call Options.Close. Like NewXDP, it must run on
 // a thread inside the interface's network namespace.
 func OpenXDP(cfg core.Config) (frameio.FrameIO, Options, error) {
-	cfg, err := xdpConfig(cfg)
+	cfg, err := cfg.PrepareOne(core.KindTCPXDP)
 	if err != nil {
-		return nil, Options{}, err
-	}
-	if err := core.CheckOneQueue(cfg); err != nil {
 		return nil, Options{}, err
 	}
 	if err := checkKernelAddr(cfg); err != nil {
@@ -130,7 +127,7 @@ func OpenXDP(cfg core.Config) (frameio.FrameIO, Options, error) {
 
 // checkKernelAddr refuses a LocalIP the kernel holds on cfg.Iface.
 func checkKernelAddr(cfg core.Config) error {
-	owns, err := core.KernelHasAddr(cfg.Iface, cfg.LocalIP)
+	owns, err := ifaddr.KernelHas(cfg.Iface, cfg.LocalIP)
 	if err != nil {
 		return err
 	}
@@ -261,7 +258,7 @@ type xdpGroup struct {
 
 	arp ARPShare // the queues' netstacks share ARP replies
 
-	slots *core.QueueSlots
+	slots *queues.Slots
 }
 
 var _ core.QueueGroup = (*xdpGroup)(nil)
@@ -307,21 +304,18 @@ var _ core.QueueGroup = (*xdpGroup)(nil)
 // Source ports are still drawn from each queue's share of the range, so
 // 4-tuples stay distinct.
 func NewXDPGroup(cfg core.Config) (core.QueueGroup, error) {
-	cfg, err := xdpConfig(cfg)
+	cfg, err := cfg.PrepareGroup(core.KindTCPXDP)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkKernelAddr(cfg); err != nil {
 		return nil, err
 	}
-	if err := checkConfig(cfg); err != nil {
-		return nil, err
-	}
 	prog, err := attachTCP(cfg, cfg.XDP.QueueID, cfg.Queues)
 	if err != nil {
 		return nil, err
 	}
-	g := &xdpGroup{cfg: cfg, prog: prog, slots: core.NewQueueSlots(cfg.Queues)}
+	g := &xdpGroup{cfg: cfg, prog: prog, slots: queues.NewSlots(cfg.Queues)}
 	g.rss, g.rssErr = stack.ReadRSS(cfg.Iface)
 	return g, nil
 }
@@ -350,6 +344,7 @@ func (g *xdpGroup) OpenQueue(q int) (core.Backend, error) {
 	}
 	closeXSK := opts.Close
 	opts.Close = func() error { return errors.Join(closeXSK(), th.Release()) }
+	base := opts.Mode
 	opts.Mode += fmt.Sprintf(", queue %d of %d", q, g.cfg.Queues)
 	opts.OwnerKicks = true
 	opts.ARPShare = &g.arp
@@ -364,8 +359,12 @@ func (g *xdpGroup) OpenQueue(q int) (core.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.slots.Opened(q, base)
 	return b, nil
 }
+
+// BaseMode is queue 0's Stats.Mode without its note. See core.QueueGroup.
+func (g *xdpGroup) BaseMode() string { return g.slots.BaseMode() }
 
 // Mode says how frames reach the queues and how clients pick ports.
 func (g *xdpGroup) Mode() string {
@@ -391,18 +390,3 @@ func (g *xdpGroup) AppendCounters(dst []core.Counter) []core.Counter {
 
 // Close detaches the program. Close the queues first.
 func (g *xdpGroup) Close() error { return g.prog.Close() }
-
-// xdpConfig applies cfg's defaults and checks it for kind tcp-xdp.
-func xdpConfig(cfg core.Config) (core.Config, error) {
-	if cfg.Kind == "" {
-		cfg.Kind = core.KindTCPXDP
-	}
-	cfg = cfg.WithDefaults()
-	if cfg.Kind != core.KindTCPXDP {
-		return cfg, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "tcp.NewXDP opens kind tcp-xdp only"}
-	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
-}

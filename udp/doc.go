@@ -29,4 +29,8 @@
 // with an arp.Handler, Raw answers ARP for our address itself. The peer
 // table holds Config.Peers peers, about 330 bytes each, and replaces the
 // least recently heard from or answered when full.
+//
+// This package is one of dgramio's backends, reached through dgramio.New
+// and dgramio.NewGroup; its exported names serve the module's other
+// packages and are not a stable API of their own.
 package udp

@@ -16,6 +16,8 @@ import (
 	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/ifaddr"
+	"github.com/dgramio/dgramio/internal/queues"
 )
 
 // NewDPDK opens the dpdk kind: a Raw over a DPDK port (package
@@ -50,17 +52,8 @@ import (
 // failures with its reason), NewRaw's, or a failed ARP resolution of a
 // destination. Everything is undone on error.
 func NewDPDK(cfg core.Config) (core.Backend, error) {
-	if cfg.Kind == "" {
-		cfg.Kind = core.KindDPDK
-	}
-	cfg = cfg.WithDefaults()
-	if cfg.Kind != core.KindDPDK {
-		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "udp.NewDPDK opens kind dpdk only"}
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if err := core.CheckOneQueue(cfg); err != nil {
+	cfg, err := cfg.PrepareOne(core.KindDPDK)
+	if err != nil {
 		return nil, err
 	}
 	// Set-up undoes itself, last step first, on every error path.
@@ -103,7 +96,7 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	}
 	var sink *net.UDPConn
 	if info.Driver == "net_af_packet" && info.Iface != "" {
-		owns, err := core.KernelHasAddr(info.Iface, cfg.LocalIP)
+		owns, err := ifaddr.KernelHas(info.Iface, cfg.LocalIP)
 		if err != nil {
 			return nil, err
 		}
@@ -180,7 +173,7 @@ type dpdkGroup struct {
 	nl   *netlink.Handle
 	hop  func(netip.Addr) netip.Addr // the queues' RawOptions.NextHop
 
-	slots *core.QueueSlots
+	slots *queues.Slots
 }
 
 var _ core.QueueGroup = (*dpdkGroup)(nil)
@@ -199,14 +192,8 @@ var _ core.QueueGroup = (*dpdkGroup)(nil)
 // namespace for a vdev. Use net_af_xdp or a PCI device: the net_af_packet
 // sink socket of NewDPDK is not made here.
 func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
-	if cfg.Kind == "" {
-		cfg.Kind = core.KindDPDK
-	}
-	cfg = cfg.WithDefaults()
-	if cfg.Kind != core.KindDPDK {
-		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "udp.NewDPDKGroup opens kind dpdk only"}
-	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.PrepareGroup(core.KindDPDK)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.Role == core.RoleClient && int(cfg.LocalPort)+cfg.Queues > 65536 {
@@ -218,7 +205,7 @@ func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &dpdkGroup{cfg: cfg, port: port, slots: core.NewQueueSlots(cfg.Queues)}
+	g := &dpdkGroup{cfg: cfg, port: port, slots: queues.NewSlots(cfg.Queues)}
 	if iface := port.Info().Iface; iface != "" {
 		if g.nl, g.hop, err = routeLookup(iface); err != nil {
 			g.Close()
@@ -264,6 +251,7 @@ func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
 	if qc.Pcap != "" {
 		mode += " +pcap"
 	}
+	base := mode
 	mode += fmt.Sprintf(", queue %d of %d", q, g.cfg.Queues)
 	// NewRaw closes the port itself on error.
 	r, err := NewRaw(qc, port, RawOptions{Mode: mode, ARP: h, NextHop: g.hop, OnClose: th.Release})
@@ -271,8 +259,12 @@ func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
 		th.Release()
 		return nil, err
 	}
+	g.slots.Opened(q, base)
 	return r, nil
 }
+
+// BaseMode is queue 0's Stats.Mode without its note. See core.QueueGroup.
+func (g *dpdkGroup) BaseMode() string { return g.slots.BaseMode() }
 
 // Mode says how frames reach the queues.
 func (g *dpdkGroup) Mode() string { return DPDKSteering(g.port.Info()) }

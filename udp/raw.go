@@ -13,6 +13,8 @@ import (
 	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/guard"
+	"github.com/dgramio/dgramio/internal/poison"
 )
 
 // Resolver returns the MAC address of the next hop towards addr (on one
@@ -130,7 +132,7 @@ type Raw struct {
 	rxLast int // packets handed out by the last Rx, for Poison
 	deliv  func([]byte)
 
-	guard       core.Guard
+	guard       guard.Guard
 	closeCtx    context.Context
 	closeCancel context.CancelFunc
 
@@ -528,9 +530,9 @@ func (r *Raw) Rx(pkts []core.Packet) (int, error) {
 		return 0, core.ErrClosed
 	}
 	defer r.guard.Exit()
-	if core.Debug {
+	if poison.Debug {
 		for i := 0; i < r.rxLast; i++ {
-			core.Poison(r.rxBuf[i*r.rxSize : (i+1)*r.rxSize])
+			poison.Fill(r.rxBuf[i*r.rxSize : (i+1)*r.rxSize])
 		}
 	}
 	want := min(len(pkts), r.cfg.RxBatch)

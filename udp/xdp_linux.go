@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/queues"
 )
 
 // NewXDP opens the xdp kind: a Raw over an AF_XDP socket on cfg.Iface,
@@ -49,29 +51,11 @@ import (
 // oversized MaxDatagram is a *core.ConfigError) or a failed resolution.
 // Everything is undone on error.
 func NewXDP(cfg core.Config) (core.Backend, error) {
-	cfg, err := xdpConfig(cfg)
+	cfg, err := cfg.PrepareOne(core.KindXDP)
 	if err != nil {
 		return nil, err
 	}
-	if err := core.CheckOneQueue(cfg); err != nil {
-		return nil, err
-	}
 	return openXDPQueue(cfg, nil, "")
-}
-
-// xdpConfig applies cfg's defaults and checks it for kind xdp.
-func xdpConfig(cfg core.Config) (core.Config, error) {
-	if cfg.Kind == "" {
-		cfg.Kind = core.KindXDP
-	}
-	cfg = cfg.WithDefaults()
-	if cfg.Kind != core.KindXDP {
-		return cfg, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "udp.NewXDP opens kind xdp only"}
-	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
 }
 
 // openXDPQueue opens one queue of kind xdp: cfg is the queue's, prog the
@@ -154,7 +138,7 @@ type xdpGroup struct {
 	cfg  core.Config
 	prog *afxdp.Program
 
-	slots *core.QueueSlots
+	slots *queues.Slots
 }
 
 var _ core.QueueGroup = (*xdpGroup)(nil)
@@ -182,7 +166,7 @@ var _ core.QueueGroup = (*xdpGroup)(nil)
 // namespace; OpenQueue on the goroutine that will poll queue q (pinned to
 // CPUs[q] when set). Linux >= 5.9 (bpf_link), as NewXDP.
 func NewXDPGroup(cfg core.Config) (core.QueueGroup, error) {
-	cfg, err := xdpConfig(cfg)
+	cfg, err := cfg.PrepareGroup(core.KindXDP)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +183,7 @@ func NewXDPGroup(cfg core.Config) (core.QueueGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &xdpGroup{cfg: cfg, prog: prog, slots: core.NewQueueSlots(cfg.Queues)}, nil
+	return &xdpGroup{cfg: cfg, prog: prog, slots: queues.NewSlots(cfg.Queues)}, nil
 }
 
 // OpenQueue opens queue q. See core.QueueGroup.
@@ -211,8 +195,17 @@ func (g *xdpGroup) OpenQueue(q int) (core.Backend, error) {
 	if g.cfg.Role == core.RoleClient {
 		qc.LocalPort = g.cfg.LocalPort + uint16(q)
 	}
-	return openXDPQueue(qc, g.prog, fmt.Sprintf("queue %d of %d", q, g.cfg.Queues))
+	note := fmt.Sprintf("queue %d of %d", q, g.cfg.Queues)
+	b, err := openXDPQueue(qc, g.prog, note)
+	if err != nil {
+		return nil, err
+	}
+	g.slots.Opened(q, strings.TrimSuffix(b.Stats().Mode, ", "+note))
+	return b, nil
 }
+
+// BaseMode is queue 0's Stats.Mode without its note. See core.QueueGroup.
+func (g *xdpGroup) BaseMode() string { return g.slots.BaseMode() }
 
 // Mode says how frames reach the queues.
 func (g *xdpGroup) Mode() string { return "xdp program " + g.prog.Mode() + " by rx_queue_index" }

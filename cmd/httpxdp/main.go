@@ -53,7 +53,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // options are the command's flags.
 type options struct {
-	iface, addr, kind, poll string
+	iface, addr, poll       string
+	kind                    core.Kind
 	cpu                     int
 	demo, bench             bool
 	requests, conns, rounds int
@@ -66,7 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs.StringVar(&o.iface, "iface", "", "interface to serve on (serve mode)")
 	fs.StringVar(&o.addr, "addr", "", "address:port netstack takes on --iface; not an address the kernel holds there")
-	fs.StringVar(&o.kind, "kind", core.KindTCPXDP, "tcp-xdp, or tcp-dpdk in builds with the dpdk tag")
+	o.kind = core.KindTCPXDP
+	fs.Var(&o.kind, "kind", "tcp-xdp, or tcp-dpdk in builds with the dpdk tag")
 	fs.StringVar(&o.poll, "poll", "adaptive", "the poller when idle: adaptive, spin or sleep")
 	fs.IntVar(&o.cpu, "cpu", -1, "pin the poller to this CPU (-1: no pinning)")
 	fs.BoolVar(&o.demo, "demo", false, "serve on a veth test host and GET from a kernel client in the other namespace")
@@ -100,12 +102,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func pollMode(s string) (netconn.PollMode, error) {
-	for _, m := range []netconn.PollMode{netconn.PollAdaptive, netconn.PollSpin, netconn.PollSleep} {
-		if m.String() == s {
-			return m, nil
-		}
+	var m netconn.PollMode
+	if err := m.Set(s); err != nil {
+		return 0, fmt.Errorf("--poll: %w", err)
 	}
-	return 0, fmt.Errorf("--poll %q: use adaptive, spin or sleep", s)
+	return m, nil
 }
 
 // handler is the server: plain net/http, nothing of dgramio in it.
@@ -217,7 +218,7 @@ func startXDP(o options, nopts netconn.Options, p *testhost.Pair, port uint16) (
 		s.Close()
 		return nil, err
 	}
-	sv := startServer(o.kind, ap, ln, o.size)
+	sv := startServer(string(o.kind), ap, ln, o.size)
 	sv.svc = s
 	sv.close = func() { sv.shutdown(); s.Close() }
 	return sv, nil

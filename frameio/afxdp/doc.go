@@ -13,8 +13,8 @@
 // transmit side (TxFrame, Kick) touch disjoint rings and memory and may run
 // in two goroutines, as frameio.FrameIO allows. The defaults (4096 frames of
 // 4 KiB, half each way, rings of 2048) follow core.Config's XDP defaults: a
-// few MiB, not the 32 MiB of 8192 fill frames that the reference found far
-// beyond DDIO's share of the cache.
+// few MiB, so that the frames in flight stay within the share of the cache
+// a NIC writes into (DDIO); tens of MiB of fill frames do not.
 //
 // The kernel pins the UMEM pages when they are registered and charges them to
 // RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK: a limit too small makes
@@ -49,4 +49,9 @@
 // and drops longer frames without counting them anywhere; MaxFrame computes
 // that bound and Open refuses an Options.MaxFrame above it, whatever the
 // driver, so a setting that works on veth does not lose frames on a NIC.
+//
+// This package is API: an AF_XDP library usable without the rest of
+// dgramio. Its errors are those of package dgramio (match them with
+// errors.Is(err, dgramio.ErrNotSupported), errors.As with
+// *dgramio.PrivilegeError).
 package afxdp

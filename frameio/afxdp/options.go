@@ -60,10 +60,10 @@ type Options struct {
 	RingSize int
 	// Mode is "" (driver mode, then SKB mode as a reported fallback),
 	// "driver" or "skb".
-	Mode string
+	Mode core.XDPMode
 	// Copy is "" (zero-copy where the driver offers it, else copy), "copy"
 	// or "zerocopy" (an error where the driver does not offer it).
-	Copy string
+	Copy core.XDPCopy
 	// Program selects the XDP program: xdpprog.UDP (the default),
 	// xdpprog.UDPARP or xdpprog.TCP.
 	Program xdpprog.Variant

@@ -30,7 +30,7 @@ type ProgramOptions struct {
 	FirstQueue, Queues int
 	// Mode is "" (driver mode, then SKB mode as a reported fallback),
 	// "driver" or "skb", as Options.Mode.
-	Mode string
+	Mode core.XDPMode
 	// Host, with Program xdpprog.TCP, is the address the userspace stack
 	// answers for: every IPv4 frame to it goes to the sockets, frames to
 	// other addresses to the kernel (xdpprog.Objects.SetHost). Unset: the

@@ -19,6 +19,8 @@ import (
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/fdwait"
+	"github.com/dgramio/dgramio/internal/guard"
+	"github.com/dgramio/dgramio/internal/poison"
 )
 
 var (
@@ -32,7 +34,8 @@ var (
 var ErrNoCarrier = errors.New("no carrier")
 
 // rxWakeEvery is how many empty polls RxFrames lets pass between two RX
-// wake-ups (recvfrom) while the kernel asks for one (seed section 3).
+// wake-ups (recvfrom) while the kernel asks for one: a wake-up per empty
+// poll would cost a system call per poll.
 const rxWakeEvery = 64
 
 // bindBusyWait bounds how long bind retries a queue that is busy (EBUSY):
@@ -65,7 +68,7 @@ type XSK struct {
 	waker     *fdwait.Waker // Close's: stays signalled
 	irq       *fdwait.Waker // Interrupt's: drained by the Wait it ends
 
-	guard   core.Guard
+	guard   guard.Guard
 	statsMu sync.RWMutex // held for writing by Close, for reading by Stats
 	closed  bool
 	final   kernelStats // the kernel's counters as Close read them
@@ -434,7 +437,7 @@ func (x *XSK) bind() (bool, error) {
 // through a bpf_link in mode ("" tries driver, then SKB), and returns the
 // link, "driver" or "skb", and why driver mode was refused when it fell
 // back to SKB mode (nil otherwise).
-func attach(objs *xdpprog.Objects, ifindex int, iface, mode string) (link.Link, string, error, error) {
+func attach(objs *xdpprog.Objects, ifindex int, iface string, mode core.XDPMode) (link.Link, string, error, error) {
 	try := func(flags link.XDPAttachFlags) (link.Link, error) {
 		return link.AttachXDP(link.XDPOptions{Program: objs.Program, Interface: ifindex, Flags: flags})
 	}
@@ -445,7 +448,7 @@ func attach(objs *xdpprog.Objects, ifindex int, iface, mode string) (link.Link, 
 		fallback error
 	)
 	switch mode {
-	case "driver":
+	case core.XDPModeDriver:
 		if l, err = try(link.XDPDriverMode); err != nil {
 			if !isPriv(err) && !isBusy(err) && !errors.Is(err, ebpf.ErrNotSupported) {
 				return nil, "", nil, core.NotSupported("driver-mode (native) XDP on "+iface, "",
@@ -453,7 +456,7 @@ func attach(objs *xdpprog.Objects, ifindex int, iface, mode string) (link.Link, 
 			}
 			return nil, "", nil, attachErr(iface, "driver", err)
 		}
-	case "skb":
+	case core.XDPModeSKB:
 		got = "skb"
 		if l, err = try(link.XDPGenericMode); err != nil {
 			return nil, "", nil, attachErr(iface, got, err)
@@ -682,7 +685,7 @@ func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int {
 		}
 		f := x.umem[d.Addr:end:end]
 		deliver(f)
-		core.Poison(f)
+		poison.Fill(f)
 		r.ret[k] = d.Addr &^ x.frameMask
 		k++
 		bytes += uint64(d.Len)

@@ -7,7 +7,8 @@
 // The package is built only with the build tag dpdk (it needs cgo and
 // libdpdk: apt-get install dpdk-dev libdpdk-dev, then go build -tags dpdk).
 // Without the tag it holds only this documentation, and the root package
-// reports the kinds dpdk and tcp-dpdk as not supported.
+// answers the kinds dpdk and tcp-dpdk with dgramio.ErrNoDPDK (which
+// matches dgramio.ErrNotSupported).
 //
 // # EAL
 //
@@ -92,4 +93,6 @@
 //     the port's own (counted as rx_own). The kernel also keeps receiving
 //     everything: it answers ARP and sends ICMP port unreachable, unless the
 //     address is off its interface (see udp.NewDPDK and tcp.NewDPDK).
+//
+// This package is API: a DPDK FrameIO usable without the rest of dgramio.
 package dpdk

@@ -21,6 +21,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/poison"
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -95,7 +96,7 @@ type Options struct {
 // datagram kind (at least 1500).
 func OptionsFrom(cfg core.Config) Options {
 	mtu := DefaultMTU
-	if !core.IsStream(cfg.Kind) && cfg.MaxDatagram+28 > mtu {
+	if !cfg.Kind.IsStream() && cfg.MaxDatagram+28 > mtu {
 		mtu = cfg.MaxDatagram + 28
 	}
 	o := Options{
@@ -950,7 +951,7 @@ func (p *Port) RxFrames(max int, deliver func(frame []byte)) int {
 		f := unsafe.Slice((*byte)(unsafe.Pointer(p.rxData[i])), int(p.rxLen[i]))
 		bytes += uint64(len(f))
 		deliver(f)
-		core.Poison(f)
+		poison.Fill(f)
 	}
 	p.rxFrames.Add(uint64(n))
 	p.rxBytes.Add(bytes)

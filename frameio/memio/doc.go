@@ -34,4 +34,6 @@
 // a Wait, as package stack's Interrupter) may be called from any
 // goroutine. Each direction of the wire has one mutex, so memio is a
 // correct model of a device, not a fast one.
+//
+// This package is API: any FrameIO user may test over it.
 package memio

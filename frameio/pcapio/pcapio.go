@@ -22,6 +22,8 @@
 // receive side (RxFrames, Wait) may run in two goroutines; each has its own
 // file and writer. Stats, MAC and MTU may be called from any goroutine.
 // Close must not race with either side.
+//
+// This package is API: it wraps any FrameIO.
 package pcapio
 
 import (

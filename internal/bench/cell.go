@@ -101,7 +101,7 @@ func Account(load *load.LoadResult, echo *load.EchoResult) Conservation {
 // held returns the messages a stream backend still held at the end:
 // accepted by Queue but neither written to the stream nor dropped.
 func held(s *core.Stats) uint64 {
-	if !core.IsStream(s.Kind) {
+	if !s.Kind.IsStream() {
 		return 0
 	}
 	if out := s.TxSent + s.TxDropped; s.TxQueued > out {

@@ -30,9 +30,9 @@ const (
 // Variants lists the variants each kind has, in the order tools show
 // them.
 var Variants = map[string][]string{
-	core.KindURing:   {VariantSQPoll, VariantNAPI},
-	core.KindTCPXDP:  {VariantNative, VariantNetstack},
-	core.KindTCPDPDK: {VariantNative, VariantNetstack},
+	string(core.KindURing):   {VariantSQPoll, VariantNAPI},
+	string(core.KindTCPXDP):  {VariantNative, VariantNetstack},
+	string(core.KindTCPDPDK): {VariantNative, VariantNetstack},
 }
 
 // RowName is the name of a row as --kinds takes it and the tables show
@@ -63,9 +63,9 @@ func ParseRow(name string) (kind, variant string, err error) {
 		return kind, variant, nil
 	}
 	var known []string
-	for _, k := range core.Kinds {
-		for _, v := range Variants[k] {
-			known = append(known, RowName(k, v))
+	for _, k := range core.Kinds() {
+		for _, v := range Variants[string(k)] {
+			known = append(known, RowName(string(k), v))
 		}
 	}
 	return "", "", fmt.Errorf("%q: not a variant of a kind; the variants are %s", name, strings.Join(known, ", "))

@@ -3,33 +3,9 @@ package core
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 )
-
-// The kinds of packet path. Config.Kind takes one of these strings.
-const (
-	KindUDP     = "udp"      // kernel UDP socket, sendmmsg/recvmmsg
-	KindURing   = "uring"    // the same UDP socket through io_uring
-	KindXDP     = "xdp"      // raw UDP over AF_XDP
-	KindDPDK    = "dpdk"     // raw UDP over DPDK (build tag dpdk)
-	KindTCP     = "tcp"      // kernel TCP, length-prefixed records
-	KindTCPXDP  = "tcp-xdp"  // userspace TCP (gVisor netstack) over AF_XDP
-	KindTCPDPDK = "tcp-dpdk" // userspace TCP over DPDK (build tag dpdk)
-)
-
-// Kinds lists every kind, in the order tools show them.
-var Kinds = []string{KindUDP, KindURing, KindXDP, KindDPDK, KindTCP, KindTCPXDP, KindTCPDPDK}
-
-// IsStream reports whether kind carries records over a TCP stream.
-func IsStream(kind string) bool {
-	return kind == KindTCP || kind == KindTCPXDP || kind == KindTCPDPDK
-}
-
-// IsRaw reports whether kind moves raw Ethernet frames (no kernel socket on
-// the data path): it needs Config.Iface and Config.LocalIP.
-func IsRaw(kind string) bool {
-	return kind == KindXDP || kind == KindDPDK || kind == KindTCPXDP || kind == KindTCPDPDK
-}
 
 // Role says which side of a conversation a backend is.
 type Role int
@@ -50,16 +26,11 @@ func (r Role) String() string {
 	return "client"
 }
 
-// Poll modes of Config.Poll.
-const (
-	PollBusy  = "busy"
-	PollYield = "yield"
-)
-
 // MaxQueues bounds Config.Queues.
 const MaxQueues = 256
 
-// Defaults, from the reference method (seed section 1 and 3).
+// Defaults of Config: the batch sizes and buffers every kind uses, so that
+// the kinds compare with the same application settings.
 const (
 	DefaultMaxDatagram = 1472     // 1500-byte MTU minus IPv4 and UDP headers
 	DefaultTxQueue     = 256      // messages Queue accepts before Flush
@@ -81,9 +52,8 @@ const (
 // each field means "the default", so a Config needs only Kind, addresses and
 // Port. Validate it with Validate; New does so before any syscall.
 type Config struct {
-	// Kind is one of "udp", "uring", "xdp", "dpdk", "tcp", "tcp-xdp",
-	// "tcp-dpdk".
-	Kind string
+	// Kind is one of the Kind constants (KindUDP, ..., KindTCPDPDK).
+	Kind Kind
 	// Role is RoleClient (default) or RoleServer.
 	Role Role
 
@@ -134,7 +104,7 @@ type Config struct {
 	SockBuf int
 	// Nagle turns Nagle's algorithm on for stream kinds. It is off by
 	// default (TCP_NODELAY): Nagle holds small records back waiting for an
-	// ACK, which costs more latency than the choice of stack (seed §3).
+	// ACK, which costs more latency than the choice of stack.
 	Nagle bool
 	// ConnectTimeout bounds a client's connect on stream kinds. Default 5 s.
 	ConnectTimeout time.Duration
@@ -157,7 +127,7 @@ type Config struct {
 	// small benchmark on a small host; not a measurement of the fast path).
 	// Backends behave the same either way: the mode is the contract of
 	// the loop that drives them, and it is shown in Stats.Mode.
-	Poll string
+	Poll Poll
 
 	// Pcap, when set, is a file name prefix: the raw kinds (xdp, dpdk,
 	// tcp-xdp, tcp-dpdk) write every frame they send and receive to
@@ -174,6 +144,10 @@ type Config struct {
 	DPDK DPDKOptions
 	// TCP holds the tuning of the userspace TCP (tcp-xdp, tcp-dpdk).
 	TCP TCPTuning
+
+	// prepared is set by Prepare: PrepareOne and PrepareGroup do not
+	// validate such a Config again.
+	prepared bool
 }
 
 // URingOptions tunes kind uring.
@@ -192,16 +166,22 @@ type URingOptions struct {
 	// NAPI registers NAPI busy polling on the ring (io_uring_register_napi,
 	// Linux >= 6.9), with BusyPollUs as its timeout.
 	NAPI bool
+	// Interrupts turns cooperative task running off: the kernel then
+	// completes a receive by interrupting the ring's thread wherever it
+	// runs (io_uring's own default) instead of raising a flag that Rx
+	// acts on (IORING_SETUP_COOP_TASKRUN and TASKRUN_FLAG, Linux 5.19,
+	// used by default and always off with SQPoll). For comparing the two.
+	Interrupts bool
 }
 
 // XDPOptions tunes the AF_XDP kinds.
 type XDPOptions struct {
-	// Mode is "" (driver, then SKB as a reported fallback), "driver" or
-	// "skb".
-	Mode string
-	// Copy is "" (zero-copy where the driver offers it, else copy), "copy"
-	// or "zerocopy" (an error where not offered).
-	Copy string
+	// Mode is XDPModeAuto (driver, then SKB as a reported fallback),
+	// XDPModeDriver or XDPModeSKB.
+	Mode XDPMode
+	// Copy is XDPCopyAuto (zero-copy where the driver offers it, else
+	// copy), XDPCopyCopy or XDPCopyZero (an error where not offered).
+	Copy XDPCopy
 	// QueueID is the first NIC queue bound; queue i binds QueueID+i.
 	QueueID int
 	// FrameSize is the UMEM frame size: 2048 or 4096 (default 4096).
@@ -258,16 +238,16 @@ type DPDKOptions struct {
 type TCPTuning struct {
 	// SendBuf and RecvBuf are the socket buffers. Default 1 MiB each.
 	SendBuf, RecvBuf int
-	// Congestion is "reno" or "cubic". Default "reno".
-	Congestion string
+	// Congestion is CongestionReno (the default) or CongestionCubic.
+	Congestion Congestion
 	// NoSACK turns selective acknowledgements off (on by default).
 	NoSACK bool
 	// NoModerate turns receive-buffer moderation off (on by default).
 	NoModerate bool
 	// RACK turns RACK/TLP loss detection on.
 	RACK bool
-	// MinRTO is the minimum retransmission timeout. Default 25 ms (the seed
-	// lowered lwIP's 250 ms timer to 25 ms for a 10 µs RTT link).
+	// MinRTO is the minimum retransmission timeout. Default 25 ms, a tenth
+	// of the usual 250 ms floor, for links whose round trip is microseconds.
 	MinRTO time.Duration
 	// MaxRetries bounds retransmissions before the connection is reset.
 	// Default 15.
@@ -391,7 +371,7 @@ func (c Config) WithDefaults() Config {
 		c.TCP.RecvBuf = 1 << 20
 	}
 	if c.TCP.Congestion == "" {
-		c.TCP.Congestion = "reno"
+		c.TCP.Congestion = CongestionReno
 	}
 	if c.TCP.MinRTO == 0 {
 		c.TCP.MinRTO = 25 * time.Millisecond
@@ -408,41 +388,98 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// BenchNet is the only address range dgramio's tools and tests use
-// (RFC 2544 benchmarking, 198.18.0.0/15).
-var BenchNet = netip.MustParsePrefix("198.18.0.0/15")
+// Prepare returns c with its defaults (WithDefaults), validated
+// (Validate, before any system call) and marked as prepared. dgramio.New
+// and dgramio.NewGroup prepare the Config they are given, once; the
+// backend constructors (kernel/udp.New, udp.NewXDP, tcp.NewXDPGroup, ...)
+// begin with PrepareOne or PrepareGroup, which only check a prepared
+// Config and prepare any other. A copy of a prepared Config is prepared:
+// change such a copy only in ways Validate would accept.
+func (c Config) Prepare() (Config, error) {
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	c.prepared = true
+	return c, nil
+}
+
+// PrepareGroup is how a group constructor of kind (a kind's NewGroup)
+// begins. A Config that Prepare returned is checked only: its Kind must be
+// kind. Any other (a test's, one a package builds itself) gets kind when
+// its Kind is empty and is prepared (Prepare), so that a constructor called
+// directly still applies the defaults and refuses a bad field. Errors are
+// *ConfigErrors.
+func (c Config) PrepareGroup(kind Kind) (Config, error) {
+	if !c.prepared {
+		if c.Kind == "" {
+			c.Kind = kind
+		}
+		var err error
+		if c, err = c.Prepare(); err != nil {
+			return c, err
+		}
+	}
+	if c.Kind != kind {
+		return c, badField("Kind", c.Kind, "this constructor opens kind %s only; dgramio.New picks the constructor of Config.Kind", kind)
+	}
+	return c, nil
+}
+
+// PrepareOne is how a single-queue constructor of kind (a kind's New)
+// begins: PrepareGroup, and one queue only (several are opened through
+// dgramio.NewGroup).
+func (c Config) PrepareOne(kind Kind) (Config, error) {
+	c, err := c.PrepareGroup(kind)
+	if err != nil {
+		return c, err
+	}
+	if c.Queues > 1 {
+		return c, badField("Queues", c.Queues, "New opens one queue; open several with dgramio.NewGroup (one backend per queue, each on its own poller)")
+	}
+	return c, nil
+}
 
 func isPow2(n int) bool { return n > 0 && n&(n-1) == 0 }
 
 // Validate checks c (after WithDefaults) without making any syscall. Each
-// problem is a *ConfigError naming the field; a kind this build lacks is an
-// *UnsupportedError.
+// problem is a *ConfigError naming the field; the first one found is
+// returned.
 func (c Config) Validate() error {
-	known := false
-	for _, k := range Kinds {
-		if c.Kind == k {
-			known = true
+	for _, check := range []func() error{c.checkPath, c.checkAddrs, c.checkSizes, c.checkQueues, c.checkURing, c.checkXDP, c.checkTCP} {
+		if err := check(); err != nil {
+			return err
 		}
 	}
-	if !known {
-		return badField("Kind", c.Kind, "unknown kind; use one of udp, uring, xdp, dpdk, tcp, tcp-xdp, tcp-dpdk")
+	return nil
+}
+
+// checkPath checks the kind, the role and the device of a raw kind.
+func (c Config) checkPath() error {
+	if !c.Kind.Known() {
+		return badField("Kind", c.Kind, "unknown kind; use %s", enumList(kinds))
 	}
 	if c.Role != RoleClient && c.Role != RoleServer {
 		return badField("Role", c.Role, "use RoleClient or RoleServer")
 	}
-	if IsRaw(c.Kind) && c.Iface == "" && !(c.Kind == KindDPDK || c.Kind == KindTCPDPDK) {
+	if c.Kind.IsRaw() && c.Iface == "" && !c.Kind.IsDPDK() {
 		return badField("Iface", c.Iface, "kind %s needs the network interface to attach to", c.Kind)
 	}
-	if (c.Kind == KindDPDK || c.Kind == KindTCPDPDK) && c.Iface == "" && c.DPDK.PCI == "" && c.DPDK.VDev == "" {
+	if c.Kind.IsDPDK() && c.Iface == "" && c.DPDK.PCI == "" && c.DPDK.VDev == "" {
 		return badField("Iface", c.Iface, "kind %s needs an interface (for a net_af_xdp vdev), DPDK.VDev or DPDK.PCI", c.Kind)
 	}
 	if c.DPDK.PCI != "" && c.DPDK.VDev != "" {
 		return badField("DPDK.VDev", c.DPDK.VDev, "set DPDK.PCI or DPDK.VDev, not both")
 	}
+	return nil
+}
+
+// checkAddrs checks LocalIP, Dests, Port and DstMAC.
+func (c Config) checkAddrs() error {
 	if c.LocalIP.IsValid() && !c.LocalIP.Is4() {
 		return badField("LocalIP", c.LocalIP, "only IPv4 is supported")
 	}
-	if IsRaw(c.Kind) && !c.LocalIP.IsValid() {
+	if c.Kind.IsRaw() && !c.LocalIP.IsValid() {
 		return badField("LocalIP", c.LocalIP, "kind %s needs our IPv4 address", c.Kind)
 	}
 	if c.Role == RoleClient && len(c.Dests) == 0 {
@@ -457,7 +494,7 @@ func (c Config) Validate() error {
 			return badField("Dests", d, "destination %d is listed twice (a message would go to it twice)", i)
 		}
 		seen[d] = true
-		if IsRaw(c.Kind) && d == c.LocalIP {
+		if c.Kind.IsRaw() && d == c.LocalIP {
 			return badField("Dests", d, "a raw kind cannot send to its own address")
 		}
 	}
@@ -467,8 +504,13 @@ func (c Config) Validate() error {
 	if c.DstMAC != nil && len(c.DstMAC) != 6 {
 		return badField("DstMAC", c.DstMAC, "an Ethernet MAC address has 6 bytes")
 	}
+	return nil
+}
+
+// checkSizes checks the message size, the batches and the socket options.
+func (c Config) checkSizes() error {
 	maxD := 9000 - 28
-	if IsStream(c.Kind) {
+	if c.Kind.IsStream() {
 		maxD = MaxRecord
 	}
 	if c.MaxDatagram < 1 || c.MaxDatagram > maxD {
@@ -492,6 +534,11 @@ func (c Config) Validate() error {
 	if c.ConnectTimeout < 0 {
 		return badField("ConnectTimeout", c.ConnectTimeout, "must not be negative")
 	}
+	return nil
+}
+
+// checkQueues checks Queues, CPUs and Poll.
+func (c Config) checkQueues() error {
 	if c.Queues < 1 || c.Queues > MaxQueues {
 		return badField("Queues", c.Queues, "must be between 1 and %d", MaxQueues)
 	}
@@ -501,89 +548,85 @@ func (c Config) Validate() error {
 	if err := c.TCP.Stack.validate(); err != nil {
 		return err
 	}
-	switch c.Poll {
-	case PollBusy, PollYield:
-	default:
+	if !slices.Contains(polls, c.Poll) {
 		return badField("Poll", c.Poll, `use "busy" (spin on Rx, one CPU per poller) or "yield" (sleep in Wait when idle)`)
 	}
 	for i, cpu := range c.CPUs {
 		if cpu < 0 {
 			return badField("CPUs", c.CPUs, "CPU numbers are not negative")
 		}
-		if c.Poll == PollBusy {
-			for _, other := range c.CPUs[:i] {
-				if other == cpu {
-					return badField("CPUs", c.CPUs, `CPU %d is named twice: two busy pollers on one CPU take turns at the scheduler's pace (milliseconds); give each queue its own CPU, or set Poll "yield"`, cpu)
-				}
-			}
-		}
-	}
-	if c.Kind == KindURing {
-		if !isPow2(c.URing.Entries) || c.URing.Entries > 32768 {
-			return badField("URing.Entries", c.URing.Entries, "must be a power of two up to 32768")
-		}
-		if !isPow2(c.URing.RxBuffers) || c.URing.RxBuffers > 32768 {
-			return badField("URing.RxBuffers", c.URing.RxBuffers, "must be a power of two up to 32768")
-		}
-		if c.URing.SQPoll {
-			if c.URing.SQCPU == nil || *c.URing.SQCPU < 0 {
-				return badField("URing.SQCPU", "unset", "SQPOLL needs an explicit CPU for the kernel's SQ thread (IORING_SETUP_SQ_AFF): an unpinned SQ thread next to a busy poller turns 30 µs into milliseconds (seed §3)")
-			}
-			for _, cpu := range c.CPUs {
-				if *c.URing.SQCPU == cpu {
-					return badField("URing.SQCPU", *c.URing.SQCPU, "the SQ thread's CPU must differ from the pollers' CPUs %v", c.CPUs)
-				}
-			}
-		}
-	}
-	if c.Kind == KindXDP || c.Kind == KindTCPXDP {
-		switch c.XDP.Mode {
-		case "", "driver", "skb":
-		default:
-			return badField("XDP.Mode", c.XDP.Mode, `use "", "driver" or "skb"`)
-		}
-		switch c.XDP.Copy {
-		case "", "copy", "zerocopy":
-		default:
-			return badField("XDP.Copy", c.XDP.Copy, `use "", "copy" or "zerocopy"`)
-		}
-		if c.XDP.FrameSize != 2048 && c.XDP.FrameSize != 4096 {
-			return badField("XDP.FrameSize", c.XDP.FrameSize, "must be 2048 or 4096")
-		}
-		if !isPow2(c.XDP.Frames) || c.XDP.Frames < 64 {
-			return badField("XDP.Frames", c.XDP.Frames, "must be a power of two, at least 64")
-		}
-		if !isPow2(c.XDP.RingSize) || c.XDP.RingSize > c.XDP.Frames {
-			return badField("XDP.RingSize", c.XDP.RingSize, "must be a power of two no larger than XDP.Frames")
-		}
-		if c.XDP.QueueID < 0 {
-			return badField("XDP.QueueID", c.XDP.QueueID, "must not be negative")
-		}
-	}
-	if IsStream(c.Kind) && (c.Kind != KindTCP) {
-		switch c.TCP.Congestion {
-		case "reno", "cubic":
-		default:
-			return badField("TCP.Congestion", c.TCP.Congestion, `use "reno" or "cubic"`)
-		}
-		if c.TCP.SendBuf < 4096 || c.TCP.RecvBuf < 4096 {
-			return badField("TCP.SendBuf", c.TCP.SendBuf, "TCP.SendBuf and TCP.RecvBuf must be at least 4096")
-		}
-		if c.TCP.MinRTO < time.Millisecond {
-			return badField("TCP.MinRTO", c.TCP.MinRTO, "must be at least 1ms")
-		}
-		if c.TCP.MaxRetries < 1 {
-			return badField("TCP.MaxRetries", c.TCP.MaxRetries, "must be at least 1")
+		if c.Poll == PollBusy && slices.Contains(c.CPUs[:i], cpu) {
+			return badField("CPUs", c.CPUs, `CPU %d is named twice: two busy pollers on one CPU take turns at the scheduler's pace (milliseconds); give each queue its own CPU, or set Poll "yield"`, cpu)
 		}
 	}
 	return nil
 }
 
-// CheckBenchAddr refuses an address outside 198.18.0.0/15 and loopback. The
-// tools and test hosts call it: they never send anywhere else.
-func CheckBenchAddr(field string, a netip.Addr) error {
-	if a.IsLoopback() || BenchNet.Contains(a) {
+// checkURing checks URing on kind uring.
+func (c Config) checkURing() error {
+	if c.Kind != KindURing {
 		return nil
 	}
-	return badField(field, a, "test hosts and tools use only 198.18.0.0/15 (RFC 2544) or loopback")
+	if !isPow2(c.URing.Entries) || c.URing.Entries > 32768 {
+		return badField("URing.Entries", c.URing.Entries, "must be a power of two up to 32768")
+	}
+	if !isPow2(c.URing.RxBuffers) || c.URing.RxBuffers > 32768 {
+		return badField("URing.RxBuffers", c.URing.RxBuffers, "must be a power of two up to 32768")
+	}
+	if !c.URing.SQPoll {
+		return nil
+	}
+	if c.URing.SQCPU == nil || *c.URing.SQCPU < 0 {
+		return badField("URing.SQCPU", "unset", "SQPOLL needs an explicit CPU for the kernel's SQ thread (IORING_SETUP_SQ_AFF): an unpinned SQ thread next to a busy poller turns microseconds into milliseconds")
+	}
+	if slices.Contains(c.CPUs, *c.URing.SQCPU) {
+		return badField("URing.SQCPU", *c.URing.SQCPU, "the SQ thread's CPU must differ from the pollers' CPUs %v", c.CPUs)
+	}
+	return nil
+}
+
+// checkXDP checks XDP on the AF_XDP kinds.
+func (c Config) checkXDP() error {
+	if !c.Kind.IsXDP() {
+		return nil
+	}
+	if !slices.Contains(xdpModes, c.XDP.Mode) {
+		return badField("XDP.Mode", c.XDP.Mode, "use %s", enumList(xdpModes))
+	}
+	if !slices.Contains(xdpCopies, c.XDP.Copy) {
+		return badField("XDP.Copy", c.XDP.Copy, "use %s", enumList(xdpCopies))
+	}
+	if c.XDP.FrameSize != 2048 && c.XDP.FrameSize != 4096 {
+		return badField("XDP.FrameSize", c.XDP.FrameSize, "must be 2048 or 4096")
+	}
+	if !isPow2(c.XDP.Frames) || c.XDP.Frames < 64 {
+		return badField("XDP.Frames", c.XDP.Frames, "must be a power of two, at least 64")
+	}
+	if !isPow2(c.XDP.RingSize) || c.XDP.RingSize > c.XDP.Frames {
+		return badField("XDP.RingSize", c.XDP.RingSize, "must be a power of two no larger than XDP.Frames")
+	}
+	if c.XDP.QueueID < 0 {
+		return badField("XDP.QueueID", c.XDP.QueueID, "must not be negative")
+	}
+	return nil
+}
+
+// checkTCP checks TCP on the userspace TCP kinds.
+func (c Config) checkTCP() error {
+	if !c.Kind.IsStream() || c.Kind == KindTCP {
+		return nil
+	}
+	if !slices.Contains(congestions, c.TCP.Congestion) {
+		return badField("TCP.Congestion", c.TCP.Congestion, "use %s", enumList(congestions))
+	}
+	if c.TCP.SendBuf < 4096 || c.TCP.RecvBuf < 4096 {
+		return badField("TCP.SendBuf", c.TCP.SendBuf, "TCP.SendBuf and TCP.RecvBuf must be at least 4096")
+	}
+	if c.TCP.MinRTO < time.Millisecond {
+		return badField("TCP.MinRTO", c.TCP.MinRTO, "must be at least 1ms")
+	}
+	if c.TCP.MaxRetries < 1 {
+		return badField("TCP.MaxRetries", c.TCP.MaxRetries, "must be at least 1")
+	}
+	return nil
 }

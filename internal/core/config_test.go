@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func validClient(kind string) Config {
+func validClient(kind Kind) Config {
 	c := Config{
 		Kind:    kind,
 		Iface:   "veth0",
@@ -20,7 +20,7 @@ func validClient(kind string) Config {
 }
 
 func TestValidateAcceptsEveryKind(t *testing.T) {
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		if err := validClient(k).Validate(); err != nil {
 			t.Errorf("kind %s: %v", k, err)
 		}
@@ -113,11 +113,11 @@ func TestQueues(t *testing.T) {
 		t.Fatalf("Queues=2 refused by Validate: %v", err)
 	}
 	var ce *ConfigError
-	if err := CheckOneQueue(c); !errors.As(err, &ce) || ce.Field != "Queues" || !strings.Contains(err.Error(), "NewGroup") {
-		t.Fatalf("CheckOneQueue(Queues=2) = %v, want a ConfigError on Queues naming NewGroup", err)
+	if _, err := c.PrepareOne(KindUDP); !errors.As(err, &ce) || ce.Field != "Queues" || !strings.Contains(err.Error(), "NewGroup") {
+		t.Fatalf("PrepareOne(Queues=2) = %v, want a ConfigError on Queues naming NewGroup", err)
 	}
-	if err := CheckOneQueue(validClient(KindUDP)); err != nil {
-		t.Fatalf("CheckOneQueue(Queues=1) = %v", err)
+	if _, err := c.PrepareGroup(KindUDP); err != nil {
+		t.Fatalf("PrepareGroup(Queues=2) = %v", err)
 	}
 	c.Queues = MaxQueues + 1
 	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "Queues" {
@@ -223,19 +223,6 @@ func TestUnsupportedError(t *testing.T) {
 	}
 }
 
-func TestCheckBenchAddr(t *testing.T) {
-	for _, ok := range []string{"198.18.0.1", "198.19.255.254", "127.0.0.1"} {
-		if err := CheckBenchAddr("a", netip.MustParseAddr(ok)); err != nil {
-			t.Errorf("%s refused: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"10.0.0.1", "192.168.1.1", "8.8.8.8", "198.20.0.1"} {
-		if err := CheckBenchAddr("a", netip.MustParseAddr(bad)); err == nil {
-			t.Errorf("%s accepted", bad)
-		}
-	}
-}
-
 func TestStatsLost(t *testing.T) {
 	s := Stats{TxDropped: 1, RxTruncated: 2, RxBadChecksum: 3, RxMalformed: 4, RxFiltered: 100,
 		Layers: []Counter{{Layer: "socket", Name: "drops", Value: 5, Loss: true}, {Layer: "x", Name: "info", Value: 1000}}}
@@ -268,12 +255,49 @@ func TestTCPStack(t *testing.T) {
 		t.Fatalf("Validate lwip: %v", err)
 	}
 	// The native engine is the default of the userspace TCP kinds only.
-	for _, k := range []string{KindTCPXDP, KindTCPDPDK} {
+	for _, k := range []Kind{KindTCPXDP, KindTCPDPDK} {
 		if got := (Config{Kind: k}).WithDefaults().TCP.Stack; got != TCPStackNative {
 			t.Errorf("%s: default TCP.Stack %q, want native", k, got)
 		}
 	}
 	if got := (Config{Kind: KindTCP}).WithDefaults().TCP.Stack; got != "" {
 		t.Errorf("tcp: default TCP.Stack %q, want none", got)
+	}
+}
+
+// A backend constructor begins with PrepareOne or PrepareGroup: a
+// prepared Config is only checked for its kind, and not validated again;
+// any other gets the constructor's kind when it has none, its defaults,
+// and Validate's checks.
+func TestPrepareFor(t *testing.T) {
+	raw := Config{Dests: []netip.Addr{netip.MustParseAddr("198.18.0.2")}, Port: 5000}
+	var ce *ConfigError
+	c, err := raw.PrepareOne(KindUDP)
+	if err != nil {
+		t.Fatalf("PrepareOne of a Config without Kind: %v", err)
+	}
+	if c.Kind != KindUDP || c.TxBatch != DefaultTxBatch || c.Poll != PollBusy || !c.prepared {
+		t.Errorf("PrepareOne: Kind %q, TxBatch %d, Poll %q, prepared %v; want udp with the defaults", c.Kind, c.TxBatch, c.Poll, c.prepared)
+	}
+	if _, err := c.PrepareGroup(KindTCP); !errors.As(err, &ce) || ce.Field != "Kind" {
+		t.Errorf("PrepareGroup(tcp) of a udp Config = %v, want a ConfigError on Kind", err)
+	}
+	// A prepared Config is not validated again: a field broken after
+	// Prepare goes through (the contract is not to do that), which shows
+	// that New's validation is the only one.
+	broken := c
+	broken.TxBatch = 0
+	if got, err := broken.PrepareOne(KindUDP); err != nil || got.TxBatch != 0 {
+		t.Errorf("PrepareOne of a prepared Config validated it again: %v", err)
+	}
+	if _, err := c.ForQueue(0).PrepareOne(KindUDP); err != nil {
+		t.Errorf("a queue's Config (ForQueue) is no longer prepared: %v", err)
+	}
+	raw.Port = 0
+	if _, err := raw.PrepareOne(KindUDP); !errors.As(err, &ce) || ce.Field != "Port" {
+		t.Errorf("PrepareOne of a Config without Port = %v, want Validate's ConfigError on Port", err)
+	}
+	if _, err := raw.Prepare(); !errors.As(err, &ce) || ce.Field != "Kind" {
+		t.Errorf("Prepare of a Config without Kind = %v, want a ConfigError on Kind", err)
 	}
 }

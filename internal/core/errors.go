@@ -3,12 +3,23 @@ package core
 import (
 	"errors"
 	"fmt"
+	"net"
 )
 
 // ErrNotSupported is the one sentinel for "this host, kernel or build cannot
 // do that". It is always wrapped by an *UnsupportedError that names the
 // feature; test with errors.Is(err, ErrNotSupported).
 var ErrNotSupported = errors.New("not supported")
+
+// ErrClosed is what data-path calls return after Close (net.ErrClosed).
+var ErrClosed = net.ErrClosed
+
+// ErrNoDPDK is the error of a build without DPDK asked for a DPDK kind
+// (dpdk, tcp-dpdk): those need cgo, libdpdk and the build tag dpdk. It is
+// an *UnsupportedError, so it matches ErrNotSupported too; callers wrap it
+// with the kind (fmt.Errorf("kind %s: %w", kind, ErrNoDPDK)).
+var ErrNoDPDK error = &UnsupportedError{Feature: "DPDK",
+	Hint: "this binary was built without DPDK: install libdpdk-dev (make deps) and build with -tags dpdk"}
 
 // UnsupportedError says which feature is missing, the minimum kernel (or
 // build tag, sysctl, …) that provides it, and what to do about it. It matches

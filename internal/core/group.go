@@ -1,10 +1,8 @@
 package core
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // QueueGroup is what the queues of one kind opened with Config.Queues > 1
@@ -24,6 +22,10 @@ type QueueGroup interface {
 	// Mode says in a few words how the group spreads flows over its queues
 	// ("reuseport by cpu", "xdp rx_queue_index"), for Stats.Mode.
 	Mode() string
+	// BaseMode is the Stats.Mode of queue 0 without the note that places
+	// it in the group ("queue 0 of 4, ..."): what the queues run, for the
+	// group's Stats.Mode. It is "" until queue 0 is opened.
+	BaseMode() string
 	// AppendCounters appends the counters of the shared state (an XDP
 	// program's, counted once for all queues) to dst and returns it.
 	AppendCounters(dst []Counter) []Counter
@@ -49,16 +51,6 @@ func (c Config) ForQueue(q int) Config {
 	}
 	c.XDP.QueueID += q
 	return c
-}
-
-// CheckOneQueue is the check of every kind's New: one queue only. Several
-// queues are opened through dgramio.NewGroup (a *ConfigError naming
-// Queues otherwise).
-func CheckOneQueue(c Config) error {
-	if c.Queues > 1 {
-		return badField("Queues", c.Queues, "New opens one queue; open several with dgramio.NewGroup (one backend per queue, each on its own poller)")
-	}
-	return nil
 }
 
 // SumStats adds up the per-queue counters of a group: every message
@@ -110,45 +102,4 @@ func SumStats(qs []Stats) Stats {
 		}
 	}
 	return s
-}
-
-// QueueSlots keeps QueueGroup's rule that each queue is opened once: which
-// queues of a group have been taken, safe for concurrent use.
-type QueueSlots struct {
-	mu    sync.Mutex
-	taken []bool
-}
-
-// NewQueueSlots returns the slots of n queues, none taken.
-func NewQueueSlots(n int) *QueueSlots { return &QueueSlots{taken: make([]bool, n)} }
-
-// Take marks queue q taken. It returns a *ConfigError naming Queues when
-// the group has no queue q, and an error prefixed who when q was taken
-// before.
-func (s *QueueSlots) Take(who string, q int) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if q < 0 || q >= len(s.taken) {
-		return badField("Queues", len(s.taken), "queue %d does not exist", q)
-	}
-	if s.taken[q] {
-		return fmt.Errorf("%s: queue %d is open already", who, q)
-	}
-	s.taken[q] = true
-	return nil
-}
-
-// TakeRest marks every queue not taken yet and returns them in order: the
-// queues a group's Close releases because nobody opened them.
-func (s *QueueSlots) TakeRest() []int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var rest []int
-	for q, t := range s.taken {
-		if !t {
-			s.taken[q] = true
-			rest = append(rest, q)
-		}
-	}
-	return rest
 }

@@ -5,9 +5,11 @@ package core
 // message that was refused or lost is in exactly one counter, so that
 // sent = received + the losses that each layer counted.
 type Stats struct {
-	// Kind is the backend's kind; Mode how it runs ("xdp driver copy",
-	// "uring sqpoll", ...), as the report shows it.
-	Kind, Mode string
+	// Kind is the backend's kind.
+	Kind Kind
+	// Mode says how it runs ("xdp driver copy", "uring sqpoll", ...), as
+	// the report shows it.
+	Mode string
 
 	// TxQueued counts messages accepted by Queue and QueueTo.
 	TxQueued uint64

@@ -19,9 +19,8 @@ import (
 // processors, timers) then run on the poller's CPU, where the poll loop
 // hands over to them with a runtime.Gosched on the same P. A poller locked
 // to its thread instead (Pin) pays for every such yield with a hand-off of
-// its P to another thread and back, two futex wake-ups: netbench measured
-// tcp-xdp at 20k msg/s at 130 to 380 µs p50 so, and 28 µs with the process
-// pinned. The calling goroutine is not locked to its thread.
+// its P to another thread and back, two futex wake-ups (BENCHMARKS.md has
+// the difference). The calling goroutine is not locked to its thread.
 //
 // It overrides every thread's own affinity, a thread that Pin bound
 // included, so a process runs one such backend at a time, and nothing

@@ -54,9 +54,9 @@ func TestFaultCopyWire(t *testing.T) {
 	if os.Getenv("SOAK") == "1" {
 		total = copySoakBytes
 	}
-	kinds := []string{core.KindTCP}
+	kinds := names(core.KindTCP)
 	for _, k := range testKinds { // tcp-xdp; tcp-dpdk with -tags dpdk
-		if isStream(k) && k != core.KindTCP {
+		if isStream(k) && core.Kind(k) != core.KindTCP {
 			kinds = append(kinds, k)
 		}
 	}
@@ -146,11 +146,11 @@ func copyListener(t *testing.T, kind string, h *testhost.Host, addr netip.Addr) 
 	var ln net.Listener
 	err := h.Do(func() error {
 		var err error
-		if kind == core.KindTCP {
+		if core.Kind(kind) == core.KindTCP {
 			ln, err = net.Listen("tcp4", netip.AddrPortFrom(addr, port).String())
 			return err
 		}
-		ln, err = netconn.Listen(core.Config{Kind: kind, Iface: h.Iface, LocalIP: addr, Port: port,
+		ln, err = netconn.Listen(core.Config{Kind: core.Kind(kind), Iface: h.Iface, LocalIP: addr, Port: port,
 			Pcap: os.Getenv("COPY_PCAP")})
 		return err
 	})

@@ -39,7 +39,16 @@ const (
 const port = 5000
 
 // isStream reports whether kind carries records over TCP.
-func isStream(kind string) bool { return core.IsStream(kind) }
+func isStream(kind string) bool { return core.Kind(kind).IsStream() }
+
+// names returns the kinds' names, as the tests and the tools' flags take them.
+func names(ks ...core.Kind) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = string(k)
+	}
+	return out
+}
 
 // notWired reports whether err is dgramio.New's answer for a kind it does
 // not reach in this build yet.
@@ -63,7 +72,7 @@ func openHere(cfg core.Config) (core.Backend, error) {
 	switch {
 	case err == nil:
 		return b, nil
-	case notWired(cfg.Kind, err):
+	case notWired(string(cfg.Kind), err):
 		return nil, &skipError{fmt.Sprintf("kind %s is not reached through dgramio.New in this build yet: %v", cfg.Kind, err)}
 	case errors.Is(err, core.ErrNotSupported):
 		return nil, &skipError{err.Error()}
@@ -97,7 +106,7 @@ const ownAddrOffset = 100
 // userspace TCP kinds another one of the same subnet that the kernel does
 // not hold (netstack answers ARP for it).
 func addrFor(kind string, h *testhost.Host) netip.Addr {
-	if kind != core.KindTCPXDP && kind != core.KindTCPDPDK {
+	if k := core.Kind(kind); k != core.KindTCPXDP && k != core.KindTCPDPDK {
 		return h.Addr
 	}
 	a := h.Addr.As4()
@@ -107,13 +116,13 @@ func addrFor(kind string, h *testhost.Host) netip.Addr {
 
 // serverConfig is a server of kind on h.
 func serverConfig(kind string, h *testhost.Host) core.Config {
-	return core.Config{Kind: kind, Role: core.RoleServer, Iface: h.Iface, LocalIP: addrFor(kind, h), Port: port}
+	return core.Config{Kind: core.Kind(kind), Role: core.RoleServer, Iface: h.Iface, LocalIP: addrFor(kind, h), Port: port}
 }
 
 // clientConfig is a client of kind on h sending to a server of the same
 // kind on srv.
 func clientConfig(kind string, h, srv *testhost.Host) core.Config {
-	return core.Config{Kind: kind, Role: core.RoleClient, Iface: h.Iface, LocalIP: addrFor(kind, h),
+	return core.Config{Kind: core.Kind(kind), Role: core.RoleClient, Iface: h.Iface, LocalIP: addrFor(kind, h),
 		Dests: []netip.Addr{addrFor(kind, srv)}, Port: port}
 }
 
@@ -432,7 +441,7 @@ type sink struct {
 // messages of magic and size it receives (in order, for a stream).
 func startSink(t testing.TB, h *testhost.Host, name string, cfg core.Config, magic uint64, size int) *sink {
 	t.Helper()
-	k := &sink{y: tally{magic: magic, size: size, inOrder: isStream(cfg.Kind), from: ^uint64(0)}}
+	k := &sink{y: tally{magic: magic, size: size, inOrder: cfg.Kind.IsStream(), from: ^uint64(0)}}
 	k.limit.Store(^uint64(0))
 	k.start(t, h, name, cfg, k.run)
 	return k

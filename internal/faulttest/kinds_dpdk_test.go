@@ -10,14 +10,14 @@ import (
 
 // testKinds are the kinds this build tests: with tag dpdk, the DPDK kinds
 // only (the others ran in the build without the tag).
-var testKinds = []string{core.KindDPDK, core.KindTCPDPDK}
+var testKinds = names(core.KindDPDK, core.KindTCPDPDK)
 
 // xdpKinds are the kinds over AF_XDP whose XDP program a crash may leave
 // behind: DPDK's default device is a net_af_xdp vdev.
-var xdpKinds = []string{core.KindDPDK, core.KindTCPDPDK}
+var xdpKinds = names(core.KindDPDK, core.KindTCPDPDK)
 
 // ringKinds are the kinds whose rings TestFaultFullRings shrinks.
-var ringKinds = []string{core.KindDPDK}
+var ringKinds = names(core.KindDPDK)
 
 // smallRings gives cfg rings of a few dozen descriptors.
 func smallRings(cfg *core.Config) {

@@ -235,7 +235,7 @@ func TestFaultMalformedFrames(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, kind := range testKinds {
 		switch {
-		case !core.IsRaw(kind):
+		case !core.Kind(kind).IsRaw():
 		case isStream(kind):
 			t.Run(kind, func(t *testing.T) { malformedStream(t, kind) })
 		default:

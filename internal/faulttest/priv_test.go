@@ -62,11 +62,11 @@ func privProbe(args []string, out io.Writer) int {
 		return 2
 	}
 	r := probeResult{Kind: *kind, UID: os.Geteuid(), CapEff: capEff()}
-	cfg := core.Config{Kind: *kind, Iface: *iface, LocalIP: netip.MustParseAddr(*local),
+	cfg := core.Config{Kind: core.Kind(*kind), Iface: *iface, LocalIP: netip.MustParseAddr(*local),
 		Dests: []netip.Addr{netip.MustParseAddr(*dst)}, Port: port, ConnectTimeout: 10 * time.Second}
 	b, err := newBackend(cfg)
 	if err != nil {
-		r.Class, r.Error = cli.Classify(*kind, err), err.Error()
+		r.Class, r.Error = cli.Classify(core.Kind(*kind), err), err.Error()
 		var pe *core.PrivilegeError
 		if errors.As(err, &pe) {
 			r.Op, r.Capability = pe.Op, pe.Capability
@@ -234,7 +234,7 @@ func TestFaultPrivileges(t *testing.T) {
 	kernelEchoes(t, p.B)
 	bin := testutil.BinaryForNobody(t, "faulttest.test")
 	kinds := testKinds
-	for _, k := range []string{core.KindUDP, core.KindURing, core.KindTCP} {
+	for _, k := range names(core.KindUDP, core.KindURing, core.KindTCP) {
 		if !containsKind(kinds, k) {
 			kinds = append(kinds, k) // the dpdk build tests the kernel kinds here too
 		}
@@ -245,7 +245,7 @@ func TestFaultPrivileges(t *testing.T) {
 	}
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
-			if kind == core.KindUDP || kind == core.KindURing || kind == core.KindTCP {
+			if k := core.Kind(kind); k == core.KindUDP || k == core.KindURing || k == core.KindTCP {
 				r := runProbe(t, p, bin, kind, nil)
 				if r.Class == cli.ClassNotBuilt {
 					testutil.Skip(t, fmt.Sprintf("kind %s is not reached through dgramio.New in this build yet: %s", kind, r.Error))

@@ -260,7 +260,7 @@ func emptyFillRing(t *testing.T, kind string) {
 		if afterBurst >= burst {
 			t.Errorf("all %d messages of the burst arrived: the rings never filled", burst)
 		}
-		if kind == core.KindXDP && empty1 == empty0 {
+		if core.Kind(kind) == core.KindXDP && empty1 == empty0 {
 			t.Errorf("the fill ring never ran empty (rx_fill_ring_empty_descs %d)", empty1)
 		}
 		s0.TxDropped, ss.TxDropped = 0, 0

@@ -65,7 +65,7 @@ func TestFaultSYNFlood(t *testing.T) {
 		}
 		rate = v
 	}
-	for _, kind := range []string{core.KindTCP, core.KindTCPXDP} {
+	for _, kind := range names(core.KindTCP, core.KindTCPXDP) {
 		t.Run(kind, func(t *testing.T) { synFlood(t, kind, d, rate) })
 	}
 }
@@ -124,7 +124,7 @@ func synFlood(t *testing.T, kind string, d time.Duration, rate int) {
 	t.Logf("%s: %d SYNs in %v (%.0f/s); session: %d of %d records echoed during the flood, worst gap %v; heap %+.1f MiB",
 		kind, fl.sent, d, float64(fl.sent)/d.Seconds(), echoed, sent, gap.Round(100*time.Microsecond),
 		(float64(heap1)-float64(heap0))/(1<<20))
-	if kind == core.KindTCPXDP {
+	if core.Kind(kind) == core.KindTCPXDP {
 		t.Logf("echo: xdp-prog dropped_syn %d redirected %d; netstack tcp_listen_overflow_syn_drop %d; xsk rx_dropped %d",
 			counterOf(st, "xdp-prog", "dropped_syn"), counterOf(st, "xdp-prog", "redirected"),
 			counterOf(st, "netstack", "tcp_listen_overflow_syn_drop"), counterOf(st, "xsk", "rx_dropped"))
@@ -141,7 +141,7 @@ func synFlood(t *testing.T, kind string, d time.Duration, rate int) {
 	if heap1 > heap0+floodHeap {
 		t.Errorf("heap grew from %d to %d MiB during the flood", heap0>>20, heap1>>20)
 	}
-	if kind == core.KindTCPXDP && scfg.XDP.SYNRate >= 0 && rate > 2*core.DefaultSYNRate &&
+	if core.Kind(kind) == core.KindTCPXDP && scfg.XDP.SYNRate >= 0 && rate > 2*core.DefaultSYNRate &&
 		counterOf(st, "xdp-prog", "dropped_syn") == 0 {
 		t.Errorf("the XDP program dropped no SYN of %d", fl.sent)
 	}

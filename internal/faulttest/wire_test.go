@@ -82,7 +82,7 @@ func startVerifier(t testing.TB, h *testhost.Host, cfg core.Config, seed uint64)
 	t.Helper()
 	v := &verifier{want: newRecords(seed)}
 	v.last.Store(time.Now().UnixNano())
-	v.start(t, h, cfg.Kind+" receiver", cfg, v.run)
+	v.start(t, h, string(cfg.Kind)+" receiver", cfg, v.run)
 	return v
 }
 

@@ -190,7 +190,7 @@ func Write(w io.Writer, sets ...Set) error {
 		if err := checkLabels(s.Labels); err != nil {
 			return err
 		}
-		id := labelString(append([]string{"kind", s.Stats.Kind}, s.Labels...)...)
+		id := labelString(append([]string{"kind", string(s.Stats.Kind)}, s.Labels...)...)
 		if seen[id] {
 			return fmt.Errorf("metrics: two sets with the labels %s", id)
 		}
@@ -201,7 +201,7 @@ func Write(w io.Writer, sets ...Set) error {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(help), name, typ)
 	}
 	sample := func(name string, v uint64, set *Set, extra ...string) {
-		pairs := append([]string{"kind", set.Stats.Kind}, set.Labels...)
+		pairs := append([]string{"kind", string(set.Stats.Kind)}, set.Labels...)
 		pairs = append(pairs, extra...)
 		b.WriteString(name)
 		b.WriteString(labelString(pairs...))

@@ -184,7 +184,7 @@ func (e *exposition) find(name string, labels map[string]string) (uint64, bool) 
 
 // stats returns Stats with every numeric field set to a distinct value.
 func testStats(kind, mode string, base uint64) core.Stats {
-	s := core.Stats{Kind: kind, Mode: mode}
+	s := core.Stats{Kind: core.Kind(kind), Mode: mode}
 	v := reflect.ValueOf(&s).Elem()
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Field(i)

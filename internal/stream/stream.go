@@ -33,7 +33,20 @@
 // peer, until it lets go), and once they have all been written the layer
 // closes its side too (Conn.Close), after which QueueTo to that peer
 // counts as "queue_no_conn". A reset, or a failed write, ends both
-// directions at once: records still staged are counted in TxDropped.
+// directions at once: records still staged are counted in TxDropped, and
+// the records the transport had received and the layer had not delivered
+// yet are read out and counted in RxClosed, as at Close.
+//
+// # Closing
+//
+// TCP loses nothing, so a stream loses records only where an end stops:
+// a backend that closes calls Abandon (staged records: TxDropped), then
+// Linger, then Close. Linger ends our direction of each connection whose
+// Conn is a HalfCloser (FIN) and keeps reading until the peer closes too,
+// so that what the peer still sends (an echo's answers) is read rather
+// than reset away; every whole record read then, and every record
+// decoded and not delivered, counts in RxClosed (core.Stats layer
+// "stream", counter "rx_closed", a loss).
 //
 // A Layer is not safe for concurrent use: the backend calls it from its
 // poll loop only, and reads Counters under the same exclusion.
@@ -46,6 +59,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/poison"
 	"github.com/dgramio/dgramio/tcp/record"
 )
 
@@ -76,6 +90,12 @@ type Conn interface {
 	Close()
 	// Abort resets the connection and releases it, as Close.
 	Abort()
+}
+
+// HalfCloser is implemented by a Conn that can end our direction alone
+// (FIN) and go on reading: Layer.Linger uses it.
+type HalfCloser interface {
+	CloseWrite() error
 }
 
 // Transport is the engine under a Layer.
@@ -122,6 +142,10 @@ type Counters struct {
 	// NoConn counts Queue and QueueTo calls that found no connection
 	// (layer "tcp", counter "queue_no_conn").
 	NoConn uint64
+	// RxClosed counts records the transport received that were never
+	// delivered because their connection ended or the backend closed
+	// (read out and counted by reap, Abandon and Linger).
+	RxClosed uint64
 	// Stalls counts reported send stalls; StreamTx and StreamRx the bytes
 	// written to and read from the transport, record prefixes included.
 	Stalls, StreamTx, StreamRx uint64
@@ -215,6 +239,7 @@ func (s *Layer) Fill(st *core.Stats) {
 	st.RxDelivered, st.RxBytes, st.RxTruncated, st.RxMalformed = c.RxDelivered, c.RxBytes, c.RxTruncated, c.RxMalformed
 	st.Accepts, st.Resets, st.PeerCloses = c.Accepts, c.Resets, c.PeerCloses
 	st.Conns = uint64(len(s.conns))
+	st.Layers = append(st.Layers, core.Counter{Layer: "stream", Name: "rx_closed", Value: c.RxClosed, Loss: true})
 }
 
 // Report queues err for the next Rx or Flush to return.
@@ -384,8 +409,8 @@ func (s *Layer) Rx(pkts []core.Packet) (int, error) {
 		// a read that only skipped an oversize record.
 		c.dec.Compact()
 		c.delivered = false
-		if core.Debug {
-			core.Poison(c.dec.Tail())
+		if poison.Debug {
+			poison.Fill(c.dec.Tail())
 		}
 	}
 	s.t.Poll()
@@ -496,13 +521,14 @@ func (s *Layer) reap() {
 	for _, c := range s.conns {
 		switch {
 		case c.dead != nil && !c.dec.Complete():
-			s.cutRecord(c)
 			if c.dead.Reset {
 				s.st.Resets++
 			} else if !c.eof {
 				s.st.PeerCloses++
 			}
 			s.st.TxDropped += uint64(c.stage.Records())
+			s.readOut(c)
+			s.cutRecord(c)
 			s.errs = append(s.errs, c.dead)
 			s.remove(c)
 			c.t.Abort()
@@ -524,6 +550,56 @@ func (s *Layer) reap() {
 	}
 	clear(s.conns[k:])
 	s.conns = s.conns[:k]
+}
+
+// readOutMax bounds the reads of one readOut, against a peer that sends
+// as fast as we read.
+const readOutMax = 64
+
+// readOut reads what c's transport still holds, up to EOF, an error,
+// nothing more now or readOutMax reads, counts its whole records and those decoded and not
+// delivered in RxClosed (oversize ones in RxTruncated); a partial record
+// stays in the decoder (the caller cuts it once the stream is over,
+// cutRecord). It reports whether it read to EOF or
+// an error (the peer's direction is over).
+func (s *Layer) readOut(c *conn) (ended bool) {
+	for range readOutMax {
+		s.countUndelivered(c)
+		c.dec.Compact()
+		tail := c.dec.Tail()
+		if len(tail) == 0 {
+			// Only a record longer than the buffer, which Next skips as
+			// it comes: cannot happen after countUndelivered.
+			break
+		}
+		n, err := c.t.Read(tail)
+		if n > 0 {
+			c.dec.Commit(n)
+			s.st.StreamRx += uint64(n)
+		}
+		if err != nil || n == 0 {
+			ended = err != nil
+			break
+		}
+	}
+	s.countUndelivered(c)
+	return ended
+}
+
+// countUndelivered counts the whole records c's decoder holds in RxClosed
+// and consumes them.
+func (s *Layer) countUndelivered(c *conn) {
+	for {
+		r, err := c.dec.Next()
+		switch {
+		case err != nil:
+			s.st.RxTruncated++
+		case r == nil:
+			return
+		default:
+			s.st.RxClosed++
+		}
+	}
 }
 
 // cutRecord counts the partial record that c's end cut off, once.
@@ -570,11 +646,68 @@ func (s *Layer) Abandon() {
 	}
 }
 
+// Linger, for a backend that closes, after Abandon: it ends our direction
+// of every live connection whose Conn is a HalfCloser (FIN) and reads
+// them until each peer has closed its direction too (EOF), fails, or has
+// sent nothing for idle, or until max has passed, counting every record
+// read, and every one decoded and never delivered, in RxClosed. wait
+// sleeps at most d for one of conns (those still open) to become
+// readable; it may allocate.
+// Connections that cannot half-close are only read out once. Afterwards
+// nothing undelivered is left uncounted; what the peer sends after
+// Close is reset away by the transport and is the peer's to count (its
+// failed writes: TxDropped).
+func (s *Layer) Linger(idle, max time.Duration, wait func(conns []Conn, d time.Duration)) {
+	open := 0
+	for _, c := range s.conns {
+		h, ok := c.t.(HalfCloser)
+		switch {
+		case c.dead != nil:
+			s.readOut(c)
+		case c.eof || !ok:
+			c.eof = s.readOut(c) || c.eof
+		case h.CloseWrite() != nil:
+			s.readOut(c)
+			c.eof = true
+		default:
+			open++
+		}
+	}
+	start := time.Now()
+	last := start
+	var waiting []Conn
+	for open > 0 {
+		before := s.st.StreamRx
+		waiting = waiting[:0]
+		for _, c := range s.conns {
+			if c.dead == nil && !c.eof {
+				c.eof = s.readOut(c)
+				if !c.eof {
+					waiting = append(waiting, c.t)
+				}
+			}
+		}
+		open = len(waiting)
+		now := time.Now()
+		if s.st.StreamRx != before {
+			last = now
+		}
+		if open == 0 || now.Sub(last) >= idle || now.Sub(start) >= max {
+			return
+		}
+		wait(waiting, min(idle-now.Sub(last), max-now.Sub(start)))
+	}
+}
+
 // Close closes every connection (Conn.Close; Conn.Abort for one that
-// failed) and empties the set. Call Abandon first to count what was
-// staged.
+// failed) and empties the set. It first reads out what each transport
+// still holds, counting the undelivered records in RxClosed and a cut one
+// in RxMalformed. Call Abandon first to count what was staged (and Linger
+// to read what the peers still send).
 func (s *Layer) Close() {
 	for _, c := range s.conns {
+		s.readOut(c)
+		s.cutRecord(c)
 		if c.dead != nil {
 			c.t.Abort()
 		} else {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/tcp/record"
@@ -406,4 +407,110 @@ func FuzzRx(f *testing.F) {
 			t.Fatalf("delivered %d, counters %+v", delivered, c)
 		}
 	})
+}
+
+// halfConn is a fakeConn that can half-close: after CloseWrite, each wait
+// of Linger moves the next of later into in (what the peer sends after
+// our FIN), and the peer's FIN follows the last when fin is set.
+type halfConn struct {
+	fakeConn
+	shut  bool
+	later [][]byte
+	fin   bool
+}
+
+func (h *halfConn) CloseWrite() error { h.shut = true; return nil }
+
+func (h *halfConn) step() {
+	if len(h.later) > 0 {
+		h.in.Write(h.later[0])
+		h.later = h.later[1:]
+	}
+	if len(h.later) == 0 && h.fin {
+		h.eof = true
+	}
+}
+
+func lingerLayer(t *testing.T, in []byte, later [][]byte, fin bool) (*Layer, *halfConn) {
+	t.Helper()
+	s := New(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10})
+	h := &halfConn{fakeConn: fakeConn{room: -1, reading: true}, later: later, fin: fin}
+	h.in.Write(in)
+	s.Add(h, peer(1))
+	return s, h
+}
+
+// TestLingerReadsWhatFollowsOurFIN: after our FIN the peer's direction
+// stays open (RFC 9293 §3.6, FIN-WAIT-1/2 go on receiving), so a closing
+// end reads on until the peer's FIN, and every record it reads, and every
+// one decoded before and never delivered, counts in RxClosed: none of
+// them is lost without a counter.
+func TestLingerReadsWhatFollowsOurFIN(t *testing.T) {
+	recs := records(t, []byte("a1"), []byte("a2"), []byte("a3"), []byte("a4"))
+	// Two records and half of the third have arrived; the rest, and a
+	// fourth, come after our FIN.
+	cut := len(records(t, []byte("a1"), []byte("a2"))) + 3
+	s, h := lingerLayer(t, recs[:cut], [][]byte{recs[cut : cut+2], recs[cut+2:]}, true)
+	waits := 0
+	s.Abandon()
+	s.Linger(time.Second, 10*time.Second, func(conns []Conn, d time.Duration) {
+		if len(conns) != 1 || conns[0] != Conn(h) {
+			t.Fatalf("wait for %v, want the one open connection", conns)
+		}
+		waits++
+		h.step()
+	})
+	s.Close()
+	c := s.Counters()
+	if !h.shut || !h.closed {
+		t.Errorf("CloseWrite %v, Close %v: want both", h.shut, h.closed)
+	}
+	if c.RxClosed != 4 || c.RxMalformed != 0 {
+		t.Errorf("RxClosed %d RxMalformed %d, want 4 and 0", c.RxClosed, c.RxMalformed)
+	}
+	if waits != 2 {
+		t.Errorf("%d waits, want 2 (it stops at the peer's FIN)", waits)
+	}
+	var st core.Stats
+	s.Fill(&st)
+	if v, ok := st.Counter("stream", "rx_closed"); !ok || v != 4 || st.Lost() != 4 {
+		t.Errorf("stream.rx_closed %d (%v), Lost %d; want 4, a loss", v, ok, st.Lost())
+	}
+}
+
+// TestLingerIdlePeer: a peer that sends nothing more and never closes is
+// given up after the idle time; the record it left cut counts in
+// RxMalformed, the whole one in RxClosed.
+func TestLingerIdlePeer(t *testing.T) {
+	recs := records(t, []byte("b1"), []byte("b2"))
+	s, h := lingerLayer(t, recs[:len(recs)-1], nil, false)
+	start := time.Now()
+	s.Linger(20*time.Millisecond, 10*time.Second, func(_ []Conn, d time.Duration) { time.Sleep(d) })
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("Linger took %v on an idle peer", el)
+	}
+	s.Close()
+	if c := s.Counters(); c.RxClosed != 1 || c.RxMalformed != 1 || !h.shut {
+		t.Errorf("RxClosed %d RxMalformed %d CloseWrite %v; want 1, 1, true", c.RxClosed, c.RxMalformed, h.shut)
+	}
+}
+
+// TestFailedConnUnreadCounted: a connection whose write fails (the peer
+// reset: RFC 9293 §3.10.7.4) still holds what the peer sent before; the
+// layer reads it out and counts its records in RxClosed, the staged one
+// in TxDropped.
+func TestFailedConnUnreadCounted(t *testing.T) {
+	s, cs := newLayer(1, Options{})
+	cs[0].in.Write(records(t, []byte("c1"), []byte("c2"), []byte("c3")))
+	cs[0].err = errors.New("connection reset")
+	if !s.Queue([]byte("answer")) {
+		t.Fatal("Queue refused")
+	}
+	if err := s.Flush(); err == nil {
+		t.Fatal("Flush: no error for the failed connection")
+	}
+	c := s.Counters()
+	if c.RxClosed != 3 || c.TxDropped != 1 || s.Len() != 0 || !cs[0].aborted {
+		t.Errorf("RxClosed %d TxDropped %d, %d conns, aborted %v; want 3, 1, 0, true", c.RxClosed, c.TxDropped, s.Len(), cs[0].aborted)
+	}
 }

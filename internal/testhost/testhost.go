@@ -14,7 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/benchnet"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
 
@@ -125,12 +125,12 @@ func New(o Options) (*Pair, error) {
 }
 
 func checkPrefix(field string, p netip.Prefix) error {
-	if err := core.CheckBenchAddr("testhost.Options."+field, p.Addr()); err != nil {
+	if err := benchnet.CheckBenchAddr("testhost.Options."+field, p.Addr()); err != nil {
 		return err
 	}
-	if !p.Addr().Is4() || !core.BenchNet.Contains(p.Addr()) || p.Bits() < core.BenchNet.Bits() || p.Bits() >= 32 {
+	if !p.Addr().Is4() || !benchnet.BenchNet.Contains(p.Addr()) || p.Bits() < benchnet.BenchNet.Bits() || p.Bits() >= 32 {
 		return fmt.Errorf("testhost: Options.%s=%s: want an IPv4 address with a prefix inside %s (/%d../31)",
-			field, p, core.BenchNet, core.BenchNet.Bits())
+			field, p, benchnet.BenchNet, benchnet.BenchNet.Bits())
 	}
 	return nil
 }

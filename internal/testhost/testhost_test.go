@@ -16,6 +16,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/dgramio/dgramio/internal/benchnet"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
@@ -46,7 +47,7 @@ func roundTrip(t *testing.T, p *Pair, msg string) {
 func TestPairUDPRoundTrip(t *testing.T) {
 	p := newT(t, Options{})
 	for _, h := range []*Host{p.A, p.B} {
-		if !core.BenchNet.Contains(h.Addr) || h.Prefix.Addr() != h.Addr || h.Prefix.Bits() != 24 {
+		if !benchnet.BenchNet.Contains(h.Addr) || h.Prefix.Addr() != h.Addr || h.Prefix.Bits() != 24 {
 			t.Errorf("%s: address %s prefix %s", h.Iface, h.Addr, h.Prefix)
 		}
 		if h.Index == 0 || len(h.MAC) != 6 || !strings.HasPrefix(h.Iface, IfacePrefix) || !h.NS.IsOpen() {

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/kernel/sock"
+	"github.com/dgramio/dgramio/internal/sock"
 )
 
 // sockBuf is the receive and send buffer asked for each packet socket

@@ -16,7 +16,7 @@ import (
 
 	"github.com/safchain/ethtool"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/benchnet"
 	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -168,7 +168,7 @@ func (o *Options) validate() error {
 		name string
 		p    netip.Prefix
 	}{{"A", o.A}, {"B", o.B}} {
-		if err := core.CheckBenchAddr("wire.Options."+p.name, p.p.Addr()); err != nil {
+		if err := benchnet.CheckBenchAddr("wire.Options."+p.name, p.p.Addr()); err != nil {
 			return err
 		}
 	}

@@ -34,4 +34,8 @@
 // look at uname and the sysctl kernel.io_uring_disabled (6.6, and RHEL 9,
 // which sets it to 2), whether the backend's needs are met. The package
 // supports 64-bit Linux only (its struct msghdr layout is 64-bit).
+//
+// This package is API and stands alone: it imports no other part of
+// dgramio but its error types (errors match dgramio.ErrNotSupported and
+// *dgramio.PrivilegeError).
 package iouring

@@ -2,7 +2,7 @@ package tcp
 
 import (
 	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/kernel/sock"
+	"github.com/dgramio/dgramio/internal/sock"
 )
 
 // NewGroup opens kind tcp with cfg.Queues queues (see sock.Group). A

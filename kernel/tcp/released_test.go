@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/kernel/sock/socktest"
+	"github.com/dgramio/dgramio/internal/sock/socktest"
 )
 
 // rxWait calls b.Rx once and, when it returned nothing, sleeps in b.Wait

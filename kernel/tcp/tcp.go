@@ -21,6 +21,10 @@
 // inside Rx and Flush, without blocking.
 //
 // The root package imports this package under an alias.
+//
+// This package is one of dgramio's backends, reached through dgramio.New
+// and dgramio.NewGroup; its exported names serve the module's other
+// packages and are not a stable API of their own.
 package tcp
 
 import (
@@ -37,8 +41,8 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/fdwait"
+	"github.com/dgramio/dgramio/internal/sock"
 	"github.com/dgramio/dgramio/internal/stream"
-	"github.com/dgramio/dgramio/kernel/sock"
 	"github.com/dgramio/dgramio/tcp/record"
 )
 
@@ -46,6 +50,14 @@ import (
 // Rx and Flush when Wait has not seen the listener ready: a new client
 // waits at most this long, and a busy loop pays one accept4 per interval.
 const acceptEvery = time.Millisecond
+
+// A client's Close lingers (stream.Layer.Linger) until every server has
+// closed its direction after our FIN, for at most closeLinger, giving up
+// on one that has sent nothing for closeIdle.
+const (
+	closeLinger = 2 * time.Second
+	closeIdle   = 100 * time.Millisecond
+)
 
 // conn is one connection's socket: the stream.Conn of kernel TCP.
 type conn struct {
@@ -122,7 +134,7 @@ func New(cfg core.Config) (core.Backend, error) {
 // closed on error), or one that listens or connects itself when lfd is
 // -1. note ends Stats.Mode.
 func openQueue(cfg core.Config, lfd int, granted sock.Granted, note string) (core.Backend, error) {
-	cfg, err := sock.Prepare(cfg, core.KindTCP)
+	cfg, err := cfg.PrepareOne(core.KindTCP)
 	if err != nil {
 		if lfd >= 0 {
 			unix.Close(lfd)
@@ -537,6 +549,13 @@ func (c *conn) Close() {
 	unix.Close(c.fd) // also leaves the epoll set
 }
 
+// CloseWrite implements stream.HalfCloser: shutdown(2) SHUT_WR, a FIN
+// after what was written; the socket stays readable.
+func (c *conn) CloseWrite() error {
+	c.b.syscalls++
+	return unix.Shutdown(c.fd, unix.SHUT_WR)
+}
+
 // Abort implements stream.Conn: a reset if the connection is still up
 // (SO_LINGER 0), then Close.
 func (c *conn) Abort() {
@@ -612,8 +631,10 @@ func (b *Backend) Wait(ctx context.Context) error {
 // Stats returns the counters. Conns is the number of open connections;
 // Layers holds TCP_INFO of every connection, open or closed, summed (layer
 // "tcp": retransmitted segments and bytes, segments out and in, RTO
-// expiries, the largest smoothed RTT of the open ones), and "queue_no_conn".
-// None is a loss: TCP retransmits. Safe from any goroutine; after Close it
+// expiries, the largest smoothed RTT of the open ones), and "queue_no_conn";
+// none of these is a loss: TCP retransmits. Layer "stream" "rx_closed" is
+// one: records that arrived and were never delivered because their
+// connection failed or the backend closed (see Close). Safe from any goroutine; after Close it
 // returns the counters as they were at Close.
 func (b *Backend) Stats() core.Stats { return b.life.Stats(b.snapshot) }
 
@@ -629,7 +650,8 @@ func (b *Backend) snapshot() core.Stats {
 			ti.Add(t)
 		}
 	}
-	s.Layers = append(ti.Counters(), core.Counter{Layer: "tcp", Name: "queue_no_conn", Value: b.s.Counters().NoConn})
+	s.Layers = append(s.Layers, ti.Counters()...)
+	s.Layers = append(s.Layers, core.Counter{Layer: "tcp", Name: "queue_no_conn", Value: b.s.Counters().NoConn})
 	return s
 }
 
@@ -638,12 +660,33 @@ func (b *Backend) snapshot() core.Stats {
 // to leave first. Records still staged are counted in TxDropped (Flush
 // until nothing is staged before Close to deliver them), except one whose
 // head the stream already took: that one counts as sent, and the receiver
-// counts the cut record. On the goroutine
-// New pinned, it unpins. Safe to call more than once.
+// counts the cut record. A client then sends a FIN on every connection
+// and reads until the server closes too (at most 2 s, and no longer than
+// 100 ms after the server's last byte), so that the answers still on the
+// way are read rather than reset away; a server reads what has arrived
+// and closes (a client still sending then gets a reset). Every record
+// received and never delivered counts in the loss counter "stream"
+// "rx_closed". On the
+// goroutine New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
 	return b.life.Close(b.waker.Wake, func() (core.Stats, error) {
 		b.s.Abandon()
-		final := b.snapshot()
-		return final, b.release()
+		if b.lfd < 0 { // a client; a server's peers decide when they end
+			b.s.Linger(closeIdle, closeLinger, b.waitReadable)
+		}
+		err := b.release()
+		return b.snapshot(), err
 	})
+}
+
+// waitReadable sleeps in poll(2) until one of conns is readable or d has
+// passed (Close's linger; it allocates).
+func (b *Backend) waitReadable(conns []stream.Conn, d time.Duration) {
+	fds := make([]unix.PollFd, 0, len(conns))
+	for _, c := range conns {
+		fds = append(fds, unix.PollFd{Fd: int32(c.(*conn).fd), Events: unix.POLLIN})
+	}
+	ms := max(int(d/time.Millisecond), 1)
+	b.syscalls++
+	_, _ = unix.Poll(fds, ms)
 }

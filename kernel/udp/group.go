@@ -5,7 +5,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
-	"github.com/dgramio/dgramio/kernel/sock"
+	"github.com/dgramio/dgramio/internal/sock"
 )
 
 // NewGroup opens kind udp with cfg.Queues queues (see sock.Group): a

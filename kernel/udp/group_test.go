@@ -15,9 +15,9 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/sock"
+	"github.com/dgramio/dgramio/internal/sock/socktest"
 	"github.com/dgramio/dgramio/internal/testutil"
-	"github.com/dgramio/dgramio/kernel/sock"
-	"github.com/dgramio/dgramio/kernel/sock/socktest"
 )
 
 // twoCPUs returns two CPUs this process may use, or skips.

@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/kernel/sock/socktest"
+	"github.com/dgramio/dgramio/internal/sock/socktest"
 )
 
 // TestPinning: with Config.CPUs, New pins the calling goroutine's thread

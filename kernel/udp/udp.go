@@ -4,11 +4,15 @@
 // against: it needs no privileges, no special hardware, and keeps every
 // kernel facility (routing, firewall, tcpdump, counters) working.
 //
-// The socket is set up by package kernel/sock exactly as kind uring sets up
+// The socket is set up by package internal/sock exactly as kind uring sets up
 // its own, so the two differ only in how they cross into the kernel.
 //
 // Root imports this package under an alias (it shares its name with the
 // raw datagram package udp/).
+//
+// This package is one of dgramio's backends, reached through dgramio.New
+// and dgramio.NewGroup; its exported names serve the module's other
+// packages and are not a stable API of their own.
 package udp
 
 import (
@@ -23,7 +27,8 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/fdwait"
-	"github.com/dgramio/dgramio/kernel/sock"
+	"github.com/dgramio/dgramio/internal/poison"
+	"github.com/dgramio/dgramio/internal/sock"
 )
 
 // Backend is the udp kind. Create it with New; see core.Backend for the
@@ -96,7 +101,7 @@ var _ core.Backend = (*Backend)(nil)
 // did when called on that goroutine, and leaves the thread pinned
 // otherwise.
 func New(cfg core.Config) (core.Backend, error) {
-	cfg, err := sock.Prepare(cfg, core.KindUDP)
+	cfg, err := cfg.PrepareOne(core.KindUDP)
 	if err != nil {
 		return nil, err
 	}
@@ -308,8 +313,8 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	if core.Debug {
-		core.Poison(b.rxBuf)
+	if poison.Debug {
+		poison.Fill(b.rxBuf)
 	}
 	for i := 0; i < n; i++ {
 		b.rxMsgs[i].Hdr.Namelen = unix.SizeofSockaddrInet4

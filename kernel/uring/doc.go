@@ -1,5 +1,5 @@
 // Package uring is the kind "uring": the same kernel UDP socket as kind udp
-// (set up by kernel/sock, so the two differ only in how they cross into
+// (set up by internal/sock, so the two differ only in how they cross into
 // the kernel), driven through io_uring with package kernel/iouring.
 //
 // Send: Queue copies the payload into a slot in mmap'd memory (msghdr,
@@ -29,10 +29,11 @@
 // (IORING_SETUP_COOP_TASKRUN with IORING_SETUP_TASKRUN_FLAG, Linux 5.19):
 // the kernel raises a flag in the SQ ring instead of interrupting the
 // thread, and Rx, seeing the flag, enters the kernel once to run them. An
-// Rx that finds nothing still makes no system call. On the virtual machine
-// this was measured on, the interrupt (IPI) the default mode sends to a
-// thread spinning on the CQ cost 40-60 µs per datagram, the cooperative
-// mode about 8 µs (BenchmarkNAPIVeth). IORING_SETUP_DEFER_TASKRUN is not
+// Rx that finds nothing still makes no system call, and a thread spinning
+// on the CQ is not interrupted (an interrupt per datagram costs far more
+// than the enter: BenchmarkNAPIVeth, BENCHMARKS.md).
+// Config.URing.Interrupts turns the cooperative mode off, for comparison.
+// IORING_SETUP_DEFER_TASKRUN is not
 // used: its work runs only inside io_uring_enter on the ring's thread, so
 // Close from another goroutine could never cancel what is in flight while
 // that thread is parked, and it saves nothing more for this loop (every
@@ -61,13 +62,16 @@
 // sockets only while the thread waits in io_uring_enter (Wait), never for
 // an Rx that spins on the CQ, and a socket has a NAPI context on veth only
 // when GRO is on at the receiving end (otherwise its packets come through
-// the per-CPU backlog and SO_INCOMING_NAPI_ID is 0). Measured on a veth
-// pair with GRO on (BenchmarkNAPIVeth), a Wait with NAPI answered in about
-// 6 µs (p50) where a plain Wait took 70-95 µs: the waiting thread pulls its
-// own packet from the veth ring and completes its receive itself, with no
-// wake-up from another CPU.
+// the per-CPU backlog and SO_INCOMING_NAPI_ID is 0). With NAPI a waiting
+// thread pulls its own packet from the device's ring and completes its
+// receive itself, with no wake-up from another CPU, which makes a Wait
+// nearly as fast as spinning on the CQ (BenchmarkNAPIVeth, BENCHMARKS.md).
 //
 // Needs Linux 6.0 (multishot RECVMSG; buffer rings are 5.19) and io_uring
 // allowed by the sysctl kernel.io_uring_disabled; NAPI busy polling needs
 // 6.9. No privileges are needed.
+//
+// This package is one of dgramio's backends, reached through dgramio.New
+// and dgramio.NewGroup; its exported names serve the module's other
+// packages and are not a stable API of their own.
 package uring

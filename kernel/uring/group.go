@@ -4,7 +4,7 @@ package uring
 
 import (
 	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/kernel/sock"
+	"github.com/dgramio/dgramio/internal/sock"
 )
 
 // NewGroup opens kind uring with cfg.Queues queues, sharing sockets as

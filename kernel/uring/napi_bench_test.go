@@ -94,9 +94,6 @@ func BenchmarkNAPIVeth(b *testing.B) {
 }
 
 func benchNAPI(b *testing.B, m napiMode) {
-	saved := coopTaskrun
-	coopTaskrun = !m.ipi
-	defer func() { coopTaskrun = saved }()
 	p := hosttest.New(b, testhost.Options{})
 	for _, h := range []*testhost.Host{p.A, p.B} {
 		if err := setGRO(h, m.gro); err != nil {
@@ -112,7 +109,7 @@ func benchNAPI(b *testing.B, m napiMode) {
 		cliCPU, srvCPU = []int{allowed[0]}, []int{allowed[1]}
 	}
 	const port = 5410
-	uo := core.URingOptions{NAPI: m.napi}
+	uo := core.URingOptions{NAPI: m.napi, Interrupts: m.ipi}
 	ready := make(chan error, 1)
 	done := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())

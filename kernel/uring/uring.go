@@ -17,8 +17,9 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/fdwait"
+	"github.com/dgramio/dgramio/internal/poison"
+	"github.com/dgramio/dgramio/internal/sock"
 	"github.com/dgramio/dgramio/kernel/iouring"
-	"github.com/dgramio/dgramio/kernel/sock"
 )
 
 // User data of the requests: the kind in the top byte, a slot index below.
@@ -63,6 +64,14 @@ type Backend struct {
 	granted sock.Granted
 	mode    string
 	sqpoll  bool
+	// coop is IORING_SETUP_COOP_TASKRUN|IORING_SETUP_TASKRUN_FLAG (5.19),
+	// on unless URing.Interrupts or SQPoll (the kernel refuses both): the
+	// kernel raises a flag in the SQ ring instead of interrupting the
+	// ring's thread to complete a receive, and Rx, seeing it, enters the
+	// kernel once to run the completions (one system call per batch that
+	// arrived, none for an Rx that finds nothing). A thread waiting in
+	// io_uring_enter is still woken.
+	coop bool
 
 	ring  *iouring.Ring
 	bufs  *iouring.BufRing
@@ -124,20 +133,6 @@ type rxDone struct {
 
 var _ core.Backend = (*Backend)(nil)
 
-// coopTaskrun sets IORING_SETUP_COOP_TASKRUN|IORING_SETUP_TASKRUN_FLAG
-// (5.19). By default io_uring makes the ring's thread complete a receive by
-// interrupting it (task_work with an inter-processor interrupt) wherever it
-// is; a thread spinning on the CQ then waits for that interrupt, which on
-// the virtual machines measured costs tens of microseconds per datagram
-// (BenchmarkNAPIVeth on a veth pair: p50 45-65 µs spinning with
-// interrupts, 7.6-7.8 µs with this flag; kind udp spinning on recvmmsg 5.2
-// µs). With it, the kernel only raises a flag in
-// the SQ ring, and Rx, seeing it, enters the kernel once to run the
-// completions: one system call per batch that arrived, none for an Rx that
-// finds nothing. A thread waiting in io_uring_enter is still woken. The
-// benchmark turns it off to compare.
-var coopTaskrun = true
-
 // New opens a uring backend for cfg. It applies cfg.WithDefaults and
 // validates cfg before any system call; cfg.Kind may be "uring" or empty.
 //
@@ -191,26 +186,19 @@ func openQueue(cfg core.Config, fd int, granted sock.Granted, note string) (_ *B
 			}
 		}()
 	}
-	if cfg, err = sock.Prepare(cfg, core.KindURing); err != nil {
+	cfg, err = cfg.PrepareOne(core.KindURing)
+	if err != nil {
 		return nil, err
 	}
 	if err := iouring.Check(); err != nil {
 		return nil, err
 	}
-	sqCPU := -1
-	if cfg.URing.SQPoll {
-		sqCPU = *cfg.URing.SQCPU
-		allowed, err := cpu.Allowed()
-		if err != nil {
-			return nil, err
-		}
-		if !slices.Contains(allowed, sqCPU) {
-			return nil, &core.ConfigError{Field: "URing.SQCPU", Value: sqCPU,
-				Reason: "the SQ thread's CPU must be one this process may run on (the kernel refuses others with EINVAL); allowed CPUs are " + cpu.FormatList(allowed)}
-		}
+	sqCPU, err := sqCPUOf(cfg)
+	if err != nil {
+		return nil, err
 	}
 
-	b := &Backend{cfg: cfg, fd: -1, sqpoll: cfg.URing.SQPoll}
+	b := &Backend{cfg: cfg, fd: -1, sqpoll: cfg.URing.SQPoll, coop: !cfg.URing.Interrupts && !cfg.URing.SQPoll}
 	var undo []func()
 	defer func() {
 		if err != nil {
@@ -242,33 +230,70 @@ func openQueue(cfg core.Config, fd int, granted sock.Granted, note string) (_ *B
 		undo = append(undo, func() { unix.Close(b.fd) })
 	}
 
+	if err := b.openRing(cfg, sqCPU); err != nil {
+		return nil, err // the deferred clean-up closes the ring
+	}
+	if err := b.allocate(cfg, &undo); err != nil {
+		return nil, err
+	}
+	if err := b.start(); err != nil {
+		return nil, err
+	}
+	b.mode = b.describe()
+	if note != "" {
+		b.mode += ", " + note
+	}
+	return b, nil
+}
+
+// sqCPUOf returns the CPU of the SQPOLL thread, -1 without SQPoll, or a
+// *core.ConfigError when the process may not run on it.
+func sqCPUOf(cfg core.Config) (int, error) {
+	if !cfg.URing.SQPoll {
+		return -1, nil
+	}
+	sqCPU := *cfg.URing.SQCPU
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		return -1, err
+	}
+	if !slices.Contains(allowed, sqCPU) {
+		return -1, &core.ConfigError{Field: "URing.SQCPU", Value: sqCPU,
+			Reason: "the SQ thread's CPU must be one this process may run on (the kernel refuses others with EINVAL); allowed CPUs are " + cpu.FormatList(allowed)}
+	}
+	return sqCPU, nil
+}
+
+// openRing sizes the send slots, sets up the ring (b.ring, which the
+// caller closes on error) and registers the socket and NAPI on it.
+func (b *Backend) openRing(cfg core.Config, sqCPU int) error {
 	// One slot per destination and message (a server without Dests
 	// answers one at a time with QueueTo).
 	b.nslots = cfg.TxQueue * max(len(cfg.Dests), 1)
 	if b.nslots > 1<<16 {
-		return nil, &core.ConfigError{Field: "TxQueue", Value: cfg.TxQueue, Reason: "TxQueue × destinations must not exceed 65536 for kind uring"}
+		return &core.ConfigError{Field: "TxQueue", Value: cfg.TxQueue, Reason: "TxQueue × destinations must not exceed 65536 for kind uring"}
 	}
 	// The CQ has room for every completion that can be outstanding: one
 	// per receive buffer, one per send slot, and the wake-up and kill
 	// switch. So it never overflows.
 	cqSize := pow2(max(2*cfg.URing.Entries, cfg.URing.RxBuffers+b.nslots+8))
+	var err error
 	b.ring, err = iouring.New(iouring.Options{
 		Entries:      uint32(cfg.URing.Entries),
 		CQEntries:    uint32(cqSize),
 		SingleIssuer: true,
-		CoopTaskrun:  coopTaskrun && !cfg.URing.SQPoll, // the kernel refuses both
+		CoopTaskrun:  b.coop,
 		SQPoll:       cfg.URing.SQPoll,
 		SQCPU:        sqCPU,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	undo = append(undo, func() { b.ring.Close() })
 	if b.ring.Features()&iouring.FeatExtArg == 0 {
-		return nil, core.NotSupported("io_uring IORING_ENTER_EXT_ARG", iouring.MinKernelExtArg, "", nil)
+		return core.NotSupported("io_uring IORING_ENTER_EXT_ARG", iouring.MinKernelExtArg, "", nil)
 	}
 	if err := b.ring.RegisterFiles([]int32{int32(b.fd)}); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.URing.NAPI {
 		us := cfg.BusyPollUs
@@ -276,52 +301,58 @@ func openQueue(cfg core.Config, fd int, granted sock.Granted, note string) (_ *B
 			us = core.DefaultBusyPollUs
 		}
 		if err := b.ring.RegisterNAPI(time.Duration(us)*time.Microsecond, false); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
 
+// allocate makes the provided buffer ring, the send slots' memory and the
+// waker, appending their release to undo.
+func (b *Backend) allocate(cfg core.Config, undo *[]func()) error {
+	var err error
 	bufSize := iouring.RecvmsgOutLen + iouring.SockaddrInLen + cfg.MaxDatagram
 	b.bufs, err = b.ring.NewBufRing(bufGroup, uint32(cfg.URing.RxBuffers), bufSize)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	undo = append(undo, func() { b.bufs.Free() })
+	*undo = append(*undo, func() { b.bufs.Free() })
 
 	b.slotSize = (slotPayload + cfg.MaxDatagram + 63) &^ 63
 	b.slotsOff = 64
 	b.mem, err = iouring.NewRegion(b.slotsOff + b.nslots*b.slotSize)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	undo = append(undo, func() { b.mem.Free() })
+	*undo = append(*undo, func() { b.mem.Free() })
 	b.initSlots()
 
 	b.waker, err = fdwait.NewWaker()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	undo = append(undo, func() { b.waker.Close() })
+	*undo = append(*undo, func() { b.waker.Close() })
+	return nil
+}
 
-	// The wake-up and kill switch: a poll on the waker's eventfd, linked
-	// to a cancellation of every request. Close writes the eventfd from
-	// whatever thread it runs on; the kernel then ends a Wait sleeping in
-	// io_uring_enter and cancels the receive and any send still waiting,
-	// which Close could not submit itself from another thread
-	// (SINGLE_ISSUER).
+// start arms the kill switch and the receive and submits them.
+//
+// The wake-up and kill switch: a poll on the waker's eventfd, linked to a
+// cancellation of every request. Close writes the eventfd from whatever
+// thread it runs on; the kernel then ends a Wait sleeping in
+// io_uring_enter and cancels the receive and any send still waiting,
+// which Close could not submit itself from another thread (SINGLE_ISSUER).
+func (b *Backend) start() error {
 	wake := b.ring.GetSQE()
 	wake.PrepPollAdd(int32(b.waker.FD()), unix.POLLIN, tagWake)
 	wake.Flags |= iouring.SQEIOLink
 	b.ring.GetSQE().PrepCancelAll(tagKill)
 	b.arm()
 	if _, err := b.ring.Submit(0); err != nil {
-		return nil, err
+		return err
 	}
 	b.syscallsAtOpen = b.ring.Syscalls()
-	b.mode = b.describe()
-	if note != "" {
-		b.mode += ", " + note
-	}
-	return b, nil
+	return nil
 }
 
 func (b *Backend) describe() string {
@@ -336,6 +367,9 @@ func (b *Backend) describe() string {
 			us = core.DefaultBusyPollUs
 		}
 		fmt.Fprintf(&m, ", napi busy poll %dus", us)
+	}
+	if b.cfg.URing.Interrupts && !b.sqpoll {
+		m.WriteString(", completions by interrupt")
 	}
 	m.WriteString(", ")
 	m.WriteString(b.granted.Mode())
@@ -678,8 +712,8 @@ func (b *Backend) recycle() {
 		return
 	}
 	for _, bid := range b.held[:b.nheld] {
-		if core.Debug {
-			core.Poison(b.bufs.Buf(bid))
+		if poison.Debug {
+			poison.Fill(b.bufs.Buf(bid))
 		}
 		b.bufs.Recycle(bid)
 	}
@@ -874,7 +908,7 @@ func (b *Backend) loopLeft() {
 // gone, the kernel has already cancelled its requests, and the signal
 // reaches nobody or a thread that ignores it.
 func (b *Backend) nudgeOwner() {
-	if coopTaskrun {
+	if b.coop {
 		_ = unix.Tgkill(unix.Getpid(), b.thread.Tid(), unix.SIGURG)
 	}
 }

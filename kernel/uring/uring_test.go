@@ -19,9 +19,9 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/sock/socktest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/kernel/iouring"
-	"github.com/dgramio/dgramio/kernel/sock/socktest"
 )
 
 var loopback = socktest.Loopback
@@ -147,6 +147,26 @@ func TestEchoLoopback(t *testing.T) {
 	}
 	t.Logf("client: %d syscalls for %d messages sent and %d received (%.2f per message); mode %s",
 		cs.Syscalls, cs.TxSent, cs.RxDelivered, float64(cs.Syscalls)/float64(cs.TxSent+cs.RxDelivered), cs.Mode)
+}
+
+// URing.Interrupts sets the ring up without COOP_TASKRUN (completions
+// interrupt the ring's thread), says so in Stats.Mode, and echoes as the
+// default ring does; the default ring has COOP_TASKRUN.
+func TestInterrupts(t *testing.T) {
+	srvAddr, stop := echoServer(t, core.Config{URing: core.URingOptions{Interrupts: true}})
+	c := openT(t, core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port(), URing: core.URingOptions{Interrupts: true}})
+	if c.ring.Flags()&iouring.SetupCoopTaskrun != 0 || !strings.Contains(c.Stats().Mode, "completions by interrupt") {
+		t.Errorf("Interrupts: ring flags %#x, mode %q; want no COOP_TASKRUN and the mode saying so", c.ring.Flags(), c.Stats().Mode)
+	}
+	const n = 200
+	roundTrips(t, c, n, 16, fixed(100))
+	if cs, ss := c.Stats(), stop(); cs.RxDelivered != n || ss.RxDelivered != n || cs.Lost()+ss.Lost() != 0 {
+		t.Errorf("Interrupts: client delivered %d, server %d, lost %d; want %d, %d, 0", cs.RxDelivered, ss.RxDelivered, cs.Lost()+ss.Lost(), n, n)
+	}
+	d := openT(t, core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port()})
+	if d.ring.Flags()&iouring.SetupCoopTaskrun == 0 || strings.Contains(d.Stats().Mode, "interrupt") {
+		t.Errorf("default: ring flags %#x, mode %q; want COOP_TASKRUN", d.ring.Flags(), d.Stats().Mode)
+	}
 }
 
 func TestQueueRefusals(t *testing.T) {

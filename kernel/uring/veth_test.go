@@ -12,11 +12,11 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/sock/socktest"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/kernel/iouring"
-	"github.com/dgramio/dgramio/kernel/sock/socktest"
 )
 
 // openIn opens a backend whose socket lives in h's namespace, on the

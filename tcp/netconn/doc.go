@@ -63,31 +63,13 @@
 //
 // What sleeping costs is the wake-up of the first frame after a pause: the
 // kernel wakes the poller's thread from poll(2), and the segment it hands
-// netstack wakes a processor goroutine on another thread. Measured with
-// BenchmarkVethRTT (a 100-byte echo served over tcp-xdp on a veth test
-// host, a kernel TCP client in the other namespace, one message in flight;
-// 2 vCPUs shared with other jobs, load average 2 to 8, six runs), p50:
-//
-//	kernel TCP (for comparison)   4.6 to 4.9 µs
-//	PollSpin                      86 to 90 µs
-//	PollSpin, pinned (CPUs)       116 to 200 µs
-//	PollAdaptive                  94 to 99 µs (62 to 72 µs in earlier runs)
-//	PollSleep                     91 to 100 µs
-//
-// On this machine spinning saves a few µs of p50 against sleeping, loses
-// at p99 (spinning 1.7 to 4 ms, sleeping 0.2 to 0.7 ms), and costs a whole
-// vCPU of two, which the client, netstack's processors and the kernel's
-// softirqs then fight over; pinned, the poller never yields and
-// netstack's processor must be stolen by another thread each time. On
-// hardware with a core to spare for the poller the balance moves towards
-// spinning. Where the time of a spinning round trip goes (one run, 70 µs
-// in all, p50 of each part): 24 µs
-// from the client's write to the poller's delivery (veth, XDP redirect,
-// the XSK ring), 5 µs to the echo goroutine's Read, 2 µs in its Write,
-// 7 µs until the poller's next kick, 31 µs from the kick to the client's
-// Read (AF_XDP copy-mode transmit, veth, the kernel's TCP, the client's
-// wake-up): the kernel and the device take most of it, the Service about
-// 14 µs.
+// netstack wakes a processor goroutine on another thread. Spinning saves
+// that, costs a CPU of its own, and a pinned poller never yields, so
+// netstack's processor must be stolen by another thread each time: where
+// the poller shares its CPU with the application and the kernel, spinning
+// may lose at p99 what it gains at p50; with a core to spare for the
+// poller, it gains. BenchmarkVethRTT measures each mode; BENCHMARKS.md
+// has the numbers.
 //
 // # Limits
 //
@@ -117,4 +99,6 @@
 // for up to Options.Linger while the FINs are acknowledged, stops the
 // poller, shuts netstack down (resetting what is still open: package
 // stack's order), then closes the FrameIO, which detaches the XDP program.
+//
+// This package is API: net.Conn and net.Listener over the userspace TCP.
 package netconn

@@ -20,8 +20,8 @@ import (
 	"github.com/dgramio/dgramio/tcp"
 )
 
-// Opener opens the FrameIO a Service runs on, for a Config whose defaults
-// are applied: tcp.OpenXDP (kind tcp-xdp), OpenDPDK (kind tcp-dpdk, build
+// Opener opens the FrameIO a Service runs on, for a prepared Config
+// (core.Config.Prepare, as New does): tcp.OpenXDP (kind tcp-xdp), OpenDPDK (kind tcp-dpdk, build
 // tag dpdk), or anything else that moves Ethernet frames. The returned
 // tcp.Options carry the FrameIO's Mode and its Close (nil: the FrameIO's
 // own Close); the Service owns the FrameIO from then on and closes it last.
@@ -57,6 +57,20 @@ func (m PollMode) String() string {
 	}
 	return fmt.Sprintf("PollMode(%d)", int(m))
 }
+
+// Set parses "adaptive", "spin" or "sleep" (flag.Value).
+func (m *PollMode) Set(s string) error {
+	for _, v := range []PollMode{PollAdaptive, PollSpin, PollSleep} {
+		if v.String() == s {
+			*m = v
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown poll mode %q; use \"adaptive\", \"spin\" or \"sleep\"", s)
+}
+
+// UnmarshalText parses "adaptive", "spin" or "sleep".
+func (m *PollMode) UnmarshalText(b []byte) error { return m.Set(string(b)) }
 
 // Defaults of Options.
 const (
@@ -175,7 +189,6 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 	if err := netstackOnly(&cfg); err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
 	open := opts.Open
 	if open == nil {
 		switch cfg.Kind {
@@ -187,7 +200,8 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 			return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "netconn runs the userspace TCP: use tcp-xdp or tcp-dpdk, or give Options.Open"}
 		}
 	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.Prepare()
+	if err != nil {
 		return nil, err
 	}
 	if err := checkOptions(&opts); err != nil {

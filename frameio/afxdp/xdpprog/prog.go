@@ -21,6 +21,9 @@
 // synproxy does): netstack validates only cookies of its own secret, so
 // the ACK of a kernel cookie would find no connection there; a proxy that
 // replays the handshake into netstack would be needed.
+//
+// This package serves frameio/afxdp and the tcp-xdp kind; it is not a
+// stable API of its own.
 package xdpprog
 
 import (

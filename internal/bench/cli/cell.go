@@ -76,7 +76,7 @@ func (r *cellRun) path(suffix string) string { return filepath.Join(r.nb.logDir,
 func (nb *netbench) cell(ctx context.Context, row string, n int, rate float64, port int, name string) (*bench.Cell, *Failure) {
 	kind, variant := bench.SplitRow(row)
 	nb.use(n)
-	r := &cellRun{nb: nb, kind: kind, variant: variant, n: n, rate: rate, port: port, name: name, poll: core.PollBusy}
+	r := &cellRun{nb: nb, kind: kind, variant: variant, n: n, rate: rate, port: port, name: name, poll: string(core.PollBusy)}
 	defer r.restore()
 	if err := r.prepare(); err != nil {
 		return r.errCell(err.Error())
@@ -108,7 +108,7 @@ func (r *cellRun) prepare() error {
 	common.addInt("--port", r.port)
 	common.addInt("--batch", o.Batch)
 	if o.Wait {
-		r.poll = core.PollYield
+		r.poll = string(core.PollYield)
 		common.add("--poll", r.poll)
 	}
 	common.addIf(r.n > 1, "--queues", strconv.Itoa(r.n))
@@ -133,7 +133,7 @@ func (r *cellRun) prepare() error {
 	// stack on the same interface (the kernel would reset its
 	// connections): it gets one of its own in the same subnet.
 	loadIP, echoIP := a.addr, b.addr
-	if r.kind == core.KindTCPXDP || r.kind == core.KindTCPDPDK {
+	if k := core.Kind(r.kind); k == core.KindTCPXDP || k == core.KindTCPDPDK {
 		loadIP, echoIP = stackAddr(a), stackAddr(b)
 	}
 	run := o.Warmup + o.Duration + o.Drain
@@ -176,7 +176,7 @@ func (r *cellRun) pinArgs() error {
 		r.load.add("--cpus", formatCPUs(l))
 		r.echo.add("--cpus", formatCPUs(e))
 	}
-	if (r.kind != core.KindDPDK && r.kind != core.KindTCPDPDK) || nb.pports != nil {
+	if !core.Kind(r.kind).IsDPDK() || nb.pports != nil {
 		return nil
 	}
 	// net_af_xdp cannot open more than one queue of a veth (no combined
@@ -188,7 +188,7 @@ func (r *cellRun) pinArgs() error {
 		r.load.add("--dst-mac", nb.b.mac.String())
 	}
 	r.echo.add("--dpdk-vdev", fmt.Sprintf("net_af_packet0,iface=%s,qpairs=%d", nb.b.iface, r.n))
-	if r.kind == core.KindDPDK {
+	if core.Kind(r.kind) == core.KindDPDK {
 		// AF_PACKET leaves the kernel its copy of every frame: without
 		// its address it neither answers ARP nor sends port unreachable
 		// for the raw path's datagrams.

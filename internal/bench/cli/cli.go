@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/dgramio/dgramio/internal/bench"
+	"github.com/dgramio/dgramio/internal/benchnet"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
@@ -35,12 +36,12 @@ const (
 )
 
 // Classify names the class of an error from dgramio.New or from pinning.
-func Classify(kind string, err error) string {
+func Classify(kind core.Kind, err error) string {
 	var ue *core.UnsupportedError
 	var pe *core.PrivilegeError
 	var ce *core.ConfigError
 	switch {
-	case errors.As(err, &ue) && ue.Feature == "kind "+kind:
+	case errors.Is(err, core.ErrNoDPDK), errors.As(err, &ue) && ue.Feature == "kind "+string(kind):
 		return ClassNotBuilt
 	case errors.Is(err, core.ErrNotSupported):
 		return ClassNotSupported
@@ -85,7 +86,7 @@ func parseAddr(flag, s string) (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("--%s %q: %w", flag, s, err)
 	}
-	if err := core.CheckBenchAddr(flag, a); err != nil {
+	if err := benchnet.CheckBenchAddr(flag, a); err != nil {
 		return netip.Addr{}, err
 	}
 	return a, nil
@@ -101,7 +102,7 @@ func parseAddr(flag, s string) (netip.Addr, error) {
 // thread would pay two thread hand-offs for every yield to netstack's
 // goroutines (netbench measured tcp-xdp at 20k msg/s at 40 µs p50 so,
 // 28 µs unlocked).
-func pin(kind string, c int) ([]int, error) {
+func pin(kind core.Kind, c int) ([]int, error) {
 	if c < 0 {
 		return nil, nil
 	}
@@ -116,7 +117,7 @@ func pin(kind string, c int) ([]int, error) {
 
 // pinsProcess reports whether the backend of kind pins the whole process
 // to Config.CPUs[0] itself, so the tool must not lock its poller's thread.
-func pinsProcess(kind string) bool {
+func pinsProcess(kind core.Kind) bool {
 	return kind == core.KindTCPXDP || kind == core.KindTCPDPDK
 }
 

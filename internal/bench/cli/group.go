@@ -149,16 +149,13 @@ func formatCPUs(cpus []int) string {
 
 // pollMode resolves --poll and its alias --wait into the poll mode,
 // "busy" or "yield".
-func pollMode(poll string, wait bool) (string, error) {
-	switch poll {
+func pollMode(poll string, wait bool) (core.Poll, error) {
+	switch core.Poll(poll) {
 	case "", core.PollBusy:
 		if wait {
 			return core.PollYield, nil
 		}
-		if poll == "" {
-			return core.PollBusy, nil
-		}
-		return poll, nil
+		return core.PollBusy, nil
 	case core.PollYield, "wait":
 		return core.PollYield, nil
 	}

@@ -131,7 +131,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	}
 	out.Result = res
 	if res != nil {
-		printLoad(stdout, stderr, cfg.Kind, rate, res)
+		printLoad(stdout, stderr, string(cfg.Kind), rate, res)
 	}
 	if err := writeJSON(*jsonPath, &out); err != nil {
 		fmt.Fprintln(stderr, "loadgen:", err)

@@ -259,7 +259,7 @@ func netbenchOptions(args []string, stderr io.Writer) (o NetbenchOptions, status
 			return o, 2
 		}
 	} else {
-		o.Kinds = dgramio.Kinds()
+		o.Kinds = kindNames(dgramio.Kinds())
 	}
 	if err := o.parseCPUFlags(*cpus, *sqpollCPUs); err != nil {
 		fmt.Fprintln(stderr, "netbench:", err)
@@ -848,16 +848,16 @@ func (nb *netbench) env() {
 			e.Notes = append(e.Notes, fmt.Sprintf("one CPU (%d) for both tools: yielding mode forced, the numbers include the scheduler", o.LoadCPU))
 		}
 	}
-	e.Poll = core.PollBusy
+	e.Poll = string(core.PollBusy)
 	if o.Wait {
-		e.Poll = core.PollYield
+		e.Poll = string(core.PollYield)
 	}
 	e.Pinning = nb.pinning(allowed)
 	if len(allowed) > 0 && len(allowed) <= 2 && !o.Wait && o.Queues == 1 {
 		e.Notes = append(e.Notes, fmt.Sprintf("only %d CPUs: the two pollers busy-poll CPUs %d and %d, leaving none free for the kernel's softirq work and the rest of the system", len(allowed), o.LoadCPU, o.EchoCPU))
 	}
 	for _, k := range o.Kinds {
-		if k == core.KindTCPXDP || k == core.KindTCPDPDK {
+		if core.Kind(k) == core.KindTCPXDP || core.Kind(k) == core.KindTCPDPDK {
 			e.Notes = append(e.Notes, fmt.Sprintf("tcp-xdp and tcp-dpdk use addresses of their own, %d above the kernel's on each side (the kernel's stack would reset their connections)", stackOffset))
 			break
 		}
@@ -1086,4 +1086,13 @@ func (nb *netbench) withoutAddrs() (func(), error) {
 		done = append(done, h)
 	}
 	return restore, nil
+}
+
+// kindNames returns the kinds' names, as --kinds takes them.
+func kindNames(ks []dgramio.Kind) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = string(k)
+	}
+	return out
 }

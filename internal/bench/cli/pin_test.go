@@ -16,7 +16,7 @@ import (
 func TestPinLeavesUserspaceTCPToItsBackend(t *testing.T) {
 	allowed := allowedCPUs(t)
 	c := allowed[len(allowed)-1]
-	for _, kind := range []string{core.KindUDP, core.KindURing, core.KindXDP, core.KindDPDK, core.KindTCP, core.KindTCPXDP, core.KindTCPDPDK} {
+	for _, kind := range []core.Kind{core.KindUDP, core.KindURing, core.KindXDP, core.KindDPDK, core.KindTCP, core.KindTCPXDP, core.KindTCPDPDK} {
 		done := make(chan struct{})
 		go func() {
 			// A goroutine of its own: a pin left behind ends with it.

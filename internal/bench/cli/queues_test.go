@@ -52,7 +52,7 @@ func TestParseCPUsAndQueues(t *testing.T) {
 		wait bool
 		want string
 	}{{"", false, "busy"}, {"", true, "yield"}, {"busy", false, "busy"}, {"yield", false, "yield"}, {"wait", false, "yield"}, {"busy", true, "yield"}} {
-		if got, err := pollMode(c.poll, c.wait); err != nil || got != c.want {
+		if got, err := pollMode(c.poll, c.wait); err != nil || got != core.Poll(c.want) {
 			t.Errorf("pollMode(%q, %v) = %q, %v; want %q", c.poll, c.wait, got, err, c.want)
 		}
 	}

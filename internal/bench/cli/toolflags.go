@@ -100,12 +100,12 @@ func (t *toolFlags) config(role core.Role, h *ToolHeader) (core.Config, error) {
 	if err != nil {
 		return core.Config{}, err
 	}
-	h.Poll, h.CPUs, h.Wait = mode, qcpus, mode == core.PollYield
+	h.Poll, h.CPUs, h.Wait = string(mode), qcpus, mode == core.PollYield
 	if *t.queues == 1 && h.CPU < 0 && len(qcpus) == 1 {
 		h.CPU = qcpus[0]
 	}
 	cfg := core.Config{
-		Kind:        *t.kind,
+		Kind:        core.Kind(*t.kind),
 		Role:        role,
 		Iface:       *t.iface,
 		LocalIP:     localIP,

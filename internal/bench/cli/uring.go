@@ -161,7 +161,7 @@ func (nb *netbench) variantArgs(variant, tool string) []string {
 		return []string{"--sqpoll-cpu", strconv.Itoa(c)}
 	case bench.VariantNAPI:
 		if tool == "echo" && !nb.o.Wait {
-			return []string{"--napi", "--poll", core.PollYield}
+			return []string{"--napi", "--poll", string(core.PollYield)}
 		}
 		return []string{"--napi"}
 	case bench.VariantNative, bench.VariantNetstack:

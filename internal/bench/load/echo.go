@@ -27,8 +27,9 @@ type EchoResult struct {
 	Received, Reflected uint64
 	// Dropped counts messages QueueTo refused even after a Flush
 	// (back-pressure on the way back) on a datagram kind, and on a stream
-	// kind those held for a peer whose connection then ended: lost by the
-	// echo, and counted as its layer "app" loss. A stream kind holds a
+	// kind those held for a peer whose connection then ended, or still
+	// held when the echo stopped: lost by the echo, and counted as its
+	// layer "app" loss. A stream kind holds a
 	// refused answer instead (see Echo).
 	Dropped uint64
 	// Flushes, RxCalls count calls; PeerEvents counts *core.PeerError
@@ -149,6 +150,7 @@ func Echo(ctx context.Context, b core.Backend, o EchoOptions) (*EchoResult, erro
 func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult, stop *atomic.Bool) error {
 	pkts := make([]core.Packet, o.Batch)
 	h := newHeld(b)
+	defer func() { r.Dropped += h.left() }() // answers never queued
 	for !stop.Load() {
 		if _, ferr := h.retry(r); ferr != nil {
 			return ferr
@@ -244,6 +246,15 @@ func newHeld(b core.Backend) *answers {
 }
 
 func (h *answers) waiting() bool { return len(h.peers) > 0 }
+
+// left is how many answers are held, of every peer.
+func (h *answers) left() uint64 {
+	var n uint64
+	for _, hp := range h.peers {
+		n += uint64(len(hp.recs))
+	}
+	return n
+}
 
 // hold keeps a copy of p's answer and holds the peer's delivery. It
 // returns false when the backend cannot hold or the peer has no

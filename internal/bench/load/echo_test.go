@@ -14,7 +14,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/kernel/sock/socktest"
+	"github.com/dgramio/dgramio/internal/sock/socktest"
 	ktcp "github.com/dgramio/dgramio/kernel/tcp"
 	"github.com/dgramio/dgramio/tcp"
 )
@@ -147,5 +147,44 @@ func TestEchoStreamHoldsRefusedAnswersUserspace(t *testing.T) {
 	cancel()
 	if r := <-done; r.Dropped != 0 || r.Reflected != n || r.Stats.TxBackpressure == 0 {
 		t.Fatalf("echo: reflected %d dropped %d backpressure %d; want %d, 0, some", r.Reflected, r.Dropped, r.Stats.TxBackpressure, n)
+	}
+}
+
+// TestEchoStopCountsHeldAnswers: an echo that stops while it holds
+// answers for a peer that reads nothing (its window closed, RFC 9293
+// §3.8.6) counts them as its own loss: every message it received is
+// reflected or dropped.
+func TestEchoStopCountsHeldAnswers(t *testing.T) {
+	const size = 512
+	srv := socktest.Server(t, unix.SOCK_STREAM, core.Config{Kind: core.KindTCP,
+		LocalIP: netip.MustParseAddr("127.0.0.1"), TxQueue: 4, SockBuf: 64 << 10, MaxDatagram: size}, ktcp.New)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan *EchoResult, 1)
+	go func() {
+		r, _ := Echo(ctx, srv, EchoOptions{Wait: true})
+		done <- r
+	}()
+	port := srv.(interface{ LocalAddr() netip.AddrPort }).LocalAddr().Port()
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(int(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rec := make([]byte, 2+size)
+	binary.BigEndian.PutUint16(rec, size)
+	c.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+	for { // flood, never read, until the window closes
+		if _, err := c.Write(rec); err != nil {
+			break
+		}
+	}
+	cancel()
+	r := <-done
+	if r.Stats.TxBackpressure == 0 || r.Dropped == 0 {
+		t.Fatalf("back-pressure %d, dropped %d: the echo held nothing at its stop, the test tested nothing", r.Stats.TxBackpressure, r.Dropped)
+	}
+	if r.Received != r.Reflected+r.Dropped {
+		t.Fatalf("received %d != reflected %d + dropped %d", r.Received, r.Reflected, r.Dropped)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/bench/preflight"
+	"github.com/dgramio/dgramio/internal/benchnet"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -353,7 +354,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.B = DefaultB
 	}
 	for name, pf := range map[string]netip.Prefix{"A": o.A, "B": o.B} {
-		if err := core.CheckBenchAddr("ports."+name, pf.Addr()); err != nil || !pf.Addr().Is4() || pf.Addr().IsLoopback() {
+		if err := benchnet.CheckBenchAddr("ports."+name, pf.Addr()); err != nil || !pf.Addr().Is4() || pf.Addr().IsLoopback() {
 			return o, &core.ConfigError{Field: "ports." + name, Value: pf, Reason: "an IPv4 prefix in 198.18.0.0/15"}
 		}
 	}

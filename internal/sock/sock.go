@@ -4,9 +4,11 @@
 // where privileged and otherwise as large as the kernel allows, SO_BUSY_POLL,
 // connected for unicast. It also reads the kernel's own counters (SO_MEMINFO
 // drops, TCP_INFO), holds the raw sendmmsg/recvmmsg calls on preallocated
-// message arrays, and the scaffolding the three backends share: Prepare
-// (kind, defaults, validation) and Life (the Close guard and the counters
-// frozen at Close).
+// message arrays, and the scaffolding the three backends share: Life (the
+// Close guard and the counters frozen at Close) and the SO_REUSEPORT group.
+// The impairment wire of the tests (internal/wire) uses its buffer and
+// mmsg calls too, which is why it lives in the module's internal/ rather
+// than under kernel/. It is not API.
 //
 // Everything here works without privileges; what privilege would add (forced
 // buffers) is reported in Granted, never silently dropped.

@@ -2,7 +2,6 @@ package sock
 
 import (
 	"errors"
-	"net/netip"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -88,13 +87,5 @@ func TestQueuePort(t *testing.T) {
 	var ce *core.ConfigError
 	if _, err := QueuePort(65535, 1); !errors.As(err, &ce) || ce.Field != "LocalPort" {
 		t.Errorf("QueuePort(65535, 1): %v, want a ConfigError on LocalPort", err)
-	}
-}
-
-func TestPrepareRefusesQueues(t *testing.T) {
-	_, err := Prepare(core.Config{Dests: []netip.Addr{netip.MustParseAddr("127.0.0.1")}, Port: 9, Queues: 2}, core.KindUDP)
-	var ce *core.ConfigError
-	if !errors.As(err, &ce) || ce.Field != "Queues" {
-		t.Fatalf("Prepare with Queues 2: %v, want a ConfigError on Queues", err)
 	}
 }

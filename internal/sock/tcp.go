@@ -9,7 +9,7 @@ import (
 )
 
 // TuneTCP applies the options of kind tcp to a TCP socket, the same on both
-// ends (seed §3): TCP_NODELAY unless cfg.Nagle (Nagle holds small records
+// ends: TCP_NODELAY unless cfg.Nagle (Nagle holds small records
 // back waiting for an ACK), TCP_QUICKACK (delayed ACKs slow the sender's
 // window at low rates; the kernel leaves quick-ack mode again on its own, so
 // this sets the starting mode, not a permanent one), SO_RCVBUF/SO_SNDBUF =

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/queues"
 )
 
 // Classic BPF ancillary load of the CPU that runs the program
@@ -218,40 +219,33 @@ type OpenQueueFunc func(cfg core.Config, fd int, g Granted, note string) (core.B
 // peer's RSS or reuseport hash can spread.
 type Group struct {
 	cfg   core.Config
-	kind  string
+	kind  core.Kind
 	open  OpenQueueFunc
 	steer string
 
 	mu    sync.Mutex
 	fds   []int // server: queue q's socket until taken, then -1
 	gs    []Granted
-	slots *core.QueueSlots
+	slots *queues.Slots
 }
 
 var _ core.QueueGroup = (*Group)(nil)
 
-// NewGroup prepares a group of cfg.Queues queues of the kernel kind kind
-// (defaults, validation, before any system call), opens a server's
+// NewGroup takes a prepared cfg (core.Config.Prepare; a *core.ConfigError
+// otherwise) for a group of cfg.Queues queues of the kernel kind kind, opens a server's
 // sockets (OpenUDPGroup for the datagram kinds, ListenTCPGroup for tcp) in
 // the calling thread's network namespace, and returns the group; open
 // opens each queue. On error nothing is left open.
-func NewGroup(cfg core.Config, kind string, open OpenQueueFunc) (*Group, error) {
-	if cfg.Kind == "" {
-		cfg.Kind = kind
-	}
-	if cfg.Kind != kind {
-		return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "package kernel/" + kind + " opens kind " + kind + " only"}
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+func NewGroup(cfg core.Config, kind core.Kind, open OpenQueueFunc) (*Group, error) {
+	cfg, err := cfg.PrepareGroup(kind)
+	if err != nil {
 		return nil, err
 	}
-	g := &Group{cfg: cfg, kind: kind, open: open, slots: core.NewQueueSlots(cfg.Queues)}
+	g := &Group{cfg: cfg, kind: kind, open: open, slots: queues.NewSlots(cfg.Queues)}
 	if cfg.Role != core.RoleServer {
 		g.steer = "one socket per queue"
 		return g, nil
 	}
-	var err error
 	if kind == core.KindTCP {
 		g.fds, g.gs, err = ListenTCPGroup(cfg, cfg.Queues)
 	} else {
@@ -266,7 +260,7 @@ func NewGroup(cfg core.Config, kind string, open OpenQueueFunc) (*Group, error) 
 
 // OpenQueue opens queue q on the calling goroutine. See core.QueueGroup.
 func (g *Group) OpenQueue(q int) (core.Backend, error) {
-	if err := g.slots.Take(g.kind, q); err != nil {
+	if err := g.slots.Take(string(g.kind), q); err != nil {
 		return nil, err
 	}
 	g.mu.Lock()
@@ -287,8 +281,17 @@ func (g *Group) OpenQueue(q int) (core.Backend, error) {
 	if fd < 0 && g.fds != nil {
 		return nil, fmt.Errorf("%s: queue %d: the group is closed", g.kind, q)
 	}
-	return g.open(qc, fd, gr, fmt.Sprintf("queue %d of %d, %s", q, g.cfg.Queues, g.steer))
+	note := fmt.Sprintf("queue %d of %d, %s", q, g.cfg.Queues, g.steer)
+	b, err := g.open(qc, fd, gr, note)
+	if err != nil {
+		return nil, err
+	}
+	g.slots.Opened(q, strings.TrimSuffix(b.Stats().Mode, ", "+note))
+	return b, nil
 }
+
+// BaseMode is queue 0's Stats.Mode without its note. See core.QueueGroup.
+func (g *Group) BaseMode() string { return g.slots.BaseMode() }
 
 // Mode says how the group spreads flows: "reuseport by cpu 0,1",
 // "reuseport by flow hash", or "one socket per queue" on a client.

@@ -1,15 +1,17 @@
-package core
+package queues
 
 import (
 	"errors"
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/dgramio/dgramio/internal/core"
 )
 
-func TestQueueSlots(t *testing.T) {
-	s := NewQueueSlots(4)
-	var ce *ConfigError
+func TestSlots(t *testing.T) {
+	s := NewSlots(4)
+	var ce *core.ConfigError
 	for _, q := range []int{-1, 4} {
 		if err := s.Take("test", q); !errors.As(err, &ce) || ce.Field != "Queues" {
 			t.Errorf("Take(%d) = %v, want a *ConfigError on Queues", q, err)
@@ -33,8 +35,8 @@ func TestQueueSlots(t *testing.T) {
 }
 
 // Concurrent takers of one queue: exactly one wins.
-func TestQueueSlotsOneWinner(t *testing.T) {
-	s := NewQueueSlots(1)
+func TestSlotsOneWinner(t *testing.T) {
+	s := NewSlots(1)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	wins := 0
@@ -52,5 +54,18 @@ func TestQueueSlotsOneWinner(t *testing.T) {
 	wg.Wait()
 	if wins != 1 {
 		t.Fatalf("%d takers won queue 0, want 1", wins)
+	}
+}
+
+// BaseMode is queue 0's, recorded when it opens; other queues' are not kept.
+func TestSlotsBaseMode(t *testing.T) {
+	s := NewSlots(2)
+	if got := s.BaseMode(); got != "" {
+		t.Errorf("BaseMode before queue 0 opened = %q, want empty", got)
+	}
+	s.Opened(1, "one")
+	s.Opened(0, "zero")
+	if got := s.BaseMode(); got != "zero" {
+		t.Errorf("BaseMode = %q, want queue 0's %q", got, "zero")
 	}
 }

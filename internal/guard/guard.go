@@ -1,7 +1,7 @@
-package core
+// Package guard makes a backend's Close safe against its own poll loop.
+package guard
 
 import (
-	"net"
 	"sync"
 	"sync/atomic"
 )
@@ -70,6 +70,3 @@ func (g *Guard) Shut(wake func()) bool {
 	g.mu.Unlock()
 	return true
 }
-
-// ErrClosed is what data-path calls return after Close.
-var ErrClosed = net.ErrClosed

@@ -1,4 +1,5 @@
-package core
+// Package ifaddr asks the kernel which addresses an interface holds.
+package ifaddr
 
 import (
 	"fmt"
@@ -6,12 +7,12 @@ import (
 	"net/netip"
 )
 
-// KernelHasAddr reports whether addr is an address of the kernel
+// KernelHas reports whether addr is an address of the kernel
 // interface iface, in the calling thread's network namespace. The raw
 // kinds ask it before they take an address the kernel might also answer
 // for (its stack would reset our TCP peers, or answer our datagrams with
 // ICMP port unreachable).
-func KernelHasAddr(iface string, addr netip.Addr) (bool, error) {
+func KernelHas(iface string, addr netip.Addr) (bool, error) {
 	ifc, err := net.InterfaceByName(iface)
 	if err != nil {
 		return false, fmt.Errorf("interface %s: %w", iface, err)

@@ -3,34 +3,10 @@ package sock
 import (
 	"errors"
 	"net"
-	"net/netip"
 	"testing"
 
 	"github.com/dgramio/dgramio/internal/core"
 )
-
-func TestPrepare(t *testing.T) {
-	dests := []netip.Addr{lo}
-	c, err := Prepare(core.Config{Dests: dests, Port: 9}, core.KindTCP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Kind != core.KindTCP || c.TxBatch != core.DefaultTxBatch {
-		t.Errorf("Prepare: kind %q, TxBatch %d; want the kind and the defaults", c.Kind, c.TxBatch)
-	}
-	for _, tc := range []struct {
-		cfg   core.Config
-		field string
-	}{
-		{core.Config{Kind: core.KindUDP, Dests: dests, Port: 9}, "Kind"},
-		{core.Config{Dests: dests}, "Port"},
-	} {
-		var ce *core.ConfigError
-		if _, err := Prepare(tc.cfg, core.KindTCP); !errors.As(err, &ce) || ce.Field != tc.field {
-			t.Errorf("Prepare(%+v): %v, want a ConfigError for %s", tc.cfg, err, tc.field)
-		}
-	}
-}
 
 // TestLife: Stats reads the live counters while open and the frozen ones
 // after Close, which runs its shutdown once and wakes what waits.

@@ -4,37 +4,15 @@ import (
 	"sync"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/guard"
 )
 
-// Prepare is how the New of kernel kind kind (udp, uring or tcp, each in
-// package kernel/<kind>) starts: an empty cfg.Kind becomes kind, another
-// kind is a *core.ConfigError, and cfg gets its defaults and is validated,
-// before any system call; Queues > 1 is refused (core.CheckOneQueue: a
-// group's queues are opened through their kind's group). It returns the
-// completed Config.
-func Prepare(cfg core.Config, kind string) (core.Config, error) {
-	if cfg.Kind == "" {
-		cfg.Kind = kind
-	}
-	if cfg.Kind != kind {
-		return cfg, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "package kernel/" + kind + " opens kind " + kind + " only"}
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return cfg, err
-	}
-	if err := core.CheckOneQueue(cfg); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
-}
-
 // Life is the open or closed state the kernel backends share: the
-// core.Guard their data-path methods enter, and the counters frozen at
+// guard.Guard their data-path methods enter, and the counters frozen at
 // Close, which Stats returns from then on (the socket they were read from
 // is gone). The zero Life is open.
 type Life struct {
-	core.Guard
+	guard.Guard
 	mu    sync.Mutex // held by Close; a Stats after Shut waits on it
 	final core.Stats
 }
@@ -56,7 +34,7 @@ func (l *Life) Stats(snapshot func() core.Stats) core.Stats {
 	return s
 }
 
-// Close shuts the guard (core.Guard.Shut with wake, so that a Wait in
+// Close shuts the guard (guard.Guard.Shut with wake, so that a Wait in
 // progress returns and no data-path call is left running), then calls
 // shutdown, which releases what the backend holds and returns the counters
 // to freeze and the error Close returns. A Close after the first returns
