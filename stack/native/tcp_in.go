@@ -83,17 +83,24 @@ func (c *Conn) input(s *segment) {
 
 // zeroWindowACK is the allowance RFC 9293 §3.10.7.4 makes for valid
 // ACKs while RCV.WND is zero: a segment that fails the acceptability test
-// only because the window is closed (its number is at or right of RCV.NXT,
-// within the buffer's reach) has its ACK and window taken (ackInput, with
-// RFC 5961 §5.2's check); its data is dropped, and input then answers it
-// with an ACK. A peer that sent data before our window closed numbers its
-// ACKs beyond RCV.NXT; without this, once its data and our window update
-// cross, its ACKs of our data are never seen, our retransmissions back
-// off to MaxRTO and the io.Copy echo stalls in both directions. It
-// reports whether the ACK was taken.
+// while the window is closed has its ACK and window taken (ackInput, with
+// RFC 5961 §5.2's check) if its number lies within a buffer's reach of
+// RCV.NXT on either side; its data is dropped, and input then answers it
+// with an ACK. Both sides of RCV.NXT occur:
+//   - right of it: a peer that sent data before our window closed numbers
+//     its ACKs beyond RCV.NXT;
+//   - left of it: a peer that believes our window closed numbers its ACKs
+//     at its SND.UNA+SND.WND (as Linux does, tcp_acceptable_seq), which is
+//     left of RCV.NXT when our ACKs of its data were lost.
+//
+// Without this, once data and window updates cross or ACKs are lost with
+// both windows closed, each side drops the ACKs of the other, the
+// retransmissions back off to MaxRTO and both directions stall for good.
+// It reports whether the ACK was taken.
 func (c *Conn) zeroWindowACK(s *segment) bool {
+	reach := uint32(c.rcvCap)
 	if c.rcvWnd() != 0 || !c.state.synchronized() || s.flags&(flagACK|flagSYN|flagRST) != flagACK ||
-		seqLT(s.seq, c.rcvNxt) || seqGT(s.seq, c.rcvNxt+uint32(c.rcvCap)) {
+		seqLT(s.seq, c.rcvNxt-reach) || seqGT(s.seq, c.rcvNxt+reach) {
 		return false
 	}
 	c.e.cnt[cTCPZeroWindowACK]++
@@ -104,7 +111,7 @@ func (c *Conn) zeroWindowACK(s *segment) bool {
 // acceptable is the acceptability test of RFC 9293 §3.10.7.4. With a
 // zero window, a segment at RCV.NXT is taken for its ACK and RST (its data
 // is dropped by dataInput, which has no room for it); one right of it
-// for its ACK only (zeroWindowACK).
+// on either side of it for its ACK only (zeroWindowACK).
 func (c *Conn) acceptable(s *segment) bool {
 	wnd := c.rcvWnd()
 	n := s.seqLen()
