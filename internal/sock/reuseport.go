@@ -88,25 +88,7 @@ func Steering(cpus []int) string {
 // kernel's flow hash otherwise. The caller owns the descriptors; on error
 // none is left open.
 func OpenUDPGroup(cfg core.Config, n int) (fds []int, gs []Granted, err error) {
-	defer func() {
-		if err != nil {
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
-			fds, gs = nil, nil
-		}
-	}()
-	for i := 0; i < n; i++ {
-		fd, g, err := openUDP(cfg, true)
-		if err != nil {
-			return fds, gs, fmt.Errorf("queue %d: %w", i, err)
-		}
-		fds, gs = append(fds, fd), append(gs, g)
-	}
-	if len(cfg.CPUs) > 0 {
-		err = SteerByCPU(fds[0], cfg.CPUs)
-	}
-	return fds, gs, err
+	return openGroup(cfg, n, openUDP)
 }
 
 // ListenTCPGroup opens the n listeners of a tcp server with several queues
@@ -116,6 +98,13 @@ func OpenUDPGroup(cfg core.Config, n int) (fds []int, gs []Granted, err error) {
 // hash otherwise. The caller owns the descriptors; on error none is left
 // open.
 func ListenTCPGroup(cfg core.Config, n int) (fds []int, gs []Granted, err error) {
+	return openGroup(cfg, n, ListenTCP)
+}
+
+// openGroup opens n sockets with open(cfg, true) (SO_REUSEPORT), in order,
+// and steers the group by cfg.CPUs when set; on error it closes what it
+// opened and returns no descriptor.
+func openGroup(cfg core.Config, n int, open func(core.Config, bool) (int, Granted, error)) (fds []int, gs []Granted, err error) {
 	defer func() {
 		if err != nil {
 			for _, fd := range fds {
@@ -125,7 +114,7 @@ func ListenTCPGroup(cfg core.Config, n int) (fds []int, gs []Granted, err error)
 		}
 	}()
 	for i := 0; i < n; i++ {
-		fd, g, err := ListenTCP(cfg, true)
+		fd, g, err := open(cfg, true)
 		if err != nil {
 			return fds, gs, fmt.Errorf("queue %d: %w", i, err)
 		}
