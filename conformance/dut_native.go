@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/stack/native"
@@ -58,17 +57,11 @@ func (nativeFactory) New(tb TB, s Setup) (DUT, error) {
 
 var nativeLacks = map[Cap]string{CapUDP: "the native engine has no UDP sockets (it answers UDP with port unreachable)"}
 
-// nativeFrameIO is what the DUT's poll loop needs: frames and Wait.
-type nativeFrameIO interface {
-	frameio.FrameIO
-	frameio.Waiter
-}
-
 // newNativeDUT makes the engine on fio, on a fake clock only the bench
 // moves, with bench as a static neighbour, and starts its poll loop. The
 // caller fills in info, link, closeWire and settle; on error fio is the
 // caller's to close.
-func newNativeDUT(fio nativeFrameIO, s Setup, addr netip.Addr, prefix int, bench netip.Addr, benchMAC net.HardwareAddr) (*nativeDUT, error) {
+func newNativeDUT(fio waitFrameIO, s Setup, addr netip.Addr, prefix int, bench netip.Addr, benchMAC net.HardwareAddr) (*nativeDUT, error) {
 	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
 	o := native.Options{Addr: addr, PrefixLen: prefix, Clock: clk, MinRTO: s.RTOMin,
 		MaxConns: 64, SendBuf: 64 << 10, RecvBuf: 64 << 10,
@@ -87,7 +80,7 @@ func newNativeDUT(fio nativeFrameIO, s Setup, addr netip.Addr, prefix int, bench
 type nativeDUT struct {
 	mu        sync.Mutex
 	e         *native.Engine
-	fio       nativeFrameIO
+	fio       waitFrameIO
 	clk       *memio.FakeClock
 	start     time.Time
 	info      Info
@@ -109,27 +102,12 @@ var (
 
 // startLoop runs Poll and Flush, and Wait when there is nothing to do.
 func (d *nativeDUT) startLoop() {
-	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel, d.done = cancel, make(chan struct{})
-	go func() {
-		defer close(d.done)
-		for ctx.Err() == nil {
-			d.mu.Lock()
-			n := d.e.Poll(64)
-			err := d.e.Flush()
-			d.mu.Unlock()
-			if err != nil {
-				d.setErr(err)
-				return
-			}
-			if n == 0 {
-				if err := d.fio.Wait(ctx); err != nil && ctx.Err() == nil {
-					d.setErr(err)
-					return
-				}
-			}
-		}
-	}()
+	d.cancel, d.done = startPollLoop(func() (int, error) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		n := d.e.Poll(64)
+		return n, d.e.Flush()
+	}, d.fio.Wait, d.setErr)
 }
 
 func (d *nativeDUT) setErr(err error) {
@@ -236,12 +214,7 @@ func (d *nativeDUT) Listen(port uint16, o SockOpts) (Listener, error) {
 		if err != nil {
 			return
 		}
-		if o.RecvBuf > 0 {
-			l.SetRecvBuf(o.RecvBuf)
-		}
-		if k := o.KeepAlive; k != nil {
-			l.SetKeepalive(k.Idle, k.Interval, k.Count)
-		}
+		applySockOpts(l, o)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("native: listen %d: %w", port, err)
@@ -258,17 +231,29 @@ func (d *nativeDUT) Connect(to netip.AddrPort, o SockOpts) (Conn, error) {
 		if err != nil {
 			return
 		}
-		if o.RecvBuf > 0 {
-			c.SetRecvBuf(o.RecvBuf)
-		}
-		if k := o.KeepAlive; k != nil {
-			c.SetKeepalive(k.Idle, k.Interval, k.Count)
-		}
+		applySockOpts(c, o)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("native: connect %v: %w", to, err)
 	}
 	return &nativeConn{d: d, c: c}, nil
+}
+
+// sockOpter is what the engine's listeners and connections take of
+// SockOpts.
+type sockOpter interface {
+	SetRecvBuf(n int)
+	SetKeepalive(idle, interval time.Duration, count int)
+}
+
+// applySockOpts sets o's receive buffer and keepalive on s, those o sets.
+func applySockOpts(s sockOpter, o SockOpts) {
+	if o.RecvBuf > 0 {
+		s.SetRecvBuf(o.RecvBuf)
+	}
+	if k := o.KeepAlive; k != nil {
+		s.SetKeepalive(k.Idle, k.Interval, k.Count)
+	}
 }
 
 // ListenUDP implements DUT: the engine has no UDP sockets.

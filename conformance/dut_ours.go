@@ -48,7 +48,8 @@ type oursFactory struct {
 // Name implements Factory.
 func (f *oursFactory) Name() string { return f.name }
 
-// waitFrameIO is what the stack needs of its FrameIO: frames and Wait.
+// waitFrameIO is what a DUT's poll loop needs of its FrameIO: frames and
+// Wait.
 type waitFrameIO interface {
 	frameio.FrameIO
 	frameio.Waiter
@@ -151,24 +152,37 @@ var (
 // startLoop runs the poll loop a backend's Rx/Flush/Wait would: deliver
 // frames, kick what netstack wrote, sleep when idle.
 func (d *oursDUT) startLoop() {
+	d.cancel, d.done = startPollLoop(func() (int, error) {
+		n := d.st.EP.Poll(64)
+		return n, d.st.EP.Flush()
+	}, d.st.EP.Sleep, d.setErr)
+}
+
+// startPollLoop runs a DUT's poll loop until cancel: round polls and
+// flushes and says how many frames it took; after a round that took none,
+// wait sleeps until frames may come (or ctx ends). The first error of
+// either, while the loop is not cancelled, goes to setErr and ends the
+// loop; done closes when the loop has ended.
+func startPollLoop(round func() (int, error), wait func(context.Context) error, setErr func(error)) (cancel context.CancelFunc, done chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel, d.done = cancel, make(chan struct{})
+	done = make(chan struct{})
 	go func() {
-		defer close(d.done)
+		defer close(done)
 		for ctx.Err() == nil {
-			n := d.st.EP.Poll(64)
-			if err := d.st.EP.Flush(); err != nil {
-				d.setErr(err)
+			n, err := round()
+			if err != nil {
+				setErr(err)
 				return
 			}
 			if n == 0 {
-				if err := d.st.EP.Sleep(ctx); err != nil && ctx.Err() == nil {
-					d.setErr(err)
+				if err := wait(ctx); err != nil && ctx.Err() == nil {
+					setErr(err)
 					return
 				}
 			}
 		}
 	}()
+	return cancel, done
 }
 
 func (d *oursDUT) setErr(err error) {

@@ -36,9 +36,33 @@ var xdpLacks = map[Cap]string{
 
 // New implements Factory.
 func (xdpFactory) New(tb TB, s Setup) (DUT, error) {
-	v, err := newVeth(s)
+	v, fio, closeWire, err := openXDPWire("ours-xdp", s)
 	if err != nil {
+		return nil, err
+	}
+	d, err := newOursDUT(fio, s, stack.Options{Addr: v.dut.Addr, PrefixLen: v.dut.Prefix.Bits(),
+		Neighbors: map[netip.Addr]net.HardwareAddr{v.bench.Addr: v.bench.MAC}})
+	if err != nil {
+		closeWire()
 		return nil, fmt.Errorf("ours-xdp: %w", err)
+	}
+	d.info = Info{Name: "ours-xdp", Kind: KindOurs, MAC: v.dut.MAC, BenchMAC: v.bench.MAC,
+		Addr: v.dut.Addr, BenchAddr: v.bench.Addr, Spare: v.spare, MTU: fio.MTU(), Lacks: xdpLacks}
+	d.link = v.link
+	d.closeWire = closeWire
+	tb.Logf("ours-xdp: %s", fio.Stats().Mode)
+	return d, nil
+}
+
+// openXDPWire makes the pair for s, takes A's address off its kernel
+// (tcp-xdp refuses an address the kernel holds) and opens on A the AF_XDP
+// socket and XDP program of tcp.OpenXDP, as the tcp-xdp kind opens them.
+// closeWire closes both and the pair; name prefixes the errors. On error
+// nothing is left.
+func openXDPWire(name string, s Setup) (v *veth, fio waitFrameIO, closeWire func() error, err error) {
+	v, err = newVeth(s)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	ok := false
 	defer func() {
@@ -47,41 +71,31 @@ func (xdpFactory) New(tb TB, s Setup) (DUT, error) {
 		}
 	}()
 	if err := v.dut.DelAddr(); err != nil {
-		return nil, fmt.Errorf("ours-xdp: address off A: %w", err)
+		return nil, nil, nil, fmt.Errorf("%s: address off A: %w", name, err)
 	}
 	cfg := core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: v.dut.Iface, LocalIP: v.dut.Addr, Port: dutPort}
 	cfg.XDP.Frames, cfg.XDP.RingSize = 512, 256
-	var fio frameio.FrameIO
+	var f frameio.FrameIO
 	var opts tcp.Options
 	err = v.dut.Do(func() error {
 		var err error
-		fio, opts, err = tcp.OpenXDP(cfg)
+		f, opts, err = tcp.OpenXDP(cfg)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ours-xdp: %w", err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if _, ok := fio.(frameio.Waiter); !ok {
+	fio, isW := f.(waitFrameIO)
+	if !isW {
 		opts.Close()
-		return nil, fmt.Errorf("ours-xdp: the AF_XDP FrameIO cannot Wait")
+		return nil, nil, nil, fmt.Errorf("%s: the AF_XDP FrameIO cannot Wait", name)
 	}
-	d, err := newOursDUT(fio, s, stack.Options{Addr: v.dut.Addr, PrefixLen: v.dut.Prefix.Bits(),
-		Neighbors: map[netip.Addr]net.HardwareAddr{v.bench.Addr: v.bench.MAC}})
-	if err != nil {
-		opts.Close()
-		return nil, fmt.Errorf("ours-xdp: %w", err)
-	}
-	d.info = Info{Name: "ours-xdp", Kind: KindOurs, MAC: v.dut.MAC, BenchMAC: v.bench.MAC,
-		Addr: v.dut.Addr, BenchAddr: v.bench.Addr, Spare: v.spare, MTU: fio.MTU(), Lacks: xdpLacks}
-	d.link = v.link
-	d.closeWire = func() error {
+	ok = true
+	return v, fio, func() error {
 		err := opts.Close()
 		if cerr := v.close(); err == nil {
 			err = cerr
 		}
 		return err
-	}
-	tb.Logf("ours-xdp: %s", fio.Stats().Mode)
-	ok = true
-	return d, nil
+	}, nil
 }
