@@ -379,17 +379,26 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// readPorts reads, on tA (in the home namespace), what both ports are now:
-// their links' state (addresses, routes, MTU), A's index and MAC, B's
-// MAC. A port that carries the default route is refused.
-func (p *Ports) readPorts(tA *thread) (stA, stB linkState, macB net.HardwareAddr, err error) {
-	o := &p.o
-	err = tA.do(func() error {
+// withNetlink runs f, through run (a thread's do, a Host's Do: in that
+// namespace), with a netlink handle of the namespace, closed when f
+// returns.
+func withNetlink(run func(func() error) error, f func(nl *netlink.Handle) error) error {
+	return run(func() error {
 		nl, err := netlink.NewHandle()
 		if err != nil {
 			return fmt.Errorf("netlink: %w", err)
 		}
 		defer nl.Close()
+		return f(nl)
+	})
+}
+
+// readPorts reads, on tA (in the home namespace), what both ports are now:
+// their links' state (addresses, routes, MTU), A's index and MAC, B's
+// MAC. A port that carries the default route is refused.
+func (p *Ports) readPorts(tA *thread) (stA, stB linkState, macB net.HardwareAddr, err error) {
+	o := &p.o
+	err = withNetlink(tA.do, func(nl *netlink.Handle) error {
 		la, err := nl.LinkByName(o.IfaceA)
 		if err != nil {
 			return fmt.Errorf("port %s: %w", o.IfaceA, err)
@@ -427,12 +436,7 @@ func (p *Ports) readPorts(tA *thread) (stA, stB linkState, macB net.HardwareAddr
 // moveB moves port B, from tA's namespace, into tB's.
 func (p *Ports) moveB(tA, tB *thread) error {
 	o := &p.o
-	return tA.do(func() error {
-		nl, err := netlink.NewHandle()
-		if err != nil {
-			return fmt.Errorf("netlink: %w", err)
-		}
-		defer nl.Close()
+	return withNetlink(tA.do, func(nl *netlink.Handle) error {
 		l, err := nl.LinkByName(o.IfaceB)
 		if err != nil {
 			return fmt.Errorf("port %s: %w", o.IfaceB, err)
@@ -447,12 +451,7 @@ func (p *Ports) moveB(tA, tB *thread) error {
 // upB gives port B its address in tB's namespace and sets it (and lo) up.
 func (p *Ports) upB(tB *thread) error {
 	o := &p.o
-	return tB.do(func() error {
-		nl, err := netlink.NewHandle()
-		if err != nil {
-			return fmt.Errorf("netlink: %w", err)
-		}
-		defer nl.Close()
+	return withNetlink(tB.do, func(nl *netlink.Handle) error {
 		if lo, err := nl.LinkByName("lo"); err == nil {
 			_ = nl.LinkSetUp(lo)
 		}
@@ -475,12 +474,7 @@ func (p *Ports) upB(tB *thread) error {
 // was added), and sets it up.
 func (p *Ports) upA(tA *thread) (added bool, err error) {
 	o := &p.o
-	err = tA.do(func() error {
-		nl, err := netlink.NewHandle()
-		if err != nil {
-			return fmt.Errorf("netlink: %w", err)
-		}
-		defer nl.Close()
+	err = withNetlink(tA.do, func(nl *netlink.Handle) error {
 		l, err := nl.LinkByName(o.IfaceA)
 		if err != nil {
 			return fmt.Errorf("port %s: %w", o.IfaceA, err)
@@ -688,12 +682,7 @@ func formatList(c []int) string {
 
 // moveBack moves B from its namespace to home and gives it its state.
 func (p *Ports) moveBack(home netns.NsHandle, st linkState) error {
-	err := p.B.Do(func() error {
-		nl, err := netlink.NewHandle()
-		if err != nil {
-			return fmt.Errorf("netlink: %w", err)
-		}
-		defer nl.Close()
+	err := withNetlink(p.B.Do, func(nl *netlink.Handle) error {
 		l, err := nl.LinkByName(p.o.IfaceB)
 		if err != nil {
 			return fmt.Errorf("port %s in its namespace: %w", p.o.IfaceB, err)
@@ -707,12 +696,7 @@ func (p *Ports) moveBack(home netns.NsHandle, st linkState) error {
 	if err != nil {
 		return err
 	}
-	return p.A.Do(func() error {
-		nl, err := netlink.NewHandle()
-		if err != nil {
-			return fmt.Errorf("netlink: %w", err)
-		}
-		defer nl.Close()
+	return withNetlink(p.A.Do, func(nl *netlink.Handle) error {
 		l, err := nl.LinkByName(p.o.IfaceB)
 		if err != nil {
 			return fmt.Errorf("port %s after the move back: %w", p.o.IfaceB, err)
@@ -724,12 +708,7 @@ func (p *Ports) moveBack(home netns.NsHandle, st linkState) error {
 // restoreA takes the run's address off A (if it was added) and restores
 // its state.
 func (p *Ports) restoreA(added bool, st linkState) error {
-	return p.A.Do(func() error {
-		nl, err := netlink.NewHandle()
-		if err != nil {
-			return fmt.Errorf("netlink: %w", err)
-		}
-		defer nl.Close()
+	return withNetlink(p.A.Do, func(nl *netlink.Handle) error {
 		l, err := nl.LinkByName(p.o.IfaceA)
 		if err != nil {
 			return fmt.Errorf("port %s: %w", p.o.IfaceA, err)
