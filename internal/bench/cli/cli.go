@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"strings"
@@ -59,6 +60,21 @@ func Classify(kind core.Kind, err error) string {
 type Failure struct {
 	Class string `json:"class"`
 	Error string `json:"error"`
+}
+
+// failer returns a tool's fail: it records class and err in *f, prints
+// "failed <class>: <err>" on stdout, writes out as JSON to path (when
+// set; an error of that goes to stderr after "<tool>:") and returns the
+// exit status 2.
+func failer(tool string, stdout, stderr io.Writer, path string, f **Failure, out any) func(class string, err error) int {
+	return func(class string, err error) int {
+		*f = &Failure{Class: class, Error: err.Error()}
+		fmt.Fprintf(stdout, "failed %s: %v\n", class, err)
+		if werr := writeJSON(path, out); werr != nil {
+			fmt.Fprintln(stderr, tool+":", werr)
+		}
+		return 2
+	}
 }
 
 // writeJSON writes v to path (nothing when path is empty).

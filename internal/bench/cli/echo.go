@@ -65,14 +65,7 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 		return 2
 	}
 	out := EchoFile{ToolHeader: tf.header()}
-	fail := func(class string, err error) int {
-		out.Failure = &Failure{Class: class, Error: err.Error()}
-		fmt.Fprintf(stdout, "failed %s: %v\n", class, err)
-		if werr := writeJSON(*stats, &out); werr != nil {
-			fmt.Fprintln(stderr, "echo:", werr)
-		}
-		return 2
-	}
+	fail := failer("echo", stdout, stderr, *stats, &out.Failure, &out)
 	if fs.NArg() != 0 {
 		return fail(ClassConfig, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
@@ -104,10 +97,7 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 		return fail(Classify(cfg.Kind, err), err)
 	}
 	st := b.Stats()
-	fmt.Fprintf(stdout, "ready %s\n", st.Mode)
-	if f, ok := stdout.(interface{ Sync() error }); ok {
-		_ = f.Sync()
-	}
+	printReady(stdout, st.Mode)
 
 	start := time.Now()
 	res, runErr := load.Echo(ctx, b, eo)
@@ -135,6 +125,15 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 	return status
 }
 
+// printReady prints "ready <mode>" on stdout and syncs it (a file), so
+// that whoever waits for the line sees it at once.
+func printReady(stdout io.Writer, mode string) {
+	fmt.Fprintf(stdout, "ready %s\n", mode)
+	if f, ok := stdout.(interface{ Sync() error }); ok {
+		_ = f.Sync()
+	}
+}
+
 // echoGroup is the echo with several queues (cfg.Queues > 1).
 func echoGroup(ctx context.Context, newGroup func(core.Config) (Group, error), cfg core.Config, eo load.EchoOptions, out *EchoFile, statsPath string,
 	fail func(string, error) int, stdout, stderr io.Writer) int {
@@ -151,10 +150,7 @@ func echoGroup(ctx context.Context, newGroup func(core.Config) (Group, error), c
 	parts := make([]*load.EchoResult, cfg.Queues)
 	errs := make([]error, cfg.Queues)
 	total, final, err := runGroup(g, cfg.Queues, func() {
-		fmt.Fprintf(stdout, "ready %s\n", g.Stats().Mode)
-		if f, ok := stdout.(interface{ Sync() error }); ok {
-			_ = f.Sync()
-		}
+		printReady(stdout, g.Stats().Mode)
 	}, func(q int, b core.Backend) {
 		parts[q], errs[q] = load.Echo(ctx, b, eo)
 	})

@@ -74,14 +74,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 		return 2
 	}
 	out := LoadFile{ToolHeader: tf.header()}
-	fail := func(class string, err error) int {
-		out.Failure = &Failure{Class: class, Error: err.Error()}
-		fmt.Fprintf(stdout, "failed %s: %v\n", class, err)
-		if werr := writeJSON(*jsonPath, &out); werr != nil {
-			fmt.Fprintln(stderr, "loadgen:", werr)
-		}
-		return 2
-	}
+	fail := failer("loadgen", stdout, stderr, *jsonPath, &out.Failure, &out)
 	if fs.NArg() != 0 {
 		return fail(ClassConfig, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
