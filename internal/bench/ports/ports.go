@@ -562,18 +562,11 @@ func (p *Ports) setNIC(iface string) error {
 				break
 			}
 			p.setup = append(p.setup, fmt.Sprintf("%s channels: %s for the run (was %s)", iface, fmtChannels(want), fmtChannels(old)))
-			p.undo = append(p.undo, func() error {
-				return p.A.Do(func() error {
-					nic, err := o.NewNIC()
-					if err != nil {
-						return err
-					}
-					defer nic.Close()
-					if _, err := nic.SetChannels(iface, old); err != nil {
-						return fmt.Errorf("restore channels of %s to %s: %w", iface, fmtChannels(old), err)
-					}
-					return nil
-				})
+			p.undoOnNIC(func(nic NIC) error {
+				if _, err := nic.SetChannels(iface, old); err != nil {
+					return fmt.Errorf("restore channels of %s to %s: %w", iface, fmtChannels(old), err)
+				}
+				return nil
 			})
 		}
 	}
@@ -596,22 +589,30 @@ func (p *Ports) setNIC(iface string) error {
 			}
 			p.setup = append(p.setup, fmt.Sprintf("%s coalescing: rx-usecs %d, adaptive-rx off for the run (was rx-usecs %d, adaptive-rx %s)",
 				iface, o.RxUsecs, old.RxCoalesceUsecs, onOff(old.UseAdaptiveRxCoalesce != 0)))
-			p.undo = append(p.undo, func() error {
-				return p.A.Do(func() error {
-					nic, err := o.NewNIC()
-					if err != nil {
-						return err
-					}
-					defer nic.Close()
-					if _, err := nic.SetCoalesce(iface, old); err != nil {
-						return fmt.Errorf("restore coalescing of %s (rx-usecs %d): %w", iface, old.RxCoalesceUsecs, err)
-					}
-					return nil
-				})
+			p.undoOnNIC(func(nic NIC) error {
+				if _, err := nic.SetCoalesce(iface, old); err != nil {
+					return fmt.Errorf("restore coalescing of %s (rx-usecs %d): %w", iface, old.RxCoalesceUsecs, err)
+				}
+				return nil
 			})
 		}
 	}
 	return nil
+}
+
+// undoOnNIC adds to the undo list a step that runs f on A's namespace
+// thread with a NIC opened for it (closed when f returns).
+func (p *Ports) undoOnNIC(f func(nic NIC) error) {
+	p.undo = append(p.undo, func() error {
+		return p.A.Do(func() error {
+			nic, err := p.o.NewNIC()
+			if err != nil {
+				return err
+			}
+			defer nic.Close()
+			return f(nic)
+		})
+	})
 }
 
 func fmtChannels(c ethtool.Channels) string {
