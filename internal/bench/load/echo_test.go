@@ -31,18 +31,10 @@ func TestEchoStreamHoldsRefusedAnswers(t *testing.T) {
 	srv := socktest.Server(t, unix.SOCK_STREAM, core.Config{Kind: core.KindTCP,
 		LocalIP: netip.MustParseAddr("127.0.0.1"), TxQueue: 4, SockBuf: 64 << 10, MaxDatagram: size}, ktcp.New)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan *EchoResult, 1)
-	go func() {
-		r, _ := Echo(ctx, srv, EchoOptions{Wait: true})
-		done <- r
-	}()
+	done := startEcho(ctx, srv)
 	defer cancel()
 
-	port := srv.(interface{ LocalAddr() netip.AddrPort }).LocalAddr().Port()
-	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(int(port)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialLoopback(t, srv)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(15 * time.Second))
 	werr := make(chan error, 1)
@@ -103,11 +95,7 @@ func TestEchoStreamHoldsRefusedAnswersUserspace(t *testing.T) {
 	}
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan *EchoResult, 1)
-	go func() {
-		r, _ := Echo(ctx, srv, EchoOptions{Wait: true})
-		done <- r
-	}()
+	done := startEcho(ctx, srv)
 	defer cancel()
 	cli, err := tcp.NewOverFrameIO(core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio",
 		LocalIP: cliIP, Dests: []netip.Addr{srvIP}, Port: 5000, MaxDatagram: size}, pb, tcp.Options{Mode: "memio"})
@@ -160,16 +148,8 @@ func TestEchoStopCountsHeldAnswers(t *testing.T) {
 		LocalIP: netip.MustParseAddr("127.0.0.1"), TxQueue: 4, SockBuf: 64 << 10, MaxDatagram: size}, ktcp.New)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan *EchoResult, 1)
-	go func() {
-		r, _ := Echo(ctx, srv, EchoOptions{Wait: true})
-		done <- r
-	}()
-	port := srv.(interface{ LocalAddr() netip.AddrPort }).LocalAddr().Port()
-	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(int(port)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	done := startEcho(ctx, srv)
+	c := dialLoopback(t, srv)
 	defer c.Close()
 	rec := make([]byte, 2+size)
 	binary.BigEndian.PutUint16(rec, size)
@@ -187,4 +167,27 @@ func TestEchoStopCountsHeldAnswers(t *testing.T) {
 	if r.Received != r.Reflected+r.Dropped {
 		t.Fatalf("received %d != reflected %d + dropped %d", r.Received, r.Reflected, r.Dropped)
 	}
+}
+
+// startEcho runs Echo on srv (waiting when idle) on a goroutine of its
+// own until ctx ends; the channel then gets its result.
+func startEcho(ctx context.Context, srv core.Backend) <-chan *EchoResult {
+	done := make(chan *EchoResult, 1)
+	go func() {
+		r, _ := Echo(ctx, srv, EchoOptions{Wait: true})
+		done <- r
+	}()
+	return done
+}
+
+// dialLoopback connects a kernel TCP socket to srv, a tcp server on
+// 127.0.0.1; the caller closes it.
+func dialLoopback(t *testing.T, srv core.Backend) net.Conn {
+	t.Helper()
+	port := srv.(interface{ LocalAddr() netip.AddrPort }).LocalAddr().Port()
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(int(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
