@@ -307,17 +307,21 @@ func (h *Host) link() netlink.Link {
 // SetLinkUp sets the veth end administratively up or down (for link-flap
 // tests). Taking either end down drops the carrier of both.
 func (h *Host) SetLinkUp(up bool) error {
+	return h.setFlag("up", up, h.nl.LinkSetUp, h.nl.LinkSetDown)
+}
+
+// setFlag sets a flag of the veth end with on(link) when it is to be on,
+// off(link) otherwise; errors name the flag as name.
+func (h *Host) setFlag(name string, to bool, on, off func(netlink.Link) error) error {
 	if err := h.check(); err != nil {
 		return err
 	}
-	var err error
-	if up {
-		err = h.nl.LinkSetUp(h.link())
-	} else {
-		err = h.nl.LinkSetDown(h.link())
+	set := off
+	if to {
+		set = on
 	}
-	if err != nil {
-		return fmt.Errorf("set %s up=%v: %w", h.Iface, up, err)
+	if err := set(h.link()); err != nil {
+		return fmt.Errorf("set %s %s=%v: %w", h.Iface, name, to, err)
 	}
 	return nil
 }
@@ -419,17 +423,8 @@ func (h *Host) addr() *netlink.Addr {
 // SetPromisc turns promiscuous mode of the veth end on or off and reads it
 // back; an error if the flag did not follow.
 func (h *Host) SetPromisc(on bool) error {
-	if err := h.check(); err != nil {
+	if err := h.setFlag("promisc", on, h.nl.SetPromiscOn, h.nl.SetPromiscOff); err != nil {
 		return err
-	}
-	var err error
-	if on {
-		err = h.nl.SetPromiscOn(h.link())
-	} else {
-		err = h.nl.SetPromiscOff(h.link())
-	}
-	if err != nil {
-		return fmt.Errorf("set %s promisc=%v: %w", h.Iface, on, err)
 	}
 	got, err := h.Promisc()
 	if err != nil {
