@@ -268,32 +268,25 @@ func TestFailedNewLeavesNothing(t *testing.T) {
 	noRootLinks(t)
 }
 
-func TestMTU(t *testing.T) {
-	p := newT(t, Options{MTU: 9000})
-	for _, h := range []*Host{p.A, p.B} {
-		l, err := h.Link()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.Attrs().MTU != 9000 {
-			t.Errorf("%s: MTU %d, want 9000", h.Iface, l.Attrs().MTU)
-		}
-	}
-	roundTrip(t, p, strings.Repeat("j", 8000))
-}
+func TestMTU(t *testing.T) { testMTU(t, 9000, strings.Repeat("j", 8000)) }
 
 // TestSmallMTU: below IPv6's minimum MTU (1280) the kernel drops the
 // device's IPv6 settings; there is nothing to disable, and New works.
-func TestSmallMTU(t *testing.T) {
-	p := newT(t, Options{MTU: 576})
+func TestSmallMTU(t *testing.T) { testMTU(t, 576, strings.Repeat("s", 500)) }
+
+// testMTU makes a pair with Options.MTU mtu, checks that both ends have
+// it, and sends payload across.
+func testMTU(t *testing.T, mtu int, payload string) {
+	t.Helper()
+	p := newT(t, Options{MTU: mtu})
 	for _, h := range []*Host{p.A, p.B} {
 		l, err := h.Link()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Attrs().MTU != 576 {
-			t.Errorf("%s: MTU %d, want 576", h.Iface, l.Attrs().MTU)
+		if l.Attrs().MTU != mtu {
+			t.Errorf("%s: MTU %d, want %d", h.Iface, l.Attrs().MTU, mtu)
 		}
 	}
-	roundTrip(t, p, strings.Repeat("s", 500))
+	roundTrip(t, p, payload)
 }
