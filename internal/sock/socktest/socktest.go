@@ -10,7 +10,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -75,22 +74,9 @@ func AsNobody(t *testing.T) bool {
 		t.Logf("running as uid %d already: testing without privileges here", os.Geteuid())
 		return false
 	}
-	// The go test binary lives in a directory only root can enter; copy it
-	// where nobody can run it.
-	dir, err := os.MkdirTemp("", "dgramio-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "test.bin")
-	if err := copyFile(os.Args[0], bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := testutil.BinaryForNobody(t, "test.bin")
 	cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Dir = dir
+	cmd.Dir = filepath.Dir(bin)
 	cmd.Env = append(os.Environ(), NobodyEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: 65534, Gid: 65534, NoSetGroups: false, Groups: []uint32{}},
@@ -105,23 +91,6 @@ func AsNobody(t *testing.T) bool {
 		t.Fatalf("the test did not pass as uid 65534 (skipped?)")
 	}
 	return true
-}
-
-func copyFile(from, to string) error {
-	src, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	return dst.Close()
 }
 
 // Payload fills p with message seq's content: the sequence number, then
