@@ -314,6 +314,22 @@ type QueueCell struct {
 	Counters map[string]uint64 `json:"counters"`
 }
 
+// add adds o's counts and counters to c (c.Counters must not be nil);
+// the latencies and Queue stay c's.
+func (c *QueueCell) add(o *QueueCell) {
+	c.Sent += o.Sent
+	c.Received += o.Received
+	c.OtherQueue += o.OtherQueue
+	c.Reordered += o.Reordered
+	c.LoadLost += o.LoadLost
+	c.EchoReceived += o.EchoReceived
+	c.EchoReflected += o.EchoReflected
+	c.EchoLost += o.EchoLost
+	for k, v := range o.Counters {
+		c.Counters[k] += v
+	}
+}
+
 // queueCells pairs the queues of both ends.
 func queueCells(load *load.LoadResult, echo *load.EchoResult) []QueueCell {
 	n := len(load.PerQueue)

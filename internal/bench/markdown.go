@@ -214,17 +214,7 @@ func (c *Cell) queueTable(b *strings.Builder) {
 			FormatUs(q.P50Us), FormatUs(q.P99Us),
 			q.Counters["loadgen.dgramio.rx_delivered"], q.Counters["loadgen.dgramio.tx_sent"], q.LoadLost,
 			q.EchoReceived, q.EchoReflected, q.Counters["echo.dgramio.rx_delivered"], q.Counters["echo.dgramio.tx_sent"], q.EchoLost)
-		sum.Sent += q.Sent
-		sum.Received += q.Received
-		sum.OtherQueue += q.OtherQueue
-		sum.Reordered += q.Reordered
-		sum.LoadLost += q.LoadLost
-		sum.EchoReceived += q.EchoReceived
-		sum.EchoReflected += q.EchoReflected
-		sum.EchoLost += q.EchoLost
-		for k, v := range q.Counters {
-			sum.Counters[k] += v
-		}
+		sum.add(q)
 	}
 	fmt.Fprintf(b, "| sum | %d | %d | %d | %d | | %d / %d | %d | %d | %d | %d / %d | %d |\n", sum.Sent, sum.Received, sum.OtherQueue, sum.Reordered,
 		sum.Counters["loadgen.dgramio.rx_delivered"], sum.Counters["loadgen.dgramio.tx_sent"], sum.LoadLost,

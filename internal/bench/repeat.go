@@ -203,17 +203,7 @@ func mergeQueueCells(runs []Cell, good []int) []QueueCell {
 				continue
 			}
 			r := &runs[i].PerQueue[q]
-			m.Sent += r.Sent
-			m.Received += r.Received
-			m.OtherQueue += r.OtherQueue
-			m.Reordered += r.Reordered
-			m.EchoReceived += r.EchoReceived
-			m.EchoReflected += r.EchoReflected
-			m.LoadLost += r.LoadLost
-			m.EchoLost += r.EchoLost
-			for k, v := range r.Counters {
-				m.Counters[k] += v
-			}
+			m.add(r)
 			p50, p99 = append(p50, r.P50Us), append(p99, r.P99Us)
 		}
 		m.P50Us, m.P99Us = Median(p50), Median(p99)
