@@ -141,16 +141,24 @@ func (h *Host) Link() (netlink.Link, error) {
 	return l, err
 }
 
-// Offloads returns the port's TX checksum, segmentation and receive
-// offload features (ethtool), feature name → active.
-func (h *Host) Offloads() (map[string]bool, error) {
-	out := map[string]bool{}
-	err := h.Do(func() error {
+// withNIC runs f on the port's namespace thread with a NIC opened for it,
+// closed when f returns.
+func (h *Host) withNIC(f func(nic NIC) error) error {
+	return h.Do(func() error {
 		nic, err := h.newNIC()
 		if err != nil {
 			return err
 		}
 		defer nic.Close()
+		return f(nic)
+	})
+}
+
+// Offloads returns the port's TX checksum, segmentation and receive
+// offload features (ethtool), feature name → active.
+func (h *Host) Offloads() (map[string]bool, error) {
+	out := map[string]bool{}
+	err := h.withNIC(func(nic NIC) error {
 		fs, err := nic.Features(h.Iface)
 		if err != nil {
 			return fmt.Errorf("features of %s: %w", h.Iface, err)
@@ -169,12 +177,7 @@ func (h *Host) Offloads() (map[string]bool, error) {
 // RxUsecs reads the port's rx-usecs now.
 func (h *Host) RxUsecs() (uint32, error) {
 	var us uint32
-	err := h.Do(func() error {
-		nic, err := h.newNIC()
-		if err != nil {
-			return err
-		}
-		defer nic.Close()
+	err := h.withNIC(func(nic NIC) error {
 		c, err := nic.GetCoalesce(h.Iface)
 		us = c.RxCoalesceUsecs
 		return err
@@ -601,18 +604,9 @@ func (p *Ports) setNIC(iface string) error {
 }
 
 // undoOnNIC adds to the undo list a step that runs f on A's namespace
-// thread with a NIC opened for it (closed when f returns).
+// thread with a NIC opened for it (A.withNIC).
 func (p *Ports) undoOnNIC(f func(nic NIC) error) {
-	p.undo = append(p.undo, func() error {
-		return p.A.Do(func() error {
-			nic, err := p.o.NewNIC()
-			if err != nil {
-				return err
-			}
-			defer nic.Close()
-			return f(nic)
-		})
-	})
+	p.undo = append(p.undo, func() error { return p.A.withNIC(f) })
 }
 
 func fmtChannels(c ethtool.Channels) string {
