@@ -31,27 +31,16 @@ func (nativeFactory) Name() string { return "native-memio" }
 
 // New implements Factory.
 func (nativeFactory) New(tb TB, s Setup) (DUT, error) {
-	mtu := s.MTU
-	if mtu == 0 {
-		mtu = memio.DefaultMTU
-	}
-	pa, pb := memio.NewPair(memio.Options{MTU: mtu})
-	d, err := newNativeDUT(pa, s, memDUTAddr, 24, memBenchAddr, pb.MAC())
+	w := newMemWire(s)
+	d, err := newNativeDUT(w.a, s, memDUTAddr, 24, memBenchAddr, w.b.MAC())
 	if err != nil {
-		pa.Close()
-		pb.Close()
+		w.close()
 		return nil, err
 	}
-	d.info = Info{Name: "native-memio", Kind: KindNative, MAC: pa.MAC(), BenchMAC: pb.MAC(),
-		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: mtu, Lacks: nativeLacks}
-	d.link = memLink{pb}
-	d.closeWire = func() error { return errors.Join(pa.Close(), pb.Close()) }
-	d.settle = func(wait time.Duration) {
-		deadline := time.Now().Add(wait)
-		for pa.Stats().RxFrames < pb.Stats().TxFrames && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Microsecond)
-		}
-	}
+	d.info = Info{Name: "native-memio", Kind: KindNative, MAC: w.a.MAC(), BenchMAC: w.b.MAC(),
+		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: w.mtu, Lacks: nativeLacks}
+	d.link = memLink{w.b}
+	d.closeWire, d.settle = w.close, w.settle
 	return d, nil
 }
 

@@ -57,39 +57,57 @@ type waitFrameIO interface {
 
 // New implements Factory.
 func (f *oursFactory) New(tb TB, s Setup) (DUT, error) {
-	mtu := s.MTU
-	if mtu == 0 {
-		mtu = memio.DefaultMTU
-	}
-	pa, pb := memio.NewPair(memio.Options{MTU: mtu})
-	var fio frameio.FrameIO = pa
+	w := newMemWire(s)
+	var fio frameio.FrameIO = w.a
 	if f.wrap != nil {
-		fio = f.wrap(pa)
+		fio = f.wrap(w.a)
 		if _, ok := fio.(frameio.Waiter); !ok {
-			pa.Close()
-			pb.Close()
+			w.close()
 			return nil, fmt.Errorf("ours: the wrapped FrameIO cannot Wait")
 		}
 	}
 	d, err := newOursDUT(fio, s, stack.Options{Addr: memDUTAddr, PrefixLen: 24,
-		Neighbors: map[netip.Addr]net.HardwareAddr{memBenchAddr: pb.MAC()}})
+		Neighbors: map[netip.Addr]net.HardwareAddr{memBenchAddr: w.b.MAC()}})
 	if err != nil {
-		pa.Close()
-		pb.Close()
+		w.close()
 		return nil, err
 	}
-	d.info = Info{Name: f.name, Kind: KindOurs, MAC: pa.MAC(), BenchMAC: pb.MAC(),
-		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: mtu, Lacks: oursLacks}
-	d.link = memLink{pb}
+	d.info = Info{Name: f.name, Kind: KindOurs, MAC: w.a.MAC(), BenchMAC: w.b.MAC(),
+		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: w.mtu, Lacks: oursLacks}
+	d.link = memLink{w.b}
 	d.answer = 2 * time.Second
-	d.closeWire = func() error { return errors.Join(pa.Close(), pb.Close()) }
-	d.settle = func(wait time.Duration) {
-		deadline := time.Now().Add(wait)
-		for pa.Stats().RxFrames < pb.Stats().TxFrames && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Microsecond)
-		}
-	}
+	d.closeWire, d.settle = w.close, w.settle
 	return d, nil
+}
+
+// memWire is the wire of a memio DUT: a memio pair, a the DUT's end and
+// b the bench's, with MTU mtu.
+type memWire struct {
+	a, b *memio.Port
+	mtu  int
+}
+
+// newMemWire makes the memio pair for s (MTU s.MTU, memio's default when
+// zero).
+func newMemWire(s Setup) memWire {
+	mtu := s.MTU
+	if mtu == 0 {
+		mtu = memio.DefaultMTU
+	}
+	a, b := memio.NewPair(memio.Options{MTU: mtu})
+	return memWire{a: a, b: b, mtu: mtu}
+}
+
+// close closes both ends (a memio DUT's closeWire).
+func (w memWire) close() error { return errors.Join(w.a.Close(), w.b.Close()) }
+
+// settle waits, up to wait, until the DUT's end took every frame the
+// bench's sent (a memio DUT's settle).
+func (w memWire) settle(wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for w.a.Stats().RxFrames < w.b.Stats().TxFrames && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // newOursDUT builds our stack on fio as the tcp-* kinds do (stack.New,
