@@ -356,6 +356,27 @@ func waitFD(fd int, events int16, wait time.Duration) error {
 	}
 }
 
+// retryFD calls try until it is done (again false), waiting between
+// tries, up to wait in all, until fd is ready for events. It returns
+// try's error, waitFD's, or ErrWouldBlock when wait passed with try still
+// to retry.
+func retryFD(fd int, events int16, wait time.Duration, try func() (again bool, err error)) error {
+	deadline := time.Now().Add(wait)
+	for {
+		again, err := try()
+		if !again {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return ErrWouldBlock
+		}
+		if err := waitFD(fd, events, left); err != nil {
+			return err
+		}
+	}
+}
+
 // linuxErr maps an errno to the suite's errors.
 func linuxErr(op string, err error) error {
 	switch {
@@ -376,24 +397,23 @@ type linuxListener struct {
 
 // Accept implements Listener.
 func (l *linuxListener) Accept(wait time.Duration) (Conn, error) {
-	deadline := time.Now().Add(wait)
-	for {
+	var c *linuxConn
+	err := retryFD(l.fd, unix.POLLIN, wait, func() (bool, error) {
 		nfd, _, err := unix.Accept4(l.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		if err == nil {
 			l.d.track(nfd)
-			return &linuxConn{d: l.d, fd: nfd}, nil
+			c = &linuxConn{d: l.d, fd: nfd}
+			return false, nil
 		}
 		if !errors.Is(err, unix.EAGAIN) {
-			return nil, fmt.Errorf("linux: accept: %w", err)
+			return false, fmt.Errorf("linux: accept: %w", err)
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, ErrWouldBlock
-		}
-		if err := waitFD(l.fd, unix.POLLIN, left); err != nil {
-			return nil, err
-		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return c, nil
 }
 
 // Close implements Listener.
@@ -415,26 +435,25 @@ func (c *linuxConn) Write(p []byte) (int, error) {
 
 // Read implements Conn.
 func (c *linuxConn) Read(p []byte, wait time.Duration) (int, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		n, err := unix.Read(c.fd, p)
+	var n int
+	err := retryFD(c.fd, unix.POLLIN|unix.POLLRDHUP, wait, func() (bool, error) {
+		var err error
+		n, err = unix.Read(c.fd, p)
 		switch {
 		case err == nil && n == 0 && len(p) > 0:
-			return 0, io.EOF
+			return false, io.EOF
 		case err == nil:
-			return n, nil
+			return false, nil
 		}
 		if e := linuxErr("read", err); e != ErrWouldBlock {
-			return 0, e
+			return false, e
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return 0, ErrWouldBlock
-		}
-		if err := waitFD(c.fd, unix.POLLIN|unix.POLLRDHUP, left); err != nil {
-			return 0, err
-		}
+		return true, nil
+	})
+	if err != nil {
+		return 0, err
 	}
+	return n, nil
 }
 
 // Shutdown implements Conn.
@@ -455,27 +474,27 @@ type linuxUDP struct {
 
 // Read implements UDPConn.
 func (u *linuxUDP) Read(p []byte, wait time.Duration) (int, netip.AddrPort, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		n, from, err := unix.Recvfrom(u.fd, p, 0)
+	var n int
+	var ap netip.AddrPort
+	err := retryFD(u.fd, unix.POLLIN, wait, func() (bool, error) {
+		var from unix.Sockaddr
+		var err error
+		n, from, err = unix.Recvfrom(u.fd, p, 0)
 		if err == nil {
-			var ap netip.AddrPort
 			if sa, ok := from.(*unix.SockaddrInet4); ok {
 				ap = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
 			}
-			return n, ap, nil
+			return false, nil
 		}
 		if !errors.Is(err, unix.EAGAIN) {
-			return 0, netip.AddrPort{}, fmt.Errorf("linux: recvfrom: %w", err)
+			return false, fmt.Errorf("linux: recvfrom: %w", err)
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return 0, netip.AddrPort{}, ErrWouldBlock
-		}
-		if err := waitFD(u.fd, unix.POLLIN, left); err != nil {
-			return 0, netip.AddrPort{}, err
-		}
+		return true, nil
+	})
+	if err != nil {
+		return 0, netip.AddrPort{}, err
 	}
+	return n, ap, nil
 }
 
 // Close implements UDPConn.
@@ -599,23 +618,22 @@ func (l *packetLink) Send(frame []byte) error {
 
 // Recv implements Link.
 func (l *packetLink) Recv(wait time.Duration) ([]byte, error) {
-	deadline := time.Now().Add(wait)
-	for {
+	var frame []byte
+	err := retryFD(l.fd, unix.POLLIN, wait, func() (bool, error) {
 		n, err := unix.Read(l.fd, l.buf[:])
 		if err == nil {
-			return append([]byte(nil), l.buf[:n]...), nil
+			frame = append([]byte(nil), l.buf[:n]...)
+			return false, nil
 		}
 		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
-			return nil, fmt.Errorf("bench: read: %w", err)
+			return false, fmt.Errorf("bench: read: %w", err)
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, nil
-		}
-		if err := waitFD(l.fd, unix.POLLIN, left); err != nil {
-			return nil, err
-		}
+		return true, nil
+	})
+	if err == ErrWouldBlock {
+		return nil, nil // nothing within wait
 	}
+	return frame, err
 }
 
 // prefixNet converts p to the *net.IPNet netlink takes.
