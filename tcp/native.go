@@ -58,9 +58,9 @@ func nativeOptions(cfg core.Config, t Tuning, opts Options) native.Options {
 		Congestion: native.NewReno,
 		SYNBacklog: listenBacklog,
 	}
-	if o.PrefixLen == 0 {
-		o.PrefixLen = onLinkPrefix(cfg)
-	}
+	// Like the netstack backend, which sends to every peer on the link,
+	// the engine then has no gateway: every address is on the link.
+	o.AllOnLink = o.PrefixLen == 0
 	if o.MinRTO > native.DefaultMaxRTO {
 		o.MaxRTO = o.MinRTO
 	}
@@ -485,27 +485,4 @@ func nativeGoErr(err error) error {
 // directions (the engine reports an orderly FIN as io.EOF).
 func nativePeerError(err error) error {
 	return &core.PeerError{Reset: true, Err: nativeGoErr(err)}
-}
-
-// onLinkPrefix is the engine's on-link prefix when Options.PrefixLen is
-// unset. Like the netstack backend, which sends to every peer on the link,
-// the engine then has no gateway: a client's prefix is the longest that
-// holds LocalIP and every Dests; a server's is 1, the widest the engine
-// takes (a peer whose first address bit differs from LocalIP's is
-// unreachable: the engine does not route).
-func onLinkPrefix(cfg core.Config) int {
-	if cfg.Role != core.RoleClient {
-		return 1
-	}
-	u := func(a netip.Addr) uint32 {
-		b := a.As4()
-		return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-	}
-	p := 32
-	for _, d := range cfg.Dests {
-		for x := u(cfg.LocalIP) ^ u(d); p > 1 && x>>(32-p) != 0; {
-			p--
-		}
-	}
-	return p
 }

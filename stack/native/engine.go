@@ -108,8 +108,11 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	copy(e.mac[:], mac)
 	e.addr = o.Addr.As4()
 	e.mask = ^uint32(0) << (32 - o.PrefixLen)
+	if o.AllOnLink {
+		e.mask = 0
+	}
 	e.net4 = binary.BigEndian.Uint32(e.addr[:]) & e.mask
-	if o.Gateway.IsValid() {
+	if o.Gateway.IsValid() && !o.AllOnLink {
 		e.gw, e.hasGW = o.Gateway.As4(), true
 	}
 	if e.secret == ([16]byte{}) {

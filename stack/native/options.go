@@ -54,10 +54,14 @@ const (
 type Options struct {
 	// Addr is the engine's IPv4 address; PrefixLen its on-link prefix
 	// (default 24); Gateway the next hop for off-link peers (none: off-link
-	// peers are unreachable).
+	// peers are unreachable). AllOnLink puts every address on the link
+	// (frames go to the peer's own MAC, learnt from its frames or asked by
+	// ARP), as a host without a router: PrefixLen and Gateway are then
+	// ignored.
 	Addr      netip.Addr
 	PrefixLen int
 	Gateway   netip.Addr
+	AllOnLink bool
 	// Neighbors are static ARP entries (never asked, never expire).
 	Neighbors map[netip.Addr]net.HardwareAddr
 	// MTU is the largest IP packet; default and maximum the FrameIO's MTU.
