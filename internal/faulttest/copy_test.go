@@ -2,20 +2,26 @@ package faulttest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/internal/wire"
+	"github.com/dgramio/dgramio/stack/native"
+	"github.com/dgramio/dgramio/tcp"
 	"github.com/dgramio/dgramio/tcp/netconn"
 )
 
@@ -41,7 +47,9 @@ var copyImpairment = wire.Options{
 // each accepted connection, over the seeded lossy wire of internal/wire
 // (1% loss, 1% duplication, 5% reordering, 0.1% corruption, both
 // directions), once on kernel tcp (net.Listen) and once on tcp-xdp
-// (netconn.Listen over netstack; tcp-dpdk instead with -tags dpdk). A kernel TCP client on the other host
+// (netconn.Listen over netstack; tcp-dpdk instead with -tags dpdk), and
+// on the native engine over tcp-xdp's AF_XDP socket (nativeCopyServe). A
+// kernel TCP client on the other host
 // writes 64 MiB (SOAK=1, as make soak sets it: 256 MiB) of seeded bytes
 // while it reads the echo back, and checks it byte for byte. The echo
 // reads nothing ahead: while its Write is blocked, it does not read, its
@@ -59,6 +67,9 @@ func TestFaultCopyWire(t *testing.T) {
 		if isStream(k) && core.Kind(k) != core.KindTCP {
 			kinds = append(kinds, k)
 		}
+		if core.Kind(k) == core.KindTCPXDP {
+			kinds = append(kinds, nativeCopyKind)
+		}
 	}
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) { copyWire(t, kind, total) })
@@ -67,10 +78,19 @@ func TestFaultCopyWire(t *testing.T) {
 
 func copyWire(t *testing.T, kind string, total int64) {
 	w := wire.NewT(t, copyImpairment)
-	addr := addrFor(kind, w.B)
-	ln := copyListener(t, kind, w.B, addr)
+	var ln net.Listener
+	var stopNative func() string
 	served := make(chan error, 1)
-	go func() { served <- copyServe(ln) }()
+	var addr netip.Addr
+	if kind == nativeCopyKind {
+		addr = addrFor(string(core.KindTCPXDP), w.B)
+		stopNative = nativeCopyServe(t, w.B, addr)
+		served <- nil
+	} else {
+		addr = addrFor(kind, w.B)
+		ln = copyListener(t, kind, w.B, addr)
+		go func() { served <- copyServe(ln) }()
+	}
 
 	var c net.Conn
 	err := w.A.Do(func() error {
@@ -114,6 +134,9 @@ func copyWire(t *testing.T, kind string, total int64) {
 				if l, ok := ln.(*netconn.Listener); ok {
 					t.Logf("echo counters: %s", allCounters(l.Service().Stats()))
 				}
+				if stopNative != nil {
+					t.Logf("echo counters: %s", stopNative())
+				}
 				t.Fatalf("%s: no echoed byte for %v after %d of %d bytes (replay: WIRE_SEED=%d)",
 					kind, copyStall, n, total, seed)
 			}
@@ -127,7 +150,11 @@ func copyWire(t *testing.T, kind string, total int64) {
 			counterOf(st, "netstack", "tcp_timeouts"))
 	}
 	c.Close()
-	ln.Close()
+	if stopNative != nil {
+		t.Logf("echo: %s", stopNative())
+	} else {
+		ln.Close()
+	}
 	<-served
 	ab, ba := w.Stats(wire.AtoB), w.Stats(wire.BtoA)
 	t.Logf("%s: %d MiB echoed byte-exact in %v (%.1f MiB/s each way), seed %d", kind, total>>20,
@@ -215,4 +242,100 @@ func verifyEcho(c net.Conn, seed uint64, total int64, echoed *atomic.Int64) erro
 		}
 	}
 	return nil
+}
+
+// nativeCopyKind names the io.Copy echo run on the native engine itself.
+const nativeCopyKind = "tcp-xdp+native"
+
+// nativeCopyServe runs the io.Copy echo on the native engine (stack/native)
+// over the AF_XDP socket and XDP program of tcp-xdp (tcp.OpenXDP), on a poll
+// loop of its own: each connection reads a chunk only once the one before
+// it was written whole, as io.Copy does, so a blocked write closes the
+// echo's receive window. stop ends the loop, releases everything and
+// returns the engine's counters; it may be called more than once.
+func nativeCopyServe(t *testing.T, h *testhost.Host, addr netip.Addr) (stop func() string) {
+	t.Helper()
+	cfg := core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: h.Iface, LocalIP: addr, Port: port}
+	var fio frameio.FrameIO
+	var opts tcp.Options
+	err := h.Do(func() error {
+		var err error
+		fio, opts, err = tcp.OpenXDP(cfg)
+		return err
+	})
+	testutil.SkipIfNotSupported(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := native.New(fio, native.Options{Addr: addr, AllOnLink: true, SendBuf: 1 << 20, RecvBuf: 1 << 20})
+	if err != nil {
+		opts.Close()
+		t.Fatal(err)
+	}
+	l, err := e.Listen(port, 16)
+	if err != nil {
+		e.Close()
+		opts.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		type echo struct {
+			c      *native.Conn
+			buf    []byte
+			n, off int
+		}
+		var conns []*echo
+		for ctx.Err() == nil {
+			e.Poll(256)
+			for c, ok := l.Accept(); ok; c, ok = l.Accept() {
+				conns = append(conns, &echo{c: c, buf: make([]byte, 32<<10)})
+			}
+			kept := conns[:0]
+			for _, x := range conns {
+				if x.off == x.n {
+					k, err := x.c.Read(x.buf)
+					if err != nil { // the client's FIN, or the end
+						x.c.Close()
+						continue
+					}
+					x.n, x.off = k, 0
+				}
+				if x.off < x.n {
+					x.off += x.c.Write(x.buf[x.off:x.n])
+				}
+				kept = append(kept, x)
+			}
+			conns = kept
+			if err := e.Flush(); err != nil {
+				t.Errorf("native echo: Flush: %v", err)
+				return
+			}
+			wctx, wcancel := context.WithTimeout(ctx, time.Millisecond)
+			_ = e.Wait(wctx)
+			wcancel()
+		}
+	}()
+	var once sync.Once
+	var counters string
+	stop = func() string {
+		once.Do(func() {
+			cancel()
+			<-done
+			var b strings.Builder
+			for _, c := range e.AppendCounters(nil) {
+				if c.Value != 0 {
+					fmt.Fprintf(&b, "%s.%s %d; ", c.Layer, c.Name, c.Value)
+				}
+			}
+			counters = b.String()
+			e.Close()
+			opts.Close()
+		})
+		return counters
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }
