@@ -199,7 +199,7 @@ func (c *Conn) Buffered() int { return c.sLen }
 // window scale follows; afterwards the buffer never shrinks below what
 // was advertised or received.
 func (c *Conn) SetRecvBuf(n int) {
-	n = max(min(n, len(c.rbuf)), c.e.mss)
+	n = max(min(n, c.e.o.RecvBuf), c.e.mss)
 	if c.state == SynSent && c.needSyn || c.state == Closed {
 		c.rcvCap, c.rcvWS = n, wscaleFor(n)
 		return
@@ -332,12 +332,8 @@ func (e *Engine) newConn(raddr [4]byte, lport, rport uint16) *Conn {
 	i := e.free[len(e.free)-1]
 	e.free = e.free[:len(e.free)-1]
 	c := &e.conns[i]
-	if c.sbuf == nil {
-		c.sbuf = make([]byte, e.o.SendBuf)
-		c.rbuf = make([]byte, e.o.RecvBuf)
-	}
 	c.raddr, c.lport, c.rport = raddr, lport, rport
-	c.rcvCap = len(c.rbuf)
+	c.rcvCap = e.o.RecvBuf
 	c.rcvWS = wscaleFor(c.rcvCap)
 	c.rmss = e.mss
 	c.smss, c.peerMSS = 536, 536
@@ -350,6 +346,17 @@ func (e *Engine) newConn(raddr [4]byte, lport, rport uint16) *Conn {
 	}
 	e.table[tuple{raddr, lport, rport}] = i
 	return c
+}
+
+// buffers gives c its send and receive rings, when its slot has none yet
+// (a slot keeps them for its later connections). An active open takes
+// them at Dial, a passive one only when its handshake completes, so that
+// SYNs that never complete it (a flood) cost a slot but no buffers.
+func (c *Conn) buffers() {
+	if c.sbuf == nil {
+		c.sbuf = make([]byte, c.e.o.SendBuf)
+		c.rbuf = make([]byte, c.e.o.RecvBuf)
+	}
 }
 
 // Dial opens a connection to dst from srcPort (0: an ephemeral port). The
@@ -386,6 +393,7 @@ func (e *Engine) Dial(dst netip.AddrPort, srcPort uint16) (*Conn, error) {
 	if c == nil {
 		return nil, ErrTableFull
 	}
+	c.buffers()
 	c.user, c.state, c.hop = true, SynSent, hop
 	c.sndUna, c.sndNxt, c.sndMax = c.iss, c.iss, c.iss
 	c.needSyn = true

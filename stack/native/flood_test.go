@@ -72,6 +72,17 @@ func TestSYNFloodRFC4987(t *testing.T) {
 			t.Fatalf("round %d: %d connection slots in use, want at most the SYN backlog (%d) and the session", i, used, o.SYNBacklog)
 		}
 	}
+	// SYNs that never complete the handshake cost a slot but no buffers:
+	// only the session's slot (and the client's own) hold rings.
+	withRings := 0
+	for i := range w.b.conns {
+		if w.b.conns[i].sbuf != nil {
+			withRings++
+		}
+	}
+	if withRings > 1 {
+		t.Errorf("%d connection slots hold send and receive rings after the flood, want 1 (the session)", withRings)
+	}
 	if c := counterOf(t, w.b, "tcp_syncookies_sent"); c < 50000 {
 		t.Errorf("%d cookies for 100000 SYNs", c)
 	}

@@ -200,6 +200,7 @@ func (c *Conn) synRcvdAck(s *segment) bool {
 
 // establish moves to ESTABLISHED with the peer's window of s.
 func (c *Conn) establish(s *segment) {
+	c.buffers()
 	c.state = Established
 	c.sndWnd = uint32(s.wnd) << c.sndWS
 	c.maxSndWnd = c.sndWnd
