@@ -975,22 +975,28 @@ func (b *Backend) shutdown(linger bool) error {
 // cannot wait (DPDK), a sleep of napPoll. For the poll loops of New and
 // Close, not for Wait.
 func (b *Backend) nap(ctx context.Context) error {
-	err := b.st.EP.Sleep(ctx)
-	if errors.Is(err, core.ErrNotSupported) {
-		t := time.NewTimer(napPoll)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return err
+	return napOr(ctx, b.st.EP.Sleep(ctx))
 }
 
 // napPoll is how long nap sleeps on a FrameIO that cannot wait.
 const napPoll = 20 * time.Microsecond
+
+// napOr returns err, the result of a sleep, unless it says the device
+// cannot sleep (core.ErrNotSupported): then it sleeps napPoll or until ctx
+// is done instead.
+func napOr(ctx context.Context, err error) error {
+	if !errors.Is(err, core.ErrNotSupported) {
+		return err
+	}
+	t := time.NewTimer(napPoll)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // allClosed reports whether every connection's FIN has been acknowledged
 // (or the connection is gone).

@@ -170,18 +170,7 @@ func (n *nativeEngine) sleep(ctx context.Context, next time.Time, armed bool) er
 // nap is sleep for the poll loops of New and Close, which own the engine.
 func (n *nativeEngine) nap(ctx context.Context) error {
 	at, ok := n.e.NextTimer()
-	err := n.sleep(ctx, at, ok)
-	if errors.Is(err, core.ErrNotSupported) {
-		t := time.NewTimer(napPoll)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return err
+	return napOr(ctx, n.sleep(ctx, at, ok))
 }
 
 // connectAll dials every destination and drives the engine until each is
