@@ -33,18 +33,10 @@ func BenchmarkNativeHandoff(b *testing.B) {
 			t0 := time.Now()
 			cc.Write(req)
 			cli.Flush()
-			for n := 0; n < 100; {
-				srv.Poll(64)
-				k, _ := sc.Read(buf)
-				n += k
-			}
+			pollRead(srv, sc, buf, 100)
 			sc.Write(buf[:100])
 			srv.Flush()
-			for n := 0; n < 100; {
-				cli.Poll(64)
-				k, _ := cc.Read(buf)
-				n += k
-			}
+			pollRead(cli, cc, buf, 100)
 			lat = append(lat, time.Since(t0))
 		}
 		b.StopTimer()
@@ -77,11 +69,7 @@ func BenchmarkNativeHandoff(b *testing.B) {
 			t0 := time.Now()
 			cc.Write(req)
 			cli.Flush()
-			for n := 0; n < 100; {
-				cli.Poll(64)
-				k, _ := cc.Read(buf)
-				n += k
-			}
+			pollRead(cli, cc, buf, 100)
 			lat = append(lat, time.Since(t0))
 		}
 		b.StopTimer()
@@ -131,4 +119,13 @@ func report(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// pollRead polls e until n bytes of c have been read into buf (overwriting).
+func pollRead(e *Engine, c *Conn, buf []byte, n int) {
+	for got := 0; got < n; {
+		e.Poll(64)
+		k, _ := c.Read(buf)
+		got += k
+	}
 }
