@@ -26,10 +26,13 @@ import (
 // cfg.Iface; the EAL starts with the first DPDK backend of the process.
 //
 // No kernel owns the address on a DPDK port, so package arp answers ARP for
-// cfg.LocalIP and resolves the peers (on a vdev, the gateway of the
-// kernel's route towards a peer behind a router) (without it a peer with an IP stack
-// asks who has our address, gets no answer and never sends). Frames to
-// other ports, protocols or addresses are counted as filtered.
+// cfg.LocalIP (without it a peer with an IP stack asks who has our
+// address, gets no answer and never sends) and resolves the peers' next
+// hops: a peer behind a router resolves to the router, cfg.DPDK.Gateway
+// for an address outside LocalIP/cfg.DPDK.PrefixLen when those are set
+// (as a PCI device needs: it has no kernel routes), the gateway of the
+// kernel's route on a vdev otherwise. Frames to other ports, protocols or
+// addresses are counted as filtered.
 //
 // On a net_af_packet vdev the kernel still sees every frame: it answers ARP
 // too (with the same MAC, which is harmless) and, for datagrams to a port
@@ -113,14 +116,11 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	// On a vdev the interface has a kernel side whose routes say which
-	// gateway an off-link peer is behind.
-	var nl *netlink.Handle
-	var hop func(netip.Addr) netip.Addr
-	if info.Iface != "" {
-		if nl, hop, err = routeLookup(info.Iface); err != nil {
-			return nil, err
-		}
+	nl, hop, err := dpdkNextHop(cfg, info.Iface)
+	if err != nil {
+		return nil, err
+	}
+	if nl != nil {
 		undo = append(undo, nl.Close)
 	}
 	opts := RawOptions{
@@ -148,6 +148,18 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	}
 	undo = nil
 	return r, nil
+}
+
+// dpdkNextHop returns the RawOptions.NextHop of a DPDK port: from
+// cfg.DPDK.PrefixLen and Gateway when set (gatewayNextHop), else on a vdev
+// (iface set) the kernel's routes of the interface through a netlink
+// handle the caller closes, else nil (every address on the link; Validate
+// refused an off-link Dest).
+func dpdkNextHop(cfg core.Config, iface string) (*netlink.Handle, func(netip.Addr) netip.Addr, error) {
+	if hop := gatewayNextHop(cfg); hop != nil || iface == "" {
+		return nil, hop, nil
+	}
+	return routeLookup(iface)
 }
 
 // openSink binds the kernel UDP socket that keeps the kernel from
@@ -206,11 +218,9 @@ func NewDPDKGroup(cfg core.Config) (core.QueueGroup, error) {
 		return nil, err
 	}
 	g := &dpdkGroup{cfg: cfg, port: port, slots: queues.NewSlots(cfg.Queues)}
-	if iface := port.Info().Iface; iface != "" {
-		if g.nl, g.hop, err = routeLookup(iface); err != nil {
-			g.Close()
-			return nil, err
-		}
+	if g.nl, g.hop, err = dpdkNextHop(cfg, port.Info().Iface); err != nil {
+		g.Close()
+		return nil, err
 	}
 	return g, nil
 }

@@ -44,7 +44,9 @@ type RawOptions struct {
 	// resolutions with ARP; nil: every address is on the link. It runs on
 	// the poll loop (once per address never heard from) and must not
 	// wait for the network. The xdp and dpdk kinds pass the kernel's
-	// route lookup where the interface has a kernel side.
+	// route lookup where the interface has a kernel side; dpdk passes
+	// Config.DPDK.Gateway for the addresses off its Config.DPDK.PrefixLen
+	// when set (a PCI device has no kernel side).
 	NextHop func(addr netip.Addr) netip.Addr
 	// Mode is Stats.Mode ("xdp driver copy", ...). Default: the FrameIO's
 	// Stats().Mode.

@@ -7,7 +7,28 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/arp"
+	"github.com/dgramio/dgramio/internal/core"
 )
+
+// gatewayNextHop is the RawOptions.NextHop of cfg.DPDK.PrefixLen and
+// cfg.DPDK.Gateway (validated by core.Config): an address on LocalIP's
+// link is its own next hop, any other goes to the gateway (or to itself
+// without one, which Validate allows only when no Dest is off the link).
+// nil when PrefixLen is 0: every address is on the link. It needs no
+// lock and never waits.
+func gatewayNextHop(cfg core.Config) func(netip.Addr) netip.Addr {
+	if cfg.DPDK.PrefixLen == 0 {
+		return nil
+	}
+	link := netip.PrefixFrom(cfg.LocalIP, cfg.DPDK.PrefixLen).Masked()
+	gw := cfg.DPDK.Gateway
+	return func(addr netip.Addr) netip.Addr {
+		if link.Contains(addr) || !gw.IsValid() {
+			return addr
+		}
+		return gw
+	}
+}
 
 // resolver finds peers' MACs for Raw without blocking the poll loop.
 // start and poll are called by the poll loop only; close after it left.

@@ -231,6 +231,16 @@ type DPDKOptions struct {
 	RxDesc, TxDesc int
 	// Mbufs is the mempool size. Default 8191.
 	Mbufs int
+	// PrefixLen is the length of LocalIP's on-link prefix and Gateway the
+	// router on that link that off-link peers are behind, for the datagram
+	// kind dpdk: frames to an address outside LocalIP/PrefixLen carry
+	// Gateway's MAC, found by ARP. They matter on a PCI device, which has
+	// no kernel routes to ask; when set they are used on a vdev too
+	// instead of the kernel's routes of its interface. PrefixLen 0 (the
+	// default) puts every address on the link; Gateway needs PrefixLen,
+	// must be on the link and is required when a Dest is off it.
+	PrefixLen int
+	Gateway   netip.Addr
 }
 
 // TCPTuning is the tuning of the userspace TCP, mapped onto netstack
@@ -446,7 +456,7 @@ func isPow2(n int) bool { return n > 0 && n&(n-1) == 0 }
 // problem is a *ConfigError naming the field; the first one found is
 // returned.
 func (c Config) Validate() error {
-	for _, check := range []func() error{c.checkPath, c.checkAddrs, c.checkSizes, c.checkQueues, c.checkURing, c.checkXDP, c.checkTCP} {
+	for _, check := range []func() error{c.checkPath, c.checkAddrs, c.checkSizes, c.checkQueues, c.checkURing, c.checkXDP, c.checkDPDK, c.checkTCP} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -607,6 +617,45 @@ func (c Config) checkXDP() error {
 	}
 	if c.XDP.QueueID < 0 {
 		return badField("XDP.QueueID", c.XDP.QueueID, "must not be negative")
+	}
+	return nil
+}
+
+// checkDPDK checks the next-hop settings of the DPDK kinds: an off-link
+// Dest needs a gateway on the link, since nothing else knows its router
+// on a PCI device.
+func (c Config) checkDPDK() error {
+	d := c.DPDK
+	if c.Kind != KindDPDK {
+		if c.Kind.IsDPDK() && (d.PrefixLen != 0 || d.Gateway.IsValid()) {
+			return badField("DPDK.Gateway", d.Gateway, "DPDK.PrefixLen and DPDK.Gateway are the datagram kind dpdk's; kind %s does not use them", c.Kind)
+		}
+		return nil
+	}
+	if d.PrefixLen < 0 || d.PrefixLen > 32 {
+		return badField("DPDK.PrefixLen", d.PrefixLen, "must be between 0 (every address on the link) and 32")
+	}
+	if d.PrefixLen == 0 {
+		if d.Gateway.IsValid() {
+			return badField("DPDK.PrefixLen", d.PrefixLen, "DPDK.Gateway %v needs LocalIP's on-link prefix length (24 for a /24) to tell which peers are behind it", d.Gateway)
+		}
+		return nil
+	}
+	link := netip.PrefixFrom(c.LocalIP, d.PrefixLen).Masked()
+	if d.Gateway.IsValid() {
+		if !d.Gateway.Is4() || !link.Contains(d.Gateway) || d.Gateway == c.LocalIP {
+			return badField("DPDK.Gateway", d.Gateway, "must be another IPv4 address on LocalIP's link %v", link)
+		}
+		return nil
+	}
+	for _, dst := range c.Dests {
+		if !link.Contains(dst) {
+			what := "the DPDK port"
+			if d.PCI != "" {
+				what = "a PCI port (no kernel routes to ask)"
+			}
+			return badField("DPDK.Gateway", "unset", "destination %v is off LocalIP's link %v, and on %s its frames go to a router: set DPDK.Gateway to the router's address on %v (or DPDK.PrefixLen 0 if the peer answers ARP on this link itself)", dst, link, what, link)
+		}
 	}
 	return nil
 }

@@ -43,6 +43,14 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"raw without iface", func(c *Config) { c.Kind = KindXDP; c.Iface = "" }, "Iface"},
 		{"dpdk without device", func(c *Config) { c.Kind = KindDPDK; c.Iface = "" }, "Iface"},
 		{"dpdk pci and vdev", func(c *Config) { c.Kind = KindDPDK; c.DPDK.PCI = "0000:03:00.0"; c.DPDK.VDev = "net_ring0" }, "DPDK.VDev"},
+		{"dpdk gateway without prefix", func(c *Config) { c.Kind = KindDPDK; c.DPDK.Gateway = netip.MustParseAddr("198.18.0.254") }, "DPDK.PrefixLen"},
+		{"dpdk prefix too long", func(c *Config) { c.Kind = KindDPDK; c.DPDK.PrefixLen = 33 }, "DPDK.PrefixLen"},
+		{"dpdk gateway off link", func(c *Config) {
+			c.Kind, c.DPDK.PrefixLen, c.DPDK.Gateway = KindDPDK, 24, netip.MustParseAddr("198.18.1.1")
+		}, "DPDK.Gateway"},
+		{"dpdk gateway on tcp-dpdk", func(c *Config) {
+			c.Kind, c.DPDK.PrefixLen, c.DPDK.Gateway = KindTCPDPDK, 24, netip.MustParseAddr("198.18.0.254")
+		}, "DPDK.Gateway"},
 		{"ipv6 local", func(c *Config) { c.LocalIP = netip.MustParseAddr("2001:db8::1") }, "LocalIP"},
 		{"raw without local ip", func(c *Config) { c.Kind = KindXDP; c.LocalIP = netip.Addr{} }, "LocalIP"},
 		{"client without dests", func(c *Config) { c.Dests = nil }, "Dests"},
@@ -103,6 +111,28 @@ func TestValidateNamesTheField(t *testing.T) {
 				t.Fatalf("message does not name the field or give a reason: %q", err)
 			}
 		})
+	}
+}
+
+// TestDPDKOffLinkNeedsGateway: a PCI port has no kernel routes to ask, so
+// a Dest outside LocalIP/DPDK.PrefixLen without DPDK.Gateway is refused
+// with an error that says what to set; with the gateway it is accepted.
+func TestDPDKOffLinkNeedsGateway(t *testing.T) {
+	c := validClient(KindDPDK)
+	c.Iface, c.DPDK.PCI, c.DPDK.PrefixLen = "", "0000:03:00.0", 24
+	c.Dests = []netip.Addr{netip.MustParseAddr("198.18.0.2")}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("on-link peer: %v", err)
+	}
+	c.Dests = append(c.Dests, netip.MustParseAddr("198.19.7.7"))
+	err := c.Validate()
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Field != "DPDK.Gateway" || !strings.Contains(err.Error(), "198.19.7.7") || !strings.Contains(err.Error(), "PCI") {
+		t.Fatalf("off-link peer without gateway: got %v, want a DPDK.Gateway error naming the peer and the PCI port", err)
+	}
+	c.DPDK.Gateway = netip.MustParseAddr("198.18.0.254")
+	if err := c.Validate(); err != nil {
+		t.Fatalf("off-link peer with gateway: %v", err)
 	}
 }
 
