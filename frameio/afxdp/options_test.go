@@ -126,21 +126,3 @@ func TestOptionsFromConfig(t *testing.T) {
 		t.Error("MaxDatagram 1472 in 2048-byte frames accepted")
 	}
 }
-
-func TestCleanupOrder(t *testing.T) {
-	var got []int
-	var c cleanup
-	for i := 0; i < 3; i++ {
-		c.add(func() error { got = append(got, i); return nil })
-	}
-	c.add(func() error { return errors.New("boom") })
-	if err := c.undo(); err == nil || err.Error() != "boom" {
-		t.Errorf("undo error %v, want boom", err)
-	}
-	if len(got) != 3 || got[0] != 2 || got[2] != 0 {
-		t.Errorf("undo order %v, want [2 1 0]", got)
-	}
-	if err := c.undo(); err != nil || len(got) != 3 {
-		t.Error("second undo ran steps again")
-	}
-}

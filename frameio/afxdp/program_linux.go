@@ -5,9 +5,8 @@ import (
 	"net/netip"
 	"sync"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
+	"github.com/dgramio/dgramio/internal/cleanup"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -62,7 +61,7 @@ type Program struct {
 
 	mu     sync.Mutex
 	closed bool
-	undo   cleanup
+	undo   cleanup.Stack
 }
 
 // AttachProgram loads the program o describes, with an XSKMAP of
@@ -97,22 +96,18 @@ func AttachProgram(o ProgramOptions) (*Program, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			_ = p.undo.undo()
+			_ = p.undo.Undo()
 		}
 	}()
-	l, err := netlink.LinkByName(o.Iface)
+	a, err := linkAttrs(o.Iface, o.FirstQueue, o.FirstQueue+o.Queues-1)
 	if err != nil {
-		return nil, fmt.Errorf("afxdp: interface %q: %w", o.Iface, err)
-	}
-	a := l.Attrs()
-	if last := o.FirstQueue + o.Queues - 1; a.NumRxQueues > 0 && last >= a.NumRxQueues {
-		return nil, bad("QueueID", o.FirstQueue, "queues %d..%d: interface %s has %d RX queues", o.FirstQueue, last, o.Iface, a.NumRxQueues)
+		return nil, err
 	}
 	p.ifindex = a.Index
 	if p.objs, err = xdpprog.Load(xdpprog.Spec{Variant: o.Program, Queues: o.FirstQueue + o.Queues}); err != nil {
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
-	p.undo.add(p.objs.Close)
+	p.undo.Add(p.objs.Close)
 	if err := p.objs.SetPorts(o.Port, uint16(max(o.Ports, 1))); err != nil {
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
@@ -128,7 +123,7 @@ func AttachProgram(o ProgramOptions) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.undo.add(lk.Close)
+	p.undo.Add(lk.Close)
 	p.mode, p.fallback = mode, fallback
 	ok = true
 	return p, nil
@@ -205,7 +200,7 @@ func (p *Program) Close() error {
 		return nil
 	}
 	p.closed = true
-	if err := p.undo.undo(); err != nil {
+	if err := p.undo.Undo(); err != nil {
 		return fmt.Errorf("afxdp: close shared program: %w", err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
+	"github.com/dgramio/dgramio/internal/cleanup"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/guard"
@@ -75,7 +76,7 @@ type XSK struct {
 	// What Close found left: TX frames accepted by TxFrame and never
 	// completed, RX descriptors never read.
 	txUnsentAtClose, rxUnreadAtClose atomic.Uint64
-	undo                             cleanup
+	undo                             cleanup.Stack
 
 	_  [64]byte
 	rx rxSide
@@ -149,17 +150,12 @@ func Open(o Options) (*XSK, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			_ = x.undo.undo()
+			_ = x.undo.Undo()
 		}
 	}()
-
-	l, err := netlink.LinkByName(o.Iface)
+	a, err := linkAttrs(o.Iface, o.QueueID, o.QueueID)
 	if err != nil {
-		return nil, fmt.Errorf("afxdp: interface %q: %w", o.Iface, err)
-	}
-	a := l.Attrs()
-	if a.NumRxQueues > 0 && o.QueueID >= a.NumRxQueues {
-		return nil, bad("QueueID", o.QueueID, "interface %s has %d RX queues", o.Iface, a.NumRxQueues)
+		return nil, err
 	}
 	x.ifindex = a.Index
 	x.mac = append(net.HardwareAddr(nil), a.HardwareAddr...)
@@ -167,16 +163,9 @@ func Open(o Options) (*XSK, error) {
 	if m := o.MaxFrame - ethHeader; x.mtu == 0 || m < x.mtu {
 		x.mtu = m
 	}
-
-	if x.waker, err = fdwait.NewWaker(); err != nil {
-		return nil, fmt.Errorf("afxdp: %w", err)
+	if err := x.newWakers(); err != nil {
+		return nil, err
 	}
-	x.undo.add(x.waker.Close)
-	if x.irq, err = fdwait.NewWaker(); err != nil {
-		return nil, fmt.Errorf("afxdp: %w", err)
-	}
-	x.undo.add(x.irq.Close)
-
 	if err := x.openSocket(); err != nil {
 		return nil, err
 	}
@@ -190,24 +179,80 @@ func Open(o Options) (*XSK, error) {
 	if err != nil {
 		return nil, err
 	}
+	attachMode, err := x.program(zc)
+	if err != nil {
+		return nil, err
+	}
+	x.mode = attachMode + " copy"
+	if zc {
+		x.mode = attachMode + " zerocopy"
+	}
+	if x.fallback != nil {
+		x.mode += " (driver mode refused)"
+	}
+	if err := waitCarrier(x.ifindex, o.Iface, o.CarrierWait); err != nil {
+		return nil, err
+	}
+	ok = true
+	return x, nil
+}
 
+// linkAttrs looks iface up in the calling thread's network namespace and
+// refuses queues first..last beyond its RX queues (a *core.ConfigError
+// for QueueID).
+func linkAttrs(iface string, first, last int) (*netlink.LinkAttrs, error) {
+	l, err := netlink.LinkByName(iface)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: interface %q: %w", iface, err)
+	}
+	a := l.Attrs()
+	if a.NumRxQueues > 0 && last >= a.NumRxQueues {
+		queues := fmt.Sprintf("queues %d..%d", first, last)
+		if first == last {
+			queues = fmt.Sprintf("queue %d", first)
+		}
+		return nil, bad("QueueID", first, "%s: interface %s has %d RX queues", queues, iface, a.NumRxQueues)
+	}
+	return a, nil
+}
+
+// newWakers makes the eventfds of Close and Interrupt.
+func (x *XSK) newWakers() error {
+	var err error
+	if x.waker, err = fdwait.NewWaker(); err != nil {
+		return fmt.Errorf("afxdp: %w", err)
+	}
+	x.undo.Add(x.waker.Close)
+	if x.irq, err = fdwait.NewWaker(); err != nil {
+		return fmt.Errorf("afxdp: %w", err)
+	}
+	x.undo.Add(x.irq.Close)
+	return nil
+}
+
+// program loads and attaches the socket's own XDP program, or takes
+// Options.Shared's, and registers the bound socket in its map at QueueID.
+// It returns the program's attach mode ("driver" or "skb").
+func (x *XSK) program(zc bool) (string, error) {
+	o := x.opts
 	objs := o.Shared.objects()
 	attachMode := o.Shared.attachMode()
 	if o.Shared == nil {
+		var err error
 		x.objs, err = xdpprog.Load(xdpprog.Spec{Variant: o.Program, Queues: o.QueueID + 1})
 		if err != nil {
-			return nil, fmt.Errorf("afxdp: %w", err)
+			return "", fmt.Errorf("afxdp: %w", err)
 		}
-		x.undo.add(x.objs.Close)
+		x.undo.Add(x.objs.Close)
 		if err := x.objs.SetPort(o.Port); err != nil {
-			return nil, fmt.Errorf("afxdp: %w", err)
+			return "", fmt.Errorf("afxdp: %w", err)
 		}
 		var l link.Link
 		if l, attachMode, x.fallback, err = attach(x.objs, x.ifindex, o.Iface, o.Mode); err != nil {
-			return nil, err
+			return "", err
 		}
 		x.link = l
-		x.undo.add(l.Close)
+		x.undo.Add(l.Close)
 		objs = x.objs
 	} else {
 		x.shared, x.fallback = o.Shared, o.Shared.fallback
@@ -215,28 +260,14 @@ func Open(o Options) (*XSK, error) {
 	if zc && attachMode != "driver" {
 		// Cannot happen with a driver that offers zero-copy (it has native
 		// XDP), but say so rather than run a socket nobody feeds.
-		return nil, core.NotSupported("AF_XDP zero-copy with SKB-mode XDP", "",
+		return "", core.NotSupported("AF_XDP zero-copy with SKB-mode XDP", "",
 			"zero-copy needs the program in driver mode", nil)
 	}
 	if err := objs.SetSocket(o.QueueID, x.fd); err != nil {
-		return nil, fmt.Errorf("afxdp: %w", err)
+		return "", fmt.Errorf("afxdp: %w", err)
 	}
-	x.undo.add(func() error { return objs.ClearSocket(o.QueueID) })
-
-	copyMode := "copy"
-	if zc {
-		copyMode = "zerocopy"
-	}
-	x.mode = attachMode + " " + copyMode
-	if x.fallback != nil {
-		x.mode += " (driver mode refused)"
-	}
-
-	if err := waitCarrier(x.ifindex, o.Iface, o.CarrierWait); err != nil {
-		return nil, err
-	}
-	ok = true
-	return x, nil
+	x.undo.Add(func() error { return objs.ClearSocket(o.QueueID) })
+	return attachMode, nil
 }
 
 func sysErr(op string, err error) error { return fmt.Errorf("afxdp: %s: %w", op, err) }
@@ -252,7 +283,7 @@ func (x *XSK) openSocket() error {
 		return sysErr("create AF_XDP socket", err)
 	}
 	x.fd = fd
-	x.undo.add(func() error { return unix.Close(fd) })
+	x.undo.Add(func() error { return unix.Close(fd) })
 	return nil
 }
 
@@ -264,7 +295,7 @@ func (x *XSK) mapUMEM() error {
 		return sysErr(fmt.Sprintf("mmap %d-byte UMEM", size), err)
 	}
 	x.umem = mem
-	x.undo.add(func() error { return unix.Munmap(mem) })
+	x.undo.Add(func() error { return unix.Munmap(mem) })
 	if o.MLock {
 		if err := unix.Mlock(mem); err != nil {
 			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EAGAIN) {
@@ -334,7 +365,7 @@ func (x *XSK) setupRings() error {
 		if err != nil {
 			return nil, sysErr("mmap "+name+" ring", err)
 		}
-		x.undo.add(func() error { return unix.Munmap(mem) })
+		x.undo.Add(func() error { return unix.Munmap(mem) })
 		return mem, nil
 	}
 	mem, err := mapRing(unix.XDP_UMEM_PGOFF_FILL_RING, off.Fr, 8, "fill")
@@ -971,7 +1002,7 @@ func (x *XSK) Close() error {
 	x.countLeft()
 	x.final = x.readKernel()
 	x.closed = true
-	if err := x.undo.undo(); err != nil {
+	if err := x.undo.Undo(); err != nil {
 		return fmt.Errorf("afxdp: close: %w", err)
 	}
 	return nil
