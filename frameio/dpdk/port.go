@@ -20,6 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/internal/cleanup"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/poison"
 	"github.com/safchain/ethtool"
@@ -343,16 +344,44 @@ func Open(o Options) (*Port, error) {
 	takeLog() // forget older messages: errors quote what this Open logged
 
 	p := &Port{nsfd: -1, xdpLink: -1}
-	var undo []func()
-	fail := func(err error) (*Port, error) {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
+	var undo cleanup.Stack
+	ok := false
+	defer func() {
+		if !ok {
+			_ = undo.Undo()
 		}
+	}()
+	bus, devargs, err := p.device(o, seq)
+	if err != nil {
 		return nil, err
 	}
+	if err := p.saveIface(&undo); err != nil {
+		return nil, err
+	}
+	res, err := p.start(o, bus, devargs, seq, &undo)
+	if err != nil {
+		return nil, err
+	}
+	p.takeResult(o, res)
+	p.setPromiscuous(o)
+	if err := p.readMAC(); err != nil {
+		return nil, err
+	}
+	if err := p.waitLink(o.LinkWait, devargs); err != nil {
+		return nil, err
+	}
+	if err := p.initQueues(o, res, &undo); err != nil {
+		return nil, err
+	}
+	p.initXstats()
+	ok = true
+	return p, nil
+}
 
-	// The device.
-	var bus, devargs string
+// device says what Open attaches: the bus ("pci" or "vdev"), the device's
+// name and arguments (for the default, a net_af_xdp vdev on o.Iface with
+// queue_count=o.Queues), and the kernel interface under a vdev.
+func (p *Port) device(o Options, seq int) (bus, devargs string, err error) {
 	switch {
 	case o.PCI != "":
 		bus, p.devName = "pci", o.PCI
@@ -365,7 +394,7 @@ func Open(o Options) (*Port, error) {
 		p.devName, devargs = "net_af_xdp"+strconv.Itoa(seq), "iface="+o.Iface
 		if o.Queues > 1 {
 			if err := checkCombined(o.Iface, o.Queues); err != nil {
-				return fail(err)
+				return "", "", err
 			}
 			devargs += ",queue_count=" + strconv.Itoa(o.Queues)
 		}
@@ -373,56 +402,68 @@ func Open(o Options) (*Port, error) {
 	}
 	p.info.Name, p.info.Devargs, p.info.Iface = p.devName, devargs, p.iface
 	p.xskLink = wantXSKLink(p.devName, devargs, p.iface)
+	return bus, devargs, nil
+}
 
+// saveIface keeps the calling thread's network namespace (Close goes back
+// into it) and, under a vdev, what Close restores of the interface (its
+// promiscuous flag, XDP program and MTU) and a netlink handle for its
+// counters.
+func (p *Port) saveIface(undo *cleanup.Stack) error {
 	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fail(fmt.Errorf("dpdk: open network namespace: %w", err))
+		return fmt.Errorf("dpdk: open network namespace: %w", err)
 	}
 	p.nsfd = fd
-	undo = append(undo, func() { unix.Close(fd) })
-
-	if p.iface != "" {
-		flags, err := ifFlags(p.iface)
-		if err != nil {
-			return fail(fmt.Errorf("dpdk: interface %q (of %s) in this thread's network namespace: %w", p.iface, p.devName, err))
-		}
-		p.promiscBefore = flags&unix.IFF_PROMISC != 0
-		p.xdpBefore, _ = xdpProgID(p.iface)
-		p.mtuBefore, _ = ifMTU(p.iface)
-		undo = append(undo, func() { p.restoreIface() })
-		if h, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
-			p.nl = h
-			undo = append(undo, func() { h.Close() })
-		}
+	undo.Add(func() error { return unix.Close(fd) })
+	if p.iface == "" {
+		return nil
 	}
+	flags, err := ifFlags(p.iface)
+	if err != nil {
+		return fmt.Errorf("dpdk: interface %q (of %s) in this thread's network namespace: %w", p.iface, p.devName, err)
+	}
+	p.promiscBefore = flags&unix.IFF_PROMISC != 0
+	p.xdpBefore, _ = xdpProgID(p.iface)
+	p.mtuBefore, _ = ifMTU(p.iface)
+	undo.Add(p.restoreIface)
+	if h, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
+		p.nl = h
+		undo.Do(h.Close)
+	}
+	return nil
+}
 
-	// Attach, configure and start the device. On net_af_xdp a queue set-up
-	// that fails is tried again from scratch for a while: the kernel
-	// releases the queue of an AF_XDP socket closed a moment ago (ours of a
-	// port just closed, or anyone's) from a work queue, and until then the
-	// PMD's bind fails, which it reports only as a failed socket.
-	//
-	// DPDK and libxdp open their descriptors without close-on-exec: each
-	// attempt holds off fork (syscall.ForkLock) and sets it on those it
-	// opened before it lets a fork happen (see closeOnExec).
-	var res C.struct_dg_result
+// start attaches, configures and starts the device (attempt), and pushes
+// the undoing of it all. On net_af_xdp a queue set-up that fails is tried
+// again from scratch for up to xskBusyWait: the kernel releases the queue
+// of an AF_XDP socket closed a moment ago (ours of a port just closed, or
+// anyone's) from a work queue, and until then the PMD's bind fails, which
+// it reports only as a failed socket.
+//
+// DPDK and libxdp open their descriptors without close-on-exec: each
+// attempt holds off fork (syscall.ForkLock) and sets it on those it
+// opened before it lets a fork happen (see closeOnExec).
+func (p *Port) start(o Options, bus, devargs string, seq int, undo *cleanup.Stack) (C.struct_dg_result, error) {
 	for busy := time.Now().Add(xskBusyWait); ; {
 		syscall.ForkLock.RLock()
 		before := inheritableFDs()
-		r, undoAttempt, retry, err := p.attempt(o, bus, devargs, seq)
+		res, steps, retry, err := p.attempt(o, bus, devargs, seq)
 		closeOnExec(before)
 		syscall.ForkLock.RUnlock()
 		if err == nil {
-			res = r
-			undo = append(undo, undoAttempt)
-			break
+			undo.Add(steps.Undo)
+			return res, nil
 		}
 		if !retry || time.Now().After(busy) {
-			return fail(err)
+			return res, err
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	port := p.portID
+}
+
+// takeResult records the MTU and ring sizes the configuration got.
+func (p *Port) takeResult(o Options, res C.struct_dg_result) {
 	if res.mtu_refused != 0 {
 		p.note("rte_eth_dev_set_mtu(%d) refused (%v); relying on the MTU given to rte_eth_dev_configure", o.MTU, rteError(int(res.mtu_errno)))
 	}
@@ -432,41 +473,50 @@ func Open(o Options) (*Port, error) {
 	}
 	p.info.MTU, p.info.MaxMTU = p.mtu, int(res.max_mtu)
 	p.info.RxDesc, p.info.TxDesc = int(res.rx_desc), int(res.tx_desc)
+}
 
-	// Promiscuous mode: on when asked, or when the interface already was
-	// (someone else wants it); off otherwise. Not every PMD can.
+// setPromiscuous turns promiscuous mode on when asked, or when the
+// interface already was (someone else wants it), and off otherwise. A PMD
+// that cannot is noted, not an error.
+func (p *Port) setPromiscuous(o Options) {
 	if o.Promiscuous || p.promiscBefore {
-		if r := C.rte_eth_promiscuous_enable(port); r != 0 {
+		if r := C.rte_eth_promiscuous_enable(p.portID); r != 0 {
 			p.note("rte_eth_promiscuous_enable: %v", rteError(int(r)))
 		}
-	} else if r := C.rte_eth_promiscuous_disable(port); r != 0 && r != -C.ENOTSUP {
+	} else if r := C.rte_eth_promiscuous_disable(p.portID); r != 0 && r != -C.ENOTSUP {
 		p.note("rte_eth_promiscuous_disable: %v", rteError(int(r)))
 	}
+}
 
+// readMAC reads the port's MAC address.
+func (p *Port) readMAC() error {
 	var addr C.struct_rte_ether_addr
-	if r := C.rte_eth_macaddr_get(port, &addr); r != 0 {
-		return fail(p.dpdkError("rte_eth_macaddr_get", int(r)))
+	if r := C.rte_eth_macaddr_get(p.portID, &addr); r != 0 {
+		return p.dpdkError("rte_eth_macaddr_get", int(r))
 	}
 	p.mac = make(net.HardwareAddr, 6)
 	for i := range p.mac {
 		p.mac[i] = byte(addr.addr_bytes[i])
 	}
+	return nil
+}
 
-	// The link: the PMD's, and for a vdev the kernel interface's carrier
-	// too (net_af_xdp and net_af_packet report their link up whatever the
-	// interface's state).
-	deadline := time.Now().Add(o.LinkWait)
+// waitLink waits up to wait for the PMD's link, and for a vdev the kernel
+// interface's carrier too (net_af_xdp and net_af_packet report their link
+// up whatever the interface's state).
+func (p *Port) waitLink(wait time.Duration, devargs string) error {
+	deadline := time.Now().Add(wait)
 	for {
 		var speed C.uint32_t
-		up := C.dg_link(port, &speed)
+		up := C.dg_link(p.portID, &speed)
 		if up < 0 {
-			return fail(p.dpdkError("rte_eth_link_get_nowait", int(up)))
+			return p.dpdkError("rte_eth_link_get_nowait", int(up))
 		}
 		what := "link"
 		if up == 1 && p.iface != "" {
 			flags, err := ifFlags(p.iface)
 			if err != nil {
-				return fail(fmt.Errorf("dpdk: interface %s: %w", p.iface, err))
+				return fmt.Errorf("dpdk: interface %s: %w", p.iface, err)
 			}
 			if flags&(unix.IFF_UP|unix.IFF_RUNNING) != unix.IFF_UP|unix.IFF_RUNNING {
 				up, what = 0, "carrier of "+p.iface
@@ -474,47 +524,59 @@ func Open(o Options) (*Port, error) {
 		}
 		if up == 1 {
 			p.info.LinkSpeed = uint32(speed)
-			break
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("dpdk: %s: %s still down after %v (is the interface, its peer or the cable up?)", describe(p.devName, devargs), what, o.LinkWait))
+			return fmt.Errorf("dpdk: %s: %s still down after %v (is the interface, its peer or the cable up?)", describe(p.devName, devargs), what, wait)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
 
-	// The shim's buffers, one set per queue.
+// initQueues makes the shim's buffers of every queue (p is queue 0 and
+// owns the device) and, with several queues, the Ports of the others.
+func (p *Port) initQueues(o Options, res C.struct_dg_result, undo *cleanup.Stack) error {
 	p.dev = p
 	if err := p.initShim(o, res); err != nil {
-		return fail(err)
+		return err
 	}
 	c := p.c
-	undo = append(undo, func() { C.dg_port_free(c) })
-	if len(p.pools) > 1 {
-		p.queues = []*Port{p}
-		for q := 1; q < len(p.pools); q++ {
-			qp := &Port{dev: p, queue: q, pool: p.pools[q], portID: p.portID, mac: p.mac, mtu: p.mtu,
-				devName: p.devName, vdev: p.vdev, iface: p.iface, nsfd: -1, info: p.info}
-			if err := qp.initShim(o, res); err != nil {
-				return fail(err)
-			}
-			qc := qp.c
-			undo = append(undo, func() { C.dg_port_free(qc) })
-			p.queues = append(p.queues, qp)
-		}
-		p.open = len(p.queues)
+	undo.Do(func() { C.dg_port_free(c) })
+	if len(p.pools) < 2 {
+		return nil
 	}
+	p.queues = []*Port{p}
+	for q := 1; q < len(p.pools); q++ {
+		qp := &Port{dev: p, queue: q, pool: p.pools[q], portID: p.portID, mac: p.mac, mtu: p.mtu,
+			devName: p.devName, vdev: p.vdev, iface: p.iface, nsfd: -1, info: p.info}
+		if err := qp.initShim(o, res); err != nil {
+			return err
+		}
+		qc := qp.c
+		undo.Do(func() { C.dg_port_free(qc) })
+		p.queues = append(p.queues, qp)
+	}
+	p.open = len(p.queues)
+	return nil
+}
 
-	// Extended statistics: names now, values in Stats.
-	if n := C.rte_eth_xstats_get_names(port, nil, 0); n > 0 {
-		names := (*C.struct_rte_eth_xstat_name)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.struct_rte_eth_xstat_name{}))))
-		got := C.rte_eth_xstats_get_names(port, names, C.uint(n))
-		for _, nm := range unsafe.Slice(names, max(0, min(int(got), int(n)))) {
-			p.xstatNames = append(p.xstatNames, C.GoString(&nm.name[0]))
-		}
-		C.free(unsafe.Pointer(names))
-		p.xstats = (*C.struct_rte_eth_xstat)(C.calloc(C.size_t(len(p.xstatNames)+1), C.size_t(unsafe.Sizeof(C.struct_rte_eth_xstat{}))))
+// initXstats reads the names of the device's extended statistics and
+// allocates the array Stats reads their values into.
+func (p *Port) initXstats() {
+	n := C.rte_eth_xstats_get_names(p.portID, nil, 0)
+	if n <= 0 {
+		return
 	}
-	return p, nil
+	names := (*C.struct_rte_eth_xstat_name)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.struct_rte_eth_xstat_name{}))))
+	if names == nil {
+		return // no extended statistics rather than no port
+	}
+	got := C.rte_eth_xstats_get_names(p.portID, names, C.uint(n))
+	for _, nm := range unsafe.Slice(names, max(0, min(int(got), int(n)))) {
+		p.xstatNames = append(p.xstatNames, C.GoString(&nm.name[0]))
+	}
+	C.free(unsafe.Pointer(names))
+	p.xstats = (*C.struct_rte_eth_xstat)(C.calloc(C.size_t(len(p.xstatNames)+1), C.size_t(unsafe.Sizeof(C.struct_rte_eth_xstat{}))))
 }
 
 // checkCombined refuses Queues net_af_xdp queues on an interface with fewer
@@ -586,24 +648,43 @@ func (p *Port) Queue(q int) *Port {
 	return d.queues[q]
 }
 
-// attempt attaches (probes) the device, unless it is a PCI device the EAL
-// already probed at start, makes its mempool on the port's NUMA node, and
-// configures and starts it. On success it returns the configuration's
-// result and a function that undoes it all; on error it has undone it
-// itself, and retry says whether the failure was a net_af_xdp queue set-up
-// (see xskBusyWait).
-func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg_result, undoAll func(), retry bool, err error) {
-	var undo []func()
-	undoAll = func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
+// attempt attaches the device (probe), makes its mempools on the port's
+// NUMA node (makePools), and configures and starts it (configure). On
+// success it returns the configuration's result and the stack that undoes
+// it all; on error it has undone it itself, and retry says whether the
+// failure was a net_af_xdp queue set-up (see xskBusyWait).
+func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg_result, undo *cleanup.Stack, retry bool, err error) {
+	st := new(cleanup.Stack)
+	defer func() {
+		if err != nil {
+			_ = st.Undo()
 		}
+	}()
+	takeLog() // errors quote what this attempt logged
+	if err := p.probe(bus, devargs, st); err != nil {
+		return res, nil, false, err
 	}
-	fail := func(err error, retry bool) (C.struct_dg_result, func(), bool, error) {
-		undoAll()
+	// The mempools, on the port's NUMA node.
+	socket := C.rte_eth_dev_socket_id(p.portID)
+	if socket < 0 {
+		socket = C.SOCKET_ID_ANY
+	}
+	p.info.Socket = int(socket)
+	pools, err := p.makePools(o, seq, socket)
+	if err != nil {
+		return res, nil, false, err
+	}
+	if retry, err = p.configure(o, devargs, pools, socket, &res, st); err != nil {
 		return res, nil, retry, err
 	}
-	takeLog() // errors quote what this attempt logged
+	return res, st, false, nil
+}
+
+// probe attaches the device (hotplug), unless it is a PCI device the EAL
+// already probed at start, finds its ethdev port and driver, attaches
+// net_af_xdp's program through our BPF link (see xsklink.go) and notes the
+// packet sockets net_af_packet opened.
+func (p *Port) probe(bus, devargs string, undo *cleanup.Stack) error {
 	var port C.uint16_t
 	var pktBefore []sockFile
 	afpacket := strings.HasPrefix(p.devName, "net_af_packet")
@@ -614,13 +695,13 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 		C.dg_clear_errno()
 		ret := withCStrings(func(s []*C.char) C.int { return C.rte_eal_hotplug_add(s[0], s[1], s[2]) }, bus, p.devName, devargs)
 		if ret != 0 {
-			return fail(p.dpdkError("attach "+bus+" device "+describe(p.devName, devargs), int(ret)), false)
+			return p.dpdkError("attach "+bus+" device "+describe(p.devName, devargs), int(ret))
 		}
-		undo = append(undo, func() {
+		undo.Do(func() {
 			withCStrings(func(s []*C.char) C.int { return C.rte_eal_hotplug_remove(s[0], s[1]) }, bus, p.devName)
 		})
 		if !portByName(p.devName, &port) {
-			return fail(fmt.Errorf("dpdk: %s attached, but no ethdev port appeared for it (is it a network device?)%s", describe(p.devName, devargs), logHint()), false)
+			return fmt.Errorf("dpdk: %s attached, but no ethdev port appeared for it (is it a network device?)%s", describe(p.devName, devargs), logHint())
 		}
 	}
 	p.portID = port
@@ -628,30 +709,30 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 
 	var devInfo C.struct_rte_eth_dev_info
 	if ret := C.rte_eth_dev_info_get(port, &devInfo); ret != 0 {
-		return fail(p.dpdkError("rte_eth_dev_info_get", int(ret)), false)
+		return p.dpdkError("rte_eth_dev_info_get", int(ret))
 	}
 	p.info.Driver = C.GoString(devInfo.driver_name)
 	if p.xskLink && p.info.Driver == "net_af_xdp" {
 		// Before the PMD sets its sockets up: it adopts the program.
 		if err := p.attachXSKLink(devargs); err != nil {
-			return fail(err, false)
+			return err
 		}
-		undo = append(undo, p.detachXSKLink)
+		undo.Do(p.detachXSKLink)
 		p.info.XDPProg = p.xdpProg
 	}
+	p.pkts = nil
 	if p.info.Driver == "net_af_packet" && afpacket {
 		// The PMD opened its packet sockets in the probe.
 		p.pkts = newSockets(pktBefore, pmdSockets(unix.AF_PACKET))
-	} else {
-		p.pkts = nil
 	}
+	return nil
+}
 
-	// The mempool, on the port's NUMA node.
-	socket := C.rte_eth_dev_socket_id(port)
-	if socket < 0 {
-		socket = C.SOCKET_ID_ANY
-	}
-	p.info.Socket = int(socket)
+// makePools makes the mempools, one per queue, on socket: a queue's
+// poller is not an EAL lcore, so a shared pool would have no per-core
+// cache and every alloc and free would contend on its ring with the other
+// queues. On error it frees those it made.
+func (p *Port) makePools(o Options, seq int, socket C.int) ([]*C.struct_rte_mempool, error) {
 	dataRoom := int(C.RTE_MBUF_DEFAULT_DATAROOM)
 	if need := o.MTU + 14 + 4; need > dataRoom {
 		dataRoom = (need + 1023) &^ 1023
@@ -662,16 +743,8 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 		// (see dg_pool_create).
 		flags = C.RTE_MEMPOOL_F_NO_IOVA_CONTIG
 	}
-	// One mempool per queue: a queue's poller is not an EAL lcore, so a
-	// shared pool would have no per-core cache and every alloc and free
-	// would contend on its ring with the other queues.
 	nq := max(o.Queues, 1)
 	pools := make([]*C.struct_rte_mempool, 0, nq)
-	freePools := func() {
-		for _, mp := range pools {
-			C.rte_mempool_free(mp)
-		}
-	}
 	for q := 0; q < nq; q++ {
 		name := "dgramio_" + strconv.Itoa(seq)
 		if nq > 1 {
@@ -686,34 +759,47 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 			if errors.Is(err, syscall.ENOMEM) {
 				err = fmt.Errorf("%w (lower DPDK.Mbufs, or give the EAL more memory: EALOptions.MemoryMB or -m in ExtraArgs)", err)
 			}
-			freePools()
-			return fail(err, false)
+			freePools(pools)
+			return nil, err
 		}
 		pools = append(pools, mp)
 		if p.info.Driver == "net_af_xdp" && C.dg_pool_chunks(mp) != 1 {
-			freePools()
-			return fail(fmt.Errorf("dpdk: %s: the mempool of %d mbufs is in %d pieces, and net_af_xdp needs one piece for its UMEM (lower DPDK.Mbufs or give the EAL more memory)",
-				p.devName, o.Mbufs, C.dg_pool_chunks(mp)), false)
+			freePools(pools)
+			return nil, fmt.Errorf("dpdk: %s: the mempool of %d mbufs is in %d pieces, and net_af_xdp needs one piece for its UMEM (lower DPDK.Mbufs or give the EAL more memory)",
+				p.devName, o.Mbufs, C.dg_pool_chunks(mp))
 		}
 	}
-	p.pool, p.pools = pools[0], pools
-	pool := p.pool
+	return pools, nil
+}
 
-	// Configure and start.
+func freePools(pools []*C.struct_rte_mempool) {
+	for _, mp := range pools {
+		C.rte_mempool_free(mp)
+	}
+}
+
+// configure configures and starts the port on pools (dg_port_configure),
+// which it owns from then on: the undo it pushes stops and closes the port
+// and then frees them (the PMD refers to them until closed), with our XDP
+// link detached between stop and close, as in teardown. retry says
+// whether the failure was a net_af_xdp queue set-up (see xskBusyWait).
+func (p *Port) configure(o Options, devargs string, pools []*C.struct_rte_mempool, socket C.int, res *C.struct_dg_result, undo *cleanup.Stack) (retry bool, err error) {
+	p.pool, p.pools = pools[0], pools
+	port, nq := p.portID, len(pools)
 	conf := C.struct_dg_conf{
 		mtu:     C.uint16_t(o.MTU),
 		rx_desc: C.uint16_t(o.RxDesc),
 		tx_desc: C.uint16_t(o.TxDesc),
 		socket:  socket,
-		pool:    pool,
+		pool:    p.pool,
 		queues:  C.uint16_t(nq),
 		rss_hf:  C.RTE_ETH_RSS_IP | C.RTE_ETH_RSS_TCP | C.RTE_ETH_RSS_UDP,
 	}
 	if nq > 1 {
-		arr := (**C.struct_rte_mempool)(C.calloc(C.size_t(nq), C.size_t(unsafe.Sizeof(pool))))
+		arr := (**C.struct_rte_mempool)(C.calloc(C.size_t(nq), C.size_t(unsafe.Sizeof(p.pool))))
 		if arr == nil {
-			freePools()
-			return fail(fmt.Errorf("dpdk: %s: out of memory", p.devName), false)
+			freePools(pools)
+			return false, fmt.Errorf("dpdk: %s: out of memory", p.devName)
 		}
 		defer C.free(unsafe.Pointer(arr))
 		copy(unsafe.Slice(arr, nq), pools)
@@ -724,19 +810,17 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 	if afxdp {
 		before = dpdkXSKs()
 	}
-	ret := C.dg_port_configure(port, &conf, &res)
+	ret := C.dg_port_configure(port, &conf, res)
 	if afxdp {
 		// What the PMD opened now, kept open or not (see closeXSKs).
 		p.xsks = newSockets(before, dpdkXSKs())
 	}
-	// The mempools go after the port: the PMD refers to them until closed.
-	// Our XDP link goes between stop and close, as in teardown.
-	undo = append(undo, func() {
+	undo.Do(func() {
 		C.rte_eth_dev_stop(port)
 		p.detachXSKLink()
 		C.rte_eth_dev_close(port)
 		p.closeXSKs()
-		freePools()
+		freePools(pools)
 	})
 	if ret != 0 {
 		step := C.GoString(res.step)
@@ -749,12 +833,12 @@ func (p *Port) attempt(o Options, bus, devargs string, seq int) (res C.struct_dg
 				"%s offers %d RX and %d TX queues (a net_af_xdp vdev as many as its queue_count devarg, an interface's channels at most)",
 				describe(p.devName, devargs), res.max_rx_queues, res.max_tx_queues)}
 		}
-		return fail(err, afxdp && step == "rte_eth_rx_queue_setup")
+		return afxdp && step == "rte_eth_rx_queue_setup", err
 	}
 	if nq > 1 {
 		p.info.RSS = uint64(res.rss_hf)
 	}
-	return res, undoAll, false, nil
+	return false, nil
 }
 
 // withCStrings calls fn with C copies of ss, freed afterwards.
