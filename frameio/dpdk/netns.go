@@ -51,26 +51,9 @@ func sameNetns(nsfd int) (bool, error) {
 	return a.Dev == b.Dev && a.Ino == b.Ino, nil
 }
 
-// ifFlags reads the interface flags (SIOCGIFFLAGS) in the calling thread's
-// network namespace.
-func ifFlags(name string) (uint16, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("socket: %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return 0, err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return 0, fmt.Errorf("SIOCGIFFLAGS: %w", err)
-	}
-	return ifr.Uint16(), nil
-}
-
-// setPromisc sets or clears IFF_PROMISC on the interface.
-func setPromisc(name string, on bool) error {
+// ifreq opens a datagram socket in the calling thread's network namespace
+// and calls fn with it and an ifreq for the interface name.
+func ifreq(name string, fn func(fd int, ifr *unix.Ifreq) error) error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
@@ -80,20 +63,43 @@ func setPromisc(name string, on bool) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("SIOCGIFFLAGS: %w", err)
-	}
-	flags := ifr.Uint16()
-	if on {
-		flags |= unix.IFF_PROMISC
-	} else {
-		flags &^= unix.IFF_PROMISC
-	}
-	ifr.SetUint16(flags)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("SIOCSIFFLAGS: %w", err)
+	return fn(fd, ifr)
+}
+
+// ioctl runs the interface ioctl req (named op in its error) on ifr.
+func ioctl(fd int, req uint, op string, ifr *unix.Ifreq) error {
+	if err := unix.IoctlIfreq(fd, req, ifr); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
+}
+
+// ifFlags reads the interface flags (SIOCGIFFLAGS) in the calling thread's
+// network namespace.
+func ifFlags(name string) (flags uint16, err error) {
+	err = ifreq(name, func(fd int, ifr *unix.Ifreq) error {
+		err := ioctl(fd, unix.SIOCGIFFLAGS, "SIOCGIFFLAGS", ifr)
+		flags = ifr.Uint16()
+		return err
+	})
+	return flags, err
+}
+
+// setPromisc sets or clears IFF_PROMISC on the interface.
+func setPromisc(name string, on bool) error {
+	return ifreq(name, func(fd int, ifr *unix.Ifreq) error {
+		if err := ioctl(fd, unix.SIOCGIFFLAGS, "SIOCGIFFLAGS", ifr); err != nil {
+			return err
+		}
+		flags := ifr.Uint16()
+		if on {
+			flags |= unix.IFF_PROMISC
+		} else {
+			flags &^= unix.IFF_PROMISC
+		}
+		ifr.SetUint16(flags)
+		return ioctl(fd, unix.SIOCSIFFLAGS, "SIOCSIFFLAGS", ifr)
+	})
 }
 
 // xdpProgID returns the id of the XDP program attached to the interface
@@ -131,38 +137,21 @@ func detachXDP(name string) error {
 }
 
 // ifMTU reads the interface's MTU (SIOCGIFMTU).
-func ifMTU(name string) (int, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("socket: %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return 0, err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFMTU, ifr); err != nil {
-		return 0, fmt.Errorf("SIOCGIFMTU: %w", err)
-	}
-	return int(ifr.Uint32()), nil
+func ifMTU(name string) (mtu int, err error) {
+	err = ifreq(name, func(fd int, ifr *unix.Ifreq) error {
+		err := ioctl(fd, unix.SIOCGIFMTU, "SIOCGIFMTU", ifr)
+		mtu = int(ifr.Uint32())
+		return err
+	})
+	return mtu, err
 }
 
 // setIfMTU sets the interface's MTU (SIOCSIFMTU).
 func setIfMTU(name string, mtu int) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("socket: %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return err
-	}
-	ifr.SetUint32(uint32(mtu))
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
-		return fmt.Errorf("SIOCSIFMTU: %w", err)
-	}
-	return nil
+	return ifreq(name, func(fd int, ifr *unix.Ifreq) error {
+		ifr.SetUint32(uint32(mtu))
+		return ioctl(fd, unix.SIOCSIFMTU, "SIOCSIFMTU", ifr)
+	})
 }
 
 // sockFile is an open socket of the process: its descriptor and its
@@ -177,7 +166,11 @@ type sockFile struct {
 // them (Go code, the net package and frameio/afxdp always set it). Open
 // uses it to find the sockets a PMD opened, before it sets close-on-exec
 // on them (see closeOnExec).
-func pmdSockets(domain int) []sockFile {
+func pmdSockets(domain int) []sockFile { return processSockets(domain, true) }
+
+// processSockets lists the process's sockets of domain; with inheritable,
+// only those without close-on-exec.
+func processSockets(domain int, inheritable bool) []sockFile {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return nil
@@ -193,6 +186,10 @@ func pmdSockets(domain int) []sockFile {
 			continue
 		}
 		if dom, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || dom != domain {
+			continue
+		}
+		if !inheritable {
+			out = append(out, sockFile{fd, ino})
 			continue
 		}
 		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || fl&unix.FD_CLOEXEC != 0 {

@@ -275,6 +275,20 @@ func xdpProgOf(t *testing.T, h *testhost.Host) uint32 {
 	return 0
 }
 
+// waitDetached waits up to 10 s for h's XDP program prog to go, as it
+// must once the process that held its BPF link is gone (after what).
+func waitDetached(t *testing.T, h *testhost.Host, prog uint32, after string) {
+	t.Helper()
+	left := prog
+	for end := time.Now().Add(10 * time.Second); left != 0 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+		left = xdpProgOf(t, h)
+	}
+	if left != 0 {
+		t.Fatalf("XDP program %d still on %s 10 s after %s", left, h.Iface, after)
+	}
+}
+
 // TestVethCrashDetaches: a process holding a net_af_xdp port (the default
 // device on an interface) is killed with SIGKILL. The XDP program it
 // attached through its BPF link goes with it, so the kernel has its
@@ -294,14 +308,7 @@ func TestVethCrashDetaches(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	left := prog
-	for end := time.Now().Add(10 * time.Second); left != 0 && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-		left = xdpProgOf(t, a)
-	}
-	if left != 0 {
-		t.Fatalf("XDP program %d still on %s 10 s after the process was killed", left, a.Iface)
-	}
+	waitDetached(t, a, prog, "the process was killed")
 	// The kernel answers ARP on the interface again.
 	if _, err := pair.UDPRoundTrip("after the crash", 5*time.Second); err != nil {
 		t.Fatalf("kernel to kernel after the crash: %v", err)
@@ -401,14 +408,7 @@ func TestVethSharedProgram(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	left := prog
-	for end := time.Now().Add(10 * time.Second); left != 0 && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-		left = xdpProgOf(t, a)
-	}
-	if left != 0 {
-		t.Fatalf("XDP program %d still on %s after the first process died", left, a.Iface)
-	}
+	waitDetached(t, a, prog, "the first process died")
 }
 
 // TestVethForeignProgram: an XDP program other than libxdp's on the
@@ -441,17 +441,9 @@ func TestVethForeignProgram(t *testing.T) {
 	}
 	defer l.Close()
 	id := xdpProgOf(t, a)
-	err = a.Do(func() error {
-		p, err := Open(Options{Iface: a.Iface})
-		if err == nil {
-			p.Close()
-			return errors.New("opened beside a foreign XDP program")
-		}
-		return err
-	})
-	t.Logf("%v", err)
-	if err == nil || !strings.Contains(err.Error(), "already attached") || !strings.Contains(err.Error(), `"foreign"`) {
-		t.Fatalf("Open beside a foreign program: %v", err)
+	err = openRefused(t, a, Options{Iface: a.Iface}, "already attached", "say a program is already attached")
+	if !strings.Contains(err.Error(), `"foreign"`) {
+		t.Fatalf("Open beside a foreign program: %v does not name it", err)
 	}
 	if on := xdpProgOf(t, a); on != id {
 		t.Fatalf("XDP program on %s after the failed Open: %d, want %d", a.Iface, on, id)

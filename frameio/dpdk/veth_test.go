@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,6 +194,31 @@ func checkClean(t *testing.T, h *testhost.Host, promiscBefore bool) {
 	}
 }
 
+// openRefused opens o in h's namespace, expecting a failure whose message
+// contains want (what it must say, described by what), and returns the
+// error.
+func openRefused(t *testing.T, h *testhost.Host, o Options, want, what string) error {
+	t.Helper()
+	var got error
+	err := h.Do(func() error {
+		p, err := Open(o)
+		if err == nil {
+			p.Close()
+			return errors.New("opened")
+		}
+		got = err
+		t.Logf("%v", err)
+		if !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("error %q does not %s", err, what)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 // TestVethEcho runs 10k datagrams from a kernel UDP socket in namespace B
 // through the DPDK port on A's veth end and back, for each vdev driver, and
 // checks that every frame is accounted for in the counters and that Close
@@ -303,21 +327,7 @@ func TestVethJumboRefused(t *testing.T) {
 	}
 	before := l.Attrs().MTU
 	vdev := fmt.Sprintf("net_af_packet_j%d,iface=%s", vethSeq.Add(1), pair.A.Iface)
-	err = pair.A.Do(func() error {
-		p, err := Open(Options{VDev: vdev, MTU: 4000})
-		if err == nil {
-			p.Close()
-			return errors.New("opened")
-		}
-		t.Logf("%v", err)
-		if !strings.Contains(err.Error(), "max frame size") {
-			return fmt.Errorf("error %q does not give DPDK's reason", err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	openRefused(t, pair.A, Options{VDev: vdev, MTU: 4000}, "max frame size", "give DPDK's reason")
 	if l, err = pair.A.Link(); err != nil || l.Attrs().MTU != before {
 		t.Fatalf("interface MTU %d (%v), want %d", l.Attrs().MTU, err, before)
 	}
@@ -331,21 +341,7 @@ func TestVethBadVdev(t *testing.T) {
 	pair := hosttest.New(t, testhost.Options{})
 	a := pair.A
 	bad := fmt.Sprintf("net_af_xdp_bad%d,iface=%s,start_queue=7", vethSeq.Add(1), a.Iface)
-	err := a.Do(func() error {
-		p, err := Open(Options{VDev: bad, LinkWait: time.Second})
-		if err == nil {
-			p.Close()
-			return errors.New("opened")
-		}
-		t.Logf("%s: %v", bad, err)
-		if !strings.Contains(err.Error(), "net_af_xdp_bad") {
-			return fmt.Errorf("error %q does not name the device", err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	openRefused(t, a, Options{VDev: bad, LinkWait: time.Second}, "net_af_xdp_bad", "name the device")
 	// From a thread outside the namespace the interface does not exist.
 	if _, err := Open(Options{Iface: a.Iface}); err == nil || !strings.Contains(err.Error(), a.Iface) {
 		t.Fatalf("open outside the namespace: %v", err)
@@ -370,7 +366,7 @@ func TestVethReopen(t *testing.T) {
 				return err
 			}
 			defer p.Close()
-			all := processSockets(unix.AF_XDP)
+			all := processSockets(unix.AF_XDP, false)
 			if len(all) == 0 || len(p.xsks) == 0 {
 				return fmt.Errorf("AF_XDP sockets seen while the port is open: %d, recorded: %d", len(all), len(p.xsks))
 			}
@@ -385,32 +381,11 @@ func TestVethReopen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
-		if left := processSockets(unix.AF_XDP); len(left) != 0 {
+		if left := processSockets(unix.AF_XDP, false); len(left) != 0 {
 			t.Fatalf("round %d: AF_XDP sockets left open: %v", i, left)
 		}
 	}
 	checkClean(t, pair.A, false)
-}
-
-// processSockets lists the process's sockets of domain, close-on-exec or
-// not.
-func processSockets(domain int) []sockFile {
-	ents, _ := os.ReadDir("/proc/self/fd")
-	var out []sockFile
-	for _, e := range ents {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		ino, ok := socketInode(fd)
-		if !ok {
-			continue
-		}
-		if dom, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err == nil && dom == domain {
-			out = append(out, sockFile{fd, ino})
-		}
-	}
-	return out
 }
 
 // TestVethFlood: B's kernel floods A while nobody polls the port, so its
@@ -487,28 +462,14 @@ func TestVethLinkWait(t *testing.T) {
 				t.Fatal(err)
 			}
 			vdev := func() string { return fmt.Sprintf("%s_w%d,iface=%s", driver, vethSeq.Add(1), a.Iface) }
-			err := a.Do(func() error {
-				p, err := Open(Options{VDev: vdev(), LinkWait: 300 * time.Millisecond})
-				if err == nil {
-					p.Close()
-					return errors.New("opened with the peer down")
-				}
-				t.Logf("%v", err)
-				if !strings.Contains(err.Error(), "still down") {
-					return fmt.Errorf("error %q does not say the link is down", err)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			openRefused(t, a, Options{VDev: vdev(), LinkWait: 300 * time.Millisecond}, "still down", "say the link is down")
 			checkClean(t, a, false)
 
 			go func() {
 				time.Sleep(200 * time.Millisecond)
 				b.SetLinkUp(true)
 			}()
-			err = a.Do(func() error {
+			err := a.Do(func() error {
 				p, err := Open(Options{VDev: vdev(), LinkWait: 20 * time.Second})
 				if err == nil {
 					err = p.Close()
