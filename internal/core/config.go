@@ -312,89 +312,47 @@ func (s TCPStack) validate() error {
 	return badField("TCP.Stack", s, `use "native" (stack/native, the default) or "netstack" (gVisor)`)
 }
 
+// orDefault sets *v to def when it is the zero value.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.MaxDatagram == 0 {
-		c.MaxDatagram = DefaultMaxDatagram
-	}
-	if c.TxQueue == 0 {
-		c.TxQueue = DefaultTxQueue
-	}
-	if c.TxBatch == 0 {
-		c.TxBatch = DefaultTxBatch
-	}
-	if c.RxBatch == 0 {
-		c.RxBatch = DefaultRxBatch
-	}
-	if c.Peers == 0 {
-		c.Peers = DefaultPeers
-	}
-	if c.BusyPollUs == 0 {
-		c.BusyPollUs = DefaultBusyPollUs
-	}
-	if c.SockBuf == 0 {
-		c.SockBuf = DefaultSockBuf
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = DefaultConnectWait
-	}
-	if c.Queues == 0 {
-		c.Queues = 1
-	}
-	if c.Poll == "" {
-		c.Poll = PollBusy
-	}
+	orDefault(&c.MaxDatagram, DefaultMaxDatagram)
+	orDefault(&c.TxQueue, DefaultTxQueue)
+	orDefault(&c.TxBatch, DefaultTxBatch)
+	orDefault(&c.RxBatch, DefaultRxBatch)
+	orDefault(&c.Peers, DefaultPeers)
+	orDefault(&c.BusyPollUs, DefaultBusyPollUs)
+	orDefault(&c.SockBuf, DefaultSockBuf)
+	orDefault(&c.ConnectTimeout, DefaultConnectWait)
+	orDefault(&c.Queues, 1)
+	orDefault(&c.Poll, PollBusy)
 	if c.LocalPort == 0 && (c.Kind == KindXDP || c.Kind == KindDPDK) {
 		c.LocalPort = c.Port
 	}
-	if c.URing.Entries == 0 {
-		c.URing.Entries = 256
-	}
-	if c.URing.RxBuffers == 0 {
-		c.URing.RxBuffers = 256
-	}
-	if c.XDP.FrameSize == 0 {
-		c.XDP.FrameSize = 4096
-	}
-	if c.XDP.Frames == 0 {
-		c.XDP.Frames = 4096
-	}
-	if c.XDP.RingSize == 0 {
-		c.XDP.RingSize = 2048
-	}
-	if c.XDP.CarrierWait == 0 {
-		c.XDP.CarrierWait = 5 * time.Second
-	}
-	if c.DPDK.RxDesc == 0 {
-		c.DPDK.RxDesc = 256
-	}
-	if c.DPDK.TxDesc == 0 {
-		c.DPDK.TxDesc = 512
-	}
-	if c.DPDK.Mbufs == 0 {
-		c.DPDK.Mbufs = 8191
-	}
-	if c.TCP.SendBuf == 0 {
-		c.TCP.SendBuf = 1 << 20
-	}
-	if c.TCP.RecvBuf == 0 {
-		c.TCP.RecvBuf = 1 << 20
-	}
-	if c.TCP.Congestion == "" {
-		c.TCP.Congestion = CongestionReno
-	}
-	if c.TCP.MinRTO == 0 {
-		c.TCP.MinRTO = 25 * time.Millisecond
-	}
-	if c.TCP.MaxRetries == 0 {
-		c.TCP.MaxRetries = 15
-	}
+	orDefault(&c.URing.Entries, 256)
+	orDefault(&c.URing.RxBuffers, 256)
+	orDefault(&c.XDP.FrameSize, 4096)
+	orDefault(&c.XDP.Frames, 4096)
+	orDefault(&c.XDP.RingSize, 2048)
+	orDefault(&c.XDP.CarrierWait, 5*time.Second)
+	orDefault(&c.DPDK.RxDesc, 256)
+	orDefault(&c.DPDK.TxDesc, 512)
+	orDefault(&c.DPDK.Mbufs, 8191)
+	orDefault(&c.TCP.SendBuf, 1<<20)
+	orDefault(&c.TCP.RecvBuf, 1<<20)
+	orDefault(&c.TCP.Congestion, CongestionReno)
+	orDefault(&c.TCP.MinRTO, 25*time.Millisecond)
+	orDefault(&c.TCP.MaxRetries, 15)
 	if c.TCP.Stack == "" && (c.Kind == KindTCPXDP || c.Kind == KindTCPDPDK) {
 		c.TCP.Stack = TCPStackNative
 	}
-	if c.TCP.SendStall == 0 {
-		c.TCP.SendStall = 2 * time.Second
-	}
+	orDefault(&c.TCP.SendStall, 2*time.Second)
 	return c
 }
 
