@@ -36,100 +36,18 @@ func TestTwoQueues(t *testing.T) {
 	if err := p.A.DelAddr(); err != nil {
 		t.Fatal(err)
 	}
-	var q0 *Port
-	err := p.A.Do(func() error {
-		_, err := Open(Options{Iface: p.A.Iface, Queues: 2})
-		if !errors.Is(err, core.ErrNotSupported) || !strings.Contains(err.Error(), "qpairs=2") {
-			return fmt.Errorf("net_af_xdp with two queues on veth: %v, want ErrNotSupported suggesting qpairs", err)
-		}
-		q0, err = Open(Options{VDev: fmt.Sprintf("net_af_packet_q%d,iface=%s,qpairs=2", vethSeq.Add(1), p.A.Iface), Queues: 2})
-		return err
-	})
-	if errors.Is(err, core.ErrNotSupported) {
-		testutil.Skip(t, err.Error())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	qs := []*Port{q0, q0.Queue(1)}
-	defer func() {
-		for _, q := range qs {
-			q.Close()
-		}
-	}()
-	if qs[1] == nil || q0.Queue(2) != nil || q0.Queues() != 2 || qs[1].QueueIndex() != 1 || q0.Queue(0) != q0 {
-		t.Fatalf("Queue(1) %v, Queue(2) %v, Queues %d", qs[1], q0.Queue(2), q0.Queues())
-	}
+	qs := openTwoQueues(t, p.A)
+	q0 := qs[0]
 
 	// B sends while the queues are polled: net_af_packet's fanout rolls a
 	// frame over to the other socket when its own ring is full
 	// (PACKET_FANOUT_FLAG_ROLLOVER), which would move a flow.
 	const flows, n = 16, 50
 	sent := make(chan error, 1)
-	go func() {
-		sent <- p.B.Do(func() error {
-			var cs []*net.UDPConn
-			defer func() {
-				for _, c := range cs {
-					c.Close()
-				}
-			}()
-			for range flows {
-				c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.A.Addr, portA)))
-				if err != nil {
-					return err
-				}
-				cs = append(cs, c)
-			}
-			var b [8]byte
-			for i := range n {
-				for f, c := range cs {
-					binary.BigEndian.PutUint32(b[:], uint32(f))
-					binary.BigEndian.PutUint32(b[4:], uint32(i))
-					if _, err := c.Write(b[:]); err != nil {
-						return err
-					}
-				}
-				time.Sleep(time.Millisecond)
-			}
-			return nil
-		})
-	}()
-	where := map[uint32]int{}
-	next := map[uint32]uint32{}
-	total := 0
-	perQueue := make([]int, 2)
-	deadline := time.Now().Add(20 * time.Second)
-	for total < flows*n && time.Now().Before(deadline) {
-		k := 0
-		for q, port := range qs {
-			k += port.RxFrames(32, func(f []byte) {
-				payload, ok := parseUDP(f, port.MAC(), p.A.Addr, portA)
-				if !ok {
-					return // ARP, or the kernel's own frames
-				}
-				flow, seq := binary.BigEndian.Uint32(payload), binary.BigEndian.Uint32(payload[4:])
-				if w, seen := where[flow]; seen && w != q {
-					t.Errorf("flow %d on queues %d and %d", flow, w, q)
-				}
-				where[flow] = q
-				if seq != next[flow] {
-					t.Errorf("flow %d on queue %d: sequence %d, want %d", flow, q, seq, next[flow])
-				}
-				next[flow] = seq + 1
-				perQueue[q]++
-				total++
-			})
-		}
-		if k == 0 {
-			time.Sleep(100 * time.Microsecond)
-		}
-	}
+	go func() { sent <- sendFlows(p.B, netip.AddrPortFrom(p.A.Addr, portA), flows, n) }()
+	perQueue := receiveFlows(t, qs, p.A.Addr, flows*n)
 	if err := <-sent; err != nil {
 		t.Fatal(err)
-	}
-	if total != flows*n {
-		t.Errorf("received %d of %d", total, flows*n)
 	}
 	for q, port := range qs {
 		if perQueue[q] == 0 {
@@ -141,36 +59,7 @@ func TestTwoQueues(t *testing.T) {
 	}
 	t.Logf("queue 0 took %d datagrams, queue 1 %d", perQueue[0], perQueue[1])
 
-	// Each queue answers on its own TX queue: B counts what arrives.
-	c := listenUDPOn(t, p.B, portB)
-	for q, port := range qs {
-		tmpl := newUDPFrame(port.MAC(), p.B.MAC, netip.AddrPortFrom(p.A.Addr, uint16(portA+q)), netip.AddrPortFrom(p.B.Addr, portB))
-		buf := make([]byte, 128)
-		if !port.TxFrame(buf[:tmpl.build(buf, []byte{byte(q)})]) {
-			t.Fatalf("queue %d: TxFrame refused", q)
-		}
-		if err := port.Kick(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	seen := map[byte]bool{}
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for len(seen) < 2 {
-		var b [16]byte
-		k, from, err := c.ReadFromUDPAddrPort(b[:])
-		if err != nil {
-			t.Fatalf("B received %v: %v", seen, err)
-		}
-		if k != 1 || int(from.Port()) != portA+int(b[0]) {
-			t.Fatalf("B got %d bytes from %v", k, from)
-		}
-		seen[b[0]] = true
-	}
-	for q, port := range qs {
-		if s := port.Stats(); s.TxFrames != 1 {
-			t.Errorf("queue %d: TxFrames %d, want 1", q, s.TxFrames)
-		}
-	}
+	transmitEach(t, qs, p.A, p.B)
 	ds := q0.DeviceStats()
 	if v, ok := (&core.Stats{Layers: ds.Layers}).Counter("dpdk", "ipackets"); !ok || v < flows*n {
 		t.Errorf("device ipackets %d (%v), want at least %d", v, ok, flows*n)
@@ -195,6 +84,146 @@ func TestTwoQueues(t *testing.T) {
 	}
 	if ds := q0.DeviceStats(); len(ds.Layers) == 0 {
 		t.Error("DeviceStats after close has no counters")
+	}
+}
+
+// openTwoQueues checks that net_af_xdp refuses two queues on h's veth end
+// (suggesting net_af_packet's qpairs) and opens net_af_packet with
+// qpairs=2; the queues are closed at cleanup.
+func openTwoQueues(t *testing.T, h *testhost.Host) []*Port {
+	t.Helper()
+	var q0 *Port
+	err := h.Do(func() error {
+		_, err := Open(Options{Iface: h.Iface, Queues: 2})
+		if !errors.Is(err, core.ErrNotSupported) || !strings.Contains(err.Error(), "qpairs=2") {
+			return fmt.Errorf("net_af_xdp with two queues on veth: %v, want ErrNotSupported suggesting qpairs", err)
+		}
+		q0, err = Open(Options{VDev: fmt.Sprintf("net_af_packet_q%d,iface=%s,qpairs=2", vethSeq.Add(1), h.Iface), Queues: 2})
+		return err
+	})
+	if errors.Is(err, core.ErrNotSupported) {
+		testutil.Skip(t, err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := []*Port{q0, q0.Queue(1)}
+	t.Cleanup(func() {
+		for _, q := range qs {
+			q.Close()
+		}
+	})
+	if qs[1] == nil || q0.Queue(2) != nil || q0.Queues() != 2 || qs[1].QueueIndex() != 1 || q0.Queue(0) != q0 {
+		t.Fatalf("Queue(1) %v, Queue(2) %v, Queues %d", qs[1], q0.Queue(2), q0.Queues())
+	}
+	return qs
+}
+
+// sendFlows sends n datagrams on each of flows UDP sockets of h to `to`,
+// a round every millisecond; each carries its flow and sequence number.
+func sendFlows(h *testhost.Host, to netip.AddrPort, flows, n int) error {
+	return h.Do(func() error {
+		var cs []*net.UDPConn
+		defer func() {
+			for _, c := range cs {
+				c.Close()
+			}
+		}()
+		for range flows {
+			c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(to))
+			if err != nil {
+				return err
+			}
+			cs = append(cs, c)
+		}
+		var b [8]byte
+		for i := range n {
+			for f, c := range cs {
+				binary.BigEndian.PutUint32(b[:], uint32(f))
+				binary.BigEndian.PutUint32(b[4:], uint32(i))
+				if _, err := c.Write(b[:]); err != nil {
+					return err
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+}
+
+// receiveFlows polls qs until want datagrams of sendFlows to addr:portA
+// arrived (20 s at most), checking that each flow stays on one queue and
+// in order, and returns how many each queue took.
+func receiveFlows(t *testing.T, qs []*Port, addr netip.Addr, want int) []int {
+	t.Helper()
+	where := map[uint32]int{}
+	next := map[uint32]uint32{}
+	total := 0
+	perQueue := make([]int, len(qs))
+	deadline := time.Now().Add(20 * time.Second)
+	for total < want && time.Now().Before(deadline) {
+		k := 0
+		for q, port := range qs {
+			k += port.RxFrames(32, func(f []byte) {
+				payload, ok := parseUDP(f, port.MAC(), addr, portA)
+				if !ok {
+					return // ARP, or the kernel's own frames
+				}
+				flow, seq := binary.BigEndian.Uint32(payload), binary.BigEndian.Uint32(payload[4:])
+				if w, seen := where[flow]; seen && w != q {
+					t.Errorf("flow %d on queues %d and %d", flow, w, q)
+				}
+				where[flow] = q
+				if seq != next[flow] {
+					t.Errorf("flow %d on queue %d: sequence %d, want %d", flow, q, seq, next[flow])
+				}
+				next[flow] = seq + 1
+				perQueue[q]++
+				total++
+			})
+		}
+		if k == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	if total != want {
+		t.Errorf("received %d of %d", total, want)
+	}
+	return perQueue
+}
+
+// transmitEach sends one datagram from each queue (source port portA+q)
+// and checks that b receives both and that each queue counted its own.
+func transmitEach(t *testing.T, qs []*Port, a, b *testhost.Host) {
+	t.Helper()
+	c := listenUDPOn(t, b, portB)
+	for q, port := range qs {
+		tmpl := newUDPFrame(port.MAC(), b.MAC, netip.AddrPortFrom(a.Addr, uint16(portA+q)), netip.AddrPortFrom(b.Addr, portB))
+		buf := make([]byte, 128)
+		if !port.TxFrame(buf[:tmpl.build(buf, []byte{byte(q)})]) {
+			t.Fatalf("queue %d: TxFrame refused", q)
+		}
+		if err := port.Kick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[byte]bool{}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for len(seen) < len(qs) {
+		var buf [16]byte
+		k, from, err := c.ReadFromUDPAddrPort(buf[:])
+		if err != nil {
+			t.Fatalf("B received %v: %v", seen, err)
+		}
+		if k != 1 || int(from.Port()) != portA+int(buf[0]) {
+			t.Fatalf("B got %d bytes from %v", k, from)
+		}
+		seen[buf[0]] = true
+	}
+	for q, port := range qs {
+		if s := port.Stats(); s.TxFrames != 1 {
+			t.Errorf("queue %d: TxFrames %d, want 1", q, s.TxFrames)
+		}
 	}
 }
 
