@@ -336,52 +336,92 @@ func TestTransmitToKernelSocket(t *testing.T) {
 	c := udpConn(t, p.B, netip.AddrPortFrom(p.B.Addr, peerPort), netip.AddrPort{})
 
 	const n, size = 10000, 100
-	var (
-		received atomic.Int64
-		mu       sync.Mutex
-		errs     []error
-		seen     = make([]bool, n)
-		done     = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		buf := make([]byte, 2048)
-		for received.Load() < n {
-			c.SetReadDeadline(time.Now().Add(20 * time.Second))
-			k, from, err := c.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-				return
-			}
-			seq, err := checkPayload(buf[:k], size)
-			mu.Lock()
-			switch {
-			case err != nil:
-				errs = append(errs, err)
-			case from != netip.AddrPortFrom(p.A.Addr, xskPort):
-				errs = append(errs, fmt.Errorf("datagram from %s", from))
-			case seq >= n || seen[seq]:
-				errs = append(errs, fmt.Errorf("seq %d unexpected or twice", seq))
-			default:
-				seen[seq] = true
-			}
-			mu.Unlock()
-			received.Add(1)
-		}
-	}()
-
+	sink := readSeqs(c, netip.AddrPortFrom(p.A.Addr, xskPort), n, size)
 	frames := make([][]byte, n)
 	for i := range frames {
 		frames[i] = buildUDP(t, p.A, p.B, xskPort, peerPort, payload(uint32(i), size))
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for sent := 0; sent < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("sent %d of %d, %d received; stats %+v", sent, n, received.Load(), x.Stats())
+	transmitPaced(t, x, frames, &sink.received, deadline)
+	for sink.received.Load() < n && time.Now().Before(deadline) {
+		if err := x.Kick(); err != nil {
+			t.Fatal(err)
 		}
-		// Keep B's socket buffer from overflowing on a slow machine.
+		time.Sleep(time.Millisecond)
+	}
+	for _, err := range sink.wait() {
+		t.Error(err)
+	}
+	if got := sink.received.Load(); got != n {
+		t.Fatalf("B received %d of %d; stats %+v", got, n, x.Stats())
+	}
+	s := x.Stats()
+	if s.TxFrames != n || s.TxBytes != uint64(n*(size+42)) {
+		t.Errorf("Stats TxFrames %d TxBytes %d, want %d and %d", s.TxFrames, s.TxBytes, n, n*(size+42))
+	}
+	if s.TxDropped != 0 || counter(t, x, "xsk", "tx_invalid_descs") != 0 {
+		t.Errorf("TX drops: %+v", s)
+	}
+	// Every TX frame comes back through the completion ring.
+	if !waitTxFree(x, func() bool { return time.Now().Before(deadline) }) {
+		t.Errorf("%d of %d TX frames back on the free list", len(x.tx.free), cap(x.tx.free))
+	}
+	t.Logf("mode %s: %d frames, %d syscalls (%.3f per frame), %d ring-full refusals", s.Mode, s.TxFrames, s.Syscalls,
+		float64(s.Syscalls)/float64(s.TxFrames), s.TxRingFull)
+}
+
+// seqSink reads the datagrams of payload(seq, size), seq < n, that a kernel
+// socket receives from one address, on a goroutine of its own.
+type seqSink struct {
+	received atomic.Int64
+	done     chan struct{}
+	errs     []error // written by the goroutine until done
+}
+
+// readSeqs starts reading n datagrams from `from` on c (each within 20 s);
+// a wrong payload, sender or a sequence number seen twice is an error.
+func readSeqs(c *net.UDPConn, from netip.AddrPort, n, size int) *seqSink {
+	s := &seqSink{done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		seen := make([]bool, n)
+		buf := make([]byte, 2048)
+		for s.received.Load() < int64(n) {
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			k, src, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				s.errs = append(s.errs, err)
+				return
+			}
+			seq, err := checkPayload(buf[:k], size)
+			switch {
+			case err != nil:
+				s.errs = append(s.errs, err)
+			case src != from:
+				s.errs = append(s.errs, fmt.Errorf("datagram from %s", src))
+			case seq >= uint32(n) || seen[seq]:
+				s.errs = append(s.errs, fmt.Errorf("seq %d unexpected or twice", seq))
+			default:
+				seen[seq] = true
+			}
+			s.received.Add(1)
+		}
+	}()
+	return s
+}
+
+// wait waits for the reader to end and returns its errors.
+func (s *seqSink) wait() []error { <-s.done; return s.errs }
+
+// transmitPaced sends frames through x, 32 to a Kick, holding back while
+// more than 512 are not yet received (so that a kernel socket's buffer
+// does not overflow on a slow machine); past deadline it fails.
+func transmitPaced(t *testing.T, x *XSK, frames [][]byte, received *atomic.Int64, deadline time.Time) {
+	t.Helper()
+	for sent := 0; sent < len(frames); {
+		if time.Now().After(deadline) {
+			t.Fatalf("sent %d of %d, %d received; stats %+v", sent, len(frames), received.Load(), x.Stats())
+		}
 		if int64(sent)-received.Load() > 512 {
 			if err := x.Kick(); err != nil {
 				t.Fatal(err)
@@ -390,7 +430,7 @@ func TestTransmitToKernelSocket(t *testing.T) {
 			continue
 		}
 		queued := 0
-		for queued < 32 && sent < n && x.TxFrame(frames[sent]) {
+		for queued < 32 && sent < len(frames) && x.TxFrame(frames[sent]) {
 			sent++
 			queued++
 		}
@@ -401,38 +441,17 @@ func TestTransmitToKernelSocket(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
-	for received.Load() < n && time.Now().Before(deadline) {
-		if err := x.Kick(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	<-done
-	mu.Lock()
-	for _, err := range errs {
-		t.Error(err)
-	}
-	mu.Unlock()
-	if received.Load() != n {
-		t.Fatalf("B received %d of %d; stats %+v", received.Load(), n, x.Stats())
-	}
-	s := x.Stats()
-	if s.TxFrames != n || s.TxBytes != uint64(n*(size+42)) {
-		t.Errorf("Stats TxFrames %d TxBytes %d, want %d and %d", s.TxFrames, s.TxBytes, n, n*(size+42))
-	}
-	if s.TxDropped != 0 || counter(t, x, "xsk", "tx_invalid_descs") != 0 {
-		t.Errorf("TX drops: %+v", s)
-	}
-	// Every TX frame comes back through the completion ring.
-	for len(x.tx.free) != cap(x.tx.free) && time.Now().Before(deadline) {
+}
+
+// waitTxFree kicks x until every TX frame is back on its free list
+// (through the completion ring) or more returns false; it reports
+// whether all came back.
+func waitTxFree(x *XSK, more func() bool) bool {
+	for len(x.tx.free) != cap(x.tx.free) && more() {
 		x.Kick()
 		time.Sleep(time.Millisecond)
 	}
-	if len(x.tx.free) != cap(x.tx.free) {
-		t.Errorf("%d of %d TX frames back on the free list", len(x.tx.free), cap(x.tx.free))
-	}
-	t.Logf("mode %s: %d frames, %d syscalls (%.3f per frame), %d ring-full refusals", s.Mode, s.TxFrames, s.Syscalls,
-		float64(s.Syscalls)/float64(s.TxFrames), s.TxRingFull)
+	return len(x.tx.free) == cap(x.tx.free)
 }
 
 func TestKernelKeepsOtherPorts(t *testing.T) {
@@ -916,59 +935,85 @@ func TestEchoTwoGoroutines(t *testing.T) {
 	var wg sync.WaitGroup
 	var rxErr, txErr error
 	wg.Add(2)
-	go func() { // receive side
-		defer wg.Done()
-		defer close(seqs)
-		got := 0
-		for got < n && ctx.Err() == nil {
-			k := x.RxFrames(32, func(f []byte) {
-				r, err := decode(f)
-				if err == nil {
-					var seq uint32
-					if seq, err = checkPayload(r.payload, size); err == nil && seq < n {
-						seqs <- seq
-						return
-					}
-				}
-				if rxErr == nil {
-					rxErr = fmt.Errorf("bad frame % x: %v", f, err)
-				}
-			})
-			got += k
-			if k == 0 {
-				wctx, wcancel := context.WithTimeout(ctx, 20*time.Millisecond)
-				x.Wait(wctx)
-				wcancel()
-			}
-		}
-	}()
-	go func() { // transmit side
-		defer wg.Done()
-		for seq := range seqs {
-			for !x.TxFrame(replies[seq]) {
-				if err := x.Kick(); err != nil {
-					txErr = err
-					return
-				}
-				if ctx.Err() != nil {
-					return
-				}
-				runtime.Gosched()
-			}
-			if len(seqs) == 0 {
-				if err := x.Kick(); err != nil {
-					txErr = err
-					return
-				}
-			}
-		}
-		for ctx.Err() == nil && len(x.tx.free) != cap(x.tx.free) {
-			x.Kick()
-			time.Sleep(time.Millisecond)
-		}
-	}()
+	go func() { defer wg.Done(); rxErr = echoRX(ctx, x, n, size, seqs) }()
+	go func() { defer wg.Done(); txErr = echoTX(ctx, x, replies, seqs) }()
+	echoed := sendWindowed(t, ctx, c, x, n, size, window)
+	cancel()
+	wg.Wait()
+	if rxErr != nil || txErr != nil {
+		t.Fatalf("rx: %v, tx: %v", rxErr, txErr)
+	}
+	if echoed != n {
+		t.Fatalf("%d of %d echoed", echoed, n)
+	}
+	s := x.Stats()
+	cs := core.Stats{Layers: s.Layers}
+	if s.RxFrames < n || s.TxFrames != n || cs.Lost() != 0 {
+		t.Errorf("stats: %+v (lost %d)", s, cs.Lost())
+	}
+	t.Logf("%s: %d echoed, %d syscalls", s.Mode, echoed, s.Syscalls)
+}
 
-	// B: send with a window, read the echoes.
+// echoRX is the receive side of TestEchoTwoGoroutines: it takes n frames
+// of payload(seq, size) from x, waiting in Wait when idle, and hands their
+// sequence numbers to seqs, which it closes at the end. A bad frame is
+// its error.
+func echoRX(ctx context.Context, x *XSK, n, size int, seqs chan<- uint32) error {
+	defer close(seqs)
+	var bad error
+	for got := 0; got < n && ctx.Err() == nil; {
+		k := x.RxFrames(32, func(f []byte) {
+			r, err := decode(f)
+			if err == nil {
+				var seq uint32
+				if seq, err = checkPayload(r.payload, size); err == nil && seq < uint32(n) {
+					seqs <- seq
+					return
+				}
+			}
+			if bad == nil {
+				bad = fmt.Errorf("bad frame % x: %v", f, err)
+			}
+		})
+		got += k
+		if k == 0 {
+			wctx, wcancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			x.Wait(wctx)
+			wcancel()
+		}
+	}
+	return bad
+}
+
+// echoTX is the transmit side: it sends replies[seq] for each seq, kicking
+// when the ring is full and when no seq is waiting, then kicks until every
+// TX frame is back.
+func echoTX(ctx context.Context, x *XSK, replies [][]byte, seqs <-chan uint32) error {
+	for seq := range seqs {
+		for !x.TxFrame(replies[seq]) {
+			if err := x.Kick(); err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			runtime.Gosched()
+		}
+		if len(seqs) == 0 {
+			if err := x.Kick(); err != nil {
+				return err
+			}
+		}
+	}
+	waitTxFree(x, func() bool { return ctx.Err() == nil })
+	return nil
+}
+
+// sendWindowed sends n datagrams of payload(seq, size) on c with at most
+// window unanswered, reads the echoes (each once) and returns how many
+// came back.
+func sendWindowed(t *testing.T, ctx context.Context, c *net.UDPConn, x *XSK, n, size, window int) int {
+	t.Helper()
 	seen := make([]bool, n)
 	buf := make([]byte, 2048)
 	sent, echoed := 0, 0
@@ -991,20 +1036,7 @@ func TestEchoTwoGoroutines(t *testing.T) {
 		seen[seq] = true
 		echoed++
 	}
-	cancel()
-	wg.Wait()
-	if rxErr != nil || txErr != nil {
-		t.Fatalf("rx: %v, tx: %v", rxErr, txErr)
-	}
-	if echoed != n {
-		t.Fatalf("%d of %d echoed", echoed, n)
-	}
-	s := x.Stats()
-	cs := core.Stats{Layers: s.Layers}
-	if s.RxFrames < n || s.TxFrames != n || cs.Lost() != 0 {
-		t.Errorf("stats: %+v (lost %d)", s, cs.Lost())
-	}
-	t.Logf("%s: %d echoed, %d syscalls", s.Mode, echoed, s.Syscalls)
+	return echoed
 }
 
 // dropCaps removes caps from the calling thread's effective set. Call it
