@@ -94,25 +94,7 @@ func TestSharedProgramTwoQueues(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[q] = p.B.Do(func() error {
-				if err := cpu.Pin(cpus[q]); err != nil {
-					return err
-				}
-				c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.A.Addr, uint16(xskPort+q))))
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				for i := range n {
-					if _, err := c.Write(payload(uint32(i), 64)); err != nil {
-						return err
-					}
-					if i%16 == 15 {
-						time.Sleep(time.Millisecond)
-					}
-				}
-				return nil
-			})
+			errs[q] = sendPinned(p.B, cpus[q], netip.AddrPortFrom(p.A.Addr, uint16(xskPort+q)), n)
 		}()
 	}
 	wg.Wait()
@@ -145,6 +127,30 @@ func TestSharedProgramTwoQueues(t *testing.T) {
 	if c[xdpprog.Redirected] < 2*n {
 		t.Errorf("program redirected %d, want at least %d", c[xdpprog.Redirected], 2*n)
 	}
+}
+
+// sendPinned sends n datagrams of payload(seq, 64) from h to `to` on a
+// thread pinned to cpu, a millisecond's pause every 16.
+func sendPinned(h *testhost.Host, cpuID int, to netip.AddrPort, n int) error {
+	return h.Do(func() error {
+		if err := cpu.Pin(cpuID); err != nil {
+			return err
+		}
+		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(to))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for i := range n {
+			if _, err := c.Write(payload(uint32(i), 64)); err != nil {
+				return err
+			}
+			if i%16 == 15 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return nil
+	})
 }
 
 func mustCounters(t *testing.T, p *Program) xdpprog.Counts {
