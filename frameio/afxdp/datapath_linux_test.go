@@ -51,21 +51,7 @@ func newFakeXSK(t *testing.T, frames, ringSize int) *fakeXSK {
 	mk(&x.rx.rx, &f.kRX)
 	mk(&x.tx.tx, &f.kTX)
 	mk(&x.tx.comp, &f.kComp)
-	// The same split as setupRings.
-	half := frames / 2
-	x.rx.end = uint64(half) * fs
-	x.rx.ret = make([]uint64, ringSize)
-	x.rx.spare = make([]uint64, 0, half)
-	for i := half - 1; i >= 0; i-- {
-		x.rx.spare = append(x.rx.spare, uint64(i)*fs)
-	}
-	x.rx.refill(nil)
-	x.tx.free = make([]uint64, 0, frames-half)
-	for i := frames - 1; i >= half; i-- {
-		x.tx.free = append(x.tx.free, uint64(i)*fs)
-	}
-	x.tx.maxLen = o.MaxFrame
-	x.tx.maxKicks = ringSize/32 + 4
+	x.splitUMEM()
 	return f
 }
 

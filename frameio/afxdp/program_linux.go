@@ -2,43 +2,12 @@ package afxdp
 
 import (
 	"fmt"
-	"net/netip"
 	"sync"
 
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
 	"github.com/dgramio/dgramio/internal/cleanup"
 	"github.com/dgramio/dgramio/internal/core"
 )
-
-// ProgramOptions describe an XDP program that the sockets of several queues
-// share (AttachProgram). The zero value of a field means its default.
-type ProgramOptions struct {
-	// Iface is the network interface. Required.
-	Iface string
-	// Program selects the XDP program: xdpprog.UDP (the default),
-	// xdpprog.UDPARP or xdpprog.TCP.
-	Program xdpprog.Variant
-	// Port is the port the program matches. Required.
-	Port uint16
-	// Ports is how many destination ports from Port on the program
-	// matches: the ports of a datagram client's queues (queue q sends
-	// from Port+q). 0 or 1: Port alone.
-	Ports int
-	// FirstQueue and Queues are the interface queues whose sockets will
-	// register: FirstQueue .. FirstQueue+Queues-1. Queues 0 means 1.
-	FirstQueue, Queues int
-	// Mode is "" (driver mode, then SKB mode as a reported fallback),
-	// "driver" or "skb", as Options.Mode.
-	Mode core.XDPMode
-	// Host, with Program xdpprog.TCP, is the address the userspace stack
-	// answers for: every IPv4 frame to it goes to the sockets, frames to
-	// other addresses to the kernel (xdpprog.Objects.SetHost). Unset: the
-	// program matches Port.
-	Host netip.Addr
-	// SYNRate and SYNBurst, with Host, limit the SYNs to Host each CPU
-	// hands on (xdpprog.Objects.SetSYNLimit). SYNRate 0: no limit.
-	SYNRate, SYNBurst uint32
-}
 
 // Program is one XDP program attached to an interface through a bpf_link,
 // with the XSKMAP that the AF_XDP sockets of several queues register into

@@ -394,11 +394,19 @@ func (x *XSK) setupRings() error {
 		return sysErr("completion ring", err)
 	}
 
-	// Split the UMEM: the first half receives, the second transmits.
+	x.splitUMEM()
+	return nil
+}
+
+// splitUMEM gives the first half of the UMEM's frames to the receive side
+// (the fill ring, the rest spare) and the second half to the transmit
+// side's free list, once the rings of Options.RingSize entries are set up.
+func (x *XSK) splitUMEM() {
+	o := x.opts
 	half := o.Frames / 2
 	fs := uint64(o.FrameSize)
 	x.rx.end = uint64(half) * fs
-	x.rx.ret = make([]uint64, n)
+	x.rx.ret = make([]uint64, o.RingSize)
 	x.rx.spare = make([]uint64, 0, half)
 	for i := half - 1; i >= 0; i-- {
 		x.rx.spare = append(x.rx.spare, uint64(i)*fs)
@@ -412,8 +420,7 @@ func (x *XSK) setupRings() error {
 	x.tx.maxLen = o.MaxFrame
 	// A copy-mode kick sends at most 32 frames (the kernel's TX budget)
 	// and returns EAGAIN when more are left: enough kicks to empty a ring.
-	x.tx.maxKicks = n/32 + 4
-	return nil
+	x.tx.maxKicks = o.RingSize/32 + 4
 }
 
 // bind binds the socket to the queue and reports whether it runs in

@@ -5,7 +5,6 @@ package afxdp
 import (
 	"context"
 	"net"
-	"net/netip"
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
@@ -61,18 +60,6 @@ func (x *XSK) Mode() string { return "unsupported" }
 // Program is an XDP program shared by the sockets of several queues;
 // AF_XDP exists only on Linux, so AttachProgram always fails.
 type Program struct{}
-
-// ProgramOptions describe a shared XDP program.
-type ProgramOptions struct {
-	Iface              string
-	Program            xdpprog.Variant
-	Port               uint16
-	Ports              int
-	FirstQueue, Queues int
-	Mode               string
-	Host               netip.Addr
-	SYNRate, SYNBurst  uint32
-}
 
 // AttachProgram returns an error matching core.ErrNotSupported.
 func AttachProgram(o ProgramOptions) (*Program, error) {
