@@ -443,6 +443,22 @@ func transmitPaced(t *testing.T, x *XSK, frames [][]byte, received *atomic.Int64
 	}
 }
 
+// receiveOne writes datagrams of payload(i, size) on c, up to 50, until
+// x receives one (200 ms each), and reports whether it did.
+func receiveOne(t *testing.T, x *XSK, c *net.UDPConn, size int) bool {
+	t.Helper()
+	got := 0
+	for i := 0; i < 50 && got == 0; i++ {
+		c.Write(payload(uint32(i), size))
+		got = receive(t, x, 1, 200*time.Millisecond, func(r rxFrame) {
+			if _, err := checkPayload(r.payload, size); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	return got > 0
+}
+
 // waitTxFree kicks x until every TX frame is back on its free list
 // (through the completion ring) or more returns false; it reports
 // whether all came back.
@@ -640,16 +656,7 @@ func TestModes(t *testing.T) {
 			t.Errorf("attachment %+v, want SKB mode", a)
 		}
 		c := udpConn(t, p.B, netip.AddrPortFrom(p.B.Addr, peerPort), netip.AddrPortFrom(p.A.Addr, xskPort))
-		got := 0
-		for i := 0; i < 50 && got == 0; i++ {
-			c.Write(payload(uint32(i), 32))
-			got = receive(t, x, 1, 200*time.Millisecond, func(r rxFrame) {
-				if _, err := checkPayload(r.payload, 32); err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		if got == 0 {
+		if !receiveOne(t, x, c, 32) {
 			t.Fatalf("nothing received in SKB mode; stats %+v", x.Stats())
 		}
 	})
@@ -679,16 +686,7 @@ func TestModes(t *testing.T) {
 		}
 		// Loopback traffic to our port reaches the socket too.
 		c := udpConn(t, p.A, netip.MustParseAddrPort("127.0.0.1:6000"), netip.MustParseAddrPort("127.0.0.1:5000"))
-		got := 0
-		for i := 0; i < 50 && got == 0; i++ {
-			c.Write(payload(uint32(i), 40))
-			got = receive(t, x, 1, 200*time.Millisecond, func(r rxFrame) {
-				if _, err := checkPayload(r.payload, 40); err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		if got == 0 {
+		if !receiveOne(t, x, c, 40) {
 			t.Errorf("nothing received on lo; stats %+v", x.Stats())
 		}
 	})

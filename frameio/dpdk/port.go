@@ -1227,11 +1227,16 @@ func (p *Port) Stats() frameio.Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.final != nil {
-		s := *p.final
-		s.Layers = append([]core.Counter(nil), s.Layers...)
-		return s
+		return snapshot(*p.final)
 	}
 	return p.stats()
+}
+
+// snapshot returns s with a copy of its Layers, for a caller of Stats to
+// keep.
+func snapshot(s frameio.Stats) frameio.Stats {
+	s.Layers = append([]core.Counter(nil), s.Layers...)
+	return s
 }
 
 // stats reads the counters; p.mu is held. A queue of a port with several
@@ -1285,9 +1290,7 @@ func (p *Port) DeviceStats() frameio.Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.devDone != nil {
-		s := *d.devDone
-		s.Layers = append([]core.Counter(nil), s.Layers...)
-		return s
+		return snapshot(*d.devDone)
 	}
 	return d.deviceStats()
 }

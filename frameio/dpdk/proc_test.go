@@ -328,49 +328,45 @@ func TestVethCrashDetaches(t *testing.T) {
 // would keep the interface's queue bound after Close, so that the next
 // port on it could not bind.
 func TestVethChildInheritsNothing(t *testing.T) {
-	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
-		t.Run(driver, func(t *testing.T) {
-			needEAL(t)
-			pair := hosttest.New(t, testhost.Options{})
-			a := pair.A
-			p := openOn(t, a, driver, Options{})
-			ours := append(append([]sockFile(nil), p.xsks...), p.pkts...)
-			if len(ours) == 0 {
-				t.Fatalf("no socket of the PMD recorded")
-			}
-			child := exec.Command("sleep", "60")
-			if err := child.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				child.Process.Kill()
-				child.Wait()
-			}()
-			fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", child.Process.Pid))
-			for _, f := range fds {
-				link, _ := os.Readlink(f)
-				for _, s := range ours {
-					if link == fmt.Sprintf("socket:[%d]", s.ino) {
-						t.Errorf("the child inherited the PMD's socket %s as %s", link, f)
-					}
+	eachDriver(t, func(t *testing.T, driver string, pair *testhost.Pair) {
+		a := pair.A
+		p := openOn(t, a, driver, Options{})
+		ours := append(append([]sockFile(nil), p.xsks...), p.pkts...)
+		if len(ours) == 0 {
+			t.Fatalf("no socket of the PMD recorded")
+		}
+		child := exec.Command("sleep", "60")
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			child.Process.Kill()
+			child.Wait()
+		}()
+		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", child.Process.Pid))
+		for _, f := range fds {
+			link, _ := os.Readlink(f)
+			for _, s := range ours {
+				if link == fmt.Sprintf("socket:[%d]", s.ino) {
+					t.Errorf("the child inherited the PMD's socket %s as %s", link, f)
 				}
 			}
-			for fd, what := range inheritableFDs() {
-				if startFDs[fd] != what {
-					t.Errorf("descriptor %d (%s) has no close-on-exec while the port is open", fd, what)
-				}
+		}
+		for fd, what := range inheritableFDs() {
+			if startFDs[fd] != what {
+				t.Errorf("descriptor %d (%s) has no close-on-exec while the port is open", fd, what)
 			}
-			if err := p.Close(); err != nil {
-				t.Fatal(err)
-			}
-			// The child still runs: the interface's queue must be free.
-			p2 := openOn(t, a, driver, Options{})
-			if err := p2.Close(); err != nil {
-				t.Fatal(err)
-			}
-			checkClean(t, a, false)
-		})
-	}
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// The child still runs: the interface's queue must be free.
+		p2 := openOn(t, a, driver, Options{})
+		if err := p2.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkClean(t, a, false)
+	})
 }
 
 // TestVethSharedProgram: two processes with net_af_xdp ports on two queues

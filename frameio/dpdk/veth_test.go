@@ -194,6 +194,17 @@ func checkClean(t *testing.T, h *testhost.Host, promiscBefore bool) {
 	}
 }
 
+// eachDriver runs fn as a subtest for each vdev driver on a veth pair of
+// its own (the EAL needed).
+func eachDriver(t *testing.T, fn func(t *testing.T, driver string, pair *testhost.Pair)) {
+	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
+		t.Run(driver, func(t *testing.T) {
+			needEAL(t)
+			fn(t, driver, hosttest.New(t, testhost.Options{}))
+		})
+	}
+}
+
 // openRefused opens o in h's namespace, expecting a failure whose message
 // contains want (what it must say, described by what), and returns the
 // error.
@@ -224,70 +235,66 @@ func openRefused(t *testing.T, h *testhost.Host, o Options, want, what string) e
 // checks that every frame is accounted for in the counters and that Close
 // leaves the interface as it was.
 func TestVethEcho(t *testing.T) {
-	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
-		t.Run(driver, func(t *testing.T) {
-			needEAL(t)
-			pair := hosttest.New(t, testhost.Options{})
-			a, b := pair.A, pair.B
-			promiscBefore, err := a.Promisc()
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := openOn(t, a, driver, Options{})
-			info := p.Info()
-			if info.Driver != driver || info.Iface != a.Iface {
-				t.Fatalf("info %+v", info)
-			}
-			if p.MAC().String() != a.MAC.String() {
-				t.Fatalf("port MAC %v, interface MAC %v", p.MAC(), a.MAC)
-			}
-			if err := b.AddNeigh(a.Addr, p.MAC()); err != nil {
-				t.Fatal(err)
-			}
-			c := listenB(t, b)
-			e := startEcho(t, p, a, b)
+	eachDriver(t, func(t *testing.T, driver string, pair *testhost.Pair) {
+		a, b := pair.A, pair.B
+		promiscBefore, err := a.Promisc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := openOn(t, a, driver, Options{})
+		info := p.Info()
+		if info.Driver != driver || info.Iface != a.Iface {
+			t.Fatalf("info %+v", info)
+		}
+		if p.MAC().String() != a.MAC.String() {
+			t.Fatalf("port MAC %v, interface MAC %v", p.MAC(), a.MAC)
+		}
+		if err := b.AddNeigh(a.Addr, p.MAC()); err != nil {
+			t.Fatal(err)
+		}
+		c := listenB(t, b)
+		e := startEcho(t, p, a, b)
 
-			const n = 10000
-			pingPong(t, c, netip.AddrPortFrom(a.Addr, portA), n, 64, p)
-			e.halt()
+		const n = 10000
+		pingPong(t, c, netip.AddrPortFrom(a.Addr, portA), n, 64, p)
+		e.halt()
 
-			s := p.Stats()
-			t.Logf("%s: echoed %d, other %d; stats %+v", driver, e.echoed.Load(), e.other.Load(), s)
-			if e.echoed.Load() != n || e.refused.Load() != 0 {
-				t.Fatalf("echoed %d refused %d, want %d and 0", e.echoed.Load(), e.refused.Load(), n)
-			}
-			if s.RxFrames != e.echoed.Load()+e.other.Load() {
-				t.Errorf("RxFrames %d != echoed %d + other %d", s.RxFrames, e.echoed.Load(), e.other.Load())
-			}
-			if s.TxFrames != n || s.TxDropped != 0 || s.TxRingFull != 0 || s.RxDropped != 0 {
-				t.Errorf("TxFrames %d TxDropped %d TxRingFull %d RxDropped %d", s.TxFrames, s.TxDropped, s.TxRingFull, s.RxDropped)
-			}
-			var cs core.Stats
-			cs.Layers = s.Layers
-			ip, op := layerOf(&cs, "ipackets"), layerOf(&cs, "opackets")
-			own, multi := layerOf(&cs, "rx_own"), layerOf(&cs, "rx_multiseg")
-			if op != s.TxFrames {
-				t.Errorf("opackets %d != TxFrames %d", op, s.TxFrames)
-			}
-			if ip != s.RxFrames+own+multi {
-				t.Errorf("ipackets %d != RxFrames %d + rx_own %d + rx_multiseg %d", ip, s.RxFrames, own, multi)
-			}
-			if driver == "net_af_xdp" && own != 0 {
-				t.Errorf("rx_own %d on net_af_xdp, which never sees our frames", own)
-			}
-			if driver == "net_af_packet" && own == 0 {
-				// A's kernel still has the address: it answers the
-				// datagrams with ICMP port unreachable, which the packet
-				// socket sees as outgoing frames with our MAC.
-				t.Errorf("rx_own 0 on net_af_packet: the kernel's own frames were not seen or not filtered")
-			}
-			if err := p.Close(); err != nil {
-				t.Fatalf("close: %v", err)
-			}
-			t.Logf("notes: %q", p.Info().Notes)
-			checkClean(t, a, promiscBefore)
-		})
-	}
+		s := p.Stats()
+		t.Logf("%s: echoed %d, other %d; stats %+v", driver, e.echoed.Load(), e.other.Load(), s)
+		if e.echoed.Load() != n || e.refused.Load() != 0 {
+			t.Fatalf("echoed %d refused %d, want %d and 0", e.echoed.Load(), e.refused.Load(), n)
+		}
+		if s.RxFrames != e.echoed.Load()+e.other.Load() {
+			t.Errorf("RxFrames %d != echoed %d + other %d", s.RxFrames, e.echoed.Load(), e.other.Load())
+		}
+		if s.TxFrames != n || s.TxDropped != 0 || s.TxRingFull != 0 || s.RxDropped != 0 {
+			t.Errorf("TxFrames %d TxDropped %d TxRingFull %d RxDropped %d", s.TxFrames, s.TxDropped, s.TxRingFull, s.RxDropped)
+		}
+		var cs core.Stats
+		cs.Layers = s.Layers
+		ip, op := layerOf(&cs, "ipackets"), layerOf(&cs, "opackets")
+		own, multi := layerOf(&cs, "rx_own"), layerOf(&cs, "rx_multiseg")
+		if op != s.TxFrames {
+			t.Errorf("opackets %d != TxFrames %d", op, s.TxFrames)
+		}
+		if ip != s.RxFrames+own+multi {
+			t.Errorf("ipackets %d != RxFrames %d + rx_own %d + rx_multiseg %d", ip, s.RxFrames, own, multi)
+		}
+		if driver == "net_af_xdp" && own != 0 {
+			t.Errorf("rx_own %d on net_af_xdp, which never sees our frames", own)
+		}
+		if driver == "net_af_packet" && own == 0 {
+			// A's kernel still has the address: it answers the
+			// datagrams with ICMP port unreachable, which the packet
+			// socket sees as outgoing frames with our MAC.
+			t.Errorf("rx_own 0 on net_af_packet: the kernel's own frames were not seen or not filtered")
+		}
+		if err := p.Close(); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		t.Logf("notes: %q", p.Info().Notes)
+		checkClean(t, a, promiscBefore)
+	})
 }
 
 // TestVethPromiscRestored: an interface that was promiscuous before Open
@@ -393,143 +400,131 @@ func TestVethReopen(t *testing.T) {
 // or in a loss counter of the port (net_af_xdp: xsk rx_ring_full;
 // net_af_packet: the packet socket's tp_drops).
 func TestVethFlood(t *testing.T) {
-	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
-		t.Run(driver, func(t *testing.T) {
-			needEAL(t)
-			pair := hosttest.New(t, testhost.Options{})
-			a, b := pair.A, pair.B
-			if driver == "net_af_packet" {
-				// Else A's kernel answers each datagram with ICMP.
-				if err := a.DelAddr(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			p := openOn(t, a, driver, Options{RxDesc: 64})
-			if err := b.AddNeigh(a.Addr, p.MAC()); err != nil {
+	eachDriver(t, func(t *testing.T, driver string, pair *testhost.Pair) {
+		a, b := pair.A, pair.B
+		if driver == "net_af_packet" {
+			// Else A's kernel answers each datagram with ICMP.
+			if err := a.DelAddr(); err != nil {
 				t.Fatal(err)
 			}
-			c := listenB(t, b)
-			const n = 3000
-			msg := make([]byte, 100)
-			to := netip.AddrPortFrom(a.Addr, portA)
-			for i := 0; i < n; i++ {
-				if _, err := c.WriteToUDPAddrPort(msg, to); err != nil {
-					t.Fatal(err)
+		}
+		p := openOn(t, a, driver, Options{RxDesc: 64})
+		if err := b.AddNeigh(a.Addr, p.MAC()); err != nil {
+			t.Fatal(err)
+		}
+		c := listenB(t, b)
+		const n = 3000
+		msg := make([]byte, 100)
+		to := netip.AddrPortFrom(a.Addr, portA)
+		for i := 0; i < n; i++ {
+			if _, err := c.WriteToUDPAddrPort(msg, to); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := 0
+		for idle := 0; idle < 200; {
+			k := p.RxFrames(64, func(f []byte) {
+				if _, ok := parseUDP(f, p.MAC(), a.Addr, portA); ok {
+					got++
 				}
+			})
+			if k == 0 {
+				idle++
+				time.Sleep(time.Millisecond)
+			} else {
+				idle = 0
 			}
-			got := 0
-			for idle := 0; idle < 200; {
-				k := p.RxFrames(64, func(f []byte) {
-					if _, ok := parseUDP(f, p.MAC(), a.Addr, portA); ok {
-						got++
-					}
-				})
-				if k == 0 {
-					idle++
-					time.Sleep(time.Millisecond)
-				} else {
-					idle = 0
-				}
+		}
+		s := p.Stats()
+		var lost uint64
+		for _, l := range s.Layers {
+			if l.Loss {
+				lost += l.Value
 			}
-			s := p.Stats()
-			var lost uint64
-			for _, l := range s.Layers {
-				if l.Loss {
-					lost += l.Value
-				}
-			}
-			t.Logf("%s: sent %d, received %d, lost %d, RxDropped %d; %v", driver, n, got, lost, s.RxDropped, s.Layers)
-			if lost == 0 {
-				t.Errorf("nothing lost: the flood did not overflow a ring of %d", p.Info().RxDesc)
-			}
-			if uint64(got)+lost != n || s.RxDropped != lost {
-				t.Errorf("received %d + lost %d != sent %d (RxDropped %d)", got, lost, n, s.RxDropped)
-			}
-		})
-	}
+		}
+		t.Logf("%s: sent %d, received %d, lost %d, RxDropped %d; %v", driver, n, got, lost, s.RxDropped, s.Layers)
+		if lost == 0 {
+			t.Errorf("nothing lost: the flood did not overflow a ring of %d", p.Info().RxDesc)
+		}
+		if uint64(got)+lost != n || s.RxDropped != lost {
+			t.Errorf("received %d + lost %d != sent %d (RxDropped %d)", got, lost, n, s.RxDropped)
+		}
+	})
 }
 
 // TestVethLinkWait: with the peer down, Open waits LinkWait for carrier and
 // then fails saying so, leaving nothing; a peer that comes up during the
 // wait lets Open succeed.
 func TestVethLinkWait(t *testing.T) {
-	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
-		t.Run(driver, func(t *testing.T) {
-			needEAL(t)
-			pair := hosttest.New(t, testhost.Options{})
-			a, b := pair.A, pair.B
-			if err := b.SetLinkUp(false); err != nil {
-				t.Fatal(err)
-			}
-			vdev := func() string { return fmt.Sprintf("%s_w%d,iface=%s", driver, vethSeq.Add(1), a.Iface) }
-			openRefused(t, a, Options{VDev: vdev(), LinkWait: 300 * time.Millisecond}, "still down", "say the link is down")
-			checkClean(t, a, false)
+	eachDriver(t, func(t *testing.T, driver string, pair *testhost.Pair) {
+		a, b := pair.A, pair.B
+		if err := b.SetLinkUp(false); err != nil {
+			t.Fatal(err)
+		}
+		vdev := func() string { return fmt.Sprintf("%s_w%d,iface=%s", driver, vethSeq.Add(1), a.Iface) }
+		openRefused(t, a, Options{VDev: vdev(), LinkWait: 300 * time.Millisecond}, "still down", "say the link is down")
+		checkClean(t, a, false)
 
-			go func() {
-				time.Sleep(200 * time.Millisecond)
-				b.SetLinkUp(true)
-			}()
-			err := a.Do(func() error {
-				p, err := Open(Options{VDev: vdev(), LinkWait: 20 * time.Second})
-				if err == nil {
-					err = p.Close()
-				}
-				return err
-			})
-			if err != nil {
-				t.Fatalf("open while the peer comes up: %v", err)
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			b.SetLinkUp(true)
+		}()
+		err := a.Do(func() error {
+			p, err := Open(Options{VDev: vdev(), LinkWait: 20 * time.Second})
+			if err == nil {
+				err = p.Close()
 			}
-			checkClean(t, a, false)
+			return err
 		})
-	}
+		if err != nil {
+			t.Fatalf("open while the peer comes up: %v", err)
+		}
+		checkClean(t, a, false)
+	})
 }
 
 // TestVethLinkDown: with the peer down, Kick neither hangs nor loses count:
 // what the device did not take is in TxDropped.
 func TestVethLinkDown(t *testing.T) {
-	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
-		t.Run(driver, func(t *testing.T) {
-			needEAL(t)
-			pair := hosttest.New(t, testhost.Options{})
-			a, b := pair.A, pair.B
-			p := openOn(t, a, driver, Options{TxWait: 2 * time.Millisecond})
-			// The link goes down under a running port (a flap).
-			if err := b.SetLinkUp(false); err != nil {
-				t.Fatal(err)
-			}
-			tmpl := newUDPFrame(p.MAC(), b.MAC, netip.AddrPortFrom(a.Addr, portA), netip.AddrPortFrom(b.Addr, portB))
-			buf := make([]byte, 2048)
-			payload := make([]byte, 100)
-			total := 0
-			for round := 0; round < 20; round++ {
-				for i := 0; i < 256; i++ {
-					if p.TxFrame(buf[:tmpl.build(buf, payload)]) {
-						total++
-					}
-				}
-				if err := p.Kick(); err != nil {
-					t.Fatal(err)
+	eachDriver(t, func(t *testing.T, driver string, pair *testhost.Pair) {
+		a, b := pair.A, pair.B
+		p := openOn(t, a, driver, Options{TxWait: 2 * time.Millisecond})
+		// The link goes down under a running port (a flap).
+		if err := b.SetLinkUp(false); err != nil {
+			t.Fatal(err)
+		}
+		tmpl := newUDPFrame(p.MAC(), b.MAC, netip.AddrPortFrom(a.Addr, portA), netip.AddrPortFrom(b.Addr, portB))
+		buf := make([]byte, 2048)
+		payload := make([]byte, 100)
+		total := 0
+		for round := 0; round < 20; round++ {
+			for i := 0; i < 256; i++ {
+				if p.TxFrame(buf[:tmpl.build(buf, payload)]) {
+					total++
 				}
 			}
-			s := p.Stats()
-			var cs core.Stats
-			cs.Layers = s.Layers
-			op, oerr := layerOf(&cs, "opackets"), layerOf(&cs, "oerrors")
-			ifDrop, _ := cs.Counter("iface", "tx_dropped")
-			t.Logf("%s with the link down: %d sent, TxDropped %d, opackets %d, oerrors %d, iface tx_dropped %d", driver, total, s.TxDropped, op, oerr, ifDrop)
-			if s.TxFrames != uint64(total) || op+s.TxDropped != uint64(total) {
-				t.Errorf("TxFrames %d, opackets %d + TxDropped %d != %d", s.TxFrames, op, s.TxDropped, total)
-			}
-			// What the PMD took but the interface could not send is in the
-			// kernel's counter: nothing vanished without a count.
-			if ifDrop == 0 && s.TxDropped < uint64(total) {
-				t.Errorf("the PMD took %d frames into a link that is down, and no counter shows their loss", op)
-			}
-			if err := b.SetLinkUp(true); err != nil {
+			if err := p.Kick(); err != nil {
 				t.Fatal(err)
 			}
-		})
-	}
+		}
+		s := p.Stats()
+		var cs core.Stats
+		cs.Layers = s.Layers
+		op, oerr := layerOf(&cs, "opackets"), layerOf(&cs, "oerrors")
+		ifDrop, _ := cs.Counter("iface", "tx_dropped")
+		t.Logf("%s with the link down: %d sent, TxDropped %d, opackets %d, oerrors %d, iface tx_dropped %d", driver, total, s.TxDropped, op, oerr, ifDrop)
+		if s.TxFrames != uint64(total) || op+s.TxDropped != uint64(total) {
+			t.Errorf("TxFrames %d, opackets %d + TxDropped %d != %d", s.TxFrames, op, s.TxDropped, total)
+		}
+		// What the PMD took but the interface could not send is in the
+		// kernel's counter: nothing vanished without a count.
+		if ifDrop == 0 && s.TxDropped < uint64(total) {
+			t.Errorf("the PMD took %d frames into a link that is down, and no counter shows their loss", op)
+		}
+		if err := b.SetLinkUp(true); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // udpFrame builds Ethernet/IPv4/UDP frames between two fixed endpoints,
