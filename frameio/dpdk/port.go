@@ -146,17 +146,8 @@ func bad(field string, v any, format string, args ...any) error {
 }
 
 func (o Options) validate() error {
-	n := 0
-	for _, s := range []string{o.PCI, o.VDev, o.Iface} {
-		if s != "" {
-			n++
-		}
-	}
-	if n == 0 {
-		return bad("DPDK.VDev", o.VDev, "set an interface (for a net_af_xdp vdev), DPDK.VDev or DPDK.PCI")
-	}
-	if o.PCI != "" && o.VDev != "" {
-		return bad("DPDK.VDev", o.VDev, "set DPDK.PCI or DPDK.VDev, not both")
+	if err := (core.DPDKOptions{PCI: o.PCI, VDev: o.VDev}).CheckDevice(o.Iface); err != nil {
+		return err
 	}
 	if o.VDev != "" {
 		if name, _ := splitDevargs(o.VDev); name == "" || strings.ContainsAny(name, " =") {

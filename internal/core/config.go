@@ -433,11 +433,21 @@ func (c Config) checkPath() error {
 	if c.Kind.IsRaw() && c.Iface == "" && !c.Kind.IsDPDK() {
 		return badField("Iface", c.Iface, "kind %s needs the network interface to attach to", c.Kind)
 	}
-	if c.Kind.IsDPDK() && c.Iface == "" && c.DPDK.PCI == "" && c.DPDK.VDev == "" {
-		return badField("Iface", c.Iface, "kind %s needs an interface (for a net_af_xdp vdev), DPDK.VDev or DPDK.PCI", c.Kind)
+	if c.Kind.IsDPDK() || c.DPDK.PCI != "" || c.DPDK.VDev != "" {
+		return c.DPDK.CheckDevice(c.Iface)
 	}
-	if c.DPDK.PCI != "" && c.DPDK.VDev != "" {
-		return badField("DPDK.VDev", c.DPDK.VDev, "set DPDK.PCI or DPDK.VDev, not both")
+	return nil
+}
+
+// CheckDevice checks that o and iface name one DPDK device: DPDK.PCI, or
+// DPDK.VDev, or else a net_af_xdp vdev on iface. The error is a
+// *ConfigError.
+func (o DPDKOptions) CheckDevice(iface string) error {
+	if iface == "" && o.PCI == "" && o.VDev == "" {
+		return badField("Iface", iface, "a DPDK kind needs an interface (for a net_af_xdp vdev), DPDK.VDev or DPDK.PCI")
+	}
+	if o.PCI != "" && o.VDev != "" {
+		return badField("DPDK.VDev", o.VDev, "set DPDK.PCI or DPDK.VDev, not both")
 	}
 	return nil
 }
