@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/dgramio/dgramio/frameio/dpdk"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
@@ -257,32 +259,68 @@ func TestDPDKServerSendsFirstBehindRouter(t *testing.T) {
 
 // TestDPDKClientDestBehindRouter: a client's Dest behind a router is
 // resolved at construction through the gateway (RFC 1122 3.3.1.2), and
-// what it sends arrives.
+// what it sends arrives: the gateway of the kernel's route on the vdev's
+// interface, or with the route gone (as on a PCI port, which has no
+// kernel side) DPDK.PrefixLen and DPDK.Gateway.
 func TestDPDKClientDestBehindRouter(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := hosttest.New(t, testhost.Options{})
-	far := behindB(t, p)
-	var conn *net.UDPConn
-	if err := p.B.Do(func() error {
-		var err error
-		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: far.AsSlice(), Port: 6000})
-		return err
-	}); err != nil {
+	for _, fromConfig := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gateway from config %v", fromConfig), func(t *testing.T) {
+			p := hosttest.New(t, testhost.Options{})
+			far := behindB(t, p)
+			cfg := core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr, Dests: []netip.Addr{far}, Port: 6000}
+			if fromConfig {
+				delRoutes(t, p.A)
+				cfg.DPDK.PrefixLen, cfg.DPDK.Gateway = p.A.Prefix.Bits(), p.B.Addr
+			}
+			var conn *net.UDPConn
+			if err := p.B.Do(func() error {
+				var err error
+				conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: far.AsSlice(), Port: 6000})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			b := openDPDK(t, p.A, "net_af_xdp", cfg)
+			if !b.Queue([]byte("over the router")) {
+				t.Fatal("Queue refused")
+			}
+			if err := b.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			buf := make([]byte, 100)
+			n, _, err := conn.ReadFromUDP(buf)
+			if err != nil || string(buf[:n]) != "over the router" {
+				t.Fatalf("got %q, %v", buf[:n], err)
+			}
+		})
+	}
+}
+
+// delRoutes removes the routes through a gateway from h's interface (what
+// behindB added), so that only the Config can name the next hop.
+func delRoutes(t *testing.T, h *testhost.Host) {
+	t.Helper()
+	nl, err := netlink.NewHandleAt(h.NS)
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	b := openDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
-		Dests: []netip.Addr{far}, Port: 6000})
-	if !b.Queue([]byte("over the router")) {
-		t.Fatal("Queue refused")
-	}
-	if err := b.Flush(); err != nil {
+	defer nl.Close()
+	l, err := nl.LinkByIndex(h.Index)
+	if err != nil {
 		t.Fatal(err)
 	}
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	buf := make([]byte, 100)
-	n, _, err := conn.ReadFromUDP(buf)
-	if err != nil || string(buf[:n]) != "over the router" {
-		t.Fatalf("got %q, %v", buf[:n], err)
+	routes, err := nl.RouteList(l, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range routes {
+		if r.Gw != nil {
+			if err := nl.RouteDel(&r); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
