@@ -144,7 +144,7 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	ownPort = false // NewRaw closes the port itself on error
 	r, err := NewRaw(cfg, port, opts)
 	if err != nil {
-		return nil, err
+		return nil, noRouteHint(err, hop)
 	}
 	undo = nil
 	return r, nil
@@ -267,7 +267,7 @@ func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
 	r, err := NewRaw(qc, port, RawOptions{Mode: mode, ARP: h, NextHop: g.hop, OnClose: th.Release})
 	if err != nil {
 		th.Release()
-		return nil, err
+		return nil, noRouteHint(err, g.hop)
 	}
 	g.slots.Opened(q, base)
 	return r, nil

@@ -3,8 +3,11 @@ package udp
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,4 +134,23 @@ func TestOffLinkPeerGoesToGateway(t *testing.T) {
 		}
 		expect(t, r, got, far)
 	})
+}
+
+// TestNoRouteHint: a Dest nobody answers ARP for, on a port with no next
+// hop to ask (a PCI device without DPDK.PrefixLen), gets the settings to
+// use if it is behind a router; with a next hop, or for another error, the
+// error stays as it was.
+func TestNoRouteHint(t *testing.T) {
+	noReply := fmt.Errorf("udp: resolve destination 198.19.7.7: %w", &arp.ResolveError{Addr: netip.MustParseAddr("198.19.7.7")})
+	if err := noRouteHint(noReply, nil); !errors.Is(err, arp.ErrNoReply) || !strings.Contains(err.Error(), "DPDK.Gateway") {
+		t.Errorf("no next hop: %v, want the ARP error with a DPDK.Gateway hint", err)
+	}
+	hop := func(a netip.Addr) netip.Addr { return a }
+	if err := noRouteHint(noReply, hop); err != noReply {
+		t.Errorf("with a next hop: %v, want the error unchanged", err)
+	}
+	other := errors.New("other")
+	if err := noRouteHint(other, nil); err != other {
+		t.Errorf("other error: %v, want it unchanged", err)
+	}
 }

@@ -2,6 +2,8 @@ package udp
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"time"
@@ -28,6 +30,16 @@ func gatewayNextHop(cfg core.Config) func(netip.Addr) netip.Addr {
 		}
 		return gw
 	}
+}
+
+// noRouteHint adds to a Dest that ARP found no one for, on a port with no
+// next hop to ask (a PCI device without DPDK.PrefixLen), what to set if
+// the peer is behind a router: there Validate cannot tell an off-link Dest.
+func noRouteHint(err error, hop func(netip.Addr) netip.Addr) error {
+	if hop != nil || !errors.Is(err, arp.ErrNoReply) {
+		return err
+	}
+	return fmt.Errorf("%w (no routes to ask on this port: for a peer behind a router set DPDK.PrefixLen and DPDK.Gateway)", err)
 }
 
 // resolver finds peers' MACs for Raw without blocking the poll loop.
