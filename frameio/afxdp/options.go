@@ -1,7 +1,6 @@
 package afxdp
 
 import (
-	"fmt"
 	"net/netip"
 	"time"
 
@@ -112,54 +111,50 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
-func bad(field string, value any, format string, args ...any) error {
-	return &core.ConfigError{Field: field, Value: value, Reason: fmt.Sprintf(format, args...)}
-}
-
 func isPow2(n int) bool { return n > 0 && n&(n-1) == 0 }
 
 // Validate checks o (after WithDefaults) without making any system call.
 // Each problem is a *core.ConfigError naming the field.
 func (o Options) Validate() error {
 	if o.Iface == "" {
-		return bad("Iface", o.Iface, "the network interface to bind is required")
+		return core.BadField("Iface", o.Iface, "the network interface to bind is required")
 	}
 	if o.QueueID < 0 || o.QueueID > 1<<16 {
-		return bad("QueueID", o.QueueID, "must be a queue index, 0..65536")
+		return core.BadField("QueueID", o.QueueID, "must be a queue index, 0..65536")
 	}
 	if o.FrameSize != 2048 && o.FrameSize != 4096 {
-		return bad("FrameSize", o.FrameSize, "must be 2048 or 4096")
+		return core.BadField("FrameSize", o.FrameSize, "must be 2048 or 4096")
 	}
 	if !isPow2(o.Frames) || o.Frames < 64 || o.Frames > 1<<20 {
-		return bad("Frames", o.Frames, "must be a power of two, 64..1048576")
+		return core.BadField("Frames", o.Frames, "must be a power of two, 64..1048576")
 	}
 	if !isPow2(o.RingSize) || o.RingSize > o.Frames {
-		return bad("RingSize", o.RingSize, "must be a power of two no larger than Frames (%d)", o.Frames)
+		return core.BadField("RingSize", o.RingSize, "must be a power of two no larger than Frames (%d)", o.Frames)
 	}
 	switch o.Mode {
 	case "", "driver", "skb":
 	default:
-		return bad("Mode", o.Mode, `use "", "driver" or "skb"`)
+		return core.BadField("Mode", o.Mode, `use "", "driver" or "skb"`)
 	}
 	switch o.Copy {
 	case "", "copy", "zerocopy":
 	default:
-		return bad("Copy", o.Copy, `use "", "copy" or "zerocopy"`)
+		return core.BadField("Copy", o.Copy, `use "", "copy" or "zerocopy"`)
 	}
 	if o.Mode == "skb" && o.Copy == "zerocopy" {
-		return bad("Copy", o.Copy, `zero-copy needs driver-mode XDP; SKB mode copies by nature (use Mode "driver" or Copy "")`)
+		return core.BadField("Copy", o.Copy, `zero-copy needs driver-mode XDP; SKB mode copies by nature (use Mode "driver" or Copy "")`)
 	}
 	if !o.Program.Valid() {
-		return bad("Program", o.Program, "use xdpprog.UDP, xdpprog.UDPARP or xdpprog.TCP")
+		return core.BadField("Program", o.Program, "use xdpprog.UDP, xdpprog.UDPARP or xdpprog.TCP")
 	}
 	if o.Port == 0 && o.Shared == nil {
-		return bad("Port", o.Port, "the port the XDP program matches is required")
+		return core.BadField("Port", o.Port, "the port the XDP program matches is required")
 	}
 	if o.MaxFrame < ethHeader {
-		return bad("MaxFrame", o.MaxFrame, "must be at least %d (an Ethernet header)", ethHeader)
+		return core.BadField("MaxFrame", o.MaxFrame, "must be at least %d (an Ethernet header)", ethHeader)
 	}
 	if m := MaxFrame(o.FrameSize); o.MaxFrame > m {
-		return bad("MaxFrame", o.MaxFrame,
+		return core.BadField("MaxFrame", o.MaxFrame,
 			"a %d-byte frame does not fit one RX buffer of a %d-byte UMEM frame: %d minus %d headroom, rounded down to whole KiB, is %d "+
 				"(ixgbe zero-copy drops longer frames without counting them); the largest UDP payload that fits is %d bytes: "+
 				"lower the maximum datagram, or use FrameSize 4096",

@@ -46,20 +46,20 @@ func AttachProgram(o ProgramOptions) (*Program, error) {
 	}
 	switch {
 	case o.Iface == "":
-		return nil, bad("Iface", o.Iface, "the network interface to attach to is required")
+		return nil, core.BadField("Iface", o.Iface, "the network interface to attach to is required")
 	case o.Port == 0:
-		return nil, bad("Port", o.Port, "the port the XDP program matches is required")
+		return nil, core.BadField("Port", o.Port, "the port the XDP program matches is required")
 	case o.Ports < 0 || int(o.Port)+max(o.Ports, 1) > 65536:
-		return nil, bad("Ports", o.Ports, "%d ports from %d run past 65535", o.Ports, o.Port)
+		return nil, core.BadField("Ports", o.Ports, "%d ports from %d run past 65535", o.Ports, o.Port)
 	case o.FirstQueue < 0 || o.Queues < 1 || o.FirstQueue+o.Queues > 1<<16:
-		return nil, bad("QueueID", o.FirstQueue, "queues %d..%d: want queue indexes 0..65535", o.FirstQueue, o.FirstQueue+o.Queues-1)
+		return nil, core.BadField("QueueID", o.FirstQueue, "queues %d..%d: want queue indexes 0..65535", o.FirstQueue, o.FirstQueue+o.Queues-1)
 	case !o.Program.Valid():
-		return nil, bad("Program", o.Program, "use xdpprog.UDP, xdpprog.UDPARP or xdpprog.TCP")
+		return nil, core.BadField("Program", o.Program, "use xdpprog.UDP, xdpprog.UDPARP or xdpprog.TCP")
 	}
 	switch o.Mode {
 	case "", "driver", "skb":
 	default:
-		return nil, bad("Mode", o.Mode, `use "", "driver" or "skb"`)
+		return nil, core.BadField("Mode", o.Mode, `use "", "driver" or "skb"`)
 	}
 	p := &Program{opts: o}
 	ok := false
@@ -82,10 +82,10 @@ func AttachProgram(o ProgramOptions) (*Program, error) {
 	}
 	if o.Host.IsValid() {
 		if err := p.objs.SetHost(o.Host); err != nil {
-			return nil, bad("Host", o.Host, "%v", err)
+			return nil, core.BadField("Host", o.Host, "%v", err)
 		}
 		if err := p.objs.SetSYNLimit(o.SYNRate, o.SYNBurst); err != nil {
-			return nil, bad("SYNRate", o.SYNRate, "%v", err)
+			return nil, core.BadField("SYNRate", o.SYNRate, "%v", err)
 		}
 	}
 	lk, mode, fallback, err := attach(p.objs, p.ifindex, o.Iface, o.Mode)
@@ -118,10 +118,10 @@ func (p *Program) attachMode() string {
 // queue outside the map.
 func (p *Program) check(o Options) error {
 	if o.Iface != p.opts.Iface {
-		return bad("Iface", o.Iface, "the shared program is attached to %s", p.opts.Iface)
+		return core.BadField("Iface", o.Iface, "the shared program is attached to %s", p.opts.Iface)
 	}
 	if o.QueueID < p.opts.FirstQueue || o.QueueID >= p.opts.FirstQueue+p.opts.Queues {
-		return bad("QueueID", o.QueueID, "the shared program's socket map holds queues %d..%d",
+		return core.BadField("QueueID", o.QueueID, "the shared program's socket map holds queues %d..%d",
 			p.opts.FirstQueue, p.opts.FirstQueue+p.opts.Queues-1)
 	}
 	p.mu.Lock()

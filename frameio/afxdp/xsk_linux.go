@@ -211,7 +211,7 @@ func linkAttrs(iface string, first, last int) (*netlink.LinkAttrs, error) {
 		if first == last {
 			queues = fmt.Sprintf("queue %d", first)
 		}
-		return nil, bad("QueueID", first, "%s: interface %s has %d RX queues", queues, iface, a.NumRxQueues)
+		return nil, core.BadField("QueueID", first, "%s: interface %s has %d RX queues", queues, iface, a.NumRxQueues)
 	}
 	return a, nil
 }

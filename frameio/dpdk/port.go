@@ -141,36 +141,32 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-func bad(field string, v any, format string, args ...any) error {
-	return &core.ConfigError{Field: field, Value: v, Reason: fmt.Sprintf(format, args...)}
-}
-
 func (o Options) validate() error {
 	if err := (core.DPDKOptions{PCI: o.PCI, VDev: o.VDev}).CheckDevice(o.Iface); err != nil {
 		return err
 	}
 	if o.VDev != "" {
 		if name, _ := splitDevargs(o.VDev); name == "" || strings.ContainsAny(name, " =") {
-			return bad("DPDK.VDev", o.VDev, `a vdev is "name,key=value,...", like "net_af_packet0,iface=veth0"`)
+			return core.BadField("DPDK.VDev", o.VDev, `a vdev is "name,key=value,...", like "net_af_packet0,iface=veth0"`)
 		}
 	}
 	if o.MTU < 68 || o.MTU > 9000 {
-		return bad("MTU", o.MTU, "must be between 68 and 9000")
+		return core.BadField("MTU", o.MTU, "must be between 68 and 9000")
 	}
 	if o.RxDesc < 1 || o.RxDesc > 32768 {
-		return bad("DPDK.RxDesc", o.RxDesc, "must be between 1 and 32768")
+		return core.BadField("DPDK.RxDesc", o.RxDesc, "must be between 1 and 32768")
 	}
 	if o.TxDesc < 1 || o.TxDesc > 32768 {
-		return bad("DPDK.TxDesc", o.TxDesc, "must be between 1 and 32768")
+		return core.BadField("DPDK.TxDesc", o.TxDesc, "must be between 1 and 32768")
 	}
 	if need := mbufsNeeded(o.RxDesc, o.TxDesc); o.Mbufs < need {
-		return bad("DPDK.Mbufs", o.Mbufs, "must be at least %d for rings of %d and %d (both rings full, a full batch pending and a full burst held)", need, o.RxDesc, o.TxDesc)
+		return core.BadField("DPDK.Mbufs", o.Mbufs, "must be at least %d for rings of %d and %d (both rings full, a full batch pending and a full burst held)", need, o.RxDesc, o.TxDesc)
 	}
 	if o.TxWait < 0 || o.LinkWait < 0 {
-		return bad("TxWait", o.TxWait, "waits must not be negative")
+		return core.BadField("TxWait", o.TxWait, "waits must not be negative")
 	}
 	if o.Queues < 0 || o.Queues > core.MaxQueues {
-		return bad("Queues", o.Queues, "must be between 1 and %d", core.MaxQueues)
+		return core.BadField("Queues", o.Queues, "must be between 1 and %d", core.MaxQueues)
 	}
 	return nil
 }

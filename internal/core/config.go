@@ -299,7 +299,7 @@ func (s *TCPStack) Set(v string) error {
 		*s = t
 		return nil
 	}
-	return badField("TCP.Stack", v, `use "native" (stack/native, the default) or "netstack" (gVisor)`)
+	return BadField("TCP.Stack", v, `use "native" (stack/native, the default) or "netstack" (gVisor)`)
 }
 
 func (s TCPStack) validate() error {
@@ -309,7 +309,7 @@ func (s TCPStack) validate() error {
 	case TCPStackNative:
 		return nil
 	}
-	return badField("TCP.Stack", s, `use "native" (stack/native, the default) or "netstack" (gVisor)`)
+	return BadField("TCP.Stack", s, `use "native" (stack/native, the default) or "netstack" (gVisor)`)
 }
 
 // orDefault sets *v to def when it is the zero value.
@@ -389,7 +389,7 @@ func (c Config) PrepareGroup(kind Kind) (Config, error) {
 		}
 	}
 	if c.Kind != kind {
-		return c, badField("Kind", c.Kind, "this constructor opens kind %s only; dgramio.New picks the constructor of Config.Kind", kind)
+		return c, BadField("Kind", c.Kind, "this constructor opens kind %s only; dgramio.New picks the constructor of Config.Kind", kind)
 	}
 	return c, nil
 }
@@ -403,7 +403,7 @@ func (c Config) PrepareOne(kind Kind) (Config, error) {
 		return c, err
 	}
 	if c.Queues > 1 {
-		return c, badField("Queues", c.Queues, "New opens one queue; open several with dgramio.NewGroup (one backend per queue, each on its own poller)")
+		return c, BadField("Queues", c.Queues, "New opens one queue; open several with dgramio.NewGroup (one backend per queue, each on its own poller)")
 	}
 	return c, nil
 }
@@ -425,13 +425,13 @@ func (c Config) Validate() error {
 // checkPath checks the kind, the role and the device of a raw kind.
 func (c Config) checkPath() error {
 	if !c.Kind.Known() {
-		return badField("Kind", c.Kind, "unknown kind; use %s", enumList(kinds))
+		return BadField("Kind", c.Kind, "unknown kind; use %s", enumList(kinds))
 	}
 	if c.Role != RoleClient && c.Role != RoleServer {
-		return badField("Role", c.Role, "use RoleClient or RoleServer")
+		return BadField("Role", c.Role, "use RoleClient or RoleServer")
 	}
 	if c.Kind.IsRaw() && c.Iface == "" && !c.Kind.IsDPDK() {
-		return badField("Iface", c.Iface, "kind %s needs the network interface to attach to", c.Kind)
+		return BadField("Iface", c.Iface, "kind %s needs the network interface to attach to", c.Kind)
 	}
 	if c.Kind.IsDPDK() || c.DPDK.PCI != "" || c.DPDK.VDev != "" {
 		return c.DPDK.CheckDevice(c.Iface)
@@ -444,10 +444,10 @@ func (c Config) checkPath() error {
 // *ConfigError.
 func (o DPDKOptions) CheckDevice(iface string) error {
 	if iface == "" && o.PCI == "" && o.VDev == "" {
-		return badField("Iface", iface, "a DPDK kind needs an interface (for a net_af_xdp vdev), DPDK.VDev or DPDK.PCI")
+		return BadField("Iface", iface, "a DPDK kind needs an interface (for a net_af_xdp vdev), DPDK.VDev or DPDK.PCI")
 	}
 	if o.PCI != "" && o.VDev != "" {
-		return badField("DPDK.VDev", o.VDev, "set DPDK.PCI or DPDK.VDev, not both")
+		return BadField("DPDK.VDev", o.VDev, "set DPDK.PCI or DPDK.VDev, not both")
 	}
 	return nil
 }
@@ -455,32 +455,32 @@ func (o DPDKOptions) CheckDevice(iface string) error {
 // checkAddrs checks LocalIP, Dests, Port and DstMAC.
 func (c Config) checkAddrs() error {
 	if c.LocalIP.IsValid() && !c.LocalIP.Is4() {
-		return badField("LocalIP", c.LocalIP, "only IPv4 is supported")
+		return BadField("LocalIP", c.LocalIP, "only IPv4 is supported")
 	}
 	if c.Kind.IsRaw() && !c.LocalIP.IsValid() {
-		return badField("LocalIP", c.LocalIP, "kind %s needs our IPv4 address", c.Kind)
+		return BadField("LocalIP", c.LocalIP, "kind %s needs our IPv4 address", c.Kind)
 	}
 	if c.Role == RoleClient && len(c.Dests) == 0 {
-		return badField("Dests", c.Dests, "a client needs at least one destination address")
+		return BadField("Dests", c.Dests, "a client needs at least one destination address")
 	}
 	seen := make(map[netip.Addr]bool, len(c.Dests))
 	for i, d := range c.Dests {
 		if !d.IsValid() || !d.Is4() {
-			return badField("Dests", d, "destination %d is not an IPv4 address", i)
+			return BadField("Dests", d, "destination %d is not an IPv4 address", i)
 		}
 		if seen[d] {
-			return badField("Dests", d, "destination %d is listed twice (a message would go to it twice)", i)
+			return BadField("Dests", d, "destination %d is listed twice (a message would go to it twice)", i)
 		}
 		seen[d] = true
 		if c.Kind.IsRaw() && d == c.LocalIP {
-			return badField("Dests", d, "a raw kind cannot send to its own address")
+			return BadField("Dests", d, "a raw kind cannot send to its own address")
 		}
 	}
 	if c.Port == 0 {
-		return badField("Port", c.Port, "set the UDP/TCP port (the server's)")
+		return BadField("Port", c.Port, "set the UDP/TCP port (the server's)")
 	}
 	if c.DstMAC != nil && len(c.DstMAC) != 6 {
-		return badField("DstMAC", c.DstMAC, "an Ethernet MAC address has 6 bytes")
+		return BadField("DstMAC", c.DstMAC, "an Ethernet MAC address has 6 bytes")
 	}
 	return nil
 }
@@ -492,25 +492,25 @@ func (c Config) checkSizes() error {
 		maxD = MaxRecord
 	}
 	if c.MaxDatagram < 1 || c.MaxDatagram > maxD {
-		return badField("MaxDatagram", c.MaxDatagram, "must be between 1 and %d for kind %s", maxD, c.Kind)
+		return BadField("MaxDatagram", c.MaxDatagram, "must be between 1 and %d for kind %s", maxD, c.Kind)
 	}
 	if c.TxQueue < 1 {
-		return badField("TxQueue", c.TxQueue, "must be at least 1")
+		return BadField("TxQueue", c.TxQueue, "must be at least 1")
 	}
 	if c.TxBatch < 1 || c.TxBatch > 1024 {
-		return badField("TxBatch", c.TxBatch, "must be between 1 and 1024")
+		return BadField("TxBatch", c.TxBatch, "must be between 1 and 1024")
 	}
 	if c.RxBatch < 1 || c.RxBatch > 1024 {
-		return badField("RxBatch", c.RxBatch, "must be between 1 and 1024")
+		return BadField("RxBatch", c.RxBatch, "must be between 1 and 1024")
 	}
 	if c.Peers < c.RxBatch || c.Peers > MaxPeers {
-		return badField("Peers", c.Peers, "must be between RxBatch (%d: the peers of one Rx) and %d", c.RxBatch, MaxPeers)
+		return BadField("Peers", c.Peers, "must be between RxBatch (%d: the peers of one Rx) and %d", c.RxBatch, MaxPeers)
 	}
 	if c.SockBuf < 4096 {
-		return badField("SockBuf", c.SockBuf, "must be at least 4096 bytes")
+		return BadField("SockBuf", c.SockBuf, "must be at least 4096 bytes")
 	}
 	if c.ConnectTimeout < 0 {
-		return badField("ConnectTimeout", c.ConnectTimeout, "must not be negative")
+		return BadField("ConnectTimeout", c.ConnectTimeout, "must not be negative")
 	}
 	return nil
 }
@@ -518,23 +518,23 @@ func (c Config) checkSizes() error {
 // checkQueues checks Queues, CPUs and Poll.
 func (c Config) checkQueues() error {
 	if c.Queues < 1 || c.Queues > MaxQueues {
-		return badField("Queues", c.Queues, "must be between 1 and %d", MaxQueues)
+		return BadField("Queues", c.Queues, "must be between 1 and %d", MaxQueues)
 	}
 	if len(c.CPUs) != 0 && len(c.CPUs) != c.Queues {
-		return badField("CPUs", c.CPUs, "give one CPU per queue (%d queues)", c.Queues)
+		return BadField("CPUs", c.CPUs, "give one CPU per queue (%d queues)", c.Queues)
 	}
 	if err := c.TCP.Stack.validate(); err != nil {
 		return err
 	}
 	if !slices.Contains(polls, c.Poll) {
-		return badField("Poll", c.Poll, `use "busy" (spin on Rx, one CPU per poller) or "yield" (sleep in Wait when idle)`)
+		return BadField("Poll", c.Poll, `use "busy" (spin on Rx, one CPU per poller) or "yield" (sleep in Wait when idle)`)
 	}
 	for i, cpu := range c.CPUs {
 		if cpu < 0 {
-			return badField("CPUs", c.CPUs, "CPU numbers are not negative")
+			return BadField("CPUs", c.CPUs, "CPU numbers are not negative")
 		}
 		if c.Poll == PollBusy && slices.Contains(c.CPUs[:i], cpu) {
-			return badField("CPUs", c.CPUs, `CPU %d is named twice: two busy pollers on one CPU take turns at the scheduler's pace (milliseconds); give each queue its own CPU, or set Poll "yield"`, cpu)
+			return BadField("CPUs", c.CPUs, `CPU %d is named twice: two busy pollers on one CPU take turns at the scheduler's pace (milliseconds); give each queue its own CPU, or set Poll "yield"`, cpu)
 		}
 	}
 	return nil
@@ -546,19 +546,19 @@ func (c Config) checkURing() error {
 		return nil
 	}
 	if !isPow2(c.URing.Entries) || c.URing.Entries > 32768 {
-		return badField("URing.Entries", c.URing.Entries, "must be a power of two up to 32768")
+		return BadField("URing.Entries", c.URing.Entries, "must be a power of two up to 32768")
 	}
 	if !isPow2(c.URing.RxBuffers) || c.URing.RxBuffers > 32768 {
-		return badField("URing.RxBuffers", c.URing.RxBuffers, "must be a power of two up to 32768")
+		return BadField("URing.RxBuffers", c.URing.RxBuffers, "must be a power of two up to 32768")
 	}
 	if !c.URing.SQPoll {
 		return nil
 	}
 	if c.URing.SQCPU == nil || *c.URing.SQCPU < 0 {
-		return badField("URing.SQCPU", "unset", "SQPOLL needs an explicit CPU for the kernel's SQ thread (IORING_SETUP_SQ_AFF): an unpinned SQ thread next to a busy poller turns microseconds into milliseconds")
+		return BadField("URing.SQCPU", "unset", "SQPOLL needs an explicit CPU for the kernel's SQ thread (IORING_SETUP_SQ_AFF): an unpinned SQ thread next to a busy poller turns microseconds into milliseconds")
 	}
 	if slices.Contains(c.CPUs, *c.URing.SQCPU) {
-		return badField("URing.SQCPU", *c.URing.SQCPU, "the SQ thread's CPU must differ from the pollers' CPUs %v", c.CPUs)
+		return BadField("URing.SQCPU", *c.URing.SQCPU, "the SQ thread's CPU must differ from the pollers' CPUs %v", c.CPUs)
 	}
 	return nil
 }
@@ -569,22 +569,22 @@ func (c Config) checkXDP() error {
 		return nil
 	}
 	if !slices.Contains(xdpModes, c.XDP.Mode) {
-		return badField("XDP.Mode", c.XDP.Mode, "use %s", enumList(xdpModes))
+		return BadField("XDP.Mode", c.XDP.Mode, "use %s", enumList(xdpModes))
 	}
 	if !slices.Contains(xdpCopies, c.XDP.Copy) {
-		return badField("XDP.Copy", c.XDP.Copy, "use %s", enumList(xdpCopies))
+		return BadField("XDP.Copy", c.XDP.Copy, "use %s", enumList(xdpCopies))
 	}
 	if c.XDP.FrameSize != 2048 && c.XDP.FrameSize != 4096 {
-		return badField("XDP.FrameSize", c.XDP.FrameSize, "must be 2048 or 4096")
+		return BadField("XDP.FrameSize", c.XDP.FrameSize, "must be 2048 or 4096")
 	}
 	if !isPow2(c.XDP.Frames) || c.XDP.Frames < 64 {
-		return badField("XDP.Frames", c.XDP.Frames, "must be a power of two, at least 64")
+		return BadField("XDP.Frames", c.XDP.Frames, "must be a power of two, at least 64")
 	}
 	if !isPow2(c.XDP.RingSize) || c.XDP.RingSize > c.XDP.Frames {
-		return badField("XDP.RingSize", c.XDP.RingSize, "must be a power of two no larger than XDP.Frames")
+		return BadField("XDP.RingSize", c.XDP.RingSize, "must be a power of two no larger than XDP.Frames")
 	}
 	if c.XDP.QueueID < 0 {
-		return badField("XDP.QueueID", c.XDP.QueueID, "must not be negative")
+		return BadField("XDP.QueueID", c.XDP.QueueID, "must not be negative")
 	}
 	return nil
 }
@@ -596,23 +596,23 @@ func (c Config) checkDPDK() error {
 	d := c.DPDK
 	if c.Kind != KindDPDK {
 		if c.Kind.IsDPDK() && (d.PrefixLen != 0 || d.Gateway.IsValid()) {
-			return badField("DPDK.Gateway", d.Gateway, "DPDK.PrefixLen and DPDK.Gateway are the datagram kind dpdk's; kind %s does not use them", c.Kind)
+			return BadField("DPDK.Gateway", d.Gateway, "DPDK.PrefixLen and DPDK.Gateway are the datagram kind dpdk's; kind %s does not use them", c.Kind)
 		}
 		return nil
 	}
 	if d.PrefixLen < 0 || d.PrefixLen > 32 {
-		return badField("DPDK.PrefixLen", d.PrefixLen, "must be between 0 (every address on the link) and 32")
+		return BadField("DPDK.PrefixLen", d.PrefixLen, "must be between 0 (every address on the link) and 32")
 	}
 	if d.PrefixLen == 0 {
 		if d.Gateway.IsValid() {
-			return badField("DPDK.PrefixLen", d.PrefixLen, "DPDK.Gateway %v needs LocalIP's on-link prefix length (24 for a /24) to tell which peers are behind it", d.Gateway)
+			return BadField("DPDK.PrefixLen", d.PrefixLen, "DPDK.Gateway %v needs LocalIP's on-link prefix length (24 for a /24) to tell which peers are behind it", d.Gateway)
 		}
 		return nil
 	}
 	link := netip.PrefixFrom(c.LocalIP, d.PrefixLen).Masked()
 	if d.Gateway.IsValid() {
 		if !d.Gateway.Is4() || !link.Contains(d.Gateway) || d.Gateway == c.LocalIP {
-			return badField("DPDK.Gateway", d.Gateway, "must be another IPv4 address on LocalIP's link %v", link)
+			return BadField("DPDK.Gateway", d.Gateway, "must be another IPv4 address on LocalIP's link %v", link)
 		}
 		return nil
 	}
@@ -622,7 +622,7 @@ func (c Config) checkDPDK() error {
 			if d.PCI != "" {
 				what = "a PCI port (no kernel routes to ask)"
 			}
-			return badField("DPDK.Gateway", "unset", "destination %v is off LocalIP's link %v, and on %s its frames go to a router: set DPDK.Gateway to the router's address on %v (or DPDK.PrefixLen 0 if the peer answers ARP on this link itself)", dst, link, what, link)
+			return BadField("DPDK.Gateway", "unset", "destination %v is off LocalIP's link %v, and on %s its frames go to a router: set DPDK.Gateway to the router's address on %v (or DPDK.PrefixLen 0 if the peer answers ARP on this link itself)", dst, link, what, link)
 		}
 	}
 	return nil
@@ -634,16 +634,16 @@ func (c Config) checkTCP() error {
 		return nil
 	}
 	if !slices.Contains(congestions, c.TCP.Congestion) {
-		return badField("TCP.Congestion", c.TCP.Congestion, "use %s", enumList(congestions))
+		return BadField("TCP.Congestion", c.TCP.Congestion, "use %s", enumList(congestions))
 	}
 	if c.TCP.SendBuf < 4096 || c.TCP.RecvBuf < 4096 {
-		return badField("TCP.SendBuf", c.TCP.SendBuf, "TCP.SendBuf and TCP.RecvBuf must be at least 4096")
+		return BadField("TCP.SendBuf", c.TCP.SendBuf, "TCP.SendBuf and TCP.RecvBuf must be at least 4096")
 	}
 	if c.TCP.MinRTO < time.Millisecond {
-		return badField("TCP.MinRTO", c.TCP.MinRTO, "must be at least 1ms")
+		return BadField("TCP.MinRTO", c.TCP.MinRTO, "must be at least 1ms")
 	}
 	if c.TCP.MaxRetries < 1 {
-		return badField("TCP.MaxRetries", c.TCP.MaxRetries, "must be at least 1")
+		return BadField("TCP.MaxRetries", c.TCP.MaxRetries, "must be at least 1")
 	}
 	return nil
 }

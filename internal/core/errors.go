@@ -76,7 +76,9 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("dgramio: config %s=%v: %s", e.Field, e.Value, e.Reason)
 }
 
-func badField(field string, value any, format string, args ...any) error {
+// BadField builds a *ConfigError for field, whose value is value, with
+// the reason formatted from format and args.
+func BadField(field string, value any, format string, args ...any) error {
 	return &ConfigError{Field: field, Value: value, Reason: fmt.Sprintf(format, args...)}
 }
 
