@@ -130,9 +130,7 @@ func echo(t *testing.T, b *Backend) func(ctx context.Context) bool {
 			return false
 		}
 		if n == 0 && len(backlog) == 0 {
-			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-			b.Wait(wctx)
-			cancel()
+			idle(ctx, b, 50*time.Millisecond)
 		}
 		return true
 	}

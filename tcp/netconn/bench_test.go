@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,31 +16,8 @@ import (
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
+	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
-
-// serveEcho accepts on ln until it is closed, echoing each connection on
-// a goroutine of its own. The returned func waits, once ln is closed, for
-// the accept loop and every echo to end.
-func serveEcho(ln net.Listener) (wait func()) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				io.Copy(c, c)
-				c.Close()
-			}()
-		}
-	}()
-	return wg.Wait
-}
 
 // pingPong sends n messages of size bytes on c, one at a time, and returns
 // each round trip.
@@ -92,7 +69,7 @@ func BenchmarkRTT(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer ln.Close()
-			serveEcho(ln)
+			peertest.ServeEcho(ln)
 			c, err := p.A.Dial(b.Context(), fmt.Sprintf("%s:%d", ipB, testPort))
 			if err != nil {
 				b.Fatal(err)
@@ -131,16 +108,10 @@ func BenchmarkVethRTT(b *testing.B) {
 			var ln net.Listener
 			var target string
 			if tc.name == "kernel" {
-				target = fmt.Sprintf("%s:%d", p.A.Addr, testPort)
-				if err := p.A.Do(func() error {
-					var err error
-					ln, err = net.Listen("tcp4", target)
-					return err
-				}); err != nil {
-					b.Fatal(err)
-				}
+				ln = peertest.Listen(b, p.A, netip.AddrPortFrom(p.A.Addr, testPort))
+				target = ln.Addr().String()
 			} else {
-				addr := hostAddr(p.A, 3)
+				addr := peertest.Addr(p.A, 3)
 				s := openXDP(b, p.A, core.Config{LocalIP: addr, Port: testPort, CPUs: tc.cpus}, tc.o)
 				l, err := s.Listen(testPort)
 				if err != nil {
@@ -149,8 +120,8 @@ func BenchmarkVethRTT(b *testing.B) {
 				ln, target = l, fmt.Sprintf("%s:%d", addr, testPort)
 			}
 			defer ln.Close()
-			serveEcho(ln)
-			c, err := kernelDialer(p.B)(context.Background(), "tcp4", target)
+			peertest.ServeEcho(ln)
+			c, err := peertest.Dialer(p.B)(context.Background(), "tcp4", target)
 			if err != nil {
 				b.Fatal(err)
 			}

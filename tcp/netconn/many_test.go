@@ -16,6 +16,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
 
 // TestThousandConns: 1,000 connections open at once between two Services
@@ -32,7 +33,7 @@ func TestThousandConns(t *testing.T) {
 	cfg.TCP.SendBuf, cfg.TCP.RecvBuf = 64<<10, 64<<10
 	p := newPair(t, memio.Options{TxSlots: 1024, RxSlots: 4096}, Options{MaxConns: n, TimeWait: 500 * time.Millisecond}, cfg)
 	ln := listen(t, p.B, testPort)
-	served := serveEcho(ln)
+	served := peertest.ServeEcho(ln)
 	baseline := runtime.NumGoroutine()
 
 	conns := make([]*Conn, n)

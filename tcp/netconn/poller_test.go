@@ -11,6 +11,7 @@ import (
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
 
 // noWait hides memio's Wait: a FrameIO that cannot sleep on its queue, as
@@ -26,7 +27,7 @@ func echoOnce(t *testing.T, a, b *Service) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	serveEcho(ln)
+	peertest.ServeEcho(ln)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := a.Dial(ctx, fmt.Sprintf("%s:%d", ipB, testPort))

@@ -15,6 +15,7 @@ import (
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
+	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
 
 // TestHTTPServerOverDPDK: the same unchanged net/http server over tcp-dpdk
@@ -24,7 +25,7 @@ import (
 func TestHTTPServerOverDPDK(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
-	addr := hostAddr(p.A, 3)
+	addr := peertest.Addr(p.A, 3)
 	cfg := core.Config{Kind: core.KindTCPDPDK, Iface: p.A.Iface, LocalIP: addr, Port: 8080}
 	cfg.DPDK.VDev = fmt.Sprintf("net_af_xdp_netconn0,iface=%s", p.A.Iface)
 	var s *Service
@@ -41,7 +42,7 @@ func TestHTTPServerOverDPDK(t *testing.T) {
 	}
 	srv := &http.Server{Handler: hello}
 	go srv.Serve(ln)
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: kernelDialer(p.B)}}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: peertest.Dialer(p.B)}}
 	defer client.CloseIdleConnections()
 	for i := 0; i < 10; i++ {
 		resp, err := client.Get(fmt.Sprintf("http://%s:8080/d%d", addr, i))
@@ -67,5 +68,5 @@ func TestHTTPServerOverDPDK(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	xdpClean(t, p.A)
+	peertest.Clean(t, p.A)
 }

@@ -20,15 +20,8 @@ import (
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
+	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
-
-// hostAddr is h's subnet with the last byte set: .3 (or .4) is an address
-// the kernel does not hold, which tcp-xdp needs (see tcp.NewXDP).
-func hostAddr(h *testhost.Host, last byte) netip.Addr {
-	a := h.Addr.As4()
-	a[3] = last
-	return netip.AddrFrom4(a)
-}
 
 // openXDP starts a tcp-xdp Service inside h's namespace, closed at
 // cleanup; it skips (fails in CI) where AF_XDP is not supported.
@@ -50,31 +43,6 @@ func openXDP(t testing.TB, h *testhost.Host, cfg core.Config, o Options) *Servic
 	return s
 }
 
-// kernelDialer dials from inside h's namespace: a kernel TCP client there.
-func kernelDialer(h *testhost.Host) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var c net.Conn
-		err := h.Do(func() error {
-			var err error
-			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-			return err
-		})
-		return c, err
-	}
-}
-
-// xdpClean checks that h's interface carries no XDP program.
-func xdpClean(t testing.TB, h *testhost.Host) {
-	t.Helper()
-	l, err := h.Link()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if x := l.Attrs().Xdp; x != nil && x.Attached {
-		t.Errorf("XDP program left on %s", h.Iface)
-	}
-}
-
 // hello is the handler of the HTTP tests: an unchanged net/http handler.
 var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
@@ -88,7 +56,7 @@ var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 func TestHTTPServerOverXDP(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
-	addr := hostAddr(p.A, 3)
+	addr := peertest.Addr(p.A, 3)
 	s := openXDP(t, p.A, core.Config{LocalIP: addr, Port: 8080}, Options{})
 	ln, err := s.Listen(8080)
 	if err != nil {
@@ -98,7 +66,7 @@ func TestHTTPServerOverXDP(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: kernelDialer(p.B)}}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: peertest.Dialer(p.B)}}
 	defer client.CloseIdleConnections()
 	url := fmt.Sprintf("http://%s:8080", addr)
 	for i := 0; i < 20; i++ {
@@ -142,7 +110,7 @@ func TestHTTPServerOverXDP(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	xdpClean(t, p.A)
+	peertest.Clean(t, p.A)
 }
 
 // TestHTTPClientOverXDP: Go's http.Client dials through a tcp-xdp Service
@@ -150,19 +118,12 @@ func TestHTTPServerOverXDP(t *testing.T) {
 func TestHTTPClientOverXDP(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
-	var kln net.Listener
-	if err := p.B.Do(func() error {
-		var err error
-		kln, err = net.Listen("tcp4", fmt.Sprintf("%s:8080", p.B.Addr))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	kln := peertest.Listen(t, p.B, netip.AddrPortFrom(p.B.Addr, 8080))
 	srv := &http.Server{Handler: hello}
 	go srv.Serve(kln)
 	defer srv.Close()
 
-	s := openXDP(t, p.A, core.Config{LocalIP: hostAddr(p.A, 3), Port: 8080}, Options{})
+	s := openXDP(t, p.A, core.Config{LocalIP: peertest.Addr(p.A, 3), Port: 8080}, Options{})
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: s.DialContext}}
 	defer client.CloseIdleConnections()
 	for i := 0; i < 10; i++ {
@@ -172,7 +133,7 @@ func TestHTTPClientOverXDP(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if want := fmt.Sprintf("hello /c%d from %s:", i, hostAddr(p.A, 3)); !strings.HasPrefix(string(body), want) {
+		if want := fmt.Sprintf("hello /c%d from %s:", i, peertest.Addr(p.A, 3)); !strings.HasPrefix(string(body), want) {
 			t.Fatalf("GET %d: %q, want %q...", i, body, want)
 		}
 	}
@@ -192,7 +153,7 @@ func TestHTTPClientOverXDP(t *testing.T) {
 func TestListenDialOverXDP(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
-	srvAddr := hostAddr(p.A, 3)
+	srvAddr := peertest.Addr(p.A, 3)
 	var ln net.Listener
 	err := p.A.Do(func() error {
 		var err error
@@ -204,7 +165,7 @@ func TestListenDialOverXDP(t *testing.T) {
 	var c net.Conn
 	if err := p.B.Do(func() error {
 		var err error
-		c, err = Dial(context.Background(), core.Config{Kind: core.KindTCPXDP, Iface: p.B.Iface, LocalIP: hostAddr(p.B, 4)},
+		c, err = Dial(context.Background(), core.Config{Kind: core.KindTCPXDP, Iface: p.B.Iface, LocalIP: peertest.Addr(p.B, 4)},
 			fmt.Sprintf("%s:7000", srvAddr))
 		return err
 	}); err != nil {
@@ -225,13 +186,13 @@ func TestListenDialOverXDP(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	xdpClean(t, p.B) // the client's Service went with its connection
+	peertest.Clean(t, p.B) // the client's Service went with its connection
 	if n, err := a.Read(buf); n != 0 || err != io.EOF {
 		t.Errorf("server Read after the client closed: %d %v", n, err)
 	}
 	ln.Close()
 	a.Close() // the last: the server's Service closes now
-	xdpClean(t, p.A)
+	peertest.Clean(t, p.A)
 }
 
 // TestKernelThousandConns: 1,000 kernel TCP connections from B to a
@@ -242,7 +203,7 @@ func TestKernelThousandConns(t *testing.T) {
 	testutil.RequireRoot(t)
 	const n = 1000
 	p := hosttest.New(t, testhost.Options{})
-	addr := hostAddr(p.A, 3)
+	addr := peertest.Addr(p.A, 3)
 	cfg := core.Config{LocalIP: addr, Port: 7001}
 	cfg.TCP.SendBuf, cfg.TCP.RecvBuf = 64<<10, 64<<10
 	s := openXDP(t, p.A, cfg, Options{MaxConns: n, TimeWait: 500 * time.Millisecond})
@@ -250,7 +211,7 @@ func TestKernelThousandConns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := serveEcho(ln)
+	served := peertest.ServeEcho(ln)
 	baseline := runtime.NumGoroutine()
 	conns := make([]net.Conn, n)
 	// The kernel sockets are made inside B, n at a time on one thread.
@@ -319,7 +280,7 @@ func counter(s core.Stats, layer, name string) uint64 {
 func TestXDPAnswersAsHost(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
-	addr := hostAddr(p.A, 3)
+	addr := peertest.Addr(p.A, 3)
 	s := openXDP(t, p.A, core.Config{LocalIP: addr, Port: 7000}, Options{})
 	ln, err := s.Listen(7000)
 	if err != nil {
