@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,38 +60,7 @@ func TestXDPManyPeers(t *testing.T) {
 		LocalIP: p.A.Addr, Port: 5000, Peers: table, Poll: core.PollYield})
 	fd := rawSocket(t, p.B)
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the server's poll loop: echo
-		defer wg.Done()
-		pkts := make([]core.Packet, 32)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-			b.Wait(ctx)
-			cancel()
-			n, err := b.Rx(pkts)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			for _, q := range pkts[:n] {
-				if !b.QueueTo(q.Data, q.From) {
-					t.Errorf("answer to %v refused", q.From)
-				}
-			}
-			if err := b.Flush(); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	defer serveEcho(t, b)()
 
 	server := netip.AddrPortFrom(p.A.Addr, 5000)
 	var tmpl Template

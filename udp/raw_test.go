@@ -627,37 +627,12 @@ func TestOwnARP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sv.Close()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the server's poll loop: echo
-		defer wg.Done()
-		pkts := make([]core.Packet, 32)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-			sv.Wait(ctx)
-			cancel()
-			n, err := sv.Rx(pkts)
-			if err != nil {
-				return
-			}
-			for _, p := range pkts[:n] {
-				sv.QueueTo(p.Data, p.From)
-			}
-			sv.Flush()
-		}
-	}()
+	stop := serveEcho(t, sv)
+	defer stop()
 	cc := clientCfg()
 	cc.DstMAC = nil
 	cl, err := NewRaw(cc, a, RawOptions{ARP: ha})
 	if err != nil {
-		close(stop)
-		wg.Wait()
 		t.Fatal(err)
 	}
 	defer cl.Close()
@@ -666,26 +641,70 @@ func TestOwnARP(t *testing.T) {
 	}
 	cl.Flush()
 	got := rxAll(t, cl, 10, func(core.Packet) {})
-	close(stop)
-	wg.Wait()
+	stop()
 	if got != 10 {
 		t.Fatalf("%d of 10 echoes", got)
 	}
-	cs, ss := cl.Stats(), sv.Stats()
-	if v, _ := cs.Counter("arp", "requests_out"); v < 1 {
-		t.Fatalf("client arp %v", cs.Layers)
-	}
+	cs := cl.Stats()
+	wantARP(t, cs, "requests_out", "replies_in")
 	if v, _ := cs.Counter("arp", "replies_in"); v != 1 {
-		t.Fatal("client got no reply")
+		t.Fatalf("client got %d ARP replies, want 1", v)
 	}
-	if v, _ := ss.Counter("arp", "requests_in"); v < 1 {
-		t.Fatal("server saw no request")
-	}
-	if v, _ := ss.Counter("arp", "replies_out"); v < 1 {
-		t.Fatal("server sent no reply")
-	}
+	wantARP(t, sv.Stats(), "requests_in", "replies_out")
 	// The server learnt the client from the request meant for it.
 	if m, ok := hb.Lookup(ipA); !ok || !bytes.Equal(m[:], a.MAC()) {
 		t.Fatal("server did not learn the client from its request")
+	}
+}
+
+// serveEcho runs b's poll loop on a goroutine of its own: every datagram
+// goes back to its sender; an error of Rx or Flush, or an answer QueueTo
+// refuses, fails the test. The returned stop ends the loop and waits for
+// it (calling it again does nothing); call it before closing b.
+func serveEcho(t *testing.T, b core.Backend) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		pkts := make([]core.Packet, 32)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			b.Wait(ctx)
+			cancel()
+			n, err := b.Rx(pkts)
+			if err != nil {
+				t.Errorf("server Rx: %v", err)
+				return
+			}
+			for _, q := range pkts[:n] {
+				if !b.QueueTo(q.Data, q.From) {
+					t.Errorf("answer to %v refused", q.From)
+				}
+			}
+			if err := b.Flush(); err != nil {
+				t.Errorf("server Flush: %v", err)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// wantARP fails the test unless each named counter of arp/ in s is at
+// least 1: "requests_out", "replies_in" where it resolved a peer;
+// "requests_in", "replies_out" where it answered one.
+func wantARP(t *testing.T, s core.Stats, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if v, _ := s.Counter("arp", name); v < 1 {
+			t.Fatalf("arp %s is 0: %v", name, s.Layers)
+		}
 	}
 }
