@@ -47,112 +47,131 @@ func TestGroupSteersByCPU(t *testing.T) {
 
 func steerTest(t *testing.T, cpus []int) {
 	const perFlow = 300
-	var g core.QueueGroup
-	var err error
+	g := openSteerGroup(t, cpus)
+	defer g.Close()
+	res := make([]steerQueue, 2)
+	opened := make(chan core.Backend, 2)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for q := range res {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[q].receive(g, q, opened, stop)
+		}()
+	}
+	halt := func() { close(stop); wg.Wait() }
+	var local netip.AddrPort
+	for range res {
+		b := <-opened
+		if b == nil {
+			halt()
+			t.Fatalf("open queue: %v %v", res[0].err, res[1].err)
+		}
+		local = b.(*Backend).LocalAddr()
+	}
+	if err := sendFlows(cpus, local, perFlow); err != nil {
+		halt()
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); res[0].n.Load()+res[1].n.Load() < 2*perFlow && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	halt()
+	checkSteered(t, res, cpus, perFlow)
+}
+
+// openSteerGroup opens the two-queue loopback server of steerTest, its
+// queues' sockets steered to cpus; a port taken meanwhile is tried again
+// with another.
+func openSteerGroup(t *testing.T, cpus []int) core.QueueGroup {
+	t.Helper()
 	for try := 0; ; try++ {
 		cfg := core.Config{Kind: core.KindUDP, Role: core.RoleServer, LocalIP: socktest.Loopback,
 			Port: socktest.FreePort(t, unix.SOCK_DGRAM), Queues: 2, CPUs: cpus, Poll: core.PollYield}
-		g, err = NewGroup(cfg)
+		g, err := NewGroup(cfg)
 		if errors.Is(err, unix.EADDRINUSE) && try < 5 {
 			continue
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		break
+		if want := "reuseport by cpu"; g.Mode()[:len(want)] != want {
+			g.Close()
+			t.Fatalf("group mode %q", g.Mode())
+		}
+		return g
 	}
-	defer g.Close()
-	if want := "reuseport by cpu"; g.Mode()[:len(want)] != want {
-		t.Fatalf("group mode %q", g.Mode())
+}
+
+// steerQueue is what one queue of steerTest received.
+type steerQueue struct {
+	seqs  map[uint32][]uint32 // flow → sequence numbers, in arrival order
+	n     atomic.Int64        // datagrams received, for the main goroutine
+	stats core.Stats
+	err   error
+}
+
+// receive opens queue q of g, sends it on opened (nil if it failed, with
+// r.err set) and polls it, recording each datagram's flow and sequence
+// number, until stop is closed and it finds nothing more; it then keeps
+// the queue's stats and closes it.
+func (r *steerQueue) receive(g core.QueueGroup, q int, opened chan<- core.Backend, stop <-chan struct{}) {
+	r.seqs = map[uint32][]uint32{}
+	b, err := g.OpenQueue(q)
+	if err != nil {
+		r.err = err
+		opened <- nil
+		return
 	}
-	type got struct {
-		seqs  map[uint32][]uint32 // flow → sequence numbers, in arrival order
-		n     atomic.Int64        // datagrams received, for the main goroutine
-		stats core.Stats
-		err   error
+	opened <- b
+	defer func() { r.stats = b.Stats(); b.Close() }()
+	pkts := make([]core.Packet, 32)
+	for {
+		n, err := b.Rx(pkts)
+		if err != nil {
+			r.err = err
+			return
+		}
+		for _, p := range pkts[:n] {
+			f, s := binary.BigEndian.Uint32(p.Data), binary.BigEndian.Uint32(p.Data[4:])
+			r.seqs[f] = append(r.seqs[f], s)
+		}
+		r.n.Add(int64(n))
+		if n == 0 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			waitABit(b)
+		}
 	}
-	res := make([]got, 2)
-	opened := make(chan core.Backend, 2)
-	stop := make(chan struct{})
+}
+
+// sendFlows sends perFlow datagrams to local from one sender per CPU, at
+// once: flow f is the sender on cpus[f].
+func sendFlows(cpus []int, local netip.AddrPort, perFlow int) error {
 	var wg sync.WaitGroup
-	for q := range 2 {
+	errs := make([]error, len(cpus))
+	for f := range cpus {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := &res[q]
-			r.seqs = map[uint32][]uint32{}
-			b, err := g.OpenQueue(q)
-			if err != nil {
-				r.err = err
-				opened <- nil
-				return
-			}
-			opened <- b
-			defer func() { r.stats = b.Stats(); b.Close() }()
-			pkts := make([]core.Packet, 32)
-			for {
-				n, err := b.Rx(pkts)
-				if err != nil {
-					r.err = err
-					return
-				}
-				for _, p := range pkts[:n] {
-					f, s := binary.BigEndian.Uint32(p.Data), binary.BigEndian.Uint32(p.Data[4:])
-					r.seqs[f] = append(r.seqs[f], s)
-				}
-				r.n.Add(int64(n))
-				if n == 0 {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					waitABit(b)
-				}
-			}
+			errs[f] = sendFlow(cpus[f], local, uint32(f), perFlow)
 		}()
 	}
-	var local netip.AddrPort
-	for range 2 {
-		b := <-opened
-		if b == nil {
-			close(stop)
-			wg.Wait()
-			t.Fatalf("open queue: %v %v", res[0].err, res[1].err)
-		}
-		local = b.(*Backend).LocalAddr()
-	}
-
-	// One sender per CPU; flow f is the sender on cpus[f].
-	var swg sync.WaitGroup
-	sendErr := make([]error, 2)
-	for f := range 2 {
-		swg.Add(1)
-		go func() {
-			defer swg.Done()
-			sendErr[f] = sendFlow(cpus[f], local, uint32(f), perFlow)
-		}()
-	}
-	swg.Wait()
-	for _, err := range sendErr {
-		if err != nil {
-			close(stop)
-			wg.Wait()
-			t.Fatal(err)
-		}
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if res[0].n.Load()+res[1].n.Load() >= 2*perFlow || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	close(stop)
 	wg.Wait()
+	return errors.Join(errs...)
+}
 
+// checkSteered checks what steerTest's queues received: queue q has every
+// datagram of flow q (sent from cpus[q]), in order, and none of the other
+// flow, and the queues' counters add up to what was sent.
+func checkSteered(t *testing.T, res []steerQueue, cpus []int, perFlow int) {
+	t.Helper()
 	var sum uint64
-	for q := range 2 {
+	for q := range res {
 		r := &res[q]
 		if r.err != nil {
 			t.Fatalf("queue %d: %v", q, r.err)
@@ -177,8 +196,8 @@ func steerTest(t *testing.T, cpus []int) {
 			t.Errorf("queue %d: RxDelivered %d, but it handed out %d", q, r.stats.RxDelivered, len(r.seqs[0])+len(r.seqs[1]))
 		}
 	}
-	if sum != 2*perFlow {
-		t.Errorf("queues delivered %d in all, sent %d", sum, 2*perFlow)
+	if sum != uint64(len(res)*perFlow) {
+		t.Errorf("queues delivered %d in all, sent %d", sum, len(res)*perFlow)
 	}
 }
 
