@@ -254,124 +254,154 @@ var _ frameio.FrameIO = (*dropFirstSYN)(nil)
 // brings the SYN-ACK again, the fresh echo) netstack measured the 1 s and
 // set an RTO of 3 s (SRTT 1 s + 4 × 500 ms).
 func TestLostSYNKeepsRTO(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// synack: the server's first SYN-ACK is lost, not the client's
-		// SYN. server: the server runs on the manual clock and is checked
-		// (its SYN-ACK timer resends); otherwise the client (its SYN
-		// timer resends, and the server answers that SYN).
-		synack, server bool
-	}{
+	for _, tc := range []lostSYN{
 		{"SYN lost", false, false},
 		{"SYN-ACK lost, resent by the server's timer", true, true},
 		{"SYN-ACK lost, resent for the client's second SYN", true, false},
 	} {
-		synack := tc.server
-		pa, pb := memio.NewPair(memio.Options{})
-		clock := faketime.NewManualClock()
-		cliFIO, srvFIO := frameio.FrameIO(pb), frameio.FrameIO(pa)
-		cliOpts, srvOpts := Options{Addr: addrB, PrefixLen: 24}, Options{Addr: addrA, PrefixLen: 24}
-		drop := &dropFirstSYN{Port: pb}
-		if tc.synack {
-			drop = &dropFirstSYN{Port: pa, ack: true}
-			srvFIO = drop
-		} else {
-			cliFIO = drop
-		}
-		if tc.server {
-			srvOpts.Clock = clock
-		} else {
-			cliOpts.Clock = clock
-		}
-		srv, err := New(srvFIO, srvOpts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cli, err := New(cliFIO, cliOpts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls, lc := startLoop(t, srv), startLoop(t, cli)
-
-		lwq := new(waiter.Queue)
-		ln, terr := srv.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, lwq)
-		if terr != nil {
-			t.Fatal(terr)
-		}
-		if terr := ln.Bind(full(addrA, 7001)); terr != nil {
-			t.Fatal(terr)
-		}
-		if terr := ln.Listen(8); terr != nil {
-			t.Fatal(terr)
-		}
-		lentry, accepted := waiter.NewChannelEntry(waiter.ReadableEvents)
-		lwq.EventRegister(&lentry)
-
-		cwq := new(waiter.Queue)
-		ep, terr := cli.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, cwq)
-		if terr != nil {
-			t.Fatal(terr)
-		}
-		centry, connected := waiter.NewChannelEntry(waiter.WritableEvents | waiter.EventErr | waiter.EventHUp)
-		cwq.EventRegister(&centry)
-		if terr := ep.Connect(full(addrA, 7001)); terr != nil {
-			if _, ok := terr.(*tcpip.ErrConnectStarted); !ok {
-				t.Fatal(terr)
-			}
-		}
-		for deadline := time.Now().Add(10 * time.Second); !drop.dropped.Load(); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("no SYN was sent")
-			}
-		}
-		// The handshake's retransmission timer: 1 s.
-		clock.Advance(time.Second)
-		var sep interface {
-			GetSockOpt(tcpip.GettableSocketOption) tcpip.Error
-		} = ep
-		select {
-		case <-connected:
-		case <-time.After(20 * time.Second):
-			t.Fatal("not connected")
-		}
-		if synack {
-			select {
-			case <-accepted:
-			case <-time.After(20 * time.Second):
-				t.Fatal("nothing to accept")
-			}
-			aep, _, terr := ln.Accept(nil)
-			if terr != nil {
-				t.Fatal(terr)
-			}
-			defer aep.Close()
-			sep = aep
-		}
-		var info tcpip.TCPInfoOption
-		if terr := sep.GetSockOpt(&info); terr != nil {
-			t.Fatal(terr)
-		}
-		side := "client"
-		if synack {
-			side = "server"
-		}
-		t.Logf("%s: %s RTT %v, RTO %v", tc.name, side, info.RTT, info.RTO)
-		if info.RTO >= 2*time.Second {
-			t.Errorf("%s: %s RTO %v: the backoff was taken for the round trip", tc.name, side, info.RTO)
-		}
-		// Who rewrote: the side that sent the handshake frame again.
-		st := cli
-		if tc.synack {
-			st = srv
-		}
-		if v := get(st.AppendCounters(nil), "link", "syn_restamped"); v != 1 {
-			t.Errorf("%s: syn_restamped %d, want 1", tc.name, v)
-		}
-		ep.Close()
-		ln.Close()
-		ls.stop()
-		lc.stop()
-		pa.Close()
-		pb.Close()
+		t.Run(tc.name, func(t *testing.T) { lostSYNKeepsRTO(t, tc) })
 	}
+}
+
+// lostSYN is a case of TestLostSYNKeepsRTO.
+type lostSYN struct {
+	name string
+	// synack: the server's first SYN-ACK is lost, not the client's SYN.
+	// server: the server runs on the manual clock and is checked (its
+	// SYN-ACK timer resends); otherwise the client (its SYN timer
+	// resends, and the server answers that SYN).
+	synack, server bool
+}
+
+func lostSYNKeepsRTO(t *testing.T, tc lostSYN) {
+	srv, cli, drop, clock := lostSYNPair(t, tc)
+	ln, accepted := listenTCP(t, srv, full(addrA, 7001))
+	defer ln.Close()
+	ep, connected := connectTCP(t, cli, full(addrA, 7001))
+	defer ep.Close()
+	for deadline := time.Now().Add(10 * time.Second); !drop.dropped.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no SYN was sent")
+		}
+	}
+	// The handshake's retransmission timer: 1 s.
+	clock.Advance(time.Second)
+	var sep interface {
+		GetSockOpt(tcpip.GettableSocketOption) tcpip.Error
+	} = ep
+	select {
+	case <-connected:
+	case <-time.After(20 * time.Second):
+		t.Fatal("not connected")
+	}
+	side := "client"
+	if tc.server {
+		side = "server"
+		select {
+		case <-accepted:
+		case <-time.After(20 * time.Second):
+			t.Fatal("nothing to accept")
+		}
+		aep, _, terr := ln.Accept(nil)
+		if terr != nil {
+			t.Fatal(terr)
+		}
+		defer aep.Close()
+		sep = aep
+	}
+	var info tcpip.TCPInfoOption
+	if terr := sep.GetSockOpt(&info); terr != nil {
+		t.Fatal(terr)
+	}
+	t.Logf("%s RTT %v, RTO %v", side, info.RTT, info.RTO)
+	if info.RTO >= 2*time.Second {
+		t.Errorf("%s RTO %v: the backoff was taken for the round trip", side, info.RTO)
+	}
+	// Who rewrote: the side that sent the handshake frame again.
+	st := cli
+	if tc.synack {
+		st = srv
+	}
+	if v := get(st.AppendCounters(nil), "link", "syn_restamped"); v != 1 {
+		t.Errorf("syn_restamped %d, want 1", v)
+	}
+}
+
+// lostSYNPair opens the server (A) and client (B) stacks of a
+// TestLostSYNKeepsRTO case over a memio pair, with the side that loses
+// its first handshake frame behind drop and the side checked on the
+// manual clock, each polled by its own loop; all closed at cleanup.
+func lostSYNPair(t *testing.T, tc lostSYN) (srv, cli *Stack, drop *dropFirstSYN, clock *faketime.ManualClock) {
+	pa, pb := memio.NewPair(memio.Options{})
+	t.Cleanup(func() { pa.Close(); pb.Close() })
+	clock = faketime.NewManualClock()
+	cliFIO, srvFIO := frameio.FrameIO(pb), frameio.FrameIO(pa)
+	cliOpts, srvOpts := Options{Addr: addrB, PrefixLen: 24}, Options{Addr: addrA, PrefixLen: 24}
+	if tc.synack {
+		drop = &dropFirstSYN{Port: pa, ack: true}
+		srvFIO = drop
+	} else {
+		drop = &dropFirstSYN{Port: pb}
+		cliFIO = drop
+	}
+	if tc.server {
+		srvOpts.Clock = clock
+	} else {
+		cliOpts.Clock = clock
+	}
+	srv, err := New(srvFIO, srvOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := startLoop(t, srv)
+	t.Cleanup(ls.stop)
+	cli, err = New(cliFIO, cliOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := startLoop(t, cli)
+	t.Cleanup(lc.stop)
+	return srv, cli, drop, clock
+}
+
+// listenTCP opens a netstack TCP listener on s at addr; accepted is
+// signalled when it has a connection to accept.
+func listenTCP(t *testing.T, s *Stack, addr tcpip.FullAddress) (ln tcpip.Endpoint, accepted <-chan struct{}) {
+	t.Helper()
+	wq := new(waiter.Queue)
+	ln, terr := s.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	if terr != nil {
+		t.Fatal(terr)
+	}
+	if terr := ln.Bind(addr); terr != nil {
+		ln.Close()
+		t.Fatal(terr)
+	}
+	if terr := ln.Listen(8); terr != nil {
+		ln.Close()
+		t.Fatal(terr)
+	}
+	entry, ch := waiter.NewChannelEntry(waiter.ReadableEvents)
+	wq.EventRegister(&entry)
+	return ln, ch
+}
+
+// connectTCP starts a netstack TCP connect from s to to; connected is
+// signalled when it is established (or failed).
+func connectTCP(t *testing.T, s *Stack, to tcpip.FullAddress) (ep tcpip.Endpoint, connected <-chan struct{}) {
+	t.Helper()
+	wq := new(waiter.Queue)
+	ep, terr := s.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	if terr != nil {
+		t.Fatal(terr)
+	}
+	entry, ch := waiter.NewChannelEntry(waiter.WritableEvents | waiter.EventErr | waiter.EventHUp)
+	wq.EventRegister(&entry)
+	if terr := ep.Connect(to); terr != nil {
+		if _, ok := terr.(*tcpip.ErrConnectStarted); !ok {
+			ep.Close()
+			t.Fatal(terr)
+		}
+	}
+	return ep, ch
 }
