@@ -110,11 +110,48 @@ func benchNAPI(b *testing.B, m napiMode) {
 	}
 	const port = 5410
 	uo := core.URingOptions{NAPI: m.napi, Interrupts: m.ipi}
+	stopServer := startNAPIEcho(b, p.B, m.wait, core.Config{Role: core.RoleServer, LocalIP: p.B.Addr, Port: port, CPUs: srvCPU, URing: uo})
+	cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.Addr{p.B.Addr}, Port: port, CPUs: cliCPU, URing: uo})
+	if err != nil {
+		stopServer()
+		testutil.SkipIfNotSupported(b, err)
+	}
+	defer cli.Close()
+
+	c := &napiClient{b: cli, wait: m.wait, msg: make([]byte, 64), pkts: make([]core.Packet, 4)}
+	for i := 0; i < 500; i++ { // warm-up: ARP, NAPI ids, caches
+		if err := c.roundTrip(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c.rtts = make([]time.Duration, 0, b.N)
+	before := cli.Stats()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := c.roundTrip(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	after := cli.Stats()
+	cliID, _ := napiID(cli)
+	cliInfo := ringInfo(cli)
+	srvInfo := stopServer()
+	reportNAPI(b, c.rtts, after.Syscalls-before.Syscalls)
+	b.Logf("%s: client napi id %d; ring fdinfo: %s | %s", m.name, cliID, cliInfo, srvInfo)
+}
+
+// startNAPIEcho opens a uring server with cfg inside h, on a goroutine of
+// its own, that echoes every datagram, sleeping in Wait when it has
+// nothing if wait is set and spinning otherwise. It skips (fails in CI)
+// where the kind is not supported. The returned stop ends the server and
+// returns its NAPI id and the NAPI lines of its ring's fdinfo.
+func startNAPIEcho(b *testing.B, h *testhost.Host, wait bool, cfg core.Config) (stop func() string) {
 	ready := make(chan error, 1)
 	done := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		srv, err := openIn(p.B, core.Config{Role: core.RoleServer, LocalIP: p.B.Addr, Port: port, CPUs: srvCPU, URing: uo})
+		srv, err := openIn(h, cfg)
 		ready <- err
 		if err != nil {
 			return
@@ -130,7 +167,7 @@ func benchNAPI(b *testing.B, m napiMode) {
 			}
 			if n > 0 {
 				srv.Flush()
-			} else if m.wait {
+			} else if wait {
 				wctx, c := context.WithTimeout(ctx, 50*time.Millisecond)
 				srv.Wait(wctx)
 				c()
@@ -145,63 +182,53 @@ func benchNAPI(b *testing.B, m napiMode) {
 		cancel()
 		testutil.SkipIfNotSupported(b, err)
 	}
-	cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.Addr{p.B.Addr}, Port: port, CPUs: cliCPU, URing: uo})
-	if err != nil {
-		cancel()
-		testutil.SkipIfNotSupported(b, err)
-	}
-	defer cli.Close()
+	return func() string { cancel(); return <-done }
+}
 
-	msg := make([]byte, 64)
-	pkts := make([]core.Packet, 4)
-	rtts := make([]time.Duration, 0, b.N)
-	roundTrip := func() error {
-		start := time.Now()
-		if !cli.Queue(msg) {
-			return errors.New("queue refused")
-		}
-		if err := cli.Flush(); err != nil {
+// napiClient is benchNAPI's client: one message in flight, its round
+// trips timed into rtts.
+type napiClient struct {
+	b    *Backend
+	wait bool // sleep in Wait for the answer, instead of spinning
+	msg  []byte
+	pkts []core.Packet
+	rtts []time.Duration
+}
+
+// roundTrip sends msg and waits up to a second for the echo; one that
+// comes back is timed, one lost or late is not counted.
+func (c *napiClient) roundTrip() error {
+	start := time.Now()
+	if !c.b.Queue(c.msg) {
+		return errors.New("queue refused")
+	}
+	if err := c.b.Flush(); err != nil {
+		return err
+	}
+	deadline := start.Add(time.Second)
+	for {
+		n, err := c.b.Rx(c.pkts)
+		if err != nil {
 			return err
 		}
-		deadline := start.Add(time.Second)
-		for {
-			n, err := cli.Rx(pkts)
-			if err != nil {
-				return err
-			}
-			if n > 0 {
-				rtts = append(rtts, time.Since(start))
-				return nil
-			}
-			if time.Now().After(deadline) {
-				return nil // lost or late: not counted
-			}
-			if m.wait {
-				wctx, c := context.WithDeadline(context.Background(), deadline)
-				cli.Wait(wctx)
-				c()
-			}
+		if n > 0 {
+			c.rtts = append(c.rtts, time.Since(start))
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return nil // lost or late: not counted
+		}
+		if c.wait {
+			wctx, cancel := context.WithDeadline(context.Background(), deadline)
+			c.b.Wait(wctx)
+			cancel()
 		}
 	}
-	for i := 0; i < 500; i++ { // warm-up: ARP, NAPI ids, caches
-		if err := roundTrip(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rtts = rtts[:0]
-	before := cli.Stats()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := roundTrip(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	after := cli.Stats()
-	cliID, _ := napiID(cli)
-	cliInfo := ringInfo(cli)
-	cancel()
-	srvInfo := <-done
+}
+
+// reportNAPI reports p50 and p99 of rtts in µs, the system calls per
+// round trip of b.N, and how many of them were late.
+func reportNAPI(b *testing.B, rtts []time.Duration, syscalls uint64) {
 	if len(rtts) == 0 {
 		b.Fatal("no round trip completed")
 	}
@@ -209,7 +236,6 @@ func benchNAPI(b *testing.B, m napiMode) {
 	us := func(q float64) float64 { return float64(rtts[int(q*float64(len(rtts)-1))].Nanoseconds()) / 1e3 }
 	b.ReportMetric(us(0.5), "p50-µs")
 	b.ReportMetric(us(0.99), "p99-µs")
-	b.ReportMetric(float64(after.Syscalls-before.Syscalls)/float64(b.N), "syscalls/rt")
+	b.ReportMetric(float64(syscalls)/float64(b.N), "syscalls/rt")
 	b.ReportMetric(float64(b.N-len(rtts)), "late")
-	b.Logf("%s: client napi id %d; ring fdinfo: %s | %s", m.name, cliID, cliInfo, srvInfo)
 }
