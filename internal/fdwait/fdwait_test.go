@@ -9,23 +9,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func pipe(t *testing.T) (r, w int) {
+// pipeWaker opens a non-blocking pipe, its ends r and w, and a Waker for
+// the Waits on r; all closed at cleanup.
+func pipeWaker(t *testing.T) (r, w int, wk *Waker) {
 	t.Helper()
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
-	return p[0], p[1]
-}
-
-func TestWaitReadable(t *testing.T) {
-	r, w := pipe(t)
 	wk, err := NewWaker()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer wk.Close()
+	t.Cleanup(func() { wk.Close() })
+	return p[0], p[1], wk
+}
+
+func TestWaitReadable(t *testing.T) {
+	r, w, wk := pipeWaker(t)
 	go func() {
 		time.Sleep(10 * time.Millisecond)
 		unix.Write(w, []byte{1})
@@ -38,12 +40,7 @@ func TestWaitReadable(t *testing.T) {
 }
 
 func TestWaitWoken(t *testing.T) {
-	r, _ := pipe(t)
-	wk, err := NewWaker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wk.Close()
+	r, _, wk := pipeWaker(t)
 	go func() {
 		time.Sleep(10 * time.Millisecond)
 		wk.Wake()
@@ -64,12 +61,7 @@ func TestWaitWoken(t *testing.T) {
 }
 
 func TestWaitDeadlineDoesNotSpin(t *testing.T) {
-	r, _ := pipe(t)
-	wk, err := NewWaker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wk.Close()
+	r, _, wk := pipeWaker(t)
 	// A deadline in the past whose context is not yet cancelled (the timer
 	// has not fired): Wait must return at once, not poll(0) in a loop.
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
