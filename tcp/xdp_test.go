@@ -2,9 +2,7 @@ package tcp
 
 import (
 	"errors"
-	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 
 	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/core"
@@ -109,29 +106,17 @@ func TestXDPPcap(t *testing.T) {
 	}
 	peertest.Ended(t, ln, wait)
 	count := func(path string, match func(*layers.TCP) bool) (all, matched int) {
-		f, err := os.Open(path)
+		recs, err := pcapio.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		r, err := pcapgo.NewReader(f)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		for {
-			data, _, err := r.ReadPacketData()
-			if err == io.EOF {
-				return all, matched
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			all++
-			pk := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
+		for _, r := range recs {
+			pk := gopacket.NewPacket(r.Frame, layers.LayerTypeEthernet, gopacket.Default)
 			if tcp, ok := pk.Layer(layers.LayerTypeTCP).(*layers.TCP); ok && match(tcp) {
 				matched++
 			}
 		}
+		return len(recs), matched
 	}
 	txAll, syn := count(prefix+pcapio.TxSuffix, func(tc *layers.TCP) bool { return tc.SYN && !tc.ACK })
 	_, txData := count(prefix+pcapio.TxSuffix, func(tc *layers.TCP) bool { return len(tc.Payload) > 0 })

@@ -7,6 +7,7 @@
 // Config.Pcap names a file prefix: Wrap(fio, cfg.Pcap) writes
 // <prefix>-tx.pcap and <prefix>-rx.pcap and returns fio itself when the
 // prefix is empty, so a raw backend's constructor applies it in one line.
+// Read and ReadFile read such a file back, frame by frame.
 //
 // # Cost
 //

@@ -16,7 +16,6 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
@@ -39,36 +38,6 @@ func udpFrame(t testing.TB, src, dst net.HardwareAddr, seq int, payload []byte) 
 		t.Fatal(err)
 	}
 	return append([]byte(nil), buf.Bytes()...)
-}
-
-// readPcap reads every record of a pcap file.
-func readPcap(t *testing.T, path string) ([][]byte, []gopacket.CaptureInfo) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if r.LinkType() != layers.LinkTypeEthernet {
-		t.Fatalf("%s: link type %v", path, r.LinkType())
-	}
-	var frames [][]byte
-	var cis []gopacket.CaptureInfo
-	for {
-		data, ci, err := r.ReadPacketData()
-		if err == io.EOF {
-			return frames, cis
-		}
-		if err != nil {
-			t.Fatalf("%s: record %d: %v", path, len(frames), err)
-		}
-		frames = append(frames, data)
-		cis = append(cis, ci)
-	}
 }
 
 // Frames both ways through a memio pair whose port A is wrapped: A's TX
@@ -137,21 +106,24 @@ func TestCaptureMemioRoundTrip(t *testing.T) {
 		file string
 		want [][]byte
 	}{{prefix + TxSuffix, sentA}, {prefix + RxSuffix, sentB}} {
-		got, cis := readPcap(t, c.file)
-		if len(got) != len(c.want) {
-			t.Fatalf("%s: %d frames, want %d", c.file, len(got), len(c.want))
+		recs, err := ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for i := range got {
-			if !bytes.Equal(got[i], c.want[i]) {
-				t.Fatalf("%s: frame %d differs:\n got %x\nwant %x", c.file, i, got[i], c.want[i])
+		if len(recs) != len(c.want) {
+			t.Fatalf("%s: %d frames, want %d", c.file, len(recs), len(c.want))
+		}
+		for i, r := range recs {
+			if !bytes.Equal(r.Frame, c.want[i]) {
+				t.Fatalf("%s: frame %d differs:\n got %x\nwant %x", c.file, i, r.Frame, c.want[i])
 			}
-			if cis[i].Length != len(c.want[i]) || cis[i].CaptureLength != len(c.want[i]) {
-				t.Fatalf("%s: frame %d lengths %d/%d", c.file, i, cis[i].CaptureLength, cis[i].Length)
+			if r.Info.Length != len(c.want[i]) || r.Info.CaptureLength != len(c.want[i]) {
+				t.Fatalf("%s: frame %d lengths %d/%d", c.file, i, r.Info.CaptureLength, r.Info.Length)
 			}
-			if i > 0 && cis[i].Timestamp.Before(cis[i-1].Timestamp) {
+			if i > 0 && r.Info.Timestamp.Before(recs[i-1].Info.Timestamp) {
 				t.Fatalf("%s: timestamps go back at %d", c.file, i)
 			}
-			pkt := gopacket.NewPacket(got[i], layers.LayerTypeEthernet, gopacket.Default)
+			pkt := gopacket.NewPacket(r.Frame, layers.LayerTypeEthernet, gopacket.Default)
 			u, _ := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
 			if u == nil || u.DstPort != 5000 && u.DstPort != 40000 {
 				t.Fatalf("%s: frame %d does not decode as our UDP: %v", c.file, i, pkt)
@@ -189,19 +161,12 @@ func TestCaptureRefusedFrameNotWritten(t *testing.T) {
 	if err := fio.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := pcapgo.NewReader(&tx)
+	recs, err := Read(&tx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := 0
-	for {
-		if _, _, err := r.ReadPacketData(); err != nil {
-			break
-		}
-		got++
-	}
-	if got != 4 {
-		t.Fatalf("%d frames in the TX capture, want the 4 accepted", got)
+	if len(recs) != 4 {
+		t.Fatalf("%d frames in the TX capture, want the 4 accepted", len(recs))
 	}
 }
 
