@@ -1,11 +1,8 @@
 package netconn
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"testing"
-	"time"
 
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
@@ -57,13 +54,7 @@ func TestNoAllocPerMessage(t *testing.T) {
 			}
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := a.Dial(ctx, fmt.Sprintf("%s:%d", ipB, testPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialB(t, a)
 	msg, back := make([]byte, 100), make([]byte, 100)
 	rt := func() {
 		if _, err := c.Write(msg); err != nil {

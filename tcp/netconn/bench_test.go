@@ -48,8 +48,13 @@ func quantile(d []time.Duration, q float64) time.Duration {
 	return d[int(q*float64(len(d)-1))]
 }
 
-// reportRTT reports p50 and p99 of rtts in µs as benchmark metrics.
-func reportRTT(b *testing.B, rtts []time.Duration) {
+// benchRTT times b.N 100-byte ping-pongs on c, after warm untimed ones,
+// and reports p50 and p99 in µs as benchmark metrics.
+func benchRTT(b *testing.B, c net.Conn, warm int) {
+	pingPong(b, c, warm, 100)
+	b.ResetTimer()
+	rtts := pingPong(b, c, b.N, 100)
+	b.StopTimer()
 	p50, p99 := quantile(rtts, 0.5), quantile(rtts, 0.99)
 	b.ReportMetric(float64(p50.Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(p99.Nanoseconds())/1e3, "p99-µs")
@@ -70,16 +75,7 @@ func BenchmarkRTT(b *testing.B) {
 			}
 			defer ln.Close()
 			peertest.ServeEcho(ln)
-			c, err := p.A.Dial(b.Context(), fmt.Sprintf("%s:%d", ipB, testPort))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			pingPong(b, c, 100, 100) // warm-up
-			b.ResetTimer()
-			rtts := pingPong(b, c, b.N, 100)
-			b.StopTimer()
-			reportRTT(b, rtts)
+			benchRTT(b, dialB(b, p.A), 100)
 		})
 	}
 }
@@ -126,11 +122,7 @@ func BenchmarkVethRTT(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			pingPong(b, c, 200, 100) // warm-up
-			b.ResetTimer()
-			rtts := pingPong(b, c, b.N, 100)
-			b.StopTimer()
-			reportRTT(b, rtts)
+			benchRTT(b, c, 200)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package netconn
 
 import (
+	"context"
 	"net/netip"
 	"testing"
 	"time"
@@ -58,4 +59,18 @@ func waitFor(t testing.TB, d time.Duration, cond func() bool, what func() string
 	if !testutil.Eventually(d, cond) {
 		t.Fatalf("after %v: %s", d, what())
 	}
+}
+
+// dialB dials B's testPort from s within 20 s, failing the test
+// otherwise; the connection is closed at cleanup.
+func dialB(t testing.TB, s *Service) *Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := s.DialAddr(ctx, netip.AddrPortFrom(ipB, testPort))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -1,7 +1,6 @@
 package netconn
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,13 +27,8 @@ func echoOnce(t *testing.T, a, b *Service) {
 	}
 	defer ln.Close()
 	peertest.ServeEcho(ln)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := a.Dial(ctx, fmt.Sprintf("%s:%d", ipB, testPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialB(t, a)
+	defer c.Close() // now: the caller may listen on the port again
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	for i := 0; i < 50; i++ {
 		msg := fmt.Sprintf("message %d", i)
