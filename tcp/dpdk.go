@@ -31,14 +31,9 @@ import (
 // net_af_xdp, whose XDP program takes every frame of the queue away from the
 // kernel.
 //
-// With Config.CPUs, every thread of the process is bound to CPUs[0] until
-// Close (cpu.PinProcess; Close gives each thread its affinity back): one
-// pinned userspace-TCP backend per process, and nothing else there that
-// needs another CPU. The pin comes first, so when this backend starts the
-// EAL, DPDK's main lcore is that CPU too. Netstack's goroutines then run on the poller's
-// CPU, handed over by a Gosched on the same P, instead of behind a thread
-// lock that would cost two thread hand-offs per yield (see NewXDP); the
-// calling goroutine is not locked to its thread.
+// Config.CPUs pins the whole process to CPUs[0] until Close, as NewXDP
+// says. The pin comes first, so when this backend starts the EAL, DPDK's
+// main lcore is that CPU too.
 //
 // A vdev on an interface must be opened from a thread inside the
 // interface's network namespace (testhost.Host.Do). DPDK cannot sleep on a
@@ -51,12 +46,9 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	unpin := func() error { return nil }
-	if len(cfg.CPUs) > 0 {
-		var err error
-		if unpin, err = cpu.PinProcess(cfg.CPUs[0]); err != nil {
-			return nil, err
-		}
+	unpin, err := pinProcess(cfg.CPUs)
+	if err != nil {
+		return nil, err
 	}
 	port, err := dpdk.Open(dpdk.OptionsFrom(cfg))
 	if err != nil {

@@ -74,12 +74,9 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	unpin := func() error { return nil }
-	if len(cfg.CPUs) > 0 {
-		var err error
-		if unpin, err = cpu.PinProcess(cfg.CPUs[0]); err != nil {
-			return nil, err
-		}
+	unpin, err := pinProcess(cfg.CPUs)
+	if err != nil {
+		return nil, err
 	}
 	fio, opts, err := OpenXDP(cfg)
 	if err != nil {
@@ -94,6 +91,17 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// pinProcess binds every thread of the process to cpus[0]
+// (cpu.PinProcess) when cpus is set; unpin gives each thread its affinity
+// back (a no-op when cpus is empty). The userspace-TCP kinds pin the whole
+// process: netstack's goroutines must run on the poller's CPU.
+func pinProcess(cpus []int) (unpin func() error, err error) {
+	if len(cpus) == 0 {
+		return func() error { return nil }, nil
+	}
+	return cpu.PinProcess(cpus[0])
 }
 
 // OpenXDP opens what NewXDP runs the userspace TCP on, without the stack:
