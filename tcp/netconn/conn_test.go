@@ -225,23 +225,10 @@ func TestClosed(t *testing.T) {
 	p := newPair(t, memio.Options{}, Options{})
 	ln := listen(t, p.B, testPort)
 	d, _ := connect(t, p, ln)
-	errc := make(chan error, 1)
-	go func() {
+	unblocks(t, "the conn's Close", func() error { return d.Close() }, net.ErrClosed, func() error {
 		_, err := d.Read(make([]byte, 10))
-		errc <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-errc:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Errorf("blocked Read: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("blocked Read still blocked after Close")
-	}
+		return err
+	})
 	_, rerr := d.Read(make([]byte, 1))
 	_, werr := d.Write([]byte("x"))
 	for name, err := range map[string]error{
@@ -253,19 +240,34 @@ func TestClosed(t *testing.T) {
 		}
 	}
 	// A blocked Accept returns when the listener closes.
-	go func() {
+	unblocks(t, "the listener's Close", ln.Close, net.ErrClosed, func() error {
 		_, err := ln.Accept()
-		errc <- err
-	}()
+		return err
+	})
+}
+
+// unblocks starts each call on a goroutine of its own, lets them block
+// (20 ms), runs unblock (what names it), and checks that every call then
+// returns within 20 s with an error matching want.
+func unblocks(t *testing.T, what string, unblock func() error, want error, calls ...func() error) {
+	t.Helper()
+	errc := make(chan error, len(calls))
+	for _, call := range calls {
+		go func() { errc <- call() }()
+	}
 	time.Sleep(20 * time.Millisecond)
-	ln.Close()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Errorf("blocked Accept: %v", err)
+	if err := unblock(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	for range calls {
+		select {
+		case err := <-errc:
+			if !errors.Is(err, want) {
+				t.Errorf("a call blocked at %s returned %v, want %v", what, err, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("a call still blocked 20 s after %s", what)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("blocked Accept still blocked after Close")
 	}
 }
 
@@ -290,21 +292,10 @@ func TestDeadlines(t *testing.T) {
 	}
 	// A deadline moved from far away to now wakes the waiting Read.
 	d.SetReadDeadline(time.Now().Add(time.Hour))
-	errc := make(chan error, 1)
-	go func() {
+	unblocks(t, "the deadline's move to now", func() error { return d.SetReadDeadline(time.Now()) }, os.ErrDeadlineExceeded, func() error {
 		_, err := d.Read(make([]byte, 10))
-		errc <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	d.SetReadDeadline(time.Now())
-	select {
-	case err := <-errc:
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Errorf("Read: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Read not woken by the new deadline")
-	}
+		return err
+	})
 	ln.SetDeadline(time.Now().Add(20 * time.Millisecond))
 	if _, err := ln.Accept(); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("Accept past its deadline: %v", err)
@@ -318,29 +309,13 @@ func TestServiceClose(t *testing.T) {
 	p := newPair(t, memio.Options{}, Options{})
 	ln := listen(t, p.B, testPort)
 	d, a := connect(t, p, ln)
-	errc := make(chan error, 2)
-	go func() {
+	unblocks(t, "the Service's Close", p.B.Close, net.ErrClosed, func() error {
 		_, err := a.Read(make([]byte, 10))
-		errc <- err
-	}()
-	go func() {
+		return err
+	}, func() error {
 		_, err := ln.Accept()
-		errc <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	if err := p.B.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		select {
-		case err := <-errc:
-			if !errors.Is(err, net.ErrClosed) {
-				t.Errorf("blocked call: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("a blocked call survived the Service's Close")
-		}
-	}
+		return err
+	})
 	d.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if _, err := d.Read(make([]byte, 1)); err != io.EOF {
 		t.Errorf("the peer's Read after our Service closed: %v, want io.EOF (our FIN)", err)
