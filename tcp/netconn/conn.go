@@ -276,27 +276,26 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 // Linux). Above Config.TCP.RecvBuf it returns a *BufferLimitError and
 // changes nothing.
 func (c *Conn) SetReadBuffer(bytes int) error {
-	if c.closed() {
-		return c.opErr("set", net.ErrClosed)
-	}
-	if bytes > c.s.tune.RecvBuf {
-		return c.opErr("set", &BufferLimitError{Buffer: "read", Asked: bytes, Limit: c.s.tune.RecvBuf})
-	}
-	c.ep.SocketOptions().SetReceiveBufferSize(int64(bytes), true)
-	return nil
+	return c.setBuffer("read", bytes, c.s.tune.RecvBuf, c.ep.SocketOptions().SetReceiveBufferSize)
 }
 
 // SetWriteBuffer sets the connection's send buffer: how much Write queues
 // in netstack before it blocks. Above Config.TCP.SendBuf it returns a
 // *BufferLimitError and changes nothing.
 func (c *Conn) SetWriteBuffer(bytes int) error {
+	return c.setBuffer("write", bytes, c.s.tune.SendBuf, c.ep.SocketOptions().SetSendBufferSize)
+}
+
+// setBuffer sets the connection's read or write buffer (which) to bytes
+// through set, refusing more than limit with a *BufferLimitError.
+func (c *Conn) setBuffer(which string, bytes, limit int, set func(size int64, notify bool)) error {
 	if c.closed() {
 		return c.opErr("set", net.ErrClosed)
 	}
-	if bytes > c.s.tune.SendBuf {
-		return c.opErr("set", &BufferLimitError{Buffer: "write", Asked: bytes, Limit: c.s.tune.SendBuf})
+	if bytes > limit {
+		return c.opErr("set", &BufferLimitError{Buffer: which, Asked: bytes, Limit: limit})
 	}
-	c.ep.SocketOptions().SetSendBufferSize(int64(bytes), true)
+	set(int64(bytes), true)
 	return nil
 }
 
