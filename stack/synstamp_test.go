@@ -368,11 +368,7 @@ func lostSYNPair(t *testing.T, tc lostSYN) (srv, cli *Stack, drop *dropFirstSYN,
 // signalled when it has a connection to accept.
 func listenTCP(t *testing.T, s *Stack, addr tcpip.FullAddress) (ln tcpip.Endpoint, accepted <-chan struct{}) {
 	t.Helper()
-	wq := new(waiter.Queue)
-	ln, terr := s.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
-	if terr != nil {
-		t.Fatal(terr)
-	}
+	ln, accepted = tcpEndpoint(t, s, waiter.ReadableEvents)
 	if terr := ln.Bind(addr); terr != nil {
 		ln.Close()
 		t.Fatal(terr)
@@ -381,27 +377,33 @@ func listenTCP(t *testing.T, s *Stack, addr tcpip.FullAddress) (ln tcpip.Endpoin
 		ln.Close()
 		t.Fatal(terr)
 	}
-	entry, ch := waiter.NewChannelEntry(waiter.ReadableEvents)
-	wq.EventRegister(&entry)
-	return ln, ch
+	return ln, accepted
 }
 
 // connectTCP starts a netstack TCP connect from s to to; connected is
 // signalled when it is established (or failed).
 func connectTCP(t *testing.T, s *Stack, to tcpip.FullAddress) (ep tcpip.Endpoint, connected <-chan struct{}) {
 	t.Helper()
-	wq := new(waiter.Queue)
-	ep, terr := s.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
-	if terr != nil {
-		t.Fatal(terr)
-	}
-	entry, ch := waiter.NewChannelEntry(waiter.WritableEvents | waiter.EventErr | waiter.EventHUp)
-	wq.EventRegister(&entry)
+	ep, connected = tcpEndpoint(t, s, waiter.WritableEvents|waiter.EventErr|waiter.EventHUp)
 	if terr := ep.Connect(to); terr != nil {
 		if _, ok := terr.(*tcpip.ErrConnectStarted); !ok {
 			ep.Close()
 			t.Fatal(terr)
 		}
 	}
+	return ep, connected
+}
+
+// tcpEndpoint makes a netstack TCP endpoint on s whose events in mask
+// signal ready.
+func tcpEndpoint(t *testing.T, s *Stack, mask waiter.EventMask) (ep tcpip.Endpoint, ready <-chan struct{}) {
+	t.Helper()
+	wq := new(waiter.Queue)
+	ep, terr := s.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	if terr != nil {
+		t.Fatal(terr)
+	}
+	entry, ch := waiter.NewChannelEntry(mask)
+	wq.EventRegister(&entry)
 	return ep, ch
 }
