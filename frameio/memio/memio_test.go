@@ -379,14 +379,7 @@ func TestDelayWithFakeClock(t *testing.T) {
 	default:
 	}
 	clk.Advance(5 * time.Millisecond)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Wait did not return after the clock passed the frame's time")
-	}
+	waitEnds(t, done, nil, "the clock passed the frame's time")
 	if got := drain(b); len(got) != 1 || seqOf(got[0]) != 2 {
 		t.Fatalf("frame 2: %d frames", len(got))
 	}
@@ -419,6 +412,21 @@ func TestDelaySystemClock(t *testing.T) {
 	}
 }
 
+// waitEnds waits up to 10 s for the Wait behind done to return after what
+// (the event that must end it), and checks its error matches want (nil:
+// no error).
+func waitEnds(t *testing.T, done <-chan error, want error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, want) {
+			t.Fatalf("Wait after %s: %v, want %v", what, err, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not end Wait", what)
+	}
+}
+
 func TestWait(t *testing.T) {
 	a, b := NewPair(Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
@@ -431,14 +439,7 @@ func TestWait(t *testing.T) {
 	go func() { done <- b.Wait(context.Background()) }()
 	a.TxFrame(frame(1))
 	a.Kick()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Wait did not return after the peer's Kick")
-	}
+	waitEnds(t, done, nil, "the peer's Kick")
 	go func() { done <- b.Wait(context.Background()) }()
 	if err := <-done; err != nil { // a frame is pending: at once
 		t.Fatal(err)
@@ -447,14 +448,7 @@ func TestWait(t *testing.T) {
 	go func() { done <- b.Wait(context.Background()) }()
 	time.Sleep(10 * time.Millisecond)
 	b.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("Wait after Close: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not end Wait")
-	}
+	waitEnds(t, done, net.ErrClosed, "Close")
 	if b.TxFrame(frame(1)) || b.Kick() == nil || b.RxFrames(1, func([]byte) {}) != 0 {
 		t.Fatal("closed port still works")
 	}
@@ -476,14 +470,7 @@ func TestInterrupt(t *testing.T) {
 	go func() { done <- b.Wait(context.Background()) }()
 	time.Sleep(10 * time.Millisecond)
 	b.Interrupt()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("interrupted Wait: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Interrupt did not end Wait")
-	}
+	waitEnds(t, done, nil, "Interrupt")
 	// Before the Wait: it returns at once; twice counts once.
 	b.Interrupt()
 	b.Interrupt()
