@@ -24,66 +24,68 @@ func (n noIrq) Wait(ctx context.Context) error { return n.w.Wait(ctx) }
 // Both for memio, whose Interrupt ends its Wait, and for a FrameIO without
 // Interrupt (Sleep then waits in slices).
 func TestSleepInterrupt(t *testing.T) {
-	for _, irq := range []bool{true, false} {
+	t.Run("memio", func(t *testing.T) {
 		pa, pb := memio.NewPair(memio.Options{})
-		var ep *Endpoint
-		if irq {
-			ep = NewEndpoint(pa)
-		} else {
-			ep = NewEndpoint(noIrq{FrameIO: pa, w: pa})
-		}
-		if (ep.irq != nil) != irq {
-			t.Fatalf("irq %v: the endpoint sees Interrupter %v", irq, ep.irq != nil)
-		}
-		// Nothing pending: Sleep lasts until ctx is done.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-		start := time.Now()
-		if err := ep.Sleep(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("irq %v: Sleep = %v, want DeadlineExceeded", irq, err)
-		}
-		cancel()
-		if d := time.Since(start); d < 30*time.Millisecond {
-			t.Fatalf("irq %v: Sleep returned after %v, before its context", irq, d)
-		}
-		// Interrupt before Sleep: Sleep returns at once (nil).
-		ep.Interrupt()
-		if err := ep.Sleep(context.Background()); err != nil {
-			t.Fatalf("irq %v: Sleep after Interrupt = %v", irq, err)
-		}
-		// Interrupt during Sleep.
-		done := make(chan error, 1)
-		go func() { done <- ep.Sleep(context.Background()) }()
-		for !ep.sleeping.Load() {
-			time.Sleep(time.Millisecond)
-		}
-		ep.Interrupt()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("irq %v: interrupted Sleep = %v", irq, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("irq %v: Interrupt did not end Sleep", irq)
-		}
-		if ep.wakeups.Load() == 0 {
-			t.Fatalf("irq %v: the sleeping poll loop was not woken", irq)
-		}
-		// A frame ends Sleep too.
-		go func() { done <- ep.Sleep(context.Background()) }()
-		for !ep.sleeping.Load() {
-			time.Sleep(time.Millisecond)
-		}
+		sleepInterrupt(t, NewEndpoint(pa), pb, true)
+	})
+	t.Run("no Interrupt", func(t *testing.T) {
+		pa, pb := memio.NewPair(memio.Options{})
+		sleepInterrupt(t, NewEndpoint(noIrq{FrameIO: pa, w: pa}), pb, false)
+	})
+}
+
+// sleepInterrupt is TestSleepInterrupt on ep, whose FrameIO is a memio
+// port with peer pb, and which has an Interrupter if irq; it closes both
+// ports.
+func sleepInterrupt(t *testing.T, ep *Endpoint, pb *memio.Port, irq bool) {
+	defer pb.Close()
+	defer ep.fio.Close()
+	if (ep.irq != nil) != irq {
+		t.Fatalf("the endpoint sees Interrupter %v, want %v", ep.irq != nil, irq)
+	}
+	// Nothing pending: Sleep lasts until ctx is done.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	start := time.Now()
+	if err := ep.Sleep(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Sleep = %v, want DeadlineExceeded", err)
+	}
+	cancel()
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Fatalf("Sleep returned after %v, before its context", d)
+	}
+	// Interrupt before Sleep: Sleep returns at once (nil).
+	ep.Interrupt()
+	if err := ep.Sleep(context.Background()); err != nil {
+		t.Fatalf("Sleep after Interrupt = %v", err)
+	}
+	// Interrupt during Sleep.
+	sleepEndsBy(t, ep, "Interrupt", ep.Interrupt)
+	if ep.wakeups.Load() == 0 {
+		t.Fatal("the sleeping poll loop was not woken")
+	}
+	// A frame ends Sleep too.
+	sleepEndsBy(t, ep, "a frame", func() {
 		pb.TxFrame(make([]byte, 60))
 		pb.Kick()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("irq %v: Sleep woken by a frame = %v", irq, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("irq %v: a frame did not end Sleep", irq)
+	})
+}
+
+// sleepEndsBy starts a Sleep of ep, waits until it sleeps, runs wake (what
+// names it), and checks that the Sleep then returns nil within 10 s.
+func sleepEndsBy(t *testing.T, ep *Endpoint, what string, wake func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- ep.Sleep(context.Background()) }()
+	for !ep.sleeping.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	wake()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Sleep ended by %s = %v", what, err)
 		}
-		pa.Close()
-		pb.Close()
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not end Sleep", what)
 	}
 }
