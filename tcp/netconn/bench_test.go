@@ -108,11 +108,8 @@ func BenchmarkVethRTT(b *testing.B) {
 				target = ln.Addr().String()
 			} else {
 				addr := peertest.Addr(p.A, 3)
-				s := openXDP(b, p.A, core.Config{LocalIP: addr, Port: testPort, CPUs: tc.cpus}, tc.o)
-				l, err := s.Listen(testPort)
-				if err != nil {
-					b.Fatal(err)
-				}
+				s := openVeth(b, p.A, core.Config{LocalIP: addr, Port: testPort, CPUs: tc.cpus}, tc.o)
+				l := listen(b, s, testPort)
 				ln, target = l, fmt.Sprintf("%s:%d", addr, testPort)
 			}
 			defer ln.Close()

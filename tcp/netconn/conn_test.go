@@ -43,7 +43,9 @@ func connect(t *testing.T, p *pair, ln *Listener) (dialled, accepted *Conn) {
 	return d, r.c
 }
 
-func listen(t *testing.T, s *Service, port uint16) *Listener {
+// listen listens on port of s, failing the test otherwise; the listener is
+// closed at cleanup (closing it earlier is fine).
+func listen(t testing.TB, s *Service, port uint16) *Listener {
 	t.Helper()
 	ln, err := s.Listen(port)
 	if err != nil {

@@ -26,20 +26,10 @@ func TestHTTPServerOverDPDK(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
 	addr := peertest.Addr(p.A, 3)
-	cfg := core.Config{Kind: core.KindTCPDPDK, Iface: p.A.Iface, LocalIP: addr, Port: 8080}
+	cfg := core.Config{Kind: core.KindTCPDPDK, LocalIP: addr, Port: 8080}
 	cfg.DPDK.VDev = fmt.Sprintf("net_af_xdp_netconn0,iface=%s", p.A.Iface)
-	var s *Service
-	err := p.A.Do(func() error {
-		var err error
-		s, err = New(cfg, Options{})
-		return err
-	})
-	testutil.SkipIfNotSupported(t, err)
-	defer s.Close()
-	ln, err := s.Listen(8080)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openVeth(t, p.A, cfg, Options{})
+	ln := listen(t, s, 8080)
 	srv := &http.Server{Handler: hello}
 	go srv.Serve(ln)
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: peertest.Dialer(p.B)}}

@@ -23,11 +23,14 @@ import (
 	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
 
-// openXDP starts a tcp-xdp Service inside h's namespace, closed at
-// cleanup; it skips (fails in CI) where AF_XDP is not supported.
-func openXDP(t testing.TB, h *testhost.Host, cfg core.Config, o Options) *Service {
+// openVeth starts a Service of cfg.Kind (tcp-xdp when unset) on h's
+// interface inside h's namespace, closed at cleanup; it skips (fails in
+// CI) where the kind is not supported.
+func openVeth(t testing.TB, h *testhost.Host, cfg core.Config, o Options) *Service {
 	t.Helper()
-	cfg.Kind = core.KindTCPXDP
+	if cfg.Kind == "" {
+		cfg.Kind = core.KindTCPXDP
+	}
 	cfg.Iface = h.Iface
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 20 * time.Second
@@ -57,11 +60,8 @@ func TestHTTPServerOverXDP(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
 	addr := peertest.Addr(p.A, 3)
-	s := openXDP(t, p.A, core.Config{LocalIP: addr, Port: 8080}, Options{})
-	ln, err := s.Listen(8080)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openVeth(t, p.A, core.Config{LocalIP: addr, Port: 8080}, Options{})
+	ln := listen(t, s, 8080)
 	srv := &http.Server{Handler: hello}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -123,7 +123,7 @@ func TestHTTPClientOverXDP(t *testing.T) {
 	go srv.Serve(kln)
 	defer srv.Close()
 
-	s := openXDP(t, p.A, core.Config{LocalIP: peertest.Addr(p.A, 3), Port: 8080}, Options{})
+	s := openVeth(t, p.A, core.Config{LocalIP: peertest.Addr(p.A, 3), Port: 8080}, Options{})
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: s.DialContext}}
 	defer client.CloseIdleConnections()
 	for i := 0; i < 10; i++ {
@@ -206,11 +206,8 @@ func TestKernelThousandConns(t *testing.T) {
 	addr := peertest.Addr(p.A, 3)
 	cfg := core.Config{LocalIP: addr, Port: 7001}
 	cfg.TCP.SendBuf, cfg.TCP.RecvBuf = 64<<10, 64<<10
-	s := openXDP(t, p.A, cfg, Options{MaxConns: n, TimeWait: 500 * time.Millisecond})
-	ln, err := s.Listen(7001)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openVeth(t, p.A, cfg, Options{MaxConns: n, TimeWait: 500 * time.Millisecond})
+	ln := listen(t, s, 7001)
 	served := peertest.ServeEcho(ln)
 	baseline := runtime.NumGoroutine()
 	conns := make([]net.Conn, n)
@@ -281,13 +278,9 @@ func TestXDPAnswersAsHost(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
 	addr := peertest.Addr(p.A, 3)
-	s := openXDP(t, p.A, core.Config{LocalIP: addr, Port: 7000}, Options{})
-	ln, err := s.Listen(7000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	err = p.B.Do(func() error {
+	s := openVeth(t, p.A, core.Config{LocalIP: addr, Port: 7000}, Options{})
+	listen(t, s, 7000)
+	err := p.B.Do(func() error {
 		c, err := net.DialTimeout("tcp4", fmt.Sprintf("%s:7001", addr), 10*time.Second)
 		if err == nil {
 			c.Close()
