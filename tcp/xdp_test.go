@@ -46,6 +46,19 @@ func openXDP(t *testing.T, h *testhost.Host, cfg core.Config) (core.Backend, err
 	return b, err
 }
 
+// xdpServer opens a tcp-xdp server on A of a new pair, at A's .3 port
+// 5000 (addr), which it returns with the pair; it skips (fails in CI)
+// where AF_XDP is not supported.
+func xdpServer(t *testing.T) (p *testhost.Pair, b core.Backend, addr netip.AddrPort) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	p = hosttest.New(t, testhost.Options{})
+	addr = netip.AddrPortFrom(peertest.Addr(p.A, 3), 5000)
+	b, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: addr.Addr(), Port: addr.Port()})
+	testutil.SkipIfNotSupported(t, err)
+	return p, b, addr
+}
+
 // TestXDPClientKernelServer: tcp-xdp on A connects to a kernel TCP echo
 // server on B; 10k records come back in order; after Close the interface
 // has no program left and the kernel side saw the connection end.
@@ -146,12 +159,8 @@ func TestXDPPinsProcess(t *testing.T) {
 func TestXDPServerKernelClient(t *testing.T) { engines(t, testXDPServerKernelClient) }
 
 func testXDPServerKernelClient(t *testing.T) {
-	testutil.RequireRoot(t)
-	p := hosttest.New(t, testhost.Options{})
-	addr := peertest.Addr(p.A, 3)
-	b, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: addr, Port: 5000})
-	testutil.SkipIfNotSupported(t, err)
-	s := serveKernelClient(t, b, p.B, netip.AddrPortFrom(addr, 5000), 10000)
+	p, b, addr := xdpServer(t)
+	s := serveKernelClient(t, b, p.B, addr, 10000)
 	// B's kernel found .3 by ARP, and only netstack could answer.
 	if v, _ := s.Counter(engineLayer(), "arp_replies_sent"); v == 0 {
 		t.Errorf("netstack answered no ARP")
@@ -293,18 +302,14 @@ func testXDPOverLossyWire(t *testing.T) {
 func TestXDPServerManyKernelClients(t *testing.T) { engines(t, testXDPServerManyKernelClients) }
 
 func testXDPServerManyKernelClients(t *testing.T) {
-	testutil.RequireRoot(t)
-	p := hosttest.New(t, testhost.Options{})
-	addr := peertest.Addr(p.A, 3)
-	b, err := openXDP(t, p.A, core.Config{Role: core.RoleServer, LocalIP: addr, Port: 5000})
-	testutil.SkipIfNotSupported(t, err)
+	p, b, addr := xdpServer(t)
 	pl := startPoller(b.(*Backend), echo(t, b.(*Backend)))
 	defer pl.stop()
 	const clients, n = 3, 1000
 	var wg sync.WaitGroup
 	errs := make([]error, clients)
 	for k := range clients {
-		c := peertest.Dial(t, p.B, netip.AddrPortFrom(addr, 5000))
+		c := peertest.Dial(t, p.B, addr)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
