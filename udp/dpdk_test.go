@@ -31,15 +31,7 @@ func openDPDK(t *testing.T, h *testhost.Host, driver string, cfg core.Config) co
 	testutil.RequireRoot(t)
 	cfg.Kind = core.KindDPDK
 	cfg.DPDK.VDev = fmt.Sprintf("%s_u%d,iface=%s", driver, dpdkSeq(), h.Iface)
-	var b core.Backend
-	err := h.Do(func() error {
-		var err error
-		b, err = NewDPDK(cfg)
-		return err
-	})
-	testutil.SkipIfNotSupported(t, err)
-	t.Cleanup(func() { b.Close() })
-	return b
+	return openIn(t, h, NewDPDK, cfg)
 }
 
 var dpdkN int

@@ -58,19 +58,42 @@ func kernelEcho(t *testing.T, h *testhost.Host, port int) func() int {
 	return stop
 }
 
-// openXDP opens kind xdp inside h's namespace, skipping (failing in CI)
-// when the kernel lacks what it needs.
+// openXDP opens kind xdp inside h's namespace (openIn).
 func openXDP(t *testing.T, h *testhost.Host, cfg core.Config) core.Backend {
+	t.Helper()
+	return openIn(t, h, NewXDP, cfg)
+}
+
+// openIn opens a backend with open(cfg) inside h's namespace, skipping
+// (failing in CI) when the kernel lacks what it needs; it is closed at
+// cleanup.
+func openIn(t *testing.T, h *testhost.Host, open func(core.Config) (core.Backend, error), cfg core.Config) core.Backend {
 	t.Helper()
 	var b core.Backend
 	err := h.Do(func() error {
 		var err error
-		b, err = NewXDP(cfg)
+		b, err = open(cfg)
 		return err
 	})
 	testutil.SkipIfNotSupported(t, err)
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// kernelClient is a kernel UDP socket inside h connected to addr; closed
+// at cleanup.
+func kernelClient(t *testing.T, h *testhost.Host, addr netip.AddrPort) *net.UDPConn {
+	t.Helper()
+	var c *net.UDPConn
+	if err := h.Do(func() error {
+		var err error
+		c, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(addr))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 func xdpAttached(t *testing.T, h *testhost.Host) bool {
@@ -176,15 +199,7 @@ func TestXDPStatsAfterCloseCountUnread(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
 	b := openXDP(t, p.A, core.Config{Kind: core.KindXDP, Role: core.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 5000})
-	var c *net.UDPConn
-	if err := p.B.Do(func() error {
-		var err error
-		c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.A.Addr.AsSlice(), Port: 5000})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := kernelClient(t, p.B, netip.AddrPortFrom(p.A.Addr, 5000))
 	const n = 10
 	for i := 0; i < n; i++ {
 		if _, err := c.Write([]byte("never read")); err != nil {
@@ -226,15 +241,7 @@ func TestXDPKernelAnswersOtherPort(t *testing.T) {
 	if err := p.B.DelNeigh(p.A.Addr); err != nil {
 		t.Fatal(err)
 	}
-	var c *net.UDPConn
-	if err := p.B.Do(func() error {
-		var err error
-		c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.A.Addr.AsSlice(), Port: 6000})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := kernelClient(t, p.B, netip.AddrPortFrom(p.A.Addr, 6000))
 	buf := make([]byte, 100)
 	for i := 0; ; i++ {
 		c.Write([]byte("kernel, are you there?"))
