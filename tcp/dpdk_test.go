@@ -111,10 +111,7 @@ func testDPDKTCPServerKernelClient(t *testing.T) {
 			testutil.SkipIfNotSupported(t, err)
 
 			serveKernelClient(t, b, p.B, netip.AddrPortFrom(p.A.Addr, 5000), 10000)
-			if err := b.Close(); err != nil {
-				t.Fatal(err)
-			}
-			peertest.Clean(t, p.A)
+			peertest.CloseClean(t, b, p.A)
 		})
 	}
 }

@@ -165,10 +165,7 @@ func testXDPServerKernelClient(t *testing.T) {
 	if v, _ := s.Counter(engineLayer(), "arp_replies_sent"); v == 0 {
 		t.Errorf("netstack answered no ARP")
 	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	peertest.Clean(t, p.A)
+	peertest.CloseClean(t, b, p.A)
 }
 
 // TestXDPRefusesKernelAddress: LocalIP held by the kernel's interface is

@@ -55,8 +55,5 @@ func TestHTTPServerOverDPDK(t *testing.T) {
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	peertest.Clean(t, p.A)
+	peertest.CloseClean(t, s, p.A)
 }

@@ -107,10 +107,7 @@ func TestHTTPServerOverXDP(t *testing.T) {
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		t.Fatalf("Serve: %v", err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	peertest.Clean(t, p.A)
+	peertest.CloseClean(t, s, p.A)
 }
 
 // TestHTTPClientOverXDP: Go's http.Client dials through a tcp-xdp Service

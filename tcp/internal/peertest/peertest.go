@@ -176,3 +176,13 @@ func Clean(t testing.TB, h *testhost.Host) {
 		t.Errorf("%s left promiscuous", h.Iface)
 	}
 }
+
+// CloseClean closes c, failing the test on an error, and checks that it
+// left h's interface clean (Clean).
+func CloseClean(t testing.TB, c io.Closer, h *testhost.Host) {
+	t.Helper()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	Clean(t, h)
+}
