@@ -98,6 +98,17 @@ type HalfCloser interface {
 	CloseWrite() error
 }
 
+// Unacker is implemented by a Conn that can tell how many of the records
+// written to it the peer has not acknowledged the first byte of (it
+// follows them with a Sent). When such a connection fails, and at Close,
+// the layer moves those records from TxSent to TxDropped: they never
+// reached the peer, and Close resets a connection that has any (so that
+// the loss it counted is the loss that happens: the transport does not
+// deliver them later).
+type Unacker interface {
+	UnackedRecords() int
+}
+
 // Transport is the engine under a Layer.
 type Transport interface {
 	// Poll moves the engine on: frames in (ACKs that open windows
@@ -526,7 +537,8 @@ func (s *Layer) reap() {
 			} else if !c.eof {
 				s.st.PeerCloses++
 			}
-			s.st.TxDropped += uint64(c.stage.Records())
+			s.dropStaged(c)
+			s.countUnacked(c)
 			s.readOut(c)
 			s.cutRecord(c)
 			s.errs = append(s.errs, c.dead)
@@ -550,6 +562,20 @@ func (s *Layer) reap() {
 	}
 	clear(s.conns[k:])
 	s.conns = s.conns[:k]
+}
+
+// countUnacked moves the records c's transport took and its peer never
+// acknowledged the first byte of (Unacker) from TxSent to TxDropped, and
+// returns how many.
+func (s *Layer) countUnacked(c *conn) uint64 {
+	u, ok := c.t.(Unacker)
+	if !ok {
+		return 0
+	}
+	n := min(uint64(max(u.UnackedRecords(), 0)), s.st.TxSent)
+	s.st.TxSent -= n
+	s.st.TxDropped += n
+	return n
 }
 
 // readOutMax bounds the reads of one readOut, against a peer that sends
@@ -635,15 +661,23 @@ func (s *Layer) takeErr() error {
 // The stagings are empty afterwards.
 func (s *Layer) Abandon() {
 	for _, c := range s.conns {
-		n := uint64(c.stage.Records())
-		if c.dead == nil && c.stage.Started() {
-			n--
-			s.st.TxSent++
-		}
-		s.st.TxDropped += n
-		c.stage.Reset()
-		c.released = 0
+		s.dropStaged(c)
 	}
+}
+
+// dropStaged counts what c has staged and empties its staging: a record
+// whose head the stream took counts as sent (the receiver sees it cut, or
+// an Unacker's count moves it to TxDropped when the peer never
+// acknowledged its head), every other one in TxDropped.
+func (s *Layer) dropStaged(c *conn) {
+	n := uint64(c.stage.Records())
+	if c.stage.Started() {
+		n--
+		s.st.TxSent++
+	}
+	s.st.TxDropped += n
+	c.stage.Reset()
+	c.released = 0
 }
 
 // Linger, for a backend that closes, after Abandon: it ends our direction
@@ -702,13 +736,17 @@ func (s *Layer) Linger(idle, max time.Duration, wait func(conns []Conn, d time.D
 // Close closes every connection (Conn.Close; Conn.Abort for one that
 // failed) and empties the set. It first reads out what each transport
 // still holds, counting the undelivered records in RxClosed and a cut one
-// in RxMalformed. Call Abandon first to count what was staged (and Linger
-// to read what the peers still send).
+// in RxMalformed. On a Conn that is an Unacker, the records whose first
+// byte the peer has not acknowledged move from TxSent to TxDropped, and
+// a connection that has any is reset (Conn.Abort): they are lost, as
+// counted. Call Abandon first to count what was staged (and Linger to
+// read what the peers still send and give what was written time to be
+// acknowledged).
 func (s *Layer) Close() {
 	for _, c := range s.conns {
 		s.readOut(c)
 		s.cutRecord(c)
-		if c.dead != nil {
+		if s.countUnacked(c) > 0 || c.dead != nil {
 			c.t.Abort()
 		} else {
 			c.t.Close()

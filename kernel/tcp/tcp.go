@@ -68,9 +68,22 @@ type conn struct {
 	// bytes wait for room), so that Wait wakes when they can go; in while
 	// it is registered for EPOLLIN (the layer reads it).
 	out, in bool
+	// shut: CloseWrite queued our FIN (which SIOCOUTQ then counts).
+	shut bool
+	// sent follows the records written and not known acknowledged.
+	sent stream.Sent
 }
 
-var _ stream.Conn = (*conn)(nil)
+var (
+	_ stream.Conn       = (*conn)(nil)
+	_ stream.HalfCloser = (*conn)(nil)
+	_ stream.Unacker    = (*conn)(nil)
+)
+
+// forgetEvery is how many record starts a connection's stream.Sent holds
+// before Write asks the kernel (SIOCOUTQ, one ioctl) which of them the
+// peer acknowledged: one system call per that many records at most.
+const forgetEvery = 4096
 
 // Backend is the tcp kind. Create it with New; see core.Backend for the
 // method contracts and the threading rules.
@@ -490,6 +503,12 @@ func (c *conn) Write(p []byte) (int, error) {
 		c.b.syscalls++
 		switch errno {
 		case 0:
+			c.sent.Wrote(p[:n])
+			if c.sent.Tracked() >= forgetEvery {
+				if u, err := c.outq(); err == nil {
+					c.sent.Forget(u)
+				}
+			}
 			c.b.setEvents(c, c.in, n < len(p)) // a short write: the buffer is full
 			return n, nil
 		case unix.EINTR:
@@ -553,7 +572,35 @@ func (c *conn) Close() {
 // after what was written; the socket stays readable.
 func (c *conn) CloseWrite() error {
 	c.b.syscalls++
-	return unix.Shutdown(c.fd, unix.SHUT_WR)
+	err := unix.Shutdown(c.fd, unix.SHUT_WR)
+	c.shut = c.shut || err == nil
+	return err
+}
+
+// outq returns how many of the bytes written the peer has not
+// acknowledged: SIOCOUTQ (write_seq - snd_una, also after a reset), less
+// our FIN, which follows them and is unacknowledged while any is.
+func (c *conn) outq() (uint64, error) {
+	c.b.syscalls++
+	n, err := unix.IoctlGetInt(c.fd, unix.SIOCOUTQ)
+	if err != nil {
+		return 0, fmt.Errorf("ioctl SIOCOUTQ: %w", err)
+	}
+	if c.shut && n > 0 {
+		n--
+	}
+	return uint64(n), nil
+}
+
+// UnackedRecords implements stream.Unacker: the records written whose
+// first byte the peer has not acknowledged (SIOCOUTQ). When the kernel
+// cannot tell, none.
+func (c *conn) UnackedRecords() int {
+	u, err := c.outq()
+	if err != nil {
+		return 0
+	}
+	return c.sent.Unacked(u)
 }
 
 // Abort implements stream.Conn: a reset if the connection is still up
@@ -674,10 +721,53 @@ func (b *Backend) Close() error {
 		if b.lfd < 0 { // a client; a server's peers decide when they end
 			b.s.Linger(closeIdle, closeLinger, b.waitReadable)
 		}
+		b.settle()
 		err := b.release()
 		return b.snapshot(), err
 	})
 }
+
+// settle, for Close, ends both directions of every connection
+// (shutdown(2) SHUT_RDWR: our FIN after what was written; from then on
+// the kernel answers new data with a reset instead of acknowledging what
+// nobody will read) and waits up to closeIdle for what was written to be
+// acknowledged or the connection to end, so that the stream layer's Close
+// counts exactly the records the peer never acknowledged.
+func (b *Backend) settle() {
+	for i := 0; i < b.s.Len(); i++ {
+		c := b.s.Conn(i).(*conn)
+		b.syscalls++
+		if unix.Shutdown(c.fd, unix.SHUT_RDWR) == nil {
+			c.shut = true
+		}
+	}
+	for deadline := time.Now().Add(closeIdle); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if b.acknowledged() {
+			return
+		}
+	}
+}
+
+// acknowledged reports whether every connection has ended or has nothing
+// written that the peer has not acknowledged.
+func (b *Backend) acknowledged() bool {
+	for i := 0; i < b.s.Len(); i++ {
+		c := b.s.Conn(i).(*conn)
+		b.syscalls++
+		if ti, err := unix.GetsockoptTCPInfo(c.fd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && ti.State == tcpClose {
+			continue
+		}
+		if u, err := c.outq(); err == nil && u > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// tcpClose is the kernel's TCP_CLOSE state (tcp_info.tcpi_state): the
+// connection ended (a reset, or both FINs acknowledged and TIME-WAIT left
+// to the kernel).
+const tcpClose = 7
 
 // waitReadable sleeps in poll(2) until one of conns is readable or d has
 // passed (Close's linger; it allocates).

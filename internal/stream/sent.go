@@ -1,0 +1,87 @@
+package stream
+
+import "github.com/dgramio/dgramio/tcp/record"
+
+// Sent follows where the records written to one connection's stream start,
+// so that when the connection ends its transport can tell how many records
+// the peer never acknowledged the first byte of: those never reached the
+// peer's application, and the layer counts them in TxDropped instead of
+// TxSent (a record whose head was acknowledged and whose rest was not
+// reaches the peer cut, and the peer counts it in RxMalformed).
+//
+// It keeps a ring of record start offsets, which grows to the records
+// written and not known acknowledged and is reused; Forget drops those the
+// peer acknowledged. The zero value is ready for use. Not safe for
+// concurrent use.
+type Sent struct {
+	off     uint64 // stream bytes written
+	need    int    // bytes left of the record body being written
+	hdrHave int    // bytes of its length prefix written so far
+	hdr     [record.HeaderLen]byte
+	starts  []uint64 // ring of record start offsets
+	head    int
+	count   int
+}
+
+// Wrote notes p, the next bytes written to the stream (whole records or
+// parts of them, in order).
+func (s *Sent) Wrote(p []byte) {
+	for i := 0; i < len(p); {
+		if s.need > 0 {
+			k := min(s.need, len(p)-i)
+			s.need -= k
+			i += k
+			continue
+		}
+		if s.hdrHave == 0 {
+			s.push(s.off + uint64(i))
+		}
+		s.hdr[s.hdrHave] = p[i]
+		s.hdrHave++
+		i++
+		if s.hdrHave == record.HeaderLen {
+			s.need = int(s.hdr[0])<<8 | int(s.hdr[1])
+			s.hdrHave = 0
+		}
+	}
+	s.off += uint64(len(p))
+}
+
+// push appends a record start to the ring, doubling it when full.
+func (s *Sent) push(at uint64) {
+	if s.count == len(s.starts) {
+		grown := make([]uint64, max(64, 2*len(s.starts)))
+		for i := 0; i < s.count; i++ {
+			grown[i] = s.starts[(s.head+i)%len(s.starts)]
+		}
+		s.starts, s.head = grown, 0
+	}
+	s.starts[(s.head+s.count)%len(s.starts)] = at
+	s.count++
+}
+
+// Forget drops the records whose first byte the peer acknowledged:
+// unacked is how many of the bytes written so far it has not (more than
+// were written counts as all of them).
+func (s *Sent) Forget(unacked uint64) {
+	acked := s.off - min(unacked, s.off)
+	for s.count > 0 && s.starts[s.head] < acked {
+		s.head = (s.head + 1) % len(s.starts)
+		s.count--
+	}
+}
+
+// Unacked returns the number of records written whose first byte is
+// among the last unacked bytes of the stream: those the peer never
+// acknowledged the start of. It forgets the others.
+func (s *Sent) Unacked(unacked uint64) int {
+	s.Forget(unacked)
+	return s.count
+}
+
+// Tracked is the number of record starts the ring holds: a transport
+// without a cheap view of its acknowledgements calls Forget when it grows.
+func (s *Sent) Tracked() int { return s.count }
+
+// Written is the number of stream bytes written.
+func (s *Sent) Written() uint64 { return s.off }
