@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -597,6 +598,23 @@ func (e *Endpoint) Interrupt() {
 			c()
 		}
 	}
+}
+
+// Unacked returns how many of the first written bytes of netstack's
+// stream on the connection from local to remote the peer has not
+// acknowledged, as the segments the Endpoint saw both ways say (the
+// highest ACK number from the peer against netstack's initial sequence
+// number): this gVisor version's endpoints do not tell (GetSockOptInt
+// does not answer tcpip.SendQueueSizeOption). ok is false when the
+// Endpoint did not see the connection's SYN (its slot in the table of
+// 1024 was taken by another connection since). written must be the
+// bytes netstack took (Write) on that connection; fewer than 2 GiB of
+// them may be unacknowledged. Safe from any goroutine.
+func (e *Endpoint) Unacked(local, remote netip.AddrPort, written uint64) (unacked uint64, ok bool) {
+	k := flowKey{local: local.Addr().As4(), remote: remote.Addr().As4(), lport: local.Port(), rport: remote.Port()}
+	e.ackMu.Lock()
+	defer e.ackMu.Unlock()
+	return e.acks.unacked(k, written)
 }
 
 // tcpPayloadLen returns the TCP payload length of an Ethernet frame carrying

@@ -65,6 +65,12 @@ type flowState struct {
 	peerAck  seqnum.Value
 	peerWnd  uint16
 	havePeer bool
+	// iss is netstack's initial sequence number (its SYN or SYN-ACK) and
+	// una the highest ACK number the peer sent since: what of netstack's
+	// stream the peer acknowledged (Endpoint.Unacked). haveISS: the SYN
+	// was seen (not a connection learnt mid-way). They survive a RST.
+	iss, una seqnum.Value
+	haveISS  bool
 }
 
 // ackSalvage is the table; not safe for concurrent use (Endpoint.ackMu).
@@ -122,13 +128,14 @@ func (a *ackSalvage) sent(v tcpView) {
 	flags := v.tcp.Flags()
 	if flags&header.TCPFlagRst != 0 {
 		if s.key == k {
-			*s = flowState{}
+			s.forgetPeer()
 		}
 		return
 	}
 	if flags&header.TCPFlagSyn != 0 {
 		ws := header.ParseSynOptions(v.tcp.Options(), flags&header.TCPFlagAck != 0).WS
-		*s = flowState{key: k, scale: uint8(max(ws, 0))}
+		iss := seqnum.Value(v.tcp.SequenceNumber())
+		*s = flowState{key: k, scale: uint8(max(ws, 0)), iss: iss, una: iss.Add(1), haveISS: true}
 	} else if s.key != k {
 		// Learnt mid-connection (the slot was another's): the scale is
 		// unknown, and 0 makes the window look smaller than it is, which
@@ -156,7 +163,7 @@ func (a *ackSalvage) received(v tcpView, buf []byte) []byte {
 		return nil
 	}
 	if flags&header.TCPFlagRst != 0 {
-		*s = flowState{}
+		s.forgetPeer()
 		return nil
 	}
 	if flags&header.TCPFlagSyn != 0 {
@@ -165,10 +172,16 @@ func (a *ackSalvage) received(v tcpView, buf []byte) []byte {
 		}
 		return nil
 	}
-	if !s.used || flags&header.TCPFlagAck == 0 {
+	if flags&header.TCPFlagAck == 0 {
 		return nil
 	}
 	ack, wnd := seqnum.Value(v.tcp.AckNumber()), v.tcp.WindowSize()
+	if s.haveISS && s.una.LessThan(ack) {
+		s.una = ack
+	}
+	if !s.used {
+		return nil
+	}
 	// News is any change, not only a later ACK: an acceptable segment's
 	// checksum is not verified here (netstack does it), so a corrupt one
 	// may have left a wrong peerAck, which the next genuine one replaces.
@@ -185,6 +198,27 @@ func (a *ackSalvage) received(v tcpView, buf []byte) []byte {
 	}
 	s.peerAck, s.peerWnd, s.havePeer = ack, wnd, true
 	return pureACK(v, s.rcvNxt, buf)
+}
+
+// forgetPeer ends the salvage of a connection that was reset; what the
+// peer acknowledged (iss, una) stays for Endpoint.Unacked.
+func (s *flowState) forgetPeer() {
+	s.used, s.havePeer = false, false
+}
+
+// unacked returns how many of the first written bytes of netstack's
+// stream on k the peer has not acknowledged, ok false when the table did
+// not see the connection's SYN.
+func (a *ackSalvage) unacked(k flowKey, written uint64) (uint64, bool) {
+	s := &a.slots[k.slot()]
+	if s.key != k || !s.haveISS {
+		return 0, false
+	}
+	nxt := s.iss.Add(1).Add(seqnum.Size(uint32(written)))
+	if !s.una.LessThan(nxt) {
+		return 0, true // all of it, and the FIN after it perhaps
+	}
+	return uint64(s.una.Size(nxt)), true
 }
 
 // checksumsValid reports whether v's IPv4 header and TCP checksums hold.

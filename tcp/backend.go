@@ -187,6 +187,10 @@ type Backend struct {
 	finalMu sync.Mutex
 	final   core.Stats
 	finalC  layer.Counters
+	// lost counts the records netstack took whose first byte the peer
+	// never acknowledged before Linger ran out (Close: TxDropped; the
+	// native engine counts its own, nativeEngine.lost).
+	lost uint64
 	// finalEngine holds the native engine's counters as Close left them.
 	finalEngine []core.Counter
 
@@ -204,8 +208,12 @@ type conn struct {
 	wq    *waiter.Queue
 	entry waiter.Entry
 	peer  netip.AddrPort
+	local netip.AddrPort    // read from ep when first needed
 	rd    bytes.Reader      // the bytes of a Write
 	w     tcpip.SliceWriter // the buffer of a Read
+	// sent follows the records netstack took, for Close to count those
+	// whose first byte the peer never acknowledged.
+	sent layer.Sent
 
 	// ready is set by netstack's goroutines (NotifyEvent) when the
 	// connection became readable, writable or failed.
@@ -382,11 +390,48 @@ func (b *Backend) newConn(ep tcpip.Endpoint, wq *waiter.Queue, peer netip.AddrPo
 func (c *conn) Write(p []byte) (int, error) {
 	c.rd.Reset(p)
 	n, terr := c.ep.Write(&c.rd, tcpip.WriteOptions{})
+	if n > 0 {
+		c.sent.Wrote(p[:n])
+		if c.sent.Tracked() >= forgetEvery {
+			if u, ok := c.unacked(); ok {
+				c.sent.Forget(u)
+			}
+		}
+	}
 	switch terr.(type) {
 	case nil, *tcpip.ErrWouldBlock:
 		return int(n), nil
 	}
 	return int(n), peerError(terr)
+}
+
+// forgetEvery is how many record starts a connection's layer.Sent holds
+// before Write asks the link endpoint which of them the peer
+// acknowledged.
+const forgetEvery = 1024
+
+// unacked returns how many of the bytes netstack took on c the peer has
+// not acknowledged (stack.Endpoint.Unacked), ok false when it cannot
+// tell.
+func (c *conn) unacked() (uint64, bool) {
+	if !c.local.IsValid() {
+		a, terr := c.ep.GetLocalAddress()
+		if terr != nil {
+			return 0, false
+		}
+		c.local = netip.AddrPortFrom(netip.AddrFrom4(a.Addr.As4()), a.Port)
+	}
+	return c.b.st.EP.Unacked(c.local, c.peer, c.sent.Written())
+}
+
+// unackedRecords returns the records netstack took on c whose first byte
+// the peer has not acknowledged; none when that cannot be told.
+func (c *conn) unackedRecords() uint64 {
+	u, ok := c.unacked()
+	if !ok {
+		return 0
+	}
+	return uint64(c.sent.Unacked(u))
 }
 
 // Read implements layer.Conn.
@@ -909,13 +954,15 @@ func (b *Backend) Close() error {
 		b.final = core.Stats{Kind: b.cfg.Kind, Mode: b.opts.Mode}
 		b.s.Fill(&b.final)
 		b.finalC = b.s.Counters()
+		// Records the engine took whose first byte the peer had not
+		// acknowledged when Linger ran out: lost with the reset.
+		lost := b.lost
 		if b.nat != nil {
-			// Records the engine took whose first byte the peer had not
-			// acknowledged when Linger ran out: lost with the reset.
-			lost := min(b.final.TxSent, b.nat.lost)
-			b.final.TxSent -= lost
-			b.final.TxDropped += lost
+			lost += b.nat.lost
 		}
+		lost = min(b.final.TxSent, lost)
+		b.final.TxSent -= lost
+		b.final.TxDropped += lost
 	})
 	return err
 }
@@ -945,8 +992,11 @@ func (b *Backend) shutdown(linger bool) error {
 		return b.opts.Close()
 	}
 	eps := make([]tcpip.Endpoint, b.s.Len())
+	conns := make([]*conn, b.s.Len())
 	for i := range eps {
-		eps[i] = b.s.Conn(i).(*conn).ep
+		conns[i] = b.s.Conn(i).(*conn)
+		eps[i] = conns[i].ep
+		conns[i].unacked() // learn the local address while it is bound
 	}
 	b.s.Close() // FINs
 	if b.ln != nil {
@@ -962,6 +1012,11 @@ func (b *Backend) shutdown(linger bool) error {
 			_ = b.nap(ctx)
 			cancel()
 		}
+	}
+	for _, c := range conns {
+		// Before st.Close resets them: what the peer has not
+		// acknowledged by now is lost with the reset.
+		b.lost += c.unackedRecords()
 	}
 	if b.opts.ARPShare != nil {
 		b.opts.ARPShare.leave(b.st.EP)
