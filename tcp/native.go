@@ -292,10 +292,9 @@ func (n *nativeEngine) allDone() bool {
 
 // nconn is one connection of the native engine: the layer.Conn.
 //
-// It keeps the stream offsets of the records it wrote whose first byte the
-// peer has not acknowledged yet (starts, a ring that grows to the records
-// in flight and is reused), so that Close can count what Linger did not
-// get through.
+// It follows the records it wrote (sent, forgetting those whose first
+// byte the peer acknowledged), so that Close can count what Linger did
+// not get through.
 type nconn struct {
 	n *nativeEngine
 	c *native.Conn
@@ -303,13 +302,7 @@ type nconn struct {
 	// slot): c is never touched again, Read and Write report abortErr.
 	gone bool
 
-	off     uint64 // stream bytes written
-	need    int    // bytes left of the record body being written
-	hdrHave int    // bytes of its length prefix written so far
-	hdr     [HeaderLen]byte
-	starts  []uint64 // ring of record start offsets
-	head    int
-	count   int
+	sent layer.Sent
 }
 
 var _ layer.Conn = (*nconn)(nil)
@@ -326,63 +319,15 @@ func (c *nconn) Write(p []byte) (int, error) {
 		}
 		return 0, nil
 	}
-	c.track(p[:k])
+	c.sent.Wrote(p[:k])
+	c.sent.Forget(uint64(c.c.Buffered()))
 	return k, nil
-}
-
-// track records where the records of p, the next bytes of the stream,
-// start, and forgets those whose start the peer acknowledged.
-func (c *nconn) track(p []byte) {
-	acked := c.off - uint64(c.c.Buffered()) + uint64(len(p))
-	for c.count > 0 && c.starts[c.head] < acked {
-		c.head = (c.head + 1) % len(c.starts)
-		c.count--
-	}
-	for i := 0; i < len(p); {
-		if c.need > 0 {
-			k := min(c.need, len(p)-i)
-			c.need -= k
-			i += k
-			continue
-		}
-		if c.hdrHave == 0 {
-			c.push(c.off + uint64(i))
-		}
-		c.hdr[c.hdrHave] = p[i]
-		c.hdrHave++
-		i++
-		if c.hdrHave == HeaderLen {
-			c.need = int(c.hdr[0])<<8 | int(c.hdr[1])
-			c.hdrHave = 0
-		}
-	}
-	c.off += uint64(len(p))
-}
-
-// push appends a record start to the ring, doubling it when full.
-func (c *nconn) push(at uint64) {
-	if c.count == len(c.starts) {
-		grown := make([]uint64, max(64, 2*len(c.starts)))
-		for i := 0; i < c.count; i++ {
-			grown[i] = c.starts[(c.head+i)%len(c.starts)]
-		}
-		c.starts, c.head = grown, 0
-	}
-	c.starts[(c.head+c.count)%len(c.starts)] = at
-	c.count++
 }
 
 // unacked is the number of records written whose first byte the peer has
 // not acknowledged.
 func (c *nconn) unacked() uint64 {
-	acked := c.off - uint64(c.c.Buffered())
-	var k uint64
-	for i := 0; i < c.count; i++ {
-		if c.starts[(c.head+i)%len(c.starts)] >= acked {
-			k++
-		}
-	}
-	return k
+	return uint64(c.sent.Unacked(uint64(c.c.Buffered())))
 }
 
 // done reports whether the connection's FIN and everything before it are
