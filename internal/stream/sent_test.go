@@ -1,0 +1,68 @@
+package stream
+
+import (
+	"testing"
+	"time"
+)
+
+// TestSentCountsRecordStarts: Sent counts a record as unacknowledged when
+// its first byte is among the unacknowledged ones, whatever the writes
+// split (a prefix in two, a body in pieces), and forgets the others.
+func TestSentCountsRecordStarts(t *testing.T) {
+	recs := records(t, []byte("aaaa"), []byte("bb"), []byte("cccccc")) // starts 0, 6, 10; 18 bytes
+	var s Sent
+	for _, cut := range [][2]int{{0, 1}, {1, 5}, {5, 7}, {7, 18}} {
+		s.Wrote(recs[cut[0]:cut[1]])
+	}
+	if s.Written() != 18 {
+		t.Fatalf("Written %d, want 18", s.Written())
+	}
+	for _, tc := range []struct {
+		unacked uint64
+		want    int
+	}{
+		{100, 3}, {18, 3}, {13, 2}, {12, 2}, {8, 1}, {3, 0}, {0, 0},
+	} {
+		if got := s.Unacked(tc.unacked); got != tc.want {
+			t.Errorf("%d bytes unacknowledged: %d records, want %d", tc.unacked, got, tc.want)
+		}
+	}
+}
+
+// unackConn is a fakeConn that says how many records its peer has not
+// acknowledged.
+type unackConn struct {
+	fakeConn
+	unacked int
+}
+
+func (u *unackConn) UnackedRecords() int { return u.unacked }
+
+// TestCloseCountsUnackedRecords: at Close, records the transport took and
+// the peer never acknowledged the head of move from TxSent to TxDropped,
+// and their connection is reset (RFC 9293 §3.10.4: ABORT), so the loss
+// counted is the loss that happens; a connection with none closes in
+// order.
+func TestCloseCountsUnackedRecords(t *testing.T) {
+	s := New(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10})
+	lossy := &unackConn{fakeConn: fakeConn{room: -1, reading: true}, unacked: 2}
+	clean := &unackConn{fakeConn: fakeConn{room: -1, reading: true}}
+	s.Add(lossy, peer(1))
+	s.Add(clean, peer(2))
+	for range 3 {
+		s.Queue([]byte("rec"))
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.Abandon()
+	s.Linger(time.Millisecond, time.Millisecond, func([]Conn, time.Duration) {})
+	s.Close()
+	c := s.Counters()
+	if c.TxSent != 4 || c.TxDropped != 2 {
+		t.Errorf("TxSent %d TxDropped %d, want 4 and 2", c.TxSent, c.TxDropped)
+	}
+	if !lossy.aborted || clean.aborted || !clean.closed {
+		t.Errorf("aborted: lossy %v clean %v; clean closed %v", lossy.aborted, clean.aborted, clean.closed)
+	}
+}
