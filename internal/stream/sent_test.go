@@ -3,6 +3,8 @@ package stream
 import (
 	"testing"
 	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
 )
 
 // TestSentCountsRecordStarts: Sent counts a record as unacknowledged when
@@ -34,9 +36,10 @@ func TestSentCountsRecordStarts(t *testing.T) {
 type unackConn struct {
 	fakeConn
 	unacked int
+	ended   bool
 }
 
-func (u *unackConn) UnackedRecords() int { return u.unacked }
+func (u *unackConn) UnackedRecords() (int, bool) { return u.unacked, u.ended }
 
 // TestCloseCountsUnackedRecords: at Close, records the transport took and
 // the peer never acknowledged the head of move from TxSent to TxDropped,
@@ -64,5 +67,44 @@ func TestCloseCountsUnackedRecords(t *testing.T) {
 	}
 	if !lossy.aborted || clean.aborted || !clean.closed {
 		t.Errorf("aborted: lossy %v clean %v; clean closed %v", lossy.aborted, clean.aborted, clean.closed)
+	}
+}
+
+// TestFinishedWaitsForAcks: after the peer's FIN (RFC 9293 §3.6: our
+// direction stays open) and the last answer written, an Unacker's
+// connection is not closed while the peer has not acknowledged answers:
+// it takes no more records, and when it ends unacknowledged (the peer
+// reset it) they count in TxDropped; one whose answers were acknowledged
+// closes in order.
+func TestFinishedWaitsForAcks(t *testing.T) {
+	s := New(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10})
+	lossy := &unackConn{fakeConn: fakeConn{room: -1, reading: true, eof: true}, unacked: 1}
+	clean := &unackConn{fakeConn: fakeConn{room: -1, reading: true, eof: true}, unacked: 1}
+	s.Add(lossy, peer(1))
+	s.Add(clean, peer(2))
+	if !s.Queue([]byte("answer")) {
+		t.Fatal("Queue refused")
+	}
+	pkts := make([]core.Packet, 4)
+	s.Rx(pkts) // the FINs
+	s.Flush()
+	if s.Len() != 2 || lossy.closed || clean.closed {
+		t.Fatalf("%d conns, closed %v %v: want both kept until acknowledged", s.Len(), lossy.closed, clean.closed)
+	}
+	if s.Queue([]byte("late")) || s.Counters().NoConn != 1 {
+		t.Error("Queue staged for connections that are closing")
+	}
+	lossy.ended = true
+	clean.unacked = 0
+	for deadline := time.Now().Add(10 * time.Second); s.Len() > 0 && time.Now().Before(deadline); {
+		time.Sleep(checkEvery)
+		s.Rx(pkts)
+	}
+	c := s.Counters()
+	if s.Len() != 0 || !lossy.aborted || !clean.closed || clean.aborted {
+		t.Errorf("%d conns; lossy aborted %v; clean closed %v aborted %v", s.Len(), lossy.aborted, clean.closed, clean.aborted)
+	}
+	if c.TxSent != 1 || c.TxDropped != 1 {
+		t.Errorf("TxSent %d TxDropped %d, want 1 and 1", c.TxSent, c.TxDropped)
 	}
 }

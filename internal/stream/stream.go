@@ -106,7 +106,10 @@ type HalfCloser interface {
 // the loss it counted is the loss that happens: the transport does not
 // deliver them later).
 type Unacker interface {
-	UnackedRecords() int
+	// UnackedRecords returns the records written whose first byte the
+	// peer has not acknowledged, and whether the connection has ended
+	// (they never will be).
+	UnackedRecords() (records int, ended bool)
 }
 
 // Transport is the engine under a Layer.
@@ -189,7 +192,15 @@ type conn struct {
 	// they move); stallReported: this stall was reported.
 	stallSince    time.Time
 	stallReported bool
+	// closing: both directions are over (the peer's FIN, everything
+	// written) and the connection waits for the peer to acknowledge what
+	// was written (an Unacker); checked is when reap last asked.
+	closing bool
+	checked time.Time
 }
+
+// open reports whether records may still be staged for c.
+func (c *conn) open() bool { return c.dead == nil && !c.closing }
 
 // Layer is the stream layer over one Transport. Create it with New.
 type Layer struct {
@@ -265,7 +276,7 @@ func (s *Layer) Queue(payload []byte) bool {
 	var n uint64
 	fits := true
 	for _, c := range s.conns {
-		if c.dead == nil {
+		if c.open() {
 			n++
 			fits = fits && c.stage.Fits(len(payload))
 		}
@@ -282,7 +293,7 @@ func (s *Layer) Queue(payload []byte) bool {
 		return false
 	}
 	for _, c := range s.conns {
-		if c.dead == nil {
+		if c.open() {
 			_ = c.stage.Put(payload) // Fits said yes
 		}
 	}
@@ -340,7 +351,7 @@ func (s *Layer) Flush() error {
 	s.t.Poll()
 	s.t.Accept(s.accept)
 	for _, c := range s.conns {
-		if c.dead == nil {
+		if c.open() {
 			c.released = c.stage.Len()
 			s.send(c)
 		}
@@ -527,6 +538,9 @@ func (s *Layer) Ready() bool {
 // deliver, counting them and queueing their PeerErrors, and closes our
 // side of those whose peer finished once everything staged for them is
 // written and they are not held (a holder still has answers for them).
+// An Unacker's connection is closed only once the peer acknowledged what
+// was written (finished), so that answers the peer never gets are
+// counted.
 func (s *Layer) reap() {
 	k := 0
 	for _, c := range s.conns {
@@ -553,8 +567,9 @@ func (s *Layer) reap() {
 			}
 			if c.stage.Len() == 0 && !c.held {
 				s.remove(c)
-				c.t.Close()
-				continue
+				if s.finished(c) {
+					continue
+				}
 			}
 		}
 		s.conns[k] = c
@@ -562,6 +577,39 @@ func (s *Layer) reap() {
 	}
 	clear(s.conns[k:])
 	s.conns = s.conns[:k]
+}
+
+// checkEvery bounds how often reap asks an Unacker whose connection is
+// closing whether the peer acknowledged what was written.
+const checkEvery = time.Millisecond
+
+// finished closes c, whose directions are both over, once nothing it
+// wrote waits for the peer's acknowledgement, or resets it and counts
+// what never will be acknowledged once the connection ended; until then
+// c stays in the set, closing, taking no more records. It reports
+// whether c was released.
+func (s *Layer) finished(c *conn) bool {
+	u, ok := c.t.(Unacker)
+	if !ok {
+		c.t.Close()
+		return true
+	}
+	now := time.Now()
+	if c.closing && now.Sub(c.checked) < checkEvery {
+		return false
+	}
+	c.closing, c.checked = true, now
+	n, ended := u.UnackedRecords()
+	switch {
+	case n == 0:
+		c.t.Close()
+	case ended:
+		s.countUnacked(c)
+		c.t.Abort()
+	default:
+		return false
+	}
+	return true
 }
 
 // countUnacked moves the records c's transport took and its peer never
@@ -572,7 +620,8 @@ func (s *Layer) countUnacked(c *conn) uint64 {
 	if !ok {
 		return 0
 	}
-	n := min(uint64(max(u.UnackedRecords(), 0)), s.st.TxSent)
+	k, _ := u.UnackedRecords()
+	n := min(uint64(max(k, 0)), s.st.TxSent)
 	s.st.TxSent -= n
 	s.st.TxDropped += n
 	return n
@@ -730,6 +779,17 @@ func (s *Layer) Linger(idle, max time.Duration, wait func(conns []Conn, d time.D
 			return
 		}
 		wait(waiting, min(idle-now.Sub(last), max-now.Sub(start)))
+	}
+}
+
+// ReadOut reads out what every connection's transport holds, as Close
+// does first, counting the undelivered records in RxClosed, and closes
+// nothing: for a backend that closes, before it stops its transport
+// from taking more (kernel tcp shuts its sockets down between ReadOut
+// and Close, so that Close reads the rest and nothing arrives after).
+func (s *Layer) ReadOut() {
+	for _, c := range s.conns {
+		s.readOut(c)
 	}
 }
 

@@ -32,35 +32,6 @@ func readRecords(t *testing.T, fd int) (whole uint64, cut bool) {
 	}
 }
 
-// fill queues 1000-byte records and flushes until Queue refuses (the
-// peer reads nothing, so its window closes and the staging fills), and
-// returns how many it queued.
-func fill(t *testing.T, b *Backend) uint64 {
-	t.Helper()
-	msg := make([]byte, 1000)
-	var n uint64
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		for b.Queue(msg) {
-			n++
-		}
-		if err := b.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if b.Stats().TxSent > 0 && !b.Queue(msg) {
-			time.Sleep(50 * time.Millisecond) // let the window close
-			if err := b.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if !b.Queue(msg) {
-				return n
-			}
-		}
-		n++
-	}
-	t.Fatal("the staging never filled")
-	return 0
-}
-
 // TestCloseCountsUnacked: a client whose server reads nothing closes
 // with records in its socket that the server's TCP never acknowledged
 // (RFC 9293 §3.10.4: CLOSE leaves them to be sent; here they never can
@@ -78,7 +49,7 @@ func TestCloseCountsUnacked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(afd)
-	queued := fill(t, cli)
+	queued := uint64(fillUntilRefused(t, cli, 1000, 0))
 	cli.Close()
 	s := cli.Stats()
 	if s.TxQueued != queued || s.TxSent+s.TxDropped != queued {
@@ -112,7 +83,7 @@ func TestServerCloseCountsClientUnacked(t *testing.T) {
 		srv.Rx(make([]core.Packet, 1))
 		return srv.Stats().Accepts == 1
 	})
-	queued := fill(t, cli)
+	queued := uint64(fillUntilRefused(t, cli, 1000, 0))
 	srv.Close()
 	until(t, "the client's connection ends", func() bool {
 		cli.Rx(make([]core.Packet, 16))
