@@ -1,9 +1,13 @@
 package sock
 
 import (
+	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/guard"
 )
 
@@ -47,5 +51,23 @@ func (l *Life) Close(wake func(), shutdown func() (final core.Stats, err error))
 	}
 	var err error
 	l.final, err = shutdown()
+	return err
+}
+
+// Wait is a kernel backend's Wait on fd: it sleeps in fdwait.Wait until
+// fd is readable (nil), ctx is done (ctx.Err()) or the backend is closed
+// (core.ErrClosed, also when Close wakes w during the sleep), and adds the
+// poll(2) calls it made to calls. It allocates nothing.
+func (l *Life) Wait(ctx context.Context, fd int, w *fdwait.Waker, calls *atomic.Uint64) error {
+	if !l.BeginWait() {
+		return core.ErrClosed
+	}
+	defer l.EndWait()
+	var n uint64
+	err := fdwait.Wait(ctx, fd, w, &n)
+	calls.Add(n)
+	if errors.Is(err, fdwait.ErrWoken) {
+		return core.ErrClosed
+	}
 	return err
 }

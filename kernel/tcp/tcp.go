@@ -593,14 +593,26 @@ func (c *conn) outq() (uint64, error) {
 }
 
 // UnackedRecords implements stream.Unacker: the records written whose
-// first byte the peer has not acknowledged (SIOCOUTQ). When the kernel
-// cannot tell, none.
-func (c *conn) UnackedRecords() int {
+// first byte the peer has not acknowledged (SIOCOUTQ), and whether the
+// connection ended (TCP_INFO's state is TCP_CLOSE: a reset, or it failed).
+// When the kernel cannot tell, none, ended.
+func (c *conn) UnackedRecords() (int, bool) {
 	u, err := c.outq()
 	if err != nil {
-		return 0
+		return 0, true
 	}
-	return c.sent.Unacked(u)
+	if u == 0 {
+		return c.sent.Unacked(0), false
+	}
+	return c.sent.Unacked(u), c.ended()
+}
+
+// ended reports whether the connection is over (TCP_CLOSE), or its state
+// cannot be read.
+func (c *conn) ended() bool {
+	c.b.syscalls++
+	ti, err := unix.GetsockoptTCPInfo(c.fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	return err != nil || ti.State == tcpClose
 }
 
 // Abort implements stream.Conn: a reset if the connection is still up
@@ -658,16 +670,7 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 // is done (ctx.Err()), or the backend is closed (net.ErrClosed). It polls one epoll descriptor that
 // holds the listener and every connection.
 func (b *Backend) Wait(ctx context.Context) error {
-	if !b.life.BeginWait() {
-		return core.ErrClosed
-	}
-	defer b.life.EndWait()
-	var calls uint64
-	err := fdwait.Wait(ctx, b.epfd, b.waker, &calls)
-	b.waitCalls.Add(calls)
-	if errors.Is(err, fdwait.ErrWoken) {
-		return core.ErrClosed
-	}
+	err := b.life.Wait(ctx, b.epfd, b.waker, &b.waitCalls)
 	if err == nil && b.lfd >= 0 {
 		// Let the next Rx try accept at once: the wake-up may be a client.
 		b.listenHot.Store(true)
@@ -720,6 +723,10 @@ func (b *Backend) Close() error {
 		b.s.Abandon()
 		if b.lfd < 0 { // a client; a server's peers decide when they end
 			b.s.Linger(closeIdle, closeLinger, b.waitReadable)
+		} else {
+			// Read what has come while the window still opens for the
+			// peer (after SHUT_RD the kernel announces no window).
+			b.s.ReadOut()
 		}
 		b.settle()
 		err := b.release()
@@ -730,9 +737,10 @@ func (b *Backend) Close() error {
 // settle, for Close, ends both directions of every connection
 // (shutdown(2) SHUT_RDWR: our FIN after what was written; from then on
 // the kernel answers new data with a reset instead of acknowledging what
-// nobody will read) and waits up to closeIdle for what was written to be
-// acknowledged or the connection to end, so that the stream layer's Close
-// counts exactly the records the peer never acknowledged.
+// nobody will read, and announces no more window) and waits up to
+// closeIdle for what was written to be acknowledged or the connection to
+// end, so that the stream layer's Close reads all that was acknowledged
+// and counts exactly the records the peer never acknowledged.
 func (b *Backend) settle() {
 	for i := 0; i < b.s.Len(); i++ {
 		c := b.s.Conn(i).(*conn)
@@ -753,11 +761,7 @@ func (b *Backend) settle() {
 func (b *Backend) acknowledged() bool {
 	for i := 0; i < b.s.Len(); i++ {
 		c := b.s.Conn(i).(*conn)
-		b.syscalls++
-		if ti, err := unix.GetsockoptTCPInfo(c.fd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && ti.State == tcpClose {
-			continue
-		}
-		if u, err := c.outq(); err == nil && u > 0 {
+		if n, ended := c.UnackedRecords(); n > 0 && !ended {
 			return false
 		}
 	}

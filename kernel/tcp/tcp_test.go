@@ -65,10 +65,7 @@ func until(t testing.TB, what string, cond func() bool) {
 
 func TestConfigValidation(t *testing.T) {
 	ok := core.Config{Kind: core.KindTCP, Dests: []netip.Addr{lo}, Port: 9}
-	for _, tc := range []struct {
-		field string
-		edit  func(c *core.Config)
-	}{
+	socktest.RefusesBadConfigs(t, ok, []socktest.BadConfig{
 		{"Kind", func(c *core.Config) { c.Kind = "udp" }},
 		{"Dests", func(c *core.Config) { c.Dests = nil }},
 		{"Dests", func(c *core.Config) { c.Dests = []netip.Addr{lo, lo} }},
@@ -78,20 +75,7 @@ func TestConfigValidation(t *testing.T) {
 		{"RxBatch", func(c *core.Config) { c.RxBatch = 2000 }},
 		{"SockBuf", func(c *core.Config) { c.SockBuf = 1 }},
 		{"ConnectTimeout", func(c *core.Config) { c.ConnectTimeout = -time.Second }},
-	} {
-		c := ok
-		tc.edit(&c)
-		b, err := New(c)
-		if err == nil {
-			b.Close()
-			t.Errorf("%s: New accepted a bad config", tc.field)
-			continue
-		}
-		var ce *core.ConfigError
-		if !errors.As(err, &ce) || ce.Field != tc.field {
-			t.Errorf("%s: got %v, want a ConfigError for %s", tc.field, err, tc.field)
-		}
-	}
+	}, New)
 }
 
 func TestConnectErrors(t *testing.T) {

@@ -366,17 +366,7 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 // Wait sleeps in poll(2) until the socket is readable, ctx is done
 // (ctx.Err()), or the backend is closed (net.ErrClosed).
 func (b *Backend) Wait(ctx context.Context) error {
-	if !b.life.BeginWait() {
-		return core.ErrClosed
-	}
-	defer b.life.EndWait()
-	var calls uint64
-	err := fdwait.Wait(ctx, b.fd, b.waker, &calls)
-	b.waitCalls.Add(calls)
-	if errors.Is(err, fdwait.ErrWoken) {
-		return core.ErrClosed
-	}
-	return err
+	return b.life.Wait(ctx, b.fd, b.waker, &b.waitCalls)
 }
 
 // Stats returns the counters. Layers holds the kernel socket's own drop

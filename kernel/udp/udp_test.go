@@ -37,10 +37,7 @@ func pair(t testing.TB, base core.Config) (cli, srv *Backend) {
 
 func TestConfigValidation(t *testing.T) {
 	ok := core.Config{Kind: core.KindUDP, Dests: []netip.Addr{lo}, Port: 9}
-	for _, tc := range []struct {
-		field string
-		edit  func(c *core.Config)
-	}{
+	socktest.RefusesBadConfigs(t, ok, []socktest.BadConfig{
 		{"Kind", func(c *core.Config) { c.Kind = "tcp" }},
 		{"Kind", func(c *core.Config) { c.Kind = "bogus" }},
 		{"Dests", func(c *core.Config) { c.Dests = nil }},
@@ -55,20 +52,7 @@ func TestConfigValidation(t *testing.T) {
 		{"RxBatch", func(c *core.Config) { c.RxBatch = -5 }},
 		{"SockBuf", func(c *core.Config) { c.SockBuf = 100 }},
 		{"Role", func(c *core.Config) { c.Role = 7 }},
-	} {
-		c := ok
-		tc.edit(&c)
-		b, err := New(c)
-		if err == nil {
-			b.Close()
-			t.Errorf("%s: New accepted a bad config", tc.field)
-			continue
-		}
-		var ce *core.ConfigError
-		if !errors.As(err, &ce) || ce.Field != tc.field {
-			t.Errorf("%s: got %v, want a ConfigError for %s", tc.field, err, tc.field)
-		}
-	}
+	}, New)
 	b, err := New(ok)
 	if err != nil {
 		t.Fatalf("a good config: %v", err)

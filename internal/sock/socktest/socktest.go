@@ -411,3 +411,32 @@ func Server(t testing.TB, typ int, base core.Config, open func(core.Config) (cor
 		return s
 	}
 }
+
+// BadConfig is one field of a Config made wrong: Edit makes it so, Field
+// names it as the *core.ConfigError must. (An alias of a struct literal
+// type, so that tables of cases need not name the fields.)
+type BadConfig = struct {
+	Field string
+	Edit  func(c *core.Config)
+}
+
+// RefusesBadConfigs checks that open refuses ok with each of bad applied,
+// with a *core.ConfigError naming that field (closing a backend it opened
+// anyway).
+func RefusesBadConfigs(t *testing.T, ok core.Config, bad []BadConfig, open func(core.Config) (core.Backend, error)) {
+	t.Helper()
+	for _, tc := range bad {
+		c := ok
+		tc.Edit(&c)
+		b, err := open(c)
+		if err == nil {
+			b.Close()
+			t.Errorf("%s: New accepted a bad config", tc.Field)
+			continue
+		}
+		var ce *core.ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.Field {
+			t.Errorf("%s: got %v, want a ConfigError for %s", tc.Field, err, tc.Field)
+		}
+	}
+}
