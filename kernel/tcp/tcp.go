@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -247,10 +248,6 @@ func (b *Backend) epollAdd(fd int, events uint32) error {
 // connectAll connects to every destination at once and waits for all of
 // them within ConnectTimeout.
 func (b *Backend) connectAll() error {
-	type attempt struct {
-		fd  int
-		dst netip.AddrPort
-	}
 	var atts []attempt
 	defer func() {
 		for _, a := range atts {
@@ -260,84 +257,16 @@ func (b *Backend) connectAll() error {
 		}
 	}()
 	for i, d := range b.cfg.Dests {
-		dst := netip.AddrPortFrom(d, b.cfg.Port)
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
-		if err != nil {
-			return fmt.Errorf("socket tcp: %w", err)
+		a, err := b.dial(netip.AddrPortFrom(d, b.cfg.Port), i == 0)
+		if a.fd >= 0 {
+			atts = append(atts, a)
 		}
-		atts = append(atts, attempt{fd, dst})
-		g, err := sock.TuneTCP(fd, b.cfg)
 		if err != nil {
 			return err
 		}
-		if i == 0 {
-			b.granted = g
-		}
-		if b.cfg.LocalIP.IsValid() || b.cfg.LocalPort != 0 {
-			if b.cfg.LocalPort != 0 {
-				if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
-					return fmt.Errorf("setsockopt SO_REUSEADDR: %w", err)
-				}
-			}
-			if err := sock.Bind(fd, sock.BindAddr(b.cfg.LocalIP, b.cfg.LocalPort)); err != nil {
-				return err
-			}
-		}
-		if err := unix.Connect(fd, sock.Sockaddr(dst)); err != nil && err != unix.EINPROGRESS {
-			return fmt.Errorf("connect %s: %w", dst, err)
-		}
 	}
-	// Wait for every connect to finish.
-	deadline := time.Now().Add(b.cfg.ConnectTimeout)
-	waiting := make([]bool, len(atts))
-	left := len(atts)
-	for i := range waiting {
-		waiting[i] = true
-	}
-	fds := make([]unix.PollFd, 0, len(atts))
-	for left > 0 {
-		fds = fds[:0]
-		var which []int
-		for i, a := range atts {
-			if waiting[i] {
-				fds = append(fds, unix.PollFd{Fd: int32(a.fd), Events: unix.POLLOUT})
-				which = append(which, i)
-			}
-		}
-		ms := int(time.Until(deadline) / time.Millisecond)
-		if ms <= 0 {
-			for i, a := range atts {
-				if waiting[i] {
-					return fmt.Errorf("connect %s: no answer within %v: %w", a.dst, b.cfg.ConnectTimeout, unix.ETIMEDOUT)
-				}
-			}
-		}
-		n, err := unix.Poll(fds, ms)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("poll: %w", err)
-		}
-		if n == 0 {
-			continue
-		}
-		for k, pfd := range fds {
-			if pfd.Revents == 0 {
-				continue
-			}
-			i := which[k]
-			a := atts[i]
-			soerr, err := unix.GetsockoptInt(a.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-			if err != nil {
-				return fmt.Errorf("getsockopt SO_ERROR: %w", err)
-			}
-			if soerr != 0 {
-				return fmt.Errorf("connect %s: %w", a.dst, unix.Errno(soerr))
-			}
-			waiting[i] = false
-			left--
-		}
+	if err := b.awaitConnected(atts); err != nil {
+		return err
 	}
 	for i := range atts {
 		if err := b.addConn(atts[i].fd, atts[i].dst); err != nil {
@@ -350,6 +279,88 @@ func (b *Backend) connectAll() error {
 		b.local, err = sock.LocalAddr(b.s.Conn(0).(*conn).fd)
 		b.granted.Local = b.local
 		return err
+	}
+	return nil
+}
+
+// attempt is one connect in progress: its socket (-1 once the backend
+// owns it) and destination.
+type attempt struct {
+	fd  int
+	dst netip.AddrPort
+}
+
+// dial makes a tuned non-blocking socket, binds it as Config says and
+// starts its connect to dst; first keeps what the kernel granted it as
+// the backend's. On error the attempt's fd, when not -1, is the caller's
+// to close.
+func (b *Backend) dial(dst netip.AddrPort, first bool) (attempt, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return attempt{fd: -1}, fmt.Errorf("socket tcp: %w", err)
+	}
+	a := attempt{fd, dst}
+	g, err := sock.TuneTCP(fd, b.cfg)
+	if err != nil {
+		return a, err
+	}
+	if first {
+		b.granted = g
+	}
+	if b.cfg.LocalIP.IsValid() || b.cfg.LocalPort != 0 {
+		if b.cfg.LocalPort != 0 {
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+				return a, fmt.Errorf("setsockopt SO_REUSEADDR: %w", err)
+			}
+		}
+		if err := sock.Bind(fd, sock.BindAddr(b.cfg.LocalIP, b.cfg.LocalPort)); err != nil {
+			return a, err
+		}
+	}
+	if err := unix.Connect(fd, sock.Sockaddr(dst)); err != nil && err != unix.EINPROGRESS {
+		return a, fmt.Errorf("connect %s: %w", dst, err)
+	}
+	return a, nil
+}
+
+// awaitConnected waits in poll(2) until every connect of atts has
+// finished, within ConnectTimeout; the first that failed, or one still
+// waiting at the deadline (ETIMEDOUT), is the error.
+func (b *Backend) awaitConnected(atts []attempt) error {
+	deadline := time.Now().Add(b.cfg.ConnectTimeout)
+	waiting := slices.Clone(atts)
+	fds := make([]unix.PollFd, 0, len(atts))
+	for len(waiting) > 0 {
+		ms := int(time.Until(deadline) / time.Millisecond)
+		if ms <= 0 {
+			return fmt.Errorf("connect %s: no answer within %v: %w", waiting[0].dst, b.cfg.ConnectTimeout, unix.ETIMEDOUT)
+		}
+		fds = fds[:0]
+		for _, a := range waiting {
+			fds = append(fds, unix.PollFd{Fd: int32(a.fd), Events: unix.POLLOUT})
+		}
+		n, err := unix.Poll(fds, ms)
+		if err == unix.EINTR || n == 0 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("poll: %w", err)
+		}
+		left := waiting[:0]
+		for k, pfd := range fds {
+			if pfd.Revents == 0 {
+				left = append(left, waiting[k])
+				continue
+			}
+			soerr, err := unix.GetsockoptInt(waiting[k].fd, unix.SOL_SOCKET, unix.SO_ERROR)
+			if err != nil {
+				return fmt.Errorf("getsockopt SO_ERROR: %w", err)
+			}
+			if soerr != 0 {
+				return fmt.Errorf("connect %s: %w", waiting[k].dst, unix.Errno(soerr))
+			}
+		}
+		waiting = left
 	}
 	return nil
 }
