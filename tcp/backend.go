@@ -117,9 +117,10 @@ const pollBudget = 256
 // native engine (stack/native, the default), or netstack. What follows
 // says "netstack"; with the native engine read "the engine", with these
 // differences: it runs no goroutines (Rx, Flush and Wait drive it, and
-// Wait sleeps until a frame or its next timer); its counters are layer
-// "native"; and Close counts in TxDropped the records it took whose first
-// byte the peer had not acknowledged when Linger ran out. It implements
+// Wait sleeps until a frame or its next timer); and its counters are
+// layer "native". On either engine Close counts in TxDropped the records
+// the engine took whose first byte the peer had not acknowledged when
+// Linger ran out. It implements
 // core.Backend with the semantics of kind tcp (kernel TCP):
 //
 //   - A client connects to every Config.Dests at New (ConnectTimeout); a
@@ -939,7 +940,9 @@ func FramesPerRecord(s core.Stats) (tx, rx float64) {
 // (what is still open is reset) and releases the FrameIO. Records still
 // staged are counted as kind tcp counts them: in TxDropped, except one whose
 // head netstack already took, which counts as sent (the receiver counts it
-// cut). A Close during Rx or Wait waits for them to return net.ErrClosed;
+// cut). Records netstack took whose first byte the peer had not
+// acknowledged when Linger ran out move from TxSent to TxDropped: their
+// connection is reset. A Close during Rx or Wait waits for them to return net.ErrClosed;
 // a Stats during Close waits for the counters Close leaves. Safe to call
 // more than once.
 func (b *Backend) Close() error {

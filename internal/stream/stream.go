@@ -48,6 +48,14 @@
 // decoded and not delivered, counts in RxClosed (core.Stats layer
 // "stream", counter "rx_closed", a loss).
 //
+// What was written and never acknowledged is lost too: a transport
+// follows the record starts it wrote (Sent), and one whose Conn is an
+// Unacker lets the layer move the records whose first byte the peer never
+// acknowledged from TxSent to TxDropped when the connection fails and at
+// Close (which resets those connections, so that they are lost as
+// counted), and keep a finished connection until the peer acknowledged
+// its last answers.
+//
 // A Layer is not safe for concurrent use: the backend calls it from its
 // poll loop only, and reads Counters under the same exclusion.
 package stream

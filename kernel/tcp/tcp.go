@@ -725,9 +725,12 @@ func (b *Backend) snapshot() core.Stats {
 // and reads until the server closes too (at most 2 s, and no longer than
 // 100 ms after the server's last byte), so that the answers still on the
 // way are read rather than reset away; a server reads what has arrived
-// and closes (a client still sending then gets a reset). Every record
-// received and never delivered counts in the loss counter "stream"
-// "rx_closed". On the
+// and shuts both directions down (a client still sending then gets a
+// reset). Either then waits up to 100 ms for what it wrote to be
+// acknowledged; the records whose first byte the peer still has not
+// acknowledged (SIOCOUTQ) move from TxSent to TxDropped and their
+// connection is reset. Every record received and never delivered counts
+// in the loss counter "stream" "rx_closed". On the
 // goroutine New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
 	return b.life.Close(b.waker.Wake, func() (core.Stats, error) {
