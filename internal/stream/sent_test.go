@@ -108,3 +108,20 @@ func TestFinishedWaitsForAcks(t *testing.T) {
 		t.Errorf("TxSent %d TxDropped %d, want 1 and 1", c.TxSent, c.TxDropped)
 	}
 }
+
+// TestCloseReadsAllThatArrived: Close reads out everything its transport
+// holds, not the bounded read-out of a live connection (readOutMax): a
+// closing client with a full 32 MiB receive buffer of answers counts each
+// of them in RxClosed.
+func TestCloseReadsAllThatArrived(t *testing.T) {
+	s, cs := newLayer(1, Options{DecoderSize: 64 << 10})
+	rec := records(t, make([]byte, 1000))
+	n := 2 * readOutMax * (64 << 10) / len(rec)
+	for range n {
+		cs[0].in.Write(rec)
+	}
+	s.Close()
+	if c := s.Counters(); c.RxClosed != uint64(n) {
+		t.Errorf("RxClosed %d, want %d", c.RxClosed, n)
+	}
+}

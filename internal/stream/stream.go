@@ -669,6 +669,20 @@ func (s *Layer) readOut(c *conn) (ended bool) {
 	return ended
 }
 
+// drain reads out c (readOut) until its transport has nothing more, for
+// Close: there the transport takes no more from the peer (kernel tcp shut
+// the socket's reading down; the engines are not driven any more), so
+// what is left is finite, and a receive buffer holds far more than the
+// reads of one readOut (a 32 MiB socket buffer of answers).
+func (s *Layer) drain(c *conn) {
+	for {
+		before := s.st.StreamRx
+		if s.readOut(c) || s.st.StreamRx == before {
+			return
+		}
+	}
+}
+
 // countUndelivered counts the whole records c's decoder holds in RxClosed
 // and consumes them.
 func (s *Layer) countUndelivered(c *conn) {
@@ -802,8 +816,9 @@ func (s *Layer) ReadOut() {
 }
 
 // Close closes every connection (Conn.Close; Conn.Abort for one that
-// failed) and empties the set. It first reads out what each transport
-// still holds, counting the undelivered records in RxClosed and a cut one
+// failed) and empties the set. It first reads out all that each transport
+// still holds (the transport must take no more from the peer by then),
+// counting the undelivered records in RxClosed and a cut one
 // in RxMalformed. On a Conn that is an Unacker, the records whose first
 // byte the peer has not acknowledged move from TxSent to TxDropped, and
 // a connection that has any is reset (Conn.Abort): they are lost, as
@@ -812,7 +827,7 @@ func (s *Layer) ReadOut() {
 // acknowledged).
 func (s *Layer) Close() {
 	for _, c := range s.conns {
-		s.readOut(c)
+		s.drain(c)
 		s.cutRecord(c)
 		if s.countUnacked(c) > 0 || c.dead != nil {
 			c.t.Abort()
