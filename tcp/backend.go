@@ -188,10 +188,6 @@ type Backend struct {
 	finalMu sync.Mutex
 	final   core.Stats
 	finalC  layer.Counters
-	// lost counts the records netstack took whose first byte the peer
-	// never acknowledged before Linger ran out (Close: TxDropped; the
-	// native engine counts its own, nativeEngine.lost).
-	lost uint64
 	// finalEngine holds the native engine's counters as Close left them.
 	finalEngine []core.Counter
 
@@ -221,7 +217,11 @@ type conn struct {
 	ready atomic.Bool
 }
 
-var _ layer.Conn = (*conn)(nil)
+var (
+	_ layer.Conn       = (*conn)(nil)
+	_ layer.HalfCloser = (*conn)(nil)
+	_ layer.Unacker    = (*conn)(nil)
+)
 
 // NotifyEvent implements waiter.EventListener. Netstack's goroutines call
 // it; it marks the connection and wakes a sleeping poll loop.
@@ -425,14 +425,26 @@ func (c *conn) unacked() (uint64, bool) {
 	return c.b.st.EP.Unacked(c.local, c.peer, c.sent.Written())
 }
 
-// unackedRecords returns the records netstack took on c whose first byte
-// the peer has not acknowledged; none when that cannot be told.
-func (c *conn) unackedRecords() uint64 {
+// UnackedRecords implements layer.Unacker: the records netstack took on
+// c whose first byte the peer has not acknowledged (none when that cannot
+// be told), and whether the connection ended (reset or failed).
+func (c *conn) UnackedRecords() (int, bool) {
+	var ended bool
+	switch ntcp.EndpointState(c.ep.State()) {
+	case ntcp.StateClose, ntcp.StateError:
+		ended = true
+	}
 	u, ok := c.unacked()
 	if !ok {
-		return 0
+		return 0, ended
 	}
-	return uint64(c.sent.Unacked(u))
+	return c.sent.Unacked(u), ended
+}
+
+// CloseWrite implements layer.HalfCloser: a FIN after what was written;
+// the endpoint stays readable.
+func (c *conn) CloseWrite() error {
+	return goErr(c.ep.Shutdown(tcpip.ShutdownWrite))
 }
 
 // Read implements layer.Conn.
@@ -957,15 +969,13 @@ func (b *Backend) Close() error {
 		b.final = core.Stats{Kind: b.cfg.Kind, Mode: b.opts.Mode}
 		b.s.Fill(&b.final)
 		b.finalC = b.s.Counters()
-		// Records the engine took whose first byte the peer had not
-		// acknowledged when Linger ran out: lost with the reset.
-		lost := b.lost
 		if b.nat != nil {
-			lost += b.nat.lost
+			// Records the engine took whose first byte the peer had not
+			// acknowledged when Linger ran out: lost with the reset.
+			lost := min(b.final.TxSent, b.nat.lost)
+			b.final.TxSent -= lost
+			b.final.TxDropped += lost
 		}
-		lost = min(b.final.TxSent, lost)
-		b.final.TxSent -= lost
-		b.final.TxDropped += lost
 	})
 	return err
 }
@@ -994,14 +1004,18 @@ func (b *Backend) shutdown(linger bool) error {
 		}
 		return b.opts.Close()
 	}
-	eps := make([]tcpip.Endpoint, b.s.Len())
-	conns := make([]*conn, b.s.Len())
-	for i := range eps {
-		conns[i] = b.s.Conn(i).(*conn)
-		eps[i] = conns[i].ep
-		conns[i].unacked() // learn the local address while it is bound
+	if linger {
+		// FINs, and read what the peers still send (an echo's answers)
+		// until they close too, for up to Linger.
+		b.s.Linger(b.opts.Linger, b.opts.Linger, b.lingerWait)
 	}
-	b.s.Close() // FINs
+	eps := make([]tcpip.Endpoint, b.s.Len())
+	for i := range eps {
+		eps[i] = b.s.Conn(i).(*conn).ep
+	}
+	// The rest read out; what the peers never acknowledged counted and
+	// reset, the others closed (FIN).
+	b.s.Close()
 	if b.ln != nil {
 		b.lnWQ.EventUnregister(&b.lnEntry)
 		b.ln.Close()
@@ -1016,16 +1030,28 @@ func (b *Backend) shutdown(linger bool) error {
 			cancel()
 		}
 	}
-	for _, c := range conns {
-		// Before st.Close resets them: what the peer has not
-		// acknowledged by now is lost with the reset.
-		b.lost += c.unackedRecords()
-	}
 	if b.opts.ARPShare != nil {
 		b.opts.ARPShare.leave(b.st.EP)
 	}
 	b.st.Close()
 	return b.opts.Close()
+}
+
+// lingerWait drives netstack for Close's linger (layer.Layer.Linger)
+// and sleeps until one of conns is readable, a frame arrives or d (at
+// most 5 ms) has passed.
+func (b *Backend) lingerWait(conns []layer.Conn, d time.Duration) {
+	b.st.EP.Poll(pollBudget)
+	b.st.EP.Flush()
+	runtime.Gosched() // netstack's processors take what Poll delivered
+	for _, c := range conns {
+		if c.Readable() {
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(d, 5*time.Millisecond))
+	_ = b.nap(ctx)
+	cancel()
 }
 
 // nap sleeps until a frame arrives, netstack wakes the poll loop, or ctx is
