@@ -106,6 +106,10 @@ func (a *ARPShare) leave(ep *stack.Endpoint) {
 // DefaultLinger is Options.Linger's default.
 const DefaultLinger = 200 * time.Millisecond
 
+// lingerIdle ends Close's linger on a peer that has sent nothing for that
+// long (and has not closed), as kind tcp does.
+const lingerIdle = 100 * time.Millisecond
+
 // listenBacklog is the server's accept backlog.
 const listenBacklog = 128
 
@@ -993,6 +997,11 @@ func (b *Backend) interrupt() {
 // connections close. The poll loop must not run.
 func (b *Backend) shutdown(linger bool) error {
 	b.s.Abandon()
+	if linger {
+		// FINs, and read what the peers still send (an echo's answers)
+		// until they close too, for up to Linger.
+		b.s.Linger(min(b.opts.Linger, lingerIdle), b.opts.Linger, b.lingerWait)
+	}
 	if b.nat != nil {
 		l := time.Duration(0)
 		if linger {
@@ -1003,11 +1012,6 @@ func (b *Backend) shutdown(linger bool) error {
 			b.finalEngine = b.nat.e.AppendCounters(nil)
 		}
 		return b.opts.Close()
-	}
-	if linger {
-		// FINs, and read what the peers still send (an echo's answers)
-		// until they close too, for up to Linger.
-		b.s.Linger(b.opts.Linger, b.opts.Linger, b.lingerWait)
 	}
 	eps := make([]tcpip.Endpoint, b.s.Len())
 	for i := range eps {
@@ -1037,21 +1041,30 @@ func (b *Backend) shutdown(linger bool) error {
 	return b.opts.Close()
 }
 
-// lingerWait drives netstack for Close's linger (layer.Layer.Linger)
+// lingerWait drives the engine for Close's linger (layer.Layer.Linger)
 // and sleeps until one of conns is readable, a frame arrives or d (at
 // most 5 ms) has passed.
 func (b *Backend) lingerWait(conns []layer.Conn, d time.Duration) {
-	b.st.EP.Poll(pollBudget)
-	b.st.EP.Flush()
-	runtime.Gosched() // netstack's processors take what Poll delivered
+	if b.nat != nil {
+		b.nat.Poll()
+		b.nat.Push()
+	} else {
+		b.st.EP.Poll(pollBudget)
+		b.st.EP.Flush()
+		runtime.Gosched() // netstack's processors take what Poll delivered
+	}
 	for _, c := range conns {
 		if c.Readable() {
 			return
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), min(d, 5*time.Millisecond))
+	defer cancel()
+	if b.nat != nil {
+		_ = b.nat.nap(ctx)
+		return
+	}
 	_ = b.nap(ctx)
-	cancel()
 }
 
 // nap sleeps until a frame arrives, netstack wakes the poll loop, or ctx is

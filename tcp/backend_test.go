@@ -924,3 +924,54 @@ func testLingerAcked(t *testing.T) {
 		t.Errorf("after Close: TxSent %d TxDropped %d, want 10 and 0", s.TxSent, s.TxDropped)
 	}
 }
+
+// TestCloseCountsAnswersInFlight: a client that closes while its server
+// still answers reads on after its FIN (RFC 9293 §3.6: FIN-WAIT-1/2 go on
+// receiving) for the linger, and counts what it read and never delivered
+// in "stream" "rx_closed"; the server counts what the client never
+// acknowledged as dropped. Each end's sent records are the other end's
+// delivered, closed or cut ones, on either engine.
+func TestCloseCountsAnswersInFlight(t *testing.T) { engines(t, testCloseCountsAnswersInFlight) }
+
+func testCloseCountsAnswersInFlight(t *testing.T) {
+	pa, pb := memio.NewPair(memio.Options{})
+	srv, err := NewOverFrameIO(serverConfig(), pa, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPoller(srv, echo(t, srv))
+	cli, err := NewOverFrameIO(clientConfig(), pb, Options{})
+	if err != nil {
+		p.stop()
+		srv.Close()
+		t.Fatal(err)
+	}
+	msg := make([]byte, 100)
+	for i := 0; i < 2000; i++ {
+		for !cli.Queue(msg) {
+			if err := cli.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			cli.Rx(make([]core.Packet, 64)) // answers, delivered
+		}
+	}
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cli.Close()
+	p.stop()
+	srv.Close()
+	cs, ss := cli.Stats(), srv.Stats()
+	got := func(s core.Stats) uint64 {
+		closed, _ := s.Counter("stream", "rx_closed")
+		return s.RxDelivered + closed + s.RxMalformed
+	}
+	if got(cs) != ss.TxSent {
+		t.Errorf("answers: the server counts %d sent (%d dropped); the client %d delivered, %d in all",
+			ss.TxSent, ss.TxDropped, cs.RxDelivered, got(cs))
+	}
+	if got(ss) != cs.TxSent {
+		t.Errorf("requests: the client counts %d sent (%d dropped); the server %d delivered, %d in all",
+			cs.TxSent, cs.TxDropped, ss.RxDelivered, got(ss))
+	}
+}

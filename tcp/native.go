@@ -305,7 +305,10 @@ type nconn struct {
 	sent layer.Sent
 }
 
-var _ layer.Conn = (*nconn)(nil)
+var (
+	_ layer.Conn       = (*nconn)(nil)
+	_ layer.HalfCloser = (*nconn)(nil)
+)
 
 // Write implements layer.Conn.
 func (c *nconn) Write(p []byte) (int, error) {
@@ -376,6 +379,17 @@ func (c *nconn) Close() {
 	}
 	c.gone = true
 	c.c.Close()
+}
+
+// CloseWrite implements layer.HalfCloser: FIN after what was written,
+// for Close's linger (layer.Layer.Linger), which reads on until the peer
+// closes too.
+func (c *nconn) CloseWrite() error {
+	if c.gone {
+		return abortErr
+	}
+	c.c.CloseWrite()
+	return nil
 }
 
 // Abort implements layer.Conn.
