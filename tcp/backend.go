@@ -42,8 +42,10 @@ type Options struct {
 	PrefixLen int
 	// Clock is netstack's clock; nil is the system clock. For tests.
 	Clock tcpip.Clock
-	// Linger bounds how long Close drives the stack so that FINs and their
-	// ACKs get through before what is left is reset. Default 200 ms.
+	// Linger bounds how long Close drives the stack after its FINs,
+	// reading what the peers still send (counted in "stream" "rx_closed")
+	// until they close too and letting what was written be acknowledged,
+	// before what is left is reset. Default 200 ms.
 	Linger time.Duration
 	// SourcePorts, when set and Config.LocalPort is 0, gives the local
 	// ports a client may connect to peer from, in the order to try them
@@ -952,8 +954,10 @@ func FramesPerRecord(s core.Stats) (tx, rx float64) {
 }
 
 // Close closes every connection (FIN), drives the stack for up to
-// Options.Linger so the FINs and ACKs get through, then shuts netstack down
-// (what is still open is reset) and releases the FrameIO. Records still
+// Options.Linger (100 ms after a peer's last byte at most) reading what
+// the peers still send until they close too (every record read then, and
+// every one never delivered, counts in "stream" "rx_closed"), then shuts
+// the engine down (what is still open is reset) and releases the FrameIO. Records still
 // staged are counted as kind tcp counts them: in TxDropped, except one whose
 // head netstack already took, which counts as sent (the receiver counts it
 // cut). Records netstack took whose first byte the peer had not
