@@ -125,3 +125,25 @@ func TestCloseReadsAllThatArrived(t *testing.T) {
 		t.Errorf("RxClosed %d, want %d", c.RxClosed, n)
 	}
 }
+
+// TestFinishTimeout: a finished connection whose peer never acknowledges
+// its last answers and never ends it (a peer that vanished) is reset
+// after Options.FinishTimeout, its unacknowledged records counted in
+// TxDropped.
+func TestFinishTimeout(t *testing.T) {
+	s := New(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10,
+		FinishTimeout: 20 * time.Millisecond})
+	gone := &unackConn{fakeConn: fakeConn{room: -1, reading: true, eof: true}, unacked: 1}
+	s.Add(gone, peer(1))
+	s.Queue([]byte("answer"))
+	pkts := make([]core.Packet, 4)
+	s.Rx(pkts)
+	s.Flush()
+	for deadline := time.Now().Add(10 * time.Second); s.Len() > 0 && time.Now().Before(deadline); {
+		time.Sleep(checkEvery)
+		s.Rx(pkts)
+	}
+	if c := s.Counters(); s.Len() != 0 || !gone.aborted || c.TxDropped != 1 || c.TxSent != 0 {
+		t.Errorf("%d conns, aborted %v, TxSent %d TxDropped %d; want 0, true, 0, 1", s.Len(), gone.aborted, c.TxSent, c.TxDropped)
+	}
+}

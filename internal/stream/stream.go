@@ -153,6 +153,9 @@ type Options struct {
 	// StallError(peer, stalled) once per stall.
 	SendStall  time.Duration
 	StallError func(peer netip.AddrPort, stalled time.Duration) error
+	// FinishTimeout bounds how long a finished connection of an Unacker
+	// waits for the peer to acknowledge what was written (0: 10 s).
+	FinishTimeout time.Duration
 }
 
 // Counters are the layer's counts, as core.Stats names them where it has
@@ -205,6 +208,7 @@ type conn struct {
 	// was written (an Unacker); checked is when reap last asked.
 	closing bool
 	checked time.Time
+	since   time.Time // closing since
 }
 
 // open reports whether records may still be staged for c.
@@ -224,6 +228,9 @@ type Layer struct {
 
 // New returns a Layer over t.
 func New(t Transport, o Options) *Layer {
+	if o.FinishTimeout <= 0 {
+		o.FinishTimeout = defaultFinishMax
+	}
 	s := &Layer{opt: o, t: t, byPeer: make(map[netip.AddrPort]*conn)}
 	s.accept = s.accepted
 	return s
@@ -588,12 +595,20 @@ func (s *Layer) reap() {
 }
 
 // checkEvery bounds how often reap asks an Unacker whose connection is
-// closing whether the peer acknowledged what was written.
-const checkEvery = time.Millisecond
+// closing whether the peer acknowledged what was written; after
+// Options.FinishTimeout without that, the peer is taken for gone: what it
+// did not acknowledge counts in TxDropped and the connection is reset (a
+// peer that vanished would otherwise hold its connection for as long as
+// the transport retransmits, minutes).
+const (
+	checkEvery       = time.Millisecond
+	defaultFinishMax = 10 * time.Second
+)
 
 // finished closes c, whose directions are both over, once nothing it
 // wrote waits for the peer's acknowledgement, or resets it and counts
-// what never will be acknowledged once the connection ended; until then
+// what never will be acknowledged once the connection ended or
+// Options.FinishTimeout has passed; until then
 // c stays in the set, closing, taking no more records. It reports
 // whether c was released.
 func (s *Layer) finished(c *conn) bool {
@@ -603,15 +618,17 @@ func (s *Layer) finished(c *conn) bool {
 		return true
 	}
 	now := time.Now()
-	if c.closing && now.Sub(c.checked) < checkEvery {
+	if !c.closing {
+		c.closing, c.since = true, now
+	} else if now.Sub(c.checked) < checkEvery {
 		return false
 	}
-	c.closing, c.checked = true, now
+	c.checked = now
 	n, ended := u.UnackedRecords()
 	switch {
 	case n == 0:
 		c.t.Close()
-	case ended:
+	case ended || now.Sub(c.since) >= s.opt.FinishTimeout:
 		s.countUnacked(c)
 		c.t.Abort()
 	default:
