@@ -1038,6 +1038,11 @@ func (b *Backend) shutdown(linger bool) error {
 			cancel()
 		}
 	}
+	// What netstack's goroutines wrote last (the ACKs of what was read
+	// last) leaves before the stack goes: a peer would otherwise count
+	// as lost what we received and counted.
+	runtime.Gosched()
+	b.st.EP.Flush()
 	if b.opts.ARPShare != nil {
 		b.opts.ARPShare.leave(b.st.EP)
 	}

@@ -37,9 +37,12 @@ type unackConn struct {
 	fakeConn
 	unacked int
 	ended   bool
+	shut    bool // CloseWrite was called
 }
 
 func (u *unackConn) UnackedRecords() (int, bool) { return u.unacked, u.ended }
+
+func (u *unackConn) CloseWrite() error { u.shut = true; return nil }
 
 // TestCloseCountsUnackedRecords: at Close, records the transport took and
 // the peer never acknowledged the head of move from TxSent to TxDropped,
@@ -90,6 +93,9 @@ func TestFinishedWaitsForAcks(t *testing.T) {
 	s.Flush()
 	if s.Len() != 2 || lossy.closed || clean.closed {
 		t.Fatalf("%d conns, closed %v %v: want both kept until acknowledged", s.Len(), lossy.closed, clean.closed)
+	}
+	if !lossy.shut || !clean.shut {
+		t.Error("no FIN after the last answer: the peer would wait for our acknowledgements")
 	}
 	if s.Queue([]byte("late")) || s.Counters().NoConn != 1 {
 		t.Error("Queue staged for connections that are closing")

@@ -605,8 +605,10 @@ const (
 	defaultFinishMax = 10 * time.Second
 )
 
-// finished closes c, whose directions are both over, once nothing it
-// wrote waits for the peer's acknowledgement, or resets it and counts
+// finished sends c's FIN (a HalfCloser) as soon as its directions are
+// both over, and closes c once nothing it wrote waits for the peer's
+// acknowledgement (reap asks at each Rx and Flush, so a backend that is
+// not called releases it at its Close), or resets it and counts
 // what never will be acknowledged once the connection ended or
 // Options.FinishTimeout has passed; until then
 // c stays in the set, closing, taking no more records. It reports
@@ -620,6 +622,11 @@ func (s *Layer) finished(c *conn) bool {
 	now := time.Now()
 	if !c.closing {
 		c.closing, c.since = true, now
+		if h, ok := c.t.(HalfCloser); ok {
+			// Our FIN now, after the last answer: the peer need not
+			// wait for the acknowledgements (nor for our next Rx).
+			_ = h.CloseWrite()
+		}
 	} else if now.Sub(c.checked) < checkEvery {
 		return false
 	}
@@ -772,15 +779,19 @@ func (s *Layer) dropStaged(c *conn) {
 // of every live connection whose Conn is a HalfCloser (FIN) and reads
 // them until each peer has closed its direction too (EOF), fails, or has
 // sent nothing for idle, or until max has passed, counting every record
-// read, and every one decoded and never delivered, in RxClosed. wait
-// sleeps at most d for one of conns (those still open) to become
-// readable; it may allocate.
+// read, and every one decoded and never delivered, in RxClosed. On
+// Unackers it also waits, within the same bounds, for what was written
+// to be acknowledged (idle then runs from the last record acknowledged),
+// so that Close counts as lost only what the peer never acknowledged, not
+// what an acknowledgement on its way would have cleared. wait sleeps at
+// most d for one of conns (those still read) to become readable, driving
+// the transport (conns may be empty: it then only lets acknowledgements
+// in); it may allocate.
 // Connections that cannot half-close are only read out once. Afterwards
 // nothing undelivered is left uncounted; what the peer sends after
 // Close is reset away by the transport and is the peer's to count (its
 // failed writes: TxDropped).
 func (s *Layer) Linger(idle, max time.Duration, wait func(conns []Conn, d time.Duration)) {
-	open := 0
 	for _, c := range s.conns {
 		h, ok := c.t.(HalfCloser)
 		switch {
@@ -791,14 +802,13 @@ func (s *Layer) Linger(idle, max time.Duration, wait func(conns []Conn, d time.D
 		case h.CloseWrite() != nil:
 			s.readOut(c)
 			c.eof = true
-		default:
-			open++
 		}
 	}
 	start := time.Now()
 	last := start
+	unacked := s.unsettled()
 	var waiting []Conn
-	for open > 0 {
+	for {
 		before := s.st.StreamRx
 		waiting = waiting[:0]
 		for _, c := range s.conns {
@@ -809,16 +819,29 @@ func (s *Layer) Linger(idle, max time.Duration, wait func(conns []Conn, d time.D
 				}
 			}
 		}
-		open = len(waiting)
 		now := time.Now()
-		if s.st.StreamRx != before {
-			last = now
+		if u := s.unsettled(); s.st.StreamRx != before || u < unacked {
+			last, unacked = now, u
 		}
-		if open == 0 || now.Sub(last) >= idle || now.Sub(start) >= max {
+		if (len(waiting) == 0 && unacked == 0) || now.Sub(last) >= idle || now.Sub(start) >= max {
 			return
 		}
 		wait(waiting, min(idle-now.Sub(last), max-now.Sub(start)))
 	}
+}
+
+// unsettled is the number of records written to the live connections of
+// Unackers whose first byte the peer has not acknowledged yet.
+func (s *Layer) unsettled() int {
+	n := 0
+	for _, c := range s.conns {
+		if u, ok := c.t.(Unacker); ok && c.dead == nil {
+			if k, ended := u.UnackedRecords(); !ended {
+				n += k
+			}
+		}
+	}
+	return n
 }
 
 // ReadOut reads out what every connection's transport holds, as Close
