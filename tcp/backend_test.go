@@ -854,18 +854,30 @@ func (b *Backend) conn(i int) *conn { return b.s.Conn(i).(*conn) }
 // those stay sent and only the later ones are lost.
 func TestLingerCountsUnacked(t *testing.T) { engines(t, testLingerCountsUnacked) }
 
-func testLingerCountsUnacked(t *testing.T) {
+// echoPair is an echo server (echo on its own poller) and a client with
+// opts over a clean memio pair. stop stops the echo and closes the server
+// (also at cleanup, with the client); the test closes the client when it
+// wants to.
+func echoPair(t *testing.T, opts Options) (srv, cli *Backend, pb *memio.Port, stop func()) {
+	t.Helper()
 	pa, pb := memio.NewPair(memio.Options{})
 	srv, err := NewOverFrameIO(serverConfig(), pa, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := startPoller(srv, echo(t, srv))
-	defer func() { p.stop(); srv.Close() }()
-	cli, err := NewOverFrameIO(clientConfig(), pb, Options{Linger: 50 * time.Millisecond})
+	stop = func() { p.stop(); srv.Close() }
+	cli, err = NewOverFrameIO(clientConfig(), pb, opts)
 	if err != nil {
+		stop()
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cli.Close(); stop() })
+	return srv, cli, pb, stop
+}
+
+func testLingerCountsUnacked(t *testing.T) {
+	_, cli, pb, _ := echoPair(t, Options{Linger: 50 * time.Millisecond})
 	const acked, lost = 5, 10
 	msg := make([]byte, 100)
 	for i := 0; i < acked; i++ {
@@ -934,18 +946,7 @@ func testLingerAcked(t *testing.T) {
 func TestCloseCountsAnswersInFlight(t *testing.T) { engines(t, testCloseCountsAnswersInFlight) }
 
 func testCloseCountsAnswersInFlight(t *testing.T) {
-	pa, pb := memio.NewPair(memio.Options{})
-	srv, err := NewOverFrameIO(serverConfig(), pa, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startPoller(srv, echo(t, srv))
-	cli, err := NewOverFrameIO(clientConfig(), pb, Options{})
-	if err != nil {
-		p.stop()
-		srv.Close()
-		t.Fatal(err)
-	}
+	srv, cli, _, stop := echoPair(t, Options{})
 	msg := make([]byte, 100)
 	for i := 0; i < 2000; i++ {
 		for !cli.Queue(msg) {
@@ -959,8 +960,7 @@ func testCloseCountsAnswersInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli.Close()
-	p.stop()
-	srv.Close()
+	stop()
 	cs, ss := cli.Stats(), srv.Stats()
 	got := func(s core.Stats) uint64 {
 		closed, _ := s.Counter("stream", "rx_closed")

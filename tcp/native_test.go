@@ -93,62 +93,6 @@ func TestNativeDelayedACKFrames(t *testing.T) {
 	}
 }
 
-// TestNativeLingerCountsUnacked: records the engine took whose first byte
-// the peer never acknowledged when Linger ran out are counted in
-// TxDropped (and not in TxSent): the wire to the server goes dead after the
-// handshake, so none of them is acknowledged.
-func TestNativeLingerCountsUnacked(t *testing.T) {
-	scfg, ccfg := nativeConfigs()
-	pa, pb := memio.NewPair(memio.Options{})
-	srv, err := NewOverFrameIO(scfg, pa, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startPoller(srv, echo(t, srv))
-	defer func() { p.stop(); srv.Close() }()
-	cli, err := NewOverFrameIO(ccfg, pb, Options{Linger: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pb.SetImpairment(memio.Impairment{Loss: 1})
-	const n = 10
-	msg := make([]byte, 100)
-	for i := 0; i < n; i++ {
-		if !cli.Queue(msg) {
-			t.Fatalf("Queue %d refused", i)
-		}
-	}
-	if err := cli.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if s := cli.Stats(); s.TxSent != n {
-		t.Fatalf("before Close: TxSent %d, want %d (taken by the engine)", s.TxSent, n)
-	}
-	cli.Close()
-	s := cli.Stats()
-	if s.TxSent != 0 || s.TxDropped != n {
-		t.Errorf("after Close: TxSent %d TxDropped %d, want 0 and %d", s.TxSent, s.TxDropped, n)
-	}
-}
-
-// TestNativeLingerAcked: Close lingers until the records and the FIN are
-// acknowledged: nothing is counted lost on a clean wire.
-func TestNativeLingerAcked(t *testing.T) {
-	scfg, ccfg := nativeConfigs()
-	_, cli, _, _ := setup(t, memio.Options{}, scfg, ccfg, func(b *Backend) func(context.Context) bool { return sleepEcho(b) })
-	msg := make([]byte, 100)
-	for i := 0; i < 10; i++ {
-		cli.Queue(msg)
-	}
-	if err := cli.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	cli.Close()
-	if s := cli.Stats(); s.TxSent != 10 || s.TxDropped != 0 {
-		t.Errorf("after Close: TxSent %d TxDropped %d, want 10 and 0", s.TxSent, s.TxDropped)
-	}
-}
-
 // TestTuningPerEngine: a knob one engine cannot honour is a
 // *core.ConfigError naming it, never ignored.
 func TestTuningPerEngine(t *testing.T) {
