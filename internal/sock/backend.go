@@ -54,15 +54,12 @@ func (l *Life) Close(wake func(), shutdown func() (final core.Stats, err error))
 	return err
 }
 
-// Wait is a kernel backend's Wait on fd: it sleeps in fdwait.Wait until
-// fd is readable (nil), ctx is done (ctx.Err()) or the backend is closed
-// (core.ErrClosed, also when Close wakes w during the sleep), and adds the
-// poll(2) calls it made to calls. It allocates nothing.
-func (l *Life) Wait(ctx context.Context, fd int, w *fdwait.Waker, calls *atomic.Uint64) error {
-	if !l.BeginWait() {
-		return core.ErrClosed
-	}
-	defer l.EndWait()
+// Wait is the sleep of a kernel backend's Wait, which has entered the
+// guard (BeginWait; fd and w are read after it, so that Close cannot
+// release them meanwhile): it sleeps in fdwait.Wait until fd is readable
+// (nil), ctx is done (ctx.Err()) or Close wakes w (core.ErrClosed), and
+// adds the poll(2) calls it made to calls. It allocates nothing.
+func Wait(ctx context.Context, fd int, w *fdwait.Waker, calls *atomic.Uint64) error {
 	var n uint64
 	err := fdwait.Wait(ctx, fd, w, &n)
 	calls.Add(n)

@@ -681,7 +681,11 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 // is done (ctx.Err()), or the backend is closed (net.ErrClosed). It polls one epoll descriptor that
 // holds the listener and every connection.
 func (b *Backend) Wait(ctx context.Context) error {
-	err := b.life.Wait(ctx, b.epfd, b.waker, &b.waitCalls)
+	if !b.life.BeginWait() {
+		return core.ErrClosed
+	}
+	defer b.life.EndWait()
+	err := sock.Wait(ctx, b.epfd, b.waker, &b.waitCalls)
 	if err == nil && b.lfd >= 0 {
 		// Let the next Rx try accept at once: the wake-up may be a client.
 		b.listenHot.Store(true)

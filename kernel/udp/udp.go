@@ -366,7 +366,11 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 // Wait sleeps in poll(2) until the socket is readable, ctx is done
 // (ctx.Err()), or the backend is closed (net.ErrClosed).
 func (b *Backend) Wait(ctx context.Context) error {
-	return b.life.Wait(ctx, b.fd, b.waker, &b.waitCalls)
+	if !b.life.BeginWait() {
+		return core.ErrClosed
+	}
+	defer b.life.EndWait()
+	return sock.Wait(ctx, b.fd, b.waker, &b.waitCalls)
 }
 
 // Stats returns the counters. Layers holds the kernel socket's own drop
