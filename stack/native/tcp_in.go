@@ -110,8 +110,19 @@ func (c *Conn) zeroWindowACK(s *segment) bool {
 
 // acceptable is the acceptability test of RFC 9293 §3.10.7.4. With a
 // zero window, a segment at RCV.NXT is taken for its ACK and RST (its data
-// is dropped by dataInput, which has no room for it); one right of it
-// on either side of it for its ACK only (zeroWindowACK).
+// is dropped by dataInput, which has no room for it); one on either side
+// of it for its ACK only (zeroWindowACK).
+//
+// A segment without data is also taken at the window's right edge,
+// RCV.NXT+RCV.WND, where the letter of §3.10.7.4 (SEG.SEQ <
+// RCV.NXT+RCV.WND) would drop it. A peer that filled the window we
+// advertised numbers its ACKs at its SND.NXT (§3.10.7.4's
+// <SEQ=SND.NXT><ACK=RCV.NXT>), which is that right edge; when one of its
+// segments before the edge was lost, RCV.WND is not zero (the allowance
+// for a zero window does not apply) and every ACK it sends would be
+// dropped unread until it retransmits: our own data then waits for RTOs
+// the peer's ACKs had already made needless (Linux accepts
+// SEG.SEQ = RCV.NXT+RCV.WND for the same reason, tcp_sequence).
 func (c *Conn) acceptable(s *segment) bool {
 	wnd := c.rcvWnd()
 	n := s.seqLen()
@@ -122,7 +133,7 @@ func (c *Conn) acceptable(s *segment) bool {
 	case wnd == 0:
 		return s.seq == c.rcvNxt
 	case n == 0:
-		return seqLEQ(c.rcvNxt, s.seq) && seqLT(s.seq, c.rcvNxt+wnd)
+		return seqLEQ(c.rcvNxt, s.seq) && seqLEQ(s.seq, c.rcvNxt+wnd)
 	default:
 		return seqLEQ(c.rcvNxt, s.seq) && seqLT(s.seq, c.rcvNxt+wnd) ||
 			seqLEQ(c.rcvNxt, s.seq+n-1) && seqLT(s.seq+n-1, c.rcvNxt+wnd)
