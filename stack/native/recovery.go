@@ -14,15 +14,24 @@ func (c *Conn) ccAck(acked uint32) {
 			c.cwnd = c.ssthresh
 			return
 		}
+		if c.sackOK {
+			// RFC 6675 §5: cwnd stays at ssthresh and pipe, which the
+			// ACK lowered, decides what leaves; the hole now at SND.UNA
+			// goes again only if it was not retransmitted yet. Deflating
+			// cwnd by the bytes acked (RFC 6582's rule, for ACKs that
+			// cover one segment) brought it to one segment whenever a
+			// retransmission filled a hole below SACKed data.
+			c.rtxOne = seqLEQ(c.rtxNext, c.sndUna)
+			c.rtxNext = seqMax(c.rtxNext, c.sndUna)
+			return
+		}
 		// Partial ACK: the next hole is lost too (RFC 6582 §3.2 step 3).
 		if acked >= c.cwnd {
 			c.cwnd = mss
 		} else {
 			c.cwnd = c.cwnd - acked + mss
 		}
-		if !c.sackOK || c.nsacked == 0 {
-			c.cwnd = max(c.cwnd, c.ssthresh)
-		}
+		c.cwnd = max(c.cwnd, c.ssthresh)
 		c.rtxOne = true
 		c.rtxNext = seqMax(c.rtxNext, c.sndUna)
 		return
@@ -41,9 +50,14 @@ func (c *Conn) ccAck(acked uint32) {
 	c.cwnd = min(c.cwnd, 1<<30)
 }
 
+// dupThresh is RFC 5681's and RFC 6675's DupThresh.
+const dupThresh = 3
+
 // dupAck counts a duplicate ACK (RFC 5681 §2) and enters fast recovery on
-// the third, or as soon as SACK shows more than three segments' worth
-// above a hole (RFC 6675 §5 IsLost).
+// the third, or as soon as SACK shows SND.UNA lost (RFC 6675 §5 step 3,
+// IsLost: a receiver that sends fewer ACKs than segments, such as
+// Linux compressing its SACKs, may tell of three segments above a hole in
+// one or two ACKs).
 func (c *Conn) dupAck() {
 	e := c.e
 	mss := uint32(c.smss)
@@ -55,7 +69,7 @@ func (c *Conn) dupAck() {
 		e.markDirty(c)
 		return
 	}
-	if c.dupacks < 3 && !(c.sackOK && c.sackedBytes() > 3*mss) {
+	if c.dupacks < dupThresh && !(c.sackOK && c.isLost(c.sndUna)) {
 		return
 	}
 	if c.recoverSet && seqLT(c.sndUna, c.recover) {
@@ -82,6 +96,22 @@ func (c *Conn) lossThreshold() uint32 {
 		return c.cubicLoss()
 	}
 	return max((c.sndMax-c.sndUna)/2, 2*uint32(c.smss))
+}
+
+// isLost is RFC 6675 §4's IsLost(seq): DupThresh discontiguous SACKed
+// blocks above seq, or more than (DupThresh-1)*SMSS bytes SACKed above it.
+func (c *Conn) isLost(seq uint32) bool {
+	var n uint32
+	blocks := 0
+	for i := 0; i < c.nsacked; i++ {
+		b := c.sacked[i]
+		if seqLEQ(b.end, seq) {
+			continue
+		}
+		blocks++
+		n += b.end - seqMax(b.start, seq)
+	}
+	return blocks >= dupThresh || n > (dupThresh-1)*uint32(c.smss)
 }
 
 // sackedBytes is the sum of the scoreboard.

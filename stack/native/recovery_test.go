@@ -1,6 +1,7 @@
 package native
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -55,5 +56,118 @@ func TestACKAtRightEdgeTakenRFC9293Sec3_10_7_4(t *testing.T) {
 	}
 	if got := counterOf(t, w.b, "tcp_out_of_window"); got != out+1 {
 		t.Errorf("tcp_out_of_window %d, want %d", got, out+1)
+	}
+}
+
+// sackOpt is a SACK option (RFC 2018 §3) with the blocks bs, NOP-aligned.
+func sackOpt(bs ...sackBlock) []byte {
+	o := []byte{optNOP, optNOP, optSACK, uint8(2 + 8*len(bs))}
+	for _, b := range bs {
+		o = binary.BigEndian.AppendUint32(o, b.start)
+		o = binary.BigEndian.AppendUint32(o, b.end)
+	}
+	return o
+}
+
+// inFlight has B send n full segments that A never sees, and returns
+// SND.UNA and the segment size.
+func inFlight(t *testing.T, w *world, cb *Conn, n int) (una, mss uint32) {
+	t.Helper()
+	mss = uint32(cb.segData())
+	w.pb.SetImpairment(memio.Impairment{Loss: 1})
+	cb.Write(make([]byte, n*int(mss)))
+	w.until(time.Second, "B to send", func() bool { return cb.sndMax == cb.sndUna+uint32(n)*mss })
+	return cb.sndUna, mss
+}
+
+// RFC 6675 §5 step 3 and §4 IsLost: one duplicate ACK whose SACK blocks
+// cover more than (DupThresh-1)*SMSS bytes above SND.UNA starts loss
+// recovery. A receiver that acknowledges fewer segments than it gets
+// (Linux compresses its SACKs) tells of three segments above a hole in
+// one or two ACKs; waiting for three duplicate ACKs, or for more than
+// three segments SACKed, left such a loss to the RTO.
+func TestSACKIsLostEntersRecoveryRFC6675Sec4(t *testing.T) {
+	o := Options{MaxConns: 4, MinRTO: time.Second}
+	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
+	ca, cb := w.connect(7000)
+	una, mss := inFlight(t, w, cb, 5)
+
+	w.b.tick()
+	w.b.input(segFrame(w, ca, cb.rcvNxt, una, flagACK, 1024, sackOpt(sackBlock{una + mss, una + 4*mss}), nil))
+	if !cb.inRecovery {
+		t.Fatalf("one duplicate ACK SACKing 3 segments above SND.UNA did not start recovery (dupacks %d)", cb.dupacks)
+	}
+	if got := counterOf(t, w.b, "tcp_fast_retransmits"); got != 1 {
+		t.Errorf("tcp_fast_retransmits %d, want 1", got)
+	}
+	rtx := counterOf(t, w.b, "tcp_retransmits")
+	if err := w.b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := counterOf(t, w.b, "tcp_retransmits"); got == rtx {
+		t.Error("no retransmission left at the Flush after recovery started")
+	}
+
+	// Two segments' worth above the hole, in one block, is not a loss yet
+	// (the segments may be reordered).
+	w2 := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
+	ca2, cb2 := w2.connect(7000)
+	una, mss = inFlight(t, w2, cb2, 5)
+	w2.b.tick()
+	w2.b.input(segFrame(w2, ca2, cb2.rcvNxt, una, flagACK, 1024, sackOpt(sackBlock{una + mss, una + 3*mss}), nil))
+	if cb2.inRecovery {
+		t.Error("2 segments SACKed above SND.UNA started recovery")
+	}
+}
+
+// RFC 6675 §5: in SACK-based recovery cwnd stays at ssthresh and pipe
+// decides what leaves. A partial ACK that covers a retransmitted hole and
+// the SACKed data above it does not deflate cwnd (RFC 6582's partial-ACK
+// rule, which brought it to one segment and recovery to a crawl), and
+// does not send a hole again that was already retransmitted.
+func TestSACKPartialACKKeepsCwndRFC6675Sec5(t *testing.T) {
+	o := Options{MaxConns: 4, MinRTO: time.Second}
+	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
+	ca, cb := w.connect(7000)
+	una, mss := inFlight(t, w, cb, 10)
+
+	// Segments 0 and 5 are lost; the others are SACKed.
+	w.b.tick()
+	w.b.input(segFrame(w, ca, cb.rcvNxt, una, flagACK, 1024,
+		sackOpt(sackBlock{una + 6*mss, una + 10*mss}, sackBlock{una + mss, una + 5*mss}), nil))
+	if !cb.inRecovery {
+		t.Fatal("recovery did not start")
+	}
+	if err := w.b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rtx := counterOf(t, w.b, "tcp_retransmits")
+	if rtx != 2 {
+		t.Fatalf("tcp_retransmits %d after recovery started, want 2 (both holes)", rtx)
+	}
+	ssthresh := cb.ssthresh
+
+	// The retransmission of segment 0 arrives: SND.UNA moves to the
+	// second hole, which was retransmitted already.
+	w.b.tick()
+	w.b.input(segFrame(w, ca, cb.rcvNxt, una+5*mss, flagACK, 1024, sackOpt(sackBlock{una + 6*mss, una + 10*mss}), nil))
+	if !cb.inRecovery {
+		t.Fatal("a partial ACK ended recovery")
+	}
+	if cb.cwnd < ssthresh {
+		t.Errorf("cwnd %d after a partial ACK, below ssthresh %d", cb.cwnd, ssthresh)
+	}
+	if err := w.b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := counterOf(t, w.b, "tcp_retransmits"); got != rtx {
+		t.Errorf("tcp_retransmits %d after the partial ACK, want %d: a retransmitted hole went again", got, rtx)
+	}
+
+	// The second hole's retransmission arrives: recovery ends at ssthresh.
+	w.b.tick()
+	w.b.input(segFrame(w, ca, cb.rcvNxt, una+10*mss, flagACK, 1024, nil, nil))
+	if cb.inRecovery || cb.cwnd != ssthresh {
+		t.Errorf("after the full ACK: in recovery %v, cwnd %d, want out of it at ssthresh %d", cb.inRecovery, cb.cwnd, ssthresh)
 	}
 }
