@@ -171,3 +171,50 @@ func TestSACKPartialACKKeepsCwndRFC6675Sec5(t *testing.T) {
 		t.Errorf("after the full ACK: in recovery %v, cwnd %d, want out of it at ssthresh %d", cb.inRecovery, cb.cwnd, ssthresh)
 	}
 }
+
+// RFC 7323 §5.3 R1 and §4.3: a retransmission that fills the hole at
+// RCV.NXT moves TS.Recent to its (newer) timestamp; a segment with new
+// data that the peer sent one tick before it, reordered behind it, is
+// taken (pawsSlack) and does not move TS.Recent back; one two ticks older
+// is rejected by PAWS.
+func TestPAWSReorderedSegmentRFC7323Sec5_3(t *testing.T) {
+	o := Options{MaxConns: 4}
+	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
+	ca, cb := w.connect(7000)
+	if !cb.tsOK {
+		t.Fatal("timestamps not negotiated")
+	}
+	ts := cb.tsRecent + 100
+	data := []byte("0123456789")
+	send := func(val uint32) {
+		w.b.tick()
+		w.b.input(segFrame(w, ca, cb.rcvNxt, cb.sndMax, flagACK|flagPSH, 1024, tsOpt(val, 0), data))
+		if err := w.b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The retransmission at RCV.NXT, timestamp ts.
+	send(ts)
+	if cb.tsRecent != ts {
+		t.Fatalf("TS.Recent %d, want %d", cb.tsRecent, ts)
+	}
+	// New data sent one tick earlier.
+	nxt := cb.rcvNxt
+	paws := counterOf(t, w.b, "tcp_paws_rejected")
+	send(ts - 1)
+	if cb.rcvNxt != nxt+uint32(len(data)) {
+		t.Fatalf("RCV.NXT %d, want %d: the segment one tick older was dropped", cb.rcvNxt, nxt+uint32(len(data)))
+	}
+	if cb.tsRecent != ts {
+		t.Errorf("TS.Recent %d after an older segment, want %d (RFC 7323 §4.3: SEG.TSval >= TS.Recent)", cb.tsRecent, ts)
+	}
+	// Two ticks older: PAWS rejects it.
+	nxt = cb.rcvNxt
+	send(ts - 2)
+	if cb.rcvNxt != nxt {
+		t.Error("a segment two ticks older than TS.Recent was taken")
+	}
+	if got := counterOf(t, w.b, "tcp_paws_rejected"); got != paws+1 {
+		t.Errorf("tcp_paws_rejected %d, want %d", got, paws+1)
+	}
+}

@@ -18,7 +18,7 @@ func (c *Conn) input(s *segment) {
 		return
 	}
 	// RFC 7323 §5.3: PAWS.
-	if c.tsOK && s.hasTS && s.flags&flagRST == 0 && seqLT(s.tsVal, c.tsRecent) {
+	if c.tsOK && s.hasTS && s.flags&flagRST == 0 && seqLT(s.tsVal, c.tsRecent-pawsSlack) {
 		e.cnt[cTCPPAWS]++
 		c.sendAckNow()
 		return
@@ -62,8 +62,9 @@ func (c *Conn) input(s *segment) {
 	if c.state == Closed {
 		return
 	}
-	// RFC 7323 §4.3: TS.Recent from a segment that covers the last ACK sent.
-	if c.tsOK && s.hasTS && seqLEQ(s.seq, c.lastAckSent) {
+	// RFC 7323 §4.3: TS.Recent from a segment that covers the last ACK
+	// sent and is not older than TS.Recent (pawsSlack lets older ones in).
+	if c.tsOK && s.hasTS && seqLEQ(s.seq, c.lastAckSent) && !seqLT(s.tsVal, c.tsRecent) {
 		c.tsRecent = s.tsVal
 	}
 	switch c.state {
@@ -80,6 +81,20 @@ func (c *Conn) input(s *segment) {
 		}
 	}
 }
+
+// pawsSlack is how many ticks of the peer's timestamp clock a segment
+// may lag TS.Recent and still pass PAWS (RFC 7323 §5.3 R1 rejects any
+// SEG.TSval < TS.Recent). A retransmission that fills the hole at RCV.NXT
+// sets TS.Recent to its new timestamp (§4.3); the segments the peer sent
+// just before it, still on the wire behind it (reordered) or its ACKs,
+// carry the previous tick, and rejecting them dropped new in-window data
+// and SACK information that the peer then had to send again (about 100 a
+// run of the io.Copy echo against Linux on the lossy wire: most of them
+// ACKs one tick old, the rest data). PAWS guards against segments from
+// 2^31 bytes of sequence space ago; with a clock of at least one tick per
+// millisecond, as RFC 7323 §5.4 recommends and Linux and this engine use,
+// one tick is far below that (Linux allows the same tick, TCP_PAWS_WINDOW).
+const pawsSlack = 1
 
 // zeroWindowACK is the allowance RFC 9293 §3.10.7.4 makes for valid
 // ACKs while RCV.WND is zero: a segment that fails the acceptability test
