@@ -79,6 +79,9 @@ type Conn struct {
 	inRecovery, rtxOne     bool
 	recoverSet             bool
 	recover, rtxNext       uint32
+	unaRtx                 bool   // the segment at SND.UNA was retransmitted in this recovery
+	unaRtxAt               int64  // when, at the latest
+	unaRtxMark             uint32 // SND.MAX then: a SACK above it is of data sent after that retransmission
 	retries, persistShift  int
 	rttTiming              bool
 	rttSeq                 uint32

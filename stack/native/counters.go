@@ -54,6 +54,7 @@ const (
 	cTCPOOOFull
 	cTCPRetransmits
 	cTCPFastRetransmits
+	cTCPLostRetransmits
 	cTCPTimeouts
 	cTCPPersistProbes
 	cTCPKeepaliveProbes
@@ -119,6 +120,7 @@ var counterNames = [nCounters]struct {
 	cTCPOOOFull:          {"tcp_out_of_order_full", false},
 	cTCPRetransmits:      {"tcp_retransmits", false},
 	cTCPFastRetransmits:  {"tcp_fast_retransmits", false},
+	cTCPLostRetransmits:  {"tcp_lost_retransmits", false},
 	cTCPTimeouts:         {"tcp_timeouts", false},
 	cTCPPersistProbes:    {"tcp_persist_probes", false},
 	cTCPKeepaliveProbes:  {"tcp_keepalive_probes", false},

@@ -23,6 +23,9 @@ func (c *Conn) ccAck(acked uint32) {
 			// retransmission filled a hole below SACKed data.
 			c.rtxOne = seqLEQ(c.rtxNext, c.sndUna)
 			c.rtxNext = seqMax(c.rtxNext, c.sndUna)
+			// Retransmitted at some time before now, it is dated now, so
+			// that lostRetransmit waits a round trip more, never less.
+			c.markUnaRtx(!c.rtxOne)
 			return
 		}
 		// Partial ACK: the next hole is lost too (RFC 6582 §3.2 step 3).
@@ -201,6 +204,7 @@ func (c *Conn) sendHoles() bool {
 				return false
 			}
 			c.rtxNext = seqMax(c.rtxNext, c.sndUna+uint32(n))
+			c.markUnaRtx(true)
 		}
 		c.rtxOne = false
 	}
@@ -219,8 +223,34 @@ func (c *Conn) sendHoles() bool {
 		if !c.sendSeg(at, flagACK, int(at-c.sndUna), n) {
 			return false
 		}
+		if at == c.sndUna {
+			c.markUnaRtx(true)
+		}
 		at += uint32(n)
 		c.rtxNext = at
 	}
 	return true
+}
+
+// lostRetransmit finds a lost retransmission of the segment at SND.UNA in
+// SACK recovery, as RACK does (RFC 8985 §6.2: a segment is lost when one
+// sent after it was delivered and a round trip and a reordering window,
+// a quarter of it, passed since it left): data sent after the
+// retransmission is SACKed and SRTT*5/4 went by. RFC 6675 alone never
+// sends a hole a second time, and the RTO was the only way out. The
+// segment goes again at the next Flush.
+func (c *Conn) lostRetransmit() {
+	if !c.inRecovery || !c.sackOK || c.nsacked == 0 || !c.unaRtx || c.rtxOne ||
+		!seqGT(c.sacked[c.nsacked-1].end, c.unaRtxMark) || c.e.now-c.unaRtxAt < c.srtt+c.srtt/4 {
+		return
+	}
+	c.rtxOne, c.unaRtx = true, false
+	c.e.cnt[cTCPLostRetransmits]++
+	c.e.markDirty(c)
+}
+
+// markUnaRtx records whether, and that now, the segment at SND.UNA was
+// retransmitted.
+func (c *Conn) markUnaRtx(sent bool) {
+	c.unaRtx, c.unaRtxAt, c.unaRtxMark = sent, c.e.now, c.sndMax
 }

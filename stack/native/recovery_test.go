@@ -218,3 +218,64 @@ func TestPAWSReorderedSegmentRFC7323Sec5_3(t *testing.T) {
 		t.Errorf("tcp_paws_rejected %d, want %d", got, paws+1)
 	}
 }
+
+// RFC 8985 §6.2 (RACK's rule for a lost retransmission): in SACK
+// recovery, when data sent after the retransmission of the segment at
+// SND.UNA is SACKed and a round trip and a quarter went by, that
+// retransmission was lost, and it goes again without waiting for the RTO
+// (RFC 6675 alone sends a hole once; against Linux on the lossy wire,
+// most of the RTOs left were such holes).
+func TestLostRetransmissionRFC8985Sec6_2(t *testing.T) {
+	o := Options{MaxConns: 4, MinRTO: time.Second}
+	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
+	ca, cb := w.connect(7000)
+	// A first round trip of 10 ms, from the timestamp A echoes.
+	una, _ := inFlight(t, w, cb, 1)
+	w.b.tick()
+	w.b.input(segFrame(w, ca, cb.rcvNxt, cb.sndMax, flagACK, 0xffff, tsOpt(cb.tsRecent, cb.tsNow()-10), nil))
+	if cb.sndUna == una || cb.srtt < 5*time.Millisecond.Nanoseconds() {
+		t.Fatalf("set-up: SND.UNA %d (from %d), SRTT %v", cb.sndUna, una, time.Duration(cb.srtt))
+	}
+	una, mss := inFlight(t, w, cb, 10)
+	cb.Write(make([]byte, 4*int(mss))) // new data, for after the retransmission
+	ack := func(end uint32) {
+		t.Helper()
+		w.b.tick()
+		w.b.input(segFrame(w, ca, cb.rcvNxt, una, flagACK, 0xffff, sackOpt(sackBlock{una + mss, end}), nil))
+		if err := w.b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Segment 0 is lost; the SACKs start recovery and it is retransmitted.
+	ack(una + 4*mss)
+	if !cb.inRecovery || counterOf(t, w.b, "tcp_retransmits") != 1 {
+		t.Fatalf("set-up: in recovery %v, %d retransmissions", cb.inRecovery, counterOf(t, w.b, "tcp_retransmits"))
+	}
+	mark := cb.sndMax
+	// The rest of the flight is SACKed: new data leaves, after the retransmission.
+	ack(una + 10*mss)
+	if !seqGT(cb.sndMax, mark) {
+		t.Fatal("set-up: no new data sent in recovery")
+	}
+	rtx := counterOf(t, w.b, "tcp_retransmits")
+
+	// New data is SACKed at once: too early to call the retransmission lost
+	// (it may be reordered).
+	ack(una + 11*mss)
+	if got := counterOf(t, w.b, "tcp_retransmits"); got != rtx {
+		t.Fatalf("the retransmission was sent again %v after it left", time.Duration(w.b.now-cb.unaRtxAt))
+	}
+	// A round trip later, more new data is SACKed and SND.UNA has not moved.
+	w.clk.Advance(time.Duration(cb.srtt * 2))
+	ack(una + 12*mss)
+	if got := counterOf(t, w.b, "tcp_retransmits"); got != rtx+1 {
+		t.Fatalf("tcp_retransmits %d, want %d: the lost retransmission did not go again", got, rtx+1)
+	}
+	if got := counterOf(t, w.b, "tcp_lost_retransmits"); got != 1 {
+		t.Errorf("tcp_lost_retransmits %d, want 1", got)
+	}
+	if got := counterOf(t, w.b, "tcp_timeouts"); got != 0 {
+		t.Errorf("tcp_timeouts %d, want 0", got)
+	}
+}

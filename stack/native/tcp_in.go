@@ -385,6 +385,9 @@ func (c *Conn) ackInput(s *segment) bool {
 		// (RFC 6675 §2: data flowing back does not hide a loss).
 		c.dupAck()
 	}
+	if grew {
+		c.lostRetransmit()
+	}
 	return c.finAckedStep()
 }
 
