@@ -89,6 +89,8 @@ type Conn struct {
 	srtt, rttvar, rto      int64
 	hasRTT                 bool
 	challengeSent          bool
+	oowAcked               bool  // rejectAck answered a segment without data
+	oowAckAt               int64 // when
 	keepIdle, keepIntvl    time.Duration
 	keepCnt, keepProbes    int
 	lastRx                 int64

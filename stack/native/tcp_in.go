@@ -1,5 +1,7 @@
 package native
 
+import "time"
+
 // input runs segment s on the connection (RFC 9293 §3.10.7.3 for
 // SYN-SENT, §3.10.7.4 for the other states), with RFC 5961's checks and
 // RFC 7323's PAWS. The fast path, in-order data or a pure ACK on an
@@ -20,7 +22,7 @@ func (c *Conn) input(s *segment) {
 	// RFC 7323 §5.3: PAWS.
 	if c.tsOK && s.hasTS && s.flags&flagRST == 0 && seqLT(s.tsVal, c.tsRecent-pawsSlack) {
 		e.cnt[cTCPPAWS]++
-		c.sendAckNow()
+		c.rejectAck(s)
 		return
 	}
 	if !c.acceptable(s) {
@@ -33,7 +35,7 @@ func (c *Conn) input(s *segment) {
 				c.tWait = e.now + int64(e.o.TimeWait) // §3.10.7.4: restart the 2 MSL timeout
 				e.arm(c)
 			}
-			c.sendAckNow()
+			c.rejectAck(s)
 		} else {
 			e.cnt[cTCPOutOfWindow]++
 		}
@@ -80,6 +82,31 @@ func (c *Conn) input(s *segment) {
 			c.dataInput(s)
 		}
 	}
+}
+
+// oowAckInterval is the least time between two ACKs a connection sends
+// in answer to segments without data that it rejects (out of the window,
+// or by PAWS).
+const oowAckInterval = int64(500 * time.Millisecond)
+
+// rejectAck answers a segment that failed PAWS or the acceptability test
+// with an ACK (RFC 7323 §5.3 R1, RFC 9293 §3.10.7.4), at most one per
+// oowAckInterval when the segment carries no data, SYN or FIN, as Linux
+// limits them (tcp_invalid_ratelimit) and in the spirit of RFC 5961 §7:
+// two ends whose sequence or timestamp state went apart (a segment
+// injected in the peer's name, a bogus timestamp taken into TS.Recent)
+// each reject the other's ACKs, and answering every one of them bounced
+// two ACKs between them for ever. A segment with data is always answered.
+func (c *Conn) rejectAck(s *segment) {
+	e := c.e
+	if s.seqLen() == 0 {
+		if c.oowAcked && e.now-c.oowAckAt < oowAckInterval {
+			e.cnt[cTCPRejectAcksLimited]++
+			return
+		}
+		c.oowAcked, c.oowAckAt = true, e.now
+	}
+	c.sendAckNow()
 }
 
 // pawsSlack is how many ticks of the peer's timestamp clock a segment
@@ -343,8 +370,13 @@ func (c *Conn) peerOptions(s *segment, offeredWS bool) {
 func (c *Conn) ackInput(s *segment) bool {
 	e := c.e
 	if seqGT(s.ack, c.sndMax) {
+		// §3.10.7.4: an ACK of something not yet sent is answered with an
+		// ACK, rate-limited as RFC 5961 §5.2 and §7 have it: a peer whose
+		// sequence space ran ahead of ours (data injected in our name)
+		// answers that ACK as out of its window, and without the limit
+		// the two ACKs bounced for ever.
 		e.cnt[cTCPAckUnsent]++
-		c.sendAckNow() // §3.10.7.4: an ACK of something not yet sent
+		c.challengeACK()
 		return false
 	}
 	if seqLT(s.ack, c.sndUna-max(c.maxSndWnd, uint32(c.smss))) {
