@@ -46,9 +46,14 @@
 //     Karn), delayed ACK per RFC 1122 §4.2.3.2 (off by default), Nagle off
 //     by default, persist timer and zero-window probes, keepalive armed
 //     from the handshake (RFC 1122 §4.2.3.6).
-//   - RFC 7323 window scaling and timestamps (RTTM, PAWS); SACK (RFC 2018)
-//     both ways with SACK-based loss recovery (RFC 6675) and NewReno (RFC
-//     5681, RFC 6582); CUBIC (RFC 9438) as Options.Congestion "cubic".
+//   - RFC 7323 window scaling and timestamps (RTTM, PAWS with one tick of
+//     slack for reordered segments); SACK (RFC 2018) both ways with
+//     SACK-based loss recovery (RFC 6675; a lost retransmission found by
+//     RACK's rule, RFC 8985 §6.2) and NewReno (RFC 5681, RFC 6582); CUBIC
+//     (RFC 9438) as Options.Congestion "cubic".
+//   - ACKs that answer rejected segments without data (out of the
+//     window, PAWS, an ACK of unsent data) are rate-limited (RFC 5961 §7),
+//     so two ends out of step cannot bounce ACKs for ever.
 //   - IPv4 reassembly (RFC 791 §3.2) in a few bounded slots.
 //   - SYN cookies (RFC 4987) when a listener's SYN backlog is full.
 //
