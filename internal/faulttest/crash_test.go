@@ -112,14 +112,10 @@ func restored(t testing.TB, h *testhost.Host, want hostState, after string) {
 // detaching its program. A DPDK echo leaves no run-time directory or
 // hugepage file either way.
 func TestFaultCrashXDP(t *testing.T) {
-	testutil.RequireRoot(t)
-	for _, kind := range xdpKinds {
-		t.Run(kind, func(t *testing.T) { crashXDP(t, kind) })
-	}
+	forEachKind(t, xdpKinds, crashXDP)
 }
 
-func crashXDP(t *testing.T, kind string) {
-	p := hosttest.New(t, testhost.Options{})
+func crashXDP(t *testing.T, kind string, p *testhost.Pair) {
 	before := readHost(t, p.B)
 	if before.xdp {
 		t.Fatalf("an XDP program (%d) is on %s before the test", before.progID, p.B.Iface)

@@ -7,8 +7,6 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
-	"github.com/dgramio/dgramio/internal/testhost/hosttest"
-	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // flapDown is how long the echo's veth stays down.
@@ -25,14 +23,10 @@ const flapDown = 500 * time.Millisecond
 // backends (Stats.Lost, the echo's refusals) and of both kernels (link
 // drops, IP and UDP discards) count.
 func TestFaultLinkFlap(t *testing.T) {
-	testutil.RequireRoot(t)
-	for _, kind := range testKinds {
-		t.Run(kind, func(t *testing.T) { linkFlap(t, kind) })
-	}
+	forEachKind(t, testKinds, linkFlap)
 }
 
-func linkFlap(t *testing.T, kind string) {
-	p := hosttest.New(t, testhost.Options{})
+func linkFlap(t *testing.T, kind string, p *testhost.Pair) {
 	e := startEcho(t, p.B, kind+" echo", serverConfig(kind, p.B))
 	kA0, kB0, arp0 := kernelCounters(t, p.A), kernelCounters(t, p.B), arpDiscards(t)
 	var tr *traffic

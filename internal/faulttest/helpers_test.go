@@ -21,6 +21,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/metrics"
 	"github.com/dgramio/dgramio/internal/testhost"
+	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -37,6 +38,16 @@ const (
 // port is the server port of every test: each test has namespaces of its
 // own, so they never collide.
 const port = 5000
+
+// forEachKind runs fn as a subtest of t for each of kinds, each on a pair
+// of test hosts of its own (hosttest.New: the test is skipped without root,
+// and the hosts are removed when the subtest ends).
+func forEachKind(t *testing.T, kinds []string, fn func(t *testing.T, kind string, p *testhost.Pair)) {
+	testutil.RequireRoot(t)
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) { fn(t, kind, hosttest.New(t, testhost.Options{})) })
+	}
+}
 
 // isStream reports whether kind carries records over TCP.
 func isStream(kind string) bool { return core.Kind(kind).IsStream() }

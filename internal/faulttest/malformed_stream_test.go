@@ -1,9 +1,7 @@
 package faulttest
 
 import (
-	"bytes"
 	"encoding/binary"
-	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
-	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 )
 
 // streamBadCase is a broken or hostile frame for a userspace TCP server.
@@ -84,8 +81,7 @@ func (e *wireEnds) segOn(c netip.AddrPort, flags byte, payload []byte) []byte {
 // delivers only the markers, accepts no other connection, keeps the one it
 // has (no reset from a blind RST or SYN), and the connection carries a
 // thousand records afterwards.
-func malformedStream(t *testing.T, kind string) {
-	p := hosttest.New(t, testhost.Options{})
+func malformedStream(t *testing.T, kind string, p *testhost.Pair) {
 	onThread(t, p.B, func() error {
 		cfg := serverConfig(kind, p.B)
 		srv, err := openHere(cfg)
@@ -93,129 +89,87 @@ func malformedStream(t *testing.T, kind string) {
 			return err
 		}
 		defer srv.Close()
-		// The kernel client connects while the server is polled: netstack
-		// answers ARP and the handshake only when driven.
-		var conn *net.TCPConn
-		dialed := make(chan error, 1)
-		go func() {
-			dialed <- p.A.Do(func() error {
-				c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(cfg.LocalIP, port).String(), 10*time.Second)
-				if err == nil {
-					conn = c.(*net.TCPConn)
-				}
-				return err
-			})
-		}()
-		pkts := make([]core.Packet, 64)
-		for dialing := true; dialing; {
-			select {
-			case err := <-dialed:
-				if err != nil {
-					fatalf(t, "kernel client: %v", err)
-				}
-				dialing = false
-			default:
-				srv.Rx(pkts)
-				srv.Flush()
-				time.Sleep(100 * time.Microsecond)
-			}
-		}
+		conn := dialPolling(t, p.A, srv, netip.AddrPortFrom(cfg.LocalIP, port))
 		defer conn.Close()
-		go func() { // whatever the server sends back is read and dropped
-			buf := make([]byte, 4096)
-			for {
-				if _, err := conn.Read(buf); err != nil {
-					return
-				}
-			}
-		}()
 		client := conn.LocalAddr().(*net.TCPAddr).AddrPort()
 		client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
-		raw := newRawSender(t, p.A)
 		e := &wireEnds{srcMAC: p.A.MAC, dstMAC: p.B.MAC,
 			src: netip.AddrPortFrom(p.A.Addr, 40001), dst: netip.AddrPortFrom(cfg.LocalIP, port)}
-		var rc calls
-		rc.name = kind + " server"
-		watch(t, &rc)
-		var errs errLog
-		marker := 0
-		exchange := func(frames ...[]byte) [][]byte {
-			for _, f := range frames {
-				raw.send(t, f)
+		write := func(records ...string) {
+			var b []byte
+			for _, r := range records {
+				b = binary.BigEndian.AppendUint16(b, uint16(len(r)))
+				b = append(b, r...)
 			}
-			marker++
-			m := []byte(fmt.Sprintf("marker %d", marker))
-			rec := binary.BigEndian.AppendUint16(nil, uint16(len(m)))
-			if _, err := conn.Write(append(rec, m...)); err != nil {
+			if _, err := conn.Write(b); err != nil {
 				fatalf(t, "kernel client write: %v", err)
 			}
-			var got [][]byte
-			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
-				rc.begin(opRx)
-				n, err := srv.Rx(pkts)
-				rc.end()
-				if err != nil {
-					errs.add(err)
-				}
-				rc.begin(opFlush)
-				if err := srv.Flush(); err != nil {
-					errs.add(err)
-				}
-				rc.end()
-				for _, pk := range pkts[:n] {
-					if bytes.Equal(pk.Data, m) {
-						return got
-					}
-					got = append(got, bytes.Clone(pk.Data))
-				}
-				if n == 0 {
-					time.Sleep(200 * time.Microsecond)
-				}
-			}
-			fatalf(t, "marker %d did not arrive; server errors: %v", marker, errs.String())
-			return nil
 		}
-		exchange()
+		x := newMarkerRun(t, kind, srv, newRawSender(t, p.A), client, true, func(m []byte) { write(string(m)) })
+		x.exchange()
 		s0 := srv.Stats()
 		for _, c := range streamBadCases {
 			f := c.frame(e, client)
-			got := exchange(f, f, f)
-			if len(got) != 0 {
+			if got := x.exchange(f, f, f); len(got) != 0 {
 				t.Errorf("%s: delivered %q", c.name, got)
 			}
 		}
 		// The connection still carries records: a thousand, in order.
-		var stream []byte
-		for i := 0; i < 1000; i++ {
-			r := fmt.Sprintf("after %04d", i)
-			stream = binary.BigEndian.AppendUint16(stream, uint16(len(r)))
-			stream = append(stream, r...)
+		after := make([]string, 1000)
+		for i := range after {
+			after[i] = afterMsg(i)
 		}
-		if _, err := conn.Write(stream); err != nil {
-			fatalf(t, "kernel client write: %v", err)
-		}
-		got := exchange()
-		if len(got) != 1000 {
-			t.Errorf("%d of 1000 records arrived after the broken frames", len(got))
-		}
-		for i := range got {
-			if want := fmt.Sprintf("after %04d", i); string(got[i]) != want {
-				t.Errorf("record %d is %q, want %q", i, got[i], want)
-				break
-			}
-		}
+		write(after...)
+		checkAfter(t, "records that arrived after the broken frames", x.exchange(), 1000)
 		s1 := srv.Stats()
 		t.Logf("server counters before: %s", allCounters(s0))
 		t.Logf("server counters after: %s", allCounters(s1))
-		t.Logf("%v", &rc)
-		rc.check(t)
-		if errs.count() != 0 {
-			t.Errorf("the server reported errors: %v", errs.String())
-		}
+		x.finish()
 		if s1.Accepts != s0.Accepts || s1.Conns != 1 || s1.Resets != s0.Resets || s1.PeerCloses != s0.PeerCloses {
 			t.Errorf("connections: accepts %d→%d, open %d, resets %d→%d, peer closes %d→%d",
 				s0.Accepts, s1.Accepts, s1.Conns, s0.Resets, s1.Resets, s0.PeerCloses, s1.PeerCloses)
 		}
 		return nil
 	})
+}
+
+// dialPolling connects a kernel TCP client in h's namespace to addr, a
+// server of a userspace TCP kind, while it polls srv (netstack answers ARP
+// and the handshake only when driven). Whatever the server sends on the
+// connection is read and dropped. The caller closes the connection.
+func dialPolling(t testing.TB, h *testhost.Host, srv core.Backend, addr netip.AddrPort) *net.TCPConn {
+	var conn *net.TCPConn
+	dialed := make(chan error, 1)
+	go func() {
+		dialed <- h.Do(func() error {
+			c, err := net.DialTimeout("tcp4", addr.String(), 10*time.Second)
+			if err == nil {
+				conn = c.(*net.TCPConn)
+			}
+			return err
+		})
+	}()
+	pkts := make([]core.Packet, 64)
+	for dialing := true; dialing; {
+		select {
+		case err := <-dialed:
+			if err != nil {
+				fatalf(t, "kernel client: %v", err)
+			}
+			dialing = false
+		default:
+			srv.Rx(pkts)
+			srv.Flush()
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	return conn
 }

@@ -13,8 +13,6 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
-	"github.com/dgramio/dgramio/internal/testhost/hosttest"
-	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/udp"
 )
 
@@ -232,154 +230,219 @@ func (s *rawSender) send(t testing.TB, frame []byte) {
 // good datagrams afterwards all arrive. The userspace TCP kinds get the
 // frames of streamBadCases instead (see malformedStream).
 func TestFaultMalformedFrames(t *testing.T) {
-	testutil.RequireRoot(t)
+	var raw []string
 	for _, kind := range testKinds {
-		switch {
-		case !core.Kind(kind).IsRaw():
-		case isStream(kind):
-			t.Run(kind, func(t *testing.T) { malformedStream(t, kind) })
-		default:
-			t.Run(kind, func(t *testing.T) { malformedDatagram(t, kind) })
+		if core.Kind(kind).IsRaw() {
+			raw = append(raw, kind)
 		}
 	}
+	forEachKind(t, raw, func(t *testing.T, kind string, p *testhost.Pair) {
+		if isStream(kind) {
+			malformedStream(t, kind, p)
+		} else {
+			malformedDatagram(t, kind, p)
+		}
+	})
 }
 
-func malformedDatagram(t *testing.T, kind string) {
-	p := hosttest.New(t, testhost.Options{})
+func malformedDatagram(t *testing.T, kind string, p *testhost.Pair) {
 	onThread(t, p.B, func() error {
 		srv, err := openHere(serverConfig(kind, p.B))
 		if err != nil {
 			return err
 		}
 		defer srv.Close()
-		raw := newRawSender(t, p.A)
 		e := &wireEnds{srcMAC: p.A.MAC, dstMAC: p.B.MAC,
 			src: netip.AddrPortFrom(p.A.Addr, 40000), dst: netip.AddrPortFrom(p.B.Addr, port)}
-		var rc calls
-		rc.name = kind + " server"
-		watch(t, &rc)
-		pkts := make([]core.Packet, 64)
-		const copies = 3
-
-		// exchange sends frames, then a marker, and returns what Rx delivered
-		// before the marker.
-		marker := 0
-		exchange := func(frames ...[]byte) [][]byte {
-			for _, f := range frames {
-				raw.send(t, f)
-			}
-			marker++
-			m := []byte(fmt.Sprintf("marker %d", marker))
-			raw.send(t, e.datagram(m))
-			var got [][]byte
-			end := time.Now().Add(20 * time.Second)
-			for time.Now().Before(end) {
-				rc.begin(opRx)
-				n, err := srv.Rx(pkts)
-				rc.end()
-				if err != nil {
-					fatalf(t, "Rx: %v", err)
-				}
-				for _, pk := range pkts[:n] {
-					if bytes.Equal(pk.Data, m) {
-						return got
-					}
-					if pk.From != e.src {
-						t.Errorf("a datagram from %v", pk.From)
-					}
-					got = append(got, bytes.Clone(pk.Data))
-				}
-				if n == 0 {
-					time.Sleep(200 * time.Microsecond)
-				}
-			}
-			fatalf(t, "marker %d did not arrive", marker)
-			return nil
-		}
-		exchange() // the path works
+		raw := newRawSender(t, p.A)
+		x := newMarkerRun(t, kind, srv, raw, e.src, false, func(m []byte) { raw.send(t, e.datagram(m)) })
+		x.exchange() // the path works
 
 		st := srv.Stats()
 		_, hasProg := st.Counter("xdp-prog", "redirected")
 		for _, c := range badCases {
 			s0 := srv.Stats()
 			f := c.frame(e)
-			frames := make([][]byte, copies)
-			for i := range frames {
-				frames[i] = f
-			}
-			got := exchange(frames...)
-			s1 := srv.Stats()
-			d := func(layer, name string) uint64 {
-				a, _ := s0.Counter(layer, name)
-				b, _ := s1.Counter(layer, name)
-				return b - a
-			}
-			classes := map[string]uint64{
-				"delivered": s1.RxDelivered - s0.RxDelivered - 1, // not the marker
-				"malformed": s1.RxMalformed - s0.RxMalformed,
-				"checksum":  s1.RxBadChecksum - s0.RxBadChecksum,
-				"filtered":  s1.RxFiltered - s0.RxFiltered,
-			}
-			want := map[string]uint64{"delivered": 0, "malformed": 0, "checksum": 0, "filtered": 0}
-			where := ""
-			if hasProg && c.prog != "" {
-				where = "xdp-prog." + c.prog
-				if n := d("xdp-prog", c.prog); n != copies && !(c.prog == "pass_not_ipv4" && n > copies) {
-					t.Errorf("%s: xdp-prog %s grew by %d, want %d", c.name, c.prog, n, copies)
-				}
-			} else {
-				reason := parseReason(c.parse)
-				where = "udp." + c.parse
-				if c.parse != "ok" {
-					if n := d("udp", c.parse); n != copies {
-						t.Errorf("%s: udp %s grew by %d, want %d", c.name, c.parse, n, copies)
-					}
-				}
-				want[className(reason.Class())] = copies
-			}
-			for k, v := range want {
-				if classes[k] != v {
-					t.Errorf("%s: %s grew by %d, want %d", c.name, k, classes[k], v)
-				}
-			}
-			if c.parse == "ok" {
-				if len(got) != copies {
-					t.Errorf("%s: %d of %d delivered", c.name, len(got), copies)
-				}
-				for _, g := range got {
-					if !bytes.Equal(g, c.payload) {
-						t.Errorf("%s: delivered %q, want %q", c.name, g, c.payload)
-					}
-				}
-			} else if len(got) != 0 {
-				t.Errorf("%s: %d broken frames delivered: %q", c.name, len(got), got)
-			}
-			t.Logf("%-36s → %s", c.name, where)
+			got := x.exchange(f, f, f)
+			checkBadCase(t, c, hasProg, s0, srv.Stats(), got)
 		}
 
 		// The path still works: a thousand good datagrams, all delivered.
-		var good [][]byte
-		for i := 0; i < 1000; i++ {
-			good = append(good, e.datagram([]byte(fmt.Sprintf("after %04d", i))))
-		}
 		var got [][]byte
-		for i := 0; i < len(good); i += 50 {
-			got = append(got, exchange(good[i:i+50]...)...)
-		}
-		if len(got) != len(good) {
-			t.Errorf("%d of %d good datagrams delivered after the broken ones", len(got), len(good))
-		}
-		for i := range got {
-			if want := fmt.Sprintf("after %04d", i); string(got[i]) != want {
-				t.Errorf("datagram %d is %q, want %q", i, got[i], want)
-				break
+		for i := 0; i < 1000; i += 50 {
+			var good [][]byte
+			for j := i; j < i+50; j++ {
+				good = append(good, e.datagram([]byte(afterMsg(j))))
 			}
+			got = append(got, x.exchange(good...)...)
 		}
-		s := srv.Stats()
-		t.Logf("server counters: %s; %v", allCounters(s), &rc)
-		rc.check(t)
+		checkAfter(t, "good datagrams delivered after the broken ones", got, 1000)
+		t.Logf("server counters: %s", allCounters(srv.Stats()))
+		x.finish()
 		return nil
 	})
+}
+
+// copies is how many times the malformed tests write each bad frame.
+const copies = 3
+
+// checkBadCase checks what the server did with copies of c's frame between
+// the counters s0 and s1: on a kind with an XDP program that leaves the
+// frame to the kernel, the program's counter of c.prog grew by copies;
+// otherwise udp.Parse's counter of c.parse and the Stats field of its class
+// did. got is what the server delivered: c.payload copies times for a good
+// frame, nothing for a broken one.
+func checkBadCase(t testing.TB, c badCase, hasProg bool, s0, s1 core.Stats, got [][]byte) {
+	t.Helper()
+	d := func(layer, name string) uint64 {
+		a, _ := s0.Counter(layer, name)
+		b, _ := s1.Counter(layer, name)
+		return b - a
+	}
+	classes := map[string]uint64{
+		"delivered": s1.RxDelivered - s0.RxDelivered - 1, // not the marker
+		"malformed": s1.RxMalformed - s0.RxMalformed,
+		"checksum":  s1.RxBadChecksum - s0.RxBadChecksum,
+		"filtered":  s1.RxFiltered - s0.RxFiltered,
+	}
+	want := map[string]uint64{"delivered": 0, "malformed": 0, "checksum": 0, "filtered": 0}
+	where := ""
+	if hasProg && c.prog != "" {
+		where = "xdp-prog." + c.prog
+		if n := d("xdp-prog", c.prog); n != copies && !(c.prog == "pass_not_ipv4" && n > copies) {
+			t.Errorf("%s: xdp-prog %s grew by %d, want %d", c.name, c.prog, n, copies)
+		}
+	} else {
+		where = "udp." + c.parse
+		if c.parse != "ok" {
+			if n := d("udp", c.parse); n != copies {
+				t.Errorf("%s: udp %s grew by %d, want %d", c.name, c.parse, n, copies)
+			}
+		}
+		want[className(parseReason(c.parse).Class())] = copies
+	}
+	for k, v := range want {
+		if classes[k] != v {
+			t.Errorf("%s: %s grew by %d, want %d", c.name, k, classes[k], v)
+		}
+	}
+	if c.parse == "ok" {
+		if len(got) != copies {
+			t.Errorf("%s: %d of %d delivered", c.name, len(got), copies)
+		}
+		for _, g := range got {
+			if !bytes.Equal(g, c.payload) {
+				t.Errorf("%s: delivered %q, want %q", c.name, g, c.payload)
+			}
+		}
+	} else if len(got) != 0 {
+		t.Errorf("%s: %d broken frames delivered: %q", c.name, len(got), got)
+	}
+	t.Logf("%-36s → %s", c.name, where)
+}
+
+// markerRun writes crafted frames onto a server's wire, then a marker by a
+// path that works, and collects what the server delivered before the
+// marker: what got through of the crafted frames. It runs on the server's
+// thread (onThread), and times every Rx and Flush for the watchdog.
+type markerRun struct {
+	t    testing.TB
+	srv  core.Backend
+	raw  *rawSender
+	from netip.AddrPort // the sender every delivery must name
+	// flush makes every round call Flush too: a stream server answers
+	// the handshake and acknowledges only when driven.
+	flush bool
+	// send sends marker m by the working path.
+	send func(m []byte)
+	n    int // markers sent
+	pkts []core.Packet
+	rc   calls
+	errs errLog
+}
+
+func newMarkerRun(t testing.TB, kind string, srv core.Backend, raw *rawSender, from netip.AddrPort, flush bool, send func(m []byte)) *markerRun {
+	x := &markerRun{t: t, srv: srv, raw: raw, from: from, flush: flush, send: send, pkts: make([]core.Packet, 64)}
+	x.rc.name = kind + " server"
+	watch(t, &x.rc)
+	return x
+}
+
+// exchange writes frames, sends the next marker and returns copies of what
+// the server delivered before it. It fails the test (fatalf) when the
+// marker does not arrive within 20 seconds.
+func (x *markerRun) exchange(frames ...[]byte) [][]byte {
+	for _, f := range frames {
+		x.raw.send(x.t, f)
+	}
+	x.n++
+	m := []byte(fmt.Sprintf("marker %d", x.n))
+	x.send(m)
+	var got [][]byte
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+		n := x.poll()
+		for _, pk := range x.pkts[:n] {
+			if bytes.Equal(pk.Data, m) {
+				return got
+			}
+			if pk.From != x.from {
+				x.t.Errorf("a message from %v, want %v", pk.From, x.from)
+			}
+			got = append(got, bytes.Clone(pk.Data))
+		}
+		if n == 0 {
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	fatalf(x.t, "marker %d did not arrive; server errors: %v", x.n, x.errs.String())
+	return nil
+}
+
+// poll is one round of the server's loop: Rx, then Flush when x.flush.
+func (x *markerRun) poll() int {
+	x.rc.begin(opRx)
+	n, err := x.srv.Rx(x.pkts)
+	x.rc.end()
+	if err != nil {
+		x.errs.add(err)
+	}
+	if x.flush {
+		x.rc.begin(opFlush)
+		if err := x.srv.Flush(); err != nil {
+			x.errs.add(err)
+		}
+		x.rc.end()
+	}
+	return n
+}
+
+// finish checks that no call took too long and that the server reported
+// no error.
+func (x *markerRun) finish() {
+	x.t.Logf("%v", &x.rc)
+	x.rc.check(x.t)
+	if x.errs.count() != 0 {
+		x.t.Errorf("the server reported errors: %v", x.errs.String())
+	}
+}
+
+// afterMsg is message i of what the malformed tests send once the broken
+// frames are through.
+func afterMsg(i int) string { return fmt.Sprintf("after %04d", i) }
+
+// checkAfter checks that got holds the n messages afterMsg(0) to
+// afterMsg(n-1), in order; what names them in the error.
+func checkAfter(t testing.TB, what string, got [][]byte, n int) {
+	t.Helper()
+	if len(got) != n {
+		t.Errorf("%d of %d %s", len(got), n, what)
+	}
+	for i := range got {
+		if want := afterMsg(i); string(got[i]) != want {
+			t.Errorf("message %d of the %s is %q, want %q", i, what, got[i], want)
+			break
+		}
+	}
 }
 
 // parseReason returns the udp.Reason named name.

@@ -2,14 +2,13 @@ package faulttest
 
 import (
 	"fmt"
+	"net/netip"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
-	"github.com/dgramio/dgramio/internal/testhost/hosttest"
-	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // TestFaultPeerRestart kills the echo process (SIGKILL) in the middle of a
@@ -21,14 +20,10 @@ import (
 // connection once, as a *core.PeerError from Rx or Flush, and a new backend
 // connects to the restarted echo and carries traffic.
 func TestFaultPeerRestart(t *testing.T) {
-	testutil.RequireRoot(t)
-	for _, kind := range testKinds {
-		t.Run(kind, func(t *testing.T) { peerRestart(t, kind) })
-	}
+	forEachKind(t, testKinds, peerRestart)
 }
 
-func peerRestart(t *testing.T, kind string) {
-	p := hosttest.New(t, testhost.Options{})
+func peerRestart(t *testing.T, kind string, p *testhost.Pair) {
 	e1 := startEchoProc(t, p.B, kind)
 	kB0 := kernelCounters(t, p.B)
 	var e2 *proc
@@ -99,26 +94,44 @@ func peerRestart(t *testing.T, kind string) {
 	}
 	if !isStream(kind) {
 		kB := diff(kB0, kernelCounters(t, p.B), kernelLossKeys)
-		t.Logf("echo's kernel: %s", formatCounters(kB))
-		if !carried {
-			t.Fatalf("the client did not carry on: %d of the messages sent after the restart came back in 30 s", tr.gotFrom)
-		}
-		if n := tr.errs.count(); n != 0 {
-			t.Errorf("a datagram client got errors from a peer restart: %v", tr.errs.String())
-		}
-		lost := tr.next - tr.got
-		counted := cs.Lost() + kB["udp.no_ports"] + kB["link.rx_dropped"]
-		t.Logf("%d sent while the echo was dead, %d lost in all, %d counted (NoPorts at the echo's kernel and the client's losses), %d lost with the killed process",
-			restartedAt-killedAt, lost, counted, int64(lost)-int64(counted))
+		checkDatagramRestart(t, tr, cs, kB, carried, restartedAt-killedAt)
 		return
 	}
+	checkStreamRestart(t, tr, tr2, carried, addrFor(kind, p.B))
+}
+
+// checkDatagramRestart checks a datagram client across its echo's restart:
+// it carried on (carried: messages sent after the restart came back) with
+// no error. It logs how many messages were lost in all, how many of them
+// the counters explain (the client's losses, the echo kernel's counters
+// kB) and how many died in the killed process, deadSent having been sent
+// while the echo was dead.
+func checkDatagramRestart(t *testing.T, tr *traffic, cs core.Stats, kB map[string]uint64, carried bool, deadSent uint64) {
+	t.Logf("echo's kernel: %s", formatCounters(kB))
+	if !carried {
+		t.Fatalf("the client did not carry on: %d of the messages sent after the restart came back in 30 s", tr.gotFrom)
+	}
+	if n := tr.errs.count(); n != 0 {
+		t.Errorf("a datagram client got errors from a peer restart: %v", tr.errs.String())
+	}
+	lost := tr.next - tr.got
+	counted := cs.Lost() + kB["udp.no_ports"] + kB["link.rx_dropped"]
+	t.Logf("%d sent while the echo was dead, %d lost in all, %d counted (NoPorts at the echo's kernel and the client's losses), %d lost with the killed process",
+		deadSent, lost, counted, int64(lost)-int64(counted))
+}
+
+// checkStreamRestart checks a stream client across its echo's restart: it
+// reported the broken connection (carried) once, as a PeerError naming the
+// echo at echoAddr, and a new client tr2 carried every record to the
+// restarted echo.
+func checkStreamRestart(t *testing.T, tr, tr2 *traffic, carried bool, echoAddr netip.Addr) {
 	if !carried {
 		t.Fatalf("the stream client did not report the killed peer in 60 s: %v", tr.errs.String())
 	}
 	peers := tr.errs.peers()
 	pe := peers[0]
-	if pe.Peer.Addr() != addrFor(kind, p.B) {
-		t.Errorf("PeerError %v does not name the echo %v", pe, addrFor(kind, p.B))
+	if pe.Peer.Addr() != echoAddr {
+		t.Errorf("PeerError %v does not name the echo %v", pe, echoAddr)
 	}
 	t.Logf("reported: %v (reset %v)", pe, pe.Reset)
 	if len(peers) != 1 {

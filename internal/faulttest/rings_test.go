@@ -160,53 +160,21 @@ func emptyFillRing(t *testing.T, kind string) {
 			return err
 		}
 		defer srv.Close()
-		var rc calls
-		rc.name = kind + " server"
-		watch(t, &rc)
 		const size, burst = 100, 5000
-		y := tally{magic: 0xf111, size: size}
-		var conn *net.UDPConn
+		r := &fillRun{t: t, srv: srv, y: tally{magic: 0xf111, size: size}, msg: make([]byte, size), pkts: make([]core.Packet, 64)}
+		r.rc.name = kind + " server"
+		watch(t, &r.rc)
 		if err := p.A.Do(func() error {
 			var err error
-			conn, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: cfg.LocalIP.AsSlice(), Port: port})
+			r.conn, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: cfg.LocalIP.AsSlice(), Port: port})
 			return err
 		}); err != nil {
 			fatalf(t, "%v", err)
 		}
-		defer conn.Close()
-		var sent uint64
-		msg := make([]byte, size)
-		send := func(n int) {
-			for i := 0; i < n; i++ {
-				fillMsg(msg, y.magic, sent)
-				if _, err := conn.Write(msg); err != nil {
-					fatalf(t, "kernel send: %v", err)
-				}
-				sent++
-			}
-		}
-		pkts := make([]core.Packet, 64)
-		read := func() int {
-			total := 0
-			for {
-				rc.begin(opRx)
-				n, err := srv.Rx(pkts)
-				rc.end()
-				if err != nil {
-					fatalf(t, "Rx: %v", err)
-				}
-				for _, pk := range pkts[:n] {
-					y.take(pk.Data, sent)
-				}
-				total += n
-				if n == 0 {
-					return total
-				}
-			}
-		}
+		defer r.conn.Close()
 		// One message first: the peer's kernel has resolved us, the path works.
-		send(1)
-		if !testutil.Eventually(10*time.Second, func() bool { read(); return y.got == 1 }) {
+		r.send(1)
+		if !testutil.Eventually(10*time.Second, func() bool { r.read(); return r.y.got == 1 }) {
 			fatalf(t, "the first message did not arrive")
 		}
 		kA0, kB0 := kernelCounters(t, p.A), kernelCounters(t, p.B)
@@ -214,60 +182,114 @@ func emptyFillRing(t *testing.T, kind string) {
 
 		// The server does not read: its rings fill up and the fill ring runs
 		// empty.
-		send(burst)
+		r.send(burst)
 		time.Sleep(200 * time.Millisecond)
-		// Wait returns at once: something is there.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		start := time.Now()
-		rc.begin(opWait)
-		err = srv.Wait(ctx)
-		rc.end()
-		cancel()
-		if err != nil && !errors.Is(err, core.ErrNotSupported) {
-			fatalf(t, "Wait with frames waiting: %v", err)
-		}
-		if d := time.Since(start); d > callLimit {
-			t.Errorf("Wait took %v with frames waiting", d)
-		}
-		// Take what the rings held.
-		for quiet := time.Now(); time.Since(quiet) < 500*time.Millisecond; {
-			if read() > 0 {
-				quiet = time.Now()
-			}
-			time.Sleep(time.Millisecond)
-		}
-		afterBurst := y.got
+		r.waitAtOnce()
+		r.readUntilQuiet(500 * time.Millisecond) // what the rings held
+		afterBurst := r.y.got
 		// Paced traffic, read as it comes: the fill ring was replenished.
 		for i := 0; i < 100; i++ {
-			send(1)
-			testutil.Eventually(time.Second, func() bool { return read() > 0 })
+			r.send(1)
+			testutil.Eventually(time.Second, func() bool { return r.read() > 0 })
 		}
-		testutil.Eventually(2*time.Second, func() bool { read(); return y.got == afterBurst+100 })
+		testutil.Eventually(2*time.Second, func() bool { r.read(); return r.y.got == afterBurst+100 })
 		ss := srv.Stats()
 		kA := diff(kA0, kernelCounters(t, p.A), kernelLossKeys)
 		kB := diff(kB0, kernelCounters(t, p.B), kernelLossKeys)
-		empty0, _ := s0.Counter("xsk", "rx_fill_ring_empty_descs")
-		empty1, _ := ss.Counter("xsk", "rx_fill_ring_empty_descs")
 		t.Logf("server counters: %s", allCounters(ss))
-		t.Logf("got %d of %d (%d after the burst of %d), dup %d, bad %d; %v", y.got, sent, afterBurst, burst, y.dup, y.bad, &rc)
-		rc.check(t)
-		if y.dup != 0 || y.bad != 0 {
-			t.Errorf("%d duplicates and %d damaged messages", y.dup, y.bad)
+		t.Logf("got %d of %d (%d after the burst of %d), dup %d, bad %d; %v", r.y.got, r.sent, afterBurst, burst, r.y.dup, r.y.bad, &r.rc)
+		r.rc.check(t)
+		if r.y.dup != 0 || r.y.bad != 0 {
+			t.Errorf("%d duplicates and %d damaged messages", r.y.dup, r.y.bad)
 		}
-		if y.got != afterBurst+100 {
-			t.Errorf("after the burst, %d of 100 paced messages arrived: the fill ring did not recover", y.got-afterBurst)
+		if r.y.got != afterBurst+100 {
+			t.Errorf("after the burst, %d of 100 paced messages arrived: the fill ring did not recover", r.y.got-afterBurst)
 		}
 		if afterBurst >= burst {
 			t.Errorf("all %d messages of the burst arrived: the rings never filled", burst)
 		}
+		empty0, _ := s0.Counter("xsk", "rx_fill_ring_empty_descs")
+		empty1, _ := ss.Counter("xsk", "rx_fill_ring_empty_descs")
 		if core.Kind(kind) == core.KindXDP && empty1 == empty0 {
 			t.Errorf("the fill ring never ran empty (rx_fill_ring_empty_descs %d)", empty1)
 		}
 		s0.TxDropped, ss.TxDropped = 0, 0
-		l := leg{name: "kernel→server", sent: sent - 1, received: y.got - 1, to: subStats(ss, s0), kfrom: kA, kto: kB}
+		l := leg{name: "kernel→server", sent: r.sent - 1, received: r.y.got - 1, to: subStats(ss, s0), kfrom: kA, kto: kB}
 		l.check(t)
 		return nil
 	})
+}
+
+// fillRun is emptyFillRing's server, polled on its thread, and the kernel
+// UDP socket in the other namespace that sends it numbered messages.
+type fillRun struct {
+	t    testing.TB
+	srv  core.Backend
+	conn *net.UDPConn
+	rc   calls
+	y    tally // what the server received
+	sent uint64
+	msg  []byte
+	pkts []core.Packet
+}
+
+// send sends the next n messages from the kernel socket.
+func (r *fillRun) send(n int) {
+	for i := 0; i < n; i++ {
+		fillMsg(r.msg, r.y.magic, r.sent)
+		if _, err := r.conn.Write(r.msg); err != nil {
+			fatalf(r.t, "kernel send: %v", err)
+		}
+		r.sent++
+	}
+}
+
+// read takes what the server has until Rx returns nothing, and returns how
+// many messages that was.
+func (r *fillRun) read() int {
+	total := 0
+	for {
+		r.rc.begin(opRx)
+		n, err := r.srv.Rx(r.pkts)
+		r.rc.end()
+		if err != nil {
+			fatalf(r.t, "Rx: %v", err)
+		}
+		for _, pk := range r.pkts[:n] {
+			r.y.take(pk.Data, r.sent)
+		}
+		total += n
+		if n == 0 {
+			return total
+		}
+	}
+}
+
+// waitAtOnce checks that Wait returns at once while frames wait (or says
+// the kind cannot sleep).
+func (r *fillRun) waitAtOnce() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	r.rc.begin(opWait)
+	err := r.srv.Wait(ctx)
+	r.rc.end()
+	if err != nil && !errors.Is(err, core.ErrNotSupported) {
+		fatalf(r.t, "Wait with frames waiting: %v", err)
+	}
+	if d := time.Since(start); d > callLimit {
+		r.t.Errorf("Wait took %v with frames waiting", d)
+	}
+}
+
+// readUntilQuiet reads until nothing has arrived for quiet.
+func (r *fillRun) readUntilQuiet(quiet time.Duration) {
+	for last := time.Now(); time.Since(last) < quiet; {
+		if r.read() > 0 {
+			last = time.Now()
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // subStats returns the loss counters of s minus those of before (the

@@ -9,8 +9,6 @@ import (
 
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
-	"github.com/dgramio/dgramio/internal/testhost/hosttest"
-	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // Slow consumer bounds: the receiver sleeps slowPause while the sender
@@ -32,14 +30,10 @@ const (
 // receiving socket's drops, the XSK's rx_ring_full and rx_dropped, or the
 // kernels' counters).
 func TestFaultSlowConsumer(t *testing.T) {
-	testutil.RequireRoot(t)
-	for _, kind := range testKinds {
-		t.Run(kind, func(t *testing.T) { slowConsumer(t, kind) })
-	}
+	forEachKind(t, testKinds, slowConsumer)
 }
 
-func slowConsumer(t *testing.T, kind string) {
-	p := hosttest.New(t, testhost.Options{})
+func slowConsumer(t *testing.T, kind string, p *testhost.Pair) {
 	const size = 256
 	magic := newMagic()
 	scfg := serverConfig(kind, p.B)
@@ -59,34 +53,16 @@ func slowConsumer(t *testing.T, kind string) {
 		defer cl.Close()
 		tr = newTraffic(t, kind+" sender", cl, size, 1e9, magic)
 		// One message through first, so that a stream server has accepted.
-		tr.limit = 1
-		for end := time.Now().Add(30 * time.Second); ; {
-			if y, _ := k.count(); y.got == 1 {
-				break
-			}
-			if time.Now().After(end) {
-				return fmt.Errorf("the first message did not arrive: %v; receiver %v", tr, k.errs.String())
-			}
-			tr.send()
-			time.Sleep(time.Millisecond)
+		if err := firstThrough(tr, k); err != nil {
+			return err
 		}
 		kA0, kB0 = kernelCounters(t, p.A), kernelCounters(t, p.B)
 		heap0 = heapInUse()
 
 		// The receiver sleeps; the sender pushes.
 		k.paused.Store(true)
-		tr.limit = slowMax
 		refusedBefore := tr.refused
-		for end := time.Now().Add(slowPause); time.Now().Before(end) && tr.next < slowMax; {
-			r := tr.refused
-			tr.send()
-			k.limit.Store(tr.next)
-			if tr.refused != r {
-				time.Sleep(200 * time.Microsecond) // back-pressure: give the stack a moment
-			} else {
-				runtime.Gosched()
-			}
-		}
+		pushFor(tr, k, slowPause)
 		heap1 = heapInUse()
 		sentInPause, refusedInPause = tr.next-1, tr.refused-refusedBefore
 
@@ -94,20 +70,7 @@ func slowConsumer(t *testing.T, kind string) {
 		// nothing more comes (datagrams); the sender flushes what it has
 		// staged.
 		k.paused.Store(false)
-		for end, start := time.Now().Add(60*time.Second), time.Now(); time.Now().Before(end); {
-			y, last := k.count()
-			if y.got+y.bad+y.dup >= tr.next || time.Since(maxTime(last, start)) > 2*time.Second {
-				break
-			}
-			tr.c.begin(opFlush)
-			err := cl.Flush()
-			tr.c.end()
-			if err != nil {
-				tr.errs.add(err)
-			}
-			waitOrNap(context.Background(), cl, &tr.c, time.Millisecond, &tr.cannotWait)
-			tr.recv()
-		}
+		catchUp(cl, tr, k)
 		cs = cl.Stats()
 		k.stop(t) // before the sender closes: a stream receiver would see it go
 		return nil
@@ -146,6 +109,58 @@ func slowConsumer(t *testing.T, kind string) {
 	l.check(t)
 	if y.got == tr.next {
 		t.Errorf("nothing was lost: %d messages fit in the receiver's buffers, the test did not make a slow consumer", tr.next)
+	}
+}
+
+// firstThrough sends tr's first message until the sink has it.
+func firstThrough(tr *traffic, k *sink) error {
+	tr.limit = 1
+	for end := time.Now().Add(30 * time.Second); ; {
+		if y, _ := k.count(); y.got == 1 {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("the first message did not arrive: %v; receiver %v", tr, k.errs.String())
+		}
+		tr.send()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// pushFor sends as fast as tr's backend accepts, for d or until slowMax
+// messages are out, and tells the sink how many to expect. On
+// back-pressure it gives the stack a moment.
+func pushFor(tr *traffic, k *sink, d time.Duration) {
+	tr.limit = slowMax
+	for end := time.Now().Add(d); time.Now().Before(end) && tr.next < slowMax; {
+		r := tr.refused
+		tr.send()
+		k.limit.Store(tr.next)
+		if tr.refused != r {
+			time.Sleep(200 * time.Microsecond)
+		} else {
+			runtime.Gosched()
+		}
+	}
+}
+
+// catchUp flushes what the sender cl has staged and receives, until the sink
+// has everything that was sent (stream) or nothing more arrives for two
+// seconds (datagrams), for a minute at the most.
+func catchUp(cl core.Backend, tr *traffic, k *sink) {
+	for end, start := time.Now().Add(60*time.Second), time.Now(); time.Now().Before(end); {
+		y, last := k.count()
+		if y.got+y.bad+y.dup >= tr.next || time.Since(maxTime(last, start)) > 2*time.Second {
+			return
+		}
+		tr.c.begin(opFlush)
+		err := cl.Flush()
+		tr.c.end()
+		if err != nil {
+			tr.errs.add(err)
+		}
+		waitOrNap(context.Background(), cl, &tr.c, time.Millisecond, &tr.cannotWait)
+		tr.recv()
 	}
 }
 

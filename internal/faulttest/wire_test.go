@@ -163,11 +163,9 @@ func lossyWire(t *testing.T, kind string, total uint64) {
 	scfg.MaxDatagram = wireMaxRecord
 	v := startVerifier(t, w.B, scfg, seed)
 	var cs core.Stats
-	var sent, sentRecords uint64
-	var sendErrs errLog
-	var c calls
-	c.name = kind + " sender"
-	watch(t, &c)
+	snd := &recordSender{gen: newRecords(seed)}
+	snd.c.name = kind + " sender"
+	watch(t, &snd.c)
 	start := time.Now()
 	var runErr error
 	onThread(t, w.A, func() error {
@@ -179,54 +177,12 @@ func lossyWire(t *testing.T, kind string, total uint64) {
 			return err
 		}
 		defer cl.Close()
-		gen := newRecords(seed)
-		var pending []byte
-		cannotWait := false
-		for {
-			if sent >= total && v.bytes.Load() >= sent {
+		snd.cl = cl
+		for snd.sent < total || v.bytes.Load() < snd.sent {
+			if runErr = v.check(snd.sent); runErr != nil {
 				break
 			}
-			if time.Since(time.Unix(0, v.last.Load())) > wireStall {
-				runErr = fmt.Errorf("no record arrived for %v (%d of %d bytes in)", wireStall, v.bytes.Load(), sent)
-				break
-			}
-			if m := v.firstMismatch(); m != "" {
-				runErr = fmt.Errorf("the stream differs: %s", m)
-				break
-			}
-			refused := false
-			for sent < total {
-				if pending == nil {
-					pending = gen.next()
-				}
-				c.begin(opQueue)
-				ok := cl.Queue(pending)
-				c.end()
-				if !ok {
-					refused = true
-					break
-				}
-				sent += uint64(len(pending))
-				sentRecords++
-				pending = nil
-			}
-			c.begin(opFlush)
-			err := cl.Flush()
-			c.end()
-			if err != nil {
-				sendErrs.add(err)
-			}
-			if refused || sent >= total {
-				// Nothing to read on this side; Wait lets the stack run
-				// (ACKs open the window) without spinning.
-				waitOrNap(context.Background(), cl, &c, time.Millisecond, &cannotWait)
-				c.begin(opRx)
-				_, err := cl.Rx(make([]core.Packet, 1))
-				c.end()
-				if err != nil {
-					sendErrs.add(err)
-				}
-			}
+			snd.round(total)
 		}
 		cs = cl.Stats()
 		v.stop(t) // before the sender closes: the receiver would see it go
@@ -235,14 +191,14 @@ func lossyWire(t *testing.T, kind string, total uint64) {
 	elapsed := time.Since(start)
 	v.stop(t)
 	ab, ba := w.Stats(wire.AtoB), w.Stats(wire.BtoA)
-	t.Logf("%d MiB in %d records in %v (%.1f MiB/s), seed %d", sent>>20, sentRecords, elapsed.Round(time.Millisecond),
-		float64(sent)/(1<<20)/elapsed.Seconds(), seed)
+	t.Logf("%d MiB in %d records in %v (%.1f MiB/s), seed %d", snd.sent>>20, snd.records, elapsed.Round(time.Millisecond),
+		float64(snd.sent)/(1<<20)/elapsed.Seconds(), seed)
 	t.Logf("wire A→B: %v", ab)
 	t.Logf("wire B→A: %v", ba)
-	t.Logf("sender: %s; %s", allCounters(cs), sendErrs.String())
+	t.Logf("sender: %s; %s", allCounters(cs), snd.errs.String())
 	t.Logf("receiver: %s; %s", allCounters(v.final), v.errs.String())
-	t.Logf("%v; %v", &c, &v.c)
-	c.check(t)
+	t.Logf("%v; %v", &snd.c, &v.c)
+	snd.c.check(t)
 	v.c.check(t)
 	if runErr != nil {
 		t.Fatalf("%v (replay: WIRE_SEED=%d)", runErr, seed)
@@ -250,17 +206,78 @@ func lossyWire(t *testing.T, kind string, total uint64) {
 	if m := v.firstMismatch(); m != "" {
 		t.Fatalf("the stream differs: %s (replay: WIRE_SEED=%d)", m, seed)
 	}
-	if got := v.bytes.Load(); got != sent || v.records.Load() != sentRecords {
-		t.Errorf("received %d bytes in %d records, sent %d in %d", got, v.records.Load(), sent, sentRecords)
+	if got := v.bytes.Load(); got != snd.sent || v.records.Load() != snd.records {
+		t.Errorf("received %d bytes in %d records, sent %d in %d", got, v.records.Load(), snd.sent, snd.records)
 	}
-	if n := len(sendErrs.peers()) + len(v.errs.peers()); n != 0 || sendErrs.count()+v.errs.count() != 0 {
-		t.Errorf("errors: sender %v; receiver %v", sendErrs.String(), v.errs.String())
+	if n := len(snd.errs.peers()) + len(v.errs.peers()); n != 0 || snd.errs.count()+v.errs.count() != 0 {
+		t.Errorf("errors: sender %v; receiver %v", snd.errs.String(), v.errs.String())
 	}
-	if cs.TxDropped != 0 || cs.TxSent != sentRecords || v.final.RxDelivered != sentRecords {
+	if cs.TxDropped != 0 || cs.TxSent != snd.records || v.final.RxDelivered != snd.records {
 		t.Errorf("counters: sender sent %d, dropped %d; receiver delivered %d; want %d records",
-			cs.TxSent, cs.TxDropped, v.final.RxDelivered, sentRecords)
+			cs.TxSent, cs.TxDropped, v.final.RxDelivered, snd.records)
 	}
 	if ab.Dropped == 0 || ab.Corrupted == 0 || ab.Reordered == 0 || ab.Duplicated == 0 {
 		t.Errorf("the wire did not impair the stream (A→B %v): the test tested nothing", ab)
+	}
+}
+
+// check reports what is wrong with the stream so far, sent bytes of it
+// having been queued: no record for wireStall, or a record that differs.
+func (v *verifier) check(sent uint64) error {
+	if time.Since(time.Unix(0, v.last.Load())) > wireStall {
+		return fmt.Errorf("no record arrived for %v (%d of %d bytes in)", wireStall, v.bytes.Load(), sent)
+	}
+	if m := v.firstMismatch(); m != "" {
+		return fmt.Errorf("the stream differs: %s", m)
+	}
+	return nil
+}
+
+// recordSender queues the records of gen on a stream backend, on its
+// thread, and counts what the backend accepted.
+type recordSender struct {
+	cl            core.Backend
+	gen           *records
+	pending       []byte // a record the backend refused, queued again next
+	sent, records uint64 // bytes and records accepted
+	c             calls
+	errs          errLog
+	cannotWait    bool
+}
+
+// round queues records until the backend refuses one or total bytes are
+// accepted, and flushes. When it cannot queue more it lets the stack run
+// (ACKs open the window): Wait, then an Rx, as nothing is to be read on
+// the sending side.
+func (s *recordSender) round(total uint64) {
+	refused := false
+	for s.sent < total {
+		if s.pending == nil {
+			s.pending = s.gen.next()
+		}
+		s.c.begin(opQueue)
+		ok := s.cl.Queue(s.pending)
+		s.c.end()
+		if !ok {
+			refused = true
+			break
+		}
+		s.sent += uint64(len(s.pending))
+		s.records++
+		s.pending = nil
+	}
+	s.c.begin(opFlush)
+	if err := s.cl.Flush(); err != nil {
+		s.errs.add(err)
+	}
+	s.c.end()
+	if refused || s.sent >= total {
+		waitOrNap(context.Background(), s.cl, &s.c, time.Millisecond, &s.cannotWait)
+		s.c.begin(opRx)
+		_, err := s.cl.Rx(make([]core.Packet, 1))
+		s.c.end()
+		if err != nil {
+			s.errs.add(err)
+		}
 	}
 }
