@@ -130,62 +130,17 @@ func runFlows(t testing.TB, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 	ready := make(chan error, queues)
 	for q := range queues {
 		res[q] = &serverQueue{from: map[netip.AddrPort][]uint32{}, flows: map[netip.AddrPort]uint32{}}
-		swg.Add(1)
-		go func() {
-			defer swg.Done()
-			r := res[q]
-			r.err = srvHost.Do(func() error {
+		swg.Go(func() {
+			res[q].err = srvHost.Do(func() error {
 				b, err := srv.Open(q)
 				ready <- err
 				if err != nil {
 					return err
 				}
 				defer b.Close()
-				pkts := make([]dgramio.Packet, 32)
-				for {
-					k, err := b.Rx(pkts)
-					var pe *dgramio.PeerError
-					if errors.As(err, &pe) && !pe.Reset {
-						continue // a stream client that finished and closed
-					}
-					if err != nil {
-						return fmt.Errorf("server queue %d: Rx: %w", q, err)
-					}
-					for _, p := range pkts[:k] {
-						flow, seq, err := flowMsgOf(p.Data)
-						if err != nil {
-							return fmt.Errorf("server queue %d: %w", q, err)
-						}
-						r.from[p.From] = append(r.from[p.From], seq)
-						r.flows[p.From] = flow
-						for !b.QueueTo(p.Data, p.From) {
-							if err := b.Flush(); err != nil && !errors.As(err, &pe) {
-								return err
-							}
-						}
-					}
-					if k > 0 {
-						r.n.Add(int64(k))
-						err := b.Flush()
-						if errors.As(err, &pe) && !pe.Reset {
-							err = nil // a stream client that finished and closed
-						}
-						if err != nil {
-							return fmt.Errorf("server queue %d: Flush: %w", q, err)
-						}
-						continue
-					}
-					select {
-					case <-stop:
-						return nil
-					default:
-					}
-					if err := dgramio.Idle(b, srvCfg.Poll, time.Millisecond); err != nil {
-						return fmt.Errorf("server queue %d: Idle: %w", q, err)
-					}
-				}
+				return res[q].serve(b, q, srvCfg.Poll, stop)
 			})
-		}()
+		})
 	}
 	for range queues {
 		if err := <-ready; err != nil {
@@ -203,63 +158,19 @@ func runFlows(t testing.TB, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 		t.Fatalf("client group: %v", err)
 	}
 	defer cli.Close()
-	echoes := make([]int, flows)
 	cliErr := make([]error, flows)
 	var cwg sync.WaitGroup
 	for q := range flows {
-		cwg.Add(1)
-		go func() {
-			defer cwg.Done()
+		cwg.Go(func() {
 			cliErr[q] = cliHost.Do(func() error {
 				b, err := cli.Open(q)
 				if err != nil {
 					return err
 				}
 				defer b.Close()
-				msg := make([]byte, flowMsg)
-				pkts := make([]dgramio.Packet, 32)
-				next := uint32(0) // next echo expected
-				sent := 0
-				deadline := time.Now().Add(30 * time.Second)
-				for echoes[q] < n {
-					if time.Now().After(deadline) {
-						return fmt.Errorf("client queue %d: %d of %d sent, %d echoes after 30 s; stats %+v", q, sent, n, echoes[q], b.Stats())
-					}
-					// A window of 32 messages in flight.
-					for sent < n && sent-echoes[q] < 32 {
-						putFlowMsg(msg, uint32(q), uint32(sent))
-						if !b.Queue(msg) {
-							break
-						}
-						sent++
-					}
-					if err := b.Flush(); err != nil {
-						return fmt.Errorf("client queue %d: Flush: %w", q, err)
-					}
-					k, err := b.Rx(pkts)
-					if err != nil {
-						return fmt.Errorf("client queue %d: Rx: %w", q, err)
-					}
-					for _, p := range pkts[:k] {
-						flow, seq, err := flowMsgOf(p.Data)
-						if err != nil {
-							return fmt.Errorf("client queue %d: echo: %w", q, err)
-						}
-						if flow != uint32(q) || seq != next {
-							return fmt.Errorf("client queue %d: echo of flow %d seq %d, want flow %d seq %d", q, flow, seq, q, next)
-						}
-						next++
-						echoes[q]++
-					}
-					if k == 0 {
-						if err := dgramio.Idle(b, cliCfg.Poll, time.Millisecond); err != nil {
-							return fmt.Errorf("client queue %d: Idle: %w", q, err)
-						}
-					}
-				}
-				return nil
+				return sendFlow(b, q, n, cliCfg.Poll)
 			})
-		}()
+		})
 	}
 	cwg.Wait()
 	cliStats, cliQueues := cli.Stats(), cli.QueueStats()
@@ -279,8 +190,116 @@ func runFlows(t testing.TB, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 		t.Logf("server stats %+v", srv.QueueStats())
 		return
 	}
+	checkFlowsArrived(t, res, flows, n)
+	srvStats, srvQueues := srv.Stats(), srv.QueueStats()
+	checkQueuesAddUp(t, "server", srvStats, srvQueues, uint64(flows*n))
+	checkQueuesAddUp(t, "client", cliStats, cliQueues, uint64(flows*n))
+	if _, bench := t.(*testing.B); bench {
+		return
+	}
+	checkNothingLost(t, srvStats)
+	checkNothingLost(t, cliStats)
+}
 
-	// Every flow arrived whole, in order, at one server queue.
+// serve is server queue q's poll loop on b until stop is closed: it
+// records each message's flow and sequence number by sender and echoes it
+// back to its sender, idling by poll when nothing arrives.
+func (r *serverQueue) serve(b dgramio.Backend, q int, poll dgramio.Poll, stop <-chan struct{}) error {
+	pkts := make([]dgramio.Packet, 32)
+	var pe *dgramio.PeerError
+	for {
+		k, err := b.Rx(pkts)
+		if errors.As(err, &pe) && !pe.Reset {
+			continue // a stream client that finished and closed
+		}
+		if err != nil {
+			return fmt.Errorf("server queue %d: Rx: %w", q, err)
+		}
+		for _, p := range pkts[:k] {
+			flow, seq, err := flowMsgOf(p.Data)
+			if err != nil {
+				return fmt.Errorf("server queue %d: %w", q, err)
+			}
+			r.from[p.From] = append(r.from[p.From], seq)
+			r.flows[p.From] = flow
+			for !b.QueueTo(p.Data, p.From) {
+				if err := b.Flush(); err != nil && !errors.As(err, &pe) {
+					return err
+				}
+			}
+		}
+		if k > 0 {
+			r.n.Add(int64(k))
+			err := b.Flush()
+			if errors.As(err, &pe) && !pe.Reset {
+				err = nil // a stream client that finished and closed
+			}
+			if err != nil {
+				return fmt.Errorf("server queue %d: Flush: %w", q, err)
+			}
+			continue
+		}
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		if err := dgramio.Idle(b, poll, time.Millisecond); err != nil {
+			return fmt.Errorf("server queue %d: Idle: %w", q, err)
+		}
+	}
+}
+
+// sendFlow is client queue q's poll loop on b: it sends flow q's n
+// messages, 32 in flight at the most, and checks that their echoes come
+// back in order within 30 seconds, idling by poll when nothing arrives.
+func sendFlow(b dgramio.Backend, q, n int, poll dgramio.Poll) error {
+	msg := make([]byte, flowMsg)
+	pkts := make([]dgramio.Packet, 32)
+	sent, echoes := 0, 0
+	deadline := time.Now().Add(30 * time.Second)
+	for echoes < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("client queue %d: %d of %d sent, %d echoes after 30 s; stats %+v", q, sent, n, echoes, b.Stats())
+		}
+		for sent < n && sent-echoes < 32 {
+			putFlowMsg(msg, uint32(q), uint32(sent))
+			if !b.Queue(msg) {
+				break
+			}
+			sent++
+		}
+		if err := b.Flush(); err != nil {
+			return fmt.Errorf("client queue %d: Flush: %w", q, err)
+		}
+		k, err := b.Rx(pkts)
+		if err != nil {
+			return fmt.Errorf("client queue %d: Rx: %w", q, err)
+		}
+		for _, p := range pkts[:k] {
+			flow, seq, err := flowMsgOf(p.Data)
+			if err != nil {
+				return fmt.Errorf("client queue %d: echo: %w", q, err)
+			}
+			if flow != uint32(q) || seq != uint32(echoes) {
+				return fmt.Errorf("client queue %d: echo of flow %d seq %d, want flow %d seq %d", q, flow, seq, q, echoes)
+			}
+			echoes++
+		}
+		if k == 0 {
+			if err := dgramio.Idle(b, poll, time.Millisecond); err != nil {
+				return fmt.Errorf("client queue %d: Idle: %w", q, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkFlowsArrived checks that each of the flows arrived whole (n
+// messages), in order, at one server queue, and that every server queue
+// carried some.
+func checkFlowsArrived(t testing.TB, res []*serverQueue, flows, n int) {
+	t.Helper()
 	where := map[netip.AddrPort]int{}
 	for q, r := range res {
 		if len(r.from) == 0 {
@@ -308,65 +327,62 @@ func runFlows(t testing.TB, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 	if len(where) != flows {
 		t.Errorf("%d flows arrived, want %d (one per client queue)", len(where), flows)
 	}
+}
 
-	// Per-queue counters add up to the group's, on both sides.
-	srvStats, srvQueues := srv.Stats(), srv.QueueStats()
-	for _, side := range []struct {
-		name   string
-		total  dgramio.Stats
-		queues []dgramio.Stats
-		rx, tx uint64
-	}{
-		{"server", srvStats, srvQueues, uint64(flows * n), uint64(flows * n)},
-		{"client", cliStats, cliQueues, uint64(flows * n), uint64(flows * n)},
-	} {
-		var rx, tx uint64
-		for q, s := range side.queues {
-			if s.RxDelivered == 0 || s.TxSent == 0 {
-				t.Errorf("%s queue %d: RxDelivered %d TxSent %d, want both above zero", side.name, q, s.RxDelivered, s.TxSent)
-			}
-			rx += s.RxDelivered
-			tx += s.TxSent
+// checkQueuesAddUp checks one side of the exchange: every queue received
+// and sent, the queues' counters add up to the group's total, which counts
+// want messages each way, and the group's Mode is queue 0's less its
+// queue note, with the number of queues and the poll mode.
+func checkQueuesAddUp(t testing.TB, side string, total dgramio.Stats, queues []dgramio.Stats, want uint64) {
+	t.Helper()
+	var rx, tx uint64
+	for q, s := range queues {
+		if s.RxDelivered == 0 || s.TxSent == 0 {
+			t.Errorf("%s queue %d: RxDelivered %d TxSent %d, want both above zero", side, q, s.RxDelivered, s.TxSent)
 		}
-		if rx != side.total.RxDelivered || tx != side.total.TxSent {
-			t.Errorf("%s: queues add up to rx %d tx %d, the group says rx %d tx %d", side.name, rx, tx, side.total.RxDelivered, side.total.TxSent)
-		}
-		if side.total.RxDelivered != side.rx || side.total.TxSent != side.tx {
-			t.Errorf("%s: rx %d tx %d, want %d and %d", side.name, side.total.RxDelivered, side.total.TxSent, side.rx, side.tx)
-		}
-		if want := fmt.Sprintf("%d queues", len(side.queues)); !strings.Contains(side.total.Mode, want) || !strings.Contains(side.total.Mode, "poll yield") {
-			t.Errorf("%s mode %q does not say %s, poll yield", side.name, side.total.Mode, want)
-		}
-		// The group's mode begins with what queue 0 runs, without the
-		// note that places that queue in the group.
-		if q0 := side.queues[0].Mode; !strings.Contains(q0, "queue 0 of") || strings.Contains(side.total.Mode, "queue 0 of") ||
-			!strings.HasPrefix(q0, strings.SplitN(side.total.Mode, "; ", 2)[0]+", queue 0 of") {
-			t.Errorf("%s: group mode %q does not begin with queue 0's %q less its queue note", side.name, side.total.Mode, q0)
-		}
-		t.Logf("%s: %s", side.name, side.total.Mode)
+		rx += s.RxDelivered
+		tx += s.TxSent
 	}
-	if _, bench := t.(*testing.B); bench {
+	if rx != total.RxDelivered || tx != total.TxSent {
+		t.Errorf("%s: queues add up to rx %d tx %d, the group says rx %d tx %d", side, rx, tx, total.RxDelivered, total.TxSent)
+	}
+	if total.RxDelivered != want || total.TxSent != want {
+		t.Errorf("%s: rx %d tx %d, want %d and %d", side, total.RxDelivered, total.TxSent, want, want)
+	}
+	if w := fmt.Sprintf("%d queues", len(queues)); !strings.Contains(total.Mode, w) || !strings.Contains(total.Mode, "poll yield") {
+		t.Errorf("%s mode %q does not say %s, poll yield", side, total.Mode, w)
+	}
+	// The group's mode begins with what queue 0 runs, without the note
+	// that places that queue in the group.
+	if q0 := queues[0].Mode; !strings.Contains(q0, "queue 0 of") || strings.Contains(total.Mode, "queue 0 of") ||
+		!strings.HasPrefix(q0, strings.SplitN(total.Mode, "; ", 2)[0]+", queue 0 of") {
+		t.Errorf("%s: group mode %q does not begin with queue 0's %q less its queue note", side, total.Mode, q0)
+	}
+	t.Logf("%s: %s", side, total.Mode)
+}
+
+// checkNothingLost checks that a group's counters report no loss: no
+// reset connection on a stream kind, nothing counted lost on a datagram
+// kind.
+func checkNothingLost(t testing.TB, s dgramio.Stats) {
+	t.Helper()
+	if s.Kind.IsStream() {
+		// A stream loses nothing it does not report as a reset; a frame
+		// that finds its queue closed (the peer's last ACK) is not a
+		// message.
+		if s.Resets != 0 {
+			t.Errorf("%s: %d connections reset", s.Kind, s.Resets)
+		}
 		return
 	}
-	for _, s := range []dgramio.Stats{srvStats, cliStats} {
-		if s.Kind.IsStream() {
-			// A stream loses nothing it does not report as a reset; a
-			// frame that finds its queue closed (the peer's last ACK)
-			// is not a message.
-			if s.Resets != 0 {
-				t.Errorf("%s: %d connections reset", s.Kind, s.Resets)
+	if lost := s.Lost(); lost != 0 {
+		var which []string
+		for _, c := range s.Layers {
+			if c.Loss && c.Value != 0 {
+				which = append(which, fmt.Sprintf("%s/%s=%d", c.Layer, c.Name, c.Value))
 			}
-			continue
 		}
-		if lost := s.Lost(); lost != 0 {
-			var which []string
-			for _, c := range s.Layers {
-				if c.Loss && c.Value != 0 {
-					which = append(which, fmt.Sprintf("%s/%s=%d", c.Layer, c.Name, c.Value))
-				}
-			}
-			t.Errorf("%s: %d messages counted lost: tx dropped %d, rx dropped %d, %v", s.Kind, lost, s.TxDropped, s.RxDropped(), which)
-		}
+		t.Errorf("%s: %d messages counted lost: tx dropped %d, rx dropped %d, %v", s.Kind, lost, s.TxDropped, s.RxDropped(), which)
 	}
 }
 
