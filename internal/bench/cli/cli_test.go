@@ -121,6 +121,26 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 }
 
+// TestTypedFlagsRefuseUnknownNames: --kind and --tcp-stack parse into
+// core.Kind and core.TCPStack, so a name that is neither is refused while
+// the flags are parsed (exit status 2), with the names that would do.
+func TestTypedFlagsRefuseUnknownNames(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kind", "udp6"}, `"tcp-xdp"`},
+		{[]string{"--kind", "tcp-xdp", "--tcp-stack", "lwip"}, `"netstack"`},
+	} {
+		for name, run := range map[string]func(context.Context, []string, io.Writer, io.Writer) int{"echo": RunEcho, "loadgen": RunLoadgen} {
+			var out, errOut strings.Builder
+			if st := run(context.Background(), c.args, &out, &errOut); st != 2 || !strings.Contains(errOut.String(), c.want) {
+				t.Errorf("%s %q: exit %d, stderr %q; want 2 and the valid names (%s)", name, c.args, st, errOut.String(), c.want)
+			}
+		}
+	}
+}
+
 func TestFailuresAreClassified(t *testing.T) {
 	var out, errOut strings.Builder
 	dir := t.TempDir()

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/core"
@@ -31,13 +32,14 @@ type ToolHeader struct {
 // toolFlags are the flags echo and loadgen share: the packet path and its
 // options, the pollers and their CPUs.
 type toolFlags struct {
-	kind, local, iface, cpus, poll, pcap, dpdkVDev *string
-	tcpStack                                       *string
-	port                                           *uint
-	cpu, queues, batch, maxDgram                   *int
-	xdpFrames, xdpRing, dpdkRxDesc                 *int
-	wait                                           *bool
-	uring                                          *uringFlags
+	kind                                     core.Kind
+	tcpStack                                 core.TCPStack
+	local, iface, cpus, poll, pcap, dpdkVDev *string
+	port                                     *uint
+	cpu, queues, batch, maxDgram             *int
+	xdpFrames, xdpRing, dpdkRxDesc           *int
+	wait                                     *bool
+	uring                                    *uringFlags
 }
 
 // toolUsage is the help text of the flags whose meaning differs between
@@ -46,10 +48,11 @@ type toolUsage struct {
 	port, queues, poll, batch string
 }
 
-// addToolFlags defines the shared flags on fs.
+// addToolFlags defines the shared flags on fs. --kind and --tcp-stack
+// parse into their types: fs.Parse refuses a name that is not one.
 func addToolFlags(fs *flag.FlagSet, u toolUsage) *toolFlags {
-	return &toolFlags{
-		kind:       fs.String("kind", "udp", "packet path: udp, uring, xdp, dpdk, tcp, tcp-xdp, tcp-dpdk"),
+	t := &toolFlags{
+		kind:       core.KindUDP,
 		local:      fs.String("local", "", "our IPv4 address (198.18.0.0/15 or loopback); required for raw kinds"),
 		port:       fs.Uint("port", 5000, u.port),
 		iface:      fs.String("iface", "", "network interface (raw kinds)"),
@@ -66,16 +69,18 @@ func addToolFlags(fs *flag.FlagSet, u toolUsage) *toolFlags {
 		dpdkRxDesc: fs.Int("dpdk-rx-desc", 0, "RX ring size of the DPDK kinds (Config.DPDK.RxDesc; 0: the default, 256)"),
 		dpdkVDev:   fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)"),
 		uring:      addURingFlags(fs),
-		tcpStack:   fs.String("tcp-stack", "", `kinds tcp-xdp and tcp-dpdk: the userspace TCP/IP engine, "native" (the default) or "netstack" (Config.TCP.Stack)`),
 	}
+	fs.Var(&t.kind, "kind", "packet path: "+strings.Join(kindNames(core.Kinds()), ", "))
+	fs.Var(&t.tcpStack, "tcp-stack", `kinds tcp-xdp and tcp-dpdk: the userspace TCP/IP engine, "native" (the default) or "netstack" (Config.TCP.Stack)`)
+	return t
 }
 
 // header records the flags as given, before they are checked, so that a
 // tool that fails on them still writes what it was asked to do.
 func (t *toolFlags) header() ToolHeader {
-	h := ToolHeader{Kind: *t.kind, CPU: *t.cpu, Wait: *t.wait, Queues: *t.queues}
+	h := ToolHeader{Kind: t.kind.String(), CPU: *t.cpu, Wait: *t.wait, Queues: *t.queues}
 	t.uring.record(&h.SQPollCPU, &h.NAPI)
-	h.TCPStack = *t.tcpStack
+	h.TCPStack = t.tcpStack.String()
 	return h
 }
 
@@ -105,7 +110,7 @@ func (t *toolFlags) config(role core.Role, h *ToolHeader) (core.Config, error) {
 		h.CPU = qcpus[0]
 	}
 	cfg := core.Config{
-		Kind:        core.Kind(*t.kind),
+		Kind:        t.kind,
 		Role:        role,
 		Iface:       *t.iface,
 		LocalIP:     localIP,
@@ -121,13 +126,11 @@ func (t *toolFlags) config(role core.Role, h *ToolHeader) (core.Config, error) {
 	if err := t.uring.apply(&cfg); err != nil {
 		return core.Config{}, err
 	}
-	if *t.tcpStack != "" {
+	if t.tcpStack != "" {
 		if cfg.Kind != core.KindTCPXDP && cfg.Kind != core.KindTCPDPDK {
 			return core.Config{}, fmt.Errorf("--tcp-stack is an option of kinds tcp-xdp and tcp-dpdk, not of %s", cfg.Kind)
 		}
-		if err := cfg.TCP.Stack.Set(*t.tcpStack); err != nil {
-			return core.Config{}, fmt.Errorf("--tcp-stack: %w", err)
-		}
+		cfg.TCP.Stack = t.tcpStack
 	}
 	return cfg, nil
 }
