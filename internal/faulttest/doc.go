@@ -16,10 +16,10 @@
 //     pushes as fast as it can. The heap stays bounded; the sender meets
 //     back-pressure (stream kinds, no loss) or the losses are counted
 //     (datagram kinds).
-//   - TestFaultFullRings: an AF_XDP socket with tiny rings: a TX ring
-//     that fills during Flush and a fill ring that runs empty while the
-//     receiver sleeps. Calls stay bounded and every frame is either
-//     delivered or counted.
+//   - TestFaultFullTxRing and TestFaultEmptyFillRing: an AF_XDP socket
+//     with tiny rings: a TX ring that fills during Flush, and a fill ring
+//     that runs empty while the receiver sleeps. Calls stay bounded and
+//     every frame is either delivered or counted.
 //   - TestFaultMalformedFrames: broken frames written with an AF_PACKET
 //     socket from the peer's namespace onto the wire of a raw kind. None is
 //     delivered, each lands in the counter the test expects (the XDP

@@ -16,7 +16,7 @@ var testKinds = names(core.KindDPDK, core.KindTCPDPDK)
 // behind: DPDK's default device is a net_af_xdp vdev.
 var xdpKinds = names(core.KindDPDK, core.KindTCPDPDK)
 
-// ringKinds are the kinds whose rings TestFaultFullRings shrinks.
+// ringKinds are the kinds whose rings TestFaultFullTxRing and TestFaultEmptyFillRing shrink.
 var ringKinds = names(core.KindDPDK)
 
 // smallRings gives cfg rings of a few dozen descriptors.

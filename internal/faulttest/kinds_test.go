@@ -17,7 +17,7 @@ var testKinds = names(core.KindUDP, core.KindURing, core.KindXDP, core.KindTCP, 
 // behind.
 var xdpKinds = names(core.KindXDP, core.KindTCPXDP)
 
-// ringKinds are the kinds whose rings TestFaultFullRings shrinks.
+// ringKinds are the kinds whose rings TestFaultFullTxRing and TestFaultEmptyFillRing shrink.
 var ringKinds = names(core.KindXDP)
 
 // smallRings gives cfg rings of a few dozen frames.
