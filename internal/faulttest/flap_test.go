@@ -34,15 +34,12 @@ func linkFlap(t *testing.T, kind string, p *testhost.Pair) {
 	var recovered bool
 	var sentDuring uint64
 	onThread(t, p.A, func() error {
-		cl, err := openHere(clientConfig(kind, p.A, p.B))
+		cl, c, err := warmClient(t, kind, p)
+		tr = c
 		if err != nil {
-			return err
+			return fmt.Errorf("before the flap: %w; echo: %v", err, e.errs.String())
 		}
 		defer cl.Close()
-		tr = newTraffic(t, kind+" client", cl, 64, 2000, newMagic())
-		if !tr.runUntil(func() bool { return tr.got >= 200 }, 30*time.Second) {
-			return fmt.Errorf("no traffic before the flap: %v; echo: %v", tr, e.errs.String())
-		}
 		flap := make(chan error, 1)
 		go func() {
 			if err := p.B.SetLinkUp(false); err != nil {

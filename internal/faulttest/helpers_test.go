@@ -91,6 +91,24 @@ func openHere(cfg core.Config) (core.Backend, error) {
 	return nil, fmt.Errorf("open %s: %w", cfg.Kind, err)
 }
 
+// warmClient opens, on p.A's thread (onThread), a client of kind that
+// sends to p.B, and runs 64-byte messages at 2000 a second through it
+// until 200 have come back (30 seconds at the most): the path works before
+// the test does harm. The caller closes the client; on error warmClient
+// has closed it, and tr (when not nil) says what came back.
+func warmClient(t testing.TB, kind string, p *testhost.Pair) (cl core.Backend, tr *traffic, err error) {
+	cl, err = openHere(clientConfig(kind, p.A, p.B))
+	if err != nil {
+		return nil, nil, err
+	}
+	tr = newTraffic(t, kind+" client", cl, 64, 2000, newMagic())
+	if !tr.runUntil(func() bool { return tr.got >= 200 }, 30*time.Second) {
+		cl.Close()
+		return nil, tr, fmt.Errorf("no traffic: %v", tr)
+	}
+	return cl, tr, nil
+}
+
 // onThread runs fn on one OS thread inside h's namespace (testhost.Host.Do)
 // and waits for it: a backend opened there with openHere is polled there,
 // as kind uring requires, and closed there. fn must not call t.Fatal; a

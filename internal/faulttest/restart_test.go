@@ -32,15 +32,12 @@ func peerRestart(t *testing.T, kind string, p *testhost.Pair) {
 	var carried bool
 	var killedAt, restartedAt uint64
 	onThread(t, p.A, func() error {
-		cl, err := openHere(clientConfig(kind, p.A, p.B))
+		cl, c, err := warmClient(t, kind, p)
+		tr = c
 		if err != nil {
-			return err
+			return fmt.Errorf("before the restart: %w; echo stderr:\n%s", err, e1.stderr.String())
 		}
 		defer cl.Close()
-		tr = newTraffic(t, kind+" client", cl, 64, 2000, newMagic())
-		if !tr.runUntil(func() bool { return tr.got >= 200 }, 30*time.Second) {
-			return fmt.Errorf("no traffic before the restart: %v; echo stderr:\n%s", tr, e1.stderr.String())
-		}
 		if err := e1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 func carrier(t *testing.T, h *Host) bool {
@@ -31,13 +32,13 @@ func TestLinkFlap(t *testing.T) {
 	if err := p.A.SetLinkUp(false); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(20*time.Second, func() bool { return !carrier(t, p.A) && !carrier(t, p.B) }) {
+	if !testutil.Eventually(20*time.Second, func() bool { return !carrier(t, p.A) && !carrier(t, p.B) }) {
 		t.Fatal("carrier still up on an end after A went down")
 	}
 	if err := p.A.SetLinkUp(true); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(20*time.Second, func() bool { return carrier(t, p.A) && carrier(t, p.B) }) {
+	if !testutil.Eventually(20*time.Second, func() bool { return carrier(t, p.A) && carrier(t, p.B) }) {
 		t.Fatal("carrier not back after A came up")
 	}
 	roundTrip(t, p, "after a flap")

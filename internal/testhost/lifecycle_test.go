@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -126,7 +125,7 @@ func rootNSIDs() (map[int]bool, error) {
 func waitNSGone(t *testing.T, ids ...int) {
 	t.Helper()
 	var left []int
-	ok := waitFor(60*time.Second, func() bool {
+	ok := testutil.Eventually(60*time.Second, func() bool {
 		now, err := rootNSIDs()
 		if err != nil {
 			t.Fatal(err)
@@ -166,42 +165,13 @@ func noRootLinks(t *testing.T, names ...string) {
 	}
 }
 
-func nsInode(t *testing.T, fd int) uint64 {
-	t.Helper()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Ino
-}
-
-// refsTo lists what in this process still refers to the namespace with the
-// given inode: open descriptors and threads inside it.
-func refsTo(ino uint64) []string {
-	want := fmt.Sprintf("net:[%d]", ino)
-	var refs []string
-	fds, _ := filepath.Glob("/proc/self/fd/*")
-	for _, f := range fds {
-		if l, _ := os.Readlink(f); l == want {
-			refs = append(refs, f)
-		}
-	}
-	tasks, _ := filepath.Glob("/proc/self/task/*/ns/net")
-	for _, f := range tasks {
-		if l, _ := os.Readlink(f); l == want {
-			refs = append(refs, f)
-		}
-	}
-	return refs
-}
-
 func TestCloseRemovesEverything(t *testing.T) {
 	testutil.RequireRoot(t)
 	p, err := New(Options{})
 	if err != nil {
 		requireRootOrFatal(t, err, 0)
 	}
-	ino := []uint64{nsInode(t, int(p.A.NS)), nsInode(t, int(p.B.NS))}
+	ino := []uint64{testutil.NetnsInode(t, int(p.A.NS)), testutil.NetnsInode(t, int(p.B.NS))}
 	var ids []int
 	for _, h := range []*Host{p.A, p.B} {
 		id, err := assignNSID(h)
@@ -211,7 +181,7 @@ func TestCloseRemovesEverything(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	if refs := refsTo(ino[0]); len(refs) == 0 {
+	if refs := testutil.NetnsRefs(ino[0]); len(refs) == 0 {
 		t.Errorf("before Close nothing refers to A's namespace: the check below would prove nothing")
 	}
 	if err := p.Close(); err != nil {
@@ -225,7 +195,7 @@ func TestCloseRemovesEverything(t *testing.T) {
 	}
 	for i, n := range ino {
 		var refs []string
-		if !waitFor(30*time.Second, func() bool { refs = refsTo(n); return len(refs) == 0 }) {
+		if !testutil.Eventually(30*time.Second, func() bool { refs = testutil.NetnsRefs(n); return len(refs) == 0 }) {
 			t.Errorf("namespace %d still referred to by %v", i, refs)
 		}
 	}
@@ -390,7 +360,7 @@ func TestCloseKillsStartedProcesses(t *testing.T) {
 
 func TestDo(t *testing.T) {
 	p := newT(t, Options{})
-	want := nsInode(t, int(p.A.NS))
+	want := testutil.NetnsInode(t, int(p.A.NS))
 	var tid int
 	err := p.A.Do(func() error {
 		tid = unix.Gettid()
@@ -410,7 +380,7 @@ func TestDo(t *testing.T) {
 		t.Error("the test goroutine is inside the namespace")
 	}
 	// The thread that joined the namespace is ended, never reused.
-	if !waitFor(30*time.Second, func() bool {
+	if !testutil.Eventually(30*time.Second, func() bool {
 		_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
 		return errors.Is(err, os.ErrNotExist)
 	}) {

@@ -3,10 +3,8 @@
 package testhost
 
 import (
-	"errors"
 	"testing"
 
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -16,11 +14,7 @@ func newT(t testing.TB, o Options) *Pair {
 	t.Helper()
 	testutil.RequireRoot(t)
 	p, err := New(o)
-	var pe *core.PrivilegeError
-	if errors.As(err, &pe) {
-		testutil.Skip(t, err.Error())
-	}
-	testutil.SkipIfNotSupported(t, err)
+	testutil.SkipIfUnavailable(t, err)
 	t.Cleanup(func() {
 		if err := p.Close(); err != nil {
 			t.Errorf("testhost: close: %v", err)

@@ -21,20 +21,6 @@ import (
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
-// waitFor polls cond every few milliseconds until it holds or d passes.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // roundTrip checks that p carries a UDP datagram both ways (see
 // Pair.UDPRoundTrip).
 func roundTrip(t *testing.T, p *Pair, msg string) {
@@ -254,7 +240,7 @@ func TestFailedNewLeavesNothing(t *testing.T) {
 		t.Fatalf("New failed early, not at its last step: %v", err)
 	}
 	var extra map[string]string
-	if !waitFor(30*time.Second, func() bool {
+	if !testutil.Eventually(30*time.Second, func() bool {
 		extra = map[string]string{}
 		for f, l := range netnsRefs() {
 			if before[f] != l {

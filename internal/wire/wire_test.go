@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -537,32 +536,6 @@ func TestVLAN(t *testing.T) {
 	}
 }
 
-// nsInode returns the inode of a namespace descriptor.
-func nsInode(t *testing.T, fd int) uint64 {
-	t.Helper()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Ino
-}
-
-// refsTo lists what in this process refers to the namespace with inode
-// ino: open descriptors and threads inside it.
-func refsTo(ino uint64) []string {
-	want := fmt.Sprintf("net:[%d]", ino)
-	var refs []string
-	for _, pat := range []string{"/proc/self/fd/*", "/proc/self/task/*/ns/net"} {
-		paths, _ := filepath.Glob(pat)
-		for _, p := range paths {
-			if l, _ := os.Readlink(p); l == want {
-				refs = append(refs, p)
-			}
-		}
-	}
-	return refs
-}
-
 // nsids returns the ids the root namespace has given to other namespaces
 // (RTM_GETNSID dump); the kernel removes an id when its namespace is
 // destroyed.
@@ -608,7 +581,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 	var inos []uint64
 	var ids []int
 	for _, h := range hosts {
-		inos = append(inos, nsInode(t, int(h.NS)))
+		inos = append(inos, testutil.NetnsInode(t, int(h.NS)))
 		if err := netlink.SetNetNsIdByFd(int(h.NS), -1); err != nil {
 			t.Fatal(err)
 		}
@@ -618,7 +591,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	if refs := refsTo(inos[1]); len(refs) == 0 {
+	if refs := testutil.NetnsRefs(inos[1]); len(refs) == 0 {
 		t.Fatal("before Close nothing refers to MA's namespace: the check below would prove nothing")
 	}
 	if err := w.Close(); err != nil {
@@ -637,7 +610,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 	}
 	for i, ino := range inos {
 		var refs []string
-		if !testutil.Eventually(30*time.Second, func() bool { refs = refsTo(ino); return len(refs) == 0 }) {
+		if !testutil.Eventually(30*time.Second, func() bool { refs = testutil.NetnsRefs(ino); return len(refs) == 0 }) {
 			t.Errorf("namespace of %s still referred to by %v", hosts[i].Iface, refs)
 		}
 	}

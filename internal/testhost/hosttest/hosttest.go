@@ -8,10 +8,8 @@
 package hosttest
 
 import (
-	"errors"
 	"testing"
 
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
@@ -23,11 +21,7 @@ func New(t testing.TB, o testhost.Options) *testhost.Pair {
 	t.Helper()
 	testutil.RequireRoot(t)
 	p, err := testhost.New(o)
-	var pe *core.PrivilegeError
-	if errors.As(err, &pe) {
-		testutil.Skip(t, err.Error())
-	}
-	testutil.SkipIfNotSupported(t, err)
+	testutil.SkipIfUnavailable(t, err)
 	t.Cleanup(func() {
 		if err := p.Close(); err != nil {
 			t.Errorf("testhost: close: %v", err)
