@@ -131,6 +131,25 @@ type Totals struct {
 	ElapsedNs int64
 }
 
+// add adds the counts of o, a run alongside t's (another queue's), to t;
+// ElapsedNs becomes the longer of the two.
+func (t *Totals) add(o Totals) {
+	t.Offered += o.Offered
+	t.Sent += o.Sent
+	t.NotSent += o.NotSent
+	t.Received += o.Received
+	t.Duplicates += o.Duplicates
+	t.Foreign += o.Foreign
+	t.Malformed += o.Malformed
+	t.OtherQueue += o.OtherQueue
+	t.Reordered += o.Reordered
+	t.Late += o.Late
+	t.Flushes += o.Flushes
+	t.RxCalls += o.RxCalls
+	t.Rounds += o.Rounds
+	t.ElapsedNs = max(t.ElapsedNs, o.ElapsedNs)
+}
+
 // LoadResult is what Load measured. The window fields (Offered … Lag) cover
 // the messages scheduled after the warm-up; Total covers the whole run.
 type LoadResult struct {
@@ -708,21 +727,7 @@ func MergeLoads(parts []*LoadResult) *LoadResult {
 		r.Late += p.Late
 		r.Received += p.Received
 		r.Lost += p.Lost
-		t := &r.Total
-		t.Offered += p.Total.Offered
-		t.Sent += p.Total.Sent
-		t.NotSent += p.Total.NotSent
-		t.Received += p.Total.Received
-		t.Duplicates += p.Total.Duplicates
-		t.Foreign += p.Total.Foreign
-		t.Malformed += p.Total.Malformed
-		t.OtherQueue += p.Total.OtherQueue
-		t.Reordered += p.Total.Reordered
-		t.Late += p.Total.Late
-		t.Flushes += p.Total.Flushes
-		t.RxCalls += p.Total.RxCalls
-		t.Rounds += p.Total.Rounds
-		t.ElapsedNs = max(t.ElapsedNs, p.Total.ElapsedNs)
+		r.Total.add(p.Total)
 		for _, m := range []struct{ into, from *Hist }{{rtt, p.rttH}, {lag, p.lagH}, {arrive, p.arriveH}} {
 			if m.from != nil {
 				m.into.h.Merge(m.from.h)
