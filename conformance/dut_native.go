@@ -1,13 +1,11 @@
 package conformance
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/dgramio/dgramio/frameio/memio"
@@ -65,21 +63,14 @@ func newNativeDUT(fio waitFrameIO, s Setup, addr netip.Addr, prefix int, bench n
 }
 
 // nativeDUT is the native engine over a FrameIO. The engine is owned by
-// one goroutine at a time: the poll loop and the socket calls take mu.
+// one goroutine at a time: the poll loop and the socket calls take
+// dutBase.mu.
 type nativeDUT struct {
-	mu        sync.Mutex
-	e         *native.Engine
-	fio       waitFrameIO
-	clk       *memio.FakeClock
-	start     time.Time
-	info      Info
-	link      Link
-	closeWire func() error
-	settle    func(time.Duration)
-	err       error
-	cancel    context.CancelFunc
-	done      chan struct{}
-	once      sync.Once
+	e     *native.Engine
+	fio   waitFrameIO
+	clk   *memio.FakeClock
+	start time.Time
+	dutBase
 }
 
 var (
@@ -91,18 +82,12 @@ var (
 
 // startLoop runs Poll and Flush, and Wait when there is nothing to do.
 func (d *nativeDUT) startLoop() {
-	d.cancel, d.done = startPollLoop(func() (int, error) {
+	d.startPollLoop(func() (int, error) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		n := d.e.Poll(64)
 		return n, d.e.Flush()
-	}, d.fio.Wait, d.setErr)
-}
-
-func (d *nativeDUT) setErr(err error) {
-	d.mu.Lock()
-	d.err = err
-	d.mu.Unlock()
+	}, d.fio.Wait)
 }
 
 // do runs f on the engine and flushes what it queued.
@@ -114,12 +99,6 @@ func (d *nativeDUT) do(f func()) {
 		d.err = err
 	}
 }
-
-// Info implements DUT.
-func (d *nativeDUT) Info() Info { return d.info }
-
-// Link implements DUT.
-func (d *nativeDUT) Link() Link { return d.link }
 
 // Clock implements DUT.
 func (d *nativeDUT) Clock() Clock { return d }
@@ -133,9 +112,6 @@ func (d *nativeDUT) Advance(dur time.Duration) {
 	d.clk.Advance(dur)
 	d.do(func() { d.e.Poll(0) })
 }
-
-// Fake implements Clock.
-func (d *nativeDUT) Fake() bool { return true }
 
 // AnswerWait implements AnswerWaiter: the engine answers within the poll
 // loop's round, microseconds; a second covers a loaded machine.
@@ -179,32 +155,16 @@ func (d *nativeDUT) Counters() (map[string]uint64, error) {
 
 // Close implements DUT.
 func (d *nativeDUT) Close() error {
-	d.once.Do(func() {
-		d.cancel()
-		<-d.done
+	return d.close(func() {
 		d.mu.Lock()
 		d.e.Close()
 		d.mu.Unlock()
-		if err := d.closeWire(); err != nil {
-			d.setErr(err)
-		}
 	})
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.err
 }
 
 // Listen implements DUT.
 func (d *nativeDUT) Listen(port uint16, o SockOpts) (Listener, error) {
-	var l *native.Listener
-	var err error
-	d.do(func() {
-		l, err = d.e.Listen(port, 16)
-		if err != nil {
-			return
-		}
-		applySockOpts(l, o)
-	})
+	l, err := openSocket(d, o, func() (*native.Listener, error) { return d.e.Listen(port, 16) })
 	if err != nil {
 		return nil, fmt.Errorf("native: listen %d: %w", port, err)
 	}
@@ -213,19 +173,24 @@ func (d *nativeDUT) Listen(port uint16, o SockOpts) (Listener, error) {
 
 // Connect implements DUT.
 func (d *nativeDUT) Connect(to netip.AddrPort, o SockOpts) (Conn, error) {
-	var c *native.Conn
-	var err error
-	d.do(func() {
-		c, err = d.e.Dial(to, 0)
-		if err != nil {
-			return
-		}
-		applySockOpts(c, o)
-	})
+	c, err := openSocket(d, o, func() (*native.Conn, error) { return d.e.Dial(to, 0) })
 	if err != nil {
 		return nil, fmt.Errorf("native: connect %v: %w", to, err)
 	}
 	return &nativeConn{d: d, c: c}, nil
+}
+
+// openSocket runs open on d's engine (under its lock) and applies o to
+// the listener or connection it made.
+func openSocket[S sockOpter](d *nativeDUT, o SockOpts, open func() (S, error)) (S, error) {
+	var s S
+	var err error
+	d.do(func() {
+		if s, err = open(); err == nil {
+			applySockOpts(s, o)
+		}
+	})
+	return s, err
 }
 
 // sockOpter is what the engine's listeners and connections take of

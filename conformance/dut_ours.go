@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
-	"sync"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -140,19 +139,8 @@ type oursDUT struct {
 	clk   *faketime.ManualClock
 	start tcpip.MonotonicTime
 	tune  tcp.Tuning
-
-	// The transport's part.
-	info      Info
-	link      Link
-	answer    time.Duration
-	closeWire func() error
-	settle    func(time.Duration)
-
-	cancel context.CancelFunc
-	done   chan struct{}
-	loopMu sync.Mutex
-	err    error
-	once   sync.Once
+	dutBase
+	answer time.Duration // AnswerWait
 }
 
 var (
@@ -170,55 +158,16 @@ var (
 // startLoop runs the poll loop a backend's Rx/Flush/Wait would: deliver
 // frames, kick what netstack wrote, sleep when idle.
 func (d *oursDUT) startLoop() {
-	d.cancel, d.done = startPollLoop(func() (int, error) {
+	d.startPollLoop(func() (int, error) {
 		n := d.st.EP.Poll(64)
 		return n, d.st.EP.Flush()
-	}, d.st.EP.Sleep, d.setErr)
+	}, d.st.EP.Sleep)
 }
-
-// startPollLoop runs a DUT's poll loop until cancel: round polls and
-// flushes and says how many frames it took; after a round that took none,
-// wait sleeps until frames may come (or ctx ends). The first error of
-// either, while the loop is not cancelled, goes to setErr and ends the
-// loop; done closes when the loop has ended.
-func startPollLoop(round func() (int, error), wait func(context.Context) error, setErr func(error)) (cancel context.CancelFunc, done chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done = make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			n, err := round()
-			if err != nil {
-				setErr(err)
-				return
-			}
-			if n == 0 {
-				if err := wait(ctx); err != nil && ctx.Err() == nil {
-					setErr(err)
-					return
-				}
-			}
-		}
-	}()
-	return cancel, done
-}
-
-func (d *oursDUT) setErr(err error) {
-	d.loopMu.Lock()
-	d.err = err
-	d.loopMu.Unlock()
-}
-
-// Info implements DUT.
-func (d *oursDUT) Info() Info { return d.info }
 
 // oursLacks is what our stack over memio cannot do.
 var oursLacks = map[Cap]string{
 	CapUDP: "stack.New registers no UDP (dgramio's datagram kinds run udp/ on their raw paths, without a socket layer)",
 }
-
-// Link implements DUT: the bench's end of the wire.
-func (d *oursDUT) Link() Link { return d.link }
 
 // Clock implements DUT: the DUT itself is its clock.
 func (d *oursDUT) Clock() Clock { return d }
@@ -229,9 +178,6 @@ func (d *oursDUT) Now() time.Duration { return d.clk.NowMonotonic().Sub(d.start)
 // Advance implements Clock: the manual clock moves, netstack's timers that
 // fall due run (their frames are written before Advance returns).
 func (d *oursDUT) Advance(dur time.Duration) { d.clk.Advance(dur) }
-
-// Fake implements Clock.
-func (d *oursDUT) Fake() bool { return true }
 
 // AnswerWait implements AnswerWaiter. Over memio: netstack answers a
 // frame within microseconds on its processor goroutines, and two seconds
@@ -253,10 +199,7 @@ func (d *oursDUT) Settle(wait time.Duration) {
 
 // Counters implements DUT: netstack's counters under the common names.
 func (d *oursDUT) Counters() (map[string]uint64, error) {
-	d.loopMu.Lock()
-	err := d.err
-	d.loopMu.Unlock()
-	if err != nil {
+	if err := d.loopErr(); err != nil {
 		return nil, fmt.Errorf("poll loop: %w", err)
 	}
 	s := d.st.NS.Stats()
@@ -287,19 +230,7 @@ func (d *oursDUT) Counters() (map[string]uint64, error) {
 
 // Close implements DUT: the poll loop stops, then netstack, then the
 // transport.
-func (d *oursDUT) Close() error {
-	d.once.Do(func() {
-		d.cancel()
-		<-d.done
-		d.st.Close()
-		if err := d.closeWire(); err != nil {
-			d.setErr(err)
-		}
-	})
-	d.loopMu.Lock()
-	defer d.loopMu.Unlock()
-	return d.err
-}
+func (d *oursDUT) Close() error { return d.close(d.st.Close) }
 
 func (d *oursDUT) newEndpoint(o SockOpts) (tcpip.Endpoint, *waiter.Queue, error) {
 	wq := new(waiter.Queue)
