@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -129,21 +130,12 @@ func measuredCells(r *Report) []*Cell {
 		}
 		for i := range r.Cells {
 			c := &r.Cells[i]
-			if c.Name() == k.name && queuesOf(c.Queues) == k.queues && !containsRate(r.Rates, c.Rate) && c.measured() && !c.Probe {
+			if c.Name() == k.name && queuesOf(c.Queues) == k.queues && !slices.Contains(r.Rates, c.Rate) && c.measured() && !c.Probe {
 				out = append(out, c)
 			}
 		}
 	}
 	return out
-}
-
-func containsRate(rs []float64, r float64) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }
 
 // Compare compares two reports cell by cell (kind × rate).

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"gonum.org/v1/plot"
@@ -205,7 +206,7 @@ func (r *Report) rowRates(k *KindRow) []float64 {
 	var rates []float64
 	for i := range r.Cells {
 		c := &r.Cells[i]
-		if c.Name() == k.Name() && queuesOf(c.Queues) == queuesOf(k.Queues) && !containsRate(rates, c.Rate) {
+		if c.Name() == k.Name() && queuesOf(c.Queues) == queuesOf(k.Queues) && !slices.Contains(rates, c.Rate) {
 			rates = append(rates, c.Rate)
 		}
 	}

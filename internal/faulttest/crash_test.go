@@ -149,16 +149,7 @@ func crashXDP(t *testing.T, kind string, p *testhost.Pair) {
 	}); err != nil {
 		t.Fatalf("bind the port the killed echo held: %v", err)
 	}
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := kc.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			kc.WriteToUDPAddrPort(buf[:n], from)
-		}
-	}()
+	testutil.EchoUDP(kc)
 	err := kernelPing(p.A, false, p.B.Addr, "kernel, are you there?")
 	kc.Close()
 	if err != nil {

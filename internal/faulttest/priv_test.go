@@ -157,16 +157,7 @@ func kernelEchoes(t testing.TB, h *testhost.Host) {
 		}
 		t.Fatal(err)
 	}
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := uc.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			uc.WriteToUDPAddrPort(buf[:n], from)
-		}
-	}()
+	testutil.EchoUDP(uc)
 	conns := make(chan net.Conn, 16)
 	go func() {
 		for {
@@ -235,7 +226,7 @@ func TestFaultPrivileges(t *testing.T) {
 	bin := testutil.BinaryForNobody(t, "faulttest.test")
 	kinds := testKinds
 	for _, k := range names(core.KindUDP, core.KindURing, core.KindTCP) {
-		if !containsKind(kinds, k) {
+		if !slices.Contains(kinds, k) {
 			kinds = append(kinds, k) // the dpdk build tests the kernel kinds here too
 		}
 	}
@@ -318,15 +309,6 @@ func sortedNames(cs []uintptr) []string {
 	}
 	sort.Strings(s)
 	return s
-}
-
-func containsKind(ks []string, k string) bool {
-	for _, x := range ks {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }
 
 // runProbe runs privprobe for kind as nobody, keeping the capabilities

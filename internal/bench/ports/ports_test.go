@@ -18,6 +18,7 @@ import (
 	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
+	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // childEnv makes the test binary print its network namespace and exit.
@@ -283,16 +284,7 @@ func pingAcross(t *testing.T, ps *Ports) (srv, cli *net.UDPConn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			n, from, err := srv.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			srv.WriteToUDP(buf[:n], from)
-		}
-	}()
+	testutil.EchoUDP(srv)
 	if err := ps.A.Do(func() error {
 		var err error
 		cli, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: ps.B.Addr.AsSlice(), Port: 5599})
