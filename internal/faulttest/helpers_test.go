@@ -319,6 +319,9 @@ type server struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	final  core.Stats // the backend's counters when the loop stopped
+	// paused stops the loop from reading (a receiver that stalls) until
+	// it is cleared.
+	paused atomic.Bool
 }
 
 // start opens a server of cfg on its own thread inside h's namespace and
@@ -381,6 +384,30 @@ func (s *server) stats() core.Stats {
 	}
 }
 
+// loop is the poll loop that echo, sink and verifier run until ctx ends
+// or the backend is closed: Rx (not while paused), handle what came (it
+// may be nothing), Flush, and after a round that got nothing sleep in
+// Wait, or nap when the kind cannot sleep.
+func (s *server) loop(ctx context.Context, handle func(pkts []core.Packet)) {
+	pkts := make([]core.Packet, 64)
+	cannotWait := false
+	for ctx.Err() == nil {
+		if s.paused.Load() {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		n, err := s.receive(pkts)
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		handle(pkts[:n])
+		s.flush() // a stream server also accepts and acknowledges here
+		if n == 0 && !waitOrNap(ctx, s.b, &s.c, 2*time.Millisecond, &cannotWait) {
+			return
+		}
+	}
+}
+
 // receive is a timed Rx; an error other than net.ErrClosed (the backend is
 // closed: the loop ends) goes to errs.
 func (s *server) receive(pkts []core.Packet) (int, error) {
@@ -421,22 +448,16 @@ func startEcho(t testing.TB, h *testhost.Host, name string, cfg core.Config) *ec
 }
 
 func (e *echo) run(ctx context.Context) {
-	pkts := make([]core.Packet, 64)
-	cannotWait := false
-	for ctx.Err() == nil {
-		n, err := e.receive(pkts)
-		if errors.Is(err, net.ErrClosed) {
-			return
-		}
-		e.rx.Add(uint64(n))
-		for i := 0; i < n; i++ {
+	e.loop(ctx, func(pkts []core.Packet) {
+		e.rx.Add(uint64(len(pkts)))
+		for _, p := range pkts {
 			e.c.begin(opQueue)
-			ok := e.b.QueueTo(pkts[i].Data, pkts[i].From)
+			ok := e.b.QueueTo(p.Data, p.From)
 			e.c.end()
 			if !ok {
 				e.flush()
 				e.c.begin(opQueue)
-				ok = e.b.QueueTo(pkts[i].Data, pkts[i].From)
+				ok = e.b.QueueTo(p.Data, p.From)
 				e.c.end()
 			}
 			if ok {
@@ -445,21 +466,14 @@ func (e *echo) run(ctx context.Context) {
 				e.dropped.Add(1)
 			}
 		}
-		e.flush()
-		if n == 0 && err == nil {
-			if !waitOrNap(ctx, e.b, &e.c, 2*time.Millisecond, &cannotWait) {
-				return
-			}
-		}
-	}
+	})
 }
 
 // sink receives on a server backend and counts the test messages it gets;
 // it can be told to stop reading.
 type sink struct {
 	server
-	paused atomic.Bool
-	limit  atomic.Uint64 // messages sent so far (tally.take's limit)
+	limit atomic.Uint64 // messages sent so far (tally.take's limit)
 
 	mu   sync.Mutex
 	y    tally
@@ -477,33 +491,18 @@ func startSink(t testing.TB, h *testhost.Host, name string, cfg core.Config, mag
 }
 
 func (k *sink) run(ctx context.Context) {
-	pkts := make([]core.Packet, 64)
-	cannotWait := false
-	for ctx.Err() == nil {
-		if k.paused.Load() {
-			time.Sleep(time.Millisecond)
-			continue
-		}
-		n, err := k.receive(pkts)
-		if errors.Is(err, net.ErrClosed) {
+	k.loop(ctx, func(pkts []core.Packet) {
+		if len(pkts) == 0 {
 			return
 		}
-		if n > 0 {
-			limit := k.limit.Load()
-			k.mu.Lock()
-			for _, p := range pkts[:n] {
-				k.y.take(p.Data, limit)
-			}
-			k.last = time.Now()
-			k.mu.Unlock()
+		limit := k.limit.Load()
+		k.mu.Lock()
+		for _, p := range pkts {
+			k.y.take(p.Data, limit)
 		}
-		k.flush()
-		if n == 0 {
-			if !waitOrNap(ctx, k.b, &k.c, 2*time.Millisecond, &cannotWait) {
-				return
-			}
-		}
-	}
+		k.last = time.Now()
+		k.mu.Unlock()
+	})
 }
 
 // count returns the tally so far and when the last message came.

@@ -3,10 +3,8 @@ package faulttest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -87,14 +85,8 @@ func startVerifier(t testing.TB, h *testhost.Host, cfg core.Config, seed uint64)
 }
 
 func (v *verifier) run(ctx context.Context) {
-	pkts := make([]core.Packet, 64)
-	cannotWait := false
-	for ctx.Err() == nil {
-		n, err := v.receive(pkts)
-		if errors.Is(err, net.ErrClosed) {
-			return
-		}
-		for _, p := range pkts[:n] {
+	v.loop(ctx, func(pkts []core.Packet) {
+		for _, p := range pkts {
 			want := v.want.next()
 			i := v.records.Load()
 			if !bytes.Equal(p.Data, want) {
@@ -108,14 +100,10 @@ func (v *verifier) run(ctx context.Context) {
 			v.records.Add(1)
 			v.bytes.Add(uint64(len(p.Data)))
 		}
-		if n > 0 {
+		if len(pkts) > 0 {
 			v.last.Store(time.Now().UnixNano())
 		}
-		v.flush() // acknowledges, accepts
-		if n == 0 && !waitOrNap(ctx, v.b, &v.c, 2*time.Millisecond, &cannotWait) {
-			return
-		}
-	}
+	})
 }
 
 func (v *verifier) firstMismatch() string {
