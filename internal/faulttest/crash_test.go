@@ -224,7 +224,7 @@ func netbenchInterrupted(t *testing.T) {
 	out := t.TempDir()
 	cmd := execChild("netbench", "--kinds", kind, "--rates", "1k", "--duration", "60s",
 		"--warmup", "100ms", "--drain", "1s", "--wait", "--port", "6400", "--out", out)
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testutil.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

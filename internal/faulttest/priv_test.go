@@ -324,7 +324,7 @@ func runProbe(t *testing.T, p *testhost.Pair, bin, kind string, caps []uintptr) 
 	}
 	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}
 	cmd.SysProcAttr.AmbientCaps = caps
-	var stderr lockedBuffer
+	var stderr testutil.LockedBuffer
 	cmd.Stderr = &stderr
 	out, err := p.A.Output(cmd)
 	if err != nil {

@@ -2,14 +2,12 @@ package faulttest
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,31 +17,13 @@ import (
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // proc is a child process: this test binary acting as one of the tools
 // (see TestMain), started inside a test namespace.
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
 	lines  chan string // standard output, line by line
-	stderr lockedBuffer
+	stderr testutil.LockedBuffer
 	done   chan struct{}
 	err    error // Wait's, valid once done is closed
 }

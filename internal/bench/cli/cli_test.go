@@ -18,6 +18,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 func freeUDPPort(t *testing.T) int {
@@ -75,7 +76,7 @@ func echoAndLoadWith(t *testing.T, op openers, echoArgs, loadArgs []string, read
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
-	var echoErr syncBuilder
+	var echoErr testutil.LockedBuffer
 	status := make(chan int, 1)
 	go func() {
 		status <- runEcho(ctx, append(append([]string{}, echoArgs...), "--stats", echoJSON), pw, &echoErr, op)

@@ -385,7 +385,7 @@ func TestProgress(t *testing.T) {
 	if got := lines.String(); got != "udp-20k: running\nudp-20k: 7.6 / 12.0\n" {
 		t.Fatalf("lines %q", got)
 	}
-	var bar syncBuilder
+	var bar testutil.LockedBuffer
 	p = newProgress(&bar, true, 2*time.Second)
 	p.startCell("xdp-200k-r2", time.Second)
 	time.Sleep(600 * time.Millisecond)
@@ -400,23 +400,6 @@ func TestProgress(t *testing.T) {
 	if isTerminal(&bar) {
 		t.Fatal("a buffer is not a terminal")
 	}
-}
-
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestNetbenchCapacityProbes: a rate far beyond what this host carries
