@@ -4,7 +4,6 @@ package wire_test
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"time"
 
@@ -12,9 +11,10 @@ import (
 )
 
 // A UDP datagram from A to B over a wire that delays each frame by 5 ms;
-// the sockets are made inside each host's namespace with Do, as on a
-// testhost.Pair. In a test, use wire.NewT(t, opts), which logs the seed.
-// Needs root, so it has no Output line and only compiles.
+// the sockets are made inside each host's namespace (testhost's
+// Host.ListenUDP), as on a testhost.Pair. In a test, use wire.NewT(t,
+// opts), which logs the seed. Needs root, so it has no Output line and
+// only compiles.
 func Example() {
 	w, err := wire.New(wire.Options{Delay: 5 * time.Millisecond, Loss: 0.01, Seed: 42})
 	if err != nil {
@@ -23,18 +23,19 @@ func Example() {
 	}
 	defer w.Close()
 
-	var rx, tx *net.UDPConn
-	_ = w.B.Do(func() (err error) {
-		rx, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(w.B.Addr, 5000)))
-		return err
-	})
-	_ = w.A.Do(func() (err error) {
-		tx, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(w.B.Addr, 5000)))
-		return err
-	})
+	rx, err := w.B.ListenUDP(5000)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer rx.Close()
+	tx, err := w.A.ListenUDP(0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer tx.Close()
-	tx.Write([]byte("hello"))
+	tx.WriteToUDPAddrPort([]byte("hello"), netip.AddrPortFrom(w.B.Addr, 5000))
 	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, 64)
 	n, _ := rx.Read(buf)
