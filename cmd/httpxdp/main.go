@@ -177,17 +177,8 @@ func xdpAddr(h *testhost.Host, last byte) netip.Addr {
 // kernelClient is an http.Client whose connections are kernel TCP
 // sockets made inside h's namespace, keeping up to conns alive.
 func kernelClient(h *testhost.Host, conns int) *http.Client {
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var c net.Conn
-		err := h.Do(func() error {
-			var err error
-			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-			return err
-		})
-		return c, err
-	}
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: dial, MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
+		DialContext: h.DialContext, MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
 		DisableCompression: true,
 	}}
 }

@@ -3,6 +3,7 @@
 package testhost
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -51,6 +52,35 @@ func TestPairUDPRoundTrip(t *testing.T) {
 		t.Errorf("A %s and B %s not on one subnet", p.A.Prefix, p.B.Prefix)
 	}
 	roundTrip(t, p, "hello over veth")
+}
+
+// TestDialContext: a kernel TCP client that DialContext makes in A's
+// namespace reaches a listener in B's, from A's address.
+func TestDialContext(t *testing.T) {
+	p := newT(t, Options{})
+	var ln net.Listener
+	if err := p.B.Do(func() (err error) {
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(p.B.Addr, 5001).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := p.A.DialContext(ctx, "tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if from := s.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap(); from != p.A.Addr {
+		t.Errorf("connection from %v, want A's %v", from, p.A.Addr)
+	}
 }
 
 func TestOffloadsOff(t *testing.T) {

@@ -3,6 +3,7 @@
 package testhost
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -22,6 +23,19 @@ func (h *Host) ListenUDP(port uint16) (*net.UDPConn, error) {
 		return nil, fmt.Errorf("testhost %s: listen udp %s:%d: %w", h.Iface, h.Addr, port, err)
 	}
 	return c, nil
+}
+
+// DialContext dials addr on network from inside h's namespace
+// (net.Dialer.DialContext there): a kernel client of that namespace. The
+// connection may be used from any goroutine; the caller closes it. It has
+// the signature of http.Transport.DialContext.
+func (h *Host) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := h.Do(func() (err error) {
+		c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
 }
 
 // UDPRoundTrip sends msg from A to B and "re:"+msg back, through kernel UDP
