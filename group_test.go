@@ -413,51 +413,67 @@ func groupConfigs(p *testhost.Pair, cpus []int, srv, cli dgramio.Kind) (dgramio.
 	return s, c
 }
 
-// TestGroupXDP: an xdp server with two queues (one XSK per queue, one
-// program) answers a kernel udp client with two queues (a socket each).
-func TestGroupXDP(t *testing.T) {
-	cpus := twoCPUs(t)
-	p := groupPair(t, cpus)
-	srv, cli := groupConfigs(p, cpus, "xdp", "udp")
+// TestGroupFlows runs runFlows between two groups of two queues on a
+// groupPair, for each pairing of kinds below.
+func TestGroupFlows(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		srv, cli dgramio.Kind
+		// adjust changes what groupConfigs made (nil: nothing).
+		adjust func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config)
+	}{
+		// An xdp server (one XSK per queue, one program) answers a kernel
+		// udp client (a socket per queue).
+		{"xdp", "xdp", "udp", smallDatagrams},
+		// An xdp client (ports 7100 and 7101) talks to a kernel udp server
+		// with two reuseport sockets.
+		{"xdp-client", "udp", "xdp", func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config) {
+			smallDatagrams(t, p, srv, cli)
+			cli.LocalPort = 7100
+		}},
+		// Kernel udp on both ends, two reuseport sockets steered by CPU on
+		// the server.
+		{"udp", "udp", "udp", nil},
+		// Kind uring on both ends, a ring per queue.
+		{"uring", "uring", "uring", nil},
+		// Kind tcp on both ends: two reuseport listeners steered by CPU, one
+		// connection per client queue.
+		{"tcp", "tcp", "tcp", nil},
+		// A tcp-xdp server, a netstack per queue, serves a kernel tcp client
+		// (a connection per queue).
+		{"tcp-xdp", "tcp-xdp", "tcp", func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config) {
+			addr := otherAddr(p.A, 3)
+			if err := p.B.AddNeigh(addr, p.A.MAC); err != nil {
+				t.Fatal(err)
+			}
+			srv.LocalIP, cli.Dests = addr, []netip.Addr{addr}
+		}},
+		// A tcp-xdp client (a netstack per queue, source ports from each
+		// queue's share) talks to a kernel tcp server with two reuseport
+		// listeners.
+		{"tcp-xdp-client", "tcp", "tcp-xdp", func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config) {
+			addr := otherAddr(p.B, 4)
+			if err := p.A.AddNeigh(addr, p.B.MAC); err != nil {
+				t.Fatal(err)
+			}
+			cli.LocalIP, cli.ConnectTimeout = addr, 20*time.Second
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cpus := twoCPUs(t)
+			p := groupPair(t, cpus)
+			srv, cli := groupConfigs(p, cpus, c.srv, c.cli)
+			if c.adjust != nil {
+				c.adjust(t, p, &srv, &cli)
+			}
+			runFlows(t, p.A, p.B, srv, cli, 500)
+		})
+	}
+}
+
+// smallDatagrams sets both ends' MaxDatagram to 1024, for the xdp kinds.
+func smallDatagrams(_ *testing.T, _ *testhost.Pair, srv, cli *dgramio.Config) {
 	srv.MaxDatagram, cli.MaxDatagram = 1024, 1024
-	runFlows(t, p.A, p.B, srv, cli, 500)
-}
-
-// TestGroupXDPClient: an xdp client with two queues (ports 7100 and 7101)
-// talks to a kernel udp server with two reuseport sockets.
-func TestGroupXDPClient(t *testing.T) {
-	cpus := twoCPUs(t)
-	p := groupPair(t, cpus)
-	srv, cli := groupConfigs(p, cpus, "udp", "xdp")
-	srv.MaxDatagram, cli.MaxDatagram = 1024, 1024
-	cli.LocalPort = 7100
-	runFlows(t, p.A, p.B, srv, cli, 500)
-}
-
-// TestGroupKernelUDP: kernel udp on both ends, two reuseport sockets
-// steered by CPU on the server.
-func TestGroupKernelUDP(t *testing.T) {
-	cpus := twoCPUs(t)
-	p := groupPair(t, cpus)
-	srv, cli := groupConfigs(p, cpus, "udp", "udp")
-	runFlows(t, p.A, p.B, srv, cli, 500)
-}
-
-// TestGroupURing: kind uring on both ends, a ring per queue.
-func TestGroupURing(t *testing.T) {
-	cpus := twoCPUs(t)
-	p := groupPair(t, cpus)
-	srv, cli := groupConfigs(p, cpus, "uring", "uring")
-	runFlows(t, p.A, p.B, srv, cli, 500)
-}
-
-// TestGroupKernelTCP: kind tcp on both ends: two reuseport listeners
-// steered by CPU, one connection per client queue.
-func TestGroupKernelTCP(t *testing.T) {
-	cpus := twoCPUs(t)
-	p := groupPair(t, cpus)
-	srv, cli := groupConfigs(p, cpus, "tcp", "tcp")
-	runFlows(t, p.A, p.B, srv, cli, 500)
 }
 
 // otherAddr is an address of h's subnet that h's kernel does not hold
@@ -466,35 +482,6 @@ func otherAddr(h *testhost.Host, last byte) netip.Addr {
 	a := h.Addr.As4()
 	a[3] = last
 	return netip.AddrFrom4(a)
-}
-
-// TestGroupTCPXDP: a tcp-xdp server with two queues, a netstack on each,
-// serves a kernel tcp client with two queues (a connection each).
-func TestGroupTCPXDP(t *testing.T) {
-	cpus := twoCPUs(t)
-	p := groupPair(t, cpus)
-	addr := otherAddr(p.A, 3)
-	if err := p.B.AddNeigh(addr, p.A.MAC); err != nil {
-		t.Fatal(err)
-	}
-	srv, cli := groupConfigs(p, cpus, "tcp-xdp", "tcp")
-	srv.LocalIP, cli.Dests = addr, []netip.Addr{addr}
-	runFlows(t, p.A, p.B, srv, cli, 500)
-}
-
-// TestGroupTCPXDPClient: a tcp-xdp client with two queues (a netstack
-// each, source ports from each queue's share) talks to a kernel tcp
-// server with two reuseport listeners.
-func TestGroupTCPXDPClient(t *testing.T) {
-	cpus := twoCPUs(t)
-	p := groupPair(t, cpus)
-	addr := otherAddr(p.B, 4)
-	if err := p.A.AddNeigh(addr, p.B.MAC); err != nil {
-		t.Fatal(err)
-	}
-	srv, cli := groupConfigs(p, cpus, "tcp", "tcp-xdp")
-	cli.LocalIP, cli.ConnectTimeout = addr, 20*time.Second
-	runFlows(t, p.A, p.B, srv, cli, 500)
 }
 
 // BenchmarkGroupEcho measures the round trips per second of N client
