@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -114,26 +115,9 @@ func runGroup(g Group, n int, ready func(), body func(q int, b core.Backend)) (t
 // list the order is kept and a CPU may repeat (yielding pollers may share
 // one). Empty is none.
 func parseCPUs(s string) ([]int, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(f), "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("--cpus %q: %q is not a CPU number", s, f)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > core.MaxQueues {
-				return nil, fmt.Errorf("--cpus %q: bad range %q", s, f)
-			}
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
+	out, err := preflight.ParseCPUs(s, core.MaxQueues)
+	if err != nil {
+		return nil, fmt.Errorf("--cpus %q: %w", s, err)
 	}
 	return out, nil
 }

@@ -47,31 +47,44 @@ func (s System) read(root, rel string) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
-// ParseCPUList parses a Linux CPU list ("0-3,6,8-9"; empty is none).
+// ParseCPUList parses a Linux CPU list ("0-3,6,8-9"; empty is none) into
+// its CPUs, ascending, each once.
 func ParseCPUList(s string) ([]int, error) {
-	var out []int
+	out, err := ParseCPUs(s, 1<<16)
+	if err != nil {
+		return nil, fmt.Errorf("CPU list %q: %w", s, err)
+	}
+	sort.Ints(out)
+	return slices.Compact(out), nil
+}
+
+// ParseCPUs parses CPU numbers and ranges separated by commas ("0,1",
+// "2-5") into the CPUs in the order written, repeats kept; empty is none.
+// A range may span at most maxSpan CPUs after its first. The error names
+// the part that is wrong; the caller says which list it was.
+func ParseCPUs(s string, maxSpan int) ([]int, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, nil
 	}
+	var out []int
 	for _, f := range strings.Split(s, ",") {
 		lo, hi, isRange := strings.Cut(strings.TrimSpace(f), "-")
 		a, err := strconv.Atoi(lo)
 		if err != nil || a < 0 {
-			return nil, fmt.Errorf("CPU list %q: %q is not a CPU", s, f)
+			return nil, fmt.Errorf("%q is not a CPU number", f)
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1<<16 {
-				return nil, fmt.Errorf("CPU list %q: bad range %q", s, f)
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > maxSpan {
+				return nil, fmt.Errorf("bad range %q", f)
 			}
 		}
 		for c := a; c <= b; c++ {
 			out = append(out, c)
 		}
 	}
-	sort.Ints(out)
-	return slices.Compact(out), nil
+	return out, nil
 }
 
 // Isolated returns the isolated CPUs (isolcpus= at boot).
