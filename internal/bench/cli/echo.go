@@ -87,27 +87,19 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 		cfg.Queues, cfg.CPUs = out.Queues, out.CPUs
 		return echoGroup(ctx, op.group, cfg, eo, &out, *stats, fail, stdout, stderr)
 	}
-	cpus, err := pin(cfg.Kind, out.CPU)
-	if err != nil {
-		return fail(Classify(cfg.Kind, err), err)
-	}
-	cfg.CPUs = cpus
-	b, err := op.single(cfg)
-	if err != nil {
-		return fail(Classify(cfg.Kind, err), err)
-	}
-	st := b.Stats()
-	printReady(stdout, st.Mode)
-
-	start := time.Now()
-	res, runErr := load.Echo(ctx, b, eo)
-	if cerr := b.Close(); cerr != nil && runErr == nil {
-		fmt.Fprintln(stderr, "echo: close:", cerr)
+	var res *load.EchoResult
+	var start time.Time
+	final, runErr, openErr := runSingle(op, cfg, out.CPU, "echo", stderr, func(b core.Backend) (err error) {
+		printReady(stdout, b.Stats().Mode)
+		start = time.Now()
+		res, err = load.Echo(ctx, b, eo)
+		return err
+	})
+	if openErr != nil {
+		return fail(Classify(cfg.Kind, openErr), openErr)
 	}
 	if res != nil {
-		// The counters as Close left them: it counts what it found
-		// undelivered (frames left in a ring, records still staged).
-		res.Stats = b.Stats()
+		res.Stats = final
 	}
 	out.Result = res
 	status := 0

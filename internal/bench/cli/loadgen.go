@@ -141,25 +141,37 @@ func loadOnce(ctx context.Context, op openers, cfg core.Config, cpu int, lo load
 	if cfg.Queues > 1 {
 		return loadGroup(ctx, op.group, cfg, lo)
 	}
+	final, runErr, openErr := runSingle(op, cfg, cpu, "loadgen", stderr, func(b core.Backend) (err error) {
+		res, err = load.Load(ctx, b, lo)
+		return err
+	})
+	if res != nil {
+		res.Stats = final
+	}
+	return res, runErr, openErr
+}
+
+// runSingle opens one backend of cfg, its poller pinned to cpu (-1: not
+// pinned), runs run on it and closes it. final is the backend's counters
+// as Close left them: Close counts what it found undelivered (frames left
+// in a ring, records still staged). openErr says why nothing could be
+// opened; a failed Close is reported on stderr, prefixed with tool, when
+// run did not fail first.
+func runSingle(op openers, cfg core.Config, cpu int, tool string, stderr io.Writer, run func(b core.Backend) error) (final core.Stats, runErr, openErr error) {
 	cpus, err := pin(cfg.Kind, cpu)
 	if err != nil {
-		return nil, nil, err
+		return core.Stats{}, nil, err
 	}
 	cfg.CPUs = cpus
 	b, err := op.single(cfg)
 	if err != nil {
-		return nil, nil, err
+		return core.Stats{}, nil, err
 	}
-	res, runErr = load.Load(ctx, b, lo)
+	runErr = run(b)
 	if cerr := b.Close(); cerr != nil && runErr == nil {
-		fmt.Fprintln(stderr, "loadgen: close:", cerr)
+		fmt.Fprintf(stderr, "%s: close: %v\n", tool, cerr)
 	}
-	if res != nil {
-		// The counters as Close left them: it counts what it found
-		// undelivered (frames left in a ring, records still staged).
-		res.Stats = b.Stats()
-	}
-	return res, runErr, nil
+	return b.Stats(), runErr, nil
 }
 
 // printLoad prints the result's line on stdout (and each queue's), the
