@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"github.com/dgramio/dgramio/internal/bench/load"
 	"reflect"
-	"sort"
 	"strings"
 	"unicode"
 
@@ -492,14 +491,4 @@ func (c *Cell) Format() string {
 		s += " (error)"
 	}
 	return s
-}
-
-// SortedKeys returns m's keys in order.
-func SortedKeys(m map[string]uint64) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

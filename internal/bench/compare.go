@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -184,7 +185,7 @@ func Compare(a, b *Report) Comparison {
 			cmp.Env = append(cmp.Env, fmt.Sprintf("%s: %s → %s", d.what, d.a, d.b))
 		}
 	}
-	for _, k := range sortedStrings(ea.Modes) {
+	for _, k := range slices.Sorted(maps.Keys(ea.Modes)) {
 		if m, ok := eb.Modes[k]; ok && m != ea.Modes[k] {
 			cmp.Env = append(cmp.Env, fmt.Sprintf("mode of %s: %s → %s", k, ea.Modes[k], m))
 		}

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -61,7 +63,7 @@ func Attribute(c *Cell) Limit {
 		l.Unaccounted = uint64(cs.Unaccounted)
 	}
 	var own, echo []string
-	for _, k := range SortedKeys(cs.ByLayer) {
+	for _, k := range slices.Sorted(maps.Keys(cs.ByLayer)) {
 		v := cs.ByLayer[k]
 		switch {
 		case strings.HasPrefix(k, "loadgen."):

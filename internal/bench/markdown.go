@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -41,7 +43,7 @@ func (r *Report) Markdown() string {
 	if e.Repeat > 0 {
 		row("repeats", fmt.Sprintf("%d; %s", e.Repeat, e.Order))
 	}
-	for _, k := range sortedStrings(e.Modes) {
+	for _, k := range slices.Sorted(maps.Keys(e.Modes)) {
 		row("mode of "+k, e.Modes[k])
 	}
 	if len(e.NotBuilt) > 0 {
@@ -130,7 +132,7 @@ func (c *Cell) markdown(b *strings.Builder) {
 	fmt.Fprintf(b, " + unaccounted %d", cs.Unaccounted)
 	if len(cs.ByLayer) > 0 {
 		var parts []string
-		for _, k := range SortedKeys(cs.ByLayer) {
+		for _, k := range slices.Sorted(maps.Keys(cs.ByLayer)) {
 			parts = append(parts, fmt.Sprintf("%s %d", k, cs.ByLayer[k]))
 		}
 		fmt.Fprintf(b, " (%s)", strings.Join(parts, ", "))
@@ -148,7 +150,7 @@ func (c *Cell) markdown(b *strings.Builder) {
 	c.queueTable(b)
 	c.counterTable(b)
 	var hz []string
-	for _, k := range SortedKeys(c.Host) {
+	for _, k := range slices.Sorted(maps.Keys(c.Host)) {
 		if v := c.Host[k]; v != 0 {
 			hz = append(hz, fmt.Sprintf("%s=%d", k, v))
 		}
@@ -240,7 +242,7 @@ func (c *Cell) QueueMismatches() []string {
 	for _, end := range []string{"loadgen", "echo"} {
 		names := []string{"dgramio.tx_queued", "dgramio.tx_sent", "dgramio.tx_dropped", "dgramio.rx_delivered", "dgramio.rx_truncated",
 			"dgramio.rx_bad_checksum", "dgramio.rx_malformed", "dgramio.rx_filtered"}
-		for _, k := range SortedKeys(c.Counters) {
+		for _, k := range slices.Sorted(maps.Keys(c.Counters)) {
 			if rest, ok := strings.CutPrefix(k, end+".app."); ok {
 				names = append(names, "app."+rest)
 			}
@@ -298,11 +300,7 @@ func (c *Cell) counterTable(b *strings.Builder) {
 			loss[rest] = true
 		}
 	}
-	keys := make([]string, 0, len(rows))
-	for k := range rows {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(rows))
 	fmt.Fprintf(b, "\n<details><summary>counters of every layer, both ends (%d nonzero)</summary>\n\n| layer.counter | loadgen | echo | loss |\n|---|---:|---:|---|\n", nonzero)
 	for _, k := range keys {
 		r := rows[k]
@@ -343,7 +341,7 @@ func summarizeOffloads(m map[string]string) string {
 		byFeature[f] = append(byFeature[f], end+"="+v)
 	}
 	var off, other []string
-	for _, f := range sortedKeysOf(byFeature) {
+	for _, f := range slices.Sorted(maps.Keys(byFeature)) {
 		vs := byFeature[f]
 		sort.Strings(vs)
 		allOff := true
@@ -368,15 +366,6 @@ func summarizeOffloads(m map[string]string) string {
 	return strings.Join(parts, "; ")
 }
 
-func sortedKeysOf(m map[string][]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
 // cellText makes s safe inside a markdown table cell.
 func cellText(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ")
@@ -387,15 +376,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func sortedStrings(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // resultsMarkdown writes the results table: a row per kind, a column per

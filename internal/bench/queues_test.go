@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"github.com/dgramio/dgramio/internal/bench/load"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -99,7 +101,7 @@ func TestLoadTwoQueues(t *testing.T) {
 		}
 	}
 	if _, ok := c.Counters["loadgen.app.other_queue"]; !ok {
-		t.Fatalf("no loadgen.app.other_queue counter with two queues: %v", SortedKeys(c.Counters))
+		t.Fatalf("no loadgen.app.other_queue counter with two queues: %v", slices.Sorted(maps.Keys(c.Counters)))
 	}
 	var md strings.Builder
 	c.markdown(&md)

@@ -16,8 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/dgramio/dgramio/internal/bench"
@@ -143,7 +145,7 @@ func formatStats(end string, s *core.Stats, own []core.Counter) string {
 	m := map[string]uint64{}
 	bench.Flatten(end, s, own, m)
 	fmt.Fprintf(&b, "%s: kind %s, mode %q\n", end, s.Kind, s.Mode)
-	for _, k := range bench.SortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if m[k] != 0 {
 			fmt.Fprintf(&b, "  %-40s %d\n", k, m[k])
 		}
