@@ -15,11 +15,7 @@ import (
 )
 
 // EchoFile is the JSON an echo writes with --stats.
-type EchoFile struct {
-	ToolHeader
-	Result  *load.EchoResult `json:"result,omitempty"`
-	Failure *Failure         `json:"failure,omitempty"`
-}
+type EchoFile = ToolFile[load.EchoResult]
 
 // EchoMain is the echo tool: it opens a server of --kind on --local:--port,
 // prints "ready <mode>" on stdout, and reflects every message back to its

@@ -19,11 +19,7 @@ import (
 )
 
 // LoadFile is the JSON a load generator writes with --json.
-type LoadFile struct {
-	ToolHeader
-	Result  *load.LoadResult `json:"result,omitempty"`
-	Failure *Failure         `json:"failure,omitempty"`
-}
+type LoadFile = ToolFile[load.LoadResult]
 
 // LoadgenMain is the load generator: it opens a client of --kind to
 // --dst:--port, sends --size-byte messages at --rate for --warmup then

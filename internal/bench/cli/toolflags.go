@@ -9,6 +9,14 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 )
 
+// ToolFile is the JSON file a tool writes: the flags it was given, and its
+// result R or why it failed (one of the two).
+type ToolFile[R any] struct {
+	ToolHeader
+	Result  *R       `json:"result,omitempty"`
+	Failure *Failure `json:"failure,omitempty"`
+}
+
 // ToolHeader is what echo's and loadgen's JSON record of the flags they
 // share.
 type ToolHeader struct {
