@@ -141,16 +141,12 @@ func crashXDP(t *testing.T, kind string, p *testhost.Pair) {
 	if err := p.A.DelNeigh(p.B.Addr); err != nil {
 		t.Fatal(err)
 	}
-	var kc *net.UDPConn
-	if err := p.B.Do(func() error {
-		var err error
-		kc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.B.Addr.AsSlice(), Port: port})
-		return err
-	}); err != nil {
+	kc, err := p.B.ListenUDP(port)
+	if err != nil {
 		t.Fatalf("bind the port the killed echo held: %v", err)
 	}
 	testutil.EchoUDP(kc)
-	err := kernelPing(p.A, false, p.B.Addr, "kernel, are you there?")
+	err = kernelPing(p.A, false, p.B.Addr, "kernel, are you there?")
 	kc.Close()
 	if err != nil {
 		t.Fatalf("the kernel does not answer on %s after the crash: %v", p.B.Iface, err)

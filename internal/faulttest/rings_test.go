@@ -28,14 +28,12 @@ type udpSink struct {
 func startUDPSink(t testing.TB, h *testhost.Host, magic uint64, size int) *udpSink {
 	t.Helper()
 	s := &udpSink{y: tally{magic: magic, size: size}, done: make(chan struct{})}
-	if err := h.Do(func() error {
-		var err error
-		s.conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: h.Addr.AsSlice(), Port: port})
-		if err == nil {
-			err = s.conn.SetReadBuffer(4 << 20)
-		}
-		return err
-	}); err != nil {
+	var err error
+	if s.conn, err = h.ListenUDP(port); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.conn.SetReadBuffer(4 << 20); err != nil {
+		s.conn.Close()
 		t.Fatal(err)
 	}
 	go func() {
