@@ -1,6 +1,8 @@
 // Package testutil holds the helpers tests share: skipping for a missing
 // privilege or kernel feature, and failing instead when CI=true, so that in
-// CI nothing passes by being skipped.
+// CI nothing passes by being skipped; waiting with a generous deadline
+// (Eventually); and small fixtures that tests of several packages use
+// (EchoUDP, LockedBuffer, NetnsInode and NetnsRefs).
 package testutil
 
 import (
