@@ -218,12 +218,8 @@ func startXDP(o options, nopts netconn.Options, p *testhost.Pair, port uint16) (
 // startKernel serves on A's kernel TCP at A's own address.
 func startKernel(o options, p *testhost.Pair, port uint16) (*server, error) {
 	ap := netip.AddrPortFrom(p.A.Addr, port)
-	var ln net.Listener
-	if err := p.A.Do(func() error {
-		var err error
-		ln, err = net.Listen("tcp4", ap.String())
-		return err
-	}); err != nil {
+	ln, err := p.A.ListenTCP(port)
+	if err != nil {
 		return nil, err
 	}
 	sv := startServer("kernel tcp", ap, ln, o.size)

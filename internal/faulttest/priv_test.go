@@ -141,20 +141,13 @@ func roundTrip(b core.Backend, n int) (sent, echoed int, err error) {
 // sockets, until the test ends.
 func kernelEchoes(t testing.TB, h *testhost.Host) {
 	t.Helper()
-	var uc *net.UDPConn
-	var ln *net.TCPListener
-	err := h.Do(func() error {
-		var err error
-		if uc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: h.Addr.AsSlice(), Port: port}); err != nil {
-			return err
-		}
-		ln, err = net.ListenTCP("tcp4", &net.TCPAddr{IP: h.Addr.AsSlice(), Port: port})
-		return err
-	})
+	uc, err := h.ListenUDP(port)
 	if err != nil {
-		if uc != nil {
-			uc.Close()
-		}
+		t.Fatal(err)
+	}
+	ln, err := h.ListenTCP(port)
+	if err != nil {
+		uc.Close()
 		t.Fatal(err)
 	}
 	testutil.EchoUDP(uc)

@@ -58,11 +58,8 @@ func TestPairUDPRoundTrip(t *testing.T) {
 // namespace reaches a listener in B's, from A's address.
 func TestDialContext(t *testing.T) {
 	p := newT(t, Options{})
-	var ln net.Listener
-	if err := p.B.Do(func() (err error) {
-		ln, err = net.Listen("tcp4", netip.AddrPortFrom(p.B.Addr, 5001).String())
-		return err
-	}); err != nil {
+	ln, err := p.B.ListenTCP(5001)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()

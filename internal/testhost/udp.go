@@ -25,6 +25,22 @@ func (h *Host) ListenUDP(port uint16) (*net.UDPConn, error) {
 	return c, nil
 }
 
+// ListenTCP opens a kernel TCP listener inside h's namespace, bound to
+// h.Addr:port (port 0: an ephemeral one). It and the connections it
+// accepts belong to the namespace and may be used from any goroutine; the
+// caller closes it.
+func (h *Host) ListenTCP(port uint16) (*net.TCPListener, error) {
+	var ln *net.TCPListener
+	err := h.Do(func() (err error) {
+		ln, err = net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(netip.AddrPortFrom(h.Addr, port)))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("testhost %s: listen tcp %s:%d: %w", h.Iface, h.Addr, port, err)
+	}
+	return ln, nil
+}
+
 // DialContext dials addr on network from inside h's namespace
 // (net.Dialer.DialContext there): a kernel client of that namespace. The
 // connection may be used from any goroutine; the caller closes it. It has

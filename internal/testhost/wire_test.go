@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -68,12 +67,8 @@ func tcpChecksumOK(ip []byte) bool {
 func sendTCP(t *testing.T, p *Pair, n int) (lens []int, badSum int) {
 	t.Helper()
 	fd := capture(t, p.B)
-	var ln net.Listener
-	if err := p.B.Do(func() error {
-		var err error
-		ln, err = net.Listen("tcp4", netip.AddrPortFrom(p.B.Addr, 0).String())
-		return err
-	}); err != nil {
+	ln, err := p.B.ListenTCP(0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()

@@ -5,6 +5,7 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -12,7 +13,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
@@ -153,24 +153,20 @@ func TestTCP16MiB(t *testing.T) {
 	want := sha256.Sum256(data)
 	before := snmp(t, w.B)
 
-	var ln net.Listener
-	if err := w.B.Do(func() (err error) {
-		ln, err = net.Listen("tcp4", netip.AddrPortFrom(w.B.Addr, 0).String())
-		return err
-	}); err != nil {
+	ln, err := w.B.ListenTCP(0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	deadline := time.Now().Add(3 * time.Minute)
-	var c net.Conn
-	if err := w.A.Do(func() (err error) {
-		c, err = (&net.Dialer{Deadline: deadline}).Dial("tcp4", ln.Addr().String())
-		return err
-	}); err != nil {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	c, err := w.A.DialContext(ctx, "tcp4", ln.Addr().String())
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ln.(*net.TCPListener).SetDeadline(deadline)
+	ln.SetDeadline(deadline)
 	s, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
