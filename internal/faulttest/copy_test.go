@@ -92,12 +92,7 @@ func copyWire(t *testing.T, kind string, total int64) {
 		go func() { served <- copyServe(ln) }()
 	}
 
-	var c net.Conn
-	err := w.A.Do(func() error {
-		var err error
-		c, err = (&net.Dialer{Timeout: 20 * time.Second}).Dial("tcp4", netip.AddrPortFrom(addr, port).String())
-		return err
-	})
+	c, err := dialTCP(w.A, netip.AddrPortFrom(addr, port), 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,6 +109,14 @@ func warmClient(t testing.TB, kind string, p *testhost.Pair) (cl core.Backend, t
 	return cl, tr, nil
 }
 
+// dialTCP connects a kernel TCP client in h's namespace to addr, within d
+// (testhost.Host.DialContext).
+func dialTCP(h *testhost.Host, addr netip.AddrPort, d time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return h.DialContext(ctx, "tcp4", addr.String())
+}
+
 // onThread runs fn on one OS thread inside h's namespace (testhost.Host.Do)
 // and waits for it: a backend opened there with openHere is polled there,
 // as kind uring requires, and closed there. fn must not call t.Fatal; a

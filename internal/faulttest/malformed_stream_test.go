@@ -141,13 +141,11 @@ func dialPolling(t testing.TB, h *testhost.Host, srv core.Backend, addr netip.Ad
 	var conn *net.TCPConn
 	dialed := make(chan error, 1)
 	go func() {
-		dialed <- h.Do(func() error {
-			c, err := net.DialTimeout("tcp4", addr.String(), 10*time.Second)
-			if err == nil {
-				conn = c.(*net.TCPConn)
-			}
-			return err
-		})
+		c, err := dialTCP(h, addr, 10*time.Second)
+		if err == nil {
+			conn = c.(*net.TCPConn)
+		}
+		dialed <- err
 	}()
 	pkts := make([]core.Packet, 64)
 	for dialing := true; dialing; {

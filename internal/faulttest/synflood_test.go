@@ -78,12 +78,7 @@ func synFlood(t *testing.T, kind string, d time.Duration, rate int) {
 	}
 	e := startEcho(t, p.B, kind+" echo", scfg)
 	srv := netip.AddrPortFrom(scfg.LocalIP, port)
-	var c net.Conn
-	err := p.A.Do(func() error {
-		var err error
-		c, err = net.DialTimeout("tcp4", srv.String(), 20*time.Second)
-		return err
-	})
+	c, err := dialTCP(p.A, srv, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
