@@ -34,6 +34,7 @@ import (
 
 	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/benchnet"
+	"github.com/dgramio/dgramio/internal/cleanup"
 	"github.com/dgramio/dgramio/internal/core"
 )
 
@@ -93,7 +94,7 @@ type Ports struct {
 	o    Options
 	// setup says what was changed, with the original values.
 	setup []string
-	undo  []func() error
+	undo  cleanup.Stack // what Close runs, last first
 }
 
 // Setup lists what was set for the run, each with its original value:
@@ -285,7 +286,7 @@ func Open(o Options) (p *Ports, err error) {
 	if err != nil {
 		return p, privileged(err)
 	}
-	p.undo = append(p.undo, func() error { tA.stop(); return nil })
+	p.undo.Do(tA.stop)
 	p.A = &Host{Iface: o.IfaceA, Addr: o.A.Addr(), Prefix: o.A, t: tA, newNIC: o.NewNIC}
 
 	// What the ports are now, read in the home namespace.
@@ -316,13 +317,13 @@ func Open(o Options) (p *Ports, err error) {
 		return p, privileged(err)
 	}
 	p.B.t = tB
-	p.undo = append(p.undo, func() error { tB.stop(); return nil })
+	p.undo.Do(tB.stop)
 	err = p.moveB(tA, tB)
 	if err != nil {
 		return p, privileged(err)
 	}
 	p.setup = append(p.setup, fmt.Sprintf("%s moved into a network namespace of its own (the echo's), back on exit with its %d address(es) and %d route(s)", o.IfaceB, len(stB.addrs), len(stB.routes)))
-	p.undo = append(p.undo, func() error { return p.moveBack(home, stB) })
+	p.undo.Add(func() error { return p.moveBack(home, stB) })
 
 	// Addresses and links up.
 	err = p.upB(tB)
@@ -330,7 +331,7 @@ func Open(o Options) (p *Ports, err error) {
 		return p, err
 	}
 	added, err := p.upA(tA)
-	p.undo = append(p.undo, func() error { return p.restoreA(added, stA) })
+	p.undo.Add(func() error { return p.restoreA(added, stA) })
 	if err != nil {
 		return p, err
 	}
@@ -606,7 +607,7 @@ func (p *Ports) setNIC(iface string) error {
 // undoOnNIC adds to the undo list a step that runs f on A's namespace
 // thread with a NIC opened for it (A.withNIC).
 func (p *Ports) undoOnNIC(f func(nic NIC) error) {
-	p.undo = append(p.undo, func() error { return p.A.withNIC(f) })
+	p.undo.Add(func() error { return p.A.withNIC(f) })
 }
 
 func fmtChannels(c ethtool.Channels) string {
@@ -652,7 +653,7 @@ func (p *Ports) steerIRQs(h *Host, cpus []int) {
 			continue
 		}
 		moved = append(moved, fmt.Sprintf("%d (was %s)", q.N, old))
-		p.undo = append(p.undo, func() error {
+		p.undo.Add(func() error {
 			if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
 				return fmt.Errorf("restore the affinity of IRQ %d to %s: %w", q.N, old, err)
 			}
@@ -725,14 +726,7 @@ func (p *Ports) restoreA(added bool, st linkState) error {
 // in B's namespace get SIGKILL). It goes on after an error and returns
 // them all. Safe to call more than once.
 func (p *Ports) Close() error {
-	var errs []error
-	for i := len(p.undo) - 1; i >= 0; i-- {
-		if err := p.undo[i](); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	p.undo = nil
-	if err := errors.Join(errs...); err != nil {
+	if err := p.undo.Undo(); err != nil {
 		return fmt.Errorf("ports: restore: %w", err)
 	}
 	return nil
