@@ -14,15 +14,9 @@ import (
 // h.Addr:port (port 0: an ephemeral one). It belongs to the namespace for
 // its whole life and may be used from any goroutine; the caller closes it.
 func (h *Host) ListenUDP(port uint16) (*net.UDPConn, error) {
-	var c *net.UDPConn
-	err := h.Do(func() (err error) {
-		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(h.Addr, port)))
-		return err
+	return listenIn(h, "udp", port, func(a netip.AddrPort) (*net.UDPConn, error) {
+		return net.ListenUDP("udp4", net.UDPAddrFromAddrPort(a))
 	})
-	if err != nil {
-		return nil, fmt.Errorf("testhost %s: listen udp %s:%d: %w", h.Iface, h.Addr, port, err)
-	}
-	return c, nil
 }
 
 // ListenTCP opens a kernel TCP listener inside h's namespace, bound to
@@ -30,15 +24,23 @@ func (h *Host) ListenUDP(port uint16) (*net.UDPConn, error) {
 // accepts belong to the namespace and may be used from any goroutine; the
 // caller closes it.
 func (h *Host) ListenTCP(port uint16) (*net.TCPListener, error) {
-	var ln *net.TCPListener
+	return listenIn(h, "tcp", port, func(a netip.AddrPort) (*net.TCPListener, error) {
+		return net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(a))
+	})
+}
+
+// listenIn runs listen on h.Addr:port on a thread inside h's namespace;
+// proto names the socket in the error.
+func listenIn[S any](h *Host, proto string, port uint16, listen func(netip.AddrPort) (S, error)) (S, error) {
+	var s S
 	err := h.Do(func() (err error) {
-		ln, err = net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(netip.AddrPortFrom(h.Addr, port)))
+		s, err = listen(netip.AddrPortFrom(h.Addr, port))
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("testhost %s: listen tcp %s:%d: %w", h.Iface, h.Addr, port, err)
+		return s, fmt.Errorf("testhost %s: listen %s %s:%d: %w", h.Iface, proto, h.Addr, port, err)
 	}
-	return ln, nil
+	return s, nil
 }
 
 // DialContext dials addr on network from inside h's namespace
