@@ -373,23 +373,19 @@ func (h *Host) Neigh(ip netip.Addr) (net.HardwareAddr, int, error) {
 
 // DelAddr takes the host's address (Prefix) off the veth end, so the kernel
 // no longer answers ARP for it (for raw paths that own the address).
-func (h *Host) DelAddr() error {
-	if err := h.check(); err != nil {
-		return err
-	}
-	if err := h.nl.AddrDel(h.link(), h.addr()); err != nil {
-		return fmt.Errorf("addr del %s dev %s: %w", h.Prefix, h.Iface, err)
-	}
-	return nil
-}
+func (h *Host) DelAddr() error { return h.addrOp("del", h.nl.AddrDel) }
 
 // AddAddr puts the host's address (Prefix) back on the veth end.
-func (h *Host) AddAddr() error {
+func (h *Host) AddAddr() error { return h.addrOp("add", h.nl.AddrAdd) }
+
+// addrOp applies fn (netlink's AddrAdd or AddrDel) to the host's address on
+// the veth end; errors name the operation as op.
+func (h *Host) addrOp(op string, fn func(netlink.Link, *netlink.Addr) error) error {
 	if err := h.check(); err != nil {
 		return err
 	}
-	if err := h.nl.AddrAdd(h.link(), h.addr()); err != nil {
-		return fmt.Errorf("addr add %s dev %s: %w", h.Prefix, h.Iface, err)
+	if err := fn(h.link(), h.addr()); err != nil {
+		return fmt.Errorf("addr %s %s dev %s: %w", op, h.Prefix, h.Iface, err)
 	}
 	return nil
 }
