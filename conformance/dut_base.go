@@ -23,7 +23,7 @@ type dutBase struct {
 	// mu guards err; nativeDUT also holds it around every use of its
 	// engine.
 	mu   sync.Mutex
-	err  error // the poll loop's or the wire's first error
+	err  error // what ended the poll loop; the wire's error at Close replaces it
 	once sync.Once
 }
 
