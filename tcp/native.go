@@ -29,6 +29,8 @@ type nativeEngine struct {
 	// due (with irq: a sleep then allocates nothing); made at the first
 	// sleep, reused.
 	alarm *time.Timer
+	// now is the clock reading of the last Poll, which Push uses.
+	now native.Tick
 
 	// closing makes nconn.Close half-close and keep the connection for
 	// the linger (shutdown); lingering holds those connections.
@@ -98,10 +100,15 @@ func (n *nativeEngine) open(fio frameio.FrameIO) error {
 	return n.connectAll()
 }
 
-// Poll implements layer.Transport: frames in, timers due.
+// Poll implements layer.Transport: frames in, timers due. It reads the
+// engine's clock, once: the stream layer calls Poll first and Push last in
+// every Rx and Flush, and Push takes the same reading, so each Rx and
+// Flush of the Backend reads the clock once (Wait reads it once too, in
+// sleep).
 func (n *nativeEngine) Poll() {
+	n.now = n.e.Tick()
 	for total := 0; total < pollBudget; {
-		got := n.e.Poll(n.b.cfg.RxBatch)
+		got := n.e.PollAt(n.now, n.b.cfg.RxBatch)
 		total += got
 		if got < n.b.cfg.RxBatch {
 			break
@@ -109,8 +116,9 @@ func (n *nativeEngine) Poll() {
 	}
 }
 
-// Push implements layer.Transport: the segments due, one kick.
-func (n *nativeEngine) Push() error { return n.e.Flush() }
+// Push implements layer.Transport: the timers due and the segments due at
+// the time the Poll before it read, one kick.
+func (n *nativeEngine) Push() error { return n.e.FlushAt(n.now) }
 
 // Accept implements layer.Transport.
 func (n *nativeEngine) Accept(add func(layer.Conn, netip.AddrPort)) {
@@ -192,7 +200,7 @@ func (n *nativeEngine) connectAll() error {
 	}
 	for len(pending) > 0 {
 		n.Poll()
-		if err := n.e.Flush(); err != nil {
+		if err := n.Push(); err != nil {
 			return fmt.Errorf("tcp: connect: %w", err)
 		}
 		left := pending[:0]
@@ -258,7 +266,7 @@ func (n *nativeEngine) shutdown(linger time.Duration) {
 	deadline := time.Now().Add(linger)
 	for len(n.lingering) > 0 && !n.allDone() && time.Now().Before(deadline) {
 		n.Poll()
-		n.e.Flush()
+		n.Push()
 		ctx, cancel := context.WithTimeout(context.Background(), min(time.Until(deadline), 5*time.Millisecond))
 		_ = n.nap(ctx)
 		cancel()

@@ -132,3 +132,54 @@ func TestTuningPerEngine(t *testing.T) {
 		t.Errorf("native DelayedACK %v, want %v", d, DefaultDelayedACK)
 	}
 }
+
+// countingClock is the system clock, counting its reads (from the one
+// goroutine of the backend that owns it).
+type countingClock struct{ reads int }
+
+func (c *countingClock) Now() time.Time { c.reads++; return time.Now() }
+
+// TestNativeClockOncePerCall: each Rx and each Flush of the Backend reads
+// the engine's clock once, however many engine calls it makes (Poll's
+// batches, then the flush).
+func TestNativeClockOncePerCall(t *testing.T) {
+	scfg, ccfg := nativeConfigs()
+	pa, pb := memio.NewPair(memio.Options{})
+	srv, err := NewOverFrameIO(scfg, pa, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPoller(srv, spinEcho(srv))
+	defer func() { p.stop(); srv.Close() }()
+	clk := &countingClock{}
+	cli, err := NewOverFrameIO(ccfg, pb, Options{NativeClock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	msg, pkts := make([]byte, 100), make([]core.Packet, 8)
+	for i := 0; i < 20; i++ {
+		roundTrip(t, cli, msg, pkts)
+	}
+	for i := 0; i < 20; i++ {
+		cli.Queue(msg)
+		clk.reads = 0
+		if err := cli.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if clk.reads != 1 {
+			t.Fatalf("Flush read the clock %d times, want 1", clk.reads)
+		}
+		for got := 0; got == 0; {
+			clk.reads = 0
+			n, err := cli.Rx(pkts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if clk.reads != 1 {
+				t.Fatalf("Rx read the clock %d times, want 1", clk.reads)
+			}
+			got = n
+		}
+	}
+}

@@ -12,7 +12,9 @@
 // send buffer into TX slots (padded to 60 bytes) and kicks the FrameIO
 // once; Wait sleeps until a frame arrives (frameio.Waiter) or the next
 // timer is due. Timers are data (per-connection deadlines in a heap), read
-// from Options.Clock on every Poll, Flush and Wait. Every method of the
+// from Options.Clock on every Poll, Flush and Wait; a poll loop that polls
+// and flushes in one step reads the clock once (Engine.Tick) and passes
+// the reading to PollAt and FlushAt. Every method of the
 // Engine, its Listeners and its Conns must be called from one goroutine
 // at a time.
 //

@@ -49,13 +49,15 @@ type tuple struct {
 // Listeners and Conns) must be called from one goroutine at a time. Poll
 // takes frames and runs input and the timers due; Flush sends what is due
 // and kicks the FrameIO once; Wait sleeps until a frame or the next timer.
+// Each reads the clock; a loop that polls and flushes in one step reads it
+// once (Tick) and passes the reading to PollAt and FlushAt.
 type Engine struct {
 	fio    frameio.FrameIO
 	waiter frameio.Waiter
 	o      Options
 	clock  Clock
 	start  time.Time
-	now    int64 // ns since start, read at each Poll/Flush/Wait
+	now    int64 // ns since start: the latest Tick that Poll/Flush/Wait took
 
 	mac          [6]byte
 	addr         [4]byte
@@ -148,18 +150,52 @@ type monoClock struct{}
 
 func (monoClock) Now() time.Time { return time.Now() }
 
-// tick reads the clock.
-func (e *Engine) tick() { e.now = int64(e.clock.Now().Sub(e.start)) }
+// Tick is a reading of the engine's clock: nanoseconds since New on
+// Options.Clock (the monotonic clock when nil). Engine.Tick reads it;
+// PollAt and FlushAt take it.
+type Tick int64
+
+// Tick reads the engine's clock once. A poll loop that makes several
+// engine calls in one step (Poll, then Flush) reads the clock once with
+// Tick and passes the reading to PollAt and FlushAt, instead of letting
+// each call read it. On the monotonic clock a reading costs one
+// monotonic clock read (time.Since), not time.Now's two.
+func (e *Engine) Tick() Tick {
+	if _, real := e.clock.(monoClock); real {
+		return Tick(time.Since(e.start))
+	}
+	return Tick(e.clock.Now().Sub(e.start))
+}
+
+// setNow makes t the engine's time. The engine's time never goes back: a
+// t earlier than the time of an earlier call (a stale reading) leaves it
+// where it is.
+func (e *Engine) setNow(t Tick) {
+	if int64(t) > e.now {
+		e.now = int64(t)
+	}
+}
+
+// tick reads the clock and makes it the engine's time.
+func (e *Engine) tick() { e.setNow(e.Tick()) }
 
 // Poll takes up to budget frames from the FrameIO and runs their input
 // (answers and ACKs are queued for Flush, control answers such as ARP
 // replies and RSTs are put in TX slots at once), then fires the timers
-// that are due. It returns the number of frames taken.
-func (e *Engine) Poll(budget int) int {
+// that are due. It returns the number of frames taken. It reads the
+// clock: Poll(n) is PollAt(e.Tick(), n).
+func (e *Engine) Poll(budget int) int { return e.PollAt(e.Tick(), budget) }
+
+// PollAt is Poll at time now, a reading of Tick taken by the caller
+// (earlier in the same step of its poll loop): the timers due at now
+// fire. A poll loop that never passes a fresher reading stops the timers
+// (retransmissions, delayed ACKs, TIME-WAIT): read Tick at least once per
+// step.
+func (e *Engine) PollAt(now Tick, budget int) int {
 	if e.closed {
 		return 0
 	}
-	e.tick()
+	e.setNow(now)
 	n := e.fio.RxFrames(budget, e.deliv)
 	e.cnt[cRxFrames] += uint64(n)
 	e.runTimers()
@@ -281,14 +317,20 @@ func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, b []byte) {
 	e.resetFor(s) // RFC 9293 §3.10.7.1
 }
 
-// Flush sends what is due on every connection with something to send,
-// and kicks the FrameIO once. A full TX ring leaves the rest for the next
-// Flush (counted tx_ring_full). The error is the FrameIO's Kick error.
-func (e *Engine) Flush() error {
+// Flush fires the timers that are due, sends what is due on every
+// connection with something to send, and kicks the FrameIO once. A full
+// TX ring leaves the rest for the next Flush (counted tx_ring_full). The
+// error is the FrameIO's Kick error, or ErrClosed. It reads the clock:
+// Flush() is FlushAt(e.Tick()).
+func (e *Engine) Flush() error { return e.FlushAt(e.Tick()) }
+
+// FlushAt is Flush at time now, a reading of Tick taken by the caller, as
+// PollAt.
+func (e *Engine) FlushAt(now Tick) error {
 	if e.closed {
 		return ErrClosed
 	}
-	e.tick()
+	e.setNow(now)
 	e.runTimers()
 	d := e.dirty
 	k := 0

@@ -94,3 +94,76 @@ func TestImpairedBulk(t *testing.T) {
 		})
 	}
 }
+
+// countingClock counts the reads of the clock it wraps.
+type countingClock struct {
+	Clock
+	reads int
+}
+
+func (c *countingClock) Now() time.Time { c.reads++; return c.Clock.Now() }
+
+// One clock reading per step: Tick reads the clock once, PollAt and
+// FlushAt read it not at all and fire the timers due at the reading they
+// are given, and a stale reading never moves the engine's time back. The
+// timer is the delayed ACK (RFC 1122 §4.2.3.2): it must fire from FlushAt
+// once a reading past its deadline is passed, and not before.
+func TestTickOnePerStepRFC1122Sec4_2_3_2(t *testing.T) {
+	const delack = 5 * time.Millisecond
+	w := newWorld(t, memio.Options{}, Options{}, Options{DelayedACK: delack})
+	ca, cb := w.connect(7000)
+	buf := make([]byte, 200)
+	for range 2 { // the quick ACKs after the handshake
+		ca.Write(make([]byte, 100))
+		got := 0
+		w.until(time.Second, "quick-ACKed segment", func() bool {
+			n, _ := cb.Read(buf)
+			got += n
+			return got == 100 && ca.Buffered() == 0
+		})
+	}
+	clk := &countingClock{Clock: w.clk}
+	w.b.clock = clk
+	if ca.Write(make([]byte, 100)) != 100 {
+		t.Fatal("write refused")
+	}
+	if err := w.a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	segs := func() uint64 { return counterOf(t, w.b, "tcp_segments_out") }
+	before := segs()
+	t0 := w.b.Tick()
+	if n := w.b.PollAt(t0, 64); n != 1 {
+		t.Fatalf("PollAt took %d frames, want the one data segment", n)
+	}
+	if err := w.b.FlushAt(t0); err != nil {
+		t.Fatal(err)
+	}
+	if clk.reads != 1 {
+		t.Errorf("Tick, PollAt, FlushAt read the clock %d times, want 1", clk.reads)
+	}
+	if got := segs(); got != before {
+		t.Fatalf("%d segments out before the delayed ACK's time, want none", got-before)
+	}
+	w.clk.Advance(delack)
+	if err := w.b.FlushAt(t0); err != nil { // stale: the ACK is not due at t0
+		t.Fatal(err)
+	}
+	if got := segs(); got != before {
+		t.Fatalf("FlushAt(stale reading) sent %d segments", got-before)
+	}
+	t1 := w.b.Tick()
+	if err := w.b.FlushAt(t1); err != nil {
+		t.Fatal(err)
+	}
+	if got := segs(); got != before+1 {
+		t.Fatalf("FlushAt past the delayed ACK's deadline sent %d segments, want the ACK", got-before)
+	}
+	w.b.PollAt(t0, 64)
+	if w.b.now != int64(t1) {
+		t.Errorf("PollAt(stale) moved the engine's time from %d to %d", t1, w.b.now)
+	}
+	if clk.reads != 2 {
+		t.Errorf("clock read %d times, want 2 (the two Ticks)", clk.reads)
+	}
+}

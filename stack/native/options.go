@@ -66,7 +66,8 @@ type Options struct {
 	Neighbors map[netip.Addr]net.HardwareAddr
 	// MTU is the largest IP packet; default and maximum the FrameIO's MTU.
 	MTU int
-	// Clock is read on every Poll, Flush and Wait; nil: time.Now.
+	// Clock is read on every Poll, Flush, Wait and Tick (PollAt and
+	// FlushAt take a reading instead); nil: the monotonic clock.
 	Clock Clock
 	// MaxConns bounds the connection table (every state but LISTEN, TIME-
 	// WAIT included). Send and receive buffers are allocated when a slot is
