@@ -60,21 +60,24 @@ type Options struct {
 	// NativeClock is the native engine's clock (TCP.Stack native); nil is
 	// the monotonic clock. For tests.
 	NativeClock native.Clock
-	// ARPShare, when set, is the group whose netstacks pass each other
-	// the ARP replies they receive (see ARPShare).
+	// ARPShare, when set, is the group whose engines (netstack or native)
+	// pass each other the ARP replies they receive (see ARPShare).
 	ARPShare *ARPShare
 }
 
-// ARPShare passes the ARP replies that one queue's netstack receives to
-// the netstacks of the other queues of a group, which hold the same
-// address and MAC (stack.Endpoint.SetARPTap, InjectFrame): a NIC hashes
-// ARP, which has no ports, to one queue, so a stack whose own request is
-// answered on another queue would never learn the answer. It is control
-// traffic, rare: the lock it takes is not on the data path. The zero value
-// is ready for use; a group passes one in every queue's Options.
+// ARPShare passes the ARP replies that one queue's engine receives to
+// the engines of the other queues of a group, which hold the same
+// address and MAC: a NIC hashes ARP, which has no ports, to one queue, so
+// a stack whose own request is answered on another queue would never
+// learn the answer. Netstacks pass the reply frame
+// (stack.Endpoint.SetARPTap, InjectFrame); native engines share through
+// native.ARPShare. It is control traffic, rare: the lock it takes is not
+// on the data path. The zero value is ready for use; a group passes one
+// in every queue's Options.
 type ARPShare struct {
 	mu  sync.RWMutex
 	eps []*stack.Endpoint
+	nat native.ARPShare // the native engines' (Options.ARPShare of each)
 }
 
 // join adds ep and makes it pass its ARP replies to the others.

@@ -113,7 +113,7 @@ type dpdkGroup struct {
 	port *dpdk.Port // queue 0's Port, which owns the device
 	rss  stack.RSS  // the kernel interface's, under a net_af_xdp vdev
 
-	arp ARPShare // the queues' netstacks share ARP replies
+	arp ARPShare // the queues' engines share ARP replies
 
 	slots *queues.Slots
 }

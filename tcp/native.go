@@ -60,6 +60,9 @@ func nativeOptions(cfg core.Config, t Tuning, opts Options) native.Options {
 		Congestion: native.NewReno,
 		SYNBacklog: listenBacklog,
 	}
+	if opts.ARPShare != nil {
+		o.ARPShare = &opts.ARPShare.nat // a reply on one queue is known to all
+	}
 	// Like the netstack backend, which sends to every peer on the link,
 	// the engine then has no gateway: every address is on the link.
 	o.AllOnLink = o.PrefixLen == 0

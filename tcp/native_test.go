@@ -183,3 +183,19 @@ func TestNativeClockOncePerCall(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeARPShare: a group's ARPShare reaches every queue's engine
+// (native.Options.ARPShare, the one share of the group), so that an ARP
+// reply learnt on one queue is known to all (native's TestARPShareGroup
+// shows the sharing itself).
+func TestNativeARPShare(t *testing.T) {
+	_, ccfg := nativeConfigs()
+	var share ARPShare
+	tu := TuningFromConfig(ccfg)
+	if got := nativeOptions(ccfg, tu, Options{ARPShare: &share}).ARPShare; got != &share.nat {
+		t.Fatalf("the queue's engine shares ARP through %p, want the group's %p", got, &share.nat)
+	}
+	if got := nativeOptions(ccfg, tu, Options{}).ARPShare; got != nil {
+		t.Errorf("a single backend's engine has an ARPShare %p", got)
+	}
+}

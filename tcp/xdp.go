@@ -264,7 +264,7 @@ type xdpGroup struct {
 	rss    stack.RSS // empty on a device without RSS
 	rssErr error     // why rss is empty
 
-	arp ARPShare // the queues' netstacks share ARP replies
+	arp ARPShare // the queues' engines share ARP replies
 
 	slots *queues.Slots
 }
@@ -296,8 +296,9 @@ var _ core.QueueGroup = (*xdpGroup)(nil)
 // come back to the netstack that opened the connection. A device whose
 // hash is not Toeplitz, or that will not tell its table, needs a flow rule
 // per queue instead (ethtool -N <iface> flow-type tcp4 dst-port <p> action
-// <q>), and ARP replies, which RSS cannot hash by port, reach one queue
-// only: there, give the peers' MACs (Config.DstMAC).
+// <q>). ARP replies, which RSS cannot hash by port, reach one queue only:
+// the queues' engines (netstack or native) pass each other the replies
+// they receive (ARPShare), so a reply learnt on one queue is known to all.
 //
 // On veth there is no RSS: a frame arrives on the receive queue numbered
 // like the transmit queue the sender used, which XPS picks by the

@@ -2,6 +2,8 @@ package native
 
 import (
 	"net"
+	"sync"
+	"sync/atomic"
 
 	"github.com/dgramio/dgramio/arp"
 )
@@ -98,9 +100,9 @@ func (e *Engine) arpInput(f []byte) {
 	}
 	src := m.SenderIP.As4()
 	if en := e.arp.m[src]; en != nil || m.Op == arp.OpReply || m.Op == arp.OpRequest {
-		e.arp.set(src, m.SenderMAC, false, e.now)
-		if en != nil && len(e.arpWait) > 0 {
-			e.arpResolved(src)
+		e.learn(src, m.SenderMAC, en != nil)
+		if m.Op == arp.OpReply && e.o.ARPShare != nil {
+			e.o.ARPShare.publish(e, src, m.SenderMAC)
 		}
 	}
 	if m.Op == arp.OpRequest {
@@ -192,4 +194,113 @@ func (e *Engine) arpFailed(a [4]byte) {
 		w = append(w, i)
 	}
 	e.arpWait = w
+}
+
+// learn sets a's MAC and sends what waited for it (asked: a had an entry,
+// possibly a request in flight).
+func (e *Engine) learn(a [4]byte, mac [6]byte, asked bool) {
+	e.arp.set(a, mac, false, e.now)
+	if asked && len(e.arpWait) > 0 {
+		e.arpResolved(a)
+	}
+}
+
+// ARPShare passes the ARP replies that one engine of a group receives to
+// the other engines of the group, which hold the same address and MAC (the
+// queues of one interface): a NIC hashes ARP, which has no ports, to one
+// queue, so an engine whose own request is answered on another queue
+// would never learn the answer, and its connections would fail with
+// ErrHostUnreachable. With a share, a reply learnt on one queue is known
+// to all: each engine takes what the others learnt at its next Poll.
+//
+// The engines run on their own goroutines; the share is the one thing
+// they touch together. It is control traffic, rare: publishing takes a
+// lock (and interrupts the other engines' Waits, on a FrameIO that can);
+// an engine's Poll pays one atomic load when nothing was shared.
+// The zero value is ready for use; pass the same *ARPShare in the
+// Options of every engine of the group. New joins it, Close leaves it.
+type ARPShare struct {
+	mu      sync.Mutex
+	members []*Engine
+}
+
+// arpInbox holds the replies the other engines of a share learnt, until
+// the owner's next Poll takes them. Its size bounds the distinct
+// neighbours shared between two Polls; beyond it a reply is not shared
+// (the engine then asks again itself, ARPTimeout later).
+type arpInbox struct {
+	pending atomic.Bool
+	mu      sync.Mutex
+	n       int
+	ips     [arpInboxSize][4]byte
+	macs    [arpInboxSize][6]byte
+}
+
+const arpInboxSize = 64
+
+func (s *ARPShare) join(e *Engine) {
+	s.mu.Lock()
+	s.members = append(s.members, e)
+	s.mu.Unlock()
+}
+
+func (s *ARPShare) leave(e *Engine) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, o := range s.members {
+		if o == e {
+			s.members = append(s.members[:i], s.members[i+1:]...)
+			return
+		}
+	}
+}
+
+// publish hands a's MAC, learnt by from, to every other member.
+func (s *ARPShare) publish(from *Engine, a [4]byte, mac [6]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.members {
+		if o != from && o.inbox.put(a, mac) && o.irq != nil {
+			o.irq.Interrupt() // a Wait in progress returns: Poll takes it
+		}
+	}
+}
+
+// put adds (or updates) a's MAC; false when the inbox is full.
+func (b *arpInbox) put(a [4]byte, mac [6]byte) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := 0
+	for i < b.n && b.ips[i] != a {
+		i++
+	}
+	if i == arpInboxSize {
+		return false
+	}
+	if i == b.n {
+		b.n++
+	}
+	b.ips[i], b.macs[i] = a, mac
+	b.pending.Store(true)
+	return true
+}
+
+// takeShared learns what the other engines of the share learnt since the
+// last call.
+func (e *Engine) takeShared() {
+	if !e.inbox.pending.Load() {
+		return
+	}
+	b := &e.inbox
+	b.mu.Lock()
+	n := b.n
+	ips, macs := b.ips, b.macs
+	b.n = 0
+	b.pending.Store(false)
+	b.mu.Unlock()
+	for i := range n {
+		_, asked := e.arp.m[ips[i]]
+		e.learn(ips[i], macs[i], asked)
+		e.cnt[cARPShared]++
+	}
 }

@@ -15,6 +15,7 @@ const (
 	cARPRequestsSent
 	cARPMalformed
 	cARPUnresolved
+	cARPShared
 	cIPVersion
 	cIPLength
 	cIPChecksum
@@ -82,6 +83,7 @@ var counterNames = [nCounters]struct {
 	cARPRequestsSent:      {"arp_requests_sent", false},
 	cARPMalformed:         {"arp_malformed", false},
 	cARPUnresolved:        {"arp_unresolved", false},
+	cARPShared:            {"arp_shared", false}, // replies another engine of the ARPShare learnt
 	cIPVersion:            {"ip_bad_version", true},
 	cIPLength:             {"ip_bad_length", true},
 	cIPChecksum:           {"ip_bad_checksum", true},

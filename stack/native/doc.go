@@ -28,7 +28,9 @@
 //
 //   - Ethernet and ARP (RFC 826): answers for Options.Addr, learns from
 //     what is addressed to it, resolves next hops without blocking (the
-//     gateway for off-link peers), static Options.Neighbors.
+//     gateway for off-link peers), static Options.Neighbors; the engines
+//     of a group (queues with one address and MAC) share the ARP replies
+//     they receive through an ARPShare.
 //   - IPv4 (RFC 791, RFC 1122 §3.2): header checksum; options, bad
 //     versions and lengths dropped, each counted. The engine does not
 //     fragment what it sends: an echo reply too big for the MTU is

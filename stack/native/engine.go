@@ -54,6 +54,7 @@ type tuple struct {
 type Engine struct {
 	fio    frameio.FrameIO
 	waiter frameio.Waiter
+	irq    interface{ Interrupt() } // nil: the FrameIO's Wait cannot be ended early
 	o      Options
 	clock  Clock
 	start  time.Time
@@ -81,6 +82,7 @@ type Engine struct {
 	dirty     []int32 // conns with something to send
 	arpWait   []int32 // conns waiting for a neighbour
 	arp       arpTable
+	inbox     arpInbox // replies the ARPShare's other engines learnt
 
 	reasm [reasmSlots]reasmSlot
 	tx    []byte // frame under construction
@@ -103,6 +105,7 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	}
 	e := &Engine{fio: fio, o: o, clock: o.Clock, mss: o.MSS, secret: o.ISNSecret}
 	e.waiter, _ = fio.(frameio.Waiter)
+	e.irq, _ = fio.(interface{ Interrupt() })
 	if e.clock == nil {
 		e.clock = monoClock{}
 	}
@@ -143,6 +146,9 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	}
 	e.tx = make([]byte, 0, o.MTU+ethLen+pad.MinFrame)
 	e.deliv = e.input
+	if o.ARPShare != nil {
+		o.ARPShare.join(e)
+	}
 	return e, nil
 }
 
@@ -196,6 +202,9 @@ func (e *Engine) PollAt(now Tick, budget int) int {
 		return 0
 	}
 	e.setNow(now)
+	if e.o.ARPShare != nil {
+		e.takeShared()
+	}
 	n := e.fio.RxFrames(budget, e.deliv)
 	e.cnt[cRxFrames] += uint64(n)
 	e.runTimers()
@@ -372,7 +381,7 @@ func (e *Engine) nextAt() (int64, bool) {
 	if a, has := e.reasmNext(); has && (!ok || a < at) {
 		at, ok = a, true
 	}
-	if len(e.dirty) > 0 {
+	if len(e.dirty) > 0 || e.inbox.pending.Load() {
 		at, ok = e.now, true
 	}
 	return at, ok
@@ -423,6 +432,9 @@ func (e *Engine) Close() error {
 	}
 	for _, l := range e.listeners {
 		l.closed = true
+	}
+	if e.o.ARPShare != nil {
+		e.o.ARPShare.leave(e)
 	}
 	e.closed = true
 	return nil

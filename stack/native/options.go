@@ -64,6 +64,10 @@ type Options struct {
 	AllOnLink bool
 	// Neighbors are static ARP entries (never asked, never expire).
 	Neighbors map[netip.Addr]net.HardwareAddr
+	// ARPShare, when set, is the group of engines with this Addr and MAC
+	// (the queues of one interface) that pass each other the ARP replies
+	// they receive: a reply that lands on one queue is known to all.
+	ARPShare *ARPShare
 	// MTU is the largest IP packet; default and maximum the FrameIO's MTU.
 	MTU int
 	// Clock is read on every Poll, Flush, Wait and Tick (PollAt and
