@@ -84,11 +84,12 @@ type Engine struct {
 	arp       arpTable
 	inbox     arpInbox // replies the ARPShare's other engines learnt
 
-	reasm [reasmSlots]reasmSlot
-	tx    []byte // frame under construction
-	deliv func([]byte)
-	seg   segment
-	cnt   [nCounters]uint64
+	reasm     [reasmSlots]reasmSlot
+	reasmUsed int    // slots of reasm in use
+	tx        []byte // frame under construction
+	deliv     func([]byte)
+	seg       segment
+	cnt       [nCounters]uint64
 }
 
 // New makes an engine on fio with options o. Everything the data path

@@ -73,7 +73,7 @@ func (e *Engine) fragment(srcMAC [6]byte, p ipv4) {
 	binary.BigEndian.PutUint16(d[6:], 0)
 	d[10], d[11] = 0, 0
 	binary.BigEndian.PutUint16(d[10:], fold(csum(0, d[:ipLen])))
-	r.used = false
+	e.reasmFree(r)
 	e.cnt[cIPReassembled]++
 	e.ipDeliver(r.srcMAC, ipv4(d))
 }
@@ -97,14 +97,21 @@ func (e *Engine) reasmSlot(p ipv4) *reasmSlot {
 	if free.buf == nil {
 		free.buf = make([]byte, ipLen+maxDatagram)
 	}
+	e.reasmUsed++
 	*free = reasmSlot{used: true, src: p.src(), id: id, proto: p.proto(), total: -1,
 		deadline: e.now + reasmTimeout, buf: free.buf}
 	return free
 }
 
 func (e *Engine) reasmDrop(r *reasmSlot) {
-	r.used = false
+	e.reasmFree(r)
 	e.cnt[cIPReasmFailed]++
+}
+
+// reasmFree gives slot r back.
+func (e *Engine) reasmFree(r *reasmSlot) {
+	r.used = false
+	e.reasmUsed--
 }
 
 // reasmTimers frees slots whose time ran out (RFC 791 §3.2's timer; no
@@ -112,7 +119,7 @@ func (e *Engine) reasmDrop(r *reasmSlot) {
 func (e *Engine) reasmTimers() {
 	for i := range e.reasm {
 		if r := &e.reasm[i]; r.used && r.deadline <= e.now {
-			r.used = false
+			e.reasmFree(r)
 			e.cnt[cIPReasmTimeout]++
 		}
 	}
@@ -121,6 +128,9 @@ func (e *Engine) reasmTimers() {
 // reasmNext returns the earliest reassembly deadline.
 func (e *Engine) reasmNext() (int64, bool) {
 	at, ok := int64(0), false
+	if e.reasmUsed == 0 { // the poll loop's common case: skip the slots
+		return at, ok
+	}
 	for i := range e.reasm {
 		if r := &e.reasm[i]; r.used && (!ok || r.deadline < at) {
 			at, ok = r.deadline, true
