@@ -8,7 +8,8 @@ import (
 	"github.com/dgramio/dgramio/arp"
 )
 
-// arpEntry is a neighbour: resolved (mac valid) or being asked for.
+// arpEntry is a neighbour: resolved (mac valid), being asked for (tries
+// above 0), or failed (neither: reusable, and asked again when needed).
 type arpEntry struct {
 	mac      [6]byte
 	ok       bool
@@ -19,9 +20,10 @@ type arpEntry struct {
 
 // arpTable is the neighbour cache: bounded, no allocation after init.
 type arpTable struct {
-	m   map[[4]byte]*arpEntry
-	buf []arpEntry
-	max int
+	m      map[[4]byte]*arpEntry
+	buf    []arpEntry
+	max    int
+	asking int // entries with a request in flight (next has work)
 }
 
 // arpLifetime is how long a learnt neighbour is kept (Linux's
@@ -47,7 +49,7 @@ func (t *arpTable) entry(a [4]byte, add bool, now int64) *arpEntry {
 		return en
 	}
 	for k, en := range t.m {
-		if !en.static && en.ok && en.deadline < now {
+		if !en.static && (en.ok && en.deadline < now || !en.ok && en.tries == 0) {
 			delete(t.m, k)
 			*en = arpEntry{}
 			t.m[a] = en
@@ -57,10 +59,30 @@ func (t *arpTable) entry(a [4]byte, add bool, now int64) *arpEntry {
 	return nil
 }
 
+// ask starts or repeats a request for en: the next falls due at deadline.
+func (t *arpTable) ask(en *arpEntry, deadline int64) {
+	if en.tries == 0 {
+		t.asking++
+	}
+	en.tries++
+	en.deadline = deadline
+}
+
+// fail ends en's requests unanswered: it stays, failed, until reused.
+func (t *arpTable) fail(en *arpEntry) {
+	if en.tries > 0 {
+		t.asking--
+	}
+	en.tries = 0
+}
+
 func (t *arpTable) set(a [4]byte, mac [6]byte, static bool, now int64) {
 	en := t.entry(a, true, now)
 	if en == nil || en.static && !static {
 		return
+	}
+	if !en.ok {
+		t.fail(en) // answered: no longer asking
 	}
 	*en = arpEntry{mac: mac, ok: true, static: static, deadline: now + arpLifetime}
 }
@@ -76,6 +98,9 @@ func (t *arpTable) lookup(a [4]byte) ([6]byte, bool) {
 // next returns the earliest pending request's deadline.
 func (t *arpTable) next() (int64, bool) {
 	at, ok := int64(0), false
+	if t.asking == 0 {
+		return at, ok
+	}
 	for i := range t.buf {
 		en := &t.buf[i]
 		if !en.ok && en.tries > 0 && (!ok || en.deadline < at) {
@@ -125,8 +150,7 @@ func (e *Engine) resolve(a [4]byte) ([6]byte, bool) {
 		return [6]byte{}, false
 	}
 	if en.tries == 0 {
-		en.tries = 1
-		en.deadline = e.now + int64(e.o.ARPTimeout)
+		e.arp.ask(en, e.now+int64(e.o.ARPTimeout))
 		e.arpRequest(a)
 	}
 	return [6]byte{}, false
@@ -154,14 +178,12 @@ func (e *Engine) arpTimers() {
 			}
 		}
 		if en.tries >= e.o.ARPRetries {
-			en.tries = 0
+			e.arp.fail(en)
 			e.cnt[cARPUnresolved]++
 			e.arpFailed(a)
-			delete(e.arp.m, a)
 			continue
 		}
-		en.tries++
-		en.deadline = e.now + int64(e.o.ARPTimeout)
+		e.arp.ask(en, e.now+int64(e.o.ARPTimeout))
 		e.arpRequest(a)
 	}
 }

@@ -148,3 +148,42 @@ func TestARPShareGroup(t *testing.T) {
 		t.Error("a closed engine still receives the share's replies")
 	}
 }
+
+// TestARPTableReusesFailedEntries: a neighbour that never answered (RFC
+// 826 request, ARPRetries times) leaves its slot of the bounded ARP table
+// reusable: more unanswered neighbours than the table holds (256) are
+// each still asked for, rather than a full table failing every later
+// connection at once without a request.
+func TestARPTableReusesFailedEntries(t *testing.T) {
+	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
+	pa, pb := memio.NewPair(memio.Options{Clock: clk})
+	t.Cleanup(func() { pa.Close(); pb.Close() })
+	e, err := New(pa, Options{Addr: addrA, PrefixLen: 16, Clock: clk, ARPRetries: 1, ARPTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	const n = 300 // more than the table's 256
+	for i := range n {
+		peer := netip.AddrFrom4([4]byte{198, 18, byte(1 + i/250), byte(1 + i%250)})
+		c, err := e.Dial(netip.AddrPortFrom(peer, 7000), 0)
+		if err != nil {
+			t.Fatalf("Dial %d (%v): %v", i, peer, err)
+		}
+		e.Flush()
+		clk.Advance(2 * time.Millisecond)
+		e.Poll(64)
+		e.Flush()
+		pb.RxFrames(64, func([]byte) {}) // nobody answers
+		if !errors.Is(c.Err(), ErrHostUnreachable) {
+			t.Fatalf("Dial %d: %v, want ErrHostUnreachable after the unanswered request", i, c.Err())
+		}
+		c.Abort()
+	}
+	if got := counterOf(t, e, "arp_requests_sent"); got != n {
+		t.Errorf("%d ARP requests for %d unanswered neighbours, want one each", got, n)
+	}
+	if e.arp.asking != 0 {
+		t.Errorf("%d entries still asking after every request failed", e.arp.asking)
+	}
+}

@@ -95,10 +95,8 @@ func (e *Engine) siftDown(i int) {
 // runTimers fires what is due: ARP retries and every connection whose
 // heap entry's time has come.
 func (e *Engine) runTimers() {
-	if len(e.arp.buf) > len(e.o.Neighbors) {
-		if at, ok := e.arp.next(); ok && at <= e.now {
-			e.arpTimers()
-		}
+	if at, ok := e.arp.next(); ok && at <= e.now {
+		e.arpTimers()
 	}
 	if at, ok := e.reasmNext(); ok && at <= e.now {
 		e.reasmTimers()
