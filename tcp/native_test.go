@@ -9,6 +9,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // nativeConfigs are serverConfig and clientConfig on the native engine.
@@ -24,7 +25,7 @@ func nativeConfigs() (srv, cli core.Config) {
 func TestNativeNoGoroutines(t *testing.T) {
 	scfg, ccfg := nativeConfigs()
 	pa, pb := memio.NewPair(memio.Options{})
-	before := runtime.NumGoroutine()
+	before := settledGoroutines(t)
 	srv, err := NewOverFrameIO(scfg, pa, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +51,24 @@ func TestNativeNoGoroutines(t *testing.T) {
 	if n := runtime.NumGoroutine(); n != before {
 		t.Errorf("goroutines after Close: %d, before New: %d", n, before)
 	}
+}
+
+// settledGoroutines returns runtime.NumGoroutine once it has not changed
+// for 50 ms: the goroutines of earlier tests (netstack's, which stop
+// asynchronously after its Close) have then ended and no longer move the
+// count under a test that compares it.
+func settledGoroutines(t *testing.T) int {
+	t.Helper()
+	n, since := runtime.NumGoroutine(), time.Now()
+	if !testutil.Eventually(10*time.Second, func() bool {
+		if m := runtime.NumGoroutine(); m != n {
+			n, since = m, time.Now()
+		}
+		return time.Since(since) >= 50*time.Millisecond
+	}) {
+		t.Fatalf("the goroutine count did not settle within 10 s (now %d)", n)
+	}
+	return n
 }
 
 // TestNativeDelayedACKFrames: RFC 1122 §4.2.3.2. With delayed ACK (the
