@@ -37,9 +37,15 @@ type Options struct {
 	// program); Backend.Close calls it once netstack is down. nil: the
 	// FrameIO's own Close.
 	Close func() error
-	// PrefixLen is LocalIP's subnet length for netstack (0: 32; every peer
-	// is on the link either way).
+	// PrefixLen is LocalIP's subnet length. netstack: 0 means 32, and every
+	// peer is on the link either way; the native engine: 0 puts every peer
+	// on the link, otherwise peers outside it go to Gateway.
 	PrefixLen int
+	// Gateway is the native engine's next hop for peers outside
+	// LocalIP/PrefixLen (tcp-dpdk's Config.DPDK.Gateway: a PCI port has no
+	// kernel routes). Invalid: none, and with PrefixLen 0 every peer is on
+	// the link.
+	Gateway netip.Addr
 	// Clock is netstack's clock; nil is the system clock. For tests.
 	Clock tcpip.Clock
 	// Linger bounds how long Close drives the stack after its FINs,

@@ -73,7 +73,9 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 		mode += " +pcap"
 	}
 	opts := Options{
-		Mode: mode,
+		Mode:      mode,
+		PrefixLen: cfg.DPDK.PrefixLen,
+		Gateway:   cfg.DPDK.Gateway,
 		Close: func() error {
 			return errors.Join(fio.Close(), unpin())
 		},
@@ -196,6 +198,8 @@ func (g *dpdkGroup) OpenQueue(q int) (core.Backend, error) {
 		Close:      func() error { return errors.Join(fio.Close(), th.Release()) },
 		OwnerKicks: true,
 		ARPShare:   &g.arp,
+		PrefixLen:  qc.DPDK.PrefixLen,
+		Gateway:    qc.DPDK.Gateway,
 	}
 	if qc.LocalPort == 0 {
 		n, local, rss := g.cfg.Queues, g.cfg.LocalIP, g.rss

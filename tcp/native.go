@@ -48,6 +48,7 @@ func nativeOptions(cfg core.Config, t Tuning, opts Options) native.Options {
 	o := native.Options{
 		Addr:       cfg.LocalIP,
 		PrefixLen:  opts.PrefixLen,
+		Gateway:    opts.Gateway,
 		Neighbors:  stack.OptionsFromConfig(cfg).Neighbors,
 		Clock:      opts.NativeClock,
 		SendBuf:    t.SendBuf,

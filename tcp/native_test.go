@@ -3,10 +3,14 @@ package tcp
 import (
 	"context"
 	"errors"
+	"net"
+	"net/netip"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -216,5 +220,83 @@ func TestNativeARPShare(t *testing.T) {
 	}
 	if got := nativeOptions(ccfg, tu, Options{}).ARPShare; got != nil {
 		t.Errorf("a single backend's engine has an ARPShare %p", got)
+	}
+}
+
+// router is the far end of a memio pair acting as a host's gateway: it
+// answers ARP for its own address only and records what asks and what
+// is sent to it.
+type router struct {
+	ip  netip.Addr
+	mac net.HardwareAddr
+
+	mu      sync.Mutex
+	asked   []netip.Addr // ARP targets requested
+	synMACs []string     // Ethernet destinations of TCP segments
+}
+
+func (r *router) serve(ctx context.Context, p *memio.Port) {
+	for ctx.Err() == nil {
+		p.RxFrames(8, func(f []byte) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if arp.IsARP(f) {
+				m, err := arp.ParseARP(f)
+				if err != nil || m.Op != arp.OpRequest {
+					return
+				}
+				r.asked = append(r.asked, m.TargetIP)
+				if m.TargetIP == r.ip {
+					p.TxFrame(arp.AppendReply(nil, r.mac, r.ip, m.SenderMAC[:], m.SenderIP))
+					p.Kick()
+				}
+				return
+			}
+			if len(f) >= 34 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 6 {
+				r.synMACs = append(r.synMACs, net.HardwareAddr(f[0:6]).String())
+			}
+		})
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		p.Wait(wctx)
+		cancel()
+	}
+}
+
+// TestNativeGatewayRFC1122Sec3_3_1: with a prefix and a gateway (what
+// tcp-dpdk passes from Config.DPDK on a PCI port, which has no kernel
+// routes), a peer off the link is reached through the gateway: the engine
+// ARPs for the gateway, never for the peer, and its SYNs carry the
+// gateway's MAC (RFC 1122 §3.3.1.1, the local/remote decision).
+func TestNativeGatewayRFC1122Sec3_3_1(t *testing.T) {
+	_, ccfg := nativeConfigs()
+	peer := netip.MustParseAddr("198.19.7.7")
+	ccfg.Dests, ccfg.ConnectTimeout = []netip.Addr{peer}, time.Second
+	r := &router{ip: netip.MustParseAddr("198.18.0.254"), mac: net.HardwareAddr{0x02, 0, 0, 0, 0, 0xfe}}
+	pa, pb := memio.NewPair(memio.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.serve(ctx, pa) }()
+	defer func() { cancel(); <-done }()
+
+	// Nothing answers the SYNs, so the connect runs out; what it sent is the test.
+	b, err := NewOverFrameIO(ccfg, pb, Options{PrefixLen: 24, Gateway: r.ip})
+	if err == nil {
+		b.Close()
+		t.Fatal("connect to a peer nothing answers for succeeded")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.asked {
+		if a != r.ip {
+			t.Errorf("ARP asked for %v; an off-link peer's next hop is the gateway %v", a, r.ip)
+		}
+	}
+	if len(r.asked) == 0 || len(r.synMACs) == 0 {
+		t.Fatalf("ARP requests %v, TCP segments to %v: want the gateway resolved and SYNs sent to it", r.asked, r.synMACs)
+	}
+	for _, m := range r.synMACs {
+		if m != r.mac.String() {
+			t.Errorf("a SYN went to %s, want the gateway's %s", m, r.mac)
+		}
 	}
 }

@@ -232,9 +232,10 @@ type DPDKOptions struct {
 	// Mbufs is the mempool size. Default 8191.
 	Mbufs int
 	// PrefixLen is the length of LocalIP's on-link prefix and Gateway the
-	// router on that link that off-link peers are behind, for the datagram
-	// kind dpdk: frames to an address outside LocalIP/PrefixLen carry
-	// Gateway's MAC, found by ARP. They matter on a PCI device, which has
+	// router on that link that off-link peers are behind, for the kind
+	// dpdk and for tcp-dpdk's native engine (netstack refuses them):
+	// frames to an address outside LocalIP/PrefixLen carry Gateway's MAC,
+	// found by ARP. They matter on a PCI device, which has
 	// no kernel routes to ask; when set they are used on a vdev too
 	// instead of the kernel's routes of its interface. PrefixLen 0 (the
 	// default) puts every address on the link; Gateway needs PrefixLen,
@@ -594,11 +595,11 @@ func (c Config) checkXDP() error {
 // on a PCI device.
 func (c Config) checkDPDK() error {
 	d := c.DPDK
-	if c.Kind != KindDPDK {
-		if c.Kind.IsDPDK() && (d.PrefixLen != 0 || d.Gateway.IsValid()) {
-			return BadField("DPDK.Gateway", d.Gateway, "DPDK.PrefixLen and DPDK.Gateway are the datagram kind dpdk's; kind %s does not use them", c.Kind)
-		}
+	if !c.Kind.IsDPDK() {
 		return nil
+	}
+	if c.Kind == KindTCPDPDK && c.TCP.Stack == TCPStackNetstack && (d.PrefixLen != 0 || d.Gateway.IsValid()) {
+		return BadField("DPDK.Gateway", d.Gateway, "the netstack engine sends to every peer on the link and takes no DPDK.PrefixLen or DPDK.Gateway; use TCP.Stack %q (the default) or leave them unset", TCPStackNative)
 	}
 	if d.PrefixLen < 0 || d.PrefixLen > 32 {
 		return BadField("DPDK.PrefixLen", d.PrefixLen, "must be between 0 (every address on the link) and 32")

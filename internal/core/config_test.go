@@ -136,6 +136,27 @@ func TestDPDKOffLinkNeedsGateway(t *testing.T) {
 	}
 }
 
+// TestTCPDPDKGateway: tcp-dpdk's native engine takes DPDK.PrefixLen and
+// DPDK.Gateway as kind dpdk does (an off-link Dest without a gateway is
+// refused); netstack, which has no gateway, refuses them.
+func TestTCPDPDKGateway(t *testing.T) {
+	c := validClient(KindTCPDPDK)
+	c.Iface, c.DPDK.PCI, c.DPDK.PrefixLen = "", "0000:03:00.0", 24
+	c.Dests = []netip.Addr{netip.MustParseAddr("198.19.7.7")}
+	var ce *ConfigError
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "DPDK.Gateway" {
+		t.Fatalf("native, off-link peer without gateway: got %v, want a DPDK.Gateway error", err)
+	}
+	c.DPDK.Gateway = netip.MustParseAddr("198.18.0.254")
+	if err := c.Validate(); err != nil {
+		t.Fatalf("native, off-link peer with gateway: %v", err)
+	}
+	c.TCP.Stack = TCPStackNetstack
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "DPDK.Gateway" || !strings.Contains(err.Error(), "native") {
+		t.Fatalf("netstack with a gateway: got %v, want a DPDK.Gateway error naming the native engine", err)
+	}
+}
+
 func TestQueues(t *testing.T) {
 	c := validClient(KindUDP)
 	c.Queues = 2
