@@ -16,18 +16,20 @@ import (
 	"github.com/dgramio/dgramio/stack"
 )
 
-// NewDPDK opens the tcp-dpdk kind: the userspace TCP (NewOverFrameIO, gVisor
-// netstack) over a DPDK port (package frameio/dpdk; built only with the build
+// NewDPDK opens the tcp-dpdk kind: the userspace TCP (NewOverFrameIO: the
+// native engine, or gVisor netstack with Config.TCP.Stack) over a DPDK port (package frameio/dpdk; built only with the build
 // tag dpdk and libdpdk 22.11). The device is cfg.DPDK.PCI, cfg.DPDK.VDev, or
 // by default a net_af_xdp vdev on cfg.Iface; the EAL starts with the first
-// DPDK backend of the process. Netstack answers ARP for cfg.LocalIP itself.
+// DPDK backend of the process. The engine answers ARP for cfg.LocalIP
+// itself; on a PCI port the native engine reaches off-link peers through
+// cfg.DPDK.Gateway (with cfg.DPDK.PrefixLen).
 //
 // On a net_af_packet vdev the kernel sees every segment too. If cfg.LocalIP
 // is also an address of the kernel's interface, the kernel answers our
 // peers' segments with RSTs (no kernel socket has the connection) and kills
 // every connection; NewDPDK therefore refuses that with a *core.ConfigError
 // on LocalIP: take the address off the kernel's interface (ip addr del; the
-// kernel then drops what is not its own, and netstack answers ARP), or use
+// kernel then drops what is not its own, and the engine answers ARP), or use
 // net_af_xdp, whose XDP program takes every frame of the queue away from the
 // kernel.
 //

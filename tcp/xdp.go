@@ -17,23 +17,23 @@ import (
 	"github.com/dgramio/dgramio/stack"
 )
 
-// NewXDP opens the tcp-xdp kind: the userspace TCP (NewOverFrameIO, gVisor
-// netstack) over an AF_XDP socket on cfg.Iface, queue cfg.XDP.QueueID
+// NewXDP opens the tcp-xdp kind: the userspace TCP (NewOverFrameIO: the
+// native engine, or gVisor netstack with Config.TCP.Stack) over an AF_XDP socket on cfg.Iface, queue cfg.XDP.QueueID
 // (package frameio/afxdp), with the TCP variant of the XDP program.
 //
 // What the kernel still sees. The program redirects into the socket every
 // IPv4 frame to cfg.LocalIP (TCP to any port, ICMP, UDP, fragments and IP
 // options alike) and every ARP frame; frames to other addresses go on to
-// the kernel. So netstack answers for its address as a host does: a RST
+// the kernel. So the engine answers for its address as a host does: a RST
 // to a SYN for a closed port, ICMP echo replies, unreachables. SYNs to
 // cfg.LocalIP pass a per-CPU token bucket in the program first
 // (cfg.XDP.SYNRate and SYNBurst, core.DefaultSYNRate per second by
 // default; xdp-prog dropped_syn counts the rest), so that a SYN flood
 // cannot fill the socket's ring ahead of the established connections'
-// segments; and the link endpoint drops a SYN+FIN before netstack, which
-// would answer it (link rx_syn_fin_dropped). Netstack answers ARP for
-// cfg.LocalIP and resolves its peers itself, so while the socket is open
-// the kernel on that interface sees no ARP at all: it neither answers for
+// segments; and a SYN+FIN is dropped and counted (netstack's link endpoint:
+// link rx_syn_fin_dropped; the native engine: tcp_syn_fin_dropped). The
+// engine answers ARP for cfg.LocalIP and resolves its peers itself, so
+// while the socket is open the kernel on that interface sees no ARP at all: it neither answers for
 // its own addresses nor resolves neighbours there (entries it has go stale
 // and are not refreshed). Do not run tcp-xdp on an interface the host needs
 // for anything else. Close detaches the program and the kernel gets ARP
@@ -141,7 +141,7 @@ func checkKernelAddr(cfg core.Config) error {
 	}
 	if owns {
 		return &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: fmt.Sprintf(
-			"the kernel holds %v on %s and would reset our connections with every segment that misses the AF_XDP socket: use an address the kernel does not have (same subnet is fine; netstack answers ARP), or take it off %s",
+			"the kernel holds %v on %s and would reset our connections with every segment that misses the AF_XDP socket: use an address the kernel does not have (same subnet is fine; the userspace stack answers ARP), or take it off %s",
 			cfg.LocalIP, cfg.Iface, cfg.Iface)}
 	}
 	return nil
