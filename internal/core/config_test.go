@@ -48,8 +48,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"dpdk gateway off link", func(c *Config) {
 			c.Kind, c.DPDK.PrefixLen, c.DPDK.Gateway = KindDPDK, 24, netip.MustParseAddr("198.18.1.1")
 		}, "DPDK.Gateway"},
-		{"dpdk gateway on tcp-dpdk", func(c *Config) {
-			c.Kind, c.DPDK.PrefixLen, c.DPDK.Gateway = KindTCPDPDK, 24, netip.MustParseAddr("198.18.0.254")
+		{"dpdk gateway on tcp-dpdk netstack", func(c *Config) {
+			c.Kind, c.TCP.Stack, c.DPDK.PrefixLen, c.DPDK.Gateway = KindTCPDPDK, TCPStackNetstack, 24, netip.MustParseAddr("198.18.0.254")
 		}, "DPDK.Gateway"},
 		{"ipv6 local", func(c *Config) { c.LocalIP = netip.MustParseAddr("2001:db8::1") }, "LocalIP"},
 		{"raw without local ip", func(c *Config) { c.Kind = KindXDP; c.LocalIP = netip.Addr{} }, "LocalIP"},
