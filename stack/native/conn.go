@@ -79,9 +79,10 @@ type Conn struct {
 	inRecovery, rtxOne     bool
 	recoverSet             bool
 	recover, rtxNext       uint32
-	unaRtx                 bool   // the segment at SND.UNA was retransmitted in this recovery
-	unaRtxAt               int64  // when, at the latest
-	unaRtxMark             uint32 // SND.MAX then: a SACK above it is of data sent after that retransmission
+	unaRtx                 bool      // the segment at SND.UNA was retransmitted in this recovery
+	unaRtxAt               int64     // when, at the latest
+	unaRtxMark             uint32    // SND.MAX then: a SACK above it is of data sent after that retransmission
+	rtxd                   rtxRanges // retransmitted in the last recovery
 	retries, persistShift  int
 	rttTiming              bool
 	rttSeq                 uint32
@@ -109,6 +110,8 @@ type Conn struct {
 	ooo          [8]sackBlock // out-of-order data held, sorted
 	nooo         int
 	lastOOO      uint32
+	dsack        sackBlock // duplicate data the next ACK reports (RFC 2883 §4)
+	dsackSet     bool
 	oooFin       bool
 	oooFinSeq    uint32
 	finRcvd      bool

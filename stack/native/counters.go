@@ -57,6 +57,9 @@ const (
 	cTCPRetransmits
 	cTCPFastRetransmits
 	cTCPLostRetransmits
+	cTCPDSACKsSent
+	cTCPDSACKsIn
+	cTCPSpuriousRtx
 	cTCPTimeouts
 	cTCPPersistProbes
 	cTCPKeepaliveProbes
@@ -125,6 +128,9 @@ var counterNames = [nCounters]struct {
 	cTCPRetransmits:       {"tcp_retransmits", false},
 	cTCPFastRetransmits:   {"tcp_fast_retransmits", false},
 	cTCPLostRetransmits:   {"tcp_lost_retransmits", false},
+	cTCPDSACKsSent:        {"tcp_dsacks_sent", false},          // RFC 2883: duplicate data reported
+	cTCPDSACKsIn:          {"tcp_dsacks_received", false},      // the peer got data of ours twice
+	cTCPSpuriousRtx:       {"tcp_spurious_retransmits", false}, // of them, data we retransmitted (RFC 3708)
 	cTCPTimeouts:          {"tcp_timeouts", false},
 	cTCPPersistProbes:     {"tcp_persist_probes", false},
 	cTCPKeepaliveProbes:   {"tcp_keepalive_probes", false},

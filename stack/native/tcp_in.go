@@ -99,6 +99,9 @@ const oowAckInterval = int64(500 * time.Millisecond)
 // two ACKs between them for ever. A segment with data is always answered.
 func (c *Conn) rejectAck(s *segment) {
 	e := c.e
+	if end := s.seq + uint32(len(s.payload)); len(s.payload) > 0 && seqLEQ(end, c.rcvNxt) {
+		c.dupData(s.seq, end) // the peer's data again: D-SACK it (RFC 2883 §4)
+	}
 	if s.seqLen() == 0 {
 		if c.oowAcked && e.now-c.oowAckAt < oowAckInterval {
 			e.cnt[cTCPRejectAcksLimited]++
@@ -331,10 +334,42 @@ func (c *Conn) segData() int {
 	if c.tsOK {
 		n -= 12
 	}
-	if c.sackOK && c.nooo > 0 {
-		n -= 4 + 8*min(c.nooo, 3)
+	return n - c.sackLen()
+}
+
+// sackLen is the length of the SACK option our next segment carries: a
+// D-SACK block (RFC 2883 §4) and the out-of-order blocks, as many as fit
+// in the 40 bytes of options beside the timestamps.
+func (c *Conn) sackLen() int {
+	if k := c.sackBlocks(); k > 0 {
+		return 4 + 8*k
 	}
-	return n
+	return 0
+}
+
+// sackBlocks is the number of SACK blocks the next segment carries.
+func (c *Conn) sackBlocks() int {
+	if !c.sackOK {
+		return 0
+	}
+	n := c.nooo
+	if c.dsackSet {
+		n++
+	}
+	room := 40 - 4
+	if c.tsOK {
+		room -= 12
+	}
+	return min(n, room/8)
+}
+
+// dupData records [start, end), data that arrived a second time, for the
+// D-SACK block of the next ACK (RFC 2883 §4: the first block, each
+// duplicate reported once; a later duplicate replaces one not yet sent).
+func (c *Conn) dupData(start, end uint32) {
+	if c.sackOK && seqLT(start, end) {
+		c.dsack, c.dsackSet = sackBlock{start, end}, true
+	}
 }
 
 // sentWS says whether our SYN offered window scaling.
@@ -386,6 +421,7 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	grew := false
 	if c.sackOK && s.nsack > 0 {
+		c.takeDSACK(s)
 		grew = c.takeSACK(s)
 	}
 	wnd := uint32(s.wnd) << c.sndWS
@@ -526,6 +562,7 @@ func (c *Conn) dataInput(s *segment) {
 	seq, p, fin := s.seq, s.payload, s.flags&flagFIN != 0
 	if seqLT(seq, c.rcvNxt) {
 		skip := c.rcvNxt - seq
+		c.dupData(seq, seq+min(skip, uint32(len(p))))
 		if int(skip) >= len(p) {
 			if len(p) > 0 {
 				e.cnt[cTCPDupData]++
@@ -621,6 +658,14 @@ func (c *Conn) addOOO(start, end uint32, fin bool) {
 		return
 	}
 	b := sackBlock{start, end}
+	for i := 0; i < c.nooo; i++ {
+		// RFC 2883 §4 (2): a duplicate above RCV.NXT is reported too, and
+		// the block holding it (lastOOO) follows the D-SACK block.
+		if o := c.ooo[i]; seqLT(o.start, end) && seqLT(start, o.end) {
+			c.dupData(seqMax(start, o.start), seqMin(end, o.end))
+			break
+		}
+	}
 	n, ok := insertBlock(c.ooo[:], c.nooo, b)
 	if !ok {
 		e.cnt[cTCPOOOFull]++

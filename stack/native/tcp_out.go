@@ -179,6 +179,7 @@ func (c *Conn) sendSeg(seq uint32, flags uint8, off, n int) bool {
 	}
 	if seqLT(seq, c.sndMax) {
 		e.cnt[cTCPRetransmits]++
+		c.rtxTrack(seq, seqMin(end, c.sndMax))
 	} else if !c.rttTiming && !c.tsOK {
 		c.rttTiming, c.rttSeq, c.rttAt = true, seq, e.now
 	}
@@ -278,6 +279,10 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	if flags&flagACK != 0 {
 		c.ackNow, c.unackedBytes, c.tDelack = false, 0, 0
 		c.lastAckSent = c.rcvNxt
+		if c.dsackSet && flags&(flagSYN|flagRST) == 0 {
+			c.dsackSet = false // reported once (RFC 2883 §4)
+			e.cnt[cTCPDSACKsSent]++
+		}
 	}
 	return true
 }
@@ -348,7 +353,7 @@ func (c *Conn) options(o []byte, flags uint8) int {
 		o[0], o[1] = optNOP, optNOP
 		n = c.putTS(o, 2)
 	}
-	if c.sackOK && c.nooo > 0 && flags&flagRST == 0 {
+	if flags&flagRST == 0 {
 		n = c.putSACK(o, n)
 	}
 	return n
@@ -361,26 +366,32 @@ func (c *Conn) putTS(o []byte, n int) int {
 	return n + 10
 }
 
-// putSACK writes SACK blocks (RFC 2018 §4): first the block holding the
-// latest out-of-order segment, then the others, as many as fit.
+// putSACK writes SACK blocks (RFC 2018 §4): a D-SACK block first when
+// data arrived twice (RFC 2883 §4), then the block holding the latest
+// out-of-order segment, then the others, as many as fit (sackBlocks).
 func (c *Conn) putSACK(o []byte, n int) int {
-	room := (40 - n - 4) / 8
-	k := min(room, c.nooo)
+	k := c.sackBlocks()
 	if k <= 0 {
 		return n
 	}
 	o[n], o[n+1], o[n+2], o[n+3] = optNOP, optNOP, optSACK, uint8(2+8*k)
 	n += 4
+	put := func(b sackBlock) {
+		binary.BigEndian.PutUint32(o[n:], b.start)
+		binary.BigEndian.PutUint32(o[n+4:], b.end)
+		n += 8
+	}
+	if c.dsackSet {
+		put(c.dsack)
+		if k--; k == 0 {
+			return n
+		}
+	}
 	first := 0
 	for i := 0; i < c.nooo; i++ {
 		if seqLEQ(c.ooo[i].start, c.lastOOO) && seqLT(c.lastOOO, c.ooo[i].end) {
 			first = i
 		}
-	}
-	put := func(b sackBlock) {
-		binary.BigEndian.PutUint32(o[n:], b.start)
-		binary.BigEndian.PutUint32(o[n+4:], b.end)
-		n += 8
 	}
 	put(c.ooo[first])
 	for i := 0; i < c.nooo && k > 1; i++ {

@@ -169,7 +169,8 @@ func (c *Conn) onRTO() {
 	c.ssthresh = c.lossThreshold()
 	c.cwnd, c.caAcc = mss, 0
 	c.inRecovery, c.rtxOne, c.dupacks = false, false, 0
-	c.nsacked = 0 // RFC 6675 §5.1: the scoreboard may have reneged
+	c.rtxd.ok = false // go-back-N: D-SACKs after it prove no single retransmission spurious
+	c.nsacked = 0     // RFC 6675 §5.1: the scoreboard may have reneged
 	c.recover, c.recoverSet = c.sndMax, true
 	c.rto = min(2*c.rto, int64(e.o.MaxRTO))
 	c.rttTiming = false

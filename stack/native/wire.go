@@ -81,6 +81,12 @@ func seqMax(a, b uint32) uint32 {
 	}
 	return b
 }
+func seqMin(a, b uint32) uint32 {
+	if seqLT(a, b) {
+		return a
+	}
+	return b
+}
 
 // csum adds b to the one's-complement sum s (RFC 1071), unfolded.
 func csum(s uint64, b []byte) uint64 {
