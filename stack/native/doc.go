@@ -54,7 +54,10 @@
 //     slack for reordered segments); SACK (RFC 2018) both ways with
 //     SACK-based loss recovery (RFC 6675; a lost retransmission found by
 //     RACK's rule, RFC 8985 §6.2) and NewReno (RFC 5681, RFC 6582); CUBIC
-//     (RFC 9438) as Options.Congestion "cubic".
+//     (RFC 9438) as Options.Congestion "cubic". D-SACK (RFC 2883): data
+//     that arrives twice is reported in the next ACK, and the peer's
+//     D-SACKs of data the last recovery retransmitted are counted as
+//     spurious retransmissions (RFC 3708 §2; no undo of the cwnd cut).
 //   - ACKs that answer rejected segments without data (out of the
 //     window, PAWS, an ACK of unsent data) are rate-limited (RFC 5961 §7),
 //     so two ends out of step cannot bounce ACKs for ever.
