@@ -495,12 +495,30 @@ func testCloseAndReset(t *testing.T) {
 	})
 }
 
-// pausedReader is the server's poll loop of the back-pressure tests: while
-// reading is false it only keeps its stack running (Flush), otherwise it
+// pausedServer is the server of the back-pressure tests: while reading is
+// false its poll loop only keeps its stack running (Flush), otherwise it
 // reads 1000-byte records, counts them in got and stores in bad the first
-// that is not makeRecord's next; with flush, it also flushes after each
-// read. It sleeps in Wait when Rx finds nothing.
-func pausedReader(reading *atomic.Bool, got *atomic.Uint64, bad *atomic.Value, flush bool) func(*Backend) func(context.Context) bool {
+// that is not makeRecord's next.
+type pausedServer struct {
+	reading atomic.Bool
+	got     atomic.Uint64
+	bad     atomic.Value
+}
+
+// startPaused sets up a pausedServer (not reading yet) and a client whose
+// TCP.SendStall is stall, and returns both. With flush the server flushes
+// after each read.
+func startPaused(t *testing.T, stall time.Duration, flush bool) (*pausedServer, *Backend) {
+	p := &pausedServer{}
+	ccfg := clientConfig()
+	ccfg.TCP.SendStall = stall
+	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), ccfg, p.body(flush))
+	return p, cli
+}
+
+// body is the server's poll loop. It sleeps in Wait when Rx finds nothing.
+func (p *pausedServer) body(flush bool) func(*Backend) func(context.Context) bool {
+	reading, got, bad := &p.reading, &p.got, &p.bad
 	return func(b *Backend) func(context.Context) bool {
 		pkts := make([]core.Packet, 64)
 		scratch := make([]byte, 1000)
@@ -543,13 +561,9 @@ func pausedReader(reading *atomic.Bool, got *atomic.Uint64, bad *atomic.Value, f
 func TestBackpressure(t *testing.T) { engines(t, testBackpressure) }
 
 func testBackpressure(t *testing.T) {
-	var reading atomic.Bool
-	var got atomic.Uint64
-	var bad atomic.Value
-	body := pausedReader(&reading, &got, &bad, true)
-	ccfg := clientConfig()
-	ccfg.TCP.SendStall = 300 * time.Millisecond
-	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), ccfg, body)
+	const sendStall = 300 * time.Millisecond
+	srv, cli := startPaused(t, sendStall, true)
+	reading, got, bad := &srv.reading, &srv.got, &srv.bad
 	buf := make([]byte, 1000)
 	var sent uint64
 	var stall error
@@ -563,7 +577,7 @@ func testBackpressure(t *testing.T) {
 		}
 		if err := cli.Flush(); err != nil {
 			var se *SendStallError
-			if !errors.Is(err, ErrSendStall) || !errors.As(err, &se) || se.Peer.Addr() != srvIP || se.Stalled < ccfg.TCP.SendStall {
+			if !errors.Is(err, ErrSendStall) || !errors.As(err, &se) || se.Peer.Addr() != srvIP || se.Stalled < sendStall {
 				t.Fatalf("Flush: %v", err)
 			}
 			stall = err
@@ -724,13 +738,8 @@ func testConnectErrors(t *testing.T) {
 func TestBackpressureClearsWithoutFlush(t *testing.T) { engines(t, testBackpressureClearsWithoutFlush) }
 
 func testBackpressureClearsWithoutFlush(t *testing.T) {
-	var reading atomic.Bool
-	var got atomic.Uint64
-	var bad atomic.Value
-	body := pausedReader(&reading, &got, &bad, false)
-	ccfg := clientConfig()
-	ccfg.TCP.SendStall = 100 * time.Millisecond
-	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), ccfg, body)
+	srv, cli := startPaused(t, 100*time.Millisecond, false)
+	reading, got, bad := &srv.reading, &srv.got, &srv.bad
 	buf := make([]byte, 1000)
 	var sent uint64
 	for deadline, stalled := time.Now().Add(60*time.Second), false; !stalled; {

@@ -419,26 +419,26 @@ var abortErr error = &core.PeerError{Reset: true, Err: nativeGoErr(native.ErrAbo
 // netstack backend and kind tcp report, keeping the engine's error in the
 // chain (errors.Is matches both).
 func nativeGoErr(err error) error {
-	var errno syscall.Errno
-	switch {
-	case errors.Is(err, native.ErrReset):
-		errno = syscall.ECONNRESET
-	case errors.Is(err, native.ErrRefused):
-		errno = syscall.ECONNREFUSED
-	case errors.Is(err, native.ErrTimedOut):
-		errno = syscall.ETIMEDOUT
-	case errors.Is(err, native.ErrHostUnreachable):
-		errno = syscall.EHOSTUNREACH
-	case errors.Is(err, native.ErrAborted):
-		errno = syscall.ECONNABORTED
-	case errors.Is(err, native.ErrPortInUse):
-		errno = syscall.EADDRINUSE
-	case errors.Is(err, native.ErrTableFull):
-		errno = syscall.EADDRNOTAVAIL
-	default:
-		return err
+	for _, m := range nativeErrnos {
+		if errors.Is(err, m.err) {
+			return fmt.Errorf("%w (%w)", m.errno, err)
+		}
 	}
-	return fmt.Errorf("%w (%w)", errno, err)
+	return err
+}
+
+// nativeErrnos is nativeGoErr's table: each engine error and its errno.
+var nativeErrnos = [...]struct {
+	err   error
+	errno syscall.Errno
+}{
+	{native.ErrReset, syscall.ECONNRESET},
+	{native.ErrRefused, syscall.ECONNREFUSED},
+	{native.ErrTimedOut, syscall.ETIMEDOUT},
+	{native.ErrHostUnreachable, syscall.EHOSTUNREACH},
+	{native.ErrAborted, syscall.ECONNABORTED},
+	{native.ErrPortInUse, syscall.EADDRINUSE},
+	{native.ErrTableFull, syscall.EADDRNOTAVAIL},
 }
 
 // nativePeerError is the stream's end for an engine error: always both
