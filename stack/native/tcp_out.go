@@ -248,23 +248,12 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	var opt [40]byte
 	ol := c.options(opt[:], flags)
 	hl := tcpLen + ol
-	tot := ipLen + hl + n
-	e.tx = e.tx[:ethLen+tot]
-	f := e.tx
-	putEth(f, c.mac, e.mac, etherIPv4)
-	putIPv4(f[ethLen:], e.nextID(), protoTCP, e.addr, c.raddr, tot)
-	t := f[ethLen+ipLen:]
-	binary.BigEndian.PutUint16(t[0:], c.lport)
-	binary.BigEndian.PutUint16(t[2:], c.rport)
-	binary.BigEndian.PutUint32(t[4:], seq)
 	ack := uint32(0)
 	if flags&flagACK != 0 {
 		ack = c.rcvNxt
 	}
-	binary.BigEndian.PutUint32(t[8:], ack)
-	t[12], t[13] = uint8(hl/4)<<4, flags
-	binary.BigEndian.PutUint16(t[14:], c.window(flags))
-	t[16], t[17], t[18], t[19] = 0, 0, 0, 0
+	t := e.tcpFrame(c.mac, c.raddr, ipLen+hl+n)
+	putTCP(t, c.lport, c.rport, seq, ack, hl, flags, c.window(flags))
 	copy(t[tcpLen:], opt[:ol])
 	if n > 0 {
 		at := (c.sHead + off) % len(c.sbuf)
@@ -425,19 +414,8 @@ func (e *Engine) sendBare(s *segment, seq, ack uint32, flags uint8, wnd uint16, 
 	if mss != 0 {
 		hl += 4
 	}
-	tot := ipLen + hl
-	e.tx = e.tx[:ethLen+tot]
-	f := e.tx
-	putEth(f, s.srcMAC, e.mac, etherIPv4)
-	putIPv4(f[ethLen:], e.nextID(), protoTCP, e.addr, s.src, tot)
-	t := f[ethLen+ipLen:]
-	binary.BigEndian.PutUint16(t[0:], s.dport)
-	binary.BigEndian.PutUint16(t[2:], s.sport)
-	binary.BigEndian.PutUint32(t[4:], seq)
-	binary.BigEndian.PutUint32(t[8:], ack)
-	t[12], t[13] = uint8(hl/4)<<4, flags
-	binary.BigEndian.PutUint16(t[14:], wnd)
-	t[16], t[17], t[18], t[19] = 0, 0, 0, 0
+	t := e.tcpFrame(s.srcMAC, s.src, ipLen+hl)
+	putTCP(t, s.dport, s.sport, seq, ack, hl, flags, wnd)
 	if mss != 0 {
 		t[20], t[21] = optMSS, 4
 		binary.BigEndian.PutUint16(t[22:], mss)
@@ -446,4 +424,26 @@ func (e *Engine) sendBare(s *segment, seq, ack uint32, flags uint8, wnd uint16, 
 	if e.send() {
 		e.cnt[cTCPSegmentsOut]++
 	}
+}
+
+// tcpFrame sizes e.tx for an IPv4 packet of tot bytes carrying TCP to dst
+// (at dstMAC), writes its Ethernet and IPv4 headers and returns the TCP
+// part.
+func (e *Engine) tcpFrame(dstMAC [6]byte, dst [4]byte, tot int) []byte {
+	e.tx = e.tx[:ethLen+tot]
+	putEth(e.tx, dstMAC, e.mac, etherIPv4)
+	putIPv4(e.tx[ethLen:], e.nextID(), protoTCP, e.addr, dst, tot)
+	return e.tx[ethLen+ipLen:]
+}
+
+// putTCP writes the fixed TCP header (RFC 9293 §3.1) of a segment whose
+// header, options included, is hl bytes, with a zero checksum.
+func putTCP(t []byte, sport, dport uint16, seq, ack uint32, hl int, flags uint8, wnd uint16) {
+	binary.BigEndian.PutUint16(t[0:], sport)
+	binary.BigEndian.PutUint16(t[2:], dport)
+	binary.BigEndian.PutUint32(t[4:], seq)
+	binary.BigEndian.PutUint32(t[8:], ack)
+	t[12], t[13] = uint8(hl/4)<<4, flags
+	binary.BigEndian.PutUint16(t[14:], wnd)
+	t[16], t[17], t[18], t[19] = 0, 0, 0, 0
 }
