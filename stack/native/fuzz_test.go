@@ -68,6 +68,11 @@ func FuzzSegmentOnLiveConnection(f *testing.F) {
 		w.b.tick()
 		w.b.input(segFrame(w, ca, cb.rcvNxt+dseq, cb.sndUna+dack, flags, wnd, opts, data))
 		checkConn(t, cb)
+		// A timestamp ahead of A's clock in an acceptable segment becomes
+		// B's TS.Recent (RFC 7323 §5.3 R3), and B then rejects every
+		// segment of A as old until A's clock passes it (R1), as Linux
+		// does: the connection is held by that rule, not wedged.
+		held := cb.tsOK && seqLT(ca.tsNow(), cb.tsRecent-pawsSlack)
 		for range 50 {
 			w.step()
 			checkConn(t, cb)
@@ -79,7 +84,8 @@ func FuzzSegmentOnLiveConnection(f *testing.F) {
 			w.until(10*time.Minute, "after", func() bool {
 				n, err := ca.Read(buf)
 				got += n
-				return got >= 5 || err != nil || ca.State() != Established || cb.State() != Established
+				return got >= 5 || err != nil || ca.State() != Established || cb.State() != Established ||
+					held && w.b.cnt[cTCPPAWS] > 0
 			})
 		}
 	})
@@ -94,12 +100,7 @@ func segFrame(w *world, ca *Conn, seq, ack uint32, flags uint8, wnd uint16, opts
 	putEth(fr, w.b.mac, w.a.mac, etherIPv4)
 	putIPv4(fr[ethLen:], 1, protoTCP, w.a.addr, w.b.addr, ipLen+hl+len(data))
 	tc := fr[ethLen+ipLen:]
-	binary.BigEndian.PutUint16(tc[0:], ca.lport)
-	binary.BigEndian.PutUint16(tc[2:], ca.rport)
-	binary.BigEndian.PutUint32(tc[4:], seq)
-	binary.BigEndian.PutUint32(tc[8:], ack)
-	tc[12], tc[13] = uint8(hl/4)<<4, flags&0x3f
-	binary.BigEndian.PutUint16(tc[14:], wnd)
+	putTCP(tc, ca.lport, ca.rport, seq, ack, hl, flags&0x3f, wnd)
 	copy(tc[tcpLen:], opts)
 	copy(tc[hl:], data)
 	binary.BigEndian.PutUint16(tc[16:], fold(csum(pseudo(w.a.addr, w.b.addr, protoTCP, hl+len(data)), tc)))
