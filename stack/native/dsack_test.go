@@ -99,14 +99,11 @@ func TestDSACKReportsDuplicateRFC2883Sec4(t *testing.T) {
 // D-SACK of data sent once is the wire's duplicate and counted only in
 // tcp_dsacks_received.
 func TestDSACKSpuriousRetransmissionRFC3708Sec2(t *testing.T) {
-	o := Options{MaxConns: 4, MinRTO: time.Second}
-	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
-	ca, cb := w.connect(7000)
+	w, ca, cb := lossWorld(t)
 	una, mss := inFlight(t, w, cb, 5)
 
 	// Segments 1 to 3 SACKed: segment 0 is lost and goes again.
-	w.b.tick()
-	w.b.input(segFrame(w, ca, cb.rcvNxt, una, flagACK, 1024, sackOpt(sackBlock{una + mss, una + 4*mss}), nil))
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 4*mss})
 	rtx := counterOf(t, w.b, "tcp_retransmits")
 	if err := w.b.Flush(); err != nil {
 		t.Fatal(err)
@@ -116,8 +113,8 @@ func TestDSACKSpuriousRetransmissionRFC3708Sec2(t *testing.T) {
 	}
 
 	// All five arrived; then segment 0 a second time.
-	w.b.input(segFrame(w, ca, cb.rcvNxt, una+5*mss, flagACK, 1024, nil, nil))
-	w.b.input(segFrame(w, ca, cb.rcvNxt, una+5*mss, flagACK, 1024, sackOpt(sackBlock{una, una + mss}), nil))
+	ackB(w, ca, cb, una+5*mss)
+	ackB(w, ca, cb, una+5*mss, sackBlock{una, una + mss})
 	if got := counterOf(t, w.b, "tcp_dsacks_received"); got != 1 {
 		t.Errorf("tcp_dsacks_received %d, want 1", got)
 	}
@@ -125,7 +122,7 @@ func TestDSACKSpuriousRetransmissionRFC3708Sec2(t *testing.T) {
 		t.Errorf("tcp_spurious_retransmits %d, want 1", got)
 	}
 	// Segment 4, sent once, duplicated by the wire.
-	w.b.input(segFrame(w, ca, cb.rcvNxt, una+5*mss, flagACK, 1024, sackOpt(sackBlock{una + 4*mss, una + 5*mss}), nil))
+	ackB(w, ca, cb, una+5*mss, sackBlock{una + 4*mss, una + 5*mss})
 	if got := counterOf(t, w.b, "tcp_dsacks_received"); got != 2 {
 		t.Errorf("tcp_dsacks_received %d, want 2", got)
 	}
@@ -133,7 +130,7 @@ func TestDSACKSpuriousRetransmissionRFC3708Sec2(t *testing.T) {
 		t.Errorf("tcp_spurious_retransmits %d after a D-SACK of data sent once, want 1", got)
 	}
 	// A SACK block above the cumulative ACK, alone, is no D-SACK.
-	w.b.input(segFrame(w, ca, cb.rcvNxt, una+5*mss, flagACK, 1024, sackOpt(sackBlock{una + 6*mss, una + 7*mss}), nil))
+	ackB(w, ca, cb, una+5*mss, sackBlock{una + 6*mss, una + 7*mss})
 	if got := counterOf(t, w.b, "tcp_dsacks_received"); got != 2 {
 		t.Errorf("tcp_dsacks_received %d after a plain SACK block, want 2", got)
 	}

@@ -69,6 +69,27 @@ func sackOpt(bs ...sackBlock) []byte {
 	return o
 }
 
+// lossWorld is two connected engines whose minimum RTO (1 s) keeps the
+// RTO out of a test that drives loss recovery with its own ACKs.
+func lossWorld(t *testing.T) (w *world, ca, cb *Conn) {
+	t.Helper()
+	o := Options{MaxConns: 4, MinRTO: time.Second}
+	w = newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
+	ca, cb = w.connect(7000)
+	return w, ca, cb
+}
+
+// ackB hands B an ACK of ack from A (window 1024), with the SACK blocks
+// bs if any.
+func ackB(w *world, ca, cb *Conn, ack uint32, bs ...sackBlock) {
+	var opts []byte
+	if len(bs) > 0 {
+		opts = sackOpt(bs...)
+	}
+	w.b.tick()
+	w.b.input(segFrame(w, ca, cb.rcvNxt, ack, flagACK, 1024, opts, nil))
+}
+
 // inFlight has B send n full segments that A never sees, and returns
 // SND.UNA and the segment size.
 func inFlight(t *testing.T, w *world, cb *Conn, n int) (una, mss uint32) {
@@ -87,13 +108,10 @@ func inFlight(t *testing.T, w *world, cb *Conn, n int) (una, mss uint32) {
 // one or two ACKs; waiting for three duplicate ACKs, or for more than
 // three segments SACKed, left such a loss to the RTO.
 func TestSACKIsLostEntersRecoveryRFC6675Sec4(t *testing.T) {
-	o := Options{MaxConns: 4, MinRTO: time.Second}
-	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
-	ca, cb := w.connect(7000)
+	w, ca, cb := lossWorld(t)
 	una, mss := inFlight(t, w, cb, 5)
 
-	w.b.tick()
-	w.b.input(segFrame(w, ca, cb.rcvNxt, una, flagACK, 1024, sackOpt(sackBlock{una + mss, una + 4*mss}), nil))
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 4*mss})
 	if !cb.inRecovery {
 		t.Fatalf("one duplicate ACK SACKing 3 segments above SND.UNA did not start recovery (dupacks %d)", cb.dupacks)
 	}
@@ -110,11 +128,9 @@ func TestSACKIsLostEntersRecoveryRFC6675Sec4(t *testing.T) {
 
 	// Two segments' worth above the hole, in one block, is not a loss yet
 	// (the segments may be reordered).
-	w2 := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
-	ca2, cb2 := w2.connect(7000)
+	w2, ca2, cb2 := lossWorld(t)
 	una, mss = inFlight(t, w2, cb2, 5)
-	w2.b.tick()
-	w2.b.input(segFrame(w2, ca2, cb2.rcvNxt, una, flagACK, 1024, sackOpt(sackBlock{una + mss, una + 3*mss}), nil))
+	ackB(w2, ca2, cb2, una, sackBlock{una + mss, una + 3*mss})
 	if cb2.inRecovery {
 		t.Error("2 segments SACKed above SND.UNA started recovery")
 	}
@@ -126,15 +142,11 @@ func TestSACKIsLostEntersRecoveryRFC6675Sec4(t *testing.T) {
 // rule, which brought it to one segment and recovery to a crawl), and
 // does not send a hole again that was already retransmitted.
 func TestSACKPartialACKKeepsCwndRFC6675Sec5(t *testing.T) {
-	o := Options{MaxConns: 4, MinRTO: time.Second}
-	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
-	ca, cb := w.connect(7000)
+	w, ca, cb := lossWorld(t)
 	una, mss := inFlight(t, w, cb, 10)
 
 	// Segments 0 and 5 are lost; the others are SACKed.
-	w.b.tick()
-	w.b.input(segFrame(w, ca, cb.rcvNxt, una, flagACK, 1024,
-		sackOpt(sackBlock{una + 6*mss, una + 10*mss}, sackBlock{una + mss, una + 5*mss}), nil))
+	ackB(w, ca, cb, una, sackBlock{una + 6*mss, una + 10*mss}, sackBlock{una + mss, una + 5*mss})
 	if !cb.inRecovery {
 		t.Fatal("recovery did not start")
 	}
@@ -149,8 +161,7 @@ func TestSACKPartialACKKeepsCwndRFC6675Sec5(t *testing.T) {
 
 	// The retransmission of segment 0 arrives: SND.UNA moves to the
 	// second hole, which was retransmitted already.
-	w.b.tick()
-	w.b.input(segFrame(w, ca, cb.rcvNxt, una+5*mss, flagACK, 1024, sackOpt(sackBlock{una + 6*mss, una + 10*mss}), nil))
+	ackB(w, ca, cb, una+5*mss, sackBlock{una + 6*mss, una + 10*mss})
 	if !cb.inRecovery {
 		t.Fatal("a partial ACK ended recovery")
 	}
@@ -165,8 +176,7 @@ func TestSACKPartialACKKeepsCwndRFC6675Sec5(t *testing.T) {
 	}
 
 	// The second hole's retransmission arrives: recovery ends at ssthresh.
-	w.b.tick()
-	w.b.input(segFrame(w, ca, cb.rcvNxt, una+10*mss, flagACK, 1024, nil, nil))
+	ackB(w, ca, cb, una+10*mss)
 	if cb.inRecovery || cb.cwnd != ssthresh {
 		t.Errorf("after the full ACK: in recovery %v, cwnd %d, want out of it at ssthresh %d", cb.inRecovery, cb.cwnd, ssthresh)
 	}
@@ -226,9 +236,7 @@ func TestPAWSReorderedSegmentRFC7323Sec5_3(t *testing.T) {
 // (RFC 6675 alone sends a hole once; against Linux on the lossy wire,
 // most of the RTOs left were such holes).
 func TestLostRetransmissionRFC8985Sec6_2(t *testing.T) {
-	o := Options{MaxConns: 4, MinRTO: time.Second}
-	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
-	ca, cb := w.connect(7000)
+	w, ca, cb := lossWorld(t)
 	// A first round trip of 10 ms, from the timestamp A echoes.
 	una, _ := inFlight(t, w, cb, 1)
 	w.b.tick()
