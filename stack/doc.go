@@ -41,7 +41,7 @@
 // busy, as with GOMAXPROCS=1 or one spinning loop per P).
 //
 // What the hand-off and the stack cost is measured by BenchmarkHandoff
-// (over memio) and BenchmarkVethOneWay (over veth) in package tcp; the
+// (over memio) and BenchmarkVethSteps (over veth) in package tcp; the
 // numbers are in BENCHMARKS.md. A poll loop that sleeps pays more: after
 // a sleep, the processor's wake-up has the Go runtime wake another OS
 // thread for the idle P (netstack readies its goroutine with wakep).

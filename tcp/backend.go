@@ -811,13 +811,14 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	}
 	defer b.guard.Exit()
 	n, err := b.s.Rx(pkts)
-	if n == 0 && err == nil {
+	if n == 0 && err == nil && b.nat == nil {
 		// Nothing for the caller: let netstack's goroutines (the
-		// processor that has our segments; none with the native engine),
-		// the peer's poll loop in the same process, run before the caller polls again. A poll loop
-		// that spins on Rx would otherwise hold its P until preempted
-		// (10 ms) whenever the Ps are all busy (GOMAXPROCS=1, or as many
-		// spinning loops as Ps).
+		// processor that has our segments) run before the caller polls
+		// again. A poll loop that spins on Rx would otherwise hold its P
+		// until preempted (10 ms) whenever the Ps are all busy
+		// (GOMAXPROCS=1, or as many spinning loops as Ps). The native
+		// engine has nothing behind the poll loop to wait for and polls
+		// as the raw kinds do (BENCHMARKS.md has what a yield cost it).
 		runtime.Gosched()
 	}
 	return n, err

@@ -33,9 +33,9 @@ import (
 // net_af_xdp, whose XDP program takes every frame of the queue away from the
 // kernel.
 //
-// Config.CPUs pins the whole process to CPUs[0] until Close, as NewXDP
-// says. The pin comes first, so when this backend starts the EAL, DPDK's
-// main lcore is that CPU too.
+// Config.CPUs pins the poller (native) or the whole process (netstack) to
+// CPUs[0] until Close, as NewXDP says. The pin comes first, so when this
+// backend starts the EAL, DPDK's main lcore is that CPU too.
 //
 // A vdev on an interface must be opened from a thread inside the
 // interface's network namespace (testhost.Host.Do). DPDK cannot sleep on a
@@ -48,7 +48,7 @@ func NewDPDK(cfg core.Config) (core.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	unpin, err := pinProcess(cfg.CPUs)
+	unpin, err := claimCPU(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/tcp/internal/peertest"
+
+	"golang.org/x/sys/unix"
 )
 
 // The fixture of the tcp-xdp and tcp-dpdk tests against a kernel TCP peer
@@ -157,4 +159,46 @@ func pinsProcess(t *testing.T, p *testhost.Pair, open func(cpus []int) (core.Bac
 		}
 	}
 	peertest.Ended(t, ln, wait)
+}
+
+// pinsPoller checks Config.CPUs on a native-engine server: open(cpus),
+// called on h's thread, opens one. While it is open the calling thread,
+// and only it, is bound to the one CPU (the engine has no goroutines to
+// share it with, so the process is left alone); Close on that thread gives
+// it every allowed CPU back.
+func pinsPoller(t *testing.T, h *testhost.Host, open func(cpus []int) (core.Backend, error)) {
+	t.Helper()
+	allowed, err := cpu.Allowed()
+	if err != nil || len(allowed) < 2 {
+		testutil.Skip(t, "needs two allowed CPUs")
+	}
+	c := allowed[len(allowed)-1]
+	var pinned, after []int
+	var others map[int][]int
+	err = h.Do(func() error {
+		b, err := open([]int{c})
+		if err != nil {
+			return err
+		}
+		pinned, _ = cpu.Current()
+		others = threadCPUs(t)
+		delete(others, unix.Gettid())
+		if err := b.Close(); err != nil {
+			return err
+		}
+		after, _ = cpu.Current()
+		return nil
+	})
+	testutil.SkipIfNotSupported(t, err)
+	if !slices.Equal(pinned, []int{c}) {
+		t.Errorf("while open the calling thread runs on %v, want [%d]", pinned, c)
+	}
+	for tid, l := range others {
+		if slices.Equal(l, []int{c}) {
+			t.Errorf("while open thread %d is bound to [%d] too: the native engine pins its poller only", tid, c)
+		}
+	}
+	if !slices.Equal(after, allowed) {
+		t.Errorf("after Close the calling thread runs on %v, want %v", after, allowed)
+	}
 }

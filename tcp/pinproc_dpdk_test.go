@@ -3,6 +3,7 @@
 package tcp
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -23,4 +24,21 @@ func TestDPDKPinsProcess(t *testing.T) {
 			Dests: []netip.Addr{p.B.Addr}, Port: 5000, CPUs: cpus})
 	})
 	peertest.Clean(t, p.A)
+}
+
+// TestDPDKNativePinsPoller: with Config.CPUs, tcp-dpdk on the native engine
+// pins the calling thread to CPUs[0] before the EAL starts, as kind dpdk
+// does, and no other thread of the process; Close on that thread unpins
+// it.
+func TestDPDKNativePinsPoller(t *testing.T) {
+	const driver = "net_af_xdp"
+	p := dpdkTCPPrepare(t, driver)
+	pinsPoller(t, p.A, func(cpus []int) (core.Backend, error) {
+		dpdkTCPSeq++
+		cfg := core.Config{Kind: core.KindTCPDPDK, Role: core.RoleServer, Iface: p.A.Iface,
+			LocalIP: p.A.Addr, Port: 5000, CPUs: cpus}
+		cfg.TCP.Stack = core.TCPStackNative
+		cfg.DPDK.VDev = fmt.Sprintf("%s_t%d,iface=%s", driver, dpdkTCPSeq, p.A.Iface)
+		return NewDPDK(cfg)
+	})
 }

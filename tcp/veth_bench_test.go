@@ -188,3 +188,111 @@ func errorsAs(err error, pe **core.PeerError) bool {
 	}
 	return ok
 }
+
+// BenchmarkVethSteps splits one 100-byte round trip over a testhost veth
+// pair into its four steps, both ends driven from this one goroutine so
+// that nothing else competes for the CPU and no poll loop spins between
+// them:
+//
+//   - send-µs: the client's Queue and Flush: the frame built and kicked
+//     (sendto, in which the kernel also carries the frame over the veth
+//     and runs the peer's XDP program).
+//   - recv-µs: the server's Rx calls until the message comes out: Ethernet
+//     to record (for netstack, the processor goroutine's hand-off too).
+//   - answer-µs: the server's QueueTo and Flush.
+//   - back-µs: the client's Rx calls until the answer comes out.
+//
+// It runs kind xdp (raw UDP over AF_XDP) beside tcp-xdp on each engine, so
+// that what the userspace TCP adds to each step shows. Run as root:
+//
+//	go test -run '^$' -bench VethSteps -benchtime 20000x ./tcp
+func BenchmarkVethSteps(b *testing.B) {
+	testutil.RequireRoot(b)
+	for _, c := range []struct {
+		name  string
+		kind  core.Kind
+		stack core.TCPStack
+	}{
+		{"xdp", core.KindXDP, ""},
+		{"tcp-xdp+native", core.KindTCPXDP, core.TCPStackNative},
+		{"tcp-xdp+netstack", core.KindTCPXDP, core.TCPStackNetstack},
+	} {
+		b.Run(c.name, func(b *testing.B) { vethSteps(b, c.kind, c.stack) })
+	}
+}
+
+func vethSteps(b *testing.B, kind core.Kind, st core.TCPStack) {
+	p := hosttest.New(b, testhost.Options{})
+	srvIP, cliIP := p.B.Addr, p.A.Addr
+	if kind == core.KindTCPXDP {
+		srvIP, cliIP = peertest.Addr(p.B, 4), peertest.Addr(p.A, 3)
+	}
+	base := core.Config{Kind: kind, Port: 5000, ConnectTimeout: 20 * time.Second}
+	base.TCP.Stack = st
+	scfg := base
+	scfg.Role, scfg.Iface, scfg.LocalIP = core.RoleServer, p.B.Iface, srvIP
+	srv := open(b, p.B, scfg)
+	defer srv.Close()
+	stop := startVethEcho(srv, false) // for the connect and the warm-up
+	ccfg := base
+	ccfg.Iface, ccfg.LocalIP, ccfg.Dests = p.A.Iface, cliIP, []netip.Addr{srvIP}
+	cli := &vethClient{b: b, be: open(b, p.A, ccfg), msg: make([]byte, 100), pkts: make([]core.Packet, 32)}
+	defer cli.be.Close()
+	for i := 0; i < 1000; i++ {
+		cli.trip(i)
+	}
+	stop() // from here this goroutine drives the server too
+	steps := make([][]time.Duration, 4)
+	for i := range steps {
+		steps[i] = make([]time.Duration, 0, b.N)
+	}
+	var from netip.AddrPort
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if !cli.be.Queue(cli.msg) {
+			b.Fatal("the client's Queue refused one message")
+		}
+		if err := cli.be.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		in := rxOne(b, srv, cli.pkts)
+		from = in.From
+		t2 := time.Now()
+		if !srv.QueueTo(in.Data, from) {
+			b.Fatal("the server's QueueTo refused the answer")
+		}
+		if err := srv.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		rxOne(b, cli.be, cli.pkts)
+		t4 := time.Now()
+		for k, d := range []time.Duration{t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t4.Sub(t3)} {
+			steps[k] = append(steps[k], d)
+		}
+	}
+	b.StopTimer()
+	for k, name := range []string{"send-µs", "recv-µs", "answer-µs", "back-µs"} {
+		slices.Sort(steps[k])
+		b.ReportMetric(float64(steps[k][len(steps[k])/2].Nanoseconds())/1e3, name)
+	}
+}
+
+// rxOne calls be.Rx until it returns a message (within 10 s) and returns
+// the first; its Data is valid until the next Rx.
+func rxOne(b *testing.B, be core.Backend, pkts []core.Packet) core.Packet {
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		n, err := be.Rx(pkts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n > 0 {
+			return pkts[0]
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("no message within 10s")
+		}
+	}
+}

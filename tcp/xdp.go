@@ -57,15 +57,17 @@ import (
 // QueueID) or most segments miss the socket.
 //
 // The socket belongs to the network namespace of the calling thread
-// (inside testhost.Host.Do for tests). With Config.CPUs, every thread of
-// the process is bound to CPUs[0] until Close (cpu.PinProcess; Close gives
-// each thread its affinity back): one pinned userspace-TCP backend per
-// process, and nothing else there that needs another CPU. Netstack's
-// goroutines must run on the poller's CPU, where the poll loop hands over
-// to them with a Gosched on the same P. (The other kinds lock their poller
-// to a thread instead; a locked goroutine pays for each such yield with
-// two thread hand-offs.) The calling goroutine is not locked to its
-// thread. Errors: a
+// (inside testhost.Host.Do for tests). Config.CPUs pins by engine: the
+// native engine runs on the poller alone, so, as on the raw kinds, the
+// calling goroutine is locked to its thread and the thread bound to
+// CPUs[0] (call NewXDP on the goroutine that will poll; Close on that
+// goroutine undoes it). Netstack's goroutines must run on the poller's
+// CPU, where the poll loop hands over to them with a Gosched on the same
+// P: with netstack every thread of the process is bound to CPUs[0] until
+// Close (cpu.PinProcess; Close gives each thread its affinity back), one
+// pinned netstack backend per process, and the calling goroutine is not
+// locked (a locked one would pay for each such yield with two thread
+// hand-offs). Errors: a
 // *core.ConfigError for a bad field, afxdp.Open's (privileges, kernel
 // features, carrier), or NewOverFrameIO's (a connect that fails or times
 // out); everything is undone on error.
@@ -74,7 +76,7 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	unpin, err := pinProcess(cfg.CPUs)
+	unpin, err := claimCPU(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -93,15 +95,25 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 	return b, nil
 }
 
-// pinProcess binds every thread of the process to cpus[0]
-// (cpu.PinProcess) when cpus is set; unpin gives each thread its affinity
-// back (a no-op when cpus is empty). The userspace-TCP kinds pin the whole
-// process: netstack's goroutines must run on the poller's CPU.
-func pinProcess(cpus []int) (unpin func() error, err error) {
-	if len(cpus) == 0 {
+// claimCPU prepares the poller's CPU, Config.CPUs[0], for cfg's engine;
+// release undoes it (nothing is done without CPUs). The native engine has
+// no goroutines: the calling goroutine is locked to its thread and the
+// thread bound to the CPU (cpu.Claim, as the raw kinds and every group
+// queue do), and release, on that goroutine, unpins it. Netstack's
+// goroutines must run on the poller's CPU: every thread of the process is
+// bound to it (cpu.PinProcess), and release gives each its affinity back.
+func claimCPU(cfg core.Config) (release func() error, err error) {
+	if len(cfg.CPUs) == 0 {
 		return func() error { return nil }, nil
 	}
-	return cpu.PinProcess(cpus[0])
+	if cfg.TCP.Stack == core.TCPStackNative {
+		th, err := cpu.Claim(cfg.CPUs, false)
+		if err != nil {
+			return nil, err
+		}
+		return th.Release, nil
+	}
+	return cpu.PinProcess(cfg.CPUs[0])
 }
 
 // OpenXDP opens what NewXDP runs the userspace TCP on, without the stack:

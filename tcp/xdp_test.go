@@ -4,8 +4,6 @@ import (
 	"errors"
 	"net/netip"
 	"path/filepath"
-	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -154,6 +152,20 @@ func TestXDPPinsProcess(t *testing.T) {
 	peertest.Clean(t, p.A)
 }
 
+// TestXDPNativePinsPoller: with Config.CPUs, tcp-xdp on the native engine
+// pins the calling thread to CPUs[0], as the raw kinds do, and no other
+// thread of the process; Close on that thread unpins it.
+func TestXDPNativePinsPoller(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := hosttest.New(t, testhost.Options{})
+	pinsPoller(t, p.A, func(cpus []int) (core.Backend, error) {
+		cfg := core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: p.A.Iface,
+			LocalIP: peertest.Addr(p.A, 3), Port: 5000, CPUs: cpus}
+		cfg.TCP.Stack = core.TCPStackNative
+		return NewXDP(cfg)
+	})
+}
+
 // TestXDPServerKernelClient: a kernel TCP client on B connects to tcp-xdp
 // serving on A and sends 10k records; the server echoes each to its sender.
 func TestXDPServerKernelClient(t *testing.T) { engines(t, testXDPServerKernelClient) }
@@ -179,91 +191,6 @@ func TestXDPRefusesKernelAddress(t *testing.T) {
 		t.Fatalf("%v, want a *core.ConfigError on LocalIP", err)
 	}
 	peertest.Clean(t, p.A)
-}
-
-// BenchmarkVethOneWay splits one message's trip over veth, tcp-xdp client
-// on A to tcp-xdp server on B, into its parts, all driven from this one
-// goroutine so that no other poll loop competes for the CPU:
-//
-//   - send-µs: the client's Flush: netstack's Write (segment built,
-//     checksummed, copied into the TX ring) and the kick (sendto).
-//   - wire-µs: from the kick's return until the server's Poll finds the
-//     frame in its RX ring.
-//   - recv-µs: from that Poll until Rx returns the record: netstack's IP
-//     and TCP input, the hand-off to its processor goroutine (which also
-//     sends the ACK), and the read into the record decoder.
-//
-// Run as root: go test -run '^$' -bench VethOneWay ./tcp
-func BenchmarkVethOneWay(b *testing.B) {
-	testutil.RequireRoot(b)
-	p := hosttest.New(b, testhost.Options{})
-	var srv, cli *Backend
-	if err := p.B.Do(func() error {
-		be, err := NewXDP(core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: p.B.Iface, LocalIP: peertest.Addr(p.B, 4), Port: 5000})
-		if err == nil {
-			srv = be.(*Backend)
-		}
-		return err
-	}); err != nil {
-		testutil.SkipIfNotSupported(b, err)
-	}
-	defer srv.Close()
-	pl := startPoller(srv, spinEcho(srv))
-	if err := p.A.Do(func() error {
-		be, err := NewXDP(core.Config{Kind: core.KindTCPXDP, Iface: p.A.Iface, LocalIP: peertest.Addr(p.A, 3),
-			Dests: []netip.Addr{peertest.Addr(p.B, 4)}, Port: 5000, ConnectTimeout: 20 * time.Second})
-		if err == nil {
-			cli = be.(*Backend)
-		}
-		return err
-	}); err != nil {
-		pl.stop()
-		b.Fatal(err)
-	}
-	defer cli.Close()
-	msg := make([]byte, 100)
-	pkts := make([]core.Packet, 8)
-	for i := 0; i < 200; i++ {
-		roundTrip(b, cli, msg, pkts)
-	}
-	pl.stop() // from here the server is driven by this goroutine
-	var send, wire, recv []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		cli.Queue(msg)
-		t0 := time.Now()
-		if err := cli.Flush(); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		for srv.st.EP.Poll(32) == 0 {
-		}
-		t2 := time.Now()
-		runtime.Gosched() // as drive does after delivering
-		for {
-			n, err := srv.Rx(pkts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if n > 0 {
-				break
-			}
-		}
-		t3 := time.Now()
-		send, wire, recv = append(send, t1.Sub(t0)), append(wire, t2.Sub(t1)), append(recv, t3.Sub(t2))
-		srv.Flush() // the ACK
-		for k := 0; k < 20; k++ {
-			cli.Rx(pkts)
-		}
-	}
-	b.StopTimer()
-	for _, s := range []struct {
-		name string
-		d    []time.Duration
-	}{{"send-µs", send}, {"wire-µs", wire}, {"recv-µs", recv}} {
-		slices.Sort(s.d)
-		b.ReportMetric(float64(s.d[len(s.d)/2].Nanoseconds())/1e3, s.name)
-	}
 }
 
 // TestXDPOverLossyWire: tcp-xdp on A to a kernel TCP echo server on B

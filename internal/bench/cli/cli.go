@@ -1,7 +1,7 @@
 // Package cli holds the command lines of the measuring tools: echo and
 // loadgen (cmd/echo, cmd/loadgen, and netbench, which re-executes itself in
 // either mode). Each Main parses its flags, pins the poller (the userspace
-// TCP kinds pin the whole process themselves: see pin), opens the backend
+// TCP kinds on netstack pin the whole process themselves: see pin), opens the backend
 // with dgramio.New, runs the loop of package load, closes the backend and
 // writes its result, with the counters read after Close, as JSON, so
 // netbench can collect both ends' counters. With
@@ -114,17 +114,18 @@ func parseAddr(flag, s string) (netip.Addr, error) {
 // cpu < 0) and returns the CPU list for Config.CPUs. For most kinds it
 // pins the calling goroutine to cpu (cpu.Pin: locked to its thread, the
 // thread bound to the CPU), as their backends need (uring's SINGLE_ISSUER
-// ring belongs to one thread). The userspace TCP kinds (tcp-xdp, tcp-dpdk)
+// ring belongs to one thread); the native TCP engine too, which has no
+// goroutines behind its poll loop. The userspace TCP kinds on netstack
 // are left alone: their backend binds every thread of the process to
 // Config.CPUs[0] itself (cpu.PinProcess), and a poller locked to its
 // thread would pay two thread hand-offs for every yield to netstack's
 // goroutines (netbench measured tcp-xdp at 20k msg/s at 40 µs p50 so,
 // 28 µs unlocked).
-func pin(kind core.Kind, c int) ([]int, error) {
+func pin(cfg core.Config, c int) ([]int, error) {
 	if c < 0 {
 		return nil, nil
 	}
-	if pinsProcess(kind) {
+	if pinsProcess(cfg) {
 		return []int{c}, nil
 	}
 	if err := cpu.Pin(c); err != nil {
@@ -133,10 +134,12 @@ func pin(kind core.Kind, c int) ([]int, error) {
 	return []int{c}, nil
 }
 
-// pinsProcess reports whether the backend of kind pins the whole process
-// to Config.CPUs[0] itself, so the tool must not lock its poller's thread.
-func pinsProcess(kind core.Kind) bool {
-	return kind == core.KindTCPXDP || kind == core.KindTCPDPDK
+// pinsProcess reports whether the backend of cfg pins the whole process
+// to Config.CPUs[0] itself (tcp-xdp and tcp-dpdk on netstack), so the tool
+// must not lock its poller's thread.
+func pinsProcess(cfg core.Config) bool {
+	userspace := cfg.Kind == core.KindTCPXDP || cfg.Kind == core.KindTCPDPDK
+	return userspace && cfg.TCP.Stack == core.TCPStackNetstack
 }
 
 // formatStats writes the counters one per line, for people.

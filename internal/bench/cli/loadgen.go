@@ -154,7 +154,7 @@ func loadOnce(ctx context.Context, op openers, cfg core.Config, cpu int, lo load
 // opened; a failed Close is reported on stderr, prefixed with tool, when
 // run did not fail first.
 func runSingle(op openers, cfg core.Config, cpu int, tool string, stderr io.Writer, run func(b core.Backend) error) (final core.Stats, runErr, openErr error) {
-	cpus, err := pin(cfg.Kind, cpu)
+	cpus, err := pin(cfg, cpu)
 	if err != nil {
 		return core.Stats{}, nil, err
 	}

@@ -9,19 +9,32 @@ import (
 	"github.com/dgramio/dgramio/internal/cpu"
 )
 
-// pin binds the tool's poller to its CPU for the kinds that need it, and
-// leaves the thread alone (unlocked, on every allowed CPU) for the
-// userspace TCP kinds, whose backend pins the whole process; each gets
-// the CPU in Config.CPUs.
-func TestPinLeavesUserspaceTCPToItsBackend(t *testing.T) {
+// pin binds the tool's poller to its CPU for the kinds that need it (the
+// userspace TCP kinds on the native engine too), and leaves the thread
+// alone (unlocked, on every allowed CPU) for the userspace TCP kinds on
+// netstack, whose backend pins the whole process; each gets the CPU in
+// Config.CPUs.
+func TestPinLeavesNetstackToItsBackend(t *testing.T) {
 	allowed := allowedCPUs(t)
 	c := allowed[len(allowed)-1]
-	for _, kind := range []core.Kind{core.KindUDP, core.KindURing, core.KindXDP, core.KindDPDK, core.KindTCP, core.KindTCPXDP, core.KindTCPDPDK} {
+	var cfgs []core.Config
+	for _, kind := range []core.Kind{core.KindUDP, core.KindURing, core.KindXDP, core.KindDPDK, core.KindTCP} {
+		cfgs = append(cfgs, core.Config{Kind: kind})
+	}
+	for _, kind := range []core.Kind{core.KindTCPXDP, core.KindTCPDPDK} {
+		for _, st := range []core.TCPStack{"", core.TCPStackNative, core.TCPStackNetstack} {
+			cfg := core.Config{Kind: kind}
+			cfg.TCP.Stack = st
+			cfgs = append(cfgs, cfg)
+		}
+	}
+	for _, cfg := range cfgs {
+		kind := string(cfg.Kind) + "+" + string(cfg.TCP.Stack)
 		done := make(chan struct{})
 		go func() {
 			// A goroutine of its own: a pin left behind ends with it.
 			defer close(done)
-			cpus, err := pin(kind, c)
+			cpus, err := pin(cfg, c)
 			if err != nil || !slices.Equal(cpus, []int{c}) {
 				t.Errorf("%s: pin = %v, %v; want [%d]", kind, cpus, err, c)
 				return
@@ -31,13 +44,13 @@ func TestPinLeavesUserspaceTCPToItsBackend(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			if pinsProcess(kind) {
-				if !slices.Equal(cur, allowed) {
+			if cfg.TCP.Stack == core.TCPStackNetstack {
+				if !pinsProcess(cfg) || !slices.Equal(cur, allowed) {
 					t.Errorf("%s: the tool's thread runs on %v, want it left on %v", kind, cur, allowed)
 				}
 				return
 			}
-			if !slices.Equal(cur, []int{c}) {
+			if pinsProcess(cfg) || !slices.Equal(cur, []int{c}) {
 				t.Errorf("%s: the tool's thread runs on %v, want [%d]", kind, cur, c)
 			}
 			if err := cpu.Unpin(); err != nil {
@@ -47,7 +60,7 @@ func TestPinLeavesUserspaceTCPToItsBackend(t *testing.T) {
 		}()
 		<-done
 	}
-	if cpus, err := pin(core.KindTCPXDP, -1); err != nil || cpus != nil {
+	if cpus, err := pin(core.Config{Kind: core.KindTCPXDP}, -1); err != nil || cpus != nil {
 		t.Errorf("no CPU: %v, %v", cpus, err)
 	}
 }
