@@ -21,7 +21,8 @@ import (
 
 // BenchmarkVethRTT: one 100-byte message at a time, A to B and back, over
 // a testhost veth pair, on three kinds side by side: xdp (raw UDP over
-// AF_XDP), tcp (kernel TCP) and tcp-xdp (netstack over AF_XDP). Both ends
+// AF_XDP), tcp (kernel TCP) and tcp-xdp (its default engine, native, over
+// AF_XDP). Both ends
 // run in this process, each poll loop spinning (Rx and Flush, no Wait) on
 // its own goroutine; in the "/wait" runs both loops sleep in Wait whenever
 // Rx has nothing (the idle-friendly way to poll). It reports p50 and p99 of the round trips and, for
