@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,23 +62,35 @@ func open(b *testing.B, h *testhost.Host, cfg core.Config) core.Backend {
 	return be
 }
 
-func vethRTT(b *testing.B, kind core.Kind, sleep bool) {
+// vethPair opens a server of kind (on engine st, "" for the default) on B
+// of a new testhost pair, starts its echo (startVethEcho, spinning or with
+// sleep sleeping), and connects a client from A to it. Both backends close
+// when b ends; stop ends the echo (call it before b ends to drive the
+// server yourself).
+func vethPair(b *testing.B, kind core.Kind, st core.TCPStack, sleep bool) (srv core.Backend, cli *vethClient, stop func()) {
 	p := hosttest.New(b, testhost.Options{})
 	srvIP, cliIP := p.B.Addr, p.A.Addr
 	if kind == core.KindTCPXDP { // addresses the kernels do not hold
 		srvIP, cliIP = peertest.Addr(p.B, 4), peertest.Addr(p.A, 3)
 	}
 	base := core.Config{Kind: kind, Port: 5000, ConnectTimeout: 20 * time.Second}
+	base.TCP.Stack = st
 	scfg := base
 	scfg.Role, scfg.Iface, scfg.LocalIP = core.RoleServer, p.B.Iface, srvIP
-	srv := open(b, p.B, scfg)
-	defer srv.Close()
-	defer startVethEcho(srv, sleep)()
+	srv = open(b, p.B, scfg)
+	b.Cleanup(func() { srv.Close() })
+	stop = sync.OnceFunc(startVethEcho(srv, sleep))
+	b.Cleanup(stop) // before the server closes
 
 	ccfg := base
 	ccfg.Iface, ccfg.LocalIP, ccfg.Dests = p.A.Iface, cliIP, []netip.Addr{srvIP}
-	cli := &vethClient{b: b, be: open(b, p.A, ccfg), sleep: sleep, msg: make([]byte, 100), pkts: make([]core.Packet, 32)}
-	defer cli.be.Close()
+	cli = &vethClient{b: b, be: open(b, p.A, ccfg), sleep: sleep, msg: make([]byte, 100), pkts: make([]core.Packet, 32)}
+	b.Cleanup(func() { cli.be.Close() })
+	return srv, cli, stop
+}
+
+func vethRTT(b *testing.B, kind core.Kind, sleep bool) {
+	_, cli, _ := vethPair(b, kind, "", sleep)
 	for i := 0; i < 1000; i++ { // warm up (ARP, windows, pools)
 		cli.trip(i)
 	}
@@ -223,22 +236,7 @@ func BenchmarkVethSteps(b *testing.B) {
 }
 
 func vethSteps(b *testing.B, kind core.Kind, st core.TCPStack) {
-	p := hosttest.New(b, testhost.Options{})
-	srvIP, cliIP := p.B.Addr, p.A.Addr
-	if kind == core.KindTCPXDP {
-		srvIP, cliIP = peertest.Addr(p.B, 4), peertest.Addr(p.A, 3)
-	}
-	base := core.Config{Kind: kind, Port: 5000, ConnectTimeout: 20 * time.Second}
-	base.TCP.Stack = st
-	scfg := base
-	scfg.Role, scfg.Iface, scfg.LocalIP = core.RoleServer, p.B.Iface, srvIP
-	srv := open(b, p.B, scfg)
-	defer srv.Close()
-	stop := startVethEcho(srv, false) // for the connect and the warm-up
-	ccfg := base
-	ccfg.Iface, ccfg.LocalIP, ccfg.Dests = p.A.Iface, cliIP, []netip.Addr{srvIP}
-	cli := &vethClient{b: b, be: open(b, p.A, ccfg), msg: make([]byte, 100), pkts: make([]core.Packet, 32)}
-	defer cli.be.Close()
+	srv, cli, stop := vethPair(b, kind, st, false) // the echo for the warm-up
 	for i := 0; i < 1000; i++ {
 		cli.trip(i)
 	}
@@ -247,7 +245,6 @@ func vethSteps(b *testing.B, kind core.Kind, st core.TCPStack) {
 	for i := range steps {
 		steps[i] = make([]time.Duration, 0, b.N)
 	}
-	var from netip.AddrPort
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -259,9 +256,8 @@ func vethSteps(b *testing.B, kind core.Kind, st core.TCPStack) {
 		}
 		t1 := time.Now()
 		in := rxOne(b, srv, cli.pkts)
-		from = in.From
 		t2 := time.Now()
-		if !srv.QueueTo(in.Data, from) {
+		if !srv.QueueTo(in.Data, in.From) {
 			b.Fatal("the server's QueueTo refused the answer")
 		}
 		if err := srv.Flush(); err != nil {
