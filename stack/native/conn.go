@@ -49,7 +49,9 @@ type Conn struct {
 	user    bool // the application holds it (Dial, Accept) and has not closed it
 	queued  bool // in a listener's accept queue
 	inDirty bool
-	l       *Listener
+	// inReadable: in the engine's list for TakeReadable.
+	inReadable bool
+	l          *Listener
 
 	raddr        [4]byte
 	lport, rport uint16
@@ -187,11 +189,19 @@ func (c *Conn) Read(p []byte) (int, error) {
 	c.rHead = (c.rHead + n) % len(c.rbuf)
 	c.rLen -= n
 	c.windowOpened()
+	if c.Readable() {
+		c.e.markReadable(c) // more than p took, or the FIN after it
+	}
 	return n, nil
 }
 
 // Readable reports whether Read would return bytes or an error.
 func (c *Conn) Readable() bool { return c.rLen > 0 || c.finRcvd || c.err != nil }
+
+// Slot is c's index in the engine's connection table, 0 <= Slot <
+// Options.MaxConns: no two connections the application holds share it,
+// and the engine gives it to another connection after Close or Abort.
+func (c *Conn) Slot() int { return int(c.idx) }
 
 // Writable reports whether Write would take at least one byte.
 func (c *Conn) Writable() bool {
@@ -303,6 +313,7 @@ func (c *Conn) toClosed(err error) {
 	c.state = Closed
 	c.tRTO, c.tDelack, c.tPersist, c.tKeep, c.tWait = 0, 0, 0, 0, 0
 	e.heapRemove(c)
+	e.markReadable(c)
 	if !c.user && !c.queued {
 		e.release(c)
 	}
@@ -317,8 +328,8 @@ func (e *Engine) release(c *Conn) {
 		delete(e.table, tuple{c.raddr, c.lport, c.rport})
 	}
 	e.heapRemove(c)
-	sb, rb, idx, dirty := c.sbuf, c.rbuf, c.idx, c.inDirty
-	*c = Conn{e: e, idx: idx, heapIdx: -1, sbuf: sb, rbuf: rb, inDirty: dirty}
+	sb, rb, idx, dirty, readable := c.sbuf, c.rbuf, c.idx, c.inDirty, c.inReadable
+	*c = Conn{e: e, idx: idx, heapIdx: -1, sbuf: sb, rbuf: rb, inDirty: dirty, inReadable: readable}
 	e.free = append(e.free, idx)
 }
 
@@ -408,6 +419,33 @@ func (e *Engine) Dial(dst netip.AddrPort, srcPort uint16) (*Conn, error) {
 	e.cnt[cTCPActiveOpens]++
 	e.markDirty(c)
 	return c, nil
+}
+
+// markReadable notes that c may have become readable (bytes, the peer's
+// FIN, its end), for TakeReadable.
+func (e *Engine) markReadable(c *Conn) {
+	if !c.inReadable {
+		c.inReadable = true
+		e.readable = append(e.readable, c.idx)
+	}
+}
+
+// TakeReadable calls fn, once each, for every connection the application
+// holds that may have become readable since the last call: bytes arrived
+// in order, the peer's FIN, the connection ended, or a Read left it
+// readable (Readable says which have something to Read). A connection
+// that is readable and was not named has been named before, and not read
+// since. An application with many connections reads only these. fn must
+// not call the engine.
+func (e *Engine) TakeReadable(fn func(c *Conn)) {
+	for _, i := range e.readable {
+		c := &e.conns[i]
+		c.inReadable = false
+		if c.user {
+			fn(c)
+		}
+	}
+	e.readable = e.readable[:0]
 }
 
 func (e *Engine) markDirty(c *Conn) {

@@ -80,6 +80,7 @@ type Engine struct {
 	listeners map[uint16]*Listener
 	heap      []int32 // timer heap of conn indices, by Conn.heapAt
 	dirty     []int32 // conns with something to send
+	readable  []int32 // conns that may have become readable (TakeReadable)
 	arpWait   []int32 // conns waiting for a neighbour
 	arp       arpTable
 	inbox     arpInbox // replies the ARPShare's other engines learnt
@@ -137,6 +138,7 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	e.listeners = make(map[uint16]*Listener)
 	e.heap = make([]int32, 0, o.MaxConns)
 	e.dirty = make([]int32, 0, o.MaxConns)
+	e.readable = make([]int32, 0, o.MaxConns)
 	e.arpWait = make([]int32, 0, o.MaxConns)
 	e.arp.init(256)
 	for a, m := range o.Neighbors {

@@ -596,6 +596,7 @@ func (c *Conn) dataInput(s *segment) {
 		c.rLen += len(p)
 		c.rcvNxt += uint32(len(p))
 		c.mergeOOO()
+		c.e.markReadable(c)
 		if fin {
 			c.finInput()
 			return
@@ -726,6 +727,7 @@ func (c *Conn) mergeOOO() {
 func (c *Conn) finInput() {
 	c.rcvNxt++
 	c.finRcvd = true
+	c.e.markReadable(c)
 	c.oooFin = false
 	c.sendAckNow()
 	switch c.state {
