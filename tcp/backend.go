@@ -198,6 +198,11 @@ type Backend struct {
 	lnReady atomic.Bool
 	noYield bool // Poll does not yield to netstack (BenchmarkHandoff)
 
+	// events are the connections netstack made readable since Watch last
+	// took them (conn.list); taking swaps them with spare.
+	evMu          sync.Mutex
+	events, spare []*conn
+
 	// final holds the counters as Close left them, for Stats after
 	// Close; finalMu is held by Close until they are set.
 	finalMu sync.Mutex
@@ -215,6 +220,7 @@ var _ core.Backend = (*Backend)(nil)
 
 // conn is one netstack endpoint: the layer.Conn of the userspace TCP.
 type conn struct {
+	layer.Hook
 	b     *Backend
 	ep    tcpip.Endpoint
 	wq    *waiter.Queue
@@ -228,8 +234,9 @@ type conn struct {
 	sent layer.Sent
 
 	// ready is set by netstack's goroutines (NotifyEvent) when the
-	// connection became readable, writable or failed.
-	ready atomic.Bool
+	// connection became readable, writable or failed; listed while it is
+	// in the Backend's events for Watch.
+	ready, listed atomic.Bool
 }
 
 var (
@@ -239,10 +246,23 @@ var (
 )
 
 // NotifyEvent implements waiter.EventListener. Netstack's goroutines call
-// it; it marks the connection and wakes a sleeping poll loop.
-func (c *conn) NotifyEvent(waiter.EventMask) {
+// it; it marks the connection, lists it for Watch when it may have become
+// readable, and wakes a sleeping poll loop.
+func (c *conn) NotifyEvent(m waiter.EventMask) {
 	c.ready.Store(true)
+	if m&(waiter.ReadableEvents|waiter.EventHUp|waiter.EventErr) != 0 {
+		c.list()
+	}
 	c.b.st.EP.Interrupt()
+}
+
+// list puts c in the Backend's events, once until Watch takes it.
+func (c *conn) list() {
+	if !c.listed.Swap(true) {
+		c.b.evMu.Lock()
+		c.b.events = append(c.b.events, c)
+		c.b.evMu.Unlock()
+	}
 }
 
 // lnListener wakes the poll loop when the listener has connections.
@@ -483,6 +503,7 @@ func (c *conn) Read(p []byte) (int, error) {
 		// More came (or the FIN) while this read ran, and its event may
 		// have come before ready was cleared.
 		c.ready.Store(true)
+		c.list()
 	}
 	return res.Count, nil
 }
@@ -570,6 +591,24 @@ func (t *transport) Poll() {
 
 // Push implements layer.Transport: one kick for what netstack wrote.
 func (t *transport) Push() error { return t.st.EP.Flush() }
+
+// Watch implements layer.Transport: the connections netstack's goroutines
+// listed (NotifyEvent) since the last call.
+func (t *transport) Watch(mark func(layer.Conn)) {
+	b := (*Backend)(t)
+	b.evMu.Lock()
+	evs := b.events
+	b.events = b.spare[:0]
+	b.evMu.Unlock()
+	for _, c := range evs {
+		// Cleared before the layer reads c: an event from now on lists
+		// it again.
+		c.listed.Store(false)
+		mark(c)
+	}
+	clear(evs)
+	b.spare = evs[:0]
+}
 
 // Accept implements layer.Transport: every connection the listener has.
 func (t *transport) Accept(add func(layer.Conn, netip.AddrPort)) {

@@ -39,6 +39,12 @@ type nativeEngine struct {
 	// lost counts records taken by the engine whose first byte the peer
 	// never acknowledged before Linger ran out (counted in TxDropped).
 	lost uint64
+
+	// slots finds the nconn of an engine connection (by Conn.Slot) for
+	// Watch, which passes each to mark through took.
+	slots []*nconn
+	mark  func(layer.Conn)
+	took  func(*native.Conn)
 }
 
 var _ layer.Transport = (*nativeEngine)(nil)
@@ -85,6 +91,7 @@ func (n *nativeEngine) open(fio frameio.FrameIO) error {
 	b := n.b
 	n.irq, _ = fio.(stack.Interrupter)
 	n.wt, _ = fio.(frameio.Waiter)
+	n.took = n.readable
 	if err := b.tune.ValidateFor(core.TCPStackNative); err != nil {
 		return err
 	}
@@ -134,7 +141,39 @@ func (n *nativeEngine) Accept(add func(layer.Conn, netip.AddrPort)) {
 		if !ok {
 			return
 		}
-		add(&nconn{n: n, c: c}, c.Peer())
+		add(n.hold(c), c.Peer())
+	}
+}
+
+// Watch implements layer.Transport: the connections the engine named
+// readable (native.Engine.TakeReadable) since the last call.
+func (n *nativeEngine) Watch(mark func(layer.Conn)) {
+	n.mark = mark
+	n.e.TakeReadable(n.took)
+}
+
+func (n *nativeEngine) readable(c *native.Conn) {
+	if i := c.Slot(); i < len(n.slots) && n.slots[i] != nil {
+		n.mark(n.slots[i])
+	}
+}
+
+// hold makes the nconn of c, a connection the engine gave the Backend.
+func (n *nativeEngine) hold(c *native.Conn) *nconn {
+	nc := &nconn{n: n, c: c}
+	i := c.Slot()
+	if i >= len(n.slots) {
+		n.slots = append(n.slots, make([]*nconn, i+1-len(n.slots))...)
+	}
+	n.slots[i] = nc
+	return nc
+}
+
+// let forgets c before the engine reuses its slot.
+func (n *nativeEngine) let(c *nconn) {
+	c.gone = true
+	if i := c.c.Slot(); n.slots[i] == c {
+		n.slots[i] = nil
 	}
 }
 
@@ -198,7 +237,7 @@ func (n *nativeEngine) connectAll() error {
 		if err != nil {
 			return err
 		}
-		nc := &nconn{n: n, c: c}
+		nc := n.hold(c)
 		b.s.Add(nc, peer) // released by shutdown on error
 		pending = append(pending, nc)
 	}
@@ -277,7 +316,7 @@ func (n *nativeEngine) shutdown(linger time.Duration) {
 	}
 	for _, c := range n.lingering {
 		n.lost += c.unacked()
-		c.gone = true
+		n.let(c)
 		if c.done() {
 			c.c.Close()
 		} else {
@@ -308,6 +347,7 @@ func (n *nativeEngine) allDone() bool {
 // byte the peer acknowledged), so that Close can count what Linger did
 // not get through.
 type nconn struct {
+	layer.Hook
 	n *nativeEngine
 	c *native.Conn
 	// gone is set once Close or Abort released c (the engine reuses its
@@ -389,7 +429,7 @@ func (c *nconn) Close() {
 		c.n.lingering = append(c.n.lingering, c)
 		return
 	}
-	c.gone = true
+	c.n.let(c)
 	c.c.Close()
 }
 
@@ -407,7 +447,7 @@ func (c *nconn) CloseWrite() error {
 // Abort implements layer.Conn.
 func (c *nconn) Abort() {
 	if !c.gone {
-		c.gone = true
+		c.n.let(c)
 		c.c.Abort()
 	}
 }

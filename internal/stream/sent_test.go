@@ -50,7 +50,7 @@ func (u *unackConn) CloseWrite() error { u.shut = true; return nil }
 // counted is the loss that happens; a connection with none closes in
 // order.
 func TestCloseCountsUnackedRecords(t *testing.T) {
-	s := New(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10})
+	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10})
 	lossy := &unackConn{fakeConn: fakeConn{room: -1, reading: true}, unacked: 2}
 	clean := &unackConn{fakeConn: fakeConn{room: -1, reading: true}}
 	s.Add(lossy, peer(1))
@@ -80,7 +80,7 @@ func TestCloseCountsUnackedRecords(t *testing.T) {
 // reset it) they count in TxDropped; one whose answers were acknowledged
 // closes in order.
 func TestFinishedWaitsForAcks(t *testing.T) {
-	s := New(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10})
+	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10})
 	lossy := &unackConn{fakeConn: fakeConn{room: -1, reading: true, eof: true}, unacked: 1}
 	clean := &unackConn{fakeConn: fakeConn{room: -1, reading: true, eof: true}, unacked: 1}
 	s.Add(lossy, peer(1))
@@ -137,7 +137,7 @@ func TestCloseReadsAllThatArrived(t *testing.T) {
 // after Options.FinishTimeout, its unacknowledged records counted in
 // TxDropped.
 func TestFinishTimeout(t *testing.T) {
-	s := New(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10,
+	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10,
 		FinishTimeout: 20 * time.Millisecond})
 	gone := &unackConn{fakeConn: fakeConn{room: -1, reading: true, eof: true}, unacked: 1}
 	s.Add(gone, peer(1))

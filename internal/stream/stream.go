@@ -14,17 +14,33 @@
 // transport implements two small interfaces:
 //
 //   - Transport: Poll moves the engine on (frames in, timers due), Accept
-//     hands the layer the connections a server accepted, Push sends what
-//     the connections wrote (one kick per call). A run-to-completion engine
-//     maps Poll(budget), Accept() (*Conn, ok) and Flush() onto them one to
+//     hands the layer the connections a server accepted, Watch names the
+//     connections that became readable, Push sends what the connections
+//     wrote (one kick per call). A run-to-completion engine maps
+//     Poll(budget), Accept() (*Conn, ok) and Flush() onto them one to
 //     one; kernel TCP's Poll does nothing and its Push has nothing to kick.
 //   - Conn: Write copies what fits in the send buffer and returns how much
 //     (0, nil when it is full); Read returns (n, nil) with data, (0, nil)
 //     when there is none, io.EOF after the peer's FIN, or the error that
-//     ended the connection; Readable and Writable are cheap hints for
-//     Layer.Ready; Close ends our direction in order (FIN after what was
-//     written) and releases the connection; Abort resets it. A
-//     non-blocking engine connection plugs in with a one-line method each.
+//     ended the connection; Readable and Writable are cheap hints; Close
+//     ends our direction in order (FIN after what was written) and
+//     releases the connection; Abort resets it. A non-blocking engine
+//     connection plugs in with a one-line method each, and embeds a Hook.
+//
+// # Work in proportion to what moves
+//
+// A server may hold ten thousand connections of which a handful speak at
+// a time, so no Rx or Flush walks the set: the layer keeps the
+// connections that have something to do in short lists (reported
+// readable by Watch, with records decoded and not delivered, with
+// released bytes the transport has not taken, with records staged since
+// the last Flush, delivered from in the last Rx, ended or finishing) and
+// visits those only. Only Queue, which stages for every connection, and
+// closing (Abandon, Linger, ReadOut, Close) touch them all. A connection
+// is read once Watch reported it and until a read comes back short, so a
+// Transport must report a connection whenever bytes, its peer's FIN or an
+// error arrive after the layer's last read of it; one that reports a
+// connection that has nothing costs a read that returns (0, nil).
 //
 // A peer's FIN ends its direction only. The layer delivers the records the
 // peer sent, then reports the FIN once as a *core.PeerError (Reset false),
@@ -72,6 +88,7 @@ import (
 )
 
 // Conn is one connection of a Transport, non-blocking in every method.
+// Its type embeds a Hook.
 type Conn interface {
 	// Write copies from p what the send buffer takes and returns how many
 	// bytes; (0, nil) when it is full. A non-nil error ends the
@@ -83,7 +100,8 @@ type Conn interface {
 	// that ended the connection (as for Write).
 	Read(p []byte) (int, error)
 	// Readable reports whether Read may return something (data, EOF or
-	// an error). A transport that cannot tell cheaply returns true.
+	// an error). A transport that cannot tell cheaply returns true. The
+	// layer asks it of a connection Watch reported, before reading.
 	Readable() bool
 	// Writable reports whether Write would take bytes now. A transport
 	// that cannot tell cheaply returns true.
@@ -98,7 +116,15 @@ type Conn interface {
 	Close()
 	// Abort resets the connection and releases it, as Close.
 	Abort()
+	hook() *Hook
 }
+
+// Hook is embedded in every Conn type: the layer keeps its own record of
+// the connection there, so that Watch's reports reach it without a
+// lookup. The zero value is ready; a Conn is in one Layer at most.
+type Hook struct{ c *conn }
+
+func (h *Hook) hook() *Hook { return h }
 
 // HalfCloser is implemented by a Conn that can end our direction alone
 // (FIN) and go on reading: Layer.Linger uses it.
@@ -128,6 +154,14 @@ type Transport interface {
 	// Accept calls add for each connection a server has accepted since
 	// the last call, with the peer's address, without blocking.
 	Accept(add func(c Conn, peer netip.AddrPort))
+	// Watch calls mark for each connection of the layer that may have
+	// become readable (bytes, the peer's FIN, an error) since the layer
+	// last read it, without blocking: every such connection at least
+	// once after the arrival, others at the cost of a read that returns
+	// (0, nil). A connection the layer does not read (Conn.SetReading
+	// false) need not be reported. Every Rx and Flush calls it after
+	// Poll and Accept; Ready calls it too.
+	Watch(mark func(c Conn))
 	// Push sends what the connections wrote. Its error is the device's.
 	Push() error
 }
@@ -182,6 +216,10 @@ type conn struct {
 	peer  netip.AddrPort
 	stage *record.Staging
 	dec   *record.Decoder
+	// pos is c's index in Layer.conns; removed: it left the set (entries
+	// of the work lists that still name it are dropped as met).
+	pos     int
+	removed bool
 	// released is how many bytes at the front of stage.Pending a Flush
 	// has released and the transport has not taken yet: every Rx and
 	// Flush writes them as it makes room. Bytes staged after them wait
@@ -189,6 +227,8 @@ type conn struct {
 	released int
 	// sentPayload is the part of stage.TakenPayload already in TxBytes.
 	sentPayload uint64
+	// hint: Watch reported the connection since the layer last read it.
+	hint bool
 	// more: the last read filled the decoder's tail, more may wait.
 	more bool
 	// delivered: this Rx handed out records of this connection.
@@ -209,21 +249,39 @@ type conn struct {
 	closing bool
 	checked time.Time
 	since   time.Time // closing since
+	// Membership of the layer's work lists, each at most once.
+	inRx, inTx, inStaged, inRead, inEnds bool
 }
 
 // open reports whether records may still be staged for c.
 func (c *conn) open() bool { return c.dead == nil && !c.closing }
 
+// wantsRx reports whether an Rx has something to do with c: records
+// decoded and not delivered, or a read to make.
+func (c *conn) wantsRx() bool {
+	return !c.removed && !c.held &&
+		(c.dec.Complete() || (!c.eof && c.dead == nil && (c.more || c.hint)))
+}
+
 // Layer is the stream layer over one Transport. Create it with New.
 type Layer struct {
 	opt    Options
 	t      Transport
-	conns  []*conn
+	conns  []*conn // the set, in no particular order
 	byPeer map[netip.AddrPort]*conn
-	rr     int     // connection Rx starts with, for fairness
 	errs   []error // to report, oldest first
 	accept func(Conn, netip.AddrPort)
+	mark   func(Conn)
 	st     Counters
+
+	// The work lists (see the package documentation). rx is in the order
+	// Rx visits it: a connection it visited and still has something goes
+	// to the back, for fairness; spare is rx's other buffer.
+	rx, spare []*conn
+	tx        []*conn // released bytes wait for the transport
+	staged    []*conn // records staged since the last Flush
+	read      []*conn // Rx read or delivered from them: compact next Rx
+	ends      []*conn // ended, or the peer finished: for reap
 }
 
 // New returns a Layer over t.
@@ -233,17 +291,20 @@ func New(t Transport, o Options) *Layer {
 	}
 	s := &Layer{opt: o, t: t, byPeer: make(map[netip.AddrPort]*conn)}
 	s.accept = s.accepted
+	s.mark = s.marked
 	return s
 }
 
 // Add takes c, connected to peer, into the set (a client's connection;
-// a server's come through Transport.Accept).
+// a server's come through Transport.Accept). Its first Rx reads it.
 func (s *Layer) Add(c Conn, peer netip.AddrPort) {
-	k := &conn{t: c, peer: peer,
+	k := &conn{t: c, peer: peer, pos: len(s.conns), hint: true,
 		stage: record.NewStaging(s.opt.StagingSize),
 		dec:   record.NewDecoder(s.opt.MaxRecord, s.opt.DecoderSize)}
+	c.hook().c = k
 	s.conns = append(s.conns, k)
 	s.byPeer[peer] = k
+	enlist(&s.rx, &k.inRx, k)
 }
 
 func (s *Layer) accepted(c Conn, peer netip.AddrPort) {
@@ -251,11 +312,29 @@ func (s *Layer) accepted(c Conn, peer netip.AddrPort) {
 	s.st.Accepts++
 }
 
+// marked is Watch's mark.
+func (s *Layer) marked(c Conn) {
+	k := c.hook().c
+	if k == nil || k.removed {
+		return
+	}
+	k.hint = true
+	enlist(&s.rx, &k.inRx, k)
+}
+
+// enlist appends c to the work list *l, unless *in says it is there.
+func enlist(l *[]*conn, in *bool, c *conn) {
+	if !*in {
+		*in = true
+		*l = append(*l, c)
+	}
+}
+
 // Len is the number of connections in the set.
 func (s *Layer) Len() int { return len(s.conns) }
 
 // Conn returns the transport connection i of the set (0 <= i < Len), in
-// the order they were added.
+// no particular order: the order changes when a connection leaves.
 func (s *Layer) Conn(i int) Conn { return s.conns[i].t }
 
 // Staged returns connection i's bytes released and not yet taken, and its
@@ -286,7 +365,8 @@ func (s *Layer) Report(err error) { s.errs = append(s.errs, err) }
 // send, all of them or none. It returns false, and stages nothing
 // anywhere, when there is no connection (NoConn), the payload exceeds
 // MaxRecord (TxOversize, one per connection), or any connection's staging
-// lacks room (TxBackpressure, one per connection).
+// lacks room (TxBackpressure, one per connection). It is the one call
+// whose cost grows with the set.
 func (s *Layer) Queue(payload []byte) bool {
 	var n uint64
 	fits := true
@@ -310,6 +390,7 @@ func (s *Layer) Queue(payload []byte) bool {
 	for _, c := range s.conns {
 		if c.open() {
 			_ = c.stage.Put(payload) // Fits said yes
+			enlist(&s.staged, &c.inStaged, c)
 		}
 	}
 	s.st.TxQueued += n
@@ -332,6 +413,7 @@ func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) bool {
 		s.st.TxBackpressure++
 		return false
 	}
+	enlist(&s.staged, &c.inStaged, c)
 	s.st.TxQueued++
 	return true
 }
@@ -352,6 +434,11 @@ func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
 		if !c.eof && c.dead == nil {
 			c.t.SetReading(!on)
 		}
+		if !on {
+			// What came while it was held was reported and passed over.
+			c.hint = true
+			enlist(&s.rx, &c.inRx, c)
+		}
 	}
 	return true
 }
@@ -365,17 +452,40 @@ func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
 func (s *Layer) Flush() error {
 	s.t.Poll()
 	s.t.Accept(s.accept)
-	for _, c := range s.conns {
-		if c.open() {
+	s.t.Watch(s.mark)
+	for _, c := range s.staged {
+		c.inStaged = false
+		if !c.removed && c.open() {
 			c.released = c.stage.Len()
-			s.send(c)
+			enlist(&s.tx, &c.inTx, c)
 		}
 	}
+	clear(s.staged)
+	s.staged = s.staged[:0]
+	s.sendAll()
 	s.reap()
 	if err := s.t.Push(); err != nil {
 		return err
 	}
 	return s.takeErr()
+}
+
+// sendAll writes the released bytes of every connection that has some.
+func (s *Layer) sendAll() {
+	k := 0
+	for _, c := range s.tx {
+		if !c.removed {
+			s.send(c)
+		}
+		if !c.removed && c.dead == nil && c.released > 0 {
+			s.tx[k] = c
+			k++
+		} else {
+			c.inTx = false
+		}
+	}
+	clear(s.tx[k:])
+	s.tx = s.tx[:k]
 }
 
 // send writes c's released bytes, as many as the transport takes.
@@ -430,40 +540,36 @@ func (s *Layer) kill(c *conn, err error) {
 	}
 	pe.Peer = c.peer
 	c.dead = pe
+	enlist(&s.ends, &c.inEnds, c)
 }
 
 // Rx returns up to min(len(pkts), RxBatch) records from the connections,
-// reading each at most once per call, starting with another connection
-// each call. pkts[i].Data points into the connection's decoder and is
+// reading each at most once per call, starting each call where the last
+// one stopped. pkts[i].Data points into the connection's decoder and is
 // valid until the next Rx; From is the connection's peer. A record longer
 // than MaxRecord is skipped as it arrives and counted in RxTruncated. Like
 // Flush, Rx polls the transport, accepts, writes what earlier Flushes
 // released, removes the connections that ended and pushes. With no record
 // to return, its error is Push's or the oldest unreported peer event.
 func (s *Layer) Rx(pkts []core.Packet) (int, error) {
-	for _, c := range s.conns {
+	for _, c := range s.read {
 		// The records of the last Rx are done with: make room, also after
 		// a read that only skipped an oversize record.
+		c.inRead = false
 		c.dec.Compact()
 		c.delivered = false
 		if poison.Debug {
 			poison.Fill(c.dec.Tail())
 		}
 	}
+	clear(s.read)
+	s.read = s.read[:0]
 	s.t.Poll()
 	s.t.Accept(s.accept)
-	for _, c := range s.conns {
-		s.send(c)
-	}
+	s.t.Watch(s.mark)
+	s.sendAll()
 	want := min(len(pkts), s.opt.RxBatch)
-	k := 0
-	nc := len(s.conns)
-	for i := 0; i < nc && k < want; i++ {
-		k = s.receive(s.conns[(s.rr+i)%nc], pkts, k, want)
-	}
-	if nc > 0 {
-		s.rr = (s.rr + 1) % nc
-	}
+	k := s.receiveAll(pkts, want)
 	s.st.RxDelivered += uint64(k)
 	s.reap()
 	if err := s.t.Push(); err != nil {
@@ -478,12 +584,34 @@ func (s *Layer) Rx(pkts []core.Packet) (int, error) {
 	return 0, s.takeErr()
 }
 
+// receiveAll visits the connections of rx in order until want records
+// are in pkts, and returns how many. Those it did not reach keep their
+// place at the front; those it visited that still have something go to
+// the back; the rest leave rx.
+func (s *Layer) receiveAll(pkts []core.Packet, want int) int {
+	k, i := 0, 0
+	for ; i < len(s.rx) && k < want; i++ {
+		if c := s.rx[i]; c.wantsRx() {
+			k = s.receive(c, pkts, k, want)
+			enlist(&s.read, &c.inRead, c)
+		}
+	}
+	next := append(s.spare[:0], s.rx[i:]...)
+	for _, c := range s.rx[:i] {
+		if c.wantsRx() {
+			next = append(next, c)
+		} else {
+			c.inRx = false
+		}
+	}
+	clear(s.rx)
+	s.rx, s.spare = next, s.rx[:0]
+	return k
+}
+
 // receive delivers c's records into pkts[k:want], reading the transport
 // once when the buffered records run out, and returns the new k.
 func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
-	if c.held {
-		return k
-	}
 	read := false
 	for k < want {
 		r, err := c.dec.Next()
@@ -498,7 +626,11 @@ func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
 			k++
 			continue
 		}
-		if read || c.eof || c.dead != nil || !(c.more || c.t.Readable()) {
+		if read || c.eof || c.dead != nil {
+			break
+		}
+		if !c.more && !(c.hint && c.t.Readable()) {
+			c.hint = false // reported with nothing to read after all
 			break
 		}
 		tail := c.dec.Tail()
@@ -506,6 +638,7 @@ func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
 			c.more = true // full of records handed out in this call
 			break
 		}
+		c.hint = false
 		n, err := c.t.Read(tail)
 		read = true
 		switch {
@@ -514,6 +647,7 @@ func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
 			c.eof = true
 			s.st.PeerCloses++
 			c.t.SetReading(false)
+			enlist(&s.ends, &c.inEnds, c)
 		case err != nil:
 			c.more = false
 			s.kill(c, err)
@@ -528,21 +662,22 @@ func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
 
 // Ready reports whether an Rx now may return something or move a stream
 // on without the transport waking: an event to report, records decoded
-// and not delivered, a connection that may be read or may take released
-// bytes. A transport whose Readable and Writable always say true sleeps on
-// its own readiness instead (epoll).
+// and not delivered, a connection that may be read (Watch reported it, or
+// its last read filled the buffer) or that may take released bytes. A
+// transport whose Writable always says true sleeps on its own readiness
+// instead (epoll).
 func (s *Layer) Ready() bool {
 	if len(s.errs) > 0 {
 		return true
 	}
-	for _, c := range s.conns {
-		if c.dead != nil {
-			continue
-		}
-		if !c.held && (c.dec.Complete() || (!c.eof && (c.more || c.t.Readable()))) {
+	s.t.Watch(s.mark)
+	for _, c := range s.rx {
+		if c.wantsRx() && (c.dec.Complete() || c.more || c.t.Readable()) {
 			return true
 		}
-		if c.released > 0 && c.t.Writable() {
+	}
+	for _, c := range s.tx {
+		if !c.removed && c.dead == nil && c.released > 0 && c.t.Writable() {
 			return true
 		}
 	}
@@ -558,8 +693,11 @@ func (s *Layer) Ready() bool {
 // counted.
 func (s *Layer) reap() {
 	k := 0
-	for _, c := range s.conns {
+	for _, c := range s.ends {
 		switch {
+		case c.removed:
+			c.inEnds = false
+			continue
 		case c.dead != nil && !c.dec.Complete():
 			if c.dead.Reset {
 				s.st.Resets++
@@ -572,6 +710,7 @@ func (s *Layer) reap() {
 			s.cutRecord(c)
 			s.errs = append(s.errs, c.dead)
 			s.remove(c)
+			s.drop(c)
 			c.t.Abort()
 			continue
 		case c.eof && !c.delivered && !c.dec.Complete():
@@ -583,15 +722,27 @@ func (s *Layer) reap() {
 			if c.stage.Len() == 0 && !c.held {
 				s.remove(c)
 				if s.finished(c) {
+					s.drop(c)
 					continue
 				}
 			}
 		}
-		s.conns[k] = c
+		s.ends[k] = c
 		k++
 	}
-	clear(s.conns[k:])
-	s.conns = s.conns[:k]
+	clear(s.ends[k:])
+	s.ends = s.ends[:k]
+}
+
+// drop takes c out of the set: later reports of it are ignored, and the
+// work lists drop it as they meet it.
+func (s *Layer) drop(c *conn) {
+	c.removed, c.inEnds = true, false
+	c.t.hook().c = nil
+	last := s.conns[len(s.conns)-1]
+	s.conns[c.pos], last.pos = last, c.pos
+	s.conns[len(s.conns)-1] = nil
+	s.conns = s.conns[:len(s.conns)-1]
 }
 
 // checkEvery bounds how often reap asks an Unacker whose connection is
@@ -875,7 +1026,15 @@ func (s *Layer) Close() {
 			c.t.Close()
 		}
 	}
+	for _, c := range s.conns {
+		c.removed = true
+		c.t.hook().c = nil
+	}
 	clear(s.conns)
 	s.conns = s.conns[:0]
 	clear(s.byPeer)
+	for _, l := range []*[]*conn{&s.rx, &s.spare, &s.tx, &s.staged, &s.read, &s.ends} {
+		clear(*l)
+		*l = (*l)[:0]
+	}
 }

@@ -15,6 +15,7 @@ import (
 // fakeConn is an in-memory stream.Conn: in is what the peer sent (read
 // from the front), out what Write took, up to room bytes at a time.
 type fakeConn struct {
+	Hook
 	in, out         bytes.Buffer
 	room            int   // bytes Write takes in all before it is full; <0: unbounded
 	eof             bool  // the peer's FIN follows in
@@ -55,10 +56,26 @@ func (f *fakeConn) SetReading(on bool) { f.reading = on }
 func (f *fakeConn) Close()             { f.closed = true }
 func (f *fakeConn) Abort()             { f.aborted = true }
 
-// fakeTransport accepts what is in pending.
+// fakeTransport accepts what is in pending. Its Watch reports every
+// connection of its layer that is Readable (as a level-triggered epoll).
 type fakeTransport struct {
 	pending []*fakeConn
 	peers   []netip.AddrPort
+	layer   *Layer
+}
+
+// newFakeLayer returns a layer over t, which watches it.
+func newFakeLayer(t *fakeTransport, o Options) *Layer {
+	t.layer = New(t, o)
+	return t.layer
+}
+
+func (t *fakeTransport) Watch(mark func(Conn)) {
+	for _, c := range t.layer.conns {
+		if c.t.Readable() {
+			mark(c.t)
+		}
+	}
 }
 
 func (t *fakeTransport) Poll()       {}
@@ -88,7 +105,7 @@ func newLayer(n int, o Options) (*Layer, []*fakeConn) {
 	if o.DecoderSize == 0 {
 		o.DecoderSize = 64 << 10
 	}
-	s := New(&fakeTransport{}, o)
+	s := newFakeLayer(&fakeTransport{}, o)
 	var cs []*fakeConn
 	for i := 0; i < n; i++ {
 		c := &fakeConn{room: -1, reading: true}
@@ -98,7 +115,7 @@ func newLayer(n int, o Options) (*Layer, []*fakeConn) {
 	return s, cs
 }
 
-func records(t *testing.T, payloads ...[]byte) []byte {
+func records(t testing.TB, payloads ...[]byte) []byte {
 	t.Helper()
 	var b []byte
 	for _, p := range payloads {
@@ -343,7 +360,7 @@ func TestAbandonCounts(t *testing.T) {
 
 func TestAccept(t *testing.T) {
 	tr := &fakeTransport{pending: []*fakeConn{{room: -1}}, peers: []netip.AddrPort{peer(7)}}
-	s := New(tr, Options{MaxRecord: 100, RxBatch: 4, StagingSize: 1000, DecoderSize: 1000})
+	s := newFakeLayer(tr, Options{MaxRecord: 100, RxBatch: 4, StagingSize: 1000, DecoderSize: 1000})
 	s.Flush()
 	if s.Len() != 1 || s.Counters().Accepts != 1 || !s.QueueTo([]byte("x"), peer(7)) {
 		t.Fatalf("connections %d, accepts %d", s.Len(), s.Counters().Accepts)
@@ -433,7 +450,7 @@ func (h *halfConn) step() {
 
 func lingerLayer(t *testing.T, in []byte, later [][]byte, fin bool) (*Layer, *halfConn) {
 	t.Helper()
-	s := New(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10})
+	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 1472, RxBatch: 16, StagingSize: 4 << 10, DecoderSize: 64 << 10})
 	h := &halfConn{fakeConn: fakeConn{room: -1, reading: true}, later: later, fin: fin}
 	h.in.Write(in)
 	s.Add(h, peer(1))

@@ -62,6 +62,7 @@ const (
 
 // conn is one connection's socket: the stream.Conn of kernel TCP.
 type conn struct {
+	stream.Hook
 	b      *Backend
 	fd     int
 	remote netip.AddrPort
@@ -108,6 +109,11 @@ type Backend struct {
 	s          *stream.Layer
 	lastAccept time.Time
 	listenHot  atomic.Bool // Wait saw the listener ready
+
+	// byFD finds a connection by its socket for Watch; events is the
+	// buffer of its epoll_wait.
+	byFD   []*conn
+	events [watchEvents]unix.EpollEvent
 
 	syscalls   uint64 // on the poll loop; Wait's are in waitCalls
 	waitCalls  atomic.Uint64
@@ -379,7 +385,12 @@ func (b *Backend) newConn(fd int, remote netip.AddrPort) (*conn, error) {
 	if err := b.epollAdd(fd, unix.EPOLLIN|unix.EPOLLRDHUP); err != nil {
 		return nil, err
 	}
-	return &conn{b: b, fd: fd, remote: remote, in: true}, nil
+	c := &conn{b: b, fd: fd, remote: remote, in: true}
+	if fd >= len(b.byFD) {
+		b.byFD = append(b.byFD, make([]*conn, fd+1-len(b.byFD))...)
+	}
+	b.byFD[fd] = c
+	return c, nil
 }
 
 // LocalAddr is the listener's address on a server, the first connection's
@@ -396,6 +407,47 @@ func (t *transport) Poll() {}
 
 // Push implements stream.Transport: send(2) already handed the bytes over.
 func (t *transport) Push() error { return nil }
+
+// watchEvents bounds the events one Watch takes from epoll; the rest wait
+// for the next (epoll reports a socket that is still readable again, and
+// rotates those it reported to the back).
+const watchEvents = 256
+
+// Watch implements stream.Transport. With one connection it names it
+// every call (one recv(2) costs what asking epoll does); with more, it
+// names those epoll reports readable, closed or failed, with one
+// epoll_wait(2) that does not sleep, and notes a listener ready for
+// Accept.
+func (t *transport) Watch(mark func(stream.Conn)) {
+	b := (*Backend)(t)
+	if b.s.Len() == 1 {
+		if c := b.s.Conn(0).(*conn); c.in {
+			mark(c)
+		}
+		return
+	}
+	if b.s.Len() == 0 {
+		return
+	}
+	n, err := unix.EpollWait(b.epfd, b.events[:], 0)
+	b.syscalls++
+	if err != nil {
+		return // EINTR: the next call asks again
+	}
+	for _, ev := range b.events[:n] {
+		fd := int(ev.Fd)
+		if fd == b.lfd {
+			b.listenHot.Store(true)
+			continue
+		}
+		if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) == 0 {
+			continue // room to write: the layer writes released bytes anyway
+		}
+		if fd < len(b.byFD) && b.byFD[fd] != nil {
+			mark(b.byFD[fd])
+		}
+	}
+}
 
 // Accept implements stream.Transport: it accepts waiting clients on a
 // server, at most every acceptEvery unless Wait saw the listener ready or
@@ -576,6 +628,9 @@ func (c *conn) Close() {
 	if ti, err := sock.ReadTCPInfo(c.fd); err == nil {
 		c.b.closedInfo.Add(ti)
 	}
+	if c.b.byFD[c.fd] == c {
+		c.b.byFD[c.fd] = nil
+	}
 	unix.Close(c.fd) // also leaves the epoll set
 }
 
@@ -655,7 +710,10 @@ func (b *Backend) setEvents(c *conn, in, out bool) {
 
 // Rx returns up to min(len(pkts), Config.RxBatch) records received on any
 // connection, reading each connection at most once (one recv(2)) per call,
-// and never blocks. pkts[i].Data points into the connection's receive
+// and never blocks. It reads only the connections that may have
+// something: with more than one, those a non-sleeping epoll_wait(2)
+// reports readable, so that an Rx among many idle connections costs one
+// system call. pkts[i].Data points into the connection's receive
 // buffer and is valid until the next Rx or Close; pkts[i].From is the
 // connection's remote address. A record longer than MaxDatagram is
 // skipped and counted in RxTruncated. A server also accepts new clients
