@@ -719,3 +719,61 @@ func TestPeerResetVeth(t *testing.T) {
 func staged(b *Backend) (released, bytes, records int) { return b.s.Staged(0) }
 
 func must3(_, _, records int) int { return records }
+
+// TestIdleConnsCostOneSyscall: a server's Rx among 64 idle connections
+// asks epoll once instead of reading each socket, and still delivers
+// the record one of them sends.
+func TestIdleConnsCostOneSyscall(t *testing.T) {
+	srv := newServer(t, core.Config{}, lo)
+	const n = 64
+	peers := make([]net.Conn, n)
+	for i := range peers {
+		c, err := net.Dial("tcp", srv.LocalAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		peers[i] = c
+	}
+	pkts := make([]core.Packet, 16)
+	until(t, "accepts", func() bool {
+		if _, err := srv.Rx(pkts); err != nil {
+			t.Fatal(err)
+		}
+		return srv.s.Len() == n
+	})
+	for range 10 { // every new connection is read once
+		srv.Rx(pkts)
+	}
+	const rounds = 1000
+	before := srv.Stats().Syscalls
+	for range rounds {
+		if k, err := srv.Rx(pkts); k != 0 || err != nil {
+			t.Fatalf("idle Rx: %d, %v", k, err)
+		}
+	}
+	// One epoll_wait per Rx, and an accept4 every millisecond at most.
+	if got := srv.Stats().Syscalls - before; got > rounds+rounds/10 {
+		t.Fatalf("%d idle Rx among %d connections made %d system calls, want about one each", rounds, n, got)
+	}
+	r, err := rec.AppendRecord(nil, []byte("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peers[17].Write(r); err != nil {
+		t.Fatal(err)
+	}
+	from := netip.MustParseAddrPort(peers[17].LocalAddr().String())
+	var got []core.Packet
+	until(t, "the record", func() bool {
+		k, err := srv.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, pkts[:k]...)
+		return len(got) > 0
+	})
+	if len(got) != 1 || string(got[0].Data) != "hello" || got[0].From != from {
+		t.Fatalf("got %d records, first %q from %v; want hello from %v", len(got), got[0].Data, got[0].From, from)
+	}
+}
