@@ -79,8 +79,11 @@ func nativeOptions(cfg core.Config, t Tuning, opts Options) native.Options {
 	if t.Congestion == "cubic" {
 		o.Congestion = native.CUBIC
 	}
-	if max := len(cfg.Dests) + 1; cfg.Role == core.RoleClient && max > native.DefaultMaxConns {
-		o.MaxConns = max
+	if o.MaxConns = t.MaxConns; o.MaxConns == 0 {
+		o.MaxConns = native.DefaultMaxConns
+	}
+	if max := len(cfg.Dests) + 1; cfg.Role == core.RoleClient && max > o.MaxConns {
+		o.MaxConns = max // a client holds one connection per destination
 	}
 	return o
 }

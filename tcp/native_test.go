@@ -127,6 +127,7 @@ func TestTuningPerEngine(t *testing.T) {
 	}{
 		{"RACK on native", core.TCPStackNative, func(c *core.Config) { c.TCP.RACK = true }, "TCP.RACK"},
 		{"DelayedACK on netstack", core.TCPStackNetstack, func(c *core.Config) { c.TCP.DelayedACK = time.Millisecond }, "TCP.DelayedACK"},
+		{"MaxConns on netstack", core.TCPStackNetstack, func(c *core.Config) { c.TCP.MaxConns = 10 }, "TCP.MaxConns"},
 		{"DelayedACK above MinRTO", core.TCPStackNative, func(c *core.Config) {
 			c.TCP.DelayedACK, c.TCP.MinRTO = 30*time.Millisecond, 20*time.Millisecond
 		}, "TCP.DelayedACK"},
@@ -298,5 +299,63 @@ func TestNativeGatewayRFC1122Sec3_3_1(t *testing.T) {
 		if m != r.mac.String() {
 			t.Errorf("a SYN went to %s, want the gateway's %s", m, r.mac)
 		}
+	}
+}
+
+// TestNativeMaxConns: Config.TCP.MaxConns bounds the server engine's
+// table. With room for one connection, a second client completes its
+// handshake on a SYN cookie (RFC 4987 §3.6: the table has no slot for
+// it) and is not served, counted in tcp_conn_table_full, until the first
+// client leaves; its retransmission then finds the slot.
+func TestNativeMaxConns(t *testing.T) {
+	h, bs := newHub(2, memio.Options{})
+	scfg := serverConfig()
+	scfg.TCP.Stack, scfg.TCP.MaxConns = core.TCPStackNative, 1
+	srv, err := NewOverFrameIO(scfg, h, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	p := startPoller(srv, echo(t, srv))
+	defer p.stop()
+	clis := make([]*Backend, 2)
+	for i := range clis {
+		cfg := clientConfig()
+		cfg.TCP.Stack = core.TCPStackNative
+		cfg.LocalIP = netip.AddrFrom4([4]byte{198, 18, 0, byte(10 + i)})
+		if clis[i], err = NewOverFrameIO(cfg, bs[i], Options{}); err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		defer clis[i].Close()
+	}
+	pkts := make([]core.Packet, 8)
+	answered := func(c *Backend, d time.Duration) bool {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			c.Flush()
+			if n, _ := c.Rx(pkts); n > 0 {
+				return true
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			c.Wait(ctx)
+			cancel()
+		}
+		return false
+	}
+	if !clis[0].Queue([]byte("first")) || !answered(clis[0], 20*time.Second) {
+		t.Fatal("the first client was not answered")
+	}
+	if !clis[1].Queue([]byte("second")) {
+		t.Fatal("Queue refused")
+	}
+	if answered(clis[1], 300*time.Millisecond) {
+		t.Fatal("the second client was answered with a table of one connection")
+	}
+	st := srv.Stats()
+	if full, _ := st.Counter("native", "tcp_conn_table_full"); full == 0 {
+		t.Fatal("tcp_conn_table_full 0: the refusal was not counted")
+	}
+	clis[0].Close()
+	if !answered(clis[1], 20*time.Second) {
+		t.Fatalf("the second client was not answered after the first left: server %+v", srv.Stats().Layers)
 	}
 }

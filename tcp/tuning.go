@@ -52,6 +52,9 @@ type Tuning struct {
 	// this long; 0 off. Native engine only (netstack has none): default
 	// DefaultDelayedACK there, 0 with netstack.
 	DelayedACK time.Duration
+	// MaxConns bounds the native engine's connection table; 0 its
+	// default (native.DefaultMaxConns). Native engine only.
+	MaxConns int
 }
 
 // DefaultDelayedACK is the native engine's delayed ACK unless
@@ -64,7 +67,8 @@ const DefaultDelayedACK = 5 * time.Millisecond
 // engine recovers by SACK, RFC 6675, and NewReno: RACK on is an error
 // there) and Moderate (the native engine's receive window is RecvBuf from
 // the start; Moderate, on by default, is ignored there). Native only:
-// DelayedACK (positive with netstack is an error). ValidateFor says so.
+// DelayedACK and MaxConns (positive with netstack is an error).
+// ValidateFor says so.
 
 // ModerateStart is where a moderated receive buffer starts (or RecvBuf, if
 // smaller): Linux's default tcp_rmem[1] of 128 KiB.
@@ -86,6 +90,7 @@ func TuningFromConfig(cfg core.Config) Tuning {
 		MinRTO:     t.MinRTO,
 		MaxRetries: t.MaxRetries,
 		DelayedACK: delayedACK(t),
+		MaxConns:   t.MaxConns,
 	}
 }
 
@@ -145,6 +150,9 @@ func (t Tuning) ValidateFor(s core.TCPStack) error {
 	}
 	if t.DelayedACK > 0 {
 		return &core.ConfigError{Field: "TCP.DelayedACK", Value: t.DelayedACK, Reason: `netstack has no delayed ACK: leave it 0, or use TCP.Stack "native"`}
+	}
+	if t.MaxConns > 0 {
+		return &core.ConfigError{Field: "TCP.MaxConns", Value: t.MaxConns, Reason: `netstack has no connection table to bound: leave it 0, or use TCP.Stack "native"`}
 	}
 	return nil
 }

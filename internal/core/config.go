@@ -276,6 +276,16 @@ type TCPTuning struct {
 	// stay below MinRTO. Netstack has no delayed ACK: a positive value
 	// there is an error.
 	DelayedACK time.Duration
+	// MaxConns bounds the native engine's connection table: the
+	// connections one backend (one queue of a group) holds at once, in
+	// every state but LISTEN, handshakes in progress and TIME-WAIT
+	// included. 0 takes the engine's 1024. A slot's buffers (SendBuf and
+	// RecvBuf) are allocated when it is first used, so a server for many
+	// clients lowers those too. A client that finds the table full gets
+	// no connection until a slot frees (counted in native
+	// "tcp_conn_table_full"). Netstack has no such table: a positive
+	// value there is an error.
+	MaxConns int
 }
 
 // TCPStack names a userspace TCP/IP engine.
@@ -645,6 +655,9 @@ func (c Config) checkTCP() error {
 	}
 	if c.TCP.MaxRetries < 1 {
 		return BadField("TCP.MaxRetries", c.TCP.MaxRetries, "must be at least 1")
+	}
+	if c.TCP.MaxConns < 0 {
+		return BadField("TCP.MaxConns", c.TCP.MaxConns, "must not be negative (0: the engine's default)")
 	}
 	return nil
 }

@@ -94,6 +94,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"tcp buffers", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.SendBuf = 10 }, "TCP.SendBuf"},
 		{"min rto", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.MinRTO = 1000 }, "TCP.MinRTO"},
 		{"retries", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.MaxRetries = -1 }, "TCP.MaxRetries"},
+		{"max conns", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.MaxConns = -1 }, "TCP.MaxConns"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
