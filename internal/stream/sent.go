@@ -18,7 +18,7 @@ type Sent struct {
 	need    int    // bytes left of the record body being written
 	hdrHave int    // bytes of its length prefix written so far
 	hdr     [record.HeaderLen]byte
-	starts  []uint64 // ring of record start offsets
+	starts  []uint64 // ring of record start offsets, a power of two long
 	head    int
 	count   int
 }
@@ -35,6 +35,11 @@ func (s *Sent) Wrote(p []byte) {
 		}
 		if s.hdrHave == 0 {
 			s.push(s.off + uint64(i))
+			if len(p)-i >= record.HeaderLen { // the whole prefix: the usual case
+				s.need = int(p[i])<<8 | int(p[i+1])
+				i += record.HeaderLen
+				continue
+			}
 		}
 		s.hdr[s.hdrHave] = p[i]
 		s.hdrHave++
@@ -47,16 +52,17 @@ func (s *Sent) Wrote(p []byte) {
 	s.off += uint64(len(p))
 }
 
-// push appends a record start to the ring, doubling it when full.
+// push appends a record start to the ring, doubling it when full (its
+// length is a power of two, so that a position is a mask away).
 func (s *Sent) push(at uint64) {
 	if s.count == len(s.starts) {
 		grown := make([]uint64, max(64, 2*len(s.starts)))
 		for i := 0; i < s.count; i++ {
-			grown[i] = s.starts[(s.head+i)%len(s.starts)]
+			grown[i] = s.starts[(s.head+i)&(len(s.starts)-1)]
 		}
 		s.starts, s.head = grown, 0
 	}
-	s.starts[(s.head+s.count)%len(s.starts)] = at
+	s.starts[(s.head+s.count)&(len(s.starts)-1)] = at
 	s.count++
 }
 
@@ -66,7 +72,7 @@ func (s *Sent) push(at uint64) {
 func (s *Sent) Forget(unacked uint64) {
 	acked := s.off - min(unacked, s.off)
 	for s.count > 0 && s.starts[s.head] < acked {
-		s.head = (s.head + 1) % len(s.starts)
+		s.head = (s.head + 1) & (len(s.starts) - 1)
 		s.count--
 	}
 }

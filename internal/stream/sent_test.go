@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -151,5 +152,50 @@ func TestFinishTimeout(t *testing.T) {
 	}
 	if c := s.Counters(); s.Len() != 0 || !gone.aborted || c.TxDropped != 1 || c.TxSent != 0 {
 		t.Errorf("%d conns, aborted %v, TxSent %d TxDropped %d; want 0, true, 0, 1", s.Len(), gone.aborted, c.TxSent, c.TxDropped)
+	}
+}
+
+// TestSentRandomSplits: whatever the sizes of the records and of the
+// writes (prefixes split or whole, many records a write), Sent counts
+// the records whose start is among the last unacked bytes, across the
+// ring's growth.
+func TestSentRandomSplits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for round := range 50 {
+		var s Sent
+		var stream []byte
+		var starts []int
+		for range 1 + rng.IntN(300) {
+			starts = append(starts, len(stream))
+			stream = append(stream, records(t, make([]byte, rng.IntN(40)))...)
+		}
+		for i := 0; i < len(stream); {
+			n := min(1+rng.IntN(64), len(stream)-i)
+			s.Wrote(stream[i : i+n])
+			i += n
+		}
+		for unacked := len(stream); unacked >= 0; unacked -= 1 + rng.IntN(50) {
+			want := 0
+			for _, st := range starts {
+				if st >= len(stream)-unacked {
+					want++
+				}
+			}
+			if got := s.Unacked(uint64(unacked)); got != want {
+				t.Fatalf("round %d: %d of %d bytes unacknowledged: %d records, want %d", round, unacked, len(stream), got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkSentWrote is one 100-byte record written whole and then
+// acknowledged, as each message of a request/answer exchange.
+func BenchmarkSentWrote(b *testing.B) {
+	rec := records(b, make([]byte, 100))
+	var s Sent
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Wrote(rec)
+		s.Forget(0)
 	}
 }
