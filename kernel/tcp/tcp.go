@@ -74,6 +74,8 @@ type conn struct {
 	shut bool
 	// sent follows the records written and not known acknowledged.
 	sent stream.Sent
+	// info is the connection's TCP_INFO as Stats last read it.
+	info sock.TCPCounters
 }
 
 var (
@@ -118,6 +120,9 @@ type Backend struct {
 	syscalls   uint64 // on the poll loop; Wait's are in waitCalls
 	waitCalls  atomic.Uint64
 	closedInfo sock.TCPCounters // TCP_INFO of closed connections
+	// infoNext is the connection the next Stats refreshes the TCP_INFO
+	// of first; infoReads counts those reads (for tests).
+	infoNext, infoReads int
 
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
@@ -754,7 +759,11 @@ func (b *Backend) Wait(ctx context.Context) error {
 // Stats returns the counters. Conns is the number of open connections;
 // Layers holds TCP_INFO of every connection, open or closed, summed (layer
 // "tcp": retransmitted segments and bytes, segments out and in, RTO
-// expiries, the largest smoothed RTT of the open ones), and "queue_no_conn";
+// expiries, the largest smoothed RTT of the open ones), and "queue_no_conn".
+// Stats holds the poll loop up while it reads: it reads the TCP_INFO of 64
+// open connections per call, in turn, and counts the others as they last
+// read, so with more than 64 the sums trail by up to Len/64 calls (they
+// never go back; a closed connection counts as it ended);
 // none of these is a loss: TCP retransmits. Layer "stream" "rx_closed" is
 // one: records that arrived and were never delivered because their
 // connection failed or the backend closed (see Close). Safe from any goroutine; after Close it
@@ -768,10 +777,19 @@ func (b *Backend) snapshot() core.Stats {
 	s.SockRcvBuf, s.SockSndBuf = b.granted.RcvBuf, b.granted.SndBuf
 	ti := b.closedInfo
 	ti.RTTMaxUs = 0
-	for i := 0; i < b.s.Len(); i++ {
-		if t, err := sock.ReadTCPInfo(b.s.Conn(i).(*conn).fd); err == nil {
-			ti.Add(t)
+	n := b.s.Len()
+	for k := range min(n, statsRefresh) {
+		c := b.s.Conn((b.infoNext + k) % n).(*conn)
+		b.infoReads++
+		if t, err := sock.ReadTCPInfo(c.fd); err == nil {
+			c.info = t
 		}
+	}
+	if n > 0 {
+		b.infoNext = (b.infoNext + statsRefresh) % n
+	}
+	for i := range n {
+		ti.Add(b.s.Conn(i).(*conn).info)
 	}
 	s.Layers = append(s.Layers, ti.Counters()...)
 	s.Layers = append(s.Layers, core.Counter{Layer: "tcp", Name: "queue_no_conn", Value: b.s.Counters().NoConn})
@@ -843,6 +861,12 @@ func (b *Backend) acknowledged() bool {
 	}
 	return true
 }
+
+// statsRefresh bounds the connections whose TCP_INFO one Stats reads
+// (one getsockopt each, about a microsecond, while the poll loop waits);
+// the others count as their last reading, so that the sums of a larger
+// set trail by up to Len/statsRefresh calls and never go back.
+const statsRefresh = 64
 
 // tcpClose is the kernel's TCP_CLOSE state (tcp_info.tcpi_state): the
 // connection ended (a reset, or both FINs acknowledged and TIME-WAIT left

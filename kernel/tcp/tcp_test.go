@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/sock"
 	"github.com/dgramio/dgramio/internal/sock/socktest"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
@@ -775,5 +776,64 @@ func TestIdleConnsCostOneSyscall(t *testing.T) {
 	})
 	if len(got) != 1 || string(got[0].Data) != "hello" || got[0].From != from {
 		t.Fatalf("got %d records, first %q from %v; want hello from %v", len(got), got[0].Data, got[0].From, from)
+	}
+}
+
+// TestStatsReadsABoundedShare: with 200 connections a Stats reads the
+// TCP_INFO of 64 (the poll loop waits while it does), in turn, so that
+// four calls have read them all; the sums never go back, and then match
+// a reading of every connection.
+func TestStatsReadsABoundedShare(t *testing.T) {
+	srv := newServer(t, core.Config{}, lo)
+	const n = 200
+	r, err := rec.AppendRecord(nil, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		c, err := net.Dial("tcp", srv.LocalAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkts := make([]core.Packet, 16)
+	got := 0
+	until(t, "every record", func() bool {
+		k, err := srv.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += k
+		return got == n
+	})
+	time.Sleep(50 * time.Millisecond) // the clients' ACKs of our ACKs, if any
+	segsIn := func(s core.Stats) uint64 { v, _ := s.Counter("tcp", "segs_in"); return v }
+	last := uint64(0)
+	for range (n + statsRefresh - 1) / statsRefresh {
+		before := srv.infoReads
+		v := segsIn(srv.Stats())
+		if reads := srv.infoReads - before; reads != statsRefresh {
+			t.Fatalf("a Stats read %d connections' TCP_INFO, want %d", reads, statsRefresh)
+		}
+		if v < last {
+			t.Fatalf("segs_in went back from %d to %d", last, v)
+		}
+		last = v
+	}
+	var want sock.TCPCounters
+	want.Add(srv.closedInfo)
+	for i := range srv.s.Len() {
+		ti, err := sock.ReadTCPInfo(srv.s.Conn(i).(*conn).fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Add(ti)
+	}
+	if last != want.SegsIn || last < 3*n {
+		t.Fatalf("segs_in %d after every connection was read, a full reading %d (at least %d)", last, want.SegsIn, 3*n)
 	}
 }
