@@ -12,8 +12,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
@@ -132,6 +135,7 @@ func copyWire(t *testing.T, kind string, total int64) {
 				if stopNative != nil {
 					t.Logf("echo counters: %s", stopNative())
 				}
+				t.Logf("client: %s", clientTCPInfo(c))
 				t.Fatalf("%s: no echoed byte for %v after %d of %d bytes (replay: WIRE_SEED=%d)",
 					kind, copyStall, n, total, seed)
 			}
@@ -333,4 +337,55 @@ func nativeCopyServe(t *testing.T, h *testhost.Host, addr netip.Addr) (stop func
 	}
 	t.Cleanup(func() { stop() })
 	return stop
+}
+
+// clientTCPInfo is the kernel client's view of a stalled connection
+// (TCP_INFO): whether it waits on an RTO, probes a zero window, or has
+// nothing to send, for the report of a stall.
+func clientTCPInfo(c net.Conn) string {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return "no TCP_INFO (not a socket)"
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return "no TCP_INFO: " + err.Error()
+	}
+	var ti *unix.TCPInfo
+	var gerr error
+	if err := rc.Control(func(fd uintptr) {
+		ti, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || gerr != nil {
+		return fmt.Sprintf("no TCP_INFO: %v %v", err, gerr)
+	}
+	return fmt.Sprintf("state %d ca_state %d rto %d us backoff %d probes %d retransmits %d unacked %d lost %d "+
+		"snd_wnd %d snd_cwnd %d rcv_space %d notsent %d last_data_sent %d ms last_data_recv %d ms last_ack_recv %d ms "+
+		"total_retrans %d bytes_acked %d bytes_received %d",
+		ti.State, ti.Ca_state, ti.Rto, ti.Backoff, ti.Probes, ti.Retransmits, ti.Unacked, ti.Lost,
+		ti.Snd_wnd, ti.Snd_cwnd, ti.Rcv_space, ti.Notsent_bytes, ti.Last_data_sent, ti.Last_data_recv, ti.Last_ack_recv,
+		ti.Total_retrans, ti.Bytes_acked, ti.Bytes_received)
+}
+
+// TestClientTCPInfo: the stall report reads a live connection's state
+// (1, ESTABLISHED) and says why when it cannot.
+func TestClientTCPInfo(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := clientTCPInfo(c); !strings.HasPrefix(got, "state 1 ") {
+		t.Fatalf("clientTCPInfo = %q, want an established connection's", got)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if got := clientTCPInfo(a); !strings.HasPrefix(got, "no TCP_INFO") {
+		t.Fatalf("clientTCPInfo of a pipe = %q", got)
+	}
 }
