@@ -984,3 +984,55 @@ func testCloseCountsAnswersInFlight(t *testing.T) {
 			cs.TxSent, cs.TxDropped, ss.RxDelivered, got(ss))
 	}
 }
+
+// TestWaitReturnsForDecodedRecords: records an Rx decoded and did not
+// return (more than its batch) make Wait return at once, on both engines:
+// no frame will come to wake it for them.
+func TestWaitReturnsForDecodedRecords(t *testing.T) { engines(t, testWaitReturnsForDecodedRecords) }
+
+func testWaitReturnsForDecodedRecords(t *testing.T) {
+	accepted := make(chan struct{})
+	// The server's loop accepts the client and stops: the test drives it.
+	acceptOnly := func(b *Backend) func(context.Context) bool {
+		return func(context.Context) bool {
+			b.Flush()
+			if b.s.Len() > 0 {
+				close(accepted)
+				return false
+			}
+			time.Sleep(100 * time.Microsecond)
+			return true
+		}
+	}
+	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), acceptOnly)
+	<-accepted
+	for _, s := range []string{"a", "b", "c"} {
+		if !cli.Queue([]byte(s)) {
+			t.Fatal("Queue refused")
+		}
+	}
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pkts := make([]core.Packet, 1) // an Rx returns one record
+	var got []string
+	for len(got) < 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := srv.Wait(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("Wait after records %q: %v", got, err)
+		}
+		n, err := srv.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkts[:n] {
+			got = append(got, string(p.Data))
+		}
+		cli.Flush() // the client's engine answers ACKs and window updates
+	}
+	if fmt.Sprint(got) != "[a b c]" {
+		t.Fatalf("records %q", got)
+	}
+}

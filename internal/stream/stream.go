@@ -684,6 +684,23 @@ func (s *Layer) Ready() bool {
 	return false
 }
 
+// Pending reports whether the next Rx has something for the caller that
+// no transport event will announce: an error to report, or records
+// decoded and not delivered (an Rx stopped at its batch). A backend whose
+// Wait sleeps on the transport's own readiness (kernel tcp's epoll)
+// returns at once when it is true.
+func (s *Layer) Pending() bool {
+	if len(s.errs) > 0 {
+		return true
+	}
+	for _, c := range s.rx {
+		if !c.removed && !c.held && c.dec.Complete() {
+			return true
+		}
+	}
+	return false
+}
+
 // reap removes the connections that ended and have nothing left to
 // deliver, counting them and queueing their PeerErrors, and closes our
 // side of those whose peer finished once everything staged for them is

@@ -741,9 +741,20 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 
 // Wait sleeps until a connection has data or room for bytes a Flush
 // released (the next Rx writes them), a client connects to a server, ctx
-// is done (ctx.Err()), or the backend is closed (net.ErrClosed). It polls one epoll descriptor that
-// holds the listener and every connection.
+// is done (ctx.Err()), or the backend is closed (net.ErrClosed). It
+// returns at once while records wait that an earlier Rx decoded and did
+// not return (more than its batch), or an event waits to be reported.
+// It polls one epoll descriptor that holds the listener and every
+// connection.
 func (b *Backend) Wait(ctx context.Context) error {
+	if !b.life.Enter() {
+		return core.ErrClosed
+	}
+	pending := b.s.Pending()
+	b.life.Exit()
+	if pending {
+		return nil // records an Rx stopped at its batch, or an error
+	}
 	if !b.life.BeginWait() {
 		return core.ErrClosed
 	}

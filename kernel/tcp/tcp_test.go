@@ -837,3 +837,45 @@ func TestStatsReadsABoundedShare(t *testing.T) {
 		t.Fatalf("segs_in %d after every connection was read, a full reading %d (at least %d)", last, want.SegsIn, 3*n)
 	}
 }
+
+// TestWaitReturnsForDecodedRecords: records that one read brought in and
+// an Rx did not return (more than its batch) make Wait return at once:
+// the socket is empty and epoll would sleep on them until the peer sent
+// again.
+func TestWaitReturnsForDecodedRecords(t *testing.T) {
+	srv := newServer(t, core.Config{}, lo)
+	c, err := net.Dial("tcp", srv.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var b []byte
+	for _, s := range []string{"a", "b", "c"} {
+		if b, err = rec.AppendRecord(b, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	pkts := make([]core.Packet, 1) // an Rx returns one record
+	var got []string
+	for len(got) < 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := srv.Wait(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("Wait after records %q: %v", got, err)
+		}
+		n, err := srv.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkts[:n] {
+			got = append(got, string(p.Data))
+		}
+	}
+	if fmt.Sprint(got) != "[a b c]" {
+		t.Fatalf("records %q", got)
+	}
+}
