@@ -39,8 +39,9 @@
 // closing (Abandon, Linger, ReadOut, Close) touch them all. A connection
 // is read once Watch reported it and until a read comes back short, so a
 // Transport must report a connection whenever bytes, its peer's FIN or an
-// error arrive after the layer's last read of it; one that reports a
-// connection that has nothing costs a read that returns (0, nil).
+// error arrive after the layer's last read of it, or that read left some
+// behind; one that reports a connection that has nothing costs a read
+// that returns (0, nil).
 //
 // A peer's FIN ends its direction only. The layer delivers the records the
 // peer sent, then reports the FIN once as a *core.PeerError (Reset false),
@@ -154,13 +155,14 @@ type Transport interface {
 	// Accept calls add for each connection a server has accepted since
 	// the last call, with the peer's address, without blocking.
 	Accept(add func(c Conn, peer netip.AddrPort))
-	// Watch calls mark for each connection of the layer that may have
-	// become readable (bytes, the peer's FIN, an error) since the layer
-	// last read it, without blocking: every such connection at least
-	// once after the arrival, others at the cost of a read that returns
-	// (0, nil). A connection the layer does not read (Conn.SetReading
-	// false) need not be reported. Every Rx and Flush calls it after
-	// Poll and Accept; Ready calls it too.
+	// Watch calls mark, without blocking, for each connection of the
+	// layer that has something to read (bytes, the peer's FIN, an error)
+	// that arrived after the layer's last read of it or that the read
+	// left behind (the FIN after the bytes it took): at least once for
+	// each such arrival or read. Reporting one that has nothing costs a
+	// read that returns (0, nil). A connection the layer does not read
+	// (Conn.SetReading false) need not be reported. Every Rx and Flush
+	// calls it after Poll and Accept; Ready calls it too.
 	Watch(mark func(c Conn))
 	// Push sends what the connections wrote. Its error is the device's.
 	Push() error
