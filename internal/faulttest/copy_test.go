@@ -136,6 +136,8 @@ func copyWire(t *testing.T, kind string, total int64) {
 					t.Logf("echo counters: %s", stopNative())
 				}
 				t.Logf("client: %s", clientTCPInfo(c))
+				t.Logf("last TCP segments A→B (client to echo):\n%s", w.Trace(wire.AtoB))
+				t.Logf("last TCP segments B→A (echo to client):\n%s", w.Trace(wire.BtoA))
 				t.Fatalf("%s: no echoed byte for %v after %d of %d bytes (replay: WIRE_SEED=%d)",
 					kind, copyStall, n, total, seed)
 			}

@@ -111,7 +111,8 @@ type pipe struct {
 	lastAt    int64 // release time of the last frame queued
 	linkFree  int64 // when the rate-limited link is free again
 
-	c *counters
+	c     *counters
+	trace tcpTrace // the last TCP segments taken in
 }
 
 // newPipe makes a pipe with limit buffers of bufSize bytes each.
@@ -169,6 +170,7 @@ func (p *pipe) discard(s *slot) {
 func (p *pipe) push(s *slot, now int64) {
 	d := p.dec.Next()
 	p.c.received.Add(1)
+	p.trace.note(s.buf[:s.n], now, d)
 	if d.Drop {
 		p.c.dropped.Add(1)
 		p.give(s)

@@ -347,6 +347,17 @@ func (w *Wire) Stats(d Direction) Counters {
 	return f.c.snapshot()
 }
 
+// Trace lists the last 64 TCP segments that reached direction d, oldest
+// first, each with what the wire did to it (forwarded, dropped, corrupted,
+// duplicated): for the report of a stall.
+func (w *Wire) Trace(d Direction) string {
+	f := w.dirs[int(d)&1]
+	if f == nil {
+		return ""
+	}
+	return f.p.trace.String()
+}
+
 // SetImpairment changes the impairment of direction d: every frame that
 // reaches the wire after SetImpairment returns gets the new one (a few
 // frames before may too). The decisions keep drawing the same random words (see
