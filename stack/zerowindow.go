@@ -39,6 +39,15 @@ import (
 // ACK that tells the peer its window). A segment whose checksum is wrong is
 // never copied.
 //
+// The table judges a segment by what netstack last advertised, and
+// netstack by where it is: a burst can fill netstack's window before its
+// ACK says so, and netstack then refuses a segment the table took for
+// acceptable, ACK field and all. Netstack's own segments show that it
+// missed an ACK (it sends again data below it), and the ACK is news again
+// for the next segment it would refuse. An acceptable segment's ACK
+// counts as heard only when its checksums hold (netstack drops a corrupt
+// one whole).
+//
 // The table is direct-mapped by 4-tuple: a connection whose slot another
 // took is learnt again from netstack's next segment.
 
@@ -60,8 +69,8 @@ type flowState struct {
 	// SYN-ACK, 0 when the peer's SYN-ACK declined it.
 	scale uint8
 	// peerAck and peerWnd are the peer's ACK number and window field
-	// last handed to netstack (on a segment judged acceptable, whose
-	// checksum is not checked, or on a salvaged ACK).
+	// last handed to netstack (on a segment judged acceptable whose
+	// checksums hold, or on a salvaged ACK).
 	peerAck  seqnum.Value
 	peerWnd  uint16
 	havePeer bool
@@ -147,6 +156,14 @@ func (a *ackSalvage) sent(v tcpView) {
 		s.rcvNxt = seqnum.Value(v.tcp.AckNumber())
 		s.rcvWnd = v.tcp.WindowSize()
 	}
+	if s.havePeer && v.payload > 0 && seqnum.Value(v.tcp.SequenceNumber()).LessThan(s.peerAck) {
+		// Netstack sends again what the peer acknowledged: it never took
+		// that ACK. The table judged the segment that carried it by what
+		// netstack had advertised, and netstack by where it was by then
+		// (a burst had filled its window before its ACK said so), so the
+		// ACK is news again for the next segment netstack refuses.
+		s.havePeer = false
+	}
 }
 
 // received looks at a segment for netstack. If netstack would refuse it
@@ -182,13 +199,14 @@ func (a *ackSalvage) received(v tcpView, buf []byte) []byte {
 	if !s.used {
 		return nil
 	}
-	// News is any change, not only a later ACK: an acceptable segment's
-	// checksum is not verified here (netstack does it), so a corrupt one
-	// may have left a wrong peerAck, which the next genuine one replaces.
+	// News is any change, not only a later ACK. An acceptable segment's
+	// ACK and window count as heard only when its checksums hold:
+	// netstack drops a corrupt one whole, so what it carried, genuine or
+	// not, is still news to netstack when a segment it refuses brings it.
 	news := !s.havePeer || s.peerAck != ack || s.peerWnd != wnd
 	edge := s.rcvNxt.Add(seqnum.Size(uint32(s.rcvWnd) << s.scale))
 	if header.Acceptable(seqnum.Value(v.tcp.SequenceNumber()), seqnum.Size(v.payload), s.rcvNxt, edge) {
-		if news {
+		if news && checksumsValid(v) {
 			s.peerAck, s.peerWnd, s.havePeer = ack, wnd, true
 		}
 		return nil

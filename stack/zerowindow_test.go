@@ -110,8 +110,53 @@ func TestZeroWindowACKSalvage(t *testing.T) {
 	a.sent(view(t, seg(t, true, 5000, 1000, 0, 0, nil)))
 	check("genuine ACK after a corrupt one", seg(t, false, 1012, 9600, 900, 0, nil), 9600, 900)
 
+	// A corrupt acceptable segment that carries the genuine ACK number
+	// and window (the byte the wire flipped is elsewhere) is dropped by
+	// netstack's checksum check: netstack never heard them, so the same
+	// ACK on a segment it would refuse is still news.
+	same := seg(t, false, 1000, 9800, 950, 0, nil)
+	same[len(same)-1] ^= 0xff
+	check("corrupt, acceptable, the genuine ACK", same, 0, 0)
+	check("that ACK beyond RCV.NXT", seg(t, false, 1012, 9800, 950, 0, nil), 9800, 950)
+
 	a.sent(view(t, seg(t, true, 5000, 1000, 0, 0, func(s *layers.TCP) { s.RST = true })))
 	check("after netstack's RST", seg(t, false, 1012, 9900, 900, 0, nil), 0, 0)
+}
+
+// TestSalvageAfterStaleWindow: the table judges a peer's segment by what
+// netstack last advertised, and netstack by where it is; when a burst has
+// filled netstack's window before its ACK said so, netstack refuses a
+// pure ACK the table took for acceptable (RFC 9293 §3.10.7.4), and its
+// retransmission of acknowledged data shows it. The peer's next segment
+// with that same ACK is then salvaged (found by the io.Copy echo on
+// tcp-xdp: netstack retransmitted its first unacknowledged segment with
+// RTO backoff for a minute while the peer's identical ACKs, all beyond
+// its zero window, were judged old news).
+func TestSalvageAfterStaleWindow(t *testing.T) {
+	var a ackSalvage
+	buf := make([]byte, 200)
+	a.sent(view(t, synFrameX(t, true, 4999, 1000, 1, 2, true))) // SYN-ACK, window scale 7
+	a.sent(view(t, seg(t, true, 5000, 1000, 10, 0, nil)))       // window 1280 at RCV.NXT 1000
+	ack := seg(t, false, 1008, 6000, 500, 0, nil)               // beyond netstack's real RCV.NXT, inside what it advertised
+	if got := a.received(view(t, ack), buf); got != nil {
+		t.Fatalf("salvaged a segment inside the advertised window")
+	}
+	a.sent(view(t, seg(t, true, 6000, 1000, 0, 0, nil))) // netstack: zero window at 1000
+	if got := a.received(view(t, ack), buf); got != nil {
+		t.Fatalf("salvaged an ACK the table believes netstack took")
+	}
+	a.sent(view(t, seg(t, true, 5000, 1000, 0, 100, nil))) // it sends again data the peer acknowledged
+	got := a.received(view(t, ack), buf)
+	if got == nil {
+		t.Fatal("the ACK netstack missed was not salvaged")
+	}
+	if v := view(t, got); v.tcp.SequenceNumber() != 1000 || v.tcp.AckNumber() != 6000 || v.payload != 0 {
+		t.Fatalf("salvaged seq %d ack %d payload %d, want seq 1000 ack 6000 and no payload",
+			v.tcp.SequenceNumber(), v.tcp.AckNumber(), v.payload)
+	}
+	if got := a.received(view(t, ack), buf); got != nil {
+		t.Fatalf("salvaged the same ACK twice")
+	}
 }
 
 // TestSalvageWithoutWindowScale: a peer's SYN-ACK without the window
