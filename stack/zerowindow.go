@@ -43,8 +43,9 @@ import (
 // netstack by where it is: a burst can fill netstack's window before its
 // ACK says so, and netstack then refuses a segment the table took for
 // acceptable, ACK field and all. Netstack's own segments show that it
-// missed an ACK (it sends again data below it), and the ACK is news again
-// for the next segment it would refuse. An acceptable segment's ACK
+// missed an ACK or a window update (it sends again: data below the ACK,
+// or the same window probe), and they are news again for the next segment
+// it would refuse. An acceptable segment's ACK
 // counts as heard only when its checksums hold (netstack drops a corrupt
 // one whole).
 //
@@ -80,6 +81,10 @@ type flowState struct {
 	// was seen (not a connection learnt mid-way). They survive a RST.
 	iss, una seqnum.Value
 	haveISS  bool
+	// sndEnd is the end of the highest data netstack sent (haveSnd: one
+	// data segment seen): data below it is sent again.
+	sndEnd  seqnum.Value
+	haveSnd bool
 }
 
 // ackSalvage is the table; not safe for concurrent use (Endpoint.ackMu).
@@ -156,13 +161,21 @@ func (a *ackSalvage) sent(v tcpView) {
 		s.rcvNxt = seqnum.Value(v.tcp.AckNumber())
 		s.rcvWnd = v.tcp.WindowSize()
 	}
-	if s.havePeer && v.payload > 0 && seqnum.Value(v.tcp.SequenceNumber()).LessThan(s.peerAck) {
-		// Netstack sends again what the peer acknowledged: it never took
-		// that ACK. The table judged the segment that carried it by what
-		// netstack had advertised, and netstack by where it was by then
-		// (a burst had filled its window before its ACK said so), so the
-		// ACK is news again for the next segment netstack refuses.
-		s.havePeer = false
+	if v.payload > 0 {
+		seq := seqnum.Value(v.tcp.SequenceNumber())
+		if s.havePeer && (seq.LessThan(s.peerAck) || s.haveSnd && seq.LessThan(s.sndEnd)) {
+			// Netstack sends again: a retransmission, or the same window
+			// probe again. It may have missed the peer's last ACK or
+			// window: the table judged the segment that carried them by
+			// what netstack had advertised, and netstack by where it was
+			// by then (a burst had filled its window before its ACK said
+			// so). They are news again for the next segment netstack
+			// refuses.
+			s.havePeer = false
+		}
+		if end := seq.Add(seqnum.Size(v.payload)); !s.haveSnd || s.sndEnd.LessThan(end) {
+			s.sndEnd, s.haveSnd = end, true
+		}
 	}
 }
 

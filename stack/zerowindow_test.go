@@ -159,6 +159,40 @@ func TestSalvageAfterStaleWindow(t *testing.T) {
 	}
 }
 
+// TestSalvageAfterStaleWindowUpdate: as TestSalvageAfterStaleWindow, for
+// a window update alone: netstack refused the peer's segment that opened
+// its window (the table had judged it acceptable), and probes the window
+// it believes closed with the same byte again; the peer's next segment
+// with that window is salvaged.
+func TestSalvageAfterStaleWindowUpdate(t *testing.T) {
+	var a ackSalvage
+	buf := make([]byte, 200)
+	a.sent(view(t, synFrameX(t, true, 4999, 1000, 1, 2, true))) // SYN-ACK, window scale 7
+	a.sent(view(t, seg(t, true, 5000, 1000, 10, 0, nil)))       // window 1280 at RCV.NXT 1000
+	shut := seg(t, false, 1000, 6000, 0, 0, nil)                // the peer's zero window, taken
+	if got := a.received(view(t, shut), buf); got != nil {
+		t.Fatalf("salvaged an acceptable segment")
+	}
+	open := seg(t, false, 1008, 6000, 500, 0, nil) // the update, past netstack's real RCV.NXT
+	if got := a.received(view(t, open), buf); got != nil {
+		t.Fatalf("salvaged a segment inside the advertised window")
+	}
+	a.sent(view(t, seg(t, true, 6000, 1000, 0, 0, nil))) // netstack: zero window at 1000
+	a.sent(view(t, seg(t, true, 6000, 1000, 0, 1, nil))) // its window probe: one new byte
+	if got := a.received(view(t, open), buf); got != nil {
+		t.Fatalf("salvaged before netstack showed it missed the update")
+	}
+	a.sent(view(t, seg(t, true, 6000, 1000, 0, 1, nil))) // the same probe again
+	got := a.received(view(t, open), buf)
+	if got == nil {
+		t.Fatal("the window update netstack missed was not salvaged")
+	}
+	if v := view(t, got); v.tcp.SequenceNumber() != 1000 || v.tcp.AckNumber() != 6000 || v.tcp.WindowSize() != 500 {
+		t.Fatalf("salvaged seq %d ack %d win %d, want seq 1000 ack 6000 win 500",
+			v.tcp.SequenceNumber(), v.tcp.AckNumber(), v.tcp.WindowSize())
+	}
+}
+
 // TestSalvageWithoutWindowScale: a peer's SYN-ACK without the window
 // scale option leaves netstack's window unscaled (RFC 7323 §2.2), so a
 // window field of 10 is 10 bytes and a segment past it is refused.
