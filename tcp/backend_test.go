@@ -18,6 +18,7 @@ import (
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/sock/socktest"
 )
 
 var (
@@ -1014,24 +1015,8 @@ func testWaitReturnsForDecodedRecords(t *testing.T) {
 	if err := cli.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	pkts := make([]core.Packet, 1) // an Rx returns one record
-	var got []string
-	for len(got) < 3 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := srv.Wait(ctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("Wait after records %q: %v", got, err)
-		}
-		n, err := srv.Rx(pkts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pkts[:n] {
-			got = append(got, string(p.Data))
-		}
-		cli.Flush() // the client's engine answers ACKs and window updates
-	}
+	// Between the Rx calls the client's engine answers ACKs and window updates.
+	got := socktest.WaitOneByOne(t, srv, 3, func() { cli.Flush() })
 	if fmt.Sprint(got) != "[a b c]" {
 		t.Fatalf("records %q", got)
 	}

@@ -858,23 +858,7 @@ func TestWaitReturnsForDecodedRecords(t *testing.T) {
 	if _, err := c.Write(b); err != nil {
 		t.Fatal(err)
 	}
-	pkts := make([]core.Packet, 1) // an Rx returns one record
-	var got []string
-	for len(got) < 3 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := srv.Wait(ctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("Wait after records %q: %v", got, err)
-		}
-		n, err := srv.Rx(pkts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pkts[:n] {
-			got = append(got, string(p.Data))
-		}
-	}
+	got := socktest.WaitOneByOne(t, srv, 3, nil)
 	if fmt.Sprint(got) != "[a b c]" {
 		t.Fatalf("records %q", got)
 	}

@@ -1,7 +1,8 @@
 // Package socktest holds the test helpers that the kernel backends (udp,
 // tcp, uring) share: free loopback ports, re-running one test as an
 // unprivileged user, a checked round trip between a client and an echoing
-// server, the Close-during-Rx race and CPU pinning. It is imported by
+// server, the Close-during-Rx race, CPU pinning and a Wait-then-Rx loop
+// (also for the userspace TCP kinds). It is imported by
 // tests only.
 package socktest
 
@@ -439,4 +440,33 @@ func RefusesBadConfigs(t *testing.T, ok core.Config, bad []BadConfig, open func(
 			t.Errorf("%s: got %v, want a ConfigError for %s", tc.Field, err, tc.Field)
 		}
 	}
+}
+
+// WaitOneByOne receives n records from b one per Rx, calling Wait before
+// each Rx (at most 5 s each) and between after it (nil: nothing), and
+// returns them: a Wait that sleeps while records an earlier Rx decoded
+// are waiting fails t.
+func WaitOneByOne(t testing.TB, b core.Backend, n int, between func()) []string {
+	t.Helper()
+	pkts := make([]core.Packet, 1) // an Rx returns one record
+	var got []string
+	for len(got) < n {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := b.Wait(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("Wait after records %q: %v", got, err)
+		}
+		k, err := b.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkts[:k] {
+			got = append(got, string(p.Data))
+		}
+		if between != nil {
+			between()
+		}
+	}
+	return got
 }
