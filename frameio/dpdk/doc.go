@@ -61,6 +61,13 @@
 //     else; net_af_packet reports no kernel drops at all. Port reads the
 //     sockets' XDP_STATISTICS and PACKET_STATISTICS itself (see Stats), so
 //     that a full RX ring is a counted loss.
+//   - net_af_packet's queues share one PACKET_FANOUT of the kernel with
+//     PACKET_FANOUT_FLAG_ROLLOVER: while the ring a frame's hash chose is
+//     full, the kernel gives the frame to another queue's socket, off its
+//     flow's queue. The PMD counts nothing of it; Port reads the sockets'
+//     PACKET_ROLLOVER_STATS (tp_rollover in DeviceStats). A ring with room
+//     for every frame in flight (the framecnt devarg; 512 by default)
+//     keeps flows on their queues.
 //   - net_af_xdp and net_af_packet report their link up whatever the
 //     interface's state: Open also waits for the interface's carrier.
 //   - net_af_xdp has libxdp attach its XDP program through netlink, which

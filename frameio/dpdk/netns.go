@@ -255,6 +255,25 @@ func packetStatistics(fd int) (packets, drops uint32, err error) {
 	return st.Packets, st.Drops, nil
 }
 
+// rollover is a packet socket's PACKET_ROLLOVER_STATS (struct
+// tpacket_rollover_stats).
+type rollover struct{ All, Huge, Failed uint64 }
+
+// rolloverStatistics reads a packet socket's PACKET_ROLLOVER_STATS: the
+// frames a fanout with PACKET_FANOUT_FLAG_ROLLOVER (net_af_packet's) chose
+// this socket for and gave to another one, since the socket joined it
+// (reading does not reset them). A socket outside such a fanout has none
+// (EINVAL).
+func rolloverStatistics(fd int) (rollover, error) {
+	var r rollover
+	size := uint32(unsafe.Sizeof(r))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_PACKET, unix.PACKET_ROLLOVER_STATS,
+		uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&size)), 0); e != 0 {
+		return r, fmt.Errorf("PACKET_ROLLOVER_STATS: %w", e)
+	}
+	return r, nil
+}
+
 // fdSet is the descriptors of the process that lack close-on-exec, each
 // with what it refers to (its /proc/self/fd link).
 type fdSet map[int]string

@@ -583,7 +583,7 @@ func checkCombined(iface string, queues int) error {
 	}
 	if combined < queues {
 		return core.NotSupported(fmt.Sprintf("%d net_af_xdp queues on %s", queues, iface), "",
-			fmt.Sprintf("net_af_xdp uses combined channels only, and %s has %d (ethtool -L %s combined %d; veth has none: use DPDK.VDev \"net_af_packet0,iface=%s,qpairs=%d\", whose queues a PACKET_FANOUT hash feeds)",
+			fmt.Sprintf("net_af_xdp uses combined channels only, and %s has %d (ethtool -L %s combined %d; veth has none: use DPDK.VDev \"net_af_packet0,iface=%s,qpairs=%d,framecnt=4096\", whose queues a PACKET_FANOUT hash feeds; it moves a flow to another queue while its own ring is short of room, so give framecnt room for every frame in flight)",
 				iface, combined, iface, queues, iface, queues), err)
 	}
 	return nil
@@ -1200,7 +1200,15 @@ func (p *Port) restoreIface() error {
 // RxDropped and TxDropped; rx_dropped is already in imissed. On
 // net_af_packet, layer "packet" holds the packet socket's
 // PACKET_STATISTICS (tp_packets, and tp_drops, a loss: frames the kernel
-// dropped because the packet ring was full), summed over the reads. For a
+// dropped because the packet ring was full), summed over the reads, and,
+// with several queues, the fanout's PACKET_ROLLOVER_STATS: tp_rollover
+// counts frames the kernel's hash chose a queue for and then handed to
+// another queue's socket, because the first one's ring was short of room
+// (tp_rollover_huge: of those, frames of a flow that filled most of that
+// ring; tp_rollover_failed: frames no socket had room for, which tp_drops
+// counts). A frame that rolled over arrived, but on a queue its flow does
+// not belong to: out of order with the rest of its flow, and for a stream
+// kind on a queue whose engine does not hold its connection. For a
 // vdev on an
 // interface, layer "iface" holds the kernel interface's own counters
 // (rx_packets, tx_packets, rx_dropped, tx_dropped, rx_errors, tx_errors),
@@ -1310,7 +1318,10 @@ func (p *Port) appendDevice(s *frameio.Stats) {
 	if len(p.pkts) > 0 {
 		// net_af_packet in DPDK 22.11 reports nothing of the frames its
 		// packet ring dropped when full; the kernel counts them in the
-		// socket's PACKET_STATISTICS, which reading resets.
+		// socket's PACKET_STATISTICS, which reading resets. Its fanout
+		// also moves frames between the queues' sockets (see
+		// rolloverStatistics).
+		var roll rollover
 		for _, f := range p.pkts {
 			if ino, ok := socketInode(f.fd); !ok || ino != f.ino {
 				continue
@@ -1319,10 +1330,18 @@ func (p *Port) appendDevice(s *frameio.Stats) {
 				p.pktQueued += uint64(q)
 				p.pktDrops += uint64(d)
 			}
+			if r, err := rolloverStatistics(f.fd); err == nil {
+				roll.All += r.All
+				roll.Huge += r.Huge
+				roll.Failed += r.Failed
+			}
 		}
 		s.Layers = append(s.Layers,
 			core.Counter{Layer: "packet", Name: "tp_packets", Value: p.pktQueued},
 			core.Counter{Layer: "packet", Name: "tp_drops", Value: p.pktDrops, Loss: true},
+			core.Counter{Layer: "packet", Name: "tp_rollover", Value: roll.All},
+			core.Counter{Layer: "packet", Name: "tp_rollover_huge", Value: roll.Huge},
+			core.Counter{Layer: "packet", Name: "tp_rollover_failed", Value: roll.Failed},
 		)
 		s.RxDropped += p.pktDrops
 	}

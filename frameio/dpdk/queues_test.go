@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
@@ -36,7 +37,7 @@ func TestTwoQueues(t *testing.T) {
 	if err := p.A.DelAddr(); err != nil {
 		t.Fatal(err)
 	}
-	qs := openTwoQueues(t, p.A)
+	qs := openTwoQueues(t, p.A, "")
 	q0 := qs[0]
 
 	// B sends while the queues are polled: net_af_packet's fanout rolls a
@@ -87,10 +88,69 @@ func TestTwoQueues(t *testing.T) {
 	}
 }
 
+// TestFanoutRollover: net_af_packet's fanout (PACKET_FANOUT_HASH with
+// PACKET_FANOUT_FLAG_ROLLOVER) hands a frame whose queue's ring is full to
+// another queue's socket, which takes a flow off its queue. Nobody polls
+// two rings of 16 frames while B sends one flow of 40 datagrams: the hash
+// puts them all on one ring, and once it is full the kernel hands them to
+// the other ring, while that one has a quarter free. DeviceStats must
+// count the frames that rolled over (tp_rollover), those
+// no ring had room for (tp_rollover_failed), and the drops (tp_drops, in
+// RxDropped); the frames both rings hold are the flow's, on both queues.
+func TestFanoutRollover(t *testing.T) {
+	needEAL(t)
+	p := hosttest.New(t, testhost.Options{Queues: 2})
+	if err := p.B.AddNeigh(p.A.Addr, p.A.MAC); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.A.DelAddr(); err != nil {
+		t.Fatal(err)
+	}
+	qs := openTwoQueues(t, p.A, ",framecnt=16")
+	before := qs[0].DeviceStats()
+	counter := func(s frameio.Stats, name string) uint64 {
+		v, ok := (&core.Stats{Layers: s.Layers}).Counter("packet", name)
+		if !ok {
+			t.Fatalf("DeviceStats has no packet %s: %v", name, s.Layers)
+		}
+		return v
+	}
+	if v := counter(before, "tp_rollover"); v != 0 {
+		t.Fatalf("tp_rollover %d before anything was sent", v)
+	}
+	if err := sendFlows(p.B, netip.AddrPortFrom(p.A.Addr, portA), 1, 40); err != nil {
+		t.Fatal(err)
+	}
+	// Every frame reached the fanout before sendFlows returned; what
+	// the rings took is there to count.
+	s := qs[0].DeviceStats()
+	roll, huge, failed, drops := counter(s, "tp_rollover"), counter(s, "tp_rollover_huge"), counter(s, "tp_rollover_failed"), counter(s, "tp_drops")
+	t.Logf("tp_rollover %d, tp_rollover_huge %d, tp_rollover_failed %d, tp_drops %d, RxDropped %d", roll, huge, failed, drops, s.RxDropped)
+	if roll == 0 || huge > roll {
+		t.Errorf("tp_rollover %d, tp_rollover_huge %d: the one flow's frames went to the other queue once its ring was full", roll, huge)
+	}
+	if failed == 0 || drops == 0 || s.RxDropped < drops {
+		t.Errorf("tp_rollover_failed %d, tp_drops %d, RxDropped %d: both rings were full for the last frames", failed, drops, s.RxDropped)
+	}
+	// What the rings hold is what the hash and the rollover put there.
+	var got [2]int
+	for q, port := range qs {
+		port.RxFrames(64, func(f []byte) {
+			if _, ok := parseUDP(f, port.MAC(), p.A.Addr, portA); ok {
+				got[q]++
+			}
+		})
+	}
+	if got[0] == 0 || got[1] == 0 || got[0]+got[1] > 32 || uint64(got[0]+got[1])+drops < 40 {
+		t.Errorf("queues held %d and %d of the flow's 40 datagrams (%d dropped): it should be on both, within two rings of 16", got[0], got[1], drops)
+	}
+}
+
 // openTwoQueues checks that net_af_xdp refuses two queues on h's veth end
 // (suggesting net_af_packet's qpairs) and opens net_af_packet with
-// qpairs=2; the queues are closed at cleanup.
-func openTwoQueues(t *testing.T, h *testhost.Host) []*Port {
+// qpairs=2 and the devargs extra (",key=value..."); the queues are closed
+// at cleanup.
+func openTwoQueues(t *testing.T, h *testhost.Host, extra string) []*Port {
 	t.Helper()
 	var q0 *Port
 	err := h.Do(func() error {
@@ -98,7 +158,7 @@ func openTwoQueues(t *testing.T, h *testhost.Host) []*Port {
 		if !errors.Is(err, core.ErrNotSupported) || !strings.Contains(err.Error(), "qpairs=2") {
 			return fmt.Errorf("net_af_xdp with two queues on veth: %v, want ErrNotSupported suggesting qpairs", err)
 		}
-		q0, err = Open(Options{VDev: fmt.Sprintf("net_af_packet_q%d,iface=%s,qpairs=2", vethSeq.Add(1), h.Iface), Queues: 2})
+		q0, err = Open(Options{VDev: fmt.Sprintf("net_af_packet_q%d,iface=%s,qpairs=2%s", vethSeq.Add(1), h.Iface, extra), Queues: 2})
 		return err
 	})
 	if errors.Is(err, core.ErrNotSupported) {
