@@ -45,7 +45,10 @@ const (
 //	                  mempool each, and RSS where the device offers it
 //	                  (build tag dpdk); net_af_xdp needs N combined
 //	                  channels (veth has none: there, net_af_packet with
-//	                  qpairs=N, fed by a PACKET_FANOUT hash).
+//	                  qpairs=N, fed by a PACKET_FANOUT hash that moves a
+//	                  flow to another queue while its ring is full: give
+//	                  framecnt room for every frame in flight; counted as
+//	                  packet tp_rollover).
 //	tcp-xdp, tcp-dpdk a netstack per queue, all holding LocalIP; a
 //	                  client queue connects from source ports whose
 //	                  answers come back to it (see tcp.NewXDPGroup); the

@@ -16,6 +16,10 @@ var dpdkGroupSeq int
 // on net_af_packet qpairs=2, which a PACKET_FANOUT hash feeds: veth has no
 // combined channels for net_af_xdp) echoes sixteen kernel udp flows; the
 // hash spreads them, so the server's queues are not pinned to CPUs here.
+// The fanout moves a frame to the other queue while its own ring is full
+// (PACKET_FANOUT_FLAG_ROLLOVER): each ring has room for every frame the
+// clients keep in flight (16 × 32, and the echoes the socket sees leave),
+// and runFlows checks that none rolled over.
 func TestGroupDPDK(t *testing.T) { dpdkGroupFlows(t, "dpdk", "udp") }
 
 // TestGroupTCPDPDK: a tcp-dpdk server with two queues, a netstack on each
@@ -35,7 +39,7 @@ func dpdkGroupFlows(t *testing.T, kind, cli dgramio.Kind) {
 	}
 	dpdkGroupSeq++
 	srv := dgramio.Config{Kind: kind, Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000, Queues: 2, Poll: dgramio.PollYield,
-		DPDK: dgramio.DPDKOptions{VDev: fmt.Sprintf("net_af_packet_g%d,iface=%s,qpairs=2", dpdkGroupSeq, p.A.Iface)}}
+		DPDK: dgramio.DPDKOptions{VDev: fmt.Sprintf("net_af_packet_g%d,iface=%s,qpairs=2,framecnt=4096", dpdkGroupSeq, p.A.Iface)}}
 	cc := dgramio.Config{Kind: cli, LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
 		Queues: 16, Poll: dgramio.PollYield}
 	runFlows(t, p.A, p.B, srv, cc, 200)

@@ -187,7 +187,7 @@ func runFlows(t testing.TB, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 		}
 	}
 	if t.Failed() {
-		t.Logf("server stats %+v", srv.QueueStats())
+		t.Logf("server stats %+v, queues %+v", srv.Stats(), srv.QueueStats())
 		return
 	}
 	checkFlowsArrived(t, res, flows, n)
@@ -199,6 +199,12 @@ func runFlows(t testing.TB, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 	}
 	checkNothingLost(t, srvStats)
 	checkNothingLost(t, cliStats)
+	for who, s := range map[string]dgramio.Stats{"server": srvStats, "client": cliStats} {
+		// net_af_packet's fanout moved frames off their flow's queue.
+		if v, ok := s.Counter("packet", "tp_rollover"); ok && v != 0 {
+			t.Errorf("%s: %d frames rolled over to another queue's ring (packet tp_rollover)", who, v)
+		}
+	}
 }
 
 // serve is server queue q's poll loop on b until stop is closed: it

@@ -180,14 +180,19 @@ func (r *cellRun) pinArgs() error {
 		return nil
 	}
 	// net_af_xdp cannot open more than one queue of a veth (no combined
-	// channels): net_af_packet with N queue pairs.
-	r.load.add("--dpdk-vdev", fmt.Sprintf("net_af_packet0,iface=%s,qpairs=%d", nb.a.iface, r.n))
+	// channels): net_af_packet with N queue pairs, each ring with room for
+	// far more than the frames in flight. The PMD's fanout hands a frame
+	// whose ring is full to another queue (PACKET_FANOUT_FLAG_ROLLOVER),
+	// which would take its flow (a stream kind's connection) off its queue;
+	// the default ring of 512 frames fills at saturation.
+	const afPacketFrames = 4096
+	r.load.add("--dpdk-vdev", fmt.Sprintf("net_af_packet0,iface=%s,qpairs=%d,framecnt=%d", nb.a.iface, r.n, afPacketFrames))
 	if len(nb.b.mac) > 0 {
 		// AF_PACKET's fanout hash puts every ARP reply on one queue: the
 		// loadgen's other queues would never resolve the echo.
 		r.load.add("--dst-mac", nb.b.mac.String())
 	}
-	r.echo.add("--dpdk-vdev", fmt.Sprintf("net_af_packet0,iface=%s,qpairs=%d", nb.b.iface, r.n))
+	r.echo.add("--dpdk-vdev", fmt.Sprintf("net_af_packet0,iface=%s,qpairs=%d,framecnt=%d", nb.b.iface, r.n, afPacketFrames))
 	if core.Kind(r.kind) == core.KindDPDK {
 		// AF_PACKET leaves the kernel its copy of every frame: without
 		// its address it neither answers ARP nor sends port unreachable
