@@ -95,6 +95,7 @@ type rxSide struct {
 	spare  []uint64 // RX frames not in the fill ring (when it is smaller)
 	ret    []uint64 // scratch: the frames of one RxFrames call
 	empty  int      // empty polls while the fill ring wants a wake-up
+	idle   uint32   // empty polls, for the spares' retries
 	rekick int      // RxFrames calls until the next TX re-kick
 	end    uint64   // end of the RX half of the UMEM
 
@@ -698,7 +699,12 @@ func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int {
 	}
 	n := r.rx.avail(uint32(max))
 	if n == 0 {
-		if len(r.spare) > 0 {
+		r.idle++
+		if len(r.spare) > 0 && r.idle%rxWakeEvery == 0 {
+			// Spares wait for room, which frames we deliver make (and
+			// refill returns at once). Asking the ring for room on every
+			// empty call would read the kernel's consumer index, a cache
+			// line the kernel writes, each time.
 			r.refill(nil)
 		}
 		if r.fill.needWakeup() {
