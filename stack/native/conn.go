@@ -308,7 +308,7 @@ func (c *Conn) toClosed(err error) {
 		if c.state == SynReceived && c.l != nil {
 			c.l.synRcvd--
 		}
-		delete(e.table, tuple{c.raddr, c.lport, c.rport})
+		e.unlist(tuple{c.raddr, c.lport, c.rport})
 	}
 	c.state = Closed
 	c.tRTO, c.tDelack, c.tPersist, c.tKeep, c.tWait = 0, 0, 0, 0, 0
@@ -325,7 +325,7 @@ func (e *Engine) release(c *Conn) {
 		if c.state == SynReceived && c.l != nil {
 			c.l.synRcvd--
 		}
-		delete(e.table, tuple{c.raddr, c.lport, c.rport})
+		e.unlist(tuple{c.raddr, c.lport, c.rport})
 	}
 	e.heapRemove(c)
 	sb, rb, idx, dirty, readable := c.sbuf, c.rbuf, c.idx, c.inDirty, c.inReadable

@@ -77,6 +77,8 @@ type Engine struct {
 	conns     []Conn
 	free      []int32
 	table     map[tuple]int32
+	last      tuple // the tuple the last lookup found (lastIdx >= 0)
+	lastIdx   int32 // its conn; -1: none
 	listeners map[uint16]*Listener
 	heap      []int32 // timer heap of conn indices, by Conn.heapAt
 	dirty     []int32 // conns with something to send
@@ -135,6 +137,7 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 		e.free = append(e.free, int32(i))
 	}
 	e.table = make(map[tuple]int32, o.MaxConns)
+	e.lastIdx = -1
 	e.listeners = make(map[uint16]*Listener)
 	e.heap = make([]int32, 0, o.MaxConns)
 	e.dirty = make([]int32, 0, o.MaxConns)
@@ -312,7 +315,7 @@ func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, b []byte) {
 	}
 	e.cnt[cTCPSegmentsIn]++
 	s.srcMAC = srcMAC
-	if i, ok := e.table[tuple{src, s.dport, s.sport}]; ok {
+	if i, ok := e.lookup(tuple{src, s.dport, s.sport}); ok {
 		c := &e.conns[i]
 		if c.state == TimeWait && s.flags&(flagSYN|flagACK|flagRST) == flagSYN && e.twReusable(c, s) {
 			e.release(c) // RFC 9293 §3.10.7.4 note, RFC 6191: a new SYN ends TIME-WAIT
@@ -327,6 +330,28 @@ func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, b []byte) {
 	}
 	e.cnt[cTCPNoConn]++
 	e.resetFor(s) // RFC 9293 §3.10.7.1
+}
+
+// lookup finds the connection of tuple t. The last one found is kept
+// aside: a flow's segments come in runs (a burst, a request and its ACK),
+// and comparing eight bytes costs less than hashing them.
+func (e *Engine) lookup(t tuple) (int32, bool) {
+	if e.lastIdx >= 0 && t == e.last {
+		return e.lastIdx, true
+	}
+	i, ok := e.table[t]
+	if ok {
+		e.last, e.lastIdx = t, i
+	}
+	return i, ok
+}
+
+// unlist removes tuple t from the table (and from lookup's memory).
+func (e *Engine) unlist(t tuple) {
+	delete(e.table, t)
+	if t == e.last {
+		e.lastIdx = -1
+	}
 }
 
 // Flush fires the timers that are due, sends what is due on every
