@@ -271,6 +271,11 @@ type Layer struct {
 	t      Transport
 	conns  []*conn // the set, in no particular order
 	byPeer map[netip.AddrPort]*conn
+	// last is byPeer's entry that QueueTo found last (nil: none): an
+	// answer goes to the peer the one before went to, more often than
+	// not, and comparing the address costs less than hashing it. Every
+	// change to byPeer forgets it.
+	last *conn
 	errs   []error // to report, oldest first
 	accept func(Conn, netip.AddrPort)
 	mark   func(Conn)
@@ -306,6 +311,7 @@ func (s *Layer) Add(c Conn, peer netip.AddrPort) {
 	c.hook().c = k
 	s.conns = append(s.conns, k)
 	s.byPeer[peer] = k
+	s.last = nil
 	enlist(&s.rx, &k.inRx, k)
 }
 
@@ -403,7 +409,11 @@ func (s *Layer) Queue(payload []byte) bool {
 // returns false as Queue does; a peer that is not (or no longer) connected
 // counts in NoConn.
 func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) bool {
-	c := s.byPeer[to]
+	c := s.last
+	if c == nil || c.peer != to {
+		c = s.byPeer[to]
+		s.last = c
+	}
 	switch {
 	case c == nil || c.dead != nil:
 		s.st.NoConn++
@@ -904,6 +914,7 @@ func (s *Layer) cutRecord(c *conn) {
 func (s *Layer) remove(c *conn) {
 	if s.byPeer[c.peer] == c {
 		delete(s.byPeer, c.peer)
+		s.last = nil
 	}
 }
 
@@ -1052,6 +1063,7 @@ func (s *Layer) Close() {
 	clear(s.conns)
 	s.conns = s.conns[:0]
 	clear(s.byPeer)
+	s.last = nil
 	for _, l := range []*[]*conn{&s.rx, &s.spare, &s.tx, &s.staged, &s.read, &s.ends} {
 		clear(*l)
 		*l = (*l)[:0]

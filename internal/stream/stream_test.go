@@ -531,3 +531,47 @@ func TestFailedConnUnreadCounted(t *testing.T) {
 		t.Errorf("RxClosed %d TxDropped %d, %d conns, aborted %v; want 3, 1, 0, true", c.RxClosed, c.TxDropped, s.Len(), cs[0].aborted)
 	}
 }
+
+// TestQueueToFollowsByPeer: QueueTo's memory of the connection it found
+// last never outlives byPeer's entry: answers alternate between two
+// peers and reach each; a new connection from a peer takes its answers
+// from then on; a peer whose connection ended has none (NoConn).
+func TestQueueToFollowsByPeer(t *testing.T) {
+	s, cs := newLayer(2, Options{})
+	for _, p := range []int{0, 0, 1, 0} {
+		if !s.QueueTo([]byte{byte('a' + p)}, peer(p)) {
+			t.Fatalf("QueueTo peer %d refused", p)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cs[0].out.Bytes(), records(t, []byte("a"), []byte("a"), []byte("a")); !bytes.Equal(got, want) {
+		t.Fatalf("peer 0 got %q, want %q", got, want)
+	}
+	if got, want := cs[1].out.Bytes(), records(t, []byte("b")); !bytes.Equal(got, want) {
+		t.Fatalf("peer 1 got %q, want %q", got, want)
+	}
+	// Peer 0 connects again: its answers go to the new connection.
+	again := &fakeConn{room: -1, reading: true}
+	s.Add(again, peer(0))
+	if !s.QueueTo([]byte("new"), peer(0)) {
+		t.Fatal("QueueTo the new connection refused")
+	}
+	s.Flush()
+	if got, want := again.out.Bytes(), records(t, []byte("new")); !bytes.Equal(got, want) {
+		t.Fatalf("the new connection got %q, want %q (the old one %q)", got, want, cs[0].out.Bytes())
+	}
+	// Peer 1 finishes: once the layer removed it, QueueTo has nowhere to go.
+	s.QueueTo([]byte("x"), peer(1))
+	cs[1].eof = true
+	rxAll(s, 3)
+	s.Flush()
+	before := s.Counters().NoConn
+	if s.QueueTo([]byte("late"), peer(1)) {
+		t.Fatal("QueueTo a removed connection's peer took the record")
+	}
+	if s.Counters().NoConn != before+1 {
+		t.Errorf("NoConn %d, want %d", s.Counters().NoConn, before+1)
+	}
+}
