@@ -1,6 +1,10 @@
 package native
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/dgramio/dgramio/internal/checksum"
+)
 
 // Header sizes and field values (RFC 791, RFC 9293, RFC 792).
 const (
@@ -89,30 +93,10 @@ func seqMin(a, b uint32) uint32 {
 }
 
 // csum adds b to the one's-complement sum s (RFC 1071), unfolded.
-func csum(s uint64, b []byte) uint64 {
-	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		s += v >> 32
-		s += v & 0xffffffff
-		b = b[8:]
-	}
-	for len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
-	return s
-}
+func csum(s uint64, b []byte) uint64 { return checksum.Sum(s, b) }
 
 // fold folds s to 16 bits and complements it.
-func fold(s uint64) uint16 {
-	for s>>16 != 0 {
-		s = (s & 0xffff) + s>>16
-	}
-	return ^uint16(s)
-}
+func fold(s uint64) uint16 { return ^checksum.Fold(s) }
 
 // pseudo is the IPv4 pseudo-header sum for protocol proto and length n.
 func pseudo(src, dst [4]byte, proto uint8, n int) uint64 {
