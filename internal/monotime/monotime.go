@@ -1,0 +1,139 @@
+// Package monotime reads the monotonic clock in fewer nanoseconds than
+// time.Since, for a poll loop that reads it on every call.
+//
+// Where the CPU's time-stamp counter is the kernel's clocksource (amd64,
+// /sys/devices/system/clocksource/clocksource0/current_clocksource says
+// "tsc": the kernel found the counter invariant and in step on every CPU),
+// a Clock reads the counter (RDTSC, about a third of a vDSO
+// clock_gettime, and no shared page to miss in the cache) and scales it by
+// a rate it measures against time.Since. It re-anchors on time.Since once
+// a millisecond of counts has passed, and whenever the counter went back
+// or leapt (a migrated virtual machine), so that a reading is never more
+// than that millisecond's interpolation away from the kernel's clock.
+// Anywhere else a Clock is time.Since.
+package monotime
+
+import (
+	"math/bits"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Clock is a monotonic clock read as the time since its base. A Clock is
+// not safe for concurrent use: it belongs to one poll loop.
+type Clock struct {
+	base time.Time
+	fast bool // the counter is usable
+
+	a    uint64 // the counter at the anchor
+	n    int64  // the clock at the anchor, ns since base
+	mult uint64 // ns per count, 32.32 fixed point; 0 until measured
+	span uint64 // counts past the anchor after which Since re-anchors
+
+	ca   uint64 // the counter where the rate is measured from
+	cn   int64  // and the clock there
+	last int64  // the latest reading, which the next never falls below
+}
+
+// Rate measurement: over at least calibrateMin, from an origin that moves
+// up to the latest anchor once it is calibrateMax old (so the rate follows
+// a counter whose rate changed, after a migration); anchors every
+// anchorEvery.
+const (
+	calibrateMin = 10 * time.Millisecond
+	calibrateMax = time.Second
+	anchorEvery  = time.Millisecond
+)
+
+// counter reads the time-stamp counter; tests replace it.
+var counter = readCounter
+
+// usable reports, once per process, whether the counter can stand in for
+// the kernel's clock.
+var usable = sync.OnceValue(func() bool {
+	if !haveCounter {
+		return false
+	}
+	b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	return err == nil && strings.TrimSpace(string(b)) == "tsc"
+})
+
+// New returns a Clock whose readings are the time since base.
+func New(base time.Time) *Clock {
+	c := &Clock{base: base, fast: usable()}
+	if c.fast {
+		c.anchor(counter())
+		c.ca, c.cn = c.a, c.n
+	}
+	return c
+}
+
+// Fast reports whether c reads the counter (false: it is time.Since).
+func (c *Clock) Fast() bool { return c.fast }
+
+// Since returns the time since c's base. Readings never go back.
+func (c *Clock) Since() time.Duration {
+	if !c.fast {
+		return time.Since(c.base)
+	}
+	t := counter()
+	d := t - c.a // a counter that went back wraps: far past span
+	if c.mult == 0 || d >= c.span {
+		return time.Duration(c.anchor(t))
+	}
+	hi, lo := bits.Mul64(d, c.mult)
+	v := c.n + int64(hi<<32|lo>>32)
+	if v < c.last {
+		v = c.last
+	}
+	c.last = v
+	return time.Duration(v)
+}
+
+// anchor reads the kernel's clock beside the counter value t, measures
+// the rate when the origin is far enough back, and returns the reading.
+func (c *Clock) anchor(t uint64) int64 {
+	n := int64(time.Since(c.base))
+	c.a, c.n = t, n
+	switch dn := n - c.cn; {
+	case t < c.ca || dn < 0:
+		// The counter (or the clock) went back: measure afresh.
+		c.ca, c.cn, c.mult = t, n, 0
+	case dn >= int64(calibrateMin) && t > c.ca:
+		// ns per count in 32.32: dn << 32 / (t - ca); dn < 2^63 and
+		// t - ca >= 1, so the quotient of the 96-bit dividend fits
+		// unless counts are slower than ns by 2^32.
+		dc := t - c.ca
+		hi, lo := uint64(dn)>>32, uint64(dn)<<32
+		if hi < dc {
+			c.mult, _ = bits.Div64(hi, lo, dc)
+			c.span = spanOf(c.mult)
+		}
+		if dn >= int64(calibrateMax) {
+			c.ca, c.cn = t, n
+		}
+	}
+	if c.mult == 0 || c.span == 0 {
+		c.mult = 0 // until measured, every reading anchors
+	}
+	if n < c.last {
+		n = c.last
+	}
+	c.last = n
+	return n
+}
+
+// spanOf is the counts in anchorEvery at mult ns per count (32.32).
+func spanOf(mult uint64) uint64 {
+	if mult == 0 {
+		return 0
+	}
+	hi, lo := uint64(anchorEvery)>>32, uint64(anchorEvery)<<32
+	if hi >= mult {
+		return 0
+	}
+	s, _ := bits.Div64(hi, lo, mult)
+	return s
+}
