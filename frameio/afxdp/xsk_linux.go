@@ -760,9 +760,15 @@ func (x *XSK) rekick() {
 }
 
 // refill gives addrs and any spare frames to the fill ring, keeping what
-// does not fit as spares.
+// does not fit as spares. It reads the kernel's consumer index only when
+// its last reading leaves too little room for addrs (with addrs nil: for
+// the spares too): that index is a cache line the kernel writes, and
+// spares that wait for room would otherwise make every call read it.
 func (r *rxSide) refill(addrs []uint64) {
-	want := uint32(len(addrs) + len(r.spare))
+	want := uint32(len(addrs))
+	if addrs == nil {
+		want = uint32(len(r.spare))
+	}
 	room := r.fill.free(want)
 	put := 0
 	for _, a := range addrs {
