@@ -60,4 +60,3 @@ func Fold(acc uint64) uint16 {
 	acc = (acc >> 16) + (acc & 0xffff)
 	return uint16(acc)
 }
-

@@ -275,7 +275,7 @@ type Layer struct {
 	// answer goes to the peer the one before went to, more often than
 	// not, and comparing the address costs less than hashing it. Every
 	// change to byPeer forgets it.
-	last *conn
+	last   *conn
 	errs   []error // to report, oldest first
 	accept func(Conn, netip.AddrPort)
 	mark   func(Conn)
