@@ -6,7 +6,9 @@
 // "tsc": the kernel found the counter invariant and in step on every CPU),
 // a Clock reads the counter (RDTSC, about a third of a vDSO
 // clock_gettime, and no shared page to miss in the cache) and scales it by
-// a rate it measures against time.Since. It re-anchors on time.Since once
+// a rate it measures against time.Since, read between two counter
+// readings (a pair whose readings lie far apart, the goroutine descheduled
+// in between, is not measured by). It re-anchors on time.Since once
 // a millisecond of counts has passed, and whenever the counter went back
 // or leapt (a migrated virtual machine), so that a reading is never more
 // than that millisecond's interpolation away from the kernel's clock.
@@ -34,6 +36,7 @@ type Clock struct {
 
 	ca   uint64 // the counter where the rate is measured from
 	cn   int64  // and the clock there
+	ct   bool   // that pair was tight (see pair)
 	last int64  // the latest reading, which the next never falls below
 }
 
@@ -64,8 +67,7 @@ var usable = sync.OnceValue(func() bool {
 func New(base time.Time) *Clock {
 	c := &Clock{base: base, fast: usable()}
 	if c.fast {
-		c.anchor(counter())
-		c.ca, c.cn = c.a, c.n
+		c.anchor()
 	}
 	return c
 }
@@ -78,10 +80,9 @@ func (c *Clock) Since() time.Duration {
 	if !c.fast {
 		return time.Since(c.base)
 	}
-	t := counter()
-	d := t - c.a // a counter that went back wraps: far past span
+	d := counter() - c.a // a counter that went back wraps: far past span
 	if c.mult == 0 || d >= c.span {
-		return time.Duration(c.anchor(t))
+		return time.Duration(c.anchor())
 	}
 	hi, lo := bits.Mul64(d, c.mult)
 	v := c.n + int64(hi<<32|lo>>32)
@@ -92,15 +93,47 @@ func (c *Clock) Since() time.Duration {
 	return time.Duration(v)
 }
 
-// anchor reads the kernel's clock beside the counter value t, measures
-// the rate when the origin is far enough back, and returns the reading.
-func (c *Clock) anchor(t uint64) int64 {
-	n := int64(time.Since(c.base))
+// pairMax is the most counts two counter readings around one read of the
+// kernel's clock may lie apart for the pair to measure the rate (tens of
+// microseconds at the counter's gigahertz rates): wider, the goroutine
+// was likely descheduled between the reads, and the pair is off by as
+// long.
+const pairMax = 1 << 16
+
+// pair reads the kernel's clock between two readings of the counter and
+// returns it with the counter's midpoint, trying again (three times at
+// most) when the readings lie more than pairMax apart; tight reports
+// whether they did not.
+func (c *Clock) pair() (t uint64, n int64, tight bool) {
+	for try := 0; ; try++ {
+		t1 := counter()
+		n = int64(time.Since(c.base))
+		t2 := counter()
+		if t2 >= t1 && t2-t1 <= pairMax {
+			return t1 + (t2-t1)/2, n, true
+		}
+		if try == 3 {
+			return t2, n, false
+		}
+	}
+}
+
+// anchor reads the kernel's clock beside the counter, measures the rate
+// when the origin is far enough back (and the pair tight), and returns
+// the reading.
+func (c *Clock) anchor() int64 {
+	t, n, tight := c.pair()
 	c.a, c.n = t, n
 	switch dn := n - c.cn; {
-	case t < c.ca || dn < 0:
-		// The counter (or the clock) went back: measure afresh.
-		c.ca, c.cn, c.mult = t, n, 0
+	case c.ca == 0 || t < c.ca || dn < 0:
+		// The first anchor, or the counter (or the clock) went back:
+		// measure afresh from here.
+		c.ca, c.cn, c.ct, c.mult = t, n, tight, 0
+	case !tight:
+		// Too loose to measure by.
+	case !c.ct:
+		// The origin was loose: measure from this pair instead.
+		c.ca, c.cn, c.ct = t, n, true
 	case dn >= int64(calibrateMin) && t > c.ca:
 		// ns per count in 32.32: dn << 32 / (t - ca); dn < 2^63 and
 		// t - ca >= 1, so the quotient of the 96-bit dividend fits

@@ -1,6 +1,7 @@
 package monotime
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -52,8 +53,7 @@ func TestCounterGoesBack(t *testing.T) {
 	fakeCounter(t, &tsc)
 	base := time.Now()
 	c := &Clock{base: base, fast: true}
-	c.anchor(counter())
-	c.ca, c.cn = c.a, c.n
+	c.anchor()
 	// A counter at 1 count per ns, advanced with the kernel's clock.
 	start := tsc
 	step := func() time.Duration {
@@ -116,4 +116,46 @@ func BenchmarkSince(b *testing.B) {
 		}
 		_ = s
 	})
+}
+
+// TestLoosePairs: a pair of counter readings around the kernel clock's
+// read that lie far apart (the goroutine descheduled between them) is not
+// measured by: with one counter reading in five late, each rate the Clock
+// measures over 40 ms of readings is right.
+func TestLoosePairs(t *testing.T) {
+	start := uint64(1 << 40)
+	base := time.Now()
+	r := rand.New(rand.NewPCG(3, 4))
+	lastLate := false
+	old := counter
+	counter = func() uint64 {
+		v := start + uint64(time.Since(base)) // one count per ns
+		// A reading 6.5 ms late: the goroutine slept just before it, after
+		// the clock read before it (never two in a row: a sleep before
+		// the clock read too would delay all three readings alike).
+		if late := !lastLate && r.IntN(5) == 0; late {
+			v += 100 * pairMax
+			lastLate = true
+		} else {
+			lastLate = false
+		}
+		return v
+	}
+	t.Cleanup(func() { counter = old })
+	c := &Clock{base: base, fast: true}
+	c.anchor()
+	measured := 0
+	for time.Since(base) < 4*calibrateMin {
+		c.Since()
+		if c.mult == 0 {
+			continue
+		}
+		measured++
+		if got := float64(c.mult) / (1 << 32); got < 0.99 || got > 1.01 {
+			t.Fatalf("rate %.4f ns per count, want 1: a loose pair was measured by", got)
+		}
+	}
+	if measured == 0 {
+		t.Fatal("no rate measured")
+	}
 }
