@@ -83,6 +83,7 @@ type Engine struct {
 	lastIdx   int32 // its conn; -1: none
 	listeners map[uint16]*Listener
 	heap      []int32 // timer heap of conn indices, by Conn.heapAt
+	top       int64   // the heap's earliest heapAt (noTimer: empty), kept beside the poll loop's other fields
 	dirty     []int32 // conns with something to send
 	readable  []int32 // conns that may have become readable (TakeReadable)
 	arpWait   []int32 // conns waiting for a neighbour
@@ -145,6 +146,7 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	e.lastIdx = -1
 	e.listeners = make(map[uint16]*Listener)
 	e.heap = make([]int32, 0, o.MaxConns)
+	e.top = noTimer
 	e.dirty = make([]int32, 0, o.MaxConns)
 	e.readable = make([]int32, 0, o.MaxConns)
 	e.arpWait = make([]int32, 0, o.MaxConns)
@@ -406,8 +408,8 @@ func (e *Engine) NextTimer() (time.Time, bool) {
 
 func (e *Engine) nextAt() (int64, bool) {
 	at, ok := int64(0), false
-	if len(e.heap) > 0 {
-		at, ok = e.conns[e.heap[0]].heapAt, true
+	if e.top != noTimer {
+		at, ok = e.top, true
 	}
 	if a, has := e.arp.next(); has && (!ok || a < at) {
 		at, ok = a, true

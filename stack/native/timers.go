@@ -28,11 +28,24 @@ func (e *Engine) arm(c *Conn) {
 		c.heapIdx = int32(len(e.heap))
 		e.heap = append(e.heap, c.idx)
 		e.siftUp(int(c.heapIdx))
+		e.top = min(e.top, at)
 		return
 	}
 	if at < c.heapAt {
 		c.heapAt = at
 		e.siftUp(int(c.heapIdx))
+		e.top = min(e.top, at)
+	}
+}
+
+// noTimer is top with the heap empty.
+const noTimer = int64(^uint64(0) >> 1)
+
+// setTop reads the heap's earliest deadline into top after a removal.
+func (e *Engine) setTop() {
+	e.top = noTimer
+	if len(e.heap) > 0 {
+		e.top = e.conns[e.heap[0]].heapAt
 	}
 }
 
@@ -49,6 +62,7 @@ func (e *Engine) heapRemove(c *Conn) {
 		e.siftDown(i)
 		e.siftUp(i)
 	}
+	e.setTop()
 }
 
 func (e *Engine) less(i, j int) bool {
@@ -101,11 +115,8 @@ func (e *Engine) runTimers() {
 	if at, ok := e.reasmNext(); ok && at <= e.now {
 		e.reasmTimers()
 	}
-	for len(e.heap) > 0 {
+	for e.top <= e.now {
 		c := &e.conns[e.heap[0]]
-		if c.heapAt > e.now {
-			return
-		}
 		e.heapRemove(c)
 		c.timers()
 		if c.state != Closed {
