@@ -1,12 +1,14 @@
-package tcp
+package tcp_test
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/tcp"
 )
 
 // BenchmarkOneLoop is one 100-byte record and its answer between a native
@@ -21,10 +23,13 @@ import (
 //
 //	go test -run '^$' -bench OneLoop -cpuprofile cpu.out ./tcp
 func BenchmarkOneLoop(b *testing.B) {
-	testStack = core.TCPStackNative
-	defer func() { testStack = core.TCPStackNetstack }()
+	srvIP, cliIP := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	sc := core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: "memio", LocalIP: srvIP, Port: 5000}
+	cc := core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
+		Dests: []netip.Addr{srvIP}, Port: 5000, ConnectTimeout: 20 * time.Second}
+	sc.TCP.Stack, cc.TCP.Stack = core.TCPStackNative, core.TCPStackNative
 	pa, pb := memio.NewPair(memio.Options{})
-	srv, err := NewOverFrameIO(serverConfig(), pa, Options{})
+	srv, err := tcp.NewOverFrameIO(sc, pa, tcp.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +47,7 @@ func BenchmarkOneLoop(b *testing.B) {
 			time.Sleep(50 * time.Microsecond)
 		}
 	}()
-	cli, err := NewOverFrameIO(clientConfig(), pb, Options{})
+	cli, err := tcp.NewOverFrameIO(cc, pb, tcp.Options{})
 	stop.Store(true)
 	<-done
 	if err != nil {
@@ -51,39 +56,22 @@ func BenchmarkOneLoop(b *testing.B) {
 	defer cli.Close()
 	msg := make([]byte, 100)
 	pkts := make([]core.Packet, 8)
-	one := func(be *Backend) core.Packet {
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			n, err := be.Rx(pkts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if n > 0 {
-				return pkts[0]
-			}
-			if time.Now().After(deadline) {
-				b.Fatal("no record within 10 s")
-			}
-		}
-	}
-	trip := func() {
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
 		if !cli.Queue(msg) {
 			b.Fatal("the client's Queue refused a record")
 		}
 		if err := cli.Flush(); err != nil {
 			b.Fatal(err)
 		}
-		in := one(srv)
+		in := rxOne(b, srv, pkts)
 		if !srv.QueueTo(in.Data, in.From) {
 			b.Fatal("the server's QueueTo refused the answer")
 		}
 		if err := srv.Flush(); err != nil {
 			b.Fatal(err)
 		}
-		one(cli)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		trip()
+		rxOne(b, cli, pkts)
 	}
 }

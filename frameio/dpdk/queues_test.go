@@ -27,16 +27,7 @@ import (
 // both queues must carry some; each transmits on its own; and the device
 // goes away only when both queues are closed.
 func TestTwoQueues(t *testing.T) {
-	needEAL(t)
-	p := hosttest.New(t, testhost.Options{Queues: 2})
-	if err := p.B.AddNeigh(p.A.Addr, p.A.MAC); err != nil {
-		t.Fatal(err)
-	}
-	// The kernel under net_af_packet sees every frame: without its
-	// address it drops them instead of answering ICMP port unreachable.
-	if err := p.A.DelAddr(); err != nil {
-		t.Fatal(err)
-	}
+	p := twoQueuePair(t)
 	qs := openTwoQueues(t, p.A, "")
 	q0 := qs[0]
 
@@ -98,14 +89,7 @@ func TestTwoQueues(t *testing.T) {
 // no ring had room for (tp_rollover_failed), and the drops (tp_drops, in
 // RxDropped); the frames both rings hold are the flow's, on both queues.
 func TestFanoutRollover(t *testing.T) {
-	needEAL(t)
-	p := hosttest.New(t, testhost.Options{Queues: 2})
-	if err := p.B.AddNeigh(p.A.Addr, p.A.MAC); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.A.DelAddr(); err != nil {
-		t.Fatal(err)
-	}
+	p := twoQueuePair(t)
 	qs := openTwoQueues(t, p.A, ",framecnt=16")
 	before := qs[0].DeviceStats()
 	counter := func(s frameio.Stats, name string) uint64 {
@@ -144,6 +128,23 @@ func TestFanoutRollover(t *testing.T) {
 	if got[0] == 0 || got[1] == 0 || got[0]+got[1] > 32 || uint64(got[0]+got[1])+drops < 40 {
 		t.Errorf("queues held %d and %d of the flow's 40 datagrams (%d dropped): it should be on both, within two rings of 16", got[0], got[1], drops)
 	}
+}
+
+// twoQueuePair is a test host pair with two queues a side, B knowing A's
+// MAC, and A without its address: the kernel under net_af_packet sees
+// every frame, and without the address it drops them instead of
+// answering ICMP port unreachable.
+func twoQueuePair(t *testing.T) *testhost.Pair {
+	t.Helper()
+	needEAL(t)
+	p := hosttest.New(t, testhost.Options{Queues: 2})
+	if err := p.B.AddNeigh(p.A.Addr, p.A.MAC); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.A.DelAddr(); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // openTwoQueues checks that net_af_xdp refuses two queues on h's veth end
