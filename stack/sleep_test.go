@@ -43,9 +43,11 @@ func sleepInterrupt(t *testing.T, ep *Endpoint, pb *memio.Port, irq bool) {
 	if (ep.irq != nil) != irq {
 		t.Fatalf("the endpoint sees Interrupter %v, want %v", ep.irq != nil, irq)
 	}
-	// Nothing pending: Sleep lasts until ctx is done.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	// Nothing pending: Sleep lasts until ctx is done. The clock starts
+	// before the context's does: a start taken after it made a Sleep that
+	// ended on time read short by the gap between the two (29.98 ms).
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	if err := ep.Sleep(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Sleep = %v, want DeadlineExceeded", err)
 	}
