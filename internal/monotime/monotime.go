@@ -9,9 +9,10 @@
 // a rate it measures against time.Since, read between two counter
 // readings (a pair whose readings lie far apart, the goroutine descheduled
 // in between, is not measured by). It re-anchors on time.Since once
-// a millisecond of counts has passed, and whenever the counter went back
-// or leapt (a migrated virtual machine), so that a reading is never more
-// than that millisecond's interpolation away from the kernel's clock.
+// a millisecond of counts or 4096 readings have passed, and whenever the
+// counter went back or leapt (a migrated virtual machine), so that a
+// reading is never more than that interpolation away from the kernel's
+// clock, and a counter that stopped cannot hold the clock still.
 // Anywhere else a Clock is time.Since.
 package monotime
 
@@ -34,6 +35,7 @@ type Clock struct {
 	mult uint64 // ns per count, 32.32 fixed point; 0 until measured
 	span uint64 // counts past the anchor after which Since re-anchors
 
+	left int    // readings until Since re-anchors whatever the counter says
 	ca   uint64 // the counter where the rate is measured from
 	cn   int64  // and the clock there
 	ct   bool   // that pair was tight (see pair)
@@ -49,6 +51,11 @@ const (
 	calibrateMax = time.Second
 	anchorEvery  = time.Millisecond
 )
+
+// anchorReads bounds the readings between anchors, so that a counter that
+// stopped (the kernel may give up on it after boot) holds a Clock still
+// for that many readings at most, not for ever.
+const anchorReads = 4096
 
 // counter reads the time-stamp counter; tests replace it.
 var counter = readCounter
@@ -81,7 +88,8 @@ func (c *Clock) Since() time.Duration {
 		return time.Since(c.base)
 	}
 	d := counter() - c.a // a counter that went back wraps: far past span
-	if c.mult == 0 || d >= c.span {
+	c.left--
+	if c.mult == 0 || d >= c.span || c.left <= 0 {
 		return time.Duration(c.anchor())
 	}
 	hi, lo := bits.Mul64(d, c.mult)
@@ -123,7 +131,7 @@ func (c *Clock) pair() (t uint64, n int64, tight bool) {
 // the reading.
 func (c *Clock) anchor() int64 {
 	t, n, tight := c.pair()
-	c.a, c.n = t, n
+	c.a, c.n, c.left = t, n, anchorReads
 	switch dn := n - c.cn; {
 	case c.ca == 0 || t < c.ca || dn < 0:
 		// The first anchor, or the counter (or the clock) went back:

@@ -159,3 +159,39 @@ func TestLoosePairs(t *testing.T) {
 		t.Fatal("no rate measured")
 	}
 }
+
+// TestCounterStops: a counter that stops (one the kernel gave up on after
+// boot) holds the Clock still for anchorReads readings at most: it goes
+// on following the kernel's clock.
+func TestCounterStops(t *testing.T) {
+	start := uint64(1 << 40)
+	base := time.Now()
+	stopped := false
+	var at uint64
+	old := counter
+	counter = func() uint64 {
+		if stopped {
+			return at
+		}
+		return start + uint64(time.Since(base))
+	}
+	t.Cleanup(func() { counter = old })
+	c := &Clock{base: base, fast: true}
+	c.anchor()
+	for time.Since(base) < 2*calibrateMin {
+		c.Since()
+	}
+	if c.mult == 0 {
+		t.Fatal("no rate measured")
+	}
+	at, stopped = counter(), true
+	before := c.Since()
+	time.Sleep(5 * time.Millisecond)
+	var v time.Duration
+	for range anchorReads + 1 {
+		v = c.Since()
+	}
+	if v < before+5*time.Millisecond {
+		t.Fatalf("reading %v, %v before a 5 ms sleep: the stopped counter held the clock", v, before)
+	}
+}
