@@ -484,9 +484,10 @@ func (s *Layer) Flush() error {
 
 // forget clears l's entries, so that the list's array does not keep
 // removed connections alive. The lists of the data path hold a handful:
-// a loop's stores cost less than clear's call into the runtime.
+// a loop's stores cost less than clear's call into the runtime, and the
+// loop is not a range loop, which the compiler would turn into that call.
 func forget(l []*conn) {
-	for i := range l {
+	for i := 0; i < len(l); i++ {
 		l[i] = nil
 	}
 }

@@ -161,7 +161,7 @@ func (c *Conn) Write(p []byte) int {
 	if n == 0 {
 		return 0
 	}
-	at := (c.sHead + c.sLen) % len(c.sbuf)
+	at := wrap(c.sHead+c.sLen, len(c.sbuf))
 	k := copy(c.sbuf[at:], p[:n])
 	copy(c.sbuf, p[k:n])
 	c.sLen += n
@@ -186,13 +186,23 @@ func (c *Conn) Read(p []byte) (int, error) {
 	n := min(len(p), c.rLen)
 	k := copy(p[:n], c.rbuf[c.rHead:])
 	copy(p[k:n], c.rbuf)
-	c.rHead = (c.rHead + n) % len(c.rbuf)
+	c.rHead = wrap(c.rHead+n, len(c.rbuf))
 	c.rLen -= n
 	c.windowOpened()
 	if c.Readable() {
 		c.e.markReadable(c) // more than p took, or the FIN after it
 	}
 	return n, nil
+}
+
+// wrap is i taken back into a ring of n bytes, for i < 2n: the ring
+// positions are a position in it plus a length that fits it, and a
+// compare costs less than the division of i % n.
+func wrap(i, n int) int {
+	if i >= n {
+		i -= n
+	}
+	return i
 }
 
 // Readable reports whether Read would return bytes or an error.

@@ -468,7 +468,7 @@ func (c *Conn) newAck(s *segment) {
 		c.finAcked = true
 	}
 	if data > 0 {
-		c.sHead = (c.sHead + data) % len(c.sbuf)
+		c.sHead = wrap(c.sHead+data, len(c.sbuf))
 		c.sLen -= data
 	}
 	c.sndUna = s.ack
@@ -623,7 +623,7 @@ func (c *Conn) dataInput(s *segment) {
 
 // writeRing copies p into the receive ring at offset off from RCV.NXT.
 func (c *Conn) writeRing(off int, p []byte) {
-	at := (c.rHead + c.rLen + off) % len(c.rbuf)
+	at := wrap(c.rHead+c.rLen+off, len(c.rbuf))
 	k := copy(c.rbuf[at:], p)
 	copy(c.rbuf, p[k:])
 }

@@ -256,7 +256,7 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	putTCP(t, c.lport, c.rport, seq, ack, hl, flags, c.window(flags))
 	copy(t[tcpLen:], opt[:ol])
 	if n > 0 {
-		at := (c.sHead + off) % len(c.sbuf)
+		at := wrap(c.sHead+off, len(c.sbuf))
 		k := copy(t[hl:hl+n], c.sbuf[at:])
 		copy(t[hl+k:hl+n], c.sbuf)
 	}

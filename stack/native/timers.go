@@ -8,13 +8,11 @@ package native
 
 // earliest is the connection's first deadline, 0 when none is armed.
 func (c *Conn) earliest() int64 {
-	at := int64(0)
-	for _, t := range [...]int64{c.tRTO, c.tDelack, c.tPersist, c.tKeep, c.tWait} {
-		if t != 0 && (at == 0 || t < at) {
-			at = t
-		}
-	}
-	return at
+	// Deadlines are positive: t-1 as unsigned puts an unarmed 0 above
+	// every armed one, and the +1 turns "none" back into 0.
+	m := min(uint64(c.tRTO-1), uint64(c.tDelack-1), uint64(c.tPersist-1),
+		uint64(c.tKeep-1), uint64(c.tWait-1))
+	return int64(m + 1)
 }
 
 // arm makes sure the heap holds c no later than its earliest deadline.
