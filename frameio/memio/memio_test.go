@@ -602,3 +602,23 @@ func TestSeedFromEnv(t *testing.T) {
 		t.Fatal("clock seed is zero")
 	}
 }
+
+// TestPoisonEveryLength: poison overwrites every byte of a buffer of any
+// length, and nothing past it.
+func TestPoisonEveryLength(t *testing.T) {
+	buf := make([]byte, 301)
+	for n := 0; n < len(buf); n++ {
+		for i := range buf {
+			buf[i] = byte(i) | 1 // never PoisonByte (0xDB is odd: avoid it)
+			if buf[i] == PoisonByte {
+				buf[i] = 1
+			}
+		}
+		poison(buf[:n])
+		for i, c := range buf {
+			if want := i < n; (c == PoisonByte) != want {
+				t.Fatalf("length %d: byte %d is %#x", n, i, c)
+			}
+		}
+	}
+}
