@@ -1,6 +1,7 @@
 package tcp_test
 
 import (
+	"flag"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -9,20 +10,70 @@ import (
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/tcp"
+	"github.com/dgramio/dgramio/udp"
 )
 
-// BenchmarkOneLoop is one 100-byte record and its answer between a native
-// client and a native server over memio, both driven from this goroutine:
-// Queue and Flush, the server's Rx until the record is out, QueueTo and
-// Flush, the client's Rx until the answer is out. No poll loop, scheduler
-// or kernel takes part: it is the cost of our own code on one round trip
-// (four passes through the stream layer and the engine), the part of
-// VethSteps that is not the kick, plus memio's (a lock and a copy per
-// frame, and the poisoning of each buffer it takes back). Profile it with
-// -cpuprofile and pprof's -ignore memio:
+var oneLoopEvict = flag.Int("oneloop.evict", 0,
+	"BenchmarkOneLoop: KiB of memory written between two passes (0: none), so that each pass starts with the caches cold, as after a kick")
+
+// BenchmarkOneLoop is one 100-byte message and its answer between a client
+// and a server over memio, both driven from this goroutine, in four
+// passes: the client's Queue and Flush (send), the server's Rx until the
+// message is out (recv), its QueueTo and Flush (answer), the client's Rx
+// (back). No poll loop, scheduler or kernel takes part: it is the cost of
+// our own code on one round trip, the part of VethSteps that is not the
+// kick, plus memio's (a lock and a copy per frame, and the poisoning of
+// each buffer it takes back). It runs kind xdp's raw UDP path beside
+// tcp-xdp's native engine (stream layer and TCP/IP) and reports rt-ns, the
+// four passes' time.
+//
+// Profile it with -cpuprofile and pprof's -ignore memio; count its
+// instructions and cache lines with callgrind, which collects inside the
+// four passes only:
 //
 //	go test -run '^$' -bench OneLoop -cpuprofile cpu.out ./tcp
+//	go test -c -o oneloop.test ./tcp
+//	GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --cache-sim=yes \
+//	  --toggle-collect='*oneLoop).pass' ./oneloop.test -test.run '^$' \
+//	  -test.bench 'OneLoop/tcp-xdp' -test.benchtime 20000x
+//
+// With -oneloop.evict=256 each pass starts after 256 KiB were written
+// (not timed, not collected): the cache misses then count the lines a
+// pass touches, code (I1) and data (D1).
 func BenchmarkOneLoop(b *testing.B) {
+	b.Run("xdp", func(b *testing.B) {
+		srv, cli := rawPair(b)
+		runOneLoop(b, srv, cli)
+	})
+	b.Run("tcp-xdp+native", func(b *testing.B) {
+		srv, cli := nativePair(b)
+		runOneLoop(b, srv, cli)
+	})
+}
+
+// rawPair is a client and a server of kind xdp's raw UDP path over memio.
+func rawPair(b *testing.B) (srv, cli core.Backend) {
+	srvIP, cliIP := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	pa, pb := memio.NewPair(memio.Options{})
+	sc := core.Config{Kind: core.KindXDP, Role: core.RoleServer, Iface: "memio", LocalIP: srvIP, Port: 5000}
+	cc := core.Config{Kind: core.KindXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
+		Dests: []netip.Addr{srvIP}, Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACA}
+	s, err := udp.NewRaw(sc, pa, udp.RawOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	c, err := udp.NewRaw(cc, pb, udp.RawOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return s, c
+}
+
+// nativePair is a client and a server of tcp-xdp's native engine over
+// memio, connected.
+func nativePair(b *testing.B) (srv, cli core.Backend) {
 	srvIP, cliIP := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	sc := core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: "memio", LocalIP: srvIP, Port: 5000}
 	cc := core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
@@ -33,7 +84,7 @@ func BenchmarkOneLoop(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer srv.Close()
+	b.Cleanup(func() { srv.Close() })
 	// The client's New waits for ARP and the handshake: the server's poll
 	// loop runs on a goroutine of its own until then.
 	var stop atomic.Bool
@@ -47,31 +98,69 @@ func BenchmarkOneLoop(b *testing.B) {
 			time.Sleep(50 * time.Microsecond)
 		}
 	}()
-	cli, err := tcp.NewOverFrameIO(cc, pb, tcp.Options{})
+	cli, err = tcp.NewOverFrameIO(cc, pb, tcp.Options{})
 	stop.Store(true)
 	<-done
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cli.Close()
-	msg := make([]byte, 100)
-	pkts := make([]core.Packet, 8)
+	b.Cleanup(func() { cli.Close() })
+	return srv, cli
+}
+
+// oneLoop is BenchmarkOneLoop's round trip.
+type oneLoop struct {
+	b        *testing.B
+	srv, cli core.Backend
+	msg      []byte
+	pkts     []core.Packet
+	in       core.Packet // the message the server took
+	evict    []byte
+}
+
+func runOneLoop(b *testing.B, srv, cli core.Backend) {
+	l := &oneLoop{b: b, srv: srv, cli: cli, msg: make([]byte, 100), pkts: make([]core.Packet, 8),
+		evict: make([]byte, *oneLoopEvict<<10)}
+	steps := []func(){l.send, l.recv, l.answer, l.back}
+	var spent time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if !cli.Queue(msg) {
-			b.Fatal("the client's Queue refused a record")
+	for b.Loop() {
+		for _, step := range steps {
+			for i := 0; i < len(l.evict); i += 64 {
+				l.evict[i]++
+			}
+			t0 := time.Now()
+			l.pass(step)
+			spent += time.Since(t0)
 		}
-		if err := cli.Flush(); err != nil {
-			b.Fatal(err)
-		}
-		in := rxOne(b, srv, pkts)
-		if !srv.QueueTo(in.Data, in.From) {
-			b.Fatal("the server's QueueTo refused the answer")
-		}
-		if err := srv.Flush(); err != nil {
-			b.Fatal(err)
-		}
-		rxOne(b, cli, pkts)
+	}
+	b.ReportMetric(float64(spent.Nanoseconds())/float64(b.N), "rt-ns")
+}
+
+// pass runs one step: the function callgrind collects in.
+//
+//go:noinline
+func (l *oneLoop) pass(step func()) { step() }
+
+func (l *oneLoop) send() {
+	if !l.cli.Queue(l.msg) {
+		l.b.Fatal("the client's Queue refused a message")
+	}
+	if err := l.cli.Flush(); err != nil {
+		l.b.Fatal(err)
 	}
 }
+
+func (l *oneLoop) recv() { l.in = rxOne(l.b, l.srv, l.pkts) }
+
+func (l *oneLoop) answer() {
+	if !l.srv.QueueTo(l.in.Data, l.in.From) {
+		l.b.Fatal("the server's QueueTo refused the answer")
+	}
+	if err := l.srv.Flush(); err != nil {
+		l.b.Fatal(err)
+	}
+}
+
+func (l *oneLoop) back() { rxOne(l.b, l.cli, l.pkts) }
