@@ -618,6 +618,22 @@ func (s *Layer) receiveAll(pkts []core.Packet, want int) int {
 			enlist(&s.read, &c.inRead, c)
 		}
 	}
+	if i == len(s.rx) {
+		// Every connection visited (the common case): keep those that
+		// still have something, in order, where they are.
+		n := 0
+		for _, c := range s.rx {
+			if c.wantsRx() {
+				s.rx[n] = c
+				n++
+			} else {
+				c.inRx = false
+			}
+		}
+		forget(s.rx[n:])
+		s.rx = s.rx[:n]
+		return k
+	}
 	next := append(s.spare[:0], s.rx[i:]...)
 	for _, c := range s.rx[:i] {
 		if c.wantsRx() {
