@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"testing"
@@ -573,5 +574,31 @@ func TestQueueToFollowsByPeer(t *testing.T) {
 	}
 	if s.Counters().NoConn != before+1 {
 		t.Errorf("NoConn %d, want %d", s.Counters().NoConn, before+1)
+	}
+}
+
+// TestRxKeepsOrderWhenAllVisited: when one Rx reaches every connection
+// and some still have records (their decoders filled up), they keep their
+// order for the next Rx, and nothing is skipped or repeated.
+func TestRxKeepsOrderWhenAllVisited(t *testing.T) {
+	const per = 6 // records per connection; the decoder holds two
+	s, cs := newLayer(3, Options{MaxRecord: 8, DecoderSize: 2 * (record.HeaderLen + 8)})
+	for i, c := range cs {
+		for j := 0; j < per; j++ {
+			c.in.Write(records(t, []byte(fmt.Sprintf("c%d-r%04d", i, j))))
+		}
+	}
+	var want []string
+	for j := 0; j < per; j += 2 {
+		for i := range cs {
+			want = append(want, fmt.Sprintf("c%d-r%04d", i, j), fmt.Sprintf("c%d-r%04d", i, j+1))
+		}
+	}
+	got, errs := rxAll(s, per)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("records in the order\n%v\nwant\n%v", got, want)
 	}
 }
