@@ -185,6 +185,10 @@ func (o *Options) setDefaults(mtu int) error {
 	def(&o.ARPRetries, DefaultARPRetries)
 	defd(&o.ARPTimeout, DefaultARPTimeout)
 	def(&o.ChallengeACKLimit, DefaultChallengeACKLimit)
+	if o.DelayedACK < 0 {
+		// A deadline before the engine's start would read as none armed.
+		return fmt.Errorf("native: DelayedACK %v is negative (0 turns delayed ACKs off)", o.DelayedACK)
+	}
 	if o.DelayedACK >= o.MinRTO {
 		return fmt.Errorf("native: DelayedACK %v must be below MinRTO %v, or the peer retransmits before the ACK leaves", o.DelayedACK, o.MinRTO)
 	}

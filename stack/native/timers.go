@@ -8,8 +8,10 @@ package native
 
 // earliest is the connection's first deadline, 0 when none is armed.
 func (c *Conn) earliest() int64 {
-	// Deadlines are positive: t-1 as unsigned puts an unarmed 0 above
-	// every armed one, and the +1 turns "none" back into 0.
+	// Deadlines are positive (the engine's time plus a positive
+	// duration: New refuses a negative one): t-1 as unsigned puts an
+	// unarmed 0 above every armed one, and the +1 turns "none" back
+	// into 0.
 	m := min(uint64(c.tRTO-1), uint64(c.tDelack-1), uint64(c.tPersist-1),
 		uint64(c.tKeep-1), uint64(c.tWait-1))
 	return int64(m + 1)

@@ -1,6 +1,12 @@
 package native
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio/memio"
+)
 
 // TestEarliest: a connection's heap key is its first armed deadline of
 // the five, whichever that is, and 0 (none) only when none is armed.
@@ -44,5 +50,17 @@ func TestWrap(t *testing.T) {
 				t.Fatalf("wrap(%d, %d) = %d, want %d", i, n, got, i%n)
 			}
 		}
+	}
+}
+
+// TestNegativeDelayedACKRefused: a negative DelayedACK would arm a
+// deadline before the engine's start, which earliest reads as none; New
+// says so instead.
+func TestNegativeDelayedACKRefused(t *testing.T) {
+	pa, _ := memio.NewPair(memio.Options{})
+	defer pa.Close()
+	_, err := New(pa, Options{Addr: addrA, DelayedACK: -time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "DelayedACK") {
+		t.Fatalf("New with DelayedACK -1ms: %v, want an error naming DelayedACK", err)
 	}
 }
