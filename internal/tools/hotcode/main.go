@@ -107,20 +107,22 @@ type report struct {
 // hot sums the profile of n iterations.
 func (p *profile) hot(n int) report {
 	var total uint64
-	line := map[uint64]string{}
+	first := map[uint64]uint64{} // hot line -> its lowest hot address
 	for a, c := range p.cost {
 		total += c
 		if c >= uint64(n+1)/2 {
-			if _, ok := line[a/64]; !ok {
-				line[a/64] = p.owner[a]
+			if f, ok := first[a/64]; !ok || a < f {
+				first[a/64] = a
 			}
 		}
 	}
+	// A line that two functions share counts for the first of them, so
+	// that the counts do not depend on the map's order.
 	count := map[string]int{}
-	for _, fn := range line {
-		count[pkgOf(fn)]++
+	for _, a := range first {
+		count[pkgOf(p.owner[a])]++
 	}
-	r := report{perIter: float64(total) / float64(n), lines: len(line)}
+	r := report{perIter: float64(total) / float64(n), lines: len(first)}
 	for name, k := range count {
 		r.byPkg = append(r.byPkg, pkgLines{name, k})
 	}

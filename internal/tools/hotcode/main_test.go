@@ -50,6 +50,26 @@ fn=runtime.memmove
 	}
 }
 
+// TestSharedLine: a line holding the end of one function and the start
+// of another counts once, for the function at its lower address.
+func TestSharedLine(t *testing.T) {
+	const prof = `fn=github.com/a/b.F
+0x1000 1 10
+fn=github.com/a/c.G
+0x1020 1 10
+`
+	for i := 0; i < 20; i++ { // map order varies from run to run
+		p, err := parse(strings.NewReader(prof))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := p.hot(10)
+		if r.lines != 1 || len(r.byPkg) != 1 || r.byPkg[0] != (pkgLines{"github.com/a/b", 1}) {
+			t.Fatalf("shared line: %d lines, %v; want 1, [{github.com/a/b 1}]", r.lines, r.byPkg)
+		}
+	}
+}
+
 func TestPkgOf(t *testing.T) {
 	for fn, want := range map[string]string{
 		"github.com/a/b.(*T).M'2":                   "github.com/a/b",
