@@ -33,9 +33,15 @@ var oneLoopEvict = flag.Int("oneloop.evict", 0,
 //
 //	go test -run '^$' -bench OneLoop -cpuprofile cpu.out ./tcp
 //	go test -c -o oneloop.test ./tcp
-//	GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --cache-sim=yes \
+//	GOGC=off GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --cache-sim=yes \
 //	  --toggle-collect='*oneLoop).pass' ./oneloop.test -test.run '^$' \
 //	  -test.bench 'OneLoop/tcp-xdp' -test.benchtime 20000x
+//
+// ('OneLoop/^xdp$' for the raw path alone: "xdp" matches both. GOGC=off
+// because a collection under valgrind's slowness would put its write
+// barriers inside the passes; asyncpreemptoff because callgrind trips on
+// the preemption signal.) internal/tools/hotcode counts the hot code
+// lines of such a profile, written with --dump-instr=yes.
 //
 // With -oneloop.evict=256 each pass starts after 256 KiB were written
 // (not timed, not collected): the cache misses then count the lines a
