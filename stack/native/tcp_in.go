@@ -438,6 +438,7 @@ func (c *Conn) ackInput(s *segment) bool {
 			e.markDirty(c)
 		}
 	}
+	dup := s.ack == c.sndUna // before newAck moves SND.UNA to it
 	if seqGT(s.ack, c.sndUna) {
 		c.newAck(s)
 	}
@@ -447,10 +448,11 @@ func (c *Conn) ackInput(s *segment) bool {
 		// dropped, so sending resumes at SND.UNA, in order.
 		c.sndNxt = c.sndUna
 		e.markDirty(c)
-	} else if s.ack == c.sndUna && seqLT(c.sndUna, c.sndMax) && (grew ||
+	} else if dup && seqLT(c.sndUna, c.sndMax) && (grew ||
 		len(s.payload) == 0 && s.flags&(flagSYN|flagFIN) == 0 && wnd == oldWnd) {
 		// RFC 5681 §2's duplicate ACK, or one with new SACK information
-		// (RFC 6675 §2: data flowing back does not hide a loss).
+		// (RFC 6675 §2: data flowing back does not hide a loss). An ACK
+		// that moved SND.UNA is cumulative, never a duplicate (§2 (d)).
 		c.dupAck()
 	}
 	if grew {
