@@ -167,3 +167,40 @@ func TestTickOnePerStepRFC1122Sec4_2_3_2(t *testing.T) {
 		t.Errorf("clock read %d times, want 2 (the two Ticks)", clk.reads)
 	}
 }
+
+// An ACK of everything in flight, for a connection with nothing more to
+// send, leaves the connection out of the next Flush (nothing for output
+// to do); one that opens room for data waiting in the send buffer puts it
+// in, and the data leaves at that Flush (RFC 9293 §3.10.7.4's ACK step,
+// the send side of §3.8.6.2.1).
+func TestACKMarksOnlyWhatCanSend(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	una, mss := inFlight(t, w, cb, 2)
+	w.pb.SetImpairment(memio.Impairment{})
+	ackB(w, ca, cb, una+2*mss)
+	if cb.sndUna != cb.sndMax || len(w.b.dirty) != 0 {
+		t.Fatalf("after the ACK of all in flight: una %d max %d, %d dirty connections, want none", cb.sndUna, cb.sndMax, len(w.b.dirty))
+	}
+
+	// Two segments more than the peer's window takes: the ACK that opens
+	// it lets them out.
+	cb.sndWnd = 0
+	una = cb.sndUna
+	cb.Write(make([]byte, 2*int(mss)))
+	if err := w.b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if cb.sndMax != una {
+		t.Fatalf("sent %d bytes into a zero window", cb.sndMax-una)
+	}
+	ackB(w, ca, cb, una)
+	if !cb.inDirty {
+		t.Fatal("the ACK that opened the window left the waiting data out of the next Flush")
+	}
+	if err := w.b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if cb.sndMax != una+2*mss {
+		t.Errorf("after the window opened: %d bytes sent, want %d", cb.sndMax-una, 2*mss)
+	}
+}

@@ -434,7 +434,7 @@ func (c *Conn) ackInput(s *segment) bool {
 			c.tPersist, c.persistShift = 0, 0
 			persisted = true
 		}
-		if wnd > oldWnd {
+		if wnd > oldWnd && c.sendable() {
 			e.markDirty(c)
 		}
 	}
@@ -488,7 +488,9 @@ func (c *Conn) newAck(s *segment) {
 		c.tRTO = e.now + c.rto // RFC 6298 §5.3
 		e.arm(c)
 	}
-	e.markDirty(c)
+	if c.sendable() {
+		e.markDirty(c) // the ACK made room in the windows
+	}
 }
 
 // finAckedStep moves the closing states on once our FIN is acknowledged.

@@ -41,6 +41,16 @@ func (c *Conn) output() bool {
 	return true
 }
 
+// sendable reports whether the connection has segments that an ACK
+// opening the windows may let out: data not sent yet, a FIN not in
+// flight, or the retransmissions of loss recovery. An ACK for a
+// connection without any leaves it out of the next Flush, which would
+// find nothing to send (what owes an ACK marks it itself).
+func (c *Conn) sendable() bool {
+	inFlight := int(c.sndNxt - c.sndUna)
+	return c.inRecovery || c.sLen > inFlight || c.finQueued && !c.finAcked && inFlight == c.sLen
+}
+
 // sendSyn sends our SYN (SYN-SENT) or SYN-ACK (SYN-RECEIVED), once the
 // next hop's MAC is known.
 func (c *Conn) sendSyn() bool {
