@@ -2,6 +2,7 @@ package native
 
 import (
 	"encoding/binary"
+	"reflect"
 	"testing"
 	"time"
 
@@ -130,4 +131,27 @@ func checkConn(t *testing.T, c *Conn) {
 			t.Fatalf("out-of-order block %d beyond the buffer", i)
 		}
 	}
+}
+
+// FuzzParseOptionsLayouts: the timestamps layout parseOptions reads
+// without its loop (RFC 7323 Appendix A) gives what the loop gives, for
+// every option bytes, that layout and its near misses included.
+func FuzzParseOptionsLayouts(f *testing.F) {
+	f.Add([]byte{1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9})
+	f.Add([]byte{1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0})
+	f.Add([]byte{1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9, 1, 1, 5, 10, 0, 0, 0, 1, 0, 0, 0, 2})
+	f.Add([]byte{1, 1, 8, 9, 0, 0, 0, 7, 0, 0, 0, 9})
+	f.Add([]byte{8, 10, 0, 0, 0, 7, 0, 0, 0, 9, 1, 1})
+	f.Fuzz(func(t *testing.T, o []byte) {
+		dirty := segment{hasMSS: true, hasWS: true, sackOK: true, hasTS: true, nsack: 3, tsVal: 1, tsEcr: 2}
+		fast, slow := dirty, segment{tsVal: 1, tsEcr: 2}
+		okFast := parseOptions(&fast, o)
+		okSlow := parseAnyOptions(&slow, o)
+		if okFast != okSlow {
+			t.Fatalf("% x: parseOptions %v, parseAnyOptions %v", o, okFast, okSlow)
+		}
+		if okFast && !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("% x: parseOptions %+v, parseAnyOptions %+v", o, fast, slow)
+		}
+	})
 }

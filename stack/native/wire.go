@@ -199,7 +199,24 @@ func parseTCP(s *segment, src, dst [4]byte, b []byte) tcpError {
 // their length; a length that runs past the header, or a known option of
 // the wrong length, makes the segment malformed (false).
 func parseOptions(s *segment, o []byte) bool {
-	s.hasMSS, s.hasWS, s.sackOK, s.hasTS, s.nsack = false, false, false, false, 0
+	s.hasMSS, s.hasWS, s.sackOK, s.nsack = false, false, false, 0
+	// The options of nearly every segment after the handshake, ours and
+	// Linux's: two NOPs and the timestamps (RFC 7323 Appendix A's layout).
+	if len(o) == 12 && binary.BigEndian.Uint32(o) == tsLayout {
+		s.hasTS, s.tsVal, s.tsEcr = true, binary.BigEndian.Uint32(o[4:]), binary.BigEndian.Uint32(o[8:])
+		return true
+	}
+	s.hasTS = false
+	return parseAnyOptions(s, o)
+}
+
+// tsLayout is NOP, NOP, kind 8 and length 10: the first four bytes of
+// the timestamps option aligned as RFC 7323 Appendix A recommends.
+const tsLayout = optNOP<<24 | optNOP<<16 | optTimestamp<<8 | 10
+
+// parseAnyOptions is parseOptions for options in any order and layout,
+// with s's option fields cleared.
+func parseAnyOptions(s *segment, o []byte) bool {
 	for len(o) > 0 {
 		k := o[0]
 		if k == optEnd {
