@@ -33,6 +33,7 @@ const (
 	cICMPTooBig
 	cTCPSegmentsIn
 	cTCPSegmentsOut
+	cTCPPredicted
 	cTCPShort
 	cTCPChecksum
 	cTCPBadOption
@@ -104,6 +105,7 @@ var counterNames = [nCounters]struct {
 	cICMPTooBig:           {"icmp_reply_too_big", false},
 	cTCPSegmentsIn:        {"tcp_segments_in", false},
 	cTCPSegmentsOut:       {"tcp_segments_out", false},
+	cTCPPredicted:         {"tcp_predicted", false}, // of tcp_segments_in, those header prediction took
 	cTCPShort:             {"tcp_short", true},
 	cTCPChecksum:          {"tcp_checksum_errors", true},
 	cTCPBadOption:         {"tcp_bad_options", true},

@@ -4,12 +4,18 @@ import "time"
 
 // input runs segment s on the connection (RFC 9293 §3.10.7.3 for
 // SYN-SENT, §3.10.7.4 for the other states), with RFC 5961's checks and
-// RFC 7323's PAWS. The fast path, in-order data or a pure ACK on an
-// established connection, goes straight through the same steps.
+// RFC 7323's PAWS. The segment a busy established connection expects
+// next (predicted) takes fastInput, which does what these steps do for
+// it and skips the tests it is known to pass.
 func (c *Conn) input(s *segment) {
 	e := c.e
 	c.lastRx = e.now
 	c.keepProbes = 0
+	if c.predicted(s) && !noFastPath {
+		e.cnt[cTCPPredicted]++
+		c.fastInput(s)
+		return
+	}
 	if c.state == SynSent {
 		c.synSentInput(s)
 		return
@@ -81,6 +87,46 @@ func (c *Conn) input(s *segment) {
 		if len(s.payload) > 0 || s.flags&flagFIN != 0 {
 			c.dataInput(s)
 		}
+	}
+}
+
+// noFastPath turns fastInput off, for the tests that compare the two
+// paths frame by frame.
+var noFastPath = false
+
+// predicted reports whether s is the segment an established connection
+// expects next, as BSD's and Linux's header prediction have it: an ACK
+// without SYN, FIN, RST or URG, at RCV.NXT (acceptable, RFC 9293
+// §3.10.7.4), passing PAWS (RFC 7323 §5.3), without SACK blocks,
+// acknowledging nothing beyond SND.MAX and nothing below SND.UNA, either
+// moving SND.UNA or carrying data (so not a duplicate ACK, RFC 5681 §2),
+// with data that fits the receive buffer; and the connection has no
+// data held out of order, no loss recovery, no persist timer and an
+// owner (an application, or a listener's queue).
+func (c *Conn) predicted(s *segment) bool {
+	return c.state == Established && s.flags&^flagPSH == flagACK && s.seq == c.rcvNxt &&
+		s.nsack == 0 && c.nooo == 0 && !c.oooFin && !c.inRecovery && c.tPersist == 0 &&
+		(c.user || c.queued) && seqGEQ(s.ack, c.sndUna) && seqLEQ(s.ack, c.sndMax) &&
+		(len(s.payload) > 0 || s.ack != c.sndUna) && len(s.payload) <= c.rcvCap-c.rLen &&
+		(!c.tsOK || !s.hasTS || !seqLT(s.tsVal, c.tsRecent-pawsSlack))
+}
+
+// fastInput runs a predicted segment: the steps of input, ackInput and
+// dataInput that such a segment takes, in their order.
+func (c *Conn) fastInput(s *segment) {
+	c.takeWindow(s)
+	if s.ack != c.sndUna {
+		c.newAck(s)
+	}
+	if c.tsOK && s.hasTS && seqLEQ(s.seq, c.lastAckSent) && !seqLT(s.tsVal, c.tsRecent) {
+		c.tsRecent = s.tsVal
+	}
+	if n := len(s.payload); n > 0 {
+		c.writeRing(0, s.payload)
+		c.rLen += n
+		c.rcvNxt += uint32(n)
+		c.e.markReadable(c)
+		c.dataAcked(n, false)
 	}
 }
 
@@ -424,20 +470,7 @@ func (c *Conn) ackInput(s *segment) bool {
 		c.takeDSACK(s)
 		grew = c.takeSACK(s)
 	}
-	wnd := uint32(s.wnd) << c.sndWS
-	oldWnd := c.sndWnd
-	persisted := false
-	if seqLT(c.sndWl1, s.seq) || c.sndWl1 == s.seq && seqLEQ(c.sndWl2, s.ack) {
-		c.sndWnd, c.sndWl1, c.sndWl2 = wnd, s.seq, s.ack
-		c.maxSndWnd = max(c.maxSndWnd, wnd)
-		if wnd > 0 && c.tPersist != 0 {
-			c.tPersist, c.persistShift = 0, 0
-			persisted = true
-		}
-		if wnd > oldWnd && c.sendable() {
-			e.markDirty(c)
-		}
-	}
+	wnd, oldWnd, persisted := c.takeWindow(s)
 	dup := s.ack == c.sndUna // before newAck moves SND.UNA to it
 	if seqGT(s.ack, c.sndUna) {
 		c.newAck(s)
@@ -459,6 +492,26 @@ func (c *Conn) ackInput(s *segment) bool {
 		c.lostRetransmit()
 	}
 	return c.finAckedStep()
+}
+
+// takeWindow updates the send window from s unless s is older than the
+// segment the window was last taken from (RFC 9293 §3.10.7.4, SND.WL1
+// and SND.WL2). It returns the window s offers and the one before, and
+// whether the window opened after zero-window probes.
+func (c *Conn) takeWindow(s *segment) (wnd, oldWnd uint32, persisted bool) {
+	wnd, oldWnd = uint32(s.wnd)<<c.sndWS, c.sndWnd
+	if seqLT(c.sndWl1, s.seq) || c.sndWl1 == s.seq && seqLEQ(c.sndWl2, s.ack) {
+		c.sndWnd, c.sndWl1, c.sndWl2 = wnd, s.seq, s.ack
+		c.maxSndWnd = max(c.maxSndWnd, wnd)
+		if wnd > 0 && c.tPersist != 0 {
+			c.tPersist, c.persistShift = 0, 0
+			persisted = true
+		}
+		if wnd > oldWnd && c.sendable() {
+			c.e.markDirty(c)
+		}
+	}
+	return wnd, oldWnd, persisted
 }
 
 // newAck takes an ACK that moves SND.UNA forward.
