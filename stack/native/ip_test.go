@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"time"
@@ -188,5 +189,28 @@ func TestARPRFC826(t *testing.T) {
 	nogw := newBench(t, Options{})
 	if _, err := nogw.e.Dial(netip.MustParseAddrPort("192.0.2.1:80"), 0); !errors.Is(err, ErrHostUnreachable) {
 		t.Fatalf("off-link without a gateway: %v", err)
+	}
+}
+
+// RFC 791 §3.1, RFC 1071: the header checksum putIPv4 adds up from its
+// fields is the one the header's bytes sum to, for any length, ID,
+// protocol and addresses (the largest words included, whose sum carries).
+func TestIPv4HeaderChecksumRFC791Sec3_1(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	h := make([]byte, ipLen)
+	for i := range 100000 {
+		id, n, proto := uint16(r.Uint32()), ipLen+int(r.Uint32()%65516), uint8(r.Uint32())
+		var src, dst [4]byte
+		binary.BigEndian.PutUint32(src[:], r.Uint32())
+		binary.BigEndian.PutUint32(dst[:], r.Uint32())
+		if i == 0 {
+			id, n, proto, src, dst = 0xffff, 0xffff, 0xff, [4]byte{0xff, 0xff, 0xff, 0xff}, [4]byte{0xff, 0xff, 0xff, 0xff}
+		}
+		putIPv4(h, id, proto, src, dst, n)
+		got := binary.BigEndian.Uint16(h[10:])
+		h[10], h[11] = 0, 0
+		if want := fold(csum(0, h)); got != want {
+			t.Fatalf("id %#x length %d proto %d %v > %v: checksum %#04x, the header's bytes give %#04x", id, n, proto, src, dst, got, want)
+		}
 	}
 }

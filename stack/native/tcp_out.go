@@ -255,8 +255,10 @@ func (c *Conn) sendRST(seq uint32) {
 // what was owed (delayed ACK, ackNow).
 func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	e := c.e
-	var opt [40]byte
-	ol := c.options(opt[:], flags)
+	// The options go where they will be sent; tcpFrame writes the
+	// headers before them and sizes the frame around them.
+	const at = ethLen + ipLen + tcpLen
+	ol := c.options(e.tx[at:at+40], flags)
 	hl := tcpLen + ol
 	ack := uint32(0)
 	if flags&flagACK != 0 {
@@ -264,7 +266,6 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	}
 	t := e.tcpFrame(c.mac, c.raddr, ipLen+hl+n)
 	putTCP(t, c.lport, c.rport, seq, ack, hl, flags, c.window(flags))
-	copy(t[tcpLen:], opt[:ol])
 	if n > 0 {
 		at := wrap(c.sHead+off, len(c.sbuf))
 		k := copy(t[hl:hl+n], c.sbuf[at:])
@@ -448,12 +449,13 @@ func (e *Engine) tcpFrame(dstMAC [6]byte, dst [4]byte, tot int) []byte {
 
 // putTCP writes the fixed TCP header (RFC 9293 §3.1) of a segment whose
 // header, options included, is hl bytes, with a zero checksum.
-func putTCP(t []byte, sport, dport uint16, seq, ack uint32, hl int, flags uint8, wnd uint16) {
+func putTCP(b []byte, sport, dport uint16, seq, ack uint32, hl int, flags uint8, wnd uint16) {
+	t := (*[tcpLen]byte)(b)
 	binary.BigEndian.PutUint16(t[0:], sport)
 	binary.BigEndian.PutUint16(t[2:], dport)
 	binary.BigEndian.PutUint32(t[4:], seq)
 	binary.BigEndian.PutUint32(t[8:], ack)
 	t[12], t[13] = uint8(hl/4)<<4, flags
 	binary.BigEndian.PutUint16(t[14:], wnd)
-	t[16], t[17], t[18], t[19] = 0, 0, 0, 0
+	binary.BigEndian.PutUint32(t[16:], 0) // checksum and urgent pointer
 }

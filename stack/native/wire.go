@@ -267,22 +267,25 @@ func parseAnyOptions(s *segment, o []byte) bool {
 }
 
 // putIPv4 writes an IPv4 header for a datagram of n bytes (header
-// included) into b.
+// included) into b. Its checksum (RFC 791 §3.1, RFC 1071) is the sum of
+// the ten header words added as numbers, not read back from b.
 func putIPv4(b []byte, id uint16, proto uint8, src, dst [4]byte, n int) {
-	b[0], b[1] = 0x45, 0
-	binary.BigEndian.PutUint16(b[2:], uint16(n))
-	binary.BigEndian.PutUint16(b[4:], id)
-	binary.BigEndian.PutUint16(b[6:], 0x4000) // DF
-	b[8], b[9] = ttl, proto
-	b[10], b[11] = 0, 0
-	copy(b[12:16], src[:])
-	copy(b[16:20], dst[:])
-	binary.BigEndian.PutUint16(b[10:], fold(csum(0, b[:ipLen])))
+	h := (*[ipLen]byte)(b)
+	h[0], h[1] = 0x45, 0
+	binary.BigEndian.PutUint16(h[2:], uint16(n))
+	binary.BigEndian.PutUint16(h[4:], id)
+	h[6], h[7] = 0x40, 0 // DF
+	h[8], h[9] = ttl, proto
+	copy(h[12:16], src[:])
+	copy(h[16:20], dst[:])
+	sum := pseudo(src, dst, 0, 0) + 0x4500 + uint64(uint16(n)) + uint64(id) + 0x4000 + (ttl<<8 | uint64(proto))
+	binary.BigEndian.PutUint16(h[10:], fold(sum))
 }
 
 // putEth writes an Ethernet header into b.
 func putEth(b []byte, dst, src [6]byte, typ uint16) {
-	copy(b[0:6], dst[:])
-	copy(b[6:12], src[:])
-	binary.BigEndian.PutUint16(b[12:], typ)
+	h := (*[ethLen]byte)(b)
+	copy(h[0:6], dst[:])
+	copy(h[6:12], src[:])
+	binary.BigEndian.PutUint16(h[12:], typ)
 }
