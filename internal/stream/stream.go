@@ -493,7 +493,16 @@ func forget(l []*conn) {
 }
 
 // sendAll writes the released bytes of every connection that has some.
+// The check is apart from the loop so that it inlines into Rx and Flush,
+// which then skip the call when the list is empty (most of the time).
 func (s *Layer) sendAll() {
+	if len(s.tx) > 0 {
+		s.sendEach()
+	}
+}
+
+// sendEach is sendAll's loop.
+func (s *Layer) sendEach() {
 	k := 0
 	for _, c := range s.tx {
 		if !c.removed {
@@ -747,6 +756,13 @@ func (s *Layer) Pending() bool {
 // was written (finished), so that answers the peer never gets are
 // counted.
 func (s *Layer) reap() {
+	if len(s.ends) > 0 {
+		s.reapEach()
+	}
+}
+
+// reapEach is reap's loop.
+func (s *Layer) reapEach() {
 	k := 0
 	for _, c := range s.ends {
 		switch {
