@@ -107,8 +107,17 @@ func (e *Engine) siftDown(i int) {
 }
 
 // runTimers fires what is due: ARP retries and every connection whose
-// heap entry's time has come.
+// heap entry's time has come. Its test inlines into PollAt and FlushAt,
+// which call it on every poll: the call happens only with a connection
+// timer due, an ARP request or a reassembly pending.
 func (e *Engine) runTimers() {
+	if e.top <= e.now || e.arp.asking > 0 || e.reasmUsed > 0 {
+		e.runDue()
+	}
+}
+
+// runDue is runTimers past its test.
+func (e *Engine) runDue() {
 	if at, ok := e.arp.next(); ok && at <= e.now {
 		e.arpTimers()
 	}
