@@ -162,8 +162,7 @@ func (c *Conn) Write(p []byte) int {
 		return 0
 	}
 	at := wrap(c.sHead+c.sLen, len(c.sbuf))
-	k := copy(c.sbuf[at:], p[:n])
-	copy(c.sbuf, p[k:n])
+	toRing(c.sbuf, at, p[:n])
 	c.sLen += n
 	c.e.markDirty(c)
 	return n
@@ -184,8 +183,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	n := min(len(p), c.rLen)
-	k := copy(p[:n], c.rbuf[c.rHead:])
-	copy(p[k:n], c.rbuf)
+	fromRing(p[:n], c.rbuf, c.rHead)
 	c.rHead = wrap(c.rHead+n, len(c.rbuf))
 	c.rLen -= n
 	c.windowOpened()
@@ -203,6 +201,21 @@ func wrap(i, n int) int {
 		i -= n
 	}
 	return i
+}
+
+// toRing copies p into ring from position at on, wrapping at its end;
+// p fits the ring.
+func toRing(ring []byte, at int, p []byte) {
+	if k := copy(ring[at:], p); k < len(p) {
+		copy(ring, p[k:])
+	}
+}
+
+// fromRing fills p from ring's position at on, wrapping at its end.
+func fromRing(p, ring []byte, at int) {
+	if k := copy(p, ring[at:]); k < len(p) {
+		copy(p[k:], ring)
+	}
 }
 
 // Readable reports whether Read would return bytes or an error.

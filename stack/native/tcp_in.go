@@ -681,8 +681,7 @@ func (c *Conn) dataInput(s *segment) {
 // writeRing copies p into the receive ring at offset off from RCV.NXT.
 func (c *Conn) writeRing(off int, p []byte) {
 	at := wrap(c.rHead+c.rLen+off, len(c.rbuf))
-	k := copy(c.rbuf[at:], p)
-	copy(c.rbuf, p[k:])
+	toRing(c.rbuf, at, p)
 }
 
 // dataAcked decides when in-order data is acknowledged (RFC 1122

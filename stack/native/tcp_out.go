@@ -268,8 +268,7 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	putTCP(t, c.lport, c.rport, seq, ack, hl, flags, c.window(flags))
 	if n > 0 {
 		at := wrap(c.sHead+off, len(c.sbuf))
-		k := copy(t[hl:hl+n], c.sbuf[at:])
-		copy(t[hl+k:hl+n], c.sbuf)
+		fromRing(t[hl:hl+n], c.sbuf, at)
 	}
 	binary.BigEndian.PutUint16(t[16:], fold(csum(pseudo(e.addr, c.raddr, protoTCP, hl+n), t[:hl+n])))
 	if !e.send() {

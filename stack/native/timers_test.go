@@ -1,6 +1,7 @@
 package native
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,32 @@ func TestWrap(t *testing.T) {
 		for i := 0; i < 2*n; i++ {
 			if got := wrap(i, n); got != i%n {
 				t.Fatalf("wrap(%d, %d) = %d, want %d", i, n, got, i%n)
+			}
+		}
+	}
+}
+
+// TestRingCopies: toRing and fromRing put bytes at every position of a
+// ring, wrapping at its end, and take them back in order, for every
+// length that fits.
+func TestRingCopies(t *testing.T) {
+	const n = 7
+	for at := 0; at < n; at++ {
+		for l := 0; l <= n; l++ {
+			ring, p := make([]byte, n), make([]byte, l)
+			for i := range p {
+				p[i] = byte(i + 1)
+			}
+			toRing(ring, at, p)
+			for i := range p {
+				if ring[(at+i)%n] != p[i] {
+					t.Fatalf("toRing at %d, %d bytes: ring % x", at, l, ring)
+				}
+			}
+			back := make([]byte, l)
+			fromRing(back, ring, at)
+			if !bytes.Equal(back, p) {
+				t.Fatalf("fromRing at %d, %d bytes: % x, want % x", at, l, back, p)
 			}
 		}
 	}
