@@ -7,10 +7,10 @@
 // An Engine has no goroutines and no locks. Its owner calls Poll, which
 // takes frames from the FrameIO and runs Ethernet, ARP, IPv4, ICMP and
 // TCP input in the same call (answers such as ARP replies, RSTs and echo
-// replies go into TX slots at once), then fires the timers that are due;
-// Flush builds the segments every connection has due straight from its
-// send buffer into TX slots (padded to 60 bytes) and kicks the FrameIO
-// once; Wait sleeps until a frame arrives (frameio.Waiter) or the next
+// replies go to the FrameIO's TX slots at once), then fires the timers
+// that are due; Flush builds the segments every connection has due from
+// its send buffer, each in one scratch frame (padded to 60 bytes) that
+// the FrameIO copies into a TX slot, and kicks the FrameIO once; Wait sleeps until a frame arrives (frameio.Waiter) or the next
 // timer is due. Timers are data (per-connection deadlines in a heap), read
 // from Options.Clock on every Poll, Flush and Wait; a poll loop that polls
 // and flushes in one step reads the clock once (Engine.Tick) and passes
@@ -44,7 +44,10 @@
 //     while the receive window is zero), SYN+FIN dropped and counted, RFC
 //     5961 challenge ACKs, ISNs per RFC 6528, the MSS option (RFC 6691),
 //     RST for data to a connection the application closed (RFC 1122
-//     §4.2.2.13).
+//     §4.2.2.13). The segment an established connection expects next
+//     (in order, an ACK that moves SND.UNA or carries data, no SACK
+//     blocks) takes a short path that does what the general one does for
+//     it (header prediction, counted in tcp_predicted).
 //   - Data: rings as send and receive buffers, out-of-order data held in
 //     the receive ring, RTO per RFC 6298 (configurable minimum, backoff,
 //     Karn), delayed ACK per RFC 1122 §4.2.3.2 (off by default), Nagle off
