@@ -114,7 +114,9 @@ func (c *Conn) pipe() uint32 {
 func (c *Conn) sendData() bool {
 	e := c.e
 	for {
-		c.skipSACKed()
+		if seqLT(c.sndNxt, c.sndMax) { // retransmitting: step over what the peer SACKed
+			c.skipSACKed()
+		}
 		off := int(c.sndNxt - c.sndUna)
 		avail := c.sLen - off
 		if avail <= 0 {
@@ -352,7 +354,7 @@ func (c *Conn) options(o []byte, flags uint8) int {
 		o[0], o[1] = optNOP, optNOP
 		n = c.putTS(o, 2)
 	}
-	if flags&flagRST == 0 {
+	if flags&flagRST == 0 && (c.nooo > 0 || c.dsackSet) {
 		n = c.putSACK(o, n)
 	}
 	return n
