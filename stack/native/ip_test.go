@@ -214,3 +214,30 @@ func TestIPv4HeaderChecksumRFC791Sec3_1(t *testing.T) {
 		}
 	}
 }
+
+// RFC 1071 §2 (B): check sums a 20-byte header as five 32-bit words; its
+// verdict on the checksum is the one the sum of 16-bit words gives, for
+// any header bytes (a valid checksum, and any other).
+func TestIPv4CheckWordSumRFC1071(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	h := make([]byte, ipLen)
+	for i := range 200000 {
+		for j := range h {
+			h[j] = byte(r.Uint32())
+		}
+		if i == 0 {
+			for j := range h {
+				h[j] = 0xff
+			}
+		}
+		h[0], h[2], h[3] = 0x45, 0, ipLen // version 4, no options, length 20
+		if i%2 == 0 {                     // half of them with a correct checksum
+			h[10], h[11] = 0, 0
+			binary.BigEndian.PutUint16(h[10:], fold(csum(0, h)))
+		}
+		want := fold(csum(0, h)) == 0
+		if got := ipv4(h).check() != ipChecksum; got != want {
+			t.Fatalf("% x: check says checksum valid %v, the 16-bit sum says %v", h, got, want)
+		}
+	}
+}

@@ -138,7 +138,7 @@ func (p ipv4) check() ipError {
 	if tot < ihl || tot > len(p) {
 		return ipLength
 	}
-	if fold(csum(0, p[:ihl])) != 0 {
+	if fold(headerSum(p, ihl)) != 0 {
 		return ipChecksum
 	}
 	if ihl != ipLen {
@@ -148,6 +148,19 @@ func (p ipv4) check() ipError {
 		return ipFragment
 	}
 	return ipOK
+}
+
+// headerSum is the unfolded sum (RFC 1071) of the first ihl bytes of p:
+// a header without options as five 32-bit words (RFC 1071 §2 (B): the
+// sum may be taken in wider words and folded), others by csum.
+func headerSum(p []byte, ihl int) uint64 {
+	if ihl != ipLen {
+		return csum(0, p[:ihl])
+	}
+	h := (*[ipLen]byte)(p)
+	return uint64(binary.BigEndian.Uint32(h[0:])) + uint64(binary.BigEndian.Uint32(h[4:])) +
+		uint64(binary.BigEndian.Uint32(h[8:])) + uint64(binary.BigEndian.Uint32(h[12:])) +
+		uint64(binary.BigEndian.Uint32(h[16:]))
 }
 
 func (p ipv4) proto() uint8 { return p[9] }
