@@ -231,7 +231,8 @@ func TestIPv4CheckWordSumRFC1071(t *testing.T) {
 			}
 		}
 		h[0], h[2], h[3] = 0x45, 0, ipLen // version 4, no options, length 20
-		if i%2 == 0 {                     // half of them with a correct checksum
+		// Half of them with a correct checksum.
+		if i%2 == 0 {
 			h[10], h[11] = 0, 0
 			binary.BigEndian.PutUint16(h[10:], fold(csum(0, h)))
 		}
