@@ -377,18 +377,20 @@ func (e *Engine) FlushAt(now Tick) error {
 	}
 	e.setNow(now)
 	e.runTimers()
-	d := e.dirty
-	k := 0
-	for _, i := range d {
-		c := &e.conns[i]
-		c.inDirty = false
-		if !c.output() {
-			d[k] = i
-			k++
-			c.inDirty = true
+	if len(e.dirty) > 0 {
+		d := e.dirty
+		k := 0
+		for _, i := range d {
+			c := &e.conns[i]
+			c.inDirty = false
+			if !c.output() {
+				d[k] = i
+				k++
+				c.inDirty = true
+			}
 		}
+		e.dirty = d[:k]
 	}
-	e.dirty = d[:k]
 	if !e.unkicked {
 		return nil
 	}
