@@ -136,7 +136,7 @@ func (n *nativeEngine) Push() error { return n.e.FlushAt(n.now) }
 
 // Accept implements layer.Transport.
 func (n *nativeEngine) Accept(add func(layer.Conn, netip.AddrPort)) {
-	if n.ln == nil {
+	if n.ln == nil || n.ln.Pending() == 0 {
 		return
 	}
 	for {

@@ -627,22 +627,30 @@ func (s *Layer) receiveAll(pkts []core.Packet, want int) int {
 			enlist(&s.read, &c.inRead, c)
 		}
 	}
-	if i == len(s.rx) {
-		// Every connection visited (the common case): keep those that
-		// still have something, in order, where they are.
-		n := 0
-		for _, c := range s.rx {
-			if c.wantsRx() {
-				s.rx[n] = c
-				n++
-			} else {
-				c.inRx = false
-			}
-		}
-		forget(s.rx[n:])
-		s.rx = s.rx[:n]
+	if i < len(s.rx) {
+		s.rotate(i)
 		return k
 	}
+	// Every connection visited (the common case): keep those that still
+	// have something, in order, where they are.
+	n := 0
+	for _, c := range s.rx {
+		if c.wantsRx() {
+			s.rx[n] = c
+			n++
+		} else {
+			c.inRx = false
+		}
+	}
+	forget(s.rx[n:])
+	s.rx = s.rx[:n]
+	return k
+}
+
+// rotate is receiveAll's end when it stopped at rx[i], before the end
+// of the list: those it did not reach go to the front, those it visited
+// that still have something to the back, in their order.
+func (s *Layer) rotate(i int) {
 	next := append(s.spare[:0], s.rx[i:]...)
 	for _, c := range s.rx[:i] {
 		if c.wantsRx() {
@@ -653,7 +661,6 @@ func (s *Layer) receiveAll(pkts []core.Packet, want int) int {
 	}
 	forget(s.rx)
 	s.rx, s.spare = next, s.rx[:0]
-	return k
 }
 
 // receive delivers c's records into pkts[k:want], reading the transport

@@ -309,16 +309,8 @@ func (e *Engine) ipDeliver(srcMAC [6]byte, p ipv4) {
 // or the no-connection rule.
 func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, b []byte) {
 	s := &e.seg
-	switch parseTCP(s, src, e.addr, b) {
-	case tcpOK:
-	case tcpShort, tcpOffset:
-		e.cnt[cTCPShort]++
-		return
-	case tcpChecksum:
-		e.cnt[cTCPChecksum]++
-		return
-	case tcpBadOption:
-		e.cnt[cTCPBadOption]++
+	if err := parseTCP(s, src, e.addr, b); err != tcpOK {
+		e.countBadTCP(err)
 		return
 	}
 	e.cnt[cTCPSegmentsIn]++
@@ -338,6 +330,18 @@ func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, b []byte) {
 	}
 	e.cnt[cTCPNoConn]++
 	e.resetFor(s) // RFC 9293 §3.10.7.1
+}
+
+// countBadTCP counts a segment parseTCP refused, under its reason.
+func (e *Engine) countBadTCP(err tcpError) {
+	switch err {
+	case tcpShort, tcpOffset:
+		e.cnt[cTCPShort]++
+	case tcpChecksum:
+		e.cnt[cTCPChecksum]++
+	case tcpBadOption:
+		e.cnt[cTCPBadOption]++
+	}
 }
 
 // lookup finds the connection of tuple t. The last one found is kept

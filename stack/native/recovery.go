@@ -5,40 +5,13 @@ package native
 // scoreboard and pipe of RFC 6675.
 
 // ccAck grows cwnd for acked new bytes, or takes a partial ACK in
-// recovery.
+// recovery (recoveryAck, apart so that the common path is short).
 func (c *Conn) ccAck(acked uint32) {
-	mss := uint32(c.smss)
 	if c.inRecovery {
-		if seqGEQ(c.sndUna, c.recover) { // full ACK: RFC 6582 §3.2 step 3
-			c.inRecovery = false
-			c.cwnd = c.ssthresh
-			return
-		}
-		if c.sackOK {
-			// RFC 6675 §5: cwnd stays at ssthresh and pipe, which the
-			// ACK lowered, decides what leaves; the hole now at SND.UNA
-			// goes again only if it was not retransmitted yet. Deflating
-			// cwnd by the bytes acked (RFC 6582's rule, for ACKs that
-			// cover one segment) brought it to one segment whenever a
-			// retransmission filled a hole below SACKed data.
-			c.rtxOne = seqLEQ(c.rtxNext, c.sndUna)
-			c.rtxNext = seqMax(c.rtxNext, c.sndUna)
-			// Retransmitted at some time before now, it is dated now, so
-			// that lostRetransmit waits a round trip more, never less.
-			c.markUnaRtx(!c.rtxOne)
-			return
-		}
-		// Partial ACK: the next hole is lost too (RFC 6582 §3.2 step 3).
-		if acked >= c.cwnd {
-			c.cwnd = mss
-		} else {
-			c.cwnd = c.cwnd - acked + mss
-		}
-		c.cwnd = max(c.cwnd, c.ssthresh)
-		c.rtxOne = true
-		c.rtxNext = seqMax(c.rtxNext, c.sndUna)
+		c.recoveryAck(acked)
 		return
 	}
+	mss := uint32(c.smss)
 	if c.cwnd < c.ssthresh {
 		c.cwnd += min(acked, 2*mss) // RFC 3465 with L = 2
 	} else if c.e.o.Congestion == CUBIC {
@@ -51,6 +24,40 @@ func (c *Conn) ccAck(acked uint32) {
 		}
 	}
 	c.cwnd = min(c.cwnd, 1<<30)
+}
+
+// recoveryAck takes an ACK of new data during fast recovery: a full ACK
+// ends it, a partial one moves the retransmissions on.
+func (c *Conn) recoveryAck(acked uint32) {
+	mss := uint32(c.smss)
+	if seqGEQ(c.sndUna, c.recover) { // full ACK: RFC 6582 §3.2 step 3
+		c.inRecovery = false
+		c.cwnd = c.ssthresh
+		return
+	}
+	if c.sackOK {
+		// RFC 6675 §5: cwnd stays at ssthresh and pipe, which the
+		// ACK lowered, decides what leaves; the hole now at SND.UNA
+		// goes again only if it was not retransmitted yet. Deflating
+		// cwnd by the bytes acked (RFC 6582's rule, for ACKs that
+		// cover one segment) brought it to one segment whenever a
+		// retransmission filled a hole below SACKed data.
+		c.rtxOne = seqLEQ(c.rtxNext, c.sndUna)
+		c.rtxNext = seqMax(c.rtxNext, c.sndUna)
+		// Retransmitted at some time before now, it is dated now, so
+		// that lostRetransmit waits a round trip more, never less.
+		c.markUnaRtx(!c.rtxOne)
+		return
+	}
+	// Partial ACK: the next hole is lost too (RFC 6582 §3.2 step 3).
+	if acked >= c.cwnd {
+		c.cwnd = mss
+	} else {
+		c.cwnd = c.cwnd - acked + mss
+	}
+	c.cwnd = max(c.cwnd, c.ssthresh)
+	c.rtxOne = true
+	c.rtxNext = seqMax(c.rtxNext, c.sndUna)
 }
 
 // dupThresh is RFC 5681's and RFC 6675's DupThresh.
