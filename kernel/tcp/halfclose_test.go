@@ -100,6 +100,11 @@ func TestHalfCloseAnswersFlow(t *testing.T) {
 	if _, err := c.Read(rec); err != io.EOF {
 		t.Fatalf("after the last answer: %v, want the server's FIN (EOF)", err)
 	}
+	// The server keeps the connection until it sees its last answers and
+	// its FIN acknowledged, which the echo loop finds on a later Rx or
+	// Flush than the one that sent the FIN: wait for that before stopping
+	// it.
+	until(t, "the server to let the connection go", func() bool { return srv.Stats().Conns == 0 })
 	cancel()
 	events := <-done
 	var pe *core.PeerError
