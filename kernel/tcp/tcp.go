@@ -72,6 +72,9 @@ type conn struct {
 	out, in bool
 	// shut: CloseWrite queued our FIN (which SIOCOUTQ then counts).
 	shut bool
+	// settled: Close shut both directions (settle); cut: a read after
+	// that took bytes, which nobody will deliver (counted in RxClosed).
+	settled, cut bool
 	// sent follows the records written and not known acknowledged.
 	sent stream.Sent
 	// info is the connection's TCP_INFO as Stats last read it.
@@ -605,6 +608,7 @@ func (c *conn) Read(p []byte) (int, error) {
 		case n == 0:
 			return 0, io.EOF
 		}
+		c.cut = c.cut || c.settled
 		return n, nil
 	}
 }
@@ -629,7 +633,17 @@ func (c *conn) Writable() bool { return true }
 func (c *conn) SetReading(on bool) { c.b.setEvents(c, on, c.out) }
 
 // Close implements stream.Conn: close(2), after keeping its TCP_INFO.
+// A connection the backend's Close read bytes from after shutting it
+// down (the peer was still sending: the layer counted what it read in
+// RxClosed) is reset instead (SO_LINGER 0), as RFC 1122 §4.2.2.13 has it
+// for data pending at CLOSE and as Linux does for unread data: a plain
+// close(2) of the emptied socket could leave a peer facing a zero
+// window with nothing to tell it that its data is lost, until the
+// orphan's FIN-WAIT-2 timeout.
 func (c *conn) Close() {
+	if c.cut {
+		_ = unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	}
 	if ti, err := sock.ReadTCPInfo(c.fd); err == nil {
 		c.b.closedInfo.Add(ti)
 	}
@@ -853,6 +867,7 @@ func (b *Backend) settle() {
 		if unix.Shutdown(c.fd, unix.SHUT_RDWR) == nil {
 			c.shut = true
 		}
+		c.settled = true
 	}
 	for deadline := time.Now().Add(closeIdle); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if b.acknowledged() {

@@ -2,6 +2,8 @@ package tcp
 
 import (
 	"encoding/binary"
+	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -155,5 +157,78 @@ func TestClientLingerEndCountsAnswersInFlight(t *testing.T) {
 	}
 	if ss.TxSent+ss.TxDropped != ss.TxQueued {
 		t.Errorf("server TxSent %d + TxDropped %d != TxQueued %d", ss.TxSent, ss.TxDropped, ss.TxQueued)
+	}
+}
+
+// TestCloseResetsPeerStillSendingRFC1122Sec4_2_2_13: bytes read from a
+// connection after the backend's Close shut it down (the peer was still
+// sending; nobody will deliver them) make its close a reset (RFC 1122
+// §4.2.2.13: data pending at CLOSE is answered with a RST), so that the
+// peer learns at once. A plain close(2) of the socket that read just
+// emptied sends nothing more after the FIN: the peer stays in CLOSE-WAIT,
+// and one that was held by a zero window is never told its data is lost
+// (until the orphan's FIN-WAIT-2 timeout).
+func TestCloseResetsPeerStillSendingRFC1122Sec4_2_2_13(t *testing.T) {
+	for _, cut := range []bool{true, false} {
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(lo, 0).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		cc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		sc, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		// A descriptor of our own, which c.Close closes (the socket
+		// goes when cc closes too).
+		fd := -1
+		raw, err := cc.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.Control(func(s uintptr) { fd, err = unix.Dup(int(s)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &conn{b: &Backend{byFD: make([]*conn, fd+1)}, fd: fd}
+		if _, err := sc.Write([]byte("still sending")); err != nil {
+			t.Fatal(err)
+		}
+		if cut {
+			c.settled = true // as settle does, before Layer.Close's last reads
+		}
+		buf := make([]byte, 64)
+		until(t, "the peer's bytes", func() bool { n, _ := c.Read(buf); return n > 0 })
+		if err := unix.Shutdown(fd, unix.SHUT_RDWR); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		cc.Close()
+		state := func() uint8 {
+			var st uint8
+			raw, _ := sc.(*net.TCPConn).SyscallConn()
+			raw.Control(func(s uintptr) {
+				if ti, err := unix.GetsockoptTCPInfo(int(s), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+					st = ti.State
+				}
+			})
+			return st
+		}
+		if cut {
+			until(t, "the peer to take our reset", func() bool { return state() == tcpClose })
+			continue
+		}
+		// Without bytes cut off, an orderly close: the peer got our FIN
+		// and stays in CLOSE-WAIT (8) until it closes.
+		time.Sleep(100 * time.Millisecond)
+		if st := state(); st != 8 {
+			t.Errorf("after a close with nothing cut off, the peer's state is %d, want CLOSE-WAIT (8)", st)
+		}
 	}
 }
