@@ -834,8 +834,10 @@ func (b *Backend) snapshot() core.Stats {
 // reset). Either then waits up to 100 ms for what it wrote to be
 // acknowledged; the records whose first byte the peer still has not
 // acknowledged (SIOCOUTQ) move from TxSent to TxDropped and their
-// connection is reset. Every record received and never delivered counts
-// in the loss counter "stream" "rx_closed". On the
+// connection is reset, as is one whose peer was still sending when Close
+// read it for the last time (RFC 1122 §4.2.2.13: data pending at CLOSE),
+// so that the peer learns its data is lost. Every record received and
+// never delivered counts in the loss counter "stream" "rx_closed". On the
 // goroutine New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
 	return b.life.Close(b.waker.Wake, func() (core.Stats, error) {
