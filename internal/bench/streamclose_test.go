@@ -24,6 +24,28 @@ import (
 // flushes the queues): the only losses of a stream kind are at an end's
 // Close, and those are counted.
 func TestStreamCellEndAddsUp(t *testing.T) {
+	// Whether the streams are still full at the end is the host's timing:
+	// now and then the client's linger reads every answer. Such a cell
+	// adds up too but tests nothing; run another, a few times at most.
+	for attempt := 1; attempt <= 5; attempt++ {
+		c, refused := streamCellEnd(t)
+		t.Logf("attempt %d: sent %d received %d counted %d in flight %d unaccounted %d; by layer %v; loadgen refused %d",
+			attempt, c.Sent, c.Received, c.Counted, c.InFlight, c.Unaccounted, c.ByLayer, refused)
+		if c.Unaccounted != 0 {
+			t.Fatalf("unaccounted %d", c.Unaccounted)
+		}
+		if c.Received != c.Sent {
+			return
+		}
+	}
+	t.Fatal("every message came back in five cells: none ended with full streams, the test tested nothing")
+}
+
+// streamCellEnd runs one kernel tcp cell that ends without a drain and
+// returns its accounting and the messages the load generator could not
+// queue.
+func streamCellEnd(t *testing.T) (Conservation, uint64) {
+	t.Helper()
 	lo := netip.MustParseAddr("127.0.0.1")
 	base := core.Config{Kind: core.KindTCP, TxQueue: 16, SockBuf: 1 << 20}
 	scfg := base
@@ -56,13 +78,5 @@ func TestStreamCellEndAddsUp(t *testing.T) {
 	er := <-done
 	srv.Close()
 	er.Stats = srv.Stats()
-	c := Account(lr, er)
-	t.Logf("sent %d received %d counted %d in flight %d unaccounted %d; by layer %v; loadgen refused %d",
-		c.Sent, c.Received, c.Counted, c.InFlight, c.Unaccounted, c.ByLayer, lr.Total.NotSent)
-	if c.Received == c.Sent {
-		t.Fatal("every message came back: the cell did not end with full streams, the test tested nothing")
-	}
-	if c.Unaccounted != 0 {
-		t.Fatalf("unaccounted %d", c.Unaccounted)
-	}
+	return Account(lr, er), lr.Total.NotSent
 }
