@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -315,9 +317,55 @@ func (r *cellRun) explain(c *bench.Cell) []string {
 	if c.Unaccounted != 0 {
 		notes = append(notes, "host counters that moved: "+movedDrops(c.Host))
 	}
+	if s := r.stolen(c.Host); s != "" {
+		notes = append(notes, fmt.Sprintf("the hypervisor ran other work in place of %s during this cell (steal time, /proc/stat): "+
+			"what runs there stood still meanwhile, so the top of the latency histogram (max %s µs) and a ring that ran over can be that stall, not the path",
+			s, bench.FormatUs(c.MaxUs)))
+	}
 	if n := c.Host["a.snmp.udp.no_ports"]; n > 0 && c.Unaccounted > 0 {
 		notes = append(notes, fmt.Sprintf("a.snmp.udp.no_ports %d: answers that reached the load generator's host after it had closed "+
 			"(the drain, --drain %v, ended before the echo's backlog did); frames still in its receive ring at that moment are counted nowhere", n, r.nb.o.Drain))
 	}
 	return notes
+}
+
+// stealNote is the steal time of one CPU during a cell from which a note
+// names it: a stall a busy poller cannot hide (at 200k/s an AF_XDP ring of
+// 2048 frames lasts 10 ms).
+const stealNote = 20 // ms
+
+// stolen names the CPUs whose steal time during the cell (host, from
+// hostCounters) reached stealNote, with the pollers on them and how long:
+// "CPU 1 (the echo's poller) for 140 ms". Empty when none did.
+func (r *cellRun) stolen(host map[string]uint64) string {
+	o := &r.nb.o
+	load, echo := []int{o.LoadCPU}, []int{o.EchoCPU}
+	if r.n > 1 {
+		load, echo = r.nb.queueCPUs(r.n)
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(host)) {
+		ms := host[k]
+		name, ok := strings.CutSuffix(k, ".steal_ms")
+		if !ok || ms < stealNote {
+			continue
+		}
+		cpu, err := strconv.Atoi(strings.TrimPrefix(name, "cpu"))
+		if err != nil {
+			continue
+		}
+		var who []string
+		if slices.Contains(load, cpu) {
+			who = append(who, "the load generator's poller")
+		}
+		if slices.Contains(echo, cpu) {
+			who = append(who, "the echo's poller")
+		}
+		d := fmt.Sprintf("CPU %d", cpu)
+		if len(who) > 0 {
+			d += " (" + strings.Join(who, " and ") + ")"
+		}
+		out = append(out, fmt.Sprintf("%s for %d ms", d, ms))
+	}
+	return strings.Join(out, ", ")
 }

@@ -37,12 +37,18 @@ type side struct {
 
 // hostCounters reads the counters of both sides that lie outside the
 // backends: each interface's link statistics and the kernel's SNMP
-// counters (UDP and TCP) of each namespace. Keys are "a.link.tx_dropped",
-// "b.snmp.udp.rcvbuf_errors". What cannot be read is left out.
+// counters (UDP and TCP) of each namespace, and each CPU's steal time.
+// Keys are "a.link.tx_dropped", "b.snmp.udp.rcvbuf_errors",
+// "cpu1.steal_ms". What cannot be read is left out.
 func (nb *netbench) hostCounters() map[string]uint64 {
 	m := map[string]uint64{}
 	if nb.a == nil || nb.b == nil {
 		return m
+	}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		for cpu, ms := range parseSteal(string(b)) {
+			m["cpu"+strconv.Itoa(cpu)+".steal_ms"] = ms
+		}
 	}
 	for name, h := range map[string]*side{"a": nb.a, "b": nb.b} {
 		if l, err := h.ep.Link(); err == nil && l.Attrs().Statistics != nil {
@@ -69,6 +75,34 @@ func (nb *netbench) hostCounters() map[string]uint64 {
 		}
 	}
 	return m
+}
+
+// userHZ is the unit of /proc/stat's times: USER_HZ, 100 a second on
+// every architecture this runs on.
+const userHZ = 100
+
+// parseSteal returns each CPU's steal time in /proc/stat (the eighth
+// value of its "cpuN" line), in milliseconds: time the hypervisor ran
+// something else while this virtual CPU had work, during which nothing
+// on it ran. A kernel or a machine without it yields nothing.
+func parseSteal(s string) map[int]uint64 {
+	out := map[int]uint64{}
+	for _, l := range strings.Split(s, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		cpu, err := strconv.Atoi(f[0][3:])
+		if err != nil || cpu < 0 {
+			continue
+		}
+		ticks, err := strconv.ParseUint(f[8], 10, 64)
+		if err != nil {
+			continue
+		}
+		out[cpu] = ticks * 1000 / userHZ
+	}
+	return out
 }
 
 // parseSNMP parses /proc/net/snmp's Udp and Tcp lines (a header line of

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/dgramio/dgramio/internal/bench"
+)
+
+// A /proc/stat of a two-CPU guest: user nice system idle iowait irq
+// softirq steal guest guest_nice, in USER_HZ ticks.
+const procStat = `cpu  224403 0 69992 632589 3782 0 29890 11174 0 0
+cpu0 115228 0 34373 313139 1295 0 15902 5448 0 0
+cpu1 109175 0 35619 319450 2487 0 13987 5726 0 0
+intr 12345 0 0
+ctxt 987654
+`
+
+func TestParseSteal(t *testing.T) {
+	got := parseSteal(procStat)
+	want := map[int]uint64{0: 54480, 1: 57260}
+	if !maps.Equal(got, want) {
+		t.Fatalf("parseSteal = %v, want %v", got, want)
+	}
+	// A kernel that lists fewer fields (no steal column) yields nothing.
+	if got := parseSteal("cpu0 1 2 3 4 5 6 7\n"); len(got) != 0 {
+		t.Fatalf("short line: %v, want nothing", got)
+	}
+}
+
+// TestStealNoteNamesThePoller: a cell during which the hypervisor took a
+// poller's CPU away for at least stealNote is explained by a note that
+// names the CPU, its poller and how long; steal below that, or on no CPU
+// at all, adds none.
+func TestStealNoteNamesThePoller(t *testing.T) {
+	before := map[string]uint64{"cpu0.steal_ms": 54480, "cpu1.steal_ms": 57260}
+	after := map[string]uint64{"cpu0.steal_ms": 54490, "cpu1.steal_ms": 57400}
+	host := diffCounters(before, after)
+	if host["cpu1.steal_ms"] != 140 || host["cpu0.steal_ms"] != 10 {
+		t.Fatalf("diff %v", host)
+	}
+	r := &cellRun{nb: &netbench{}, n: 1}
+	r.nb.o.LoadCPU, r.nb.o.EchoCPU = 0, 1
+	if got, want := r.stolen(host), "CPU 1 (the echo's poller) for 140 ms"; got != want {
+		t.Fatalf("stolen = %q, want %q", got, want)
+	}
+	if got := r.stolen(map[string]uint64{"cpu0.steal_ms": stealNote - 1, "a.link.rx_packets": 5}); got != "" {
+		t.Fatalf("steal below %d ms named: %q", stealNote, got)
+	}
+	c := &bench.Cell{Host: host, MaxUs: 100400}
+	found := false
+	for _, n := range r.explain(c) {
+		if strings.Contains(n, "steal time") {
+			found = true
+			if !strings.Contains(n, "CPU 1 (the echo's poller) for 140 ms") || !strings.Contains(n, "max 100400") {
+				t.Fatalf("note %q does not name the CPU", n)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no steal note in %q", r.explain(c))
+	}
+}
