@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/vishvananda/netlink"
 )
 
@@ -185,4 +186,17 @@ func movedDrops(m map[string]uint64) string {
 	}
 	sort.Strings(ks)
 	return strings.Join(ks, " ")
+}
+
+// stolenMs is the steal time of every CPU summed over the cells of rep.
+func stolenMs(rep *bench.Report) uint64 {
+	var ms uint64
+	for i := range rep.Cells {
+		for k, v := range rep.Cells[i].Host {
+			if strings.HasPrefix(k, "cpu") && strings.HasSuffix(k, ".steal_ms") {
+				ms += v
+			}
+		}
+	}
+	return ms
 }

@@ -62,3 +62,14 @@ func TestStealNoteNamesThePoller(t *testing.T) {
 		t.Fatalf("no steal note in %q", r.explain(c))
 	}
 }
+
+func TestStolenMsSumsTheCells(t *testing.T) {
+	rep := &bench.Report{Cells: []bench.Cell{
+		{Host: map[string]uint64{"cpu0.steal_ms": 100, "cpu1.steal_ms": 10, "a.link.rx_packets": 7}},
+		{},
+		{Host: map[string]uint64{"cpu1.steal_ms": 30}},
+	}}
+	if got := stolenMs(rep); got != 140 {
+		t.Fatalf("stolenMs = %d, want 140", got)
+	}
+}

@@ -159,6 +159,9 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, "  %s: %s\n", k.Label(), k.Mode)
 			}
 		}
+		if ms := stolenMs(rep); ms >= stealNote {
+			fmt.Fprintf(stdout, "  host: the hypervisor ran other work in place of this machine's CPUs for %d ms during the cells (steal time, /proc/stat); report.md names the repeats it stalled\n", ms)
+		}
 	}
 	if o.Out != "" {
 		fmt.Fprintf(stderr, "netbench: results in %s (report.md, results.json", o.Out)
