@@ -160,7 +160,7 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		if ms := stolenMs(rep); ms >= stealNote {
-			fmt.Fprintf(stdout, "  host: the hypervisor ran other work in place of this machine's CPUs for %d ms during the cells (steal time, /proc/stat); report.md names the repeats it stalled\n", ms)
+			fmt.Fprintf(stdout, "  host: the hypervisor ran other work in place of this machine's CPUs for %d ms during the cells (steal time, /proc/stat); report.md names each repeat in which one CPU lost %d ms or more\n", ms, stealNote)
 		}
 	}
 	if o.Out != "" {
