@@ -2,13 +2,17 @@ package dgramio_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dgramio/dgramio"
 )
+
+var expvarRuns atomic.Int64
 
 // A real backend's counters through both exports: a datagram over
 // loopback shows up in the Prometheus text and in the expvar JSON.
@@ -57,7 +61,10 @@ func TestMetricsOfABackend(t *testing.T) {
 		}
 	}
 
-	v, err := dgramio.PublishExpvar("dgramio_test_udp_server", srv)
+	// expvar cannot unpublish: each run of the test (-count) takes a name
+	// of its own.
+	name := fmt.Sprintf("dgramio_test_udp_server_%d", expvarRuns.Add(1))
+	v, err := dgramio.PublishExpvar(name, srv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +75,7 @@ func TestMetricsOfABackend(t *testing.T) {
 	if s.Kind != "udp" || s.RxDelivered != 1 {
 		t.Fatalf("expvar: %+v", s)
 	}
-	if _, err := dgramio.PublishExpvar("dgramio_test_udp_server", srv); err == nil {
+	if _, err := dgramio.PublishExpvar(name, srv); err == nil {
 		t.Fatal("a name published twice")
 	}
 }

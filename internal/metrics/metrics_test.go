@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"unicode/utf8"
 
@@ -329,6 +330,8 @@ func TestSnake(t *testing.T) {
 	}
 }
 
+var expvarRuns atomic.Int64
+
 // The expvar variable is the Stats struct as JSON, read at each request,
 // served by expvar's handler.
 func TestExpvar(t *testing.T) {
@@ -338,7 +341,9 @@ func TestExpvar(t *testing.T) {
 		s := testStats("tcp", "records", n)
 		return s
 	}
-	name := fmt.Sprintf("dgramio_test_%d", n)
+	// expvar cannot unpublish: each run of the test (-count) takes a name
+	// of its own.
+	name := fmt.Sprintf("dgramio_test_%d", expvarRuns.Add(1))
 	v, err := PublishExpvar(name, stats)
 	if err != nil {
 		t.Fatal(err)
