@@ -209,6 +209,15 @@ func TestKickOnlyWhenNeeded(t *testing.T) {
 	if err := f.Kick(); err != nil || kicks() != 1 {
 		t.Fatalf("Kick after the kernel took everything: %d syscalls, want 1", kicks())
 	}
+	// The one sendto is counted, and its time: tx_kick_ns is what the
+	// calls cost the loop, so a call that took no time at all would be a
+	// clock that was not read.
+	if n := counter(t, f.XSK, "xsk", "tx_kicks"); n != 1 {
+		t.Fatalf("tx_kicks %d, want 1", n)
+	}
+	if ns := counter(t, f.XSK, "xsk", "tx_kick_ns"); ns == 0 || ns > uint64(time.Minute) {
+		t.Fatalf("tx_kick_ns %d after one sendto", ns)
+	}
 }
 
 func TestRxWakeupEvery64EmptyPolls(t *testing.T) {

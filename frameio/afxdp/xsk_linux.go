@@ -21,6 +21,7 @@ import (
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/guard"
+	"github.com/dgramio/dgramio/internal/monotime"
 	"github.com/dgramio/dgramio/internal/poison"
 )
 
@@ -118,10 +119,15 @@ type txSide struct {
 	frames0  int // TX frames in all (free when none is in flight)
 	maxLen   int
 	maxKicks int
+	// clock times Kick's system calls (kickNs): on a device whose
+	// driver copies (veth, any copy mode) the call carries the frames
+	// through the kernel, and what it costs the caller's loop is worth
+	// knowing.
+	clock *monotime.Clock
 
-	frames, bytes, ringFull, oversize, dropped, syscalls uint64
-	pub                                                  struct {
-		frames, bytes, ringFull, oversize, dropped, syscalls atomic.Uint64
+	frames, bytes, ringFull, oversize, dropped, syscalls, kickNs uint64
+	pub                                                          struct {
+		frames, bytes, ringFull, oversize, dropped, syscalls, kickNs atomic.Uint64
 	}
 }
 
@@ -422,6 +428,7 @@ func (x *XSK) splitUMEM() {
 	// A copy-mode kick sends at most 32 frames (the kernel's TX budget)
 	// and returns EAGAIN when more are left: enough kicks to empty a ring.
 	x.tx.maxKicks = o.RingSize/32 + 4
+	x.tx.clock = monotime.New(time.Now())
 }
 
 // bind binds the socket to the queue and reports whether it runs in
@@ -613,7 +620,9 @@ kicks:
 			break
 		}
 		before := t.tx.consumer.Load()
+		t0 := t.clock.Since()
 		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(x.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		t.kickNs += uint64(t.clock.Since() - t0)
 		t.syscalls++
 		switch e {
 		case 0:
@@ -672,6 +681,7 @@ func (t *txSide) publish() {
 	t.pub.oversize.Store(t.oversize)
 	t.pub.dropped.Store(t.dropped)
 	t.pub.syscalls.Store(t.syscalls)
+	t.pub.kickNs.Store(t.kickNs)
 }
 
 // RxFrames calls deliver for each received frame, at most max of them (and
@@ -892,7 +902,9 @@ func (x *XSK) Queue() int { return x.opts.QueueID }
 // tx_ring_empty_descs; rx_dropped, rx_ring_full and tx_invalid_descs are
 // losses), our own "xsk" counters (tx_oversize, rx_bad_desc,
 // tx_dropped_busy, tx_rekicks (not a loss: TX wake-ups the receive side
-// made after a Kick found the device busy), and what Close found left: tx_unsent_at_close, frames
+// made after a Kick found the device busy), tx_kicks and tx_kick_ns (not
+// losses: Kick's sendto calls and the nanoseconds they took), and what
+// Close found left: tx_unsent_at_close, frames
 // TxFrame accepted that were never sent or never completed, and
 // rx_unread_at_close, frames the kernel put in the RX ring that nobody
 // read; all losses) and the XDP program's counters ("xdp-prog"), unless
@@ -925,6 +937,12 @@ func (x *XSK) Stats() frameio.Stats {
 		// wake-ups of TX from the receive side after a Kick found the
 		// device busy (Kick).
 		core.Counter{Layer: "xsk", Name: "tx_rekicks", Value: x.rx.rekicks.Load()},
+		// Kick's sendto calls and the time they took, in nanoseconds (not
+		// losses): on a copying device each call carries the frames
+		// through the kernel to the peer, so the mean call is what one
+		// send costs the loop beyond building the frames.
+		core.Counter{Layer: "xsk", Name: "tx_kicks", Value: t.syscalls.Load()},
+		core.Counter{Layer: "xsk", Name: "tx_kick_ns", Value: t.kickNs.Load()},
 		core.Counter{Layer: "xsk", Name: "rx_unread_at_close", Value: unread, Loss: true},
 	)
 	x.statsMu.RLock()

@@ -300,6 +300,9 @@ func (r *cellRun) result(loadErr error, loadOut string, echoErr error, host map[
 	}
 	c.Host = host
 	c.Notes = append(c.Notes, r.explain(&c)...)
+	if s := kickNote(c.Counters, lf.Result.Total.ElapsedNs, r.n); s != "" {
+		c.Notes = append(c.Notes, s)
+	}
 	return &c, nil
 }
 
@@ -327,6 +330,35 @@ func (r *cellRun) explain(c *bench.Cell) []string {
 			"(the drain, --drain %v, ended before the echo's backlog did); frames still in its receive ring at that moment are counted nowhere", n, r.nb.o.Drain))
 	}
 	return notes
+}
+
+// kickBusy is the share of the load generator's time in TX kicks from
+// which kickNote speaks.
+const kickBusy = 0.5
+
+// kickNote says how much of the load generator's loop its AF_XDP TX kicks
+// took (counters xsk.tx_kick_ns and xsk.tx_kicks of both tools, over the
+// run of elapsedNs, summed over the queues' pollers), when that is kickBusy or
+// more; empty otherwise, and on kinds without the counters. On a copying
+// device the kick's sendto carries each frame through the kernel into the
+// peer's ring, a few microseconds that the caller's loop cannot poll in:
+// an answer that lands meanwhile waits, and the loop near its end has no
+// room for the noise of the host.
+func kickNote(counters map[string]uint64, elapsedNs int64, queues int) string {
+	ns, kicks := counters["loadgen.xsk.tx_kick_ns"], counters["loadgen.xsk.tx_kicks"]
+	if kicks == 0 || elapsedNs <= 0 {
+		return ""
+	}
+	share := float64(ns) / (float64(elapsedNs) * float64(max(queues, 1)))
+	if share < kickBusy {
+		return ""
+	}
+	s := fmt.Sprintf("the load generator's TX kicks (sendto) took %.0f%% of its loop: %d calls, %s µs each",
+		100*share, kicks, bench.FormatUs(float64(ns)/float64(kicks)/1e3))
+	if en, ek := counters["echo.xsk.tx_kick_ns"], counters["echo.xsk.tx_kicks"]; ek > 0 {
+		s += fmt.Sprintf(" (the echo's %s µs)", bench.FormatUs(float64(en)/float64(ek)/1e3))
+	}
+	return s + ": an answer that lands during a kick is read after it, so this p50 moves with the host's kick time (README, \"Measuring\")"
 }
 
 // stealNote is the steal time of one CPU during a cell from which a note

@@ -73,3 +73,27 @@ func TestStolenMsSumsTheCells(t *testing.T) {
 		t.Fatalf("stolenMs = %d, want 140", got)
 	}
 }
+
+func TestKickNoteSaysWhenKicksFillTheLoop(t *testing.T) {
+	c := map[string]uint64{
+		"loadgen.xsk.tx_kicks": 400000, "loadgen.xsk.tx_kick_ns": 1_400_000_000,
+		"echo.xsk.tx_kicks": 380000, "echo.xsk.tx_kick_ns": 1_216_000_000,
+	}
+	s := kickNote(c, 2e9, 1)
+	for _, want := range []string{"took 70% of its loop: 400000 calls, 3.5 µs each", "(the echo's 3.2 µs)", "read after it"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("note %q lacks %q", s, want)
+		}
+	}
+	// 35% of the loop: no note; nor when two pollers shared the kicks,
+	// nor on a kind without the counters.
+	if s := kickNote(c, 4e9, 1); s != "" {
+		t.Fatalf("note at 35%%: %q", s)
+	}
+	if s := kickNote(c, 2e9, 2); s != "" {
+		t.Fatalf("note at 35%% over two queues: %q", s)
+	}
+	if s := kickNote(map[string]uint64{"loadgen.dgramio.syscalls": 5}, 2e9, 1); s != "" {
+		t.Fatalf("note without kick counters: %q", s)
+	}
+}
