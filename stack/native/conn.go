@@ -59,7 +59,8 @@ type Conn struct {
 	mac          [6]byte
 	macOK        bool
 
-	// send side: sbuf holds sLen bytes from SND.UNA on at sHead.
+	// send side: sbuf holds sLen bytes from SND.UNA on at sHead, which
+	// goes back to its home whenever the ring empties.
 	sbuf                   []byte
 	sHead, sLen            int
 	iss, sndUna, sndNxt    uint32
@@ -101,7 +102,9 @@ type Conn struct {
 	unackedBytes, quickAck int
 
 	// receive side: rbuf holds rLen readable bytes at rHead, then room for
-	// out-of-order data at offsets from RCV.NXT.
+	// out-of-order data at offsets from RCV.NXT; rHead goes back to its
+	// home whenever the ring empties (nothing readable, nothing out of
+	// order).
 	rbuf         []byte
 	rHead, rLen  int
 	rcvCap       int
@@ -173,7 +176,7 @@ func (c *Conn) Write(p []byte) int {
 // error (ErrReset, ErrTimedOut, ...) when it ended otherwise, after the
 // bytes that came before it were read.
 func (c *Conn) Read(p []byte) (int, error) {
-	if c.rLen == 0 {
+	if c.rLen == 0 && c.nooo == 0 {
 		if c.finRcvd {
 			return 0, io.EOF
 		}
@@ -186,6 +189,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	fromRing(p[:n], c.rbuf, c.rHead)
 	c.rHead = wrap(c.rHead+n, len(c.rbuf))
 	c.rLen -= n
+	if c.rLen == 0 && c.nooo == 0 {
+		c.rHead = home(len(c.rbuf), recvHome) // empty: back home, as the send ring (newAck)
+	}
 	c.windowOpened()
 	if c.Readable() {
 		c.e.markReadable(c) // more than p took, or the FIN after it
@@ -399,6 +405,35 @@ func (c *Conn) buffers() {
 		c.sbuf = make([]byte, c.e.o.SendBuf)
 		c.rbuf = make([]byte, c.e.o.RecvBuf)
 	}
+	if c.sLen == 0 { // not a second call with bytes written (Dial, then establish)
+		c.sHead = home(len(c.sbuf), sendHome)
+	}
+	if c.rLen == 0 && c.nooo == 0 {
+		c.rHead = home(len(c.rbuf), recvHome)
+	}
+}
+
+// A ring's home is where its position goes whenever it is empty (at the
+// start, and each time its bytes have all been taken), so that traffic of
+// requests and answers, which empties both rings every round trip, writes
+// and reads the same few cache lines instead of moving through a ring of
+// megabytes to lines last touched that many bytes ago (a miss to memory
+// on each). The homes lie inside the first page and apart from its start:
+// the runtime page-aligns a large buffer, and the fronts of the other hot
+// buffers (the stream layer's staging and decoder, the frames) share the
+// first cache sets; the two rings of a connection take sets of their own.
+const (
+	sendHome = 1536
+	recvHome = 2560
+)
+
+// home is a ring of n bytes' home position h, or 0 when the ring is too
+// small to have it.
+func home(n, h int) int {
+	if h < n {
+		return h
+	}
+	return 0
 }
 
 // Dial opens a connection to dst from srcPort (0: an ephemeral port). The
