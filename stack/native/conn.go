@@ -176,7 +176,7 @@ func (c *Conn) Write(p []byte) int {
 // error (ErrReset, ErrTimedOut, ...) when it ended otherwise, after the
 // bytes that came before it were read.
 func (c *Conn) Read(p []byte) (int, error) {
-	if c.rLen == 0 && c.nooo == 0 {
+	if c.rLen == 0 {
 		if c.finRcvd {
 			return 0, io.EOF
 		}

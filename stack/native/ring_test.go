@@ -2,6 +2,7 @@ package native
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -95,5 +96,40 @@ func TestRingKeepsItsPlaceBehindAHole(t *testing.T) {
 	}
 	if cb.rHead != recvHome {
 		t.Fatalf("receive ring at %d once empty, want its home %d", cb.rHead, recvHome)
+	}
+}
+
+// TestResetBehindAHoleIsRead: a reset that ends a connection while data
+// waits out of order behind a hole is what the next Read returns, once
+// the in-order bytes before it are read (RFC 9293 §3.10.7.4: a RST in
+// the window resets the connection; §3.10.2's "connection reset" to the
+// user), however much out-of-order data the ring still holds.
+func TestResetBehindAHoleIsRead(t *testing.T) {
+	w := newWorld(t, memio.Options{}, Options{}, Options{})
+	ca, cb := w.connect(80)
+	send := func(p []byte) {
+		if ca.Write(p) != len(p) {
+			t.Fatal("write did not fit")
+		}
+		w.step()
+		w.step()
+	}
+	send(randBytes(1, 100))
+	w.pa.SetImpairment(memio.Impairment{Loss: 1})
+	send(randBytes(2, 100))
+	w.pa.SetImpairment(memio.Impairment{})
+	send(randBytes(3, 100))
+	if cb.nooo == 0 {
+		t.Fatal("the segment after the lost one is not held out of order")
+	}
+	buf := make([]byte, 512)
+	if n, err := cb.Read(buf); n != 100 || err != nil {
+		t.Fatalf("Read before the hole: %d, %v", n, err)
+	}
+	ca.Abort()
+	w.step()
+	w.step()
+	if n, err := cb.Read(buf); n != 0 || !errors.Is(err, ErrReset) {
+		t.Fatalf("Read after the peer's reset: %d, %v; want 0, %v", n, err, ErrReset)
 	}
 }
