@@ -189,9 +189,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	fromRing(p[:n], c.rbuf, c.rHead)
 	c.rHead = wrap(c.rHead+n, len(c.rbuf))
 	c.rLen -= n
-	if c.rLen == 0 && c.nooo == 0 {
-		c.rHead = home(len(c.rbuf), recvHome) // empty: back home, as the send ring (newAck)
-	}
+	c.recvHomeIfEmpty()
 	c.windowOpened()
 	if c.Readable() {
 		c.e.markReadable(c) // more than p took, or the FIN after it
@@ -405,12 +403,8 @@ func (c *Conn) buffers() {
 		c.sbuf = make([]byte, c.e.o.SendBuf)
 		c.rbuf = make([]byte, c.e.o.RecvBuf)
 	}
-	if c.sLen == 0 { // not a second call with bytes written (Dial, then establish)
-		c.sHead = home(len(c.sbuf), sendHome)
-	}
-	if c.rLen == 0 && c.nooo == 0 {
-		c.rHead = home(len(c.rbuf), recvHome)
-	}
+	c.sendHomeIfEmpty() // a second call (Dial, then establish) keeps what was written
+	c.recvHomeIfEmpty()
 }
 
 // A ring's home is where its position goes whenever it is empty (at the
@@ -434,6 +428,23 @@ func home(n, h int) int {
 		return h
 	}
 	return 0
+}
+
+// sendHomeIfEmpty moves the send ring's position home when it holds
+// nothing.
+func (c *Conn) sendHomeIfEmpty() {
+	if c.sLen == 0 {
+		c.sHead = home(len(c.sbuf), sendHome)
+	}
+}
+
+// recvHomeIfEmpty moves the receive ring's position home when it holds
+// nothing: no readable bytes and no out-of-order data, which lies at
+// offsets from the position.
+func (c *Conn) recvHomeIfEmpty() {
+	if c.rLen == 0 && c.nooo == 0 {
+		c.rHead = home(len(c.rbuf), recvHome)
+	}
 }
 
 // Dial opens a connection to dst from srcPort (0: an ephemeral port). The

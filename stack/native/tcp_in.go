@@ -525,9 +525,7 @@ func (c *Conn) newAck(s *segment) {
 	if data > 0 {
 		c.sHead = wrap(c.sHead+data, len(c.sbuf))
 		c.sLen -= data
-		if c.sLen == 0 {
-			c.sHead = home(len(c.sbuf), sendHome) // empty: back home (see home)
-		}
+		c.sendHomeIfEmpty()
 	}
 	c.sndUna = s.ack
 	if seqLT(c.sndNxt, c.sndUna) {
