@@ -363,6 +363,7 @@ type nconn struct {
 var (
 	_ layer.Conn       = (*nconn)(nil)
 	_ layer.HalfCloser = (*nconn)(nil)
+	_ layer.Lender     = (*nconn)(nil)
 )
 
 // Write implements layer.Conn.
@@ -408,6 +409,25 @@ func (c *nconn) Read(p []byte) (int, error) {
 		return k, err
 	}
 	return k, nativePeerError(err)
+}
+
+// Peek implements layer.Lender: the layer hands out the records at the
+// front of the engine's receive ring in place.
+func (c *nconn) Peek() []byte {
+	if c.gone {
+		return nil
+	}
+	return c.c.Peek()
+}
+
+// Lend implements layer.Lender.
+func (c *nconn) Lend(n int) { c.c.Lend(n) }
+
+// Consume implements layer.Lender.
+func (c *nconn) Consume() {
+	if !c.gone {
+		c.c.Consume()
+	}
 }
 
 // Readable implements layer.Conn.

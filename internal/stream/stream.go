@@ -27,6 +27,11 @@
 //     releases the connection; Abort resets it. A non-blocking engine
 //     connection plugs in with a one-line method each, and embeds a Hook.
 //
+// A Conn that is also a Lender lends its received bytes in place: the
+// layer hands out the whole records at their front as slices of the
+// transport's buffer, and gives the bytes back at the next Rx, so a
+// record is neither copied into the layer's decoder nor read.
+//
 // # Work in proportion to what moves
 //
 // A server may hold ten thousand connections of which a handful speak at
@@ -147,6 +152,26 @@ type Unacker interface {
 	UnackedRecords() (records int, ended bool)
 }
 
+// Lender is implemented by a Conn whose transport can lend the bytes it
+// received in place: the layer then hands out the records it finds whole
+// at their front as slices of the transport's buffer, instead of copying
+// them into its decoder first. It falls back on Read (and its decoder)
+// for what it cannot use in place: a record cut by the end of what Peek
+// returns, or one longer than Options.MaxRecord, at the front.
+type Lender interface {
+	// Peek returns received bytes that follow those lent, contiguous in
+	// the transport's buffer (not necessarily all there are: Readable
+	// says whether more follow), without taking them.
+	Peek() []byte
+	// Lend marks Peek's first n bytes as lent: they stay in place and
+	// unchanged, Readable no longer counts them, and the next Peek
+	// starts after them.
+	Lend(n int)
+	// Consume takes back all that was lent (the transport's Read and
+	// Close would).
+	Consume()
+}
+
 // Transport is the engine under a Layer.
 type Transport interface {
 	// Poll moves the engine on: frames in (ACKs that open windows
@@ -218,6 +243,10 @@ type conn struct {
 	peer  netip.AddrPort
 	stage *record.Staging
 	dec   *record.Decoder
+	// ln is t when it is a Lender (nil otherwise); lent: records of this
+	// Rx lie in its buffer, consumed at the next Rx (or readOut).
+	ln   Lender
+	lent bool
 	// pos is c's index in Layer.conns; removed: it left the set (entries
 	// of the work lists that still name it are dropped as met).
 	pos     int
@@ -308,6 +337,7 @@ func (s *Layer) Add(c Conn, peer netip.AddrPort) {
 	k := &conn{t: c, peer: peer, pos: len(s.conns), hint: true,
 		stage: record.NewStaging(s.opt.StagingSize),
 		dec:   record.NewDecoder(s.opt.MaxRecord, s.opt.DecoderSize)}
+	k.ln, _ = c.(Lender)
 	c.hook().c = k
 	s.conns = append(s.conns, k)
 	s.byPeer[peer] = k
@@ -576,8 +606,9 @@ func (s *Layer) kill(c *conn, err error) {
 
 // Rx returns up to min(len(pkts), RxBatch) records from the connections,
 // reading each at most once per call, starting each call where the last
-// one stopped. pkts[i].Data points into the connection's decoder and is
-// valid until the next Rx; From is the connection's peer. A record longer
+// one stopped. pkts[i].Data points into the connection's decoder (or a
+// Lender's buffer) and is valid until the next Rx, even when the
+// connection ends before it; From is the connection's peer. A record longer
 // than MaxRecord is skipped as it arrives and counted in RxTruncated. Like
 // Flush, Rx polls the transport, accepts, writes what earlier Flushes
 // released, removes the connections that ended and pushes. With no record
@@ -588,6 +619,7 @@ func (s *Layer) Rx(pkts []core.Packet) (int, error) {
 		// a read that only skipped an oversize record.
 		c.inRead = false
 		c.dec.Compact()
+		c.endLoan()
 		c.delivered = false
 		if poison.Debug {
 			poison.Fill(c.dec.Tail())
@@ -693,6 +725,12 @@ func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
 			break
 		}
 		c.hint = false
+		if c.ln != nil && c.dec.Idle() {
+			if n := s.lend(c, pkts, k, want); n > k {
+				k = n
+				break // what follows the loan is read at the next Rx
+			}
+		}
 		n, err := c.t.Read(tail)
 		read = true
 		switch {
@@ -712,6 +750,43 @@ func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
 		}
 	}
 	return k
+}
+
+// lend delivers into pkts[k:want] the records that lie whole at the front
+// of what c's Lender peeks, in place, lends their bytes and returns the
+// new k; it delivers none when the front record is cut or longer than
+// MaxRecord, or nothing is there, and receive then reads.
+func (s *Layer) lend(c *conn, pkts []core.Packet, k, want int) int {
+	p := c.ln.Peek()
+	off := 0
+	for k < want && len(p)-off >= record.HeaderLen {
+		n := int(p[off])<<8 | int(p[off+1])
+		end := off + record.HeaderLen + n
+		if n > s.opt.MaxRecord || end > len(p) {
+			break
+		}
+		pkts[k] = core.Packet{Data: p[off+record.HeaderLen : end : end], From: c.peer}
+		s.st.RxBytes += uint64(n)
+		k++
+		off = end
+	}
+	if off == 0 {
+		return k
+	}
+	c.ln.Lend(off)
+	c.lent, c.delivered = true, true
+	s.st.StreamRx += uint64(off)
+	c.more = c.t.Readable() // bytes behind the loan (the batch ended, the buffer wraps, a cut record): the next Rx
+	return k
+}
+
+// endLoan gives back what c's transport lent for the records of the last
+// Rx.
+func (c *conn) endLoan() {
+	if c.lent {
+		c.lent = false
+		c.ln.Consume()
+	}
 }
 
 // Ready reports whether an Rx now may return something or move a stream
@@ -776,7 +851,9 @@ func (s *Layer) reapEach() {
 		case c.removed:
 			c.inEnds = false
 			continue
-		case c.dead != nil && !c.dec.Complete():
+		case c.dead != nil && !c.delivered && !c.dec.Complete():
+			// Not while records of the last Rx are out: reading out
+			// compacts the decoder and ends a loan under them.
 			if c.dead.Reset {
 				s.st.Resets++
 			} else if !c.eof {
@@ -899,6 +976,7 @@ const readOutMax = 64
 // cutRecord). It reports whether it read to EOF or
 // an error (the peer's direction is over).
 func (s *Layer) readOut(c *conn) (ended bool) {
+	c.endLoan()
 	for range readOutMax {
 		s.countUndelivered(c)
 		c.dec.Compact()

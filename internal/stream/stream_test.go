@@ -389,42 +389,57 @@ func TestNoAllocs(t *testing.T) {
 // FuzzRx feeds any bytes, in any pieces, ended by a FIN or a reset, to a
 // connection: Rx never panics or hands out more than MaxRecord bytes, and
 // every record is delivered, skipped (RxTruncated) or, cut at the end,
-// counted (RxMalformed, at most one).
+// counted (RxMalformed, at most one). A connection whose transport lends
+// its bytes in place (Lender, through a ring that wraps) delivers the
+// same records and counts the same.
 func FuzzRx(f *testing.F) {
 	f.Add([]byte{0, 3, 'a', 'b', 'c', 0, 1}, uint8(2), false)
 	f.Add(append([]byte{0xff, 0xff}, make([]byte, 300)...), uint8(7), true)
 	f.Fuzz(func(t *testing.T, stream []byte, piece uint8, reset bool) {
-		s, cs := newLayer(1, Options{MaxRecord: 100, DecoderSize: 256, RxBatch: 4})
-		fc := cs[0]
+		o := Options{MaxRecord: 100, DecoderSize: 256, RxBatch: 4}
 		step := int(piece%64) + 1
-		pkts := make([]core.Packet, 4)
-		var delivered uint64
-		for off, rounds := 0, 0; s.Len() > 0; rounds++ {
-			if rounds > 4*len(stream)+100 {
-				t.Fatalf("the connection never ended: %+v", s.Counters())
-			}
-			if off < len(stream) {
-				end := min(off+step, len(stream))
-				fc.in.Write(stream[off:end])
-				off = end
-			} else if reset {
-				fc.err = &core.PeerError{Reset: true, Err: errors.New("reset")}
-			} else {
-				fc.eof = true
-			}
-			n, _ := s.Rx(pkts)
-			for _, p := range pkts[:n] {
-				if len(p.Data) > 100 {
-					t.Fatalf("record of %d bytes", len(p.Data))
-				}
-			}
-			delivered += uint64(n)
+		copied, cs := newLayer(1, o)
+		plain := fuzzRx(t, copied, stream, step, reset, func(p []byte) int { cs[0].in.Write(p); return len(p) }, cs[0])
+		lent, lc := newLendLayer(o, 200)
+		inPlace := fuzzRx(t, lent, stream, step, reset, lc.arrive, &lc.fakeConn)
+		if fmt.Sprint(plain) != fmt.Sprint(inPlace) {
+			t.Fatalf("records copied\n%q\nlent\n%q", plain, inPlace)
 		}
-		c := s.Counters()
-		if c.RxDelivered != delivered || c.RxMalformed > 1 || c.PeerCloses+c.Resets != 1 {
-			t.Fatalf("delivered %d, counters %+v", delivered, c)
+		if a, b := copied.Counters(), lent.Counters(); a != b {
+			t.Fatalf("counters copied %+v, lent %+v", a, b)
 		}
 	})
+}
+
+// fuzzRx is FuzzRx's run over one layer: arrive delivers bytes to its
+// connection (as many as it takes), end its FIN or reset.
+func fuzzRx(t *testing.T, s *Layer, stream []byte, step int, reset bool, arrive func([]byte) int, end *fakeConn) []string {
+	pkts := make([]core.Packet, 4)
+	var got []string
+	for off, rounds := 0, 0; s.Len() > 0; rounds++ {
+		if rounds > 4*len(stream)+100 {
+			t.Fatalf("the connection never ended: %+v", s.Counters())
+		}
+		if off < len(stream) {
+			off += arrive(stream[off:min(off+step, len(stream))])
+		} else if reset {
+			end.err = &core.PeerError{Reset: true, Err: errors.New("reset")}
+		} else {
+			end.eof = true
+		}
+		n, _ := s.Rx(pkts)
+		for _, p := range pkts[:n] {
+			if len(p.Data) > 100 {
+				t.Fatalf("record of %d bytes", len(p.Data))
+			}
+			got = append(got, string(p.Data))
+		}
+	}
+	c := s.Counters()
+	if c.RxDelivered != uint64(len(got)) || c.RxMalformed > 1 || c.PeerCloses+c.Resets != 1 {
+		t.Fatalf("delivered %d, counters %+v", len(got), c)
+	}
+	return got
 }
 
 // halfConn is a fakeConn that can half-close: after CloseWrite, each wait

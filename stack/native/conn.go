@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/netip"
 	"time"
+
+	"github.com/dgramio/dgramio/internal/poison"
 )
 
 // State is a connection's state (RFC 9293 §3.3.2).
@@ -107,6 +109,7 @@ type Conn struct {
 	// order).
 	rbuf         []byte
 	rHead, rLen  int
+	rLent        int // of rLen, the bytes at rHead lent in place (Lend)
 	rcvCap       int
 	irs, rcvNxt  uint32
 	rcvAdv       uint32 // right edge of the window advertised
@@ -176,6 +179,7 @@ func (c *Conn) Write(p []byte) int {
 // error (ErrReset, ErrTimedOut, ...) when it ended otherwise, after the
 // bytes that came before it were read.
 func (c *Conn) Read(p []byte) (int, error) {
+	c.Consume()
 	if c.rLen == 0 {
 		if c.finRcvd {
 			return 0, io.EOF
@@ -222,8 +226,56 @@ func fromRing(p, ring []byte, at int) {
 	}
 }
 
-// Readable reports whether Read would return bytes or an error.
-func (c *Conn) Readable() bool { return c.rLen > 0 || c.finRcvd || c.err != nil }
+// Readable reports whether Read would return bytes or an error, or Peek
+// bytes: the bytes lent (Lend) do not count.
+func (c *Conn) Readable() bool { return c.rLen > c.rLent || c.finRcvd || c.err != nil }
+
+// Peek returns the received bytes that follow those lent (Lend), as many
+// as lie contiguous in the receive buffer, without taking them: fewer
+// than all when the buffer wraps behind them (Readable is still true
+// after lending all of Peek's bytes then), none when nothing is there.
+// The slice is valid, and its bytes unchanged, until Consume, Read or
+// Close.
+//
+// Peek and Lend let a reader use received data where it lies instead of
+// copying it out (the stream layer hands out records that point into the
+// buffer): it peeks, lends the part it uses, and consumes all it lent
+// when it is done with it. Until then the lent bytes take their room in
+// the receive window, as bytes not read do.
+func (c *Conn) Peek() []byte {
+	at := wrap(c.rHead+c.rLent, len(c.rbuf))
+	n := min(c.rLen-c.rLent, len(c.rbuf)-at)
+	return c.rbuf[at : at+n : at+n]
+}
+
+// Lend marks the first n bytes of Peek's as lent: the next Peek starts
+// after them and Readable counts them no more, while they stay in place
+// until Consume. n must not exceed len(Peek()).
+func (c *Conn) Lend(n int) { c.rLent += n }
+
+// Consume takes back every byte lent, as a Read of them would: the
+// receive window opens by as much. Read and Close consume first.
+func (c *Conn) Consume() {
+	n := c.rLent
+	if n == 0 {
+		return
+	}
+	if poison.Debug { // a reader that keeps a lent byte sees garbage
+		end := c.rHead + n
+		poison.Fill(c.rbuf[c.rHead:min(end, len(c.rbuf))])
+		if end > len(c.rbuf) {
+			poison.Fill(c.rbuf[:end-len(c.rbuf)])
+		}
+	}
+	c.rLent = 0
+	c.rHead = wrap(c.rHead+n, len(c.rbuf))
+	c.rLen -= n
+	c.recvHomeIfEmpty()
+	c.windowOpened()
+	if c.Readable() {
+		c.e.markReadable(c) // bytes behind the loan, or the FIN after it
+	}
+}
 
 // Slot is c's index in the engine's connection table, 0 <= Slot <
 // Options.MaxConns: no two connections the application holds share it,
@@ -290,6 +342,7 @@ func (c *Conn) Close() {
 	if !c.user {
 		return
 	}
+	c.Consume()
 	if c.rLen > 0 || (c.nooo > 0 && c.state.synchronized()) {
 		c.Abort()
 		return

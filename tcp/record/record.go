@@ -225,6 +225,11 @@ func (d *Decoder) Max() int { return d.max }
 // record, or whole records that Next has not returned yet.
 func (d *Decoder) Buffered() int { return d.w - d.r }
 
+// Idle reports whether the decoder is between records: nothing buffered
+// and no oversize record being dropped, so that the stream's next byte
+// starts a record.
+func (d *Decoder) Idle() bool { return d.r == d.w && d.skip == 0 }
+
 // Compact moves the undecoded bytes to the front of the buffer, so Tail
 // has room for at least the rest of the current record. It invalidates
 // every record returned so far.

@@ -187,6 +187,46 @@ func TestDecoderOversizeSkipped(t *testing.T) {
 	}
 }
 
+// Idle is true only where the stream's next byte starts a record: not
+// with a partial record buffered, nor while an oversize record's bytes
+// are still being dropped (buffered or not).
+func TestDecoderIdle(t *testing.T) {
+	d := NewDecoder(100, 150)
+	if !d.Idle() {
+		t.Fatal("new decoder not idle")
+	}
+	stream := encode(t, payloads(10, 300, 20)...)
+	d.Commit(copy(d.Tail(), stream[:5])) // 2-byte prefix and 3 of 10 bytes
+	if d.Idle() {
+		t.Fatal("idle with a partial record buffered")
+	}
+	d.Commit(copy(d.Tail(), stream[5:12]))
+	if rec, err := d.Next(); err != nil || len(rec) != 10 {
+		t.Fatalf("first record: %d bytes, %v", len(rec), err)
+	}
+	if !d.Idle() {
+		t.Fatal("not idle after the whole record was decoded")
+	}
+	d.Compact()
+	d.Commit(copy(d.Tail(), stream[12:112])) // the oversize prefix and 98 bytes
+	if _, err := d.Next(); err != ErrOversize {
+		t.Fatalf("oversize record: %v", err)
+	}
+	if d.Buffered() != 0 || d.Idle() {
+		t.Fatalf("buffered %d, idle %v in the oversize record's middle: want 0 and false", d.Buffered(), d.Idle())
+	}
+	for _, part := range [][]byte{stream[112:212], stream[212:314]} { // its last 202 bytes
+		d.Compact()
+		d.Commit(copy(d.Tail(), part))
+		if _, err := d.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !d.Idle() {
+		t.Fatal("not idle after the oversize record")
+	}
+}
+
 func TestDecoderPartialRecordWaits(t *testing.T) {
 	d := NewDecoder(100, 0)
 	stream := encode(t, payloads(50)...)
