@@ -132,8 +132,13 @@ const pollBudget = 256
 // native engine (stack/native, the default), or netstack. What follows
 // says "netstack"; with the native engine read "the engine", with these
 // differences: it runs no goroutines (Rx, Flush and Wait drive it, and
-// Wait sleeps until a frame or its next timer); and its counters are
-// layer "native". On either engine Close counts in TxDropped the records
+// Wait sleeps until a frame or its next timer); its counters are layer
+// "native"; Queue stages each record in the engine's send buffer
+// (TCP.SendBuf) itself, held there until Flush releases it, so that there
+// is no separate staging and "released bytes" never wait; and Rx hands
+// out the records that arrived whole in the engine's receive buffer
+// where they lie (Data points into it, valid until the next Rx), the
+// Decoder taking only a record that arrived cut. On either engine Close counts in TxDropped the records
 // the engine took whose first byte the peer had not acknowledged when
 // Linger ran out. It implements
 // core.Backend with the semantics of kind tcp (kernel TCP):

@@ -364,6 +364,7 @@ var (
 	_ layer.Conn       = (*nconn)(nil)
 	_ layer.HalfCloser = (*nconn)(nil)
 	_ layer.Lender     = (*nconn)(nil)
+	_ layer.Stager     = (*nconn)(nil)
 )
 
 // Write implements layer.Conn.
@@ -371,6 +372,7 @@ func (c *nconn) Write(p []byte) (int, error) {
 	if c.gone {
 		return 0, abortErr
 	}
+	c.sent.Release() // the engine's Write releases what was staged
 	k := c.c.Write(p)
 	if k == 0 && len(p) > 0 {
 		if err := c.c.Err(); err != nil {
@@ -381,6 +383,41 @@ func (c *nconn) Write(p []byte) (int, error) {
 	c.sent.Wrote(p[:k])
 	c.sent.Forget(uint64(c.c.Buffered()))
 	return k, nil
+}
+
+// Room implements layer.Stager: the layer stages its records in the
+// engine's send ring.
+func (c *nconn) Room() int {
+	if c.gone {
+		return 0
+	}
+	return c.c.Room()
+}
+
+// Stage implements layer.Stager.
+func (c *nconn) Stage(head, body []byte) bool {
+	if c.gone || !c.c.Stage(head, body) {
+		return false
+	}
+	c.sent.Stage(len(body))
+	return true
+}
+
+// Release implements layer.Stager.
+func (c *nconn) Release() {
+	if !c.gone {
+		c.c.Release()
+		c.sent.Release()
+		c.sent.Forget(uint64(c.c.Buffered()))
+	}
+}
+
+// Unstage implements layer.Stager.
+func (c *nconn) Unstage() {
+	if !c.gone {
+		c.c.Unstage()
+		c.sent.Unstage()
+	}
 }
 
 // unacked is the number of records written whose first byte the peer has

@@ -21,6 +21,30 @@ type Sent struct {
 	starts  []uint64 // ring of record start offsets, a power of two long
 	head    int
 	count   int
+	// heldBytes and heldRecs are the records at the end of the stream
+	// that were staged (Stage) and not released: not written yet.
+	heldBytes uint64
+	heldRecs  int
+}
+
+// Stage notes one whole record of n payload bytes staged after what was
+// written and staged before: it is written at Release, or dropped by
+// Unstage. Wrote must not be called while records are staged.
+func (s *Sent) Stage(n int) {
+	s.push(s.off)
+	s.off += uint64(record.HeaderLen + n)
+	s.heldBytes += uint64(record.HeaderLen + n)
+	s.heldRecs++
+}
+
+// Release notes that the staged records were written.
+func (s *Sent) Release() { s.heldBytes, s.heldRecs = 0, 0 }
+
+// Unstage drops the staged records.
+func (s *Sent) Unstage() {
+	s.count -= s.heldRecs
+	s.off -= s.heldBytes
+	s.Release()
 }
 
 // Wrote notes p, the next bytes written to the stream (whole records or
@@ -70,7 +94,8 @@ func (s *Sent) push(at uint64) {
 // unacked is how many of the bytes written so far it has not (more than
 // were written counts as all of them).
 func (s *Sent) Forget(unacked uint64) {
-	acked := s.off - min(unacked, s.off)
+	written := s.off - s.heldBytes
+	acked := written - min(unacked, written)
 	for s.count > 0 && s.starts[s.head] < acked {
 		s.head = (s.head + 1) & (len(s.starts) - 1)
 		s.count--
@@ -82,7 +107,7 @@ func (s *Sent) Forget(unacked uint64) {
 // acknowledged the start of. It forgets the others.
 func (s *Sent) Unacked(unacked uint64) int {
 	s.Forget(unacked)
-	return s.count
+	return s.count - s.heldRecs
 }
 
 // Tracked is the number of record starts the ring holds: a transport
@@ -90,4 +115,4 @@ func (s *Sent) Unacked(unacked uint64) int {
 func (s *Sent) Tracked() int { return s.count }
 
 // Written is the number of stream bytes written.
-func (s *Sent) Written() uint64 { return s.off }
+func (s *Sent) Written() uint64 { return s.off - s.heldBytes }

@@ -30,7 +30,10 @@
 // A Conn that is also a Lender lends its received bytes in place: the
 // layer hands out the whole records at their front as slices of the
 // transport's buffer, and gives the bytes back at the next Rx, so a
-// record is neither copied into the layer's decoder nor read.
+// record is neither copied into the layer's decoder nor read. One that is
+// a Stager stages the records queued for it in its own send buffer, held
+// until Flush releases them: the layer keeps no staging of its own for
+// it, and never writes to it.
 //
 // # Work in proportion to what moves
 //
@@ -172,6 +175,27 @@ type Lender interface {
 	Consume()
 }
 
+// Stager is implemented by a Conn whose transport takes each record into
+// its own send buffer as it is queued and holds it there until the
+// layer's Flush releases it: the layer then stages nothing itself, and a
+// record is copied once, at Queue, instead of into the layer's staging
+// and again at Flush. The layer uses either Stage and Release or Write
+// on a connection, never both.
+type Stager interface {
+	// Room returns how many bytes Stage would take now (0: the buffer is
+	// full, or the connection sends no more).
+	Room() int
+	// Stage copies one record, head (its length prefix) and then body,
+	// after what was staged before, all of it or nothing (false, when
+	// Room is short). It is not sent before Release.
+	Stage(head, body []byte) bool
+	// Release makes every record staged written: the transport sends
+	// them as its windows allow.
+	Release()
+	// Unstage drops every record staged and not released.
+	Unstage()
+}
+
 // Transport is the engine under a Layer.
 type Transport interface {
 	// Poll moves the engine on: frames in (ACKs that open windows
@@ -210,7 +234,8 @@ type Options struct {
 	// receive buffer, in bytes.
 	StagingSize, DecoderSize int
 	// SendStall, when positive, reports a connection that takes no byte
-	// for that long while released bytes wait: Flush returns
+	// for that long while released bytes wait (a Stager: whose room does
+	// not grow while a record it refused waits): Flush returns
 	// StallError(peer, stalled) once per stall.
 	SendStall  time.Duration
 	StallError func(peer netip.AddrPort, stalled time.Duration) error
@@ -247,6 +272,17 @@ type conn struct {
 	// Rx lie in its buffer, consumed at the next Rx (or readOut).
 	ln   Lender
 	lent bool
+	// sg is t when it is a Stager (nil otherwise: stage holds the
+	// records); sgRecs, sgBytes and sgPayload are the records it holds
+	// staged since the last Flush, their bytes and payload bytes.
+	// waitRoom: a record did not fit, and the layer watches the room
+	// grow (the stall) from tx; room is the Room it saw last.
+	sg              Stager
+	sgRecs, sgBytes int
+	sgPayload       uint64
+	waitRoom        bool
+	room            int
+	hdr             [record.HeaderLen]byte // the length prefix Stage copies
 	// pos is c's index in Layer.conns; removed: it left the set (entries
 	// of the work lists that still name it are dropped as met).
 	pos     int
@@ -335,9 +371,14 @@ func New(t Transport, o Options) *Layer {
 // a server's come through Transport.Accept). Its first Rx reads it.
 func (s *Layer) Add(c Conn, peer netip.AddrPort) {
 	k := &conn{t: c, peer: peer, pos: len(s.conns), hint: true,
-		stage: record.NewStaging(s.opt.StagingSize),
-		dec:   record.NewDecoder(s.opt.MaxRecord, s.opt.DecoderSize)}
+		dec: record.NewDecoder(s.opt.MaxRecord, s.opt.DecoderSize)}
 	k.ln, _ = c.(Lender)
+	k.sg, _ = c.(Stager)
+	size := s.opt.StagingSize
+	if k.sg != nil {
+		size = 0 // the transport stages
+	}
+	k.stage = record.NewStaging(size)
 	c.hook().c = k
 	s.conns = append(s.conns, k)
 	s.byPeer[peer] = k
@@ -379,7 +420,61 @@ func (s *Layer) Conn(i int) Conn { return s.conns[i].t }
 // staged bytes and records (a record partly taken counts).
 func (s *Layer) Staged(i int) (released, bytes, records int) {
 	c := s.conns[i]
-	return c.released, c.stage.Len(), c.stage.Records()
+	return c.released, c.staged(), c.stage.Records() + c.sgRecs
+}
+
+// staged is the bytes of the records staged for c (in the layer or by
+// its Stager) and not yet taken by the transport.
+func (c *conn) staged() int { return c.stage.Len() + c.sgBytes }
+
+// fits reports whether a record of n payload bytes can be staged for c.
+func (c *conn) fits(n int) bool {
+	if c.sg != nil {
+		return c.sg.Room() >= record.HeaderLen+n
+	}
+	return c.stage.Fits(n)
+}
+
+// put stages payload as one record for c, and reports whether it fitted.
+func (s *Layer) put(c *conn, payload []byte) bool {
+	if c.sg == nil {
+		return c.stage.Put(payload) == nil
+	}
+	n := len(payload)
+	c.hdr = [record.HeaderLen]byte{byte(n >> 8), byte(n)}
+	if !c.sg.Stage(c.hdr[:], payload) {
+		s.watchRoom(c)
+		return false
+	}
+	c.sgRecs++
+	c.sgBytes += record.HeaderLen + n
+	c.sgPayload += uint64(n)
+	c.waitRoom = false
+	return true
+}
+
+// watchRoom notes that a record did not fit c's Stager: until one does,
+// every Rx and Flush looks whether its room grew, and reports a stall
+// when it did not for SendStall (the transport's buffer takes no byte).
+func (s *Layer) watchRoom(c *conn) {
+	if !c.waitRoom {
+		c.waitRoom = true
+		c.room = c.sg.Room()
+		c.stallSince, c.stallReported = time.Time{}, false
+		enlist(&s.tx, &c.inTx, c)
+	}
+}
+
+// release makes what c's Stager staged written and counts it taken.
+func (s *Layer) release(c *conn) {
+	if c.sgRecs == 0 {
+		return
+	}
+	c.sg.Release()
+	s.st.TxSent += uint64(c.sgRecs)
+	s.st.TxBytes += c.sgPayload
+	s.st.StreamTx += uint64(c.sgBytes)
+	c.sgRecs, c.sgBytes, c.sgPayload = 0, 0, 0
 }
 
 // Counters returns the counts so far.
@@ -411,7 +506,7 @@ func (s *Layer) Queue(payload []byte) bool {
 	for _, c := range s.conns {
 		if c.open() {
 			n++
-			fits = fits && c.stage.Fits(len(payload))
+			fits = fits && c.fits(len(payload))
 		}
 	}
 	switch {
@@ -423,11 +518,16 @@ func (s *Layer) Queue(payload []byte) bool {
 		return false
 	case !fits:
 		s.st.TxBackpressure += n
+		for _, c := range s.conns {
+			if c.sg != nil && c.open() && !c.fits(len(payload)) {
+				s.watchRoom(c)
+			}
+		}
 		return false
 	}
 	for _, c := range s.conns {
 		if c.open() {
-			_ = c.stage.Put(payload) // Fits said yes
+			_ = s.put(c, payload) // fits said yes
 			enlist(&s.staged, &c.inStaged, c)
 		}
 	}
@@ -451,7 +551,7 @@ func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) bool {
 	case len(payload) > s.opt.MaxRecord:
 		s.st.TxOversize++
 		return false
-	case c.stage.Put(payload) != nil:
+	case !s.put(c, payload):
 		s.st.TxBackpressure++
 		return false
 	}
@@ -497,7 +597,11 @@ func (s *Layer) Flush() error {
 	s.t.Watch(s.mark)
 	for _, c := range s.staged {
 		c.inStaged = false
-		if !c.removed && c.open() {
+		switch {
+		case c.removed || !c.open():
+		case c.sg != nil:
+			s.release(c)
+		default:
 			c.released = c.stage.Len()
 			enlist(&s.tx, &c.inTx, c)
 		}
@@ -535,6 +639,15 @@ func (s *Layer) sendAll() {
 func (s *Layer) sendEach() {
 	k := 0
 	for _, c := range s.tx {
+		if c.sg != nil {
+			if !c.removed && c.dead == nil && c.waitRoom && s.roomMoved(c) {
+				s.tx[k] = c
+				k++
+			} else {
+				c.inTx = false
+			}
+			continue
+		}
 		if !c.removed {
 			s.send(c)
 		}
@@ -575,8 +688,27 @@ func (s *Layer) send(c *conn) {
 	}
 }
 
+// roomMoved is send for a Stager that refused a record: the stall clock
+// starts again whenever its room grew. It reports whether c is still
+// waiting (a record of MaxRecord bytes does not fit yet).
+func (s *Layer) roomMoved(c *conn) bool {
+	r := c.sg.Room()
+	if r > c.room {
+		c.stallSince, c.stallReported = time.Time{}, false
+	}
+	c.room = r
+	if r >= record.HeaderLen+s.opt.MaxRecord {
+		c.waitRoom = false
+		return false
+	}
+	if s.opt.SendStall > 0 {
+		s.watchStall(c)
+	}
+	return true
+}
+
 // watchStall reports c once when its released bytes have not moved for
-// SendStall.
+// SendStall (for a Stager: its room did not grow while a record waited).
 func (s *Layer) watchStall(c *conn) {
 	now := time.Now()
 	if c.stallSince.IsZero() {
@@ -874,7 +1006,7 @@ func (s *Layer) reapEach() {
 				s.cutRecord(c)
 				s.errs = append(s.errs, &core.PeerError{Peer: c.peer})
 			}
-			if c.stage.Len() == 0 && !c.held {
+			if c.staged() == 0 && !c.held {
 				s.remove(c)
 				if s.finished(c) {
 					s.drop(c)
@@ -1073,6 +1205,11 @@ func (s *Layer) Abandon() {
 // an Unacker's count moves it to TxDropped when the peer never
 // acknowledged its head), every other one in TxDropped.
 func (s *Layer) dropStaged(c *conn) {
+	if c.sgRecs > 0 {
+		s.st.TxDropped += uint64(c.sgRecs)
+		c.sg.Unstage()
+		c.sgRecs, c.sgBytes, c.sgPayload = 0, 0, 0
+	}
 	n := uint64(c.stage.Records())
 	if c.stage.Started() {
 		n--

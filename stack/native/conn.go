@@ -61,10 +61,12 @@ type Conn struct {
 	mac          [6]byte
 	macOK        bool
 
-	// send side: sbuf holds sLen bytes from SND.UNA on at sHead, which
-	// goes back to its home whenever the ring empties.
+	// send side: sbuf holds sLen bytes from SND.UNA on at sHead, then the
+	// sHeld bytes staged (Stage); sHead goes back to its home whenever
+	// the ring empties.
 	sbuf                   []byte
 	sHead, sLen            int
+	sHeld                  int // staged after the sLen bytes, not sendable before Release
 	iss, sndUna, sndNxt    uint32
 	sndMax                 uint32 // highest sequence number sent
 	sndWnd, maxSndWnd      uint32
@@ -152,26 +154,73 @@ func (c *Conn) Err() error { return c.err }
 // Write copies as much of p as fits into the send buffer and returns how
 // many bytes it took: 0 when the buffer is full, or when the connection
 // does not send any more (closed for writing, reset: see Err). The bytes
-// leave at the next Flush (or later, as the windows allow). The caller
-// keeps p.
+// leave at the next Flush (or later, as the windows allow), after what
+// was staged, which Write releases first. The caller keeps p.
 func (c *Conn) Write(p []byte) int {
+	c.Release()
+	n := min(len(p), c.Room())
+	if n == 0 {
+		return 0
+	}
+	toRing(c.sbuf, wrap(c.sHead+c.sLen, len(c.sbuf)), p[:n])
+	c.sLen += n
+	c.e.markDirty(c)
+	return n
+}
+
+// Room returns how many bytes Write or Stage would take now: 0 when the
+// send buffer is full or the connection does not send any more.
+func (c *Conn) Room() int {
 	if c.finQueued || c.err != nil {
 		return 0
 	}
 	switch c.state {
 	case SynSent, SynReceived, Established, CloseWait:
-	default:
-		return 0
+		return len(c.sbuf) - c.sLen - c.sHeld
 	}
-	n := min(len(p), len(c.sbuf)-c.sLen)
-	if n == 0 {
-		return 0
+	return 0
+}
+
+// Stage copies head and then body into the send buffer after what was
+// written and staged before, all of it or, when Room is short of it,
+// nothing (it returns false). Staged bytes do not leave before Release:
+// a writer stages what it may still take back (Unstage), one unit at a
+// time (the stream layer: a record, its length prefix as head), and
+// releases at once what it stages between two flushes.
+func (c *Conn) Stage(head, body []byte) bool {
+	n := len(head) + len(body)
+	if n > c.Room() {
+		return false
 	}
-	at := wrap(c.sHead+c.sLen, len(c.sbuf))
-	toRing(c.sbuf, at, p[:n])
-	c.sLen += n
-	c.e.markDirty(c)
-	return n
+	at := wrap(c.sHead+c.sLen+c.sHeld, len(c.sbuf))
+	if end := at + n; end <= len(c.sbuf) { // the usual case: no wrap
+		k := copy(c.sbuf[at:end], head)
+		copy(c.sbuf[at+k:end], body)
+	} else {
+		toRing(c.sbuf, at, head)
+		toRing(c.sbuf, wrap(at+len(head), len(c.sbuf)), body)
+	}
+	c.sHeld += n
+	return true
+}
+
+// Staged returns the bytes staged and not released.
+func (c *Conn) Staged() int { return c.sHeld }
+
+// Release makes the staged bytes written: they leave at the next Flush,
+// as the windows allow.
+func (c *Conn) Release() {
+	if c.sHeld > 0 {
+		c.sLen += c.sHeld
+		c.sHeld = 0
+		c.e.markDirty(c)
+	}
+}
+
+// Unstage drops the staged bytes.
+func (c *Conn) Unstage() {
+	c.sHeld = 0
+	c.sendHomeIfEmpty()
 }
 
 // Read copies received bytes into p. It returns 0, nil when nothing is
@@ -283,10 +332,7 @@ func (c *Conn) Consume() {
 func (c *Conn) Slot() int { return int(c.idx) }
 
 // Writable reports whether Write would take at least one byte.
-func (c *Conn) Writable() bool {
-	return !c.finQueued && c.err == nil && c.sLen < len(c.sbuf) &&
-		(c.state == Established || c.state == CloseWait || c.state == SynSent || c.state == SynReceived)
-}
+func (c *Conn) Writable() bool { return c.Room() > 0 }
 
 // Buffered returns the bytes written but not yet acknowledged by the peer.
 func (c *Conn) Buffered() int { return c.sLen }
@@ -318,7 +364,8 @@ func (c *Conn) SetKeepalive(idle, interval time.Duration, count int) {
 	c.armKeepalive()
 }
 
-// CloseWrite sends FIN after the data written (RFC 9293 §3.10.4): the
+// CloseWrite sends FIN after the data written, and after what was staged,
+// which it releases (RFC 9293 §3.10.4): the
 // peer reads EOF, this side goes on reading. A connection still in
 // SYN-SENT is closed at once.
 func (c *Conn) CloseWrite() {
@@ -329,6 +376,7 @@ func (c *Conn) CloseWrite() {
 		c.toClosed(nil)
 		return
 	}
+	c.Release()
 	c.finQueued = true
 	c.e.markDirty(c)
 }
@@ -486,7 +534,7 @@ func home(n, h int) int {
 // sendHomeIfEmpty moves the send ring's position home when it holds
 // nothing.
 func (c *Conn) sendHomeIfEmpty() {
-	if c.sLen == 0 {
+	if c.sLen == 0 && c.sHeld == 0 {
 		c.sHead = home(len(c.sbuf), sendHome)
 	}
 }

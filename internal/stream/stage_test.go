@@ -1,0 +1,158 @@
+package stream
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/tcp/record"
+)
+
+// stageConn is a fakeConn that is a Stager: free bytes of room, the
+// records staged in held until Release moves them to out. Write must
+// never be called on it.
+type stageConn struct {
+	fakeConn
+	free      int
+	held      []byte
+	unstaged  int // Unstage calls
+	wroteOnce bool
+}
+
+func (c *stageConn) Room() int {
+	if c.err != nil {
+		return 0
+	}
+	return c.free
+}
+
+func (c *stageConn) Stage(head, body []byte) bool {
+	if len(head)+len(body) > c.Room() {
+		return false
+	}
+	c.held = append(append(c.held, head...), body...)
+	c.free -= len(head) + len(body)
+	return true
+}
+
+func (c *stageConn) Release() { c.out.Write(c.held); c.held = c.held[:0] }
+func (c *stageConn) Unstage() { c.free += len(c.held); c.held = c.held[:0]; c.unstaged++ }
+
+func (c *stageConn) Write(p []byte) (int, error) {
+	c.wroteOnce = true
+	return c.fakeConn.Write(p)
+}
+
+var _ Stager = (*stageConn)(nil)
+
+// Records queued for a Stager's connection go into its buffer at Queue,
+// held there until Flush releases them all, and count as sent then; the
+// layer writes nothing itself. Queue stays all-or-none across a Stager
+// and a connection the layer stages for, and a record that does not fit
+// the Stager's room is back-pressure; Abandon drops what is staged
+// (TxDropped).
+func TestStagerHoldsUntilFlush(t *testing.T) {
+	s, cs := newLayer(1, Options{})
+	sc := &stageConn{fakeConn: fakeConn{room: -1, reading: true}, free: 100}
+	s.Add(sc, peer(9))
+	if !s.Queue([]byte("one")) || !s.QueueTo([]byte("two"), peer(9)) {
+		t.Fatal("Queue refused")
+	}
+	if string(sc.held) != "\x00\x03one\x00\x03two" || sc.out.Len() != 0 {
+		t.Fatalf("staged %q, released %q before Flush", sc.held, sc.out.Bytes())
+	}
+	if _, bytes, records := s.Staged(1); bytes != 10 || records != 2 {
+		t.Fatalf("Staged says %d bytes, %d records; want 10 and 2", bytes, records)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if sc.out.String() != "\x00\x03one\x00\x03two" || len(sc.held) != 0 || sc.wroteOnce {
+		t.Fatalf("after Flush: released %q, held %q, Write called %v", sc.out.Bytes(), sc.held, sc.wroteOnce)
+	}
+	if cs[0].out.String() != "\x00\x03one" {
+		t.Fatalf("the other connection got %q", cs[0].out.Bytes())
+	}
+	st := s.Counters()
+	if st.TxSent != 3 || st.TxBytes != 9 || st.StreamTx != 15 {
+		t.Fatalf("TxSent %d, TxBytes %d, StreamTx %d; want 3, 9, 15", st.TxSent, st.TxBytes, st.StreamTx)
+	}
+	// 90 bytes of room are left: a record of 89 does not fit, anywhere.
+	if s.Queue(make([]byte, 89)) || len(sc.held) != 0 || s.conns[0].stage.Len() != 0 {
+		t.Fatal("Queue staged a record the Stager had no room for")
+	}
+	if s.QueueTo(make([]byte, 89), peer(9)) {
+		t.Fatal("QueueTo staged a record the Stager had no room for")
+	}
+	if st := s.Counters(); st.TxBackpressure != 3 {
+		t.Fatalf("TxBackpressure %d, want 3 (two connections, then one)", st.TxBackpressure)
+	}
+	if !s.QueueTo([]byte("kept"), peer(9)) {
+		t.Fatal("a record that fits was refused")
+	}
+	s.Abandon()
+	if st := s.Counters(); st.TxDropped != 1 || sc.unstaged != 1 || len(sc.held) != 0 {
+		t.Fatalf("Abandon: TxDropped %d, Unstage calls %d, held %q", st.TxDropped, sc.unstaged, sc.held)
+	}
+}
+
+// A Stager whose room does not grow while a record waits for it is a
+// send stall (Options.SendStall), reported once; room that grows starts
+// the clock again, and a record that fits ends the watch.
+func TestStagerStall(t *testing.T) {
+	const stall = 20 * time.Millisecond
+	var reported []netip.AddrPort
+	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256, SendStall: stall,
+		StallError: func(peer netip.AddrPort, d time.Duration) error {
+			reported = append(reported, peer)
+			return errors.New("stalled")
+		}})
+	sc := &stageConn{fakeConn: fakeConn{room: -1, reading: true}, free: 50}
+	s.Add(sc, peer(1))
+	if s.QueueTo(make([]byte, 60), peer(1)) {
+		t.Fatal("a record larger than the room was staged")
+	}
+	// The room grows (the peer acknowledged), then stops growing.
+	time.Sleep(stall / 2)
+	sc.free += 5
+	grew := time.Now()
+	s.Flush()
+	time.Sleep(stall / 2)
+	err := s.Flush()
+	if since := time.Since(grew); since < stall && (err != nil || len(reported) != 0) {
+		t.Fatalf("stall reported (%v) although the room grew %v ago", err, since)
+	}
+	var errs int
+	if err != nil {
+		errs++
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(reported) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no stall reported")
+		}
+		if s.Flush() != nil {
+			errs++
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for range 5 {
+		if s.Flush() != nil {
+			errs++
+		}
+	}
+	if errs != 1 || len(reported) != 1 || reported[0] != peer(1) || s.Counters().Stalls != 1 {
+		t.Fatalf("%d errors, reported %v, Stalls %d; want one stall of peer 1", errs, reported, s.Counters().Stalls)
+	}
+	// Room for the largest record: the watch ends.
+	sc.free = record.HeaderLen + 100
+	s.Flush()
+	if len(s.tx) != 0 {
+		t.Fatal("still watched with room for any record")
+	}
+	pkts := make([]core.Packet, 1)
+	if k, err := s.Rx(pkts); k != 0 || err != nil {
+		t.Fatalf("Rx = %d, %v", k, err)
+	}
+}
