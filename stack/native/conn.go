@@ -240,13 +240,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	n := min(len(p), c.rLen)
 	fromRing(p[:n], c.rbuf, c.rHead)
-	c.rHead = wrap(c.rHead+n, len(c.rbuf))
-	c.rLen -= n
-	c.recvHomeIfEmpty()
-	c.windowOpened()
-	if c.Readable() {
-		c.e.markReadable(c) // more than p took, or the FIN after it
-	}
+	c.taken(n)
 	return n, nil
 }
 
@@ -317,12 +311,19 @@ func (c *Conn) Consume() {
 		}
 	}
 	c.rLent = 0
+	c.taken(n)
+}
+
+// taken frees the first n readable bytes of the receive ring, which the
+// application read or had lent: the window opens by as much, and the
+// connection is named readable again when bytes or the FIN follow.
+func (c *Conn) taken(n int) {
 	c.rHead = wrap(c.rHead+n, len(c.rbuf))
 	c.rLen -= n
 	c.recvHomeIfEmpty()
 	c.windowOpened()
 	if c.Readable() {
-		c.e.markReadable(c) // bytes behind the loan, or the FIN after it
+		c.e.markReadable(c)
 	}
 }
 
