@@ -134,8 +134,10 @@ const pollBudget = 256
 // differences: it runs no goroutines (Rx, Flush and Wait drive it, and
 // Wait sleeps until a frame or its next timer); its counters are layer
 // "native"; Queue stages each record in the engine's send buffer
-// (TCP.SendBuf) itself, held there until Flush releases it, so that there
-// is no separate staging and "released bytes" never wait; and Rx hands
+// (TCP.SendBuf) itself, held there until Flush releases it (TxQueue
+// records' worth at most between two Flushes, and what the buffer has
+// room for), so that there is no separate staging and "released bytes"
+// never wait; and Rx hands
 // out the records that arrived whole in the engine's receive buffer
 // where they lie (Data points into it, valid until the next Rx), the
 // Decoder taking only a record that arrived cut. On either engine Close counts in TxDropped the records

@@ -104,7 +104,7 @@ func TestStagerHoldsUntilFlush(t *testing.T) {
 func TestStagerStall(t *testing.T) {
 	const stall = 20 * time.Millisecond
 	var reported []netip.AddrPort
-	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256, SendStall: stall,
+	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256, StagingSize: 4 * (record.HeaderLen + 100), SendStall: stall,
 		StallError: func(peer netip.AddrPort, d time.Duration) error {
 			reported = append(reported, peer)
 			return errors.New("stalled")
@@ -154,5 +154,33 @@ func TestStagerStall(t *testing.T) {
 	pkts := make([]core.Packet, 1)
 	if k, err := s.Rx(pkts); k != 0 || err != nil {
 		t.Fatalf("Rx = %d, %v", k, err)
+	}
+}
+
+// A Stager with room to spare still holds no more than StagingSize bytes
+// between two Flushes (Config.TxQueue's records): the record beyond is
+// back-pressure until the Flush, which is no send stall.
+func TestStagerHoldsTxQueue(t *testing.T) {
+	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256,
+		StagingSize: 3 * (record.HeaderLen + 10), SendStall: time.Nanosecond,
+		StallError: func(netip.AddrPort, time.Duration) error { return errors.New("stalled") }})
+	sc := &stageConn{fakeConn: fakeConn{room: -1, reading: true}, free: 1 << 20}
+	s.Add(sc, peer(1))
+	for i := range 3 {
+		if !s.QueueTo(make([]byte, 10), peer(1)) {
+			t.Fatalf("record %d refused", i)
+		}
+	}
+	if s.QueueTo(make([]byte, 10), peer(1)) || s.Queue(make([]byte, 10)) {
+		t.Fatal("a fourth record was staged before Flush")
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if !s.QueueTo(make([]byte, 10), peer(1)) {
+		t.Fatal("refused after the Flush")
+	}
+	if st := s.Counters(); st.TxBackpressure != 2 || st.TxSent != 3 || st.Stalls != 0 {
+		t.Fatalf("TxBackpressure %d, TxSent %d, Stalls %d; want 2, 3, 0", st.TxBackpressure, st.TxSent, st.Stalls)
 	}
 }

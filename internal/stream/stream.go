@@ -231,7 +231,8 @@ type Options struct {
 	// RxBatch bounds the records one Rx returns (Config.RxBatch).
 	RxBatch int
 	// StagingSize and DecoderSize are each connection's send staging and
-	// receive buffer, in bytes.
+	// receive buffer, in bytes. A Stager's connection stages in its own
+	// buffer, at most StagingSize bytes between two Flushes.
 	StagingSize, DecoderSize int
 	// SendStall, when positive, reports a connection that takes no byte
 	// for that long while released bytes wait (a Stager: whose room does
@@ -427,10 +428,13 @@ func (s *Layer) Staged(i int) (released, bytes, records int) {
 // its Stager) and not yet taken by the transport.
 func (c *conn) staged() int { return c.stage.Len() + c.sgBytes }
 
-// fits reports whether a record of n payload bytes can be staged for c.
-func (c *conn) fits(n int) bool {
+// fits reports whether a record of n payload bytes can be staged for c:
+// a Stager holds at most StagingSize bytes staged between two Flushes,
+// as the layer's own staging would, within the room of its buffer.
+func (s *Layer) fits(c *conn, n int) bool {
 	if c.sg != nil {
-		return c.sg.Room() >= record.HeaderLen+n
+		need := record.HeaderLen + n
+		return c.sgBytes+need <= s.opt.StagingSize && c.sg.Room() >= need
 	}
 	return c.stage.Fits(n)
 }
@@ -441,6 +445,9 @@ func (s *Layer) put(c *conn, payload []byte) bool {
 		return c.stage.Put(payload) == nil
 	}
 	n := len(payload)
+	if c.sgBytes+record.HeaderLen+n > s.opt.StagingSize {
+		return false // Flush first
+	}
 	c.hdr = [record.HeaderLen]byte{byte(n >> 8), byte(n)}
 	if !c.sg.Stage(c.hdr[:], payload) {
 		s.watchRoom(c)
@@ -506,7 +513,7 @@ func (s *Layer) Queue(payload []byte) bool {
 	for _, c := range s.conns {
 		if c.open() {
 			n++
-			fits = fits && c.fits(len(payload))
+			fits = fits && s.fits(c, len(payload))
 		}
 	}
 	switch {
@@ -519,7 +526,7 @@ func (s *Layer) Queue(payload []byte) bool {
 	case !fits:
 		s.st.TxBackpressure += n
 		for _, c := range s.conns {
-			if c.sg != nil && c.open() && !c.fits(len(payload)) {
+			if c.sg != nil && c.open() && c.sg.Room() < record.HeaderLen+len(payload) {
 				s.watchRoom(c)
 			}
 		}
