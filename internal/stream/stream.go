@@ -265,36 +265,31 @@ type Counters struct {
 
 // conn is one connection of the set.
 type conn struct {
+	// The fields of the data path come first, the flags packed together,
+	// so that an Rx, a QueueTo and a Flush touch two or three cache lines
+	// of the connection; those of closing and stalls follow.
 	t     Conn
 	peer  netip.AddrPort
 	stage *record.Staging
 	dec   *record.Decoder
 	// ln is t when it is a Lender (nil otherwise); lent: records of this
 	// Rx lie in its buffer, consumed at the next Rx (or readOut).
-	ln   Lender
-	lent bool
+	ln Lender
 	// sg is t when it is a Stager (nil otherwise: stage holds the
 	// records); sgRecs, sgBytes and sgPayload are the records it holds
 	// staged since the last Flush, their bytes and payload bytes.
-	// waitRoom: a record did not fit, and the layer watches the room
-	// grow (the stall) from tx; room is the Room it saw last.
 	sg              Stager
 	sgRecs, sgBytes int
 	sgPayload       uint64
-	waitRoom        bool
-	room            int
-	hdr             [record.HeaderLen]byte // the length prefix Stage copies
-	// pos is c's index in Layer.conns; removed: it left the set (entries
-	// of the work lists that still name it are dropped as met).
-	pos     int
-	removed bool
 	// released is how many bytes at the front of stage.Pending a Flush
 	// has released and the transport has not taken yet: every Rx and
 	// Flush writes them as it makes room. Bytes staged after them wait
 	// for the next Flush.
 	released int
-	// sentPayload is the part of stage.TakenPayload already in TxBytes.
-	sentPayload uint64
+	// dead says why the connection ended, nil while it lives.
+	dead *core.PeerError
+	hdr  [record.HeaderLen]byte // the length prefix Stage copies
+	lent bool
 	// hint: Watch reported the connection since the layer last read it.
 	hint bool
 	// more: the last read filled the decoder's tail, more may wait.
@@ -305,8 +300,19 @@ type conn struct {
 	held bool
 	// eof: the peer's FIN was read; reported: its PeerError was queued.
 	eof, reported bool
-	// dead says why the connection ended, nil while it lives.
-	dead *core.PeerError
+	// removed: it left the set (entries of the work lists that still name
+	// it are dropped as met).
+	removed bool
+	// Membership of the layer's work lists, each at most once.
+	inRx, inTx, inStaged, inRead, inEnds bool
+	// waitRoom: a record did not fit the Stager, and the layer watches
+	// its room grow (the stall) from tx; room is the Room it saw last.
+	waitRoom bool
+	room     int
+	// pos is c's index in Layer.conns.
+	pos int
+	// sentPayload is the part of stage.TakenPayload already in TxBytes.
+	sentPayload uint64
 	// stallSince is when released bytes last stopped moving (zero while
 	// they move); stallReported: this stall was reported.
 	stallSince    time.Time
@@ -317,8 +323,6 @@ type conn struct {
 	closing bool
 	checked time.Time
 	since   time.Time // closing since
-	// Membership of the layer's work lists, each at most once.
-	inRx, inTx, inStaged, inRead, inEnds bool
 }
 
 // open reports whether records may still be staged for c.
