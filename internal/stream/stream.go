@@ -276,11 +276,10 @@ type conn struct {
 	// Rx lie in its buffer, consumed at the next Rx (or readOut).
 	ln Lender
 	// sg is t when it is a Stager (nil otherwise: stage holds the
-	// records); sgRecs, sgBytes and sgPayload are the records it holds
-	// staged since the last Flush, their bytes and payload bytes.
+	// records); sgRecs and sgBytes are the records it holds staged since
+	// the last Flush and their bytes, length prefixes included.
 	sg              Stager
 	sgRecs, sgBytes int
-	sgPayload       uint64
 	// released is how many bytes at the front of stage.Pending a Flush
 	// has released and the transport has not taken yet: every Rx and
 	// Flush writes them as it makes room. Bytes staged after them wait
@@ -459,7 +458,6 @@ func (s *Layer) put(c *conn, payload []byte) bool {
 	}
 	c.sgRecs++
 	c.sgBytes += record.HeaderLen + n
-	c.sgPayload += uint64(n)
 	c.waitRoom = false
 	return true
 }
@@ -483,9 +481,9 @@ func (s *Layer) release(c *conn) {
 	}
 	c.sg.Release()
 	s.st.TxSent += uint64(c.sgRecs)
-	s.st.TxBytes += c.sgPayload
+	s.st.TxBytes += uint64(c.sgBytes - record.HeaderLen*c.sgRecs)
 	s.st.StreamTx += uint64(c.sgBytes)
-	c.sgRecs, c.sgBytes, c.sgPayload = 0, 0, 0
+	c.sgRecs, c.sgBytes = 0, 0
 }
 
 // Counters returns the counts so far.
@@ -1219,7 +1217,7 @@ func (s *Layer) dropStaged(c *conn) {
 	if c.sgRecs > 0 {
 		s.st.TxDropped += uint64(c.sgRecs)
 		c.sg.Unstage()
-		c.sgRecs, c.sgBytes, c.sgPayload = 0, 0, 0
+		c.sgRecs, c.sgBytes = 0, 0
 	}
 	n := uint64(c.stage.Records())
 	if c.stage.Started() {

@@ -204,9 +204,6 @@ func (c *Conn) Stage(head, body []byte) bool {
 	return true
 }
 
-// Staged returns the bytes staged and not released.
-func (c *Conn) Staged() int { return c.sHeld }
-
 // Release makes the staged bytes written: they leave at the next Flush,
 // as the windows allow.
 func (c *Conn) Release() {

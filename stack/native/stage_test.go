@@ -32,12 +32,12 @@ func TestStageHoldsUntilRelease(t *testing.T) {
 			if wrap(ca.sHead+ca.sLen+ca.sHeld, len(ca.sbuf))+len(head)+len(body) > len(ca.sbuf) {
 				crossed++
 			}
-			staged := ca.Staged()
+			staged := ca.sHeld
 			if !ca.Stage(head, body) {
 				t.Fatalf("round %d: Stage refused %d bytes with room %d", round, len(head)+len(body), room)
 			}
-			if ca.Room() != room-len(head)-len(body) || ca.Staged() != staged+len(head)+len(body) {
-				t.Fatalf("round %d: room %d, staged %d after staging %d bytes into %d", round, ca.Room(), ca.Staged(), len(head)+len(body), room)
+			if ca.Room() != room-len(head)-len(body) || ca.sHeld != staged+len(head)+len(body) {
+				t.Fatalf("round %d: room %d, staged %d after staging %d bytes into %d", round, ca.Room(), ca.sHeld, len(head)+len(body), room)
 			}
 			want = append(append(want, head...), body...)
 		}
@@ -62,14 +62,14 @@ func TestStageHoldsUntilRelease(t *testing.T) {
 	}
 
 	// Stage refuses what exceeds Room, taking nothing.
-	if ca.Stage(nil, make([]byte, ca.Room()+1)) || ca.Staged() != 0 {
-		t.Fatalf("Stage took %d bytes beyond its room", ca.Staged())
+	if ca.Stage(nil, make([]byte, ca.Room()+1)) || ca.sHeld != 0 {
+		t.Fatalf("Stage took %d bytes beyond its room", ca.sHeld)
 	}
 	// Unstage: nothing of it ever leaves.
 	ca.Stage([]byte("xx"), []byte("dropped"))
 	ca.Unstage()
-	if ca.Staged() != 0 || ca.Room() != sendBuf {
-		t.Fatalf("after Unstage: staged %d, room %d", ca.Staged(), ca.Room())
+	if ca.sHeld != 0 || ca.Room() != sendBuf {
+		t.Fatalf("after Unstage: staged %d, room %d", ca.sHeld, ca.Room())
 	}
 	// Write releases what was staged first; CloseWrite too, before its FIN.
 	ca.Stage([]byte("1:"), []byte("staged"))
