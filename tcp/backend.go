@@ -168,7 +168,9 @@ const pollBudget = 256
 //     netstack (ACKs included, so a sender whose window is closed takes the
 //     ACKs that open it by flushing or receiving), hands netstack the
 //     released bytes it has room for, accepts, and kicks the frames
-//     netstack wrote, once per call.
+//     netstack wrote, once per call; a Flush that an Rx came before since
+//     the last Flush (a poll loop's step: Rx, then the answers' Flush)
+//     leaves the receiving to that Rx and the next.
 //   - Rx returns whole records; Data points into the connection's Decoder
 //     and is valid until the next Rx. From is the connection's peer.
 //   - A peer's FIN ends its direction only: it is counted (PeerCloses)

@@ -29,8 +29,10 @@ type nativeEngine struct {
 	// due (with irq: a sleep then allocates nothing); made at the first
 	// sleep, reused.
 	alarm *time.Timer
-	// now is the clock reading of the last Poll, which Push uses.
-	now native.Tick
+	// now is the clock reading of the last Poll, which Push uses; fresh
+	// says no Push came since that Poll.
+	now   native.Tick
+	fresh bool
 
 	// closing makes nconn.Close half-close and keep the connection for
 	// the linger (shutdown); lingering holds those connections.
@@ -120,7 +122,7 @@ func (n *nativeEngine) open(fio frameio.FrameIO) error {
 // Flush of the Backend reads the clock once (Wait reads it once too, in
 // sleep).
 func (n *nativeEngine) Poll() {
-	n.now = n.e.Tick()
+	n.now, n.fresh = n.e.Tick(), true
 	for total := 0; total < pollBudget; {
 		got := n.e.PollAt(n.now, n.b.cfg.RxBatch)
 		total += got
@@ -131,8 +133,15 @@ func (n *nativeEngine) Poll() {
 }
 
 // Push implements layer.Transport: the timers due and the segments due at
-// the time the Poll before it read, one kick.
-func (n *nativeEngine) Push() error { return n.e.FlushAt(n.now) }
+// the time the Poll before it read (its own reading when no Poll came
+// between two Pushes: a Flush after an Rx), one kick.
+func (n *nativeEngine) Push() error {
+	if !n.fresh {
+		n.now = n.e.Tick()
+	}
+	n.fresh = false
+	return n.e.FlushAt(n.now)
+}
 
 // Accept implements layer.Transport.
 func (n *nativeEngine) Accept(add func(layer.Conn, netip.AddrPort)) {

@@ -199,7 +199,11 @@ type Stager interface {
 // Transport is the engine under a Layer.
 type Transport interface {
 	// Poll moves the engine on: frames in (ACKs that open windows
-	// included), timers due. Every Rx and Flush calls it first.
+	// included), timers due. Every Rx calls it first, and so does every
+	// Flush that no Rx came before since the last Flush: a poll loop
+	// that calls Rx and then Flush polls once a step, and one that only
+	// sends still takes its ACKs. A Push that no Poll came before since
+	// the last Push reads the engine's clock itself.
 	Poll()
 	// Accept calls add for each connection a server has accepted since
 	// the last call, with the peer's address, without blocking.
@@ -210,8 +214,8 @@ type Transport interface {
 	// left behind (the FIN after the bytes it took): at least once for
 	// each such arrival or read. Reporting one that has nothing costs a
 	// read that returns (0, nil). A connection the layer does not read
-	// (Conn.SetReading false) need not be reported. Every Rx and Flush
-	// calls it after Poll and Accept; Ready calls it too.
+	// (Conn.SetReading false) need not be reported. Every Poll is
+	// followed by Accept and Watch; Ready calls Watch too.
 	Watch(mark func(c Conn))
 	// Push sends what the connections wrote. Its error is the device's.
 	Push() error
@@ -358,6 +362,10 @@ type Layer struct {
 	staged    []*conn // records staged since the last Flush
 	read      []*conn // Rx read or delivered from them: compact next Rx
 	ends      []*conn // ended, or the peer finished: for reap
+
+	// polled: an Rx polled the transport since the last Flush, which
+	// then need not (see Transport.Poll).
+	polled bool
 }
 
 // New returns a Layer over t.
@@ -597,13 +605,17 @@ func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
 // Flush releases every connection's staged records to its stream and
 // writes them, as much as each transport connection takes; what it does
 // not take moves on with every later Rx and Flush. It polls the transport
-// and accepts first, removes the connections that ended, and pushes what
-// was written. It returns the device's error from Push, or the oldest
+// and accepts first unless an Rx did since the last Flush (a poll loop's
+// Rx, then its answers' Flush, polls once), removes the connections that
+// ended, and pushes what was written. It returns the device's error from Push, or the oldest
 // unreported peer event (*core.PeerError, a stall error).
 func (s *Layer) Flush() error {
-	s.t.Poll()
-	s.t.Accept(s.accept)
-	s.t.Watch(s.mark)
+	if !s.polled {
+		s.t.Poll()
+		s.t.Accept(s.accept)
+		s.t.Watch(s.mark)
+	}
+	s.polled = false
 	for _, c := range s.staged {
 		c.inStaged = false
 		switch {
@@ -769,6 +781,7 @@ func (s *Layer) Rx(pkts []core.Packet) (int, error) {
 	forget(s.read)
 	s.read = s.read[:0]
 	s.t.Poll()
+	s.polled = true
 	s.t.Accept(s.accept)
 	s.t.Watch(s.mark)
 	s.sendAll()

@@ -63,6 +63,7 @@ type fakeTransport struct {
 	pending []*fakeConn
 	peers   []netip.AddrPort
 	layer   *Layer
+	polls   int
 }
 
 // newFakeLayer returns a layer over t, which watches it.
@@ -79,7 +80,7 @@ func (t *fakeTransport) Watch(mark func(Conn)) {
 	}
 }
 
-func (t *fakeTransport) Poll()       {}
+func (t *fakeTransport) Poll()       { t.polls++ }
 func (t *fakeTransport) Push() error { return nil }
 func (t *fakeTransport) Accept(add func(Conn, netip.AddrPort)) {
 	for i, c := range t.pending {
@@ -615,5 +616,62 @@ func TestRxKeepsOrderWhenAllVisited(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("records in the order\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestFlushPollsUnlessRxDid: a poll loop's step (Rx, then Flush) polls
+// the transport once; a Flush with no Rx since the last Flush polls (a
+// sender that never calls Rx still takes its ACKs and accepts).
+func TestFlushPollsUnlessRxDid(t *testing.T) {
+	s, cs := newLayer(1, Options{})
+	tr := s.t.(*fakeTransport)
+	cs[0].in.Write(records(t, []byte("q")))
+	pkts := make([]core.Packet, 4)
+	step := func(rx bool) int {
+		before := tr.polls
+		if rx {
+			if _, err := s.Rx(pkts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !s.Queue([]byte("a")) {
+			t.Fatal("Queue refused")
+		}
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return tr.polls - before
+	}
+	if n := step(true); n != 1 {
+		t.Fatalf("Rx and Flush polled %d times, want 1", n)
+	}
+	for i := range 3 {
+		if n := step(false); n != 1 {
+			t.Fatalf("Flush %d without an Rx polled %d times, want 1", i, n)
+		}
+	}
+	if n := step(true); n != 1 {
+		t.Fatalf("Rx and Flush polled %d times, want 1", n)
+	}
+	// A connection the transport accepted after an Rx is taken by the
+	// next Rx, or by a Flush after a Flush.
+	if _, err := s.Rx(pkts); err != nil {
+		t.Fatal(err)
+	}
+	tr.pending, tr.peers = []*fakeConn{{room: -1, reading: true}}, []netip.AddrPort{peer(9)}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 1 {
+		t.Fatalf("%d connections after a Flush that follows an Rx, want 1 (no poll)", s.Len())
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 2 {
+		t.Fatalf("%d connections after a second Flush, want 2", s.Len())
+	}
+	if got := cs[0].out.Len(); got != 5*(record.HeaderLen+1) {
+		t.Fatalf("wrote %d bytes, want %d", got, 5*(record.HeaderLen+1))
 	}
 }

@@ -9,7 +9,8 @@
 //
 //	hotcode -n 2000 callgrind.out
 //
-// n is the number of iterations the profile collected.
+// n is the number of iterations the profile collected. With -funcs the
+// lines are counted by function instead of by package.
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 
 func main() {
 	n := flag.Int("n", 0, "iterations the profile collected (required)")
+	funcs := flag.Bool("funcs", false, "count the hot lines by function, not by package")
 	flag.Parse()
 	if *n <= 0 || flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: hotcode -n ITERATIONS callgrind.out")
@@ -41,7 +43,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "hotcode:", err)
 		os.Exit(1)
 	}
-	r := p.hot(*n)
+	by := pkgOf
+	if *funcs {
+		by = funcOf
+	}
+	r := p.hot(*n, by)
 	fmt.Printf("%.0f instructions an iteration; %d hot lines of code (%d KiB)\n", r.perIter, r.lines, r.lines*64/1024)
 	for _, pk := range r.byPkg {
 		fmt.Printf("  %5d  %s\n", pk.lines, pk.name)
@@ -104,8 +110,9 @@ type report struct {
 	byPkg   []pkgLines
 }
 
-// hot sums the profile of n iterations.
-func (p *profile) hot(n int) report {
+// hot sums the profile of n iterations, counting the hot lines by what
+// by makes of their function's symbol.
+func (p *profile) hot(n int, by func(string) string) report {
 	var total uint64
 	first := map[uint64]uint64{} // hot line -> its lowest hot address
 	for a, c := range p.cost {
@@ -120,7 +127,7 @@ func (p *profile) hot(n int) report {
 	// that the counts do not depend on the map's order.
 	count := map[string]int{}
 	for _, a := range first {
-		count[pkgOf(p.owner[a])]++
+		count[by(p.owner[a])]++
 	}
 	r := report{perIter: float64(total) / float64(n), lines: len(first)}
 	for name, k := range count {
@@ -145,6 +152,15 @@ func pkgOf(fn string) string {
 	slash := strings.LastIndexByte(fn, '/')
 	if dot := strings.IndexByte(fn[slash+1:], '.'); dot >= 0 {
 		return fn[:slash+1+dot]
+	}
+	return fn
+}
+
+// funcOf is a Go function's symbol without callgrind's suffix for a
+// function it saw entered recursively ("'2").
+func funcOf(fn string) string {
+	if i := strings.LastIndexByte(fn, '\''); i >= 0 {
+		return fn[:i]
 	}
 	return fn
 }

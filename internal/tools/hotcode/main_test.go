@@ -30,7 +30,7 @@ fn=runtime.memmove
 	if got := p.cost[0x1008]; got != 0 {
 		t.Fatalf("the call's inclusive cost counted at its address: %d", got)
 	}
-	r := p.hot(100)
+	r := p.hot(100, pkgOf)
 	if r.perIter != 55.99 { // (100+100+49+300+50+5000)/100
 		t.Fatalf("instructions an iteration: %v, want 55.99", r.perIter)
 	}
@@ -63,10 +63,31 @@ fn=github.com/a/c.G
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := p.hot(10)
+		r := p.hot(10, pkgOf)
 		if r.lines != 1 || len(r.byPkg) != 1 || r.byPkg[0] != (pkgLines{"github.com/a/b", 1}) {
 			t.Fatalf("shared line: %d lines, %v; want 1, [{github.com/a/b 1}]", r.lines, r.byPkg)
 		}
+	}
+}
+
+// TestByFunc: with funcOf the lines are counted by function, a
+// recursive entry's suffix dropped.
+func TestByFunc(t *testing.T) {
+	const prof = `fn=github.com/a/b.F
+0x1000 1 10
+fn=github.com/a/b.F'2
+0x1040 1 10
+fn=github.com/a/b.G
+0x1080 1 10
+`
+	p, err := parse(strings.NewReader(prof))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.hot(10, funcOf)
+	want := []pkgLines{{"github.com/a/b.F", 2}, {"github.com/a/b.G", 1}}
+	if len(r.byPkg) != len(want) || r.byPkg[0] != want[0] || r.byPkg[1] != want[1] {
+		t.Fatalf("by function: %v, want %v", r.byPkg, want)
 	}
 }
 
