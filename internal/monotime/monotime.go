@@ -27,19 +27,22 @@ import (
 // Clock is a monotonic clock read as the time since its base. A Clock is
 // not safe for concurrent use: it belongs to one poll loop.
 type Clock struct {
-	base time.Time
-	fast bool // the counter is usable
-
+	// What Since reads, first: one cache line (the padding at the end
+	// makes a Clock two whole lines, so that an allocated one starts a
+	// line).
+	fast bool   // the counter is usable
 	a    uint64 // the counter at the anchor
 	n    int64  // the clock at the anchor, ns since base
 	mult uint64 // ns per count, 32.32 fixed point; 0 until measured
 	span uint64 // counts past the anchor after which Since re-anchors
-
 	left int    // readings until Since re-anchors whatever the counter says
+	last int64  // the latest reading, which the next never falls below
+
+	base time.Time
 	ca   uint64 // the counter where the rate is measured from
 	cn   int64  // and the clock there
 	ct   bool   // that pair was tight (see pair)
-	last int64  // the latest reading, which the next never falls below
+	_    [24]byte
 }
 
 // Rate measurement: over at least calibrateMin, from an origin that moves

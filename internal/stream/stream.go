@@ -252,9 +252,14 @@ type Options struct {
 // Counters are the layer's counts, as core.Stats names them where it has
 // the name.
 type Counters struct {
-	TxQueued, TxBackpressure, TxOversize, TxSent, TxDropped, TxBytes uint64
-	RxDelivered, RxBytes, RxTruncated, RxMalformed                   uint64
-	Accepts, Resets, PeerCloses                                      uint64
+	// Those every record moves, first: one cache line.
+	TxQueued, TxSent, TxBytes, RxDelivered, RxBytes uint64
+	// StreamTx and StreamRx count the bytes written to and read from the
+	// transport, record prefixes included.
+	StreamTx, StreamRx                    uint64
+	TxBackpressure, TxOversize, TxDropped uint64
+	RxTruncated, RxMalformed              uint64
+	Accepts, Resets, PeerCloses           uint64
 	// NoConn counts Queue and QueueTo calls that found no connection
 	// (layer "tcp", counter "queue_no_conn").
 	NoConn uint64
@@ -262,9 +267,8 @@ type Counters struct {
 	// delivered because their connection ended or the backend closed
 	// (read out and counted by reap, Abandon and Linger).
 	RxClosed uint64
-	// Stalls counts reported send stalls; StreamTx and StreamRx the bytes
-	// written to and read from the transport, record prefixes included.
-	Stalls, StreamTx, StreamRx uint64
+	// Stalls counts reported send stalls.
+	Stalls uint64
 }
 
 // conn is one connection of the set.
@@ -340,32 +344,36 @@ func (c *conn) wantsRx() bool {
 
 // Layer is the stream layer over one Transport. Create it with New.
 type Layer struct {
-	opt    Options
-	t      Transport
-	conns  []*conn // the set, in no particular order
-	byPeer map[netip.AddrPort]*conn
+	// The fields of the data path first: an Rx, a QueueTo or a Flush
+	// touches the Layer's first five cache lines (the record counters
+	// are the fifth), Queue the set too; the rest after them.
+	t   Transport
+	opt Options
+	// polled: an Rx polled the transport since the last Flush, which
+	// then need not (see Transport.Poll).
+	polled bool
+
+	// The work lists (see the package documentation). rx is in the order
+	// Rx visits it: a connection it visited and still has something goes
+	// to the back, for fairness; spare is rx's other buffer.
+	rx     []*conn
+	tx     []*conn // released bytes wait for the transport
+	staged []*conn // records staged since the last Flush
+	read   []*conn // Rx read or delivered from them: compact next Rx
+	ends   []*conn // ended, or the peer finished: for reap
+
+	errs   []error // to report, oldest first
+	accept func(Conn, netip.AddrPort)
+	mark   func(Conn)
 	// last is byPeer's entry that QueueTo found last (nil: none): an
 	// answer goes to the peer the one before went to, more often than
 	// not, and comparing the address costs less than hashing it. Every
 	// change to byPeer forgets it.
 	last   *conn
-	errs   []error // to report, oldest first
-	accept func(Conn, netip.AddrPort)
-	mark   func(Conn)
+	byPeer map[netip.AddrPort]*conn
 	st     Counters
-
-	// The work lists (see the package documentation). rx is in the order
-	// Rx visits it: a connection it visited and still has something goes
-	// to the back, for fairness; spare is rx's other buffer.
-	rx, spare []*conn
-	tx        []*conn // released bytes wait for the transport
-	staged    []*conn // records staged since the last Flush
-	read      []*conn // Rx read or delivered from them: compact next Rx
-	ends      []*conn // ended, or the peer finished: for reap
-
-	// polled: an Rx polled the transport since the last Flush, which
-	// then need not (see Transport.Poll).
-	polled bool
+	conns  []*conn // the set, in no particular order
+	spare  []*conn
 }
 
 // New returns a Layer over t.

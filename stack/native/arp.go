@@ -126,8 +126,8 @@ func (e *Engine) arpInput(f []byte) {
 	src := m.SenderIP.As4()
 	if en := e.arp.m[src]; en != nil || m.Op == arp.OpReply || m.Op == arp.OpRequest {
 		e.learn(src, m.SenderMAC, en != nil)
-		if m.Op == arp.OpReply && e.o.ARPShare != nil {
-			e.o.ARPShare.publish(e, src, m.SenderMAC)
+		if m.Op == arp.OpReply && e.share != nil {
+			e.share.publish(e, src, m.SenderMAC)
 		}
 	}
 	if m.Op == arp.OpRequest {

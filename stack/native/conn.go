@@ -45,6 +45,10 @@ func (s State) synchronized() bool { return s >= Established }
 // which the engine reuses it for another connection. Like the engine, it
 // must be used from the engine's goroutine only.
 type Conn struct {
+	// The fields that a segment in order, its ACK and the answer touch
+	// come first and together (the slot's first seven cache lines); the
+	// state of the handshake, loss recovery, keepalive and the rest
+	// follows. BENCHMARKS.md has what the order saves.
 	e       *Engine
 	idx     int32
 	state   State
@@ -53,89 +57,98 @@ type Conn struct {
 	inDirty bool
 	// inReadable: in the engine's list for TakeReadable.
 	inReadable bool
-	l          *Listener
+
+	finQueued, finSent bool
+	finAcked           bool
+	inRecovery         bool
+	rttTiming          bool
+	hasRTT             bool
+	ackNow             bool
+	dsackSet           bool
+	oooFin             bool
+	finRcvd            bool
+	sackOK, tsOK       bool
+	sndWS, rcvWS       uint8
 
 	raddr        [4]byte
 	lport, rport uint16
-	hop          [4]byte
 	mac          [6]byte
-	macOK        bool
 
 	// send side: sbuf holds sLen bytes from SND.UNA on at sHead, then the
 	// sHeld bytes staged (Stage); sHead goes back to its home whenever
 	// the ring empties.
-	sbuf                   []byte
-	sHead, sLen            int
-	sHeld                  int // staged after the sLen bytes, not sendable before Release
-	iss, sndUna, sndNxt    uint32
-	sndMax                 uint32 // highest sequence number sent
-	sndWnd, maxSndWnd      uint32
-	sndWl1, sndWl2         uint32
-	sndWS                  uint8
-	smss                   int // payload of a full segment (peer's MSS less timestamps)
-	peerMSS                int // the peer's MSS, at most ours
-	finQueued, finSent     bool
-	finAcked               bool
-	finSeq                 uint32
-	needSyn                bool
-	sacked                 [8]sackBlock // SACK scoreboard (RFC 6675 §3), sorted
-	nsacked                int
-	cwnd, ssthresh, caAcc  uint32
-	cubic                  cubicState
-	dupacks                int
-	inRecovery, rtxOne     bool
-	recoverSet             bool
-	recover, rtxNext       uint32
-	unaRtx                 bool      // the segment at SND.UNA was retransmitted in this recovery
-	unaRtxAt               int64     // when, at the latest
-	unaRtxMark             uint32    // SND.MAX then: a SACK above it is of data sent after that retransmission
-	rtxd                   rtxRanges // retransmitted in the last recovery
-	retries, persistShift  int
-	rttTiming              bool
-	rttSeq                 uint32
-	rttAt                  int64
-	srtt, rttvar, rto      int64
-	hasRTT                 bool
-	challengeSent          bool
-	oowAcked               bool  // rejectAck answered a segment without data
-	oowAckAt               int64 // when
-	keepIdle, keepIntvl    time.Duration
-	keepCnt, keepProbes    int
-	lastRx                 int64
-	delackArmed, ackNow    bool
-	unackedBytes, quickAck int
+	sbuf              []byte
+	sHead, sLen       int
+	sHeld             int // staged after the sLen bytes, not sendable before Release
+	sndUna, sndNxt    uint32
+	sndMax            uint32 // highest sequence number sent
+	sndWnd, maxSndWnd uint32
+	sndWl1, sndWl2    uint32
+	cwnd, ssthresh    uint32
+	caAcc             uint32
+	smss              int // payload of a full segment (peer's MSS less timestamps)
+	peerMSS           int // the peer's MSS, at most ours
+	nsacked           int // blocks in sacked
+	dupacks           int
+	retries           int
+	srtt, rttvar, rto int64
 
 	// receive side: rbuf holds rLen readable bytes at rHead, then room for
 	// out-of-order data at offsets from RCV.NXT; rHead goes back to its
 	// home whenever the ring empties (nothing readable, nothing out of
 	// order).
-	rbuf         []byte
-	rHead, rLen  int
-	rLent        int // of rLen, the bytes at rHead lent in place (Lend)
-	rcvCap       int
-	irs, rcvNxt  uint32
-	rcvAdv       uint32 // right edge of the window advertised
-	rcvWS        uint8
-	rmss         int
-	ooo          [8]sackBlock // out-of-order data held, sorted
-	nooo         int
-	lastOOO      uint32
-	dsack        sackBlock // duplicate data the next ACK reports (RFC 2883 §4)
-	dsackSet     bool
-	oooFin       bool
-	oooFinSeq    uint32
-	finRcvd      bool
-	lastAckSent  uint32
-	wsOK, sackOK bool
-	tsOK         bool
-	tsRecent     uint32
-	tsOff        uint32
-	err          error
+	rbuf                   []byte
+	rHead, rLen            int
+	rLent                  int // of rLen, the bytes at rHead lent in place (Lend)
+	rcvCap                 int
+	rmss                   int
+	nooo                   int // blocks in ooo
+	unackedBytes, quickAck int
+	rcvNxt                 uint32
+	rcvAdv                 uint32 // right edge of the window advertised
+	lastAckSent            uint32
+	tsRecent               uint32
+	tsOff                  uint32
+	keepProbes             int
+	lastRx                 int64
+	err                    error
 
 	// timers: absolute ns, 0 = off; heapAt is the key in the engine's heap.
 	tRTO, tDelack, tPersist, tKeep, tWait int64
 	heapAt                                int64
 	heapIdx                               int32
+
+	// The rest.
+	l                   *Listener
+	hop                 [4]byte
+	macOK               bool
+	needSyn             bool
+	iss, irs            uint32
+	finSeq              uint32
+	sacked              [8]sackBlock // SACK scoreboard (RFC 6675 §3), sorted
+	cubic               cubicState
+	rtxOne              bool
+	recoverSet          bool
+	recover, rtxNext    uint32
+	unaRtx              bool      // the segment at SND.UNA was retransmitted in this recovery
+	unaRtxAt            int64     // when, at the latest
+	unaRtxMark          uint32    // SND.MAX then: a SACK above it is of data sent after that retransmission
+	rtxd                rtxRanges // retransmitted in the last recovery
+	persistShift        int
+	rttSeq              uint32
+	rttAt               int64
+	oowAcked            bool  // rejectAck answered a segment without data
+	oowAckAt            int64 // when
+	keepIdle, keepIntvl time.Duration
+	keepCnt             int
+	ooo                 [8]sackBlock // out-of-order data held, sorted
+	lastOOO             uint32
+	dsack               sackBlock // duplicate data the next ACK reports (RFC 2883 §4)
+	oooFinSeq           uint32
+	wsOK                bool
+	// The slot to a whole number of cache lines (832 bytes), so that in
+	// the engine's table each one's first fields start a line.
+	_ [39]byte
 }
 
 // Peer returns the remote address and port.

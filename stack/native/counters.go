@@ -7,7 +7,13 @@ import "github.com/dgramio/dgramio/internal/core"
 type counter int
 
 const (
+	// The counters of every frame and segment first: one cache line.
 	cRxFrames counter = iota
+	cTxFrames
+	cIPDelivered
+	cTCPSegmentsIn
+	cTCPSegmentsOut
+	cTCPPredicted
 	cRxNotForUs
 	cRxShort
 	cRxUnknownEtherType
@@ -25,15 +31,11 @@ const (
 	cIPReasmFailed
 	cIPReasmTimeout
 	cIPNotOurAddr
-	cIPDelivered
 	cICMPEchoReplies
 	cICMPBadChecksum
 	cICMPUnreachSent
 	cICMPIgnored
 	cICMPTooBig
-	cTCPSegmentsIn
-	cTCPSegmentsOut
-	cTCPPredicted
 	cTCPShort
 	cTCPChecksum
 	cTCPBadOption
@@ -71,7 +73,6 @@ const (
 	cTCPCookiesBad
 	cTCPAborts
 	cTxRingFull
-	cTxFrames
 	nCounters
 )
 

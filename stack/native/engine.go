@@ -53,49 +53,57 @@ type tuple struct {
 // Each reads the clock; a loop that polls and flushes in one step reads it
 // once (Tick) and passes the reading to PollAt and FlushAt.
 type Engine struct {
-	fio    frameio.FrameIO
-	waiter frameio.Waiter
-	irq    interface{ Interrupt() } // nil: the FrameIO's Wait cannot be ended early
-	o      Options
-	clock  Clock
-	start  time.Time
-	now    int64           // ns since start: the latest Tick that Poll/Flush/Wait took
-	mono   *monotime.Clock // the monotonic clock since start; nil with Options.Clock
+	// The fields every poll, segment and flush touches come first and
+	// together; the configuration and the rest follow.
+	fio       frameio.FrameIO
+	now       int64           // ns since start: the latest Tick that Poll/Flush/Wait took
+	mono      *monotime.Clock // the monotonic clock since start; nil with Options.Clock
+	top       int64           // the timer heap's earliest heapAt (noTimer: empty)
+	reasmUsed int             // slots of reasm in use
+	share     *ARPShare       // o.ARPShare
+	deliv     func([]byte)
+	closed    bool
+	unkicked  bool
+	nagle     bool // o.Nagle
+	cubic     bool // o.Congestion is CUBIC
+	ipID      uint16
+	mac       [6]byte
+	addr      [4]byte
+	lastIdx   int32 // the conn of last; -1: none
+	last      tuple // the tuple the last lookup found (lastIdx >= 0)
+	conns     []Conn
+	dirty     []int32 // conns with something to send
+	readable  []int32 // conns that may have become readable (TakeReadable)
+	tx        []byte  // frame under construction
+	table     map[tuple]int32
+	delack    int64 // o.DelayedACK
+	minRTO    int64 // o.MinRTO
+	maxRTO    int64 // o.MaxRTO
+	arp       arpTable
+	mask      uint32
+	net4      uint32
+	seg       segment
+	cnt       [nCounters]uint64
 
-	mac          [6]byte
-	addr         [4]byte
-	mask, net4   uint32
+	waiter       frameio.Waiter
+	irq          interface{ Interrupt() } // nil: the FrameIO's Wait cannot be ended early
+	o            Options
+	clock        Clock
+	start        time.Time
 	gw           [4]byte
 	hasGW        bool
 	mss          int // announced MSS
 	secret       [16]byte
-	ipID         uint16
 	nextPort     uint16
-	closed       bool
-	unkicked     bool
 	challengeSec int64
 	challengeN   int
 
-	conns     []Conn
 	free      []int32
-	table     map[tuple]int32
-	last      tuple // the tuple the last lookup found (lastIdx >= 0)
-	lastIdx   int32 // its conn; -1: none
 	listeners map[uint16]*Listener
-	heap      []int32 // timer heap of conn indices, by Conn.heapAt
-	top       int64   // the heap's earliest heapAt (noTimer: empty), kept beside the poll loop's other fields
-	dirty     []int32 // conns with something to send
-	readable  []int32 // conns that may have become readable (TakeReadable)
-	arpWait   []int32 // conns waiting for a neighbour
-	arp       arpTable
+	heap      []int32  // timer heap of conn indices, by Conn.heapAt
+	arpWait   []int32  // conns waiting for a neighbour
 	inbox     arpInbox // replies the ARPShare's other engines learnt
-
 	reasm     [reasmSlots]reasmSlot
-	reasmUsed int    // slots of reasm in use
-	tx        []byte // frame under construction
-	deliv     func([]byte)
-	seg       segment
-	cnt       [nCounters]uint64
 }
 
 // New makes an engine on fio with options o. Everything the data path
@@ -110,7 +118,9 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	if len(mac) != 6 {
 		return nil, fmt.Errorf("native: FrameIO MAC %v is not Ethernet", mac)
 	}
-	e := &Engine{fio: fio, o: o, clock: o.Clock, mss: o.MSS, secret: o.ISNSecret}
+	e := &Engine{fio: fio, o: o, clock: o.Clock, mss: o.MSS, secret: o.ISNSecret,
+		share: o.ARPShare, nagle: o.Nagle, cubic: o.Congestion == CUBIC,
+		delack: int64(o.DelayedACK), minRTO: int64(o.MinRTO), maxRTO: int64(o.MaxRTO)}
 	e.waiter, _ = fio.(frameio.Waiter)
 	e.irq, _ = fio.(interface{ Interrupt() })
 	if e.clock == nil {
@@ -216,7 +226,7 @@ func (e *Engine) PollAt(now Tick, budget int) int {
 		return 0
 	}
 	e.setNow(now)
-	if e.o.ARPShare != nil {
+	if e.share != nil {
 		e.takeShared()
 	}
 	n := e.fio.RxFrames(budget, e.deliv)
@@ -475,8 +485,8 @@ func (e *Engine) Close() error {
 	for _, l := range e.listeners {
 		l.closed = true
 	}
-	if e.o.ARPShare != nil {
-		e.o.ARPShare.leave(e)
+	if e.share != nil {
+		e.share.leave(e)
 	}
 	e.closed = true
 	return nil

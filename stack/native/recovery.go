@@ -14,7 +14,7 @@ func (c *Conn) ccAck(acked uint32) {
 	mss := uint32(c.smss)
 	if c.cwnd < c.ssthresh {
 		c.cwnd += min(acked, 2*mss) // RFC 3465 with L = 2
-	} else if c.e.o.Congestion == CUBIC {
+	} else if c.e.cubic {
 		c.cubicAck(acked)
 	} else {
 		c.caAcc += acked
@@ -103,7 +103,7 @@ func (c *Conn) dupAck() {
 // lossThreshold is the ssthresh after a congestion event: half the
 // flight (RFC 5681 eq. 4), or CUBIC's 0.7 of cwnd (RFC 9438 §4.6).
 func (c *Conn) lossThreshold() uint32 {
-	if c.e.o.Congestion == CUBIC {
+	if c.e.cubic {
 		return c.cubicLoss()
 	}
 	return max((c.sndMax-c.sndUna)/2, 2*uint32(c.smss))

@@ -605,7 +605,7 @@ func (c *Conn) rttSample(s *segment) {
 		c.srtt = (7*c.srtt + r) / 8
 	}
 	c.rto = c.srtt + max(int64(1e6), 4*c.rttvar)
-	c.rto = min(max(c.rto, int64(e.o.MinRTO)), int64(e.o.MaxRTO))
+	c.rto = min(max(c.rto, e.minRTO), e.maxRTO)
 }
 
 // tsNow is our timestamp clock: milliseconds plus the connection's offset.
@@ -693,14 +693,14 @@ func (c *Conn) dataAcked(n int, filled bool) {
 	e := c.e
 	c.unackedBytes += n
 	switch {
-	case e.o.DelayedACK == 0, filled, c.quickAck > 0, c.unackedBytes >= 2*c.rmss:
+	case e.delack == 0, filled, c.quickAck > 0, c.unackedBytes >= 2*c.rmss:
 		if c.quickAck > 0 {
 			c.quickAck--
 		}
 		c.ackNow = true
 		e.markDirty(c)
 	case c.tDelack == 0:
-		c.tDelack = e.now + int64(e.o.DelayedACK)
+		c.tDelack = e.now + e.delack
 		e.arm(c)
 	}
 }

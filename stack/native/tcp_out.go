@@ -153,7 +153,7 @@ func (c *Conn) sendData() bool {
 			}
 			n = room
 		}
-		if e.o.Nagle && n < c.segData() && c.sndNxt != c.sndUna && !c.finQueued {
+		if e.nagle && n < c.segData() && c.sndNxt != c.sndUna && !c.finQueued {
 			break // RFC 896
 		}
 		if seqLT(c.sndNxt, c.sndMax) {

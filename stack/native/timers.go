@@ -172,7 +172,7 @@ func (c *Conn) onRTO() {
 		}
 		c.retries++
 		e.cnt[cTCPTimeouts]++
-		c.rto = min(2*c.rto, int64(e.o.MaxRTO))
+		c.rto = min(2*c.rto, e.maxRTO)
 		c.needSyn = true
 		e.markDirty(c)
 		return
@@ -192,7 +192,7 @@ func (c *Conn) onRTO() {
 	c.rtxd.ok = false // go-back-N: D-SACKs after it prove no single retransmission spurious
 	c.nsacked = 0     // RFC 6675 §5.1: the scoreboard may have reneged
 	c.recover, c.recoverSet = c.sndMax, true
-	c.rto = min(2*c.rto, int64(e.o.MaxRTO))
+	c.rto = min(2*c.rto, e.maxRTO)
 	c.rttTiming = false
 	c.sndNxt = c.sndUna
 	e.markDirty(c)
@@ -205,7 +205,7 @@ func (c *Conn) armPersist() {
 		return
 	}
 	c.tRTO = 0
-	c.tPersist = c.e.now + min(c.rto<<c.persistShift, int64(c.e.o.MaxRTO))
+	c.tPersist = c.e.now + min(c.rto<<c.persistShift, c.e.maxRTO)
 	c.e.arm(c)
 }
 
@@ -223,7 +223,7 @@ func (c *Conn) onPersist() {
 	if c.persistShift < 30 {
 		c.persistShift++
 	}
-	c.tPersist = e.now + min(c.rto<<c.persistShift, int64(e.o.MaxRTO))
+	c.tPersist = e.now + min(c.rto<<c.persistShift, e.maxRTO)
 	if c.sndNxt == c.sndUna {
 		c.sendSeg(c.sndUna, flagACK, 0, 1)
 	} else {
