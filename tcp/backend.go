@@ -582,8 +582,9 @@ var _ layer.Transport = (*transport)(nil)
 // netstack. Netstack hands each TCP segment to a processor goroutine;
 // when frames were delivered, Poll yields once (runtime.Gosched) so that
 // the processor runs before the connections are read (package stack's
-// documentation has the numbers).
-func (t *transport) Poll() {
+// documentation has the numbers). It reports true: netstack's goroutines
+// act on their own time, so only Watch can tell what they did.
+func (t *transport) Poll() bool {
 	b := (*Backend)(t)
 	total := 0
 	for total < pollBudget {
@@ -596,6 +597,7 @@ func (t *transport) Poll() {
 	if total > 0 && !b.noYield {
 		runtime.Gosched()
 	}
+	return true
 }
 
 // Push implements layer.Transport: one kick for what netstack wrote.

@@ -120,16 +120,22 @@ func (n *nativeEngine) open(fio frameio.FrameIO) error {
 // engine's clock, once: the stream layer calls Poll first and Push last in
 // every Rx and Flush, and Push takes the same reading, so each Rx and
 // Flush of the Backend reads the clock once (Wait reads it once too, in
-// sleep).
-func (n *nativeEngine) Poll() {
-	n.now, n.fresh = n.e.Tick(), true
-	for total := 0; total < pollBudget; {
+// sleep). It reports false when no frame came, the engine is idle
+// (Engine.Idle) and no connection waits to be accepted; the next Push
+// then reads the clock itself.
+func (n *nativeEngine) Poll() bool {
+	n.now = n.e.Tick()
+	total := 0
+	for total < pollBudget {
 		got := n.e.PollAt(n.now, n.b.cfg.RxBatch)
 		total += got
 		if got < n.b.cfg.RxBatch {
 			break
 		}
 	}
+	busy := total > 0 || !n.e.Idle() || n.ln != nil && n.ln.Pending() > 0
+	n.fresh = busy
+	return busy
 }
 
 // Push implements layer.Transport: the timers due and the segments due at

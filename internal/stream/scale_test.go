@@ -26,7 +26,7 @@ func (c *edgeConn) Writable() bool              { c.calls++; return c.fakeConn.W
 // marks a connection when bytes arrive for it (edge-triggered).
 type edgeTransport struct{ events []Conn }
 
-func (t *edgeTransport) Poll()                             {}
+func (t *edgeTransport) Poll() bool                        { return true }
 func (t *edgeTransport) Push() error                       { return nil }
 func (t *edgeTransport) Accept(func(Conn, netip.AddrPort)) {}
 func (t *edgeTransport) notify(c Conn)                     { t.events = append(t.events, c) }

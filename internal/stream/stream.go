@@ -203,8 +203,13 @@ type Transport interface {
 	// Flush that no Rx came before since the last Flush: a poll loop
 	// that calls Rx and then Flush polls once a step, and one that only
 	// sends still takes its ACKs. A Push that no Poll came before since
-	// the last Push reads the engine's clock itself.
-	Poll()
+	// the last Push reads the engine's clock itself. Poll reports false
+	// only when nothing happened that Accept, Watch or Push would act on
+	// (no frame taken, no connection to accept, none become readable,
+	// nothing to send or kick): an Rx with no work of its own then ends
+	// there, which makes a spinning loop's empty Rx cheap. A transport
+	// that cannot tell returns true.
+	Poll() bool
 	// Accept calls add for each connection a server has accepted since
 	// the last call, with the peer's address, without blocking.
 	Accept(add func(c Conn, peer netip.AddrPort))
@@ -788,8 +793,11 @@ func (s *Layer) Rx(pkts []core.Packet) (int, error) {
 	}
 	forget(s.read)
 	s.read = s.read[:0]
-	s.t.Poll()
+	busy := s.t.Poll()
 	s.polled = true
+	if !busy && len(s.rx) == 0 && len(s.tx) == 0 && len(s.ends) == 0 && len(s.errs) == 0 {
+		return 0, nil // nothing arrived, nothing waits: an empty Rx of a spinning loop
+	}
 	s.t.Accept(s.accept)
 	s.t.Watch(s.mark)
 	s.sendAll()

@@ -64,6 +64,10 @@ type fakeTransport struct {
 	peers   []netip.AddrPort
 	layer   *Layer
 	polls   int
+	// idle makes Poll report that nothing happened; pushes and watches
+	// count Push and Watch calls.
+	idle            bool
+	pushes, watches int
 }
 
 // newFakeLayer returns a layer over t, which watches it.
@@ -73,6 +77,7 @@ func newFakeLayer(t *fakeTransport, o Options) *Layer {
 }
 
 func (t *fakeTransport) Watch(mark func(Conn)) {
+	t.watches++
 	for _, c := range t.layer.conns {
 		if c.t.Readable() {
 			mark(c.t)
@@ -80,8 +85,8 @@ func (t *fakeTransport) Watch(mark func(Conn)) {
 	}
 }
 
-func (t *fakeTransport) Poll()       { t.polls++ }
-func (t *fakeTransport) Push() error { return nil }
+func (t *fakeTransport) Poll() bool  { t.polls++; return !t.idle }
+func (t *fakeTransport) Push() error { t.pushes++; return nil }
 func (t *fakeTransport) Accept(add func(Conn, netip.AddrPort)) {
 	for i, c := range t.pending {
 		add(c, t.peers[i])
@@ -673,5 +678,46 @@ func TestFlushPollsUnlessRxDid(t *testing.T) {
 	}
 	if got := cs[0].out.Len(); got != 5*(record.HeaderLen+1) {
 		t.Fatalf("wrote %d bytes, want %d", got, 5*(record.HeaderLen+1))
+	}
+}
+
+// TestIdleRx: an Rx whose Poll reports that nothing happened, with no
+// work of the layer's own waiting, returns at once, without Accept, Watch
+// or Push; one with records still to deliver, or after Poll reported
+// something, does the whole round.
+func TestIdleRx(t *testing.T) {
+	s, cs := newLayer(1, Options{RxBatch: 1})
+	tr := s.t.(*fakeTransport)
+	pkts := make([]core.Packet, 4)
+	rx := func() int {
+		t.Helper()
+		n, err := s.Rx(pkts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	rx() // the connection's first read (Add lists it)
+	tr.idle = true
+	w, p := tr.watches, tr.pushes
+	if n := rx(); n != 0 || tr.watches != w || tr.pushes != p {
+		t.Fatalf("an idle Rx: %d records, %d watches, %d pushes; want 0, none, none", n, tr.watches-w, tr.pushes-p)
+	}
+	// Two records arrive, reported by a Poll that says so; the batch of
+	// one leaves the second decoded, which the next Rx delivers even
+	// though its Poll reports nothing.
+	cs[0].in.Write(records(t, []byte("a"), []byte("b")))
+	tr.idle = false
+	if n := rx(); n != 1 || string(pkts[0].Data) != "a" {
+		t.Fatalf("first Rx: %d records %q, want \"a\"", n, pkts[0].Data)
+	}
+	tr.idle = true
+	if n := rx(); n != 1 || string(pkts[0].Data) != "b" {
+		t.Fatalf("second Rx (Poll idle): %d records %q, want \"b\"", n, pkts[0].Data)
+	}
+	// An event to report is the layer's own work too.
+	s.Report(errors.New("stall"))
+	if _, err := s.Rx(pkts); err == nil {
+		t.Fatal("an idle Rx with an event waiting returned no error")
 	}
 }

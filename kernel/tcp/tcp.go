@@ -410,8 +410,9 @@ type transport Backend
 
 var _ stream.Transport = (*transport)(nil)
 
-// Poll implements stream.Transport: the kernel moves the streams itself.
-func (t *transport) Poll() {}
+// Poll implements stream.Transport: the kernel moves the streams itself;
+// what it did shows in epoll, which Watch reads, so Poll cannot tell.
+func (t *transport) Poll() bool { return true }
 
 // Push implements stream.Transport: send(2) already handed the bytes over.
 func (t *transport) Push() error { return nil }

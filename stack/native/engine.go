@@ -412,6 +412,14 @@ func (e *Engine) FlushAt(now Tick) error {
 	return e.fio.Kick()
 }
 
+// Idle reports whether nothing waits for TakeReadable or Flush: no
+// connection became readable or has something to send, and no frame
+// waits for a kick. A loop that polled and finds the engine idle has
+// nothing to read or flush.
+func (e *Engine) Idle() bool {
+	return len(e.readable) == 0 && len(e.dirty) == 0 && !e.unkicked
+}
+
 // NextTimer returns when the earliest timer falls due, and false when no
 // timer is armed.
 func (e *Engine) NextTimer() (time.Time, bool) {

@@ -204,3 +204,62 @@ func TestACKMarksOnlyWhatCanSend(t *testing.T) {
 		t.Errorf("after the window opened: %d bytes sent, want %d", cb.sndMax-una, 2*mss)
 	}
 }
+
+// TestIdle: the engine is idle when nothing waits for TakeReadable or
+// Flush: not after a Write (something to send), not after a Poll that
+// took data (readable) until TakeReadable, not when a timer's segment
+// waits for its kick; idle again once those were taken and flushed.
+func TestIdle(t *testing.T) {
+	w := newWorld(t, memio.Options{}, Options{}, Options{DelayedACK: 10 * time.Millisecond})
+	ca, cb := w.connect(80)
+	settle := func() {
+		for w.step() > 0 {
+		}
+		w.a.TakeReadable(func(*Conn) {})
+		w.b.TakeReadable(func(*Conn) {})
+	}
+	settle()
+	// Past the quick ACKs that follow the handshake (two), so that the
+	// next data's ACK is delayed.
+	buf := make([]byte, 8)
+	for range 3 {
+		ca.Write([]byte("x"))
+		settle()
+		cb.Read(buf)
+		settle()
+	}
+	if !w.a.Idle() || !w.b.Idle() {
+		t.Fatalf("after the handshake settled: idle %v, %v; want both", w.a.Idle(), w.b.Idle())
+	}
+	if ca.Write([]byte("ping")) != 4 || w.a.Idle() {
+		t.Fatal("idle with a Write waiting for Flush")
+	}
+	if err := w.a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !w.a.Idle() {
+		t.Fatal("not idle after the Flush that sent the write")
+	}
+	if w.b.Poll(64) != 1 || w.b.Idle() {
+		t.Fatal("idle after a Poll that took data, before TakeReadable")
+	}
+	w.b.TakeReadable(func(*Conn) {})
+	if !w.b.Idle() {
+		t.Fatal("not idle after TakeReadable, with the ACK delayed")
+	}
+	// The delayed ACK's timer (RFC 1122 §4.2.3.2) fires in a Poll and
+	// leaves the engine with an ACK to send.
+	w.clk.Advance(20 * time.Millisecond)
+	if w.b.Poll(64) != 0 || w.b.Idle() {
+		t.Fatal("idle after the delayed ACK's timer fired, before Flush")
+	}
+	if err := w.b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !w.b.Idle() {
+		t.Fatal("not idle after the Flush that sent the delayed ACK")
+	}
+	if n, _ := cb.Read(buf); string(buf[:n]) != "ping" {
+		t.Fatalf("read %q, want ping", buf[:n])
+	}
+}
