@@ -137,13 +137,12 @@ const pollBudget = 256
 // (TCP.SendBuf) itself, held there until Flush releases it (TxQueue
 // records' worth at most between two Flushes, and what the buffer has
 // room for), so that there is no separate staging and "released bytes"
-// never wait; and Rx hands
-// out the records that arrived whole in the engine's receive buffer
-// where they lie (Data points into it, valid until the next Rx), the
-// Decoder taking only a record that arrived cut. On either engine Close counts in TxDropped the records
-// the engine took whose first byte the peer had not acknowledged when
-// Linger ran out. It implements
-// core.Backend with the semantics of kind tcp (kernel TCP):
+// never wait; and Rx hands out the records that arrived whole in the
+// engine's receive buffer where they lie (Data points into it, valid
+// until the next Rx), the Decoder taking only a record that arrived cut.
+// On either engine Close counts in TxDropped the records the engine took
+// whose first byte the peer had not acknowledged when Linger ran out. It
+// implements core.Backend with the semantics of kind tcp (kernel TCP):
 //
 //   - A client connects to every Config.Dests at New (ConnectTimeout); a
 //     server listens on LocalIP:Port and accepts inside Rx and Flush, never

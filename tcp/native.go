@@ -117,12 +117,11 @@ func (n *nativeEngine) open(fio frameio.FrameIO) error {
 }
 
 // Poll implements layer.Transport: frames in, timers due. It reads the
-// engine's clock, once: the stream layer calls Poll first and Push last in
-// every Rx and Flush, and Push takes the same reading, so each Rx and
-// Flush of the Backend reads the clock once (Wait reads it once too, in
-// sleep). It reports false when no frame came, the engine is idle
-// (Engine.Idle) and no connection waits to be accepted; the next Push
-// then reads the clock itself.
+// engine's clock, once, and the Push that follows takes the same reading,
+// so each Rx and Flush of the Backend reads the clock once (Wait reads it
+// once too, in sleep). It reports false when no frame came, the engine is
+// idle (Engine.Idle) and no connection waits to be accepted; the next
+// Push (a later Flush's) then reads the clock itself.
 func (n *nativeEngine) Poll() bool {
 	n.now = n.e.Tick()
 	total := 0

@@ -219,8 +219,9 @@ type Transport interface {
 	// left behind (the FIN after the bytes it took): at least once for
 	// each such arrival or read. Reporting one that has nothing costs a
 	// read that returns (0, nil). A connection the layer does not read
-	// (Conn.SetReading false) need not be reported. Every Poll is
-	// followed by Accept and Watch; Ready calls Watch too.
+	// (Conn.SetReading false) need not be reported. Every Poll that
+	// reports true is followed by Accept and Watch; Ready calls Watch
+	// too.
 	Watch(mark func(c Conn))
 	// Push sends what the connections wrote. Its error is the device's.
 	Push() error
@@ -620,8 +621,9 @@ func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
 // not take moves on with every later Rx and Flush. It polls the transport
 // and accepts first unless an Rx did since the last Flush (a poll loop's
 // Rx, then its answers' Flush, polls once), removes the connections that
-// ended, and pushes what was written. It returns the device's error from Push, or the oldest
-// unreported peer event (*core.PeerError, a stall error).
+// ended, and pushes what was written. It returns the device's error from
+// Push, or the oldest unreported peer event (*core.PeerError, a stall
+// error).
 func (s *Layer) Flush() error {
 	if !s.polled {
 		s.t.Poll()
