@@ -228,7 +228,7 @@ func (r *serverQueue) serve(b dgramio.Backend, q int, poll dgramio.Poll, stop <-
 			}
 			r.from[p.From] = append(r.from[p.From], seq)
 			r.flows[p.From] = flow
-			for !b.QueueTo(p.Data, p.From) {
+			for b.QueueTo(p.Data, p.From) != nil {
 				if err := b.Flush(); err != nil && !errors.As(err, &pe) {
 					return err
 				}
@@ -270,7 +270,7 @@ func sendFlow(b dgramio.Backend, q, n int, poll dgramio.Poll) error {
 		}
 		for sent < n && sent-echoes < 32 {
 			putFlowMsg(msg, uint32(q), uint32(sent))
-			if !b.Queue(msg) {
+			if b.Queue(msg) != nil {
 				break
 			}
 			sent++

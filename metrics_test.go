@@ -28,7 +28,7 @@ func TestMetricsOfABackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	if !cli.Queue([]byte("hello")) || cli.Flush() != nil {
+	if cli.Queue([]byte("hello")) != nil || cli.Flush() != nil {
 		t.Fatal("send failed")
 	}
 	pkts := make([]dgramio.Packet, 4)

@@ -341,10 +341,10 @@ func TestNativeMaxConns(t *testing.T) {
 		}
 		return false
 	}
-	if !clis[0].Queue([]byte("first")) || !answered(clis[0], 20*time.Second) {
+	if clis[0].Queue([]byte("first")) != nil || !answered(clis[0], 20*time.Second) {
 		t.Fatal("the first client was not answered")
 	}
-	if !clis[1].Queue([]byte("second")) {
+	if clis[1].Queue([]byte("second")) != nil {
 		t.Fatal("Queue refused")
 	}
 	if answered(clis[1], 300*time.Millisecond) {

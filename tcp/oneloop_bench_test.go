@@ -164,7 +164,7 @@ func runOneLoop(b *testing.B, srv, cli core.Backend) {
 func (l *oneLoop) pass(step func()) { step() }
 
 func (l *oneLoop) send() {
-	if !l.cli.Queue(l.msg) {
+	if l.cli.Queue(l.msg) != nil {
 		l.b.Fatal("the client's Queue refused a message")
 	}
 	if err := l.cli.Flush(); err != nil {
@@ -175,7 +175,7 @@ func (l *oneLoop) send() {
 func (l *oneLoop) recv() { l.in = rxOne(l.b, l.srv, l.pkts) }
 
 func (l *oneLoop) answer() {
-	if !l.srv.QueueTo(l.in.Data, l.in.From) {
+	if l.srv.QueueTo(l.in.Data, l.in.From) != nil {
 		l.b.Fatal("the server's QueueTo refused the answer")
 	}
 	if err := l.srv.Flush(); err != nil {

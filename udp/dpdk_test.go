@@ -265,7 +265,7 @@ func TestDPDKClientDestBehindRouter(t *testing.T) {
 			}
 			defer conn.Close()
 			b := openDPDK(t, p.A, "net_af_xdp", cfg)
-			if !b.Queue([]byte("over the router")) {
+			if b.Queue([]byte("over the router")) != nil {
 				t.Fatal("Queue refused")
 			}
 			if err := b.Flush(); err != nil {

@@ -120,7 +120,7 @@ func TestOffLinkPeerGoesToGateway(t *testing.T) {
 		c := cfg
 		c.Dests = []netip.Addr{far}
 		r, got := open(t, c)
-		if !r.Queue([]byte("to the far peer")) {
+		if r.Queue([]byte("to the far peer")) != nil {
 			t.Fatal("Queue refused")
 		}
 		expect(t, r, got, far)
@@ -129,7 +129,7 @@ func TestOffLinkPeerGoesToGateway(t *testing.T) {
 		c := cfg
 		c.Role = core.RoleServer
 		r, got := open(t, c)
-		if !r.QueueTo([]byte("answer"), netip.AddrPortFrom(far, 6000)) {
+		if r.QueueTo([]byte("answer"), netip.AddrPortFrom(far, 6000)) != nil {
 			t.Fatal("QueueTo refused")
 		}
 		expect(t, r, got, far)

@@ -120,7 +120,7 @@ func echoRun(t *testing.T, b core.Backend, n, size, window int) int {
 	for got < n && time.Now().Before(deadline) {
 		for sent < n && sent-got < window {
 			binary.BigEndian.PutUint32(payload, uint32(sent))
-			if !b.Queue(payload) {
+			if b.Queue(payload) != nil {
 				break
 			}
 			sent++

@@ -107,7 +107,7 @@ func roundTrip(b core.Backend, n int) (sent, echoed int, err error) {
 	end := time.Now().Add(10 * time.Second)
 	for sent < n && time.Now().Before(end) {
 		fillMsg(msg, 0xfa17, uint64(sent))
-		if !b.Queue(msg) {
+		if b.Queue(msg) != nil {
 			return sent, echoed, fmt.Errorf("Queue refused message %d", sent)
 		}
 		sent++

@@ -183,7 +183,7 @@ func fillUntilRefused(t testing.TB, b core.Backend, size int, start uint32) uint
 			t.Fatalf("Queue never refused: %d records accepted", seq-start)
 		}
 		socktest.Payload(p, seq)
-		if b.Queue(p) {
+		if b.Queue(p) == nil {
 			seq++
 			refused = 0
 		} else {
@@ -219,7 +219,7 @@ func TestStopReadingBackpressure(t *testing.T) {
 	// It works again.
 	p := make([]byte, 100)
 	socktest.Payload(p, next)
-	if !cli.Queue(p) {
+	if cli.Queue(p) != nil {
 		t.Fatal("Queue refused after the receiver caught up")
 	}
 	cli.Flush()
@@ -371,8 +371,8 @@ func TestPeerReset(t *testing.T) {
 	if err := cli.Flush(); err != nil {
 		t.Errorf("Flush after the reset was reported: %v", err)
 	}
-	if cli.Queue([]byte("x")) {
-		t.Error("Queue accepted with no connection")
+	if err := cli.Queue([]byte("x")); err != core.ErrNoRoute {
+		t.Errorf("Queue with no connection: %v, want core.ErrNoRoute", err)
 	}
 }
 
@@ -456,7 +456,7 @@ func TestTwoClientsGetTheirOwnAnswers(t *testing.T) {
 			for sent := uint32(0); got < 1000 && time.Now().Before(deadline); {
 				if sent < 1000 && sent-got < 50 {
 					socktest.Payload(p, base+sent)
-					if c.Queue(p) {
+					if c.Queue(p) == nil {
 						sent++
 					}
 				}

@@ -123,7 +123,7 @@ func TestTruncatedCounted(t *testing.T) {
 		t.Errorf("RxTruncated %d RxDelivered %d, want 3 and 3", s.RxTruncated, s.RxDelivered)
 	}
 	// And Queue refuses what is over MaxDatagram.
-	if cli.Queue(make([]byte, 101)) || cli.Stats().TxOversize != 1 {
+	if cli.Queue(make([]byte, 101)) != core.ErrTooLarge || cli.Stats().TxOversize != 1 {
 		t.Error("Queue accepted an oversize payload")
 	}
 }
@@ -132,11 +132,11 @@ func TestBackpressureAndBatches(t *testing.T) {
 	cli, srv := pair(t, core.Config{TxQueue: 10, TxBatch: 4})
 	p := make([]byte, 10)
 	for i := 0; i < 10; i++ {
-		if !cli.Queue(p) {
+		if cli.Queue(p) != nil {
 			t.Fatalf("Queue %d refused", i)
 		}
 	}
-	if cli.Queue(p) || cli.QueueTo(p, srv.LocalAddr()) {
+	if cli.Queue(p) != core.ErrBackPressure || cli.QueueTo(p, srv.LocalAddr()) != core.ErrBackPressure {
 		t.Fatal("Queue accepted an 11th message with TxQueue 10")
 	}
 	if s := cli.Stats(); s.TxBackpressure != 2 || s.TxQueued != 10 {
@@ -153,11 +153,11 @@ func TestBackpressureAndBatches(t *testing.T) {
 	if calls := s.Syscalls - before; calls != 3 {
 		t.Errorf("10 messages in batches of 4 took %d sendmmsg calls, want 3", calls)
 	}
-	if !cli.Queue(p) {
+	if cli.Queue(p) != nil {
 		t.Error("Queue refused after Flush")
 	}
 	// A server without Dests has no one to Queue to.
-	if srv.Queue(p) {
+	if srv.Queue(p) != core.ErrNoRoute {
 		t.Error("a server without Dests accepted Queue")
 	}
 	ss := srv.Stats()
@@ -222,7 +222,7 @@ func TestFanOut(t *testing.T) {
 	p := make([]byte, 64)
 	for i := 0; i < 50; i++ {
 		socktest.Payload(p, uint32(i))
-		if !c.Queue(p) {
+		if c.Queue(p) != nil {
 			t.Fatalf("Queue %d refused", i)
 		}
 	}

@@ -199,7 +199,7 @@ type napiClient struct {
 // comes back is timed, one lost or late is not counted.
 func (c *napiClient) roundTrip() error {
 	start := time.Now()
-	if !c.b.Queue(c.msg) {
+	if c.b.Queue(c.msg) != nil {
 		return errors.New("queue refused")
 	}
 	if err := c.b.Flush(); err != nil {

@@ -171,19 +171,19 @@ func TestInterrupts(t *testing.T) {
 
 func TestQueueRefusals(t *testing.T) {
 	b := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: freePort(t), MaxDatagram: 100, TxQueue: 2})
-	if b.Queue([]byte("x")) {
+	if b.Queue([]byte("x")) != core.ErrNoRoute {
 		t.Error("Queue on a server without Dests accepted a message")
 	}
 	for _, to := range []netip.AddrPort{{}, netip.MustParseAddrPort("[::1]:9"), netip.AddrPortFrom(loopback, 0)} {
-		if b.QueueTo([]byte("x"), to) {
+		if b.QueueTo([]byte("x"), to) != core.ErrNoRoute {
 			t.Errorf("QueueTo(%v) accepted a message", to)
 		}
 	}
 	dst := netip.AddrPortFrom(loopback, 9)
-	if b.QueueTo(make([]byte, 101), dst) {
+	if b.QueueTo(make([]byte, 101), dst) != core.ErrTooLarge {
 		t.Error("QueueTo accepted 101 bytes with MaxDatagram 100")
 	}
-	if !b.QueueTo([]byte("a"), dst) || !b.QueueTo([]byte("b"), dst) || b.QueueTo([]byte("c"), dst) {
+	if b.QueueTo([]byte("a"), dst) != nil || b.QueueTo([]byte("b"), dst) != nil || b.QueueTo([]byte("c"), dst) != core.ErrBackPressure {
 		t.Error("TxQueue 2: want two accepted, the third refused")
 	}
 	st := b.Stats()
@@ -398,7 +398,7 @@ func TestCloseLeaksNothing(t *testing.T) {
 		u := b.(*Backend)
 		addrs := []uint64{u.mem.Addr(0), u.bufs.Addr(0)}
 		payload := make([]byte, 1472)
-		for b.Queue(payload) {
+		for b.Queue(payload) == nil {
 		}
 		if err := b.Flush(); err != nil {
 			t.Fatal(err)
@@ -484,7 +484,7 @@ func TestCloseDuringRxWait(t *testing.T) {
 		if err := b.Wait(context.Background()); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("Wait after Close: %v", err)
 		}
-		if b.Queue([]byte("x")) || b.Flush() == nil {
+		if b.Queue([]byte("x")) != core.ErrClosed || b.Flush() == nil {
 			t.Fatal("Queue or Flush works after Close")
 		}
 	}

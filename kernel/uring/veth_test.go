@@ -108,7 +108,7 @@ func TestFanOutVeth(t *testing.T) {
 	buf := make([]byte, 64)
 	for i := 0; i < n; i++ {
 		socktest.Payload(buf, uint32(i))
-		for !cli.Queue(buf) {
+		for cli.Queue(buf) != nil {
 			if err := cli.Flush(); err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +156,7 @@ func TestCloseWithSendsInFlightVeth(t *testing.T) {
 		testutil.SkipIfNotSupported(t, err)
 		addrs := []uint64{cli.mem.Addr(0), cli.bufs.Addr(0)}
 		payload := make([]byte, 1400)
-		for i := 0; i < 64 && cli.Queue(payload); i++ {
+		for i := 0; i < 64 && cli.Queue(payload) == nil; i++ {
 		}
 		if err := cli.Flush(); err != nil {
 			t.Fatal(err)

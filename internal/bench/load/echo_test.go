@@ -112,7 +112,7 @@ func TestEchoStreamHoldsRefusedAnswersUserspace(t *testing.T) {
 			cancel()
 			t.Fatalf("%d of %d answers; echo %+v", got, n, <-done)
 		}
-		for sent < n && func() bool { binary.BigEndian.PutUint32(msg, sent); return cli.Queue(msg) }() {
+		for sent < n && func() bool { binary.BigEndian.PutUint32(msg, sent); return cli.Queue(msg) == nil }() {
 			sent++
 		}
 		cli.Flush()

@@ -23,7 +23,7 @@ type rxRecorder struct {
 	queuedAt   int // the Queue calls made before the flood was all read (-1: not yet)
 }
 
-func (r *rxRecorder) Queue(p []byte) bool {
+func (r *rxRecorder) Queue(p []byte) error {
 	r.queued++
 	r.sinceRx++
 	return r.Backend.Queue(p)
@@ -78,7 +78,7 @@ func TestLoadReadsWhileBehind(t *testing.T) {
 	to := netip.AddrPortFrom(netip.MustParseAddr("198.18.0.1"), 40000)
 	for i := range flood {
 		foreign.Stamp(uint64(i), 0)
-		if !server.QueueTo(foreign, to) {
+		if server.QueueTo(foreign, to) != nil {
 			t.Fatalf("flood message %d refused", i)
 		}
 	}
