@@ -12,7 +12,7 @@
 // The application code, batch sizes and socket options are the same for
 // every kind, so the paths compare fairly:
 //
-//	b, err := dgramio.New(dgramio.Config{Kind: "udp", Dests: []netip.Addr{dst}, Port: 5000})
+//	b, err := dgramio.New(dgramio.Config{Kind: "udp", Dests: []netip.AddrPort{netip.AddrPortFrom(dst, 5000)}, Port: 5000})
 //	if err != nil { ... }            // says which field, privilege or feature is wrong
 //	defer b.Close()
 //	err = b.Queue(payload)           // copies; ErrBackPressure: Flush and retry, the caller keeps it

@@ -51,7 +51,7 @@ var sendPairs = map[string]func(t *testing.T) sendPair{
 	"xdp": func(t *testing.T) sendPair {
 		a, b := memio.NewPair(memio.Options{})
 		cli, err := udp.NewRaw(dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", LocalIP: memCli,
-			Dests: []netip.Addr{memSrv}, Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACB,
+			Dests: []netip.AddrPort{netip.AddrPortFrom(memSrv, 5000)}, Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACB,
 			MaxDatagram: causeMax, TxQueue: 8}, a, udp.RawOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +88,7 @@ var sendPairs = map[string]func(t *testing.T) sendPair{
 			}
 		}()
 		cli, err := tcp.NewOverFrameIO(dgramio.Config{Kind: dgramio.KindTCPXDP, Iface: "memio", LocalIP: memCli,
-			Dests: []netip.Addr{memSrv}, Port: 5000, MaxDatagram: causeMax, TxQueue: 8}, b, tcp.Options{Mode: "memio"})
+			Dests: []netip.AddrPort{netip.AddrPortFrom(memSrv, 5000)}, Port: 5000, MaxDatagram: causeMax, TxQueue: 8}, b, tcp.Options{Mode: "memio"})
 		close(stop)
 		<-polled
 		if err != nil {
@@ -110,7 +110,7 @@ func kernelPair(t *testing.T, kind dgramio.Kind, port uint16) sendPair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := dgramio.New(dgramio.Config{Kind: kind, LocalIP: lo, Dests: []netip.Addr{lo}, Port: port,
+	cli, err := dgramio.New(dgramio.Config{Kind: kind, LocalIP: lo, Dests: []netip.AddrPort{netip.AddrPortFrom(lo, port)}, Port: port,
 		MaxDatagram: causeMax, TxQueue: 8})
 	if err != nil {
 		srv.Close()
@@ -199,4 +199,104 @@ func TestQueueCauses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClientTwoPorts: a client's destinations may differ in port alone;
+// one Queue reaches each (fan-out), on the kernel datagram kinds, the raw
+// datagram kinds (their frames carry each destination's port) and kernel
+// TCP (a connection to each).
+func TestClientTwoPorts(t *testing.T) {
+	for _, kind := range []dgramio.Kind{dgramio.KindUDP, dgramio.KindURing, dgramio.KindTCP} {
+		t.Run(string(kind), func(t *testing.T) {
+			typ := unix.SOCK_DGRAM
+			if kind.IsStream() {
+				typ = unix.SOCK_STREAM
+			}
+			var srvs []dgramio.Backend
+			var dests []netip.AddrPort
+			for range 2 {
+				port := socktest.FreePort(t, typ)
+				srv, err := dgramio.New(dgramio.Config{Kind: kind, Role: dgramio.RoleServer, LocalIP: lo, Port: port})
+				testutil.SkipIfNotSupported(t, err)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer srv.Close()
+				srvs = append(srvs, srv)
+				dests = append(dests, netip.AddrPortFrom(lo, port))
+			}
+			if dests[0].Port() == dests[1].Port() {
+				t.Fatalf("two servers on one port %v", dests)
+			}
+			// No Config.Port: each destination names its own.
+			cli, err := dgramio.New(dgramio.Config{Kind: kind, Dests: dests})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			pkts := make([]dgramio.Packet, 8)
+			got := make([]int, len(srvs))
+			queued := false
+			for end := time.Now().Add(30 * time.Second); got[0] == 0 || got[1] == 0; {
+				if time.Now().After(end) {
+					t.Fatalf("after 30s the servers got %v; client %+v", got, cli.Stats())
+				}
+				if !queued {
+					// A stream client queues once its connections are up.
+					switch err := cli.Queue([]byte("both")); err {
+					case nil:
+						queued = true
+					case dgramio.ErrNoRoute:
+					default:
+						t.Fatalf("Queue: %v", err)
+					}
+				}
+				cli.Flush()
+				cli.Rx(pkts)
+				for i, srv := range srvs {
+					n, _ := srv.Rx(pkts)
+					for _, p := range pkts[:n] {
+						if string(p.Data) != "both" {
+							t.Fatalf("server %d got %q", i, p.Data)
+						}
+					}
+					got[i] += n
+					srv.Flush()
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if got[0] != 1 || got[1] != 1 {
+				t.Errorf("servers got %v messages, want one each", got)
+			}
+		})
+	}
+	t.Run("xdp", func(t *testing.T) {
+		a, b := memio.NewPair(memio.Options{})
+		dests := []netip.AddrPort{netip.AddrPortFrom(memSrv, 5000), netip.AddrPortFrom(memSrv, 5001)}
+		cli, err := udp.NewRaw(dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", LocalIP: memCli,
+			Dests: dests, LocalPort: 40000, DstMAC: memio.DefaultMACB}, a, udp.RawOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		if err := cli.Queue([]byte("both")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cli.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		// Ethernet (14) and IPv4 without options (20), then UDP: source
+		// and destination port.
+		var ports [][2]uint16
+		for end := time.Now().Add(10 * time.Second); len(ports) < 2 && time.Now().Before(end); {
+			b.RxFrames(8, func(f []byte) {
+				ports = append(ports, [2]uint16{uint16(f[34])<<8 | uint16(f[35]), uint16(f[36])<<8 | uint16(f[37])})
+			})
+			time.Sleep(time.Millisecond)
+		}
+		want := [][2]uint16{{40000, 5000}, {40000, 5001}}
+		if len(ports) != 2 || ports[0] != want[0] || ports[1] != want[1] {
+			t.Errorf("frames' UDP ports (source, destination) %v, want %v", ports, want)
+		}
+	})
 }

@@ -296,8 +296,8 @@ func checkConfig(cfg core.Config) error {
 		return bad("Dests", cfg.Dests, "a client needs at least one destination address")
 	}
 	for _, d := range cfg.Dests {
-		if !d.IsValid() || !d.Is4() {
-			return bad("Dests", d, "only IPv4 is supported")
+		if !d.Addr().Is4() || d.Port() == 0 {
+			return bad("Dests", d, "only IPv4 is supported, with a port")
 		}
 	}
 	if cfg.MaxDatagram < 1 || cfg.MaxDatagram > MaxRecord {
@@ -659,7 +659,7 @@ func (b *Backend) connectAll() error {
 		if terr != nil {
 			return fmt.Errorf("tcp: new endpoint: %w", goErr(terr))
 		}
-		c := b.newConn(ep, wq, netip.AddrPortFrom(d, b.cfg.Port))
+		c := b.newConn(ep, wq, d)
 		b.s.Add(c, c.peer) // released by shutdown on error
 		if err := b.tune.ApplyEndpoint(ep); err != nil {
 			return err
@@ -674,7 +674,7 @@ func (b *Backend) connectAll() error {
 				return err
 			}
 		}
-		switch terr := ep.Connect(b.fullAddr(d, b.cfg.Port)); terr.(type) {
+		switch terr := ep.Connect(b.fullAddr(d.Addr(), d.Port())); terr.(type) {
 		case nil:
 		case *tcpip.ErrConnectStarted:
 			pending = append(pending, c)
@@ -753,7 +753,7 @@ func (b *Backend) resolveAll(ctx context.Context) error {
 			left.Add(-1)
 			b.st.EP.Interrupt()
 		}
-		switch terr := b.st.NS.GetLinkAddress(stack.NICID, tcpip.AddrFrom4(d.As4()), local, ipv4.ProtocolNumber, done); terr.(type) {
+		switch terr := b.st.NS.GetLinkAddress(stack.NICID, tcpip.AddrFrom4(d.Addr().As4()), local, ipv4.ProtocolNumber, done); terr.(type) {
 		case nil, *tcpip.ErrWouldBlock:
 		default:
 			return fmt.Errorf("tcp: resolve %s: %w", d, goErr(terr))

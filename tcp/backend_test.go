@@ -60,7 +60,7 @@ func serverConfig() core.Config {
 
 func clientConfig() core.Config {
 	c := core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
-		Dests: []netip.Addr{srvIP}, Port: testPort, ConnectTimeout: 20 * time.Second}
+		Dests: []netip.AddrPort{netip.AddrPortFrom(srvIP, testPort)}, Port: testPort, ConnectTimeout: 20 * time.Second}
 	c.TCP.Stack = testStack
 	return c
 }

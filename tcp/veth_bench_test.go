@@ -83,7 +83,7 @@ func vethPair(b *testing.B, kind core.Kind, st core.TCPStack, sleep bool) (srv c
 	b.Cleanup(stop) // before the server closes
 
 	ccfg := base
-	ccfg.Iface, ccfg.LocalIP, ccfg.Dests = p.A.Iface, cliIP, []netip.Addr{srvIP}
+	ccfg.Iface, ccfg.LocalIP, ccfg.Dests = p.A.Iface, cliIP, []netip.AddrPort{netip.AddrPortFrom(srvIP, ccfg.Port)}
 	cli = &vethClient{b: b, be: open(b, p.A, ccfg), sleep: sleep, msg: make([]byte, 100), pkts: make([]core.Packet, 32)}
 	b.Cleanup(func() { cli.be.Close() })
 	return srv, cli, stop

@@ -118,7 +118,7 @@ func TestOffLinkPeerGoesToGateway(t *testing.T) {
 	}
 	t.Run("dest", func(t *testing.T) {
 		c := cfg
-		c.Dests = []netip.Addr{far}
+		c.Dests = []netip.AddrPort{netip.AddrPortFrom(far, c.Port)}
 		r, got := open(t, c)
 		if r.Queue([]byte("to the far peer")) != nil {
 			t.Fatal("Queue refused")

@@ -43,7 +43,7 @@ func counter(t *testing.T, s core.Stats, layer, name string) uint64 {
 func TestTxQueueCountsMessages(t *testing.T) {
 	a, _ := memio.NewPair(memio.Options{})
 	cc := clientCfg()
-	cc.Dests = []netip.Addr{ipB, netip.MustParseAddr("198.18.0.3"), netip.MustParseAddr("198.18.0.4")}
+	cc.Dests = []netip.AddrPort{netip.AddrPortFrom(ipB, 5000), netip.MustParseAddrPort("198.18.0.3:5000"), netip.MustParseAddrPort("198.18.0.4:5000")}
 	cc.TxQueue = 2
 	cl, err := NewRaw(cc, a, RawOptions{})
 	if err != nil {

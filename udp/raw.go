@@ -226,7 +226,7 @@ func NewRaw(cfg core.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, err 
 			case len(cfg.DstMAC) == 6:
 				copy(dmac[:], cfg.DstMAC)
 			case opts.Resolve != nil:
-				dmac, err = opts.Resolve(ctx, d)
+				dmac, err = opts.Resolve(ctx, d.Addr())
 				if err != nil {
 					return nil, fmt.Errorf("udp: resolve destination %s: %w", d, err)
 				}
@@ -234,7 +234,7 @@ func NewRaw(cfg core.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, err 
 				return nil, &core.ConfigError{Field: "DstMAC", Value: cfg.DstMAC,
 					Reason: "nothing resolves the destination's MAC on this path; set DstMAC"}
 			}
-			i, err := r.newPeer(netip.AddrPortFrom(d, cfg.Port), dmac)
+			i, err := r.newPeer(d, dmac)
 			if err != nil {
 				return nil, err
 			}

@@ -23,7 +23,7 @@ var (
 )
 
 func clientCfg() core.Config {
-	return core.Config{Kind: core.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.Addr{ipB},
+	return core.Config{Kind: core.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.AddrPort{netip.AddrPortFrom(ipB, 5000)},
 		Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACB}
 }
 
@@ -276,7 +276,7 @@ func TestFanOut(t *testing.T) {
 	a, b := memio.NewPair(memio.Options{})
 	cc := clientCfg()
 	ipC := netip.MustParseAddr("198.18.0.3")
-	cc.Dests = []netip.Addr{ipB, ipC}
+	cc.Dests = []netip.AddrPort{netip.AddrPortFrom(ipB, 5000), netip.AddrPortFrom(ipC, 5000)}
 	cl, err := NewRaw(cc, a, RawOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -160,7 +160,7 @@ func serverConfig(kind string, h *testhost.Host) core.Config {
 // kind on srv.
 func clientConfig(kind string, h, srv *testhost.Host) core.Config {
 	return core.Config{Kind: core.Kind(kind), Role: core.RoleClient, Iface: h.Iface, LocalIP: addrFor(kind, h),
-		Dests: []netip.Addr{addrFor(kind, srv)}, Port: port}
+		Dests: []netip.AddrPort{netip.AddrPortFrom(addrFor(kind, srv), port)}, Port: port}
 }
 
 // Data-path operations, as calls names them.

@@ -137,7 +137,7 @@ var _ core.Backend = (*Backend)(nil)
 // New opens a tcp backend for cfg. It applies cfg.WithDefaults and
 // validates cfg before any system call; cfg.Kind may be "tcp" or empty.
 //
-// A client connects to every one of Config.Dests at Config.Port, all at
+// A client connects to every one of Config.Dests (address and port), all at
 // once, and fails unless every connection is up within
 // Config.ConnectTimeout (errors wrap the errno: ECONNREFUSED, ETIMEDOUT).
 // Queue then sends each record to all of them. A server listens on
@@ -271,7 +271,7 @@ func (b *Backend) connectAll() error {
 		}
 	}()
 	for i, d := range b.cfg.Dests {
-		a, err := b.dial(netip.AddrPortFrom(d, b.cfg.Port), i == 0)
+		a, err := b.dial(d, i == 0)
 		if a.fd >= 0 {
 			atts = append(atts, a)
 		}

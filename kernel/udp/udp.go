@@ -55,7 +55,7 @@ type Backend struct {
 	txIov   []unix.Iovec
 	txMsgs  []unix.Mmsghdr
 	txNames []unix.RawSockaddrInet4 // per entry, for QueueTo
-	dests   []unix.RawSockaddrInet4 // Config.Dests with Port, for fan-out
+	dests   []unix.RawSockaddrInet4 // Config.Dests, for fan-out
 	nmsg    int
 	nslot   int
 
@@ -87,7 +87,7 @@ var _ core.Backend = (*Backend)(nil)
 // Errors are a *core.ConfigError for a bad field, a *core.PrivilegeError
 // (a port below 1024), or the wrapped errno of the socket set-up.
 //
-// A client (Config.Role RoleClient) sends to Config.Dests at Config.Port:
+// A client (Config.Role RoleClient) sends to Config.Dests (address and port):
 // with one destination the socket is connected to it and receives only from
 // it; with several it is not connected, Queue sends each message to every
 // destination, and Rx takes datagrams from anyone. A server binds
@@ -151,7 +151,7 @@ func (b *Backend) alloc() {
 	}
 	b.dests = make([]unix.RawSockaddrInet4, len(c.Dests))
 	for i, d := range c.Dests {
-		sock.PutRaw(&b.dests[i], netip.AddrPortFrom(d, c.Port))
+		sock.PutRaw(&b.dests[i], d)
 	}
 
 	b.stride = c.MaxDatagram + 1
@@ -245,7 +245,7 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	m := &b.txMsgs[b.nmsg]
 	b.txIov[b.nmsg].Base = &b.txBuf[slot]
 	b.txIov[b.nmsg].SetLen(len(payload))
-	if b.granted.Connected && to == netip.AddrPortFrom(b.cfg.Dests[0], b.cfg.Port) {
+	if b.granted.Connected && to == b.cfg.Dests[0] {
 		m.Hdr.Name, m.Hdr.Namelen = nil, 0
 	} else {
 		sock.PutRaw(&b.txNames[b.nmsg], to)

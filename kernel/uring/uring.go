@@ -384,9 +384,7 @@ func (b *Backend) initSlots() {
 	}
 	b.nfree = b.nslots
 	b.queue = make([]uint16, b.nslots)
-	for _, d := range c.Dests {
-		b.dests = append(b.dests, netip.AddrPortFrom(d, c.Port))
-	}
+	b.dests = append(b.dests, c.Dests...)
 	if b.granted.Connected {
 		b.connectedTo = b.dests[0]
 	}

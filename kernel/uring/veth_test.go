@@ -69,7 +69,7 @@ func TestRoundTripVeth(t *testing.T) {
 	p := hosttest.New(t, testhost.Options{})
 	const port = 5401
 	_, stop := vethEchoServer(t, p, core.Config{Port: port})
-	cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.Addr{p.B.Addr}, Port: port})
+	cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, port)}, Port: port})
 	testutil.SkipIfNotSupported(t, err)
 	defer cli.Close()
 	roundTrips(t, cli, 10000, 256, func(i int) int { return 4 + (i*97)%1469 })
@@ -101,7 +101,7 @@ func TestFanOutVeth(t *testing.T) {
 		defer b.Close()
 		servers[i] = b
 	}
-	cli, err := openIn(a.A, core.Config{Dests: []netip.Addr{a.B.Addr, a.A.Addr}, Port: port, LocalIP: a.A.Addr})
+	cli, err := openIn(a.A, core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(a.B.Addr, port), netip.AddrPortFrom(a.A.Addr, port)}, Port: port, LocalIP: a.A.Addr})
 	testutil.SkipIfNotSupported(t, err)
 	defer cli.Close()
 	const n = 500
@@ -152,7 +152,7 @@ func TestCloseWithSendsInFlightVeth(t *testing.T) {
 	fds := countFDs(t)
 	_, uringMaps := mappings(t, nil)
 	for round := 0; round < 4; round++ {
-		cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.Addr{netip.AddrFrom4(nobody)}, Port: 5403, SockBuf: 4096})
+		cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.AddrPort{netip.AddrPortFrom(netip.AddrFrom4(nobody), 5403)}, Port: 5403, SockBuf: 4096})
 		testutil.SkipIfNotSupported(t, err)
 		addrs := []uint64{cli.mem.Addr(0), cli.bufs.Addr(0)}
 		payload := make([]byte, 1400)

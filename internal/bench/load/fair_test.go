@@ -49,7 +49,7 @@ func memioPair(t *testing.T) (client, server *udp.Raw, a *memio.Port) {
 	a, b := memio.NewPair(memio.Options{Seed: memio.Seed(t)})
 	ipA, ipB := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	var err error
-	client, err = udp.NewRaw(core.Config{Kind: core.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.Addr{ipB},
+	client, err = udp.NewRaw(core.Config{Kind: core.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.AddrPort{netip.AddrPortFrom(ipB, 5000)},
 		Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACB}, a, udp.RawOptions{})
 	if err != nil {
 		t.Fatal(err)
