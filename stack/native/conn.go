@@ -146,9 +146,11 @@ type Conn struct {
 	dsack               sackBlock // duplicate data the next ACK reports (RFC 2883 §4)
 	oooFinSeq           uint32
 	wsOK                bool
+	persistProbes       int32 // zero-window probes sent since the peer's last ACK
+	stallAt             int64 // 1 + when the first retransmission or probe without progress was due (0: none)
 	// The slot to a whole number of cache lines (832 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [39]byte
+	_ [23]byte
 }
 
 // Peer returns the remote address and port.
@@ -446,6 +448,7 @@ func (c *Conn) toClosed(err error) {
 	if c.state != Closed {
 		if c.state == SynReceived && c.l != nil {
 			c.l.synRcvd--
+			e.synRcvd--
 		}
 		e.unlist(tuple{c.raddr, c.lport, c.rport})
 	}
@@ -463,6 +466,7 @@ func (e *Engine) release(c *Conn) {
 	if c.state != Closed {
 		if c.state == SynReceived && c.l != nil {
 			c.l.synRcvd--
+			e.synRcvd--
 		}
 		e.unlist(tuple{c.raddr, c.lport, c.rport})
 	}
