@@ -414,6 +414,8 @@ func (c *Conn) Close() {
 		c.e.release(c)
 	case SynSent:
 		c.toClosed(nil)
+	case TimeWait:
+		c.e.toTimeWait(c)
 	default:
 		c.CloseWrite()
 		if c.state == FinWait2 {
@@ -586,11 +588,14 @@ func (e *Engine) Dial(dst netip.AddrPort, srcPort uint16) (*Conn, error) {
 		}
 	}
 	if i, used := e.table[tuple{ra, srcPort, dst.Port()}]; used {
-		old := &e.conns[i]
-		if old.state != TimeWait {
+		// RFC 6191: our new ISN is above the old connection's.
+		if i < 0 {
+			e.twFree(^i)
+		} else if old := &e.conns[i]; old.state == TimeWait {
+			e.release(old)
+		} else {
 			return nil, ErrPortInUse
 		}
-		e.release(old) // RFC 6191: our new ISN is above the old connection's
 	}
 	e.tick()
 	c := e.newConn(ra, srcPort, dst.Port())

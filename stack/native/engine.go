@@ -106,6 +106,7 @@ type Engine struct {
 	inbox     arpInbox // replies the ARPShare's other engines learnt
 	reasm     [reasmSlots]reasmSlot
 	ports     [portTable]uint16 // RFC 6056 §3.3.4's table of counters
+	tw        twTable           // TIME-WAIT records (timewait.go)
 }
 
 // New makes an engine on fio with options o. Everything the data path
@@ -158,6 +159,7 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	e.listeners = make(map[uint16]*Listener)
 	e.heap = make([]int32, 0, o.MaxConns)
 	e.top = noTimer
+	e.tw.init()
 	e.dirty = make([]int32, 0, o.MaxConns)
 	e.readable = make([]int32, 0, o.MaxConns)
 	e.arpWait = make([]int32, 0, o.MaxConns)
@@ -327,8 +329,11 @@ func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, b []byte) {
 	e.cnt[cTCPSegmentsIn]++
 	s.srcMAC = srcMAC
 	if i, ok := e.lookup(tuple{src, s.dport, s.sport}); ok {
-		c := &e.conns[i]
-		if c.state == TimeWait && s.flags&(flagSYN|flagACK|flagRST) == flagSYN && e.twReusable(c, s) {
+		if i < 0 { // a TIME-WAIT record
+			if e.twInput(^i, s) {
+				return
+			}
+		} else if c := &e.conns[i]; c.state == TimeWait && s.flags&(flagSYN|flagACK|flagRST) == flagSYN && e.twReusable(c, s) {
 			e.release(c) // RFC 9293 §3.10.7.4 note, RFC 6191: a new SYN ends TIME-WAIT
 		} else {
 			c.input(s)
@@ -355,7 +360,8 @@ func (e *Engine) countBadTCP(err tcpError) {
 	}
 }
 
-// lookup finds the connection of tuple t. The last one found is kept
+// lookup finds the connection of tuple t, or its TIME-WAIT record (a
+// negative index, ^k for record k). The last connection found is kept
 // aside: a flow's segments come in runs (a burst, a request and its ACK),
 // and comparing eight bytes costs less than hashing them.
 func (e *Engine) lookup(t tuple) (int32, bool) {
@@ -363,7 +369,7 @@ func (e *Engine) lookup(t tuple) (int32, bool) {
 		return e.lastIdx, true
 	}
 	i, ok := e.table[t]
-	if ok {
+	if ok && i >= 0 {
 		e.last, e.lastIdx = t, i
 	}
 	return i, ok

@@ -450,3 +450,128 @@ func TestBareACKNotCheckedAsCookieWithoutOverflow_Linux(t *testing.T) {
 		t.Error("not counted, or not reset")
 	}
 }
+
+// closeFromServer runs one connection from A to B's listener l in which
+// B closes first: B answers "x" and closes, A reads it and the EOF and
+// closes. B's end goes to TIME-WAIT.
+func closeFromServer(t *testing.T, w *world, l *Listener, port uint16) {
+	t.Helper()
+	ca, err := w.a.Dial(netip.AddrPortFrom(addrB, port), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cb *Conn
+	buf := make([]byte, 8)
+	got := 0
+	w.until(10*time.Second, "a connection closed by the server", func() bool {
+		if cb == nil {
+			if cb, _ = l.Accept(); cb != nil {
+				cb.Write([]byte("x"))
+				cb.Close()
+			}
+		}
+		n, err := ca.Read(buf)
+		got += n
+		if err != nil && err.Error() == "EOF" && got == 1 {
+			ca.Close()
+			return true
+		}
+		if err != nil {
+			t.Fatalf("client: %v", err)
+		}
+		return false
+	})
+}
+
+// TestTimeWaitLeavesSlot_Linux_tw_buckets: the side that closes first
+// keeps TIME-WAIT in a small record and gives the connection slot back
+// at once (Linux's inet_timewait_sock), so a server of MaxConns 4 serves
+// twelve connections it closes within 2 MSL; the records go when 2 MSL
+// is over.
+func TestTimeWaitLeavesSlot_Linux_tw_buckets(t *testing.T) {
+	o := Options{MaxConns: 4}
+	w := newWorld(t, memio.Options{TxSlots: 256, RxSlots: 256}, o, o)
+	l, _ := w.b.Listen(7000, 0)
+	for range 12 {
+		closeFromServer(t, w, l, 7000)
+	}
+	w.until(time.Second, "the last close", func() bool { return slotsUsed(w.b) == 0 })
+	if n := counterOf(t, w.b, "tcp_timewait_records"); n != 12 {
+		t.Errorf("tcp_timewait_records %d, want 12", n)
+	}
+	w.until(2*time.Minute, "2 MSL to pass", func() bool { return len(w.b.table) == 0 && slotsUsed(w.b) == 0 })
+}
+
+// TestTimeWaitBounded_Linux_tcp_max_tw_buckets: past MaxTimeWait records
+// (default 4*MaxConns), a connection skips TIME-WAIT, counted.
+func TestTimeWaitBounded_Linux_tcp_max_tw_buckets(t *testing.T) {
+	o := Options{MaxConns: 2}
+	w := newWorld(t, memio.Options{TxSlots: 256, RxSlots: 256}, o, o)
+	l, _ := w.b.Listen(7000, 0)
+	for range 10 {
+		closeFromServer(t, w, l, 7000)
+	}
+	w.until(time.Second, "the last close", func() bool { return slotsUsed(w.b) == 0 })
+	if n, over := counterOf(t, w.b, "tcp_timewait_records"), counterOf(t, w.b, "tcp_timewait_overflow"); n != 8 || over != 2 {
+		t.Errorf("tcp_timewait_records %d, tcp_timewait_overflow %d, want 8 and 2", n, over)
+	}
+}
+
+// TestTimeWaitRecordAcksFIN_RFC9293_3_10_7_4: a TIME-WAIT record answers
+// the peer's retransmitted FIN with an ACK (with timestamps, as the
+// connection had them) and restarts 2 MSL.
+func TestTimeWaitRecordAcksFIN_RFC9293_3_10_7_4(t *testing.T) {
+	o := Options{MaxConns: 4}
+	w := newWorld(t, memio.Options{TxSlots: 256, RxSlots: 256}, o, o)
+	ca, cb := w.connect(7000)
+	peer := &Conn{lport: ca.lport, rport: ca.rport}
+	finSeq := ca.sndMax
+	cb.Close()
+	w.until(time.Second, "A's EOF", func() bool { _, err := ca.Read(nil); return err != nil })
+	ca.Close()
+	w.until(time.Second, "B's TIME-WAIT record", func() bool { return w.b.TimeWaits() == 1 && slotsUsed(w.b) == 0 })
+	w.clk.Advance(30 * time.Second)
+	sentBy(w)
+	w.b.tick()
+	w.b.input(segFrame(w, peer, finSeq, 0, flagFIN|flagACK, 1000, tsOpt(ca.tsNow(), 0), nil))
+	acks := sentBy(w)
+	if len(acks) != 1 || acks[0].flags != flagACK || acks[0].ack != finSeq+1 || !acks[0].hasTS {
+		t.Fatalf("answers %+v, want one ACK of the FIN with timestamps", acks)
+	}
+	w.clk.Advance(45 * time.Second) // 75 s after TIME-WAIT began, 45 after the FIN
+	w.b.Poll(0)
+	if w.b.TimeWaits() != 1 {
+		t.Fatal("2 MSL was not restarted by the FIN")
+	}
+	w.clk.Advance(20 * time.Second)
+	w.b.Poll(0)
+	if w.b.TimeWaits() != 0 || len(w.b.table) != 0 {
+		t.Fatal("the record outlived 2 MSL")
+	}
+}
+
+// TestCookieACKWithTableFullGetsRST_Linux: a SYN answered with a cookie
+// because the table is full, whose ACK still finds no slot, gets a RST:
+// the client, which believes it is connected, learns it is not instead
+// of sending into nothing.
+func TestCookieACKWithTableFullGetsRST_Linux(t *testing.T) {
+	o := Options{MaxConns: 2}
+	w := newWorld(t, memio.Options{TxSlots: 256, RxSlots: 256}, Options{}, o)
+	w.connect(7000)
+	l := w.b.listeners[7000]
+	c2, err := w.a.Dial(netip.AddrPortFrom(addrB, 7000), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.until(10*time.Second, "second", func() bool { return l.Pending() == 1 && c2.State() == Established })
+	l.Accept()
+	c3, err := w.a.Dial(netip.AddrPortFrom(addrB, 7000), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c3.Write([]byte("into nothing?"))
+	w.until(10*time.Second, "the third client to learn", func() bool { return c3.Err() != nil })
+	if counterOf(t, w.b, "tcp_syncookies_no_slot") == 0 {
+		t.Error("tcp_syncookies_no_slot not counted")
+	}
+}

@@ -625,10 +625,17 @@ func (c *Conn) finAckedStep() bool {
 	return true
 }
 
+// enterTimeWait moves to TIME-WAIT for 2 MSL; a connection the
+// application no longer holds moves to a TIME-WAIT record and gives its
+// slot back (timewait.go).
 func (c *Conn) enterTimeWait() {
 	c.state = TimeWait
 	c.tRTO, c.tPersist, c.tKeep, c.tDelack = 0, 0, 0, 0
 	c.tWait = c.e.now + int64(c.e.o.TimeWait)
+	if !c.user && !c.queued {
+		c.e.toTimeWait(c)
+		return
+	}
 	c.e.arm(c)
 }
 

@@ -41,11 +41,15 @@ func (e *Engine) arm(c *Conn) {
 // noTimer is top with the heap empty.
 const noTimer = int64(^uint64(0) >> 1)
 
-// setTop reads the heap's earliest deadline into top after a removal.
+// setTop reads the earliest deadline of the heap and of the TIME-WAIT
+// records into top after a removal.
 func (e *Engine) setTop() {
 	e.top = noTimer
 	if len(e.heap) > 0 {
 		e.top = e.conns[e.heap[0]].heapAt
+	}
+	if at, ok := e.tw.nextAt(); ok && at < e.top {
+		e.top = at
 	}
 }
 
@@ -106,8 +110,9 @@ func (e *Engine) siftDown(i int) {
 	}
 }
 
-// runTimers fires what is due: ARP retries and every connection whose
-// heap entry's time has come. Its test inlines into PollAt and FlushAt,
+// runTimers fires what is due: ARP retries, the TIME-WAIT records whose
+// 2 MSL is over (top covers them) and every connection whose heap
+// entry's time has come. Its test inlines into PollAt and FlushAt,
 // which call it on every poll: the call happens only with a connection
 // timer due, an ARP request or a reassembly pending.
 func (e *Engine) runTimers() {
@@ -124,7 +129,10 @@ func (e *Engine) runDue() {
 	if at, ok := e.reasmNext(); ok && at <= e.now {
 		e.reasmTimers()
 	}
-	for e.top <= e.now {
+	if at, ok := e.tw.nextAt(); ok && at <= e.now {
+		e.twExpire()
+	}
+	for len(e.heap) > 0 && e.conns[e.heap[0]].heapAt <= e.now {
 		c := &e.conns[e.heap[0]]
 		e.heapRemove(c)
 		c.timers()
@@ -132,6 +140,7 @@ func (e *Engine) runDue() {
 			e.arm(c)
 		}
 	}
+	e.setTop()
 }
 
 // timers runs the connection's deadlines that passed.
