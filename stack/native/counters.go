@@ -159,7 +159,7 @@ var counterNames = [nCounters]struct {
 	cTCPChallengeConnLimited: {"tcp_challenge_acks_conn_limited", false}, // one connection's challenge ACKs past its rate
 	cTCPPAWSIdle:             {"tcp_paws_idle_accepted", false},          // RFC 7323 §5.5: TS.Recent invalid after 24 days idle
 	cTCPCookiesUnsolicited:   {"tcp_syncookies_unsolicited", false},      // a bare ACK at a listener that sent no recent cookie
-	cTCPCookiesNoSlot:        {"tcp_syncookies_no_slot", false},          // a valid cookie ACK reset: the table was full
+	cTCPCookiesNoSlot:        {"tcp_syncookies_no_slot", false},          // a valid cookie ACK dropped: the table was full
 	cTCPPersistTimeouts:      {"tcp_persist_timeouts", false},            // zero-window probes unanswered MaxRetries times
 	cTCPOrphanAborts:         {"tcp_orphan_aborts", false},               // closed connections stuck in persist, aborted
 	cTCPUserTimeouts:         {"tcp_user_timeouts", false},               // Options.UserTimeout passed without progress

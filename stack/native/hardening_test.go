@@ -550,14 +550,16 @@ func TestTimeWaitRecordAcksFIN_RFC9293_3_10_7_4(t *testing.T) {
 	}
 }
 
-// TestCookieACKWithTableFullGetsRST_Linux: a SYN answered with a cookie
-// because the table is full, whose ACK still finds no slot, gets a RST:
-// the client, which believes it is connected, learns it is not instead
-// of sending into nothing.
-func TestCookieACKWithTableFullGetsRST_Linux(t *testing.T) {
+// TestCookieACKWithTableFull_Linux_tcp_abort_on_overflow: a SYN
+// answered with a cookie because the table is full, whose ACK still finds
+// no slot, is dropped and counted (Linux's default, tcp_abort_on_overflow
+// 0): the client gets in on a retransmission once a slot frees; and when
+// none does, it learns so by a RST once the cookie is past its two
+// counter steps, instead of sending into nothing.
+func TestCookieACKWithTableFull_Linux_tcp_abort_on_overflow(t *testing.T) {
 	o := Options{MaxConns: 2}
 	w := newWorld(t, memio.Options{TxSlots: 256, RxSlots: 256}, Options{}, o)
-	w.connect(7000)
+	_, first := w.connect(7000)
 	l := w.b.listeners[7000]
 	c2, err := w.a.Dial(netip.AddrPortFrom(addrB, 7000), 0)
 	if err != nil {
@@ -565,13 +567,34 @@ func TestCookieACKWithTableFullGetsRST_Linux(t *testing.T) {
 	}
 	w.until(10*time.Second, "second", func() bool { return l.Pending() == 1 && c2.State() == Established })
 	l.Accept()
-	c3, err := w.a.Dial(netip.AddrPortFrom(addrB, 7000), 0)
-	if err != nil {
-		t.Fatal(err)
+	dial := func() *Conn {
+		c, err := w.a.Dial(netip.AddrPortFrom(addrB, 7000), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("hello"))
+		return c
 	}
-	c3.Write([]byte("into nothing?"))
-	w.until(10*time.Second, "the third client to learn", func() bool { return c3.Err() != nil })
+	// A slot frees 20 s later: the client's retransmission gets in.
+	c3 := dial()
+	later := w.clk.Now().Add(20 * time.Second)
+	w.until(time.Minute, "20 s", func() bool { return !w.clk.Now().Before(later) })
 	if counterOf(t, w.b, "tcp_syncookies_no_slot") == 0 {
-		t.Error("tcp_syncookies_no_slot not counted")
+		t.Fatal("set-up: the cookie ACK found a slot")
 	}
+	first.Abort()
+	var got *Conn
+	w.until(2*time.Minute, "the client to get in", func() bool {
+		if got == nil {
+			got, _ = l.Accept()
+		}
+		return got != nil && got.Readable()
+	})
+	if c3.Err() != nil {
+		t.Fatal(c3.Err())
+	}
+	// No slot ever frees: the client learns by a RST within the cookie's
+	// life and one retransmission.
+	c4 := dial()
+	w.until(10*time.Minute, "the client to learn", func() bool { return c4.Err() != nil })
 }

@@ -209,10 +209,12 @@ func (l *Listener) cookieAck(s *segment) bool {
 	}
 	c := e.newConn(s.src, s.dport, s.sport)
 	if c == nil {
-		// The client believes it is connected: it must learn it is not
-		// (a RST), not send into nothing.
+		// No slot: dropped, as Linux does with tcp_abort_on_overflow 0,
+		// so that a client of a burst gets in on a retransmission once a
+		// slot frees. It is not left hanging: once the cookie is past its
+		// two counter steps, its next segment fails the check and is
+		// answered with a RST.
 		e.cnt[cTCPCookiesNoSlot]++
-		e.resetFor(s)
 		return true
 	}
 	e.cnt[cTCPCookiesOK]++
