@@ -81,8 +81,9 @@ type Options struct {
 	// Clock is read on every Poll, Flush, Wait and Tick (PollAt and
 	// FlushAt take a reading instead); nil: the monotonic clock.
 	Clock Clock
-	// MaxConns bounds the connection table (every state but LISTEN, TIME-
-	// WAIT included). Send and receive buffers are allocated when a slot is
+	// MaxConns bounds the connection table (every state but LISTEN; TIME-
+	// WAIT of a connection the application no longer holds is kept apart,
+	// see MaxTimeWait). Send and receive buffers are allocated when a slot is
 	// first used and reused afterwards: memory is at most MaxConns *
 	// (SendBuf + RecvBuf) plus about 1 KiB per slot.
 	MaxConns int
