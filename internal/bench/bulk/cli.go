@@ -45,7 +45,7 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	fs := flag.NewFlagSet("dgramio-bulk", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: dgramio-bulk [flags]\n\nMoves bytes through each stream kind between two network namespaces (veth, or the lossy wire with --loss) and reports Gbit/s, CPU per GB, retransmissions and loss counters; see docs/bulk.md.\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: dgramio-bulk [flags]\n       dgramio-bulk compare A.json B.json\n\nMoves bytes through each stream kind between two network namespaces (veth, or the lossy wire with --loss) and reports Gbit/s, CPU per GB, retransmissions and loss counters; see docs/bulk.md.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	kinds := fs.String("kinds", strings.Join(DefaultRows, ","), "rows: tcp (kernel), tcp-xdp (native engine), tcp-xdp+netstack, tcp-dpdk, tcp-dpdk+netstack (DPDK builds)")
@@ -141,10 +141,14 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	return o, *jsonPath, nil
 }
 
-// Main is dgramio-bulk's command line. It returns the exit status: 0 when
+// Main is dgramio-bulk's command line ("compare A.json B.json" compares
+// two reports instead: CompareMain). It returns the exit status: 0 when
 // every cell measured, 1 when one could not or the run could not start,
 // 2 for a usage error.
 func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "compare" {
+		return CompareMain(args[1:], stdout, stderr)
+	}
 	o, jsonPath, err := parseOptions(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

@@ -98,3 +98,41 @@ func TestSummarizeMediansAndRatio(t *testing.T) {
 		t.Errorf("JSON %s (%v) lacks vs_tcp", b, err)
 	}
 }
+
+// TestCompare: B's medians over A's for the results both have, and the
+// ones only one has named; "compare" reads two JSON reports.
+func TestCompare(t *testing.T) {
+	a := Report{Results: []Result{
+		{Row: "tcp", Conns: 1, Dir: Up, Gbps: 4, ClientCPU: 1, ServerCPU: 1, Measured: 1},
+		{Row: "tcp-xdp", Conns: 1, Dir: Up, Gbps: 2, ClientCPU: 1, ServerCPU: 1, Measured: 1},
+	}}
+	b := Report{Results: []Result{
+		{Row: "tcp-xdp", Conns: 1, Dir: Up, Gbps: 3, ClientCPU: 0.5, ServerCPU: 0.5, Measured: 1},
+		{Row: "tcp-xdp", Conns: 16, Dir: Up, Gbps: 3, Measured: 1},
+	}}
+	cmp, only := Compare(&a, &b)
+	if len(cmp) != 1 || cmp[0].Gbps != 1.5 || cmp[0].CPU != 0.5 {
+		t.Errorf("comparisons %+v", cmp)
+	}
+	if len(only) != 2 || !strings.HasPrefix(only[0], "A only: veth tcp 1") || !strings.HasPrefix(only[1], "B only: veth tcp-xdp 16") {
+		t.Errorf("only %q", only)
+	}
+	dir := t.TempDir()
+	pa, pb := dir+"/a.json", dir+"/b.json"
+	if err := a.WriteJSON(pa); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteJSON(pb); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb strings.Builder
+	if got := Main([]string{"compare", pa, pb}, &out, &errb); got != 0 || !strings.Contains(out.String(), "| 1.50 | 0.50 |") {
+		t.Errorf("compare: status %d, stdout %q, stderr %q", got, out.String(), errb.String())
+	}
+	if got := Main([]string{"compare", pa}, &out, &errb); got != 2 {
+		t.Errorf("compare with one report: status %d, want 2", got)
+	}
+	if got := Main([]string{"compare", pa, dir + "/none.json"}, &out, &errb); got != 1 {
+		t.Errorf("compare with a missing report: status %d, want 1", got)
+	}
+}
