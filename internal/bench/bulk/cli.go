@@ -201,7 +201,7 @@ func writeOut(rep *Report, dir string) error {
 	if err := rep.WriteJSON(filepath.Join(dir, "results.json")); err != nil {
 		return err
 	}
-	md := "# dgramio-bulk\n\n`" + rep.Command + "`, " + rep.Start.Format(time.RFC3339) + ", " + rep.Host + ", Linux " + rep.Kernel + ", " + strconv.Itoa(rep.CPUs) + " CPUs\n\n"
+	md := "# dgramio-bulk\n\n`" + rep.Command + "`, " + rep.Start.Format(time.RFC3339) + ", " + rep.Host + ", Linux " + rep.Kernel + ", " + strconv.Itoa(rep.CPUs) + " CPUs, load average " + strings.Join(rep.LoadAvg, " → ") + "\n\n"
 	for _, s := range rep.Setup {
 		md += "- " + s + "\n"
 	}

@@ -121,6 +121,9 @@ type Report struct {
 	Host    string    `json:"host"`
 	Kernel  string    `json:"kernel,omitempty"`
 	CPUs    int       `json:"cpus"`
+	// LoadAvg is /proc/loadavg at the start and at the end: on a shared
+	// host, how much else ran.
+	LoadAvg []string `json:"loadavg,omitempty"`
 	// Setup says how the sides were joined and what each ran.
 	Setup   []string `json:"setup,omitempty"`
 	Cells   []Cell   `json:"cells"`

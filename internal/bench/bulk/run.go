@@ -96,6 +96,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if os.Geteuid() != 0 {
 		return rep, errors.New("the test hosts (network namespaces, a veth pair) need root")
 	}
+	rep.LoadAvg = append(rep.LoadAvg, loadAvg())
 	r := &runner{o: o, rep: rep, logDir: logDir}
 	var err error
 	if len(o.Loss) == 0 {
@@ -103,8 +104,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	} else {
 		err = r.lossy(ctx)
 	}
+	rep.LoadAvg = append(rep.LoadAvg, loadAvg())
 	rep.Summarize()
 	return rep, err
+}
+
+// loadAvg is /proc/loadavg's first three fields.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 type runner struct {

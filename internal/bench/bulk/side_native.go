@@ -61,11 +61,15 @@ func (s *side) runNative(ctx context.Context) error {
 	cfg.TCP.Stack = core.TCPStackNative
 	open := tcp.OpenXDP
 	if s.row.Kind == core.KindTCPDPDK {
-		open = netconn.OpenDPDK
+		open = netconn.OpenDPDK // tcp.NewDPDK's port, which OpenDPDK opens for either engine
+		cfg = cfg.WithDefaults()
 	}
 	fio, opts, err := open(cfg)
 	if err != nil {
 		return err
+	}
+	if s.row.Kind == core.KindTCPDPDK {
+		opts.Mode = "native over dpdk (" + fio.Stats().Mode + ")" // OpenDPDK names netstack
 	}
 	release := opts.Close
 	if release == nil {

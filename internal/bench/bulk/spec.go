@@ -65,7 +65,8 @@ func ParseRow(s string) (Row, error) {
 }
 
 // DefaultRows are the rows of a run without --kinds: every stream kind
-// this module builds without tags, each userspace engine.
+// this build has (tcp-dpdk with the build tag dpdk), each userspace
+// engine.
 var DefaultRows = []string{"tcp", "tcp-xdp", "tcp-xdp+netstack"}
 
 // MaxConns bounds --conns.
