@@ -163,9 +163,15 @@ type tokenBucket struct {
 	primed bool
 }
 
-// newTokenBucket makes a bucket that starts full.
+// maxTokens bounds rate and burst, so that credit (burst × 1e9) and a
+// refill (rate × nanoseconds, up to that) stay within an int64.
+const maxTokens = 1 << 30
+
+// newTokenBucket makes a bucket that starts full; rate and burst are
+// taken between 0 and maxTokens.
 func newTokenBucket(rate, burst int) tokenBucket {
-	return tokenBucket{rate: int64(max(rate, 0)), burst: int64(max(burst, 0)), credit: int64(max(burst, 0)) * 1e9}
+	r, b := int64(min(max(rate, 0), maxTokens)), int64(min(max(burst, 0), maxTokens))
+	return tokenBucket{rate: r, burst: b, credit: b * 1e9}
 }
 
 // allow takes one token at time now and says whether there was one. A

@@ -169,6 +169,11 @@ func TestICMPv6RateLimit(t *testing.T) {
 	if zero.allow(now) {
 		t.Error("the zero bucket allows")
 	}
+	// Rates and bursts past the bound are clamped, not overflowed.
+	huge := newTokenBucket(1<<62, 1<<62)
+	if !huge.allow(0) || !huge.allow(1<<62) || huge.credit < 0 {
+		t.Errorf("a huge bucket: credit %d", huge.credit)
+	}
 }
 
 // TestICMPv6PacketTooBig: a Packet Too Big quoting one of our TCP
