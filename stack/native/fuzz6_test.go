@@ -97,11 +97,11 @@ func FuzzICMPv6(f *testing.F) {
 // advertisement that passes the same checks.
 func FuzzNDP(f *testing.F) {
 	b := make([]byte, 200)
-	n := buildNS(b, a6B, solicitedNode(a6A), a6A, macB)
+	n := buildNS(b, a6B, solicitedNode(a6A), a6A, mac6B)
 	f.Add(append([]byte(nil), b[ip6Len:n]...), uint8(255), false)
-	n = buildNS(b, ip6Unspecified, solicitedNode(a6A), a6A, macB)
+	n = buildNS(b, ip6Unspecified, solicitedNode(a6A), a6A, mac6B)
 	f.Add(append([]byte(nil), b[ip6Len:n]...), uint8(255), true)
-	n = buildNA(b, a6B, a6A, a6B, macB, naFlagSolic)
+	n = buildNA(b, a6B, a6A, a6B, mac6B, naFlagSolic)
 	f.Add(append([]byte(nil), b[ip6Len:n]...), uint8(255), false)
 	f.Fuzz(func(t *testing.T, m []byte, hops uint8, dad bool) {
 		h := ip6Hdr{src: a6B, dst: a6A, hops: hops}
@@ -128,7 +128,7 @@ func FuzzNDP(f *testing.F) {
 		}
 		c.advert(&nd, 0)
 		out := make([]byte, 200)
-		k, _ := answerNS(out, nd.target, macA, &h, &nd, macB)
+		k, _ := answerNS(out, nd.target, mac6A, &h, &nd, mac6B)
 		if nd.typ != icmp6NeighSol {
 			if k != 0 {
 				t.Fatal("answered an advertisement")

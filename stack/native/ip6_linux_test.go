@@ -32,12 +32,12 @@ type rawLink struct {
 func newRawLink(t *testing.T, h *testhost.Host) *rawLink {
 	r := &rawLink{t: t, h: h, fd: -1}
 	err := h.Do(func() error {
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IPV6)))
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons6(unix.ETH_P_IPV6)))
 		if err != nil {
 			return err
 		}
 		r.fd = fd
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: h.Index})
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons6(unix.ETH_P_IPV6), Ifindex: h.Index})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func newRawLink(t *testing.T, h *testhost.Host) *rawLink {
 	return r
 }
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
+func htons6(v uint16) uint16 { return v<<8 | v>>8 }
 
 // next returns the next IPv6 frame received for which match says true,
 // parsed; it fails the test after the socket's timeout.

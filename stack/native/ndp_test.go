@@ -9,8 +9,8 @@ import (
 )
 
 var (
-	macA = [6]byte{0x02, 0, 0, 0, 0, 0x0a}
-	macB = [6]byte{0x02, 0, 0, 0, 0, 0x0b}
+	mac6A = [6]byte{0x02, 0, 0, 0, 0, 0x0a}
+	mac6B = [6]byte{0x02, 0, 0, 0, 0, 0x0b}
 )
 
 // TestNDPAddresses: the solicited-node multicast address (RFC 4291
@@ -42,21 +42,21 @@ func TestNDPBuildParse(t *testing.T) {
 	b := make([]byte, 200)
 	var h ip6Hdr
 	var nd ndMsg
-	n := buildNS(b, a6B, solicitedNode(a6A), a6A, macB)
+	n := buildNS(b, a6B, solicitedNode(a6A), a6A, mac6B)
 	if parseIPv6(b[:n], &h) != ip6OK || h.hops != 255 {
 		t.Fatalf("NS header: %+v", h)
 	}
-	if e := parseNDP(&h, h.payload(b[:n]), &nd); e != ndpOK || nd.typ != icmp6NeighSol || nd.target != a6A || !nd.hasLL || nd.ll != macB {
+	if e := parseNDP(&h, h.payload(b[:n]), &nd); e != ndpOK || nd.typ != icmp6NeighSol || nd.target != a6A || !nd.hasLL || nd.ll != mac6B {
 		t.Fatalf("NS: %v %+v", e, nd)
 	}
 	pkt := gopacket.NewPacket(b[:n], layers.LayerTypeIPv6, gopacket.Default)
 	ns, _ := pkt.Layer(layers.LayerTypeICMPv6NeighborSolicitation).(*layers.ICMPv6NeighborSolicitation)
 	if ns == nil || !ns.TargetAddress.Equal(a6A[:]) || len(ns.Options) != 1 ||
-		ns.Options[0].Type != layers.ICMPv6OptSourceAddress || string(ns.Options[0].Data) != string(macB[:]) {
+		ns.Options[0].Type != layers.ICMPv6OptSourceAddress || string(ns.Options[0].Data) != string(mac6B[:]) {
 		t.Fatalf("gopacket NS: %v", pkt)
 	}
 
-	n = buildNS(b, ip6Unspecified, solicitedNode(a6A), a6A, macB)
+	n = buildNS(b, ip6Unspecified, solicitedNode(a6A), a6A, mac6B)
 	if n != ip6Len+ndLen || parseIPv6(b[:n], &h) != ip6OK {
 		t.Fatalf("DAD NS length %d", n)
 	}
@@ -64,18 +64,18 @@ func TestNDPBuildParse(t *testing.T) {
 		t.Fatalf("DAD NS: %v %+v", e, nd)
 	}
 
-	n = buildNA(b, a6A, a6B, a6A, macA, naFlagSolic|naFlagOver)
+	n = buildNA(b, a6A, a6B, a6A, mac6A, naFlagSolic|naFlagOver)
 	if parseIPv6(b[:n], &h) != ip6OK {
 		t.Fatal("NA header")
 	}
 	if e := parseNDP(&h, h.payload(b[:n]), &nd); e != ndpOK || nd.typ != icmp6NeighAdv || nd.target != a6A ||
-		!nd.solicited || !nd.override || nd.router || !nd.hasLL || nd.ll != macA {
+		!nd.solicited || !nd.override || nd.router || !nd.hasLL || nd.ll != mac6A {
 		t.Fatalf("NA: %v %+v", e, nd)
 	}
 	pkt = gopacket.NewPacket(b[:n], layers.LayerTypeIPv6, gopacket.Default)
 	na, _ := pkt.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement)
 	if na == nil || !na.Solicited() || !na.Override() || na.Router() || !na.TargetAddress.Equal(a6A[:]) ||
-		len(na.Options) != 1 || na.Options[0].Type != layers.ICMPv6OptTargetAddress || string(na.Options[0].Data) != string(macA[:]) {
+		len(na.Options) != 1 || na.Options[0].Type != layers.ICMPv6OptTargetAddress || string(na.Options[0].Data) != string(mac6A[:]) {
 		t.Fatalf("gopacket NA: %v", pkt)
 	}
 }
@@ -100,8 +100,8 @@ func TestNDPValidity(t *testing.T) {
 		putICMPv6Checksum(a6B, dst, m)
 		return msg{a6B, dst, 255, m}
 	}
-	sll := append([]byte{ndOptSrcLL, 1}, macB[:]...)
-	tll := append([]byte{ndOptTgtLL, 1}, macB[:]...)
+	sll := append([]byte{ndOptSrcLL, 1}, mac6B[:]...)
+	tll := append([]byte{ndOptTgtLL, 1}, mac6B[:]...)
 	sn := solicitedNode(a6A)
 	set := func(m msg, f func(*msg)) msg { m.m = append([]byte(nil), m.m...); f(&m); return m }
 	for _, c := range []struct {
@@ -154,17 +154,17 @@ func TestNDPAnswerNS(t *testing.T) {
 		wantMAC [6]byte
 		flags   uint8
 	}{
-		{"resolution", a6B, solicitedNode(a6A), a6A, a6B, macB, naFlagSolic | naFlagOver},
+		{"resolution", a6B, solicitedNode(a6A), a6A, a6B, mac6B, naFlagSolic | naFlagOver},
 		{"duplicate address detection", ip6Unspecified, solicitedNode(a6A), a6A, allNodes6, multicastMAC6(allNodes6), naFlagOver},
 		{"another target", a6B, solicitedNode(a6B), a6B, ip6Unspecified, [6]byte{}, 0},
 	} {
-		n := buildNS(b, c.src, c.dst, c.target, macB)
+		n := buildNS(b, c.src, c.dst, c.target, mac6B)
 		var h ip6Hdr
 		var nd ndMsg
 		if parseIPv6(b[:n], &h) != ip6OK || parseNDP(&h, h.payload(b[:n]), &nd) != ndpOK {
 			t.Fatalf("%s: NS does not parse", c.name)
 		}
-		m, mac := answerNS(out, a6A, macA, &h, &nd, macB)
+		m, mac := answerNS(out, a6A, mac6A, &h, &nd, mac6B)
 		if c.wantDst == ip6Unspecified {
 			if m != 0 {
 				t.Errorf("%s: answered", c.name)
@@ -176,7 +176,7 @@ func TestNDPAnswerNS(t *testing.T) {
 		if parseIPv6(out[:m], &ah) != ip6OK || parseNDP(&ah, ah.payload(out[:m]), &an) != ndpOK {
 			t.Fatalf("%s: NA does not parse", c.name)
 		}
-		if ah.dst != c.wantDst || ah.src != a6A || mac != c.wantMAC || an.target != a6A || an.ll != macA ||
+		if ah.dst != c.wantDst || ah.src != a6A || mac != c.wantMAC || an.target != a6A || an.ll != mac6A ||
 			an.solicited != (c.flags&naFlagSolic != 0) || !an.override || an.router {
 			t.Errorf("%s: NA to %v (%x) %+v", c.name, net.IP(ah.dst[:]), mac, an)
 		}
@@ -184,7 +184,7 @@ func TestNDPAnswerNS(t *testing.T) {
 	// A unicast probe without a source link-layer address.
 	h := ip6Hdr{src: a6B, dst: a6A, hops: 255}
 	nd := ndMsg{typ: icmp6NeighSol, target: a6A}
-	if _, mac := answerNS(out, a6A, macA, &h, &nd, [6]byte{2, 9, 9, 9, 9, 9}); mac != [6]byte{2, 9, 9, 9, 9, 9} {
+	if _, mac := answerNS(out, a6A, mac6A, &h, &nd, [6]byte{2, 9, 9, 9, 9, 9}); mac != [6]byte{2, 9, 9, 9, 9, 9} {
 		t.Errorf("probe answered to %x", mac)
 	}
 }

@@ -10,7 +10,7 @@ func newNeigh(n int) *neigh6 {
 	return c
 }
 
-func addr6(i byte) ip6Addr { return ip6Addr{0x20, 0x01, 0, 2, 14: 1, 15: i} }
+func neighAddr(i byte) ip6Addr { return ip6Addr{0x20, 0x01, 0, 2, 14: 1, 15: i} }
 
 // state returns a's state, neighFree when it has no entry.
 func (c *neigh6) state(a ip6Addr) neighState {
@@ -54,10 +54,10 @@ func TestNeighResolution(t *testing.T) {
 	}
 
 	c.resolve(a6B, 0)
-	if !c.advert(&ndMsg{typ: icmp6NeighAdv, target: a6B, solicited: true, override: true, hasLL: true, ll: macB}, 5) {
+	if !c.advert(&ndMsg{typ: icmp6NeighAdv, target: a6B, solicited: true, override: true, hasLL: true, ll: mac6B}, 5) {
 		t.Fatal("the advertisement did not resolve the entry")
 	}
-	if mac, r := c.resolve(a6B, 6); r != neighHit || mac != macB || c.state(a6B) != neighReachable {
+	if mac, r := c.resolve(a6B, 6); r != neighHit || mac != mac6B || c.state(a6B) != neighReachable {
 		t.Fatalf("after the advertisement: %v %x %v", r, mac, c.state(a6B))
 	}
 }
@@ -71,17 +71,17 @@ func TestNeighUnreachability(t *testing.T) {
 	c := newNeigh(8)
 	p := c.p
 	c.resolve(a6B, 0)
-	c.advert(&ndMsg{target: a6B, solicited: true, hasLL: true, ll: macB}, 0)
+	c.advert(&ndMsg{target: a6B, solicited: true, hasLL: true, ll: mac6B}, 0)
 	out, _ := c.timers(p.ReachableTime, nil)
 	if len(out) != 0 || c.state(a6B) != neighStale {
 		t.Fatalf("after ReachableTime: %v", c.state(a6B))
 	}
 	t0 := p.ReachableTime + 7
-	if mac, r := c.resolve(a6B, t0); r != neighHit || mac != macB || c.state(a6B) != neighDelay {
+	if mac, r := c.resolve(a6B, t0); r != neighHit || mac != mac6B || c.state(a6B) != neighDelay {
 		t.Fatalf("used while STALE: %v %v", r, c.state(a6B))
 	}
 	out, _ = c.timers(t0+p.DelayFirstProbe, out[:0])
-	if len(out) != 1 || out[0].mcast || out[0].mac != macB || c.state(a6B) != neighProbe {
+	if len(out) != 1 || out[0].mcast || out[0].mac != mac6B || c.state(a6B) != neighProbe {
 		t.Fatalf("after DELAY: %+v %v", out, c.state(a6B))
 	}
 	// Confirmation in PROBE: REACHABLE again.
@@ -120,20 +120,20 @@ func TestNeighAdvertisement(t *testing.T) {
 		{"INCOMPLETE, no link-layer address: ignored", neighIncomplete, ndMsg{solicited: true}, neighIncomplete, [6]byte{}, false},
 		{"INCOMPLETE, solicited: REACHABLE", neighIncomplete, ndMsg{solicited: true, hasLL: true, ll: other}, neighReachable, other, true},
 		{"INCOMPLETE, unsolicited: STALE", neighIncomplete, ndMsg{hasLL: true, ll: other}, neighStale, other, true},
-		{"REACHABLE, O clear, other MAC: STALE, MAC kept", neighReachable, ndMsg{solicited: true, hasLL: true, ll: other}, neighStale, macB, false},
-		{"STALE, O clear, other MAC: ignored", neighStale, ndMsg{solicited: true, hasLL: true, ll: other}, neighStale, macB, false},
-		{"DELAY, O clear, same MAC, solicited: REACHABLE", neighDelay, ndMsg{solicited: true, hasLL: true, ll: macB}, neighReachable, macB, false},
+		{"REACHABLE, O clear, other MAC: STALE, MAC kept", neighReachable, ndMsg{solicited: true, hasLL: true, ll: other}, neighStale, mac6B, false},
+		{"STALE, O clear, other MAC: ignored", neighStale, ndMsg{solicited: true, hasLL: true, ll: other}, neighStale, mac6B, false},
+		{"DELAY, O clear, same MAC, solicited: REACHABLE", neighDelay, ndMsg{solicited: true, hasLL: true, ll: mac6B}, neighReachable, mac6B, false},
 		{"STALE, O set, other MAC, unsolicited: STALE, new MAC", neighStale, ndMsg{override: true, hasLL: true, ll: other}, neighStale, other, false},
 		{"REACHABLE, O set, other MAC, unsolicited: STALE, new MAC", neighReachable, ndMsg{override: true, hasLL: true, ll: other}, neighStale, other, false},
 		{"PROBE, O set, other MAC, solicited: REACHABLE, new MAC", neighProbe, ndMsg{solicited: true, override: true, hasLL: true, ll: other}, neighReachable, other, false},
-		{"PROBE, no link-layer address, solicited: REACHABLE", neighProbe, ndMsg{solicited: true}, neighReachable, macB, false},
-		{"REACHABLE, same MAC, unsolicited: unchanged", neighReachable, ndMsg{override: true, hasLL: true, ll: macB}, neighReachable, macB, false},
+		{"PROBE, no link-layer address, solicited: REACHABLE", neighProbe, ndMsg{solicited: true}, neighReachable, mac6B, false},
+		{"REACHABLE, same MAC, unsolicited: unchanged", neighReachable, ndMsg{override: true, hasLL: true, ll: mac6B}, neighReachable, mac6B, false},
 	} {
 		n := newNeigh(4)
 		n.resolve(a6B, 0)
 		en := n.get(a6B)
 		if c.from != neighIncomplete {
-			en.mac, en.state, en.deadline = macB, c.from, 1e12
+			en.mac, en.state, en.deadline = mac6B, c.from, 1e12
 		}
 		c.nd.typ, c.nd.target = icmp6NeighAdv, a6B
 		if got := n.advert(&c.nd, 10); got != c.resolved {
@@ -145,7 +145,7 @@ func TestNeighAdvertisement(t *testing.T) {
 	}
 	// No entry: the advertisement is ignored (§7.2.5).
 	n := newNeigh(4)
-	n.advert(&ndMsg{typ: icmp6NeighAdv, target: a6B, solicited: true, hasLL: true, ll: macB}, 0)
+	n.advert(&ndMsg{typ: icmp6NeighAdv, target: a6B, solicited: true, hasLL: true, ll: mac6B}, 0)
 	if n.get(a6B) != nil {
 		t.Error("an unsolicited advertisement made an entry")
 	}
@@ -157,20 +157,20 @@ func TestNeighAdvertisement(t *testing.T) {
 // resolved by it.
 func TestNeighSolicitation(t *testing.T) {
 	c := newNeigh(4)
-	if c.solicited(a6B, macB, 0) || c.state(a6B) != neighStale {
+	if c.solicited(a6B, mac6B, 0) || c.state(a6B) != neighStale {
 		t.Fatalf("new: %v", c.state(a6B))
 	}
 	c.confirm(a6B, 1)
-	c.solicited(a6B, macB, 2)
+	c.solicited(a6B, mac6B, 2)
 	if c.state(a6B) != neighReachable {
 		t.Fatalf("same MAC: %v", c.state(a6B))
 	}
-	c.solicited(a6B, macA, 3)
-	if en := c.get(a6B); en.state != neighStale || en.mac != macA {
+	c.solicited(a6B, mac6A, 3)
+	if en := c.get(a6B); en.state != neighStale || en.mac != mac6A {
 		t.Fatalf("other MAC: %v %x", en.state, en.mac)
 	}
 	c.resolve(a6A, 4)
-	if !c.solicited(a6A, macA, 5) || c.state(a6A) != neighStale {
+	if !c.solicited(a6A, mac6A, 5) || c.state(a6A) != neighStale {
 		t.Fatalf("INCOMPLETE: %v", c.state(a6A))
 	}
 }
@@ -180,28 +180,28 @@ func TestNeighSolicitation(t *testing.T) {
 // one; with every entry held, resolution reports neighFull.
 func TestNeighEviction(t *testing.T) {
 	c := newNeigh(3)
-	c.solicited(addr6(1), macB, 1) // STALE, used at 1
-	c.solicited(addr6(2), macB, 2) // STALE, used at 2
-	c.setStatic(addr6(3), macB, 3)
-	c.ref(addr6(1))
-	if _, r := c.resolve(addr6(4), 10); r != neighSolicit {
+	c.solicited(neighAddr(1), mac6B, 1) // STALE, used at 1
+	c.solicited(neighAddr(2), mac6B, 2) // STALE, used at 2
+	c.setStatic(neighAddr(3), mac6B, 3)
+	c.ref(neighAddr(1))
+	if _, r := c.resolve(neighAddr(4), 10); r != neighSolicit {
 		t.Fatalf("resolve in a full cache: %v", r)
 	}
-	if c.get(addr6(2)) != nil || c.get(addr6(1)) == nil || c.get(addr6(3)) == nil || c.evicted != 1 {
+	if c.get(neighAddr(2)) != nil || c.get(neighAddr(1)) == nil || c.get(neighAddr(3)) == nil || c.evicted != 1 {
 		t.Fatal("evicted the wrong entry")
 	}
-	c.ref(addr6(4))
-	if _, r := c.resolve(addr6(5), 11); r != neighFull {
+	c.ref(neighAddr(4))
+	if _, r := c.resolve(neighAddr(5), 11); r != neighFull {
 		t.Fatalf("every entry held: %v", r)
 	}
-	c.unref(addr6(1))
-	if _, r := c.resolve(addr6(5), 12); r != neighSolicit || c.get(addr6(1)) != nil {
+	c.unref(neighAddr(1))
+	if _, r := c.resolve(neighAddr(5), 12); r != neighSolicit || c.get(neighAddr(1)) != nil {
 		t.Fatalf("after unref: %v", r)
 	}
 	// Static entries never change with what arrives.
-	c.advert(&ndMsg{target: addr6(3), override: true, solicited: true, hasLL: true, ll: macA}, 13)
-	c.solicited(addr6(3), macA, 13)
-	if mac, r := c.resolve(addr6(3), 14); r != neighHit || mac != macB {
+	c.advert(&ndMsg{target: neighAddr(3), override: true, solicited: true, hasLL: true, ll: mac6A}, 13)
+	c.solicited(neighAddr(3), mac6A, 13)
+	if mac, r := c.resolve(neighAddr(3), 14); r != neighHit || mac != mac6B {
 		t.Errorf("static entry: %v %x", r, mac)
 	}
 }
@@ -211,13 +211,13 @@ func TestNeighEviction(t *testing.T) {
 func TestNeighAllocs(t *testing.T) {
 	c := newNeigh(64)
 	for i := range 64 {
-		c.solicited(addr6(byte(i)), macB, 0)
+		c.solicited(neighAddr(byte(i)), mac6B, 0)
 	}
 	out := make([]neighTx, 0, 64)
 	now := int64(0)
 	if n := testing.AllocsPerRun(100, func() {
 		now += 1e6
-		c.resolve(addr6(byte(now%64)), now)
+		c.resolve(neighAddr(byte(now%64)), now)
 		out, _ = c.timers(now, out[:0])
 	}); n != 0 {
 		t.Errorf("%v allocations", n)

@@ -18,8 +18,8 @@ func frags6(pre []ext6, id uint32, up []byte, cuts ...int) [][]byte {
 	return out
 }
 
-// feed parses p and gives it to t at now.
-func feed(tb testing.TB, r *reasm6, now int64, p []byte) ([]byte, reasm6Result) {
+// feed6 parses p and gives it to t at now.
+func feed6(tb testing.TB, r *reasm6, now int64, p []byte) ([]byte, reasm6Result) {
 	tb.Helper()
 	var h ip6Hdr
 	if e := parseIPv6(p, &h); e != ip6OK || !h.frag {
@@ -41,7 +41,7 @@ func TestReasm6(t *testing.T) {
 		fs := frags6([]ext6{hbh}, 42, up, 1232, 2464, 2472)
 		var got []byte
 		for i, k := range order {
-			out, res := feed(t, &r, 1, fs[k])
+			out, res := feed6(t, &r, 1, fs[k])
 			want := reasm6Queued
 			if i == len(order)-1 {
 				want = reasm6Done
@@ -73,14 +73,14 @@ func TestReasm6Overlap(t *testing.T) {
 	fs := frags6(nil, 9, up, 48, 96)
 	over := pkt6(a6B, a6A, 64, []ext6{fragHdr(40, true, 9)}, protoTCP, up[40:56])
 	var r reasm6
-	if _, res := feed(t, &r, 1, fs[0]); res != reasm6Queued {
+	if _, res := feed6(t, &r, 1, fs[0]); res != reasm6Queued {
 		t.Fatal(res)
 	}
-	if _, res := feed(t, &r, 2, over); res != reasm6Overlap {
+	if _, res := feed6(t, &r, 2, over); res != reasm6Overlap {
 		t.Fatalf("overlapping fragment: %v", res)
 	}
 	for _, f := range fs[1:] {
-		if out, res := feed(t, &r, 3, f); res != reasm6Abandoned || out != nil {
+		if out, res := feed6(t, &r, 3, f); res != reasm6Abandoned || out != nil {
 			t.Fatalf("later fragment of an abandoned packet: %v", res)
 		}
 	}
@@ -89,7 +89,7 @@ func TestReasm6Overlap(t *testing.T) {
 	}
 	// After it, the same identification starts afresh.
 	for i, f := range fs {
-		if _, res := feed(t, &r, 2+reasm6Timeout, f); (i < 2) != (res == reasm6Queued) {
+		if _, res := feed6(t, &r, 2+reasm6Timeout, f); (i < 2) != (res == reasm6Queued) {
 			t.Fatalf("fresh packet, fragment %d: %v", i, res)
 		}
 	}
@@ -102,17 +102,17 @@ func TestReasm6Duplicate(t *testing.T) {
 	up := tcp6(a6B, a6A, 1, 2, make([]byte, 100))
 	fs := frags6(nil, 5, up, 64)
 	var r reasm6
-	feed(t, &r, 1, fs[0])
-	if _, res := feed(t, &r, 1, fs[0]); res != reasm6Duplicate {
+	feed6(t, &r, 1, fs[0])
+	if _, res := feed6(t, &r, 1, fs[0]); res != reasm6Duplicate {
 		t.Fatalf("duplicate: %v", res)
 	}
-	if _, res := feed(t, &r, 1, fs[1]); res != reasm6Done {
+	if _, res := feed6(t, &r, 1, fs[1]); res != reasm6Done {
 		t.Fatalf("after a duplicate: %v", res)
 	}
-	feed(t, &r, 1, fs[0])
+	feed6(t, &r, 1, fs[0])
 	other := append([]byte(nil), fs[0]...)
 	other[len(other)-1] ^= 1
-	if _, res := feed(t, &r, 1, other); res != reasm6Overlap {
+	if _, res := feed6(t, &r, 1, other); res != reasm6Overlap {
 		t.Fatalf("first fragment with other data: %v", res)
 	}
 }
@@ -141,7 +141,7 @@ func TestReasm6Drops(t *testing.T) {
 		var r reasm6
 		var res reasm6Result
 		for _, p := range c.p {
-			_, res = feed(t, &r, 1, p)
+			_, res = feed6(t, &r, 1, p)
 		}
 		if res != c.want {
 			t.Errorf("%s: %v, want %v", c.name, res, c.want)
@@ -157,7 +157,7 @@ func TestReasm6Bounds(t *testing.T) {
 	var r reasm6
 	var res reasm6Result
 	for i := 0; i <= reasm6Ranges; i++ { // every other 8-byte block: a hole after each
-		_, res = feed(t, &r, 1, pkt6(a6B, a6A, 64, []ext6{fragHdr(16*i+16, true, 3)}, protoTCP, up[:8]))
+		_, res = feed6(t, &r, 1, pkt6(a6B, a6A, 64, []ext6{fragHdr(16*i+16, true, 3)}, protoTCP, up[:8]))
 	}
 	if res != reasm6TooManyRanges {
 		t.Fatalf("holes beyond the limit: %v", res)
@@ -165,7 +165,7 @@ func TestReasm6Bounds(t *testing.T) {
 	r = reasm6{}
 	first := tcp6(a6B, a6A, 1, 2, make([]byte, 12))
 	for id := uint32(0); id <= reasm6Slots; id++ {
-		_, res = feed(t, &r, 1, pkt6(a6B, a6A, 64, []ext6{fragHdr(0, true, id)}, protoTCP, first))
+		_, res = feed6(t, &r, 1, pkt6(a6B, a6A, 64, []ext6{fragHdr(0, true, id)}, protoTCP, first))
 	}
 	if res != reasm6NoSlot || r.used != reasm6Slots {
 		t.Fatalf("packets beyond the slots: %v, %d used", res, r.used)
@@ -178,7 +178,7 @@ func TestReasm6Timeout(t *testing.T) {
 	up := tcp6(a6B, a6A, 1, 2, make([]byte, 100))
 	fs := frags6(nil, 77, up, 64)
 	var r reasm6
-	feed(t, &r, 1000, fs[0])
+	feed6(t, &r, 1000, fs[0])
 	if at, ok := r.next(); !ok || at != 1000+reasm6Timeout {
 		t.Fatalf("next %d %v", at, ok)
 	}
@@ -191,7 +191,7 @@ func TestReasm6Timeout(t *testing.T) {
 	if _, ok := r.next(); ok {
 		t.Error("a deadline left")
 	}
-	if _, res := feed(t, &r, 2000+reasm6Timeout, fs[1]); res != reasm6Queued {
+	if _, res := feed6(t, &r, 2000+reasm6Timeout, fs[1]); res != reasm6Queued {
 		t.Errorf("the rest after the timeout starts a new packet: %v", res)
 	}
 }
@@ -203,13 +203,13 @@ func TestReasm6AtomicFragmentIsolated(t *testing.T) {
 	up := tcp6(a6B, a6A, 1, 2, make([]byte, 100))
 	fs := frags6(nil, 11, up, 64)
 	var r reasm6
-	feed(t, &r, 1, fs[0])
+	feed6(t, &r, 1, fs[0])
 	atomic := pkt6(a6B, a6A, 64, []ext6{fragHdr(0, false, 11)}, protoTCP, up)
 	var h ip6Hdr
 	if e := parseIPv6(atomic, &h); e != ip6OK || h.frag || !h.atomic || !bytes.Equal(h.payload(atomic), up) {
 		t.Fatalf("atomic fragment: %v %+v", e, h)
 	}
-	if _, res := feed(t, &r, 1, fs[1]); res != reasm6Done {
+	if _, res := feed6(t, &r, 1, fs[1]); res != reasm6Done {
 		t.Fatalf("the pending packet: %v", res)
 	}
 }
@@ -220,8 +220,8 @@ func TestReasm6NoNestedFragments(t *testing.T) {
 	inner := pkt6(a6B, a6A, 64, []ext6{fragHdr(8, false, 1)}, protoTCP, make([]byte, 40))[ip6Len:]
 	up := append([]byte(nil), inner...)
 	var r reasm6
-	feed(t, &r, 1, pkt6(a6B, a6A, 64, []ext6{fragHdr(0, true, 2)}, extFragment, up[:32]))
-	out, res := feed(t, &r, 1, pkt6(a6B, a6A, 64, []ext6{fragHdr(32, false, 2)}, extFragment, up[32:]))
+	feed6(t, &r, 1, pkt6(a6B, a6A, 64, []ext6{fragHdr(0, true, 2)}, extFragment, up[:32]))
+	out, res := feed6(t, &r, 1, pkt6(a6B, a6A, 64, []ext6{fragHdr(32, false, 2)}, extFragment, up[32:]))
 	if res != reasm6Done {
 		t.Fatal(res)
 	}
