@@ -5,6 +5,17 @@ import (
 	"net/netip"
 )
 
+// Unmap returns ap with an IPv4-mapped IPv6 address (::ffff:a.b.c.d,
+// what netip.AddrFromSlice makes of a 16-byte net.IP) taken as the IPv4
+// address it maps, and any other ap as it is. Config.WithDefaults does
+// this to LocalIP and Dests, and every kind's QueueTo to its address.
+func Unmap(ap netip.AddrPort) netip.AddrPort {
+	if ap.Addr().Is4In6() {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	return ap
+}
+
 // Packet is one received message.
 type Packet struct {
 	// Data is the payload. It points into the backend's receive buffers and
@@ -36,9 +47,11 @@ type Backend interface {
 	// open connection) or ErrClosed. Each is a plain value: no allocation.
 	// Nothing leaves before Flush.
 	Queue(payload []byte) error
-	// QueueTo is Queue for one receiver: the From of a received Packet. It
-	// returns ErrNoRoute also for a peer with no connection or an address
-	// the kind cannot send to (another family, port 0).
+	// QueueTo is Queue for one receiver: the From of a received Packet. An
+	// IPv4-mapped IPv6 address is taken as IPv4 (see Unmap). It returns
+	// ErrNoRoute also for a peer with no connection or an address the kind
+	// cannot send to (another family than the Config's, no address, port
+	// 0), counted in Stats; no address makes it panic.
 	QueueTo(payload []byte, to netip.AddrPort) error
 	// Flush sends everything queued, in batches of Config.TxBatch. A datagram
 	// the kernel or ring refuses is counted in Stats.TxDropped and Flush goes
