@@ -16,6 +16,18 @@ func Unmap(ap netip.AddrPort) netip.AddrPort {
 	return ap
 }
 
+// Unicast reports whether ap can be a peer that QueueTo sends to: a
+// valid address, neither unspecified (0.0.0.0, ::), nor multicast, nor
+// IPv6 link-local (whose zone no kind keeps), with a port other than 0.
+// A sender's address, the From that QueueTo answers, is always one;
+// every kind's QueueTo refuses the others with ErrNoRoute, counted, as it
+// refuses an address of the other family. Call it after Unmap.
+func Unicast(ap netip.AddrPort) bool {
+	a := ap.Addr()
+	return a.IsValid() && ap.Port() != 0 && !a.IsUnspecified() && !a.IsMulticast() &&
+		!(a.Is6() && a.IsLinkLocalUnicast()) && a.Zone() == ""
+}
+
 // Packet is one received message.
 type Packet struct {
 	// Data is the payload. It points into the backend's receive buffers and
@@ -50,8 +62,8 @@ type Backend interface {
 	// QueueTo is Queue for one receiver: the From of a received Packet. An
 	// IPv4-mapped IPv6 address is taken as IPv4 (see Unmap). It returns
 	// ErrNoRoute also for a peer with no connection or an address the kind
-	// cannot send to (another family than the Config's, no address, port
-	// 0), counted in Stats; no address makes it panic.
+	// cannot send to (another family than the Config's, or not Unicast),
+	// counted in Stats; no address makes it panic.
 	QueueTo(payload []byte, to netip.AddrPort) error
 	// Flush sends everything queued, in batches of Config.TxBatch. A datagram
 	// the kernel or ring refuses is counted in Stats.TxDropped and Flush goes

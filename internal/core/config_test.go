@@ -493,3 +493,27 @@ func TestUnmap(t *testing.T) {
 		t.Errorf("Unmap(zero) = %v", got)
 	}
 }
+
+// TestUnicast: the addresses every QueueTo refuses whatever the family.
+func TestUnicast(t *testing.T) {
+	for _, c := range []struct {
+		ap   netip.AddrPort
+		want bool
+	}{
+		{netip.MustParseAddrPort("198.18.0.2:9"), true},
+		{netip.MustParseAddrPort("[2001:2::2]:9"), true},
+		{netip.MustParseAddrPort("169.254.0.1:9"), true}, // IPv4 link-local needs no zone
+		{netip.AddrPort{}, false},
+		{netip.MustParseAddrPort("198.18.0.2:0"), false},
+		{netip.MustParseAddrPort("0.0.0.0:9"), false},
+		{netip.MustParseAddrPort("[::]:9"), false},
+		{netip.MustParseAddrPort("224.0.0.1:9"), false},
+		{netip.MustParseAddrPort("[ff02::1]:9"), false},
+		{netip.MustParseAddrPort("[fe80::1]:9"), false},
+		{netip.AddrPortFrom(netip.MustParseAddr("fe80::1%eth0"), 9), false},
+	} {
+		if got := Unicast(c.ap); got != c.want {
+			t.Errorf("Unicast(%v) = %v, want %v", c.ap, got, c.want)
+		}
+	}
+}

@@ -364,17 +364,16 @@ func FromRaw(sa *Name) netip.AddrPort {
 }
 
 // Sendable reports whether a socket of the family v6 says (AF_INET6 when
-// true) can send to ap: an address of that family (IPv4 for an AF_INET
-// socket; IPv6 without a zone, not IPv4-mapped, for an AF_INET6 one, which
-// is IPV6_V6ONLY) and a port other than 0. QueueTo refuses the others
-// (ErrNoRoute, counted) before taking a slot.
+// true) answers ap: a core.Unicast address and port of that family (IPv4
+// for an AF_INET socket; IPv6, not IPv4-mapped, for an AF_INET6 one, which
+// is IPV6_V6ONLY). QueueTo refuses the others (ErrNoRoute, counted) before
+// taking a slot.
 func Sendable(ap netip.AddrPort, v6 bool) bool {
-	a := ap.Addr()
-	if !a.IsValid() || ap.Port() == 0 {
+	if !core.Unicast(ap) {
 		return false
 	}
 	if v6 {
-		return a.Is6() && !a.Is4In6() && a.Zone() == ""
+		return ap.Addr().Is6() && !ap.Addr().Is4In6()
 	}
-	return a.Is4()
+	return ap.Addr().Is4()
 }

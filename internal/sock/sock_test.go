@@ -109,6 +109,10 @@ func TestSendable(t *testing.T) {
 		{netip.MustParseAddrPort("198.18.0.2:0"), false, false},
 		{netip.MustParseAddrPort("[2001:2::2]:0"), false, false},
 		{netip.AddrPortFrom(netip.MustParseAddr("fe80::1%eth0"), 9), false, false},
+		{netip.MustParseAddrPort("[fe80::1]:9"), false, false},
+		{netip.MustParseAddrPort("[::]:9"), false, false},
+		{netip.MustParseAddrPort("[ff02::1]:9"), false, false},
+		{netip.MustParseAddrPort("0.0.0.0:9"), false, false},
 	} {
 		if got := Sendable(c.ap, false); got != c.v4 {
 			t.Errorf("Sendable(%v, IPv4 socket) = %v", c.ap, got)
