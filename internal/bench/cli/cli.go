@@ -94,8 +94,9 @@ func writeJSON(path string, v any) error {
 	return nil
 }
 
-// parseAddr parses an IPv4 address of the benchmarking range or loopback;
-// the tools send nowhere else. Empty gives the zero Addr.
+// parseAddr parses an address of the benchmarking ranges or loopback
+// (benchnet.CheckBenchAddr; an IPv4-mapped one as IPv4); the tools send
+// nowhere else. Empty gives the zero Addr.
 func parseAddr(flag, s string) (netip.Addr, error) {
 	if s == "" {
 		return netip.Addr{}, nil
@@ -107,13 +108,13 @@ func parseAddr(flag, s string) (netip.Addr, error) {
 	if err := benchnet.CheckBenchAddr(flag, a); err != nil {
 		return netip.Addr{}, err
 	}
-	return a, nil
+	return a.Unmap(), nil
 }
 
 // parseDest parses the value of a destination flag: an address with its
-// port (198.18.0.2:5000, [::ffff:198.18.0.2]:5000) or an address alone,
-// whose port is then 0 (Config.Dests takes Config.Port, the --port flag,
-// for it). Empty gives the zero AddrPort.
+// port (198.18.0.2:5000, [2001:2::2]:5000, [::ffff:198.18.0.2]:5000) or
+// an address alone, whose port is then 0 (Config.Dests takes
+// Config.Port, the --port flag, for it). Empty gives the zero AddrPort.
 func parseDest(flag, s string) (netip.AddrPort, error) {
 	if s == "" {
 		return netip.AddrPort{}, nil
@@ -122,7 +123,7 @@ func parseDest(flag, s string) (netip.AddrPort, error) {
 	if err != nil {
 		a, aerr := netip.ParseAddr(s)
 		if aerr != nil {
-			return netip.AddrPort{}, fmt.Errorf("--%s %q: want an address (198.18.0.2) or address:port (198.18.0.2:5000)", flag, s)
+			return netip.AddrPort{}, fmt.Errorf("--%s %q: want an address (198.18.0.2, 2001:2::2) or address:port (198.18.0.2:5000, [2001:2::2]:5000)", flag, s)
 		}
 		ap = netip.AddrPortFrom(a, 0)
 	}

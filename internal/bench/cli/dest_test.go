@@ -17,6 +17,9 @@ func TestParseDest(t *testing.T) {
 		{"198.18.0.2:6000", netip.MustParseAddrPort("198.18.0.2:6000")},
 		{"198.18.0.2", netip.MustParseAddrPort("198.18.0.2:0")},
 		{"[::ffff:198.18.0.2]:6000", netip.MustParseAddrPort("198.18.0.2:6000")},
+		{"[2001:2::2]:6000", netip.MustParseAddrPort("[2001:2::2]:6000")},
+		{"2001:2::2", netip.MustParseAddrPort("[2001:2::2]:0")},
+		{"[::1]:6000", netip.MustParseAddrPort("[::1]:6000")},
 		{"", netip.AddrPort{}},
 	} {
 		got, err := parseDest("dst", c.in)
@@ -24,9 +27,15 @@ func TestParseDest(t *testing.T) {
 			t.Errorf("parseDest(%q) = %v, %v; want %v", c.in, got, err, c.want)
 		}
 	}
-	for _, in := range []string{"198.18.0.2:", "198.18.0.2:99999", "host:5000"} {
+	for _, in := range []string{"198.18.0.2:", "198.18.0.2:99999", "host:5000", "[2001:2::2]:"} {
 		if _, err := parseDest("dst", in); err == nil || !strings.Contains(err.Error(), "--dst") {
 			t.Errorf("parseDest(%q): %v, want an error naming --dst", in, err)
+		}
+	}
+	// Outside the benchmarking ranges and loopback, either family.
+	for _, in := range []string{"[2001:db8::2]:5000", "10.0.0.1:5000", "[fe80::1]:5000"} {
+		if _, err := parseDest("dst", in); err == nil {
+			t.Errorf("parseDest(%q) accepted an address outside the benchmarking ranges", in)
 		}
 	}
 }
@@ -41,5 +50,23 @@ func TestLoadgenDstWithPort(t *testing.T) {
 			"--rate", "2k", "--warmup", "100ms", "--duration", "200ms", "--drain", "5s", "--wait"}, nil)
 	if lf.Result.Total.Sent != 600 || lf.Result.Total.Received != lf.Result.Total.Sent {
 		t.Fatalf("sent %d, received %d; want 600 each", lf.Result.Total.Sent, lf.Result.Total.Received)
+	}
+}
+
+// echo and loadgen over IPv6 (--local ::1, --dst [::1]:port), on each
+// kernel kind: every message sent comes back.
+func TestEchoLoadgenIPv6(t *testing.T) {
+	for _, kind := range []string{"udp", "uring", "tcp"} {
+		t.Run(kind, func(t *testing.T) {
+			port := fmt.Sprint(freeUDPPort(t))
+			// The echo listens on ::1 only: every answer crossed IPv6.
+			lf, _, _ := echoAndLoad(t,
+				[]string{"--kind", kind, "--local", "::1", "--port", port, "--wait"},
+				[]string{"--kind", kind, "--dst", "[::1]:" + port,
+					"--rate", "2k", "--warmup", "100ms", "--duration", "200ms", "--drain", "5s", "--wait"}, nil)
+			if lf.Result.Total.Sent != 600 || lf.Result.Total.Received != lf.Result.Total.Sent {
+				t.Fatalf("sent %d, received %d; want 600 each", lf.Result.Total.Sent, lf.Result.Total.Received)
+			}
+		})
 	}
 }

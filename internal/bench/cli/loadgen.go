@@ -58,7 +58,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 		poll:   "busy (spin, a CPU per poller; the default) or yield (sleep when idle, for machines with too few CPUs)",
 		batch:  "messages per Flush and per Rx",
 	})
-	dst := fs.String("dst", "", "the echo's IPv4 address, with its port (198.18.0.2:5000) or at --port (198.18.0.0/15 or loopback)")
+	dst := fs.String("dst", "", "the echo's address, with its port (198.18.0.2:5000, [2001:2::2]:5000) or at --port (198.18.0.0/15, 2001:2::/48 on udp, uring and tcp, or loopback)")
 	rateS := fs.String("rate", "20k", "offered rate, messages per second (20k, 1.6M)")
 	duration := fs.Duration("duration", 5e9, "measured time")
 	warmup := fs.Duration("warmup", 1e9, "warm-up, sent but not measured")

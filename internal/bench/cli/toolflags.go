@@ -61,7 +61,7 @@ type toolUsage struct {
 func addToolFlags(fs *flag.FlagSet, u toolUsage) *toolFlags {
 	t := &toolFlags{
 		kind:       core.KindUDP,
-		local:      fs.String("local", "", "our IPv4 address (198.18.0.0/15 or loopback); required for raw kinds"),
+		local:      fs.String("local", "", "our address: IPv4 (198.18.0.0/15) or, on udp, uring and tcp, IPv6 (2001:2::/48), or loopback; required for raw kinds"),
 		port:       fs.Uint("port", 5000, u.port),
 		iface:      fs.String("iface", "", "network interface (raw kinds)"),
 		cpu:        fs.Int("cpu", -1, "CPU to pin the poller to (-1: not pinned)"),
