@@ -70,3 +70,29 @@ func TestEchoLoadgenIPv6(t *testing.T) {
 		})
 	}
 }
+
+// --family makes a row per family of each kernel kind; the other kinds
+// and the variants stay IPv4 rows.
+func TestFamilyRows(t *testing.T) {
+	rows := []string{"udp", "uring", "uring+napi", "xdp", "tcp", "tcp-xdp"}
+	for family, want := range map[string]string{
+		"4":   "udp uring uring+napi xdp tcp tcp-xdp",
+		"6":   "udp+ipv6 uring+ipv6 uring+napi xdp tcp+ipv6 tcp-xdp",
+		"4,6": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp tcp tcp+ipv6 tcp-xdp",
+		"6,4": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp tcp tcp+ipv6 tcp-xdp",
+	} {
+		got, err := familyRows(rows, family)
+		if err != nil || strings.Join(got, " ") != want {
+			t.Errorf("--family %s: %v, %v; want %s", family, got, err, want)
+		}
+	}
+	// A row named already is not run twice.
+	if got, _ := familyRows([]string{"udp", "udp+ipv6"}, "4,6"); strings.Join(got, " ") != "udp udp+ipv6" {
+		t.Errorf("udp,udp+ipv6 with --family 4,6: %v", got)
+	}
+	for _, bad := range []string{"", "5", "ipv6", "4;6"} {
+		if _, err := familyRows(rows, bad); err == nil || !strings.Contains(err.Error(), "--family") {
+			t.Errorf("--family %q: %v, want an error naming the flag", bad, err)
+		}
+	}
+}

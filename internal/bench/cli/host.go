@@ -27,11 +27,13 @@ type endpoint interface {
 	Offloads() (map[string]bool, error)
 }
 
-// side is an endpoint with its interface and address.
+// side is an endpoint with its interface and address (and its IPv6
+// address when the test hosts have IPv6 on; real ports have none).
 type side struct {
 	ep     endpoint
 	iface  string
 	addr   netip.Addr
+	addr6  netip.Addr
 	prefix netip.Prefix
 	mac    net.HardwareAddr
 }
