@@ -34,8 +34,9 @@ type Packet struct {
 	// is valid only until the next call to Rx (or Close); copy what you keep.
 	Data []byte
 	// From is the sender: the peer's address and port for datagram kinds,
-	// the connection's remote address for stream kinds. Pass it to QueueTo
-	// to answer.
+	// the connection's remote address for stream kinds, of the Config's
+	// family (IPv4 or IPv6, never IPv4-mapped). Pass it to QueueTo to
+	// answer.
 	From netip.AddrPort
 }
 
