@@ -78,8 +78,19 @@ type Config struct {
 
 	// MaxDatagram is the largest payload accepted by Queue and delivered by
 	// Rx, in bytes. Default 1472. Stream kinds allow up to 65535 (the u16
-	// record length).
+	// record length); in FramingRaw it bounds the bytes one QueueTo
+	// appends and one Packet of Rx carries.
 	MaxDatagram int
+	// Framing is how the stream kinds cut their byte streams into
+	// messages: FramingU16 (the default: u16 length-prefixed records) or
+	// FramingRaw (bytes as they arrived). The datagram kinds refuse any
+	// other than FramingU16.
+	Framing Framing
+	// Events makes Rx of a stream kind deliver each connection's life
+	// (opened, the peer's FIN, a reset, ended) as Packets with Event set
+	// (see Event); without it they are only counted in Stats. The
+	// datagram kinds refuse it.
+	Events bool
 	// TxQueue is how many messages Queue holds before Flush; Queue returns
 	// false beyond it (back-pressure). Default 256.
 	TxQueue int
@@ -343,6 +354,9 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.ConnectTimeout, DefaultConnectWait)
 	orDefault(&c.Queues, 1)
 	orDefault(&c.Poll, PollBusy)
+	if c.Kind.IsStream() {
+		orDefault(&c.Framing, FramingU16)
+	}
 	if c.LocalPort == 0 && (c.Kind == KindXDP || c.Kind == KindDPDK) {
 		c.LocalPort = c.Port
 	}
@@ -504,6 +518,9 @@ func (c Config) checkSizes() error {
 	}
 	if c.MaxDatagram < 1 || c.MaxDatagram > maxD {
 		return BadField("MaxDatagram", c.MaxDatagram, "must be between 1 and %d for kind %s", maxD, c.Kind)
+	}
+	if err := c.checkFraming(); err != nil {
+		return err
 	}
 	if c.TxQueue < 1 {
 		return BadField("TxQueue", c.TxQueue, "must be at least 1")

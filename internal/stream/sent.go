@@ -25,12 +25,25 @@ type Sent struct {
 	// that were staged (Stage) and not released: not written yet.
 	heldBytes uint64
 	heldRecs  int
+	// raw: the stream has no record prefixes (SetRaw).
+	raw bool
 }
+
+// SetRaw makes s follow a stream without framing (core.FramingRaw): it
+// has no record starts to find, so it counts bytes only and Unacked is
+// always 0 (what the peer's application lost is for it to count). Call
+// it before anything is written.
+func (s *Sent) SetRaw() { s.raw = true }
 
 // Stage notes one whole record of n payload bytes staged after what was
 // written and staged before: it is written at Release, or dropped by
 // Unstage. Wrote must not be called while records are staged.
 func (s *Sent) Stage(n int) {
+	if s.raw {
+		s.off += uint64(n)
+		s.heldBytes += uint64(n)
+		return
+	}
 	s.push(s.off)
 	s.off += uint64(record.HeaderLen + n)
 	s.heldBytes += uint64(record.HeaderLen + n)
@@ -50,7 +63,7 @@ func (s *Sent) Unstage() {
 // Wrote notes p, the next bytes written to the stream (whole records or
 // parts of them, in order).
 func (s *Sent) Wrote(p []byte) {
-	for i := 0; i < len(p); {
+	for i := 0; i < len(p) && !s.raw; {
 		if s.need > 0 {
 			k := min(s.need, len(p)-i)
 			s.need -= k

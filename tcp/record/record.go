@@ -85,6 +85,11 @@ type Staging struct {
 	recs int // records staged and not fully taken
 	// taken is the payload bytes of the records taken whole so far.
 	taken uint64
+	// raw: the records have no prefix (NewRawStaging); lens[lh:] are the
+	// lengths of those not fully taken, in order.
+	raw  bool
+	lens []int
+	lh   int
 }
 
 // NewStaging returns a Staging of size bytes: it holds as many records as
@@ -92,6 +97,18 @@ type Staging struct {
 func NewStaging(size int) *Staging {
 	return &Staging{buf: make([]byte, size)}
 }
+
+// NewRawStaging returns a Staging of size bytes for a stream without
+// framing: Put appends the payload alone, and the "records" that
+// Records, Started, Consume and TakenPayload count are the Puts (a
+// payload of 0 bytes is refused as ErrStagingFull: it would never be
+// taken). The receiver sees one byte stream.
+func NewRawStaging(size int) *Staging {
+	return &Staging{buf: make([]byte, size), raw: true}
+}
+
+// Raw reports whether s was made by NewRawStaging.
+func (s *Staging) Raw() bool { return s.raw }
 
 // Cap is the buffer size given to NewStaging.
 func (s *Staging) Cap() int { return len(s.buf) }
@@ -112,6 +129,9 @@ func (s *Staging) Started() bool { return s.r > s.next }
 // now. The space of a record partly taken by the stream is free again only
 // once the record is taken whole.
 func (s *Staging) Fits(n int) bool {
+	if s.raw {
+		return n > 0 && n <= MaxRecord && n <= len(s.buf)-(s.w-s.next)
+	}
 	return n <= MaxRecord && HeaderLen+n <= len(s.buf)-(s.w-s.next)
 }
 
@@ -123,6 +143,9 @@ func (s *Staging) Put(payload []byte) error {
 	if n > MaxRecord {
 		return ErrRecordTooLarge
 	}
+	if s.raw {
+		return s.putRaw(payload)
+	}
 	if HeaderLen+n > len(s.buf)-s.w {
 		if !s.Fits(n) {
 			return ErrStagingFull
@@ -132,6 +155,28 @@ func (s *Staging) Put(payload []byte) error {
 	s.buf[s.w], s.buf[s.w+1] = byte(n>>8), byte(n)
 	copy(s.buf[s.w+HeaderLen:], payload)
 	s.w += HeaderLen + n
+	s.recs++
+	return nil
+}
+
+// putRaw is Put without a prefix.
+func (s *Staging) putRaw(payload []byte) error {
+	n := len(payload)
+	if !s.Fits(n) {
+		return ErrStagingFull
+	}
+	if n > len(s.buf)-s.w {
+		s.compact()
+	}
+	copy(s.buf[s.w:], payload)
+	s.w += n
+	if s.lh > 0 && s.lh == len(s.lens) {
+		s.lens, s.lh = s.lens[:0], 0
+	} else if s.lh >= 64 && s.lh > len(s.lens)/2 {
+		s.lens = s.lens[:copy(s.lens, s.lens[s.lh:])]
+		s.lh = 0
+	}
+	s.lens = append(s.lens, n)
 	s.recs++
 	return nil
 }
@@ -161,7 +206,17 @@ func (s *Staging) Consume(n int) int {
 	}
 	s.r += n
 	done := 0
-	for s.next < s.w {
+	for s.raw && s.lh < len(s.lens) {
+		end := s.next + s.lens[s.lh]
+		if end > s.r {
+			break
+		}
+		s.taken += uint64(s.lens[s.lh])
+		s.next = end
+		s.lh++
+		done++
+	}
+	for !s.raw && s.next < s.w {
 		end := s.next + HeaderLen + (int(s.buf[s.next])<<8 | int(s.buf[s.next+1]))
 		if end > s.r {
 			break
@@ -183,7 +238,10 @@ func (s *Staging) Consume(n int) int {
 func (s *Staging) TakenPayload() uint64 { return s.taken }
 
 // Reset drops everything staged.
-func (s *Staging) Reset() { s.r, s.w, s.next, s.recs = 0, 0, 0, 0 }
+func (s *Staging) Reset() {
+	s.r, s.w, s.next, s.recs = 0, 0, 0, 0
+	s.lens, s.lh = s.lens[:0], 0
+}
 
 // Decoder reassembles records from a byte stream read in pieces of any
 // size. It owns one buffer that the stream is read into (Tail and Commit, or
@@ -202,6 +260,7 @@ type Decoder struct {
 	max  int
 	r, w int // unread bytes are buf[r:w]
 	skip int // bytes of an oversize record still to be dropped
+	raw  bool
 }
 
 // NewDecoder returns a Decoder that delivers records of up to max payload
@@ -216,6 +275,14 @@ func NewDecoder(max, bufSize int) *Decoder {
 		bufSize = HeaderLen + max
 	}
 	return &Decoder{buf: make([]byte, bufSize), max: max}
+}
+
+// NewRawDecoder returns a Decoder for a stream without framing: Next
+// returns the buffered bytes as they are, at most most (1..MaxRecord) at
+// a time, and never ErrOversize. bufSize is raised to most if smaller.
+func NewRawDecoder(most, bufSize int) *Decoder {
+	most = min(MaxRecord, max(most, 1))
+	return &Decoder{buf: make([]byte, max(bufSize, most)), max: most, raw: true}
 }
 
 // Max is the largest record payload the decoder delivers.
@@ -275,6 +342,15 @@ func (d *Decoder) Feed(p []byte) int {
 // dropped as they arrive and decoding goes on after it. An empty record
 // (length 0) is returned as a non-nil empty slice.
 func (d *Decoder) Next() ([]byte, error) {
+	if d.raw {
+		n := min(d.w-d.r, d.max)
+		if n == 0 {
+			return nil, nil
+		}
+		rec := d.buf[d.r : d.r+n : d.r+n]
+		d.r += n
+		return rec, nil
+	}
 	for {
 		if d.skip > 0 {
 			n := d.w - d.r
@@ -310,6 +386,9 @@ func (d *Decoder) Next() ([]byte, error) {
 // Complete reports whether Next would return something now: a record or
 // ErrOversize. It changes nothing.
 func (d *Decoder) Complete() bool {
+	if d.raw {
+		return d.w > d.r
+	}
 	r := d.r + min(d.skip, d.w-d.r)
 	if d.w-r < HeaderLen {
 		return false
