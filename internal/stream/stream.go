@@ -395,12 +395,12 @@ type Layer struct {
 	read   []*conn // Rx read or delivered from them: compact next Rx
 	ends   []*conn // ended, or the peer finished: for reap
 
-	errs   []error // to report, oldest first
-	evs    []event // connection events to deliver, oldest first
+	errs []error // to report, oldest first
+	evs  []event // connection events to deliver, oldest first
 	// hl is the length of a record's prefix: record.HeaderLen, 0 in raw
 	// framing.
-	hl  int
-	raw bool
+	hl     int
+	raw    bool
 	accept func(Conn, netip.AddrPort)
 	mark   func(Conn)
 	// last is byPeer's entry that QueueTo found last (nil: none): an
