@@ -420,10 +420,27 @@ func TestCloseAndReset(t *testing.T) { engines(t, testCloseAndReset) }
 func testCloseAndReset(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
+	// collect records the ends of connections the server delivers
+	// (Config.Events: an EventPeerFIN as a *core.PeerError of Reset false,
+	// an EventReset as its Err) and any error of Rx, which must be none.
 	collect := func(b *Backend) func(context.Context) bool {
 		pkts := make([]core.Packet, 8)
 		return func(ctx context.Context) bool {
-			_, err := b.Rx(pkts)
+			n, err := b.Rx(pkts)
+			for _, p := range pkts[:n] {
+				var end error
+				switch p.Event {
+				case core.EventPeerFIN:
+					end = &core.PeerError{Peer: p.From}
+				case core.EventReset:
+					end = p.Err
+				}
+				if end != nil {
+					mu.Lock()
+					errs = append(errs, end)
+					mu.Unlock()
+				}
+			}
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) {
 					return false
@@ -448,7 +465,7 @@ func testCloseAndReset(t *testing.T) {
 				mu.Unlock()
 				var pe *core.PeerError
 				if !errors.As(err, &pe) {
-					t.Fatalf("server error %v is not a PeerError", err)
+					t.Fatalf("server error %v is not a connection's end", err)
 				}
 				return pe
 			}
@@ -458,8 +475,10 @@ func testCloseAndReset(t *testing.T) {
 		return nil
 	}
 
+	srvCfg, cliCfg := serverConfig(), clientConfig()
+	srvCfg.Events, cliCfg.Events = true, true
 	t.Run("close", func(t *testing.T) {
-		srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), collect)
+		srv, cli, _, _ := setup(t, memio.Options{}, srvCfg, cliCfg, collect)
 		if err := cli.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -478,7 +497,7 @@ func testCloseAndReset(t *testing.T) {
 		}
 	})
 	t.Run("reset", func(t *testing.T) {
-		srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), collect)
+		srv, cli, _, _ := setup(t, memio.Options{}, srvCfg, cliCfg, collect)
 		cli.s.Conn(0).Abort() // RST (the layer removes it at the next call)
 		cli.Flush()
 		pe := waitErr(srv)
@@ -488,10 +507,21 @@ func testCloseAndReset(t *testing.T) {
 		if s := srv.Stats(); s.Resets != 1 || s.Conns != 0 {
 			t.Fatalf("server stats %+v", s)
 		}
-		// The client sees its own aborted connection as gone too.
-		_, err := cli.Rx(make([]core.Packet, 1))
-		if !isPeer(err) {
-			t.Fatalf("client Rx after abort: %v", err)
+		// The client sees its own aborted connection as gone too: a
+		// reset (after its EventOpened), no error.
+		var evs []core.Event
+		pkts := make([]core.Packet, 4)
+		for range 10 {
+			n, err := cli.Rx(pkts)
+			if err != nil {
+				t.Fatalf("client Rx after abort: %v", err)
+			}
+			for _, p := range pkts[:n] {
+				evs = append(evs, p.Event)
+			}
+		}
+		if fmt.Sprint(evs) != "[opened reset ended]" {
+			t.Fatalf("client events after abort: %v, want [opened reset ended]", evs)
 		}
 	})
 }

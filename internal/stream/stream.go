@@ -1539,3 +1539,12 @@ func (s *Layer) ResetConn(peer netip.AddrPort) bool {
 	}
 	return true
 }
+
+// ConnErr is the error of a core.Conns method for the layer's answer:
+// nil when the peer had a connection, core.ErrNoConn when not.
+func ConnErr(ok bool) error {
+	if ok {
+		return nil
+	}
+	return core.ErrNoConn
+}
