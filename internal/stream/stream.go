@@ -365,8 +365,12 @@ type conn struct {
 	since   time.Time // closing since
 }
 
-// open reports whether records may still be staged for c.
-func (c *conn) open() bool { return c.dead == nil && !c.closing && !c.shut }
+// open reports whether records staged for c may still be sent.
+func (c *conn) open() bool { return c.dead == nil && !c.closing }
+
+// takes reports whether records may still be staged for c (not after
+// CloseConn).
+func (c *conn) takes() bool { return c.open() && !c.shut }
 
 // wantsRx reports whether an Rx has something to do with c: records
 // decoded and not delivered, or a read to make.
@@ -576,7 +580,7 @@ func (s *Layer) Queue(payload []byte) bool {
 	var n uint64
 	fits := true
 	for _, c := range s.conns {
-		if c.open() {
+		if c.takes() {
 			n++
 			fits = fits && s.fits(c, len(payload))
 		}
@@ -595,14 +599,14 @@ func (s *Layer) Queue(payload []byte) bool {
 	case !fits:
 		s.st.TxBackpressure += n
 		for _, c := range s.conns {
-			if c.sg != nil && c.open() && c.sg.Room() < s.hl+len(payload) {
+			if c.sg != nil && c.takes() && c.sg.Room() < s.hl+len(payload) {
 				s.watchRoom(c)
 			}
 		}
 		return false
 	}
 	for _, c := range s.conns {
-		if c.open() {
+		if c.takes() {
 			_ = s.put(c, payload) // fits said yes
 			enlist(&s.staged, &c.inStaged, c)
 		}
