@@ -199,6 +199,7 @@ const (
 	EventPeerFIN = core.EventPeerFIN
 	EventReset   = core.EventReset
 	EventEnded   = core.EventEnded
+	EventStalled = core.EventStalled
 )
 
 // ErrNoConn is what the Conns methods return for an address that names

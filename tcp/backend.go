@@ -160,9 +160,10 @@ const pollBudget = 256
 //     stream moves on (and Queue's back-pressure clears) without another
 //     Flush; records queued after the Flush still wait for the next one.
 //     A connection that takes no byte for TCP.SendStall while records wait
-//     makes Flush return a *SendStallError (errors.Is ErrSendStall), once
-//     per stall: the peer stopped reading. The connection stays; close the
-//     backend or keep waiting.
+//     is counted (layer "stream" "send_stalls") and, with Config.Events,
+//     delivered by Rx as an EventStalled whose Err is a *SendStallError
+//     (errors.Is ErrSendStall), once per stall: the peer stopped reading.
+//     The connection stays; wait, or CloseConn or ResetConn it.
 //   - Every Rx and Flush drives the stack: it delivers received frames to
 //     netstack (ACKs included, so a sender whose window is closed takes the
 //     ACKs that open it by flushing or receiving), hands netstack the
@@ -887,9 +888,8 @@ func (b *Backend) Resume(peer netip.AddrPort) error {
 
 // Flush drives the stack, hands every connection's staged records to
 // netstack and kicks what netstack wrote. It never blocks. It returns a
-// *SendStallError once per stall, a device error from the FrameIO's
-// Kick, or net.ErrClosed after Close; a connection's end is no error (an
-// event, with Config.Events).
+// device error from the FrameIO's Kick, or net.ErrClosed after Close; a
+// connection's end or stall is no error (an event, with Config.Events).
 func (b *Backend) Flush() error {
 	if !b.guard.Enter() {
 		return net.ErrClosed
@@ -905,8 +905,8 @@ func (b *Backend) Flush() error {
 // Queue is refused need not Flush for the stream to move). A record longer
 // than MaxDatagram is skipped as it arrives and counted in RxTruncated.
 // With Config.Events each connection's life comes as Packets with Event
-// set. The error is net.ErrClosed after Close, a device error, or a
-// *SendStallError; never a connection's end.
+// set. The error is net.ErrClosed after Close or a device error; never a
+// connection's end or stall.
 func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	if !b.guard.Enter() {
 		return 0, net.ErrClosed

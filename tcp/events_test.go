@@ -386,6 +386,9 @@ func (s *loopServer) note(p core.Packet) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events[p.Event]++
+	if p.Event == core.EventStalled {
+		return // a slow client's, anywhere in its life
+	}
 	l := append(s.life[p.From], p.Event)
 	s.life[p.From] = l
 	if p.Event == core.EventReset && !errors.As(p.Err, new(*core.PeerError)) && s.bad == "" {

@@ -533,7 +533,10 @@ func TestSendBuf(t *testing.T) {
 			}
 			for cli.Queue(buf) {
 			}
-			if err := cli.Flush(); errors.Is(err, ErrSendStall) {
+			if err := cli.Flush(); err != nil {
+				t.Fatalf("Flush: %v", err)
+			}
+			if sendStalls(cli) > 0 {
 				break
 			}
 			time.Sleep(time.Millisecond)

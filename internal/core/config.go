@@ -275,7 +275,9 @@ type TCPTuning struct {
 	// Default 15.
 	MaxRetries int
 	// SendStall bounds how long a sender with a closed window drives the
-	// stack before reporting that the peer stopped reading. Default 2 s.
+	// stack before reporting that the peer stopped reading (EventStalled
+	// with Config.Events; counted in layer "stream" "send_stalls" either
+	// way). Default 2 s.
 	SendStall time.Duration
 	// Stack is the userspace TCP/IP engine of tcp-xdp and tcp-dpdk:
 	// TCPStackNative (stack/native, the default: WithDefaults sets it for

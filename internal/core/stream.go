@@ -84,12 +84,20 @@ const (
 	// any more (QueueTo counts it as "queue_no_conn"), and a new
 	// connection may come from the same address.
 	EventEnded
+	// EventStalled: the connection took no byte for Config.TCP.SendStall
+	// while bytes waited for it (its peer's stack answers, its
+	// application stopped reading); Err says for how long (a
+	// *tcp.SendStallError). It comes once per stall, between EventOpened
+	// and the connection's end, and changes nothing: the connection stays,
+	// Queue refuses until the peer reads again; the loop may wait,
+	// CloseConn or ResetConn it. Userspace TCP kinds only.
+	EventStalled
 )
 
-var eventNames = [...]string{"data", "opened", "peer-fin", "reset", "ended"}
+var eventNames = [...]string{"data", "opened", "peer-fin", "reset", "ended", "stalled"}
 
-// String returns the event's name: "data", "opened", "peer-fin", "reset"
-// or "ended".
+// String returns the event's name: "data", "opened", "peer-fin", "reset",
+// "ended" or "stalled".
 func (e Event) String() string {
 	if int(e) < len(eventNames) {
 		return eventNames[e]

@@ -260,8 +260,9 @@ type Options struct {
 	StagingSize, DecoderSize int
 	// SendStall, when positive, reports a connection that takes no byte
 	// for that long while released bytes wait (a Stager: whose room does
-	// not grow while a record it refused waits): Flush returns
-	// StallError(peer, stalled) once per stall.
+	// not grow while a record it refused waits), once per stall: counted
+	// in Stalls and, with Events, delivered as core.EventStalled whose Err
+	// is StallError(peer, stalled). It is no error of Rx or Flush.
 	SendStall  time.Duration
 	StallError func(peer netip.AddrPort, stalled time.Duration) error
 	// FinishTimeout bounds how long a finished connection of an Unacker
@@ -675,8 +676,8 @@ func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
 // and accepts first unless an Rx did since the last Flush (a poll loop's
 // Rx, then its answers' Flush, polls once), removes the connections that
 // ended, and pushes what was written. It returns the device's error from
-// Push, or the oldest unreported error queued by Report or a stall
-// (StallError); never a connection's end.
+// Push, or the oldest unreported error queued by Report; never one
+// connection's end or stall.
 func (s *Layer) Flush() error {
 	if !s.polled {
 		s.t.Poll()
@@ -807,7 +808,9 @@ func (s *Layer) watchStall(c *conn) {
 	if !c.stallReported && now.Sub(c.stallSince) >= s.opt.SendStall {
 		c.stallReported = true
 		s.st.Stalls++
-		s.errs = append(s.errs, s.opt.StallError(c.peer, now.Sub(c.stallSince)))
+		if s.opt.Events {
+			s.event(c, core.EventStalled, s.opt.StallError(c.peer, now.Sub(c.stallSince)))
+		}
 	}
 }
 
@@ -836,7 +839,7 @@ func (s *Layer) kill(c *conn, err error) {
 // Options.Events the connections' events queued since the last Rx come
 // first (Packet.Event set, Data empty; they count toward the batch, not
 // in RxDelivered). With no record to return, its error is Push's or the
-// oldest unreported one (Report, a stall).
+// oldest unreported one of Report.
 func (s *Layer) Rx(pkts []core.Packet) (int, error) {
 	for _, c := range s.read {
 		// The records of the last Rx are done with: make room, also after
