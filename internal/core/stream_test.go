@@ -39,7 +39,7 @@ func TestFramingAndEventsByKind(t *testing.T) {
 // Every Event has its name.
 func TestEventNames(t *testing.T) {
 	want := map[Event]string{EventData: "data", EventOpened: "opened", EventPeerFIN: "peer-fin",
-		EventReset: "reset", EventEnded: "ended", Event(9): "event(9)"}
+		EventReset: "reset", EventEnded: "ended", EventStalled: "stalled", Event(9): "event(9)"}
 	for e, s := range want {
 		if e.String() != s {
 			t.Errorf("Event %d: %q, want %q", uint8(e), e.String(), s)
