@@ -658,7 +658,7 @@ func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
 	}
 	if c.held != on {
 		c.held = on
-		if !c.eof && c.dead == nil {
+		if !c.eof && c.dead == nil && !c.shut {
 			c.t.SetReading(!on)
 		}
 		if !on {
