@@ -25,7 +25,10 @@ type Packet struct {
 
 // Backend is one packet path. Every kind implements it with the same
 // semantics, so the application, batch sizes and socket options are the same
-// whichever kind the Config names.
+// whichever kind the Config names. The Backend of a stream kind (tcp,
+// tcp-xdp, tcp-dpdk) is also a Conns (b.(Conns)): the poll loop closes,
+// resets, pauses and resumes one connection through it; Config.Framing
+// and Config.Events say how its streams come to Rx.
 //
 // Threading: Queue, QueueTo, Flush, Rx and Wait form the poll loop and must
 // be called by one goroutine at a time (not concurrently with each other).
