@@ -282,6 +282,7 @@ type loopServer struct {
 	b       core.Backend
 	c       core.Conns
 	handle  func(s *loopServer, p core.Packet)
+	dropped int // answers to connections that had ended
 	do      chan func()
 	done    chan error
 	cancel  context.CancelFunc
@@ -352,7 +353,12 @@ func (s *loopServer) answer(p []byte, peer netip.AddrPort) {
 		s.backlog[peer] = append(q, append([]byte(nil), p...))
 		return
 	}
-	if s.b.QueueTo(p, peer) {
+	switch s.b.QueueTo(p, peer) {
+	case nil:
+		return
+	case core.ErrBackPressure:
+	default:
+		s.dropped++ // the connection ended: nowhere to answer
 		return
 	}
 	if s.c.Pause(peer) == nil {
@@ -368,7 +374,7 @@ func (s *loopServer) retry() {
 	}
 	s.b.Flush()
 	for peer, q := range s.backlog {
-		for len(q) > 0 && s.b.QueueTo(q[0], peer) {
+		for len(q) > 0 && s.b.QueueTo(q[0], peer) == nil {
 			q = q[1:]
 		}
 		s.backlog[peer] = q
@@ -704,7 +710,7 @@ func TestConns(t *testing.T) {
 				t.Errorf("after CloseConn and ResetConn: resets %d conns %d, want 1 and 1", st.Resets, st.Conns)
 			}
 			s.call(t, func() {
-				if b.QueueTo([]byte("late"), closing) {
+				if err := b.QueueTo([]byte("late"), closing); err != core.ErrNoRoute {
 					t.Error("QueueTo took a record for a connection CloseConn closed")
 				}
 				if err := s.c.CloseConn(closing); !errors.Is(err, core.ErrNoConn) {

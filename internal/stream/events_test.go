@@ -56,11 +56,11 @@ func TestRawFraming(t *testing.T) {
 			t.Fatalf("lend %v: counters %+v", lend, c)
 		}
 		for _, p := range []string{"abc", "", "defg"} {
-			if !s.QueueTo([]byte(p), peer(0)) {
+			if s.QueueTo([]byte(p), peer(0)) != nil {
 				t.Fatalf("QueueTo(%q) refused", p)
 			}
 		}
-		if s.QueueTo(make([]byte, 101), peer(0)) {
+		if s.QueueTo(make([]byte, 101), peer(0)) != core.ErrTooLarge {
 			t.Fatal("QueueTo took more than MaxRecord bytes")
 		}
 		if err := s.Flush(); err != nil {
@@ -154,7 +154,7 @@ func TestCloseConnResetConn(t *testing.T) {
 	if !s.CloseConn(peer(0)) || s.CloseConn(peer(7)) {
 		t.Fatal("CloseConn's answer")
 	}
-	if s.QueueTo([]byte("late"), peer(0)) {
+	if s.QueueTo([]byte("late"), peer(0)) != core.ErrNoRoute {
 		t.Fatal("QueueTo after CloseConn")
 	}
 	cs[1].room = 0 // nothing leaves: the staged record is lost at the reset

@@ -163,13 +163,13 @@ func rxAll(s *Layer, rounds int) (got []string, errs []error) {
 // included.
 func TestCountsPerDestination(t *testing.T) {
 	s, _ := newLayer(3, Options{})
-	if s.Queue(make([]byte, 1473)) {
+	if s.Queue(make([]byte, 1473)) != core.ErrTooLarge {
 		t.Fatal("Queue took an oversize payload")
 	}
-	if s.QueueTo(make([]byte, 1473), peer(1)) {
+	if s.QueueTo(make([]byte, 1473), peer(1)) != core.ErrTooLarge {
 		t.Fatal("QueueTo took an oversize payload")
 	}
-	if !s.Queue([]byte("x")) {
+	if s.Queue([]byte("x")) != nil {
 		t.Fatal("Queue refused")
 	}
 	c := s.Counters()
@@ -181,11 +181,11 @@ func TestCountsPerDestination(t *testing.T) {
 func TestQueueAllOrNone(t *testing.T) {
 	s, _ := newLayer(2, Options{MaxRecord: 100, StagingSize: 3 * (record.HeaderLen + 100)})
 	for i := 0; i < 3; i++ {
-		if !s.QueueTo(make([]byte, 100), peer(0)) {
+		if s.QueueTo(make([]byte, 100), peer(0)) != nil {
 			t.Fatalf("QueueTo %d refused", i)
 		}
 	}
-	if s.Queue(make([]byte, 100)) {
+	if s.Queue(make([]byte, 100)) != core.ErrBackPressure {
 		t.Fatal("Queue took a record one connection has no room for")
 	}
 	if _, n, _ := s.Staged(1); n != 0 {
@@ -238,7 +238,7 @@ func TestHalfClose(t *testing.T) {
 		t.Fatalf("Rx = %d, %v (%+v); want the opened event and the 2 records", n, err, pkts[0])
 	}
 	for _, p := range pkts[1:n] {
-		if p.Event != core.EventData || !s.QueueTo(p.Data, p.From) {
+		if p.Event != core.EventData || s.QueueTo(p.Data, p.From) != nil {
 			t.Fatal("QueueTo refused an answer to a peer that is still sending")
 		}
 	}
@@ -246,7 +246,7 @@ func TestHalfClose(t *testing.T) {
 	if n != 1 || err != nil || pkts[0].Event != core.EventPeerFIN || pkts[0].From != peer(0) {
 		t.Fatalf("Rx = %d, %v (%+v); want the peer's FIN as EventPeerFIN", n, err, pkts[0])
 	}
-	if !s.QueueTo([]byte("bye"), peer(0)) {
+	if s.QueueTo([]byte("bye"), peer(0)) != nil {
 		t.Fatal("QueueTo refused an answer to the peer's FIN")
 	}
 	if f.closed {
@@ -265,7 +265,7 @@ func TestHalfClose(t *testing.T) {
 	if !f.closed || s.Len() != 0 {
 		t.Fatalf("closed %v, connections %d: want our side closed once the answers were written", f.closed, s.Len())
 	}
-	if s.QueueTo([]byte("late"), peer(0)) {
+	if s.QueueTo([]byte("late"), peer(0)) != core.ErrNoRoute {
 		t.Fatal("QueueTo took a record for a closed connection")
 	}
 	if c := s.Counters(); c.PeerCloses != 1 || c.Resets != 0 || c.NoConn != 1 || c.TxSent != 3 || c.TxDropped != 0 {
@@ -285,7 +285,7 @@ func TestHalfClose(t *testing.T) {
 	if c := s2.Counters(); c.PeerCloses != 1 {
 		t.Fatalf("PeerCloses %d, want 1", c.PeerCloses)
 	}
-	if cs2[0].closed || !s2.QueueTo([]byte("held answer"), peer(0)) {
+	if cs2[0].closed || s2.QueueTo([]byte("held answer"), peer(0)) != nil {
 		t.Fatal("a held peer's connection was closed after its FIN")
 	}
 	s2.Hold(peer(0), false)
@@ -389,7 +389,7 @@ func TestAccept(t *testing.T) {
 	tr := &fakeTransport{pending: []*fakeConn{{room: -1}}, peers: []netip.AddrPort{peer(7)}}
 	s := newFakeLayer(tr, Options{MaxRecord: 100, RxBatch: 4, StagingSize: 1000, DecoderSize: 1000})
 	s.Flush()
-	if s.Len() != 1 || s.Counters().Accepts != 1 || !s.QueueTo([]byte("x"), peer(7)) {
+	if s.Len() != 1 || s.Counters().Accepts != 1 || s.QueueTo([]byte("x"), peer(7)) != nil {
 		t.Fatalf("connections %d, accepts %d", s.Len(), s.Counters().Accepts)
 	}
 }
@@ -562,7 +562,7 @@ func TestFailedConnUnreadCounted(t *testing.T) {
 	s, cs := newLayer(1, Options{})
 	cs[0].in.Write(records(t, []byte("c1"), []byte("c2"), []byte("c3")))
 	cs[0].err = errors.New("connection reset")
-	if !s.Queue([]byte("answer")) {
+	if s.Queue([]byte("answer")) != nil {
 		t.Fatal("Queue refused")
 	}
 	if err := s.Flush(); err != nil {
@@ -581,7 +581,7 @@ func TestFailedConnUnreadCounted(t *testing.T) {
 func TestQueueToFollowsByPeer(t *testing.T) {
 	s, cs := newLayer(2, Options{})
 	for _, p := range []int{0, 0, 1, 0} {
-		if !s.QueueTo([]byte{byte('a' + p)}, peer(p)) {
+		if s.QueueTo([]byte{byte('a' + p)}, peer(p)) != nil {
 			t.Fatalf("QueueTo peer %d refused", p)
 		}
 	}
@@ -597,7 +597,7 @@ func TestQueueToFollowsByPeer(t *testing.T) {
 	// Peer 0 connects again: its answers go to the new connection.
 	again := &fakeConn{room: -1, reading: true}
 	s.Add(again, peer(0))
-	if !s.QueueTo([]byte("new"), peer(0)) {
+	if s.QueueTo([]byte("new"), peer(0)) != nil {
 		t.Fatal("QueueTo the new connection refused")
 	}
 	s.Flush()
@@ -610,7 +610,7 @@ func TestQueueToFollowsByPeer(t *testing.T) {
 	rxAll(s, 3)
 	s.Flush()
 	before := s.Counters().NoConn
-	if s.QueueTo([]byte("late"), peer(1)) {
+	if s.QueueTo([]byte("late"), peer(1)) != core.ErrNoRoute {
 		t.Fatal("QueueTo a removed connection's peer took the record")
 	}
 	if s.Counters().NoConn != before+1 {
@@ -659,7 +659,7 @@ func TestFlushPollsUnlessRxDid(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if !s.Queue([]byte("a")) {
+		if s.Queue([]byte("a")) != nil {
 			t.Fatal("Queue refused")
 		}
 		if err := s.Flush(); err != nil {

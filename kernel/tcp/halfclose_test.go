@@ -22,7 +22,7 @@ func echoLoop(ctx context.Context, t *testing.T, b *Backend) (events []error) {
 	var backlog [][]byte
 	var from core.Packet
 	for ctx.Err() == nil {
-		for len(backlog) > 0 && b.QueueTo(backlog[0], from.From) {
+		for len(backlog) > 0 && b.QueueTo(backlog[0], from.From) == nil {
 			backlog = backlog[1:]
 		}
 		if len(backlog) == 0 && from.From.IsValid() {
@@ -41,7 +41,7 @@ func echoLoop(ctx context.Context, t *testing.T, b *Backend) (events []error) {
 			default:
 				continue
 			}
-			if len(backlog) == 0 && b.QueueTo(p.Data, p.From) {
+			if len(backlog) == 0 && b.QueueTo(p.Data, p.From) == nil {
 				continue
 			}
 			from = p

@@ -169,17 +169,27 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 			case core.EventPeerFIN, core.EventReset:
 				r.PeerEvents++
 				continue
-			default: // opened, ended
+			default: // opened, ended, stalled
 				continue
 			}
 			r.Received++
-			switch {
-			case h.waiting() && h.add(p): // behind an answer that waits for room
-			case b.QueueTo(p.Data, p.From):
+			if h.waiting() && h.add(p) {
+				continue // behind an answer that waits for room
+			}
+			switch err := b.QueueTo(p.Data, p.From); err {
+			case nil:
 				r.Reflected++
+				continue
+			case core.ErrTooLarge, core.ErrNoRoute:
+				r.Dropped++ // a retry cannot help
+				continue
+			}
+			// Back-pressure: hand what is queued to the kernel or
+			// ring, then try once more.
+			switch {
 			case h.flush(r) != nil:
 				return h.err
-			case b.QueueTo(p.Data, p.From): // after the Flush made room
+			case b.QueueTo(p.Data, p.From) == nil:
 				r.Reflected++
 			case !h.hold(p):
 				r.Dropped++
@@ -285,7 +295,7 @@ func (h *answers) retry(r *EchoResult) (progress bool, err error) {
 	}
 	for peer, hp := range h.peers {
 		k := 0
-		for ; k < len(hp.recs) && h.b.QueueTo(hp.recs[k], peer); k++ {
+		for ; k < len(hp.recs) && h.b.QueueTo(hp.recs[k], peer) == nil; k++ {
 			r.Reflected++
 			progress = true
 		}
