@@ -180,7 +180,7 @@ func New(cfg Config) (Backend, error) {
 // Byte streams and connection events of the stream kinds (tcp, tcp-xdp,
 // tcp-dpdk): Config.Framing, Config.Events, Packet.Event and Conns.
 type (
-	// Framing is Config.Framing: FramingU16 or FramingRaw.
+	// Framing is Config.Framing: FramingU16, FramingU32 or FramingRaw.
 	Framing = core.Framing
 	// Event is Packet.Event: EventData, or what happened to the
 	// connection Packet.From names.
@@ -194,6 +194,7 @@ type (
 const (
 	FramingU16   = core.FramingU16
 	FramingRaw   = core.FramingRaw
+	FramingU32   = core.FramingU32
 	EventData    = core.EventData
 	EventOpened  = core.EventOpened
 	EventPeerFIN = core.EventPeerFIN

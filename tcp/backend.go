@@ -26,6 +26,7 @@ import (
 	layer "github.com/dgramio/dgramio/internal/stream"
 	"github.com/dgramio/dgramio/stack"
 	"github.com/dgramio/dgramio/stack/native"
+	"github.com/dgramio/dgramio/tcp/record"
 )
 
 // Options are what NewOverFrameIO needs beyond core.Config: what the
@@ -312,8 +313,8 @@ func checkConfig(cfg core.Config) error {
 	if cfg.TxQueue < 1 || cfg.RxBatch < 1 {
 		return bad("TxQueue", cfg.TxQueue, "TxQueue and RxBatch must be positive")
 	}
-	if f := cfg.Framing; f != "" && f != core.FramingU16 && f != core.FramingRaw {
-		return bad("Framing", f, "use \"u16\" or \"raw\"")
+	if f := cfg.Framing; f != "" && f != core.FramingU16 && f != core.FramingRaw && f != core.FramingU32 {
+		return bad("Framing", f, "use \"u16\", \"raw\" or \"u32\"")
 	}
 	return TuningFromConfig(cfg).ValidateFor(cfg.TCP.Stack)
 }
@@ -321,20 +322,29 @@ func checkConfig(cfg core.Config) error {
 // stagingSize is a connection's send staging: TxQueue records of
 // MaxDatagram, at most 4 MiB (netstack's send buffer is the real queue).
 func stagingSize(cfg core.Config) int {
-	n := cfg.TxQueue * (HeaderLen + cfg.MaxDatagram)
+	hl := prefixLen(cfg)
+	n := cfg.TxQueue * (hl + cfg.MaxDatagram)
 	if n > 4<<20 {
 		n = 4 << 20
 	}
-	if n < HeaderLen+cfg.MaxDatagram {
-		n = HeaderLen + cfg.MaxDatagram
+	if n < hl+cfg.MaxDatagram {
+		n = hl + cfg.MaxDatagram
 	}
 	return n
+}
+
+// prefixLen is the length of a record's prefix in cfg's framing.
+func prefixLen(cfg core.Config) int {
+	if cfg.Framing == core.FramingU32 {
+		return record.HeaderLen32
+	}
+	return HeaderLen
 }
 
 // decoderSize is a connection's receive buffer: RxBatch records of
 // MaxDatagram plus one partial record, at least 64 KiB, at most 4 MiB.
 func decoderSize(cfg core.Config) int {
-	n := (cfg.RxBatch + 1) * (HeaderLen + cfg.MaxDatagram)
+	n := (cfg.RxBatch + 1) * (prefixLen(cfg) + cfg.MaxDatagram)
 	if n < 64<<10 {
 		n = 64 << 10
 	}
@@ -434,9 +444,7 @@ func (b *Backend) fullAddr(a netip.Addr, port uint16) tcpip.FullAddress {
 
 func (b *Backend) newConn(ep tcpip.Endpoint, wq *waiter.Queue, peer netip.AddrPort) *conn {
 	c := &conn{b: b, ep: ep, wq: wq, peer: peer}
-	if b.cfg.Framing == core.FramingRaw {
-		c.sent.SetRaw()
-	}
+	c.sent.SetFraming(b.cfg.Framing)
 	c.entry.Init(c, waiter.ReadableEvents|waiter.WritableEvents|waiter.EventHUp|waiter.EventErr)
 	wq.EventRegister(&c.entry)
 	c.ready.Store(true)

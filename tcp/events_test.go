@@ -509,38 +509,56 @@ func TestConnectionEvents(t *testing.T) {
 // TestRawFramingByteEcho: with Config.FramingRaw the server's Rx hands
 // each connection's bytes as they came and QueueTo appends them to its
 // stream: 1 MiB of random bytes, written in pieces of random size, come
-// back byte-exact, on every stream kind and through the lossy wire.
+// back byte-exact, on every stream kind and through the lossy wire. With
+// Config.FramingU32 the same stream, cut into records of a u32 length
+// prefix, comes back the same, each record delivered whole.
 func TestRawFramingByteEcho(t *testing.T) {
-	for _, tg := range streamTargets(true) {
-		t.Run(tg.name, func(t *testing.T) {
-			b, cs := tg.open(t, core.Config{Framing: core.FramingRaw, MaxDatagram: 4096})
-			startLoop(t, b, echoHandler)
-			c := cs.dial(t)
-			rng := rand.New(rand.NewPCG(1, 2))
-			data := make([]byte, 1<<20)
-			for i := range data {
-				data[i] = byte(rng.Uint32())
-			}
-			var got []byte
-			for off := 0; off < len(data); {
-				k := min(1+rng.IntN(3000), len(data)-off)
-				c.write(t, data[off:off+k])
-				off += k
-				p, err := c.read()
-				if err != nil {
-					t.Fatalf("read: %v", err)
+	for _, framing := range []core.Framing{core.FramingRaw, core.FramingU32} {
+		for _, tg := range streamTargets(true) {
+			t.Run(string(framing)+"/"+tg.name, func(t *testing.T) {
+				b, cs := tg.open(t, core.Config{Framing: framing, MaxDatagram: 4096})
+				startLoop(t, b, echoHandler)
+				c := cs.dial(t)
+				rng := rand.New(rand.NewPCG(1, 2))
+				var data []byte
+				var records, payload int
+				for len(data) < 1<<20 {
+					n := rng.IntN(3000)
+					if framing == core.FramingU32 {
+						data = append(data, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+						records++
+						payload += n
+					}
+					for range n {
+						data = append(data, byte(rng.Uint32()))
+					}
 				}
-				got = append(got, p...)
-			}
-			got = append(got, readN(t, cs, c, len(data)-len(got))...)
-			if string(got) != string(data) {
-				t.Fatalf("%d bytes back, not those sent (first difference at %d)", len(got), firstDiff(got, data))
-			}
-			st := b.Stats()
-			if st.RxBytes != uint64(len(data)) || st.TxBytes != uint64(len(data)) || st.Lost() != 0 {
-				t.Errorf("stats: RxBytes %d TxBytes %d lost %d, want %d, %d, 0", st.RxBytes, st.TxBytes, st.Lost(), len(data), len(data))
-			}
-		})
+				if framing == core.FramingRaw {
+					payload = len(data)
+				}
+				var got []byte
+				for off := 0; off < len(data); {
+					k := min(1+rng.IntN(3000), len(data)-off)
+					c.write(t, data[off:off+k])
+					off += k
+					p, err := c.read()
+					if err != nil {
+						t.Fatalf("read: %v", err)
+					}
+					got = append(got, p...)
+				}
+				got = append(got, readN(t, cs, c, len(data)-len(got))...)
+				if string(got) != string(data) {
+					t.Fatalf("%d bytes back, not those sent (first difference at %d)", len(got), firstDiff(got, data))
+				}
+				st := b.Stats()
+				if st.RxBytes != uint64(payload) || st.TxBytes != uint64(payload) || st.Lost() != 0 ||
+					(framing == core.FramingU32 && (st.RxDelivered != uint64(records) || st.TxSent != uint64(records))) {
+					t.Errorf("stats: RxBytes %d TxBytes %d RxDelivered %d TxSent %d lost %d, want %d, %d bytes, %d records (u32), 0",
+						st.RxBytes, st.TxBytes, st.RxDelivered, st.TxSent, st.Lost(), payload, payload, records)
+				}
+			})
+		}
 	}
 }
 

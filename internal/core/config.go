@@ -85,9 +85,9 @@ type Config struct {
 	// appends and one Packet of Rx carries.
 	MaxDatagram int
 	// Framing is how the stream kinds cut their byte streams into
-	// messages: FramingU16 (the default: u16 length-prefixed records) or
-	// FramingRaw (bytes as they arrived). The datagram kinds refuse any
-	// other than FramingU16.
+	// messages: FramingU16 (the default: u16 length-prefixed records),
+	// FramingU32 (u32 length-prefixed records) or FramingRaw (bytes as they
+	// arrived). The datagram kinds refuse any other than FramingU16.
 	Framing Framing
 	// Events makes Rx of a stream kind deliver each connection's life
 	// (opened, the peer's FIN, a reset, ended) as Packets with Event set

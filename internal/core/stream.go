@@ -30,11 +30,17 @@ const (
 	// Packet of the same From. The counts of Stats treat each QueueTo and
 	// each delivered Packet as one message.
 	FramingRaw Framing = "raw"
+	// FramingU32 is FramingU16 with a big-endian u32 length prefix (as
+	// the message length of SBE's framing header, here counting the
+	// payload only); a message still carries at most Config.MaxDatagram
+	// (up to 65535) bytes, and a longer one from the peer is skipped and
+	// counted in Stats.RxTruncated, as with u16.
+	FramingU32 Framing = "u32"
 )
 
-var framings = []Framing{FramingU16, FramingRaw}
+var framings = []Framing{FramingU16, FramingRaw, FramingU32}
 
-// String returns "u16" or "raw" ("u16" for the zero value).
+// String returns "u16", "raw" or "u32" ("u16" for the zero value).
 func (f Framing) String() string {
 	if f == "" {
 		return string(FramingU16)
@@ -42,10 +48,10 @@ func (f Framing) String() string {
 	return string(f)
 }
 
-// Set parses "u16" or "raw" (flag.Value).
+// Set parses "u16", "raw" or "u32" (flag.Value).
 func (f *Framing) Set(s string) error { return parseEnum(f, "framing", s, framings) }
 
-// UnmarshalText parses "u16" or "raw".
+// UnmarshalText parses "u16", "raw" or "u32".
 func (f *Framing) UnmarshalText(b []byte) error { return f.Set(string(b)) }
 
 // Event says what a Packet of a stream kind reports (Packet.Event): data,

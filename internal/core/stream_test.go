@@ -15,12 +15,12 @@ func TestFramingAndEventsByKind(t *testing.T) {
 		if k.IsStream() && c.Framing != FramingU16 {
 			t.Errorf("kind %s: default framing %q, want u16", k, c.Framing)
 		}
-		for _, f := range []Framing{"", FramingU16, FramingRaw, "u32"} {
+		for _, f := range []Framing{"", FramingU16, FramingRaw, FramingU32, "u64"} {
 			for _, ev := range []bool{false, true} {
 				c := validClient(k)
 				c.Framing, c.Events = f, ev
 				err := c.Validate()
-				ok := f != "u32" && (k.IsStream() || (f != FramingRaw && !ev))
+				ok := f != "u64" && (k.IsStream() || ((f == "" || f == FramingU16) && !ev))
 				var ce *ConfigError
 				switch {
 				case ok && err != nil:

@@ -323,7 +323,7 @@ type conn struct {
 	released int
 	// dead says why the connection ended, nil while it lives.
 	dead *core.PeerError
-	hdr  [record.HeaderLen]byte // the length prefix Stage copies
+	hdr  [record.HeaderLen32]byte // the length prefix Stage copies
 	lent bool
 	// hint: Watch reported the connection since the layer last read it.
 	hint bool
@@ -425,8 +425,11 @@ func New(t Transport, o Options) *Layer {
 		o.FinishTimeout = defaultFinishMax
 	}
 	s := &Layer{opt: o, t: t, byPeer: make(map[netip.AddrPort]*conn), hl: record.HeaderLen}
-	if o.Framing == core.FramingRaw {
+	switch o.Framing {
+	case core.FramingRaw:
 		s.raw, s.hl = true, 0
+	case core.FramingU32:
+		s.hl = record.HeaderLen32
 	}
 	s.accept = s.accepted
 	s.mark = s.marked
@@ -443,10 +446,14 @@ func (s *Layer) Add(c Conn, peer netip.AddrPort) {
 	if k.sg != nil {
 		size = 0 // the transport stages
 	}
-	if s.raw {
+	switch {
+	case s.raw:
 		k.dec = record.NewRawDecoder(s.opt.MaxRecord, s.opt.DecoderSize)
 		k.stage = record.NewRawStaging(size)
-	} else {
+	case s.hl == record.HeaderLen32:
+		k.dec = record.NewDecoder32(s.opt.MaxRecord, s.opt.DecoderSize)
+		k.stage = record.NewStaging32(size)
+	default:
 		k.dec = record.NewDecoder(s.opt.MaxRecord, s.opt.DecoderSize)
 		k.stage = record.NewStaging(size)
 	}
@@ -519,7 +526,11 @@ func (s *Layer) put(c *conn, payload []byte) bool {
 	if c.sgBytes+s.hl+n > s.opt.StagingSize {
 		return false // Flush first
 	}
-	c.hdr = [record.HeaderLen]byte{byte(n >> 8), byte(n)}
+	if s.hl == record.HeaderLen32 {
+		c.hdr = [record.HeaderLen32]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	} else {
+		c.hdr = [record.HeaderLen32]byte{byte(n >> 8), byte(n)}
+	}
 	if !c.sg.Stage(c.hdr[:s.hl], payload) {
 		s.watchRoom(c)
 		return false
@@ -1005,13 +1016,14 @@ func (s *Layer) lend(c *conn, pkts []core.Packet, k, want int) int {
 		k++
 		off += n
 	}
-	for !s.raw && k < want && len(p)-off >= record.HeaderLen {
-		n := int(p[off])<<8 | int(p[off+1])
-		end := off + record.HeaderLen + n
+	hl := s.hl
+	for !s.raw && k < want && len(p)-off >= hl {
+		n := prefixLen(p[off:], hl)
+		end := off + hl + n
 		if n > s.opt.MaxRecord || end > len(p) {
 			break
 		}
-		pkts[k] = core.Packet{Data: p[off+record.HeaderLen : end : end], From: c.peer}
+		pkts[k] = core.Packet{Data: p[off+hl : end : end], From: c.peer}
 		s.st.RxBytes += uint64(n)
 		k++
 		off = end

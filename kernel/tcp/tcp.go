@@ -170,11 +170,15 @@ func openQueue(cfg core.Config, lfd int, granted sock.Granted, note string) (cor
 		return nil, err
 	}
 	b := &Backend{cfg: cfg, lfd: lfd, epfd: -1}
+	hl := record.HeaderLen
+	if cfg.Framing == core.FramingU32 {
+		hl = record.HeaderLen32
+	}
 	b.s = stream.New((*transport)(b), stream.Options{
 		MaxRecord:   cfg.MaxDatagram,
 		RxBatch:     cfg.RxBatch,
-		StagingSize: cfg.TxQueue * (record.HeaderLen + cfg.MaxDatagram),
-		DecoderSize: max(cfg.RxBatch*(record.HeaderLen+cfg.MaxDatagram), 64<<10),
+		StagingSize: cfg.TxQueue * (hl + cfg.MaxDatagram),
+		DecoderSize: max(cfg.RxBatch*(hl+cfg.MaxDatagram), 64<<10),
 		Framing:     cfg.Framing,
 		Events:      cfg.Events,
 	})
@@ -396,9 +400,7 @@ func (b *Backend) newConn(fd int, remote netip.AddrPort) (*conn, error) {
 		return nil, err
 	}
 	c := &conn{b: b, fd: fd, remote: remote, in: true}
-	if b.cfg.Framing == core.FramingRaw {
-		c.sent.SetRaw()
-	}
+	c.sent.SetFraming(b.cfg.Framing)
 	if fd >= len(b.byFD) {
 		b.byFD = append(b.byFD, make([]*conn, fd+1-len(b.byFD))...)
 	}

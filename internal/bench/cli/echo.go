@@ -58,7 +58,7 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 	stats := fs.String("stats", "", "write the counters as JSON to this file on exit")
 	maxTime := fs.Duration("max-time", 0, "stop after this long even without a signal (0: never)")
 	framing := core.FramingU16
-	fs.Var(&framing, "framing", "stream kinds: u16 (length-prefixed records, the default) or raw (bytes as they came)")
+	fs.Var(&framing, "framing", "stream kinds: u16 (u16 length-prefixed records, the default), u32 (u32 length-prefixed records) or raw (bytes as they came)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

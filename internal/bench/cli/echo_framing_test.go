@@ -17,8 +17,8 @@ func TestEchoFramingFlag(t *testing.T) {
 	}
 	out.Reset()
 	errOut.Reset()
-	st = RunEcho(context.Background(), []string{"--kind", "tcp", "--framing", "u32"}, &out, &errOut)
-	if st != 2 || !strings.Contains(errOut.String(), `"u16" or "raw"`) {
-		t.Errorf("--framing u32: exit %d, stderr %q", st, errOut.String())
+	st = RunEcho(context.Background(), []string{"--kind", "tcp", "--framing", "u64"}, &out, &errOut)
+	if st != 2 || !strings.Contains(errOut.String(), `"u16", "raw" or "u32"`) {
+		t.Errorf("--framing u64: exit %d, stderr %q", st, errOut.String())
 	}
 }
