@@ -68,7 +68,9 @@
 // and counted in RxClosed, as at Close; EventReset (with the
 // *core.PeerError of the cause) and EventEnded follow.
 //
-// In raw framing (core.FramingRaw) a "record" is what one QueueTo
+// In u32 framing (core.FramingU32) records carry a 4-byte prefix
+// (record.NewStaging32, NewDecoder32), read by the Lender path and Sent
+// alike. In raw framing (core.FramingRaw) a "record" is what one QueueTo
 // appends (staged without a prefix, record.NewRawStaging) and what one
 // Packet of Rx carries (record.NewRawDecoder: the bytes read, at most
 // MaxRecord a Packet; a Lender's bytes are lent in place as they lie).
