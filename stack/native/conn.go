@@ -148,9 +148,10 @@ type Conn struct {
 	wsOK                bool
 	persistProbes       int32 // zero-window probes sent since the peer's last ACK
 	stallAt             int64 // 1 + when the first retransmission or probe without progress was due (0: none)
-	// The slot to a whole number of cache lines (832 bytes), so that in
+	rk                  rackState // RACK-TLP (rack.go)
+	// The slot to a whole number of cache lines (896 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [23]byte
+	_ [31]byte
 }
 
 // Peer returns the remote address and port.
