@@ -151,7 +151,7 @@ type Conn struct {
 	rk                  rackState // RACK-TLP (rack.go)
 	// The slot to a whole number of cache lines (896 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [31]byte
+	_ [23]byte
 }
 
 // Peer returns the remote address and port.

@@ -11,9 +11,10 @@ package native
 //     SACKed data that is not yet lost by DupThresh (RFC 6675 IsLost) is
 //     lost once the reordering window passed since data above it was
 //     first SACKed; the reordering timer starts recovery then. The window
-//     is a quarter of the minimum RTT, or 0 while the connection saw no
-//     reordering; each round trip with a D-SACK widens it by a quarter
-//     of the minimum RTT (up to SRTT), for 16 recoveries (§6.2 step 4).
+//     is a quarter of the minimum RTT (measured in ns on a segment a
+//     round trip, never a retransmitted one); each round trip with a
+//     D-SACK widens it by a quarter of the minimum RTT (up to SRTT), for
+//     16 recoveries (§6.2 step 4). It is never below 1 ms (reoMin).
 //   - Tail loss probes (RFC 8985 §7): with data in flight and no
 //     recovery, a probe timeout (PTO, 2*SRTT plus 2 ms, plus the peer's
 //     worst delayed ACK when one segment is in flight) sends one new
@@ -52,7 +53,8 @@ type rackState struct {
 	reoPersist uint8 // RACK.reo_wnd_persist
 	timing     bool  // timeSeq is being timed
 	inRec      bool  // the connection was in recovery at the last ACK
-	holeAt     int64 // when data above SND.UNA was first SACKed, 0 when none
+	hole       bool  // data above a hole at SND.UNA is SACKed
+	holeAt     int64 // when hole was first seen
 	tlpHigh    uint32
 	dsackRound uint32 // SND.MAX when reoMult last grew: once a round trip
 	timeSeq    uint32 // a byte sent at timeAt, for minRTT (Karn: never retransmitted)
@@ -77,16 +79,21 @@ func (c *Conn) pipeOpen() uint32 {
 	return p
 }
 
+// reoMin is the least reordering window: the granularity of Linux's RACK
+// timer (a jiffy), and what keeps a connection without an RTT sample from
+// calling every hole lost at once.
+const reoMin = int64(1e6)
+
 // reoWnd is RACK.reo_wnd (§6.2 step 4) for a hole that DupThresh does
 // not call lost yet: reoMult (at least 1) quarters of the minimum RTT, at
-// most SRTT.
+// most SRTT, at least reoMin.
 func (c *Conn) reoWnd() int64 {
 	r := &c.rk
 	m := r.minRTT
 	if m == 0 {
 		m = c.srtt
 	}
-	return min(int64(max(r.reoMult, 1))*m/4, max(c.srtt, m/4))
+	return max(min(int64(max(r.reoMult, 1))*m/4, max(c.srtt, m/4)), reoMin)
 }
 
 // rackSent is called after output sent: it starts timing a byte for the
@@ -155,8 +162,8 @@ func (c *Conn) rackAck(s *segment, una uint32) {
 		// §6.2 step 4 (and §3.4): a D-SACK is reordering or a spurious
 		// retransmission; widen the window, once a round trip.
 		r.reoSeen = true
-		if r.reoMult == 0 || seqGEQ(c.sndUna, r.dsackRound) {
-			r.reoMult = min(r.reoMult+1, 255)
+		if r.reoMult <= 1 || seqGEQ(c.sndUna, r.dsackRound) {
+			r.reoMult = min(max(r.reoMult, 1)+1, 255)
 			r.dsackRound = c.sndMax
 			e.cnt[cTCPRACKReoWiden]++
 		}
@@ -165,23 +172,23 @@ func (c *Conn) rackAck(s *segment, una uint32) {
 	if r.tlpOut {
 		c.tlpAck(s, d, dsack)
 	}
-	if advanced && r.holeAt != 0 && !c.inRecovery {
+	if advanced && r.hole && !c.inRecovery {
 		// The hole at SND.UNA filled by itself, not retransmitted: the
 		// network reordered it (§6.2 step 2).
 		if !r.reoSeen {
 			r.reoSeen = true
 			e.cnt[cTCPRACKReorder]++
 		}
-		r.holeAt = 0
+		r.hole = false
 	}
 	if c.inRecovery || c.nsacked == 0 || c.sackedAt1(c.sndUna) {
-		r.holeAt = 0
+		r.hole = false
 		if r.kind == lossReo {
 			r.tLoss = 0
 		}
 	} else {
-		if r.holeAt == 0 {
-			r.holeAt = e.now
+		if !r.hole {
+			r.hole, r.holeAt = true, e.now
 		}
 		c.reoCheck()
 		if !c.inRecovery && (r.kind != lossReo || r.tLoss == 0) {
@@ -210,13 +217,13 @@ func (c *Conn) sackedAt1(seq uint32) bool {
 // reordering window (RFC 8985 §6.2 step 5).
 func (c *Conn) reoCheck() {
 	r := &c.rk
-	if c.inRecovery || r.holeAt == 0 || c.e.now-r.holeAt < c.reoWnd() {
+	if c.inRecovery || !r.hole || c.e.now-r.holeAt < c.reoWnd() {
 		return
 	}
 	if c.recoverSet && seqLT(c.sndUna, c.recover) {
 		return // still inside the last recovery (RFC 6582 §3.2 step 2)
 	}
-	r.holeAt, r.tLoss = 0, 0
+	r.hole, r.tLoss = false, 0
 	c.e.cnt[cTCPRACKRecoveries]++
 	c.startRecovery()
 	r.inRec = true
@@ -307,14 +314,14 @@ func (c *Conn) tlpAck(s *segment, d sackBlock, dsack bool) {
 // rackRTO is called at the RTO: the probe and the timing are over.
 func (c *Conn) rackRTO() {
 	r := &c.rk
-	r.tlpOut, r.timing, r.holeAt, r.tLoss, r.inRec = false, false, 0, 0, false
+	r.tlpOut, r.timing, r.hole, r.tLoss, r.inRec = false, false, false, 0, false
 }
 
 // rackRecovery is called when fast recovery starts, and when it ends
 // (rackAck finds it over).
 func (c *Conn) rackRecovery(start bool) {
 	r := &c.rk
-	r.timing, r.holeAt, r.tlpOut = false, 0, false
+	r.timing, r.hole, r.tlpOut = false, false, false
 	if r.kind == lossReo || start {
 		r.tLoss = 0
 	}
