@@ -146,9 +146,10 @@ type Conn struct {
 	dsack               sackBlock // duplicate data the next ACK reports (RFC 2883 §4)
 	oooFinSeq           uint32
 	wsOK                bool
-	persistProbes       int32 // zero-window probes sent since the peer's last ACK
-	stallAt             int64 // 1 + when the first retransmission or probe without progress was due (0: none)
-	// The slot to a whole number of cache lines (832 bytes), so that in
+	persistProbes       int32     // zero-window probes sent since the peer's last ACK
+	stallAt             int64     // 1 + when the first retransmission or probe without progress was due (0: none)
+	rk                  rackState // RACK-TLP (rack.go)
+	// The slot to a whole number of cache lines (896 bytes), so that in
 	// the engine's table each one's first fields start a line.
 	_ [23]byte
 }

@@ -84,6 +84,13 @@ const (
 	cTCPTimeWaitRecords
 	cTCPTimeWaitOverflow
 	cTCPSynRcvdOverflow
+	// Loss detection of rack.go (RFC 8985) and docs/loss.md.
+	cTCPTLPProbes
+	cTCPTLPRecoveries
+	cTCPTLPSpurious
+	cTCPRACKRecoveries
+	cTCPRACKReorder
+	cTCPRACKReoWiden
 	cTxRingFull
 	nCounters
 )
@@ -166,8 +173,15 @@ var counterNames = [nCounters]struct {
 	cTCPTimeWaitRecords:      {"tcp_timewait_records", false},            // connections that left their slot for a TIME-WAIT record
 	cTCPTimeWaitOverflow:     {"tcp_timewait_overflow", false},           // TIME-WAIT skipped: MaxTimeWait records in use
 	cTCPSynRcvdOverflow:      {"tcp_syn_received_overflow", false},       // SYNs answered by a cookie: MaxSYNReceived reached
-	cTxRingFull:              {"tx_ring_full", false},
-	cTxFrames:                {"tx_frames", false},
+	// Loss detection: see docs/loss.md.
+	cTCPTLPProbes:      {"tcp_tlp_probes", false},           // tail loss probes sent (RFC 8985 §7.3)
+	cTCPTLPRecoveries:  {"tcp_tlp_recoveries", false},       // probes that repaired a loss: cwnd reduced (§7.4)
+	cTCPTLPSpurious:    {"tcp_tlp_spurious", false},         // probes the peer D-SACKed: nothing was lost
+	cTCPRACKRecoveries: {"tcp_rack_recoveries", false},      // recoveries RACK's reordering timer started (§6.2)
+	cTCPRACKReorder:    {"tcp_rack_reordering_seen", false}, // connections that saw a hole fill by itself
+	cTCPRACKReoWiden:   {"tcp_rack_reo_wnd_widened", false}, // reordering window widened by a D-SACK (§6.2 step 4)
+	cTxRingFull:        {"tx_ring_full", false},
+	cTxFrames:          {"tx_frames", false},
 }
 
 // Layer is the layer name of the engine's counters.

@@ -112,6 +112,10 @@ type Options struct {
 	// SACK (RFC 2018), timestamps (RFC 7323 §3) and window scaling (RFC
 	// 7323 §2); all are on by default.
 	NoSACK, NoTimestamps, NoWindowScale bool
+	// NoRACK turns off the loss detection of RFC 8985 (RACK's reordering
+	// timer, tail loss probes) and limited transmit, leaving RFC 6675's
+	// DupThresh and the RTO (docs/loss.md); for comparison.
+	NoRACK bool
 	// Keepalive is the idle time before the first keepalive probe of every
 	// connection (RFC 1122 §4.2.3.6); 0 off. Conn.SetKeepalive overrides it.
 	Keepalive         time.Duration

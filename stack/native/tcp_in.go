@@ -132,7 +132,9 @@ func (c *Conn) predicted(s *segment) bool {
 func (c *Conn) fastInput(s *segment) {
 	c.takeWindow(s)
 	if s.ack != c.sndUna {
+		una := c.sndUna
 		c.newAck(s)
+		c.rackAck(s, una) // rack.go
 	}
 	if c.tsOK && s.hasTS && seqLEQ(s.seq, c.lastAckSent) && !seqLT(s.tsVal, c.tsRecent) {
 		c.tsRecent = s.tsVal
@@ -517,6 +519,7 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	wnd, oldWnd, persisted := c.takeWindow(s)
 	dup := s.ack == c.sndUna // before newAck moves SND.UNA to it
+	una := c.sndUna
 	if seqGT(s.ack, c.sndUna) {
 		c.newAck(s)
 	}
@@ -536,6 +539,7 @@ func (c *Conn) ackInput(s *segment) bool {
 	if grew {
 		c.lostRetransmit()
 	}
+	c.rackAck(s, una) // rack.go: RACK-TLP, limited transmit
 	return c.finAckedStep()
 }
 

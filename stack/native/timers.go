@@ -13,7 +13,7 @@ func (c *Conn) earliest() int64 {
 	// unarmed 0 above every armed one, and the +1 turns "none" back
 	// into 0.
 	m := min(uint64(c.tRTO-1), uint64(c.tDelack-1), uint64(c.tPersist-1),
-		uint64(c.tKeep-1), uint64(c.tWait-1))
+		uint64(c.tKeep-1), uint64(c.tWait-1), uint64(c.rk.tLoss-1))
 	return int64(m + 1)
 }
 
@@ -156,6 +156,9 @@ func (c *Conn) timers() {
 			return
 		}
 	}
+	if c.rk.tLoss != 0 && c.rk.tLoss <= now {
+		c.onLossTimer() // rack.go: RACK's reordering timer, TLP's PTO
+	}
 	if c.tPersist != 0 && c.tPersist <= now {
 		c.onPersist()
 	}
@@ -205,6 +208,7 @@ func (c *Conn) onRTO() {
 	c.ssthresh = c.lossThreshold()
 	c.cwnd, c.caAcc = mss, 0
 	c.inRecovery, c.rtxOne, c.dupacks = false, false, 0
+	c.rackRTO()
 	c.rtxd.ok = false // go-back-N: D-SACKs after it prove no single retransmission spurious
 	c.nsacked = 0     // RFC 6675 §5.1: the scoreboard may have reneged
 	c.recover, c.recoverSet = c.sndMax, true
