@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,7 +142,8 @@ type Service struct {
 	cfg      core.Config
 	opts     Options
 	tune     tcp.Tuning
-	st       *stack.Stack
+	st       *stack.Stack // netstack; nil on the native engine
+	nat      *nativeSvc   // the native engine; nil on netstack
 	fio      frameio.FrameIO
 	mode     string
 	release  func() error
@@ -186,7 +188,7 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 		cfg.Kind = core.KindTCPXDP
 	}
 	cfg.Role = core.RoleServer // a Service both listens and dials; Dests are not required
-	if err := netstackOnly(&cfg); err != nil {
+	if err := engineOf(&cfg); err != nil {
 		return nil, err
 	}
 	open := opts.Open
@@ -217,6 +219,10 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 	if cfg.Kind == core.KindTCPXDP && opts.Open != nil {
 		portOnly = cfg.Port
 	}
+	if cfg.TCP.Stack == core.TCPStackNative {
+		to.Mode = strings.Replace(to.Mode, "netstack", "native", 1)
+		return startNative(cfg, fio, to, opts, portOnly)
+	}
 	return start(cfg, fio, to, opts, portOnly)
 }
 
@@ -229,10 +235,13 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Servic
 		return nil, errors.Join(err, fio.Close())
 	}
 	cfg.Role = core.RoleServer
-	if err := netstackOnly(&cfg); err != nil {
+	if err := engineOf(&cfg); err != nil {
 		return nil, errors.Join(err, fio.Close())
 	}
 	cfg = cfg.WithDefaults()
+	if cfg.TCP.Stack == core.TCPStackNative {
+		return startNative(cfg, fio, tcp.Options{Mode: "native over " + fio.Stats().Mode}, opts, 0)
+	}
 	return start(cfg, fio, tcp.Options{Mode: "netstack over " + fio.Stats().Mode}, opts, 0)
 }
 
@@ -444,6 +453,9 @@ func (s *Service) shutdown() error {
 	for _, c := range conns {
 		c.shut()
 	}
+	if s.nat != nil {
+		return s.nat.shutdown()
+	}
 	for deadline := time.Now().Add(s.opts.Linger); time.Now().Before(deadline) && !s.allClosed(); {
 		time.Sleep(time.Millisecond)
 	}
@@ -524,7 +536,12 @@ func (s *Service) Conns() int {
 // whose FIN handshake or TIME-WAIT is not over. It returns to the number of
 // open listeners once every connection is fully closed, which tests use to
 // show that nothing leaked.
-func (s *Service) Endpoints() int { return len(s.st.NS.RegisteredEndpoints()) }
+func (s *Service) Endpoints() int {
+	if s.nat != nil {
+		return int(s.nat.held.Load() + s.nat.nlns.Load())
+	}
+	return len(s.st.NS.RegisteredEndpoints())
+}
 
 // Stats returns the Service's counters: Conns (open now), Accepts, and the
 // layers of netstack ("netstack"), the link endpoint ("link"), the
@@ -540,7 +557,11 @@ func (s *Service) Stats() core.Stats {
 		Syscalls:   fs.Syscalls,
 		SockSndBuf: s.tune.SendBuf, SockRcvBuf: s.tune.RecvBuf,
 	}
-	out.Layers = s.st.AppendCounters(out.Layers)
+	if s.nat != nil {
+		out.Layers = s.nat.appendCounters(out.Layers)
+	} else {
+		out.Layers = s.st.AppendCounters(out.Layers)
+	}
 	for _, c := range []struct {
 		name string
 		v    uint64
@@ -561,17 +582,4 @@ func (s *Service) Stats() core.Stats {
 	}
 	out.Layers = append(out.Layers, fs.Layers...)
 	return out
-}
-
-// netstackOnly pins cfg to netstack, which a Service is built on (gonet):
-// an empty TCP.Stack becomes netstack, native is refused.
-func netstackOnly(cfg *core.Config) error {
-	switch cfg.TCP.Stack {
-	case "":
-		cfg.TCP.Stack = core.TCPStackNetstack
-	case core.TCPStackNetstack:
-	default:
-		return &core.ConfigError{Field: "TCP.Stack", Value: cfg.TCP.Stack, Reason: `tcp/netconn runs on netstack (gVisor's gonet): leave TCP.Stack empty or "netstack"`}
-	}
-	return nil
 }
