@@ -2,6 +2,7 @@ package netconn
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -154,7 +155,9 @@ func (c *nconn) setWrEnd(err error) {
 	if c.wrEnd.Load() {
 		return
 	}
-	if err == nil {
+	if err == nil || errors.Is(err, native.ErrReset) && c.end.Load() == endFIN {
+		// Linux: EPIPE once the peer stopped sending, its RST in
+		// CLOSE-WAIT included (tcp_reset).
 		c.wrErr = syscall.EPIPE
 	} else {
 		c.wrErr = nativeErrno(err)
