@@ -67,36 +67,41 @@ func benchRTT(b *testing.B, c net.Conn, warm int) {
 // poll(2) on the AF_XDP socket.
 func BenchmarkRTT(b *testing.B) {
 	for _, mode := range []PollMode{PollSpin, PollAdaptive, PollSleep} {
-		b.Run(mode.String(), func(b *testing.B) {
-			p := newPair(b, memio.Options{}, Options{Poll: mode})
-			ln, err := p.B.Listen(testPort)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
-			peertest.ServeEcho(ln)
-			benchRTT(b, dialB(b, p.A), 100)
-		})
+		for _, stk := range engines {
+			b.Run(string(stk)+"/"+mode.String(), func(b *testing.B) {
+				p := newPair(b, memio.Options{}, Options{Poll: mode}, onEngine(stk))
+				ln, err := p.B.Listen(testPort)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ln.Close()
+				peertest.ServeEcho(ln)
+				benchRTT(b, dialB(b, p.A), 100)
+			})
+		}
 	}
 }
 
 // BenchmarkVethRTT: a 100-byte echo served over tcp-xdp on A, a kernel TCP
-// client in B, one message in flight, for each poller mode (and spinning
-// pinned to a CPU); "kernel" is the same echo on A's kernel TCP for
-// comparison. p50 and p99 are reported as metrics: the difference between
+// client in B, one message in flight, on each engine (native, the
+// default, and netstack) for each poller mode (and spinning pinned to a
+// CPU); "kernel" is the same echo on A's kernel TCP for comparison. p50 and p99 are reported as metrics: the difference between
 // spin and sleep is what sleeping when idle costs per exchange.
 func BenchmarkVethRTT(b *testing.B) {
 	testutil.RequireRoot(b)
-	cases := []struct {
+	type benchCase struct {
 		name string
+		stk  core.TCPStack
 		o    Options
 		cpus []int
-	}{
-		{"kernel", Options{}, nil},
-		{"spin", Options{Poll: PollSpin}, nil},
-		{"spin-pinned", Options{Poll: PollSpin}, []int{lastCPU()}},
-		{"adaptive", Options{Poll: PollAdaptive}, nil},
-		{"sleep", Options{Poll: PollSleep}, nil},
+	}
+	cases := []benchCase{{"kernel", "", Options{}, nil}}
+	for _, stk := range engines {
+		cases = append(cases,
+			benchCase{string(stk) + "/spin", stk, Options{Poll: PollSpin}, nil},
+			benchCase{string(stk) + "/spin-pinned", stk, Options{Poll: PollSpin}, []int{lastCPU()}},
+			benchCase{string(stk) + "/adaptive", stk, Options{Poll: PollAdaptive}, nil},
+			benchCase{string(stk) + "/sleep", stk, Options{Poll: PollSleep}, nil})
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -108,7 +113,7 @@ func BenchmarkVethRTT(b *testing.B) {
 				target = ln.Addr().String()
 			} else {
 				addr := peertest.Addr(p.A, 3)
-				s := openVeth(b, p.A, core.Config{LocalIP: addr, Port: testPort, CPUs: tc.cpus}, tc.o)
+				s := openVeth(b, p.A, onEngine(tc.stk, core.Config{LocalIP: addr, Port: testPort, CPUs: tc.cpus}), tc.o)
 				l := listen(b, s, testPort)
 				ln, target = l, fmt.Sprintf("%s:%d", addr, testPort)
 			}
