@@ -103,6 +103,11 @@ func BenchmarkVethRTT(b *testing.B) {
 			benchCase{string(stk) + "/adaptive", stk, Options{Poll: PollAdaptive}, nil},
 			benchCase{string(stk) + "/sleep", stk, Options{Poll: PollSleep}, nil})
 	}
+	// The native poller asleep in the FrameIO's Wait (poll(2)) instead of
+	// the Go netpoller.
+	cases = append(cases,
+		benchCase{"native-wait/adaptive", core.TCPStackNative, Options{Poll: PollAdaptive, Open: openWait}, nil},
+		benchCase{"native-wait/sleep", core.TCPStackNative, Options{Poll: PollSleep, Open: openWait}, nil})
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			p := hosttest.New(b, testhost.Options{})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -65,7 +66,11 @@ type nativeSvc struct {
 	slots   []*nconn // by native.Conn.Slot
 	took    func(*native.Conn)
 	sink    []byte // what a connection shut for reading receives
-	closing bool   // Service.Close began: closed connections linger in lingering
+	// pf, when the FrameIO has a pollable fd (PollFD), is a duplicate of
+	// it in the Go netpoller, where the poller sleeps (sleepNetpoll).
+	pf      *os.File
+	prc     syscall.RawConn
+	closing bool // Service.Close began: closed connections linger in lingering
 	linger  []*native.Conn
 }
 
@@ -151,6 +156,10 @@ func startNative(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Opti
 	n.wt, _ = fio.(frameio.Waiter)
 	n.irq, _ = fio.(stack.Interrupter)
 	n.took = n.readable
+	if err := n.openPollFD(); err != nil {
+		e.Close()
+		return fail(err)
+	}
 	s.nat = n
 	claimed := make(chan error, 1)
 	go n.poll(claimed)
@@ -200,6 +209,10 @@ func (n *nativeSvc) post(f func()) bool {
 // wake ends the poller's sleep, if it sleeps.
 func (n *nativeSvc) wake() {
 	if !n.sleeping.Load() {
+		return
+	}
+	if n.pf != nil {
+		n.pf.SetReadDeadline(longAgo)
 		return
 	}
 	if n.irq != nil {
@@ -283,7 +296,10 @@ func (n *nativeSvc) poll(claimed chan<- error) {
 			n.sleep()
 			continue
 		case PollAdaptive:
-			if time.Since(lastBusy) >= s.opts.SpinFor {
+			// In the netpoller a sleep costs what a kernel socket's
+			// does (the goroutine that makes a frame arrive runs the
+			// poller when it blocks): spinning would only hold a P.
+			if n.pf != nil || time.Since(lastBusy) >= s.opts.SpinFor {
 				n.sleep()
 				continue
 			}
@@ -605,6 +621,10 @@ func (n *nativeSvc) sleep() {
 			return
 		}
 	}
+	if n.pf != nil {
+		n.sleepNetpoll(d)
+		return
+	}
 	if n.wt == nil || n.irq == nil {
 		// No Wait, or none that a request can end: nap in slices.
 		s.n.naps.Add(1)
@@ -707,6 +727,9 @@ func (n *nativeSvc) shutdown() error {
 	if n.alarm != nil {
 		n.alarm.Stop()
 	}
+	if n.pf != nil {
+		n.pf.Close()
+	}
 	return s.release()
 }
 
@@ -748,5 +771,78 @@ func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
+	}
+}
+
+// PollFDer is implemented by a FrameIO whose frames' arrival makes a file
+// descriptor readable (an AF_XDP socket, afxdp.XSK.PollFD: poll(2) says
+// POLLIN while its RX ring holds frames); PollFD returns -1 when it has
+// none. A native Service over one sleeps in the Go
+// netpoller on a duplicate of it instead of in the FrameIO's Wait: the
+// goroutine of an application that makes a frame arrive (a kernel client
+// in the same process writing to the veth peer) then finds the poller
+// ready when it blocks itself, and runs it on its own thread, where a
+// poller blocked in poll(2) needs a thread of its own woken.
+type PollFDer interface {
+	PollFD() int
+}
+
+// longAgo is a deadline that has passed: it ends a netpoller wait at once.
+var longAgo = time.Unix(1, 0)
+
+// openPollFD registers a duplicate of the FrameIO's fd, if it has one,
+// with the Go netpoller.
+func (n *nativeSvc) openPollFD() error {
+	pfd, ok := n.fio.(PollFDer)
+	if !ok || pfd.PollFD() < 0 {
+		return nil
+	}
+	fd, err := syscall.Dup(pfd.PollFD())
+	if err != nil {
+		return fmt.Errorf("netconn: dup the FrameIO's fd: %w", err)
+	}
+	// O_NONBLOCK is the open file's, shared with the FrameIO's fd: its
+	// own calls (poll, sendto and recvfrom with MSG_DONTWAIT) do not
+	// block either way.
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return fmt.Errorf("netconn: the FrameIO's fd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "frameio")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("netconn: the FrameIO's fd in the netpoller: %w", err)
+	}
+	n.pf, n.prc = f, rc
+	return nil
+}
+
+// sleepNetpoll waits in the Go netpoller until the fd is readable, the
+// engine's next timer (d > 0; d < 0: none) or a wake (a deadline in the
+// past). The deadline is set before the last look at the work list, so
+// that a wake that saw sleeping after that look is not overwritten.
+func (n *nativeSvc) sleepNetpoll(d time.Duration) {
+	if d > 0 {
+		n.pf.SetReadDeadline(time.Now().Add(d))
+	} else {
+		n.pf.SetReadDeadline(time.Time{})
+	}
+	if n.work.Load() != nil || n.reqFlag.Load() || n.stop.Load() {
+		return
+	}
+	first := true
+	err := n.prc.Read(func(uintptr) bool {
+		// The first call asks to wait; the next comes when the fd is
+		// readable.
+		if first {
+			first = false
+			return false
+		}
+		return true
+	})
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		// The fd failed (closed under us): nap instead of spinning.
+		time.Sleep(time.Millisecond)
 	}
 }

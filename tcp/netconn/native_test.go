@@ -166,7 +166,7 @@ func TestEachDirection(t *testing.T) {
 // acknowledged: the peer reads all of it, then io.EOF.
 func TestLingerAtServiceClose(t *testing.T) {
 	forEngines(t, func(t *testing.T, stk core.TCPStack) {
-		p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
+		p := newPair(t, memio.Options{}, Options{Linger: time.Minute}, onEngine(stk))
 		ln := listen(t, p.B, testPort)
 		d, a := connect(t, p, ln)
 		msg := bytes.Repeat([]byte("linger"), 1<<20/6)

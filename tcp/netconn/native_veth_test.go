@@ -15,11 +15,13 @@ import (
 
 	"golang.org/x/net/nettest"
 
+	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/internal/wire"
+	"github.com/dgramio/dgramio/tcp"
 	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
 
@@ -196,4 +198,75 @@ func (s *seededReader) Read(b []byte) (int, error) {
 		s.n--
 	}
 	return len(b), nil
+}
+
+// waitFIO hides the PollFD of the FrameIO it wraps: the native poller
+// then sleeps in the FrameIO's Wait, ended by Interrupt.
+type waitFIO struct {
+	frameio.FrameIO
+}
+
+func (w waitFIO) Wait(ctx context.Context) error { return w.FrameIO.(frameio.Waiter).Wait(ctx) }
+func (w waitFIO) Interrupt()                     { w.FrameIO.(interface{ Interrupt() }).Interrupt() }
+
+// openWait is tcp.OpenXDP with the socket's fd hidden (waitFIO).
+func openWait(cfg core.Config) (frameio.FrameIO, tcp.Options, error) {
+	fio, to, err := tcp.OpenXDP(cfg)
+	if err != nil {
+		return nil, to, err
+	}
+	if to.Close == nil {
+		to.Close = fio.Close
+	}
+	return waitFIO{fio}, to, nil
+}
+
+// TestSleepOverXDP: on tcp-xdp the native poller sleeps in the Go
+// netpoller on the AF_XDP socket (afxdp.XSK.PollFD); with the fd hidden it
+// sleeps in the FrameIO's Wait. Either way nettest.TestConn passes with a
+// kernel peer in B, and an idle poller makes no rounds.
+func TestSleepOverXDP(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, tc := range []struct {
+		name    string
+		open    Opener
+		netpoll bool
+	}{{"netpoll", nil, true}, {"wait", openWait, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := hosttest.New(t, testhost.Options{})
+			addr := peertest.Addr(p.A, 3)
+			s := openVeth(t, p.A, core.Config{LocalIP: addr, Port: testPort}, Options{Open: tc.open})
+			if got := s.nat != nil && s.nat.pf != nil; got != tc.netpoll {
+				t.Fatalf("sleeps in the netpoller: %v, want %v", got, tc.netpoll)
+			}
+			ln := listen(t, s, testPort)
+			dial := peertest.Dialer(p.B)
+			nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
+				ch := make(chan net.Conn, 1)
+				go func() {
+					c, err := ln.Accept()
+					if err != nil {
+						c = nil
+					}
+					ch <- c
+				}()
+				k, err := dial(context.Background(), "tcp4", fmt.Sprintf("%s:%d", addr, testPort))
+				if err != nil {
+					return nil, nil, nil, err
+				}
+				a := <-ch
+				if a == nil {
+					k.Close()
+					return nil, nil, nil, fmt.Errorf("accept failed")
+				}
+				return k, a, func() { k.Close(); a.Close() }, nil
+			})
+			time.Sleep(100 * time.Millisecond)
+			before := counter(s.Stats(), "netconn", "poll_rounds")
+			time.Sleep(200 * time.Millisecond)
+			if d := counter(s.Stats(), "netconn", "poll_rounds") - before; d > 100 {
+				t.Errorf("an idle poller made %d rounds in 200ms", d)
+			}
+		})
+	}
 }
