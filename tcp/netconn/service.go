@@ -115,7 +115,7 @@ type Options struct {
 	// is shut down (which resets what is left). Default tcp.DefaultLinger.
 	Linger time.Duration
 	// TimeWait is how long a connection closed first by us stays in
-	// TIME-WAIT (holding its port pair). 0: netstack's default, 60 s, as
+	// TIME-WAIT (holding its port pair). 0: the engine's default, 60 s, as
 	// Linux.
 	TimeWait time.Duration
 	// PrefixLen is Config.LocalIP's subnet length (0: 32; every peer is
@@ -123,17 +123,19 @@ type Options struct {
 	PrefixLen int
 }
 
-// Service is the userspace TCP (gVisor netstack) over one FrameIO, driven by
-// a poller goroutine of its own, with the net.Conn and net.Listener of
-// package net on top: Listen and Dial (or DialContext, for an
-// http.Transport) make them; any number of goroutines use them, as they
-// would kernel sockets.
+// Service is the userspace TCP (the native engine, or gVisor netstack:
+// Config.TCP.Stack) over one FrameIO, driven by a poller goroutine of its
+// own, with the net.Conn and net.Listener of package net on top: Listen
+// and Dial (or DialContext, for an http.Transport) make them; any number
+// of goroutines use them, as they would kernel sockets.
 //
 // The poller is the only goroutine that receives frames: it hands them to
-// netstack and kicks what netstack wrote, once per round. Application
-// goroutines never poll: a Read or Write that cannot go on blocks on a
-// channel that netstack's readiness callbacks signal, and a Write pushes
-// its segments itself (package stack's threading rules). With
+// the engine and kicks what the engine wrote, once per round. Application
+// goroutines never poll. On the native engine the poller is the engine's
+// only caller, and Read and Write go through each connection's rings (see
+// the package doc); on netstack a Read or Write that cannot go on blocks
+// on a channel that netstack's readiness callbacks signal, and a Write
+// pushes its segments itself (package stack's threading rules). With
 // Config.CPUs, the poller is locked to its OS thread and pinned to
 // CPUs[0].
 //
@@ -171,11 +173,12 @@ type counters struct {
 }
 
 // New opens the FrameIO of cfg (Options.Open, or by cfg.Kind) and starts a
-// Service on it: netstack with cfg.LocalIP (which must not be an address
+// Service on it: the engine of cfg.TCP.Stack (native when empty) with
+// cfg.LocalIP (which must not be an address
 // the kernel holds on the interface: see tcp.NewXDP), the tuning of
 // cfg.TCP and cfg.Nagle, and the poller (pinned to cfg.CPUs[0] if set).
 // A tcp-xdp Service listens on and dials any port: its XDP program hands
-// netstack every frame to cfg.LocalIP (with Options.Open, only cfg.Port,
+// the engine every frame to cfg.LocalIP (with Options.Open, only cfg.Port,
 // which is all such an opener is trusted to redirect). cfg.Role and cfg.Dests
 // are not used (Dests with DstMAC become static neighbours).
 //
