@@ -27,8 +27,8 @@ import (
 // is over, no endpoint is left but the listener.
 func TestThousandConns(t *testing.T) {
 	const n = 1000
-	// netstack's counters are its own: the native engine's 1,000 are in
-	// TestThousandConnsNative.
+	// netstack's counters are its own: 1,000 connections to a native
+	// Service are TestKernelThousandConns's.
 	cfg := core.Config{ConnectTimeout: 60 * time.Second, TCP: core.TCPTuning{Stack: core.TCPStackNetstack}}
 	// Small buffers: 1,000 connections of netstack's defaults would
 	// reserve 2 GiB (nothing allocates it, but the window scale follows).

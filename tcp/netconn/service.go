@@ -538,7 +538,11 @@ func (s *Service) Conns() int {
 // listeners, open connections, and connections closed by the application
 // whose FIN handshake or TIME-WAIT is not over. It returns to the number of
 // open listeners once every connection is fully closed, which tests use to
-// show that nothing leaked.
+// show that nothing leaked. On the native engine it counts the listeners
+// and the connections the Service holds (open, or closed by the
+// application with written bytes still to hand to the engine, or
+// lingering in Close); the engine finishes a close (FIN-WAIT, TIME-WAIT)
+// on its own, in its table (Config.TCP.MaxConns).
 func (s *Service) Endpoints() int {
 	if s.nat != nil {
 		return int(s.nat.held.Load() + s.nat.nlns.Load())
