@@ -114,7 +114,7 @@
 // two 128 KiB rings of each connection (SetWriteBuffer bounds the send
 // ring there; SetNoDelay has no effect: Nagle is Config.Nagle). The
 // native engine's table (Config.TCP.MaxConns, default twice MaxConns)
-// also holds connections in TIME-WAIT.
+// also holds the connections it still closes and the handshakes.
 //
 // # Errors
 //

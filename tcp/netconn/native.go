@@ -135,7 +135,9 @@ func startNative(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Opti
 		eo.MaxRTO = eo.MinRTO
 	}
 	if eo.MaxConns == 0 {
-		// The table holds TIME-WAIT too: room for as many again.
+		// The table also holds what the application closed and the
+		// engine still closes (FIN-WAIT, LAST-ACK) and the handshakes:
+		// room for as many again.
 		eo.MaxConns = 2 * opts.MaxConns
 	}
 	e, err := native.New(fio, eo)

@@ -542,7 +542,7 @@ func (s *Service) Conns() int {
 // and the connections the Service holds (open, or closed by the
 // application with written bytes still to hand to the engine, or
 // lingering in Close); the engine finishes a close (FIN-WAIT, TIME-WAIT)
-// on its own, in its table (Config.TCP.MaxConns).
+// on its own.
 func (s *Service) Endpoints() int {
 	if s.nat != nil {
 		return int(s.nat.held.Load() + s.nat.nlns.Load())
