@@ -752,7 +752,9 @@ func (b *Backend) Wait(ctx context.Context) error {
 		}
 		d := waitSlice
 		if dl, ok := ctx.Deadline(); ok {
-			d = min(d, time.Until(dl))
+			if d = min(d, time.Until(dl)); d <= 0 {
+				return fdwait.Expired(ctx) // passed; its timer fires next
+			}
 		}
 		// Between the reap above and this sleep, the ring is not touched by
 		// anyone else: Queue, Flush and Rx are not called during Wait, and
