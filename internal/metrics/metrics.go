@@ -277,8 +277,9 @@ func fieldValue(s *core.Stats, name string) uint64 {
 type StatsFunc func() core.Stats
 
 // ExpvarFunc returns an expvar.Func whose value is the Stats that stats
-// returns at each read, marshalled as JSON (field names as in the Go
-// struct: "TxQueued", "Layers": [{"Layer", "Name", "Value", "Loss"}]).
+// returns at each read, marshalled as JSON (field names in snake case,
+// as the tools write them: "tx_queued", "layers": [{"layer",
+// "name", "value", "loss"}]).
 func ExpvarFunc(stats StatsFunc) expvar.Func {
 	return expvar.Func(func() any { return stats() })
 }

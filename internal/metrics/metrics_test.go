@@ -393,3 +393,26 @@ func FuzzLabelValues(f *testing.F) {
 		}
 	})
 }
+
+// The expvar JSON names are snake case, the names the tools' JSON and
+// the Prometheus families use: every field of Stats and of Counter.
+func TestExpvarJSONSnakeCase(t *testing.T) {
+	s := core.Stats{Kind: core.KindUDP, TxQueued: 3, SockRcvBuf: 1,
+		Layers: []core.Counter{{Layer: "socket", Name: "drops", Value: 2, Loss: true}}}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(ExpvarFunc(func() core.Stats { return s }).String()), &m); err != nil {
+		t.Fatal(err)
+	}
+	for k := range m {
+		if k != Snake(k) || strings.ToLower(k) != k {
+			t.Errorf("expvar key %q is not snake case", k)
+		}
+	}
+	if m["tx_queued"] != 3.0 || m["sock_rcv_buf"] != 1.0 {
+		t.Errorf("tx_queued %v sock_rcv_buf %v in %v", m["tx_queued"], m["sock_rcv_buf"], m)
+	}
+	layer := m["layers"].([]any)[0].(map[string]any)
+	if layer["layer"] != "socket" || layer["name"] != "drops" || layer["value"] != 2.0 || layer["loss"] != true {
+		t.Errorf("layer counter %v", layer)
+	}
+}

@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+)
+
+// The exit statuses of the tools, as iperf3's: a run that measured, a run
+// that could not (the peer unreachable, everything lost, a connection
+// refused, a kind this host cannot open), and a usage error (a bad flag,
+// an impossible setting), said before anything starts.
+const (
+	ExitOK     = 0
+	ExitFailed = 1
+	ExitUsage  = 2
+)
+
+// parseFlags parses args into fs as the tools do: --help (or -h) prints
+// the flags on stdout and exits 0; a bad flag prints its error and one
+// line that points at --help on stderr (not the whole flag list) and exits
+// 2; an argument that is not a flag is a usage error too. done is true when
+// the tool must return status at once.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (status int, done bool) {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed below, on stdout, for --help only
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fmt.Fprintf(stdout, "usage: %s [flags]\n\nflags:\n", fs.Name())
+		fs.PrintDefaults()
+		fmt.Fprintf(stdout, "\nexit status: %d a run that measured, %d a run that could not (peer unreachable, everything lost), %d a usage error\n", ExitOK, ExitFailed, ExitUsage)
+		return ExitOK, true
+	case err != nil:
+		fmt.Fprintf(stderr, "run '%s --help' for the flags\n", fs.Name())
+		return ExitUsage, true
+	case fs.NArg() != 0:
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q (every setting is a --flag)\nrun '%s --help' for the flags\n", fs.Name(), fs.Args(), fs.Name())
+		return ExitUsage, true
+	}
+	return 0, false
+}
+
+// durationValue is a flag.Value for a duration that is never negative
+// and, when it does not parse, says how to write one.
+type durationValue time.Duration
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+func (d *durationValue) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: write it like 5s, 300ms or 1m30s", s)
+	}
+	if v < 0 {
+		return fmt.Errorf("%q: a duration here is not negative", s)
+	}
+	*d = durationValue(v)
+	return nil
+}
+
+// durationFlag defines a duration flag with durationValue's checks.
+func durationFlag(fs *flag.FlagSet, name string, def time.Duration, usage string) *time.Duration {
+	d := def
+	fs.Var((*durationValue)(&d), name, usage)
+	return &d
+}
+
+// parsePoll resolves --poll and its alias --wait into the poll mode. The
+// tools share one vocabulary: busy (spin, a CPU per poller) and yield
+// (sleep when idle); httpxdp adds adaptive (spin a while, then sleep).
+// spin and sleep, httpxdp's former names, are accepted as busy and yield.
+func parsePoll(poll string, wait bool) (core.Poll, error) {
+	switch poll {
+	case "", string(core.PollBusy), "spin":
+		if wait {
+			return core.PollYield, nil
+		}
+		return core.PollBusy, nil
+	case string(core.PollYield), "sleep", "wait":
+		return core.PollYield, nil
+	}
+	return "", fmt.Errorf(`--poll %q: want "busy" (spin on Rx, a CPU per poller) or "yield" (sleep in Wait when idle)`, poll)
+}
+
+// checkIface checks --iface for a raw kind before anything opens: it
+// must exist and be an Ethernet interface (the raw kinds build Ethernet
+// frames: loopback has no MAC). Kernel kinds take no --iface.
+func checkIface(kind core.Kind, iface string) error {
+	if !kind.IsRaw() || iface == "" || kind.IsDPDK() {
+		return nil
+	}
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return fmt.Errorf("--iface %s: %w", iface, err)
+	}
+	if len(ifi.HardwareAddr) != 6 {
+		why := "it has no Ethernet MAC address"
+		if ifi.Flags&net.FlagLoopback != 0 {
+			why = "it is the loopback interface, which has no Ethernet MAC address"
+		}
+		twin := core.KindUDP
+		if kind.IsStream() {
+			twin = core.KindTCP
+		}
+		return fmt.Errorf("--iface %s: kind %s sends Ethernet frames and %s; use an Ethernet port or a veth, or --kind %s on loopback",
+			iface, kind, why, twin)
+	}
+	return nil
+}
