@@ -23,7 +23,6 @@ import (
 	"strings"
 
 	"github.com/dgramio/dgramio/internal/bench"
-	"github.com/dgramio/dgramio/internal/benchnet"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
@@ -65,18 +64,44 @@ type Failure struct {
 }
 
 // failer returns a tool's fail: it records class and err in *f, prints
-// "failed <class>: <err>" on stdout, writes out as JSON to path (when
-// set; an error of that goes to stderr after "<tool>:") and returns the
-// exit status 2.
-func failer(tool string, stdout, stderr io.Writer, path string, f **Failure, out any) func(class string, err error) int {
+// "failed <class>: <err>" on stdout (on stderr when the JSON goes to
+// stdout), writes out as JSON to path (when set; an error of that goes to
+// stderr after "<tool>:"), and returns the exit status: ExitUsage for a
+// ClassConfig error (a flag or setting the tool refuses), ExitFailed for
+// any other (the run could not be made here).
+func failer(tool string, kind *core.Kind, stdout, stderr io.Writer, path string, f **Failure, out any) func(class string, err error) int {
 	return func(class string, err error) int {
 		*f = &Failure{Class: class, Error: err.Error()}
-		fmt.Fprintf(stdout, "failed %s: %v\n", class, err)
-		if werr := writeJSON(path, out); werr != nil {
+		human := stdout
+		if path == "-" {
+			human = stderr
+		}
+		fmt.Fprintf(human, "failed %s: %v\n", class, err)
+		if hint := fixHint(*kind, err); hint != "" {
+			fmt.Fprintf(stderr, "%s: %s\n", tool, hint)
+		}
+		if werr := writeResult(path, stdout, out); werr != nil {
 			fmt.Fprintln(stderr, tool+":", werr)
 		}
-		return 2
+		if class == ClassConfig {
+			return ExitUsage
+		}
+		return ExitFailed
 	}
+}
+
+// writeResult writes v as JSON to path, or to stdout when path is "-"
+// (as iperf3 -J).
+func writeResult(path string, stdout io.Writer, v any) error {
+	if path != "-" {
+		return writeJSON(path, v)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	_, err = stdout.Write(append(b, '\n'))
+	return err
 }
 
 // writeJSON writes v to path (nothing when path is empty).
@@ -94,18 +119,23 @@ func writeJSON(path string, v any) error {
 	return nil
 }
 
-// parseAddr parses an IPv4 address of the benchmarking range or loopback;
-// the tools send nowhere else. Empty gives the zero Addr.
+// parseAddr parses an IPv4 address given on the command line: any
+// address of the user's own ports (the benchmarking range of package
+// benchnet binds only the test hosts that netbench and the tests make).
+// Empty gives the zero Addr.
 func parseAddr(flag, s string) (netip.Addr, error) {
 	if s == "" {
 		return netip.Addr{}, nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("--%s %q: %w", flag, s, err)
+		return netip.Addr{}, fmt.Errorf("--%s %q: not an IP address (write it like 192.0.2.1)", flag, s)
 	}
-	if err := benchnet.CheckBenchAddr(flag, a); err != nil {
-		return netip.Addr{}, err
+	if !a.Is4() {
+		return netip.Addr{}, fmt.Errorf("--%s %s: only IPv4 is supported", flag, s)
+	}
+	if a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return netip.Addr{}, fmt.Errorf("--%s %s: want the address of one host", flag, s)
 	}
 	return a, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/dgramio/dgramio/internal/core"
@@ -113,4 +114,50 @@ func checkIface(kind core.Kind, iface string) error {
 			iface, kind, why, twin)
 	}
 	return nil
+}
+
+// fixHint names the likely cause of err and its fix, where the error
+// alone does not: a userspace TCP kind that got no answer to its SYN on a
+// veth whose kernel end still offloads TX checksums (the frames arrive
+// with the checksum unfinished, and the engine drops them as corrupt). ""
+// when it knows none.
+func fixHint(kind core.Kind, err error) string {
+	if kind.IsStream() && kind.IsRaw() && errors.Is(err, syscall.ETIMEDOUT) {
+		return checksumFix
+	}
+	return ""
+}
+
+// checksumFix is the cause and fix of tcp_checksum_errors on a veth.
+const checksumFix = "if the peer is a kernel on a veth (or a NIC with TX checksum offload), its segments arrive with the TCP checksum left to the hardware, " +
+	"and the userspace TCP drops them (counter tcp_checksum_errors): turn the offload off at the sending end, ethtool -K <its interface> tx off"
+
+// checksumErrors returns the counter tcp_checksum_errors of s (any layer).
+func checksumErrors(s core.Stats) uint64 {
+	var n uint64
+	for _, c := range s.Layers {
+		if c.Name == "tcp_checksum_errors" {
+			n += c.Value
+		}
+	}
+	return n
+}
+
+// watchChecksums prints checksumFix on stderr once, when the counter
+// tcp_checksum_errors of stats has risen while no connection was ever
+// accepted or opened, checking every period until stop is closed.
+func watchChecksums(tool string, stats func() core.Stats, period time.Duration, stderr io.Writer, stop <-chan struct{}) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if s := stats(); checksumErrors(s) > 0 && s.Accepts == 0 && s.Conns == 0 {
+			fmt.Fprintf(stderr, "%s: %d TCP segments dropped for a bad checksum and no connection yet: %s\n", tool, checksumErrors(s), checksumFix)
+			return
+		}
+	}
 }
