@@ -1,5 +1,5 @@
 // Package cli holds the command lines of the measuring tools: echo and
-// loadgen (cmd/echo, cmd/loadgen, and netbench, which re-executes itself in
+// loadgen (cmd/dgramio-echo, cmd/dgramio-loadgen, and netbench, which re-executes itself in
 // either mode). Each Main parses its flags, pins the poller (the userspace
 // TCP kinds on netstack pin the whole process themselves: see pin), opens the backend
 // with dgramio.New, runs the loop of package load, closes the backend and
