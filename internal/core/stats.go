@@ -76,6 +76,11 @@ type Counter struct {
 	// one message each) that were lost on this path; the tools add these up
 	// to check that every message is accounted for.
 	Loss bool `json:"loss"`
+	// Gauge is true for a level rather than a count: a value that goes
+	// down as well as up (sends in flight, connections open now) or the
+	// largest seen (rtt_us_max). Prometheus exports it as a gauge; adding
+	// two of it (queues, intervals) means a total level, not a rate.
+	Gauge bool `json:"gauge,omitempty"`
 }
 
 // RxDropped is the sum of the receive-side drops of our own layer.

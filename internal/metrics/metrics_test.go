@@ -416,3 +416,38 @@ func TestExpvarJSONSnakeCase(t *testing.T) {
 		t.Errorf("layer counter %v", layer)
 	}
 }
+
+// A level among the layer counters (Counter.Gauge) is exported as a
+// gauge, in family dgramio_layer, never in the counter family
+// dgramio_layer_total (whose rate a dashboard takes); the counts stay
+// counters.
+func TestLayerGaugesTyped(t *testing.T) {
+	s := core.Stats{Kind: core.KindURing, Layers: []core.Counter{
+		{Layer: "uring", Name: "tx_inflight", Value: 7, Gauge: true},
+		{Layer: "tcp", Name: "rtt_us_max", Value: 250, Gauge: true},
+		{Layer: "socket", Name: "drops", Value: 2, Loss: true},
+	}}
+	var b strings.Builder
+	if err := WritePrometheus(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"# TYPE dgramio_layer_total counter\n",
+		`dgramio_layer_total{kind="uring",layer="socket",name="drops",loss="true"} 2`,
+		"# TYPE dgramio_layer gauge\n",
+		`dgramio_layer{kind="uring",layer="uring",name="tx_inflight",loss="false"} 7`,
+		`dgramio_layer{kind="uring",layer="tcp",name="rtt_us_max",loss="false"} 250`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("exposition lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `dgramio_layer_total{kind="uring",layer="uring",name="tx_inflight"`) {
+		t.Errorf("a gauge in the counter family:\n%s", out)
+	}
+	sum := core.SumStats([]core.Stats{s, s})
+	if v := sum.Layers[0]; !v.Gauge || v.Value != 14 {
+		t.Errorf("SumStats lost the gauge: %+v", v)
+	}
+}

@@ -803,7 +803,7 @@ func (b *Backend) snapshot() core.Stats {
 		core.Counter{Layer: "uring", Name: "send_refused", Value: b.sendRefused},
 		core.Counter{Layer: "uring", Name: "send_other_errors", Value: b.sendOther},
 		core.Counter{Layer: "uring", Name: "send_cancelled", Value: b.cancelled},
-		core.Counter{Layer: "uring", Name: "tx_inflight", Value: uint64(b.inflight)},
+		core.Counter{Layer: "uring", Name: "tx_inflight", Value: uint64(b.inflight), Gauge: true},
 		core.Counter{Layer: "uring", Name: "tx_unconfirmed_at_close", Value: b.unconfirmedAtClose},
 		core.Counter{Layer: "uring", Name: "queue_no_dest", Value: b.noDest},
 		core.Counter{Layer: "uring", Name: "queue_bad_dest", Value: b.badDest},
