@@ -55,7 +55,7 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 		batch:  "messages per Rx and per send batch",
 	})
 	stats := fs.String("stats", "", "write the counters as JSON to this file on exit (-: to stdout, after the ready line)")
-	maxTime := durationFlag(fs, "max-time", 0, "stop after this long even without a signal, like 30s (0: never)")
+	maxTime := durationFlag(fs, "max-time", 0, "stop after this long even without a signal, like `30s` (0: never)")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}

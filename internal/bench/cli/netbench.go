@@ -189,9 +189,9 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 	kinds := fs.String("kinds", "", "comma-separated kinds (default: every kind this build has), and variants measured as rows of their own: "+
 		"uring+sqpoll (SQPOLL, each tool's SQ thread on a CPU of its own: 4 CPUs), uring+napi (NAPI busy polling; the echo sleeps in io_uring_enter, GRO on the veth for those cells)")
 	rates := fs.String("rates", DefaultRates, "comma-separated offered rates, messages per second")
-	duration := durationFlag(fs, "duration", 5*time.Second, "measured time per cell, like 5s")
-	warmup := durationFlag(fs, "warmup", time.Second, "warm-up per cell, sent but not measured, like 1s")
-	drain := durationFlag(fs, "drain", load.DefaultDrain, "time to wait for answers after the last send, like 1s")
+	duration := durationFlag(fs, "duration", 5*time.Second, "measured time per cell, like `5s`")
+	warmup := durationFlag(fs, "warmup", time.Second, "warm-up per cell, sent but not measured, like `1s`")
+	drain := durationFlag(fs, "drain", load.DefaultDrain, "time to wait for answers after the last send, like `1s`")
 	size := fs.Int("size", load.DefaultSize, "message size in bytes")
 	batch := fs.Int("batch", load.DefaultBatch, "messages per Flush and per Rx")
 	queues := fs.String("queues", "1", "queues of the test hosts or ports and of both tools (one poller each); a list (1,2,4) runs each kind with each and adds a scaling table")
