@@ -478,11 +478,13 @@ func (c *Cell) Format() string {
 		if c.LimitedBy == LimitLoadgen {
 			s += " [loadgen]"
 		}
+	case c.LimitedBy == LimitLoadgen:
+		// Every answer back, but the sender fell behind its schedule:
+		// the latency measured from the schedule is its lag, not the
+		// path's round trip, so none is shown.
+		s = fmt.Sprintf("sender behind %s, %s/s [loadgen]", FormatUs(c.LagMaxUs)+" µs", FormatRate(c.AchievedRate))
 	default:
 		s = FormatUs(c.P50Us) + " / " + FormatUs(c.P99Us)
-		if c.LimitedBy == LimitLoadgen {
-			s += " [loadgen]"
-		}
 	}
 	if c.Unaccounted != 0 {
 		s += fmt.Sprintf(" unaccounted %+d", c.Unaccounted)

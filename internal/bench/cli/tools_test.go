@@ -207,3 +207,20 @@ func TestNetbenchBadInput(t *testing.T) {
 		t.Errorf("--size 8000 on udp and tcp refused: %s %s", out, errOut)
 	}
 }
+
+// The report names the setting that limits a DPDK row while its RX ring
+// is smaller than the AF_XDP kinds' ring (dpdk's 256 against xdp's 2048),
+// and nothing once they are alike.
+func TestLimitOfDPDKRing(t *testing.T) {
+	nb := &netbench{}
+	if l := nb.limitOf("dpdk"); !strings.Contains(l, "RX ring of 256 descriptors") || !strings.Contains(l, "--dpdk-rx-desc 2048") {
+		t.Errorf("dpdk by default: %q", l)
+	}
+	if l := nb.limitOf("xdp"); l != "" {
+		t.Errorf("xdp: %q", l)
+	}
+	nb.o.DPDKRxDesc = 2048
+	if l := nb.limitOf("tcp-dpdk"); l != "" {
+		t.Errorf("tcp-dpdk with a ring like xdp's: %q", l)
+	}
+}
