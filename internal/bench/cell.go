@@ -5,6 +5,7 @@ import (
 	"github.com/dgramio/dgramio/internal/bench/load"
 	"reflect"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/dgramio/dgramio/internal/core"
@@ -482,7 +483,8 @@ func (c *Cell) Format() string {
 		// Every answer back, but the sender fell behind its schedule:
 		// the latency measured from the schedule is its lag, not the
 		// path's round trip, so none is shown.
-		s = fmt.Sprintf("sender behind %s, %s/s [loadgen]", FormatUs(c.LagMaxUs)+" µs", FormatRate(c.AchievedRate))
+		behind := time.Duration(c.LagMaxUs * 1e3).Round(time.Millisecond)
+		s = fmt.Sprintf("sender behind %v, %s/s [loadgen]", behind, FormatRate(c.AchievedRate))
 	default:
 		s = FormatUs(c.P50Us) + " / " + FormatUs(c.P99Us)
 	}
