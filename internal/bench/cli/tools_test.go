@@ -8,8 +8,13 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // toolCase is one command line of a tool and what it must answer: the
@@ -222,5 +227,43 @@ func TestLimitOfDPDKRing(t *testing.T) {
 	nb.o.DPDKRxDesc = 2048
 	if l := nb.limitOf("tcp-dpdk"); l != "" {
 		t.Errorf("tcp-dpdk with a ring like xdp's: %q", l)
+	}
+}
+
+// A userspace TCP kind whose peer's segments arrive with the checksum
+// left to the hardware (a kernel on a veth with TX offload on) only
+// counts tcp_checksum_errors; the tools name the cause and the fix: the
+// echo when the counter rises before any connection, the load generator
+// on a connect that got no answer.
+func TestChecksumOffloadHint(t *testing.T) {
+	var mu sync.Mutex
+	s := core.Stats{Kind: core.KindTCPXDP}
+	stats := func() core.Stats { mu.Lock(); defer mu.Unlock(); return s }
+	var out testutil.LockedBuffer
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { watchChecksums("echo", stats, time.Millisecond, &out, stop); close(done) }()
+	time.Sleep(20 * time.Millisecond)
+	if out.String() != "" {
+		t.Fatalf("a hint with no checksum error: %q", out.String())
+	}
+	mu.Lock()
+	s.Layers = []core.Counter{{Layer: "native", Name: "tcp_checksum_errors", Value: 3}}
+	mu.Unlock()
+	select {
+	case <-done: // it printed once and stopped watching
+	case <-time.After(20 * time.Second):
+		t.Fatal("the watcher did not notice tcp_checksum_errors")
+	}
+	close(stop)
+	if got := out.String(); !strings.Contains(got, "3 TCP segments dropped for a bad checksum") || !strings.Contains(got, "ethtool -K <its interface> tx off") {
+		t.Errorf("hint %q", got)
+	}
+	timeout := fmt.Errorf("tcp: connect 198.18.0.2:5000: no answer: %w", syscall.ETIMEDOUT)
+	if h := fixHint(core.KindTCPXDP, timeout); !strings.Contains(h, "tx off") {
+		t.Errorf("tcp-xdp connect timeout: hint %q", h)
+	}
+	if h := fixHint(core.KindTCP, timeout); h != "" {
+		t.Errorf("kernel tcp: hint %q (the kernel checks its own checksums)", h)
 	}
 }
