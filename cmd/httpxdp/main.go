@@ -81,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: dgramio-httpxdp [flags]\n\nflags:")
+			fmt.Fprintln(stdout, "usage: httpxdp [flags]\n\nflags:")
 			fs.PrintDefaults()
 			return 0
 		}
