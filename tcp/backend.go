@@ -151,7 +151,7 @@ const pollBudget = 256
 //   - Records are u16 length-prefixed (Staging, Decoder). Queue copies a
 //     record into each destination connection's Staging, all or none: when
 //     one of them has no room (the peer is slow, or the window is closed)
-//     Queue returns false and queues nothing (TxBackpressure). A record is
+//     Queue returns core.ErrBackPressure and queues nothing (TxBackpressure). A record is
 //     never cut: it enters the stream whole, in order (possibly in two
 //     segments), or not at all.
 //   - Flush hands staged bytes to netstack (its send buffer, TCP.SendBuf),
@@ -181,7 +181,7 @@ const pollBudget = 256
 //     (Resets), its connection removed (records still staged for it are
 //     counted in TxDropped) and reported the same way. A server goes on
 //     serving its other connections; a client goes on with its other Dests
-//     (with none left, Queue has nowhere to send and returns false).
+//     (with none left, Queue has nowhere to send: core.ErrNoRoute).
 //   - The connection set, staging, decoding and counting are the stream
 //     layer's (internal/stream), shared with kind tcp; netstack's
 //     endpoints are its transport.
@@ -297,8 +297,8 @@ func checkConfig(cfg core.Config) error {
 		return bad("Dests", cfg.Dests, "a client needs at least one destination address")
 	}
 	for _, d := range cfg.Dests {
-		if !d.IsValid() || !d.Is4() {
-			return bad("Dests", d, "only IPv4 is supported")
+		if !d.Addr().Is4() || d.Port() == 0 {
+			return bad("Dests", d, "only IPv4 is supported, with a port")
 		}
 	}
 	if cfg.MaxDatagram < 1 || cfg.MaxDatagram > MaxRecord {
@@ -660,7 +660,7 @@ func (b *Backend) connectAll() error {
 		if terr != nil {
 			return fmt.Errorf("tcp: new endpoint: %w", goErr(terr))
 		}
-		c := b.newConn(ep, wq, netip.AddrPortFrom(d, b.cfg.Port))
+		c := b.newConn(ep, wq, d)
 		b.s.Add(c, c.peer) // released by shutdown on error
 		if err := b.tune.ApplyEndpoint(ep); err != nil {
 			return err
@@ -675,7 +675,7 @@ func (b *Backend) connectAll() error {
 				return err
 			}
 		}
-		switch terr := ep.Connect(b.fullAddr(d, b.cfg.Port)); terr.(type) {
+		switch terr := ep.Connect(b.fullAddr(d.Addr(), d.Port())); terr.(type) {
 		case nil:
 		case *tcpip.ErrConnectStarted:
 			pending = append(pending, c)
@@ -754,7 +754,7 @@ func (b *Backend) resolveAll(ctx context.Context) error {
 			left.Add(-1)
 			b.st.EP.Interrupt()
 		}
-		switch terr := b.st.NS.GetLinkAddress(stack.NICID, tcpip.AddrFrom4(d.As4()), local, ipv4.ProtocolNumber, done); terr.(type) {
+		switch terr := b.st.NS.GetLinkAddress(stack.NICID, tcpip.AddrFrom4(d.Addr().As4()), local, ipv4.ProtocolNumber, done); terr.(type) {
 		case nil, *tcpip.ErrWouldBlock:
 		default:
 			return fmt.Errorf("tcp: resolve %s: %w", d, goErr(terr))
@@ -795,26 +795,27 @@ func (b *Backend) bindSourcePort(ep tcpip.Endpoint, peer netip.AddrPort) error {
 }
 
 // Queue copies payload as one record into the staging of every connection
-// (all of them or none) and returns true; false when there is no
-// connection ("queue_no_conn", layer "tcp"), when payload is longer than
-// MaxDatagram (TxOversize, one per connection), when one of them has no
-// room (TxBackpressure, one per connection), or after Close. Nothing is
-// sent before Flush.
-func (b *Backend) Queue(payload []byte) bool {
+// (all of them or none) and returns nil; or, staging nothing,
+// core.ErrNoRoute when there is no connection ("queue_no_conn", layer
+// "tcp"), core.ErrTooLarge when payload is longer than MaxDatagram
+// (TxOversize, one per connection), core.ErrBackPressure when one of them
+// has no room (TxBackpressure, one per connection), or core.ErrClosed
+// after Close. Nothing is sent before Flush.
+func (b *Backend) Queue(payload []byte) error {
 	if !b.guard.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer b.guard.Exit()
 	return b.s.Queue(payload)
 }
 
 // QueueTo is Queue for the one connection whose peer is to (the From of a
-// received Packet). It returns false as Queue does; a peer that is not (or
-// no longer) connected is counted as "queue_no_conn" (layer "tcp"), as kind
-// tcp counts it.
-func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
+// received Packet). It returns what Queue does; a peer that is not (or
+// no longer) connected is core.ErrNoRoute, counted as "queue_no_conn"
+// (layer "tcp"), as kind tcp counts it.
+func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	if !b.guard.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer b.guard.Exit()
 	return b.s.QueueTo(payload, to)

@@ -60,7 +60,7 @@ func serverConfig() core.Config {
 
 func clientConfig() core.Config {
 	c := core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
-		Dests: []netip.Addr{srvIP}, Port: testPort, ConnectTimeout: 20 * time.Second}
+		Dests: []netip.AddrPort{netip.AddrPortFrom(srvIP, testPort)}, Port: testPort, ConnectTimeout: 20 * time.Second}
 	c.TCP.Stack = testStack
 	return c
 }
@@ -103,7 +103,7 @@ func echo(t *testing.T, b *Backend) func(ctx context.Context) bool {
 	pkts := make([]core.Packet, 64)
 	var backlog []core.Packet
 	return func(ctx context.Context) bool {
-		for len(backlog) > 0 && b.QueueTo(backlog[0].Data, backlog[0].From) {
+		for len(backlog) > 0 && b.QueueTo(backlog[0].Data, backlog[0].From) == nil {
 			backlog[0] = core.Packet{}
 			backlog = backlog[1:]
 		}
@@ -119,7 +119,7 @@ func echo(t *testing.T, b *Backend) func(ctx context.Context) bool {
 			}
 		}
 		for i := 0; i < n; i++ {
-			if len(backlog) == 0 && b.QueueTo(pkts[i].Data, pkts[i].From) {
+			if len(backlog) == 0 && b.QueueTo(pkts[i].Data, pkts[i].From) == nil {
 				continue
 			}
 			backlog = append(backlog, core.Packet{Data: append([]byte(nil), pkts[i].Data...), From: pkts[i].From})
@@ -218,7 +218,7 @@ func stream(t *testing.T, cli *Backend, total int, size func(i uint64) int, dead
 		}
 		for sentBytes < total {
 			sz := size(sent)
-			if !cli.Queue(makeRecord(buf, sent, sz)) {
+			if cli.Queue(makeRecord(buf, sent, sz)) != nil {
 				break
 			}
 			expect = append(expect, sz)
@@ -378,7 +378,7 @@ func testManyConnections(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("server Queue never refused: queued %d, stats %+v", queued, srv.Stats())
 		}
-		if !srv.Queue(makeRecord(buf, queued, len(buf))) {
+		if srv.Queue(makeRecord(buf, queued, len(buf))) != nil {
 			break
 		}
 		queued++
@@ -470,8 +470,8 @@ func testCloseAndReset(t *testing.T) {
 		if s := srv.Stats(); s.PeerCloses != 1 || s.Resets != 0 || s.Conns != 0 {
 			t.Fatalf("server stats %+v", s)
 		}
-		if cli.Queue([]byte("x")) {
-			t.Fatal("Queue after Close succeeded")
+		if err := cli.Queue([]byte("x")); err != core.ErrClosed {
+			t.Fatalf("Queue after Close: %v, want core.ErrClosed", err)
 		}
 		if _, err := cli.Rx(make([]core.Packet, 1)); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("Rx after Close: %v", err)
@@ -573,7 +573,7 @@ func testBackpressure(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no stall reported; sent %d, stats %+v", sent, cli.Stats())
 		}
-		for cli.Queue(makeRecord(buf, sent, 1000)) {
+		for cli.Queue(makeRecord(buf, sent, 1000)) == nil {
 			sent++
 		}
 		if err := cli.Flush(); err != nil {
@@ -747,7 +747,7 @@ func testBackpressureClearsWithoutFlush(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no stall reported; sent %d, stats %+v", sent, cli.Stats())
 		}
-		for cli.Queue(makeRecord(buf, sent, 1000)) {
+		for cli.Queue(makeRecord(buf, sent, 1000)) == nil {
 			sent++
 		}
 		if err := cli.Flush(); err != nil {
@@ -758,7 +758,7 @@ func testBackpressureClearsWithoutFlush(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if cli.Queue(makeRecord(buf, sent, 1000)) {
+	if cli.Queue(makeRecord(buf, sent, 1000)) != core.ErrBackPressure {
 		t.Fatal("Queue took a record with the staging full")
 	}
 	// Every record accepted so far went through a Flush. From here on the
@@ -784,7 +784,7 @@ func testBackpressureClearsWithoutFlush(t *testing.T) {
 		}
 	}
 	rxUntil("without Flush", func() bool { return got.Load() == sent })
-	if !cli.Queue(makeRecord(buf, sent, 1000)) {
+	if cli.Queue(makeRecord(buf, sent, 1000)) != nil {
 		t.Fatalf("Queue still refused with the stream drained: %+v", cli.Stats())
 	}
 	sent++
@@ -891,7 +891,7 @@ func testLingerCountsUnacked(t *testing.T) {
 	const acked, lost = 5, 10
 	msg := make([]byte, 100)
 	for i := 0; i < acked; i++ {
-		if !cli.Queue(msg) {
+		if cli.Queue(msg) != nil {
 			t.Fatalf("Queue %d refused", i)
 		}
 	}
@@ -912,7 +912,7 @@ func testLingerCountsUnacked(t *testing.T) {
 	}
 	pb.SetImpairment(memio.Impairment{Loss: 1})
 	for i := 0; i < lost; i++ {
-		if !cli.Queue(msg) {
+		if cli.Queue(msg) != nil {
 			t.Fatalf("Queue %d refused", i)
 		}
 	}
@@ -959,7 +959,7 @@ func testCloseCountsAnswersInFlight(t *testing.T) {
 	srv, cli, _, stop := echoPair(t, Options{})
 	msg := make([]byte, 100)
 	for i := 0; i < 2000; i++ {
-		for !cli.Queue(msg) {
+		for cli.Queue(msg) != nil {
 			if err := cli.Flush(); err != nil {
 				t.Fatal(err)
 			}
@@ -1008,7 +1008,7 @@ func testWaitReturnsForDecodedRecords(t *testing.T) {
 	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), acceptOnly)
 	<-accepted
 	for _, s := range []string{"a", "b", "c"} {
-		if !cli.Queue([]byte(s)) {
+		if cli.Queue([]byte(s)) != nil {
 			t.Fatal("Queue refused")
 		}
 	}

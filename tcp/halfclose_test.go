@@ -49,7 +49,7 @@ func testOversizeRecordFromPeer(t *testing.T) {
 	cc := clientConfig()
 	cc.MaxDatagram = MaxRecord
 	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), cc, nil)
-	if !cli.Queue(make([]byte, MaxRecord)) || !cli.Queue([]byte("after")) {
+	if cli.Queue(make([]byte, MaxRecord)) != nil || cli.Queue([]byte("after")) != nil {
 		t.Fatal("Queue refused")
 	}
 	var got []string
@@ -85,7 +85,7 @@ func testHalfCloseAnswersFlow(t *testing.T) {
 		}
 		fin = err
 	}, func() bool {
-		for sent < n && cli.Queue(makeRecord(buf, sent, size)) {
+		for sent < n && cli.Queue(makeRecord(buf, sent, size)) == nil {
 			sent++
 		}
 		if sent == n && !shut {
@@ -117,7 +117,7 @@ func TestTxBytesCountsPayload(t *testing.T) { engines(t, testTxBytesCountsPayloa
 func testTxBytesCountsPayload(t *testing.T) {
 	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), nil)
 	for i := 0; i < 10; i++ {
-		if !cli.Queue(make([]byte, 100)) {
+		if cli.Queue(make([]byte, 100)) != nil {
 			t.Fatal("Queue refused")
 		}
 	}

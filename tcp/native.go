@@ -246,7 +246,7 @@ func (n *nativeEngine) connectAll() error {
 	defer cancel()
 	pending := make([]*nconn, 0, len(b.cfg.Dests))
 	for _, d := range b.cfg.Dests {
-		peer := netip.AddrPortFrom(d, b.cfg.Port)
+		peer := d
 		c, err := n.dial(peer)
 		if err != nil {
 			return err

@@ -63,7 +63,7 @@ func rawPair(b *testing.B) (srv, cli core.Backend) {
 	pa, pb := memio.NewPair(memio.Options{})
 	sc := core.Config{Kind: core.KindXDP, Role: core.RoleServer, Iface: "memio", LocalIP: srvIP, Port: 5000}
 	cc := core.Config{Kind: core.KindXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
-		Dests: []netip.Addr{srvIP}, Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACA}
+		Dests: []netip.AddrPort{netip.AddrPortFrom(srvIP, 5000)}, Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACA}
 	s, err := udp.NewRaw(sc, pa, udp.RawOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -83,7 +83,7 @@ func nativePair(b *testing.B) (srv, cli core.Backend) {
 	srvIP, cliIP := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	sc := core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: "memio", LocalIP: srvIP, Port: 5000}
 	cc := core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
-		Dests: []netip.Addr{srvIP}, Port: 5000, ConnectTimeout: 20 * time.Second}
+		Dests: []netip.AddrPort{netip.AddrPortFrom(srvIP, 5000)}, Port: 5000, ConnectTimeout: 20 * time.Second}
 	sc.TCP.Stack, cc.TCP.Stack = core.TCPStackNative, core.TCPStackNative
 	pa, pb := memio.NewPair(memio.Options{})
 	srv, err := tcp.NewOverFrameIO(sc, pa, tcp.Options{})
@@ -164,7 +164,7 @@ func runOneLoop(b *testing.B, srv, cli core.Backend) {
 func (l *oneLoop) pass(step func()) { step() }
 
 func (l *oneLoop) send() {
-	if !l.cli.Queue(l.msg) {
+	if l.cli.Queue(l.msg) != nil {
 		l.b.Fatal("the client's Queue refused a message")
 	}
 	if err := l.cli.Flush(); err != nil {
@@ -175,7 +175,7 @@ func (l *oneLoop) send() {
 func (l *oneLoop) recv() { l.in = rxOne(l.b, l.srv, l.pkts) }
 
 func (l *oneLoop) answer() {
-	if !l.srv.QueueTo(l.in.Data, l.in.From) {
+	if l.srv.QueueTo(l.in.Data, l.in.From) != nil {
 		l.b.Fatal("the server's QueueTo refused the answer")
 	}
 	if err := l.srv.Flush(); err != nil {

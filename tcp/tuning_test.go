@@ -275,7 +275,7 @@ func TestNagle(t *testing.T) {
 		}
 		pa.SetImpairment(memio.Impairment{Loss: 1}) // server -> client lost
 		for i := 0; i < 3; i++ {
-			if !cli.Queue([]byte{byte('a' + i)}) {
+			if cli.Queue([]byte{byte('a' + i)}) != nil {
 				t.Fatal("Queue refused")
 			}
 			if err := cli.Flush(); err != nil {
@@ -347,7 +347,7 @@ func lossySetup(t *testing.T, ccfg core.Config) (*Backend, *capture, *faketime.M
 	})
 	c.reset()
 	pb.SetImpairment(memio.Impairment{Loss: 1})
-	if !cli.Queue([]byte("lost")) {
+	if cli.Queue([]byte("lost")) != nil {
 		t.Fatal("Queue refused")
 	}
 	if err := cli.Flush(); err != nil {
@@ -520,7 +520,7 @@ func TestSendBuf(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatal("never stalled")
 			}
-			for cli.Queue(buf) {
+			for cli.Queue(buf) == nil {
 			}
 			if err := cli.Flush(); errors.Is(err, ErrSendStall) {
 				break

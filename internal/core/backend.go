@@ -23,18 +23,23 @@ type Packet struct {
 // Threading: Queue, QueueTo, Flush, Rx and Wait form the poll loop and must
 // be called by one goroutine at a time (not concurrently with each other).
 // Stats and Close may be called from any goroutine at any time. After Close,
-// Queue and QueueTo return false, and Flush, Rx and Wait return an error
+// Queue and QueueTo return ErrClosed, and Flush, Rx and Wait return an error
 // matching net.ErrClosed; a Close that races with Rx or Wait makes them
 // return net.ErrClosed, never crash.
 type Backend interface {
 	// Queue copies payload into a send slot for every destination (Config.Dests
 	// on a client; every connected peer on a stream server). The caller may
-	// reuse payload at once. It returns false, and queues nothing, when the
-	// slots are full (back-pressure: the caller keeps the message) or the
-	// payload is larger than Config.MaxDatagram. Nothing leaves before Flush.
-	Queue(payload []byte) bool
-	// QueueTo is Queue for one receiver: the From of a received Packet.
-	QueueTo(payload []byte, to netip.AddrPort) bool
+	// reuse payload at once. It returns nil, or one of these and queues
+	// nothing, for any destination: ErrBackPressure (the slots are full:
+	// Flush and queue it again; the caller keeps the message), ErrTooLarge
+	// (larger than Config.MaxDatagram), ErrNoRoute (no destination or no
+	// open connection) or ErrClosed. Each is a plain value: no allocation.
+	// Nothing leaves before Flush.
+	Queue(payload []byte) error
+	// QueueTo is Queue for one receiver: the From of a received Packet. It
+	// returns ErrNoRoute also for a peer with no connection or an address
+	// the kind cannot send to (another family, port 0).
+	QueueTo(payload []byte, to netip.AddrPort) error
 	// Flush sends everything queued, in batches of Config.TxBatch. A datagram
 	// the kernel or ring refuses is counted in Stats.TxDropped and Flush goes
 	// on; the error reports what stops the path itself (a reset connection,

@@ -63,11 +63,14 @@ type Config struct {
 	// LocalIP is our IPv4 address. Required for raw kinds and for a server;
 	// a kernel client may leave it unset (the kernel picks the source).
 	LocalIP netip.Addr
-	// Dests are the receivers of a client. A message queued with Queue goes
-	// to every one of them (fan-out). A server may leave it empty.
-	Dests []netip.Addr
-	// Port is the server's UDP or TCP port: where a client sends, where a
-	// server listens.
+	// Dests are the receivers of a client, each an IPv4 address and port
+	// (an IPv4-mapped IPv6 address is taken as IPv4). A message queued with
+	// Queue goes to every one of them (fan-out). A destination with port 0
+	// is at Port. A server may leave it empty.
+	Dests []netip.AddrPort
+	// Port is the port a server listens on, and a client's port for every
+	// destination that names none. A client whose destinations all name
+	// their port may leave it 0: defaults make it the first one's.
 	Port uint16
 	// LocalPort is a client's source port. 0: an ephemeral port on kernel
 	// kinds and tcp-*, Port itself on the raw datagram kinds (xdp, dpdk).
@@ -343,6 +346,11 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.ConnectTimeout, DefaultConnectWait)
 	orDefault(&c.Queues, 1)
 	orDefault(&c.Poll, PollBusy)
+	c.LocalIP = c.LocalIP.Unmap()
+	c.Dests = c.withDestPorts()
+	if c.Port == 0 && len(c.Dests) > 0 {
+		c.Port = c.Dests[0].Port()
+	}
 	if c.LocalPort == 0 && (c.Kind == KindXDP || c.Kind == KindDPDK) {
 		c.LocalPort = c.Port
 	}
@@ -465,30 +473,38 @@ func (o DPDKOptions) CheckDevice(iface string) error {
 
 // checkAddrs checks LocalIP, Dests, Port and DstMAC.
 func (c Config) checkAddrs() error {
-	if c.LocalIP.IsValid() && !c.LocalIP.Is4() {
+	if c.LocalIP.IsValid() && !c.LocalIP.Unmap().Is4() {
 		return BadField("LocalIP", c.LocalIP, "only IPv4 is supported")
 	}
 	if c.Kind.IsRaw() && !c.LocalIP.IsValid() {
 		return BadField("LocalIP", c.LocalIP, "kind %s needs our IPv4 address", c.Kind)
 	}
 	if c.Role == RoleClient && len(c.Dests) == 0 {
-		return BadField("Dests", c.Dests, "a client needs at least one destination address")
+		return BadField("Dests", c.Dests, "a client needs at least one destination (address and port)")
 	}
-	seen := make(map[netip.Addr]bool, len(c.Dests))
-	for i, d := range c.Dests {
-		if !d.IsValid() || !d.Is4() {
+	dests := c.withDestPorts()
+	seen := make(map[netip.AddrPort]bool, len(dests))
+	for i, d := range dests {
+		a := d.Addr()
+		if !a.IsValid() || !a.Is4() {
 			return BadField("Dests", d, "destination %d is not an IPv4 address", i)
+		}
+		if d.Port() == 0 {
+			return BadField("Port", c.Port, "destination %d (%v) names no port: give it one (198.18.0.2:5000) or set Port", i, d.Addr())
 		}
 		if seen[d] {
 			return BadField("Dests", d, "destination %d is listed twice (a message would go to it twice)", i)
 		}
 		seen[d] = true
-		if c.Kind.IsRaw() && d == c.LocalIP {
+		if c.Kind.IsRaw() && a == c.LocalIP.Unmap() {
 			return BadField("Dests", d, "a raw kind cannot send to its own address")
 		}
+		if c.Kind == KindTCPXDP && d.Port() != dests[0].Port() {
+			return BadField("Dests", d, "kind tcp-xdp's XDP program steers one server port to the socket: destination %d is at port %d, destination 0 at %d; use one port, or kind tcp or tcp-dpdk for several", i, d.Port(), dests[0].Port())
+		}
 	}
-	if c.Port == 0 {
-		return BadField("Port", c.Port, "set the UDP/TCP port (the server's)")
+	if c.Port == 0 && c.Role == RoleServer {
+		return BadField("Port", c.Port, "set the UDP/TCP port the server listens on")
 	}
 	if c.DstMAC != nil && len(c.DstMAC) != 6 {
 		return BadField("DstMAC", c.DstMAC, "an Ethernet MAC address has 6 bytes")
@@ -627,8 +643,8 @@ func (c Config) checkDPDK() error {
 		}
 		return nil
 	}
-	for _, dst := range c.Dests {
-		if !link.Contains(dst) {
+	for _, ap := range c.Dests {
+		if dst := ap.Addr().Unmap(); !link.Contains(dst) {
 			what := "the DPDK port"
 			if d.PCI != "" {
 				what = "a PCI port (no kernel routes to ask)"
@@ -660,4 +676,25 @@ func (c Config) checkTCP() error {
 		return BadField("TCP.MaxConns", c.TCP.MaxConns, "must not be negative (0: the engine's default)")
 	}
 	return nil
+}
+
+// withDestPorts returns Dests with their addresses unmapped and Port for
+// every port 0: a new slice when that changes any (the caller's is never
+// written), Dests itself otherwise.
+func (c Config) withDestPorts() []netip.AddrPort {
+	for i, d := range c.Dests {
+		if d.Port() != 0 && !d.Addr().Is4In6() {
+			continue
+		}
+		out := slices.Clone(c.Dests)
+		for j := i; j < len(out); j++ {
+			p := out[j].Port()
+			if p == 0 {
+				p = c.Port
+			}
+			out[j] = netip.AddrPortFrom(out[j].Addr().Unmap(), p)
+		}
+		return out
+	}
+	return c.Dests
 }

@@ -160,7 +160,7 @@ func serverConfig(kind string, h *testhost.Host) core.Config {
 // kind on srv.
 func clientConfig(kind string, h, srv *testhost.Host) core.Config {
 	return core.Config{Kind: core.Kind(kind), Role: core.RoleClient, Iface: h.Iface, LocalIP: addrFor(kind, h),
-		Dests: []netip.Addr{addrFor(kind, srv)}, Port: port}
+		Dests: []netip.AddrPort{netip.AddrPortFrom(addrFor(kind, srv), port)}, Port: port}
 }
 
 // Data-path operations, as calls names them.
@@ -460,15 +460,15 @@ func (e *echo) run(ctx context.Context) {
 		e.rx.Add(uint64(len(pkts)))
 		for _, p := range pkts {
 			e.c.begin(opQueue)
-			ok := e.b.QueueTo(p.Data, p.From)
+			err := e.b.QueueTo(p.Data, p.From)
 			e.c.end()
-			if !ok {
+			if err != nil {
 				e.flush()
 				e.c.begin(opQueue)
-				ok = e.b.QueueTo(p.Data, p.From)
+				err = e.b.QueueTo(p.Data, p.From)
 				e.c.end()
 			}
-			if ok {
+			if err == nil {
 				e.back.Add(1)
 			} else {
 				e.dropped.Add(1)
@@ -601,7 +601,7 @@ type traffic struct {
 	next       uint64 // sequence number of the next message (= messages accepted)
 	limit      uint64 // stop queueing at this many messages; 0: no limit
 	lastRx     time.Time
-	refused    uint64 // Queue returned false
+	refused    uint64 // Queue returned an error
 	errs       errLog
 	cannotWait bool
 	pkts       []core.Packet
@@ -633,9 +633,9 @@ func (tr *traffic) send() {
 	for tr.next < due && queued < 64 && (tr.limit == 0 || tr.next < tr.limit) {
 		fillMsg(tr.buf, tr.magic, tr.next)
 		tr.c.begin(opQueue)
-		ok := tr.b.Queue(tr.buf)
+		qerr := tr.b.Queue(tr.buf)
 		tr.c.end()
-		if !ok {
+		if qerr != nil {
 			tr.refused++
 			break
 		}

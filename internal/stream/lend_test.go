@@ -248,7 +248,7 @@ func TestRecordsOutliveFailure(t *testing.T) {
 			first = append(first, string(p.Data))
 		}
 		fc.err = errors.New("broken")
-		if !s.QueueTo([]byte("answer"), peer(0)) {
+		if s.QueueTo([]byte("answer"), peer(0)) != nil {
 			t.Fatalf("lend %v: answer not queued", lend)
 		}
 		s.Flush()

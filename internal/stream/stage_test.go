@@ -57,7 +57,7 @@ func TestStagerHoldsUntilFlush(t *testing.T) {
 	s, cs := newLayer(1, Options{})
 	sc := &stageConn{fakeConn: fakeConn{room: -1, reading: true}, free: 100}
 	s.Add(sc, peer(9))
-	if !s.Queue([]byte("one")) || !s.QueueTo([]byte("two"), peer(9)) {
+	if s.Queue([]byte("one")) != nil || s.QueueTo([]byte("two"), peer(9)) != nil {
 		t.Fatal("Queue refused")
 	}
 	if string(sc.held) != "\x00\x03one\x00\x03two" || sc.out.Len() != 0 {
@@ -80,16 +80,16 @@ func TestStagerHoldsUntilFlush(t *testing.T) {
 		t.Fatalf("TxSent %d, TxBytes %d, StreamTx %d; want 3, 9, 15", st.TxSent, st.TxBytes, st.StreamTx)
 	}
 	// 90 bytes of room are left: a record of 89 does not fit, anywhere.
-	if s.Queue(make([]byte, 89)) || len(sc.held) != 0 || s.conns[0].stage.Len() != 0 {
+	if s.Queue(make([]byte, 89)) != core.ErrBackPressure || len(sc.held) != 0 || s.conns[0].stage.Len() != 0 {
 		t.Fatal("Queue staged a record the Stager had no room for")
 	}
-	if s.QueueTo(make([]byte, 89), peer(9)) {
+	if s.QueueTo(make([]byte, 89), peer(9)) != core.ErrBackPressure {
 		t.Fatal("QueueTo staged a record the Stager had no room for")
 	}
 	if st := s.Counters(); st.TxBackpressure != 3 {
 		t.Fatalf("TxBackpressure %d, want 3 (two connections, then one)", st.TxBackpressure)
 	}
-	if !s.QueueTo([]byte("kept"), peer(9)) {
+	if s.QueueTo([]byte("kept"), peer(9)) != nil {
 		t.Fatal("a record that fits was refused")
 	}
 	s.Abandon()
@@ -111,7 +111,7 @@ func TestStagerStall(t *testing.T) {
 		}})
 	sc := &stageConn{fakeConn: fakeConn{room: -1, reading: true}, free: 50}
 	s.Add(sc, peer(1))
-	if s.QueueTo(make([]byte, 60), peer(1)) {
+	if s.QueueTo(make([]byte, 60), peer(1)) != core.ErrBackPressure {
 		t.Fatal("a record larger than the room was staged")
 	}
 	// The room grows (the peer acknowledged), then stops growing.
@@ -167,17 +167,17 @@ func TestStagerHoldsTxQueue(t *testing.T) {
 	sc := &stageConn{fakeConn: fakeConn{room: -1, reading: true}, free: 1 << 20}
 	s.Add(sc, peer(1))
 	for i := range 3 {
-		if !s.QueueTo(make([]byte, 10), peer(1)) {
+		if s.QueueTo(make([]byte, 10), peer(1)) != nil {
 			t.Fatalf("record %d refused", i)
 		}
 	}
-	if s.QueueTo(make([]byte, 10), peer(1)) || s.Queue(make([]byte, 10)) {
+	if s.QueueTo(make([]byte, 10), peer(1)) != core.ErrBackPressure || s.Queue(make([]byte, 10)) != core.ErrBackPressure {
 		t.Fatal("a fourth record was staged before Flush")
 	}
 	if err := s.Flush(); err != nil {
 		t.Fatalf("Flush: %v", err)
 	}
-	if !s.QueueTo(make([]byte, 10), peer(1)) {
+	if s.QueueTo(make([]byte, 10), peer(1)) != nil {
 		t.Fatal("refused after the Flush")
 	}
 	if st := s.Counters(); st.TxBackpressure != 2 || st.TxSent != 3 || st.Stalls != 0 {

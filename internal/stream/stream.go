@@ -526,12 +526,13 @@ func (s *Layer) Fill(st *core.Stats) {
 func (s *Layer) Report(err error) { s.errs = append(s.errs, err) }
 
 // Queue stages payload as one record for every connection that can still
-// send, all of them or none. It returns false, and stages nothing
-// anywhere, when there is no connection (NoConn), the payload exceeds
-// MaxRecord (TxOversize, one per connection), or any connection's staging
-// lacks room (TxBackpressure, one per connection). It is the one call
-// whose cost grows with the set.
-func (s *Layer) Queue(payload []byte) bool {
+// send, all of them or none. It returns nil, or stages nothing anywhere
+// and returns core.ErrNoRoute when there is no connection (NoConn),
+// core.ErrTooLarge when the payload exceeds MaxRecord (TxOversize, one per
+// connection), or core.ErrBackPressure when any connection's staging lacks
+// room (TxBackpressure, one per connection). It is the one call whose cost
+// grows with the set.
+func (s *Layer) Queue(payload []byte) error {
 	var n uint64
 	fits := true
 	for _, c := range s.conns {
@@ -543,10 +544,10 @@ func (s *Layer) Queue(payload []byte) bool {
 	switch {
 	case n == 0:
 		s.st.NoConn++
-		return false
+		return core.ErrNoRoute
 	case len(payload) > s.opt.MaxRecord:
 		s.st.TxOversize += n
-		return false
+		return core.ErrTooLarge
 	case !fits:
 		s.st.TxBackpressure += n
 		for _, c := range s.conns {
@@ -554,7 +555,7 @@ func (s *Layer) Queue(payload []byte) bool {
 				s.watchRoom(c)
 			}
 		}
-		return false
+		return core.ErrBackPressure
 	}
 	for _, c := range s.conns {
 		if c.open() {
@@ -563,13 +564,13 @@ func (s *Layer) Queue(payload []byte) bool {
 		}
 	}
 	s.st.TxQueued += n
-	return true
+	return nil
 }
 
 // QueueTo stages payload as one record for the connection to peer to. It
-// returns false as Queue does; a peer that is not (or no longer) connected
-// counts in NoConn.
-func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) bool {
+// returns what Queue does; a peer that is not (or no longer) connected is
+// core.ErrNoRoute and counts in NoConn.
+func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) error {
 	c := s.last
 	if c == nil || c.peer != to {
 		c = s.byPeer[to]
@@ -578,17 +579,17 @@ func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) bool {
 	switch {
 	case c == nil || c.dead != nil:
 		s.st.NoConn++
-		return false
+		return core.ErrNoRoute
 	case len(payload) > s.opt.MaxRecord:
 		s.st.TxOversize++
-		return false
+		return core.ErrTooLarge
 	case !s.put(c, payload):
 		s.st.TxBackpressure++
-		return false
+		return core.ErrBackPressure
 	}
 	enlist(&s.staged, &c.inStaged, c)
 	s.st.TxQueued++
-	return true
+	return nil
 }
 
 // Hold stops (on) or resumes delivery from peer: while held, Rx delivers

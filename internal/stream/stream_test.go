@@ -154,13 +154,13 @@ func rxAll(s *Layer, rounds int) (got []string, errs []error) {
 // included.
 func TestCountsPerDestination(t *testing.T) {
 	s, _ := newLayer(3, Options{})
-	if s.Queue(make([]byte, 1473)) {
+	if s.Queue(make([]byte, 1473)) != core.ErrTooLarge {
 		t.Fatal("Queue took an oversize payload")
 	}
-	if s.QueueTo(make([]byte, 1473), peer(1)) {
+	if s.QueueTo(make([]byte, 1473), peer(1)) != core.ErrTooLarge {
 		t.Fatal("QueueTo took an oversize payload")
 	}
-	if !s.Queue([]byte("x")) {
+	if s.Queue([]byte("x")) != nil {
 		t.Fatal("Queue refused")
 	}
 	c := s.Counters()
@@ -172,11 +172,11 @@ func TestCountsPerDestination(t *testing.T) {
 func TestQueueAllOrNone(t *testing.T) {
 	s, _ := newLayer(2, Options{MaxRecord: 100, StagingSize: 3 * (record.HeaderLen + 100)})
 	for i := 0; i < 3; i++ {
-		if !s.QueueTo(make([]byte, 100), peer(0)) {
+		if s.QueueTo(make([]byte, 100), peer(0)) != nil {
 			t.Fatalf("QueueTo %d refused", i)
 		}
 	}
-	if s.Queue(make([]byte, 100)) {
+	if s.Queue(make([]byte, 100)) != core.ErrBackPressure {
 		t.Fatal("Queue took a record one connection has no room for")
 	}
 	if _, n, _ := s.Staged(1); n != 0 {
@@ -228,7 +228,7 @@ func TestHalfClose(t *testing.T) {
 		t.Fatalf("Rx = %d, %v; want the 2 records", n, err)
 	}
 	for _, p := range pkts[:n] {
-		if !s.QueueTo(p.Data, p.From) {
+		if s.QueueTo(p.Data, p.From) != nil {
 			t.Fatal("QueueTo refused an answer to a peer that is still sending")
 		}
 	}
@@ -259,7 +259,7 @@ func TestHalfClose(t *testing.T) {
 	if _, err := s2.Rx(pkts); !errors.As(err, &pe) {
 		t.Fatalf("Rx of a held, finished peer: %v, want its FIN", err)
 	}
-	if cs2[0].closed || !s2.QueueTo([]byte("held answer"), peer(0)) {
+	if cs2[0].closed || s2.QueueTo([]byte("held answer"), peer(0)) != nil {
 		t.Fatal("a held peer's connection was closed after its FIN")
 	}
 	s2.Hold(peer(0), false)
@@ -267,7 +267,7 @@ func TestHalfClose(t *testing.T) {
 	if !cs2[0].closed || cs2[0].out.Len() == 0 {
 		t.Fatalf("closed %v, written %d after Hold off", cs2[0].closed, cs2[0].out.Len())
 	}
-	if s.QueueTo([]byte("late"), peer(0)) {
+	if s.QueueTo([]byte("late"), peer(0)) != core.ErrNoRoute {
 		t.Fatal("QueueTo took a record for a closed connection")
 	}
 	if c := s.Counters(); c.PeerCloses != 1 || c.Resets != 0 || c.NoConn != 1 || c.TxSent != 2 || c.TxDropped != 0 {
@@ -369,7 +369,7 @@ func TestAccept(t *testing.T) {
 	tr := &fakeTransport{pending: []*fakeConn{{room: -1}}, peers: []netip.AddrPort{peer(7)}}
 	s := newFakeLayer(tr, Options{MaxRecord: 100, RxBatch: 4, StagingSize: 1000, DecoderSize: 1000})
 	s.Flush()
-	if s.Len() != 1 || s.Counters().Accepts != 1 || !s.QueueTo([]byte("x"), peer(7)) {
+	if s.Len() != 1 || s.Counters().Accepts != 1 || s.QueueTo([]byte("x"), peer(7)) != nil {
 		t.Fatalf("connections %d, accepts %d", s.Len(), s.Counters().Accepts)
 	}
 }
@@ -542,7 +542,7 @@ func TestFailedConnUnreadCounted(t *testing.T) {
 	s, cs := newLayer(1, Options{})
 	cs[0].in.Write(records(t, []byte("c1"), []byte("c2"), []byte("c3")))
 	cs[0].err = errors.New("connection reset")
-	if !s.Queue([]byte("answer")) {
+	if s.Queue([]byte("answer")) != nil {
 		t.Fatal("Queue refused")
 	}
 	if err := s.Flush(); err == nil {
@@ -561,7 +561,7 @@ func TestFailedConnUnreadCounted(t *testing.T) {
 func TestQueueToFollowsByPeer(t *testing.T) {
 	s, cs := newLayer(2, Options{})
 	for _, p := range []int{0, 0, 1, 0} {
-		if !s.QueueTo([]byte{byte('a' + p)}, peer(p)) {
+		if s.QueueTo([]byte{byte('a' + p)}, peer(p)) != nil {
 			t.Fatalf("QueueTo peer %d refused", p)
 		}
 	}
@@ -577,7 +577,7 @@ func TestQueueToFollowsByPeer(t *testing.T) {
 	// Peer 0 connects again: its answers go to the new connection.
 	again := &fakeConn{room: -1, reading: true}
 	s.Add(again, peer(0))
-	if !s.QueueTo([]byte("new"), peer(0)) {
+	if s.QueueTo([]byte("new"), peer(0)) != nil {
 		t.Fatal("QueueTo the new connection refused")
 	}
 	s.Flush()
@@ -590,7 +590,7 @@ func TestQueueToFollowsByPeer(t *testing.T) {
 	rxAll(s, 3)
 	s.Flush()
 	before := s.Counters().NoConn
-	if s.QueueTo([]byte("late"), peer(1)) {
+	if s.QueueTo([]byte("late"), peer(1)) != core.ErrNoRoute {
 		t.Fatal("QueueTo a removed connection's peer took the record")
 	}
 	if s.Counters().NoConn != before+1 {
@@ -639,7 +639,7 @@ func TestFlushPollsUnlessRxDid(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if !s.Queue([]byte("a")) {
+		if s.Queue([]byte("a")) != nil {
 			t.Fatal("Queue refused")
 		}
 		if err := s.Flush(); err != nil {

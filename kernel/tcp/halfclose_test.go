@@ -20,7 +20,7 @@ func echoLoop(ctx context.Context, t *testing.T, b *Backend) (events []error) {
 	var backlog [][]byte
 	var from core.Packet
 	for ctx.Err() == nil {
-		for len(backlog) > 0 && b.QueueTo(backlog[0], from.From) {
+		for len(backlog) > 0 && b.QueueTo(backlog[0], from.From) == nil {
 			backlog = backlog[1:]
 		}
 		if len(backlog) == 0 && from.From.IsValid() {
@@ -28,7 +28,7 @@ func echoLoop(ctx context.Context, t *testing.T, b *Backend) (events []error) {
 		}
 		n, err := b.Rx(pkts)
 		for _, p := range pkts[:n] {
-			if len(backlog) == 0 && b.QueueTo(p.Data, p.From) {
+			if len(backlog) == 0 && b.QueueTo(p.Data, p.From) == nil {
 				continue
 			}
 			from = p

@@ -10,7 +10,7 @@
 // There is no loss on this path, only back-pressure: when a socket's send
 // buffer is full (EAGAIN) the bytes wait in a per-connection staging buffer
 // of Config.TxQueue records, and when a record does not fit there Queue
-// returns false and the caller keeps it. Bytes a Flush released that the
+// returns ErrBackPressure and the caller keeps it. Bytes a Flush released that the
 // socket refused go out with the next Rx or Flush that finds room (Wait
 // wakes for that room), so the stream moves on without another Flush. A record is never cut: half a
 // record would put the receiver out of step for the rest of the connection.
@@ -137,7 +137,7 @@ var _ core.Backend = (*Backend)(nil)
 // New opens a tcp backend for cfg. It applies cfg.WithDefaults and
 // validates cfg before any system call; cfg.Kind may be "tcp" or empty.
 //
-// A client connects to every one of Config.Dests at Config.Port, all at
+// A client connects to every one of Config.Dests (address and port), all at
 // once, and fails unless every connection is up within
 // Config.ConnectTimeout (errors wrap the errno: ECONNREFUSED, ETIMEDOUT).
 // Queue then sends each record to all of them. A server listens on
@@ -271,7 +271,7 @@ func (b *Backend) connectAll() error {
 		}
 	}()
 	for i, d := range b.cfg.Dests {
-		a, err := b.dial(netip.AddrPortFrom(d, b.cfg.Port), i == 0)
+		a, err := b.dial(d, i == 0)
 		if a.fd >= 0 {
 			atts = append(atts, a)
 		}
@@ -505,25 +505,26 @@ func (t *transport) Accept(add func(stream.Conn, netip.AddrPort)) {
 
 // Queue stages payload as one record for every open connection: every
 // connected client on a server, every destination on a client. It returns
-// false, and stages nothing anywhere, when there is no connection (layer
-// "tcp" counter "queue_no_conn"), the payload exceeds MaxDatagram
-// (TxOversize, one per connection), any connection's staging buffer lacks
-// room for the record (TxBackpressure, one per connection: Flush and try
-// again), or the backend is closed.
-func (b *Backend) Queue(payload []byte) bool {
+// nil, or stages nothing anywhere and returns core.ErrNoRoute when there
+// is no connection (layer "tcp" counter "queue_no_conn"), core.ErrTooLarge
+// when the payload exceeds MaxDatagram (TxOversize, one per connection),
+// core.ErrBackPressure when any connection's staging buffer lacks room for
+// the record (TxBackpressure, one per connection: Flush and try again), or
+// core.ErrClosed after Close.
+func (b *Backend) Queue(payload []byte) error {
 	if !b.life.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer b.life.Exit()
 	return b.s.Queue(payload)
 }
 
 // QueueTo stages payload as one record for the connection whose remote
-// address is to. It returns false as Queue does; a peer that is not (or no
-// longer) connected counts as "queue_no_conn".
-func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
+// address is to. It returns what Queue does; a peer that is not (or no
+// longer) connected is core.ErrNoRoute and counts as "queue_no_conn".
+func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	if !b.life.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer b.life.Exit()
 	return b.s.QueueTo(payload, to)

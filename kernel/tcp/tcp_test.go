@@ -37,7 +37,10 @@ func newServer(t testing.TB, base core.Config, ip netip.Addr) *Backend {
 func newClient(t testing.TB, base core.Config, port uint16, dests ...netip.Addr) *Backend {
 	t.Helper()
 	cc := base
-	cc.Role, cc.Dests, cc.Port = core.RoleClient, dests, port
+	cc.Role, cc.Port = core.RoleClient, port
+	for _, d := range dests {
+		cc.Dests = append(cc.Dests, netip.AddrPortFrom(d, port))
+	}
 	c, err := New(cc)
 	if err != nil {
 		t.Fatal(err)
@@ -65,11 +68,11 @@ func until(t testing.TB, what string, cond func() bool) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	ok := core.Config{Kind: core.KindTCP, Dests: []netip.Addr{lo}, Port: 9}
+	ok := core.Config{Kind: core.KindTCP, Dests: []netip.AddrPort{netip.AddrPortFrom(lo, 0)}, Port: 9}
 	socktest.RefusesBadConfigs(t, ok, []socktest.BadConfig{
 		{"Kind", func(c *core.Config) { c.Kind = "udp" }},
 		{"Dests", func(c *core.Config) { c.Dests = nil }},
-		{"Dests", func(c *core.Config) { c.Dests = []netip.Addr{lo, lo} }},
+		{"Dests", func(c *core.Config) { c.Dests = []netip.AddrPort{netip.AddrPortFrom(lo, 9), netip.AddrPortFrom(lo, 9)} }},
 		{"Port", func(c *core.Config) { c.Port = 0 }},
 		{"MaxDatagram", func(c *core.Config) { c.MaxDatagram = rec.MaxRecord + 1 }},
 		{"TxQueue", func(c *core.Config) { c.TxQueue = -1 }},
@@ -81,7 +84,7 @@ func TestConfigValidation(t *testing.T) {
 
 func TestConnectErrors(t *testing.T) {
 	port := socktest.FreePort(t, unix.SOCK_STREAM)
-	_, err := New(core.Config{Kind: core.KindTCP, Dests: []netip.Addr{lo}, Port: port})
+	_, err := New(core.Config{Kind: core.KindTCP, Dests: []netip.AddrPort{netip.AddrPortFrom(lo, port)}, Port: port})
 	if !errors.Is(err, unix.ECONNREFUSED) {
 		t.Errorf("connect to a closed port: %v, want ECONNREFUSED", err)
 	}
@@ -95,7 +98,7 @@ func TestConnectTimeout(t *testing.T) {
 	nobody := p.B.Addr.Next()
 	start := time.Now()
 	err := p.A.Do(func() error {
-		b, err := New(core.Config{Kind: core.KindTCP, Dests: []netip.Addr{nobody}, Port: 9, ConnectTimeout: 200 * time.Millisecond})
+		b, err := New(core.Config{Kind: core.KindTCP, Dests: []netip.AddrPort{netip.AddrPortFrom(nobody, 9)}, Port: 9, ConnectTimeout: 200 * time.Millisecond})
 		if err == nil {
 			b.Close()
 		}
@@ -183,7 +186,7 @@ func fillUntilRefused(t testing.TB, b core.Backend, size int, start uint32) uint
 			t.Fatalf("Queue never refused: %d records accepted", seq-start)
 		}
 		socktest.Payload(p, seq)
-		if b.Queue(p) {
+		if b.Queue(p) == nil {
 			seq++
 			refused = 0
 		} else {
@@ -219,7 +222,7 @@ func TestStopReadingBackpressure(t *testing.T) {
 	// It works again.
 	p := make([]byte, 100)
 	socktest.Payload(p, next)
-	if !cli.Queue(p) {
+	if cli.Queue(p) != nil {
 		t.Fatal("Queue refused after the receiver caught up")
 	}
 	cli.Flush()
@@ -371,8 +374,8 @@ func TestPeerReset(t *testing.T) {
 	if err := cli.Flush(); err != nil {
 		t.Errorf("Flush after the reset was reported: %v", err)
 	}
-	if cli.Queue([]byte("x")) {
-		t.Error("Queue accepted with no connection")
+	if err := cli.Queue([]byte("x")); err != core.ErrNoRoute {
+		t.Errorf("Queue with no connection: %v, want core.ErrNoRoute", err)
 	}
 }
 
@@ -456,7 +459,7 @@ func TestTwoClientsGetTheirOwnAnswers(t *testing.T) {
 			for sent := uint32(0); got < 1000 && time.Now().Before(deadline); {
 				if sent < 1000 && sent-got < 50 {
 					socktest.Payload(p, base+sent)
-					if c.Queue(p) {
+					if c.Queue(p) == nil {
 						sent++
 					}
 				}
@@ -652,7 +655,7 @@ func vethPair(t *testing.T, base core.Config) (cli, srv core.Backend, p *testhos
 	t.Cleanup(func() { srv.Close() })
 	if err := p.A.Do(func() (err error) {
 		cc := base
-		cc.Dests = []netip.Addr{p.B.Addr}
+		cc.Dests = []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, cc.Port)}
 		cli, err = New(cc)
 		return err
 	}); err != nil {
@@ -697,7 +700,7 @@ func TestPeerResetVeth(t *testing.T) {
 	defer unix.Close(lfd)
 	var cli core.Backend
 	if err := p.A.Do(func() (err error) {
-		cli, err = New(core.Config{Kind: core.KindTCP, Dests: []netip.Addr{p.B.Addr}, Port: 5402})
+		cli, err = New(core.Config{Kind: core.KindTCP, Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5402)}, Port: 5402})
 		return err
 	}); err != nil {
 		t.Fatal(err)

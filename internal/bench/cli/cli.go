@@ -131,13 +131,46 @@ func parseAddr(flag, s string) (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("--%s %q: not an IP address (write it like 192.0.2.1)", flag, s)
 	}
-	if !a.Is4() {
-		return netip.Addr{}, fmt.Errorf("--%s %s: only IPv4 is supported", flag, s)
-	}
-	if a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
-		return netip.Addr{}, fmt.Errorf("--%s %s: want the address of one host", flag, s)
+	if err := checkHostAddr(flag, a); err != nil {
+		return netip.Addr{}, err
 	}
 	return a, nil
+}
+
+// checkHostAddr checks an address given on the command line: IPv4, of
+// one host. Any network: the user's own ports.
+func checkHostAddr(flag string, a netip.Addr) error {
+	if !a.Unmap().Is4() {
+		return fmt.Errorf("--%s %s: only IPv4 is supported", flag, a)
+	}
+	a = a.Unmap()
+	if a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return fmt.Errorf("--%s %s: want the address of one host", flag, a)
+	}
+	return nil
+}
+
+// parseDest parses the value of a destination flag: an address with its
+// port (198.18.0.2:5000, [::ffff:198.18.0.2]:5000) or an address alone,
+// whose port is then 0 (Config.Dests takes Config.Port, the --port flag,
+// for it). Empty gives the zero AddrPort.
+func parseDest(flag, s string) (netip.AddrPort, error) {
+	if s == "" {
+		return netip.AddrPort{}, nil
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		a, aerr := netip.ParseAddr(s)
+		if aerr != nil {
+			return netip.AddrPort{}, fmt.Errorf("--%s %q: not an IP address: want an address (192.0.2.2) or address:port (192.0.2.2:5000)", flag, s)
+		}
+		ap = netip.AddrPortFrom(a, 0)
+	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if err := checkHostAddr(flag, ap.Addr()); err != nil {
+		return netip.AddrPort{}, err
+	}
+	return ap, nil
 }
 
 // pin prepares the poller of a tool with one queue for cpu (none when

@@ -58,7 +58,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 		poll:   "busy (spin, a CPU per poller; the default) or yield (sleep when idle, for machines with too few CPUs)",
 		batch:  "messages per Flush and per Rx",
 	})
-	dst := fs.String("dst", "", "the echo's IPv4 address")
+	dst := fs.String("dst", "", "the echo's IPv4 address, with its port (192.0.2.2:5000) or at --port")
 	rateS := fs.String("rate", "20k", "offered rate, messages per second (20k, 1.6M)")
 	duration := durationFlag(fs, "duration", 5*time.Second, "measured time, like `5s`")
 	warmup := durationFlag(fs, "warmup", time.Second, "warm-up, sent but not measured, like `1s`")
@@ -80,11 +80,11 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	if err != nil {
 		return fail(ClassConfig, fmt.Errorf("--rate: %w", err))
 	}
-	dstIP, err := parseAddr("dst", *dst)
+	dstAP, err := parseDest("dst", *dst)
 	if err != nil {
 		return fail(ClassConfig, err)
 	}
-	if !dstIP.IsValid() {
+	if !dstAP.Addr().IsValid() {
 		return fail(ClassConfig, fmt.Errorf("--dst: the echo's address is required"))
 	}
 	if *duration <= 0 {
@@ -103,7 +103,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	if err := checkSize(cfg, *size); err != nil {
 		return fail(ClassConfig, err)
 	}
-	cfg.Dests, cfg.DstMAC = []netip.Addr{dstIP}, mac
+	cfg.Dests, cfg.DstMAC = []netip.AddrPort{dstAP}, mac
 	if err := validate(cfg); err != nil {
 		return fail(ClassConfig, err)
 	}
@@ -135,7 +135,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	out.Result = res
 	if res != nil {
 		printLoad(human, stderr, string(cfg.Kind), rate, res)
-		if why := unmeasured(res, cfg, *dst); why != "" {
+		if why := unmeasured(res, cfg); why != "" {
 			fmt.Fprintln(stderr, "loadgen:", why)
 			status = ExitFailed
 		}
@@ -150,19 +150,23 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 // unmeasured says why a run that went to its end measured nothing (no
 // message sent, or none answered: the peer unreachable, or everything
 // lost), with the cause where the counters name one; "" when it measured.
-func unmeasured(res *load.LoadResult, cfg core.Config, dst string) string {
+func unmeasured(res *load.LoadResult, cfg core.Config) string {
+	dst := cfg.Dests[0]
+	if dst.Port() == 0 {
+		dst = netip.AddrPortFrom(dst.Addr(), cfg.Port)
+	}
 	switch {
 	case res.Interrupted:
 		return ""
 	case res.Total.Sent == 0:
 		return fmt.Sprintf("no message was sent (not sent %d, tx_oversize %d): nothing measured", res.Total.NotSent, res.Stats.TxOversize)
 	case res.Total.Received == 0:
-		why := fmt.Sprintf("none of the %d messages sent came back from %s port %d: is an echo listening there, and is the path open?", res.Total.Sent, dst, cfg.Port)
+		why := fmt.Sprintf("none of the %d messages sent came back from %s port %d: is an echo listening there, and is the path open?", res.Total.Sent, dst.Addr(), dst.Port())
 		if n := checksumErrors(res.Stats); n > 0 {
 			why += fmt.Sprintf(" %d TCP segments were dropped for a bad checksum: %s", n, checksumFix)
 		}
 		if v, ok := res.Stats.Counter("udp", "rx_icmp_refused"); ok && v > 0 {
-			why += fmt.Sprintf(" (%d ICMP port unreachable came back: nothing listens on port %d there)", v, cfg.Port)
+			why += fmt.Sprintf(" (%d ICMP port unreachable came back: nothing listens on port %d there)", v, dst.Port())
 		}
 		return why
 	}

@@ -169,8 +169,12 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 			if h.waiting() && h.add(p) {
 				continue // behind an answer that waits for room
 			}
-			if b.QueueTo(p.Data, p.From) {
+			switch err := b.QueueTo(p.Data, p.From); err {
+			case nil:
 				r.Reflected++
+				continue
+			case core.ErrTooLarge, core.ErrNoRoute:
+				r.Dropped++ // a retry cannot help
 				continue
 			}
 			// Back-pressure: hand what is queued to the kernel or
@@ -180,7 +184,7 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 				return fmt.Errorf("flush: %w", ferr)
 			}
 			switch {
-			case b.QueueTo(p.Data, p.From):
+			case b.QueueTo(p.Data, p.From) == nil:
 				r.Reflected++
 			case h.hold(p):
 			default:
@@ -303,7 +307,7 @@ func (h *answers) retry(r *EchoResult) (progress bool, err error) {
 	}
 	for peer, hp := range h.peers {
 		k := 0
-		for ; k < len(hp.recs) && h.b.QueueTo(hp.recs[k], peer); k++ {
+		for ; k < len(hp.recs) && h.b.QueueTo(hp.recs[k], peer) == nil; k++ {
 			r.Reflected++
 			progress = true
 		}
