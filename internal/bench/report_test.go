@@ -346,4 +346,7 @@ func TestPlotSeriesAndLimits(t *testing.T) {
 	if tab := r.Table(); !strings.Contains(tab, "  limit tcp: RX ring of 256 descriptors\n") {
 		t.Errorf("the table does not say what limited tcp:\n%s", tab)
 	}
+	if md := r.Markdown(); !strings.Contains(md, "Limit of tcp: RX ring of 256 descriptors.") {
+		t.Errorf("report.md does not say what limited tcp")
+	}
 }
