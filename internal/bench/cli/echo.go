@@ -21,8 +21,10 @@ type EchoFile = ToolFile[load.EchoResult]
 // prints "ready <mode>" on stdout, and reflects every message back to its
 // sender until SIGINT or SIGTERM (or --max-time). Then it prints its
 // counters on stderr and writes them as JSON to --stats. If the backend
-// cannot be opened it prints "failed <class>: <error>" on stdout, writes
-// the failure to --stats and returns 2. It returns the exit status.
+// cannot be opened it prints "failed <class>: <error>" on stdout and
+// writes the failure to --stats. It returns the exit status: ExitOK when
+// it served until stopped, ExitUsage for a bad flag or setting (nothing
+// opened), ExitFailed when the kind could not be opened or serving failed.
 //
 // With --queues N (N > 1) it opens the kind as a group (dgramio.NewGroup):
 // one poller per queue, each on its own goroutine and OS thread, pinned

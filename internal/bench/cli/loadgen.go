@@ -28,7 +28,10 @@ type LoadFile = ToolFile[load.LoadResult]
 // prints p50/p99/p99.9/max of the round trip measured from each message's
 // schedule, the achieved rate, and its counters. With --json it writes the
 // whole result. If the backend cannot be opened it prints "failed <class>:
-// <error>" on stdout and returns 2; a run that fails midway returns 1.
+// <error>" on stdout. It returns ExitOK for a run that measured,
+// ExitFailed for one that could not (the kind not opened, a connection
+// refused, no message sent, none answered, a failure midway), ExitUsage
+// for a bad flag or setting (said before anything opens).
 //
 // With --queues N (N > 1) it opens the kind as a group (dgramio.NewGroup):
 // one poller per queue, pinned to its CPU of --cpus, each a flow of its
