@@ -1,7 +1,7 @@
 # dgramio — make test is the one test command (CI runs it through .ci/run).
 #
 #   make tools   the command-line tools into bin/: dgramio-echo,
-#                dgramio-loadgen, netbench, httpxdp (docs/tools.md)
+#                dgramio-loadgen, netbench, httpxdp, ... (docs/tools.md)
 #   make deps    Go modules; DPDK 22.11 from apt when pkg-config cannot find it
 #   make test    vet, every test (privileged ones need root), the debug-build
 #                tests, a brief run of every fuzz target, then the DPDK
@@ -34,7 +34,7 @@ build:
 	$(GO) build ./...
 
 tools:
-	$(GO) build -o bin/ ./cmd/dgramio-echo ./cmd/dgramio-loadgen ./cmd/netbench ./cmd/httpxdp
+	$(GO) build -o bin/ ./cmd/...
 
 deps: deps-go deps-dpdk
 
