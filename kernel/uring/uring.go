@@ -143,7 +143,8 @@ var _ core.Backend = (*Backend)(nil)
 // because io_uring runs completion work on the submitting thread and CPU
 // affinity is per thread. With Config.CPUs set it also pins the thread to
 // CPUs[0], unless the caller pinned it there already (see cpu.Claim).
-// Close, called on that goroutine, undoes what New did (a pin the caller
+// Close gives the thread the affinity it had before New from any
+// goroutine; called on that goroutine, it undoes all New did (a pin the caller
 // made stays); a goroutine that ends while locked takes its thread with
 // it. That goroutine must outlive the backend: when its thread ends, the kernel
 // cancels the ring's requests (the receive ends, sends in flight fail) and
