@@ -1,5 +1,7 @@
 # dgramio — make test is the one test command (CI runs it through .ci/run).
 #
+#   make tools   the command-line tools into bin/: dgramio-echo,
+#                dgramio-loadgen, netbench, httpxdp, ... (docs/tools.md)
 #   make deps    Go modules; DPDK 22.11 from apt when pkg-config cannot find it
 #   make test    vet, every test (privileged ones need root), the debug-build
 #                tests, a brief run of every fuzz target, then the DPDK
@@ -24,12 +26,15 @@ SHELL     := /bin/bash
 
 TESTGATE := $(GO) run ./internal/tools/testgate
 
-.PHONY: all build deps deps-go deps-dpdk vet test test-go test-debug test-dpdk fuzz-brief fuzz bench soak clean
+.PHONY: all build tools deps deps-go deps-dpdk vet test test-go test-debug test-dpdk fuzz-brief fuzz bench soak clean
 
 all: build
 
 build:
 	$(GO) build ./...
+
+tools:
+	$(GO) build -o bin/ ./cmd/...
 
 deps: deps-go deps-dpdk
 
@@ -124,4 +129,4 @@ soak:
 	else echo "soak: libdpdk missing, tcp-dpdk not soaked"; fi
 
 clean:
-	rm -rf bench/results
+	rm -rf bench/results bin

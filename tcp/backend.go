@@ -22,6 +22,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/guard"
 	layer "github.com/dgramio/dgramio/internal/stream"
 	"github.com/dgramio/dgramio/stack"
@@ -965,7 +966,7 @@ func (b *Backend) Wait(ctx context.Context) error {
 	if b.guard.Closed() {
 		return net.ErrClosed
 	}
-	return err
+	return fdwait.Cause(ctx, err)
 }
 
 // waitNative is Wait with the native engine: it reads the layer and the

@@ -77,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.addr, "addr", "", "address:port netstack takes on --iface; not an address the kernel holds there")
 	o.kind = core.KindTCPXDP
 	fs.Var(&o.kind, "kind", "tcp-xdp, or tcp-dpdk in builds with the dpdk tag")
-	fs.StringVar(&o.poll, "poll", "adaptive", "the poller when idle: adaptive, spin or sleep")
+	fs.StringVar(&o.poll, "poll", "adaptive", "the poller when idle: busy (spin, a CPU at 100%), yield (sleep at once) or adaptive (busy for a while, then yield); the tools' vocabulary (spin and sleep are accepted too)")
 	fs.IntVar(&o.cpu, "cpu", -1, "pin the poller to this CPU (-1: no pinning)")
 	fs.BoolVar(&o.demo, "demo", false, "serve on a veth test host and GET from a kernel client in the other namespace")
 	fs.BoolVar(&o.bench, "bench", false, "kernel TCP and tcp-xdp side by side on a veth test host")
@@ -88,7 +88,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	stacks := fs.String("stack", "native", "the userspace TCP engine: native or netstack (--bench: a comma list)")
 	fs.StringVar(&o.client, "client", "go", "the benchmark's client in B: go (http.Client) or wrk")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "each wrk measurement's length (--client wrk)")
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprintln(stdout, "usage: httpxdp [flags]\n\nflags:")
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintln(stderr, "run 'httpxdp --help' for the flags")
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "httpxdp: unexpected arguments %q (every setting is a --flag)\n", fs.Args())
 		return 2
 	}
 	for _, name := range strings.Split(*stacks, ",") {
@@ -108,6 +120,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "httpxdp:", err)
 		return 2
 	}
+	if !o.demo && !o.bench {
+		if o.iface == "" || o.addr == "" {
+			fmt.Fprintln(stderr, "httpxdp: serve mode needs --iface and --addr (or --demo, --bench)")
+			return 2
+		}
+		if _, err := netip.ParseAddrPort(o.addr); err != nil {
+			fmt.Fprintf(stderr, "httpxdp: --addr %q: want address:port, like 192.0.2.3:8080\n", o.addr)
+			return 2
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"requests", o.requests}, {"conns", o.conns}, {"rounds", o.rounds}} {
+		if n.v < 1 {
+			fmt.Fprintf(stderr, "httpxdp: --%s %d: must be at least 1\n", n.name, n.v)
+			return 2
+		}
+	}
+	if o.size < 0 {
+		fmt.Fprintf(stderr, "httpxdp: --size %d: must not be negative\n", o.size)
+		return 2
+	}
 	nopts := netconn.Options{Poll: mode}
 	switch {
 	case o.demo:
@@ -124,10 +159,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// pollMode maps --poll onto the Service's poll mode: busy and yield, the
+// tools' names, are netconn's spin and sleep.
 func pollMode(s string) (netconn.PollMode, error) {
+	switch s {
+	case "busy":
+		s = "spin"
+	case "yield":
+		s = "sleep"
+	}
 	var m netconn.PollMode
 	if err := m.Set(s); err != nil {
-		return 0, fmt.Errorf("--poll: %w", err)
+		return 0, fmt.Errorf(`--poll %q: want "busy", "yield" or "adaptive"`, s)
 	}
 	return m, nil
 }

@@ -131,7 +131,11 @@ type Config struct {
 	// CPUs pins the pollers: CPUs[i] is queue i's CPU. Empty: no pinning.
 	// With CPUs set, New locks the calling goroutine to its OS thread and
 	// pins it to CPUs[0]; call New on the goroutine that will poll (a
-	// group's Open(q) pins to CPUs[q] the same way).
+	// group's Open(q) pins to CPUs[q] the same way). Close gives that
+	// thread the affinity it had before New, from any goroutine (on
+	// another, the poller's goroutine stays locked to its thread, unpinned,
+	// until it ends). Exception: tcp-xdp and tcp-dpdk on the netstack
+	// engine bind every thread of the process to CPUs[0] until Close.
 	CPUs []int
 	// Poll says how the application's pollers wait: PollBusy ("busy", the
 	// default) spins on Rx, one poller per CPU, and a group refuses more

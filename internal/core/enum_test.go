@@ -45,11 +45,11 @@ func TestEnumsRoundTrip(t *testing.T) {
 		}
 	}
 	b, err := json.Marshal(Stats{Kind: KindTCPXDP})
-	if err != nil || !strings.Contains(string(b), `"Kind":"tcp-xdp"`) {
+	if err != nil || !strings.Contains(string(b), `"kind":"tcp-xdp"`) {
 		t.Errorf("Stats JSON = %s, %v; want the kind as its plain name", b, err)
 	}
 	var s Stats
-	if err := json.Unmarshal([]byte(`{"Kind":"fake"}`), &s); err != nil || s.Kind != "fake" {
+	if err := json.Unmarshal([]byte(`{"kind":"fake"}`), &s); err != nil || s.Kind != "fake" {
 		t.Errorf("Stats with kind fake from JSON: %v, Kind %q", err, s.Kind)
 	}
 }

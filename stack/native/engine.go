@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/monotime"
 	"github.com/dgramio/dgramio/pad"
 )
@@ -475,12 +476,9 @@ func (e *Engine) Wait(ctx context.Context) error {
 		c, cancel := context.WithTimeout(ctx, time.Duration(at-e.now))
 		err := e.waiter.Wait(c)
 		cancel()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil
-		}
-		return err
+		return fdwait.Cause(ctx, err) // nil when the timer is due
 	}
-	return e.waiter.Wait(ctx)
+	return fdwait.Cause(ctx, e.waiter.Wait(ctx))
 }
 
 // Close aborts every connection (without sending anything), closes the

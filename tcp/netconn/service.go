@@ -585,7 +585,7 @@ func (s *Service) Stats() core.Stats {
 		{"naps", s.n.naps.Load()},
 		{"kick_errors", s.n.kickErrors.Load()},
 	} {
-		out.Layers = append(out.Layers, core.Counter{Layer: "netconn", Name: c.name, Value: c.v})
+		out.Layers = append(out.Layers, core.Counter{Layer: "netconn", Name: c.name, Value: c.v, Gauge: c.name == "endpoints"})
 	}
 	out.Layers = append(out.Layers, fs.Layers...)
 	return out

@@ -23,40 +23,46 @@ type EchoOptions struct {
 // the loop stopped.
 type EchoResult struct {
 	// Received counts messages Rx returned; Reflected those queued back.
-	Received, Reflected uint64
+	Received  uint64 `json:"received"`
+	Reflected uint64 `json:"reflected"`
 	// Dropped counts messages QueueTo refused even after a Flush
 	// (back-pressure on the way back) on a datagram kind, and on a stream
 	// kind those held for a peer whose connection then ended, or still
 	// held when the echo stopped: lost by the echo, and counted as its
 	// layer "app" loss. A stream kind holds a
 	// refused answer instead (see Echo).
-	Dropped uint64
+	Dropped uint64 `json:"dropped"`
 	// Flushes, RxCalls count calls; PeerEvents counts the ends of
 	// connections Rx delivered (EventPeerFIN and EventReset, with
 	// Config.Events: a stream client closed or reset its connection).
-	Flushes, RxCalls, PeerEvents uint64
+	Flushes    uint64 `json:"flushes"`
+	RxCalls    uint64 `json:"rx_calls"`
+	PeerEvents uint64 `json:"peer_events"`
 	// Stats are the backend's counters at the end.
-	Stats core.Stats
+	Stats core.Stats `json:"stats"`
 	// WaitFallback is set when Wait was asked for but the backend cannot
 	// sleep, so the loop spun.
-	WaitFallback string `json:",omitempty"`
+	WaitFallback string `json:"wait_fallback,omitempty"`
 	// Error is what stopped the echo, other than ctx.
-	Error string `json:",omitempty"`
+	Error string `json:"error,omitempty"`
 	// Queues is the number of queues of an echo with several (0 for
 	// one); PerQueue holds each queue's share when MergeEchoes made the
 	// result, in queue order.
-	Queues   int         `json:",omitempty"`
-	PerQueue []QueueEcho `json:",omitempty"`
+	Queues   int         `json:"queues,omitempty"`
+	PerQueue []QueueEcho `json:"per_queue,omitempty"`
 }
 
 // QueueEcho is one queue's share of an echo with several queues.
 type QueueEcho struct {
-	Queue int
+	Queue int `json:"queue"`
 	// Received, Reflected, Dropped, PeerEvents count the queue's messages
 	// and events, as in EchoResult.
-	Received, Reflected, Dropped, PeerEvents uint64
+	Received   uint64 `json:"received"`
+	Reflected  uint64 `json:"reflected"`
+	Dropped    uint64 `json:"dropped"`
+	PeerEvents uint64 `json:"peer_events"`
 	// Stats are the queue's backend's counters.
-	Stats core.Stats
+	Stats core.Stats `json:"stats"`
 }
 
 // MergeEchoes combines the results of an echo's queues (Echo on each
