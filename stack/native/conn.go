@@ -73,6 +73,7 @@ type Conn struct {
 	raddr        [4]byte
 	lport, rport uint16
 	mac          [6]byte
+	arpEpoch     uint16 // Engine.arpEpoch when mac was taken (refreshMAC)
 
 	// send side: sbuf holds sLen bytes from SND.UNA on at sHead, then the
 	// sHeld bytes staged (Stage); sHead goes back to its home whenever
@@ -92,6 +93,13 @@ type Conn struct {
 	dupacks           int
 	retries           int
 	srtt, rttvar, rto int64
+
+	// flightMax is the most in flight since cwndMark, and cwndLimited
+	// whether cwnd held data back then: cwnd grows only when it is used
+	// (ccAck). lastSend is when data last left (cwndAfterIdle).
+	flightMax, cwndMark uint32
+	cwndLimited         bool
+	lastSend            int64
 
 	// receive side: rbuf holds rLen readable bytes at rHead, then room for
 	// out-of-order data at offsets from RCV.NXT; rHead goes back to its
@@ -148,7 +156,7 @@ type Conn struct {
 	wsOK                bool
 	// The slot to a whole number of cache lines (832 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [39]byte
+	_ [15]byte
 }
 
 // Peer returns the remote address and port.

@@ -481,11 +481,13 @@ func (c *Conn) ackInput(s *segment) bool {
 		// dropped, so sending resumes at SND.UNA, in order.
 		c.sndNxt = c.sndUna
 		e.markDirty(c)
-	} else if dup && seqLT(c.sndUna, c.sndMax) && (grew ||
+	} else if dup && seqLT(c.sndUna, c.sndMax) && (grew || !c.sackOK &&
 		len(s.payload) == 0 && s.flags&(flagSYN|flagFIN) == 0 && wnd == oldWnd) {
-		// RFC 5681 §2's duplicate ACK, or one with new SACK information
-		// (RFC 6675 §2: data flowing back does not hide a loss). An ACK
-		// that moved SND.UNA is cumulative, never a duplicate (§2 (d)).
+		// RFC 5681 §2's duplicate ACK; with SACK, only one with new SACK
+		// information (RFC 6675 §2: data flowing back does not hide a
+		// loss, and a duplicate of the wire or a D-SACK alone tells of
+		// none). An ACK that moved SND.UNA is cumulative, never a
+		// duplicate (§2 (d)).
 		c.dupAck()
 	}
 	if grew {

@@ -67,15 +67,15 @@ func (c *Conn) sendSyn() bool {
 	if !c.macOK {
 		mac, ok := e.resolve(c.hop)
 		if !ok {
-			if e.arp.m[c.hop] == nil {
-				c.fail(ErrHostUnreachable)
+			if e.arp.get(c.hop) == nil {
+				c.fail(ErrHostUnreachable) // the cache is full of requests in flight
 				return true
 			}
-			e.arpWait = append(e.arpWait, c.idx)
 			c.needSyn = true
+			e.arpAwait(c)
 			return true
 		}
-		c.mac, c.macOK = mac, true
+		c.mac, c.macOK, c.arpEpoch = mac, true, e.arpEpoch
 	}
 	flags := uint8(flagSYN)
 	if c.state == SynReceived {
@@ -122,6 +122,11 @@ func (c *Conn) pipe() uint32 {
 // gone back to SND.UNA) within min(cwnd, the peer's window), then FIN.
 func (c *Conn) sendData() bool {
 	e := c.e
+	if c.sndUna == c.sndMax && c.sLen > 0 && e.now-c.lastSend > c.rto && !e.o.NoSlowStartAfterIdle {
+		c.cwndAfterIdle()
+	}
+	limited := false
+	defer func() { c.cwndUse(limited) }()
 	for {
 		if seqLT(c.sndNxt, c.sndMax) { // retransmitting: step over what the peer SACKed
 			c.skipSACKed()
@@ -133,12 +138,15 @@ func (c *Conn) sendData() bool {
 		}
 		wndEnd := c.sndUna + c.sndWnd
 		room := int(int32(wndEnd - c.sndNxt))
+		croom := 0
 		if inflight := c.pipe(); c.cwnd > inflight {
-			room = min(room, int(c.cwnd-inflight))
-		} else {
-			room = 0
+			croom = int(c.cwnd - inflight)
 		}
 		n := min(avail, c.segData())
+		if croom < n && croom <= room {
+			limited = true // cwnd, not the peer's window, holds data back
+		}
+		room = min(room, croom)
 		if room < n {
 			if c.sndWnd == 0 || room <= 0 {
 				if c.sndNxt == c.sndUna && c.sndWnd < uint32(n) {
@@ -201,11 +209,17 @@ func (c *Conn) sendSeg(seq uint32, flags uint8, off, n int) bool {
 	if seqLT(seq, c.sndMax) {
 		e.cnt[cTCPRetransmits]++
 		c.rtxTrack(seq, seqMin(end, c.sndMax))
+		if c.retries > 0 && seq == c.sndUna {
+			c.neighbourSuspect() // after a timeout: is the next hop still there?
+		}
 	} else if !c.rttTiming && !c.tsOK {
 		c.rttTiming, c.rttSeq, c.rttAt = true, seq, e.now
 	}
 	if seqLT(seq, c.sndMax) && c.rttTiming && seqLEQ(seq, c.rttSeq) {
 		c.rttTiming = false // Karn: the timed segment was retransmitted
+	}
+	if n > 0 {
+		c.lastSend = e.now
 	}
 	if seqGT(end, c.sndNxt) {
 		c.sndNxt = end
@@ -216,6 +230,16 @@ func (c *Conn) sendSeg(seq uint32, flags uint8, off, n int) bool {
 		e.arm(c)
 	}
 	return true
+}
+
+// backoff is rto doubled shift times, at most max: rto<<shift overflows
+// int64 for a large RTO and shift (a minute's RTO past shift 37), and
+// the negative result made a timer that fired at once, for ever.
+func backoff(rto int64, shift int, max int64) int64 {
+	if shift >= 62 || rto > max>>shift {
+		return max
+	}
+	return rto << shift
 }
 
 // sentFIN moves to FIN-WAIT-1 or LAST-ACK once our FIN is out.
@@ -269,6 +293,9 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	// The options go where they will be sent; tcpFrame writes the
 	// headers before them and sizes the frame around them.
 	const at = ethLen + ipLen + tcpLen
+	if c.arpEpoch != e.arpEpoch {
+		c.refreshMAC() // a neighbour's MAC changed: perhaps ours
+	}
 	ol := c.options(e.tx[at:at+40], flags)
 	hl := tcpLen + ol
 	ack := uint32(0)
