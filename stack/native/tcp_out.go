@@ -121,12 +121,18 @@ func (c *Conn) pipe() uint32 {
 // sendData sends new data (and retransmits after a timeout, SND.NXT having
 // gone back to SND.UNA) within min(cwnd, the peer's window), then FIN.
 func (c *Conn) sendData() bool {
-	e := c.e
-	if c.sndUna == c.sndMax && c.sLen > 0 && e.now-c.lastSend > c.rto && !e.o.NoSlowStartAfterIdle {
+	if c.sndUna == c.sndMax && c.sLen > 0 && c.e.now-c.lastSend > c.rto && !c.e.o.NoSlowStartAfterIdle {
 		c.cwndAfterIdle()
 	}
-	limited := false
-	defer func() { c.cwndUse(limited) }()
+	ok, limited := c.sendSegs()
+	c.cwndUse(limited)
+	return ok
+}
+
+// sendSegs is sendData's loop; limited reports whether cwnd held data
+// back.
+func (c *Conn) sendSegs() (ok, limited bool) {
+	e := c.e
 	for {
 		if seqLT(c.sndNxt, c.sndMax) { // retransmitting: step over what the peer SACKed
 			c.skipSACKed()
@@ -179,7 +185,7 @@ func (c *Conn) sendData() bool {
 			flags |= flagPSH
 		}
 		if !c.sendSeg(c.sndNxt, flags, off, n) {
-			return false
+			return false, limited
 		}
 		if fin {
 			c.sentFIN()
@@ -187,11 +193,11 @@ func (c *Conn) sendData() bool {
 	}
 	if c.finQueued && !c.finAcked && int(c.sndNxt-c.sndUna) == c.sLen {
 		if !c.sendSeg(c.sndNxt, flagACK|flagFIN, c.sLen, 0) {
-			return false
+			return false, limited
 		}
 		c.sentFIN()
 	}
-	return true
+	return true, limited
 }
 
 // sendSeg sends n bytes from buffer offset off at seq with flags and
