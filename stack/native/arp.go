@@ -256,6 +256,10 @@ func (e *Engine) learn(a [4]byte, mac [6]byte, confirmed bool) {
 	changed := had && en.mac != mac
 	if changed {
 		e.cnt[cARPMACChanged]++
+	}
+	if changed || confirmed && !had {
+		// Connections through a may hold another MAC: a SYN's, for
+		// one whose neighbour was first asked for after a timeout.
 		e.arpEpoch++
 	}
 	wasWaiting := en.state == nudIncomplete

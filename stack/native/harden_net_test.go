@@ -255,7 +255,8 @@ func TestOverlappingFragmentsDropped_RFC5722Linux(t *testing.T) {
 	req := echoRequest(7, randBytes(3, 1000))
 	fs := b.frags(protoICMP, 1, req, 400)
 	b.send(fs[0])
-	over := b.datagram(protoICMP, 1, 0x2000|uint16(200/8), make([]byte, 400)) // bytes 200..600
+	// Bytes 200..600 again, the same bytes: consistent, still an overlap.
+	over := b.datagram(protoICMP, 1, 0x2000|uint16(200/8), req[200:600])
 	b.send(over)
 	b.send(fs[1])
 	b.send(fs[2])
@@ -578,11 +579,11 @@ func TestPersistBackoffNoOverflow(t *testing.T) {
 	o := Options{MaxConns: 4, MaxRTO: 10 * time.Minute}
 	w := newWorld(t, memio.Options{}, o, o)
 	ca, _ := w.connect(7000)
-	ca.rto = int64(time.Minute)
-	for _, shift := range []int{0, 3, 4, 30, 40, 63, 64} {
+	ca.rto = int64(10 * time.Second) // 10 s << 30 is past 2^63
+	for _, shift := range []int{0, 3, 6, 30, 40, 63, 64} {
 		ca.persistShift, ca.tPersist = shift, 0
 		ca.armPersist()
-		want := w.a.now + min(int64(time.Minute)<<min(shift, 4), int64(10*time.Minute))
+		want := w.a.now + min(int64(10*time.Second)<<min(shift, 6), int64(10*time.Minute))
 		if ca.tPersist != want {
 			t.Errorf("shift %d: persist in %v, want %v", shift, time.Duration(ca.tPersist-w.a.now), time.Duration(want-w.a.now))
 		}
