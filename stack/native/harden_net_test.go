@@ -589,3 +589,37 @@ func TestPersistBackoffNoOverflow(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkARPNewSender is the cost of an ARP request from a sender the
+// full neighbour cache does not hold: an eviction over a bounded scan of
+// the clock hand, whatever the cache's size (it was a walk of the whole
+// table).
+func BenchmarkARPNewSender(b *testing.B) {
+	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
+	pa, pb := memio.NewPair(memio.Options{Clock: clk, TxSlots: 4096})
+	defer pa.Close()
+	defer pb.Close()
+	e, err := New(pa, Options{Addr: addrA, PrefixLen: 16, Clock: clk})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	const n = 1 << 14
+	frames := make([][]byte, n)
+	for i := range frames {
+		frames[i] = arp.AppendRequest(nil, net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}, peerIP(i), addrA)
+	}
+	for _, f := range frames[:n/2] { // fill the cache
+		e.input(f)
+		pb.RxFrames(64, func([]byte) {})
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		e.input(frames[i%n])
+		if i%64 == 63 {
+			b.StopTimer()
+			pb.RxFrames(64, func([]byte) {})
+			b.StartTimer()
+		}
+	}
+}
