@@ -521,7 +521,7 @@ func (e *Engine) newConn(raddr [4]byte, lport, rport uint16) *Conn {
 func (c *Conn) buffers() {
 	if c.sbuf == nil {
 		c.sbuf = make([]byte, c.e.o.SendBuf)
-		c.rbuf = make([]byte, c.e.o.RecvBuf)
+		c.rbuf = make([]byte, c.e.o.RecvBuf+rcvSlack(c.e.o.RecvBuf))
 	}
 	c.sendHomeIfEmpty() // a second call (Dial, then establish) keeps what was written
 	c.recvHomeIfEmpty()

@@ -623,3 +623,34 @@ func BenchmarkARPNewSender(b *testing.B) {
 		}
 	}
 }
+
+// Linux rounds the advertised window up to the window scale
+// (__tcp_select_window's ALIGN), where rounding down left up to
+// 2^Rcv.Wind.Shift-1 free bytes unannounced (and a buffer with less than
+// that free announced a zero window); the receiver takes every byte it
+// announced (RFC 9293 §3.8.6.2.2: the window is an offer it keeps).
+func TestWindowRoundedUpLinux(t *testing.T) {
+	o := Options{MaxConns: 4}
+	w := newWorld(t, memio.Options{}, o, o)
+	ca, cb := w.connect(7000)
+	shift := cb.rcvWS
+	if shift == 0 {
+		t.Fatal("no window scale: no test")
+	}
+	ca.Write(make([]byte, 1001)) // unread by B: its free space is not a multiple of 2^shift
+	w.until(time.Second, "1001 bytes", func() bool { return cb.rLen == 1001 && ca.sndUna == ca.sndMax })
+	free := uint32(cb.rcvCap - cb.rLen)
+	want := (free + 1<<shift - 1) >> shift << shift
+	if got := cb.rcvAdv - cb.rcvNxt; got != want {
+		t.Fatalf("window announced %d with %d bytes free (scale %d), want %d rounded up", got, free, shift, want)
+	}
+	rtx := counterOf(t, w.a, "tcp_retransmits")
+	for sent := 0; sent < int(want); {
+		sent += ca.Write(make([]byte, int(want)-sent))
+		w.until(time.Minute, "the window's bytes", func() bool { return ca.sLen == 0 || ca.sndWnd == 0 })
+	}
+	w.until(time.Minute, "all acknowledged", func() bool { return ca.sLen == 0 })
+	if cb.rLen != 1001+int(want) || counterOf(t, w.a, "tcp_retransmits") != rtx {
+		t.Fatalf("B holds %d bytes, want %d; %d retransmissions", cb.rLen, 1001+int(want), counterOf(t, w.a, "tcp_retransmits")-rtx)
+	}
+}

@@ -637,7 +637,9 @@ func (c *Conn) dataInput(s *segment) {
 		}
 		seq = c.rcvNxt
 	}
-	room := c.rcvCap - c.rLen // bytes of the ring from RCV.NXT on
+	// Bytes of the ring from RCV.NXT on: the buffer, or the window
+	// advertised when rounding it up took some of the ring's slack.
+	room := max(c.rcvCap-c.rLen, min(int(c.rcvWnd()), len(c.rbuf)-c.rLen))
 	off := int(seq - c.rcvNxt)
 	if off+len(p) > room {
 		if off >= room {
@@ -816,9 +818,9 @@ func (c *Conn) windowOpened() {
 	if !c.state.synchronized() || c.finRcvd {
 		return
 	}
-	free := uint32(c.rcvCap - c.rLen)
+	free := uint32(max(c.rcvCap-c.rLen, 0)) // rounding up may have lent the ring's slack
 	adv := c.rcvWnd()
-	if free-adv >= uint32(min(c.rcvCap/2, 2*c.rmss)) || adv < uint32(c.rmss) && free >= uint32(c.rmss) {
+	if free > adv && free-adv >= uint32(min(c.rcvCap/2, 2*c.rmss)) || adv < uint32(c.rmss) && free >= uint32(c.rmss) {
 		c.sendAckNow()
 	}
 }

@@ -335,7 +335,7 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 // §3.8.6.2.2, with the receiver's SWS avoidance: the edge moves only by a
 // segment or half the buffer).
 func (c *Conn) window(flags uint8) uint16 {
-	free := uint32(c.rcvCap - c.rLen)
+	free := uint32(max(c.rcvCap-c.rLen, 0))
 	if c.finRcvd {
 		free = 0
 	}
@@ -351,7 +351,14 @@ func (c *Conn) window(flags uint8) uint16 {
 	if flags&flagSYN != 0 {
 		shift = 0
 	}
+	// Rounded up, as Linux does (__tcp_select_window's ALIGN): rounded
+	// down, up to 2^shift-1 free bytes went unannounced, and a buffer
+	// with less than 2^shift free announced a zero window. The bytes
+	// beyond the buffer go to the ring's slack (rcvSlack).
 	v := w >> shift
+	if up := (w + 1<<shift - 1) >> shift; up != v && c.rLen+int(up<<shift) <= len(c.rbuf) {
+		v = up
+	}
 	if v > 0xffff {
 		v = 0xffff
 	}
@@ -360,6 +367,11 @@ func (c *Conn) window(flags uint8) uint16 {
 	}
 	return uint16(v)
 }
+
+// rcvSlack is the bytes a receive ring of a buffer of n bytes has beyond
+// it: what rounding the window up to the scale (at most wscaleFor(n))
+// may announce past the buffer.
+func rcvSlack(n int) int { return 1<<wscaleFor(n) - 1 }
 
 // options writes the options of a segment with flags into o and returns
 // their length: MSS, SACK-permitted, timestamps and window scale in a SYN
