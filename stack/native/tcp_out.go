@@ -124,15 +124,8 @@ func (c *Conn) sendData() bool {
 	if c.sndUna == c.sndMax && c.sLen > 0 && c.e.now-c.lastSend > c.rto && !c.e.o.NoSlowStartAfterIdle {
 		c.cwndAfterIdle()
 	}
-	ok, limited := c.sendSegs()
-	c.cwndUse(limited)
-	return ok
-}
-
-// sendSegs is sendData's loop; limited reports whether cwnd held data
-// back.
-func (c *Conn) sendSegs() (ok, limited bool) {
 	e := c.e
+	limited := false // cwnd held data back (cwndUse)
 	for {
 		if seqLT(c.sndNxt, c.sndMax) { // retransmitting: step over what the peer SACKed
 			c.skipSACKed()
@@ -185,7 +178,8 @@ func (c *Conn) sendSegs() (ok, limited bool) {
 			flags |= flagPSH
 		}
 		if !c.sendSeg(c.sndNxt, flags, off, n) {
-			return false, limited
+			c.cwndUse(limited)
+			return false
 		}
 		if fin {
 			c.sentFIN()
@@ -193,11 +187,13 @@ func (c *Conn) sendSegs() (ok, limited bool) {
 	}
 	if c.finQueued && !c.finAcked && int(c.sndNxt-c.sndUna) == c.sLen {
 		if !c.sendSeg(c.sndNxt, flagACK|flagFIN, c.sLen, 0) {
-			return false, limited
+			c.cwndUse(limited)
+			return false
 		}
 		c.sentFIN()
 	}
-	return true, limited
+	c.cwndUse(limited)
+	return true
 }
 
 // sendSeg sends n bytes from buffer offset off at seq with flags and
@@ -356,8 +352,8 @@ func (c *Conn) window(flags uint8) uint16 {
 	// with less than 2^shift free announced a zero window. The bytes
 	// beyond the buffer go to the ring's slack (rcvSlack).
 	v := w >> shift
-	if up := (w + 1<<shift - 1) >> shift; up != v && c.rLen+int(up<<shift) <= len(c.rbuf) {
-		v = up
+	if w&(1<<shift-1) != 0 && c.rLen+int(v+1)<<shift <= len(c.rbuf) {
+		v++
 	}
 	if v > 0xffff {
 		v = 0xffff
