@@ -12,10 +12,10 @@
 // The application code, batch sizes and socket options are the same for
 // every kind, so the paths compare fairly:
 //
-//	b, err := dgramio.New(dgramio.Config{Kind: "udp", Dests: []netip.Addr{dst}, Port: 5000})
+//	b, err := dgramio.New(dgramio.Config{Kind: "udp", Dests: []netip.AddrPort{netip.AddrPortFrom(dst, 5000)}, Port: 5000})
 //	if err != nil { ... }            // says which field, privilege or feature is wrong
 //	defer b.Close()
-//	ok := b.Queue(payload)           // copies; false = back-pressure, the caller keeps it
+//	err = b.Queue(payload)           // copies; ErrBackPressure: Flush and retry, the caller keeps it
 //	err = b.Flush()                  // the batch leaves here
 //	n, err := b.Rx(pkts)             // never blocks; pkts[i].Data valid until the next Rx
 //
@@ -176,3 +176,47 @@ func New(cfg Config) (Backend, error) {
 	}
 	return e.open(cfg)
 }
+
+// Byte streams and connection events of the stream kinds (tcp, tcp-xdp,
+// tcp-dpdk): Config.Framing, Config.Events, Packet.Event and Conns.
+type (
+	// Framing is Config.Framing: FramingU16, FramingU32 or FramingRaw.
+	Framing = core.Framing
+	// Event is Packet.Event: EventData, or what happened to the
+	// connection Packet.From names.
+	Event = core.Event
+	// Conns is implemented by the Backend of every stream kind: close,
+	// reset, pause or resume one connection from the poll loop.
+	Conns = core.Conns
+)
+
+// The framings and the events.
+const (
+	FramingU16   = core.FramingU16
+	FramingRaw   = core.FramingRaw
+	FramingU32   = core.FramingU32
+	EventData    = core.EventData
+	EventOpened  = core.EventOpened
+	EventPeerFIN = core.EventPeerFIN
+	EventReset   = core.EventReset
+	EventEnded   = core.EventEnded
+	EventStalled = core.EventStalled
+)
+
+// ErrNoConn is what the Conns methods return for an address that names
+// no connection.
+var ErrNoConn = core.ErrNoConn
+
+// What Queue and QueueTo return besides nil, the same on every kind (see
+// docs/sending.md). Each is a plain value: compare with errors.Is.
+var (
+	// ErrBackPressure: the send slots are full; Flush, then queue again.
+	ErrBackPressure = core.ErrBackPressure
+	// ErrTooLarge: the payload exceeds Config.MaxDatagram.
+	ErrTooLarge = core.ErrTooLarge
+	// ErrNoRoute: no destination, no connection to that peer, or an
+	// address the kind cannot send to.
+	ErrNoRoute = core.ErrNoRoute
+	// ErrClosed: the backend is closed; it is net.ErrClosed.
+	ErrClosed = core.ErrClosed
+)

@@ -30,15 +30,14 @@ func TestEveryKindIsWiredOrSaysWhy(t *testing.T) {
 			Kind:    k,
 			Iface:   "dgnone0", // no such interface: opening fails after validation
 			LocalIP: netip.MustParseAddr("198.18.250.1"),
-			Dests:   []netip.Addr{netip.MustParseAddr("198.18.250.2")},
+			Dests:   []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("198.18.250.2"), 5000)},
 			Port:    5000,
 		}
 		if k == "udp" || k == "uring" || k == "tcp" {
 			// This test runs in the root namespace: kernel kinds talk only
 			// to loopback here (a UDP connect sends nothing; a TCP connect
 			// to a closed loopback port is refused).
-			cfg.Dests = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
-			cfg.Port = 9 // discard: nothing listens here
+			cfg.Dests = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:9")} // discard: nothing listens here
 		}
 		b, err := dgramio.New(cfg)
 		if b != nil {

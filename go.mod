@@ -1,6 +1,6 @@
 module github.com/dgramio/dgramio
 
-go 1.26.8
+go 1.26.3
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0

@@ -40,7 +40,7 @@ func dpdkGroupFlows(t *testing.T, kind, cli dgramio.Kind) {
 	dpdkGroupSeq++
 	srv := dgramio.Config{Kind: kind, Role: dgramio.RoleServer, LocalIP: p.A.Addr, Port: 7000, Queues: 2, Poll: dgramio.PollYield,
 		DPDK: dgramio.DPDKOptions{VDev: fmt.Sprintf("net_af_packet_g%d,iface=%s,qpairs=2,framecnt=4096", dpdkGroupSeq, p.A.Iface)}}
-	cc := dgramio.Config{Kind: cli, LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
+	cc := dgramio.Config{Kind: cli, LocalIP: p.B.Addr, Dests: []netip.AddrPort{netip.AddrPortFrom(p.A.Addr, 7000)}, Port: 7000,
 		Queues: 16, Poll: dgramio.PollYield}
 	runFlows(t, p.A, p.B, srv, cc, 200)
 }

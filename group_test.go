@@ -19,7 +19,7 @@ import (
 )
 
 func TestNewRefusesQueues(t *testing.T) {
-	_, err := dgramio.New(dgramio.Config{Kind: "udp", Dests: []netip.Addr{netip.MustParseAddr("127.0.0.1")}, Port: 9, Queues: 2})
+	_, err := dgramio.New(dgramio.Config{Kind: "udp", Dests: []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 9)}, Port: 9, Queues: 2})
 	var ce *dgramio.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "Queues" || !strings.Contains(err.Error(), "NewGroup") {
 		t.Fatalf("New with Queues 2: %v; want a ConfigError on Queues naming NewGroup", err)
@@ -228,7 +228,7 @@ func (r *serverQueue) serve(b dgramio.Backend, q int, poll dgramio.Poll, stop <-
 			}
 			r.from[p.From] = append(r.from[p.From], seq)
 			r.flows[p.From] = flow
-			for !b.QueueTo(p.Data, p.From) {
+			for b.QueueTo(p.Data, p.From) != nil {
 				if err := b.Flush(); err != nil && !errors.As(err, &pe) {
 					return err
 				}
@@ -270,7 +270,7 @@ func sendFlow(b dgramio.Backend, q, n int, poll dgramio.Poll) error {
 		}
 		for sent < n && sent-echoes < 32 {
 			putFlowMsg(msg, uint32(q), uint32(sent))
-			if !b.Queue(msg) {
+			if b.Queue(msg) != nil {
 				break
 			}
 			sent++
@@ -414,7 +414,7 @@ func groupPair(t testing.TB, cpus []int) *testhost.Pair {
 func groupConfigs(p *testhost.Pair, cpus []int, srv, cli dgramio.Kind) (dgramio.Config, dgramio.Config) {
 	s := dgramio.Config{Kind: srv, Role: dgramio.RoleServer, Iface: p.A.Iface, LocalIP: p.A.Addr, Port: 7000,
 		Queues: len(cpus), CPUs: cpus, Poll: dgramio.PollYield}
-	c := dgramio.Config{Kind: cli, Iface: p.B.Iface, LocalIP: p.B.Addr, Dests: []netip.Addr{p.A.Addr}, Port: 7000,
+	c := dgramio.Config{Kind: cli, Iface: p.B.Iface, LocalIP: p.B.Addr, Dests: []netip.AddrPort{netip.AddrPortFrom(p.A.Addr, 7000)}, Port: 7000,
 		Queues: len(cpus), CPUs: cpus, Poll: dgramio.PollYield}
 	return s, c
 }
@@ -452,7 +452,7 @@ func TestGroupFlows(t *testing.T) {
 			if err := p.B.AddNeigh(addr, p.A.MAC); err != nil {
 				t.Fatal(err)
 			}
-			srv.LocalIP, cli.Dests = addr, []netip.Addr{addr}
+			srv.LocalIP, cli.Dests = addr, []netip.AddrPort{netip.AddrPortFrom(addr, cli.Port)}
 		}},
 		// A tcp-xdp client (a netstack per queue, source ports from each
 		// queue's share) talks to a kernel tcp server with two reuseport

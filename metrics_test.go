@@ -23,12 +23,12 @@ func TestMetricsOfABackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	cli, err := dgramio.New(dgramio.Config{Kind: "udp", Dests: []netip.Addr{lo}, Port: 47391})
+	cli, err := dgramio.New(dgramio.Config{Kind: "udp", Dests: []netip.AddrPort{netip.AddrPortFrom(lo, 47391)}, Port: 47391})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	if !cli.Queue([]byte("hello")) || cli.Flush() != nil {
+	if cli.Queue([]byte("hello")) != nil || cli.Flush() != nil {
 		t.Fatal("send failed")
 	}
 	pkts := make([]dgramio.Packet, 4)

@@ -47,7 +47,7 @@ func OptionsFromConfig(cfg core.Config) Options {
 	if len(cfg.DstMAC) != 0 {
 		o.Neighbors = make(map[netip.Addr]net.HardwareAddr, len(cfg.Dests))
 		for _, d := range cfg.Dests {
-			o.Neighbors[d] = cfg.DstMAC
+			o.Neighbors[d.Addr()] = cfg.DstMAC
 		}
 	}
 	return o

@@ -12,7 +12,7 @@ import (
 // roundTrip sends one record from cli and spins (Rx, no Wait) until it
 // comes back.
 func roundTrip(t testing.TB, cli *Backend, msg []byte, pkts []core.Packet) {
-	if !cli.Queue(msg) {
+	if cli.Queue(msg) != nil {
 		t.Fatal("Queue refused")
 	}
 	if err := cli.Flush(); err != nil {
@@ -73,7 +73,7 @@ func plainEcho(b *Backend, sleep bool) func(ctx context.Context) bool {
 			return false
 		}
 		for i := 0; i < n; i++ {
-			for !b.QueueTo(pkts[i].Data, pkts[i].From) {
+			for b.QueueTo(pkts[i].Data, pkts[i].From) != nil {
 				if b.Flush() != nil || ctx.Err() != nil {
 					return false
 				}

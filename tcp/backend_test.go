@@ -60,7 +60,7 @@ func serverConfig() core.Config {
 
 func clientConfig() core.Config {
 	c := core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
-		Dests: []netip.Addr{srvIP}, Port: testPort, ConnectTimeout: 20 * time.Second}
+		Dests: []netip.AddrPort{netip.AddrPortFrom(srvIP, testPort)}, Port: testPort, ConnectTimeout: 20 * time.Second}
 	c.TCP.Stack = testStack
 	return c
 }
@@ -103,7 +103,7 @@ func echo(t *testing.T, b *Backend) func(ctx context.Context) bool {
 	pkts := make([]core.Packet, 64)
 	var backlog []core.Packet
 	return func(ctx context.Context) bool {
-		for len(backlog) > 0 && b.QueueTo(backlog[0].Data, backlog[0].From) {
+		for len(backlog) > 0 && b.QueueTo(backlog[0].Data, backlog[0].From) == nil {
 			backlog[0] = core.Packet{}
 			backlog = backlog[1:]
 		}
@@ -119,7 +119,7 @@ func echo(t *testing.T, b *Backend) func(ctx context.Context) bool {
 			}
 		}
 		for i := 0; i < n; i++ {
-			if len(backlog) == 0 && b.QueueTo(pkts[i].Data, pkts[i].From) {
+			if len(backlog) == 0 && b.QueueTo(pkts[i].Data, pkts[i].From) == nil {
 				continue
 			}
 			backlog = append(backlog, core.Packet{Data: append([]byte(nil), pkts[i].Data...), From: pkts[i].From})
@@ -218,7 +218,7 @@ func stream(t *testing.T, cli *Backend, total int, size func(i uint64) int, dead
 		}
 		for sentBytes < total {
 			sz := size(sent)
-			if !cli.Queue(makeRecord(buf, sent, sz)) {
+			if cli.Queue(makeRecord(buf, sent, sz)) != nil {
 				break
 			}
 			expect = append(expect, sz)
@@ -378,7 +378,7 @@ func testManyConnections(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("server Queue never refused: queued %d, stats %+v", queued, srv.Stats())
 		}
-		if !srv.Queue(makeRecord(buf, queued, len(buf))) {
+		if srv.Queue(makeRecord(buf, queued, len(buf))) != nil {
 			break
 		}
 		queued++
@@ -420,10 +420,27 @@ func TestCloseAndReset(t *testing.T) { engines(t, testCloseAndReset) }
 func testCloseAndReset(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
+	// collect records the ends of connections the server delivers
+	// (Config.Events: an EventPeerFIN as a *core.PeerError of Reset false,
+	// an EventReset as its Err) and any error of Rx, which must be none.
 	collect := func(b *Backend) func(context.Context) bool {
 		pkts := make([]core.Packet, 8)
 		return func(ctx context.Context) bool {
-			_, err := b.Rx(pkts)
+			n, err := b.Rx(pkts)
+			for _, p := range pkts[:n] {
+				var end error
+				switch p.Event {
+				case core.EventPeerFIN:
+					end = &core.PeerError{Peer: p.From}
+				case core.EventReset:
+					end = p.Err
+				}
+				if end != nil {
+					mu.Lock()
+					errs = append(errs, end)
+					mu.Unlock()
+				}
+			}
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) {
 					return false
@@ -448,7 +465,7 @@ func testCloseAndReset(t *testing.T) {
 				mu.Unlock()
 				var pe *core.PeerError
 				if !errors.As(err, &pe) {
-					t.Fatalf("server error %v is not a PeerError", err)
+					t.Fatalf("server error %v is not a connection's end", err)
 				}
 				return pe
 			}
@@ -458,8 +475,10 @@ func testCloseAndReset(t *testing.T) {
 		return nil
 	}
 
+	srvCfg, cliCfg := serverConfig(), clientConfig()
+	srvCfg.Events, cliCfg.Events = true, true
 	t.Run("close", func(t *testing.T) {
-		srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), collect)
+		srv, cli, _, _ := setup(t, memio.Options{}, srvCfg, cliCfg, collect)
 		if err := cli.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -470,15 +489,15 @@ func testCloseAndReset(t *testing.T) {
 		if s := srv.Stats(); s.PeerCloses != 1 || s.Resets != 0 || s.Conns != 0 {
 			t.Fatalf("server stats %+v", s)
 		}
-		if cli.Queue([]byte("x")) {
-			t.Fatal("Queue after Close succeeded")
+		if err := cli.Queue([]byte("x")); err != core.ErrClosed {
+			t.Fatalf("Queue after Close: %v, want core.ErrClosed", err)
 		}
 		if _, err := cli.Rx(make([]core.Packet, 1)); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("Rx after Close: %v", err)
 		}
 	})
 	t.Run("reset", func(t *testing.T) {
-		srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), collect)
+		srv, cli, _, _ := setup(t, memio.Options{}, srvCfg, cliCfg, collect)
 		cli.s.Conn(0).Abort() // RST (the layer removes it at the next call)
 		cli.Flush()
 		pe := waitErr(srv)
@@ -488,10 +507,21 @@ func testCloseAndReset(t *testing.T) {
 		if s := srv.Stats(); s.Resets != 1 || s.Conns != 0 {
 			t.Fatalf("server stats %+v", s)
 		}
-		// The client sees its own aborted connection as gone too.
-		_, err := cli.Rx(make([]core.Packet, 1))
-		if !isPeer(err) {
-			t.Fatalf("client Rx after abort: %v", err)
+		// The client sees its own aborted connection as gone too: a
+		// reset (after its EventOpened), no error.
+		var evs []core.Event
+		pkts := make([]core.Packet, 4)
+		for range 10 {
+			n, err := cli.Rx(pkts)
+			if err != nil {
+				t.Fatalf("client Rx after abort: %v", err)
+			}
+			for _, p := range pkts[:n] {
+				evs = append(evs, p.Event)
+			}
+		}
+		if fmt.Sprint(evs) != "[opened reset ended]" {
+			t.Fatalf("client events after abort: %v, want [opened reset ended]", evs)
 		}
 	})
 }
@@ -513,6 +543,7 @@ func startPaused(t *testing.T, stall time.Duration, flush bool) (*pausedServer, 
 	p := &pausedServer{}
 	ccfg := clientConfig()
 	ccfg.TCP.SendStall = stall
+	ccfg.Events = true // its stalls come as EventStalled
 	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), ccfg, p.body(flush))
 	return p, cli
 }
@@ -557,7 +588,8 @@ func (p *pausedServer) body(flush bool) func(*Backend) func(context.Context) boo
 
 // TestBackpressure: a server that keeps its stack running but stops
 // reading. The client's Queue turns false (nothing lost, nothing cut), its
-// Flush reports ErrSendStall after TCP.SendStall, and when the server reads
+// Rx delivers an EventStalled (Err matching ErrSendStall) after
+// TCP.SendStall, never an error of Flush or Rx, and when the server reads
 // again every record arrives, in order.
 func TestBackpressure(t *testing.T) { engines(t, testBackpressure) }
 
@@ -569,21 +601,35 @@ func testBackpressure(t *testing.T) {
 	var sent uint64
 	var stall error
 	start := time.Now()
+	pkts := make([]core.Packet, 16)
 	for deadline := start.Add(60 * time.Second); stall == nil; {
 		if time.Now().After(deadline) {
 			t.Fatalf("no stall reported; sent %d, stats %+v", sent, cli.Stats())
 		}
-		for cli.Queue(makeRecord(buf, sent, 1000)) {
+		for cli.Queue(makeRecord(buf, sent, 1000)) == nil {
 			sent++
 		}
 		if err := cli.Flush(); err != nil {
-			var se *SendStallError
-			if !errors.Is(err, ErrSendStall) || !errors.As(err, &se) || se.Peer.Addr() != srvIP || se.Stalled < sendStall {
-				t.Fatalf("Flush: %v", err)
+			t.Fatalf("Flush: %v", err)
+		}
+		n, err := cli.Rx(pkts)
+		if err != nil {
+			t.Fatalf("Rx: %v", err)
+		}
+		for _, p := range pkts[:n] {
+			if p.Event != core.EventStalled {
+				continue
 			}
-			stall = err
+			var se *SendStallError
+			if !errors.Is(p.Err, ErrSendStall) || !errors.As(p.Err, &se) || se.Peer.Addr() != srvIP || se.Stalled < sendStall || p.From != se.Peer {
+				t.Fatalf("EventStalled of %v: %v", p.From, p.Err)
+			}
+			stall = p.Err
 		}
 		time.Sleep(time.Millisecond)
+	}
+	if v := sendStalls(cli); v != 1 {
+		t.Errorf("send_stalls %d, want 1", v)
 	}
 	st := cli.Stats()
 	t.Logf("stalled after %v with %d records accepted; %v", time.Since(start).Round(time.Millisecond), sent, stall)
@@ -600,7 +646,7 @@ func testBackpressure(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("server got %d of %d records; client %+v", got.Load(), sent, cli.Stats())
 		}
-		if err := cli.Flush(); err != nil && !errors.Is(err, ErrSendStall) {
+		if err := cli.Flush(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)
@@ -747,18 +793,16 @@ func testBackpressureClearsWithoutFlush(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no stall reported; sent %d, stats %+v", sent, cli.Stats())
 		}
-		for cli.Queue(makeRecord(buf, sent, 1000)) {
+		for cli.Queue(makeRecord(buf, sent, 1000)) == nil {
 			sent++
 		}
 		if err := cli.Flush(); err != nil {
-			if !errors.Is(err, ErrSendStall) {
-				t.Fatalf("Flush: %v", err)
-			}
-			stalled = true
+			t.Fatalf("Flush: %v", err)
 		}
+		stalled = sendStalls(cli) > 0
 		time.Sleep(time.Millisecond)
 	}
-	if cli.Queue(makeRecord(buf, sent, 1000)) {
+	if cli.Queue(makeRecord(buf, sent, 1000)) != core.ErrBackPressure {
 		t.Fatal("Queue took a record with the staging full")
 	}
 	// Every record accepted so far went through a Flush. From here on the
@@ -784,7 +828,7 @@ func testBackpressureClearsWithoutFlush(t *testing.T) {
 		}
 	}
 	rxUntil("without Flush", func() bool { return got.Load() == sent })
-	if !cli.Queue(makeRecord(buf, sent, 1000)) {
+	if cli.Queue(makeRecord(buf, sent, 1000)) != nil {
 		t.Fatalf("Queue still refused with the stream drained: %+v", cli.Stats())
 	}
 	sent++
@@ -891,7 +935,7 @@ func testLingerCountsUnacked(t *testing.T) {
 	const acked, lost = 5, 10
 	msg := make([]byte, 100)
 	for i := 0; i < acked; i++ {
-		if !cli.Queue(msg) {
+		if cli.Queue(msg) != nil {
 			t.Fatalf("Queue %d refused", i)
 		}
 	}
@@ -912,7 +956,7 @@ func testLingerCountsUnacked(t *testing.T) {
 	}
 	pb.SetImpairment(memio.Impairment{Loss: 1})
 	for i := 0; i < lost; i++ {
-		if !cli.Queue(msg) {
+		if cli.Queue(msg) != nil {
 			t.Fatalf("Queue %d refused", i)
 		}
 	}
@@ -959,7 +1003,7 @@ func testCloseCountsAnswersInFlight(t *testing.T) {
 	srv, cli, _, stop := echoPair(t, Options{})
 	msg := make([]byte, 100)
 	for i := 0; i < 2000; i++ {
-		for !cli.Queue(msg) {
+		for cli.Queue(msg) != nil {
 			if err := cli.Flush(); err != nil {
 				t.Fatal(err)
 			}
@@ -1008,7 +1052,7 @@ func testWaitReturnsForDecodedRecords(t *testing.T) {
 	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), acceptOnly)
 	<-accepted
 	for _, s := range []string{"a", "b", "c"} {
-		if !cli.Queue([]byte(s)) {
+		if cli.Queue([]byte(s)) != nil {
 			t.Fatal("Queue refused")
 		}
 	}
@@ -1020,4 +1064,11 @@ func testWaitReturnsForDecodedRecords(t *testing.T) {
 	if fmt.Sprint(got) != "[a b c]" {
 		t.Fatalf("records %q", got)
 	}
+}
+
+// sendStalls is b's count of send stalls (layer "stream" "send_stalls").
+func sendStalls(b core.Backend) uint64 {
+	st := b.Stats()
+	v, _ := st.Counter("stream", "send_stalls")
+	return v
 }

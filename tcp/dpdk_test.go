@@ -82,7 +82,7 @@ func testDPDKTCPClientKernelServer(t *testing.T) {
 			p := dpdkTCPPrepare(t, driver)
 			ln, wait := peertest.Echo(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
 			b, err := openTCPDPDK(t, p.A, driver, core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
-				Dests: []netip.Addr{p.B.Addr}, Port: 5000})
+				Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000})
 			testutil.SkipIfNotSupported(t, err)
 			s := echoedRecords(t, b, 10000)
 			t.Logf("mode %q; stats %+v", s.Mode, s)
@@ -145,7 +145,7 @@ func TestDPDKTCPConnectRefused(t *testing.T) { engines(t, testDPDKTCPConnectRefu
 func testDPDKTCPConnectRefused(t *testing.T) {
 	p := dpdkTCPPrepare(t, "net_af_xdp")
 	_, err := openTCPDPDK(t, p.A, "net_af_xdp", core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
-		Dests: []netip.Addr{p.B.Addr}, Port: 5999, ConnectTimeout: 5 * time.Second})
+		Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5999)}, Port: 5999, ConnectTimeout: 5 * time.Second})
 	if err == nil {
 		t.Fatal("connected to a closed port")
 	}

@@ -13,7 +13,9 @@ import (
 )
 
 // rxFor calls cli.Rx (sleeping in Wait between empty rounds) until done
-// says so or 20 s pass, handing each record and error to onRec/onErr.
+// says so or 20 s pass, handing each record to onRec, and each error and
+// end of a connection (Config.Events: an EventPeerFIN as a
+// *core.PeerError of Reset false, an EventReset as its Err) to onErr.
 func rxFor(t *testing.T, cli *Backend, onRec func([]byte), onErr func(error), done func() bool) {
 	t.Helper()
 	pkts := make([]core.Packet, 64)
@@ -27,7 +29,14 @@ func rxFor(t *testing.T, cli *Backend, onRec func([]byte), onErr func(error), do
 		}
 		n, err := cli.Rx(pkts)
 		for _, p := range pkts[:n] {
-			onRec(p.Data)
+			switch p.Event {
+			case core.EventData:
+				onRec(p.Data)
+			case core.EventPeerFIN:
+				onErr(&core.PeerError{Peer: p.From})
+			case core.EventReset:
+				onErr(p.Err)
+			}
 		}
 		if err != nil {
 			onErr(err)
@@ -49,7 +58,7 @@ func testOversizeRecordFromPeer(t *testing.T) {
 	cc := clientConfig()
 	cc.MaxDatagram = MaxRecord
 	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), cc, nil)
-	if !cli.Queue(make([]byte, MaxRecord)) || !cli.Queue([]byte("after")) {
+	if cli.Queue(make([]byte, MaxRecord)) != nil || cli.Queue([]byte("after")) != nil {
 		t.Fatal("Queue refused")
 	}
 	var got []string
@@ -70,7 +79,9 @@ func TestHalfCloseAnswersFlow(t *testing.T) { engines(t, testHalfCloseAnswersFlo
 
 func testHalfCloseAnswersFlow(t *testing.T) {
 	const n, size = 2000, 1000
-	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), nil)
+	cc := clientConfig()
+	cc.Events = true
+	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), cc, nil)
 	buf := make([]byte, size)
 	scratch := make([]byte, size)
 	var sent, got uint64
@@ -85,7 +96,7 @@ func testHalfCloseAnswersFlow(t *testing.T) {
 		}
 		fin = err
 	}, func() bool {
-		for sent < n && cli.Queue(makeRecord(buf, sent, size)) {
+		for sent < n && cli.Queue(makeRecord(buf, sent, size)) == nil {
 			sent++
 		}
 		if sent == n && !shut {
@@ -117,7 +128,7 @@ func TestTxBytesCountsPayload(t *testing.T) { engines(t, testTxBytesCountsPayloa
 func testTxBytesCountsPayload(t *testing.T) {
 	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), nil)
 	for i := 0; i < 10; i++ {
-		if !cli.Queue(make([]byte, 100)) {
+		if cli.Queue(make([]byte, 100)) != nil {
 			t.Fatal("Queue refused")
 		}
 	}

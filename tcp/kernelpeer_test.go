@@ -54,7 +54,7 @@ func roundTrips(t *testing.T, b core.Backend, n, size, window int) {
 		}
 		for sent < n && sent-got < window {
 			binary.BigEndian.PutUint32(payload, uint32(sent))
-			if !b.Queue(payload) {
+			if b.Queue(payload) != nil {
 				break
 			}
 			sent++

@@ -75,7 +75,7 @@ func (m *manyClients) step(tb testing.TB) int {
 		tb.Fatal(err)
 	}
 	for _, p := range m.pkts[:k] {
-		if !m.srv.QueueTo(p.Data, p.From) {
+		if m.srv.QueueTo(p.Data, p.From) != nil {
 			tb.Fatal("QueueTo refused an answer")
 		}
 	}

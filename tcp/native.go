@@ -178,6 +178,7 @@ func (n *nativeEngine) readable(c *native.Conn) {
 // hold makes the nconn of c, a connection the engine gave the Backend.
 func (n *nativeEngine) hold(c *native.Conn) *nconn {
 	nc := &nconn{n: n, c: c}
+	nc.sent.SetFraming(n.b.cfg.Framing)
 	i := c.Slot()
 	if i >= len(n.slots) {
 		n.slots = append(n.slots, make([]*nconn, i+1-len(n.slots))...)
@@ -249,7 +250,7 @@ func (n *nativeEngine) connectAll() error {
 	defer cancel()
 	pending := make([]*nconn, 0, len(b.cfg.Dests))
 	for _, d := range b.cfg.Dests {
-		peer := netip.AddrPortFrom(d, b.cfg.Port)
+		peer := d
 		c, err := n.dial(peer)
 		if err != nil {
 			return err

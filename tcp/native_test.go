@@ -271,7 +271,7 @@ func (r *router) serve(ctx context.Context, p *memio.Port) {
 func TestNativeGatewayRFC1122Sec3_3_1(t *testing.T) {
 	_, ccfg := nativeConfigs()
 	peer := netip.MustParseAddr("198.19.7.7")
-	ccfg.Dests, ccfg.ConnectTimeout = []netip.Addr{peer}, time.Second
+	ccfg.Dests, ccfg.ConnectTimeout = []netip.AddrPort{netip.AddrPortFrom(peer, ccfg.Port)}, time.Second
 	r := &router{ip: netip.MustParseAddr("198.18.0.254"), mac: net.HardwareAddr{0x02, 0, 0, 0, 0, 0xfe}}
 	pa, pb := memio.NewPair(memio.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -341,10 +341,10 @@ func TestNativeMaxConns(t *testing.T) {
 		}
 		return false
 	}
-	if !clis[0].Queue([]byte("first")) || !answered(clis[0], 20*time.Second) {
+	if clis[0].Queue([]byte("first")) != nil || !answered(clis[0], 20*time.Second) {
 		t.Fatal("the first client was not answered")
 	}
-	if !clis[1].Queue([]byte("second")) {
+	if clis[1].Queue([]byte("second")) != nil {
 		t.Fatal("Queue refused")
 	}
 	if answered(clis[1], 300*time.Millisecond) {

@@ -52,7 +52,13 @@ func BenchmarkOneLoop(b *testing.B) {
 		runOneLoop(b, srv, cli)
 	})
 	b.Run("tcp-xdp+native", func(b *testing.B) {
-		srv, cli := nativePair(b)
+		srv, cli := nativePair(b, core.FramingU16)
+		runOneLoop(b, srv, cli)
+	})
+	// The server in raw framing (Config.FramingRaw): it takes the
+	// client's record as the bytes that came and appends them back.
+	b.Run("tcp-xdp+native+raw", func(b *testing.B) {
+		srv, cli := nativePair(b, core.FramingRaw)
 		runOneLoop(b, srv, cli)
 	})
 }
@@ -63,7 +69,7 @@ func rawPair(b *testing.B) (srv, cli core.Backend) {
 	pa, pb := memio.NewPair(memio.Options{})
 	sc := core.Config{Kind: core.KindXDP, Role: core.RoleServer, Iface: "memio", LocalIP: srvIP, Port: 5000}
 	cc := core.Config{Kind: core.KindXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
-		Dests: []netip.Addr{srvIP}, Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACA}
+		Dests: []netip.AddrPort{netip.AddrPortFrom(srvIP, 5000)}, Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACA}
 	s, err := udp.NewRaw(sc, pa, udp.RawOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -78,13 +84,14 @@ func rawPair(b *testing.B) (srv, cli core.Backend) {
 }
 
 // nativePair is a client and a server of tcp-xdp's native engine over
-// memio, connected.
-func nativePair(b *testing.B) (srv, cli core.Backend) {
+// memio, connected; the server's framing is framing.
+func nativePair(b *testing.B, framing core.Framing) (srv, cli core.Backend) {
 	srvIP, cliIP := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	sc := core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: "memio", LocalIP: srvIP, Port: 5000}
 	cc := core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
-		Dests: []netip.Addr{srvIP}, Port: 5000, ConnectTimeout: 20 * time.Second}
+		Dests: []netip.AddrPort{netip.AddrPortFrom(srvIP, 5000)}, Port: 5000, ConnectTimeout: 20 * time.Second}
 	sc.TCP.Stack, cc.TCP.Stack = core.TCPStackNative, core.TCPStackNative
+	sc.Framing = framing
 	pa, pb := memio.NewPair(memio.Options{})
 	srv, err := tcp.NewOverFrameIO(sc, pa, tcp.Options{})
 	if err != nil {
@@ -164,7 +171,7 @@ func runOneLoop(b *testing.B, srv, cli core.Backend) {
 func (l *oneLoop) pass(step func()) { step() }
 
 func (l *oneLoop) send() {
-	if !l.cli.Queue(l.msg) {
+	if l.cli.Queue(l.msg) != nil {
 		l.b.Fatal("the client's Queue refused a message")
 	}
 	if err := l.cli.Flush(); err != nil {
@@ -175,7 +182,7 @@ func (l *oneLoop) send() {
 func (l *oneLoop) recv() { l.in = rxOne(l.b, l.srv, l.pkts) }
 
 func (l *oneLoop) answer() {
-	if !l.srv.QueueTo(l.in.Data, l.in.From) {
+	if l.srv.QueueTo(l.in.Data, l.in.From) != nil {
 		l.b.Fatal("the server's QueueTo refused the answer")
 	}
 	if err := l.srv.Flush(); err != nil {

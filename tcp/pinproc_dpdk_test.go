@@ -21,7 +21,7 @@ func TestDPDKPinsProcess(t *testing.T) {
 	p := dpdkTCPPrepare(t, driver)
 	pinsProcess(t, p, func(cpus []int) (core.Backend, error) {
 		return openTCPDPDK(t, p.A, driver, core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
-			Dests: []netip.Addr{p.B.Addr}, Port: 5000, CPUs: cpus})
+			Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000, CPUs: cpus})
 	})
 	peertest.Clean(t, p.A)
 }

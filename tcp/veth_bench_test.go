@@ -83,7 +83,7 @@ func vethPair(b *testing.B, kind core.Kind, st core.TCPStack, sleep bool) (srv c
 	b.Cleanup(stop) // before the server closes
 
 	ccfg := base
-	ccfg.Iface, ccfg.LocalIP, ccfg.Dests = p.A.Iface, cliIP, []netip.Addr{srvIP}
+	ccfg.Iface, ccfg.LocalIP, ccfg.Dests = p.A.Iface, cliIP, []netip.AddrPort{netip.AddrPortFrom(srvIP, ccfg.Port)}
 	cli = &vethClient{b: b, be: open(b, p.A, ccfg), sleep: sleep, msg: make([]byte, 100), pkts: make([]core.Packet, 32)}
 	b.Cleanup(func() { cli.be.Close() })
 	return srv, cli, stop
@@ -139,7 +139,7 @@ func startVethEcho(srv core.Backend, sleep bool) (stop func()) {
 				}
 			}
 			for _, pk := range pkts[:n] {
-				for !srv.QueueTo(pk.Data, pk.From) && ctx.Err() == nil {
+				for srv.QueueTo(pk.Data, pk.From) != nil && ctx.Err() == nil {
 					srv.Flush()
 				}
 			}
@@ -167,7 +167,7 @@ type vethClient struct {
 // trip sends message i and waits up to 10 s for it to come back.
 func (c *vethClient) trip(i int) {
 	binary.BigEndian.PutUint32(c.msg, uint32(i))
-	for !c.be.Queue(c.msg) {
+	for c.be.Queue(c.msg) != nil {
 		c.be.Flush()
 	}
 	if err := c.be.Flush(); err != nil {
@@ -248,7 +248,7 @@ func vethSteps(b *testing.B, kind core.Kind, st core.TCPStack) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		if !cli.be.Queue(cli.msg) {
+		if cli.be.Queue(cli.msg) != nil {
 			b.Fatal("the client's Queue refused one message")
 		}
 		if err := cli.be.Flush(); err != nil {
@@ -257,7 +257,7 @@ func vethSteps(b *testing.B, kind core.Kind, st core.TCPStack) {
 		t1 := time.Now()
 		in := rxOne(b, srv, cli.pkts)
 		t2 := time.Now()
-		if !srv.QueueTo(in.Data, in.From) {
+		if srv.QueueTo(in.Data, in.From) != nil {
 			b.Fatal("the server's QueueTo refused the answer")
 		}
 		if err := srv.Flush(); err != nil {

@@ -66,7 +66,7 @@ func testXDPClientKernelServer(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
 	ln, wait := peertest.Echo(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
-	b, err := openXDP(t, p.A, core.Config{LocalIP: peertest.Addr(p.A, 3), Dests: []netip.Addr{p.B.Addr}, Port: 5000})
+	b, err := openXDP(t, p.A, core.Config{LocalIP: peertest.Addr(p.A, 3), Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000})
 	testutil.SkipIfNotSupported(t, err)
 	s := echoedRecords(t, b, 10000)
 	tx, rx := FramesPerRecord(s)
@@ -104,7 +104,7 @@ func TestXDPPcap(t *testing.T) {
 	p := hosttest.New(t, testhost.Options{})
 	ln, wait := peertest.Echo(t, p.B, netip.AddrPortFrom(p.B.Addr, 5000))
 	prefix := filepath.Join(t.TempDir(), "cap")
-	b, err := openXDP(t, p.A, core.Config{LocalIP: peertest.Addr(p.A, 3), Dests: []netip.Addr{p.B.Addr}, Port: 5000, Pcap: prefix})
+	b, err := openXDP(t, p.A, core.Config{LocalIP: peertest.Addr(p.A, 3), Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000, Pcap: prefix})
 	testutil.SkipIfNotSupported(t, err)
 	if m := b.Stats().Mode; !strings.HasSuffix(m, " +pcap") {
 		t.Errorf("mode %q does not say +pcap", m)
@@ -147,7 +147,7 @@ func TestXDPPinsProcess(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
 	pinsProcess(t, p, func(cpus []int) (core.Backend, error) {
-		return openXDP(t, p.A, core.Config{LocalIP: peertest.Addr(p.A, 3), Dests: []netip.Addr{p.B.Addr}, Port: 5000, CPUs: cpus})
+		return openXDP(t, p.A, core.Config{LocalIP: peertest.Addr(p.A, 3), Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000, CPUs: cpus})
 	})
 	peertest.Clean(t, p.A)
 }
@@ -203,7 +203,7 @@ func testXDPOverLossyWire(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := wire.NewT(t, wire.Options{Loss: 0.01, Dup: 0.01, Reorder: 0.01, Corrupt: 0.01, Delay: 100 * time.Microsecond})
 	ln, wait := peertest.Echo(t, w.B, netip.AddrPortFrom(w.B.Addr, 5000))
-	b, err := openXDP(t, w.A, core.Config{LocalIP: peertest.Addr(w.A, 3), Dests: []netip.Addr{w.B.Addr}, Port: 5000})
+	b, err := openXDP(t, w.A, core.Config{LocalIP: peertest.Addr(w.A, 3), Dests: []netip.AddrPort{netip.AddrPortFrom(w.B.Addr, 5000)}, Port: 5000})
 	testutil.SkipIfNotSupported(t, err)
 	roundTrips(t, b, 3000, 1400, 256)
 	s := b.Stats()

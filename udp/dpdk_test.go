@@ -92,7 +92,7 @@ func TestDPDKEchoKernelPeer(t *testing.T) {
 			}
 			unreachBefore := icmpStat(t, p.B, "InDestUnreachs")
 			b := openDPDK(t, p.A, driver, core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
-				Dests: []netip.Addr{p.B.Addr}, Port: 5000})
+				Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000})
 			s := b.Stats()
 			if !strings.HasPrefix(s.Mode, "dpdk "+driver) {
 				t.Fatalf("mode %q", s.Mode)
@@ -250,7 +250,7 @@ func TestDPDKClientDestBehindRouter(t *testing.T) {
 		t.Run(fmt.Sprintf("gateway from config %v", fromConfig), func(t *testing.T) {
 			p := hosttest.New(t, testhost.Options{})
 			far := behindB(t, p)
-			cfg := core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr, Dests: []netip.Addr{far}, Port: 6000}
+			cfg := core.Config{Iface: p.A.Iface, LocalIP: p.A.Addr, Dests: []netip.AddrPort{netip.AddrPortFrom(far, 6000)}, Port: 6000}
 			if fromConfig {
 				delRoutes(t, p.A)
 				cfg.DPDK.PrefixLen, cfg.DPDK.Gateway = p.A.Prefix.Bits(), p.B.Addr
@@ -265,7 +265,7 @@ func TestDPDKClientDestBehindRouter(t *testing.T) {
 			}
 			defer conn.Close()
 			b := openDPDK(t, p.A, "net_af_xdp", cfg)
-			if !b.Queue([]byte("over the router")) {
+			if b.Queue([]byte("over the router")) != nil {
 				t.Fatal("Queue refused")
 			}
 			if err := b.Flush(); err != nil {

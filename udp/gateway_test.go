@@ -118,9 +118,9 @@ func TestOffLinkPeerGoesToGateway(t *testing.T) {
 	}
 	t.Run("dest", func(t *testing.T) {
 		c := cfg
-		c.Dests = []netip.Addr{far}
+		c.Dests = []netip.AddrPort{netip.AddrPortFrom(far, c.Port)}
 		r, got := open(t, c)
-		if !r.Queue([]byte("to the far peer")) {
+		if r.Queue([]byte("to the far peer")) != nil {
 			t.Fatal("Queue refused")
 		}
 		expect(t, r, got, far)
@@ -129,7 +129,7 @@ func TestOffLinkPeerGoesToGateway(t *testing.T) {
 		c := cfg
 		c.Role = core.RoleServer
 		r, got := open(t, c)
-		if !r.QueueTo([]byte("answer"), netip.AddrPortFrom(far, 6000)) {
+		if r.QueueTo([]byte("answer"), netip.AddrPortFrom(far, 6000)) != nil {
 			t.Fatal("QueueTo refused")
 		}
 		expect(t, r, got, far)

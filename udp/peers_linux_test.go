@@ -138,7 +138,7 @@ func serverSendsFirst(t *testing.T, b core.Backend, h *testhost.Host, addr netip
 		}
 		got <- string(buf[:n])
 	}()
-	if !b.QueueTo([]byte("first word"), netip.AddrPortFrom(addr, 6000)) {
+	if b.QueueTo([]byte("first word"), netip.AddrPortFrom(addr, 6000)) != nil {
 		t.Fatalf("QueueTo to an unresolved peer refused: %+v", b.Stats())
 	}
 	pkts := make([]core.Packet, 8)

@@ -43,7 +43,7 @@ func counter(t *testing.T, s core.Stats, layer, name string) uint64 {
 func TestTxQueueCountsMessages(t *testing.T) {
 	a, _ := memio.NewPair(memio.Options{})
 	cc := clientCfg()
-	cc.Dests = []netip.Addr{ipB, netip.MustParseAddr("198.18.0.3"), netip.MustParseAddr("198.18.0.4")}
+	cc.Dests = []netip.AddrPort{netip.AddrPortFrom(ipB, 5000), netip.MustParseAddrPort("198.18.0.3:5000"), netip.MustParseAddrPort("198.18.0.4:5000")}
 	cc.TxQueue = 2
 	cl, err := NewRaw(cc, a, RawOptions{})
 	if err != nil {
@@ -51,11 +51,11 @@ func TestTxQueueCountsMessages(t *testing.T) {
 	}
 	defer cl.Close()
 	for i := 0; i < 2; i++ {
-		if !cl.Queue(msg(i, 10)) {
+		if cl.Queue(msg(i, 10)) != nil {
 			t.Fatalf("Queue %d refused with TxQueue 2 and 3 Dests", i)
 		}
 	}
-	if cl.Queue(msg(2, 10)) {
+	if cl.Queue(msg(2, 10)) != core.ErrBackPressure {
 		t.Fatal("a third message accepted with TxQueue 2")
 	}
 	if err := cl.Flush(); err != nil {
@@ -65,7 +65,7 @@ func TestTxQueueCountsMessages(t *testing.T) {
 	if s.TxQueued != 6 || s.TxSent != 6 || s.TxBackpressure != 3 {
 		t.Fatalf("queued %d sent %d backpressure %d, want 6 6 3", s.TxQueued, s.TxSent, s.TxBackpressure)
 	}
-	if !cl.Queue(msg(3, 10)) {
+	if cl.Queue(msg(3, 10)) != nil {
 		t.Fatal("Queue refused after Flush")
 	}
 }
@@ -120,7 +120,7 @@ func TestManyPeers(t *testing.T) {
 				break
 			}
 			for _, p := range pkts[:n] {
-				if !sv.QueueTo(p.Data, p.From) {
+				if sv.QueueTo(p.Data, p.From) != nil {
 					t.Fatalf("answer to %v refused", p.From)
 				}
 			}
@@ -142,7 +142,7 @@ func TestManyPeers(t *testing.T) {
 	// refused, tx_unresolved).
 	last, _ := peerAt(clients - 1)
 	first, _ := peerAt(0)
-	if !sv.QueueTo(msg(0, 8), last) || sv.QueueTo(msg(0, 8), first) {
+	if sv.QueueTo(msg(0, 8), last) != nil || sv.QueueTo(msg(0, 8), first) != core.ErrNoRoute {
 		t.Fatal("the table did not keep the most recent peers")
 	}
 	if counter(t, sv.Stats(), "raw", "tx_unresolved") != 1 {
@@ -211,7 +211,7 @@ func TestQueueToResolvesWithoutBlocking(t *testing.T) {
 	sv, cl, hs := arpPair(t, 2*time.Second, 3)
 	to := netip.AddrPortFrom(ipA, 40000)
 	for i := 0; i < waitPerPeer+1; i++ {
-		if !sv.QueueTo(msg(i, 20), to) {
+		if sv.QueueTo(msg(i, 20), to) != nil {
 			t.Fatalf("QueueTo %d to a peer being resolved refused", i)
 		}
 	}
@@ -246,7 +246,7 @@ func TestQueueToResolvesWithoutBlocking(t *testing.T) {
 		t.Fatal("server did not cache the reply")
 	}
 	// Now in the table: the next answer leaves at once.
-	if !sv.QueueTo(msg(9, 20), to) || sv.Flush() != nil || rxAll(t, cl, 1, func(core.Packet) {}) != 1 {
+	if sv.QueueTo(msg(9, 20), to) != nil || sv.Flush() != nil || rxAll(t, cl, 1, func(core.Packet) {}) != 1 {
 		t.Fatal("answer to a resolved peer")
 	}
 }
@@ -259,7 +259,7 @@ func TestQueueToResolveTimeout(t *testing.T) {
 	sv, _, _ := arpPair(t, 20*time.Millisecond, 2)
 	to := netip.AddrPortFrom(netip.MustParseAddr("198.18.0.9"), 7)
 	for i := 0; i < 3; i++ {
-		if !sv.QueueTo(msg(i, 20), to) {
+		if sv.QueueTo(msg(i, 20), to) != nil {
 			t.Fatal("refused")
 		}
 	}
@@ -314,7 +314,7 @@ func TestQueueToBlockingResolver(t *testing.T) {
 	}
 	defer cl.Close()
 	to := netip.AddrPortFrom(ipA, 40000)
-	if !sv.QueueTo(msg(1, 20), to) {
+	if sv.QueueTo(msg(1, 20), to) != nil {
 		t.Fatal("QueueTo refused while resolving")
 	}
 	if got := <-asked; got != ipA {

@@ -145,7 +145,7 @@ type Raw struct {
 	txDropped, txBytes, rxDelivered, rxBytes     atomic.Uint64
 	rxTruncated, txUnresolved, txRetried         atomic.Uint64
 	txResolveOverflow, txResolveTimeout          atomic.Uint64
-	txUnsentAtClose                              atomic.Uint64
+	txUnsentAtClose, txNoDest                    atomic.Uint64
 
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
@@ -226,7 +226,7 @@ func NewRaw(cfg core.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, err 
 			case len(cfg.DstMAC) == 6:
 				copy(dmac[:], cfg.DstMAC)
 			case opts.Resolve != nil:
-				dmac, err = opts.Resolve(ctx, d)
+				dmac, err = opts.Resolve(ctx, d.Addr())
 				if err != nil {
 					return nil, fmt.Errorf("udp: resolve destination %s: %w", d, err)
 				}
@@ -234,7 +234,7 @@ func NewRaw(cfg core.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, err 
 				return nil, &core.ConfigError{Field: "DstMAC", Value: cfg.DstMAC,
 					Reason: "nothing resolves the destination's MAC on this path; set DstMAC"}
 			}
-			i, err := r.newPeer(netip.AddrPortFrom(d, cfg.Port), dmac)
+			i, err := r.newPeer(d, dmac)
 			if err != nil {
 				return nil, err
 			}
@@ -278,78 +278,81 @@ func (r *Raw) newPeer(to netip.AddrPort, dmac [6]byte) (int32, error) {
 }
 
 // Queue builds payload into a slot for every destination (Config.Dests).
-// With no destinations (a server) it returns false and counts nothing: a
-// server answers with QueueTo. See core.Backend.
-func (r *Raw) Queue(payload []byte) bool {
+// With no destinations (a server) it returns core.ErrNoRoute, counted as
+// layer "raw" counter "queue_no_dest": a server answers with QueueTo. See
+// core.Backend for the other causes.
+func (r *Raw) Queue(payload []byte) error {
 	if !r.guard.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer r.guard.Exit()
 	need := len(r.dests)
 	if need == 0 {
-		return false
+		r.txNoDest.Add(1)
+		return core.ErrNoRoute
 	}
 	if len(payload) > r.cfg.MaxDatagram {
 		r.txOversize.Add(uint64(need))
-		return false
+		return core.ErrTooLarge
 	}
 	if r.msgs >= r.cfg.TxQueue {
 		r.txBackpressure.Add(uint64(need))
-		return false
+		return core.ErrBackPressure
 	}
 	for _, i := range r.dests {
 		r.put(&r.table.at(i).tmpl, payload)
 	}
 	r.msgs++
 	r.txQueued.Add(uint64(need))
-	return true
+	return nil
 }
 
 // QueueTo builds payload into a slot for to. It never blocks: to a peer
 // the table lacks, the message waits while the peer is resolved (see
-// Raw). It returns false, counting tx_unresolved, when nothing can resolve
-// to (not IPv4, or no Config.DstMAC, resolver or ARP handler; or the
-// resolver has more requests than it takes), and as Queue does when the
-// slots are full. See core.Backend.
-func (r *Raw) QueueTo(payload []byte, to netip.AddrPort) bool {
+// Raw). It returns core.ErrNoRoute, counting tx_unresolved, when nothing
+// can resolve to (not IPv4 or port 0, or no Config.DstMAC, resolver or ARP handler;
+// or the resolver has more requests than it takes), and what Queue does
+// for a payload too large, full slots or a closed backend. See
+// core.Backend.
+func (r *Raw) QueueTo(payload []byte, to netip.AddrPort) error {
 	if !r.guard.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer r.guard.Exit()
 	if len(payload) > r.cfg.MaxDatagram {
 		r.txOversize.Add(1)
-		return false
+		return core.ErrTooLarge
 	}
 	if r.msgs >= r.cfg.TxQueue {
 		r.txBackpressure.Add(1)
-		return false
+		return core.ErrBackPressure
 	}
 	i := r.table.find(to)
 	if i == noPeer {
 		if i = r.unknownPeer(to); i == noPeer {
 			r.txUnresolved.Add(1)
-			return false
+			return core.ErrNoRoute
 		}
 	}
 	p := r.table.at(i)
 	r.txQueued.Add(1)
 	if p.waiting {
 		r.hold(p, payload)
-		return true
+		return nil
 	}
 	if !p.dest {
 		r.table.touch(i)
 	}
 	r.put(&p.tmpl, payload)
 	r.msgs++
-	return true
+	return nil
 }
 
 // unknownPeer adds to, never heard from, to the table: at Config.DstMAC,
 // or waiting for its resolution, which it starts. noPeer: nothing can
 // resolve it now.
 func (r *Raw) unknownPeer(to netip.AddrPort) int32 {
-	if !to.Addr().Is4() {
+	if !to.Addr().Is4() || to.Port() == 0 {
 		return noPeer
 	}
 	if len(r.cfg.DstMAC) == 6 {
@@ -682,6 +685,7 @@ func (r *Raw) Stats() core.Stats {
 	l = r.parse.AppendLayers(l, "udp")
 	l = append(l,
 		core.Counter{Layer: "raw", Name: "tx_unresolved", Value: r.txUnresolved.Load()},
+		core.Counter{Layer: "raw", Name: "queue_no_dest", Value: r.txNoDest.Load()},
 		core.Counter{Layer: "raw", Name: "tx_resolve_overflow", Value: r.txResolveOverflow.Load()},
 		core.Counter{Layer: "raw", Name: "tx_resolve_timeout", Value: r.txResolveTimeout.Load()},
 		core.Counter{Layer: "raw", Name: "peers_replaced", Value: r.table.replaced.Load()},

@@ -23,7 +23,7 @@ var (
 )
 
 func clientCfg() core.Config {
-	return core.Config{Kind: core.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.Addr{ipB},
+	return core.Config{Kind: core.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.AddrPort{netip.AddrPortFrom(ipB, 5000)},
 		Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACB}
 }
 
@@ -98,7 +98,7 @@ func TestEchoOverMemio(t *testing.T) {
 				if p.From != netip.AddrPortFrom(ipA, 40000) {
 					t.Fatalf("from %v", p.From)
 				}
-				if !sv.QueueTo(p.Data, p.From) {
+				if sv.QueueTo(p.Data, p.From) != nil {
 					t.Fatal("QueueTo refused")
 				}
 			}
@@ -131,7 +131,7 @@ func TestEchoOverMemio(t *testing.T) {
 	}
 	for sent := 0; sent < n; {
 		for k := 0; k < 50 && sent < n; k++ {
-			if !cl.Queue(msg(sent, 100)) {
+			if cl.Queue(msg(sent, 100)) != nil {
 				t.Fatal("Queue refused below TxQueue")
 			}
 			sent++
@@ -204,17 +204,17 @@ func TestBackpressureAndOversize(t *testing.T) {
 	cc.MaxDatagram = 200
 	cl, _, _, _ := pair(t, memio.Options{}, cc, serverCfg())
 	for i := 0; i < 4; i++ {
-		if !cl.Queue(msg(i, 10)) {
+		if cl.Queue(msg(i, 10)) != nil {
 			t.Fatalf("Queue %d refused", i)
 		}
 	}
-	if cl.Queue(msg(4, 10)) {
+	if cl.Queue(msg(4, 10)) != core.ErrBackPressure {
 		t.Fatal("fifth Queue accepted with TxQueue 4")
 	}
-	if cl.QueueTo(msg(4, 10), netip.AddrPortFrom(ipB, 5000)) {
+	if cl.QueueTo(msg(4, 10), netip.AddrPortFrom(ipB, 5000)) != core.ErrBackPressure {
 		t.Fatal("QueueTo accepted beyond TxQueue")
 	}
-	if cl.Queue(make([]byte, 201)) {
+	if cl.Queue(make([]byte, 201)) != core.ErrTooLarge {
 		t.Fatal("oversized message accepted")
 	}
 	s := cl.Stats()
@@ -224,7 +224,7 @@ func TestBackpressureAndOversize(t *testing.T) {
 	if err := cl.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if !cl.Queue(make([]byte, 200)) {
+	if cl.Queue(make([]byte, 200)) != nil {
 		t.Fatal("Queue refused after Flush")
 	}
 }
@@ -276,7 +276,7 @@ func TestFanOut(t *testing.T) {
 	a, b := memio.NewPair(memio.Options{})
 	cc := clientCfg()
 	ipC := netip.MustParseAddr("198.18.0.3")
-	cc.Dests = []netip.Addr{ipB, ipC}
+	cc.Dests = []netip.AddrPort{netip.AddrPortFrom(ipB, 5000), netip.AddrPortFrom(ipC, 5000)}
 	cl, err := NewRaw(cc, a, RawOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +365,7 @@ func TestImpairedAccounting(t *testing.T) {
 	cl, sv, a, b := pair(t, memio.Options{Seed: seed, AtoB: imp, RxSlots: 4096}, clientCfg(), serverCfg())
 	const n = 3000
 	for i := 0; i < n; i++ {
-		if !cl.Queue(msg(i, 100)) {
+		if cl.Queue(msg(i, 100)) != nil {
 			cl.Flush()
 			i--
 		}
@@ -405,7 +405,7 @@ func TestImpairedAccounting(t *testing.T) {
 // the client's frame came from, and refuses an address never heard from.
 func TestLearnsPeerMAC(t *testing.T) {
 	cl, sv, _, _ := pair(t, memio.Options{}, clientCfg(), serverCfg())
-	if sv.QueueTo(msg(0, 10), netip.AddrPortFrom(ipA, 40000)) {
+	if sv.QueueTo(msg(0, 10), netip.AddrPortFrom(ipA, 40000)) != core.ErrNoRoute {
 		t.Fatal("QueueTo to an unknown peer without resolver accepted")
 	}
 	ss := sv.Stats()
@@ -415,7 +415,7 @@ func TestLearnsPeerMAC(t *testing.T) {
 	cl.Queue(msg(1, 10))
 	cl.Flush()
 	rxAll(t, sv, 1, func(p core.Packet) {
-		if !sv.QueueTo(p.Data, p.From) {
+		if sv.QueueTo(p.Data, p.From) != nil {
 			t.Fatal("answer refused")
 		}
 	})
@@ -518,7 +518,7 @@ func TestWaitAndClose(t *testing.T) {
 	if !closed {
 		t.Fatal("OnClose not called")
 	}
-	if cl.Queue(msg(1, 1)) || cl.QueueTo(msg(1, 1), netip.AddrPortFrom(ipB, 5000)) {
+	if cl.Queue(msg(1, 1)) != core.ErrClosed || cl.QueueTo(msg(1, 1), netip.AddrPortFrom(ipB, 5000)) != core.ErrClosed {
 		t.Fatal("Queue after Close")
 	}
 	if err := cl.Flush(); !errors.Is(err, net.ErrClosed) {
@@ -683,7 +683,7 @@ func serveEcho(t *testing.T, b core.Backend) (stop func()) {
 				return
 			}
 			for _, q := range pkts[:n] {
-				if !b.QueueTo(q.Data, q.From) {
+				if b.QueueTo(q.Data, q.From) != nil {
 					t.Errorf("answer to %v refused", q.From)
 				}
 			}

@@ -120,7 +120,7 @@ func echoRun(t *testing.T, b core.Backend, n, size, window int) int {
 	for got < n && time.Now().Before(deadline) {
 		for sent < n && sent-got < window {
 			binary.BigEndian.PutUint32(payload, uint32(sent))
-			if !b.Queue(payload) {
+			if b.Queue(payload) != nil {
 				break
 			}
 			sent++
@@ -166,7 +166,7 @@ func TestXDPEchoKernelPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := openXDP(t, p.A, core.Config{Kind: core.KindXDP, Iface: p.A.Iface, LocalIP: p.A.Addr,
-		Dests: []netip.Addr{p.B.Addr}, Port: 5000})
+		Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000})
 	if !xdpAttached(t, p.A) {
 		t.Fatal("no XDP program on the interface while xdp runs")
 	}
@@ -236,7 +236,7 @@ func TestXDPKernelAnswersOtherPort(t *testing.T) {
 	kernelEcho(t, p.B, 5000)
 	kernelEcho(t, p.A, 6000)
 	b := openXDP(t, p.A, core.Config{Kind: core.KindXDP, Iface: p.A.Iface, LocalIP: p.A.Addr,
-		Dests: []netip.Addr{p.B.Addr}, Port: 5000})
+		Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000})
 	// B's kernel forgets A, so it has to ask A's kernel by ARP again.
 	if err := p.B.DelNeigh(p.A.Addr); err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestXDPOwnARP(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := openXDP(t, p.A, core.Config{Kind: core.KindXDP, Iface: p.A.Iface, LocalIP: p.A.Addr,
-		Dests: []netip.Addr{p.B.Addr}, Port: 5000, XDP: core.XDPOptions{OwnARP: true}})
+		Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000, XDP: core.XDPOptions{OwnARP: true}})
 	s := b.Stats()
 	wantARP(t, s, "requests_out", "replies_in") // A resolved B
 	// B's kernel learnt A from our request; make it forget, so its echo
@@ -312,7 +312,7 @@ func TestXDPOversizedMaxDatagram(t *testing.T) {
 		p.A.Do(func() error {
 			var b core.Backend
 			b, err = NewXDP(core.Config{Kind: core.KindXDP, Iface: p.A.Iface, LocalIP: p.A.Addr,
-				Dests: []netip.Addr{p.B.Addr}, Port: 5000, DstMAC: p.B.MAC, MaxDatagram: md})
+				Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000, DstMAC: p.B.MAC, MaxDatagram: md})
 			if err == nil {
 				b.Close()
 			}
@@ -397,7 +397,7 @@ func TestXDPPinsWithCPUs(t *testing.T) {
 	var pinned, after []int
 	err = p.A.Do(func() error {
 		b, err := NewXDP(core.Config{Kind: core.KindXDP, Iface: p.A.Iface, LocalIP: p.A.Addr,
-			Dests: []netip.Addr{p.B.Addr}, Port: 5000, DstMAC: p.B.MAC, CPUs: []int{want}})
+			Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000, DstMAC: p.B.MAC, CPUs: []int{want}})
 		if err != nil {
 			return err
 		}

@@ -22,7 +22,10 @@
 // thread pinned to CPU N, which must differ from --cpu) and --napi (NAPI
 // busy polling, Linux 6.9; it acts while the poller sleeps in Wait, so use
 // it with --poll yield, and on veth only with GRO on at the receiving end).
-// See package internal/bench/cli for the flags.
+// --framing raw makes a stream kind (tcp, tcp-xdp, tcp-dpdk) reflect the
+// bytes of each connection as they came (Config.FramingRaw) instead of
+// u16 records (the default); a u16 client's records come back whole
+// either way. See package internal/bench/cli for the flags.
 package main
 
 import (

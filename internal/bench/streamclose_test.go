@@ -52,8 +52,7 @@ func streamCellEnd(t *testing.T) (Conservation, uint64) {
 	scfg.LocalIP = lo
 	srv := socktest.Server(t, unix.SOCK_STREAM, scfg, ktcp.New)
 	ccfg := base
-	ccfg.Dests = []netip.Addr{lo}
-	ccfg.Port = srv.(interface{ LocalAddr() netip.AddrPort }).LocalAddr().Port()
+	ccfg.Dests = []netip.AddrPort{netip.AddrPortFrom(lo, srv.(interface{ LocalAddr() netip.AddrPort }).LocalAddr().Port())}
 	cli, err := ktcp.New(ccfg)
 	if err != nil {
 		t.Fatal(err)

@@ -12,38 +12,59 @@ type Packet struct {
 	Data []byte
 	// From is the sender: the peer's address and port for datagram kinds,
 	// the connection's remote address for stream kinds. Pass it to QueueTo
-	// to answer.
+	// to answer. An event (Event not EventData) names the connection it
+	// happened to.
 	From netip.AddrPort
+	// Event is EventData (the zero value) for a message, or what happened
+	// to the connection From on a stream kind with Config.Events; Data is
+	// then empty.
+	Event Event
+	// Err is the cause of an EventReset (a *PeerError); nil otherwise.
+	Err error
 }
 
 // Backend is one packet path. Every kind implements it with the same
 // semantics, so the application, batch sizes and socket options are the same
-// whichever kind the Config names.
+// whichever kind the Config names. The Backend of a stream kind (tcp,
+// tcp-xdp, tcp-dpdk) is also a Conns (b.(Conns)): the poll loop closes,
+// resets, pauses and resumes one connection through it; Config.Framing
+// and Config.Events say how its streams come to Rx.
 //
 // Threading: Queue, QueueTo, Flush, Rx and Wait form the poll loop and must
 // be called by one goroutine at a time (not concurrently with each other).
 // Stats and Close may be called from any goroutine at any time. After Close,
-// Queue and QueueTo return false, and Flush, Rx and Wait return an error
+// Queue and QueueTo return ErrClosed, and Flush, Rx and Wait return an error
 // matching net.ErrClosed; a Close that races with Rx or Wait makes them
 // return net.ErrClosed, never crash.
 type Backend interface {
 	// Queue copies payload into a send slot for every destination (Config.Dests
 	// on a client; every connected peer on a stream server). The caller may
-	// reuse payload at once. It returns false, and queues nothing, when the
-	// slots are full (back-pressure: the caller keeps the message) or the
-	// payload is larger than Config.MaxDatagram. Nothing leaves before Flush.
-	Queue(payload []byte) bool
-	// QueueTo is Queue for one receiver: the From of a received Packet.
-	QueueTo(payload []byte, to netip.AddrPort) bool
+	// reuse payload at once. It returns nil, or one of these and queues
+	// nothing, for any destination: ErrBackPressure (the slots are full:
+	// Flush and queue it again; the caller keeps the message), ErrTooLarge
+	// (larger than Config.MaxDatagram), ErrNoRoute (no destination or no
+	// open connection) or ErrClosed. Each is a plain value: no allocation.
+	// Nothing leaves before Flush.
+	Queue(payload []byte) error
+	// QueueTo is Queue for one receiver: the From of a received Packet. It
+	// returns ErrNoRoute also for a peer with no connection or an address
+	// the kind cannot send to (another family, port 0). On a stream kind
+	// Queue writes to every connection (a server's broadcast); QueueTo
+	// writes to one.
+	QueueTo(payload []byte, to netip.AddrPort) error
 	// Flush sends everything queued, in batches of Config.TxBatch. A datagram
 	// the kernel or ring refuses is counted in Stats.TxDropped and Flush goes
-	// on; the error reports what stops the path itself (a reset connection,
-	// a closed backend).
+	// on; the error reports what stops the path itself (the device, a
+	// closed backend), never one connection's end (see Rx).
 	Flush() error
 	// Rx fills pkts with up to len(pkts) received messages and returns how
 	// many. It never blocks. pkts[i].Data is valid until the next Rx. The
-	// error is net.ErrClosed after Close, or what broke the path (a peer
-	// reset on stream kinds, as a *PeerError).
+	// error is net.ErrClosed after Close, or what broke the backend itself:
+	// a loop may return on any error. On the stream kinds a connection's
+	// life (opened, the peer's FIN, a reset, ended) comes as Packets with
+	// Event set when Config.Events asks for it, and is counted in Stats
+	// (Accepts, PeerCloses, Resets, Conns) either way; one connection is
+	// closed, reset, paused or resumed through Conns.
 	Rx(pkts []Packet) (int, error)
 	// Wait sleeps until Rx may return something, ctx is done, or the backend
 	// is closed, so an idle application need not spin. A kind that cannot

@@ -63,11 +63,14 @@ type Config struct {
 	// LocalIP is our IPv4 address. Required for raw kinds and for a server;
 	// a kernel client may leave it unset (the kernel picks the source).
 	LocalIP netip.Addr
-	// Dests are the receivers of a client. A message queued with Queue goes
-	// to every one of them (fan-out). A server may leave it empty.
-	Dests []netip.Addr
-	// Port is the server's UDP or TCP port: where a client sends, where a
-	// server listens.
+	// Dests are the receivers of a client, each an IPv4 address and port
+	// (an IPv4-mapped IPv6 address is taken as IPv4). A message queued with
+	// Queue goes to every one of them (fan-out). A destination with port 0
+	// is at Port. A server may leave it empty.
+	Dests []netip.AddrPort
+	// Port is the port a server listens on, and a client's port for every
+	// destination that names none. A client whose destinations all name
+	// their port may leave it 0: defaults make it the first one's.
 	Port uint16
 	// LocalPort is a client's source port. 0: an ephemeral port on kernel
 	// kinds and tcp-*, Port itself on the raw datagram kinds (xdp, dpdk).
@@ -78,8 +81,19 @@ type Config struct {
 
 	// MaxDatagram is the largest payload accepted by Queue and delivered by
 	// Rx, in bytes. Default 1472. Stream kinds allow up to 65535 (the u16
-	// record length).
+	// record length); in FramingRaw it bounds the bytes one QueueTo
+	// appends and one Packet of Rx carries.
 	MaxDatagram int
+	// Framing is how the stream kinds cut their byte streams into
+	// messages: FramingU16 (the default: u16 length-prefixed records),
+	// FramingU32 (u32 length-prefixed records) or FramingRaw (bytes as they
+	// arrived). The datagram kinds refuse any other than FramingU16.
+	Framing Framing
+	// Events makes Rx of a stream kind deliver each connection's life
+	// (opened, the peer's FIN, a reset, ended) as Packets with Event set
+	// (see Event); without it they are only counted in Stats. The
+	// datagram kinds refuse it.
+	Events bool
 	// TxQueue is how many messages Queue holds before Flush; Queue returns
 	// false beyond it (back-pressure). Default 256.
 	TxQueue int
@@ -264,7 +278,9 @@ type TCPTuning struct {
 	// Default 15.
 	MaxRetries int
 	// SendStall bounds how long a sender with a closed window drives the
-	// stack before reporting that the peer stopped reading. Default 2 s.
+	// stack before reporting that the peer stopped reading (EventStalled
+	// with Config.Events; counted in layer "stream" "send_stalls" either
+	// way). Default 2 s.
 	SendStall time.Duration
 	// Stack is the userspace TCP/IP engine of tcp-xdp and tcp-dpdk:
 	// TCPStackNative (stack/native, the default: WithDefaults sets it for
@@ -343,6 +359,14 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.ConnectTimeout, DefaultConnectWait)
 	orDefault(&c.Queues, 1)
 	orDefault(&c.Poll, PollBusy)
+	if c.Kind.IsStream() {
+		orDefault(&c.Framing, FramingU16)
+	}
+	c.LocalIP = c.LocalIP.Unmap()
+	c.Dests = c.withDestPorts()
+	if c.Port == 0 && len(c.Dests) > 0 {
+		c.Port = c.Dests[0].Port()
+	}
 	if c.LocalPort == 0 && (c.Kind == KindXDP || c.Kind == KindDPDK) {
 		c.LocalPort = c.Port
 	}
@@ -465,30 +489,38 @@ func (o DPDKOptions) CheckDevice(iface string) error {
 
 // checkAddrs checks LocalIP, Dests, Port and DstMAC.
 func (c Config) checkAddrs() error {
-	if c.LocalIP.IsValid() && !c.LocalIP.Is4() {
+	if c.LocalIP.IsValid() && !c.LocalIP.Unmap().Is4() {
 		return BadField("LocalIP", c.LocalIP, "only IPv4 is supported")
 	}
 	if c.Kind.IsRaw() && !c.LocalIP.IsValid() {
 		return BadField("LocalIP", c.LocalIP, "kind %s needs our IPv4 address", c.Kind)
 	}
 	if c.Role == RoleClient && len(c.Dests) == 0 {
-		return BadField("Dests", c.Dests, "a client needs at least one destination address")
+		return BadField("Dests", c.Dests, "a client needs at least one destination (address and port)")
 	}
-	seen := make(map[netip.Addr]bool, len(c.Dests))
-	for i, d := range c.Dests {
-		if !d.IsValid() || !d.Is4() {
+	dests := c.withDestPorts()
+	seen := make(map[netip.AddrPort]bool, len(dests))
+	for i, d := range dests {
+		a := d.Addr()
+		if !a.IsValid() || !a.Is4() {
 			return BadField("Dests", d, "destination %d is not an IPv4 address", i)
+		}
+		if d.Port() == 0 {
+			return BadField("Port", c.Port, "destination %d (%v) names no port: give it one (198.18.0.2:5000) or set Port", i, d.Addr())
 		}
 		if seen[d] {
 			return BadField("Dests", d, "destination %d is listed twice (a message would go to it twice)", i)
 		}
 		seen[d] = true
-		if c.Kind.IsRaw() && d == c.LocalIP {
+		if c.Kind.IsRaw() && a == c.LocalIP.Unmap() {
 			return BadField("Dests", d, "a raw kind cannot send to its own address")
 		}
+		if c.Kind == KindTCPXDP && d.Port() != dests[0].Port() {
+			return BadField("Dests", d, "kind tcp-xdp's XDP program steers one server port to the socket: destination %d is at port %d, destination 0 at %d; use one port, or kind tcp or tcp-dpdk for several", i, d.Port(), dests[0].Port())
+		}
 	}
-	if c.Port == 0 {
-		return BadField("Port", c.Port, "set the UDP/TCP port (the server's)")
+	if c.Port == 0 && c.Role == RoleServer {
+		return BadField("Port", c.Port, "set the UDP/TCP port the server listens on")
 	}
 	if c.DstMAC != nil && len(c.DstMAC) != 6 {
 		return BadField("DstMAC", c.DstMAC, "an Ethernet MAC address has 6 bytes")
@@ -504,6 +536,9 @@ func (c Config) checkSizes() error {
 	}
 	if c.MaxDatagram < 1 || c.MaxDatagram > maxD {
 		return BadField("MaxDatagram", c.MaxDatagram, "must be between 1 and %d for kind %s", maxD, c.Kind)
+	}
+	if err := c.checkFraming(); err != nil {
+		return err
 	}
 	if c.TxQueue < 1 {
 		return BadField("TxQueue", c.TxQueue, "must be at least 1")
@@ -627,8 +662,8 @@ func (c Config) checkDPDK() error {
 		}
 		return nil
 	}
-	for _, dst := range c.Dests {
-		if !link.Contains(dst) {
+	for _, ap := range c.Dests {
+		if dst := ap.Addr().Unmap(); !link.Contains(dst) {
 			what := "the DPDK port"
 			if d.PCI != "" {
 				what = "a PCI port (no kernel routes to ask)"
@@ -660,4 +695,25 @@ func (c Config) checkTCP() error {
 		return BadField("TCP.MaxConns", c.TCP.MaxConns, "must not be negative (0: the engine's default)")
 	}
 	return nil
+}
+
+// withDestPorts returns Dests with their addresses unmapped and Port for
+// every port 0: a new slice when that changes any (the caller's is never
+// written), Dests itself otherwise.
+func (c Config) withDestPorts() []netip.AddrPort {
+	for i, d := range c.Dests {
+		if d.Port() != 0 && !d.Addr().Is4In6() {
+			continue
+		}
+		out := slices.Clone(c.Dests)
+		for j := i; j < len(out); j++ {
+			p := out[j].Port()
+			if p == 0 {
+				p = c.Port
+			}
+			out[j] = netip.AddrPortFrom(out[j].Addr().Unmap(), p)
+		}
+		return out
+	}
+	return c.Dests
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,7 +14,7 @@ func validClient(kind Kind) Config {
 		Kind:    kind,
 		Iface:   "veth0",
 		LocalIP: netip.MustParseAddr("198.18.0.1"),
-		Dests:   []netip.Addr{netip.MustParseAddr("198.18.0.2")},
+		Dests:   []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), 5000)},
 		Port:    5000,
 	}
 	return c.WithDefaults()
@@ -54,10 +55,15 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"ipv6 local", func(c *Config) { c.LocalIP = netip.MustParseAddr("2001:db8::1") }, "LocalIP"},
 		{"raw without local ip", func(c *Config) { c.Kind = KindXDP; c.LocalIP = netip.Addr{} }, "LocalIP"},
 		{"client without dests", func(c *Config) { c.Dests = nil }, "Dests"},
-		{"ipv6 dest", func(c *Config) { c.Dests = []netip.Addr{netip.MustParseAddr("::1")} }, "Dests"},
+		{"ipv6 dest", func(c *Config) { c.Dests = []netip.AddrPort{netip.MustParseAddrPort("[::1]:5000")} }, "Dests"},
 		{"dest twice", func(c *Config) { c.Dests = append(c.Dests, c.Dests[0]) }, "Dests"},
-		{"raw to self", func(c *Config) { c.Kind = KindXDP; c.Dests = []netip.Addr{c.LocalIP} }, "Dests"},
-		{"no port", func(c *Config) { c.Port = 0 }, "Port"},
+		{"raw to self", func(c *Config) { c.Kind = KindXDP; c.Dests = []netip.AddrPort{netip.AddrPortFrom(c.LocalIP, 5000)} }, "Dests"},
+		{"dest without port", func(c *Config) { c.Port = 0; c.Dests = []netip.AddrPort{netip.AddrPortFrom(c.Dests[0].Addr(), 0)} }, "Port"},
+		{"server without port", func(c *Config) { c.Role = RoleServer; c.Port = 0 }, "Port"},
+		{"tcp-xdp dests on two ports", func(c *Config) {
+			c.Kind = KindTCPXDP
+			c.Dests = append(c.Dests, netip.AddrPortFrom(c.Dests[0].Addr(), 5001))
+		}, "Dests"},
 		{"short mac", func(c *Config) { c.DstMAC = net.HardwareAddr{1, 2, 3} }, "DstMAC"},
 		{"datagram too big", func(c *Config) { c.MaxDatagram = 70000 }, "MaxDatagram"},
 		{"record too big", func(c *Config) { c.Kind = KindTCP; c.MaxDatagram = 65536 }, "MaxDatagram"},
@@ -121,11 +127,11 @@ func TestValidateNamesTheField(t *testing.T) {
 func TestDPDKOffLinkNeedsGateway(t *testing.T) {
 	c := validClient(KindDPDK)
 	c.Iface, c.DPDK.PCI, c.DPDK.PrefixLen = "", "0000:03:00.0", 24
-	c.Dests = []netip.Addr{netip.MustParseAddr("198.18.0.2")}
+	c.Dests = []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:5000")}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("on-link peer: %v", err)
 	}
-	c.Dests = append(c.Dests, netip.MustParseAddr("198.19.7.7"))
+	c.Dests = append(c.Dests, netip.MustParseAddrPort("198.19.7.7:5000"))
 	err := c.Validate()
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Field != "DPDK.Gateway" || !strings.Contains(err.Error(), "198.19.7.7") || !strings.Contains(err.Error(), "PCI") {
@@ -143,7 +149,7 @@ func TestDPDKOffLinkNeedsGateway(t *testing.T) {
 func TestTCPDPDKGateway(t *testing.T) {
 	c := validClient(KindTCPDPDK)
 	c.Iface, c.DPDK.PCI, c.DPDK.PrefixLen = "", "0000:03:00.0", 24
-	c.Dests = []netip.Addr{netip.MustParseAddr("198.19.7.7")}
+	c.Dests = []netip.AddrPort{netip.MustParseAddrPort("198.19.7.7:5000")}
 	var ce *ConfigError
 	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "DPDK.Gateway" {
 		t.Fatalf("native, off-link peer without gateway: got %v, want a DPDK.Gateway error", err)
@@ -322,7 +328,7 @@ func TestTCPStack(t *testing.T) {
 // any other gets the constructor's kind when it has none, its defaults,
 // and Validate's checks.
 func TestPrepareFor(t *testing.T) {
-	raw := Config{Dests: []netip.Addr{netip.MustParseAddr("198.18.0.2")}, Port: 5000}
+	raw := Config{Dests: []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), 0)}, Port: 5000} // at Port
 	var ce *ConfigError
 	c, err := raw.PrepareOne(KindUDP)
 	if err != nil {
@@ -351,5 +357,59 @@ func TestPrepareFor(t *testing.T) {
 	}
 	if _, err := raw.Prepare(); !errors.As(err, &ce) || ce.Field != "Kind" {
 		t.Errorf("Prepare of a Config without Kind = %v, want a ConfigError on Kind", err)
+	}
+}
+
+// TestDests: a destination is an address and port; port 0 is Config.Port,
+// an IPv4-mapped address is taken as IPv4, the caller's slice is never
+// written, and a client that names every port needs no Port.
+func TestDests(t *testing.T) {
+	given := []netip.AddrPort{
+		netip.MustParseAddrPort("[::ffff:198.18.0.2]:6000"),
+		netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), 0),
+		netip.MustParseAddrPort("198.18.0.3:7000"),
+	}
+	keep := slices.Clone(given)
+	c, err := Config{Kind: KindXDP, Iface: "veth0", LocalIP: netip.MustParseAddr("::ffff:198.18.0.1"),
+		Dests: given, Port: 5000}.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.AddrPort{
+		netip.MustParseAddrPort("198.18.0.2:6000"),
+		netip.MustParseAddrPort("198.18.0.2:5000"),
+		netip.MustParseAddrPort("198.18.0.3:7000"),
+	}
+	if !slices.Equal(c.Dests, want) || c.LocalIP != netip.MustParseAddr("198.18.0.1") {
+		t.Errorf("prepared Dests %v, LocalIP %v; want %v, 198.18.0.1", c.Dests, c.LocalIP, want)
+	}
+	if !slices.Equal(given, keep) {
+		t.Errorf("Prepare wrote the caller's Dests: %v", given)
+	}
+
+	// Every destination names its port: Port may be 0, and becomes the
+	// first one's (the raw kinds' source port by default).
+	c, err = Config{Kind: KindXDP, Iface: "veth0", LocalIP: netip.MustParseAddr("198.18.0.1"),
+		Dests: []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:6000"), netip.MustParseAddrPort("198.18.0.2:6001")}}.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != 6000 || c.LocalPort != 6000 {
+		t.Errorf("Port %d, LocalPort %d; want 6000 (the first destination's)", c.Port, c.LocalPort)
+	}
+
+	// A destination without a port on a client without Port: the error
+	// says what to do.
+	_, err = Config{Kind: KindUDP, Dests: []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), 0)}}.Prepare()
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Port" || !strings.Contains(err.Error(), "198.18.0.2:5000") {
+		t.Errorf("no port anywhere: %v, want a ConfigError on Port that shows address:port", err)
+	}
+	// The same address and port twice is refused (even one written as
+	// IPv4-mapped).
+	_, err = Config{Kind: KindUDP, Dests: []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:6000"),
+		netip.MustParseAddrPort("[::ffff:198.18.0.2]:6000")}}.Prepare()
+	if !errors.As(err, &ce) || ce.Field != "Dests" {
+		t.Errorf("a destination twice: %v, want a ConfigError on Dests", err)
 	}
 }

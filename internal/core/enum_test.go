@@ -25,6 +25,7 @@ func TestEnumsRoundTrip(t *testing.T) {
 		{"XDPMode", []string{"", "driver", "skb"}, func() value { return new(XDPMode) }},
 		{"XDPCopy", []string{"", "copy", "zerocopy"}, func() value { return new(XDPCopy) }},
 		{"Congestion", []string{"reno", "cubic"}, func() value { return new(Congestion) }},
+		{"Framing", []string{"u16", "raw", "u32"}, func() value { return new(Framing) }},
 	}
 	for _, c := range cases {
 		for _, s := range c.valid {

@@ -14,6 +14,25 @@ var ErrNotSupported = errors.New("not supported")
 // ErrClosed is what data-path calls return after Close (net.ErrClosed).
 var ErrClosed = net.ErrClosed
 
+// The causes Backend.Queue and Backend.QueueTo return, the same on every
+// kind. Each is a plain value compared with == or errors.Is; returning one
+// allocates nothing. A refused message is not queued anywhere and is
+// counted in Stats under its cause; the caller still owns it.
+var (
+	// ErrBackPressure: the send slots (or a stream connection's staging)
+	// are full. Flush, then queue the message again.
+	ErrBackPressure = errors.New("dgramio: send slots full (back-pressure): Flush, then queue again")
+	// ErrTooLarge: the payload is larger than Config.MaxDatagram (on
+	// stream kinds, the record limit). It never fits; split it or raise
+	// MaxDatagram.
+	ErrTooLarge = errors.New("dgramio: payload larger than Config.MaxDatagram")
+	// ErrNoRoute: there is nowhere to send it: Queue on a backend with no
+	// destination (a datagram server: answer with QueueTo) or no open
+	// connection; QueueTo to a peer with no connection, to an address of a
+	// family the kind cannot send to, or to one a raw kind cannot resolve.
+	ErrNoRoute = errors.New("dgramio: no route to the destination (no destination, connection or resolvable address)")
+)
+
 // ErrNoDPDK is the error of a build without DPDK asked for a DPDK kind
 // (dpdk, tcp-dpdk): those need cgo, libdpdk and the build tag dpdk. It is
 // an *UnsupportedError, so it matches ErrNotSupported too; callers wrap it

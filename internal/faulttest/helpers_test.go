@@ -97,7 +97,9 @@ func openHere(cfg core.Config) (core.Backend, error) {
 // the test does harm. The caller closes the client; on error warmClient
 // has closed it, and tr (when not nil) says what came back.
 func warmClient(t testing.TB, kind string, p *testhost.Pair) (cl core.Backend, tr *traffic, err error) {
-	cl, err = openHere(clientConfig(kind, p.A, p.B))
+	cfg := clientConfig(kind, p.A, p.B)
+	cfg.Events = isStream(kind) // the ends of its connection come to tr.errs
+	cl, err = openHere(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -160,7 +162,7 @@ func serverConfig(kind string, h *testhost.Host) core.Config {
 // kind on srv.
 func clientConfig(kind string, h, srv *testhost.Host) core.Config {
 	return core.Config{Kind: core.Kind(kind), Role: core.RoleClient, Iface: h.Iface, LocalIP: addrFor(kind, h),
-		Dests: []netip.Addr{addrFor(kind, srv)}, Port: port}
+		Dests: []netip.AddrPort{netip.AddrPortFrom(addrFor(kind, srv), port)}, Port: port}
 }
 
 // Data-path operations, as calls names them.
@@ -460,15 +462,15 @@ func (e *echo) run(ctx context.Context) {
 		e.rx.Add(uint64(len(pkts)))
 		for _, p := range pkts {
 			e.c.begin(opQueue)
-			ok := e.b.QueueTo(p.Data, p.From)
+			err := e.b.QueueTo(p.Data, p.From)
 			e.c.end()
-			if !ok {
+			if err != nil {
 				e.flush()
 				e.c.begin(opQueue)
-				ok = e.b.QueueTo(p.Data, p.From)
+				err = e.b.QueueTo(p.Data, p.From)
 				e.c.end()
 			}
-			if ok {
+			if err == nil {
 				e.back.Add(1)
 			} else {
 				e.dropped.Add(1)
@@ -601,7 +603,7 @@ type traffic struct {
 	next       uint64 // sequence number of the next message (= messages accepted)
 	limit      uint64 // stop queueing at this many messages; 0: no limit
 	lastRx     time.Time
-	refused    uint64 // Queue returned false
+	refused    uint64 // Queue returned an error
 	errs       errLog
 	cannotWait bool
 	pkts       []core.Packet
@@ -633,9 +635,9 @@ func (tr *traffic) send() {
 	for tr.next < due && queued < 64 && (tr.limit == 0 || tr.next < tr.limit) {
 		fillMsg(tr.buf, tr.magic, tr.next)
 		tr.c.begin(opQueue)
-		ok := tr.b.Queue(tr.buf)
+		qerr := tr.b.Queue(tr.buf)
 		tr.c.end()
-		if !ok {
+		if qerr != nil {
 			tr.refused++
 			break
 		}
@@ -662,7 +664,14 @@ func (tr *traffic) recv() int {
 			tr.errs.add(err)
 		}
 		for _, p := range tr.pkts[:n] {
-			tr.take(p.Data, tr.next)
+			switch p.Event {
+			case core.EventData:
+				tr.take(p.Data, tr.next)
+			case core.EventPeerFIN: // Config.Events: the end of a connection
+				tr.errs.add(&core.PeerError{Peer: p.From})
+			case core.EventReset:
+				tr.errs.add(p.Err)
+			}
 		}
 		total += n
 		if n > 0 {

@@ -63,7 +63,7 @@ func privProbe(args []string, out io.Writer) int {
 	}
 	r := probeResult{Kind: *kind, UID: os.Geteuid(), CapEff: capEff()}
 	cfg := core.Config{Kind: core.Kind(*kind), Iface: *iface, LocalIP: netip.MustParseAddr(*local),
-		Dests: []netip.Addr{netip.MustParseAddr(*dst)}, Port: port, ConnectTimeout: 10 * time.Second}
+		Dests: []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr(*dst), port)}, Port: port, ConnectTimeout: 10 * time.Second}
 	b, err := newBackend(cfg)
 	if err != nil {
 		r.Class, r.Error = cli.Classify(core.Kind(*kind), err), err.Error()
@@ -107,7 +107,7 @@ func roundTrip(b core.Backend, n int) (sent, echoed int, err error) {
 	end := time.Now().Add(10 * time.Second)
 	for sent < n && time.Now().Before(end) {
 		fillMsg(msg, 0xfa17, uint64(sent))
-		if !b.Queue(msg) {
+		if b.Queue(msg) != nil {
 			return sent, echoed, fmt.Errorf("Queue refused message %d", sent)
 		}
 		sent++

@@ -109,10 +109,10 @@ func fullTxRing(t *testing.T, kind string, p *testhost.Pair) {
 			for i := 0; i < 1024; i++ {
 				fillMsg(tr.buf, tr.magic, tr.next)
 				tr.c.begin(opQueue)
-				ok := cl.Queue(tr.buf)
+				qerr := cl.Queue(tr.buf)
 				tr.c.end()
-				if !ok {
-					return fmt.Errorf("Queue refused message %d of round %d with TxQueue 1024", i, r)
+				if qerr != nil {
+					return fmt.Errorf("Queue refused message %d of round %d with TxQueue 1024: %v", i, r, qerr)
 				}
 				tr.next++
 			}

@@ -244,9 +244,9 @@ func (s *recordSender) round(total uint64) {
 			s.pending = s.gen.next()
 		}
 		s.c.begin(opQueue)
-		ok := s.cl.Queue(s.pending)
+		qerr := s.cl.Queue(s.pending)
 		s.c.end()
-		if !ok {
+		if qerr != nil {
 			refused = true
 			break
 		}

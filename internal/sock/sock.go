@@ -208,7 +208,7 @@ func openUDP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
 			}
 		}
 		if len(cfg.Dests) == 1 {
-			dst := netip.AddrPortFrom(cfg.Dests[0], cfg.Port)
+			dst := cfg.Dests[0]
 			if err = unix.Connect(fd, Sockaddr(dst)); err != nil {
 				err = fmt.Errorf("connect %s: %w", dst, err)
 				return

@@ -16,7 +16,11 @@ import (
 var lo = netip.MustParseAddr("127.0.0.1")
 
 func cfg(role core.Role, port uint16, dests ...netip.Addr) core.Config {
-	c := core.Config{Kind: core.KindUDP, Role: role, Port: port, Dests: dests}.WithDefaults()
+	c := core.Config{Kind: core.KindUDP, Role: role, Port: port}
+	for _, d := range dests {
+		c.Dests = append(c.Dests, netip.AddrPortFrom(d, port))
+	}
+	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
 		panic(err)
 	}
@@ -207,7 +211,7 @@ func TestTuneTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	c := core.Config{Kind: core.KindTCP, Port: 1, Dests: []netip.Addr{lo}}.WithDefaults()
+	c := core.Config{Kind: core.KindTCP, Port: 1, Dests: []netip.AddrPort{netip.AddrPortFrom(lo, 1)}}.WithDefaults()
 	g, err := TuneTCP(fd, c)
 	if err != nil {
 		t.Fatal(err)

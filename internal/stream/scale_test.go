@@ -88,7 +88,7 @@ func TestRxTouchesOnlyWhatMoves(t *testing.T) {
 		t.Fatalf("Rx called the transport on connections %v, want [1234]", got)
 	}
 
-	if !s.QueueTo([]byte("pong"), cs[77].hook().c.peer) {
+	if s.QueueTo([]byte("pong"), cs[77].hook().c.peer) != nil {
 		t.Fatal("QueueTo refused")
 	}
 	if err := s.Flush(); err != nil {
@@ -187,7 +187,7 @@ func BenchmarkRxOne(b *testing.B) {
 				if k != 1 || err != nil {
 					b.Fatal(k, err)
 				}
-				if !s.QueueTo(pkts[0].Data, pkts[0].From) {
+				if s.QueueTo(pkts[0].Data, pkts[0].From) != nil {
 					b.Fatal("QueueTo refused")
 				}
 				if err := s.Flush(); err != nil {

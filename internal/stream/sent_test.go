@@ -86,7 +86,7 @@ func TestFinishedWaitsForAcks(t *testing.T) {
 	clean := &unackConn{fakeConn: fakeConn{room: -1, reading: true, eof: true}, unacked: 1}
 	s.Add(lossy, peer(1))
 	s.Add(clean, peer(2))
-	if !s.Queue([]byte("answer")) {
+	if s.Queue([]byte("answer")) != nil {
 		t.Fatal("Queue refused")
 	}
 	pkts := make([]core.Packet, 4)
@@ -98,7 +98,7 @@ func TestFinishedWaitsForAcks(t *testing.T) {
 	if !lossy.shut || !clean.shut {
 		t.Error("no FIN after the last answer: the peer would wait for our acknowledgements")
 	}
-	if s.Queue([]byte("late")) || s.Counters().NoConn != 1 {
+	if s.Queue([]byte("late")) != core.ErrNoRoute || s.Counters().NoConn != 1 {
 		t.Error("Queue staged for connections that are closing")
 	}
 	lossy.ended = true

@@ -57,7 +57,7 @@ func TestStagerHoldsUntilFlush(t *testing.T) {
 	s, cs := newLayer(1, Options{})
 	sc := &stageConn{fakeConn: fakeConn{room: -1, reading: true}, free: 100}
 	s.Add(sc, peer(9))
-	if !s.Queue([]byte("one")) || !s.QueueTo([]byte("two"), peer(9)) {
+	if s.Queue([]byte("one")) != nil || s.QueueTo([]byte("two"), peer(9)) != nil {
 		t.Fatal("Queue refused")
 	}
 	if string(sc.held) != "\x00\x03one\x00\x03two" || sc.out.Len() != 0 {
@@ -80,16 +80,16 @@ func TestStagerHoldsUntilFlush(t *testing.T) {
 		t.Fatalf("TxSent %d, TxBytes %d, StreamTx %d; want 3, 9, 15", st.TxSent, st.TxBytes, st.StreamTx)
 	}
 	// 90 bytes of room are left: a record of 89 does not fit, anywhere.
-	if s.Queue(make([]byte, 89)) || len(sc.held) != 0 || s.conns[0].stage.Len() != 0 {
+	if s.Queue(make([]byte, 89)) != core.ErrBackPressure || len(sc.held) != 0 || s.conns[0].stage.Len() != 0 {
 		t.Fatal("Queue staged a record the Stager had no room for")
 	}
-	if s.QueueTo(make([]byte, 89), peer(9)) {
+	if s.QueueTo(make([]byte, 89), peer(9)) != core.ErrBackPressure {
 		t.Fatal("QueueTo staged a record the Stager had no room for")
 	}
 	if st := s.Counters(); st.TxBackpressure != 3 {
 		t.Fatalf("TxBackpressure %d, want 3 (two connections, then one)", st.TxBackpressure)
 	}
-	if !s.QueueTo([]byte("kept"), peer(9)) {
+	if s.QueueTo([]byte("kept"), peer(9)) != nil {
 		t.Fatal("a record that fits was refused")
 	}
 	s.Abandon()
@@ -99,19 +99,20 @@ func TestStagerHoldsUntilFlush(t *testing.T) {
 }
 
 // A Stager whose room does not grow while a record waits for it is a
-// send stall (Options.SendStall), reported once; room that grows starts
-// the clock again, and a record that fits ends the watch.
+// send stall (Options.SendStall), reported once (an EventStalled, no
+// error); room that grows starts the clock again, and a record that fits
+// ends the watch.
 func TestStagerStall(t *testing.T) {
 	const stall = 20 * time.Millisecond
 	var reported []netip.AddrPort
-	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256, StagingSize: 4 * (record.HeaderLen + 100), SendStall: stall,
+	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256, StagingSize: 4 * (record.HeaderLen + 100), SendStall: stall, Events: true,
 		StallError: func(peer netip.AddrPort, d time.Duration) error {
 			reported = append(reported, peer)
 			return errors.New("stalled")
 		}})
 	sc := &stageConn{fakeConn: fakeConn{room: -1, reading: true}, free: 50}
 	s.Add(sc, peer(1))
-	if s.QueueTo(make([]byte, 60), peer(1)) {
+	if s.QueueTo(make([]byte, 60), peer(1)) != core.ErrBackPressure {
 		t.Fatal("a record larger than the room was staged")
 	}
 	// The room grows (the peer acknowledged), then stops growing.
@@ -142,8 +143,21 @@ func TestStagerStall(t *testing.T) {
 			errs++
 		}
 	}
-	if errs != 1 || len(reported) != 1 || reported[0] != peer(1) || s.Counters().Stalls != 1 {
-		t.Fatalf("%d errors, reported %v, Stalls %d; want one stall of peer 1", errs, reported, s.Counters().Stalls)
+	if errs != 0 || len(reported) != 1 || reported[0] != peer(1) || s.Counters().Stalls != 1 {
+		t.Fatalf("%d errors, reported %v, Stalls %d; want one stall of peer 1, no error", errs, reported, s.Counters().Stalls)
+	}
+	var stalls []netip.AddrPort
+	pkts := make([]core.Packet, 16)
+	for range 3 {
+		n, _ := s.Rx(pkts)
+		for _, p := range pkts[:n] {
+			if p.Event == core.EventStalled && p.Err != nil {
+				stalls = append(stalls, p.From)
+			}
+		}
+	}
+	if len(stalls) != 1 || stalls[0] != peer(1) {
+		t.Fatalf("EventStalled of %v, want one of peer 1", stalls)
 	}
 	// Room for the largest record: the watch ends.
 	sc.free = record.HeaderLen + 100
@@ -151,8 +165,7 @@ func TestStagerStall(t *testing.T) {
 	if len(s.tx) != 0 {
 		t.Fatal("still watched with room for any record")
 	}
-	pkts := make([]core.Packet, 1)
-	if k, err := s.Rx(pkts); k != 0 || err != nil {
+	if k, err := s.Rx(pkts[:1]); k != 0 || err != nil {
 		t.Fatalf("Rx = %d, %v", k, err)
 	}
 }
@@ -167,17 +180,17 @@ func TestStagerHoldsTxQueue(t *testing.T) {
 	sc := &stageConn{fakeConn: fakeConn{room: -1, reading: true}, free: 1 << 20}
 	s.Add(sc, peer(1))
 	for i := range 3 {
-		if !s.QueueTo(make([]byte, 10), peer(1)) {
+		if s.QueueTo(make([]byte, 10), peer(1)) != nil {
 			t.Fatalf("record %d refused", i)
 		}
 	}
-	if s.QueueTo(make([]byte, 10), peer(1)) || s.Queue(make([]byte, 10)) {
+	if s.QueueTo(make([]byte, 10), peer(1)) != core.ErrBackPressure || s.Queue(make([]byte, 10)) != core.ErrBackPressure {
 		t.Fatal("a fourth record was staged before Flush")
 	}
 	if err := s.Flush(); err != nil {
 		t.Fatalf("Flush: %v", err)
 	}
-	if !s.QueueTo(make([]byte, 10), peer(1)) {
+	if s.QueueTo(make([]byte, 10), peer(1)) != nil {
 		t.Fatal("refused after the Flush")
 	}
 	if st := s.Counters(); st.TxBackpressure != 2 || st.TxSent != 3 || st.Stalls != 0 {

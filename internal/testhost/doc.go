@@ -20,8 +20,14 @@
 //
 // Addresses come only from 198.18.0.0/15 (RFC 2544); anything else is
 // refused. By default A is 198.18.n.1/24 and B is 198.18.n.2/24, with n
-// chosen per Pair. IPv6 is disabled in both namespaces (so no router
-// solicitation or MLD report shows up in a capture), and TX checksum
+// chosen per Pair. IPv6 is disabled in both namespaces by default (so no
+// router solicitation or MLD report shows up in a capture). With
+// Options.IPv6 it is on: each end also gets an address from 2001:2::/48
+// (RFC 5180; by default 2001:2:0:n::1/64 and ::2/64) and its link-local
+// one, both usable at once, with router solicitations, router
+// advertisements, autoconfiguration and duplicate address detection off,
+// so the kernel sends only the neighbour discovery that traffic needs
+// and the MLD reports of a new address, all on the test veth. TX checksum
 // offload, TSO and GSO are turned off on both ends and verified by reading
 // the features back, so that what a kernel socket sends looks like a wire's
 // frames: full checksums, no 64 KiB super-frames.

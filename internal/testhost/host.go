@@ -34,6 +34,12 @@ type Host struct {
 	// (198.18.n.1/24).
 	Addr   netip.Addr
 	Prefix netip.Prefix
+	// Addr6 is its IPv6 address and Prefix6 the address with its prefix
+	// length (2001:2:0:n::1/64), LinkLocal its fe80::/64 address: set when
+	// the Pair was made with Options.IPv6, zero otherwise.
+	Addr6     netip.Addr
+	Prefix6   netip.Prefix
+	LinkLocal netip.Addr
 	// MAC is its hardware address.
 	MAC net.HardwareAddr
 	// NS is the namespace, an open file descriptor owned by the Host and
@@ -327,12 +333,13 @@ func (h *Host) setFlag(name string, to bool, on, off func(netlink.Link) error) e
 }
 
 // AddNeigh adds (or replaces) a permanent neighbour entry ip → mac on the
-// veth end, so the kernel sends to ip without ARP.
+// veth end, so the kernel sends to ip without ARP (or, for an IPv6 ip,
+// without neighbour discovery).
 func (h *Host) AddNeigh(ip netip.Addr, mac net.HardwareAddr) error {
 	if err := h.check(); err != nil {
 		return err
 	}
-	n := &netlink.Neigh{LinkIndex: h.Index, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
+	n := &netlink.Neigh{LinkIndex: h.Index, Family: family(ip), State: netlink.NUD_PERMANENT,
 		IP: net.IP(ip.AsSlice()), HardwareAddr: mac}
 	if err := h.nl.NeighSet(n); err != nil {
 		return fmt.Errorf("neigh set %s lladdr %s dev %s: %w", ip, mac, h.Iface, err)
@@ -345,7 +352,7 @@ func (h *Host) DelNeigh(ip netip.Addr) error {
 	if err := h.check(); err != nil {
 		return err
 	}
-	n := &netlink.Neigh{LinkIndex: h.Index, Family: unix.AF_INET, IP: net.IP(ip.AsSlice())}
+	n := &netlink.Neigh{LinkIndex: h.Index, Family: family(ip), IP: net.IP(ip.AsSlice())}
 	if err := h.nl.NeighDel(n); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("neigh del %s dev %s: %w", ip, h.Iface, err)
 	}
@@ -359,7 +366,7 @@ func (h *Host) Neigh(ip netip.Addr) (net.HardwareAddr, int, error) {
 	if err := h.check(); err != nil {
 		return nil, 0, err
 	}
-	list, err := h.nl.NeighList(h.Index, unix.AF_INET)
+	list, err := h.nl.NeighList(h.Index, family(ip))
 	if err != nil {
 		return nil, 0, fmt.Errorf("neigh list dev %s: %w", h.Iface, err)
 	}

@@ -46,6 +46,16 @@ type Options struct {
 	MTU int
 	// CarrierTimeout bounds the wait for carrier on both ends. Default 10 s.
 	CarrierTimeout time.Duration
+	// IPv6 turns IPv6 on in both namespaces (it is off by default): each
+	// end gets A6 or B6 and its link-local address, both usable at once
+	// (duplicate address detection off), with router advertisements,
+	// autoconfiguration and router solicitations off. See docs/ipv6.md.
+	IPv6 bool
+	// A6 and B6 are the IPv6 addresses with prefix length of the two ends
+	// when IPv6 is set. Zero: 2001:2:0:n::1/64 and 2001:2:0:n::2/64, n
+	// chosen per Pair. Both must lie in BenchNet6 (prefix included) and
+	// differ.
+	A6, B6 netip.Prefix
 }
 
 // Pair is two network namespaces joined by a veth pair. A and B are its two
@@ -57,7 +67,7 @@ type Pair struct {
 var pairs atomic.Uint32
 
 // New makes a Pair: two anonymous network namespaces, a veth pair between
-// them, addresses, links up, IPv6 off, offloads off (unless KeepOffloads),
+// them, addresses, links up, IPv6 off (unless Options.IPv6), offloads off (unless KeepOffloads),
 // XPS masks when Queues > 1, and waits for carrier on both ends. On error
 // nothing is left behind. It needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN); a
 // missing privilege is a *core.PrivilegeError.
@@ -87,9 +97,13 @@ func New(o Options) (*Pair, error) {
 	p.A.Prefix, p.B.Prefix = o.A, o.B
 	p.A.Addr, p.B.Addr = o.A.Addr(), o.B.Addr()
 	p.A.Queues, p.B.Queues = o.Queues, o.Queues
+	if o.IPv6 {
+		p.A.Prefix6, p.B.Prefix6 = o.A6, o.B6
+		p.A.Addr6, p.B.Addr6 = o.A6.Addr(), o.B6.Addr()
+	}
 
 	for _, h := range []*Host{p.A, p.B} {
-		if err := h.onHome(h.prepareNS); err != nil {
+		if err := h.onHome(func() error { return h.prepareNS(o.IPv6) }); err != nil {
 			return nil, err
 		}
 	}
@@ -104,13 +118,18 @@ func New(o Options) (*Pair, error) {
 		return nil, privileged("create veth pair", "CAP_NET_ADMIN", fmt.Errorf("add veth %s/%s: %w", p.A.Iface, p.B.Iface, err))
 	}
 	for _, h := range []*Host{p.A, p.B} {
-		if err := h.onHome(func() error { return h.configure(o.KeepOffloads) }); err != nil {
+		if err := h.onHome(func() error { return h.configure(o.KeepOffloads, o.IPv6) }); err != nil {
 			return nil, err
 		}
 	}
 	for _, h := range []*Host{p.A, p.B} {
 		if err := h.waitCarrier(o.CarrierTimeout); err != nil {
 			return nil, err
+		}
+		if o.IPv6 {
+			if err := h.waitIPv6(o.CarrierTimeout); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if o.Queues > 1 {
@@ -165,6 +184,9 @@ func (o Options) withDefaults(sub uint32) (Options, []int, error) {
 	if o.A.Addr() == o.B.Addr() {
 		return o, nil, fmt.Errorf("testhost: A and B have the same address %s", o.A.Addr())
 	}
+	if err := o.withIPv6Defaults(sub); err != nil {
+		return o, nil, err
+	}
 	for _, c := range o.XPSCPUs {
 		if c < 0 {
 			return o, nil, fmt.Errorf("testhost: XPSCPUs has CPU %d", c)
@@ -207,13 +229,16 @@ func (p *Pair) Close() error {
 
 // prepareNS runs on the home thread of a fresh namespace: IPv6 off for every
 // present and future interface (before the veth exists, so it never gets an
-// IPv6 address), and lo up.
-func (h *Host) prepareNS() error {
-	if err := disableIPv6("all"); err != nil {
-		return err
-	}
-	if err := disableIPv6("default"); err != nil {
-		return err
+// IPv6 address), or on and quiet (enableIPv6) when ipv6 is set, and lo up.
+func (h *Host) prepareNS(ipv6 bool) error {
+	for _, dev := range []string{"all", "default"} {
+		set := disableIPv6
+		if ipv6 {
+			set = enableIPv6
+		}
+		if err := set(dev); err != nil {
+			return err
+		}
 	}
 	lo, err := h.nl.LinkByName("lo")
 	if err != nil {
@@ -252,15 +277,20 @@ func disableIPv6(dev string) error {
 }
 
 // configure runs on the home thread once the veth end exists in the
-// namespace: IPv6 off on it, offloads off, address, link up.
-func (h *Host) configure(keepOffloads bool) error {
+// namespace: IPv6 off on it (on and quiet when ipv6 is set), offloads off,
+// addresses, link up.
+func (h *Host) configure(keepOffloads, ipv6 bool) error {
 	l, err := h.nl.LinkByName(h.Iface)
 	if err != nil {
 		return fmt.Errorf("link %s: %w", h.Iface, err)
 	}
 	h.Index = l.Attrs().Index
 	h.MAC = l.Attrs().HardwareAddr
-	if err := disableIPv6(h.Iface); err != nil {
+	set := disableIPv6
+	if ipv6 {
+		set = enableIPv6
+	}
+	if err := set(h.Iface); err != nil {
 		return err
 	}
 	if !keepOffloads {
@@ -275,6 +305,11 @@ func (h *Host) configure(keepOffloads bool) error {
 	}
 	if err := h.nl.AddrAdd(l, h.addr()); err != nil {
 		return fmt.Errorf("addr add %s dev %s: %w", h.Prefix, h.Iface, err)
+	}
+	if ipv6 {
+		if err := h.nl.AddrAdd(l, h.addr6()); err != nil {
+			return fmt.Errorf("addr add %s dev %s: %w", h.Prefix6, h.Iface, err)
+		}
 	}
 	if err := h.nl.LinkSetUp(l); err != nil {
 		return fmt.Errorf("set %s up: %w", h.Iface, err)

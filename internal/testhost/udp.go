@@ -14,8 +14,15 @@ import (
 // h.Addr:port (port 0: an ephemeral one). It belongs to the namespace for
 // its whole life and may be used from any goroutine; the caller closes it.
 func (h *Host) ListenUDP(port uint16) (*net.UDPConn, error) {
-	return listenIn(h, "udp", port, func(a netip.AddrPort) (*net.UDPConn, error) {
+	return listenIn(h, "udp", h.Addr, port, func(a netip.AddrPort) (*net.UDPConn, error) {
 		return net.ListenUDP("udp4", net.UDPAddrFromAddrPort(a))
+	})
+}
+
+// ListenUDP6 is ListenUDP on h.Addr6 (a Pair made with Options.IPv6).
+func (h *Host) ListenUDP6(port uint16) (*net.UDPConn, error) {
+	return listenIn(h, "udp", h.Addr6, port, func(a netip.AddrPort) (*net.UDPConn, error) {
+		return net.ListenUDP("udp6", net.UDPAddrFromAddrPort(a))
 	})
 }
 
@@ -24,21 +31,32 @@ func (h *Host) ListenUDP(port uint16) (*net.UDPConn, error) {
 // accepts belong to the namespace and may be used from any goroutine; the
 // caller closes it.
 func (h *Host) ListenTCP(port uint16) (*net.TCPListener, error) {
-	return listenIn(h, "tcp", port, func(a netip.AddrPort) (*net.TCPListener, error) {
+	return listenIn(h, "tcp", h.Addr, port, func(a netip.AddrPort) (*net.TCPListener, error) {
 		return net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(a))
 	})
 }
 
-// listenIn runs listen on h.Addr:port on a thread inside h's namespace;
+// ListenTCP6 is ListenTCP on h.Addr6 (a Pair made with Options.IPv6).
+func (h *Host) ListenTCP6(port uint16) (*net.TCPListener, error) {
+	return listenIn(h, "tcp", h.Addr6, port, func(a netip.AddrPort) (*net.TCPListener, error) {
+		return net.ListenTCP("tcp6", net.TCPAddrFromAddrPort(a))
+	})
+}
+
+// listenIn runs listen on addr:port on a thread inside h's namespace;
 // proto names the socket in the error.
-func listenIn[S any](h *Host, proto string, port uint16, listen func(netip.AddrPort) (S, error)) (S, error) {
+func listenIn[S any](h *Host, proto string, addr netip.Addr, port uint16, listen func(netip.AddrPort) (S, error)) (S, error) {
 	var s S
+	if !addr.IsValid() {
+		return s, fmt.Errorf("testhost %s: listen %s: no address (IPv6 needs Options.IPv6)", h.Iface, proto)
+	}
+	ap := netip.AddrPortFrom(addr, port)
 	err := h.Do(func() (err error) {
-		s, err = listen(netip.AddrPortFrom(h.Addr, port))
+		s, err = listen(ap)
 		return err
 	})
 	if err != nil {
-		return s, fmt.Errorf("testhost %s: listen %s %s:%d: %w", h.Iface, proto, h.Addr, port, err)
+		return s, fmt.Errorf("testhost %s: listen %s %s: %w", h.Iface, proto, ap, err)
 	}
 	return s, nil
 }
@@ -63,12 +81,27 @@ func (h *Host) DialContext(ctx context.Context, network, addr string) (net.Conn,
 // shows that the link carries traffic both ways: after a flap, a change of
 // address or neighbour, through an XDP program that passes frames.
 func (p *Pair) UDPRoundTrip(msg string, timeout time.Duration) (time.Duration, error) {
-	a, err := p.A.ListenUDP(0)
+	return p.udpRoundTrip(msg, timeout, false)
+}
+
+// UDPRoundTrip6 is UDPRoundTrip over IPv6, between Addr6 of A and B (a
+// Pair made with Options.IPv6). The first one on a link includes
+// neighbour discovery.
+func (p *Pair) UDPRoundTrip6(msg string, timeout time.Duration) (time.Duration, error) {
+	return p.udpRoundTrip(msg, timeout, true)
+}
+
+func (p *Pair) udpRoundTrip(msg string, timeout time.Duration, v6 bool) (time.Duration, error) {
+	listen, fromA := (*Host).ListenUDP, p.A.Addr
+	if v6 {
+		listen, fromA = (*Host).ListenUDP6, p.A.Addr6
+	}
+	a, err := listen(p.A, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer a.Close()
-	b, err := p.B.ListenUDP(0)
+	b, err := listen(p.B, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -86,8 +119,8 @@ func (p *Pair) UDPRoundTrip(msg string, timeout time.Duration) (time.Duration, e
 	if err != nil {
 		return 0, fmt.Errorf("receive on B: %w", err)
 	}
-	if string(buf[:n]) != msg || from.Addr() != p.A.Addr {
-		return 0, fmt.Errorf("B got %d bytes %.40q from %s, want %d bytes %.40q from %s", n, buf[:n], from, len(msg), msg, p.A.Addr)
+	if string(buf[:n]) != msg || from.Addr() != fromA {
+		return 0, fmt.Errorf("B got %d bytes %.40q from %s, want %d bytes %.40q from %s", n, buf[:n], from, len(msg), msg, fromA)
 	}
 	if _, err := b.WriteToUDPAddrPort([]byte("re:"+msg), from); err != nil {
 		return 0, fmt.Errorf("send B→A: %w", err)

@@ -78,7 +78,7 @@ func TestReleasedBytesMoveWithoutFlush(t *testing.T) {
 	})
 	p := make([]byte, 777)
 	socktest.Payload(p, next)
-	if !cli.Queue(p) {
+	if cli.Queue(p) != nil {
 		t.Fatalf("Queue refused with the stream drained: %+v", cli.Stats())
 	}
 	// Not flushed: Rx must not send it.
@@ -124,7 +124,7 @@ func TestBothEndsStopFlushing(t *testing.T) {
 				return
 			}
 			for _, p := range pkts[:n] {
-				if !srv.QueueTo(p.Data, p.From) {
+				if srv.QueueTo(p.Data, p.From) != nil {
 					dropped.Add(1)
 				}
 			}
@@ -158,7 +158,7 @@ func TestBothEndsStopFlushing(t *testing.T) {
 		queued := false
 		for sent < total {
 			socktest.Payload(p, uint32(sent))
-			if !cli.Queue(p) {
+			if cli.Queue(p) != nil {
 				break
 			}
 			sent++

@@ -10,7 +10,7 @@
 // There is no loss on this path, only back-pressure: when a socket's send
 // buffer is full (EAGAIN) the bytes wait in a per-connection staging buffer
 // of Config.TxQueue records, and when a record does not fit there Queue
-// returns false and the caller keeps it. Bytes a Flush released that the
+// returns ErrBackPressure and the caller keeps it. Bytes a Flush released that the
 // socket refused go out with the next Rx or Flush that finds room (Wait
 // wakes for that room), so the stream moves on without another Flush. A record is never cut: half a
 // record would put the receiver out of step for the rest of the connection.
@@ -137,7 +137,7 @@ var _ core.Backend = (*Backend)(nil)
 // New opens a tcp backend for cfg. It applies cfg.WithDefaults and
 // validates cfg before any system call; cfg.Kind may be "tcp" or empty.
 //
-// A client connects to every one of Config.Dests at Config.Port, all at
+// A client connects to every one of Config.Dests (address and port), all at
 // once, and fails unless every connection is up within
 // Config.ConnectTimeout (errors wrap the errno: ECONNREFUSED, ETIMEDOUT).
 // Queue then sends each record to all of them. A server listens on
@@ -170,11 +170,17 @@ func openQueue(cfg core.Config, lfd int, granted sock.Granted, note string) (cor
 		return nil, err
 	}
 	b := &Backend{cfg: cfg, lfd: lfd, epfd: -1}
+	hl := record.HeaderLen
+	if cfg.Framing == core.FramingU32 {
+		hl = record.HeaderLen32
+	}
 	b.s = stream.New((*transport)(b), stream.Options{
 		MaxRecord:   cfg.MaxDatagram,
 		RxBatch:     cfg.RxBatch,
-		StagingSize: cfg.TxQueue * (record.HeaderLen + cfg.MaxDatagram),
-		DecoderSize: max(cfg.RxBatch*(record.HeaderLen+cfg.MaxDatagram), 64<<10),
+		StagingSize: cfg.TxQueue * (hl + cfg.MaxDatagram),
+		DecoderSize: max(cfg.RxBatch*(hl+cfg.MaxDatagram), 64<<10),
+		Framing:     cfg.Framing,
+		Events:      cfg.Events,
 	})
 	ok := false
 	defer func() {
@@ -271,7 +277,7 @@ func (b *Backend) connectAll() error {
 		}
 	}()
 	for i, d := range b.cfg.Dests {
-		a, err := b.dial(netip.AddrPortFrom(d, b.cfg.Port), i == 0)
+		a, err := b.dial(d, i == 0)
 		if a.fd >= 0 {
 			atts = append(atts, a)
 		}
@@ -394,6 +400,7 @@ func (b *Backend) newConn(fd int, remote netip.AddrPort) (*conn, error) {
 		return nil, err
 	}
 	c := &conn{b: b, fd: fd, remote: remote, in: true}
+	c.sent.SetFraming(b.cfg.Framing)
 	if fd >= len(b.byFD) {
 		b.byFD = append(b.byFD, make([]*conn, fd+1-len(b.byFD))...)
 	}
@@ -505,25 +512,26 @@ func (t *transport) Accept(add func(stream.Conn, netip.AddrPort)) {
 
 // Queue stages payload as one record for every open connection: every
 // connected client on a server, every destination on a client. It returns
-// false, and stages nothing anywhere, when there is no connection (layer
-// "tcp" counter "queue_no_conn"), the payload exceeds MaxDatagram
-// (TxOversize, one per connection), any connection's staging buffer lacks
-// room for the record (TxBackpressure, one per connection: Flush and try
-// again), or the backend is closed.
-func (b *Backend) Queue(payload []byte) bool {
+// nil, or stages nothing anywhere and returns core.ErrNoRoute when there
+// is no connection (layer "tcp" counter "queue_no_conn"), core.ErrTooLarge
+// when the payload exceeds MaxDatagram (TxOversize, one per connection),
+// core.ErrBackPressure when any connection's staging buffer lacks room for
+// the record (TxBackpressure, one per connection: Flush and try again), or
+// core.ErrClosed after Close.
+func (b *Backend) Queue(payload []byte) error {
 	if !b.life.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer b.life.Exit()
 	return b.s.Queue(payload)
 }
 
 // QueueTo stages payload as one record for the connection whose remote
-// address is to. It returns false as Queue does; a peer that is not (or no
-// longer) connected counts as "queue_no_conn".
-func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
+// address is to. It returns what Queue does; a peer that is not (or no
+// longer) connected is core.ErrNoRoute and counts as "queue_no_conn".
+func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	if !b.life.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer b.life.Exit()
 	return b.s.QueueTo(payload, to)
@@ -543,6 +551,45 @@ func (b *Backend) Hold(peer netip.AddrPort, on bool) bool {
 	return b.s.Hold(peer, on)
 }
 
+// CloseConn implements core.Conns: the connection to peer closes in
+// order (stream.Layer.CloseConn): what was queued goes out at the next
+// Flush, then our FIN; nothing more of it is delivered.
+func (b *Backend) CloseConn(peer netip.AddrPort) error {
+	if !b.life.Enter() {
+		return core.ErrClosed
+	}
+	defer b.life.Exit()
+	return stream.ConnErr(b.s.CloseConn(peer))
+}
+
+// ResetConn implements core.Conns: the connection to peer is reset (RST)
+// at the next Rx or Flush (stream.Layer.ResetConn).
+func (b *Backend) ResetConn(peer netip.AddrPort) error {
+	if !b.life.Enter() {
+		return core.ErrClosed
+	}
+	defer b.life.Exit()
+	return stream.ConnErr(b.s.ResetConn(peer))
+}
+
+// Pause implements core.Conns: Hold(peer, true).
+func (b *Backend) Pause(peer netip.AddrPort) error {
+	if !b.life.Enter() {
+		return core.ErrClosed
+	}
+	defer b.life.Exit()
+	return stream.ConnErr(b.s.Hold(peer, true))
+}
+
+// Resume implements core.Conns: Hold(peer, false).
+func (b *Backend) Resume(peer netip.AddrPort) error {
+	if !b.life.Enter() {
+		return core.ErrClosed
+	}
+	defer b.life.Exit()
+	return stream.ConnErr(b.s.Hold(peer, false))
+}
+
 // Flush releases each connection's staged records to the stream and
 // writes them with one send(2) per connection. Bytes the socket does not
 // take (its send buffer is full) stay staged, released: every later Rx and
@@ -550,15 +597,17 @@ func (b *Backend) Hold(peer netip.AddrPort, on bool) bool {
 // caller whose Queue is refused need not Flush for them to go; nothing is
 // dropped for that. A server also accepts new clients here.
 //
-// A peer that closed its direction (FIN) or reset is reported once by a
-// *core.PeerError from Flush or Rx (see package stream for when). After a
-// FIN the connection stays writable: answers queued before that error is
-// returned are sent, then the backend closes its side. After a reset the
-// connection is removed and the records still staged for it are counted
-// in TxDropped. What to do then: a server goes on serving its other
-// clients (the error is for the log); a client has lost that destination
-// for good and Queue refuses once it has none left: Close it and make a
-// new one to reconnect. Flush returns net.ErrClosed after Close.
+// A peer that closed its direction (FIN) or reset is no error of Flush or
+// Rx: it is counted (Stats.PeerCloses, Resets) and, with Config.Events,
+// delivered by Rx as an event of that connection (core.Event; see package
+// stream for when). After a FIN the connection stays writable: answers
+// queued until the Flush after the Rx that delivers EventPeerFIN are
+// sent, then the backend closes its side. After a reset the connection is
+// removed and the records still staged for it are counted in TxDropped.
+// A client that lost a destination has lost it for good, and Queue
+// refuses once it has none left: Close it and make a new one to
+// reconnect. Flush returns net.ErrClosed after Close, and otherwise only
+// what broke the backend itself.
 func (b *Backend) Flush() error {
 	if !b.life.Enter() {
 		return core.ErrClosed
@@ -742,10 +791,11 @@ func (b *Backend) setEvents(c *conn, in, out bool) {
 // bytes, none otherwise); records queued after the last Flush wait for
 // the next one.
 //
-// A peer that closed or reset its connection is reported once by a
-// *core.PeerError from Rx or Flush (see Flush for what to do), after the
-// records it sent before are delivered. Rx returns net.ErrClosed after
-// Close.
+// With Config.FramingRaw, Data is the bytes of one recv(2) (at most
+// MaxDatagram a Packet). With Config.Events, each connection's life comes
+// as Packets with Event set (see Flush), after the records its peer sent
+// before. Rx returns net.ErrClosed after Close; a connection's end is no
+// error.
 func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	if !b.life.Enter() {
 		return 0, core.ErrClosed

@@ -37,7 +37,10 @@ func newServer(t testing.TB, base core.Config, ip netip.Addr) *Backend {
 func newClient(t testing.TB, base core.Config, port uint16, dests ...netip.Addr) *Backend {
 	t.Helper()
 	cc := base
-	cc.Role, cc.Dests, cc.Port = core.RoleClient, dests, port
+	cc.Role, cc.Port = core.RoleClient, port
+	for _, d := range dests {
+		cc.Dests = append(cc.Dests, netip.AddrPortFrom(d, port))
+	}
 	c, err := New(cc)
 	if err != nil {
 		t.Fatal(err)
@@ -65,11 +68,11 @@ func until(t testing.TB, what string, cond func() bool) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	ok := core.Config{Kind: core.KindTCP, Dests: []netip.Addr{lo}, Port: 9}
+	ok := core.Config{Kind: core.KindTCP, Dests: []netip.AddrPort{netip.AddrPortFrom(lo, 0)}, Port: 9}
 	socktest.RefusesBadConfigs(t, ok, []socktest.BadConfig{
 		{"Kind", func(c *core.Config) { c.Kind = "udp" }},
 		{"Dests", func(c *core.Config) { c.Dests = nil }},
-		{"Dests", func(c *core.Config) { c.Dests = []netip.Addr{lo, lo} }},
+		{"Dests", func(c *core.Config) { c.Dests = []netip.AddrPort{netip.AddrPortFrom(lo, 9), netip.AddrPortFrom(lo, 9)} }},
 		{"Port", func(c *core.Config) { c.Port = 0 }},
 		{"MaxDatagram", func(c *core.Config) { c.MaxDatagram = rec.MaxRecord + 1 }},
 		{"TxQueue", func(c *core.Config) { c.TxQueue = -1 }},
@@ -81,7 +84,7 @@ func TestConfigValidation(t *testing.T) {
 
 func TestConnectErrors(t *testing.T) {
 	port := socktest.FreePort(t, unix.SOCK_STREAM)
-	_, err := New(core.Config{Kind: core.KindTCP, Dests: []netip.Addr{lo}, Port: port})
+	_, err := New(core.Config{Kind: core.KindTCP, Dests: []netip.AddrPort{netip.AddrPortFrom(lo, port)}, Port: port})
 	if !errors.Is(err, unix.ECONNREFUSED) {
 		t.Errorf("connect to a closed port: %v, want ECONNREFUSED", err)
 	}
@@ -95,7 +98,7 @@ func TestConnectTimeout(t *testing.T) {
 	nobody := p.B.Addr.Next()
 	start := time.Now()
 	err := p.A.Do(func() error {
-		b, err := New(core.Config{Kind: core.KindTCP, Dests: []netip.Addr{nobody}, Port: 9, ConnectTimeout: 200 * time.Millisecond})
+		b, err := New(core.Config{Kind: core.KindTCP, Dests: []netip.AddrPort{netip.AddrPortFrom(nobody, 9)}, Port: 9, ConnectTimeout: 200 * time.Millisecond})
 		if err == nil {
 			b.Close()
 		}
@@ -183,7 +186,7 @@ func fillUntilRefused(t testing.TB, b core.Backend, size int, start uint32) uint
 			t.Fatalf("Queue never refused: %d records accepted", seq-start)
 		}
 		socktest.Payload(p, seq)
-		if b.Queue(p) {
+		if b.Queue(p) == nil {
 			seq++
 			refused = 0
 		} else {
@@ -219,7 +222,7 @@ func TestStopReadingBackpressure(t *testing.T) {
 	// It works again.
 	p := make([]byte, 100)
 	socktest.Payload(p, next)
-	if !cli.Queue(p) {
+	if cli.Queue(p) != nil {
 		t.Fatal("Queue refused after the receiver caught up")
 	}
 	cli.Flush()
@@ -318,15 +321,25 @@ func resetConn(t testing.TB, fd int) {
 	unix.Close(fd)
 }
 
-// rxUntilErr calls Rx until it returns an error, collecting records.
-func rxUntilErr(t testing.TB, b core.Backend) (recs []string, err error) {
+// rxUntilEnd calls Rx until it delivers the end of a connection (b has
+// Config.Events) or returns an error, collecting records: an
+// EventPeerFIN comes back as a *core.PeerError of Reset false, an
+// EventReset as its Err.
+func rxUntilEnd(t testing.TB, b core.Backend) (recs []string, err error) {
 	t.Helper()
 	pkts := make([]core.Packet, 8)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		n, err := b.Rx(pkts)
 		for _, p := range pkts[:n] {
-			recs = append(recs, string(p.Data))
+			switch p.Event {
+			case core.EventData:
+				recs = append(recs, string(p.Data))
+			case core.EventPeerFIN:
+				return recs, &core.PeerError{Peer: p.From}
+			case core.EventReset:
+				return recs, p.Err
+			}
 		}
 		if err != nil {
 			return recs, err
@@ -341,7 +354,7 @@ func rxUntilErr(t testing.TB, b core.Backend) (recs []string, err error) {
 
 func TestPeerReset(t *testing.T) {
 	lfd, port := rawListener(t)
-	cli := newClient(t, core.Config{}, port, lo)
+	cli := newClient(t, core.Config{Events: true}, port, lo)
 	afd, _, err := unix.Accept(lfd)
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +362,7 @@ func TestPeerReset(t *testing.T) {
 	// Stage a record the peer will never get.
 	cli.Queue([]byte("lost"))
 	resetConn(t, afd)
-	recs, err := rxUntilErr(t, cli)
+	recs, err := rxUntilEnd(t, cli)
 	var pe *core.PeerError
 	if !errors.As(err, &pe) || !pe.Reset || !errors.Is(err, unix.ECONNRESET) {
 		t.Fatalf("Rx after a reset: %v (records %q)", err, recs)
@@ -364,21 +377,26 @@ func TestPeerReset(t *testing.T) {
 	if s.TxDropped != 1 {
 		t.Errorf("the staged record is not counted as dropped: TxDropped %d", s.TxDropped)
 	}
-	// Reported once; then the client has no connection left.
-	if n, err := cli.Rx(make([]core.Packet, 4)); n != 0 || err != nil {
-		t.Errorf("second Rx: %d, %v", n, err)
+	// Reported once (EventEnded follows); then the client has no
+	// connection left.
+	pkts := make([]core.Packet, 4)
+	if n, err := cli.Rx(pkts); err != nil || (n == 1 && pkts[0].Event != core.EventEnded) || n > 1 {
+		t.Errorf("second Rx: %d, %v, %+v", n, err, pkts[:n])
+	}
+	if n, err := cli.Rx(pkts); n != 0 || err != nil {
+		t.Errorf("third Rx: %d, %v", n, err)
 	}
 	if err := cli.Flush(); err != nil {
 		t.Errorf("Flush after the reset was reported: %v", err)
 	}
-	if cli.Queue([]byte("x")) {
-		t.Error("Queue accepted with no connection")
+	if err := cli.Queue([]byte("x")); err != core.ErrNoRoute {
+		t.Errorf("Queue with no connection: %v, want core.ErrNoRoute", err)
 	}
 }
 
 func TestPeerCloseDeliversFirst(t *testing.T) {
 	lfd, port := rawListener(t)
-	cli := newClient(t, core.Config{}, port, lo)
+	cli := newClient(t, core.Config{Events: true}, port, lo)
 	afd, _, err := unix.Accept(lfd)
 	if err != nil {
 		t.Fatal(err)
@@ -392,12 +410,12 @@ func TestPeerCloseDeliversFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	unix.Close(afd)
-	recs, err := rxUntilErr(t, cli)
+	recs, err := rxUntilEnd(t, cli)
 	var pe *core.PeerError
 	if !errors.As(err, &pe) || pe.Reset {
 		t.Fatalf("Rx after an orderly close: %v", err)
 	}
-	if len(recs) != 3 || recs[0] != "one" || recs[2] != "three" {
+	if len(recs) != 3 || recs[0] != "one" || recs[2] != "three" { // no event among them: EventOpened came first
 		t.Fatalf("records before the close: %q", recs)
 	}
 	s := cli.Stats()
@@ -407,9 +425,9 @@ func TestPeerCloseDeliversFirst(t *testing.T) {
 }
 
 // TestServerSurvivesClientReset: one client resets, the server reports it
-// once and keeps serving the other.
+// once (EventReset, no error) and keeps serving the other.
 func TestServerSurvivesClientReset(t *testing.T) {
-	srv := newServer(t, core.Config{}, lo)
+	srv := newServer(t, core.Config{Events: true}, lo)
 	good := newClient(t, core.Config{}, srv.LocalAddr().Port(), lo)
 	bad, err := net.Dial("tcp", srv.LocalAddr().String())
 	if err != nil {
@@ -418,7 +436,7 @@ func TestServerSurvivesClientReset(t *testing.T) {
 	until(t, "two accepted clients", func() bool { srv.Rx(nil); return srv.Stats().Conns == 2 })
 	bad.(*net.TCPConn).SetLinger(0)
 	bad.Close()
-	_, err = rxUntilErr(t, srv)
+	_, err = rxUntilEnd(t, srv)
 	var pe *core.PeerError
 	if !errors.As(err, &pe) || !pe.Reset {
 		t.Fatalf("server Rx: %v", err)
@@ -456,7 +474,7 @@ func TestTwoClientsGetTheirOwnAnswers(t *testing.T) {
 			for sent := uint32(0); got < 1000 && time.Now().Before(deadline); {
 				if sent < 1000 && sent-got < 50 {
 					socktest.Payload(p, base+sent)
-					if c.Queue(p) {
+					if c.Queue(p) == nil {
 						sent++
 					}
 				}
@@ -652,7 +670,7 @@ func vethPair(t *testing.T, base core.Config) (cli, srv core.Backend, p *testhos
 	t.Cleanup(func() { srv.Close() })
 	if err := p.A.Do(func() (err error) {
 		cc := base
-		cc.Dests = []netip.Addr{p.B.Addr}
+		cc.Dests = []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, cc.Port)}
 		cli, err = New(cc)
 		return err
 	}); err != nil {
@@ -697,7 +715,7 @@ func TestPeerResetVeth(t *testing.T) {
 	defer unix.Close(lfd)
 	var cli core.Backend
 	if err := p.A.Do(func() (err error) {
-		cli, err = New(core.Config{Kind: core.KindTCP, Dests: []netip.Addr{p.B.Addr}, Port: 5402})
+		cli, err = New(core.Config{Kind: core.KindTCP, Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5402)}, Port: 5402, Events: true})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -708,7 +726,7 @@ func TestPeerResetVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 	resetConn(t, afd)
-	_, err = rxUntilErr(t, cli)
+	_, err = rxUntilEnd(t, cli)
 	var pe *core.PeerError
 	if !errors.As(err, &pe) || !pe.Reset || pe.Peer != netip.AddrPortFrom(p.B.Addr, 5402) {
 		t.Fatalf("Rx after a reset over veth: %v", err)

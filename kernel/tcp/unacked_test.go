@@ -127,7 +127,7 @@ func TestClientLingerEndCountsAnswersInFlight(t *testing.T) {
 				return
 			default:
 			}
-			for srv.Queue(msg) {
+			for srv.Queue(msg) == nil {
 			}
 			srv.Flush()
 			srv.Rx(pkts)

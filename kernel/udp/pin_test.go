@@ -14,6 +14,6 @@ import (
 // and Close on that goroutine unpins it; a caller's own pin stays.
 func TestPinning(t *testing.T) {
 	socktest.Pinning(t, func(cpus []int) (core.Backend, error) {
-		return New(core.Config{Dests: []netip.Addr{lo}, Port: socktest.FreePort(t, unix.SOCK_DGRAM), CPUs: cpus})
+		return New(core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(lo, socktest.FreePort(t, unix.SOCK_DGRAM))}, CPUs: cpus})
 	})
 }

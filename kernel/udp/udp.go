@@ -55,7 +55,7 @@ type Backend struct {
 	txIov   []unix.Iovec
 	txMsgs  []unix.Mmsghdr
 	txNames []unix.RawSockaddrInet4 // per entry, for QueueTo
-	dests   []unix.RawSockaddrInet4 // Config.Dests with Port, for fan-out
+	dests   []unix.RawSockaddrInet4 // Config.Dests, for fan-out
 	nmsg    int
 	nslot   int
 
@@ -73,6 +73,7 @@ type Backend struct {
 	sendErrs  [3]uint64 // EAGAIN/ENOBUFS, ECONNREFUSED, other
 	rxRefused uint64    // ICMP errors reported on receive
 	noDest    uint64    // Queue on a server with no Dests
+	badDest   uint64    // QueueTo an address that is not IPv4 with a port
 
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
@@ -86,7 +87,7 @@ var _ core.Backend = (*Backend)(nil)
 // Errors are a *core.ConfigError for a bad field, a *core.PrivilegeError
 // (a port below 1024), or the wrapped errno of the socket set-up.
 //
-// A client (Config.Role RoleClient) sends to Config.Dests at Config.Port:
+// A client (Config.Role RoleClient) sends to Config.Dests (address and port):
 // with one destination the socket is connected to it and receives only from
 // it; with several it is not connected, Queue sends each message to every
 // destination, and Rx takes datagrams from anyone. A server binds
@@ -150,7 +151,7 @@ func (b *Backend) alloc() {
 	}
 	b.dests = make([]unix.RawSockaddrInet4, len(c.Dests))
 	for i, d := range c.Dests {
-		sock.PutRaw(&b.dests[i], netip.AddrPortFrom(d, c.Port))
+		sock.PutRaw(&b.dests[i], d)
 	}
 
 	b.stride = c.MaxDatagram + 1
@@ -173,23 +174,24 @@ func (b *Backend) LocalAddr() netip.AddrPort { return b.granted.Local }
 
 // Queue copies payload into a send slot for every destination in
 // Config.Dests (the connected peer of a one-destination client). It returns
-// false and queues nothing when the slots are full (TxBackpressure), the
-// payload exceeds MaxDatagram (TxOversize), the backend is closed, or a
-// server has no Dests to send to (counted as layer "udp" counter
+// nil, or queues nothing and returns core.ErrBackPressure when the slots
+// are full (TxBackpressure), core.ErrTooLarge when the payload exceeds
+// MaxDatagram (TxOversize), core.ErrClosed after Close, or core.ErrNoRoute
+// when a server has no Dests to send to (counted as layer "udp" counter
 // "queue_no_dest"; answer with QueueTo instead).
-func (b *Backend) Queue(payload []byte) bool {
+func (b *Backend) Queue(payload []byte) error {
 	if !b.life.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer b.life.Exit()
 	if len(b.dests) == 0 {
 		b.noDest++
-		return false
+		return core.ErrNoRoute
 	}
 	per := len(b.dests) // one when the socket is connected to it
-	slot, ok := b.take(payload, per)
-	if !ok {
-		return false
+	slot, err := b.take(payload, per)
+	if err != nil {
+		return err
 	}
 	for i := 0; i < per; i++ {
 		m := &b.txMsgs[b.nmsg]
@@ -203,41 +205,47 @@ func (b *Backend) Queue(payload []byte) bool {
 		b.nmsg++
 	}
 	b.st.TxQueued += uint64(per)
-	return true
+	return nil
 }
 
 // take checks room for one payload sent to per destinations and copies it
 // into the next slot, returning the slot's offset in txBuf.
-func (b *Backend) take(payload []byte, per int) (int, bool) {
+func (b *Backend) take(payload []byte, per int) (int, error) {
 	if len(payload) > b.cfg.MaxDatagram {
 		b.st.TxOversize += uint64(per)
-		return 0, false
+		return 0, core.ErrTooLarge
 	}
 	if b.nslot == b.cfg.TxQueue || b.nmsg+per > len(b.txMsgs) {
 		b.st.TxBackpressure += uint64(per)
-		return 0, false
+		return 0, core.ErrBackPressure
 	}
 	off := b.nslot * b.cfg.MaxDatagram
 	copy(b.txBuf[off:], payload)
 	b.nslot++
-	return off, true
+	return off, nil
 }
 
 // QueueTo copies payload into a send slot addressed to to, the From of a
-// received Packet. It returns false as Queue does.
-func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
+// received Packet. It returns what Queue does, and core.ErrNoRoute for a
+// to that is not an IPv4 address with a port (layer "udp" counter
+// "queue_bad_dest").
+func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	if !b.life.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer b.life.Exit()
-	slot, ok := b.take(payload, 1)
-	if !ok {
-		return false
+	if !to.Addr().Is4() || to.Port() == 0 {
+		b.badDest++
+		return core.ErrNoRoute
+	}
+	slot, err := b.take(payload, 1)
+	if err != nil {
+		return err
 	}
 	m := &b.txMsgs[b.nmsg]
 	b.txIov[b.nmsg].Base = &b.txBuf[slot]
 	b.txIov[b.nmsg].SetLen(len(payload))
-	if b.granted.Connected && to == netip.AddrPortFrom(b.cfg.Dests[0], b.cfg.Port) {
+	if b.granted.Connected && to == b.cfg.Dests[0] {
 		m.Hdr.Name, m.Hdr.Namelen = nil, 0
 	} else {
 		sock.PutRaw(&b.txNames[b.nmsg], to)
@@ -245,7 +253,7 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
 	}
 	b.nmsg++
 	b.st.TxQueued++
-	return true
+	return nil
 }
 
 // Flush sends everything queued with sendmmsg, Config.TxBatch datagrams per
@@ -396,6 +404,7 @@ func (b *Backend) snapshot() core.Stats {
 		core.Counter{Layer: "udp", Name: "send_other_errors", Value: b.sendErrs[2]},
 		core.Counter{Layer: "udp", Name: "rx_icmp_refused", Value: b.rxRefused},
 		core.Counter{Layer: "udp", Name: "queue_no_dest", Value: b.noDest},
+		core.Counter{Layer: "udp", Name: "queue_bad_dest", Value: b.badDest},
 	)
 	return s
 }

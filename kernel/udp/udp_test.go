@@ -26,7 +26,7 @@ func pair(t testing.TB, base core.Config) (cli, srv *Backend) {
 	sc.LocalIP = lo
 	srv = socktest.Server(t, unix.SOCK_DGRAM, sc, New).(*Backend)
 	cc := base
-	cc.Role, cc.Dests, cc.Port = core.RoleClient, []netip.Addr{lo}, srv.LocalAddr().Port()
+	cc.Role, cc.Dests = core.RoleClient, []netip.AddrPort{srv.LocalAddr()}
 	c, err := New(cc)
 	if err != nil {
 		t.Fatal(err)
@@ -36,13 +36,13 @@ func pair(t testing.TB, base core.Config) (cli, srv *Backend) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	ok := core.Config{Kind: core.KindUDP, Dests: []netip.Addr{lo}, Port: 9}
+	ok := core.Config{Kind: core.KindUDP, Dests: []netip.AddrPort{netip.AddrPortFrom(lo, 0)}, Port: 9}
 	socktest.RefusesBadConfigs(t, ok, []socktest.BadConfig{
 		{"Kind", func(c *core.Config) { c.Kind = "tcp" }},
 		{"Kind", func(c *core.Config) { c.Kind = "bogus" }},
 		{"Dests", func(c *core.Config) { c.Dests = nil }},
-		{"Dests", func(c *core.Config) { c.Dests = []netip.Addr{lo, lo} }},
-		{"Dests", func(c *core.Config) { c.Dests = []netip.Addr{netip.MustParseAddr("::1")} }},
+		{"Dests", func(c *core.Config) { c.Dests = []netip.AddrPort{netip.AddrPortFrom(lo, 9), netip.AddrPortFrom(lo, 9)} }},
+		{"Dests", func(c *core.Config) { c.Dests = []netip.AddrPort{netip.MustParseAddrPort("[::1]:9")} }},
 		{"Port", func(c *core.Config) { c.Port = 0 }},
 		{"LocalIP", func(c *core.Config) { c.LocalIP = netip.MustParseAddr("::1") }},
 		{"MaxDatagram", func(c *core.Config) { c.MaxDatagram = 9000 }},
@@ -123,7 +123,7 @@ func TestTruncatedCounted(t *testing.T) {
 		t.Errorf("RxTruncated %d RxDelivered %d, want 3 and 3", s.RxTruncated, s.RxDelivered)
 	}
 	// And Queue refuses what is over MaxDatagram.
-	if cli.Queue(make([]byte, 101)) || cli.Stats().TxOversize != 1 {
+	if cli.Queue(make([]byte, 101)) != core.ErrTooLarge || cli.Stats().TxOversize != 1 {
 		t.Error("Queue accepted an oversize payload")
 	}
 }
@@ -132,11 +132,11 @@ func TestBackpressureAndBatches(t *testing.T) {
 	cli, srv := pair(t, core.Config{TxQueue: 10, TxBatch: 4})
 	p := make([]byte, 10)
 	for i := 0; i < 10; i++ {
-		if !cli.Queue(p) {
+		if cli.Queue(p) != nil {
 			t.Fatalf("Queue %d refused", i)
 		}
 	}
-	if cli.Queue(p) || cli.QueueTo(p, srv.LocalAddr()) {
+	if cli.Queue(p) != core.ErrBackPressure || cli.QueueTo(p, srv.LocalAddr()) != core.ErrBackPressure {
 		t.Fatal("Queue accepted an 11th message with TxQueue 10")
 	}
 	if s := cli.Stats(); s.TxBackpressure != 2 || s.TxQueued != 10 {
@@ -153,11 +153,11 @@ func TestBackpressureAndBatches(t *testing.T) {
 	if calls := s.Syscalls - before; calls != 3 {
 		t.Errorf("10 messages in batches of 4 took %d sendmmsg calls, want 3", calls)
 	}
-	if !cli.Queue(p) {
+	if cli.Queue(p) != nil {
 		t.Error("Queue refused after Flush")
 	}
 	// A server without Dests has no one to Queue to.
-	if srv.Queue(p) {
+	if srv.Queue(p) != core.ErrNoRoute {
 		t.Error("a server without Dests accepted Queue")
 	}
 	ss := srv.Stats()
@@ -171,7 +171,7 @@ func TestBackpressureAndBatches(t *testing.T) {
 // connected socket; Flush counts it and sends the rest.
 func TestSendErrorCountedAndFlushGoesOn(t *testing.T) {
 	port := socktest.FreePort(t, unix.SOCK_DGRAM)
-	c, err := New(core.Config{Dests: []netip.Addr{lo}, Port: port})
+	c, err := New(core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(lo, port)}, Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestFanOut(t *testing.T) {
 		defer s.Close()
 		srvs = append(srvs, s.(*Backend))
 	}
-	c, err := New(core.Config{Dests: []netip.Addr{lo, lo2}, Port: port, TxQueue: 50})
+	c, err := New(core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(lo, port), netip.AddrPortFrom(lo2, port)}, Port: port, TxQueue: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestFanOut(t *testing.T) {
 	p := make([]byte, 64)
 	for i := 0; i < 50; i++ {
 		socktest.Payload(p, uint32(i))
-		if !c.Queue(p) {
+		if c.Queue(p) != nil {
 			t.Fatalf("Queue %d refused", i)
 		}
 	}
@@ -284,7 +284,7 @@ func TestWait(t *testing.T) {
 func TestCloseDuringRx(t *testing.T) {
 	port := socktest.FreePort(t, unix.SOCK_DGRAM)
 	// A sender keeps the socket busy so Rx has work when Close comes.
-	tx, err := New(core.Config{Dests: []netip.Addr{lo}, Port: port})
+	tx, err := New(core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(lo, port)}, Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +420,7 @@ func TestRoundTripVeth(t *testing.T) {
 	}
 	defer srv.Close()
 	if err := p.A.Do(func() (err error) {
-		cli, err = New(core.Config{LocalIP: p.A.Addr, Dests: []netip.Addr{p.B.Addr}, Port: port})
+		cli, err = New(core.Config{LocalIP: p.A.Addr, Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, port)}, Port: port})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -445,7 +445,7 @@ func TestTruncatedVeth(t *testing.T) {
 	}
 	defer srv.Close()
 	if err := p.A.Do(func() (err error) {
-		cli, err = New(core.Config{Dests: []netip.Addr{p.B.Addr}, Port: port})
+		cli, err = New(core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, port)}, Port: port})
 		return err
 	}); err != nil {
 		t.Fatal(err)

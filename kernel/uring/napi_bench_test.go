@@ -111,7 +111,7 @@ func benchNAPI(b *testing.B, m napiMode) {
 	const port = 5410
 	uo := core.URingOptions{NAPI: m.napi, Interrupts: m.ipi}
 	stopServer := startNAPIEcho(b, p.B, m.wait, core.Config{Role: core.RoleServer, LocalIP: p.B.Addr, Port: port, CPUs: srvCPU, URing: uo})
-	cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.Addr{p.B.Addr}, Port: port, CPUs: cliCPU, URing: uo})
+	cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, port)}, Port: port, CPUs: cliCPU, URing: uo})
 	if err != nil {
 		stopServer()
 		testutil.SkipIfNotSupported(b, err)
@@ -199,7 +199,7 @@ type napiClient struct {
 // comes back is timed, one lost or late is not counted.
 func (c *napiClient) roundTrip() error {
 	start := time.Now()
-	if !c.b.Queue(c.msg) {
+	if c.b.Queue(c.msg) != nil {
 		return errors.New("queue refused")
 	}
 	if err := c.b.Flush(); err != nil {

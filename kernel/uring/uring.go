@@ -384,9 +384,7 @@ func (b *Backend) initSlots() {
 	}
 	b.nfree = b.nslots
 	b.queue = make([]uint16, b.nslots)
-	for _, d := range c.Dests {
-		b.dests = append(b.dests, netip.AddrPortFrom(d, c.Port))
-	}
+	b.dests = append(b.dests, c.Dests...)
 	if b.granted.Connected {
 		b.connectedTo = b.dests[0]
 	}
@@ -427,64 +425,66 @@ func (b *Backend) arm() bool {
 
 // Queue copies payload into a send slot for every destination in
 // Config.Dests (the connected peer of a one-destination client). It
-// returns false and queues nothing when the slots are full
-// (TxBackpressure; slots free up as their sends complete), the payload
-// exceeds MaxDatagram (TxOversize), the backend is closed, or a server
-// has no Dests (layer "uring" counter "queue_no_dest"; answer with
-// QueueTo). It makes no system call.
-func (b *Backend) Queue(payload []byte) bool {
+// returns nil, or queues nothing and returns core.ErrBackPressure when the
+// slots are full (TxBackpressure; slots free up as their sends complete),
+// core.ErrTooLarge when the payload exceeds MaxDatagram (TxOversize),
+// core.ErrClosed after Close, or core.ErrNoRoute when a server has no
+// Dests (layer "uring" counter "queue_no_dest"; answer with QueueTo). It
+// makes no system call.
+func (b *Backend) Queue(payload []byte) error {
 	if !b.life.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer b.life.Exit()
 	if len(b.dests) == 0 {
 		b.noDest++
-		return false
+		return core.ErrNoRoute
 	}
 	per := len(b.dests) // one when the socket is connected to it
-	if !b.room(payload, per) {
-		return false
+	if err := b.room(payload, per); err != nil {
+		return err
 	}
 	for i := 0; i < per; i++ {
 		b.put(payload, b.dests[i])
 	}
-	return true
+	return nil
 }
 
 // QueueTo copies payload into a send slot addressed to to, the From of a
-// received Packet. It returns false as Queue does, and for a to that is
-// not an IPv4 address and port (layer "uring" counter "queue_bad_dest").
-func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
+// received Packet. It returns what Queue does, and core.ErrNoRoute for a
+// to that is not an IPv4 address and port (layer "uring" counter
+// "queue_bad_dest").
+func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	if !b.life.Enter() {
-		return false
+		return core.ErrClosed
 	}
 	defer b.life.Exit()
 	if !to.Addr().Is4() || to.Port() == 0 {
 		b.badDest++
-		return false
+		return core.ErrNoRoute
 	}
-	if !b.room(payload, 1) {
-		return false
+	if err := b.room(payload, 1); err != nil {
+		return err
 	}
 	b.put(payload, to)
-	return true
+	return nil
 }
 
 // room checks the size of payload and that per slots are free, reaping
 // completions (no system call) when they are not.
-func (b *Backend) room(payload []byte, per int) bool {
+func (b *Backend) room(payload []byte, per int) error {
 	if len(payload) > b.cfg.MaxDatagram {
 		b.st.TxOversize += uint64(per)
-		return false
+		return core.ErrTooLarge
 	}
 	if b.nfree < per {
 		b.reap()
 		if b.nfree < per {
 			b.st.TxBackpressure += uint64(per)
-			return false
+			return core.ErrBackPressure
 		}
 	}
-	return true
+	return nil
 }
 
 // put fills a free slot with payload for to and queues it.

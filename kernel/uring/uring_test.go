@@ -131,7 +131,7 @@ func fixed(n int) func(int) int { return func(int) int { return n } }
 
 func TestEchoLoopback(t *testing.T) {
 	srvAddr, stop := echoServer(t, core.Config{})
-	c := openT(t, core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port()})
+	c := openT(t, core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, srvAddr.Port())}})
 	const n, size = 2000, 100
 	roundTrips(t, c, n, 64, fixed(size))
 	cs := c.Stats()
@@ -154,7 +154,7 @@ func TestEchoLoopback(t *testing.T) {
 // default ring does; the default ring has COOP_TASKRUN.
 func TestInterrupts(t *testing.T) {
 	srvAddr, stop := echoServer(t, core.Config{URing: core.URingOptions{Interrupts: true}})
-	c := openT(t, core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port(), URing: core.URingOptions{Interrupts: true}})
+	c := openT(t, core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, srvAddr.Port())}, URing: core.URingOptions{Interrupts: true}})
 	if c.ring.Flags()&iouring.SetupCoopTaskrun != 0 || !strings.Contains(c.Stats().Mode, "completions by interrupt") {
 		t.Errorf("Interrupts: ring flags %#x, mode %q; want no COOP_TASKRUN and the mode saying so", c.ring.Flags(), c.Stats().Mode)
 	}
@@ -163,7 +163,7 @@ func TestInterrupts(t *testing.T) {
 	if cs, ss := c.Stats(), stop(); cs.RxDelivered != n || ss.RxDelivered != n || cs.Lost()+ss.Lost() != 0 {
 		t.Errorf("Interrupts: client delivered %d, server %d, lost %d; want %d, %d, 0", cs.RxDelivered, ss.RxDelivered, cs.Lost()+ss.Lost(), n, n)
 	}
-	d := openT(t, core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port()})
+	d := openT(t, core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, srvAddr.Port())}})
 	if d.ring.Flags()&iouring.SetupCoopTaskrun == 0 || strings.Contains(d.Stats().Mode, "interrupt") {
 		t.Errorf("default: ring flags %#x, mode %q; want COOP_TASKRUN", d.ring.Flags(), d.Stats().Mode)
 	}
@@ -171,19 +171,19 @@ func TestInterrupts(t *testing.T) {
 
 func TestQueueRefusals(t *testing.T) {
 	b := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: freePort(t), MaxDatagram: 100, TxQueue: 2})
-	if b.Queue([]byte("x")) {
+	if b.Queue([]byte("x")) != core.ErrNoRoute {
 		t.Error("Queue on a server without Dests accepted a message")
 	}
 	for _, to := range []netip.AddrPort{{}, netip.MustParseAddrPort("[::1]:9"), netip.AddrPortFrom(loopback, 0)} {
-		if b.QueueTo([]byte("x"), to) {
+		if b.QueueTo([]byte("x"), to) != core.ErrNoRoute {
 			t.Errorf("QueueTo(%v) accepted a message", to)
 		}
 	}
 	dst := netip.AddrPortFrom(loopback, 9)
-	if b.QueueTo(make([]byte, 101), dst) {
+	if b.QueueTo(make([]byte, 101), dst) != core.ErrTooLarge {
 		t.Error("QueueTo accepted 101 bytes with MaxDatagram 100")
 	}
-	if !b.QueueTo([]byte("a"), dst) || !b.QueueTo([]byte("b"), dst) || b.QueueTo([]byte("c"), dst) {
+	if b.QueueTo([]byte("a"), dst) != nil || b.QueueTo([]byte("b"), dst) != nil || b.QueueTo([]byte("c"), dst) != core.ErrBackPressure {
 		t.Error("TxQueue 2: want two accepted, the third refused")
 	}
 	st := b.Stats()
@@ -293,14 +293,14 @@ func TestTruncated(t *testing.T) {
 }
 
 func TestSQPollRefusedWithoutCPU(t *testing.T) {
-	_, err := New(core.Config{Kind: core.KindURing, Dests: []netip.Addr{loopback}, Port: 9,
+	_, err := New(core.Config{Kind: core.KindURing, Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, 9)}, Port: 9,
 		URing: core.URingOptions{SQPoll: true}})
 	var ce *core.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "URing.SQCPU" || !strings.Contains(ce.Reason, "SQ_AFF") {
 		t.Fatalf("SQPOLL without a CPU: %v; want a ConfigError on URing.SQCPU", err)
 	}
 	cpu0 := 0
-	_, err = New(core.Config{Kind: core.KindURing, Dests: []netip.Addr{loopback}, Port: 9, CPUs: []int{0},
+	_, err = New(core.Config{Kind: core.KindURing, Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, 9)}, Port: 9, CPUs: []int{0},
 		URing: core.URingOptions{SQPoll: true, SQCPU: &cpu0}})
 	if !errors.As(err, &ce) || ce.Field != "URing.SQCPU" {
 		t.Fatalf("SQPOLL on the poller's CPU: %v; want a ConfigError on URing.SQCPU", err)
@@ -313,7 +313,7 @@ func TestSQPollCPUOutsideSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := allowed[len(allowed)-1] + 1
-	_, err = New(core.Config{Kind: core.KindURing, Dests: []netip.Addr{loopback}, Port: 9,
+	_, err = New(core.Config{Kind: core.KindURing, Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, 9)}, Port: 9,
 		URing: core.URingOptions{SQPoll: true, SQCPU: &bad}})
 	var ce *core.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Reason, "allowed CPUs are "+cpu.FormatList(allowed)) {
@@ -331,7 +331,7 @@ func TestSQPollWithCPU(t *testing.T) {
 	}
 	srvAddr, _ := echoServer(t, core.Config{})
 	sq := allowed[1]
-	c := openT(t, core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port(), CPUs: []int{allowed[0]},
+	c := openT(t, core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, srvAddr.Port())}, CPUs: []int{allowed[0]},
 		URing: core.URingOptions{SQPoll: true, SQCPU: &sq}})
 	if !strings.Contains(c.Stats().Mode, fmt.Sprintf("sqpoll cpu %d", sq)) {
 		t.Fatalf("mode %q does not say sqpoll", c.Stats().Mode)
@@ -391,14 +391,14 @@ func TestCloseLeaksNothing(t *testing.T) {
 	fds := countFDs(t)
 	_, uringMaps := mappings(t, nil)
 	for round := 0; round < 5; round++ {
-		b, err := New(core.Config{Kind: core.KindURing, Dests: []netip.Addr{loopback}, Port: srvAddr.Port(), MaxDatagram: 1472})
+		b, err := New(core.Config{Kind: core.KindURing, Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, srvAddr.Port())}, MaxDatagram: 1472})
 		if err != nil {
 			testutil.SkipIfNotSupported(t, err)
 		}
 		u := b.(*Backend)
 		addrs := []uint64{u.mem.Addr(0), u.bufs.Addr(0)}
 		payload := make([]byte, 1472)
-		for b.Queue(payload) {
+		for b.Queue(payload) == nil {
 		}
 		if err := b.Flush(); err != nil {
 			t.Fatal(err)
@@ -484,7 +484,7 @@ func TestCloseDuringRxWait(t *testing.T) {
 		if err := b.Wait(context.Background()); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("Wait after Close: %v", err)
 		}
-		if b.Queue([]byte("x")) || b.Flush() == nil {
+		if b.Queue([]byte("x")) != core.ErrClosed || b.Flush() == nil {
 			t.Fatal("Queue or Flush works after Close")
 		}
 	}
@@ -501,7 +501,7 @@ func TestWaitContext(t *testing.T) {
 
 func TestAllocs(t *testing.T) {
 	srvAddr, _ := echoServer(t, core.Config{})
-	c := openT(t, core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port()})
+	c := openT(t, core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, srvAddr.Port())}})
 	payload := make([]byte, 100)
 	pkts := make([]core.Packet, 32)
 	drain := func() {
@@ -562,7 +562,7 @@ func TestUnprivileged(t *testing.T) {
 		t.Fatal("the body runs as root")
 	}
 	srvAddr, stop := echoServer(t, core.Config{URing: core.URingOptions{RxBuffers: 4}})
-	cfg := core.Config{Dests: []netip.Addr{loopback}, Port: srvAddr.Port()}
+	cfg := core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, srvAddr.Port())}}
 	if allowed, err := cpu.Allowed(); err == nil && len(allowed) >= 2 {
 		cfg.CPUs = []int{allowed[0]}
 		cfg.URing = core.URingOptions{SQPoll: true, SQCPU: &allowed[1], NAPI: true}

@@ -69,7 +69,7 @@ func TestRoundTripVeth(t *testing.T) {
 	p := hosttest.New(t, testhost.Options{})
 	const port = 5401
 	_, stop := vethEchoServer(t, p, core.Config{Port: port})
-	cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.Addr{p.B.Addr}, Port: port})
+	cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, port)}, Port: port})
 	testutil.SkipIfNotSupported(t, err)
 	defer cli.Close()
 	roundTrips(t, cli, 10000, 256, func(i int) int { return 4 + (i*97)%1469 })
@@ -101,14 +101,14 @@ func TestFanOutVeth(t *testing.T) {
 		defer b.Close()
 		servers[i] = b
 	}
-	cli, err := openIn(a.A, core.Config{Dests: []netip.Addr{a.B.Addr, a.A.Addr}, Port: port, LocalIP: a.A.Addr})
+	cli, err := openIn(a.A, core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(a.B.Addr, port), netip.AddrPortFrom(a.A.Addr, port)}, Port: port, LocalIP: a.A.Addr})
 	testutil.SkipIfNotSupported(t, err)
 	defer cli.Close()
 	const n = 500
 	buf := make([]byte, 64)
 	for i := 0; i < n; i++ {
 		socktest.Payload(buf, uint32(i))
-		for !cli.Queue(buf) {
+		for cli.Queue(buf) != nil {
 			if err := cli.Flush(); err != nil {
 				t.Fatal(err)
 			}
@@ -152,11 +152,11 @@ func TestCloseWithSendsInFlightVeth(t *testing.T) {
 	fds := countFDs(t)
 	_, uringMaps := mappings(t, nil)
 	for round := 0; round < 4; round++ {
-		cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.Addr{netip.AddrFrom4(nobody)}, Port: 5403, SockBuf: 4096})
+		cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.AddrPort{netip.AddrPortFrom(netip.AddrFrom4(nobody), 5403)}, Port: 5403, SockBuf: 4096})
 		testutil.SkipIfNotSupported(t, err)
 		addrs := []uint64{cli.mem.Addr(0), cli.bufs.Addr(0)}
 		payload := make([]byte, 1400)
-		for i := 0; i < 64 && cli.Queue(payload); i++ {
+		for i := 0; i < 64 && cli.Queue(payload) == nil; i++ {
 		}
 		if err := cli.Flush(); err != nil {
 			t.Fatal(err)

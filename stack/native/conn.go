@@ -154,9 +154,12 @@ type Conn struct {
 	dsack               sackBlock // duplicate data the next ACK reports (RFC 2883 §4)
 	oooFinSeq           uint32
 	wsOK                bool
-	// The slot to a whole number of cache lines (832 bytes), so that in
+	persistProbes       int32     // zero-window probes sent since the peer's last ACK
+	stallAt             int64     // 1 + when the first retransmission or probe without progress was due (0: none)
+	rk                  rackState // RACK-TLP (rack.go)
+	// The slot to a whole number of cache lines (960 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [15]byte
+	_ [63]byte
 }
 
 // Peer returns the remote address and port.
@@ -420,6 +423,8 @@ func (c *Conn) Close() {
 		c.e.release(c)
 	case SynSent:
 		c.toClosed(nil)
+	case TimeWait:
+		c.e.toTimeWait(c)
 	default:
 		c.CloseWrite()
 		if c.state == FinWait2 {
@@ -454,6 +459,7 @@ func (c *Conn) toClosed(err error) {
 	if c.state != Closed {
 		if c.state == SynReceived && c.l != nil {
 			c.l.synRcvd--
+			e.synRcvd--
 		}
 		e.unlist(tuple{c.raddr, c.lport, c.rport})
 	}
@@ -471,6 +477,7 @@ func (e *Engine) release(c *Conn) {
 	if c.state != Closed {
 		if c.state == SynReceived && c.l != nil {
 			c.l.synRcvd--
+			e.synRcvd--
 		}
 		e.unlist(tuple{c.raddr, c.lport, c.rport})
 	}
@@ -590,11 +597,14 @@ func (e *Engine) Dial(dst netip.AddrPort, srcPort uint16) (*Conn, error) {
 		}
 	}
 	if i, used := e.table[tuple{ra, srcPort, dst.Port()}]; used {
-		old := &e.conns[i]
-		if old.state != TimeWait {
+		// RFC 6191: our new ISN is above the old connection's.
+		if i < 0 {
+			e.twFree(^i)
+		} else if old := &e.conns[i]; old.state == TimeWait {
+			e.release(old)
+		} else {
 			return nil, ErrPortInUse
 		}
-		e.release(old) // RFC 6191: our new ISN is above the old connection's
 	}
 	e.tick()
 	c := e.newConn(ra, srcPort, dst.Port())

@@ -72,6 +72,25 @@ const (
 	cTCPCookiesOK
 	cTCPCookiesBad
 	cTCPAborts
+	// Hardening against a hostile peer and a long life (blind injection,
+	// connections that never end).
+	cTCPChallengeConnLimited
+	cTCPPAWSIdle
+	cTCPCookiesUnsolicited
+	cTCPCookiesNoSlot
+	cTCPPersistTimeouts
+	cTCPOrphanAborts
+	cTCPUserTimeouts
+	cTCPTimeWaitRecords
+	cTCPTimeWaitOverflow
+	cTCPSynRcvdOverflow
+	// Loss detection of rack.go (RFC 8985) and docs/loss.md.
+	cTCPTLPProbes
+	cTCPTLPRecoveries
+	cTCPTLPSpurious
+	cTCPRACKRecoveries
+	cTCPRACKReorder
+	cTCPRACKReoWiden
 	cTxRingFull
 
 	// Hardening against the link (docs/hardening-net.md).
@@ -161,8 +180,26 @@ var counterNames = [nCounters]struct {
 	cTCPCookiesOK:         {"tcp_syncookies_ok", false},
 	cTCPCookiesBad:        {"tcp_syncookies_failed", false},
 	cTCPAborts:            {"tcp_aborts", false},
-	cTxRingFull:           {"tx_ring_full", false},
-	cTxFrames:             {"tx_frames", false},
+	// Hardening: see docs/hardening.md.
+	cTCPChallengeConnLimited: {"tcp_challenge_acks_conn_limited", false}, // one connection's challenge ACKs past its rate
+	cTCPPAWSIdle:             {"tcp_paws_idle_accepted", false},          // RFC 7323 §5.5: TS.Recent invalid after 24 days idle
+	cTCPCookiesUnsolicited:   {"tcp_syncookies_unsolicited", false},      // a bare ACK at a listener that sent no recent cookie
+	cTCPCookiesNoSlot:        {"tcp_syncookies_no_slot", false},          // a valid cookie ACK dropped: the table was full
+	cTCPPersistTimeouts:      {"tcp_persist_timeouts", false},            // zero-window probes unanswered MaxRetries times
+	cTCPOrphanAborts:         {"tcp_orphan_aborts", false},               // closed connections stuck in persist, aborted
+	cTCPUserTimeouts:         {"tcp_user_timeouts", false},               // Options.UserTimeout passed without progress
+	cTCPTimeWaitRecords:      {"tcp_timewait_records", false},            // connections that left their slot for a TIME-WAIT record
+	cTCPTimeWaitOverflow:     {"tcp_timewait_overflow", false},           // TIME-WAIT skipped: MaxTimeWait records in use
+	cTCPSynRcvdOverflow:      {"tcp_syn_received_overflow", false},       // SYNs answered by a cookie: MaxSYNReceived reached
+	// Loss detection: see docs/loss.md.
+	cTCPTLPProbes:      {"tcp_tlp_probes", false},           // tail loss probes sent (RFC 8985 §7.3)
+	cTCPTLPRecoveries:  {"tcp_tlp_recoveries", false},       // probes that repaired a loss: cwnd reduced (§7.4)
+	cTCPTLPSpurious:    {"tcp_tlp_spurious", false},         // probes the peer D-SACKed: nothing was lost
+	cTCPRACKRecoveries: {"tcp_rack_recoveries", false},      // recoveries RACK's reordering timer started (§6.2)
+	cTCPRACKReorder:    {"tcp_rack_reordering_seen", false}, // connections that saw a hole fill by itself
+	cTCPRACKReoWiden:   {"tcp_rack_reo_wnd_widened", false}, // reordering window widened by a D-SACK (§6.2 step 4)
+	cTxRingFull:        {"tx_ring_full", false},
+	cTxFrames:          {"tx_frames", false},
 
 	// Hardening against the link (docs/hardening-net.md).
 	cARPEvicted:        {"arp_evicted", false},             // a neighbour pushed out of the full cache

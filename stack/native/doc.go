@@ -45,10 +45,12 @@
 //     unreachable for datagrams the engine has no use for (UDP included).
 //   - TCP (RFC 9293): every state, active, passive and simultaneous open
 //     and close, half-close, TIME-WAIT with a configurable 2 MSL and reuse
-//     (RFC 6191), RST for segments without a connection (§3.10.7.1), the
+//     (RFC 6191), kept in small records apart from the connection table
+//     once the application let go of the connection, RST for segments without a connection (§3.10.7.1), the
 //     acceptability test and ACK rules (§3.10.7.4; a valid ACK is taken
 //     while the receive window is zero), SYN+FIN dropped and counted, RFC
-//     5961 challenge ACKs, ISNs per RFC 6528, the MSS option (RFC 6691),
+//     5961 challenge ACKs (limited per connection), ISNs per RFC 6528,
+//     ephemeral ports per RFC 6056 §3.3.4, the MSS option (RFC 6691),
 //     RST for data to a connection the application closed (RFC 1122
 //     §4.2.2.13). The segment an established connection expects next
 //     (in order, an ACK that moves SND.UNA or carries data, no SACK
@@ -74,7 +76,10 @@
 //     datagram evicted, overlapping fragments dropped (RFC 5722 §4, as
 //     Linux); ICMP errors rate-limited; "fragmentation needed" lowers a
 //     connection's MSS (RFC 1191, checked as RFC 5927 §5.1 advises).
-//   - SYN cookies (RFC 4987) when a listener's SYN backlog is full.
+//   - SYN cookies (RFC 4987) when a listener's SYN backlog, or
+//     SYN-RECEIVED over all listeners, is full.
+//   - Every state has a way out no peer controls: persist, orphans,
+//     SYN-RECEIVED and TIME-WAIT are bounded (docs/hardening.md).
 //
 // # Buffers and errors
 //

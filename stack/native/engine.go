@@ -94,16 +94,19 @@ type Engine struct {
 	hasGW        bool
 	mss          int // announced MSS
 	secret       [16]byte
-	nextPort     uint16
+	synRcvd      int // connections in SYN-RECEIVED of every listener
 	challengeSec int64
 	challengeN   int
+	challengeMax int // this second's budget of challenge ACKs (challengeACK)
 
 	free      []int32
 	listeners map[uint16]*Listener
-	heap      []int32     // timer heap of conn indices, by Conn.heapAt
-	arpWait   []int32     // conns waiting for a neighbour
-	inbox     arpInbox    // replies the ARPShare's other engines learnt
-	reasm     []reasmSlot // Options.ReassemblyMemory's worth
+	heap      []int32           // timer heap of conn indices, by Conn.heapAt
+	arpWait   []int32           // conns waiting for a neighbour
+	inbox     arpInbox          // replies the ARPShare's other engines learnt
+	reasm     []reasmSlot       // Options.ReassemblyMemory's worth
+	ports     [portTable]uint16 // RFC 6056 §3.3.4's table of counters
+	tw        twTable           // TIME-WAIT records (timewait.go)
 
 	// Hardening against the link (docs/hardening-net.md).
 	icmpCredit int64 // ns of ICMP rate earned (icmpAllow)
@@ -150,7 +153,6 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 			return nil, fmt.Errorf("native: ISN secret: %w", err)
 		}
 	}
-	e.nextPort = 32768 + uint16(binary.BigEndian.Uint16(e.secret[:])%28000)
 	e.conns = make([]Conn, o.MaxConns)
 	e.free = make([]int32, 0, o.MaxConns)
 	for i := o.MaxConns - 1; i >= 0; i-- {
@@ -162,6 +164,7 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	e.listeners = make(map[uint16]*Listener)
 	e.heap = make([]int32, 0, o.MaxConns)
 	e.top = noTimer
+	e.tw.init()
 	e.dirty = make([]int32, 0, o.MaxConns)
 	e.readable = make([]int32, 0, o.MaxConns)
 	e.arpWait = make([]int32, 0, o.MaxConns)
@@ -339,8 +342,11 @@ func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, b []byte) {
 	e.cnt[cTCPSegmentsIn]++
 	s.srcMAC = srcMAC
 	if i, ok := e.lookup(tuple{src, s.dport, s.sport}); ok {
-		c := &e.conns[i]
-		if c.state == TimeWait && s.flags&(flagSYN|flagACK|flagRST) == flagSYN && e.twReusable(c, s) {
+		if i < 0 { // a TIME-WAIT record
+			if e.twInput(^i, s) {
+				return
+			}
+		} else if c := &e.conns[i]; c.state == TimeWait && s.flags&(flagSYN|flagACK|flagRST) == flagSYN && e.twReusable(c, s) {
 			e.release(c) // RFC 9293 §3.10.7.4 note, RFC 6191: a new SYN ends TIME-WAIT
 		} else {
 			c.input(s)
@@ -367,7 +373,8 @@ func (e *Engine) countBadTCP(err tcpError) {
 	}
 }
 
-// lookup finds the connection of tuple t. The last one found is kept
+// lookup finds the connection of tuple t, or its TIME-WAIT record (a
+// negative index, ^k for record k). The last connection found is kept
 // aside: a flow's segments come in runs (a burst, a request and its ACK),
 // and comparing eight bytes costs less than hashing them.
 func (e *Engine) lookup(t tuple) (int32, bool) {
@@ -375,7 +382,7 @@ func (e *Engine) lookup(t tuple) (int32, bool) {
 		return e.lastIdx, true
 	}
 	i, ok := e.table[t]
-	if ok {
+	if ok && i >= 0 {
 		e.last, e.lastIdx = t, i
 	}
 	return i, ok
@@ -543,15 +550,26 @@ func (e *Engine) nextHop(a [4]byte) ([4]byte, bool) {
 // addrOf converts.
 func addrOf(a [4]byte) netip.Addr { return netip.AddrFrom4(a) }
 
-// ephemeral picks a free local port for raddr:rport (RFC 6056's simple
-// sequential choice from a keyed start).
+// The ephemeral port range (Linux's ip_local_port_range) and the size of
+// ephemeral's table of counters.
+const (
+	portLo, portN = 32768, 61000 - 32768
+	portTable     = 256
+)
+
+// ephemeral picks a free local port for raddr:rport by RFC 6056 §3.3.4's
+// double-hash algorithm: a keyed offset per destination plus a counter
+// of a table slot picked by another keyed hash. The ports used towards
+// one destination tell nothing of those used towards another (a single
+// sequential counter let anyone who connected once guess the 4-tuples of
+// everyone else's connections), and a destination's ports are not
+// reused sooner than the range goes round.
 func (e *Engine) ephemeral(raddr [4]byte, rport uint16) (uint16, bool) {
-	for range 28232 {
-		p := e.nextPort
-		e.nextPort++
-		if e.nextPort < 32768 || e.nextPort > 60999 {
-			e.nextPort = 32768
-		}
+	off := uint32(siphash(&e.secret, e.flowKey(raddr, 0, rport, 6, 0)))
+	n := &e.ports[siphash(&e.secret, e.flowKey(raddr, 0, rport, 7, 0))%portTable]
+	for range portN {
+		p := uint16(portLo + (off+uint32(*n))%portN)
+		*n++
 		if _, used := e.table[tuple{raddr, p, rport}]; !used && e.listeners[p] == nil {
 			return p, true
 		}

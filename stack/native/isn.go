@@ -72,28 +72,35 @@ func (e *Engine) tsOffset(raddr [4]byte, lport, rport uint16) uint32 {
 func (e *Engine) wall() int64 { return e.now + int64(1<<40) }
 
 // SYN cookies (RFC 4987 §3.6): the ISN of a SYN-ACK sent without state
-// carries a 5-bit time counter (64 s steps), a 3-bit index of the peer's
-// MSS and a 24-bit keyed hash of the flow, the counter and the peer's ISN.
+// carries the low 5 bits of a time counter (64 s steps), a 3-bit index of
+// the peer's MSS and a 24-bit keyed hash of the flow, the peer's ISN, the
+// whole counter and the MSS index. The counter and the index are inside
+// the hash, apart from the peer's ISN: a cookie seen once is good for
+// two counter steps and no longer (its counter bits rewritten, or the
+// ACK's number shifted to match, change the hash), and its MSS cannot be
+// raised (Linux's syncookies check the same, with a maximum age).
 var cookieMSS = [8]uint16{536, 1220, 1300, 1400, 1440, 1452, 1460, 8960}
 
 const cookieStep = int64(64e9)
 
-func (e *Engine) cookieHash(s *segment, t uint32, peerISN uint32) uint32 {
-	m := e.flowKey(s.src, s.dport, s.sport, 3, t)
-	binary.BigEndian.PutUint32(m[12:], binary.BigEndian.Uint32(m[12:])^peerISN)
+func (e *Engine) cookieHash(s *segment, count, idx, peerISN uint32) uint32 {
+	var m [16]byte
+	binary.LittleEndian.PutUint64(m[0:], siphash(&e.secret, e.flowKey(s.src, s.dport, s.sport, 3, peerISN)))
+	binary.BigEndian.PutUint32(m[8:], count)
+	m[12], m[13] = byte(idx), 5
 	return uint32(siphash(&e.secret, m)) & 0xffffff
 }
 
 // cookie returns the ISN for a SYN-ACK answering SYN s statelessly.
 func (e *Engine) cookie(s *segment, mss uint16) uint32 {
-	idx := 0
+	idx := uint32(0)
 	for i, m := range cookieMSS {
 		if m <= mss {
-			idx = i
+			idx = uint32(i)
 		}
 	}
-	t := uint32(e.wall()/cookieStep) & 31
-	return t<<27 | uint32(idx)<<24 | e.cookieHash(s, t, s.seq)
+	count := uint32(e.wall() / cookieStep)
+	return count&31<<27 | idx<<24 | e.cookieHash(s, count, idx, s.seq)
 }
 
 // checkCookie checks the ACK s of a cookie handshake and returns the MSS
@@ -101,13 +108,14 @@ func (e *Engine) cookie(s *segment, mss uint16) uint32 {
 // two counter steps.
 func (e *Engine) checkCookie(s *segment) (uint16, bool) {
 	c := s.ack - 1
-	t := c >> 27
-	now := uint32(e.wall()/cookieStep) & 31
-	if (now-t)&31 > 1 {
+	now := uint32(e.wall() / cookieStep)
+	age := (now - c>>27) & 31
+	if age > 1 {
 		return 0, false
 	}
-	if c&0xffffff != e.cookieHash(s, t, s.seq-1) {
+	idx := (c >> 24) & 7
+	if c&0xffffff != e.cookieHash(s, now-age, idx, s.seq-1) {
 		return 0, false
 	}
-	return cookieMSS[(c>>24)&7], true
+	return cookieMSS[idx], true
 }

@@ -11,6 +11,10 @@ type Listener struct {
 	queue   []int32 // established, not yet accepted
 	synRcvd int
 	closed  bool
+	// cookieAt is 1 + when the listener last sent a SYN cookie (0:
+	// never): a bare ACK is tried as a cookie only within cookieValid of
+	// it (Linux: tcp_synq_no_recent_overflow).
+	cookieAt int64
 
 	recvBuf             int
 	keepIdle, keepIntvl time.Duration
@@ -105,8 +109,12 @@ func (l *Listener) input(s *segment) {
 	case s.flags&flagRST != 0:
 		return
 	case s.flags&flagACK != 0:
-		if s.flags&flagSYN == 0 && !e.o.NoSYNCookies && l.cookieAck(s) {
-			return
+		if s.flags&flagSYN == 0 && !e.o.NoSYNCookies {
+			if l.cookieAt == 0 || e.now+1-l.cookieAt > cookieValid {
+				e.cnt[cTCPCookiesUnsolicited]++ // no cookie went out lately: not one of ours
+			} else if l.cookieAck(s) {
+				return
+			}
 		}
 		e.resetFor(s)
 		return
@@ -121,7 +129,10 @@ func (l *Listener) input(s *segment) {
 		e.cnt[cTCPListenOverflow]++
 		return
 	}
-	if l.synRcvd >= e.o.SYNBacklog || len(e.free) == 0 {
+	if l.synRcvd >= e.o.SYNBacklog || e.synRcvd >= e.o.MaxSYNReceived || len(e.free) == 0 {
+		if e.synRcvd >= e.o.MaxSYNReceived {
+			e.cnt[cTCPSynRcvdOverflow]++
+		}
 		if e.o.NoSYNCookies {
 			e.cnt[cTCPListenOverflow]++
 			return
@@ -135,6 +146,7 @@ func (l *Listener) input(s *segment) {
 	}
 	c.l, c.state = l, SynReceived
 	l.synRcvd++
+	e.synRcvd++
 	e.passiveHop(c, s)
 	if l.recvBuf > 0 {
 		c.SetRecvBuf(l.recvBuf)
@@ -174,7 +186,12 @@ func (l *Listener) sendCookie(s *segment) {
 	mss = min(mss, uint16(e.mss))
 	e.sendBare(s, e.cookie(s, mss), s.seq+1, flagSYN|flagACK, uint16(min(e.o.RecvBuf, 0xffff)), uint16(e.mss))
 	e.cnt[cTCPCookiesSent]++
+	l.cookieAt = e.now + 1
 }
+
+// cookieValid is how long after the last cookie a listener checks bare
+// ACKs as cookies: the two counter steps a cookie is good for.
+const cookieValid = 2 * cookieStep
 
 // cookieAck makes a connection from the ACK of a cookie SYN-ACK; false
 // when it is not one.
@@ -191,6 +208,12 @@ func (l *Listener) cookieAck(s *segment) bool {
 	}
 	c := e.newConn(s.src, s.dport, s.sport)
 	if c == nil {
+		// No slot: dropped, as Linux does with tcp_abort_on_overflow 0,
+		// so that a client of a burst gets in on a retransmission once a
+		// slot frees. It is not left hanging: once the cookie is past its
+		// two counter steps, its next segment fails the check and is
+		// answered with a RST.
+		e.cnt[cTCPCookiesNoSlot]++
 		return true
 	}
 	e.cnt[cTCPCookiesOK]++

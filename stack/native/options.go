@@ -47,6 +47,14 @@ const (
 	// DefaultChallengeACKLimit is how many RFC 5961 challenge ACKs the
 	// engine sends per second at most (RFC 5961 §7).
 	DefaultChallengeACKLimit = 1000
+	// DefaultSYNACKRetries is how many times a SYN-ACK is sent again
+	// before a half-open passive connection is dropped: 1+2+4+8+16+32 s,
+	// about 63 s from a 1 s RTO (Linux's tcp_synack_retries).
+	DefaultSYNACKRetries = 5
+	// DefaultOrphanRetries is how many zero-window probes a connection
+	// the application closed sends before it is aborted (Linux's
+	// tcp_orphan_retries of 0, which means 8).
+	DefaultOrphanRetries = 8
 
 	// Hardening against the link (docs/hardening-net.md).
 
@@ -92,8 +100,9 @@ type Options struct {
 	// Clock is read on every Poll, Flush, Wait and Tick (PollAt and
 	// FlushAt take a reading instead); nil: the monotonic clock.
 	Clock Clock
-	// MaxConns bounds the connection table (every state but LISTEN, TIME-
-	// WAIT included). Send and receive buffers are allocated when a slot is
+	// MaxConns bounds the connection table (every state but LISTEN; TIME-
+	// WAIT of a connection the application no longer holds is kept apart,
+	// see MaxTimeWait). Send and receive buffers are allocated when a slot is
 	// first used and reused afterwards: memory is at most MaxConns *
 	// (SendBuf + RecvBuf) plus about 1 KiB per slot.
 	MaxConns int
@@ -122,6 +131,10 @@ type Options struct {
 	// SACK (RFC 2018), timestamps (RFC 7323 §3) and window scaling (RFC
 	// 7323 §2); all are on by default.
 	NoSACK, NoTimestamps, NoWindowScale bool
+	// NoRACK turns off the loss detection of RFC 8985 (RACK's reordering
+	// timer, tail loss probes) and limited transmit, leaving RFC 6675's
+	// DupThresh and the RTO (docs/loss.md); for comparison.
+	NoRACK bool
 	// Keepalive is the idle time before the first keepalive probe of every
 	// connection (RFC 1122 §4.2.3.6); 0 off. Conn.SetKeepalive overrides it.
 	Keepalive         time.Duration
@@ -139,8 +152,36 @@ type Options struct {
 	// connection fails with ErrHostUnreachable.
 	ARPRetries int
 	ARPTimeout time.Duration
-	// ChallengeACKLimit caps RFC 5961 challenge ACKs per second.
+	// ChallengeACKLimit caps RFC 5961 challenge ACKs per second for the
+	// whole engine, drawn at random each second between half and one and
+	// a half of it, on top of a limit of one every half second per
+	// connection (so that no one learns from its own challenge ACKs what
+	// happened on other connections).
 	ChallengeACKLimit int
+	// SYNACKRetries bounds the retransmissions of a SYN-ACK (default
+	// DefaultSYNACKRetries); SYNRetries bounds those of our own SYN.
+	SYNACKRetries int
+	// MaxSYNReceived bounds the connections in SYN-RECEIVED over all
+	// listeners (default MaxConns/4, at least 1); beyond it, as beyond a
+	// listener's SYNBacklog, SYNs are answered with cookies.
+	MaxSYNReceived int
+	// MaxTimeWait bounds the TIME-WAIT records (default 4*MaxConns). A
+	// connection that reaches TIME-WAIT once the application closed it
+	// gives its slot back and waits its 2 MSL in a small record; with
+	// MaxTimeWait records in use it skips TIME-WAIT (Linux's
+	// tcp_max_tw_buckets), counted in tcp_timewait_overflow.
+	MaxTimeWait int
+	// UserTimeout, when set, aborts a connection (ErrTimedOut) whose
+	// sent data made no progress for this long: retransmissions or
+	// zero-window probes answered with a closed window (RFC 5482,
+	// Linux's TCP_USER_TIMEOUT). 0: off, MaxRetries alone applies.
+	UserTimeout time.Duration
+	// OrphanRetries is how many zero-window probes a connection that the
+	// application closed with data still unsent sends before it is
+	// aborted with a RST (default DefaultOrphanRetries): a peer that
+	// keeps its window closed cannot hold it, its slot and its buffers
+	// for ever.
+	OrphanRetries int
 
 	// Hardening against the link (docs/hardening-net.md).
 
@@ -226,6 +267,13 @@ func (o *Options) setDefaults(mtu int) error {
 	def(&o.ARPRetries, DefaultARPRetries)
 	defd(&o.ARPTimeout, DefaultARPTimeout)
 	def(&o.ChallengeACKLimit, DefaultChallengeACKLimit)
+	def(&o.SYNACKRetries, DefaultSYNACKRetries)
+	def(&o.MaxSYNReceived, max(o.MaxConns/4, 1))
+	def(&o.MaxTimeWait, 4*o.MaxConns)
+	def(&o.OrphanRetries, DefaultOrphanRetries)
+	if o.UserTimeout < 0 {
+		return fmt.Errorf("native: UserTimeout %v is negative (0 turns it off)", o.UserTimeout)
+	}
 	def(&o.ARPEntries, DefaultARPEntries)
 	defd(&o.ARPReachable, DefaultARPReachable)
 	def(&o.ReassemblyMemory, DefaultReassemblyMemory)

@@ -94,6 +94,15 @@ func (c *Conn) dupAck() {
 	if c.recoverSet && seqLT(c.sndUna, c.recover) {
 		return // RFC 6582 §3.2 step 2: still inside the last recovery
 	}
+	c.startRecovery()
+}
+
+// startRecovery enters fast recovery: the third duplicate ACK or IsLost
+// (dupAck), or RACK's reordering window passed (rack.go).
+func (c *Conn) startRecovery() {
+	e := c.e
+	mss := uint32(c.smss)
+	c.rackRecovery(true)
 	c.inRecovery = true
 	c.rtxBegin()
 	c.recover, c.recoverSet = c.sndMax, true

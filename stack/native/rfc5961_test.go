@@ -17,8 +17,8 @@ func tsOpt(val, ecr uint32) []byte {
 }
 
 // RFC 5961 §3.2, §5.2 and §7, RFC 7323 §5.3: in-window RSTs and ACKs of
-// data older than the window are challenged, at most ChallengeACKLimit a
-// second; a segment with an old timestamp is dropped by PAWS. None of
+// data older than the window are challenged, at most one every half
+// second per connection (Linux's tcp_send_challenge_ack); a segment with an old timestamp is dropped by PAWS. None of
 // them harms the connection.
 func TestChallengeACKAndPAWSRFC5961(t *testing.T) {
 	o := Options{ChallengeACKLimit: 10}
@@ -28,13 +28,13 @@ func TestChallengeACKAndPAWSRFC5961(t *testing.T) {
 	for range 25 {
 		w.b.input(segFrame(w, ca, cb.rcvNxt+100, cb.sndUna, flagRST, 1000, nil, nil))
 	}
-	if got, lim := counterOf(t, w.b, "tcp_challenge_acks"), counterOf(t, w.b, "tcp_challenge_acks_limited"); got != 10 || lim != 15 {
-		t.Errorf("challenge ACKs %d limited %d, want 10 and 15", got, lim)
+	if got, lim := counterOf(t, w.b, "tcp_challenge_acks"), counterOf(t, w.b, "tcp_challenge_acks_conn_limited"); got != 1 || lim != 24 {
+		t.Errorf("challenge ACKs %d limited %d, want 1 and 24", got, lim)
 	}
-	w.clk.Advance(time.Second) // a new second, a new budget
+	w.clk.Advance(time.Second) // past the connection's interval
 	w.b.tick()
 	w.b.input(segFrame(w, ca, cb.rcvNxt, cb.sndUna-1<<30, flagACK, 1000, tsOpt(cb.tsRecent+1, 0), nil))
-	if counterOf(t, w.b, "tcp_ack_too_old") != 1 || counterOf(t, w.b, "tcp_challenge_acks") != 11 {
+	if counterOf(t, w.b, "tcp_ack_too_old") != 1 || counterOf(t, w.b, "tcp_challenge_acks") != 2 {
 		t.Error("an ACK below SND.UNA-MAX.SND.WND was not challenged")
 	}
 	w.b.input(segFrame(w, ca, cb.rcvNxt, cb.sndUna, flagACK|flagPSH, 1000, tsOpt(cb.tsRecent-1000, 0), []byte("old")))

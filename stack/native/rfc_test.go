@@ -274,16 +274,21 @@ func TestTimeWaitReuseRFC6191(t *testing.T) {
 		})
 		return ca, cb
 	}
+	// A closed connection waits its 2 MSL in a TIME-WAIT record
+	// (timewait.go): its tuple is in the table under a negative index.
+	inTimeWait := func(e *Engine, t tuple) bool { i, ok := e.table[t]; return ok && i < 0 }
 	ca, cb := dial(40000)
 	ca.Close()
 	w.until(time.Second, "fin", func() bool { _, err := cb.Read(nil); return err != nil })
 	cb.Close()
-	w.until(time.Second, "time-wait", func() bool { return ca.State() == TimeWait })
+	w.until(time.Second, "time-wait", func() bool { return inTimeWait(w.a, tuple{addrB.As4(), 40000, 7000}) })
 	ca, cb = dial(40000) // A's TIME-WAIT on 40000 ends for the new connection
 	cb.Close()
 	w.until(time.Second, "fin", func() bool { _, err := ca.Read(nil); return err != nil })
 	ca.Close()
-	w.until(time.Second, "time-wait on B", func() bool { return cb.State() == TimeWait && len(w.a.table) == 0 })
+	w.until(time.Second, "time-wait on B", func() bool {
+		return inTimeWait(w.b, tuple{addrA.As4(), 7000, 40000}) && len(w.a.table) == 0
+	})
 	ca, _ = dial(40000) // B's TIME-WAIT ends for the new SYN
 	if ca.State() != Established {
 		t.Fatal("no connection")

@@ -9,10 +9,10 @@ import "time"
 // it and skips the tests it is known to pass.
 func (c *Conn) input(s *segment) {
 	e := c.e
-	c.lastRx = e.now
-	c.keepProbes = 0
 	if c.predicted(s) && !noFastPath {
 		e.cnt[cTCPPredicted]++
+		c.lastRx = e.now
+		c.keepProbes = 0
 		c.fastInput(s)
 		return
 	}
@@ -25,15 +25,26 @@ func (c *Conn) input(s *segment) {
 		e.markDirty(c)
 		return
 	}
-	// RFC 7323 §5.3: PAWS.
+	// RFC 7323 §5.3: PAWS, unless the connection was idle so long that
+	// TS.Recent is no longer valid (§5.5: 24 days).
 	if c.tsOK && s.hasTS && s.flags&flagRST == 0 && seqLT(s.tsVal, c.tsRecent-pawsSlack) {
-		e.cnt[cTCPPAWS]++
-		c.rejectAck(s)
-		return
+		if e.now-c.lastRx <= pawsIdle {
+			e.cnt[cTCPPAWS]++
+			c.rejectAck(s)
+			return
+		}
+		e.cnt[cTCPPAWSIdle]++
+		c.tsRecent = s.tsVal
 	}
 	if !c.acceptable(s) {
 		if s.flags&flagRST == 0 {
 			e.cnt[cTCPOutOfWindow]++
+			if s.flags&flagSYN != 0 && c.state.synchronized() {
+				// RFC 5961 §4.2: a SYN out of the window gets the
+				// same rate-limited challenge ACK as one in it.
+				c.challengeACK()
+				return
+			}
 			if c.zeroWindowACK(s) && c.state == Closed {
 				return
 			}
@@ -47,6 +58,11 @@ func (c *Conn) input(s *segment) {
 		}
 		return
 	}
+	// Only a segment that passed PAWS and the acceptability test shows
+	// the peer alive: keepalive is not fed by what anyone can inject
+	// out of the window.
+	c.lastRx = e.now
+	c.keepProbes = 0
 	if s.flags&flagRST != 0 {
 		c.rstInput(s)
 		return
@@ -116,7 +132,9 @@ func (c *Conn) predicted(s *segment) bool {
 func (c *Conn) fastInput(s *segment) {
 	c.takeWindow(s)
 	if s.ack != c.sndUna {
+		una := c.sndUna
 		c.newAck(s)
+		c.rackAck(s, una) // rack.go
 	}
 	if c.tsOK && s.hasTS && seqLEQ(s.seq, c.lastAckSent) && !seqLT(s.tsVal, c.tsRecent) {
 		c.tsRecent = s.tsVal
@@ -158,6 +176,13 @@ func (c *Conn) rejectAck(s *segment) {
 	c.sendAckNow()
 }
 
+// pawsIdle is how long a connection may go without an acceptable
+// segment before TS.Recent is taken as invalid and PAWS lets the next
+// segment in (RFC 7323 §5.5: 24 days, at a timestamp clock of 1 ms a
+// tick well below the 2^31 ticks that turn a newer timestamp into an
+// older one).
+const pawsIdle = int64(24 * 24 * time.Hour)
+
 // pawsSlack is how many ticks of the peer's timestamp clock a segment
 // may lag TS.Recent and still pass PAWS (RFC 7323 §5.3 R1 rejects any
 // SEG.TSval < TS.Recent). A retransmission that fills the hole at RCV.NXT
@@ -178,8 +203,12 @@ const pawsSlack = 1
 // RFC 5961 §5.2's check) if its number lies within a buffer's reach of
 // RCV.NXT on either side; its data is dropped, and input then answers it
 // with an ACK. Both sides of RCV.NXT occur:
-//   - right of it: a peer that sent data before our window closed numbers
-//     its ACKs beyond RCV.NXT;
+//   - right of it by one: a peer that sent a zero-window probe byte numbers
+//     its ACKs after it (this engine does). Further right no peer that
+//     respects our window numbers its segments (everything it sent lies
+//     below the right edge we advertised, RCV.NXT): taking such an ACK
+//     gave a blind attacker a whole buffer of sequence numbers to hit
+//     instead of RFC 9293's one (SEG.SEQ = RCV.NXT);
 //   - left of it: a peer that believes our window closed numbers its ACKs
 //     at its SND.UNA+SND.WND (as Linux does, tcp_acceptable_seq), which is
 //     left of RCV.NXT when our ACKs of its data were lost.
@@ -191,7 +220,7 @@ const pawsSlack = 1
 func (c *Conn) zeroWindowACK(s *segment) bool {
 	reach := uint32(c.rcvCap)
 	if c.rcvWnd() != 0 || !c.state.synchronized() || s.flags&(flagACK|flagSYN|flagRST) != flagACK ||
-		seqLT(s.seq, c.rcvNxt-reach) || seqGT(s.seq, c.rcvNxt+reach) {
+		seqLT(s.seq, c.rcvNxt-reach) || seqGT(s.seq, c.rcvNxt+1) {
 		return false
 	}
 	c.e.cnt[cTCPZeroWindowACK]++
@@ -263,18 +292,34 @@ func (c *Conn) rstInput(s *segment) {
 	}
 }
 
-// challengeACK sends an RFC 5961 §7 rate-limited challenge ACK.
+// challengeACK sends an RFC 5961 §7 rate-limited challenge ACK: at most
+// one per oowAckInterval per connection, shared with rejectAck's ACKs
+// (as Linux's tcp_send_challenge_ack and tcp_invalid_ratelimit), and
+// within the engine's budget for the second, which is drawn at random
+// between half and one and a half ChallengeACKLimit each second. With
+// one deterministic budget for the whole engine, an attacker counting
+// the challenge ACKs its own connection gets learnt whether a spoofed
+// segment landed in another connection's window (CVE-2016-5696); per
+// connection, the answers it gets depend only on what it sends itself.
 func (c *Conn) challengeACK() {
 	e := c.e
-	sec := e.now / 1e9
-	if sec != e.challengeSec {
-		e.challengeSec, e.challengeN = sec, 0
+	if c.oowAcked && e.now-c.oowAckAt < oowAckInterval {
+		e.cnt[cTCPChallengeConnLimited]++
+		return
 	}
-	if e.challengeN >= e.o.ChallengeACKLimit {
+	sec := e.now / 1e9
+	if sec != e.challengeSec || e.challengeMax == 0 {
+		lim := uint64(e.o.ChallengeACKLimit)
+		r := siphash(&e.secret, e.flowKey([4]byte{}, 0, 0, 4, uint32(sec)))
+		e.challengeSec, e.challengeN = sec, 0
+		e.challengeMax = int(lim/2 + r%(lim+1))
+	}
+	if e.challengeN >= e.challengeMax {
 		e.cnt[cTCPChallengeLimited]++
 		return
 	}
 	e.challengeN++
+	c.oowAcked, c.oowAckAt = true, e.now
 	e.cnt[cTCPChallengeACKs]++
 	c.sendAckNow()
 }
@@ -294,6 +339,7 @@ func (c *Conn) synRcvdAck(s *segment) bool {
 	c.sndUna = c.iss + 1
 	if c.l != nil {
 		c.l.synRcvd--
+		c.e.synRcvd--
 		c.l.enqueue(c)
 		c.e.cnt[cTCPPassiveOpens]++
 	}
@@ -465,6 +511,7 @@ func (c *Conn) ackInput(s *segment) bool {
 		c.challengeACK() // RFC 5961 §5.2
 		return false
 	}
+	c.persistProbes = 0 // the peer answers: persist goes on (RFC 1122 §4.2.2.17)
 	grew := false
 	if c.sackOK && s.nsack > 0 {
 		c.takeDSACK(s)
@@ -472,6 +519,7 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	wnd, oldWnd, persisted := c.takeWindow(s)
 	dup := s.ack == c.sndUna // before newAck moves SND.UNA to it
+	una := c.sndUna
 	if seqGT(s.ack, c.sndUna) {
 		c.newAck(s)
 	}
@@ -493,20 +541,31 @@ func (c *Conn) ackInput(s *segment) bool {
 	if grew {
 		c.lostRetransmit()
 	}
+	c.rackAck(s, una) // rack.go: RACK-TLP, limited transmit
 	return c.finAckedStep()
 }
 
 // takeWindow updates the send window from s unless s is older than the
 // segment the window was last taken from (RFC 9293 §3.10.7.4, SND.WL1
-// and SND.WL2). It returns the window s offers and the one before, and
+// and SND.WL2), and from any ACK that moves SND.UNA forward (as Linux's
+// tcp_may_update_window). SND.WL1 never goes beyond RCV.NXT: a segment
+// right of RCV.NXT (in the window, out of order, or forged: a pure ACK
+// with window 0 and any acceptable sequence number) would otherwise set
+// it there, and every real ACK after it, numbered at RCV.NXT, would be
+// too old to open the window again: the sender persisted for good. It
+// returns the window s offers and the one before, and
 // whether the window opened after zero-window probes.
 func (c *Conn) takeWindow(s *segment) (wnd, oldWnd uint32, persisted bool) {
 	wnd, oldWnd = uint32(s.wnd)<<c.sndWS, c.sndWnd
-	if seqLT(c.sndWl1, s.seq) || c.sndWl1 == s.seq && seqLEQ(c.sndWl2, s.ack) {
-		c.sndWnd, c.sndWl1, c.sndWl2 = wnd, s.seq, s.ack
+	if seqLT(c.sndWl1, s.seq) || c.sndWl1 == s.seq && seqLEQ(c.sndWl2, s.ack) || seqGT(s.ack, c.sndUna) {
+		wl1 := s.seq
+		if seqGT(wl1, c.rcvNxt) {
+			wl1 = c.rcvNxt
+		}
+		c.sndWnd, c.sndWl1, c.sndWl2 = wnd, wl1, s.ack
 		c.maxSndWnd = max(c.maxSndWnd, wnd)
 		if wnd > 0 && c.tPersist != 0 {
-			c.tPersist, c.persistShift = 0, 0
+			c.tPersist, c.persistShift, c.stallAt = 0, 0, 0
 			persisted = true
 		}
 		if wnd > oldWnd && c.sendable() {
@@ -535,6 +594,7 @@ func (c *Conn) newAck(s *segment) {
 	}
 	c.rttSample(s)
 	c.retries = 0
+	c.stallAt = 0
 	c.dupacks = 0
 	c.dropSACKBelow(c.sndUna)
 	c.ccAck(acked)
@@ -571,10 +631,17 @@ func (c *Conn) finAckedStep() bool {
 	return true
 }
 
+// enterTimeWait moves to TIME-WAIT for 2 MSL; a connection the
+// application no longer holds moves to a TIME-WAIT record and gives its
+// slot back (timewait.go).
 func (c *Conn) enterTimeWait() {
 	c.state = TimeWait
 	c.tRTO, c.tPersist, c.tKeep, c.tDelack = 0, 0, 0, 0
 	c.tWait = c.e.now + int64(c.e.o.TimeWait)
+	if !c.user && !c.queued {
+		c.e.toTimeWait(c)
+		return
+	}
 	c.e.arm(c)
 }
 

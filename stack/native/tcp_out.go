@@ -16,6 +16,7 @@ func (c *Conn) output() bool {
 	if !c.sendData() {
 		return false
 	}
+	c.rackSent() // rack.go: minimum RTT, PTO
 	if c.ackNow {
 		return c.sendAck()
 	}
@@ -98,8 +99,11 @@ func (c *Conn) sendSyn() bool {
 // was sent and not acknowledged; in SACK recovery less what the peer
 // SACKed and what is deemed lost and not yet retransmitted.
 func (c *Conn) pipe() uint32 {
-	if !c.inRecovery || !c.sackOK || c.nsacked == 0 {
+	if c.nsacked == 0 {
 		return c.sndNxt - c.sndUna
+	}
+	if !c.inRecovery {
+		return c.pipeOpen() // rack.go: limited transmit
 	}
 	p := c.sndMax - c.sndUna
 	high := c.sacked[c.nsacked-1].end

@@ -13,7 +13,7 @@ func (c *Conn) earliest() int64 {
 	// unarmed 0 above every armed one, and the +1 turns "none" back
 	// into 0.
 	m := min(uint64(c.tRTO-1), uint64(c.tDelack-1), uint64(c.tPersist-1),
-		uint64(c.tKeep-1), uint64(c.tWait-1))
+		uint64(c.tKeep-1), uint64(c.tWait-1), uint64(c.rk.tLoss-1))
 	return int64(m + 1)
 }
 
@@ -41,11 +41,15 @@ func (e *Engine) arm(c *Conn) {
 // noTimer is top with the heap empty.
 const noTimer = int64(^uint64(0) >> 1)
 
-// setTop reads the heap's earliest deadline into top after a removal.
+// setTop reads the earliest deadline of the heap and of the TIME-WAIT
+// records into top after a removal.
 func (e *Engine) setTop() {
 	e.top = noTimer
 	if len(e.heap) > 0 {
 		e.top = e.conns[e.heap[0]].heapAt
+	}
+	if at, ok := e.tw.nextAt(); ok && at < e.top {
+		e.top = at
 	}
 }
 
@@ -106,8 +110,9 @@ func (e *Engine) siftDown(i int) {
 	}
 }
 
-// runTimers fires what is due: ARP retries and every connection whose
-// heap entry's time has come. Its test inlines into PollAt and FlushAt,
+// runTimers fires what is due: ARP retries, the TIME-WAIT records whose
+// 2 MSL is over (top covers them) and every connection whose heap
+// entry's time has come. Its test inlines into PollAt and FlushAt,
 // which call it on every poll: the call happens only with a connection
 // timer due, an ARP request or a reassembly pending.
 func (e *Engine) runTimers() {
@@ -124,7 +129,10 @@ func (e *Engine) runDue() {
 	if at, ok := e.reasmNext(); ok && at <= e.now {
 		e.reasmTimers()
 	}
-	for e.top <= e.now {
+	if at, ok := e.tw.nextAt(); ok && at <= e.now {
+		e.twExpire()
+	}
+	for len(e.heap) > 0 && e.conns[e.heap[0]].heapAt <= e.now {
 		c := &e.conns[e.heap[0]]
 		e.heapRemove(c)
 		c.timers()
@@ -132,6 +140,7 @@ func (e *Engine) runDue() {
 			e.arm(c)
 		}
 	}
+	e.setTop()
 }
 
 // timers runs the connection's deadlines that passed.
@@ -146,6 +155,9 @@ func (c *Conn) timers() {
 		if c.state == Closed {
 			return
 		}
+	}
+	if c.rk.tLoss != 0 && c.rk.tLoss <= now {
+		c.onLossTimer() // rack.go: RACK's reordering timer, TLP's PTO
 	}
 	if c.tPersist != 0 && c.tPersist <= now {
 		c.onPersist()
@@ -166,7 +178,11 @@ func (c *Conn) onRTO() {
 	c.tRTO = 0
 	mss := uint32(c.smss)
 	if c.state == SynSent || c.state == SynReceived {
-		if c.retries >= e.o.SYNRetries {
+		limit := e.o.SYNRetries
+		if c.l != nil {
+			limit = e.o.SYNACKRetries // a passive open: Linux's tcp_synack_retries
+		}
+		if c.retries >= limit {
 			c.fail(ErrTimedOut)
 			return
 		}
@@ -184,11 +200,15 @@ func (c *Conn) onRTO() {
 		c.fail(ErrTimedOut)
 		return
 	}
+	if c.userTimedOut() {
+		return
+	}
 	c.retries++
 	e.cnt[cTCPTimeouts]++
 	c.ssthresh = c.rtoThreshold()
 	c.cwnd, c.caAcc = mss, 0
 	c.inRecovery, c.rtxOne, c.dupacks = false, false, 0
+	c.rackRTO()
 	c.rtxd.ok = false // go-back-N: D-SACKs after it prove no single retransmission spurious
 	c.nsacked = 0     // RFC 6675 §5.1: the scoreboard may have reneged
 	c.recover, c.recoverSet = c.sndMax, true
@@ -211,7 +231,12 @@ func (c *Conn) armPersist() {
 
 // onPersist sends a zero-window probe: one byte beyond the window, again
 // with an exponentially backed-off timer for as long as the peer keeps
-// answering (RFC 1122 §4.2.2.17).
+// answering (RFC 1122 §4.2.2.17). It gives up, as Linux's
+// tcp_probe_timer does, after MaxRetries probes without any ACK (the
+// peer vanished with its window closed: ErrTimedOut), after
+// OrphanRetries probes of a connection the application closed (a peer
+// that keeps its window shut cannot hold an orphan: RST, ErrAborted),
+// and after UserTimeout without progress.
 func (c *Conn) onPersist() {
 	e := c.e
 	c.tPersist = 0
@@ -219,6 +244,24 @@ func (c *Conn) onPersist() {
 		e.markDirty(c)
 		return
 	}
+	if int(c.persistProbes) >= e.o.MaxRetries {
+		e.cnt[cTCPPersistTimeouts]++
+		c.fail(ErrTimedOut)
+		return
+	}
+	if !c.user && !c.queued && c.persistShift >= e.o.OrphanRetries {
+		e.cnt[cTCPOrphanAborts]++
+		// At the window's right edge, SND.UNA+SND.WND = SND.UNA here, as
+		// Linux's tcp_acceptable_seq: the peer's RCV.NXT, which a RST
+		// at SND.MAX (after the probe byte) would miss (RFC 5961 §3.2).
+		c.sendRST(c.sndUna + c.sndWnd)
+		c.fail(ErrAborted)
+		return
+	}
+	if c.userTimedOut() {
+		return
+	}
+	c.persistProbes++
 	e.cnt[cTCPPersistProbes]++
 	if c.persistShift < 30 {
 		c.persistShift++
@@ -229,6 +272,27 @@ func (c *Conn) onPersist() {
 	} else {
 		c.emit(c.sndUna, flagACK, 0, 1)
 	}
+}
+
+// userTimedOut applies Options.UserTimeout when a retransmission or a
+// probe is due: the first one starts the clock (stallAt, cleared by an
+// ACK that moves SND.UNA or opens the window), and one due UserTimeout
+// after it ends the connection. It reports whether it did.
+func (c *Conn) userTimedOut() bool {
+	e := c.e
+	if e.o.UserTimeout <= 0 {
+		return false
+	}
+	if c.stallAt == 0 {
+		c.stallAt = e.now + 1
+		return false
+	}
+	if e.now+1-c.stallAt < int64(e.o.UserTimeout) {
+		return false
+	}
+	e.cnt[cTCPUserTimeouts]++
+	c.fail(ErrTimedOut)
+	return true
 }
 
 // armKeepalive starts keepalive from now (the handshake, RFC 1122

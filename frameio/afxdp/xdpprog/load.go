@@ -114,6 +114,44 @@ func (o *Objects) SetHost(addr netip.Addr) error {
 	return o.putConfig(v, "host address")
 }
 
+// SetIPv6 turns IPv6 steering on or off (it starts off, and IPv6 frames
+// then go to the kernel as PassNotIPv4). On, the program redirects IPv6 as
+// its Variant says: UDP to our port; for TCP, segments from or to our port
+// and the neighbour discovery frames, or everything for the IPv6 host
+// address (SetHost6).
+func (o *Objects) SetIPv6(on bool) error {
+	v := o.cfg
+	f := binary.NativeEndian.Uint32(v[cfgFlags:]) &^ cfgFlagIPv6
+	if on {
+		f |= cfgFlagIPv6
+	}
+	binary.NativeEndian.PutUint32(v[cfgFlags:], f)
+	return o.putConfig(v, "IPv6 steering")
+}
+
+// SetHost6 makes the TCP variant redirect every IPv6 frame to addr and the
+// neighbour solicitations whose target is addr, and pass other IPv6 frames
+// to the kernel; a valid addr also turns IPv6 steering on (SetIPv6). An
+// invalid addr (netip.Addr{}) goes back to matching the port for IPv6.
+// addr must be an IPv6 unicast address (not IPv4-mapped, unspecified or
+// multicast). Other variants refuse.
+func (o *Objects) SetHost6(addr netip.Addr) error {
+	if o.Variant != TCP {
+		return fmt.Errorf("set XDP IPv6 host address: variant %v matches ports only", o.Variant)
+	}
+	if addr.IsValid() && (!addr.Is6() || addr.Is4In6() || addr.IsUnspecified() || addr.IsMulticast()) {
+		return fmt.Errorf("set XDP IPv6 host address %v: want a unicast IPv6 address", addr)
+	}
+	v := o.cfg
+	clear(v[cfgHost6 : cfgHost6+16])
+	if addr.IsValid() {
+		a := addr.As16()
+		copy(v[cfgHost6:], a[:])
+		binary.NativeEndian.PutUint32(v[cfgFlags:], binary.NativeEndian.Uint32(v[cfgFlags:])|cfgFlagIPv6)
+	}
+	return o.putConfig(v, "IPv6 host address")
+}
+
 // SetSYNLimit bounds the SYNs (SYN without ACK) to the host address
 // (SetHost) that each CPU hands on to rate per second, with bursts of
 // burst; the rest are dropped and counted (DroppedSYN). rate 0 is no

@@ -41,7 +41,10 @@ const (
 	// UDP redirects Ethernet IPv4 frames without IP options (IHL 5), not
 	// fragmented (MF clear, offset 0), carrying UDP to our port. This is
 	// the program of the datagram kind xdp: ARP, ICMP and every other port
-	// stay with the kernel.
+	// stay with the kernel. With IPv6 steering on (Objects.SetIPv6) it
+	// also redirects IPv6 frames whose Next Header is UDP (no extension
+	// header) to our port; IPv6 fragments and extension headers stay with
+	// the kernel.
 	UDP Variant = iota
 	// UDPARP is UDP plus every ARP frame (EtherType 0x0806), for the
 	// datagram kind when it answers ARP itself (Config.XDP.OwnARP). The
@@ -58,6 +61,14 @@ const (
 	// (RST for closed ports, ICMP echo and unreachables). SYNs (SYN
 	// without ACK) to the host address then go through a per-CPU token
 	// bucket (Objects.SetSYNLimit) and are dropped (DroppedSYN) beyond it.
+	//
+	// With IPv6 steering on (Objects.SetIPv6) the same holds for IPv6: IPv6
+	// TCP frames (no extension header) from or to our port and every
+	// neighbour solicitation and advertisement (RedirectedNDP), or, with an
+	// IPv6 host address (Objects.SetHost6), every IPv6 frame to that
+	// address (SYNs through the same bucket) and the neighbour
+	// solicitations whose target it is (sent to its solicited-node
+	// multicast address), the rest of IPv6 to the kernel (PassOtherHost).
 	TCP
 )
 
@@ -98,19 +109,22 @@ const (
 	// PassShort counts frames too short for the headers they claim.
 	PassShort
 	// PassNotIPv4 counts frames whose EtherType is not IPv4 (nor ARP in the
-	// variants that take ARP).
+	// variants that take ARP, nor IPv6 with IPv6 steering on).
 	PassNotIPv4
 	// PassIPOptions counts IPv4 frames whose first byte is not 0x45
 	// (version 4, IHL 5): IP options, or a bad version.
 	PassIPOptions
-	// PassFragment counts IPv4 fragments (MF set or a fragment offset).
+	// PassFragment counts IPv4 fragments (MF set or a fragment offset) and
+	// IPv6 packets with a Fragment header first.
 	PassFragment
-	// PassOtherProto counts IPv4 frames of another transport protocol.
+	// PassOtherProto counts IP frames of another transport protocol.
 	PassOtherProto
 	// PassOtherPort counts frames of our protocol for another port.
 	PassOtherPort
 	// PassOtherHost counts IPv4 frames to another address than the host
-	// address (variant TCP with SetHost): the kernel's.
+	// address (variant TCP with SetHost), and IPv6 frames to another
+	// address than the IPv6 host address (SetHost6) that are not a
+	// solicitation for it: the kernel's.
 	PassOtherHost
 	// DroppedSYN counts SYNs to the host address dropped (XDP_DROP)
 	// because the CPU's token bucket was empty (SetSYNLimit): a flood
@@ -118,6 +132,16 @@ const (
 	// established connections' segments. The peer retransmits a SYN
 	// that was legitimate.
 	DroppedSYN
+	// RedirectedNDP counts ICMPv6 neighbour solicitations and
+	// advertisements redirected (variant TCP with IPv6 steering on): every
+	// one without an IPv6 host address, the solicitations for it (to its
+	// solicited-node address) with one. Those sent to the host address
+	// itself are in Redirected.
+	RedirectedNDP
+	// PassIPv6Ext counts IPv6 frames whose first Next Header is a
+	// Hop-by-Hop, Routing or Destination Options header, when the port
+	// decides (the program walks no extension header): the kernel's.
+	PassIPv6Ext
 
 	// NumCounters is the number of counters (the array's size).
 	NumCounters
@@ -136,6 +160,8 @@ var counterNames = [NumCounters]string{
 	PassOtherPort:  "pass_other_port",
 	PassOtherHost:  "pass_other_host",
 	DroppedSYN:     "dropped_syn",
+	RedirectedNDP:  "redirected_ndp",
+	PassIPv6Ext:    "pass_ipv6_ext",
 }
 
 // String returns the counter's name as Stats shows it ("redirected",
@@ -205,6 +231,25 @@ const (
 	lenTCPPorts  = offL4 + 4 // through the TCP ports
 )
 
+// Frame offsets of IPv6 (RFC 8200 §3) with the upper-layer header right
+// after the fixed header, and of a neighbour solicitation (RFC 4861 §4.3).
+const (
+	etherIPv6     = 0x86dd
+	offIP6Next    = offIP + 6
+	offIP6Dst     = offIP + 24
+	offL46        = offIP + 40
+	offSrcPort6   = offL46
+	offDstPort6   = offL46 + 2
+	offTCPFlags6  = offL46 + 13
+	lenUDPFrame6  = offL46 + 8
+	lenTCPPorts6  = offL46 + 4
+	offICMP6Type  = offL46
+	offNDTarget   = offL46 + 8
+	lenNDFrame    = offNDTarget + 16
+	icmp6NeighSol = 135
+	icmp6NeighAdv = 136
+)
+
 // Instructions returns the program of variant v. It expects the maps
 // MapConfig, MapSockets and MapCounters by reference (CollectionSpec
 // supplies them).
@@ -219,6 +264,10 @@ const (
 // A destination port matches when it is ours, or, with a count n > 1 in
 // the config, when it lies in [port, port+n): the ports of the queues of a
 // datagram client (queue q sends from port+q).
+//
+// IPv6 frames go to the block at "ip6" when the config's flags say so
+// (cfgFlagIPv6); otherwise they take the IPv4 program's path for another
+// EtherType (PassNotIPv4), as before IPv6 steering existed.
 func Instructions(v Variant) asm.Instructions {
 	const (
 		lCount    = "count"
@@ -226,6 +275,8 @@ func Instructions(v Variant) asm.Instructions {
 		lARP      = "arp"
 		lOut      = "out"
 		lPorts    = "ports"
+		lIP6      = "ip6"
+		lIP6Check = "ip6_check"
 	)
 	setCounter := func(c Counter) asm.Instruction { return asm.Mov.Imm(asm.R7, int32(c)) }
 	// need jumps to count (with PassShort) unless data+n <= data_end.
@@ -270,7 +321,13 @@ func Instructions(v Variant) asm.Instructions {
 		for _, off := range []int16{cfgHost, cfgSYNRate, cfgSYNBurst} {
 			add(asm.LoadMem(asm.R4, asm.R0, off, asm.Word), asm.StoreMem(asm.R10, stackHost-(off-cfgHost), asm.R4, asm.Word))
 		}
+		// The IPv6 host address, for ip6Path.
+		add(
+			asm.LoadMem(asm.R4, asm.R0, cfgHost6, asm.DWord), asm.StoreMem(asm.R10, stackHost6, asm.R4, asm.DWord),
+			asm.LoadMem(asm.R4, asm.R0, cfgHost6+8, asm.DWord), asm.StoreMem(asm.R10, stackHost6+8, asm.R4, asm.DWord),
+		)
 	}
+	add(asm.LoadMem(asm.R4, asm.R0, cfgFlags, asm.Word), asm.StoreMem(asm.R10, stackFlags, asm.R4, asm.Word))
 	add(
 		// The frame.
 		asm.LoadMem(asm.R2, asm.R6, mdData, asm.Word),
@@ -281,6 +338,7 @@ func Instructions(v Variant) asm.Instructions {
 		asm.LoadMem(asm.R4, asm.R2, offEtherType, asm.Byte),
 		asm.LoadMem(asm.R5, asm.R2, offEtherType+1, asm.Byte),
 		setCounter(PassNotIPv4),
+		asm.JEq.Imm(asm.R4, etherIPv6>>8, lIP6Check),
 		asm.JNE.Imm(asm.R4, 0x08, lCount),
 	)
 	if takesARP {
@@ -308,28 +366,16 @@ func Instructions(v Variant) asm.Instructions {
 		asm.JNE.Imm(asm.R4, proto, lCount),
 	)
 	add(need(l4Len)...)
-	add(setCounter(Redirected))
-	if v == TCP {
-		add(
-			asm.LoadMem(asm.R4, asm.R2, offSrcPort, asm.Half),
-			asm.JEq.Reg(asm.R4, asm.R9, lRedirect),
-		)
-	}
+	add(portTest(v, offSrcPort, offDstPort, lRedirect, lCount)...)
+	// ip6_check: the EtherType's first byte was 0x86.
 	add(
-		asm.LoadMem(asm.R4, asm.R2, offDstPort, asm.Half),
-		asm.JEq.Reg(asm.R4, asm.R9, lRedirect),
-		setCounter(PassOtherPort),
-		// A range of ports: dst - port < n, in host order and unsigned
-		// (a dst below port wraps to a huge difference).
-		asm.JLE.Imm(asm.R1, 1, lCount),
-		asm.HostTo(asm.BE, asm.R4, asm.Half),
-		asm.Mov.Reg(asm.R5, asm.R9),
-		asm.HostTo(asm.BE, asm.R5, asm.Half),
-		asm.Sub.Reg(asm.R4, asm.R5),
-		asm.JGE.Reg(asm.R4, asm.R1, lCount),
-		setCounter(Redirected),
-		asm.Ja.Label(lRedirect),
+		asm.JNE.Imm(asm.R5, etherIPv6&0xff, lCount).WithSymbol(lIP6Check),
+		asm.LoadMem(asm.R4, asm.R10, stackFlags, asm.Word),
+		asm.And.Imm(asm.R4, cfgFlagIPv6),
+		asm.JEq.Imm(asm.R4, 0, lCount),
 	)
+	add(need(offL46)...)
+	add(ip6Path(v, need, lIP6, lRedirect, lCount)...)
 	if takesARP {
 		add(
 			setCounter(RedirectedARP).WithSymbol(lARP),
@@ -363,6 +409,140 @@ func Instructions(v Variant) asm.Instructions {
 	return p
 }
 
+// portTest is the test of the ports at offSrc (variant TCP) and offDst,
+// the lengths checked: our port, or a port of the range (R1 ports from R9
+// on), goes to lRedirect as Redirected; another one to lCount as
+// PassOtherPort.
+func portTest(v Variant, offSrc, offDst int16, lRedirect, lCount string) asm.Instructions {
+	var p asm.Instructions
+	p = append(p, asm.Mov.Imm(asm.R7, int32(Redirected)))
+	if v == TCP {
+		p = append(p,
+			asm.LoadMem(asm.R4, asm.R2, offSrc, asm.Half),
+			asm.JEq.Reg(asm.R4, asm.R9, lRedirect),
+		)
+	}
+	return append(p,
+		asm.LoadMem(asm.R4, asm.R2, offDst, asm.Half),
+		asm.JEq.Reg(asm.R4, asm.R9, lRedirect),
+		asm.Mov.Imm(asm.R7, int32(PassOtherPort)),
+		// A range of ports: dst - port < n, in host order and unsigned
+		// (a dst below port wraps to a huge difference).
+		asm.JLE.Imm(asm.R1, 1, lCount),
+		asm.HostTo(asm.BE, asm.R4, asm.Half),
+		asm.Mov.Reg(asm.R5, asm.R9),
+		asm.HostTo(asm.BE, asm.R5, asm.Half),
+		asm.Sub.Reg(asm.R4, asm.R5),
+		asm.JGE.Reg(asm.R4, asm.R1, lCount),
+		asm.Mov.Imm(asm.R7, int32(Redirected)),
+		asm.Ja.Label(lRedirect),
+	)
+}
+
+// ip6Path is the program's IPv6 block, entered at lIP6 with the fixed
+// header's 40 bytes checked (R2 data, R3 data_end). It ends in jumps only.
+//
+// Variant TCP with an IPv6 host address (stackHost6 not zero): a frame to
+// it is redirected, a TCP one through the SYN bucket (lSYNFlags with the
+// flags in R4); a neighbour solicitation whose target it is (RFC 4861
+// §4.3: sent to its solicited-node address) is redirected as
+// RedirectedNDP; the rest is PassOtherHost. Otherwise the first Next
+// Header decides: UDP (TCP for variant TCP) goes to the port test, a
+// Fragment header is PassFragment, another extension header PassIPv6Ext;
+// variant TCP also takes every neighbour solicitation and advertisement
+// (RedirectedNDP), as it takes every ARP frame.
+func ip6Path(v Variant, need func(int32) asm.Instructions, lIP6, lRedirect, lCount string) asm.Instructions {
+	const (
+		lPorts  = "ip6_ports"
+		lNotOur = "ip6_not_ours"
+		lL4     = "ip6_l4"
+		lICMP   = "ip6_icmp"
+		lNDP    = "ip6_ndp"
+	)
+	proto, l4Len := int32(17), int32(lenUDPFrame6)
+	if v == TCP {
+		proto, l4Len = 6, lenTCPPorts6
+	}
+	var p asm.Instructions
+	add := func(ins ...asm.Instruction) { p = append(p, ins...) }
+	if v == TCP {
+		add(
+			asm.LoadMem(asm.R4, asm.R10, stackHost6, asm.DWord).WithSymbol(lIP6),
+			asm.LoadMem(asm.R5, asm.R10, stackHost6+8, asm.DWord),
+			asm.Or.Reg(asm.R5, asm.R4),
+			asm.JEq.Imm(asm.R5, 0, lPorts),
+			asm.LoadMem(asm.R5, asm.R2, offIP6Dst, asm.DWord),
+			asm.JNE.Reg(asm.R5, asm.R4, lNotOur),
+			asm.LoadMem(asm.R4, asm.R10, stackHost6+8, asm.DWord),
+			asm.LoadMem(asm.R5, asm.R2, offIP6Dst+8, asm.DWord),
+			asm.JNE.Reg(asm.R5, asm.R4, lNotOur),
+			asm.Mov.Imm(asm.R7, int32(Redirected)),
+			asm.LoadMem(asm.R4, asm.R2, offIP6Next, asm.Byte),
+			asm.JNE.Imm(asm.R4, 6, lRedirect),
+		)
+		add(need(offTCPFlags6 + 1)...)
+		add(
+			asm.Mov.Imm(asm.R7, int32(Redirected)),
+			asm.LoadMem(asm.R4, asm.R2, offTCPFlags6, asm.Byte),
+			asm.Ja.Label(lSYNFlags),
+			// Not to the host address: a solicitation for it, or the kernel's.
+			asm.Mov.Imm(asm.R7, int32(PassOtherHost)).WithSymbol(lNotOur),
+			asm.LoadMem(asm.R4, asm.R2, offIP6Next, asm.Byte),
+			asm.JNE.Imm(asm.R4, 58, lCount),
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.Add.Imm(asm.R4, lenNDFrame),
+			asm.JGT.Reg(asm.R4, asm.R3, lCount),
+			asm.LoadMem(asm.R4, asm.R2, offICMP6Type, asm.Byte),
+			asm.JNE.Imm(asm.R4, icmp6NeighSol, lCount),
+			asm.LoadMem(asm.R4, asm.R10, stackHost6, asm.DWord),
+			asm.LoadMem(asm.R5, asm.R2, offNDTarget, asm.DWord),
+			asm.JNE.Reg(asm.R5, asm.R4, lCount),
+			asm.LoadMem(asm.R4, asm.R10, stackHost6+8, asm.DWord),
+			asm.LoadMem(asm.R5, asm.R2, offNDTarget+8, asm.DWord),
+			asm.JNE.Reg(asm.R5, asm.R4, lCount),
+			asm.Mov.Imm(asm.R7, int32(RedirectedNDP)),
+			asm.Ja.Label(lRedirect),
+		)
+	}
+	first := asm.LoadMem(asm.R4, asm.R2, offIP6Next, asm.Byte).WithSymbol(lPorts)
+	if v != TCP {
+		first = first.WithSymbol(lIP6)
+	}
+	add(first)
+	if v == TCP {
+		add(asm.JEq.Imm(asm.R4, 58, lICMP))
+	}
+	add(
+		asm.JEq.Imm(asm.R4, proto, lL4),
+		asm.Mov.Imm(asm.R7, int32(PassFragment)),
+		asm.JEq.Imm(asm.R4, 44, lCount),
+		asm.Mov.Imm(asm.R7, int32(PassIPv6Ext)),
+		asm.JEq.Imm(asm.R4, 0, lCount),
+		asm.JEq.Imm(asm.R4, 43, lCount),
+		asm.JEq.Imm(asm.R4, 60, lCount),
+		asm.Mov.Imm(asm.R7, int32(PassOtherProto)),
+		asm.Ja.Label(lCount),
+	)
+	l4 := need(l4Len)
+	l4[0] = l4[0].WithSymbol(lL4)
+	add(l4...)
+	add(portTest(v, offSrcPort6, offDstPort6, lRedirect, lCount)...)
+	if v == TCP {
+		nd := need(offICMP6Type + 1)
+		nd[0] = nd[0].WithSymbol(lICMP)
+		add(nd...)
+		add(
+			asm.Mov.Imm(asm.R7, int32(PassOtherProto)),
+			asm.LoadMem(asm.R4, asm.R2, offICMP6Type, asm.Byte),
+			asm.JEq.Imm(asm.R4, icmp6NeighSol, lNDP),
+			asm.JNE.Imm(asm.R4, icmp6NeighAdv, lCount),
+			asm.Mov.Imm(asm.R7, int32(RedirectedNDP)).WithSymbol(lNDP),
+			asm.Ja.Label(lRedirect),
+		)
+	}
+	return p
+}
+
 // Config value offsets (ConfigSize bytes) and where the TCP variant keeps
 // the host's fields on its stack.
 const (
@@ -372,7 +552,15 @@ const (
 	stackHost   = -12 // then the rate at -16, the burst at -20
 	stackSYNKey = -24
 	nanoSYN     = 1_000_000_000 // one SYN in the bucket's units
+	cfgHost6    = 16            // the IPv6 host address, as on the wire (zero: none)
+	cfgFlags    = 32            // uint32, host byte order: cfgFlagIPv6
+	stackFlags  = -28
+	stackHost6  = -48 // 16 bytes, to -33
+	lSYNFlags   = "syn_flags"
 )
+
+// cfgFlagIPv6 in the config's flags turns IPv6 steering on.
+const cfgFlagIPv6 = 1
 
 // hostPath is the TCP variant's test of the host address: with none set it
 // goes on at lPorts (the port test); a frame to another address is
@@ -409,7 +597,9 @@ func hostPath(need func(int32) asm.Instructions, lPorts, lRedirect, lCount strin
 	p = append(p,
 		asm.Mov.Imm(asm.R7, int32(Redirected)),
 		asm.LoadMem(asm.R4, asm.R2, offTCPFlags, asm.Byte),
-		asm.And.Imm(asm.R4, 0x12), // SYN | ACK
+		// syn_flags: R4 holds the TCP flags of a segment to the host
+		// address (IPv4 or IPv6), R7 Redirected.
+		asm.And.Imm(asm.R4, 0x12).WithSymbol(lSYNFlags), // SYN | ACK
 		asm.JNE.Imm(asm.R4, 0x02, lRedirect),
 		asm.LoadMem(asm.R4, asm.R10, stackHost-4, asm.Word), // rate
 		asm.JEq.Imm(asm.R4, 0, lRedirect),
@@ -498,8 +688,10 @@ func (s Spec) CollectionSpec() (*ebpf.CollectionSpec, error) {
 // byte order, then the number of ports matched from it on, in network byte
 // order (0 and 1: the port alone); then (variant TCP) the host address as
 // on the wire (0: none), and the SYN bucket's rate per second and burst,
-// each a uint32 in the host's byte order (rate 0: no limit).
-const ConfigSize = 16
+// each a uint32 in the host's byte order (rate 0: no limit); then (variant
+// TCP) the IPv6 host address as on the wire (zero: none); then flags, a
+// uint32 in the host's byte order (bit 0: IPv6 steering on).
+const ConfigSize = 36
 
 // EncodeConfig returns the config map's value for port alone.
 func EncodeConfig(port uint16) [ConfigSize]byte { return EncodePorts(port, 1) }

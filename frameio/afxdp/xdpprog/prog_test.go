@@ -405,11 +405,17 @@ func FuzzProgram(f *testing.F) {
 		udpFrame(f, 1, ourPort, withOptions), tcpFrame(f, ourPort, 2), tcpFrame(f, 2, ourPort),
 		arpFrame(f), ipv6Frame(f), make([]byte, 14), make([]byte, 60),
 	}
+	seeds = append(seeds, udp6Frame(f, hostAddr6, 1, ourPort), tcp6Frame(f, hostAddr6, 1, ourPort, true, false),
+		nsFrame(f, solicitedNode(hostAddr6), hostAddr6), naFrame(f, hostAddr6, peerAddr6),
+		withExt6(udp6Frame(f, hostAddr6, 1, ourPort), 44), echo6Frame(f, otherAddr6))
 	for _, s := range seeds {
-		f.Add(s, uint16(ourPort), uint16(1), false)
-		f.Add(s, uint16(ourPort), uint16(1), true)
+		for _, v6 := range []bool{false, true} {
+			f.Add(s, uint16(ourPort), uint16(1), false, v6)
+			f.Add(s, uint16(ourPort), uint16(1), true, v6)
+		}
 	}
-	f.Add(udpFrame(f, 40000, ourPort+2), uint16(ourPort), uint16(4), false)
+	f.Add(udpFrame(f, 40000, ourPort+2), uint16(ourPort), uint16(4), false, false)
+	f.Add(udp6Frame(f, hostAddr6, 40000, ourPort+2), uint16(ourPort), uint16(4), false, true)
 	objs := map[Variant]*Objects{}
 	if rootForFuzz() {
 		for _, v := range []Variant{UDP, UDPARP, TCP} {
@@ -424,7 +430,7 @@ func FuzzProgram(f *testing.F) {
 			objs[v] = o
 		}
 	}
-	f.Fuzz(func(t *testing.T, frame []byte, port, n uint16, host bool) {
+	f.Fuzz(func(t *testing.T, frame []byte, port, n uint16, host, v6 bool) {
 		if len(frame) < 14 || len(frame) > 1500 {
 			return // the kernel refuses test runs outside these bounds
 		}
@@ -432,26 +438,43 @@ func FuzzProgram(f *testing.F) {
 			n = uint16(65536 - int(port))
 		}
 		var h [4]byte
+		var h6 [16]byte
 		if host {
 			h = hostAddr.As4()
+			if v6 {
+				h6 = hostAddr6.As16()
+			}
 		}
 		for _, v := range []Variant{UDP, UDPARP, TCP} {
-			classifyHost(v, port, n, h, frame)
+			classify6(v, port, n, h, v6, h6, frame)
 		}
 		for v, o := range objs {
 			if err := o.SetPorts(port, n); err != nil {
 				t.Fatal(err)
 			}
+			if err := o.SetIPv6(v6); err != nil {
+				t.Fatal(err)
+			}
 			if v == TCP {
-				a := netip.Addr{}
+				a, a6 := netip.Addr{}, netip.Addr{}
 				if host {
 					a = hostAddr
+					if v6 {
+						a6 = hostAddr6
+					}
 				}
 				if err := o.SetHost(a); err != nil {
 					t.Fatal(err)
 				}
+				if err := o.SetHost6(a6); err != nil {
+					t.Fatal(err)
+				}
 			}
-			want := classifyHost(v, port, n, h, frame)
+			vh6 := h6 // only variant TCP takes an IPv6 host address
+			if v != TCP {
+				vh6 = [16]byte{}
+			}
+			want := classify6(v, port, n, h, v6, vh6, frame)
 			ret, got := run(t, o, frame)
 			if got != want || ret != xdpPass {
 				t.Errorf("%v ports %d+%d frame % x: kernel says %s (action %d), model says %s", v, port, n, frame, got, ret, want)

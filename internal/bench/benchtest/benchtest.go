@@ -43,6 +43,9 @@ type Options struct {
 	// loss that only Close can count, as AF_XDP's frames left unread in
 	// the RX ring (rx_unread_at_close).
 	SilentAtClose bool
+	// MaxDatagram, when not 0, makes Queue and QueueTo refuse a longer
+	// payload with core.ErrTooLarge (TxOversize).
+	MaxDatagram int
 	// WireLimit bounds each wire to this many messages in flight; more are
 	// dropped at Flush and counted as layer "fake" counter "wire_full"
 	// (Loss) of the sender. 0: unbounded.
@@ -113,28 +116,35 @@ func NewPair(o Options) (client, server *Backend) {
 }
 
 // Queue implements core.Backend: the client sends to the server; the
-// server has no default destination and refuses.
-func (b *Backend) Queue(payload []byte) bool {
+// server has no default destination and refuses (core.ErrNoRoute).
+func (b *Backend) Queue(payload []byte) error {
 	if b.server {
-		return false
+		return core.ErrNoRoute
 	}
 	return b.QueueTo(payload, b.peer)
 }
 
-// QueueTo implements core.Backend. It copies payload.
-func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) bool {
+// QueueTo implements core.Backend. It copies payload. The one address it
+// sends to is the other end's; any other is core.ErrNoRoute.
+func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
-		return false
+	switch {
+	case b.closed:
+		return core.ErrClosed
+	case to != b.peer:
+		return core.ErrNoRoute
+	case b.o.MaxDatagram > 0 && len(payload) > b.o.MaxDatagram:
+		b.stats.TxOversize++
+		return core.ErrTooLarge
 	}
 	if len(b.txq) >= b.o.TxQueue {
 		b.stats.TxBackpressure++
-		return false
+		return core.ErrBackPressure
 	}
 	b.txq = append(b.txq, msg{data: append([]byte(nil), payload...), from: b.local})
 	b.stats.TxQueued++
-	return true
+	return nil
 }
 
 // Flush implements core.Backend: the queued messages enter the wire.

@@ -110,6 +110,29 @@ func parseAddr(flag, s string) (netip.Addr, error) {
 	return a, nil
 }
 
+// parseDest parses the value of a destination flag: an address with its
+// port (198.18.0.2:5000, [::ffff:198.18.0.2]:5000) or an address alone,
+// whose port is then 0 (Config.Dests takes Config.Port, the --port flag,
+// for it). Empty gives the zero AddrPort.
+func parseDest(flag, s string) (netip.AddrPort, error) {
+	if s == "" {
+		return netip.AddrPort{}, nil
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		a, aerr := netip.ParseAddr(s)
+		if aerr != nil {
+			return netip.AddrPort{}, fmt.Errorf("--%s %q: want an address (198.18.0.2) or address:port (198.18.0.2:5000)", flag, s)
+		}
+		ap = netip.AddrPortFrom(a, 0)
+	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if err := benchnet.CheckBenchAddr(flag, ap.Addr()); err != nil {
+		return netip.AddrPort{}, err
+	}
+	return ap, nil
+}
+
 // pin prepares the poller of a tool with one queue for cpu (none when
 // cpu < 0) and returns the CPU list for Config.CPUs. For most kinds it
 // pins the calling goroutine to cpu (cpu.Pin: locked to its thread, the

@@ -57,6 +57,8 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 	})
 	stats := fs.String("stats", "", "write the counters as JSON to this file on exit")
 	maxTime := fs.Duration("max-time", 0, "stop after this long even without a signal (0: never)")
+	framing := core.FramingU16
+	fs.Var(&framing, "framing", "stream kinds: u16 (u16 length-prefixed records, the default), u32 (u32 length-prefixed records) or raw (bytes as they came)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -68,6 +70,11 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 	cfg, err := tf.config(core.RoleServer, &out.ToolHeader)
 	if err != nil {
 		return fail(ClassConfig, err)
+	}
+	if cfg.Kind.IsStream() {
+		cfg.Framing, cfg.Events = framing, true // the echo counts the connections' ends
+	} else if framing != core.FramingU16 {
+		return fail(ClassConfig, fmt.Errorf("--framing %s: kind %s carries datagrams (framing applies to the stream kinds)", framing, cfg.Kind))
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)

@@ -58,7 +58,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 		poll:   "busy (spin, a CPU per poller; the default) or yield (sleep when idle, for machines with too few CPUs)",
 		batch:  "messages per Flush and per Rx",
 	})
-	dst := fs.String("dst", "", "the echo's IPv4 address (198.18.0.0/15 or loopback)")
+	dst := fs.String("dst", "", "the echo's IPv4 address, with its port (198.18.0.2:5000) or at --port (198.18.0.0/15 or loopback)")
 	rateS := fs.String("rate", "20k", "offered rate, messages per second (20k, 1.6M)")
 	duration := fs.Duration("duration", 5e9, "measured time")
 	warmup := fs.Duration("warmup", 1e9, "warm-up, sent but not measured")
@@ -78,11 +78,11 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	if err != nil {
 		return fail(ClassConfig, err)
 	}
-	dstIP, err := parseAddr("dst", *dst)
+	dstAP, err := parseDest("dst", *dst)
 	if err != nil {
 		return fail(ClassConfig, err)
 	}
-	if !dstIP.IsValid() {
+	if !dstAP.Addr().IsValid() {
 		return fail(ClassConfig, fmt.Errorf("--dst: the echo's address is required"))
 	}
 	if *size < load.HeaderLen {
@@ -98,7 +98,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	if err != nil {
 		return fail(ClassConfig, err)
 	}
-	cfg.Dests, cfg.DstMAC = []netip.Addr{dstIP}, mac
+	cfg.Dests, cfg.DstMAC = []netip.AddrPort{dstAP}, mac
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -180,7 +180,7 @@ func TestRunGroup(t *testing.T) {
 		if !ready {
 			t.Errorf("queue %d ran before ready", q)
 		}
-		ran[q] = b.Queue([]byte("hello")) && b.Flush() == nil
+		ran[q] = b.Queue([]byte("hello")) == nil && b.Flush() == nil
 	})
 	if err != nil || st.Mode != "fake group, 3 queues closed" || st.TxSent != 3 {
 		t.Fatalf("stats %+v, %v; want the group's, read after the queues closed, 3 sent", st, err)

@@ -32,17 +32,17 @@ func newLoopBackend(n, size int) *loopBackend {
 	return b
 }
 
-func (b *loopBackend) Queue(p []byte) bool { return b.QueueTo(p, netip.AddrPort{}) }
-func (b *loopBackend) QueueTo(p []byte, _ netip.AddrPort) bool {
+func (b *loopBackend) Queue(p []byte) error { return b.QueueTo(p, netip.AddrPort{}) }
+func (b *loopBackend) QueueTo(p []byte, _ netip.AddrPort) error {
 	if b.tail-b.head >= len(b.slots) {
 		b.st.TxBackpressure++
-		return false
+		return core.ErrBackPressure
 	}
 	i := b.tail % len(b.slots)
 	b.lens[i] = copy(b.slots[i], p)
 	b.tail++
 	b.st.TxQueued++
-	return true
+	return nil
 }
 func (b *loopBackend) Flush() error { b.st.TxSent += uint64(b.tail - b.fl); b.fl = b.tail; return nil }
 func (b *loopBackend) Rx(pkts []core.Packet) (int, error) {

@@ -98,7 +98,7 @@ func TestEchoStreamHoldsRefusedAnswersUserspace(t *testing.T) {
 	done := startEcho(ctx, srv)
 	defer cancel()
 	cli, err := tcp.NewOverFrameIO(core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio",
-		LocalIP: cliIP, Dests: []netip.Addr{srvIP}, Port: 5000, MaxDatagram: size}, pb, tcp.Options{Mode: "memio"})
+		LocalIP: cliIP, Dests: []netip.AddrPort{netip.AddrPortFrom(srvIP, 5000)}, Port: 5000, MaxDatagram: size}, pb, tcp.Options{Mode: "memio"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestEchoStreamHoldsRefusedAnswersUserspace(t *testing.T) {
 			cancel()
 			t.Fatalf("%d of %d answers; echo %+v", got, n, <-done)
 		}
-		for sent < n && func() bool { binary.BigEndian.PutUint32(msg, sent); return cli.Queue(msg) }() {
+		for sent < n && func() bool { binary.BigEndian.PutUint32(msg, sent); return cli.Queue(msg) == nil }() {
 			sent++
 		}
 		cli.Flush()

@@ -23,7 +23,7 @@ type rxRecorder struct {
 	queuedAt   int // the Queue calls made before the flood was all read (-1: not yet)
 }
 
-func (r *rxRecorder) Queue(p []byte) bool {
+func (r *rxRecorder) Queue(p []byte) error {
 	r.queued++
 	r.sinceRx++
 	return r.Backend.Queue(p)
@@ -49,7 +49,7 @@ func memioPair(t *testing.T) (client, server *udp.Raw, a *memio.Port) {
 	a, b := memio.NewPair(memio.Options{Seed: memio.Seed(t)})
 	ipA, ipB := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	var err error
-	client, err = udp.NewRaw(core.Config{Kind: core.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.Addr{ipB},
+	client, err = udp.NewRaw(core.Config{Kind: core.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.AddrPort{netip.AddrPortFrom(ipB, 5000)},
 		Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACB}, a, udp.RawOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestLoadReadsWhileBehind(t *testing.T) {
 	to := netip.AddrPortFrom(netip.MustParseAddr("198.18.0.1"), 40000)
 	for i := range flood {
 		foreign.Stamp(uint64(i), 0)
-		if !server.QueueTo(foreign, to) {
+		if server.QueueTo(foreign, to) != nil {
 			t.Fatalf("flood message %d refused", i)
 		}
 	}

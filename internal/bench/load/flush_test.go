@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/internal/bench/benchtest"
+	"github.com/dgramio/dgramio/internal/core"
 )
 
 // heldClient is a client whose Queue refuses while it holds bytes that
@@ -18,11 +19,14 @@ type heldClient struct {
 	held bool
 }
 
-func (c *heldClient) Queue(p []byte) bool {
+func (c *heldClient) Queue(p []byte) error {
 	c.mu.Lock()
 	held := c.held
 	c.mu.Unlock()
-	return !held && c.Backend.Queue(p)
+	if held {
+		return core.ErrBackPressure
+	}
+	return c.Backend.Queue(p)
 }
 
 func (c *heldClient) Flush() error {

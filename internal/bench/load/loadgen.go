@@ -445,7 +445,9 @@ func (l *loader) flush() error {
 // sendDue queues the messages scheduled at or before now, at most
 // SendBurst batches of them, and counts those that were already due at the
 // previous call as late. It reports whether there was any. A message
-// Queue refuses (back-pressure) is not sent and not retried, but the first
+// Queue refuses (back-pressure, or no connection) is not sent and not
+// retried; a message too large or a closed backend ends the run with the
+// error, since no later message could go either. The first
 // refusal of a call makes it Flush
 // even with nothing queued since the last Flush: a backend may hold bytes
 // an earlier Flush released that only its next Flush (or Rx) hands on,
@@ -476,7 +478,10 @@ func (l *loader) sendDue(now int64) (bool, error) {
 			}
 		}
 		l.msg.Stamp(l.seq(seq), s)
-		if !l.b.Queue(l.msg) {
+		if qerr := l.b.Queue(l.msg); qerr != nil {
+			if qerr == core.ErrTooLarge || qerr == core.ErrClosed {
+				return did, fmt.Errorf("queue: %w", qerr) // no later message can go
+			}
 			r.Total.NotSent++
 			if win {
 				r.NotSent++

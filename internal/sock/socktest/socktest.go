@@ -135,10 +135,13 @@ func Echo(ctx context.Context, srv core.Backend) error {
 			return err
 		}
 		for i := 0; i < n; i++ {
+			if pkts[i].Event != core.EventData {
+				continue // a connection's event (Config.Events)
+			}
 			// A peer that stops reading (or went away) makes QueueTo refuse
 			// for good: give up on that message after a while.
 			var giveUp time.Time
-			for !srv.QueueTo(pkts[i].Data, pkts[i].From) {
+			for srv.QueueTo(pkts[i].Data, pkts[i].From) != nil {
 				if err := srv.Flush(); err != nil && !errors.As(err, &pe) {
 					return err
 				}
@@ -212,7 +215,7 @@ func Exchange(cli core.Backend, n, window int, size func(i int) int) error {
 		for next < n && next-got < window {
 			p := buf[:size(next)]
 			Payload(p, uint32(next))
-			if !cli.Queue(p) {
+			if cli.Queue(p) != nil {
 				break
 			}
 			next++
@@ -292,8 +295,8 @@ func CloseDuringRx(t testing.TB, rounds int, open func() core.Backend) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("round %d: the poll loop did not end after Close", r)
 		}
-		if b.Queue([]byte("x")) {
-			t.Fatalf("round %d: Queue accepted a message after Close", r)
+		if err := b.Queue([]byte("x")); err != core.ErrClosed || !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("round %d: Queue after Close: %v, want core.ErrClosed (net.ErrClosed)", r, err)
 		}
 		if _, err := b.Rx(make([]core.Packet, 1)); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("round %d: Rx after Close: %v", r, err)

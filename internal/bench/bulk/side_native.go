@@ -1,0 +1,252 @@
+package bulk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/stack"
+	"github.com/dgramio/dgramio/stack/native"
+	"github.com/dgramio/dgramio/tcp"
+	"github.com/dgramio/dgramio/tcp/netconn"
+)
+
+// nativeOptions are the engine options a tcp-xdp or tcp-dpdk Backend of
+// cfg runs its native engine with (package tcp maps Config.TCP onto them
+// the same way; the defaults of both are the engine's): the bulk side
+// runs the engine itself, under no stream layer, so that what it measures
+// is the engine moving bytes.
+func nativeOptions(cfg core.Config, opts tcp.Options, conns int) native.Options {
+	t := tcp.TuningFromConfig(cfg)
+	o := native.Options{
+		Addr:       cfg.LocalIP,
+		PrefixLen:  opts.PrefixLen,
+		Gateway:    opts.Gateway,
+		Neighbors:  stack.OptionsFromConfig(cfg).Neighbors,
+		SendBuf:    t.SendBuf,
+		RecvBuf:    t.RecvBuf,
+		MinRTO:     t.MinRTO,
+		MaxRetries: t.MaxRetries,
+		DelayedACK: t.DelayedACK,
+		Nagle:      !t.NoDelay,
+		NoSACK:     !t.SACK,
+		Congestion: native.NewReno,
+		SYNBacklog: MaxConns,
+		MaxConns:   conns + 16,
+	}
+	o.AllOnLink = o.PrefixLen == 0
+	if o.MinRTO > native.DefaultMaxRTO {
+		o.MaxRTO = o.MinRTO
+	}
+	if t.Congestion == core.CongestionCubic {
+		o.Congestion = native.CUBIC
+	}
+	return o
+}
+
+// runNative is the native engine over the kind's FrameIO (tcp.OpenXDP's
+// AF_XDP socket and XDP program, or the DPDK port), driven by one poll
+// loop on this goroutine: Poll, read and write every connection, Flush;
+// when a round moved nothing, Engine.Wait (unless Busy).
+func (s *side) runNative(ctx context.Context) error {
+	sp := s.spec
+	cfg := core.Config{Kind: s.row.Kind, Iface: sp.Iface, LocalIP: sp.Local, Port: sp.Port, Role: core.RoleClient, Dests: []netip.AddrPort{netip.AddrPortFrom(sp.Peer, sp.Port)}}
+	if sp.Server {
+		cfg.Role, cfg.Dests = core.RoleServer, nil
+	}
+	cfg.TCP.Stack = core.TCPStackNative
+	open := tcp.OpenXDP
+	if s.row.Kind == core.KindTCPDPDK {
+		open = netconn.OpenDPDK // tcp.NewDPDK's port, which OpenDPDK opens for either engine
+		cfg = cfg.WithDefaults()
+	}
+	fio, opts, err := open(cfg)
+	if err != nil {
+		return err
+	}
+	if s.row.Kind == core.KindTCPDPDK {
+		opts.Mode = "native over dpdk (" + fio.Stats().Mode + ")" // OpenDPDK names netstack
+	}
+	release := opts.Close
+	if release == nil {
+		release = fio.Close
+	}
+	defer release()
+	e, err := native.New(fio, nativeOptions(cfg.WithDefaults(), opts, sp.Conns))
+	if err != nil {
+		return fmt.Errorf("native engine: %w", err)
+	}
+	defer e.Close()
+	conns, err := s.nativeConnect(ctx, e)
+	if err != nil {
+		return err
+	}
+	counters := func() (map[string]uint64, uint64) {
+		m := layerMap(e.AppendCounters(nil))
+		fs := fio.Stats()
+		for k, v := range layerMap(fs.Layers) {
+			m[k] = v
+		}
+		m["frameio.rx_dropped"], m["frameio.tx_dropped"], m["frameio.tx_ring_full"] = fs.RxDropped, fs.TxDropped, fs.TxRingFull
+		return m, m[native.Layer+".tcp_retransmits"]
+	}
+	mode := opts.Mode
+	if mode == "" {
+		mode = fio.Stats().Mode
+	}
+	loop := "sleeping in Engine.Wait when a round moves nothing"
+	if sp.Busy {
+		loop = "spinning"
+	}
+	runs := "the engine of tcp-xdp's Backend, driven directly: " + mode + " (one poll loop for every connection, " + loop + "; reads in place with Peek)"
+	if err := s.nativeMove(ctx, e, conns, counters, runs); err != nil {
+		return err
+	}
+	// Keep the engine running until the parent ends the cell, so that our
+	// last segments and FIN are acknowledged and retransmitted if lost.
+	for ctx.Err() == nil {
+		e.Poll(256)
+		for _, c := range conns {
+			_, _ = c.Read(nil)
+		}
+		_ = e.Flush()
+		_ = e.Wait(ctx)
+	}
+	return nil
+}
+
+// nativeConnect listens and accepts (server) or dials (client) the
+// spec's connections, driving the engine until each is established.
+func (s *side) nativeConnect(ctx context.Context, e *native.Engine) ([]*native.Conn, error) {
+	sp := s.spec
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	var conns []*native.Conn
+	var ln *native.Listener
+	if sp.Server {
+		var err error
+		if ln, err = e.Listen(sp.Port, MaxConns); err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+		s.ready()
+	} else {
+		for range sp.Conns {
+			c, err := e.Dial(netip.AddrPortFrom(sp.Peer, sp.Port), 0)
+			if err != nil {
+				return nil, fmt.Errorf("dial: %w", err)
+			}
+			conns = append(conns, c)
+		}
+	}
+	for {
+		e.Poll(256)
+		if ln != nil {
+			for len(conns) < sp.Conns {
+				c, ok := ln.Accept()
+				if !ok {
+					break
+				}
+				conns = append(conns, c)
+			}
+		}
+		up := 0
+		for _, c := range conns {
+			if err := c.Err(); err != nil {
+				return nil, fmt.Errorf("connection to %s: %w", c.Peer(), err)
+			}
+			if c.State() != native.SynSent && c.State() != native.SynReceived {
+				up++
+			}
+		}
+		if err := e.Flush(); err != nil {
+			return nil, fmt.Errorf("flush: %w", err)
+		}
+		if up == sp.Conns {
+			return conns, nil
+		}
+		if err := e.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("%d of %d connections established: %w", up, sp.Conns, err)
+		}
+	}
+}
+
+// nativeMove moves the bytes of the engine's connections on this
+// goroutine and reports the side's result.
+func (s *side) nativeMove(ctx context.Context, e *native.Engine, conns []*native.Conn, counters func() (map[string]uint64, uint64), runs string) error {
+	c0, rt0 := counters()
+	ru0 := rusage()
+	start := time.Now()
+	fl := s.newFlows(start)
+	left := len(fl)
+	for left > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e.Poll(256)
+		now := time.Now()
+		progress := false
+		for i, c := range conns {
+			f := fl[i]
+			if f.finSent && f.eof {
+				continue
+			}
+			if !f.eof {
+				for {
+					p := c.Peek()
+					if len(p) == 0 {
+						break
+					}
+					if err := f.rcv.take(p, now); err != nil {
+						return fmt.Errorf("connection %d: %w", i, err)
+					}
+					c.Lend(len(p))
+					progress = true
+				}
+				if _, err := c.Read(nil); errors.Is(err, io.EOF) {
+					f.eof, f.rcv.last, progress = true, now, true
+				} else if err != nil {
+					return fmt.Errorf("connection %d: %w", i, err)
+				}
+			}
+			if !f.finSent {
+				if f.snd != nil {
+					for !f.snd.done(now) {
+						n := c.Write(f.snd.next(c.Room()))
+						if n == 0 {
+							break
+						}
+						f.snd.advance(n)
+						progress = true
+					}
+				}
+				if (f.snd != nil && f.snd.done(now)) || (f.snd == nil && f.eof) {
+					c.CloseWrite()
+					f.finSent, progress = true, true
+				}
+				if err := c.Err(); err != nil {
+					return fmt.Errorf("connection %d: %w", i, err)
+				}
+			}
+			if f.finSent && f.eof {
+				left--
+			}
+		}
+		if err := e.Flush(); err != nil {
+			return fmt.Errorf("flush: %w", err)
+		}
+		if !progress && !s.spec.Busy {
+			if err := e.Wait(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	end := time.Now()
+	c1, rt1 := counters()
+	r := SideResult{Runs: runs, Retransmits: rt1 - rt0, Counters: filterLossy(moved(c0, c1))}
+	s.finish(&r, fl, start, ru0, end)
+	return nil
+}
