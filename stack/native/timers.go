@@ -205,7 +205,7 @@ func (c *Conn) onRTO() {
 	}
 	c.retries++
 	e.cnt[cTCPTimeouts]++
-	c.ssthresh = c.lossThreshold()
+	c.ssthresh = c.rtoThreshold()
 	c.cwnd, c.caAcc = mss, 0
 	c.inRecovery, c.rtxOne, c.dupacks = false, false, 0
 	c.rackRTO()
@@ -225,7 +225,7 @@ func (c *Conn) armPersist() {
 		return
 	}
 	c.tRTO = 0
-	c.tPersist = c.e.now + min(c.rto<<c.persistShift, c.e.maxRTO)
+	c.tPersist = c.e.now + backoff(c.rto, c.persistShift, c.e.maxRTO)
 	c.e.arm(c)
 }
 
@@ -266,7 +266,7 @@ func (c *Conn) onPersist() {
 	if c.persistShift < 30 {
 		c.persistShift++
 	}
-	c.tPersist = e.now + min(c.rto<<c.persistShift, e.maxRTO)
+	c.tPersist = e.now + backoff(c.rto, c.persistShift, e.maxRTO)
 	if c.sndNxt == c.sndUna {
 		c.sendSeg(c.sndUna, flagACK, 0, 1)
 	} else {
