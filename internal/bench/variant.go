@@ -25,14 +25,21 @@ const (
 	// default engine (native).
 	VariantNative   = "native"
 	VariantNetstack = "netstack"
+	// VariantRaw is a stream kind whose echo reads and writes raw bytes
+	// (Config.Framing raw): it reflects each connection's bytes as they
+	// came instead of decoding and re-staging u16 records. The loadgen
+	// sends and reads records either way, so the row measures what raw
+	// framing costs against the plain row.
+	VariantRaw = "raw"
 )
 
 // Variants lists the variants each kind has, in the order tools show
 // them.
 var Variants = map[string][]string{
 	string(core.KindURing):   {VariantSQPoll, VariantNAPI},
-	string(core.KindTCPXDP):  {VariantNative, VariantNetstack},
-	string(core.KindTCPDPDK): {VariantNative, VariantNetstack},
+	string(core.KindTCP):     {VariantRaw},
+	string(core.KindTCPXDP):  {VariantNative, VariantNetstack, VariantRaw},
+	string(core.KindTCPDPDK): {VariantNative, VariantNetstack, VariantRaw},
 }
 
 // RowName is the name of a row as --kinds takes it and the tables show

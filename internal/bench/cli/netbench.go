@@ -187,7 +187,8 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions, status int) {
 	fs := flag.NewFlagSet("netbench", flag.ContinueOnError)
 	kinds := fs.String("kinds", "", "comma-separated kinds (default: every kind this build has), and variants measured as rows of their own: "+
-		"uring+sqpoll (SQPOLL, each tool's SQ thread on a CPU of its own: 4 CPUs), uring+napi (NAPI busy polling; the echo sleeps in io_uring_enter, GRO on the veth for those cells)")
+		"uring+sqpoll (SQPOLL, each tool's SQ thread on a CPU of its own: 4 CPUs), uring+napi (NAPI busy polling; the echo sleeps in io_uring_enter, GRO on the veth for those cells), "+
+		"tcp-xdp+native and tcp-xdp+netstack (the userspace TCP engine), tcp+raw and tcp-xdp+raw (the echo in raw-bytes framing)")
 	rates := fs.String("rates", DefaultRates, "comma-separated offered rates, messages per second")
 	duration := durationFlag(fs, "duration", 5*time.Second, "measured time per cell, like `5s`")
 	warmup := durationFlag(fs, "warmup", time.Second, "warm-up per cell, sent but not measured, like `1s`")

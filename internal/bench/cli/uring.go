@@ -166,6 +166,10 @@ func (nb *netbench) variantArgs(variant, tool string) []string {
 		return []string{"--napi"}
 	case bench.VariantNative, bench.VariantNetstack:
 		return []string{"--tcp-stack", variant}
+	case bench.VariantRaw:
+		if tool == "echo" {
+			return []string{"--framing", "raw"}
+		}
 	}
 	return nil
 }
@@ -182,6 +186,8 @@ func (nb *netbench) variantNotes(variant string) []string {
 		}
 		return []string{"NAPI busy polling registered on both rings; the echo sleeps in Wait (io_uring_enter, poll yield), where the kernel busy polls the socket's NAPI for SO_BUSY_POLL's time, " +
 			"instead of spinning on the CQ as in row uring; the loadgen spins as in every row (NAPI does not act there)"}
+	case bench.VariantRaw:
+		return []string{"raw framing: the echo reflects each connection's bytes as they came (Config.Framing raw); the loadgen sends and reads u16 records as in the plain row"}
 	}
 	return nil
 }

@@ -144,6 +144,8 @@ func TestVariantArgs(t *testing.T) {
 		{"napi", "loadgen", false, "--napi"},
 		{"napi", "echo", false, "--napi --poll yield"},
 		{"napi", "echo", true, "--napi"},
+		{"raw", "echo", false, "--framing raw"},
+		{"raw", "loadgen", false, ""},
 	} {
 		nb.o.Wait = c.wait
 		if got := strings.Join(nb.variantArgs(c.variant, c.tool), " "); got != c.want {
