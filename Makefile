@@ -1,5 +1,7 @@
 # dgramio — make test is the one test command (CI runs it through .ci/run).
 #
+#   make tools   the command-line tools into bin/: dgramio-echo,
+#                dgramio-loadgen, netbench, httpxdp, ... (docs/tools.md)
 #   make deps    Go modules; DPDK 22.11 from apt when pkg-config cannot find it
 #   make test    vet, every test (privileged ones need root), the debug-build
 #                tests, a brief run of every fuzz target, then the DPDK
@@ -9,7 +11,10 @@
 #   make fuzz    every fuzz target for FUZZTIME each (default 1m)
 #   make soak    256 MiB through each stream kind over the lossy wire, and an
 #                io.Copy echo of 256 MiB on kernel tcp and tcp-xdp, three
-#                seeds (SOAK_SEEDS) each (not in CI)
+#                seeds (SOAK_SEEDS) each; 100,000 misbehaving clients against
+#                the native engine; net.Conn's io.Copy echo through the lossy
+#                wire; dgramio-bulk's loss matrix (0.1%, 1%, 3% at 0.2 ms and
+#                10 ms), byte-exact, on every stream kind (not in CI)
 #
 # With CI=true a skipped test fails the run (see internal/tools/testgate).
 
@@ -24,12 +29,15 @@ SHELL     := /bin/bash
 
 TESTGATE := $(GO) run ./internal/tools/testgate
 
-.PHONY: all build deps deps-go deps-dpdk vet test test-go test-debug test-dpdk fuzz-brief fuzz bench soak clean
+.PHONY: all build tools deps deps-go deps-dpdk vet test test-go test-debug test-dpdk fuzz-brief fuzz bench soak clean
 
 all: build
 
 build:
 	$(GO) build ./...
+
+tools:
+	$(GO) build -o bin/ ./cmd/...
 
 deps: deps-go deps-dpdk
 
@@ -122,6 +130,10 @@ soak:
 		SOAK=1 $(GO) test -tags dpdk -count=1 -run '^TestFaultLossyWire' -v -timeout 60m ./internal/faulttest/ && \
 		SOAK=1 $(GO) test -tags dpdk -count=$(SOAK_SEEDS) -run '^TestFaultCopyWire/tcp-dpdk' -v -timeout 60m ./internal/faulttest/; \
 	else echo "soak: libdpdk missing, tcp-dpdk not soaked"; fi
+	SOAK=1 $(GO) test -count=1 -run '^TestSoakMisbehavingClients$$' -v -timeout 30m ./stack/native/
+	SOAK=1 $(GO) test -count=1 -run '^TestCopyLossyWire' -v -timeout 30m ./tcp/netconn/
+	$(GO) run ./cmd/dgramio-bulk --kinds tcp,tcp-xdp,tcp-xdp+netstack --conns 1,16 --dir both \
+		--loss 0.1%,1%,3% --delay 0.2ms,10ms --duration 5s --out $${TMPDIR:-/tmp}/dgramio-soak-bulk
 
 clean:
-	rm -rf bench/results
+	rm -rf bench/results bin

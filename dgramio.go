@@ -177,6 +177,36 @@ func New(cfg Config) (Backend, error) {
 	return e.open(cfg)
 }
 
+// Byte streams and connection events of the stream kinds (tcp, tcp-xdp,
+// tcp-dpdk): Config.Framing, Config.Events, Packet.Event and Conns.
+type (
+	// Framing is Config.Framing: FramingU16, FramingU32 or FramingRaw.
+	Framing = core.Framing
+	// Event is Packet.Event: EventData, or what happened to the
+	// connection Packet.From names.
+	Event = core.Event
+	// Conns is implemented by the Backend of every stream kind: close,
+	// reset, pause or resume one connection from the poll loop.
+	Conns = core.Conns
+)
+
+// The framings and the events.
+const (
+	FramingU16   = core.FramingU16
+	FramingRaw   = core.FramingRaw
+	FramingU32   = core.FramingU32
+	EventData    = core.EventData
+	EventOpened  = core.EventOpened
+	EventPeerFIN = core.EventPeerFIN
+	EventReset   = core.EventReset
+	EventEnded   = core.EventEnded
+	EventStalled = core.EventStalled
+)
+
+// ErrNoConn is what the Conns methods return for an address that names
+// no connection.
+var ErrNoConn = core.ErrNoConn
+
 // What Queue and QueueTo return besides nil, the same on every kind (see
 // docs/sending.md). Each is a plain value: compare with errors.Is.
 var (

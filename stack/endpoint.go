@@ -17,6 +17,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/fdwait"
 )
 
 // ethHeader is the length of an Ethernet header without VLAN tag.
@@ -536,7 +537,7 @@ func (e *Endpoint) Sleep(ctx context.Context) error {
 	if e.irq != nil {
 		err := w.Wait(ctx)
 		e.wakePending.Store(false)
-		return err
+		return fdwait.Cause(ctx, err)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -557,6 +558,9 @@ func (e *Endpoint) Sleep(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			return fdwait.Expired(ctx)
 		}
 		if e.wakePending.Swap(false) {
 			return nil

@@ -152,7 +152,7 @@ func (s *Stack) AppendCounters(dst []core.Counter) []core.Counter {
 	add("tcp_resets_sent", t.ResetsSent.Value(), false)
 	add("tcp_resets_received", t.ResetsReceived.Value(), false)
 	add("tcp_send_errors", t.SegmentSendErrors.Value(), false)
-	add("tcp_established", t.CurrentEstablished.Value(), false)
+	dst = append(dst, core.Counter{Layer: "netstack", Name: "tcp_established", Value: t.CurrentEstablished.Value(), Gauge: true})
 	add("tcp_active_opens", t.ActiveConnectionOpenings.Value(), false)
 	add("tcp_passive_opens", t.PassiveConnectionOpenings.Value(), false)
 	add("tcp_failed_connects", t.FailedConnectionAttempts.Value(), false)

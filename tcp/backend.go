@@ -22,10 +22,12 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/guard"
 	layer "github.com/dgramio/dgramio/internal/stream"
 	"github.com/dgramio/dgramio/stack"
 	"github.com/dgramio/dgramio/stack/native"
+	"github.com/dgramio/dgramio/tcp/record"
 )
 
 // Options are what NewOverFrameIO needs beyond core.Config: what the
@@ -160,9 +162,10 @@ const pollBudget = 256
 //     stream moves on (and Queue's back-pressure clears) without another
 //     Flush; records queued after the Flush still wait for the next one.
 //     A connection that takes no byte for TCP.SendStall while records wait
-//     makes Flush return a *SendStallError (errors.Is ErrSendStall), once
-//     per stall: the peer stopped reading. The connection stays; close the
-//     backend or keep waiting.
+//     is counted (layer "stream" "send_stalls") and, with Config.Events,
+//     delivered by Rx as an EventStalled whose Err is a *SendStallError
+//     (errors.Is ErrSendStall), once per stall: the peer stopped reading.
+//     The connection stays; wait, or CloseConn or ResetConn it.
 //   - Every Rx and Flush drives the stack: it delivers received frames to
 //     netstack (ACKs included, so a sender whose window is closed takes the
 //     ACKs that open it by flushing or receiving), hands netstack the
@@ -170,17 +173,22 @@ const pollBudget = 256
 //     netstack wrote, once per call; a Flush that an Rx came before since
 //     the last Flush (a poll loop's step: Rx, then the answers' Flush)
 //     leaves the receiving to that Rx and the next.
-//   - Rx returns whole records; Data points into the connection's Decoder
-//     and is valid until the next Rx. From is the connection's peer.
+//   - Rx returns whole records (Config.FramingRaw: the bytes as they
+//     arrived, at most MaxDatagram a Packet); Data points into the
+//     connection's Decoder (or the native engine's receive ring) and is
+//     valid until the next Rx. From is the connection's peer.
 //   - A peer's FIN ends its direction only: it is counted (PeerCloses)
-//     and reported once, after the records before it are delivered, as a
-//     *core.PeerError (Reset false) by the next Rx or Flush that has
-//     nothing else to return; answers queued before that error is returned
-//     still go out, then the backend closes its side. A reset is counted
-//     (Resets), its connection removed (records still staged for it are
-//     counted in TxDropped) and reported the same way. A server goes on
-//     serving its other connections; a client goes on with its other Dests
-//     (with none left, Queue has nowhere to send: core.ErrNoRoute).
+//     and, with Config.Events, delivered once, after the records before
+//     it, as an EventPeerFIN of the connection; answers queued until the
+//     Flush after the Rx that delivers it still go out, then the backend
+//     closes its side (EventEnded). A reset is counted (Resets), its
+//     connection removed (records still staged for it are counted in
+//     TxDropped) and delivered the same way (EventReset, EventEnded).
+//     Neither is an error of Rx or Flush. A server goes on serving its
+//     other connections; a client goes on with its other Dests (with none
+//     left, Queue has nowhere to send: core.ErrNoRoute). The loop
+//     closes, resets, pauses and resumes one connection through
+//     core.Conns.
 //   - The connection set, staging, decoding and counting are the stream
 //     layer's (internal/stream), shared with kind tcp; netstack's
 //     endpoints are its transport.
@@ -306,26 +314,38 @@ func checkConfig(cfg core.Config) error {
 	if cfg.TxQueue < 1 || cfg.RxBatch < 1 {
 		return bad("TxQueue", cfg.TxQueue, "TxQueue and RxBatch must be positive")
 	}
+	if f := cfg.Framing; f != "" && f != core.FramingU16 && f != core.FramingRaw && f != core.FramingU32 {
+		return bad("Framing", f, "use \"u16\", \"raw\" or \"u32\"")
+	}
 	return TuningFromConfig(cfg).ValidateFor(cfg.TCP.Stack)
 }
 
 // stagingSize is a connection's send staging: TxQueue records of
 // MaxDatagram, at most 4 MiB (netstack's send buffer is the real queue).
 func stagingSize(cfg core.Config) int {
-	n := cfg.TxQueue * (HeaderLen + cfg.MaxDatagram)
+	hl := prefixLen(cfg)
+	n := cfg.TxQueue * (hl + cfg.MaxDatagram)
 	if n > 4<<20 {
 		n = 4 << 20
 	}
-	if n < HeaderLen+cfg.MaxDatagram {
-		n = HeaderLen + cfg.MaxDatagram
+	if n < hl+cfg.MaxDatagram {
+		n = hl + cfg.MaxDatagram
 	}
 	return n
+}
+
+// prefixLen is the length of a record's prefix in cfg's framing.
+func prefixLen(cfg core.Config) int {
+	if cfg.Framing == core.FramingU32 {
+		return record.HeaderLen32
+	}
+	return HeaderLen
 }
 
 // decoderSize is a connection's receive buffer: RxBatch records of
 // MaxDatagram plus one partial record, at least 64 KiB, at most 4 MiB.
 func decoderSize(cfg core.Config) int {
-	n := (cfg.RxBatch + 1) * (HeaderLen + cfg.MaxDatagram)
+	n := (cfg.RxBatch + 1) * (prefixLen(cfg) + cfg.MaxDatagram)
 	if n < 64<<10 {
 		n = 64 << 10
 	}
@@ -403,6 +423,8 @@ func layerOptions(cfg core.Config) layer.Options {
 		StallError: func(peer netip.AddrPort, stalled time.Duration) error {
 			return &SendStallError{Peer: peer, Stalled: stalled}
 		},
+		Framing: cfg.Framing,
+		Events:  cfg.Events,
 	}
 }
 
@@ -423,6 +445,7 @@ func (b *Backend) fullAddr(a netip.Addr, port uint16) tcpip.FullAddress {
 
 func (b *Backend) newConn(ep tcpip.Endpoint, wq *waiter.Queue, peer netip.AddrPort) *conn {
 	c := &conn{b: b, ep: ep, wq: wq, peer: peer}
+	c.sent.SetFraming(b.cfg.Framing)
 	c.entry.Init(c, waiter.ReadableEvents|waiter.WritableEvents|waiter.EventHUp|waiter.EventErr)
 	wq.EventRegister(&c.entry)
 	c.ready.Store(true)
@@ -835,11 +858,49 @@ func (b *Backend) Hold(peer netip.AddrPort, on bool) bool {
 	return b.s.Hold(peer, on)
 }
 
+// CloseConn implements core.Conns: the connection to peer closes in
+// order (stream.Layer.CloseConn): what was queued goes out at the next
+// Flush, then our FIN; nothing more of it is delivered.
+func (b *Backend) CloseConn(peer netip.AddrPort) error {
+	if !b.guard.Enter() {
+		return core.ErrClosed
+	}
+	defer b.guard.Exit()
+	return layer.ConnErr(b.s.CloseConn(peer))
+}
+
+// ResetConn implements core.Conns: the connection to peer is reset (RST)
+// at the next Rx or Flush (stream.Layer.ResetConn).
+func (b *Backend) ResetConn(peer netip.AddrPort) error {
+	if !b.guard.Enter() {
+		return core.ErrClosed
+	}
+	defer b.guard.Exit()
+	return layer.ConnErr(b.s.ResetConn(peer))
+}
+
+// Pause implements core.Conns: Hold(peer, true).
+func (b *Backend) Pause(peer netip.AddrPort) error {
+	if !b.guard.Enter() {
+		return core.ErrClosed
+	}
+	defer b.guard.Exit()
+	return layer.ConnErr(b.s.Hold(peer, true))
+}
+
+// Resume implements core.Conns: Hold(peer, false).
+func (b *Backend) Resume(peer netip.AddrPort) error {
+	if !b.guard.Enter() {
+		return core.ErrClosed
+	}
+	defer b.guard.Exit()
+	return layer.ConnErr(b.s.Hold(peer, false))
+}
+
 // Flush drives the stack, hands every connection's staged records to
 // netstack and kicks what netstack wrote. It never blocks. It returns a
-// reported peer event (*core.PeerError: a FIN or a reset; *SendStallError)
-// once, a device error from the FrameIO's Kick, or net.ErrClosed after
-// Close.
+// device error from the FrameIO's Kick, or net.ErrClosed after Close; a
+// connection's end or stall is no error (an event, with Config.Events).
 func (b *Backend) Flush() error {
 	if !b.guard.Enter() {
 		return net.ErrClosed
@@ -854,8 +915,9 @@ func (b *Backend) Flush() error {
 // bytes of earlier Flushes that its send buffer refused (a caller whose
 // Queue is refused need not Flush for the stream to move). A record longer
 // than MaxDatagram is skipped as it arrives and counted in RxTruncated.
-// The error is a peer's FIN or reset (*core.PeerError), reported once,
-// when Rx has no record to return; net.ErrClosed after Close.
+// With Config.Events each connection's life comes as Packets with Event
+// set. The error is net.ErrClosed after Close or a device error; never a
+// connection's end or stall.
 func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	if !b.guard.Enter() {
 		return 0, net.ErrClosed
@@ -905,7 +967,7 @@ func (b *Backend) Wait(ctx context.Context) error {
 	if b.guard.Closed() {
 		return net.ErrClosed
 	}
-	return err
+	return fdwait.Cause(ctx, err)
 }
 
 // waitNative is Wait with the native engine: it reads the layer and the

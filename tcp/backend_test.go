@@ -420,10 +420,27 @@ func TestCloseAndReset(t *testing.T) { engines(t, testCloseAndReset) }
 func testCloseAndReset(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
+	// collect records the ends of connections the server delivers
+	// (Config.Events: an EventPeerFIN as a *core.PeerError of Reset false,
+	// an EventReset as its Err) and any error of Rx, which must be none.
 	collect := func(b *Backend) func(context.Context) bool {
 		pkts := make([]core.Packet, 8)
 		return func(ctx context.Context) bool {
-			_, err := b.Rx(pkts)
+			n, err := b.Rx(pkts)
+			for _, p := range pkts[:n] {
+				var end error
+				switch p.Event {
+				case core.EventPeerFIN:
+					end = &core.PeerError{Peer: p.From}
+				case core.EventReset:
+					end = p.Err
+				}
+				if end != nil {
+					mu.Lock()
+					errs = append(errs, end)
+					mu.Unlock()
+				}
+			}
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) {
 					return false
@@ -448,7 +465,7 @@ func testCloseAndReset(t *testing.T) {
 				mu.Unlock()
 				var pe *core.PeerError
 				if !errors.As(err, &pe) {
-					t.Fatalf("server error %v is not a PeerError", err)
+					t.Fatalf("server error %v is not a connection's end", err)
 				}
 				return pe
 			}
@@ -458,8 +475,10 @@ func testCloseAndReset(t *testing.T) {
 		return nil
 	}
 
+	srvCfg, cliCfg := serverConfig(), clientConfig()
+	srvCfg.Events, cliCfg.Events = true, true
 	t.Run("close", func(t *testing.T) {
-		srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), collect)
+		srv, cli, _, _ := setup(t, memio.Options{}, srvCfg, cliCfg, collect)
 		if err := cli.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -478,7 +497,7 @@ func testCloseAndReset(t *testing.T) {
 		}
 	})
 	t.Run("reset", func(t *testing.T) {
-		srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), collect)
+		srv, cli, _, _ := setup(t, memio.Options{}, srvCfg, cliCfg, collect)
 		cli.s.Conn(0).Abort() // RST (the layer removes it at the next call)
 		cli.Flush()
 		pe := waitErr(srv)
@@ -488,10 +507,21 @@ func testCloseAndReset(t *testing.T) {
 		if s := srv.Stats(); s.Resets != 1 || s.Conns != 0 {
 			t.Fatalf("server stats %+v", s)
 		}
-		// The client sees its own aborted connection as gone too.
-		_, err := cli.Rx(make([]core.Packet, 1))
-		if !isPeer(err) {
-			t.Fatalf("client Rx after abort: %v", err)
+		// The client sees its own aborted connection as gone too: a
+		// reset (after its EventOpened), no error.
+		var evs []core.Event
+		pkts := make([]core.Packet, 4)
+		for range 10 {
+			n, err := cli.Rx(pkts)
+			if err != nil {
+				t.Fatalf("client Rx after abort: %v", err)
+			}
+			for _, p := range pkts[:n] {
+				evs = append(evs, p.Event)
+			}
+		}
+		if fmt.Sprint(evs) != "[opened reset ended]" {
+			t.Fatalf("client events after abort: %v, want [opened reset ended]", evs)
 		}
 	})
 }
@@ -513,6 +543,7 @@ func startPaused(t *testing.T, stall time.Duration, flush bool) (*pausedServer, 
 	p := &pausedServer{}
 	ccfg := clientConfig()
 	ccfg.TCP.SendStall = stall
+	ccfg.Events = true // its stalls come as EventStalled
 	_, cli, _, _ := setup(t, memio.Options{}, serverConfig(), ccfg, p.body(flush))
 	return p, cli
 }
@@ -557,7 +588,8 @@ func (p *pausedServer) body(flush bool) func(*Backend) func(context.Context) boo
 
 // TestBackpressure: a server that keeps its stack running but stops
 // reading. The client's Queue turns false (nothing lost, nothing cut), its
-// Flush reports ErrSendStall after TCP.SendStall, and when the server reads
+// Rx delivers an EventStalled (Err matching ErrSendStall) after
+// TCP.SendStall, never an error of Flush or Rx, and when the server reads
 // again every record arrives, in order.
 func TestBackpressure(t *testing.T) { engines(t, testBackpressure) }
 
@@ -569,6 +601,7 @@ func testBackpressure(t *testing.T) {
 	var sent uint64
 	var stall error
 	start := time.Now()
+	pkts := make([]core.Packet, 16)
 	for deadline := start.Add(60 * time.Second); stall == nil; {
 		if time.Now().After(deadline) {
 			t.Fatalf("no stall reported; sent %d, stats %+v", sent, cli.Stats())
@@ -577,13 +610,26 @@ func testBackpressure(t *testing.T) {
 			sent++
 		}
 		if err := cli.Flush(); err != nil {
-			var se *SendStallError
-			if !errors.Is(err, ErrSendStall) || !errors.As(err, &se) || se.Peer.Addr() != srvIP || se.Stalled < sendStall {
-				t.Fatalf("Flush: %v", err)
+			t.Fatalf("Flush: %v", err)
+		}
+		n, err := cli.Rx(pkts)
+		if err != nil {
+			t.Fatalf("Rx: %v", err)
+		}
+		for _, p := range pkts[:n] {
+			if p.Event != core.EventStalled {
+				continue
 			}
-			stall = err
+			var se *SendStallError
+			if !errors.Is(p.Err, ErrSendStall) || !errors.As(p.Err, &se) || se.Peer.Addr() != srvIP || se.Stalled < sendStall || p.From != se.Peer {
+				t.Fatalf("EventStalled of %v: %v", p.From, p.Err)
+			}
+			stall = p.Err
 		}
 		time.Sleep(time.Millisecond)
+	}
+	if v := sendStalls(cli); v != 1 {
+		t.Errorf("send_stalls %d, want 1", v)
 	}
 	st := cli.Stats()
 	t.Logf("stalled after %v with %d records accepted; %v", time.Since(start).Round(time.Millisecond), sent, stall)
@@ -600,7 +646,7 @@ func testBackpressure(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("server got %d of %d records; client %+v", got.Load(), sent, cli.Stats())
 		}
-		if err := cli.Flush(); err != nil && !errors.Is(err, ErrSendStall) {
+		if err := cli.Flush(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)
@@ -751,11 +797,9 @@ func testBackpressureClearsWithoutFlush(t *testing.T) {
 			sent++
 		}
 		if err := cli.Flush(); err != nil {
-			if !errors.Is(err, ErrSendStall) {
-				t.Fatalf("Flush: %v", err)
-			}
-			stalled = true
+			t.Fatalf("Flush: %v", err)
 		}
+		stalled = sendStalls(cli) > 0
 		time.Sleep(time.Millisecond)
 	}
 	if cli.Queue(makeRecord(buf, sent, 1000)) != core.ErrBackPressure {
@@ -1020,4 +1064,11 @@ func testWaitReturnsForDecodedRecords(t *testing.T) {
 	if fmt.Sprint(got) != "[a b c]" {
 		t.Fatalf("records %q", got)
 	}
+}
+
+// sendStalls is b's count of send stalls (layer "stream" "send_stalls").
+func sendStalls(b core.Backend) uint64 {
+	st := b.Stats()
+	v, _ := st.Counter("stream", "send_stalls")
+	return v
 }

@@ -10,16 +10,16 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
-// ErrSendStall is matched (errors.Is) by the *SendStallError that Flush
-// returns when a connection took no byte for Config.TCP.SendStall while
-// records waited for it.
+// ErrSendStall is matched (errors.Is) by the *SendStallError of an
+// EventStalled (Config.Events): a connection took no byte for
+// Config.TCP.SendStall while records waited for it.
 var ErrSendStall = errors.New("peer stopped reading")
 
 // SendStallError says that a connection's send window stayed closed for
 // Stalled (at least Config.TCP.SendStall) while records waited: the peer's
 // stack answers but its application stopped reading. The connection stays
 // open and its records stay queued; Queue refuses (back-pressure) until the
-// peer reads again. Close the backend, or keep flushing and waiting.
+// peer reads again. Wait, or close or reset the connection (core.Conns).
 type SendStallError struct {
 	Peer    netip.AddrPort
 	Stalled time.Duration

@@ -13,7 +13,9 @@ import (
 )
 
 // rxFor calls cli.Rx (sleeping in Wait between empty rounds) until done
-// says so or 20 s pass, handing each record and error to onRec/onErr.
+// says so or 20 s pass, handing each record to onRec, and each error and
+// end of a connection (Config.Events: an EventPeerFIN as a
+// *core.PeerError of Reset false, an EventReset as its Err) to onErr.
 func rxFor(t *testing.T, cli *Backend, onRec func([]byte), onErr func(error), done func() bool) {
 	t.Helper()
 	pkts := make([]core.Packet, 64)
@@ -27,7 +29,14 @@ func rxFor(t *testing.T, cli *Backend, onRec func([]byte), onErr func(error), do
 		}
 		n, err := cli.Rx(pkts)
 		for _, p := range pkts[:n] {
-			onRec(p.Data)
+			switch p.Event {
+			case core.EventData:
+				onRec(p.Data)
+			case core.EventPeerFIN:
+				onErr(&core.PeerError{Peer: p.From})
+			case core.EventReset:
+				onErr(p.Err)
+			}
 		}
 		if err != nil {
 			onErr(err)
@@ -70,7 +79,9 @@ func TestHalfCloseAnswersFlow(t *testing.T) { engines(t, testHalfCloseAnswersFlo
 
 func testHalfCloseAnswersFlow(t *testing.T) {
 	const n, size = 2000, 1000
-	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), clientConfig(), nil)
+	cc := clientConfig()
+	cc.Events = true
+	srv, cli, _, _ := setup(t, memio.Options{}, serverConfig(), cc, nil)
 	buf := make([]byte, size)
 	scratch := make([]byte, size)
 	var sent, got uint64

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/fdwait"
 	layer "github.com/dgramio/dgramio/internal/stream"
 	"github.com/dgramio/dgramio/stack"
 	"github.com/dgramio/dgramio/stack/native"
@@ -178,6 +179,7 @@ func (n *nativeEngine) readable(c *native.Conn) {
 // hold makes the nconn of c, a connection the engine gave the Backend.
 func (n *nativeEngine) hold(c *native.Conn) *nconn {
 	nc := &nconn{n: n, c: c}
+	nc.sent.SetFraming(n.b.cfg.Framing)
 	i := c.Slot()
 	if i >= len(n.slots) {
 		n.slots = append(n.slots, make([]*nconn, i+1-len(n.slots))...)
@@ -222,17 +224,13 @@ func (n *nativeEngine) sleep(ctx context.Context, next time.Time, armed bool) er
 			}
 			err := n.wt.Wait(ctx)
 			n.alarm.Stop()
-			return err
+			return fdwait.Cause(ctx, err)
 		}
 		c, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		err := n.wt.Wait(c)
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil // the timer is due
-		}
-		return err
+		return fdwait.Cause(ctx, n.wt.Wait(c)) // nil when the timer is due
 	}
-	return n.wt.Wait(ctx)
+	return fdwait.Cause(ctx, n.wt.Wait(ctx))
 }
 
 // nap is sleep for the poll loops of New and Close, which own the engine.

@@ -52,7 +52,13 @@ func BenchmarkOneLoop(b *testing.B) {
 		runOneLoop(b, srv, cli)
 	})
 	b.Run("tcp-xdp+native", func(b *testing.B) {
-		srv, cli := nativePair(b)
+		srv, cli := nativePair(b, core.FramingU16)
+		runOneLoop(b, srv, cli)
+	})
+	// The server in raw framing (Config.FramingRaw): it takes the
+	// client's record as the bytes that came and appends them back.
+	b.Run("tcp-xdp+native+raw", func(b *testing.B) {
+		srv, cli := nativePair(b, core.FramingRaw)
 		runOneLoop(b, srv, cli)
 	})
 }
@@ -78,13 +84,14 @@ func rawPair(b *testing.B) (srv, cli core.Backend) {
 }
 
 // nativePair is a client and a server of tcp-xdp's native engine over
-// memio, connected.
-func nativePair(b *testing.B) (srv, cli core.Backend) {
+// memio, connected; the server's framing is framing.
+func nativePair(b *testing.B, framing core.Framing) (srv, cli core.Backend) {
 	srvIP, cliIP := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	sc := core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: "memio", LocalIP: srvIP, Port: 5000}
 	cc := core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio", LocalIP: cliIP,
 		Dests: []netip.AddrPort{netip.AddrPortFrom(srvIP, 5000)}, Port: 5000, ConnectTimeout: 20 * time.Second}
 	sc.TCP.Stack, cc.TCP.Stack = core.TCPStackNative, core.TCPStackNative
+	sc.Framing = framing
 	pa, pb := memio.NewPair(memio.Options{})
 	srv, err := tcp.NewOverFrameIO(sc, pa, tcp.Options{})
 	if err != nil {

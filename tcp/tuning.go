@@ -45,7 +45,8 @@ type Tuning struct {
 	MinRTO time.Duration
 	// MaxRetries is the number of retransmissions of one segment after which
 	// the connection is given up at the next timeout (ETIMEDOUT; netstack
-	// sends no RST then). The backend reports it as a *core.PeerError
+	// sends no RST then). The backend counts it in Stats.Resets and, with
+	// Config.Events, delivers an EventReset whose Err is a *core.PeerError
 	// with Reset true and Err syscall.ETIMEDOUT.
 	MaxRetries int
 	// DelayedACK delays the ACK of in-order data (RFC 1122 §4.2.3.2) up to

@@ -342,7 +342,11 @@ func lossySetup(t *testing.T, ccfg core.Config) (*Backend, *capture, *faketime.M
 	pkts := make([]core.Packet, 1)
 	driveUntil(t, cli, func() bool {
 		k, _ := cli.Rx(pkts)
-		n += k
+		for _, p := range pkts[:k] {
+			if p.Event == core.EventData {
+				n++
+			}
+		}
 		return n == 1
 	})
 	c.reset()
@@ -387,15 +391,22 @@ func TestMaxRetries(t *testing.T) {
 	ccfg := clientConfig()
 	ccfg.TCP.MinRTO = 10 * time.Millisecond
 	ccfg.TCP.MaxRetries = retries
+	ccfg.Events = true
 	cli, c, clock := lossySetup(t, ccfg)
 	pkts := make([]core.Packet, 4)
 	var gave error
 	for i := 0; i < 20 && gave == nil; i++ {
 		clock.Advance(10 * time.Millisecond << i)
 		_, ferr := settle(cli, 20*time.Millisecond, func() bool {
-			if _, err := cli.Rx(pkts); err != nil {
-				gave = err
-				return true
+			n, err := cli.Rx(pkts)
+			if err != nil {
+				t.Fatalf("Rx: %v; a connection's end is no error", err)
+			}
+			for _, p := range pkts[:n] {
+				if p.Event == core.EventReset {
+					gave = p.Err
+					return true
+				}
 			}
 			return false
 		})
@@ -405,7 +416,7 @@ func TestMaxRetries(t *testing.T) {
 	}
 	var pe *core.PeerError
 	if !errors.As(gave, &pe) || !errors.Is(gave, syscall.ETIMEDOUT) {
-		t.Fatalf("Rx error %v, want a PeerError with ETIMEDOUT", gave)
+		t.Fatalf("EventReset's Err %v, want a PeerError with ETIMEDOUT", gave)
 	}
 	if n := len(c.all(clientData)); n != 1+retries {
 		t.Fatalf("%d transmissions of the segment, want 1 + %d retransmissions", n, retries)
@@ -522,7 +533,10 @@ func TestSendBuf(t *testing.T) {
 			}
 			for cli.Queue(buf) == nil {
 			}
-			if err := cli.Flush(); errors.Is(err, ErrSendStall) {
+			if err := cli.Flush(); err != nil {
+				t.Fatalf("Flush: %v", err)
+			}
+			if sendStalls(cli) > 0 {
 				break
 			}
 			time.Sleep(time.Millisecond)

@@ -60,8 +60,8 @@ import (
 // (inside testhost.Host.Do for tests). Config.CPUs pins by engine: the
 // native engine runs on the poller alone, so, as on the raw kinds, the
 // calling goroutine is locked to its thread and the thread bound to
-// CPUs[0] (call NewXDP on the goroutine that will poll; Close on that
-// goroutine undoes it). Netstack's goroutines must run on the poller's
+// CPUs[0] (call NewXDP on the goroutine that will poll; Close gives the
+// thread its affinity back, and on that goroutine also unlocks it). Netstack's goroutines must run on the poller's
 // CPU, where the poll loop hands over to them with a Gosched on the same
 // P: with netstack every thread of the process is bound to CPUs[0] until
 // Close (cpu.PinProcess; Close gives each thread its affinity back), one
@@ -99,7 +99,8 @@ func NewXDP(cfg core.Config) (core.Backend, error) {
 // release undoes it (nothing is done without CPUs). The native engine has
 // no goroutines: the calling goroutine is locked to its thread and the
 // thread bound to the CPU (cpu.Claim, as the raw kinds and every group
-// queue do), and release, on that goroutine, unpins it. Netstack's
+// queue do), and release, from any goroutine, gives the thread its
+// affinity back (on that goroutine it also unlocks it). Netstack's
 // goroutines must run on the poller's CPU: every thread of the process is
 // bound to it (cpu.PinProcess), and release gives each its affinity back.
 func claimCPU(cfg core.Config) (release func() error, err error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/guard"
 	"github.com/dgramio/dgramio/internal/poison"
 )
@@ -641,13 +642,9 @@ func (r *Raw) Wait(ctx context.Context) error {
 	if r.guard.Closed() {
 		return core.ErrClosed
 	}
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if tick > 0 && errors.Is(err, context.DeadlineExceeded) {
-		return nil // time for the resolutions' next step
-	}
-	return err
+	// ctx.Err() when ctx ended the sleep; nil when the resolutions' tick
+	// did (time for their next step).
+	return fdwait.Cause(ctx, err)
 }
 
 // Stats returns the counters. Layers: "udp" is the breakdown of the

@@ -3,9 +3,10 @@
 // tcp/netconn, and measures it against the kernel's TCP.
 //
 // Serve on an interface, at an address the kernel does not hold there
-// (netstack answers ARP for it; the kernel keeps its own address):
+// (the userspace TCP answers ARP for it; the kernel keeps its own
+// address), on the native engine (the default) or netstack:
 //
-//	httpxdp --iface eth1 --addr 198.18.0.3:8080 [--cpu 2] [--poll adaptive|spin|sleep]
+//	httpxdp --iface eth1 --addr 198.18.0.3:8080 [--stack native|netstack] [--cpu 2] [--poll adaptive|spin|sleep]
 //
 // Demonstrate on a test host (two network namespaces joined by a veth pair,
 // made and removed by the command; root): the server runs over tcp-xdp in
@@ -14,11 +15,15 @@
 //	httpxdp --demo
 //
 // Benchmark on a test host: the same server on A's kernel TCP and on
-// tcp-xdp on the same veth, side by side (alternating, --rounds times);
-// the client in B sends --requests requests over --conns keep-alive
-// connections and reports requests per second and latency percentiles:
+// tcp-xdp on the same veth, on each engine of --stack (a comma list:
+// native, netstack), side by side (alternating, --rounds times). With
+// --client go, Go's http.Client in B sends --requests requests over
+// --conns keep-alive connections; with --client wrk, wrk runs in B for
+// --duration with --conns connections (one thread). Each reports requests
+// per second and latency percentiles:
 //
-//	httpxdp --bench --requests 20000 --conns 4 [--rounds 3] [--poll spin] [--cpu 1]
+//	httpxdp --bench --requests 20000 --conns 4 [--rounds 3] [--stack native,netstack] [--poll spin] [--cpu 1]
+//	httpxdp --bench --client wrk --conns 16 --duration 5s
 //
 // The server answers every request with --size bytes ("hello" by default).
 // It stops on SIGINT or SIGTERM, closing the Service (which detaches the XDP
@@ -59,6 +64,9 @@ type options struct {
 	demo, bench             bool
 	requests, conns, rounds int
 	size                    int
+	stacks                  []core.TCPStack
+	client                  string
+	duration                time.Duration
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -69,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.addr, "addr", "", "address:port netstack takes on --iface; not an address the kernel holds there")
 	o.kind = core.KindTCPXDP
 	fs.Var(&o.kind, "kind", "tcp-xdp, or tcp-dpdk in builds with the dpdk tag")
-	fs.StringVar(&o.poll, "poll", "adaptive", "the poller when idle: adaptive, spin or sleep")
+	fs.StringVar(&o.poll, "poll", "adaptive", "the poller when idle: busy (spin, a CPU at 100%), yield (sleep at once) or adaptive (busy for a while, then yield); the tools' vocabulary (spin and sleep are accepted too)")
 	fs.IntVar(&o.cpu, "cpu", -1, "pin the poller to this CPU (-1: no pinning)")
 	fs.BoolVar(&o.demo, "demo", false, "serve on a veth test host and GET from a kernel client in the other namespace")
 	fs.BoolVar(&o.bench, "bench", false, "kernel TCP and tcp-xdp side by side on a veth test host")
@@ -77,12 +85,62 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.conns, "conns", 4, "client keep-alive connections, one goroutine each (--bench)")
 	fs.IntVar(&o.rounds, "rounds", 3, "measurements of each path, alternating (--bench)")
 	fs.IntVar(&o.size, "size", 0, "response body size in bytes (0: a short greeting)")
+	stacks := fs.String("stack", "native", "the userspace TCP engine: native or netstack (--bench: a comma list)")
+	fs.StringVar(&o.client, "client", "go", "the benchmark's client in B: go (http.Client) or wrk")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "each wrk measurement's length (--client wrk)")
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprintln(stdout, "usage: httpxdp [flags]\n\nflags:")
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintln(stderr, "run 'httpxdp --help' for the flags")
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "httpxdp: unexpected arguments %q (every setting is a --flag)\n", fs.Args())
+		return 2
+	}
+	for _, name := range strings.Split(*stacks, ",") {
+		var st core.TCPStack
+		if err := st.Set(strings.TrimSpace(name)); err != nil {
+			fmt.Fprintln(stderr, "httpxdp: --stack:", err)
+			return 2
+		}
+		o.stacks = append(o.stacks, st)
+	}
+	if o.client != "go" && o.client != "wrk" {
+		fmt.Fprintln(stderr, `httpxdp: --client: use "go" or "wrk"`)
 		return 2
 	}
 	mode, err := pollMode(o.poll)
 	if err != nil {
 		fmt.Fprintln(stderr, "httpxdp:", err)
+		return 2
+	}
+	if !o.demo && !o.bench {
+		if o.iface == "" || o.addr == "" {
+			fmt.Fprintln(stderr, "httpxdp: serve mode needs --iface and --addr (or --demo, --bench)")
+			return 2
+		}
+		if _, err := netip.ParseAddrPort(o.addr); err != nil {
+			fmt.Fprintf(stderr, "httpxdp: --addr %q: want address:port, like 192.0.2.3:8080\n", o.addr)
+			return 2
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"requests", o.requests}, {"conns", o.conns}, {"rounds", o.rounds}} {
+		if n.v < 1 {
+			fmt.Fprintf(stderr, "httpxdp: --%s %d: must be at least 1\n", n.name, n.v)
+			return 2
+		}
+	}
+	if o.size < 0 {
+		fmt.Fprintf(stderr, "httpxdp: --size %d: must not be negative\n", o.size)
 		return 2
 	}
 	nopts := netconn.Options{Poll: mode}
@@ -101,10 +159,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// pollMode maps --poll onto the Service's poll mode: busy and yield, the
+// tools' names, are netconn's spin and sleep.
 func pollMode(s string) (netconn.PollMode, error) {
+	switch s {
+	case "busy":
+		s = "spin"
+	case "yield":
+		s = "sleep"
+	}
 	var m netconn.PollMode
 	if err := m.Set(s); err != nil {
-		return 0, fmt.Errorf("--poll: %w", err)
+		return 0, fmt.Errorf(`--poll %q: want "busy", "yield" or "adaptive"`, s)
 	}
 	return m, nil
 }
@@ -126,6 +192,7 @@ func handler(size int) http.Handler {
 // config is the Service's Config for the flags.
 func config(o options, iface string, ap netip.AddrPort) core.Config {
 	cfg := core.Config{Kind: o.kind, Iface: iface, LocalIP: ap.Addr(), Port: ap.Port()}
+	cfg.TCP.Stack = o.stacks[0]
 	if o.cpu >= 0 {
 		cfg.CPUs = []int{o.cpu}
 	}
@@ -209,7 +276,7 @@ func startXDP(o options, nopts netconn.Options, p *testhost.Pair, port uint16) (
 		s.Close()
 		return nil, err
 	}
-	sv := startServer(string(o.kind), ap, ln, o.size)
+	sv := startServer(fmt.Sprintf("%s %s", o.kind, o.stacks[0]), ap, ln, o.size)
 	sv.svc = s
 	sv.close = func() { sv.shutdown(); s.Close() }
 	return sv, nil
@@ -288,26 +355,39 @@ func bench(o options, nopts netconn.Options, stdout io.Writer) error {
 		return err
 	}
 	defer p.Close()
-	fmt.Fprintf(stdout, "# httpxdp --bench: %d requests over %d keep-alive connections per measurement, %d-byte bodies, GOMAXPROCS %d, %d CPUs, poller %s",
-		o.requests, o.conns, o.size, runtime.GOMAXPROCS(0), runtime.NumCPU(), nopts.Poll)
+	if o.client == "wrk" {
+		fmt.Fprintf(stdout, "# httpxdp --bench: wrk, 1 thread, %d connections, %v per measurement", o.conns, o.duration)
+	} else {
+		fmt.Fprintf(stdout, "# httpxdp --bench: Go's http.Client, %d requests over %d keep-alive connections per measurement", o.requests, o.conns)
+	}
+	fmt.Fprintf(stdout, ", %d-byte bodies, GOMAXPROCS %d, %d CPUs, poller %s",
+		o.size, runtime.GOMAXPROCS(0), runtime.NumCPU(), nopts.Poll)
 	if o.cpu >= 0 {
 		fmt.Fprintf(stdout, " pinned to CPU %d", o.cpu)
 	}
-	fmt.Fprintf(stdout, "\n# server in namespace A (%s), Go's http.Client on kernel TCP in B (%s)\n\n", p.A.Iface, p.B.Iface)
+	fmt.Fprintf(stdout, "\n# server in namespace A (%s), the client on kernel TCP in B (%s)\n\n", p.A.Iface, p.B.Iface)
 	fmt.Fprintln(stdout, "| server path | round | requests | req/s | p50 µs | p90 µs | p99 µs | max µs |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|")
 	for round := 1; round <= o.rounds; round++ {
-		for _, path := range []string{"kernel", "xdp"} {
+		paths := append([]core.TCPStack{""}, o.stacks...) // "": the kernel's
+		for i, path := range paths {
 			var sv *server
-			if path == "kernel" {
+			if path == "" {
 				sv, err = startKernel(o, p, 8080)
 			} else {
-				sv, err = startXDP(o, nopts, p, 8081)
+				po := o
+				po.stacks = []core.TCPStack{path}
+				sv, err = startXDP(po, nopts, p, 8080+uint16(i))
 			}
 			if err != nil {
 				return fmt.Errorf("%s server: %w", path, err)
 			}
-			r, err := measure(sv, p.B, o)
+			var r result
+			if o.client == "wrk" {
+				r, err = measureWrk(sv, p.B, o)
+			} else {
+				r, err = measure(sv, p.B, o)
+			}
 			var counters string
 			if sv.svc != nil {
 				st := sv.svc.Stats()
@@ -336,6 +416,7 @@ func layerSummary(st core.Stats) string {
 	for _, c := range st.Layers {
 		switch c.Layer + "/" + c.Name {
 		case "netstack/tcp_retransmits", "netstack/tcp_timeouts", "netstack/tcp_resets_sent",
+			"native/tcp_retransmits", "native/tcp_timeouts",
 			"netconn/accepts", "netconn/poll_rounds", "netconn/poll_frames", "netconn/sleeps",
 			"link/tx_ring_full", "link/kicks", "link/writer_kicks", "link/rx_frames", "link/tx_frames":
 			fmt.Fprintf(&b, " %s/%s=%d", c.Layer, c.Name, c.Value)
@@ -416,4 +497,64 @@ func spread(workers, n int, fn func(i int) error) error {
 	}
 	wg.Wait()
 	return first
+}
+
+// measureWrk runs wrk in h for o.duration against sv, with o.conns
+// connections on one thread, and reads its requests per second and
+// latency percentiles (--latency).
+func measureWrk(sv *server, h *testhost.Host, o options) (result, error) {
+	// A warm-up of a second, then the measurement.
+	for i, d := range []time.Duration{time.Second, o.duration} {
+		cmd := h.Command("wrk", "-t1", fmt.Sprintf("-c%d", o.conns), fmt.Sprintf("-d%ds", max(1, int(d.Seconds()))), "--latency", sv.url)
+		out, err := h.Output(cmd)
+		if err != nil {
+			return result{}, fmt.Errorf("wrk: %w", err)
+		}
+		if i == 0 {
+			continue
+		}
+		return parseWrk(sv.name, string(out))
+	}
+	return result{}, nil
+}
+
+// parseWrk reads wrk's report: "Requests/sec:" and the 50%, 90% and 99%
+// lines of its latency distribution; errors (non-2xx, socket errors) fail
+// the measurement.
+func parseWrk(name, out string) (result, error) {
+	r := result{name: name}
+	var rps float64
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "Requests/sec:":
+			fmt.Sscan(f[1], &rps)
+		case len(f) == 2 && f[0] == "50%":
+			r.p50 = wrkDuration(f[1])
+		case len(f) == 2 && f[0] == "90%":
+			r.p90 = wrkDuration(f[1])
+		case len(f) == 2 && f[0] == "99%":
+			r.p99 = wrkDuration(f[1])
+		case len(f) >= 3 && f[0] == "Latency" && len(f) >= 4:
+			r.mx = wrkDuration(f[3])
+		case strings.HasPrefix(strings.TrimSpace(line), "Socket errors") || strings.HasPrefix(strings.TrimSpace(line), "Non-2xx"):
+			return r, fmt.Errorf("wrk: %s", strings.TrimSpace(line))
+		}
+	}
+	if rps == 0 {
+		return r, fmt.Errorf("wrk: no Requests/sec in %q", out)
+	}
+	// requests and wall such that requests/wall is wrk's rate.
+	r.requests, r.wall = int(rps), time.Second
+	return r, nil
+}
+
+// wrkDuration parses wrk's "51.00us", "1.20ms", "2.00s".
+func wrkDuration(s string) time.Duration {
+	s = strings.Replace(s, "us", "µs", 1)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0
+	}
+	return d
 }

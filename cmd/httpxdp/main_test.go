@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,29 +37,104 @@ func TestDemo(t *testing.T) {
 func TestBench(t *testing.T) {
 	testutil.RequireRoot(t)
 	var out, errOut bytes.Buffer
-	if rc := run([]string{"--bench", "--requests", "200", "--conns", "2", "--rounds", "1", "--poll", "sleep"}, &out, &errOut); rc != 0 {
+	if rc := run([]string{"--bench", "--requests", "200", "--conns", "2", "--rounds", "1", "--poll", "sleep", "--stack", "native,netstack"}, &out, &errOut); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errOut.String())
 	}
 	rows := 0
 	for _, l := range strings.Split(out.String(), "\n") {
-		if strings.HasPrefix(l, "| kernel tcp | 1 | 200 |") || strings.HasPrefix(l, "| tcp-xdp | 1 | 200 |") {
+		for _, p := range []string{"| kernel tcp | 1 | 200 |", "| tcp-xdp native | 1 | 200 |", "| tcp-xdp netstack | 1 | 200 |"} {
+			if strings.HasPrefix(l, p) {
+				rows++
+			}
+		}
+	}
+	if rows != 3 {
+		t.Fatalf("want a kernel, a native and a netstack row:\n%s", out.String())
+	}
+}
+
+// TestBenchWrk: --client wrk runs wrk in B and reports a row for the
+// kernel and one for the native engine.
+func TestBenchWrk(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("wrk"); err != nil {
+		testutil.Skip(t, "wrk is not installed")
+	}
+	var out, errOut bytes.Buffer
+	if rc := run([]string{"--bench", "--client", "wrk", "--duration", "1s", "--conns", "2", "--rounds", "1"}, &out, &errOut); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errOut.String())
+	}
+	rows := 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "| kernel tcp | 1 |") || strings.HasPrefix(l, "| tcp-xdp native | 1 |") {
 			rows++
 		}
 	}
 	if rows != 2 {
-		t.Fatalf("want a kernel and a tcp-xdp row:\n%s", out.String())
+		t.Fatalf("want a kernel and a native row:\n%s", out.String())
 	}
 }
 
-// TestFlags: bad flags are refused with exit status 2, serve mode without
-// an interface with 1.
-func TestFlags(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if rc := run([]string{"--poll", "busy"}, &out, &errOut); rc != 2 {
-		t.Errorf("--poll busy: rc %d", rc)
+// TestParseWrk reads wrk's --latency report, and refuses one with errors.
+func TestParseWrk(t *testing.T) {
+	const report = `Running 5s test @ http://198.18.0.3:8080/
+  1 threads and 4 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   120.50us   80.10us   3.20ms   95.00%
+    Req/Sec    33.10k     1.20k   35.00k    70.00%
+  Latency Distribution
+     50%  100.00us
+     75%  130.00us
+     90%  180.00us
+     99%    1.10ms
+  165000 requests in 5.00s, 20.00MB read
+Requests/sec:  33000.12
+Transfer/sec:      4.00MB
+`
+	r, err := parseWrk("x", report)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if rc := run(nil, &out, &errOut); rc != 1 || !strings.Contains(errOut.String(), "--iface") {
-		t.Errorf("no flags: rc %d, %q", rc, errOut.String())
+	if r.requests != 33000 || r.wall != time.Second || r.p50 != 100*time.Microsecond || r.p90 != 180*time.Microsecond ||
+		r.p99 != 1100*time.Microsecond || r.mx != 3200*time.Microsecond {
+		t.Errorf("parsed %+v", r)
+	}
+	if _, err := parseWrk("x", report+"  Socket errors: connect 0, read 1, write 0, timeout 0\n"); err == nil {
+		t.Error("a report with socket errors was taken")
+	}
+	if _, err := parseWrk("x", "garbage"); err == nil {
+		t.Error("a report without a rate was taken")
+	}
+}
+
+// TestFlags: --help exits 0 with the flags on stdout; every bad flag is
+// a usage error (exit status 2) said before anything starts, with a
+// message that names the flag and what it wants.
+func TestFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		rc   int
+		want string
+	}{
+		{[]string{"--help"}, 0, "-poll"},
+		{[]string{"--poll", "turbo"}, 2, `want "busy", "yield" or "adaptive"`},
+		{nil, 2, "serve mode needs --iface and --addr"},
+		{[]string{"--iface", "dg0", "--addr", "198.18.0.3"}, 2, "want address:port"},
+		{[]string{"--bench", "--conns", "0"}, 2, "--conns 0: must be at least 1"},
+		{[]string{"--demo", "--size", "-1"}, 2, "--size -1"},
+		{[]string{"--kind", "carrier-pigeon"}, 2, "tcp-xdp"},
+		{[]string{"--demo", "extra"}, 2, "unexpected arguments"},
+	} {
+		var out, errOut bytes.Buffer
+		rc := run(c.args, &out, &errOut)
+		if rc != c.rc || !strings.Contains(out.String()+errOut.String(), c.want) {
+			t.Errorf("%q: rc %d, output %q %q; want rc %d and %q", c.args, rc, out.String(), errOut.String(), c.rc, c.want)
+		}
+	}
+	for _, p := range []string{"busy", "yield", "adaptive", "spin", "sleep"} {
+		if _, err := pollMode(p); err != nil {
+			t.Errorf("--poll %s: %v", p, err)
+		}
 	}
 }
 

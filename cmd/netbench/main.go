@@ -24,7 +24,7 @@
 //	netbench report bench/results/X/results.json       # report.md and plots again
 //
 // It is one binary: it re-executes itself as "netbench echo …" and
-// "netbench loadgen …" (the same flags as cmd/echo and cmd/loadgen), so it
+// "netbench loadgen …" (the same flags as cmd/dgramio-echo and cmd/dgramio-loadgen), so it
 // runs on a bare host with nothing but root, and "go run ./cmd/netbench"
 // works.
 //

@@ -5,6 +5,7 @@ import (
 	"github.com/dgramio/dgramio/internal/bench/load"
 	"reflect"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/dgramio/dgramio/internal/core"
@@ -478,11 +479,14 @@ func (c *Cell) Format() string {
 		if c.LimitedBy == LimitLoadgen {
 			s += " [loadgen]"
 		}
+	case c.LimitedBy == LimitLoadgen:
+		// Every answer back, but the sender fell behind its schedule:
+		// the latency measured from the schedule is its lag, not the
+		// path's round trip, so none is shown.
+		behind := time.Duration(c.LagMaxUs * 1e3).Round(time.Millisecond)
+		s = fmt.Sprintf("sender behind %v, %s/s [loadgen]", behind, FormatRate(c.AchievedRate))
 	default:
 		s = FormatUs(c.P50Us) + " / " + FormatUs(c.P99Us)
-		if c.LimitedBy == LimitLoadgen {
-			s += " [loadgen]"
-		}
 	}
 	if c.Unaccounted != 0 {
 		s += fmt.Sprintf(" unaccounted %+d", c.Unaccounted)

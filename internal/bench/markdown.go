@@ -65,19 +65,24 @@ func (r *Report) Markdown() string {
 		}
 	}
 
-	b.WriteString("\n## Results\n\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost (the rate is the achieved one); `[loadgen]` marks a cell whose limit was the load generator itself, not the path: its own receive side lost most of the missing messages, or it fell behind its schedule by more than a tenth of the measured time (then the path was offered less than the column's rate, and a latency is the sender's lag).")
+	b.WriteString("\n## Results\n\nRound trip, p50 / p99 in µs, from each message's scheduled send time; `sat. <rate>, <loss>` when fewer than 99% came back or more than 0.1% were lost (the rate is the achieved one); `[loadgen]` marks a cell whose limit was the load generator itself, not the path: its own receive side lost most of the missing messages, or it fell behind its schedule by more than a tenth of the measured time (then the path was offered less than the column's rate: the cell says `sender behind <lag>` and shows no latency, which would be the sender's lag).")
 	if e.Repeat > 1 {
 		b.WriteString(fmt.Sprintf(" Each cell is the median of %d repeats.", e.Repeat))
 	}
 	b.WriteString("\n\n")
 	r.resultsMarkdown(&b)
+	for _, k := range r.Kinds {
+		if l := e.Limits[k.Label()]; l != "" && k.Reason == "" {
+			fmt.Fprintf(&b, "\nLimit of %s: %s.\n", k.Label(), cellText(l))
+		}
+	}
 	r.scalingMarkdown(&b)
 	if len(r.Plots) > 0 {
 		b.WriteString("\n")
 		for _, p := range r.Plots {
 			fmt.Fprintf(&b, "![%s](%s)\n", strings.TrimSuffix(p, ".svg"), p)
 		}
-		b.WriteString("\nSaturated points are crosses, labelled with the achieved rate and the loss.\n")
+		b.WriteString("\nThe lines join the table's rates that kept up; hollow marks off the lines are the capacity's probes; saturated cells are in the table only (their latency is a queue's depth, not the path's).\n")
 	}
 	if len(r.Captures) > 0 {
 		fmt.Fprintf(&b, "\nPacket captures (pcap): %s\n", strings.Join(r.Captures, ", "))

@@ -25,13 +25,15 @@ const (
 )
 
 // WritePlots draws the round trip against the offered rate, one line per
-// kind, on log-log axes: p50 into PlotP50 and p99 into PlotP99 in dir. A
-// saturated cell is drawn with a cross instead of the kind's marker and
-// labelled "sat. <achieved>, <loss>" ("[loadgen]" added when the load
-// generator was the limit): its latency is the depth of a queue,
-// not the path's, but it is a result too and stays on the line (dashed
-// when no point of the kind kept up). Cells with an error are left out. It
-// returns the file names written.
+// kind, on log-log axes: p50 into PlotP50 and p99 into PlotP99 in dir. The
+// line joins the cells of the table's rates that kept up; the capacity's
+// probes (rates between them) are drawn apart, as hollow marks off the
+// line, so a probe's latency never bends the sweep. A saturated cell, or
+// one whose load generator fell behind (LimitLoadgen), is not drawn: its
+// latency is the depth of a queue or the sender's lag, not the path's;
+// the table summarises it ("sat. <achieved>, <loss>"), and the plot's
+// legend says how many were left to it. Cells with an error are left
+// out. It returns the file names written.
 func (r *Report) WritePlots(dir string) ([]string, error) {
 	var files []string
 	for _, p := range []struct {
@@ -81,34 +83,32 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
 
-	drawn := 0
+	drawn, saturated := 0, 0
 	var lo, hi float64 = math.Inf(1), 0
 	for i, k := range r.Kinds {
 		if k.Reason != "" {
 			continue
 		}
-		ok, sat, all, satLabels, capPt := r.series(&k, get)
-		for _, pt := range all {
+		sweep, probes, nsat, capPt := r.series(&k, get)
+		saturated += nsat
+		for _, pt := range append(slices.Clone(sweep), probes...) {
 			lo, hi = min(lo, pt.Y), max(hi, pt.Y)
 		}
-		if len(all) == 0 {
+		if len(sweep)+len(probes) == 0 {
 			continue
 		}
 		drawn++
 		col := plotutil.Color(i)
-		line, err := plotter.NewLine(all)
-		if err != nil {
-			return nil, err
-		}
-		line.Color = col
-		line.Width = vg.Points(1.5)
-		if len(ok) == 0 {
-			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		}
-		p.Add(line)
-		thumbs := []plot.Thumbnailer{line}
-		if len(ok) > 0 {
-			pts, err := plotter.NewScatter(ok)
+		var thumbs []plot.Thumbnailer
+		if len(sweep) > 0 {
+			line, err := plotter.NewLine(sweep)
+			if err != nil {
+				return nil, err
+			}
+			line.Color = col
+			line.Width = vg.Points(1.5)
+			p.Add(line)
+			pts, err := plotter.NewScatter(sweep)
 			if err != nil {
 				return nil, err
 			}
@@ -116,27 +116,20 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 			pts.Shape = shapes[i%len(shapes)]
 			pts.Radius = vg.Points(3)
 			p.Add(pts)
-			thumbs = append(thumbs, pts)
+			thumbs = append(thumbs, line, pts)
 		}
-		if len(sat) > 0 {
-			xs, err := plotter.NewScatter(sat)
+		if len(probes) > 0 {
+			ps, err := plotter.NewScatter(probes)
 			if err != nil {
 				return nil, err
 			}
-			xs.Color = col
-			xs.Shape = draw.CrossGlyph{}
-			xs.Radius = vg.Points(5)
-			p.Add(xs)
-			lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: sat, Labels: satLabels})
-			if err != nil {
-				return nil, err
+			ps.Color = col
+			ps.Shape = draw.RingGlyph{}
+			ps.Radius = vg.Points(2.5)
+			p.Add(ps)
+			if len(thumbs) == 0 {
+				thumbs = append(thumbs, ps)
 			}
-			for j := range lbl.TextStyle {
-				lbl.TextStyle[j].Color = col
-				lbl.TextStyle[j].Font.Size = vg.Points(8)
-			}
-			lbl.Offset = vg.Point{X: vg.Points(6), Y: vg.Points(2)}
-			p.Add(lbl)
 		}
 		if capPt != nil {
 			if err := addCapacity(p, *capPt, col); err != nil {
@@ -156,18 +149,22 @@ func (r *Report) plot(what string, get func(*Cell) float64) (*plot.Plot, error) 
 			p.X.Min, p.X.Max = minF(r.Rates)/1.5, maxF(r.Rates)*2.5
 		}
 	}
-	p.Legend.Add("saturated (sat. achieved, loss)", crossThumb{})
+	p.Legend.Add("capacity probe (off the sweep)", probeThumb{})
+	if saturated > 0 {
+		p.Legend.Add(fmt.Sprintf("%d saturated cells: in the table, not drawn", saturated), crossThumb{})
+	}
 	if len(r.Capacity) > 0 {
 		p.Legend.Add("capacity (highest rate held)", capThumb{})
 	}
 	return p, nil
 }
 
-// series returns the points of row k, in rate order (the table's rates and
-// the capacity's probes): those that kept up, the saturated ones with
-// their labels, all of them, and the capacity's point (nil when the report
-// has no capacity for the row, or its cell has no value).
-func (r *Report) series(k *KindRow, get func(*Cell) float64) (ok, sat, all plotter.XYs, satLabels []string, capPt *plotter.XY) {
+// series returns the points of row k that kept up, in rate order: those
+// of the table's rates (the sweep) and those of the capacity's probes;
+// the number of its saturated cells (left to the table), and the
+// capacity's point (nil when the report has no capacity for the row, or
+// its cell was not drawn).
+func (r *Report) series(k *KindRow, get func(*Cell) float64) (sweep, probes plotter.XYs, saturated int, capPt *plotter.XY) {
 	capRate := 0.0
 	if c, found := r.CapacityOf(k.Name(), k.Queues); found {
 		capRate = c.Rate
@@ -181,23 +178,21 @@ func (r *Report) series(k *KindRow, get func(*Cell) float64) (ok, sat, all plott
 		if y <= 0 || math.IsNaN(y) {
 			continue
 		}
+		if c.Saturated || c.LimitedBy == LimitLoadgen {
+			saturated++
+			continue
+		}
 		pt := plotter.XY{X: rate, Y: y}
-		all = append(all, pt)
 		if rate == capRate {
 			capPt = &plotter.XY{X: rate, Y: y}
 		}
-		if c.Saturated {
-			sat = append(sat, pt)
-			lbl := fmt.Sprintf("sat. %s, %s", FormatRate(c.AchievedRate), FormatLoss(c.LossPct))
-			if c.LimitedBy == LimitLoadgen {
-				lbl += " [loadgen]"
-			}
-			satLabels = append(satLabels, lbl)
+		if slices.Contains(r.Rates, rate) {
+			sweep = append(sweep, pt)
 		} else {
-			ok = append(ok, pt)
+			probes = append(probes, pt)
 		}
 	}
-	return ok, sat, all, satLabels, capPt
+	return sweep, probes, saturated, capPt
 }
 
 // rowRates returns the rates row k ran (the table's and the probes), in
@@ -284,6 +279,14 @@ type crossThumb struct{}
 // Thumbnail implements plot.Thumbnailer.
 func (crossThumb) Thumbnail(c *draw.Canvas) {
 	c.DrawGlyph(draw.GlyphStyle{Color: color.Black, Radius: vg.Points(5), Shape: draw.CrossGlyph{}}, c.Center())
+}
+
+// probeThumb is the legend's mark of a capacity probe.
+type probeThumb struct{}
+
+// Thumbnail implements plot.Thumbnailer.
+func (probeThumb) Thumbnail(c *draw.Canvas) {
+	c.DrawGlyph(draw.GlyphStyle{Color: color.Black, Radius: vg.Points(2.5), Shape: draw.RingGlyph{}}, c.Center())
 }
 
 // rateTicks puts a tick at each offered rate, labelled as the table does.

@@ -64,6 +64,12 @@ type Env struct {
 	NotBuilt []string `json:"not_built,omitempty"`
 	// Notes are remarks about the run (too few CPUs, a preflight warning).
 	Notes []string `json:"notes,omitempty"`
+	// Limits names, by row label, a setting of the run that bounds the
+	// row's capacity besides its path, when the kinds are not set alike
+	// (dpdk's RX ring of 256 descriptors against xdp's ring of 2048):
+	// the table prints it under the rows, so that a row is not read as
+	// the path's worth alone.
+	Limits map[string]string `json:"limits,omitempty"`
 }
 
 // KindRow is one kind of a run, with one number of queues: the mode it
@@ -189,6 +195,11 @@ func (r *Report) Table() string {
 		fmt.Fprintln(w, "\t")
 	}
 	w.Flush()
+	for _, k := range r.Kinds {
+		if l := r.Env.Limits[k.Label()]; l != "" && k.Reason == "" {
+			fmt.Fprintf(&b, "  limit %s: %s\n", k.Label(), l)
+		}
+	}
 	if len(r.Scaling) > 0 {
 		b.WriteString("\n" + r.ScalingTable())
 	}

@@ -171,10 +171,16 @@ func TestWritePlots(t *testing.T) {
 		if root != "svg" {
 			t.Fatalf("%s: root element %q", f, root)
 		}
-		for _, want := range []string{"udp", "tcp", "sat. 120k, 40%", "saturated", "20k", "200k", "100 µs", "1 ms"} {
+		for _, want := range []string{"udp", "tcp", "saturated cells: in the table, not drawn", "20k", "200k", "100 µs"} {
 			if !strings.Contains(string(b), want) {
 				t.Errorf("%s lacks %q", f, want)
 			}
+		}
+		// A saturated cell is summarised in the table, not piled on the
+		// curve with a label (its latency is a queue's depth: the y axis
+		// would run to it).
+		if strings.Contains(string(b), "sat. 120k") {
+			t.Errorf("%s labels a saturated cell on the curve", f)
 		}
 		if strings.Contains(string(b), "dpdk") {
 			t.Errorf("%s draws a kind that could not run", f)
@@ -310,5 +316,37 @@ func TestAccountHeldByStream(t *testing.T) {
 	lr.Stats.Kind, echo.Stats.Kind = "udp", "udp"
 	if c := Account(lr, echo); c.InFlight != 0 || c.Unaccounted != 8 {
 		t.Fatalf("datagram: %+v", c)
+	}
+}
+
+// The plot's line joins the table's rates that kept up; a capacity probe
+// (a rate between them) is drawn apart, off the line, and a saturated
+// cell or one whose sender fell behind is left to the table. The table
+// says which setting limited a row (Env.Limits).
+func TestPlotSeriesAndLimits(t *testing.T) {
+	r := sampleReport()
+	probe := Cell{Kind: "tcp", Rate: 141000, P50Us: 15, P99Us: 30, Sent: 100, Received: 100, Probe: true}
+	behind := Cell{Kind: "tcp", Rate: 1.6e6, P50Us: 2267021, P99Us: 3999269, Sent: 100, Received: 100, LimitedBy: LimitLoadgen}
+	r.Cells = append(r.Cells, probe, behind)
+	r.Rates = append(r.Rates, 1.6e6)
+	sweep, probes, sat, _ := r.series(&r.Kinds[1], func(c *Cell) float64 { return c.P50Us })
+	if len(sweep) != 2 || sweep[0].X != 20000 || sweep[1].X != 200000 {
+		t.Errorf("tcp sweep %v, want 20k and 200k", sweep)
+	}
+	if len(probes) != 1 || probes[0].X != 141000 {
+		t.Errorf("tcp probes %v, want 141k alone", probes)
+	}
+	if sat != 1 {
+		t.Errorf("tcp: %d cells left to the table, want the one whose sender fell behind", sat)
+	}
+	if _, _, sat, _ := r.series(&r.Kinds[0], func(c *Cell) float64 { return c.P50Us }); sat != 1 {
+		t.Errorf("udp: %d saturated cells, want 1", sat)
+	}
+	r.Env.Limits = map[string]string{"tcp": "RX ring of 256 descriptors"}
+	if tab := r.Table(); !strings.Contains(tab, "  limit tcp: RX ring of 256 descriptors\n") {
+		t.Errorf("the table does not say what limited tcp:\n%s", tab)
+	}
+	if md := r.Markdown(); !strings.Contains(md, "Limit of tcp: RX ring of 256 descriptors.") {
+		t.Errorf("report.md does not say what limited tcp")
 	}
 }

@@ -25,6 +25,12 @@ const (
 	// default engine (native).
 	VariantNative   = "native"
 	VariantNetstack = "netstack"
+	// VariantRaw is a stream kind whose echo reads and writes raw bytes
+	// (Config.Framing raw): it reflects each connection's bytes as they
+	// came instead of decoding and re-staging u16 records. The loadgen
+	// sends and reads records either way, so the row measures what raw
+	// framing costs against the plain row.
+	VariantRaw = "raw"
 	// VariantIPv6 is a kernel kind (udp, uring, tcp) over IPv6: the test
 	// hosts' addresses from 2001:2::/48 (RFC 5180) instead of
 	// 198.18.0.0/15. netbench --family 6 (or 4,6) makes these rows.
@@ -36,9 +42,9 @@ const (
 var Variants = map[string][]string{
 	string(core.KindUDP):     {VariantIPv6},
 	string(core.KindURing):   {VariantSQPoll, VariantNAPI, VariantIPv6},
-	string(core.KindTCP):     {VariantIPv6},
-	string(core.KindTCPXDP):  {VariantNative, VariantNetstack},
-	string(core.KindTCPDPDK): {VariantNative, VariantNetstack},
+	string(core.KindTCP):     {VariantRaw, VariantIPv6},
+	string(core.KindTCPXDP):  {VariantNative, VariantNetstack, VariantRaw},
+	string(core.KindTCPDPDK): {VariantNative, VariantNetstack, VariantRaw},
 }
 
 // RowName is the name of a row as --kinds takes it and the tables show

@@ -23,6 +23,9 @@ func TestParseRow(t *testing.T) {
 		{"uring+gro", "", "", true},
 		{"udp+napi", "", "", true},
 		{"+napi", "", "", true},
+		{"tcp+raw", "tcp", "raw", false},
+		{"tcp-xdp+raw", "tcp-xdp", "raw", false},
+		{"udp+raw", "", "", true},
 	} {
 		k, v, err := ParseRow(c.name)
 		if (err != nil) != c.bad || k != c.kind || v != c.variant {

@@ -36,13 +36,23 @@ type Packet struct {
 	// From is the sender: the peer's address and port for datagram kinds,
 	// the connection's remote address for stream kinds, of the Config's
 	// family (IPv4 or IPv6, never IPv4-mapped). Pass it to QueueTo to
-	// answer.
+	// answer. An event (Event not EventData) names the connection it
+	// happened to.
 	From netip.AddrPort
+	// Event is EventData (the zero value) for a message, or what happened
+	// to the connection From on a stream kind with Config.Events; Data is
+	// then empty.
+	Event Event
+	// Err is the cause of an EventReset (a *PeerError); nil otherwise.
+	Err error
 }
 
 // Backend is one packet path. Every kind implements it with the same
 // semantics, so the application, batch sizes and socket options are the same
-// whichever kind the Config names.
+// whichever kind the Config names. The Backend of a stream kind (tcp,
+// tcp-xdp, tcp-dpdk) is also a Conns (b.(Conns)): the poll loop closes,
+// resets, pauses and resumes one connection through it; Config.Framing
+// and Config.Events say how its streams come to Rx.
 //
 // Threading: Queue, QueueTo, Flush, Rx and Wait form the poll loop and must
 // be called by one goroutine at a time (not concurrently with each other).
@@ -64,17 +74,23 @@ type Backend interface {
 	// IPv4-mapped IPv6 address is taken as IPv4 (see Unmap). It returns
 	// ErrNoRoute also for a peer with no connection or an address the kind
 	// cannot send to (another family than the Config's, or not Unicast),
-	// counted in Stats; no address makes it panic.
+	// counted in Stats; no address makes it panic. On a stream kind Queue
+	// writes to every connection (a server's broadcast); QueueTo writes to
+	// one.
 	QueueTo(payload []byte, to netip.AddrPort) error
 	// Flush sends everything queued, in batches of Config.TxBatch. A datagram
 	// the kernel or ring refuses is counted in Stats.TxDropped and Flush goes
-	// on; the error reports what stops the path itself (a reset connection,
-	// a closed backend).
+	// on; the error reports what stops the path itself (the device, a
+	// closed backend), never one connection's end (see Rx).
 	Flush() error
 	// Rx fills pkts with up to len(pkts) received messages and returns how
 	// many. It never blocks. pkts[i].Data is valid until the next Rx. The
-	// error is net.ErrClosed after Close, or what broke the path (a peer
-	// reset on stream kinds, as a *PeerError).
+	// error is net.ErrClosed after Close, or what broke the backend itself:
+	// a loop may return on any error. On the stream kinds a connection's
+	// life (opened, the peer's FIN, a reset, ended) comes as Packets with
+	// Event set when Config.Events asks for it, and is counted in Stats
+	// (Accepts, PeerCloses, Resets, Conns) either way; one connection is
+	// closed, reset, paused or resumed through Conns.
 	Rx(pkts []Packet) (int, error)
 	// Wait sleeps until Rx may return something, ctx is done, or the backend
 	// is closed, so an idle application need not spin. A kind that cannot

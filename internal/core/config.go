@@ -86,8 +86,19 @@ type Config struct {
 
 	// MaxDatagram is the largest payload accepted by Queue and delivered by
 	// Rx, in bytes. Default 1472. Stream kinds allow up to 65535 (the u16
-	// record length).
+	// record length); in FramingRaw it bounds the bytes one QueueTo
+	// appends and one Packet of Rx carries.
 	MaxDatagram int
+	// Framing is how the stream kinds cut their byte streams into
+	// messages: FramingU16 (the default: u16 length-prefixed records),
+	// FramingU32 (u32 length-prefixed records) or FramingRaw (bytes as they
+	// arrived). The datagram kinds refuse any other than FramingU16.
+	Framing Framing
+	// Events makes Rx of a stream kind deliver each connection's life
+	// (opened, the peer's FIN, a reset, ended) as Packets with Event set
+	// (see Event); without it they are only counted in Stats. The
+	// datagram kinds refuse it.
+	Events bool
 	// TxQueue is how many messages Queue holds before Flush; Queue returns
 	// false beyond it (back-pressure). Default 256.
 	TxQueue int
@@ -125,7 +136,11 @@ type Config struct {
 	// CPUs pins the pollers: CPUs[i] is queue i's CPU. Empty: no pinning.
 	// With CPUs set, New locks the calling goroutine to its OS thread and
 	// pins it to CPUs[0]; call New on the goroutine that will poll (a
-	// group's Open(q) pins to CPUs[q] the same way).
+	// group's Open(q) pins to CPUs[q] the same way). Close gives that
+	// thread the affinity it had before New, from any goroutine (on
+	// another, the poller's goroutine stays locked to its thread, unpinned,
+	// until it ends). Exception: tcp-xdp and tcp-dpdk on the netstack
+	// engine bind every thread of the process to CPUs[0] until Close.
 	CPUs []int
 	// Poll says how the application's pollers wait: PollBusy ("busy", the
 	// default) spins on Rx, one poller per CPU, and a group refuses more
@@ -272,7 +287,9 @@ type TCPTuning struct {
 	// Default 15.
 	MaxRetries int
 	// SendStall bounds how long a sender with a closed window drives the
-	// stack before reporting that the peer stopped reading. Default 2 s.
+	// stack before reporting that the peer stopped reading (EventStalled
+	// with Config.Events; counted in layer "stream" "send_stalls" either
+	// way). Default 2 s.
 	SendStall time.Duration
 	// Stack is the userspace TCP/IP engine of tcp-xdp and tcp-dpdk:
 	// TCPStackNative (stack/native, the default: WithDefaults sets it for
@@ -351,6 +368,9 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.ConnectTimeout, DefaultConnectWait)
 	orDefault(&c.Queues, 1)
 	orDefault(&c.Poll, PollBusy)
+	if c.Kind.IsStream() {
+		orDefault(&c.Framing, FramingU16)
+	}
 	c.LocalIP = c.LocalIP.Unmap()
 	c.Dests = c.withDestPorts()
 	if c.Port == 0 && len(c.Dests) > 0 {
@@ -565,6 +585,9 @@ func (c Config) checkSizes() error {
 	}
 	if c.MaxDatagram < 1 || c.MaxDatagram > maxD {
 		return BadField("MaxDatagram", c.MaxDatagram, "must be between 1 and %d for kind %s", maxD, c.Kind)
+	}
+	if err := c.checkFraming(); err != nil {
+		return err
 	}
 	if c.TxQueue < 1 {
 		return BadField("TxQueue", c.TxQueue, "must be at least 1")

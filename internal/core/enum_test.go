@@ -25,6 +25,7 @@ func TestEnumsRoundTrip(t *testing.T) {
 		{"XDPMode", []string{"", "driver", "skb"}, func() value { return new(XDPMode) }},
 		{"XDPCopy", []string{"", "copy", "zerocopy"}, func() value { return new(XDPCopy) }},
 		{"Congestion", []string{"reno", "cubic"}, func() value { return new(Congestion) }},
+		{"Framing", []string{"u16", "raw", "u32"}, func() value { return new(Framing) }},
 	}
 	for _, c := range cases {
 		for _, s := range c.valid {
@@ -44,11 +45,11 @@ func TestEnumsRoundTrip(t *testing.T) {
 		}
 	}
 	b, err := json.Marshal(Stats{Kind: KindTCPXDP})
-	if err != nil || !strings.Contains(string(b), `"Kind":"tcp-xdp"`) {
+	if err != nil || !strings.Contains(string(b), `"kind":"tcp-xdp"`) {
 		t.Errorf("Stats JSON = %s, %v; want the kind as its plain name", b, err)
 	}
 	var s Stats
-	if err := json.Unmarshal([]byte(`{"Kind":"fake"}`), &s); err != nil || s.Kind != "fake" {
+	if err := json.Unmarshal([]byte(`{"kind":"fake"}`), &s); err != nil || s.Kind != "fake" {
 		t.Errorf("Stats with kind fake from JSON: %v, Kind %q", err, s.Kind)
 	}
 }

@@ -99,6 +99,7 @@ func SumStats(qs []Stats) Stats {
 				s.Layers[i].Value += c.Value
 			}
 			s.Layers[i].Loss = s.Layers[i].Loss || c.Loss
+			s.Layers[i].Gauge = s.Layers[i].Gauge || c.Gauge
 		}
 	}
 	return s

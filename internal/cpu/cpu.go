@@ -111,8 +111,9 @@ func Current() ([]int, error) {
 // Thread is what Claim did to a goroutine's OS thread for a poller; Release
 // undoes it. The zero Thread is one Claim left alone.
 type Thread struct {
-	tid    int  // the claimed thread, 0 when Claim did nothing
-	pinned bool // Claim called Pin: Release calls Unpin
+	tid    int         // the claimed thread, 0 when Claim did nothing
+	pinned bool        // Claim pinned it: Release gives it before back
+	before unix.CPUSet // the thread's affinity before Claim pinned it
 }
 
 // Claim prepares the calling goroutine's OS thread to run a poller, as
@@ -136,10 +137,14 @@ func Claim(cpus []int, lock bool) (Thread, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread() // Pin takes a lock of its own
 	if cur, err := Current(); err != nil || len(cur) != 1 || cur[0] != c {
+		var before unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &before); err != nil {
+			return Thread{}, fmt.Errorf("sched_getaffinity: %w", err)
+		}
 		if err := Pin(c); err != nil {
 			return Thread{}, err
 		}
-		return Thread{tid: unix.Gettid(), pinned: true}, nil
+		return Thread{tid: unix.Gettid(), pinned: true, before: before}, nil
 	}
 	runtime.LockOSThread() // kept: the deferred unlock leaves this one
 	return Thread{tid: unix.Gettid()}, nil
@@ -153,18 +158,30 @@ func (t Thread) Tid() int { return t.tid }
 // goroutine that called Claim (and kept its lock) it is true.
 func (t Thread) Mine() bool { return t.tid != 0 && unix.Gettid() == t.tid }
 
-// Release undoes Claim when called on the claimed thread: it unpins (Unpin)
-// what Claim pinned, or unlocks what it only locked. On any other thread it
-// does nothing and returns nil: that goroutine is not ours to touch, and
-// the claimed one stays locked (and pinned) until it ends, which takes the
-// thread with it. Call it once.
+// Release undoes Claim. The thread Claim pinned gets back the affinity it
+// had before (not the process's whole set: a thread the caller had
+// narrowed stays as the caller left it), from whichever goroutine Release
+// runs on, so a backend closed elsewhere leaves no thread pinned. On the
+// claimed thread Release also unlocks the goroutine from it; on any other
+// it cannot (a lock belongs to its goroutine): the claimed goroutine stays
+// locked to its thread, with its affinity back, until it ends or unlocks.
+// A claimed thread that has ended is no error. Call it once.
 func (t Thread) Release() error {
-	if !t.Mine() {
+	if t.tid == 0 {
 		return nil
 	}
+	mine := t.Mine()
 	if t.pinned {
-		return Unpin()
+		tid := t.tid
+		if mine {
+			tid = 0
+		}
+		if err := unix.SchedSetaffinity(tid, &t.before); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("sched_setaffinity thread %d (restore): %w", t.tid, err)
+		}
 	}
-	runtime.UnlockOSThread()
+	if mine {
+		runtime.UnlockOSThread()
+	}
 	return nil
 }

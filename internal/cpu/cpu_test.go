@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestAllowed(t *testing.T) {
@@ -127,7 +129,9 @@ func TestClaim(t *testing.T) {
 		if err := affinity([]int{c}, "after Claim"); err != nil {
 			return err
 		}
-		// Release on another goroutine: nothing happens.
+		// Release on another goroutine (a backend closed elsewhere): the
+		// claimed thread gets its affinity back all the same; the claimed
+		// goroutine stays locked to it.
 		if err := onThread(func() error {
 			if th.Mine() {
 				return fmt.Errorf("Mine on another goroutine")
@@ -136,10 +140,13 @@ func TestClaim(t *testing.T) {
 		}); err != nil {
 			return err
 		}
-		if err := affinity([]int{c}, "after Release on another goroutine"); err != nil {
+		if err := affinity(cpus, "after Release on another goroutine"); err != nil {
 			return err
 		}
-		if err := th.Release(); err != nil {
+		if !th.Mine() {
+			return fmt.Errorf("the claimed goroutine left its thread")
+		}
+		if err := th.Release(); err != nil { // on the claimed one: unlocks
 			return err
 		}
 		if err := affinity(cpus, "after Release"); err != nil {
@@ -165,6 +172,31 @@ func TestClaim(t *testing.T) {
 		}
 		if err := affinity(cpus, "after a refused Claim"); err != nil {
 			return err
+		}
+		// A thread the caller narrowed (not pinned to c): Release gives
+		// back the caller's affinity, not the process's whole set.
+		if len(cpus) >= 2 {
+			var narrow unix.CPUSet
+			narrow.Set(cpus[0])
+			if err := unix.SchedSetaffinity(0, &narrow); err != nil {
+				return err
+			}
+			th, err := Claim([]int{c}, false)
+			if err != nil {
+				return err
+			}
+			if err := affinity([]int{c}, "after Claim of a narrowed thread"); err != nil {
+				return err
+			}
+			if err := th.Release(); err != nil {
+				return err
+			}
+			if err := affinity([]int{cpus[0]}, "the caller's narrowed affinity after Release"); err != nil {
+				return err
+			}
+			if err := unix.SchedSetaffinity(0, &allowed); err != nil {
+				return err
+			}
 		}
 		// Pinned by the caller: Release leaves the pin.
 		if err := Pin(c); err != nil {

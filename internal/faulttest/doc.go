@@ -10,8 +10,8 @@
 //     explained by the counters of both ends and of both kernels.
 //   - TestFaultPeerRestart: the echo process is killed (SIGKILL) mid-run
 //     and started again. Datagram kinds carry on with the same backend;
-//     stream kinds report the broken connection as a *core.PeerError and a
-//     new backend connects to the restarted echo.
+//     stream kinds deliver the broken connection's end as an event of Rx
+//     (Config.Events) and a new backend connects to the restarted echo.
 //   - TestFaultSlowConsumer: a receiver stops reading while the sender
 //     pushes as fast as it can. The heap stays bounded; the sender meets
 //     back-pressure (stream kinds, no loss) or the losses are counted

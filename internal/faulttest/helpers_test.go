@@ -97,7 +97,9 @@ func openHere(cfg core.Config) (core.Backend, error) {
 // the test does harm. The caller closes the client; on error warmClient
 // has closed it, and tr (when not nil) says what came back.
 func warmClient(t testing.TB, kind string, p *testhost.Pair) (cl core.Backend, tr *traffic, err error) {
-	cl, err = openHere(clientConfig(kind, p.A, p.B))
+	cfg := clientConfig(kind, p.A, p.B)
+	cfg.Events = isStream(kind) // the ends of its connection come to tr.errs
+	cl, err = openHere(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -662,7 +664,14 @@ func (tr *traffic) recv() int {
 			tr.errs.add(err)
 		}
 		for _, p := range tr.pkts[:n] {
-			tr.take(p.Data, tr.next)
+			switch p.Event {
+			case core.EventData:
+				tr.take(p.Data, tr.next)
+			case core.EventPeerFIN: // Config.Events: the end of a connection
+				tr.errs.add(&core.PeerError{Peer: p.From})
+			case core.EventReset:
+				tr.errs.add(p.Err)
+			}
 		}
 		total += n
 		if n > 0 {

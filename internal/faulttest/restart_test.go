@@ -16,9 +16,10 @@ import (
 // backend: after the restart the messages it sends are answered again, and
 // what was sent while the echo was dead is counted by the echo's kernel
 // (UDP NoPorts) or lost inside the killed process (logged: a process that
-// dies takes its socket buffer with it). A stream client reports the broken
-// connection once, as a *core.PeerError from Rx or Flush, and a new backend
-// connects to the restarted echo and carries traffic.
+// dies takes its socket buffer with it). A stream client delivers the
+// broken connection's end once, as an event of Rx (EventReset or
+// EventPeerFIN, never an error), and a new backend connects to the
+// restarted echo and carries traffic.
 func TestFaultPeerRestart(t *testing.T) {
 	forEachKind(t, testKinds, peerRestart)
 }

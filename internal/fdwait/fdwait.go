@@ -1,6 +1,5 @@
-// Package fdwait sleeps until a file descriptor is readable, a context is
-// done, or another goroutine wakes the sleeper: the Wait of every backend
-// that has a file descriptor to poll.
+//go:build linux
+
 package fdwait
 
 import (
@@ -53,8 +52,8 @@ func Wait(ctx context.Context, fd int, w *Waker, syscalls *uint64) error {
 			left := time.Until(dl)
 			if left <= 0 {
 				// The deadline has passed but the context's timer may not
-				// have fired yet: do not spin on poll(0) until it does.
-				return context.DeadlineExceeded
+				// have fired yet: wait for it rather than spin on poll(0).
+				return Expired(ctx)
 			}
 			if left < slice {
 				ms = int((left + time.Millisecond - 1) / time.Millisecond)

@@ -10,10 +10,22 @@
 // case>, a counter with the suffix _total (dgramio_tx_queued_total), or a
 // gauge for what is a level rather than a count (dgramio_conns,
 // dgramio_sock_rcv_buf_bytes). dgramio_lost_total is Stats.Lost(), the sum
-// of every loss counter. The layer counters are one family,
-// dgramio_layer_total{layer="socket",name="drops",loss="true"}. Every
-// sample carries the label kind and the caller's labels; dgramio_info
-// (always 1) carries the mode.
+// of every loss counter. The layer counters are two families by type:
+// the counts in dgramio_layer_total{layer="socket",name="drops",loss="true"}
+// (a counter), the levels (core.Counter.Gauge: uring's tx_inflight,
+// tcp's rtt_us_max, netconn's endpoints, netstack's tcp_established) in
+// dgramio_layer{layer="uring",name="tx_inflight",loss="false"} (a gauge),
+// so that rate() is never taken of a level. Every sample carries the
+// label kind and the caller's labels; dgramio_info (always 1) carries the
+// mode.
+//
+// The writer is written here rather than taken from
+// prometheus/client_golang: the exposition is one function of a Stats
+// value, with no registry or collectors to keep, and the client library
+// would link its dependencies (protobuf among them) into every program
+// that imports dgramio, which keeps its binaries small. A service that
+// uses client_golang already can serve this text beside its own, or read
+// Stats into its own collectors.
 package metrics
 
 import (
@@ -228,7 +240,20 @@ func Write(w io.Writer, sets ...Set) error {
 	for i := range sets {
 		sample("dgramio_lost_total", sets[i].Stats.Lost(), &sets[i])
 	}
-	family("dgramio_layer_total", "counter", "Counters of the layers below the backend (kernel socket, XDP rings and program, netstack, DPDK); loss=\"true\" marks those that count lost messages.")
+	writeLayers(sets, false, family, sample)
+	writeLayers(sets, true, family, sample)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeLayers writes the layer counters of sets that are gauges (gauge)
+// or counts (!gauge) as one family.
+func writeLayers(sets []Set, gauge bool, family func(name, typ, help string), sample func(name string, v uint64, set *Set, extra ...string)) {
+	name, typ, help := "dgramio_layer_total", "counter", "Counters of the layers below the backend (kernel socket, XDP rings and program, netstack, DPDK); loss=\"true\" marks those that count lost messages."
+	if gauge {
+		name, typ, help = "dgramio_layer", "gauge", "Levels of the layers below the backend: values that go down as well as up (sends in flight, connections open) or the largest seen (rtt_us_max)."
+	}
+	header := false
 	for i := range sets {
 		// Layer counters in a stable order; the same layer and name twice
 		// (a backend that reports a counter per queue) are added.
@@ -237,6 +262,9 @@ func Write(w io.Writer, sets ...Set) error {
 		loss := map[key]bool{}
 		var keys []key
 		for _, c := range sets[i].Stats.Layers {
+			if c.Gauge != gauge {
+				continue
+			}
 			k := key{c.Layer, c.Name}
 			if _, ok := vals[k]; !ok {
 				keys = append(keys, k)
@@ -250,12 +278,14 @@ func Write(w io.Writer, sets ...Set) error {
 			}
 			return keys[a].name < keys[b].name
 		})
+		if len(keys) > 0 && !header {
+			family(name, typ, help)
+			header = true
+		}
 		for _, k := range keys {
-			sample("dgramio_layer_total", vals[k], &sets[i], "layer", k.layer, "name", k.name, "loss", strconv.FormatBool(loss[k]))
+			sample(name, vals[k], &sets[i], "layer", k.layer, "name", k.name, "loss", strconv.FormatBool(loss[k]))
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // fieldValue reads a numeric field of s by name.
@@ -277,8 +307,9 @@ func fieldValue(s *core.Stats, name string) uint64 {
 type StatsFunc func() core.Stats
 
 // ExpvarFunc returns an expvar.Func whose value is the Stats that stats
-// returns at each read, marshalled as JSON (field names as in the Go
-// struct: "TxQueued", "Layers": [{"Layer", "Name", "Value", "Loss"}]).
+// returns at each read, marshalled as JSON (field names in snake case,
+// as the tools write them: "tx_queued", "layers": [{"layer",
+// "name", "value", "loss"}]).
 func ExpvarFunc(stats StatsFunc) expvar.Func {
 	return expvar.Func(func() any { return stats() })
 }

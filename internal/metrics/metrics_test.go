@@ -393,3 +393,61 @@ func FuzzLabelValues(f *testing.F) {
 		}
 	})
 }
+
+// The expvar JSON names are snake case, the names the tools' JSON and
+// the Prometheus families use: every field of Stats and of Counter.
+func TestExpvarJSONSnakeCase(t *testing.T) {
+	s := core.Stats{Kind: core.KindUDP, TxQueued: 3, SockRcvBuf: 1,
+		Layers: []core.Counter{{Layer: "socket", Name: "drops", Value: 2, Loss: true}}}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(ExpvarFunc(func() core.Stats { return s }).String()), &m); err != nil {
+		t.Fatal(err)
+	}
+	for k := range m {
+		if k != Snake(k) || strings.ToLower(k) != k {
+			t.Errorf("expvar key %q is not snake case", k)
+		}
+	}
+	if m["tx_queued"] != 3.0 || m["sock_rcv_buf"] != 1.0 {
+		t.Errorf("tx_queued %v sock_rcv_buf %v in %v", m["tx_queued"], m["sock_rcv_buf"], m)
+	}
+	layer := m["layers"].([]any)[0].(map[string]any)
+	if layer["layer"] != "socket" || layer["name"] != "drops" || layer["value"] != 2.0 || layer["loss"] != true {
+		t.Errorf("layer counter %v", layer)
+	}
+}
+
+// A level among the layer counters (Counter.Gauge) is exported as a
+// gauge, in family dgramio_layer, never in the counter family
+// dgramio_layer_total (whose rate a dashboard takes); the counts stay
+// counters.
+func TestLayerGaugesTyped(t *testing.T) {
+	s := core.Stats{Kind: core.KindURing, Layers: []core.Counter{
+		{Layer: "uring", Name: "tx_inflight", Value: 7, Gauge: true},
+		{Layer: "tcp", Name: "rtt_us_max", Value: 250, Gauge: true},
+		{Layer: "socket", Name: "drops", Value: 2, Loss: true},
+	}}
+	var b strings.Builder
+	if err := WritePrometheus(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"# TYPE dgramio_layer_total counter\n",
+		`dgramio_layer_total{kind="uring",layer="socket",name="drops",loss="true"} 2`,
+		"# TYPE dgramio_layer gauge\n",
+		`dgramio_layer{kind="uring",layer="uring",name="tx_inflight",loss="false"} 7`,
+		`dgramio_layer{kind="uring",layer="tcp",name="rtt_us_max",loss="false"} 250`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("exposition lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `dgramio_layer_total{kind="uring",layer="uring",name="tx_inflight"`) {
+		t.Errorf("a gauge in the counter family:\n%s", out)
+	}
+	sum := core.SumStats([]core.Stats{s, s})
+	if v := sum.Layers[0]; !v.Gauge || v.Value != 14 {
+		t.Errorf("SumStats lost the gauge: %+v", v)
+	}
+}

@@ -66,11 +66,11 @@ func (g Granted) Mode() string {
 	}
 	switch {
 	case g.BusyPollErr != nil:
-		fmt.Fprintf(&b, ", busy poll refused (%v)", errors.Unwrap(g.BusyPollErr))
+		fmt.Fprintf(&b, ", SO_BUSY_POLL refused (%v)", errors.Unwrap(g.BusyPollErr))
 	case g.BusyPollUs > 0:
-		fmt.Fprintf(&b, ", busy poll %dus", g.BusyPollUs)
+		fmt.Fprintf(&b, ", SO_BUSY_POLL %dus", g.BusyPollUs)
 	default:
-		b.WriteString(", busy poll off")
+		b.WriteString(", SO_BUSY_POLL off")
 	}
 	return b.String()
 }

@@ -349,7 +349,7 @@ func TestBusyPollOff(t *testing.T) {
 	if err := SetBusyPoll(fd, -1, &g); err != nil || g.BusyPollUs != 0 {
 		t.Fatalf("set off: %v %+v", err, g)
 	}
-	if !strings.Contains(g.Mode(), "busy poll off") {
+	if !strings.Contains(g.Mode(), "SO_BUSY_POLL off") {
 		t.Errorf("Mode %q", g.Mode())
 	}
 }

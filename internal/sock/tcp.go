@@ -87,6 +87,6 @@ func (c TCPCounters) Counters() []core.Counter {
 		{Layer: "tcp", Name: "segs_out", Value: c.SegsOut},
 		{Layer: "tcp", Name: "segs_in", Value: c.SegsIn},
 		{Layer: "tcp", Name: "rto_expiries", Value: c.RTOs},
-		{Layer: "tcp", Name: "rtt_us_max", Value: c.RTTMaxUs},
+		{Layer: "tcp", Name: "rtt_us_max", Value: c.RTTMaxUs, Gauge: true},
 	}
 }

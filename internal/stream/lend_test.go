@@ -195,7 +195,7 @@ func TestLoanEndsAtNextRx(t *testing.T) {
 // back: every record is delivered first, then the end is reported, once.
 func TestLoanThenEnd(t *testing.T) {
 	for _, reset := range []bool{false, true} {
-		s, c := newLendLayer(Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256}, 4096)
+		s, c := newLendLayer(Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256, Events: true}, 4096)
 		c.arrive(records(t, []byte("a"), []byte("b")))
 		if reset {
 			c.err = &core.PeerError{Reset: true, Err: errors.New("reset")}
@@ -261,9 +261,9 @@ func TestRecordsOutliveFailure(t *testing.T) {
 		st := s.Counters()
 		// The records left are delivered (those decoded before the
 		// failure) or counted lost (those the transport still held).
-		if len(errs) != 1 || len(got)+int(st.RxClosed) != 4-tc.batch || st.RxMalformed != 1 || s.Len() != 0 {
-			t.Fatalf("lend %v: errors %v, then %q, RxClosed %d, RxMalformed %d, %d connections",
-				lend, errs, got, st.RxClosed, st.RxMalformed, s.Len())
+		if len(errs) != 0 || st.Resets != 1 || len(got)+int(st.RxClosed) != 4-tc.batch || st.RxMalformed != 1 || s.Len() != 0 {
+			t.Fatalf("lend %v: errors %v, resets %d, then %q, RxClosed %d, RxMalformed %d, %d connections",
+				lend, errs, st.Resets, got, st.RxClosed, st.RxMalformed, s.Len())
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package stream
 
-import "github.com/dgramio/dgramio/tcp/record"
+import (
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/tcp/record"
+)
 
 // Sent follows where the records written to one connection's stream start,
 // so that when the connection ends its transport can tell how many records
@@ -17,7 +20,7 @@ type Sent struct {
 	off     uint64 // stream bytes written
 	need    int    // bytes left of the record body being written
 	hdrHave int    // bytes of its length prefix written so far
-	hdr     [record.HeaderLen]byte
+	hdr     [record.HeaderLen32]byte
 	starts  []uint64 // ring of record start offsets, a power of two long
 	head    int
 	count   int
@@ -25,15 +28,50 @@ type Sent struct {
 	// that were staged (Stage) and not released: not written yet.
 	heldBytes uint64
 	heldRecs  int
+	// raw: the stream has no record prefixes (SetRaw); hl is the prefix's
+	// length otherwise (0: record.HeaderLen).
+	raw bool
+	hl  int
 }
+
+// SetFraming makes s follow a stream of framing f (core.Config.Framing):
+// u16 records (the zero value's), u32 records or raw bytes (SetRaw). Call
+// it before anything is written.
+func (s *Sent) SetFraming(f core.Framing) {
+	switch f {
+	case core.FramingRaw:
+		s.SetRaw()
+	case core.FramingU32:
+		s.hl = record.HeaderLen32
+	}
+}
+
+// prefix is the length of a record's prefix.
+func (s *Sent) prefix() int {
+	if s.hl == 0 {
+		return record.HeaderLen
+	}
+	return s.hl
+}
+
+// SetRaw makes s follow a stream without framing (core.FramingRaw): it
+// has no record starts to find, so it counts bytes only and Unacked is
+// always 0 (what the peer's application lost is for it to count). Call
+// it before anything is written.
+func (s *Sent) SetRaw() { s.raw = true }
 
 // Stage notes one whole record of n payload bytes staged after what was
 // written and staged before: it is written at Release, or dropped by
 // Unstage. Wrote must not be called while records are staged.
 func (s *Sent) Stage(n int) {
+	if s.raw {
+		s.off += uint64(n)
+		s.heldBytes += uint64(n)
+		return
+	}
 	s.push(s.off)
-	s.off += uint64(record.HeaderLen + n)
-	s.heldBytes += uint64(record.HeaderLen + n)
+	s.off += uint64(s.prefix() + n)
+	s.heldBytes += uint64(s.prefix() + n)
 	s.heldRecs++
 }
 
@@ -50,7 +88,8 @@ func (s *Sent) Unstage() {
 // Wrote notes p, the next bytes written to the stream (whole records or
 // parts of them, in order).
 func (s *Sent) Wrote(p []byte) {
-	for i := 0; i < len(p); {
+	hl := s.prefix()
+	for i := 0; i < len(p) && !s.raw; {
 		if s.need > 0 {
 			k := min(s.need, len(p)-i)
 			s.need -= k
@@ -59,17 +98,17 @@ func (s *Sent) Wrote(p []byte) {
 		}
 		if s.hdrHave == 0 {
 			s.push(s.off + uint64(i))
-			if len(p)-i >= record.HeaderLen { // the whole prefix: the usual case
-				s.need = int(p[i])<<8 | int(p[i+1])
-				i += record.HeaderLen
+			if len(p)-i >= hl { // the whole prefix: the usual case
+				s.need = prefixLen(p[i:], hl)
+				i += hl
 				continue
 			}
 		}
 		s.hdr[s.hdrHave] = p[i]
 		s.hdrHave++
 		i++
-		if s.hdrHave == record.HeaderLen {
-			s.need = int(s.hdr[0])<<8 | int(s.hdr[1])
+		if s.hdrHave == hl {
+			s.need = prefixLen(s.hdr[:], hl)
 			s.hdrHave = 0
 		}
 	}
@@ -116,3 +155,11 @@ func (s *Sent) Tracked() int { return s.count }
 
 // Written is the number of stream bytes written.
 func (s *Sent) Written() uint64 { return s.off - s.heldBytes }
+
+// prefixLen reads a big-endian length prefix of hl bytes (2 or 4).
+func prefixLen(b []byte, hl int) int {
+	if hl == record.HeaderLen {
+		return int(b[0])<<8 | int(b[1])
+	}
+	return int(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
+}

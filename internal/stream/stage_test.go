@@ -99,12 +99,13 @@ func TestStagerHoldsUntilFlush(t *testing.T) {
 }
 
 // A Stager whose room does not grow while a record waits for it is a
-// send stall (Options.SendStall), reported once; room that grows starts
-// the clock again, and a record that fits ends the watch.
+// send stall (Options.SendStall), reported once (an EventStalled, no
+// error); room that grows starts the clock again, and a record that fits
+// ends the watch.
 func TestStagerStall(t *testing.T) {
 	const stall = 20 * time.Millisecond
 	var reported []netip.AddrPort
-	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256, StagingSize: 4 * (record.HeaderLen + 100), SendStall: stall,
+	s := newFakeLayer(&fakeTransport{}, Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256, StagingSize: 4 * (record.HeaderLen + 100), SendStall: stall, Events: true,
 		StallError: func(peer netip.AddrPort, d time.Duration) error {
 			reported = append(reported, peer)
 			return errors.New("stalled")
@@ -142,8 +143,21 @@ func TestStagerStall(t *testing.T) {
 			errs++
 		}
 	}
-	if errs != 1 || len(reported) != 1 || reported[0] != peer(1) || s.Counters().Stalls != 1 {
-		t.Fatalf("%d errors, reported %v, Stalls %d; want one stall of peer 1", errs, reported, s.Counters().Stalls)
+	if errs != 0 || len(reported) != 1 || reported[0] != peer(1) || s.Counters().Stalls != 1 {
+		t.Fatalf("%d errors, reported %v, Stalls %d; want one stall of peer 1, no error", errs, reported, s.Counters().Stalls)
+	}
+	var stalls []netip.AddrPort
+	pkts := make([]core.Packet, 16)
+	for range 3 {
+		n, _ := s.Rx(pkts)
+		for _, p := range pkts[:n] {
+			if p.Event == core.EventStalled && p.Err != nil {
+				stalls = append(stalls, p.From)
+			}
+		}
+	}
+	if len(stalls) != 1 || stalls[0] != peer(1) {
+		t.Fatalf("EventStalled of %v, want one of peer 1", stalls)
 	}
 	// Room for the largest record: the watch ends.
 	sc.free = record.HeaderLen + 100
@@ -151,8 +165,7 @@ func TestStagerStall(t *testing.T) {
 	if len(s.tx) != 0 {
 		t.Fatal("still watched with room for any record")
 	}
-	pkts := make([]core.Packet, 1)
-	if k, err := s.Rx(pkts); k != 0 || err != nil {
+	if k, err := s.Rx(pkts[:1]); k != 0 || err != nil {
 		t.Fatalf("Rx = %d, %v", k, err)
 	}
 }

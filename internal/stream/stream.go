@@ -2,11 +2,15 @@
 // (package kernel/tcp) and the userspace TCP kinds tcp-xdp and tcp-dpdk
 // (package tcp) run their core.Backend methods Queue, QueueTo, Flush and Rx
 // through a Layer. It holds the connection set, each connection's record
-// staging (record.Staging) and decoding (record.Decoder), Queue's
-// all-or-none across connections, back-pressure, the bytes a Flush
-// released moving on with every Rx and Flush, send stalls, the peer's
-// close and reset reported as *core.PeerError, the removal of ended
-// connections, and the counting (core.Stats's message fields).
+// staging (record.Staging) and decoding (record.Decoder), or its raw
+// bytes (core.FramingRaw), Queue's all-or-none across connections,
+// back-pressure, the bytes a Flush released moving on with every Rx and
+// Flush, send stalls, each connection's life (opened, the peer's FIN, a
+// reset, ended) counted and, with Options.Events, delivered by Rx as
+// Packets with Event set, the loop's own closes, resets and pauses of one
+// connection (core.Conns), the removal of ended connections, and the
+// counting (core.Stats's message fields). No connection's end is an error
+// of Rx or Flush: those report the transport's failures only.
 //
 // Under it is a Transport, which moves bytes and knows nothing of records:
 // kernel TCP (a socket per connection, epoll), netstack (gVisor endpoints),
@@ -52,15 +56,27 @@
 // that returns (0, nil).
 //
 // A peer's FIN ends its direction only. The layer delivers the records the
-// peer sent, then reports the FIN once as a *core.PeerError (Reset false),
-// and keeps the connection writable: answers queued before the Rx or Flush
-// that returns that error go out (and those of a caller that holds the
-// peer, until it lets go), and once they have all been written the layer
-// closes its side too (Conn.Close), after which QueueTo to that peer
-// counts as "queue_no_conn". A reset, or a failed write, ends both
-// directions at once: records still staged are counted in TxDropped, and
-// the records the transport had received and the layer had not delivered
-// yet are read out and counted in RxClosed, as at Close.
+// peer sent, then counts the FIN (PeerCloses) and queues its
+// core.EventPeerFIN, and keeps the connection writable: answers queued
+// until the Flush after the Rx that delivers the event go out (and those
+// of a caller that paused the peer, until it resumes), and once they have
+// all been written the layer closes its side too (Conn.Close), after
+// which QueueTo to that peer counts as "queue_no_conn" and EventEnded
+// follows. A reset, or a failed write, ends both directions at once:
+// records still staged are counted in TxDropped, and the records the
+// transport had received and the layer had not delivered yet are read out
+// and counted in RxClosed, as at Close; EventReset (with the
+// *core.PeerError of the cause) and EventEnded follow.
+//
+// In u32 framing (core.FramingU32) records carry a 4-byte prefix
+// (record.NewStaging32, NewDecoder32), read by the Lender path and Sent
+// alike. In raw framing (core.FramingRaw) a "record" is what one QueueTo
+// appends (staged without a prefix, record.NewRawStaging) and what one
+// Packet of Rx carries (record.NewRawDecoder: the bytes read, at most
+// MaxRecord a Packet; a Lender's bytes are lent in place as they lie).
+// The transports' Sent counts bytes only there (Sent.SetRaw): a raw
+// stream has no record starts, so nothing written moves from TxSent to
+// TxDropped when the peer never acknowledged it.
 //
 // # Closing
 //
@@ -246,13 +262,21 @@ type Options struct {
 	StagingSize, DecoderSize int
 	// SendStall, when positive, reports a connection that takes no byte
 	// for that long while released bytes wait (a Stager: whose room does
-	// not grow while a record it refused waits): Flush returns
-	// StallError(peer, stalled) once per stall.
+	// not grow while a record it refused waits), once per stall: counted
+	// in Stalls and, with Events, delivered as core.EventStalled whose Err
+	// is StallError(peer, stalled). It is no error of Rx or Flush.
 	SendStall  time.Duration
 	StallError func(peer netip.AddrPort, stalled time.Duration) error
 	// FinishTimeout bounds how long a finished connection of an Unacker
 	// waits for the peer to acknowledge what was written (0: 10 s).
 	FinishTimeout time.Duration
+	// Framing is core.FramingU16 (or "": records) or core.FramingRaw
+	// (bytes: a record is what one QueueTo appends, or what one Packet of
+	// Rx carries; see core.FramingRaw).
+	Framing core.Framing
+	// Events makes Rx deliver each connection's life as Packets with
+	// Event set (core.Config.Events).
+	Events bool
 }
 
 // Counters are the layer's counts, as core.Stats names them where it has
@@ -301,7 +325,7 @@ type conn struct {
 	released int
 	// dead says why the connection ended, nil while it lives.
 	dead *core.PeerError
-	hdr  [record.HeaderLen]byte // the length prefix Stage copies
+	hdr  [record.HeaderLen32]byte // the length prefix Stage copies
 	lent bool
 	// hint: Watch reported the connection since the layer last read it.
 	hint bool
@@ -311,8 +335,14 @@ type conn struct {
 	delivered bool
 	// held: Hold stopped delivery; nothing is read or delivered.
 	held bool
-	// eof: the peer's FIN was read; reported: its PeerError was queued.
+	// eof: the peer's FIN was read; reported: its end was counted (and its
+	// EventPeerFIN queued).
 	eof, reported bool
+	// shut: CloseConn asked for the connection to close; local: the
+	// connection's end (dead) is ResetConn's.
+	shut, local bool
+	// events is how many of its events are queued and not delivered.
+	events int
 	// removed: it left the set (entries of the work lists that still name
 	// it are dropped as met).
 	removed bool
@@ -338,13 +368,17 @@ type conn struct {
 	since   time.Time // closing since
 }
 
-// open reports whether records may still be staged for c.
+// open reports whether records staged for c may still be sent.
 func (c *conn) open() bool { return c.dead == nil && !c.closing }
+
+// takes reports whether records may still be staged for c (not after
+// CloseConn).
+func (c *conn) takes() bool { return c.open() && !c.shut }
 
 // wantsRx reports whether an Rx has something to do with c: records
 // decoded and not delivered, or a read to make.
 func (c *conn) wantsRx() bool {
-	return !c.removed && !c.held &&
+	return !c.removed && !c.held && !c.shut && !c.local &&
 		(c.dec.Complete() || (!c.eof && c.dead == nil && (c.more || c.hint)))
 }
 
@@ -368,7 +402,12 @@ type Layer struct {
 	read   []*conn // Rx read or delivered from them: compact next Rx
 	ends   []*conn // ended, or the peer finished: for reap
 
-	errs   []error // to report, oldest first
+	errs []error // to report, oldest first
+	evs  []event // connection events to deliver, oldest first
+	// hl is the length of a record's prefix: record.HeaderLen, 0 in raw
+	// framing.
+	hl     int
+	raw    bool
 	accept func(Conn, netip.AddrPort)
 	mark   func(Conn)
 	// last is byPeer's entry that QueueTo found last (nil: none): an
@@ -387,7 +426,13 @@ func New(t Transport, o Options) *Layer {
 	if o.FinishTimeout <= 0 {
 		o.FinishTimeout = defaultFinishMax
 	}
-	s := &Layer{opt: o, t: t, byPeer: make(map[netip.AddrPort]*conn)}
+	s := &Layer{opt: o, t: t, byPeer: make(map[netip.AddrPort]*conn), hl: record.HeaderLen}
+	switch o.Framing {
+	case core.FramingRaw:
+		s.raw, s.hl = true, 0
+	case core.FramingU32:
+		s.hl = record.HeaderLen32
+	}
 	s.accept = s.accepted
 	s.mark = s.marked
 	return s
@@ -396,20 +441,30 @@ func New(t Transport, o Options) *Layer {
 // Add takes c, connected to peer, into the set (a client's connection;
 // a server's come through Transport.Accept). Its first Rx reads it.
 func (s *Layer) Add(c Conn, peer netip.AddrPort) {
-	k := &conn{t: c, peer: peer, pos: len(s.conns), hint: true,
-		dec: record.NewDecoder(s.opt.MaxRecord, s.opt.DecoderSize)}
+	k := &conn{t: c, peer: peer, pos: len(s.conns), hint: true}
 	k.ln, _ = c.(Lender)
 	k.sg, _ = c.(Stager)
 	size := s.opt.StagingSize
 	if k.sg != nil {
 		size = 0 // the transport stages
 	}
-	k.stage = record.NewStaging(size)
+	switch {
+	case s.raw:
+		k.dec = record.NewRawDecoder(s.opt.MaxRecord, s.opt.DecoderSize)
+		k.stage = record.NewRawStaging(size)
+	case s.hl == record.HeaderLen32:
+		k.dec = record.NewDecoder32(s.opt.MaxRecord, s.opt.DecoderSize)
+		k.stage = record.NewStaging32(size)
+	default:
+		k.dec = record.NewDecoder(s.opt.MaxRecord, s.opt.DecoderSize)
+		k.stage = record.NewStaging(size)
+	}
 	c.hook().c = k
 	s.conns = append(s.conns, k)
 	s.byPeer[peer] = k
 	s.last = nil
 	enlist(&s.rx, &k.inRx, k)
+	s.event(k, core.EventOpened, nil)
 }
 
 func (s *Layer) accepted(c Conn, peer netip.AddrPort) {
@@ -458,7 +513,7 @@ func (c *conn) staged() int { return c.stage.Len() + c.sgBytes }
 // as the layer's own staging would, within the room of its buffer.
 func (s *Layer) fits(c *conn, n int) bool {
 	if c.sg != nil {
-		need := record.HeaderLen + n
+		need := s.hl + n
 		return c.sgBytes+need <= s.opt.StagingSize && c.sg.Room() >= need
 	}
 	return c.stage.Fits(n)
@@ -470,16 +525,20 @@ func (s *Layer) put(c *conn, payload []byte) bool {
 		return c.stage.Put(payload) == nil
 	}
 	n := len(payload)
-	if c.sgBytes+record.HeaderLen+n > s.opt.StagingSize {
+	if c.sgBytes+s.hl+n > s.opt.StagingSize {
 		return false // Flush first
 	}
-	c.hdr = [record.HeaderLen]byte{byte(n >> 8), byte(n)}
-	if !c.sg.Stage(c.hdr[:], payload) {
+	if s.hl == record.HeaderLen32 {
+		c.hdr = [record.HeaderLen32]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	} else {
+		c.hdr = [record.HeaderLen32]byte{byte(n >> 8), byte(n)}
+	}
+	if !c.sg.Stage(c.hdr[:s.hl], payload) {
 		s.watchRoom(c)
 		return false
 	}
 	c.sgRecs++
-	c.sgBytes += record.HeaderLen + n
+	c.sgBytes += s.hl + n
 	c.waitRoom = false
 	return true
 }
@@ -503,7 +562,7 @@ func (s *Layer) release(c *conn) {
 	}
 	c.sg.Release()
 	s.st.TxSent += uint64(c.sgRecs)
-	s.st.TxBytes += uint64(c.sgBytes - record.HeaderLen*c.sgRecs)
+	s.st.TxBytes += uint64(c.sgBytes - s.hl*c.sgRecs)
 	s.st.StreamTx += uint64(c.sgBytes)
 	c.sgRecs, c.sgBytes = 0, 0
 }
@@ -536,7 +595,7 @@ func (s *Layer) Queue(payload []byte) error {
 	var n uint64
 	fits := true
 	for _, c := range s.conns {
-		if c.open() {
+		if c.takes() {
 			n++
 			fits = fits && s.fits(c, len(payload))
 		}
@@ -548,17 +607,21 @@ func (s *Layer) Queue(payload []byte) error {
 	case len(payload) > s.opt.MaxRecord:
 		s.st.TxOversize += n
 		return core.ErrTooLarge
+	case s.raw && len(payload) == 0:
+		s.st.TxQueued += n // nothing to append: sent as it is queued
+		s.st.TxSent += n
+		return nil
 	case !fits:
 		s.st.TxBackpressure += n
 		for _, c := range s.conns {
-			if c.sg != nil && c.open() && c.sg.Room() < record.HeaderLen+len(payload) {
+			if c.sg != nil && c.takes() && c.sg.Room() < s.hl+len(payload) {
 				s.watchRoom(c)
 			}
 		}
 		return core.ErrBackPressure
 	}
 	for _, c := range s.conns {
-		if c.open() {
+		if c.takes() {
 			_ = s.put(c, payload) // fits said yes
 			enlist(&s.staged, &c.inStaged, c)
 		}
@@ -577,12 +640,16 @@ func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) error {
 		s.last = c
 	}
 	switch {
-	case c == nil || c.dead != nil:
+	case c == nil || c.dead != nil || c.shut:
 		s.st.NoConn++
 		return core.ErrNoRoute
 	case len(payload) > s.opt.MaxRecord:
 		s.st.TxOversize++
 		return core.ErrTooLarge
+	case s.raw && len(payload) == 0:
+		s.st.TxQueued++ // nothing to append: sent as it is queued
+		s.st.TxSent++
+		return nil
 	case !s.put(c, payload):
 		s.st.TxBackpressure++
 		return core.ErrBackPressure
@@ -605,7 +672,7 @@ func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
 	}
 	if c.held != on {
 		c.held = on
-		if !c.eof && c.dead == nil {
+		if !c.eof && c.dead == nil && !c.shut {
 			c.t.SetReading(!on)
 		}
 		if !on {
@@ -623,8 +690,8 @@ func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
 // and accepts first unless an Rx did since the last Flush (a poll loop's
 // Rx, then its answers' Flush, polls once), removes the connections that
 // ended, and pushes what was written. It returns the device's error from
-// Push, or the oldest unreported peer event (*core.PeerError, a stall
-// error).
+// Push, or the oldest unreported error queued by Report; never one
+// connection's end or stall.
 func (s *Layer) Flush() error {
 	if !s.polled {
 		s.t.Poll()
@@ -734,7 +801,7 @@ func (s *Layer) roomMoved(c *conn) bool {
 		c.stallSince, c.stallReported = time.Time{}, false
 	}
 	c.room = r
-	if r >= record.HeaderLen+s.opt.MaxRecord {
+	if r >= s.hl+s.opt.MaxRecord {
 		c.waitRoom = false
 		return false
 	}
@@ -755,7 +822,9 @@ func (s *Layer) watchStall(c *conn) {
 	if !c.stallReported && now.Sub(c.stallSince) >= s.opt.SendStall {
 		c.stallReported = true
 		s.st.Stalls++
-		s.errs = append(s.errs, s.opt.StallError(c.peer, now.Sub(c.stallSince)))
+		if s.opt.Events {
+			s.event(c, core.EventStalled, s.opt.StallError(c.peer, now.Sub(c.stallSince)))
+		}
 	}
 }
 
@@ -780,8 +849,11 @@ func (s *Layer) kill(c *conn, err error) {
 // connection ends before it; From is the connection's peer. A record longer
 // than MaxRecord is skipped as it arrives and counted in RxTruncated. Like
 // Flush, Rx polls the transport, accepts, writes what earlier Flushes
-// released, removes the connections that ended and pushes. With no record
-// to return, its error is Push's or the oldest unreported peer event.
+// released, removes the connections that ended and pushes. With
+// Options.Events the connections' events queued since the last Rx come
+// first (Packet.Event set, Data empty; they count toward the batch, not
+// in RxDelivered). With no record to return, its error is Push's or the
+// oldest unreported one of Report.
 func (s *Layer) Rx(pkts []core.Packet) (int, error) {
 	for _, c := range s.read {
 		// The records of the last Rx are done with: make room, also after
@@ -798,16 +870,23 @@ func (s *Layer) Rx(pkts []core.Packet) (int, error) {
 	s.read = s.read[:0]
 	busy := s.t.Poll()
 	s.polled = true
-	if !busy && len(s.rx) == 0 && len(s.tx) == 0 && len(s.ends) == 0 && len(s.errs) == 0 {
+	if !busy && len(s.rx) == 0 && len(s.tx) == 0 && len(s.ends) == 0 && len(s.errs) == 0 && len(s.evs) == 0 {
 		return 0, nil // nothing arrived, nothing waits: an empty Rx of a spinning loop
 	}
 	s.t.Accept(s.accept)
 	s.t.Watch(s.mark)
 	s.sendAll()
 	want := min(len(pkts), s.opt.RxBatch)
-	k := s.receiveAll(pkts, want)
-	s.st.RxDelivered += uint64(k)
+	e := 0
+	if len(s.evs) > 0 {
+		e = s.deliverEvents(pkts, want)
+	}
+	k := s.receiveAll(pkts, e, want)
+	s.st.RxDelivered += uint64(k - e)
 	s.reap()
+	if len(s.evs) > 0 && k < want {
+		k += s.deliverEvents(pkts[k:], want-k) // the ends reap found
+	}
 	if err := s.t.Push(); err != nil {
 		if k == 0 {
 			return 0, err
@@ -821,11 +900,11 @@ func (s *Layer) Rx(pkts []core.Packet) (int, error) {
 }
 
 // receiveAll visits the connections of rx in order until want records
-// are in pkts, and returns how many. Those it did not reach keep their
+// are in pkts (k are there already), and returns how many. Those it did not reach keep their
 // place at the front; those it visited that still have something go to
 // the back; the rest leave rx.
-func (s *Layer) receiveAll(pkts []core.Packet, want int) int {
-	k, i := 0, 0
+func (s *Layer) receiveAll(pkts []core.Packet, k, want int) int {
+	i := 0
 	for ; i < len(s.rx) && k < want; i++ {
 		if c := s.rx[i]; c.wantsRx() {
 			k = s.receive(c, pkts, k, want)
@@ -932,13 +1011,21 @@ func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
 func (s *Layer) lend(c *conn, pkts []core.Packet, k, want int) int {
 	p := c.ln.Peek()
 	off := 0
-	for k < want && len(p)-off >= record.HeaderLen {
-		n := int(p[off])<<8 | int(p[off+1])
-		end := off + record.HeaderLen + n
+	for s.raw && k < want && off < len(p) {
+		n := min(len(p)-off, s.opt.MaxRecord)
+		pkts[k] = core.Packet{Data: p[off : off+n : off+n], From: c.peer}
+		s.st.RxBytes += uint64(n)
+		k++
+		off += n
+	}
+	hl := s.hl
+	for !s.raw && k < want && len(p)-off >= hl {
+		n := prefixLen(p[off:], hl)
+		end := off + hl + n
 		if n > s.opt.MaxRecord || end > len(p) {
 			break
 		}
-		pkts[k] = core.Packet{Data: p[off+record.HeaderLen : end : end], From: c.peer}
+		pkts[k] = core.Packet{Data: p[off+hl : end : end], From: c.peer}
 		s.st.RxBytes += uint64(n)
 		k++
 		off = end
@@ -969,7 +1056,7 @@ func (c *conn) endLoan() {
 // transport whose Writable always says true sleeps on its own readiness
 // instead (epoll).
 func (s *Layer) Ready() bool {
-	if len(s.errs) > 0 {
+	if len(s.errs) > 0 || len(s.evs) > 0 {
 		return true
 	}
 	s.t.Watch(s.mark)
@@ -992,7 +1079,7 @@ func (s *Layer) Ready() bool {
 // Wait sleeps on the transport's own readiness (kernel tcp's epoll)
 // returns at once when it is true.
 func (s *Layer) Pending() bool {
-	if len(s.errs) > 0 {
+	if len(s.errs) > 0 || len(s.evs) > 0 {
 		return true
 	}
 	for _, c := range s.rx {
@@ -1024,7 +1111,7 @@ func (s *Layer) reapEach() {
 		case c.removed:
 			c.inEnds = false
 			continue
-		case c.dead != nil && !c.delivered && !c.dec.Complete():
+		case c.dead != nil && !c.delivered && (c.local || !c.dec.Complete()):
 			// Not while records of the last Rx are out: reading out
 			// compacts the decoder and ends a loan under them.
 			if c.dead.Reset {
@@ -1036,18 +1123,34 @@ func (s *Layer) reapEach() {
 			s.countUnacked(c)
 			s.readOut(c)
 			s.cutRecord(c)
-			s.errs = append(s.errs, c.dead)
+			if !c.local {
+				s.event(c, core.EventReset, c.dead)
+			}
 			s.remove(c)
 			s.drop(c)
 			c.t.Abort()
 			continue
+		case c.shut && c.dead == nil && !c.delivered:
+			if !c.reported {
+				// CloseConn: what the peer sent is not delivered.
+				c.reported = true
+				s.readOut(c)
+				s.cutRecord(c)
+			}
+			if c.staged() == 0 {
+				s.remove(c)
+				if s.finished(c) {
+					s.drop(c)
+					continue
+				}
+			}
 		case c.eof && !c.delivered && !c.dec.Complete():
 			if !c.reported {
 				c.reported = true
 				s.cutRecord(c)
-				s.errs = append(s.errs, &core.PeerError{Peer: c.peer})
+				s.event(c, core.EventPeerFIN, nil)
 			}
-			if c.staged() == 0 && !c.held {
+			if c.events == 0 && c.staged() == 0 && !c.held {
 				s.remove(c)
 				if s.finished(c) {
 					s.drop(c)
@@ -1065,6 +1168,7 @@ func (s *Layer) reapEach() {
 // drop takes c out of the set: later reports of it are ignored, and the
 // work lists drop it as they meet it.
 func (s *Layer) drop(c *conn) {
+	s.event(c, core.EventEnded, nil)
 	c.removed, c.inEnds = true, false
 	c.t.hook().c = nil
 	last := s.conns[len(s.conns)-1]
@@ -1369,8 +1473,100 @@ func (s *Layer) Close() {
 	s.conns = s.conns[:0]
 	clear(s.byPeer)
 	s.last = nil
+	clear(s.evs)
+	s.evs = s.evs[:0]
 	for _, l := range []*[]*conn{&s.rx, &s.spare, &s.tx, &s.staged, &s.read, &s.ends} {
 		clear(*l)
 		*l = (*l)[:0]
 	}
+}
+
+// event is a connection event queued for Rx (Options.Events).
+type event struct {
+	c   *conn
+	ev  core.Event
+	err error
+}
+
+// event queues ev of c for the next Rx, with Options.Events.
+func (s *Layer) event(c *conn, ev core.Event, err error) {
+	if s.opt.Events {
+		s.evs = append(s.evs, event{c: c, ev: ev, err: err})
+		c.events++
+	}
+}
+
+// deliverEvents moves the oldest queued events into pkts[:want] and
+// returns how many. A connection whose EventPeerFIN went out counts as
+// delivered from in this Rx, so that reap leaves it as it is until the
+// next one: the loop answers the FIN before ours.
+func (s *Layer) deliverEvents(pkts []core.Packet, want int) int {
+	k := 0
+	for ; k < len(s.evs) && k < want; k++ {
+		e := &s.evs[k]
+		pkts[k] = core.Packet{From: e.c.peer, Event: e.ev, Err: e.err}
+		e.c.events--
+		if e.ev == core.EventPeerFIN {
+			e.c.delivered = true
+			enlist(&s.read, &e.c.inRead, e.c)
+		}
+	}
+	n := copy(s.evs, s.evs[k:])
+	clear(s.evs[n:])
+	s.evs = s.evs[:n]
+	return k
+}
+
+// ErrResetByApp is the cause of a connection that ResetConn reset.
+var ErrResetByApp = errors.New("connection reset by the application (ResetConn)")
+
+// CloseConn closes the connection to peer in order (core.Conns): nothing
+// more of it is read or delivered (what the transport holds counts in
+// RxClosed), what was queued for it goes out at the next Flush, then our
+// FIN, and it leaves the set (EventEnded) as a connection whose peer
+// finished would. QueueTo to peer counts in NoConn from now on. It
+// returns false when peer has no connection.
+func (s *Layer) CloseConn(peer netip.AddrPort) bool {
+	c := s.byPeer[peer]
+	if c == nil {
+		return false
+	}
+	if !c.shut && c.dead == nil {
+		c.shut = true
+		if !c.eof && !c.held {
+			c.t.SetReading(false)
+		}
+		enlist(&s.ends, &c.inEnds, c)
+	}
+	return true
+}
+
+// ResetConn resets the connection to peer (core.Conns) at the next Rx or
+// Flush that has no record of it out: what is staged counts in
+// TxDropped, what was received and not delivered in RxClosed, and Resets
+// counts it; EventEnded follows, no EventReset. It returns false when
+// peer has no connection.
+func (s *Layer) ResetConn(peer netip.AddrPort) bool {
+	c := s.byPeer[peer]
+	if c == nil {
+		return false
+	}
+	if c.dead == nil {
+		c.dead = &core.PeerError{Peer: peer, Reset: true, Err: ErrResetByApp}
+		c.local = true
+		if !c.eof && !c.held && !c.shut {
+			c.t.SetReading(false)
+		}
+		enlist(&s.ends, &c.inEnds, c)
+	}
+	return true
+}
+
+// ConnErr is the error of a core.Conns method for the layer's answer:
+// nil when the peer had a connection, core.ErrNoConn when not.
+func ConnErr(ok bool) error {
+	if ok {
+		return nil
+	}
+	return core.ErrNoConn
 }

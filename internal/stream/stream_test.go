@@ -134,14 +134,23 @@ func records(t testing.TB, payloads ...[]byte) []byte {
 	return b
 }
 
-// rxAll calls Rx up to rounds times and returns the records and the
-// errors it returned.
+// rxAll calls Rx up to rounds times and returns the records, and the
+// errors it returned and the ends of connections it delivered (with
+// Options.Events: an EventPeerFIN as a *core.PeerError of Reset false,
+// an EventReset as its Err), in order.
 func rxAll(s *Layer, rounds int) (got []string, errs []error) {
 	pkts := make([]core.Packet, 16)
 	for i := 0; i < rounds; i++ {
 		n, err := s.Rx(pkts)
 		for _, p := range pkts[:n] {
-			got = append(got, string(p.Data))
+			switch p.Event {
+			case core.EventData:
+				got = append(got, string(p.Data))
+			case core.EventPeerFIN:
+				errs = append(errs, &core.PeerError{Peer: p.From})
+			case core.EventReset:
+				errs = append(errs, p.Err)
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -215,27 +224,30 @@ func TestOversizeRecordSkipped(t *testing.T) {
 }
 
 // RFC 9293 §3.6: a FIN closes the peer's direction only. The records
-// before it are delivered, the FIN is reported once, answers queued before
-// that still go out, and then the layer closes its side.
+// before it are delivered, the FIN comes once as EventPeerFIN (never an
+// error of Rx or Flush), answers queued after it until the next Flush
+// still go out, and then the layer closes its side: EventEnded.
 func TestHalfClose(t *testing.T) {
-	s, cs := newLayer(1, Options{})
+	s, cs := newLayer(1, Options{Events: true})
 	f := cs[0]
 	f.in.Write(records(t, []byte("a"), []byte("b")))
 	f.eof = true
 	pkts := make([]core.Packet, 16)
 	n, err := s.Rx(pkts)
-	if n != 2 || err != nil {
-		t.Fatalf("Rx = %d, %v; want the 2 records", n, err)
+	if n != 3 || err != nil || pkts[0].Event != core.EventOpened || pkts[0].From != peer(0) || len(pkts[0].Data) != 0 {
+		t.Fatalf("Rx = %d, %v (%+v); want the opened event and the 2 records", n, err, pkts[0])
 	}
-	for _, p := range pkts[:n] {
-		if s.QueueTo(p.Data, p.From) != nil {
+	for _, p := range pkts[1:n] {
+		if p.Event != core.EventData || s.QueueTo(p.Data, p.From) != nil {
 			t.Fatal("QueueTo refused an answer to a peer that is still sending")
 		}
 	}
-	var pe *core.PeerError
 	n, err = s.Rx(pkts)
-	if n != 0 || !errors.As(err, &pe) || pe.Reset || pe.Peer != peer(0) {
-		t.Fatalf("Rx = %d, %v; want the peer's FIN as a *core.PeerError", n, err)
+	if n != 1 || err != nil || pkts[0].Event != core.EventPeerFIN || pkts[0].From != peer(0) {
+		t.Fatalf("Rx = %d, %v (%+v); want the peer's FIN as EventPeerFIN", n, err, pkts[0])
+	}
+	if s.QueueTo([]byte("bye"), peer(0)) != nil {
+		t.Fatal("QueueTo refused an answer to the peer's FIN")
 	}
 	if f.closed {
 		t.Fatal("the connection was closed with answers still staged")
@@ -243,21 +255,35 @@ func TestHalfClose(t *testing.T) {
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if string(f.out.Bytes()) != string(records(t, []byte("a"), []byte("b"))) {
-		t.Fatalf("peer got %q, want both answers", f.out.Bytes())
+	want := records(t, []byte("a"), []byte("b"), []byte("bye"))
+	if !bytes.Equal(f.out.Bytes(), want) {
+		t.Fatalf("peer got %q, want %q", f.out.Bytes(), want)
+	}
+	if n, err = s.Rx(pkts); n != 1 || err != nil || pkts[0].Event != core.EventEnded || pkts[0].From != peer(0) {
+		t.Fatalf("Rx = %d, %v (%+v); want EventEnded", n, err, pkts[0])
 	}
 	if !f.closed || s.Len() != 0 {
 		t.Fatalf("closed %v, connections %d: want our side closed once the answers were written", f.closed, s.Len())
 	}
-	// A held peer is not closed: its holder still has answers for it.
+	if s.QueueTo([]byte("late"), peer(0)) != core.ErrNoRoute {
+		t.Fatal("QueueTo took a record for a closed connection")
+	}
+	if c := s.Counters(); c.PeerCloses != 1 || c.Resets != 0 || c.NoConn != 1 || c.TxSent != 3 || c.TxDropped != 0 {
+		t.Fatalf("counters %+v", c)
+	}
+	// A held (paused) peer is not closed: its holder still has answers
+	// for it. Without Events the FIN is only counted.
 	s2, cs2 := newLayer(1, Options{})
 	cs2[0].in.Write(records(t, []byte("q1"), []byte("q2")))
 	cs2[0].eof = true
 	s2.Rx(pkts[:1]) // q1
 	s2.Rx(pkts[:2]) // q2, and the FIN read behind it
 	s2.Hold(peer(0), true)
-	if _, err := s2.Rx(pkts); !errors.As(err, &pe) {
-		t.Fatalf("Rx of a held, finished peer: %v, want its FIN", err)
+	if n, err := s2.Rx(pkts); n != 0 || err != nil {
+		t.Fatalf("Rx of a held, finished peer: %d, %v, want nothing", n, err)
+	}
+	if c := s2.Counters(); c.PeerCloses != 1 {
+		t.Fatalf("PeerCloses %d, want 1", c.PeerCloses)
 	}
 	if cs2[0].closed || s2.QueueTo([]byte("held answer"), peer(0)) != nil {
 		t.Fatal("a held peer's connection was closed after its FIN")
@@ -267,18 +293,12 @@ func TestHalfClose(t *testing.T) {
 	if !cs2[0].closed || cs2[0].out.Len() == 0 {
 		t.Fatalf("closed %v, written %d after Hold off", cs2[0].closed, cs2[0].out.Len())
 	}
-	if s.QueueTo([]byte("late"), peer(0)) != core.ErrNoRoute {
-		t.Fatal("QueueTo took a record for a closed connection")
-	}
-	if c := s.Counters(); c.PeerCloses != 1 || c.Resets != 0 || c.NoConn != 1 || c.TxSent != 2 || c.TxDropped != 0 {
-		t.Fatalf("counters %+v", c)
-	}
 }
 
 // A record cut by the peer's FIN or reset is counted once, RxMalformed.
 func TestCutRecordCounted(t *testing.T) {
 	for _, reset := range []bool{false, true} {
-		s, cs := newLayer(1, Options{})
+		s, cs := newLayer(1, Options{Events: true})
 		cs[0].in.Write(records(t, []byte("whole"), []byte("cut-off"))[:10])
 		if reset {
 			cs[0].err = &core.PeerError{Reset: true, Err: errors.New("reset")}
@@ -297,7 +317,7 @@ func TestCutRecordCounted(t *testing.T) {
 
 // A reset ends both directions: what is staged is dropped and counted.
 func TestResetDropsStaged(t *testing.T) {
-	s, cs := newLayer(1, Options{})
+	s, cs := newLayer(1, Options{Events: true})
 	s.Queue([]byte("x"))
 	cs[0].err = &core.PeerError{Reset: true, Err: errors.New("reset")}
 	_, errs := rxAll(s, 2)
@@ -545,11 +565,11 @@ func TestFailedConnUnreadCounted(t *testing.T) {
 	if s.Queue([]byte("answer")) != nil {
 		t.Fatal("Queue refused")
 	}
-	if err := s.Flush(); err == nil {
-		t.Fatal("Flush: no error for the failed connection")
+	if err := s.Flush(); err != nil {
+		t.Fatalf("Flush: %v for a failed connection (an event, not an error)", err)
 	}
 	c := s.Counters()
-	if c.RxClosed != 3 || c.TxDropped != 1 || s.Len() != 0 || !cs[0].aborted {
+	if c.Resets != 1 || c.RxClosed != 3 || c.TxDropped != 1 || s.Len() != 0 || !cs[0].aborted {
 		t.Errorf("RxClosed %d TxDropped %d, %d conns, aborted %v; want 3, 1, 0, true", c.RxClosed, c.TxDropped, s.Len(), cs[0].aborted)
 	}
 }

@@ -13,8 +13,10 @@ import (
 )
 
 // echoLoop answers every record to its sender until ctx ends, holding a
-// refused answer (and the peer) until it fits, and returns the peer
-// events it saw.
+// refused answer (and the peer) until it fits, and returns the ends of
+// connections it saw (b has Config.Events: an EventPeerFIN as a
+// *core.PeerError of Reset false, an EventReset as its Err) and any
+// error of Rx or Flush, in order.
 func echoLoop(ctx context.Context, t *testing.T, b *Backend) (events []error) {
 	pkts := make([]core.Packet, 16)
 	var backlog [][]byte
@@ -28,6 +30,17 @@ func echoLoop(ctx context.Context, t *testing.T, b *Backend) (events []error) {
 		}
 		n, err := b.Rx(pkts)
 		for _, p := range pkts[:n] {
+			switch p.Event {
+			case core.EventPeerFIN:
+				events = append(events, &core.PeerError{Peer: p.From})
+				continue
+			case core.EventReset:
+				events = append(events, p.Err)
+				continue
+			case core.EventData:
+			default:
+				continue
+			}
 			if len(backlog) == 0 && b.QueueTo(p.Data, p.From) == nil {
 				continue
 			}
@@ -56,10 +69,11 @@ func echoLoop(ctx context.Context, t *testing.T, b *Backend) (events []error) {
 // TestHalfCloseAnswersFlow: RFC 9293 §3.6, a FIN closes the sender's
 // direction only. A peer that sends every record, shuts down its write
 // side and reads to EOF gets every answer, then the server's FIN; the
-// server reports the peer's FIN once (*core.PeerError, not a reset).
+// server delivers the peer's FIN once (EventPeerFIN, not a reset), and
+// neither Rx nor Flush returns an error.
 func TestHalfCloseAnswersFlow(t *testing.T) {
 	const n, size = 3000, 1000
-	srv := newServer(t, core.Config{TxQueue: 8, SockBuf: 64 << 10}, lo)
+	srv := newServer(t, core.Config{TxQueue: 8, SockBuf: 64 << 10, Events: true}, lo)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan []error, 1)

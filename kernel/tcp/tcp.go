@@ -170,11 +170,17 @@ func openQueue(cfg core.Config, lfd int, granted sock.Granted, note string) (cor
 		return nil, err
 	}
 	b := &Backend{cfg: cfg, lfd: lfd, epfd: -1}
+	hl := record.HeaderLen
+	if cfg.Framing == core.FramingU32 {
+		hl = record.HeaderLen32
+	}
 	b.s = stream.New((*transport)(b), stream.Options{
 		MaxRecord:   cfg.MaxDatagram,
 		RxBatch:     cfg.RxBatch,
-		StagingSize: cfg.TxQueue * (record.HeaderLen + cfg.MaxDatagram),
-		DecoderSize: max(cfg.RxBatch*(record.HeaderLen+cfg.MaxDatagram), 64<<10),
+		StagingSize: cfg.TxQueue * (hl + cfg.MaxDatagram),
+		DecoderSize: max(cfg.RxBatch*(hl+cfg.MaxDatagram), 64<<10),
+		Framing:     cfg.Framing,
+		Events:      cfg.Events,
 	})
 	ok := false
 	defer func() {
@@ -394,6 +400,7 @@ func (b *Backend) newConn(fd int, remote netip.AddrPort) (*conn, error) {
 		return nil, err
 	}
 	c := &conn{b: b, fd: fd, remote: remote, in: true}
+	c.sent.SetFraming(b.cfg.Framing)
 	if fd >= len(b.byFD) {
 		b.byFD = append(b.byFD, make([]*conn, fd+1-len(b.byFD))...)
 	}
@@ -545,6 +552,45 @@ func (b *Backend) Hold(peer netip.AddrPort, on bool) bool {
 	return b.s.Hold(peer, on)
 }
 
+// CloseConn implements core.Conns: the connection to peer closes in
+// order (stream.Layer.CloseConn): what was queued goes out at the next
+// Flush, then our FIN; nothing more of it is delivered.
+func (b *Backend) CloseConn(peer netip.AddrPort) error {
+	if !b.life.Enter() {
+		return core.ErrClosed
+	}
+	defer b.life.Exit()
+	return stream.ConnErr(b.s.CloseConn(peer))
+}
+
+// ResetConn implements core.Conns: the connection to peer is reset (RST)
+// at the next Rx or Flush (stream.Layer.ResetConn).
+func (b *Backend) ResetConn(peer netip.AddrPort) error {
+	if !b.life.Enter() {
+		return core.ErrClosed
+	}
+	defer b.life.Exit()
+	return stream.ConnErr(b.s.ResetConn(peer))
+}
+
+// Pause implements core.Conns: Hold(peer, true).
+func (b *Backend) Pause(peer netip.AddrPort) error {
+	if !b.life.Enter() {
+		return core.ErrClosed
+	}
+	defer b.life.Exit()
+	return stream.ConnErr(b.s.Hold(peer, true))
+}
+
+// Resume implements core.Conns: Hold(peer, false).
+func (b *Backend) Resume(peer netip.AddrPort) error {
+	if !b.life.Enter() {
+		return core.ErrClosed
+	}
+	defer b.life.Exit()
+	return stream.ConnErr(b.s.Hold(peer, false))
+}
+
 // Flush releases each connection's staged records to the stream and
 // writes them with one send(2) per connection. Bytes the socket does not
 // take (its send buffer is full) stay staged, released: every later Rx and
@@ -552,15 +598,17 @@ func (b *Backend) Hold(peer netip.AddrPort, on bool) bool {
 // caller whose Queue is refused need not Flush for them to go; nothing is
 // dropped for that. A server also accepts new clients here.
 //
-// A peer that closed its direction (FIN) or reset is reported once by a
-// *core.PeerError from Flush or Rx (see package stream for when). After a
-// FIN the connection stays writable: answers queued before that error is
-// returned are sent, then the backend closes its side. After a reset the
-// connection is removed and the records still staged for it are counted
-// in TxDropped. What to do then: a server goes on serving its other
-// clients (the error is for the log); a client has lost that destination
-// for good and Queue refuses once it has none left: Close it and make a
-// new one to reconnect. Flush returns net.ErrClosed after Close.
+// A peer that closed its direction (FIN) or reset is no error of Flush or
+// Rx: it is counted (Stats.PeerCloses, Resets) and, with Config.Events,
+// delivered by Rx as an event of that connection (core.Event; see package
+// stream for when). After a FIN the connection stays writable: answers
+// queued until the Flush after the Rx that delivers EventPeerFIN are
+// sent, then the backend closes its side. After a reset the connection is
+// removed and the records still staged for it are counted in TxDropped.
+// A client that lost a destination has lost it for good, and Queue
+// refuses once it has none left: Close it and make a new one to
+// reconnect. Flush returns net.ErrClosed after Close, and otherwise only
+// what broke the backend itself.
 func (b *Backend) Flush() error {
 	if !b.life.Enter() {
 		return core.ErrClosed
@@ -744,10 +792,11 @@ func (b *Backend) setEvents(c *conn, in, out bool) {
 // bytes, none otherwise); records queued after the last Flush wait for
 // the next one.
 //
-// A peer that closed or reset its connection is reported once by a
-// *core.PeerError from Rx or Flush (see Flush for what to do), after the
-// records it sent before are delivered. Rx returns net.ErrClosed after
-// Close.
+// With Config.FramingRaw, Data is the bytes of one recv(2) (at most
+// MaxDatagram a Packet). With Config.Events, each connection's life comes
+// as Packets with Event set (see Flush), after the records its peer sent
+// before. Rx returns net.ErrClosed after Close; a connection's end is no
+// error.
 func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	if !b.life.Enter() {
 		return 0, core.ErrClosed

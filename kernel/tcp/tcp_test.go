@@ -327,15 +327,25 @@ func resetConn(t testing.TB, fd int) {
 	unix.Close(fd)
 }
 
-// rxUntilErr calls Rx until it returns an error, collecting records.
-func rxUntilErr(t testing.TB, b core.Backend) (recs []string, err error) {
+// rxUntilEnd calls Rx until it delivers the end of a connection (b has
+// Config.Events) or returns an error, collecting records: an
+// EventPeerFIN comes back as a *core.PeerError of Reset false, an
+// EventReset as its Err.
+func rxUntilEnd(t testing.TB, b core.Backend) (recs []string, err error) {
 	t.Helper()
 	pkts := make([]core.Packet, 8)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		n, err := b.Rx(pkts)
 		for _, p := range pkts[:n] {
-			recs = append(recs, string(p.Data))
+			switch p.Event {
+			case core.EventData:
+				recs = append(recs, string(p.Data))
+			case core.EventPeerFIN:
+				return recs, &core.PeerError{Peer: p.From}
+			case core.EventReset:
+				return recs, p.Err
+			}
 		}
 		if err != nil {
 			return recs, err
@@ -350,7 +360,7 @@ func rxUntilErr(t testing.TB, b core.Backend) (recs []string, err error) {
 
 func TestPeerReset(t *testing.T) {
 	lfd, port := rawListener(t)
-	cli := newClient(t, core.Config{}, port, lo)
+	cli := newClient(t, core.Config{Events: true}, port, lo)
 	afd, _, err := unix.Accept(lfd)
 	if err != nil {
 		t.Fatal(err)
@@ -358,7 +368,7 @@ func TestPeerReset(t *testing.T) {
 	// Stage a record the peer will never get.
 	cli.Queue([]byte("lost"))
 	resetConn(t, afd)
-	recs, err := rxUntilErr(t, cli)
+	recs, err := rxUntilEnd(t, cli)
 	var pe *core.PeerError
 	if !errors.As(err, &pe) || !pe.Reset || !errors.Is(err, unix.ECONNRESET) {
 		t.Fatalf("Rx after a reset: %v (records %q)", err, recs)
@@ -373,9 +383,14 @@ func TestPeerReset(t *testing.T) {
 	if s.TxDropped != 1 {
 		t.Errorf("the staged record is not counted as dropped: TxDropped %d", s.TxDropped)
 	}
-	// Reported once; then the client has no connection left.
-	if n, err := cli.Rx(make([]core.Packet, 4)); n != 0 || err != nil {
-		t.Errorf("second Rx: %d, %v", n, err)
+	// Reported once (EventEnded follows); then the client has no
+	// connection left.
+	pkts := make([]core.Packet, 4)
+	if n, err := cli.Rx(pkts); err != nil || (n == 1 && pkts[0].Event != core.EventEnded) || n > 1 {
+		t.Errorf("second Rx: %d, %v, %+v", n, err, pkts[:n])
+	}
+	if n, err := cli.Rx(pkts); n != 0 || err != nil {
+		t.Errorf("third Rx: %d, %v", n, err)
 	}
 	if err := cli.Flush(); err != nil {
 		t.Errorf("Flush after the reset was reported: %v", err)
@@ -387,7 +402,7 @@ func TestPeerReset(t *testing.T) {
 
 func TestPeerCloseDeliversFirst(t *testing.T) {
 	lfd, port := rawListener(t)
-	cli := newClient(t, core.Config{}, port, lo)
+	cli := newClient(t, core.Config{Events: true}, port, lo)
 	afd, _, err := unix.Accept(lfd)
 	if err != nil {
 		t.Fatal(err)
@@ -401,12 +416,12 @@ func TestPeerCloseDeliversFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	unix.Close(afd)
-	recs, err := rxUntilErr(t, cli)
+	recs, err := rxUntilEnd(t, cli)
 	var pe *core.PeerError
 	if !errors.As(err, &pe) || pe.Reset {
 		t.Fatalf("Rx after an orderly close: %v", err)
 	}
-	if len(recs) != 3 || recs[0] != "one" || recs[2] != "three" {
+	if len(recs) != 3 || recs[0] != "one" || recs[2] != "three" { // no event among them: EventOpened came first
 		t.Fatalf("records before the close: %q", recs)
 	}
 	s := cli.Stats()
@@ -416,9 +431,9 @@ func TestPeerCloseDeliversFirst(t *testing.T) {
 }
 
 // TestServerSurvivesClientReset: one client resets, the server reports it
-// once and keeps serving the other.
+// once (EventReset, no error) and keeps serving the other.
 func TestServerSurvivesClientReset(t *testing.T) {
-	srv := newServer(t, core.Config{}, lo)
+	srv := newServer(t, core.Config{Events: true}, lo)
 	good := newClient(t, core.Config{}, srv.LocalAddr().Port(), lo)
 	bad, err := net.Dial("tcp", srv.LocalAddr().String())
 	if err != nil {
@@ -427,7 +442,7 @@ func TestServerSurvivesClientReset(t *testing.T) {
 	until(t, "two accepted clients", func() bool { srv.Rx(nil); return srv.Stats().Conns == 2 })
 	bad.(*net.TCPConn).SetLinger(0)
 	bad.Close()
-	_, err = rxUntilErr(t, srv)
+	_, err = rxUntilEnd(t, srv)
 	var pe *core.PeerError
 	if !errors.As(err, &pe) || !pe.Reset {
 		t.Fatalf("server Rx: %v", err)
@@ -721,7 +736,7 @@ func TestPeerResetVeth(t *testing.T) {
 	defer unix.Close(lfd)
 	var cli core.Backend
 	if err := p.A.Do(func() (err error) {
-		cli, err = New(core.Config{Kind: core.KindTCP, Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5402)}, Port: 5402})
+		cli, err = New(core.Config{Kind: core.KindTCP, Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5402)}, Port: 5402, Events: true})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -732,7 +747,7 @@ func TestPeerResetVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 	resetConn(t, afd)
-	_, err = rxUntilErr(t, cli)
+	_, err = rxUntilEnd(t, cli)
 	var pe *core.PeerError
 	if !errors.As(err, &pe) || !pe.Reset || pe.Peer != netip.AddrPortFrom(p.B.Addr, 5402) {
 		t.Fatalf("Rx after a reset over veth: %v", err)

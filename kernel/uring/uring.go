@@ -144,7 +144,8 @@ var _ core.Backend = (*Backend)(nil)
 // because io_uring runs completion work on the submitting thread and CPU
 // affinity is per thread. With Config.CPUs set it also pins the thread to
 // CPUs[0], unless the caller pinned it there already (see cpu.Claim).
-// Close, called on that goroutine, undoes what New did (a pin the caller
+// Close gives the thread the affinity it had before New from any
+// goroutine; called on that goroutine, it undoes all New did (a pin the caller
 // made stays); a goroutine that ends while locked takes its thread with
 // it. That goroutine must outlive the backend: when its thread ends, the kernel
 // cancels the ring's requests (the receive ends, sends in flight fail) and
@@ -764,7 +765,9 @@ func (b *Backend) Wait(ctx context.Context) error {
 		}
 		d := waitSlice
 		if dl, ok := ctx.Deadline(); ok {
-			d = min(d, time.Until(dl))
+			if d = min(d, time.Until(dl)); d <= 0 {
+				return fdwait.Expired(ctx) // passed; its timer fires next
+			}
 		}
 		// Between the reap above and this sleep, the ring is not touched by
 		// anyone else: Queue, Flush and Rx are not called during Wait, and
@@ -813,7 +816,7 @@ func (b *Backend) snapshot() core.Stats {
 		core.Counter{Layer: "uring", Name: "send_refused", Value: b.sendRefused},
 		core.Counter{Layer: "uring", Name: "send_other_errors", Value: b.sendOther},
 		core.Counter{Layer: "uring", Name: "send_cancelled", Value: b.cancelled},
-		core.Counter{Layer: "uring", Name: "tx_inflight", Value: uint64(b.inflight)},
+		core.Counter{Layer: "uring", Name: "tx_inflight", Value: uint64(b.inflight), Gauge: true},
 		core.Counter{Layer: "uring", Name: "tx_unconfirmed_at_close", Value: b.unconfirmedAtClose},
 		core.Counter{Layer: "uring", Name: "queue_no_dest", Value: b.noDest},
 		core.Counter{Layer: "uring", Name: "queue_bad_dest", Value: b.badDest},
@@ -841,6 +844,11 @@ func (b *Backend) snapshot() core.Stats {
 // that points into it has completed; if the kernel has not finished after
 // 2 s, the memory is left mapped (a leak, not a corruption) and Close says
 // so.
+//
+// When Close returns, the kernel has released the socket: a server's port
+// is free for a New at once (a server restarting in place). On the ring's
+// thread Close unregisters the socket from the ring before closing it;
+// elsewhere it waits for the ring's teardown to let go (a few tens of ms).
 func (b *Backend) Close() error { return b.life.Close(b.waker.Wake, b.shutdown) }
 
 // shutdown is Close's work, once the guard is shut.
@@ -863,6 +871,21 @@ func (b *Backend) shutdown() (core.Stats, error) {
 	final := b.snapshot()
 
 	var errs []error
+	// The ring holds the socket as a registered file until it is torn
+	// down, which the kernel does asynchronously (20-30 ms) after the
+	// ring's fd is closed: on the ring's own thread, unregister it first,
+	// so that the socket is released when its fd is closed below; on
+	// another (which SINGLE_ISSUER refuses to unregister), wait for the
+	// release after the closes. Either way a server's port is free when
+	// Close returns, for a New on it at once.
+	unregistered := false
+	if drained && b.thread.Mine() {
+		if err := b.ring.UnregisterFiles(); err != nil {
+			errs = append(errs, err)
+		} else {
+			unregistered = true
+		}
+	}
 	errs = append(errs, b.ring.Close())
 	if drained {
 		errs = append(errs, b.releaseBufs(), b.mem.Free())
@@ -872,8 +895,44 @@ func (b *Backend) shutdown() (core.Stats, error) {
 	if err := unix.Close(b.fd); err != nil {
 		errs = append(errs, fmt.Errorf("close socket: %w", err))
 	}
+	if !unregistered && b.cfg.Role == core.RoleServer && b.cfg.Queues <= 1 {
+		errs = append(errs, awaitRelease(b.granted.Local))
+	}
 	errs = append(errs, b.waker.Close(), b.thread.Release())
 	return final, errors.Join(errs...)
+}
+
+// releaseWait bounds awaitRelease.
+const releaseWait = 2 * time.Second
+
+// awaitRelease waits until the kernel has released the UDP port of local
+// (the ring's teardown drops the last reference to the socket): a probe
+// socket bound there without SO_REUSEADDR or SO_REUSEPORT succeeds only
+// then. It is an error when the port is still held after releaseWait
+// (another socket took it).
+func awaitRelease(local netip.AddrPort) error {
+	if !local.Addr().Is4() || local.Port() == 0 {
+		return nil
+	}
+	sa := &unix.SockaddrInet4{Port: int(local.Port()), Addr: local.Addr().As4()}
+	deadline := time.Now().Add(releaseWait)
+	for {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("uring close: probe socket: %w", err)
+		}
+		err = unix.Bind(fd, sa)
+		unix.Close(fd)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, unix.EADDRINUSE):
+			return fmt.Errorf("uring close: probe bind %v: %w", local, err)
+		case time.Now().After(deadline):
+			return fmt.Errorf("uring close: port %v still in use %v after the socket was closed", local, releaseWait)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // The halves of bufsHand: Close has finished with the buffer ring, the

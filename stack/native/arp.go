@@ -8,55 +8,127 @@ import (
 	"github.com/dgramio/dgramio/arp"
 )
 
-// arpEntry is a neighbour: resolved (mac valid), being asked for (tries
-// above 0), or failed (neither: reusable, and asked again when needed).
+// The neighbour cache follows RFC 4861 §7.3's model of neighbour
+// states, as Linux's neighbour table applies it to ARP:
+//
+//   - INCOMPLETE: asked for by broadcast requests (ARPRetries,
+//     ARPTimeout apart), no MAC yet; unanswered, FAILED.
+//   - REACHABLE: answered within ARPReachable; used as is.
+//   - STALE: its MAC known but not confirmed lately (learnt from a
+//     request, gratuitous ARP, or REACHABLE that aged); used as is, and
+//     the first use that needs it (a Dial, a connection's retransmission
+//     after a timeout) moves it to PROBE.
+//   - PROBE: unicast requests to the MAC it has, still used; an answer
+//     makes it REACHABLE, silence sends broadcast requests (the neighbour
+//     may have moved to another MAC, as a gateway does in a failover),
+//     and after them it is FAILED.
+//
+// Entries are made only from ARP: a request addressed to us (RFC 826's
+// merge rule, STALE as Linux makes it) and the answers to our own
+// requests; a reply or gratuitous ARP updates a neighbour we hold and
+// makes none (Linux's arp_accept=0). TCP makes none and changes none (a
+// SYN's frame source MAC is the connection's first MAC, not the
+// neighbour's). When a neighbour's MAC changes, the connections through
+// it send to the new one from their next segment (arpEpoch).
+//
+// The cache is bounded (ARPEntries). A new neighbour with it full evicts
+// one chosen by the clock algorithm, a second-chance approximation of
+// least recently used: entries with a request in flight and static ones
+// stay, the rest are taken when the hand finds them unused since it last
+// passed. The hand looks at a bounded number of entries, so a new sender
+// costs the same whatever the table holds.
+type nudState uint8
+
+const (
+	nudFree nudState = iota
+	nudIncomplete
+	nudReachable
+	nudStale
+	nudProbe
+	nudFailed
+	nudStatic
+)
+
+// arpEntry is a neighbour.
 type arpEntry struct {
+	ip       [4]byte
 	mac      [6]byte
-	ok       bool
-	static   bool
-	tries    int
-	deadline int64 // next request or, resolved, expiry
+	state    nudState
+	ref      bool // used since the clock hand passed
+	tries    int  // requests of the current INCOMPLETE or PROBE
+	deadline int64
+	// INCOMPLETE, PROBE: the next request; REACHABLE: until when
+}
+
+// hasMAC reports whether the entry's MAC may be used.
+func (en *arpEntry) hasMAC() bool {
+	return en.state == nudReachable || en.state == nudStale || en.state == nudProbe || en.state == nudStatic
 }
 
 // arpTable is the neighbour cache: bounded, no allocation after init.
 type arpTable struct {
-	m      map[[4]byte]*arpEntry
-	buf    []arpEntry
-	max    int
-	asking int // entries with a request in flight (next has work)
+	m         map[[4]byte]int32
+	buf       []arpEntry
+	hand      int
+	asking    int // entries with a request in flight (next has work)
+	reachable int64
 }
 
-// arpLifetime is how long a learnt neighbour is kept (Linux's
-// base_reachable_time is 30 s; re-learning costs one request).
-const arpLifetime = int64(60e9)
+// arpScan bounds the entries the clock hand looks at for one eviction.
+const arpScan = 64
 
-func (t *arpTable) init(n int) {
-	t.m = make(map[[4]byte]*arpEntry, n)
+func (t *arpTable) init(n int, reachable int64) {
+	t.m = make(map[[4]byte]int32, n)
 	t.buf = make([]arpEntry, 0, n)
-	t.max = n
+	t.reachable = reachable
 }
 
-// entry returns the entry of a, making it when add is set and there is
-// room (an expired entry's slot is reused).
-func (t *arpTable) entry(a [4]byte, add bool, now int64) *arpEntry {
-	if en := t.m[a]; en != nil || !add {
-		return en
-	}
-	if len(t.buf) < t.max {
-		t.buf = append(t.buf, arpEntry{})
-		en := &t.buf[len(t.buf)-1]
-		t.m[a] = en
-		return en
-	}
-	for k, en := range t.m {
-		if !en.static && (en.ok && en.deadline < now || !en.ok && en.tries == 0) {
-			delete(t.m, k)
-			*en = arpEntry{}
-			t.m[a] = en
-			return en
-		}
+// get returns a's entry, nil when there is none.
+func (t *arpTable) get(a [4]byte) *arpEntry {
+	if i, ok := t.m[a]; ok {
+		return &t.buf[i]
 	}
 	return nil
+}
+
+// add makes an entry for a (which has none); nil when the cache is full
+// of entries that must stay. ok reports whether one was evicted for it.
+func (t *arpTable) add(a [4]byte) (*arpEntry, bool) {
+	if len(t.buf) < cap(t.buf) {
+		t.buf = append(t.buf, arpEntry{ip: a})
+		t.m[a] = int32(len(t.buf) - 1)
+		return &t.buf[len(t.buf)-1], false
+	}
+	n := len(t.buf)
+	victim := -1
+	for range min(n, arpScan) {
+		i := t.hand
+		t.hand++
+		if t.hand == n {
+			t.hand = 0
+		}
+		en := &t.buf[i]
+		if en.state == nudStatic || en.tries > 0 {
+			continue
+		}
+		if victim < 0 {
+			victim = i // if every entry looked at was used, the first of them
+		}
+		if en.ref && en.state != nudFailed {
+			en.ref = false // a second chance
+			continue
+		}
+		victim = i
+		break
+	}
+	if victim < 0 {
+		return nil, false
+	}
+	en := &t.buf[victim]
+	delete(t.m, en.ip)
+	*en = arpEntry{ip: a}
+	t.m[a] = int32(victim)
+	return en, true
 }
 
 // ask starts or repeats a request for en: the next falls due at deadline.
@@ -68,31 +140,12 @@ func (t *arpTable) ask(en *arpEntry, deadline int64) {
 	en.deadline = deadline
 }
 
-// fail ends en's requests unanswered: it stays, failed, until reused.
-func (t *arpTable) fail(en *arpEntry) {
+// stopAsking ends en's requests.
+func (t *arpTable) stopAsking(en *arpEntry) {
 	if en.tries > 0 {
 		t.asking--
 	}
 	en.tries = 0
-}
-
-func (t *arpTable) set(a [4]byte, mac [6]byte, static bool, now int64) {
-	en := t.entry(a, true, now)
-	if en == nil || en.static && !static {
-		return
-	}
-	if !en.ok {
-		t.fail(en) // answered: no longer asking
-	}
-	*en = arpEntry{mac: mac, ok: true, static: static, deadline: now + arpLifetime}
-}
-
-// lookup returns a's MAC when it is known.
-func (t *arpTable) lookup(a [4]byte) ([6]byte, bool) {
-	if en := t.m[a]; en != nil && en.ok {
-		return en.mac, true
-	}
-	return [6]byte{}, false
 }
 
 // next returns the earliest pending request's deadline.
@@ -103,30 +156,82 @@ func (t *arpTable) next() (int64, bool) {
 	}
 	for i := range t.buf {
 		en := &t.buf[i]
-		if !en.ok && en.tries > 0 && (!ok || en.deadline < at) {
+		if en.tries > 0 && (!ok || en.deadline < at) {
 			at, ok = en.deadline, true
 		}
 	}
 	return at, ok
 }
 
-// arpInput answers requests for our address and learns from requests and
-// replies addressed to us (RFC 826's merge rule, limited to our own
-// conversations).
+// neighbour returns a's entry, making one when there is none; nil (counted)
+// when the cache is full of entries that must stay.
+func (e *Engine) neighbour(a [4]byte) *arpEntry {
+	if en := e.arp.get(a); en != nil {
+		return en
+	}
+	en, evicted := e.arp.add(a)
+	if evicted {
+		e.cnt[cARPEvicted]++
+	}
+	if en == nil {
+		e.cnt[cARPTableFull]++
+	}
+	return en
+}
+
+// setStatic makes a a permanent neighbour at mac (Options.Neighbors).
+func (e *Engine) setStatic(a [4]byte, mac [6]byte) {
+	if en := e.neighbour(a); en != nil {
+		*en = arpEntry{ip: a, mac: mac, state: nudStatic}
+	}
+}
+
+// arpInput answers requests for our address, learns from requests
+// addressed to us and from the answers to our own requests, and takes
+// what a gratuitous ARP (sender and target the same address, RFC 5227
+// §3's announcement) or any other ARP says of a neighbour already held.
 func (e *Engine) arpInput(f []byte) {
 	m, err := arp.ParseARP(f)
 	if err != nil {
 		e.cnt[cARPMalformed]++
 		return
 	}
-	if m.TargetIP.As4() != e.addr {
+	src, tgt := m.SenderIP.As4(), m.TargetIP.As4()
+	switch {
+	case src == e.addr:
+		// Our own address as the sender: a conflict, or our own
+		// request looped back. Nothing to learn or answer.
 		e.cnt[cRxNotForUs]++
 		return
-	}
-	src := m.SenderIP.As4()
-	if en := e.arp.m[src]; en != nil || m.Op == arp.OpReply || m.Op == arp.OpRequest {
-		e.learn(src, m.SenderMAC, en != nil)
+	case tgt != e.addr:
+		// RFC 826's merge: what any ARP says of a neighbour we hold is
+		// taken (a gratuitous one, sender and target the same, is how a
+		// host or a failed-over gateway announces a new MAC).
+		if e.arp.get(src) != nil {
+			if src == tgt {
+				e.cnt[cARPGratuitous]++
+			}
+			e.learn(src, m.SenderMAC, false)
+			return
+		}
+		e.cnt[cRxNotForUs]++
+		return
+	case src == [4]byte{}:
+		// An RFC 5227 probe for our address: answered, nothing learnt.
+	default:
+		en := e.arp.get(src)
+		switch {
+		case en != nil:
+			solicited := m.Op == arp.OpReply && (en.state == nudIncomplete || en.state == nudProbe)
+			e.learn(src, m.SenderMAC, solicited)
+		case m.Op == arp.OpRequest:
+			e.learn(src, m.SenderMAC, false) // RFC 826: the asker is a neighbour
+		case e.share == nil:
+			e.cnt[cARPUnsolicited]++
+		}
 		if m.Op == arp.OpReply && e.share != nil {
+			// Perhaps the answer to another queue's request: the
+			// engines that asked take it (takeShared).
 			e.share.publish(e, src, m.SenderMAC)
 		}
 	}
@@ -138,22 +243,109 @@ func (e *Engine) arpInput(f []byte) {
 	}
 }
 
-// resolve returns the MAC for next hop a, starting a request when it is
-// not known.
-func (e *Engine) resolve(a [4]byte) ([6]byte, bool) {
-	if mac, ok := e.arp.lookup(a); ok {
-		return mac, true
+// learn takes mac for neighbour a: REACHABLE when it answers our request
+// (confirmed), otherwise STALE when it is new or its MAC changed. A MAC
+// change moves every connection through a to the new one; the
+// connections that waited for a send.
+func (e *Engine) learn(a [4]byte, mac [6]byte, confirmed bool) {
+	en := e.neighbour(a)
+	if en == nil || en.state == nudStatic {
+		return
 	}
-	en := e.arp.entry(a, true, e.now)
+	had := en.hasMAC() || en.state == nudIncomplete && en.mac != [6]byte{}
+	changed := had && en.mac != mac
+	if changed {
+		e.cnt[cARPMACChanged]++
+	}
+	if changed || confirmed && !had {
+		// Connections through a may hold another MAC: a SYN's, for
+		// one whose neighbour was first asked for after a timeout.
+		e.arpEpoch++
+	}
+	wasWaiting := en.state == nudIncomplete
+	en.mac = mac
+	switch {
+	case confirmed:
+		e.arp.stopAsking(en)
+		en.state, en.deadline = nudReachable, e.now+e.arp.reachable
+	case en.state == nudIncomplete || en.state == nudFree || en.state == nudFailed:
+		e.arp.stopAsking(en)
+		en.state = nudStale
+	case changed && en.state == nudReachable:
+		en.state = nudStale
+	}
+	if wasWaiting && len(e.arpWait) > 0 {
+		e.arpResolved(a)
+	}
+}
+
+// passiveHop sets the next hop of c, opened by SYN s: s's source, or the
+// gateway for an off-link one. The SYN's frame source MAC is where the
+// answers go first; the neighbour cache is not written (a SYN proves
+// nothing of who owns an address), and a later change of the
+// neighbour's MAC there moves the connection on.
+func (e *Engine) passiveHop(c *Conn, s *segment) {
+	c.hop = s.src
+	if h, ok := e.nextHop(s.src); ok {
+		c.hop = h
+	}
+	c.mac, c.macOK, c.arpEpoch = s.srcMAC, true, e.arpEpoch
+}
+
+// resolve returns the MAC for next hop a when it may be used, starting a
+// request when it is not known and a probe when it is STALE.
+func (e *Engine) resolve(a [4]byte) ([6]byte, bool) {
+	en := e.neighbour(a)
 	if en == nil {
-		e.cnt[cARPUnresolved]++
 		return [6]byte{}, false
 	}
-	if en.tries == 0 {
-		e.arp.ask(en, e.now+int64(e.o.ARPTimeout))
-		e.arpRequest(a)
+	en.ref = true
+	e.arpUse(en)
+	if en.hasMAC() {
+		return en.mac, true
 	}
 	return [6]byte{}, false
+}
+
+// arpUse moves an entry that a sender needs on: a REACHABLE one past its
+// time is STALE (RFC 4861 §7.3.3), a STALE one is probed, one without a
+// MAC and no request in flight is asked for.
+func (e *Engine) arpUse(en *arpEntry) {
+	if en.state == nudReachable && e.now >= en.deadline {
+		en.state = nudStale
+	}
+	switch en.state {
+	case nudStale:
+		en.state = nudProbe
+		e.arp.ask(en, e.now+int64(e.o.ARPTimeout))
+		e.arpProbe(en)
+	case nudFree, nudFailed:
+		en.state = nudIncomplete
+		e.arp.ask(en, e.now+int64(e.o.ARPTimeout))
+		e.arpRequest(en.ip)
+	}
+}
+
+// neighbourSuspect is called for a connection's retransmission after a
+// timeout: the neighbour it sends through may have gone (a gateway
+// failover), so a STALE or aged entry is probed, a missing one asked
+// for. A connection whose ACKs come in never gets here: the data path
+// pays nothing.
+func (c *Conn) neighbourSuspect() {
+	e := c.e
+	if en := e.neighbour(c.hop); en != nil {
+		e.arpUse(en)
+	}
+}
+
+// refreshMAC takes the connection's next hop's MAC after some
+// neighbour's MAC changed.
+func (c *Conn) refreshMAC() {
+	e := c.e
+	c.arpEpoch = e.arpEpoch
+	if en := e.arp.get(c.hop); en != nil && en.hasMAC() {
+		c.mac = en.mac
+	}
 }
 
 func (e *Engine) arpRequest(a [4]byte) {
@@ -163,39 +355,81 @@ func (e *Engine) arpRequest(a [4]byte) {
 	}
 }
 
-// arpTimers repeats requests and fails the connections waiting for a
-// neighbour that did not answer ARPRetries requests.
+// arpProbe sends a unicast request to en's MAC (RFC 1122 §2.3.2.1's
+// unicast poll; Linux's ucast_probes).
+func (e *Engine) arpProbe(en *arpEntry) {
+	e.tx = arp.AppendRequest(e.tx[:0], net.HardwareAddr(e.mac[:]), addrOf(e.addr), addrOf(en.ip))
+	copy(e.tx[0:6], en.mac[:])
+	if e.send() {
+		e.cnt[cARPRequestsSent]++
+		e.cnt[cARPProbes]++
+	}
+}
+
+// arpTimers repeats requests: an INCOMPLETE entry fails the connections
+// waiting for it after ARPRetries requests; a PROBE entry that its
+// unicast requests did not confirm is asked for by broadcast, which
+// finds it at a new MAC.
 func (e *Engine) arpTimers() {
 	for i := range e.arp.buf {
 		en := &e.arp.buf[i]
-		if en.ok || en.tries == 0 || en.deadline > e.now {
+		if en.tries == 0 || en.deadline > e.now {
 			continue
 		}
-		var a [4]byte
-		for k, v := range e.arp.m {
-			if v == en {
-				a = k
-			}
-		}
 		if en.tries >= e.o.ARPRetries {
-			e.arp.fail(en)
+			e.arp.stopAsking(en)
+			if en.state == nudProbe {
+				en.state = nudIncomplete
+				e.arp.ask(en, e.now+int64(e.o.ARPTimeout))
+				e.arpRequest(en.ip)
+				continue
+			}
+			en.state = nudFailed
 			e.cnt[cARPUnresolved]++
-			e.arpFailed(a)
+			e.arpFailed(en.ip)
 			continue
 		}
 		e.arp.ask(en, e.now+int64(e.o.ARPTimeout))
-		e.arpRequest(a)
+		if en.state == nudProbe {
+			e.arpProbe(en)
+		} else {
+			e.arpRequest(en.ip)
+		}
 	}
+}
+
+// waiting reports whether connection i still waits for neighbour a: it
+// sends its SYN once a is known (a slot closed while waiting, or reused
+// since, does not).
+func (e *Engine) waiting(i int32, a [4]byte) bool {
+	c := &e.conns[i]
+	return c.hop == a && !c.macOK && c.needSyn && (c.state == SynSent || c.state == SynReceived)
+}
+
+// arpAwait puts c in the list of connections waiting for a neighbour,
+// once, dropping from it those that no longer wait (closed while their
+// request was in flight).
+func (e *Engine) arpAwait(c *Conn) {
+	w := e.arpWait[:0]
+	for _, i := range e.arpWait {
+		if i != c.idx && e.waiting(i, e.conns[i].hop) {
+			w = append(w, i)
+		}
+	}
+	e.arpWait = append(w, c.idx)
 }
 
 // arpResolved makes the connections waiting for a send.
 func (e *Engine) arpResolved(a [4]byte) {
-	mac, _ := e.arp.lookup(a)
+	en := e.arp.get(a)
 	w := e.arpWait[:0]
 	for _, i := range e.arpWait {
 		c := &e.conns[i]
-		if c.hop == a && !c.macOK {
-			c.mac, c.macOK = mac, true
+		if !e.waiting(i, c.hop) {
+			continue
+		}
+		if c.hop == a && en != nil && en.hasMAC() {
+			c.mac, c.macOK, c.arpEpoch = en.mac, true, e.arpEpoch
 			e.markDirty(c)
 			continue
 		}
@@ -209,22 +443,16 @@ func (e *Engine) arpFailed(a [4]byte) {
 	w := e.arpWait[:0]
 	for _, i := range e.arpWait {
 		c := &e.conns[i]
-		if c.hop == a && !c.macOK {
+		if !e.waiting(i, c.hop) {
+			continue
+		}
+		if c.hop == a {
 			c.fail(ErrHostUnreachable)
 			continue
 		}
 		w = append(w, i)
 	}
 	e.arpWait = w
-}
-
-// learn sets a's MAC and sends what waited for it (asked: a had an entry,
-// possibly a request in flight).
-func (e *Engine) learn(a [4]byte, mac [6]byte, asked bool) {
-	e.arp.set(a, mac, false, e.now)
-	if asked && len(e.arpWait) > 0 {
-		e.arpResolved(a)
-	}
 }
 
 // ARPShare passes the ARP replies that one engine of a group receives to
@@ -321,8 +549,13 @@ func (e *Engine) takeShared() {
 	b.pending.Store(false)
 	b.mu.Unlock()
 	for i := range n {
-		_, asked := e.arp.m[ips[i]]
-		e.learn(ips[i], macs[i], asked)
+		// Another queue's answer to a request: ours too when we asked,
+		// else a neighbour as a request to us would make it.
+		en := e.arp.get(ips[i])
+		if en == nil {
+			continue // a neighbour this engine does not hold: nothing to learn
+		}
+		e.learn(ips[i], macs[i], en.state == nudIncomplete || en.state == nudProbe)
 		e.cnt[cARPShared]++
 	}
 }

@@ -73,6 +73,7 @@ type Conn struct {
 	raddr        [4]byte
 	lport, rport uint16
 	mac          [6]byte
+	arpEpoch     uint16 // Engine.arpEpoch when mac was taken (refreshMAC)
 
 	// send side: sbuf holds sLen bytes from SND.UNA on at sHead, then the
 	// sHeld bytes staged (Stage); sHead goes back to its home whenever
@@ -92,6 +93,13 @@ type Conn struct {
 	dupacks           int
 	retries           int
 	srtt, rttvar, rto int64
+
+	// flightMax is the most in flight since cwndMark, and cwndLimited
+	// whether cwnd held data back then: cwnd grows only when it is used
+	// (ccAck). lastSend is when data last left (cwndAfterIdle).
+	flightMax, cwndMark uint32
+	cwndLimited         bool
+	lastSend            int64
 
 	// receive side: rbuf holds rLen readable bytes at rHead, then room for
 	// out-of-order data at offsets from RCV.NXT; rHead goes back to its
@@ -146,11 +154,12 @@ type Conn struct {
 	dsack               sackBlock // duplicate data the next ACK reports (RFC 2883 §4)
 	oooFinSeq           uint32
 	wsOK                bool
-	persistProbes       int32 // zero-window probes sent since the peer's last ACK
-	stallAt             int64 // 1 + when the first retransmission or probe without progress was due (0: none)
-	// The slot to a whole number of cache lines (832 bytes), so that in
+	persistProbes       int32     // zero-window probes sent since the peer's last ACK
+	stallAt             int64     // 1 + when the first retransmission or probe without progress was due (0: none)
+	rk                  rackState // RACK-TLP (rack.go)
+	// The slot to a whole number of cache lines (960 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [23]byte
+	_ [63]byte
 }
 
 // Peer returns the remote address and port.
@@ -519,7 +528,7 @@ func (e *Engine) newConn(raddr [4]byte, lport, rport uint16) *Conn {
 func (c *Conn) buffers() {
 	if c.sbuf == nil {
 		c.sbuf = make([]byte, c.e.o.SendBuf)
-		c.rbuf = make([]byte, c.e.o.RecvBuf)
+		c.rbuf = make([]byte, c.e.o.RecvBuf+rcvSlack(c.e.o.RecvBuf))
 	}
 	c.sendHomeIfEmpty() // a second call (Dial, then establish) keeps what was written
 	c.recvHomeIfEmpty()

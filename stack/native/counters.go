@@ -84,7 +84,32 @@ const (
 	cTCPTimeWaitRecords
 	cTCPTimeWaitOverflow
 	cTCPSynRcvdOverflow
+	// Loss detection of rack.go (RFC 8985) and docs/loss.md.
+	cTCPTLPProbes
+	cTCPTLPRecoveries
+	cTCPTLPSpurious
+	cTCPRACKRecoveries
+	cTCPRACKReorder
+	cTCPRACKReoWiden
 	cTxRingFull
+
+	// Hardening against the link (docs/hardening-net.md).
+	cARPEvicted
+	cARPTableFull
+	cARPGratuitous
+	cARPMACChanged
+	cARPProbes
+	cARPUnsolicited
+	cIPSourceOurs
+	cIPFragDup
+	cIPReasmOverlap
+	cIPReasmEvicted
+	cICMPRateLimited
+	cICMPFragNeeded
+	cICMPFragNeededBad
+	cTCPPMTULowered
+	cTCPCwndRestarts
+	cTCPSACKFull
 	nCounters
 )
 
@@ -166,8 +191,33 @@ var counterNames = [nCounters]struct {
 	cTCPTimeWaitRecords:      {"tcp_timewait_records", false},            // connections that left their slot for a TIME-WAIT record
 	cTCPTimeWaitOverflow:     {"tcp_timewait_overflow", false},           // TIME-WAIT skipped: MaxTimeWait records in use
 	cTCPSynRcvdOverflow:      {"tcp_syn_received_overflow", false},       // SYNs answered by a cookie: MaxSYNReceived reached
-	cTxRingFull:              {"tx_ring_full", false},
-	cTxFrames:                {"tx_frames", false},
+	// Loss detection: see docs/loss.md.
+	cTCPTLPProbes:      {"tcp_tlp_probes", false},           // tail loss probes sent (RFC 8985 §7.3)
+	cTCPTLPRecoveries:  {"tcp_tlp_recoveries", false},       // probes that repaired a loss: cwnd reduced (§7.4)
+	cTCPTLPSpurious:    {"tcp_tlp_spurious", false},         // probes the peer D-SACKed: nothing was lost
+	cTCPRACKRecoveries: {"tcp_rack_recoveries", false},      // recoveries RACK's reordering timer started (§6.2)
+	cTCPRACKReorder:    {"tcp_rack_reordering_seen", false}, // connections that saw a hole fill by itself
+	cTCPRACKReoWiden:   {"tcp_rack_reo_wnd_widened", false}, // reordering window widened by a D-SACK (§6.2 step 4)
+	cTxRingFull:        {"tx_ring_full", false},
+	cTxFrames:          {"tx_frames", false},
+
+	// Hardening against the link (docs/hardening-net.md).
+	cARPEvicted:        {"arp_evicted", false},             // a neighbour pushed out of the full cache
+	cARPTableFull:      {"arp_table_full", false},          // no entry could be made: every one is pending or static
+	cARPGratuitous:     {"arp_gratuitous", false},          // gratuitous ARP that updated a neighbour
+	cARPMACChanged:     {"arp_mac_changed", false},         // a neighbour's MAC changed (connections follow)
+	cARPProbes:         {"arp_probes", false},              // unicast requests re-probing a STALE neighbour
+	cARPUnsolicited:    {"arp_unsolicited_ignored", false}, // replies for neighbours we do not hold: not learnt
+	cIPSourceOurs:      {"ip_source_is_ours", true},
+	cIPFragDup:         {"ip_fragment_duplicates", false},
+	cIPReasmOverlap:    {"ip_reassembly_overlaps", true},
+	cIPReasmEvicted:    {"ip_reassembly_evicted", true},
+	cICMPRateLimited:   {"icmp_unreachable_limited", false},
+	cICMPFragNeeded:    {"icmp_frag_needed", false},
+	cICMPFragNeededBad: {"icmp_frag_needed_ignored", false}, // no connection, or a quote out of its window (RFC 5927)
+	cTCPPMTULowered:    {"tcp_pmtu_lowered", false},
+	cTCPCwndRestarts:   {"tcp_cwnd_restarts", false},        // cwnd cut after idle (RFC 5681 §4.1)
+	cTCPSACKFull:       {"tcp_sack_scoreboard_full", false}, // SACK blocks beyond the scoreboard's 8
 }
 
 // Layer is the layer name of the engine's counters.

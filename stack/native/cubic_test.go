@@ -23,6 +23,7 @@ func TestCUBICGrowthRFC9438Sec4_2(t *testing.T) {
 		t.Fatalf("ssthresh %.1f segments after the loss, want 70 (beta 0.7)", got)
 	}
 	ca.cwnd = ca.ssthresh
+	ca.cwndLimited = true // a sender that fills cwnd every round trip (RFC 7661: else it does not grow)
 	ca.srtt = int64(100 * time.Millisecond)
 	k := math.Cbrt(100 * (1 - cubicBeta) / cubicC)
 	at := func(sec float64) float64 {

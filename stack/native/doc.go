@@ -30,10 +30,13 @@
 // # Protocol
 //
 //   - Ethernet and ARP (RFC 826): answers for Options.Addr, learns from
-//     what is addressed to it, resolves next hops without blocking (the
-//     gateway for off-link peers), static Options.Neighbors; the engines
-//     of a group (queues with one address and MAC) share the ARP replies
-//     they receive through an ARPShare.
+//     requests addressed to it and answers to its own, resolves next hops
+//     without blocking (the gateway for off-link peers), static
+//     Options.Neighbors; a bounded cache with RFC 4861 §7.3's neighbour
+//     states as Linux keeps them (REACHABLE, STALE, PROBE), evicting the
+//     least recently used, and connections that follow a neighbour's new
+//     MAC; the engines of a group (queues with one address and MAC) share
+//     the ARP replies they receive through an ARPShare.
 //   - IPv4 (RFC 791, RFC 1122 §3.2): header checksum; options, bad
 //     versions and lengths dropped, each counted. The engine does not
 //     fragment what it sends: an echo reply too big for the MTU is
@@ -69,7 +72,10 @@
 //   - ACKs that answer rejected segments without data (out of the
 //     window, PAWS, an ACK of unsent data) are rate-limited (RFC 5961 §7),
 //     so two ends out of step cannot bounce ACKs for ever.
-//   - IPv4 reassembly (RFC 791 §3.2) in a few bounded slots.
+//   - IPv4 reassembly (RFC 791 §3.2) bounded by memory, the oldest
+//     datagram evicted, overlapping fragments dropped (RFC 5722 §4, as
+//     Linux); ICMP errors rate-limited; "fragmentation needed" lowers a
+//     connection's MSS (RFC 1191, checked as RFC 5927 §5.1 advises).
 //   - SYN cookies (RFC 4987) when a listener's SYN backlog, or
 //     SYN-RECEIVED over all listeners, is full.
 //   - Every state has a way out no peer controls: persist, orphans,

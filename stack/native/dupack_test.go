@@ -14,7 +14,11 @@ import (
 // zero (RFC 6675 §5), and fast retransmit waits for three real ones
 // (§3.2 step 2), not two after it.
 func TestCumulativeACKIsNotDuplicateRFC5681Sec2(t *testing.T) {
-	w, ca, cb := lossWorld(t)
+	// Without SACK: with it, only ACKs with new SACK information count
+	// (RFC 6675 §2, TestSACKDupAckNeedsNewSACKRFC6675Sec2).
+	o := Options{MaxConns: 4, MinRTO: time.Second, NoSACK: true}
+	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
+	ca, cb := w.connect(7000)
 	una, mss := inFlight(t, w, cb, 6)
 
 	ackB(w, ca, cb, una) // the window changes: a window update, not counted

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/monotime"
 	"github.com/dgramio/dgramio/pad"
 )
@@ -101,12 +102,17 @@ type Engine struct {
 
 	free      []int32
 	listeners map[uint16]*Listener
-	heap      []int32  // timer heap of conn indices, by Conn.heapAt
-	arpWait   []int32  // conns waiting for a neighbour
-	inbox     arpInbox // replies the ARPShare's other engines learnt
-	reasm     [reasmSlots]reasmSlot
+	heap      []int32           // timer heap of conn indices, by Conn.heapAt
+	arpWait   []int32           // conns waiting for a neighbour
+	inbox     arpInbox          // replies the ARPShare's other engines learnt
+	reasm     []reasmSlot       // Options.ReassemblyMemory's worth
 	ports     [portTable]uint16 // RFC 6056 §3.3.4's table of counters
 	tw        twTable           // TIME-WAIT records (timewait.go)
+
+	// Hardening against the link (docs/hardening-net.md).
+	icmpCredit int64 // ns of ICMP rate earned (icmpAllow)
+	icmpAt     int64 // when icmpCredit was last brought up to date
+	arpEpoch   uint16
 }
 
 // New makes an engine on fio with options o. Everything the data path
@@ -163,12 +169,14 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	e.dirty = make([]int32, 0, o.MaxConns)
 	e.readable = make([]int32, 0, o.MaxConns)
 	e.arpWait = make([]int32, 0, o.MaxConns)
-	e.arp.init(256)
+	e.arp.init(o.ARPEntries, int64(o.ARPReachable))
+	e.reasm = make([]reasmSlot, reasmSlotsFor(o.ReassemblyMemory))
+	e.icmpCredit = int64(o.ICMPBurst) * (1e9 / int64(o.ICMPRateLimit)) // the bucket starts full
 	for a, m := range o.Neighbors {
 		if !a.Is4() || len(m) != 6 {
 			return nil, fmt.Errorf("native: neighbour %v %v is not IPv4/Ethernet", a, m)
 		}
-		e.arp.set(a.As4(), [6]byte(m), true, 0)
+		e.setStatic(a.As4(), [6]byte(m))
 	}
 	e.tx = make([]byte, 0, o.MTU+ethLen+pad.MinFrame)
 	e.deliv = e.input
@@ -295,6 +303,12 @@ func (e *Engine) ipInput(f []byte) {
 // address, from a source a reply may go to (RFC 1122 §3.2.1.3).
 func (e *Engine) ipForUs(p ipv4) bool {
 	src := p.src()
+	if src == e.addr {
+		// Our own address as the source: a spoof, or a loop (Linux drops
+		// it as a martian source, fib_validate_source).
+		e.cnt[cIPSourceOurs]++
+		return false
+	}
 	if p.dst() != e.addr || src[0] == 0 || src[0] >= 224 || src[0] == 127 ||
 		binary.BigEndian.Uint32(src[:]) == e.net4|^e.mask {
 		e.cnt[cIPNotOurAddr]++
@@ -475,12 +489,9 @@ func (e *Engine) Wait(ctx context.Context) error {
 		c, cancel := context.WithTimeout(ctx, time.Duration(at-e.now))
 		err := e.waiter.Wait(c)
 		cancel()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil
-		}
-		return err
+		return fdwait.Cause(ctx, err) // nil when the timer is due
 	}
-	return e.waiter.Wait(ctx)
+	return fdwait.Cause(ctx, e.waiter.Wait(ctx))
 }
 
 // Close aborts every connection (without sending anything), closes the

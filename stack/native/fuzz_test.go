@@ -114,7 +114,7 @@ func checkConn(t *testing.T, c *Conn) {
 	if c.state == Closed {
 		return
 	}
-	if c.sLen < 0 || c.sLen > len(c.sbuf) || c.rLen < 0 || c.rLen > c.rcvCap {
+	if c.sLen < 0 || c.sLen > len(c.sbuf) || c.rLen < 0 || c.rLen > c.rcvCap+rcvSlack(c.rcvCap) || c.rLen > len(c.rbuf) {
 		t.Fatalf("buffers: sLen %d rLen %d", c.sLen, c.rLen)
 	}
 	if seqGT(c.sndUna, c.sndMax) || seqGT(c.sndNxt, c.sndMax) || seqLT(c.sndNxt, c.sndUna) {
@@ -127,7 +127,7 @@ func checkConn(t *testing.T, c *Conn) {
 		if !seqLT(c.ooo[i].start, c.ooo[i].end) || !seqGT(c.ooo[i].start, c.rcvNxt) {
 			t.Fatalf("out-of-order block %d %+v at RCV.NXT %d", i, c.ooo[i], c.rcvNxt)
 		}
-		if int(c.ooo[i].end-c.rcvNxt) > c.rcvCap-c.rLen {
+		if int(c.ooo[i].end-c.rcvNxt) > max(c.rcvCap-c.rLen, len(c.rbuf)-c.rLen) {
 			t.Fatalf("out-of-order block %d beyond the buffer", i)
 		}
 	}

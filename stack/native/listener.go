@@ -147,8 +147,7 @@ func (l *Listener) input(s *segment) {
 	c.l, c.state = l, SynReceived
 	l.synRcvd++
 	e.synRcvd++
-	c.mac, c.macOK, c.hop = s.srcMAC, true, s.src
-	e.arp.set(s.src, s.srcMAC, false, e.now)
+	e.passiveHop(c, s)
 	if l.recvBuf > 0 {
 		c.SetRecvBuf(l.recvBuf)
 	}
@@ -219,7 +218,7 @@ func (l *Listener) cookieAck(s *segment) bool {
 	}
 	e.cnt[cTCPCookiesOK]++
 	c.l = l
-	c.mac, c.macOK, c.hop = s.srcMAC, true, s.src
+	e.passiveHop(c, s)
 	c.iss = s.ack - 1
 	c.setIRS(s.seq - 1)
 	c.peerMSS = int(min(mss, uint16(e.mss)))

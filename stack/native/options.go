@@ -55,6 +55,25 @@ const (
 	// the application closed sends before it is aborted (Linux's
 	// tcp_orphan_retries of 0, which means 8).
 	DefaultOrphanRetries = 8
+
+	// Hardening against the link (docs/hardening-net.md).
+
+	// DefaultARPEntries bounds the neighbour cache (Linux's gc_thresh3).
+	DefaultARPEntries = 1024
+	// DefaultARPReachable is how long a neighbour stays REACHABLE after it
+	// answered (Linux's base_reachable_time, RFC 4861 §10
+	// REACHABLE_TIME); then it is STALE, used but probed again when a
+	// connection's retransmission or a Dial needs it.
+	DefaultARPReachable = 30 * time.Second
+	// DefaultReassemblyMemory bounds the buffers of IPv4 reassembly
+	// (Linux's ipfrag_high_thresh): 64 datagrams of the largest size.
+	DefaultReassemblyMemory = 4 << 20
+	// DefaultReassemblyTimeout is RFC 791 §3.2's recommended timer.
+	DefaultReassemblyTimeout = 15 * time.Second
+	// DefaultICMPRateLimit and DefaultICMPBurst bound the ICMP errors the
+	// engine sends (Linux's icmp_msgs_per_sec and icmp_msgs_burst).
+	DefaultICMPRateLimit = 1000
+	DefaultICMPBurst     = 50
 )
 
 // Options configure an Engine. Addr is required; zero values take the
@@ -112,6 +131,10 @@ type Options struct {
 	// SACK (RFC 2018), timestamps (RFC 7323 §3) and window scaling (RFC
 	// 7323 §2); all are on by default.
 	NoSACK, NoTimestamps, NoWindowScale bool
+	// NoRACK turns off the loss detection of RFC 8985 (RACK's reordering
+	// timer, tail loss probes) and limited transmit, leaving RFC 6675's
+	// DupThresh and the RTO (docs/loss.md); for comparison.
+	NoRACK bool
 	// Keepalive is the idle time before the first keepalive probe of every
 	// connection (RFC 1122 §4.2.3.6); 0 off. Conn.SetKeepalive overrides it.
 	Keepalive         time.Duration
@@ -159,6 +182,28 @@ type Options struct {
 	// keeps its window closed cannot hold it, its slot and its buffers
 	// for ever.
 	OrphanRetries int
+
+	// Hardening against the link (docs/hardening-net.md).
+
+	// ARPEntries bounds the neighbour cache; a new neighbour with the
+	// cache full evicts one no request is pending for (counted
+	// arp_evicted). ARPReachable is how long an answer keeps a neighbour
+	// REACHABLE.
+	ARPEntries   int
+	ARPReachable time.Duration
+	// ReassemblyMemory bounds the bytes of IPv4 reassembly buffers (one
+	// slot per 64 KiB, at least one); a new datagram with every slot taken
+	// evicts the oldest. ReassemblyTimeout frees an incomplete datagram.
+	ReassemblyMemory  int
+	ReassemblyTimeout time.Duration
+	// ICMPRateLimit is the ICMP errors the engine sends per second at
+	// most, ICMPBurst how many may leave at once.
+	ICMPRateLimit int
+	ICMPBurst     int
+	// NoSlowStartAfterIdle keeps cwnd across an idle period (Linux's
+	// tcp_slow_start_after_idle=0); by default a connection idle for an
+	// RTO restarts from a smaller window (RFC 5681 §4.1, RFC 7661).
+	NoSlowStartAfterIdle bool
 }
 
 // setDefaults fills zero fields and checks the rest against mtu, the
@@ -229,6 +274,13 @@ func (o *Options) setDefaults(mtu int) error {
 	if o.UserTimeout < 0 {
 		return fmt.Errorf("native: UserTimeout %v is negative (0 turns it off)", o.UserTimeout)
 	}
+	def(&o.ARPEntries, DefaultARPEntries)
+	defd(&o.ARPReachable, DefaultARPReachable)
+	def(&o.ReassemblyMemory, DefaultReassemblyMemory)
+	defd(&o.ReassemblyTimeout, DefaultReassemblyTimeout)
+	def(&o.ICMPRateLimit, DefaultICMPRateLimit)
+	def(&o.ICMPBurst, DefaultICMPBurst)
+	o.ICMPRateLimit = min(o.ICMPRateLimit, 1e9)
 	if o.DelayedACK < 0 {
 		// A deadline before the engine's start would read as none armed.
 		return fmt.Errorf("native: DelayedACK %v is negative (0 turns delayed ACKs off)", o.DelayedACK)

@@ -5,13 +5,22 @@ package native
 // scoreboard and pipe of RFC 6675.
 
 // ccAck grows cwnd for acked new bytes, or takes a partial ACK in
-// recovery (recoveryAck, apart so that the common path is short).
+// recovery (recoveryAck, apart so that the common path is short). cwnd
+// grows only while it is used (RFC 7661 §4.1, RFC 5681 §3.1's "(when)
+// cwnd is fully utilized", Linux's tcp_is_cwnd_limited): in congestion
+// avoidance when sending stopped at cwnd in the last window, in slow
+// start also while the flight reached half of it. A sender limited by
+// the application (requests and answers of a few segments) keeps the
+// window it uses instead of growing one it never tried.
 func (c *Conn) ccAck(acked uint32) {
 	if c.inRecovery {
 		c.recoveryAck(acked)
 		return
 	}
 	mss := uint32(c.smss)
+	if !c.cwndLimited && (c.cwnd >= c.ssthresh || c.cwnd >= 2*c.flightMax) {
+		return
+	}
 	if c.cwnd < c.ssthresh {
 		c.cwnd += min(acked, 2*mss) // RFC 3465 with L = 2
 	} else if c.e.cubic {
@@ -85,6 +94,15 @@ func (c *Conn) dupAck() {
 	if c.recoverSet && seqLT(c.sndUna, c.recover) {
 		return // RFC 6582 §3.2 step 2: still inside the last recovery
 	}
+	c.startRecovery()
+}
+
+// startRecovery enters fast recovery: the third duplicate ACK or IsLost
+// (dupAck), or RACK's reordering window passed (rack.go).
+func (c *Conn) startRecovery() {
+	e := c.e
+	mss := uint32(c.smss)
+	c.rackRecovery(true)
 	c.inRecovery = true
 	c.rtxBegin()
 	c.recover, c.recoverSet = c.sndMax, true
@@ -98,6 +116,54 @@ func (c *Conn) dupAck() {
 	c.rtxNext = c.sndUna
 	e.cnt[cTCPFastRetransmits]++
 	e.markDirty(c)
+}
+
+// cwndUse records, after a Flush sent what it could, how much of cwnd
+// the connection used: the largest flight of the current window and
+// whether cwnd held data back (limited). A window ends when SND.UNA passes
+// the SND.NXT of its start; as Linux's tcp_cwnd_validate, a window that
+// was cwnd-limited stays so until it ends.
+func (c *Conn) cwndUse(limited bool) {
+	flight := c.sndNxt - c.sndUna
+	if seqGEQ(c.sndUna, c.cwndMark) || limited || !c.cwndLimited && flight > c.flightMax {
+		c.cwndLimited, c.flightMax, c.cwndMark = limited, flight, c.sndNxt
+	}
+}
+
+// cwndAfterIdle is RFC 5681 §4.1's restart after idle, as Linux's
+// tcp_cwnd_restart does it (RFC 2861): a connection that sent nothing for
+// more than an RTO has lost its measure of the path, so before it sends
+// again cwnd is halved for each RTO of silence, down to the initial
+// window, and ssthresh keeps three quarters of the old cwnd so that slow
+// start climbs back fast. Without it an hour idle and then a large
+// write left in one burst of the old cwnd.
+func (c *Conn) cwndAfterIdle() {
+	iw := initialWindow(c.smss)
+	if c.cwnd <= iw {
+		return // nothing to restart (the first data, or a window still small)
+	}
+	c.ssthresh = max(c.ssthresh, c.cwnd/4*3)
+	idle := c.e.now - c.lastSend
+	for idle -= c.rto; idle > 0 && c.cwnd > iw; idle -= c.rto {
+		c.cwnd /= 2
+	}
+	c.cwnd = max(c.cwnd, iw)
+	c.caAcc = 0
+	c.cubic.epoch = 0
+	c.e.cnt[cTCPCwndRestarts]++
+}
+
+// rtoThreshold is ssthresh at a retransmission timeout (onRTO counted it
+// in retries first): the first one of an episode is a congestion event
+// (lossThreshold); a repeated one, the same segment having gone by the
+// timer already, holds ssthresh (RFC 5681 §3.1 after eq. 4; Linux's
+// tcp_enter_loss): cwnd is one segment then, and CUBIC's 0.7 of it
+// collapsed ssthresh to two segments, along with its W_max.
+func (c *Conn) rtoThreshold() uint32 {
+	if c.retries > 1 {
+		return c.ssthresh
+	}
+	return c.lossThreshold()
 }
 
 // lossThreshold is the ssthresh after a congestion event: half the
@@ -145,7 +211,11 @@ func (c *Conn) takeSACK(s *segment) bool {
 			continue
 		}
 		b.start = seqMax(b.start, c.sndUna)
-		c.nsacked, _ = insertBlock(c.sacked[:], c.nsacked, b)
+		n, ok := insertBlock(c.sacked[:], c.nsacked, b)
+		if !ok {
+			c.e.cnt[cTCPSACKFull]++ // the block is not recorded: its data counts as in flight
+		}
+		c.nsacked = n
 	}
 	return c.sackedBytes() != before
 }

@@ -132,7 +132,9 @@ func (c *Conn) predicted(s *segment) bool {
 func (c *Conn) fastInput(s *segment) {
 	c.takeWindow(s)
 	if s.ack != c.sndUna {
+		una := c.sndUna
 		c.newAck(s)
+		c.rackAck(s, una) // rack.go
 	}
 	if c.tsOK && s.hasTS && seqLEQ(s.seq, c.lastAckSent) && !seqLT(s.tsVal, c.tsRecent) {
 		c.tsRecent = s.tsVal
@@ -517,6 +519,7 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	wnd, oldWnd, persisted := c.takeWindow(s)
 	dup := s.ack == c.sndUna // before newAck moves SND.UNA to it
+	una := c.sndUna
 	if seqGT(s.ack, c.sndUna) {
 		c.newAck(s)
 	}
@@ -526,16 +529,19 @@ func (c *Conn) ackInput(s *segment) bool {
 		// dropped, so sending resumes at SND.UNA, in order.
 		c.sndNxt = c.sndUna
 		e.markDirty(c)
-	} else if dup && seqLT(c.sndUna, c.sndMax) && (grew ||
+	} else if dup && seqLT(c.sndUna, c.sndMax) && (grew || !c.sackOK &&
 		len(s.payload) == 0 && s.flags&(flagSYN|flagFIN) == 0 && wnd == oldWnd) {
-		// RFC 5681 §2's duplicate ACK, or one with new SACK information
-		// (RFC 6675 §2: data flowing back does not hide a loss). An ACK
-		// that moved SND.UNA is cumulative, never a duplicate (§2 (d)).
+		// RFC 5681 §2's duplicate ACK; with SACK, only one with new SACK
+		// information (RFC 6675 §2: data flowing back does not hide a
+		// loss, and a duplicate of the wire or a D-SACK alone tells of
+		// none). An ACK that moved SND.UNA is cumulative, never a
+		// duplicate (§2 (d)).
 		c.dupAck()
 	}
 	if grew {
 		c.lostRetransmit()
 	}
+	c.rackAck(s, una) // rack.go: RACK-TLP, limited transmit
 	return c.finAckedStep()
 }
 
@@ -698,7 +704,9 @@ func (c *Conn) dataInput(s *segment) {
 		}
 		seq = c.rcvNxt
 	}
-	room := c.rcvCap - c.rLen // bytes of the ring from RCV.NXT on
+	// Bytes of the ring from RCV.NXT on: the buffer, or the window
+	// advertised when rounding it up took some of the ring's slack.
+	room := max(c.rcvCap-c.rLen, min(int(c.rcvWnd()), len(c.rbuf)-c.rLen))
 	off := int(seq - c.rcvNxt)
 	if off+len(p) > room {
 		if off >= room {
@@ -877,9 +885,9 @@ func (c *Conn) windowOpened() {
 	if !c.state.synchronized() || c.finRcvd {
 		return
 	}
-	free := uint32(c.rcvCap - c.rLen)
+	free := uint32(max(c.rcvCap-c.rLen, 0)) // rounding up may have lent the ring's slack
 	adv := c.rcvWnd()
-	if free-adv >= uint32(min(c.rcvCap/2, 2*c.rmss)) || adv < uint32(c.rmss) && free >= uint32(c.rmss) {
+	if free > adv && free-adv >= uint32(min(c.rcvCap/2, 2*c.rmss)) || adv < uint32(c.rmss) && free >= uint32(c.rmss) {
 		c.sendAckNow()
 	}
 }

@@ -16,6 +16,7 @@ func (c *Conn) output() bool {
 	if !c.sendData() {
 		return false
 	}
+	c.rackSent() // rack.go: minimum RTT, PTO
 	if c.ackNow {
 		return c.sendAck()
 	}
@@ -67,15 +68,15 @@ func (c *Conn) sendSyn() bool {
 	if !c.macOK {
 		mac, ok := e.resolve(c.hop)
 		if !ok {
-			if e.arp.m[c.hop] == nil {
-				c.fail(ErrHostUnreachable)
+			if e.arp.get(c.hop) == nil {
+				c.fail(ErrHostUnreachable) // the cache is full of requests in flight
 				return true
 			}
-			e.arpWait = append(e.arpWait, c.idx)
 			c.needSyn = true
+			e.arpAwait(c)
 			return true
 		}
-		c.mac, c.macOK = mac, true
+		c.mac, c.macOK, c.arpEpoch = mac, true, e.arpEpoch
 	}
 	flags := uint8(flagSYN)
 	if c.state == SynReceived {
@@ -98,8 +99,11 @@ func (c *Conn) sendSyn() bool {
 // was sent and not acknowledged; in SACK recovery less what the peer
 // SACKed and what is deemed lost and not yet retransmitted.
 func (c *Conn) pipe() uint32 {
-	if !c.inRecovery || !c.sackOK || c.nsacked == 0 {
+	if c.nsacked == 0 {
 		return c.sndNxt - c.sndUna
+	}
+	if !c.inRecovery {
+		return c.pipeOpen() // rack.go: limited transmit
 	}
 	p := c.sndMax - c.sndUna
 	high := c.sacked[c.nsacked-1].end
@@ -121,7 +125,11 @@ func (c *Conn) pipe() uint32 {
 // sendData sends new data (and retransmits after a timeout, SND.NXT having
 // gone back to SND.UNA) within min(cwnd, the peer's window), then FIN.
 func (c *Conn) sendData() bool {
+	if c.sndUna == c.sndMax && c.sLen > 0 && c.e.now-c.lastSend > c.rto && !c.e.o.NoSlowStartAfterIdle {
+		c.cwndAfterIdle()
+	}
 	e := c.e
+	limited := false // cwnd held data back (cwndUse)
 	for {
 		if seqLT(c.sndNxt, c.sndMax) { // retransmitting: step over what the peer SACKed
 			c.skipSACKed()
@@ -133,12 +141,15 @@ func (c *Conn) sendData() bool {
 		}
 		wndEnd := c.sndUna + c.sndWnd
 		room := int(int32(wndEnd - c.sndNxt))
+		croom := 0
 		if inflight := c.pipe(); c.cwnd > inflight {
-			room = min(room, int(c.cwnd-inflight))
-		} else {
-			room = 0
+			croom = int(c.cwnd - inflight)
 		}
 		n := min(avail, c.segData())
+		if croom < n && croom <= room {
+			limited = true // cwnd, not the peer's window, holds data back
+		}
+		room = min(room, croom)
 		if room < n {
 			if c.sndWnd == 0 || room <= 0 {
 				if c.sndNxt == c.sndUna && c.sndWnd < uint32(n) {
@@ -171,6 +182,7 @@ func (c *Conn) sendData() bool {
 			flags |= flagPSH
 		}
 		if !c.sendSeg(c.sndNxt, flags, off, n) {
+			c.cwndUse(limited)
 			return false
 		}
 		if fin {
@@ -179,10 +191,12 @@ func (c *Conn) sendData() bool {
 	}
 	if c.finQueued && !c.finAcked && int(c.sndNxt-c.sndUna) == c.sLen {
 		if !c.sendSeg(c.sndNxt, flagACK|flagFIN, c.sLen, 0) {
+			c.cwndUse(limited)
 			return false
 		}
 		c.sentFIN()
 	}
+	c.cwndUse(limited)
 	return true
 }
 
@@ -201,11 +215,17 @@ func (c *Conn) sendSeg(seq uint32, flags uint8, off, n int) bool {
 	if seqLT(seq, c.sndMax) {
 		e.cnt[cTCPRetransmits]++
 		c.rtxTrack(seq, seqMin(end, c.sndMax))
+		if c.retries > 0 && seq == c.sndUna {
+			c.neighbourSuspect() // after a timeout: is the next hop still there?
+		}
 	} else if !c.rttTiming && !c.tsOK {
 		c.rttTiming, c.rttSeq, c.rttAt = true, seq, e.now
 	}
 	if seqLT(seq, c.sndMax) && c.rttTiming && seqLEQ(seq, c.rttSeq) {
 		c.rttTiming = false // Karn: the timed segment was retransmitted
+	}
+	if n > 0 {
+		c.lastSend = e.now
 	}
 	if seqGT(end, c.sndNxt) {
 		c.sndNxt = end
@@ -216,6 +236,16 @@ func (c *Conn) sendSeg(seq uint32, flags uint8, off, n int) bool {
 		e.arm(c)
 	}
 	return true
+}
+
+// backoff is rto doubled shift times, at most max: rto<<shift overflows
+// int64 for a large RTO and shift (a minute's RTO past shift 37), and
+// the negative result made a timer that fired at once, for ever.
+func backoff(rto int64, shift int, max int64) int64 {
+	if shift >= 62 || rto > max>>shift {
+		return max
+	}
+	return rto << shift
 }
 
 // sentFIN moves to FIN-WAIT-1 or LAST-ACK once our FIN is out.
@@ -269,6 +299,9 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	// The options go where they will be sent; tcpFrame writes the
 	// headers before them and sizes the frame around them.
 	const at = ethLen + ipLen + tcpLen
+	if c.arpEpoch != e.arpEpoch {
+		c.refreshMAC() // a neighbour's MAC changed: perhaps ours
+	}
 	ol := c.options(e.tx[at:at+40], flags)
 	hl := tcpLen + ol
 	ack := uint32(0)
@@ -302,7 +335,7 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 // §3.8.6.2.2, with the receiver's SWS avoidance: the edge moves only by a
 // segment or half the buffer).
 func (c *Conn) window(flags uint8) uint16 {
-	free := uint32(c.rcvCap - c.rLen)
+	free := uint32(max(c.rcvCap-c.rLen, 0))
 	if c.finRcvd {
 		free = 0
 	}
@@ -318,7 +351,14 @@ func (c *Conn) window(flags uint8) uint16 {
 	if flags&flagSYN != 0 {
 		shift = 0
 	}
+	// Rounded up, as Linux does (__tcp_select_window's ALIGN): rounded
+	// down, up to 2^shift-1 free bytes went unannounced, and a buffer
+	// with less than 2^shift free announced a zero window. The bytes
+	// beyond the buffer go to the ring's slack (rcvSlack).
 	v := w >> shift
+	if w&(1<<shift-1) != 0 && c.rLen+int(v+1)<<shift <= len(c.rbuf) {
+		v++
+	}
 	if v > 0xffff {
 		v = 0xffff
 	}
@@ -327,6 +367,11 @@ func (c *Conn) window(flags uint8) uint16 {
 	}
 	return uint16(v)
 }
+
+// rcvSlack is the bytes a receive ring of a buffer of n bytes has beyond
+// it: what rounding the window up to the scale (at most wscaleFor(n))
+// may announce past the buffer.
+func rcvSlack(n int) int { return 1<<wscaleFor(n) - 1 }
 
 // options writes the options of a segment with flags into o and returns
 // their length: MSS, SACK-permitted, timestamps and window scale in a SYN

@@ -13,7 +13,7 @@ func (c *Conn) earliest() int64 {
 	// unarmed 0 above every armed one, and the +1 turns "none" back
 	// into 0.
 	m := min(uint64(c.tRTO-1), uint64(c.tDelack-1), uint64(c.tPersist-1),
-		uint64(c.tKeep-1), uint64(c.tWait-1))
+		uint64(c.tKeep-1), uint64(c.tWait-1), uint64(c.rk.tLoss-1))
 	return int64(m + 1)
 }
 
@@ -156,6 +156,9 @@ func (c *Conn) timers() {
 			return
 		}
 	}
+	if c.rk.tLoss != 0 && c.rk.tLoss <= now {
+		c.onLossTimer() // rack.go: RACK's reordering timer, TLP's PTO
+	}
 	if c.tPersist != 0 && c.tPersist <= now {
 		c.onPersist()
 	}
@@ -202,9 +205,10 @@ func (c *Conn) onRTO() {
 	}
 	c.retries++
 	e.cnt[cTCPTimeouts]++
-	c.ssthresh = c.lossThreshold()
+	c.ssthresh = c.rtoThreshold()
 	c.cwnd, c.caAcc = mss, 0
 	c.inRecovery, c.rtxOne, c.dupacks = false, false, 0
+	c.rackRTO()
 	c.rtxd.ok = false // go-back-N: D-SACKs after it prove no single retransmission spurious
 	c.nsacked = 0     // RFC 6675 §5.1: the scoreboard may have reneged
 	c.recover, c.recoverSet = c.sndMax, true
@@ -221,7 +225,7 @@ func (c *Conn) armPersist() {
 		return
 	}
 	c.tRTO = 0
-	c.tPersist = c.e.now + min(c.rto<<c.persistShift, c.e.maxRTO)
+	c.tPersist = c.e.now + backoff(c.rto, c.persistShift, c.e.maxRTO)
 	c.e.arm(c)
 }
 
@@ -262,7 +266,7 @@ func (c *Conn) onPersist() {
 	if c.persistShift < 30 {
 		c.persistShift++
 	}
-	c.tPersist = e.now + min(c.rto<<c.persistShift, e.maxRTO)
+	c.tPersist = e.now + backoff(c.rto, c.persistShift, e.maxRTO)
 	if c.sndNxt == c.sndUna {
 		c.sendSeg(c.sndUna, flagACK, 0, 1)
 	} else {

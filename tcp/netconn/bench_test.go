@@ -67,37 +67,47 @@ func benchRTT(b *testing.B, c net.Conn, warm int) {
 // poll(2) on the AF_XDP socket.
 func BenchmarkRTT(b *testing.B) {
 	for _, mode := range []PollMode{PollSpin, PollAdaptive, PollSleep} {
-		b.Run(mode.String(), func(b *testing.B) {
-			p := newPair(b, memio.Options{}, Options{Poll: mode})
-			ln, err := p.B.Listen(testPort)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
-			peertest.ServeEcho(ln)
-			benchRTT(b, dialB(b, p.A), 100)
-		})
+		for _, stk := range engines {
+			b.Run(string(stk)+"/"+mode.String(), func(b *testing.B) {
+				p := newPair(b, memio.Options{}, Options{Poll: mode}, onEngine(stk))
+				ln, err := p.B.Listen(testPort)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ln.Close()
+				peertest.ServeEcho(ln)
+				benchRTT(b, dialB(b, p.A), 100)
+			})
+		}
 	}
 }
 
 // BenchmarkVethRTT: a 100-byte echo served over tcp-xdp on A, a kernel TCP
-// client in B, one message in flight, for each poller mode (and spinning
-// pinned to a CPU); "kernel" is the same echo on A's kernel TCP for
-// comparison. p50 and p99 are reported as metrics: the difference between
+// client in B, one message in flight, on each engine (native, the
+// default, and netstack) for each poller mode (and spinning pinned to a
+// CPU); "kernel" is the same echo on A's kernel TCP for comparison. p50 and p99 are reported as metrics: the difference between
 // spin and sleep is what sleeping when idle costs per exchange.
 func BenchmarkVethRTT(b *testing.B) {
 	testutil.RequireRoot(b)
-	cases := []struct {
+	type benchCase struct {
 		name string
+		stk  core.TCPStack
 		o    Options
 		cpus []int
-	}{
-		{"kernel", Options{}, nil},
-		{"spin", Options{Poll: PollSpin}, nil},
-		{"spin-pinned", Options{Poll: PollSpin}, []int{lastCPU()}},
-		{"adaptive", Options{Poll: PollAdaptive}, nil},
-		{"sleep", Options{Poll: PollSleep}, nil},
 	}
+	cases := []benchCase{{"kernel", "", Options{}, nil}}
+	for _, stk := range engines {
+		cases = append(cases,
+			benchCase{string(stk) + "/spin", stk, Options{Poll: PollSpin}, nil},
+			benchCase{string(stk) + "/spin-pinned", stk, Options{Poll: PollSpin}, []int{lastCPU()}},
+			benchCase{string(stk) + "/adaptive", stk, Options{Poll: PollAdaptive}, nil},
+			benchCase{string(stk) + "/sleep", stk, Options{Poll: PollSleep}, nil})
+	}
+	// The native poller asleep in the FrameIO's Wait (poll(2)) instead of
+	// the Go netpoller.
+	cases = append(cases,
+		benchCase{"native-wait/adaptive", core.TCPStackNative, Options{Poll: PollAdaptive, Open: openWait}, nil},
+		benchCase{"native-wait/sleep", core.TCPStackNative, Options{Poll: PollSleep, Open: openWait}, nil})
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			p := hosttest.New(b, testhost.Options{})
@@ -108,7 +118,7 @@ func BenchmarkVethRTT(b *testing.B) {
 				target = ln.Addr().String()
 			} else {
 				addr := peertest.Addr(p.A, 3)
-				s := openVeth(b, p.A, core.Config{LocalIP: addr, Port: testPort, CPUs: tc.cpus}, tc.o)
+				s := openVeth(b, p.A, onEngine(tc.stk, core.Config{LocalIP: addr, Port: testPort, CPUs: tc.cpus}), tc.o)
 				l := listen(b, s, testPort)
 				ln, target = l, fmt.Sprintf("%s:%d", addr, testPort)
 			}
@@ -131,4 +141,91 @@ func lastCPU() int {
 		return 0
 	}
 	return cpus[len(cpus)-1]
+}
+
+// BenchmarkVethBulk: one connection from a kernel TCP client in B writes
+// 64 MiB per op to a server on A that reads it with io.Copy(io.Discard,
+// c) (on the kernel's TCP, and over tcp-xdp on each engine), and the same
+// back out: the server writes 64 MiB that the client discards. Reported
+// as Gbit/s each way.
+func BenchmarkVethBulk(b *testing.B) {
+	testutil.RequireRoot(b)
+	const chunk = 64 << 20
+	for _, stk := range append([]core.TCPStack{""}, engines...) {
+		name := string(stk)
+		if stk == "" {
+			name = "kernel"
+		}
+		b.Run(name, func(b *testing.B) {
+			p := hosttest.New(b, testhost.Options{})
+			var ln net.Listener
+			var target string
+			if stk == "" {
+				ln = peertest.Listen(b, p.A, netip.AddrPortFrom(p.A.Addr, testPort))
+				target = ln.Addr().String()
+			} else {
+				addr := peertest.Addr(p.A, 3)
+				s := openVeth(b, p.A, onEngine(stk, core.Config{LocalIP: addr, Port: testPort}), Options{})
+				ln, target = listen(b, s, testPort), fmt.Sprintf("%s:%d", addr, testPort)
+			}
+			defer ln.Close()
+			// The server: 'r' reads chunk bytes into io.Discard and
+			// answers one byte; 'w' writes chunk bytes.
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				cmd := make([]byte, 1)
+				out := make([]byte, 256<<10)
+				for {
+					if _, err := io.ReadFull(c, cmd); err != nil {
+						return
+					}
+					if cmd[0] == 'r' {
+						if _, err := io.CopyN(io.Discard, c, chunk); err != nil {
+							return
+						}
+						c.Write(cmd)
+						continue
+					}
+					for n := 0; n < chunk; n += len(out) {
+						if _, err := c.Write(out); err != nil {
+							return
+						}
+					}
+				}
+			}()
+			c, err := peertest.Dialer(p.B)(context.Background(), "tcp4", target)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			buf := make([]byte, 256<<10)
+			var in, out time.Duration
+			b.SetBytes(2 * chunk)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				c.Write([]byte{'r'})
+				for n := 0; n < chunk; n += len(buf) {
+					if _, err := c.Write(buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := io.ReadFull(c, buf[:1]); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				c.Write([]byte{'w'})
+				if _, err := io.CopyN(io.Discard, c, chunk); err != nil {
+					b.Fatal(err)
+				}
+				in, out = in+t1.Sub(t0), out+time.Since(t1)
+			}
+			b.ReportMetric(float64(b.N)*chunk*8/in.Seconds()/1e9, "in-Gbit/s")
+			b.ReportMetric(float64(b.N)*chunk*8/out.Seconds()/1e9, "out-Gbit/s")
+		})
+	}
 }

@@ -40,6 +40,7 @@ func (n notifier) NotifyEvent(waiter.EventMask) {
 // themselves, and so are Writes.
 type Conn struct {
 	s            *Service
+	nc           *nconn // the native engine's side; nil on netstack
 	ep           tcpip.Endpoint
 	wq           *waiter.Queue
 	laddr, raddr *net.TCPAddr
@@ -118,6 +119,9 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
+	if c.nc != nil {
+		return c.nativeRead(b)
+	}
 	for {
 		dl, expired := c.rdDL.wait()
 		if expired {
@@ -157,6 +161,9 @@ func (c *Conn) Write(b []byte) (int, error) {
 	defer c.wrMu.Unlock()
 	if c.closed() {
 		return 0, c.opErr("write", net.ErrClosed)
+	}
+	if c.nc != nil {
+		return c.nativeWrite(b)
 	}
 	n := 0
 	for n < len(b) {
@@ -209,6 +216,10 @@ func (c *Conn) shut() bool {
 	c.closeOnce.Do(func() {
 		first = true
 		close(c.done)
+		if c.nc != nil {
+			c.nativeShut()
+			return
+		}
 		c.wq.EventUnregister(&c.rdEntry)
 		c.wq.EventUnregister(&c.wrEntry)
 		c.rdDL.stop()
@@ -220,11 +231,21 @@ func (c *Conn) shut() bool {
 
 // CloseWrite shuts down the sending side (FIN once the queued data is
 // sent); further Writes fail with EPIPE. Reads go on.
-func (c *Conn) CloseWrite() error { return c.shutdown(tcpip.ShutdownWrite) }
+func (c *Conn) CloseWrite() error {
+	if c.nc != nil {
+		return c.nativeCloseWrite()
+	}
+	return c.shutdown(tcpip.ShutdownWrite)
+}
 
 // CloseRead shuts down the receiving side: Reads return io.EOF at once,
 // and what arrives later is discarded. Writes go on.
-func (c *Conn) CloseRead() error { return c.shutdown(tcpip.ShutdownRead) }
+func (c *Conn) CloseRead() error {
+	if c.nc != nil {
+		return c.nativeCloseRead()
+	}
+	return c.shutdown(tcpip.ShutdownRead)
+}
 
 func (c *Conn) shutdown(how tcpip.ShutdownFlags) error {
 	if c.closed() {
@@ -276,6 +297,9 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 // Linux). Above Config.TCP.RecvBuf it returns a *BufferLimitError and
 // changes nothing.
 func (c *Conn) SetReadBuffer(bytes int) error {
+	if c.nc != nil {
+		return c.setBuffer("read", bytes, c.s.tune.RecvBuf, nil)
+	}
 	return c.setBuffer("read", bytes, c.s.tune.RecvBuf, c.ep.SocketOptions().SetReceiveBufferSize)
 }
 
@@ -283,6 +307,9 @@ func (c *Conn) SetReadBuffer(bytes int) error {
 // in netstack before it blocks. Above Config.TCP.SendBuf it returns a
 // *BufferLimitError and changes nothing.
 func (c *Conn) SetWriteBuffer(bytes int) error {
+	if c.nc != nil {
+		return c.setBuffer("write", bytes, c.s.tune.SendBuf, nil)
+	}
 	return c.setBuffer("write", bytes, c.s.tune.SendBuf, c.ep.SocketOptions().SetSendBufferSize)
 }
 
@@ -295,6 +322,10 @@ func (c *Conn) setBuffer(which string, bytes, limit int, set func(size int64, no
 	if bytes > limit {
 		return c.opErr("set", &BufferLimitError{Buffer: which, Asked: bytes, Limit: limit})
 	}
+	if set == nil {
+		c.nativeSetBuffer(which, bytes)
+		return nil
+	}
 	set(int64(bytes), true)
 	return nil
 }
@@ -305,6 +336,9 @@ func (c *Conn) SetNoDelay(noDelay bool) error {
 	if c.closed() {
 		return c.opErr("set", net.ErrClosed)
 	}
+	if c.nc != nil {
+		return nil // the native engine's Nagle is the Service's (Config.Nagle)
+	}
 	c.ep.SocketOptions().SetDelayOption(!noDelay)
 	return nil
 }
@@ -313,6 +347,13 @@ func (c *Conn) SetNoDelay(noDelay bool) error {
 // and receive (the receive buffer grows with moderation, up to
 // Config.TCP.RecvBuf).
 func (c *Conn) Buffers() (send, recv int) {
+	if c.nc != nil {
+		send, recv = c.s.tune.SendBuf, c.s.tune.RecvBuf
+		if l := int(c.nc.tx.limit.Load()); l > 0 {
+			send = l
+		}
+		return send, recv
+	}
 	o := c.ep.SocketOptions()
 	return int(o.GetSendBufferSize()), int(o.GetReceiveBufferSize())
 }

@@ -57,8 +57,10 @@ func listen(t testing.TB, s *Service, port uint16) *Listener {
 
 // TestAddrs: LocalAddr and RemoteAddr are *net.TCPAddr and mirror each
 // other; the listener's is B:port.
-func TestAddrs(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{})
+func TestAddrs(t *testing.T) { forEngines(t, testAddrs) }
+
+func testAddrs(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, a := connect(t, p, ln)
 	if got := ln.Addr().String(); got != fmt.Sprintf("%s:%d", ipB, testPort) {
@@ -76,8 +78,10 @@ func TestAddrs(t *testing.T) {
 
 // TestDialRefused: no listener on the port: ECONNREFUSED in a dial
 // *net.OpError, and nothing left behind.
-func TestDialRefused(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{})
+func TestDialRefused(t *testing.T) { forEngines(t, testDialRefused) }
+
+func testDialRefused(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	_, err := p.A.Dial(context.Background(), fmt.Sprintf("%s:%d", ipB, 81))
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial to a closed port: %v, want ECONNREFUSED", err)
@@ -100,8 +104,10 @@ func TestDialRefused(t *testing.T) {
 // TestDialTimeout: SYNs (and ARP) go nowhere: the context's deadline
 // ends the dial with a timeout that matches context.DeadlineExceeded and
 // os.ErrDeadlineExceeded; Config.ConnectTimeout bounds a dial without one.
-func TestDialTimeout(t *testing.T) {
-	p := newPair(t, memio.Options{AtoB: memio.Impairment{Loss: 1}}, Options{}, core.Config{ConnectTimeout: 300 * time.Millisecond})
+func TestDialTimeout(t *testing.T) { forEngines(t, testDialTimeout) }
+
+func testDialTimeout(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{AtoB: memio.Impairment{Loss: 1}}, Options{}, onEngine(stk, core.Config{ConnectTimeout: 300 * time.Millisecond}))
 	addr := fmt.Sprintf("%s:%d", ipB, testPort)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -125,8 +131,10 @@ func TestDialTimeout(t *testing.T) {
 
 // TestDialHostUnreachable: nobody answers ARP for the address:
 // EHOSTUNREACH.
-func TestDialHostUnreachable(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{})
+func TestDialHostUnreachable(t *testing.T) { forEngines(t, testDialHostUnreachable) }
+
+func testDialHostUnreachable(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, err := p.A.Dial(ctx, "198.18.0.9:80")
@@ -137,8 +145,10 @@ func TestDialHostUnreachable(t *testing.T) {
 
 // TestDialBadAddress: names and IPv6 are refused with an *net.AddrError;
 // a network other than tcp/tcp4 with net.UnknownNetworkError.
-func TestDialBadAddress(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{})
+func TestDialBadAddress(t *testing.T) { forEngines(t, testDialBadAddress) }
+
+func testDialBadAddress(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	for _, a := range []string{"localhost:80", "[2001:db8::1]:80", "198.18.0.2"} {
 		_, err := p.A.Dial(context.Background(), a)
 		var ae *net.AddrError
@@ -156,8 +166,10 @@ func TestDialBadAddress(t *testing.T) {
 // TestEOFAndHalfClose: CloseWrite sends FIN after the data: the peer reads
 // it all, then io.EOF (unwrapped), and can still write back; our Write
 // after CloseWrite is EPIPE. CloseRead makes our Reads return io.EOF.
-func TestEOFAndHalfClose(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{})
+func TestEOFAndHalfClose(t *testing.T) { forEngines(t, testEOFAndHalfClose) }
+
+func testEOFAndHalfClose(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, a := connect(t, p, ln)
 	msg := bytes.Repeat([]byte("half-close "), 1000)
@@ -194,8 +206,10 @@ func TestEOFAndHalfClose(t *testing.T) {
 
 // TestReset: the peer closes with data left unread, so netstack resets
 // (as Linux): our Read sees ECONNRESET, a net.Error that is no timeout.
-func TestReset(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{})
+func TestReset(t *testing.T) { forEngines(t, testReset) }
+
+func testReset(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, a := connect(t, p, ln)
 	if _, err := d.Write([]byte("never read")); err != nil {
@@ -203,7 +217,7 @@ func TestReset(t *testing.T) {
 	}
 	// Wait until a has the bytes, then close it unread: RST.
 	waitFor(t, 10*time.Second, func() bool {
-		return a.ep.Readiness(readMask) != 0
+		return unread(a)
 	}, func() string { return "the bytes never reached the peer" })
 	a.Close()
 	d.SetReadDeadline(time.Now().Add(20 * time.Second))
@@ -223,8 +237,10 @@ func TestReset(t *testing.T) {
 // TestClosed: after Close, every method returns an error matching
 // net.ErrClosed (a second Close too); a Read blocked at the time returns
 // at once.
-func TestClosed(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{})
+func TestClosed(t *testing.T) { forEngines(t, testClosed) }
+
+func testClosed(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, _ := connect(t, p, ln)
 	unblocks(t, "the conn's Close", func() error { return d.Close() }, net.ErrClosed, func() error {
@@ -277,8 +293,10 @@ func unblocks(t *testing.T, what string, unblock func() error, want error, calls
 // os.ErrDeadlineExceeded and a net.Error timeout, and leaves the
 // connection usable; moving the deadline earlier applies to a Read already
 // waiting; a listener deadline ends Accept.
-func TestDeadlines(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{})
+func TestDeadlines(t *testing.T) { forEngines(t, testDeadlines) }
+
+func testDeadlines(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, a := connect(t, p, ln)
 	d.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
@@ -307,8 +325,10 @@ func TestDeadlines(t *testing.T) {
 // TestServiceClose: closing the Service ends blocked Reads, Writes and
 // Accepts with net.ErrClosed, sends FIN to the peer, and refuses new
 // Listen and Dial.
-func TestServiceClose(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{})
+func TestServiceClose(t *testing.T) { forEngines(t, testServiceClose) }
+
+func testServiceClose(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, a := connect(t, p, ln)
 	unblocks(t, "the Service's Close", p.B.Close, net.ErrClosed, func() error {
@@ -334,8 +354,10 @@ func TestServiceClose(t *testing.T) {
 }
 
 // TestListenErrors: a port in use is EADDRINUSE.
-func TestListenErrors(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{})
+func TestListenErrors(t *testing.T) { forEngines(t, testListenErrors) }
+
+func testListenErrors(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	listen(t, p.B, testPort)
 	if _, err := p.B.Listen(testPort); !errors.Is(err, syscall.EADDRINUSE) {
 		t.Errorf("second Listen on the port: %v", err)
@@ -345,8 +367,10 @@ func TestListenErrors(t *testing.T) {
 // TestAutoClose: a Service that belongs to what it returned (Listen and
 // Dial's form) closes when the listener and the last connection close,
 // after the FIN is through.
-func TestAutoClose(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{})
+func TestAutoClose(t *testing.T) { forEngines(t, testAutoClose) }
+
+func testAutoClose(t *testing.T, stk core.TCPStack) {
+	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	p.B.mu.Lock()
 	p.B.auto = true

@@ -2,6 +2,7 @@ package netconn
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,6 +18,9 @@ type deadline struct {
 	gen   uint64        // counts set calls; a stale timer finds it changed
 	ch    chan struct{} // nil until a waiter asks; closed at expiry or change
 	timer *time.Timer
+	// active: a deadline is set (at nonzero), so that passed can say no
+	// without the lock while none is.
+	active atomic.Bool
 }
 
 // set changes the deadline to t (zero: none), waking every waiter.
@@ -32,6 +36,7 @@ func (d *deadline) set(t time.Time) {
 		d.ch = nil
 	}
 	d.at, d.fired = t, false
+	d.active.Store(!t.IsZero())
 	d.gen++
 	gen := d.gen
 	if t.IsZero() {
@@ -68,6 +73,16 @@ func (d *deadline) wait() (ch <-chan struct{}, expired bool) {
 		d.ch = make(chan struct{})
 	}
 	return d.ch, false
+}
+
+// passed reports whether the deadline has passed; without a deadline it
+// takes no lock.
+func (d *deadline) passed() bool {
+	if !d.active.Load() {
+		return false
+	}
+	_, expired := d.wait()
+	return expired
 }
 
 // stop releases the timer.

@@ -73,7 +73,13 @@ func (s *Service) DialAddr(ctx context.Context, to netip.AddrPort) (*Conn, error
 	}
 	s.dialing++
 	s.mu.Unlock()
-	c, err := s.connect(ctx, to)
+	var c *Conn
+	var err error
+	if s.nat != nil {
+		c, err = s.nativeConnect(ctx, to)
+	} else {
+		c, err = s.connect(ctx, to)
+	}
 	s.mu.Lock()
 	s.dialing--
 	if err == nil && s.closed {
@@ -85,7 +91,10 @@ func (s *Service) DialAddr(ctx context.Context, to netip.AddrPort) (*Conn, error
 	last := s.lastLocked()
 	s.mu.Unlock()
 	if err != nil {
-		if c != nil {
+		if c != nil && c.nc != nil {
+			s.nativeAbort(c.nc)
+			close(c.done)
+		} else if c != nil {
 			c.ep.Abort()
 			c.shut()
 		}

@@ -1,6 +1,7 @@
-// Package netconn gives the userspace TCP (gVisor netstack over a FrameIO:
-// kinds tcp-xdp and tcp-dpdk) the interfaces every Go program already
-// speaks: net.Listener and net.Conn. An existing server (net/http, gRPC,
+// Package netconn gives the userspace TCP (kinds tcp-xdp and tcp-dpdk: the
+// native engine of package stack/native, or gVisor netstack, over a
+// FrameIO) the interfaces every Go program already speaks: net.Listener
+// and net.Conn. An existing server (net/http, gRPC,
 // anything that takes a net.Listener) runs on the kernel-bypass path
 // unchanged:
 //
@@ -17,9 +18,16 @@
 // use: gonet turns netstack's errors into errors.New(err.String()), and
 // ours keep their identity.
 //
+// # Engines
+//
+// Config.TCP.Stack picks the engine, as for dgramio.New: empty or
+// "native" (the default) is stack/native, "netstack" is gVisor netstack.
+// Both give the same types and the same contract (below); the Threading
+// section says how each is driven.
+//
 // # Service
 //
-// A Service is one netstack over one FrameIO (one AF_XDP socket on one
+// A Service is one engine over one FrameIO (one AF_XDP socket on one
 // interface queue, or one DPDK port), with one address (Config.LocalIP,
 // which the kernel must not hold on that interface; netstack answers ARP
 // for it) and a poller goroutine of its own. New opens the FrameIO through
@@ -32,7 +40,24 @@
 // port, ICMP) and ARP, the kernel keeps the rest; SYNs to it pass a
 // per-CPU token bucket (Config.XDP.SYNRate) first.
 //
-// # Threading
+// # Threading on the native engine
+//
+// The engine has one owner: the poller goroutine, the only one that
+// calls it. Each connection has two single-producer/single-consumer byte
+// rings (128 KiB each, atomic indices) between the application and the
+// engine: Read copies out of the receive ring, Write copies into the send
+// ring, and the poller moves bytes between the rings and the engine. A
+// connection with work for the poller (bytes to send, room made in a full
+// receive ring, a close) joins a lock-free list once until the poller
+// takes it; the poller is woken only when it sleeps, a reader or writer
+// only when it is parked (its ring empty, or full): a busy Service pays no
+// lock, system call or wake-up per message. Listen, Dial, Close,
+// SetReadBuffer and Stats are requests the poller runs between two polls.
+// On AF_XDP the poller sleeps in the Go netpoller on the socket (PollFDer),
+// so that the goroutine whose write makes a frame arrive runs the poller
+// when it blocks, as it would a kernel socket's reader.
+//
+// # Threading on netstack
 //
 // The poller is the only goroutine that receives: each round it hands up
 // to 256 frames to netstack (stack.Endpoint.Poll) and kicks what netstack
@@ -54,10 +79,13 @@
 //
 // Options.Poll says what the poller does when a round finds nothing.
 // PollSpin polls again: one CPU at 100% while the Service lives. PollSleep
-// sleeps at once (stack.Endpoint.Sleep: poll(2) on the AF_XDP socket) until
+// sleeps at once (netstack: stack.Endpoint.Sleep, poll(2) on the AF_XDP
+// socket; native: the Go netpoller on it, or the FrameIO's Wait) until
 // a frame arrives. PollAdaptive, the default, spins for Options.SpinFor
 // (50 µs) after the last frame, then sleeps: a request/response exchange
-// keeps the poller awake, an idle server costs no CPU. DPDK cannot sleep on
+// keeps the poller awake, an idle server costs no CPU; a native poller
+// that sleeps in the Go netpoller sleeps at once instead, since its
+// wake-up costs what a kernel socket's does. DPDK cannot sleep on
 // a vdev's queue: its poller naps (a sleep the Go runtime stretches to
 // about 1 ms) instead.
 //
@@ -77,12 +105,16 @@
 // dialled): past it Accept resets the new connection and returns a
 // *ConnLimitError (a Temporary net.Error, so net/http backs off as it does
 // for EMFILE) and Dial refuses before sending anything; Stats counts each
-// refusal (netconn/conn_limit_refused). Each connection's memory in
-// netstack is bounded by Config.TCP.SendBuf and Config.TCP.RecvBuf (1 MiB
+// refusal (netconn/conn_limit_refused). Each connection's memory in the
+// engine is bounded by Config.TCP.SendBuf and Config.TCP.RecvBuf (1 MiB
 // each by default): a Write blocks when the send buffer is full, the
 // window closes when the receive buffer is, and SetReadBuffer or
 // SetWriteBuffer beyond them returns a *BufferLimitError. MaxConns times
-// (SendBuf + RecvBuf) bounds the whole.
+// (SendBuf + RecvBuf) bounds the whole, plus, on the native engine, the
+// two 128 KiB rings of each connection (SetWriteBuffer bounds the send
+// ring there; SetNoDelay has no effect: Nagle is Config.Nagle). The
+// native engine's table (Config.TCP.MaxConns, default twice MaxConns)
+// also holds the connections it still closes and the handshakes.
 //
 // # Errors
 //
@@ -97,8 +129,8 @@
 //
 // Service.Close closes every listener and connection (FIN), keeps polling
 // for up to Options.Linger while the FINs are acknowledged, stops the
-// poller, shuts netstack down (resetting what is still open: package
-// stack's order), then closes the FrameIO, which detaches the XDP program.
+// poller, shuts the engine down (resetting what is still open), then
+// closes the FrameIO, which detaches the XDP program.
 //
 // This package is API: net.Conn and net.Listener over the userspace TCP.
 package netconn

@@ -74,3 +74,32 @@ func dialB(t testing.TB, s *Service) *Conn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// engines are the two engines a Service runs on; tests of the contract
+// run on each (forEngines).
+var engines = []core.TCPStack{core.TCPStackNative, core.TCPStackNetstack}
+
+// forEngines runs test as a subtest per engine.
+func forEngines(t *testing.T, test func(t *testing.T, stk core.TCPStack)) {
+	for _, stk := range engines {
+		t.Run(string(stk), func(t *testing.T) { test(t, stk) })
+	}
+}
+
+// onEngine returns cfg (or the zero Config) on engine stk.
+func onEngine(stk core.TCPStack, cfg ...core.Config) core.Config {
+	var c core.Config
+	if len(cfg) > 0 {
+		c = cfg[0]
+	}
+	c.TCP.Stack = stk
+	return c
+}
+
+// unread reports whether c has received bytes it has not read.
+func unread(c *Conn) bool {
+	if c.nc != nil {
+		return c.nc.rx.len() > 0
+	}
+	return c.ep.Readiness(readMask) != 0
+}

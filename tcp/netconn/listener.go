@@ -20,6 +20,7 @@ import (
 // Closing it does not close the connections it accepted.
 type Listener struct {
 	s     *Service
+	nl    *nlistener // the native engine's side; nil on netstack
 	ep    tcpip.Endpoint
 	wq    *waiter.Queue
 	entry waiter.Entry
@@ -46,6 +47,22 @@ func (s *Service) Listen(port uint16) (*Listener, error) {
 	}
 	if s.isClosed() {
 		return fail(net.ErrClosed)
+	}
+	if s.nat != nil {
+		nl, err := s.nativeListen(port)
+		if err != nil {
+			return fail(err)
+		}
+		l := &Listener{s: s, nl: nl, done: make(chan struct{}), addr: addr}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			s.nativeCloseListener(nl)
+			return fail(net.ErrClosed)
+		}
+		s.lns[l] = struct{}{}
+		s.mu.Unlock()
+		return l, nil
 	}
 	wq := new(waiter.Queue)
 	ep, terr := s.st.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
@@ -95,6 +112,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 
 // AcceptConn is Accept returning the *Conn.
 func (l *Listener) AcceptConn() (*Conn, error) {
+	if l.nl != nil {
+		return l.nativeAccept()
+	}
 	for {
 		if l.closed() {
 			return nil, l.opErr(net.ErrClosed)
@@ -187,6 +207,10 @@ func (l *Listener) shut() bool {
 		first = true
 		close(l.done)
 		l.dl.stop()
+		if l.nl != nil {
+			l.s.nativeCloseListener(l.nl)
+			return
+		}
 		l.wq.EventUnregister(&l.entry)
 		l.ep.Close()
 	})

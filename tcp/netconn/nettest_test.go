@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/nettest"
 
 	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/core"
 )
 
 // makePipe returns nettest's MakePipe over p: c1 is dialled from A, c2
@@ -46,15 +47,17 @@ func makePipe(t *testing.T, p *pair) nettest.MakePipe {
 }
 
 // TestNetTestConn runs x/net/nettest's conformance test for net.Conn over
-// two Services joined in memory, for each poller mode.
+// two Services joined in memory, on each engine, for each poller mode.
 func TestNetTestConn(t *testing.T) {
-	for _, mode := range []PollMode{PollAdaptive, PollSleep, PollSpin} {
-		t.Run(mode.String(), func(t *testing.T) {
-			if mode == PollSpin && testing.Short() {
-				t.Skip("two spinning pollers; -short")
-			}
-			p := newPair(t, memio.Options{}, Options{Poll: mode})
-			nettest.TestConn(t, makePipe(t, p))
-		})
-	}
+	forEngines(t, func(t *testing.T, stk core.TCPStack) {
+		for _, mode := range []PollMode{PollAdaptive, PollSleep, PollSpin} {
+			t.Run(mode.String(), func(t *testing.T) {
+				if mode == PollSpin && testing.Short() {
+					t.Skip("two spinning pollers; -short")
+				}
+				p := newPair(t, memio.Options{}, Options{Poll: mode}, onEngine(stk))
+				nettest.TestConn(t, makePipe(t, p))
+			})
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,7 +115,7 @@ type Options struct {
 	// is shut down (which resets what is left). Default tcp.DefaultLinger.
 	Linger time.Duration
 	// TimeWait is how long a connection closed first by us stays in
-	// TIME-WAIT (holding its port pair). 0: netstack's default, 60 s, as
+	// TIME-WAIT (holding its port pair). 0: the engine's default, 60 s, as
 	// Linux.
 	TimeWait time.Duration
 	// PrefixLen is Config.LocalIP's subnet length (0: 32; every peer is
@@ -122,17 +123,19 @@ type Options struct {
 	PrefixLen int
 }
 
-// Service is the userspace TCP (gVisor netstack) over one FrameIO, driven by
-// a poller goroutine of its own, with the net.Conn and net.Listener of
-// package net on top: Listen and Dial (or DialContext, for an
-// http.Transport) make them; any number of goroutines use them, as they
-// would kernel sockets.
+// Service is the userspace TCP (the native engine, or gVisor netstack:
+// Config.TCP.Stack) over one FrameIO, driven by a poller goroutine of its
+// own, with the net.Conn and net.Listener of package net on top: Listen
+// and Dial (or DialContext, for an http.Transport) make them; any number
+// of goroutines use them, as they would kernel sockets.
 //
 // The poller is the only goroutine that receives frames: it hands them to
-// netstack and kicks what netstack wrote, once per round. Application
-// goroutines never poll: a Read or Write that cannot go on blocks on a
-// channel that netstack's readiness callbacks signal, and a Write pushes
-// its segments itself (package stack's threading rules). With
+// the engine and kicks what the engine wrote, once per round. Application
+// goroutines never poll. On the native engine the poller is the engine's
+// only caller, and Read and Write go through each connection's rings (see
+// the package doc); on netstack a Read or Write that cannot go on blocks
+// on a channel that netstack's readiness callbacks signal, and a Write
+// pushes its segments itself (package stack's threading rules). With
 // Config.CPUs, the poller is locked to its OS thread and pinned to
 // CPUs[0].
 //
@@ -141,7 +144,8 @@ type Service struct {
 	cfg      core.Config
 	opts     Options
 	tune     tcp.Tuning
-	st       *stack.Stack
+	st       *stack.Stack // netstack; nil on the native engine
+	nat      *nativeSvc   // the native engine; nil on netstack
 	fio      frameio.FrameIO
 	mode     string
 	release  func() error
@@ -169,11 +173,12 @@ type counters struct {
 }
 
 // New opens the FrameIO of cfg (Options.Open, or by cfg.Kind) and starts a
-// Service on it: netstack with cfg.LocalIP (which must not be an address
+// Service on it: the engine of cfg.TCP.Stack (native when empty) with
+// cfg.LocalIP (which must not be an address
 // the kernel holds on the interface: see tcp.NewXDP), the tuning of
 // cfg.TCP and cfg.Nagle, and the poller (pinned to cfg.CPUs[0] if set).
 // A tcp-xdp Service listens on and dials any port: its XDP program hands
-// netstack every frame to cfg.LocalIP (with Options.Open, only cfg.Port,
+// the engine every frame to cfg.LocalIP (with Options.Open, only cfg.Port,
 // which is all such an opener is trusted to redirect). cfg.Role and cfg.Dests
 // are not used (Dests with DstMAC become static neighbours).
 //
@@ -186,7 +191,7 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 		cfg.Kind = core.KindTCPXDP
 	}
 	cfg.Role = core.RoleServer // a Service both listens and dials; Dests are not required
-	if err := netstackOnly(&cfg); err != nil {
+	if err := engineOf(&cfg); err != nil {
 		return nil, err
 	}
 	open := opts.Open
@@ -217,6 +222,10 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 	if cfg.Kind == core.KindTCPXDP && opts.Open != nil {
 		portOnly = cfg.Port
 	}
+	if cfg.TCP.Stack == core.TCPStackNative {
+		to.Mode = strings.Replace(to.Mode, "netstack", "native", 1)
+		return startNative(cfg, fio, to, opts, portOnly)
+	}
 	return start(cfg, fio, to, opts, portOnly)
 }
 
@@ -229,10 +238,13 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Servic
 		return nil, errors.Join(err, fio.Close())
 	}
 	cfg.Role = core.RoleServer
-	if err := netstackOnly(&cfg); err != nil {
+	if err := engineOf(&cfg); err != nil {
 		return nil, errors.Join(err, fio.Close())
 	}
 	cfg = cfg.WithDefaults()
+	if cfg.TCP.Stack == core.TCPStackNative {
+		return startNative(cfg, fio, tcp.Options{Mode: "native over " + fio.Stats().Mode}, opts, 0)
+	}
 	return start(cfg, fio, tcp.Options{Mode: "netstack over " + fio.Stats().Mode}, opts, 0)
 }
 
@@ -444,6 +456,9 @@ func (s *Service) shutdown() error {
 	for _, c := range conns {
 		c.shut()
 	}
+	if s.nat != nil {
+		return s.nat.shutdown()
+	}
 	for deadline := time.Now().Add(s.opts.Linger); time.Now().Before(deadline) && !s.allClosed(); {
 		time.Sleep(time.Millisecond)
 	}
@@ -523,8 +538,17 @@ func (s *Service) Conns() int {
 // listeners, open connections, and connections closed by the application
 // whose FIN handshake or TIME-WAIT is not over. It returns to the number of
 // open listeners once every connection is fully closed, which tests use to
-// show that nothing leaked.
-func (s *Service) Endpoints() int { return len(s.st.NS.RegisteredEndpoints()) }
+// show that nothing leaked. On the native engine it counts the listeners
+// and the connections the Service holds (open, or closed by the
+// application with written bytes still to hand to the engine, or
+// lingering in Close); the engine finishes a close (FIN-WAIT, TIME-WAIT)
+// on its own.
+func (s *Service) Endpoints() int {
+	if s.nat != nil {
+		return int(s.nat.held.Load() + s.nat.nlns.Load())
+	}
+	return len(s.st.NS.RegisteredEndpoints())
+}
 
 // Stats returns the Service's counters: Conns (open now), Accepts, and the
 // layers of netstack ("netstack"), the link endpoint ("link"), the
@@ -540,7 +564,11 @@ func (s *Service) Stats() core.Stats {
 		Syscalls:   fs.Syscalls,
 		SockSndBuf: s.tune.SendBuf, SockRcvBuf: s.tune.RecvBuf,
 	}
-	out.Layers = s.st.AppendCounters(out.Layers)
+	if s.nat != nil {
+		out.Layers = s.nat.appendCounters(out.Layers)
+	} else {
+		out.Layers = s.st.AppendCounters(out.Layers)
+	}
 	for _, c := range []struct {
 		name string
 		v    uint64
@@ -557,21 +585,8 @@ func (s *Service) Stats() core.Stats {
 		{"naps", s.n.naps.Load()},
 		{"kick_errors", s.n.kickErrors.Load()},
 	} {
-		out.Layers = append(out.Layers, core.Counter{Layer: "netconn", Name: c.name, Value: c.v})
+		out.Layers = append(out.Layers, core.Counter{Layer: "netconn", Name: c.name, Value: c.v, Gauge: c.name == "endpoints"})
 	}
 	out.Layers = append(out.Layers, fs.Layers...)
 	return out
-}
-
-// netstackOnly pins cfg to netstack, which a Service is built on (gonet):
-// an empty TCP.Stack becomes netstack, native is refused.
-func netstackOnly(cfg *core.Config) error {
-	switch cfg.TCP.Stack {
-	case "":
-		cfg.TCP.Stack = core.TCPStackNetstack
-	case core.TCPStackNetstack:
-	default:
-		return &core.ConfigError{Field: "TCP.Stack", Value: cfg.TCP.Stack, Reason: `tcp/netconn runs on netstack (gVisor's gonet): leave TCP.Stack empty or "netstack"`}
-	}
-	return nil
 }

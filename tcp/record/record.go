@@ -19,6 +19,28 @@ import (
 // HeaderLen is the size of a record's length prefix.
 const HeaderLen = 2
 
+// HeaderLen32 is the size of the length prefix of the u32 framing
+// (NewStaging32, NewDecoder32): a big-endian u32, as the message length of
+// SBE's framing header, here counting the payload only.
+const HeaderLen32 = 4
+
+// recLen reads the big-endian length prefix of hl bytes (2 or 4) at b.
+func recLen(b []byte, hl int) int {
+	if hl == HeaderLen {
+		return int(b[0])<<8 | int(b[1])
+	}
+	return int(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
+}
+
+// putLen writes n as a big-endian length prefix of hl bytes at b.
+func putLen(b []byte, hl, n int) {
+	if hl == HeaderLen {
+		b[0], b[1] = byte(n>>8), byte(n)
+		return
+	}
+	b[0], b[1], b[2], b[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+}
+
 // MaxRecord is the largest payload a record carries (the u16 length).
 const MaxRecord = 65535
 
@@ -85,13 +107,38 @@ type Staging struct {
 	recs int // records staged and not fully taken
 	// taken is the payload bytes of the records taken whole so far.
 	taken uint64
+	// raw: the records have no prefix (NewRawStaging); lens[lh:] are the
+	// lengths of those not fully taken, in order.
+	raw  bool
+	lens []int
+	lh   int
+	hl   int // the prefix's length: HeaderLen or HeaderLen32
 }
 
 // NewStaging returns a Staging of size bytes: it holds as many records as
 // fit with their prefixes (size/(HeaderLen+payload)).
 func NewStaging(size int) *Staging {
-	return &Staging{buf: make([]byte, size)}
+	return &Staging{buf: make([]byte, size), hl: HeaderLen}
 }
+
+// NewStaging32 returns a Staging of size bytes whose records have a u32
+// length prefix (HeaderLen32) instead of a u16 one; a payload still
+// carries at most MaxRecord bytes.
+func NewStaging32(size int) *Staging {
+	return &Staging{buf: make([]byte, size), hl: HeaderLen32}
+}
+
+// NewRawStaging returns a Staging of size bytes for a stream without
+// framing: Put appends the payload alone, and the "records" that
+// Records, Started, Consume and TakenPayload count are the Puts (a
+// payload of 0 bytes is refused as ErrStagingFull: it would never be
+// taken). The receiver sees one byte stream.
+func NewRawStaging(size int) *Staging {
+	return &Staging{buf: make([]byte, size), raw: true}
+}
+
+// Raw reports whether s was made by NewRawStaging.
+func (s *Staging) Raw() bool { return s.raw }
 
 // Cap is the buffer size given to NewStaging.
 func (s *Staging) Cap() int { return len(s.buf) }
@@ -112,7 +159,10 @@ func (s *Staging) Started() bool { return s.r > s.next }
 // now. The space of a record partly taken by the stream is free again only
 // once the record is taken whole.
 func (s *Staging) Fits(n int) bool {
-	return n <= MaxRecord && HeaderLen+n <= len(s.buf)-(s.w-s.next)
+	if s.raw {
+		return n > 0 && n <= MaxRecord && n <= len(s.buf)-(s.w-s.next)
+	}
+	return n <= MaxRecord && s.hl+n <= len(s.buf)-(s.w-s.next)
 }
 
 // Put appends payload as one record. It returns ErrRecordTooLarge for a
@@ -123,15 +173,40 @@ func (s *Staging) Put(payload []byte) error {
 	if n > MaxRecord {
 		return ErrRecordTooLarge
 	}
-	if HeaderLen+n > len(s.buf)-s.w {
+	if s.raw {
+		return s.putRaw(payload)
+	}
+	if s.hl+n > len(s.buf)-s.w {
 		if !s.Fits(n) {
 			return ErrStagingFull
 		}
 		s.compact()
 	}
-	s.buf[s.w], s.buf[s.w+1] = byte(n>>8), byte(n)
-	copy(s.buf[s.w+HeaderLen:], payload)
-	s.w += HeaderLen + n
+	putLen(s.buf[s.w:], s.hl, n)
+	copy(s.buf[s.w+s.hl:], payload)
+	s.w += s.hl + n
+	s.recs++
+	return nil
+}
+
+// putRaw is Put without a prefix.
+func (s *Staging) putRaw(payload []byte) error {
+	n := len(payload)
+	if !s.Fits(n) {
+		return ErrStagingFull
+	}
+	if n > len(s.buf)-s.w {
+		s.compact()
+	}
+	copy(s.buf[s.w:], payload)
+	s.w += n
+	if s.lh > 0 && s.lh == len(s.lens) {
+		s.lens, s.lh = s.lens[:0], 0
+	} else if s.lh >= 64 && s.lh > len(s.lens)/2 {
+		s.lens = s.lens[:copy(s.lens, s.lens[s.lh:])]
+		s.lh = 0
+	}
+	s.lens = append(s.lens, n)
 	s.recs++
 	return nil
 }
@@ -161,12 +236,22 @@ func (s *Staging) Consume(n int) int {
 	}
 	s.r += n
 	done := 0
-	for s.next < s.w {
-		end := s.next + HeaderLen + (int(s.buf[s.next])<<8 | int(s.buf[s.next+1]))
+	for s.raw && s.lh < len(s.lens) {
+		end := s.next + s.lens[s.lh]
 		if end > s.r {
 			break
 		}
-		s.taken += uint64(end - s.next - HeaderLen)
+		s.taken += uint64(s.lens[s.lh])
+		s.next = end
+		s.lh++
+		done++
+	}
+	for !s.raw && s.next < s.w {
+		end := s.next + s.hl + recLen(s.buf[s.next:], s.hl)
+		if end > s.r {
+			break
+		}
+		s.taken += uint64(end - s.next - s.hl)
 		s.next = end
 		done++
 	}
@@ -183,7 +268,10 @@ func (s *Staging) Consume(n int) int {
 func (s *Staging) TakenPayload() uint64 { return s.taken }
 
 // Reset drops everything staged.
-func (s *Staging) Reset() { s.r, s.w, s.next, s.recs = 0, 0, 0, 0 }
+func (s *Staging) Reset() {
+	s.r, s.w, s.next, s.recs = 0, 0, 0, 0
+	s.lens, s.lh = s.lens[:0], 0
+}
 
 // Decoder reassembles records from a byte stream read in pieces of any
 // size. It owns one buffer that the stream is read into (Tail and Commit, or
@@ -202,6 +290,8 @@ type Decoder struct {
 	max  int
 	r, w int // unread bytes are buf[r:w]
 	skip int // bytes of an oversize record still to be dropped
+	raw  bool
+	hl   int // the prefix's length: HeaderLen or HeaderLen32
 }
 
 // NewDecoder returns a Decoder that delivers records of up to max payload
@@ -215,7 +305,24 @@ func NewDecoder(max, bufSize int) *Decoder {
 	if bufSize < HeaderLen+max {
 		bufSize = HeaderLen + max
 	}
-	return &Decoder{buf: make([]byte, bufSize), max: max}
+	return &Decoder{buf: make([]byte, bufSize), max: max, hl: HeaderLen}
+}
+
+// NewDecoder32 is NewDecoder for records with a u32 length prefix
+// (HeaderLen32). A prefix larger than max is an oversize record, as with
+// NewDecoder, whatever its length (its bytes are skipped as they come).
+func NewDecoder32(max, bufSize int) *Decoder {
+	d := NewDecoder(max, bufSize+HeaderLen32-HeaderLen)
+	d.hl = HeaderLen32
+	return d
+}
+
+// NewRawDecoder returns a Decoder for a stream without framing: Next
+// returns the buffered bytes as they are, at most most (1..MaxRecord) at
+// a time, and never ErrOversize. bufSize is raised to most if smaller.
+func NewRawDecoder(most, bufSize int) *Decoder {
+	most = min(MaxRecord, max(most, 1))
+	return &Decoder{buf: make([]byte, max(bufSize, most)), max: most, raw: true}
 }
 
 // Max is the largest record payload the decoder delivers.
@@ -275,6 +382,15 @@ func (d *Decoder) Feed(p []byte) int {
 // dropped as they arrive and decoding goes on after it. An empty record
 // (length 0) is returned as a non-nil empty slice.
 func (d *Decoder) Next() ([]byte, error) {
+	if d.raw {
+		n := min(d.w-d.r, d.max)
+		if n == 0 {
+			return nil, nil
+		}
+		rec := d.buf[d.r : d.r+n : d.r+n]
+		d.r += n
+		return rec, nil
+	}
 	for {
 		if d.skip > 0 {
 			n := d.w - d.r
@@ -288,21 +404,21 @@ func (d *Decoder) Next() ([]byte, error) {
 			}
 			continue
 		}
-		if d.w-d.r < HeaderLen {
+		if d.w-d.r < d.hl {
 			return nil, nil
 		}
-		n := int(d.buf[d.r])<<8 | int(d.buf[d.r+1])
+		n := recLen(d.buf[d.r:], d.hl)
 		if n > d.max {
-			d.r += HeaderLen
+			d.r += d.hl
 			d.skip = n
 			d.dropSome()
 			return nil, ErrOversize
 		}
-		if d.w-d.r < HeaderLen+n {
+		if d.w-d.r < d.hl+n {
 			return nil, nil
 		}
-		rec := d.buf[d.r+HeaderLen : d.r+HeaderLen+n : d.r+HeaderLen+n]
-		d.r += HeaderLen + n
+		rec := d.buf[d.r+d.hl : d.r+d.hl+n : d.r+d.hl+n]
+		d.r += d.hl + n
 		return rec, nil
 	}
 }
@@ -310,12 +426,15 @@ func (d *Decoder) Next() ([]byte, error) {
 // Complete reports whether Next would return something now: a record or
 // ErrOversize. It changes nothing.
 func (d *Decoder) Complete() bool {
+	if d.raw {
+		return d.w > d.r
+	}
 	r := d.r + min(d.skip, d.w-d.r)
-	if d.w-r < HeaderLen {
+	if d.w-r < d.hl {
 		return false
 	}
-	n := int(d.buf[r])<<8 | int(d.buf[r+1])
-	return n > d.max || d.w-r >= HeaderLen+n
+	n := recLen(d.buf[r:], d.hl)
+	return n > d.max || d.w-r >= d.hl+n
 }
 
 // dropSome drops the buffered bytes of the record being skipped.

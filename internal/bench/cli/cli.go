@@ -1,5 +1,5 @@
 // Package cli holds the command lines of the measuring tools: echo and
-// loadgen (cmd/echo, cmd/loadgen, and netbench, which re-executes itself in
+// loadgen (cmd/dgramio-echo, cmd/dgramio-loadgen, and netbench, which re-executes itself in
 // either mode). Each Main parses its flags, pins the poller (the userspace
 // TCP kinds on netstack pin the whole process themselves: see pin), opens the backend
 // with dgramio.New, runs the loop of package load, closes the backend and
@@ -23,7 +23,6 @@ import (
 	"strings"
 
 	"github.com/dgramio/dgramio/internal/bench"
-	"github.com/dgramio/dgramio/internal/benchnet"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
@@ -65,18 +64,44 @@ type Failure struct {
 }
 
 // failer returns a tool's fail: it records class and err in *f, prints
-// "failed <class>: <err>" on stdout, writes out as JSON to path (when
-// set; an error of that goes to stderr after "<tool>:") and returns the
-// exit status 2.
-func failer(tool string, stdout, stderr io.Writer, path string, f **Failure, out any) func(class string, err error) int {
+// "failed <class>: <err>" on stdout (on stderr when the JSON goes to
+// stdout), writes out as JSON to path (when set; an error of that goes to
+// stderr after "<tool>:"), and returns the exit status: ExitUsage for a
+// ClassConfig error (a flag or setting the tool refuses), ExitFailed for
+// any other (the run could not be made here).
+func failer(tool string, kind *core.Kind, stdout, stderr io.Writer, path string, f **Failure, out any) func(class string, err error) int {
 	return func(class string, err error) int {
 		*f = &Failure{Class: class, Error: err.Error()}
-		fmt.Fprintf(stdout, "failed %s: %v\n", class, err)
-		if werr := writeJSON(path, out); werr != nil {
+		human := stdout
+		if path == "-" {
+			human = stderr
+		}
+		fmt.Fprintf(human, "failed %s: %v\n", class, err)
+		if hint := fixHint(*kind, err); hint != "" {
+			fmt.Fprintf(stderr, "%s: %s\n", tool, hint)
+		}
+		if werr := writeResult(path, stdout, out); werr != nil {
 			fmt.Fprintln(stderr, tool+":", werr)
 		}
-		return 2
+		if class == ClassConfig {
+			return ExitUsage
+		}
+		return ExitFailed
 	}
+}
+
+// writeResult writes v as JSON to path, or to stdout when path is "-"
+// (as iperf3 -J).
+func writeResult(path string, stdout io.Writer, v any) error {
+	if path != "-" {
+		return writeJSON(path, v)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	_, err = stdout.Write(append(b, '\n'))
+	return err
 }
 
 // writeJSON writes v to path (nothing when path is empty).
@@ -94,21 +119,36 @@ func writeJSON(path string, v any) error {
 	return nil
 }
 
-// parseAddr parses an address of the benchmarking ranges or loopback
-// (benchnet.CheckBenchAddr; an IPv4-mapped one as IPv4); the tools send
-// nowhere else. Empty gives the zero Addr.
+// parseAddr parses an address given on the command line, IPv4 or IPv6
+// (an IPv4-mapped one as IPv4): any address of the user's own ports (the
+// benchmarking ranges of package benchnet bind only the test hosts that
+// netbench and the tests make). Empty gives the zero Addr.
 func parseAddr(flag, s string) (netip.Addr, error) {
 	if s == "" {
 		return netip.Addr{}, nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("--%s %q: %w", flag, s, err)
+		return netip.Addr{}, fmt.Errorf("--%s %q: not an IP address (write it like 192.0.2.1)", flag, s)
 	}
-	if err := benchnet.CheckBenchAddr(flag, a); err != nil {
+	if err := checkHostAddr(flag, a); err != nil {
 		return netip.Addr{}, err
 	}
 	return a.Unmap(), nil
+}
+
+// checkHostAddr checks an address given on the command line: IPv4 or
+// IPv6 (which kinds serve it, Config says), of one host, without a zone.
+// Any network: the user's own ports.
+func checkHostAddr(flag string, a netip.Addr) error {
+	if a.Zone() != "" {
+		return fmt.Errorf("--%s %s: an address with a zone (link-local) is not supported: use a global one", flag, a)
+	}
+	a = a.Unmap()
+	if a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return fmt.Errorf("--%s %s: want the address of one host", flag, a)
+	}
+	return nil
 }
 
 // parseDest parses the value of a destination flag: an address with its
@@ -123,12 +163,12 @@ func parseDest(flag, s string) (netip.AddrPort, error) {
 	if err != nil {
 		a, aerr := netip.ParseAddr(s)
 		if aerr != nil {
-			return netip.AddrPort{}, fmt.Errorf("--%s %q: want an address (198.18.0.2, 2001:2::2) or address:port (198.18.0.2:5000, [2001:2::2]:5000)", flag, s)
+			return netip.AddrPort{}, fmt.Errorf("--%s %q: not an IP address: want an address (192.0.2.2, 2001:db8::2) or address:port (192.0.2.2:5000, [2001:db8::2]:5000)", flag, s)
 		}
 		ap = netip.AddrPortFrom(a, 0)
 	}
 	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	if err := benchnet.CheckBenchAddr(flag, ap.Addr()); err != nil {
+	if err := checkHostAddr(flag, ap.Addr()); err != nil {
 		return netip.AddrPort{}, err
 	}
 	return ap, nil

@@ -145,8 +145,8 @@ func TestTypedFlagsRefuseUnknownNames(t *testing.T) {
 func TestFailuresAreClassified(t *testing.T) {
 	var out, errOut strings.Builder
 	dir := t.TempDir()
-	// An address outside the benchmarking range is refused before anything.
-	st := RunLoadgen(context.Background(), []string{"--kind", "udp", "--dst", "8.8.8.8", "--json", filepath.Join(dir, "l.json")}, &out, &errOut)
+	// A message the kind cannot send is refused before anything.
+	st := RunLoadgen(context.Background(), []string{"--kind", "udp", "--dst", "127.0.0.1", "--size", "100000", "--json", filepath.Join(dir, "l.json")}, &out, &errOut)
 	if st != 2 || !strings.HasPrefix(out.String(), "failed config: ") {
 		t.Fatalf("exit %d, output %q", st, out.String())
 	}

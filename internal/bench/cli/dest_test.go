@@ -32,10 +32,10 @@ func TestParseDest(t *testing.T) {
 			t.Errorf("parseDest(%q): %v, want an error naming --dst", in, err)
 		}
 	}
-	// Outside the benchmarking ranges and loopback, either family.
-	for _, in := range []string{"[2001:db8::2]:5000", "10.0.0.1:5000", "[fe80::1]:5000"} {
-		if _, err := parseDest("dst", in); err == nil {
-			t.Errorf("parseDest(%q) accepted an address outside the benchmarking ranges", in)
+	// Not one host, or with a zone, either family.
+	for _, in := range []string{"[ff02::1]:5000", "[::]:5000", "[fe80::1%lo]:5000", "224.0.0.1:5000", "0.0.0.0:5000"} {
+		if _, err := parseDest("dst", in); err == nil || !strings.Contains(err.Error(), "--dst") {
+			t.Errorf("parseDest(%q): %v, want an error naming --dst", in, err)
 		}
 	}
 }

@@ -21,8 +21,10 @@ type EchoFile = ToolFile[load.EchoResult]
 // prints "ready <mode>" on stdout, and reflects every message back to its
 // sender until SIGINT or SIGTERM (or --max-time). Then it prints its
 // counters on stderr and writes them as JSON to --stats. If the backend
-// cannot be opened it prints "failed <class>: <error>" on stdout, writes
-// the failure to --stats and returns 2. It returns the exit status.
+// cannot be opened it prints "failed <class>: <error>" on stdout and
+// writes the failure to --stats. It returns the exit status: ExitOK when
+// it served until stopped, ExitUsage for a bad flag or setting (nothing
+// opened), ExitFailed when the kind could not be opened or serving failed.
 //
 // With --queues N (N > 1) it opens the kind as a group (dgramio.NewGroup):
 // one poller per queue, each on its own goroutine and OS thread, pinned
@@ -47,27 +49,33 @@ func RunEcho(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // runEcho is RunEcho opening its backends with op.
 func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op openers) int {
-	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flag.NewFlagSet("dgramio-echo", flag.ContinueOnError)
 	tf := addToolFlags(fs, toolUsage{
 		port:   "UDP/TCP port to serve",
 		queues: "queues, one poller each (dgramio.NewGroup when more than 1)",
 		poll:   "busy (spin on Rx, a CPU per poller; the default) or yield (sleep in Wait when idle, for machines with too few CPUs)",
 		batch:  "messages per Rx and per send batch",
 	})
-	stats := fs.String("stats", "", "write the counters as JSON to this file on exit")
-	maxTime := fs.Duration("max-time", 0, "stop after this long even without a signal (0: never)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	stats := fs.String("stats", "", "write the counters as JSON to this file on exit (-: to stdout, after the ready line)")
+	maxTime := durationFlag(fs, "max-time", 0, "stop after this long even without a signal, like `30s` (0: never)")
+	framing := core.FramingU16
+	fs.Var(&framing, "framing", "stream kinds: u16 (u16 length-prefixed records, the default), u32 (u32 length-prefixed records) or raw (bytes as they came)")
+	if status, done := parseFlags(fs, args, stdout, stderr); done {
+		return status
 	}
 	out := EchoFile{ToolHeader: tf.header()}
-	fail := failer("echo", stdout, stderr, *stats, &out.Failure, &out)
-	if fs.NArg() != 0 {
-		return fail(ClassConfig, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
+	fail := failer("echo", &tf.kind, stdout, stderr, *stats, &out.Failure, &out)
 	cfg, err := tf.config(core.RoleServer, &out.ToolHeader)
+	if err == nil {
+		err = validate(cfg)
+	}
 	if err != nil {
 		return fail(ClassConfig, err)
+	}
+	if cfg.Kind.IsStream() {
+		cfg.Framing, cfg.Events = framing, true // the echo counts the connections' ends
+	} else if framing != core.FramingU16 {
+		return fail(ClassConfig, fmt.Errorf("--framing %s: kind %s carries datagrams (framing applies to the stream kinds)", framing, cfg.Kind))
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -88,6 +96,11 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 	final, runErr, openErr := runSingle(op, cfg, out.CPU, "echo", stderr, func(b core.Backend) (err error) {
 		printReady(stdout, b.Stats().Mode)
 		start = time.Now()
+		if cfg.Kind.IsStream() && cfg.Kind.IsRaw() {
+			stop := make(chan struct{})
+			defer close(stop)
+			go watchChecksums("echo", b.Stats, time.Second, stderr, stop)
+		}
 		res, err = load.Echo(ctx, b, eo)
 		return err
 	})
@@ -106,7 +119,7 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 	if res != nil {
 		fmt.Fprintf(stderr, "echo ran %v\n%s", time.Since(start).Round(time.Millisecond), formatStats("echo", &res.Stats, res.Layers()))
 	}
-	if err := writeJSON(*stats, &out); err != nil {
+	if err := writeResult(*stats, stdout, &out); err != nil {
 		fmt.Fprintln(stderr, "echo:", err)
 		status = 1
 	}
@@ -173,7 +186,7 @@ func echoGroup(ctx context.Context, newGroup func(core.Config) (Group, error), c
 		fmt.Fprintf(stderr, "echo queue %d: received %d reflected %d dropped %d; rx_delivered %d tx_sent %d lost %d\n",
 			p.Queue, p.Received, p.Reflected, p.Dropped, p.Stats.RxDelivered, p.Stats.TxSent, p.Stats.Lost())
 	}
-	if err := writeJSON(statsPath, out); err != nil {
+	if err := writeResult(statsPath, stdout, out); err != nil {
 		fmt.Fprintln(stderr, "echo:", err)
 		status = 1
 	}

@@ -131,21 +131,6 @@ func formatCPUs(cpus []int) string {
 	return strings.Join(s, ",")
 }
 
-// pollMode resolves --poll and its alias --wait into the poll mode,
-// "busy" or "yield".
-func pollMode(poll string, wait bool) (core.Poll, error) {
-	switch core.Poll(poll) {
-	case "", core.PollBusy:
-		if wait {
-			return core.PollYield, nil
-		}
-		return core.PollBusy, nil
-	case core.PollYield, "wait":
-		return core.PollYield, nil
-	}
-	return "", fmt.Errorf(`--poll %q: want "busy" (spin on Rx, a CPU per poller) or "yield" (sleep in Wait when idle)`, poll)
-}
-
 // queueCPUs checks the tool's --queues, --cpu and --cpus and returns the
 // queues' CPUs (nil: not pinned).
 func queueCPUs(queues, cpuN int, cpus string) ([]int, error) {

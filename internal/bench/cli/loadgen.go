@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,7 +28,10 @@ type LoadFile = ToolFile[load.LoadResult]
 // prints p50/p99/p99.9/max of the round trip measured from each message's
 // schedule, the achieved rate, and its counters. With --json it writes the
 // whole result. If the backend cannot be opened it prints "failed <class>:
-// <error>" on stdout and returns 2; a run that fails midway returns 1.
+// <error>" on stdout. It returns ExitOK for a run that measured,
+// ExitFailed for one that could not (the kind not opened, a connection
+// refused, no message sent, none answered, a failure midway), ExitUsage
+// for a bad flag or setting (said before anything opens).
 //
 // With --queues N (N > 1) it opens the kind as a group (dgramio.NewGroup):
 // one poller per queue, pinned to its CPU of --cpus, each a flow of its
@@ -50,33 +54,34 @@ func RunLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // runLoadgen is RunLoadgen opening its backends with op.
 func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op openers) int {
-	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flag.NewFlagSet("dgramio-loadgen", flag.ContinueOnError)
 	tf := addToolFlags(fs, toolUsage{
 		port:   "the echo's UDP/TCP port",
 		queues: "queues, one poller and one flow each (dgramio.NewGroup when more than 1); the rate is divided among them",
 		poll:   "busy (spin, a CPU per poller; the default) or yield (sleep when idle, for machines with too few CPUs)",
 		batch:  "messages per Flush and per Rx",
 	})
-	dst := fs.String("dst", "", "the echo's address, with its port (198.18.0.2:5000, [2001:2::2]:5000) or at --port (198.18.0.0/15, 2001:2::/48 on udp, uring and tcp, or loopback)")
+	dst := fs.String("dst", "", "the echo's address, IPv4 or (kinds udp, uring, tcp) IPv6, with its port (192.0.2.2:5000, [2001:db8::2]:5000) or at --port")
 	rateS := fs.String("rate", "20k", "offered rate, messages per second (20k, 1.6M)")
-	duration := fs.Duration("duration", 5e9, "measured time")
-	warmup := fs.Duration("warmup", 1e9, "warm-up, sent but not measured")
-	drain := fs.Duration("drain", load.DefaultDrain, "time to wait for answers after the last send")
+	duration := durationFlag(fs, "duration", 5*time.Second, "measured time, like `5s`")
+	warmup := durationFlag(fs, "warmup", time.Second, "warm-up, sent but not measured, like `1s`")
+	drain := durationFlag(fs, "drain", load.DefaultDrain, "time to wait for answers after the last send, like `1s`")
+	interval := durationFlag(fs, "interval", 0, "print what each interval sent and received, and its round trips, every this long, like `1s` (as iperf3 -i; 0: none)")
 	size := fs.Int("size", load.DefaultSize, "message size in bytes")
 	dstMAC := fs.String("dst-mac", "", "the echo's MAC address on the raw kinds (Config.DstMAC; empty: resolved by the neighbour table or ARP)")
-	jsonPath := fs.String("json", "", "write the result as JSON to this file")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	jsonPath := fs.String("json", "", "write the result as JSON to this file (-: to stdout, the other lines then go to stderr)")
+	if status, done := parseFlags(fs, args, stdout, stderr); done {
+		return status
 	}
 	out := LoadFile{ToolHeader: tf.header()}
-	fail := failer("loadgen", stdout, stderr, *jsonPath, &out.Failure, &out)
-	if fs.NArg() != 0 {
-		return fail(ClassConfig, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	fail := failer("loadgen", &tf.kind, stdout, stderr, *jsonPath, &out.Failure, &out)
+	human := stdout
+	if *jsonPath == "-" {
+		human = stderr
 	}
 	rate, err := bench.ParseRate(*rateS)
 	if err != nil {
-		return fail(ClassConfig, err)
+		return fail(ClassConfig, fmt.Errorf("--rate: %w", err))
 	}
 	dstAP, err := parseDest("dst", *dst)
 	if err != nil {
@@ -85,26 +90,38 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	if !dstAP.Addr().IsValid() {
 		return fail(ClassConfig, fmt.Errorf("--dst: the echo's address is required"))
 	}
-	if *size < load.HeaderLen {
-		return fail(ClassConfig, fmt.Errorf("--size %d: must be at least %d", *size, load.HeaderLen))
+	if *duration <= 0 {
+		return fail(ClassConfig, fmt.Errorf("--duration %v: the measured time must be positive", *duration))
 	}
 	var mac net.HardwareAddr
 	if *dstMAC != "" {
-		if mac, err = net.ParseMAC(*dstMAC); err != nil {
-			return fail(ClassConfig, fmt.Errorf("--dst-mac: %w", err))
+		if mac, err = net.ParseMAC(*dstMAC); err != nil || len(mac) != 6 {
+			return fail(ClassConfig, fmt.Errorf("--dst-mac %q: not an Ethernet MAC address (write it like 02:00:00:00:00:01)", *dstMAC))
 		}
 	}
 	cfg, err := tf.config(core.RoleClient, &out.ToolHeader)
 	if err != nil {
 		return fail(ClassConfig, err)
 	}
+	if err := checkSize(cfg, *size); err != nil {
+		return fail(ClassConfig, err)
+	}
 	cfg.Dests, cfg.DstMAC = []netip.AddrPort{dstAP}, mac
+	if err := validate(cfg); err != nil {
+		return fail(ClassConfig, err)
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	lo := load.LoadOptions{
 		Rate: rate, Warmup: *warmup, Duration: *duration, Drain: *drain,
-		Size: *size, Batch: cfg.TxBatch, Wait: out.Wait,
+		Size: *size, Batch: cfg.TxBatch, Wait: out.Wait, Interval: *interval,
+	}
+	if *drain == 0 {
+		lo.Drain = -1 // none, as asked (LoadOptions' zero is the default)
+	}
+	if lo.Interval > 0 {
+		lo.OnInterval = intervalPrinter(human, &out.Intervals)
 	}
 	if out.Queues > 1 {
 		cfg.Queues, cfg.CPUs = out.Queues, out.CPUs
@@ -113,20 +130,83 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	if openErr != nil {
 		return fail(Classify(cfg.Kind, openErr), openErr)
 	}
-	status := 0
+	status := ExitOK
 	if runErr != nil {
 		fmt.Fprintln(stderr, "loadgen:", runErr)
-		status = 1
+		status = ExitFailed
 	}
 	out.Result = res
 	if res != nil {
-		printLoad(stdout, stderr, string(cfg.Kind), rate, res)
+		printLoad(human, stderr, string(cfg.Kind), rate, res)
+		if why := unmeasured(res, cfg); why != "" {
+			fmt.Fprintln(stderr, "loadgen:", why)
+			status = ExitFailed
+		}
 	}
-	if err := writeJSON(*jsonPath, &out); err != nil {
+	if err := writeResult(*jsonPath, stdout, &out); err != nil {
 		fmt.Fprintln(stderr, "loadgen:", err)
-		status = 1
+		status = ExitFailed
 	}
 	return status
+}
+
+// unmeasured says why a run that went to its end measured nothing (no
+// message sent, or none answered: the peer unreachable, or everything
+// lost), with the cause where the counters name one; "" when it measured.
+func unmeasured(res *load.LoadResult, cfg core.Config) string {
+	dst := cfg.Dests[0]
+	if dst.Port() == 0 {
+		dst = netip.AddrPortFrom(dst.Addr(), cfg.Port)
+	}
+	switch {
+	case res.Interrupted:
+		return ""
+	case res.Total.Sent == 0:
+		return fmt.Sprintf("no message was sent (not sent %d, tx_oversize %d): nothing measured", res.Total.NotSent, res.Stats.TxOversize)
+	case res.Total.Received == 0:
+		why := fmt.Sprintf("none of the %d messages sent came back from %s port %d: is an echo listening there, and is the path open?", res.Total.Sent, dst.Addr(), dst.Port())
+		if n := checksumErrors(res.Stats); n > 0 {
+			why += fmt.Sprintf(" %d TCP segments were dropped for a bad checksum: %s", n, checksumFix)
+		}
+		if v, ok := res.Stats.Counter("udp", "rx_icmp_refused"); ok && v > 0 {
+			why += fmt.Sprintf(" (%d ICMP port unreachable came back: nothing listens on port %d there)", v, dst.Port())
+		}
+		return why
+	}
+	return ""
+}
+
+// checkSize refuses a message size that the kind cannot send: smaller
+// than the load header, or larger than its largest message
+// (--max-datagram, whose default is core.DefaultMaxDatagram).
+func checkSize(cfg core.Config, size int) error {
+	if size < load.HeaderLen {
+		return fmt.Errorf("--size %d: must be at least %d (the load generator's header)", size, load.HeaderLen)
+	}
+	if max := cfg.WithDefaults().MaxDatagram; size > max {
+		if max == maxMessage(cfg.Kind) {
+			return fmt.Errorf("--size %d: larger than the largest message of kind %s, %d bytes", size, cfg.Kind, max)
+		}
+		return fmt.Errorf("--size %d: larger than the largest message of kind %s here, %d bytes: raise --max-datagram, up to %d (a datagram must fit the path's MTU)",
+			size, cfg.Kind, max, maxMessage(cfg.Kind))
+	}
+	return nil
+}
+
+// intervalPrinter returns the LoadOptions.OnInterval of --interval: a
+// line per interval on w, as iperf3 -i prints them, kept in *into for
+// the JSON too. The loop calls it (a queue's goroutine each): it locks.
+func intervalPrinter(w io.Writer, into *[]load.IntervalReport) func(load.IntervalReport) {
+	var mu sync.Mutex
+	return func(r load.IntervalReport) {
+		mu.Lock()
+		defer mu.Unlock()
+		*into = append(*into, r)
+		secs := (r.To - r.From).Seconds()
+		fmt.Fprintf(w, "[q%d] %6.2f-%-6.2f s  sent %d (%s/s)  received %d (%s/s)  p50 %s p99 %s µs\n",
+			r.Queue, r.From.Seconds(), r.To.Seconds(), r.Sent, bench.FormatRate(float64(r.Sent)/secs),
+			r.Received, bench.FormatRate(float64(r.Received)/secs), bench.FormatUs(r.RTT.P50Us), bench.FormatUs(r.RTT.P99Us))
+	}
 }
 
 // loadOnce runs the load generator on one backend, or on a group of

@@ -281,6 +281,12 @@ func (nb *netbench) runCell(ctx context.Context, rk rowKey, rate float64, rep in
 		nb.rows[rk].Mode = c.Mode
 		nb.rep.Env.Modes[label] = c.Mode
 	}
+	if l := nb.limitOf(rk.name); l != "" {
+		if nb.rep.Env.Limits == nil {
+			nb.rep.Env.Limits = map[string]string{}
+		}
+		nb.rep.Env.Limits[label] = l
+	}
 	key := cellKey(rk, rate)
 	if probe && len(nb.runs[key]) == 0 {
 		if nb.probes == nil {
@@ -323,4 +329,30 @@ func (nb *netbench) collect() {
 	}
 	nb.noteCaptures()
 	nb.rep.ComputeCapacity()
+}
+
+// limitOf names the setting of the run that bounds row's capacity besides
+// its path, where the kinds are not set alike: the DPDK kinds' RX ring,
+// 256 descriptors by default (small, for DDIO's sake on real NICs)
+// against the AF_XDP kinds' ring of 2048. On a host that stalls (a VM,
+// a veth) the smaller ring overflows first, and the row's capacity is
+// the ring's as much as the path's.
+func (nb *netbench) limitOf(row string) string {
+	kind, _ := bench.SplitRow(row)
+	if !core.Kind(kind).IsDPDK() {
+		return ""
+	}
+	defaults := core.Config{Kind: core.Kind(kind)}.WithDefaults()
+	rx := nb.o.DPDKRxDesc
+	if rx <= 0 {
+		rx = defaults.DPDK.RxDesc
+	}
+	xdp := nb.o.XDPRing
+	if xdp <= 0 {
+		xdp = defaults.XDP.RingSize
+	}
+	if rx >= xdp {
+		return ""
+	}
+	return fmt.Sprintf("RX ring of %d descriptors (the xdp kinds' ring: %d): a stall overflows it first, so the capacity is the ring's as much as the path's; --dpdk-rx-desc %d runs it like for like", rx, xdp, xdp)
 }

@@ -145,7 +145,10 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 			return ReportMain(args[1:], stdout, stderr)
 		}
 	}
-	o, code := netbenchOptions(args, stderr)
+	o, code := netbenchOptions(args, stdout, stderr)
+	if code < 0 {
+		return ExitOK // --help
+	}
 	if code != 0 {
 		return code
 	}
@@ -179,21 +182,17 @@ func NetbenchMain(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// netbenchOptions parses netbench's flags; a nonzero status means they
-// were wrong (said on stderr).
-func netbenchOptions(args []string, stderr io.Writer) (o NetbenchOptions, status int) {
+// netbenchOptions parses netbench's flags; a positive status means they
+// were wrong (said on stderr), -1 that --help printed them on stdout.
+func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions, status int) {
 	fs := flag.NewFlagSet("netbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: netbench [flags]\n       netbench compare [--json FILE] A.json B.json\n       netbench report [--out DIR] results.json\n\nflags:\n")
-		fs.PrintDefaults()
-	}
 	kinds := fs.String("kinds", "", "comma-separated kinds (default: every kind this build has), and variants measured as rows of their own: "+
-		"uring+sqpoll (SQPOLL, each tool's SQ thread on a CPU of its own: 4 CPUs), uring+napi (NAPI busy polling; the echo sleeps in io_uring_enter, GRO on the veth for those cells)")
+		"uring+sqpoll (SQPOLL, each tool's SQ thread on a CPU of its own: 4 CPUs), uring+napi (NAPI busy polling; the echo sleeps in io_uring_enter, GRO on the veth for those cells), "+
+		"tcp-xdp+native and tcp-xdp+netstack (the userspace TCP engine), tcp+raw and tcp-xdp+raw (the echo in raw-bytes framing)")
 	rates := fs.String("rates", DefaultRates, "comma-separated offered rates, messages per second")
-	duration := fs.Duration("duration", 5*time.Second, "measured time per cell")
-	warmup := fs.Duration("warmup", time.Second, "warm-up per cell, sent but not measured")
-	drain := fs.Duration("drain", load.DefaultDrain, "time to wait for answers after the last send")
+	duration := durationFlag(fs, "duration", 5*time.Second, "measured time per cell, like `5s`")
+	warmup := durationFlag(fs, "warmup", time.Second, "warm-up per cell, sent but not measured, like `1s`")
+	drain := durationFlag(fs, "drain", load.DefaultDrain, "time to wait for answers after the last send, like `1s`")
 	size := fs.Int("size", load.DefaultSize, "message size in bytes")
 	batch := fs.Int("batch", load.DefaultBatch, "messages per Flush and per Rx")
 	queues := fs.String("queues", "1", "queues of the test hosts or ports and of both tools (one poller each); a list (1,2,4) runs each kind with each and adds a scaling table")
@@ -215,20 +214,23 @@ func netbenchOptions(args []string, stderr io.Writer) (o NetbenchOptions, status
 	sqpollCPUs := fs.String("sqpoll-cpus", "", "row uring+sqpoll: CPUs of the loadgen's and the echo's SQ threads, \"L,E\" (default: picked apart from the pollers)")
 	capacity := fs.Int("capacity", 3, "probes per row after the table's rates, bisecting between the largest rate that held and the lowest saturated one, to find its capacity (0: the capacity from the table's rates alone)")
 	family := fs.String("family", "4", "address families of the kernel kinds (udp, uring, tcp): 4, 6 (rows kind+ipv6, over 2001:2::/48) or 4,6 (a row per family); the other kinds and variants run over IPv4")
-	if err := fs.Parse(args); err != nil {
-		return o, 2
+	if status, done := parseFlags(fs, args, stdout, stderr); done {
+		if status == ExitOK {
+			fmt.Fprintf(stdout, "\n       netbench compare [--json FILE] A.json B.json\n       netbench report [--out DIR] results.json\n")
+			return o, -1 // --help: nothing to run, exit 0
+		}
+		return o, status
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "netbench: unexpected arguments %q\n", fs.Args())
-		fs.Usage()
-		return o, 2
+	if *duration <= 0 {
+		fmt.Fprintf(stderr, "netbench: --duration %v: the measured time must be positive\n", *duration)
+		return o, ExitUsage
 	}
 	counts, err := parseQueueCounts(*queues)
 	if err != nil {
 		fmt.Fprintln(stderr, "netbench:", err)
 		return o, 2
 	}
-	mode, err := pollMode(*poll, *wait)
+	mode, err := parsePoll(*poll, *wait)
 	if err != nil {
 		fmt.Fprintln(stderr, "netbench:", err)
 		return o, 2
@@ -266,6 +268,10 @@ func netbenchOptions(args []string, stderr io.Writer) (o NetbenchOptions, status
 		o.Kinds = kindNames(dgramio.Kinds())
 	}
 	if o.Kinds, err = familyRows(o.Kinds, *family); err != nil {
+		fmt.Fprintln(stderr, "netbench:", err)
+		return o, 2
+	}
+	if err := checkNetbenchSize(o.Kinds, *size); err != nil {
 		fmt.Fprintln(stderr, "netbench:", err)
 		return o, 2
 	}

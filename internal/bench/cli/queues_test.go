@@ -51,13 +51,14 @@ func TestParseCPUsAndQueues(t *testing.T) {
 		poll string
 		wait bool
 		want string
-	}{{"", false, "busy"}, {"", true, "yield"}, {"busy", false, "busy"}, {"yield", false, "yield"}, {"wait", false, "yield"}, {"busy", true, "yield"}} {
-		if got, err := pollMode(c.poll, c.wait); err != nil || got != core.Poll(c.want) {
-			t.Errorf("pollMode(%q, %v) = %q, %v; want %q", c.poll, c.wait, got, err, c.want)
+	}{{"", false, "busy"}, {"", true, "yield"}, {"busy", false, "busy"}, {"yield", false, "yield"}, {"wait", false, "yield"}, {"busy", true, "yield"},
+		{"spin", false, "busy"}, {"sleep", false, "yield"}} {
+		if got, err := parsePoll(c.poll, c.wait); err != nil || got != core.Poll(c.want) {
+			t.Errorf("parsePoll(%q, %v) = %q, %v; want %q", c.poll, c.wait, got, err, c.want)
 		}
 	}
-	if _, err := pollMode("spin", false); err == nil || !strings.Contains(err.Error(), "yield") {
-		t.Errorf("pollMode(spin): %v", err)
+	if _, err := parsePoll("adaptive", false); err == nil || !strings.Contains(err.Error(), "yield") {
+		t.Errorf("parsePoll(adaptive): %v", err)
 	}
 	for _, c := range []struct {
 		queues, cpu int

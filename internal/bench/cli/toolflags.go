@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -15,6 +16,8 @@ type ToolFile[R any] struct {
 	ToolHeader
 	Result  *R       `json:"result,omitempty"`
 	Failure *Failure `json:"failure,omitempty"`
+	// Intervals are the interval reports of loadgen --interval.
+	Intervals []load.IntervalReport `json:"intervals,omitempty"`
 }
 
 // ToolHeader is what echo's and loadgen's JSON record of the flags they
@@ -61,7 +64,7 @@ type toolUsage struct {
 func addToolFlags(fs *flag.FlagSet, u toolUsage) *toolFlags {
 	t := &toolFlags{
 		kind:       core.KindUDP,
-		local:      fs.String("local", "", "our address: IPv4 (198.18.0.0/15) or, on udp, uring and tcp, IPv6 (2001:2::/48), or loopback; required for raw kinds"),
+		local:      fs.String("local", "", "our address, IPv4 or (kinds udp, uring, tcp) IPv6; required for raw kinds"),
 		port:       fs.Uint("port", 5000, u.port),
 		iface:      fs.String("iface", "", "network interface (raw kinds)"),
 		cpu:        fs.Int("cpu", -1, "CPU to pin the poller to (-1: not pinned)"),
@@ -105,7 +108,21 @@ func (t *toolFlags) config(role core.Role, h *ToolHeader) (core.Config, error) {
 	if *t.port == 0 || *t.port > 65535 {
 		return core.Config{}, fmt.Errorf("--port %d: must be 1..65535", *t.port)
 	}
-	mode, err := pollMode(*t.poll, *t.wait)
+	if err := checkIface(t.kind, *t.iface); err != nil {
+		return core.Config{}, err
+	}
+	if *t.batch < 1 {
+		return core.Config{}, fmt.Errorf("--batch %d: must be at least 1", *t.batch)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max-datagram", *t.maxDgram}, {"xdp-frames", *t.xdpFrames}, {"xdp-ring", *t.xdpRing}, {"dpdk-rx-desc", *t.dpdkRxDesc}} {
+		if f.v < 0 {
+			return core.Config{}, fmt.Errorf("--%s %d: must not be negative (0: the default)", f.name, f.v)
+		}
+	}
+	mode, err := parsePoll(*t.poll, *t.wait)
 	if err != nil {
 		return core.Config{}, err
 	}
@@ -141,4 +158,26 @@ func (t *toolFlags) config(role core.Role, h *ToolHeader) (core.Config, error) {
 		cfg.TCP.Stack = t.tcpStack
 	}
 	return cfg, nil
+}
+
+// validate checks cfg as dgramio.New will (defaults applied), so that a
+// setting the library refuses is a usage error said before anything
+// starts (before the poller is pinned), naming the flag where it can.
+func validate(cfg core.Config) error {
+	err := cfg.WithDefaults().Validate()
+	var ce *core.ConfigError
+	if errors.As(err, &ce) {
+		if f, ok := flagOfField[ce.Field]; ok {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	return err
+}
+
+// flagOfField names the flag that sets a Config field, for validate.
+var flagOfField = map[string]string{
+	"LocalIP": "--local", "Dests": "--dst", "Port": "--port", "Iface": "--iface", "MaxDatagram": "--max-datagram",
+	"TxBatch": "--batch", "RxBatch": "--batch", "Queues": "--queues", "CPUs": "--cpus", "DstMAC": "--dst-mac",
+	"XDP.Frames": "--xdp-frames", "XDP.RingSize": "--xdp-ring", "DPDK.RxDesc": "--dpdk-rx-desc", "DPDK.VDev": "--dpdk-vdev",
+	"URing.SQCPU": "--sqpoll-cpu", "URing.NAPI": "--napi", "TCP.Stack": "--tcp-stack",
 }

@@ -169,6 +169,10 @@ func (nb *netbench) variantArgs(variant, tool string) []string {
 		return []string{"--napi"}
 	case bench.VariantNative, bench.VariantNetstack:
 		return []string{"--tcp-stack", variant}
+	case bench.VariantRaw:
+		if tool == "echo" {
+			return []string{"--framing", "raw"}
+		}
 	}
 	return nil
 }
@@ -189,6 +193,8 @@ func (nb *netbench) variantNotes(variant string) []string {
 		}
 		return []string{"NAPI busy polling registered on both rings; the echo sleeps in Wait (io_uring_enter, poll yield), where the kernel busy polls the socket's NAPI for SO_BUSY_POLL's time, " +
 			"instead of spinning on the CQ as in row uring; the loadgen spins as in every row (NAPI does not act there)"}
+	case bench.VariantRaw:
+		return []string{"raw framing: the echo reflects each connection's bytes as they came (Config.Framing raw); the loadgen sends and reads u16 records as in the plain row"}
 	}
 	return nil
 }
@@ -223,12 +229,45 @@ func (nb *netbench) sqpollEnv(allowed []int) {
 func parseRows(names []string) error {
 	var bad []string
 	for _, n := range names {
-		if _, _, err := bench.ParseRow(n); err != nil {
+		kind, _, err := bench.ParseRow(n)
+		switch {
+		case err != nil:
 			bad = append(bad, err.Error())
+		case !core.Kind(kind).Known():
+			why := fmt.Sprintf("%q: not a kind; the kinds are %s", kind, strings.Join(kindNames(core.Kinds()), ", "))
+			if low := strings.ToLower(kind); low != kind && core.Kind(low).Known() {
+				why = fmt.Sprintf("%q: kinds are written in lower case: %s", kind, low)
+			}
+			bad = append(bad, why)
 		}
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("--kinds: %s", strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// checkNetbenchSize refuses a --size that a kind of the run cannot send
+// (netbench gives the tools --max-datagram when the size needs it), before
+// the test hosts are made.
+func checkNetbenchSize(rows []string, size int) error {
+	for _, r := range rows {
+		kind, _ := bench.SplitRow(r)
+		cfg := core.Config{Kind: core.Kind(kind)}
+		if size > core.DefaultMaxDatagram {
+			cfg.MaxDatagram = min(size, maxMessage(cfg.Kind))
+		}
+		if err := checkSize(cfg, size); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxMessage is the largest --max-datagram of kind.
+func maxMessage(kind core.Kind) int {
+	if kind.IsStream() {
+		return core.MaxRecord
+	}
+	return 9000 - 28
 }

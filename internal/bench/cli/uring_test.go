@@ -144,6 +144,8 @@ func TestVariantArgs(t *testing.T) {
 		{"napi", "loadgen", false, "--napi"},
 		{"napi", "echo", false, "--napi --poll yield"},
 		{"napi", "echo", true, "--napi"},
+		{"raw", "echo", false, "--framing raw"},
+		{"raw", "loadgen", false, ""},
 	} {
 		nb.o.Wait = c.wait
 		if got := strings.Join(nb.variantArgs(c.variant, c.tool), " "); got != c.want {
@@ -175,7 +177,7 @@ func TestURingFlagsReachConfig(t *testing.T) {
 		for _, q := range []string{"1", "2"} {
 			got = nil
 			st, out := run(tool, "--kind", "uring", "--queues", q, "--sqpoll-cpu", "7", "--napi")
-			if st != 2 || !strings.Contains(out, "failed not_supported: test backend") || len(got) != 1 {
+			if st != ExitFailed || !strings.Contains(out, "failed not_supported: test backend") || len(got) != 1 {
 				t.Fatalf("%s --queues %s: exit %d, %q, %d configs", tool, q, st, out, len(got))
 			}
 			u := got[0].URing
@@ -192,7 +194,7 @@ func TestURingFlagsReachConfig(t *testing.T) {
 			}
 		}
 		got = nil
-		if st, _ := run(tool, "--kind", "uring"); st != 2 || len(got) != 1 || got[0].URing.SQPoll || got[0].URing.SQCPU != nil || got[0].URing.NAPI {
+		if st, _ := run(tool, "--kind", "uring"); st != ExitFailed || len(got) != 1 || got[0].URing.SQPoll || got[0].URing.SQCPU != nil || got[0].URing.NAPI {
 			t.Fatalf("%s without the flags: exit %d, configs %+v", tool, st, got)
 		}
 		got = nil

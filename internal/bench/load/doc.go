@@ -1,4 +1,4 @@
-// Package load is the open-loop load engine of cmd/echo, cmd/loadgen and
+// Package load is the open-loop load engine of cmd/dgramio-echo, cmd/dgramio-loadgen and
 // cmd/netbench: the message format, the load generator's loop (Load), the
 // echo loop (Echo), the latency histogram, and the results both return.
 // It depends only on internal/core (the Backend interface), so it is

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/internal/stream"
 )
 
 // EchoOptions configures Echo.
@@ -24,40 +23,46 @@ type EchoOptions struct {
 // the loop stopped.
 type EchoResult struct {
 	// Received counts messages Rx returned; Reflected those queued back.
-	Received, Reflected uint64
+	Received  uint64 `json:"received"`
+	Reflected uint64 `json:"reflected"`
 	// Dropped counts messages QueueTo refused even after a Flush
 	// (back-pressure on the way back) on a datagram kind, and on a stream
 	// kind those held for a peer whose connection then ended, or still
 	// held when the echo stopped: lost by the echo, and counted as its
 	// layer "app" loss. A stream kind holds a
 	// refused answer instead (see Echo).
-	Dropped uint64
-	// Flushes, RxCalls count calls; PeerEvents counts *core.PeerError
-	// returns of Rx (a stream client closed or reset its connection), which
-	// the echo survives.
-	Flushes, RxCalls, PeerEvents uint64
+	Dropped uint64 `json:"dropped"`
+	// Flushes, RxCalls count calls; PeerEvents counts the ends of
+	// connections Rx delivered (EventPeerFIN and EventReset, with
+	// Config.Events: a stream client closed or reset its connection).
+	Flushes    uint64 `json:"flushes"`
+	RxCalls    uint64 `json:"rx_calls"`
+	PeerEvents uint64 `json:"peer_events"`
 	// Stats are the backend's counters at the end.
-	Stats core.Stats
+	Stats core.Stats `json:"stats"`
 	// WaitFallback is set when Wait was asked for but the backend cannot
 	// sleep, so the loop spun.
-	WaitFallback string `json:",omitempty"`
+	WaitFallback string `json:"wait_fallback,omitempty"`
 	// Error is what stopped the echo, other than ctx.
-	Error string `json:",omitempty"`
+	Error string `json:"error,omitempty"`
 	// Queues is the number of queues of an echo with several (0 for
 	// one); PerQueue holds each queue's share when MergeEchoes made the
 	// result, in queue order.
-	Queues   int         `json:",omitempty"`
-	PerQueue []QueueEcho `json:",omitempty"`
+	Queues   int         `json:"queues,omitempty"`
+	PerQueue []QueueEcho `json:"per_queue,omitempty"`
 }
 
 // QueueEcho is one queue's share of an echo with several queues.
 type QueueEcho struct {
-	Queue int
+	Queue int `json:"queue"`
 	// Received, Reflected, Dropped, PeerEvents count the queue's messages
 	// and events, as in EchoResult.
-	Received, Reflected, Dropped, PeerEvents uint64
+	Received   uint64 `json:"received"`
+	Reflected  uint64 `json:"reflected"`
+	Dropped    uint64 `json:"dropped"`
+	PeerEvents uint64 `json:"peer_events"`
 	// Stats are the queue's backend's counters.
-	Stats core.Stats
+	Stats core.Stats `json:"stats"`
 }
 
 // MergeEchoes combines the results of an echo's queues (Echo on each
@@ -113,14 +118,17 @@ func echoLayers(received, reflected, dropped, peer uint64) []core.Counter {
 
 // Echo reflects every message b receives back to its sender (QueueTo with
 // the packet's From), flushing once per Rx batch, until ctx ends or the
-// backend fails. Run it on the goroutine that opened b (pin it first). A
-// message QueueTo refuses is retried once after a Flush. Then, on a stream
-// kind (a backend that is a stream.Holder), the answer is held, in order
-// with the later records of the same peer, and the peer's delivery is
-// held too (stream.Holder.Hold), so that TCP's window stops the peer
-// until the answer fits; nothing is dropped for back-pressure. On a
-// datagram kind it is dropped and counted. A stream peer that closes or resets is counted and the echo goes
-// on. The result is valid in every case.
+// backend fails (any error of Rx or Flush: a connection's end is none).
+// Run it on the goroutine that opened b (pin it first). A message QueueTo
+// refuses is retried once after a Flush. Then, on a stream kind (a
+// backend that is a core.Conns), the answer is kept, in order with the
+// later messages of the same peer, and the peer is paused
+// (core.Conns.Pause), so that TCP's window stops it until the answer
+// fits; nothing is dropped for back-pressure. On a datagram kind it is
+// dropped and counted. The ends of connections (Config.Events) are
+// counted in PeerEvents; the other events are passed over. In raw framing
+// (Config.FramingRaw) it reflects bytes as they came. The result is valid
+// in every case.
 func Echo(ctx context.Context, b core.Backend, o EchoOptions) (*EchoResult, error) {
 	if o.Batch == 0 {
 		o.Batch = DefaultBatch
@@ -152,13 +160,24 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 	h := newHeld(b)
 	defer func() { r.Dropped += h.left() }() // answers never queued
 	for !stop.Load() {
-		if _, ferr := h.retry(r); ferr != nil {
-			return ferr
+		if _, err := h.retry(r); err != nil {
+			return err
 		}
 		n, err := b.Rx(pkts)
 		r.RxCalls++
-		for i := 0; i < n; i++ {
+		if err != nil {
+			return fmt.Errorf("rx: %w", err)
+		}
+		for i := range pkts[:n] {
 			p := &pkts[i]
+			switch p.Event {
+			case core.EventData:
+			case core.EventPeerFIN, core.EventReset:
+				r.PeerEvents++
+				continue
+			default: // opened, ended, stalled
+				continue
+			}
 			r.Received++
 			if h.waiting() && h.add(p) {
 				continue // behind an answer that waits for room
@@ -173,40 +192,26 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 			}
 			// Back-pressure: hand what is queued to the kernel or
 			// ring, then try once more.
-			r.Flushes++
-			if ferr := b.Flush(); ferr != nil && !isPeer(ferr) {
-				return fmt.Errorf("flush: %w", ferr)
-			}
 			switch {
+			case h.flush(r) != nil:
+				return h.err
 			case b.QueueTo(p.Data, p.From) == nil:
 				r.Reflected++
-			case h.hold(p):
-			default:
+			case !h.hold(p):
 				r.Dropped++
 			}
 		}
 		if n > 0 {
-			r.Flushes++
-			if ferr := b.Flush(); ferr != nil {
-				if !isPeer(ferr) {
-					return fmt.Errorf("flush: %w", ferr)
-				}
-				r.PeerEvents++
+			if err := h.flush(r); err != nil {
+				return err
 			}
-		}
-		if err != nil {
-			if isPeer(err) {
-				r.PeerEvents++
-				continue
-			}
-			return fmt.Errorf("rx: %w", err)
 		}
 		if n == 0 && o.Wait {
 			// Held answers may fit now that Rx wrote what was released;
 			// when they do not, the stream still has released bytes,
 			// and Wait wakes when the socket takes them.
-			if progress, ferr := h.retry(r); ferr != nil {
-				return ferr
+			if progress, err := h.retry(r); err != nil {
+				return err
 			} else if progress {
 				continue
 			}
@@ -226,27 +231,23 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 	return nil
 }
 
-func isPeer(err error) bool {
-	var pe *core.PeerError
-	return errors.As(err, &pe)
-}
-
 // answers are what an echo on a stream kind keeps for peers whose
 // connection has no room, in order per peer, while their delivery is held.
 // Its buffers are reused: it allocates only when more answers wait than
 // ever before.
 type answers struct {
 	b     core.Backend
-	h     stream.Holder // nil: a datagram kind, nothing is held
+	c     core.Conns // nil: a datagram kind, nothing is held
 	peers map[netip.AddrPort]*heldPeer
 	free  [][]byte
+	err   error // flush's last error
 }
 
 type heldPeer struct{ recs [][]byte }
 
 func newHeld(b core.Backend) *answers {
-	h, _ := b.(stream.Holder)
-	return &answers{b: b, h: h, peers: make(map[netip.AddrPort]*heldPeer)}
+	c, _ := b.(core.Conns)
+	return &answers{b: b, c: c, peers: make(map[netip.AddrPort]*heldPeer)}
 }
 
 func (h *answers) waiting() bool { return len(h.peers) > 0 }
@@ -260,11 +261,10 @@ func (h *answers) left() uint64 {
 	return n
 }
 
-// hold keeps a copy of p's answer and holds the peer's delivery. It
-// returns false when the backend cannot hold or the peer has no
-// connection.
+// hold keeps a copy of p's answer and pauses the peer. It returns false
+// when the backend cannot pause or the peer has no connection.
 func (h *answers) hold(p *core.Packet) bool {
-	if h.h == nil || !h.h.Hold(p.From, true) {
+	if h.c == nil || h.c.Pause(p.From) != nil {
 		return false
 	}
 	h.peers[p.From] = &heldPeer{}
@@ -286,12 +286,12 @@ func (h *answers) add(p *core.Packet) bool {
 	return true
 }
 
-// retry queues the held answers that fit now, in order, and resumes the
-// delivery of every peer whose answers all went; progress says whether it
-// queued any. It flushes before (what is staged must be released to make
-// room) and after (what it queued). A peer whose connection ended has its
-// answers counted as dropped. The error is a Flush error that is not a
-// peer's (those are counted in PeerEvents). Nothing held: it does nothing.
+// retry queues the held answers that fit now, in order, and resumes
+// every peer whose answers all went; progress says whether it queued
+// any. It flushes before (what is staged must be released to make room)
+// and after (what it queued). A peer whose connection ended has its
+// answers counted as dropped. The error is Flush's. Nothing held: it does
+// nothing.
 func (h *answers) retry(r *EchoResult) (progress bool, err error) {
 	if len(h.peers) == 0 {
 		return false, nil
@@ -308,13 +308,13 @@ func (h *answers) retry(r *EchoResult) (progress bool, err error) {
 		h.free = append(h.free, hp.recs[:k]...)
 		hp.recs = append(hp.recs[:0], hp.recs[k:]...)
 		if len(hp.recs) > 0 {
-			if h.h.Hold(peer, true) {
+			if h.c.Pause(peer) == nil {
 				continue // still connected: wait for room
 			}
 			r.Dropped += uint64(len(hp.recs))
 			h.free = append(h.free, hp.recs...)
 		}
-		h.h.Hold(peer, false)
+		_ = h.c.Resume(peer) // ErrNoConn: it ended meanwhile
 		delete(h.peers, peer)
 		progress = true
 	}
@@ -324,13 +324,13 @@ func (h *answers) retry(r *EchoResult) (progress bool, err error) {
 	return false, nil
 }
 
+// flush flushes the backend and counts it; its error (kept in h.err too)
+// is Flush's, which ends the echo.
 func (h *answers) flush(r *EchoResult) error {
 	r.Flushes++
 	if err := h.b.Flush(); err != nil {
-		if !isPeer(err) {
-			return fmt.Errorf("flush: %w", err)
-		}
-		r.PeerEvents++
+		h.err = fmt.Errorf("flush: %w", err)
+		return h.err
 	}
 	return nil
 }

@@ -31,6 +31,12 @@ func (h *Hist) Record(ns int64) {
 	_ = h.h.RecordValue(ns) // cannot fail: ns is in range
 }
 
+// Reset empties the histogram (Clamped too).
+func (h *Hist) Reset() {
+	h.h.Reset()
+	h.Clamped = 0
+}
+
 // Count returns the number of values recorded.
 func (h *Hist) Count() int64 { return h.h.TotalCount() }
 

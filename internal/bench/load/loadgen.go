@@ -67,6 +67,26 @@ type LoadOptions struct {
 	// run; zero: when Load begins. A Start in the future makes Load wait
 	// for it (idling as Wait says).
 	Start time.Time
+	// Interval, when positive, makes Load call OnInterval from its loop
+	// every Interval from the start of the schedule (as iperf3 -i), with
+	// what the interval sent and received and its answers' round trips,
+	// and once more for the last, shorter one when the run ends. It
+	// costs one more histogram record per answer.
+	Interval   time.Duration
+	OnInterval func(IntervalReport)
+}
+
+// IntervalReport is one interval of a run with LoadOptions.Interval: the
+// messages this queue sent and the answers it received between From and
+// To (since the schedule's start, warm-up included), and the round trips
+// of those answers.
+type IntervalReport struct {
+	Queue    int           `json:"queue"`
+	From     time.Duration `json:"from_ns"`
+	To       time.Duration `json:"to_ns"`
+	Sent     uint64        `json:"sent"`
+	Received uint64        `json:"received"`
+	RTT      Summary       `json:"rtt"`
 }
 
 func (o LoadOptions) withDefaults() LoadOptions {
@@ -97,38 +117,42 @@ func (o LoadOptions) withDefaults() LoadOptions {
 type Totals struct {
 	// Offered counts messages scheduled; Sent those Queue accepted; NotSent
 	// those Queue refused (back-pressure: not sent, not retried, not lost).
-	Offered, Sent, NotSent uint64 `json:",omitempty"`
+	Offered uint64 `json:"offered,omitempty"`
+	Sent    uint64 `json:"sent,omitempty"`
+	NotSent uint64 `json:"not_sent,omitempty"`
 	// Received counts answers matched to a message sent, each once.
-	Received uint64
+	Received uint64 `json:"received"`
 	// Duplicates counts answers to a message already answered.
-	Duplicates uint64
+	Duplicates uint64 `json:"duplicates"`
 	// Foreign counts well-formed messages of another run, or with a
 	// sequence number this run did not send.
-	Foreign uint64
+	Foreign uint64 `json:"foreign"`
 	// Malformed counts answers too short, without the magic, or whose
 	// send time does not match their sequence number: a message damaged on
 	// the way, counted as lost.
-	Malformed uint64
+	Malformed uint64 `json:"malformed"`
 	// OtherQueue counts well-formed answers of this run that belong to
 	// another queue's messages (LoadOptions.Queues): their flow did not
 	// stay on one queue. The queue that sent such a message never sees
 	// its answer, so the tool counts it as lost (layer "app").
-	OtherQueue uint64 `json:",omitempty"`
+	OtherQueue uint64 `json:"other_queue,omitempty"`
 	// Reordered counts answers that came back after an answer to a later
 	// message of the same queue (its flow): not a loss.
-	Reordered uint64 `json:",omitempty"`
+	Reordered uint64 `json:"reordered,omitempty"`
 	// Late counts messages sent late: due at an earlier round of the loop
 	// than the one that sent them, held back because that round had sent
 	// its burst (SendBurst batches) already. A sender with late messages
 	// did not keep to its schedule: it offered less than Rate while it was
 	// behind.
-	Late uint64 `json:",omitempty"`
+	Late uint64 `json:"late,omitempty"`
 	// Flushes, RxCalls and Rounds count Flush calls, Rx calls and loop
 	// rounds.
-	Flushes, RxCalls, Rounds uint64
+	Flushes uint64 `json:"flushes"`
+	RxCalls uint64 `json:"rx_calls"`
+	Rounds  uint64 `json:"rounds"`
 	// ElapsedNs is the time from the first scheduled send to the end of the
 	// drain.
-	ElapsedNs int64
+	ElapsedNs int64 `json:"elapsed_ns"`
 }
 
 // add adds the counts of o, a run alongside t's (another queue's), to t;
@@ -313,6 +337,9 @@ func newLoader(b core.Backend, o LoadOptions) (*loader, error) {
 	if o.Batch < 1 {
 		return nil, fmt.Errorf("load: batch %d: must be at least 1", o.Batch)
 	}
+	if o.Interval < 0 || (o.Interval > 0 && o.OnInterval == nil) {
+		return nil, fmt.Errorf("load: interval %v: must not be negative, and a positive one needs OnInterval", o.Interval)
+	}
 	if o.Queues < 1 || o.Queue < 0 || o.Queue >= o.Queues {
 		return nil, fmt.Errorf("load: queue %d of %d: want 0 <= queue < queues", o.Queue, o.Queues)
 	}
@@ -354,6 +381,9 @@ func newLoader(b core.Backend, o LoadOptions) (*loader, error) {
 		base:     time.Now(),
 	}
 	l.sent, l.got = newBitmap(l.total), newBitmap(l.total)
+	if o.Interval > 0 {
+		l.ivlRTT = NewHist()
+	}
 	if o.Queues > 1 {
 		l.res.Queues = o.Queues
 	}
@@ -406,6 +436,36 @@ type loader struct {
 	rtt, lag         *Hist
 	arrive           *Hist // arrival of the window's answers, from the window's start
 	base             time.Time
+	// The interval reports' state (LoadOptions.Interval): the end of the
+	// current interval (a clock value), the totals at its start, and its
+	// answers' round trips.
+	ivlEnd           int64
+	ivlSent, ivlRecv uint64
+	ivlRTT           *Hist
+}
+
+// report calls OnInterval for the interval that ends at now, when one
+// has ended (or, last, for what is left of the run), and starts the next.
+func (l *loader) report(now int64, last bool) {
+	if l.ivlRTT == nil || (now < l.ivlEnd && !last) {
+		return
+	}
+	from := l.ivlEnd - int64(l.o.Interval)
+	to := l.ivlEnd
+	if last {
+		to = now
+	}
+	if to <= from {
+		return
+	}
+	t := &l.res.Total
+	l.o.OnInterval(IntervalReport{Queue: l.o.Queue, From: time.Duration(from - l.start), To: time.Duration(to - l.start),
+		Sent: t.Sent - l.ivlSent, Received: t.Received - l.ivlRecv, RTT: l.ivlRTT.Summary()})
+	l.ivlSent, l.ivlRecv = t.Sent, t.Received
+	l.ivlRTT.Reset()
+	for l.ivlEnd <= now {
+		l.ivlEnd += int64(l.o.Interval)
+	}
 }
 
 func (l *loader) clock() int64 { return int64(time.Since(l.base)) }
@@ -558,6 +618,9 @@ func (l *loader) answer(d []byte, t int64) {
 	} else {
 		l.highest = seq
 	}
+	if l.ivlRTT != nil {
+		l.ivlRTT.Record(t - s)
+	}
 	if seq >= l.first {
 		r.Received++
 		l.rtt.Record(t - s)
@@ -623,7 +686,11 @@ func (l *loader) run(ctx context.Context) error {
 	}
 	var drainEnd int64
 	sending := true
-	defer func() { r.Total.ElapsedNs = l.clock() - l.start }()
+	l.ivlEnd = l.start + int64(l.o.Interval)
+	defer func() {
+		r.Total.ElapsedNs = l.clock() - l.start
+		l.report(l.clock(), true)
+	}()
 	for round := uint64(0); ; round++ {
 		r.Total.Rounds++
 		if round&255 == 0 && ctx.Err() != nil {
@@ -631,6 +698,7 @@ func (l *loader) run(ctx context.Context) error {
 			return nil
 		}
 		now := l.clock()
+		l.report(now, false)
 		did := false
 		if sending {
 			var err error
@@ -654,6 +722,9 @@ func (l *loader) run(ctx context.Context) error {
 			deadline := drainEnd
 			if sending {
 				deadline = l.sched(l.next)
+			}
+			if l.ivlRTT != nil {
+				deadline = min(deadline, l.ivlEnd) // the next report on time
 			}
 			if err := l.idle(ctx, deadline); err != nil {
 				return err

@@ -180,6 +180,9 @@ func Echo(ctx context.Context, srv core.Backend) error {
 			return err
 		}
 		for i := 0; i < n; i++ {
+			if pkts[i].Event != core.EventData {
+				continue // a connection's event (Config.Events)
+			}
 			// A peer that stops reading (or went away) makes QueueTo refuse
 			// for good: give up on that message after a while.
 			var giveUp time.Time

@@ -1,9 +1,9 @@
-// Command loadgen offers messages at a fixed rate to an echo without
+// Command dgramio-loadgen offers messages at a fixed rate to an echo without
 // waiting for answers (open loop) and measures the round trip from each
 // message's scheduled send time, so a sender that falls behind shows up as
 // latency:
 //
-//	loadgen --kind udp --dst 198.18.0.2 --port 5000 --rate 200k --warmup 1s --duration 5s --cpu 0 [--json out.json]
+//	dgramio-loadgen --kind udp --dst 198.18.0.2 --port 5000 --rate 200k --warmup 1s --duration 5s --cpu 0 [--json out.json]
 //
 // It prints p50/p99/p99.9/max, the sender's lag, the achieved rate, the
 // counts (offered, sent, received, lost, not sent for back-pressure) and
@@ -15,7 +15,12 @@
 // reached another queue than their message's (other_queue, a loss).
 // --poll yield (or --wait) makes the pollers sleep when idle. Kind uring
 // takes --sqpoll-cpu N and --napi, as for echo. See package
-// internal/bench/cli for the flags.
+// internal/bench/cli for the flags, docs/tools.md for the whole list.
+//
+// Exit status, as iperf3's: 0 a run that measured, 1 a run that could not
+// (the peer unreachable, everything lost, a connection refused, a kind
+// this host cannot open), 2 a usage error (a bad flag, said before
+// anything starts). --help prints the flags and exits 0.
 package main
 
 import (

@@ -1,0 +1,850 @@
+package netconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio"
+	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/stack"
+	"github.com/dgramio/dgramio/stack/native"
+	"github.com/dgramio/dgramio/tcp"
+)
+
+// nativeSvc is a Service's native engine (package stack/native) and the
+// poller that owns it. The engine has one owner: the poller goroutine is
+// the only one that calls it. Application goroutines reach it through
+//
+//   - each connection's two byte rings (ring: one producer, one consumer,
+//     atomic indices), received bytes from the poller to the reader and
+//     bytes to send from the writer to the poller;
+//   - work, a lock-free stack of the connections that have something for
+//     the poller (bytes to send, room made in a full receive ring), which
+//     a connection joins once until the poller takes it (nconn.flagged);
+//   - reqs, a queue of functions under a mutex for the rare operations
+//     (Listen, Dial, Close, CloseWrite, SetReadBuffer, Stats), which the
+//     poller runs between two polls.
+//
+// The poller wakes an application goroutine only when it is parked (the
+// connection's rdParked or wrParked), and is woken itself only when it
+// sleeps (sleeping): a busy Service pays no wake-up per message.
+type nativeSvc struct {
+	s   *Service
+	e   *native.Engine
+	fio frameio.FrameIO
+	wt  frameio.Waiter    // nil: the FrameIO cannot sleep (DPDK): naps
+	irq stack.Interrupter // nil: a Wait is ended by wakeCh's slices
+	// alarm interrupts the FrameIO's Wait at the engine's next timer.
+	alarm  *time.Timer
+	nap    *time.Timer
+	wakeCh chan struct{} // the nap of a FrameIO without Interrupter
+
+	sleeping atomic.Bool
+	work     atomic.Pointer[nconn]
+	reqFlag  atomic.Bool
+	reqMu    sync.Mutex
+	reqs     []func()
+	spare    []func()
+	stop     atomic.Bool
+	held     atomic.Int64 // engine connections the Service holds
+	nlns     atomic.Int64 // engine listeners open
+
+	// The poller's own.
+	ready   []*nconn // the connections TakeReadable named, this round
+	active  []*nconn // bytes in tx the engine has no room for yet, a CloseWrite or Close to finish
+	dialing []*nconn
+	lns     []*nlistener
+	slots   []*nconn // by native.Conn.Slot
+	took    func(*native.Conn)
+	sink    []byte // what a connection shut for reading receives
+	// pf, when the FrameIO has a pollable fd (PollFD), is a duplicate of
+	// it in the Go netpoller, where the poller sleeps (sleepNetpoll).
+	pf      *os.File
+	prc     syscall.RawConn
+	closing bool // Service.Close began: closed connections linger in lingering
+	linger  []*native.Conn
+}
+
+// rxRing and txRing are the sizes of each connection's rings, between the
+// application and the engine's own buffers (Config.TCP.RecvBuf, SendBuf).
+const (
+	rxRing = 128 << 10
+	txRing = 128 << 10
+)
+
+// engineOf resolves Config.TCP.Stack for a Service: native (the default,
+// as dgramio.New's for tcp-xdp and tcp-dpdk) or netstack.
+func engineOf(cfg *core.Config) error {
+	switch cfg.TCP.Stack {
+	case "":
+		cfg.TCP.Stack = core.TCPStackNative
+	case core.TCPStackNative, core.TCPStackNetstack:
+	default:
+		return &core.ConfigError{Field: "TCP.Stack", Value: cfg.TCP.Stack, Reason: `use "native" (the default) or "netstack"`}
+	}
+	return nil
+}
+
+// startNative builds the native engine over fio and starts its poller (opts
+// checked already); on error fio is released.
+func startNative(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Options, portOnly uint16) (*Service, error) {
+	release := to.Close
+	if release == nil {
+		release = fio.Close
+	}
+	fail := func(err error) (*Service, error) {
+		return nil, errors.Join(err, release())
+	}
+	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
+		return fail(&core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"})
+	}
+	tune := tcp.TuningFromConfig(cfg)
+	if err := tune.ValidateFor(core.TCPStackNative); err != nil {
+		return fail(err)
+	}
+	eo := native.Options{
+		Addr:       cfg.LocalIP,
+		PrefixLen:  opts.PrefixLen,
+		AllOnLink:  opts.PrefixLen == 0,
+		Neighbors:  stack.OptionsFromConfig(cfg).Neighbors,
+		SendBuf:    tune.SendBuf,
+		RecvBuf:    tune.RecvBuf,
+		MinRTO:     tune.MinRTO,
+		MaxRetries: tune.MaxRetries,
+		DelayedACK: tune.DelayedACK,
+		Nagle:      !tune.NoDelay,
+		NoSACK:     !tune.SACK,
+		Congestion: native.NewReno,
+		SYNBacklog: opts.Backlog,
+		TimeWait:   opts.TimeWait,
+		MaxConns:   tune.MaxConns,
+	}
+	if tune.Congestion == core.CongestionCubic {
+		eo.Congestion = native.CUBIC
+	}
+	if eo.MinRTO > native.DefaultMaxRTO {
+		eo.MaxRTO = eo.MinRTO
+	}
+	if eo.MaxConns == 0 {
+		// The table also holds what the application closed and the
+		// engine still closes (FIN-WAIT, LAST-ACK) and the handshakes:
+		// room for as many again.
+		eo.MaxConns = 2 * opts.MaxConns
+	}
+	e, err := native.New(fio, eo)
+	if err != nil {
+		return fail(fmt.Errorf("netconn: native engine: %w", err))
+	}
+	mode := to.Mode
+	if mode == "" {
+		mode = "native over " + fio.Stats().Mode
+	}
+	s := &Service{
+		cfg: cfg, opts: opts, tune: tune, fio: fio, mode: mode, release: release,
+		portOnly: portOnly,
+		conns:    make(map[*Conn]struct{}), lns: make(map[*Listener]struct{}),
+		pollerDone: make(chan struct{}),
+	}
+	n := &nativeSvc{s: s, e: e, fio: fio, wakeCh: make(chan struct{}, 1)}
+	n.wt, _ = fio.(frameio.Waiter)
+	n.irq, _ = fio.(stack.Interrupter)
+	n.took = n.readable
+	if err := n.openPollFD(); err != nil {
+		e.Close()
+		return fail(err)
+	}
+	s.nat = n
+	claimed := make(chan error, 1)
+	go n.poll(claimed)
+	if err := <-claimed; err != nil {
+		<-s.pollerDone
+		e.Close()
+		return fail(err)
+	}
+	return s, nil
+}
+
+// do runs f on the poller, between two polls, and waits for it; false
+// when the poller has stopped (f did not run).
+func (n *nativeSvc) do(f func()) bool {
+	done := make(chan struct{})
+	if !n.post(func() { f(); close(done) }) {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-n.s.pollerDone:
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// post queues f for the poller without waiting; false when it has
+// stopped.
+func (n *nativeSvc) post(f func()) bool {
+	n.reqMu.Lock()
+	if n.stop.Load() {
+		n.reqMu.Unlock()
+		return false
+	}
+	n.reqs = append(n.reqs, f)
+	n.reqFlag.Store(true)
+	n.reqMu.Unlock()
+	n.wake()
+	return true
+}
+
+// wake ends the poller's sleep, if it sleeps.
+func (n *nativeSvc) wake() {
+	if !n.sleeping.Load() {
+		return
+	}
+	if n.pf != nil {
+		n.pf.SetReadDeadline(longAgo)
+		return
+	}
+	if n.irq != nil {
+		n.irq.Interrupt()
+	}
+	select {
+	case n.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// runReqs runs the queued requests.
+func (n *nativeSvc) runReqs() bool {
+	if !n.reqFlag.Load() {
+		return false
+	}
+	n.reqMu.Lock()
+	reqs := n.reqs
+	n.reqs = n.spare[:0]
+	n.reqFlag.Store(false)
+	n.reqMu.Unlock()
+	for i, f := range reqs {
+		f()
+		reqs[i] = nil
+	}
+	n.spare = reqs[:0]
+	return len(reqs) > 0
+}
+
+// poll is the poller: frames in, the connections' work, what became
+// readable, accepts, dials, one flush, round after round, until Close
+// stops it; idle, it spins or sleeps as Options.Poll says.
+func (n *nativeSvc) poll(claimed chan<- error) {
+	s := n.s
+	defer close(s.pollerDone)
+	th, err := cpu.Claim(s.cfg.CPUs, false)
+	claimed <- err
+	if err != nil {
+		return
+	}
+	defer th.Release()
+	yield := len(s.cfg.CPUs) == 0 // as the netstack poller: see Service.poll
+	idleYield := runtime.GOMAXPROCS(0) == 1
+	batch := s.cfg.RxBatch
+	e := n.e
+	// lastBusy is the last round that moved frames or bytes; a round that
+	// only ran requests (Stats, Listen...) does not keep the poller
+	// spinning.
+	var lastBusy time.Time
+	for !n.stop.Load() {
+		now := e.Tick()
+		frames := 0
+		for frames < pollBudget {
+			k := e.PollAt(now, batch)
+			frames += k
+			if k < batch {
+				break
+			}
+		}
+		reqs := n.runReqs()
+		did := n.step()
+		if err := e.FlushAt(now); err != nil {
+			s.n.kickErrors.Add(1)
+		}
+		s.n.rounds.Add(1)
+		if frames > 0 || did {
+			s.n.frames.Add(uint64(frames))
+			lastBusy = time.Now()
+			if yield {
+				// A reader or writer this round woke sits in this P's
+				// runnext: let it run now.
+				runtime.Gosched()
+			}
+			continue
+		}
+		if reqs {
+			continue // what they asked may have made work: look again
+		}
+		switch s.opts.Poll {
+		case PollSleep:
+			n.sleep()
+			continue
+		case PollAdaptive:
+			// In the netpoller a sleep costs what a kernel socket's
+			// does (the goroutine that makes a frame arrive runs the
+			// poller when it blocks): spinning would only hold a P.
+			if n.pf != nil || time.Since(lastBusy) >= s.opts.SpinFor {
+				n.sleep()
+				continue
+			}
+		}
+		if idleYield {
+			runtime.Gosched()
+		}
+	}
+}
+
+// step does one round's work besides polling and flushing; it reports
+// whether there was any.
+func (n *nativeSvc) step() bool {
+	did := false
+	if c := n.work.Swap(nil); c != nil {
+		did = true
+		for c != nil {
+			next := c.next
+			c.next = nil
+			c.flagged.Store(false)
+			n.service(c)
+			c = next
+		}
+	}
+	n.e.TakeReadable(n.took)
+	if len(n.ready) > 0 {
+		did = true
+		for i, c := range n.ready {
+			n.fill(c)
+			n.ready[i] = nil
+		}
+		n.ready = n.ready[:0]
+	}
+	for _, l := range n.lns {
+		if l.el.Pending() > 0 && n.accept(l) {
+			did = true
+		}
+	}
+	if len(n.active) > 0 {
+		k := 0
+		for _, c := range n.active {
+			if n.push(c) {
+				n.active[k] = c
+				k++
+			}
+		}
+		clear(n.active[k:])
+		n.active = n.active[:k]
+	}
+	if len(n.dialing) > 0 {
+		n.checkDials()
+	}
+	if len(n.linger) > 0 {
+		n.checkLinger()
+	}
+	return did
+}
+
+// readable is TakeReadable's callback: it may not call the engine.
+func (n *nativeSvc) readable(ec *native.Conn) {
+	if i := ec.Slot(); i < len(n.slots) && n.slots[i] != nil {
+		n.ready = append(n.ready, n.slots[i])
+	}
+}
+
+// hold makes the nconn of ec, a connection the engine gave the Service.
+func (n *nativeSvc) hold(ec *native.Conn) *nconn {
+	c := newNconn(n, ec)
+	i := ec.Slot()
+	if i >= len(n.slots) {
+		n.slots = append(n.slots, make([]*nconn, i+1-len(n.slots))...)
+	}
+	n.slots[i] = c
+	n.held.Add(1)
+	return c
+}
+
+// let forgets c's engine connection, which Close or Abort then releases.
+func (n *nativeSvc) let(c *nconn) *native.Conn {
+	ec := c.ec
+	if ec == nil {
+		return nil
+	}
+	c.ec = nil
+	if i := ec.Slot(); n.slots[i] == c {
+		n.slots[i] = nil
+	}
+	n.held.Add(-1)
+	return ec
+}
+
+// service handles a connection that joined the work list: bytes to send,
+// room in its receive ring, a close asked.
+func (n *nativeSvc) service(c *nconn) {
+	if c.ec == nil {
+		return
+	}
+	n.fill(c)
+	if n.push(c) && !c.inActive {
+		c.inActive = true
+		n.active = append(n.active, c)
+	}
+}
+
+// fill moves what the engine received for c into its receive ring, and
+// the end (FIN, error) once every byte before it is there; it wakes a
+// parked reader.
+func (n *nativeSvc) fill(c *nconn) {
+	ec := c.ec
+	if ec == nil || c.end.Load() != 0 {
+		return
+	}
+	moved := false
+	for {
+		if c.rdShut.Load() {
+			if n.sink == nil {
+				n.sink = make([]byte, 16<<10)
+			}
+			k, err := ec.Read(n.sink)
+			if k > 0 {
+				continue
+			}
+			if err != nil {
+				c.setEnd(err)
+				moved = true
+			}
+			break
+		}
+		p := c.rx.writable()
+		if len(p) == 0 {
+			if ec.Readable() {
+				c.rxFull.Store(true)
+				// The reader may have made room since: look once more.
+				if len(c.rx.writable()) > 0 && c.rxFull.CompareAndSwap(true, false) {
+					continue
+				}
+			}
+			break
+		}
+		k, err := ec.Read(p)
+		if k > 0 {
+			c.rx.produced(k)
+			moved = true
+			continue
+		}
+		if err != nil {
+			c.setEnd(err)
+			moved = true
+		}
+		break
+	}
+	if moved && c.rdParked.Load() {
+		signal(c.rdCh)
+	}
+}
+
+// push moves c's bytes to send into the engine, as its send buffer takes
+// them, finishes a CloseWrite or Close asked once they are all in, and
+// wakes a parked writer. It reports whether c must stay active (bytes or
+// a close left for a later round).
+func (n *nativeSvc) push(c *nconn) bool {
+	ec := c.ec
+	if ec == nil {
+		c.inActive = false
+		return false
+	}
+	moved := false
+	for {
+		p := c.tx.readable()
+		if len(p) == 0 {
+			break
+		}
+		k := ec.Write(p)
+		if k == 0 {
+			break
+		}
+		c.tx.consumed(k)
+		moved = true
+	}
+	left := c.tx.len() > 0
+	if left && ec.Room() == 0 {
+		if err := ec.Err(); err != nil || !sendable(ec.State()) {
+			// Nothing will take them: the writer learns why.
+			c.setWrEnd(err)
+			c.tx.drop()
+			left = false
+			moved = true
+		}
+	}
+	if moved && c.wrParked.Load() {
+		signal(c.wrCh)
+	}
+	if !left {
+		switch {
+		case c.closeAsked.Load():
+			n.finish(c)
+			c.inActive = false
+			return false
+		case c.wrShutAsked.Load() && !c.wrShutDone:
+			c.wrShutDone = true
+			ec.CloseWrite()
+		}
+	}
+	if !left {
+		c.inActive = false
+	}
+	return left
+}
+
+// sendable reports whether an engine connection in state st still sends
+// what it is given.
+func sendable(st native.State) bool {
+	switch st {
+	case native.SynSent, native.SynReceived, native.Established, native.CloseWait:
+		return true
+	}
+	return false
+}
+
+// finish closes c's engine connection, whose bytes to send are all in the
+// engine: RST when received bytes were left unread (Linux; RFC 2525
+// §2.17), FIN otherwise. During Service.Close the connection lingers
+// until its FIN is acknowledged.
+func (n *nativeSvc) finish(c *nconn) {
+	unread := c.rx.len() > 0
+	ec := n.let(c)
+	if ec == nil {
+		return
+	}
+	switch {
+	case unread:
+		ec.Abort()
+	case n.closing && ec.Err() == nil && ec.State() != native.Closed:
+		ec.CloseWrite()
+		n.linger = append(n.linger, ec)
+	default:
+		ec.Close()
+	}
+	c.closedEngine()
+}
+
+// accept takes the connections l's engine listener completed into l's
+// queue, as far as it has room.
+func (n *nativeSvc) accept(l *nlistener) bool {
+	took := false
+	for len(l.ch) < cap(l.ch) {
+		ec, ok := l.el.Accept()
+		if !ok {
+			break
+		}
+		c := n.hold(ec)
+		n.fill(c)
+		l.ch <- c
+		took = true
+	}
+	return took
+}
+
+// checkDials ends the dials whose handshake is over.
+func (n *nativeSvc) checkDials() {
+	k := 0
+	for _, c := range n.dialing {
+		ec := c.ec
+		if ec != nil {
+			if st := ec.State(); st == native.SynSent || st == native.SynReceived {
+				n.dialing[k] = c
+				k++
+				continue
+			}
+			if err := ec.Err(); err != nil && ec.State() == native.Closed {
+				c.dialErr = nativeErrno(err)
+			}
+		}
+		close(c.dialDone)
+	}
+	clear(n.dialing[k:])
+	n.dialing = n.dialing[:k]
+}
+
+// checkLinger closes the lingering connections whose FIN is acknowledged.
+func (n *nativeSvc) checkLinger() {
+	k := 0
+	for _, ec := range n.linger {
+		if done(ec) {
+			ec.Close()
+			continue
+		}
+		n.linger[k] = ec
+		k++
+	}
+	clear(n.linger[k:])
+	n.linger = n.linger[:k]
+}
+
+// done reports whether ec's FIN and what it follows are acknowledged, or
+// it ended.
+func done(ec *native.Conn) bool {
+	switch ec.State() {
+	case native.FinWait2, native.TimeWait, native.Closed:
+		return true
+	}
+	return ec.Err() != nil
+}
+
+// sleep sleeps until a frame, the engine's next timer, or an application
+// request (wake); work already queued ends it at once.
+func (n *nativeSvc) sleep() {
+	s := n.s
+	n.sleeping.Store(true)
+	defer n.sleeping.Store(false)
+	if n.work.Load() != nil || n.reqFlag.Load() || n.stop.Load() || !n.e.Idle() {
+		return
+	}
+	s.n.sleeps.Add(1)
+	next, armed := n.e.NextTimer()
+	d := time.Duration(-1)
+	if armed {
+		if d = time.Until(next); d <= 0 {
+			return
+		}
+	}
+	if n.pf != nil {
+		n.sleepNetpoll(d)
+		return
+	}
+	if n.wt == nil || n.irq == nil {
+		// No Wait, or none that a request can end: nap in slices.
+		s.n.naps.Add(1)
+		slice := napPoll
+		if n.wt != nil {
+			slice = stack.SleepSlice
+		}
+		if d < 0 || d > slice {
+			d = slice
+		}
+		if n.wt != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			n.wt.Wait(ctx)
+			cancel()
+			return
+		}
+		if n.nap == nil {
+			n.nap = time.NewTimer(d)
+		} else {
+			n.nap.Reset(d)
+		}
+		select {
+		case <-n.wakeCh:
+			n.nap.Stop()
+		case <-n.nap.C:
+		}
+		return
+	}
+	if d > 0 {
+		if n.alarm == nil {
+			n.alarm = time.AfterFunc(d, n.irq.Interrupt)
+		} else {
+			n.alarm.Reset(d)
+		}
+	}
+	err := n.wt.Wait(context.Background())
+	if d > 0 {
+		n.alarm.Stop()
+	}
+	if errors.Is(err, net.ErrClosed) {
+		time.Sleep(time.Millisecond) // the FrameIO was closed under us
+	}
+}
+
+// shutdown is the native Service's Close after the listeners and
+// connections were shut: it waits up to Linger for their FINs to be
+// acknowledged, stops the poller, resets what is left and closes the
+// engine.
+func (n *nativeSvc) shutdown() error {
+	s := n.s
+	n.do(func() {
+		n.closing = true
+		// Connections whose close waits for bytes to leave finish now
+		// into the linger list.
+		for _, c := range n.active {
+			if c.closeAsked.Load() && c.ec != nil && c.tx.len() == 0 {
+				n.finish(c)
+			}
+		}
+	})
+	deadline := time.Now().Add(s.opts.Linger)
+	for time.Now().Before(deadline) {
+		busy := true
+		if !n.do(func() { busy = len(n.linger) > 0 || n.held.Load() > 0 }) || !busy {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	n.reqMu.Lock()
+	n.stop.Store(true)
+	n.reqMu.Unlock()
+	s.stop.Store(true)
+	n.sleeping.Store(true)
+	n.wake()
+	<-s.pollerDone
+	// The poller is gone: the engine is ours.
+	n.runReqs()
+	for _, ec := range n.linger {
+		if done(ec) {
+			ec.Close()
+		} else {
+			ec.Abort()
+		}
+	}
+	n.linger = nil
+	for _, c := range n.slots {
+		if c != nil {
+			if ec := n.let(c); ec != nil {
+				ec.Abort()
+				c.closedEngine()
+			}
+		}
+	}
+	for _, c := range n.dialing {
+		close(c.dialDone)
+	}
+	n.dialing = nil
+	n.e.Flush()
+	n.e.Close()
+	if n.alarm != nil {
+		n.alarm.Stop()
+	}
+	if n.pf != nil {
+		n.pf.Close()
+	}
+	return s.release()
+}
+
+// appendCounters adds the engine's counters (on the poller while it
+// runs).
+func (n *nativeSvc) appendCounters(dst []core.Counter) []core.Counter {
+	if n.do(func() { dst = n.e.AppendCounters(dst) }) {
+		return dst
+	}
+	<-n.s.pollerDone
+	return n.e.AppendCounters(dst)
+}
+
+// nativeErrno maps the engine's connection errors onto the errnos of
+// Linux (and of netstack's Services), which opError wraps as the standard
+// library does.
+func nativeErrno(err error) error {
+	for _, m := range [...]struct {
+		err   error
+		errno syscall.Errno
+	}{
+		{native.ErrReset, syscall.ECONNRESET},
+		{native.ErrRefused, syscall.ECONNREFUSED},
+		{native.ErrTimedOut, syscall.ETIMEDOUT},
+		{native.ErrHostUnreachable, syscall.EHOSTUNREACH},
+		{native.ErrAborted, syscall.ECONNABORTED},
+		{native.ErrPortInUse, syscall.EADDRINUSE},
+		{native.ErrTableFull, syscall.EADDRNOTAVAIL},
+	} {
+		if errors.Is(err, m.err) {
+			return m.errno
+		}
+	}
+	return err
+}
+
+// signal leaves a token in ch (capacity 1) unless one is there.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// PollFDer is implemented by a FrameIO whose frames' arrival makes a file
+// descriptor readable (an AF_XDP socket, afxdp.XSK.PollFD: poll(2) says
+// POLLIN while its RX ring holds frames); PollFD returns -1 when it has
+// none. A native Service over one sleeps in the Go
+// netpoller on a duplicate of it instead of in the FrameIO's Wait: the
+// goroutine of an application that makes a frame arrive (a kernel client
+// in the same process writing to the veth peer) then finds the poller
+// ready when it blocks itself, and runs it on its own thread, where a
+// poller blocked in poll(2) needs a thread of its own woken.
+type PollFDer interface {
+	PollFD() int
+}
+
+// longAgo is a deadline that has passed: it ends a netpoller wait at once.
+var longAgo = time.Unix(1, 0)
+
+// openPollFD registers a duplicate of the FrameIO's fd, if it has one,
+// with the Go netpoller.
+func (n *nativeSvc) openPollFD() error {
+	pfd, ok := n.fio.(PollFDer)
+	if !ok || pfd.PollFD() < 0 {
+		return nil
+	}
+	fd, err := syscall.Dup(pfd.PollFD())
+	if err != nil {
+		return fmt.Errorf("netconn: dup the FrameIO's fd: %w", err)
+	}
+	// O_NONBLOCK is the open file's, shared with the FrameIO's fd: its
+	// own calls (poll, sendto and recvfrom with MSG_DONTWAIT) do not
+	// block either way.
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return fmt.Errorf("netconn: the FrameIO's fd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "frameio")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("netconn: the FrameIO's fd in the netpoller: %w", err)
+	}
+	n.pf, n.prc = f, rc
+	return nil
+}
+
+// sleepNetpoll waits in the Go netpoller until the fd is readable, the
+// engine's next timer (d > 0; d < 0: none) or a wake (a deadline in the
+// past). The deadline is set before the last look at the work list, so
+// that a wake that saw sleeping after that look is not overwritten.
+func (n *nativeSvc) sleepNetpoll(d time.Duration) {
+	if d > 0 {
+		n.pf.SetReadDeadline(time.Now().Add(d))
+	} else {
+		n.pf.SetReadDeadline(time.Time{})
+	}
+	if n.work.Load() != nil || n.reqFlag.Load() || n.stop.Load() {
+		return
+	}
+	first := true
+	err := n.prc.Read(func(uintptr) bool {
+		// The first call asks to wait; the next comes when the fd is
+		// readable.
+		if first {
+			first = false
+			return false
+		}
+		return true
+	})
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		// The fd failed (closed under us): nap instead of spinning.
+		time.Sleep(time.Millisecond)
+	}
+}
