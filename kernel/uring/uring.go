@@ -907,17 +907,19 @@ const releaseWait = 2 * time.Second
 
 // awaitRelease waits until the kernel has released the UDP port of local
 // (the ring's teardown drops the last reference to the socket): a probe
-// socket bound there without SO_REUSEADDR or SO_REUSEPORT succeeds only
-// then. It is an error when the port is still held after releaseWait
+// socket of its family bound there without SO_REUSEADDR or SO_REUSEPORT
+// succeeds only then. It is an error when the port is still held after releaseWait
 // (another socket took it).
 func awaitRelease(local netip.AddrPort) error {
-	if !local.Addr().Is4() || local.Port() == 0 {
+	if !local.Addr().IsValid() || local.Port() == 0 {
 		return nil
 	}
-	sa := &unix.SockaddrInet4{Port: int(local.Port()), Addr: local.Addr().As4()}
+	// The probe is of the socket's family, IPV6_V6ONLY as it was.
+	probe := core.Config{LocalIP: local.Addr()}
+	sa := sock.Sockaddr(local)
 	deadline := time.Now().Add(releaseWait)
 	for {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		fd, err := sock.Socket(probe, unix.SOCK_DGRAM, 0)
 		if err != nil {
 			return fmt.Errorf("uring close: probe socket: %w", err)
 		}
