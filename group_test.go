@@ -396,9 +396,12 @@ func checkNothingLost(t testing.TB, s dgramio.Stats) {
 // frames on TX queue q, and whose ends know each other's MAC: a datagram
 // that waits for ARP leaves from the CPU that handles the ARP reply, and a
 // connected socket keeps the TX queue of its first datagram.
-func groupPair(t testing.TB, cpus []int) *testhost.Pair {
+func groupPair(t testing.TB, cpus []int) *testhost.Pair { return groupPairFamily(t, cpus, false) }
+
+// groupPairFamily is groupPair, with IPv6 on both ends when v6.
+func groupPairFamily(t testing.TB, cpus []int, v6 bool) *testhost.Pair {
 	t.Helper()
-	p := hosttest.New(t, testhost.Options{Queues: 2, XPSCPUs: cpus})
+	p := hosttest.New(t, testhost.Options{Queues: 2, XPSCPUs: cpus, IPv6: v6})
 	if err := p.A.AddNeigh(p.B.Addr, p.B.MAC); err != nil {
 		t.Fatal(err)
 	}
@@ -427,24 +430,30 @@ func TestGroupFlows(t *testing.T) {
 		srv, cli dgramio.Kind
 		// adjust changes what groupConfigs made (nil: nothing).
 		adjust func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config)
+		// v6 runs the flows over IPv6 (the pair's Addr6).
+		v6 bool
 	}{
 		// An xdp server (one XSK per queue, one program) answers a kernel
 		// udp client (a socket per queue).
-		{"xdp", "xdp", "udp", smallDatagrams},
+		{"xdp", "xdp", "udp", smallDatagrams, false},
 		// An xdp client (ports 7100 and 7101) talks to a kernel udp server
 		// with two reuseport sockets.
 		{"xdp-client", "udp", "xdp", func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config) {
 			smallDatagrams(t, p, srv, cli)
 			cli.LocalPort = 7100
-		}},
+		}, false},
 		// Kernel udp on both ends, two reuseport sockets steered by CPU on
 		// the server.
-		{"udp", "udp", "udp", nil},
+		{"udp", "udp", "udp", nil, false},
 		// Kind uring on both ends, a ring per queue.
-		{"uring", "uring", "uring", nil},
+		{"uring", "uring", "uring", nil, false},
 		// Kind tcp on both ends: two reuseport listeners steered by CPU, one
 		// connection per client queue.
-		{"tcp", "tcp", "tcp", nil},
+		{"tcp", "tcp", "tcp", nil, false},
+		// The kernel kinds over IPv6: the same groups, the same steering.
+		{"udp-ipv6", "udp", "udp", nil, true},
+		{"uring-ipv6", "uring", "uring", nil, true},
+		{"tcp-ipv6", "tcp", "tcp", nil, true},
 		// A tcp-xdp server, a netstack per queue, serves a kernel tcp client
 		// (a connection per queue).
 		{"tcp-xdp", "tcp-xdp", "tcp", func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config) {
@@ -453,7 +462,7 @@ func TestGroupFlows(t *testing.T) {
 				t.Fatal(err)
 			}
 			srv.LocalIP, cli.Dests = addr, []netip.AddrPort{netip.AddrPortFrom(addr, cli.Port)}
-		}},
+		}, false},
 		// A tcp-xdp client (a netstack per queue, source ports from each
 		// queue's share) talks to a kernel tcp server with two reuseport
 		// listeners.
@@ -463,12 +472,16 @@ func TestGroupFlows(t *testing.T) {
 				t.Fatal(err)
 			}
 			cli.LocalIP, cli.ConnectTimeout = addr, 20*time.Second
-		}},
+		}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cpus := twoCPUs(t)
-			p := groupPair(t, cpus)
+			p := groupPairFamily(t, cpus, c.v6)
 			srv, cli := groupConfigs(p, cpus, c.srv, c.cli)
+			if c.v6 {
+				srv.LocalIP, cli.LocalIP = p.A.Addr6, p.B.Addr6
+				cli.Dests = []netip.AddrPort{netip.AddrPortFrom(p.A.Addr6, cli.Port)}
+			}
 			if c.adjust != nil {
 				c.adjust(t, p, &srv, &cli)
 			}

@@ -32,6 +32,7 @@ var (
 	memSrv = netip.MustParseAddr("198.18.0.2")
 	memCli = netip.MustParseAddr("198.18.0.1")
 	lo     = netip.MustParseAddr("127.0.0.1")
+	lo6    = netip.IPv6Loopback()
 )
 
 // sendPairs opens, for every kind the default build has, a client with one
@@ -47,6 +48,16 @@ var sendPairs = map[string]func(t *testing.T) sendPair{
 	},
 	"tcp": func(t *testing.T) sendPair {
 		return kernelPair(t, dgramio.KindTCP, socktest.FreePort(t, unix.SOCK_STREAM))
+	},
+	// The kernel kinds over IPv6, on ::1.
+	"udp-ipv6": func(t *testing.T) sendPair {
+		return kernelPairOn(t, dgramio.KindUDP, lo6, socktest.FreePort(t, unix.SOCK_DGRAM))
+	},
+	"uring-ipv6": func(t *testing.T) sendPair {
+		return kernelPairOn(t, dgramio.KindURing, lo6, socktest.FreePort(t, unix.SOCK_DGRAM))
+	},
+	"tcp-ipv6": func(t *testing.T) sendPair {
+		return kernelPairOn(t, dgramio.KindTCP, lo6, socktest.FreePort(t, unix.SOCK_STREAM))
 	},
 	"xdp": func(t *testing.T) sendPair {
 		a, b := memio.NewPair(memio.Options{})
@@ -104,6 +115,11 @@ var sendPairs = map[string]func(t *testing.T) sendPair{
 }
 
 func kernelPair(t *testing.T, kind dgramio.Kind, port uint16) sendPair {
+	return kernelPairOn(t, kind, lo, port)
+}
+
+// kernelPairOn is kernelPair on the loopback address lo.
+func kernelPairOn(t *testing.T, kind dgramio.Kind, lo netip.Addr, port uint16) sendPair {
 	srv, err := dgramio.New(dgramio.Config{Kind: kind, Role: dgramio.RoleServer, LocalIP: lo, Port: port,
 		MaxDatagram: causeMax, TxQueue: 8})
 	testutil.SkipIfNotSupported(t, err)
@@ -147,7 +163,7 @@ func TestQueueCauses(t *testing.T) {
 			defer p.srv.Close()
 			defer p.cli.Close()
 			small, big := []byte("x"), make([]byte, causeMax+1)
-			nowhere := netip.MustParseAddrPort("[2001:db8::1]:9") // no kind here sends to IPv6
+			nowhere := netip.MustParseAddrPort("[2001:2::1]:9") // every pair here is IPv4
 			check := func(what string, want error, f func() error) {
 				t.Helper()
 				if err := f(); err != want {
@@ -196,6 +212,103 @@ func TestQueueCauses(t *testing.T) {
 			check("QueueTo closed", dgramio.ErrClosed, func() error { return p.cli.QueueTo(small, p.to) })
 			if !errors.Is(p.cli.Queue(small), net.ErrClosed) {
 				t.Error("ErrClosed does not match net.ErrClosed")
+			}
+		})
+	}
+}
+
+// refusals sums the counters of QueueTo's ErrNoRoute on every kind
+// (docs/sending.md).
+func refusals(st dgramio.Stats) uint64 {
+	var n uint64
+	for _, c := range [][2]string{{"udp", "queue_bad_dest"}, {"uring", "queue_bad_dest"}, {"raw", "tx_unresolved"}, {"tcp", "queue_no_conn"}} {
+		v, _ := st.Counter(c[0], c[1])
+		n += v
+	}
+	return n
+}
+
+// TestQueueToOddAddresses (issue 37): QueueTo, on both ends of every
+// kind and over both families of the kernel kinds, given an address of
+// the other family, the zero AddrPort, an unspecified, multicast or
+// zoneless link-local address, or port 0, neither panics nor queues: it
+// returns ErrNoRoute and counts it in the kind's refusal counter, the same
+// everywhere. An IPv4-mapped address is the IPv4 address it maps: the
+// mapped form of the peer's address reaches the peer, and on an IPv6
+// pair it is of the other family.
+func TestQueueToOddAddresses(t *testing.T) {
+	for _, kind := range []string{"udp", "uring", "tcp", "xdp", "tcp-xdp", "udp-ipv6", "uring-ipv6", "tcp-ipv6"} {
+		t.Run(kind, func(t *testing.T) {
+			p := sendPairs[kind](t)
+			defer p.srv.Close()
+			defer p.cli.Close()
+			if p.stream {
+				connect(t, p)
+			}
+			port := p.to.Port()
+			other := netip.AddrPortFrom(netip.MustParseAddr("2001:2::2"), port)
+			if p.to.Addr().Is6() {
+				other = netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), port)
+			}
+			odd := []netip.AddrPort{
+				other,
+				netip.AddrPortFrom(netip.AddrFrom16(other.Addr().As16()), port), // mapped: IPv4 on an IPv6 pair, IPv6 never
+				{},
+				netip.AddrPortFrom(netip.IPv4Unspecified(), port),
+				netip.AddrPortFrom(netip.IPv6Unspecified(), port),
+				netip.AddrPortFrom(netip.MustParseAddr("224.0.0.1"), port),
+				netip.AddrPortFrom(netip.MustParseAddr("ff02::1"), port),
+				netip.AddrPortFrom(netip.MustParseAddr("fe80::1"), port),
+				netip.AddrPortFrom(p.to.Addr(), 0),
+				netip.AddrPortFrom(netip.AddrFrom16(p.to.Addr().As16()), 0), // mapped, port 0
+			}
+			if p.to.Addr().Is6() {
+				odd[1] = netip.AddrPortFrom(netip.AddrFrom16(netip.MustParseAddr("198.18.0.2").As16()), port)
+			}
+			for _, end := range []struct {
+				name string
+				b    dgramio.Backend
+			}{{"client", p.cli}, {"server", p.srv}} {
+				for _, to := range odd {
+					before := end.b.Stats()
+					var err error
+					func() {
+						defer func() {
+							if r := recover(); r != nil {
+								t.Fatalf("%s QueueTo(%v) panicked: %v", end.name, to, r)
+							}
+						}()
+						err = end.b.QueueTo([]byte("x"), to)
+					}()
+					after := end.b.Stats()
+					if err != dgramio.ErrNoRoute {
+						t.Errorf("%s QueueTo(%v) = %v, want ErrNoRoute", end.name, to, err)
+					}
+					if got := refusals(after) - refusals(before); got != 1 || after.TxQueued != before.TxQueued {
+						t.Errorf("%s QueueTo(%v): %d refusals counted, queued %d more; want 1 and 0", end.name, to, got, after.TxQueued-before.TxQueued)
+					}
+				}
+			}
+			// The mapped form of the server's address reaches it.
+			if !p.to.Addr().Is4() {
+				return
+			}
+			mapped := netip.AddrPortFrom(netip.AddrFrom16(p.to.Addr().As16()), port)
+			if err := p.cli.QueueTo([]byte("mapped"), mapped); err != nil {
+				t.Fatalf("QueueTo(%v) = %v, want it taken as %v", mapped, err, p.to)
+			}
+			if err := p.cli.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			socktest.Collect(t, p.srv, func() bool { return got != "" }, func(pk dgramio.Packet) {
+				got = string(pk.Data)
+				if pk.From.Addr().Is4In6() || !pk.From.IsValid() {
+					t.Errorf("From %v", pk.From)
+				}
+			})
+			if got != "mapped" {
+				t.Errorf("the server received %q", got)
 			}
 		})
 	}

@@ -832,15 +832,16 @@ func (b *Backend) Queue(payload []byte) error {
 }
 
 // QueueTo is Queue for the one connection whose peer is to (the From of a
-// received Packet). It returns what Queue does; a peer that is not (or
-// no longer) connected is core.ErrNoRoute, counted as "queue_no_conn"
-// (layer "tcp"), as kind tcp counts it.
+// received Packet; an IPv4-mapped address is taken as IPv4). It returns
+// what Queue does; a peer that is not (or no longer) connected, an IPv6
+// one among them, is core.ErrNoRoute, counted as "queue_no_conn" (layer
+// "tcp"), as kind tcp counts it.
 func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	if !b.guard.Enter() {
 		return core.ErrClosed
 	}
 	defer b.guard.Exit()
-	return b.s.QueueTo(payload, to)
+	return b.s.QueueTo(payload, core.Unmap(to))
 }
 
 // Hold stops (on) or resumes delivery from the connection of peer, as

@@ -310,9 +310,10 @@ func (r *Raw) Queue(payload []byte) error {
 
 // QueueTo builds payload into a slot for to. It never blocks: to a peer
 // the table lacks, the message waits while the peer is resolved (see
-// Raw). It returns core.ErrNoRoute, counting tx_unresolved, when nothing
-// can resolve to (not IPv4 or port 0, or no Config.DstMAC, resolver or ARP handler;
-// or the resolver has more requests than it takes), and what Queue does
+// Raw). An IPv4-mapped to is taken as IPv4. It returns core.ErrNoRoute,
+// counting tx_unresolved, when nothing can resolve to (not IPv4, not
+// core.Unicast, or no Config.DstMAC, resolver or ARP handler; or the resolver has
+// more requests than it takes), and what Queue does
 // for a payload too large, full slots or a closed backend. See
 // core.Backend.
 func (r *Raw) QueueTo(payload []byte, to netip.AddrPort) error {
@@ -328,6 +329,7 @@ func (r *Raw) QueueTo(payload []byte, to netip.AddrPort) error {
 		r.txBackpressure.Add(1)
 		return core.ErrBackPressure
 	}
+	to = core.Unmap(to)
 	i := r.table.find(to)
 	if i == noPeer {
 		if i = r.unknownPeer(to); i == noPeer {
@@ -353,7 +355,7 @@ func (r *Raw) QueueTo(payload []byte, to netip.AddrPort) error {
 // or waiting for its resolution, which it starts. noPeer: nothing can
 // resolve it now.
 func (r *Raw) unknownPeer(to netip.AddrPort) int32 {
-	if !to.Addr().Is4() || to.Port() == 0 {
+	if !to.Addr().Is4() || !core.Unicast(to) {
 		return noPeer
 	}
 	if len(r.cfg.DstMAC) == 6 {

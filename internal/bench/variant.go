@@ -31,13 +31,18 @@ const (
 	// sends and reads records either way, so the row measures what raw
 	// framing costs against the plain row.
 	VariantRaw = "raw"
+	// VariantIPv6 is a kernel kind (udp, uring, tcp) over IPv6: the test
+	// hosts' addresses from 2001:2::/48 (RFC 5180) instead of
+	// 198.18.0.0/15. netbench --family 6 (or 4,6) makes these rows.
+	VariantIPv6 = "ipv6"
 )
 
 // Variants lists the variants each kind has, in the order tools show
 // them.
 var Variants = map[string][]string{
-	string(core.KindURing):   {VariantSQPoll, VariantNAPI},
-	string(core.KindTCP):     {VariantRaw},
+	string(core.KindUDP):     {VariantIPv6},
+	string(core.KindURing):   {VariantSQPoll, VariantNAPI, VariantIPv6},
+	string(core.KindTCP):     {VariantRaw, VariantIPv6},
 	string(core.KindTCPXDP):  {VariantNative, VariantNetstack, VariantRaw},
 	string(core.KindTCPDPDK): {VariantNative, VariantNetstack, VariantRaw},
 }

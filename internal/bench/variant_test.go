@@ -15,6 +15,10 @@ func TestParseRow(t *testing.T) {
 		{"uring", "uring", "", false},
 		{"uring+sqpoll", "uring", "sqpoll", false},
 		{"uring+napi", "uring", "napi", false},
+		{"udp+ipv6", "udp", "ipv6", false},
+		{"uring+ipv6", "uring", "ipv6", false},
+		{"tcp+ipv6", "tcp", "ipv6", false},
+		{"xdp+ipv6", "", "", true}, // IPv4 only today
 		{"uring+", "", "", true},
 		{"uring+gro", "", "", true},
 		{"udp+napi", "", "", true},

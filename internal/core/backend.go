@@ -5,14 +5,38 @@ import (
 	"net/netip"
 )
 
+// Unmap returns ap with an IPv4-mapped IPv6 address (::ffff:a.b.c.d,
+// what netip.AddrFromSlice makes of a 16-byte net.IP) taken as the IPv4
+// address it maps, and any other ap as it is. Config.WithDefaults does
+// this to LocalIP and Dests, and every kind's QueueTo to its address.
+func Unmap(ap netip.AddrPort) netip.AddrPort {
+	if ap.Addr().Is4In6() {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	return ap
+}
+
+// Unicast reports whether ap can be a peer that QueueTo sends to: a
+// valid address, neither unspecified (0.0.0.0, ::), nor multicast, nor
+// IPv6 link-local (whose zone no kind keeps), with a port other than 0.
+// A sender's address, the From that QueueTo answers, is always one;
+// every kind's QueueTo refuses the others with ErrNoRoute, counted, as it
+// refuses an address of the other family. Call it after Unmap.
+func Unicast(ap netip.AddrPort) bool {
+	a := ap.Addr()
+	return a.IsValid() && ap.Port() != 0 && !a.IsUnspecified() && !a.IsMulticast() &&
+		!(a.Is6() && a.IsLinkLocalUnicast()) && a.Zone() == ""
+}
+
 // Packet is one received message.
 type Packet struct {
 	// Data is the payload. It points into the backend's receive buffers and
 	// is valid only until the next call to Rx (or Close); copy what you keep.
 	Data []byte
 	// From is the sender: the peer's address and port for datagram kinds,
-	// the connection's remote address for stream kinds. Pass it to QueueTo
-	// to answer. An event (Event not EventData) names the connection it
+	// the connection's remote address for stream kinds, of the Config's
+	// family (IPv4 or IPv6, never IPv4-mapped). Pass it to QueueTo to
+	// answer. An event (Event not EventData) names the connection it
 	// happened to.
 	From netip.AddrPort
 	// Event is EventData (the zero value) for a message, or what happened
@@ -46,11 +70,13 @@ type Backend interface {
 	// open connection) or ErrClosed. Each is a plain value: no allocation.
 	// Nothing leaves before Flush.
 	Queue(payload []byte) error
-	// QueueTo is Queue for one receiver: the From of a received Packet. It
-	// returns ErrNoRoute also for a peer with no connection or an address
-	// the kind cannot send to (another family, port 0). On a stream kind
-	// Queue writes to every connection (a server's broadcast); QueueTo
-	// writes to one.
+	// QueueTo is Queue for one receiver: the From of a received Packet. An
+	// IPv4-mapped IPv6 address is taken as IPv4 (see Unmap). It returns
+	// ErrNoRoute also for a peer with no connection or an address the kind
+	// cannot send to (another family than the Config's, or not Unicast),
+	// counted in Stats; no address makes it panic. On a stream kind Queue
+	// writes to every connection (a server's broadcast); QueueTo writes to
+	// one.
 	QueueTo(payload []byte, to netip.AddrPort) error
 	// Flush sends everything queued, in batches of Config.TxBatch. A datagram
 	// the kernel or ring refuses is counted in Stats.TxDropped and Flush goes

@@ -60,13 +60,18 @@ type Config struct {
 	// Iface is the network interface of the raw kinds (xdp, dpdk, tcp-xdp,
 	// tcp-dpdk). The kernel kinds ignore it.
 	Iface string
-	// LocalIP is our IPv4 address. Required for raw kinds and for a server;
-	// a kernel client may leave it unset (the kernel picks the source).
+	// LocalIP is our address, IPv4 or IPv6 (an IPv4-mapped IPv6 address
+	// is taken as IPv4). Required for raw kinds and for a server; a kernel
+	// client may leave it unset (the kernel picks the source). Its family
+	// is the Config's (see IPv6): a kernel server serves every address of
+	// the family with 0.0.0.0 or ::, and an unset LocalIP is 0.0.0.0
+	// unless the Dests are IPv6. The kernel kinds (udp, uring, tcp) serve
+	// both families; the raw kinds serve IPv4 only today.
 	LocalIP netip.Addr
-	// Dests are the receivers of a client, each an IPv4 address and port
-	// (an IPv4-mapped IPv6 address is taken as IPv4). A message queued with
-	// Queue goes to every one of them (fan-out). A destination with port 0
-	// is at Port. A server may leave it empty.
+	// Dests are the receivers of a client, each an address and port of
+	// LocalIP's family (an IPv4-mapped IPv6 address is taken as IPv4). A
+	// message queued with Queue goes to every one of them (fan-out). A
+	// destination with port 0 is at Port. A server may leave it empty.
 	Dests []netip.AddrPort
 	// Port is the port a server listens on, and a client's port for every
 	// destination that names none. A client whose destinations all name
@@ -491,10 +496,44 @@ func (o DPDKOptions) CheckDevice(iface string) error {
 	return nil
 }
 
-// checkAddrs checks LocalIP, Dests, Port and DstMAC.
+// IPv6Kinds are the kinds that serve IPv6 today; every kind serves IPv4.
+var IPv6Kinds = []Kind{KindUDP, KindURing, KindTCP}
+
+// ServesIPv6 reports whether kind k serves IPv6 (see IPv6Kinds).
+func (k Kind) ServesIPv6() bool { return slices.Contains(IPv6Kinds, k) }
+
+// IPv6 reports whether c is an IPv6 Config: its LocalIP is IPv6, or it
+// has no LocalIP and its first destination is IPv6 (IPv4-mapped
+// addresses count as IPv4). Validate refuses a Config whose addresses mix
+// the families, so this is the family of every address in it.
+func (c Config) IPv6() bool {
+	if c.LocalIP.IsValid() {
+		return !c.LocalIP.Unmap().Is4()
+	}
+	return len(c.Dests) > 0 && c.Dests[0].Addr().IsValid() && !c.Dests[0].Addr().Unmap().Is4()
+}
+
+// familyName names the family of a Config, as IPv6 says.
+func familyName(v6 bool) string {
+	if v6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// checkAddrs checks LocalIP, Dests, Port and DstMAC: one family in all
+// of them, a family the kind serves.
 func (c Config) checkAddrs() error {
-	if c.LocalIP.IsValid() && !c.LocalIP.Unmap().Is4() {
-		return BadField("LocalIP", c.LocalIP, "only IPv4 is supported")
+	v6 := c.IPv6()
+	if v6 && !c.Kind.ServesIPv6() {
+		field, val := "LocalIP", any(c.LocalIP)
+		if !c.LocalIP.IsValid() {
+			field, val = "Dests", c.Dests
+		}
+		return BadField(field, val, "kind %s serves IPv4 only today; the kinds that serve IPv6 are %s", c.Kind, enumList(IPv6Kinds))
+	}
+	if c.LocalIP.IsValid() && c.LocalIP.Zone() != "" {
+		return BadField("LocalIP", c.LocalIP, "an address with a zone is not supported: use a global address")
 	}
 	if c.Kind.IsRaw() && !c.LocalIP.IsValid() {
 		return BadField("LocalIP", c.LocalIP, "kind %s needs our IPv4 address", c.Kind)
@@ -506,8 +545,14 @@ func (c Config) checkAddrs() error {
 	seen := make(map[netip.AddrPort]bool, len(dests))
 	for i, d := range dests {
 		a := d.Addr()
-		if !a.IsValid() || !a.Is4() {
-			return BadField("Dests", d, "destination %d is not an IPv4 address", i)
+		if !a.IsValid() {
+			return BadField("Dests", d, "destination %d has no address", i)
+		}
+		if a.Is4() == v6 {
+			return BadField("Dests", d, "destination %d is an %s address, and this Config is %s (LocalIP %v, destination 0 %v): use one family in LocalIP and every destination", i, familyName(!v6), familyName(v6), c.LocalIP, dests[0])
+		}
+		if a.Zone() != "" {
+			return BadField("Dests", d, "destination %d has a zone: an address with a zone (a link-local one) is not supported", i)
 		}
 		if d.Port() == 0 {
 			return BadField("Port", c.Port, "destination %d (%v) names no port: give it one (198.18.0.2:5000) or set Port", i, d.Addr())

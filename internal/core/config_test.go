@@ -32,6 +32,52 @@ func TestValidateAcceptsEveryKind(t *testing.T) {
 	}
 }
 
+// ipv6 makes c an IPv6 client from 2001:2::1 to [2001:2::2]:5000.
+func ipv6(c *Config) {
+	c.LocalIP = netip.MustParseAddr("2001:2::1")
+	c.Dests = []netip.AddrPort{netip.MustParseAddrPort("[2001:2::2]:5000")}
+}
+
+// TestIPv6Config: the kernel kinds take IPv6 addresses for a client and a
+// server (LocalIP ::, or unset with IPv6 Dests), the Config's family is
+// what IPv6 says, and a kind that serves IPv4 only says which kinds
+// serve IPv6.
+func TestIPv6Config(t *testing.T) {
+	for _, k := range Kinds() {
+		c := validClient(k)
+		ipv6(&c)
+		err := c.Validate()
+		if k.ServesIPv6() != (err == nil) {
+			t.Errorf("kind %s IPv6 client: %v (ServesIPv6 %v)", k, err, k.ServesIPv6())
+		}
+		if err != nil && !strings.Contains(err.Error(), `"udp", "uring" or "tcp"`) {
+			t.Errorf("kind %s: the refusal does not name the kinds that serve IPv6: %v", k, err)
+		}
+		if !c.IPv6() {
+			t.Errorf("kind %s: IPv6() false for %v -> %v", k, c.LocalIP, c.Dests)
+		}
+	}
+	for _, k := range IPv6Kinds {
+		srv := Config{Kind: k, Role: RoleServer, Port: 5000, LocalIP: netip.IPv6Unspecified()}.WithDefaults()
+		if err := srv.Validate(); err != nil || !srv.IPv6() {
+			t.Errorf("kind %s server on [::]: %v (IPv6 %v)", k, err, srv.IPv6())
+		}
+		cli := Config{Kind: k, Dests: []netip.AddrPort{netip.MustParseAddrPort("[::1]:5000")}}.WithDefaults()
+		if err := cli.Validate(); err != nil || !cli.IPv6() {
+			t.Errorf("kind %s client to [::1] without LocalIP: %v (IPv6 %v)", k, err, cli.IPv6())
+		}
+	}
+	// IPv4-mapped addresses are IPv4, unset ones leave IPv4.
+	mapped := Config{Kind: KindUDP, LocalIP: netip.MustParseAddr("::ffff:127.0.0.1"),
+		Dests: []netip.AddrPort{netip.MustParseAddrPort("[::ffff:127.0.0.1]:5000")}}.WithDefaults()
+	if err := mapped.Validate(); err != nil || mapped.IPv6() {
+		t.Errorf("IPv4-mapped client: %v (IPv6 %v)", err, mapped.IPv6())
+	}
+	if (Config{Kind: KindUDP, Role: RoleServer, Port: 5000}).IPv6() {
+		t.Error("a server without LocalIP is IPv6")
+	}
+}
+
 func TestValidateNamesTheField(t *testing.T) {
 	cpu0 := 0
 	cases := []struct {
@@ -52,7 +98,24 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"dpdk gateway on tcp-dpdk netstack", func(c *Config) {
 			c.Kind, c.TCP.Stack, c.DPDK.PrefixLen, c.DPDK.Gateway = KindTCPDPDK, TCPStackNetstack, 24, netip.MustParseAddr("198.18.0.254")
 		}, "DPDK.Gateway"},
-		{"ipv6 local", func(c *Config) { c.LocalIP = netip.MustParseAddr("2001:db8::1") }, "LocalIP"},
+		{"ipv6 local, ipv4 dest", func(c *Config) { c.LocalIP = netip.MustParseAddr("2001:2::1") }, "Dests"},
+		{"ipv6 dests mixed", func(c *Config) {
+			c.LocalIP = netip.Addr{}
+			c.Dests = []netip.AddrPort{netip.MustParseAddrPort("[2001:2::2]:5000"), netip.MustParseAddrPort("198.18.0.2:5000")}
+		}, "Dests"},
+		{"ipv6 local with zone", func(c *Config) {
+			c.LocalIP = netip.MustParseAddr("fe80::1%veth0")
+			c.Dests = []netip.AddrPort{netip.MustParseAddrPort("[2001:2::2]:5000")}
+		}, "LocalIP"},
+		{"ipv6 dest with zone", func(c *Config) {
+			c.LocalIP = netip.Addr{}
+			c.Dests = []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("fe80::2%veth0"), 5000)}
+		}, "Dests"},
+		{"ipv6 on xdp", func(c *Config) { c.Kind = KindXDP; ipv6(c) }, "LocalIP"},
+		{"ipv6 on dpdk", func(c *Config) { c.Kind = KindDPDK; ipv6(c) }, "LocalIP"},
+		{"ipv6 on tcp-xdp", func(c *Config) { c.Kind = KindTCPXDP; ipv6(c) }, "LocalIP"},
+		{"ipv6 on tcp-dpdk", func(c *Config) { c.Kind = KindTCPDPDK; ipv6(c) }, "LocalIP"},
+		{"ipv6 dests on xdp", func(c *Config) { c.Kind = KindXDP; ipv6(c); c.LocalIP = netip.Addr{} }, "Dests"},
 		{"raw without local ip", func(c *Config) { c.Kind = KindXDP; c.LocalIP = netip.Addr{} }, "LocalIP"},
 		{"client without dests", func(c *Config) { c.Dests = nil }, "Dests"},
 		{"ipv6 dest", func(c *Config) { c.Dests = []netip.AddrPort{netip.MustParseAddrPort("[::1]:5000")} }, "Dests"},
@@ -411,5 +474,46 @@ func TestDests(t *testing.T) {
 		netip.MustParseAddrPort("[::ffff:198.18.0.2]:6000")}}.Prepare()
 	if !errors.As(err, &ce) || ce.Field != "Dests" {
 		t.Errorf("a destination twice: %v, want a ConfigError on Dests", err)
+	}
+}
+
+// TestUnmap: what every QueueTo does to its address first.
+func TestUnmap(t *testing.T) {
+	for in, want := range map[string]string{
+		"[::ffff:198.18.0.2]:9": "198.18.0.2:9",
+		"198.18.0.2:9":          "198.18.0.2:9",
+		"[2001:2::2]:9":         "[2001:2::2]:9",
+		"[::ffff:0.0.0.0]:0":    "0.0.0.0:0",
+	} {
+		if got := Unmap(netip.MustParseAddrPort(in)); got != netip.MustParseAddrPort(want) {
+			t.Errorf("Unmap(%s) = %v, want %s", in, got, want)
+		}
+	}
+	if got := Unmap(netip.AddrPort{}); got.IsValid() || got.Addr().IsValid() {
+		t.Errorf("Unmap(zero) = %v", got)
+	}
+}
+
+// TestUnicast: the addresses every QueueTo refuses whatever the family.
+func TestUnicast(t *testing.T) {
+	for _, c := range []struct {
+		ap   netip.AddrPort
+		want bool
+	}{
+		{netip.MustParseAddrPort("198.18.0.2:9"), true},
+		{netip.MustParseAddrPort("[2001:2::2]:9"), true},
+		{netip.MustParseAddrPort("169.254.0.1:9"), true}, // IPv4 link-local needs no zone
+		{netip.AddrPort{}, false},
+		{netip.MustParseAddrPort("198.18.0.2:0"), false},
+		{netip.MustParseAddrPort("0.0.0.0:9"), false},
+		{netip.MustParseAddrPort("[::]:9"), false},
+		{netip.MustParseAddrPort("224.0.0.1:9"), false},
+		{netip.MustParseAddrPort("[ff02::1]:9"), false},
+		{netip.MustParseAddrPort("[fe80::1]:9"), false},
+		{netip.AddrPortFrom(netip.MustParseAddr("fe80::1%eth0"), 9), false},
+	} {
+		if got := Unicast(c.ap); got != c.want {
+			t.Errorf("Unicast(%v) = %v, want %v", c.ap, got, c.want)
+		}
 	}
 }

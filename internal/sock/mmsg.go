@@ -88,9 +88,9 @@ func Drops(fd int) (uint64, error) {
 	return uint64(mi[unix.SK_MEMINFO_DROPS]), nil
 }
 
-// NamePtr returns sa as the *byte that Msghdr.Name takes; set Namelen to
-// unix.SizeofSockaddrInet4 beside it.
-func NamePtr(sa *unix.RawSockaddrInet4) *byte { return (*byte)(unsafe.Pointer(sa)) }
+// NamePtr returns sa as the *byte that Msghdr.Name takes; set Namelen
+// beside it (what PutRaw returned, or NameLen on receive).
+func NamePtr(sa *Name) *byte { return (*byte)(unsafe.Pointer(sa)) }
 
-// portBytes views the network-order port of a RawSockaddrInet4 as bytes.
+// portBytes views the network-order port of a socket address as bytes.
 func portBytes(p *uint16) unsafe.Pointer { return unsafe.Pointer(p) }

@@ -126,15 +126,16 @@ func openGroup(cfg core.Config, n int, open func(core.Config, bool) (int, Grante
 	return fds, gs, err
 }
 
-// ListenTCP opens a non-blocking TCP listener on cfg.LocalIP:cfg.Port (all
-// addresses when LocalIP is unset) with SO_REUSEADDR, SO_REUSEPORT when
+// ListenTCP opens a non-blocking TCP listener of cfg's family (see Socket)
+// on cfg.LocalIP:cfg.Port (all addresses of the family when LocalIP is
+// unset) with SO_REUSEADDR, SO_REUSEPORT when
 // reusePort, and the options of TuneTCP (set before listen, so accepted
 // connections inherit them and the window scale covers the buffers). The
 // caller owns the descriptor; g.Local is the address bound.
 func ListenTCP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
-	fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	fd, err = Socket(cfg, unix.SOCK_STREAM, unix.IPPROTO_TCP)
 	if err != nil {
-		return -1, g, fmt.Errorf("socket tcp: %w", err)
+		return -1, g, err
 	}
 	defer func() {
 		if err != nil {
@@ -153,7 +154,7 @@ func ListenTCP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
 	if g, err = TuneTCP(fd, cfg); err != nil {
 		return fd, g, err
 	}
-	if err = Bind(fd, BindAddr(cfg.LocalIP, cfg.Port)); err != nil {
+	if err = Bind(fd, BindAddr(cfg, cfg.Port)); err != nil {
 		return fd, g, err
 	}
 	if err = unix.Listen(fd, unix.SOMAXCONN); err != nil {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -161,7 +162,9 @@ func SetBusyPoll(fd, us int, g *Granted) error {
 // non-blocking and close-on-exec, has its buffers set to cfg.SockBuf (see
 // SetBuffers) and SO_BUSY_POLL to cfg.BusyPollUs (see SetBusyPoll).
 //
-// A server binds cfg.LocalIP:cfg.Port (0.0.0.0 when LocalIP is unset). A
+// The socket is of cfg's family (AF_INET6 with IPV6_V6ONLY for an IPv6
+// Config, see core.Config.IPv6; AF_INET otherwise). A server binds
+// cfg.LocalIP:cfg.Port (0.0.0.0, or :: for IPv6, when LocalIP is unset). A
 // client binds cfg.LocalIP:cfg.LocalPort when either is set, and connects
 // to its destination when it has exactly one (the kernel then skips the
 // route lookup per send, and the socket takes datagrams only from that
@@ -175,9 +178,9 @@ func OpenUDP(cfg core.Config) (fd int, g Granted, err error) {
 
 // openUDP is OpenUDP, with SO_REUSEPORT set before bind when reusePort.
 func openUDP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
-	fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	fd, err = Socket(cfg, unix.SOCK_DGRAM, unix.IPPROTO_UDP)
 	if err != nil {
-		return -1, g, fmt.Errorf("socket udp: %w", err)
+		return -1, g, err
 	}
 	defer func() {
 		if err != nil {
@@ -198,12 +201,12 @@ func openUDP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
 		}
 	}
 	if cfg.Role == core.RoleServer {
-		if err = Bind(fd, BindAddr(cfg.LocalIP, cfg.Port)); err != nil {
+		if err = Bind(fd, BindAddr(cfg, cfg.Port)); err != nil {
 			return
 		}
 	} else {
 		if cfg.LocalIP.IsValid() || cfg.LocalPort != 0 {
-			if err = Bind(fd, BindAddr(cfg.LocalIP, cfg.LocalPort)); err != nil {
+			if err = Bind(fd, BindAddr(cfg, cfg.LocalPort)); err != nil {
 				return
 			}
 		}
@@ -220,10 +223,42 @@ func openUDP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
 	return
 }
 
-// BindAddr returns the address to bind for Config.LocalIP ip and port:
-// ip:port, or 0.0.0.0:port (every address) when ip is unset.
-func BindAddr(ip netip.Addr, port uint16) netip.AddrPort {
-	if !ip.IsValid() {
+// Socket opens a non-blocking, close-on-exec socket of type typ (without
+// the flags) and protocol proto in cfg's family: AF_INET6 with
+// IPV6_V6ONLY set for an IPv6 Config (core.Config.IPv6), so that it
+// serves IPv6 only and never sees IPv4-mapped peers; AF_INET otherwise.
+// A host without IPv6 is a *core.UnsupportedError.
+func Socket(cfg core.Config, typ, proto int) (int, error) {
+	family, name := unix.AF_INET, "socket"
+	if cfg.IPv6() {
+		family, name = unix.AF_INET6, "socket6"
+	}
+	fd, err := unix.Socket(family, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, proto)
+	if err == unix.EAFNOSUPPORT && family == unix.AF_INET6 {
+		return -1, core.NotSupported("IPv6 sockets (AF_INET6)", "", "use IPv4 addresses, or a kernel with IPv6", err)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("%s: %w", name, err)
+	}
+	if family == unix.AF_INET6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("setsockopt IPV6_V6ONLY: %w", err)
+		}
+	}
+	return fd, nil
+}
+
+// BindAddr returns the address to bind for cfg and port: cfg.LocalIP:port,
+// or every address of cfg's family (0.0.0.0:port, [::]:port) when
+// LocalIP is unset.
+func BindAddr(cfg core.Config, port uint16) netip.AddrPort {
+	ip := cfg.LocalIP.Unmap()
+	switch {
+	case ip.IsValid():
+	case cfg.IPv6():
+		ip = netip.IPv6Unspecified()
+	default:
 		ip = netip.IPv4Unspecified()
 	}
 	return netip.AddrPortFrom(ip, port)
@@ -242,41 +277,103 @@ func Bind(fd int, ap netip.AddrPort) error {
 	return nil
 }
 
-// LocalAddr returns the IPv4 address and port fd is bound to.
+// LocalAddr returns the address and port fd is bound to, IPv4 or IPv6.
 func LocalAddr(fd int) (netip.AddrPort, error) {
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("getsockname: %w", err)
 	}
-	if in, ok := sa.(*unix.SockaddrInet4); ok {
-		return netip.AddrPortFrom(netip.AddrFrom4(in.Addr), uint16(in.Port)), nil
+	if ap, ok := AddrPortOf(sa); ok {
+		return ap, nil
 	}
-	return netip.AddrPort{}, fmt.Errorf("getsockname: not an IPv4 socket address: %T", sa)
+	return netip.AddrPort{}, fmt.Errorf("getsockname: not an IP socket address: %T", sa)
 }
 
-// Sockaddr converts an IPv4 ap for the x/sys/unix calls that take a
-// unix.Sockaddr (it allocates; not for the data path).
+// AddrPortOf returns the address and port of an IPv4 or IPv6 sa (what
+// accept or getsockname gave): an IPv4-mapped address as IPv4, the scope
+// of a link-local one not kept. ok is false for another family.
+func AddrPortOf(sa unix.Sockaddr) (ap netip.AddrPort, ok bool) {
+	switch in := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(in.Addr), uint16(in.Port)), true
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(in.Addr).Unmap(), uint16(in.Port)), true
+	}
+	return netip.AddrPort{}, false
+}
+
+// Sockaddr converts ap for the x/sys/unix calls that take a unix.Sockaddr
+// (it allocates; not for the data path): a sockaddr_in for an IPv4 ap
+// (IPv4-mapped ones included), a sockaddr_in6 otherwise.
 func Sockaddr(ap netip.AddrPort) unix.Sockaddr {
-	return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
+	if a := ap.Addr().Unmap(); a.Is4() {
+		return &unix.SockaddrInet4{Addr: a.As4(), Port: int(ap.Port())}
+	}
+	return &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}
 }
 
-// PutRaw writes an IPv4 ap into sa, the form the kernel reads from
-// msg_name. It does not allocate.
-func PutRaw(sa *unix.RawSockaddrInet4, ap netip.AddrPort) {
-	sa.Family = unix.AF_INET
+// Name is a socket address slot for msg_name, large enough for either
+// family: a struct sockaddr_in6, or a struct sockaddr_in in its first 16
+// bytes. PutRaw fills it, the kernel fills it on receive (give it
+// NameLen), FromRaw reads it.
+type Name unix.RawSockaddrInet6
+
+// NameLen is the msg_namelen to give the kernel with a Name on receive.
+const NameLen = unix.SizeofSockaddrInet6
+
+// PutRaw writes ap into sa, the form the kernel reads from msg_name, and
+// returns the msg_namelen to give with it: a sockaddr_in for an IPv4 ap
+// (an IPv4-mapped one included), a sockaddr_in6 (no flow label, no scope)
+// for an IPv6 one. An invalid ap writes the zero IPv4 address and port.
+// It does not allocate.
+func PutRaw(sa *Name, ap netip.AddrPort) uint32 {
 	p := ap.Port()
 	pb := (*[2]byte)(portBytes(&sa.Port))
 	pb[0], pb[1] = byte(p>>8), byte(p)
-	sa.Addr = ap.Addr().As4()
+	if a := ap.Addr(); a.Is6() && !a.Is4In6() {
+		sa.Family = unix.AF_INET6
+		sa.Flowinfo, sa.Scope_id = 0, 0
+		sa.Addr = a.As16()
+		return unix.SizeofSockaddrInet6
+	}
+	in := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+	in.Family = unix.AF_INET
+	in.Addr = [4]byte{}
+	if ap.Addr().IsValid() {
+		in.Addr = ap.Addr().Unmap().As4()
+	}
+	in.Zero = [8]uint8{}
+	return unix.SizeofSockaddrInet4
 }
 
 // FromRaw returns the address and port in sa (filled by the kernel in
-// msg_name). It does not allocate. A family other than AF_INET gives the
-// zero AddrPort.
-func FromRaw(sa *unix.RawSockaddrInet4) netip.AddrPort {
-	if sa.Family != unix.AF_INET {
-		return netip.AddrPort{}
-	}
+// msg_name): IPv4 for AF_INET, IPv6 for AF_INET6 (an IPv4-mapped one as
+// IPv4; the scope of a link-local one is not kept). It does not allocate.
+// Another family gives the zero AddrPort.
+func FromRaw(sa *Name) netip.AddrPort {
 	pb := (*[2]byte)(portBytes(&sa.Port))
-	return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(pb[0])<<8|uint16(pb[1]))
+	port := uint16(pb[0])<<8 | uint16(pb[1])
+	switch sa.Family {
+	case unix.AF_INET:
+		in := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom4(in.Addr), port)
+	case unix.AF_INET6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), port)
+	}
+	return netip.AddrPort{}
+}
+
+// Sendable reports whether a socket of the family v6 says (AF_INET6 when
+// true) answers ap: a core.Unicast address and port of that family (IPv4
+// for an AF_INET socket; IPv6, not IPv4-mapped, for an AF_INET6 one, which
+// is IPV6_V6ONLY). QueueTo refuses the others (ErrNoRoute, counted) before
+// taking a slot.
+func Sendable(ap netip.AddrPort, v6 bool) bool {
+	if !core.Unicast(ap) {
+		return false
+	}
+	if v6 {
+		return ap.Addr().Is6() && !ap.Addr().Is4In6()
+	}
+	return ap.Addr().Is4()
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -14,6 +15,22 @@ import (
 )
 
 var lo = netip.MustParseAddr("127.0.0.1")
+
+// loopbacks are the loopback addresses of both families: the tests that
+// exchange traffic run over each (forFamilies).
+var loopbacks = []netip.Addr{lo, netip.IPv6Loopback()}
+
+// forFamilies runs f once per family, as a subtest named for it, with
+// that family's loopback address.
+func forFamilies(t *testing.T, f func(t *testing.T, lo netip.Addr)) {
+	for _, a := range loopbacks {
+		name := "IPv4"
+		if a.Is6() {
+			name = "IPv6"
+		}
+		t.Run(name, func(t *testing.T) { f(t, a) })
+	}
+}
 
 func cfg(role core.Role, port uint16, dests ...netip.Addr) core.Config {
 	c := core.Config{Kind: core.KindUDP, Role: role, Port: port}
@@ -28,12 +45,21 @@ func cfg(role core.Role, port uint16, dests ...netip.Addr) core.Config {
 }
 
 func TestRawSockaddrRoundTrip(t *testing.T) {
-	for _, s := range []string{"198.18.0.1:5000", "127.0.0.1:1", "0.0.0.0:65535", "198.19.255.254:0"} {
+	for _, s := range []string{"198.18.0.1:5000", "127.0.0.1:1", "0.0.0.0:65535", "198.19.255.254:0",
+		"[2001:2::1]:5000", "[::1]:1", "[::]:65535", "[2001:2:0:ffff::fffe]:0"} {
 		ap := netip.MustParseAddrPort(s)
-		var sa unix.RawSockaddrInet4
-		PutRaw(&sa, ap)
+		var sa Name
+		n := PutRaw(&sa, ap)
 		if got := FromRaw(&sa); got != ap {
 			t.Errorf("FromRaw(PutRaw(%v)) = %v", ap, got)
+		}
+		// The family and length are what the kernel expects of each.
+		if want := uint32(unix.SizeofSockaddrInet4); ap.Addr().Is6() {
+			if n != unix.SizeofSockaddrInet6 || sa.Family != unix.AF_INET6 {
+				t.Errorf("%v: namelen %d family %d, want sockaddr_in6", ap, n, sa.Family)
+			}
+		} else if n != want || sa.Family != unix.AF_INET {
+			t.Errorf("%v: namelen %d family %d, want sockaddr_in", ap, n, sa.Family)
 		}
 		// The port is in network order, as the kernel reads it.
 		b := (*[2]byte)(portBytes(&sa.Port))
@@ -41,27 +67,75 @@ func TestRawSockaddrRoundTrip(t *testing.T) {
 			t.Errorf("%v: port bytes %x", ap, b)
 		}
 	}
-	var sa unix.RawSockaddrInet4
+	// An IPv4-mapped address is written as IPv4 (the family of the
+	// address it maps).
+	var sa Name
+	mapped := netip.AddrPortFrom(netip.AddrFrom16(netip.MustParseAddr("198.18.0.9").As16()), 7)
+	if n := PutRaw(&sa, mapped); n != unix.SizeofSockaddrInet4 || FromRaw(&sa) != netip.MustParseAddrPort("198.18.0.9:7") {
+		t.Errorf("PutRaw(%v): namelen %d, read back %v", mapped, n, FromRaw(&sa))
+	}
+	// After an IPv6 address, an IPv4 one leaves nothing of it behind.
+	PutRaw(&sa, netip.MustParseAddrPort("[2001:2::ffff:ffff]:9"))
+	PutRaw(&sa, netip.MustParseAddrPort("198.18.0.1:9"))
+	if in := (*unix.RawSockaddrInet4)(unsafe.Pointer(&sa)); in.Zero != [8]byte{} {
+		t.Errorf("sin_zero = %x after an IPv6 address", in.Zero)
+	}
+	sa = Name{}
 	if got := FromRaw(&sa); got.IsValid() {
 		t.Errorf("FromRaw of a zero sockaddr = %v, want invalid", got)
 	}
 	if n := testing.AllocsPerRun(100, func() {
 		PutRaw(&sa, netip.MustParseAddrPort("198.18.0.2:9"))
 		_ = FromRaw(&sa)
+		PutRaw(&sa, netip.MustParseAddrPort("[2001:2::2]:9"))
+		_ = FromRaw(&sa)
 	}); n != 0 {
 		t.Errorf("PutRaw+FromRaw allocate %v times", n)
 	}
 }
 
-func openPair(t *testing.T) (srv, cli int, sg, cg Granted) {
+// TestSendable: what QueueTo of a kernel kind sends to, per socket
+// family; the rest is refused before a slot is taken.
+func TestSendable(t *testing.T) {
+	mapped := netip.AddrPortFrom(netip.AddrFrom16(netip.MustParseAddr("198.18.0.2").As16()), 9)
+	for _, c := range []struct {
+		ap     netip.AddrPort
+		v4, v6 bool
+	}{
+		{netip.MustParseAddrPort("198.18.0.2:9"), true, false},
+		{netip.MustParseAddrPort("[2001:2::2]:9"), false, true},
+		{mapped, false, false}, // QueueTo unmaps before asking
+		{netip.AddrPort{}, false, false},
+		{netip.MustParseAddrPort("198.18.0.2:0"), false, false},
+		{netip.MustParseAddrPort("[2001:2::2]:0"), false, false},
+		{netip.AddrPortFrom(netip.MustParseAddr("fe80::1%eth0"), 9), false, false},
+		{netip.MustParseAddrPort("[fe80::1]:9"), false, false},
+		{netip.MustParseAddrPort("[::]:9"), false, false},
+		{netip.MustParseAddrPort("[ff02::1]:9"), false, false},
+		{netip.MustParseAddrPort("0.0.0.0:9"), false, false},
+	} {
+		if got := Sendable(c.ap, false); got != c.v4 {
+			t.Errorf("Sendable(%v, IPv4 socket) = %v", c.ap, got)
+		}
+		if got := Sendable(c.ap, true); got != c.v6 {
+			t.Errorf("Sendable(%v, IPv6 socket) = %v", c.ap, got)
+		}
+	}
+}
+
+func openPair(t *testing.T, lo netip.Addr) (srv, cli int, sg, cg Granted) {
 	t.Helper()
 	// Bind an ephemeral server port through a probe socket first: Port 0 is
 	// not a valid Config.
-	probe, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	family := unix.AF_INET
+	if lo.Is6() {
+		family = unix.AF_INET6
+	}
+	probe, err := unix.Socket(family, unix.SOCK_DGRAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Bind(probe, &unix.SockaddrInet4{Addr: lo.As4()}); err != nil {
+	if err := unix.Bind(probe, Sockaddr(netip.AddrPortFrom(lo, 0))); err != nil {
 		t.Fatal(err)
 	}
 	ap, err := LocalAddr(probe)
@@ -84,8 +158,10 @@ func openPair(t *testing.T) (srv, cli int, sg, cg Granted) {
 	return
 }
 
-func TestOpenUDPGranted(t *testing.T) {
-	srv, cli, sg, cg := openPair(t)
+func TestOpenUDPGranted(t *testing.T) { forFamilies(t, testOpenUDPGranted) }
+
+func testOpenUDPGranted(t *testing.T, lo netip.Addr) {
+	srv, cli, sg, cg := openPair(t, lo)
 	if sg.Connected || !cg.Connected {
 		t.Errorf("Connected: server %v client %v, want false true", sg.Connected, cg.Connected)
 	}
@@ -115,8 +191,10 @@ func TestOpenUDPGranted(t *testing.T) {
 	}
 }
 
-func TestSendRecvMmsg(t *testing.T) {
-	srv, cli, sg, cg := openPair(t)
+func TestSendRecvMmsg(t *testing.T) { forFamilies(t, testSendRecvMmsg) }
+
+func testSendRecvMmsg(t *testing.T, lo netip.Addr) {
+	srv, cli, sg, cg := openPair(t, lo)
 	const n = 8
 	bufs := make([][64]byte, n)
 	iov := make([]unix.Iovec, n)
@@ -134,7 +212,7 @@ func TestSendRecvMmsg(t *testing.T) {
 	}
 	rbufs := make([][32]byte, n)
 	riov := make([]unix.Iovec, n)
-	names := make([]unix.RawSockaddrInet4, n)
+	names := make([]Name, n)
 	rmsgs := make([]unix.Mmsghdr, n)
 	for i := range rmsgs {
 		riov[i].Base = &rbufs[i][0]
@@ -142,7 +220,7 @@ func TestSendRecvMmsg(t *testing.T) {
 		rmsgs[i].Hdr.Iov = &riov[i]
 		rmsgs[i].Hdr.SetIovlen(1)
 		rmsgs[i].Hdr.Name = NamePtr(&names[i])
-		rmsgs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
+		rmsgs[i].Hdr.Namelen = NameLen
 	}
 	got := 0
 	for deadline := time.Now().Add(10 * time.Second); got < n && time.Now().Before(deadline); {
@@ -173,8 +251,10 @@ func TestSendRecvMmsg(t *testing.T) {
 	_ = sg
 }
 
-func TestDropsCounted(t *testing.T) {
-	srv, cli, _, _ := openPair(t)
+func TestDropsCounted(t *testing.T) { forFamilies(t, testDropsCounted) }
+
+func testDropsCounted(t *testing.T, lo netip.Addr) {
+	srv, cli, _, _ := openPair(t, lo)
 	// Shrink the server's receive buffer and overflow it: the kernel's own
 	// counter must see the drops.
 	var g Granted
@@ -243,7 +323,7 @@ func TestUnprivilegedGrant(t *testing.T) {
 	if socktest.AsNobody(t) {
 		return
 	}
-	srv, cli, sg, cg := openPair(t)
+	srv, cli, sg, cg := openPair(t, lo)
 	_, _ = srv, cli
 	for _, g := range []Granted{sg, cg} {
 		if os.Geteuid() != 0 && g.BufForced {

@@ -115,3 +115,41 @@ func PutSockaddrIn4(b []byte, ap netip.AddrPort) int {
 // SockaddrInLen is sizeof(struct sockaddr_in), the NameLen to give a
 // multishot RECVMSG on an IPv4 socket.
 const SockaddrInLen = sockaddrInLen
+
+// SockaddrIn6Len is sizeof(struct sockaddr_in6), the NameLen to give a
+// multishot RECVMSG on an IPv6 socket.
+const SockaddrIn6Len = int(unsafe.Sizeof(unix.RawSockaddrInet6{}))
+
+// SockaddrIn6 decodes a struct sockaddr_in6 (family AF_INET6 in host
+// order, port in network order, flow information, address, scope). An
+// IPv4-mapped address is returned as IPv4; the scope is not kept. ok is
+// false for anything else.
+func SockaddrIn6(b []byte) (ap netip.AddrPort, ok bool) {
+	if len(b) < 24 || binary.NativeEndian.Uint16(b) != unix.AF_INET6 {
+		return netip.AddrPort{}, false
+	}
+	port := binary.BigEndian.Uint16(b[2:])
+	return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])).Unmap(), port), true
+}
+
+// PutSockaddrIn6 writes ap (an IPv6 address) as a struct sockaddr_in6
+// into b (28 bytes; no flow label, no scope) and returns its length.
+func PutSockaddrIn6(b []byte, ap netip.AddrPort) int {
+	_ = b[SockaddrIn6Len-1]
+	binary.NativeEndian.PutUint16(b, unix.AF_INET6)
+	binary.BigEndian.PutUint16(b[2:], ap.Port())
+	clear(b[4:8])
+	a := ap.Addr().As16()
+	copy(b[8:24], a[:])
+	clear(b[24:SockaddrIn6Len])
+	return SockaddrIn6Len
+}
+
+// Sockaddr decodes a struct sockaddr_in or sockaddr_in6, as its family
+// says (SockaddrIn4, SockaddrIn6). ok is false for anything else.
+func Sockaddr(b []byte) (ap netip.AddrPort, ok bool) {
+	if len(b) >= 2 && binary.NativeEndian.Uint16(b) == unix.AF_INET6 {
+		return SockaddrIn6(b)
+	}
+	return SockaddrIn4(b)
+}

@@ -101,3 +101,62 @@ func FuzzSockaddrIn4(f *testing.F) {
 		}
 	})
 }
+
+// TestSockaddrIn6: a sockaddr_in6 written and read back, and Sockaddr
+// telling the families apart by sa_family.
+func TestSockaddrIn6(t *testing.T) {
+	b := make([]byte, SockaddrIn6Len)
+	for i := range b {
+		b[i] = 0xee // PutSockaddrIn6 clears flow information and scope
+	}
+	ap := netip.MustParseAddrPort("[2001:2::1]:5000")
+	if n := PutSockaddrIn6(b, ap); n != 28 {
+		t.Fatalf("PutSockaddrIn6 wrote %d bytes, want 28", n)
+	}
+	if !bytes.Equal(b[4:8], make([]byte, 4)) || !bytes.Equal(b[24:], make([]byte, 4)) {
+		t.Fatalf("flow information or scope not cleared: %x", b)
+	}
+	if got, ok := Sockaddr(b); !ok || got != ap {
+		t.Fatalf("Sockaddr(sockaddr_in6) = %v, %v", got, ok)
+	}
+	if _, ok := SockaddrIn4(b); ok {
+		t.Fatal("SockaddrIn4 took a sockaddr_in6")
+	}
+	in4 := make([]byte, SockaddrInLen)
+	PutSockaddrIn4(in4, netip.MustParseAddrPort("198.18.0.1:9"))
+	if got, ok := Sockaddr(in4); !ok || got != netip.MustParseAddrPort("198.18.0.1:9") {
+		t.Fatalf("Sockaddr(sockaddr_in) = %v, %v", got, ok)
+	}
+	if _, ok := Sockaddr(b[:20]); ok {
+		t.Fatal("Sockaddr took a cut sockaddr_in6")
+	}
+}
+
+func FuzzSockaddr(f *testing.F) {
+	b := make([]byte, SockaddrIn6Len)
+	PutSockaddrIn6(b, netip.MustParseAddrPort("[2001:2::1]:5000"))
+	f.Add(b)
+	f.Add([]byte{10, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ap, ok := Sockaddr(b)
+		if !ok {
+			return
+		}
+		if ap.Addr().Is4() && len(b) >= 2 && b[0] == 10 && b[1] == 0 {
+			return // an IPv4-mapped sockaddr_in6 reads as IPv4
+		}
+		out := make([]byte, SockaddrIn6Len)
+		n := SockaddrInLen
+		if ap.Addr().Is6() {
+			n = PutSockaddrIn6(out, ap)
+			if !bytes.Equal(out[:4], b[:4]) || !bytes.Equal(out[8:24], b[8:24]) {
+				t.Fatalf("round trip %x -> %v -> %x", b, ap, out[:n])
+			}
+			return
+		}
+		PutSockaddrIn4(out, ap)
+		if !bytes.Equal(out[:8], b[:8]) {
+			t.Fatalf("round trip %x -> %v -> %x", b[:8], ap, out[:8])
+		}
+	})
+}

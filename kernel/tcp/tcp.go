@@ -315,9 +315,9 @@ type attempt struct {
 // the backend's. On error the attempt's fd, when not -1, is the caller's
 // to close.
 func (b *Backend) dial(dst netip.AddrPort, first bool) (attempt, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	fd, err := sock.Socket(b.cfg, unix.SOCK_STREAM, unix.IPPROTO_TCP)
 	if err != nil {
-		return attempt{fd: -1}, fmt.Errorf("socket tcp: %w", err)
+		return attempt{fd: -1}, err
 	}
 	a := attempt{fd, dst}
 	g, err := sock.TuneTCP(fd, b.cfg)
@@ -333,7 +333,7 @@ func (b *Backend) dial(dst netip.AddrPort, first bool) (attempt, error) {
 				return a, fmt.Errorf("setsockopt SO_REUSEADDR: %w", err)
 			}
 		}
-		if err := sock.Bind(fd, sock.BindAddr(b.cfg.LocalIP, b.cfg.LocalPort)); err != nil {
+		if err := sock.Bind(fd, sock.BindAddr(b.cfg, b.cfg.LocalPort)); err != nil {
 			return a, err
 		}
 	}
@@ -491,12 +491,11 @@ func (t *transport) Accept(add func(stream.Conn, netip.AddrPort)) {
 			// EAGAIN: nobody waiting. EMFILE and the like: try later.
 			return
 		}
-		in, ok := sa.(*unix.SockaddrInet4)
+		remote, ok := sock.AddrPortOf(sa)
 		if !ok {
 			unix.Close(nfd)
 			continue
 		}
-		remote := netip.AddrPortFrom(netip.AddrFrom4(in.Addr), uint16(in.Port))
 		if _, err := sock.TuneTCP(nfd, b.cfg); err != nil {
 			unix.Close(nfd)
 			continue
@@ -527,14 +526,16 @@ func (b *Backend) Queue(payload []byte) error {
 }
 
 // QueueTo stages payload as one record for the connection whose remote
-// address is to. It returns what Queue does; a peer that is not (or no
-// longer) connected is core.ErrNoRoute and counts as "queue_no_conn".
+// address is to (an IPv4-mapped address is taken as IPv4). It returns
+// what Queue does; a peer that is not (or no longer) connected, an
+// address of the other family among them, is core.ErrNoRoute and counts
+// as "queue_no_conn".
 func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	if !b.life.Enter() {
 		return core.ErrClosed
 	}
 	defer b.life.Exit()
-	return b.s.QueueTo(payload, to)
+	return b.s.QueueTo(payload, core.Unmap(to))
 }
 
 // Hold stops (on) or resumes delivery from the connection of peer, as

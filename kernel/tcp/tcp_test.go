@@ -112,8 +112,11 @@ func TestConnectTimeout(t *testing.T) {
 	}
 }
 
-func TestRoundTripLoopback(t *testing.T) {
-	cli, srv := pair(t, core.Config{})
+func TestRoundTripLoopback(t *testing.T) { socktest.ForFamilies(t, testRoundTripLoopback) }
+
+func testRoundTripLoopback(t *testing.T, fam socktest.Family) {
+	srv := newServer(t, core.Config{}, fam.Loopback)
+	cli := newClient(t, core.Config{}, srv.LocalAddr().Port(), fam.Loopback)
 	socktest.RoundTrip(t, cli, srv, 10000, 256, func(i int) int { return 4 + i%1469 })
 	cs, ss := cli.Stats(), srv.Stats()
 	if cs.TxSent != 10000 || cs.RxDelivered != 10000 || ss.RxDelivered != 10000 || ss.TxSent != 10000 {
@@ -127,6 +130,9 @@ func TestRoundTripLoopback(t *testing.T) {
 	}
 	if _, ok := cs.Counter("tcp", "retrans_segs"); !ok {
 		t.Error("no TCP_INFO counters in Layers")
+	}
+	if cli.LocalAddr().Addr() != fam.Loopback || srv.LocalAddr().Addr() != fam.Loopback {
+		t.Errorf("bound to %v and %v over %s", cli.LocalAddr(), srv.LocalAddr(), fam.Name)
 	}
 	t.Logf("client: %s; %d syscalls for 10000 records", cs.Mode, cs.Syscalls)
 }
@@ -447,11 +453,16 @@ func TestServerSurvivesClientReset(t *testing.T) {
 	socktest.RoundTrip(t, good, srv, 1000, 64, func(int) int { return 64 })
 }
 
+// The server answers each with QueueTo to the peer address accept gave.
 func TestTwoClientsGetTheirOwnAnswers(t *testing.T) {
-	srv := newServer(t, core.Config{}, lo)
+	socktest.ForFamilies(t, testTwoClientsGetTheirOwnAnswers)
+}
+
+func testTwoClientsGetTheirOwnAnswers(t *testing.T, fam socktest.Family) {
+	srv := newServer(t, core.Config{}, fam.Loopback)
 	port := srv.LocalAddr().Port()
-	c1 := newClient(t, core.Config{}, port, lo)
-	c2 := newClient(t, core.Config{}, port, lo)
+	c1 := newClient(t, core.Config{}, port, fam.Loopback)
+	c2 := newClient(t, core.Config{}, port, fam.Loopback)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- socktest.Echo(ctx, srv) }()
@@ -613,8 +624,11 @@ func TestCloseDuringRx(t *testing.T) {
 	})
 }
 
-func TestNoAllocs(t *testing.T) {
-	cli, srv := pair(t, core.Config{})
+func TestNoAllocs(t *testing.T) { socktest.ForFamilies(t, testNoAllocs) }
+
+func testNoAllocs(t *testing.T, fam socktest.Family) {
+	srv := newServer(t, core.Config{}, fam.Loopback)
+	cli := newClient(t, core.Config{}, srv.LocalAddr().Port(), fam.Loopback)
 	pkts := make([]core.Packet, 32)
 	until(t, "the server to accept", func() bool { srv.Rx(pkts); return srv.Stats().Conns == 1 })
 	p := make([]byte, 100)
@@ -656,12 +670,15 @@ func TestNoAllocs(t *testing.T) {
 
 // Over a veth pair between two namespaces.
 
-func vethPair(t *testing.T, base core.Config) (cli, srv core.Backend, p *testhost.Pair) {
-	p = hosttest.New(t, testhost.Options{})
+// vethPair opens a server on B and a client on A connected to it, over
+// fam.
+func vethPair(t *testing.T, fam socktest.Family, base core.Config) (cli, srv core.Backend, p *testhost.Pair) {
+	p = hosttest.New(t, testhost.Options{IPv6: fam.V6})
 	base.Port = 5401
+	b := fam.Pick(p.B.Addr, p.B.Addr6)
 	if err := p.B.Do(func() (err error) {
 		sc := base
-		sc.Role, sc.LocalIP = core.RoleServer, p.B.Addr
+		sc.Role, sc.LocalIP = core.RoleServer, b
 		srv, err = New(sc)
 		return err
 	}); err != nil {
@@ -670,7 +687,7 @@ func vethPair(t *testing.T, base core.Config) (cli, srv core.Backend, p *testhos
 	t.Cleanup(func() { srv.Close() })
 	if err := p.A.Do(func() (err error) {
 		cc := base
-		cc.Dests = []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, cc.Port)}
+		cc.Dests = []netip.AddrPort{netip.AddrPortFrom(b, cc.Port)}
 		cli, err = New(cc)
 		return err
 	}); err != nil {
@@ -680,16 +697,20 @@ func vethPair(t *testing.T, base core.Config) (cli, srv core.Backend, p *testhos
 	return cli, srv, p
 }
 
-func TestRoundTripVeth(t *testing.T) {
-	cli, srv, _ := vethPair(t, core.Config{})
+func TestRoundTripVeth(t *testing.T) { socktest.ForFamilies(t, testRoundTripVeth) }
+
+func testRoundTripVeth(t *testing.T, fam socktest.Family) {
+	cli, srv, _ := vethPair(t, fam, core.Config{})
 	socktest.RoundTrip(t, cli, srv, 10000, 256, func(i int) int { return 4 + (i*97)%1469 })
 	if cs := cli.Stats(); cs.TxDropped != 0 || cs.Lost() != 0 {
 		t.Errorf("client: dropped %d lost %d", cs.TxDropped, cs.Lost())
 	}
 }
 
-func TestStopReadingVeth(t *testing.T) {
-	cli, srv, _ := vethPair(t, core.Config{SockBuf: 8192, TxQueue: 16, MaxDatagram: 1400})
+func TestStopReadingVeth(t *testing.T) { socktest.ForFamilies(t, testStopReadingVeth) }
+
+func testStopReadingVeth(t *testing.T, fam socktest.Family) {
+	cli, srv, _ := vethPair(t, fam, core.Config{SockBuf: 8192, TxQueue: 16, MaxDatagram: 1400})
 	accepted := fillUntilRefused(t, cli, 1400, 0)
 	next := receive(t, srv, 0, int(accepted), func() { cli.Flush() })
 	if next != accepted {

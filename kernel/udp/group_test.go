@@ -39,15 +39,18 @@ func twoCPUs(t *testing.T) []int {
 // of its CPU and nowhere else, and that the queues' counters add up. It
 // runs with the CPUs in both orders, so a flow hash that happened to put
 // each flow on the right queue cannot pass both.
+// Both families: the program reads the CPU, not the packet.
 func TestGroupSteersByCPU(t *testing.T) {
 	cpus := twoCPUs(t)
-	t.Run("forward", func(t *testing.T) { steerTest(t, cpus) })
-	t.Run("reversed", func(t *testing.T) { steerTest(t, []int{cpus[1], cpus[0]}) })
+	socktest.ForFamilies(t, func(t *testing.T, fam socktest.Family) {
+		t.Run("forward", func(t *testing.T) { steerTest(t, fam.Loopback, cpus) })
+		t.Run("reversed", func(t *testing.T) { steerTest(t, fam.Loopback, []int{cpus[1], cpus[0]}) })
+	})
 }
 
-func steerTest(t *testing.T, cpus []int) {
+func steerTest(t *testing.T, lo netip.Addr, cpus []int) {
 	const perFlow = 300
-	g := openSteerGroup(t, cpus)
+	g := openSteerGroup(t, lo, cpus)
 	defer g.Close()
 	res := make([]steerQueue, 2)
 	opened := make(chan core.Backend, 2)
@@ -84,10 +87,10 @@ func steerTest(t *testing.T, cpus []int) {
 // openSteerGroup opens the two-queue loopback server of steerTest, its
 // queues' sockets steered to cpus; a port taken meanwhile is tried again
 // with another.
-func openSteerGroup(t *testing.T, cpus []int) core.QueueGroup {
+func openSteerGroup(t *testing.T, lo netip.Addr, cpus []int) core.QueueGroup {
 	t.Helper()
 	for try := 0; ; try++ {
-		cfg := core.Config{Kind: core.KindUDP, Role: core.RoleServer, LocalIP: socktest.Loopback,
+		cfg := core.Config{Kind: core.KindUDP, Role: core.RoleServer, LocalIP: lo,
 			Port: socktest.FreePort(t, unix.SOCK_DGRAM), Queues: 2, CPUs: cpus, Poll: core.PollYield}
 		g, err := NewGroup(cfg)
 		if errors.Is(err, unix.EADDRINUSE) && try < 5 {
@@ -216,7 +219,11 @@ func sendFlow(c int, dst netip.AddrPort, flow uint32, n int) error {
 		return err
 	}
 	defer cpu.Unpin()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	family := unix.AF_INET
+	if dst.Addr().Is6() {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}

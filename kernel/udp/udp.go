@@ -54,8 +54,9 @@ type Backend struct {
 	txBuf   []byte
 	txIov   []unix.Iovec
 	txMsgs  []unix.Mmsghdr
-	txNames []unix.RawSockaddrInet4 // per entry, for QueueTo
-	dests   []unix.RawSockaddrInet4 // Config.Dests, for fan-out
+	txNames []sock.Name // per entry, for QueueTo
+	dests   []sock.Name // Config.Dests, for fan-out
+	destLen uint32      // msg_namelen of dests (one family)
 	nmsg    int
 	nslot   int
 
@@ -63,7 +64,7 @@ type Backend struct {
 	rxBuf   []byte
 	rxIov   []unix.Iovec
 	rxMsgs  []unix.Mmsghdr
-	rxNames []unix.RawSockaddrInet4
+	rxNames []sock.Name
 	stride  int // MaxDatagram+1
 
 	// Counters, written by the poll loop under guard (waitCalls by Wait,
@@ -73,7 +74,8 @@ type Backend struct {
 	sendErrs  [3]uint64 // EAGAIN/ENOBUFS, ECONNREFUSED, other
 	rxRefused uint64    // ICMP errors reported on receive
 	noDest    uint64    // Queue on a server with no Dests
-	badDest   uint64    // QueueTo an address that is not IPv4 with a port
+	badDest   uint64    // QueueTo an address not of the socket's family, or port 0
+	v6        bool      // the socket is AF_INET6
 
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
@@ -127,7 +129,7 @@ func newBackend(cfg core.Config, fd int, g sock.Granted, th cpu.Thread) (*Backen
 		th.Release()
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, fd: fd, waker: w, granted: g, thread: th}
+	b := &Backend{cfg: cfg, fd: fd, waker: w, granted: g, thread: th, v6: cfg.IPv6()}
 	b.mode = "sendmmsg/recvmmsg, " + g.Mode()
 	b.alloc()
 	return b, nil
@@ -144,21 +146,21 @@ func (b *Backend) alloc() {
 	b.txBuf = make([]byte, c.TxQueue*c.MaxDatagram)
 	b.txIov = make([]unix.Iovec, entries)
 	b.txMsgs = make([]unix.Mmsghdr, entries)
-	b.txNames = make([]unix.RawSockaddrInet4, entries)
+	b.txNames = make([]sock.Name, entries)
 	for i := range b.txMsgs {
 		b.txMsgs[i].Hdr.Iov = &b.txIov[i]
 		b.txMsgs[i].Hdr.SetIovlen(1)
 	}
-	b.dests = make([]unix.RawSockaddrInet4, len(c.Dests))
+	b.dests = make([]sock.Name, len(c.Dests))
 	for i, d := range c.Dests {
-		sock.PutRaw(&b.dests[i], d)
+		b.destLen = sock.PutRaw(&b.dests[i], d)
 	}
 
 	b.stride = c.MaxDatagram + 1
 	b.rxBuf = make([]byte, c.RxBatch*b.stride)
 	b.rxIov = make([]unix.Iovec, c.RxBatch)
 	b.rxMsgs = make([]unix.Mmsghdr, c.RxBatch)
-	b.rxNames = make([]unix.RawSockaddrInet4, c.RxBatch)
+	b.rxNames = make([]sock.Name, c.RxBatch)
 	for i := range b.rxMsgs {
 		b.rxIov[i].Base = &b.rxBuf[i*b.stride]
 		b.rxIov[i].SetLen(b.stride)
@@ -200,7 +202,7 @@ func (b *Backend) Queue(payload []byte) error {
 		if b.granted.Connected {
 			m.Hdr.Name, m.Hdr.Namelen = nil, 0
 		} else {
-			m.Hdr.Name, m.Hdr.Namelen = sock.NamePtr(&b.dests[i]), unix.SizeofSockaddrInet4
+			m.Hdr.Name, m.Hdr.Namelen = sock.NamePtr(&b.dests[i]), b.destLen
 		}
 		b.nmsg++
 	}
@@ -226,15 +228,16 @@ func (b *Backend) take(payload []byte, per int) (int, error) {
 }
 
 // QueueTo copies payload into a send slot addressed to to, the From of a
-// received Packet. It returns what Queue does, and core.ErrNoRoute for a
-// to that is not an IPv4 address with a port (layer "udp" counter
-// "queue_bad_dest").
+// received Packet (an IPv4-mapped address is taken as IPv4). It returns
+// what Queue does, and core.ErrNoRoute for a to that is not an address of
+// the socket's family with a port (layer "udp" counter "queue_bad_dest").
 func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	if !b.life.Enter() {
 		return core.ErrClosed
 	}
 	defer b.life.Exit()
-	if !to.Addr().Is4() || to.Port() == 0 {
+	to = core.Unmap(to)
+	if !sock.Sendable(to, b.v6) {
 		b.badDest++
 		return core.ErrNoRoute
 	}
@@ -248,8 +251,7 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	if b.granted.Connected && to == b.cfg.Dests[0] {
 		m.Hdr.Name, m.Hdr.Namelen = nil, 0
 	} else {
-		sock.PutRaw(&b.txNames[b.nmsg], to)
-		m.Hdr.Name, m.Hdr.Namelen = sock.NamePtr(&b.txNames[b.nmsg]), unix.SizeofSockaddrInet4
+		m.Hdr.Name, m.Hdr.Namelen = sock.NamePtr(&b.txNames[b.nmsg]), sock.PutRaw(&b.txNames[b.nmsg], to)
 	}
 	b.nmsg++
 	b.st.TxQueued++
@@ -325,7 +327,7 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 		poison.Fill(b.rxBuf)
 	}
 	for i := 0; i < n; i++ {
-		b.rxMsgs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
+		b.rxMsgs[i].Hdr.Namelen = sock.NameLen
 		b.rxMsgs[i].Hdr.Flags = 0
 	}
 	var got int

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/sock"
 	"github.com/dgramio/dgramio/internal/sock/socktest"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
@@ -18,15 +19,18 @@ import (
 
 var lo = socktest.Loopback
 
-// pair opens a server on 127.0.0.1 (on a free port unless base.Port is
-// set) and a client sending to it, both from base.
+// pair opens a server on base.LocalIP, 127.0.0.1 when unset (on a free
+// port unless base.Port is set), and a client sending to it, both from
+// base (the client without a LocalIP: its family is its destination's).
 func pair(t testing.TB, base core.Config) (cli, srv *Backend) {
 	t.Helper()
 	sc := base
-	sc.LocalIP = lo
+	if !sc.LocalIP.IsValid() {
+		sc.LocalIP = lo
+	}
 	srv = socktest.Server(t, unix.SOCK_DGRAM, sc, New).(*Backend)
 	cc := base
-	cc.Role, cc.Dests = core.RoleClient, []netip.AddrPort{srv.LocalAddr()}
+	cc.Role, cc.Dests, cc.LocalIP = core.RoleClient, []netip.AddrPort{srv.LocalAddr()}, netip.Addr{}
 	c, err := New(cc)
 	if err != nil {
 		t.Fatal(err)
@@ -42,9 +46,9 @@ func TestConfigValidation(t *testing.T) {
 		{"Kind", func(c *core.Config) { c.Kind = "bogus" }},
 		{"Dests", func(c *core.Config) { c.Dests = nil }},
 		{"Dests", func(c *core.Config) { c.Dests = []netip.AddrPort{netip.AddrPortFrom(lo, 9), netip.AddrPortFrom(lo, 9)} }},
-		{"Dests", func(c *core.Config) { c.Dests = []netip.AddrPort{netip.MustParseAddrPort("[::1]:9")} }},
+		{"Dests", func(c *core.Config) { c.Dests = append(c.Dests, netip.MustParseAddrPort("[::1]:9")) }}, // two families
 		{"Port", func(c *core.Config) { c.Port = 0 }},
-		{"LocalIP", func(c *core.Config) { c.LocalIP = netip.MustParseAddr("::1") }},
+		{"Dests", func(c *core.Config) { c.LocalIP = netip.MustParseAddr("::1") }}, // two families
 		{"MaxDatagram", func(c *core.Config) { c.MaxDatagram = 9000 }},
 		{"MaxDatagram", func(c *core.Config) { c.MaxDatagram = -1 }},
 		{"TxQueue", func(c *core.Config) { c.TxQueue = -1 }},
@@ -60,8 +64,10 @@ func TestConfigValidation(t *testing.T) {
 	b.Close()
 }
 
-func TestRoundTripLoopback(t *testing.T) {
-	cli, srv := pair(t, core.Config{})
+func TestRoundTripLoopback(t *testing.T) { socktest.ForFamilies(t, testRoundTripLoopback) }
+
+func testRoundTripLoopback(t *testing.T, fam socktest.Family) {
+	cli, srv := pair(t, core.Config{LocalIP: fam.Loopback})
 	socktest.RoundTrip(t, cli, srv, 10000, 256, func(i int) int { return 4 + i%1469 })
 	cs, ss := cli.Stats(), srv.Stats()
 	if cs.TxSent != 10000 || cs.RxDelivered != 10000 || ss.RxDelivered != 10000 || ss.TxSent != 10000 {
@@ -78,6 +84,9 @@ func TestRoundTripLoopback(t *testing.T) {
 	}
 	if _, ok := cs.Counter("socket", "drops"); !ok {
 		t.Error("no socket drops counter")
+	}
+	if cli.LocalAddr().Addr().Is6() != fam.V6 || srv.LocalAddr().Addr() != fam.Loopback {
+		t.Errorf("bound to %v and %v over %s", cli.LocalAddr(), srv.LocalAddr(), fam.Name)
 	}
 	t.Logf("client: %s, %d syscalls", cs.Mode, cs.Syscalls)
 }
@@ -97,20 +106,30 @@ func TestUnprivileged(t *testing.T) {
 	t.Logf("uid %d: %s (rcvbuf %d)", os.Geteuid(), s.Mode, s.SockRcvBuf)
 }
 
-func TestTruncatedCounted(t *testing.T) {
-	cli, srv := pair(t, core.Config{MaxDatagram: 100})
-	// The client sends with a raw socket so it is not bound by its own
+func TestTruncatedCounted(t *testing.T) { socktest.ForFamilies(t, testTruncatedCounted) }
+
+func testTruncatedCounted(t *testing.T, fam socktest.Family) {
+	cli, srv := pair(t, core.Config{MaxDatagram: 100, LocalIP: fam.Loopback})
+	// The client sends with a plain socket so it is not bound by its own
 	// MaxDatagram.
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	fd, err := sock.Socket(cli.cfg, unix.SOCK_DGRAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	to := &unix.SockaddrInet4{Addr: lo.As4(), Port: int(srv.LocalAddr().Port())}
+	to := sock.Sockaddr(srv.LocalAddr())
 	sizes := []int{100, 101, 50, 1000, 100, 1472}
 	for _, n := range sizes {
-		if err := unix.Sendto(fd, make([]byte, n), 0, to); err != nil {
-			t.Fatal(err)
+		for {
+			err := unix.Sendto(fd, make([]byte, n), 0, to)
+			if err == unix.EAGAIN {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
 		}
 	}
 	var got []int
@@ -329,8 +348,10 @@ func TestStatsAfterClose(t *testing.T) {
 	}
 }
 
-func TestSocketDropsInStats(t *testing.T) {
-	cli, srv := pair(t, core.Config{SockBuf: 4096})
+func TestSocketDropsInStats(t *testing.T) { socktest.ForFamilies(t, testSocketDropsInStats) }
+
+func testSocketDropsInStats(t *testing.T, fam socktest.Family) {
+	cli, srv := pair(t, core.Config{SockBuf: 4096, LocalIP: fam.Loopback})
 	p := make([]byte, 1000)
 	for r := 0; r < 20; r++ {
 		for i := 0; i < 16; i++ {
@@ -354,8 +375,10 @@ func TestSocketDropsInStats(t *testing.T) {
 	}
 }
 
-func TestNoAllocs(t *testing.T) {
-	cli, srv := pair(t, core.Config{})
+func TestNoAllocs(t *testing.T) { socktest.ForFamilies(t, testNoAllocs) }
+
+func testNoAllocs(t *testing.T, fam socktest.Family) {
+	cli, srv := pair(t, core.Config{LocalIP: fam.Loopback})
 	p := make([]byte, 100)
 	pkts := make([]core.Packet, 32)
 	drain := func() {
@@ -408,19 +431,22 @@ func TestNoAllocs(t *testing.T) {
 
 // Over a veth pair between two namespaces: the path the benchmarks use.
 
-func TestRoundTripVeth(t *testing.T) {
-	p := hosttest.New(t, testhost.Options{})
+func TestRoundTripVeth(t *testing.T) { socktest.ForFamilies(t, testRoundTripVeth) }
+
+func testRoundTripVeth(t *testing.T, fam socktest.Family) {
+	p := hosttest.New(t, testhost.Options{IPv6: fam.V6})
 	const port = 5301
+	a, b := fam.Pick(p.A.Addr, p.A.Addr6), fam.Pick(p.B.Addr, p.B.Addr6)
 	var srv, cli core.Backend
 	if err := p.B.Do(func() (err error) {
-		srv, err = New(core.Config{Role: core.RoleServer, LocalIP: p.B.Addr, Port: port})
+		srv, err = New(core.Config{Role: core.RoleServer, LocalIP: b, Port: port})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
 	if err := p.A.Do(func() (err error) {
-		cli, err = New(core.Config{LocalIP: p.A.Addr, Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, port)}, Port: port})
+		cli, err = New(core.Config{LocalIP: a, Dests: []netip.AddrPort{netip.AddrPortFrom(b, port)}, Port: port})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -433,19 +459,26 @@ func TestRoundTripVeth(t *testing.T) {
 	}
 }
 
-func TestTruncatedVeth(t *testing.T) {
-	p := hosttest.New(t, testhost.Options{})
+func TestTruncatedVeth(t *testing.T) { socktest.ForFamilies(t, testTruncatedVeth) }
+
+func testTruncatedVeth(t *testing.T, fam socktest.Family) {
+	p := hosttest.New(t, testhost.Options{IPv6: fam.V6})
 	const port = 5302
+	// The server binds every address of its family: 0.0.0.0, or [::].
+	var any netip.Addr
+	if fam.V6 {
+		any = netip.IPv6Unspecified()
+	}
 	var srv, cli core.Backend
 	if err := p.B.Do(func() (err error) {
-		srv, err = New(core.Config{Role: core.RoleServer, Port: port, MaxDatagram: 500})
+		srv, err = New(core.Config{Role: core.RoleServer, LocalIP: any, Port: port, MaxDatagram: 500})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
 	if err := p.A.Do(func() (err error) {
-		cli, err = New(core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, port)}, Port: port})
+		cli, err = New(core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(fam.Pick(p.B.Addr, p.B.Addr6), port)}, Port: port})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -462,8 +495,8 @@ func TestTruncatedVeth(t *testing.T) {
 		if len(pk.Data) > 500 {
 			t.Fatalf("delivered %d bytes with MaxDatagram 500", len(pk.Data))
 		}
-		if pk.From.Addr() != p.A.Addr {
-			t.Fatalf("from %v, want %v", pk.From, p.A.Addr)
+		if want := fam.Pick(p.A.Addr, p.A.Addr6); pk.From.Addr() != want {
+			t.Fatalf("from %v, want %v", pk.From, want)
 		}
 		delivered++
 	})

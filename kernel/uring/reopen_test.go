@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/sock/socktest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/kernel/iouring"
 )
@@ -16,10 +17,13 @@ import (
 // goroutine and on another one. Close returns once the kernel has let go
 // of the socket (the ring's registered file held it until the ring's
 // asynchronous teardown, 20-30 ms later, and New failed with EADDRINUSE).
-func TestCloseReleasesPort(t *testing.T) {
+func TestCloseReleasesPort(t *testing.T) { socktest.ForFamilies(t, testCloseReleasesPort) }
+
+func testCloseReleasesPort(t *testing.T, fam socktest.Family) {
 	if err := iouring.Check(); err != nil {
 		testutil.SkipIfNotSupported(t, err)
 	}
+	loopback := fam.Loopback
 	port := freePort(t)
 	for _, elsewhere := range []bool{false, true} {
 		for i := range 100 {

@@ -39,7 +39,7 @@ const (
 	// Layout of a send slot: msghdr, iovec, sockaddr_in, payload.
 	slotIov     = 64
 	slotName    = slotIov + 16
-	slotPayload = slotName + 16
+	slotPayload = slotName + 32 // a sockaddr_in6 (28 bytes), aligned
 
 	// waitSlice bounds one sleep in the kernel, so that a context without a
 	// deadline is noticed.
@@ -96,6 +96,7 @@ type Backend struct {
 	inflight     int
 	dests        []netip.AddrPort // with Port; empty name when connected
 	connectedTo  netip.AddrPort
+	nameLen      int // the sockaddr of the socket's family: 16 (IPv4) or 28 (IPv6)
 	recvOff      int // the receive msghdr's offset in mem (0)
 	slotsOff     int
 
@@ -312,7 +313,11 @@ func (b *Backend) openRing(cfg core.Config, sqCPU int) error {
 // waker, appending their release to undo.
 func (b *Backend) allocate(cfg core.Config, undo *[]func()) error {
 	var err error
-	bufSize := iouring.RecvmsgOutLen + iouring.SockaddrInLen + cfg.MaxDatagram
+	b.nameLen = iouring.SockaddrInLen
+	if cfg.IPv6() {
+		b.nameLen = iouring.SockaddrIn6Len
+	}
+	bufSize := iouring.RecvmsgOutLen + b.nameLen + cfg.MaxDatagram
 	b.bufs, err = b.ring.NewBufRing(bufGroup, uint32(cfg.URing.RxBuffers), bufSize)
 	if err != nil {
 		return err
@@ -393,7 +398,7 @@ func (b *Backend) initSlots() {
 	b.held = make([]uint16, c.URing.RxBuffers)
 	// The receive msghdr: room for the sender's address, no control data,
 	// no iovec (the whole provided buffer is used).
-	*iouring.MsghdrAt(b.mem, b.recvOff) = iouring.Msghdr{Namelen: uint32(iouring.SockaddrInLen)}
+	*iouring.MsghdrAt(b.mem, b.recvOff) = iouring.Msghdr{Namelen: uint32(b.nameLen)}
 	// Fixed parts of the send slots: msghdr → iovec → payload.
 	for i := 0; i < b.nslots; i++ {
 		off := b.slotsOff + i*b.slotSize
@@ -452,15 +457,17 @@ func (b *Backend) Queue(payload []byte) error {
 }
 
 // QueueTo copies payload into a send slot addressed to to, the From of a
-// received Packet. It returns what Queue does, and core.ErrNoRoute for a
-// to that is not an IPv4 address and port (layer "uring" counter
+// received Packet (an IPv4-mapped address is taken as IPv4). It returns
+// what Queue does, and core.ErrNoRoute for a to that is not an address of
+// the socket's family with a port (layer "uring" counter
 // "queue_bad_dest").
 func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	if !b.life.Enter() {
 		return core.ErrClosed
 	}
 	defer b.life.Exit()
-	if !to.Addr().Is4() || to.Port() == 0 {
+	to = core.Unmap(to)
+	if !sock.Sendable(to, b.nameLen == iouring.SockaddrIn6Len) {
 		b.badDest++
 		return core.ErrNoRoute
 	}
@@ -499,8 +506,13 @@ func (b *Backend) put(payload []byte, to netip.AddrPort) {
 	if b.granted.Connected && to == b.connectedTo {
 		m.Name, m.Namelen = 0, 0
 	} else {
-		iouring.PutSockaddrIn4(b.mem.Slice(off+slotName, iouring.SockaddrInLen), to)
-		m.Name, m.Namelen = b.mem.Addr(off+slotName), uint32(iouring.SockaddrInLen)
+		var n int
+		if b.nameLen == iouring.SockaddrIn6Len {
+			n = iouring.PutSockaddrIn6(b.mem.Slice(off+slotName, iouring.SockaddrIn6Len), to)
+		} else {
+			n = iouring.PutSockaddrIn4(b.mem.Slice(off+slotName, iouring.SockaddrInLen), to)
+		}
+		m.Name, m.Namelen = b.mem.Addr(off+slotName), uint32(n)
 	}
 	b.queue[b.qtail] = slot
 	b.qtail++
@@ -687,7 +699,7 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 			b.st.RxMalformed++
 			continue
 		}
-		m := iouring.RecvmsgOut{Buf: b.bufs.Buf(d.bid)[:d.res], NameLen: iouring.SockaddrInLen}
+		m := iouring.RecvmsgOut{Buf: b.bufs.Buf(d.bid)[:d.res], NameLen: b.nameLen}
 		if !m.IsValid() {
 			b.st.RxMalformed++
 			continue
@@ -696,7 +708,7 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 			b.st.RxTruncated++
 			continue
 		}
-		from, _ := iouring.SockaddrIn4(m.Name())
+		from, _ := iouring.Sockaddr(m.Name())
 		p := m.Payload()
 		pkts[k] = core.Packet{Data: p[:len(p):len(p)], From: from}
 		bytes += uint64(len(p))
@@ -895,17 +907,19 @@ const releaseWait = 2 * time.Second
 
 // awaitRelease waits until the kernel has released the UDP port of local
 // (the ring's teardown drops the last reference to the socket): a probe
-// socket bound there without SO_REUSEADDR or SO_REUSEPORT succeeds only
-// then. It is an error when the port is still held after releaseWait
+// socket of its family bound there without SO_REUSEADDR or SO_REUSEPORT
+// succeeds only then. It is an error when the port is still held after releaseWait
 // (another socket took it).
 func awaitRelease(local netip.AddrPort) error {
-	if !local.Addr().Is4() || local.Port() == 0 {
+	if !local.Addr().IsValid() || local.Port() == 0 {
 		return nil
 	}
-	sa := &unix.SockaddrInet4{Port: int(local.Port()), Addr: local.Addr().As4()}
+	// The probe is of the socket's family, IPV6_V6ONLY as it was.
+	probe := core.Config{LocalIP: local.Addr()}
+	sa := sock.Sockaddr(local)
 	deadline := time.Now().Add(releaseWait)
 	for {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		fd, err := sock.Socket(probe, unix.SOCK_DGRAM, 0)
 		if err != nil {
 			return fmt.Errorf("uring close: probe socket: %w", err)
 		}

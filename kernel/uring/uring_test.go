@@ -129,9 +129,11 @@ func serveEcho(t *testing.T, open func() (*Backend, error)) (*Backend, func() co
 
 func fixed(n int) func(int) int { return func(int) int { return n } }
 
-func TestEchoLoopback(t *testing.T) {
-	srvAddr, stop := echoServer(t, core.Config{})
-	c := openT(t, core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, srvAddr.Port())}})
+func TestEchoLoopback(t *testing.T) { socktest.ForFamilies(t, testEchoLoopback) }
+
+func testEchoLoopback(t *testing.T, fam socktest.Family) {
+	srvAddr, stop := echoServer(t, core.Config{LocalIP: fam.Loopback})
+	c := openT(t, core.Config{Dests: []netip.AddrPort{srvAddr}})
 	const n, size = 2000, 100
 	roundTrips(t, c, n, 64, fixed(size))
 	cs := c.Stats()
@@ -144,6 +146,9 @@ func TestEchoLoopback(t *testing.T) {
 	}
 	if cs.Syscalls == 0 || !strings.Contains(cs.Mode, "multishot") {
 		t.Errorf("client stats: syscalls %d, mode %q", cs.Syscalls, cs.Mode)
+	}
+	if c.LocalAddr().Addr().Is6() != fam.V6 {
+		t.Errorf("client bound to %v over %s", c.LocalAddr(), fam.Name)
 	}
 	t.Logf("client: %d syscalls for %d messages sent and %d received (%.2f per message); mode %s",
 		cs.Syscalls, cs.TxSent, cs.RxDelivered, float64(cs.Syscalls)/float64(cs.TxSent+cs.RxDelivered), cs.Mode)
@@ -169,17 +174,25 @@ func TestInterrupts(t *testing.T) {
 	}
 }
 
-func TestQueueRefusals(t *testing.T) {
-	b := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: freePort(t), MaxDatagram: 100, TxQueue: 2})
+// TestQueueRefusals: per family, an address of the other family, none, or
+// port 0 is refused and counted; the family's own is queued.
+func TestQueueRefusals(t *testing.T) { socktest.ForFamilies(t, testQueueRefusals) }
+
+func testQueueRefusals(t *testing.T, fam socktest.Family) {
+	b := openT(t, core.Config{Role: core.RoleServer, LocalIP: fam.Loopback, Port: freePort(t), MaxDatagram: 100, TxQueue: 2})
 	if b.Queue([]byte("x")) != core.ErrNoRoute {
 		t.Error("Queue on a server without Dests accepted a message")
 	}
-	for _, to := range []netip.AddrPort{{}, netip.MustParseAddrPort("[::1]:9"), netip.AddrPortFrom(loopback, 0)} {
+	other := socktest.Families[0].Loopback
+	if !fam.V6 {
+		other = socktest.Families[1].Loopback
+	}
+	for _, to := range []netip.AddrPort{{}, netip.AddrPortFrom(other, 9), netip.AddrPortFrom(fam.Loopback, 0)} {
 		if b.QueueTo([]byte("x"), to) != core.ErrNoRoute {
 			t.Errorf("QueueTo(%v) accepted a message", to)
 		}
 	}
-	dst := netip.AddrPortFrom(loopback, 9)
+	dst := netip.AddrPortFrom(fam.Loopback, 9)
 	if b.QueueTo(make([]byte, 101), dst) != core.ErrTooLarge {
 		t.Error("QueueTo accepted 101 bytes with MaxDatagram 100")
 	}
@@ -213,16 +226,18 @@ func TestEmptyRxNoSyscall(t *testing.T) {
 // TestTinyBufferRing: with four buffers, a burst of 1000 datagrams ends the
 // multishot receive with ENOBUFS again and again, and each time the next Rx
 // arms it again; nothing is lost, since the datagrams wait in the socket.
-func TestTinyBufferRing(t *testing.T) {
+func TestTinyBufferRing(t *testing.T) { socktest.ForFamilies(t, testTinyBufferRing) }
+
+func testTinyBufferRing(t *testing.T, fam socktest.Family) {
 	port := freePort(t)
-	srv := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: port,
+	srv := openT(t, core.Config{Role: core.RoleServer, LocalIP: fam.Loopback, Port: port,
 		URing: core.URingOptions{RxBuffers: 4}})
 	if srv.granted.RcvBuf < 1000*1024 {
 		testutil.Skip(t, fmt.Sprintf("socket receive buffer %d bytes is too small to hold the burst (net.core.rmem_max; run as root)", srv.granted.RcvBuf))
 	}
 	// The sender is a plain socket, so the burst is in the server's socket
 	// buffer before the server reads anything.
-	tx, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(port)})
+	tx, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(fam.Loopback, port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,6 +266,9 @@ func TestTinyBufferRing(t *testing.T) {
 			if seq != next {
 				t.Fatalf("got message %d, want %d (lost or reordered)", seq, next)
 			}
+			if p.From != netip.AddrPort(tx.LocalAddr().(*net.UDPAddr).AddrPort()) {
+				t.Fatalf("message %d from %v, want %v", seq, p.From, tx.LocalAddr())
+			}
 			next++
 		}
 		if k == 0 {
@@ -271,10 +289,12 @@ func TestTinyBufferRing(t *testing.T) {
 	t.Logf("1000 datagrams through 4 buffers: %d re-arms, %d syscalls", rearm, st.Syscalls)
 }
 
-func TestTruncated(t *testing.T) {
+func TestTruncated(t *testing.T) { socktest.ForFamilies(t, testTruncated) }
+
+func testTruncated(t *testing.T, fam socktest.Family) {
 	srvPort := freePort(t)
-	srv := openT(t, core.Config{Role: core.RoleServer, LocalIP: loopback, Port: srvPort, MaxDatagram: 100})
-	tx, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(srvPort)})
+	srv := openT(t, core.Config{Role: core.RoleServer, LocalIP: fam.Loopback, Port: srvPort, MaxDatagram: 100})
+	tx, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(fam.Loopback, srvPort)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,9 +519,11 @@ func TestWaitContext(t *testing.T) {
 	}
 }
 
-func TestAllocs(t *testing.T) {
-	srvAddr, _ := echoServer(t, core.Config{})
-	c := openT(t, core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(loopback, srvAddr.Port())}})
+func TestAllocs(t *testing.T) { socktest.ForFamilies(t, testAllocs) }
+
+func testAllocs(t *testing.T, fam socktest.Family) {
+	srvAddr, _ := echoServer(t, core.Config{LocalIP: fam.Loopback})
+	c := openT(t, core.Config{Dests: []netip.AddrPort{srvAddr}})
 	payload := make([]byte, 100)
 	pkts := make([]core.Packet, 32)
 	drain := func() {

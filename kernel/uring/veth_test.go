@@ -55,21 +55,28 @@ func openIn(h *testhost.Host, cfg core.Config) (*Backend, error) {
 	return b.(*Backend), nil
 }
 
-// vethEchoServer runs a uring echo server in p.B (see serveEcho).
+// vethEchoServer runs a uring echo server in p.B (see serveEcho), on
+// cfg.LocalIP, or p.B.Addr when it is unset.
 func vethEchoServer(t *testing.T, p *testhost.Pair, cfg core.Config) (*Backend, func() core.Stats) {
 	t.Helper()
-	cfg.Role, cfg.LocalIP = core.RoleServer, p.B.Addr
+	cfg.Role = core.RoleServer
+	if !cfg.LocalIP.IsValid() {
+		cfg.LocalIP = p.B.Addr
+	}
 	return serveEcho(t, func() (*Backend, error) { return openIn(p.B, cfg) })
 }
 
 // TestRoundTripVeth: 10,000 messages of 4..1472 bytes through a veth pair
 // between two namespaces, echoed by a uring server to a uring client, every
 // one checked.
-func TestRoundTripVeth(t *testing.T) {
-	p := hosttest.New(t, testhost.Options{})
+func TestRoundTripVeth(t *testing.T) { socktest.ForFamilies(t, testRoundTripVeth) }
+
+func testRoundTripVeth(t *testing.T, fam socktest.Family) {
+	p := hosttest.New(t, testhost.Options{IPv6: fam.V6})
 	const port = 5401
-	_, stop := vethEchoServer(t, p, core.Config{Port: port})
-	cli, err := openIn(p.A, core.Config{LocalIP: p.A.Addr, Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, port)}, Port: port})
+	a, b := fam.Pick(p.A.Addr, p.A.Addr6), fam.Pick(p.B.Addr, p.B.Addr6)
+	_, stop := vethEchoServer(t, p, core.Config{Port: port, LocalIP: b})
+	cli, err := openIn(p.A, core.Config{LocalIP: a, Dests: []netip.AddrPort{netip.AddrPortFrom(b, port)}, Port: port})
 	testutil.SkipIfNotSupported(t, err)
 	defer cli.Close()
 	roundTrips(t, cli, 10000, 256, func(i int) int { return 4 + (i*97)%1469 })
@@ -89,19 +96,22 @@ func TestRoundTripVeth(t *testing.T) {
 
 // TestFanOutVeth: a client with two destinations (unconnected socket) sends
 // every message to both; both servers see all of them, from the client.
-func TestFanOutVeth(t *testing.T) {
-	a := hosttest.New(t, testhost.Options{})
+func TestFanOutVeth(t *testing.T) { socktest.ForFamilies(t, testFanOutVeth) }
+
+func testFanOutVeth(t *testing.T, fam socktest.Family) {
+	a := hosttest.New(t, testhost.Options{IPv6: fam.V6})
 	const port = 5402
+	addrA, addrB := fam.Pick(a.A.Addr, a.A.Addr6), fam.Pick(a.B.Addr, a.B.Addr6)
 	// The two destinations are B's address and A's own (a server in the
 	// client's namespace), both on the same port.
 	var servers [2]*Backend
 	for i, h := range []*testhost.Host{a.B, a.A} {
-		b, err := openIn(h, core.Config{Role: core.RoleServer, LocalIP: h.Addr, Port: port})
+		b, err := openIn(h, core.Config{Role: core.RoleServer, LocalIP: fam.Pick(h.Addr, h.Addr6), Port: port})
 		testutil.SkipIfNotSupported(t, err)
 		defer b.Close()
 		servers[i] = b
 	}
-	cli, err := openIn(a.A, core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(a.B.Addr, port), netip.AddrPortFrom(a.A.Addr, port)}, Port: port, LocalIP: a.A.Addr})
+	cli, err := openIn(a.A, core.Config{Dests: []netip.AddrPort{netip.AddrPortFrom(addrB, port), netip.AddrPortFrom(addrA, port)}, Port: port, LocalIP: addrA})
 	testutil.SkipIfNotSupported(t, err)
 	defer cli.Close()
 	const n = 500
@@ -129,7 +139,7 @@ func TestFanOutVeth(t *testing.T) {
 			if err != nil || seq != next {
 				t.Fatalf("server %d: message %d (%v), want %d", i, seq, err, next)
 			}
-			if pk.From.Addr() != a.A.Addr || pk.From.Port() != cli.LocalAddr().Port() {
+			if pk.From.Addr() != addrA || pk.From.Port() != cli.LocalAddr().Port() {
 				t.Fatalf("server %d: from %v, want %v", i, pk.From, cli.LocalAddr())
 			}
 			next++

@@ -138,6 +138,9 @@ func (r *cellRun) prepare() error {
 	if k := core.Kind(r.kind); k == core.KindTCPXDP || k == core.KindTCPDPDK {
 		loadIP, echoIP = stackAddr(a), stackAddr(b)
 	}
+	if r.variant == bench.VariantIPv6 {
+		loadIP, echoIP = a.addr6, b.addr6
+	}
 	run := o.Warmup + o.Duration + o.Drain
 	r.echo.add("--local", echoIP.String())
 	r.echo.add("--iface", b.iface)

@@ -119,10 +119,10 @@ func writeJSON(path string, v any) error {
 	return nil
 }
 
-// parseAddr parses an IPv4 address given on the command line: any
-// address of the user's own ports (the benchmarking range of package
-// benchnet binds only the test hosts that netbench and the tests make).
-// Empty gives the zero Addr.
+// parseAddr parses an address given on the command line, IPv4 or IPv6
+// (an IPv4-mapped one as IPv4): any address of the user's own ports (the
+// benchmarking ranges of package benchnet bind only the test hosts that
+// netbench and the tests make). Empty gives the zero Addr.
 func parseAddr(flag, s string) (netip.Addr, error) {
 	if s == "" {
 		return netip.Addr{}, nil
@@ -134,14 +134,15 @@ func parseAddr(flag, s string) (netip.Addr, error) {
 	if err := checkHostAddr(flag, a); err != nil {
 		return netip.Addr{}, err
 	}
-	return a, nil
+	return a.Unmap(), nil
 }
 
-// checkHostAddr checks an address given on the command line: IPv4, of
-// one host. Any network: the user's own ports.
+// checkHostAddr checks an address given on the command line: IPv4 or
+// IPv6 (which kinds serve it, Config says), of one host, without a zone.
+// Any network: the user's own ports.
 func checkHostAddr(flag string, a netip.Addr) error {
-	if !a.Unmap().Is4() {
-		return fmt.Errorf("--%s %s: only IPv4 is supported", flag, a)
+	if a.Zone() != "" {
+		return fmt.Errorf("--%s %s: an address with a zone (link-local) is not supported: use a global one", flag, a)
 	}
 	a = a.Unmap()
 	if a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
@@ -151,9 +152,9 @@ func checkHostAddr(flag string, a netip.Addr) error {
 }
 
 // parseDest parses the value of a destination flag: an address with its
-// port (198.18.0.2:5000, [::ffff:198.18.0.2]:5000) or an address alone,
-// whose port is then 0 (Config.Dests takes Config.Port, the --port flag,
-// for it). Empty gives the zero AddrPort.
+// port (198.18.0.2:5000, [2001:2::2]:5000, [::ffff:198.18.0.2]:5000) or
+// an address alone, whose port is then 0 (Config.Dests takes
+// Config.Port, the --port flag, for it). Empty gives the zero AddrPort.
 func parseDest(flag, s string) (netip.AddrPort, error) {
 	if s == "" {
 		return netip.AddrPort{}, nil
@@ -162,7 +163,7 @@ func parseDest(flag, s string) (netip.AddrPort, error) {
 	if err != nil {
 		a, aerr := netip.ParseAddr(s)
 		if aerr != nil {
-			return netip.AddrPort{}, fmt.Errorf("--%s %q: not an IP address: want an address (192.0.2.2) or address:port (192.0.2.2:5000)", flag, s)
+			return netip.AddrPort{}, fmt.Errorf("--%s %q: not an IP address: want an address (192.0.2.2, 2001:db8::2) or address:port (192.0.2.2:5000, [2001:db8::2]:5000)", flag, s)
 		}
 		ap = netip.AddrPortFrom(a, 0)
 	}

@@ -17,6 +17,9 @@ func TestParseDest(t *testing.T) {
 		{"198.18.0.2:6000", netip.MustParseAddrPort("198.18.0.2:6000")},
 		{"198.18.0.2", netip.MustParseAddrPort("198.18.0.2:0")},
 		{"[::ffff:198.18.0.2]:6000", netip.MustParseAddrPort("198.18.0.2:6000")},
+		{"[2001:2::2]:6000", netip.MustParseAddrPort("[2001:2::2]:6000")},
+		{"2001:2::2", netip.MustParseAddrPort("[2001:2::2]:0")},
+		{"[::1]:6000", netip.MustParseAddrPort("[::1]:6000")},
 		{"", netip.AddrPort{}},
 	} {
 		got, err := parseDest("dst", c.in)
@@ -24,7 +27,13 @@ func TestParseDest(t *testing.T) {
 			t.Errorf("parseDest(%q) = %v, %v; want %v", c.in, got, err, c.want)
 		}
 	}
-	for _, in := range []string{"198.18.0.2:", "198.18.0.2:99999", "host:5000"} {
+	for _, in := range []string{"198.18.0.2:", "198.18.0.2:99999", "host:5000", "[2001:2::2]:"} {
+		if _, err := parseDest("dst", in); err == nil || !strings.Contains(err.Error(), "--dst") {
+			t.Errorf("parseDest(%q): %v, want an error naming --dst", in, err)
+		}
+	}
+	// Not one host, or with a zone, either family.
+	for _, in := range []string{"[ff02::1]:5000", "[::]:5000", "[fe80::1%lo]:5000", "224.0.0.1:5000", "0.0.0.0:5000"} {
 		if _, err := parseDest("dst", in); err == nil || !strings.Contains(err.Error(), "--dst") {
 			t.Errorf("parseDest(%q): %v, want an error naming --dst", in, err)
 		}
@@ -41,5 +50,49 @@ func TestLoadgenDstWithPort(t *testing.T) {
 			"--rate", "2k", "--warmup", "100ms", "--duration", "200ms", "--drain", "5s", "--wait"}, nil)
 	if lf.Result.Total.Sent != 600 || lf.Result.Total.Received != lf.Result.Total.Sent {
 		t.Fatalf("sent %d, received %d; want 600 each", lf.Result.Total.Sent, lf.Result.Total.Received)
+	}
+}
+
+// echo and loadgen over IPv6 (--local ::1, --dst [::1]:port), on each
+// kernel kind: every message sent comes back.
+func TestEchoLoadgenIPv6(t *testing.T) {
+	for _, kind := range []string{"udp", "uring", "tcp"} {
+		t.Run(kind, func(t *testing.T) {
+			port := fmt.Sprint(freeUDPPort(t))
+			// The echo listens on ::1 only: every answer crossed IPv6.
+			lf, _, _ := echoAndLoad(t,
+				[]string{"--kind", kind, "--local", "::1", "--port", port, "--wait"},
+				[]string{"--kind", kind, "--dst", "[::1]:" + port,
+					"--rate", "2k", "--warmup", "100ms", "--duration", "200ms", "--drain", "5s", "--wait"}, nil)
+			if lf.Result.Total.Sent != 600 || lf.Result.Total.Received != lf.Result.Total.Sent {
+				t.Fatalf("sent %d, received %d; want 600 each", lf.Result.Total.Sent, lf.Result.Total.Received)
+			}
+		})
+	}
+}
+
+// --family makes a row per family of each kernel kind; the other kinds
+// and the variants stay IPv4 rows.
+func TestFamilyRows(t *testing.T) {
+	rows := []string{"udp", "uring", "uring+napi", "xdp", "tcp", "tcp-xdp"}
+	for family, want := range map[string]string{
+		"4":   "udp uring uring+napi xdp tcp tcp-xdp",
+		"6":   "udp+ipv6 uring+ipv6 uring+napi xdp tcp+ipv6 tcp-xdp",
+		"4,6": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp tcp tcp+ipv6 tcp-xdp",
+		"6,4": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp tcp tcp+ipv6 tcp-xdp",
+	} {
+		got, err := familyRows(rows, family)
+		if err != nil || strings.Join(got, " ") != want {
+			t.Errorf("--family %s: %v, %v; want %s", family, got, err, want)
+		}
+	}
+	// A row named already is not run twice.
+	if got, _ := familyRows([]string{"udp", "udp+ipv6"}, "4,6"); strings.Join(got, " ") != "udp udp+ipv6" {
+		t.Errorf("udp,udp+ipv6 with --family 4,6: %v", got)
+	}
+	for _, bad := range []string{"", "5", "ipv6", "4;6"} {
+		if _, err := familyRows(rows, bad); err == nil || !strings.Contains(err.Error(), "--family") {
+			t.Errorf("--family %q: %v, want an error naming the flag", bad, err)
+		}
 	}
 }

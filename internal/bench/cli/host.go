@@ -27,11 +27,13 @@ type endpoint interface {
 	Offloads() (map[string]bool, error)
 }
 
-// side is an endpoint with its interface and address.
+// side is an endpoint with its interface and address (and its IPv6
+// address when the test hosts have IPv6 on; real ports have none).
 type side struct {
 	ep     endpoint
 	iface  string
 	addr   netip.Addr
+	addr6  netip.Addr
 	prefix netip.Prefix
 	mac    net.HardwareAddr
 }
@@ -62,15 +64,19 @@ func (nb *netbench) hostCounters() map[string]uint64 {
 				m[name+".link."+k] = v
 			}
 		}
-		var snmp []byte
+		var snmp, snmp6 []byte
 		// /proc/thread-self: the namespace of this thread, which Do put
 		// into the side's namespace (/proc/self/net is the main thread's).
 		if err := h.ep.Do(func() error {
 			var err error
 			snmp, err = os.ReadFile("/proc/thread-self/net/snmp")
+			snmp6, _ = os.ReadFile("/proc/thread-self/net/snmp6") // none without IPv6
 			return err
 		}); err == nil {
 			for k, v := range parseSNMP(string(snmp)) {
+				m[name+".snmp."+k] = v
+			}
+			for k, v := range parseSNMP6(string(snmp6)) {
 				m[name+".snmp."+k] = v
 			}
 		}
@@ -132,6 +138,26 @@ func parseSNMP(s string) map[string]uint64 {
 			out[strings.ToLower(proto)+"."+snake(ns[j])] = uint64(v)
 		}
 		i++
+	}
+	return out
+}
+
+// parseSNMP6 parses /proc/net/snmp6's Udp6 lines (a name and a value
+// each: "Udp6RcvbufErrors 3") into "udp6.rcvbuf_errors" style keys: the
+// UDP counters of IPv6, which /proc/net/snmp's Udp line leaves out (its
+// Tcp line counts both families).
+func parseSNMP6(s string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, l := range strings.Split(s, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 || !strings.HasPrefix(f[0], "Udp6") || len(f[0]) == len("Udp6") {
+			continue
+		}
+		v, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		out["udp6."+snake(f[0][len("Udp6"):])] = v
 	}
 	return out
 }

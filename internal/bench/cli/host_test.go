@@ -97,3 +97,22 @@ func TestKickNoteSaysWhenKicksFillTheLoop(t *testing.T) {
 		t.Fatalf("note without kick counters: %q", s)
 	}
 }
+
+// The IPv6 rows' UDP drops are in /proc/net/snmp6 (Udp6 lines), not in
+// snmp's Udp line: they come back as udp6.* keys.
+func TestParseSNMP6(t *testing.T) {
+	in := "Ip6InReceives                   \t12\nUdp6InDatagrams                 \t120000\nUdp6RcvbufErrors                \t3\nUdp6IgnoredMulti\t0\nUdpLite6InDatagrams\t5\nUdp6 7\nUdp6InErrors x\n"
+	got := parseSNMP6(in)
+	want := map[string]uint64{"udp6.in_datagrams": 120000, "udp6.rcvbuf_errors": 3, "udp6.ignored_multi": 0}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+	if s := movedDrops(map[string]uint64{"b.snmp.udp6.rcvbuf_errors": 3}); !strings.Contains(s, "udp6.rcvbuf_errors=3") {
+		t.Errorf("movedDrops leaves out an IPv6 drop: %q", s)
+	}
+}

@@ -213,6 +213,7 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 	port := fs.Int("port", 5000, "first port; each cell uses the next one")
 	sqpollCPUs := fs.String("sqpoll-cpus", "", "row uring+sqpoll: CPUs of the loadgen's and the echo's SQ threads, \"L,E\" (default: picked apart from the pollers)")
 	capacity := fs.Int("capacity", 3, "probes per row after the table's rates, bisecting between the largest rate that held and the lowest saturated one, to find its capacity (0: the capacity from the table's rates alone)")
+	family := fs.String("family", "4", "address families of the kernel kinds (udp, uring, tcp): 4, 6 (rows kind+ipv6, over 2001:2::/48) or 4,6 (a row per family); the other kinds and variants run over IPv4")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		if status == ExitOK {
 			fmt.Fprintf(stdout, "\n       netbench compare [--json FILE] A.json B.json\n       netbench report [--out DIR] results.json\n")
@@ -266,6 +267,10 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 	} else {
 		o.Kinds = kindNames(dgramio.Kinds())
 	}
+	if o.Kinds, err = familyRows(o.Kinds, *family); err != nil {
+		fmt.Fprintln(stderr, "netbench:", err)
+		return o, 2
+	}
 	if err := checkNetbenchSize(o.Kinds, *size); err != nil {
 		fmt.Fprintln(stderr, "netbench:", err)
 		return o, 2
@@ -275,6 +280,44 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 		return o, 2
 	}
 	return o, 0
+}
+
+// familyRows applies --family to the rows: "4" leaves them, "6" makes
+// each kernel kind's plain row its IPv6 row (udp → udp+ipv6), "4,6" puts
+// the IPv6 row after the plain one. Rows of other kinds and variants stay
+// as they are (IPv4); a row named twice is run once.
+func familyRows(rows []string, family string) ([]string, error) {
+	var v4, v6 bool
+	for _, f := range strings.Split(family, ",") {
+		switch strings.TrimSpace(f) {
+		case "4":
+			v4 = true
+		case "6":
+			v6 = true
+		default:
+			return nil, fmt.Errorf("--family %q: want 4, 6 or 4,6", family)
+		}
+	}
+	var out []string
+	add := func(r string) {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	for _, r := range rows {
+		kind, variant := bench.SplitRow(r)
+		if variant != "" || !core.Kind(kind).ServesIPv6() {
+			add(r)
+			continue
+		}
+		if v4 {
+			add(r)
+		}
+		if v6 {
+			add(bench.RowName(kind, bench.VariantIPv6))
+		}
+	}
+	return out, nil
 }
 
 // parseCPUFlags sets the CPUs of o from --cpus and --sqpoll-cpus.
@@ -414,6 +457,17 @@ type hostSet struct {
 	neigh bool
 }
 
+// hasIPv6Rows reports whether a row of the run is a kind over IPv6
+// (bench.VariantIPv6): the test hosts then have IPv6 on.
+func (nb *netbench) hasIPv6Rows() bool {
+	for _, k := range nb.o.Kinds {
+		if _, v := bench.SplitRow(k); v == bench.VariantIPv6 {
+			return true
+		}
+	}
+	return false
+}
+
 // use makes the hosts of n queues those of the next cell.
 func (nb *netbench) use(n int) {
 	if s := nb.sets[n]; s != nil {
@@ -468,7 +522,7 @@ func (nb *netbench) hosts() (func() error, error) {
 		if nb.sets[n] != nil {
 			continue
 		}
-		ho := testhost.Options{Queues: n}
+		ho := testhost.Options{Queues: n, IPv6: nb.hasIPv6Rows()}
 		if n > 1 {
 			ho.XPSCPUs, _ = nb.queueCPUs(n)
 		}
@@ -478,8 +532,8 @@ func (nb *netbench) hosts() (func() error, error) {
 		}
 		pairs = append(pairs, p)
 		set := &hostSet{
-			a:    &side{ep: p.A, iface: p.A.Iface, addr: p.A.Addr, prefix: p.A.Prefix, mac: p.A.MAC},
-			b:    &side{ep: p.B, iface: p.B.Iface, addr: p.B.Addr, prefix: p.B.Prefix, mac: p.B.MAC},
+			a:    &side{ep: p.A, iface: p.A.Iface, addr: p.A.Addr, addr6: p.A.Addr6, prefix: p.A.Prefix, mac: p.A.MAC},
+			b:    &side{ep: p.B, iface: p.B.Iface, addr: p.B.Addr, addr6: p.B.Addr6, prefix: p.B.Prefix, mac: p.B.MAC},
 			pair: p,
 		}
 		if n > 1 {
@@ -507,7 +561,10 @@ func (nb *netbench) hosts() (func() error, error) {
 func staticNeighbours(p *testhost.Pair) error {
 	for _, x := range []struct{ h, peer *testhost.Host }{{p.A, p.B}, {p.B, p.A}} {
 		peer := &side{addr: x.peer.Addr, prefix: x.peer.Prefix}
-		for _, ip := range []netip.Addr{x.peer.Addr, stackAddr(peer)} {
+		for _, ip := range []netip.Addr{x.peer.Addr, stackAddr(peer), x.peer.Addr6} {
+			if !ip.IsValid() {
+				continue // no IPv6 on these hosts
+			}
 			if err := x.h.AddNeigh(ip, x.peer.MAC); err != nil {
 				return fmt.Errorf("neighbour %s on %s: %w", ip, x.h.Iface, err)
 			}

@@ -120,7 +120,7 @@ func TestNetbenchMainRejectsUnknownVariant(t *testing.T) {
 	if st := NetbenchMain([]string{"--kinds", "udp,uring+gro", "--out", "none"}, &out, &errOut); st != 2 {
 		t.Fatalf("exit %d", st)
 	}
-	if !strings.Contains(errOut.String(), `"uring+gro": not a variant of a kind; the variants are uring+sqpoll, uring+napi`) {
+	if !strings.Contains(errOut.String(), `"uring+gro": not a variant of a kind; the variants are udp+ipv6, uring+sqpoll, uring+napi, uring+ipv6`) {
 		t.Fatalf("stderr %q", errOut.String())
 	}
 	errOut.Reset()

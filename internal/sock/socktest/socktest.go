@@ -33,6 +33,51 @@ import (
 // Loopback is 127.0.0.1.
 var Loopback = netip.MustParseAddr("127.0.0.1")
 
+// Family is one address family the kernel kinds' traffic tests run over.
+type Family struct {
+	// Name is the subtest's name: "IPv4" or "IPv6".
+	Name string
+	// V6 is true for IPv6.
+	V6 bool
+	// Loopback is the family's loopback address: 127.0.0.1 or ::1.
+	Loopback netip.Addr
+}
+
+// Pick returns v6 for an IPv6 family and v4 otherwise: a test host's
+// Addr6 or Addr (testhost.Host), say.
+func (f Family) Pick(v4, v6 netip.Addr) netip.Addr {
+	if f.V6 {
+		return v6
+	}
+	return v4
+}
+
+// Families are the families every kernel kind serves.
+var Families = []Family{
+	{Name: "IPv4", Loopback: Loopback},
+	{Name: "IPv6", V6: true, Loopback: netip.IPv6Loopback()},
+}
+
+// ForFamilies runs f as one subtest per family (Families). The IPv6 one
+// is skipped, through testutil.Skip, on a host whose loopback has no ::1.
+func ForFamilies(t *testing.T, f func(t *testing.T, fam Family)) {
+	for _, fam := range Families {
+		t.Run(fam.Name, func(t *testing.T) {
+			if fam.V6 {
+				fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+				if err == nil {
+					err = unix.Bind(fd, &unix.SockaddrInet6{Addr: fam.Loopback.As16()})
+					unix.Close(fd)
+				}
+				if err != nil {
+					testutil.Skip(t, fmt.Sprintf("no IPv6 loopback (::1) here: %v", err))
+				}
+			}
+			f(t, fam)
+		})
+	}
+}
+
 // FreePort returns a port on 127.0.0.1 that was free a moment ago for the
 // socket type typ (unix.SOCK_DGRAM or unix.SOCK_STREAM). Another process
 // may take it in between (binding it then fails with EADDRINUSE, which
