@@ -96,7 +96,7 @@ func engineOf(cfg *core.Config) error {
 
 // startNative builds the native engine over fio and starts its poller (opts
 // checked already); on error fio is released.
-func startNative(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Options, portOnly uint16) (*Service, error) {
+func startNative(cfg core.Config, fio frameio.FrameIO, to Opened, opts Options, portOnly uint16) (*Service, error) {
 	release := to.Close
 	if release == nil {
 		release = fio.Close
