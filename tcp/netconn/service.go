@@ -165,13 +165,24 @@ type Options struct {
 // Config.CPUs, the poller is locked to its OS thread and pinned to
 // CPUs[0].
 //
+// With Config.Queues > 1 (tcp-xdp, the native engine) the Service runs an
+// engine and a poller per interface queue, pinned to CPUs[q]: a Listener
+// accepts the connections of every queue, and dials take the queues in
+// turn, each from a source port whose answers come back to it (see
+// docs/netconn.md, "Several queues"). A connection's segments must all
+// reach its queue: a NIC's RSS does that; on veth both ends must send a
+// connection's frames from one CPU.
+//
 // All methods are safe for concurrent use.
 type Service struct {
 	cfg      core.Config
 	opts     Options
 	tune     tcp.Tuning
 	st       *stack.Stack // netstack; nil on the native engine
-	nat      *nativeSvc   // the native engine; nil on netstack
+	nat      *nativeSvc   // the native engine (queue 0's); nil on netstack
+	nats     []*nativeSvc // every queue's engine, nat first
+	group    *tcp.XDPQueues
+	nextQ    atomic.Uint32 // the queue of the next dial
 	fio      frameio.FrameIO
 	mode     string
 	release  func() error
@@ -206,7 +217,9 @@ type counters struct {
 // A tcp-xdp Service listens on and dials any port: its XDP program hands
 // the engine every frame to cfg.LocalIP (with Options.Open, only cfg.Port,
 // which is all such an opener is trusted to redirect). cfg.Role and cfg.Dests
-// are not used (Dests with DstMAC become static neighbours).
+// are not used (Dests with DstMAC become static neighbours). cfg.Queues > 1
+// opens that many queues (tcp-xdp and the native engine only; see
+// Service).
 //
 // Like OpenXDP, New must run on a thread inside the interface's
 // network namespace (testhost.Host.Do in tests); the Service may be used
@@ -237,6 +250,12 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 	}
 	if err := checkOptions(&opts); err != nil {
 		return nil, err
+	}
+	if cfg.Queues > 1 {
+		if cfg.Kind != core.KindTCPXDP || opts.Open != nil || cfg.TCP.Stack != core.TCPStackNative {
+			return nil, &core.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "a Service runs several queues on kind tcp-xdp with the native engine and no Options.Open"}
+		}
+		return startNativeQueues(cfg, opts)
 	}
 	to, err := open(cfg)
 	if err != nil {
@@ -484,7 +503,7 @@ func (s *Service) shutdown() error {
 		c.shut()
 	}
 	if s.nat != nil {
-		return s.nat.shutdown()
+		return s.nativeShutdown()
 	}
 	for deadline := time.Now().Add(s.opts.Linger); time.Now().Before(deadline) && !s.allClosed(); {
 		time.Sleep(time.Millisecond)
@@ -572,7 +591,11 @@ func (s *Service) Conns() int {
 // on its own.
 func (s *Service) Endpoints() int {
 	if s.nat != nil {
-		return int(s.nat.held.Load() + s.nat.nlns.Load())
+		k := int64(0)
+		for _, n := range s.nats {
+			k += n.held.Load() + n.nlns.Load()
+		}
+		return int(k)
 	}
 	return len(s.st.NS.RegisteredEndpoints())
 }
@@ -584,7 +607,7 @@ func (s *Service) Endpoints() int {
 // poll_frames, sleeps, naps, kick_errors). Safe from any goroutine; it
 // allocates.
 func (s *Service) Stats() core.Stats {
-	fs := s.fio.Stats()
+	fs := s.fioStats()
 	out := core.Stats{
 		Kind: s.cfg.Kind, Mode: s.mode,
 		Conns: uint64(s.Conns()), Accepts: s.n.accepts.Load(),
@@ -592,7 +615,7 @@ func (s *Service) Stats() core.Stats {
 		SockSndBuf: s.tune.SendBuf, SockRcvBuf: s.tune.RecvBuf,
 	}
 	if s.nat != nil {
-		out.Layers = s.nat.appendCounters(out.Layers)
+		out.Layers = s.nativeCounters(out.Layers)
 	} else {
 		out.Layers = s.st.AppendCounters(out.Layers)
 	}
