@@ -42,6 +42,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -88,8 +90,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 	stacks := fs.String("stack", "native", "the userspace TCP engine: native or netstack (--bench: a comma list)")
 	fs.StringVar(&o.client, "client", "go", "the benchmark's client in B: go (http.Client) or wrk")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "each wrk measurement's length (--client wrk)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (the servers and the Go client) to this file")
+	traceFile := fs.String("trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "httpxdp: --cpuprofile:", err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "httpxdp: --trace:", err)
+			return 1
+		}
+		defer func() { trace.Stop(); f.Close() }()
 	}
 	for _, name := range strings.Split(*stacks, ",") {
 		var st core.TCPStack
