@@ -306,7 +306,14 @@ func (n *nativeSvc) poll(claimed chan<- error) {
 		return
 	}
 	defer th.Release()
-	yield := len(n.cpus) == 0 // as the netstack poller: see Service.poll
+	// Unpinned, a busy round yields so that the reader it woke runs (as
+	// the netstack poller: see Service.poll), except where the poller
+	// sleeps in the netpoller as soon as a round finds nothing: there
+	// the next round's sleep frees the P, while a yield would queue the
+	// poller behind the woken goroutine's whole turn (its handler, the
+	// goroutines it starts) in the global run queue; a Write that finds
+	// it asleep readies it on the writer's own P instead.
+	yield := len(n.cpus) == 0 && (n.pf == nil || s.opts.Poll == PollSpin)
 	idleYield := runtime.GOMAXPROCS(0) == 1
 	batch := s.cfg.RxBatch
 	e := n.e
