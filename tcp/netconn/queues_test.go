@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -254,4 +255,36 @@ func TestQueuesConfig(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Field != "Queues" {
 		t.Errorf("2 queues with Options.Open: %v, want a ConfigError on Queues", err)
 	}
+}
+
+// TestQueuesListenerClose: closing a two-queue Listener resets the
+// connections of both queues that were established and not yet accepted
+// (as Linux resets a closed listener's accept queue), and the Service
+// holds nothing afterwards.
+func TestQueuesListenerClose(t *testing.T) {
+	_, a, b, _ := queuePair(t)
+	ln := listen(t, a, testPort)
+	var conns []net.Conn
+	for i := range 4 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		c, err := b.DialContext(ctx, "tcp4", fmt.Sprintf("%s:%d", a.Addr(), testPort))
+		cancel()
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	// Two listeners and the four connections, held by the queues.
+	waitFor(t, 10*time.Second, func() bool { return a.Endpoints() == 2+4 },
+		func() string { return fmt.Sprintf("%d endpoints, want 6", a.Endpoints()) })
+	ln.Close()
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("conn %d (queue %d): read %v, want ECONNRESET", i, queueOf(c), err)
+		}
+	}
+	waitFor(t, 10*time.Second, func() bool { return a.Endpoints() == 0 },
+		func() string { return fmt.Sprintf("%d endpoints after the close, want 0", a.Endpoints()) })
 }
