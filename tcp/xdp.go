@@ -326,6 +326,10 @@ var _ core.QueueGroup = (*xdpGroup)(nil)
 // Source ports are still drawn from each queue's share of the range, so
 // 4-tuples stay distinct.
 func NewXDPGroup(cfg core.Config) (core.QueueGroup, error) {
+	return newXDPGroup(cfg)
+}
+
+func newXDPGroup(cfg core.Config) (*xdpGroup, error) {
 	cfg, err := cfg.PrepareGroup(core.KindTCPXDP)
 	if err != nil {
 		return nil, err
@@ -384,6 +388,62 @@ func (g *xdpGroup) OpenQueue(q int) (core.Backend, error) {
 	g.slots.Opened(q, base)
 	return b, nil
 }
+
+// XDPQueues is kind tcp-xdp over several interface queues for a caller
+// that runs an engine of its own on each (tcp/netconn's multi-queue
+// Service): NewXDPGroup's XDP program and AF_XDP sockets, without the
+// backends.
+type XDPQueues struct{ g *xdpGroup }
+
+// OpenXDPQueues attaches the TCP program of cfg (as NewXDPGroup) to
+// cfg.Queues interface queues from cfg.XDP.QueueID. Open each queue's
+// socket with Open, close them, then Close.
+func OpenXDPQueues(cfg core.Config) (*XDPQueues, error) {
+	g, err := newXDPGroup(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &XDPQueues{g: g}, nil
+}
+
+// Open opens queue q's AF_XDP socket (cfg.ForQueue(q): the CPU and
+// interface queue of q), registered into the shared program. The returned
+// Options carry its Mode and Close and, unless Config.LocalPort is set,
+// SourcePorts: the ports a connection of queue q dials from so that the
+// peer's answers come back on q (see NewXDPGroup). Pinning is the
+// caller's.
+func (x *XDPQueues) Open(q int) (frameio.FrameIO, Options, error) {
+	g := x.g
+	if err := g.slots.Take("tcp: xdp", q); err != nil {
+		return nil, Options{}, err
+	}
+	qc := g.cfg.ForQueue(q)
+	fio, opts, err := openXSK(qc, g.prog)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	base := opts.Mode
+	opts.Mode += fmt.Sprintf(", queue %d of %d", q, g.cfg.Queues)
+	if g.cfg.LocalPort == 0 {
+		n, dev, local := g.cfg.Queues, qc.XDP.QueueID, g.cfg.LocalIP
+		opts.SourcePorts = func(peer netip.AddrPort) []uint16 {
+			return stack.SourcePorts(g.rss, local, peer, q, n, dev, 1024)
+		}
+	}
+	g.slots.Opened(q, base)
+	return fio, opts, nil
+}
+
+// Mode says how frames reach the queues and how dials pick their ports.
+func (x *XDPQueues) Mode() string { return x.g.Mode() }
+
+// AppendCounters appends the shared program's counters ("xdp-prog").
+func (x *XDPQueues) AppendCounters(dst []core.Counter) []core.Counter {
+	return x.g.AppendCounters(dst)
+}
+
+// Close detaches the program. Close the queues' sockets first.
+func (x *XDPQueues) Close() error { return x.g.Close() }
 
 // BaseMode is queue 0's Stats.Mode without its note. See core.QueueGroup.
 func (g *xdpGroup) BaseMode() string { return g.slots.BaseMode() }

@@ -42,6 +42,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -89,6 +91,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.client, "client", "go", "the benchmark's client in B: go (http.Client) or wrk")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "each wrk measurement's length (--client wrk)")
 	fs.Usage = func() {}
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (the servers and the Go client) to this file")
+	traceFile := fs.String("trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -102,6 +106,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() != 0 {
 		fmt.Fprintf(stderr, "httpxdp: unexpected arguments %q (every setting is a --flag)\n", fs.Args())
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "httpxdp: --cpuprofile:", err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "httpxdp: --trace:", err)
+			return 1
+		}
+		defer func() { trace.Stop(); f.Close() }()
 	}
 	for _, name := range strings.Split(*stacks, ",") {
 		var st core.TCPStack

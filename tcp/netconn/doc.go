@@ -31,7 +31,7 @@
 // interface queue, or one DPDK port), with one address (Config.LocalIP,
 // which the kernel must not hold on that interface; netstack answers ARP
 // for it) and a poller goroutine of its own. New opens the FrameIO through
-// an Opener (tcp.OpenXDP, OpenDPDK, or the caller's), NewOverFrameIO takes
+// an Opener (OpenXDP, OpenDPDK, or the caller's), NewOverFrameIO takes
 // one open (frameio/memio in tests). Listen and Dial on the Service make
 // as many listeners and connections as Options.MaxConns allows; Listen(cfg)
 // and Dial(ctx, cfg, addr) are the one-line forms, whose Service lives as
@@ -122,7 +122,7 @@
 // with net.ErrClosed after Close, with os.ErrDeadlineExceeded past a
 // deadline (a net.Error whose Timeout is true), with the errno Linux gives
 // (syscall.ECONNRESET, ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, EPIPE after
-// CloseWrite, EADDRINUSE; tcp.GoError maps each netstack error); io.EOF,
+// CloseWrite, EADDRINUSE; each netstack error mapped onto its errno); io.EOF,
 // unwrapped, at the peer's FIN.
 //
 // # Shutdown

@@ -20,7 +20,7 @@ import (
 // Closing it does not close the connections it accepted.
 type Listener struct {
 	s     *Service
-	nl    *nlistener // the native engine's side; nil on netstack
+	nls   []*nlistener // the native engine's side, one per queue; nil on netstack
 	ep    tcpip.Endpoint
 	wq    *waiter.Queue
 	entry waiter.Entry
@@ -49,15 +49,15 @@ func (s *Service) Listen(port uint16) (*Listener, error) {
 		return fail(net.ErrClosed)
 	}
 	if s.nat != nil {
-		nl, err := s.nativeListen(port)
+		nls, err := s.nativeListen(port)
 		if err != nil {
 			return fail(err)
 		}
-		l := &Listener{s: s, nl: nl, done: make(chan struct{}), addr: addr}
+		l := &Listener{s: s, nls: nls, done: make(chan struct{}), addr: addr}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			s.nativeCloseListener(nl)
+			s.nativeCloseListener(nls)
 			return fail(net.ErrClosed)
 		}
 		s.lns[l] = struct{}{}
@@ -112,7 +112,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 
 // AcceptConn is Accept returning the *Conn.
 func (l *Listener) AcceptConn() (*Conn, error) {
-	if l.nl != nil {
+	if l.nls != nil {
 		return l.nativeAccept()
 	}
 	for {
@@ -207,8 +207,8 @@ func (l *Listener) shut() bool {
 		first = true
 		close(l.done)
 		l.dl.stop()
-		if l.nl != nil {
-			l.s.nativeCloseListener(l.nl)
+		if l.nls != nil {
+			l.s.nativeCloseListener(l.nls)
 			return
 		}
 		l.wq.EventUnregister(&l.entry)

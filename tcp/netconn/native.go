@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"sync"
@@ -41,8 +42,18 @@ type nativeSvc struct {
 	s   *Service
 	e   *native.Engine
 	fio frameio.FrameIO
-	wt  frameio.Waiter    // nil: the FrameIO cannot sleep (DPDK): naps
-	irq stack.Interrupter // nil: a Wait is ended by wakeCh's slices
+	// q is the queue's index in Service.nats; cpus pins its poller (to
+	// cpus[0]); done is closed when the poller returns; release (nil:
+	// none; the Service's own releases queue 0's) releases the queue's
+	// FrameIO; srcPorts (nil: any port) gives the ports a dial from this
+	// queue tries, those whose answers come back to it.
+	q        int
+	cpus     []int
+	done     chan struct{}
+	release  func() error
+	srcPorts func(netip.AddrPort) []uint16
+	wt       frameio.Waiter    // nil: the FrameIO cannot sleep (DPDK): naps
+	irq      stack.Interrupter // nil: a Wait is ended by wakeCh's slices
 	// alarm interrupts the FrameIO's Wait at the engine's next timer.
 	alarm  *time.Timer
 	nap    *time.Timer
@@ -96,7 +107,7 @@ func engineOf(cfg *core.Config) error {
 
 // startNative builds the native engine over fio and starts its poller (opts
 // checked already); on error fio is released.
-func startNative(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Options, portOnly uint16) (*Service, error) {
+func startNative(cfg core.Config, fio frameio.FrameIO, to Opened, opts Options, portOnly uint16) (*Service, error) {
 	release := to.Close
 	if release == nil {
 		release = fio.Close
@@ -104,13 +115,37 @@ func startNative(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Opti
 	fail := func(err error) (*Service, error) {
 		return nil, errors.Join(err, release())
 	}
-	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
-		return fail(&core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"})
-	}
-	tune := tcp.TuningFromConfig(cfg)
-	if err := tune.ValidateFor(core.TCPStackNative); err != nil {
+	tune, err := nativeTuning(cfg)
+	if err != nil {
 		return fail(err)
 	}
+	e, err := newEngine(cfg, tune, opts, fio, nil)
+	if err != nil {
+		return fail(err)
+	}
+	mode := to.Mode
+	if mode == "" {
+		mode = "native over " + fio.Stats().Mode
+	}
+	s := newNativeService(cfg, opts, tune, fio, mode, release, portOnly)
+	if err := s.startQueue(0, cfg.CPUs, e, fio, nil, nil); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// nativeTuning checks cfg's address and TCP tuning for the native engine.
+func nativeTuning(cfg core.Config) (tcp.Tuning, error) {
+	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
+		return tcp.Tuning{}, &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"}
+	}
+	tune := tcp.TuningFromConfig(cfg)
+	return tune, tune.ValidateFor(core.TCPStackNative)
+}
+
+// newEngine builds a native engine over fio; arp is the group of engines
+// it shares ARP replies with (nil: none).
+func newEngine(cfg core.Config, tune tcp.Tuning, opts Options, fio frameio.FrameIO, arp *native.ARPShare) (*native.Engine, error) {
 	eo := native.Options{
 		Addr:       cfg.LocalIP,
 		PrefixLen:  opts.PrefixLen,
@@ -127,6 +162,7 @@ func startNative(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Opti
 		SYNBacklog: opts.Backlog,
 		TimeWait:   opts.TimeWait,
 		MaxConns:   tune.MaxConns,
+		ARPShare:   arp,
 	}
 	if tune.Congestion == core.CongestionCubic {
 		eo.Congestion = native.CUBIC
@@ -142,35 +178,49 @@ func startNative(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Opti
 	}
 	e, err := native.New(fio, eo)
 	if err != nil {
-		return fail(fmt.Errorf("netconn: native engine: %w", err))
+		return nil, fmt.Errorf("netconn: native engine: %w", err)
 	}
-	mode := to.Mode
-	if mode == "" {
-		mode = "native over " + fio.Stats().Mode
-	}
-	s := &Service{
+	return e, nil
+}
+
+func newNativeService(cfg core.Config, opts Options, tune tcp.Tuning, fio frameio.FrameIO, mode string, release func() error, portOnly uint16) *Service {
+	return &Service{
 		cfg: cfg, opts: opts, tune: tune, fio: fio, mode: mode, release: release,
 		portOnly: portOnly,
 		conns:    make(map[*Conn]struct{}), lns: make(map[*Listener]struct{}),
 		pollerDone: make(chan struct{}),
 	}
-	n := &nativeSvc{s: s, e: e, fio: fio, wakeCh: make(chan struct{}, 1)}
+}
+
+// startQueue starts queue q's poller (pinned to cpus[0] if set) on e over
+// fio; release (nil: none) releases the queue's FrameIO after the engine
+// is closed, srcPorts (nil: any) gives the ports it dials from. On error
+// the engine is closed; release is the caller's.
+func (s *Service) startQueue(q int, cpus []int, e *native.Engine, fio frameio.FrameIO, release func() error, srcPorts func(netip.AddrPort) []uint16) error {
+	n := &nativeSvc{s: s, e: e, fio: fio, q: q, cpus: cpus, done: make(chan struct{}),
+		release: release, srcPorts: srcPorts, wakeCh: make(chan struct{}, 1)}
 	n.wt, _ = fio.(frameio.Waiter)
 	n.irq, _ = fio.(stack.Interrupter)
 	n.took = n.readable
 	if err := n.openPollFD(); err != nil {
 		e.Close()
-		return fail(err)
+		return err
 	}
-	s.nat = n
 	claimed := make(chan error, 1)
 	go n.poll(claimed)
 	if err := <-claimed; err != nil {
-		<-s.pollerDone
+		<-n.done
 		e.Close()
-		return fail(err)
+		if n.pf != nil {
+			n.pf.Close()
+		}
+		return err
 	}
-	return s, nil
+	if q == 0 {
+		s.nat = n
+	}
+	s.nats = append(s.nats, n)
+	return nil
 }
 
 // do runs f on the poller, between two polls, and waits for it; false
@@ -183,7 +233,7 @@ func (n *nativeSvc) do(f func()) bool {
 	select {
 	case <-done:
 		return true
-	case <-n.s.pollerDone:
+	case <-n.done:
 		select {
 		case <-done:
 			return true
@@ -249,14 +299,21 @@ func (n *nativeSvc) runReqs() bool {
 // stops it; idle, it spins or sleeps as Options.Poll says.
 func (n *nativeSvc) poll(claimed chan<- error) {
 	s := n.s
-	defer close(s.pollerDone)
-	th, err := cpu.Claim(s.cfg.CPUs, false)
+	defer close(n.done)
+	th, err := cpu.Claim(n.cpus, false)
 	claimed <- err
 	if err != nil {
 		return
 	}
 	defer th.Release()
-	yield := len(s.cfg.CPUs) == 0 // as the netstack poller: see Service.poll
+	// Unpinned, a busy round yields so that the reader it woke runs (as
+	// the netstack poller: see Service.poll), except where the poller
+	// sleeps in the netpoller as soon as a round finds nothing: there
+	// the next round's sleep frees the P, while a yield would queue the
+	// poller behind the woken goroutine's whole turn (its handler, the
+	// goroutines it starts) in the global run queue; a Write that finds
+	// it asleep readies it on the writer's own P instead.
+	yield := len(n.cpus) == 0 && (n.pf == nil || s.opts.Poll == PollSpin)
 	idleYield := runtime.GOMAXPROCS(0) == 1
 	batch := s.cfg.RxBatch
 	e := n.e
@@ -547,13 +604,14 @@ func (n *nativeSvc) finish(c *nconn) {
 // queue, as far as it has room.
 func (n *nativeSvc) accept(l *nlistener) bool {
 	took := false
-	for len(l.ch) < cap(l.ch) {
+	for l.queued.Load() < l.room {
 		ec, ok := l.el.Accept()
 		if !ok {
 			break
 		}
 		c := n.hold(ec)
 		n.fill(c)
+		l.queued.Add(1)
 		l.ch <- c
 		took = true
 	}
@@ -698,10 +756,9 @@ func (n *nativeSvc) shutdown() error {
 	n.reqMu.Lock()
 	n.stop.Store(true)
 	n.reqMu.Unlock()
-	s.stop.Store(true)
 	n.sleeping.Store(true)
 	n.wake()
-	<-s.pollerDone
+	<-n.done
 	// The poller is gone: the engine is ours.
 	n.runReqs()
 	for _, ec := range n.linger {
@@ -732,7 +789,10 @@ func (n *nativeSvc) shutdown() error {
 	if n.pf != nil {
 		n.pf.Close()
 	}
-	return s.release()
+	if n.release != nil {
+		return n.release()
+	}
+	return nil
 }
 
 // appendCounters adds the engine's counters (on the poller while it
@@ -741,7 +801,7 @@ func (n *nativeSvc) appendCounters(dst []core.Counter) []core.Counter {
 	if n.do(func() { dst = n.e.AppendCounters(dst) }) {
 		return dst
 	}
-	<-n.s.pollerDone
+	<-n.done
 	return n.e.AppendCounters(dst)
 }
 

@@ -333,60 +333,78 @@ func (c *Conn) nativeSetBuffer(which string, bytes int) {
 
 // Listen, Accept and Dial of the native engine.
 
-// nlistener is a Listener's native side: the engine's listener (the
-// poller's) and the queue of connections the poller accepted.
+// nlistener is a Listener's native side on one queue: the engine's
+// listener (the poller's) and the queue of connections the poller
+// accepted, ch, which the Listener's queues share; queued counts this
+// queue's connections in it, at most room, so that no poller ever blocks
+// on ch.
 type nlistener struct {
-	el *native.Listener
-	ch chan *nconn
+	el     *native.Listener
+	ch     chan *nconn
+	queued atomic.Int64
+	room   int64
 }
 
-// nativeListen opens port on the engine.
-func (s *Service) nativeListen(port uint16) (*nlistener, error) {
-	n := s.nat
-	var nl *nlistener
-	var err error
-	if !n.do(func() {
-		el, lerr := n.e.Listen(port, s.opts.Backlog)
-		if lerr != nil {
-			err = nativeErrno(lerr)
-			return
-		}
-		nl = &nlistener{el: el, ch: make(chan *nconn, s.opts.Backlog)}
-		n.lns = append(n.lns, nl)
-		n.nlns.Add(1)
-	}) {
-		return nil, net.ErrClosed
-	}
-	return nl, err
-}
-
-// nativeCloseListener closes l's engine listener (the connections not
-// accepted yet are reset).
-func (s *Service) nativeCloseListener(nl *nlistener) {
-	n := s.nat
-	n.post(func() {
-		for i, x := range n.lns {
-			if x == nl {
-				n.lns = append(n.lns[:i], n.lns[i+1:]...)
-				n.nlns.Add(-1)
-				nl.el.Close()
-				break
-			}
-		}
-		for {
-			select {
-			case c := <-nl.ch:
-				if ec := n.let(c); ec != nil {
-					ec.Abort()
-				}
-			default:
+// nativeListen opens port on every queue's engine.
+func (s *Service) nativeListen(port uint16) ([]*nlistener, error) {
+	ch := make(chan *nconn, s.opts.Backlog*len(s.nats))
+	var nls []*nlistener
+	for _, n := range s.nats {
+		var nl *nlistener
+		var err error
+		if !n.do(func() {
+			el, lerr := n.e.Listen(port, s.opts.Backlog)
+			if lerr != nil {
+				err = nativeErrno(lerr)
 				return
 			}
+			nl = &nlistener{el: el, ch: ch, room: int64(s.opts.Backlog)}
+			n.lns = append(n.lns, nl)
+			n.nlns.Add(1)
+		}) {
+			err = net.ErrClosed
 		}
-	})
+		if err != nil {
+			s.nativeCloseListener(nls)
+			return nil, err
+		}
+		nls = append(nls, nl)
+	}
+	return nls, nil
 }
 
-// nativeAccept waits for a connection of l.
+// nativeCloseListener closes the engine listeners of nls, one per queue
+// (the connections not accepted yet are reset).
+func (s *Service) nativeCloseListener(nls []*nlistener) {
+	for i, nl := range nls {
+		n := s.nats[i]
+		n.do(func() {
+			for i, x := range n.lns {
+				if x == nl {
+					n.lns = append(n.lns[:i], n.lns[i+1:]...)
+					n.nlns.Add(-1)
+					nl.el.Close()
+					break
+				}
+			}
+		})
+	}
+	if len(nls) == 0 {
+		return
+	}
+	// What the pollers queued before their listener closed (do waited
+	// for each: nothing joins ch from now on).
+	for {
+		select {
+		case c := <-nls[0].ch:
+			s.nativeAbort(c)
+		default:
+			return
+		}
+	}
+}
+
+// nativeAccept waits for a connection of l, from any queue.
 func (l *Listener) nativeAccept() (*Conn, error) {
 	for {
 		if l.closed() {
@@ -397,7 +415,8 @@ func (l *Listener) nativeAccept() (*Conn, error) {
 			return nil, l.opErr(os.ErrDeadlineExceeded)
 		}
 		select {
-		case nc := <-l.nl.ch:
+		case nc := <-l.nls[0].ch:
+			l.nls[nc.n.q].queued.Add(-1)
 			return l.s.acceptedNative(l, nc)
 		case <-dl:
 		case <-l.done:
@@ -431,7 +450,7 @@ func (s *Service) acceptedNative(l *Listener, nc *nconn) (*Conn, error) {
 
 // nativeAbort resets nc (RST) on the poller.
 func (s *Service) nativeAbort(nc *nconn) {
-	n := s.nat
+	n := nc.n
 	n.post(func() {
 		if ec := n.let(nc); ec != nil {
 			ec.Abort()
@@ -451,11 +470,11 @@ func (s *Service) nativeConnect(ctx context.Context, to netip.AddrPort) (*Conn, 
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(err)
 	}
-	n := s.nat
+	n := s.dialQueue()
 	var nc *nconn
 	var err error
 	if !n.do(func() {
-		ec, derr := n.e.Dial(to, 0)
+		ec, derr := n.dialFrom(to)
 		if derr != nil {
 			err = nativeErrno(derr)
 			return

@@ -21,7 +21,6 @@ import (
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/internal/wire"
-	"github.com/dgramio/dgramio/tcp"
 	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
 
@@ -209,16 +208,17 @@ type waitFIO struct {
 func (w waitFIO) Wait(ctx context.Context) error { return w.FrameIO.(frameio.Waiter).Wait(ctx) }
 func (w waitFIO) Interrupt()                     { w.FrameIO.(interface{ Interrupt() }).Interrupt() }
 
-// openWait is tcp.OpenXDP with the socket's fd hidden (waitFIO).
-func openWait(cfg core.Config) (frameio.FrameIO, tcp.Options, error) {
-	fio, to, err := tcp.OpenXDP(cfg)
+// openWait is OpenXDP with the socket's fd hidden (waitFIO).
+func openWait(cfg core.Config) (Opened, error) {
+	to, err := OpenXDP(cfg)
 	if err != nil {
-		return nil, to, err
+		return to, err
 	}
 	if to.Close == nil {
-		to.Close = fio.Close
+		to.Close = to.FIO.Close
 	}
-	return waitFIO{fio}, to, nil
+	to.FIO = waitFIO{to.FIO}
+	return to, nil
 }
 
 // TestSleepOverXDP: on tcp-xdp the native poller sleeps in the Go

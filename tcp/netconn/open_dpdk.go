@@ -5,7 +5,6 @@ package netconn
 import (
 	"errors"
 
-	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/dpdk"
 	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/tcp"
@@ -18,16 +17,21 @@ import (
 // sees every segment, a cfg.LocalIP that the kernel also holds on the
 // interface is refused with a *core.ConfigError (the kernel would reset
 // our connections). Built only with the build tag dpdk; run it on a thread
-// inside the interface's network namespace. DPDK cannot sleep on a vdev's
-// queue: the Service's idle poller naps instead (see PollMode).
-func OpenDPDK(cfg core.Config) (frameio.FrameIO, tcp.Options, error) {
+// inside the interface's network namespace. Opened.Mode names the engine
+// of cfg.TCP.Stack. DPDK cannot sleep on a vdev's queue: the Service's
+// idle poller naps instead (see PollMode).
+func OpenDPDK(cfg core.Config) (Opened, error) {
 	port, err := dpdk.Open(dpdk.OptionsFrom(cfg))
 	if err != nil {
-		return nil, tcp.Options{}, err
+		return Opened{}, err
 	}
 	info := port.Info()
 	if err := tcp.CheckDPDKAddr(info, cfg.LocalIP); err != nil {
-		return nil, tcp.Options{}, errors.Join(err, port.Close())
+		return Opened{}, errors.Join(err, port.Close())
 	}
-	return port, tcp.Options{Mode: "netstack over dpdk " + info.Driver, Close: port.Close}, nil
+	engine := "netstack"
+	if cfg.TCP.Stack == "" || cfg.TCP.Stack == core.TCPStackNative {
+		engine = "native"
+	}
+	return Opened{FIO: port, Mode: engine + " over dpdk " + info.Driver, Close: port.Close}, nil
 }

@@ -22,12 +22,37 @@ import (
 )
 
 // Opener opens the FrameIO a Service runs on, for a prepared Config
-// (core.Config.Prepare, as New does): tcp.OpenXDP (kind tcp-xdp), OpenDPDK (kind tcp-dpdk, build
-// tag dpdk), or anything else that moves Ethernet frames. The returned
-// tcp.Options carry the FrameIO's Mode and its Close (nil: the FrameIO's
-// own Close); the Service owns the FrameIO from then on and closes it last.
-// On error the Opener leaves nothing open.
-type Opener func(cfg core.Config) (frameio.FrameIO, tcp.Options, error)
+// (core.Config.Prepare, as New does): OpenXDP (kind tcp-xdp), OpenDPDK
+// (kind tcp-dpdk, build tag dpdk), or anything else that moves Ethernet
+// frames. The Service owns what it opened from then on and releases it
+// last (Opened.Close). On error the Opener leaves nothing open.
+type Opener func(cfg core.Config) (Opened, error)
+
+// Opened is what an Opener opened.
+type Opened struct {
+	// FIO moves the Service's Ethernet frames.
+	FIO frameio.FrameIO
+	// Mode is what Stats.Mode calls it (e.g. "native over xdp driver
+	// copy"); empty: the engine's name over the FrameIO's Stats.Mode.
+	Mode string
+	// Close releases FIO and whatever came with it (an XDP program); nil:
+	// FIO.Close.
+	Close func() error
+}
+
+// OpenXDP is the Opener of kind tcp-xdp: an AF_XDP socket on
+// cfg.XDP.QueueID of cfg.Iface and the XDP program that hands it every
+// frame to cfg.LocalIP (and ARP), which Opened.Close detaches. cfg.LocalIP
+// must not be an address the kernel holds on the interface (the kernel
+// would reset our connections): that is a *core.ConfigError. Run it on a
+// thread inside the interface's network namespace.
+func OpenXDP(cfg core.Config) (Opened, error) {
+	fio, to, err := tcp.OpenXDP(cfg)
+	if err != nil {
+		return Opened{}, err
+	}
+	return Opened{FIO: fio, Mode: to.Mode, Close: to.Close}, nil
+}
 
 // PollMode says what a Service's poller does when a round finds no frame.
 type PollMode int
@@ -78,6 +103,7 @@ const (
 	DefaultSpinFor  = 50 * time.Microsecond
 	DefaultMaxConns = 1024
 	DefaultBacklog  = 1024
+	DefaultLinger   = tcp.DefaultLinger
 )
 
 // pollBudget bounds the frames one round hands to netstack before it kicks
@@ -93,7 +119,7 @@ const napPoll = 50 * time.Microsecond
 // default everywhere.
 type Options struct {
 	// Open opens the FrameIO (New only; NewOverFrameIO takes one open).
-	// nil: by Config.Kind, tcp.OpenXDP for tcp-xdp (or an empty Kind) and
+	// nil: by Config.Kind, OpenXDP for tcp-xdp (or an empty Kind) and
 	// OpenDPDK for tcp-dpdk.
 	Open Opener
 	// Poll is the poller's idle behaviour; SpinFor is how long PollAdaptive
@@ -112,7 +138,7 @@ type Options struct {
 	Backlog int
 	// Linger bounds how long Close keeps the poller running so that the
 	// FINs of the connections it closes are acknowledged before netstack
-	// is shut down (which resets what is left). Default tcp.DefaultLinger.
+	// is shut down (which resets what is left). Default DefaultLinger.
 	Linger time.Duration
 	// TimeWait is how long a connection closed first by us stays in
 	// TIME-WAIT (holding its port pair). 0: the engine's default, 60 s, as
@@ -139,13 +165,24 @@ type Options struct {
 // Config.CPUs, the poller is locked to its OS thread and pinned to
 // CPUs[0].
 //
+// With Config.Queues > 1 (tcp-xdp, the native engine) the Service runs an
+// engine and a poller per interface queue, pinned to CPUs[q]: a Listener
+// accepts the connections of every queue, and dials take the queues in
+// turn, each from a source port whose answers come back to it (see
+// docs/netconn.md, "Several queues"). A connection's segments must all
+// reach its queue: a NIC's RSS does that; on veth both ends must send a
+// connection's frames from one CPU.
+//
 // All methods are safe for concurrent use.
 type Service struct {
 	cfg      core.Config
 	opts     Options
 	tune     tcp.Tuning
 	st       *stack.Stack // netstack; nil on the native engine
-	nat      *nativeSvc   // the native engine; nil on netstack
+	nat      *nativeSvc   // the native engine (queue 0's); nil on netstack
+	nats     []*nativeSvc // every queue's engine, nat first
+	group    *tcp.XDPQueues
+	nextQ    atomic.Uint32 // the queue of the next dial
 	fio      frameio.FrameIO
 	mode     string
 	release  func() error
@@ -175,14 +212,16 @@ type counters struct {
 // New opens the FrameIO of cfg (Options.Open, or by cfg.Kind) and starts a
 // Service on it: the engine of cfg.TCP.Stack (native when empty) with
 // cfg.LocalIP (which must not be an address
-// the kernel holds on the interface: see tcp.NewXDP), the tuning of
+// the kernel holds on the interface: see OpenXDP), the tuning of
 // cfg.TCP and cfg.Nagle, and the poller (pinned to cfg.CPUs[0] if set).
 // A tcp-xdp Service listens on and dials any port: its XDP program hands
 // the engine every frame to cfg.LocalIP (with Options.Open, only cfg.Port,
 // which is all such an opener is trusted to redirect). cfg.Role and cfg.Dests
-// are not used (Dests with DstMAC become static neighbours).
+// are not used (Dests with DstMAC become static neighbours). cfg.Queues > 1
+// opens that many queues (tcp-xdp and the native engine only; see
+// Service).
 //
-// Like tcp.NewXDP, New must run on a thread inside the interface's
+// Like OpenXDP, New must run on a thread inside the interface's
 // network namespace (testhost.Host.Do in tests); the Service may be used
 // from any goroutine afterwards. Close it to release everything; on error
 // nothing is left open.
@@ -198,7 +237,7 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 	if open == nil {
 		switch cfg.Kind {
 		case core.KindTCPXDP:
-			open = tcp.OpenXDP
+			open = OpenXDP
 		case core.KindTCPDPDK:
 			open = OpenDPDK
 		default:
@@ -212,11 +251,18 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 	if err := checkOptions(&opts); err != nil {
 		return nil, err
 	}
-	fio, to, err := open(cfg)
+	if cfg.Queues > 1 {
+		if cfg.Kind != core.KindTCPXDP || opts.Open != nil || cfg.TCP.Stack != core.TCPStackNative {
+			return nil, &core.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "a Service runs several queues on kind tcp-xdp with the native engine and no Options.Open"}
+		}
+		return startNativeQueues(cfg, opts)
+	}
+	to, err := open(cfg)
 	if err != nil {
 		return nil, err
 	}
-	// tcp.OpenXDP's program hands netstack every frame to LocalIP; an
+	fio := to.FIO
+	// OpenXDP's program hands netstack every frame to LocalIP; an
 	// opener of the caller's is trusted with cfg.Port only.
 	var portOnly uint16
 	if cfg.Kind == core.KindTCPXDP && opts.Open != nil {
@@ -243,14 +289,14 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Servic
 	}
 	cfg = cfg.WithDefaults()
 	if cfg.TCP.Stack == core.TCPStackNative {
-		return startNative(cfg, fio, tcp.Options{Mode: "native over " + fio.Stats().Mode}, opts, 0)
+		return startNative(cfg, fio, Opened{FIO: fio, Mode: "native over " + fio.Stats().Mode}, opts, 0)
 	}
-	return start(cfg, fio, tcp.Options{Mode: "netstack over " + fio.Stats().Mode}, opts, 0)
+	return start(cfg, fio, Opened{FIO: fio, Mode: "netstack over " + fio.Stats().Mode}, opts, 0)
 }
 
 // start builds netstack over fio and starts the poller (opts checked
 // already); on error fio is released.
-func start(cfg core.Config, fio frameio.FrameIO, to tcp.Options, opts Options, portOnly uint16) (*Service, error) {
+func start(cfg core.Config, fio frameio.FrameIO, to Opened, opts Options, portOnly uint16) (*Service, error) {
 	release := to.Close
 	if release == nil {
 		release = fio.Close
@@ -313,7 +359,7 @@ func checkOptions(o *Options) error {
 		o.Backlog = DefaultBacklog
 	}
 	if o.Linger == 0 {
-		o.Linger = tcp.DefaultLinger
+		o.Linger = DefaultLinger
 	}
 	return nil
 }
@@ -457,7 +503,7 @@ func (s *Service) shutdown() error {
 		c.shut()
 	}
 	if s.nat != nil {
-		return s.nat.shutdown()
+		return s.nativeShutdown()
 	}
 	for deadline := time.Now().Add(s.opts.Linger); time.Now().Before(deadline) && !s.allClosed(); {
 		time.Sleep(time.Millisecond)
@@ -545,7 +591,11 @@ func (s *Service) Conns() int {
 // on its own.
 func (s *Service) Endpoints() int {
 	if s.nat != nil {
-		return int(s.nat.held.Load() + s.nat.nlns.Load())
+		k := int64(0)
+		for _, n := range s.nats {
+			k += n.held.Load() + n.nlns.Load()
+		}
+		return int(k)
 	}
 	return len(s.st.NS.RegisteredEndpoints())
 }
@@ -557,7 +607,7 @@ func (s *Service) Endpoints() int {
 // poll_frames, sleeps, naps, kick_errors). Safe from any goroutine; it
 // allocates.
 func (s *Service) Stats() core.Stats {
-	fs := s.fio.Stats()
+	fs := s.fioStats()
 	out := core.Stats{
 		Kind: s.cfg.Kind, Mode: s.mode,
 		Conns: uint64(s.Conns()), Accepts: s.n.accepts.Load(),
@@ -565,7 +615,7 @@ func (s *Service) Stats() core.Stats {
 		SockSndBuf: s.tune.SendBuf, SockRcvBuf: s.tune.RecvBuf,
 	}
 	if s.nat != nil {
-		out.Layers = s.nat.appendCounters(out.Layers)
+		out.Layers = s.nativeCounters(out.Layers)
 	} else {
 		out.Layers = s.st.AppendCounters(out.Layers)
 	}

@@ -59,18 +59,17 @@ func (s *side) runNative(ctx context.Context) error {
 		cfg.Role, cfg.Dests = core.RoleServer, nil
 	}
 	cfg.TCP.Stack = core.TCPStackNative
-	open := tcp.OpenXDP
+	open := netconn.OpenXDP
 	if s.row.Kind == core.KindTCPDPDK {
-		open = netconn.OpenDPDK // tcp.NewDPDK's port, which OpenDPDK opens for either engine
+		open = netconn.OpenDPDK // tcp.NewDPDK's port
 		cfg = cfg.WithDefaults()
 	}
-	fio, opts, err := open(cfg)
+	op, err := open(cfg)
 	if err != nil {
 		return err
 	}
-	if s.row.Kind == core.KindTCPDPDK {
-		opts.Mode = "native over dpdk (" + fio.Stats().Mode + ")" // OpenDPDK names netstack
-	}
+	fio := op.FIO
+	opts := tcp.Options{Mode: op.Mode, Close: op.Close}
 	release := opts.Close
 	if release == nil {
 		release = fio.Close
