@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dgramio/dgramio"
+	_ "github.com/dgramio/dgramio/kinds"
 )
 
 func TestNewValidatesBeforeAnySyscall(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio"
+	_ "github.com/dgramio/dgramio/kinds"
 )
 
 // A stream server's poll loop in raw framing, with each connection's

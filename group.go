@@ -4,23 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dgramio/dgramio/internal/cpu"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/internal/cpu"
-)
-
-// The poll modes of Config.Poll.
-const (
-	// PollBusy: each poller spins on Rx on a CPU of its own.
-	PollBusy = core.PollBusy
-	// PollYield: a poller that finds nothing sleeps (Idle), so that more
-	// pollers than CPUs still make progress.
-	PollYield = core.PollYield
 )
 
 // Group is one kind opened with several queues (Config.Queues = N), one
@@ -76,7 +65,7 @@ const (
 // and QueueStats from anywhere; Close each Backend, then the Group.
 type Group struct {
 	cfg Config
-	qg  core.QueueGroup
+	qg  QueueGroup
 
 	mu      sync.Mutex
 	queues  []Backend // nil until Open(q)
@@ -98,11 +87,14 @@ func NewGroup(cfg Config) (*Group, error) {
 	if err := checkCPUs(cfg); err != nil {
 		return nil, err
 	}
-	e, err := lookup(cfg.Kind)
+	d, err := driver(cfg.Kind)
 	if err != nil {
 		return nil, err
 	}
-	qg, err := e.group(cfg)
+	if d.OpenGroup == nil {
+		return nil, NotSupported("queue groups of kind "+string(cfg.Kind), "", "the kind registered no group constructor", nil)
+	}
+	qg, err := d.OpenGroup(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +140,7 @@ func (g *Group) Open(q int) (Backend, error) {
 	switch {
 	case g.closed:
 		g.mu.Unlock()
-		return nil, fmt.Errorf("dgramio: group: open queue %d: %w", q, core.ErrClosed)
+		return nil, fmt.Errorf("dgramio: group: open queue %d: %w", q, ErrClosed)
 	case q < 0 || q >= len(g.queues):
 		g.mu.Unlock()
 		return nil, &ConfigError{Field: "Queues", Value: g.cfg.Queues, Reason: fmt.Sprintf("queue %d does not exist", q)}
@@ -182,13 +174,13 @@ func (g *Group) QueueStats() []Stats {
 	return out
 }
 
-// Stats returns the sum of the queues' counters (core.SumStats: message
+// Stats returns the sum of the queues' counters (SumStats: message
 // counters and same-named layer counters added up, read now, not kept
 // anywhere shared), plus the counters of the shared state (an XDP
 // program's, counted once). Mode is queue 0's, then the number of queues,
 // how flows are spread and the poll mode.
 func (g *Group) Stats() Stats {
-	s := core.SumStats(g.QueueStats())
+	s := SumStats(g.QueueStats())
 	s.Kind = g.cfg.Kind
 	s.Layers = g.qg.AppendCounters(s.Layers)
 	s.Mode = g.mode()

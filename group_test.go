@@ -16,6 +16,7 @@ import (
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
+	_ "github.com/dgramio/dgramio/kinds"
 )
 
 func TestNewRefusesQueues(t *testing.T) {

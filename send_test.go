@@ -13,9 +13,10 @@ import (
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/bench/benchtest"
 	"github.com/dgramio/dgramio/internal/sock/socktest"
+	"github.com/dgramio/dgramio/internal/tcp"
 	"github.com/dgramio/dgramio/internal/testutil"
-	"github.com/dgramio/dgramio/tcp"
-	"github.com/dgramio/dgramio/udp"
+	"github.com/dgramio/dgramio/internal/udp"
+	_ "github.com/dgramio/dgramio/kinds"
 )
 
 // sendPair is a client and a server of one kind; to is the address the

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
+	_ "github.com/dgramio/dgramio/kinds"
 )
 
 // TestWaitReturnsCtxErr: a Wait that returns because of its context
@@ -47,7 +47,7 @@ func TestWaitReturnsCtxErr(t *testing.T) {
 				local = netip.AddrFrom4(a)
 			}
 			cfg := dgramio.Config{Kind: kind, Role: dgramio.RoleServer, Iface: p.A.Iface, LocalIP: local, Port: 5000}
-			cfg.TCP.Stack = core.TCPStack(stack)
+			cfg.TCP.Stack = dgramio.TCPStack(stack)
 			var b dgramio.Backend
 			err := p.A.Do(func() (err error) { b, err = dgramio.New(cfg); return err })
 			testutil.SkipIfNotSupported(t, err)

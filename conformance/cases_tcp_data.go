@@ -3,7 +3,7 @@ package conformance
 import (
 	"bytes"
 
-	"github.com/dgramio/dgramio/tcp"
+	"github.com/dgramio/dgramio/internal/tcp"
 )
 
 // TCP data transfer cases: checksums, reordering, SACK, duplicates,

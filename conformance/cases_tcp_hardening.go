@@ -57,7 +57,7 @@ func init() {
 // The differences of these cases between our stack (netstack) and Linux.
 // The native engine passes both.
 func init() {
-	Accepted = append(Accepted,
+	accepted = append(accepted,
 		Difference{
 			Case: "tcp-syn-out-of-window-challenge-rate-limited", Ours: Fail, Linux: Pass,
 			RFC: "RFC 5961 §4.2 and §7",

@@ -54,7 +54,7 @@ func TestDifferences(t *testing.T) {
 	if silent > 0 {
 		t.Errorf("%d silent disagreements", silent)
 	}
-	for _, d := range Accepted {
+	for _, d := range accepted {
 		if _, ok := CaseByName(d.Case); !ok {
 			t.Errorf("accepted difference for unknown case %q", d.Case)
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
 )
 
@@ -77,7 +77,7 @@ type veth struct {
 // socket; on error nothing is left.
 func newVeth(s Setup) (*veth, error) {
 	if os.Geteuid() != 0 {
-		return nil, &core.PrivilegeError{Op: "make network namespaces for a veth DUT", Capability: "CAP_SYS_ADMIN and CAP_NET_ADMIN", Err: os.ErrPermission}
+		return nil, &dgramio.PrivilegeError{Op: "make network namespaces for a veth DUT", Capability: "CAP_SYS_ADMIN and CAP_NET_ADMIN", Err: os.ErrPermission}
 	}
 	// The MTU is set on A alone, after New: testhost's Options.MTU below
 	// 1280 fails (the kernel removes an interface's IPv6 settings, which
@@ -590,7 +590,7 @@ func openPacket(ifindex int) (int, error) {
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
 		unix.Close(fd)
-		return -1, core.NotSupported("PACKET_IGNORE_OUTGOING", "4.20", "", err)
+		return -1, dgramio.NotSupported("PACKET_IGNORE_OUTGOING", "4.20", "", err)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
 		unix.Close(fd)

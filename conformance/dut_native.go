@@ -8,8 +8,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/stack/native"
 )
 
@@ -212,7 +212,7 @@ func applySockOpts(s sockOpter, o SockOpts) {
 
 // ListenUDP implements DUT: the engine has no UDP sockets.
 func (d *nativeDUT) ListenUDP(uint16) (UDPConn, error) {
-	return nil, core.NotSupported("UDP sockets on the native engine", "", "it has TCP and ICMP only", nil)
+	return nil, dgramio.NotSupported("UDP sockets on the native engine", "", "it has TCP and ICMP only", nil)
 }
 
 // waitFor calls try under the engine's lock until it reports done, up to

@@ -2,11 +2,11 @@
 
 package conformance
 
-import "github.com/dgramio/dgramio/internal/core"
+import "github.com/dgramio/dgramio"
 
 // Linux is the Factory of the Linux kernel's stack as a DUT; it needs
 // Linux network namespaces, so elsewhere every DUT it makes is an
-// *core.UnsupportedError (the cases skip).
+// *dgramio.UnsupportedError (the cases skip).
 func Linux() Factory { return unsupported("linux") }
 
 // OursXDP is the Factory of our stack on the tcp-xdp path; it needs Linux
@@ -20,7 +20,7 @@ func (u unsupported) Name() string { return string(u) }
 
 // New implements Factory: not supported here.
 func (u unsupported) New(TB, Setup) (DUT, error) {
-	return nil, core.NotSupported("conformance DUT "+string(u), "", "it needs Linux network namespaces", nil)
+	return nil, dgramio.NotSupported("conformance DUT "+string(u), "", "it needs Linux network namespaces", nil)
 }
 
 var (

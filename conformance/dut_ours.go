@@ -17,11 +17,11 @@ import (
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/stack"
-	"github.com/dgramio/dgramio/tcp"
+	"github.com/dgramio/dgramio/internal/stack"
+	"github.com/dgramio/dgramio/internal/tcp"
 )
 
 // Addresses of the in-memory DUT (RFC 2544's benchmarking range).
@@ -120,7 +120,7 @@ func newOursDUT(fio frameio.FrameIO, s Setup, opts stack.Options) (*oursDUT, err
 	if err != nil {
 		return nil, fmt.Errorf("ours: %w", err)
 	}
-	cfg := core.Config{Kind: core.KindTCPXDP}
+	cfg := dgramio.Config{Kind: dgramio.KindTCPXDP}
 	cfg.TCP.MinRTO = s.RTOMin
 	tune := tcp.TuningFromConfig(cfg)
 	if err := tune.Apply(st.NS); err != nil {
@@ -307,7 +307,7 @@ func (d *oursDUT) Connect(to netip.AddrPort, o SockOpts) (Conn, error) {
 
 // ListenUDP implements DUT: our stack has no UDP.
 func (d *oursDUT) ListenUDP(uint16) (UDPConn, error) {
-	return nil, core.NotSupported("UDP sockets on our stack", "", "stack.New registers TCP and ICMP only", nil)
+	return nil, dgramio.NotSupported("UDP sockets on our stack", "", "stack.New registers TCP and ICMP only", nil)
 }
 
 // memLink is the bench's memio port.

@@ -7,10 +7,10 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/stack"
-	"github.com/dgramio/dgramio/tcp"
+	"github.com/dgramio/dgramio/internal/stack"
+	"github.com/dgramio/dgramio/internal/tcp"
 )
 
 // OursXDP is the Factory of our stack on the tcp-xdp path: for each case a
@@ -73,7 +73,7 @@ func openXDPWire(name string, s Setup) (v *veth, fio waitFrameIO, closeWire func
 	if err := v.dut.DelAddr(); err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: address off A: %w", name, err)
 	}
-	cfg := core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: v.dut.Iface, LocalIP: v.dut.Addr, Port: dutPort}
+	cfg := dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleServer, Iface: v.dut.Iface, LocalIP: v.dut.Addr, Port: dutPort}
 	cfg.XDP.Frames, cfg.XDP.RingSize = 512, 256
 	var f frameio.FrameIO
 	var opts tcp.Options

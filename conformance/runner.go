@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -163,8 +163,8 @@ func newDUT(tb TB, f Factory, s Setup) (d DUT, ok bool) {
 	if err == nil {
 		return d, true
 	}
-	var pe *core.PrivilegeError
-	if errors.Is(err, core.ErrNotSupported) || errors.As(err, &pe) {
+	var pe *dgramio.PrivilegeError
+	if errors.Is(err, dgramio.ErrNotSupported) || errors.As(err, &pe) {
 		skip(tb, fmt.Sprintf("DUT %s: %v", f.Name(), err))
 		return nil, false
 	}

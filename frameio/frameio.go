@@ -13,7 +13,7 @@ import (
 	"context"
 	"net"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // MinFrame is the shortest Ethernet frame without FCS (ETH_ZLEN). The kernel
@@ -84,5 +84,5 @@ type Stats struct {
 	// Layers are the device's own counters (XDP_STATISTICS, the XDP
 	// program's counters, rte_eth_stats, xstats), named as the device names
 	// them.
-	Layers []core.Counter
+	Layers []dgramio.Counter
 }

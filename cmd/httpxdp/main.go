@@ -51,7 +51,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/tcp/netconn"
 )
@@ -61,12 +61,12 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 // options are the command's flags.
 type options struct {
 	iface, addr, poll       string
-	kind                    core.Kind
+	kind                    dgramio.Kind
 	cpu                     int
 	demo, bench             bool
 	requests, conns, rounds int
 	size                    int
-	stacks                  []core.TCPStack
+	stacks                  []dgramio.TCPStack
 	client                  string
 	duration                time.Duration
 }
@@ -77,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs.StringVar(&o.iface, "iface", "", "interface to serve on (serve mode)")
 	fs.StringVar(&o.addr, "addr", "", "address:port netstack takes on --iface; not an address the kernel holds there")
-	o.kind = core.KindTCPXDP
+	o.kind = dgramio.KindTCPXDP
 	fs.Var(&o.kind, "kind", "tcp-xdp, or tcp-dpdk in builds with the dpdk tag")
 	fs.StringVar(&o.poll, "poll", "adaptive", "the poller when idle: busy (spin, a CPU at 100%), yield (sleep at once) or adaptive (busy for a while, then yield); the tools' vocabulary (spin and sleep are accepted too)")
 	fs.IntVar(&o.cpu, "cpu", -1, "pin the poller to this CPU (-1: no pinning)")
@@ -130,7 +130,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer func() { trace.Stop(); f.Close() }()
 	}
 	for _, name := range strings.Split(*stacks, ",") {
-		var st core.TCPStack
+		var st dgramio.TCPStack
 		if err := st.Set(strings.TrimSpace(name)); err != nil {
 			fmt.Fprintln(stderr, "httpxdp: --stack:", err)
 			return 2
@@ -216,8 +216,8 @@ func handler(size int) http.Handler {
 }
 
 // config is the Service's Config for the flags.
-func config(o options, iface string, ap netip.AddrPort) core.Config {
-	cfg := core.Config{Kind: o.kind, Iface: iface, LocalIP: ap.Addr(), Port: ap.Port()}
+func config(o options, iface string, ap netip.AddrPort) dgramio.Config {
+	cfg := dgramio.Config{Kind: o.kind, Iface: iface, LocalIP: ap.Addr(), Port: ap.Port()}
 	cfg.TCP.Stack = o.stacks[0]
 	if o.cpu >= 0 {
 		cfg.CPUs = []int{o.cpu}
@@ -395,14 +395,14 @@ func bench(o options, nopts netconn.Options, stdout io.Writer) error {
 	fmt.Fprintln(stdout, "| server path | round | requests | req/s | p50 µs | p90 µs | p99 µs | max µs |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|")
 	for round := 1; round <= o.rounds; round++ {
-		paths := append([]core.TCPStack{""}, o.stacks...) // "": the kernel's
+		paths := append([]dgramio.TCPStack{""}, o.stacks...) // "": the kernel's
 		for i, path := range paths {
 			var sv *server
 			if path == "" {
 				sv, err = startKernel(o, p, 8080)
 			} else {
 				po := o
-				po.stacks = []core.TCPStack{path}
+				po.stacks = []dgramio.TCPStack{path}
 				sv, err = startXDP(po, nopts, p, 8080+uint16(i))
 			}
 			if err != nil {
@@ -436,7 +436,7 @@ func bench(o options, nopts netconn.Options, stdout io.Writer) error {
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 // layerSummary picks the counters that tell a slow path from a lossy one.
-func layerSummary(st core.Stats) string {
+func layerSummary(st dgramio.Stats) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s:", st.Mode)
 	for _, c := range st.Layers {

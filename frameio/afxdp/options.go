@@ -4,15 +4,15 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // Headroom is XDP_PACKET_HEADROOM, the space the kernel keeps in front of a
 // received frame.
 const Headroom = 256
 
-// Defaults, the same as core.Config's XDP defaults.
+// Defaults, the same as dgramio.Config's XDP defaults.
 const (
 	DefaultFrameSize   = 4096
 	DefaultFrames      = 4096
@@ -60,10 +60,10 @@ type Options struct {
 	RingSize int
 	// Mode is "" (driver mode, then SKB mode as a reported fallback),
 	// "driver" or "skb".
-	Mode core.XDPMode
+	Mode dgramio.XDPMode
 	// Copy is "" (zero-copy where the driver offers it, else copy), "copy"
 	// or "zerocopy" (an error where the driver does not offer it).
-	Copy core.XDPCopy
+	Copy dgramio.XDPCopy
 	// Program selects the XDP program: xdpprog.UDP (the default),
 	// xdpprog.UDPARP or xdpprog.TCP.
 	Program xdpprog.Variant
@@ -114,47 +114,47 @@ func (o Options) WithDefaults() Options {
 func isPow2(n int) bool { return n > 0 && n&(n-1) == 0 }
 
 // Validate checks o (after WithDefaults) without making any system call.
-// Each problem is a *core.ConfigError naming the field.
+// Each problem is a *dgramio.ConfigError naming the field.
 func (o Options) Validate() error {
 	if o.Iface == "" {
-		return core.BadField("Iface", o.Iface, "the network interface to bind is required")
+		return dgramio.BadField("Iface", o.Iface, "the network interface to bind is required")
 	}
 	if o.QueueID < 0 || o.QueueID > 1<<16 {
-		return core.BadField("QueueID", o.QueueID, "must be a queue index, 0..65536")
+		return dgramio.BadField("QueueID", o.QueueID, "must be a queue index, 0..65536")
 	}
 	if o.FrameSize != 2048 && o.FrameSize != 4096 {
-		return core.BadField("FrameSize", o.FrameSize, "must be 2048 or 4096")
+		return dgramio.BadField("FrameSize", o.FrameSize, "must be 2048 or 4096")
 	}
 	if !isPow2(o.Frames) || o.Frames < 64 || o.Frames > 1<<20 {
-		return core.BadField("Frames", o.Frames, "must be a power of two, 64..1048576")
+		return dgramio.BadField("Frames", o.Frames, "must be a power of two, 64..1048576")
 	}
 	if !isPow2(o.RingSize) || o.RingSize > o.Frames {
-		return core.BadField("RingSize", o.RingSize, "must be a power of two no larger than Frames (%d)", o.Frames)
+		return dgramio.BadField("RingSize", o.RingSize, "must be a power of two no larger than Frames (%d)", o.Frames)
 	}
 	switch o.Mode {
 	case "", "driver", "skb":
 	default:
-		return core.BadField("Mode", o.Mode, `use "", "driver" or "skb"`)
+		return dgramio.BadField("Mode", o.Mode, `use "", "driver" or "skb"`)
 	}
 	switch o.Copy {
 	case "", "copy", "zerocopy":
 	default:
-		return core.BadField("Copy", o.Copy, `use "", "copy" or "zerocopy"`)
+		return dgramio.BadField("Copy", o.Copy, `use "", "copy" or "zerocopy"`)
 	}
 	if o.Mode == "skb" && o.Copy == "zerocopy" {
-		return core.BadField("Copy", o.Copy, `zero-copy needs driver-mode XDP; SKB mode copies by nature (use Mode "driver" or Copy "")`)
+		return dgramio.BadField("Copy", o.Copy, `zero-copy needs driver-mode XDP; SKB mode copies by nature (use Mode "driver" or Copy "")`)
 	}
 	if !o.Program.Valid() {
-		return core.BadField("Program", o.Program, "use xdpprog.UDP, xdpprog.UDPARP or xdpprog.TCP")
+		return dgramio.BadField("Program", o.Program, "use xdpprog.UDP, xdpprog.UDPARP or xdpprog.TCP")
 	}
 	if o.Port == 0 && o.Shared == nil {
-		return core.BadField("Port", o.Port, "the port the XDP program matches is required")
+		return dgramio.BadField("Port", o.Port, "the port the XDP program matches is required")
 	}
 	if o.MaxFrame < ethHeader {
-		return core.BadField("MaxFrame", o.MaxFrame, "must be at least %d (an Ethernet header)", ethHeader)
+		return dgramio.BadField("MaxFrame", o.MaxFrame, "must be at least %d (an Ethernet header)", ethHeader)
 	}
 	if m := MaxFrame(o.FrameSize); o.MaxFrame > m {
-		return core.BadField("MaxFrame", o.MaxFrame,
+		return dgramio.BadField("MaxFrame", o.MaxFrame,
 			"a %d-byte frame does not fit one RX buffer of a %d-byte UMEM frame: %d minus %d headroom, rounded down to whole KiB, is %d "+
 				"(ixgbe zero-copy drops longer frames without counting them); the largest UDP payload that fits is %d bytes: "+
 				"lower the maximum datagram, or use FrameSize 4096",
@@ -164,12 +164,12 @@ func (o Options) Validate() error {
 }
 
 // OptionsFromConfig returns the options of an AF_XDP kind's Config (after
-// core.Config.WithDefaults): kind xdp takes the UDP program (UDP+ARP with
+// dgramio.Config.WithDefaults): kind xdp takes the UDP program (UDP+ARP with
 // XDP.OwnARP) on the port it receives on (Port for a server, LocalPort for
 // a client) and frames of up to MaxDatagram of payload; kind tcp-xdp takes
 // the TCP program on Port (which the server listens on and the client's
 // answers come from) and 1514-byte frames.
-func OptionsFromConfig(c core.Config) Options {
+func OptionsFromConfig(c dgramio.Config) Options {
 	o := Options{
 		Iface:       c.Iface,
 		QueueID:     c.XDP.QueueID,
@@ -181,7 +181,7 @@ func OptionsFromConfig(c core.Config) Options {
 		CarrierWait: c.XDP.CarrierWait,
 	}
 	switch c.Kind {
-	case core.KindTCPXDP:
+	case dgramio.KindTCPXDP:
 		o.Program = xdpprog.TCP
 		o.Port = c.Port
 		o.MaxFrame = DefaultMaxFrame
@@ -191,7 +191,7 @@ func OptionsFromConfig(c core.Config) Options {
 			o.Program = xdpprog.UDPARP
 		}
 		o.Port = c.Port
-		if c.Role == core.RoleClient && c.LocalPort != 0 {
+		if c.Role == dgramio.RoleClient && c.LocalPort != 0 {
 			o.Port = c.LocalPort
 		}
 		o.MaxFrame = udpHeaders + c.MaxDatagram
@@ -218,7 +218,7 @@ type ProgramOptions struct {
 	FirstQueue, Queues int
 	// Mode is "" (driver mode, then SKB mode as a reported fallback),
 	// "driver" or "skb", as Options.Mode.
-	Mode core.XDPMode
+	Mode dgramio.XDPMode
 	// Host, with Program xdpprog.TCP, is the address the userspace stack
 	// answers for: every IPv4 frame to it goes to the sockets, frames to
 	// other addresses to the kernel (xdpprog.Objects.SetHost). Unset: the

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 func TestMaxFrame(t *testing.T) {
@@ -37,10 +37,10 @@ func TestOptionsDefaults(t *testing.T) {
 	if small.RingSize != 64 {
 		t.Errorf("RingSize default with 64 frames = %d, want 64", small.RingSize)
 	}
-	// The defaults are core.Config's.
-	c := core.Config{Kind: core.KindXDP, Iface: "veth0", Port: 5000}.WithDefaults()
+	// The defaults are dgramio.Config's.
+	c := dgramio.Config{Kind: dgramio.KindXDP, Iface: "veth0", Port: 5000}.WithDefaults()
 	if c.XDP.FrameSize != DefaultFrameSize || c.XDP.Frames != DefaultFrames || c.XDP.RingSize != DefaultRingSize || c.XDP.CarrierWait != DefaultCarrierWait {
-		t.Errorf("core.Config XDP defaults %+v differ from ours", c.XDP)
+		t.Errorf("dgramio.Config XDP defaults %+v differ from ours", c.XDP)
 	}
 }
 
@@ -70,7 +70,7 @@ func TestOptionsValidate(t *testing.T) {
 		o := good
 		c.mod(&o)
 		err := o.Validate()
-		var ce *core.ConfigError
+		var ce *dgramio.ConfigError
 		if !errors.As(err, &ce) || ce.Field != c.field {
 			t.Errorf("%+v: error %v, want a ConfigError on %s", o, err, c.field)
 		}
@@ -85,7 +85,7 @@ func TestOptionsValidate(t *testing.T) {
 func TestOpenRefusesOversizeBeforeSyscalls(t *testing.T) {
 	// No such interface exists: the refusal must come from validation.
 	_, err := Open(Options{Iface: "no-such-if0", Port: 5000, FrameSize: 2048, MaxFrame: 1514})
-	var ce *core.ConfigError
+	var ce *dgramio.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "MaxFrame" {
 		t.Fatalf("Open: %v, want a ConfigError on MaxFrame", err)
 	}
@@ -97,14 +97,14 @@ func TestOpenRefusesOversizeBeforeSyscalls(t *testing.T) {
 }
 
 func TestOptionsFromConfig(t *testing.T) {
-	c := core.Config{Kind: core.KindXDP, Iface: "veth0", Port: 5000, MaxDatagram: 1000,
-		XDP: core.XDPOptions{Mode: "skb", Copy: "copy", QueueID: 2}}.WithDefaults()
+	c := dgramio.Config{Kind: dgramio.KindXDP, Iface: "veth0", Port: 5000, MaxDatagram: 1000,
+		XDP: dgramio.XDPOptions{Mode: "skb", Copy: "copy", QueueID: 2}}.WithDefaults()
 	o := OptionsFromConfig(c)
 	if o.Iface != "veth0" || o.Port != 5000 || o.Program != xdpprog.UDP || o.MaxFrame != 1042 ||
 		o.Mode != "skb" || o.Copy != "copy" || o.QueueID != 2 || o.FrameSize != 4096 {
 		t.Errorf("xdp server: %+v", o)
 	}
-	c.Role, c.LocalPort = core.RoleClient, 6000
+	c.Role, c.LocalPort = dgramio.RoleClient, 6000
 	if o := OptionsFromConfig(c); o.Port != 6000 {
 		t.Errorf("xdp client receives on LocalPort 6000, got %d", o.Port)
 	}
@@ -112,16 +112,16 @@ func TestOptionsFromConfig(t *testing.T) {
 	if o := OptionsFromConfig(c); o.Program != xdpprog.UDPARP {
 		t.Errorf("OwnARP: program %v, want udp+arp", o.Program)
 	}
-	tc := core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "veth0", Port: 7000}.WithDefaults()
+	tc := dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleClient, Iface: "veth0", Port: 7000}.WithDefaults()
 	if o := OptionsFromConfig(tc); o.Program != xdpprog.TCP || o.Port != 7000 || o.MaxFrame != 1514 {
 		t.Errorf("tcp-xdp: %+v", o)
 	}
 	// The default Config gives options that validate; FrameSize 2048 with
 	// the default MaxDatagram does not fit.
-	if err := OptionsFromConfig(core.Config{Kind: core.KindXDP, Iface: "v", Port: 1}.WithDefaults()).Validate(); err != nil {
+	if err := OptionsFromConfig(dgramio.Config{Kind: dgramio.KindXDP, Iface: "v", Port: 1}.WithDefaults()).Validate(); err != nil {
 		t.Errorf("default config: %v", err)
 	}
-	c2 := core.Config{Kind: core.KindXDP, Iface: "v", Port: 1, XDP: core.XDPOptions{FrameSize: 2048}}.WithDefaults()
+	c2 := dgramio.Config{Kind: dgramio.KindXDP, Iface: "v", Port: 1, XDP: dgramio.XDPOptions{FrameSize: 2048}}.WithDefaults()
 	if err := OptionsFromConfig(c2).Validate(); err == nil {
 		t.Error("MaxDatagram 1472 in 2048-byte frames accepted")
 	}

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
 	"github.com/dgramio/dgramio/internal/cleanup"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // Program is one XDP program attached to an interface through a bpf_link,
@@ -38,28 +38,28 @@ type Program struct {
 // calling thread's network namespace) through a bpf_link (Linux >= 5.9):
 // driver mode first, then SKB mode as a reported fallback (Mode, Fallback)
 // unless o.Mode forces one. Errors are Open's for the same steps
-// (*core.ConfigError, *core.PrivilegeError, errors matching
-// core.ErrNotSupported); on error nothing is left attached.
+// (*dgramio.ConfigError, *dgramio.PrivilegeError, errors matching
+// dgramio.ErrNotSupported); on error nothing is left attached.
 func AttachProgram(o ProgramOptions) (*Program, error) {
 	if o.Queues == 0 {
 		o.Queues = 1
 	}
 	switch {
 	case o.Iface == "":
-		return nil, core.BadField("Iface", o.Iface, "the network interface to attach to is required")
+		return nil, dgramio.BadField("Iface", o.Iface, "the network interface to attach to is required")
 	case o.Port == 0:
-		return nil, core.BadField("Port", o.Port, "the port the XDP program matches is required")
+		return nil, dgramio.BadField("Port", o.Port, "the port the XDP program matches is required")
 	case o.Ports < 0 || int(o.Port)+max(o.Ports, 1) > 65536:
-		return nil, core.BadField("Ports", o.Ports, "%d ports from %d run past 65535", o.Ports, o.Port)
+		return nil, dgramio.BadField("Ports", o.Ports, "%d ports from %d run past 65535", o.Ports, o.Port)
 	case o.FirstQueue < 0 || o.Queues < 1 || o.FirstQueue+o.Queues > 1<<16:
-		return nil, core.BadField("QueueID", o.FirstQueue, "queues %d..%d: want queue indexes 0..65535", o.FirstQueue, o.FirstQueue+o.Queues-1)
+		return nil, dgramio.BadField("QueueID", o.FirstQueue, "queues %d..%d: want queue indexes 0..65535", o.FirstQueue, o.FirstQueue+o.Queues-1)
 	case !o.Program.Valid():
-		return nil, core.BadField("Program", o.Program, "use xdpprog.UDP, xdpprog.UDPARP or xdpprog.TCP")
+		return nil, dgramio.BadField("Program", o.Program, "use xdpprog.UDP, xdpprog.UDPARP or xdpprog.TCP")
 	}
 	switch o.Mode {
 	case "", "driver", "skb":
 	default:
-		return nil, core.BadField("Mode", o.Mode, `use "", "driver" or "skb"`)
+		return nil, dgramio.BadField("Mode", o.Mode, `use "", "driver" or "skb"`)
 	}
 	p := &Program{opts: o}
 	ok := false
@@ -82,10 +82,10 @@ func AttachProgram(o ProgramOptions) (*Program, error) {
 	}
 	if o.Host.IsValid() {
 		if err := p.objs.SetHost(o.Host); err != nil {
-			return nil, core.BadField("Host", o.Host, "%v", err)
+			return nil, dgramio.BadField("Host", o.Host, "%v", err)
 		}
 		if err := p.objs.SetSYNLimit(o.SYNRate, o.SYNBurst); err != nil {
-			return nil, core.BadField("SYNRate", o.SYNRate, "%v", err)
+			return nil, dgramio.BadField("SYNRate", o.SYNRate, "%v", err)
 		}
 	}
 	lk, mode, fallback, err := attach(p.objs, p.ifindex, o.Iface, o.Mode)
@@ -118,16 +118,16 @@ func (p *Program) attachMode() string {
 // queue outside the map.
 func (p *Program) check(o Options) error {
 	if o.Iface != p.opts.Iface {
-		return core.BadField("Iface", o.Iface, "the shared program is attached to %s", p.opts.Iface)
+		return dgramio.BadField("Iface", o.Iface, "the shared program is attached to %s", p.opts.Iface)
 	}
 	if o.QueueID < p.opts.FirstQueue || o.QueueID >= p.opts.FirstQueue+p.opts.Queues {
-		return core.BadField("QueueID", o.QueueID, "the shared program's socket map holds queues %d..%d",
+		return dgramio.BadField("QueueID", o.QueueID, "the shared program's socket map holds queues %d..%d",
 			p.opts.FirstQueue, p.opts.FirstQueue+p.opts.Queues-1)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return fmt.Errorf("afxdp: shared program on %s: %w", p.opts.Iface, core.ErrClosed)
+		return fmt.Errorf("afxdp: shared program on %s: %w", p.opts.Iface, dgramio.ErrClosed)
 	}
 	return nil
 }
@@ -155,7 +155,7 @@ func (p *Program) Counters() (xdpprog.Counts, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return xdpprog.Counts{}, core.ErrClosed
+		return xdpprog.Counts{}, dgramio.ErrClosed
 	}
 	return p.objs.ReadCounters()
 }

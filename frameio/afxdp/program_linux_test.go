@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
@@ -75,7 +75,7 @@ func TestSharedProgramTwoQueues(t *testing.T) {
 	}
 	// A third socket on a queue outside the map, or another interface, is
 	// refused before any system call.
-	var ce *core.ConfigError
+	var ce *dgramio.ConfigError
 	if _, err := tryOpen(p.A, Options{Iface: p.A.Iface, QueueID: 2, Shared: prog}); !errors.As(err, &ce) || ce.Field != "QueueID" {
 		t.Errorf("queue 2 into a 2-queue map: %v, want a ConfigError on QueueID", err)
 	}

@@ -15,10 +15,10 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
 	"github.com/dgramio/dgramio/internal/cleanup"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/guard"
 	"github.com/dgramio/dgramio/internal/monotime"
@@ -136,11 +136,11 @@ type txSide struct {
 // the network namespace of the calling thread (inside testhost.Host.Do, the
 // host's namespace); the socket stays there for its whole life.
 //
-// Errors: a *core.ConfigError for a bad option (before any system call), a
-// *core.PrivilegeError naming the capability that is missing
+// Errors: a *dgramio.ConfigError for a bad option (before any system call), a
+// *dgramio.PrivilegeError naming the capability that is missing
 // (CAP_NET_RAW for the socket, CAP_BPF and CAP_NET_ADMIN for the program,
 // CAP_IPC_LOCK or RLIMIT_MEMLOCK for the UMEM), an error matching
-// core.ErrNotSupported for a kernel or driver that lacks a feature (AF_XDP
+// dgramio.ErrNotSupported for a kernel or driver that lacks a feature (AF_XDP
 // 4.18, need_wakeup 5.4, XDP bpf_link 5.9, zero-copy where the driver has
 // none), an error matching ErrNoCarrier. Every step is undone on error.
 func Open(o Options) (*XSK, error) {
@@ -205,7 +205,7 @@ func Open(o Options) (*XSK, error) {
 }
 
 // linkAttrs looks iface up in the calling thread's network namespace and
-// refuses queues first..last beyond its RX queues (a *core.ConfigError
+// refuses queues first..last beyond its RX queues (a *dgramio.ConfigError
 // for QueueID).
 func linkAttrs(iface string, first, last int) (*netlink.LinkAttrs, error) {
 	l, err := netlink.LinkByName(iface)
@@ -218,7 +218,7 @@ func linkAttrs(iface string, first, last int) (*netlink.LinkAttrs, error) {
 		if first == last {
 			queues = fmt.Sprintf("queue %d", first)
 		}
-		return nil, core.BadField("QueueID", first, "%s: interface %s has %d RX queues", queues, iface, a.NumRxQueues)
+		return nil, dgramio.BadField("QueueID", first, "%s: interface %s has %d RX queues", queues, iface, a.NumRxQueues)
 	}
 	return a, nil
 }
@@ -267,7 +267,7 @@ func (x *XSK) program(zc bool) (string, error) {
 	if zc && attachMode != "driver" {
 		// Cannot happen with a driver that offers zero-copy (it has native
 		// XDP), but say so rather than run a socket nobody feeds.
-		return "", core.NotSupported("AF_XDP zero-copy with SKB-mode XDP", "",
+		return "", dgramio.NotSupported("AF_XDP zero-copy with SKB-mode XDP", "",
 			"zero-copy needs the program in driver mode", nil)
 	}
 	if err := objs.SetSocket(o.QueueID, x.fd); err != nil {
@@ -283,9 +283,9 @@ func (x *XSK) openSocket() error {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.EAFNOSUPPORT):
-		return core.NotSupported("AF_XDP sockets", "4.18", "the kernel must be built with CONFIG_XDP_SOCKETS", err)
+		return dgramio.NotSupported("AF_XDP sockets", "4.18", "the kernel must be built with CONFIG_XDP_SOCKETS", err)
 	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
-		return &core.PrivilegeError{Op: "create AF_XDP socket", Capability: "CAP_NET_RAW", Err: err}
+		return &dgramio.PrivilegeError{Op: "create AF_XDP socket", Capability: "CAP_NET_RAW", Err: err}
 	case err != nil:
 		return sysErr("create AF_XDP socket", err)
 	}
@@ -306,7 +306,7 @@ func (x *XSK) mapUMEM() error {
 	if o.MLock {
 		if err := unix.Mlock(mem); err != nil {
 			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EAGAIN) {
-				return &core.PrivilegeError{Op: "mlock UMEM", Capability: memlockHint(size), Err: err}
+				return &dgramio.PrivilegeError{Op: "mlock UMEM", Capability: memlockHint(size), Err: err}
 			}
 			return sysErr("mlock UMEM", err)
 		}
@@ -319,7 +319,7 @@ func (x *XSK) mapUMEM() error {
 	if _, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(x.fd), unix.SOL_XDP, unix.XDP_UMEM_REG,
 		uintptr(unsafe.Pointer(&reg)), unsafe.Sizeof(reg), 0); e != 0 {
 		if e == unix.ENOBUFS || e == unix.EPERM {
-			return &core.PrivilegeError{Op: "register UMEM", Capability: memlockHint(size), Err: e}
+			return &dgramio.PrivilegeError{Op: "register UMEM", Capability: memlockHint(size), Err: e}
 		}
 		return sysErr("register UMEM", e)
 	}
@@ -363,7 +363,7 @@ func (x *XSK) setupRings() error {
 		return sysErr("get ring offsets", e)
 	}
 	if size != uint32(unsafe.Sizeof(off)) {
-		return core.NotSupported("AF_XDP ring flags (need_wakeup)", "5.4", "", nil)
+		return dgramio.NotSupported("AF_XDP ring flags (need_wakeup)", "5.4", "", nil)
 	}
 	descSize := uint64(unsafe.Sizeof(unix.XDPDesc{}))
 	mapRing := func(pgoff int64, ro unix.XDPRingOffset, elem uint64, name string) ([]byte, error) {
@@ -455,14 +455,14 @@ func (x *XSK) bind() (bool, error) {
 	switch {
 	case err == nil:
 	case o.Copy == "zerocopy" && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL)):
-		return false, core.NotSupported("AF_XDP zero-copy on "+o.Iface, "4.20",
+		return false, dgramio.NotSupported("AF_XDP zero-copy on "+o.Iface, "4.20",
 			`the driver does not offer zero-copy (veth never does): use Copy "copy" or ""`, err)
 	case errors.Is(err, unix.EBUSY):
 		return false, sysErr(fmt.Sprintf("bind AF_XDP socket to %s (another AF_XDP socket held the queue for %v)", where, bindBusyWait), err)
 	case errors.Is(err, unix.EINVAL):
 		return false, sysErr("bind AF_XDP socket to "+where+" (a bad queue, or a kernel without need_wakeup, Linux < 5.4)", err)
 	case errors.Is(err, unix.EPERM):
-		return false, &core.PrivilegeError{Op: "bind AF_XDP socket", Capability: "CAP_NET_RAW", Err: err}
+		return false, &dgramio.PrivilegeError{Op: "bind AF_XDP socket", Capability: "CAP_NET_RAW", Err: err}
 	default:
 		return false, sysErr("bind AF_XDP socket to "+where, err)
 	}
@@ -483,7 +483,7 @@ func (x *XSK) bind() (bool, error) {
 // through a bpf_link in mode ("" tries driver, then SKB), and returns the
 // link, "driver" or "skb", and why driver mode was refused when it fell
 // back to SKB mode (nil otherwise).
-func attach(objs *xdpprog.Objects, ifindex int, iface string, mode core.XDPMode) (link.Link, string, error, error) {
+func attach(objs *xdpprog.Objects, ifindex int, iface string, mode dgramio.XDPMode) (link.Link, string, error, error) {
 	try := func(flags link.XDPAttachFlags) (link.Link, error) {
 		return link.AttachXDP(link.XDPOptions{Program: objs.Program, Interface: ifindex, Flags: flags})
 	}
@@ -494,15 +494,15 @@ func attach(objs *xdpprog.Objects, ifindex int, iface string, mode core.XDPMode)
 		fallback error
 	)
 	switch mode {
-	case core.XDPModeDriver:
+	case dgramio.XDPModeDriver:
 		if l, err = try(link.XDPDriverMode); err != nil {
 			if !isPriv(err) && !isBusy(err) && !errors.Is(err, ebpf.ErrNotSupported) {
-				return nil, "", nil, core.NotSupported("driver-mode (native) XDP on "+iface, "",
+				return nil, "", nil, dgramio.NotSupported("driver-mode (native) XDP on "+iface, "",
 					`the driver has no native XDP: use Mode "skb" or "" (SKB mode, reported)`, err)
 			}
 			return nil, "", nil, attachErr(iface, "driver", err)
 		}
-	case core.XDPModeSKB:
+	case dgramio.XDPModeSKB:
 		got = "skb"
 		if l, err = try(link.XDPGenericMode); err != nil {
 			return nil, "", nil, attachErr(iface, got, err)
@@ -529,9 +529,9 @@ func isBusy(err error) bool { return errors.Is(err, unix.EBUSY) || errors.Is(err
 func attachErr(iface, mode string, err error) error {
 	switch {
 	case isPriv(err):
-		return &core.PrivilegeError{Op: "attach XDP program to " + iface, Capability: "CAP_NET_ADMIN and CAP_BPF", Err: err}
+		return &dgramio.PrivilegeError{Op: "attach XDP program to " + iface, Capability: "CAP_NET_ADMIN and CAP_BPF", Err: err}
 	case errors.Is(err, ebpf.ErrNotSupported):
-		return core.NotSupported("XDP through bpf_link", "5.9", "", err)
+		return dgramio.NotSupported("XDP through bpf_link", "5.9", "", err)
 	case isBusy(err):
 		return sysErr(fmt.Sprintf("attach XDP program to %s in %s mode: another XDP program is attached; remove it (ip link set dev %s xdp off) or use another interface", iface, mode, iface), err)
 	}
@@ -928,22 +928,22 @@ func (x *XSK) Stats() frameio.Stats {
 		Syscalls:   x.rx.syscalls.Load() + t.syscalls.Load(),
 	}
 	s.Layers = append(s.Layers,
-		core.Counter{Layer: "xsk", Name: "tx_oversize", Value: t.oversize.Load(), Loss: true},
-		core.Counter{Layer: "xsk", Name: "rx_bad_desc", Value: x.rx.invalid.Load(), Loss: true},
+		dgramio.Counter{Layer: "xsk", Name: "tx_oversize", Value: t.oversize.Load(), Loss: true},
+		dgramio.Counter{Layer: "xsk", Name: "rx_bad_desc", Value: x.rx.invalid.Load(), Loss: true},
 		// sendto returned EBUSY: the kernel completed a frame without
 		// sending it (NET_XMIT_DROP in copy mode).
-		core.Counter{Layer: "xsk", Name: "tx_dropped_busy", Value: t.dropped.Load(), Loss: true},
-		core.Counter{Layer: "xsk", Name: "tx_unsent_at_close", Value: unsent, Loss: true},
+		dgramio.Counter{Layer: "xsk", Name: "tx_dropped_busy", Value: t.dropped.Load(), Loss: true},
+		dgramio.Counter{Layer: "xsk", Name: "tx_unsent_at_close", Value: unsent, Loss: true},
 		// wake-ups of TX from the receive side after a Kick found the
 		// device busy (Kick).
-		core.Counter{Layer: "xsk", Name: "tx_rekicks", Value: x.rx.rekicks.Load()},
+		dgramio.Counter{Layer: "xsk", Name: "tx_rekicks", Value: x.rx.rekicks.Load()},
 		// Kick's sendto calls and the time they took, in nanoseconds (not
 		// losses): on a copying device each call carries the frames
 		// through the kernel to the peer, so the mean call is what one
 		// send costs the loop beyond building the frames.
-		core.Counter{Layer: "xsk", Name: "tx_kicks", Value: t.syscalls.Load()},
-		core.Counter{Layer: "xsk", Name: "tx_kick_ns", Value: t.kickNs.Load()},
-		core.Counter{Layer: "xsk", Name: "rx_unread_at_close", Value: unread, Loss: true},
+		dgramio.Counter{Layer: "xsk", Name: "tx_kicks", Value: t.syscalls.Load()},
+		dgramio.Counter{Layer: "xsk", Name: "tx_kick_ns", Value: t.kickNs.Load()},
+		dgramio.Counter{Layer: "xsk", Name: "rx_unread_at_close", Value: unread, Loss: true},
 	)
 	x.statsMu.RLock()
 	k := x.final
@@ -960,7 +960,7 @@ func (x *XSK) Stats() frameio.Stats {
 // kernelStats are the counters Stats reads from the kernel.
 type kernelStats struct {
 	rxDropped, txDropped uint64
-	layers               []core.Counter
+	layers               []dgramio.Counter
 }
 
 // readKernel reads XDP_STATISTICS and, unless the program is shared, the
@@ -971,15 +971,15 @@ func (x *XSK) readKernel() kernelStats {
 		k.rxDropped = st.Rx_dropped + st.Rx_ring_full
 		k.txDropped = st.Tx_invalid_descs
 		k.layers = append(k.layers,
-			core.Counter{Layer: "xsk", Name: "rx_dropped", Value: st.Rx_dropped, Loss: true},
-			core.Counter{Layer: "xsk", Name: "rx_invalid_descs", Value: st.Rx_invalid_descs},
-			core.Counter{Layer: "xsk", Name: "tx_invalid_descs", Value: st.Tx_invalid_descs, Loss: true},
+			dgramio.Counter{Layer: "xsk", Name: "rx_dropped", Value: st.Rx_dropped, Loss: true},
+			dgramio.Counter{Layer: "xsk", Name: "rx_invalid_descs", Value: st.Rx_invalid_descs},
+			dgramio.Counter{Layer: "xsk", Name: "tx_invalid_descs", Value: st.Tx_invalid_descs, Loss: true},
 		)
 		if n >= 6 {
 			k.layers = append(k.layers,
-				core.Counter{Layer: "xsk", Name: "rx_ring_full", Value: st.Rx_ring_full, Loss: true},
-				core.Counter{Layer: "xsk", Name: "rx_fill_ring_empty_descs", Value: st.Rx_fill_ring_empty_descs},
-				core.Counter{Layer: "xsk", Name: "tx_ring_empty_descs", Value: st.Tx_ring_empty_descs},
+				dgramio.Counter{Layer: "xsk", Name: "rx_ring_full", Value: st.Rx_ring_full, Loss: true},
+				dgramio.Counter{Layer: "xsk", Name: "rx_fill_ring_empty_descs", Value: st.Rx_fill_ring_empty_descs},
+				dgramio.Counter{Layer: "xsk", Name: "tx_ring_empty_descs", Value: st.Tx_ring_empty_descs},
 			)
 		}
 	}

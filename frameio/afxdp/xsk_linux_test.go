@@ -22,8 +22,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -204,7 +204,7 @@ func receive(t *testing.T, x *XSK, n int, within time.Duration, each func(rxFram
 func counter(t *testing.T, x *XSK, layer, name string) uint64 {
 	t.Helper()
 	s := x.Stats()
-	v, ok := (&core.Stats{Layers: s.Layers}).Counter(layer, name)
+	v, ok := (&dgramio.Stats{Layers: s.Layers}).Counter(layer, name)
 	if !ok {
 		t.Fatalf("no counter %s/%s in %+v", layer, name, s.Layers)
 	}
@@ -563,7 +563,7 @@ func TestMaxFrameFits(t *testing.T) {
 	// One byte beyond what an RX buffer holds is refused before anything
 	// is made.
 	_, err := tryOpen(p.A, Options{Iface: p.A.Iface, Port: xskPort, FrameSize: 2048, MaxFrame: MaxFrame(2048) + 1})
-	var ce *core.ConfigError
+	var ce *dgramio.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "MaxFrame" {
 		t.Errorf("oversized MaxFrame: %v, want a ConfigError", err)
 	}
@@ -662,7 +662,7 @@ func TestModes(t *testing.T) {
 	})
 	t.Run("zerocopy refused on veth", func(t *testing.T) {
 		_, err := tryOpen(p.A, Options{Iface: p.A.Iface, Port: xskPort, Copy: "zerocopy"})
-		var ue *core.UnsupportedError
+		var ue *dgramio.UnsupportedError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "zero-copy") {
 			t.Fatalf("zero-copy on veth: %v, want an UnsupportedError about zero-copy", err)
 		}
@@ -692,13 +692,13 @@ func TestModes(t *testing.T) {
 	})
 	t.Run("driver forced on lo", func(t *testing.T) {
 		_, err := tryOpen(p.A, Options{Iface: "lo", Port: xskPort, Mode: "driver"})
-		if !errors.Is(err, core.ErrNotSupported) {
+		if !errors.Is(err, dgramio.ErrNotSupported) {
 			t.Errorf("driver mode on lo: %v, want ErrNotSupported", err)
 		}
 	})
 	t.Run("queue out of range", func(t *testing.T) {
 		_, err := tryOpen(p.A, Options{Iface: p.A.Iface, Port: xskPort, QueueID: 3})
-		var ce *core.ConfigError
+		var ce *dgramio.ConfigError
 		if !errors.As(err, &ce) || ce.Field != "QueueID" {
 			t.Errorf("queue 3 of 1: %v", err)
 		}
@@ -892,7 +892,7 @@ func TestCloseCountsLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := x.Stats()
-	cs := core.Stats{Layers: s.Layers}
+	cs := dgramio.Stats{Layers: s.Layers}
 	unread, _ := cs.Counter("xsk", "rx_unread_at_close")
 	left, _ := cs.Counter("xsk", "tx_unsent_at_close")
 	if unread != redir || left != unsent {
@@ -945,7 +945,7 @@ func TestEchoTwoGoroutines(t *testing.T) {
 		t.Fatalf("%d of %d echoed", echoed, n)
 	}
 	s := x.Stats()
-	cs := core.Stats{Layers: s.Layers}
+	cs := dgramio.Stats{Layers: s.Layers}
 	if s.RxFrames < n || s.TxFrames != n || cs.Lost() != 0 {
 		t.Errorf("stats: %+v (lost %d)", s, cs.Lost())
 	}
@@ -1087,7 +1087,7 @@ func TestPrivilegeErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := try(c.setup, c.drop...)
-		var pe *core.PrivilegeError
+		var pe *dgramio.PrivilegeError
 		if !errors.As(err, &pe) || !strings.Contains(pe.Capability, c.want) || !errors.Is(err, os.ErrPermission) {
 			t.Errorf("%s: %v, want a PrivilegeError naming %s", c.name, err, c.want)
 		}
@@ -1111,7 +1111,7 @@ func TestPrivilegeErrors(t *testing.T) {
 	if e := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old); e != nil {
 		t.Fatal(e)
 	}
-	var pe *core.PrivilegeError
+	var pe *dgramio.PrivilegeError
 	if !errors.As(err, &pe) || !strings.Contains(pe.Capability, "RLIMIT_MEMLOCK") || !strings.Contains(pe.Capability, "CAP_IPC_LOCK") {
 		t.Errorf("UMEM over RLIMIT_MEMLOCK: %v, want a PrivilegeError naming CAP_IPC_LOCK and RLIMIT_MEMLOCK", err)
 	} else {

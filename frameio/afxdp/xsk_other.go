@@ -6,9 +6,9 @@ import (
 	"context"
 	"net"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // XSK is an AF_XDP socket; AF_XDP exists only on Linux, so here Open always
@@ -18,13 +18,13 @@ type XSK struct{}
 // ErrNoCarrier is matched by Open's error when the link has no carrier.
 var ErrNoCarrier = net.UnknownNetworkError("no carrier")
 
-// Open returns an error matching core.ErrNotSupported: AF_XDP is Linux only.
+// Open returns an error matching dgramio.ErrNotSupported: AF_XDP is Linux only.
 func Open(o Options) (*XSK, error) {
 	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return nil, core.NotSupported("AF_XDP sockets", "4.18", "AF_XDP exists only on Linux", nil)
+	return nil, dgramio.NotSupported("AF_XDP sockets", "4.18", "AF_XDP exists only on Linux", nil)
 }
 
 // TxFrame returns false.
@@ -61,9 +61,9 @@ func (x *XSK) Mode() string { return "unsupported" }
 // AF_XDP exists only on Linux, so AttachProgram always fails.
 type Program struct{}
 
-// AttachProgram returns an error matching core.ErrNotSupported.
+// AttachProgram returns an error matching dgramio.ErrNotSupported.
 func AttachProgram(o ProgramOptions) (*Program, error) {
-	return nil, core.NotSupported("XDP programs", "4.18", "XDP exists only on Linux", nil)
+	return nil, dgramio.NotSupported("XDP programs", "4.18", "XDP exists only on Linux", nil)
 }
 
 // Mode returns "".

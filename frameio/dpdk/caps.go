@@ -6,7 +6,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,7 +97,7 @@ func capList(cs []capability) string {
 
 // privilegeError is the error of op, which failed with err, when the
 // device's driver may have been refused for want of privileges: a
-// *core.PrivilegeError naming the capabilities the driver needs that the
+// *dgramio.PrivilegeError naming the capabilities the driver needs that the
 // process lacks; or, when it lacks none of them, one naming all of them if
 // err is EPERM or EACCES (something else refused them: an LSM, seccomp, a
 // user namespace); and nil otherwise. A PCI device (bound to vfio-pci)
@@ -109,18 +109,18 @@ func (p *Port) privilegeError(op string, err error) error {
 	need, known := driverCaps[d]
 	switch {
 	case !known && !p.vdev && (perm || unix.Geteuid() != 0):
-		return &core.PrivilegeError{Op: op, Capability: "root (a PCI device on vfio-pci: CAP_SYS_ADMIN, CAP_IPC_LOCK and CAP_SYS_RAWIO)", Err: err}
+		return &dgramio.PrivilegeError{Op: op, Capability: "root (a PCI device on vfio-pci: CAP_SYS_ADMIN, CAP_IPC_LOCK and CAP_SYS_RAWIO)", Err: err}
 	case !known && perm:
-		return &core.PrivilegeError{Op: op, Capability: "root", Err: err}
+		return &dgramio.PrivilegeError{Op: op, Capability: "root", Err: err}
 	case !known:
 		return nil
 	}
 	all := d + " needs " + capList(need)
 	if missing := missingCaps(need); len(missing) > 0 {
-		return &core.PrivilegeError{Op: op, Capability: capList(missing) + " (" + all + ")", Err: err}
+		return &dgramio.PrivilegeError{Op: op, Capability: capList(missing) + " (" + all + ")", Err: err}
 	}
 	if perm {
-		return &core.PrivilegeError{Op: op, Capability: all + ", which this process has: something else refused the call (an LSM, seccomp, a user namespace)", Err: err}
+		return &dgramio.PrivilegeError{Op: op, Capability: all + ", which this process has: something else refused the call (an LSM, seccomp, a user namespace)", Err: err}
 	}
 	return nil
 }

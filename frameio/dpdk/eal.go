@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"golang.org/x/sys/unix"
 )
@@ -61,8 +61,8 @@ var eal struct {
 // distribution ships, and leaves nothing under /var/run/dpdk: the run-time
 // directory is removed as soon as the EAL is up.
 //
-// Errors are a *core.UnsupportedError when hugepages are asked for but none
-// are free, a *core.PrivilegeError when the EAL is refused for want of
+// Errors are a *dgramio.UnsupportedError when hugepages are asked for but none
+// are free, a *dgramio.PrivilegeError when the EAL is refused for want of
 // privileges, and otherwise the EAL's own complaint, taken from its log.
 func StartEAL(o EALOptions) error {
 	eal.once.Do(func() { eal.err = startEAL(o) })
@@ -76,7 +76,7 @@ func EALArgs() []string { return append([]string(nil), eal.args...) }
 func startEAL(o EALOptions) error {
 	if o.HugePages {
 		if free, err := freeHugePages(); err != nil || free == 0 {
-			return core.NotSupported("DPDK on hugepages", "", "no free hugepages: reserve some (sysctl vm.nr_hugepages=512) or leave DPDK.HugePages off", err)
+			return dgramio.NotSupported("DPDK on hugepages", "", "no free hugepages: reserve some (sysctl vm.nr_hugepages=512) or leave DPDK.HugePages off", err)
 		}
 	}
 	cpus, err := cpu.Current()
@@ -180,7 +180,7 @@ func ealError(args []string, err error, log string) error {
 		msg += "; DPDK says: " + l
 	}
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-		return &core.PrivilegeError{Op: msg, Capability: "root (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_IPC_LOCK)", Err: err}
+		return &dgramio.PrivilegeError{Op: msg, Capability: "root (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_IPC_LOCK)", Err: err}
 	}
 	return fmt.Errorf("%s: %w", msg, err)
 }

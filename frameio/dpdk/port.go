@@ -19,9 +19,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/cleanup"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/poison"
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
@@ -95,7 +95,7 @@ type Options struct {
 // device from DPDK.PCI, DPDK.VDev or Iface, ring and pool sizes, hugepages
 // and extra EAL arguments, and an MTU large enough for MaxDatagram on the
 // datagram kind (at least 1500).
-func OptionsFrom(cfg core.Config) Options {
+func OptionsFrom(cfg dgramio.Config) Options {
 	mtu := DefaultMTU
 	if !cfg.Kind.IsStream() && cfg.MaxDatagram+28 > mtu {
 		mtu = cfg.MaxDatagram + 28
@@ -142,31 +142,31 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
-	if err := (core.DPDKOptions{PCI: o.PCI, VDev: o.VDev}).CheckDevice(o.Iface); err != nil {
+	if err := (dgramio.DPDKOptions{PCI: o.PCI, VDev: o.VDev}).CheckDevice(o.Iface); err != nil {
 		return err
 	}
 	if o.VDev != "" {
 		if name, _ := splitDevargs(o.VDev); name == "" || strings.ContainsAny(name, " =") {
-			return core.BadField("DPDK.VDev", o.VDev, `a vdev is "name,key=value,...", like "net_af_packet0,iface=veth0"`)
+			return dgramio.BadField("DPDK.VDev", o.VDev, `a vdev is "name,key=value,...", like "net_af_packet0,iface=veth0"`)
 		}
 	}
 	if o.MTU < 68 || o.MTU > 9000 {
-		return core.BadField("MTU", o.MTU, "must be between 68 and 9000")
+		return dgramio.BadField("MTU", o.MTU, "must be between 68 and 9000")
 	}
 	if o.RxDesc < 1 || o.RxDesc > 32768 {
-		return core.BadField("DPDK.RxDesc", o.RxDesc, "must be between 1 and 32768")
+		return dgramio.BadField("DPDK.RxDesc", o.RxDesc, "must be between 1 and 32768")
 	}
 	if o.TxDesc < 1 || o.TxDesc > 32768 {
-		return core.BadField("DPDK.TxDesc", o.TxDesc, "must be between 1 and 32768")
+		return dgramio.BadField("DPDK.TxDesc", o.TxDesc, "must be between 1 and 32768")
 	}
 	if need := mbufsNeeded(o.RxDesc, o.TxDesc); o.Mbufs < need {
-		return core.BadField("DPDK.Mbufs", o.Mbufs, "must be at least %d for rings of %d and %d (both rings full, a full batch pending and a full burst held)", need, o.RxDesc, o.TxDesc)
+		return dgramio.BadField("DPDK.Mbufs", o.Mbufs, "must be at least %d for rings of %d and %d (both rings full, a full batch pending and a full burst held)", need, o.RxDesc, o.TxDesc)
 	}
 	if o.TxWait < 0 || o.LinkWait < 0 {
-		return core.BadField("TxWait", o.TxWait, "waits must not be negative")
+		return dgramio.BadField("TxWait", o.TxWait, "waits must not be negative")
 	}
-	if o.Queues < 0 || o.Queues > core.MaxQueues {
-		return core.BadField("Queues", o.Queues, "must be between 1 and %d", core.MaxQueues)
+	if o.Queues < 0 || o.Queues > dgramio.MaxQueues {
+		return dgramio.BadField("Queues", o.Queues, "must be between 1 and %d", dgramio.MaxQueues)
 	}
 	return nil
 }
@@ -309,9 +309,9 @@ var control struct {
 // goes back into that namespace by itself. Open locks the calling goroutine
 // to its thread while it runs.
 //
-// Errors: a *core.ConfigError for bad Options, a *core.PrivilegeError when
+// Errors: a *dgramio.ConfigError for bad Options, a *dgramio.PrivilegeError when
 // the device is refused for want of privileges, an error matching
-// core.ErrNotSupported when the EAL or the PMD is missing, and otherwise an
+// dgramio.ErrNotSupported when the EAL or the PMD is missing, and otherwise an
 // error that names the DPDK call that failed with the reason DPDK logged.
 // Every step done before an error is undone.
 func Open(o Options) (*Port, error) {
@@ -582,7 +582,7 @@ func checkCombined(iface string, queues int) error {
 		combined = 1
 	}
 	if combined < queues {
-		return core.NotSupported(fmt.Sprintf("%d net_af_xdp queues on %s", queues, iface), "",
+		return dgramio.NotSupported(fmt.Sprintf("%d net_af_xdp queues on %s", queues, iface), "",
 			fmt.Sprintf("net_af_xdp uses combined channels only, and %s has %d (ethtool -L %s combined %d; veth has none: use DPDK.VDev \"net_af_packet0,iface=%s,qpairs=%d,framecnt=4096\", whose queues a PACKET_FANOUT hash feeds; it moves a flow to another queue while its own ring is short of room, so give framecnt room for every frame in flight)",
 				iface, combined, iface, queues, iface, queues), err)
 	}
@@ -816,7 +816,7 @@ func (p *Port) configure(o Options, devargs string, pools []*C.struct_rte_mempoo
 		case step == "rte_eth_dev_configure" && o.MTU > int(res.max_mtu) && res.max_mtu != 0:
 			err = fmt.Errorf("%w (MTU %d is above the device's limit %d)", err, o.MTU, res.max_mtu)
 		case step == "queue count":
-			err = &core.ConfigError{Field: "Queues", Value: nq, Reason: fmt.Sprintf(
+			err = &dgramio.ConfigError{Field: "Queues", Value: nq, Reason: fmt.Sprintf(
 				"%s offers %d RX and %d TX queues (a net_af_xdp vdev as many as its queue_count devarg, an interface's channels at most)",
 				describe(p.devName, devargs), res.max_rx_queues, res.max_tx_queues)}
 		}
@@ -872,9 +872,9 @@ func logHint() string {
 // from most calls but a bare -1 from some, which is then read as rte_errno
 // (cleared before each call that can return it) or, when that is not set,
 // as errMinusOne (which is also -EPERM). A failure for want of privileges becomes a
-// *core.PrivilegeError naming the capabilities the driver needs that the
+// *dgramio.PrivilegeError naming the capabilities the driver needs that the
 // process lacks (see privilegeError); a device no loaded PMD takes becomes
-// core.ErrNotSupported.
+// dgramio.ErrNotSupported.
 func (p *Port) dpdkError(op string, ret int) error {
 	var err error
 	if ret == -1 {
@@ -897,7 +897,7 @@ func (p *Port) dpdkError(op string, ret int) error {
 	}
 	switch {
 	case strings.HasPrefix(op, "attach") && (errors.Is(err, syscall.ENOTSUP) || strings.Contains(log, "failed to parse device")):
-		return core.NotSupported("DPDK device "+p.devName, "",
+		return dgramio.NotSupported("DPDK device "+p.devName, "",
 			"no PMD loaded from "+pmdDir()+" takes that name (a vdev's name starts with its driver's: net_af_xdp, net_af_packet, net_ring; is the PMD's package installed?)"+says, err)
 	}
 	return fmt.Errorf("%s: %w", msg, err)
@@ -1230,7 +1230,7 @@ func (p *Port) Stats() frameio.Stats {
 // snapshot returns s with a copy of its Layers, for a caller of Stats to
 // keep.
 func snapshot(s frameio.Stats) frameio.Stats {
-	s.Layers = append([]core.Counter(nil), s.Layers...)
+	s.Layers = append([]dgramio.Counter(nil), s.Layers...)
 	return s
 }
 
@@ -1252,9 +1252,9 @@ func (p *Port) stats() frameio.Stats {
 	multi := atomic.LoadUint64((*uint64)(unsafe.Pointer(&p.c.rx_multiseg)))
 	own := atomic.LoadUint64((*uint64)(unsafe.Pointer(&p.c.rx_own)))
 	s.Layers = append(s.Layers,
-		core.Counter{Layer: "dpdk", Name: "rx_multiseg", Value: multi, Loss: true},
-		core.Counter{Layer: "dpdk", Name: "rx_own", Value: own},
-		core.Counter{Layer: "dpdk", Name: "tx_oversize", Value: p.txOversize.Load()},
+		dgramio.Counter{Layer: "dpdk", Name: "rx_multiseg", Value: multi, Loss: true},
+		dgramio.Counter{Layer: "dpdk", Name: "rx_own", Value: own},
+		dgramio.Counter{Layer: "dpdk", Name: "tx_oversize", Value: p.txOversize.Load()},
 	)
 	s.RxDropped = multi
 	if len(p.dev.queues) == 0 {
@@ -1265,9 +1265,9 @@ func (p *Port) stats() frameio.Stats {
 	var es C.struct_rte_eth_stats
 	if p.queue < C.RTE_ETHDEV_QUEUE_STAT_CNTRS && C.rte_eth_stats_get(p.portID, &es) == 0 {
 		s.Layers = append(s.Layers,
-			core.Counter{Layer: "dpdk-queue", Name: "q_ipackets", Value: uint64(es.q_ipackets[p.queue])},
-			core.Counter{Layer: "dpdk-queue", Name: "q_opackets", Value: uint64(es.q_opackets[p.queue])},
-			core.Counter{Layer: "dpdk-queue", Name: "q_errors", Value: uint64(es.q_errors[p.queue])},
+			dgramio.Counter{Layer: "dpdk-queue", Name: "q_ipackets", Value: uint64(es.q_ipackets[p.queue])},
+			dgramio.Counter{Layer: "dpdk-queue", Name: "q_opackets", Value: uint64(es.q_opackets[p.queue])},
+			dgramio.Counter{Layer: "dpdk-queue", Name: "q_errors", Value: uint64(es.q_errors[p.queue])},
 		)
 	}
 	return s
@@ -1305,14 +1305,14 @@ func (p *Port) appendDevice(s *frameio.Stats) {
 	C.rte_eth_stats_get(p.portID, &es)
 	l := "dpdk"
 	s.Layers = append(s.Layers,
-		core.Counter{Layer: l, Name: "ipackets", Value: uint64(es.ipackets)},
-		core.Counter{Layer: l, Name: "opackets", Value: uint64(es.opackets)},
-		core.Counter{Layer: l, Name: "ibytes", Value: uint64(es.ibytes)},
-		core.Counter{Layer: l, Name: "obytes", Value: uint64(es.obytes)},
-		core.Counter{Layer: l, Name: "imissed", Value: uint64(es.imissed), Loss: true},
-		core.Counter{Layer: l, Name: "ierrors", Value: uint64(es.ierrors), Loss: true},
-		core.Counter{Layer: l, Name: "rx_nombuf", Value: uint64(es.rx_nombuf), Loss: true},
-		core.Counter{Layer: l, Name: "oerrors", Value: uint64(es.oerrors), Loss: true},
+		dgramio.Counter{Layer: l, Name: "ipackets", Value: uint64(es.ipackets)},
+		dgramio.Counter{Layer: l, Name: "opackets", Value: uint64(es.opackets)},
+		dgramio.Counter{Layer: l, Name: "ibytes", Value: uint64(es.ibytes)},
+		dgramio.Counter{Layer: l, Name: "obytes", Value: uint64(es.obytes)},
+		dgramio.Counter{Layer: l, Name: "imissed", Value: uint64(es.imissed), Loss: true},
+		dgramio.Counter{Layer: l, Name: "ierrors", Value: uint64(es.ierrors), Loss: true},
+		dgramio.Counter{Layer: l, Name: "rx_nombuf", Value: uint64(es.rx_nombuf), Loss: true},
+		dgramio.Counter{Layer: l, Name: "oerrors", Value: uint64(es.oerrors), Loss: true},
 	)
 	s.RxDropped += uint64(es.imissed) + uint64(es.ierrors) + uint64(es.rx_nombuf)
 	if len(p.pkts) > 0 {
@@ -1337,11 +1337,11 @@ func (p *Port) appendDevice(s *frameio.Stats) {
 			}
 		}
 		s.Layers = append(s.Layers,
-			core.Counter{Layer: "packet", Name: "tp_packets", Value: p.pktQueued},
-			core.Counter{Layer: "packet", Name: "tp_drops", Value: p.pktDrops, Loss: true},
-			core.Counter{Layer: "packet", Name: "tp_rollover", Value: roll.All},
-			core.Counter{Layer: "packet", Name: "tp_rollover_huge", Value: roll.Huge},
-			core.Counter{Layer: "packet", Name: "tp_rollover_failed", Value: roll.Failed},
+			dgramio.Counter{Layer: "packet", Name: "tp_packets", Value: p.pktQueued},
+			dgramio.Counter{Layer: "packet", Name: "tp_drops", Value: p.pktDrops, Loss: true},
+			dgramio.Counter{Layer: "packet", Name: "tp_rollover", Value: roll.All},
+			dgramio.Counter{Layer: "packet", Name: "tp_rollover_huge", Value: roll.Huge},
+			dgramio.Counter{Layer: "packet", Name: "tp_rollover_failed", Value: roll.Failed},
 		)
 		s.RxDropped += p.pktDrops
 	}
@@ -1361,12 +1361,12 @@ func (p *Port) appendDevice(s *frameio.Stats) {
 			}
 		}
 		s.Layers = append(s.Layers,
-			core.Counter{Layer: "xsk", Name: "rx_dropped", Value: x.Rx_dropped}, // in imissed
-			core.Counter{Layer: "xsk", Name: "rx_ring_full", Value: x.Rx_ring_full, Loss: true},
-			core.Counter{Layer: "xsk", Name: "rx_invalid_descs", Value: x.Rx_invalid_descs},
-			core.Counter{Layer: "xsk", Name: "tx_invalid_descs", Value: x.Tx_invalid_descs, Loss: true},
-			core.Counter{Layer: "xsk", Name: "rx_fill_ring_empty_descs", Value: x.Rx_fill_ring_empty_descs},
-			core.Counter{Layer: "xsk", Name: "tx_ring_empty_descs", Value: x.Tx_ring_empty_descs},
+			dgramio.Counter{Layer: "xsk", Name: "rx_dropped", Value: x.Rx_dropped}, // in imissed
+			dgramio.Counter{Layer: "xsk", Name: "rx_ring_full", Value: x.Rx_ring_full, Loss: true},
+			dgramio.Counter{Layer: "xsk", Name: "rx_invalid_descs", Value: x.Rx_invalid_descs},
+			dgramio.Counter{Layer: "xsk", Name: "tx_invalid_descs", Value: x.Tx_invalid_descs, Loss: true},
+			dgramio.Counter{Layer: "xsk", Name: "rx_fill_ring_empty_descs", Value: x.Rx_fill_ring_empty_descs},
+			dgramio.Counter{Layer: "xsk", Name: "tx_ring_empty_descs", Value: x.Tx_ring_empty_descs},
 		)
 		s.RxDropped += x.Rx_ring_full
 		s.TxDropped += x.Tx_invalid_descs
@@ -1375,12 +1375,12 @@ func (p *Port) appendDevice(s *frameio.Stats) {
 		if l, err := p.nl.LinkByName(p.iface); err == nil && l.Attrs().Statistics != nil {
 			st := l.Attrs().Statistics
 			s.Layers = append(s.Layers,
-				core.Counter{Layer: "iface", Name: "rx_packets", Value: st.RxPackets},
-				core.Counter{Layer: "iface", Name: "tx_packets", Value: st.TxPackets},
-				core.Counter{Layer: "iface", Name: "rx_dropped", Value: st.RxDropped},
-				core.Counter{Layer: "iface", Name: "tx_dropped", Value: st.TxDropped, Loss: p.info.Driver == "net_af_xdp"},
-				core.Counter{Layer: "iface", Name: "rx_errors", Value: st.RxErrors},
-				core.Counter{Layer: "iface", Name: "tx_errors", Value: st.TxErrors},
+				dgramio.Counter{Layer: "iface", Name: "rx_packets", Value: st.RxPackets},
+				dgramio.Counter{Layer: "iface", Name: "tx_packets", Value: st.TxPackets},
+				dgramio.Counter{Layer: "iface", Name: "rx_dropped", Value: st.RxDropped},
+				dgramio.Counter{Layer: "iface", Name: "tx_dropped", Value: st.TxDropped, Loss: p.info.Driver == "net_af_xdp"},
+				dgramio.Counter{Layer: "iface", Name: "rx_errors", Value: st.RxErrors},
+				dgramio.Counter{Layer: "iface", Name: "tx_errors", Value: st.TxErrors},
 			)
 		}
 	}
@@ -1390,7 +1390,7 @@ func (p *Port) appendDevice(s *frameio.Stats) {
 		for i := 0; i < min(got, n); i++ {
 			id := int(vals[i].id)
 			if id < n {
-				s.Layers = append(s.Layers, core.Counter{Layer: "dpdk-xstats", Name: p.xstatNames[id], Value: uint64(vals[i].value)})
+				s.Layers = append(s.Layers, dgramio.Counter{Layer: "dpdk-xstats", Name: p.xstatNames[id], Value: uint64(vals[i].value)})
 			}
 		}
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -65,7 +65,7 @@ func privChild() int {
 	if err != nil {
 		class := "other"
 		capName := ""
-		var pe *core.PrivilegeError
+		var pe *dgramio.PrivilegeError
 		if errors.As(err, &pe) {
 			class, capName = "privilege", pe.Capability
 		}
@@ -171,7 +171,7 @@ func runPriv(t *testing.T, h, peer *testhost.Host, bin, vdev string, caps []capa
 // a child process that keeps only some capabilities: with exactly those
 // of driverCaps, the port opens and carries an ARP request and its reply;
 // with any one of them missing (and, for net_af_xdp, with CAP_BPF in place
-// of CAP_SYS_ADMIN), Open fails with a *core.PrivilegeError that names the
+// of CAP_SYS_ADMIN), Open fails with a *dgramio.PrivilegeError that names the
 // missing one. Either way the interface is left as it was.
 func TestPrivileges(t *testing.T) {
 	needEAL(t)

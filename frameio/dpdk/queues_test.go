@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -53,7 +53,7 @@ func TestTwoQueues(t *testing.T) {
 
 	transmitEach(t, qs, p.A, p.B)
 	ds := q0.DeviceStats()
-	if v, ok := (&core.Stats{Layers: ds.Layers}).Counter("dpdk", "ipackets"); !ok || v < flows*n {
+	if v, ok := (&dgramio.Stats{Layers: ds.Layers}).Counter("dpdk", "ipackets"); !ok || v < flows*n {
 		t.Errorf("device ipackets %d (%v), want at least %d", v, ok, flows*n)
 	}
 
@@ -93,7 +93,7 @@ func TestFanoutRollover(t *testing.T) {
 	qs := openTwoQueues(t, p.A, ",framecnt=16")
 	before := qs[0].DeviceStats()
 	counter := func(s frameio.Stats, name string) uint64 {
-		v, ok := (&core.Stats{Layers: s.Layers}).Counter("packet", name)
+		v, ok := (&dgramio.Stats{Layers: s.Layers}).Counter("packet", name)
 		if !ok {
 			t.Fatalf("DeviceStats has no packet %s: %v", name, s.Layers)
 		}
@@ -156,13 +156,13 @@ func openTwoQueues(t *testing.T, h *testhost.Host, extra string) []*Port {
 	var q0 *Port
 	err := h.Do(func() error {
 		_, err := Open(Options{Iface: h.Iface, Queues: 2})
-		if !errors.Is(err, core.ErrNotSupported) || !strings.Contains(err.Error(), "qpairs=2") {
+		if !errors.Is(err, dgramio.ErrNotSupported) || !strings.Contains(err.Error(), "qpairs=2") {
 			return fmt.Errorf("net_af_xdp with two queues on veth: %v, want ErrNotSupported suggesting qpairs", err)
 		}
 		q0, err = Open(Options{VDev: fmt.Sprintf("net_af_packet_q%d,iface=%s,qpairs=2%s", vethSeq.Add(1), h.Iface, extra), Queues: 2})
 		return err
 	})
-	if errors.Is(err, core.ErrNotSupported) {
+	if errors.Is(err, dgramio.ErrNotSupported) {
 		testutil.Skip(t, err.Error())
 	}
 	if err != nil {

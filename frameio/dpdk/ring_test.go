@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -270,9 +270,9 @@ func TestBadDevices(t *testing.T) {
 	}
 	// Options are checked before DPDK is touched.
 	for _, o := range []Options{{}, {VDev: "net_ring0", PCI: "0000:00:01.0"}, {VDev: "net_ring0", MTU: 20}, {VDev: "net_ring0", Mbufs: 100}} {
-		var ce *core.ConfigError
+		var ce *dgramio.ConfigError
 		if _, err := Open(o); !errors.As(err, &ce) {
-			t.Errorf("%+v: %v, want a *core.ConfigError", o, err)
+			t.Errorf("%+v: %v, want a *dgramio.ConfigError", o, err)
 		}
 	}
 }
@@ -439,8 +439,8 @@ func childMain() int {
 	}
 	if err := StartEAL(o); err != nil {
 		fmt.Println("child: EAL:", err)
-		var ue *core.UnsupportedError
-		var pe *core.PrivilegeError
+		var ue *dgramio.UnsupportedError
+		var pe *dgramio.PrivilegeError
 		fmt.Printf("child: unsupported=%v privilege=%v\n", errors.As(err, &ue), errors.As(err, &pe))
 		if again := StartEAL(EALOptions{}); again != err {
 			fmt.Println("child: a second StartEAL gave another answer:", again)

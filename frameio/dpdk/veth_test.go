@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -43,7 +43,7 @@ func openOn(t *testing.T, h *testhost.Host, driver string, o Options) *Port {
 		p, err = Open(o)
 		return err
 	})
-	if errors.Is(err, core.ErrNotSupported) {
+	if errors.Is(err, dgramio.ErrNotSupported) {
 		testutil.Skip(t, err.Error())
 	}
 	if err != nil {
@@ -270,7 +270,7 @@ func TestVethEcho(t *testing.T) {
 		if s.TxFrames != n || s.TxDropped != 0 || s.TxRingFull != 0 || s.RxDropped != 0 {
 			t.Errorf("TxFrames %d TxDropped %d TxRingFull %d RxDropped %d", s.TxFrames, s.TxDropped, s.TxRingFull, s.RxDropped)
 		}
-		var cs core.Stats
+		var cs dgramio.Stats
 		cs.Layers = s.Layers
 		ip, op := layerOf(&cs, "ipackets"), layerOf(&cs, "opackets")
 		own, multi := layerOf(&cs, "rx_own"), layerOf(&cs, "rx_multiseg")
@@ -508,7 +508,7 @@ func TestVethLinkDown(t *testing.T) {
 			}
 		}
 		s := p.Stats()
-		var cs core.Stats
+		var cs dgramio.Stats
 		cs.Layers = s.Layers
 		op, oerr := layerOf(&cs, "opackets"), layerOf(&cs, "oerrors")
 		ifDrop, _ := cs.Counter("iface", "tx_dropped")

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // Defaults of Options.
@@ -604,7 +604,7 @@ func (p *Port) Stats() frameio.Stats {
 		TxBytes:    p.txBytes.Load(),
 		TxRingFull: p.txRingFull.Load(),
 		RxDropped:  lost + full,
-		Layers: []core.Counter{
+		Layers: []dgramio.Counter{
 			{Layer: "memio", Name: "impair_lost", Value: lost, Loss: true},
 			{Layer: "memio", Name: "rx_ring_full", Value: full, Loss: true},
 			{Layer: "memio", Name: "impair_corrupted", Value: l.corrupted.Load()},

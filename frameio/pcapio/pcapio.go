@@ -42,8 +42,8 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // Snaplen is the snapshot length written in the files' headers; longer
@@ -236,10 +236,10 @@ func (c *Capture) Stats() frameio.Stats {
 	s := c.fio.Stats()
 	s.Mode += " +pcap"
 	s.Layers = append(s.Layers[:len(s.Layers):len(s.Layers)],
-		core.Counter{Layer: "pcap", Name: "tx_frames", Value: c.tx.frames.Load()},
-		core.Counter{Layer: "pcap", Name: "rx_frames", Value: c.rx.frames.Load()},
-		core.Counter{Layer: "pcap", Name: "tx_write_errors", Value: c.tx.errs.Load()},
-		core.Counter{Layer: "pcap", Name: "rx_write_errors", Value: c.rx.errs.Load()},
+		dgramio.Counter{Layer: "pcap", Name: "tx_frames", Value: c.tx.frames.Load()},
+		dgramio.Counter{Layer: "pcap", Name: "rx_frames", Value: c.rx.frames.Load()},
+		dgramio.Counter{Layer: "pcap", Name: "tx_write_errors", Value: c.tx.errs.Load()},
+		dgramio.Counter{Layer: "pcap", Name: "rx_write_errors", Value: c.rx.errs.Load()},
 	)
 	return s
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // The saturation rule of the method: a cell is saturated when
@@ -72,7 +72,7 @@ func Account(load *load.LoadResult, echo *load.EchoResult) Conservation {
 		Received: load.Total.Received,
 		ByLayer:  map[string]uint64{},
 	}
-	add := func(end string, s *core.Stats, own []core.Counter) {
+	add := func(end string, s *dgramio.Stats, own []dgramio.Counter) {
 		for _, k := range lossCounters(s) {
 			if k.Value != 0 {
 				c.ByLayer[end+"."+k.Layer+"."+k.Name] += k.Value
@@ -100,7 +100,7 @@ func Account(load *load.LoadResult, echo *load.EchoResult) Conservation {
 
 // held returns the messages a stream backend still held at the end:
 // accepted by Queue but neither written to the stream nor dropped.
-func held(s *core.Stats) uint64 {
+func held(s *dgramio.Stats) uint64 {
 	if !s.Kind.IsStream() {
 		return 0
 	}
@@ -113,8 +113,8 @@ func held(s *core.Stats) uint64 {
 // lossCounters names the parts of s.Lost(): its own drop fields (layer
 // "dgramio") and the layers' Loss counters. If Lost() counts something this
 // function does not know, the rest is "dgramio.other_lost".
-func lossCounters(s *core.Stats) []core.Counter {
-	out := []core.Counter{
+func lossCounters(s *dgramio.Stats) []dgramio.Counter {
+	out := []dgramio.Counter{
 		{Layer: "dgramio", Name: "tx_dropped", Value: s.TxDropped, Loss: true},
 		{Layer: "dgramio", Name: "rx_truncated", Value: s.RxTruncated, Loss: true},
 		{Layer: "dgramio", Name: "rx_bad_checksum", Value: s.RxBadChecksum, Loss: true},
@@ -131,7 +131,7 @@ func lossCounters(s *core.Stats) []core.Counter {
 		}
 	}
 	if l := s.Lost(); l != sum {
-		out = append(out, core.Counter{Layer: "dgramio", Name: "other_lost", Value: l - sum, Loss: true})
+		out = append(out, dgramio.Counter{Layer: "dgramio", Name: "other_lost", Value: l - sum, Loss: true})
 	}
 	return out
 }
@@ -140,7 +140,7 @@ func lossCounters(s *core.Stats) []core.Counter {
 // fields under layer "dgramio" in snake case ("loadgen.dgramio.tx_sent"),
 // then each layer counter, then the tool's own counters. Values of the same
 // name are added.
-func Flatten(end string, s *core.Stats, own []core.Counter, into map[string]uint64) {
+func Flatten(end string, s *dgramio.Stats, own []dgramio.Counter, into map[string]uint64) {
 	v := reflect.ValueOf(*s)
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
@@ -168,7 +168,7 @@ func Flatten(end string, s *core.Stats, own []core.Counter, into map[string]uint
 }
 
 // lossKeys names the loss counters of one end as Flatten names them.
-func lossKeys(end string, s *core.Stats, own []core.Counter) []string {
+func lossKeys(end string, s *dgramio.Stats, own []dgramio.Counter) []string {
 	var out []string
 	for _, k := range append(lossCounters(s), own...) {
 		if k.Loss {
@@ -363,7 +363,7 @@ func queueCells(load *load.LoadResult, echo *load.EchoResult) []QueueCell {
 	return out
 }
 
-func ownLoss(own []core.Counter) uint64 {
+func ownLoss(own []dgramio.Counter) uint64 {
 	var n uint64
 	for _, k := range own {
 		if k.Loss {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench/benchtest"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // run drives Load on the fake client and Echo on the fake server, in two
@@ -275,11 +275,11 @@ func TestSaturationRule(t *testing.T) {
 
 func TestAccountSynthetic(t *testing.T) {
 	lr := &load.LoadResult{Total: load.Totals{Sent: 1000, Received: 990, Malformed: 1}}
-	lr.Stats = core.Stats{TxDropped: 2, Layers: []core.Counter{
+	lr.Stats = dgramio.Stats{TxDropped: 2, Layers: []dgramio.Counter{
 		{Layer: "socket", Name: "drops", Value: 3, Loss: true},
 		{Layer: "socket", Name: "rcvbuf", Value: 1 << 20},
 	}}
-	echo := &load.EchoResult{Dropped: 1, Stats: core.Stats{RxTruncated: 1, Layers: []core.Counter{
+	echo := &load.EchoResult{Dropped: 1, Stats: dgramio.Stats{RxTruncated: 1, Layers: []dgramio.Counter{
 		{Layer: "xsk", Name: "rx_ring_full", Value: 2, Loss: true},
 	}}}
 	c := Account(lr, echo)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench/benchtest"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // runQueues drives n queues: queue q's Load on the client of pair q and
@@ -114,7 +114,7 @@ func TestLoadTwoQueues(t *testing.T) {
 
 // MergeLoads and MergeEchoes give one result back as it is.
 func TestMergeOne(t *testing.T) {
-	lr := &load.LoadResult{Rate: 5, Stats: core.Stats{Kind: "x"}}
+	lr := &load.LoadResult{Rate: 5, Stats: dgramio.Stats{Kind: "x"}}
 	er := &load.EchoResult{Received: 3}
 	if load.MergeLoads([]*load.LoadResult{lr}) != lr || load.MergeEchoes([]*load.EchoResult{er}) != er {
 		t.Fatal("a single result was rebuilt")

@@ -15,7 +15,7 @@ import (
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 func hdrOf(t *testing.T, vals ...int64) []byte {
@@ -307,8 +307,8 @@ func TestMarkdownCellDetails(t *testing.T) {
 // nothing after Flush, so a gap there stays unaccounted.
 func TestAccountHeldByStream(t *testing.T) {
 	lr := &load.LoadResult{Total: load.Totals{Sent: 100, Received: 90}}
-	lr.Stats = core.Stats{Kind: "tcp-xdp", TxQueued: 100, TxSent: 95}
-	echo := &load.EchoResult{Dropped: 2, Stats: core.Stats{Kind: "tcp-xdp", TxQueued: 93, TxSent: 90}}
+	lr.Stats = dgramio.Stats{Kind: "tcp-xdp", TxQueued: 100, TxSent: 95}
+	echo := &load.EchoResult{Dropped: 2, Stats: dgramio.Stats{Kind: "tcp-xdp", TxQueued: 93, TxSent: 90}}
 	c := Account(lr, echo)
 	if c.InFlight != 8 || c.Counted != 2 || c.Unaccounted != 0 {
 		t.Fatalf("stream: %+v", c)

@@ -8,10 +8,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench/load"
-	"github.com/dgramio/dgramio/internal/core"
+	ktcp "github.com/dgramio/dgramio/internal/kernel/tcp"
 	"github.com/dgramio/dgramio/internal/sock/socktest"
-	ktcp "github.com/dgramio/dgramio/kernel/tcp"
 )
 
 // TestStreamCellEndAddsUp: a cell of kernel tcp that ends while its
@@ -47,7 +47,7 @@ func TestStreamCellEndAddsUp(t *testing.T) {
 func streamCellEnd(t *testing.T) (Conservation, uint64) {
 	t.Helper()
 	lo := netip.MustParseAddr("127.0.0.1")
-	base := core.Config{Kind: core.KindTCP, TxQueue: 16, SockBuf: 1 << 20}
+	base := dgramio.Config{Kind: dgramio.KindTCP, TxQueue: 16, SockBuf: 1 << 20}
 	scfg := base
 	scfg.LocalIP = lo
 	srv := socktest.Server(t, unix.SOCK_STREAM, scfg, ktcp.New)

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // The variants of a kind: the same backend with an option turned on,
@@ -40,11 +40,11 @@ const (
 // Variants lists the variants each kind has, in the order tools show
 // them.
 var Variants = map[string][]string{
-	string(core.KindUDP):     {VariantIPv6},
-	string(core.KindURing):   {VariantSQPoll, VariantNAPI, VariantIPv6},
-	string(core.KindTCP):     {VariantRaw, VariantIPv6},
-	string(core.KindTCPXDP):  {VariantNative, VariantNetstack, VariantRaw},
-	string(core.KindTCPDPDK): {VariantNative, VariantNetstack, VariantRaw},
+	string(dgramio.KindUDP):     {VariantIPv6},
+	string(dgramio.KindURing):   {VariantSQPoll, VariantNAPI, VariantIPv6},
+	string(dgramio.KindTCP):     {VariantRaw, VariantIPv6},
+	string(dgramio.KindTCPXDP):  {VariantNative, VariantNetstack, VariantRaw},
+	string(dgramio.KindTCPDPDK): {VariantNative, VariantNetstack, VariantRaw},
 }
 
 // RowName is the name of a row as --kinds takes it and the tables show
@@ -75,7 +75,7 @@ func ParseRow(name string) (kind, variant string, err error) {
 		return kind, variant, nil
 	}
 	var known []string
-	for _, k := range core.Kinds() {
+	for _, k := range dgramio.Kinds() {
 		for _, v := range Variants[string(k)] {
 			known = append(known, RowName(string(k), v))
 		}

@@ -6,7 +6,7 @@ package benchnet
 import (
 	"net/netip"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // BenchNet is the only address range dgramio's tools and tests use
@@ -18,12 +18,12 @@ var BenchNet = netip.MustParsePrefix("198.18.0.0/15")
 var BenchNet6 = netip.MustParsePrefix("2001:2::/48")
 
 // CheckBenchAddr refuses an address outside 198.18.0.0/15, 2001:2::/48
-// and loopback (127.0.0.0/8, ::1) with a *core.ConfigError naming field;
+// and loopback (127.0.0.0/8, ::1) with a *dgramio.ConfigError naming field;
 // an IPv4-mapped address is judged as the IPv4 address it maps. The tools
 // and test hosts call it: they never send anywhere else.
 func CheckBenchAddr(field string, a netip.Addr) error {
 	if u := a.Unmap(); u.IsLoopback() || BenchNet.Contains(u) || (a.Zone() == "" && BenchNet6.Contains(u)) {
 		return nil
 	}
-	return &core.ConfigError{Field: field, Value: a, Reason: "test hosts and tools use only 198.18.0.0/15 (RFC 2544), 2001:2::/48 (RFC 5180) or loopback"}
+	return &dgramio.ConfigError{Field: field, Value: a, Reason: "test hosts and tools use only 198.18.0.0/15 (RFC 2544), 2001:2::/48 (RFC 5180) or loopback"}
 }

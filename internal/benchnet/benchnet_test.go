@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 func TestCheckBenchAddr(t *testing.T) {
@@ -14,7 +14,7 @@ func TestCheckBenchAddr(t *testing.T) {
 			t.Errorf("%s refused: %v", ok, err)
 		}
 	}
-	var ce *core.ConfigError
+	var ce *dgramio.ConfigError
 	for _, bad := range []string{"10.0.0.1", "192.168.1.1", "8.8.8.8", "198.20.0.1", "2001:db8::1", "2001:3::1", "fe80::1", "::", "::ffff:10.0.0.1", "2001:2::1%veth0"} {
 		if err := CheckBenchAddr("a", netip.MustParseAddr(bad)); !errors.As(err, &ce) || ce.Field != "a" {
 			t.Errorf("%s: %v, want a ConfigError naming the field", bad, err)

@@ -2,7 +2,7 @@
 
 // Package cpu pins pollers to CPUs. Pinning needs Linux's
 // sched_setaffinity: on other systems every call that would pin returns
-// an error matching core.ErrNotSupported, so that the packages built on
+// an error matching dgramio.ErrNotSupported, so that the packages built on
 // it compile everywhere.
 package cpu
 
@@ -10,7 +10,7 @@ import (
 	"errors"
 	"runtime"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // ErrNotAllowed is matched (errors.Is) by the error of Pin for a CPU
@@ -18,22 +18,22 @@ import (
 var ErrNotAllowed = errors.New("cpu not in the allowed set")
 
 func notSupported() error {
-	return core.NotSupported("CPU pinning (sched_setaffinity)", "", "it exists only on Linux", nil)
+	return dgramio.NotSupported("CPU pinning (sched_setaffinity)", "", "it exists only on Linux", nil)
 }
 
-// Allowed returns an error matching core.ErrNotSupported.
+// Allowed returns an error matching dgramio.ErrNotSupported.
 func Allowed() ([]int, error) { return nil, notSupported() }
 
-// Pin returns an error matching core.ErrNotSupported and changes nothing.
+// Pin returns an error matching dgramio.ErrNotSupported and changes nothing.
 func Pin(cpu int) error { return notSupported() }
 
-// Unpin returns an error matching core.ErrNotSupported.
+// Unpin returns an error matching dgramio.ErrNotSupported.
 func Unpin() error { return notSupported() }
 
-// Current returns an error matching core.ErrNotSupported.
+// Current returns an error matching dgramio.ErrNotSupported.
 func Current() ([]int, error) { return nil, notSupported() }
 
-// PinProcess returns an error matching core.ErrNotSupported and changes
+// PinProcess returns an error matching dgramio.ErrNotSupported and changes
 // nothing.
 func PinProcess(c int) (restore func() error, err error) { return nil, notSupported() }
 
@@ -44,7 +44,7 @@ type Thread struct {
 
 // Claim locks the calling goroutine to its thread when lock is set and
 // cpus is empty; with a CPU it returns an error matching
-// core.ErrNotSupported and changes nothing.
+// dgramio.ErrNotSupported and changes nothing.
 func Claim(cpus []int, lock bool) (Thread, error) {
 	if len(cpus) > 0 {
 		return Thread{}, notSupported()

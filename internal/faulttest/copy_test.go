@@ -18,13 +18,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/tcp"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/internal/wire"
 	"github.com/dgramio/dgramio/stack/native"
-	"github.com/dgramio/dgramio/tcp"
 	"github.com/dgramio/dgramio/tcp/netconn"
 )
 
@@ -65,12 +65,12 @@ func TestFaultCopyWire(t *testing.T) {
 	if os.Getenv("SOAK") == "1" {
 		total = copySoakBytes
 	}
-	kinds := names(core.KindTCP)
+	kinds := names(dgramio.KindTCP)
 	for _, k := range testKinds { // tcp-xdp; tcp-dpdk with -tags dpdk
-		if isStream(k) && core.Kind(k) != core.KindTCP {
+		if isStream(k) && dgramio.Kind(k) != dgramio.KindTCP {
 			kinds = append(kinds, k)
 		}
-		if core.Kind(k) == core.KindTCPXDP {
+		if dgramio.Kind(k) == dgramio.KindTCPXDP {
 			kinds = append(kinds, nativeCopyKind)
 		}
 	}
@@ -86,7 +86,7 @@ func copyWire(t *testing.T, kind string, total int64) {
 	served := make(chan error, 1)
 	var addr netip.Addr
 	if kind == nativeCopyKind {
-		addr = addrFor(string(core.KindTCPXDP), w.B)
+		addr = addrFor(string(dgramio.KindTCPXDP), w.B)
 		stopNative = nativeCopyServe(t, w.B, addr)
 		served <- nil
 	} else {
@@ -174,11 +174,11 @@ func copyListener(t *testing.T, kind string, h *testhost.Host, addr netip.Addr) 
 	var ln net.Listener
 	err := h.Do(func() error {
 		var err error
-		if core.Kind(kind) == core.KindTCP {
+		if dgramio.Kind(kind) == dgramio.KindTCP {
 			ln, err = net.Listen("tcp4", netip.AddrPortFrom(addr, port).String())
 			return err
 		}
-		ln, err = netconn.Listen(core.Config{Kind: core.Kind(kind), Iface: h.Iface, LocalIP: addr, Port: port,
+		ln, err = netconn.Listen(dgramio.Config{Kind: dgramio.Kind(kind), Iface: h.Iface, LocalIP: addr, Port: port,
 			Pcap: os.Getenv("COPY_PCAP")})
 		return err
 	})
@@ -256,7 +256,7 @@ const nativeCopyKind = "tcp-xdp+native"
 // returns the engine's counters; it may be called more than once.
 func nativeCopyServe(t *testing.T, h *testhost.Host, addr netip.Addr) (stop func() string) {
 	t.Helper()
-	cfg := core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: h.Iface, LocalIP: addr, Port: port}
+	cfg := dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleServer, Iface: h.Iface, LocalIP: addr, Port: port}
 	var fio frameio.FrameIO
 	var opts tcp.Options
 	err := h.Do(func() error {

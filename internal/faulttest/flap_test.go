@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
 )
 
@@ -30,7 +30,7 @@ func linkFlap(t *testing.T, kind string, p *testhost.Pair) {
 	e := startEcho(t, p.B, kind+" echo", serverConfig(kind, p.B))
 	kA0, kB0, arp0 := kernelCounters(t, p.A), kernelCounters(t, p.B), arpDiscards(t)
 	var tr *traffic
-	var cs core.Stats
+	var cs dgramio.Stats
 	var recovered bool
 	var sentDuring uint64
 	onThread(t, p.A, func() error {

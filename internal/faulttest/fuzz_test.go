@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/tcp"
-	"github.com/dgramio/dgramio/udp"
+	"github.com/dgramio/dgramio/internal/tcp"
+	"github.com/dgramio/dgramio/internal/udp"
 )
 
 // fuzzMaxDatagram is the raw backend's MaxDatagram in FuzzRawRx: small, so
@@ -67,7 +67,7 @@ func FuzzRawRx(f *testing.F) {
 	// costs megabytes): each input starts with an empty wire, and the
 	// counters are compared by their change.
 	a, b := memio.NewPair(memio.Options{RxSlots: 512, TxSlots: 512})
-	r, err := udp.NewRaw(core.Config{Kind: core.KindXDP, Role: core.RoleServer, LocalIP: e.dst.Addr(),
+	r, err := udp.NewRaw(dgramio.Config{Kind: dgramio.KindXDP, Role: dgramio.RoleServer, LocalIP: e.dst.Addr(),
 		Port: e.dst.Port(), MaxDatagram: fuzzMaxDatagram}, b, udp.RawOptions{Mode: "fuzz"})
 	if err != nil {
 		f.Fatal(err)
@@ -103,7 +103,7 @@ func FuzzRawRx(f *testing.F) {
 		if err := a.Kick(); err != nil {
 			t.Fatal(err)
 		}
-		pkts := make([]core.Packet, 32)
+		pkts := make([]dgramio.Packet, 32)
 		got := 0
 		for {
 			n, err := r.Rx(pkts)
@@ -124,7 +124,7 @@ func FuzzRawRx(f *testing.F) {
 			}
 		}
 		s1 := r.Stats()
-		s := core.Stats{RxDelivered: s1.RxDelivered - s0.RxDelivered, RxTruncated: s1.RxTruncated - s0.RxTruncated,
+		s := dgramio.Stats{RxDelivered: s1.RxDelivered - s0.RxDelivered, RxTruncated: s1.RxTruncated - s0.RxTruncated,
 			RxFiltered: s1.RxFiltered - s0.RxFiltered, RxMalformed: s1.RxMalformed - s0.RxMalformed,
 			RxBadChecksum: s1.RxBadChecksum - s0.RxBadChecksum}
 		if got != len(delivered) || s.RxDelivered != uint64(got) {
@@ -168,13 +168,13 @@ func FuzzStreamRx(f *testing.F) {
 	a, b := memio.NewPair(memio.Options{RxSlots: 512, TxSlots: 512})
 	// The netstack backend, whose link endpoint counts the frames (the
 	// native engine's input has fuzz targets of its own in stack/native).
-	srv, err := tcp.NewOverFrameIO(core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, LocalIP: e.dst.Addr(),
-		Port: e.dst.Port(), TCP: core.TCPTuning{Stack: core.TCPStackNetstack}}, b, tcp.Options{Mode: "fuzz", Linger: time.Millisecond})
+	srv, err := tcp.NewOverFrameIO(dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleServer, LocalIP: e.dst.Addr(),
+		Port: e.dst.Port(), TCP: dgramio.TCPTuning{Stack: dgramio.TCPStackNetstack}}, b, tcp.Options{Mode: "fuzz", Linger: time.Millisecond})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { srv.Close(); a.Close() })
-	pkts := make([]core.Packet, 32)
+	pkts := make([]dgramio.Packet, 32)
 	drain := func() {
 		for a.RxFrames(64, func([]byte) {}) > 0 {
 		}

@@ -18,11 +18,10 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio"
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/internal/metrics"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
+	"github.com/dgramio/dgramio/metrics"
 )
 
 // Bounds. Calls that must not block (Queue, Flush, Rx) are allowed callLimit
@@ -50,10 +49,10 @@ func forEachKind(t *testing.T, kinds []string, fn func(t *testing.T, kind string
 }
 
 // isStream reports whether kind carries records over TCP.
-func isStream(kind string) bool { return core.Kind(kind).IsStream() }
+func isStream(kind string) bool { return dgramio.Kind(kind).IsStream() }
 
 // names returns the kinds' names, as the tests and the tools' flags take them.
-func names(ks ...core.Kind) []string {
+func names(ks ...dgramio.Kind) []string {
 	out := make([]string, len(ks))
 	for i, k := range ks {
 		out[i] = string(k)
@@ -64,7 +63,7 @@ func names(ks ...core.Kind) []string {
 // notWired reports whether err is dgramio.New's answer for a kind it does
 // not reach in this build yet.
 func notWired(kind string, err error) bool {
-	var ue *core.UnsupportedError
+	var ue *dgramio.UnsupportedError
 	return errors.As(err, &ue) && ue.Feature == "kind "+kind
 }
 
@@ -78,14 +77,14 @@ func (e *skipError) Error() string { return "skip: " + e.reason }
 // be the one that will poll the backend (kind uring binds its ring to the
 // thread of New). A kind this build does not reach, or a feature the host
 // lacks, is a *skipError.
-func openHere(cfg core.Config) (core.Backend, error) {
+func openHere(cfg dgramio.Config) (dgramio.Backend, error) {
 	b, err := newBackend(cfg)
 	switch {
 	case err == nil:
 		return b, nil
 	case notWired(string(cfg.Kind), err):
 		return nil, &skipError{fmt.Sprintf("kind %s is not reached through dgramio.New in this build yet: %v", cfg.Kind, err)}
-	case errors.Is(err, core.ErrNotSupported):
+	case errors.Is(err, dgramio.ErrNotSupported):
 		return nil, &skipError{err.Error()}
 	}
 	return nil, fmt.Errorf("open %s: %w", cfg.Kind, err)
@@ -96,7 +95,7 @@ func openHere(cfg core.Config) (core.Backend, error) {
 // until 200 have come back (30 seconds at the most): the path works before
 // the test does harm. The caller closes the client; on error warmClient
 // has closed it, and tr (when not nil) says what came back.
-func warmClient(t testing.TB, kind string, p *testhost.Pair) (cl core.Backend, tr *traffic, err error) {
+func warmClient(t testing.TB, kind string, p *testhost.Pair) (cl dgramio.Backend, tr *traffic, err error) {
 	cfg := clientConfig(kind, p.A, p.B)
 	cfg.Events = isStream(kind) // the ends of its connection come to tr.errs
 	cl, err = openHere(cfg)
@@ -145,7 +144,7 @@ const ownAddrOffset = 100
 // userspace TCP kinds another one of the same subnet that the kernel does
 // not hold (netstack answers ARP for it).
 func addrFor(kind string, h *testhost.Host) netip.Addr {
-	if k := core.Kind(kind); k != core.KindTCPXDP && k != core.KindTCPDPDK {
+	if k := dgramio.Kind(kind); k != dgramio.KindTCPXDP && k != dgramio.KindTCPDPDK {
 		return h.Addr
 	}
 	a := h.Addr.As4()
@@ -154,14 +153,14 @@ func addrFor(kind string, h *testhost.Host) netip.Addr {
 }
 
 // serverConfig is a server of kind on h.
-func serverConfig(kind string, h *testhost.Host) core.Config {
-	return core.Config{Kind: core.Kind(kind), Role: core.RoleServer, Iface: h.Iface, LocalIP: addrFor(kind, h), Port: port}
+func serverConfig(kind string, h *testhost.Host) dgramio.Config {
+	return dgramio.Config{Kind: dgramio.Kind(kind), Role: dgramio.RoleServer, Iface: h.Iface, LocalIP: addrFor(kind, h), Port: port}
 }
 
 // clientConfig is a client of kind on h sending to a server of the same
 // kind on srv.
-func clientConfig(kind string, h, srv *testhost.Host) core.Config {
-	return core.Config{Kind: core.Kind(kind), Role: core.RoleClient, Iface: h.Iface, LocalIP: addrFor(kind, h),
+func clientConfig(kind string, h, srv *testhost.Host) dgramio.Config {
+	return dgramio.Config{Kind: dgramio.Kind(kind), Role: dgramio.RoleClient, Iface: h.Iface, LocalIP: addrFor(kind, h),
 		Dests: []netip.AddrPort{netip.AddrPortFrom(addrFor(kind, srv), port)}, Port: port}
 }
 
@@ -254,14 +253,14 @@ type errLog struct {
 	mu    sync.Mutex
 	n     int
 	first []error
-	peer  []*core.PeerError
+	peer  []*dgramio.PeerError
 }
 
 func (l *errLog) add(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.n++
-	var pe *core.PeerError
+	var pe *dgramio.PeerError
 	if errors.As(err, &pe) {
 		l.peer = append(l.peer, pe)
 	}
@@ -276,10 +275,10 @@ func (l *errLog) count() int {
 	return l.n
 }
 
-func (l *errLog) peers() []*core.PeerError {
+func (l *errLog) peers() []*dgramio.PeerError {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]*core.PeerError(nil), l.peer...)
+	return append([]*dgramio.PeerError(nil), l.peer...)
 }
 
 func (l *errLog) String() string {
@@ -297,7 +296,7 @@ func (l *errLog) String() string {
 
 // waitOrNap sleeps in b.Wait for at most d, or naps when the backend cannot
 // sleep. It returns false once the backend is closed.
-func waitOrNap(ctx context.Context, b core.Backend, c *calls, d time.Duration, cannot *bool) bool {
+func waitOrNap(ctx context.Context, b dgramio.Backend, c *calls, d time.Duration, cannot *bool) bool {
 	if !*cannot {
 		wctx, cancel := context.WithTimeout(ctx, d)
 		c.begin(opWait)
@@ -309,7 +308,7 @@ func waitOrNap(ctx context.Context, b core.Backend, c *calls, d time.Duration, c
 			return true
 		case errors.Is(err, net.ErrClosed):
 			return false
-		case errors.Is(err, core.ErrNotSupported):
+		case errors.Is(err, dgramio.ErrNotSupported):
 			*cannot = true
 		}
 	}
@@ -323,12 +322,12 @@ func waitOrNap(ctx context.Context, b core.Backend, c *calls, d time.Duration, c
 // makes a raw kind's Flush fail until it is up again), keeping them in
 // errs, and times every call in c.
 type server struct {
-	b      core.Backend
+	b      dgramio.Backend
 	c      calls
 	errs   errLog
 	cancel context.CancelFunc
 	done   chan struct{}
-	final  core.Stats // the backend's counters when the loop stopped
+	final  dgramio.Stats // the backend's counters when the loop stopped
 	// paused stops the loop from reading (a receiver that stalls) until
 	// it is cleared.
 	paused atomic.Bool
@@ -338,7 +337,7 @@ type server struct {
 // runs loop on that thread until stop (or the end of the test); the
 // backend is closed there when loop returns. A kind that cannot open skips
 // the test (fails it in CI) or fails it.
-func (s *server) start(t testing.TB, h *testhost.Host, name string, cfg core.Config, loop func(ctx context.Context)) {
+func (s *server) start(t testing.TB, h *testhost.Host, name string, cfg dgramio.Config, loop func(ctx context.Context)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.done = cancel, make(chan struct{})
@@ -385,7 +384,7 @@ func (s *server) stop(t testing.TB) {
 
 // stats returns the backend's counters: now, or as they were when the
 // loop stopped.
-func (s *server) stats() core.Stats {
+func (s *server) stats() dgramio.Stats {
 	select {
 	case <-s.done:
 		return s.final
@@ -398,8 +397,8 @@ func (s *server) stats() core.Stats {
 // or the backend is closed: Rx (not while paused), handle what came (it
 // may be nothing), Flush, and after a round that got nothing sleep in
 // Wait, or nap when the kind cannot sleep.
-func (s *server) loop(ctx context.Context, handle func(pkts []core.Packet)) {
-	pkts := make([]core.Packet, 64)
+func (s *server) loop(ctx context.Context, handle func(pkts []dgramio.Packet)) {
+	pkts := make([]dgramio.Packet, 64)
 	cannotWait := false
 	for ctx.Err() == nil {
 		if s.paused.Load() {
@@ -420,7 +419,7 @@ func (s *server) loop(ctx context.Context, handle func(pkts []core.Packet)) {
 
 // receive is a timed Rx; an error other than net.ErrClosed (the backend is
 // closed: the loop ends) goes to errs.
-func (s *server) receive(pkts []core.Packet) (int, error) {
+func (s *server) receive(pkts []dgramio.Packet) (int, error) {
 	s.c.begin(opRx)
 	n, err := s.b.Rx(pkts)
 	s.c.end()
@@ -450,7 +449,7 @@ type echo struct {
 }
 
 // startEcho starts an echo server of cfg on h (see server.start).
-func startEcho(t testing.TB, h *testhost.Host, name string, cfg core.Config) *echo {
+func startEcho(t testing.TB, h *testhost.Host, name string, cfg dgramio.Config) *echo {
 	t.Helper()
 	e := &echo{}
 	e.start(t, h, name, cfg, e.run)
@@ -458,7 +457,7 @@ func startEcho(t testing.TB, h *testhost.Host, name string, cfg core.Config) *ec
 }
 
 func (e *echo) run(ctx context.Context) {
-	e.loop(ctx, func(pkts []core.Packet) {
+	e.loop(ctx, func(pkts []dgramio.Packet) {
 		e.rx.Add(uint64(len(pkts)))
 		for _, p := range pkts {
 			e.c.begin(opQueue)
@@ -492,7 +491,7 @@ type sink struct {
 
 // startSink starts a sink of cfg on h (see server.start) that counts the
 // messages of magic and size it receives (in order, for a stream).
-func startSink(t testing.TB, h *testhost.Host, name string, cfg core.Config, magic uint64, size int) *sink {
+func startSink(t testing.TB, h *testhost.Host, name string, cfg dgramio.Config, magic uint64, size int) *sink {
 	t.Helper()
 	k := &sink{y: tally{magic: magic, size: size, inOrder: cfg.Kind.IsStream(), from: ^uint64(0)}}
 	k.limit.Store(^uint64(0))
@@ -501,7 +500,7 @@ func startSink(t testing.TB, h *testhost.Host, name string, cfg core.Config, mag
 }
 
 func (k *sink) run(ctx context.Context) {
-	k.loop(ctx, func(pkts []core.Packet) {
+	k.loop(ctx, func(pkts []dgramio.Packet) {
 		if len(pkts) == 0 {
 			return
 		}
@@ -595,7 +594,7 @@ func (y *tally) take(b []byte, limit uint64) {
 // in, each one checked and counted once.
 type traffic struct {
 	tally
-	b     core.Backend
+	b     dgramio.Backend
 	c     calls
 	rate  float64 // messages per second
 	start time.Time
@@ -606,14 +605,14 @@ type traffic struct {
 	refused    uint64 // Queue returned an error
 	errs       errLog
 	cannotWait bool
-	pkts       []core.Packet
+	pkts       []dgramio.Packet
 	buf        []byte
 }
 
 // newTraffic drives b with messages of size bytes and magic at rate
 // messages per second; its calls are watched until the test ends.
-func newTraffic(t testing.TB, name string, b core.Backend, size int, rate float64, magic uint64) *traffic {
-	tr := &traffic{b: b, rate: rate, pkts: make([]core.Packet, 64), buf: make([]byte, size),
+func newTraffic(t testing.TB, name string, b dgramio.Backend, size int, rate float64, magic uint64) *traffic {
+	tr := &traffic{b: b, rate: rate, pkts: make([]dgramio.Packet, 64), buf: make([]byte, size),
 		tally: tally{magic: magic, size: size, from: ^uint64(0)}}
 	tr.c.name = name
 	watch(t, &tr.c)
@@ -665,11 +664,11 @@ func (tr *traffic) recv() int {
 		}
 		for _, p := range tr.pkts[:n] {
 			switch p.Event {
-			case core.EventData:
+			case dgramio.EventData:
 				tr.take(p.Data, tr.next)
-			case core.EventPeerFIN: // Config.Events: the end of a connection
-				tr.errs.add(&core.PeerError{Peer: p.From})
-			case core.EventReset:
+			case dgramio.EventPeerFIN: // Config.Events: the end of a connection
+				tr.errs.add(&dgramio.PeerError{Peer: p.From})
+			case dgramio.EventReset:
 				tr.errs.add(p.Err)
 			}
 		}
@@ -784,7 +783,7 @@ var kernelLossKeys = []string{
 // splitLoss returns the losses s counts on its sending side (TxDropped and
 // the layers' loss counters named tx_…) and on its receiving side (the
 // rest).
-func splitLoss(s core.Stats) (tx, rx uint64) {
+func splitLoss(s dgramio.Stats) (tx, rx uint64) {
 	tx = s.TxDropped
 	rx = s.RxTruncated + s.RxBadChecksum + s.RxMalformed
 	for _, c := range s.Layers {
@@ -805,7 +804,7 @@ func splitLoss(s core.Stats) (tx, rx uint64) {
 type leg struct {
 	name           string
 	sent, received uint64
-	from, to       core.Stats
+	from, to       dgramio.Stats
 	kfrom, kto     map[string]uint64 // kernel counters' change (kernelLossKeys)
 	extra          uint64            // losses counted by the application
 }
@@ -869,7 +868,7 @@ func diff(before, after map[string]uint64, keys []string) map[string]uint64 {
 }
 
 // lossBreakdown lists the loss counters of s that are not zero.
-func lossBreakdown(s core.Stats) string {
+func lossBreakdown(s dgramio.Stats) string {
 	var parts []string
 	add := func(name string, v uint64) {
 		if v != 0 {
@@ -932,7 +931,7 @@ func xdpAttached(t testing.TB, h *testhost.Host) (bool, uint32) {
 }
 
 // allCounters returns every nonzero counter of s, for logs.
-func allCounters(s core.Stats) string {
+func allCounters(s dgramio.Stats) string {
 	m := map[string]uint64{
 		"tx_queued": s.TxQueued, "tx_backpressure": s.TxBackpressure, "tx_oversize": s.TxOversize,
 		"tx_sent": s.TxSent, "tx_dropped": s.TxDropped, "rx_delivered": s.RxDelivered,

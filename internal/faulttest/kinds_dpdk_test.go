@@ -5,22 +5,22 @@ package faulttest
 import (
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // testKinds are the kinds this build tests: with tag dpdk, the DPDK kinds
 // only (the others ran in the build without the tag).
-var testKinds = names(core.KindDPDK, core.KindTCPDPDK)
+var testKinds = names(dgramio.KindDPDK, dgramio.KindTCPDPDK)
 
 // xdpKinds are the kinds over AF_XDP whose XDP program a crash may leave
 // behind: DPDK's default device is a net_af_xdp vdev.
-var xdpKinds = names(core.KindDPDK, core.KindTCPDPDK)
+var xdpKinds = names(dgramio.KindDPDK, dgramio.KindTCPDPDK)
 
 // ringKinds are the kinds whose rings TestFaultFullTxRing and TestFaultEmptyFillRing shrink.
-var ringKinds = names(core.KindDPDK)
+var ringKinds = names(dgramio.KindDPDK)
 
 // smallRings gives cfg rings of a few dozen descriptors.
-func smallRings(cfg *core.Config) {
+func smallRings(cfg *dgramio.Config) {
 	cfg.DPDK.RxDesc = 64
 	cfg.DPDK.TxDesc = 64
 }

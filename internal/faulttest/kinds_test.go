@@ -5,23 +5,23 @@ package faulttest
 import (
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // testKinds are the kinds this build tests. The DPDK kinds are tested in
 // the build with tag dpdk (kinds_dpdk_test.go), the others here, so that
 // make test's second pass (-tags dpdk) does not run them twice.
-var testKinds = names(core.KindUDP, core.KindURing, core.KindXDP, core.KindTCP, core.KindTCPXDP)
+var testKinds = names(dgramio.KindUDP, dgramio.KindURing, dgramio.KindXDP, dgramio.KindTCP, dgramio.KindTCPXDP)
 
 // xdpKinds are the kinds over AF_XDP whose XDP program a crash may leave
 // behind.
-var xdpKinds = names(core.KindXDP, core.KindTCPXDP)
+var xdpKinds = names(dgramio.KindXDP, dgramio.KindTCPXDP)
 
 // ringKinds are the kinds whose rings TestFaultFullTxRing and TestFaultEmptyFillRing shrink.
-var ringKinds = names(core.KindXDP)
+var ringKinds = names(dgramio.KindXDP)
 
 // smallRings gives cfg rings of a few dozen frames.
-func smallRings(cfg *core.Config) {
+func smallRings(cfg *dgramio.Config) {
 	cfg.XDP.Frames = 64   // 32 to receive, 32 to transmit
 	cfg.XDP.RingSize = 32 // each of the four rings
 }

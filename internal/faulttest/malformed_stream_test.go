@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
 )
 
@@ -137,7 +137,7 @@ func malformedStream(t *testing.T, kind string, p *testhost.Pair) {
 // server of a userspace TCP kind, while it polls srv (netstack answers ARP
 // and the handshake only when driven). Whatever the server sends on the
 // connection is read and dropped. The caller closes the connection.
-func dialPolling(t testing.TB, h *testhost.Host, srv core.Backend, addr netip.AddrPort) *net.TCPConn {
+func dialPolling(t testing.TB, h *testhost.Host, srv dgramio.Backend, addr netip.AddrPort) *net.TCPConn {
 	var conn *net.TCPConn
 	dialed := make(chan error, 1)
 	go func() {
@@ -147,7 +147,7 @@ func dialPolling(t testing.TB, h *testhost.Host, srv core.Backend, addr netip.Ad
 		}
 		dialed <- err
 	}()
-	pkts := make([]core.Packet, 64)
+	pkts := make([]dgramio.Packet, 64)
 	for dialing := true; dialing; {
 		select {
 		case err := <-dialed:

@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
-	"github.com/dgramio/dgramio/udp"
+	"github.com/dgramio/dgramio/internal/udp"
 )
 
 // wireEnds are the addresses a crafted frame is built from: A's MAC and
@@ -232,7 +232,7 @@ func (s *rawSender) send(t testing.TB, frame []byte) {
 func TestFaultMalformedFrames(t *testing.T) {
 	var raw []string
 	for _, kind := range testKinds {
-		if core.Kind(kind).IsRaw() {
+		if dgramio.Kind(kind).IsRaw() {
 			raw = append(raw, kind)
 		}
 	}
@@ -292,7 +292,7 @@ const copies = 3
 // otherwise udp.Parse's counter of c.parse and the Stats field of its class
 // did. got is what the server delivered: c.payload copies times for a good
 // frame, nothing for a broken one.
-func checkBadCase(t testing.TB, c badCase, hasProg bool, s0, s1 core.Stats, got [][]byte) {
+func checkBadCase(t testing.TB, c badCase, hasProg bool, s0, s1 dgramio.Stats, got [][]byte) {
 	t.Helper()
 	d := func(layer, name string) uint64 {
 		a, _ := s0.Counter(layer, name)
@@ -347,7 +347,7 @@ func checkBadCase(t testing.TB, c badCase, hasProg bool, s0, s1 core.Stats, got 
 // thread (onThread), and times every Rx and Flush for the watchdog.
 type markerRun struct {
 	t    testing.TB
-	srv  core.Backend
+	srv  dgramio.Backend
 	raw  *rawSender
 	from netip.AddrPort // the sender every delivery must name
 	// flush makes every round call Flush too: a stream server answers
@@ -356,13 +356,13 @@ type markerRun struct {
 	// send sends marker m by the working path.
 	send func(m []byte)
 	n    int // markers sent
-	pkts []core.Packet
+	pkts []dgramio.Packet
 	rc   calls
 	errs errLog
 }
 
-func newMarkerRun(t testing.TB, kind string, srv core.Backend, raw *rawSender, from netip.AddrPort, flush bool, send func(m []byte)) *markerRun {
-	x := &markerRun{t: t, srv: srv, raw: raw, from: from, flush: flush, send: send, pkts: make([]core.Packet, 64)}
+func newMarkerRun(t testing.TB, kind string, srv dgramio.Backend, raw *rawSender, from netip.AddrPort, flush bool, send func(m []byte)) *markerRun {
+	x := &markerRun{t: t, srv: srv, raw: raw, from: from, flush: flush, send: send, pkts: make([]dgramio.Packet, 64)}
 	x.rc.name = kind + " server"
 	watch(t, &x.rc)
 	return x

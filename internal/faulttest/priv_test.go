@@ -20,8 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench/cli"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -37,7 +37,7 @@ type probeResult struct {
 	UID    int    `json:"uid"`
 	CapEff string `json:"cap_eff"`
 	// Class and Error are cli.Classify's class and the error of New, when
-	// it failed; Op and Capability are those of its *core.PrivilegeError.
+	// it failed; Op and Capability are those of its *dgramio.PrivilegeError.
 	Class      string `json:"class,omitempty"`
 	Error      string `json:"error,omitempty"`
 	Op         string `json:"op,omitempty"`
@@ -62,12 +62,12 @@ func privProbe(args []string, out io.Writer) int {
 		return 2
 	}
 	r := probeResult{Kind: *kind, UID: os.Geteuid(), CapEff: capEff()}
-	cfg := core.Config{Kind: core.Kind(*kind), Iface: *iface, LocalIP: netip.MustParseAddr(*local),
+	cfg := dgramio.Config{Kind: dgramio.Kind(*kind), Iface: *iface, LocalIP: netip.MustParseAddr(*local),
 		Dests: []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr(*dst), port)}, Port: port, ConnectTimeout: 10 * time.Second}
 	b, err := newBackend(cfg)
 	if err != nil {
-		r.Class, r.Error = cli.Classify(core.Kind(*kind), err), err.Error()
-		var pe *core.PrivilegeError
+		r.Class, r.Error = cli.Classify(dgramio.Kind(*kind), err), err.Error()
+		var pe *dgramio.PrivilegeError
 		if errors.As(err, &pe) {
 			r.Op, r.Capability = pe.Op, pe.Capability
 		}
@@ -101,9 +101,9 @@ func capEff() string {
 
 // roundTrip sends n numbered messages through b, one at a time, and counts
 // the ones that come back intact (10 s for all).
-func roundTrip(b core.Backend, n int) (sent, echoed int, err error) {
+func roundTrip(b dgramio.Backend, n int) (sent, echoed int, err error) {
 	msg := make([]byte, 32)
-	pkts := make([]core.Packet, 16)
+	pkts := make([]dgramio.Packet, 16)
 	end := time.Now().Add(10 * time.Second)
 	for sent < n && time.Now().Before(end) {
 		fillMsg(msg, 0xfa17, uint64(sent))
@@ -209,7 +209,7 @@ func rawCapSets() []capSet {
 // creating the socket needs CAP_NET_RAW, pinning the UMEM beyond
 // RLIMIT_MEMLOCK CAP_IPC_LOCK, loading the program CAP_BPF, attaching it
 // and its XSKMAP CAP_NET_ADMIN; DPDK's net_af_xdp also CAP_SYS_ADMIN): it
-// must fail with a *core.PrivilegeError whose Capability names one that is
+// must fail with a *dgramio.PrivilegeError whose Capability names one that is
 // missing, and leave nothing on the interface (no XDP program, promiscuous
 // mode unchanged). With all of rawCaps it must work: they are enough.
 func TestFaultPrivileges(t *testing.T) {
@@ -218,7 +218,7 @@ func TestFaultPrivileges(t *testing.T) {
 	kernelEchoes(t, p.B)
 	bin := testutil.BinaryForNobody(t, "faulttest.test")
 	kinds := testKinds
-	for _, k := range names(core.KindUDP, core.KindURing, core.KindTCP) {
+	for _, k := range names(dgramio.KindUDP, dgramio.KindURing, dgramio.KindTCP) {
 		if !slices.Contains(kinds, k) {
 			kinds = append(kinds, k) // the dpdk build tests the kernel kinds here too
 		}
@@ -229,7 +229,7 @@ func TestFaultPrivileges(t *testing.T) {
 	}
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
-			if k := core.Kind(kind); k == core.KindUDP || k == core.KindURing || k == core.KindTCP {
+			if k := dgramio.Kind(kind); k == dgramio.KindUDP || k == dgramio.KindURing || k == dgramio.KindTCP {
 				r := runProbe(t, p, bin, kind, nil)
 				if r.Class == cli.ClassNotBuilt {
 					testutil.Skip(t, fmt.Sprintf("kind %s is not reached through dgramio.New in this build yet: %s", kind, r.Error))
@@ -280,7 +280,7 @@ func checkProbe(t *testing.T, kind string, cs capSet, r probeResult) {
 		t.Errorf("%s without %s: opened (and echoed %d of %d): it needs less than documented, or the probe is wrong",
 			kind, strings.Join(missing, ", "), r.Echoed, r.Sent)
 	case r.Class != cli.ClassPrivilege || r.Capability == "":
-		t.Errorf("%s without %s: the error is not a *core.PrivilegeError naming a capability (class %s): %s",
+		t.Errorf("%s without %s: the error is not a *dgramio.PrivilegeError naming a capability (class %s): %s",
 			kind, strings.Join(missing, ", "), r.Class, r.Error)
 	default:
 		named := false

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
 )
 
@@ -29,7 +29,7 @@ func peerRestart(t *testing.T, kind string, p *testhost.Pair) {
 	kB0 := kernelCounters(t, p.B)
 	var e2 *proc
 	var tr, tr2 *traffic
-	var cs core.Stats
+	var cs dgramio.Stats
 	var carried bool
 	var killedAt, restartedAt uint64
 	onThread(t, p.A, func() error {
@@ -104,7 +104,7 @@ func peerRestart(t *testing.T, kind string, p *testhost.Pair) {
 // the counters explain (the client's losses, the echo kernel's counters
 // kB) and how many died in the killed process, deadSent having been sent
 // while the echo was dead.
-func checkDatagramRestart(t *testing.T, tr *traffic, cs core.Stats, kB map[string]uint64, carried bool, deadSent uint64) {
+func checkDatagramRestart(t *testing.T, tr *traffic, cs dgramio.Stats, kB map[string]uint64, carried bool, deadSent uint64) {
 	t.Logf("echo's kernel: %s", formatCounters(kB))
 	if !carried {
 		t.Fatalf("the client did not carry on: %d of the messages sent after the restart came back in 30 s", tr.gotFrom)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
@@ -93,7 +93,7 @@ func fullTxRing(t *testing.T, kind string, p *testhost.Pair) {
 	sink := startUDPSink(t, p.B, magic, size)
 	kA0, kB0 := kernelCounters(t, p.A), kernelCounters(t, p.B)
 	var tr *traffic
-	var cs core.Stats
+	var cs dgramio.Stats
 	var y tally
 	onThread(t, p.A, func() error {
 		cfg := clientConfig(kind, p.A, p.B)
@@ -157,7 +157,7 @@ func emptyFillRing(t *testing.T, kind string, p *testhost.Pair) {
 		}
 		defer srv.Close()
 		const size, burst = 100, 5000
-		r := &fillRun{t: t, srv: srv, y: tally{magic: 0xf111, size: size}, msg: make([]byte, size), pkts: make([]core.Packet, 64)}
+		r := &fillRun{t: t, srv: srv, y: tally{magic: 0xf111, size: size}, msg: make([]byte, size), pkts: make([]dgramio.Packet, 64)}
 		r.rc.name = kind + " server"
 		watch(t, &r.rc)
 		if err := p.A.Do(func() error {
@@ -206,7 +206,7 @@ func emptyFillRing(t *testing.T, kind string, p *testhost.Pair) {
 		}
 		empty0, _ := s0.Counter("xsk", "rx_fill_ring_empty_descs")
 		empty1, _ := ss.Counter("xsk", "rx_fill_ring_empty_descs")
-		if core.Kind(kind) == core.KindXDP && empty1 == empty0 {
+		if dgramio.Kind(kind) == dgramio.KindXDP && empty1 == empty0 {
 			t.Errorf("the fill ring never ran empty (rx_fill_ring_empty_descs %d)", empty1)
 		}
 		s0.TxDropped, ss.TxDropped = 0, 0
@@ -220,13 +220,13 @@ func emptyFillRing(t *testing.T, kind string, p *testhost.Pair) {
 // UDP socket in the other namespace that sends it numbered messages.
 type fillRun struct {
 	t    testing.TB
-	srv  core.Backend
+	srv  dgramio.Backend
 	conn *net.UDPConn
 	rc   calls
 	y    tally // what the server received
 	sent uint64
 	msg  []byte
-	pkts []core.Packet
+	pkts []dgramio.Packet
 }
 
 // send sends the next n messages from the kernel socket.
@@ -270,7 +270,7 @@ func (r *fillRun) waitAtOnce() {
 	r.rc.begin(opWait)
 	err := r.srv.Wait(ctx)
 	r.rc.end()
-	if err != nil && !errors.Is(err, core.ErrNotSupported) {
+	if err != nil && !errors.Is(err, dgramio.ErrNotSupported) {
 		fatalf(r.t, "Wait with frames waiting: %v", err)
 	}
 	if d := time.Since(start); d > callLimit {
@@ -290,8 +290,8 @@ func (r *fillRun) readUntilQuiet(quiet time.Duration) {
 
 // subStats returns the loss counters of s minus those of before (the
 // fields and layers splitLoss reads).
-func subStats(s, before core.Stats) core.Stats {
-	out := core.Stats{
+func subStats(s, before dgramio.Stats) dgramio.Stats {
+	out := dgramio.Stats{
 		TxDropped:     s.TxDropped - before.TxDropped,
 		RxTruncated:   s.RxTruncated - before.RxTruncated,
 		RxBadChecksum: s.RxBadChecksum - before.RxBadChecksum,

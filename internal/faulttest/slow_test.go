@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
 )
 
@@ -40,7 +40,7 @@ func slowConsumer(t *testing.T, kind string, p *testhost.Pair) {
 	scfg.SockBuf = 256 << 10 // a small receive buffer fills quickly
 	k := startSink(t, p.B, kind+" receiver", scfg, magic, size)
 	var tr *traffic
-	var cs core.Stats
+	var cs dgramio.Stats
 	var kA0, kB0 map[string]uint64
 	var heap0, heap1, sentInPause, refusedInPause uint64
 	onThread(t, p.A, func() error {
@@ -147,7 +147,7 @@ func pushFor(tr *traffic, k *sink, d time.Duration) {
 // catchUp flushes what the sender cl has staged and receives, until the sink
 // has everything that was sent (stream) or nothing more arrives for two
 // seconds (datagrams), for a minute at the most.
-func catchUp(cl core.Backend, tr *traffic, k *sink) {
+func catchUp(cl dgramio.Backend, tr *traffic, k *sink) {
 	for end, start := time.Now().Add(60*time.Second), time.Now(); time.Now().Before(end); {
 		y, last := k.count()
 		if y.got+y.bad+y.dup >= tr.next || time.Since(maxTime(last, start)) > 2*time.Second {

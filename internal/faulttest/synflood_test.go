@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -25,7 +25,7 @@ import (
 const (
 	floodTime = 3 * time.Second
 	// floodRate is the flood's SYNs per second in make test: ten times
-	// core.DefaultSYNRate, a flood to the program, gentle to the shared
+	// dgramio.DefaultSYNRate, a flood to the program, gentle to the shared
 	// test machine. FLOOD_RATE=0 floods as fast as one thread can send.
 	floodRate = 50000
 	// floodGap bounds the session's longest wait for an echo during the
@@ -65,7 +65,7 @@ func TestFaultSYNFlood(t *testing.T) {
 		}
 		rate = v
 	}
-	for _, kind := range names(core.KindTCP, core.KindTCPXDP) {
+	for _, kind := range names(dgramio.KindTCP, dgramio.KindTCPXDP) {
 		t.Run(kind, func(t *testing.T) { synFlood(t, kind, d, rate) })
 	}
 }
@@ -119,7 +119,7 @@ func synFlood(t *testing.T, kind string, d time.Duration, rate int) {
 	t.Logf("%s: %d SYNs in %v (%.0f/s); session: %d of %d records echoed during the flood, worst gap %v; heap %+.1f MiB",
 		kind, fl.sent, d, float64(fl.sent)/d.Seconds(), echoed, sent, gap.Round(100*time.Microsecond),
 		(float64(heap1)-float64(heap0))/(1<<20))
-	if core.Kind(kind) == core.KindTCPXDP {
+	if dgramio.Kind(kind) == dgramio.KindTCPXDP {
 		t.Logf("echo: xdp-prog dropped_syn %d redirected %d; netstack tcp_listen_overflow_syn_drop %d; xsk rx_dropped %d",
 			counterOf(st, "xdp-prog", "dropped_syn"), counterOf(st, "xdp-prog", "redirected"),
 			counterOf(st, "netstack", "tcp_listen_overflow_syn_drop"), counterOf(st, "xsk", "rx_dropped"))
@@ -136,13 +136,13 @@ func synFlood(t *testing.T, kind string, d time.Duration, rate int) {
 	if heap1 > heap0+floodHeap {
 		t.Errorf("heap grew from %d to %d MiB during the flood", heap0>>20, heap1>>20)
 	}
-	if core.Kind(kind) == core.KindTCPXDP && scfg.XDP.SYNRate >= 0 && rate > 2*core.DefaultSYNRate &&
+	if dgramio.Kind(kind) == dgramio.KindTCPXDP && scfg.XDP.SYNRate >= 0 && rate > 2*dgramio.DefaultSYNRate &&
 		counterOf(st, "xdp-prog", "dropped_syn") == 0 {
 		t.Errorf("the XDP program dropped no SYN of %d", fl.sent)
 	}
 }
 
-func counterOf(s core.Stats, layer, name string) uint64 {
+func counterOf(s dgramio.Stats, layer, name string) uint64 {
 	for _, c := range s.Layers {
 		if c.Layer == layer && c.Name == name {
 			return c.Value

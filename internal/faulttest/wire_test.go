@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/internal/wire"
@@ -76,7 +76,7 @@ type verifier struct {
 
 // startVerifier starts a verifier of cfg on h (see server.start) that
 // expects the records of seed.
-func startVerifier(t testing.TB, h *testhost.Host, cfg core.Config, seed uint64) *verifier {
+func startVerifier(t testing.TB, h *testhost.Host, cfg dgramio.Config, seed uint64) *verifier {
 	t.Helper()
 	v := &verifier{want: newRecords(seed)}
 	v.last.Store(time.Now().UnixNano())
@@ -85,7 +85,7 @@ func startVerifier(t testing.TB, h *testhost.Host, cfg core.Config, seed uint64)
 }
 
 func (v *verifier) run(ctx context.Context) {
-	v.loop(ctx, func(pkts []core.Packet) {
+	v.loop(ctx, func(pkts []dgramio.Packet) {
 		for _, p := range pkts {
 			want := v.want.next()
 			i := v.records.Load()
@@ -150,7 +150,7 @@ func lossyWire(t *testing.T, kind string, total uint64) {
 	scfg := serverConfig(kind, w.B)
 	scfg.MaxDatagram = wireMaxRecord
 	v := startVerifier(t, w.B, scfg, seed)
-	var cs core.Stats
+	var cs dgramio.Stats
 	snd := &recordSender{gen: newRecords(seed)}
 	snd.c.name = kind + " sender"
 	watch(t, &snd.c)
@@ -224,7 +224,7 @@ func (v *verifier) check(sent uint64) error {
 // recordSender queues the records of gen on a stream backend, on its
 // thread, and counts what the backend accepted.
 type recordSender struct {
-	cl            core.Backend
+	cl            dgramio.Backend
 	gen           *records
 	pending       []byte // a record the backend refused, queued again next
 	sent, records uint64 // bytes and records accepted
@@ -262,7 +262,7 @@ func (s *recordSender) round(total uint64) {
 	if refused || s.sent >= total {
 		waitOrNap(context.Background(), s.cl, &s.c, time.Millisecond, &s.cannotWait)
 		s.c.begin(opRx)
-		_, err := s.cl.Rx(make([]core.Packet, 1))
+		_, err := s.cl.Rx(make([]dgramio.Packet, 1))
 		s.c.end()
 		if err != nil {
 			s.errs.add(err)

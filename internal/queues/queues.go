@@ -1,4 +1,4 @@
-// Package queues holds what every kind's core.QueueGroup needs to keep
+// Package queues holds what every kind's dgramio.QueueGroup needs to keep
 // its contract: which queues have been opened (each once), and queue 0's
 // mode for the group's Stats.Mode.
 package queues
@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
-// Slots keeps core.QueueGroup's rule that each queue is opened once, and
-// queue 0's base mode (core.QueueGroup.BaseMode). Safe for concurrent use.
+// Slots keeps dgramio.QueueGroup's rule that each queue is opened once, and
+// queue 0's base mode (dgramio.QueueGroup.BaseMode). Safe for concurrent use.
 type Slots struct {
 	mu    sync.Mutex
 	taken []bool
@@ -21,14 +21,14 @@ type Slots struct {
 // NewSlots returns the slots of n queues, none taken.
 func NewSlots(n int) *Slots { return &Slots{taken: make([]bool, n)} }
 
-// Take marks queue q taken. It returns a *core.ConfigError naming Queues
+// Take marks queue q taken. It returns a *dgramio.ConfigError naming Queues
 // when the group has no queue q, and an error prefixed who when q was
 // taken before.
 func (s *Slots) Take(who string, q int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if q < 0 || q >= len(s.taken) {
-		return &core.ConfigError{Field: "Queues", Value: len(s.taken), Reason: fmt.Sprintf("queue %d does not exist", q)}
+		return &dgramio.ConfigError{Field: "Queues", Value: len(s.taken), Reason: fmt.Sprintf("queue %d does not exist", q)}
 	}
 	if s.taken[q] {
 		return fmt.Errorf("%s: queue %d is open already", who, q)

@@ -6,12 +6,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 func TestSlots(t *testing.T) {
 	s := NewSlots(4)
-	var ce *core.ConfigError
+	var ce *dgramio.ConfigError
 	for _, q := range []int{-1, 4} {
 		if err := s.Take("test", q); !errors.As(err, &ce) || ce.Field != "Queues" {
 			t.Errorf("Take(%d) = %v, want a *ConfigError on Queues", q, err)

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/guard"
 )
@@ -18,14 +18,14 @@ import (
 type Life struct {
 	guard.Guard
 	mu    sync.Mutex // held by Close; a Stats after Shut waits on it
-	final core.Stats
+	final dgramio.Stats
 }
 
 // Stats returns snapshot() while the backend is open, called under the
 // guard so that no data-path call runs meanwhile, and afterwards the
 // counters Close froze (waiting for a Close in progress to freeze them).
 // The result is the caller's: its Layers are never shared.
-func (l *Life) Stats(snapshot func() core.Stats) core.Stats {
+func (l *Life) Stats(snapshot func() dgramio.Stats) dgramio.Stats {
 	if l.Enter() {
 		s := snapshot()
 		l.Exit()
@@ -34,7 +34,7 @@ func (l *Life) Stats(snapshot func() core.Stats) core.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.final
-	s.Layers = append([]core.Counter(nil), s.Layers...)
+	s.Layers = append([]dgramio.Counter(nil), s.Layers...)
 	return s
 }
 
@@ -43,7 +43,7 @@ func (l *Life) Stats(snapshot func() core.Stats) core.Stats {
 // shutdown, which releases what the backend holds and returns the counters
 // to freeze and the error Close returns. A Close after the first returns
 // nil without calling shutdown.
-func (l *Life) Close(wake func(), shutdown func() (final core.Stats, err error)) error {
+func (l *Life) Close(wake func(), shutdown func() (final dgramio.Stats, err error)) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.Shut(wake) {
@@ -57,14 +57,14 @@ func (l *Life) Close(wake func(), shutdown func() (final core.Stats, err error))
 // Wait is the sleep of a kernel backend's Wait, which has entered the
 // guard (BeginWait; fd and w are read after it, so that Close cannot
 // release them meanwhile): it sleeps in fdwait.Wait until fd is readable
-// (nil), ctx is done (ctx.Err()) or Close wakes w (core.ErrClosed), and
+// (nil), ctx is done (ctx.Err()) or Close wakes w (dgramio.ErrClosed), and
 // adds the poll(2) calls it made to calls. It allocates nothing.
 func Wait(ctx context.Context, fd int, w *fdwait.Waker, calls *atomic.Uint64) error {
 	var n uint64
 	err := fdwait.Wait(ctx, fd, w, &n)
 	calls.Add(n)
 	if errors.Is(err, fdwait.ErrWoken) {
-		return core.ErrClosed
+		return dgramio.ErrClosed
 	}
 	return err
 }

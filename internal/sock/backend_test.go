@@ -5,15 +5,15 @@ import (
 	"net"
 	"testing"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // TestLife: Stats reads the live counters while open and the frozen ones
 // after Close, which runs its shutdown once and wakes what waits.
 func TestLife(t *testing.T) {
 	var l Life
-	live := core.Stats{TxSent: 1, Layers: []core.Counter{{Layer: "x", Name: "y", Value: 1}}}
-	snapshot := func() core.Stats { return live }
+	live := dgramio.Stats{TxSent: 1, Layers: []dgramio.Counter{{Layer: "x", Name: "y", Value: 1}}}
+	snapshot := func() dgramio.Stats { return live }
 	if s := l.Stats(snapshot); s.TxSent != 1 {
 		t.Fatalf("Stats while open: %+v", s)
 	}
@@ -24,7 +24,7 @@ func TestLife(t *testing.T) {
 	shutdowns := 0
 	done := make(chan error)
 	go func() {
-		done <- l.Close(func() { close(woken) }, func() (core.Stats, error) {
+		done <- l.Close(func() { close(woken) }, func() (dgramio.Stats, error) {
 			shutdowns++
 			live.TxSent = 2
 			return live, net.ErrClosed
@@ -35,13 +35,13 @@ func TestLife(t *testing.T) {
 	if err := <-done; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Close returned %v, want shutdown's error", err)
 	}
-	if err := l.Close(nil, func() (core.Stats, error) { shutdowns++; return core.Stats{}, nil }); err != nil || shutdowns != 1 {
+	if err := l.Close(nil, func() (dgramio.Stats, error) { shutdowns++; return dgramio.Stats{}, nil }); err != nil || shutdowns != 1 {
 		t.Fatalf("second Close: %v; shutdown ran %d times, want 1", err, shutdowns)
 	}
 	if l.Enter() || l.BeginWait() {
 		t.Fatal("the guard lets a call in after Close")
 	}
-	s := l.Stats(func() core.Stats { t.Fatal("snapshot called after Close"); return core.Stats{} })
+	s := l.Stats(func() dgramio.Stats { t.Fatal("snapshot called after Close"); return dgramio.Stats{} })
 	if s.TxSent != 2 {
 		t.Fatalf("Stats after Close: TxSent %d, want the frozen 2", s.TxSent)
 	}

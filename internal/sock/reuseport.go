@@ -8,7 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/kindcfg"
 	"github.com/dgramio/dgramio/internal/queues"
 )
 
@@ -57,7 +58,7 @@ func SteerByCPU(fd int, cpus []int) error {
 	fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fp); err != nil {
 		if errors.Is(err, unix.ENOPROTOOPT) {
-			return core.NotSupported("SO_ATTACH_REUSEPORT_CBPF", "4.5", "steer with Config.CPUs empty (the kernel's flow hash)", err)
+			return dgramio.NotSupported("SO_ATTACH_REUSEPORT_CBPF", "4.5", "steer with Config.CPUs empty (the kernel's flow hash)", err)
 		}
 		return fmt.Errorf("setsockopt SO_ATTACH_REUSEPORT_CBPF: %w", err)
 	}
@@ -87,7 +88,7 @@ func Steering(cpus []int) string {
 // of the group, then steered by cfg.CPUs (SteerByCPU) when set, by the
 // kernel's flow hash otherwise. The caller owns the descriptors; on error
 // none is left open.
-func OpenUDPGroup(cfg core.Config, n int) (fds []int, gs []Granted, err error) {
+func OpenUDPGroup(cfg dgramio.Config, n int) (fds []int, gs []Granted, err error) {
 	return openGroup(cfg, n, openUDP)
 }
 
@@ -97,14 +98,14 @@ func OpenUDPGroup(cfg core.Config, n int) (fds []int, gs []Granted, err error) {
 // then steered by cfg.CPUs (SteerByCPU) when set, by the kernel's flow
 // hash otherwise. The caller owns the descriptors; on error none is left
 // open.
-func ListenTCPGroup(cfg core.Config, n int) (fds []int, gs []Granted, err error) {
+func ListenTCPGroup(cfg dgramio.Config, n int) (fds []int, gs []Granted, err error) {
 	return openGroup(cfg, n, ListenTCP)
 }
 
 // openGroup opens n sockets with open(cfg, true) (SO_REUSEPORT), in order,
 // and steers the group by cfg.CPUs when set; on error it closes what it
 // opened and returns no descriptor.
-func openGroup(cfg core.Config, n int, open func(core.Config, bool) (int, Granted, error)) (fds []int, gs []Granted, err error) {
+func openGroup(cfg dgramio.Config, n int, open func(dgramio.Config, bool) (int, Granted, error)) (fds []int, gs []Granted, err error) {
 	defer func() {
 		if err != nil {
 			for _, fd := range fds {
@@ -132,7 +133,7 @@ func openGroup(cfg core.Config, n int, open func(core.Config, bool) (int, Grante
 // reusePort, and the options of TuneTCP (set before listen, so accepted
 // connections inherit them and the window scale covers the buffers). The
 // caller owns the descriptor; g.Local is the address bound.
-func ListenTCP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
+func ListenTCP(cfg dgramio.Config, reusePort bool) (fd int, g Granted, err error) {
 	fd, err = Socket(cfg, unix.SOCK_STREAM, unix.IPPROTO_TCP)
 	if err != nil {
 		return -1, g, err
@@ -167,14 +168,14 @@ func ListenTCP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
 // QueuePort returns the local port of queue q of a client group whose
 // Config.LocalPort is base: base+q, or 0 (an ephemeral port, which the
 // kernel makes distinct per socket) when base is 0. A port past 65535 is
-// a *core.ConfigError.
+// a *dgramio.ConfigError.
 func QueuePort(base uint16, q int) (uint16, error) {
 	if base == 0 {
 		return 0, nil
 	}
 	p := int(base) + q
 	if p > 65535 {
-		return 0, &core.ConfigError{Field: "LocalPort", Value: base, Reason: fmt.Sprintf("queue %d would use port %d: LocalPort+queue must stay below 65536", q, p)}
+		return 0, &dgramio.ConfigError{Field: "LocalPort", Value: base, Reason: fmt.Sprintf("queue %d would use port %d: LocalPort+queue must stay below 65536", q, p)}
 	}
 	return uint16(p), nil
 }
@@ -191,14 +192,14 @@ func QueueOf(cpus []int, cpu int) (int, bool) {
 }
 
 // OpenQueueFunc opens one queue's backend of a kernel kind on the calling
-// goroutine: cfg is the queue's (core.Config.ForQueue, with its own
+// goroutine: cfg is the queue's (dgramio.Config.ForQueue, with its own
 // LocalPort on a client); fd is the server socket the queue owns from
 // then on (closed by the function on error) with what the kernel granted
 // it, or -1 on a client, which opens its own; note ends the backend's
 // Stats.Mode ("queue 1 of 2, reuseport by cpu 0,1").
-type OpenQueueFunc func(cfg core.Config, fd int, g Granted, note string) (core.Backend, error)
+type OpenQueueFunc func(cfg dgramio.Config, fd int, g Granted, note string) (dgramio.Backend, error)
 
-// Group is the core.QueueGroup of the kernel kinds (udp, uring, tcp). A
+// Group is the dgramio.QueueGroup of the kernel kinds (udp, uring, tcp). A
 // server's queues share one port through SO_REUSEPORT: NewGroup opens every
 // queue's socket (or listener) at once, in queue order, and steers the
 // group by CPU (SteerByCPU with Config.CPUs) or, without CPUs, by the
@@ -208,8 +209,8 @@ type OpenQueueFunc func(cfg core.Config, fd int, g Granted, note string) (core.B
 // socket, or LocalPort+q), so that each queue is a flow of its own that the
 // peer's RSS or reuseport hash can spread.
 type Group struct {
-	cfg   core.Config
-	kind  core.Kind
+	cfg   dgramio.Config
+	kind  dgramio.Kind
 	open  OpenQueueFunc
 	steer string
 
@@ -219,24 +220,24 @@ type Group struct {
 	slots *queues.Slots
 }
 
-var _ core.QueueGroup = (*Group)(nil)
+var _ dgramio.QueueGroup = (*Group)(nil)
 
-// NewGroup takes a prepared cfg (core.Config.Prepare; a *core.ConfigError
+// NewGroup takes a prepared cfg (dgramio.Config.Prepare; a *dgramio.ConfigError
 // otherwise) for a group of cfg.Queues queues of the kernel kind kind, opens a server's
 // sockets (OpenUDPGroup for the datagram kinds, ListenTCPGroup for tcp) in
 // the calling thread's network namespace, and returns the group; open
 // opens each queue. On error nothing is left open.
-func NewGroup(cfg core.Config, kind core.Kind, open OpenQueueFunc) (*Group, error) {
-	cfg, err := cfg.PrepareGroup(kind)
+func NewGroup(cfg dgramio.Config, kind dgramio.Kind, open OpenQueueFunc) (*Group, error) {
+	cfg, err := kindcfg.PrepareGroup(cfg, kind)
 	if err != nil {
 		return nil, err
 	}
 	g := &Group{cfg: cfg, kind: kind, open: open, slots: queues.NewSlots(cfg.Queues)}
-	if cfg.Role != core.RoleServer {
+	if cfg.Role != dgramio.RoleServer {
 		g.steer = "one socket per queue"
 		return g, nil
 	}
-	if kind == core.KindTCP {
+	if kind == dgramio.KindTCP {
 		g.fds, g.gs, err = ListenTCPGroup(cfg, cfg.Queues)
 	} else {
 		g.fds, g.gs, err = OpenUDPGroup(cfg, cfg.Queues)
@@ -248,8 +249,8 @@ func NewGroup(cfg core.Config, kind core.Kind, open OpenQueueFunc) (*Group, erro
 	return g, nil
 }
 
-// OpenQueue opens queue q on the calling goroutine. See core.QueueGroup.
-func (g *Group) OpenQueue(q int) (core.Backend, error) {
+// OpenQueue opens queue q on the calling goroutine. See dgramio.QueueGroup.
+func (g *Group) OpenQueue(q int) (dgramio.Backend, error) {
 	if err := g.slots.Take(string(g.kind), q); err != nil {
 		return nil, err
 	}
@@ -260,8 +261,8 @@ func (g *Group) OpenQueue(q int) (core.Backend, error) {
 		g.fds[q] = -1
 	}
 	g.mu.Unlock()
-	qc := g.cfg.ForQueue(q)
-	if g.cfg.Role != core.RoleServer {
+	qc := kindcfg.ForQueue(g.cfg, q)
+	if g.cfg.Role != dgramio.RoleServer {
 		p, err := QueuePort(g.cfg.LocalPort, q)
 		if err != nil {
 			return nil, err
@@ -280,7 +281,7 @@ func (g *Group) OpenQueue(q int) (core.Backend, error) {
 	return b, nil
 }
 
-// BaseMode is queue 0's Stats.Mode without its note. See core.QueueGroup.
+// BaseMode is queue 0's Stats.Mode without its note. See dgramio.QueueGroup.
 func (g *Group) BaseMode() string { return g.slots.BaseMode() }
 
 // Mode says how the group spreads flows: "reuseport by cpu 0,1",
@@ -288,7 +289,7 @@ func (g *Group) BaseMode() string { return g.slots.BaseMode() }
 func (g *Group) Mode() string { return g.steer }
 
 // AppendCounters returns dst: the queues share no counter.
-func (g *Group) AppendCounters(dst []core.Counter) []core.Counter { return dst }
+func (g *Group) AppendCounters(dst []dgramio.Counter) []dgramio.Counter { return dst }
 
 // Close closes the sockets of queues never opened. The queues' backends
 // close their own.

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // run interprets the steering program for a packet received on cpu: the
@@ -84,7 +84,7 @@ func TestQueuePort(t *testing.T) {
 	if p, err := QueuePort(6000, 3); p != 6003 || err != nil {
 		t.Errorf("QueuePort(6000, 3) = %d, %v", p, err)
 	}
-	var ce *core.ConfigError
+	var ce *dgramio.ConfigError
 	if _, err := QueuePort(65535, 1); !errors.As(err, &ce) || ce.Field != "LocalPort" {
 		t.Errorf("QueuePort(65535, 1): %v, want a ConfigError on LocalPort", err)
 	}

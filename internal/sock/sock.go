@@ -23,7 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // Granted is what the kernel gave a socket, read back after setting it up.
@@ -33,8 +33,8 @@ type Granted struct {
 	// bookkeeping), so a granted 16 MiB request reads 32 MiB.
 	RcvBuf, SndBuf int
 	// BufForced is true when SO_RCVBUFFORCE/SO_SNDBUFFORCE took the full
-	// request (CAP_NET_ADMIN); false when it was capped by net.core.rmem_max
-	// and net.core.wmem_max.
+	// request (CAP_NET_ADMIN); false when it was capped by net.dgramio.rmem_max
+	// and net.dgramio.wmem_max.
 	BufForced bool
 	// BusyPollUs is SO_BUSY_POLL as getsockopt reports it after setting it;
 	// 0 when off.
@@ -87,7 +87,7 @@ func size(n int) string {
 
 // SetBuffers sets SO_RCVBUF and SO_SNDBUF to bytes. It first tries
 // SO_RCVBUFFORCE/SO_SNDBUFFORCE, which need CAP_NET_ADMIN and ignore
-// net.core.rmem_max/wmem_max; without the capability it sets SO_RCVBUF and
+// net.dgramio.rmem_max/wmem_max; without the capability it sets SO_RCVBUF and
 // SO_SNDBUF, which the kernel caps at those sysctls. It fills g.RcvBuf,
 // g.SndBuf and g.BufForced from getsockopt.
 func SetBuffers(fd, bytes int, g *Granted) error {
@@ -132,8 +132,8 @@ func optName(o int) string {
 }
 
 // SetBusyPoll sets SO_BUSY_POLL to us microseconds; us < 0 sets 0 (off,
-// whatever net.core.busy_read says) and us == 0 leaves the system default
-// (net.core.busy_read). A refusal the socket can live
+// whatever net.dgramio.busy_read says) and us == 0 leaves the system default
+// (net.dgramio.busy_read). A refusal the socket can live
 // without (EPERM on kernels that want CAP_NET_ADMIN to raise it,
 // ENOPROTOOPT without CONFIG_NET_RX_BUSY_POLL) is recorded in
 // g.BusyPollErr, not returned; any other error is returned. Busy polling
@@ -163,7 +163,7 @@ func SetBusyPoll(fd, us int, g *Granted) error {
 // SetBuffers) and SO_BUSY_POLL to cfg.BusyPollUs (see SetBusyPoll).
 //
 // The socket is of cfg's family (AF_INET6 with IPV6_V6ONLY for an IPv6
-// Config, see core.Config.IPv6; AF_INET otherwise). A server binds
+// Config, see dgramio.Config.IPv6; AF_INET otherwise). A server binds
 // cfg.LocalIP:cfg.Port (0.0.0.0, or :: for IPv6, when LocalIP is unset). A
 // client binds cfg.LocalIP:cfg.LocalPort when either is set, and connects
 // to its destination when it has exactly one (the kernel then skips the
@@ -171,13 +171,13 @@ func SetBusyPoll(fd, us int, g *Granted) error {
 // peer); with several Dests it stays unconnected and every message carries
 // its address. cfg must have been through WithDefaults and Validate. Works
 // without privileges; binding a port below 1024 needs
-// CAP_NET_BIND_SERVICE (a *core.PrivilegeError).
-func OpenUDP(cfg core.Config) (fd int, g Granted, err error) {
+// CAP_NET_BIND_SERVICE (a *dgramio.PrivilegeError).
+func OpenUDP(cfg dgramio.Config) (fd int, g Granted, err error) {
 	return openUDP(cfg, false)
 }
 
 // openUDP is OpenUDP, with SO_REUSEPORT set before bind when reusePort.
-func openUDP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
+func openUDP(cfg dgramio.Config, reusePort bool) (fd int, g Granted, err error) {
 	fd, err = Socket(cfg, unix.SOCK_DGRAM, unix.IPPROTO_UDP)
 	if err != nil {
 		return -1, g, err
@@ -200,7 +200,7 @@ func openUDP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
 			return
 		}
 	}
-	if cfg.Role == core.RoleServer {
+	if cfg.Role == dgramio.RoleServer {
 		if err = Bind(fd, BindAddr(cfg, cfg.Port)); err != nil {
 			return
 		}
@@ -225,17 +225,17 @@ func openUDP(cfg core.Config, reusePort bool) (fd int, g Granted, err error) {
 
 // Socket opens a non-blocking, close-on-exec socket of type typ (without
 // the flags) and protocol proto in cfg's family: AF_INET6 with
-// IPV6_V6ONLY set for an IPv6 Config (core.Config.IPv6), so that it
+// IPV6_V6ONLY set for an IPv6 Config (dgramio.Config.IPv6), so that it
 // serves IPv6 only and never sees IPv4-mapped peers; AF_INET otherwise.
-// A host without IPv6 is a *core.UnsupportedError.
-func Socket(cfg core.Config, typ, proto int) (int, error) {
+// A host without IPv6 is a *dgramio.UnsupportedError.
+func Socket(cfg dgramio.Config, typ, proto int) (int, error) {
 	family, name := unix.AF_INET, "socket"
 	if cfg.IPv6() {
 		family, name = unix.AF_INET6, "socket6"
 	}
 	fd, err := unix.Socket(family, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, proto)
 	if err == unix.EAFNOSUPPORT && family == unix.AF_INET6 {
-		return -1, core.NotSupported("IPv6 sockets (AF_INET6)", "", "use IPv4 addresses, or a kernel with IPv6", err)
+		return -1, dgramio.NotSupported("IPv6 sockets (AF_INET6)", "", "use IPv4 addresses, or a kernel with IPv6", err)
 	}
 	if err != nil {
 		return -1, fmt.Errorf("%s: %w", name, err)
@@ -252,7 +252,7 @@ func Socket(cfg core.Config, typ, proto int) (int, error) {
 // BindAddr returns the address to bind for cfg and port: cfg.LocalIP:port,
 // or every address of cfg's family (0.0.0.0:port, [::]:port) when
 // LocalIP is unset.
-func BindAddr(cfg core.Config, port uint16) netip.AddrPort {
+func BindAddr(cfg dgramio.Config, port uint16) netip.AddrPort {
 	ip := cfg.LocalIP.Unmap()
 	switch {
 	case ip.IsValid():
@@ -265,11 +265,11 @@ func BindAddr(cfg core.Config, port uint16) netip.AddrPort {
 }
 
 // Bind binds fd to ap. EACCES (a port below 1024 without
-// CAP_NET_BIND_SERVICE) is a *core.PrivilegeError.
+// CAP_NET_BIND_SERVICE) is a *dgramio.PrivilegeError.
 func Bind(fd int, ap netip.AddrPort) error {
 	err := unix.Bind(fd, Sockaddr(ap))
 	if err == unix.EACCES || err == unix.EPERM {
-		return &core.PrivilegeError{Op: "bind " + ap.String(), Capability: "CAP_NET_BIND_SERVICE (or a port >= 1024)", Err: err}
+		return &dgramio.PrivilegeError{Op: "bind " + ap.String(), Capability: "CAP_NET_BIND_SERVICE (or a port >= 1024)", Err: err}
 	}
 	if err != nil {
 		return fmt.Errorf("bind %s: %w", ap, err)
@@ -364,12 +364,12 @@ func FromRaw(sa *Name) netip.AddrPort {
 }
 
 // Sendable reports whether a socket of the family v6 says (AF_INET6 when
-// true) answers ap: a core.Unicast address and port of that family (IPv4
+// true) answers ap: a dgramio.Unicast address and port of that family (IPv4
 // for an AF_INET socket; IPv6, not IPv4-mapped, for an AF_INET6 one, which
 // is IPV6_V6ONLY). QueueTo refuses the others (ErrNoRoute, counted) before
 // taking a slot.
 func Sendable(ap netip.AddrPort, v6 bool) bool {
-	if !core.Unicast(ap) {
+	if !dgramio.Unicast(ap) {
 		return false
 	}
 	if v6 {

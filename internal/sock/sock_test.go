@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/sock/socktest"
 )
 
@@ -32,8 +32,8 @@ func forFamilies(t *testing.T, f func(t *testing.T, lo netip.Addr)) {
 	}
 }
 
-func cfg(role core.Role, port uint16, dests ...netip.Addr) core.Config {
-	c := core.Config{Kind: core.KindUDP, Role: role, Port: port}
+func cfg(role dgramio.Role, port uint16, dests ...netip.Addr) dgramio.Config {
+	c := dgramio.Config{Kind: dgramio.KindUDP, Role: role, Port: port}
 	for _, d := range dests {
 		c.Dests = append(c.Dests, netip.AddrPortFrom(d, port))
 	}
@@ -143,14 +143,14 @@ func openPair(t *testing.T, lo netip.Addr) (srv, cli int, sg, cg Granted) {
 		t.Fatal(err)
 	}
 	unix.Close(probe)
-	sc := cfg(core.RoleServer, ap.Port())
+	sc := cfg(dgramio.RoleServer, ap.Port())
 	sc.LocalIP = lo
 	srv, sg, err = OpenUDP(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Close(srv) })
-	cli, cg, err = OpenUDP(cfg(core.RoleClient, ap.Port(), lo))
+	cli, cg, err = OpenUDP(cfg(dgramio.RoleClient, ap.Port(), lo))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,10 +173,10 @@ func testOpenUDPGranted(t *testing.T, lo netip.Addr) {
 			t.Errorf("granted buffers %d/%d", g.RcvBuf, g.SndBuf)
 		}
 		// With CAP_NET_ADMIN the full request is granted, doubled.
-		if os.Geteuid() == 0 && (!g.BufForced || g.RcvBuf != 2*core.DefaultSockBuf || g.SndBuf != 2*core.DefaultSockBuf) {
-			t.Errorf("as root: forced=%v rcv=%d snd=%d, want forced %d", g.BufForced, g.RcvBuf, g.SndBuf, 2*core.DefaultSockBuf)
+		if os.Geteuid() == 0 && (!g.BufForced || g.RcvBuf != 2*dgramio.DefaultSockBuf || g.SndBuf != 2*dgramio.DefaultSockBuf) {
+			t.Errorf("as root: forced=%v rcv=%d snd=%d, want forced %d", g.BufForced, g.RcvBuf, g.SndBuf, 2*dgramio.DefaultSockBuf)
 		}
-		if g.BusyPollErr == nil && g.BusyPollUs != core.DefaultBusyPollUs {
+		if g.BusyPollErr == nil && g.BusyPollUs != dgramio.DefaultBusyPollUs {
 			t.Errorf("busy poll %d, no error", g.BusyPollUs)
 		}
 		if g.Mode() == "" {
@@ -291,7 +291,7 @@ func TestTuneTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	c := core.Config{Kind: core.KindTCP, Port: 1, Dests: []netip.AddrPort{netip.AddrPortFrom(lo, 1)}}.WithDefaults()
+	c := dgramio.Config{Kind: dgramio.KindTCP, Port: 1, Dests: []netip.AddrPort{netip.AddrPortFrom(lo, 1)}}.WithDefaults()
 	g, err := TuneTCP(fd, c)
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +329,7 @@ func TestUnprivilegedGrant(t *testing.T) {
 		if os.Geteuid() != 0 && g.BufForced {
 			t.Errorf("buffers forced without CAP_NET_ADMIN: %+v", g)
 		}
-		if g.BusyPollErr == nil && g.BusyPollUs != core.DefaultBusyPollUs {
+		if g.BusyPollErr == nil && g.BusyPollUs != dgramio.DefaultBusyPollUs {
 			t.Errorf("busy poll %d without an error", g.BusyPollUs)
 		}
 		t.Logf("uid %d: %s", os.Geteuid(), g.Mode())

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // TuneTCP applies the options of kind tcp to a TCP socket, the same on both
@@ -19,7 +19,7 @@ import (
 // O_NONBLOCK: open the socket with SOCK_NONBLOCK and accept with
 // SOCK_NONBLOCK. A connection accepted from a tuned listener inherits these
 // options; tuning it again is harmless.
-func TuneTCP(fd int, cfg core.Config) (Granted, error) {
+func TuneTCP(fd int, cfg dgramio.Config) (Granted, error) {
 	var g Granted
 	if !cfg.Nagle {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
@@ -80,8 +80,8 @@ func (c *TCPCounters) Add(o TCPCounters) {
 }
 
 // Counters returns c as layer "tcp" counters for Stats.Layers.
-func (c TCPCounters) Counters() []core.Counter {
-	return []core.Counter{
+func (c TCPCounters) Counters() []dgramio.Counter {
+	return []dgramio.Counter{
 		{Layer: "tcp", Name: "retrans_segs", Value: c.RetransSegs},
 		{Layer: "tcp", Name: "retrans_bytes", Value: c.RetransBytes},
 		{Layer: "tcp", Name: "segs_out", Value: c.SegsOut},

@@ -6,17 +6,17 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // rawRx calls Rx rounds times and returns the bytes delivered and the
 // largest Packet.
 func rawRx(s *Layer, rounds int) (got []byte, largest int) {
-	pkts := make([]core.Packet, 4)
+	pkts := make([]dgramio.Packet, 4)
 	for range rounds {
 		n, _ := s.Rx(pkts)
 		for _, p := range pkts[:n] {
-			if p.Event == core.EventData {
+			if p.Event == dgramio.EventData {
 				got = append(got, p.Data...)
 				largest = max(largest, len(p.Data))
 			}
@@ -34,7 +34,7 @@ func TestRawFraming(t *testing.T) {
 		in[i] = byte(i * 7)
 	}
 	for _, lend := range []bool{false, true} {
-		o := Options{MaxRecord: 100, RxBatch: 4, DecoderSize: 256, StagingSize: 1024, Framing: core.FramingRaw}
+		o := Options{MaxRecord: 100, RxBatch: 4, DecoderSize: 256, StagingSize: 1024, Framing: dgramio.FramingRaw}
 		var s *Layer
 		var fc *fakeConn
 		if lend {
@@ -60,7 +60,7 @@ func TestRawFraming(t *testing.T) {
 				t.Fatalf("QueueTo(%q) refused", p)
 			}
 		}
-		if s.QueueTo(make([]byte, 101), peer(0)) != core.ErrTooLarge {
+		if s.QueueTo(make([]byte, 101), peer(0)) != dgramio.ErrTooLarge {
 			t.Fatal("QueueTo took more than MaxRecord bytes")
 		}
 		if err := s.Flush(); err != nil {
@@ -79,7 +79,7 @@ func TestRawFraming(t *testing.T) {
 // an append partly taken is sent, and a reset drops only the appends not
 // begun.
 func TestRawStagedAcrossWrites(t *testing.T) {
-	s, cs := newLayer(1, Options{MaxRecord: 100, StagingSize: 1024, Framing: core.FramingRaw})
+	s, cs := newLayer(1, Options{MaxRecord: 100, StagingSize: 1024, Framing: dgramio.FramingRaw})
 	cs[0].room = 5
 	s.QueueTo([]byte("0123"), peer(0))
 	s.QueueTo([]byte("4567"), peer(0))
@@ -88,7 +88,7 @@ func TestRawStagedAcrossWrites(t *testing.T) {
 	if cs[0].out.String() != "01234" {
 		t.Fatalf("written %q", cs[0].out.String())
 	}
-	cs[0].err = &core.PeerError{Reset: true, Err: errors.New("reset")}
+	cs[0].err = &dgramio.PeerError{Reset: true, Err: errors.New("reset")}
 	rawRx(s, 2)
 	if c := s.Counters(); c.TxSent != 2 || c.TxDropped != 1 || c.Resets != 1 {
 		t.Fatalf("TxSent %d TxDropped %d Resets %d, want 2 (one whole, one begun), 1, 1", c.TxSent, c.TxDropped, c.Resets)
@@ -104,9 +104,9 @@ func TestEventsOrder(t *testing.T) {
 		s, cs := newLayer(2, Options{Events: events})
 		cs[0].in.Write(records(t, []byte("a")))
 		cs[1].in.Write(records(t, []byte("b")))
-		cs[1].err = &core.PeerError{Reset: true, Err: errors.New("reset")}
+		cs[1].err = &dgramio.PeerError{Reset: true, Err: errors.New("reset")}
 		var got []string
-		pkts := make([]core.Packet, 16)
+		pkts := make([]dgramio.Packet, 16)
 		for range 4 {
 			n, err := s.Rx(pkts)
 			if err != nil {
@@ -114,12 +114,12 @@ func TestEventsOrder(t *testing.T) {
 			}
 			var round []string
 			for _, p := range pkts[:n] {
-				if p.Event == core.EventData {
+				if p.Event == dgramio.EventData {
 					round = append(round, fmt.Sprintf("%d:%s", p.From.Addr().As4()[3], p.Data))
 				} else {
 					round = append(round, fmt.Sprintf("%d:%v", p.From.Addr().As4()[3], p.Event))
 				}
-				if p.Event == core.EventReset && !errors.As(p.Err, new(*core.PeerError)) {
+				if p.Event == dgramio.EventReset && !errors.As(p.Err, new(*dgramio.PeerError)) {
 					t.Errorf("EventReset's Err %v", p.Err)
 				}
 			}
@@ -147,14 +147,14 @@ func TestEventsOrder(t *testing.T) {
 // EventEnded is delivered for either.
 func TestCloseConnResetConn(t *testing.T) {
 	s, cs := newLayer(2, Options{Events: true})
-	pkts := make([]core.Packet, 16)
+	pkts := make([]dgramio.Packet, 16)
 	s.Rx(pkts) // the opened events
 	cs[0].in.Write(records(t, []byte("unread1"), []byte("unread2")))
 	s.QueueTo([]byte("answer"), peer(0))
 	if !s.CloseConn(peer(0)) || s.CloseConn(peer(7)) {
 		t.Fatal("CloseConn's answer")
 	}
-	if s.QueueTo([]byte("late"), peer(0)) != core.ErrNoRoute {
+	if s.QueueTo([]byte("late"), peer(0)) != dgramio.ErrNoRoute {
 		t.Fatal("QueueTo after CloseConn")
 	}
 	cs[1].room = 0 // nothing leaves: the staged record is lost at the reset

@@ -7,8 +7,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/tcp/record"
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/record"
 )
 
 // lendConn is a Conn and a Lender over a ring of received bytes, as the
@@ -125,7 +125,7 @@ func TestLentRecordsInPlace(t *testing.T) {
 	for _, piece := range []int{1, 7, 64, 150, 1000, len(stream)} {
 		t.Run(fmt.Sprint(piece), func(t *testing.T) {
 			s, c := newLendLayer(Options{MaxRecord: maxRecord, RxBatch: 3, DecoderSize: 300}, 1024)
-			pkts := make([]core.Packet, 8)
+			pkts := make([]dgramio.Packet, 8)
 			var got []string
 			for off, rounds := 0, 0; len(got) < len(want); rounds++ {
 				if rounds > 100*n {
@@ -171,7 +171,7 @@ func TestLentRecordsInPlace(t *testing.T) {
 func TestLoanEndsAtNextRx(t *testing.T) {
 	s, c := newLendLayer(Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256}, 4096)
 	c.arrive(records(t, []byte("one"), []byte("two")))
-	pkts := make([]core.Packet, 16)
+	pkts := make([]dgramio.Packet, 16)
 	k, err := s.Rx(pkts)
 	if err != nil || k != 2 {
 		t.Fatalf("Rx = %d, %v; want 2 records", k, err)
@@ -198,12 +198,12 @@ func TestLoanThenEnd(t *testing.T) {
 		s, c := newLendLayer(Options{MaxRecord: 100, RxBatch: 16, DecoderSize: 256, Events: true}, 4096)
 		c.arrive(records(t, []byte("a"), []byte("b")))
 		if reset {
-			c.err = &core.PeerError{Reset: true, Err: errors.New("reset")}
+			c.err = &dgramio.PeerError{Reset: true, Err: errors.New("reset")}
 		} else {
 			c.eof = true
 		}
 		got, errs := rxAll(s, 4)
-		var pe *core.PeerError
+		var pe *dgramio.PeerError
 		if fmt.Sprint(got) != "[a b]" || len(errs) != 1 || !errors.As(errs[0], &pe) || pe.Reset != reset {
 			t.Fatalf("reset %v: records %q, errors %v", reset, got, errs)
 		}
@@ -239,7 +239,7 @@ func TestRecordsOutliveFailure(t *testing.T) {
 			fc = cs[0]
 			fc.in.Write(in)
 		}
-		pkts := make([]core.Packet, tc.batch)
+		pkts := make([]dgramio.Packet, tc.batch)
 		if k, err := s.Rx(pkts); k != tc.batch || err != nil {
 			t.Fatalf("lend %v: first Rx = %d, %v", lend, k, err)
 		}

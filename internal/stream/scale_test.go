@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/tcp/record"
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/record"
 )
 
 // edgeConn is a fakeConn that counts the layer's calls on it.
@@ -49,7 +49,7 @@ func newEdgeLayer(tb testing.TB, n int) (*Layer, *edgeTransport, []*edgeConn) {
 		cs[i] = &edgeConn{fakeConn: fakeConn{room: -1, reading: true}}
 		s.Add(cs[i], netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 5000))
 	}
-	if n, err := s.Rx(make([]core.Packet, 16)); n != 0 || err != nil {
+	if n, err := s.Rx(make([]dgramio.Packet, 16)); n != 0 || err != nil {
 		tb.Fatalf("first Rx: %d, %v", n, err)
 	}
 	for _, c := range cs {
@@ -76,7 +76,7 @@ func touched(cs []*edgeConn) []int {
 // that has records staged, and an idle Rx or Flush on none.
 func TestRxTouchesOnlyWhatMoves(t *testing.T) {
 	s, tr, cs := newEdgeLayer(t, 10000)
-	pkts := make([]core.Packet, 16)
+	pkts := make([]dgramio.Packet, 16)
 
 	cs[1234].in.Write(records(t, []byte("ping")))
 	tr.notify(cs[1234])
@@ -119,7 +119,7 @@ func TestRxTouchesOnlyWhatMoves(t *testing.T) {
 // while it was reported is read when it is let go, also without one.
 func TestRxReadsOnWithoutReports(t *testing.T) {
 	s, tr, cs := newEdgeLayer(t, 3)
-	pkts := make([]core.Packet, 16)
+	pkts := make([]dgramio.Packet, 16)
 	c := cs[1]
 	var want int
 	for c.in.Len() < 3*(4<<10) {
@@ -158,7 +158,7 @@ func BenchmarkRxIdle(b *testing.B) {
 	for _, n := range []int{1, 100, 10000} {
 		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) {
 			s, _, _ := newEdgeLayer(b, n)
-			pkts := make([]core.Packet, 16)
+			pkts := make([]dgramio.Packet, 16)
 			b.ReportAllocs()
 			for b.Loop() {
 				if k, err := s.Rx(pkts); k != 0 || err != nil {
@@ -177,7 +177,7 @@ func BenchmarkRxOne(b *testing.B) {
 			s, tr, cs := newEdgeLayer(b, n)
 			c := cs[n/2]
 			rec := records(b, make([]byte, 64))
-			pkts := make([]core.Packet, 16)
+			pkts := make([]dgramio.Packet, 16)
 			b.ReportAllocs()
 			for b.Loop() {
 				c.in.Write(rec)
@@ -226,7 +226,7 @@ func TestRxEdgeReportsLoseNothing(t *testing.T) {
 			}
 		}
 		held := make([]bool, n)
-		pkts := make([]core.Packet, 8)
+		pkts := make([]dgramio.Packet, 8)
 		rx := func() {
 			k, err := s.Rx(pkts[:1+rng.IntN(len(pkts))])
 			if err != nil {

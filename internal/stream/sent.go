@@ -1,8 +1,8 @@
 package stream
 
 import (
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/tcp/record"
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/record"
 )
 
 // Sent follows where the records written to one connection's stream start,
@@ -34,14 +34,14 @@ type Sent struct {
 	hl  int
 }
 
-// SetFraming makes s follow a stream of framing f (core.Config.Framing):
+// SetFraming makes s follow a stream of framing f (dgramio.Config.Framing):
 // u16 records (the zero value's), u32 records or raw bytes (SetRaw). Call
 // it before anything is written.
-func (s *Sent) SetFraming(f core.Framing) {
+func (s *Sent) SetFraming(f dgramio.Framing) {
 	switch f {
-	case core.FramingRaw:
+	case dgramio.FramingRaw:
 		s.SetRaw()
-	case core.FramingU32:
+	case dgramio.FramingU32:
 		s.hl = record.HeaderLen32
 	}
 }
@@ -54,7 +54,7 @@ func (s *Sent) prefix() int {
 	return s.hl
 }
 
-// SetRaw makes s follow a stream without framing (core.FramingRaw): it
+// SetRaw makes s follow a stream without framing (dgramio.FramingRaw): it
 // has no record starts to find, so it counts bytes only and Unacked is
 // always 0 (what the peer's application lost is for it to count). Call
 // it before anything is written.

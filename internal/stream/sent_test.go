@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // TestSentCountsRecordStarts: Sent counts a record as unacknowledged when
@@ -89,7 +89,7 @@ func TestFinishedWaitsForAcks(t *testing.T) {
 	if s.Queue([]byte("answer")) != nil {
 		t.Fatal("Queue refused")
 	}
-	pkts := make([]core.Packet, 4)
+	pkts := make([]dgramio.Packet, 4)
 	s.Rx(pkts) // the FINs
 	s.Flush()
 	if s.Len() != 2 || lossy.closed || clean.closed {
@@ -98,7 +98,7 @@ func TestFinishedWaitsForAcks(t *testing.T) {
 	if !lossy.shut || !clean.shut {
 		t.Error("no FIN after the last answer: the peer would wait for our acknowledgements")
 	}
-	if s.Queue([]byte("late")) != core.ErrNoRoute || s.Counters().NoConn != 1 {
+	if s.Queue([]byte("late")) != dgramio.ErrNoRoute || s.Counters().NoConn != 1 {
 		t.Error("Queue staged for connections that are closing")
 	}
 	lossy.ended = true
@@ -143,7 +143,7 @@ func TestFinishTimeout(t *testing.T) {
 	gone := &unackConn{fakeConn: fakeConn{room: -1, reading: true, eof: true}, unacked: 1}
 	s.Add(gone, peer(1))
 	s.Queue([]byte("answer"))
-	pkts := make([]core.Packet, 4)
+	pkts := make([]dgramio.Packet, 4)
 	s.Rx(pkts)
 	s.Flush()
 	for deadline := time.Now().Add(10 * time.Second); s.Len() > 0 && time.Now().Before(deadline); {

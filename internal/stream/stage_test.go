@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/tcp/record"
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/record"
 )
 
 // stageConn is a fakeConn that is a Stager: free bytes of room, the
@@ -80,10 +80,10 @@ func TestStagerHoldsUntilFlush(t *testing.T) {
 		t.Fatalf("TxSent %d, TxBytes %d, StreamTx %d; want 3, 9, 15", st.TxSent, st.TxBytes, st.StreamTx)
 	}
 	// 90 bytes of room are left: a record of 89 does not fit, anywhere.
-	if s.Queue(make([]byte, 89)) != core.ErrBackPressure || len(sc.held) != 0 || s.conns[0].stage.Len() != 0 {
+	if s.Queue(make([]byte, 89)) != dgramio.ErrBackPressure || len(sc.held) != 0 || s.conns[0].stage.Len() != 0 {
 		t.Fatal("Queue staged a record the Stager had no room for")
 	}
-	if s.QueueTo(make([]byte, 89), peer(9)) != core.ErrBackPressure {
+	if s.QueueTo(make([]byte, 89), peer(9)) != dgramio.ErrBackPressure {
 		t.Fatal("QueueTo staged a record the Stager had no room for")
 	}
 	if st := s.Counters(); st.TxBackpressure != 3 {
@@ -112,7 +112,7 @@ func TestStagerStall(t *testing.T) {
 		}})
 	sc := &stageConn{fakeConn: fakeConn{room: -1, reading: true}, free: 50}
 	s.Add(sc, peer(1))
-	if s.QueueTo(make([]byte, 60), peer(1)) != core.ErrBackPressure {
+	if s.QueueTo(make([]byte, 60), peer(1)) != dgramio.ErrBackPressure {
 		t.Fatal("a record larger than the room was staged")
 	}
 	// The room grows (the peer acknowledged), then stops growing.
@@ -147,11 +147,11 @@ func TestStagerStall(t *testing.T) {
 		t.Fatalf("%d errors, reported %v, Stalls %d; want one stall of peer 1, no error", errs, reported, s.Counters().Stalls)
 	}
 	var stalls []netip.AddrPort
-	pkts := make([]core.Packet, 16)
+	pkts := make([]dgramio.Packet, 16)
 	for range 3 {
 		n, _ := s.Rx(pkts)
 		for _, p := range pkts[:n] {
-			if p.Event == core.EventStalled && p.Err != nil {
+			if p.Event == dgramio.EventStalled && p.Err != nil {
 				stalls = append(stalls, p.From)
 			}
 		}
@@ -184,7 +184,7 @@ func TestStagerHoldsTxQueue(t *testing.T) {
 			t.Fatalf("record %d refused", i)
 		}
 	}
-	if s.QueueTo(make([]byte, 10), peer(1)) != core.ErrBackPressure || s.Queue(make([]byte, 10)) != core.ErrBackPressure {
+	if s.QueueTo(make([]byte, 10), peer(1)) != dgramio.ErrBackPressure || s.Queue(make([]byte, 10)) != dgramio.ErrBackPressure {
 		t.Fatal("a fourth record was staged before Flush")
 	}
 	if err := s.Flush(); err != nil {

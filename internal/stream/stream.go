@@ -1,15 +1,15 @@
 // Package stream is the one stream layer of the stream kinds: kernel tcp
 // (package kernel/tcp) and the userspace TCP kinds tcp-xdp and tcp-dpdk
-// (package tcp) run their core.Backend methods Queue, QueueTo, Flush and Rx
+// (package tcp) run their dgramio.Backend methods Queue, QueueTo, Flush and Rx
 // through a Layer. It holds the connection set, each connection's record
 // staging (record.Staging) and decoding (record.Decoder), or its raw
-// bytes (core.FramingRaw), Queue's all-or-none across connections,
+// bytes (dgramio.FramingRaw), Queue's all-or-none across connections,
 // back-pressure, the bytes a Flush released moving on with every Rx and
 // Flush, send stalls, each connection's life (opened, the peer's FIN, a
 // reset, ended) counted and, with Options.Events, delivered by Rx as
 // Packets with Event set, the loop's own closes, resets and pauses of one
-// connection (core.Conns), the removal of ended connections, and the
-// counting (core.Stats's message fields). No connection's end is an error
+// connection (dgramio.Conns), the removal of ended connections, and the
+// counting (dgramio.Stats's message fields). No connection's end is an error
 // of Rx or Flush: those report the transport's failures only.
 //
 // Under it is a Transport, which moves bytes and knows nothing of records:
@@ -57,7 +57,7 @@
 //
 // A peer's FIN ends its direction only. The layer delivers the records the
 // peer sent, then counts the FIN (PeerCloses) and queues its
-// core.EventPeerFIN, and keeps the connection writable: answers queued
+// dgramio.EventPeerFIN, and keeps the connection writable: answers queued
 // until the Flush after the Rx that delivers the event go out (and those
 // of a caller that paused the peer, until it resumes), and once they have
 // all been written the layer closes its side too (Conn.Close), after
@@ -66,11 +66,11 @@
 // records still staged are counted in TxDropped, and the records the
 // transport had received and the layer had not delivered yet are read out
 // and counted in RxClosed, as at Close; EventReset (with the
-// *core.PeerError of the cause) and EventEnded follow.
+// *dgramio.PeerError of the cause) and EventEnded follow.
 //
-// In u32 framing (core.FramingU32) records carry a 4-byte prefix
+// In u32 framing (dgramio.FramingU32) records carry a 4-byte prefix
 // (record.NewStaging32, NewDecoder32), read by the Lender path and Sent
-// alike. In raw framing (core.FramingRaw) a "record" is what one QueueTo
+// alike. In raw framing (dgramio.FramingRaw) a "record" is what one QueueTo
 // appends (staged without a prefix, record.NewRawStaging) and what one
 // Packet of Rx carries (record.NewRawDecoder: the bytes read, at most
 // MaxRecord a Packet; a Lender's bytes are lent in place as they lie).
@@ -86,7 +86,7 @@
 // Conn is a HalfCloser (FIN) and keeps reading until the peer closes too,
 // so that what the peer still sends (an echo's answers) is read rather
 // than reset away; every whole record read then, and every record
-// decoded and not delivered, counts in RxClosed (core.Stats layer
+// decoded and not delivered, counts in RxClosed (dgramio.Stats layer
 // "stream", counter "rx_closed", a loss).
 //
 // What was written and never acknowledged is lost too: a transport
@@ -107,9 +107,9 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/poison"
-	"github.com/dgramio/dgramio/tcp/record"
+	"github.com/dgramio/dgramio/internal/record"
 )
 
 // Conn is one connection of a Transport, non-blocking in every method.
@@ -117,7 +117,7 @@ import (
 type Conn interface {
 	// Write copies from p what the send buffer takes and returns how many
 	// bytes; (0, nil) when it is full. A non-nil error ends the
-	// connection: a *core.PeerError says whether it was a reset, any other
+	// connection: a *dgramio.PeerError says whether it was a reset, any other
 	// error counts as one.
 	Write(p []byte) (int, error)
 	// Read copies received bytes into p: (n, nil) with data, (0, nil) when
@@ -263,23 +263,23 @@ type Options struct {
 	// SendStall, when positive, reports a connection that takes no byte
 	// for that long while released bytes wait (a Stager: whose room does
 	// not grow while a record it refused waits), once per stall: counted
-	// in Stalls and, with Events, delivered as core.EventStalled whose Err
+	// in Stalls and, with Events, delivered as dgramio.EventStalled whose Err
 	// is StallError(peer, stalled). It is no error of Rx or Flush.
 	SendStall  time.Duration
 	StallError func(peer netip.AddrPort, stalled time.Duration) error
 	// FinishTimeout bounds how long a finished connection of an Unacker
 	// waits for the peer to acknowledge what was written (0: 10 s).
 	FinishTimeout time.Duration
-	// Framing is core.FramingU16 (or "": records) or core.FramingRaw
+	// Framing is dgramio.FramingU16 (or "": records) or dgramio.FramingRaw
 	// (bytes: a record is what one QueueTo appends, or what one Packet of
-	// Rx carries; see core.FramingRaw).
-	Framing core.Framing
+	// Rx carries; see dgramio.FramingRaw).
+	Framing dgramio.Framing
 	// Events makes Rx deliver each connection's life as Packets with
-	// Event set (core.Config.Events).
+	// Event set (dgramio.Config.Events).
 	Events bool
 }
 
-// Counters are the layer's counts, as core.Stats names them where it has
+// Counters are the layer's counts, as dgramio.Stats names them where it has
 // the name.
 type Counters struct {
 	// Those every record moves, first: one cache line.
@@ -324,7 +324,7 @@ type conn struct {
 	// for the next Flush.
 	released int
 	// dead says why the connection ended, nil while it lives.
-	dead *core.PeerError
+	dead *dgramio.PeerError
 	hdr  [record.HeaderLen32]byte // the length prefix Stage copies
 	lent bool
 	// hint: Watch reported the connection since the layer last read it.
@@ -428,9 +428,9 @@ func New(t Transport, o Options) *Layer {
 	}
 	s := &Layer{opt: o, t: t, byPeer: make(map[netip.AddrPort]*conn), hl: record.HeaderLen}
 	switch o.Framing {
-	case core.FramingRaw:
+	case dgramio.FramingRaw:
 		s.raw, s.hl = true, 0
-	case core.FramingU32:
+	case dgramio.FramingU32:
 		s.hl = record.HeaderLen32
 	}
 	s.accept = s.accepted
@@ -464,7 +464,7 @@ func (s *Layer) Add(c Conn, peer netip.AddrPort) {
 	s.byPeer[peer] = k
 	s.last = nil
 	enlist(&s.rx, &k.inRx, k)
-	s.event(k, core.EventOpened, nil)
+	s.event(k, dgramio.EventOpened, nil)
 }
 
 func (s *Layer) accepted(c Conn, peer netip.AddrPort) {
@@ -570,15 +570,15 @@ func (s *Layer) release(c *conn) {
 // Counters returns the counts so far.
 func (s *Layer) Counters() Counters { return s.st }
 
-// Fill copies the counts that core.Stats has fields for into st, and Conns.
-func (s *Layer) Fill(st *core.Stats) {
+// Fill copies the counts that dgramio.Stats has fields for into st, and Conns.
+func (s *Layer) Fill(st *dgramio.Stats) {
 	c := &s.st
 	st.TxQueued, st.TxBackpressure, st.TxOversize = c.TxQueued, c.TxBackpressure, c.TxOversize
 	st.TxSent, st.TxDropped, st.TxBytes = c.TxSent, c.TxDropped, c.TxBytes
 	st.RxDelivered, st.RxBytes, st.RxTruncated, st.RxMalformed = c.RxDelivered, c.RxBytes, c.RxTruncated, c.RxMalformed
 	st.Accepts, st.Resets, st.PeerCloses = c.Accepts, c.Resets, c.PeerCloses
 	st.Conns = uint64(len(s.conns))
-	st.Layers = append(st.Layers, core.Counter{Layer: "stream", Name: "rx_closed", Value: c.RxClosed, Loss: true})
+	st.Layers = append(st.Layers, dgramio.Counter{Layer: "stream", Name: "rx_closed", Value: c.RxClosed, Loss: true})
 }
 
 // Report queues err for the next Rx or Flush to return.
@@ -586,9 +586,9 @@ func (s *Layer) Report(err error) { s.errs = append(s.errs, err) }
 
 // Queue stages payload as one record for every connection that can still
 // send, all of them or none. It returns nil, or stages nothing anywhere
-// and returns core.ErrNoRoute when there is no connection (NoConn),
-// core.ErrTooLarge when the payload exceeds MaxRecord (TxOversize, one per
-// connection), or core.ErrBackPressure when any connection's staging lacks
+// and returns dgramio.ErrNoRoute when there is no connection (NoConn),
+// dgramio.ErrTooLarge when the payload exceeds MaxRecord (TxOversize, one per
+// connection), or dgramio.ErrBackPressure when any connection's staging lacks
 // room (TxBackpressure, one per connection). It is the one call whose cost
 // grows with the set.
 func (s *Layer) Queue(payload []byte) error {
@@ -603,10 +603,10 @@ func (s *Layer) Queue(payload []byte) error {
 	switch {
 	case n == 0:
 		s.st.NoConn++
-		return core.ErrNoRoute
+		return dgramio.ErrNoRoute
 	case len(payload) > s.opt.MaxRecord:
 		s.st.TxOversize += n
-		return core.ErrTooLarge
+		return dgramio.ErrTooLarge
 	case s.raw && len(payload) == 0:
 		s.st.TxQueued += n // nothing to append: sent as it is queued
 		s.st.TxSent += n
@@ -618,7 +618,7 @@ func (s *Layer) Queue(payload []byte) error {
 				s.watchRoom(c)
 			}
 		}
-		return core.ErrBackPressure
+		return dgramio.ErrBackPressure
 	}
 	for _, c := range s.conns {
 		if c.takes() {
@@ -632,7 +632,7 @@ func (s *Layer) Queue(payload []byte) error {
 
 // QueueTo stages payload as one record for the connection to peer to. It
 // returns what Queue does; a peer that is not (or no longer) connected is
-// core.ErrNoRoute and counts in NoConn.
+// dgramio.ErrNoRoute and counts in NoConn.
 func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) error {
 	c := s.last
 	if c == nil || c.peer != to {
@@ -642,17 +642,17 @@ func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) error {
 	switch {
 	case c == nil || c.dead != nil || c.shut:
 		s.st.NoConn++
-		return core.ErrNoRoute
+		return dgramio.ErrNoRoute
 	case len(payload) > s.opt.MaxRecord:
 		s.st.TxOversize++
-		return core.ErrTooLarge
+		return dgramio.ErrTooLarge
 	case s.raw && len(payload) == 0:
 		s.st.TxQueued++ // nothing to append: sent as it is queued
 		s.st.TxSent++
 		return nil
 	case !s.put(c, payload):
 		s.st.TxBackpressure++
-		return core.ErrBackPressure
+		return dgramio.ErrBackPressure
 	}
 	enlist(&s.staged, &c.inStaged, c)
 	s.st.TxQueued++
@@ -823,7 +823,7 @@ func (s *Layer) watchStall(c *conn) {
 		c.stallReported = true
 		s.st.Stalls++
 		if s.opt.Events {
-			s.event(c, core.EventStalled, s.opt.StallError(c.peer, now.Sub(c.stallSince)))
+			s.event(c, dgramio.EventStalled, s.opt.StallError(c.peer, now.Sub(c.stallSince)))
 		}
 	}
 }
@@ -833,9 +833,9 @@ func (s *Layer) kill(c *conn, err error) {
 	if c.dead != nil {
 		return
 	}
-	var pe *core.PeerError
+	var pe *dgramio.PeerError
 	if !errors.As(err, &pe) {
-		pe = &core.PeerError{Reset: true, Err: err}
+		pe = &dgramio.PeerError{Reset: true, Err: err}
 	}
 	pe.Peer = c.peer
 	c.dead = pe
@@ -854,7 +854,7 @@ func (s *Layer) kill(c *conn, err error) {
 // first (Packet.Event set, Data empty; they count toward the batch, not
 // in RxDelivered). With no record to return, its error is Push's or the
 // oldest unreported one of Report.
-func (s *Layer) Rx(pkts []core.Packet) (int, error) {
+func (s *Layer) Rx(pkts []dgramio.Packet) (int, error) {
 	for _, c := range s.read {
 		// The records of the last Rx are done with: make room, also after
 		// a read that only skipped an oversize record.
@@ -903,7 +903,7 @@ func (s *Layer) Rx(pkts []core.Packet) (int, error) {
 // are in pkts (k are there already), and returns how many. Those it did not reach keep their
 // place at the front; those it visited that still have something go to
 // the back; the rest leave rx.
-func (s *Layer) receiveAll(pkts []core.Packet, k, want int) int {
+func (s *Layer) receiveAll(pkts []dgramio.Packet, k, want int) int {
 	i := 0
 	for ; i < len(s.rx) && k < want; i++ {
 		if c := s.rx[i]; c.wantsRx() {
@@ -949,7 +949,7 @@ func (s *Layer) rotate(i int) {
 
 // receive delivers c's records into pkts[k:want], reading the transport
 // once when the buffered records run out, and returns the new k.
-func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
+func (s *Layer) receive(c *conn, pkts []dgramio.Packet, k, want int) int {
 	read := false
 	for k < want {
 		r, err := c.dec.Next()
@@ -958,7 +958,7 @@ func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
 			continue
 		}
 		if r != nil {
-			pkts[k] = core.Packet{Data: r, From: c.peer}
+			pkts[k] = dgramio.Packet{Data: r, From: c.peer}
 			s.st.RxBytes += uint64(len(r))
 			c.delivered = true
 			k++
@@ -1008,12 +1008,12 @@ func (s *Layer) receive(c *conn, pkts []core.Packet, k, want int) int {
 // of what c's Lender peeks, in place, lends their bytes and returns the
 // new k; it delivers none when the front record is cut or longer than
 // MaxRecord, or nothing is there, and receive then reads.
-func (s *Layer) lend(c *conn, pkts []core.Packet, k, want int) int {
+func (s *Layer) lend(c *conn, pkts []dgramio.Packet, k, want int) int {
 	p := c.ln.Peek()
 	off := 0
 	for s.raw && k < want && off < len(p) {
 		n := min(len(p)-off, s.opt.MaxRecord)
-		pkts[k] = core.Packet{Data: p[off : off+n : off+n], From: c.peer}
+		pkts[k] = dgramio.Packet{Data: p[off : off+n : off+n], From: c.peer}
 		s.st.RxBytes += uint64(n)
 		k++
 		off += n
@@ -1025,7 +1025,7 @@ func (s *Layer) lend(c *conn, pkts []core.Packet, k, want int) int {
 		if n > s.opt.MaxRecord || end > len(p) {
 			break
 		}
-		pkts[k] = core.Packet{Data: p[off+hl : end : end], From: c.peer}
+		pkts[k] = dgramio.Packet{Data: p[off+hl : end : end], From: c.peer}
 		s.st.RxBytes += uint64(n)
 		k++
 		off = end
@@ -1124,7 +1124,7 @@ func (s *Layer) reapEach() {
 			s.readOut(c)
 			s.cutRecord(c)
 			if !c.local {
-				s.event(c, core.EventReset, c.dead)
+				s.event(c, dgramio.EventReset, c.dead)
 			}
 			s.remove(c)
 			s.drop(c)
@@ -1148,7 +1148,7 @@ func (s *Layer) reapEach() {
 			if !c.reported {
 				c.reported = true
 				s.cutRecord(c)
-				s.event(c, core.EventPeerFIN, nil)
+				s.event(c, dgramio.EventPeerFIN, nil)
 			}
 			if c.events == 0 && c.staged() == 0 && !c.held {
 				s.remove(c)
@@ -1168,7 +1168,7 @@ func (s *Layer) reapEach() {
 // drop takes c out of the set: later reports of it are ignored, and the
 // work lists drop it as they meet it.
 func (s *Layer) drop(c *conn) {
-	s.event(c, core.EventEnded, nil)
+	s.event(c, dgramio.EventEnded, nil)
 	c.removed, c.inEnds = true, false
 	c.t.hook().c = nil
 	last := s.conns[len(s.conns)-1]
@@ -1484,12 +1484,12 @@ func (s *Layer) Close() {
 // event is a connection event queued for Rx (Options.Events).
 type event struct {
 	c   *conn
-	ev  core.Event
+	ev  dgramio.Event
 	err error
 }
 
 // event queues ev of c for the next Rx, with Options.Events.
-func (s *Layer) event(c *conn, ev core.Event, err error) {
+func (s *Layer) event(c *conn, ev dgramio.Event, err error) {
 	if s.opt.Events {
 		s.evs = append(s.evs, event{c: c, ev: ev, err: err})
 		c.events++
@@ -1500,13 +1500,13 @@ func (s *Layer) event(c *conn, ev core.Event, err error) {
 // returns how many. A connection whose EventPeerFIN went out counts as
 // delivered from in this Rx, so that reap leaves it as it is until the
 // next one: the loop answers the FIN before ours.
-func (s *Layer) deliverEvents(pkts []core.Packet, want int) int {
+func (s *Layer) deliverEvents(pkts []dgramio.Packet, want int) int {
 	k := 0
 	for ; k < len(s.evs) && k < want; k++ {
 		e := &s.evs[k]
-		pkts[k] = core.Packet{From: e.c.peer, Event: e.ev, Err: e.err}
+		pkts[k] = dgramio.Packet{From: e.c.peer, Event: e.ev, Err: e.err}
 		e.c.events--
-		if e.ev == core.EventPeerFIN {
+		if e.ev == dgramio.EventPeerFIN {
 			e.c.delivered = true
 			enlist(&s.read, &e.c.inRead, e.c)
 		}
@@ -1520,7 +1520,7 @@ func (s *Layer) deliverEvents(pkts []core.Packet, want int) int {
 // ErrResetByApp is the cause of a connection that ResetConn reset.
 var ErrResetByApp = errors.New("connection reset by the application (ResetConn)")
 
-// CloseConn closes the connection to peer in order (core.Conns): nothing
+// CloseConn closes the connection to peer in order (dgramio.Conns): nothing
 // more of it is read or delivered (what the transport holds counts in
 // RxClosed), what was queued for it goes out at the next Flush, then our
 // FIN, and it leaves the set (EventEnded) as a connection whose peer
@@ -1541,7 +1541,7 @@ func (s *Layer) CloseConn(peer netip.AddrPort) bool {
 	return true
 }
 
-// ResetConn resets the connection to peer (core.Conns) at the next Rx or
+// ResetConn resets the connection to peer (dgramio.Conns) at the next Rx or
 // Flush that has no record of it out: what is staged counts in
 // TxDropped, what was received and not delivered in RxClosed, and Resets
 // counts it; EventEnded follows, no EventReset. It returns false when
@@ -1552,7 +1552,7 @@ func (s *Layer) ResetConn(peer netip.AddrPort) bool {
 		return false
 	}
 	if c.dead == nil {
-		c.dead = &core.PeerError{Peer: peer, Reset: true, Err: ErrResetByApp}
+		c.dead = &dgramio.PeerError{Peer: peer, Reset: true, Err: ErrResetByApp}
 		c.local = true
 		if !c.eof && !c.held && !c.shut {
 			c.t.SetReading(false)
@@ -1562,11 +1562,11 @@ func (s *Layer) ResetConn(peer netip.AddrPort) bool {
 	return true
 }
 
-// ConnErr is the error of a core.Conns method for the layer's answer:
-// nil when the peer had a connection, core.ErrNoConn when not.
+// ConnErr is the error of a dgramio.Conns method for the layer's answer:
+// nil when the peer had a connection, dgramio.ErrNoConn when not.
 func ConnErr(ok bool) error {
 	if ok {
 		return nil
 	}
-	return core.ErrNoConn
+	return dgramio.ErrNoConn
 }

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/tcp/record"
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/record"
 )
 
 // fakeConn is an in-memory stream.Conn: in is what the peer sent (read
@@ -136,19 +136,19 @@ func records(t testing.TB, payloads ...[]byte) []byte {
 
 // rxAll calls Rx up to rounds times and returns the records, and the
 // errors it returned and the ends of connections it delivered (with
-// Options.Events: an EventPeerFIN as a *core.PeerError of Reset false,
+// Options.Events: an EventPeerFIN as a *dgramio.PeerError of Reset false,
 // an EventReset as its Err), in order.
 func rxAll(s *Layer, rounds int) (got []string, errs []error) {
-	pkts := make([]core.Packet, 16)
+	pkts := make([]dgramio.Packet, 16)
 	for i := 0; i < rounds; i++ {
 		n, err := s.Rx(pkts)
 		for _, p := range pkts[:n] {
 			switch p.Event {
-			case core.EventData:
+			case dgramio.EventData:
 				got = append(got, string(p.Data))
-			case core.EventPeerFIN:
-				errs = append(errs, &core.PeerError{Peer: p.From})
-			case core.EventReset:
+			case dgramio.EventPeerFIN:
+				errs = append(errs, &dgramio.PeerError{Peer: p.From})
+			case dgramio.EventReset:
 				errs = append(errs, p.Err)
 			}
 		}
@@ -159,14 +159,14 @@ func rxAll(s *Layer, rounds int) (got []string, errs []error) {
 	return got, errs
 }
 
-// core.Stats: message counters count one per destination, TxOversize
+// dgramio.Stats: message counters count one per destination, TxOversize
 // included.
 func TestCountsPerDestination(t *testing.T) {
 	s, _ := newLayer(3, Options{})
-	if s.Queue(make([]byte, 1473)) != core.ErrTooLarge {
+	if s.Queue(make([]byte, 1473)) != dgramio.ErrTooLarge {
 		t.Fatal("Queue took an oversize payload")
 	}
-	if s.QueueTo(make([]byte, 1473), peer(1)) != core.ErrTooLarge {
+	if s.QueueTo(make([]byte, 1473), peer(1)) != dgramio.ErrTooLarge {
 		t.Fatal("QueueTo took an oversize payload")
 	}
 	if s.Queue([]byte("x")) != nil {
@@ -185,7 +185,7 @@ func TestQueueAllOrNone(t *testing.T) {
 			t.Fatalf("QueueTo %d refused", i)
 		}
 	}
-	if s.Queue(make([]byte, 100)) != core.ErrBackPressure {
+	if s.Queue(make([]byte, 100)) != dgramio.ErrBackPressure {
 		t.Fatal("Queue took a record one connection has no room for")
 	}
 	if _, n, _ := s.Staged(1); n != 0 {
@@ -232,18 +232,18 @@ func TestHalfClose(t *testing.T) {
 	f := cs[0]
 	f.in.Write(records(t, []byte("a"), []byte("b")))
 	f.eof = true
-	pkts := make([]core.Packet, 16)
+	pkts := make([]dgramio.Packet, 16)
 	n, err := s.Rx(pkts)
-	if n != 3 || err != nil || pkts[0].Event != core.EventOpened || pkts[0].From != peer(0) || len(pkts[0].Data) != 0 {
+	if n != 3 || err != nil || pkts[0].Event != dgramio.EventOpened || pkts[0].From != peer(0) || len(pkts[0].Data) != 0 {
 		t.Fatalf("Rx = %d, %v (%+v); want the opened event and the 2 records", n, err, pkts[0])
 	}
 	for _, p := range pkts[1:n] {
-		if p.Event != core.EventData || s.QueueTo(p.Data, p.From) != nil {
+		if p.Event != dgramio.EventData || s.QueueTo(p.Data, p.From) != nil {
 			t.Fatal("QueueTo refused an answer to a peer that is still sending")
 		}
 	}
 	n, err = s.Rx(pkts)
-	if n != 1 || err != nil || pkts[0].Event != core.EventPeerFIN || pkts[0].From != peer(0) {
+	if n != 1 || err != nil || pkts[0].Event != dgramio.EventPeerFIN || pkts[0].From != peer(0) {
 		t.Fatalf("Rx = %d, %v (%+v); want the peer's FIN as EventPeerFIN", n, err, pkts[0])
 	}
 	if s.QueueTo([]byte("bye"), peer(0)) != nil {
@@ -259,13 +259,13 @@ func TestHalfClose(t *testing.T) {
 	if !bytes.Equal(f.out.Bytes(), want) {
 		t.Fatalf("peer got %q, want %q", f.out.Bytes(), want)
 	}
-	if n, err = s.Rx(pkts); n != 1 || err != nil || pkts[0].Event != core.EventEnded || pkts[0].From != peer(0) {
+	if n, err = s.Rx(pkts); n != 1 || err != nil || pkts[0].Event != dgramio.EventEnded || pkts[0].From != peer(0) {
 		t.Fatalf("Rx = %d, %v (%+v); want EventEnded", n, err, pkts[0])
 	}
 	if !f.closed || s.Len() != 0 {
 		t.Fatalf("closed %v, connections %d: want our side closed once the answers were written", f.closed, s.Len())
 	}
-	if s.QueueTo([]byte("late"), peer(0)) != core.ErrNoRoute {
+	if s.QueueTo([]byte("late"), peer(0)) != dgramio.ErrNoRoute {
 		t.Fatal("QueueTo took a record for a closed connection")
 	}
 	if c := s.Counters(); c.PeerCloses != 1 || c.Resets != 0 || c.NoConn != 1 || c.TxSent != 3 || c.TxDropped != 0 {
@@ -301,7 +301,7 @@ func TestCutRecordCounted(t *testing.T) {
 		s, cs := newLayer(1, Options{Events: true})
 		cs[0].in.Write(records(t, []byte("whole"), []byte("cut-off"))[:10])
 		if reset {
-			cs[0].err = &core.PeerError{Reset: true, Err: errors.New("reset")}
+			cs[0].err = &dgramio.PeerError{Reset: true, Err: errors.New("reset")}
 		} else {
 			cs[0].eof = true
 		}
@@ -319,7 +319,7 @@ func TestCutRecordCounted(t *testing.T) {
 func TestResetDropsStaged(t *testing.T) {
 	s, cs := newLayer(1, Options{Events: true})
 	s.Queue([]byte("x"))
-	cs[0].err = &core.PeerError{Reset: true, Err: errors.New("reset")}
+	cs[0].err = &dgramio.PeerError{Reset: true, Err: errors.New("reset")}
 	_, errs := rxAll(s, 2)
 	if len(errs) != 1 || !cs[0].aborted {
 		t.Fatalf("errors %v, aborted %v", errs, cs[0].aborted)
@@ -396,7 +396,7 @@ func TestAccept(t *testing.T) {
 
 func TestNoAllocs(t *testing.T) {
 	s, cs := newLayer(1, Options{})
-	pkts := make([]core.Packet, 16)
+	pkts := make([]dgramio.Packet, 16)
 	rec := records(t, []byte("ping"))
 	allocs := testing.AllocsPerRun(100, func() {
 		cs[0].in.Write(rec)
@@ -440,7 +440,7 @@ func FuzzRx(f *testing.F) {
 // fuzzRx is FuzzRx's run over one layer: arrive delivers bytes to its
 // connection (as many as it takes), end its FIN or reset.
 func fuzzRx(t *testing.T, s *Layer, stream []byte, step int, reset bool, arrive func([]byte) int, end *fakeConn) []string {
-	pkts := make([]core.Packet, 4)
+	pkts := make([]dgramio.Packet, 4)
 	var got []string
 	for off, rounds := 0, 0; s.Len() > 0; rounds++ {
 		if rounds > 4*len(stream)+100 {
@@ -449,7 +449,7 @@ func fuzzRx(t *testing.T, s *Layer, stream []byte, step int, reset bool, arrive 
 		if off < len(stream) {
 			off += arrive(stream[off:min(off+step, len(stream))])
 		} else if reset {
-			end.err = &core.PeerError{Reset: true, Err: errors.New("reset")}
+			end.err = &dgramio.PeerError{Reset: true, Err: errors.New("reset")}
 		} else {
 			end.eof = true
 		}
@@ -530,7 +530,7 @@ func TestLingerReadsWhatFollowsOurFIN(t *testing.T) {
 	if waits != 2 {
 		t.Errorf("%d waits, want 2 (it stops at the peer's FIN)", waits)
 	}
-	var st core.Stats
+	var st dgramio.Stats
 	s.Fill(&st)
 	if v, ok := st.Counter("stream", "rx_closed"); !ok || v != 4 || st.Lost() != 4 {
 		t.Errorf("stream.rx_closed %d (%v), Lost %d; want 4, a loss", v, ok, st.Lost())
@@ -610,7 +610,7 @@ func TestQueueToFollowsByPeer(t *testing.T) {
 	rxAll(s, 3)
 	s.Flush()
 	before := s.Counters().NoConn
-	if s.QueueTo([]byte("late"), peer(1)) != core.ErrNoRoute {
+	if s.QueueTo([]byte("late"), peer(1)) != dgramio.ErrNoRoute {
 		t.Fatal("QueueTo a removed connection's peer took the record")
 	}
 	if s.Counters().NoConn != before+1 {
@@ -651,7 +651,7 @@ func TestFlushPollsUnlessRxDid(t *testing.T) {
 	s, cs := newLayer(1, Options{})
 	tr := s.t.(*fakeTransport)
 	cs[0].in.Write(records(t, []byte("q")))
-	pkts := make([]core.Packet, 4)
+	pkts := make([]dgramio.Packet, 4)
 	step := func(rx bool) int {
 		before := tr.polls
 		if rx {
@@ -708,7 +708,7 @@ func TestFlushPollsUnlessRxDid(t *testing.T) {
 func TestIdleRx(t *testing.T) {
 	s, cs := newLayer(1, Options{RxBatch: 1})
 	tr := s.t.(*fakeTransport)
-	pkts := make([]core.Packet, 4)
+	pkts := make([]dgramio.Packet, 4)
 	rx := func() int {
 		t.Helper()
 		n, err := s.Rx(pkts)

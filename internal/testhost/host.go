@@ -18,7 +18,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // Host is one end of a Pair: a network namespace and the veth end inside it.
@@ -96,10 +96,10 @@ func (h *Host) home(ready chan<- error) {
 	}
 }
 
-// privileged turns EPERM/EACCES into a *core.PrivilegeError.
+// privileged turns EPERM/EACCES into a *dgramio.PrivilegeError.
 func privileged(op, capability string, err error) error {
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-		return &core.PrivilegeError{Op: op, Capability: capability, Err: err}
+		return &dgramio.PrivilegeError{Op: op, Capability: capability, Err: err}
 	}
 	return err
 }

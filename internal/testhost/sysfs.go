@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
 
@@ -29,7 +29,7 @@ func (h *Host) withSysfs(fn func(root int) error) error {
 		fs, err := unix.Fsopen("sysfs", unix.FSOPEN_CLOEXEC)
 		if err != nil {
 			if errors.Is(err, unix.ENOSYS) {
-				return core.NotSupported("fsopen (sysfs of another network namespace)", "5.2", "", err)
+				return dgramio.NotSupported("fsopen (sysfs of another network namespace)", "5.2", "", err)
 			}
 			return privileged("mount sysfs", "CAP_SYS_ADMIN", fmt.Errorf("fsopen sysfs: %w", err))
 		}
@@ -141,7 +141,7 @@ func (h *Host) setXPS(cpus []int) error {
 			rel := xpsPath(h.Iface, q)
 			if err := writeAt(root, rel, cpu.FormatMask(want)); err != nil {
 				if errors.Is(err, unix.ENOENT) {
-					return core.NotSupported("XPS (xps_cpus)", "", "build the kernel with CONFIG_XPS", err)
+					return dgramio.NotSupported("XPS (xps_cpus)", "", "build the kernel with CONFIG_XPS", err)
 				}
 				return fmt.Errorf("tx-%d to CPU %d: %w", q, want[0], err)
 			}

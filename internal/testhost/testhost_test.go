@@ -17,8 +17,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/benchnet"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -200,7 +200,7 @@ func TestTwoPairsDoNotCollide(t *testing.T) {
 // requireRootOrFatal is for tests that call New directly.
 func requireRootOrFatal(t *testing.T, err error, i int) {
 	t.Helper()
-	var pe *core.PrivilegeError
+	var pe *dgramio.PrivilegeError
 	if os.Geteuid() != 0 || errors.As(err, &pe) {
 		testutil.Skip(t, "needs root: "+err.Error())
 	}

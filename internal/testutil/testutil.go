@@ -10,7 +10,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // InCI reports whether the environment variable CI is "true".
@@ -34,13 +34,13 @@ func RequireRoot(t testing.TB) {
 }
 
 // SkipIfNotSupported skips (fails in CI) when err matches
-// core.ErrNotSupported, and fails the test on any other non-nil error.
+// dgramio.ErrNotSupported, and fails the test on any other non-nil error.
 func SkipIfNotSupported(t testing.TB, err error) {
 	t.Helper()
 	if err == nil {
 		return
 	}
-	if errors.Is(err, core.ErrNotSupported) {
+	if errors.Is(err, dgramio.ErrNotSupported) {
 		Skip(t, err.Error())
 		return
 	}
@@ -48,12 +48,12 @@ func SkipIfNotSupported(t testing.TB, err error) {
 }
 
 // SkipIfUnavailable is SkipIfNotSupported that also skips (fails in CI) on
-// a *core.PrivilegeError: for set-up that needs privileges a root user may
+// a *dgramio.PrivilegeError: for set-up that needs privileges a root user may
 // still lack (a container without CAP_SYS_ADMIN), such as test hosts in
 // network namespaces. Any other non-nil error fails the test.
 func SkipIfUnavailable(t testing.TB, err error) {
 	t.Helper()
-	var pe *core.PrivilegeError
+	var pe *dgramio.PrivilegeError
 	if errors.As(err, &pe) {
 		Skip(t, err.Error())
 		return

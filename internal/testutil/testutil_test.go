@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 func TestEventually(t *testing.T) {
@@ -58,8 +58,8 @@ func TestSkipIfUnavailable(t *testing.T) {
 		unavailable bool
 	}{
 		{"nil", nil, false},
-		{"privilege", &core.PrivilegeError{Op: "make a namespace", Capability: "CAP_SYS_ADMIN", Err: os.ErrPermission}, true},
-		{"not supported", core.NotSupported("a feature", "9.9", "", nil), true},
+		{"privilege", &dgramio.PrivilegeError{Op: "make a namespace", Capability: "CAP_SYS_ADMIN", Err: os.ErrPermission}, true},
+		{"not supported", dgramio.NotSupported("a feature", "9.9", "", nil), true},
 		{"other", errors.New("broken"), false},
 	} {
 		f := &fakeTB{}

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/sock"
 )
 
@@ -40,7 +40,7 @@ func openPacket(ifindex int) (*packetSock, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return nil, &core.PrivilegeError{Op: "open AF_PACKET socket", Capability: "CAP_NET_RAW", Err: err}
+			return nil, &dgramio.PrivilegeError{Op: "open AF_PACKET socket", Capability: "CAP_NET_RAW", Err: err}
 		}
 		return nil, fmt.Errorf("socket(AF_PACKET): %w", err)
 	}
@@ -52,7 +52,7 @@ func openPacket(ifindex int) (*packetSock, error) {
 	}()
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
 		if errors.Is(err, unix.ENOPROTOOPT) || errors.Is(err, unix.EINVAL) {
-			return nil, core.NotSupported("PACKET_IGNORE_OUTGOING", "4.20", "the wire needs it not to read back what it sends", err)
+			return nil, dgramio.NotSupported("PACKET_IGNORE_OUTGOING", "4.20", "the wire needs it not to read back what it sends", err)
 		}
 		return nil, fmt.Errorf("setsockopt PACKET_IGNORE_OUTGOING: %w", err)
 	}

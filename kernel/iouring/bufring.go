@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // BufRing is a provided buffer ring (IORING_REGISTER_PBUF_RING, Linux
@@ -56,7 +56,7 @@ func (r *Ring) NewBufRing(bgid uint16, n uint32, size int) (*BufRing, error) {
 		b.Free()
 		if err == unix.EINVAL {
 			if v, verr := RunningKernel(); verr == nil && !v.AtLeast(MinKernelBufRing) {
-				return nil, core.NotSupported("io_uring provided buffer rings", MinKernelBufRing, "", err)
+				return nil, dgramio.NotSupported("io_uring provided buffer rings", MinKernelBufRing, "", err)
 			}
 		}
 		return nil, fmt.Errorf("io_uring_register pbuf ring: %w", err)

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // Minimum kernels of what this package and the uring backend use.
@@ -101,11 +101,11 @@ func disabledLevel() (int, error) {
 // (2: off for everyone), and a kernel with multishot RECVMSG (6.0, which
 // also brings buffer rings, 5.19, and SINGLE_ISSUER). The result comes from
 // a file read and uname, made once and cached. It returns nil or an error
-// matching core.ErrNotSupported that names the sysctl or the version.
+// matching dgramio.ErrNotSupported that names the sysctl or the version.
 //
 // kernel.io_uring_disabled=1 is not refused here: whether this process is
 // allowed (CAP_SYS_ADMIN or kernel.io_uring_group) shows when the ring is
-// set up, and New reports it as a *core.PrivilegeError.
+// set up, and New reports it as a *dgramio.PrivilegeError.
 func Check() error { return check() }
 
 var check = sync.OnceValue(func() error {
@@ -114,7 +114,7 @@ var check = sync.OnceValue(func() error {
 		return err
 	}
 	if level >= 2 {
-		return core.NotSupported("io_uring", "", "the sysctl kernel.io_uring_disabled is "+strconv.Itoa(level)+
+		return dgramio.NotSupported("io_uring", "", "the sysctl kernel.io_uring_disabled is "+strconv.Itoa(level)+
 			" (io_uring off for every process; RHEL 9 sets 2 by default); set it to 0: sysctl -w kernel.io_uring_disabled=0", nil)
 	}
 	v, err := RunningKernel()
@@ -122,7 +122,7 @@ var check = sync.OnceValue(func() error {
 		return err
 	}
 	if !v.AtLeast(MinKernelMultishotRx) {
-		return core.NotSupported("io_uring multishot RECVMSG", MinKernelMultishotRx,
+		return dgramio.NotSupported("io_uring multishot RECVMSG", MinKernelMultishotRx,
 			"this kernel is "+v.String()+"; use kind udp", nil)
 	}
 	return nil

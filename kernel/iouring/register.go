@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // RegisterFiles registers fds as the ring's fixed files (5.1): an SQE with
@@ -52,7 +52,7 @@ func (r *Ring) RegisterNAPI(busyPoll time.Duration, preferBusyPoll bool) error {
 	if err := r.register(registerNAPI, unsafe.Pointer(&reg), 1); err != nil {
 		if err == unix.EINVAL {
 			if v, verr := RunningKernel(); verr == nil && !v.AtLeast(MinKernelNAPI) {
-				return core.NotSupported("io_uring NAPI busy poll", MinKernelNAPI, "leave URing.NAPI off", err)
+				return dgramio.NotSupported("io_uring NAPI busy poll", MinKernelNAPI, "leave URing.NAPI off", err)
 			}
 		}
 		return fmt.Errorf("io_uring_register napi: %w", err)

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // Options configure a ring.
@@ -78,8 +78,8 @@ type Ring struct {
 func (r *Ring) Syscalls() uint64 { return r.syscalls.Load() }
 
 // New sets up a ring (io_uring_setup) and maps it. Errors: a
-// core.ErrNotSupported match when io_uring is missing or turned off (the
-// sysctl kernel.io_uring_disabled), a *core.PrivilegeError when the process
+// dgramio.ErrNotSupported match when io_uring is missing or turned off (the
+// sysctl kernel.io_uring_disabled), a *dgramio.PrivilegeError when the process
 // is not allowed to use it, and a plain wrapped errno otherwise.
 func New(o Options) (*Ring, error) {
 	if o.Entries == 0 {
@@ -143,19 +143,19 @@ func setup(entries uint32, p *params) (int, error) {
 func setupError(err error, o Options) error {
 	switch err {
 	case unix.ENOSYS:
-		return core.NotSupported("io_uring", MinKernelRing, "this kernel was built without io_uring (CONFIG_IO_URING)", err)
+		return dgramio.NotSupported("io_uring", MinKernelRing, "this kernel was built without io_uring (CONFIG_IO_URING)", err)
 	case unix.EPERM, unix.EACCES:
 		level, _ := disabledLevel()
 		if level >= 2 {
-			return core.NotSupported("io_uring", "", "the sysctl kernel.io_uring_disabled is 2; set it to 0", err)
+			return dgramio.NotSupported("io_uring", "", "the sysctl kernel.io_uring_disabled is 2; set it to 0", err)
 		}
-		return &core.PrivilegeError{Op: "io_uring_setup", Capability: "CAP_SYS_ADMIN or membership of the group kernel.io_uring_group (kernel.io_uring_disabled=1), or a seccomp filter allowing io_uring", Err: err}
+		return &dgramio.PrivilegeError{Op: "io_uring_setup", Capability: "CAP_SYS_ADMIN or membership of the group kernel.io_uring_group (kernel.io_uring_disabled=1), or a seccomp filter allowing io_uring", Err: err}
 	case unix.EEXIST:
 		return fmt.Errorf("io_uring_setup: %w", err)
 	case unix.EINVAL:
 		if o.SingleIssuer {
 			if v, verr := RunningKernel(); verr == nil && !v.AtLeast(MinKernelSingleIssuer) {
-				return core.NotSupported("IORING_SETUP_SINGLE_ISSUER", MinKernelSingleIssuer, "", err)
+				return dgramio.NotSupported("IORING_SETUP_SINGLE_ISSUER", MinKernelSingleIssuer, "", err)
 			}
 		}
 		if o.SQPoll && o.SQCPU >= 0 {
@@ -384,7 +384,7 @@ func (r *Ring) WaitCQE(timeout time.Duration) error {
 		return nil
 	}
 	if r.features&FeatExtArg == 0 {
-		return core.NotSupported("io_uring wait with timeout (IORING_ENTER_EXT_ARG)", MinKernelExtArg, "", nil)
+		return dgramio.NotSupported("io_uring wait with timeout (IORING_ENTER_EXT_ARG)", MinKernelExtArg, "", nil)
 	}
 	if timeout < 0 {
 		timeout = 0

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/dgramio/dgramio/arp"
+	"github.com/dgramio/dgramio/internal/arp"
 )
 
 // The neighbour cache follows RFC 4861 §7.3's model of neighbour

@@ -1,6 +1,6 @@
 package native
 
-import "github.com/dgramio/dgramio/internal/core"
+import "github.com/dgramio/dgramio"
 
 // counter indexes Engine.cnt. Every frame the engine does not take has its
 // own named counter; the Loss ones are frames that carried data no one got.
@@ -226,10 +226,10 @@ const Layer = "native"
 // AppendCounters appends the engine's counters (layer "native") to dst
 // and returns it. Every frame the engine did not take is in a counter of
 // its own reason. Call it from the engine's goroutine.
-func (e *Engine) AppendCounters(dst []core.Counter) []core.Counter {
+func (e *Engine) AppendCounters(dst []dgramio.Counter) []dgramio.Counter {
 	for i := counter(0); i < nCounters; i++ {
 		n := counterNames[i]
-		dst = append(dst, core.Counter{Layer: Layer, Name: n.name, Value: e.cnt[i], Loss: n.loss})
+		dst = append(dst, dgramio.Counter{Layer: Layer, Name: n.name, Value: e.cnt[i], Loss: n.loss})
 	}
 	return dst
 }

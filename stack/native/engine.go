@@ -13,7 +13,7 @@ import (
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/monotime"
-	"github.com/dgramio/dgramio/pad"
+	"github.com/dgramio/dgramio/internal/pad"
 )
 
 // Errors of connections and of the engine. They are values: returning one

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/arp"
 )
 
 // checkARP asserts the neighbour cache's invariants: bounded, the map and

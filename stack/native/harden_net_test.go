@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/arp"
 )
 
 // The neighbour cache, reassembly, ICMP and congestion state against a

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/arp"
 )
 
 // bench is one engine on port A and raw frames on port B.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/arp"
 	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/arp"
 )
 
 // TestAllOnLink: with Options.AllOnLink every address is on the link (RFC

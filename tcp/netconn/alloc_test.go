@@ -4,9 +4,9 @@ import (
 	"io"
 	"testing"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/stack"
+	"github.com/dgramio/dgramio/internal/stack"
 )
 
 // The test's premise: memio's sleep can be ended without slicing it into
@@ -22,12 +22,12 @@ func TestNoAllocPerMessage(t *testing.T) {
 		t.Skip("allocation counts mean nothing under -race")
 	}
 	pa, pb := memio.NewPair(memio.Options{})
-	a, err := NewOverFrameIO(core.Config{LocalIP: ipA}, pa, Options{Poll: PollSleep})
+	a, err := NewOverFrameIO(dgramio.Config{LocalIP: ipA}, pa, Options{Poll: PollSleep})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := NewOverFrameIO(core.Config{LocalIP: ipB}, pb, Options{Poll: PollSleep})
+	b, err := NewOverFrameIO(dgramio.Config{LocalIP: ipB}, pb, Options{Poll: PollSleep})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/peertest"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
-	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
 
 // pingPong sends n messages of size bytes on c, one at a time, and returns
@@ -91,7 +91,7 @@ func BenchmarkVethRTT(b *testing.B) {
 	testutil.RequireRoot(b)
 	type benchCase struct {
 		name string
-		stk  core.TCPStack
+		stk  dgramio.TCPStack
 		o    Options
 		cpus []int
 	}
@@ -106,8 +106,8 @@ func BenchmarkVethRTT(b *testing.B) {
 	// The native poller asleep in the FrameIO's Wait (poll(2)) instead of
 	// the Go netpoller.
 	cases = append(cases,
-		benchCase{"native-wait/adaptive", core.TCPStackNative, Options{Poll: PollAdaptive, Open: openWait}, nil},
-		benchCase{"native-wait/sleep", core.TCPStackNative, Options{Poll: PollSleep, Open: openWait}, nil})
+		benchCase{"native-wait/adaptive", dgramio.TCPStackNative, Options{Poll: PollAdaptive, Open: openWait}, nil},
+		benchCase{"native-wait/sleep", dgramio.TCPStackNative, Options{Poll: PollSleep, Open: openWait}, nil})
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			p := hosttest.New(b, testhost.Options{})
@@ -118,7 +118,7 @@ func BenchmarkVethRTT(b *testing.B) {
 				target = ln.Addr().String()
 			} else {
 				addr := peertest.Addr(p.A, 3)
-				s := openVeth(b, p.A, onEngine(tc.stk, core.Config{LocalIP: addr, Port: testPort, CPUs: tc.cpus}), tc.o)
+				s := openVeth(b, p.A, onEngine(tc.stk, dgramio.Config{LocalIP: addr, Port: testPort, CPUs: tc.cpus}), tc.o)
 				l := listen(b, s, testPort)
 				ln, target = l, fmt.Sprintf("%s:%d", addr, testPort)
 			}
@@ -151,7 +151,7 @@ func lastCPU() int {
 func BenchmarkVethBulk(b *testing.B) {
 	testutil.RequireRoot(b)
 	const chunk = 64 << 20
-	for _, stk := range append([]core.TCPStack{""}, engines...) {
+	for _, stk := range append([]dgramio.TCPStack{""}, engines...) {
 		name := string(stk)
 		if stk == "" {
 			name = "kernel"
@@ -165,7 +165,7 @@ func BenchmarkVethBulk(b *testing.B) {
 				target = ln.Addr().String()
 			} else {
 				addr := peertest.Addr(p.A, 3)
-				s := openVeth(b, p.A, onEngine(stk, core.Config{LocalIP: addr, Port: testPort}), Options{})
+				s := openVeth(b, p.A, onEngine(stk, dgramio.Config{LocalIP: addr, Port: testPort}), Options{})
 				ln, target = listen(b, s, testPort), fmt.Sprintf("%s:%d", addr, testPort)
 			}
 			defer ln.Close()

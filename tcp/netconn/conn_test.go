@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // connect dials B:port from A and accepts on ln; both closed at cleanup.
@@ -59,7 +59,7 @@ func listen(t testing.TB, s *Service, port uint16) *Listener {
 // other; the listener's is B:port.
 func TestAddrs(t *testing.T) { forEngines(t, testAddrs) }
 
-func testAddrs(t *testing.T, stk core.TCPStack) {
+func testAddrs(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, a := connect(t, p, ln)
@@ -80,7 +80,7 @@ func testAddrs(t *testing.T, stk core.TCPStack) {
 // *net.OpError, and nothing left behind.
 func TestDialRefused(t *testing.T) { forEngines(t, testDialRefused) }
 
-func testDialRefused(t *testing.T, stk core.TCPStack) {
+func testDialRefused(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	_, err := p.A.Dial(context.Background(), fmt.Sprintf("%s:%d", ipB, 81))
 	if !errors.Is(err, syscall.ECONNREFUSED) {
@@ -106,8 +106,8 @@ func testDialRefused(t *testing.T, stk core.TCPStack) {
 // os.ErrDeadlineExceeded; Config.ConnectTimeout bounds a dial without one.
 func TestDialTimeout(t *testing.T) { forEngines(t, testDialTimeout) }
 
-func testDialTimeout(t *testing.T, stk core.TCPStack) {
-	p := newPair(t, memio.Options{AtoB: memio.Impairment{Loss: 1}}, Options{}, onEngine(stk, core.Config{ConnectTimeout: 300 * time.Millisecond}))
+func testDialTimeout(t *testing.T, stk dgramio.TCPStack) {
+	p := newPair(t, memio.Options{AtoB: memio.Impairment{Loss: 1}}, Options{}, onEngine(stk, dgramio.Config{ConnectTimeout: 300 * time.Millisecond}))
 	addr := fmt.Sprintf("%s:%d", ipB, testPort)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -133,7 +133,7 @@ func testDialTimeout(t *testing.T, stk core.TCPStack) {
 // EHOSTUNREACH.
 func TestDialHostUnreachable(t *testing.T) { forEngines(t, testDialHostUnreachable) }
 
-func testDialHostUnreachable(t *testing.T, stk core.TCPStack) {
+func testDialHostUnreachable(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -147,7 +147,7 @@ func testDialHostUnreachable(t *testing.T, stk core.TCPStack) {
 // a network other than tcp/tcp4 with net.UnknownNetworkError.
 func TestDialBadAddress(t *testing.T) { forEngines(t, testDialBadAddress) }
 
-func testDialBadAddress(t *testing.T, stk core.TCPStack) {
+func testDialBadAddress(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	for _, a := range []string{"localhost:80", "[2001:db8::1]:80", "198.18.0.2"} {
 		_, err := p.A.Dial(context.Background(), a)
@@ -168,7 +168,7 @@ func testDialBadAddress(t *testing.T, stk core.TCPStack) {
 // after CloseWrite is EPIPE. CloseRead makes our Reads return io.EOF.
 func TestEOFAndHalfClose(t *testing.T) { forEngines(t, testEOFAndHalfClose) }
 
-func testEOFAndHalfClose(t *testing.T, stk core.TCPStack) {
+func testEOFAndHalfClose(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, a := connect(t, p, ln)
@@ -208,7 +208,7 @@ func testEOFAndHalfClose(t *testing.T, stk core.TCPStack) {
 // (as Linux): our Read sees ECONNRESET, a net.Error that is no timeout.
 func TestReset(t *testing.T) { forEngines(t, testReset) }
 
-func testReset(t *testing.T, stk core.TCPStack) {
+func testReset(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, a := connect(t, p, ln)
@@ -239,7 +239,7 @@ func testReset(t *testing.T, stk core.TCPStack) {
 // at once.
 func TestClosed(t *testing.T) { forEngines(t, testClosed) }
 
-func testClosed(t *testing.T, stk core.TCPStack) {
+func testClosed(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, _ := connect(t, p, ln)
@@ -295,7 +295,7 @@ func unblocks(t *testing.T, what string, unblock func() error, want error, calls
 // waiting; a listener deadline ends Accept.
 func TestDeadlines(t *testing.T) { forEngines(t, testDeadlines) }
 
-func testDeadlines(t *testing.T, stk core.TCPStack) {
+func testDeadlines(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, a := connect(t, p, ln)
@@ -327,7 +327,7 @@ func testDeadlines(t *testing.T, stk core.TCPStack) {
 // Listen and Dial.
 func TestServiceClose(t *testing.T) { forEngines(t, testServiceClose) }
 
-func testServiceClose(t *testing.T, stk core.TCPStack) {
+func testServiceClose(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	d, a := connect(t, p, ln)
@@ -356,7 +356,7 @@ func testServiceClose(t *testing.T, stk core.TCPStack) {
 // TestListenErrors: a port in use is EADDRINUSE.
 func TestListenErrors(t *testing.T) { forEngines(t, testListenErrors) }
 
-func testListenErrors(t *testing.T, stk core.TCPStack) {
+func testListenErrors(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	listen(t, p.B, testPort)
 	if _, err := p.B.Listen(testPort); !errors.Is(err, syscall.EADDRINUSE) {
@@ -369,7 +369,7 @@ func testListenErrors(t *testing.T, stk core.TCPStack) {
 // after the FIN is through.
 func TestAutoClose(t *testing.T) { forEngines(t, testAutoClose) }
 
-func testAutoClose(t *testing.T, stk core.TCPStack) {
+func testAutoClose(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	p.B.mu.Lock()

@@ -11,8 +11,8 @@ import (
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
-	"github.com/dgramio/dgramio/stack"
-	"github.com/dgramio/dgramio/tcp"
+	"github.com/dgramio/dgramio/internal/stack"
+	"github.com/dgramio/dgramio/internal/tcp"
 )
 
 // Dial connects to address ("198.18.0.2:80": an IPv4 literal and a port;

@@ -12,7 +12,7 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 
-	"github.com/dgramio/dgramio/tcp"
+	"github.com/dgramio/dgramio/internal/tcp"
 )
 
 // ErrConnLimit is matched (errors.Is) by the *ConnLimitError of an Accept or

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -27,9 +27,9 @@ type pair struct {
 
 // newPair starts two Services over a memio pair with options o (and mo
 // for the wire); cfg, if given, is applied to both (LocalIP set here).
-func newPair(t testing.TB, mo memio.Options, o Options, cfgs ...core.Config) *pair {
+func newPair(t testing.TB, mo memio.Options, o Options, cfgs ...dgramio.Config) *pair {
 	t.Helper()
-	var cfg core.Config
+	var cfg dgramio.Config
 	if len(cfgs) > 0 {
 		cfg = cfgs[0]
 	}
@@ -77,18 +77,18 @@ func dialB(t testing.TB, s *Service) *Conn {
 
 // engines are the two engines a Service runs on; tests of the contract
 // run on each (forEngines).
-var engines = []core.TCPStack{core.TCPStackNative, core.TCPStackNetstack}
+var engines = []dgramio.TCPStack{dgramio.TCPStackNative, dgramio.TCPStackNetstack}
 
 // forEngines runs test as a subtest per engine.
-func forEngines(t *testing.T, test func(t *testing.T, stk core.TCPStack)) {
+func forEngines(t *testing.T, test func(t *testing.T, stk dgramio.TCPStack)) {
 	for _, stk := range engines {
 		t.Run(string(stk), func(t *testing.T) { test(t, stk) })
 	}
 }
 
 // onEngine returns cfg (or the zero Config) on engine stk.
-func onEngine(stk core.TCPStack, cfg ...core.Config) core.Config {
-	var c core.Config
+func onEngine(stk dgramio.TCPStack, cfg ...dgramio.Config) dgramio.Config {
+	var c dgramio.Config
 	if len(cfg) > 0 {
 		c = cfg[0]
 	}

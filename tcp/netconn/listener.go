@@ -12,7 +12,7 @@ import (
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
-	"github.com/dgramio/dgramio/stack"
+	"github.com/dgramio/dgramio/internal/stack"
 )
 
 // Listener is a listening TCP endpoint of a Service: a net.Listener whose

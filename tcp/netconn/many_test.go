@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/tcp/internal/peertest"
+	"github.com/dgramio/dgramio/internal/peertest"
 )
 
 // TestThousandConns: 1,000 connections open at once between two Services
@@ -29,7 +29,7 @@ func TestThousandConns(t *testing.T) {
 	const n = 1000
 	// netstack's counters are its own: 1,000 connections to a native
 	// Service are TestKernelThousandConns's.
-	cfg := core.Config{ConnectTimeout: 60 * time.Second, TCP: core.TCPTuning{Stack: core.TCPStackNetstack}}
+	cfg := dgramio.Config{ConnectTimeout: 60 * time.Second, TCP: dgramio.TCPTuning{Stack: dgramio.TCPStackNetstack}}
 	// Small buffers: 1,000 connections of netstack's defaults would
 	// reserve 2 GiB (nothing allocates it, but the window scale follows).
 	cfg.TCP.SendBuf, cfg.TCP.RecvBuf = 64<<10, 64<<10
@@ -113,7 +113,7 @@ func TestThousandConns(t *testing.T) {
 // its own dial past its limit before sending anything.
 func TestConnLimit(t *testing.T) { forEngines(t, testConnLimit) }
 
-func testConnLimit(t *testing.T, stk core.TCPStack) {
+func testConnLimit(t *testing.T, stk dgramio.TCPStack) {
 	p := newPair(t, memio.Options{}, Options{MaxConns: 2}, onEngine(stk))
 	ln := listen(t, p.B, testPort)
 	addr := fmt.Sprintf("%s:%d", ipB, testPort)
@@ -172,8 +172,8 @@ func testConnLimit(t *testing.T, stk core.TCPStack) {
 // Write blocks (here until its deadline) after about SendBuf + RecvBuf.
 func TestBufferLimit(t *testing.T) { forEngines(t, testBufferLimit) }
 
-func testBufferLimit(t *testing.T, stk core.TCPStack) {
-	cfg := core.Config{}
+func testBufferLimit(t *testing.T, stk dgramio.TCPStack) {
+	cfg := dgramio.Config{}
 	cfg.TCP.SendBuf, cfg.TCP.RecvBuf, cfg.TCP.NoModerate = 64<<10, 64<<10, true
 	p := newPair(t, memio.Options{}, Options{}, onEngine(stk, cfg))
 	ln := listen(t, p.B, testPort)
@@ -205,7 +205,7 @@ func testBufferLimit(t *testing.T, stk core.TCPStack) {
 	// engine's send buffer (64 KiB), and the peer's receive ring behind
 	// its receive buffer.
 	most := 160 << 10
-	if stk == core.TCPStackNative {
+	if stk == dgramio.TCPStackNative {
 		most = 32<<10 + 64<<10 + 64<<10 + rxRing
 	}
 	if n < 32<<10 || n > most {

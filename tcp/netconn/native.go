@@ -13,12 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
-	"github.com/dgramio/dgramio/stack"
+	"github.com/dgramio/dgramio/internal/stack"
+	"github.com/dgramio/dgramio/internal/tcp"
 	"github.com/dgramio/dgramio/stack/native"
-	"github.com/dgramio/dgramio/tcp"
 )
 
 // nativeSvc is a Service's native engine (package stack/native) and the
@@ -94,20 +94,20 @@ const (
 
 // engineOf resolves Config.TCP.Stack for a Service: native (the default,
 // as dgramio.New's for tcp-xdp and tcp-dpdk) or netstack.
-func engineOf(cfg *core.Config) error {
+func engineOf(cfg *dgramio.Config) error {
 	switch cfg.TCP.Stack {
 	case "":
-		cfg.TCP.Stack = core.TCPStackNative
-	case core.TCPStackNative, core.TCPStackNetstack:
+		cfg.TCP.Stack = dgramio.TCPStackNative
+	case dgramio.TCPStackNative, dgramio.TCPStackNetstack:
 	default:
-		return &core.ConfigError{Field: "TCP.Stack", Value: cfg.TCP.Stack, Reason: `use "native" (the default) or "netstack"`}
+		return &dgramio.ConfigError{Field: "TCP.Stack", Value: cfg.TCP.Stack, Reason: `use "native" (the default) or "netstack"`}
 	}
 	return nil
 }
 
 // startNative builds the native engine over fio and starts its poller (opts
 // checked already); on error fio is released.
-func startNative(cfg core.Config, fio frameio.FrameIO, to Opened, opts Options, portOnly uint16) (*Service, error) {
+func startNative(cfg dgramio.Config, fio frameio.FrameIO, to Opened, opts Options, portOnly uint16) (*Service, error) {
 	release := to.Close
 	if release == nil {
 		release = fio.Close
@@ -135,17 +135,17 @@ func startNative(cfg core.Config, fio frameio.FrameIO, to Opened, opts Options, 
 }
 
 // nativeTuning checks cfg's address and TCP tuning for the native engine.
-func nativeTuning(cfg core.Config) (tcp.Tuning, error) {
+func nativeTuning(cfg dgramio.Config) (tcp.Tuning, error) {
 	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
-		return tcp.Tuning{}, &core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"}
+		return tcp.Tuning{}, &dgramio.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"}
 	}
 	tune := tcp.TuningFromConfig(cfg)
-	return tune, tune.ValidateFor(core.TCPStackNative)
+	return tune, tune.ValidateFor(dgramio.TCPStackNative)
 }
 
 // newEngine builds a native engine over fio; arp is the group of engines
 // it shares ARP replies with (nil: none).
-func newEngine(cfg core.Config, tune tcp.Tuning, opts Options, fio frameio.FrameIO, arp *native.ARPShare) (*native.Engine, error) {
+func newEngine(cfg dgramio.Config, tune tcp.Tuning, opts Options, fio frameio.FrameIO, arp *native.ARPShare) (*native.Engine, error) {
 	eo := native.Options{
 		Addr:       cfg.LocalIP,
 		PrefixLen:  opts.PrefixLen,
@@ -164,7 +164,7 @@ func newEngine(cfg core.Config, tune tcp.Tuning, opts Options, fio frameio.Frame
 		MaxConns:   tune.MaxConns,
 		ARPShare:   arp,
 	}
-	if tune.Congestion == core.CongestionCubic {
+	if tune.Congestion == dgramio.CongestionCubic {
 		eo.Congestion = native.CUBIC
 	}
 	if eo.MinRTO > native.DefaultMaxRTO {
@@ -183,7 +183,7 @@ func newEngine(cfg core.Config, tune tcp.Tuning, opts Options, fio frameio.Frame
 	return e, nil
 }
 
-func newNativeService(cfg core.Config, opts Options, tune tcp.Tuning, fio frameio.FrameIO, mode string, release func() error, portOnly uint16) *Service {
+func newNativeService(cfg dgramio.Config, opts Options, tune tcp.Tuning, fio frameio.FrameIO, mode string, release func() error, portOnly uint16) *Service {
 	return &Service{
 		cfg: cfg, opts: opts, tune: tune, fio: fio, mode: mode, release: release,
 		portOnly: portOnly,
@@ -797,7 +797,7 @@ func (n *nativeSvc) shutdown() error {
 
 // appendCounters adds the engine's counters (on the poller while it
 // runs).
-func (n *nativeSvc) appendCounters(dst []core.Counter) []core.Counter {
+func (n *nativeSvc) appendCounters(dst []dgramio.Counter) []dgramio.Counter {
 	if n.do(func() { dst = n.e.AppendCounters(dst) }) {
 		return dst
 	}

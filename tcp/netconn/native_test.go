@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // echoBody is the handler of the body tests: an unchanged net/http handler
@@ -56,7 +56,7 @@ func exchangeBodies(t *testing.T, client *http.Client, url string) {
 // A (Transport.DialContext = Service.DialContext) exchange requests on one
 // keep-alive connection, with bodies of 0 B to 16 MiB each way.
 func TestHTTPOverMemio(t *testing.T) {
-	forEngines(t, func(t *testing.T, stk core.TCPStack) {
+	forEngines(t, func(t *testing.T, stk dgramio.TCPStack) {
 		p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 		ln := listen(t, p.B, 8080)
 		srv := &http.Server{Handler: echoBody}
@@ -94,7 +94,7 @@ func TestHTTPOverMemio(t *testing.T) {
 // unread sends it, as Linux) and a read deadline, from the dialled side to
 // the accepted one and back.
 func TestEachDirection(t *testing.T) {
-	forEngines(t, func(t *testing.T, stk core.TCPStack) {
+	forEngines(t, func(t *testing.T, stk dgramio.TCPStack) {
 		p := newPair(t, memio.Options{}, Options{}, onEngine(stk))
 		ln := listen(t, p.B, testPort)
 		for _, dir := range []string{"dialled→accepted", "accepted→dialled"} {
@@ -165,7 +165,7 @@ func TestEachDirection(t *testing.T) {
 // keeps polling (Options.Linger) until the bytes and the FIN are
 // acknowledged: the peer reads all of it, then io.EOF.
 func TestLingerAtServiceClose(t *testing.T) {
-	forEngines(t, func(t *testing.T, stk core.TCPStack) {
+	forEngines(t, func(t *testing.T, stk dgramio.TCPStack) {
 		p := newPair(t, memio.Options{}, Options{Linger: time.Minute}, onEngine(stk))
 		ln := listen(t, p.B, testPort)
 		d, a := connect(t, p, ln)
@@ -195,7 +195,7 @@ func TestLingerAtServiceClose(t *testing.T) {
 // the number of goroutines settles back to what it was before it
 // started.
 func TestNoGoroutineLeft(t *testing.T) {
-	forEngines(t, func(t *testing.T, stk core.TCPStack) {
+	forEngines(t, func(t *testing.T, stk dgramio.TCPStack) {
 		base := runtime.NumGoroutine()
 		pa, pb := memio.NewPair(memio.Options{})
 		ca, cb := onEngine(stk), onEngine(stk)
@@ -241,7 +241,7 @@ func TestNoGoroutineLeft(t *testing.T) {
 // closed port is ECONNREFUSED, as an *net.OpError around an
 // *os.SyscallError ("connect"), as the standard library's.
 func TestConnRefusedNative(t *testing.T) {
-	p := newPair(t, memio.Options{}, Options{}, onEngine(core.TCPStackNative))
+	p := newPair(t, memio.Options{}, Options{}, onEngine(dgramio.TCPStackNative))
 	_, err := p.A.Dial(context.Background(), fmt.Sprintf("%s:%d", ipB, 81))
 	var se *os.SyscallError
 	var oe *net.OpError

@@ -15,13 +15,13 @@ import (
 
 	"golang.org/x/net/nettest"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/peertest"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/internal/wire"
-	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
 
 // TestNetTestConnOverXDP runs x/net/nettest's conformance test for
@@ -29,10 +29,10 @@ import (
 // each engine: c1 is the kernel's end, c2 the Service's.
 func TestNetTestConnOverXDP(t *testing.T) {
 	testutil.RequireRoot(t)
-	forEngines(t, func(t *testing.T, stk core.TCPStack) {
+	forEngines(t, func(t *testing.T, stk dgramio.TCPStack) {
 		p := hosttest.New(t, testhost.Options{})
 		addr := peertest.Addr(p.A, 3)
-		s := openVeth(t, p.A, onEngine(stk, core.Config{LocalIP: addr, Port: testPort}), Options{})
+		s := openVeth(t, p.A, onEngine(stk, dgramio.Config{LocalIP: addr, Port: testPort}), Options{})
 		ln := listen(t, s, testPort)
 		dial := peertest.Dialer(p.B)
 		nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
@@ -67,10 +67,10 @@ func TestNetTestConnOverXDP(t *testing.T) {
 // each way on keep-alive connections.
 func TestHTTPBodiesOverXDP(t *testing.T) {
 	testutil.RequireRoot(t)
-	forEngines(t, func(t *testing.T, stk core.TCPStack) {
+	forEngines(t, func(t *testing.T, stk dgramio.TCPStack) {
 		p := hosttest.New(t, testhost.Options{})
 		addr := peertest.Addr(p.A, 3)
-		s := openVeth(t, p.A, onEngine(stk, core.Config{LocalIP: addr, Port: 8080}), Options{})
+		s := openVeth(t, p.A, onEngine(stk, dgramio.Config{LocalIP: addr, Port: 8080}), Options{})
 		ln := listen(t, s, 8080)
 		srv := &http.Server{Handler: echoBody}
 		go srv.Serve(ln)
@@ -126,7 +126,7 @@ func TestCopyLossyWire(t *testing.T) {
 	a4 := w.B.Addr.As4()
 	a4[3] += 10
 	addr := netip.AddrFrom4(a4)
-	s := openVeth(t, w.B, onEngine(core.TCPStackNative, core.Config{LocalIP: addr, Port: testPort}), Options{})
+	s := openVeth(t, w.B, onEngine(dgramio.TCPStackNative, dgramio.Config{LocalIP: addr, Port: testPort}), Options{})
 	ln := listen(t, s, testPort)
 	go func() {
 		for {
@@ -209,7 +209,7 @@ func (w waitFIO) Wait(ctx context.Context) error { return w.FrameIO.(frameio.Wai
 func (w waitFIO) Interrupt()                     { w.FrameIO.(interface{ Interrupt() }).Interrupt() }
 
 // openWait is OpenXDP with the socket's fd hidden (waitFIO).
-func openWait(cfg core.Config) (Opened, error) {
+func openWait(cfg dgramio.Config) (Opened, error) {
 	to, err := OpenXDP(cfg)
 	if err != nil {
 		return to, err
@@ -235,7 +235,7 @@ func TestSleepOverXDP(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := hosttest.New(t, testhost.Options{})
 			addr := peertest.Addr(p.A, 3)
-			s := openVeth(t, p.A, core.Config{LocalIP: addr, Port: testPort}, Options{Open: tc.open})
+			s := openVeth(t, p.A, dgramio.Config{LocalIP: addr, Port: testPort}, Options{Open: tc.open})
 			if got := s.nat != nil && s.nat.pf != nil; got != tc.netpoll {
 				t.Fatalf("sleeps in the netpoller: %v, want %v", got, tc.netpoll)
 			}

@@ -5,7 +5,7 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // Listen opens a Service for cfg (New, default Options) and listens on
@@ -26,7 +26,7 @@ import (
 //	log.Fatal(http.Serve(ln, handler))
 //
 // Call it on a thread inside the interface's network namespace (as New).
-func Listen(cfg core.Config) (net.Listener, error) {
+func Listen(cfg dgramio.Config) (net.Listener, error) {
 	s, err := New(cfg, Options{})
 	if err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ func Listen(cfg core.Config) (net.Listener, error) {
 // AF_XDP socket), so Dial opens one connection per Service: for several,
 // use New and Service.Dial. When cfg.Port is zero it is taken from
 // address (on tcp-xdp the XDP program redirects that port only).
-func Dial(ctx context.Context, cfg core.Config, address string) (net.Conn, error) {
+func Dial(ctx context.Context, cfg dgramio.Config, address string) (net.Conn, error) {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "netconn dials IPv4 literals only (no resolver on the userspace stack)", Addr: address}}

@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/net/nettest"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // makePipe returns nettest's MakePipe over p: c1 is dialled from A, c2
@@ -49,7 +49,7 @@ func makePipe(t *testing.T, p *pair) nettest.MakePipe {
 // TestNetTestConn runs x/net/nettest's conformance test for net.Conn over
 // two Services joined in memory, on each engine, for each poller mode.
 func TestNetTestConn(t *testing.T) {
-	forEngines(t, func(t *testing.T, stk core.TCPStack) {
+	forEngines(t, func(t *testing.T, stk dgramio.TCPStack) {
 		for _, mode := range []PollMode{PollAdaptive, PollSleep, PollSpin} {
 			t.Run(mode.String(), func(t *testing.T) {
 				if mode == PollSpin && testing.Short() {

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/tcp/internal/peertest"
+	"github.com/dgramio/dgramio/internal/peertest"
 )
 
 // noWait hides memio's Wait: a FrameIO that cannot sleep on its queue, as
@@ -47,7 +47,7 @@ func echoOnce(t *testing.T, a, b *Service) {
 // poller naps instead, and the exchange still works.
 func TestNoWaiterNaps(t *testing.T) {
 	pa, pb := memio.NewPair(memio.Options{})
-	cfg := core.Config{ConnectTimeout: 20 * time.Second}
+	cfg := dgramio.Config{ConnectTimeout: 20 * time.Second}
 	cfg.LocalIP = ipA
 	a, err := NewOverFrameIO(cfg, noWait{pa}, Options{Poll: PollSleep})
 	if err != nil {
@@ -71,13 +71,13 @@ func TestNoWaiterNaps(t *testing.T) {
 // spinning, here); the exchange works and Close returns.
 func TestPinnedPoller(t *testing.T) {
 	pa, pb := memio.NewPair(memio.Options{})
-	cfg := core.Config{ConnectTimeout: 20 * time.Second, LocalIP: ipA, CPUs: []int{lastCPU()}}
+	cfg := dgramio.Config{ConnectTimeout: 20 * time.Second, LocalIP: ipA, CPUs: []int{lastCPU()}}
 	a, err := NewOverFrameIO(cfg, pa, Options{Poll: PollSpin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := NewOverFrameIO(core.Config{LocalIP: ipB}, pb, Options{})
+	b, err := NewOverFrameIO(dgramio.Config{LocalIP: ipB}, pb, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,30 +111,30 @@ func TestIdleSleeps(t *testing.T) {
 	}
 }
 
-// TestOptions: bad Options and a missing address are *core.ConfigErrors,
+// TestOptions: bad Options and a missing address are *dgramio.ConfigErrors,
 // and the FrameIO is closed when the Service cannot start.
 func TestOptions(t *testing.T) {
 	for _, tc := range []struct {
-		cfg core.Config
+		cfg dgramio.Config
 		o   Options
 	}{
-		{core.Config{LocalIP: ipA}, Options{Poll: PollMode(9)}},
-		{core.Config{LocalIP: ipA}, Options{MaxConns: -1}},
-		{core.Config{}, Options{}},
-		{core.Config{LocalIP: ipA, TCP: core.TCPTuning{Congestion: "bbr"}}, Options{}},
+		{dgramio.Config{LocalIP: ipA}, Options{Poll: PollMode(9)}},
+		{dgramio.Config{LocalIP: ipA}, Options{MaxConns: -1}},
+		{dgramio.Config{}, Options{}},
+		{dgramio.Config{LocalIP: ipA, TCP: dgramio.TCPTuning{Congestion: "bbr"}}, Options{}},
 	} {
 		pa, pb := memio.NewPair(memio.Options{})
 		_, err := NewOverFrameIO(tc.cfg, pa, tc.o)
-		var ce *core.ConfigError
+		var ce *dgramio.ConfigError
 		if !errors.As(err, &ce) {
-			t.Errorf("%+v %+v: %v, want *core.ConfigError", tc.cfg, tc.o, err)
+			t.Errorf("%+v %+v: %v, want *dgramio.ConfigError", tc.cfg, tc.o, err)
 		}
 		if pa.TxFrame(make([]byte, 60)) {
 			t.Errorf("the FrameIO is still open after a failed start")
 		}
 		pb.Close()
 	}
-	if _, err := New(core.Config{Kind: core.KindUDP, LocalIP: ipA, Port: 1}, Options{}); err == nil {
+	if _, err := New(dgramio.Config{Kind: dgramio.KindUDP, LocalIP: ipA, Port: 1}, Options{}); err == nil {
 		t.Errorf("New for kind udp: no error")
 	}
 }

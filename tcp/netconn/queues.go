@@ -6,10 +6,11 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio/internal/kindcfg"
+	"github.com/dgramio/dgramio/internal/tcp"
 	"github.com/dgramio/dgramio/stack/native"
-	"github.com/dgramio/dgramio/tcp"
 )
 
 // A Service over several queues (Config.Queues > 1, kind tcp-xdp, the
@@ -26,7 +27,7 @@ import (
 
 // startNativeQueues opens cfg.Queues queues of kind tcp-xdp (cfg prepared,
 // opts checked) and starts a native engine and poller on each.
-func startNativeQueues(cfg core.Config, opts Options) (*Service, error) {
+func startNativeQueues(cfg dgramio.Config, opts Options) (*Service, error) {
 	tune, err := nativeTuning(cfg)
 	if err != nil {
 		return nil, err
@@ -47,7 +48,7 @@ func startNativeQueues(cfg core.Config, opts Options) (*Service, error) {
 	}
 	arp := new(native.ARPShare)
 	for q := 0; q < cfg.Queues; q++ {
-		qc := cfg.ForQueue(q)
+		qc := kindcfg.ForQueue(cfg, q)
 		fio, to, err := g.Open(q)
 		if err != nil {
 			return fail(err)
@@ -91,15 +92,15 @@ func (s *Service) nativeShutdown() error {
 }
 
 // nativeCounters adds up the queues' engine counters.
-func (s *Service) nativeCounters(dst []core.Counter) []core.Counter {
+func (s *Service) nativeCounters(dst []dgramio.Counter) []dgramio.Counter {
 	if len(s.nats) == 1 {
 		return s.nat.appendCounters(dst)
 	}
-	qs := make([]core.Stats, len(s.nats))
+	qs := make([]dgramio.Stats, len(s.nats))
 	for i, n := range s.nats {
 		qs[i].Layers = n.appendCounters(nil)
 	}
-	return append(dst, core.SumStats(qs).Layers...)
+	return append(dst, dgramio.SumStats(qs).Layers...)
 }
 
 // fioStats is the FrameIO's Stats, added up over the queues (with the
@@ -109,7 +110,7 @@ func (s *Service) fioStats() frameio.Stats {
 		return s.fio.Stats()
 	}
 	var out frameio.Stats
-	qs := make([]core.Stats, len(s.nats))
+	qs := make([]dgramio.Stats, len(s.nats))
 	for i, n := range s.nats {
 		fs := n.fio.Stats()
 		if i == 0 {
@@ -125,7 +126,7 @@ func (s *Service) fioStats() frameio.Stats {
 		out.Syscalls += fs.Syscalls
 		qs[i].Layers = fs.Layers
 	}
-	out.Layers = s.group.AppendCounters(core.SumStats(qs).Layers)
+	out.Layers = s.group.AppendCounters(dgramio.SumStats(qs).Layers)
 	return out
 }
 

@@ -17,12 +17,12 @@ import (
 
 	"golang.org/x/net/nettest"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/peertest"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
-	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
 
 // queuePair is a two-queue veth pair whose XPS masks send CPU q's frames
@@ -41,8 +41,8 @@ func queuePair(t *testing.T) (p *testhost.Pair, a, b *Service, cpus []int) {
 	}
 	cpus = allowed[:2]
 	p = hosttest.New(t, testhost.Options{Queues: 2, XPSCPUs: cpus})
-	cfg := func(h *testhost.Host, last byte) core.Config {
-		return core.Config{LocalIP: peertest.Addr(h, last), Port: testPort, Queues: 2, CPUs: cpus}
+	cfg := func(h *testhost.Host, last byte) dgramio.Config {
+		return dgramio.Config{LocalIP: peertest.Addr(h, last), Port: testPort, Queues: 2, CPUs: cpus}
 	}
 	a = openVeth(t, p.A, cfg(p.A, 3), Options{})
 	b = openVeth(t, p.B, cfg(p.B, 4), Options{})
@@ -236,22 +236,22 @@ func TestQueuesHTTP(t *testing.T) {
 }
 
 // TestQueuesConfig: several queues are the native engine's on tcp-xdp
-// only; a Config that asks them elsewhere is a *core.ConfigError naming
+// only; a Config that asks them elsewhere is a *dgramio.ConfigError naming
 // Queues, and opens nothing.
 func TestQueuesConfig(t *testing.T) {
-	for _, cfg := range []core.Config{
-		{Kind: core.KindTCPXDP, Iface: "lo", LocalIP: netip.MustParseAddr("198.18.0.3"), Port: testPort, Queues: 2, TCP: core.TCPTuning{Stack: core.TCPStackNetstack}},
-		{Kind: core.KindTCPDPDK, Iface: "lo", LocalIP: netip.MustParseAddr("198.18.0.3"), Port: testPort, Queues: 2},
+	for _, cfg := range []dgramio.Config{
+		{Kind: dgramio.KindTCPXDP, Iface: "lo", LocalIP: netip.MustParseAddr("198.18.0.3"), Port: testPort, Queues: 2, TCP: dgramio.TCPTuning{Stack: dgramio.TCPStackNetstack}},
+		{Kind: dgramio.KindTCPDPDK, Iface: "lo", LocalIP: netip.MustParseAddr("198.18.0.3"), Port: testPort, Queues: 2},
 	} {
 		_, err := New(cfg, Options{})
-		var ce *core.ConfigError
+		var ce *dgramio.ConfigError
 		if !errors.As(err, &ce) || ce.Field != "Queues" {
 			t.Errorf("%s on %s, 2 queues: %v, want a ConfigError on Queues", cfg.Kind, cfg.TCP.Stack, err)
 		}
 	}
-	_, err := New(core.Config{Kind: core.KindTCPXDP, Iface: "lo", LocalIP: netip.MustParseAddr("198.18.0.3"), Port: testPort, Queues: 2},
+	_, err := New(dgramio.Config{Kind: dgramio.KindTCPXDP, Iface: "lo", LocalIP: netip.MustParseAddr("198.18.0.3"), Port: testPort, Queues: 2},
 		Options{Open: OpenXDP})
-	var ce *core.ConfigError
+	var ce *dgramio.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "Queues" {
 		t.Errorf("2 queues with Options.Open: %v, want a ConfigError on Queues", err)
 	}

@@ -14,19 +14,19 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
-	"github.com/dgramio/dgramio/stack"
-	"github.com/dgramio/dgramio/tcp"
+	"github.com/dgramio/dgramio/internal/stack"
+	"github.com/dgramio/dgramio/internal/tcp"
 )
 
 // Opener opens the FrameIO a Service runs on, for a prepared Config
-// (core.Config.Prepare, as New does): OpenXDP (kind tcp-xdp), OpenDPDK
+// (dgramio.Config.Prepare, as New does): OpenXDP (kind tcp-xdp), OpenDPDK
 // (kind tcp-dpdk, build tag dpdk), or anything else that moves Ethernet
 // frames. The Service owns what it opened from then on and releases it
 // last (Opened.Close). On error the Opener leaves nothing open.
-type Opener func(cfg core.Config) (Opened, error)
+type Opener func(cfg dgramio.Config) (Opened, error)
 
 // Opened is what an Opener opened.
 type Opened struct {
@@ -44,9 +44,9 @@ type Opened struct {
 // cfg.XDP.QueueID of cfg.Iface and the XDP program that hands it every
 // frame to cfg.LocalIP (and ARP), which Opened.Close detaches. cfg.LocalIP
 // must not be an address the kernel holds on the interface (the kernel
-// would reset our connections): that is a *core.ConfigError. Run it on a
+// would reset our connections): that is a *dgramio.ConfigError. Run it on a
 // thread inside the interface's network namespace.
-func OpenXDP(cfg core.Config) (Opened, error) {
+func OpenXDP(cfg dgramio.Config) (Opened, error) {
 	fio, to, err := tcp.OpenXDP(cfg)
 	if err != nil {
 		return Opened{}, err
@@ -115,7 +115,7 @@ const pollBudget = 256
 // about a millisecond when nothing else wakes it.
 const napPoll = 50 * time.Microsecond
 
-// Options shape a Service beyond core.Config. The zero value is the
+// Options shape a Service beyond dgramio.Config. The zero value is the
 // default everywhere.
 type Options struct {
 	// Open opens the FrameIO (New only; NewOverFrameIO takes one open).
@@ -175,7 +175,7 @@ type Options struct {
 //
 // All methods are safe for concurrent use.
 type Service struct {
-	cfg      core.Config
+	cfg      dgramio.Config
 	opts     Options
 	tune     tcp.Tuning
 	st       *stack.Stack // netstack; nil on the native engine
@@ -225,23 +225,23 @@ type counters struct {
 // network namespace (testhost.Host.Do in tests); the Service may be used
 // from any goroutine afterwards. Close it to release everything; on error
 // nothing is left open.
-func New(cfg core.Config, opts Options) (*Service, error) {
+func New(cfg dgramio.Config, opts Options) (*Service, error) {
 	if cfg.Kind == "" {
-		cfg.Kind = core.KindTCPXDP
+		cfg.Kind = dgramio.KindTCPXDP
 	}
-	cfg.Role = core.RoleServer // a Service both listens and dials; Dests are not required
+	cfg.Role = dgramio.RoleServer // a Service both listens and dials; Dests are not required
 	if err := engineOf(&cfg); err != nil {
 		return nil, err
 	}
 	open := opts.Open
 	if open == nil {
 		switch cfg.Kind {
-		case core.KindTCPXDP:
+		case dgramio.KindTCPXDP:
 			open = OpenXDP
-		case core.KindTCPDPDK:
+		case dgramio.KindTCPDPDK:
 			open = OpenDPDK
 		default:
-			return nil, &core.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "netconn runs the userspace TCP: use tcp-xdp or tcp-dpdk, or give Options.Open"}
+			return nil, &dgramio.ConfigError{Field: "Kind", Value: cfg.Kind, Reason: "netconn runs the userspace TCP: use tcp-xdp or tcp-dpdk, or give Options.Open"}
 		}
 	}
 	cfg, err := cfg.Prepare()
@@ -252,8 +252,8 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	if cfg.Queues > 1 {
-		if cfg.Kind != core.KindTCPXDP || opts.Open != nil || cfg.TCP.Stack != core.TCPStackNative {
-			return nil, &core.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "a Service runs several queues on kind tcp-xdp with the native engine and no Options.Open"}
+		if cfg.Kind != dgramio.KindTCPXDP || opts.Open != nil || cfg.TCP.Stack != dgramio.TCPStackNative {
+			return nil, &dgramio.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "a Service runs several queues on kind tcp-xdp with the native engine and no Options.Open"}
 		}
 		return startNativeQueues(cfg, opts)
 	}
@@ -265,10 +265,10 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 	// OpenXDP's program hands netstack every frame to LocalIP; an
 	// opener of the caller's is trusted with cfg.Port only.
 	var portOnly uint16
-	if cfg.Kind == core.KindTCPXDP && opts.Open != nil {
+	if cfg.Kind == dgramio.KindTCPXDP && opts.Open != nil {
 		portOnly = cfg.Port
 	}
-	if cfg.TCP.Stack == core.TCPStackNative {
+	if cfg.TCP.Stack == dgramio.TCPStackNative {
 		to.Mode = strings.Replace(to.Mode, "netstack", "native", 1)
 		return startNative(cfg, fio, to, opts, portOnly)
 	}
@@ -279,16 +279,16 @@ func New(cfg core.Config, opts Options) (*Service, error) {
 // (on error it is closed): for tests over frameio/memio, and for FrameIOs
 // New does not know. cfg needs LocalIP; cfg.Port is not used (any port may
 // be listened on and dialled); the rest is as for New.
-func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Service, error) {
+func NewOverFrameIO(cfg dgramio.Config, fio frameio.FrameIO, opts Options) (*Service, error) {
 	if err := checkOptions(&opts); err != nil {
 		return nil, errors.Join(err, fio.Close())
 	}
-	cfg.Role = core.RoleServer
+	cfg.Role = dgramio.RoleServer
 	if err := engineOf(&cfg); err != nil {
 		return nil, errors.Join(err, fio.Close())
 	}
 	cfg = cfg.WithDefaults()
-	if cfg.TCP.Stack == core.TCPStackNative {
+	if cfg.TCP.Stack == dgramio.TCPStackNative {
 		return startNative(cfg, fio, Opened{FIO: fio, Mode: "native over " + fio.Stats().Mode}, opts, 0)
 	}
 	return start(cfg, fio, Opened{FIO: fio, Mode: "netstack over " + fio.Stats().Mode}, opts, 0)
@@ -296,7 +296,7 @@ func NewOverFrameIO(cfg core.Config, fio frameio.FrameIO, opts Options) (*Servic
 
 // start builds netstack over fio and starts the poller (opts checked
 // already); on error fio is released.
-func start(cfg core.Config, fio frameio.FrameIO, to Opened, opts Options, portOnly uint16) (*Service, error) {
+func start(cfg dgramio.Config, fio frameio.FrameIO, to Opened, opts Options, portOnly uint16) (*Service, error) {
 	release := to.Close
 	if release == nil {
 		release = fio.Close
@@ -305,7 +305,7 @@ func start(cfg core.Config, fio frameio.FrameIO, to Opened, opts Options, portOn
 		return nil, errors.Join(err, release())
 	}
 	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
-		return fail(&core.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"})
+		return fail(&dgramio.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"})
 	}
 	tune := tcp.TuningFromConfig(cfg)
 	if err := tune.Validate(); err != nil {
@@ -339,7 +339,7 @@ func start(cfg core.Config, fio frameio.FrameIO, to Opened, opts Options, portOn
 
 func checkOptions(o *Options) error {
 	bad := func(field string, v any, why string) error {
-		return &core.ConfigError{Field: "netconn.Options." + field, Value: v, Reason: why}
+		return &dgramio.ConfigError{Field: "netconn.Options." + field, Value: v, Reason: why}
 	}
 	switch o.Poll {
 	case PollAdaptive, PollSpin, PollSleep:
@@ -370,7 +370,7 @@ func (s *Service) checkPort(port uint16, op string) error {
 	if s.portOnly == 0 || port == s.portOnly {
 		return nil
 	}
-	return &core.ConfigError{Field: "Port", Value: port, Reason: fmt.Sprintf(
+	return &dgramio.ConfigError{Field: "Port", Value: port, Reason: fmt.Sprintf(
 		"this %s Service's XDP program hands netstack only the segments of port %d (Config.Port): %s there, or open another Service",
 		s.cfg.Kind, s.portOnly, op)}
 }
@@ -463,7 +463,7 @@ func (s *Service) poll(claimed chan<- error) {
 func (s *Service) sleep() {
 	s.n.sleeps.Add(1)
 	err := s.st.EP.Sleep(context.Background())
-	if errors.Is(err, core.ErrNotSupported) {
+	if errors.Is(err, dgramio.ErrNotSupported) {
 		s.n.naps.Add(1)
 		time.Sleep(napPoll)
 	} else if errors.Is(err, net.ErrClosed) {
@@ -606,9 +606,9 @@ func (s *Service) Endpoints() int {
 // dial_failures, conn_limit_refused, closes, endpoints, poll_rounds,
 // poll_frames, sleeps, naps, kick_errors). Safe from any goroutine; it
 // allocates.
-func (s *Service) Stats() core.Stats {
+func (s *Service) Stats() dgramio.Stats {
 	fs := s.fioStats()
-	out := core.Stats{
+	out := dgramio.Stats{
 		Kind: s.cfg.Kind, Mode: s.mode,
 		Conns: uint64(s.Conns()), Accepts: s.n.accepts.Load(),
 		Syscalls:   fs.Syscalls,
@@ -635,7 +635,7 @@ func (s *Service) Stats() core.Stats {
 		{"naps", s.n.naps.Load()},
 		{"kick_errors", s.n.kickErrors.Load()},
 	} {
-		out.Layers = append(out.Layers, core.Counter{Layer: "netconn", Name: c.name, Value: c.v, Gauge: c.name == "endpoints"})
+		out.Layers = append(out.Layers, dgramio.Counter{Layer: "netconn", Name: c.name, Value: c.v, Gauge: c.name == "endpoints"})
 	}
 	out.Layers = append(out.Layers, fs.Layers...)
 	return out

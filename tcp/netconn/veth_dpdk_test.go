@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/peertest"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
-	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
 
 // TestHTTPServerOverDPDK: the same unchanged net/http server over tcp-dpdk
@@ -26,7 +26,7 @@ func TestHTTPServerOverDPDK(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
 	addr := peertest.Addr(p.A, 3)
-	cfg := core.Config{Kind: core.KindTCPDPDK, LocalIP: addr, Port: 8080}
+	cfg := dgramio.Config{Kind: dgramio.KindTCPDPDK, LocalIP: addr, Port: 8080}
 	cfg.DPDK.VDev = fmt.Sprintf("net_af_xdp_netconn0,iface=%s", p.A.Iface)
 	s := openVeth(t, p.A, cfg, Options{})
 	ln := listen(t, s, 8080)

@@ -16,20 +16,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/peertest"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
-	"github.com/dgramio/dgramio/tcp/internal/peertest"
 )
 
 // openVeth starts a Service of cfg.Kind (tcp-xdp when unset) on h's
 // interface inside h's namespace, closed at cleanup; it skips (fails in
 // CI) where the kind is not supported.
-func openVeth(t testing.TB, h *testhost.Host, cfg core.Config, o Options) *Service {
+func openVeth(t testing.TB, h *testhost.Host, cfg dgramio.Config, o Options) *Service {
 	t.Helper()
 	if cfg.Kind == "" {
-		cfg.Kind = core.KindTCPXDP
+		cfg.Kind = dgramio.KindTCPXDP
 	}
 	cfg.Iface = h.Iface
 	if cfg.ConnectTimeout == 0 {
@@ -60,7 +60,7 @@ func TestHTTPServerOverXDP(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
 	addr := peertest.Addr(p.A, 3)
-	s := openVeth(t, p.A, core.Config{LocalIP: addr, Port: 8080}, Options{})
+	s := openVeth(t, p.A, dgramio.Config{LocalIP: addr, Port: 8080}, Options{})
 	ln := listen(t, s, 8080)
 	srv := &http.Server{Handler: hello}
 	served := make(chan error, 1)
@@ -120,7 +120,7 @@ func TestHTTPClientOverXDP(t *testing.T) {
 	go srv.Serve(kln)
 	defer srv.Close()
 
-	s := openVeth(t, p.A, core.Config{LocalIP: peertest.Addr(p.A, 3), Port: 8080}, Options{})
+	s := openVeth(t, p.A, dgramio.Config{LocalIP: peertest.Addr(p.A, 3), Port: 8080}, Options{})
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: s.DialContext}}
 	defer client.CloseIdleConnections()
 	for i := 0; i < 10; i++ {
@@ -154,7 +154,7 @@ func TestListenDialOverXDP(t *testing.T) {
 	var ln net.Listener
 	err := p.A.Do(func() error {
 		var err error
-		ln, err = Listen(core.Config{Kind: core.KindTCPXDP, Iface: p.A.Iface, LocalIP: srvAddr, Port: 7000})
+		ln, err = Listen(dgramio.Config{Kind: dgramio.KindTCPXDP, Iface: p.A.Iface, LocalIP: srvAddr, Port: 7000})
 		return err
 	})
 	testutil.SkipIfNotSupported(t, err)
@@ -162,7 +162,7 @@ func TestListenDialOverXDP(t *testing.T) {
 	var c net.Conn
 	if err := p.B.Do(func() error {
 		var err error
-		c, err = Dial(context.Background(), core.Config{Kind: core.KindTCPXDP, Iface: p.B.Iface, LocalIP: peertest.Addr(p.B, 4)},
+		c, err = Dial(context.Background(), dgramio.Config{Kind: dgramio.KindTCPXDP, Iface: p.B.Iface, LocalIP: peertest.Addr(p.B, 4)},
 			fmt.Sprintf("%s:7000", srvAddr))
 		return err
 	}); err != nil {
@@ -202,11 +202,11 @@ func TestKernelThousandConns(t *testing.T) {
 	forEngines(t, testKernelThousandConns)
 }
 
-func testKernelThousandConns(t *testing.T, stk core.TCPStack) {
+func testKernelThousandConns(t *testing.T, stk dgramio.TCPStack) {
 	const n = 1000
 	p := hosttest.New(t, testhost.Options{})
 	addr := peertest.Addr(p.A, 3)
-	cfg := core.Config{LocalIP: addr, Port: 7001}
+	cfg := dgramio.Config{LocalIP: addr, Port: 7001}
 	cfg.TCP.SendBuf, cfg.TCP.RecvBuf = 64<<10, 64<<10
 	s := openVeth(t, p.A, onEngine(stk, cfg), Options{MaxConns: n, TimeWait: 500 * time.Millisecond})
 	ln := listen(t, s, 7001)
@@ -266,7 +266,7 @@ func testKernelThousandConns(t *testing.T, stk core.TCPStack) {
 	served()
 }
 
-func counter(s core.Stats, layer, name string) uint64 {
+func counter(s dgramio.Stats, layer, name string) uint64 {
 	v, _ := s.Counter(layer, name)
 	return v
 }
@@ -280,7 +280,7 @@ func TestXDPAnswersAsHost(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
 	addr := peertest.Addr(p.A, 3)
-	s := openVeth(t, p.A, core.Config{LocalIP: addr, Port: 7000}, Options{})
+	s := openVeth(t, p.A, dgramio.Config{LocalIP: addr, Port: 7000}, Options{})
 	listen(t, s, 7000)
 	err := p.B.Do(func() error {
 		c, err := net.DialTimeout("tcp4", fmt.Sprintf("%s:7001", addr), 10*time.Second)

@@ -10,7 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // Objects are a loaded program and its maps. They hold file descriptors:
@@ -35,8 +35,8 @@ type Objects struct {
 }
 
 // Load creates the maps and loads the program. The port starts at 0, which
-// matches nothing: call SetPort. Errors: a *core.PrivilegeError without
-// CAP_BPF/CAP_NET_ADMIN, an error matching core.ErrNotSupported when the
+// matches nothing: call SetPort. Errors: a *dgramio.PrivilegeError without
+// CAP_BPF/CAP_NET_ADMIN, an error matching dgramio.ErrNotSupported when the
 // kernel lacks BPF, XDP or XSKMAP (Linux >= 4.18).
 func Load(s Spec) (*Objects, error) {
 	cs, err := s.CollectionSpec()
@@ -71,9 +71,9 @@ func loadError(err error) error {
 			// only misleads.
 			err = dropMemlockHint(err)
 		}
-		return &core.PrivilegeError{Op: "load XDP program", Capability: "CAP_BPF and CAP_NET_ADMIN", Err: err}
+		return &dgramio.PrivilegeError{Op: "load XDP program", Capability: "CAP_BPF and CAP_NET_ADMIN", Err: err}
 	case errors.Is(err, ebpf.ErrNotSupported):
-		return core.NotSupported("XDP program with XSKMAP", "4.18", "a kernel built with CONFIG_BPF_SYSCALL and CONFIG_XDP_SOCKETS", err)
+		return dgramio.NotSupported("XDP program with XSKMAP", "4.18", "a kernel built with CONFIG_BPF_SYSCALL and CONFIG_XDP_SOCKETS", err)
 	}
 	return fmt.Errorf("load XDP program: %w", err)
 }
@@ -217,10 +217,10 @@ func (o *Objects) ReadCounters() (Counts, error) {
 
 // Layers returns the counters as Stats layer counters ("xdp-prog", name),
 // with Loss set on the counters of frames the socket lost.
-func (c Counts) Layers() []core.Counter {
-	out := make([]core.Counter, 0, NumCounters)
+func (c Counts) Layers() []dgramio.Counter {
+	out := make([]dgramio.Counter, 0, NumCounters)
 	for i := Counter(0); i < NumCounters; i++ {
-		out = append(out, core.Counter{Layer: "xdp-prog", Name: i.String(), Value: c[i], Loss: i.Loss()})
+		out = append(out, dgramio.Counter{Layer: "xdp-prog", Name: i.String(), Value: c[i], Loss: i.Loss()})
 	}
 	return out
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -228,7 +228,7 @@ func TestCounterNames(t *testing.T) {
 	if len(ls) != int(NumCounters) {
 		t.Fatalf("Layers: %d counters, want %d", len(ls), NumCounters)
 	}
-	s := core.Stats{Layers: ls}
+	s := dgramio.Stats{Layers: ls}
 	if s.Lost() != 3 {
 		t.Errorf("Lost() = %d, want 3 (pass_no_socket is a loss)", s.Lost())
 	}
@@ -421,7 +421,7 @@ func FuzzProgram(f *testing.F) {
 		for _, v := range []Variant{UDP, UDPARP, TCP} {
 			o, err := Load(Spec{Variant: v})
 			if err != nil {
-				if errors.Is(err, core.ErrNotSupported) {
+				if errors.Is(err, dgramio.ErrNotSupported) {
 					testutil.Skip(f, err.Error())
 				}
 				f.Fatal(err)

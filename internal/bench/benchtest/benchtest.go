@@ -1,4 +1,4 @@
-// Package benchtest is an in-memory pair of core.Backend for testing the
+// Package benchtest is an in-memory pair of dgramio.Backend for testing the
 // measuring tools without a network: a client and a server joined by two
 // wires, with a one-way delay, a slow server, a bounded wire, and drops that
 // are injected on purpose, counted or not.
@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // Options shape the pair's behaviour. The zero value is a lossless pair
@@ -44,7 +44,7 @@ type Options struct {
 	// the RX ring (rx_unread_at_close).
 	SilentAtClose bool
 	// MaxDatagram, when not 0, makes Queue and QueueTo refuse a longer
-	// payload with core.ErrTooLarge (TxOversize).
+	// payload with dgramio.ErrTooLarge (TxOversize).
 	MaxDatagram int
 	// WireLimit bounds each wire to this many messages in flight; more are
 	// dropped at Flush and counted as layer "fake" counter "wire_full"
@@ -52,7 +52,7 @@ type Options struct {
 	WireLimit int
 	// TxQueue is how many messages Queue holds before Flush. Default 256.
 	TxQueue int
-	// NoWait makes Wait return an error matching core.ErrNotSupported.
+	// NoWait makes Wait return an error matching dgramio.ErrNotSupported.
 	NoWait bool
 }
 
@@ -91,7 +91,7 @@ type Backend struct {
 	mu        sync.Mutex // guards everything below
 	txq       []msg
 	closed    bool
-	stats     core.Stats
+	stats     dgramio.Stats
 	injected  uint64
 	wireFull  uint64
 	taken     uint64 // messages taken from the wire by Rx (server drop rule)
@@ -99,55 +99,55 @@ type Backend struct {
 	lastServe time.Time
 }
 
-var _ core.Backend = (*Backend)(nil)
+var _ dgramio.Backend = (*Backend)(nil)
 
 // NewPair returns a client (which Queue sends to the server) and a server
 // (which answers with QueueTo).
 func NewPair(o Options) (client, server *Backend) {
 	if o.TxQueue == 0 {
-		o.TxQueue = core.DefaultTxQueue
+		o.TxQueue = dgramio.DefaultTxQueue
 	}
 	c2s, s2c := &wire{}, &wire{}
 	client = &Backend{o: o, local: ClientAddr, peer: ServerAddr, in: s2c, out: c2s}
 	server = &Backend{o: o, server: true, local: ServerAddr, peer: ClientAddr, in: c2s, out: s2c}
-	client.stats = core.Stats{Kind: "fake", Mode: "memory client"}
-	server.stats = core.Stats{Kind: "fake", Mode: "memory server"}
+	client.stats = dgramio.Stats{Kind: "fake", Mode: "memory client"}
+	server.stats = dgramio.Stats{Kind: "fake", Mode: "memory server"}
 	return client, server
 }
 
-// Queue implements core.Backend: the client sends to the server; the
-// server has no default destination and refuses (core.ErrNoRoute).
+// Queue implements dgramio.Backend: the client sends to the server; the
+// server has no default destination and refuses (dgramio.ErrNoRoute).
 func (b *Backend) Queue(payload []byte) error {
 	if b.server {
-		return core.ErrNoRoute
+		return dgramio.ErrNoRoute
 	}
 	return b.QueueTo(payload, b.peer)
 }
 
-// QueueTo implements core.Backend. It copies payload. The one address it
-// sends to is the other end's; any other is core.ErrNoRoute.
+// QueueTo implements dgramio.Backend. It copies payload. The one address it
+// sends to is the other end's; any other is dgramio.ErrNoRoute.
 func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case b.closed:
-		return core.ErrClosed
+		return dgramio.ErrClosed
 	case to != b.peer:
-		return core.ErrNoRoute
+		return dgramio.ErrNoRoute
 	case b.o.MaxDatagram > 0 && len(payload) > b.o.MaxDatagram:
 		b.stats.TxOversize++
-		return core.ErrTooLarge
+		return dgramio.ErrTooLarge
 	}
 	if len(b.txq) >= b.o.TxQueue {
 		b.stats.TxBackpressure++
-		return core.ErrBackPressure
+		return dgramio.ErrBackPressure
 	}
 	b.txq = append(b.txq, msg{data: append([]byte(nil), payload...), from: b.local})
 	b.stats.TxQueued++
 	return nil
 }
 
-// Flush implements core.Backend: the queued messages enter the wire.
+// Flush implements dgramio.Backend: the queued messages enter the wire.
 func (b *Backend) Flush() error {
 	if !b.server && b.o.ClientFlushDelay > 0 {
 		time.Sleep(b.o.ClientFlushDelay)
@@ -175,8 +175,8 @@ func (b *Backend) Flush() error {
 	return nil
 }
 
-// Rx implements core.Backend. pkts[i].Data is valid until the next Rx.
-func (b *Backend) Rx(pkts []core.Packet) (int, error) {
+// Rx implements dgramio.Backend. pkts[i].Data is valid until the next Rx.
+func (b *Backend) Rx(pkts []dgramio.Packet) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -210,7 +210,7 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 				continue
 			}
 		}
-		pkts[n] = core.Packet{Data: m.data, From: m.from}
+		pkts[n] = dgramio.Packet{Data: m.data, From: m.from}
 		b.stats.RxDelivered++
 		b.stats.RxBytes += uint64(len(m.data))
 		n++
@@ -221,10 +221,10 @@ func (b *Backend) Rx(pkts []core.Packet) (int, error) {
 	return n, nil
 }
 
-// Wait implements core.Backend by polling every 50 µs.
+// Wait implements dgramio.Backend by polling every 50 µs.
 func (b *Backend) Wait(ctx context.Context) error {
 	if b.o.NoWait {
-		return core.NotSupported("Wait on the fake", "", "configured with NoWait", nil)
+		return dgramio.NotSupported("Wait on the fake", "", "configured with NoWait", nil)
 	}
 	for {
 		b.mu.Lock()
@@ -250,12 +250,12 @@ func (b *Backend) Wait(ctx context.Context) error {
 	}
 }
 
-// Stats implements core.Backend.
-func (b *Backend) Stats() core.Stats {
+// Stats implements dgramio.Backend.
+func (b *Backend) Stats() dgramio.Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.stats
-	s.Layers = []core.Counter{
+	s.Layers = []dgramio.Counter{
 		{Layer: "fake", Name: "injected_drops", Value: b.injected, Loss: true},
 		{Layer: "fake", Name: "wire_full", Value: b.wireFull, Loss: true},
 		{Layer: "fake", Name: "wire_backlog", Value: uint64(b.in.len())},
@@ -265,7 +265,7 @@ func (b *Backend) Stats() core.Stats {
 		if b.closed {
 			v = b.silent
 		}
-		s.Layers = append(s.Layers, core.Counter{Layer: "fake", Name: "silent_at_close", Value: v, Loss: true})
+		s.Layers = append(s.Layers, dgramio.Counter{Layer: "fake", Name: "silent_at_close", Value: v, Loss: true})
 	}
 	return s
 }
@@ -277,7 +277,7 @@ func (b *Backend) Silent() uint64 {
 	return b.silent
 }
 
-// Close implements core.Backend.
+// Close implements dgramio.Backend.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // SideSpec is what one side of a cell runs: the child process started
@@ -124,7 +124,7 @@ func SideMain(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case row.IsKernel():
 		runErr = s.runKernel(ctx)
-	case row.Stack == core.TCPStackNetstack:
+	case row.Stack == dgramio.TCPStackNetstack:
 		runErr = s.runNetstack(ctx)
 	default:
 		runErr = s.runNative(ctx)
@@ -140,11 +140,11 @@ func SideMain(args []string, stdout, stderr io.Writer) int {
 
 // classify names the class of a side's error.
 func classify(err error) string {
-	var ce *core.ConfigError
+	var ce *dgramio.ConfigError
 	switch {
 	case errors.As(err, &ce):
 		return "config"
-	case errors.Is(err, core.ErrNotSupported):
+	case errors.Is(err, dgramio.ErrNotSupported):
 		return "unsupported"
 	}
 	return "run"

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/tcp/netconn"
 )
 
@@ -108,8 +108,8 @@ func parseProcNet(s string, protos ...string) map[string]uint64 {
 // net.Conn on top.
 func (s *side) runNetstack(ctx context.Context) error {
 	sp := s.spec
-	cfg := core.Config{Kind: s.row.Kind, Iface: sp.Iface, LocalIP: sp.Local, Port: sp.Port}
-	cfg.TCP.Stack = core.TCPStackNetstack
+	cfg := dgramio.Config{Kind: s.row.Kind, Iface: sp.Iface, LocalIP: sp.Local, Port: sp.Port}
+	cfg.TCP.Stack = dgramio.TCPStackNetstack
 	svc, err := netconn.New(cfg, netconn.Options{MaxConns: sp.Conns + 16})
 	if err != nil {
 		return err
@@ -160,7 +160,7 @@ func (s *side) runNetstack(ctx context.Context) error {
 }
 
 // layerMap turns counters into "layer.name" keys.
-func layerMap(cs []core.Counter) map[string]uint64 {
+func layerMap(cs []dgramio.Counter) map[string]uint64 {
 	m := make(map[string]uint64, len(cs))
 	for _, c := range cs {
 		m[c.Layer+"."+c.Name] += c.Value

@@ -8,10 +8,10 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/stack"
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/stack"
+	"github.com/dgramio/dgramio/internal/tcp"
 	"github.com/dgramio/dgramio/stack/native"
-	"github.com/dgramio/dgramio/tcp"
 	"github.com/dgramio/dgramio/tcp/netconn"
 )
 
@@ -20,7 +20,7 @@ import (
 // the same way; the defaults of both are the engine's): the bulk side
 // runs the engine itself, under no stream layer, so that what it measures
 // is the engine moving bytes.
-func nativeOptions(cfg core.Config, opts tcp.Options, conns int) native.Options {
+func nativeOptions(cfg dgramio.Config, opts tcp.Options, conns int) native.Options {
 	t := tcp.TuningFromConfig(cfg)
 	o := native.Options{
 		Addr:       cfg.LocalIP,
@@ -42,7 +42,7 @@ func nativeOptions(cfg core.Config, opts tcp.Options, conns int) native.Options 
 	if o.MinRTO > native.DefaultMaxRTO {
 		o.MaxRTO = o.MinRTO
 	}
-	if t.Congestion == core.CongestionCubic {
+	if t.Congestion == dgramio.CongestionCubic {
 		o.Congestion = native.CUBIC
 	}
 	return o
@@ -54,13 +54,13 @@ func nativeOptions(cfg core.Config, opts tcp.Options, conns int) native.Options 
 // when a round moved nothing, Engine.Wait (unless Busy).
 func (s *side) runNative(ctx context.Context) error {
 	sp := s.spec
-	cfg := core.Config{Kind: s.row.Kind, Iface: sp.Iface, LocalIP: sp.Local, Port: sp.Port, Role: core.RoleClient, Dests: []netip.AddrPort{netip.AddrPortFrom(sp.Peer, sp.Port)}}
+	cfg := dgramio.Config{Kind: s.row.Kind, Iface: sp.Iface, LocalIP: sp.Local, Port: sp.Port, Role: dgramio.RoleClient, Dests: []netip.AddrPort{netip.AddrPortFrom(sp.Peer, sp.Port)}}
 	if sp.Server {
-		cfg.Role, cfg.Dests = core.RoleServer, nil
+		cfg.Role, cfg.Dests = dgramio.RoleServer, nil
 	}
-	cfg.TCP.Stack = core.TCPStackNative
+	cfg.TCP.Stack = dgramio.TCPStackNative
 	open := netconn.OpenXDP
-	if s.row.Kind == core.KindTCPDPDK {
+	if s.row.Kind == dgramio.KindTCPDPDK {
 		open = netconn.OpenDPDK // tcp.NewDPDK's port
 		cfg = cfg.WithDefaults()
 	}

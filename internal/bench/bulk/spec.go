@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // Dir is the direction of a cell's bytes.
@@ -28,36 +28,36 @@ func (d Dir) serverSends() bool { return d == Down || d == Both }
 // kinds the engine ("tcp-xdp" is the native engine, "tcp-xdp+netstack"
 // gVisor netstack; "tcp-xdp+native" names the default explicitly).
 type Row struct {
-	Kind  core.Kind
-	Stack core.TCPStack // empty for kind tcp
+	Kind  dgramio.Kind
+	Stack dgramio.TCPStack // empty for kind tcp
 }
 
 // String is the row's name as --kinds takes it.
 func (r Row) String() string {
-	if r.Stack == core.TCPStackNetstack {
+	if r.Stack == dgramio.TCPStackNetstack {
 		return string(r.Kind) + "+" + bench.VariantNetstack
 	}
 	return string(r.Kind)
 }
 
 // IsKernel reports whether the row is kernel tcp, the baseline.
-func (r Row) IsKernel() bool { return r.Kind == core.KindTCP }
+func (r Row) IsKernel() bool { return r.Kind == dgramio.KindTCP }
 
 // ParseRow parses a --kinds entry.
 func ParseRow(s string) (Row, error) {
 	kind, variant := bench.SplitRow(strings.TrimSpace(s))
-	switch core.Kind(kind) {
-	case core.KindTCP:
+	switch dgramio.Kind(kind) {
+	case dgramio.KindTCP:
 		if variant != "" {
 			return Row{}, fmt.Errorf("kind %q: tcp has no variants", s)
 		}
-		return Row{Kind: core.KindTCP}, nil
-	case core.KindTCPXDP, core.KindTCPDPDK:
+		return Row{Kind: dgramio.KindTCP}, nil
+	case dgramio.KindTCPXDP, dgramio.KindTCPDPDK:
 		switch variant {
 		case "", bench.VariantNative:
-			return Row{Kind: core.Kind(kind), Stack: core.TCPStackNative}, nil
+			return Row{Kind: dgramio.Kind(kind), Stack: dgramio.TCPStackNative}, nil
 		case bench.VariantNetstack:
-			return Row{Kind: core.Kind(kind), Stack: core.TCPStackNetstack}, nil
+			return Row{Kind: dgramio.Kind(kind), Stack: dgramio.TCPStackNetstack}, nil
 		}
 		return Row{}, fmt.Errorf("kind %q: the engines are +native (the default) and +netstack", s)
 	}

@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/bench/load"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // argv is a child tool's command line, built flag by flag.
@@ -78,7 +78,7 @@ func (r *cellRun) path(suffix string) string { return filepath.Join(r.nb.logDir,
 func (nb *netbench) cell(ctx context.Context, row string, n int, rate float64, port int, name string) (*bench.Cell, *Failure) {
 	kind, variant := bench.SplitRow(row)
 	nb.use(n)
-	r := &cellRun{nb: nb, kind: kind, variant: variant, n: n, rate: rate, port: port, name: name, poll: string(core.PollBusy)}
+	r := &cellRun{nb: nb, kind: kind, variant: variant, n: n, rate: rate, port: port, name: name, poll: string(dgramio.PollBusy)}
 	defer r.restore()
 	if err := r.prepare(); err != nil {
 		return r.errCell(err.Error())
@@ -110,11 +110,11 @@ func (r *cellRun) prepare() error {
 	common.addInt("--port", r.port)
 	common.addInt("--batch", o.Batch)
 	if o.Wait {
-		r.poll = string(core.PollYield)
+		r.poll = string(dgramio.PollYield)
 		common.add("--poll", r.poll)
 	}
 	common.addIf(r.n > 1, "--queues", strconv.Itoa(r.n))
-	common.addIf(o.Size > core.DefaultMaxDatagram, "--max-datagram", strconv.Itoa(o.Size))
+	common.addIf(o.Size > dgramio.DefaultMaxDatagram, "--max-datagram", strconv.Itoa(o.Size))
 	common.addPositive("--xdp-frames", o.XDPFrames)
 	common.addIf(o.DPDKRxDesc > 0 && strings.Contains(r.kind, "dpdk"), "--dpdk-rx-desc", strconv.Itoa(o.DPDKRxDesc))
 	common.addPositive("--xdp-ring", o.XDPRing)
@@ -135,7 +135,7 @@ func (r *cellRun) prepare() error {
 	// stack on the same interface (the kernel would reset its
 	// connections): it gets one of its own in the same subnet.
 	loadIP, echoIP := a.addr, b.addr
-	if k := core.Kind(r.kind); k == core.KindTCPXDP || k == core.KindTCPDPDK {
+	if k := dgramio.Kind(r.kind); k == dgramio.KindTCPXDP || k == dgramio.KindTCPDPDK {
 		loadIP, echoIP = stackAddr(a), stackAddr(b)
 	}
 	if r.variant == bench.VariantIPv6 {
@@ -181,7 +181,7 @@ func (r *cellRun) pinArgs() error {
 		r.load.add("--cpus", formatCPUs(l))
 		r.echo.add("--cpus", formatCPUs(e))
 	}
-	if !core.Kind(r.kind).IsDPDK() || nb.pports != nil {
+	if !dgramio.Kind(r.kind).IsDPDK() || nb.pports != nil {
 		return nil
 	}
 	// net_af_xdp cannot open more than one queue of a veth (no combined
@@ -198,7 +198,7 @@ func (r *cellRun) pinArgs() error {
 		r.load.add("--dst-mac", nb.b.mac.String())
 	}
 	r.echo.add("--dpdk-vdev", fmt.Sprintf("net_af_packet0,iface=%s,qpairs=%d,framecnt=%d", nb.b.iface, r.n, afPacketFrames))
-	if core.Kind(r.kind) == core.KindDPDK {
+	if dgramio.Kind(r.kind) == dgramio.KindDPDK {
 		// AF_PACKET leaves the kernel its copy of every frame: without
 		// its address it neither answers ARP nor sends port unreachable
 		// for the raw path's datagrams.

@@ -22,8 +22,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
 
@@ -38,14 +38,14 @@ const (
 )
 
 // Classify names the class of an error from dgramio.New or from pinning.
-func Classify(kind core.Kind, err error) string {
-	var ue *core.UnsupportedError
-	var pe *core.PrivilegeError
-	var ce *core.ConfigError
+func Classify(kind dgramio.Kind, err error) string {
+	var ue *dgramio.UnsupportedError
+	var pe *dgramio.PrivilegeError
+	var ce *dgramio.ConfigError
 	switch {
-	case errors.Is(err, core.ErrNoDPDK), errors.As(err, &ue) && ue.Feature == "kind "+string(kind):
+	case errors.Is(err, dgramio.ErrNoDPDK), errors.As(err, &ue) && ue.Feature == "kind "+string(kind):
 		return ClassNotBuilt
-	case errors.Is(err, core.ErrNotSupported):
+	case errors.Is(err, dgramio.ErrNotSupported):
 		return ClassNotSupported
 	case errors.As(err, &pe), errors.Is(err, os.ErrPermission):
 		return ClassPrivilege
@@ -69,7 +69,7 @@ type Failure struct {
 // stderr after "<tool>:"), and returns the exit status: ExitUsage for a
 // ClassConfig error (a flag or setting the tool refuses), ExitFailed for
 // any other (the run could not be made here).
-func failer(tool string, kind *core.Kind, stdout, stderr io.Writer, path string, f **Failure, out any) func(class string, err error) int {
+func failer(tool string, kind *dgramio.Kind, stdout, stderr io.Writer, path string, f **Failure, out any) func(class string, err error) int {
 	return func(class string, err error) int {
 		*f = &Failure{Class: class, Error: err.Error()}
 		human := stdout
@@ -185,7 +185,7 @@ func parseDest(flag, s string) (netip.AddrPort, error) {
 // thread would pay two thread hand-offs for every yield to netstack's
 // goroutines (netbench measured tcp-xdp at 20k msg/s at 40 µs p50 so,
 // 28 µs unlocked).
-func pin(cfg core.Config, c int) ([]int, error) {
+func pin(cfg dgramio.Config, c int) ([]int, error) {
 	if c < 0 {
 		return nil, nil
 	}
@@ -201,13 +201,13 @@ func pin(cfg core.Config, c int) ([]int, error) {
 // pinsProcess reports whether the backend of cfg pins the whole process
 // to Config.CPUs[0] itself (tcp-xdp and tcp-dpdk on netstack), so the tool
 // must not lock its poller's thread.
-func pinsProcess(cfg core.Config) bool {
-	userspace := cfg.Kind == core.KindTCPXDP || cfg.Kind == core.KindTCPDPDK
-	return userspace && cfg.TCP.Stack == core.TCPStackNetstack
+func pinsProcess(cfg dgramio.Config) bool {
+	userspace := cfg.Kind == dgramio.KindTCPXDP || cfg.Kind == dgramio.KindTCPDPDK
+	return userspace && cfg.TCP.Stack == dgramio.TCPStackNetstack
 }
 
 // formatStats writes the counters one per line, for people.
-func formatStats(end string, s *core.Stats, own []core.Counter) string {
+func formatStats(end string, s *dgramio.Stats, own []dgramio.Counter) string {
 	var b strings.Builder
 	m := map[string]uint64{}
 	bench.Flatten(end, s, own, m)

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -123,7 +123,7 @@ func readJSON(t *testing.T, path string, v any) {
 }
 
 // TestTypedFlagsRefuseUnknownNames: --kind and --tcp-stack parse into
-// core.Kind and core.TCPStack, so a name that is neither is refused while
+// dgramio.Kind and dgramio.TCPStack, so a name that is neither is refused while
 // the flags are parsed (exit status 2), with the names that would do.
 func TestTypedFlagsRefuseUnknownNames(t *testing.T) {
 	for _, c := range []struct {
@@ -159,10 +159,10 @@ func TestFailuresAreClassified(t *testing.T) {
 		err  error
 		want string
 	}{
-		{core.NotSupported("kind dpdk", "", "not built", nil), ClassNotBuilt},
-		{core.NotSupported("AF_XDP", "4.18", "", nil), ClassNotSupported},
-		{&core.PrivilegeError{Op: "attach", Capability: "CAP_NET_ADMIN", Err: os.ErrPermission}, ClassPrivilege},
-		{&core.ConfigError{Field: "Port"}, ClassConfig},
+		{dgramio.NotSupported("kind dpdk", "", "not built", nil), ClassNotBuilt},
+		{dgramio.NotSupported("AF_XDP", "4.18", "", nil), ClassNotSupported},
+		{&dgramio.PrivilegeError{Op: "attach", Capability: "CAP_NET_ADMIN", Err: os.ErrPermission}, ClassPrivilege},
+		{&dgramio.ConfigError{Field: "Port"}, ClassConfig},
 		{errors.New("boom"), ClassOther},
 	} {
 		if got := Classify("dpdk", c.err); got != c.want {

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/bench/benchtest"
 	"github.com/dgramio/dgramio/internal/bench/load"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // TestResultsCarryCloseTimeCounters: echo and loadgen over the in-memory
@@ -21,8 +21,8 @@ import (
 func TestResultsCarryCloseTimeCounters(t *testing.T) {
 	cli, srv := benchtest.NewPair(benchtest.Options{SilentEvery: 50, SilentMax: 10, SilentAtClose: true})
 	op := defaultOpeners()
-	op.single = func(cfg core.Config) (core.Backend, error) {
-		if cfg.Role == core.RoleServer {
+	op.single = func(cfg dgramio.Config) (dgramio.Backend, error) {
+		if cfg.Role == dgramio.RoleServer {
 			return srv, nil
 		}
 		return cli, nil
@@ -60,7 +60,7 @@ func TestLoadGroupCloseTimeCounters(t *testing.T) {
 		cancel()
 		wg.Wait()
 	}()
-	res, runErr, openErr := loadGroup(context.Background(), func(core.Config) (Group, error) { return g, nil }, core.Config{Kind: "udp", Queues: 2},
+	res, runErr, openErr := loadGroup(context.Background(), func(dgramio.Config) (Group, error) { return g, nil }, dgramio.Config{Kind: "udp", Queues: 2},
 		load.LoadOptions{Rate: 2000, Duration: 200 * time.Millisecond, Drain: 5 * time.Second, Wait: true})
 	if openErr != nil || runErr != nil {
 		t.Fatalf("open %v, run %v", openErr, runErr)

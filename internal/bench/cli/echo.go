@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench/load"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // EchoFile is the JSON an echo writes with --stats.
@@ -58,14 +58,14 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 	})
 	stats := fs.String("stats", "", "write the counters as JSON to this file on exit (-: to stdout, after the ready line)")
 	maxTime := durationFlag(fs, "max-time", 0, "stop after this long even without a signal, like `30s` (0: never)")
-	framing := core.FramingU16
+	framing := dgramio.FramingU16
 	fs.Var(&framing, "framing", "stream kinds: u16 (u16 length-prefixed records, the default), u32 (u32 length-prefixed records) or raw (bytes as they came)")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
 	out := EchoFile{ToolHeader: tf.header()}
 	fail := failer("echo", &tf.kind, stdout, stderr, *stats, &out.Failure, &out)
-	cfg, err := tf.config(core.RoleServer, &out.ToolHeader)
+	cfg, err := tf.config(dgramio.RoleServer, &out.ToolHeader)
 	if err == nil {
 		err = validate(cfg)
 	}
@@ -74,7 +74,7 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 	}
 	if cfg.Kind.IsStream() {
 		cfg.Framing, cfg.Events = framing, true // the echo counts the connections' ends
-	} else if framing != core.FramingU16 {
+	} else if framing != dgramio.FramingU16 {
 		return fail(ClassConfig, fmt.Errorf("--framing %s: kind %s carries datagrams (framing applies to the stream kinds)", framing, cfg.Kind))
 	}
 
@@ -93,7 +93,7 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 	}
 	var res *load.EchoResult
 	var start time.Time
-	final, runErr, openErr := runSingle(op, cfg, out.CPU, "echo", stderr, func(b core.Backend) (err error) {
+	final, runErr, openErr := runSingle(op, cfg, out.CPU, "echo", stderr, func(b dgramio.Backend) (err error) {
 		printReady(stdout, b.Stats().Mode)
 		start = time.Now()
 		if cfg.Kind.IsStream() && cfg.Kind.IsRaw() {
@@ -136,7 +136,7 @@ func printReady(stdout io.Writer, mode string) {
 }
 
 // echoGroup is the echo with several queues (cfg.Queues > 1).
-func echoGroup(ctx context.Context, newGroup func(core.Config) (Group, error), cfg core.Config, eo load.EchoOptions, out *EchoFile, statsPath string,
+func echoGroup(ctx context.Context, newGroup func(dgramio.Config) (Group, error), cfg dgramio.Config, eo load.EchoOptions, out *EchoFile, statsPath string,
 	fail func(string, error) int, stdout, stderr io.Writer) int {
 	g, err := newGroup(cfg)
 	if err != nil {
@@ -152,7 +152,7 @@ func echoGroup(ctx context.Context, newGroup func(core.Config) (Group, error), c
 	errs := make([]error, cfg.Queues)
 	total, final, err := runGroup(g, cfg.Queues, func() {
 		printReady(stdout, g.Stats().Mode)
-	}, func(q int, b core.Backend) {
+	}, func(q int, b dgramio.Backend) {
 		parts[q], errs[q] = load.Echo(ctx, b, eo)
 	})
 	if parts[0] == nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench/preflight"
-	"github.com/dgramio/dgramio/internal/core"
+	_ "github.com/dgramio/dgramio/kinds"
 )
 
 // Group is a kind opened with several queues: what the tools need of a
@@ -17,10 +17,10 @@ import (
 type Group interface {
 	// Open opens queue q on the calling goroutine, which becomes its
 	// poller (pinned to Config.CPUs[q] when set).
-	Open(q int) (core.Backend, error)
+	Open(q int) (dgramio.Backend, error)
 	// Stats returns the sum of the queues' counters and those of what
 	// they share.
-	Stats() core.Stats
+	Stats() dgramio.Stats
 	// Close releases what the queues share, after their Backends.
 	Close() error
 }
@@ -29,13 +29,13 @@ type Group interface {
 // with several (group). The tools use defaultOpeners; their tests pass
 // fakes to runEcho and runLoadgen.
 type openers struct {
-	single func(core.Config) (core.Backend, error)
-	group  func(core.Config) (Group, error)
+	single func(dgramio.Config) (dgramio.Backend, error)
+	group  func(dgramio.Config) (Group, error)
 }
 
 // defaultOpeners open through dgramio.New and dgramio.NewGroup.
 func defaultOpeners() openers {
-	return openers{single: dgramio.New, group: func(cfg core.Config) (Group, error) {
+	return openers{single: dgramio.New, group: func(cfg dgramio.Config) (Group, error) {
 		g, err := dgramio.NewGroup(cfg)
 		if err != nil {
 			return nil, err
@@ -54,14 +54,14 @@ func defaultOpeners() openers {
 // both. If a queue cannot be opened, the queues already open are closed,
 // ready and body are not called, and the error names the queue. The
 // caller closes g.
-func runGroup(g Group, n int, ready func(), body func(q int, b core.Backend)) (total core.Stats, queues []core.Stats, err error) {
+func runGroup(g Group, n int, ready func(), body func(q int, b dgramio.Backend)) (total dgramio.Stats, queues []dgramio.Stats, err error) {
 	opened := make(chan error, n)
 	start := make(chan bool) // true: run; closed without a value: give up
 	bodies := make(chan struct{}, n)
 	closing := make(chan struct{})
 	var wg sync.WaitGroup
 	closeErrs := make([]error, n)
-	backends := make([]core.Backend, n)
+	backends := make([]dgramio.Backend, n)
 	for q := 0; q < n; q++ {
 		wg.Add(1)
 		go func() {
@@ -92,7 +92,7 @@ func runGroup(g Group, n int, ready func(), body func(q int, b core.Backend)) (t
 	if len(errs) > 0 {
 		close(start)
 		wg.Wait()
-		return core.Stats{}, nil, errors.Join(errs...)
+		return dgramio.Stats{}, nil, errors.Join(errs...)
 	}
 	ready()
 	for range n {
@@ -103,7 +103,7 @@ func runGroup(g Group, n int, ready func(), body func(q int, b core.Backend)) (t
 	}
 	close(closing)
 	wg.Wait()
-	queues = make([]core.Stats, n)
+	queues = make([]dgramio.Stats, n)
 	for q, b := range backends {
 		queues[q] = b.Stats()
 	}
@@ -115,7 +115,7 @@ func runGroup(g Group, n int, ready func(), body func(q int, b core.Backend)) (t
 // list the order is kept and a CPU may repeat (yielding pollers may share
 // one). Empty is none.
 func parseCPUs(s string) ([]int, error) {
-	out, err := preflight.ParseCPUs(s, core.MaxQueues)
+	out, err := preflight.ParseCPUs(s, dgramio.MaxQueues)
 	if err != nil {
 		return nil, fmt.Errorf("--cpus %q: %w", s, err)
 	}
@@ -134,8 +134,8 @@ func formatCPUs(cpus []int) string {
 // queueCPUs checks the tool's --queues, --cpu and --cpus and returns the
 // queues' CPUs (nil: not pinned).
 func queueCPUs(queues, cpuN int, cpus string) ([]int, error) {
-	if queues < 1 || queues > core.MaxQueues {
-		return nil, fmt.Errorf("--queues %d: must be 1..%d", queues, core.MaxQueues)
+	if queues < 1 || queues > dgramio.MaxQueues {
+		return nil, fmt.Errorf("--queues %d: must be 1..%d", queues, dgramio.MaxQueues)
 	}
 	list, err := parseCPUs(cpus)
 	if err != nil {

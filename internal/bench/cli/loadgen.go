@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/bench/load"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // LoadFile is the JSON a load generator writes with --json.
@@ -99,7 +99,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 			return fail(ClassConfig, fmt.Errorf("--dst-mac %q: not an Ethernet MAC address (write it like 02:00:00:00:00:01)", *dstMAC))
 		}
 	}
-	cfg, err := tf.config(core.RoleClient, &out.ToolHeader)
+	cfg, err := tf.config(dgramio.RoleClient, &out.ToolHeader)
 	if err != nil {
 		return fail(ClassConfig, err)
 	}
@@ -153,7 +153,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 // unmeasured says why a run that went to its end measured nothing (no
 // message sent, or none answered: the peer unreachable, or everything
 // lost), with the cause where the counters name one; "" when it measured.
-func unmeasured(res *load.LoadResult, cfg core.Config) string {
+func unmeasured(res *load.LoadResult, cfg dgramio.Config) string {
 	dst := cfg.Dests[0]
 	if dst.Port() == 0 {
 		dst = netip.AddrPortFrom(dst.Addr(), cfg.Port)
@@ -178,8 +178,8 @@ func unmeasured(res *load.LoadResult, cfg core.Config) string {
 
 // checkSize refuses a message size that the kind cannot send: smaller
 // than the load header, or larger than its largest message
-// (--max-datagram, whose default is core.DefaultMaxDatagram).
-func checkSize(cfg core.Config, size int) error {
+// (--max-datagram, whose default is dgramio.DefaultMaxDatagram).
+func checkSize(cfg dgramio.Config, size int) error {
 	if size < load.HeaderLen {
 		return fmt.Errorf("--size %d: must be at least %d (the load generator's header)", size, load.HeaderLen)
 	}
@@ -213,11 +213,11 @@ func intervalPrinter(w io.Writer, into *[]load.IntervalReport) func(load.Interva
 // cfg.Queues queues (on the CPUs of cfg.CPUs), and returns its result
 // with the counters as Close left them; openErr when nothing could be
 // opened.
-func loadOnce(ctx context.Context, op openers, cfg core.Config, cpu int, lo load.LoadOptions, stderr io.Writer) (res *load.LoadResult, runErr, openErr error) {
+func loadOnce(ctx context.Context, op openers, cfg dgramio.Config, cpu int, lo load.LoadOptions, stderr io.Writer) (res *load.LoadResult, runErr, openErr error) {
 	if cfg.Queues > 1 {
 		return loadGroup(ctx, op.group, cfg, lo)
 	}
-	final, runErr, openErr := runSingle(op, cfg, cpu, "loadgen", stderr, func(b core.Backend) (err error) {
+	final, runErr, openErr := runSingle(op, cfg, cpu, "loadgen", stderr, func(b dgramio.Backend) (err error) {
 		res, err = load.Load(ctx, b, lo)
 		return err
 	})
@@ -233,15 +233,15 @@ func loadOnce(ctx context.Context, op openers, cfg core.Config, cpu int, lo load
 // in a ring, records still staged). openErr says why nothing could be
 // opened; a failed Close is reported on stderr, prefixed with tool, when
 // run did not fail first.
-func runSingle(op openers, cfg core.Config, cpu int, tool string, stderr io.Writer, run func(b core.Backend) error) (final core.Stats, runErr, openErr error) {
+func runSingle(op openers, cfg dgramio.Config, cpu int, tool string, stderr io.Writer, run func(b dgramio.Backend) error) (final dgramio.Stats, runErr, openErr error) {
 	cpus, err := pin(cfg, cpu)
 	if err != nil {
-		return core.Stats{}, nil, err
+		return dgramio.Stats{}, nil, err
 	}
 	cfg.CPUs = cpus
 	b, err := op.single(cfg)
 	if err != nil {
-		return core.Stats{}, nil, err
+		return dgramio.Stats{}, nil, err
 	}
 	runErr = run(b)
 	if cerr := b.Close(); cerr != nil && runErr == nil {
@@ -273,7 +273,7 @@ func printLoad(stdout, stderr io.Writer, kind string, rate float64, res *load.Lo
 // once every queue is open. It returns the merged result and the first
 // error of a queue, or openErr when the group or a queue could not be
 // opened (nothing ran).
-func loadGroup(ctx context.Context, newGroup func(core.Config) (Group, error), cfg core.Config, lo load.LoadOptions) (res *load.LoadResult, runErr, openErr error) {
+func loadGroup(ctx context.Context, newGroup func(dgramio.Config) (Group, error), cfg dgramio.Config, lo load.LoadOptions) (res *load.LoadResult, runErr, openErr error) {
 	g, err := newGroup(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -292,7 +292,7 @@ func loadGroup(ctx context.Context, newGroup func(core.Config) (Group, error), c
 	total, final, err := runGroup(g, cfg.Queues, func() {
 		// Every queue is open: the schedule starts shortly, the same for all.
 		lo.Start = time.Now().Add(groupStartDelay)
-	}, func(q int, b core.Backend) {
+	}, func(q int, b dgramio.Backend) {
 		o := lo
 		o.Queue = q
 		parts[q], errs[q] = load.Load(ctx, b, o)

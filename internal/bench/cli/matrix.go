@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/bench/load"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // Netbench makes the test hosts (or prepares the real ports), runs every
@@ -82,11 +82,11 @@ func (o NetbenchOptions) normalized() (NetbenchOptions, error) {
 	}
 	badQueues := false
 	for _, n := range o.QueueCounts {
-		badQueues = badQueues || n < 1 || n > core.MaxQueues
+		badQueues = badQueues || n < 1 || n > dgramio.MaxQueues
 	}
 	if o.Duration <= 0 || o.Warmup < 0 || o.Size < load.HeaderLen || o.Batch < 1 || badQueues || o.Repeat < 0 || o.Capacity < 0 {
 		return o, fmt.Errorf("bad options: duration %v, warm-up %v, size %d (>= %d), batch %d, queues %v (1..%d), repeat %d, capacity probes %d",
-			o.Duration, o.Warmup, o.Size, load.HeaderLen, o.Batch, o.QueueCounts, core.MaxQueues, o.Repeat, o.Capacity)
+			o.Duration, o.Warmup, o.Size, load.HeaderLen, o.Batch, o.QueueCounts, dgramio.MaxQueues, o.Repeat, o.Capacity)
 	}
 	o.Queues = slices.Max(o.QueueCounts)
 	if err := parseRows(o.Kinds); err != nil {
@@ -339,10 +339,10 @@ func (nb *netbench) collect() {
 // the ring's as much as the path's.
 func (nb *netbench) limitOf(row string) string {
 	kind, _ := bench.SplitRow(row)
-	if !core.Kind(kind).IsDPDK() {
+	if !dgramio.Kind(kind).IsDPDK() {
 		return ""
 	}
-	defaults := core.Config{Kind: core.Kind(kind)}.WithDefaults()
+	defaults := dgramio.Config{Kind: dgramio.Kind(kind)}.WithDefaults()
 	rx := nb.o.DPDKRxDesc
 	if rx <= 0 {
 		rx = defaults.DPDK.RxDesc

@@ -27,7 +27,6 @@ import (
 	"github.com/dgramio/dgramio/internal/bench/load"
 	"github.com/dgramio/dgramio/internal/bench/ports"
 	"github.com/dgramio/dgramio/internal/bench/preflight"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
 )
@@ -238,7 +237,7 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 	o = NetbenchOptions{
 		Duration: *duration, Warmup: *warmup, Drain: *drain, Size: *size, Batch: *batch, Queues: slices.Max(counts), QueueCounts: counts, Repeat: *repeat,
 		JSON: *jsonPath, Out: *out, Pcap: *pcap, IfaceA: *ifaceA, IfaceB: *ifaceB, Coalesce: *coalesce, IRQCPUs: *irqCPUs,
-		XDPFrames: *xdpFrames, XDPRing: *xdpRing, DPDKRxDesc: *dpdkRxDesc, Wait: mode == core.PollYield, Port: *port,
+		XDPFrames: *xdpFrames, XDPRing: *xdpRing, DPDKRxDesc: *dpdkRxDesc, Wait: mode == dgramio.PollYield, Port: *port,
 		LoadCPU: -1, EchoCPU: -1, Bar: isTerminal(stderr), Capacity: *capacity,
 		Command: strings.TrimSpace("netbench " + strings.Join(args, " ")),
 	}
@@ -306,7 +305,7 @@ func familyRows(rows []string, family string) ([]string, error) {
 	}
 	for _, r := range rows {
 		kind, variant := bench.SplitRow(r)
-		if variant != "" || !core.Kind(kind).ServesIPv6() {
+		if variant != "" || !dgramio.Kind(kind).ServesIPv6() {
 			add(r)
 			continue
 		}
@@ -728,7 +727,7 @@ func queuesField(n int) int {
 }
 
 // parseQueueCounts parses --queues: a number of queues, or several
-// ("1,2,4"), each 1..core.MaxQueues, in the order given, without repeats.
+// ("1,2,4"), each 1..dgramio.MaxQueues, in the order given, without repeats.
 func parseQueueCounts(s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
@@ -736,8 +735,8 @@ func parseQueueCounts(s string) ([]int, error) {
 			continue
 		}
 		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 || n > core.MaxQueues {
-			return nil, fmt.Errorf("--queues %q: %q is not a number of queues (1..%d)", s, f, core.MaxQueues)
+		if err != nil || n < 1 || n > dgramio.MaxQueues {
+			return nil, fmt.Errorf("--queues %q: %q is not a number of queues (1..%d)", s, f, dgramio.MaxQueues)
 		}
 		if !slices.Contains(out, n) {
 			out = append(out, n)
@@ -914,16 +913,16 @@ func (nb *netbench) env() {
 			e.Notes = append(e.Notes, fmt.Sprintf("one CPU (%d) for both tools: yielding mode forced, the numbers include the scheduler", o.LoadCPU))
 		}
 	}
-	e.Poll = string(core.PollBusy)
+	e.Poll = string(dgramio.PollBusy)
 	if o.Wait {
-		e.Poll = string(core.PollYield)
+		e.Poll = string(dgramio.PollYield)
 	}
 	e.Pinning = nb.pinning(allowed)
 	if len(allowed) > 0 && len(allowed) <= 2 && !o.Wait && o.Queues == 1 {
 		e.Notes = append(e.Notes, fmt.Sprintf("only %d CPUs: the two pollers busy-poll CPUs %d and %d, leaving none free for the kernel's softirq work and the rest of the system", len(allowed), o.LoadCPU, o.EchoCPU))
 	}
 	for _, k := range o.Kinds {
-		if core.Kind(k) == core.KindTCPXDP || core.Kind(k) == core.KindTCPDPDK {
+		if dgramio.Kind(k) == dgramio.KindTCPXDP || dgramio.Kind(k) == dgramio.KindTCPDPDK {
 			e.Notes = append(e.Notes, fmt.Sprintf("tcp-xdp and tcp-dpdk use addresses of their own, %d above the kernel's on each side (the kernel's stack would reset their connections)", stackOffset))
 			break
 		}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
 
@@ -17,13 +17,13 @@ import (
 func TestPinLeavesNetstackToItsBackend(t *testing.T) {
 	allowed := allowedCPUs(t)
 	c := allowed[len(allowed)-1]
-	var cfgs []core.Config
-	for _, kind := range []core.Kind{core.KindUDP, core.KindURing, core.KindXDP, core.KindDPDK, core.KindTCP} {
-		cfgs = append(cfgs, core.Config{Kind: kind})
+	var cfgs []dgramio.Config
+	for _, kind := range []dgramio.Kind{dgramio.KindUDP, dgramio.KindURing, dgramio.KindXDP, dgramio.KindDPDK, dgramio.KindTCP} {
+		cfgs = append(cfgs, dgramio.Config{Kind: kind})
 	}
-	for _, kind := range []core.Kind{core.KindTCPXDP, core.KindTCPDPDK} {
-		for _, st := range []core.TCPStack{"", core.TCPStackNative, core.TCPStackNetstack} {
-			cfg := core.Config{Kind: kind}
+	for _, kind := range []dgramio.Kind{dgramio.KindTCPXDP, dgramio.KindTCPDPDK} {
+		for _, st := range []dgramio.TCPStack{"", dgramio.TCPStackNative, dgramio.TCPStackNetstack} {
+			cfg := dgramio.Config{Kind: kind}
 			cfg.TCP.Stack = st
 			cfgs = append(cfgs, cfg)
 		}
@@ -44,7 +44,7 @@ func TestPinLeavesNetstackToItsBackend(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			if cfg.TCP.Stack == core.TCPStackNetstack {
+			if cfg.TCP.Stack == dgramio.TCPStackNetstack {
 				if !pinsProcess(cfg) || !slices.Equal(cur, allowed) {
 					t.Errorf("%s: the tool's thread runs on %v, want it left on %v", kind, cur, allowed)
 				}
@@ -60,7 +60,7 @@ func TestPinLeavesNetstackToItsBackend(t *testing.T) {
 		}()
 		<-done
 	}
-	if cpus, err := pin(core.Config{Kind: core.KindTCPXDP}, -1); err != nil || cpus != nil {
+	if cpus, err := pin(dgramio.Config{Kind: dgramio.KindTCPXDP}, -1); err != nil || cpus != nil {
 		t.Errorf("no CPU: %v, %v", cpus, err)
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/bench/benchtest"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
@@ -53,7 +53,7 @@ func TestParseCPUsAndQueues(t *testing.T) {
 		want string
 	}{{"", false, "busy"}, {"", true, "yield"}, {"busy", false, "busy"}, {"yield", false, "yield"}, {"wait", false, "yield"}, {"busy", true, "yield"},
 		{"spin", false, "busy"}, {"sleep", false, "yield"}} {
-		if got, err := parsePoll(c.poll, c.wait); err != nil || got != core.Poll(c.want) {
+		if got, err := parsePoll(c.poll, c.wait); err != nil || got != dgramio.Poll(c.want) {
 			t.Errorf("parsePoll(%q, %v) = %q, %v; want %q", c.poll, c.wait, got, err, c.want)
 		}
 	}
@@ -104,9 +104,9 @@ func newFakeGroup(n, fail int) *fakeGroup {
 	return g
 }
 
-func (g *fakeGroup) Open(q int) (core.Backend, error) {
+func (g *fakeGroup) Open(q int) (dgramio.Backend, error) {
 	if q == g.fail {
-		return nil, &core.ConfigError{Field: "Queues", Value: q, Reason: "cannot"}
+		return nil, &dgramio.ConfigError{Field: "Queues", Value: q, Reason: "cannot"}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -117,7 +117,7 @@ func (g *fakeGroup) Open(q int) (core.Backend, error) {
 
 // Stats sums the queues' Stats as they are now; Mode says how many queues
 // were closed when it was read.
-func (g *fakeGroup) Stats() core.Stats {
+func (g *fakeGroup) Stats() dgramio.Stats {
 	g.mu.Lock()
 	spies := slices.Clone(g.spies)
 	closed := 0
@@ -127,13 +127,13 @@ func (g *fakeGroup) Stats() core.Stats {
 		}
 	}
 	g.mu.Unlock()
-	var qs []core.Stats
+	var qs []dgramio.Stats
 	for _, sp := range spies {
 		if sp != nil {
 			qs = append(qs, sp.Stats())
 		}
 	}
-	s := core.SumStats(qs)
+	s := dgramio.SumStats(qs)
 	s.Mode = fmt.Sprintf("fake group, %d queues closed", closed)
 	return s
 }
@@ -156,7 +156,7 @@ func (c *closeSpy) Close() error {
 	return c.Backend.Close()
 }
 
-func (c *closeSpy) Stats() core.Stats {
+func (c *closeSpy) Stats() dgramio.Stats {
 	s := c.Backend.Stats()
 	c.g.mu.Lock()
 	closed := c.g.closed[c.q]
@@ -165,7 +165,7 @@ func (c *closeSpy) Stats() core.Stats {
 	if closed {
 		v = uint64(c.q + 1)
 	}
-	s.Layers = append(s.Layers, core.Counter{Layer: "fake", Name: "lost_at_close", Value: v, Loss: true})
+	s.Layers = append(s.Layers, dgramio.Counter{Layer: "fake", Name: "lost_at_close", Value: v, Loss: true})
 	return s
 }
 
@@ -177,7 +177,7 @@ func TestRunGroup(t *testing.T) {
 	g := newFakeGroup(3, -1)
 	var ready bool
 	var ran [3]bool
-	st, qs, err := runGroup(g, 3, func() { ready = true }, func(q int, b core.Backend) {
+	st, qs, err := runGroup(g, 3, func() { ready = true }, func(q int, b dgramio.Backend) {
 		if !ready {
 			t.Errorf("queue %d ran before ready", q)
 		}
@@ -202,8 +202,8 @@ func TestRunGroup(t *testing.T) {
 	}
 
 	g = newFakeGroup(3, 1)
-	_, _, err = runGroup(g, 3, func() { t.Error("ready called") }, func(q int, b core.Backend) { t.Errorf("queue %d ran", q) })
-	var ce *core.ConfigError
+	_, _, err = runGroup(g, 3, func() { t.Error("ready called") }, func(q int, b dgramio.Backend) { t.Errorf("queue %d ran", q) })
+	var ce *dgramio.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "queue 1") {
 		t.Fatalf("error %v; want queue 1's ConfigError", err)
 	}

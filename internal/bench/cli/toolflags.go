@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench/load"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // ToolFile is the JSON file a tool writes: the flags it was given, and its
@@ -43,8 +43,8 @@ type ToolHeader struct {
 // toolFlags are the flags echo and loadgen share: the packet path and its
 // options, the pollers and their CPUs.
 type toolFlags struct {
-	kind                                     core.Kind
-	tcpStack                                 core.TCPStack
+	kind                                     dgramio.Kind
+	tcpStack                                 dgramio.TCPStack
 	local, iface, cpus, poll, pcap, dpdkVDev *string
 	port                                     *uint
 	cpu, queues, batch, maxDgram             *int
@@ -63,7 +63,7 @@ type toolUsage struct {
 // parse into their types: fs.Parse refuses a name that is not one.
 func addToolFlags(fs *flag.FlagSet, u toolUsage) *toolFlags {
 	t := &toolFlags{
-		kind:       core.KindUDP,
+		kind:       dgramio.KindUDP,
 		local:      fs.String("local", "", "our address, IPv4 or (kinds udp, uring, tcp) IPv6; required for raw kinds"),
 		port:       fs.Uint("port", 5000, u.port),
 		iface:      fs.String("iface", "", "network interface (raw kinds)"),
@@ -81,7 +81,7 @@ func addToolFlags(fs *flag.FlagSet, u toolUsage) *toolFlags {
 		dpdkVDev:   fs.String("dpdk-vdev", "", "DPDK virtual device of the DPDK kinds (Config.DPDK.VDev; empty: net_af_xdp on --iface)"),
 		uring:      addURingFlags(fs),
 	}
-	fs.Var(&t.kind, "kind", "packet path: "+strings.Join(kindNames(core.Kinds()), ", "))
+	fs.Var(&t.kind, "kind", "packet path: "+strings.Join(kindNames(dgramio.Kinds()), ", "))
 	fs.Var(&t.tcpStack, "tcp-stack", `kinds tcp-xdp and tcp-dpdk: the userspace TCP/IP engine, "native" (the default) or "netstack" (Config.TCP.Stack)`)
 	return t
 }
@@ -100,41 +100,41 @@ func (t *toolFlags) header() ToolHeader {
 // options. The queues' CPUs go into h.CPUs (and, with one queue, h.CPU),
 // not into the Config: the tools pin their pollers themselves. Every
 // error is a configuration error naming its flag.
-func (t *toolFlags) config(role core.Role, h *ToolHeader) (core.Config, error) {
+func (t *toolFlags) config(role dgramio.Role, h *ToolHeader) (dgramio.Config, error) {
 	localIP, err := parseAddr("local", *t.local)
 	if err != nil {
-		return core.Config{}, err
+		return dgramio.Config{}, err
 	}
 	if *t.port == 0 || *t.port > 65535 {
-		return core.Config{}, fmt.Errorf("--port %d: must be 1..65535", *t.port)
+		return dgramio.Config{}, fmt.Errorf("--port %d: must be 1..65535", *t.port)
 	}
 	if err := checkIface(t.kind, *t.iface); err != nil {
-		return core.Config{}, err
+		return dgramio.Config{}, err
 	}
 	if *t.batch < 1 {
-		return core.Config{}, fmt.Errorf("--batch %d: must be at least 1", *t.batch)
+		return dgramio.Config{}, fmt.Errorf("--batch %d: must be at least 1", *t.batch)
 	}
 	for _, f := range []struct {
 		name string
 		v    int
 	}{{"max-datagram", *t.maxDgram}, {"xdp-frames", *t.xdpFrames}, {"xdp-ring", *t.xdpRing}, {"dpdk-rx-desc", *t.dpdkRxDesc}} {
 		if f.v < 0 {
-			return core.Config{}, fmt.Errorf("--%s %d: must not be negative (0: the default)", f.name, f.v)
+			return dgramio.Config{}, fmt.Errorf("--%s %d: must not be negative (0: the default)", f.name, f.v)
 		}
 	}
 	mode, err := parsePoll(*t.poll, *t.wait)
 	if err != nil {
-		return core.Config{}, err
+		return dgramio.Config{}, err
 	}
 	qcpus, err := queueCPUs(*t.queues, *t.cpu, *t.cpus)
 	if err != nil {
-		return core.Config{}, err
+		return dgramio.Config{}, err
 	}
-	h.Poll, h.CPUs, h.Wait = string(mode), qcpus, mode == core.PollYield
+	h.Poll, h.CPUs, h.Wait = string(mode), qcpus, mode == dgramio.PollYield
 	if *t.queues == 1 && h.CPU < 0 && len(qcpus) == 1 {
 		h.CPU = qcpus[0]
 	}
-	cfg := core.Config{
+	cfg := dgramio.Config{
 		Kind:        t.kind,
 		Role:        role,
 		Iface:       *t.iface,
@@ -149,11 +149,11 @@ func (t *toolFlags) config(role core.Role, h *ToolHeader) (core.Config, error) {
 	cfg.XDP.Frames, cfg.XDP.RingSize = *t.xdpFrames, *t.xdpRing
 	cfg.DPDK.VDev, cfg.DPDK.RxDesc = *t.dpdkVDev, *t.dpdkRxDesc
 	if err := t.uring.apply(&cfg); err != nil {
-		return core.Config{}, err
+		return dgramio.Config{}, err
 	}
 	if t.tcpStack != "" {
-		if cfg.Kind != core.KindTCPXDP && cfg.Kind != core.KindTCPDPDK {
-			return core.Config{}, fmt.Errorf("--tcp-stack is an option of kinds tcp-xdp and tcp-dpdk, not of %s", cfg.Kind)
+		if cfg.Kind != dgramio.KindTCPXDP && cfg.Kind != dgramio.KindTCPDPDK {
+			return dgramio.Config{}, fmt.Errorf("--tcp-stack is an option of kinds tcp-xdp and tcp-dpdk, not of %s", cfg.Kind)
 		}
 		cfg.TCP.Stack = t.tcpStack
 	}
@@ -163,9 +163,9 @@ func (t *toolFlags) config(role core.Role, h *ToolHeader) (core.Config, error) {
 // validate checks cfg as dgramio.New will (defaults applied), so that a
 // setting the library refuses is a usage error said before anything
 // starts (before the poller is pinned), naming the flag where it can.
-func validate(cfg core.Config) error {
+func validate(cfg dgramio.Config) error {
 	err := cfg.WithDefaults().Validate()
-	var ce *core.ConfigError
+	var ce *dgramio.ConfigError
 	if errors.As(err, &ce) {
 		if f, ok := flagOfField[ce.Field]; ok {
 			return fmt.Errorf("%s: %w", f, err)

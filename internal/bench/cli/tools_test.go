@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
 
@@ -238,8 +238,8 @@ func TestLimitOfDPDKRing(t *testing.T) {
 // on a connect that got no answer.
 func TestChecksumOffloadHint(t *testing.T) {
 	var mu sync.Mutex
-	s := core.Stats{Kind: core.KindTCPXDP}
-	stats := func() core.Stats { mu.Lock(); defer mu.Unlock(); return s }
+	s := dgramio.Stats{Kind: dgramio.KindTCPXDP}
+	stats := func() dgramio.Stats { mu.Lock(); defer mu.Unlock(); return s }
 	var out testutil.LockedBuffer
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -249,7 +249,7 @@ func TestChecksumOffloadHint(t *testing.T) {
 		t.Fatalf("a hint with no checksum error: %q", out.String())
 	}
 	mu.Lock()
-	s.Layers = []core.Counter{{Layer: "native", Name: "tcp_checksum_errors", Value: 3}}
+	s.Layers = []dgramio.Counter{{Layer: "native", Name: "tcp_checksum_errors", Value: 3}}
 	mu.Unlock()
 	select {
 	case <-done: // it printed once and stopped watching
@@ -261,10 +261,10 @@ func TestChecksumOffloadHint(t *testing.T) {
 		t.Errorf("hint %q", got)
 	}
 	timeout := fmt.Errorf("tcp: connect 198.18.0.2:5000: no answer: %w", syscall.ETIMEDOUT)
-	if h := fixHint(core.KindTCPXDP, timeout); !strings.Contains(h, "tx off") {
+	if h := fixHint(dgramio.KindTCPXDP, timeout); !strings.Contains(h, "tx off") {
 		t.Errorf("tcp-xdp connect timeout: hint %q", h)
 	}
-	if h := fixHint(core.KindTCP, timeout); h != "" {
+	if h := fixHint(dgramio.KindTCP, timeout); h != "" {
 		t.Errorf("kernel tcp: hint %q (the kernel checks its own checksums)", h)
 	}
 }

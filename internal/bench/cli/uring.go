@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
 	"github.com/dgramio/dgramio/internal/bench/preflight"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 )
 
@@ -30,12 +30,12 @@ func addURingFlags(fs *flag.FlagSet) *uringFlags {
 
 // apply sets cfg.URing from the flags. They are options of kind uring:
 // given with another kind, they are refused rather than ignored.
-func (u *uringFlags) apply(cfg *core.Config) error {
+func (u *uringFlags) apply(cfg *dgramio.Config) error {
 	sq := *u.sqpollCPU
 	if sq < -1 {
 		return fmt.Errorf("--sqpoll-cpu %d: a CPU number, or -1 for no SQPOLL", sq)
 	}
-	if (sq >= 0 || *u.napi) && cfg.Kind != core.KindURing {
+	if (sq >= 0 || *u.napi) && cfg.Kind != dgramio.KindURing {
 		return fmt.Errorf("--sqpoll-cpu and --napi are options of kind uring, not of %s", cfg.Kind)
 	}
 	if sq >= 0 {
@@ -164,7 +164,7 @@ func (nb *netbench) variantArgs(variant, tool string) []string {
 		return []string{"--sqpoll-cpu", strconv.Itoa(c)}
 	case bench.VariantNAPI:
 		if tool == "echo" && !nb.o.Wait {
-			return []string{"--napi", "--poll", string(core.PollYield)}
+			return []string{"--napi", "--poll", string(dgramio.PollYield)}
 		}
 		return []string{"--napi"}
 	case bench.VariantNative, bench.VariantNetstack:
@@ -233,9 +233,9 @@ func parseRows(names []string) error {
 		switch {
 		case err != nil:
 			bad = append(bad, err.Error())
-		case !core.Kind(kind).Known():
-			why := fmt.Sprintf("%q: not a kind; the kinds are %s", kind, strings.Join(kindNames(core.Kinds()), ", "))
-			if low := strings.ToLower(kind); low != kind && core.Kind(low).Known() {
+		case !dgramio.Kind(kind).Known():
+			why := fmt.Sprintf("%q: not a kind; the kinds are %s", kind, strings.Join(kindNames(dgramio.Kinds()), ", "))
+			if low := strings.ToLower(kind); low != kind && dgramio.Kind(low).Known() {
 				why = fmt.Sprintf("%q: kinds are written in lower case: %s", kind, low)
 			}
 			bad = append(bad, why)
@@ -253,8 +253,8 @@ func parseRows(names []string) error {
 func checkNetbenchSize(rows []string, size int) error {
 	for _, r := range rows {
 		kind, _ := bench.SplitRow(r)
-		cfg := core.Config{Kind: core.Kind(kind)}
-		if size > core.DefaultMaxDatagram {
+		cfg := dgramio.Config{Kind: dgramio.Kind(kind)}
+		if size > dgramio.DefaultMaxDatagram {
 			cfg.MaxDatagram = min(size, maxMessage(cfg.Kind))
 		}
 		if err := checkSize(cfg, size); err != nil {
@@ -265,9 +265,9 @@ func checkNetbenchSize(rows []string, size int) error {
 }
 
 // maxMessage is the largest --max-datagram of kind.
-func maxMessage(kind core.Kind) int {
+func maxMessage(kind dgramio.Kind) int {
 	if kind.IsStream() {
-		return core.MaxRecord
+		return dgramio.MaxRecord
 	}
 	return 9000 - 28
 }

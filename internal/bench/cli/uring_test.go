@@ -14,8 +14,8 @@ import (
 
 	"github.com/safchain/ethtool"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench"
-	"github.com/dgramio/dgramio/internal/core"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
@@ -157,11 +157,11 @@ func TestVariantArgs(t *testing.T) {
 // --sqpoll-cpu and --napi reach Config.URing of both tools, one queue or
 // several, and the tools' JSON; another kind refuses them.
 func TestURingFlagsReachConfig(t *testing.T) {
-	var got []core.Config
-	errStop := core.NotSupported("test backend", "", "stops the tool after its Config was seen", nil)
+	var got []dgramio.Config
+	errStop := dgramio.NotSupported("test backend", "", "stops the tool after its Config was seen", nil)
 	op := openers{
-		single: func(cfg core.Config) (core.Backend, error) { got = append(got, cfg); return nil, errStop },
-		group:  func(cfg core.Config) (Group, error) { got = append(got, cfg); return nil, errStop },
+		single: func(cfg dgramio.Config) (dgramio.Backend, error) { got = append(got, cfg); return nil, errStop },
+		group:  func(cfg dgramio.Config) (Group, error) { got = append(got, cfg); return nil, errStop },
 	}
 
 	dir := t.TempDir()

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // The exit statuses of the tools, as iperf3's: a run that measured, a run
@@ -77,15 +77,15 @@ func durationFlag(fs *flag.FlagSet, name string, def time.Duration, usage string
 // tools share one vocabulary: busy (spin, a CPU per poller) and yield
 // (sleep when idle); httpxdp adds adaptive (spin a while, then sleep).
 // spin and sleep, httpxdp's former names, are accepted as busy and yield.
-func parsePoll(poll string, wait bool) (core.Poll, error) {
+func parsePoll(poll string, wait bool) (dgramio.Poll, error) {
 	switch poll {
-	case "", string(core.PollBusy), "spin":
+	case "", string(dgramio.PollBusy), "spin":
 		if wait {
-			return core.PollYield, nil
+			return dgramio.PollYield, nil
 		}
-		return core.PollBusy, nil
-	case string(core.PollYield), "sleep", "wait":
-		return core.PollYield, nil
+		return dgramio.PollBusy, nil
+	case string(dgramio.PollYield), "sleep", "wait":
+		return dgramio.PollYield, nil
 	}
 	return "", fmt.Errorf(`--poll %q: want "busy" (spin on Rx, a CPU per poller) or "yield" (sleep in Wait when idle)`, poll)
 }
@@ -93,7 +93,7 @@ func parsePoll(poll string, wait bool) (core.Poll, error) {
 // checkIface checks --iface for a raw kind before anything opens: it
 // must exist and be an Ethernet interface (the raw kinds build Ethernet
 // frames: loopback has no MAC). Kernel kinds take no --iface.
-func checkIface(kind core.Kind, iface string) error {
+func checkIface(kind dgramio.Kind, iface string) error {
 	if !kind.IsRaw() || iface == "" || kind.IsDPDK() {
 		return nil
 	}
@@ -106,9 +106,9 @@ func checkIface(kind core.Kind, iface string) error {
 		if ifi.Flags&net.FlagLoopback != 0 {
 			why = "it is the loopback interface, which has no Ethernet MAC address"
 		}
-		twin := core.KindUDP
+		twin := dgramio.KindUDP
 		if kind.IsStream() {
-			twin = core.KindTCP
+			twin = dgramio.KindTCP
 		}
 		return fmt.Errorf("--iface %s: kind %s sends Ethernet frames and %s; use an Ethernet port or a veth, or --kind %s on loopback",
 			iface, kind, why, twin)
@@ -121,7 +121,7 @@ func checkIface(kind core.Kind, iface string) error {
 // veth whose kernel end still offloads TX checksums (the frames arrive
 // with the checksum unfinished, and the engine drops them as corrupt). ""
 // when it knows none.
-func fixHint(kind core.Kind, err error) string {
+func fixHint(kind dgramio.Kind, err error) string {
 	if kind.IsStream() && kind.IsRaw() && errors.Is(err, syscall.ETIMEDOUT) {
 		return checksumFix
 	}
@@ -133,7 +133,7 @@ const checksumFix = "if the peer is a kernel on a veth (or a NIC with TX checksu
 	"and the userspace TCP drops them (counter tcp_checksum_errors): turn the offload off at the sending end, ethtool -K <its interface> tx off"
 
 // checksumErrors returns the counter tcp_checksum_errors of s (any layer).
-func checksumErrors(s core.Stats) uint64 {
+func checksumErrors(s dgramio.Stats) uint64 {
 	var n uint64
 	for _, c := range s.Layers {
 		if c.Name == "tcp_checksum_errors" {
@@ -146,7 +146,7 @@ func checksumErrors(s core.Stats) uint64 {
 // watchChecksums prints checksumFix on stderr once, when the counter
 // tcp_checksum_errors of stats has risen while no connection was ever
 // accepted or opened, checking every period until stop is closed.
-func watchChecksums(tool string, stats func() core.Stats, period time.Duration, stderr io.Writer, stop <-chan struct{}) {
+func watchChecksums(tool string, stats func() dgramio.Stats, period time.Duration, stderr io.Writer, stop <-chan struct{}) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // loopBackend answers every flushed message at once, from preallocated
@@ -17,7 +17,7 @@ type loopBackend struct {
 	slots          [][]byte
 	lens           []int
 	head, tail, fl int // queued: [fl, tail); answerable: [head, fl)
-	st             core.Stats
+	st             dgramio.Stats
 	// With stop set, the rxLimit-th Rx call sets it.
 	stop    *atomic.Bool
 	rxLimit int
@@ -36,7 +36,7 @@ func (b *loopBackend) Queue(p []byte) error { return b.QueueTo(p, netip.AddrPort
 func (b *loopBackend) QueueTo(p []byte, _ netip.AddrPort) error {
 	if b.tail-b.head >= len(b.slots) {
 		b.st.TxBackpressure++
-		return core.ErrBackPressure
+		return dgramio.ErrBackPressure
 	}
 	i := b.tail % len(b.slots)
 	b.lens[i] = copy(b.slots[i], p)
@@ -45,14 +45,14 @@ func (b *loopBackend) QueueTo(p []byte, _ netip.AddrPort) error {
 	return nil
 }
 func (b *loopBackend) Flush() error { b.st.TxSent += uint64(b.tail - b.fl); b.fl = b.tail; return nil }
-func (b *loopBackend) Rx(pkts []core.Packet) (int, error) {
+func (b *loopBackend) Rx(pkts []dgramio.Packet) (int, error) {
 	if b.rxCalls++; b.stop != nil && b.rxCalls >= b.rxLimit {
 		b.stop.Store(true)
 	}
 	n := 0
 	for n < len(pkts) && b.head < b.fl {
 		i := b.head % len(b.slots)
-		pkts[n] = core.Packet{Data: b.slots[i][:b.lens[i]]}
+		pkts[n] = dgramio.Packet{Data: b.slots[i][:b.lens[i]]}
 		b.head++
 		n++
 	}
@@ -60,7 +60,7 @@ func (b *loopBackend) Rx(pkts []core.Packet) (int, error) {
 	return n, nil
 }
 func (b *loopBackend) Wait(context.Context) error { return nil }
-func (b *loopBackend) Stats() core.Stats          { return b.st }
+func (b *loopBackend) Stats() dgramio.Stats       { return b.st }
 func (b *loopBackend) Close() error               { return nil }
 
 // The loop of Load allocates nothing per message: its allocations are the

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // EchoOptions configures Echo.
@@ -39,7 +39,7 @@ type EchoResult struct {
 	RxCalls    uint64 `json:"rx_calls"`
 	PeerEvents uint64 `json:"peer_events"`
 	// Stats are the backend's counters at the end.
-	Stats core.Stats `json:"stats"`
+	Stats dgramio.Stats `json:"stats"`
 	// WaitFallback is set when Wait was asked for but the backend cannot
 	// sleep, so the loop spun.
 	WaitFallback string `json:"wait_fallback,omitempty"`
@@ -62,12 +62,12 @@ type QueueEcho struct {
 	Dropped    uint64 `json:"dropped"`
 	PeerEvents uint64 `json:"peer_events"`
 	// Stats are the queue's backend's counters.
-	Stats core.Stats `json:"stats"`
+	Stats dgramio.Stats `json:"stats"`
 }
 
 // MergeEchoes combines the results of an echo's queues (Echo on each
 // queue's backend, in queue order): counts added up, Stats the sum of the
-// queues' (core.SumStats: replace it with the group's Stats, which also
+// queues' (dgramio.SumStats: replace it with the group's Stats, which also
 // holds what the queues share), each queue's share in PerQueue, the first
 // error and wait fallback kept. A single result comes back as it is.
 func MergeEchoes(parts []*EchoResult) *EchoResult {
@@ -75,7 +75,7 @@ func MergeEchoes(parts []*EchoResult) *EchoResult {
 		return parts[0]
 	}
 	r := &EchoResult{Queues: len(parts)}
-	stats := make([]core.Stats, 0, len(parts))
+	stats := make([]dgramio.Stats, 0, len(parts))
 	for q, p := range parts {
 		r.Received += p.Received
 		r.Reflected += p.Reflected
@@ -93,22 +93,22 @@ func MergeEchoes(parts []*EchoResult) *EchoResult {
 		r.PerQueue = append(r.PerQueue, QueueEcho{Queue: q, Received: p.Received, Reflected: p.Reflected,
 			Dropped: p.Dropped, PeerEvents: p.PeerEvents, Stats: p.Stats})
 	}
-	r.Stats = core.SumStats(stats)
+	r.Stats = dgramio.SumStats(stats)
 	return r
 }
 
 // Layers returns the echo's own counters as layer "app".
-func (r *EchoResult) Layers() []core.Counter {
+func (r *EchoResult) Layers() []dgramio.Counter {
 	return echoLayers(r.Received, r.Reflected, r.Dropped, r.PeerEvents)
 }
 
 // Layers returns the queue's own counters, as EchoResult.Layers.
-func (q *QueueEcho) Layers() []core.Counter {
+func (q *QueueEcho) Layers() []dgramio.Counter {
 	return echoLayers(q.Received, q.Reflected, q.Dropped, q.PeerEvents)
 }
 
-func echoLayers(received, reflected, dropped, peer uint64) []core.Counter {
-	return []core.Counter{
+func echoLayers(received, reflected, dropped, peer uint64) []dgramio.Counter {
+	return []dgramio.Counter{
 		{Layer: "app", Name: "received", Value: received},
 		{Layer: "app", Name: "reflected", Value: reflected},
 		{Layer: "app", Name: "dropped", Value: dropped, Loss: true},
@@ -121,15 +121,15 @@ func echoLayers(received, reflected, dropped, peer uint64) []core.Counter {
 // backend fails (any error of Rx or Flush: a connection's end is none).
 // Run it on the goroutine that opened b (pin it first). A message QueueTo
 // refuses is retried once after a Flush. Then, on a stream kind (a
-// backend that is a core.Conns), the answer is kept, in order with the
+// backend that is a dgramio.Conns), the answer is kept, in order with the
 // later messages of the same peer, and the peer is paused
-// (core.Conns.Pause), so that TCP's window stops it until the answer
+// (dgramio.Conns.Pause), so that TCP's window stops it until the answer
 // fits; nothing is dropped for back-pressure. On a datagram kind it is
 // dropped and counted. The ends of connections (Config.Events) are
 // counted in PeerEvents; the other events are passed over. In raw framing
 // (Config.FramingRaw) it reflects bytes as they came. The result is valid
 // in every case.
-func Echo(ctx context.Context, b core.Backend, o EchoOptions) (*EchoResult, error) {
+func Echo(ctx context.Context, b dgramio.Backend, o EchoOptions) (*EchoResult, error) {
 	if o.Batch == 0 {
 		o.Batch = DefaultBatch
 	}
@@ -155,8 +155,8 @@ func Echo(ctx context.Context, b core.Backend, o EchoOptions) (*EchoResult, erro
 	return r, err
 }
 
-func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult, stop *atomic.Bool) error {
-	pkts := make([]core.Packet, o.Batch)
+func echoLoop(ctx context.Context, b dgramio.Backend, o EchoOptions, r *EchoResult, stop *atomic.Bool) error {
+	pkts := make([]dgramio.Packet, o.Batch)
 	h := newHeld(b)
 	defer func() { r.Dropped += h.left() }() // answers never queued
 	for !stop.Load() {
@@ -171,8 +171,8 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 		for i := range pkts[:n] {
 			p := &pkts[i]
 			switch p.Event {
-			case core.EventData:
-			case core.EventPeerFIN, core.EventReset:
+			case dgramio.EventData:
+			case dgramio.EventPeerFIN, dgramio.EventReset:
 				r.PeerEvents++
 				continue
 			default: // opened, ended, stalled
@@ -186,7 +186,7 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 			case nil:
 				r.Reflected++
 				continue
-			case core.ErrTooLarge, core.ErrNoRoute:
+			case dgramio.ErrTooLarge, dgramio.ErrNoRoute:
 				r.Dropped++ // a retry cannot help
 				continue
 			}
@@ -220,7 +220,7 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 			case ctx.Err() != nil:
 				return nil
 			case werr == nil:
-			case errors.Is(werr, core.ErrNotSupported):
+			case errors.Is(werr, dgramio.ErrNotSupported):
 				o.Wait = false
 				r.WaitFallback = werr.Error()
 			default:
@@ -236,8 +236,8 @@ func echoLoop(ctx context.Context, b core.Backend, o EchoOptions, r *EchoResult,
 // Its buffers are reused: it allocates only when more answers wait than
 // ever before.
 type answers struct {
-	b     core.Backend
-	c     core.Conns // nil: a datagram kind, nothing is held
+	b     dgramio.Backend
+	c     dgramio.Conns // nil: a datagram kind, nothing is held
 	peers map[netip.AddrPort]*heldPeer
 	free  [][]byte
 	err   error // flush's last error
@@ -245,8 +245,8 @@ type answers struct {
 
 type heldPeer struct{ recs [][]byte }
 
-func newHeld(b core.Backend) *answers {
-	c, _ := b.(core.Conns)
+func newHeld(b dgramio.Backend) *answers {
+	c, _ := b.(dgramio.Conns)
 	return &answers{b: b, c: c, peers: make(map[netip.AddrPort]*heldPeer)}
 }
 
@@ -263,7 +263,7 @@ func (h *answers) left() uint64 {
 
 // hold keeps a copy of p's answer and pauses the peer. It returns false
 // when the backend cannot pause or the peer has no connection.
-func (h *answers) hold(p *core.Packet) bool {
+func (h *answers) hold(p *dgramio.Packet) bool {
 	if h.c == nil || h.c.Pause(p.From) != nil {
 		return false
 	}
@@ -273,7 +273,7 @@ func (h *answers) hold(p *core.Packet) bool {
 
 // add keeps a copy of p's answer behind those held for its peer; false
 // when nothing is held for it.
-func (h *answers) add(p *core.Packet) bool {
+func (h *answers) add(p *dgramio.Packet) bool {
 	hp := h.peers[p.From]
 	if hp == nil {
 		return false

@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
+	ktcp "github.com/dgramio/dgramio/internal/kernel/tcp"
 	"github.com/dgramio/dgramio/internal/sock/socktest"
-	ktcp "github.com/dgramio/dgramio/kernel/tcp"
 )
 
 // TestEchoRawFraming: the echo over a stream in raw framing with
@@ -22,9 +22,9 @@ import (
 // wait with their peer paused); clients that leave by FIN and by reset
 // (SO_LINGER 0) are counted in PeerEvents, and the echo does not stop.
 func TestEchoRawFraming(t *testing.T) {
-	srv := socktest.Server(t, unix.SOCK_STREAM, core.Config{Kind: core.KindTCP,
+	srv := socktest.Server(t, unix.SOCK_STREAM, dgramio.Config{Kind: dgramio.KindTCP,
 		LocalIP: netip.MustParseAddr("127.0.0.1"), TxQueue: 2, SockBuf: 64 << 10, MaxDatagram: 512,
-		Framing: core.FramingRaw, Events: true}, ktcp.New)
+		Framing: dgramio.FramingRaw, Events: true}, ktcp.New)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := startEcho(ctx, srv)
 	defer cancel()

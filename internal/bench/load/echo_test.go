@@ -12,11 +12,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
+	ktcp "github.com/dgramio/dgramio/internal/kernel/tcp"
 	"github.com/dgramio/dgramio/internal/sock/socktest"
-	ktcp "github.com/dgramio/dgramio/kernel/tcp"
-	"github.com/dgramio/dgramio/tcp"
+	"github.com/dgramio/dgramio/internal/tcp"
 )
 
 // TestEchoStreamHoldsRefusedAnswers: a peer that floods the echo and reads
@@ -28,7 +28,7 @@ import (
 // dropping answers.
 func TestEchoStreamHoldsRefusedAnswers(t *testing.T) {
 	const n, size = 4000, 512
-	srv := socktest.Server(t, unix.SOCK_STREAM, core.Config{Kind: core.KindTCP,
+	srv := socktest.Server(t, unix.SOCK_STREAM, dgramio.Config{Kind: dgramio.KindTCP,
 		LocalIP: netip.MustParseAddr("127.0.0.1"), TxQueue: 4, SockBuf: 64 << 10, MaxDatagram: size}, ktcp.New)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := startEcho(ctx, srv)
@@ -88,7 +88,7 @@ func TestEchoStreamHoldsRefusedAnswersUserspace(t *testing.T) {
 	const n, size = 4000, 512
 	srvIP, cliIP := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	pa, pb := memio.NewPair(memio.Options{AtoB: memio.Impairment{Loss: 0.01}, BtoA: memio.Impairment{Loss: 0.01}, Seed: 7})
-	srv, err := tcp.NewOverFrameIO(core.Config{Kind: core.KindTCPXDP, Role: core.RoleServer, Iface: "memio",
+	srv, err := tcp.NewOverFrameIO(dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleServer, Iface: "memio",
 		LocalIP: srvIP, Port: 5000, TxQueue: 4, MaxDatagram: size}, pa, tcp.Options{Mode: "memio"})
 	if err != nil {
 		t.Fatal(err)
@@ -97,14 +97,14 @@ func TestEchoStreamHoldsRefusedAnswersUserspace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := startEcho(ctx, srv)
 	defer cancel()
-	cli, err := tcp.NewOverFrameIO(core.Config{Kind: core.KindTCPXDP, Role: core.RoleClient, Iface: "memio",
+	cli, err := tcp.NewOverFrameIO(dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleClient, Iface: "memio",
 		LocalIP: cliIP, Dests: []netip.AddrPort{netip.AddrPortFrom(srvIP, 5000)}, Port: 5000, MaxDatagram: size}, pb, tcp.Options{Mode: "memio"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
 	msg := make([]byte, size)
-	pkts := make([]core.Packet, 64)
+	pkts := make([]dgramio.Packet, 64)
 	var sent, got uint32
 	start := time.Now()
 	for end := start.Add(30 * time.Second); got < n; {
@@ -144,7 +144,7 @@ func TestEchoStreamHoldsRefusedAnswersUserspace(t *testing.T) {
 // reflected or dropped.
 func TestEchoStopCountsHeldAnswers(t *testing.T) {
 	const size = 512
-	srv := socktest.Server(t, unix.SOCK_STREAM, core.Config{Kind: core.KindTCP,
+	srv := socktest.Server(t, unix.SOCK_STREAM, dgramio.Config{Kind: dgramio.KindTCP,
 		LocalIP: netip.MustParseAddr("127.0.0.1"), TxQueue: 4, SockBuf: 64 << 10, MaxDatagram: size}, ktcp.New)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -171,7 +171,7 @@ func TestEchoStopCountsHeldAnswers(t *testing.T) {
 
 // startEcho runs Echo on srv (waiting when idle) on a goroutine of its
 // own until ctx ends; the channel then gets its result.
-func startEcho(ctx context.Context, srv core.Backend) <-chan *EchoResult {
+func startEcho(ctx context.Context, srv dgramio.Backend) <-chan *EchoResult {
 	done := make(chan *EchoResult, 1)
 	go func() {
 		r, _ := Echo(ctx, srv, EchoOptions{Wait: true})
@@ -182,7 +182,7 @@ func startEcho(ctx context.Context, srv core.Backend) <-chan *EchoResult {
 
 // dialLoopback connects a kernel TCP socket to srv, a tcp server on
 // 127.0.0.1; the caller closes it.
-func dialLoopback(t *testing.T, srv core.Backend) net.Conn {
+func dialLoopback(t *testing.T, srv dgramio.Backend) net.Conn {
 	t.Helper()
 	port := srv.(interface{ LocalAddr() netip.AddrPort }).LocalAddr().Port()
 	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(int(port)))

@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
-	"github.com/dgramio/dgramio/internal/core"
-	"github.com/dgramio/dgramio/udp"
+	"github.com/dgramio/dgramio/internal/udp"
 )
 
 // rxRecorder wraps the load generator's backend and records, for each Rx,
 // how many messages had been queued before it.
 type rxRecorder struct {
-	core.Backend
+	dgramio.Backend
 	queued     int // Queue calls so far
 	sinceRx    int // Queue calls since the last Rx
 	maxBetween int // the most Queue calls between two Rx calls
@@ -29,7 +29,7 @@ func (r *rxRecorder) Queue(p []byte) error {
 	return r.Backend.Queue(p)
 }
 
-func (r *rxRecorder) Rx(pkts []core.Packet) (int, error) {
+func (r *rxRecorder) Rx(pkts []dgramio.Packet) (int, error) {
 	r.maxBetween = max(r.maxBetween, r.sinceRx)
 	r.sinceRx = 0
 	n, err := r.Backend.Rx(pkts)
@@ -49,12 +49,12 @@ func memioPair(t *testing.T) (client, server *udp.Raw, a *memio.Port) {
 	a, b := memio.NewPair(memio.Options{Seed: memio.Seed(t)})
 	ipA, ipB := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	var err error
-	client, err = udp.NewRaw(core.Config{Kind: core.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.AddrPort{netip.AddrPortFrom(ipB, 5000)},
+	client, err = udp.NewRaw(dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.AddrPort{netip.AddrPortFrom(ipB, 5000)},
 		Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACB}, a, udp.RawOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	server, err = udp.NewRaw(core.Config{Kind: core.KindXDP, Iface: "memio", Role: core.RoleServer, LocalIP: ipB, Port: 5000,
+	server, err = udp.NewRaw(dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", Role: dgramio.RoleServer, LocalIP: ipB, Port: 5000,
 		DstMAC: memio.DefaultMACA}, b, udp.RawOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench/benchtest"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // heldClient is a client whose Queue refuses while it holds bytes that
@@ -24,7 +24,7 @@ func (c *heldClient) Queue(p []byte) error {
 	held := c.held
 	c.mu.Unlock()
 	if held {
-		return core.ErrBackPressure
+		return dgramio.ErrBackPressure
 	}
 	return c.Backend.Queue(p)
 }

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 )
 
 // Defaults of LoadOptions and EchoOptions.
@@ -216,7 +216,7 @@ type LoadResult struct {
 	// Total counts the whole run.
 	Total Totals `json:"total"`
 	// Stats are the backend's counters at the end of the drain.
-	Stats core.Stats `json:"stats"`
+	Stats dgramio.Stats `json:"stats"`
 	// WaitFallback is set when Wait was asked for but the backend cannot
 	// sleep, so the loop spun.
 	WaitFallback string `json:"wait_fallback,omitempty"`
@@ -254,7 +254,7 @@ type QueueLoad struct {
 	// Total counts the queue's whole run.
 	Total Totals `json:"total"`
 	// Stats are the queue's backend's counters.
-	Stats core.Stats `json:"stats"`
+	Stats dgramio.Stats `json:"stats"`
 }
 
 // Layers returns the load generator's own counters as layer "app": the
@@ -262,23 +262,23 @@ type QueueLoad struct {
 // several queues, "other_queue" too (answers that reached another queue
 // than their message's, counted lost) and "reordered" (answers that came
 // back after a later message's answer; not a loss).
-func (r *LoadResult) Layers() []core.Counter { return loadLayers(&r.Total, r.Queues > 1) }
+func (r *LoadResult) Layers() []dgramio.Counter { return loadLayers(&r.Total, r.Queues > 1) }
 
 // Layers returns the queue's own counters, as LoadResult.Layers.
-func (q *QueueLoad) Layers() []core.Counter { return loadLayers(&q.Total, true) }
+func (q *QueueLoad) Layers() []dgramio.Counter { return loadLayers(&q.Total, true) }
 
-func loadLayers(t *Totals, queues bool) []core.Counter {
-	l := []core.Counter{
+func loadLayers(t *Totals, queues bool) []dgramio.Counter {
+	l := []dgramio.Counter{
 		{Layer: "app", Name: "malformed", Value: t.Malformed, Loss: true},
 		{Layer: "app", Name: "duplicates", Value: t.Duplicates},
 		{Layer: "app", Name: "foreign", Value: t.Foreign},
 		{Layer: "app", Name: "not_sent", Value: t.NotSent},
 	}
 	if queues || t.OtherQueue != 0 {
-		l = append(l, core.Counter{Layer: "app", Name: "other_queue", Value: t.OtherQueue, Loss: true})
+		l = append(l, dgramio.Counter{Layer: "app", Name: "other_queue", Value: t.OtherQueue, Loss: true})
 	}
 	if queues || t.Reordered != 0 {
-		l = append(l, core.Counter{Layer: "app", Name: "reordered", Value: t.Reordered})
+		l = append(l, dgramio.Counter{Layer: "app", Name: "reordered", Value: t.Reordered})
 	}
 	return l
 }
@@ -308,7 +308,7 @@ func ceilCount(d time.Duration, r float64) uint64 {
 // bound go out in the next rounds, late (LoadResult.Late, and their lag);
 // their send times stay the schedule's, so the loop stays open. It does not
 // allocate per message.
-func Load(ctx context.Context, b core.Backend, o LoadOptions) (*LoadResult, error) {
+func Load(ctx context.Context, b dgramio.Backend, o LoadOptions) (*LoadResult, error) {
 	l, err := newLoader(b, o)
 	if err != nil {
 		return nil, err
@@ -326,7 +326,7 @@ func Load(ctx context.Context, b core.Backend, o LoadOptions) (*LoadResult, erro
 }
 
 // newLoader checks o and allocates everything a run needs.
-func newLoader(b core.Backend, o LoadOptions) (*loader, error) {
+func newLoader(b dgramio.Backend, o LoadOptions) (*loader, error) {
 	o = o.withDefaults()
 	if o.Rate <= 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
 		return nil, fmt.Errorf("load: rate %v: must be positive", o.Rate)
@@ -373,7 +373,7 @@ func newLoader(b core.Backend, o LoadOptions) (*loader, error) {
 		nq:       nq,
 		ivl:      1e9 / o.Rate,
 		msg:      msg,
-		pkts:     make([]core.Packet, o.Batch),
+		pkts:     make([]dgramio.Packet, o.Batch),
 		pending:  make([]int64, 0, o.Batch),
 		rtt:      NewHist(),
 		lag:      NewHist(),
@@ -414,7 +414,7 @@ func (l *loader) finish(err error) (*LoadResult, error) {
 }
 
 type loader struct {
-	b            core.Backend
+	b            dgramio.Backend
 	o            LoadOptions
 	res          *LoadResult
 	total, first uint64 // this queue's messages, and the first measured one
@@ -430,7 +430,7 @@ type loader struct {
 	highest          uint64  // the highest index answered so far
 	checked          int64   // clock value of the last sendDue: what was due then and is sent later is late
 	msg              Msg
-	pkts             []core.Packet
+	pkts             []dgramio.Packet
 	queued           int     // messages queued since the last Flush
 	pending          []int64 // scheduled times of the measured ones among them
 	rtt, lag         *Hist
@@ -539,7 +539,7 @@ func (l *loader) sendDue(now int64) (bool, error) {
 		}
 		l.msg.Stamp(l.seq(seq), s)
 		if qerr := l.b.Queue(l.msg); qerr != nil {
-			if qerr == core.ErrTooLarge || qerr == core.ErrClosed {
+			if qerr == dgramio.ErrTooLarge || qerr == dgramio.ErrClosed {
 				return did, fmt.Errorf("queue: %w", qerr) // no later message can go
 			}
 			r.Total.NotSent++
@@ -656,7 +656,7 @@ func (l *loader) idle(ctx context.Context, deadline int64) error {
 	switch {
 	case err == nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return nil
-	case errors.Is(err, core.ErrNotSupported):
+	case errors.Is(err, dgramio.ErrNotSupported):
 		l.o.Wait = false
 		l.res.WaitFallback = err.Error()
 		return nil
@@ -779,7 +779,7 @@ func achieved(n uint64, h *Hist, d time.Duration) float64 {
 // LoadOptions.Queue 0 … Queues-1, in queue order) into the run's result:
 // counts and totals added up, the histograms merged (so the percentiles
 // and the achieved rate are the whole run's, not an average of the
-// queues'), Stats the sum of the queues' (core.SumStats: replace it with
+// queues'), Stats the sum of the queues' (dgramio.SumStats: replace it with
 // the group's Stats, which also holds the counters of what the queues
 // share), and each queue's share in PerQueue. The first error,
 // interruption and wait fallback are kept. Only results that Load returned
@@ -792,7 +792,7 @@ func MergeLoads(parts []*LoadResult) *LoadResult {
 	r := &LoadResult{Queues: len(parts)}
 	rtt, lag, arrive := NewHist(), NewHist(), NewHist()
 	var d time.Duration
-	stats := make([]core.Stats, 0, len(parts))
+	stats := make([]dgramio.Stats, 0, len(parts))
 	for q, p := range parts {
 		if q == 0 {
 			r.Rate, r.Size = p.Rate, p.Size
@@ -824,7 +824,7 @@ func MergeLoads(parts []*LoadResult) *LoadResult {
 			RTT: p.RTT, Lag: p.Lag, Total: p.Total, Stats: p.Stats,
 		})
 	}
-	r.Stats = core.SumStats(stats)
+	r.Stats = dgramio.SumStats(stats)
 	r.RTT, r.Lag = rtt.Summary(), lag.Summary()
 	if enc, err := rtt.Encode(); err == nil {
 		r.RTTHdr = enc

@@ -32,10 +32,10 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/bench/preflight"
 	"github.com/dgramio/dgramio/internal/benchnet"
 	"github.com/dgramio/dgramio/internal/cleanup"
-	"github.com/dgramio/dgramio/internal/core"
 )
 
 // NIC is the ethtool access Ports needs; *ethtool.Ethtool implements it.
@@ -349,7 +349,7 @@ func Open(o Options) (p *Ports, err error) {
 // withDefaults checks o and fills in its defaults.
 func (o Options) withDefaults() (Options, error) {
 	if o.IfaceA == "" || o.IfaceB == "" || o.IfaceA == o.IfaceB {
-		return o, &core.ConfigError{Field: "iface-a/iface-b", Value: o.IfaceA + "," + o.IfaceB, Reason: "name two different ports"}
+		return o, &dgramio.ConfigError{Field: "iface-a/iface-b", Value: o.IfaceA + "," + o.IfaceB, Reason: "name two different ports"}
 	}
 	if !o.A.IsValid() {
 		o.A = DefaultA
@@ -359,11 +359,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	for name, pf := range map[string]netip.Prefix{"A": o.A, "B": o.B} {
 		if err := benchnet.CheckBenchAddr("ports."+name, pf.Addr()); err != nil || !pf.Addr().Is4() || pf.Addr().IsLoopback() {
-			return o, &core.ConfigError{Field: "ports." + name, Value: pf, Reason: "an IPv4 prefix in 198.18.0.0/15"}
+			return o, &dgramio.ConfigError{Field: "ports." + name, Value: pf, Reason: "an IPv4 prefix in 198.18.0.0/15"}
 		}
 	}
 	if o.A.Addr() == o.B.Addr() || !o.A.Masked().Contains(o.B.Addr()) {
-		return o, &core.ConfigError{Field: "ports.B", Value: o.B, Reason: "A and B need two different addresses of one subnet"}
+		return o, &dgramio.ConfigError{Field: "ports.B", Value: o.B, Reason: "A and B need two different addresses of one subnet"}
 	}
 	if o.CarrierTimeout == 0 {
 		o.CarrierTimeout = 10 * time.Second
@@ -427,7 +427,7 @@ func (p *Ports) readPorts(tA *thread) (stA, stB linkState, macB net.HardwareAddr
 		}{{o.IfaceA, stA}, {o.IfaceB, stB}} {
 			for _, r := range x.st.routes {
 				if r.Dst == nil || r.Dst.IP.IsUnspecified() {
-					return &core.ConfigError{Field: "iface-a/iface-b", Value: x.name,
+					return &dgramio.ConfigError{Field: "iface-a/iface-b", Value: x.name,
 						Reason: "carries the default route (this host's way out): use two ports dedicated to the measurement"}
 				}
 			}
@@ -503,10 +503,10 @@ func prefixNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 32)}
 }
 
-// privileged turns EPERM into a *core.PrivilegeError.
+// privileged turns EPERM into a *dgramio.PrivilegeError.
 func privileged(err error) error {
 	if errors.Is(err, unix.EPERM) || errors.Is(err, os.ErrPermission) {
-		return &core.PrivilegeError{Op: "prepare the ports", Capability: "CAP_NET_ADMIN and CAP_SYS_ADMIN (run as root)", Err: err}
+		return &dgramio.PrivilegeError{Op: "prepare the ports", Capability: "CAP_NET_ADMIN and CAP_SYS_ADMIN (run as root)", Err: err}
 	}
 	return err
 }

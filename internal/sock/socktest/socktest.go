@@ -25,7 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgramio/dgramio/internal/core"
+	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testutil"
 )
@@ -168,19 +168,19 @@ func Check(p []byte) (uint32, error) {
 // is sent back to its sender with QueueTo, and when nothing came it sleeps
 // in Wait. A message QueueTo refuses is retried after a Flush, for up to
 // 5 s. It returns nil when ctx ends, or the first error of Rx, Flush or
-// Wait other than a *core.PeerError (which it skips: a server goes on with
+// Wait other than a *dgramio.PeerError (which it skips: a server goes on with
 // its other clients). The loop allocates nothing, so a test may measure
 // its client's allocations while Echo serves it.
-func Echo(ctx context.Context, srv core.Backend) error {
-	pkts := make([]core.Packet, 64)
-	var pe *core.PeerError // out of the loop: errors.As makes it escape
+func Echo(ctx context.Context, srv dgramio.Backend) error {
+	pkts := make([]dgramio.Packet, 64)
+	var pe *dgramio.PeerError // out of the loop: errors.As makes it escape
 	for ctx.Err() == nil {
 		n, err := srv.Rx(pkts)
 		if err != nil && !errors.As(err, &pe) {
 			return err
 		}
 		for i := 0; i < n; i++ {
-			if pkts[i].Event != core.EventData {
+			if pkts[i].Event != dgramio.EventData {
 				continue // a connection's event (Config.Events)
 			}
 			// A peer that stops reading (or went away) makes QueueTo refuse
@@ -206,7 +206,7 @@ func Echo(ctx context.Context, srv core.Backend) error {
 		}
 		if n == 0 {
 			// ctx itself bounds the sleep: no timer, nothing allocated.
-			if err := srv.Wait(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, core.ErrNotSupported) {
+			if err := srv.Wait(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, dgramio.ErrNotSupported) {
 				return err
 			}
 		}
@@ -218,7 +218,7 @@ func Echo(ctx context.Context, srv core.Backend) error {
 // to srv, which echoes them (RoundTrip runs Echo on it, on a goroutine of
 // its own), and checks them as Exchange does. It fails the test otherwise,
 // with both sides' Stats.
-func RoundTrip(t testing.TB, cli, srv core.Backend, n, window int, size func(i int) int) {
+func RoundTrip(t testing.TB, cli, srv dgramio.Backend, n, window int, size func(i int) int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -247,11 +247,11 @@ func RoundTrip(t testing.TB, cli, srv core.Backend, n, window int, size func(i i
 // on the calling goroutine; the server runs elsewhere (Echo on a goroutine
 // of its own, or a backend bound to its thread running its own loop). It
 // returns what went wrong.
-func Exchange(cli core.Backend, n, window int, size func(i int) int) error {
+func Exchange(cli dgramio.Backend, n, window int, size func(i int) int) error {
 	seen := make([]bool, n)
 	got, next := 0, 0
 	buf := make([]byte, 65535)
-	pkts := make([]core.Packet, 64)
+	pkts := make([]dgramio.Packet, 64)
 	deadline := time.Now().Add(60 * time.Second)
 	for got < n {
 		if time.Now().After(deadline) {
@@ -290,7 +290,7 @@ func Exchange(cli core.Backend, n, window int, size func(i int) int) error {
 			wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 			err := cli.Wait(wctx)
 			wcancel()
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, core.ErrNotSupported) {
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, dgramio.ErrNotSupported) {
 				return fmt.Errorf("client Wait: %w", err)
 			}
 		}
@@ -303,13 +303,13 @@ func Exchange(cli core.Backend, n, window int, size func(i int) int) error {
 // another after a short, varying delay, and checks that the loop ends with
 // an error matching net.ErrClosed, never a crash or a hang. It repeats that
 // rounds times.
-func CloseDuringRx(t testing.TB, rounds int, open func() core.Backend) {
+func CloseDuringRx(t testing.TB, rounds int, open func() dgramio.Backend) {
 	t.Helper()
 	for r := 0; r < rounds; r++ {
 		b := open()
 		done := make(chan error, 1)
 		go func() {
-			pkts := make([]core.Packet, 32)
+			pkts := make([]dgramio.Packet, 32)
 			for i := 0; ; i++ {
 				n, err := b.Rx(pkts)
 				if err != nil {
@@ -340,10 +340,10 @@ func CloseDuringRx(t testing.TB, rounds int, open func() core.Backend) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("round %d: the poll loop did not end after Close", r)
 		}
-		if err := b.Queue([]byte("x")); err != core.ErrClosed || !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("round %d: Queue after Close: %v, want core.ErrClosed (net.ErrClosed)", r, err)
+		if err := b.Queue([]byte("x")); err != dgramio.ErrClosed || !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("round %d: Queue after Close: %v, want dgramio.ErrClosed (net.ErrClosed)", r, err)
 		}
-		if _, err := b.Rx(make([]core.Packet, 1)); !errors.Is(err, net.ErrClosed) {
+		if _, err := b.Rx(make([]dgramio.Packet, 1)); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("round %d: Rx after Close: %v", r, err)
 		}
 		if err := b.Close(); err != nil {
@@ -359,7 +359,7 @@ func CloseDuringRx(t testing.TB, rounds int, open func() core.Backend) {
 // itself, the pin is still there after Close. open opens a backend with
 // Config.CPUs set to cpus (on a fresh port each time); it runs on a
 // goroutine of its own, as do Close and the checks.
-func Pinning(t testing.TB, open func(cpus []int) (core.Backend, error)) {
+func Pinning(t testing.TB, open func(cpus []int) (dgramio.Backend, error)) {
 	t.Helper()
 	allowed, err := cpu.Allowed()
 	if err != nil {
@@ -410,9 +410,9 @@ func Pinning(t testing.TB, open func(cpus []int) (core.Backend, error)) {
 // done is asked before every Rx, so it may drive a peer (flush a sender)
 // too. Collect fails the test on an Rx error, and when done still says
 // false after 20 s, with b's Stats.
-func Collect(t testing.TB, b core.Backend, done func() bool, each func(p core.Packet)) {
+func Collect(t testing.TB, b dgramio.Backend, done func() bool, each func(p dgramio.Packet)) {
 	t.Helper()
-	pkts := make([]core.Packet, 64)
+	pkts := make([]dgramio.Packet, 64)
 	deadline := time.Now().Add(20 * time.Second)
 	for !done() {
 		if time.Now().After(deadline) {
@@ -429,7 +429,7 @@ func Collect(t testing.TB, b core.Backend, done func() bool, each func(p core.Pa
 			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 			err := b.Wait(ctx)
 			cancel()
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, core.ErrNotSupported) {
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, dgramio.ErrNotSupported) {
 				t.Fatalf("Wait: %v", err)
 			}
 		}
@@ -441,10 +441,10 @@ func Collect(t testing.TB, b core.Backend, done func() bool, each func(p core.Pa
 // base.Port is 0 it picks one with FreePort (socket type typ) and tries
 // another, a few times, when that one was taken in between (EADDRINUSE).
 // It fails the test when the server cannot be opened.
-func Server(t testing.TB, typ int, base core.Config, open func(core.Config) (core.Backend, error)) core.Backend {
+func Server(t testing.TB, typ int, base dgramio.Config, open func(dgramio.Config) (dgramio.Backend, error)) dgramio.Backend {
 	t.Helper()
 	cfg := base
-	cfg.Role, cfg.Dests = core.RoleServer, nil
+	cfg.Role, cfg.Dests = dgramio.RoleServer, nil
 	for try := 0; ; try++ {
 		if base.Port == 0 {
 			cfg.Port = FreePort(t, typ)
@@ -462,17 +462,17 @@ func Server(t testing.TB, typ int, base core.Config, open func(core.Config) (cor
 }
 
 // BadConfig is one field of a Config made wrong: Edit makes it so, Field
-// names it as the *core.ConfigError must. (An alias of a struct literal
+// names it as the *dgramio.ConfigError must. (An alias of a struct literal
 // type, so that tables of cases need not name the fields.)
 type BadConfig = struct {
 	Field string
-	Edit  func(c *core.Config)
+	Edit  func(c *dgramio.Config)
 }
 
 // RefusesBadConfigs checks that open refuses ok with each of bad applied,
-// with a *core.ConfigError naming that field (closing a backend it opened
+// with a *dgramio.ConfigError naming that field (closing a backend it opened
 // anyway).
-func RefusesBadConfigs(t *testing.T, ok core.Config, bad []BadConfig, open func(core.Config) (core.Backend, error)) {
+func RefusesBadConfigs(t *testing.T, ok dgramio.Config, bad []BadConfig, open func(dgramio.Config) (dgramio.Backend, error)) {
 	t.Helper()
 	for _, tc := range bad {
 		c := ok
@@ -483,7 +483,7 @@ func RefusesBadConfigs(t *testing.T, ok core.Config, bad []BadConfig, open func(
 			t.Errorf("%s: New accepted a bad config", tc.Field)
 			continue
 		}
-		var ce *core.ConfigError
+		var ce *dgramio.ConfigError
 		if !errors.As(err, &ce) || ce.Field != tc.Field {
 			t.Errorf("%s: got %v, want a ConfigError for %s", tc.Field, err, tc.Field)
 		}
@@ -494,9 +494,9 @@ func RefusesBadConfigs(t *testing.T, ok core.Config, bad []BadConfig, open func(
 // each Rx (at most 5 s each) and between after it (nil: nothing), and
 // returns them: a Wait that sleeps while records an earlier Rx decoded
 // are waiting fails t.
-func WaitOneByOne(t testing.TB, b core.Backend, n int, between func()) []string {
+func WaitOneByOne(t testing.TB, b dgramio.Backend, n int, between func()) []string {
 	t.Helper()
-	pkts := make([]core.Packet, 1) // an Rx returns one record
+	pkts := make([]dgramio.Packet, 1) // an Rx returns one record
 	var got []string
 	for len(got) < n {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
