@@ -40,7 +40,7 @@ func (c *Conn) ccAck(acked uint32) {
 func (c *Conn) recoveryAck(acked uint32) {
 	mss := uint32(c.smss)
 	if seqGEQ(c.sndUna, c.recover) { // full ACK: RFC 6582 §3.2 step 3
-		c.inRecovery = false
+		c.inRecovery, c.prr.on = false, false
 		c.cwnd = c.ssthresh
 		return
 	}
@@ -109,6 +109,7 @@ func (c *Conn) startRecovery() {
 	c.ssthresh = c.lossThreshold()
 	if c.sackOK && c.nsacked > 0 {
 		c.cwnd = c.ssthresh
+		c.prrStart()
 	} else {
 		c.cwnd = c.ssthresh + 3*mss
 	}
@@ -382,4 +383,50 @@ func (c *Conn) takeDSACK(s *segment) {
 			return
 		}
 	}
+}
+
+// prrState is Proportional Rate Reduction's (RFC 6937) account of a SACK
+// recovery: what the peer received since it began, what left since, and
+// the flight when it began.
+type prrState struct {
+	on        bool // this recovery is PRR's (SACK, entered by startRecovery)
+	delivered uint32
+	out       uint32
+	fs        uint32 // RecoverFS
+}
+
+// prrStart begins PRR at the start of a SACK recovery (RFC 6937 §3's
+// initialization): RecoverFS is the flight.
+func (c *Conn) prrStart() {
+	c.prr = prrState{on: true, fs: max(c.sndMax-c.sndUna, 1)}
+	c.e.cnt[cTCPPRRRecoveries]++
+}
+
+// prrAck sets cwnd for an ACK during a SACK recovery from the bytes it
+// delivered (acknowledged or newly SACKed): RFC 6937 §3. While pipe is
+// above ssthresh, what leaves is ssthresh/RecoverFS of what was
+// delivered since recovery began (the reduction spread over the round
+// trip, where RFC 6675 alone sent nothing for half of it and then a
+// burst); below it, slow start up to ssthresh, at most one segment more
+// than was delivered (PRR-SSRB), so that a recovery that lost much
+// comes back to ssthresh without a burst. cwnd is pipe + sndcnt:
+// sendHoles and sendData send while pipe is below it.
+func (c *Conn) prrAck(delivered uint32) {
+	p := &c.prr
+	p.delivered += delivered
+	pipe := c.pipe()
+	var sndcnt uint32
+	if pipe > c.ssthresh {
+		want := uint32((uint64(p.delivered)*uint64(c.ssthresh) + uint64(p.fs) - 1) / uint64(p.fs))
+		if want > p.out {
+			sndcnt = want - p.out
+		}
+	} else {
+		limit := delivered
+		if p.delivered > p.out {
+			limit = max(limit, p.delivered-p.out)
+		}
+		sndcnt = min(c.ssthresh-pipe, limit+uint32(c.smss))
+	}
+	c.cwnd = pipe + sndcnt
 }

@@ -287,3 +287,91 @@ func TestLostRetransmissionRFC8985Sec6_2(t *testing.T) {
 		t.Errorf("tcp_timeouts %d, want 0", got)
 	}
 }
+
+// RFC 6675 §5 and RFC 5681 §3.2 (RFC 6582 §3.2 step 2): one reduction
+// per window of data. Two segments of one flight are lost; the first
+// starts recovery and sets ssthresh, the second, found lost by SACK
+// while the recovery point is not acknowledged yet, is repaired in the
+// same recovery without a second reduction, and the full ACK ends it
+// with cwnd at the one ssthresh (Linux: tcp_enter_recovery once per
+// CA_Recovery episode).
+func TestOneReductionPerWindowRFC6675Sec5(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	una, mss := inFlight(t, w, cb, 10)
+
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 5*mss})
+	if !cb.inRecovery {
+		t.Fatal("set-up: SACKs of 4 segments above SND.UNA did not start recovery")
+	}
+	ssthresh, recover := cb.ssthresh, cb.recover
+	// The retransmission of the first hole arrived; segment 5 was lost
+	// too and the segments after it are SACKed: a partial ACK.
+	ackB(w, ca, cb, una+5*mss, sackBlock{una + 6*mss, una + 10*mss})
+	w.step()
+	if !cb.inRecovery || cb.ssthresh != ssthresh || cb.recover != recover {
+		t.Fatalf("a second loss in the window: in recovery %v, ssthresh %d (was %d), recover %d (was %d)",
+			cb.inRecovery, cb.ssthresh, ssthresh, cb.recover, recover)
+	}
+	ackB(w, ca, cb, una+10*mss)
+	if cb.inRecovery || cb.cwnd != ssthresh {
+		t.Fatalf("after the full ACK: in recovery %v, cwnd %d, want the one reduction's ssthresh %d", cb.inRecovery, cb.cwnd, ssthresh)
+	}
+	if got := counterOf(t, w.b, "tcp_fast_retransmits"); got != 1 {
+		t.Errorf("tcp_fast_retransmits %d, want 1 reduction for two losses in one window", got)
+	}
+}
+
+// RFC 6937 §3 (Proportional Rate Reduction): while pipe is above
+// ssthresh, a SACK recovery sends ssthresh/RecoverFS of what the ACKs
+// deliver, so that the reduction is spread over the round trip: with
+// RFC 6675 alone (cwnd = ssthresh) nothing but the first retransmission
+// left until half the flight was delivered, and then a burst. At the end
+// of recovery cwnd is ssthresh.
+func TestPRRProportionalRFC6937Sec3(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	mss := uint32(cb.segData())
+	cb.cwnd, cb.ssthresh = 20*mss, 1<<30
+	w.pb.SetImpairment(memio.Impairment{Loss: 1})
+	una := cb.sndUna
+	cb.Write(make([]byte, 30*int(mss))) // 20 in flight, 10 waiting for cwnd
+	w.until(time.Second, "B to send", func() bool { return cb.sndMax == una+20*mss })
+
+	ackWide(w, ca, cb, una, sackBlock{una + mss, una + 5*mss}) // 4 segments delivered: recovery
+	if !cb.inRecovery || !cb.prr.on {
+		t.Fatalf("set-up: recovery %v, PRR %v", cb.inRecovery, cb.prr.on)
+	}
+	ssthresh, fs := cb.ssthresh, cb.prr.fs
+	if ssthresh != 10*mss || fs != 20*mss {
+		t.Fatalf("set-up: ssthresh %d, RecoverFS %d; want %d, %d", ssthresh, fs, 10*mss, 20*mss)
+	}
+	for i := uint32(0); i < 3; i++ {
+		w.step()
+		sent, delivered := cb.prr.out, cb.prr.delivered
+		// prr_out never runs ahead of CEIL(prr_delivered*ssthresh/RecoverFS)
+		// by more than the segment rounding of a retransmission.
+		if limit := (delivered*ssthresh+fs-1)/fs + mss; sent > limit {
+			t.Fatalf("ACK %d: %d bytes sent in recovery for %d delivered, want at most %d", i, sent, delivered, limit)
+		}
+		if sent < delivered*ssthresh/fs-mss {
+			t.Fatalf("ACK %d: %d bytes sent in recovery for %d delivered: the ACK clock stopped", i, sent, delivered)
+		}
+		ackWide(w, ca, cb, una, sackBlock{una + mss, una + (7+2*i)*mss})
+	}
+	if got := counterOf(t, w.b, "tcp_prr_recoveries"); got != 1 {
+		t.Errorf("tcp_prr_recoveries %d, want 1", got)
+	}
+	ackWide(w, ca, cb, cb.sndMax)
+	if cb.inRecovery || cb.cwnd != ssthresh {
+		t.Fatalf("after the full ACK: recovery %v, cwnd %d, want ssthresh %d", cb.inRecovery, cb.cwnd, ssthresh)
+	}
+}
+
+// ackWide is ackB with the peer's window at its largest (65535 scaled).
+func ackWide(w *world, ca, cb *Conn, ack uint32, bs ...sackBlock) {
+	var opts []byte
+	if len(bs) > 0 {
+		opts = sackOpt(bs...)
+	}
+	w.b.tick()
+	w.b.input(segFrame(w, ca, cb.rcvNxt, ack, flagACK, 65535, opts, nil))
+}

@@ -513,6 +513,10 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	c.persistProbes = 0 // the peer answers: persist goes on (RFC 1122 §4.2.2.17)
 	grew := false
+	var sacked0 uint32 // for PRR's DeliveredData (RFC 6937 §3)
+	if c.sackOK && (c.nsacked > 0 || s.nsack > 0) {
+		sacked0 = c.sackedBytes()
+	}
 	if c.sackOK && s.nsack > 0 {
 		c.takeDSACK(s)
 		grew = c.takeSACK(s)
@@ -537,6 +541,13 @@ func (c *Conn) ackInput(s *segment) bool {
 		// none). An ACK that moved SND.UNA is cumulative, never a
 		// duplicate (§2 (d)).
 		c.dupAck()
+	}
+	if c.prr.on {
+		if d := c.sndUna - una + c.sackedBytes() - sacked0; int32(d) > 0 {
+			c.prrAck(d)
+		} else {
+			c.prrAck(0)
+		}
 	}
 	if grew {
 		c.lostRetransmit()

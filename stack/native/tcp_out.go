@@ -226,6 +226,9 @@ func (c *Conn) sendSeg(seq uint32, flags uint8, off, n int) bool {
 	}
 	if n > 0 {
 		c.lastSend = e.now
+		if c.prr.on {
+			c.prr.out += uint32(n)
+		}
 	}
 	if seqGT(end, c.sndNxt) {
 		c.sndNxt = end
