@@ -430,3 +430,25 @@ func (c *Conn) prrAck(delivered uint32) {
 	}
 	c.cwnd = pipe + sndcnt
 }
+
+// peerDelAck is how long a Linux receiver holds the ACK of a lone
+// segment (TCP_DELACK_MIN, 40 ms: its delayed-ACK timer on a path whose
+// RTT is below that; RFC 5681 §4.2 lets a receiver delay the ACK of
+// fewer than two full-sized segments, RFC 1122 §4.2.3.2 up to 0.5 s).
+const peerDelAck = int64(40e6)
+
+// rtoWait is how long the retransmission timer waits from now (RFC 6298
+// §5.1, §5.3): the RTO, and with at most one segment in flight, sent
+// once, the RTO plus a peer's delayed ACK (a retransmission waits the
+// backed-off RTO, twice the floor already). The RTO's floor (MinRTO, 25 ms) is below a
+// Linux peer's delayed-ACK timer, and the ACK of a lone segment (a
+// request, the tail of a write, the one segment after a timeout) came
+// after the RTO had already sent it again, collapsed cwnd and gone back
+// N; Linux's own sender waits at least 200 ms (its RTO floor is in
+// RTTVAR), where this waits 65 ms on a LAN.
+func (c *Conn) rtoWait() int64 {
+	if c.sndMax-c.sndUna > uint32(c.smss) || c.retries > 0 {
+		return c.rto
+	}
+	return min(c.rto+peerDelAck, c.e.maxRTO)
+}

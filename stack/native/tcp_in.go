@@ -612,7 +612,7 @@ func (c *Conn) newAck(s *segment) {
 	if c.sndUna == c.sndMax {
 		c.tRTO = 0
 	} else {
-		c.tRTO = e.now + c.rto // RFC 6298 §5.3
+		c.tRTO = e.now + c.rtoWait() // RFC 6298 §5.3
 		e.arm(c)
 	}
 	if c.sendable() {

@@ -235,7 +235,7 @@ func (c *Conn) sendSeg(seq uint32, flags uint8, off, n int) bool {
 	}
 	c.sndMax = seqMax(c.sndMax, c.sndNxt)
 	if c.tRTO == 0 && c.tPersist == 0 {
-		c.tRTO = e.now + c.rto
+		c.tRTO = e.now + c.rtoWait()
 		e.arm(c)
 	}
 	return true
