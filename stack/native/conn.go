@@ -143,6 +143,7 @@ type Conn struct {
 	unaRtxMark          uint32    // SND.MAX then: a SACK above it is of data sent after that retransmission
 	rtxd                rtxRanges // retransmitted in the last recovery
 	prr                 prrState  // recovery.go: RFC 6937
+	eifel               eifelState
 	persistShift        int
 	rttSeq              uint32
 	rttAt               int64
@@ -160,7 +161,7 @@ type Conn struct {
 	rk                  rackState // RACK-TLP (rack.go)
 	// The slot to a whole number of cache lines (960 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [47]byte
+	_ [27]byte
 }
 
 // Peer returns the remote address and port.

@@ -113,6 +113,7 @@ const (
 
 	// Recovery's sending and undo (docs/loss.md: PRR, F-RTO).
 	cTCPPRRRecoveries
+	cTCPSpuriousRTOs
 	nCounters
 )
 
@@ -224,6 +225,7 @@ var counterNames = [nCounters]struct {
 
 	// Recovery's sending and undo (docs/loss.md).
 	cTCPPRRRecoveries: {"tcp_prr_recoveries", false}, // SACK recoveries whose sending PRR paced (RFC 6937)
+	cTCPSpuriousRTOs:  {"tcp_spurious_rtos", false},  // timeouts the timestamps proved spurious, undone (RFC 3522, RFC 4015)
 }
 
 // Layer is the layer name of the engine's counters.

@@ -452,3 +452,43 @@ func (c *Conn) rtoWait() int64 {
 	}
 	return min(c.rto+peerDelAck, c.e.maxRTO)
 }
+
+// eifelState is what a retransmission timeout changed, kept until the
+// first ACK after it tells whether it was spurious (RFC 3522, RFC 4015).
+type eifelState struct {
+	on       bool
+	ts       uint32 // our timestamp clock at the timeout: the retransmission's TSval is no older
+	cwnd     uint32 // before the timeout
+	ssthresh uint32
+}
+
+// eifelArm is called at the first timeout of an episode (onRTO, before
+// it collapses cwnd): with timestamps, the first ACK after it can tell
+// the timeout spurious.
+func (c *Conn) eifelArm() {
+	if c.retries > 0 || !c.tsOK {
+		return
+	}
+	c.eifel = eifelState{on: true, ts: c.tsNow(), cwnd: c.cwnd, ssthresh: max(c.ssthresh, c.cwnd/4*3)}
+}
+
+// eifelCheck takes the first ACK of new data after a timeout. RFC 3522's
+// detection: it echoes a timestamp older than the retransmission's, so
+// the original segment arrived and the timeout was spurious (a peer's
+// late ACK, a pause of the path, a queue). RFC 4015's response, as
+// Linux's tcp_try_undo_loss: cwnd and ssthresh come back to what they
+// were (ssthresh at least three quarters of cwnd, Linux's prior_ssthresh)
+// and sending goes on after SND.MAX instead of going back N over data
+// the peer holds.
+func (c *Conn) eifelCheck(s *segment) {
+	c.eifel.on = false
+	if !s.hasTS || s.tsEcr == 0 || !seqLT(s.tsEcr, c.eifel.ts) {
+		return
+	}
+	c.e.cnt[cTCPSpuriousRTOs]++
+	c.cwnd = max(c.cwnd, c.eifel.cwnd)
+	c.ssthresh = max(c.ssthresh, c.eifel.ssthresh)
+	c.caAcc = 0
+	c.sndNxt = c.sndMax
+	c.recoverSet = false
+}

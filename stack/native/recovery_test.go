@@ -429,3 +429,53 @@ func TestRTOOutlastsPeerDelayedACKRFC6298Sec5(t *testing.T) {
 		t.Errorf("tcp_timeouts %d after a lone segment was lost, want 1", got)
 	}
 }
+
+// RFC 3522 (Eifel detection) and RFC 4015 (its response): a timeout whose
+// first ACK echoes a timestamp older than the retransmission's was
+// spurious, the original having arrived: cwnd and ssthresh come back to
+// what they were before it (Linux's tcp_try_undo_loss) and sending goes
+// on after SND.MAX, not back over the data the peer holds.
+func TestSpuriousRTOUndoneRFC4015(t *testing.T) {
+	o := Options{MaxConns: 4}
+	w := newWorld(t, memio.Options{TxSlots: 256, RxSlots: 256}, o, o)
+	ca, cb := w.connect(7000)
+	w.clk.Advance(5 * time.Millisecond) // timestamps (ms) that are not 0: RTT samples
+	buf := make([]byte, 64<<10)
+	data := make([]byte, 64<<10)
+	sent, got := 0, 0
+	pump := func() bool {
+		if sent < len(data) {
+			sent += cb.Write(data[sent:])
+		}
+		n, _ := ca.Read(buf)
+		got += n
+		return got == sent && sent == len(data) && cb.sndUna == cb.sndMax
+	}
+	w.until(time.Second, "the first data and its ACKs", pump)
+	cwnd, rto := cb.cwnd, cb.rto
+
+	// The path holds A's ACKs back for three RTOs: B times out although
+	// A received everything.
+	w.pa.SetImpairment(memio.Impairment{Delay: time.Duration(3 * rto)})
+	sent, data = 0, make([]byte, 8*cb.segData())
+	got = 0
+	for i := 0; i < 200 && !pump(); i++ {
+		w.clk.Advance(time.Millisecond)
+		w.step()
+	}
+	if !pump() {
+		t.Fatalf("the data was not acknowledged: SND.UNA %d, SND.MAX %d", cb.sndUna, cb.sndMax)
+	}
+	if got := counterOf(t, w.b, "tcp_timeouts"); got == 0 {
+		t.Fatal("set-up: no timeout")
+	}
+	if got := counterOf(t, w.b, "tcp_spurious_rtos"); got != 1 {
+		t.Fatalf("tcp_spurious_rtos %d, want 1", got)
+	}
+	if cb.cwnd < cwnd {
+		t.Errorf("cwnd %d after the spurious timeout was undone, want at least %d (before it)", cb.cwnd, cwnd)
+	}
+	if rtx := counterOf(t, w.b, "tcp_retransmits"); rtx > 2 {
+		t.Errorf("tcp_retransmits %d: the sender went back N after a spurious timeout", rtx)
+	}
+}

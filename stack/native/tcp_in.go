@@ -589,6 +589,9 @@ func (c *Conn) takeWindow(s *segment) (wnd, oldWnd uint32, persisted bool) {
 // newAck takes an ACK that moves SND.UNA forward.
 func (c *Conn) newAck(s *segment) {
 	e := c.e
+	if c.eifel.on {
+		c.eifelCheck(s) // recovery.go: was the timeout spurious?
+	}
 	acked := s.ack - c.sndUna
 	data := min(int(acked), c.sLen)
 	if int(acked) > data && c.finSent {

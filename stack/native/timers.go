@@ -203,6 +203,7 @@ func (c *Conn) onRTO() {
 	if c.userTimedOut() {
 		return
 	}
+	c.eifelArm()
 	c.retries++
 	e.cnt[cTCPTimeouts]++
 	c.ssthresh = c.rtoThreshold()
