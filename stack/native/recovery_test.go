@@ -378,55 +378,72 @@ func ackWide(w *world, ca, cb *Conn, ack uint32, bs ...sackBlock) {
 
 // RFC 6298 §5 with RFC 5681 §4.2: a receiver may hold the ACK of a lone
 // segment, Linux for 40 ms (TCP_DELACK_MIN), longer than the RTO's 25 ms
-// floor. With at most one segment in flight the timer waits the RTO plus
-// that delay, so a peer's delayed ACK never trips it (before, every lone
-// segment to a delaying peer was sent twice and cwnd collapsed); a lone
-// segment that is really lost is still sent again by the timer.
+// floor; before, every lone segment to a delaying peer was sent twice,
+// cwnd collapsed and the sender went back N. Without timestamps the
+// timer of a lone segment waits the RTO plus that delay; with them the
+// timeout may come, and its ACK tells it spurious (RFC 3522) and undoes
+// it (RFC 4015): cwnd as before, nothing sent again but the one segment.
+// A lone segment really lost is still repaired by the timer.
 func TestRTOOutlastsPeerDelayedACKRFC6298Sec5(t *testing.T) {
-	peer := Options{MaxConns: 4, DelayedACK: 40 * time.Millisecond, MinRTO: 200 * time.Millisecond}
-	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, peer, Options{MaxConns: 4})
-	ca, cb := w.connect(7000)
-	buf := make([]byte, 64<<10)
-	// Bulk first: the peer ACKs every second segment at once, and the RTO
-	// comes down to its floor.
-	w.clk.Advance(5 * time.Millisecond) // timestamps (ms) that are not 0: RTT samples
-	data := make([]byte, 256<<10)
-	sent, got := 0, 0
-	w.until(time.Second, "the bulk data and its ACKs", func() bool {
-		if sent < len(data) {
-			sent += cb.Write(data[sent:])
-		}
-		n, _ := ca.Read(buf)
-		got += n
-		return got == len(data) && cb.sndUna == cb.sndMax
-	})
-	if cb.rto >= int64(40*time.Millisecond) {
-		t.Fatalf("set-up: RTO %v is not below the peer's delayed ACK", time.Duration(cb.rto))
-	}
-	cb.Write([]byte("a lone segment"))
-	w.until(time.Second, "the lone segment and its ACK", func() bool {
-		n, _ := ca.Read(buf)
-		got += n
-		return got == len(data)+14 && cb.sndUna == cb.sndMax
-	})
-	if got := counterOf(t, w.b, "tcp_timeouts"); got != 0 {
-		t.Fatalf("tcp_timeouts %d for a lone segment whose ACK the peer delayed 40 ms, want 0", got)
-	}
-	if got := counterOf(t, w.b, "tcp_retransmits"); got != 0 {
-		t.Fatalf("tcp_retransmits %d, want 0", got)
-	}
+	for _, ts := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no-timestamps", true: "timestamps"}[ts], func(t *testing.T) {
+			peer := Options{MaxConns: 4, DelayedACK: 40 * time.Millisecond, MinRTO: 200 * time.Millisecond, NoTimestamps: !ts}
+			w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, peer, Options{MaxConns: 4, NoTimestamps: !ts})
+			ca, cb := w.connect(7000)
+			w.clk.Advance(5 * time.Millisecond) // timestamps (ms) that are not 0: RTT samples
+			buf := make([]byte, 64<<10)
+			// Bulk first: the peer ACKs every second segment at once, and
+			// the RTO comes down to its floor.
+			data := make([]byte, 256<<10)
+			sent, got := 0, 0
+			w.until(time.Second, "the bulk data and its ACKs", func() bool {
+				if sent < len(data) {
+					sent += cb.Write(data[sent:])
+				}
+				n, _ := ca.Read(buf)
+				got += n
+				return got == len(data) && cb.sndUna == cb.sndMax
+			})
+			if cb.rto >= int64(40*time.Millisecond) {
+				t.Fatalf("set-up: RTO %v is not below the peer's delayed ACK", time.Duration(cb.rto))
+			}
+			cwnd := cb.cwnd
+			cb.Write([]byte("a lone segment"))
+			w.until(time.Second, "the lone segment and its ACK", func() bool {
+				n, _ := ca.Read(buf)
+				got += n
+				return got == len(data)+14 && cb.sndUna == cb.sndMax
+			})
+			rtos, spurious := counterOf(t, w.b, "tcp_timeouts"), counterOf(t, w.b, "tcp_spurious_rtos")
+			if !ts && rtos != 0 {
+				t.Fatalf("tcp_timeouts %d for a lone segment whose ACK the peer delayed 40 ms, want 0", rtos)
+			}
+			if rtos != spurious || rtos > 1 {
+				t.Fatalf("tcp_timeouts %d, tcp_spurious_rtos %d: want at most one, told spurious", rtos, spurious)
+			}
+			if rtx := counterOf(t, w.b, "tcp_retransmits"); rtx != rtos {
+				t.Fatalf("tcp_retransmits %d, want %d", rtx, rtos)
+			}
+			if cb.cwnd < cwnd {
+				t.Fatalf("cwnd %d after the delayed ACK, was %d", cb.cwnd, cwnd)
+			}
 
-	w.pb.SetImpairment(memio.Impairment{Loss: 1})
-	cb.Write([]byte("lost"))
-	w.step()
-	w.pb.SetImpairment(memio.Impairment{})
-	w.until(time.Second, "the lost segment repaired", func() bool {
-		n, _ := ca.Read(buf)
-		got += n
-		return got == len(data)+18 && cb.sndUna == cb.sndMax
-	})
-	if got := counterOf(t, w.b, "tcp_timeouts"); got != 1 {
-		t.Errorf("tcp_timeouts %d after a lone segment was lost, want 1", got)
+			w.pb.SetImpairment(memio.Impairment{Loss: 1})
+			cb.Write([]byte("lost"))
+			w.step()
+			w.pb.SetImpairment(memio.Impairment{})
+			w.until(time.Second, "the lost segment repaired", func() bool {
+				n, _ := ca.Read(buf)
+				got += n
+				return got == len(data)+18 && cb.sndUna == cb.sndMax
+			})
+			if got := counterOf(t, w.b, "tcp_timeouts"); got != rtos+1 {
+				t.Errorf("tcp_timeouts %d after a lone segment was lost, want %d", got, rtos+1)
+			}
+			if got := counterOf(t, w.b, "tcp_spurious_rtos"); got != spurious {
+				t.Errorf("tcp_spurious_rtos %d after a real loss, want %d", got, spurious)
+			}
+		})
 	}
 }
 
