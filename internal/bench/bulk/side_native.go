@@ -59,6 +59,9 @@ func (s *side) runNative(ctx context.Context) error {
 		cfg.Role, cfg.Dests = core.RoleServer, nil
 	}
 	cfg.TCP.Stack = core.TCPStackNative
+	if sp.CC != "" {
+		cfg.TCP.Congestion = core.Congestion(sp.CC)
+	}
 	open := tcp.OpenXDP
 	if s.row.Kind == core.KindTCPDPDK {
 		open = netconn.OpenDPDK // tcp.NewDPDK's port, which OpenDPDK opens for either engine
