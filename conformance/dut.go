@@ -44,7 +44,7 @@ type Factory interface {
 	// "linux"); it must not contain '/' or spaces.
 	Name() string
 	// New makes a DUT for one case. It returns an error matching
-	// core.ErrNotSupported or a *core.PrivilegeError when the DUT cannot be
+	// dgramio.ErrNotSupported or a *dgramio.PrivilegeError when the DUT cannot be
 	// made on this host (the case is then skipped, failed in CI).
 	New(tb TB, s Setup) (DUT, error)
 }

@@ -12,13 +12,13 @@
 // completion ring → free list). So the receive side (RxFrames, Wait) and the
 // transmit side (TxFrame, Kick) touch disjoint rings and memory and may run
 // in two goroutines, as frameio.FrameIO allows. The defaults (4096 frames of
-// 4 KiB, half each way, rings of 2048) follow core.Config's XDP defaults: a
+// 4 KiB, half each way, rings of 2048) follow dgramio.Config's XDP defaults: a
 // few MiB, so that the frames in flight stay within the share of the cache
 // a NIC writes into (DDIO); tens of MiB of fill frames do not.
 //
 // The kernel pins the UMEM pages when they are registered and charges them to
 // RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK: a limit too small makes
-// Open fail with a *core.PrivilegeError naming both.
+// Open fail with a *dgramio.PrivilegeError naming both.
 //
 // # The XDP program and its lifetime
 //
@@ -35,7 +35,7 @@
 // # Copy and zero-copy
 //
 // The socket is bound with XDP_USE_NEED_WAKEUP (Linux >= 5.4), and with
-// XDP_ZEROCOPY when Options.Copy is "zerocopy" (a *core.UnsupportedError if
+// XDP_ZEROCOPY when Options.Copy is "zerocopy" (a *dgramio.UnsupportedError if
 // the driver refuses: veth never offers it), XDP_COPY when it is "copy" or
 // when the program runs in SKB mode, and neither when it is "" (the kernel
 // picks zero-copy where the driver offers it; the mode obtained is read back

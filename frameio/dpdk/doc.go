@@ -44,7 +44,7 @@
 // reads the XDP program on the interface back by its id, which nothing
 // else allows; CAP_BPF does not stand in for it), net_af_packet
 // CAP_NET_ADMIN and CAP_NET_RAW. Open refused for want of them returns a
-// *core.PrivilegeError naming those the process lacks.
+// *dgramio.PrivilegeError naming those the process lacks.
 //
 // # What DPDK 22.11's vdevs do, and what Port does about it
 //

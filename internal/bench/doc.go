@@ -33,7 +33,7 @@
 // # Conservation
 //
 // Every message sent must be either received or counted as lost by some
-// layer of either end (core.Stats.Lost and the tools' own drops), computed
+// layer of either end (dgramio.Stats.Lost and the tools' own drops), computed
 // from counters that are not derived from sent minus received. What does not
 // add up is reported as unaccounted.
 package bench

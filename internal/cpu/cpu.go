@@ -117,7 +117,7 @@ type Thread struct {
 }
 
 // Claim prepares the calling goroutine's OS thread to run a poller, as
-// core.Config.CPUs asks: cpus[0] is the poller's CPU, and an empty cpus
+// dgramio.Config.CPUs asks: cpus[0] is the poller's CPU, and an empty cpus
 // means no pinning. With a CPU, Claim pins the thread to it (Pin), unless
 // the thread may run on that CPU only already (the caller pinned it
 // itself): then it only locks the goroutine to the thread, and Release

@@ -35,7 +35,7 @@
 //     takes the interface over. An interrupted netbench leaves no process
 //     and no network namespace behind.
 //   - TestFaultPrivileges: as uid 65534 without capabilities, udp, uring
-//     and tcp work and the raw kinds fail with a *core.PrivilegeError that
+//     and tcp work and the raw kinds fail with a *dgramio.PrivilegeError that
 //     names the missing capability.
 //   - TestFaultLossyWire: 16 MiB (256 MiB with SOAK=1, make soak) through
 //     each stream kind over the seeded lossy wire of package internal/wire,

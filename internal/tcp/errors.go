@@ -19,7 +19,7 @@ var ErrSendStall = errors.New("peer stopped reading")
 // Stalled (at least Config.TCP.SendStall) while records waited: the peer's
 // stack answers but its application stopped reading. The connection stays
 // open and its records stay queued; Queue refuses (back-pressure) until the
-// peer reads again. Wait, or close or reset the connection (core.Conns).
+// peer reads again. Wait, or close or reset the connection (dgramio.Conns).
 type SendStallError struct {
 	Peer    netip.AddrPort
 	Stalled time.Duration

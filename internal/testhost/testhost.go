@@ -70,7 +70,7 @@ var pairs atomic.Uint32
 // them, addresses, links up, IPv6 off (unless Options.IPv6), offloads off (unless KeepOffloads),
 // XPS masks when Queues > 1, and waits for carrier on both ends. On error
 // nothing is left behind. It needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN); a
-// missing privilege is a *core.PrivilegeError.
+// missing privilege is a *dgramio.PrivilegeError.
 func New(o Options) (*Pair, error) {
 	n := pairs.Add(1)
 	pid := os.Getpid()

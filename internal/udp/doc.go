@@ -19,7 +19,7 @@
 //
 // # The raw backend
 //
-// Raw implements core.Backend over a frameio.FrameIO: Queue builds frames
+// Raw implements dgramio.Backend over a frameio.FrameIO: Queue builds frames
 // into preallocated slots, Flush hands them over TxBatch at a time with one
 // Kick per batch, Rx parses and copies payloads into its own buffers. The
 // peers' MAC addresses come from Config.DstMAC, the frames they sent, or,

@@ -193,9 +193,9 @@ func middleAddr(host netip.Addr) netip.Prefix {
 
 // New makes a Wire and starts its forwarder. On error nothing is left
 // behind. It needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW); a
-// missing privilege is a *core.PrivilegeError, a kernel without
+// missing privilege is a *dgramio.PrivilegeError, a kernel without
 // PACKET_IGNORE_OUTGOING (Linux < 4.20) an error matching
-// core.ErrNotSupported.
+// dgramio.ErrNotSupported.
 func New(o Options) (*Wire, error) {
 	if err := o.validate(); err != nil {
 		return nil, err

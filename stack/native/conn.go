@@ -142,6 +142,8 @@ type Conn struct {
 	unaRtxAt            int64     // when, at the latest
 	unaRtxMark          uint32    // SND.MAX then: a SACK above it is of data sent after that retransmission
 	rtxd                rtxRanges // retransmitted in the last recovery
+	prr                 prrState  // recovery.go: RFC 6937
+	eifel               eifelState
 	persistShift        int
 	rttSeq              uint32
 	rttAt               int64
@@ -159,7 +161,7 @@ type Conn struct {
 	rk                  rackState // RACK-TLP (rack.go)
 	// The slot to a whole number of cache lines (960 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [63]byte
+	_ [27]byte
 }
 
 // Peer returns the remote address and port.

@@ -110,6 +110,10 @@ const (
 	cTCPPMTULowered
 	cTCPCwndRestarts
 	cTCPSACKFull
+
+	// Recovery's sending and undo (docs/loss.md: PRR, F-RTO).
+	cTCPPRRRecoveries
+	cTCPSpuriousRTOs
 	nCounters
 )
 
@@ -218,6 +222,10 @@ var counterNames = [nCounters]struct {
 	cTCPPMTULowered:    {"tcp_pmtu_lowered", false},
 	cTCPCwndRestarts:   {"tcp_cwnd_restarts", false},        // cwnd cut after idle (RFC 5681 §4.1)
 	cTCPSACKFull:       {"tcp_sack_scoreboard_full", false}, // SACK blocks beyond the scoreboard's 8
+
+	// Recovery's sending and undo (docs/loss.md).
+	cTCPPRRRecoveries: {"tcp_prr_recoveries", false}, // SACK recoveries whose sending PRR paced (RFC 6937)
+	cTCPSpuriousRTOs:  {"tcp_spurious_rtos", false},  // timeouts the timestamps proved spurious, undone (RFC 3522, RFC 4015)
 }
 
 // Layer is the layer name of the engine's counters.

@@ -281,7 +281,7 @@ func (c *Conn) sendProbe() {
 	}
 	r.tlpOut, r.tlpHigh = true, c.sndMax
 	e.cnt[cTCPTLPProbes]++
-	c.tRTO = e.now + c.rto // §7.3: the RTO after the probe
+	c.tRTO = e.now + c.rtoWait() // §7.3: the RTO after the probe
 	e.arm(c)
 }
 

@@ -40,7 +40,7 @@ func (c *Conn) ccAck(acked uint32) {
 func (c *Conn) recoveryAck(acked uint32) {
 	mss := uint32(c.smss)
 	if seqGEQ(c.sndUna, c.recover) { // full ACK: RFC 6582 §3.2 step 3
-		c.inRecovery = false
+		c.inRecovery, c.prr.on = false, false
 		c.cwnd = c.ssthresh
 		return
 	}
@@ -109,6 +109,7 @@ func (c *Conn) startRecovery() {
 	c.ssthresh = c.lossThreshold()
 	if c.sackOK && c.nsacked > 0 {
 		c.cwnd = c.ssthresh
+		c.prrStart()
 	} else {
 		c.cwnd = c.ssthresh + 3*mss
 	}
@@ -382,4 +383,114 @@ func (c *Conn) takeDSACK(s *segment) {
 			return
 		}
 	}
+}
+
+// prrState is Proportional Rate Reduction's (RFC 6937) account of a SACK
+// recovery: what the peer received since it began, what left since, and
+// the flight when it began.
+type prrState struct {
+	on        bool // this recovery is PRR's (SACK, entered by startRecovery)
+	delivered uint32
+	out       uint32
+	fs        uint32 // RecoverFS
+}
+
+// prrStart begins PRR at the start of a SACK recovery (RFC 6937 §3's
+// initialization): RecoverFS is the flight.
+func (c *Conn) prrStart() {
+	c.prr = prrState{on: true, fs: max(c.sndMax-c.sndUna, 1)}
+	c.e.cnt[cTCPPRRRecoveries]++
+}
+
+// prrAck sets cwnd for an ACK during a SACK recovery from the bytes it
+// delivered (acknowledged or newly SACKed): RFC 6937 §3. While pipe is
+// above ssthresh, what leaves is ssthresh/RecoverFS of what was
+// delivered since recovery began (the reduction spread over the round
+// trip, where RFC 6675 alone sent nothing for half of it and then a
+// burst); below it, slow start up to ssthresh, at most one segment more
+// than was delivered (PRR-SSRB), so that a recovery that lost much
+// comes back to ssthresh without a burst. cwnd is pipe + sndcnt:
+// sendHoles and sendData send while pipe is below it.
+func (c *Conn) prrAck(delivered uint32) {
+	p := &c.prr
+	p.delivered += delivered
+	pipe := c.pipe()
+	var sndcnt uint32
+	if pipe > c.ssthresh {
+		want := uint32((uint64(p.delivered)*uint64(c.ssthresh) + uint64(p.fs) - 1) / uint64(p.fs))
+		if want > p.out {
+			sndcnt = want - p.out
+		}
+	} else {
+		limit := delivered
+		if p.delivered > p.out {
+			limit = max(limit, p.delivered-p.out)
+		}
+		sndcnt = min(c.ssthresh-pipe, limit+uint32(c.smss))
+	}
+	c.cwnd = pipe + sndcnt
+}
+
+// peerDelAck is how long a Linux receiver holds the ACK of a lone
+// segment (TCP_DELACK_MIN, 40 ms: its delayed-ACK timer on a path whose
+// RTT is below that; RFC 5681 §4.2 lets a receiver delay the ACK of
+// fewer than two full-sized segments, RFC 1122 §4.2.3.2 up to 0.5 s).
+const peerDelAck = int64(40e6)
+
+// rtoWait is how long the retransmission timer waits from now (RFC 6298
+// §5.1, §5.3): the RTO; without timestamps, with at most one segment in
+// flight, sent once, the RTO plus a peer's delayed ACK. The RTO's floor
+// (MinRTO, 25 ms) is below a Linux peer's delayed-ACK timer, and the ACK
+// of a lone segment (a request, the tail of a write) came after the RTO
+// had sent it again, collapsed cwnd and gone back N. With timestamps
+// such a timeout is told spurious at the ACK and undone (eifelCheck:
+// one segment sent twice, nothing else lost), and waiting longer would
+// only delay the repair of a lone segment really lost: on the model of
+// the lossy wire at 3% loss (BenchmarkLossyWire) waiting cost 6%.
+// Linux's own sender waits at least 200 ms (its RTO floor is in RTTVAR).
+func (c *Conn) rtoWait() int64 {
+	if c.tsOK || c.sndMax-c.sndUna > uint32(c.smss) || c.retries > 0 {
+		return c.rto
+	}
+	return min(c.rto+peerDelAck, c.e.maxRTO)
+}
+
+// eifelState is what a retransmission timeout changed, kept until the
+// first ACK after it tells whether it was spurious (RFC 3522, RFC 4015).
+type eifelState struct {
+	on       bool
+	ts       uint32 // our timestamp clock at the timeout: the retransmission's TSval is no older
+	cwnd     uint32 // before the timeout
+	ssthresh uint32
+}
+
+// eifelArm is called at the first timeout of an episode (onRTO, before
+// it collapses cwnd): with timestamps, the first ACK after it can tell
+// the timeout spurious.
+func (c *Conn) eifelArm() {
+	if c.retries > 0 || !c.tsOK {
+		return
+	}
+	c.eifel = eifelState{on: true, ts: c.tsNow(), cwnd: c.cwnd, ssthresh: max(c.ssthresh, c.cwnd/4*3)}
+}
+
+// eifelCheck takes the first ACK of new data after a timeout. RFC 3522's
+// detection: it echoes a timestamp older than the retransmission's, so
+// the original segment arrived and the timeout was spurious (a peer's
+// late ACK, a pause of the path, a queue). RFC 4015's response, as
+// Linux's tcp_try_undo_loss: cwnd and ssthresh come back to what they
+// were (ssthresh at least three quarters of cwnd, Linux's prior_ssthresh)
+// and sending goes on after SND.MAX instead of going back N over data
+// the peer holds.
+func (c *Conn) eifelCheck(s *segment) {
+	c.eifel.on = false
+	if !s.hasTS || s.tsEcr == 0 || !seqLT(s.tsEcr, c.eifel.ts) {
+		return
+	}
+	c.e.cnt[cTCPSpuriousRTOs]++
+	c.cwnd = max(c.cwnd, c.eifel.cwnd)
+	c.ssthresh = max(c.ssthresh, c.eifel.ssthresh)
+	c.caAcc = 0
+	c.sndNxt = c.sndMax
+	c.recoverSet = false
 }

@@ -287,3 +287,212 @@ func TestLostRetransmissionRFC8985Sec6_2(t *testing.T) {
 		t.Errorf("tcp_timeouts %d, want 0", got)
 	}
 }
+
+// RFC 6675 §5 and RFC 5681 §3.2 (RFC 6582 §3.2 step 2): one reduction
+// per window of data. Two segments of one flight are lost; the first
+// starts recovery and sets ssthresh, the second, found lost by SACK
+// while the recovery point is not acknowledged yet, is repaired in the
+// same recovery without a second reduction, and the full ACK ends it
+// with cwnd at the one ssthresh (Linux: tcp_enter_recovery once per
+// CA_Recovery episode).
+func TestOneReductionPerWindowRFC6675Sec5(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	una, mss := inFlight(t, w, cb, 10)
+
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 5*mss})
+	if !cb.inRecovery {
+		t.Fatal("set-up: SACKs of 4 segments above SND.UNA did not start recovery")
+	}
+	ssthresh, recover := cb.ssthresh, cb.recover
+	// The retransmission of the first hole arrived; segment 5 was lost
+	// too and the segments after it are SACKed: a partial ACK.
+	ackB(w, ca, cb, una+5*mss, sackBlock{una + 6*mss, una + 10*mss})
+	w.step()
+	if !cb.inRecovery || cb.ssthresh != ssthresh || cb.recover != recover {
+		t.Fatalf("a second loss in the window: in recovery %v, ssthresh %d (was %d), recover %d (was %d)",
+			cb.inRecovery, cb.ssthresh, ssthresh, cb.recover, recover)
+	}
+	ackB(w, ca, cb, una+10*mss)
+	if cb.inRecovery || cb.cwnd != ssthresh {
+		t.Fatalf("after the full ACK: in recovery %v, cwnd %d, want the one reduction's ssthresh %d", cb.inRecovery, cb.cwnd, ssthresh)
+	}
+	if got := counterOf(t, w.b, "tcp_fast_retransmits"); got != 1 {
+		t.Errorf("tcp_fast_retransmits %d, want 1 reduction for two losses in one window", got)
+	}
+}
+
+// RFC 6937 §3 (Proportional Rate Reduction): while pipe is above
+// ssthresh, a SACK recovery sends ssthresh/RecoverFS of what the ACKs
+// deliver, so that the reduction is spread over the round trip: with
+// RFC 6675 alone (cwnd = ssthresh) nothing but the first retransmission
+// left until half the flight was delivered, and then a burst. At the end
+// of recovery cwnd is ssthresh.
+func TestPRRProportionalRFC6937Sec3(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	mss := uint32(cb.segData())
+	cb.cwnd, cb.ssthresh = 20*mss, 1<<30
+	w.pb.SetImpairment(memio.Impairment{Loss: 1})
+	una := cb.sndUna
+	cb.Write(make([]byte, 30*int(mss))) // 20 in flight, 10 waiting for cwnd
+	w.until(time.Second, "B to send", func() bool { return cb.sndMax == una+20*mss })
+
+	ackWide(w, ca, cb, una, sackBlock{una + mss, una + 5*mss}) // 4 segments delivered: recovery
+	if !cb.inRecovery || !cb.prr.on {
+		t.Fatalf("set-up: recovery %v, PRR %v", cb.inRecovery, cb.prr.on)
+	}
+	ssthresh, fs := cb.ssthresh, cb.prr.fs
+	if ssthresh != 10*mss || fs != 20*mss {
+		t.Fatalf("set-up: ssthresh %d, RecoverFS %d; want %d, %d", ssthresh, fs, 10*mss, 20*mss)
+	}
+	for i := uint32(0); i < 3; i++ {
+		w.step()
+		sent, delivered := cb.prr.out, cb.prr.delivered
+		// prr_out never runs ahead of CEIL(prr_delivered*ssthresh/RecoverFS)
+		// by more than the segment rounding of a retransmission.
+		if limit := (delivered*ssthresh+fs-1)/fs + mss; sent > limit {
+			t.Fatalf("ACK %d: %d bytes sent in recovery for %d delivered, want at most %d", i, sent, delivered, limit)
+		}
+		if sent < delivered*ssthresh/fs-mss {
+			t.Fatalf("ACK %d: %d bytes sent in recovery for %d delivered: the ACK clock stopped", i, sent, delivered)
+		}
+		ackWide(w, ca, cb, una, sackBlock{una + mss, una + (7+2*i)*mss})
+	}
+	if got := counterOf(t, w.b, "tcp_prr_recoveries"); got != 1 {
+		t.Errorf("tcp_prr_recoveries %d, want 1", got)
+	}
+	ackWide(w, ca, cb, cb.sndMax)
+	if cb.inRecovery || cb.cwnd != ssthresh {
+		t.Fatalf("after the full ACK: recovery %v, cwnd %d, want ssthresh %d", cb.inRecovery, cb.cwnd, ssthresh)
+	}
+}
+
+// ackWide is ackB with the peer's window at its largest (65535 scaled).
+func ackWide(w *world, ca, cb *Conn, ack uint32, bs ...sackBlock) {
+	var opts []byte
+	if len(bs) > 0 {
+		opts = sackOpt(bs...)
+	}
+	w.b.tick()
+	w.b.input(segFrame(w, ca, cb.rcvNxt, ack, flagACK, 65535, opts, nil))
+}
+
+// RFC 6298 §5 with RFC 5681 §4.2: a receiver may hold the ACK of a lone
+// segment, Linux for 40 ms (TCP_DELACK_MIN), longer than the RTO's 25 ms
+// floor; before, every lone segment to a delaying peer was sent twice,
+// cwnd collapsed and the sender went back N. Without timestamps the
+// timer of a lone segment waits the RTO plus that delay; with them the
+// timeout may come, and its ACK tells it spurious (RFC 3522) and undoes
+// it (RFC 4015): cwnd as before, nothing sent again but the one segment.
+// A lone segment really lost is still repaired by the timer.
+func TestRTOOutlastsPeerDelayedACKRFC6298Sec5(t *testing.T) {
+	for _, ts := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no-timestamps", true: "timestamps"}[ts], func(t *testing.T) {
+			peer := Options{MaxConns: 4, DelayedACK: 40 * time.Millisecond, MinRTO: 200 * time.Millisecond, NoTimestamps: !ts}
+			w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, peer, Options{MaxConns: 4, NoTimestamps: !ts})
+			ca, cb := w.connect(7000)
+			w.clk.Advance(5 * time.Millisecond) // timestamps (ms) that are not 0: RTT samples
+			buf := make([]byte, 64<<10)
+			// Bulk first: the peer ACKs every second segment at once, and
+			// the RTO comes down to its floor.
+			data := make([]byte, 256<<10)
+			sent, got := 0, 0
+			w.until(time.Second, "the bulk data and its ACKs", func() bool {
+				if sent < len(data) {
+					sent += cb.Write(data[sent:])
+				}
+				n, _ := ca.Read(buf)
+				got += n
+				return got == len(data) && cb.sndUna == cb.sndMax
+			})
+			if cb.rto >= int64(40*time.Millisecond) {
+				t.Fatalf("set-up: RTO %v is not below the peer's delayed ACK", time.Duration(cb.rto))
+			}
+			cwnd := cb.cwnd
+			cb.Write([]byte("a lone segment"))
+			w.until(time.Second, "the lone segment and its ACK", func() bool {
+				n, _ := ca.Read(buf)
+				got += n
+				return got == len(data)+14 && cb.sndUna == cb.sndMax
+			})
+			rtos, spurious := counterOf(t, w.b, "tcp_timeouts"), counterOf(t, w.b, "tcp_spurious_rtos")
+			if !ts && rtos != 0 {
+				t.Fatalf("tcp_timeouts %d for a lone segment whose ACK the peer delayed 40 ms, want 0", rtos)
+			}
+			if rtos != spurious || rtos > 1 {
+				t.Fatalf("tcp_timeouts %d, tcp_spurious_rtos %d: want at most one, told spurious", rtos, spurious)
+			}
+			if rtx := counterOf(t, w.b, "tcp_retransmits"); rtx != rtos {
+				t.Fatalf("tcp_retransmits %d, want %d", rtx, rtos)
+			}
+			if cb.cwnd < cwnd {
+				t.Fatalf("cwnd %d after the delayed ACK, was %d", cb.cwnd, cwnd)
+			}
+
+			w.pb.SetImpairment(memio.Impairment{Loss: 1})
+			cb.Write([]byte("lost"))
+			w.step()
+			w.pb.SetImpairment(memio.Impairment{})
+			w.until(time.Second, "the lost segment repaired", func() bool {
+				n, _ := ca.Read(buf)
+				got += n
+				return got == len(data)+18 && cb.sndUna == cb.sndMax
+			})
+			if got := counterOf(t, w.b, "tcp_timeouts"); got != rtos+1 {
+				t.Errorf("tcp_timeouts %d after a lone segment was lost, want %d", got, rtos+1)
+			}
+			if got := counterOf(t, w.b, "tcp_spurious_rtos"); got != spurious {
+				t.Errorf("tcp_spurious_rtos %d after a real loss, want %d", got, spurious)
+			}
+		})
+	}
+}
+
+// RFC 3522 (Eifel detection) and RFC 4015 (its response): a timeout whose
+// first ACK echoes a timestamp older than the retransmission's was
+// spurious, the original having arrived: cwnd and ssthresh come back to
+// what they were before it (Linux's tcp_try_undo_loss) and sending goes
+// on after SND.MAX, not back over the data the peer holds.
+func TestSpuriousRTOUndoneRFC4015(t *testing.T) {
+	o := Options{MaxConns: 4}
+	w := newWorld(t, memio.Options{TxSlots: 256, RxSlots: 256}, o, o)
+	ca, cb := w.connect(7000)
+	w.clk.Advance(5 * time.Millisecond) // timestamps (ms) that are not 0: RTT samples
+	buf := make([]byte, 64<<10)
+	data := make([]byte, 64<<10)
+	sent, got := 0, 0
+	pump := func() bool {
+		if sent < len(data) {
+			sent += cb.Write(data[sent:])
+		}
+		n, _ := ca.Read(buf)
+		got += n
+		return got == sent && sent == len(data) && cb.sndUna == cb.sndMax
+	}
+	w.until(time.Second, "the first data and its ACKs", pump)
+	cwnd, rto := cb.cwnd, cb.rto
+
+	// The path holds A's ACKs back for three RTOs: B times out although
+	// A received everything.
+	w.pa.SetImpairment(memio.Impairment{Delay: time.Duration(3 * rto)})
+	sent, data = 0, make([]byte, 8*cb.segData())
+	got = 0
+	for i := 0; i < 200 && !pump(); i++ {
+		w.clk.Advance(time.Millisecond)
+		w.step()
+	}
+	if !pump() {
+		t.Fatalf("the data was not acknowledged: SND.UNA %d, SND.MAX %d", cb.sndUna, cb.sndMax)
+	}
+	if got := counterOf(t, w.b, "tcp_timeouts"); got == 0 {
+		t.Fatal("set-up: no timeout")
+	}
+	if got := counterOf(t, w.b, "tcp_spurious_rtos"); got != 1 {
+		t.Fatalf("tcp_spurious_rtos %d, want 1", got)
+	}
+	if cb.cwnd < cwnd {
+		t.Errorf("cwnd %d after the spurious timeout was undone, want at least %d (before it)", cb.cwnd, cwnd)
+	}
+	if rtx := counterOf(t, w.b, "tcp_retransmits"); rtx > 2 {
+		t.Errorf("tcp_retransmits %d: the sender went back N after a spurious timeout", rtx)
+	}
+}

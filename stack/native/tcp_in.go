@@ -513,6 +513,10 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	c.persistProbes = 0 // the peer answers: persist goes on (RFC 1122 §4.2.2.17)
 	grew := false
+	var sacked0 uint32 // for PRR's DeliveredData (RFC 6937 §3)
+	if c.sackOK && (c.nsacked > 0 || s.nsack > 0) {
+		sacked0 = c.sackedBytes()
+	}
 	if c.sackOK && s.nsack > 0 {
 		c.takeDSACK(s)
 		grew = c.takeSACK(s)
@@ -537,6 +541,13 @@ func (c *Conn) ackInput(s *segment) bool {
 		// none). An ACK that moved SND.UNA is cumulative, never a
 		// duplicate (§2 (d)).
 		c.dupAck()
+	}
+	if c.prr.on {
+		if d := c.sndUna - una + c.sackedBytes() - sacked0; int32(d) > 0 {
+			c.prrAck(d)
+		} else {
+			c.prrAck(0)
+		}
 	}
 	if grew {
 		c.lostRetransmit()
@@ -578,6 +589,9 @@ func (c *Conn) takeWindow(s *segment) (wnd, oldWnd uint32, persisted bool) {
 // newAck takes an ACK that moves SND.UNA forward.
 func (c *Conn) newAck(s *segment) {
 	e := c.e
+	if c.eifel.on {
+		c.eifelCheck(s) // recovery.go: was the timeout spurious?
+	}
 	acked := s.ack - c.sndUna
 	data := min(int(acked), c.sLen)
 	if int(acked) > data && c.finSent {
@@ -601,7 +615,7 @@ func (c *Conn) newAck(s *segment) {
 	if c.sndUna == c.sndMax {
 		c.tRTO = 0
 	} else {
-		c.tRTO = e.now + c.rto // RFC 6298 §5.3
+		c.tRTO = e.now + c.rtoWait() // RFC 6298 §5.3
 		e.arm(c)
 	}
 	if c.sendable() {

@@ -226,13 +226,16 @@ func (c *Conn) sendSeg(seq uint32, flags uint8, off, n int) bool {
 	}
 	if n > 0 {
 		c.lastSend = e.now
+		if c.prr.on {
+			c.prr.out += uint32(n)
+		}
 	}
 	if seqGT(end, c.sndNxt) {
 		c.sndNxt = end
 	}
 	c.sndMax = seqMax(c.sndMax, c.sndNxt)
 	if c.tRTO == 0 && c.tPersist == 0 {
-		c.tRTO = e.now + c.rto
+		c.tRTO = e.now + c.rtoWait()
 		e.arm(c)
 	}
 	return true

@@ -203,11 +203,12 @@ func (c *Conn) onRTO() {
 	if c.userTimedOut() {
 		return
 	}
+	c.eifelArm()
 	c.retries++
 	e.cnt[cTCPTimeouts]++
 	c.ssthresh = c.rtoThreshold()
 	c.cwnd, c.caAcc = mss, 0
-	c.inRecovery, c.rtxOne, c.dupacks = false, false, 0
+	c.inRecovery, c.rtxOne, c.dupacks, c.prr.on = false, false, 0, false
 	c.rackRTO()
 	c.rtxd.ok = false // go-back-N: D-SACKs after it prove no single retransmission spurious
 	c.nsacked = 0     // RFC 6675 §5.1: the scoreboard may have reneged

@@ -61,6 +61,7 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	offloads := fs.Bool("offloads", false, "leave TSO, GSO and TX checksum offload on at the veth ends (default off, as on a wire)")
 	poll := fs.String("poll", "yield", "the native engine's loop: yield (sleep in Engine.Wait when a round moves nothing) or busy (spin)")
 	port := fs.Int("port", 6000, "first server port; each cell uses the next")
+	cc := fs.String("cc", "", "congestion control of the kernel tcp and native rows: reno or cubic (default: each its own, the host's for kernel tcp, which may be bbr, reno for the native engine)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, "", err
@@ -134,6 +135,12 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 		o.Busy = true
 	default:
 		return bad("--poll %q: yield or busy", *poll)
+	}
+	switch *cc {
+	case "", "reno", "cubic":
+		o.CC = *cc
+	default:
+		return bad("--cc %q: reno or cubic", *cc)
 	}
 	if o.Port < 1 || o.Port > 65535-10000 {
 		return bad("--port %d: must be 1..55535", o.Port)

@@ -8,13 +8,16 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/tcp/netconn"
+	"golang.org/x/sys/unix"
 )
 
 // runKernel is kernel TCP: net.Listen and net.Dial in the side's
-// namespace, the kernel's defaults (no socket option set).
+// namespace, the kernel's defaults (no socket option set but
+// TCP_CONGESTION with --cc; accepted sockets inherit the listener's).
 func (s *side) runKernel(ctx context.Context) error {
 	sp := s.spec
 	var conns []halfCloser
@@ -24,10 +27,12 @@ func (s *side) runKernel(ctx context.Context) error {
 		}
 	}()
 	if sp.Server {
-		ln, err := net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(netip.AddrPortFrom(sp.Local, sp.Port)))
+		lc := net.ListenConfig{Control: ccControl(sp.CC)}
+		l, err := lc.Listen(ctx, "tcp4", netip.AddrPortFrom(sp.Local, sp.Port).String())
 		if err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
+		ln := l.(*net.TCPListener)
 		defer ln.Close()
 		s.ready()
 		for len(conns) < sp.Conns {
@@ -38,7 +43,7 @@ func (s *side) runKernel(ctx context.Context) error {
 			conns = append(conns, c)
 		}
 	} else {
-		d := net.Dialer{Timeout: connectTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(sp.Local, 0))}
+		d := net.Dialer{Timeout: connectTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(sp.Local, 0)), Control: ccControl(sp.CC)}
 		for len(conns) < sp.Conns {
 			c, err := d.DialContext(ctx, "tcp4", netip.AddrPortFrom(sp.Peer, sp.Port).String())
 			if err != nil {
@@ -47,7 +52,11 @@ func (s *side) runKernel(ctx context.Context) error {
 			conns = append(conns, c.(*net.TCPConn))
 		}
 	}
-	err := s.runConns(ctx, conns, kernelCounters, "kernel TCP (net.Conn, a goroutine per connection and direction, the kernel's defaults)")
+	runs := "kernel TCP (net.Conn, a goroutine per connection and direction, the kernel's defaults)"
+	if sp.CC != "" {
+		runs = "kernel TCP (net.Conn, a goroutine per connection and direction, the kernel's defaults but " + sp.CC + ")"
+	}
+	err := s.runConns(ctx, conns, kernelCounters, runs)
 	if err == nil {
 		waitSignal(ctx)
 	}
@@ -166,4 +175,24 @@ func layerMap(cs []dgramio.Counter) map[string]uint64 {
 		m[c.Layer+"."+c.Name] += c.Value
 	}
 	return m
+}
+
+// ccControl sets TCP_CONGESTION to cc on a socket before it listens or
+// connects; nil when cc is empty (the host's default).
+func ccControl(cc string) func(network, address string, rc syscall.RawConn) error {
+	if cc == "" {
+		return nil
+	}
+	return func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc)
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("TCP_CONGESTION %s: %w", cc, serr)
+		}
+		return nil
+	}
 }

@@ -59,9 +59,12 @@ func (s *side) runNative(ctx context.Context) error {
 		cfg.Role, cfg.Dests = dgramio.RoleServer, nil
 	}
 	cfg.TCP.Stack = dgramio.TCPStackNative
+	if sp.CC != "" {
+		cfg.TCP.Congestion = dgramio.Congestion(sp.CC)
+	}
 	open := netconn.OpenXDP
 	if s.row.Kind == dgramio.KindTCPDPDK {
-		open = netconn.OpenDPDK // tcp.NewDPDK's port
+		open = netconn.OpenDPDK // tcp.NewDPDK's port, which OpenDPDK opens for either engine
 		cfg = cfg.WithDefaults()
 	}
 	op, err := open(cfg)
