@@ -103,7 +103,7 @@ const (
 	DefaultSpinFor  = 50 * time.Microsecond
 	DefaultMaxConns = 1024
 	DefaultBacklog  = 1024
-	DefaultLinger   = tcp.DefaultLinger
+	DefaultLinger   = 200 * time.Millisecond // the poll-loop backends' linger too
 )
 
 // pollBudget bounds the frames one round hands to netstack before it kicks
