@@ -36,7 +36,7 @@
 // as many listeners and connections as Options.MaxConns allows; Listen(cfg)
 // and Dial(ctx, cfg, addr) are the one-line forms, whose Service lives as
 // long as what they return. On tcp-xdp a Service answers for its address
-// as a host: its XDP program hands netstack every frame to LocalIP (any
+// as a host: its XDP program hands the engine every frame to LocalIP (any
 // port, ICMP) and ARP, the kernel keeps the rest; SYNs to it pass a
 // per-CPU token bucket (Config.XDP.SYNRate) first.
 //

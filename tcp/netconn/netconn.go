@@ -48,7 +48,7 @@ func Listen(cfg dgramio.Config) (net.Listener, error) {
 // Options.Linger for the FIN. A Service holds the interface's queue (one
 // AF_XDP socket), so Dial opens one connection per Service: for several,
 // use New and Service.Dial. When cfg.Port is zero it is taken from
-// address (on tcp-xdp the XDP program redirects that port only).
+// address.
 func Dial(ctx context.Context, cfg dgramio.Config, address string) (net.Conn, error) {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {

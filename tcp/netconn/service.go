@@ -262,7 +262,7 @@ func New(cfg dgramio.Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	fio := to.FIO
-	// OpenXDP's program hands netstack every frame to LocalIP; an
+	// OpenXDP's program hands the engine every frame to LocalIP; an
 	// opener of the caller's is trusted with cfg.Port only.
 	var portOnly uint16
 	if cfg.Kind == dgramio.KindTCPXDP && opts.Open != nil {
