@@ -15,7 +15,7 @@ import (
 // Group is one kind opened with several queues (Config.Queues = N), one
 // poller per queue, sharing nothing on the data path: each queue has its
 // own socket, XSK or DPDK queue pair (and, on the userspace TCP kinds, its
-// own netstack), its own counters (no cache line written by two pollers),
+// own TCP/IP engine), its own counters (no cache line written by two pollers),
 // and its own TX queue. What the queues share is set up once by NewGroup
 // and released by Close:
 //
@@ -38,10 +38,10 @@ import (
 //	                  flow to another queue while its ring is full: give
 //	                  framecnt room for every frame in flight; counted as
 //	                  packet tp_rollover).
-//	tcp-xdp, tcp-dpdk a netstack per queue, all holding LocalIP; a
+//	tcp-xdp, tcp-dpdk a TCP/IP engine per queue, all holding LocalIP; a
 //	                  client queue connects from source ports whose
-//	                  answers come back to it (see tcp.NewXDPGroup); the
-//	                  stacks pass each other ARP replies, which a NIC puts
+//	                  answers come back to it; the
+//	                  engines pass each other ARP replies, which a NIC puts
 //	                  on one queue.
 //
 // How flows reach a queue: a NIC's RSS hashes a flow to a receive queue,
