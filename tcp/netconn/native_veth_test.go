@@ -35,28 +35,9 @@ func TestNetTestConnOverXDP(t *testing.T) {
 		s := openVeth(t, p.A, onEngine(stk, dgramio.Config{LocalIP: addr, Port: testPort}), Options{})
 		ln := listen(t, s, testPort)
 		dial := peertest.Dialer(p.B)
-		nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-			ch := make(chan net.Conn, 1)
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					c = nil
-				}
-				ch <- c
-			}()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			k, err := dial(ctx, "tcp4", fmt.Sprintf("%s:%d", addr, testPort))
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			a := <-ch
-			if a == nil {
-				k.Close()
-				return nil, nil, nil, fmt.Errorf("accept failed")
-			}
-			return k, a, func() { k.Close(); a.Close() }, nil
-		})
+		nettest.TestConn(t, acceptDialPipe(ln, func(ctx context.Context) (net.Conn, error) {
+			return dial(ctx, "tcp4", fmt.Sprintf("%s:%d", addr, testPort))
+		}))
 	})
 }
 
@@ -241,26 +222,9 @@ func TestSleepOverXDP(t *testing.T) {
 			}
 			ln := listen(t, s, testPort)
 			dial := peertest.Dialer(p.B)
-			nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-				ch := make(chan net.Conn, 1)
-				go func() {
-					c, err := ln.Accept()
-					if err != nil {
-						c = nil
-					}
-					ch <- c
-				}()
-				k, err := dial(context.Background(), "tcp4", fmt.Sprintf("%s:%d", addr, testPort))
-				if err != nil {
-					return nil, nil, nil, err
-				}
-				a := <-ch
-				if a == nil {
-					k.Close()
-					return nil, nil, nil, fmt.Errorf("accept failed")
-				}
-				return k, a, func() { k.Close(); a.Close() }, nil
-			})
+			nettest.TestConn(t, acceptDialPipe(ln, func(ctx context.Context) (net.Conn, error) {
+				return dial(ctx, "tcp4", fmt.Sprintf("%s:%d", addr, testPort))
+			}))
 			time.Sleep(100 * time.Millisecond)
 			before := counter(s.Stats(), "netconn", "poll_rounds")
 			time.Sleep(200 * time.Millisecond)

@@ -21,6 +21,14 @@ func makePipe(t *testing.T, p *pair) nettest.MakePipe {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	return acceptDialPipe(ln, func(ctx context.Context) (net.Conn, error) {
+		return p.A.Dial(ctx, fmt.Sprintf("%s:%d", ipB, testPort))
+	})
+}
+
+// acceptDialPipe is a nettest.MakePipe whose c1 is dial's end and c2 the
+// connection ln accepts for it; each dial has 20 s.
+func acceptDialPipe(ln net.Listener, dial func(ctx context.Context) (net.Conn, error)) nettest.MakePipe {
 	return func() (c1, c2 net.Conn, stop func(), err error) {
 		type res struct {
 			c   net.Conn
@@ -33,7 +41,7 @@ func makePipe(t *testing.T, p *pair) nettest.MakePipe {
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		d, err := p.A.Dial(ctx, fmt.Sprintf("%s:%d", ipB, testPort))
+		d, err := dial(ctx)
 		if err != nil {
 			return nil, nil, nil, err
 		}

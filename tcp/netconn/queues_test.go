@@ -160,28 +160,9 @@ func echoCheck(c net.Conn, seed uint64, n int) error {
 func TestQueuesNetTest(t *testing.T) {
 	_, a, b, _ := queuePair(t)
 	ln := listen(t, a, testPort)
-	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-		ch := make(chan net.Conn, 1)
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				c = nil
-			}
-			ch <- c
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		d, err := b.DialContext(ctx, "tcp4", fmt.Sprintf("%s:%d", a.Addr(), testPort))
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		c := <-ch
-		if c == nil {
-			d.Close()
-			return nil, nil, nil, errors.New("accept failed")
-		}
-		return d, c, func() { d.Close(); c.Close() }, nil
-	})
+	nettest.TestConn(t, acceptDialPipe(ln, func(ctx context.Context) (net.Conn, error) {
+		return b.DialContext(ctx, "tcp4", fmt.Sprintf("%s:%d", a.Addr(), testPort))
+	}))
 }
 
 // TestQueuesHTTP: an unchanged net/http Server on a two-queue Service
