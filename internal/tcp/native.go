@@ -564,12 +564,13 @@ func nativePeerError(err error) error {
 	return &dgramio.PeerError{Reset: true, Err: nativeGoErr(err)}
 }
 
-// checkGroup6 refuses an IPv6 client group whose queues would pick their
-// source ports (stack.SourcePorts, whose RSS hash is IPv4's): set
-// Config.LocalPort, or use one queue.
+// checkGroup6 refuses an IPv6 client with several queues: a queue's
+// connections would pick source ports by an IPv4 hash (stack.SourcePorts)
+// and the neighbour advertisements that answer a queue's solicitation
+// reach one queue only (ARPShare passes ARP replies, not NDP).
 func checkGroup6(cfg dgramio.Config) error {
-	if cfg.IPv6() && cfg.Role == dgramio.RoleClient && cfg.LocalPort == 0 && cfg.Queues > 1 {
-		return &dgramio.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "an IPv6 client with several queues needs Config.LocalPort: the source ports that bring each queue its answers are chosen by an IPv4 hash"}
+	if cfg.IPv6() && cfg.Role == dgramio.RoleClient && cfg.Queues > 1 {
+		return &dgramio.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "an IPv6 client of tcp-xdp or tcp-dpdk runs on one queue: the queues do not share neighbour advertisements nor steer IPv6 source ports yet"}
 	}
 	return nil
 }

@@ -810,7 +810,7 @@ func (e *Engine) each6(fn func(name string, v uint64, loss bool)) {
 		fn(ip6ErrorNames[i], s.parseErr[i], true)
 	}
 	for i := reasm6Result(0); i < nReasm6Results; i++ {
-		fn(reasm6Names[i], s.reasmRes[i], i != reasm6Queued && i != reasm6Done)
+		fn(reasm6Names[i], s.reasmRes[i], i != reasm6Queued && i != reasm6Done && i != reasm6Duplicate)
 	}
 	fn("ip6_reassembly_timeout", s.reasm.timeouts, true)
 	for i := ndpError(1); i < nNDPErrors; i++ {
