@@ -32,14 +32,17 @@ const MaxQueues = 256
 // Defaults of Config: the batch sizes and buffers every kind uses, so that
 // the kinds compare with the same application settings.
 const (
-	DefaultMaxDatagram = 1472     // 1500-byte MTU minus IPv4 and UDP headers
-	DefaultTxQueue     = 256      // messages Queue accepts before Flush
-	DefaultTxBatch     = 16       // messages per sendmmsg / ring submit
-	DefaultRxBatch     = 32       // messages per recvmmsg / ring poll
-	DefaultBusyPollUs  = 50       // SO_BUSY_POLL
-	DefaultSockBuf     = 16 << 20 // SO_RCVBUF / SO_SNDBUF
-	DefaultConnectWait = 5 * time.Second
-	MaxRecord          = 65535 // largest record on the u16 length-prefixed stream
+	DefaultMaxDatagram = 1472 // 1500-byte MTU minus IPv4 and UDP headers
+	// DefaultMaxDatagram6 is DefaultMaxDatagram of a datagram kind's IPv6
+	// Config: a 1500-byte MTU minus the IPv6 and UDP headers.
+	DefaultMaxDatagram6 = 1452
+	DefaultTxQueue      = 256      // messages Queue accepts before Flush
+	DefaultTxBatch      = 16       // messages per sendmmsg / ring submit
+	DefaultRxBatch      = 32       // messages per recvmmsg / ring poll
+	DefaultBusyPollUs   = 50       // SO_BUSY_POLL
+	DefaultSockBuf      = 16 << 20 // SO_RCVBUF / SO_SNDBUF
+	DefaultConnectWait  = 5 * time.Second
+	MaxRecord           = 65535 // largest record on the u16 length-prefixed stream
 )
 
 // The peer table of the raw datagram kinds (Config.Peers).
@@ -85,7 +88,8 @@ type Config struct {
 	DstMAC net.HardwareAddr
 
 	// MaxDatagram is the largest payload accepted by Queue and delivered by
-	// Rx, in bytes. Default 1472. Stream kinds allow up to 65535 (the u16
+	// Rx, in bytes. Default 1472 (1452 for a datagram kind over IPv6:
+	// what one 1500-byte frame carries). Stream kinds allow up to 65535 (the u16
 	// record length); in FramingRaw it bounds the bytes one QueueTo
 	// appends and one Packet of Rx carries.
 	MaxDatagram int
@@ -358,6 +362,9 @@ func orDefault[T comparable](v *T, def T) {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
+	if c.MaxDatagram == 0 && !c.Kind.IsStream() && c.IPv6() {
+		c.MaxDatagram = DefaultMaxDatagram6
+	}
 	orDefault(&c.MaxDatagram, DefaultMaxDatagram)
 	orDefault(&c.TxQueue, DefaultTxQueue)
 	orDefault(&c.TxBatch, DefaultTxBatch)

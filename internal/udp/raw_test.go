@@ -22,13 +22,36 @@ var (
 	ipB = netip.MustParseAddr("198.18.0.2")
 )
 
-func clientCfg() dgramio.Config {
-	return dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.AddrPort{netip.AddrPortFrom(ipB, 5000)},
+// family is one column of the tests that run over both families: the
+// client's address a and the server's b.
+type family struct {
+	name string
+	a, b netip.Addr
+}
+
+var families = []family{
+	{"IPv4", ipA, ipB},
+	{"IPv6", netip.MustParseAddr("2001:2::1"), netip.MustParseAddr("2001:2::2")},
+}
+
+// forFamilies runs fn as a subtest per family.
+func forFamilies(t *testing.T, fn func(t *testing.T, f family)) {
+	for _, f := range families {
+		t.Run(f.name, func(t *testing.T) { fn(t, f) })
+	}
+}
+
+func clientCfg() dgramio.Config { return clientCfgFor(families[0]) }
+
+func serverCfg() dgramio.Config { return serverCfgFor(families[0]) }
+
+func clientCfgFor(f family) dgramio.Config {
+	return dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", LocalIP: f.a, Dests: []netip.AddrPort{netip.AddrPortFrom(f.b, 5000)},
 		Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACB}
 }
 
-func serverCfg() dgramio.Config {
-	return dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", Role: dgramio.RoleServer, LocalIP: ipB, Port: 5000}
+func serverCfgFor(f family) dgramio.Config {
+	return dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", Role: dgramio.RoleServer, LocalIP: f.b, Port: 5000}
 }
 
 // pair returns a client on port A and a server on port B of a memio pair.
@@ -82,8 +105,11 @@ func rxAll(t *testing.T, b *Raw, want int, fn func(dgramio.Packet)) int {
 	return got
 }
 
-func TestEchoOverMemio(t *testing.T) {
-	cl, sv, a, _ := pair(t, memio.Options{}, clientCfg(), serverCfg())
+func TestEchoOverMemio(t *testing.T) { forFamilies(t, testEchoOverMemio) }
+
+func testEchoOverMemio(t *testing.T, f family) {
+	ipA, ipB := f.a, f.b
+	cl, sv, a, _ := pair(t, memio.Options{}, clientCfgFor(f), serverCfgFor(f))
 	const n = 1000
 	seen := make([]bool, n)
 	pkts := make([]dgramio.Packet, 32)
