@@ -15,6 +15,7 @@ import (
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/arp"
+	"github.com/dgramio/dgramio/internal/ndp"
 )
 
 var (
@@ -642,22 +643,45 @@ func TestNewRawRefuses(t *testing.T) {
 }
 
 // TestOwnARP: neither side knows the other's MAC; the client resolves the
-// server through arp/ while the server's poll loop answers, and the
-// server's answer goes to the learnt MAC. The arp counters show both ways.
-func TestOwnARP(t *testing.T) {
+// server through arp/ (IPv4) or ndp/ (IPv6) while the server's poll loop
+// answers, and the server's answer goes to the learnt MAC. The counters
+// show both ways: RFC 826's request and reply, RFC 4861 §7.2.2-§7.2.4's
+// solicitation and advertisement.
+func TestOwnARP(t *testing.T) { forFamilies(t, testOwnNeighbours) }
+
+// neighboursFor returns RawOptions owning ARP or NDP on p for addr, the
+// handler's layer, and its counters of a resolution made (out, in) and
+// answered (in, out).
+func neighboursFor(t *testing.T, p *memio.Port, addr netip.Addr, iface string) (RawOptions, string, [4]string) {
+	t.Helper()
+	if addr.Is4() {
+		h, err := arp.New(p, arp.Config{MAC: p.MAC(), Addr: addr, Iface: iface, Interval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return RawOptions{ARP: h}, "arp", [4]string{"requests_out", "replies_in", "requests_in", "replies_out"}
+	}
+	h, err := ndp.New(p, ndp.Config{MAC: p.MAC(), Addr: addr, Iface: iface, Interval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return RawOptions{NDP: h}, "ndp", [4]string{"solicits_out", "adverts_in", "solicits_in", "adverts_out"}
+}
+
+func testOwnNeighbours(t *testing.T, f family) {
 	a, b := memio.NewPair(memio.Options{})
-	ha, _ := arp.New(a, arp.Config{MAC: a.MAC(), Addr: ipA, Iface: "memio A", Interval: 50 * time.Millisecond})
-	hb, _ := arp.New(b, arp.Config{MAC: b.MAC(), Addr: ipB, Iface: "memio B", Interval: 50 * time.Millisecond})
-	sv, err := NewRaw(serverCfg(), b, RawOptions{ARP: hb})
+	oa, layer, names := neighboursFor(t, a, f.a, "memio A")
+	ob, _, _ := neighboursFor(t, b, f.b, "memio B")
+	sv, err := NewRaw(serverCfgFor(f), b, ob)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sv.Close()
 	stop := serveEcho(t, sv)
 	defer stop()
-	cc := clientCfg()
+	cc := clientCfgFor(f)
 	cc.DstMAC = nil
-	cl, err := NewRaw(cc, a, RawOptions{ARP: ha})
+	cl, err := NewRaw(cc, a, oa)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -672,13 +696,20 @@ func TestOwnARP(t *testing.T) {
 		t.Fatalf("%d of 10 echoes", got)
 	}
 	cs := cl.Stats()
-	wantARP(t, cs, "requests_out", "replies_in")
-	if v, _ := cs.Counter("arp", "replies_in"); v != 1 {
-		t.Fatalf("client got %d ARP replies, want 1", v)
+	wantLayer(t, cs, layer, names[0], names[1])
+	if v, _ := cs.Counter(layer, names[1]); v != 1 {
+		t.Fatalf("client got %d %s %s, want 1", v, layer, names[1])
 	}
-	wantARP(t, sv.Stats(), "requests_in", "replies_out")
+	wantLayer(t, sv.Stats(), layer, names[2], names[3])
 	// The server learnt the client from the request meant for it.
-	if m, ok := hb.Lookup(ipA); !ok || !bytes.Equal(m[:], a.MAC()) {
+	var m [6]byte
+	var ok bool
+	if ob.ARP != nil {
+		m, ok = ob.ARP.Lookup(f.a)
+	} else {
+		m, ok = ob.NDP.Lookup(f.a)
+	}
+	if !ok || !bytes.Equal(m[:], a.MAC()) {
 		t.Fatal("server did not learn the client from its request")
 	}
 }
@@ -728,9 +759,16 @@ func serveEcho(t *testing.T, b dgramio.Backend) (stop func()) {
 // "requests_in", "replies_out" where it answered one.
 func wantARP(t *testing.T, s dgramio.Stats, names ...string) {
 	t.Helper()
+	wantLayer(t, s, "arp", names...)
+}
+
+// wantLayer fails the test unless each named counter of layer in s is at
+// least 1.
+func wantLayer(t *testing.T, s dgramio.Stats, layer string, names ...string) {
+	t.Helper()
 	for _, name := range names {
-		if v, _ := s.Counter("arp", name); v < 1 {
-			t.Fatalf("arp %s is 0: %v", name, s.Layers)
+		if v, _ := s.Counter(layer, name); v < 1 {
+			t.Fatalf("%s %s is 0: %v", layer, name, s.Layers)
 		}
 	}
 }
