@@ -472,7 +472,7 @@ func (o DPDKOptions) CheckDevice(iface string) error {
 }
 
 // IPv6Kinds are the kinds that serve IPv6 today; every kind serves IPv4.
-var IPv6Kinds = []Kind{KindUDP, KindURing, KindTCP}
+var IPv6Kinds = []Kind{KindUDP, KindURing, KindTCP, KindXDP, KindDPDK}
 
 // ServesIPv6 reports whether kind k serves IPv6 (see IPv6Kinds).
 func (k Kind) ServesIPv6() bool { return slices.Contains(IPv6Kinds, k) }
@@ -511,7 +511,7 @@ func (c Config) checkAddrs() error {
 		return BadField("LocalIP", c.LocalIP, "an address with a zone is not supported: use a global address")
 	}
 	if c.Kind.IsRaw() && !c.LocalIP.IsValid() {
-		return BadField("LocalIP", c.LocalIP, "kind %s needs our IPv4 address", c.Kind)
+		return BadField("LocalIP", c.LocalIP, "kind %s needs our IP address", c.Kind)
 	}
 	if c.Role == RoleClient && len(c.Dests) == 0 {
 		return BadField("Dests", c.Dests, "a client needs at least one destination (address and port)")

@@ -76,6 +76,11 @@ type Options struct {
 	// CarrierWait bounds the wait for carrier after bind (a bind can reset
 	// the link). Default 5 s; negative: do not wait.
 	CarrierWait time.Duration
+	// IPv6 turns the program's IPv6 steering on (xdpprog.Objects.SetIPv6):
+	// IPv6 UDP (or TCP) to Port is redirected as IPv4 is, and with
+	// variants UDPARP and TCP the neighbour solicitations and
+	// advertisements too. Off, every IPv6 frame goes to the kernel.
+	IPv6 bool
 	// MLock locks the UMEM in memory with mlock(2) (it needs CAP_IPC_LOCK or
 	// a large enough RLIMIT_MEMLOCK). The kernel pins the pages it uses
 	// anyway; this also keeps the rest of the mapping resident.
@@ -83,7 +88,7 @@ type Options struct {
 	// Shared, when set, is the program the socket registers into
 	// (AttachProgram: one program and socket map for the queues of a
 	// group), at index QueueID, instead of loading and attaching one of its
-	// own; Program, Port and Mode are then the shared program's. Close
+	// own; Program, Port, Mode and IPv6 are then the shared program's. Close
 	// takes the socket out of the map and leaves the program attached.
 	Shared *Program
 }
@@ -179,6 +184,7 @@ func OptionsFromConfig(c dgramio.Config) Options {
 		Mode:        c.XDP.Mode,
 		Copy:        c.XDP.Copy,
 		CarrierWait: c.XDP.CarrierWait,
+		IPv6:        c.IPv6(),
 	}
 	switch c.Kind {
 	case dgramio.KindTCPXDP:
@@ -219,9 +225,13 @@ type ProgramOptions struct {
 	// Mode is "" (driver mode, then SKB mode as a reported fallback),
 	// "driver" or "skb", as Options.Mode.
 	Mode dgramio.XDPMode
+	// IPv6 turns the program's IPv6 steering on, as Options.IPv6.
+	IPv6 bool
 	// Host, with Program xdpprog.TCP, is the address the userspace stack
 	// answers for: every IPv4 frame to it goes to the sockets, frames to
-	// other addresses to the kernel (xdpprog.Objects.SetHost). Unset: the
+	// other addresses to the kernel (xdpprog.Objects.SetHost). An IPv6
+	// Host does the same for IPv6 (xdpprog.Objects.SetHost6, which turns
+	// IPv6 steering on), with the solicitations for it. Unset: the
 	// program matches Port.
 	Host netip.Addr
 	// SYNRate and SYNBurst, with Host, limit the SYNs to Host each CPU
