@@ -23,10 +23,12 @@ const (
 )
 
 // ethHeader is the Ethernet header's length; udpHeaders is Ethernet, IPv4
-// without options and UDP.
+// without options and UDP; udpHeaders6 Ethernet, the IPv6 fixed header and
+// UDP.
 const (
-	ethHeader  = 14
-	udpHeaders = ethHeader + 20 + 8
+	ethHeader   = 14
+	udpHeaders  = ethHeader + 20 + 8
+	udpHeaders6 = ethHeader + 40 + 8
 )
 
 // MaxFrame returns the longest frame (Ethernet header included, no FCS) that
@@ -161,9 +163,9 @@ func (o Options) Validate() error {
 	if m := MaxFrame(o.FrameSize); o.MaxFrame > m {
 		return dgramio.BadField("MaxFrame", o.MaxFrame,
 			"a %d-byte frame does not fit one RX buffer of a %d-byte UMEM frame: %d minus %d headroom, rounded down to whole KiB, is %d "+
-				"(ixgbe zero-copy drops longer frames without counting them); the largest UDP payload that fits is %d bytes: "+
+				"(ixgbe zero-copy drops longer frames without counting them); the largest UDP payload that fits is %d bytes over IPv6 (20 more over IPv4): "+
 				"lower the maximum datagram, or use FrameSize 4096",
-			o.MaxFrame, o.FrameSize, o.FrameSize, Headroom, m, m-udpHeaders)
+			o.MaxFrame, o.FrameSize, o.FrameSize, Headroom, m, m-udpHeaders6)
 	}
 	return nil
 }
@@ -201,6 +203,9 @@ func OptionsFromConfig(c dgramio.Config) Options {
 			o.Port = c.LocalPort
 		}
 		o.MaxFrame = udpHeaders + c.MaxDatagram
+		if c.IPv6() {
+			o.MaxFrame = udpHeaders6 + c.MaxDatagram
+		}
 	}
 	return o
 }
