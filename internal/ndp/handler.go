@@ -263,7 +263,8 @@ func (h *Handler) setLocked(addr netip.Addr, mac [6]byte, st State, timer time.T
 //     §7.2.5 on the Override and Solicited flags; for one we know nothing
 //     of, nothing; for our own address, counted as dup_addr.
 //
-// Frames to another unicast MAC are ignored. An answer leaves at the next
+// Every NDP frame is counted once: solicits_in, adverts_in, ignored,
+// dup_addr or malformed_*. Frames to another unicast MAC are ignored. An answer leaves at the next
 // Kick: call Flush after the frames of a poll round (Raw does).
 func (h *Handler) Handle(frame []byte) bool {
 	m, why := ParseFrame(frame)
@@ -312,7 +313,6 @@ func (h *Handler) advertisement(m *Message, now time.Time) {
 		h.dupAddr.Add(1) // someone else claims our address
 		return
 	}
-	h.advertsIn.Add(1)
 	solicited, override := m.Flags&FlagSolicited != 0, m.Flags&FlagOverride != 0
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -322,6 +322,7 @@ func (h *Handler) advertisement(m *Message, now time.Time) {
 			h.ignored.Add(1) // §7.2.5: no entry, nothing to create
 			return
 		}
+		h.advertsIn.Add(1)
 		if solicited {
 			h.setLocked(m.Target, m.LL, Reachable, now.Add(h.cfg.Reachable))
 		} else {
@@ -329,6 +330,7 @@ func (h *Handler) advertisement(m *Message, now time.Time) {
 		}
 		return
 	}
+	h.advertsIn.Add(1)
 	changed := m.HasLL && m.LL != e.mac
 	if !override && changed {
 		if e.state == Reachable {
@@ -556,7 +558,7 @@ const (
 	CounterSolicitsIn  = "solicits_in"  // solicitations for our addresses, answered
 	CounterSolicitsOut = "solicits_out" // our multicast solicitations (resolutions)
 	CounterProbesOut   = "probes_out"   // our unicast solicitations (PROBE)
-	CounterAdvertsIn   = "adverts_in"   // advertisements for others' addresses
+	CounterAdvertsIn   = "adverts_in"   // advertisements about neighbours we resolve or hold
 	CounterAdvertsOut  = "adverts_out"  // our advertisements sent
 	CounterIgnored     = "ignored"      // for other addresses or MACs, or about unknown neighbours
 	CounterTxFull      = "tx_full"      // frames the TX ring refused

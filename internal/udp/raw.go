@@ -155,7 +155,7 @@ type Raw struct {
 	txDropped, txBytes, rxDelivered, rxBytes     atomic.Uint64
 	rxTruncated, txUnresolved, txRetried         atomic.Uint64
 	txResolveOverflow, txResolveTimeout          atomic.Uint64
-	txUnsentAtClose, txNoDest                    atomic.Uint64
+	txUnsentAtClose, txNoDest, rxWhileResolving  atomic.Uint64
 
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
@@ -217,13 +217,14 @@ func NewRaw(cfg dgramio.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, e
 		nb = opts.NDP
 	}
 	ownARPResolve := opts.Resolve == nil && nb != nil
+	var r *Raw // set below, before any resolution runs
 	if ownARPResolve {
 		h, hop := nb, opts.NextHop
 		opts.Resolve = func(ctx context.Context, a netip.Addr) ([6]byte, error) {
 			if hop != nil {
 				a = hop(a) // a Dest behind a router: its gateway
 			}
-			return h.Resolve(ctx, a, nil)
+			return h.Resolve(ctx, a, r.whileResolving)
 		}
 	}
 	if opts.Mode == "" {
@@ -233,7 +234,7 @@ func NewRaw(cfg dgramio.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, e
 	if cfg.Role == dgramio.RoleClient && cfg.LocalPort != 0 {
 		port = cfg.LocalPort
 	}
-	r := &Raw{
+	r = &Raw{
 		cfg:    cfg,
 		fio:    fio,
 		opts:   opts,
@@ -620,6 +621,19 @@ func (r *Raw) deliver(frame []byte) {
 	r.learn(d.From, d.SrcMAC)
 }
 
+// whileResolving takes a frame that arrived while NewRaw resolved a Dest
+// with the ARP or NDP handler (which takes its own frames): not ours,
+// malformed or damaged, it is counted as Rx would count it; a datagram
+// for us is lost (raw.rx_while_resolving), since nothing reads it yet.
+func (r *Raw) whileResolving(frame []byte) {
+	_, why := Parse(frame, &r.filter)
+	if why == OK {
+		r.rxWhileResolving.Add(1)
+		return
+	}
+	r.parse.Count(why)
+}
+
 // learn records where answers to from go: the MAC its frame came from.
 // The peer goes to the head of the recency list; one waiting for its
 // resolution has it now.
@@ -693,7 +707,8 @@ func (r *Raw) Wait(ctx context.Context) error {
 // flushed, or still waiting, when Close came): the causes of those
 // TxDropped; peers_replaced (peers that made room for newer ones in the
 // full peer table) and tx_retried (TxFrame attempts repeated on a full
-// ring);
+// ring), rx_while_resolving (datagrams for us that arrived while NewRaw
+// resolved a Dest, before anything read them: a loss);
 // "frameio" the transport's totals (Loss false: rx_dropped and tx_dropped
 // are sums, and the FrameIO's own Layers, appended after them as the
 // FrameIO reports them, say which of its counters lose messages, as memio
@@ -728,6 +743,7 @@ func (r *Raw) Stats() dgramio.Stats {
 		dgramio.Counter{Layer: "raw", Name: "peers_replaced", Value: r.table.replaced.Load()},
 		dgramio.Counter{Layer: "raw", Name: "tx_unsent_at_close", Value: r.txUnsentAtClose.Load()},
 		dgramio.Counter{Layer: "raw", Name: "tx_retried", Value: r.txRetried.Load()},
+		dgramio.Counter{Layer: "raw", Name: "rx_while_resolving", Value: r.rxWhileResolving.Load(), Loss: true},
 		dgramio.Counter{Layer: "frameio", Name: "rx_frames", Value: fs.RxFrames},
 		dgramio.Counter{Layer: "frameio", Name: "tx_frames", Value: fs.TxFrames},
 		dgramio.Counter{Layer: "frameio", Name: "tx_ring_full", Value: fs.TxRingFull},

@@ -398,10 +398,15 @@ func TestXDPOversizedMaxDatagram(t *testing.T) {
 }
 
 // TestNeighbourResolver: an address missing from the table is resolved by
-// the kernel on request; one nobody has ends in an error naming it.
-func TestNeighbourResolver(t *testing.T) {
+// the kernel on request (ARP, or for IPv6 the kernel's neighbour
+// solicitation, RFC 4861 §7.2.2); one behind a router resolves to the
+// router's MAC; one nobody has ends in an error naming it.
+func TestNeighbourResolver(t *testing.T) { forVethFamilies(t, testNeighbourResolver) }
+
+func testNeighbourResolver(t *testing.T, f vethFamily) {
 	testutil.RequireRoot(t)
-	p := hosttest.New(t, testhost.Options{})
+	p := f.pair(t)
+	bAddr := f.addr(p.B)
 	var nl *netlink.Handle
 	if err := p.A.Do(func() error {
 		var err error
@@ -411,13 +416,13 @@ func TestNeighbourResolver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nl.Close()
-	if err := p.A.DelNeigh(p.B.Addr); err != nil {
+	if err := p.A.DelNeigh(bAddr); err != nil {
 		t.Fatal(err)
 	}
 	r := NeighbourResolver(nl, p.A.Index, p.A.Iface)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	mac, err := r(ctx, p.B.Addr)
+	mac, err := r(ctx, bAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,23 +431,27 @@ func TestNeighbourResolver(t *testing.T) {
 	}
 	// An address behind a router resolves to the router's MAC: the next
 	// hop of the kernel's route (RFC 1122 3.3.1.2: off-link datagrams go
-	// to a gateway), here B. The route goes with the namespace.
-	far := netip.MustParsePrefix("198.19.254.0/24")
-	gw := &netlink.Route{LinkIndex: p.A.Index, Dst: &net.IPNet{IP: far.Addr().AsSlice(), Mask: net.CIDRMask(24, 32)}, Gw: p.B.Addr.AsSlice()}
+	// to a gateway; RFC 4861 §5.2 for IPv6), here B. The route goes with
+	// the namespace.
+	far, prefix := netip.MustParsePrefix("198.19.254.0/24"), p.B.Prefix
+	if f.v6 {
+		far, prefix = netip.MustParsePrefix("2001:2:0:fe::/64"), p.B.Prefix6
+	}
+	gw := &netlink.Route{LinkIndex: p.A.Index, Dst: &net.IPNet{IP: far.Addr().AsSlice(), Mask: net.CIDRMask(far.Bits(), far.Addr().BitLen())}, Gw: bAddr.AsSlice()}
 	if err := nl.RouteAdd(gw); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.A.DelNeigh(p.B.Addr); err != nil {
+	if err := p.A.DelNeigh(bAddr); err != nil {
 		t.Fatal(err)
 	}
-	mac, err = r(ctx, far.Addr().Next().Next().Next()) // .3 behind B
+	mac, err = r(ctx, far.Addr().Next().Next().Next()) // ::3 or .3 behind B
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(mac[:], p.B.MAC) {
 		t.Fatalf("off-link peer resolved to %x, want the router's %v", mac, p.B.MAC)
 	}
-	nobody := p.B.Prefix.Masked().Addr().Next().Next().Next().Next() // .4 in B's /24
+	nobody := prefix.Masked().Addr().Next().Next().Next().Next() // .4 (::4) in B's prefix
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel2()
 	_, err = r(ctx2, nobody)
