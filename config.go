@@ -474,8 +474,19 @@ func (o DPDKOptions) CheckDevice(iface string) error {
 // IPv6Kinds are the kinds that serve IPv6 today; every kind serves IPv4.
 var IPv6Kinds = []Kind{KindUDP, KindURing, KindTCP, KindXDP, KindDPDK}
 
-// ServesIPv6 reports whether kind k serves IPv6 (see IPv6Kinds).
+// ServesIPv6 reports whether kind k serves IPv6 (see IPv6Kinds) with any
+// engine. The userspace TCP kinds (tcp-xdp, tcp-dpdk) serve IPv6 on the
+// netstack engine (TCP.Stack "netstack"), which Config.ServesIPv6 tells.
 func (k Kind) ServesIPv6() bool { return slices.Contains(IPv6Kinds, k) }
+
+// ServesIPv6 reports whether c's kind, with c's engine, serves IPv6: a
+// kind of IPv6Kinds, or tcp-xdp and tcp-dpdk on netstack.
+func (c Config) ServesIPv6() bool {
+	if c.Kind.ServesIPv6() {
+		return true
+	}
+	return (c.Kind == KindTCPXDP || c.Kind == KindTCPDPDK) && c.TCP.Stack == TCPStackNetstack
+}
 
 // IPv6 reports whether c is an IPv6 Config: its LocalIP is IPv6, or it
 // has no LocalIP and its first destination is IPv6 (IPv4-mapped
@@ -500,12 +511,12 @@ func familyName(v6 bool) string {
 // of them, a family the kind serves.
 func (c Config) checkAddrs() error {
 	v6 := c.IPv6()
-	if v6 && !c.Kind.ServesIPv6() {
+	if v6 && !c.ServesIPv6() {
 		field, val := "LocalIP", any(c.LocalIP)
 		if !c.LocalIP.IsValid() {
 			field, val = "Dests", c.Dests
 		}
-		return BadField(field, val, "kind %s serves IPv4 only today; the kinds that serve IPv6 are %s", c.Kind, enumList(IPv6Kinds))
+		return BadField(field, val, "kind %s (engine %q) serves IPv4 only today; the kinds that serve IPv6 are %s, and tcp-xdp or tcp-dpdk with TCP.Stack %q", c.Kind, c.TCP.Stack, enumList(IPv6Kinds), TCPStackNetstack)
 	}
 	if c.LocalIP.IsValid() && c.LocalIP.Zone() != "" {
 		return BadField("LocalIP", c.LocalIP, "an address with a zone is not supported: use a global address")

@@ -77,6 +77,20 @@ func TestIPv6Config(t *testing.T) {
 			t.Errorf("kind %s client to [::1] without LocalIP: %v (IPv6 %v)", k, err, cli.IPv6())
 		}
 	}
+	// The userspace TCP kinds serve IPv6 on netstack, not (yet) on the
+	// native engine: the check knows the engine.
+	for _, k := range []Kind{KindTCPXDP, KindTCPDPDK} {
+		c := validClient(k)
+		ipv6(&c)
+		c.TCP.Stack = TCPStackNetstack
+		if err := c.Validate(); err != nil || !c.ServesIPv6() {
+			t.Errorf("kind %s on netstack over IPv6: %v", k, err)
+		}
+		c.TCP.Stack = TCPStackNative
+		if err := c.Validate(); err == nil || c.ServesIPv6() || !strings.Contains(err.Error(), `"netstack"`) {
+			t.Errorf("kind %s on native over IPv6: %v, want a refusal naming netstack", k, err)
+		}
+	}
 	// IPv4-mapped addresses are IPv4, unset ones leave IPv4.
 	mapped := Config{Kind: KindUDP, LocalIP: netip.MustParseAddr("::ffff:127.0.0.1"),
 		Dests: []netip.AddrPort{netip.MustParseAddrPort("[::ffff:127.0.0.1]:5000")}}.WithDefaults()
