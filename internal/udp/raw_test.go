@@ -616,6 +616,9 @@ func TestNewRawRefuses(t *testing.T) {
 		field string
 	}{
 		{"oversized MaxDatagram", func() dgramio.Config { c := clientCfg(); c.MaxDatagram = 1473; return c }, "MaxDatagram"},
+		// IPv6's fixed header is 40 bytes: 1452 fit a 1500-byte MTU.
+		{"oversized MaxDatagram over IPv6", func() dgramio.Config { c := clientCfgFor(families[1]); c.MaxDatagram = 1453; return c }, "MaxDatagram"},
+		{"unspecified LocalIP", func() dgramio.Config { c := clientCfg(); c.LocalIP = netip.IPv6Unspecified(); return c }, "LocalIP"},
 		{"no LocalIP", func() dgramio.Config { c := clientCfg(); c.LocalIP = netip.Addr{}; return c }, "LocalIP"},
 		{"bad DstMAC", func() dgramio.Config { c := clientCfg(); c.DstMAC = net.HardwareAddr{1, 2}; return c }, "DstMAC"},
 		{"no way to resolve", func() dgramio.Config { c := clientCfg(); c.DstMAC = nil; return c }, "DstMAC"},
@@ -630,6 +633,18 @@ func TestNewRawRefuses(t *testing.T) {
 		if a.TxFrame(make([]byte, 60)) {
 			t.Errorf("%s: the FrameIO was left open", c.name)
 		}
+	}
+	// 1452 bytes over IPv6 fit; an ARP handler does not serve IPv6.
+	a6, _ := memio.NewPair(memio.Options{})
+	r6, err := NewRaw(clientCfgFor(families[1]), a6, RawOptions{})
+	if err != nil || r6.slot != 62+1452 {
+		t.Fatalf("IPv6 client with the default MaxDatagram: %v", err)
+	}
+	r6.Close()
+	a6, _ = memio.NewPair(memio.Options{})
+	h, _ := arp.New(a6, arp.Config{MAC: a6.MAC(), Addr: ipA})
+	if _, err := NewRaw(clientCfgFor(families[1]), a6, RawOptions{ARP: h}); err == nil {
+		t.Fatal("ARP accepted for an IPv6 Config")
 	}
 	// A jumbo MTU takes a jumbo MaxDatagram.
 	a, _ := memio.NewPair(memio.Options{MTU: 9000})
