@@ -161,11 +161,15 @@ func (o Options) Validate() error {
 		return dgramio.BadField("MaxFrame", o.MaxFrame, "must be at least %d (an Ethernet header)", ethHeader)
 	}
 	if m := MaxFrame(o.FrameSize); o.MaxFrame > m {
+		hdr := udpHeaders
+		if o.IPv6 {
+			hdr = udpHeaders6
+		}
 		return dgramio.BadField("MaxFrame", o.MaxFrame,
 			"a %d-byte frame does not fit one RX buffer of a %d-byte UMEM frame: %d minus %d headroom, rounded down to whole KiB, is %d "+
-				"(ixgbe zero-copy drops longer frames without counting them); the largest UDP payload that fits is %d bytes over IPv6 (20 more over IPv4): "+
+				"(ixgbe zero-copy drops longer frames without counting them); the largest UDP payload that fits is %d bytes: "+
 				"lower the maximum datagram, or use FrameSize 4096",
-			o.MaxFrame, o.FrameSize, o.FrameSize, Headroom, m, m-udpHeaders6)
+			o.MaxFrame, o.FrameSize, o.FrameSize, Headroom, m, m-hdr)
 	}
 	return nil
 }
