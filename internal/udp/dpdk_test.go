@@ -150,6 +150,11 @@ func testDPDKEchoKernelPeer(t *testing.T, driver string, f vethFamily) {
 	if err := p.B.DelNeigh(aAddr); err != nil {
 		t.Fatal(err)
 	}
+	// A's kernel must not know B either: ndp/ asks the kernel's table
+	// of a vdev's interface first.
+	if err := p.A.DelNeigh(bAddr); err != nil {
+		t.Fatal(err)
+	}
 	unreachBefore := f.unreachables(t, p.B)
 	b := openDPDK(t, p.A, driver, dgramio.Config{Iface: p.A.Iface, LocalIP: aAddr,
 		Dests: []netip.AddrPort{netip.AddrPortFrom(bAddr, 5000)}, Port: 5000})
@@ -171,8 +176,18 @@ func testDPDKEchoKernelPeer(t *testing.T, driver string, f vethFamily) {
 	if got != n {
 		t.Fatalf("%d of %d echoes", got, n)
 	}
-	if s.TxSent != n || s.RxDelivered != n || s.Lost() != 0 || s.TxDropped != 0 {
-		t.Fatalf("TxSent %d RxDelivered %d Lost %d TxDropped %d", s.TxSent, s.RxDelivered, s.Lost(), s.TxDropped)
+	// Every datagram made the round trip, so a frame the kernel's
+	// interface dropped on transmit (iface.tx_dropped, a loss on
+	// net_af_xdp) was the kernel's own: with IPv6 on, Linux sends MLD
+	// reports and neighbour discovery of its own addresses on the
+	// interface, also while the PMD's bind resets the link. Those are
+	// not this path's losses.
+	ifaceDrops, _ := s.Counter("iface", "tx_dropped")
+	if driver != "net_af_xdp" {
+		ifaceDrops = 0 // not a loss there (see dpdk.Port.Stats)
+	}
+	if s.TxSent != n || s.RxDelivered != n || s.Lost()-ifaceDrops != 0 || s.TxDropped != 0 {
+		t.Fatalf("TxSent %d RxDelivered %d Lost %d (iface tx_dropped %d) TxDropped %d", s.TxSent, s.RxDelivered, s.Lost(), ifaceDrops, s.TxDropped)
 	}
 	wantLayer(t, s, layer, names[2], names[3]) // B's kernel asked for A
 	if mac, _, err := p.B.Neigh(aAddr); err != nil || !bytes.Equal(mac, p.A.MAC) {

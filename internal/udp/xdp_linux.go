@@ -124,7 +124,12 @@ func openXDPQueue(cfg dgramio.Config, prog *afxdp.Program, note string) (dgramio
 	case cfg.XDP.OwnARP && cfg.IPv6():
 		// The program takes neighbour discovery (variant UDPARP with IPv6
 		// steering on); ndp answers for LocalIP and our link-local address.
-		h, err := ndp.New(fio, ndp.Config{MAC: x.MAC(), Addr: cfg.LocalIP, Iface: cfg.Iface})
+		// The kernel's table is asked first: the interface has a kernel
+		// side (its link-local address still resolves neighbours). Query
+		// runs on the poll loop, as NextHop does: nl is not shared.
+		idx := ifc.Index
+		h, err := ndp.New(fio, ndp.Config{MAC: x.MAC(), Addr: cfg.LocalIP, Iface: cfg.Iface,
+			Kernel: func(a netip.Addr) ([6]byte, bool) { return kernelNeigh(nl, idx, a) }})
 		if err != nil {
 			return nil, err
 		}

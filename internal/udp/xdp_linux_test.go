@@ -343,6 +343,10 @@ func testXDPOwnARP(t *testing.T, f vethFamily) {
 	if err := p.B.DelNeigh(a); err != nil {
 		t.Fatal(err)
 	}
+	// Nor may A's kernel know B (ndp/ asks the kernel's table first).
+	if err := p.A.DelNeigh(bAddr); err != nil {
+		t.Fatal(err)
+	}
 	b := openXDP(t, p.A, dgramio.Config{Kind: dgramio.KindXDP, Iface: p.A.Iface, LocalIP: a,
 		Dests: []netip.AddrPort{netip.AddrPortFrom(bAddr, 5000)}, Port: 5000, XDP: dgramio.XDPOptions{OwnARP: true}})
 	layer, names := f.neighbours()
