@@ -681,8 +681,12 @@ func (c Config) checkDPDK() error {
 	if c.Kind == KindTCPDPDK && c.TCP.Stack == TCPStackNetstack && (d.PrefixLen != 0 || d.Gateway.IsValid()) {
 		return BadField("DPDK.Gateway", d.Gateway, "the netstack engine sends to every peer on the link and takes no DPDK.PrefixLen or DPDK.Gateway; use TCP.Stack %q (the default) or leave them unset", TCPStackNative)
 	}
-	if d.PrefixLen < 0 || d.PrefixLen > 32 {
-		return BadField("DPDK.PrefixLen", d.PrefixLen, "must be between 0 (every address on the link) and 32")
+	bits := 32
+	if c.IPv6() {
+		bits = 128
+	}
+	if d.PrefixLen < 0 || d.PrefixLen > bits {
+		return BadField("DPDK.PrefixLen", d.PrefixLen, "must be between 0 (every address on the link) and %d", bits)
 	}
 	if d.PrefixLen == 0 {
 		if d.Gateway.IsValid() {
@@ -692,8 +696,8 @@ func (c Config) checkDPDK() error {
 	}
 	link := netip.PrefixFrom(c.LocalIP, d.PrefixLen).Masked()
 	if d.Gateway.IsValid() {
-		if !d.Gateway.Is4() || !link.Contains(d.Gateway) || d.Gateway == c.LocalIP {
-			return BadField("DPDK.Gateway", d.Gateway, "must be another IPv4 address on LocalIP's link %v", link)
+		if d.Gateway.Unmap().Is4() == c.IPv6() || !link.Contains(d.Gateway.Unmap()) || d.Gateway.Unmap() == c.LocalIP {
+			return BadField("DPDK.Gateway", d.Gateway, "must be another %s address on LocalIP's link %v", familyName(c.IPv6()), link)
 		}
 		return nil
 	}
@@ -703,7 +707,7 @@ func (c Config) checkDPDK() error {
 			if d.PCI != "" {
 				what = "a PCI port (no kernel routes to ask)"
 			}
-			return BadField("DPDK.Gateway", "unset", "destination %v is off LocalIP's link %v, and on %s its frames go to a router: set DPDK.Gateway to the router's address on %v (or DPDK.PrefixLen 0 if the peer answers ARP on this link itself)", dst, link, what, link)
+			return BadField("DPDK.Gateway", "unset", "destination %v is off LocalIP's link %v, and on %s its frames go to a router: set DPDK.Gateway to the router's address on %v (or DPDK.PrefixLen 0 if the peer answers ARP or neighbour discovery on this link itself)", dst, link, what, link)
 		}
 	}
 	return nil

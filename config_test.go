@@ -91,6 +91,13 @@ func TestIPv6Config(t *testing.T) {
 			t.Errorf("kind %s on native over IPv6: %v, want a refusal naming netstack", k, err)
 		}
 	}
+	// dpdk over IPv6 with an on-link prefix and a gateway on it.
+	d := validClient(KindDPDK)
+	ipv6(&d)
+	d.DPDK.PrefixLen, d.DPDK.Gateway = 64, netip.MustParseAddr("2001:2::fe")
+	if err := d.Validate(); err != nil {
+		t.Errorf("dpdk over IPv6 with a /64 and a gateway: %v", err)
+	}
 	// IPv4-mapped addresses are IPv4, unset ones leave IPv4.
 	mapped := Config{Kind: KindUDP, LocalIP: netip.MustParseAddr("::ffff:127.0.0.1"),
 		Dests: []netip.AddrPort{netip.MustParseAddrPort("[::ffff:127.0.0.1]:5000")}}.WithDefaults()
@@ -116,6 +123,12 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"dpdk pci and vdev", func(c *Config) { c.Kind = KindDPDK; c.DPDK.PCI = "0000:03:00.0"; c.DPDK.VDev = "net_ring0" }, "DPDK.VDev"},
 		{"dpdk gateway without prefix", func(c *Config) { c.Kind = KindDPDK; c.DPDK.Gateway = netip.MustParseAddr("198.18.0.254") }, "DPDK.PrefixLen"},
 		{"dpdk prefix too long", func(c *Config) { c.Kind = KindDPDK; c.DPDK.PrefixLen = 33 }, "DPDK.PrefixLen"},
+		{"dpdk IPv6 prefix too long", func(c *Config) { c.Kind = KindDPDK; ipv6(c); c.DPDK.PrefixLen = 129 }, "DPDK.PrefixLen"},
+		{"dpdk IPv4 gateway on IPv6", func(c *Config) {
+			c.Kind = KindDPDK
+			ipv6(c)
+			c.DPDK.PrefixLen, c.DPDK.Gateway = 64, netip.MustParseAddr("198.18.0.254")
+		}, "DPDK.Gateway"},
 		{"dpdk gateway off link", func(c *Config) {
 			c.Kind, c.DPDK.PrefixLen, c.DPDK.Gateway = KindDPDK, 24, netip.MustParseAddr("198.18.1.1")
 		}, "DPDK.Gateway"},
