@@ -77,6 +77,21 @@ func (f vethFamily) neighbours() (string, [4]string) {
 	return "arp", [4]string{"requests_out", "replies_in", "requests_in", "replies_out"}
 }
 
+// pathLost is s.Lost() less the transmit drops of a DPDK vdev's kernel
+// interface (iface.tx_dropped, a loss on net_af_xdp), for a test that saw
+// every message it sent arrive: those drops were then the kernel's own
+// frames (with IPv6 on, Linux's MLD reports and neighbour discovery, also
+// while the PMD's bind resets the link), not the path's.
+func pathLost(s dgramio.Stats) uint64 {
+	n := s.Lost()
+	for _, c := range s.Layers {
+		if c.Layer == "iface" && c.Name == "tx_dropped" && c.Loss {
+			n -= c.Value
+		}
+	}
+	return n
+}
+
 // kernelEchoAt is kernelEcho on addr (either family).
 func kernelEchoAt(t *testing.T, h *testhost.Host, addr netip.Addr, port int) func() int {
 	t.Helper()
