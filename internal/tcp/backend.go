@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	nstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
@@ -295,12 +294,9 @@ func checkConfig(cfg dgramio.Config) error {
 		return &dgramio.ConfigError{Field: field, Value: v, Reason: why}
 	}
 	if !cfg.LocalIP.IsValid() {
-		return bad("LocalIP", cfg.LocalIP, "the userspace TCP needs our address")
+		return bad("LocalIP", cfg.LocalIP, "the userspace TCP needs our IPv4 or IPv6 address")
 	}
 	v6 := !cfg.LocalIP.Unmap().Is4()
-	if v6 && cfg.TCP.Stack != dgramio.TCPStackNative {
-		return bad("TCP.Stack", cfg.TCP.Stack, "IPv6 runs on the native engine only (TCP.Stack \"native\"): netstack here is IPv4 only")
-	}
 	if cfg.Port == 0 {
 		return bad("Port", cfg.Port, "the server's TCP port is required")
 	}
@@ -444,7 +440,7 @@ func (b *Backend) open() error {
 }
 
 func (b *Backend) fullAddr(a netip.Addr, port uint16) tcpip.FullAddress {
-	return tcpip.FullAddress{NIC: stack.NICID, Addr: tcpip.AddrFrom4(a.As4()), Port: port}
+	return tcpip.FullAddress{NIC: stack.NICID, Addr: stack.Addr(a), Port: port}
 }
 
 func (b *Backend) newConn(ep tcpip.Endpoint, wq *waiter.Queue, peer netip.AddrPort) *conn {
@@ -490,7 +486,7 @@ func (c *conn) unacked() (uint64, bool) {
 		if terr != nil {
 			return 0, false
 		}
-		c.local = netip.AddrPortFrom(netip.AddrFrom4(a.Addr.As4()), a.Port)
+		c.local = netip.AddrPortFrom(stack.AddrOf(a.Addr), a.Port)
 	}
 	return c.b.st.EP.Unacked(c.local, c.peer, c.sent.Written())
 }
@@ -579,7 +575,7 @@ func (c *conn) Abort() {
 
 func (b *Backend) listen() error {
 	wq := new(waiter.Queue)
-	ep, terr := b.st.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	ep, terr := b.st.NS.NewEndpoint(ntcp.ProtocolNumber, b.st.Proto(), wq)
 	if terr != nil {
 		return fmt.Errorf("tcp: new endpoint: %w", goErr(terr))
 	}
@@ -671,7 +667,7 @@ func (t *transport) Accept(add func(layer.Conn, netip.AddrPort)) {
 			b.s.Report(err)
 			continue
 		}
-		peer := netip.AddrPortFrom(netip.AddrFrom4(addr.Addr.As4()), addr.Port)
+		peer := netip.AddrPortFrom(stack.AddrOf(addr.Addr), addr.Port)
 		add(b.newConn(ep, wq, peer), peer)
 	}
 }
@@ -686,7 +682,7 @@ func (b *Backend) connectAll() error {
 	pending := make([]*conn, 0, len(b.cfg.Dests))
 	for _, d := range b.cfg.Dests {
 		wq := new(waiter.Queue)
-		ep, terr := b.st.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+		ep, terr := b.st.NS.NewEndpoint(ntcp.ProtocolNumber, b.st.Proto(), wq)
 		if terr != nil {
 			return fmt.Errorf("tcp: new endpoint: %w", goErr(terr))
 		}
@@ -777,14 +773,14 @@ func (b *Backend) connectAll() error {
 // for the connect to report.
 func (b *Backend) resolveAll(ctx context.Context) error {
 	var left atomic.Int32
-	local := tcpip.AddrFrom4(b.cfg.LocalIP.As4())
+	local := stack.Addr(b.cfg.LocalIP)
 	for _, d := range b.cfg.Dests {
 		left.Add(1)
 		done := func(nstack.LinkResolutionResult) {
 			left.Add(-1)
 			b.st.EP.Interrupt()
 		}
-		switch terr := b.st.NS.GetLinkAddress(stack.NICID, tcpip.AddrFrom4(d.Addr().As4()), local, ipv4.ProtocolNumber, done); terr.(type) {
+		switch terr := b.st.NS.GetLinkAddress(stack.NICID, stack.Addr(d.Addr()), local, b.st.Proto(), done); terr.(type) {
 		case nil, *tcpip.ErrWouldBlock:
 		default:
 			return fmt.Errorf("tcp: resolve %s: %w", d, goErr(terr))

@@ -48,7 +48,11 @@ const (
 	UDP Variant = iota
 	// UDPARP is UDP plus every ARP frame (EtherType 0x0806), for the
 	// datagram kind when it answers ARP itself (Config.XDP.OwnARP). The
-	// kernel then no longer sees ARP on that interface.
+	// kernel then no longer sees ARP on that interface. With IPv6
+	// steering on it also takes every IPv6 neighbour solicitation and
+	// advertisement (RedirectedNDP; ICMPv6 types 135 and 136 right after
+	// the fixed header), which package ndp then answers and learns from:
+	// the kernel no longer sees neighbour discovery either.
 	UDPARP
 	// TCP redirects IPv4 TCP (same IP rules as UDP) when our port is the
 	// source or the destination port, so that a client with an ephemeral
@@ -477,8 +481,8 @@ func portTest(v Variant, offSrc, offDst int16, lRedirect, lCount string) asm.Ins
 // RedirectedNDP; the rest is PassOtherHost. Otherwise the first Next
 // Header decides: UDP (TCP for variant TCP) goes to the port test, a
 // Fragment header is PassFragment, another extension header PassIPv6Ext;
-// variant TCP also takes every neighbour solicitation and advertisement
-// (RedirectedNDP), as it takes every ARP frame.
+// variants TCP and UDPARP also take every neighbour solicitation and
+// advertisement (RedirectedNDP), as they take every ARP frame.
 func ip6Path(v Variant, need func(int32) asm.Instructions, lIP6, lRedirect, lCount string) asm.Instructions {
 	const (
 		lPorts  = "ip6_ports"
@@ -537,7 +541,7 @@ func ip6Path(v Variant, need func(int32) asm.Instructions, lIP6, lRedirect, lCou
 		first = first.WithSymbol(lIP6)
 	}
 	add(first)
-	if v == TCP {
+	if v != UDP { // TCP and UDPARP take neighbour discovery
 		add(asm.JEq.Imm(asm.R4, 58, lICMP))
 	}
 	add(
@@ -555,7 +559,7 @@ func ip6Path(v Variant, need func(int32) asm.Instructions, lIP6, lRedirect, lCou
 	l4[0] = l4[0].WithSymbol(lL4)
 	add(l4...)
 	add(portTest(v, offSrcPort6, offDstPort6, lRedirect, lCount)...)
-	if v == TCP {
+	if v != UDP {
 		nd := need(offICMP6Type + 1)
 		nd[0] = nd[0].WithSymbol(lICMP)
 		add(nd...)
