@@ -108,6 +108,7 @@ type Engine struct {
 	reasm     []reasmSlot       // Options.ReassemblyMemory's worth
 	ports     [portTable]uint16 // RFC 6056 §3.3.4's table of counters
 	tw        twTable           // TIME-WAIT records (timewait.go)
+	pool      bufPool           // rings not in use (bufpool.go)
 
 	// Hardening against the link (docs/hardening-net.md).
 	icmpCredit int64 // ns of ICMP rate earned (icmpAllow)
@@ -166,6 +167,7 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	e.heap = make([]int32, 0, o.MaxConns)
 	e.top = noTimer
 	e.tw.init()
+	e.pool.init(o.SendBuf, o.RecvBuf, rcvSlack(o.RecvBuf))
 	e.dirty = make([]int32, 0, o.MaxConns)
 	e.readable = make([]int32, 0, o.MaxConns)
 	e.arpWait = make([]int32, 0, o.MaxConns)

@@ -74,6 +74,19 @@ const (
 	// engine sends (Linux's icmp_msgs_per_sec and icmp_msgs_burst).
 	DefaultICMPRateLimit = 1000
 	DefaultICMPBurst     = 50
+
+	// Memory that follows use (docs/memory.md).
+
+	// DefaultInitRecvWindow is the receive window a connection starts
+	// with before auto-tuning raises it (about what Linux's tcp_rmem
+	// default of 128 KiB announces).
+	DefaultInitRecvWindow = 64 << 10
+	// DefaultInitSendBuf is the send buffer's limit before the
+	// congestion window raises it.
+	DefaultInitSendBuf = 64 << 10
+	// DefaultPoolIdle is how long a ring may stay in the engine's pool
+	// untaken before it is freed.
+	DefaultPoolIdle = time.Second
 )
 
 // Options configure an Engine. Addr is required; zero values take the
@@ -102,12 +115,29 @@ type Options struct {
 	Clock Clock
 	// MaxConns bounds the connection table (every state but LISTEN; TIME-
 	// WAIT of a connection the application no longer holds is kept apart,
-	// see MaxTimeWait). Send and receive buffers are allocated when a slot is
-	// first used and reused afterwards: memory is at most MaxConns *
-	// (SendBuf + RecvBuf) plus about 1 KiB per slot.
+	// see MaxTimeWait). The table takes 1 KiB per slot at New; a
+	// connection holds send and receive rings only while they hold bytes
+	// (docs/memory.md), so memory is the table plus the bytes in flight
+	// and unread, at most MaxConns * (SendBuf + RecvBuf) more.
 	MaxConns int
-	// SendBuf and RecvBuf are each connection's buffers in bytes.
+	// SendBuf and RecvBuf are the most a connection's send and receive
+	// buffers grow to, in bytes: the send buffer's limit follows twice the
+	// congestion window from InitSendBuf up to SendBuf, the receive window
+	// follows what the application reads per round trip (auto-tuning)
+	// from InitRecvWindow up to RecvBuf.
 	SendBuf, RecvBuf int
+	// InitRecvWindow and InitSendBuf are where the receive window and the
+	// send buffer's limit start (defaults DefaultInitRecvWindow and
+	// DefaultInitSendBuf, at most RecvBuf and SendBuf).
+	InitRecvWindow, InitSendBuf int
+	// NoBufferTuning fixes the receive window at RecvBuf and the send
+	// buffer's limit at SendBuf from the start (no auto-tuning); the
+	// rings still come from the pool as bytes need them.
+	NoBufferTuning bool
+	// PoolIdle is how long a ring no connection holds stays in the
+	// engine's pool for reuse before it is freed (default
+	// DefaultPoolIdle).
+	PoolIdle time.Duration
 	// MSS caps the MSS the engine announces (RFC 6691); default MTU-40.
 	MSS int
 	// MinRTO, MaxRTO and InitialRTO bound and start the retransmission
@@ -240,6 +270,9 @@ func (o *Options) setDefaults(mtu int) error {
 	def(&o.MaxConns, DefaultMaxConns)
 	def(&o.SendBuf, DefaultSendBuf)
 	def(&o.RecvBuf, DefaultRecvBuf)
+	def(&o.InitRecvWindow, DefaultInitRecvWindow)
+	def(&o.InitSendBuf, DefaultInitSendBuf)
+	defd(&o.PoolIdle, DefaultPoolIdle)
 	if o.MSS <= 0 || o.MSS > o.MTU-40 {
 		o.MSS = o.MTU - 40
 	}

@@ -51,6 +51,9 @@ func (e *Engine) setTop() {
 	if at, ok := e.tw.nextAt(); ok && at < e.top {
 		e.top = at
 	}
+	if at := e.pool.trimAt; at != 0 && at < e.top {
+		e.top = at
+	}
 }
 
 func (e *Engine) heapRemove(c *Conn) {
@@ -131,6 +134,9 @@ func (e *Engine) runDue() {
 	}
 	if at, ok := e.tw.nextAt(); ok && at <= e.now {
 		e.twExpire()
+	}
+	if at := e.pool.trimAt; at != 0 && at <= e.now {
+		e.trim() // bufpool.go
 	}
 	for len(e.heap) > 0 && e.conns[e.heap[0]].heapAt <= e.now {
 		c := &e.conns[e.heap[0]]
