@@ -376,12 +376,13 @@ func (c *Conn) Buffered() int { return c.sLen }
 // or received.
 func (c *Conn) SetRecvBuf(n int) {
 	n = max(min(n, c.e.o.RecvBuf), c.e.mss)
-	c.m.locked, c.m.rcvMax = true, int32(n)
+	c.m.locked = true
 	if c.state == SynSent && c.needSyn || c.state == Closed {
 		c.rcvCap, c.rcvWS = n, wscaleFor(n)
-		return
+	} else {
+		c.rcvCap = max(n, c.rLen+int(c.rcvWnd()))
 	}
-	c.rcvCap = max(n, c.rLen+int(c.rcvWnd()))
+	c.m.rcvMax = int32(c.rcvCap)
 }
 
 // SetKeepalive turns keepalive on (RFC 1122 §4.2.3.6): a probe after idle
