@@ -84,6 +84,11 @@ const (
 	// DefaultInitSendBuf is the send buffer's limit before the
 	// congestion window raises it.
 	DefaultInitSendBuf = 64 << 10
+	// DefaultMaxTimeWait is the least default of MaxTimeWait: TIME-WAIT
+	// for 1,092 connections a second with the 60 s of DefaultTimeWait,
+	// about 4.5 MiB of records and table at most (Linux's
+	// tcp_max_tw_buckets is 262,144 on a large host).
+	DefaultMaxTimeWait = 1 << 16
 	// DefaultPoolIdle is how long a ring may stay in the engine's pool
 	// untaken before it is freed.
 	DefaultPoolIdle = time.Second
@@ -195,7 +200,9 @@ type Options struct {
 	// listeners (default MaxConns/4, at least 1); beyond it, as beyond a
 	// listener's SYNBacklog, SYNs are answered with cookies.
 	MaxSYNReceived int
-	// MaxTimeWait bounds the TIME-WAIT records (default 4*MaxConns). A
+	// MaxTimeWait bounds the TIME-WAIT records (default the larger of
+	// 4*MaxConns and DefaultMaxTimeWait; they are allocated as used and
+	// freed once none is left). A
 	// connection that reaches TIME-WAIT once the application closed it
 	// gives its slot back and waits its 2 MSL in a small record; with
 	// MaxTimeWait records in use it skips TIME-WAIT (Linux's
@@ -302,7 +309,7 @@ func (o *Options) setDefaults(mtu int) error {
 	def(&o.ChallengeACKLimit, DefaultChallengeACKLimit)
 	def(&o.SYNACKRetries, DefaultSYNACKRetries)
 	def(&o.MaxSYNReceived, max(o.MaxConns/4, 1))
-	def(&o.MaxTimeWait, 4*o.MaxConns)
+	def(&o.MaxTimeWait, max(4*o.MaxConns, DefaultMaxTimeWait))
 	def(&o.OrphanRetries, DefaultOrphanRetries)
 	if o.UserTimeout < 0 {
 		return fmt.Errorf("native: UserTimeout %v is negative (0 turns it off)", o.UserTimeout)
