@@ -32,6 +32,9 @@ type bufPool struct {
 	pooled  int64      // bytes of the rings in free
 	allocs  uint64     // rings allocated
 	trimmed uint64     // rings freed by trims
+	// grown is what auto-tuning added to the windows of the connections
+	// there are, against Options.RecvMemory.
+	grown int64
 }
 
 // init makes the classes of the send rings (powers of two up to
@@ -165,6 +168,21 @@ func (e *Engine) trim() {
 	}
 }
 
+// rxSlotter is a FrameIO that tells how many frames its receive ring
+// holds (frameio/afxdp's XSK).
+type rxSlotter interface{ RxSlots() int }
+
+// recvMemoryFor is Options.RecvMemory's default on fio: half of its
+// receive ring in full segments when it tells its size, so that the
+// windows auto-tuning opens cannot bring more than the ring holds at once
+// (on top of the initial windows); 0 (no bound) otherwise.
+func recvMemoryFor(fio any, mss int) int {
+	if r, ok := fio.(rxSlotter); ok && r.RxSlots() > 0 {
+		return r.RxSlots() / 2 * mss
+	}
+	return 0
+}
+
 // BufferStats returns the bytes of the send and receive rings that
 // connections hold now, those pooled for reuse, and how many rings the
 // engine has allocated and freed (trimmed from the pool) since New.
@@ -185,6 +203,7 @@ type memState struct {
 	// The receiver's RTT estimate (Linux's rcv_rtt_est): the time the
 	// peer took to send a window, from rttAt to RCV.NXT reaching rttSeq.
 	rttSeq uint32
+	grown  int32 // what tuneWindow added to the window, of pool.grown
 	rttAt  int64
 	rcvRTT int64
 	sRing  int32 // size of the last send ring, the least the next takes
@@ -265,8 +284,11 @@ func (c *Conn) recvUsed() int {
 	return min(n, len(c.rbuf))
 }
 
-// freeRings gives both rings back to the pool (the connection ends).
+// freeRings gives both rings back to the pool, and what auto-tuning
+// added to its window back to Options.RecvMemory (the connection ends).
 func (c *Conn) freeRings() {
+	c.e.pool.grown -= int64(c.m.grown)
+	c.m.grown = 0
 	if c.sbuf != nil {
 		c.e.putRing(c.sbuf)
 		c.sbuf = nil
@@ -338,7 +360,13 @@ func (c *Conn) tuneWindow() {
 	if space > 0 {
 		win += 2 * win * (copied - space) / space
 	}
-	if win > int64(c.rcvCap) {
-		c.rcvCap = int(min(win, int64(m.rcvMax)))
+	inc := min(win, int64(m.rcvMax)) - int64(c.rcvCap)
+	if b := int64(c.e.o.RecvMemory); b > 0 {
+		inc = min(inc, b-c.e.pool.grown) // the engine's bound (Linux's tcp_mem pressure)
+	}
+	if inc > 0 {
+		c.rcvCap += int(inc)
+		m.grown += int32(inc)
+		c.e.pool.grown += inc
 	}
 }

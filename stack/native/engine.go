@@ -117,12 +117,15 @@ type Engine struct {
 }
 
 // New makes an engine on fio with options o. Everything the data path
-// needs is allocated here, except each connection slot's buffers, which
-// are allocated when the slot is first used and kept for its next
-// connections. The engine does not own fio: Close leaves it open.
+// needs is allocated here, except the connections' send and receive
+// rings, which come from the engine's pool as bytes need them
+// (docs/memory.md). The engine does not own fio: Close leaves it open.
 func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	if err := o.setDefaults(fio.MTU()); err != nil {
 		return nil, err
+	}
+	if o.RecvMemory == 0 {
+		o.RecvMemory = recvMemoryFor(fio, o.MSS) // bufpool.go
 	}
 	mac := fio.MAC()
 	if len(mac) != 6 {

@@ -202,3 +202,64 @@ func TestRingsFollowUse(t *testing.T) {
 	}
 	round() // and the rings come back on demand
 }
+
+// TestRecvMemoryBoundsTuning: with Options.RecvMemory set, what
+// auto-tuning adds to the windows of all connections together stays
+// within it (as Linux's tcp_rcv_space_adjust stops growing under tcp_mem
+// pressure), and goes back when the connections end; the default comes
+// from a FrameIO that tells its receive ring (an AF_XDP socket), half of
+// it in full segments.
+func TestRecvMemoryBoundsTuning(t *testing.T) {
+	const budget = 256 << 10
+	o := Options{SendBuf: 4 << 20, RecvBuf: 4 << 20, RecvMemory: budget}
+	w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
+	var cs [][2]*Conn
+	for i := range 4 {
+		ca, cb := w.connect(uint16(80 + i))
+		cs = append(cs, [2]*Conn{ca, cb})
+	}
+	w.pa.SetImpairment(memio.Impairment{Delay: 5 * time.Millisecond})
+	w.pb.SetImpairment(memio.Impairment{Delay: 5 * time.Millisecond})
+	chunk := make([]byte, 64<<10)
+	buf := make([]byte, 1<<20)
+	end := w.clk.Now().Add(time.Second)
+	for w.clk.Now().Before(end) {
+		for _, p := range cs {
+			for p[0].Write(chunk) > 0 {
+			}
+		}
+		w.step()
+		for _, p := range cs {
+			for n, _ := p[1].Read(buf); n > 0; n, _ = p[1].Read(buf) {
+			}
+		}
+		w.clk.Advance(250 * time.Microsecond)
+	}
+	added := 0
+	for _, p := range cs {
+		added += p[1].rcvCap - DefaultInitRecvWindow
+	}
+	if added > budget || w.b.pool.grown != int64(added) {
+		t.Errorf("auto-tuning added %d bytes to the windows (accounted %d), RecvMemory %d", added, w.b.pool.grown, budget)
+	}
+	if added < budget/2 {
+		t.Errorf("auto-tuning added %d bytes under a bound of %d: it did not tune", added, budget)
+	}
+	for _, p := range cs {
+		p[0].Abort()
+		p[1].Abort()
+	}
+	if w.b.pool.grown != 0 {
+		t.Errorf("%d bytes of tuning still accounted after every connection ended", w.b.pool.grown)
+	}
+	if got := recvMemoryFor(rxRing{}, 1460); got != 1024*1460 {
+		t.Errorf("default RecvMemory on a ring of 2048 frames: %d, want %d", got, 1024*1460)
+	}
+	if got := recvMemoryFor(w.pa, 1460); got != 0 {
+		t.Errorf("default RecvMemory on a FrameIO that does not tell its ring: %d, want 0 (no bound)", got)
+	}
+}
+
+type rxRing struct{}
+
+func (rxRing) RxSlots() int { return 2048 }
