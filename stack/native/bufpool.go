@@ -7,9 +7,14 @@ import (
 )
 
 // Memory that follows use (docs/memory.md). A connection holds a send or
-// receive ring only while it has bytes in it: the ring comes from the
-// engine's pool when the first byte is written or arrives, and goes back
-// when the last is acknowledged or read, and when the connection ends.
+// receive ring only while it uses it: the ring comes from the engine's
+// pool when the first byte is written or arrives, and goes back when the
+// connection ends, or when it was found empty at two trims of the pool in
+// a row (an empty ring lists its connection for the next trim, which
+// takes it if it is still empty then), so that a connection that
+// exchanges requests and answers keeps its rings, at their homes, without
+// a trip to the pool per message, and one that idles gives them up
+// within two PoolIdle.
 // The rings come in size classes, powers of two from minRing up to the
 // buffer's size; a connection takes the class its bytes need, or the
 // class it held last if that is larger (so that a busy connection does
@@ -35,6 +40,9 @@ type bufPool struct {
 	// grown is what auto-tuning added to the windows of the connections
 	// there are, against Options.RecvMemory.
 	grown int64
+	// empty lists the connections whose rings were empty once since the
+	// last trim (memState.listed).
+	empty []int32
 }
 
 // init makes the classes of the send rings (powers of two up to
@@ -129,7 +137,15 @@ func (e *Engine) armTrim() {
 	}
 }
 
-// trim frees the pooled rings that no connection took since the last
+// listEmpty lists c, whose ring just emptied, for the next trim.
+func (e *Engine) listEmpty(c *Conn) {
+	c.m.listed = true
+	e.pool.empty = append(e.pool.empty, c.idx)
+	e.armTrim()
+}
+
+// trim takes back the rings of the listed connections that are still
+// empty, frees the pooled rings that no connection took since the last
 // trim, and the TIME-WAIT records and the table's room that an engine
 // without TIME-WAIT connections no longer needs. It arms itself again
 // while rings are pooled.
@@ -137,6 +153,27 @@ func (e *Engine) trim() {
 	p := &e.pool
 	p.trimAt = 0
 	pooled := false
+	// The rings taken back now wait in the pool for one more trim.
+	for _, i := range p.empty {
+		c := &e.conns[i]
+		if !c.m.listed {
+			continue // its connection ended, the slot went on
+		}
+		c.m.listed = false
+		if c.sbuf != nil && c.sLen == 0 && c.sHeld == 0 {
+			e.putRing(c.sbuf)
+			c.sbuf, c.sHead = nil, 0
+		}
+		if c.rbuf != nil && c.rLen == 0 && c.nooo == 0 {
+			e.putRing(c.rbuf)
+			c.rbuf, c.rHead = nil, 0
+		}
+	}
+	clear(p.empty)
+	p.empty = p.empty[:0]
+	if cap(p.empty) > 1024 && len(e.table) < cap(p.empty)/4 {
+		p.empty = nil
+	}
 	for k, f := range p.free {
 		if d := p.low[k]; d > 0 {
 			for i := range d {
@@ -209,6 +246,7 @@ type memState struct {
 	sRing  int32 // size of the last send ring, the least the next takes
 	rRing  int32 // the same for the receive ring
 	locked bool  // SetRecvBuf fixed the window, or Options.NoBufferTuning
+	listed bool  // in pool.empty
 }
 
 // initMem sets a new connection's buffer sizing.

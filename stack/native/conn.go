@@ -536,11 +536,11 @@ func (e *Engine) newConn(raddr [4]byte, lport, rport uint16) *Conn {
 }
 
 // buffers readies c's rings at Dial and when its handshake completes. A
-// connection holds its send and receive rings only while they hold bytes
+// connection holds its send and receive rings only while it uses them
 // (sendRing, recvRing): they come from the engine's pool when the first
-// byte is written or arrives and go back when it is empty again, so that
-// SYNs that never complete (a flood) and idle connections cost a slot
-// but no buffers.
+// byte is written or arrives and go back once they stayed empty until
+// the pool's next trim, so that SYNs that never complete (a flood) and
+// idle connections cost a slot but no buffers.
 func (c *Conn) buffers() {
 	c.sendHomeIfEmpty() // a second call (Dial, then establish) keeps what was written
 	c.recvHomeIfEmpty()
@@ -569,22 +569,28 @@ func home(n, h int) int {
 	return 0
 }
 
-// sendHomeIfEmpty gives the send ring back to the pool when it holds
-// nothing; the next one starts at its home.
+// sendHomeIfEmpty moves the send ring's position home when it holds
+// nothing, and lists the connection for the pool's next trim, which
+// takes the ring back if it is still empty then (bufpool.go).
 func (c *Conn) sendHomeIfEmpty() {
-	if c.sLen == 0 && c.sHeld == 0 && c.sbuf != nil {
-		c.e.putRing(c.sbuf)
-		c.sbuf, c.sHead = nil, 0
+	if c.sLen == 0 && c.sHeld == 0 {
+		c.sHead = home(len(c.sbuf), sendHome)
+		if !c.m.listed && c.sbuf != nil {
+			c.e.listEmpty(c)
+		}
 	}
 }
 
-// recvHomeIfEmpty gives the receive ring back to the pool when it holds
+// recvHomeIfEmpty moves the receive ring's position home when it holds
 // nothing: no readable bytes and no out-of-order data, which lies at
-// offsets from the position. The next one starts at its home.
+// offsets from the position. The connection is listed for the pool's
+// next trim, as for the send ring.
 func (c *Conn) recvHomeIfEmpty() {
-	if c.rLen == 0 && c.nooo == 0 && c.rbuf != nil {
-		c.e.putRing(c.rbuf)
-		c.rbuf, c.rHead = nil, 0
+	if c.rLen == 0 && c.nooo == 0 {
+		c.rHead = home(len(c.rbuf), recvHome)
+		if !c.m.listed && c.rbuf != nil {
+			c.e.listEmpty(c)
+		}
 	}
 }
 

@@ -134,9 +134,9 @@ func TestSendLimitFollowsCwnd(t *testing.T) {
 	}
 }
 
-// TestRingsFollowUse: connections hold rings only while bytes are in
-// them; an idle engine's pool is freed after PoolIdle, and a steady load
-// reuses the pooled rings instead of allocating.
+// TestRingsFollowUse: connections hold rings while they use them and
+// give them back once they idle; an idle engine's pool is freed after
+// PoolIdle, and a steady load allocates no ring after the first round.
 func TestRingsFollowUse(t *testing.T) {
 	o := Options{PoolIdle: time.Second}
 	w := newWorld(t, memio.Options{}, o, o)
@@ -181,12 +181,6 @@ func TestRingsFollowUse(t *testing.T) {
 	}
 	if a := w.a.pool.allocs + w.b.pool.allocs; a != allocs {
 		t.Errorf("%d rings allocated over 50 rounds after the first", a-allocs)
-	}
-	for _, e := range []*Engine{w.a, w.b} {
-		used, pooled, _, _ := e.BufferStats()
-		if used != 0 || pooled == 0 {
-			t.Fatalf("between rounds: %d bytes of rings held, %d pooled; want 0 held, some pooled", used, pooled)
-		}
 	}
 	w.until(time.Minute, "the pools trimmed", func() bool {
 		_, pa, _, _ := w.a.BufferStats()
