@@ -228,10 +228,9 @@ func (e *Engine) BufferStats() (used, pooled int64, allocs, freed uint64) {
 	return p.used, p.pooled, p.allocs, p.trimmed
 }
 
-// memState is a connection's buffer sizing: the send limit that grows
-// with cwnd and the receive window's auto-tuning.
+// memState is a connection's buffer sizing: the rings' sizes and the
+// receive window's auto-tuning.
 type memState struct {
-	sndCap int32 // the send buffer's limit now: Room counts against it
 	rcvMax int32 // the window's ceiling: RecvBuf, or SetRecvBuf's size
 	// copied is what the application took since spaceAt, space the most
 	// it took in one RTT before (Linux's rcvq_space).
@@ -252,22 +251,11 @@ type memState struct {
 // initMem sets a new connection's buffer sizing.
 func (c *Conn) initMem() {
 	o := &c.e.o
-	c.m = memState{rcvMax: int32(o.RecvBuf), sndCap: int32(o.SendBuf), locked: o.NoBufferTuning}
+	c.m = memState{rcvMax: int32(o.RecvBuf), locked: o.NoBufferTuning}
 	c.rcvCap = o.RecvBuf
 	if !o.NoBufferTuning {
 		c.rcvCap = min(o.RecvBuf, o.InitRecvWindow)
-		c.m.sndCap = int32(min(o.SendBuf, o.InitSendBuf))
 	}
-}
-
-// sendRoom is the room of the send buffer: its limit, which grows with
-// cwnd to twice the congestion window (as Linux's tcp_sndbuf_expand),
-// less what it holds.
-func (c *Conn) sendRoom() int {
-	if w := 2 * int64(c.cwnd); w > int64(c.m.sndCap) && !c.m.locked {
-		c.m.sndCap = int32(min(w, int64(c.e.o.SendBuf)))
-	}
-	return int(c.m.sndCap) - c.sLen - c.sHeld
 }
 
 // sendRing makes the send ring hold n more bytes: it takes a ring when

@@ -197,16 +197,15 @@ func (c *Conn) Write(p []byte) int {
 }
 
 // Room returns how many bytes Write or Stage would take now: 0 when the
-// send buffer is full or the connection does not send any more. The
-// send buffer's limit grows with the congestion window, from
-// Options.InitSendBuf up to SendBuf (docs/memory.md).
+// send buffer (Options.SendBuf) is full or the connection does not send
+// any more. The send ring grows with what it holds (docs/memory.md).
 func (c *Conn) Room() int {
 	if c.finQueued || c.err != nil {
 		return 0
 	}
 	switch c.state {
 	case SynSent, SynReceived, Established, CloseWait:
-		return c.sendRoom()
+		return c.e.o.SendBuf - c.sLen - c.sHeld
 	}
 	return 0
 }

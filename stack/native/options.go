@@ -81,9 +81,6 @@ const (
 	// with before auto-tuning raises it (about what Linux's tcp_rmem
 	// default of 128 KiB announces).
 	DefaultInitRecvWindow = 64 << 10
-	// DefaultInitSendBuf is the send buffer's limit before the
-	// congestion window raises it.
-	DefaultInitSendBuf = 64 << 10
 	// DefaultMaxTimeWait is the least default of MaxTimeWait: TIME-WAIT
 	// for 1,092 connections a second with the 60 s of DefaultTimeWait,
 	// about 4.5 MiB of records and table at most (Linux's
@@ -126,18 +123,16 @@ type Options struct {
 	// and unread, at most MaxConns * (SendBuf + RecvBuf) more.
 	MaxConns int
 	// SendBuf and RecvBuf are the most a connection's send and receive
-	// buffers grow to, in bytes: the send buffer's limit follows twice the
-	// congestion window from InitSendBuf up to SendBuf, the receive window
-	// follows what the application reads per round trip (auto-tuning)
-	// from InitRecvWindow up to RecvBuf.
+	// buffers hold, in bytes: its rings grow to what they hold, and the
+	// receive window follows what the application reads per round trip
+	// (auto-tuning) from InitRecvWindow up to RecvBuf.
 	SendBuf, RecvBuf int
-	// InitRecvWindow and InitSendBuf are where the receive window and the
-	// send buffer's limit start (defaults DefaultInitRecvWindow and
-	// DefaultInitSendBuf, at most RecvBuf and SendBuf).
-	InitRecvWindow, InitSendBuf int
-	// NoBufferTuning fixes the receive window at RecvBuf and the send
-	// buffer's limit at SendBuf from the start (no auto-tuning); the
-	// rings still come from the pool as bytes need them.
+	// InitRecvWindow is where the receive window starts (default
+	// DefaultInitRecvWindow, at most RecvBuf).
+	InitRecvWindow int
+	// NoBufferTuning fixes the receive window at RecvBuf from the start
+	// (no auto-tuning); the rings still come from the pool as bytes need
+	// them.
 	NoBufferTuning bool
 	// RecvMemory bounds what receive-window auto-tuning adds beyond
 	// InitRecvWindow over all connections together: a connection's window
@@ -286,7 +281,6 @@ func (o *Options) setDefaults(mtu int) error {
 	def(&o.SendBuf, DefaultSendBuf)
 	def(&o.RecvBuf, DefaultRecvBuf)
 	def(&o.InitRecvWindow, DefaultInitRecvWindow)
-	def(&o.InitSendBuf, DefaultInitSendBuf)
 	defd(&o.PoolIdle, DefaultPoolIdle)
 	if o.MSS <= 0 || o.MSS > o.MTU-40 {
 		o.MSS = o.MTU - 40
