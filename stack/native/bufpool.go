@@ -139,8 +139,26 @@ func (e *Engine) armTrim() {
 
 // listEmpty lists c, whose ring just emptied, for the next trim.
 func (e *Engine) listEmpty(c *Conn) {
+	p := &e.pool
+	if len(p.empty) >= len(e.conns) {
+		// Connections that ended since left their entries (and their
+		// slots' next connections may be listed again): keep one entry
+		// per slot still listed, so that the list stays within the table.
+		k := 0
+		for _, i := range p.empty {
+			if d := &e.conns[i]; d.m.listed {
+				d.m.listed = false // the later entries of the slot go
+				p.empty[k] = i
+				k++
+			}
+		}
+		p.empty = p.empty[:k]
+		for _, i := range p.empty {
+			e.conns[i].m.listed = true
+		}
+	}
 	c.m.listed = true
-	e.pool.empty = append(e.pool.empty, c.idx)
+	p.empty = append(p.empty, c.idx)
 	e.armTrim()
 }
 
