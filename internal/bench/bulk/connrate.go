@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -56,6 +57,11 @@ type ConnRateSpec struct {
 	Duration time.Duration `json:"duration,omitempty"`
 	// SYNRate is the tcp-xdp program's Config.XDP.SYNRate (0: its default).
 	SYNRate int `json:"syn_rate,omitempty"`
+	// Hold, when positive, is the hold mode: the client opens Hold
+	// connections, carries one request and answer on each and keeps them
+	// open; the server answers without closing, and when told to stop
+	// reports the heap it holds per connection.
+	Hold int `json:"hold,omitempty"`
 }
 
 // ConnRateResult is a side's report: one line "result {...}".
@@ -70,7 +76,11 @@ type ConnRateResult struct {
 	// Counters are the server's counters that moved (the engine's and
 	// the FrameIO's, or the kernel's TcpExt), for the report.
 	Counters map[string]uint64 `json:"counters,omitempty"`
-	Error    string            `json:"error,omitempty"`
+	// HeapPerConn is, in the hold mode, the server's heap (after a GC)
+	// above what it was before its engine was made (its table of slots
+	// included), per connection held.
+	HeapPerConn float64 `json:"heap_per_conn,omitempty"`
+	Error       string  `json:"error,omitempty"`
 }
 
 // ConnRateSideMain is the hidden "connrate-side" subcommand.
@@ -94,6 +104,14 @@ func ConnRateSideMain(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case perr != nil:
 		err = perr
+	case !sp.Server && sp.Hold > 0:
+		err = connHoldClient(ctx, sp, func(r ConnRateResult) {
+			b, _ := json.Marshal(r)
+			say("result %s\n", b)
+		})
+		if err == nil {
+			return 0
+		}
 	case !sp.Server:
 		res, err = connRateClient(ctx, sp)
 	case row.IsKernel():
@@ -117,6 +135,59 @@ func cpuNs() int64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// connHoldClient opens sp.Hold connections, sends a request on each and
+// reads its answer, reports, and keeps them open until ctx ends.
+func connHoldClient(ctx context.Context, sp ConnRateSpec, report func(ConnRateResult)) error {
+	lim := uint64(sp.Hold + 256)
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: lim, Max: lim})
+	cpu0, t0 := cpuNs(), time.Now()
+	dst := netip.AddrPortFrom(sp.Peer, sp.Port).String()
+	d := net.Dialer{Timeout: connClientTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(sp.Local, 0))}
+	conns := make([]net.Conn, sp.Hold)
+	var mu sync.Mutex
+	failed := map[string]uint64{}
+	var done atomic.Uint64
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(sp.Parallel, 1) {
+		wg.Go(func() {
+			req, buf := make([]byte, connReqLen), make([]byte, connReqLen)
+			for i := next.Add(1) - 1; i < int64(sp.Hold) && ctx.Err() == nil; i = next.Add(1) - 1 {
+				c, err := d.DialContext(ctx, "tcp4", dst)
+				why := ""
+				if err != nil {
+					why = "dial"
+				} else if _, err := c.Write(req); err != nil {
+					why = "write"
+				} else if _, err := io.ReadFull(c, buf); err != nil {
+					why = whyRead(err)
+				}
+				if why != "" {
+					mu.Lock()
+					failed[why+": "+oneLine(fmt.Sprint(err))]++
+					mu.Unlock()
+					if c != nil {
+						c.Close()
+					}
+					continue
+				}
+				conns[i] = c
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	report(ConnRateResult{Runs: fmt.Sprintf("kernel TCP client holding %d connections", sp.Hold), Done: done.Load(), Failed: failed,
+		WallNs: int64(time.Since(t0)), CPUNs: cpuNs() - cpu0})
+	<-ctx.Done()
+	for _, c := range conns {
+		if c != nil {
+			c.Close()
+		}
+	}
+	return nil
 }
 
 // connRateClient runs the kernel clients for sp.Duration.
@@ -208,10 +279,13 @@ func connRateKernelServer(ctx context.Context, sp ConnRateSpec, ready func()) (C
 		go func() {
 			defer c.Close()
 			buf := make([]byte, connReqLen)
-			_ = c.SetDeadline(time.Now().Add(connClientTimeout))
+			_ = c.SetReadDeadline(time.Now().Add(connClientTimeout))
 			if _, err := io.ReadFull(c, buf); err == nil {
 				if _, err := c.Write(buf); err == nil {
 					served.Add(1)
+					if sp.Hold > 0 {
+						<-ctx.Done() // held until the end
+					}
 				}
 			}
 		}()
@@ -247,7 +321,10 @@ func connRateNativeServer(ctx context.Context, sp ConnRateSpec, row Row, ready f
 		release = op.FIO.Close
 	}
 	defer release()
-	o := nativeOptions(cfg.WithDefaults(), tcp.Options{Mode: op.Mode}, native.DefaultMaxConns)
+	var m0 runtime.MemStats // before the engine: its table counts
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	o := nativeOptions(cfg.WithDefaults(), tcp.Options{Mode: op.Mode}, max(native.DefaultMaxConns, sp.Hold))
 	o.SYNBacklog = native.DefaultSYNBacklog
 	e, err := native.New(op.FIO, o)
 	if err != nil {
@@ -269,7 +346,7 @@ func connRateNativeServer(ctx context.Context, sp ConnRateSpec, row Row, ready f
 	before := counters()
 	cpu0, t0 := cpuNs(), time.Now()
 	ready()
-	var open []*native.Conn
+	var open, held []*native.Conn
 	buf := make([]byte, connReqLen+1)
 	served := uint64(0)
 	for ctx.Err() == nil {
@@ -283,7 +360,11 @@ func connRateNativeServer(ctx context.Context, sp ConnRateSpec, row Row, ready f
 			switch {
 			case n == connReqLen:
 				c.Write(buf[:n])
-				c.Close()
+				if sp.Hold > 0 {
+					held = append(held, c)
+				} else {
+					c.Close()
+				}
 				served++
 				moved = true
 			case n > 0 || err != nil:
@@ -300,8 +381,25 @@ func connRateNativeServer(ctx context.Context, sp ConnRateSpec, row Row, ready f
 			_ = e.Wait(ctx)
 		}
 	}
-	return ConnRateResult{Runs: "the native engine of tcp-xdp (" + op.Mode + "), one poll loop", Done: served,
-		WallNs: int64(time.Since(t0)), CPUNs: cpuNs() - cpu0, Counters: countersMoved(before, counters())}, nil
+	res := ConnRateResult{Runs: "the native engine of tcp-xdp (" + op.Mode + "), one poll loop", Done: served,
+		WallNs: int64(time.Since(t0)), CPUNs: cpuNs() - cpu0, Counters: countersMoved(before, counters())}
+	if sp.Hold > 0 {
+		est := 0
+		for _, c := range held {
+			if c.State() == native.Established {
+				est++
+			}
+		}
+		var m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		res.Done = uint64(est)
+		res.HeapPerConn = float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / float64(max(est, 1))
+		used, pooled, _, _ := e.BufferStats()
+		res.Counters["buffers.used"], res.Counters["buffers.pooled"] = uint64(used), uint64(pooled)
+		runtime.KeepAlive(held)
+	}
+	return res, nil
 }
 
 // ConnRateMain is "dgramio-bulk connrate": it runs every row --repeat
@@ -315,6 +413,7 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 	repeat := fs.Int("repeat", 1, "runs of every row, interleaved; the table shows medians")
 	port := fs.Int("port", 7000, "the server's first port; each run uses the next")
 	synRate := fs.Int("syn-rate", 0, "the tcp-xdp program's SYN limit per second and CPU (Config.XDP.SYNRate; 0: its default, -1: off)")
+	hold := fs.Int("hold", 0, "instead of the rate: the client opens this many connections and holds them; the tcp-xdp server reports its heap per connection")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -361,8 +460,8 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 		for i := range rows {
 			row := rows[(i+rep)%len(rows)]
 			idx++
-			srv := ConnRateSpec{Row: row.String(), Server: true, Iface: p.B.Iface, Local: addr(row, p.B), Port: uint16(*port + idx - 1), SYNRate: *synRate}
-			cli := ConnRateSpec{Row: row.String(), Local: p.A.Addr, Peer: srv.Local, Port: srv.Port, Parallel: *parallel, Duration: *duration}
+			srv := ConnRateSpec{Row: row.String(), Server: true, Iface: p.B.Iface, Local: addr(row, p.B), Port: uint16(*port + idx - 1), SYNRate: *synRate, Hold: *hold}
+			cli := ConnRateSpec{Row: row.String(), Local: p.A.Addr, Peer: srv.Local, Port: srv.Port, Parallel: *parallel, Duration: *duration, Hold: *hold}
 			s, c, err := connRateRun(ctx, p.B, p.A, exe, srv, cli)
 			if err != nil {
 				fmt.Fprintf(stderr, "connrate: %s #%d: %v\n", row, rep+1, err)
@@ -379,9 +478,21 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 				failed[row.String()][k] += v
 			}
 			notes[row.String()] = s.Runs + "; server counters: " + fmtCounters(s.Counters)
+			if *hold > 0 {
+				heap := fmt.Sprintf("heap %.0f B per connection", s.HeapPerConn)
+				if row.IsKernel() {
+					heap = "its memory is the kernel's (not measured)"
+				}
+				fmt.Fprintf(stdout, "hold: %s: client held %d of %d (%.1f s to open), failed %v; server: %d answered, %s\n",
+					row, c.Done, *hold, time.Duration(c.WallNs).Seconds(), c.Failed, s.Done, heap)
+				continue
+			}
 			fmt.Fprintf(stderr, "connrate: %s #%d: %.0f conns/s, %d done, failed %v, CPU µs/conn client %.1f server %.1f\n",
 				row, rep+1, r.rate, c.Done, c.Failed, r.cliCPU, r.srvCPU)
 		}
+	}
+	if *hold > 0 {
+		return status
 	}
 	fmt.Fprintf(stdout, "| server | conns/s (median) | min–max | × tcp | failed | client CPU µs/conn | server CPU µs/conn | runs |\n|---|---:|---|---:|---|---:|---:|---:|\n")
 	kernel := 0.0
@@ -474,9 +585,16 @@ func connRateRun(ctx context.Context, hs, hc *testhost.Host, exe string, srv, cl
 		return nil, nil, err
 	}
 	defer c.stop()
-	cr, err := result(c, cli.Duration+2*connClientTimeout+10*time.Second)
+	wait := cli.Duration + 2*connClientTimeout + 10*time.Second
+	if cli.Hold > 0 {
+		wait = time.Duration(cli.Hold)*time.Millisecond + time.Minute
+	}
+	cr, err := result(c, wait)
 	if err != nil {
 		return nil, nil, fmt.Errorf("client: %w", err)
+	}
+	if cli.Hold > 0 {
+		time.Sleep(3 * time.Second) // idle: the server's pool trims (PoolIdle)
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	sr, err := result(s, 30*time.Second)
