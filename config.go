@@ -308,9 +308,10 @@ type TCPTuning struct {
 	// MaxConns bounds the native engine's connection table: the
 	// connections one backend (one queue of a group) holds at once, in
 	// every state but LISTEN, handshakes in progress and TIME-WAIT
-	// included. 0 takes the engine's 1024. A slot's buffers (SendBuf and
-	// RecvBuf) are allocated when it is first used, so a server for many
-	// clients lowers those too. A client that finds the table full gets
+	// included. 0 takes the engine's 1024. A slot costs 1 KiB; a
+	// connection's buffers grow with its use up to SendBuf and RecvBuf
+	// and go back to a pool when it idles (docs/memory.md). A client
+	// that finds the table full gets
 	// no connection until a slot frees (counted in native
 	// "tcp_conn_table_full"). Netstack has no such table: a positive
 	// value there is an error.

@@ -69,6 +69,9 @@ func nativeOptions(cfg dgramio.Config, t Tuning, opts Options) native.Options {
 		NoSACK:     !t.SACK,
 		Congestion: native.NewReno,
 		SYNBacklog: listenBacklog,
+		// Config.TCP.NoModerate: the window at RecvBuf from the start
+		// (docs/memory.md).
+		NoBufferTuning: !t.Moderate,
 	}
 	if opts.ARPShare != nil {
 		o.ARPShare = &opts.ARPShare.nat // a reply on one queue is known to all

@@ -19,12 +19,13 @@
 // at a time.
 //
 // The connection table, the timer heap and the work lists are sized by
-// Options.MaxConns at New; each connection slot's send and receive rings
-// (Options.SendBuf, RecvBuf) are allocated when the slot is first used and
-// kept for its later connections. A ring that empties starts again at
-// a fixed place near its front, so that a connection of requests and
-// answers, which empties both rings every round trip, keeps touching the
-// same few cache lines (and pages) of them. In steady state nothing
+// Options.MaxConns at New; a connection's send and receive rings (up to
+// Options.SendBuf, RecvBuf) come from the engine's pool while it uses
+// them and go back when it idles or ends, and its receive window follows
+// what the application reads (docs/memory.md). A ring that empties starts
+// again at a fixed place near its front, so that a connection of requests
+// and answers, which empties both rings every round trip, keeps touching
+// the same few cache lines (and pages) of them. In steady state nothing
 // allocates per segment or per message.
 //
 // # Protocol

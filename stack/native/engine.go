@@ -109,6 +109,7 @@ type Engine struct {
 	reasm     []reasmSlot       // Options.ReassemblyMemory's worth
 	ports     [portTable]uint16 // RFC 6056 §3.3.4's table of counters
 	tw        twTable           // TIME-WAIT records (timewait.go)
+	pool      bufPool           // rings not in use (bufpool.go)
 
 	// Hardening against the link (docs/hardening-net.md).
 	icmpCredit int64 // ns of ICMP rate earned (icmpAllow)
@@ -122,12 +123,15 @@ type Engine struct {
 }
 
 // New makes an engine on fio with options o. Everything the data path
-// needs is allocated here, except each connection slot's buffers, which
-// are allocated when the slot is first used and kept for its next
-// connections. The engine does not own fio: Close leaves it open.
+// needs is allocated here, except the connections' send and receive
+// rings, which come from the engine's pool as bytes need them
+// (docs/memory.md). The engine does not own fio: Close leaves it open.
 func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	if err := o.setDefaults(fio.MTU()); err != nil {
 		return nil, err
+	}
+	if o.RecvMemory == 0 {
+		o.RecvMemory = recvMemoryFor(fio, o.MSS) // bufpool.go
 	}
 	mac := fio.MAC()
 	if len(mac) != 6 {
@@ -176,6 +180,7 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	e.heap = make([]int32, 0, o.MaxConns)
 	e.top = noTimer
 	e.tw.init()
+	e.pool.init(o.SendBuf, o.RecvBuf, rcvSlack(o.RecvBuf))
 	e.dirty = make([]int32, 0, o.MaxConns)
 	e.readable = make([]int32, 0, o.MaxConns)
 	e.arpWait = make([]int32, 0, o.MaxConns)

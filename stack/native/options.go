@@ -74,6 +74,21 @@ const (
 	// engine sends (Linux's icmp_msgs_per_sec and icmp_msgs_burst).
 	DefaultICMPRateLimit = 1000
 	DefaultICMPBurst     = 50
+
+	// Memory that follows use (docs/memory.md).
+
+	// DefaultInitRecvWindow is the receive window a connection starts
+	// with before auto-tuning raises it (about what Linux's tcp_rmem
+	// default of 128 KiB announces).
+	DefaultInitRecvWindow = 64 << 10
+	// DefaultMaxTimeWait is the least default of MaxTimeWait: TIME-WAIT
+	// for 1,092 connections a second with the 60 s of DefaultTimeWait,
+	// about 4.5 MiB of records and table at most (Linux's
+	// tcp_max_tw_buckets is 262,144 on a large host).
+	DefaultMaxTimeWait = 1 << 16
+	// DefaultPoolIdle is how long a ring may stay in the engine's pool
+	// untaken before it is freed.
+	DefaultPoolIdle = time.Second
 )
 
 // Options configure an Engine. Addr or Addr6 is required; zero values take the
@@ -112,12 +127,35 @@ type Options struct {
 	Clock Clock
 	// MaxConns bounds the connection table (every state but LISTEN; TIME-
 	// WAIT of a connection the application no longer holds is kept apart,
-	// see MaxTimeWait). Send and receive buffers are allocated when a slot is
-	// first used and reused afterwards: memory is at most MaxConns *
-	// (SendBuf + RecvBuf) plus about 1 KiB per slot.
+	// see MaxTimeWait). The table takes 1 KiB per slot at New; a
+	// connection holds send and receive rings only while they hold bytes
+	// (docs/memory.md), so memory is the table plus the bytes in flight
+	// and unread, at most MaxConns * (SendBuf + RecvBuf) more.
 	MaxConns int
-	// SendBuf and RecvBuf are each connection's buffers in bytes.
+	// SendBuf and RecvBuf are the most a connection's send and receive
+	// buffers hold, in bytes: its rings grow to what they hold, and the
+	// receive window follows what the application reads per round trip
+	// (auto-tuning) from InitRecvWindow up to RecvBuf.
 	SendBuf, RecvBuf int
+	// InitRecvWindow is where the receive window starts (default
+	// DefaultInitRecvWindow, at most RecvBuf).
+	InitRecvWindow int
+	// NoBufferTuning fixes the receive window at RecvBuf from the start
+	// (no auto-tuning); the rings still come from the pool as bytes need
+	// them.
+	NoBufferTuning bool
+	// RecvMemory bounds what receive-window auto-tuning adds beyond
+	// InitRecvWindow over all connections together: a connection's window
+	// grows only while the sum stays below it (as Linux's tcp_rcv_space_adjust
+	// stops under tcp_mem pressure). The default is half of the FrameIO's
+	// receive ring in full segments when the FrameIO tells its size (an
+	// AF_XDP socket: the windows cannot bring more than its ring holds),
+	// no bound otherwise; negative: no bound.
+	RecvMemory int
+	// PoolIdle is how long a ring no connection holds stays in the
+	// engine's pool for reuse before it is freed (default
+	// DefaultPoolIdle).
+	PoolIdle time.Duration
 	// MSS caps the MSS the engine announces (RFC 6691); default MTU-40.
 	MSS int
 	// MinRTO, MaxRTO and InitialRTO bound and start the retransmission
@@ -175,7 +213,9 @@ type Options struct {
 	// listeners (default MaxConns/4, at least 1); beyond it, as beyond a
 	// listener's SYNBacklog, SYNs are answered with cookies.
 	MaxSYNReceived int
-	// MaxTimeWait bounds the TIME-WAIT records (default 4*MaxConns). A
+	// MaxTimeWait bounds the TIME-WAIT records (default the larger of
+	// 4*MaxConns and DefaultMaxTimeWait; they are allocated as used and
+	// freed once none is left). A
 	// connection that reaches TIME-WAIT once the application closed it
 	// gives its slot back and waits its 2 MSL in a small record; with
 	// MaxTimeWait records in use it skips TIME-WAIT (Linux's
@@ -269,6 +309,8 @@ func (o *Options) setDefaults(mtu int) error {
 	def(&o.MaxConns, DefaultMaxConns)
 	def(&o.SendBuf, DefaultSendBuf)
 	def(&o.RecvBuf, DefaultRecvBuf)
+	def(&o.InitRecvWindow, DefaultInitRecvWindow)
+	defd(&o.PoolIdle, DefaultPoolIdle)
 	if o.MSS <= 0 || o.MSS > o.MTU-40 {
 		o.MSS = o.MTU - 40
 	}
@@ -298,7 +340,7 @@ func (o *Options) setDefaults(mtu int) error {
 	def(&o.ChallengeACKLimit, DefaultChallengeACKLimit)
 	def(&o.SYNACKRetries, DefaultSYNACKRetries)
 	def(&o.MaxSYNReceived, max(o.MaxConns/4, 1))
-	def(&o.MaxTimeWait, 4*o.MaxConns)
+	def(&o.MaxTimeWait, max(4*o.MaxConns, DefaultMaxTimeWait))
 	def(&o.OrphanRetries, DefaultOrphanRetries)
 	if o.UserTimeout < 0 {
 		return fmt.Errorf("native: UserTimeout %v is negative (0 turns it off)", o.UserTimeout)

@@ -369,7 +369,7 @@ func (c *Conn) window(flags uint8) uint16 {
 	// with less than 2^shift free announced a zero window. The bytes
 	// beyond the buffer go to the ring's slack (rcvSlack).
 	v := w >> shift
-	if w&(1<<shift-1) != 0 && c.rLen+int(v+1)<<shift <= len(c.rbuf) {
+	if w&(1<<shift-1) != 0 && c.rLen+int(v+1)<<shift <= c.e.recvRingMax() {
 		v++
 	}
 	if v > 0xffff {
