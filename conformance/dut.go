@@ -56,6 +56,26 @@ type Setup struct {
 	// RTOMin is the DUT's minimum retransmission timeout. 0: the DUT's
 	// default (Linux 200 ms; ours tcp.Tuning's 25 ms).
 	RTOMin time.Duration
+	// Neigh are the DUT's neighbour cache timers; zero fields keep the
+	// DUT's defaults.
+	Neigh NeighTimes
+}
+
+// NeighTimes are the timers of a DUT's neighbour cache (RFC 4861 §10's
+// BaseReachableTime, DELAY_FIRST_PROBE_TIME and RetransTimer, which Linux
+// applies to ARP too: net.ipv4.neigh.<dev>.base_reachable_time_ms,
+// delay_first_probe_time, retrans_time_ms).
+type NeighTimes struct {
+	// Reachable is the base reachable time: an entry confirmed by an
+	// answer stays REACHABLE for 0.5 to 1.5 times it (RFC 4861 §6.3.2's
+	// random factor; a DUT may use exactly it), then it is STALE.
+	Reachable time.Duration
+	// DelayFirstProbe is how long an entry used while STALE waits in DELAY
+	// for an upper-layer confirmation before it is probed (Linux takes
+	// whole seconds). A DUT without a DELAY state probes at once.
+	DelayFirstProbe time.Duration
+	// Retrans is the time between two requests or probes.
+	Retrans time.Duration
 }
 
 // Info describes a DUT.

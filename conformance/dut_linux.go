@@ -57,8 +57,49 @@ func (linuxFactory) New(tb TB, s Setup) (DUT, error) {
 			return nil, err
 		}
 	}
+	if err := setNeighTimes(v.dut, s.Neigh); err != nil {
+		return nil, err
+	}
 	ok = true
 	return d, nil
+}
+
+// setNeighTimes writes the timers of t that are not zero into h's
+// net.ipv4.neigh.<dev> settings (and net.ipv6.neigh.<dev> where IPv6 is
+// on), from a thread inside h's namespace (/proc/sys/net follows the
+// thread's namespace), and reads each back.
+func setNeighTimes(h *testhost.Host, t NeighTimes) error {
+	var kv [][2]string
+	if t.Reachable > 0 {
+		kv = append(kv, [2]string{"base_reachable_time_ms", strconv.FormatInt(t.Reachable.Milliseconds(), 10)})
+	}
+	if t.DelayFirstProbe > 0 {
+		kv = append(kv, [2]string{"delay_first_probe_time", strconv.Itoa(secs(t.DelayFirstProbe))})
+	}
+	if t.Retrans > 0 {
+		kv = append(kv, [2]string{"retrans_time_ms", strconv.FormatInt(t.Retrans.Milliseconds(), 10)})
+	}
+	return h.Do(func() error {
+		for _, fam := range []string{"ipv4", "ipv6"} {
+			dir := "/proc/sys/net/" + fam + "/neigh/" + h.Iface + "/"
+			if _, err := os.Stat(dir); fam == "ipv6" && err != nil {
+				continue // IPv6 off on the device
+			}
+			for _, x := range kv {
+				if err := os.WriteFile(dir+x[0], []byte(x[1]+"\n"), 0); err != nil {
+					return fmt.Errorf("linux: neighbour timers: %w", err)
+				}
+				b, err := os.ReadFile(dir + x[0])
+				if err != nil {
+					return fmt.Errorf("linux: neighbour timers: %w", err)
+				}
+				if strings.TrimSpace(string(b)) != x[1] {
+					return fmt.Errorf("linux: %s%s reads back %q, want %s", dir, x[0], b, x[1])
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // veth is what the DUTs reached over a veth share: a testhost pair whose A

@@ -20,22 +20,31 @@ const KindNative Kind = "native"
 // Native is the Factory of the native engine over memio: native.New on one
 // port of an in-memory pair, on a memio.FakeClock that only the bench
 // moves, driven by a poll loop as a backend drives it. No privileges.
-func Native() Factory { return nativeFactory{} }
+func Native() Factory { return nativeFactory{name: "native-memio"} }
 
-type nativeFactory struct{}
+// nativeFactory makes DUTs of the native engine over memio. wrap, when
+// set, wraps the engine's FrameIO (the mutants).
+type nativeFactory struct {
+	name string
+	wrap func(fio waitFrameIO) waitFrameIO
+}
 
 // Name implements Factory.
-func (nativeFactory) Name() string { return "native-memio" }
+func (f nativeFactory) Name() string { return f.name }
 
 // New implements Factory.
-func (nativeFactory) New(tb TB, s Setup) (DUT, error) {
+func (f nativeFactory) New(tb TB, s Setup) (DUT, error) {
 	w := newMemWire(s)
-	d, err := newNativeDUT(w.a, s, memDUTAddr, 24, memBenchAddr, w.b.MAC())
+	var fio waitFrameIO = w.a
+	if f.wrap != nil {
+		fio = f.wrap(w.a)
+	}
+	d, err := newNativeDUT(fio, s, memDUTAddr, 24, memBenchAddr, w.b.MAC())
 	if err != nil {
 		w.close()
 		return nil, err
 	}
-	d.info = Info{Name: "native-memio", Kind: KindNative, MAC: w.a.MAC(), BenchMAC: w.b.MAC(),
+	d.info = Info{Name: f.name, Kind: KindNative, MAC: w.a.MAC(), BenchMAC: w.b.MAC(),
 		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: w.mtu, Lacks: nativeLacks}
 	d.link = memLink{w.b}
 	d.closeWire, d.settle = w.close, w.settle
@@ -52,7 +61,9 @@ func newNativeDUT(fio waitFrameIO, s Setup, addr netip.Addr, prefix int, bench n
 	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
 	o := native.Options{Addr: addr, PrefixLen: prefix, Clock: clk, MinRTO: s.RTOMin,
 		MaxConns: 64, SendBuf: 64 << 10, RecvBuf: 64 << 10,
-		Neighbors: map[netip.Addr]net.HardwareAddr{bench: benchMAC}}
+		Neighbors: map[netip.Addr]net.HardwareAddr{bench: benchMAC},
+		// No DELAY state: a STALE neighbour is probed at its first use.
+		ARPReachable: s.Neigh.Reachable, ARPTimeout: s.Neigh.Retrans}
 	e, err := native.New(fio, o)
 	if err != nil {
 		return nil, fmt.Errorf("native: %w", err)

@@ -14,6 +14,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/faketime"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	nstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
@@ -127,9 +128,38 @@ func newOursDUT(fio frameio.FrameIO, s Setup, opts stack.Options) (*oursDUT, err
 		st.Close()
 		return nil, fmt.Errorf("ours: tuning: %w", err)
 	}
+	if err := setNUD(st.NS, s.Neigh); err != nil {
+		st.Close()
+		return nil, err
+	}
 	d := &oursDUT{st: st, clk: clk, start: clk.NowMonotonic(), tune: tune, answer: DefaultAnswer}
 	d.startLoop()
 	return d, nil
+}
+
+// setNUD sets the timers of t that are not zero on netstack's
+// neighbour cache for IPv4 (ARP).
+func setNUD(ns *nstack.Stack, t NeighTimes) error {
+	if t == (NeighTimes{}) {
+		return nil
+	}
+	c, terr := ns.NUDConfigurations(stack.NICID, ipv4.ProtocolNumber)
+	if terr != nil {
+		return fmt.Errorf("ours: NUD configuration: %s", terr)
+	}
+	if t.Reachable > 0 {
+		c.BaseReachableTime = t.Reachable
+	}
+	if t.DelayFirstProbe > 0 {
+		c.DelayFirstProbeTime = t.DelayFirstProbe
+	}
+	if t.Retrans > 0 {
+		c.RetransmitTimer = t.Retrans
+	}
+	if terr := ns.SetNUDConfigurations(stack.NICID, ipv4.ProtocolNumber, c); terr != nil {
+		return fmt.Errorf("ours: NUD configuration: %s", terr)
+	}
+	return nil
 }
 
 // oursDUT is our stack over a FrameIO (memio, or AF_XDP on a veth), on a

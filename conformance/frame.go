@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -145,6 +146,9 @@ func (f *Frame) String() string {
 		}
 		fmt.Fprintf(&b, " ARP %s %v(%v) -> %v(%v)", op, ip4(f.ARP.SourceProtAddress), mac(f.ARP.SourceHwAddress),
 			ip4(f.ARP.DstProtAddress), mac(f.ARP.DstHwAddress))
+		if f.Eth != nil && f.ARP.Operation == layers.ARPRequest && !bytes.Equal(f.Eth.DstMAC, broadcast) {
+			fmt.Fprintf(&b, " unicast to %v", f.Eth.DstMAC)
+		}
 	case f.IP != nil:
 		fmt.Fprintf(&b, " %v -> %v", f.IP.SrcIP, f.IP.DstIP)
 		switch {

@@ -7,8 +7,9 @@ import (
 	"github.com/dgramio/dgramio/frameio"
 )
 
-// Mutant is our stack over memio with one defect put in on purpose, by a
-// FrameIO wrapper between the stack and the wire. The suite is tested with
+// Mutant is one of our stacks over memio (netstack, or the native engine)
+// with one defect put in on purpose, by a FrameIO wrapper between the
+// stack and the wire. The suite is tested with
 // them: a suite that passes a broken stack is broken. Each mutant must fail
 // the cases named in Fails, and pass the cases in Control (so that the
 // failure comes from the defect, not from a mutant that does not work).
@@ -54,7 +55,21 @@ func Mutants() []Mutant {
 			Fails:   []string{"arp-request-reply", "arp-other-address-ignored"},
 			Control: []string{"arp-resolve", "icmp-echo"},
 		},
+		{
+			Factory: nativeMutant("mutant-native-probe-broadcast", broadcastARPRequests, nil),
+			Defect:  "the native engine's unicast ARP probes leave as broadcast requests (a STALE entry is asked for as if unknown)",
+			Fails:   []string{"arp-stale-reprobe"},
+			Control: []string{"arp-resolve", "arp-request-reply"},
+		},
 	}
+}
+
+// nativeMutant is the Factory of the native engine over memio with its
+// frames rewritten by tx (sent) and rx (received); either may be nil.
+func nativeMutant(name string, tx, rx func(frame, scratch []byte) []byte) Factory {
+	return nativeFactory{name: name, wrap: func(w waitFrameIO) waitFrameIO {
+		return &mutantFIO{waitFrameIO: w, tx: tx, rx: rx}
+	}}
 }
 
 // mutant is the Factory of our stack over memio with its frames rewritten
@@ -197,6 +212,16 @@ func dropARPReply(f, _ []byte) []byte {
 		return nil
 	}
 	return f
+}
+
+// broadcastARPRequests sends every ARP request to the broadcast address.
+func broadcastARPRequests(f, scratch []byte) []byte {
+	if len(f) < 42 || binary.BigEndian.Uint16(f[12:]) != 0x0806 || binary.BigEndian.Uint16(f[20:]) != 1 {
+		return f
+	}
+	out := append(scratch, f...)
+	copy(out[:6], broadcast)
+	return out
 }
 
 // openWindow rewrites the window of every TCP segment to 65535 and fixes
