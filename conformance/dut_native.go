@@ -51,7 +51,13 @@ func (f nativeFactory) New(tb TB, s Setup) (DUT, error) {
 	return d, nil
 }
 
-var nativeLacks = map[Cap]string{CapUDP: "the native engine has no UDP sockets (it answers UDP with port unreachable)"}
+var nativeLacks = map[Cap]string{
+	CapUDP:  "the native engine has no UDP sockets (it answers UDP with port unreachable)",
+	CapIPv6: noIPv6Native,
+}
+
+// noIPv6Native is why the native engine serves no IPv6 (yet).
+const noIPv6Native = "not served yet: the native engine's input takes IPv4 and ARP only (its IPv6, ICMPv6 and NDP parts are not wired in)"
 
 // newNativeDUT makes the engine on fio, on a fake clock only the bench
 // moves, with bench as a static neighbour, and starts its poll loop. The

@@ -30,7 +30,7 @@ func (nativeXDPFactory) New(tb TB, s Setup) (DUT, error) {
 	}
 	d.info = Info{Name: "native-xdp", Kind: KindNative, MAC: v.dut.MAC, BenchMAC: v.bench.MAC,
 		Addr: v.dut.Addr, BenchAddr: v.bench.Addr, Spare: v.spare, MTU: fio.MTU(),
-		Lacks: map[Cap]string{CapUDP: nativeLacks[CapUDP]}}
+		Lacks: map[Cap]string{CapUDP: nativeLacks[CapUDP], CapIPv6: nativeLacks[CapIPv6]}}
 	d.link = v.link
 	d.closeWire = closeWire
 	tb.Logf("native-xdp: %s", fio.Stats().Mode)

@@ -31,7 +31,8 @@ func (xdpFactory) Name() string { return "ours-xdp" }
 
 // xdpLacks is what the tcp-xdp DUT cannot show.
 var xdpLacks = map[Cap]string{
-	CapUDP: "stack.New registers no UDP (its datagrams reach netstack, which answers protocol unreachable)",
+	CapUDP:  "stack.New registers no UDP (its datagrams reach netstack, which answers protocol unreachable)",
+	CapIPv6: noIPv6Netstack,
 }
 
 // New implements Factory.
