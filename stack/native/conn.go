@@ -165,7 +165,7 @@ type Conn struct {
 }
 
 // Peer returns the remote address and port.
-func (c *Conn) Peer() netip.AddrPort { return netip.AddrPortFrom(addrOf(c.raddr), c.rport) }
+func (c *Conn) Peer() netip.AddrPort { return netip.AddrPortFrom(c.e.peerAddr(c.raddr), c.rport) }
 
 // LocalPort returns the local port.
 func (c *Conn) LocalPort() uint16 { return c.lport }
@@ -510,7 +510,7 @@ func (e *Engine) newConn(raddr [4]byte, lport, rport uint16) *Conn {
 	c.raddr, c.lport, c.rport = raddr, lport, rport
 	c.rcvCap = e.o.RecvBuf
 	c.rcvWS = wscaleFor(c.rcvCap)
-	c.rmss = e.mss
+	c.rmss = e.mssFor(raddr)
 	c.smss, c.peerMSS = 536, 536
 	c.rto = int64(e.o.InitialRTO)
 	c.iss = e.isn(raddr, lport, rport)
@@ -520,6 +520,7 @@ func (e *Engine) newConn(raddr [4]byte, lport, rport uint16) *Conn {
 		c.keepIdle, c.keepIntvl, c.keepCnt = e.o.Keepalive, e.o.KeepaliveInterval, e.o.KeepaliveCount
 	}
 	e.table[tuple{raddr, lport, rport}] = i
+	e.peerRef(raddr) // an IPv6 peer's alias lives while the table holds it
 	return c
 }
 
@@ -585,14 +586,11 @@ func (e *Engine) Dial(dst netip.AddrPort, srcPort uint16) (*Conn, error) {
 	if e.closed {
 		return nil, ErrClosed
 	}
-	if !dst.Addr().Is4() || dst.Port() == 0 {
-		return nil, ErrHostUnreachable
-	}
-	ra := dst.Addr().As4()
-	hop, ok := e.nextHop(ra)
+	ra, hop, ok := e.dialTo(dst)
 	if !ok {
 		return nil, ErrHostUnreachable
 	}
+	defer e.peerUnref(ra) // dialTo's hold on an IPv6 peer's alias (engine6.go)
 	if srcPort == 0 {
 		if srcPort, ok = e.ephemeral(ra, dst.Port()); !ok {
 			return nil, ErrPortInUse

@@ -113,6 +113,11 @@ type Engine struct {
 	icmpCredit int64 // ns of ICMP rate earned (icmpAllow)
 	icmpAt     int64 // when icmpCredit was last brought up to date
 	arpEpoch   uint16
+
+	// IPv6 (engine6.go): nil when Options.Addr6 is unset. no4: no IPv4
+	// address (an IPv6-only engine).
+	six *engine6
+	no4 bool
 }
 
 // New makes an engine on fio with options o. Everything the data path
@@ -140,7 +145,11 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 		e.mono = monotime.New(e.start)
 	}
 	copy(e.mac[:], mac)
-	e.addr = o.Addr.As4()
+	if o.Addr.IsValid() {
+		e.addr = o.Addr.As4()
+	} else {
+		e.no4 = true
+	}
 	e.mask = ^uint32(0) << (32 - o.PrefixLen)
 	if o.AllOnLink {
 		e.mask = 0
@@ -172,11 +181,18 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	e.arp.init(o.ARPEntries, int64(o.ARPReachable))
 	e.reasm = make([]reasmSlot, reasmSlotsFor(o.ReassemblyMemory))
 	e.icmpCredit = int64(o.ICMPBurst) * (1e9 / int64(o.ICMPRateLimit)) // the bucket starts full
+	if err := e.init6(); err != nil {
+		return nil, err
+	}
 	for a, m := range o.Neighbors {
-		if !a.Is4() || len(m) != 6 {
-			return nil, fmt.Errorf("native: neighbour %v %v is not IPv4/Ethernet", a, m)
+		if a.Is6() && !a.Is4In6() && e.six != nil && len(m) == 6 {
+			e.six.neigh.setStatic(a.As16(), [6]byte(m), 0)
+			continue
 		}
-		e.setStatic(a.As4(), [6]byte(m))
+		if !a.Unmap().Is4() || len(m) != 6 {
+			return nil, fmt.Errorf("native: neighbour %v %v is not IPv4/Ethernet (nor IPv6 on an engine with Addr6)", a, m)
+		}
+		e.setStatic(a.Unmap().As4(), [6]byte(m))
 	}
 	e.tx = make([]byte, 0, o.MTU+ethLen+pad.MinFrame)
 	e.deliv = e.input
@@ -253,19 +269,30 @@ func (e *Engine) input(f []byte) {
 		return
 	}
 	dst := [6]byte(f[0:6])
-	if dst != e.mac && dst != [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff} {
+	if dst != e.mac && dst != [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff} &&
+		(e.six == nil || dst[0] != 0x33 || dst[1] != 0x33) { // IPv6 multicast (RFC 2464 §7)
 		e.cnt[cRxNotForUs]++
 		return
 	}
 	switch binary.BigEndian.Uint16(f[12:]) {
 	case etherARP:
+		if e.no4 {
+			e.six.cnt[c6FamilyOff]++
+			return
+		}
 		e.arpInput(f)
 	case etherIPv4:
-		if dst != e.mac {
+		if dst != e.mac || e.no4 {
 			e.cnt[cRxNotForUs]++
 			return
 		}
 		e.ipInput(f)
+	case etherIPv6:
+		if e.six == nil {
+			e.cnt[cRxUnknownEtherType]++
+			return
+		}
+		e.ip6Input(f, dst != e.mac)
 	default:
 		e.cnt[cRxUnknownEtherType]++
 	}
@@ -342,7 +369,14 @@ func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, b []byte) {
 	}
 	e.cnt[cTCPSegmentsIn]++
 	s.srcMAC = srcMAC
-	if i, ok := e.lookup(tuple{src, s.dport, s.sport}); ok {
+	e.tcpDispatch(s)
+}
+
+// tcpDispatch hands parsed segment s (of either family: s.src is an IPv6
+// peer's alias, engine6.go) to its connection, its listener or the
+// no-connection rule.
+func (e *Engine) tcpDispatch(s *segment) {
+	if i, ok := e.lookup(tuple{s.src, s.dport, s.sport}); ok {
 		if i < 0 { // a TIME-WAIT record
 			if e.twInput(^i, s) {
 				return
@@ -394,6 +428,9 @@ func (e *Engine) unlist(t tuple) {
 	delete(e.table, t)
 	if t == e.last {
 		e.lastIdx = -1
+	}
+	if t.raddr[0] == 0 {
+		e.peerUnref(t.raddr) // an IPv6 peer's alias (engine6.go)
 	}
 }
 
@@ -461,6 +498,9 @@ func (e *Engine) nextAt() (int64, bool) {
 	}
 	if a, has := e.reasmNext(); has && (!ok || a < at) {
 		at, ok = a, true
+	}
+	if e.six != nil && e.six.due != noTimer && (!ok || e.six.due < at) {
+		at, ok = e.six.due, true
 	}
 	if len(e.dirty) > 0 || e.inbox.pending.Load() {
 		at, ok = e.now, true
@@ -539,6 +579,9 @@ func (e *Engine) onLink(a [4]byte) bool {
 // nextHop returns the address whose MAC a frame to a goes to, and false
 // when there is none (off-link without a gateway).
 func (e *Engine) nextHop(a [4]byte) ([4]byte, bool) {
+	if a[0] == 0 {
+		return e.nextHop6(a)
+	}
 	if e.onLink(a) {
 		return a, true
 	}

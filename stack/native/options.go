@@ -76,7 +76,7 @@ const (
 	DefaultICMPBurst     = 50
 )
 
-// Options configure an Engine. Addr is required; zero values take the
+// Options configure an Engine. Addr or Addr6 is required; zero values take the
 // defaults above.
 type Options struct {
 	// Addr is the engine's IPv4 address; PrefixLen its on-link prefix
@@ -89,7 +89,17 @@ type Options struct {
 	PrefixLen int
 	Gateway   netip.Addr
 	AllOnLink bool
-	// Neighbors are static ARP entries (never asked, never expire).
+	// Addr6 is the engine's IPv6 address, PrefixLen6 its on-link prefix
+	// (default 64), Gateway6 the next hop for off-link IPv6 peers (a
+	// router's link-local address, usually). With Addr6 set the engine
+	// serves IPv6 beside IPv4 on the same interface (docs/ipv6.md), on
+	// Addr6 and on the link-local address made from the MAC (EUI-64, RFC
+	// 4291 Appendix A); Addr may then be left unset (an IPv6-only engine).
+	Addr6      netip.Addr
+	PrefixLen6 int
+	Gateway6   netip.Addr
+	// Neighbors are static neighbour entries (never asked, never
+	// expire), IPv4 (ARP) or IPv6 (neighbour discovery).
 	Neighbors map[netip.Addr]net.HardwareAddr
 	// ARPShare, when set, is the group of engines with this Addr and MAC
 	// (the queues of one interface) that pass each other the ARP replies
@@ -209,8 +219,24 @@ type Options struct {
 // setDefaults fills zero fields and checks the rest against mtu, the
 // FrameIO's MTU.
 func (o *Options) setDefaults(mtu int) error {
-	if !o.Addr.Is4() {
-		return errors.New("native: Options.Addr must be an IPv4 address")
+	if o.Addr.IsValid() && !o.Addr.Is4() {
+		return errors.New("native: Options.Addr must be an IPv4 address (an IPv6 one goes in Addr6)")
+	}
+	if o.Addr6.IsValid() && (!o.Addr6.Is6() || o.Addr6.Is4In6() || o.Addr6.Zone() != "" ||
+		!o.Addr6.IsGlobalUnicast() && !o.Addr6.IsPrivate()) {
+		return fmt.Errorf("native: Options.Addr6 %v is not a unicast IPv6 address without a zone", o.Addr6)
+	}
+	if !o.Addr.IsValid() && !o.Addr6.IsValid() {
+		return errors.New("native: Options.Addr (IPv4) or Addr6 (IPv6) is required")
+	}
+	if o.PrefixLen6 == 0 {
+		o.PrefixLen6 = 64
+	}
+	if o.PrefixLen6 < 1 || o.PrefixLen6 > 128 {
+		return fmt.Errorf("native: Options.PrefixLen6 %d is not in 1..128", o.PrefixLen6)
+	}
+	if o.Gateway6.IsValid() && (!o.Gateway6.Is6() || o.Gateway6.Is4In6()) {
+		return errors.New("native: Options.Gateway6 must be an IPv6 address")
 	}
 	if o.PrefixLen == 0 {
 		o.PrefixLen = 24
@@ -226,6 +252,9 @@ func (o *Options) setDefaults(mtu int) error {
 	}
 	if o.MTU < 576 {
 		return fmt.Errorf("native: MTU %d is below the 576 every IPv4 host must take (RFC 791)", o.MTU)
+	}
+	if o.Addr6.IsValid() && o.MTU < minMTU6 {
+		return fmt.Errorf("native: MTU %d is below the 1280 every IPv6 link carries (RFC 8200 §5)", o.MTU)
 	}
 	def := func(v *int, d int) {
 		if *v <= 0 {

@@ -476,7 +476,7 @@ func (c *Conn) peerOptions(s *segment, offeredWS bool) {
 	if s.hasMSS {
 		mss = int(s.mss)
 	}
-	c.peerMSS = max(min(mss, c.e.mss), 64)
+	c.peerMSS = max(min(mss, c.e.mssFor(c.raddr)), 64)
 	c.smss = c.peerMSS
 	c.wsOK = s.hasWS && offeredWS && !o.NoWindowScale
 	if c.wsOK {
@@ -488,7 +488,7 @@ func (c *Conn) peerOptions(s *segment, offeredWS bool) {
 	c.tsOK = s.hasTS && !o.NoTimestamps
 	if c.tsOK {
 		c.smss -= 12 // RFC 6691: the MSS does not count options
-		c.rmss = c.e.mss - 12
+		c.rmss = c.e.mssFor(c.raddr) - 12
 	}
 }
 

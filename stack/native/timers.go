@@ -116,7 +116,7 @@ func (e *Engine) siftDown(i int) {
 // which call it on every poll: the call happens only with a connection
 // timer due, an ARP request or a reassembly pending.
 func (e *Engine) runTimers() {
-	if e.top <= e.now || e.arp.asking > 0 || e.reasmUsed > 0 {
+	if e.top <= e.now || e.arp.asking > 0 || e.reasmUsed > 0 || e.six != nil && e.six.due <= e.now {
 		e.runDue()
 	}
 }
@@ -131,6 +131,9 @@ func (e *Engine) runDue() {
 	}
 	if at, ok := e.tw.nextAt(); ok && at <= e.now {
 		e.twExpire()
+	}
+	if e.six != nil && e.six.due <= e.now {
+		e.timers6()
 	}
 	for len(e.heap) > 0 && e.conns[e.heap[0]].heapAt <= e.now {
 		c := &e.conns[e.heap[0]]

@@ -195,6 +195,12 @@ func parseTCP(s *segment, src, dst [4]byte, b []byte) tcpError {
 		return tcpChecksum
 	}
 	s.src, s.dst = src, dst
+	return tcpFields(s, b, off)
+}
+
+// tcpFields reads the fields and options of TCP header and data b, whose
+// data offset off was checked, into s (the addresses are the caller's).
+func tcpFields(s *segment, b []byte, off int) tcpError {
 	s.sport = binary.BigEndian.Uint16(b[0:])
 	s.dport = binary.BigEndian.Uint16(b[2:])
 	s.seq = binary.BigEndian.Uint32(b[4:])
