@@ -115,9 +115,9 @@ func init() {
 		ipv6Case(Case{
 			Name:  "icmp6-error-rate-limited",
 			RFC:   "RFC 4443 §2.4(f) (ICMPv6 error messages are rate-limited)",
-			Title: "a burst of 50 UDP datagrams to closed ports gets at least one port unreachable and fewer than 50",
+			Title: "a burst of 100 UDP datagrams to closed ports (beyond Linux's burst of 50 ICMP messages) gets at least one port unreachable and fewer than 100",
 			Run: func(e *Env) {
-				const n = 50
+				const n = 100
 				for i := range n {
 					e.SendFrame(udp6Frame(e, closedPort+uint16(i), Pattern(16, uint32(i))))
 				}

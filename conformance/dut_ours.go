@@ -30,6 +30,11 @@ var (
 	memDUTAddr   = netip.MustParseAddr("198.18.0.1")
 	memBenchAddr = netip.MustParseAddr("198.18.0.2")
 	memSpareAddr = netip.MustParseAddr("198.18.0.3")
+
+	// Their IPv6 counterparts, from RFC 5180's benchmarking range.
+	memDUTAddr6   = netip.MustParseAddr("2001:2:0:ff::1")
+	memBenchAddr6 = netip.MustParseAddr("2001:2:0:ff::2")
+	memSpareAddr6 = netip.MustParseAddr("2001:2:0:ff::3")
 )
 
 // Ours is the Factory of our stack over memio: stack.New on one port of an
