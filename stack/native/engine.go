@@ -269,12 +269,17 @@ func (e *Engine) input(f []byte) {
 		return
 	}
 	dst := [6]byte(f[0:6])
+	typ := binary.BigEndian.Uint16(f[12:])
+	if dst == e.mac && typ == etherIPv4 && !e.no4 { // the data path first
+		e.ipInput(f)
+		return
+	}
 	if dst != e.mac && dst != [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff} &&
 		(e.six == nil || dst[0] != 0x33 || dst[1] != 0x33) { // IPv6 multicast (RFC 2464 §7)
 		e.cnt[cRxNotForUs]++
 		return
 	}
-	switch binary.BigEndian.Uint16(f[12:]) {
+	switch typ {
 	case etherARP:
 		if e.no4 {
 			e.six.cnt[c6FamilyOff]++
@@ -282,11 +287,11 @@ func (e *Engine) input(f []byte) {
 		}
 		e.arpInput(f)
 	case etherIPv4:
-		if dst != e.mac || e.no4 {
+		if dst != e.mac {
 			e.cnt[cRxNotForUs]++
 			return
 		}
-		e.ipInput(f)
+		e.six.cnt[c6FamilyOff]++ // no IPv4 address
 	case etherIPv6:
 		if e.six == nil {
 			e.cnt[cRxUnknownEtherType]++
@@ -349,7 +354,7 @@ func (e *Engine) ipDeliver(srcMAC [6]byte, p ipv4) {
 	e.cnt[cIPDelivered]++
 	switch p.proto() {
 	case protoTCP:
-		e.tcpInput(srcMAC, p.src(), p.payload())
+		e.tcpInput(srcMAC, p.src(), pseudo(p.src(), e.addr, protoTCP, 0), p.payload())
 	case protoICMP:
 		e.icmpInput(srcMAC, p)
 	case protoUDP:
@@ -361,21 +366,17 @@ func (e *Engine) ipDeliver(srcMAC [6]byte, p ipv4) {
 
 // tcpInput parses a segment and hands it to its connection, its listener
 // or the no-connection rule.
-func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, b []byte) {
+// src is the peer (an IPv6 one's alias, engine6.go), sum its pseudo-header
+// sum without the length (parseTCPSum).
+func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, sum uint64, b []byte) {
 	s := &e.seg
-	if err := parseTCP(s, src, e.addr, b); err != tcpOK {
+	if err := parseTCPSum(s, sum, b); err != tcpOK {
 		e.countBadTCP(err)
 		return
 	}
+	s.src = src
 	e.cnt[cTCPSegmentsIn]++
 	s.srcMAC = srcMAC
-	e.tcpDispatch(s)
-}
-
-// tcpDispatch hands parsed segment s (of either family: s.src is an IPv6
-// peer's alias, engine6.go) to its connection, its listener or the
-// no-connection rule.
-func (e *Engine) tcpDispatch(s *segment) {
 	if i, ok := e.lookup(tuple{s.src, s.dport, s.sport}); ok {
 		if i < 0 { // a TIME-WAIT record
 			if e.twInput(^i, s) {
@@ -498,9 +499,6 @@ func (e *Engine) nextAt() (int64, bool) {
 	}
 	if a, has := e.reasmNext(); has && (!ok || a < at) {
 		at, ok = a, true
-	}
-	if e.six != nil && e.six.due != noTimer && (!ok || e.six.due < at) {
-		at, ok = e.six.due, true
 	}
 	if len(e.dirty) > 0 || e.inbox.pending.Load() {
 		at, ok = e.now, true

@@ -398,7 +398,7 @@ func (e *Engine) ip6Input(f []byte, llMcast bool) {
 		s.cnt[c6Fragments]++
 		out, r := s.reasm.input(e.now, p, h)
 		s.reasmRes[r]++
-		s.due = min(s.due, e.now)
+		e.wake6()
 		if r != reasm6Done {
 			if r == reasm6BadLength || r == reasm6TooBig {
 				ptr := uint32(h.fragAt + 2) // the offset field (RFC 8200 §4.5)
@@ -453,41 +453,32 @@ func (e *Engine) tcp6Input(srcMAC [6]byte, p []byte, h *ip6Hdr) {
 		e.cnt[cTCPShort]++
 		return
 	}
-	off := int(b[12]>>4) * 4
-	if off < tcpLen || off > len(b) {
-		e.cnt[cTCPShort]++
-		return
-	}
-	if !verify6(h.src, h.dst, protoTCP, b) {
-		e.cnt[cTCPChecksum]++
-		return
-	}
-	s := &e.seg
-	if err := tcpFields(s, b, off); err != tcpOK {
-		e.countBadTCP(err)
-		return
-	}
-	e.cnt[cTCPSegmentsIn]++
-	s.srcMAC = srcMAC
 	s6.peers[curIdx].addr = h.src
 	r, ok := aliasOf(curIdx), false
 	if i, known := s6.byAddr[h.src]; known {
 		r, ok = aliasOf(i), true
-	} else if l := e.listeners[s.dport]; l != nil && !l.closed {
+	} else if l := e.listeners[binary.BigEndian.Uint16(b[2:])]; l != nil && !l.closed {
 		// A listener may make a connection: the peer needs an alias.
 		if r, ok = s6.alias(h.src); !ok {
 			s6.cnt[c6NoAlias]++
 			return
 		}
 	}
-	s.src, s.dst = r, [4]byte{}
-	if ok {
-		e.peerRef(r)
-		e.tcpDispatch(s)
-		e.peerUnref(r)
+	sum := pseudo6(h.src, h.dst, protoTCP, 0)
+	if !ok {
+		e.tcpInput(srcMAC, r, sum, b) // a RST at most: curIdx names the source
 		return
 	}
-	e.tcpDispatch(s)
+	e.peerRef(r) // held while input runs: a TIME-WAIT record's end must not free it
+	e.tcpInput(srcMAC, r, sum, b)
+	e.peerUnref(r)
+}
+
+// wake6 makes the IPv6 timers run at the next poll (they then find when
+// they are due next).
+func (e *Engine) wake6() {
+	e.six.due = min(e.six.due, e.now)
+	e.top = min(e.top, e.six.due)
 }
 
 // icmp6Input takes an ICMPv6 message (RFC 4443).
@@ -632,7 +623,7 @@ func (e *Engine) ndpInput(srcMAC [6]byte, h *ip6Hdr, m []byte) {
 				s.cnt[c6NeighMACChanged]++
 				e.arpEpoch++
 			}
-			s.due = min(s.due, e.now)
+			e.wake6()
 		}
 		e.tx = e.tx[:cap(e.tx)]
 		n, to := answerNS(e.tx[ethLen:], nd.target, e.mac, h, nd, srcMAC)
@@ -662,7 +653,7 @@ func (e *Engine) ndpInput(srcMAC [6]byte, h *ip6Hdr, m []byte) {
 		s.cnt[c6NeighMACChanged]++
 		e.arpEpoch++ // the connections through it take the new MAC (refreshMAC)
 	}
-	s.due = min(s.due, e.now)
+	e.wake6()
 }
 
 // neighResolved6 lets the connections waiting for neighbour a send.
@@ -697,7 +688,7 @@ func (e *Engine) resolve6(r [4]byte) ([6]byte, bool) {
 	}
 	a := s.addrOf(r)
 	mac, res := s.neigh.resolve(a, e.now)
-	s.due = min(s.due, e.now)
+	e.wake6()
 	switch res {
 	case neighHit:
 		return mac, true
@@ -775,7 +766,7 @@ func (e *Engine) timers6() {
 		e.arpWait = w
 	}
 	s.reasm.expire(e.now)
-	s.due = noTimer
+	s.due = noTimer // runDue's setTop takes the new due into top
 	if at, ok := s.neigh.next(); ok {
 		s.due = at
 	}

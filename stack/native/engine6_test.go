@@ -2,6 +2,7 @@ package native
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
@@ -128,5 +129,38 @@ func TestIPv6HandshakeDataClose(t *testing.T) {
 	w.step()
 	if w.a.TimeWaits()+w.b.TimeWaits() != 0 || len(w.a.six.byAddr) != 0 || len(w.b.six.byAddr) != 0 {
 		t.Fatalf("after TIME-WAIT: %d records, %d and %d aliases", w.a.TimeWaits(), len(w.a.six.byAddr), len(w.b.six.byAddr))
+	}
+}
+
+// RFC 5927 §5.1: an ICMP "fragmentation needed" quoting the tuple of a
+// connection in a TIME-WAIT record (the table holds the record's
+// negative index there) has nothing in flight to act on: it is counted
+// and ignored. The lookup indexed the connection table with the
+// record's index before, and panicked.
+func TestFragNeededForTimeWaitRecordIgnoredRFC5927(t *testing.T) {
+	w := newWorld(t, memio.Options{}, Options{}, Options{})
+	ca, cb := w.connect(7000)
+	lport := ca.LocalPort()
+	ca.Close()
+	w.until(10*time.Second, "FIN-WAIT-2", func() bool { return cb.State() == CloseWait })
+	cb.Close()
+	w.until(10*time.Second, "TIME-WAIT record", func() bool { return w.a.TimeWaits() == 1 })
+	q := make([]byte, ipLen+8)
+	putIPv4(q, 1, protoTCP, addrA.As4(), addrB.As4(), ipLen+tcpLen)
+	binary.BigEndian.PutUint16(q[ipLen:], lport)
+	binary.BigEndian.PutUint16(q[ipLen+2:], 7000)
+	m := make([]byte, 8+len(q))
+	m[0], m[1] = icmpUnreachable, icmpFragNeeded
+	binary.BigEndian.PutUint16(m[6:], 1200)
+	copy(m[8:], q)
+	binary.BigEndian.PutUint16(m[2:], fold(csum(0, m)))
+	f := make([]byte, ethLen+ipLen+len(m))
+	putEth(f, w.a.mac, w.b.mac, etherIPv4)
+	putIPv4(f[ethLen:], 9, protoICMP, addrB.As4(), addrA.As4(), ipLen+len(m))
+	copy(f[ethLen+ipLen:], m)
+	w.a.tick()
+	w.a.input(f)
+	if counterOf(t, w.a, "icmp_frag_needed_ignored") != 1 {
+		t.Fatal("not counted as ignored")
 	}
 }

@@ -51,6 +51,9 @@ func (e *Engine) setTop() {
 	if at, ok := e.tw.nextAt(); ok && at < e.top {
 		e.top = at
 	}
+	if e.six != nil && e.six.due < e.top {
+		e.top = e.six.due // engine6.go: neighbour and reassembly timers
+	}
 }
 
 func (e *Engine) heapRemove(c *Conn) {
@@ -116,7 +119,7 @@ func (e *Engine) siftDown(i int) {
 // which call it on every poll: the call happens only with a connection
 // timer due, an ARP request or a reassembly pending.
 func (e *Engine) runTimers() {
-	if e.top <= e.now || e.arp.asking > 0 || e.reasmUsed > 0 || e.six != nil && e.six.due <= e.now {
+	if e.top <= e.now || e.arp.asking > 0 || e.reasmUsed > 0 {
 		e.runDue()
 	}
 }
