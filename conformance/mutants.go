@@ -70,8 +70,8 @@ func Mutants() []Mutant {
 		},
 		{
 			Factory: nativeMutant("mutant-native6-ns-broadcast", broadcastNS, nil),
-			Defect:  "the native engine's neighbour solicitations go to the Ethernet broadcast address, not the solicited-node group",
-			Fails:   []string{"ndp-resolve"},
+			Defect:  "the native engine's neighbour solicitations go to the Ethernet broadcast address (not the solicited-node group, nor the cached MAC of a probe)",
+			Fails:   []string{"ndp-resolve", "ndp-stale-reprobe"},
 			Control: []string{"ndp-ns-answered"},
 		},
 		{
