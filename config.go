@@ -465,7 +465,9 @@ func (o DPDKOptions) CheckDevice(iface string) error {
 }
 
 // IPv6Kinds are the kinds that serve IPv6 today; every kind serves IPv4.
-var IPv6Kinds = []Kind{KindUDP, KindURing, KindTCP}
+// tcp-xdp and tcp-dpdk serve it on the native engine (TCP.Stack
+// "native", their default); netstack under them is IPv4 only.
+var IPv6Kinds = []Kind{KindUDP, KindURing, KindTCP, KindTCPXDP, KindTCPDPDK}
 
 // ServesIPv6 reports whether kind k serves IPv6 (see IPv6Kinds).
 func (k Kind) ServesIPv6() bool { return slices.Contains(IPv6Kinds, k) }
@@ -499,6 +501,9 @@ func (c Config) checkAddrs() error {
 			field, val = "Dests", c.Dests
 		}
 		return BadField(field, val, "kind %s serves IPv4 only today; the kinds that serve IPv6 are %s", c.Kind, enumList(IPv6Kinds))
+	}
+	if v6 && c.TCP.Stack == TCPStackNetstack && (c.Kind == KindTCPXDP || c.Kind == KindTCPDPDK) {
+		return BadField("TCP.Stack", c.TCP.Stack, "kind %s serves IPv6 on the native engine only: netstack under it is IPv4 only; use TCP.Stack %q (the default)", c.Kind, TCPStackNative)
 	}
 	if c.LocalIP.IsValid() && c.LocalIP.Zone() != "" {
 		return BadField("LocalIP", c.LocalIP, "an address with a zone is not supported: use a global address")

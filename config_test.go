@@ -50,7 +50,7 @@ func TestIPv6Config(t *testing.T) {
 		if k.ServesIPv6() != (err == nil) {
 			t.Errorf("kind %s IPv6 client: %v (ServesIPv6 %v)", k, err, k.ServesIPv6())
 		}
-		if err != nil && !strings.Contains(err.Error(), `"udp", "uring" or "tcp"`) {
+		if err != nil && !strings.Contains(err.Error(), enumList(IPv6Kinds)) {
 			t.Errorf("kind %s: the refusal does not name the kinds that serve IPv6: %v", k, err)
 		}
 		if !c.IPv6() {
@@ -58,6 +58,16 @@ func TestIPv6Config(t *testing.T) {
 		}
 	}
 	for _, k := range IPv6Kinds {
+		if k.IsRaw() {
+			// A raw kind needs its own address and an interface.
+			c := Config{Kind: k, Iface: "veth0", Port: 5000}
+			ipv6(&c)
+			c = c.WithDefaults()
+			if err := c.Validate(); err != nil || !c.IPv6() {
+				t.Errorf("kind %s IPv6 client: %v (IPv6 %v)", k, err, c.IPv6())
+			}
+			continue
+		}
 		srv := Config{Kind: k, Role: RoleServer, Port: 5000, LocalIP: netip.IPv6Unspecified()}.WithDefaults()
 		if err := srv.Validate(); err != nil || !srv.IPv6() {
 			t.Errorf("kind %s server on [::]: %v (IPv6 %v)", k, err, srv.IPv6())
@@ -113,8 +123,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		}, "Dests"},
 		{"ipv6 on xdp", func(c *Config) { c.Kind = KindXDP; ipv6(c) }, "LocalIP"},
 		{"ipv6 on dpdk", func(c *Config) { c.Kind = KindDPDK; ipv6(c) }, "LocalIP"},
-		{"ipv6 on tcp-xdp", func(c *Config) { c.Kind = KindTCPXDP; ipv6(c) }, "LocalIP"},
-		{"ipv6 on tcp-dpdk", func(c *Config) { c.Kind = KindTCPDPDK; ipv6(c) }, "LocalIP"},
+		{"ipv6 on tcp-xdp with netstack", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.Stack = TCPStackNetstack; ipv6(c) }, "TCP.Stack"},
+		{"ipv6 on tcp-dpdk with netstack", func(c *Config) { c.Kind = KindTCPDPDK; c.TCP.Stack = TCPStackNetstack; ipv6(c) }, "TCP.Stack"},
 		{"ipv6 dests on xdp", func(c *Config) { c.Kind = KindXDP; ipv6(c); c.LocalIP = netip.Addr{} }, "Dests"},
 		{"raw without local ip", func(c *Config) { c.Kind = KindXDP; c.LocalIP = netip.Addr{} }, "LocalIP"},
 		{"client without dests", func(c *Config) { c.Dests = nil }, "Dests"},

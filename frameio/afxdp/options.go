@@ -219,9 +219,13 @@ type ProgramOptions struct {
 	// Mode is "" (driver mode, then SKB mode as a reported fallback),
 	// "driver" or "skb", as Options.Mode.
 	Mode dgramio.XDPMode
+	// IPv6 turns the program's IPv6 steering on, as Options.IPv6.
+	IPv6 bool
 	// Host, with Program xdpprog.TCP, is the address the userspace stack
 	// answers for: every IPv4 frame to it goes to the sockets, frames to
-	// other addresses to the kernel (xdpprog.Objects.SetHost). Unset: the
+	// other addresses to the kernel (xdpprog.Objects.SetHost). An IPv6
+	// Host does the same for IPv6 (xdpprog.Objects.SetHost6, which turns
+	// IPv6 steering on), with the solicitations for it. Unset: the
 	// program matches Port.
 	Host netip.Addr
 	// SYNRate and SYNBurst, with Host, limit the SYNs to Host each CPU

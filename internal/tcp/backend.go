@@ -294,8 +294,12 @@ func checkConfig(cfg dgramio.Config) error {
 	bad := func(field string, v any, why string) error {
 		return &dgramio.ConfigError{Field: field, Value: v, Reason: why}
 	}
-	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
-		return bad("LocalIP", cfg.LocalIP, "the userspace TCP needs our IPv4 address")
+	if !cfg.LocalIP.IsValid() {
+		return bad("LocalIP", cfg.LocalIP, "the userspace TCP needs our address")
+	}
+	v6 := !cfg.LocalIP.Unmap().Is4()
+	if v6 && cfg.TCP.Stack != dgramio.TCPStackNative {
+		return bad("TCP.Stack", cfg.TCP.Stack, "IPv6 runs on the native engine only (TCP.Stack \"native\"): netstack here is IPv4 only")
 	}
 	if cfg.Port == 0 {
 		return bad("Port", cfg.Port, "the server's TCP port is required")
@@ -304,8 +308,8 @@ func checkConfig(cfg dgramio.Config) error {
 		return bad("Dests", cfg.Dests, "a client needs at least one destination address")
 	}
 	for _, d := range cfg.Dests {
-		if !d.Addr().Is4() || d.Port() == 0 {
-			return bad("Dests", d, "only IPv4 is supported, with a port")
+		if !d.Addr().IsValid() || d.Addr().Unmap().Is4() == v6 || d.Port() == 0 {
+			return bad("Dests", d, "a destination of LocalIP's family, with a port")
 		}
 	}
 	if cfg.MaxDatagram < 1 || cfg.MaxDatagram > MaxRecord {

@@ -25,8 +25,8 @@ var (
 	ErrRefused = errors.New("native: connection refused")
 	// ErrTimedOut: retransmissions or keepalive probes went unanswered.
 	ErrTimedOut = errors.New("native: connection timed out")
-	// ErrHostUnreachable: ARP found no peer (or no gateway for an off-link
-	// peer).
+	// ErrHostUnreachable: ARP (or neighbour discovery) found no peer, or
+	// there is no gateway for an off-link peer.
 	ErrHostUnreachable = errors.New("native: host unreachable (no ARP answer)")
 	// ErrAborted: the connection was aborted locally (Abort, Close with
 	// unread data, Engine.Close).
@@ -45,8 +45,9 @@ type tuple struct {
 	lport, rport uint16
 }
 
-// Engine is a TCP/IPv4 host over one frameio.FrameIO: Ethernet, ARP,
-// IPv4, ICMP and TCP, run to completion on its owner's goroutine. It has
+// Engine is a TCP/IP host over one frameio.FrameIO: Ethernet, ARP,
+// IPv4, ICMP, IPv6 (with Options.Addr6: ICMPv6, neighbour discovery) and
+// TCP over either, run to completion on its owner's goroutine. It has
 // no goroutines and no locks: every method (and every method of its
 // Listeners and Conns) must be called from one goroutine at a time. Poll
 // takes frames and runs input and the timers due; Flush sends what is due

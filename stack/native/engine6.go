@@ -130,6 +130,10 @@ type engine6 struct {
 	peers  []peer6 // by alias index; [curIdx] is the packet being input
 	byAddr map[ip6Addr]uint32
 	free   []uint32
+	// lastAddr's alias index is lastIdx (0: none): a flow's segments come
+	// in runs, and comparing 16 bytes costs less than hashing them.
+	lastAddr ip6Addr
+	lastIdx  uint32
 
 	neigh neigh6
 	reasm reasm6
@@ -278,6 +282,9 @@ func (e *Engine) peerUnref(r [4]byte) {
 		return
 	}
 	delete(s.byAddr, p.addr)
+	if s.lastIdx == i {
+		s.lastIdx = 0
+	}
 	*p = peer6{}
 	s.free = append(s.free, i)
 }
@@ -455,8 +462,11 @@ func (e *Engine) tcp6Input(srcMAC [6]byte, p []byte, h *ip6Hdr) {
 	}
 	s6.peers[curIdx].addr = h.src
 	r, ok := aliasOf(curIdx), false
-	if i, known := s6.byAddr[h.src]; known {
+	if s6.lastIdx != 0 && h.src == s6.lastAddr {
+		r, ok = aliasOf(s6.lastIdx), true
+	} else if i, known := s6.byAddr[h.src]; known {
 		r, ok = aliasOf(i), true
+		s6.lastAddr, s6.lastIdx = h.src, i
 	} else if l := e.listeners[binary.BigEndian.Uint16(b[2:])]; l != nil && !l.closed {
 		// A listener may make a connection: the peer needs an alias.
 		if r, ok = s6.alias(h.src); !ok {
@@ -810,7 +820,7 @@ func (e *Engine) each6(fn func(name string, v uint64, loss bool)) {
 		fn(ip6ErrorNames[i], s.parseErr[i], true)
 	}
 	for i := reasm6Result(0); i < nReasm6Results; i++ {
-		fn(reasm6Names[i], s.reasmRes[i], i != reasm6Queued && i != reasm6Done)
+		fn(reasm6Names[i], s.reasmRes[i], i != reasm6Queued && i != reasm6Done && i != reasm6Duplicate)
 	}
 	fn("ip6_reassembly_timeout", s.reasm.timeouts, true)
 	for i := ndpError(1); i < nNDPErrors; i++ {
