@@ -75,6 +75,16 @@ func openXDPWire(name string, s Setup) (v *veth, fio waitFrameIO, closeWire func
 		return nil, nil, nil, fmt.Errorf("%s: address off A: %w", name, err)
 	}
 	cfg := dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleServer, Iface: v.dut.Iface, LocalIP: v.dut.Addr, Port: dutPort}
+	if s.IPv6 {
+		// The program takes every IPv6 frame to the DUT's IPv6 address
+		// and the solicitations for it (IPv4 then goes to A's kernel,
+		// but for dutPort); A's kernel loses that address too.
+		if err := v.dut.DelAddr6(); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: IPv6 address off A: %w", name, err)
+		}
+		cfg.LocalIP = v.dut.Addr6
+		cfg.TCP.Stack = dgramio.TCPStackNative
+	}
 	cfg.XDP.Frames, cfg.XDP.RingSize = 512, 256
 	var f frameio.FrameIO
 	var opts tcp.Options
