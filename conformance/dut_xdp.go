@@ -4,6 +4,7 @@ package conformance
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 
@@ -31,8 +32,19 @@ func (xdpFactory) Name() string { return "ours-xdp" }
 
 // xdpLacks is what the tcp-xdp DUT cannot show.
 var xdpLacks = map[Cap]string{
-	CapUDP:  "stack.New registers no UDP (its datagrams reach netstack, which answers protocol unreachable)",
-	CapIPv6: noIPv6Netstack,
+	CapUDP: "stack.New registers no UDP (its datagrams reach netstack, which answers protocol unreachable)",
+}
+
+// xdpLacksNow is xdpLacks, and CapIPv6 when netstack serves no IPv6
+// (netstackLacks).
+func xdpLacksNow() map[Cap]string {
+	why, ok := netstackLacks()[CapIPv6]
+	if !ok {
+		return xdpLacks
+	}
+	m := maps.Clone(xdpLacks)
+	m[CapIPv6] = why
+	return m
 }
 
 // New implements Factory.
@@ -41,14 +53,22 @@ func (xdpFactory) New(tb TB, s Setup) (DUT, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := newOursDUT(fio, s, stack.Options{Addr: v.dut.Addr, PrefixLen: v.dut.Prefix.Bits(),
-		Neighbors: map[netip.Addr]net.HardwareAddr{v.bench.Addr: v.bench.MAC}})
+	opts := stack.Options{Addr: v.dut.Addr, PrefixLen: v.dut.Prefix.Bits(),
+		Neighbors: map[netip.Addr]net.HardwareAddr{v.bench.Addr: v.bench.MAC}}
+	if s.IPv6 {
+		opts = stack.Options{Addr: v.dut.Addr6, PrefixLen: v.dut.Prefix6.Bits(),
+			Neighbors: map[netip.Addr]net.HardwareAddr{v.bench.Addr6: v.bench.MAC}}
+	}
+	d, err := newOursDUT(fio, s, opts)
 	if err != nil {
 		closeWire()
 		return nil, fmt.Errorf("ours-xdp: %w", err)
 	}
 	d.info = Info{Name: "ours-xdp", Kind: KindOurs, MAC: v.dut.MAC, BenchMAC: v.bench.MAC,
-		Addr: v.dut.Addr, BenchAddr: v.bench.Addr, Spare: v.spare, MTU: fio.MTU(), Lacks: xdpLacks}
+		Addr: v.dut.Addr, BenchAddr: v.bench.Addr, Spare: v.spare, MTU: fio.MTU(), Lacks: xdpLacksNow()}
+	if s.IPv6 {
+		d.info.Addr6, d.info.BenchAddr6, d.info.Spare6 = v.dut.Addr6, v.bench.Addr6, v.spare6
+	}
 	d.link = v.link
 	d.closeWire = closeWire
 	tb.Logf("ours-xdp: %s", fio.Stats().Mode)
