@@ -5,6 +5,8 @@ package conformance
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/dgramio/dgramio"
 )
 
 // NativeXDP is the Factory of the native engine on the tcp-xdp path: a
@@ -25,7 +27,7 @@ func (nativeXDPFactory) Name() string { return "native-xdp" }
 
 // New implements Factory.
 func (nativeXDPFactory) New(tb TB, s Setup) (DUT, error) {
-	v, fio, closeWire, err := openXDPWire("native-xdp", s)
+	v, fio, closeWire, err := openXDPWire("native-xdp", dgramio.TCPStackNative, s)
 	if err != nil {
 		return nil, err
 	}

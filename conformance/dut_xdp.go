@@ -49,7 +49,7 @@ func xdpLacksNow() map[Cap]string {
 
 // New implements Factory.
 func (xdpFactory) New(tb TB, s Setup) (DUT, error) {
-	v, fio, closeWire, err := openXDPWire("ours-xdp", s)
+	v, fio, closeWire, err := openXDPWire("ours-xdp", dgramio.TCPStackNetstack, s)
 	if err != nil {
 		return nil, err
 	}
@@ -80,15 +80,15 @@ func (xdpFactory) New(tb TB, s Setup) (DUT, error) {
 // socket and XDP program of tcp.OpenXDP, as the tcp-xdp kind opens them.
 // closeWire closes both and the pair; name prefixes the errors. On error
 // nothing is left.
-func openXDPWire(name string, s Setup) (v *veth, fio waitFrameIO, closeWire func() error, err error) {
+func openXDPWire(name string, engine dgramio.TCPStack, s Setup) (v *veth, fio waitFrameIO, closeWire func() error, err error) {
 	v, err = newVeth(s)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	ok := false
+	ok, pair := false, v // the error returns below zero v
 	defer func() {
 		if !ok {
-			v.close()
+			pair.close()
 		}
 	}()
 	if err := v.dut.DelAddr(); err != nil {
@@ -103,7 +103,7 @@ func openXDPWire(name string, s Setup) (v *veth, fio waitFrameIO, closeWire func
 			return nil, nil, nil, fmt.Errorf("%s: IPv6 address off A: %w", name, err)
 		}
 		cfg.LocalIP = v.dut.Addr6
-		cfg.TCP.Stack = dgramio.TCPStackNative
+		cfg.TCP.Stack = engine
 	}
 	cfg.XDP.Frames, cfg.XDP.RingSize = 512, 256
 	var f frameio.FrameIO
