@@ -2,11 +2,11 @@ package conformance
 
 import (
 	"bytes"
-	"maps"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"runtime"
