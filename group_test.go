@@ -474,6 +474,17 @@ func TestGroupFlows(t *testing.T) {
 			}
 			cli.LocalIP, cli.ConnectTimeout = addr, 20*time.Second
 		}, false},
+		// A tcp-xdp server over IPv6, a native engine per queue (IPv6 is
+		// the native engine's), serves a kernel tcp client.
+		{"tcp-xdp-ipv6", "tcp-xdp", "tcp", func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config) {
+			a := p.A.Addr6.As16()
+			a[15] = 3
+			addr := netip.AddrFrom16(a)
+			if err := p.B.AddNeigh(addr, p.A.MAC); err != nil {
+				t.Fatal(err)
+			}
+			srv.LocalIP, cli.Dests = addr, []netip.AddrPort{netip.AddrPortFrom(addr, cli.Port)}
+		}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cpus := twoCPUs(t)

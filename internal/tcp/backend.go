@@ -495,6 +495,10 @@ func (c *conn) unacked() (uint64, bool) {
 	return c.b.st.EP.Unacked(c.local, c.peer, c.sent.Written())
 }
 
+// Appended implements layer.Appender: in raw framing, where the next
+// QueueTo's bytes start in the stream.
+func (c *conn) Appended(n int) { c.sent.Appended(n) }
+
 // UnackedRecords implements layer.Unacker: the records netstack took on
 // c whose first byte the peer has not acknowledged (none when that cannot
 // be told), and whether the connection ended (reset or failed).

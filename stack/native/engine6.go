@@ -109,10 +109,20 @@ var counter6Names = [n6Counters]struct {
 	c6NoAlias:          {"ip6_tcp_no_alias", false},
 }
 
-// peer6 is an IPv6 peer that has an alias.
+// peer6 is an IPv6 peer that has an alias, with what every segment to
+// or from it needs: our address towards it (localFor) and the sum of
+// the TCP pseudo-header without its length (pseudo6(local, addr,
+// protoTCP, 0): the length of a segment, below 64 KiB, adds to it).
 type peer6 struct {
-	addr ip6Addr
-	refs int32
+	addr, local ip6Addr
+	psum        uint64
+	refs        int32
+}
+
+// setPeer makes p the peer at address a.
+func (s *engine6) setPeer(p *peer6, a ip6Addr) {
+	p.addr, p.local = a, s.localFor(a)
+	p.psum = pseudo6(p.local, a, protoTCP, 0)
 }
 
 // engine6 is the IPv6 state of an Engine.
@@ -251,7 +261,8 @@ func (s *engine6) alias(a ip6Addr) ([4]byte, bool) {
 	default:
 		return [4]byte{}, false
 	}
-	s.peers[i] = peer6{addr: a}
+	s.peers[i] = peer6{}
+	s.setPeer(&s.peers[i], a)
 	s.byAddr[a] = i
 	return aliasOf(i), true
 }
@@ -346,18 +357,15 @@ func (e *Engine) pseudoTo(r [4]byte, n int) uint64 {
 // pseudoTo6 is the IPv6 pseudo-header sum (RFC 8200 §8.1) of n bytes of
 // TCP to alias r.
 func (e *Engine) pseudoTo6(r [4]byte, n int) uint64 {
-	s := e.six
-	a := s.addrOf(r)
-	return pseudo6(s.localFor(a), a, protoTCP, n)
+	return e.six.peers[aliasIdx(r)].psum + uint64(n)
 }
 
 // tcpFrame6 is tcpFrame for an IPv6 peer.
 func (e *Engine) tcpFrame6(dstMAC [6]byte, r [4]byte, n int) []byte {
-	s := e.six
-	a := s.addrOf(r)
+	p := &e.six.peers[aliasIdx(r)]
 	e.tx = e.tx[:ethLen+ip6Len+n]
 	putEth(e.tx, dstMAC, e.mac, etherIPv6)
-	putIPv6(e.tx[ethLen:], protoTCP, hopLimit6, s.localFor(a), a, n)
+	putIPv6(e.tx[ethLen:], protoTCP, hopLimit6, p.local, p.addr, n)
 	return e.tx[ethLen+ip6Len:]
 }
 
@@ -460,23 +468,25 @@ func (e *Engine) tcp6Input(srcMAC [6]byte, p []byte, h *ip6Hdr) {
 		e.cnt[cTCPShort]++
 		return
 	}
-	s6.peers[curIdx].addr = h.src
-	r, ok := aliasOf(curIdx), false
+	r, i, ok := aliasOf(curIdx), uint32(curIdx), false
 	if s6.lastIdx != 0 && h.src == s6.lastAddr {
-		r, ok = aliasOf(s6.lastIdx), true
-	} else if i, known := s6.byAddr[h.src]; known {
-		r, ok = aliasOf(i), true
-		s6.lastAddr, s6.lastIdx = h.src, i
+		r, i, ok = aliasOf(s6.lastIdx), s6.lastIdx, true
+	} else if k, known := s6.byAddr[h.src]; known {
+		r, i, ok = aliasOf(k), k, true
+		s6.lastAddr, s6.lastIdx = h.src, k
 	} else if l := e.listeners[binary.BigEndian.Uint16(b[2:])]; l != nil && !l.closed {
 		// A listener may make a connection: the peer needs an alias.
 		if r, ok = s6.alias(h.src); !ok {
 			s6.cnt[c6NoAlias]++
 			return
 		}
+		i = aliasIdx(r)
+	} else {
+		s6.setPeer(&s6.peers[curIdx], h.src) // a RST at most, to the source
 	}
-	sum := pseudo6(h.src, h.dst, protoTCP, 0)
+	sum := s6.peers[i].psum // h.dst is localFor(h.src), checked above
 	if !ok {
-		e.tcpInput(srcMAC, r, sum, b) // a RST at most: curIdx names the source
+		e.tcpInput(srcMAC, r, sum, b)
 		return
 	}
 	e.peerRef(r) // held while input runs: a TIME-WAIT record's end must not free it

@@ -171,3 +171,46 @@ func FuzzPacketTooBigOnLiveConnection6(f *testing.F) {
 		})
 	})
 }
+
+// RFC 4987 §3.6 over IPv6: with the listener's SYN backlog full, a SYN is
+// answered with a cookie whose hash covers both 16-byte addresses, and
+// the ACK that returns it makes the connection, which carries data.
+func TestSYNCookieIPv6RFC4987(t *testing.T) {
+	w := newWorld6(t, memio.Options{}, Options{}, Options{SYNBacklog: 1}, false)
+	l, err := w.b.Listen(80, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := netip.AddrPortFrom(addr6B, 80)
+	c1, err := w.a.Dial(dst, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := w.a.Dial(dst, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*Conn
+	w.until(10*time.Second, "both handshakes", func() bool {
+		for c, ok := l.Accept(); ok; c, ok = l.Accept() {
+			got = append(got, c)
+		}
+		return len(got) == 2 && c1.State() == Established && c2.State() == Established
+	})
+	if counterOf(t, w.b, "tcp_syncookies_sent") == 0 || counterOf(t, w.b, "tcp_syncookies_ok") != 1 {
+		t.Fatalf("cookies sent %d, taken %d; want some and 1",
+			counterOf(t, w.b, "tcp_syncookies_sent"), counterOf(t, w.b, "tcp_syncookies_ok"))
+	}
+	for i, c := range []*Conn{c1, c2} {
+		var peer *Conn
+		for _, g := range got {
+			if g.Peer().Port() == c.LocalPort() {
+				peer = g
+			}
+		}
+		if peer == nil {
+			t.Fatalf("connection %d not accepted", i)
+		}
+		w.exchange(c, peer, pattern(20000, byte(i)), pattern(3000, byte(i+1)))
+	}
+}

@@ -308,14 +308,15 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	e := c.e
 	// The options go where they will be sent; tcpFrame writes the
 	// headers before them and sizes the frame around them.
-	at := ethLen + ipLen + tcpLen
-	if c.raddr[0] == 0 { // IPv6 (engine6.go)
-		at += ip6Len - ipLen
-	}
+	const at, at6 = ethLen + ipLen + tcpLen, ethLen + ip6Len + tcpLen
 	if c.arpEpoch != e.arpEpoch {
 		c.refreshMAC() // a neighbour's MAC changed: perhaps ours
 	}
-	ol := c.options(e.tx[at:at+40], flags)
+	o := e.tx[at : at+40]
+	if c.raddr[0] == 0 { // IPv6 (engine6.go)
+		o = e.tx[at6 : at6+40]
+	}
+	ol := c.options(o, flags)
 	hl := tcpLen + ol
 	ack := uint32(0)
 	if flags&flagACK != 0 {
@@ -327,8 +328,10 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 		at := wrap(c.sHead+off, len(c.sbuf))
 		fromRing(t[hl:hl+n], c.sbuf, at)
 	}
-	sum := pseudo(e.addr, c.raddr, protoTCP, hl+n)
-	if c.raddr[0] == 0 {
+	var sum uint64
+	if c.raddr[0] != 0 {
+		sum = pseudo(e.addr, c.raddr, protoTCP, hl+n)
+	} else {
 		sum = e.pseudoTo6(c.raddr, hl+n)
 	}
 	binary.BigEndian.PutUint16(t[16:], fold(csum(sum, t[:hl+n])))

@@ -56,7 +56,10 @@ const (
 	// userspace TCP (tcp-xdp) resolves and answers ARP itself. With a
 	// host address set (Objects.SetHost) it redirects instead every IPv4
 	// frame to that address, whatever its protocol, port, options or
-	// fragmentation, and passes frames to other addresses to the kernel:
+	// fragmentation, and the ARP frames whose target is that address or
+	// that announce their sender (gratuitous: sender = target), and
+	// passes frames to other addresses to the kernel (PassOtherHost: the
+	// kernel's own addresses on the interface keep working):
 	// the userspace stack then answers for its address as a host does
 	// (RST for closed ports, ICMP echo and unreachables). SYNs (SYN
 	// without ACK) to the host address then go through a per-CPU token
@@ -225,6 +228,11 @@ const (
 	offIPDst     = offIP + 16
 	offTCPFlags  = offL4 + 13
 	offL4        = offIP + 20
+	// An ARP packet for IPv4 over Ethernet: the sender's and the target's
+	// protocol addresses (RFC 826).
+	offARPSender = offIP + 14
+	offARPTarget = offIP + 24
+	offARPEnd    = offIP + 28
 	offSrcPort   = offL4
 	offDstPort   = offL4 + 2
 	lenUDPFrame  = offL4 + 8 // through the UDP header
@@ -376,7 +384,27 @@ func Instructions(v Variant) asm.Instructions {
 	)
 	add(need(offL46)...)
 	add(ip6Path(v, need, lIP6, lRedirect, lCount)...)
-	if takesARP {
+	if v == TCP {
+		// With a host address, ARP whose target is another address (the
+		// kernel's, on the same interface) goes to the kernel; ours and
+		// gratuitous announcements (sender = target) to the stack.
+		const lARPTake = "arp_take"
+		add(
+			asm.LoadMem(asm.R4, asm.R10, stackHost, asm.Word).WithSymbol(lARP),
+			asm.JEq.Imm(asm.R4, 0, lARPTake),
+		)
+		add(need(offARPEnd)...)
+		add(
+			asm.LoadMem(asm.R4, asm.R10, stackHost, asm.Word),
+			asm.LoadMem(asm.R5, asm.R2, offARPTarget, asm.Word),
+			asm.JEq.Reg(asm.R5, asm.R4, lARPTake),
+			asm.LoadMem(asm.R4, asm.R2, offARPSender, asm.Word),
+			setCounter(PassOtherHost),
+			asm.JNE.Reg(asm.R4, asm.R5, lCount),
+			setCounter(RedirectedARP).WithSymbol(lARPTake),
+			asm.Ja.Label(lRedirect),
+		)
+	} else if takesARP {
 		add(
 			setCounter(RedirectedARP).WithSymbol(lARP),
 			asm.Ja.Label(lRedirect),
