@@ -258,6 +258,23 @@ func init() {
 			},
 		}),
 		ipv6Case(Case{
+			Name:  "ipv6-ext-chain-accepted",
+			RFC:   "RFC 8200 §4, §4.1 (order), §4.3, §4.6",
+			Title: "a SYN behind a chain of a Hop-by-Hop Options header then a Destination Options header (PadN in both) is processed: SYN-ACK",
+			Run: func(e *Env) {
+				e.Listen(dutPort, SockOpts{IPv6: true})
+				f := e.NewFlow6(dutPort, 1000)
+				f.Offered = PlainOpts
+				// The Hop-by-Hop header has the Destination Options
+				// header's format (§4.3); its Next Header is 60.
+				hbh := DestOpts(layers.IPProtocolIPv6Destination, nil)
+				f.Ext = append(hbh, DestOpts(layers.IPProtocolTCP, []byte{1, 2, 0, 0})...)
+				f.ExtNext = layers.IPProtocolIPv6HopByHop
+				f.Send(SYN, nil)
+				f.ExpectSYNACK()
+			},
+		}),
+		ipv6Case(Case{
 			Name:  "ipv6-destopts-unknown-discard",
 			RFC:   "RFC 8200 §4.2 (option type 10xxxxxx: discard, Parameter Problem code 2 pointing at it), RFC 4443 §3.4",
 			Title: "a SYN behind a Destination Options header with an unknown option of type 10xxxxxx is dropped (no SYN-ACK) and answered by Parameter Problem code 2 pointing at the option type",

@@ -165,7 +165,7 @@ func FuzzDecode(f *testing.F) {
 		_ = d.String()
 		_ = d.Opts()
 		_ = checkSums6(b)
-		for _, rw := range []func(f, scratch []byte) []byte{mss6As1460, clearNASolicited, broadcastNS, trimOverlap6(), broadcastARPRequests} {
+		for _, rw := range []func(f, scratch []byte) []byte{mss6As1460, clearNASolicited, broadcastNS, trimOverlap6(), broadcastARPRequests, dropHopByHop} {
 			_ = rw(append([]byte(nil), b...), nil)
 		}
 		bad := checkSums(b)

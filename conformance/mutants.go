@@ -81,6 +81,12 @@ func Mutants() []Mutant {
 			Control: []string{"icmp6-echo", "ndp-ns-answered"},
 		},
 		{
+			Factory: nativeMutant("mutant-native6-no-hop-by-hop", nil, dropHopByHop),
+			Defect:  "the native engine drops IPv6 packets that carry a Hop-by-Hop Options header",
+			Fails:   []string{"ipv6-ext-chain-accepted"},
+			Control: []string{"ipv6-destopts-accepted"},
+		},
+		{
 			Factory: nativeMutant("mutant-native6-no-param-problem", dropICMP6Type(4), nil),
 			Defect:  "the native engine sends no ICMPv6 Parameter Problem",
 			Fails:   []string{"ipv6-destopts-unknown-discard"},
@@ -355,6 +361,15 @@ func dropICMP6Type(t byte) func(f, scratch []byte) []byte {
 		}
 		return f
 	}
+}
+
+// dropHopByHop drops IPv6 frames whose first extension header is
+// Hop-by-Hop Options.
+func dropHopByHop(f, _ []byte) []byte {
+	if len(f) >= 14+40 && binary.BigEndian.Uint16(f[12:]) == 0x86dd && f[14+6] == nhHopByHop {
+		return nil
+	}
+	return f
 }
 
 // trimOverlap6 rewrites IPv6 fragments that overlap what came before of
