@@ -186,28 +186,6 @@ func IsEcho6Reply(id, seq uint16) Match {
 	}
 }
 
-// NotMLD accepts every IPv6 frame but the DUT's multicast listener
-// reports (RFC 3810), which a kernel sends by itself when it takes an
-// address; and nothing that is not IPv6.
-func NotMLD(f *Frame) bool {
-	if f.IP6 == nil {
-		return false
-	}
-	if f.ICMP6 != nil {
-		switch f.ICMP6.TypeCode.Type() {
-		case layers.ICMPv6TypeMLDv1MulticastListenerQueryMessage, layers.ICMPv6TypeMLDv1MulticastListenerReportMessage,
-			layers.ICMPv6TypeMLDv1MulticastListenerDoneMessage, layers.ICMPv6TypeMLDv2MulticastListenerReportMessageV2:
-			return false
-		}
-	}
-	// A hop-by-hop header carries MLD's Router Alert: gopacket stops at
-	// some of them, so look at the bytes.
-	if raw := f.Raw; len(raw) >= 14+48 && raw[14+6] == nhHopByHop && raw[14+40] == nhICMPv6 {
-		return false
-	}
-	return true
-}
-
 // ExpectEcho6Reply waits for the reply to an ICMPv6 echo request and checks
 // that it comes from the DUT to the bench and carries payload back (RFC
 // 4443 §4.2).

@@ -124,7 +124,6 @@ const (
 	nhRouting  = 43
 	nhFragment = 44
 	nhICMPv6   = 58
-	nhNone     = 59
 	nhDestOpts = 60
 )
 
