@@ -85,6 +85,13 @@ func (c *Conn) sendSyn() bool {
 	if !c.emit(c.iss, flags, 0, 0) {
 		return false
 	}
+	if c.retries > 0 && c.state == SynSent {
+		// Our SYN again after a timeout: is the next hop still there?
+		// A neighbour whose probes went unanswered is resolved again
+		// (RFC 4861 §7.3.3). Not for a SYN-ACK: a SYN's source is no
+		// neighbour of ours until it answers.
+		c.neighbourSuspect()
+	}
 	c.needSyn = false
 	c.sndNxt = c.iss + 1
 	c.sndMax = seqMax(c.sndMax, c.sndNxt)
