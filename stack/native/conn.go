@@ -159,9 +159,11 @@ type Conn struct {
 	persistProbes       int32     // zero-window probes sent since the peer's last ACK
 	stallAt             int64     // 1 + when the first retransmission or probe without progress was due (0: none)
 	rk                  rackState // RACK-TLP (rack.go)
+	bbr                 *bbrState // BBR (bbr.go), nil under another congestion control
+	tPace               int64     // pacing timer (pacing.go), 0 = off
 	// The slot to a whole number of cache lines (960 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [27]byte
+	_ [11]byte
 }
 
 // Peer returns the remote address and port.

@@ -24,6 +24,11 @@ const (
 	// CUBIC is RFC 9438's window growth in congestion avoidance and its
 	// multiplicative decrease (0.7), with the same loss recovery.
 	CUBIC Congestion = "cubic"
+	// BBR is BBR v1 (draft-cardwell-iccrg-bbr-congestion-control-00, as
+	// Linux's tcp_bbr): cwnd and a pacing rate from the measured
+	// bottleneck bandwidth and minimum RTT, not cut by a random loss;
+	// the same loss recovery (docs/loss.md).
+	BBR Congestion = "bbr"
 )
 
 // Defaults of Options.
@@ -258,8 +263,8 @@ func (o *Options) setDefaults(mtu int) error {
 	if o.Congestion == "" {
 		o.Congestion = NewReno
 	}
-	if o.Congestion != NewReno && o.Congestion != CUBIC {
-		return fmt.Errorf("native: congestion control %q is not implemented (use %q or %q)", o.Congestion, NewReno, CUBIC)
+	if o.Congestion != NewReno && o.Congestion != CUBIC && o.Congestion != BBR {
+		return fmt.Errorf("native: congestion control %q is not implemented (use %q, %q or %q)", o.Congestion, NewReno, CUBIC, BBR)
 	}
 	defd(&o.KeepaliveInterval, DefaultKeepaliveInterval)
 	def(&o.KeepaliveCount, DefaultKeepaliveCount)

@@ -17,6 +17,9 @@ func (c *Conn) ccAck(acked uint32) {
 		c.recoveryAck(acked)
 		return
 	}
+	if c.bbr != nil {
+		return // bbrAck sets cwnd
+	}
 	mss := uint32(c.smss)
 	if !c.cwndLimited && (c.cwnd >= c.ssthresh || c.cwnd >= 2*c.flightMax) {
 		return
@@ -170,6 +173,9 @@ func (c *Conn) rtoThreshold() uint32 {
 // lossThreshold is the ssthresh after a congestion event: half the
 // flight (RFC 5681 eq. 4), or CUBIC's 0.7 of cwnd (RFC 9438 §4.6).
 func (c *Conn) lossThreshold() uint32 {
+	if c.bbr != nil {
+		return c.bbrLoss()
+	}
 	if c.e.cubic {
 		return c.cubicLoss()
 	}
@@ -292,7 +298,7 @@ func (c *Conn) sendHoles() bool {
 	}
 	high := c.sacked[c.nsacked-1].end
 	at := seqMax(c.rtxNext, c.sndUna)
-	for seqLT(at, high) && c.pipe() < c.cwnd {
+	for seqLT(at, high) && c.pipe() < c.cwnd && (c.bbr == nil || c.paceOK()) {
 		if b, ok := c.sackedAt(at); ok {
 			at = b.end
 			continue

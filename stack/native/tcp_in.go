@@ -134,6 +134,9 @@ func (c *Conn) fastInput(s *segment) {
 	if s.ack != c.sndUna {
 		una := c.sndUna
 		c.newAck(s)
+		if c.bbr != nil {
+			c.bbrAck(una) // bbr.go
+		}
 		c.rackAck(s, una) // rack.go
 	}
 	if c.tsOK && s.hasTS && seqLEQ(s.seq, c.lastAckSent) && !seqLT(s.tsVal, c.tsRecent) {
@@ -356,6 +359,9 @@ func (c *Conn) establish(s *segment) {
 	c.retries = 0
 	c.cwnd = initialWindow(c.smss)
 	c.ssthresh = 1 << 30
+	if c.e.o.Congestion == BBR {
+		c.bbrInit()
+	}
 	c.needSyn = false
 	c.armKeepalive()
 }
@@ -551,6 +557,9 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	if grew {
 		c.lostRetransmit()
+	}
+	if c.bbr != nil {
+		c.bbrAck(una) // bbr.go: after recovery and PRR, whose cwnd it replaces
 	}
 	c.rackAck(s, una) // rack.go: RACK-TLP, limited transmit
 	return c.finAckedStep()

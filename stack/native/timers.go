@@ -13,7 +13,7 @@ func (c *Conn) earliest() int64 {
 	// unarmed 0 above every armed one, and the +1 turns "none" back
 	// into 0.
 	m := min(uint64(c.tRTO-1), uint64(c.tDelack-1), uint64(c.tPersist-1),
-		uint64(c.tKeep-1), uint64(c.tWait-1), uint64(c.rk.tLoss-1))
+		uint64(c.tKeep-1), uint64(c.tWait-1), uint64(c.rk.tLoss-1), uint64(c.tPace-1))
 	return int64(m + 1)
 }
 
@@ -161,6 +161,9 @@ func (c *Conn) timers() {
 	}
 	if c.tPersist != 0 && c.tPersist <= now {
 		c.onPersist()
+	}
+	if c.tPace != 0 && c.tPace <= now {
+		c.onPaceTimer() // pacing.go
 	}
 	if c.tDelack != 0 && c.tDelack <= now {
 		c.tDelack = 0

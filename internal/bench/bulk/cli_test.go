@@ -36,7 +36,7 @@ func TestMainUsage(t *testing.T) {
 		{[]string{"--delay", "10ms"}, "give --loss"},
 		{[]string{"--loss", "1%", "--offloads"}, "--offloads"},
 		{[]string{"--poll", "spin"}, "--poll"},
-		{[]string{"--cc", "bbr"}, "--cc"},
+		{[]string{"--cc", "vegas"}, "--cc"},
 		{[]string{"--port", "0"}, "--port"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"extra"}, "unexpected arguments"},

@@ -42,8 +42,11 @@ func nativeOptions(cfg dgramio.Config, opts tcp.Options, conns int) native.Optio
 	if o.MinRTO > native.DefaultMaxRTO {
 		o.MaxRTO = o.MinRTO
 	}
-	if t.Congestion == dgramio.CongestionCubic {
+	switch t.Congestion {
+	case dgramio.CongestionCubic:
 		o.Congestion = native.CUBIC
+	case dgramio.CongestionBBR:
+		o.Congestion = native.BBR
 	}
 	return o
 }
