@@ -133,7 +133,7 @@ type Conn struct {
 	needSyn             bool
 	iss, irs            uint32
 	finSeq              uint32
-	sacked              [8]sackBlock // SACK scoreboard (RFC 6675 §3), sorted
+	sacked              []sackBlock // SACK scoreboard (RFC 6675 §3), sorted; grows up to maxBlocks (addBlock)
 	cubic               cubicState
 	rtxOne              bool
 	recoverSet          bool
@@ -151,7 +151,7 @@ type Conn struct {
 	oowAckAt            int64 // when
 	keepIdle, keepIntvl time.Duration
 	keepCnt             int
-	ooo                 [8]sackBlock // out-of-order data held, sorted
+	ooo                 []sackBlock // out-of-order data held, sorted; grows up to maxBlocks (addBlock)
 	lastOOO             uint32
 	dsack               sackBlock // duplicate data the next ACK reports (RFC 2883 §4)
 	oooFinSeq           uint32
@@ -163,7 +163,7 @@ type Conn struct {
 	tPace               int64     // pacing timer (pacing.go), 0 = off
 	// The slot to a whole number of cache lines (960 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [11]byte
+	_ [27]byte
 }
 
 // Peer returns the remote address and port.

@@ -112,7 +112,9 @@ func (c *Conn) startRecovery() {
 	c.ssthresh = c.lossThreshold()
 	if c.sackOK && c.nsacked > 0 {
 		c.cwnd = c.ssthresh
-		c.prrStart()
+		if c.bbr == nil { // BBR sets cwnd itself, as Linux skips PRR for it
+			c.prrStart()
+		}
 	} else {
 		c.cwnd = c.ssthresh + 3*mss
 	}
@@ -182,6 +184,25 @@ func (c *Conn) lossThreshold() uint32 {
 	return max((c.sndMax-c.sndUna)/2, 2*uint32(c.smss))
 }
 
+// maxBlocks bounds the SACK scoreboard and the blocks of out-of-order
+// data a connection holds. Both start empty and grow (8, 16, 32, 64) as
+// a window with many holes needs them: a receiver that held only 8
+// dropped the data beyond an eighth hole, and a sender that knew only 8
+// blocks retransmitted SACKed data, on a long path with a few percent
+// loss (hundreds of segments in flight, a hole every 30 or so).
+const maxBlocks = 64
+
+// addBlock is insertBlock into *bs, which it grows up to maxBlocks.
+func addBlock(bs *[]sackBlock, n int, b sackBlock) (int, bool) {
+	if m, ok := insertBlock(*bs, n, b); ok || len(*bs) >= maxBlocks {
+		return m, ok
+	}
+	nb := make([]sackBlock, min(max(2*len(*bs), 8), maxBlocks))
+	copy(nb, (*bs)[:n])
+	*bs = nb
+	return insertBlock(nb, n, b)
+}
+
 // isLost is RFC 6675 §4's IsLost(seq): DupThresh discontiguous SACKed
 // blocks above seq, or more than (DupThresh-1)*SMSS bytes SACKed above it.
 func (c *Conn) isLost(seq uint32) bool {
@@ -218,7 +239,7 @@ func (c *Conn) takeSACK(s *segment) bool {
 			continue
 		}
 		b.start = seqMax(b.start, c.sndUna)
-		n, ok := insertBlock(c.sacked[:], c.nsacked, b)
+		n, ok := addBlock(&c.sacked, c.nsacked, b)
 		if !ok {
 			c.e.cnt[cTCPSACKFull]++ // the block is not recorded: its data counts as in flight
 		}
@@ -290,6 +311,11 @@ func (c *Conn) sendHoles() bool {
 			}
 			c.rtxNext = seqMax(c.rtxNext, c.sndUna+uint32(n))
 			c.markUnaRtx(true)
+			// The RTO runs from the retransmission of SND.UNA, as
+			// Linux re-arms it for the head: one that RACK found lost
+			// again (lostRetransmit) gets a round trip to be answered,
+			// not what was left of a timer armed before.
+			c.tRTO = c.e.now + c.rtoWait()
 		}
 		c.rtxOne = false
 	}

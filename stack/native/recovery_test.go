@@ -496,3 +496,51 @@ func TestSpuriousRTOUndoneRFC4015(t *testing.T) {
 		t.Errorf("tcp_retransmits %d: the sender went back N after a spurious timeout", rtx)
 	}
 }
+
+// RFC 6675 §5.1, as Linux's tcp_enter_loss: the first retransmission
+// timeout keeps the SACK scoreboard, and the go-back-N after it sends
+// only what the peer did not SACK; a repeated timeout clears it (the
+// peer may have reneged).
+func TestRTOKeepsSACKScoreboard(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	una, mss := inFlight(t, w, cb, 8)
+	ackB(w, ca, cb, una, sackBlock{una + 2*mss, una + 6*mss})
+	w.until(5*time.Second, "the first timeout", func() bool { return counterOf(t, w.b, "tcp_timeouts") == 1 })
+	if cb.nsacked != 1 {
+		t.Fatalf("%d SACK blocks after the first timeout, want the one SACKed", cb.nsacked)
+	}
+	w.step()
+	rtx := counterOf(t, w.b, "tcp_retransmits")
+	ackB(w, ca, cb, una+2*mss) // the two holes arrived
+	w.step()
+	// The peer's window (ackB's) lets one or two segments leave.
+	sent := (cb.sndNxt - (una + 6*mss) + mss - 1) / mss
+	if !seqGT(cb.sndNxt, una+6*mss) {
+		t.Fatalf("SND.NXT %d segments past SND.UNA after the holes were acknowledged: the SACKed 2..6 not skipped", (cb.sndNxt-una)/mss)
+	}
+	if got := counterOf(t, w.b, "tcp_retransmits") - rtx; got != uint64(sent) {
+		t.Errorf("%d retransmissions after the holes were acknowledged, want %d (from segment 6 on)", got, sent)
+	}
+	// Without an ACK in between, the second timeout is a repeated one.
+	w, ca, cb = lossWorld(t)
+	una, mss = inFlight(t, w, cb, 8)
+	ackB(w, ca, cb, una, sackBlock{una + 2*mss, una + 6*mss})
+	w.until(10*time.Second, "the second timeout", func() bool { return counterOf(t, w.b, "tcp_timeouts") == 2 })
+	if cb.nsacked != 0 {
+		t.Errorf("%d SACK blocks after a repeated timeout, want the scoreboard cleared", cb.nsacked)
+	}
+}
+
+// RFC 6298 §2.3 with Linux's floor: the RTO is SRTT plus at least MinRTO
+// (Linux's tcp_rto_min bounds the variance term), so that on a path
+// whose RTT is near MinRTO a steady RTT does not leave the timer a
+// hair above it.
+func TestRTOFloorAboveSRTT(t *testing.T) {
+	w, _, cb := lossWorld(t) // MinRTO 1 s
+	cb.hasRTT, cb.srtt, cb.rttvar = true, int64(900*time.Millisecond), 0
+	cb.tsOK, cb.rttTiming, cb.rttSeq, cb.rttAt = false, true, cb.sndUna, w.b.now-int64(900*time.Millisecond)
+	cb.rttSample(&segment{ack: cb.sndUna + 1})
+	if want := cb.srtt + int64(time.Second); cb.rto != want {
+		t.Fatalf("RTO %v with SRTT %v and RTTVAR %v, want SRTT + MinRTO", time.Duration(cb.rto), time.Duration(cb.srtt), time.Duration(cb.rttvar))
+	}
+}

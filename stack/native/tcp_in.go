@@ -670,7 +670,12 @@ func (c *Conn) enterTimeWait() {
 
 // rttSample measures the round trip from the echoed timestamp (RFC 7323
 // §4.1) or the timed segment (Karn: never one that was retransmitted),
-// and updates the RTO (RFC 6298 §2).
+// and updates the RTO (RFC 6298 §2), whose variance term is at least
+// MinRTO, as Linux's (tcp_rto_min bounds rttvar, not the sum): with
+// MinRTO bounding only the sum, a path of 20 ms had an RTO of 25 ms,
+// which a retransmission lost at SND.UNA tripped before RACK's
+// SRTT*5/4 could find it (lostRetransmit), and any pause of 5 ms
+// spuriously.
 func (c *Conn) rttSample(s *segment) {
 	e := c.e
 	var r int64 = -1
@@ -696,7 +701,7 @@ func (c *Conn) rttSample(s *segment) {
 		c.rttvar = (3*c.rttvar + d) / 4
 		c.srtt = (7*c.srtt + r) / 8
 	}
-	c.rto = c.srtt + max(int64(1e6), 4*c.rttvar)
+	c.rto = c.srtt + max(e.minRTO, 4*c.rttvar)
 	c.rto = min(max(c.rto, e.minRTO), e.maxRTO)
 }
 
@@ -818,7 +823,7 @@ func (c *Conn) addOOO(start, end uint32, fin bool) {
 			break
 		}
 	}
-	n, ok := insertBlock(c.ooo[:], c.nooo, b)
+	n, ok := addBlock(&c.ooo, c.nooo, b)
 	if !ok {
 		e.cnt[cTCPOOOFull]++
 		return

@@ -214,7 +214,16 @@ func (c *Conn) onRTO() {
 	c.inRecovery, c.rtxOne, c.dupacks, c.prr.on = false, false, 0, false
 	c.rackRTO()
 	c.rtxd.ok = false // go-back-N: D-SACKs after it prove no single retransmission spurious
-	c.nsacked = 0     // RFC 6675 §5.1: the scoreboard may have reneged
+	if c.retries > 1 {
+		// RFC 6675 §5.1: the peer may have reneged on its SACKs. The
+		// first timeout keeps them, as Linux's tcp_enter_loss does
+		// unless it saw the peer renege: the go-back-N that follows
+		// steps over SACKed data (skipSACKed) instead of sending the
+		// whole flight again, which at a few percent loss and hundreds
+		// of segments in flight cost more than the loss. A peer that
+		// did renege costs one timeout more.
+		c.nsacked = 0
+	}
 	c.recover, c.recoverSet = c.sndMax, true
 	c.rto = min(2*c.rto, e.maxRTO)
 	c.rttTiming = false

@@ -65,6 +65,9 @@ func (s *side) runNative(ctx context.Context) error {
 	if sp.CC != "" {
 		cfg.TCP.Congestion = dgramio.Congestion(sp.CC)
 	}
+	if sp.Buf > 0 {
+		cfg.TCP.SendBuf, cfg.TCP.RecvBuf = sp.Buf, sp.Buf
+	}
 	open := netconn.OpenXDP
 	if s.row.Kind == dgramio.KindTCPDPDK {
 		open = netconn.OpenDPDK // tcp.NewDPDK's port, which OpenDPDK opens for either engine
