@@ -163,11 +163,11 @@ func (c *Conn) bbrSent(seq uint32, n int) {
 	c.pacedSent(&b.pace, n)
 }
 
-// bbrAck runs BBR for an ACK (after SACK, recovery and PRR took it): una
-// is SND.UNA before it.
-func (c *Conn) bbrAck(una uint32) {
+// bbrAck runs BBR for an ACK s (after SACK and loss detection took it):
+// una is SND.UNA before it.
+func (c *Conn) bbrAck(s *segment, una uint32) {
 	b := c.bbr
-	rs := c.rateAck(&b.rate, una, b.minRTT)
+	rs := c.rateAck(&b.rate, s, una, b.minRTT)
 	pipe := c.pipe()
 	c.bbrUpdateBw(rs)
 	c.bbrUpdateAggr(rs)
@@ -273,6 +273,9 @@ func (c *Conn) bbrCheckFullPipe(rs rateSample) {
 	b := c.bbr
 	if b.filledPipe || !b.roundStart || rs.appLimited {
 		return
+	}
+	if bbrTrace != nil {
+		bbrTrace(c, rs)
 	}
 	if b.bw >= b.fullBw*bbrFullBwThresh {
 		b.fullBw, b.fullBwCnt = b.bw, 0
@@ -449,3 +452,5 @@ func (c *Conn) bbrAggrCwnd() uint32 {
 	b := c.bbr
 	return uint32(min(float64(max(b.aggrMax[0], b.aggrMax[1])), b.bw*bbrAggrMaxTime/1e9))
 }
+
+var bbrTrace func(c *Conn, rs rateSample)

@@ -19,12 +19,13 @@ type bbrLink struct {
 	limit   time.Duration // of engine time; the run stops there
 	quantum time.Duration
 	each    func(c *Conn, now time.Time)
+	seed    uint64 // the wire's; 0: 1
 }
 
 // run returns the bytes delivered and the engine time it took.
 func (l bbrLink) run(t *testing.T) (w *world, got int, el time.Duration) {
 	t.Helper()
-	w = newWorld(t, memio.Options{Seed: 1, TxSlots: 4096, RxSlots: 4096}, l.o, l.o)
+	w = newWorld(t, memio.Options{Seed: max(l.seed, 1), TxSlots: 4096, RxSlots: 4096}, l.o, l.o)
 	ca, cb := w.connect(7200)
 	w.pa.SetImpairment(l.imp)
 	w.pb.SetImpairment(memio.Impairment{Loss: l.imp.Loss, Delay: l.imp.Delay})

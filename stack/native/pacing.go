@@ -9,10 +9,10 @@ package native
 // tcp_tso_autosize: rate >> 10, at least two segments, at most 64 KiB)
 // and the pacing timer fires about once a quantum, not once a segment.
 // A connection that has been idle (departure time in the past) sends at
-// once: pacing costs a request-and-answer exchange nothing. When it
-// is late, the timer having fired after the departure time, half of the
-// next gap is forgiven (Linux's credit), so that a coarse timer does
-// not lower the rate.
+// once: pacing costs a request-and-answer exchange nothing. A loop that
+// comes late (a timer that fired after the departure time, a busy
+// machine) may catch up two quanta at once, as Linux's credit forgives
+// part of the next gap: a coarse timer does not lower the rate.
 
 // paceState is a connection's pacing.
 type paceState struct {
@@ -30,6 +30,12 @@ func (c *Conn) paceQuantum(p *paceState) uint32 {
 	return max(q, 2*uint32(c.smss))
 }
 
+// paceAhead is how far ahead of now the departure time may be for a
+// segment to leave: one quantum at the pacing rate.
+func (c *Conn) paceAhead(p *paceState) int64 {
+	return int64(float64(c.paceQuantum(p)) * 1e9 / p.rate)
+}
+
 // paceOK reports whether the next segment may leave now; if not, it
 // arms the pacing timer for when it may.
 func (c *Conn) paceOK() bool {
@@ -38,7 +44,7 @@ func (c *Conn) paceOK() bool {
 		return true
 	}
 	now := c.e.now
-	ahead := int64(float64(c.paceQuantum(p)) * 1e9 / p.rate)
+	ahead := c.paceAhead(p)
 	if p.next <= now+ahead {
 		return true
 	}
@@ -57,11 +63,10 @@ func (c *Conn) pacedSent(p *paceState, n int) {
 	}
 	now := c.e.now
 	gap := int64(float64(n) * 1e9 / p.rate)
-	if p.next < now {
-		gap -= min(gap/2, now-p.next)
-		p.next = now
-	}
-	p.next += gap
+	// A departure time in the past is what a late timer or a busy
+	// loop left unsent: up to two quanta of it may go at once, so that
+	// wake-ups a millisecond late do not lower the rate.
+	p.next = max(p.next, now-2*c.paceAhead(p)) + gap
 }
 
 // onPaceTimer runs when a paced connection may send again.

@@ -64,9 +64,12 @@ func (c *Conn) rateSent(r *rateState, seq uint32, n int) {
 		sentAt: now, appLimited: r.appLimited != 0}
 	end := seq + uint32(n)
 	if seqLT(seq, c.sndMax) {
-		for i := 0; i < r.n; i++ {
-			p := &r.recs[(r.head+i)%len(r.recs)]
-			if seqLT(p.start, end) && seqLT(seq, p.end) {
+		for i := r.find(seq); i < r.n; i++ {
+			p := r.at(i)
+			if !seqLT(p.start, end) {
+				break
+			}
+			if seqLT(seq, p.end) {
 				s, e := p.start, p.end
 				*p = snap
 				p.start, p.end, p.rtx = s, e, true
@@ -86,11 +89,29 @@ func (c *Conn) rateSent(r *rateState, seq uint32, n int) {
 	r.n++
 }
 
-// rateAck takes an ACK (§3.3): una is SND.UNA before it, minRTT the
+// at is the i-th record from the oldest.
+func (r *rateState) at(i int) *txRec { return &r.recs[(r.head+i)%len(r.recs)] }
+
+// find returns the index of the first record that ends after seq (r.n
+// when none does): records are in sequence order.
+func (r *rateState) find(seq uint32) int {
+	lo, hi := 0, r.n
+	for lo < hi {
+		m := (lo + hi) / 2
+		if seqGT(r.at(m).end, seq) {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}
+
+// rateAck takes an ACK s (§3.3): una is SND.UNA before it, minRTT the
 // path's minimum RTT (0: unknown). It counts what
 // the ACK delivered and returns the rate sample of the latest sent of
 // the segments it delivered.
-func (c *Conn) rateAck(r *rateState, una uint32, minRTT int64) rateSample {
+func (c *Conn) rateAck(r *rateState, s *segment, una uint32, minRTT int64) rateSample {
 	now := c.e.now
 	rs := rateSample{rtt: -1}
 	// Delivered: what the cumulative ACK moved over, less the records
@@ -120,13 +141,20 @@ func (c *Conn) rateAck(r *rateState, una uint32, minRTT int64) rateSample {
 		r.head = (r.head + 1) % len(r.recs)
 		r.n--
 	}
-	if c.nsacked > 0 {
-		for i := 0; i < r.n; i++ {
-			q := &r.recs[(r.head+i)%len(r.recs)]
-			if q.done {
-				continue
+	// What this ACK SACKed lies in the scoreboard's blocks that hold
+	// its SACK blocks: only their records are looked at, so that an ACK
+	// costs what it covers, not the whole flight.
+	for j := 0; j < s.nsack && c.nsacked > 0; j++ {
+		m, ok := c.sackedAt(s.sacks[j].start)
+		if !ok {
+			continue // a D-SACK, or a block the scoreboard could not take
+		}
+		for i := r.find(m.start); i < r.n; i++ {
+			q := r.at(i)
+			if seqGT(q.end, m.end) {
+				break
 			}
-			if b, ok := c.sackedAt(q.start); ok && seqGEQ(b.end, q.end) {
+			if !q.done && seqGEQ(q.start, m.start) {
 				q.done = true
 				d += int64(q.end - q.start)
 				take(q)

@@ -44,7 +44,9 @@ func (c *Conn) recoveryAck(acked uint32) {
 	mss := uint32(c.smss)
 	if seqGEQ(c.sndUna, c.recover) { // full ACK: RFC 6582 §3.2 step 3
 		c.inRecovery, c.prr.on = false, false
-		c.cwnd = c.ssthresh
+		if c.bbr == nil { // BBR's cwnd grew in recovery and stays (bbrSetCwnd)
+			c.cwnd = c.ssthresh
+		}
 		return
 	}
 	if c.sackOK {

@@ -134,10 +134,10 @@ func (c *Conn) fastInput(s *segment) {
 	if s.ack != c.sndUna {
 		una := c.sndUna
 		c.newAck(s)
-		if c.bbr != nil {
-			c.bbrAck(una) // bbr.go
-		}
 		c.rackAck(s, una) // rack.go
+		if c.bbr != nil {
+			c.bbrAck(s, una) // bbr.go
+		}
 	}
 	if c.tsOK && s.hasTS && seqLEQ(s.seq, c.lastAckSent) && !seqLT(s.tsVal, c.tsRecent) {
 		c.tsRecent = s.tsVal
@@ -558,10 +558,13 @@ func (c *Conn) ackInput(s *segment) bool {
 	if grew {
 		c.lostRetransmit()
 	}
-	if c.bbr != nil {
-		c.bbrAck(una) // bbr.go: after recovery and PRR, whose cwnd it replaces
-	}
 	c.rackAck(s, una) // rack.go: RACK-TLP, limited transmit
+	if c.bbr != nil {
+		// bbr.go: last, as Linux's cong_control after its loss
+		// detection: a recovery that ended and began again on this ACK
+		// is one recovery to BBR, not a new packet conservation.
+		c.bbrAck(s, una)
+	}
 	return c.finAckedStep()
 }
 
