@@ -152,6 +152,12 @@ func (c *Conn) bbrEnterProbeBW() {
 // (sendSeg, before SND.NXT moves).
 func (c *Conn) bbrSent(seq uint32, n int) {
 	b := c.bbr
+	if c.sndMax == c.sndUna {
+		// Nothing in flight: the departure times of the last flight are
+		// no credit for a burst now (pacedSent lets a late loop catch
+		// up, not an idle one).
+		b.pace.next = c.e.now
+	}
 	if c.sndMax == c.sndUna && b.mode == bbrProbeBW {
 		// Restart after idle (Linux's CA_EVENT_TX_START): pace at the
 		// estimate, not a gain of the old cycle.
@@ -273,9 +279,6 @@ func (c *Conn) bbrCheckFullPipe(rs rateSample) {
 	b := c.bbr
 	if b.filledPipe || !b.roundStart || rs.appLimited {
 		return
-	}
-	if bbrTrace != nil {
-		bbrTrace(c, rs)
 	}
 	if b.bw >= b.fullBw*bbrFullBwThresh {
 		b.fullBw, b.fullBwCnt = b.bw, 0
@@ -452,5 +455,3 @@ func (c *Conn) bbrAggrCwnd() uint32 {
 	b := c.bbr
 	return uint32(min(float64(max(b.aggrMax[0], b.aggrMax[1])), b.bw*bbrAggrMaxTime/1e9))
 }
-
-var bbrTrace func(c *Conn, rs rateSample)

@@ -214,3 +214,85 @@ func TestBBRRandomLoss(t *testing.T) {
 		t.Errorf("BBR %.1f Mbit/s, NewReno %.1f: BBR should not cut on random loss", tput[BBR]*8/1e6, tput[NewReno]*8/1e6)
 	}
 }
+
+// TestPacingSpreadsAndIdleSendsAtOnce: a paced connection (pacing.go,
+// §4.2.1's pacing rate) sends a quantum (two segments at a low rate) at
+// once, then one segment per segment-time of the rate as the timer
+// allows; once idle, its next small write leaves at the first Flush,
+// with no pacing delay.
+func TestPacingSpreadsAndIdleSendsAtOnce(t *testing.T) {
+	o := Options{Congestion: BBR}
+	w := newWorld(t, memio.Options{}, o, o)
+	ca, cb := w.connect(7300)
+	mss := ca.segData()
+	ca.bbr.pace.rate = 1e6 // 1 MB/s: a segment every ~1.4 ms
+	sent := func() uint32 { return ca.sndNxt - ca.sndUna }
+	ca.Write(make([]byte, 20*mss))
+	if err := w.a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent(); got != uint32(2*mss) {
+		t.Fatalf("%d bytes left at once at 1 MB/s, want a quantum of two segments (%d)", got, 2*mss)
+	}
+	if counterOf(t, w.a, "tcp_pacing_delays") == 0 {
+		t.Error("tcp_pacing_delays 0 with segments held back")
+	}
+	if ca.tPace == 0 {
+		t.Fatal("no pacing timer armed")
+	}
+	w.clk.Advance(time.Duration(ca.tPace - w.a.now))
+	if err := w.a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent(); got != uint32(3*mss) {
+		t.Fatalf("%d bytes out after the pacing timer, want three segments", got)
+	}
+	// Drain it all, then let the connection idle.
+	buf := make([]byte, 64<<10)
+	w.until(10*time.Second, "the transfer", func() bool {
+		n, _ := cb.Read(buf)
+		_ = n
+		return ca.sndUna == ca.sndMax && ca.sLen == 0
+	})
+	w.clk.Advance(time.Second)
+	delays := counterOf(t, w.a, "tcp_pacing_delays")
+	una := ca.sndUna
+	ca.Write(make([]byte, 100))
+	if err := w.a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if ca.sndNxt != una+100 {
+		t.Fatalf("a 100-byte write after idle: %d bytes left at the first Flush", ca.sndNxt-una)
+	}
+	if got := counterOf(t, w.a, "tcp_pacing_delays"); got != delays {
+		t.Errorf("tcp_pacing_delays went from %d to %d for a write after idle", delays, got)
+	}
+}
+
+// TestRateRingGrows: the delivery-rate records (draft-cheng-iccrg-
+// delivery-rate-estimation §3.2, one per transmission) grow when short
+// segments outnumber the ring, keeping their order.
+func TestRateRingGrows(t *testing.T) {
+	var r rateState
+	r.init(4*1000, 1000)
+	n := len(r.recs)
+	for i := 0; i < n; i++ { // wrap the ring's head past its start
+		r.recs[(3+i)%n] = txRec{start: uint32(i * 10), end: uint32(i*10 + 10)}
+	}
+	r.head, r.n = 3, n
+	if !r.grow() || len(r.recs) != 2*n {
+		t.Fatalf("ring of %d not grown to %d (now %d)", n, 2*n, len(r.recs))
+	}
+	for i := 0; i < n; i++ {
+		if q := r.at(i); q.start != uint32(i*10) {
+			t.Fatalf("record %d starts at %d after growing, want %d", i, q.start, i*10)
+		}
+	}
+	if got := r.find(55); got != 5 {
+		t.Errorf("find(55) = %d, want 5", got)
+	}
+	r.recs = make([]txRec, rateMaxRecs)
+	if r.grow() {
+		t.Error("grew past rateMaxRecs")
+	}
+}

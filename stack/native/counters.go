@@ -239,7 +239,7 @@ var counterNames = [nCounters]struct {
 	cTCPBBRProbeBW:     {"tcp_bbr_probe_bw", false},      // entries to ProbeBW (from Drain or ProbeRTT)
 	cTCPBBRProbeRTT:    {"tcp_bbr_probe_rtt", false},     // entries to ProbeRTT: 10 s without a new minimum RTT
 	cTCPPacingDelays:   {"tcp_pacing_delays", false},     // sends held back until the pacing rate allowed them
-	cTCPRateUnrecorded: {"tcp_rate_unrecorded", false},   // segments sent with the delivery-rate ring full: no sample from them
+	cTCPRateUnrecorded: {"tcp_rate_unrecorded", false},   // segments sent with the delivery-rate ring at its largest: no sample from them
 }
 
 // Layer is the layer name of the engine's counters.

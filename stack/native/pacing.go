@@ -45,10 +45,10 @@ func (c *Conn) paceOK() bool {
 	}
 	now := c.e.now
 	ahead := c.paceAhead(p)
-	if p.next <= now+ahead {
+	if p.next < now+ahead {
 		return true
 	}
-	if at := p.next - ahead; c.tPace == 0 || at < c.tPace {
+	if at := p.next - ahead + 1; c.tPace == 0 || at < c.tPace {
 		c.tPace = at
 		c.e.arm(c)
 	}

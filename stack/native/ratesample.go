@@ -45,8 +45,8 @@ type rateSample struct {
 	newly          uint32 // bytes delivered by this ACK
 }
 
-// rateInit sizes the ring for a send buffer of sendBuf bytes in
-// segments of mss.
+// init sizes the ring for a send buffer of sendBuf bytes in segments
+// of mss (it grows when shorter segments need more).
 func (r *rateState) init(sendBuf, mss int) {
 	*r = rateState{recs: make([]txRec, sendBuf/max(mss, 1)+16)}
 }
@@ -80,13 +80,30 @@ func (c *Conn) rateSent(r *rateState, seq uint32, n int) {
 		}
 		seq = c.sndMax // the rest is new data
 	}
-	if r.n == len(r.recs) {
+	if r.n == len(r.recs) && !r.grow() {
 		c.e.cnt[cTCPRateUnrecorded]++
 		return
 	}
 	snap.start, snap.end = seq, end
 	r.recs[(r.head+r.n)%len(r.recs)] = snap
 	r.n++
+}
+
+// rateMaxRecs bounds the ring: segments shorter than the MSS (the ends
+// of writes) may be more than the send buffer holds full ones.
+const rateMaxRecs = 1 << 16
+
+// grow doubles the ring, up to rateMaxRecs records.
+func (r *rateState) grow() bool {
+	if len(r.recs) >= rateMaxRecs {
+		return false
+	}
+	nr := make([]txRec, min(2*len(r.recs), rateMaxRecs))
+	for i := 0; i < r.n; i++ {
+		nr[i] = *r.at(i)
+	}
+	r.recs, r.head = nr, 0
+	return true
 }
 
 // at is the i-th record from the oldest.
