@@ -161,7 +161,7 @@ type Conn struct {
 	rk                  rackState // RACK-TLP (rack.go)
 	bbr                 *bbrState // BBR (bbr.go), nil under another congestion control
 	tPace               int64     // pacing timer (pacing.go), 0 = off
-	// The slot to a whole number of cache lines (960 bytes), so that in
+	// The slot to a whole number of cache lines (896 bytes), so that in
 	// the engine's table each one's first fields start a line.
 	_ [27]byte
 }

@@ -116,7 +116,8 @@ type Options struct {
 	// MSS caps the MSS the engine announces (RFC 6691); default MTU-40.
 	MSS int
 	// MinRTO, MaxRTO and InitialRTO bound and start the retransmission
-	// timeout (RFC 6298).
+	// timeout (RFC 6298). MinRTO bounds the RTO's variance term too, as
+	// Linux's rto_min: the RTO is at least SRTT + MinRTO.
 	MinRTO, MaxRTO, InitialRTO time.Duration
 	// MaxRetries is how many retransmissions of one segment without an ACK
 	// give the connection up (ErrTimedOut); SYNRetries the same for a SYN.
@@ -130,7 +131,8 @@ type Options struct {
 	// Nagle holds small segments while data is unacknowledged (RFC 896);
 	// off by default (records should leave at once).
 	Nagle bool
-	// Congestion is the congestion control; default NewReno.
+	// Congestion is the congestion control; default NewReno (docs/loss.md
+	// "BBR" on choosing).
 	Congestion Congestion
 	// NoSACK, NoTimestamps and NoWindowScale turn off offering and taking
 	// SACK (RFC 2018), timestamps (RFC 7323 §3) and window scaling (RFC
