@@ -55,8 +55,13 @@ func (c *Conn) recoveryAck(acked uint32) {
 		// goes again only if it was not retransmitted yet. Deflating
 		// cwnd by the bytes acked (RFC 6582's rule, for ACKs that
 		// cover one segment) brought it to one segment whenever a
-		// retransmission filled a hole below SACKed data.
-		c.rtxOne = seqLEQ(c.rtxNext, c.sndUna)
+		// retransmission filled a hole below SACKed data. The segment
+		// at SND.UNA is a hole only with SACKed data above it (RFC 6675
+		// §5 NextSeg: lost, not merely unacknowledged): a queue that
+		// drains after a repaired loss acknowledges the flight a
+		// segment at a time, and retransmitting at each of those
+		// partial ACKs sent the whole queue twice.
+		c.rtxOne = seqLEQ(c.rtxNext, c.sndUna) && c.nsacked > 0
 		c.rtxNext = seqMax(c.rtxNext, c.sndUna)
 		// Retransmitted at some time before now, it is dated now, so
 		// that lostRetransmit waits a round trip more, never less.

@@ -544,3 +544,34 @@ func TestRTOFloorAboveSRTT(t *testing.T) {
 		t.Fatalf("RTO %v with SRTT %v and RTTVAR %v, want SRTT + MinRTO", time.Duration(cb.rto), time.Duration(cb.srtt), time.Duration(cb.rttvar))
 	}
 }
+
+// RFC 6675 §5 (NextSeg): in a SACK recovery a partial ACK retransmits
+// the segment at SND.UNA only when SACKed data above it makes it a hole.
+// A flight acknowledged a segment at a time after the loss was repaired
+// (a queue draining) is not lost: retransmitting at each partial ACK, as
+// RFC 6582 does without SACK, sent it twice.
+func TestSACKPartialACKRetransmitsOnlyHolesRFC6675Sec5(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	una, mss := inFlight(t, w, cb, 8)
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 4*mss})
+	if !cb.inRecovery {
+		t.Fatal("no recovery")
+	}
+	w.step()
+	rtx := counterOf(t, w.b, "tcp_retransmits")
+	ackB(w, ca, cb, una+4*mss) // the hole repaired; the rest of the flight still on its way
+	ackB(w, ca, cb, una+5*mss)
+	w.step()
+	if !cb.inRecovery {
+		t.Fatal("recovery ended before the flight it began with was acknowledged")
+	}
+	if got := counterOf(t, w.b, "tcp_retransmits") - rtx; got != 0 {
+		t.Errorf("%d retransmissions on partial ACKs without SACKed data above SND.UNA, want 0", got)
+	}
+	ackB(w, ca, cb, una+5*mss, sackBlock{una + 6*mss, una + 7*mss}) // now a hole at SND.UNA
+	ackB(w, ca, cb, una+6*mss, sackBlock{una + 7*mss, una + 8*mss}) // partial ACK with a hole: it goes
+	w.step()
+	if got := counterOf(t, w.b, "tcp_retransmits") - rtx; got == 0 {
+		t.Error("no retransmission of a hole below SACKed data after a partial ACK")
+	}
+}
