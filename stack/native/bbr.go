@@ -404,7 +404,10 @@ func (c *Conn) bbrLoss() uint32 {
 func (c *Conn) bbrRTO() {
 	b := c.bbr
 	b.lossMode, b.lossRecover = true, c.sndMax
-	b.conserve = false
+	// Linux's Loss state is past Recovery: leaving fast recovery for it
+	// is no end of a recovery (bbrSetCwnd would restore the cwnd of
+	// before it, and go-back-N would resend the whole flight at once).
+	b.conserve, b.prevRecovery = false, true
 }
 
 // bbrSetCwnd sets cwnd (§4.2.3): in recovery with packet conservation
@@ -416,12 +419,11 @@ func (c *Conn) bbrSetCwnd(rs rateSample, pipe uint32) {
 	mss := uint32(c.smss)
 	acked := rs.newly
 	if b.lossMode && !seqLT(c.sndUna, b.lossRecover) {
-		b.lossMode = false
-		c.cwnd = max(c.cwnd, b.priorCwnd)
+		b.lossMode = false // what was in flight at the timeout is acknowledged
 	}
-	rec := c.inRecovery
+	rec := c.inRecovery || b.lossMode // Linux's Recovery or Loss
 	switch {
-	case rec && !b.prevRecovery:
+	case c.inRecovery && !b.prevRecovery:
 		// §4.2.3.4: entering recovery, send one segment per segment
 		// delivered for a round trip.
 		b.conserve = true

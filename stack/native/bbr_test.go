@@ -296,3 +296,79 @@ func TestRateRingGrows(t *testing.T) {
 		t.Error("grew past rateMaxRecs")
 	}
 }
+
+// TestBBRTimeoutDuringRecovery: a retransmission timeout in fast
+// recovery leaves cwnd at one segment to grow from (§4.2.3.4 restores
+// the cwnd of before a recovery only when it ends, and a timeout is no
+// end: Linux's Loss state), so go-back-N does not resend the flight at
+// once; once what was in flight at the timeout is acknowledged, cwnd is
+// at least what it was.
+func TestBBRTimeoutDuringRecovery(t *testing.T) {
+	o := Options{Congestion: BBR, MaxConns: 4, MinRTO: time.Second}
+	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
+	ca, cb := w.connect(7000)
+	una, mss := inFlight(t, w, cb, 8)
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 4*mss})
+	if !cb.inRecovery {
+		t.Fatal("no recovery")
+	}
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 5*mss}) // BBR sees the recovery
+	prior := cb.bbr.priorCwnd
+	w.until(5*time.Second, "the timeout", func() bool { return counterOf(t, w.b, "tcp_timeouts") == 1 })
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 6*mss}) // an ACK after it, nothing new acknowledged
+	if cb.cwnd > 4*mss {
+		t.Fatalf("cwnd %d segments after a timeout in recovery, want it from one segment (BBR's floor four)", cb.cwnd/mss)
+	}
+	ackB(w, ca, cb, una+8*mss)
+	if cb.cwnd < prior {
+		t.Errorf("cwnd %d after the flight of the timeout was acknowledged, below the %d of before", cb.cwnd, prior)
+	}
+}
+
+// TestSpuriousTimeoutFoundBySACK is RFC 3522's detection on the SACK of
+// a duplicate ACK (as RFC 5682 §3's SACK-enhanced F-RTO): the receiver
+// pauses 80 ms, longer than the RTO, with 4 MiB in flight; the timer
+// fires and the first ACKs after the pause SACK original segments (their
+// timestamps older than the timeout). The timeout is undone there, and
+// go-back-N does not resend the flight that was on its way (counted by
+// the peer's D-SACKs of data it got twice).
+func TestSpuriousTimeoutFoundBySACK(t *testing.T) {
+	o := Options{Congestion: BBR, SendBuf: 4 << 20, RecvBuf: 4 << 20}
+	w := newWorld(t, memio.Options{Seed: 1, TxSlots: 4096, RxSlots: 8192}, o, o)
+	ca, cb := w.connect(7400)
+	w.pa.SetImpairment(memio.Impairment{Rate: 1e9 / 8, Delay: 10 * time.Millisecond, Loss: 0.001})
+	w.pb.SetImpairment(memio.Impairment{Delay: 10 * time.Millisecond, Loss: 0.001})
+	p := newPipe(ca, cb, randBytes(3, 64<<20))
+	start := w.clk.Now()
+	stalled := false
+	for !p.done() && w.clk.Now().Sub(start) < 3*time.Second {
+		if !stalled && w.clk.Now().Sub(start) > 300*time.Millisecond {
+			stalled = true
+			for end := w.clk.Now().Add(80 * time.Millisecond); w.clk.Now().Before(end); {
+				w.a.Poll(64) // only the sender runs
+				w.a.Flush()
+				w.clk.Advance(10 * time.Microsecond)
+			}
+		}
+		p.pump(t)
+		if w.step() == 0 && len(w.a.dirty) == 0 && len(w.b.dirty) == 0 {
+			d := 10 * time.Microsecond
+			if at, ok := w.a.NextTimer(); ok && at.Sub(w.clk.Now()) < d {
+				d = max(at.Sub(w.clk.Now()), time.Microsecond)
+			}
+			w.clk.Advance(d)
+		}
+	}
+	if !p.done() {
+		t.Fatalf("%d of %d bytes in 3 s", p.got.Len(), len(p.data))
+	}
+	if n := counterOf(t, w.a, "tcp_timeouts"); n == 0 {
+		t.Fatal("no timeout: the pause did not test anything")
+	}
+	if n := counterOf(t, w.a, "tcp_spurious_rtos"); n == 0 {
+		t.Error("the timeout was not found spurious")
+	}
+	if n := counterOf(t, w.a, "tcp_dsacks_received"); n > 20 {
+		t.Errorf("%d D-SACKs: the flight in the path was sent again", n)
+	}
+}

@@ -513,6 +513,23 @@ func (c *Conn) eifelArm() {
 	c.eifel = eifelState{on: true, ts: c.tsNow(), cwnd: c.cwnd, ssthresh: max(c.ssthresh, c.cwnd/4*3)}
 }
 
+// eifelSACK takes a duplicate ACK with new SACK information after a
+// timeout: one that echoes a timestamp older than the retransmission's
+// was sent for an original segment that arrived after the timer fired,
+// so the flight was alive and the timeout spurious (RFC 3522's
+// detection, on the SACK of the ACK rather than its cumulative part, as
+// RFC 5682's SACK-enhanced F-RTO tells a spurious timeout by SACKs of
+// data that was not retransmitted). The response is eifelCheck's; the
+// segment at SND.UNA, if lost, is repaired by SACK recovery. Without it,
+// a pause of the path longer than the RTO (a loaded machine) came back
+// as a burst of SACKs that grew cwnd while go-back-N resent the whole
+// flight, which was on its way.
+func (c *Conn) eifelSACK(s *segment) {
+	if s.hasTS && s.tsEcr != 0 && seqLT(s.tsEcr, c.eifel.ts) {
+		c.eifelCheck(s)
+	}
+}
+
 // eifelCheck takes the first ACK of new data after a timeout. RFC 3522's
 // detection: it echoes a timestamp older than the retransmission's, so
 // the original segment arrived and the timeout was spurious (a peer's

@@ -557,6 +557,9 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	if grew {
 		c.lostRetransmit()
+		if c.eifel.on && dup {
+			c.eifelSACK(s) // recovery.go: SACKs of originals after a timeout
+		}
 	}
 	c.rackAck(s, una) // rack.go: RACK-TLP, limited transmit
 	if c.bbr != nil {
