@@ -325,14 +325,14 @@ func TestBBRTimeoutDuringRecovery(t *testing.T) {
 	}
 }
 
-// TestSpuriousTimeoutFoundBySACK is RFC 3522's detection on the SACK of
-// a duplicate ACK (as RFC 5682 §3's SACK-enhanced F-RTO): the receiver
-// pauses 80 ms, longer than the RTO, with 4 MiB in flight; the timer
-// fires and the first ACKs after the pause SACK original segments (their
-// timestamps older than the timeout). The timeout is undone there, and
-// go-back-N does not resend the flight that was on its way (counted by
-// the peer's D-SACKs of data it got twice).
-func TestSpuriousTimeoutFoundBySACK(t *testing.T) {
+// TestSpuriousTimeoutAfterPause: the receiver pauses 80 ms, longer than
+// the RTO, with 4 MiB in flight (a loaded machine). The timer fires, the
+// ACKs after the pause tell it spurious (RFC 3522, by their cumulative
+// part or their SACKs: TestSpuriousTimeoutBySACKRFC3522), and go-back-N
+// does not resend the flight that was on its way (counted by the peer's
+// D-SACKs of data it got twice) nor BBR's cwnd of before it let the
+// flight out again at once (TestBBRTimeoutDuringRecovery).
+func TestSpuriousTimeoutAfterPause(t *testing.T) {
 	o := Options{Congestion: BBR, SendBuf: 4 << 20, RecvBuf: 4 << 20}
 	w := newWorld(t, memio.Options{Seed: 1, TxSlots: 4096, RxSlots: 8192}, o, o)
 	ca, cb := w.connect(7400)
@@ -345,7 +345,8 @@ func TestSpuriousTimeoutFoundBySACK(t *testing.T) {
 		if !stalled && w.clk.Now().Sub(start) > 300*time.Millisecond {
 			stalled = true
 			for end := w.clk.Now().Add(80 * time.Millisecond); w.clk.Now().Before(end); {
-				w.a.Poll(64) // only the sender runs
+				p.pump(t)
+				w.a.Poll(64) // only the sender's engine runs
 				w.a.Flush()
 				w.clk.Advance(10 * time.Microsecond)
 			}
@@ -368,6 +369,7 @@ func TestSpuriousTimeoutFoundBySACK(t *testing.T) {
 	if n := counterOf(t, w.a, "tcp_spurious_rtos"); n == 0 {
 		t.Error("the timeout was not found spurious")
 	}
+	t.Logf("timeouts %d spurious %d D-SACKs %d retransmits %d", counterOf(t, w.a, "tcp_timeouts"), counterOf(t, w.a, "tcp_spurious_rtos"), counterOf(t, w.a, "tcp_dsacks_received"), counterOf(t, w.a, "tcp_retransmits"))
 	if n := counterOf(t, w.a, "tcp_dsacks_received"); n > 20 {
 		t.Errorf("%d D-SACKs: the flight in the path was sent again", n)
 	}

@@ -575,3 +575,33 @@ func TestSACKPartialACKRetransmitsOnlyHolesRFC6675Sec5(t *testing.T) {
 		t.Error("no retransmission of a hole below SACKed data after a partial ACK")
 	}
 }
+
+// RFC 3522's detection on a duplicate ACK's SACK (as RFC 5682 §3's
+// SACK-enhanced F-RTO): after a timeout, an ACK that SACKs new data and
+// echoes a timestamp older than the timeout was sent for an original
+// segment, so the timeout was spurious: cwnd comes back and go-back-N
+// stops (SND.NXT back at SND.MAX).
+func TestSpuriousTimeoutBySACKRFC3522(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	if !cb.tsOK {
+		t.Fatal("set-up: no timestamps")
+	}
+	una, mss := inFlight(t, w, cb, 8)
+	cwnd := cb.cwnd
+	w.until(5*time.Second, "the timeout", func() bool { return counterOf(t, w.b, "tcp_timeouts") == 1 })
+	if !cb.eifel.on || cb.sndNxt == cb.sndMax {
+		t.Fatalf("set-up: after the timeout eifel %v, SND.NXT at SND.MAX %v", cb.eifel.on, cb.sndNxt == cb.sndMax)
+	}
+	ts := []byte{optNOP, optNOP, optTimestamp, 10}
+	ts = binary.BigEndian.AppendUint32(ts, cb.tsRecent+1)
+	ts = binary.BigEndian.AppendUint32(ts, cb.eifel.ts-5) // an original's TSval
+	opts := append(ts, sackOpt(sackBlock{una + mss, una + 3*mss})...)
+	w.b.tick()
+	w.b.input(segFrame(w, ca, cb.rcvNxt, una, flagACK, 1024, opts, nil))
+	if got := counterOf(t, w.b, "tcp_spurious_rtos"); got != 1 {
+		t.Fatalf("tcp_spurious_rtos %d after a SACK of an original segment, want 1", got)
+	}
+	if cb.sndNxt != cb.sndMax || cb.cwnd < cwnd {
+		t.Errorf("after the undo SND.NXT %d short of SND.MAX, cwnd %d (before the timeout %d)", cb.sndMax-cb.sndNxt, cb.cwnd, cwnd)
+	}
+}
