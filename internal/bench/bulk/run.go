@@ -52,8 +52,10 @@ type Options struct {
 	// hosts), reno for the engine.
 	CC string
 	// Buf, when above 0, is the native engine rows' TCP.SendBuf and
-	// TCP.RecvBuf (default Config's, 1 MiB); the kernel rows keep the
-	// kernel's auto-tuning (up to tcp_wmem's and tcp_rmem's maximum).
+	// TCP.RecvBuf (default Config's, 1 MiB), with receive-window
+	// auto-tuning off (TCP.NoModerate, as SO_RCVBUF fixes a Linux
+	// socket's); the kernel rows keep the kernel's auto-tuning (up to
+	// tcp_wmem's and tcp_rmem's maximum).
 	Buf int
 	// Port is the first server port; cell i uses Port+i.
 	Port int

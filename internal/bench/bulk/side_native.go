@@ -37,6 +37,8 @@ func nativeOptions(cfg dgramio.Config, opts tcp.Options, conns int) native.Optio
 		Congestion: native.NewReno,
 		SYNBacklog: MaxConns,
 		MaxConns:   conns + 16,
+		// Config.TCP.NoModerate, as package tcp maps it.
+		NoBufferTuning: !t.Moderate,
 	}
 	o.AllOnLink = o.PrefixLen == 0
 	if o.MinRTO > native.DefaultMaxRTO {
@@ -66,7 +68,10 @@ func (s *side) runNative(ctx context.Context) error {
 		cfg.TCP.Congestion = dgramio.Congestion(sp.CC)
 	}
 	if sp.Buf > 0 {
-		cfg.TCP.SendBuf, cfg.TCP.RecvBuf = sp.Buf, sp.Buf
+		// A buffer size given fixes the window there, as SO_RCVBUF does
+		// on Linux (auto-tuning off): the matrix measures recovery and
+		// congestion control, not how fast the window grows under loss.
+		cfg.TCP.SendBuf, cfg.TCP.RecvBuf, cfg.TCP.NoModerate = sp.Buf, sp.Buf, true
 	}
 	open := netconn.OpenXDP
 	if s.row.Kind == dgramio.KindTCPDPDK {
