@@ -146,6 +146,9 @@ func (c *Conn) sendData() bool {
 		if avail <= 0 {
 			break
 		}
+		if c.bbr != nil && !c.paceOK() {
+			break // pacing.go: the departure time is not yet
+		}
 		wndEnd := c.sndUna + c.sndWnd
 		room := int(int32(wndEnd - c.sndNxt))
 		croom := 0
@@ -203,6 +206,9 @@ func (c *Conn) sendData() bool {
 		}
 		c.sentFIN()
 	}
+	if c.bbr != nil {
+		c.rateAppLimited(&c.bbr.rate) // ratesample.go
+	}
 	c.cwndUse(limited)
 	return true
 }
@@ -235,6 +241,9 @@ func (c *Conn) sendSeg(seq uint32, flags uint8, off, n int) bool {
 		c.lastSend = e.now
 		if c.prr.on {
 			c.prr.out += uint32(n)
+		}
+		if c.bbr != nil {
+			c.bbrSent(seq, n) // bbr.go: delivery-rate record, pacing
 		}
 	}
 	if seqGT(end, c.sndNxt) {

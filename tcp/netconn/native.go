@@ -164,8 +164,11 @@ func newEngine(cfg dgramio.Config, tune tcp.Tuning, opts Options, fio frameio.Fr
 		MaxConns:   tune.MaxConns,
 		ARPShare:   arp,
 	}
-	if tune.Congestion == dgramio.CongestionCubic {
+	switch tune.Congestion {
+	case dgramio.CongestionCubic:
 		eo.Congestion = native.CUBIC
+	case dgramio.CongestionBBR:
+		eo.Congestion = native.BBR
 	}
 	if eo.MinRTO > native.DefaultMaxRTO {
 		eo.MaxRTO = eo.MinRTO
