@@ -253,17 +253,21 @@ type memState struct {
 	// copied is what the application took since spaceAt, space the most
 	// it took in one RTT before (Linux's rcvq_space).
 	copied, space int32
-	spaceAt       int64
+	// tsFrom is our timestamp clock when in-order data first arrived:
+	// echoes from before it are of the handshake, not of a round trip.
+	tsFrom  uint32
+	spaceAt int64
 	// The receiver's RTT estimate (Linux's rcv_rtt_est): the time the
 	// peer took to send a window, from rttAt to RCV.NXT reaching rttSeq.
-	rttSeq uint32
-	grown  int32 // what tuneWindow added to the window, of pool.grown
-	rttAt  int64
-	rcvRTT int64
-	sRing  int32 // size of the last send ring, the least the next takes
-	rRing  int32 // the same for the receive ring
-	locked bool  // SetRecvBuf fixed the window, or Options.NoBufferTuning
-	listed bool  // in pool.empty
+	rttSeq  uint32
+	grown   int32 // what tuneWindow added to the window, of pool.grown
+	rttAt   int64
+	rcvRTT  int64
+	sRing   int32 // size of the last send ring, the least the next takes
+	rRing   int32 // the same for the receive ring
+	locked  bool  // SetRecvBuf fixed the window, or Options.NoBufferTuning
+	listed  bool  // in pool.empty
+	tsArmed bool  // tsFrom is set
 }
 
 // initMem sets a new connection's buffer sizing.
@@ -368,13 +372,46 @@ func (c *Conn) rcvRTTMeasure() {
 	m.rttAt = now
 }
 
+// rcvRTTFromTS samples the receiver's RTT from the timestamp that a
+// full-sized in-order segment of s echoes (Linux's
+// tcp_rcv_rtt_measure_ts): the echo is of our latest segment the peer
+// had when it sent s, so the time since is at least a round trip, and
+// about one when it is our ACK that let s leave. Without it the first
+// sample waits for a whole window to arrive, several round trips in slow
+// start, and the window stays at InitRecvWindow while the sender's cwnd
+// outgrows it. Echoes from before the data began (the handshake's, of
+// however long ago) are no round trip; and it only lowers the estimate:
+// an echo after the peer idled is of an old segment, and the timestamp
+// clock counts milliseconds, coarser than a short path, which
+// rcvRTTMeasure's samples then follow.
+func (c *Conn) rcvRTTFromTS(s *segment) {
+	m := &c.m
+	if !c.tsOK || !s.hasTS || s.tsEcr == 0 {
+		return
+	}
+	now := c.tsNow()
+	if !m.tsArmed {
+		m.tsFrom, m.tsArmed = now, true
+		return
+	}
+	if len(s.payload) < c.rmss || seqLT(s.tsEcr, m.tsFrom) {
+		return
+	}
+	if d := int64(int32(now-s.tsEcr)) * 1e6; d > 0 && (m.rcvRTT == 0 || d < m.rcvRTT) {
+		m.rcvRTT = d
+	}
+}
+
 // tuneWindow is dynamic right-sizing (Linux's tcp_rcv_space_adjust): once
-// per receiver RTT it compares what the application took in that time
-// with the most it took before, and when it took more, raises the window
-// to twice that and some (the peer's rate may double in slow start), up
-// to the ceiling. The window then follows the rate the application
-// drains at times the round trip, as the peer needs it to keep sending,
-// rather than the buffer's size.
+// per receiver RTT it compares what the peer delivered in that time (what
+// the application took, and what is held out of order behind a hole) with
+// the most it delivered before, and when it delivered more, raises the
+// window to twice that and some (the peer's rate may double in slow
+// start), up to the ceiling. The window then follows the rate the
+// application drains at times the round trip, as the peer needs it to
+// keep sending, rather than the buffer's size; a loss does not hide the
+// bytes that arrived behind it until the retransmission fills the hole.
+// A slow reader's bytes wait in order, not counted, and its window stays.
 func (c *Conn) tuneWindow() {
 	m := &c.m
 	rtt := m.rcvRTT
@@ -391,7 +428,7 @@ func (c *Conn) tuneWindow() {
 		}
 		return
 	}
-	copied, space := int64(m.copied), int64(m.space)
+	copied, space := int64(m.copied)+int64(c.oooHeld()), int64(m.space)
 	m.copied, m.spaceAt = 0, now
 	if copied <= space {
 		return
@@ -404,6 +441,30 @@ func (c *Conn) tuneWindow() {
 	if space > 0 {
 		win += 2 * win * (copied - space) / space
 	}
+	c.growWindow(win)
+}
+
+// oooGrow opens the window when data is queued out of order, as Linux
+// grows the receive buffer from tcp_data_queue_ofo (tcp_rcvbuf_grow in
+// recent kernels): to twice the most the peer delivered in a round trip
+// (room for the sender's rate to double) plus what lies from RCV.NXT to
+// the end of the data held. A hole holds RCV.NXT while the sender goes on
+// past it, and the retransmission takes a round trip or more: a window
+// sized for in-order delivery alone would close on the data that follows
+// the hole exactly when the sender needs room. Only with SACK: without
+// it, a window that moves makes the peer's duplicate ACK count void (RFC
+// 5681 §2 (e)), and it would not start fast retransmit.
+func (c *Conn) oooGrow() {
+	if c.m.locked || !c.sackOK || c.nooo == 0 {
+		return
+	}
+	c.growWindow(2*int64(c.m.space) + int64(c.ooo[c.nooo-1].end-c.rcvNxt))
+}
+
+// growWindow raises the window's cap towards win, within the ceiling and
+// Options.RecvMemory; it never lowers it.
+func (c *Conn) growWindow(win int64) {
+	m := &c.m
 	inc := min(win, int64(m.rcvMax)) - int64(c.rcvCap)
 	if b := int64(c.e.o.RecvMemory); b > 0 {
 		inc = min(inc, b-c.e.pool.grown) // the engine's bound (Linux's tcp_mem pressure)
@@ -413,4 +474,13 @@ func (c *Conn) tuneWindow() {
 		m.grown += int32(inc)
 		c.e.pool.grown += inc
 	}
+}
+
+// oooHeld is the bytes held out of order.
+func (c *Conn) oooHeld() int {
+	n := 0
+	for i := range c.nooo {
+		n += int(c.ooo[i].end - c.ooo[i].start)
+	}
+	return n
 }

@@ -147,6 +147,7 @@ func (c *Conn) fastInput(s *segment) {
 		c.rLen += n
 		c.rcvNxt += uint32(n)
 		c.e.markReadable(c)
+		c.rcvRTTFromTS(s) // bufpool.go
 		c.dataAcked(n, false)
 	}
 }
@@ -769,6 +770,7 @@ func (c *Conn) dataInput(s *segment) {
 			return
 		}
 		if len(p) > 0 {
+			c.rcvRTTFromTS(s) // bufpool.go
 			c.dataAcked(len(p), filled)
 		}
 		return
@@ -842,6 +844,7 @@ func (c *Conn) addOOO(start, end uint32, fin bool) {
 	}
 	c.nooo = n
 	e.cnt[cTCPOOOQueued]++
+	c.oooGrow() // bufpool.go
 }
 
 // insertBlock merges b into the sorted, disjoint blocks bs[:n]; false when
