@@ -258,7 +258,8 @@ type memState struct {
 	tsFrom  uint32
 	spaceAt int64
 	// The receiver's RTT estimate (Linux's rcv_rtt_est): the time the
-	// peer took to send a window, from rttAt to RCV.NXT reaching rttSeq.
+	// peer took to send a window, from rttAt to RCV.NXT reaching rttSeq,
+	// or less from an echoed timestamp (rcvRTTFromTS).
 	rttSeq  uint32
 	grown   int32 // what tuneWindow added to the window, of pool.grown
 	rttAt   int64
