@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -94,17 +96,36 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// benchHTTP times b.N requests of cl, one in flight, and reports per
-// request: the process's CPU time (server and client), and, when s is a
-// Service, the segments the engine sent and received, the poller's rounds
-// and sleeps, and the writes it did not have to be woken for (the writer
-// sent them itself).
-func benchHTTP(b *testing.B, cl *rawHTTP, s *Service) {
-	for i := 0; i < 200; i++ {
-		if err := cl.do(); err != nil {
+// benchHTTP times b.N requests spread over the clients cls, one in
+// flight on each, and reports per request: the process's CPU time (server
+// and clients), and, when s is a Service, the segments the engine sent
+// and received, the poller's rounds and sleeps, and the Writes that sent
+// inline (the poller asleep: it was not woken for them).
+func benchHTTP(b *testing.B, cls []*rawHTTP, s *Service) {
+	run := func(n int) {
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		errs := make(chan error, len(cls))
+		for _, cl := range cls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(n) {
+					if err := cl.do(); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		select {
+		case err := <-errs:
 			b.Fatal(err)
+		default:
 		}
 	}
+	run(200 * len(cls))
 	type snap struct{ out, in, rounds, sleeps, inline uint64 }
 	take := func() snap {
 		if s == nil {
@@ -118,11 +139,7 @@ func benchHTTP(b *testing.B, cl *rawHTTP, s *Service) {
 	cpu0 := cpuTime()
 	b.ReportAllocs()
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := cl.do(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	run(b.N)
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
 	after := take()
@@ -151,41 +168,47 @@ func BenchmarkHTTP(b *testing.B) {
 			}
 			srv := helloServer(ln)
 			defer srv.Close()
-			benchHTTP(b, &rawHTTP{c: dialB(b, p.A), buf: make([]byte, 4096)}, p.B)
+			benchHTTP(b, []*rawHTTP{{c: dialB(b, p.A), buf: make([]byte, 4096)}}, p.B)
 		})
 	}
 }
 
 // BenchmarkVethHTTP: net/http "hello" served on A's kernel TCP and on
-// tcp-xdp (native engine, adaptive poller, in the Go netpoller), a kernel
-// TCP client in B with one request in flight (wrk's shape with one
-// connection). ns/op is the round trip; cpu-µs/req the whole process's
-// (both ends: compare the two cases); segs-out/req the frames of the
-// answer.
+// tcp-xdp (native engine, adaptive poller, in the Go netpoller), kernel
+// TCP clients in B on 1 and 4 keep-alive connections, one request in
+// flight on each (wrk's shape). ns/op is the wall time per request;
+// cpu-µs/req the whole process's (server and clients: compare the
+// kernel and native cases); segs-out/req the frames of the answers.
 func BenchmarkVethHTTP(b *testing.B) {
 	testutil.RequireRoot(b)
-	for _, name := range []string{"kernel", "native"} {
-		b.Run(name, func(b *testing.B) {
-			p := hosttest.New(b, testhost.Options{})
-			var ln net.Listener
-			var s *Service
-			var target string
-			if name == "kernel" {
-				ln = peertest.Listen(b, p.A, netip.AddrPortFrom(p.A.Addr, testPort))
-				target = ln.Addr().String()
-			} else {
-				addr := peertest.Addr(p.A, 3)
-				s = openVeth(b, p.A, onEngine(dgramio.TCPStackNative, dgramio.Config{LocalIP: addr, Port: testPort}), Options{})
-				ln, target = listen(b, s, testPort), fmt.Sprintf("%s:%d", addr, testPort)
-			}
-			srv := helloServer(ln)
-			defer srv.Close()
-			c, err := peertest.Dialer(p.B)(context.Background(), "tcp4", target)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			benchHTTP(b, &rawHTTP{c: c, buf: make([]byte, 4096)}, s)
-		})
+	for _, conns := range []int{1, 4} {
+		for _, name := range []string{"kernel", "native"} {
+			b.Run(fmt.Sprintf("%s/conns=%d", name, conns), func(b *testing.B) {
+				p := hosttest.New(b, testhost.Options{})
+				var ln net.Listener
+				var s *Service
+				var target string
+				if name == "kernel" {
+					ln = peertest.Listen(b, p.A, netip.AddrPortFrom(p.A.Addr, testPort))
+					target = ln.Addr().String()
+				} else {
+					addr := peertest.Addr(p.A, 3)
+					s = openVeth(b, p.A, onEngine(dgramio.TCPStackNative, dgramio.Config{LocalIP: addr, Port: testPort}), Options{})
+					ln, target = listen(b, s, testPort), fmt.Sprintf("%s:%d", addr, testPort)
+				}
+				srv := helloServer(ln)
+				defer srv.Close()
+				var cls []*rawHTTP
+				for i := 0; i < conns; i++ {
+					c, err := peertest.Dialer(p.B)(context.Background(), "tcp4", target)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer c.Close()
+					cls = append(cls, &rawHTTP{c: c, buf: make([]byte, 4096)})
+				}
+				benchHTTP(b, cls, s)
+			})
+		}
 	}
 }
