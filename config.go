@@ -32,14 +32,17 @@ const MaxQueues = 256
 // Defaults of Config: the batch sizes and buffers every kind uses, so that
 // the kinds compare with the same application settings.
 const (
-	DefaultMaxDatagram = 1472     // 1500-byte MTU minus IPv4 and UDP headers
-	DefaultTxQueue     = 256      // messages Queue accepts before Flush
-	DefaultTxBatch     = 16       // messages per sendmmsg / ring submit
-	DefaultRxBatch     = 32       // messages per recvmmsg / ring poll
-	DefaultBusyPollUs  = 50       // SO_BUSY_POLL
-	DefaultSockBuf     = 16 << 20 // SO_RCVBUF / SO_SNDBUF
-	DefaultConnectWait = 5 * time.Second
-	MaxRecord          = 65535 // largest record on the u16 length-prefixed stream
+	DefaultMaxDatagram = 1472 // 1500-byte MTU minus IPv4 and UDP headers
+	// DefaultMaxDatagram6 is DefaultMaxDatagram of a datagram kind's IPv6
+	// Config: a 1500-byte MTU minus the IPv6 and UDP headers.
+	DefaultMaxDatagram6 = 1452
+	DefaultTxQueue      = 256      // messages Queue accepts before Flush
+	DefaultTxBatch      = 16       // messages per sendmmsg / ring submit
+	DefaultRxBatch      = 32       // messages per recvmmsg / ring poll
+	DefaultBusyPollUs   = 50       // SO_BUSY_POLL
+	DefaultSockBuf      = 16 << 20 // SO_RCVBUF / SO_SNDBUF
+	DefaultConnectWait  = 5 * time.Second
+	MaxRecord           = 65535 // largest record on the u16 length-prefixed stream
 )
 
 // The peer table of the raw datagram kinds (Config.Peers).
@@ -85,7 +88,8 @@ type Config struct {
 	DstMAC net.HardwareAddr
 
 	// MaxDatagram is the largest payload accepted by Queue and delivered by
-	// Rx, in bytes. Default 1472. Stream kinds allow up to 65535 (the u16
+	// Rx, in bytes. Default 1472 (1452 for a datagram kind over IPv6:
+	// what one 1500-byte frame carries). Stream kinds allow up to 65535 (the u16
 	// record length); in FramingRaw it bounds the bytes one QueueTo
 	// appends and one Packet of Rx carries.
 	MaxDatagram int
@@ -304,9 +308,10 @@ type TCPTuning struct {
 	// MaxConns bounds the native engine's connection table: the
 	// connections one backend (one queue of a group) holds at once, in
 	// every state but LISTEN, handshakes in progress and TIME-WAIT
-	// included. 0 takes the engine's 1024. A slot's buffers (SendBuf and
-	// RecvBuf) are allocated when it is first used, so a server for many
-	// clients lowers those too. A client that finds the table full gets
+	// included. 0 takes the engine's 1024. A slot costs 1 KiB; a
+	// connection's buffers grow with its use up to SendBuf and RecvBuf
+	// and go back to a pool when it idles (docs/memory.md). A client
+	// that finds the table full gets
 	// no connection until a slot frees (counted in native
 	// "tcp_conn_table_full"). Netstack has no such table: a positive
 	// value there is an error.
@@ -358,6 +363,9 @@ func orDefault[T comparable](v *T, def T) {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
+	if c.MaxDatagram == 0 && !c.Kind.IsStream() && c.IPv6() {
+		c.MaxDatagram = DefaultMaxDatagram6
+	}
 	orDefault(&c.MaxDatagram, DefaultMaxDatagram)
 	orDefault(&c.TxQueue, DefaultTxQueue)
 	orDefault(&c.TxBatch, DefaultTxBatch)
@@ -465,10 +473,15 @@ func (o DPDKOptions) CheckDevice(iface string) error {
 }
 
 // IPv6Kinds are the kinds that serve IPv6 today; every kind serves IPv4.
-var IPv6Kinds = []Kind{KindUDP, KindURing, KindTCP}
+// Every kind serves both families (one per Config); tcp-xdp and tcp-dpdk
+// on either engine.
+var IPv6Kinds = []Kind{KindUDP, KindURing, KindTCP, KindXDP, KindDPDK, KindTCPXDP, KindTCPDPDK}
 
 // ServesIPv6 reports whether kind k serves IPv6 (see IPv6Kinds).
 func (k Kind) ServesIPv6() bool { return slices.Contains(IPv6Kinds, k) }
+
+// ServesIPv6 reports whether c's kind, with c's engine, serves IPv6.
+func (c Config) ServesIPv6() bool { return c.Kind.ServesIPv6() }
 
 // IPv6 reports whether c is an IPv6 Config: its LocalIP is IPv6, or it
 // has no LocalIP and its first destination is IPv6 (IPv4-mapped
@@ -493,7 +506,7 @@ func familyName(v6 bool) string {
 // of them, a family the kind serves.
 func (c Config) checkAddrs() error {
 	v6 := c.IPv6()
-	if v6 && !c.Kind.ServesIPv6() {
+	if v6 && !c.ServesIPv6() {
 		field, val := "LocalIP", any(c.LocalIP)
 		if !c.LocalIP.IsValid() {
 			field, val = "Dests", c.Dests
@@ -504,7 +517,7 @@ func (c Config) checkAddrs() error {
 		return BadField("LocalIP", c.LocalIP, "an address with a zone is not supported: use a global address")
 	}
 	if c.Kind.IsRaw() && !c.LocalIP.IsValid() {
-		return BadField("LocalIP", c.LocalIP, "kind %s needs our IPv4 address", c.Kind)
+		return BadField("LocalIP", c.LocalIP, "kind %s needs our IP address", c.Kind)
 	}
 	if c.Role == RoleClient && len(c.Dests) == 0 {
 		return BadField("Dests", c.Dests, "a client needs at least one destination (address and port)")
@@ -663,8 +676,12 @@ func (c Config) checkDPDK() error {
 	if c.Kind == KindTCPDPDK && c.TCP.Stack == TCPStackNetstack && (d.PrefixLen != 0 || d.Gateway.IsValid()) {
 		return BadField("DPDK.Gateway", d.Gateway, "the netstack engine sends to every peer on the link and takes no DPDK.PrefixLen or DPDK.Gateway; use TCP.Stack %q (the default) or leave them unset", TCPStackNative)
 	}
-	if d.PrefixLen < 0 || d.PrefixLen > 32 {
-		return BadField("DPDK.PrefixLen", d.PrefixLen, "must be between 0 (every address on the link) and 32")
+	bits := 32
+	if c.IPv6() {
+		bits = 128
+	}
+	if d.PrefixLen < 0 || d.PrefixLen > bits {
+		return BadField("DPDK.PrefixLen", d.PrefixLen, "must be between 0 (every address on the link) and %d", bits)
 	}
 	if d.PrefixLen == 0 {
 		if d.Gateway.IsValid() {
@@ -674,8 +691,8 @@ func (c Config) checkDPDK() error {
 	}
 	link := netip.PrefixFrom(c.LocalIP, d.PrefixLen).Masked()
 	if d.Gateway.IsValid() {
-		if !d.Gateway.Is4() || !link.Contains(d.Gateway) || d.Gateway == c.LocalIP {
-			return BadField("DPDK.Gateway", d.Gateway, "must be another IPv4 address on LocalIP's link %v", link)
+		if d.Gateway.Unmap().Is4() == c.IPv6() || !link.Contains(d.Gateway.Unmap()) || d.Gateway.Unmap() == c.LocalIP {
+			return BadField("DPDK.Gateway", d.Gateway, "must be another %s address on LocalIP's link %v", familyName(c.IPv6()), link)
 		}
 		return nil
 	}
@@ -685,7 +702,7 @@ func (c Config) checkDPDK() error {
 			if d.PCI != "" {
 				what = "a PCI port (no kernel routes to ask)"
 			}
-			return BadField("DPDK.Gateway", "unset", "destination %v is off LocalIP's link %v, and on %s its frames go to a router: set DPDK.Gateway to the router's address on %v (or DPDK.PrefixLen 0 if the peer answers ARP on this link itself)", dst, link, what, link)
+			return BadField("DPDK.Gateway", "unset", "destination %v is off LocalIP's link %v, and on %s its frames go to a router: set DPDK.Gateway to the router's address on %v (or DPDK.PrefixLen 0 if the peer answers ARP or neighbour discovery on this link itself)", dst, link, what, link)
 		}
 	}
 	return nil

@@ -409,6 +409,17 @@ func groupPairFamily(t testing.TB, cpus []int, v6 bool) *testhost.Pair {
 	if err := p.B.AddNeigh(p.A.Addr, p.A.MAC); err != nil {
 		t.Fatal(err)
 	}
+	if v6 {
+		// As for IPv4: a datagram that waits for neighbour discovery
+		// leaves from the CPU that takes the advertisement, on another
+		// TX queue than its socket's.
+		if err := p.A.AddNeigh(p.B.Addr6, p.B.MAC); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.B.AddNeigh(p.A.Addr6, p.A.MAC); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return p
 }
 
@@ -455,6 +466,25 @@ func TestGroupFlows(t *testing.T) {
 		{"udp-ipv6", "udp", "udp", nil, true},
 		{"uring-ipv6", "uring", "uring", nil, true},
 		{"tcp-ipv6", "tcp", "tcp", nil, true},
+		// The raw datagram kind over IPv6: the program steers IPv6 UDP to
+		// our port by rx_queue_index, the kernel resolves by NDP.
+		{"xdp-ipv6", "xdp", "udp", smallDatagrams, true},
+		{"xdp-client-ipv6", "udp", "xdp", func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config) {
+			smallDatagrams(t, p, srv, cli)
+			cli.LocalPort = 7100
+		}, true},
+		// A tcp-xdp server on netstack over IPv6 (a netstack per queue,
+		// the program's IPv6 host address) serves a kernel tcp client.
+		{"tcp-xdp-netstack-ipv6", "tcp-xdp", "tcp", func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config) {
+			a := p.A.Addr6.As16()
+			a[15] = 3
+			addr := netip.AddrFrom16(a)
+			if err := p.B.AddNeigh(addr, p.A.MAC); err != nil {
+				t.Fatal(err)
+			}
+			srv.TCP.Stack = dgramio.TCPStackNetstack
+			srv.LocalIP, cli.Dests = addr, []netip.AddrPort{netip.AddrPortFrom(addr, cli.Port)}
+		}, true},
 		// A tcp-xdp server, a netstack per queue, serves a kernel tcp client
 		// (a connection per queue).
 		{"tcp-xdp", "tcp-xdp", "tcp", func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config) {
@@ -474,6 +504,17 @@ func TestGroupFlows(t *testing.T) {
 			}
 			cli.LocalIP, cli.ConnectTimeout = addr, 20*time.Second
 		}, false},
+		// A tcp-xdp server over IPv6, a native engine per queue (IPv6 is
+		// the native engine's), serves a kernel tcp client.
+		{"tcp-xdp-ipv6", "tcp-xdp", "tcp", func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config) {
+			a := p.A.Addr6.As16()
+			a[15] = 3
+			addr := netip.AddrFrom16(a)
+			if err := p.B.AddNeigh(addr, p.A.MAC); err != nil {
+				t.Fatal(err)
+			}
+			srv.LocalIP, cli.Dests = addr, []netip.AddrPort{netip.AddrPortFrom(addr, cli.Port)}
+		}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cpus := twoCPUs(t)

@@ -60,20 +60,10 @@ var sendPairs = map[string]func(t *testing.T) sendPair{
 	"tcp-ipv6": func(t *testing.T) sendPair {
 		return kernelPairOn(t, dgramio.KindTCP, lo6, socktest.FreePort(t, unix.SOCK_STREAM))
 	},
-	"xdp": func(t *testing.T) sendPair {
-		a, b := memio.NewPair(memio.Options{})
-		cli, err := udp.NewRaw(dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", LocalIP: memCli,
-			Dests: []netip.AddrPort{netip.AddrPortFrom(memSrv, 5000)}, Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACB,
-			MaxDatagram: causeMax, TxQueue: 8}, a, udp.RawOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := udp.NewRaw(dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", Role: dgramio.RoleServer,
-			LocalIP: memSrv, Port: 5000, MaxDatagram: causeMax, TxQueue: 8}, b, udp.RawOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sendPair{cli: cli, srv: srv, to: netip.AddrPortFrom(memSrv, 5000)}
+	"xdp": func(t *testing.T) sendPair { return rawPair(t, memCli, memSrv) },
+	// The raw datagram kinds (xdp and dpdk are one udp.Raw) over IPv6.
+	"xdp-ipv6": func(t *testing.T) sendPair {
+		return rawPair(t, netip.MustParseAddr("2001:2::1"), netip.MustParseAddr("2001:2::2"))
 	},
 	"tcp-xdp": func(t *testing.T) sendPair {
 		a, b := memio.NewPair(memio.Options{})
@@ -154,6 +144,23 @@ func connect(t *testing.T, p sendPair) {
 	}
 }
 
+// rawPair is a udp.Raw client at cli and server at srv over memio.
+func rawPair(t *testing.T, cliIP, srvIP netip.Addr) sendPair {
+	a, b := memio.NewPair(memio.Options{})
+	cli, err := udp.NewRaw(dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", LocalIP: cliIP,
+		Dests: []netip.AddrPort{netip.AddrPortFrom(srvIP, 5000)}, Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACB,
+		MaxDatagram: causeMax, TxQueue: 8}, a, udp.RawOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := udp.NewRaw(dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", Role: dgramio.RoleServer,
+		LocalIP: srvIP, Port: 5000, MaxDatagram: causeMax, TxQueue: 8}, b, udp.RawOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sendPair{cli: cli, srv: srv, to: netip.AddrPortFrom(srvIP, 5000)}
+}
+
 // TestQueueCauses checks that Queue and QueueTo return the same sentinel
 // for the same cause on every kind, count it in Stats as before, and
 // allocate nothing to say so.
@@ -230,7 +237,8 @@ func refusals(st dgramio.Stats) uint64 {
 }
 
 // TestQueueToOddAddresses (issue 37): QueueTo, on both ends of every
-// kind and over both families of the kernel kinds, given an address of
+// kind and over both families of the kernel kinds and the raw datagram
+// kinds (xdp and dpdk share udp.Raw, run here over memio), given an address of
 // the other family, the zero AddrPort, an unspecified, multicast or
 // zoneless link-local address, or port 0, neither panics nor queues: it
 // returns ErrNoRoute and counts it in the kind's refusal counter, the same
@@ -238,7 +246,7 @@ func refusals(st dgramio.Stats) uint64 {
 // mapped form of the peer's address reaches the peer, and on an IPv6
 // pair it is of the other family.
 func TestQueueToOddAddresses(t *testing.T) {
-	for _, kind := range []string{"udp", "uring", "tcp", "xdp", "tcp-xdp", "udp-ipv6", "uring-ipv6", "tcp-ipv6"} {
+	for _, kind := range []string{"udp", "uring", "tcp", "xdp", "tcp-xdp", "udp-ipv6", "uring-ipv6", "tcp-ipv6", "xdp-ipv6"} {
 		t.Run(kind, func(t *testing.T) {
 			p := sendPairs[kind](t)
 			defer p.srv.Close()

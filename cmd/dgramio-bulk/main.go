@@ -6,7 +6,8 @@
 // both, and reports Gbit/s, each side's CPU time per GB, the
 // retransmissions and the loss counters, with medians over --repeat and
 // every row's ratio to kernel tcp in the same run. docs/bulk.md says how
-// to read it.
+// to read it. "dgramio-bulk connrate" measures connections per second
+// instead (docs/memory.md).
 //
 // Exit status: 0 when every cell measured, 1 when one could not (or the
 // run could not start: no root), 2 for a usage error (said on stderr
@@ -22,6 +23,12 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "side" {
 		os.Exit(bulk.SideMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "connrate-side" {
+		os.Exit(bulk.ConnRateSideMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "connrate" {
+		os.Exit(bulk.ConnRateMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	os.Exit(bulk.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

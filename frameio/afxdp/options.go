@@ -23,10 +23,12 @@ const (
 )
 
 // ethHeader is the Ethernet header's length; udpHeaders is Ethernet, IPv4
-// without options and UDP.
+// without options and UDP; udpHeaders6 Ethernet, the IPv6 fixed header and
+// UDP.
 const (
-	ethHeader  = 14
-	udpHeaders = ethHeader + 20 + 8
+	ethHeader   = 14
+	udpHeaders  = ethHeader + 20 + 8
+	udpHeaders6 = ethHeader + 40 + 8
 )
 
 // MaxFrame returns the longest frame (Ethernet header included, no FCS) that
@@ -76,6 +78,11 @@ type Options struct {
 	// CarrierWait bounds the wait for carrier after bind (a bind can reset
 	// the link). Default 5 s; negative: do not wait.
 	CarrierWait time.Duration
+	// IPv6 turns the program's IPv6 steering on (xdpprog.Objects.SetIPv6):
+	// IPv6 UDP (or TCP) to Port is redirected as IPv4 is, and with
+	// variants UDPARP and TCP the neighbour solicitations and
+	// advertisements too. Off, every IPv6 frame goes to the kernel.
+	IPv6 bool
 	// MLock locks the UMEM in memory with mlock(2) (it needs CAP_IPC_LOCK or
 	// a large enough RLIMIT_MEMLOCK). The kernel pins the pages it uses
 	// anyway; this also keeps the rest of the mapping resident.
@@ -83,7 +90,7 @@ type Options struct {
 	// Shared, when set, is the program the socket registers into
 	// (AttachProgram: one program and socket map for the queues of a
 	// group), at index QueueID, instead of loading and attaching one of its
-	// own; Program, Port and Mode are then the shared program's. Close
+	// own; Program, Port, Mode and IPv6 are then the shared program's. Close
 	// takes the socket out of the map and leaves the program attached.
 	Shared *Program
 }
@@ -154,11 +161,15 @@ func (o Options) Validate() error {
 		return dgramio.BadField("MaxFrame", o.MaxFrame, "must be at least %d (an Ethernet header)", ethHeader)
 	}
 	if m := MaxFrame(o.FrameSize); o.MaxFrame > m {
+		hdr := udpHeaders
+		if o.IPv6 {
+			hdr = udpHeaders6
+		}
 		return dgramio.BadField("MaxFrame", o.MaxFrame,
 			"a %d-byte frame does not fit one RX buffer of a %d-byte UMEM frame: %d minus %d headroom, rounded down to whole KiB, is %d "+
 				"(ixgbe zero-copy drops longer frames without counting them); the largest UDP payload that fits is %d bytes: "+
 				"lower the maximum datagram, or use FrameSize 4096",
-			o.MaxFrame, o.FrameSize, o.FrameSize, Headroom, m, m-udpHeaders)
+			o.MaxFrame, o.FrameSize, o.FrameSize, Headroom, m, m-hdr)
 	}
 	return nil
 }
@@ -179,6 +190,7 @@ func OptionsFromConfig(c dgramio.Config) Options {
 		Mode:        c.XDP.Mode,
 		Copy:        c.XDP.Copy,
 		CarrierWait: c.XDP.CarrierWait,
+		IPv6:        c.IPv6(),
 	}
 	switch c.Kind {
 	case dgramio.KindTCPXDP:
@@ -195,6 +207,9 @@ func OptionsFromConfig(c dgramio.Config) Options {
 			o.Port = c.LocalPort
 		}
 		o.MaxFrame = udpHeaders + c.MaxDatagram
+		if c.IPv6() {
+			o.MaxFrame = udpHeaders6 + c.MaxDatagram
+		}
 	}
 	return o
 }
@@ -219,9 +234,13 @@ type ProgramOptions struct {
 	// Mode is "" (driver mode, then SKB mode as a reported fallback),
 	// "driver" or "skb", as Options.Mode.
 	Mode dgramio.XDPMode
+	// IPv6 turns the program's IPv6 steering on, as Options.IPv6.
+	IPv6 bool
 	// Host, with Program xdpprog.TCP, is the address the userspace stack
 	// answers for: every IPv4 frame to it goes to the sockets, frames to
-	// other addresses to the kernel (xdpprog.Objects.SetHost). Unset: the
+	// other addresses to the kernel (xdpprog.Objects.SetHost). An IPv6
+	// Host does the same for IPv6 (xdpprog.Objects.SetHost6, which turns
+	// IPv6 steering on), with the solicitations for it. Unset: the
 	// program matches Port.
 	Host netip.Addr
 	// SYNRate and SYNBurst, with Host, limit the SYNs to Host each CPU

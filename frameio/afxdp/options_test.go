@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,16 @@ func TestOptionsFromConfig(t *testing.T) {
 	c.XDP.OwnARP = true
 	if o := OptionsFromConfig(c); o.Program != xdpprog.UDPARP {
 		t.Errorf("OwnARP: program %v, want udp+arp", o.Program)
+	}
+	// An IPv6 Config: IPv6 steering on, 62 bytes of headers, and the
+	// default MaxDatagram (1452) fills a 1514-byte frame.
+	c6 := dgramio.Config{Kind: dgramio.KindXDP, Iface: "veth0", Role: dgramio.RoleServer, Port: 5000,
+		LocalIP: netip.MustParseAddr("2001:2::1")}.WithDefaults()
+	if o := OptionsFromConfig(c6); !o.IPv6 || o.MaxFrame != 1514 {
+		t.Errorf("xdp over IPv6: IPv6 %v MaxFrame %d", o.IPv6, o.MaxFrame)
+	}
+	if OptionsFromConfig(c).IPv6 {
+		t.Error("IPv6 steering on for an IPv4 Config")
 	}
 	tc := dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleClient, Iface: "veth0", Port: 7000}.WithDefaults()
 	if o := OptionsFromConfig(tc); o.Program != xdpprog.TCP || o.Port != 7000 || o.MaxFrame != 1514 {

@@ -80,7 +80,21 @@ func AttachProgram(o ProgramOptions) (*Program, error) {
 	if err := p.objs.SetPorts(o.Port, uint16(max(o.Ports, 1))); err != nil {
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
-	if o.Host.IsValid() {
+	if o.IPv6 {
+		if err := p.objs.SetIPv6(true); err != nil {
+			return nil, fmt.Errorf("afxdp: %w", err)
+		}
+	}
+	if o.Host.Is6() {
+		// An IPv6 host address: every IPv6 frame to it, and the
+		// solicitations for it; IPv4 then matches the port.
+		if err := p.objs.SetHost6(o.Host); err != nil {
+			return nil, dgramio.BadField("Host", o.Host, "%v", err)
+		}
+		if err := p.objs.SetSYNLimit(o.SYNRate, o.SYNBurst); err != nil {
+			return nil, dgramio.BadField("SYNRate", o.SYNRate, "%v", err)
+		}
+	} else if o.Host.IsValid() {
 		if err := p.objs.SetHost(o.Host); err != nil {
 			return nil, dgramio.BadField("Host", o.Host, "%v", err)
 		}

@@ -254,6 +254,11 @@ func (x *XSK) program(zc bool) (string, error) {
 		if err := x.objs.SetPort(o.Port); err != nil {
 			return "", fmt.Errorf("afxdp: %w", err)
 		}
+		if o.IPv6 {
+			if err := x.objs.SetIPv6(true); err != nil {
+				return "", fmt.Errorf("afxdp: %w", err)
+			}
+		}
 		var l link.Link
 		if l, attachMode, x.fallback, err = attach(x.objs, x.ifindex, o.Iface, o.Mode); err != nil {
 			return "", err

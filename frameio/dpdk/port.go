@@ -97,8 +97,12 @@ type Options struct {
 // datagram kind (at least 1500).
 func OptionsFrom(cfg dgramio.Config) Options {
 	mtu := DefaultMTU
-	if !cfg.Kind.IsStream() && cfg.MaxDatagram+28 > mtu {
-		mtu = cfg.MaxDatagram + 28
+	hdr := 28 // IPv4 and UDP
+	if cfg.IPv6() {
+		hdr = 48 // the IPv6 fixed header and UDP
+	}
+	if !cfg.Kind.IsStream() && cfg.MaxDatagram+hdr > mtu {
+		mtu = cfg.MaxDatagram + hdr
 	}
 	o := Options{
 		PCI:    cfg.DPDK.PCI,

@@ -31,7 +31,8 @@ const (
 	// sends and reads records either way, so the row measures what raw
 	// framing costs against the plain row.
 	VariantRaw = "raw"
-	// VariantIPv6 is a kernel kind (udp, uring, tcp) over IPv6: the test
+	// VariantIPv6 is a kind that serves IPv6 (udp, uring, tcp, xdp, dpdk)
+	// over IPv6: the test
 	// hosts' addresses from 2001:2::/48 (RFC 5180) instead of
 	// 198.18.0.0/15. netbench --family 6 (or 4,6) makes these rows.
 	VariantIPv6 = "ipv6"
@@ -43,6 +44,8 @@ var Variants = map[string][]string{
 	string(dgramio.KindUDP):     {VariantIPv6},
 	string(dgramio.KindURing):   {VariantSQPoll, VariantNAPI, VariantIPv6},
 	string(dgramio.KindTCP):     {VariantRaw, VariantIPv6},
+	string(dgramio.KindXDP):     {VariantIPv6},
+	string(dgramio.KindDPDK):    {VariantIPv6},
 	string(dgramio.KindTCPXDP):  {VariantNative, VariantNetstack, VariantRaw},
 	string(dgramio.KindTCPDPDK): {VariantNative, VariantNetstack, VariantRaw},
 }

@@ -18,7 +18,9 @@ func TestParseRow(t *testing.T) {
 		{"udp+ipv6", "udp", "ipv6", false},
 		{"uring+ipv6", "uring", "ipv6", false},
 		{"tcp+ipv6", "tcp", "ipv6", false},
-		{"xdp+ipv6", "", "", true}, // IPv4 only today
+		{"xdp+ipv6", "xdp", "ipv6", false},
+		{"dpdk+ipv6", "dpdk", "ipv6", false},
+		{"tcp-xdp+ipv6", "", "", true}, // the native engine: IPv4 only today
 		{"uring+", "", "", true},
 		{"uring+gro", "", "", true},
 		{"udp+napi", "", "", true},

@@ -615,6 +615,9 @@ func (e *Endpoint) Interrupt() {
 // bytes netstack took (Write) on that connection; fewer than 2 GiB of
 // them may be unacknowledged. Safe from any goroutine.
 func (e *Endpoint) Unacked(local, remote netip.AddrPort, written uint64) (unacked uint64, ok bool) {
+	if !local.Addr().Is4() || !remote.Addr().Is4() {
+		return 0, false // the acknowledgement table follows IPv4 flows only
+	}
 	k := flowKey{local: local.Addr().As4(), remote: remote.Addr().As4(), lport: local.Port(), rport: remote.Port()}
 	e.ackMu.Lock()
 	defer e.ackMu.Unlock()

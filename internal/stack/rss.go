@@ -87,8 +87,8 @@ func SourcePorts(rss RSS, local netip.Addr, peer netip.AddrPort, q, n, dev, max 
 		return nil
 	}
 	span := EphemeralHigh - EphemeralLow + 1
-	h := peer.Addr().As4()
-	start := int(binary.BigEndian.Uint32(h[:])^uint32(peer.Port())) % span
+	h := peer.Addr().As16() // an IPv4 address's 4 bytes are the last ones
+	start := int(binary.BigEndian.Uint32(h[12:])^uint32(peer.Port())) % span
 	var out []uint16
 	for i := 0; i < span && len(out) < max; i++ {
 		p := EphemeralLow + (start+i)%span

@@ -9,6 +9,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	nstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
@@ -22,15 +23,17 @@ const NICID tcpip.NICID = 1
 
 // Options describe the one interface of a Stack.
 type Options struct {
-	// Addr is our IPv4 address. Required.
+	// Addr is our IPv4 or IPv6 address (the stack's one family).
+	// Required.
 	Addr netip.Addr
-	// PrefixLen is Addr's subnet prefix length. 0 means 32: the address
-	// alone. Either way every destination is on the link (a default route
-	// without gateway on the NIC): there is no router, and netstack resolves
-	// each peer with ARP.
+	// PrefixLen is Addr's subnet prefix length. 0 means 32 (128 for IPv6):
+	// the address alone. Either way every destination is on the link (a
+	// default route without gateway on the NIC): there is no router, and
+	// netstack resolves each peer with ARP, or for IPv6 with neighbour
+	// discovery (RFC 4861).
 	PrefixLen int
-	// Neighbors are static ARP entries (Config.DstMAC): these peers are
-	// never resolved. The map is not kept.
+	// Neighbors are static neighbour entries (Config.DstMAC), of Addr's
+	// family: these peers are never resolved. The map is not kept.
 	Neighbors map[netip.Addr]net.HardwareAddr
 	// Clock is netstack's clock. nil: the system clock. Tests pass a
 	// faketime.ManualClock to move TCP's timers by hand.
@@ -65,27 +68,47 @@ type Stack struct {
 	Addr netip.Addr
 }
 
-// New builds a netstack over fio: ARP, IPv4 (which answers ping) and ICMP,
-// TCP; one NIC (NICID) with opts.Addr and a default route on it. fio must be
-// open; the Stack does not close it (close it after Stack.Close).
+// New builds a netstack over fio: for an IPv4 Addr, ARP, IPv4 (which
+// answers ping) and ICMP; for an IPv6 one, IPv6 with neighbour discovery
+// and ICMPv6 (echo, errors), a link-local address made from the FrameIO's
+// MAC (RFC 4291 Appendix A), and none of duplicate address detection,
+// router solicitation, autoconfiguration or MLD (the test hosts turn the
+// same off on the kernel's side); TCP; one NIC (NICID) with opts.Addr and
+// a default route on it. fio must be open; the Stack does not close it
+// (close it after Stack.Close).
 func New(fio frameio.FrameIO, opts Options) (*Stack, error) {
-	if !opts.Addr.IsValid() || !opts.Addr.Is4() {
-		return nil, &dgramio.ConfigError{Field: "LocalIP", Value: opts.Addr, Reason: "the userspace stack needs our IPv4 address"}
+	a := opts.Addr.Unmap()
+	if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a.Zone() != "" {
+		return nil, &dgramio.ConfigError{Field: "LocalIP", Value: opts.Addr, Reason: "the userspace stack needs our unicast IPv4 or IPv6 address"}
 	}
+	opts.Addr = a
+	v6 := a.Is6()
+	bits := a.BitLen()
 	if opts.PrefixLen == 0 {
-		opts.PrefixLen = 32
+		opts.PrefixLen = bits
 	}
-	if opts.PrefixLen < 1 || opts.PrefixLen > 32 {
-		return nil, &dgramio.ConfigError{Field: "PrefixLen", Value: opts.PrefixLen, Reason: "must be 1 to 32"}
+	if opts.PrefixLen < 1 || opts.PrefixLen > bits {
+		return nil, &dgramio.ConfigError{Field: "PrefixLen", Value: opts.PrefixLen, Reason: fmt.Sprintf("must be 1 to %d", bits)}
 	}
-	if fio.MTU() < header.IPv4MinimumMTU {
-		return nil, fmt.Errorf("stack: FrameIO MTU %d is below IPv4's minimum %d", fio.MTU(), header.IPv4MinimumMTU)
+	min := header.IPv4MinimumMTU
+	if v6 {
+		min = header.IPv6MinimumMTU
 	}
-	ns := nstack.New(nstack.Options{
+	if fio.MTU() < min {
+		return nil, fmt.Errorf("stack: FrameIO MTU %d is below the minimum %d of %s", fio.MTU(), min, map[bool]string{false: "IPv4", true: "IPv6"}[v6])
+	}
+	so := nstack.Options{
 		NetworkProtocols:   []nstack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []nstack.TransportProtocolFactory{tcp.NewProtocol, icmp.NewProtocol4},
 		Clock:              opts.Clock,
-	})
+	}
+	if v6 {
+		// The zero NDP, DAD and MLD options: no router solicitations,
+		// router advertisements ignored, no DAD, no MLD reports.
+		so.NetworkProtocols = []nstack.NetworkProtocolFactory{ipv6.NewProtocolWithOptions(ipv6.Options{AutoGenLinkLocal: true})}
+		so.TransportProtocols = []nstack.TransportProtocolFactory{tcp.NewProtocol, icmp.NewProtocol6}
+	}
+	ns := nstack.New(so)
 	ep := NewEndpoint(fio)
 	ep.clock = ns.Clock()
 	ep.SetOwnerKicks(opts.OwnerKicks)
@@ -99,25 +122,60 @@ func New(fio frameio.FrameIO, opts Options) (*Stack, error) {
 	if err := ns.CreateNICWithOptions(NICID, ep, nstack.NICOptions{QDisc: qdisc{ep}}); err != nil {
 		return nil, fmt.Errorf("stack: create NIC: %s", err)
 	}
-	addr := tcpip.AddrFrom4(opts.Addr.As4())
 	pa := tcpip.ProtocolAddress{
-		Protocol:          ipv4.ProtocolNumber,
-		AddressWithPrefix: tcpip.AddressWithPrefix{Address: addr, PrefixLen: opts.PrefixLen},
+		Protocol:          s.Proto(),
+		AddressWithPrefix: tcpip.AddressWithPrefix{Address: Addr(opts.Addr), PrefixLen: opts.PrefixLen},
 	}
 	if err := ns.AddProtocolAddress(NICID, pa, nstack.AddressProperties{}); err != nil {
 		return nil, fmt.Errorf("stack: add address %s: %s", opts.Addr, err)
 	}
-	ns.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: NICID}})
+	if v6 {
+		ns.SetRouteTable([]tcpip.Route{{Destination: header.IPv6EmptySubnet, NIC: NICID}})
+	} else {
+		ns.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: NICID}})
+	}
 	for ip, mac := range opts.Neighbors {
-		if !ip.Is4() || len(mac) != 6 {
-			return nil, &dgramio.ConfigError{Field: "DstMAC", Value: mac, Reason: "a static neighbour needs an IPv4 address and a 6-byte MAC"}
+		ip = ip.Unmap()
+		if ip.Is6() != v6 || len(mac) != 6 {
+			return nil, &dgramio.ConfigError{Field: "DstMAC", Value: mac, Reason: "a static neighbour needs an address of LocalIP's family and a 6-byte MAC"}
 		}
-		if err := ns.AddStaticNeighbor(NICID, ipv4.ProtocolNumber, tcpip.AddrFrom4(ip.As4()), tcpip.LinkAddress(mac)); err != nil {
+		if err := ns.AddStaticNeighbor(NICID, s.Proto(), Addr(ip), tcpip.LinkAddress(mac)); err != nil {
 			return nil, fmt.Errorf("stack: static neighbour %s: %s", ip, err)
 		}
 	}
 	ok = true
 	return s, nil
+}
+
+// Proto returns the network protocol of the Stack's family: IPv4's or
+// IPv6's, the one to open endpoints with.
+func (s *Stack) Proto() tcpip.NetworkProtocolNumber {
+	if s.Addr.Is6() {
+		return ipv6.ProtocolNumber
+	}
+	return ipv4.ProtocolNumber
+}
+
+// Addr returns a as netstack's address (4 or 16 bytes; an IPv4-mapped a
+// is IPv4).
+func Addr(a netip.Addr) tcpip.Address {
+	a = a.Unmap()
+	if a.Is4() {
+		return tcpip.AddrFrom4(a.As4())
+	}
+	return tcpip.AddrFrom16(a.As16())
+}
+
+// AddrOf returns netstack's address a as a netip.Addr (the zero Addr for
+// an empty one).
+func AddrOf(a tcpip.Address) netip.Addr {
+	switch a.Len() {
+	case 4:
+		return netip.AddrFrom4(a.As4())
+	case 16:
+		return netip.AddrFrom16(a.As16()).Unmap()
+	}
+	return netip.Addr{}
 }
 
 // Close shuts netstack down: every endpoint is aborted (a connected TCP
@@ -132,7 +190,7 @@ func (s *Stack) Close() {
 }
 
 // AppendCounters appends netstack's and the Endpoint's counters to dst, in
-// the layers "netstack" (TCP, IP, ARP as netstack counts them) and "link"
+// the layers "netstack" (TCP, IP, ARP and NDP as netstack counts them) and "link"
 // (the Endpoint's frames), and returns the extended slice.
 func (s *Stack) AppendCounters(dst []dgramio.Counter) []dgramio.Counter {
 	st := s.NS.Stats()
@@ -164,6 +222,10 @@ func (s *Stack) AppendCounters(dst []dgramio.Counter) []dgramio.Counter {
 	add("arp_replies_sent", st.ARP.OutgoingRepliesSent.Value(), false)
 	add("arp_requests_sent", st.ARP.OutgoingRequestsSent.Value(), false)
 	add("icmp_echo_replies_sent", st.ICMP.V4.PacketsSent.EchoReply.Value(), false)
+	add("icmp6_echo_replies_sent", st.ICMP.V6.PacketsSent.EchoReply.Value(), false)
+	add("ndp_solicits_received", st.ICMP.V6.PacketsReceived.NeighborSolicit.Value(), false)
+	add("ndp_adverts_sent", st.ICMP.V6.PacketsSent.NeighborAdvert.Value(), false)
+	add("ndp_solicits_sent", st.ICMP.V6.PacketsSent.NeighborSolicit.Value(), false)
 	return s.EP.AppendCounters(dst)
 }
 

@@ -29,9 +29,11 @@ type Sent struct {
 	heldBytes uint64
 	heldRecs  int
 	// raw: the stream has no record prefixes (SetRaw); hl is the prefix's
-	// length otherwise (0: record.HeaderLen).
-	raw bool
-	hl  int
+	// length otherwise (0: record.HeaderLen). appended is where the
+	// appends noted by Appended end.
+	raw      bool
+	hl       int
+	appended uint64
 }
 
 // SetFraming makes s follow a stream of framing f (dgramio.Config.Framing):
@@ -48,26 +50,49 @@ func (s *Sent) SetFraming(f dgramio.Framing) {
 
 // prefix is the length of a record's prefix.
 func (s *Sent) prefix() int {
+	if s.raw {
+		return 0
+	}
 	if s.hl == 0 {
 		return record.HeaderLen
 	}
 	return s.hl
 }
 
-// SetRaw makes s follow a stream without framing (dgramio.FramingRaw): it
-// has no record starts to find, so it counts bytes only and Unacked is
-// always 0 (what the peer's application lost is for it to count). Call
-// it before anything is written.
+// SetRaw makes s follow a stream without framing (dgramio.FramingRaw):
+// its bytes carry no record starts, so a "record" is what one QueueTo
+// appended, and s learns where each starts from Stage (a Stager's
+// transport) or from Appended (the layer, through an Appender). Call it
+// before anything is written.
 func (s *Sent) SetRaw() { s.raw = true }
+
+// Appended notes, in raw framing, one append of n bytes to the stream
+// after those written and appended before, not written yet: Wrote takes
+// its bytes later. An empty append starts nothing.
+func (s *Sent) Appended(n int) {
+	if !s.raw || n <= 0 {
+		return
+	}
+	s.push(s.marked())
+	s.appended += uint64(n)
+}
+
+// marked is the stream offset where the next append starts: the end of
+// what was written, or of what was appended and not written yet.
+func (s *Sent) marked() uint64 {
+	w := s.Written()
+	if s.appended > w {
+		return s.appended
+	}
+	return w
+}
 
 // Stage notes one whole record of n payload bytes staged after what was
 // written and staged before: it is written at Release, or dropped by
 // Unstage. Wrote must not be called while records are staged.
 func (s *Sent) Stage(n int) {
-	if s.raw {
-		s.off += uint64(n)
-		s.heldBytes += uint64(n)
-		return
+	if s.raw && n == 0 {
+		return // an empty append starts nothing
 	}
 	s.push(s.off)
 	s.off += uint64(s.prefix() + n)
@@ -146,7 +171,14 @@ func (s *Sent) Forget(unacked uint64) {
 // acknowledged the start of. It forgets the others.
 func (s *Sent) Unacked(unacked uint64) int {
 	s.Forget(unacked)
-	return s.count - s.heldRecs
+	n := s.count - s.heldRecs
+	if s.raw { // appends not written yet start at or after Written
+		w := s.Written()
+		for i := s.count - 1 - s.heldRecs; i >= 0 && s.starts[(s.head+i)&(len(s.starts)-1)] >= w; i-- {
+			n--
+		}
+	}
+	return n
 }
 
 // Tracked is the number of record starts the ring holds: a transport

@@ -32,6 +32,62 @@ func TestSentCountsRecordStarts(t *testing.T) {
 	}
 }
 
+// TestSentCountsRawAppends: in raw framing a "record" is one append
+// (QueueTo), whether the transport stages it (Stage) or the layer notes it
+// before the bytes are written (Appended); an append counts as
+// unacknowledged when its first byte was written and is among the
+// unacknowledged ones, and one not written yet does not count.
+func TestSentCountsRawAppends(t *testing.T) {
+	cases := []struct {
+		unacked uint64
+		want    int
+	}{{100, 3}, {12, 3}, {8, 2}, {7, 1}, {6, 1}, {2, 0}, {0, 0}} // appends start at 0, 4 and 6 of 12 bytes
+	t.Run("Appended", func(t *testing.T) {
+		var s Sent
+		s.SetRaw()
+		s.Appended(4)
+		s.Appended(0) // starts nothing
+		s.Appended(2)
+		if got := s.Unacked(0); got != 0 {
+			t.Fatalf("nothing written: %d unacknowledged, want 0", got)
+		}
+		s.Wrote(make([]byte, 3))
+		if got := s.Unacked(3); got != 1 {
+			t.Fatalf("3 of 6 bytes written: %d appends unacknowledged, want 1", got)
+		}
+		s.Appended(6)
+		s.Wrote(make([]byte, 3)) // 6 of 12 written: the third append not started
+		if got := s.Unacked(100); got != 2 {
+			t.Fatalf("6 of 12 bytes written: %d appends unacknowledged, want 2", got)
+		}
+		s.Wrote(make([]byte, 6))
+		for _, tc := range cases {
+			if got := s.Unacked(tc.unacked); got != tc.want {
+				t.Errorf("%d bytes unacknowledged: %d appends, want %d", tc.unacked, got, tc.want)
+			}
+		}
+	})
+	t.Run("Stage", func(t *testing.T) {
+		var s Sent
+		s.SetRaw()
+		for _, n := range []int{4, 0, 2, 6} {
+			s.Stage(n)
+		}
+		if got := s.Unacked(100); got != 0 {
+			t.Fatalf("all staged: %d unacknowledged, want 0", got)
+		}
+		s.Release()
+		if s.Written() != 12 {
+			t.Fatalf("Written %d, want 12", s.Written())
+		}
+		for _, tc := range cases {
+			if got := s.Unacked(tc.unacked); got != tc.want {
+				t.Errorf("%d bytes unacknowledged: %d appends, want %d", tc.unacked, got, tc.want)
+			}
+		}
+	})
+}
+
 // unackConn is a fakeConn that says how many records its peer has not
 // acknowledged.
 type unackConn struct {

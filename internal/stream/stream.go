@@ -74,9 +74,11 @@
 // appends (staged without a prefix, record.NewRawStaging) and what one
 // Packet of Rx carries (record.NewRawDecoder: the bytes read, at most
 // MaxRecord a Packet; a Lender's bytes are lent in place as they lie).
-// The transports' Sent counts bytes only there (Sent.SetRaw): a raw
-// stream has no record starts, so nothing written moves from TxSent to
-// TxDropped when the peer never acknowledged it.
+// A transport's Sent learns where each append starts (Sent.SetRaw): from
+// Stage on a Stager, from Appended (the layer calls it as it stages an
+// append, on a Conn that is an Appender) otherwise, so that an append
+// whose first byte the peer never acknowledged moves from TxSent to
+// TxDropped as a record does.
 //
 // # Closing
 //
@@ -169,6 +171,15 @@ type Unacker interface {
 	// peer has not acknowledged, and whether the connection has ended
 	// (they never will be).
 	UnackedRecords() (records int, ended bool)
+}
+
+// Appender is implemented by an Unacker that follows a raw stream
+// (dgramio.FramingRaw) through the layer's staging: the layer calls
+// Appended with the length of each QueueTo it stages for the connection,
+// before any of it is written (Sent.Appended), so that the transport can
+// tell where each append starts.
+type Appender interface {
+	Appended(n int)
 }
 
 // Lender is implemented by a Conn whose transport can lend the bytes it
@@ -313,6 +324,8 @@ type conn struct {
 	// ln is t when it is a Lender (nil otherwise); lent: records of this
 	// Rx lie in its buffer, consumed at the next Rx (or readOut).
 	ln Lender
+	// ap is t when the stream is raw and t an Appender (nil otherwise).
+	ap Appender
 	// sg is t when it is a Stager (nil otherwise: stage holds the
 	// records); sgRecs and sgBytes are the records it holds staged since
 	// the last Flush and their bytes, length prefixes included.
@@ -444,6 +457,9 @@ func (s *Layer) Add(c Conn, peer netip.AddrPort) {
 	k := &conn{t: c, peer: peer, pos: len(s.conns), hint: true}
 	k.ln, _ = c.(Lender)
 	k.sg, _ = c.(Stager)
+	if s.raw && k.sg == nil {
+		k.ap, _ = c.(Appender)
+	}
 	size := s.opt.StagingSize
 	if k.sg != nil {
 		size = 0 // the transport stages
@@ -522,7 +538,13 @@ func (s *Layer) fits(c *conn, n int) bool {
 // put stages payload as one record for c, and reports whether it fitted.
 func (s *Layer) put(c *conn, payload []byte) bool {
 	if c.sg == nil {
-		return c.stage.Put(payload) == nil
+		if c.stage.Put(payload) != nil {
+			return false
+		}
+		if c.ap != nil {
+			c.ap.Appended(len(payload))
+		}
+		return true
 	}
 	n := len(payload)
 	if c.sgBytes+s.hl+n > s.opt.StagingSize {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	nstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
@@ -294,9 +293,10 @@ func checkConfig(cfg dgramio.Config) error {
 	bad := func(field string, v any, why string) error {
 		return &dgramio.ConfigError{Field: field, Value: v, Reason: why}
 	}
-	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
-		return bad("LocalIP", cfg.LocalIP, "the userspace TCP needs our IPv4 address")
+	if !cfg.LocalIP.IsValid() {
+		return bad("LocalIP", cfg.LocalIP, "the userspace TCP needs our IPv4 or IPv6 address")
 	}
+	v6 := !cfg.LocalIP.Unmap().Is4()
 	if cfg.Port == 0 {
 		return bad("Port", cfg.Port, "the server's TCP port is required")
 	}
@@ -304,8 +304,8 @@ func checkConfig(cfg dgramio.Config) error {
 		return bad("Dests", cfg.Dests, "a client needs at least one destination address")
 	}
 	for _, d := range cfg.Dests {
-		if !d.Addr().Is4() || d.Port() == 0 {
-			return bad("Dests", d, "only IPv4 is supported, with a port")
+		if !d.Addr().IsValid() || d.Addr().Unmap().Is4() == v6 || d.Port() == 0 {
+			return bad("Dests", d, "a destination of LocalIP's family, with a port")
 		}
 	}
 	if cfg.MaxDatagram < 1 || cfg.MaxDatagram > MaxRecord {
@@ -440,7 +440,7 @@ func (b *Backend) open() error {
 }
 
 func (b *Backend) fullAddr(a netip.Addr, port uint16) tcpip.FullAddress {
-	return tcpip.FullAddress{NIC: stack.NICID, Addr: tcpip.AddrFrom4(a.As4()), Port: port}
+	return tcpip.FullAddress{NIC: stack.NICID, Addr: stack.Addr(a), Port: port}
 }
 
 func (b *Backend) newConn(ep tcpip.Endpoint, wq *waiter.Queue, peer netip.AddrPort) *conn {
@@ -486,10 +486,14 @@ func (c *conn) unacked() (uint64, bool) {
 		if terr != nil {
 			return 0, false
 		}
-		c.local = netip.AddrPortFrom(netip.AddrFrom4(a.Addr.As4()), a.Port)
+		c.local = netip.AddrPortFrom(stack.AddrOf(a.Addr), a.Port)
 	}
 	return c.b.st.EP.Unacked(c.local, c.peer, c.sent.Written())
 }
+
+// Appended implements layer.Appender: in raw framing, where the next
+// QueueTo's bytes start in the stream.
+func (c *conn) Appended(n int) { c.sent.Appended(n) }
 
 // UnackedRecords implements layer.Unacker: the records netstack took on
 // c whose first byte the peer has not acknowledged (none when that cannot
@@ -571,7 +575,7 @@ func (c *conn) Abort() {
 
 func (b *Backend) listen() error {
 	wq := new(waiter.Queue)
-	ep, terr := b.st.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	ep, terr := b.st.NS.NewEndpoint(ntcp.ProtocolNumber, b.st.Proto(), wq)
 	if terr != nil {
 		return fmt.Errorf("tcp: new endpoint: %w", goErr(terr))
 	}
@@ -663,7 +667,7 @@ func (t *transport) Accept(add func(layer.Conn, netip.AddrPort)) {
 			b.s.Report(err)
 			continue
 		}
-		peer := netip.AddrPortFrom(netip.AddrFrom4(addr.Addr.As4()), addr.Port)
+		peer := netip.AddrPortFrom(stack.AddrOf(addr.Addr), addr.Port)
 		add(b.newConn(ep, wq, peer), peer)
 	}
 }
@@ -678,7 +682,7 @@ func (b *Backend) connectAll() error {
 	pending := make([]*conn, 0, len(b.cfg.Dests))
 	for _, d := range b.cfg.Dests {
 		wq := new(waiter.Queue)
-		ep, terr := b.st.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+		ep, terr := b.st.NS.NewEndpoint(ntcp.ProtocolNumber, b.st.Proto(), wq)
 		if terr != nil {
 			return fmt.Errorf("tcp: new endpoint: %w", goErr(terr))
 		}
@@ -769,14 +773,14 @@ func (b *Backend) connectAll() error {
 // for the connect to report.
 func (b *Backend) resolveAll(ctx context.Context) error {
 	var left atomic.Int32
-	local := tcpip.AddrFrom4(b.cfg.LocalIP.As4())
+	local := stack.Addr(b.cfg.LocalIP)
 	for _, d := range b.cfg.Dests {
 		left.Add(1)
 		done := func(nstack.LinkResolutionResult) {
 			left.Add(-1)
 			b.st.EP.Interrupt()
 		}
-		switch terr := b.st.NS.GetLinkAddress(stack.NICID, tcpip.AddrFrom4(d.Addr().As4()), local, ipv4.ProtocolNumber, done); terr.(type) {
+		switch terr := b.st.NS.GetLinkAddress(stack.NICID, stack.Addr(d.Addr()), local, b.st.Proto(), done); terr.(type) {
 		case nil, *tcpip.ErrWouldBlock:
 		default:
 			return fmt.Errorf("tcp: resolve %s: %w", d, goErr(terr))

@@ -914,14 +914,22 @@ func TestLingerCountsUnacked(t *testing.T) { engines(t, testLingerCountsUnacked)
 // wants to.
 func echoPair(t *testing.T, opts Options) (srv, cli *Backend, pb *memio.Port, stop func()) {
 	t.Helper()
+	return echoPairFraming(t, opts, dgramio.FramingU16)
+}
+
+// echoPairFraming is echoPair with both ends in framing f.
+func echoPairFraming(t *testing.T, opts Options, f dgramio.Framing) (srv, cli *Backend, pb *memio.Port, stop func()) {
+	t.Helper()
 	pa, pb := memio.NewPair(memio.Options{})
-	srv, err := NewOverFrameIO(serverConfig(), pa, Options{})
+	sc, cc := serverConfig(), clientConfig()
+	sc.Framing, cc.Framing = f, f
+	srv, err := NewOverFrameIO(sc, pa, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := startPoller(srv, echo(t, srv))
 	stop = func() { p.stop(); srv.Close() }
-	cli, err = NewOverFrameIO(clientConfig(), pb, opts)
+	cli, err = NewOverFrameIO(cc, pb, opts)
 	if err != nil {
 		stop()
 		t.Fatal(err)
@@ -950,6 +958,57 @@ func testLingerCountsUnacked(t *testing.T) {
 		}
 		n, _ := cli.Rx(pkts)
 		got += n
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	pb.SetImpairment(memio.Impairment{Loss: 1})
+	for i := 0; i < lost; i++ {
+		if cli.Queue(msg) != nil {
+			t.Fatalf("Queue %d refused", i)
+		}
+	}
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if s := cli.Stats(); s.TxSent != acked+lost {
+		t.Fatalf("before Close: TxSent %d, want %d (taken by the engine)", s.TxSent, acked+lost)
+	}
+	cli.Close()
+	if s := cli.Stats(); s.TxSent != acked || s.TxDropped != lost {
+		t.Errorf("after Close: TxSent %d TxDropped %d, want %d and %d", s.TxSent, s.TxDropped, acked, lost)
+	}
+}
+
+// TestLingerCountsUnackedRaw: TestLingerCountsUnacked in raw framing
+// (dgramio.FramingRaw), where a "record" is one QueueTo's append: the
+// appends whose first byte the peer never acknowledged move from TxSent to
+// TxDropped at Close, on either engine (RFC 9293 §3.10.4: the reset of
+// ABORT drops them).
+func TestLingerCountsUnackedRaw(t *testing.T) { engines(t, testLingerCountsUnackedRaw) }
+
+func testLingerCountsUnackedRaw(t *testing.T) {
+	_, cli, pb, _ := echoPairFraming(t, Options{Linger: 50 * time.Millisecond}, dgramio.FramingRaw)
+	const acked, lost, size = 5, 10, 100
+	msg := make([]byte, size)
+	for i := 0; i < acked; i++ {
+		if cli.Queue(msg) != nil {
+			t.Fatalf("Queue %d refused", i)
+		}
+	}
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pkts := make([]dgramio.Packet, 16)
+	got := 0
+	for deadline := time.Now().Add(20 * time.Second); got < acked*size; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d bytes echoed", got, acked*size)
+		}
+		n, _ := cli.Rx(pkts)
+		for _, p := range pkts[:n] {
+			got += len(p.Data)
+		}
 		if n == 0 {
 			time.Sleep(time.Millisecond)
 		}

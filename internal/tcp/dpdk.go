@@ -154,6 +154,10 @@ func NewDPDKGroup(cfg dgramio.Config) (dgramio.QueueGroup, error) {
 		return nil, err
 	}
 	g := &dpdkGroup{cfg: cfg, port: port, slots: queues.NewSlots(cfg.Queues)}
+	if err := checkGroup6(cfg); err != nil {
+		g.Close()
+		return nil, err
+	}
 	info := port.Info()
 	if err := CheckDPDKAddr(info, cfg.LocalIP); err != nil {
 		g.Close()

@@ -69,6 +69,9 @@ func nativeOptions(cfg dgramio.Config, t Tuning, opts Options) native.Options {
 		NoSACK:     !t.SACK,
 		Congestion: native.NewReno,
 		SYNBacklog: listenBacklog,
+		// Config.TCP.NoModerate: the window at RecvBuf from the start
+		// (docs/memory.md).
+		NoBufferTuning: !t.Moderate,
 	}
 	if opts.ARPShare != nil {
 		o.ARPShare = &opts.ARPShare.nat // a reply on one queue is known to all
@@ -76,6 +79,11 @@ func nativeOptions(cfg dgramio.Config, t Tuning, opts Options) native.Options {
 	// Like the netstack backend, which sends to every peer on the link,
 	// the engine then has no gateway: every address is on the link.
 	o.AllOnLink = o.PrefixLen == 0
+	if cfg.IPv6() { // an IPv6 engine: LocalIP is its Addr6, no IPv4 address
+		o.Addr, o.Addr6 = netip.Addr{}, cfg.LocalIP
+		o.PrefixLen, o.PrefixLen6 = 0, opts.PrefixLen
+		o.Gateway, o.Gateway6 = netip.Addr{}, opts.Gateway
+	}
 	if o.MinRTO > native.DefaultMaxRTO {
 		o.MaxRTO = o.MinRTO
 	}
@@ -557,4 +565,15 @@ var nativeErrnos = [...]struct {
 // directions (the engine reports an orderly FIN as io.EOF).
 func nativePeerError(err error) error {
 	return &dgramio.PeerError{Reset: true, Err: nativeGoErr(err)}
+}
+
+// checkGroup6 refuses an IPv6 client with several queues: a queue's
+// connections would pick source ports by an IPv4 hash (stack.SourcePorts)
+// and the neighbour advertisements that answer a queue's solicitation
+// reach one queue only (ARPShare passes ARP replies, not NDP).
+func checkGroup6(cfg dgramio.Config) error {
+	if cfg.IPv6() && cfg.Role == dgramio.RoleClient && cfg.Queues > 1 {
+		return &dgramio.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "an IPv6 client of tcp-xdp or tcp-dpdk runs on one queue: the queues do not share neighbour advertisements nor steer IPv6 source ports yet"}
+	}
+	return nil
 }

@@ -64,12 +64,11 @@ type Tuning struct {
 const DefaultDelayedACK = 5 * time.Millisecond
 
 // Which knob each engine takes. Both: NoDelay, SendBuf, RecvBuf,
-// Congestion, SACK, MinRTO, MaxRetries. Netstack only: RACK (the native
-// engine recovers by SACK, RFC 6675, and NewReno: RACK on is an error
-// there) and Moderate (the native engine's receive window is RecvBuf from
-// the start; Moderate, on by default, is ignored there). Native only:
-// DelayedACK and MaxConns (positive with netstack is an error).
-// ValidateFor says so.
+// Congestion, SACK, MinRTO, MaxRetries, Moderate (on the native engine,
+// off is native.Options.NoBufferTuning: the window starts at RecvBuf).
+// Netstack only: RACK (the native engine recovers by SACK, RFC 6675, and
+// NewReno: RACK on is an error there). Native only: DelayedACK and
+// MaxConns (positive with netstack is an error). ValidateFor says so.
 
 // ModerateStart is where a moderated receive buffer starts (or RecvBuf, if
 // smaller): Linux's default tcp_rmem[1] of 128 KiB.

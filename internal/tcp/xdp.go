@@ -217,7 +217,10 @@ func engineName(cfg dgramio.Config) string {
 
 // attachTCP attaches the TCP program for cfg's queues first..first+n-1:
 // every frame to cfg.LocalIP, and ARP, goes to the sockets; SYNs to it
-// are limited per CPU by cfg.XDP.SYNRate and SYNBurst.
+// are limited per CPU by cfg.XDP.SYNRate and SYNBurst. An IPv6 LocalIP
+// (the native engine's) takes every IPv6 frame to it and the neighbour
+// solicitations for it instead (xdpprog.Objects.SetHost6), and IPv4
+// then passes to the kernel unless it is for cfg.Port.
 func attachTCP(cfg dgramio.Config, first, n int) (*afxdp.Program, error) {
 	rate, burst := cfg.XDP.SYNRate, cfg.XDP.SYNBurst
 	switch {
@@ -336,6 +339,9 @@ func newXDPGroup(cfg dgramio.Config) (*xdpGroup, error) {
 		return nil, err
 	}
 	if err := checkKernelAddr(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkGroup6(cfg); err != nil {
 		return nil, err
 	}
 	prog, err := attachTCP(cfg, cfg.XDP.QueueID, cfg.Queues)

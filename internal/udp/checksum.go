@@ -44,3 +44,24 @@ func UDPChecksum(src, dst [4]byte, u []byte) uint16 {
 	}
 	return c
 }
+
+// pseudoSum6 is the sum of the IPv6 pseudo-header of UDP (RFC 8200 §8.1):
+// the addresses, the upper-layer length and the next header (17).
+func pseudoSum6(src, dst *[16]byte, udpLen int) uint64 {
+	return Sum(Sum(0, src[:]), dst[:]) + ProtoUDP + uint64(udpLen)
+}
+
+// UDPChecksum6 returns the value of the checksum field for the UDP header
+// and payload u (its checksum field taken as zero) between the IPv6
+// addresses src and dst, with 0 sent as 0xffff: over IPv6 the checksum is
+// mandatory (RFC 8200 §8.1), 0 is never sent and never accepted.
+func UDPChecksum6(src, dst [16]byte, u []byte) uint16 {
+	acc := pseudoSum6(&src, &dst, len(u))
+	acc = Sum(acc, u[0:6])
+	acc = Sum(acc, u[8:])
+	c := ^Fold(acc)
+	if c == 0 {
+		c = 0xffff
+	}
+	return c
+}

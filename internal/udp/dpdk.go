@@ -8,16 +8,20 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/dpdk"
 	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/arp"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/ifaddr"
 	"github.com/dgramio/dgramio/internal/kindcfg"
+	"github.com/dgramio/dgramio/internal/ndp"
 	"github.com/dgramio/dgramio/internal/queues"
 )
 
@@ -113,10 +117,11 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 			mode += " (kernel sink socket)"
 		}
 	}
-	h, err := arp.New(port, arp.Config{MAC: port.MAC(), Addr: cfg.LocalIP, Iface: name})
+	nbARP, nbNDP, nbClose, err := dpdkNeighbours(port, cfg, name, info.Iface)
 	if err != nil {
 		return nil, err
 	}
+	undo = append(undo, nbClose)
 	nl, hop, err := dpdkNextHop(cfg, info.Iface)
 	if err != nil {
 		return nil, err
@@ -126,10 +131,12 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 	}
 	opts := RawOptions{
 		Mode:    mode,
-		ARP:     h,
+		ARP:     nbARP,
+		NDP:     nbNDP,
 		NextHop: hop,
 		OnClose: func() error {
 			var errs []error
+			nbClose()
 			if sink != nil {
 				errs = append(errs, sink.Close())
 			}
@@ -149,6 +156,43 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 	}
 	undo = nil
 	return r, nil
+}
+
+// dpdkNeighbours returns the handler that owns neighbour resolution on a
+// DPDK port for cfg: package arp for IPv4, package ndp for IPv6 (which
+// answers solicitations for LocalIP and our link-local address). On a
+// vdev (iface set) the ndp handler first consults the kernel's IPv6
+// neighbour table of the interface, through a netlink handle that close
+// releases (close is never nil).
+func dpdkNeighbours(port frameio.FrameIO, cfg dgramio.Config, name, iface string) (*arp.Handler, *ndp.Handler, func(), error) {
+	if !cfg.IPv6() {
+		h, err := arp.New(port, arp.Config{MAC: port.MAC(), Addr: cfg.LocalIP, Iface: name})
+		return h, nil, func() {}, err
+	}
+	nc := ndp.Config{MAC: port.MAC(), Addr: cfg.LocalIP, Iface: name}
+	closeFn := func() {}
+	if iface != "" {
+		if ifc, err := net.InterfaceByName(iface); err == nil {
+			if nl, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
+				var once sync.Once
+				var mu sync.Mutex
+				closeFn = func() { once.Do(func() { mu.Lock(); nl.Close(); nl = nil; mu.Unlock() }) }
+				nc.Kernel = func(addr netip.Addr) ([6]byte, bool) {
+					mu.Lock()
+					defer mu.Unlock()
+					if nl == nil {
+						return [6]byte{}, false
+					}
+					return kernelNeigh(nl, ifc.Index, addr)
+				}
+			}
+		}
+	}
+	h, err := ndp.New(port, nc)
+	if err != nil {
+		closeFn()
+	}
+	return nil, h, closeFn, err
 }
 
 // dpdkNextHop returns the RawOptions.NextHop of a DPDK port: from
@@ -171,7 +215,11 @@ func openSink(cfg dgramio.Config) (*net.UDPConn, error) {
 	if cfg.Role == dgramio.RoleClient && cfg.LocalPort != 0 {
 		port = cfg.LocalPort
 	}
-	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(cfg.LocalIP, port)))
+	network := "udp4"
+	if cfg.IPv6() {
+		network = "udp6"
+	}
+	c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(cfg.LocalIP, port)))
 	if err != nil {
 		return nil, fmt.Errorf("udp: dpdk: kernel sink socket on %v:%d (net_af_packet with the address on the kernel's interface; take the address off, or free the port): %w", cfg.LocalIP, port, err)
 	}
@@ -252,7 +300,7 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 	if name == "" {
 		name = info.Name
 	}
-	h, err := arp.New(port, arp.Config{MAC: port.MAC(), Addr: qc.LocalIP, Iface: name})
+	nbARP, nbNDP, nbClose, err := dpdkNeighbours(port, qc, name, info.Iface)
 	if err != nil {
 		port.Close()
 		th.Release()
@@ -265,8 +313,10 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 	base := mode
 	mode += fmt.Sprintf(", queue %d of %d", q, g.cfg.Queues)
 	// NewRaw closes the port itself on error.
-	r, err := NewRaw(qc, port, RawOptions{Mode: mode, ARP: h, NextHop: g.hop, OnClose: th.Release})
+	r, err := NewRaw(qc, port, RawOptions{Mode: mode, ARP: nbARP, NDP: nbNDP, NextHop: g.hop,
+		OnClose: func() error { nbClose(); return th.Release() }})
 	if err != nil {
+		nbClose()
 		th.Release()
 		return nil, noRouteHint(err, g.hop)
 	}

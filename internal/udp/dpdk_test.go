@@ -75,83 +75,147 @@ func icmpStat(t *testing.T, h *testhost.Host, name string) uint64 {
 	return v
 }
 
+// icmp6Stat reads a counter of /proc/net/snmp6 ("Icmp6InDestUnreachs")
+// in h's namespace.
+func icmp6Stat(t *testing.T, h *testhost.Host, name string) uint64 {
+	t.Helper()
+	var v uint64
+	err := h.Do(func() error {
+		f, err := os.Open("/proc/thread-self/net/snmp6")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if fields := strings.Fields(s.Text()); len(fields) == 2 && fields[0] == name {
+				v, err = strconv.ParseUint(fields[1], 10, 64)
+				return err
+			}
+		}
+		return fmt.Errorf("no %s in snmp6", name)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// unreachables reads B's count of ICMP (ICMPv6) destination unreachable
+// received.
+func (f vethFamily) unreachables(t *testing.T, h *testhost.Host) uint64 {
+	if f.v6 {
+		return icmp6Stat(t, h, "Icmp6InDestUnreachs")
+	}
+	return icmpStat(t, h, "InDestUnreachs")
+}
+
+// neighbourFrames sums the counters of layer (arp or ndp) that count the
+// frames the handler took: each such frame is counted once in one of them.
+func neighbourFrames(s dgramio.Stats, layer string) uint64 {
+	var n uint64
+	for _, c := range s.Layers {
+		if c.Layer != layer {
+			continue
+		}
+		switch {
+		case c.Name == "requests_in", c.Name == "replies_in", c.Name == "solicits_in", c.Name == "adverts_in",
+			c.Name == "ignored", c.Name == "dup_addr", c.Name == "malformed", strings.HasPrefix(c.Name, "malformed_"):
+			n += c.Value
+		}
+	}
+	return n
+}
+
 // TestDPDKEchoKernelPeer: 10k messages from the dpdk kind on A to a kernel
-// UDP echo server on B and back, over net_af_xdp and net_af_packet. ARP
-// goes both ways through arp/: A resolves B with its own request, and B's
-// kernel, made to forget A, asks for A and gets arp/'s answer. On
+// UDP echo server on B and back, over net_af_xdp and net_af_packet, over
+// IPv4 and IPv6. Address resolution goes both ways through arp/ (ndp/ for
+// IPv6, RFC 4861 §7.2.2 and §7.2.4): A resolves B with its own request,
+// and B's kernel, made to forget A, asks for A and gets our answer. On
 // net_af_packet A's kernel keeps the address and sees every datagram: the
 // sink socket keeps it from answering with ICMP port unreachable.
 func TestDPDKEchoKernelPeer(t *testing.T) {
 	for _, driver := range []string{"net_af_xdp", "net_af_packet"} {
-		t.Run(driver, func(t *testing.T) {
-			testutil.RequireRoot(t)
-			p := hosttest.New(t, testhost.Options{})
-			kernelEcho(t, p.B, 5000)
-			if err := p.B.DelNeigh(p.A.Addr); err != nil {
-				t.Fatal(err)
-			}
-			unreachBefore := icmpStat(t, p.B, "InDestUnreachs")
-			b := openDPDK(t, p.A, driver, dgramio.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
-				Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000})
-			s := b.Stats()
-			if !strings.HasPrefix(s.Mode, "dpdk "+driver) {
-				t.Fatalf("mode %q", s.Mode)
-			}
-			wantARP(t, s, "requests_out", "replies_in") // A resolved B
-			// B's kernel learnt A from our request; make it forget, so
-			// its echoes need an ARP request that arp/ answers.
-			if err := p.B.DelNeigh(p.A.Addr); err != nil {
-				t.Fatal(err)
-			}
-			const n = 10000
-			got := echoRun(t, b, n, 100, 64)
-			s = b.Stats()
-			t.Logf("mode %q, echoed %d, stats %+v", s.Mode, got, s)
-			if got != n {
-				t.Fatalf("%d of %d echoes", got, n)
-			}
-			if s.TxSent != n || s.RxDelivered != n || s.Lost() != 0 || s.TxDropped != 0 {
-				t.Fatalf("TxSent %d RxDelivered %d Lost %d TxDropped %d", s.TxSent, s.RxDelivered, s.Lost(), s.TxDropped)
-			}
-			wantARP(t, s, "requests_in", "replies_out") // B's kernel asked for A
-			if mac, _, err := p.B.Neigh(p.A.Addr); err != nil || !bytes.Equal(mac, p.A.MAC) {
-				t.Fatalf("B's kernel holds %v for A (%v), want %v", mac, err, p.A.MAC)
-			}
-			// Every frame the port delivered was a datagram of ours, an
-			// ARP frame, or counted as filtered.
-			rx, _ := s.Counter("frameio", "rx_frames")
-			arpIn, _ := s.Counter("arp", "requests_in")
-			arpRep, _ := s.Counter("arp", "replies_in")
-			arpIgn, _ := s.Counter("arp", "ignored")
-			if rx != s.RxDelivered+s.RxFiltered+s.RxMalformed+s.RxBadChecksum+arpIn+arpRep+arpIgn {
-				t.Errorf("rx_frames %d != delivered %d + filtered %d + malformed %d + bad checksum %d + ARP %d/%d/%d",
-					rx, s.RxDelivered, s.RxFiltered, s.RxMalformed, s.RxBadChecksum, arpIn, arpRep, arpIgn)
-			}
-			if u := icmpStat(t, p.B, "InDestUnreachs") - unreachBefore; u != 0 {
-				t.Errorf("B got %d ICMP destination unreachable from A's kernel", u)
-			}
-			if err := b.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := b.Rx(make([]dgramio.Packet, 1)); !errors.Is(err, net.ErrClosed) {
-				t.Fatalf("Rx after Close: %v", err)
-			}
-			l, err := p.A.Link()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if x := l.Attrs().Xdp; x != nil && x.Attached {
-				t.Fatal("XDP program left on the interface after Close")
-			}
-			if on, _ := p.A.Promisc(); on {
-				t.Fatal("interface left promiscuous")
-			}
-			if dir := dpdk.RuntimeDir(); dir != "" {
-				if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-					t.Fatalf("%s left behind", dir)
-				}
-			}
-		})
+		for _, f := range vethFamilies {
+			t.Run(driver+"/"+f.name, func(t *testing.T) { testDPDKEchoKernelPeer(t, driver, f) })
+		}
+	}
+}
+
+func testDPDKEchoKernelPeer(t *testing.T, driver string, f vethFamily) {
+	testutil.RequireRoot(t)
+	p := f.pair(t)
+	aAddr, bAddr := f.addr(p.A), f.addr(p.B)
+	kernelEchoAt(t, p.B, bAddr, 5000)
+	if err := p.B.DelNeigh(aAddr); err != nil {
+		t.Fatal(err)
+	}
+	// A's kernel must not know B either: ndp/ asks the kernel's table
+	// of a vdev's interface first.
+	if err := p.A.DelNeigh(bAddr); err != nil {
+		t.Fatal(err)
+	}
+	unreachBefore := f.unreachables(t, p.B)
+	b := openDPDK(t, p.A, driver, dgramio.Config{Iface: p.A.Iface, LocalIP: aAddr,
+		Dests: []netip.AddrPort{netip.AddrPortFrom(bAddr, 5000)}, Port: 5000})
+	s := b.Stats()
+	if !strings.HasPrefix(s.Mode, "dpdk "+driver) {
+		t.Fatalf("mode %q", s.Mode)
+	}
+	layer, names := f.neighbours()
+	wantLayer(t, s, layer, names[0], names[1]) // A resolved B
+	// B's kernel learnt A from our request; make it forget, so
+	// its echoes need a request that arp/ (ndp/) answers.
+	if err := p.B.DelNeigh(aAddr); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10000
+	got := echoRun(t, b, n, 100, 64)
+	s = b.Stats()
+	t.Logf("mode %q, echoed %d, stats %+v", s.Mode, got, s)
+	if got != n {
+		t.Fatalf("%d of %d echoes", got, n)
+	}
+	// Every datagram made the round trip: pathLost leaves out the
+	// kernel's own frames that its interface dropped.
+	if s.TxSent != n || s.RxDelivered != n || pathLost(s) != 0 || s.TxDropped != 0 {
+		t.Fatalf("TxSent %d RxDelivered %d Lost %d (of the path %d) TxDropped %d", s.TxSent, s.RxDelivered, s.Lost(), pathLost(s), s.TxDropped)
+	}
+	wantLayer(t, s, layer, names[2], names[3]) // B's kernel asked for A
+	if mac, _, err := p.B.Neigh(aAddr); err != nil || !bytes.Equal(mac, p.A.MAC) {
+		t.Fatalf("B's kernel holds %v for A (%v), want %v", mac, err, p.A.MAC)
+	}
+	// Every frame the port delivered was a datagram of ours, a
+	// neighbour protocol frame, or counted as filtered.
+	rx, _ := s.Counter("frameio", "rx_frames")
+	nb := neighbourFrames(s, layer)
+	if rx != s.RxDelivered+s.RxFiltered+s.RxMalformed+s.RxBadChecksum+nb {
+		t.Errorf("rx_frames %d != delivered %d + filtered %d + malformed %d + bad checksum %d + %s %d",
+			rx, s.RxDelivered, s.RxFiltered, s.RxMalformed, s.RxBadChecksum, layer, nb)
+	}
+	if u := f.unreachables(t, p.B) - unreachBefore; u != 0 {
+		t.Errorf("B got %d ICMP destination unreachable from A's kernel", u)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Rx(make([]dgramio.Packet, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Rx after Close: %v", err)
+	}
+	l, err := p.A.Link()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := l.Attrs().Xdp; x != nil && x.Attached {
+		t.Fatal("XDP program left on the interface after Close")
+	}
+	if on, _ := p.A.Promisc(); on {
+		t.Fatal("interface left promiscuous")
+	}
+	if dir := dpdk.RuntimeDir(); dir != "" {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s left behind", dir)
+		}
 	}
 }
 
@@ -215,14 +279,23 @@ func TestDPDKServerFiltersOtherPorts(t *testing.T) {
 // TestDPDKServerSendsFirst: a dpdk server answers nobody yet; its first
 // datagram goes to a kernel peer it resolves with ARP on the poll loop,
 // without waiting in QueueTo (RFC 826: request broadcast, reply learnt).
-func TestDPDKServerSendsFirst(t *testing.T) {
+//
+// Over IPv6 ndp/ solicits B on the poll loop (RFC 4861 §7.2.2) and B's
+// advertisement gives its MAC.
+func TestDPDKServerSendsFirst(t *testing.T) { forVethFamilies(t, testDPDKServerSendsFirst) }
+
+func testDPDKServerSendsFirst(t *testing.T, f vethFamily) {
 	testutil.RequireRoot(t)
-	p := hosttest.New(t, testhost.Options{})
-	b := openDPDK(t, p.A, "net_af_xdp", dgramio.Config{Iface: p.A.Iface, LocalIP: p.A.Addr,
+	p := f.pair(t)
+	if err := p.A.DelNeigh(f.addr(p.B)); err != nil { // not from the kernel's table
+		t.Fatal(err)
+	}
+	b := openDPDK(t, p.A, "net_af_xdp", dgramio.Config{Iface: p.A.Iface, LocalIP: f.addr(p.A),
 		Role: dgramio.RoleServer, Port: 5000})
-	serverSendsFirst(t, b, p.B, p.B.Addr)
-	if s := b.Stats(); counter(t, s, "arp", "replies_in") != 1 {
-		t.Fatalf("arp replies_in %v", s.Layers)
+	serverSendsFirst(t, b, p.B, f.addr(p.B))
+	layer, names := f.neighbours()
+	if s := b.Stats(); counter(t, s, layer, names[1]) != 1 {
+		t.Fatalf("%s %s %v", layer, names[1], s.Layers)
 	}
 }
 

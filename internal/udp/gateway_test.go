@@ -28,9 +28,13 @@ type gatewaySent struct {
 // for itself) and reports every IPv4 frame it receives.
 func runGateway(t *testing.T, p *memio.Port, gw netip.Addr) <-chan gatewaySent {
 	t.Helper()
-	h, err := arp.New(p, arp.Config{MAC: p.MAC(), Addr: gw, Iface: "memio gateway"})
-	if err != nil {
-		t.Fatal(err)
+	opts, _, _ := neighboursFor(t, p, gw, "memio gateway")
+	var h interface {
+		Handle([]byte) bool
+		Flush() error
+	} = opts.ARP
+	if opts.NDP != nil {
+		h = opts.NDP
 	}
 	got := make(chan gatewaySent, 64)
 	stop := make(chan struct{})
@@ -48,10 +52,18 @@ func runGateway(t *testing.T, p *memio.Port, gw netip.Addr) <-chan gatewaySent {
 			p.Wait(ctx)
 			cancel()
 			p.RxFrames(32, func(f []byte) {
-				if h.Handle(f) || len(f) < EthernetLen+20 || Ethernet(f).Type() != EtherIPv4 {
+				if h.Handle(f) || len(f) < EthernetLen+IPv6Len {
 					return
 				}
-				dst, _ := netip.AddrFromSlice(f[EthernetLen+16 : EthernetLen+20])
+				var dst netip.Addr
+				switch Ethernet(f).Type() {
+				case EtherIPv4:
+					dst, _ = netip.AddrFromSlice(f[EthernetLen+16 : EthernetLen+20])
+				case EtherIPv6:
+					dst = IPv6(f[EthernetLen:]).Dst()
+				default:
+					return
+				}
 				select {
 				case got <- gatewaySent{append(net.HardwareAddr(nil), Ethernet(f).Dst()...), dst}:
 				default:
@@ -72,11 +84,21 @@ func runGateway(t *testing.T, p *memio.Port, gw netip.Addr) <-chan gatewaySent {
 // The Dest of a client resolves so at construction, and a server's
 // QueueTo to an off-link address never heard from does so on the poll
 // loop (the asynchronous resolver).
+//
+// Over IPv6 the same holds with neighbour discovery (RFC 4861 §5.2: the
+// next hop of an off-link destination is a router).
 func TestOffLinkPeerGoesToGateway(t *testing.T) {
-	gw := netip.MustParseAddr("198.18.0.254")
-	far := netip.MustParseAddr("198.19.7.7")
+	forFamilies(t, testOffLinkPeerGoesToGateway)
+}
+
+func testOffLinkPeerGoesToGateway(t *testing.T, f family) {
+	gw, far, prefix := netip.MustParseAddr("198.18.0.254"), netip.MustParseAddr("198.19.7.7"), 24
+	if f.a.Is6() {
+		gw, far, prefix = netip.MustParseAddr("2001:2::fe"), netip.MustParseAddr("2001:2:0:77::7"), 64
+	}
+	ipA := f.a
 	cfg := dgramio.Config{Kind: dgramio.KindDPDK, LocalIP: ipA, Port: 5000, LocalPort: 40000,
-		DPDK: dgramio.DPDKOptions{PCI: "0000:03:00.0", PrefixLen: 24, Gateway: gw}}
+		DPDK: dgramio.DPDKOptions{PCI: "0000:03:00.0", PrefixLen: prefix, Gateway: gw}}
 	open := func(t *testing.T, c dgramio.Config) (*Raw, <-chan gatewaySent) {
 		t.Helper()
 		if _, err := c.Prepare(); err != nil {
@@ -84,11 +106,9 @@ func TestOffLinkPeerGoesToGateway(t *testing.T) {
 		}
 		a, b := memio.NewPair(memio.Options{})
 		got := runGateway(t, b, gw)
-		h, err := arp.New(a, arp.Config{MAC: a.MAC(), Addr: ipA, Iface: "memio A", Interval: 50 * time.Millisecond, Retries: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := NewRaw(c, a, RawOptions{ARP: h, NextHop: gatewayNextHop(c)})
+		o, _, _ := neighboursFor(t, a, ipA, "memio A")
+		o.NextHop = gatewayNextHop(c)
+		r, err := NewRaw(c, a, o)
 		if err != nil {
 			t.Fatalf("NewRaw: %v", err)
 		}

@@ -11,12 +11,16 @@ const (
 	EthernetLen  = 14 // destination MAC, source MAC, EtherType
 	IPv4Len      = 20 // IPv4 header without options (IHL 5)
 	UDPLen       = 8
-	HeaderLen    = EthernetLen + IPv4Len + UDPLen // 42: the template's length
+	HeaderLen    = EthernetLen + IPv4Len + UDPLen // 42: the template's length for IPv4
+	IPv6Len      = 40                             // the IPv6 fixed header (RFC 8200 §3)
+	HeaderLen6   = EthernetLen + IPv6Len + UDPLen // 62: the template's length for IPv6
 	EtherIPv4    = 0x0800
+	EtherIPv6    = 0x86dd
 	EtherARP     = 0x0806
 	EtherVLAN    = 0x8100 // IEEE 802.1Q tag
 	EtherQinQ    = 0x88a8 // IEEE 802.1ad outer tag
 	ProtoUDP     = 17
+	ProtoICMPv6  = 58
 	DefaultTTL   = 64
 	ipFlagDF     = 0x4000
 	ipFlagMF     = 0x2000
@@ -27,7 +31,26 @@ const (
 // carries without options: mtu - 28.
 func MaxPayload(mtu int) int { return mtu - IPv4Len - UDPLen }
 
-// FrameLen returns the length of the frame carrying payloadLen bytes,
+// MaxPayloadFor returns the largest UDP payload a packet of mtu bytes
+// carries: mtu - 28 for IPv4 (no options), mtu - 48 for IPv6 (no
+// extension header).
+func MaxPayloadFor(mtu int, ipv6 bool) int {
+	if ipv6 {
+		return mtu - IPv6Len - UDPLen
+	}
+	return MaxPayload(mtu)
+}
+
+// HeaderLenFor returns the length of the headers of a frame of the
+// family: HeaderLen (42) for IPv4, HeaderLen6 (62) for IPv6.
+func HeaderLenFor(ipv6 bool) int {
+	if ipv6 {
+		return HeaderLen6
+	}
+	return HeaderLen
+}
+
+// FrameLen returns the length of the IPv4 frame carrying payloadLen bytes,
 // before padding: HeaderLen + payloadLen.
 func FrameLen(payloadLen int) int { return HeaderLen + payloadLen }
 
@@ -88,6 +111,42 @@ func (h IPv4) Src() netip.Addr { return netip.AddrFrom4([4]byte(h[12:16])) }
 
 // Dst returns the destination address.
 func (h IPv4) Dst() netip.Addr { return netip.AddrFrom4([4]byte(h[16:20])) }
+
+// IPv6 is a view of an IPv6 fixed header (RFC 8200 §3) and what follows.
+// Its accessors assume len >= IPv6Len.
+type IPv6 []byte
+
+// Version returns the version field (6 for IPv6).
+func (h IPv6) Version() uint8 { return h[0] >> 4 }
+
+// PayloadLen returns the payload length field: what follows the fixed
+// header.
+func (h IPv6) PayloadLen() int { return int(binary.BigEndian.Uint16(h[4:6])) }
+
+// NextHeader returns the type of the header after the fixed one (17 for
+// UDP).
+func (h IPv6) NextHeader() uint8 { return h[6] }
+
+// HopLimit returns the hop limit.
+func (h IPv6) HopLimit() uint8 { return h[7] }
+
+// Src returns the source address.
+func (h IPv6) Src() netip.Addr { return netip.AddrFrom16([16]byte(h[8:24])) }
+
+// Dst returns the destination address.
+func (h IPv6) Dst() netip.Addr { return netip.AddrFrom16([16]byte(h[24:40])) }
+
+// isExtHeader reports whether nh is an IPv6 extension header type
+// (RFC 8200 §4, the IANA list of RFC 7045 §2): Hop-by-Hop, Routing,
+// Fragment, ESP, AH, Destination Options, Mobility, HIP, Shim6 and the
+// experimental 253 and 254.
+func isExtHeader(nh uint8) bool {
+	switch nh {
+	case 0, 43, 44, 50, 51, 60, 135, 139, 140, 253, 254:
+		return true
+	}
+	return false
+}
 
 // Header is a view of a UDP header and its payload. Its accessors assume
 // len >= UDPLen.

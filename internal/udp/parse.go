@@ -15,7 +15,8 @@ type Filter struct {
 	// MAC is our Ethernet address: frames to another (including broadcast
 	// and multicast) are not ours. nil: any.
 	MAC net.HardwareAddr
-	// Addr is our IPv4 address. The zero Addr: any.
+	// Addr is our IPv4 or IPv6 address: frames of the other family are
+	// not ours (OtherFamily). The zero Addr: any, of either family.
 	Addr netip.Addr
 	// Port is our UDP port. 0: any.
 	Port uint16
@@ -32,7 +33,8 @@ const (
 
 	// Not ours, seen and ignored (ClassFiltered).
 
-	// NotIPv4: another EtherType (ARP, IPv6, ...).
+	// NotIPv4: an EtherType other than IPv4 and IPv6 (ARP, ...). The
+	// name is the counter's since before IPv6.
 	NotIPv4
 	// VLAN: an 802.1Q or 802.1ad tagged frame. Our interface is untagged;
 	// a tagged frame belongs to a VLAN interface we are not, as the
@@ -43,8 +45,10 @@ const (
 	OtherMAC
 	// OtherProto: IPv4, but not UDP.
 	OtherProto
-	// OtherAddr: to another IPv4 address.
+	// OtherAddr: to another IP address.
 	OtherAddr
+	// OtherFamily: IPv6 to an IPv4 Filter.Addr, or IPv4 to an IPv6 one.
+	OtherFamily
 	// OtherPort: UDP to another port.
 	OtherPort
 
@@ -52,21 +56,32 @@ const (
 
 	// Short: shorter than the headers it claims.
 	Short
-	// BadVersion: EtherType IPv4 but the version field is not 4.
+	// BadVersion: EtherType IPv4 but the version field is not 4, or
+	// EtherType IPv6 and not 6.
 	BadVersion
 	// BadIHL: an IPv4 header length below 20 bytes.
 	BadIHL
 	// IPOptions: an IPv4 header with options (IHL > 5), which raw paths do
 	// not take. The XDP program leaves such packets to the kernel.
 	IPOptions
-	// Fragment: an IPv4 fragment; raw paths do not reassemble.
+	// Fragment: an IPv4 fragment, or an IPv6 packet whose first Next
+	// Header is a Fragment header; raw paths do not reassemble.
 	Fragment
-	// BadTotalLen: the IPv4 total length disagrees with the frame (longer
-	// than the frame, or shorter in a frame longer than the 60-byte
-	// minimum, where the rest cannot be padding).
+	// ExtHeader: an IPv6 packet with an extension header before UDP
+	// (RFC 8200 §4), which raw paths do not walk. The XDP program leaves
+	// such packets to the kernel.
+	ExtHeader
+	// BadTotalLen: the IPv4 total length or the IPv6 payload length
+	// disagrees with the frame (longer than the frame, or shorter in a
+	// frame longer than the 60-byte minimum, where the rest cannot be
+	// padding).
 	BadTotalLen
-	// BadUDPLen: the UDP length disagrees with the IPv4 total length.
+	// BadUDPLen: the UDP length disagrees with the IP length.
 	BadUDPLen
+	// ZeroUDPChecksum6: an IPv6 UDP datagram with checksum 0, which
+	// RFC 8200 §8.1 says to discard (over IPv6 the checksum is
+	// mandatory).
+	ZeroUDPChecksum6
 
 	// Damaged in flight (ClassBadChecksum).
 
@@ -82,9 +97,10 @@ const (
 
 var reasonNames = [numReasons]string{
 	OK: "ok", NotIPv4: "not_ipv4", VLAN: "vlan", OtherMAC: "other_mac", OtherProto: "other_proto",
-	OtherAddr: "other_addr", OtherPort: "other_port", Short: "short", BadVersion: "bad_version",
-	BadIHL: "bad_ihl", IPOptions: "ip_options", Fragment: "fragment", BadTotalLen: "bad_total_len",
-	BadUDPLen: "bad_udp_len", BadIPChecksum: "bad_ip_checksum", BadUDPChecksum: "bad_udp_checksum",
+	OtherAddr: "other_addr", OtherFamily: "other_family", OtherPort: "other_port", Short: "short",
+	BadVersion: "bad_version", BadIHL: "bad_ihl", IPOptions: "ip_options", Fragment: "fragment",
+	ExtHeader: "ip6_ext_header", BadTotalLen: "bad_total_len", BadUDPLen: "bad_udp_len",
+	ZeroUDPChecksum6: "udp6_zero_checksum", BadIPChecksum: "bad_ip_checksum", BadUDPChecksum: "bad_udp_checksum",
 }
 
 // String returns the reason's counter name ("other_port", ...).
@@ -113,7 +129,7 @@ func (r Reason) Class() Class {
 		return ClassDelivered
 	case r <= OtherPort:
 		return ClassFiltered
-	case r <= BadUDPLen:
+	case r <= ZeroUDPChecksum6:
 		return ClassMalformed
 	default:
 		return ClassBadChecksum
@@ -133,20 +149,27 @@ type Datagram struct {
 }
 
 // Parse validates frame, an Ethernet II frame without FCS, as an IPv4/UDP
-// datagram that f accepts, and returns it with OK, or the first reason it
-// is not. Checks, in order: Ethernet header, EtherType (VLAN tags and
-// other types are not ours), destination MAC, IPv4 version, header length,
+// or IPv6/UDP datagram that f accepts, and returns it with OK, or the
+// first reason it is not. Checks, in order: Ethernet header, EtherType
+// (VLAN tags and other types are not ours), destination MAC, the family
+// (f.Addr's), then for IPv4: version, header length,
 // header checksum, protocol and destination address (not ours), options
 // and fragments (malformed for us), total length (the frame may carry
 // padding up to 60 bytes, not beyond), destination port (not ours), UDP
-// length, UDP checksum. Parse does not allocate and does not modify frame.
+// length, UDP checksum (0: none); for IPv6 (see parse6): version, next
+// header, destination address, payload length, destination port, UDP
+// length, UDP checksum (0 refused). Parse does not allocate and does not
+// modify frame.
 func Parse(frame []byte, f *Filter) (Datagram, Reason) {
 	if len(frame) < EthernetLen {
 		return Datagram{}, Short
 	}
 	eth := Ethernet(frame)
+	v6 := false
 	switch eth.Type() {
 	case EtherIPv4:
+	case EtherIPv6:
+		v6 = true
 	case EtherVLAN, EtherQinQ:
 		return Datagram{}, VLAN
 	default:
@@ -154,6 +177,12 @@ func Parse(frame []byte, f *Filter) (Datagram, Reason) {
 	}
 	if f.MAC != nil && !bytes.Equal(eth.Dst(), f.MAC) {
 		return Datagram{}, OtherMAC
+	}
+	if f.Addr.IsValid() && f.Addr.Is4() == v6 {
+		return Datagram{}, OtherFamily
+	}
+	if v6 {
+		return parse6(frame, f)
 	}
 	ip := IPv4(eth.Payload())
 	if len(ip) < IPv4Len {
@@ -209,6 +238,63 @@ func Parse(frame []byte, f *Filter) (Datagram, Reason) {
 		To:      netip.AddrPortFrom(dst, u.DstPort()),
 	}
 	copy(d.SrcMAC[:], eth.Src())
+	return d, OK
+}
+
+// parse6 is Parse for an IPv6 frame, after the Ethernet checks. The
+// datagram must follow the fixed header: an extension header first is
+// ExtHeader (Fragment for a Fragment header), after the address test, as
+// IPv4 options are. IPv6 has no header checksum; the UDP checksum covers
+// the addresses through the pseudo-header (RFC 8200 §8.1), and 0 is
+// refused.
+func parse6(frame []byte, f *Filter) (Datagram, Reason) {
+	ip := IPv6(frame[EthernetLen:])
+	if len(ip) < IPv6Len {
+		return Datagram{}, Short
+	}
+	if ip.Version() != 6 {
+		return Datagram{}, BadVersion
+	}
+	nh := ip.NextHeader()
+	if nh != ProtoUDP && !isExtHeader(nh) {
+		return Datagram{}, OtherProto
+	}
+	dst := ip.Dst()
+	if f.Addr.IsValid() && dst != f.Addr {
+		return Datagram{}, OtherAddr
+	}
+	switch {
+	case nh == 44:
+		return Datagram{}, Fragment
+	case nh != ProtoUDP:
+		return Datagram{}, ExtHeader
+	}
+	pl := ip.PayloadLen()
+	tl := IPv6Len + pl
+	if tl > len(ip) || pl < UDPLen || (len(frame) > pad.MinFrame && tl != len(ip)) {
+		return Datagram{}, BadTotalLen
+	}
+	u := Header(ip[IPv6Len:tl])
+	if f.Port != 0 && u.DstPort() != f.Port {
+		return Datagram{}, OtherPort
+	}
+	if u.Length() != len(u) {
+		return Datagram{}, BadUDPLen
+	}
+	if u.Checksum() == 0 {
+		return Datagram{}, ZeroUDPChecksum6
+	}
+	src := ip.Src()
+	s16, d16 := [16]byte(ip[8:24]), [16]byte(ip[24:40])
+	if ^Fold(Sum(pseudoSum6(&s16, &d16, len(u)), u)) != 0 {
+		return Datagram{}, BadUDPChecksum
+	}
+	d := Datagram{
+		Payload: u[UDPLen:],
+		From:    netip.AddrPortFrom(src, u.SrcPort()),
+		To:      netip.AddrPortFrom(dst, u.DstPort()),
+	}
+	copy(d.SrcMAC[:], frame[6:12])
 	return d, OK
 }
 

@@ -40,7 +40,7 @@ func TestParseVerdicts(t *testing.T) {
 			return f
 		}, ours, OK},
 		{"shorter than Ethernet", func() []byte { return good(100)[:13] }, ours, Short},
-		{"IPv6", func() []byte { f := good(100); f[12], f[13] = 0x86, 0xdd; return f }, ours, NotIPv4},
+		{"IPv6 EtherType to an IPv4 filter", func() []byte { f := good(100); f[12], f[13] = 0x86, 0xdd; return f }, ours, OtherFamily},
 		{"ARP", func() []byte { f := good(100); f[12], f[13] = 0x08, 0x06; return f }, ours, NotIPv4},
 		{"802.1Q tag", func() []byte { f := good(100); f[12], f[13] = 0x81, 0x00; return f }, ours, VLAN},
 		{"802.1ad tag", func() []byte { f := good(100); f[12], f[13] = 0x88, 0xa8; return f }, ours, VLAN},

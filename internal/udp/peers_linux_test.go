@@ -121,7 +121,7 @@ func serverSendsFirst(t *testing.T, b dgramio.Backend, h *testhost.Host, addr ne
 	var conn *net.UDPConn
 	if err := h.Do(func() error {
 		var err error
-		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: addr.AsSlice(), Port: 6000})
+		conn, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 6000)))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func serverSendsFirst(t *testing.T, b dgramio.Backend, h *testhost.Host, addr ne
 			if s != "first word" {
 				t.Fatalf("peer got %q", s)
 			}
-			if st := b.Stats(); st.TxSent != 1 || st.Lost() != 0 {
+			if st := b.Stats(); st.TxSent != 1 || pathLost(st) != 0 {
 				t.Fatalf("stats %+v", st)
 			}
 			return
@@ -175,16 +175,19 @@ func serverSendsFirst(t *testing.T, b dgramio.Backend, h *testhost.Host, addr ne
 }
 
 // TestXDPServerSendsFirst: the neighbour table lacks the peer; the kernel
-// resolves it on request while the poll loop runs.
-func TestXDPServerSendsFirst(t *testing.T) {
+// resolves it on request (ARP, or its neighbour solicitation over IPv6)
+// while the poll loop runs.
+func TestXDPServerSendsFirst(t *testing.T) { forVethFamilies(t, testXDPServerSendsFirst) }
+
+func testXDPServerSendsFirst(t *testing.T, f vethFamily) {
 	testutil.RequireRoot(t)
-	p := hosttest.New(t, testhost.Options{})
-	if err := p.A.DelNeigh(p.B.Addr); err != nil {
+	p := f.pair(t)
+	if err := p.A.DelNeigh(f.addr(p.B)); err != nil {
 		t.Fatal(err)
 	}
 	b := openXDP(t, p.A, dgramio.Config{Kind: dgramio.KindXDP, Role: dgramio.RoleServer, Iface: p.A.Iface,
-		LocalIP: p.A.Addr, Port: 5000})
-	serverSendsFirst(t, b, p.B, p.B.Addr)
+		LocalIP: f.addr(p.A), Port: 5000})
+	serverSendsFirst(t, b, p.B, f.addr(p.B))
 }
 
 // behindB gives B a second address, in a network A reaches through B

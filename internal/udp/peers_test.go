@@ -14,6 +14,7 @@ import (
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/arp"
+	"github.com/dgramio/dgramio/internal/ndp"
 )
 
 // peerAt is the i-th of many clients: its address in 198.18.0.0/15 (not
@@ -183,21 +184,42 @@ func TestPeerTableMemory(t *testing.T) {
 // server's handler asking with interval iv.
 func arpPair(t *testing.T, iv time.Duration, retries int) (sv, cl *Raw, hs *arp.Handler) {
 	t.Helper()
+	sv, cl, o := neighbourPair(t, families[0], iv, retries)
+	return sv, cl, o.ARP
+}
+
+// neighbourPair is arpPair for family f: both ends own ARP (IPv4) or NDP
+// (IPv6); it returns the server's RawOptions (its handler).
+func neighbourPair(t *testing.T, f family, iv time.Duration, retries int) (sv, cl *Raw, so RawOptions) {
+	t.Helper()
 	a, b := memio.NewPair(memio.Options{})
-	hs, _ = arp.New(b, arp.Config{MAC: b.MAC(), Addr: ipB, Iface: "memio B", Interval: iv, Retries: retries})
-	hc, _ := arp.New(a, arp.Config{MAC: a.MAC(), Addr: ipA, Iface: "memio A"})
+	if f.b.Is4() {
+		hs, _ := arp.New(b, arp.Config{MAC: b.MAC(), Addr: f.b, Iface: "memio B", Interval: iv, Retries: retries})
+		so.ARP = hs
+	} else {
+		hs, _ := ndp.New(b, ndp.Config{MAC: b.MAC(), Addr: f.b, Iface: "memio B", Interval: iv, Retries: retries})
+		so.NDP = hs
+	}
+	co, _, _ := neighboursFor(t, a, f.a, "memio A")
 	var err error
-	sv, err = NewRaw(serverCfg(), b, RawOptions{ARP: hs})
+	sv, err = NewRaw(serverCfgFor(f), b, so)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := clientCfg()
-	cl, err = NewRaw(cc, a, RawOptions{ARP: hc})
+	cl, err = NewRaw(clientCfgFor(f), a, co)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close(); sv.Close() })
-	return sv, cl, hs
+	return sv, cl, so
+}
+
+// lookup returns what o's handler cached for addr.
+func (o RawOptions) lookup(addr netip.Addr) ([6]byte, bool) {
+	if o.ARP != nil {
+		return o.ARP.Lookup(addr)
+	}
+	return o.NDP.Lookup(addr)
 }
 
 // TestQueueToResolvesWithoutBlocking: an answer to a peer never heard
@@ -207,8 +229,20 @@ func arpPair(t *testing.T, iv time.Duration, retries int) (sv, cl *Raw, hs *arp.
 // RFC 826 ("Packet Generation"): the request is broadcast, the reply
 // gives the MAC; RFC 1122 2.3.2.2: packets to an address being resolved
 // wait in a small queue, and what does not fit is dropped.
+//
+// Over IPv6 the same with a neighbour solicitation and advertisement
+// (RFC 4861 §7.2.2: packets wait in a small queue during resolution).
 func TestQueueToResolvesWithoutBlocking(t *testing.T) {
-	sv, cl, hs := arpPair(t, 2*time.Second, 3)
+	forFamilies(t, testQueueToResolvesWithoutBlocking)
+}
+
+func testQueueToResolvesWithoutBlocking(t *testing.T, f family) {
+	sv, cl, hs := neighbourPair(t, f, 2*time.Second, 3)
+	ipA := f.a
+	layer, out := "arp", "requests_out"
+	if f.a.Is6() {
+		layer, out = "ndp", "solicits_out"
+	}
 	to := netip.AddrPortFrom(ipA, 40000)
 	for i := 0; i < waitPerPeer+1; i++ {
 		if sv.QueueTo(msg(i, 20), to) != nil {
@@ -239,10 +273,10 @@ func TestQueueToResolvesWithoutBlocking(t *testing.T) {
 	if got != waitPerPeer || s.TxSent != waitPerPeer || s.TxQueued != waitPerPeer+1 {
 		t.Fatalf("client got %d, server sent %d of %d queued", got, s.TxSent, s.TxQueued)
 	}
-	if v, _ := s.Counter("arp", "requests_out"); v != 1 {
-		t.Fatalf("%d ARP requests", v)
+	if v, _ := s.Counter(layer, out); v != 1 {
+		t.Fatalf("%d %s %s", v, layer, out)
 	}
-	if _, ok := hs.Lookup(ipA); !ok {
+	if _, ok := hs.lookup(ipA); !ok {
 		t.Fatal("server did not cache the reply")
 	}
 	// Now in the table: the next answer leaves at once.
@@ -255,9 +289,18 @@ func TestQueueToResolvesWithoutBlocking(t *testing.T) {
 // dropped when ARP gives up (RFC 1122 2.3.2.1: bounded retransmission),
 // counted in tx_resolve_timeout and TxDropped. The loop sleeps in Wait,
 // which returns for the retransmissions.
-func TestQueueToResolveTimeout(t *testing.T) {
-	sv, _, _ := arpPair(t, 20*time.Millisecond, 2)
-	to := netip.AddrPortFrom(netip.MustParseAddr("198.18.0.9"), 7)
+//
+// Over IPv6: MAX_MULTICAST_SOLICIT solicitations, then the resolution
+// fails (RFC 4861 §7.3.3) and the queued packets are dropped.
+func TestQueueToResolveTimeout(t *testing.T) { forFamilies(t, testQueueToResolveTimeout) }
+
+func testQueueToResolveTimeout(t *testing.T, f family) {
+	sv, _, _ := neighbourPair(t, f, 20*time.Millisecond, 2)
+	layer, out, nobody := "arp", "requests_out", netip.MustParseAddr("198.18.0.9")
+	if f.a.Is6() {
+		layer, out, nobody = "ndp", "solicits_out", netip.MustParseAddr("2001:2::9")
+	}
+	to := netip.AddrPortFrom(nobody, 7)
 	for i := 0; i < 3; i++ {
 		if sv.QueueTo(msg(i, 20), to) != nil {
 			t.Fatal("refused")
@@ -279,8 +322,8 @@ func TestQueueToResolveTimeout(t *testing.T) {
 	if counter(t, s, "raw", "tx_resolve_timeout") != 3 || s.TxDropped != 3 || s.Lost() != 3 {
 		t.Fatalf("timeout %v, dropped %d, lost %d", s.Layers, s.TxDropped, s.Lost())
 	}
-	if v, _ := s.Counter("arp", "requests_out"); v != 2 {
-		t.Fatalf("%d ARP requests, want 2", v)
+	if v, _ := s.Counter(layer, out); v != 2 {
+		t.Fatalf("%d %s %s, want 2", v, layer, out)
 	}
 	if len(sv.table.idx) != 0 || len(sv.wait.free) != sv.cfg.TxQueue {
 		t.Fatal("the failed peer or its frames were kept")

@@ -15,6 +15,7 @@ import (
 	"github.com/dgramio/dgramio/internal/arp"
 	"github.com/dgramio/dgramio/internal/fdwait"
 	"github.com/dgramio/dgramio/internal/guard"
+	"github.com/dgramio/dgramio/internal/ndp"
 	"github.com/dgramio/dgramio/internal/poison"
 )
 
@@ -32,17 +33,22 @@ type RawOptions struct {
 	// address never heard from (on a worker goroutine of Raw's, at most a
 	// few at a time, each bounded by Config.ConnectTimeout, so that the
 	// poll loop never waits for it). The xdp kind passes a
-	// neighbour-table lookup. nil with ARP set: ARP.Resolve for the Dests,
-	// ARP.Query and ARP.Poll on the poll loop for QueueTo.
+	// neighbour-table lookup. nil with ARP (or NDP) set: its Resolve for
+	// the Dests, its Query and Poll on the poll loop for QueueTo.
 	Resolve Resolver
 	// ARP, when set, owns ARP on this interface: Rx hands it ARP frames,
 	// so requests for Config.LocalIP are answered, and its replies are
 	// kicked out at the end of that Rx (the only case where Rx sends).
-	// Its counters join Stats.Layers.
+	// Its counters join Stats.Layers. For an IPv4 Config only.
 	ARP *arp.Handler
+	// NDP is ARP's counterpart for an IPv6 Config: it owns neighbour
+	// discovery on this interface (solicitations for Config.LocalIP and
+	// our link-local address are answered, peers are resolved with our
+	// solicitations), the same way.
+	NDP *ndp.Handler
 	// NextHop, when set, returns the address whose MAC the frames to addr
 	// carry (addr on the link, its gateway behind a router), for the
-	// resolutions with ARP; nil: every address is on the link. It runs on
+	// resolutions with ARP or NDP; nil: every address is on the link. It runs on
 	// the poll loop (once per address never heard from) and must not
 	// wait for the network. The xdp and dpdk kinds pass the kernel's
 	// route lookup where the interface has a kernel side; dpdk passes
@@ -63,9 +69,9 @@ const txRetries = 64
 
 // Raw is the raw datagram backend over any frameio.FrameIO: the xdp and
 // dpdk kinds are a Raw over an AF_XDP socket or a DPDK port. It builds
-// Ethernet/IPv4/UDP frames from a Template per destination, parses what it
-// receives with Parse, and keeps every refused or lost message in a
-// counter.
+// Ethernet/IPv4/UDP or Ethernet/IPv6/UDP frames (the Config's family) from
+// a Template per destination, parses what it receives with Parse, and
+// keeps every refused or lost message in a counter.
 //
 // Sending: Queue and QueueTo build the frame at once into a preallocated
 // slot, one per destination (the payload is copied, the caller keeps it),
@@ -75,7 +81,8 @@ const txRetries = 64
 // so the device sees batches of the size the kernel kinds use for
 // sendmmsg. A frame the FrameIO's ring refuses even after kicking and
 // retrying is counted in Stats.TxDropped. The slots take TxQueue ×
-// max(len(Dests), 1) × (42 + MaxDatagram) bytes, allocated by NewRaw.
+// max(len(Dests), 1) × (42 + MaxDatagram) bytes (62 + MaxDatagram over
+// IPv6), allocated by NewRaw.
 //
 // Receiving: Rx takes up to min(len(pkts), Config.RxBatch) frames with
 // RxFrames and copies each payload into Raw's own receive buffers (a frame
@@ -92,7 +99,8 @@ const txRetries = 64
 // replaced (raw.peers_replaced), never one of the last Rx. A QueueTo to
 // an address the table lacks is accepted and waits, up to 4 messages per
 // peer and Config.TxQueue in all, while the peer's MAC is resolved in the
-// background (ARP, or the kernel's neighbour table towards the next hop);
+// background (ARP or NDP, or the kernel's neighbour table towards the next
+// hop);
 // it leaves with the first Flush after the answer, or after a frame from
 // the peer taught its MAC. A message beyond those bounds is dropped
 // (raw.tx_resolve_overflow), and so are those of a resolution that failed
@@ -139,14 +147,15 @@ type Raw struct {
 	closeCtx    context.Context
 	closeCancel context.CancelFunc
 
-	ownARPResolve bool // opts.Resolve is ARP.Resolve: resolve with ARP.Query
+	nb            neighbours // opts.ARP or opts.NDP; nil: none
+	ownARPResolve bool       // opts.Resolve is nb.Resolve: resolve with nb.Query
 
 	parse                                        Counters
 	txQueued, txBackpressure, txOversize, txSent atomic.Uint64
 	txDropped, txBytes, rxDelivered, rxBytes     atomic.Uint64
 	rxTruncated, txUnresolved, txRetried         atomic.Uint64
 	txResolveOverflow, txResolveTimeout          atomic.Uint64
-	txUnsentAtClose, txNoDest                    atomic.Uint64
+	txUnsentAtClose, txNoDest, rxWhileResolving  atomic.Uint64
 
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
@@ -155,11 +164,25 @@ type Raw struct {
 
 var _ dgramio.Backend = (*Raw)(nil)
 
+// neighbours is what Raw needs of an ARP or NDP handler (arp.Handler,
+// ndp.Handler): both speak their protocol over the FrameIO the same way.
+type neighbours interface {
+	Handle(frame []byte) bool
+	Flush() error
+	Resolve(ctx context.Context, addr netip.Addr, other func(frame []byte)) ([6]byte, error)
+	Query(addr netip.Addr, now time.Time) ([6]byte, bool)
+	Poll(now time.Time, done func(addr netip.Addr, mac [6]byte, err error)) int
+	Pending() int
+	AppendLayers(dst []dgramio.Counter) []dgramio.Counter
+}
+
 // NewRaw returns a Raw for cfg over fio, which it owns from then on (Close
 // closes it, and so does a failed NewRaw). cfg gets its defaults here;
-// LocalIP must be IPv4, MaxDatagram must fit one frame of fio's MTU, and a
-// client's Dests are resolved now (Config.DstMAC, else opts.Resolve, else
-// opts.ARP), bounded by Config.ConnectTimeout.
+// LocalIP must be set, IPv4 or IPv6 (the frames' family, Config.IPv6),
+// MaxDatagram must fit one frame of fio's MTU (MTU - 28 for IPv4, MTU -
+// 48 for IPv6), and a client's Dests are resolved now (Config.DstMAC, else
+// opts.Resolve, else opts.ARP or opts.NDP, which must match the family),
+// bounded by Config.ConnectTimeout.
 func NewRaw(cfg dgramio.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, err error) {
 	defer func() {
 		if err != nil {
@@ -167,12 +190,17 @@ func NewRaw(cfg dgramio.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, e
 		}
 	}()
 	cfg = cfg.WithDefaults()
-	if !cfg.LocalIP.Is4() {
-		return nil, &dgramio.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "a raw datagram kind needs our IPv4 address"}
+	a := cfg.LocalIP
+	if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a.Zone() != "" {
+		return nil, &dgramio.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "a raw datagram kind needs our unicast IPv4 or IPv6 address"}
 	}
-	if most := MaxPayload(fio.MTU()); cfg.MaxDatagram > most || cfg.MaxDatagram <= 0 {
+	v6 := a.Is6()
+	if opts.ARP != nil && v6 || opts.NDP != nil && !v6 || opts.ARP != nil && opts.NDP != nil {
+		return nil, fmt.Errorf("udp: ARP serves an IPv4 Config, NDP an IPv6 one (LocalIP %v)", a)
+	}
+	if most := MaxPayloadFor(fio.MTU(), v6); cfg.MaxDatagram > most || cfg.MaxDatagram <= 0 {
 		return nil, &dgramio.ConfigError{Field: "MaxDatagram", Value: cfg.MaxDatagram,
-			Reason: fmt.Sprintf("one frame of this interface carries at most %d bytes of UDP payload (MTU %d); lower MaxDatagram or raise the MTU", most, fio.MTU())}
+			Reason: fmt.Sprintf("one frame of this interface carries at most %d bytes of UDP payload over %s (MTU %d); lower MaxDatagram or raise the MTU", most, familyName(v6), fio.MTU())}
 	}
 	if len(cfg.DstMAC) != 0 && len(cfg.DstMAC) != 6 {
 		return nil, &dgramio.ConfigError{Field: "DstMAC", Value: cfg.DstMAC, Reason: "an Ethernet address has 6 bytes"}
@@ -181,14 +209,22 @@ func NewRaw(cfg dgramio.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, e
 	if len(mac) != 6 {
 		return nil, fmt.Errorf("udp: FrameIO MAC %v is not an Ethernet address", mac)
 	}
-	ownARPResolve := opts.Resolve == nil && opts.ARP != nil
+	var nb neighbours
+	switch {
+	case opts.ARP != nil:
+		nb = opts.ARP
+	case opts.NDP != nil:
+		nb = opts.NDP
+	}
+	ownARPResolve := opts.Resolve == nil && nb != nil
+	var r *Raw // set below, before any resolution runs
 	if ownARPResolve {
-		h, hop := opts.ARP, opts.NextHop
+		h, hop := nb, opts.NextHop
 		opts.Resolve = func(ctx context.Context, a netip.Addr) ([6]byte, error) {
 			if hop != nil {
 				a = hop(a) // a Dest behind a router: its gateway
 			}
-			return h.Resolve(ctx, a, nil)
+			return h.Resolve(ctx, a, r.whileResolving)
 		}
 	}
 	if opts.Mode == "" {
@@ -198,16 +234,17 @@ func NewRaw(cfg dgramio.Config, fio frameio.FrameIO, opts RawOptions) (_ *Raw, e
 	if cfg.Role == dgramio.RoleClient && cfg.LocalPort != 0 {
 		port = cfg.LocalPort
 	}
-	r := &Raw{
+	r = &Raw{
 		cfg:    cfg,
 		fio:    fio,
 		opts:   opts,
 		filter: Filter{MAC: mac, Addr: cfg.LocalIP, Port: port},
 		src:    netip.AddrPortFrom(cfg.LocalIP, port),
 		table:  newPeerTable(max(cfg.Peers, cfg.RxBatch)),
-		slot:   max(HeaderLen+cfg.MaxDatagram, frameio.MinFrame),
+		slot:   max(HeaderLenFor(v6)+cfg.MaxDatagram, frameio.MinFrame),
 		rxSize: cfg.MaxDatagram,
 
+		nb:            nb,
 		ownARPResolve: ownARPResolve,
 	}
 	copy(r.mac[:], mac)
@@ -258,8 +295,8 @@ func (r *Raw) setResolver() {
 	}
 	switch {
 	case len(r.cfg.DstMAC) == 6:
-	case r.opts.ARP != nil && r.ownARPResolve:
-		r.res = &arpResolver{h: r.opts.ARP, hop: r.opts.NextHop}
+	case r.nb != nil && r.ownARPResolve:
+		r.res = &arpResolver{h: r.nb, hop: r.opts.NextHop}
 	case r.opts.Resolve != nil:
 		r.res = newGoResolver(r.opts.Resolve, r.cfg.ConnectTimeout, wake)
 	}
@@ -311,8 +348,9 @@ func (r *Raw) Queue(payload []byte) error {
 // QueueTo builds payload into a slot for to. It never blocks: to a peer
 // the table lacks, the message waits while the peer is resolved (see
 // Raw). An IPv4-mapped to is taken as IPv4. It returns dgramio.ErrNoRoute,
-// counting tx_unresolved, when nothing can resolve to (not IPv4, not
-// dgramio.Unicast, or no Config.DstMAC, resolver or ARP handler; or the resolver has
+// counting tx_unresolved, when nothing can resolve to (not
+// of the Config's family, not dgramio.Unicast, or no Config.DstMAC,
+// resolver or ARP/NDP handler; or the resolver has
 // more requests than it takes), and what Queue does
 // for a payload too large, full slots or a closed backend. See
 // dgramio.Backend.
@@ -355,7 +393,7 @@ func (r *Raw) QueueTo(payload []byte, to netip.AddrPort) error {
 // or waiting for its resolution, which it starts. noPeer: nothing can
 // resolve it now.
 func (r *Raw) unknownPeer(to netip.AddrPort) int32 {
-	if !to.Addr().Is4() || !dgramio.Unicast(to) {
+	if to.Addr().Is4() != r.src.Addr().Is4() || !dgramio.Unicast(to) {
 		return noPeer
 	}
 	if len(r.cfg.DstMAC) == 6 {
@@ -484,8 +522,8 @@ func (r *Raw) Flush() error {
 	}
 	defer r.guard.Exit()
 	r.pollResolve()
-	if r.opts.ARP != nil && r.pending == 0 {
-		if err := r.opts.ARP.Flush(); err != nil { // requests of resolutions
+	if r.nb != nil && r.pending == 0 {
+		if err := r.nb.Flush(); err != nil { // requests of resolutions
 			return fmt.Errorf("udp: flush: %w", err)
 		}
 	}
@@ -551,9 +589,9 @@ func (r *Raw) Rx(pkts []dgramio.Packet) (int, error) {
 	n := r.rxN
 	r.rxPkts, r.rxLast = nil, n
 	r.pollResolve()
-	if r.opts.ARP != nil {
-		if err := r.opts.ARP.Flush(); err != nil {
-			return n, fmt.Errorf("udp: ARP reply: %w", err)
+	if r.nb != nil {
+		if err := r.nb.Flush(); err != nil {
+			return n, fmt.Errorf("udp: ARP or NDP answer: %w", err)
 		}
 	}
 	r.rxDelivered.Add(uint64(n))
@@ -562,7 +600,7 @@ func (r *Raw) Rx(pkts []dgramio.Packet) (int, error) {
 
 // deliver takes one frame inside RxFrames.
 func (r *Raw) deliver(frame []byte) {
-	if r.opts.ARP != nil && r.opts.ARP.Handle(frame) {
+	if r.nb != nil && r.nb.Handle(frame) {
 		return
 	}
 	d, why := Parse(frame, &r.filter)
@@ -581,6 +619,19 @@ func (r *Raw) deliver(frame []byte) {
 	r.rxN++
 	r.rxBytes.Add(uint64(n))
 	r.learn(d.From, d.SrcMAC)
+}
+
+// whileResolving takes a frame that arrived while NewRaw resolved a Dest
+// with the ARP or NDP handler (which takes its own frames): not ours,
+// malformed or damaged, it is counted as Rx would count it; a datagram
+// for us is lost (raw.rx_while_resolving), since nothing reads it yet.
+func (r *Raw) whileResolving(frame []byte) {
+	_, why := Parse(frame, &r.filter)
+	if why == OK {
+		r.rxWhileResolving.Add(1)
+		return
+	}
+	r.parse.Count(why)
 }
 
 // learn records where answers to from go: the MAC its frame came from.
@@ -656,11 +707,13 @@ func (r *Raw) Wait(ctx context.Context) error {
 // flushed, or still waiting, when Close came): the causes of those
 // TxDropped; peers_replaced (peers that made room for newer ones in the
 // full peer table) and tx_retried (TxFrame attempts repeated on a full
-// ring);
+// ring), rx_while_resolving (datagrams for us that arrived while NewRaw
+// resolved a Dest, before anything read them: a loss);
 // "frameio" the transport's totals (Loss false: rx_dropped and tx_dropped
 // are sums, and the FrameIO's own Layers, appended after them as the
 // FrameIO reports them, say which of its counters lose messages, as memio
-// and afxdp do); "arp" the ARP handler's, when Raw owns ARP.
+// and afxdp do); "arp" the ARP handler's, when Raw owns ARP; "ndp" the
+// NDP handler's, when Raw owns neighbour discovery (IPv6).
 func (r *Raw) Stats() dgramio.Stats {
 	fs := r.fio.Stats()
 	s := dgramio.Stats{
@@ -690,6 +743,7 @@ func (r *Raw) Stats() dgramio.Stats {
 		dgramio.Counter{Layer: "raw", Name: "peers_replaced", Value: r.table.replaced.Load()},
 		dgramio.Counter{Layer: "raw", Name: "tx_unsent_at_close", Value: r.txUnsentAtClose.Load()},
 		dgramio.Counter{Layer: "raw", Name: "tx_retried", Value: r.txRetried.Load()},
+		dgramio.Counter{Layer: "raw", Name: "rx_while_resolving", Value: r.rxWhileResolving.Load(), Loss: true},
 		dgramio.Counter{Layer: "frameio", Name: "rx_frames", Value: fs.RxFrames},
 		dgramio.Counter{Layer: "frameio", Name: "tx_frames", Value: fs.TxFrames},
 		dgramio.Counter{Layer: "frameio", Name: "tx_ring_full", Value: fs.TxRingFull},
@@ -697,8 +751,8 @@ func (r *Raw) Stats() dgramio.Stats {
 		dgramio.Counter{Layer: "frameio", Name: "rx_dropped", Value: fs.RxDropped},
 	)
 	l = append(l, fs.Layers...)
-	if r.opts.ARP != nil {
-		l = r.opts.ARP.AppendLayers(l)
+	if r.nb != nil {
+		l = r.nb.AppendLayers(l)
 	}
 	s.Layers = l
 	return s
@@ -753,6 +807,14 @@ func (r *Raw) wakeForClose() {
 	if i, ok := r.fio.(interface{ Interrupt() }); ok {
 		i.Interrupt()
 	}
+}
+
+// familyName names the family for messages.
+func familyName(v6 bool) string {
+	if v6 {
+		return "IPv6"
+	}
+	return "IPv4"
 }
 
 // MAC returns our Ethernet address (the FrameIO's).

@@ -15,6 +15,7 @@ import (
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/memio"
 	"github.com/dgramio/dgramio/internal/arp"
+	"github.com/dgramio/dgramio/internal/ndp"
 )
 
 var (
@@ -22,13 +23,36 @@ var (
 	ipB = netip.MustParseAddr("198.18.0.2")
 )
 
-func clientCfg() dgramio.Config {
-	return dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", LocalIP: ipA, Dests: []netip.AddrPort{netip.AddrPortFrom(ipB, 5000)},
+// family is one column of the tests that run over both families: the
+// client's address a and the server's b.
+type family struct {
+	name string
+	a, b netip.Addr
+}
+
+var families = []family{
+	{"IPv4", ipA, ipB},
+	{"IPv6", netip.MustParseAddr("2001:2::1"), netip.MustParseAddr("2001:2::2")},
+}
+
+// forFamilies runs fn as a subtest per family.
+func forFamilies(t *testing.T, fn func(t *testing.T, f family)) {
+	for _, f := range families {
+		t.Run(f.name, func(t *testing.T) { fn(t, f) })
+	}
+}
+
+func clientCfg() dgramio.Config { return clientCfgFor(families[0]) }
+
+func serverCfg() dgramio.Config { return serverCfgFor(families[0]) }
+
+func clientCfgFor(f family) dgramio.Config {
+	return dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", LocalIP: f.a, Dests: []netip.AddrPort{netip.AddrPortFrom(f.b, 5000)},
 		Port: 5000, LocalPort: 40000, DstMAC: memio.DefaultMACB}
 }
 
-func serverCfg() dgramio.Config {
-	return dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", Role: dgramio.RoleServer, LocalIP: ipB, Port: 5000}
+func serverCfgFor(f family) dgramio.Config {
+	return dgramio.Config{Kind: dgramio.KindXDP, Iface: "memio", Role: dgramio.RoleServer, LocalIP: f.b, Port: 5000}
 }
 
 // pair returns a client on port A and a server on port B of a memio pair.
@@ -82,8 +106,11 @@ func rxAll(t *testing.T, b *Raw, want int, fn func(dgramio.Packet)) int {
 	return got
 }
 
-func TestEchoOverMemio(t *testing.T) {
-	cl, sv, a, _ := pair(t, memio.Options{}, clientCfg(), serverCfg())
+func TestEchoOverMemio(t *testing.T) { forFamilies(t, testEchoOverMemio) }
+
+func testEchoOverMemio(t *testing.T, f family) {
+	ipA, ipB := f.a, f.b
+	cl, sv, a, _ := pair(t, memio.Options{}, clientCfgFor(f), serverCfgFor(f))
 	const n = 1000
 	seen := make([]bool, n)
 	pkts := make([]dgramio.Packet, 32)
@@ -589,6 +616,9 @@ func TestNewRawRefuses(t *testing.T) {
 		field string
 	}{
 		{"oversized MaxDatagram", func() dgramio.Config { c := clientCfg(); c.MaxDatagram = 1473; return c }, "MaxDatagram"},
+		// IPv6's fixed header is 40 bytes: 1452 fit a 1500-byte MTU.
+		{"oversized MaxDatagram over IPv6", func() dgramio.Config { c := clientCfgFor(families[1]); c.MaxDatagram = 1453; return c }, "MaxDatagram"},
+		{"unspecified LocalIP", func() dgramio.Config { c := clientCfg(); c.LocalIP = netip.IPv6Unspecified(); return c }, "LocalIP"},
 		{"no LocalIP", func() dgramio.Config { c := clientCfg(); c.LocalIP = netip.Addr{}; return c }, "LocalIP"},
 		{"bad DstMAC", func() dgramio.Config { c := clientCfg(); c.DstMAC = net.HardwareAddr{1, 2}; return c }, "DstMAC"},
 		{"no way to resolve", func() dgramio.Config { c := clientCfg(); c.DstMAC = nil; return c }, "DstMAC"},
@@ -604,6 +634,18 @@ func TestNewRawRefuses(t *testing.T) {
 			t.Errorf("%s: the FrameIO was left open", c.name)
 		}
 	}
+	// 1452 bytes over IPv6 fit; an ARP handler does not serve IPv6.
+	a6, _ := memio.NewPair(memio.Options{})
+	r6, err := NewRaw(clientCfgFor(families[1]), a6, RawOptions{})
+	if err != nil || r6.slot != 62+1452 {
+		t.Fatalf("IPv6 client with the default MaxDatagram: %v", err)
+	}
+	r6.Close()
+	a6, _ = memio.NewPair(memio.Options{})
+	h, _ := arp.New(a6, arp.Config{MAC: a6.MAC(), Addr: ipA})
+	if _, err := NewRaw(clientCfgFor(families[1]), a6, RawOptions{ARP: h}); err == nil {
+		t.Fatal("ARP accepted for an IPv6 Config")
+	}
 	// A jumbo MTU takes a jumbo MaxDatagram.
 	a, _ := memio.NewPair(memio.Options{MTU: 9000})
 	c := clientCfg()
@@ -616,22 +658,45 @@ func TestNewRawRefuses(t *testing.T) {
 }
 
 // TestOwnARP: neither side knows the other's MAC; the client resolves the
-// server through arp/ while the server's poll loop answers, and the
-// server's answer goes to the learnt MAC. The arp counters show both ways.
-func TestOwnARP(t *testing.T) {
+// server through arp/ (IPv4) or ndp/ (IPv6) while the server's poll loop
+// answers, and the server's answer goes to the learnt MAC. The counters
+// show both ways: RFC 826's request and reply, RFC 4861 §7.2.2-§7.2.4's
+// solicitation and advertisement.
+func TestOwnARP(t *testing.T) { forFamilies(t, testOwnNeighbours) }
+
+// neighboursFor returns RawOptions owning ARP or NDP on p for addr, the
+// handler's layer, and its counters of a resolution made (out, in) and
+// answered (in, out).
+func neighboursFor(t *testing.T, p *memio.Port, addr netip.Addr, iface string) (RawOptions, string, [4]string) {
+	t.Helper()
+	if addr.Is4() {
+		h, err := arp.New(p, arp.Config{MAC: p.MAC(), Addr: addr, Iface: iface, Interval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return RawOptions{ARP: h}, "arp", [4]string{"requests_out", "replies_in", "requests_in", "replies_out"}
+	}
+	h, err := ndp.New(p, ndp.Config{MAC: p.MAC(), Addr: addr, Iface: iface, Interval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return RawOptions{NDP: h}, "ndp", [4]string{"solicits_out", "adverts_in", "solicits_in", "adverts_out"}
+}
+
+func testOwnNeighbours(t *testing.T, f family) {
 	a, b := memio.NewPair(memio.Options{})
-	ha, _ := arp.New(a, arp.Config{MAC: a.MAC(), Addr: ipA, Iface: "memio A", Interval: 50 * time.Millisecond})
-	hb, _ := arp.New(b, arp.Config{MAC: b.MAC(), Addr: ipB, Iface: "memio B", Interval: 50 * time.Millisecond})
-	sv, err := NewRaw(serverCfg(), b, RawOptions{ARP: hb})
+	oa, layer, names := neighboursFor(t, a, f.a, "memio A")
+	ob, _, _ := neighboursFor(t, b, f.b, "memio B")
+	sv, err := NewRaw(serverCfgFor(f), b, ob)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sv.Close()
 	stop := serveEcho(t, sv)
 	defer stop()
-	cc := clientCfg()
+	cc := clientCfgFor(f)
 	cc.DstMAC = nil
-	cl, err := NewRaw(cc, a, RawOptions{ARP: ha})
+	cl, err := NewRaw(cc, a, oa)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -646,13 +711,20 @@ func TestOwnARP(t *testing.T) {
 		t.Fatalf("%d of 10 echoes", got)
 	}
 	cs := cl.Stats()
-	wantARP(t, cs, "requests_out", "replies_in")
-	if v, _ := cs.Counter("arp", "replies_in"); v != 1 {
-		t.Fatalf("client got %d ARP replies, want 1", v)
+	wantLayer(t, cs, layer, names[0], names[1])
+	if v, _ := cs.Counter(layer, names[1]); v != 1 {
+		t.Fatalf("client got %d %s %s, want 1", v, layer, names[1])
 	}
-	wantARP(t, sv.Stats(), "requests_in", "replies_out")
+	wantLayer(t, sv.Stats(), layer, names[2], names[3])
 	// The server learnt the client from the request meant for it.
-	if m, ok := hb.Lookup(ipA); !ok || !bytes.Equal(m[:], a.MAC()) {
+	var m [6]byte
+	var ok bool
+	if ob.ARP != nil {
+		m, ok = ob.ARP.Lookup(f.a)
+	} else {
+		m, ok = ob.NDP.Lookup(f.a)
+	}
+	if !ok || !bytes.Equal(m[:], a.MAC()) {
 		t.Fatal("server did not learn the client from its request")
 	}
 }
@@ -702,9 +774,16 @@ func serveEcho(t *testing.T, b dgramio.Backend) (stop func()) {
 // "requests_in", "replies_out" where it answered one.
 func wantARP(t *testing.T, s dgramio.Stats, names ...string) {
 	t.Helper()
+	wantLayer(t, s, "arp", names...)
+}
+
+// wantLayer fails the test unless each named counter of layer in s is at
+// least 1.
+func wantLayer(t *testing.T, s dgramio.Stats, layer string, names ...string) {
+	t.Helper()
 	for _, name := range names {
-		if v, _ := s.Counter("arp", name); v < 1 {
-			t.Fatalf("arp %s is 0: %v", name, s.Layers)
+		if v, _ := s.Counter(layer, name); v < 1 {
+			t.Fatalf("%s %s is 0: %v", layer, name, s.Layers)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/arp"
+	"github.com/dgramio/dgramio/internal/ndp"
 )
 
 // gatewayNextHop is the RawOptions.NextHop of cfg.DPDK.PrefixLen and
@@ -36,7 +37,7 @@ func gatewayNextHop(cfg dgramio.Config) func(netip.Addr) netip.Addr {
 // next hop to ask (a PCI device without DPDK.PrefixLen), what to set if
 // the peer is behind a router: there Validate cannot tell an off-link Dest.
 func noRouteHint(err error, hop func(netip.Addr) netip.Addr) error {
-	if hop != nil || !errors.Is(err, arp.ErrNoReply) {
+	if hop != nil || !errors.Is(err, arp.ErrNoReply) && !errors.Is(err, ndp.ErrNoReply) {
 		return err
 	}
 	return fmt.Errorf("%w (no routes to ask on this port: for a peer behind a router set DPDK.PrefixLen and DPDK.Gateway)", err)
@@ -60,7 +61,7 @@ type resolver interface {
 // leave with the poll loop's next Kick, replies come in through Rx. It
 // asks for the next hop (RawOptions.NextHop) of an address behind a router.
 type arpResolver struct {
-	h    *arp.Handler
+	h    neighbours                  // an arp.Handler or ndp.Handler
 	hop  func(netip.Addr) netip.Addr // nil: every address is on the link
 	via  map[netip.Addr][]netip.Addr // next hop → the addresses behind it asked for
 	hits []arpHit                    // answered from the cache at start

@@ -21,6 +21,7 @@ import (
 	"github.com/dgramio/dgramio/internal/arp"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/kindcfg"
+	"github.com/dgramio/dgramio/internal/ndp"
 	"github.com/dgramio/dgramio/internal/queues"
 )
 
@@ -38,7 +39,12 @@ import (
 //
 // With cfg.XDP.OwnARP the program redirects ARP too and package arp
 // answers for cfg.LocalIP and resolves peers; take the address off the
-// kernel's interface, or both answer.
+// kernel's interface, or both answer. An IPv6 Config works the same way:
+// the program's IPv6 steering is on (afxdp.Options.IPv6), the kernel's
+// IPv6 neighbour table gives the peers' MACs (its neighbour solicitations
+// resolve the others), and with OwnARP the program takes every neighbour
+// solicitation and advertisement and package ndp answers for cfg.LocalIP
+// and our link-local address.
 //
 // With cfg.CPUs set, NewXDP pins the calling goroutine's thread to
 // CPUs[0] (call it on the goroutine that will poll); Close unpins it when
@@ -114,14 +120,29 @@ func openXDPQueue(cfg dgramio.Config, prog *afxdp.Program, note string) (dgramio
 			return th.Release()
 		},
 	}
-	if cfg.XDP.OwnARP {
+	switch {
+	case cfg.XDP.OwnARP && cfg.IPv6():
+		// The program takes neighbour discovery (variant UDPARP with IPv6
+		// steering on); ndp answers for LocalIP and our link-local address.
+		// The kernel's table is asked first: the interface has a kernel
+		// side (its link-local address still resolves neighbours). Query
+		// runs on the poll loop, as NextHop does: nl is not shared.
+		idx := ifc.Index
+		h, err := ndp.New(fio, ndp.Config{MAC: x.MAC(), Addr: cfg.LocalIP, Iface: cfg.Iface,
+			Kernel: func(a netip.Addr) ([6]byte, bool) { return kernelNeigh(nl, idx, a) }})
+		if err != nil {
+			return nil, err
+		}
+		opts.NDP = h
+		opts.NextHop = kernelNextHop(nl, ifc.Index, cfg.Iface)
+	case cfg.XDP.OwnARP:
 		h, err := arp.New(fio, arp.Config{MAC: x.MAC(), Addr: cfg.LocalIP, Iface: cfg.Iface})
 		if err != nil {
 			return nil, err
 		}
 		opts.ARP = h
 		opts.NextHop = kernelNextHop(nl, ifc.Index, cfg.Iface)
-	} else {
+	default:
 		opts.Resolve = NeighbourResolver(nl, ifc.Index, cfg.Iface)
 	}
 	// NewRaw closes fio (and x with it) itself on error.
@@ -173,7 +194,7 @@ func NewXDPGroup(cfg dgramio.Config) (dgramio.QueueGroup, error) {
 	}
 	o := afxdp.OptionsFromConfig(cfg)
 	po := afxdp.ProgramOptions{Iface: cfg.Iface, Program: o.Program, Port: o.Port,
-		FirstQueue: cfg.XDP.QueueID, Queues: cfg.Queues, Mode: cfg.XDP.Mode}
+		FirstQueue: cfg.XDP.QueueID, Queues: cfg.Queues, Mode: cfg.XDP.Mode, IPv6: o.IPv6}
 	if cfg.Role == dgramio.RoleClient {
 		po.Ports = cfg.Queues
 		if int(o.Port)+cfg.Queues > 65536 {
@@ -236,16 +257,18 @@ const neighRetrigger = 3500 * time.Millisecond
 // NeighbourResolver returns a Resolver that finds the next hop towards
 // addr in the kernel's routing table (addr itself on the link, else its
 // gateway), reads the kernel's neighbour table of interface ifindex for it
-// through nl and, when it has no usable entry, asks the kernel to resolve
-// it (RTM_NEWNEIGH with NTF_USE: the kernel sends its own ARP request) and
+// (of addr's family) through nl and, when it has no usable entry, asks the
+// kernel to resolve it (RTM_NEWNEIGH with NTF_USE: the kernel sends its
+// own ARP request, or its neighbour solicitation for IPv6) and
 // polls the table until an entry is usable or ctx is done. iface names the
 // interface in errors. The Resolver may be called from several goroutines
 // at once; it serializes its use of nl.
 func NeighbourResolver(nl *netlink.Handle, ifindex int, iface string) Resolver {
 	var mu sync.Mutex
 	return func(ctx context.Context, addr netip.Addr) ([6]byte, error) {
+		fam := netlink.FAMILY_V4
 		if !addr.Is4() {
-			return [6]byte{}, fmt.Errorf("udp: resolve %v: not an IPv4 address", addr)
+			fam = netlink.FAMILY_V6
 		}
 		mu.Lock()
 		hop, err := nextHop(nl, addr, ifindex, iface)
@@ -258,14 +281,14 @@ func NeighbourResolver(nl *netlink.Handle, ifindex int, iface string) Resolver {
 		state := -1
 		for {
 			mu.Lock()
-			list, err := nl.NeighList(ifindex, netlink.FAMILY_V4)
+			list, err := nl.NeighList(ifindex, fam)
 			mu.Unlock()
 			if err != nil {
 				return [6]byte{}, fmt.Errorf("udp: neighbour table of %s: %w", iface, err)
 			}
 			state = -1
 			for _, n := range list {
-				if a, ok := netip.AddrFromSlice(n.IP.To4()); !ok || a != addr {
+				if a, ok := netip.AddrFromSlice(n.IP); !ok || a.Unmap() != addr {
 					continue
 				}
 				state = n.State
@@ -275,7 +298,7 @@ func NeighbourResolver(nl *netlink.Handle, ifindex int, iface string) Resolver {
 			}
 			if asked.IsZero() || time.Since(asked) > neighRetrigger || state == netlink.NUD_FAILED {
 				mu.Lock()
-				err := nl.NeighSet(&netlink.Neigh{LinkIndex: ifindex, Family: netlink.FAMILY_V4,
+				err := nl.NeighSet(&netlink.Neigh{LinkIndex: ifindex, Family: fam,
 					IP: addr.AsSlice(), Flags: netlink.NTF_USE})
 				mu.Unlock()
 				if err != nil {
@@ -296,6 +319,26 @@ func NeighbourResolver(nl *netlink.Handle, ifindex int, iface string) Resolver {
 	}
 }
 
+// kernelNeigh looks addr up in the kernel's neighbour table of interface
+// ifindex through nl: its MAC when the entry is usable (neighValid). It
+// does not wait for the network.
+func kernelNeigh(nl *netlink.Handle, ifindex int, addr netip.Addr) ([6]byte, bool) {
+	fam := netlink.FAMILY_V4
+	if !addr.Is4() {
+		fam = netlink.FAMILY_V6
+	}
+	list, err := nl.NeighList(ifindex, fam)
+	if err != nil {
+		return [6]byte{}, false
+	}
+	for _, n := range list {
+		if a, ok := netip.AddrFromSlice(n.IP); ok && a.Unmap() == addr && n.State&neighValid != 0 && len(n.HardwareAddr) == 6 {
+			return [6]byte(n.HardwareAddr), true
+		}
+	}
+	return [6]byte{}, false
+}
+
 // nextHop returns the address whose MAC frames to addr carry: addr on the
 // link, the gateway of the kernel's route towards it otherwise
 // (RTM_GETROUTE). A route through another interface is an error: frames
@@ -312,8 +355,10 @@ func nextHop(nl *netlink.Handle, addr netip.Addr, ifindex int, iface string) (ne
 	if r.LinkIndex != 0 && r.LinkIndex != ifindex {
 		return addr, fmt.Errorf("udp: the kernel routes %s through interface index %d, not %s; add a route through %s, or set Config.DstMAC", addr, r.LinkIndex, iface, iface)
 	}
-	if gw, ok := netip.AddrFromSlice(r.Gw.To4()); ok && r.Gw != nil && gw.Is4() && !gw.IsUnspecified() {
-		return gw, nil
+	if gw, ok := netip.AddrFromSlice(r.Gw); ok && r.Gw != nil {
+		if gw = gw.Unmap(); gw.Is4() == addr.Is4() && !gw.IsUnspecified() {
+			return gw, nil
+		}
 	}
 	return addr, nil
 }

@@ -28,10 +28,77 @@ import (
 // function that stops it and reports how many datagrams it echoed.
 func kernelEcho(t *testing.T, h *testhost.Host, port int) func() int {
 	t.Helper()
+	return kernelEchoAt(t, h, h.Addr, port)
+}
+
+// vethFamily is one column of the veth tests that run over both
+// families: the pair's options and which of a host's addresses serves.
+type vethFamily struct {
+	name string
+	v6   bool
+}
+
+var vethFamilies = []vethFamily{{"IPv4", false}, {"IPv6", true}}
+
+// forVethFamilies runs fn as a subtest per family.
+func forVethFamilies(t *testing.T, fn func(t *testing.T, f vethFamily)) {
+	for _, f := range vethFamilies {
+		t.Run(f.name, func(t *testing.T) { fn(t, f) })
+	}
+}
+
+// pair makes a veth pair with IPv6 on for the IPv6 column.
+func (f vethFamily) pair(t *testing.T) *testhost.Pair {
+	return hosttest.New(t, testhost.Options{IPv6: f.v6})
+}
+
+// addr returns h's address of the family.
+func (f vethFamily) addr(h *testhost.Host) netip.Addr {
+	if f.v6 {
+		return h.Addr6
+	}
+	return h.Addr
+}
+
+// delAddr takes h's address of the family off its veth end.
+func (f vethFamily) delAddr(h *testhost.Host) error {
+	if f.v6 {
+		return h.DelAddr6()
+	}
+	return h.DelAddr()
+}
+
+// neighbours are the layer and counters of the family's neighbour
+// protocol: a resolution made (out, in) and one answered (in, out).
+func (f vethFamily) neighbours() (string, [4]string) {
+	if f.v6 {
+		return "ndp", [4]string{"solicits_out", "adverts_in", "solicits_in", "adverts_out"}
+	}
+	return "arp", [4]string{"requests_out", "replies_in", "requests_in", "replies_out"}
+}
+
+// pathLost is s.Lost() less the transmit drops of a DPDK vdev's kernel
+// interface (iface.tx_dropped, a loss on net_af_xdp), for a test that saw
+// every message it sent arrive: those drops were then the kernel's own
+// frames (with IPv6 on, Linux's MLD reports and neighbour discovery, also
+// while the PMD's bind resets the link), not the path's.
+func pathLost(s dgramio.Stats) uint64 {
+	n := s.Lost()
+	for _, c := range s.Layers {
+		if c.Layer == "iface" && c.Name == "tx_dropped" && c.Loss {
+			n -= c.Value
+		}
+	}
+	return n
+}
+
+// kernelEchoAt is kernelEcho on addr (either family).
+func kernelEchoAt(t *testing.T, h *testhost.Host, addr netip.Addr, port int) func() int {
+	t.Helper()
 	var conn *net.UDPConn
 	err := h.Do(func() error {
 		var err error
-		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: h.Addr.AsSlice(), Port: port})
+		conn, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, uint16(port))))
 		return err
 	})
 	if err != nil {
@@ -158,15 +225,22 @@ func echoRun(t *testing.T, b dgramio.Backend, n, size, window int) int {
 // TestXDPEchoKernelPeer: 10k messages from the xdp kind to a kernel UDP
 // echo server and back. The kernel keeps the address; the peer's MAC comes
 // from the kernel's neighbour table, resolved on demand.
-func TestXDPEchoKernelPeer(t *testing.T) {
+//
+// Over IPv6 the program's IPv6 steering is on, the frames are IPv6/UDP
+// with the mandatory checksum (RFC 8200 §8.1), and the kernel resolves B
+// with its own neighbour solicitation (RFC 4861 §7.2.2), asked through
+// netlink.
+func TestXDPEchoKernelPeer(t *testing.T) { forVethFamilies(t, testXDPEchoKernelPeer) }
+
+func testXDPEchoKernelPeer(t *testing.T, f vethFamily) {
 	testutil.RequireRoot(t)
-	p := hosttest.New(t, testhost.Options{})
-	echoed := kernelEcho(t, p.B, 5000)
-	if err := p.A.DelNeigh(p.B.Addr); err != nil {
+	p := f.pair(t)
+	echoed := kernelEchoAt(t, p.B, f.addr(p.B), 5000)
+	if err := p.A.DelNeigh(f.addr(p.B)); err != nil {
 		t.Fatal(err)
 	}
-	b := openXDP(t, p.A, dgramio.Config{Kind: dgramio.KindXDP, Iface: p.A.Iface, LocalIP: p.A.Addr,
-		Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000})
+	b := openXDP(t, p.A, dgramio.Config{Kind: dgramio.KindXDP, Iface: p.A.Iface, LocalIP: f.addr(p.A),
+		Dests: []netip.AddrPort{netip.AddrPortFrom(f.addr(p.B), 5000)}, Port: 5000})
 	if !xdpAttached(t, p.A) {
 		t.Fatal("no XDP program on the interface while xdp runs")
 	}
@@ -267,23 +341,35 @@ func TestXDPKernelAnswersOtherPort(t *testing.T) {
 // and resolves for it. A resolves B by ARP (B's kernel answers); then B's
 // kernel, made to forget A, asks for A by ARP to send its echoes, and
 // arp/ answers.
-func TestXDPOwnARP(t *testing.T) {
+//
+// Over IPv6 the program takes every neighbour solicitation and
+// advertisement (variant UDPARP with IPv6 steering) and ndp/ resolves B
+// (RFC 4861 §7.2.2) and answers B's kernel (§7.2.4).
+func TestXDPOwnARP(t *testing.T) { forVethFamilies(t, testXDPOwnARP) }
+
+func testXDPOwnARP(t *testing.T, f vethFamily) {
 	testutil.RequireRoot(t)
-	p := hosttest.New(t, testhost.Options{})
-	kernelEcho(t, p.B, 5000)
-	if err := p.A.DelAddr(); err != nil {
+	p := f.pair(t)
+	a, bAddr := f.addr(p.A), f.addr(p.B)
+	kernelEchoAt(t, p.B, bAddr, 5000)
+	if err := f.delAddr(p.A); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.B.DelNeigh(p.A.Addr); err != nil {
+	if err := p.B.DelNeigh(a); err != nil {
 		t.Fatal(err)
 	}
-	b := openXDP(t, p.A, dgramio.Config{Kind: dgramio.KindXDP, Iface: p.A.Iface, LocalIP: p.A.Addr,
-		Dests: []netip.AddrPort{netip.AddrPortFrom(p.B.Addr, 5000)}, Port: 5000, XDP: dgramio.XDPOptions{OwnARP: true}})
+	// Nor may A's kernel know B (ndp/ asks the kernel's table first).
+	if err := p.A.DelNeigh(bAddr); err != nil {
+		t.Fatal(err)
+	}
+	b := openXDP(t, p.A, dgramio.Config{Kind: dgramio.KindXDP, Iface: p.A.Iface, LocalIP: a,
+		Dests: []netip.AddrPort{netip.AddrPortFrom(bAddr, 5000)}, Port: 5000, XDP: dgramio.XDPOptions{OwnARP: true}})
+	layer, names := f.neighbours()
 	s := b.Stats()
-	wantARP(t, s, "requests_out", "replies_in") // A resolved B
+	wantLayer(t, s, layer, names[0], names[1]) // A resolved B
 	// B's kernel learnt A from our request; make it forget, so its echo
-	// needs an ARP request that only arp/ can answer.
-	if err := p.B.DelNeigh(p.A.Addr); err != nil {
+	// needs a request that only arp/ (ndp/) can answer.
+	if err := p.B.DelNeigh(a); err != nil {
 		t.Fatal(err)
 	}
 	if got := echoRun(t, b, 200, 100, 16); got != 200 {
@@ -291,15 +377,15 @@ func TestXDPOwnARP(t *testing.T) {
 		t.Fatalf("%d of 200 echoes; stats %+v", got, s)
 	}
 	s = b.Stats()
-	wantARP(t, s, "requests_in", "replies_out") // B's kernel asked for A
-	mac, state, err := p.B.Neigh(p.A.Addr)
+	wantLayer(t, s, layer, names[2], names[3]) // B's kernel asked for A
+	mac, state, err := p.B.Neigh(a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(mac, p.A.MAC) {
 		t.Fatalf("B's kernel holds %v (state %#x) for A, want %v", mac, state, p.A.MAC)
 	}
-	t.Logf("arp counters: %v", s.Layers)
+	t.Logf("%s counters: %v", layer, s.Layers)
 }
 
 // TestXDPOversizedMaxDatagram: a MaxDatagram that does not fit one RX
@@ -331,10 +417,15 @@ func TestXDPOversizedMaxDatagram(t *testing.T) {
 }
 
 // TestNeighbourResolver: an address missing from the table is resolved by
-// the kernel on request; one nobody has ends in an error naming it.
-func TestNeighbourResolver(t *testing.T) {
+// the kernel on request (ARP, or for IPv6 the kernel's neighbour
+// solicitation, RFC 4861 §7.2.2); one behind a router resolves to the
+// router's MAC; one nobody has ends in an error naming it.
+func TestNeighbourResolver(t *testing.T) { forVethFamilies(t, testNeighbourResolver) }
+
+func testNeighbourResolver(t *testing.T, f vethFamily) {
 	testutil.RequireRoot(t)
-	p := hosttest.New(t, testhost.Options{})
+	p := f.pair(t)
+	bAddr := f.addr(p.B)
 	var nl *netlink.Handle
 	if err := p.A.Do(func() error {
 		var err error
@@ -344,13 +435,13 @@ func TestNeighbourResolver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nl.Close()
-	if err := p.A.DelNeigh(p.B.Addr); err != nil {
+	if err := p.A.DelNeigh(bAddr); err != nil {
 		t.Fatal(err)
 	}
 	r := NeighbourResolver(nl, p.A.Index, p.A.Iface)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	mac, err := r(ctx, p.B.Addr)
+	mac, err := r(ctx, bAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,23 +450,27 @@ func TestNeighbourResolver(t *testing.T) {
 	}
 	// An address behind a router resolves to the router's MAC: the next
 	// hop of the kernel's route (RFC 1122 3.3.1.2: off-link datagrams go
-	// to a gateway), here B. The route goes with the namespace.
-	far := netip.MustParsePrefix("198.19.254.0/24")
-	gw := &netlink.Route{LinkIndex: p.A.Index, Dst: &net.IPNet{IP: far.Addr().AsSlice(), Mask: net.CIDRMask(24, 32)}, Gw: p.B.Addr.AsSlice()}
+	// to a gateway; RFC 4861 §5.2 for IPv6), here B. The route goes with
+	// the namespace.
+	far, prefix := netip.MustParsePrefix("198.19.254.0/24"), p.B.Prefix
+	if f.v6 {
+		far, prefix = netip.MustParsePrefix("2001:2:0:fe::/64"), p.B.Prefix6
+	}
+	gw := &netlink.Route{LinkIndex: p.A.Index, Dst: &net.IPNet{IP: far.Addr().AsSlice(), Mask: net.CIDRMask(far.Bits(), far.Addr().BitLen())}, Gw: bAddr.AsSlice()}
 	if err := nl.RouteAdd(gw); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.A.DelNeigh(p.B.Addr); err != nil {
+	if err := p.A.DelNeigh(bAddr); err != nil {
 		t.Fatal(err)
 	}
-	mac, err = r(ctx, far.Addr().Next().Next().Next()) // .3 behind B
+	mac, err = r(ctx, far.Addr().Next().Next().Next()) // ::3 or .3 behind B
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(mac[:], p.B.MAC) {
 		t.Fatalf("off-link peer resolved to %x, want the router's %v", mac, p.B.MAC)
 	}
-	nobody := p.B.Prefix.Masked().Addr().Next().Next().Next().Next() // .4 in B's /24
+	nobody := prefix.Masked().Addr().Next().Next().Next().Next() // .4 (::4) in B's prefix
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel2()
 	_, err = r(ctx2, nobody)

@@ -295,6 +295,9 @@ func (e *Engine) passiveHop(c *Conn, s *segment) {
 // resolve returns the MAC for next hop a when it may be used, starting a
 // request when it is not known and a probe when it is STALE.
 func (e *Engine) resolve(a [4]byte) ([6]byte, bool) {
+	if a[0] == 0 {
+		return e.resolve6(a) // an IPv6 next hop's alias (engine6.go)
+	}
 	en := e.neighbour(a)
 	if en == nil {
 		return [6]byte{}, false
@@ -333,6 +336,10 @@ func (e *Engine) arpUse(en *arpEntry) {
 // pays nothing.
 func (c *Conn) neighbourSuspect() {
 	e := c.e
+	if c.hop[0] == 0 {
+		e.resolve6(c.hop) // IPv6: a STALE neighbour goes to DELAY, then PROBE
+		return
+	}
 	if en := e.neighbour(c.hop); en != nil {
 		e.arpUse(en)
 	}
@@ -343,6 +350,10 @@ func (c *Conn) neighbourSuspect() {
 func (c *Conn) refreshMAC() {
 	e := c.e
 	c.arpEpoch = e.arpEpoch
+	if c.hop[0] == 0 {
+		e.refreshMAC6(c)
+		return
+	}
 	if en := e.arp.get(c.hop); en != nil && en.hasMAC() {
 		c.mac = en.mac
 	}

@@ -159,13 +159,14 @@ type Conn struct {
 	persistProbes       int32     // zero-window probes sent since the peer's last ACK
 	stallAt             int64     // 1 + when the first retransmission or probe without progress was due (0: none)
 	rk                  rackState // RACK-TLP (rack.go)
-	// The slot to a whole number of cache lines (960 bytes), so that in
+	m                   memState  // buffer sizing (bufpool.go)
+	// The slot to a whole number of cache lines (1024 bytes), so that in
 	// the engine's table each one's first fields start a line.
 	_ [27]byte
 }
 
 // Peer returns the remote address and port.
-func (c *Conn) Peer() netip.AddrPort { return netip.AddrPortFrom(addrOf(c.raddr), c.rport) }
+func (c *Conn) Peer() netip.AddrPort { return netip.AddrPortFrom(c.e.peerAddr(c.raddr), c.rport) }
 
 // LocalPort returns the local port.
 func (c *Conn) LocalPort() uint16 { return c.lport }
@@ -188,6 +189,7 @@ func (c *Conn) Write(p []byte) int {
 	if n == 0 {
 		return 0
 	}
+	c.sendRing(n)
 	toRing(c.sbuf, wrap(c.sHead+c.sLen, len(c.sbuf)), p[:n])
 	c.sLen += n
 	c.e.markDirty(c)
@@ -195,14 +197,15 @@ func (c *Conn) Write(p []byte) int {
 }
 
 // Room returns how many bytes Write or Stage would take now: 0 when the
-// send buffer is full or the connection does not send any more.
+// send buffer (Options.SendBuf) is full or the connection does not send
+// any more. The send ring grows with what it holds (docs/memory.md).
 func (c *Conn) Room() int {
 	if c.finQueued || c.err != nil {
 		return 0
 	}
 	switch c.state {
 	case SynSent, SynReceived, Established, CloseWait:
-		return len(c.sbuf) - c.sLen - c.sHeld
+		return c.e.o.SendBuf - c.sLen - c.sHeld
 	}
 	return 0
 }
@@ -218,6 +221,7 @@ func (c *Conn) Stage(head, body []byte) bool {
 	if n > c.Room() {
 		return false
 	}
+	c.sendRing(n)
 	at := wrap(c.sHead+c.sLen+c.sHeld, len(c.sbuf))
 	if end := at + n; end <= len(c.sbuf) { // the usual case: no wrap
 		k := copy(c.sbuf[at:end], head)
@@ -344,6 +348,9 @@ func (c *Conn) taken(n int) {
 	c.rHead = wrap(c.rHead+n, len(c.rbuf))
 	c.rLen -= n
 	c.recvHomeIfEmpty()
+	if c.m.copied += int32(n); c.e.now-c.m.spaceAt >= c.m.rcvRTT {
+		c.tuneWindow() // bufpool.go
+	}
 	c.windowOpened()
 	if c.Readable() {
 		c.e.markReadable(c)
@@ -362,16 +369,19 @@ func (c *Conn) Writable() bool { return c.Room() > 0 }
 func (c *Conn) Buffered() int { return c.sLen }
 
 // SetRecvBuf limits the receive window to n bytes (at most
-// Options.RecvBuf; at least one segment). Before the SYN leaves, the
-// window scale follows; afterwards the buffer never shrinks below what
-// was advertised or received.
+// Options.RecvBuf; at least one segment), and turns its auto-tuning off
+// (as SO_RCVBUF does on Linux). Before the SYN leaves, the window scale
+// follows; afterwards the buffer never shrinks below what was advertised
+// or received.
 func (c *Conn) SetRecvBuf(n int) {
 	n = max(min(n, c.e.o.RecvBuf), c.e.mss)
+	c.m.locked = true
 	if c.state == SynSent && c.needSyn || c.state == Closed {
 		c.rcvCap, c.rcvWS = n, wscaleFor(n)
-		return
+	} else {
+		c.rcvCap = max(n, c.rLen+int(c.rcvWnd()))
 	}
-	c.rcvCap = max(n, c.rLen+int(c.rcvWnd()))
+	c.m.rcvMax = int32(c.rcvCap)
 }
 
 // SetKeepalive turns keepalive on (RFC 1122 §4.2.3.6): a probe after idle
@@ -474,7 +484,7 @@ func (c *Conn) toClosed(err error) {
 	}
 }
 
-// release gives the slot back; its buffers stay for the next connection.
+// release gives the slot back, and its rings to the pool.
 func (e *Engine) release(c *Conn) {
 	if c.state != Closed {
 		if c.state == SynReceived && c.l != nil {
@@ -484,8 +494,9 @@ func (e *Engine) release(c *Conn) {
 		e.unlist(tuple{c.raddr, c.lport, c.rport})
 	}
 	e.heapRemove(c)
-	sb, rb, idx, dirty, readable := c.sbuf, c.rbuf, c.idx, c.inDirty, c.inReadable
-	*c = Conn{e: e, idx: idx, heapIdx: -1, sbuf: sb, rbuf: rb, inDirty: dirty, inReadable: readable}
+	c.freeRings()
+	idx, dirty, readable := c.idx, c.inDirty, c.inReadable
+	*c = Conn{e: e, idx: idx, heapIdx: -1, inDirty: dirty, inReadable: readable}
 	e.free = append(e.free, idx)
 }
 
@@ -508,9 +519,9 @@ func (e *Engine) newConn(raddr [4]byte, lport, rport uint16) *Conn {
 	e.free = e.free[:len(e.free)-1]
 	c := &e.conns[i]
 	c.raddr, c.lport, c.rport = raddr, lport, rport
-	c.rcvCap = e.o.RecvBuf
-	c.rcvWS = wscaleFor(c.rcvCap)
-	c.rmss = e.mss
+	c.initMem() // the window and send limit to start from
+	c.rcvWS = wscaleFor(e.o.RecvBuf)
+	c.rmss = e.mssFor(raddr)
 	c.smss, c.peerMSS = 536, 536
 	c.rto = int64(e.o.InitialRTO)
 	c.iss = e.isn(raddr, lport, rport)
@@ -520,18 +531,17 @@ func (e *Engine) newConn(raddr [4]byte, lport, rport uint16) *Conn {
 		c.keepIdle, c.keepIntvl, c.keepCnt = e.o.Keepalive, e.o.KeepaliveInterval, e.o.KeepaliveCount
 	}
 	e.table[tuple{raddr, lport, rport}] = i
+	e.peerRef(raddr) // an IPv6 peer's alias lives while the table holds it
 	return c
 }
 
-// buffers gives c its send and receive rings, when its slot has none yet
-// (a slot keeps them for its later connections). An active open takes
-// them at Dial, a passive one only when its handshake completes, so that
-// SYNs that never complete it (a flood) cost a slot but no buffers.
+// buffers readies c's rings at Dial and when its handshake completes. A
+// connection holds its send and receive rings only while it uses them
+// (sendRing, recvRing): they come from the engine's pool when the first
+// byte is written or arrives and go back once they stayed empty until
+// the pool's next trim, so that SYNs that never complete (a flood) and
+// idle connections cost a slot but no buffers.
 func (c *Conn) buffers() {
-	if c.sbuf == nil {
-		c.sbuf = make([]byte, c.e.o.SendBuf)
-		c.rbuf = make([]byte, c.e.o.RecvBuf+rcvSlack(c.e.o.RecvBuf))
-	}
 	c.sendHomeIfEmpty() // a second call (Dial, then establish) keeps what was written
 	c.recvHomeIfEmpty()
 }
@@ -560,19 +570,27 @@ func home(n, h int) int {
 }
 
 // sendHomeIfEmpty moves the send ring's position home when it holds
-// nothing.
+// nothing, and lists the connection for the pool's next trim, which
+// takes the ring back if it is still empty then (bufpool.go).
 func (c *Conn) sendHomeIfEmpty() {
 	if c.sLen == 0 && c.sHeld == 0 {
 		c.sHead = home(len(c.sbuf), sendHome)
+		if !c.m.listed && c.sbuf != nil {
+			c.e.listEmpty(c)
+		}
 	}
 }
 
 // recvHomeIfEmpty moves the receive ring's position home when it holds
 // nothing: no readable bytes and no out-of-order data, which lies at
-// offsets from the position.
+// offsets from the position. The connection is listed for the pool's
+// next trim, as for the send ring.
 func (c *Conn) recvHomeIfEmpty() {
 	if c.rLen == 0 && c.nooo == 0 {
 		c.rHead = home(len(c.rbuf), recvHome)
+		if !c.m.listed && c.rbuf != nil {
+			c.e.listEmpty(c)
+		}
 	}
 }
 
@@ -585,14 +603,11 @@ func (e *Engine) Dial(dst netip.AddrPort, srcPort uint16) (*Conn, error) {
 	if e.closed {
 		return nil, ErrClosed
 	}
-	if !dst.Addr().Is4() || dst.Port() == 0 {
-		return nil, ErrHostUnreachable
-	}
-	ra := dst.Addr().As4()
-	hop, ok := e.nextHop(ra)
+	ra, hop, ok := e.dialTo(dst)
 	if !ok {
 		return nil, ErrHostUnreachable
 	}
+	defer e.peerUnref(ra) // dialTo's hold on an IPv6 peer's alias (engine6.go)
 	if srcPort == 0 {
 		if srcPort, ok = e.ephemeral(ra, dst.Port()); !ok {
 			return nil, ErrPortInUse

@@ -239,7 +239,7 @@ func (e *Engine) AppendCounters(dst []dgramio.Counter) []dgramio.Counter {
 		n := counterNames[i]
 		dst = append(dst, dgramio.Counter{Layer: Layer, Name: n.name, Value: e.cnt[i], Loss: n.loss})
 	}
-	return dst
+	return e.appendCounters6(dst)
 }
 
 // Counter returns the value of the counter named name (as AppendCounters
@@ -250,5 +250,5 @@ func (e *Engine) Counter(name string) (uint64, bool) {
 			return e.cnt[i], true
 		}
 	}
-	return 0, false
+	return e.counter6(name)
 }

@@ -1,4 +1,4 @@
-// Package native is a TCP/IPv4 engine of our own over one
+// Package native is a TCP/IP engine (IPv4 and IPv6) of our own over one
 // frameio.FrameIO, in the style of lwIP's NO_SYS mode: one owner, driven
 // by the poll loop, nothing running behind it.
 //
@@ -19,12 +19,13 @@
 // at a time.
 //
 // The connection table, the timer heap and the work lists are sized by
-// Options.MaxConns at New; each connection slot's send and receive rings
-// (Options.SendBuf, RecvBuf) are allocated when the slot is first used and
-// kept for its later connections. A ring that empties starts again at
-// a fixed place near its front, so that a connection of requests and
-// answers, which empties both rings every round trip, keeps touching the
-// same few cache lines (and pages) of them. In steady state nothing
+// Options.MaxConns at New; a connection's send and receive rings (up to
+// Options.SendBuf, RecvBuf) come from the engine's pool while it uses
+// them and go back when it idles or ends, and its receive window follows
+// what the application reads (docs/memory.md). A ring that empties starts
+// again at a fixed place near its front, so that a connection of requests
+// and answers, which empties both rings every round trip, keeps touching
+// the same few cache lines (and pages) of them. In steady state nothing
 // allocates per segment or per message.
 //
 // # Protocol
@@ -43,6 +44,14 @@
 //     dropped and counted.
 //   - ICMP (RFC 792, RFC 1122 §3.2.2): echo replies; protocol and port
 //     unreachable for datagrams the engine has no use for (UDP included).
+//   - IPv6 (RFC 8200) beside IPv4 on the same interface, with
+//     Options.Addr6 (and the link-local address of the MAC): extension
+//     headers walked within bounds, reassembly (overlaps drop the packet,
+//     RFC 5722), ICMPv6 (RFC 4443: echo, port unreachable and Parameter
+//     Problem rate-limited, Packet Too Big lowering a connection's MSS per
+//     RFC 8201), neighbour discovery (RFC 4861: answers for our addresses,
+//     resolution with the neighbour states), TCP with the IPv6
+//     pseudo-header and an MSS of MTU-60 (engine6.go).
 //   - TCP (RFC 9293): every state, active, passive and simultaneous open
 //     and close, half-close, TIME-WAIT with a configurable 2 MSL and reuse
 //     (RFC 6191), kept in small records apart from the connection table

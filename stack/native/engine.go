@@ -25,8 +25,8 @@ var (
 	ErrRefused = errors.New("native: connection refused")
 	// ErrTimedOut: retransmissions or keepalive probes went unanswered.
 	ErrTimedOut = errors.New("native: connection timed out")
-	// ErrHostUnreachable: ARP found no peer (or no gateway for an off-link
-	// peer).
+	// ErrHostUnreachable: ARP (or neighbour discovery) found no peer, or
+	// there is no gateway for an off-link peer.
 	ErrHostUnreachable = errors.New("native: host unreachable (no ARP answer)")
 	// ErrAborted: the connection was aborted locally (Abort, Close with
 	// unread data, Engine.Close).
@@ -45,8 +45,9 @@ type tuple struct {
 	lport, rport uint16
 }
 
-// Engine is a TCP/IPv4 host over one frameio.FrameIO: Ethernet, ARP,
-// IPv4, ICMP and TCP, run to completion on its owner's goroutine. It has
+// Engine is a TCP/IP host over one frameio.FrameIO: Ethernet, ARP,
+// IPv4, ICMP, IPv6 (with Options.Addr6: ICMPv6, neighbour discovery) and
+// TCP over either, run to completion on its owner's goroutine. It has
 // no goroutines and no locks: every method (and every method of its
 // Listeners and Conns) must be called from one goroutine at a time. Poll
 // takes frames and runs input and the timers due; Flush sends what is due
@@ -108,20 +109,29 @@ type Engine struct {
 	reasm     []reasmSlot       // Options.ReassemblyMemory's worth
 	ports     [portTable]uint16 // RFC 6056 §3.3.4's table of counters
 	tw        twTable           // TIME-WAIT records (timewait.go)
+	pool      bufPool           // rings not in use (bufpool.go)
 
 	// Hardening against the link (docs/hardening-net.md).
 	icmpCredit int64 // ns of ICMP rate earned (icmpAllow)
 	icmpAt     int64 // when icmpCredit was last brought up to date
 	arpEpoch   uint16
+
+	// IPv6 (engine6.go): nil when Options.Addr6 is unset. no4: no IPv4
+	// address (an IPv6-only engine).
+	six *engine6
+	no4 bool
 }
 
 // New makes an engine on fio with options o. Everything the data path
-// needs is allocated here, except each connection slot's buffers, which
-// are allocated when the slot is first used and kept for its next
-// connections. The engine does not own fio: Close leaves it open.
+// needs is allocated here, except the connections' send and receive
+// rings, which come from the engine's pool as bytes need them
+// (docs/memory.md). The engine does not own fio: Close leaves it open.
 func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	if err := o.setDefaults(fio.MTU()); err != nil {
 		return nil, err
+	}
+	if o.RecvMemory == 0 {
+		o.RecvMemory = recvMemoryFor(fio, o.MSS) // bufpool.go
 	}
 	mac := fio.MAC()
 	if len(mac) != 6 {
@@ -140,7 +150,11 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 		e.mono = monotime.New(e.start)
 	}
 	copy(e.mac[:], mac)
-	e.addr = o.Addr.As4()
+	if o.Addr.IsValid() {
+		e.addr = o.Addr.As4()
+	} else {
+		e.no4 = true
+	}
 	e.mask = ^uint32(0) << (32 - o.PrefixLen)
 	if o.AllOnLink {
 		e.mask = 0
@@ -166,17 +180,25 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 	e.heap = make([]int32, 0, o.MaxConns)
 	e.top = noTimer
 	e.tw.init()
+	e.pool.init(o.SendBuf, o.RecvBuf, rcvSlack(o.RecvBuf))
 	e.dirty = make([]int32, 0, o.MaxConns)
 	e.readable = make([]int32, 0, o.MaxConns)
 	e.arpWait = make([]int32, 0, o.MaxConns)
 	e.arp.init(o.ARPEntries, int64(o.ARPReachable))
 	e.reasm = make([]reasmSlot, reasmSlotsFor(o.ReassemblyMemory))
 	e.icmpCredit = int64(o.ICMPBurst) * (1e9 / int64(o.ICMPRateLimit)) // the bucket starts full
+	if err := e.init6(); err != nil {
+		return nil, err
+	}
 	for a, m := range o.Neighbors {
-		if !a.Is4() || len(m) != 6 {
-			return nil, fmt.Errorf("native: neighbour %v %v is not IPv4/Ethernet", a, m)
+		if a.Is6() && !a.Is4In6() && e.six != nil && len(m) == 6 {
+			e.six.neigh.setStatic(a.As16(), [6]byte(m), 0)
+			continue
 		}
-		e.setStatic(a.As4(), [6]byte(m))
+		if !a.Unmap().Is4() || len(m) != 6 {
+			return nil, fmt.Errorf("native: neighbour %v %v is not IPv4/Ethernet (nor IPv6 on an engine with Addr6)", a, m)
+		}
+		e.setStatic(a.Unmap().As4(), [6]byte(m))
 	}
 	e.tx = make([]byte, 0, o.MTU+ethLen+pad.MinFrame)
 	e.deliv = e.input
@@ -253,19 +275,35 @@ func (e *Engine) input(f []byte) {
 		return
 	}
 	dst := [6]byte(f[0:6])
-	if dst != e.mac && dst != [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff} {
+	typ := binary.BigEndian.Uint16(f[12:])
+	if dst == e.mac && typ == etherIPv4 && !e.no4 { // the data path first
+		e.ipInput(f)
+		return
+	}
+	if dst != e.mac && dst != [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff} &&
+		(e.six == nil || dst[0] != 0x33 || dst[1] != 0x33) { // IPv6 multicast (RFC 2464 §7)
 		e.cnt[cRxNotForUs]++
 		return
 	}
-	switch binary.BigEndian.Uint16(f[12:]) {
+	switch typ {
 	case etherARP:
+		if e.no4 {
+			e.six.cnt[c6FamilyOff]++
+			return
+		}
 		e.arpInput(f)
 	case etherIPv4:
 		if dst != e.mac {
 			e.cnt[cRxNotForUs]++
 			return
 		}
-		e.ipInput(f)
+		e.six.cnt[c6FamilyOff]++ // no IPv4 address
+	case etherIPv6:
+		if e.six == nil {
+			e.cnt[cRxUnknownEtherType]++
+			return
+		}
+		e.ip6Input(f, dst != e.mac)
 	default:
 		e.cnt[cRxUnknownEtherType]++
 	}
@@ -322,7 +360,7 @@ func (e *Engine) ipDeliver(srcMAC [6]byte, p ipv4) {
 	e.cnt[cIPDelivered]++
 	switch p.proto() {
 	case protoTCP:
-		e.tcpInput(srcMAC, p.src(), p.payload())
+		e.tcpInput(srcMAC, p.src(), pseudo(p.src(), e.addr, protoTCP, 0), p.payload())
 	case protoICMP:
 		e.icmpInput(srcMAC, p)
 	case protoUDP:
@@ -334,15 +372,18 @@ func (e *Engine) ipDeliver(srcMAC [6]byte, p ipv4) {
 
 // tcpInput parses a segment and hands it to its connection, its listener
 // or the no-connection rule.
-func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, b []byte) {
+// src is the peer (an IPv6 one's alias, engine6.go), sum its pseudo-header
+// sum without the length (parseTCPSum).
+func (e *Engine) tcpInput(srcMAC [6]byte, src [4]byte, sum uint64, b []byte) {
 	s := &e.seg
-	if err := parseTCP(s, src, e.addr, b); err != tcpOK {
+	if err := parseTCPSum(s, sum, b); err != tcpOK {
 		e.countBadTCP(err)
 		return
 	}
+	s.src = src
 	e.cnt[cTCPSegmentsIn]++
 	s.srcMAC = srcMAC
-	if i, ok := e.lookup(tuple{src, s.dport, s.sport}); ok {
+	if i, ok := e.lookup(tuple{s.src, s.dport, s.sport}); ok {
 		if i < 0 { // a TIME-WAIT record
 			if e.twInput(^i, s) {
 				return
@@ -394,6 +435,9 @@ func (e *Engine) unlist(t tuple) {
 	delete(e.table, t)
 	if t == e.last {
 		e.lastIdx = -1
+	}
+	if t.raddr[0] == 0 {
+		e.peerUnref(t.raddr) // an IPv6 peer's alias (engine6.go)
 	}
 }
 
@@ -539,6 +583,9 @@ func (e *Engine) onLink(a [4]byte) bool {
 // nextHop returns the address whose MAC a frame to a goes to, and false
 // when there is none (off-link without a gateway).
 func (e *Engine) nextHop(a [4]byte) ([4]byte, bool) {
+	if a[0] == 0 {
+		return e.nextHop6(a)
+	}
 	if e.onLink(a) {
 		return a, true
 	}

@@ -503,9 +503,9 @@ func TestTimeWaitLeavesSlot_Linux_tw_buckets(t *testing.T) {
 }
 
 // TestTimeWaitBounded_Linux_tcp_max_tw_buckets: past MaxTimeWait records
-// (default 4*MaxConns), a connection skips TIME-WAIT, counted.
+// (here 8), a connection skips TIME-WAIT, counted.
 func TestTimeWaitBounded_Linux_tcp_max_tw_buckets(t *testing.T) {
-	o := Options{MaxConns: 2}
+	o := Options{MaxConns: 2, MaxTimeWait: 8}
 	w := newWorld(t, memio.Options{TxSlots: 256, RxSlots: 256}, o, o)
 	l, _ := w.b.Listen(7000, 0)
 	for range 10 {

@@ -157,12 +157,12 @@ func (e *Engine) quotedConn(m []byte) (*Conn, bool) {
 		return nil, false
 	}
 	hl := int(q[0]&0xf) * 4
-	if hl < ipLen || len(q) < hl+8 || q[9] != protoTCP || [4]byte(q[12:16]) != e.addr {
-		return nil, false
+	if hl < ipLen || len(q) < hl+8 || q[9] != protoTCP || [4]byte(q[12:16]) != e.addr || q[16] == 0 {
+		return nil, false // q[16] 0: 0.0.0.0/8 is no peer (and the IPv6 aliases live there)
 	}
 	t := q[hl:]
 	i, ok := e.table[tuple{[4]byte(q[16:20]), binary.BigEndian.Uint16(t[0:]), binary.BigEndian.Uint16(t[2:])}]
-	if !ok {
+	if !ok || i < 0 { // none, or a TIME-WAIT record: nothing in flight
 		return nil, false
 	}
 	c := &e.conns[i]

@@ -5,7 +5,7 @@ import "encoding/binary"
 // ICMPv6 (RFC 4443) building blocks: the message check, the echo reply
 // and error builders, the rules of when an error may be sent, a token
 // bucket to rate-limit errors, and the Packet Too Big reading for path
-// MTU discovery (RFC 8201). Not wired into the engine yet.
+// MTU discovery (RFC 8201). engine6.go calls them.
 
 // ICMPv6 types (RFC 4443 §2.1, RFC 4861 §4).
 const (

@@ -2,9 +2,8 @@ package native
 
 import "encoding/binary"
 
-// IPv6 building blocks (RFC 8200). They are finished and tested but not
-// yet wired into the engine's input path: Engine.input still takes IPv4
-// and ARP only. See docs/ipv6.md.
+// IPv6 building blocks (RFC 8200), called by the engine's IPv6 input
+// (engine6.go). See docs/ipv6.md.
 
 // IPv6 header size and field values (RFC 8200 §3, §4; RFC 4443).
 const (

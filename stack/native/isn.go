@@ -45,6 +45,9 @@ func siphash(k *[16]byte, m [16]byte) uint64 {
 // flowKey is the 16-byte message of a connection's addresses and ports,
 // with extra (a salt and a value) in the last four bytes.
 func (e *Engine) flowKey(raddr [4]byte, lport, rport uint16, salt byte, extra uint32) [16]byte {
+	if raddr[0] == 0 && e.six != nil {
+		return e.flowKey6(raddr, lport, rport, salt, extra)
+	}
 	var m [16]byte
 	copy(m[0:4], e.addr[:])
 	copy(m[4:8], raddr[:])

@@ -183,8 +183,8 @@ func (l *Listener) sendCookie(s *segment) {
 	if s.hasMSS {
 		mss = s.mss
 	}
-	mss = min(mss, uint16(e.mss))
-	e.sendBare(s, e.cookie(s, mss), s.seq+1, flagSYN|flagACK, uint16(min(e.o.RecvBuf, 0xffff)), uint16(e.mss))
+	mss = min(mss, uint16(e.mssFor(s.src)))
+	e.sendBare(s, e.cookie(s, mss), s.seq+1, flagSYN|flagACK, uint16(min(e.o.RecvBuf, 0xffff)), uint16(e.mssFor(s.src)))
 	e.cnt[cTCPCookiesSent]++
 	l.cookieAt = e.now + 1
 }
@@ -221,7 +221,7 @@ func (l *Listener) cookieAck(s *segment) bool {
 	e.passiveHop(c, s)
 	c.iss = s.ack - 1
 	c.setIRS(s.seq - 1)
-	c.peerMSS = int(min(mss, uint16(e.mss)))
+	c.peerMSS = int(min(mss, uint16(e.mssFor(s.src))))
 	c.smss = c.peerMSS
 	c.sndWS, c.rcvWS = 0, 0
 	c.rcvCap = min(c.rcvCap, 0xffff)

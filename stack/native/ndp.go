@@ -4,7 +4,7 @@ package native
 // Neighbor Solicitation and Advertisement, read with the validity checks
 // of §7.1 and written with their link-layer address options, and the
 // addresses they travel to. The state machine that uses them is neigh6.
-// Not wired into the engine yet.
+// engine6.go calls them.
 
 // NDP constants (RFC 4861 §4.3, §4.4, §4.6.1).
 const (

@@ -6,7 +6,7 @@ package native
 // that tests run without sleeping. Bounded: a full cache evicts an
 // unreferenced entry, STALE ones and the least recently used first. It
 // sends nothing itself: resolve and timers say which solicitation the
-// caller sends (buildNS). Not wired into the engine yet.
+// caller sends (buildNS): engine6.go.
 
 // neighState is the reachability state of an entry (RFC 4861 §7.3.2).
 type neighState uint8

@@ -74,9 +74,24 @@ const (
 	// engine sends (Linux's icmp_msgs_per_sec and icmp_msgs_burst).
 	DefaultICMPRateLimit = 1000
 	DefaultICMPBurst     = 50
+
+	// Memory that follows use (docs/memory.md).
+
+	// DefaultInitRecvWindow is the receive window a connection starts
+	// with before auto-tuning raises it (about what Linux's tcp_rmem
+	// default of 128 KiB announces).
+	DefaultInitRecvWindow = 64 << 10
+	// DefaultMaxTimeWait is the least default of MaxTimeWait: TIME-WAIT
+	// for 1,092 connections a second with the 60 s of DefaultTimeWait,
+	// about 4.5 MiB of records and table at most (Linux's
+	// tcp_max_tw_buckets is 262,144 on a large host).
+	DefaultMaxTimeWait = 1 << 16
+	// DefaultPoolIdle is how long a ring may stay in the engine's pool
+	// untaken before it is freed.
+	DefaultPoolIdle = time.Second
 )
 
-// Options configure an Engine. Addr is required; zero values take the
+// Options configure an Engine. Addr or Addr6 is required; zero values take the
 // defaults above.
 type Options struct {
 	// Addr is the engine's IPv4 address; PrefixLen its on-link prefix
@@ -89,7 +104,17 @@ type Options struct {
 	PrefixLen int
 	Gateway   netip.Addr
 	AllOnLink bool
-	// Neighbors are static ARP entries (never asked, never expire).
+	// Addr6 is the engine's IPv6 address, PrefixLen6 its on-link prefix
+	// (default 64), Gateway6 the next hop for off-link IPv6 peers (a
+	// router's link-local address, usually). With Addr6 set the engine
+	// serves IPv6 beside IPv4 on the same interface (docs/ipv6.md), on
+	// Addr6 and on the link-local address made from the MAC (EUI-64, RFC
+	// 4291 Appendix A); Addr may then be left unset (an IPv6-only engine).
+	Addr6      netip.Addr
+	PrefixLen6 int
+	Gateway6   netip.Addr
+	// Neighbors are static neighbour entries (never asked, never
+	// expire), IPv4 (ARP) or IPv6 (neighbour discovery).
 	Neighbors map[netip.Addr]net.HardwareAddr
 	// ARPShare, when set, is the group of engines with this Addr and MAC
 	// (the queues of one interface) that pass each other the ARP replies
@@ -102,12 +127,35 @@ type Options struct {
 	Clock Clock
 	// MaxConns bounds the connection table (every state but LISTEN; TIME-
 	// WAIT of a connection the application no longer holds is kept apart,
-	// see MaxTimeWait). Send and receive buffers are allocated when a slot is
-	// first used and reused afterwards: memory is at most MaxConns *
-	// (SendBuf + RecvBuf) plus about 1 KiB per slot.
+	// see MaxTimeWait). The table takes 1 KiB per slot at New; a
+	// connection holds send and receive rings only while they hold bytes
+	// (docs/memory.md), so memory is the table plus the bytes in flight
+	// and unread, at most MaxConns * (SendBuf + RecvBuf) more.
 	MaxConns int
-	// SendBuf and RecvBuf are each connection's buffers in bytes.
+	// SendBuf and RecvBuf are the most a connection's send and receive
+	// buffers hold, in bytes: its rings grow to what they hold, and the
+	// receive window follows what the application reads per round trip
+	// (auto-tuning) from InitRecvWindow up to RecvBuf.
 	SendBuf, RecvBuf int
+	// InitRecvWindow is where the receive window starts (default
+	// DefaultInitRecvWindow, at most RecvBuf).
+	InitRecvWindow int
+	// NoBufferTuning fixes the receive window at RecvBuf from the start
+	// (no auto-tuning); the rings still come from the pool as bytes need
+	// them.
+	NoBufferTuning bool
+	// RecvMemory bounds what receive-window auto-tuning adds beyond
+	// InitRecvWindow over all connections together: a connection's window
+	// grows only while the sum stays below it (as Linux's tcp_rcv_space_adjust
+	// stops under tcp_mem pressure). The default is half of the FrameIO's
+	// receive ring in full segments when the FrameIO tells its size (an
+	// AF_XDP socket: the windows cannot bring more than its ring holds),
+	// no bound otherwise; negative: no bound.
+	RecvMemory int
+	// PoolIdle is how long a ring no connection holds stays in the
+	// engine's pool for reuse before it is freed (default
+	// DefaultPoolIdle).
+	PoolIdle time.Duration
 	// MSS caps the MSS the engine announces (RFC 6691); default MTU-40.
 	MSS int
 	// MinRTO, MaxRTO and InitialRTO bound and start the retransmission
@@ -165,7 +213,9 @@ type Options struct {
 	// listeners (default MaxConns/4, at least 1); beyond it, as beyond a
 	// listener's SYNBacklog, SYNs are answered with cookies.
 	MaxSYNReceived int
-	// MaxTimeWait bounds the TIME-WAIT records (default 4*MaxConns). A
+	// MaxTimeWait bounds the TIME-WAIT records (default the larger of
+	// 4*MaxConns and DefaultMaxTimeWait; they are allocated as used and
+	// freed once none is left). A
 	// connection that reaches TIME-WAIT once the application closed it
 	// gives its slot back and waits its 2 MSL in a small record; with
 	// MaxTimeWait records in use it skips TIME-WAIT (Linux's
@@ -209,8 +259,24 @@ type Options struct {
 // setDefaults fills zero fields and checks the rest against mtu, the
 // FrameIO's MTU.
 func (o *Options) setDefaults(mtu int) error {
-	if !o.Addr.Is4() {
-		return errors.New("native: Options.Addr must be an IPv4 address")
+	if o.Addr.IsValid() && !o.Addr.Is4() {
+		return errors.New("native: Options.Addr must be an IPv4 address (an IPv6 one goes in Addr6)")
+	}
+	if o.Addr6.IsValid() && (!o.Addr6.Is6() || o.Addr6.Is4In6() || o.Addr6.Zone() != "" ||
+		!o.Addr6.IsGlobalUnicast() && !o.Addr6.IsPrivate()) {
+		return fmt.Errorf("native: Options.Addr6 %v is not a unicast IPv6 address without a zone", o.Addr6)
+	}
+	if !o.Addr.IsValid() && !o.Addr6.IsValid() {
+		return errors.New("native: Options.Addr (IPv4) or Addr6 (IPv6) is required")
+	}
+	if o.PrefixLen6 == 0 {
+		o.PrefixLen6 = 64
+	}
+	if o.PrefixLen6 < 1 || o.PrefixLen6 > 128 {
+		return fmt.Errorf("native: Options.PrefixLen6 %d is not in 1..128", o.PrefixLen6)
+	}
+	if o.Gateway6.IsValid() && (!o.Gateway6.Is6() || o.Gateway6.Is4In6()) {
+		return errors.New("native: Options.Gateway6 must be an IPv6 address")
 	}
 	if o.PrefixLen == 0 {
 		o.PrefixLen = 24
@@ -227,6 +293,9 @@ func (o *Options) setDefaults(mtu int) error {
 	if o.MTU < 576 {
 		return fmt.Errorf("native: MTU %d is below the 576 every IPv4 host must take (RFC 791)", o.MTU)
 	}
+	if o.Addr6.IsValid() && o.MTU < minMTU6 {
+		return fmt.Errorf("native: MTU %d is below the 1280 every IPv6 link carries (RFC 8200 §5)", o.MTU)
+	}
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -240,6 +309,8 @@ func (o *Options) setDefaults(mtu int) error {
 	def(&o.MaxConns, DefaultMaxConns)
 	def(&o.SendBuf, DefaultSendBuf)
 	def(&o.RecvBuf, DefaultRecvBuf)
+	def(&o.InitRecvWindow, DefaultInitRecvWindow)
+	defd(&o.PoolIdle, DefaultPoolIdle)
 	if o.MSS <= 0 || o.MSS > o.MTU-40 {
 		o.MSS = o.MTU - 40
 	}
@@ -269,7 +340,7 @@ func (o *Options) setDefaults(mtu int) error {
 	def(&o.ChallengeACKLimit, DefaultChallengeACKLimit)
 	def(&o.SYNACKRetries, DefaultSYNACKRetries)
 	def(&o.MaxSYNReceived, max(o.MaxConns/4, 1))
-	def(&o.MaxTimeWait, 4*o.MaxConns)
+	def(&o.MaxTimeWait, max(4*o.MaxConns, DefaultMaxTimeWait))
 	def(&o.OrphanRetries, DefaultOrphanRetries)
 	if o.UserTimeout < 0 {
 		return fmt.Errorf("native: UserTimeout %v is negative (0 turns it off)", o.UserTimeout)

@@ -12,7 +12,9 @@ import (
 // TestEmptyRingsGoHome: a request and its answer empty both ends' send
 // and receive rings, and each ring's position goes back to its home then,
 // so that the next record is written to and read from the same few cache
-// lines instead of a new part of a ring of megabytes.
+// lines instead of a new part of a ring of megabytes; the rings stay with
+// the connection while it goes on (nothing allocated, nothing pooled
+// after the first round), and go back to the pool once it idles.
 func TestEmptyRingsGoHome(t *testing.T) {
 	w := newWorld(t, memio.Options{}, Options{}, Options{})
 	ca, cb := w.connect(80)
@@ -26,6 +28,7 @@ func TestEmptyRingsGoHome(t *testing.T) {
 		})
 		return got
 	}
+	var allocs [2]uint64
 	for i := range 20 {
 		req := randBytes(uint64(i), 100+i)
 		if ca.Write(req) != len(req) {
@@ -49,6 +52,21 @@ func TestEmptyRingsGoHome(t *testing.T) {
 			t.Fatalf("round %d: empty rings at positions client send %d receive %d, server send %d; want their homes %d, %d",
 				i, ca.sHead, ca.rHead, cb.sHead, sendHome, recvHome)
 		}
+		a := [2]uint64{w.a.pool.allocs, w.b.pool.allocs}
+		if i > 0 && a != allocs {
+			t.Fatalf("round %d: rings allocated %v, after round 0 %v", i, a, allocs)
+		}
+		allocs = a
+	}
+	// Idle: the next trim takes the empty rings back, the one after
+	// frees them.
+	w.until(time.Minute, "the rings back and freed", func() bool {
+		ua, pa, _, _ := w.a.BufferStats()
+		ub, pb, _, _ := w.b.BufferStats()
+		return ua+pa+ub+pb == 0
+	})
+	if ca.sbuf != nil || ca.rbuf != nil || cb.sbuf != nil || cb.rbuf != nil {
+		t.Fatal("an idle connection kept a ring")
 	}
 }
 

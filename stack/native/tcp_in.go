@@ -476,7 +476,7 @@ func (c *Conn) peerOptions(s *segment, offeredWS bool) {
 	if s.hasMSS {
 		mss = int(s.mss)
 	}
-	c.peerMSS = max(min(mss, c.e.mss), 64)
+	c.peerMSS = max(min(mss, c.e.mssFor(c.raddr)), 64)
 	c.smss = c.peerMSS
 	c.wsOK = s.hasWS && offeredWS && !o.NoWindowScale
 	if c.wsOK {
@@ -488,7 +488,7 @@ func (c *Conn) peerOptions(s *segment, offeredWS bool) {
 	c.tsOK = s.hasTS && !o.NoTimestamps
 	if c.tsOK {
 		c.smss -= 12 // RFC 6691: the MSS does not count options
-		c.rmss = c.e.mss - 12
+		c.rmss = c.e.mssFor(c.raddr) - 12
 	}
 }
 
@@ -720,7 +720,7 @@ func (c *Conn) dataInput(s *segment) {
 	}
 	// Bytes of the ring from RCV.NXT on: the buffer, or the window
 	// advertised when rounding it up took some of the ring's slack.
-	room := max(c.rcvCap-c.rLen, min(int(c.rcvWnd()), len(c.rbuf)-c.rLen))
+	room := max(c.rcvCap-c.rLen, min(int(c.rcvWnd()), c.e.recvRingMax()-c.rLen))
 	off := int(seq - c.rcvNxt)
 	if off+len(p) > room {
 		if off >= room {
@@ -766,6 +766,9 @@ func (c *Conn) dataInput(s *segment) {
 
 // writeRing copies p into the receive ring at offset off from RCV.NXT.
 func (c *Conn) writeRing(off int, p []byte) {
+	if need := c.rLen + off + len(p); need > len(c.rbuf) {
+		c.recvRing(need) // bufpool.go
+	}
 	at := wrap(c.rHead+c.rLen+off, len(c.rbuf))
 	toRing(c.rbuf, at, p)
 }
@@ -777,6 +780,9 @@ func (c *Conn) writeRing(off int, p []byte) {
 func (c *Conn) dataAcked(n int, filled bool) {
 	e := c.e
 	c.unackedBytes += n
+	if c.m.rttAt == 0 || seqGEQ(c.rcvNxt, c.m.rttSeq) {
+		c.rcvRTTMeasure() // bufpool.go
+	}
 	switch {
 	case e.delack == 0, filled, c.quickAck > 0, c.unackedBytes >= 2*c.rmss:
 		if c.quickAck > 0 {

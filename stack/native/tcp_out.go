@@ -68,7 +68,7 @@ func (c *Conn) sendSyn() bool {
 	if !c.macOK {
 		mac, ok := e.resolve(c.hop)
 		if !ok {
-			if e.arp.get(c.hop) == nil {
+			if e.noNeighbour(c.hop) {
 				c.fail(ErrHostUnreachable) // the cache is full of requests in flight
 				return true
 			}
@@ -84,6 +84,13 @@ func (c *Conn) sendSyn() bool {
 	}
 	if !c.emit(c.iss, flags, 0, 0) {
 		return false
+	}
+	if c.retries > 0 && c.state == SynSent {
+		// Our SYN again after a timeout: is the next hop still there?
+		// A neighbour whose probes went unanswered is resolved again
+		// (RFC 4861 §7.3.3). Not for a SYN-ACK: a SYN's source is no
+		// neighbour of ours until it answers.
+		c.neighbourSuspect()
 	}
 	c.needSyn = false
 	c.sndNxt = c.iss + 1
@@ -301,23 +308,33 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	e := c.e
 	// The options go where they will be sent; tcpFrame writes the
 	// headers before them and sizes the frame around them.
-	const at = ethLen + ipLen + tcpLen
+	const at, at6 = ethLen + ipLen + tcpLen, ethLen + ip6Len + tcpLen
 	if c.arpEpoch != e.arpEpoch {
 		c.refreshMAC() // a neighbour's MAC changed: perhaps ours
 	}
-	ol := c.options(e.tx[at:at+40], flags)
+	o := e.tx[at : at+40]
+	if c.raddr[0] == 0 { // IPv6 (engine6.go)
+		o = e.tx[at6 : at6+40]
+	}
+	ol := c.options(o, flags)
 	hl := tcpLen + ol
 	ack := uint32(0)
 	if flags&flagACK != 0 {
 		ack = c.rcvNxt
 	}
-	t := e.tcpFrame(c.mac, c.raddr, ipLen+hl+n)
+	t := e.tcpFrame(c.mac, c.raddr, hl+n)
 	putTCP(t, c.lport, c.rport, seq, ack, hl, flags, c.window(flags))
 	if n > 0 {
 		at := wrap(c.sHead+off, len(c.sbuf))
 		fromRing(t[hl:hl+n], c.sbuf, at)
 	}
-	binary.BigEndian.PutUint16(t[16:], fold(csum(pseudo(e.addr, c.raddr, protoTCP, hl+n), t[:hl+n])))
+	var sum uint64
+	if c.raddr[0] != 0 {
+		sum = pseudo(e.addr, c.raddr, protoTCP, hl+n)
+	} else {
+		sum = e.pseudoTo6(c.raddr, hl+n)
+	}
+	binary.BigEndian.PutUint16(t[16:], fold(csum(sum, t[:hl+n])))
 	if !e.send() {
 		return false
 	}
@@ -359,7 +376,7 @@ func (c *Conn) window(flags uint8) uint16 {
 	// with less than 2^shift free announced a zero window. The bytes
 	// beyond the buffer go to the ring's slack (rcvSlack).
 	v := w >> shift
-	if w&(1<<shift-1) != 0 && c.rLen+int(v+1)<<shift <= len(c.rbuf) {
+	if w&(1<<shift-1) != 0 && c.rLen+int(v+1)<<shift <= c.e.recvRingMax() {
 		v++
 	}
 	if v > 0xffff {
@@ -386,7 +403,7 @@ func (c *Conn) options(o []byte, flags uint8) int {
 	if flags&flagSYN != 0 {
 		syn := c.state == SynSent
 		o[0], o[1] = optMSS, 4
-		binary.BigEndian.PutUint16(o[2:], uint16(e.mss))
+		binary.BigEndian.PutUint16(o[2:], uint16(e.mssFor(c.raddr)))
 		n = 4
 		sack := syn && !e.o.NoSACK || !syn && c.sackOK
 		ts := syn && !e.o.NoTimestamps || !syn && c.tsOK
@@ -483,22 +500,26 @@ func (e *Engine) sendBare(s *segment, seq, ack uint32, flags uint8, wnd uint16, 
 	if mss != 0 {
 		hl += 4
 	}
-	t := e.tcpFrame(s.srcMAC, s.src, ipLen+hl)
+	t := e.tcpFrame(s.srcMAC, s.src, hl)
 	putTCP(t, s.dport, s.sport, seq, ack, hl, flags, wnd)
 	if mss != 0 {
 		t[20], t[21] = optMSS, 4
 		binary.BigEndian.PutUint16(t[22:], mss)
 	}
-	binary.BigEndian.PutUint16(t[16:], fold(csum(pseudo(e.addr, s.src, protoTCP, hl), t[:hl])))
+	binary.BigEndian.PutUint16(t[16:], fold(csum(e.pseudoTo(s.src, hl), t[:hl])))
 	if e.send() {
 		e.cnt[cTCPSegmentsOut]++
 	}
 }
 
-// tcpFrame sizes e.tx for an IPv4 packet of tot bytes carrying TCP to dst
-// (at dstMAC), writes its Ethernet and IPv4 headers and returns the TCP
-// part.
-func (e *Engine) tcpFrame(dstMAC [6]byte, dst [4]byte, tot int) []byte {
+// tcpFrame sizes e.tx for an IP packet carrying n bytes of TCP to dst
+// (at dstMAC), writes its Ethernet and IP headers and returns the TCP
+// part: IPv4, or IPv6 for an IPv6 peer's alias (engine6.go).
+func (e *Engine) tcpFrame(dstMAC [6]byte, dst [4]byte, n int) []byte {
+	if dst[0] == 0 {
+		return e.tcpFrame6(dstMAC, dst, n)
+	}
+	tot := ipLen + n
 	e.tx = e.tx[:ethLen+tot]
 	putEth(e.tx, dstMAC, e.mac, etherIPv4)
 	putIPv4(e.tx[ethLen:], e.nextID(), protoTCP, e.addr, dst, tot)

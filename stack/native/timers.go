@@ -51,6 +51,12 @@ func (e *Engine) setTop() {
 	if at, ok := e.tw.nextAt(); ok && at < e.top {
 		e.top = at
 	}
+	if e.six != nil && e.six.due < e.top {
+		e.top = e.six.due // engine6.go: neighbour and reassembly timers
+	}
+	if at := e.pool.trimAt; at != 0 && at < e.top {
+		e.top = at
+	}
 }
 
 func (e *Engine) heapRemove(c *Conn) {
@@ -131,6 +137,12 @@ func (e *Engine) runDue() {
 	}
 	if at, ok := e.tw.nextAt(); ok && at <= e.now {
 		e.twExpire()
+	}
+	if e.six != nil && e.six.due <= e.now {
+		e.timers6()
+	}
+	if at := e.pool.trimAt; at != 0 && at <= e.now {
+		e.trim() // bufpool.go
 	}
 	for len(e.heap) > 0 && e.conns[e.heap[0]].heapAt <= e.now {
 		c := &e.conns[e.heap[0]]

@@ -81,6 +81,7 @@ func (e *Engine) toTimeWait(c *Conn) {
 	*r = twRec{t: tuple{c.raddr, c.lport, c.rport}, at: c.tWait, sndNxt: c.sndMax, rcvNxt: c.rcvNxt,
 		tsRecent: c.tsRecent, tsOff: c.tsOff, tsOK: c.tsOK,
 		wnd: uint16(min(c.rcvWnd()>>c.rcvWS, 0xffff)), prev: -1, next: -1}
+	e.peerRef(r.t.raddr) // the record holds the connection's IPv6 alias (engine6.go)
 	c.toClosed(nil)
 	e.table[r.t] = ^k
 	e.twLink(k)
@@ -196,14 +197,14 @@ func (e *Engine) twAck(r *twRec, s *segment) {
 	if r.tsOK {
 		hl += 12
 	}
-	t := e.tcpFrame(s.srcMAC, s.src, ipLen+hl)
+	t := e.tcpFrame(s.srcMAC, s.src, hl)
 	putTCP(t, r.t.lport, r.t.rport, r.sndNxt, r.rcvNxt, hl, flagACK, r.wnd)
 	if r.tsOK {
 		binary.BigEndian.PutUint32(t[20:], tsLayout)
 		binary.BigEndian.PutUint32(t[24:], uint32(e.wall()/1e6)+r.tsOff)
 		binary.BigEndian.PutUint32(t[28:], r.tsRecent)
 	}
-	binary.BigEndian.PutUint16(t[16:], fold(csum(pseudo(e.addr, s.src, protoTCP, hl), t[:hl])))
+	binary.BigEndian.PutUint16(t[16:], fold(csum(e.pseudoTo(s.src, hl), t[:hl])))
 	if e.send() {
 		e.cnt[cTCPSegmentsOut]++
 	}

@@ -184,6 +184,15 @@ const (
 // parseTCP parses b, the TCP header and data of an IPv4 datagram from src
 // to dst, into s, checking the checksum and the options.
 func parseTCP(s *segment, src, dst [4]byte, b []byte) tcpError {
+	s.src, s.dst = src, dst
+	return parseTCPSum(s, pseudo(src, dst, protoTCP, 0), b)
+}
+
+// parseTCPSum is parseTCP of a segment of either family whose
+// pseudo-header sum without the length is sum: pseudo(…, 0) for IPv4,
+// pseudo6(…, 0) for IPv6 (the two add the length alike below 64 KiB).
+// s's addresses are the caller's to fill.
+func parseTCPSum(s *segment, sum uint64, b []byte) tcpError {
 	if len(b) < tcpLen {
 		return tcpShort
 	}
@@ -191,10 +200,9 @@ func parseTCP(s *segment, src, dst [4]byte, b []byte) tcpError {
 	if off < tcpLen || off > len(b) {
 		return tcpOffset
 	}
-	if fold(csum(pseudo(src, dst, protoTCP, len(b)), b)) != 0 {
+	if fold(csum(sum+uint64(len(b)), b)) != 0 {
 		return tcpChecksum
 	}
-	s.src, s.dst = src, dst
 	s.sport = binary.BigEndian.Uint16(b[0:])
 	s.dport = binary.BigEndian.Uint16(b[2:])
 	s.seq = binary.BigEndian.Uint32(b[4:])

@@ -3,12 +3,15 @@ package netconn
 import (
 	"bytes"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/dgramio/dgramio/internal/stack"
 )
 
 // notifier is a waiter.EventListener that leaves a token in its channel
@@ -89,8 +92,7 @@ func (c *Conn) setAddrs() {
 }
 
 func tcpAddr(a tcpip.FullAddress) *net.TCPAddr {
-	b := a.Addr.As4()
-	return &net.TCPAddr{IP: net.IPv4(b[0], b[1], b[2], b[3]).To4(), Port: int(a.Port)}
+	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(stack.AddrOf(a.Addr), a.Port))
 }
 
 // closed reports whether Close ran.

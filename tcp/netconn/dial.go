@@ -7,7 +7,6 @@ import (
 	"syscall"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
@@ -15,22 +14,24 @@ import (
 	"github.com/dgramio/dgramio/internal/tcp"
 )
 
-// Dial connects to address ("198.18.0.2:80": an IPv4 literal and a port;
-// the userspace stack has no resolver) from an ephemeral port, as DialAddr.
+// Dial connects to address ("198.18.0.2:80" or "[2001:2::2]:80": an IP
+// literal of the Service's family and a port; the userspace stack has no
+// resolver) from an ephemeral port, as DialAddr.
 func (s *Service) Dial(ctx context.Context, address string) (*Conn, error) {
 	ap, err := netip.ParseAddrPort(address)
-	if err != nil || !ap.Addr().Unmap().Is4() {
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "netconn dials IPv4 literals only (no resolver on the userspace stack)", Addr: address}}
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "netconn dials IP literals only (no resolver on the userspace stack)", Addr: address}}
 	}
 	return s.DialAddr(ctx, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
 }
 
 // DialContext is Dial with the signature of net.Dialer.DialContext, for
-// http.Transport.DialContext and the like. network must be "tcp" or
-// "tcp4".
+// http.Transport.DialContext and the like. network must be "tcp", or
+// "tcp4" ("tcp6") on a Service of that family.
 func (s *Service) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	switch network {
-	case "tcp", "tcp4":
+	v6 := s.cfg.LocalIP.Is6()
+	switch {
+	case network == "tcp", network == "tcp4" && !v6, network == "tcp6" && v6:
 	default:
 		return nil, &net.OpError{Op: "dial", Net: network, Err: net.UnknownNetworkError(network)}
 	}
@@ -55,8 +56,8 @@ func (s *Service) DialAddr(ctx context.Context, to netip.AddrPort) (*Conn, error
 		s.n.dialFailures.Add(1)
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raddr, Err: syscallError("connect", err)}
 	}
-	if !to.Addr().Is4() {
-		return fail(&net.AddrError{Err: "netconn dials IPv4 only", Addr: to.String()})
+	if to.Addr().Is4() != s.cfg.LocalIP.Is4() || !to.Addr().IsValid() {
+		return fail(&net.AddrError{Err: "netconn dials addresses of its own family (Config.LocalIP's) only", Addr: to.String()})
 	}
 	if err := s.checkPort(to.Port(), "dial"); err != nil {
 		return fail(err)
@@ -119,7 +120,7 @@ func (s *Service) connect(ctx context.Context, to netip.AddrPort) (*Conn, error)
 		return nil, ctxError(err)
 	}
 	wq := new(waiter.Queue)
-	ep, terr := s.st.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	ep, terr := s.st.NS.NewEndpoint(ntcp.ProtocolNumber, s.st.Proto(), wq)
 	if terr != nil {
 		return nil, tcp.GoError(terr)
 	}
@@ -127,7 +128,7 @@ func (s *Service) connect(ctx context.Context, to netip.AddrPort) (*Conn, error)
 	if err := s.tune.ApplyEndpoint(ep); err != nil {
 		return c, err
 	}
-	full := tcpip.FullAddress{NIC: stack.NICID, Addr: tcpip.AddrFrom4(to.Addr().As4()), Port: to.Port()}
+	full := tcpip.FullAddress{NIC: stack.NICID, Addr: stack.Addr(to.Addr()), Port: to.Port()}
 	switch terr := ep.Connect(full); terr.(type) {
 	case nil, *tcpip.ErrConnectStarted:
 	default:

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
@@ -65,7 +64,7 @@ func (s *Service) Listen(port uint16) (*Listener, error) {
 		return l, nil
 	}
 	wq := new(waiter.Queue)
-	ep, terr := s.st.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	ep, terr := s.st.NS.NewEndpoint(ntcp.ProtocolNumber, s.st.Proto(), wq)
 	if terr != nil {
 		return fail(streamError(terr))
 	}
@@ -81,7 +80,7 @@ func (s *Service) Listen(port uint16) (*Listener, error) {
 	if err := s.tune.ApplyEndpoint(ep); err != nil {
 		return undo(err)
 	}
-	if terr := ep.Bind(tcpip.FullAddress{NIC: stack.NICID, Addr: tcpip.AddrFrom4(s.cfg.LocalIP.As4()), Port: port}); terr != nil {
+	if terr := ep.Bind(tcpip.FullAddress{NIC: stack.NICID, Addr: stack.Addr(s.cfg.LocalIP), Port: port}); terr != nil {
 		return undo(streamError(terr))
 	}
 	if terr := ep.Listen(s.opts.Backlog); terr != nil {
@@ -161,7 +160,7 @@ func (l *Listener) closed() bool {
 // accepted turns an endpoint Accept returned into a Conn, or refuses it
 // past MaxConns.
 func (s *Service) accepted(l *Listener, ep tcpip.Endpoint, wq *waiter.Queue, fa tcpip.FullAddress) (*Conn, error) {
-	peer := netip.AddrPortFrom(netip.AddrFrom4(fa.Addr.As4()), fa.Port)
+	peer := netip.AddrPortFrom(stack.AddrOf(fa.Addr), fa.Port)
 	if err := s.tune.ApplyEndpoint(ep); err != nil {
 		ep.Abort()
 		ep.Close()

@@ -43,7 +43,7 @@ func Listen(cfg dgramio.Config) (net.Listener, error) {
 }
 
 // Dial opens a Service for cfg (New, default Options) and connects to
-// address (an IPv4 literal with a port) as Service.Dial does. The Service
+// address (an IP literal with a port) as Service.Dial does. The Service
 // belongs to the connection: closing the Conn closes it, waiting up to
 // Options.Linger for the FIN. A Service holds the interface's queue (one
 // AF_XDP socket), so Dial opens one connection per Service: for several,
@@ -52,7 +52,7 @@ func Listen(cfg dgramio.Config) (net.Listener, error) {
 func Dial(ctx context.Context, cfg dgramio.Config, address string) (net.Conn, error) {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "netconn dials IPv4 literals only (no resolver on the userspace stack)", Addr: address}}
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "netconn dials IP literals only (no resolver on the userspace stack)", Addr: address}}
 	}
 	if cfg.Port == 0 {
 		cfg.Port = ap.Port()

@@ -305,8 +305,8 @@ func start(cfg dgramio.Config, fio frameio.FrameIO, to Opened, opts Options, por
 	fail := func(err error) (*Service, error) {
 		return nil, errors.Join(err, release())
 	}
-	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
-		return fail(&dgramio.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"})
+	if !cfg.LocalIP.IsValid() {
+		return fail(&dgramio.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 or IPv6 address"})
 	}
 	tune := tcp.TuningFromConfig(cfg)
 	if err := tune.Validate(); err != nil {
@@ -570,7 +570,7 @@ func (s *Service) isClosed() bool {
 	return s.closed
 }
 
-// Addr returns the Service's IPv4 address (Config.LocalIP).
+// Addr returns the Service's address (Config.LocalIP, IPv4 or IPv6).
 func (s *Service) Addr() net.IP { return net.IP(s.cfg.LocalIP.AsSlice()) }
 
 // Conns returns the number of connections open (accepted or dialled, not

@@ -48,7 +48,11 @@ const (
 	UDP Variant = iota
 	// UDPARP is UDP plus every ARP frame (EtherType 0x0806), for the
 	// datagram kind when it answers ARP itself (Config.XDP.OwnARP). The
-	// kernel then no longer sees ARP on that interface.
+	// kernel then no longer sees ARP on that interface. With IPv6
+	// steering on it also takes every IPv6 neighbour solicitation and
+	// advertisement (RedirectedNDP; ICMPv6 types 135 and 136 right after
+	// the fixed header), which package ndp then answers and learns from:
+	// the kernel no longer sees neighbour discovery either.
 	UDPARP
 	// TCP redirects IPv4 TCP (same IP rules as UDP) when our port is the
 	// source or the destination port, so that a client with an ephemeral
@@ -56,7 +60,10 @@ const (
 	// userspace TCP (tcp-xdp) resolves and answers ARP itself. With a
 	// host address set (Objects.SetHost) it redirects instead every IPv4
 	// frame to that address, whatever its protocol, port, options or
-	// fragmentation, and passes frames to other addresses to the kernel:
+	// fragmentation, and the ARP frames whose target is that address or
+	// that announce their sender (gratuitous: sender = target), and
+	// passes frames to other addresses to the kernel (PassOtherHost: the
+	// kernel's own addresses on the interface keep working):
 	// the userspace stack then answers for its address as a host does
 	// (RST for closed ports, ICMP echo and unreachables). SYNs (SYN
 	// without ACK) to the host address then go through a per-CPU token
@@ -225,6 +232,11 @@ const (
 	offIPDst     = offIP + 16
 	offTCPFlags  = offL4 + 13
 	offL4        = offIP + 20
+	// An ARP packet for IPv4 over Ethernet: the sender's and the target's
+	// protocol addresses (RFC 826).
+	offARPSender = offIP + 14
+	offARPTarget = offIP + 24
+	offARPEnd    = offIP + 28
 	offSrcPort   = offL4
 	offDstPort   = offL4 + 2
 	lenUDPFrame  = offL4 + 8 // through the UDP header
@@ -376,7 +388,27 @@ func Instructions(v Variant) asm.Instructions {
 	)
 	add(need(offL46)...)
 	add(ip6Path(v, need, lIP6, lRedirect, lCount)...)
-	if takesARP {
+	if v == TCP {
+		// With a host address, ARP whose target is another address (the
+		// kernel's, on the same interface) goes to the kernel; ours and
+		// gratuitous announcements (sender = target) to the stack.
+		const lARPTake = "arp_take"
+		add(
+			asm.LoadMem(asm.R4, asm.R10, stackHost, asm.Word).WithSymbol(lARP),
+			asm.JEq.Imm(asm.R4, 0, lARPTake),
+		)
+		add(need(offARPEnd)...)
+		add(
+			asm.LoadMem(asm.R4, asm.R10, stackHost, asm.Word),
+			asm.LoadMem(asm.R5, asm.R2, offARPTarget, asm.Word),
+			asm.JEq.Reg(asm.R5, asm.R4, lARPTake),
+			asm.LoadMem(asm.R4, asm.R2, offARPSender, asm.Word),
+			setCounter(PassOtherHost),
+			asm.JNE.Reg(asm.R4, asm.R5, lCount),
+			setCounter(RedirectedARP).WithSymbol(lARPTake),
+			asm.Ja.Label(lRedirect),
+		)
+	} else if takesARP {
 		add(
 			setCounter(RedirectedARP).WithSymbol(lARP),
 			asm.Ja.Label(lRedirect),
@@ -449,8 +481,8 @@ func portTest(v Variant, offSrc, offDst int16, lRedirect, lCount string) asm.Ins
 // RedirectedNDP; the rest is PassOtherHost. Otherwise the first Next
 // Header decides: UDP (TCP for variant TCP) goes to the port test, a
 // Fragment header is PassFragment, another extension header PassIPv6Ext;
-// variant TCP also takes every neighbour solicitation and advertisement
-// (RedirectedNDP), as it takes every ARP frame.
+// variants TCP and UDPARP also take every neighbour solicitation and
+// advertisement (RedirectedNDP), as they take every ARP frame.
 func ip6Path(v Variant, need func(int32) asm.Instructions, lIP6, lRedirect, lCount string) asm.Instructions {
 	const (
 		lPorts  = "ip6_ports"
@@ -509,7 +541,7 @@ func ip6Path(v Variant, need func(int32) asm.Instructions, lIP6, lRedirect, lCou
 		first = first.WithSymbol(lIP6)
 	}
 	add(first)
-	if v == TCP {
+	if v != UDP { // TCP and UDPARP take neighbour discovery
 		add(asm.JEq.Imm(asm.R4, 58, lICMP))
 	}
 	add(
@@ -527,7 +559,7 @@ func ip6Path(v Variant, need func(int32) asm.Instructions, lIP6, lRedirect, lCou
 	l4[0] = l4[0].WithSymbol(lL4)
 	add(l4...)
 	add(portTest(v, offSrcPort6, offDstPort6, lRedirect, lCount)...)
-	if v == TCP {
+	if v != UDP {
 		nd := need(offICMP6Type + 1)
 		nd[0] = nd[0].WithSymbol(lICMP)
 		add(nd...)

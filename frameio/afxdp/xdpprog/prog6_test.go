@@ -49,7 +49,7 @@ func classify6(v Variant, port, n uint16, host [4]byte, on bool, host6 [16]byte,
 		}
 		return PassOtherHost
 	}
-	if v == TCP && next == 58 {
+	if v != UDP && next == 58 {
 		if len(frame) < offICMP6Type+1 {
 			return PassShort
 		}
@@ -153,8 +153,8 @@ func echo6Frame(t testing.TB, dst netip.Addr) []byte {
 // TestProgramIPv6Verdicts: with IPv6 steering on, each variant takes the
 // IPv6 frames of its protocol to our port (the address unchecked, as for
 // IPv4), leaves fragments, extension headers and other protocols to the
-// kernel, and variant TCP takes every neighbour solicitation and
-// advertisement as it takes every ARP frame. With it off, every IPv6 frame
+// kernel, and variants TCP and UDPARP take every neighbour solicitation
+// and advertisement (RFC 4861 §4.3, §4.4) as they take every ARP frame. With it off, every IPv6 frame
 // is PassNotIPv4, as before.
 func TestProgramIPv6Verdicts(t *testing.T) {
 	u := udp6Frame(t, hostAddr6, 40000, ourPort)
@@ -176,10 +176,10 @@ func TestProgramIPv6Verdicts(t *testing.T) {
 		{"tcp to our port", tc, map[Variant]Counter{UDP: PassOtherProto, TCP: PassNoSocket}},
 		{"tcp from our port", tcp6Frame(t, hostAddr6, ourPort, 40000, false, true), map[Variant]Counter{TCP: PassNoSocket}},
 		{"tcp other ports", tcp6Frame(t, hostAddr6, 40000, 5001, true, false), map[Variant]Counter{TCP: PassOtherPort}},
-		{"neighbour solicitation", nsFrame(t, solicitedNode(hostAddr6), hostAddr6), map[Variant]Counter{UDP: PassOtherProto, TCP: PassNoSocket}},
-		{"neighbour advertisement", naFrame(t, hostAddr6, peerAddr6), map[Variant]Counter{UDP: PassOtherProto, TCP: PassNoSocket}},
-		{"echo request", echo6Frame(t, hostAddr6), map[Variant]Counter{UDP: PassOtherProto, TCP: PassOtherProto}},
-		{"icmpv6 without a type", echo6Frame(t, hostAddr6)[:offL46], map[Variant]Counter{TCP: PassShort}},
+		{"neighbour solicitation", nsFrame(t, solicitedNode(hostAddr6), hostAddr6), map[Variant]Counter{UDP: PassOtherProto, UDPARP: PassNoSocket, TCP: PassNoSocket}},
+		{"neighbour advertisement", naFrame(t, hostAddr6, peerAddr6), map[Variant]Counter{UDP: PassOtherProto, UDPARP: PassNoSocket, TCP: PassNoSocket}},
+		{"echo request", echo6Frame(t, hostAddr6), map[Variant]Counter{UDP: PassOtherProto, UDPARP: PassOtherProto, TCP: PassOtherProto}},
+		{"icmpv6 without a type", echo6Frame(t, hostAddr6)[:offL46], map[Variant]Counter{UDPARP: PassShort, TCP: PassShort}},
 	}
 	for _, on := range []bool{true, false} {
 		objs := map[Variant]*Objects{}

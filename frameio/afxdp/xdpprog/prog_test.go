@@ -46,6 +46,15 @@ func classifyHost(v Variant, port, n uint16, host [4]byte, frame []byte) Counter
 		return PassNotIPv4
 	}
 	if takesARP && frame[offEtherType+1] == 0x06 {
+		if v == TCP && host != [4]byte{} {
+			if len(frame) < offARPEnd {
+				return PassShort
+			}
+			target := [4]byte(frame[offARPTarget:offARPEnd])
+			if target != host && target != [4]byte(frame[offARPSender:offARPSender+4]) {
+				return PassOtherHost
+			}
+		}
 		return PassNoSocket // redirected if a socket were there
 	}
 	if frame[offEtherType+1] != 0x00 {
@@ -135,14 +144,19 @@ func tcpFrame(t testing.TB, src, dst uint16) []byte {
 }
 
 func arpFrame(t testing.TB) []byte {
+	return arpFrameAddrs(t, []byte{198, 18, 0, 2}, []byte{198, 18, 0, 1})
+}
+
+// arpFrameAddrs is an ARP request from sender for target.
+func arpFrameAddrs(t testing.TB, sender, target []byte) []byte {
 	eth := ethIPv4()
 	eth.EthernetType = layers.EthernetTypeARP
 	eth.DstMAC = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	arp := &layers.ARP{
 		AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4,
 		HwAddressSize: 6, ProtAddressSize: 4, Operation: layers.ARPRequest,
-		SourceHwAddress: eth.SrcMAC, SourceProtAddress: []byte{198, 18, 0, 2},
-		DstHwAddress: make([]byte, 6), DstProtAddress: []byte{198, 18, 0, 1},
+		SourceHwAddress: eth.SrcMAC, SourceProtAddress: sender,
+		DstHwAddress: make([]byte, 6), DstProtAddress: target,
 	}
 	return serialize(t, eth, arp)
 }
@@ -500,8 +514,9 @@ func tcpFrameTo(t testing.TB, dst netip.Addr, sport, dport uint16, syn, ack bool
 
 // TestProgramHost: with a host address, the TCP variant hands the stack
 // every IPv4 frame to that address (TCP to any port, ICMP, UDP, IP
-// options, fragments) and ARP, and leaves frames to other addresses,
-// our port included, to the kernel; without one it matches the port.
+// options, fragments) and the ARP for it or announcing its sender, and
+// leaves frames to other addresses, our port and ARP for the kernel's
+// address included, to the kernel; without one it matches the port.
 func TestProgramHost(t *testing.T) {
 	other := netip.MustParseAddr("198.18.0.9")
 	cases := []struct {
@@ -515,7 +530,10 @@ func TestProgramHost(t *testing.T) {
 		{"udp", udpFrame(t, 40000, 53), PassNoSocket},
 		{"ip options", udpFrame(t, 40000, ourPort, withOptions), PassNoSocket},
 		{"fragment", udpFrame(t, 40000, ourPort, withMF), PassNoSocket},
-		{"arp", arpFrame(t), PassNoSocket},
+		{"arp for our address", arpFrame(t), PassNoSocket},
+		{"gratuitous arp (RFC 5227 §3: sender = target)", arpFrameAddrs(t, []byte{198, 18, 0, 7}, []byte{198, 18, 0, 7}), PassNoSocket},
+		{"arp for another address (the kernel's)", arpFrameAddrs(t, []byte{198, 18, 0, 2}, other.AsSlice()), PassOtherHost},
+		{"arp cut before the target address", arpFrame(t)[:offARPEnd-1], PassShort},
 		{"tcp to another address, our port", tcpFrameTo(t, other, 40000, ourPort, true, false), PassOtherHost},
 		{"icmp to another address", icmpFrame(t, other), PassOtherHost},
 		{"ipv6", ipv6Frame(t), PassNotIPv4},
@@ -538,6 +556,9 @@ func TestProgramHost(t *testing.T) {
 	}
 	if _, got := run(t, o, tcpFrameTo(t, hostAddr, 40000, 22, true, false)); got != PassOtherPort {
 		t.Errorf("without a host address, a closed port: %s, want %s", got, PassOtherPort)
+	}
+	if _, got := run(t, o, arpFrameAddrs(t, []byte{198, 18, 0, 2}, other.AsSlice())); got != PassNoSocket {
+		t.Errorf("without a host address, ARP for another address: %s, want %s (every ARP frame)", got, PassNoSocket)
 	}
 	if err := load(t, UDP, ourPort).SetHost(hostAddr); err == nil {
 		t.Error("the UDP variant took a host address")

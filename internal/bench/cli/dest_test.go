@@ -71,15 +71,16 @@ func TestEchoLoadgenIPv6(t *testing.T) {
 	}
 }
 
-// --family makes a row per family of each kernel kind; the other kinds
-// and the variants stay IPv4 rows.
+// --family makes a row per family of each kind that serves IPv6 (the
+// kernel kinds, xdp, dpdk); the other kinds and the variants stay IPv4
+// rows.
 func TestFamilyRows(t *testing.T) {
 	rows := []string{"udp", "uring", "uring+napi", "xdp", "tcp", "tcp-xdp"}
 	for family, want := range map[string]string{
 		"4":   "udp uring uring+napi xdp tcp tcp-xdp",
-		"6":   "udp+ipv6 uring+ipv6 uring+napi xdp tcp+ipv6 tcp-xdp",
-		"4,6": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp tcp tcp+ipv6 tcp-xdp",
-		"6,4": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp tcp tcp+ipv6 tcp-xdp",
+		"6":   "udp+ipv6 uring+ipv6 uring+napi xdp+ipv6 tcp+ipv6 tcp-xdp",
+		"4,6": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp xdp+ipv6 tcp tcp+ipv6 tcp-xdp",
+		"6,4": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp xdp+ipv6 tcp tcp+ipv6 tcp-xdp",
 	} {
 		got, err := familyRows(rows, family)
 		if err != nil || strings.Join(got, " ") != want {

@@ -212,7 +212,7 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 	port := fs.Int("port", 5000, "first port; each cell uses the next one")
 	sqpollCPUs := fs.String("sqpoll-cpus", "", "row uring+sqpoll: CPUs of the loadgen's and the echo's SQ threads, \"L,E\" (default: picked apart from the pollers)")
 	capacity := fs.Int("capacity", 3, "probes per row after the table's rates, bisecting between the largest rate that held and the lowest saturated one, to find its capacity (0: the capacity from the table's rates alone)")
-	family := fs.String("family", "4", "address families of the kernel kinds (udp, uring, tcp): 4, 6 (rows kind+ipv6, over 2001:2::/48) or 4,6 (a row per family); the other kinds and variants run over IPv4")
+	family := fs.String("family", "4", "address families of the kinds that serve IPv6 (udp, uring, tcp, xdp, dpdk): 4, 6 (rows kind+ipv6, over 2001:2::/48) or 4,6 (a row per family); the other kinds and variants run over IPv4")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		if status == ExitOK {
 			fmt.Fprintf(stdout, "\n       netbench compare [--json FILE] A.json B.json\n       netbench report [--out DIR] results.json\n")
@@ -282,7 +282,7 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 }
 
 // familyRows applies --family to the rows: "4" leaves them, "6" makes
-// each kernel kind's plain row its IPv6 row (udp → udp+ipv6), "4,6" puts
+// each plain row of a kind that serves IPv6 its IPv6 row (udp → udp+ipv6), "4,6" puts
 // the IPv6 row after the plain one. Rows of other kinds and variants stay
 // as they are (IPv4); a row named twice is run once.
 func familyRows(rows []string, family string) ([]string, error) {

@@ -729,6 +729,10 @@ func (c *conn) outq() (uint64, error) {
 	return uint64(n), nil
 }
 
+// Appended implements stream.Appender: in raw framing, where the next
+// QueueTo's bytes start in the stream.
+func (c *conn) Appended(n int) { c.sent.Appended(n) }
+
 // UnackedRecords implements stream.Unacker: the records written whose
 // first byte the peer has not acknowledged (SIOCOUTQ), and whether the
 // connection ended (TCP_INFO's state is TCP_CLOSE: a reset, or it failed).

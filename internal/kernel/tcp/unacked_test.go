@@ -71,6 +71,49 @@ func TestCloseCountsUnacked(t *testing.T) {
 	}
 }
 
+// TestCloseCountsUnackedRaw: TestCloseCountsUnacked in raw framing
+// (dgramio.FramingRaw), where a "record" is one QueueTo's append: the
+// appends whose first byte the server never acknowledged move to
+// TxDropped at Close, so the server reads exactly the appends counted
+// sent (the last one perhaps cut).
+func TestCloseCountsUnackedRaw(t *testing.T) {
+	const size = 1000
+	lfd, port := rawListener(t)
+	if err := unix.SetsockoptInt(lfd, unix.SOL_SOCKET, unix.SO_RCVBUF, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	cli := newClient(t, dgramio.Config{SockBuf: 64 << 10, TxQueue: 64, Framing: dgramio.FramingRaw}, port, lo)
+	afd, _, err := unix.Accept(lfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(afd)
+	queued := uint64(fillUntilRefused(t, cli, size, 0))
+	cli.Close()
+	s := cli.Stats()
+	if s.TxQueued != queued || s.TxSent+s.TxDropped != queued {
+		t.Fatalf("queued %d: TxQueued %d TxSent %d TxDropped %d", queued, s.TxQueued, s.TxSent, s.TxDropped)
+	}
+	if err := unix.SetsockoptTimeval(afd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var read uint64
+	for buf := make([]byte, 64<<10); ; {
+		n, err := unix.Read(afd, buf)
+		if n <= 0 || err != nil {
+			break
+		}
+		read += uint64(n)
+	}
+	if started := (read + size - 1) / size; started != s.TxSent {
+		t.Errorf("the server read %d bytes (%d appends begun), the client counts %d sent, %d dropped of %d",
+			read, started, s.TxSent, s.TxDropped, queued)
+	}
+	if s.TxDropped == 0 {
+		t.Error("nothing counted dropped: the test did not leave appends unacknowledged")
+	}
+}
+
 // TestServerCloseCountsClientUnacked: a server that closes while its
 // client still sends resets the connection (RFC 9293 §3.10.7.4: data for
 // a closed direction); the client counts the records its socket held

@@ -1,0 +1,416 @@
+package native
+
+import (
+	"sort"
+
+	"github.com/dgramio/dgramio/internal/poison"
+)
+
+// Memory that follows use (docs/memory.md). A connection holds a send or
+// receive ring only while it uses it: the ring comes from the engine's
+// pool when the first byte is written or arrives, and goes back when the
+// connection ends, or when it was found empty at two trims of the pool in
+// a row (an empty ring lists its connection for the next trim, which
+// takes it if it is still empty then), so that a connection that
+// exchanges requests and answers keeps its rings, at their homes, without
+// a trip to the pool per message, and one that idles gives them up
+// within two PoolIdle.
+// The rings come in size classes, powers of two from minRing up to the
+// buffer's size; a connection takes the class its bytes need, or the
+// class it held last if that is larger (so that a busy connection does
+// not grow a small ring again at each burst), and a ring that fills up is
+// replaced by one of the next class, its bytes copied once. A pooled ring
+// that no connection took for a whole PoolIdle is freed: a steady load
+// reuses the same rings without allocating, and an engine that went idle
+// gives its memory back to the runtime.
+
+// minRing is the smallest ring.
+const minRing = 4 << 10
+
+// bufPool is the engine's rings not in use, by class.
+type bufPool struct {
+	classes []int      // ring sizes, ascending
+	free    [][][]byte // per class: the rings given back, the latest last
+	low     []int      // per class: the fewest free since the last trim
+	trimAt  int64      // when the next trim is due; 0: none armed
+	used    int64      // bytes of the rings connections hold
+	pooled  int64      // bytes of the rings in free
+	allocs  uint64     // rings allocated
+	trimmed uint64     // rings freed by trims
+	// grown is what auto-tuning added to the windows of the connections
+	// there are, against Options.RecvMemory.
+	grown int64
+	// empty lists the connections whose rings were empty once since the
+	// last trim (memState.listed).
+	empty []int32
+}
+
+// init makes the classes of the send rings (powers of two up to
+// sendBuf) and of the receive rings (the same plus the receive slack,
+// up to recvBuf plus it).
+func (p *bufPool) init(sendBuf, recvBuf, slack int) {
+	add := func(n int) {
+		if i := sort.SearchInts(p.classes, n); i == len(p.classes) || p.classes[i] != n {
+			p.classes = append(p.classes, 0)
+			copy(p.classes[i+1:], p.classes[i:])
+			p.classes[i] = n
+		}
+	}
+	for s := minRing; s < sendBuf; s <<= 1 {
+		add(s)
+	}
+	add(sendBuf)
+	for s := minRing; s < recvBuf; s <<= 1 {
+		add(s + slack)
+	}
+	add(recvBuf + slack)
+	p.free = make([][][]byte, len(p.classes))
+	p.low = make([]int, len(p.classes))
+}
+
+// class is the index of the class of size n, one of p.classes.
+func (p *bufPool) class(n int) int { return sort.SearchInts(p.classes, n) }
+
+// sendClass is the size of the smallest send ring that holds n bytes.
+func (e *Engine) sendClass(n int) int {
+	s := minRing
+	for s < n {
+		s <<= 1
+	}
+	return min(s, e.o.SendBuf)
+}
+
+// recvClass is the size of the smallest receive ring that holds n bytes.
+func (e *Engine) recvClass(n int) int {
+	slack := rcvSlack(e.o.RecvBuf)
+	s := minRing
+	for s+slack < n {
+		s <<= 1
+	}
+	return min(s, e.o.RecvBuf) + slack
+}
+
+// recvRingMax is the largest receive ring: RecvBuf and the slack that
+// rounding the window up may announce beyond it.
+func (e *Engine) recvRingMax() int { return e.o.RecvBuf + rcvSlack(e.o.RecvBuf) }
+
+// getRing takes a ring of size n, a class, from the pool, or allocates it.
+func (e *Engine) getRing(n int) []byte {
+	p := &e.pool
+	p.used += int64(n)
+	k := p.class(n)
+	f := p.free[k]
+	if i := len(f) - 1; i >= 0 {
+		b := f[i]
+		f[i] = nil
+		p.free[k] = f[:i]
+		p.low[k] = min(p.low[k], i)
+		p.pooled -= int64(n)
+		return b
+	}
+	p.allocs++
+	return make([]byte, n)
+}
+
+// putRing gives ring b back to the pool and arms the trim.
+func (e *Engine) putRing(b []byte) {
+	p := &e.pool
+	if poison.Debug { // a reader that kept a slice of it sees garbage
+		poison.Fill(b)
+	}
+	k := p.class(len(b))
+	p.free[k] = append(p.free[k], b)
+	p.used -= int64(len(b))
+	p.pooled += int64(len(b))
+	e.armTrim()
+}
+
+// dropRing forgets ring b without pooling it: the application may still
+// hold slices of it (Peek, Lend), which must keep their bytes.
+func (e *Engine) dropRing(b []byte) { e.pool.used -= int64(len(b)) }
+
+// armTrim makes sure a trim is due within PoolIdle.
+func (e *Engine) armTrim() {
+	if e.pool.trimAt == 0 {
+		e.pool.trimAt = e.now + int64(e.o.PoolIdle)
+		e.top = min(e.top, e.pool.trimAt)
+	}
+}
+
+// listEmpty lists c, whose ring just emptied, for the next trim.
+func (e *Engine) listEmpty(c *Conn) {
+	p := &e.pool
+	if len(p.empty) >= len(e.conns) {
+		// Connections that ended since left their entries (and their
+		// slots' next connections may be listed again): keep one entry
+		// per slot still listed, so that the list stays within the table.
+		k := 0
+		for _, i := range p.empty {
+			if d := &e.conns[i]; d.m.listed {
+				d.m.listed = false // the later entries of the slot go
+				p.empty[k] = i
+				k++
+			}
+		}
+		p.empty = p.empty[:k]
+		for _, i := range p.empty {
+			e.conns[i].m.listed = true
+		}
+	}
+	c.m.listed = true
+	p.empty = append(p.empty, c.idx)
+	e.armTrim()
+}
+
+// trim takes back the rings of the listed connections that are still
+// empty, frees the pooled rings that no connection took since the last
+// trim, and the TIME-WAIT records and the table's room that an engine
+// without TIME-WAIT connections no longer needs. It arms itself again
+// while rings are pooled.
+func (e *Engine) trim() {
+	p := &e.pool
+	p.trimAt = 0
+	pooled := false
+	// The rings taken back now wait in the pool for one more trim.
+	for _, i := range p.empty {
+		c := &e.conns[i]
+		if !c.m.listed {
+			continue // its connection ended, the slot went on
+		}
+		c.m.listed = false
+		if c.sbuf != nil && c.sLen == 0 && c.sHeld == 0 {
+			e.putRing(c.sbuf)
+			c.sbuf, c.sHead = nil, 0
+		}
+		if c.rbuf != nil && c.rLen == 0 && c.nooo == 0 {
+			e.putRing(c.rbuf)
+			c.rbuf, c.rHead = nil, 0
+		}
+	}
+	clear(p.empty)
+	p.empty = p.empty[:0]
+	if cap(p.empty) > 1024 && len(e.table) < cap(p.empty)/4 {
+		p.empty = nil
+	}
+	for k, f := range p.free {
+		if d := p.low[k]; d > 0 {
+			for i := range d {
+				p.pooled -= int64(len(f[i]))
+			}
+			n := copy(f, f[d:])
+			clear(f[n:])
+			f = f[:n]
+			p.trimmed += uint64(d)
+		}
+		if len(f) == 0 {
+			f = nil // the list's own array too
+		}
+		p.free[k], p.low[k] = f, len(f)
+		pooled = pooled || len(f) > 0
+	}
+	if e.tw.n == 0 && e.tw.recs != nil {
+		// The records' array, and the table's room for their tuples
+		// (a Go map does not shrink when its entries go).
+		e.tw.recs, e.tw.free = nil, -1
+		t := make(map[tuple]int32, e.o.MaxConns)
+		for k, v := range e.table {
+			t[k] = v
+		}
+		e.table = t
+	}
+	if pooled {
+		e.armTrim()
+	}
+}
+
+// rxSlotter is a FrameIO that tells how many frames its receive ring
+// holds (frameio/afxdp's XSK).
+type rxSlotter interface{ RxSlots() int }
+
+// recvMemoryFor is Options.RecvMemory's default on fio: half of its
+// receive ring in full segments when it tells its size, so that the
+// windows auto-tuning opens cannot bring more than the ring holds at once
+// (on top of the initial windows); 0 (no bound) otherwise.
+func recvMemoryFor(fio any, mss int) int {
+	if r, ok := fio.(rxSlotter); ok && r.RxSlots() > 0 {
+		return r.RxSlots() / 2 * mss
+	}
+	return 0
+}
+
+// BufferStats returns the bytes of the send and receive rings that
+// connections hold now, those pooled for reuse, and how many rings the
+// engine has allocated and freed (trimmed from the pool) since New.
+func (e *Engine) BufferStats() (used, pooled int64, allocs, freed uint64) {
+	p := &e.pool
+	return p.used, p.pooled, p.allocs, p.trimmed
+}
+
+// memState is a connection's buffer sizing: the rings' sizes and the
+// receive window's auto-tuning.
+type memState struct {
+	rcvMax int32 // the window's ceiling: RecvBuf, or SetRecvBuf's size
+	// copied is what the application took since spaceAt, space the most
+	// it took in one RTT before (Linux's rcvq_space).
+	copied, space int32
+	spaceAt       int64
+	// The receiver's RTT estimate (Linux's rcv_rtt_est): the time the
+	// peer took to send a window, from rttAt to RCV.NXT reaching rttSeq.
+	rttSeq uint32
+	grown  int32 // what tuneWindow added to the window, of pool.grown
+	rttAt  int64
+	rcvRTT int64
+	sRing  int32 // size of the last send ring, the least the next takes
+	rRing  int32 // the same for the receive ring
+	locked bool  // SetRecvBuf fixed the window, or Options.NoBufferTuning
+	listed bool  // in pool.empty
+}
+
+// initMem sets a new connection's buffer sizing.
+func (c *Conn) initMem() {
+	o := &c.e.o
+	c.m = memState{rcvMax: int32(o.RecvBuf), locked: o.NoBufferTuning}
+	c.rcvCap = o.RecvBuf
+	if !o.NoBufferTuning {
+		c.rcvCap = min(o.RecvBuf, o.InitRecvWindow)
+	}
+}
+
+// sendRing makes the send ring hold n more bytes: it takes a ring when
+// it has none, or a larger one, with the bytes it holds copied over.
+func (c *Conn) sendRing(n int) {
+	have := c.sLen + c.sHeld
+	if have+n <= len(c.sbuf) {
+		return
+	}
+	e := c.e
+	b := e.getRing(e.sendClass(max(have+n, int(c.m.sRing))))
+	c.m.sRing = int32(len(b))
+	head := home(len(b), sendHome)
+	if old := c.sbuf; old != nil {
+		if have > 0 {
+			fromRing(b[head:head+have], old, c.sHead)
+		}
+		e.putRing(old)
+	}
+	c.sbuf, c.sHead = b, head
+}
+
+// recvRing makes the receive ring hold need bytes from its head (the
+// readable ones, then what lies out of order): it takes a ring when it
+// has none, or a larger one with the bytes copied over.
+func (c *Conn) recvRing(need int) {
+	e := c.e
+	b := e.getRing(e.recvClass(max(need, int(c.m.rRing))))
+	c.m.rRing = int32(len(b))
+	head := home(len(b), recvHome)
+	if old := c.rbuf; old != nil {
+		if used := c.recvUsed(); used > 0 {
+			fromRing(b[head:head+used], old, c.rHead)
+		}
+		if c.rLen > 0 {
+			e.dropRing(old) // Peek and Lend may have handed out slices of it
+		} else {
+			e.putRing(old)
+		}
+	}
+	c.rbuf, c.rHead = b, head
+}
+
+// recvUsed is the bytes of the receive ring from its head that hold
+// something: the readable ones and up to the end of the data held out
+// of order.
+func (c *Conn) recvUsed() int {
+	n := c.rLen
+	for i := range c.nooo {
+		n = max(n, c.rLen+int(c.ooo[i].end-c.rcvNxt))
+	}
+	return min(n, len(c.rbuf))
+}
+
+// freeRings gives both rings back to the pool, and what auto-tuning
+// added to its window back to Options.RecvMemory (the connection ends).
+func (c *Conn) freeRings() {
+	c.e.pool.grown -= int64(c.m.grown)
+	c.m.grown = 0
+	if c.sbuf != nil {
+		c.e.putRing(c.sbuf)
+		c.sbuf = nil
+	}
+	if c.rbuf != nil {
+		if c.rLent > 0 {
+			c.e.dropRing(c.rbuf)
+		} else {
+			c.e.putRing(c.rbuf)
+		}
+		c.rbuf = nil
+	}
+}
+
+// rcvRTTMeasure samples the receiver's RTT estimate once the peer sent
+// the window that was open at rttAt (Linux's tcp_rcv_rtt_measure), and
+// starts the next sample: the time a window takes to arrive is at least
+// one round trip, and about one when the peer sends as fast as the
+// window lets it.
+func (c *Conn) rcvRTTMeasure() {
+	m := &c.m
+	now := c.e.now
+	if m.rttAt != 0 {
+		if r := now - m.rttAt; r > 0 {
+			if m.rcvRTT == 0 || r < m.rcvRTT {
+				m.rcvRTT = r
+			} else {
+				m.rcvRTT += (r - m.rcvRTT) / 8
+			}
+		}
+	}
+	m.rttSeq = c.rcvNxt + max(c.rcvWnd(), uint32(c.rmss))
+	m.rttAt = now
+}
+
+// tuneWindow is dynamic right-sizing (Linux's tcp_rcv_space_adjust): once
+// per receiver RTT it compares what the application took in that time
+// with the most it took before, and when it took more, raises the window
+// to twice that and some (the peer's rate may double in slow start), up
+// to the ceiling. The window then follows the rate the application
+// drains at times the round trip, as the peer needs it to keep sending,
+// rather than the buffer's size.
+func (c *Conn) tuneWindow() {
+	m := &c.m
+	rtt := m.rcvRTT
+	if rtt == 0 {
+		if !c.hasRTT {
+			return
+		}
+		rtt = c.srtt
+	}
+	now := c.e.now
+	if now-m.spaceAt < rtt || m.spaceAt == 0 {
+		if m.spaceAt == 0 {
+			m.spaceAt, m.copied = now, 0
+		}
+		return
+	}
+	copied, space := int64(m.copied), int64(m.space)
+	m.copied, m.spaceAt = 0, now
+	if copied <= space {
+		return
+	}
+	m.space = int32(copied)
+	if m.locked {
+		return
+	}
+	win := 2*copied + 16*int64(c.rmss)
+	if space > 0 {
+		win += 2 * win * (copied - space) / space
+	}
+	inc := min(win, int64(m.rcvMax)) - int64(c.rcvCap)
+	if b := int64(c.e.o.RecvMemory); b > 0 {
+		inc = min(inc, b-c.e.pool.grown) // the engine's bound (Linux's tcp_mem pressure)
+	}
+	if inc > 0 {
+		c.rcvCap += int(inc)
+		m.grown += int32(inc)
+		c.e.pool.grown += inc
+	}
+}

@@ -1,0 +1,238 @@
+package native
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio/memio"
+)
+
+// bulkOver runs a one-way transfer from ca to cb over a wire with delay
+// each way for d of engine time, the reader taking at most perStep bytes
+// per 250 µs step (0: all there is), and returns the bytes read. It
+// checks the bytes and that cb's window never passed its ceiling.
+func bulkOver(t *testing.T, w *world, ca, cb *Conn, d time.Duration, perStep int) int {
+	t.Helper()
+	data := randBytes(7, 1<<20)
+	buf := make([]byte, 1<<20)
+	sent, got := 0, 0
+	end := w.clk.Now().Add(d)
+	for w.clk.Now().Before(end) {
+		for {
+			n := ca.Write(data[sent%len(data) : min(sent%len(data)+64<<10, len(data))])
+			sent += n
+			if n == 0 {
+				break
+			}
+		}
+		w.step()
+		want := len(buf)
+		if perStep > 0 {
+			want = perStep
+		}
+		for want > 0 {
+			n, _ := cb.Read(buf[:want])
+			if n == 0 {
+				break
+			}
+			for k := 0; k < n; {
+				at := (got + k) % len(data)
+				m := min(n-k, len(data)-at)
+				if !bytes.Equal(buf[k:k+m], data[at:at+m]) {
+					t.Fatalf("the bytes at %d differ", got+k)
+				}
+				k += m
+			}
+			got += n
+			want -= n
+		}
+		if int(cb.rcvWnd()) > int(cb.m.rcvMax)+rcvSlack(w.b.o.RecvBuf) || cb.rcvCap > int(cb.m.rcvMax) {
+			t.Fatalf("window %d, cap %d past the ceiling %d", cb.rcvWnd(), cb.rcvCap, cb.m.rcvMax)
+		}
+		w.clk.Advance(250 * time.Microsecond)
+	}
+	return got
+}
+
+// TestRecvWindowAutoTuning follows Linux's dynamic right-sizing
+// (tcp_rcv_space_adjust): the receive window starts at InitRecvWindow
+// and, with a reader that takes everything, grows with what it reads per
+// round trip up to RecvBuf, so that a path of 10 ms moves more than a
+// window of 64 KiB per round trip; with a reader that takes 16 KiB per
+// round trip it stays where it started, and so does the memory the
+// connection holds.
+func TestRecvWindowAutoTuning(t *testing.T) {
+	const rtt = 10 * time.Millisecond
+	o := Options{SendBuf: 4 << 20, RecvBuf: 4 << 20}
+	t.Run("fast-reader", func(t *testing.T) {
+		w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
+		ca, cb := w.connect(80)
+		if cb.rcvCap != DefaultInitRecvWindow {
+			t.Fatalf("window cap %d at the start, want %d", cb.rcvCap, DefaultInitRecvWindow)
+		}
+		w.pa.SetImpairment(memio.Impairment{Delay: rtt / 2})
+		w.pb.SetImpairment(memio.Impairment{Delay: rtt / 2})
+		got := bulkOver(t, w, ca, cb, time.Second, 0)
+		if cb.rcvCap != o.RecvBuf {
+			t.Errorf("window cap %d after a second of bulk, want RecvBuf %d", cb.rcvCap, o.RecvBuf)
+		}
+		// A fixed window of 64 KiB moves 6.4 MB in a second of 10 ms
+		// round trips.
+		if got < 4*100*DefaultInitRecvWindow {
+			t.Errorf("%d bytes in a second over 10 ms round trips: the window did not grow", got)
+		}
+		t.Logf("%d bytes in 1 s, window cap %d, receiver RTT %v", got, cb.rcvCap, time.Duration(cb.m.rcvRTT))
+	})
+	t.Run("slow-reader", func(t *testing.T) {
+		w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
+		ca, cb := w.connect(80)
+		w.pa.SetImpairment(memio.Impairment{Delay: rtt / 2})
+		w.pb.SetImpairment(memio.Impairment{Delay: rtt / 2})
+		got := bulkOver(t, w, ca, cb, time.Second, 400) // 16 KB per 10 ms
+		if cb.rcvCap != DefaultInitRecvWindow {
+			t.Errorf("window cap %d with a reader of 16 KB per round trip, want it unmoved at %d", cb.rcvCap, DefaultInitRecvWindow)
+		}
+		if n := len(cb.rbuf); n > 2*DefaultInitRecvWindow {
+			t.Errorf("receive ring of %d bytes for a window of %d", n, cb.rcvCap)
+		}
+		t.Logf("%d bytes in 1 s, window cap %d", got, cb.rcvCap)
+	})
+	t.Run("SetRecvBuf", func(t *testing.T) {
+		// SetRecvBuf fixes the window (as SO_RCVBUF turns off Linux's
+		// tuning): a fast reader leaves it where it was set.
+		w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
+		ca, cb := w.connect(80)
+		cb.SetRecvBuf(128 << 10)
+		w.pa.SetImpairment(memio.Impairment{Delay: rtt / 2})
+		w.pb.SetImpairment(memio.Impairment{Delay: rtt / 2})
+		bulkOver(t, w, ca, cb, 200*time.Millisecond, 0)
+		if cb.rcvCap != 128<<10 {
+			t.Errorf("window cap %d after SetRecvBuf(128 KiB) and a fast reader", cb.rcvCap)
+		}
+	})
+}
+
+// TestRingsFollowUse: connections hold rings while they use them and
+// give them back once they idle; an idle engine's pool is freed after
+// PoolIdle, and a steady load allocates no ring after the first round.
+func TestRingsFollowUse(t *testing.T) {
+	o := Options{PoolIdle: time.Second}
+	w := newWorld(t, memio.Options{}, o, o)
+	var cs [][2]*Conn
+	for i := range 8 {
+		ca, cb := w.connect(uint16(80 + i))
+		cs = append(cs, [2]*Conn{ca, cb})
+	}
+	buf := make([]byte, 64<<10)
+	round := func() {
+		for _, p := range cs {
+			p[0].Write(buf[:3000])
+		}
+		w.until(time.Minute, "requests", func() bool {
+			for _, p := range cs {
+				if p[1].rLen < 3000 {
+					return false
+				}
+			}
+			return true
+		})
+		for _, p := range cs {
+			p[1].Read(buf)
+			p[1].Write(buf[:3000])
+		}
+		w.until(time.Minute, "answers", func() bool {
+			for _, p := range cs {
+				if p[0].rLen < 3000 || p[1].sLen > 0 {
+					return false
+				}
+			}
+			return true
+		})
+		for _, p := range cs {
+			p[0].Read(buf)
+		}
+	}
+	round()
+	allocs := w.a.pool.allocs + w.b.pool.allocs
+	for range 50 {
+		round()
+	}
+	if a := w.a.pool.allocs + w.b.pool.allocs; a != allocs {
+		t.Errorf("%d rings allocated over 50 rounds after the first", a-allocs)
+	}
+	w.until(time.Minute, "the pools trimmed", func() bool {
+		_, pa, _, _ := w.a.BufferStats()
+		_, pb, _, _ := w.b.BufferStats()
+		return pa == 0 && pb == 0
+	})
+	for _, e := range []*Engine{w.a, w.b} {
+		for k, f := range e.pool.free {
+			if f != nil {
+				t.Errorf("class %d keeps a list of %d", e.pool.classes[k], len(f))
+			}
+		}
+	}
+	round() // and the rings come back on demand
+}
+
+// TestRecvMemoryBoundsTuning: with Options.RecvMemory set, what
+// auto-tuning adds to the windows of all connections together stays
+// within it (as Linux's tcp_rcv_space_adjust stops growing under tcp_mem
+// pressure), and goes back when the connections end; the default comes
+// from a FrameIO that tells its receive ring (an AF_XDP socket), half of
+// it in full segments.
+func TestRecvMemoryBoundsTuning(t *testing.T) {
+	const budget = 256 << 10
+	o := Options{SendBuf: 4 << 20, RecvBuf: 4 << 20, RecvMemory: budget}
+	w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
+	var cs [][2]*Conn
+	for i := range 4 {
+		ca, cb := w.connect(uint16(80 + i))
+		cs = append(cs, [2]*Conn{ca, cb})
+	}
+	w.pa.SetImpairment(memio.Impairment{Delay: 5 * time.Millisecond})
+	w.pb.SetImpairment(memio.Impairment{Delay: 5 * time.Millisecond})
+	chunk := make([]byte, 64<<10)
+	buf := make([]byte, 1<<20)
+	end := w.clk.Now().Add(time.Second)
+	for w.clk.Now().Before(end) {
+		for _, p := range cs {
+			for p[0].Write(chunk) > 0 {
+			}
+		}
+		w.step()
+		for _, p := range cs {
+			for n, _ := p[1].Read(buf); n > 0; n, _ = p[1].Read(buf) {
+			}
+		}
+		w.clk.Advance(250 * time.Microsecond)
+	}
+	added := 0
+	for _, p := range cs {
+		added += p[1].rcvCap - DefaultInitRecvWindow
+	}
+	if added > budget || w.b.pool.grown != int64(added) {
+		t.Errorf("auto-tuning added %d bytes to the windows (accounted %d), RecvMemory %d", added, w.b.pool.grown, budget)
+	}
+	if added < budget/2 {
+		t.Errorf("auto-tuning added %d bytes under a bound of %d: it did not tune", added, budget)
+	}
+	for _, p := range cs {
+		p[0].Abort()
+		p[1].Abort()
+	}
+	if w.b.pool.grown != 0 {
+		t.Errorf("%d bytes of tuning still accounted after every connection ended", w.b.pool.grown)
+	}
+	if got := recvMemoryFor(rxRing{}, 1460); got != 1024*1460 {
+		t.Errorf("default RecvMemory on a ring of 2048 frames: %d, want %d", got, 1024*1460)
+	}
+	if got := recvMemoryFor(w.pa, 1460); got != 0 {
+		t.Errorf("default RecvMemory on a FrameIO that does not tell its ring: %d, want 0 (no bound)", got)
+	}
+}
+
+type rxRing struct{}
+
+func (rxRing) RxSlots() int { return 2048 }
