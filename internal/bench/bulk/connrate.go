@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +71,9 @@ type ConnRateSpec struct {
 	// each client process holds its own Hold; kernel servers listen on
 	// the same port with SO_REUSEPORT.
 	Procs int `json:"procs,omitempty"`
+	// Native makes a client the native engine of tcp-xdp (on Iface, at
+	// Local) instead of kernel TCP.
+	Native bool `json:"native,omitempty"`
 }
 
 // ConnRateResult is a side's report: one line "result {...}".
@@ -120,6 +124,8 @@ func ConnRateSideMain(args []string, stdout, stderr io.Writer) int {
 		if err == nil {
 			return 0
 		}
+	case !sp.Server && sp.Native:
+		res, err = connRateNativeClient(ctx, sp)
 	case !sp.Server:
 		res, err = connRateClient(ctx, sp)
 	case row.IsKernel():
@@ -492,6 +498,7 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 	port := fs.Int("port", 7000, "the server's first port; each run uses the next")
 	synRate := fs.Int("syn-rate", 0, "the tcp-xdp program's SYN limit per second and CPU (Config.XDP.SYNRate; 0: its default, -1: off)")
 	hold := fs.Int("hold", 0, "instead of the rate: the client opens this many connections and holds them; the tcp-xdp server reports its heap per connection")
+	clients := fs.String("clients", "kernel", "the clients of every row: kernel (kernel TCP), native (the native engine of tcp-xdp), or both")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -506,6 +513,36 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		rows = append(rows, r)
+	}
+	var natives []bool
+	for _, n := range ParseList(*clients) {
+		switch n {
+		case "kernel", "native":
+			natives = append(natives, n == "native")
+		default:
+			fmt.Fprintf(stderr, "dgramio-bulk connrate: --clients %q: kernel and native only\n", n)
+			return 2
+		}
+	}
+	if len(natives) == 0 || *hold > 0 && slices.Contains(natives, true) {
+		fmt.Fprintln(stderr, "dgramio-bulk connrate: --clients: kernel, native or both (--hold: kernel)")
+		return 2
+	}
+	type pair struct {
+		row    Row
+		native bool
+	}
+	var cases []pair
+	for _, nat := range natives {
+		for _, r := range rows {
+			cases = append(cases, pair{r, nat})
+		}
+	}
+	name := func(c pair) string {
+		if c.native {
+			return c.row.String() + " ← native"
+		}
+		return c.row.String()
 	}
 	if len(rows) == 0 || *parallel < 1 || *repeat < 1 || *duration <= 0 || *port < 1 || *port > 60000 {
 		fmt.Fprintln(stderr, "dgramio-bulk connrate: bad flags")
@@ -548,30 +585,34 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 	status := 0
 	idx := 0
 	for rep := range *repeat {
-		for i := range rows {
-			row := rows[(i+rep)%len(rows)]
+		for i := range cases {
+			cs := cases[(i+rep)%len(cases)]
+			row, key := cs.row, name(cs)
 			idx++
 			srv := ConnRateSpec{Row: row.String(), Server: true, Iface: p.B.Iface, Local: addr(row, p.B), Port: uint16(*port + idx - 1), SYNRate: *synRate, Hold: *hold, Procs: 1}
 			cli := ConnRateSpec{Row: row.String(), Local: p.A.Addr, Peer: srv.Local, Port: srv.Port, Parallel: *parallel, Duration: *duration, Hold: *hold, Procs: cliProcs}
 			if row.IsKernel() {
 				srv.Procs = srvProcs
 			}
+			if cs.native {
+				cli.Native, cli.Iface, cli.Local = true, p.A.Iface, addr(Row{Kind: dgramio.KindTCPXDP, Stack: dgramio.TCPStackNative}, p.A)
+			}
 			s, c, err := connRateRun(ctx, p.B, p.A, exe, srv, cli)
 			if err != nil {
-				fmt.Fprintf(stderr, "connrate: %s #%d: %v\n", row, rep+1, err)
+				fmt.Fprintf(stderr, "connrate: %s #%d: %v\n", key, rep+1, err)
 				status = 1
 				continue
 			}
 			r := run{rate: float64(c.Done) / time.Duration(c.WallNs).Seconds(),
 				cliCPU: float64(c.CPUNs) / float64(max(c.Done, 1)) / 1e3, srvCPU: float64(s.CPUNs) / float64(max(c.Done, 1)) / 1e3}
-			runs[row.String()] = append(runs[row.String()], r)
-			if failed[row.String()] == nil {
-				failed[row.String()] = map[string]uint64{}
+			runs[key] = append(runs[key], r)
+			if failed[key] == nil {
+				failed[key] = map[string]uint64{}
 			}
 			for k, v := range c.Failed {
-				failed[row.String()][k] += v
+				failed[key][k] += v
 			}
-			notes[row.String()] = s.Runs + "; server counters: " + fmtCounters(s.Counters)
+			notes[key] = "server: " + s.Runs + "; client: " + c.Runs + "; server counters: " + fmtCounters(s.Counters)
 			if *hold > 0 {
 				heap := fmt.Sprintf("heap %.0f B per connection", s.HeapPerConn)
 				if row.IsKernel() {
@@ -582,21 +623,21 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			fmt.Fprintf(stderr, "connrate: %s #%d: %.0f conns/s, %d done, failed %v, CPU µs/conn client %.1f server %.1f\n",
-				row, rep+1, r.rate, c.Done, c.Failed, r.cliCPU, r.srvCPU)
+				key, rep+1, r.rate, c.Done, c.Failed, r.cliCPU, r.srvCPU)
 		}
 	}
 	if *hold > 0 {
 		return status
 	}
-	fmt.Fprintf(stdout, "| server | conns/s (median) | min–max | × tcp | failed | client CPU µs/conn | server CPU µs/conn | runs |\n|---|---:|---|---:|---|---:|---:|---:|\n")
-	kernel := 0.0
-	if rs := runs["tcp"]; len(rs) > 0 {
-		kernel = medianOf(rs, func(r run) float64 { return r.rate })
-	}
-	for _, row := range rows {
-		rs := runs[row.String()]
+	fmt.Fprintf(stdout, "| server | client | conns/s (median) | min–max | × tcp | failed | client CPU µs/conn | server CPU µs/conn | runs |\n|---|---|---:|---|---:|---|---:|---:|---:|\n")
+	for _, cs := range cases {
+		key, who := name(cs), "kernel"
+		if cs.native {
+			who = "native"
+		}
+		rs := runs[key]
 		if len(rs) == 0 {
-			fmt.Fprintf(stdout, "| %s | — | | | | | | 0/%d |\n", row, *repeat)
+			fmt.Fprintf(stdout, "| %s | %s | — | | | | | | 0/%d |\n", cs.row, who, *repeat)
 			continue
 		}
 		rate := medianOf(rs, func(r run) float64 { return r.rate })
@@ -604,19 +645,20 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 		for _, r := range rs {
 			lo, hi = min(lo, r.rate), max(hi, r.rate)
 		}
+		// The ratio to the kernel listener with the same clients.
 		x := "—"
-		if kernel > 0 && !row.IsKernel() {
-			x = fmt.Sprintf("%.2f", rate/kernel)
+		if ks := runs[name(pair{Row{Kind: dgramio.KindTCP}, cs.native})]; len(ks) > 0 && !cs.row.IsKernel() {
+			x = fmt.Sprintf("%.2f", rate/medianOf(ks, func(r run) float64 { return r.rate }))
 		}
-		fmt.Fprintf(stdout, "| %s | %.0f | %.0f–%.0f | %s | %s | %.1f | %.1f | %d/%d |\n", row, rate, lo, hi, x, fmtCounters(failed[row.String()]),
+		fmt.Fprintf(stdout, "| %s | %s | %.0f | %.0f–%.0f | %s | %s | %.1f | %.1f | %d/%d |\n", cs.row, who, rate, lo, hi, x, fmtCounters(failed[key]),
 			medianOf(rs, func(r run) float64 { return r.cliCPU }), medianOf(rs, func(r run) float64 { return r.srvCPU }), len(rs), *repeat)
 	}
-	for _, row := range rows {
-		if n := notes[row.String()]; n != "" {
-			fmt.Fprintf(stdout, "- %s: %s\n", row, n)
+	for _, cs := range cases {
+		if n := notes[name(cs)]; n != "" {
+			fmt.Fprintf(stdout, "- %s: %s\n", name(cs), n)
 		}
 	}
-	fmt.Fprintf(stdout, "- clients: kernel TCP in the other namespace, %d at once, each connection: dial, %d-byte request, %d-byte answer, the server's FIN, close; %v per run\n",
+	fmt.Fprintf(stdout, "- clients: in the other namespace, %d at once, each connection: dial, %d-byte request, %d-byte answer, the server's FIN, close; %v per run\n",
 		*parallel, connReqLen, connReqLen, *duration)
 	return status
 }

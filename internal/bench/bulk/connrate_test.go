@@ -11,7 +11,8 @@ import (
 )
 
 // The connection-rate mode refuses what it cannot run before it starts
-// anything: rows other than kernel tcp and native tcp-xdp, bad numbers,
+// anything: rows other than kernel tcp and native tcp-xdp, clients other
+// than kernel and native (and native ones holding), bad numbers,
 // a side spec that is not one (exit status 2, said on stderr).
 func TestConnRateFlags(t *testing.T) {
 	for _, args := range [][]string{
@@ -22,6 +23,9 @@ func TestConnRateFlags(t *testing.T) {
 		{"--duration", "0s"},
 		{"--port", "0"},
 		{"--nosuch"},
+		{"--clients", "curl"},
+		{"--clients", ""},
+		{"--clients", "native", "--hold", "10"},
 	} {
 		var out, errb bytes.Buffer
 		if rc := ConnRateMain(args, &out, &errb); rc != 2 || errb.Len() == 0 {
