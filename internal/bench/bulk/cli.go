@@ -2,6 +2,7 @@ package bulk
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -156,6 +157,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "compare" {
 		return CompareMain(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "plot" {
+		return PlotMain(args[1:], stdout, stderr)
+	}
 	o, jsonPath, err := parseOptions(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -200,11 +204,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return status
 }
 
-// writeOut writes results.json and report.md into dir.
+// writeOut writes results.json, report.md and the plots (WritePlots)
+// into dir.
 func writeOut(rep *Report, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	plots, err := rep.WritePlots(dir)
+	if err != nil {
+		return err
+	}
+	rep.Plots = plots
 	if err := rep.WriteJSON(filepath.Join(dir, "results.json")); err != nil {
 		return err
 	}
@@ -213,5 +223,43 @@ func writeOut(rep *Report, dir string) error {
 		md += "- " + s + "\n"
 	}
 	md += "\n" + rep.Markdown() + "\n" + rep.Details()
+	for _, p := range rep.Plots {
+		md += "\n![" + p + "](" + p + ")\n"
+	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md), 0o644)
+}
+
+// PlotMain is "dgramio-bulk plot RESULTS.json [DIR]": it draws the plots
+// of a report written before (WritePlots) into DIR, by default the
+// report's directory.
+func PlotMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) < 1 || len(args) > 2 {
+		fmt.Fprintln(stderr, "usage: dgramio-bulk plot RESULTS.json [DIR]")
+		return 2
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "dgramio-bulk plot:", err)
+		return 1
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		fmt.Fprintf(stderr, "dgramio-bulk plot: %s: %v\n", args[0], err)
+		return 1
+	}
+	dir := filepath.Dir(args[0])
+	if len(args) == 2 {
+		dir = args[1]
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintln(stderr, "dgramio-bulk plot:", err)
+		return 1
+	}
+	files, err := rep.WritePlots(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "dgramio-bulk plot:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s in %s\n", strings.Join(files, ", "), dir)
+	return 0
 }
