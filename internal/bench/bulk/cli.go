@@ -46,7 +46,7 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	fs := flag.NewFlagSet("dgramio-bulk", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: dgramio-bulk [flags]\n       dgramio-bulk compare A.json B.json\n\nMoves bytes through each stream kind between two network namespaces (veth, or the lossy wire with --loss) and reports Gbit/s, CPU per GB, retransmissions and loss counters; see docs/bulk.md.\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: dgramio-bulk [flags]\n       dgramio-bulk compare A.json B.json\n       dgramio-bulk plot RESULTS.json [DIR]\n       dgramio-bulk connrate [flags]\n\nMoves bytes through each stream kind between two network namespaces (veth, or the lossy wire with --loss) and reports Gbit/s, CPU per GB, retransmissions and loss counters; see docs/bulk.md.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	kinds := fs.String("kinds", strings.Join(DefaultRows, ","), "rows: tcp (kernel), tcp-xdp (native engine), tcp-xdp+netstack, tcp-dpdk, tcp-dpdk+netstack (DPDK builds)")
@@ -58,7 +58,7 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	loss := fs.String("loss", "", "run over the lossy wire (internal/wire) at these loss rates (\"0.1%,1%,3%\"; 0: the wire without loss) instead of the clean veth")
 	delay := fs.String("delay", "", "with --loss: one-way delays of the wire (default \"0.2ms,10ms\")")
 	jsonPath := fs.String("json", "", "write the report as JSON to this file (-: stdout, the table then goes to stderr)")
-	out := fs.String("out", "", "write results.json, report.md and the sides' logs into this directory")
+	out := fs.String("out", "", "write results.json, report.md, the plots (SVG) and the sides' logs into this directory")
 	offloads := fs.Bool("offloads", false, "leave TSO, GSO and TX checksum offload on at the veth ends (default off, as on a wire)")
 	poll := fs.String("poll", "yield", "the native engine's loop: yield (sleep in Engine.Wait when a round moves nothing) or busy (spin)")
 	port := fs.Int("port", 6000, "first server port; each cell uses the next")
