@@ -91,3 +91,37 @@ func TestHoldProcs(t *testing.T) {
 		}
 	}
 }
+
+// The connection-rate mode over the veth: the kernel listener and the
+// native engine, each with kernel and native clients, serve every
+// connection they are offered (no failure in the table); and the hold
+// mode holds every connection and reports the native server's heap.
+func TestConnRateVeth(t *testing.T) {
+	testutil.RequireRoot(t)
+	var out, errb bytes.Buffer
+	if rc := ConnRateMain([]string{"--kinds", "tcp,tcp-xdp", "--clients", "kernel,native", "--duration", "1s", "--parallel", "4", "--port", "7300"}, &out, &errb); rc != 0 {
+		t.Fatalf("connrate: status %d\n%s\n%s", rc, out.String(), errb.String())
+	}
+	t.Logf("\n%s", out.String())
+	rows := 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		f := strings.Split(l, " | ")
+		if len(f) != 9 || f[0] == "| server" || strings.HasPrefix(f[0], "|---") {
+			continue
+		}
+		rows++
+		if f[2] == "—" || f[5] != "" {
+			t.Errorf("row %q: no rate, or failures", l)
+		}
+	}
+	if rows != 4 {
+		t.Errorf("%d rows, want 4:\n%s", rows, out.String())
+	}
+	out.Reset()
+	if rc := ConnRateMain([]string{"--kinds", "tcp-xdp", "--hold", "300", "--parallel", "8", "--port", "7310"}, &out, &errb); rc != 0 {
+		t.Fatalf("connrate --hold: status %d\n%s\n%s", rc, out.String(), errb.String())
+	}
+	if s := out.String(); !strings.Contains(s, "client held 300 of 300") || !strings.Contains(s, "server: 300 answered, heap") {
+		t.Errorf("hold: %s", s)
+	}
+}
