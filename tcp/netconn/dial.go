@@ -44,7 +44,7 @@ func (s *Service) DialContext(ctx context.Context, network, address string) (net
 
 // DialAddr connects to to. It returns when the handshake is done, or with
 // the error that ended it: ECONNREFUSED (the peer reset the SYN),
-// EHOSTUNREACH (no ARP answer), ETIMEDOUT (no SYN-ACK after netstack's
+// EHOSTUNREACH (no ARP or neighbour advertisement answer), ETIMEDOUT (no SYN-ACK after netstack's
 // retransmissions), ctx's end (a deadline is a net.Error whose Timeout is
 // true and that matches context.DeadlineExceeded, as net.Dialer's), a
 // *ConnLimitError past Options.MaxConns, net.ErrClosed after Close. Without

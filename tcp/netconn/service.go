@@ -144,13 +144,14 @@ type Options struct {
 	// TIME-WAIT (holding its port pair). 0: the engine's default, 60 s, as
 	// Linux.
 	TimeWait time.Duration
-	// PrefixLen is Config.LocalIP's subnet length (0: 32; every peer is
-	// on the link either way, resolved by ARP).
+	// PrefixLen is Config.LocalIP's subnet length (0: every peer is on
+	// the link, resolved by ARP, or neighbour discovery over IPv6).
 	PrefixLen int
 }
 
 // Service is the userspace TCP (the native engine, or gVisor netstack:
-// Config.TCP.Stack) over one FrameIO, driven by a poller goroutine of its
+// Config.TCP.Stack) of one address, Config.LocalIP (IPv4 or IPv6: a
+// Service serves that one family), over one FrameIO, driven by a poller goroutine of its
 // own, with the net.Conn and net.Listener of package net on top: Listen
 // and Dial (or DialContext, for an http.Transport) make them; any number
 // of goroutines use them, as they would kernel sockets.
