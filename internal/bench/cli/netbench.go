@@ -305,7 +305,8 @@ func familyRows(rows []string, family string) ([]string, error) {
 	}
 	for _, r := range rows {
 		kind, variant := bench.SplitRow(r)
-		if variant != "" || !dgramio.Kind(kind).ServesIPv6() {
+		r6, ok := bench.IPv6Row(kind, variant)
+		if bench.IsIPv6(variant) || !ok || !dgramio.Kind(kind).ServesIPv6() {
 			add(r)
 			continue
 		}
@@ -313,7 +314,7 @@ func familyRows(rows []string, family string) ([]string, error) {
 			add(r)
 		}
 		if v6 {
-			add(bench.RowName(kind, bench.VariantIPv6))
+			add(r6)
 		}
 	}
 	return out, nil
@@ -460,7 +461,7 @@ type hostSet struct {
 // (bench.VariantIPv6): the test hosts then have IPv6 on.
 func (nb *netbench) hasIPv6Rows() bool {
 	for _, k := range nb.o.Kinds {
-		if _, v := bench.SplitRow(k); v == bench.VariantIPv6 {
+		if _, v := bench.SplitRow(k); bench.IsIPv6(v) {
 			return true
 		}
 	}
@@ -1083,6 +1084,17 @@ func tail(path string, n int) string {
 // stackOffset is how far above the kernel's address of a side the
 // userspace TCP kinds' own address is (198.18.n.1 → 198.18.n.11).
 const stackOffset = 10
+
+// stackAddr6 is stackAddr over IPv6: the side's IPv6 address stackOffset
+// higher in its last byte (2001:2:0:n::1 → 2001:2:0:n::b), in its /64.
+func stackAddr6(s *side) netip.Addr {
+	a := s.addr6.As16()
+	if int(a[15])+stackOffset > 254 {
+		return s.addr6
+	}
+	a[15] += stackOffset
+	return netip.AddrFrom16(a)
+}
 
 // stackAddr returns the address the userspace TCP kinds use on side s: in
 // its subnet, not held by the kernel.
