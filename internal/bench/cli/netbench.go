@@ -187,7 +187,8 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 	fs := flag.NewFlagSet("netbench", flag.ContinueOnError)
 	kinds := fs.String("kinds", "", "comma-separated kinds (default: every kind this build has), and variants measured as rows of their own: "+
 		"uring+sqpoll (SQPOLL, each tool's SQ thread on a CPU of its own: 4 CPUs), uring+napi (NAPI busy polling; the echo sleeps in io_uring_enter, GRO on the veth for those cells), "+
-		"tcp-xdp+native and tcp-xdp+netstack (the userspace TCP engine), tcp+raw and tcp-xdp+raw (the echo in raw-bytes framing)")
+		"tcp-xdp+native and tcp-xdp+netstack (the userspace TCP engine), tcp+raw and tcp-xdp+raw (the echo in raw-bytes framing), "+
+		"kind+ipv6 and tcp-xdp+netstack+ipv6 (over IPv6; --family makes them)")
 	rates := fs.String("rates", DefaultRates, "comma-separated offered rates, messages per second")
 	duration := durationFlag(fs, "duration", 5*time.Second, "measured time per cell, like `5s`")
 	warmup := durationFlag(fs, "warmup", time.Second, "warm-up per cell, sent but not measured, like `1s`")
@@ -212,7 +213,7 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 	port := fs.Int("port", 5000, "first port; each cell uses the next one")
 	sqpollCPUs := fs.String("sqpoll-cpus", "", "row uring+sqpoll: CPUs of the loadgen's and the echo's SQ threads, \"L,E\" (default: picked apart from the pollers)")
 	capacity := fs.Int("capacity", 3, "probes per row after the table's rates, bisecting between the largest rate that held and the lowest saturated one, to find its capacity (0: the capacity from the table's rates alone)")
-	family := fs.String("family", "4", "address families of the kinds that serve IPv6 (udp, uring, tcp, xdp, dpdk): 4, 6 (rows kind+ipv6, over 2001:2::/48) or 4,6 (a row per family); the other kinds and variants run over IPv4")
+	family := fs.String("family", "4", "address families of the rows: 4, 6 (rows kind+ipv6, and tcp-xdp+netstack+ipv6 for tcp-xdp+netstack, over 2001:2::/48) or 4,6 (a row per family); the variants without an IPv6 row (uring+sqpoll, uring+napi, +raw, +native) run over IPv4")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		if status == ExitOK {
 			fmt.Fprintf(stdout, "\n       netbench compare [--json FILE] A.json B.json\n       netbench report [--out DIR] results.json\n")

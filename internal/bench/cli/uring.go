@@ -137,6 +137,9 @@ func (nb *netbench) variantFailure(variant string, n int) *Failure {
 	if bench.IsIPv6(variant) && nb.o.IfaceA != "" {
 		return &Failure{Class: ClassNotSupported, Error: "IPv6 rows run on the veth test hosts only: real ports (--iface-a, --iface-b) get IPv4 addresses"}
 	}
+	if variant == bench.VariantNetstackIPv6 && n > 1 {
+		return &Failure{Class: ClassNotSupported, Error: "an IPv6 client on netstack runs on one queue: its queues do not share neighbour advertisements (the native engine's do)"}
+	}
 	if variant != bench.VariantSQPoll {
 		return nil
 	}
