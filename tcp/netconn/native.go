@@ -164,7 +164,7 @@ func newEngine(cfg dgramio.Config, tune tcp.Tuning, opts Options, fio frameio.Fr
 		MaxConns:   tune.MaxConns,
 		ARPShare:   arp,
 	}
-	v6Engine(&eo, cfg)
+	v6Engine(&eo, cfg, opts)
 	if tune.Congestion == dgramio.CongestionCubic {
 		eo.Congestion = native.CUBIC
 	}

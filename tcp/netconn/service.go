@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -147,6 +148,15 @@ type Options struct {
 	// PrefixLen is Config.LocalIP's subnet length (0: every peer is on
 	// the link, resolved by ARP, or neighbour discovery over IPv6).
 	PrefixLen int
+	// LocalIP6, with an IPv4 Config.LocalIP on the native engine, is the
+	// Service's IPv6 address besides it: one engine then serves both
+	// families (Listen takes connections to either address, Dial and
+	// DialContext dial either family), and on tcp-xdp the XDP program
+	// hands the engine the frames to either. Like LocalIP it must not be
+	// an address the kernel holds on the interface. Its prefix is a /64
+	// (with PrefixLen 0, every peer is on the link). Unset: the Service
+	// has LocalIP's family only.
+	LocalIP6 netip.Addr
 }
 
 // Service is the userspace TCP (the native engine, or gVisor netstack:
@@ -252,6 +262,12 @@ func New(cfg dgramio.Config, opts Options) (*Service, error) {
 	if err := checkOptions(&opts); err != nil {
 		return nil, err
 	}
+	if err := checkDual(cfg, opts); err != nil {
+		return nil, err
+	}
+	if opts.Open == nil && opts.LocalIP6.IsValid() && cfg.Kind == dgramio.KindTCPXDP {
+		open = func(cfg dgramio.Config) (Opened, error) { return openXDPDual(cfg, opts.LocalIP6) }
+	}
 	if cfg.Queues > 1 {
 		if cfg.Kind != dgramio.KindTCPXDP || opts.Open != nil || cfg.TCP.Stack != dgramio.TCPStackNative {
 			return nil, &dgramio.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "a Service runs several queues on kind tcp-xdp with the native engine and no Options.Open"}
@@ -289,6 +305,9 @@ func NewOverFrameIO(cfg dgramio.Config, fio frameio.FrameIO, opts Options) (*Ser
 		return nil, errors.Join(err, fio.Close())
 	}
 	cfg = cfg.WithDefaults()
+	if err := checkDual(cfg, opts); err != nil {
+		return nil, errors.Join(err, fio.Close())
+	}
 	if cfg.TCP.Stack == dgramio.TCPStackNative {
 		return startNative(cfg, fio, Opened{FIO: fio, Mode: "native over " + fio.Stats().Mode}, opts, 0)
 	}
