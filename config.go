@@ -276,7 +276,8 @@ type DPDKOptions struct {
 type TCPTuning struct {
 	// SendBuf and RecvBuf are the socket buffers. Default 1 MiB each.
 	SendBuf, RecvBuf int
-	// Congestion is CongestionReno (the default) or CongestionCubic.
+	// Congestion is CongestionReno (the default), CongestionCubic, or
+	// CongestionBBR (the native engine only).
 	Congestion Congestion
 	// NoSACK turns selective acknowledgements off (on by default).
 	NoSACK bool
@@ -715,6 +716,9 @@ func (c Config) checkTCP() error {
 	}
 	if !slices.Contains(congestions, c.TCP.Congestion) {
 		return BadField("TCP.Congestion", c.TCP.Congestion, "use %s", enumList(congestions))
+	}
+	if c.TCP.Congestion == CongestionBBR && c.TCP.Stack == TCPStackNetstack {
+		return BadField("TCP.Congestion", c.TCP.Congestion, `netstack has no BBR: use "reno" or "cubic", or TCP.Stack %q`, TCPStackNative)
 	}
 	if c.TCP.SendBuf < 4096 || c.TCP.RecvBuf < 4096 {
 		return BadField("TCP.SendBuf", c.TCP.SendBuf, "TCP.SendBuf and TCP.RecvBuf must be at least 4096")

@@ -61,7 +61,8 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	offloads := fs.Bool("offloads", false, "leave TSO, GSO and TX checksum offload on at the veth ends (default off, as on a wire)")
 	poll := fs.String("poll", "yield", "the native engine's loop: yield (sleep in Engine.Wait when a round moves nothing) or busy (spin)")
 	port := fs.Int("port", 6000, "first server port; each cell uses the next")
-	cc := fs.String("cc", "", "congestion control of the kernel tcp and native rows: reno or cubic (default: each its own, the host's for kernel tcp, which may be bbr, reno for the native engine)")
+	cc := fs.String("cc", "", "congestion control of the kernel tcp and native rows: reno, cubic or bbr (default: each its own, the host's for kernel tcp, which may be bbr, reno for the native engine; netstack rows keep their own)")
+	buf := fs.String("buf", "", "the native engine rows' send and receive buffers, the window fixed there (\"4MiB\"; default Config's 1 MiB, auto-tuned; kernel tcp auto-tunes its own up to tcp_wmem's and tcp_rmem's maximum)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, "", err
@@ -137,10 +138,20 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 		return bad("--poll %q: yield or busy", *poll)
 	}
 	switch *cc {
-	case "", "reno", "cubic":
+	case "", "reno", "cubic", "bbr":
 		o.CC = *cc
 	default:
-		return bad("--cc %q: reno or cubic", *cc)
+		return bad("--cc %q: reno, cubic or bbr", *cc)
+	}
+	if *buf != "" {
+		n, err := ParseBytes(*buf)
+		if err != nil {
+			return bad("--buf: %v", err)
+		}
+		if n < 4096 || n > 1<<30 {
+			return bad("--buf %q: must be 4KiB..1GiB", *buf)
+		}
+		o.Buf = int(n)
 	}
 	if o.Port < 1 || o.Port > 65535-10000 {
 		return bad("--port %d: must be 1..55535", o.Port)
