@@ -160,8 +160,9 @@ type Options struct {
 }
 
 // Service is the userspace TCP (the native engine, or gVisor netstack:
-// Config.TCP.Stack) of one address, Config.LocalIP (IPv4 or IPv6: a
-// Service serves that one family), over one FrameIO, driven by a poller goroutine of its
+// Config.TCP.Stack) of Config.LocalIP (IPv4 or IPv6), and on the native
+// engine also of Options.LocalIP6 (both families at once), over one
+// FrameIO, driven by a poller goroutine of its
 // own, with the net.Conn and net.Listener of package net on top: Listen
 // and Dial (or DialContext, for an http.Transport) make them; any number
 // of goroutines use them, as they would kernel sockets.
