@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/peertest"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
@@ -207,5 +209,89 @@ func TestDualStackVeth(t *testing.T) {
 		echo(t, sc, fmt.Sprintf("dialled over %s", c.network))
 		sc.Close()
 		kc.Close()
+	}
+}
+
+// TestQueuesDualStack: two two-queue Services of both families (the
+// native engine, Options.LocalIP6) over a two-queue veth pair whose XPS
+// masks send CPU q's frames on queue q: dials over tcp4 and tcp6 take the
+// queues in turn, each from a port of its queue's share, and the answers
+// come back to it (the queues share ARP replies and neighbour
+// advertisements, RFC 4861 §7.2.5, whichever queue they reach); data is
+// echoed byte-exact on every connection and no segment reaches a queue
+// without its connection (no reset).
+func TestQueuesDualStack(t *testing.T) {
+	testutil.RequireRoot(t)
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		testutil.Skip(t, fmt.Sprintf("two queues on two CPUs: this process may use %v", allowed))
+	}
+	cpus := allowed[:2]
+	p := hosttest.New(t, testhost.Options{Queues: 2, XPSCPUs: cpus, IPv6: true})
+	open := func(h *testhost.Host, last byte) *Service {
+		return openVeth(t, h, dgramio.Config{LocalIP: peertest.Addr(h, last), Port: testPort, Queues: 2, CPUs: cpus},
+			Options{LocalIP6: addr6(h, last)})
+	}
+	a, b := open(p.A, 3), open(p.B, 4)
+	ln := listen(t, a, testPort)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	const conns, each = 8, 256 << 10
+	dialled := map[string]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for i := range conns {
+		network, to := "tcp4", peertest.Addr(p.A, 3)
+		if i%4 >= 2 {
+			network, to = "tcp6", addr6(p.A, 3)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		c, err := b.DialContext(ctx, network, netip.AddrPortFrom(to, testPort).String())
+		cancel()
+		if err != nil {
+			t.Fatalf("dial %d over %s: %v", i, network, err)
+		}
+		q := queueOf(c)
+		dialled[fmt.Sprintf("%s/%d", network, q)]++
+		if port := c.LocalAddr().(*net.TCPAddr).Port; port%2 != q {
+			t.Errorf("dial %d on queue %d from port %d: not the queue's share", i, q, port)
+		}
+		wg.Add(1)
+		go func(i int, c net.Conn) {
+			defer wg.Done()
+			defer c.Close()
+			errs <- echoCheck(c, uint64(i), each)
+		}(i, c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for _, k := range []string{"tcp4/0", "tcp4/1", "tcp6/0", "tcp6/1"} {
+		if dialled[k] != 2 {
+			t.Errorf("dials by family/queue %v, want 2 of each", dialled)
+			break
+		}
+	}
+	for _, s := range []*Service{a, b} {
+		if v := counter(s.Stats(), "native", "tcp_resets_sent"); v != 0 {
+			t.Errorf("%s: %d resets sent: a connection left its queue", s.Addr(), v)
+		}
 	}
 }
