@@ -570,13 +570,15 @@ func nativePeerError(err error) error {
 	return &dgramio.PeerError{Reset: true, Err: nativeGoErr(err)}
 }
 
-// checkGroup6 refuses an IPv6 client with several queues: a queue's
-// connections would pick source ports by an IPv4 hash (stack.SourcePorts)
-// and the neighbour advertisements that answer a queue's solicitation
-// reach one queue only (ARPShare passes ARP replies, not NDP).
+// checkGroup6 refuses an IPv6 client with several queues on netstack:
+// its queues' stacks share ARP replies (ARPShare taps ARP frames), not
+// neighbour advertisements, so an advertisement that answers one queue's
+// solicitation and reaches another is lost. The native engines share
+// both (native.ARPShare), and pick source ports by the IPv6 tuple's RSS
+// hash (stack.SourcePorts).
 func checkGroup6(cfg dgramio.Config) error {
-	if cfg.IPv6() && cfg.Role == dgramio.RoleClient && cfg.Queues > 1 {
-		return &dgramio.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "an IPv6 client of tcp-xdp or tcp-dpdk runs on one queue: the queues do not share neighbour advertisements nor steer IPv6 source ports yet"}
+	if cfg.IPv6() && cfg.Role == dgramio.RoleClient && cfg.Queues > 1 && cfg.TCP.Stack == dgramio.TCPStackNetstack {
+		return &dgramio.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "an IPv6 client of tcp-xdp or tcp-dpdk on netstack runs on one queue: its queues do not share neighbour advertisements (the native engine's do)"}
 	}
 	return nil
 }

@@ -148,6 +148,54 @@ func OpenXDP(cfg dgramio.Config) (frameio.FrameIO, Options, error) {
 	return openXSK(cfg, nil)
 }
 
+// OpenXDPDual is OpenXDP for a stack that holds an IPv6 address, host6,
+// beside cfg.LocalIP (IPv4): the XDP program hands it the frames to
+// either (attachTCP). host6 must not be an address the kernel holds on
+// the interface either. An invalid host6 is OpenXDP.
+func OpenXDPDual(cfg dgramio.Config, host6 netip.Addr) (frameio.FrameIO, Options, error) {
+	if !host6.IsValid() {
+		return OpenXDP(cfg)
+	}
+	cfg, err := kindcfg.PrepareOne(cfg, dgramio.KindTCPXDP)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	if err := checkKernelAddr(cfg); err != nil {
+		return nil, Options{}, err
+	}
+	if err := checkKernelAddr6(cfg, host6); err != nil {
+		return nil, Options{}, err
+	}
+	prog, err := attachTCP(cfg, cfg.XDP.QueueID, 1, host6)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	fio, o, err := openXSK(cfg, prog)
+	if err != nil {
+		return nil, Options{}, errors.Join(err, prog.Close())
+	}
+	closeXSK := o.Close
+	o.Close = func() error { return errors.Join(closeXSK(), prog.Close()) }
+	return withProgram(fio, prog), o, nil
+}
+
+// checkKernelAddr6 refuses a host6 (the IPv6 address of a stack of both
+// families) that the kernel holds on cfg.Iface; an invalid one passes.
+func checkKernelAddr6(cfg dgramio.Config, host6 netip.Addr) error {
+	if !host6.IsValid() {
+		return nil
+	}
+	cfg.LocalIP = host6
+	if err := checkKernelAddr(cfg); err != nil {
+		var ce *dgramio.ConfigError
+		if errors.As(err, &ce) {
+			ce.Field, ce.Value = "netconn.Options.LocalIP6", host6
+		}
+		return err
+	}
+	return nil
+}
+
 // checkKernelAddr refuses a LocalIP the kernel holds on cfg.Iface.
 func checkKernelAddr(cfg dgramio.Config) error {
 	owns, err := ifaddr.KernelHas(cfg.Iface, cfg.LocalIP)
@@ -173,7 +221,7 @@ func openXSK(cfg dgramio.Config, prog *afxdp.Program) (frameio.FrameIO, Options,
 	own := prog == nil
 	if own {
 		var err error
-		if prog, err = attachTCP(cfg, cfg.XDP.QueueID, 1); err != nil {
+		if prog, err = attachTCP(cfg, cfg.XDP.QueueID, 1, netip.Addr{}); err != nil {
 			return nil, Options{}, err
 		}
 	}
@@ -222,14 +270,18 @@ func engineName(cfg dgramio.Config) string {
 // (the native engine's) takes every IPv6 frame to it and the neighbour
 // solicitations for it instead (xdpprog.Objects.SetHost6), and IPv4
 // then passes to the kernel unless it is for cfg.Port.
-func attachTCP(cfg dgramio.Config, first, n int) (*afxdp.Program, error) {
+//
+// host6, valid with an IPv4 LocalIP, is an IPv6 address the stack answers
+// for too: IPv6 frames to it, and the solicitations for it, go to the
+// sockets as well (xdpprog.Objects.SetHost6).
+func attachTCP(cfg dgramio.Config, first, n int, host6 netip.Addr) (*afxdp.Program, error) {
 	rate, burst, err := synLimit(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return afxdp.AttachProgram(afxdp.ProgramOptions{Iface: cfg.Iface, Program: xdpprog.TCP, Port: cfg.Port,
 		FirstQueue: first, Queues: n, Mode: cfg.XDP.Mode,
-		Host: cfg.LocalIP, SYNRate: uint32(rate), SYNBurst: uint32(burst)})
+		Host: cfg.LocalIP, Host6: host6, SYNRate: uint32(rate), SYNBurst: uint32(burst)})
 }
 
 // synLimit is the XDP program's SYN bucket for cfg: cfg.XDP.SYNRate and
@@ -348,10 +400,10 @@ var _ dgramio.QueueGroup = (*xdpGroup)(nil)
 // Source ports are still drawn from each queue's share of the range, so
 // 4-tuples stay distinct.
 func NewXDPGroup(cfg dgramio.Config) (dgramio.QueueGroup, error) {
-	return newXDPGroup(cfg)
+	return newXDPGroup(cfg, netip.Addr{})
 }
 
-func newXDPGroup(cfg dgramio.Config) (*xdpGroup, error) {
+func newXDPGroup(cfg dgramio.Config, host6 netip.Addr) (*xdpGroup, error) {
 	cfg, err := kindcfg.PrepareGroup(cfg, dgramio.KindTCPXDP)
 	if err != nil {
 		return nil, err
@@ -362,7 +414,10 @@ func newXDPGroup(cfg dgramio.Config) (*xdpGroup, error) {
 	if err := checkGroup6(cfg); err != nil {
 		return nil, err
 	}
-	prog, err := attachTCP(cfg, cfg.XDP.QueueID, cfg.Queues)
+	if err := checkKernelAddr6(cfg, host6); err != nil {
+		return nil, err
+	}
+	prog, err := attachTCP(cfg, cfg.XDP.QueueID, cfg.Queues, host6)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +479,14 @@ type XDPQueues struct{ g *xdpGroup }
 // cfg.Queues interface queues from cfg.XDP.QueueID. Open each queue's
 // socket with Open, close them, then Close.
 func OpenXDPQueues(cfg dgramio.Config) (*XDPQueues, error) {
-	g, err := newXDPGroup(cfg)
+	return OpenXDPQueuesDual(cfg, netip.Addr{})
+}
+
+// OpenXDPQueuesDual is OpenXDPQueues for engines that hold an IPv6
+// address, host6, beside cfg.LocalIP (IPv4): the program takes the frames
+// to either (attachTCP). An invalid host6 is OpenXDPQueues.
+func OpenXDPQueuesDual(cfg dgramio.Config, host6 netip.Addr) (*XDPQueues, error) {
+	g, err := newXDPGroup(cfg, host6)
 	if err != nil {
 		return nil, err
 	}

@@ -161,8 +161,8 @@ func startNative(cfg dgramio.Config, fio frameio.FrameIO, to Opened, opts Option
 
 // nativeTuning checks cfg's address and TCP tuning for the native engine.
 func nativeTuning(cfg dgramio.Config) (tcp.Tuning, error) {
-	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
-		return tcp.Tuning{}, &dgramio.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"}
+	if !cfg.LocalIP.IsValid() || cfg.LocalIP.IsUnspecified() {
+		return tcp.Tuning{}, &dgramio.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 or IPv6 address"}
 	}
 	tune := tcp.TuningFromConfig(cfg)
 	return tune, tune.ValidateFor(dgramio.TCPStackNative)
@@ -189,6 +189,7 @@ func newEngine(cfg dgramio.Config, tune tcp.Tuning, opts Options, fio frameio.Fr
 		MaxConns:   tune.MaxConns,
 		ARPShare:   arp,
 	}
+	v6Engine(&eo, cfg, opts)
 	switch tune.Congestion {
 	case dgramio.CongestionCubic:
 		eo.Congestion = native.CUBIC

@@ -180,7 +180,7 @@ func (c *nconn) closedEngine() {
 // newNativeConn wraps nc in a Conn.
 func newNativeConn(s *Service, nc *nconn) *Conn {
 	c := &Conn{s: s, nc: nc, done: make(chan struct{}),
-		laddr: &net.TCPAddr{IP: s.Addr(), Port: int(nc.port)},
+		laddr: &net.TCPAddr{IP: s.addrFor(nc.peer.Addr()), Port: int(nc.port)},
 		raddr: net.TCPAddrFromAddrPort(nc.peer)}
 	// A deadline's change or expiry wakes the parked Read or Write
 	// through its own channel.
