@@ -30,6 +30,12 @@ func Open(o Options) (*XSK, error) {
 // TxFrame returns false.
 func (x *XSK) TxFrame(frame []byte) bool { return false }
 
+// TxSlot returns nil.
+func (x *XSK) TxSlot() []byte { return nil }
+
+// TxCommit returns false.
+func (x *XSK) TxCommit(n int) bool { return false }
+
 // Kick returns net.ErrClosed.
 func (x *XSK) Kick() error { return net.ErrClosed }
 

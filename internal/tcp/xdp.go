@@ -243,7 +243,8 @@ func attachTCP(cfg dgramio.Config, first, n int) (*afxdp.Program, error) {
 
 // withProgram returns fio with prog's counters (layer "xdp-prog") added to
 // its Stats, as a socket with a program of its own reports them. fio keeps
-// its Wait and Interrupt (an AF_XDP socket, captured or not, has both); a
+// its Wait and Interrupt (an AF_XDP socket, captured or not, has both) and
+// its transmit slots (frameio.SlotWriter) if it has them; a
 // FrameIO without them is returned as it is.
 func withProgram(fio frameio.FrameIO, prog *afxdp.Program) frameio.FrameIO {
 	_, w := fio.(frameio.Waiter)
@@ -251,8 +252,24 @@ func withProgram(fio frameio.FrameIO, prog *afxdp.Program) frameio.FrameIO {
 	if !w || !i {
 		return fio
 	}
+	if sw, ok := fio.(frameio.SlotWriter); ok {
+		return &progSlotFIO{progFIO{FrameIO: fio, prog: prog}, sw}
+	}
 	return &progFIO{FrameIO: fio, prog: prog}
 }
+
+// progSlotFIO is progFIO over a FrameIO whose transmit slots the engine
+// builds in (an AF_XDP socket not captured): it keeps that too.
+type progSlotFIO struct {
+	progFIO
+	sw frameio.SlotWriter
+}
+
+// TxSlot implements frameio.SlotWriter.
+func (p *progSlotFIO) TxSlot() []byte { return p.sw.TxSlot() }
+
+// TxCommit implements frameio.SlotWriter.
+func (p *progSlotFIO) TxCommit(n int) bool { return p.sw.TxCommit(n) }
 
 type progFIO struct {
 	frameio.FrameIO

@@ -62,6 +62,7 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	poll := fs.String("poll", "yield", "the native engine's loop: yield (sleep in Engine.Wait when a round moves nothing) or busy (spin)")
 	port := fs.Int("port", 6000, "first server port; each cell uses the next")
 	cc := fs.String("cc", "", "congestion control of the kernel tcp and native rows: reno or cubic (default: each its own, the host's for kernel tcp, which may be bbr, reno for the native engine)")
+	cpuprofile := fs.String("cpuprofile", "", "write each side's CPU profile (runtime/pprof, over its transfer) into this directory: NNN-row-conns-dir-{client,server}.pprof")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, "", err
@@ -74,7 +75,7 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	if fs.NArg() != 0 {
 		return bad("unexpected arguments %q", fs.Args())
 	}
-	o = Options{Duration: *duration, Repeat: *repeat, KeepOffloads: *offloads, Port: *port, Out: *out,
+	o = Options{Duration: *duration, Repeat: *repeat, KeepOffloads: *offloads, Port: *port, Out: *out, CPUProfile: *cpuprofile,
 		Command: strings.TrimSpace("dgramio-bulk " + strings.Join(args, " "))}
 	names := ParseList(*kinds)
 	if len(names) == 0 {
