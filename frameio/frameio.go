@@ -12,6 +12,7 @@ package frameio
 import (
 	"context"
 	"net"
+	"time"
 
 	"github.com/dgramio/dgramio"
 )
@@ -81,6 +82,15 @@ type Waiter interface {
 	// Wait blocks until RxFrames may deliver something, ctx is done, or the
 	// FrameIO is closed (net.ErrClosed).
 	Wait(ctx context.Context) error
+}
+
+// DeadlineWaiter is implemented by a Waiter that can also sleep until a
+// time without a context made for it: a poll loop that sleeps until its
+// next timer every round saves a context and its timer per sleep.
+type DeadlineWaiter interface {
+	// WaitUntil is Wait that also returns nil once deadline has passed
+	// (a zero deadline: none).
+	WaitUntil(ctx context.Context, deadline time.Time) error
 }
 
 // Stats are a FrameIO's counters, in frames.

@@ -858,7 +858,17 @@ func (r *rxSide) refill(addrs []uint64) {
 // and Interrupt's, in slices of at most waitSlice so that a context
 // without a deadline is noticed; each poll(2), and the read that takes an
 // Interrupt, count in Stats.Syscalls. It allocates nothing.
-func (x *XSK) Wait(ctx context.Context) error {
+func (x *XSK) Wait(ctx context.Context) error { return x.wait(ctx, time.Time{}) }
+
+// WaitUntil is Wait that also returns nil once deadline has passed (a
+// zero deadline: none), without a context made for the deadline: a poll
+// loop that sleeps until its next timer every round saves the context's
+// timer (frameio.DeadlineWaiter).
+func (x *XSK) WaitUntil(ctx context.Context, deadline time.Time) error {
+	return x.wait(ctx, deadline)
+}
+
+func (x *XSK) wait(ctx context.Context, until time.Time) error {
 	if !x.guard.BeginWait() {
 		return net.ErrClosed
 	}
@@ -880,6 +890,15 @@ func (x *XSK) Wait(ctx context.Context) error {
 			x.rekick()
 			if x.rx.txStalled.Load() {
 				ms = 1 // the device is still busy: again soon
+			}
+		}
+		if !until.IsZero() {
+			left := time.Until(until)
+			if left <= 0 {
+				return nil
+			}
+			if left < waitSlice {
+				ms = min(ms, int((left+time.Millisecond-1)/time.Millisecond))
 			}
 		}
 		if dl, ok := ctx.Deadline(); ok {

@@ -5,6 +5,7 @@ package afxdp
 import (
 	"context"
 	"net"
+	"time"
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
@@ -44,6 +45,9 @@ func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int { return 0 }
 
 // Wait returns net.ErrClosed.
 func (x *XSK) Wait(ctx context.Context) error { return net.ErrClosed }
+
+// WaitUntil returns net.ErrClosed.
+func (x *XSK) WaitUntil(ctx context.Context, deadline time.Time) error { return net.ErrClosed }
 
 // Interrupt does nothing.
 func (x *XSK) Interrupt() {}

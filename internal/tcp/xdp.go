@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
@@ -287,6 +288,24 @@ func (p *progFIO) Stats() frameio.Stats {
 
 // Wait implements frameio.Waiter.
 func (p *progFIO) Wait(ctx context.Context) error { return p.FrameIO.(frameio.Waiter).Wait(ctx) }
+
+// WaitUntil implements frameio.DeadlineWaiter: the socket's, or Wait
+// with a context that ends at deadline.
+func (p *progFIO) WaitUntil(ctx context.Context, deadline time.Time) error {
+	if dw, ok := p.FrameIO.(frameio.DeadlineWaiter); ok {
+		return dw.WaitUntil(ctx, deadline)
+	}
+	if deadline.IsZero() {
+		return p.Wait(ctx)
+	}
+	c, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	err := p.FrameIO.(frameio.Waiter).Wait(c)
+	if ctx.Err() == nil && c.Err() != nil {
+		return nil
+	}
+	return err
+}
 
 // Interrupt implements stack.Interrupter.
 func (p *progFIO) Interrupt() { p.FrameIO.(stack.Interrupter).Interrupt() }

@@ -533,6 +533,9 @@ func (e *Engine) Wait(ctx context.Context) error {
 		return nil
 	}
 	if _, real := e.clock.(monoClock); ok && real {
+		if dw, can := e.waiter.(frameio.DeadlineWaiter); can { // no context per sleep
+			return fdwait.Cause(ctx, dw.WaitUntil(ctx, time.Now().Add(time.Duration(at-e.now))))
+		}
 		c, cancel := context.WithTimeout(ctx, time.Duration(at-e.now))
 		err := e.waiter.Wait(c)
 		cancel()

@@ -2,6 +2,8 @@ package native
 
 import (
 	"bytes"
+	"context"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -61,5 +63,47 @@ func TestSegmentsBuiltInTxSlots(t *testing.T) {
 		case !slots && (sc.committed != 0 || sc.copied < segs):
 			t.Errorf("without slots: %d segments, %d committed, %d copied", segs, sc.committed, sc.copied)
 		}
+	}
+}
+
+// untilPort records the deadlines the engine sleeps until.
+type untilPort struct {
+	*memio.Port
+	deadlines []time.Time
+}
+
+func (u *untilPort) WaitUntil(ctx context.Context, deadline time.Time) error {
+	u.deadlines = append(u.deadlines, deadline)
+	return nil
+}
+
+// TestWaitSleepsUntilNextTimer: on the real clock, Engine.Wait over a
+// FrameIO that can sleep until a time (frameio.DeadlineWaiter) sleeps
+// until the next timer (here the SYN's retransmission, RFC 6298 §5.1)
+// without a context made for it.
+func TestWaitSleepsUntilNextTimer(t *testing.T) {
+	pa, pb := memio.NewPair(memio.Options{})
+	defer pa.Close()
+	defer pb.Close()
+	u := &untilPort{Port: pa}
+	e, err := New(u, Options{Addr: addrA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Dial(netip.AddrPortFrom(addrB, 7000), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.Flush()
+	before := time.Now()
+	if err := e.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	at, ok := e.NextTimer()
+	if !ok || len(u.deadlines) != 1 {
+		t.Fatalf("timer armed %v, %d WaitUntil calls, want 1", ok, len(u.deadlines))
+	}
+	if d := u.deadlines[0]; d.Before(before) || d.Sub(at) > time.Second || at.Sub(d) > time.Second {
+		t.Errorf("slept until %v, the next timer is at %v", d, at)
 	}
 }
