@@ -192,7 +192,12 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"xdp frames", func(c *Config) { c.Kind = KindXDP; c.XDP.Frames = 100 }, "XDP.Frames"},
 		{"xdp ring", func(c *Config) { c.Kind = KindXDP; c.XDP.RingSize = 8192 }, "XDP.RingSize"},
 		{"xdp queue", func(c *Config) { c.Kind = KindXDP; c.XDP.QueueID = -1 }, "XDP.QueueID"},
-		{"congestion", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.Congestion = "bbr" }, "TCP.Congestion"},
+		{"congestion", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.Congestion = "vegas" }, "TCP.Congestion"},
+		{"congestion netstack", func(c *Config) {
+			c.Kind = KindTCPXDP
+			c.TCP.Stack = TCPStackNetstack
+			c.TCP.Congestion = CongestionBBR
+		}, "TCP.Congestion"},
 		{"tcp buffers", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.SendBuf = 10 }, "TCP.SendBuf"},
 		{"min rto", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.MinRTO = 1000 }, "TCP.MinRTO"},
 		{"retries", func(c *Config) { c.Kind = KindTCPXDP; c.TCP.MaxRetries = -1 }, "TCP.MaxRetries"},

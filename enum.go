@@ -135,17 +135,20 @@ type Congestion string
 const (
 	CongestionReno  Congestion = "reno"
 	CongestionCubic Congestion = "cubic"
+	// CongestionBBR is BBR v1, as Linux's default on many hosts: the
+	// native engine only (TCP.Stack "native"), docs/loss.md.
+	CongestionBBR Congestion = "bbr"
 )
 
-var congestions = []Congestion{CongestionReno, CongestionCubic}
+var congestions = []Congestion{CongestionReno, CongestionCubic, CongestionBBR}
 
-// String returns "reno" or "cubic".
+// String returns "reno", "cubic" or "bbr".
 func (c Congestion) String() string { return string(c) }
 
-// Set parses "reno" or "cubic" (flag.Value).
+// Set parses "reno", "cubic" or "bbr" (flag.Value).
 func (c *Congestion) Set(s string) error { return parseEnum(c, "congestion control", s, congestions) }
 
-// UnmarshalText parses "reno" or "cubic".
+// UnmarshalText parses "reno", "cubic" or "bbr".
 func (c *Congestion) UnmarshalText(b []byte) error { return c.Set(string(b)) }
 
 // parseEnum sets *dst to s when s names one of valid, and otherwise

@@ -24,7 +24,7 @@ func TestEnumsRoundTrip(t *testing.T) {
 		{"Poll", []string{"busy", "yield"}, func() value { return new(Poll) }},
 		{"XDPMode", []string{"", "driver", "skb"}, func() value { return new(XDPMode) }},
 		{"XDPCopy", []string{"", "copy", "zerocopy"}, func() value { return new(XDPCopy) }},
-		{"Congestion", []string{"reno", "cubic"}, func() value { return new(Congestion) }},
+		{"Congestion", []string{"reno", "cubic", "bbr"}, func() value { return new(Congestion) }},
 		{"Framing", []string{"u16", "raw", "u32"}, func() value { return new(Framing) }},
 	}
 	for _, c := range cases {

@@ -79,11 +79,15 @@ func TestCases(t *testing.T) {
 		if strings.ContainsAny(c.Name, " /") {
 			t.Errorf("case name %q has a space or a slash", c.Name)
 		}
+		if c.IsIPv6() != c.Setup.IPv6 {
+			t.Errorf("case %s: needs IPv6 %v but its Setup asks for IPv6 %v", c.Name, c.IsIPv6(), c.Setup.IPv6)
+		}
 	}
 	for _, info := range []Info{
-		{Name: "ours-memio", Lacks: oursLacks},
+		{Name: "ours-memio", Lacks: netstackLacks()},
+		{Name: "native-memio", Lacks: nativeLacks},
 		{Name: "linux", Lacks: linuxLacks},
-		{Name: "ours-xdp", Lacks: xdpLacks},
+		{Name: "ours-xdp", Lacks: xdpLacksNow()},
 	} {
 		n := 0
 		for _, c := range Cases() {

@@ -52,7 +52,10 @@
 // per case, then call Run(t, factory) from a test, or RunAll(factory, nil)
 // and WriteReport from a program. Link carries raw Ethernet frames between
 // the bench and the stack; Info names the addresses (from 198.18.0.0/15)
-// and the capabilities the stack lacks, with the reasons; Counters maps
+// and the capabilities the stack lacks, with the reasons (a stack without
+// IPv6 lacks CapIPv6: the IPv6 cases, which ask for it in their Setup and
+// use the addresses Info gives from 2001:2::/48, are then n/a, with the
+// reason in the report's IPv6 section); Counters maps
 // its counters to the Counter* names. A stack with its own clock gives a
 // Clock whose Fake is false and whose Advance sleeps.
 //

@@ -56,6 +56,30 @@ type Setup struct {
 	// RTOMin is the DUT's minimum retransmission timeout. 0: the DUT's
 	// default (Linux 200 ms; ours tcp.Tuning's 25 ms).
 	RTOMin time.Duration
+	// Neigh are the DUT's neighbour cache timers; zero fields keep the
+	// DUT's defaults.
+	Neigh NeighTimes
+	// IPv6 turns IPv6 on at the DUT (Info.Addr6 and its link-local
+	// address); off, the DUT sends no IPv6 of its own (MLD reports, ...)
+	// into the IPv4 cases. Cases that set it need CapIPv6.
+	IPv6 bool
+}
+
+// NeighTimes are the timers of a DUT's neighbour cache (RFC 4861 §10's
+// BaseReachableTime, DELAY_FIRST_PROBE_TIME and RetransTimer, which Linux
+// applies to ARP too: net.ipv4.neigh.<dev>.base_reachable_time_ms,
+// delay_first_probe_time, retrans_time_ms).
+type NeighTimes struct {
+	// Reachable is the base reachable time: an entry confirmed by an
+	// answer stays REACHABLE for 0.5 to 1.5 times it (RFC 4861 §6.3.2's
+	// random factor; a DUT may use exactly it), then it is STALE.
+	Reachable time.Duration
+	// DelayFirstProbe is how long an entry used while STALE waits in DELAY
+	// for an upper-layer confirmation before it is probed (Linux takes
+	// whole seconds). A DUT without a DELAY state probes at once.
+	DelayFirstProbe time.Duration
+	// Retrans is the time between two requests or probes.
+	Retrans time.Duration
 }
 
 // Info describes a DUT.
@@ -72,6 +96,11 @@ type Info struct {
 	MAC, BenchMAC   net.HardwareAddr
 	Addr, BenchAddr netip.Addr
 	Spare           netip.Addr
+	// Addr6, BenchAddr6 and Spare6 are their IPv6 counterparts, from
+	// 2001:2::/48 (RFC 5180), set when the case's Setup asks for IPv6:
+	// the DUT has BenchAddr6 → BenchMAC as a static neighbour, and no
+	// entry for Spare6.
+	Addr6, BenchAddr6, Spare6 netip.Addr
 	// MTU is the DUT's interface MTU.
 	MTU int
 	// Lacks lists the capabilities the DUT does not have, each with the
@@ -103,6 +132,10 @@ const (
 	CapIP Cap = "ip"
 	// CapUDP: the DUT has UDP sockets.
 	CapUDP Cap = "udp"
+	// CapIPv6: the DUT serves IPv6 (RFC 8200) with neighbour discovery
+	// (RFC 4861), ICMPv6 (RFC 4443) and TCP over IPv6, on an address from
+	// 2001:2::/48 when Setup.IPv6 asks for it.
+	CapIPv6 Cap = "ipv6"
 	// CapFastTimeWait: TIME-WAIT (2 MSL) can be waited out in a test: the
 	// DUT's clock is fake.
 	CapFastTimeWait Cap = "fast-time-wait"
@@ -155,6 +188,9 @@ type SockOpts struct {
 	RecvBuf int
 	// KeepAlive turns keepalive on with these timers (RFC 1122 §4.2.3.6).
 	KeepAlive *KeepAlive
+	// IPv6 makes Listen listen on the DUT's IPv6 address (Info.Addr6)
+	// instead of its IPv4 one. Connect takes the family of its address.
+	IPv6 bool
 }
 
 // KeepAlive is the keepalive of a socket: the first probe after Idle

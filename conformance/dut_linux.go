@@ -52,13 +52,59 @@ func (linuxFactory) New(tb TB, s Setup) (DUT, error) {
 	if err := v.dut.AddNeigh(v.bench.Addr, v.bench.MAC); err != nil {
 		return nil, fmt.Errorf("linux: bench neighbour on A: %w", err)
 	}
+	if s.IPv6 {
+		if err := v.dut.AddNeigh(v.bench.Addr6, v.bench.MAC); err != nil {
+			return nil, fmt.Errorf("linux: bench IPv6 neighbour on A: %w", err)
+		}
+	}
 	if s.RTOMin > 0 {
 		if err := d.setRTOMin(s.RTOMin); err != nil {
 			return nil, err
 		}
 	}
+	if err := setNeighTimes(v.dut, s.Neigh); err != nil {
+		return nil, err
+	}
 	ok = true
 	return d, nil
+}
+
+// setNeighTimes writes the timers of t that are not zero into h's
+// net.ipv4.neigh.<dev> settings (and net.ipv6.neigh.<dev> where IPv6 is
+// on), from a thread inside h's namespace (/proc/sys/net follows the
+// thread's namespace), and reads each back.
+func setNeighTimes(h *testhost.Host, t NeighTimes) error {
+	var kv [][2]string
+	if t.Reachable > 0 {
+		kv = append(kv, [2]string{"base_reachable_time_ms", strconv.FormatInt(t.Reachable.Milliseconds(), 10)})
+	}
+	if t.DelayFirstProbe > 0 {
+		kv = append(kv, [2]string{"delay_first_probe_time", strconv.Itoa(secs(t.DelayFirstProbe))})
+	}
+	if t.Retrans > 0 {
+		kv = append(kv, [2]string{"retrans_time_ms", strconv.FormatInt(t.Retrans.Milliseconds(), 10)})
+	}
+	return h.Do(func() error {
+		for _, fam := range []string{"ipv4", "ipv6"} {
+			dir := "/proc/sys/net/" + fam + "/neigh/" + h.Iface + "/"
+			if _, err := os.Stat(dir); fam == "ipv6" && err != nil {
+				continue // IPv6 off on the device
+			}
+			for _, x := range kv {
+				if err := os.WriteFile(dir+x[0], []byte(x[1]+"\n"), 0); err != nil {
+					return fmt.Errorf("linux: neighbour timers: %w", err)
+				}
+				b, err := os.ReadFile(dir + x[0])
+				if err != nil {
+					return fmt.Errorf("linux: neighbour timers: %w", err)
+				}
+				if strings.TrimSpace(string(b)) != x[1] {
+					return fmt.Errorf("linux: %s%s reads back %q, want %s", dir, x[0], b, x[1])
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // veth is what the DUTs reached over a veth share: a testhost pair whose A
@@ -69,6 +115,7 @@ type veth struct {
 	p          *testhost.Pair
 	dut, bench *testhost.Host
 	spare      netip.Addr
+	spare6     netip.Addr // with Setup.IPv6
 	mtu        int
 	link       *packetLink
 }
@@ -82,7 +129,7 @@ func newVeth(s Setup) (*veth, error) {
 	// The MTU is set on A alone, after New: testhost's Options.MTU below
 	// 1280 fails (the kernel removes an interface's IPv6 settings, which
 	// testhost writes, when its MTU is too small for IPv6).
-	p, err := testhost.New(testhost.Options{})
+	p, err := testhost.New(testhost.Options{IPv6: s.IPv6})
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +146,16 @@ func newVeth(s Setup) (*veth, error) {
 	v.spare = p.B.Addr.Next()
 	if v.spare == p.A.Addr {
 		v.spare = v.spare.Next()
+	}
+	if s.IPv6 {
+		// B keeps its link-local address, which the bench never uses.
+		if err := p.B.DelAddr6(); err != nil {
+			return nil, fmt.Errorf("bench IPv6 address off B: %w", err)
+		}
+		v.spare6 = p.B.Addr6.Next()
+		if v.spare6 == p.A.Addr6 {
+			v.spare6 = v.spare6.Next()
+		}
 	}
 	if s.MTU > 0 {
 		if err := v.setMTU(s.MTU); err != nil {
@@ -185,6 +242,7 @@ func (d *linuxDUT) setRTOMin(rto time.Duration) error {
 func (d *linuxDUT) Info() Info {
 	return Info{Name: "linux", Kind: KindLinux, MAC: d.dut.MAC, BenchMAC: d.bench.MAC,
 		Addr: d.dut.Addr, BenchAddr: d.bench.Addr, Spare: d.spare, MTU: d.mtu,
+		Addr6: d.dut.Addr6, BenchAddr6: d.bench.Addr6, Spare6: d.spare6,
 		Lacks: linuxLacks}
 }
 
@@ -239,12 +297,16 @@ func (d *linuxDUT) untrack(fd int) error {
 	return nil
 }
 
-// socket makes a socket inside A with o set.
+// socket makes a socket inside A with o set: IPv6 when o.IPv6.
 func (d *linuxDUT) socket(typ int, o SockOpts) (int, error) {
 	fd := -1
+	family := unix.AF_INET
+	if o.IPv6 {
+		family = unix.AF_INET6
+	}
 	err := d.dut.Do(func() error {
 		var err error
-		fd, err = unix.Socket(unix.AF_INET, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		fd, err = unix.Socket(family, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("linux: socket: %w", err)
 		}
@@ -287,8 +349,13 @@ func secs(d time.Duration) int {
 	return max(s, 1)
 }
 
-func (d *linuxDUT) bind(fd int, port uint16) error {
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(port), Addr: d.dut.Addr.As4()}); err != nil {
+// bind binds fd to port on the DUT's address, its IPv6 one when v6.
+func (d *linuxDUT) bind(fd int, port uint16, v6 bool) error {
+	sa := sockaddr(netip.AddrPortFrom(d.dut.Addr, port))
+	if v6 {
+		sa = sockaddr(netip.AddrPortFrom(d.dut.Addr6, port))
+	}
+	if err := unix.Bind(fd, sa); err != nil {
 		return fmt.Errorf("linux: bind %d: %w", port, err)
 	}
 	return nil
@@ -300,7 +367,7 @@ func (d *linuxDUT) Listen(port uint16, o SockOpts) (Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := d.bind(fd, port); err != nil {
+	if err := d.bind(fd, port, o.IPv6); err != nil {
 		d.untrack(fd)
 		return nil, err
 	}
@@ -313,11 +380,12 @@ func (d *linuxDUT) Listen(port uint16, o SockOpts) (Listener, error) {
 
 // Connect implements DUT.
 func (d *linuxDUT) Connect(to netip.AddrPort, o SockOpts) (Conn, error) {
+	o.IPv6 = to.Addr().Is6()
 	fd, err := d.socket(unix.SOCK_STREAM, o)
 	if err != nil {
 		return nil, err
 	}
-	err = unix.Connect(fd, &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()})
+	err = unix.Connect(fd, sockaddr(to))
 	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		d.untrack(fd)
 		return nil, fmt.Errorf("linux: connect %v: %w", to, err)
@@ -331,11 +399,19 @@ func (d *linuxDUT) ListenUDP(port uint16) (UDPConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := d.bind(fd, port); err != nil {
+	if err := d.bind(fd, port, false); err != nil {
 		d.untrack(fd)
 		return nil, err
 	}
 	return &linuxUDP{d: d, fd: fd}, nil
+}
+
+// sockaddr converts ap to a socket address of its family.
+func sockaddr(ap netip.AddrPort) unix.Sockaddr {
+	if ap.Addr().Is4() {
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	}
+	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
 }
 
 // waitFD polls fd for events up to wait. It returns nil when an event

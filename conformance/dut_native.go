@@ -20,39 +20,64 @@ const KindNative Kind = "native"
 // Native is the Factory of the native engine over memio: native.New on one
 // port of an in-memory pair, on a memio.FakeClock that only the bench
 // moves, driven by a poll loop as a backend drives it. No privileges.
-func Native() Factory { return nativeFactory{} }
+func Native() Factory { return nativeFactory{name: "native-memio"} }
 
-type nativeFactory struct{}
+// nativeFactory makes DUTs of the native engine over memio. wrap, when
+// set, wraps the engine's FrameIO (the mutants).
+type nativeFactory struct {
+	name string
+	wrap func(fio waitFrameIO) waitFrameIO
+}
 
 // Name implements Factory.
-func (nativeFactory) Name() string { return "native-memio" }
+func (f nativeFactory) Name() string { return f.name }
 
 // New implements Factory.
-func (nativeFactory) New(tb TB, s Setup) (DUT, error) {
+func (f nativeFactory) New(tb TB, s Setup) (DUT, error) {
 	w := newMemWire(s)
-	d, err := newNativeDUT(w.a, s, memDUTAddr, 24, memBenchAddr, w.b.MAC())
+	var fio waitFrameIO = w.a
+	if f.wrap != nil {
+		fio = f.wrap(w.a)
+	}
+	var addr6, bench6 netip.Addr
+	if s.IPv6 {
+		addr6, bench6 = memDUTAddr6, memBenchAddr6
+	}
+	d, err := newNativeDUT(fio, s, memDUTAddr, 24, memBenchAddr, addr6, bench6, w.b.MAC())
 	if err != nil {
 		w.close()
 		return nil, err
 	}
-	d.info = Info{Name: "native-memio", Kind: KindNative, MAC: w.a.MAC(), BenchMAC: w.b.MAC(),
+	d.info = Info{Name: f.name, Kind: KindNative, MAC: w.a.MAC(), BenchMAC: w.b.MAC(),
 		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: w.mtu, Lacks: nativeLacks}
+	if s.IPv6 {
+		d.info.Addr6, d.info.BenchAddr6, d.info.Spare6 = memDUTAddr6, memBenchAddr6, memSpareAddr6
+	}
 	d.link = memLink{w.b}
 	d.closeWire, d.settle = w.close, w.settle
 	return d, nil
 }
 
-var nativeLacks = map[Cap]string{CapUDP: "the native engine has no UDP sockets (it answers UDP with port unreachable)"}
+var nativeLacks = map[Cap]string{
+	CapUDP: "the native engine has no UDP sockets (it answers UDP with port unreachable)",
+}
 
 // newNativeDUT makes the engine on fio, on a fake clock only the bench
-// moves, with bench as a static neighbour, and starts its poll loop. The
+// moves, with bench (and bench6, when valid) as a static neighbour, and
+// starts its poll loop. A valid addr6 turns IPv6 on (prefix /64). The
 // caller fills in info, link, closeWire and settle; on error fio is the
 // caller's to close.
-func newNativeDUT(fio waitFrameIO, s Setup, addr netip.Addr, prefix int, bench netip.Addr, benchMAC net.HardwareAddr) (*nativeDUT, error) {
+func newNativeDUT(fio waitFrameIO, s Setup, addr netip.Addr, prefix int, bench, addr6, bench6 netip.Addr, benchMAC net.HardwareAddr) (*nativeDUT, error) {
 	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
-	o := native.Options{Addr: addr, PrefixLen: prefix, Clock: clk, MinRTO: s.RTOMin,
+	nb := map[netip.Addr]net.HardwareAddr{bench: benchMAC}
+	if bench6.IsValid() {
+		nb[bench6] = benchMAC
+	}
+	o := native.Options{Addr: addr, PrefixLen: prefix, Addr6: addr6, Clock: clk, MinRTO: s.RTOMin,
 		MaxConns: 64, SendBuf: 64 << 10, RecvBuf: 64 << 10,
-		Neighbors: map[netip.Addr]net.HardwareAddr{bench: benchMAC}}
+		Neighbors: nb,
+		// No DELAY state: a STALE neighbour is probed at its first use.
+		ARPReachable: s.Neigh.Reachable, ARPTimeout: s.Neigh.Retrans}
 	e, err := native.New(fio, o)
 	if err != nil {
 		return nil, fmt.Errorf("native: %w", err)

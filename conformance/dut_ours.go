@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"runtime"
+	"sync"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/faketime"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	nstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 	ntcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
@@ -29,6 +33,11 @@ var (
 	memDUTAddr   = netip.MustParseAddr("198.18.0.1")
 	memBenchAddr = netip.MustParseAddr("198.18.0.2")
 	memSpareAddr = netip.MustParseAddr("198.18.0.3")
+
+	// Their IPv6 counterparts, from RFC 5180's benchmarking range.
+	memDUTAddr6   = netip.MustParseAddr("2001:2:0:ff::1")
+	memBenchAddr6 = netip.MustParseAddr("2001:2:0:ff::2")
+	memSpareAddr6 = netip.MustParseAddr("2001:2:0:ff::3")
 )
 
 // Ours is the Factory of our stack over memio: stack.New on one port of an
@@ -65,14 +74,24 @@ func (f *oursFactory) New(tb TB, s Setup) (DUT, error) {
 			return nil, fmt.Errorf("ours: the wrapped FrameIO cannot Wait")
 		}
 	}
-	d, err := newOursDUT(fio, s, stack.Options{Addr: memDUTAddr, PrefixLen: 24,
-		Neighbors: map[netip.Addr]net.HardwareAddr{memBenchAddr: w.b.MAC()}})
+	opts := stack.Options{Addr: memDUTAddr, PrefixLen: 24,
+		Neighbors: map[netip.Addr]net.HardwareAddr{memBenchAddr: w.b.MAC()}}
+	if s.IPv6 {
+		// netstack as stack.New builds it serves one family: an IPv6
+		// case gets an IPv6 stack.
+		opts = stack.Options{Addr: memDUTAddr6, PrefixLen: 64,
+			Neighbors: map[netip.Addr]net.HardwareAddr{memBenchAddr6: w.b.MAC()}}
+	}
+	d, err := newOursDUT(fio, s, opts)
 	if err != nil {
 		w.close()
 		return nil, err
 	}
 	d.info = Info{Name: f.name, Kind: KindOurs, MAC: w.a.MAC(), BenchMAC: w.b.MAC(),
-		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: w.mtu, Lacks: oursLacks}
+		Addr: memDUTAddr, BenchAddr: memBenchAddr, Spare: memSpareAddr, MTU: w.mtu, Lacks: netstackLacks()}
+	if s.IPv6 {
+		d.info.Addr6, d.info.BenchAddr6, d.info.Spare6 = memDUTAddr6, memBenchAddr6, memSpareAddr6
+	}
 	d.link = memLink{w.b}
 	d.answer = 2 * time.Second
 	d.closeWire, d.settle = w.close, w.settle
@@ -127,9 +146,46 @@ func newOursDUT(fio frameio.FrameIO, s Setup, opts stack.Options) (*oursDUT, err
 		st.Close()
 		return nil, fmt.Errorf("ours: tuning: %w", err)
 	}
-	d := &oursDUT{st: st, clk: clk, start: clk.NowMonotonic(), tune: tune, answer: DefaultAnswer}
+	if err := setNUD(st.NS, proto(opts.Addr), s.Neigh); err != nil {
+		st.Close()
+		return nil, err
+	}
+	d := &oursDUT{st: st, clk: clk, start: clk.NowMonotonic(), tune: tune, answer: DefaultAnswer, proto: proto(opts.Addr)}
 	d.startLoop()
 	return d, nil
+}
+
+// proto is netstack's network protocol of a's family.
+func proto(a netip.Addr) tcpip.NetworkProtocolNumber {
+	if a.Is4() {
+		return ipv4.ProtocolNumber
+	}
+	return ipv6.ProtocolNumber
+}
+
+// setNUD sets the timers of t that are not zero on netstack's
+// neighbour cache for p (IPv4: ARP; IPv6: NDP).
+func setNUD(ns *nstack.Stack, p tcpip.NetworkProtocolNumber, t NeighTimes) error {
+	if t == (NeighTimes{}) {
+		return nil
+	}
+	c, terr := ns.NUDConfigurations(stack.NICID, p)
+	if terr != nil {
+		return fmt.Errorf("ours: NUD configuration: %s", terr)
+	}
+	if t.Reachable > 0 {
+		c.BaseReachableTime = t.Reachable
+	}
+	if t.DelayFirstProbe > 0 {
+		c.DelayFirstProbeTime = t.DelayFirstProbe
+	}
+	if t.Retrans > 0 {
+		c.RetransmitTimer = t.Retrans
+	}
+	if terr := ns.SetNUDConfigurations(stack.NICID, p, c); terr != nil {
+		return fmt.Errorf("ours: NUD configuration: %s", terr)
+	}
+	return nil
 }
 
 // oursDUT is our stack over a FrameIO (memio, or AF_XDP on a veth), on a
@@ -141,6 +197,9 @@ type oursDUT struct {
 	tune  tcp.Tuning
 	dutBase
 	answer time.Duration // AnswerWait
+	// proto is the stack's one network protocol (IPv4, or IPv6 for an
+	// IPv6 case).
+	proto tcpip.NetworkProtocolNumber
 }
 
 var (
@@ -167,6 +226,34 @@ func (d *oursDUT) startLoop() {
 // oursLacks is what our stack over memio cannot do.
 var oursLacks = map[Cap]string{
 	CapUDP: "stack.New registers no UDP (dgramio's datagram kinds run udp/ on their raw paths, without a socket layer)",
+}
+
+var (
+	netstackV6Once sync.Once
+	netstackV6Err  error
+)
+
+// netstackLacks is oursLacks, and CapIPv6 when stack.New refuses an IPv6
+// address (asked once, on a memio pair): then netstack as the tcp-* kinds
+// build it serves no IPv6, and the IPv6 cases say so.
+func netstackLacks() map[Cap]string {
+	netstackV6Once.Do(func() {
+		a, b := memio.NewPair(memio.Options{})
+		defer a.Close()
+		defer b.Close()
+		st, err := stack.New(a, stack.Options{Addr: memDUTAddr6, PrefixLen: 64})
+		if err != nil {
+			netstackV6Err = err
+			return
+		}
+		st.Close()
+	})
+	if netstackV6Err == nil {
+		return oursLacks
+	}
+	m := maps.Clone(oursLacks)
+	m[CapIPv6] = "not served: stack.New refuses an IPv6 address (" + netstackV6Err.Error() + ")"
+	return m
 }
 
 // Clock implements DUT: the DUT itself is its clock.
@@ -234,7 +321,7 @@ func (d *oursDUT) Close() error { return d.close(d.st.Close) }
 
 func (d *oursDUT) newEndpoint(o SockOpts) (tcpip.Endpoint, *waiter.Queue, error) {
 	wq := new(waiter.Queue)
-	ep, terr := d.st.NS.NewEndpoint(ntcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	ep, terr := d.st.NS.NewEndpoint(ntcp.ProtocolNumber, d.proto, wq)
 	if terr != nil {
 		return nil, nil, fmt.Errorf("ours: endpoint: %w", tcp.GoError(terr))
 	}
@@ -270,6 +357,9 @@ func setOpts(ep tcpip.Endpoint, o SockOpts) error {
 }
 
 func (d *oursDUT) full(a netip.Addr, port uint16) tcpip.FullAddress {
+	if a.Is6() {
+		return tcpip.FullAddress{NIC: stack.NICID, Addr: tcpip.AddrFrom16(a.As16()), Port: port}
+	}
 	return tcpip.FullAddress{NIC: stack.NICID, Addr: tcpip.AddrFrom4(a.As4()), Port: port}
 }
 
@@ -279,7 +369,11 @@ func (d *oursDUT) Listen(port uint16, o SockOpts) (Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if terr := ep.Bind(d.full(d.info.Addr, port)); terr != nil {
+	at := d.info.Addr
+	if o.IPv6 {
+		at = d.info.Addr6
+	}
+	if terr := ep.Bind(d.full(at, port)); terr != nil {
 		ep.Close()
 		return nil, fmt.Errorf("ours: bind %d: %w", port, tcp.GoError(terr))
 	}

@@ -4,6 +4,7 @@ package conformance
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 
@@ -34,20 +35,40 @@ var xdpLacks = map[Cap]string{
 	CapUDP: "stack.New registers no UDP (its datagrams reach netstack, which answers protocol unreachable)",
 }
 
+// xdpLacksNow is xdpLacks, and CapIPv6 when netstack serves no IPv6
+// (netstackLacks).
+func xdpLacksNow() map[Cap]string {
+	why, ok := netstackLacks()[CapIPv6]
+	if !ok {
+		return xdpLacks
+	}
+	m := maps.Clone(xdpLacks)
+	m[CapIPv6] = why
+	return m
+}
+
 // New implements Factory.
 func (xdpFactory) New(tb TB, s Setup) (DUT, error) {
-	v, fio, closeWire, err := openXDPWire("ours-xdp", s)
+	v, fio, closeWire, err := openXDPWire("ours-xdp", dgramio.TCPStackNetstack, s)
 	if err != nil {
 		return nil, err
 	}
-	d, err := newOursDUT(fio, s, stack.Options{Addr: v.dut.Addr, PrefixLen: v.dut.Prefix.Bits(),
-		Neighbors: map[netip.Addr]net.HardwareAddr{v.bench.Addr: v.bench.MAC}})
+	opts := stack.Options{Addr: v.dut.Addr, PrefixLen: v.dut.Prefix.Bits(),
+		Neighbors: map[netip.Addr]net.HardwareAddr{v.bench.Addr: v.bench.MAC}}
+	if s.IPv6 {
+		opts = stack.Options{Addr: v.dut.Addr6, PrefixLen: v.dut.Prefix6.Bits(),
+			Neighbors: map[netip.Addr]net.HardwareAddr{v.bench.Addr6: v.bench.MAC}}
+	}
+	d, err := newOursDUT(fio, s, opts)
 	if err != nil {
 		closeWire()
 		return nil, fmt.Errorf("ours-xdp: %w", err)
 	}
 	d.info = Info{Name: "ours-xdp", Kind: KindOurs, MAC: v.dut.MAC, BenchMAC: v.bench.MAC,
-		Addr: v.dut.Addr, BenchAddr: v.bench.Addr, Spare: v.spare, MTU: fio.MTU(), Lacks: xdpLacks}
+		Addr: v.dut.Addr, BenchAddr: v.bench.Addr, Spare: v.spare, MTU: fio.MTU(), Lacks: xdpLacksNow()}
+	if s.IPv6 {
+		d.info.Addr6, d.info.BenchAddr6, d.info.Spare6 = v.dut.Addr6, v.bench.Addr6, v.spare6
+	}
 	d.link = v.link
 	d.closeWire = closeWire
 	tb.Logf("ours-xdp: %s", fio.Stats().Mode)
@@ -59,21 +80,31 @@ func (xdpFactory) New(tb TB, s Setup) (DUT, error) {
 // socket and XDP program of tcp.OpenXDP, as the tcp-xdp kind opens them.
 // closeWire closes both and the pair; name prefixes the errors. On error
 // nothing is left.
-func openXDPWire(name string, s Setup) (v *veth, fio waitFrameIO, closeWire func() error, err error) {
+func openXDPWire(name string, engine dgramio.TCPStack, s Setup) (v *veth, fio waitFrameIO, closeWire func() error, err error) {
 	v, err = newVeth(s)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	ok := false
+	ok, pair := false, v // the error returns below zero v
 	defer func() {
 		if !ok {
-			v.close()
+			pair.close()
 		}
 	}()
 	if err := v.dut.DelAddr(); err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: address off A: %w", name, err)
 	}
 	cfg := dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleServer, Iface: v.dut.Iface, LocalIP: v.dut.Addr, Port: dutPort}
+	if s.IPv6 {
+		// The program takes every IPv6 frame to the DUT's IPv6 address
+		// and the solicitations for it (IPv4 then goes to A's kernel,
+		// but for dutPort); A's kernel loses that address too.
+		if err := v.dut.DelAddr6(); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: IPv6 address off A: %w", name, err)
+		}
+		cfg.LocalIP = v.dut.Addr6
+		cfg.TCP.Stack = engine
+	}
 	cfg.XDP.Frames, cfg.XDP.RingSize = 512, 256
 	var f frameio.FrameIO
 	var opts tcp.Options

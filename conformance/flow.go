@@ -64,12 +64,27 @@ type Flow struct {
 	TSVal, TSEcr uint32
 	// PeerFIN: the DUT's FIN was taken (RcvNxt counts it).
 	PeerFIN bool
+	// V6: the flow runs over IPv6, between BenchAddr6 and Addr6
+	// (NewFlow6); Segment is then not used, Build makes the IPv6 frame.
+	V6 bool
+	// Ext, when set, goes between the IPv6 header and the TCP header of
+	// every segment Build makes: an extension header chain whose last
+	// Next Header is TCP's (6); ExtNext is the first one's type.
+	Ext     []byte
+	ExtNext layers.IPProtocol
 }
 
 // NewFlow makes a flow from a fresh bench port to dutPort with initial
 // sequence number iss.
 func (b *Bench) NewFlow(dutPort uint16, iss uint32) *Flow {
 	return b.newFlow(b.Port(), dutPort, iss, 1000)
+}
+
+// NewFlow6 is NewFlow over IPv6: from BenchAddr6 to the DUT's Addr6.
+func (b *Bench) NewFlow6(dutPort uint16, iss uint32) *Flow {
+	f := b.NewFlow(dutPort, iss)
+	f.V6 = true
+	return f
 }
 
 // newFlow is a flow between bench port port and dutPort before any SYN:
@@ -88,6 +103,13 @@ func (f *Flow) tb() TB { return f.b.tb }
 func (f *Flow) Segment(seq, ack uint32, fl Flags, payload []byte) (*layers.IPv4, *layers.TCP) {
 	ip := f.b.IPv4(layers.IPProtocolTCP)
 	ip.Flags = layers.IPv4DontFragment
+	t := f.tcp(seq, ack, fl)
+	t.SetNetworkLayerForChecksum(ip)
+	return ip, t
+}
+
+// tcp is the TCP header of a segment of the flow (see Segment).
+func (f *Flow) tcp(seq, ack uint32, fl Flags) *layers.TCP {
 	t := &layers.TCP{SrcPort: layers.TCPPort(f.Port), DstPort: layers.TCPPort(f.DUTPort), Seq: seq, Ack: ack,
 		FIN: fl&FIN != 0, SYN: fl&SYN != 0, RST: fl&RST != 0, PSH: fl&PSH != 0, ACK: fl&ACK != 0, URG: fl&URG != 0,
 		Window: f.Window}
@@ -99,8 +121,7 @@ func (f *Flow) Segment(seq, ack uint32, fl Flags, payload []byte) (*layers.IPv4,
 	if fl&RST == 0 {
 		f.TSVal++
 	}
-	t.SetNetworkLayerForChecksum(ip)
-	return ip, t
+	return t
 }
 
 func synOptions(o SynOpts, tsval, tsecr uint32, synack bool) []layers.TCPOption {
@@ -135,6 +156,16 @@ func tsOption(val, ecr uint32) []layers.TCPOption {
 // Build is Segment serialized into a frame, for a case that damages it.
 func (f *Flow) Build(seq, ack uint32, fl Flags, payload []byte) []byte {
 	f.tb().Helper()
+	if f.V6 {
+		ip := f.b.IPv6(layers.IPProtocolTCP)
+		t := f.tcp(seq, ack, fl)
+		t.SetNetworkLayerForChecksum(ip)
+		if f.Ext != nil {
+			ip.NextHeader = f.ExtNext
+			return f.b.serialize(f.b.Eth(layers.EthernetTypeIPv6), ip, gopacket.Payload(f.Ext), t, gopacket.Payload(payload))
+		}
+		return f.b.serialize(f.b.Eth(layers.EthernetTypeIPv6), ip, t, gopacket.Payload(payload))
+	}
 	ip, t := f.Segment(seq, ack, fl, payload)
 	return f.b.serialize(f.b.Eth(layers.EthernetTypeIPv4), ip, t, gopacket.Payload(payload))
 }
@@ -166,6 +197,10 @@ func (f *Flow) Send(fl Flags, payload []byte) {
 
 // Mine accepts the frames of this flow sent by the DUT.
 func (f *Flow) Mine(fr *Frame) bool {
+	if f.V6 {
+		return fr.TCP != nil && fr.IP6 != nil && uint16(fr.TCP.SrcPort) == f.DUTPort && uint16(fr.TCP.DstPort) == f.Port &&
+			fr.IP6.SrcIP.Equal(f.b.info.Addr6.AsSlice()) && fr.IP6.DstIP.Equal(f.b.info.BenchAddr6.AsSlice())
+	}
 	return fr.TCP != nil && fr.IP != nil && uint16(fr.TCP.SrcPort) == f.DUTPort && uint16(fr.TCP.DstPort) == f.Port &&
 		fr.IP.SrcIP.Equal(f.b.info.Addr.AsSlice()) && fr.IP.DstIP.Equal(f.b.info.BenchAddr.AsSlice())
 }

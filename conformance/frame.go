@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -28,7 +29,19 @@ type Frame struct {
 	ICMP *layers.ICMPv4
 	TCP  *layers.TCP
 	UDP  *layers.UDP
-	// Payload is the transport payload without padding (nil if none).
+	// IPv6: the header, the first fragment header of the chain (nil when
+	// unfragmented), and ICMPv6 with the message body gopacket decoded
+	// (an echo, a neighbour solicitation or advertisement).
+	IP6   *layers.IPv6
+	Frag6 *layers.IPv6Fragment
+	ICMP6 *layers.ICMPv6
+	Echo6 *layers.ICMPv6Echo
+	NS    *layers.ICMPv6NeighborSolicitation
+	NA    *layers.ICMPv6NeighborAdvertisement
+	// Payload is the transport payload without padding (nil if none):
+	// for ICMPv6, the bytes after its 4-byte header (an error's
+	// unused/MTU/pointer word and the invoking packet; an echo's
+	// identifier, sequence number and data).
 	Payload []byte
 	// Bad lists what is wrong with the frame: a decoding error or a
 	// checksum that does not verify. Empty for a good frame.
@@ -47,7 +60,11 @@ func Decode(frame []byte, at time.Duration) *Frame {
 	f.Eth, _ = pk.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
 	f.ARP, _ = pk.Layer(layers.LayerTypeARP).(*layers.ARP)
 	f.IP, _ = pk.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
-	if f.IP != nil && (f.IP.FragOffset != 0 || f.IP.Flags&layers.IPv4MoreFragments != 0) {
+	f.IP6, _ = pk.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+	f.Frag6, _ = pk.Layer(layers.LayerTypeIPv6Fragment).(*layers.IPv6Fragment)
+	if f.IP6 != nil {
+		f.decode6(pk)
+	} else if f.IP != nil && (f.IP.FragOffset != 0 || f.IP.Flags&layers.IPv4MoreFragments != 0) {
 		// A fragment: gopacket does not decode the transport header of
 		// the first fragment either; keep the bytes.
 		f.Payload = f.IP.Payload
@@ -65,7 +82,95 @@ func Decode(frame []byte, at time.Duration) *Frame {
 		}
 	}
 	f.Bad = append(f.Bad, checkSums(frame)...)
+	f.Bad = append(f.Bad, checkSums6(frame)...)
 	return f
+}
+
+// decode6 takes the upper layer of an IPv6 packet (none from a fragment).
+func (f *Frame) decode6(pk gopacket.Packet) {
+	if f.Frag6 != nil {
+		f.Payload = f.Frag6.Payload
+		return
+	}
+	f.ICMP6, _ = pk.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6)
+	f.Echo6, _ = pk.Layer(layers.LayerTypeICMPv6Echo).(*layers.ICMPv6Echo)
+	f.NS, _ = pk.Layer(layers.LayerTypeICMPv6NeighborSolicitation).(*layers.ICMPv6NeighborSolicitation)
+	f.NA, _ = pk.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement)
+	f.TCP, _ = pk.Layer(layers.LayerTypeTCP).(*layers.TCP)
+	f.UDP, _ = pk.Layer(layers.LayerTypeUDP).(*layers.UDP)
+	switch {
+	case f.ICMP6 != nil:
+		f.Payload = f.ICMP6.Payload
+		if f.Payload != nil {
+			// Without the Ethernet padding: the payload length says.
+			end := 14 + 40 + int(f.IP6.Length)
+			if off := len(f.Raw) - len(f.Payload); end >= off && end < len(f.Raw) {
+				f.Payload = f.Raw[off:end]
+			}
+		}
+	case f.TCP != nil:
+		f.Payload = f.TCP.Payload
+	case f.UDP != nil:
+		f.Payload = f.UDP.Payload
+	}
+}
+
+// Extension headers of IPv6 (RFC 8200 §4) and the upper layers checkSums6
+// verifies.
+const (
+	nhHopByHop = 0
+	nhTCP      = 6
+	nhUDP      = 17
+	nhRouting  = 43
+	nhFragment = 44
+	nhICMPv6   = 58
+	nhDestOpts = 60
+)
+
+// checkSums6 verifies the TCP, UDP or ICMPv6 checksum of an Ethernet frame
+// carrying an unfragmented IPv6 packet (RFC 8200 §8.1: the pseudo-header
+// of source, destination, upper-layer length and next header; a UDP
+// checksum of zero is an error over IPv6). It walks the hop-by-hop,
+// routing and destination options headers; other frames are left to the
+// decoder.
+func checkSums6(frame []byte) []string {
+	const eth = 14
+	if len(frame) < eth+40 || binary.BigEndian.Uint16(frame[12:]) != 0x86dd {
+		return nil
+	}
+	ip := frame[eth:]
+	n := 40 + int(binary.BigEndian.Uint16(ip[4:]))
+	if ip[0]>>4 != 6 || n > len(ip) {
+		return []string{fmt.Sprintf("IPv6 header unusable (version %d, payload length %d, %d bytes)", ip[0]>>4, n-40, len(ip))}
+	}
+	ip = ip[:n]
+	next, off := ip[6], 40
+	for next == nhHopByHop || next == nhRouting || next == nhDestOpts {
+		if off+8 > len(ip) {
+			return []string{"IPv6 extension header truncated"}
+		}
+		next, off = ip[off], off+(int(ip[off+1])+1)*8
+	}
+	if next == nhFragment || off > len(ip) {
+		return nil
+	}
+	seg := ip[off:]
+	acc := sum(0, ip[8:40]) + uint32(len(seg)>>16) + uint32(len(seg)&0xffff) + uint32(next)
+	switch next {
+	case nhICMPv6:
+		if len(seg) >= 4 && fold(sum(acc, seg)) != 0xffff {
+			return []string{fmt.Sprintf("ICMPv6 checksum %#04x does not verify", binary.BigEndian.Uint16(seg[2:]))}
+		}
+	case nhTCP:
+		if len(seg) >= 20 && fold(sum(acc, seg)) != 0xffff {
+			return []string{fmt.Sprintf("TCP checksum %#04x does not verify (IPv6 pseudo-header)", binary.BigEndian.Uint16(seg[16:]))}
+		}
+	case nhUDP:
+		if len(seg) >= 8 && (binary.BigEndian.Uint16(seg[6:]) == 0 || fold(sum(acc, seg)) != 0xffff) {
+			return []string{fmt.Sprintf("UDP checksum %#04x does not verify (zero is not allowed over IPv6, RFC 8200 §8.1)", binary.BigEndian.Uint16(seg[6:]))}
+		}
+	}
+	return nil
 }
 
 // checkSums verifies the IPv4 header checksum of an Ethernet frame carrying
@@ -145,6 +250,9 @@ func (f *Frame) String() string {
 		}
 		fmt.Fprintf(&b, " ARP %s %v(%v) -> %v(%v)", op, ip4(f.ARP.SourceProtAddress), mac(f.ARP.SourceHwAddress),
 			ip4(f.ARP.DstProtAddress), mac(f.ARP.DstHwAddress))
+		if f.Eth != nil && f.ARP.Operation == layers.ARPRequest && !bytes.Equal(f.Eth.DstMAC, broadcast) {
+			fmt.Fprintf(&b, " unicast to %v", f.Eth.DstMAC)
+		}
 	case f.IP != nil:
 		fmt.Fprintf(&b, " %v -> %v", f.IP.SrcIP, f.IP.DstIP)
 		switch {
@@ -162,6 +270,34 @@ func (f *Frame) String() string {
 		default:
 			fmt.Fprintf(&b, " proto %v frag %d mf %v len %d", f.IP.Protocol, f.IP.FragOffset,
 				f.IP.Flags&layers.IPv4MoreFragments != 0, len(f.Payload))
+		}
+	case f.IP6 != nil:
+		fmt.Fprintf(&b, " %v -> %v", f.IP6.SrcIP, f.IP6.DstIP)
+		if f.Eth != nil && f.Eth.DstMAC[0]&1 != 0 {
+			fmt.Fprintf(&b, " (to %v)", f.Eth.DstMAC)
+		}
+		switch {
+		case f.Frag6 != nil:
+			fmt.Fprintf(&b, " frag %d mf %v id %#x len %d", f.Frag6.FragmentOffset*8, f.Frag6.MoreFragments, f.Frag6.Identification, len(f.Payload))
+		case f.TCP != nil:
+			t := f.TCP
+			fmt.Fprintf(&b, " TCP %d -> %d [%s] seq %d ack %d win %d len %d", t.SrcPort, t.DstPort, flagString(t),
+				t.Seq, t.Ack, t.Window, len(f.Payload))
+			if o := optString(t); o != "" {
+				b.WriteString(" opts " + o)
+			}
+		case f.UDP != nil:
+			fmt.Fprintf(&b, " UDP %d -> %d len %d", f.UDP.SrcPort, f.UDP.DstPort, len(f.Payload))
+		case f.NS != nil:
+			fmt.Fprintf(&b, " ICMPv6 neighbour solicitation who has %v", f.NS.TargetAddress)
+		case f.NA != nil:
+			fmt.Fprintf(&b, " ICMPv6 neighbour advertisement %v flags %#x", f.NA.TargetAddress, f.NA.Flags)
+		case f.Echo6 != nil:
+			fmt.Fprintf(&b, " ICMPv6 %v id %d seq %d len %d", f.ICMP6.TypeCode, f.Echo6.Identifier, f.Echo6.SeqNumber, len(f.Payload)-4)
+		case f.ICMP6 != nil:
+			fmt.Fprintf(&b, " ICMPv6 %v len %d", f.ICMP6.TypeCode, len(f.Payload))
+		default:
+			fmt.Fprintf(&b, " next header %v len %d", f.IP6.NextHeader, f.IP6.Length)
 		}
 	case f.Eth != nil:
 		fmt.Fprintf(&b, " ethertype %v", f.Eth.EthernetType)

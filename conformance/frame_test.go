@@ -155,12 +155,19 @@ func FuzzDecode(f *testing.F) {
 	for _, fr := range sampleFrames(f) {
 		f.Add(fr)
 	}
+	for _, fr := range sampleFrames6(f) {
+		f.Add(fr)
+	}
 	f.Add([]byte{})
 	f.Add(make([]byte, 13))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := Decode(append([]byte(nil), b...), 0)
 		_ = d.String()
 		_ = d.Opts()
+		_ = checkSums6(b)
+		for _, rw := range []func(f, scratch []byte) []byte{mss6As1460, clearNASolicited, broadcastNS, trimOverlap6(), broadcastARPRequests, dropHopByHop} {
+			_ = rw(append([]byte(nil), b...), nil)
+		}
 		bad := checkSums(b)
 		unusable := false
 		for _, s := range bad {
@@ -175,4 +182,119 @@ func FuzzDecode(f *testing.F) {
 		_ = trimPadding(b, nil)
 		_ = openWindow(b, nil)
 	})
+}
+
+var (
+	ip6A = net.ParseIP("2001:2:0:ff::1")
+	ip6B = net.ParseIP("2001:2:0:ff::2")
+)
+
+// sampleFrames6 are good IPv6 frames of every kind Decode checks.
+func sampleFrames6(t testing.TB) map[string][]byte {
+	eth := &layers.Ethernet{SrcMAC: macA, DstMAC: macB, EthernetType: layers.EthernetTypeIPv6}
+	ip := func(p layers.IPProtocol) *layers.IPv6 {
+		return &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: p, SrcIP: ip6A, DstIP: ip6B}
+	}
+	out := map[string][]byte{}
+	i := ip(layers.IPProtocolTCP)
+	tcp := &layers.TCP{SrcPort: 1, DstPort: 2, Seq: 100, SYN: true, Window: 1000, Options: synOptions(PlainOpts, 0, 0, false)}
+	tcp.SetNetworkLayerForChecksum(i)
+	out["tcp6"] = build(t, eth, i, tcp, gopacket.Payload("hello, odd"))
+	i = ip(layers.IPProtocolIPv6Destination)
+	tcp = &layers.TCP{SrcPort: 1, DstPort: 2, Seq: 100, SYN: true, Window: 1000}
+	tcp.SetNetworkLayerForChecksum(i)
+	out["destopts-tcp6"] = build(t, eth, i, gopacket.Payload(DestOpts(layers.IPProtocolTCP, []byte{0x1e, 2, 1, 2})), tcp)
+	i = ip(layers.IPProtocolUDP)
+	udp := &layers.UDP{SrcPort: 3, DstPort: 4}
+	udp.SetNetworkLayerForChecksum(i)
+	out["udp6"] = build(t, eth, i, udp, gopacket.Payload("datagram"))
+	i = ip(layers.IPProtocolICMPv6)
+	icmp := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeEchoRequest, 0)}
+	icmp.SetNetworkLayerForChecksum(i)
+	out["echo6"] = build(t, eth, i, icmp, &layers.ICMPv6Echo{Identifier: 1, SeqNumber: 2}, gopacket.Payload("ping"))
+	i = ip(layers.IPProtocolICMPv6)
+	i.HopLimit = 255
+	icmp = &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeNeighborAdvertisement, 0)}
+	icmp.SetNetworkLayerForChecksum(i)
+	out["na"] = build(t, eth, i, icmp, &layers.ICMPv6NeighborAdvertisement{Flags: naSolicited | naOverride, TargetAddress: ip6A,
+		Options: layers.ICMPv6Options{{Type: layers.ICMPv6OptTargetAddress, Data: macA}}})
+	out["fragment6"] = build(t, eth, ip(layers.IPProtocolIPv6Fragment),
+		gopacket.Payload([]byte{byte(layers.IPProtocolICMPv6), 0, 0, 1, 0, 0, 0, 7}), gopacket.Payload(make([]byte, 64)))
+	return out
+}
+
+// TestDecodeChecks6 decodes good IPv6 frames cleanly, and finds one
+// flipped bit in the addresses (the pseudo-header, RFC 8200 §8.1) or
+// anywhere in the upper-layer message.
+func TestDecodeChecks6(t *testing.T) {
+	for name, f := range sampleFrames6(t) {
+		d := Decode(f, 0)
+		if len(d.Bad) > 0 || d.IP6 == nil {
+			t.Errorf("%s: good frame reported bad or not IPv6: %v", name, d.Bad)
+		}
+		if d.String() == "" {
+			t.Errorf("%s: no description", name)
+		}
+		if name == "fragment6" {
+			if d.Frag6 == nil || d.TCP != nil || d.ICMP6 != nil {
+				t.Errorf("fragment decoded as %v", d)
+			}
+			continue
+		}
+		for i := 14 + 8; i < len(f); i++ {
+			g := append([]byte(nil), f...)
+			g[i] ^= 0x10
+			if i >= 14+40 && name == "destopts-tcp6" && i < 14+48 {
+				continue // the options' bytes are not checksummed (padding, length: the walk)
+			}
+			if len(checkSums6(g)) == 0 {
+				t.Errorf("%s: bit flipped at byte %d not found", name, i)
+			}
+		}
+	}
+	if d := Decode(sampleFrames6(t)["na"], 0); d.NA == nil || !d.NA.TargetAddress.Equal(ip6A) {
+		t.Errorf("advertisement decoded as %v", d)
+	}
+	zero := sampleFrames6(t)["udp6"]
+	zero[14+40+6], zero[14+40+7] = 0, 0
+	if bad := checkSums6(zero); len(bad) == 0 {
+		t.Errorf("a UDP checksum of zero over IPv6 (not allowed, RFC 8200 §8.1) reported good")
+	}
+}
+
+// TestMutantRewrites6 checks the IPv6 mutants' rewrites: the frames they
+// make decode as good, with the defect in.
+func TestMutantRewrites6(t *testing.T) {
+	fs := sampleFrames6(t)
+	m := Decode(mss6As1460(fs["tcp6"], nil), 0)
+	if len(m.Bad) > 0 || m.Opts().MSS != 1460 {
+		t.Errorf("MSS rewritten to %d, bad %v", m.Opts().MSS, m.Bad)
+	}
+	na := Decode(clearNASolicited(fs["na"], nil), 0)
+	if len(na.Bad) > 0 || na.NA.Flags&naSolicited != 0 {
+		t.Errorf("advertisement flags %#x, bad %v", na.NA.Flags, na.Bad)
+	}
+	if dropICMP6Type(128)(fs["echo6"], nil) != nil || dropICMP6Type(4)(fs["echo6"], nil) == nil {
+		t.Errorf("dropICMP6Type drops the wrong messages")
+	}
+	// Two fragments of one datagram, the second starting 8 bytes inside
+	// the first: trimmed to start where the first ended.
+	frag := func(off, n int, more bool) []byte {
+		v := uint16(off)
+		if more {
+			v |= 1
+		}
+		fh := []byte{byte(layers.IPProtocolICMPv6), 0, byte(v >> 8), byte(v), 0, 0, 0, 9}
+		return build(t, &layers.Ethernet{SrcMAC: macA, DstMAC: macB, EthernetType: layers.EthernetTypeIPv6},
+			&layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolIPv6Fragment, SrcIP: ip6A, DstIP: ip6B},
+			gopacket.Payload(fh), gopacket.Payload(make([]byte, n)))
+	}
+	trim := trimOverlap6()
+	if got := trim(frag(0, 16, true), nil); len(got) != 14+40+8+16 {
+		t.Fatalf("first fragment rewritten to %d bytes", len(got))
+	}
+	d := Decode(trim(frag(8, 24, false), nil), 0)
+	if d.Frag6 == nil || d.Frag6.FragmentOffset != 2 || len(d.Payload) != 16 || d.Frag6.MoreFragments {
+		t.Fatalf("overlapping fragment rewritten to %v", d)
+	}
 }

@@ -3,12 +3,14 @@ package conformance
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/dgramio/dgramio/frameio"
 )
 
-// Mutant is our stack over memio with one defect put in on purpose, by a
-// FrameIO wrapper between the stack and the wire. The suite is tested with
+// Mutant is one of our stacks over memio (netstack, or the native engine)
+// with one defect put in on purpose, by a FrameIO wrapper between the
+// stack and the wire. The suite is tested with
 // them: a suite that passes a broken stack is broken. Each mutant must fail
 // the cases named in Fails, and pass the cases in Control (so that the
 // failure comes from the defect, not from a mutant that does not work).
@@ -54,7 +56,63 @@ func Mutants() []Mutant {
 			Fails:   []string{"arp-request-reply", "arp-other-address-ignored"},
 			Control: []string{"arp-resolve", "icmp-echo"},
 		},
+		{
+			Factory: nativeMutant("mutant-native-probe-broadcast", broadcastARPRequests, nil),
+			Defect:  "the native engine's unicast ARP probes leave as broadcast requests (a STALE entry is asked for as if unknown)",
+			Fails:   []string{"arp-stale-reprobe"},
+			Control: []string{"arp-resolve", "arp-request-reply"},
+		},
+		{
+			Factory: nativeMutant("mutant-native6-na-unsolicited", clearNASolicited, nil),
+			Defect:  "the native engine's neighbour advertisements lack the Solicited flag",
+			Fails:   []string{"ndp-ns-answered"},
+			Control: []string{"ndp-resolve", "icmp6-echo"},
+		},
+		{
+			Factory: nativeMutant("mutant-native6-ns-broadcast", broadcastNS, nil),
+			Defect:  "the native engine's neighbour solicitations go to the Ethernet broadcast address (not the solicited-node group, nor the cached MAC of a probe)",
+			Fails:   []string{"ndp-resolve", "ndp-stale-reprobe"},
+			Control: []string{"ndp-ns-answered"},
+		},
+		{
+			Factory: nativeMutant("mutant-native6-mss-1460", mss6As1460, nil),
+			Defect:  "the native engine announces over IPv6 the MSS of IPv4 (1460, 20 bytes too many)",
+			Fails:   []string{"tcp6-handshake-passive", "tcp6-handshake-active"},
+			Control: []string{"icmp6-echo", "ndp-ns-answered"},
+		},
+		{
+			Factory: nativeMutant("mutant-native6-no-hop-by-hop", nil, dropHopByHop),
+			Defect:  "the native engine drops IPv6 packets that carry a Hop-by-Hop Options header",
+			Fails:   []string{"ipv6-ext-chain-accepted"},
+			Control: []string{"ipv6-destopts-accepted"},
+		},
+		{
+			Factory: nativeMutant("mutant-native6-no-param-problem", dropICMP6Type(4), nil),
+			Defect:  "the native engine sends no ICMPv6 Parameter Problem",
+			Fails:   []string{"ipv6-destopts-unknown-discard"},
+			Control: []string{"ipv6-destopts-accepted"},
+		},
+		{
+			Factory: nativeMutant("mutant-native6-ignore-ptb", nil, dropICMP6Type(2)),
+			Defect:  "the native engine ignores ICMPv6 Packet Too Big",
+			Fails:   []string{"icmp6-packet-too-big-mss"},
+			Control: []string{"tcp6-data-close"},
+		},
+		{
+			Factory: nativeMutant("mutant-native6-trim-overlap", nil, trimOverlap6()),
+			Defect:  "the native engine takes overlapping IPv6 fragments, the overlap trimmed (as before RFC 5722)",
+			Fails:   []string{"ipv6-fragments-overlap-dropped"},
+			Control: []string{"ipv6-fragments-reassembled"},
+		},
 	}
+}
+
+// nativeMutant is the Factory of the native engine over memio with its
+// frames rewritten by tx (sent) and rx (received); either may be nil.
+func nativeMutant(name string, tx, rx func(frame, scratch []byte) []byte) Factory {
+	return nativeFactory{name: name, wrap: func(w waitFrameIO) waitFrameIO {
+		return &mutantFIO{waitFrameIO: w, tx: tx, rx: rx}
+	}}
 }
 
 // mutant is the Factory of our stack over memio with its frames rewritten
@@ -197,6 +255,152 @@ func dropARPReply(f, _ []byte) []byte {
 		return nil
 	}
 	return f
+}
+
+// broadcastARPRequests sends every ARP request to the broadcast address.
+func broadcastARPRequests(f, scratch []byte) []byte {
+	if len(f) < 42 || binary.BigEndian.Uint16(f[12:]) != 0x0806 || binary.BigEndian.Uint16(f[20:]) != 1 {
+		return f
+	}
+	out := append(scratch, f...)
+	copy(out[:6], broadcast)
+	return out
+}
+
+// icmp6At returns the offset of the ICMPv6 message of an IPv6 frame
+// without extension headers, or -1.
+func icmp6At(f []byte) int {
+	if len(f) < 14+40+4 || binary.BigEndian.Uint16(f[12:]) != 0x86dd || f[14+6] != nhICMPv6 {
+		return -1
+	}
+	return 14 + 40
+}
+
+// tcp6At returns the offset of the TCP header of an IPv6 frame without
+// extension headers, or -1.
+func tcp6At(f []byte) int {
+	if len(f) < 14+40+20 || binary.BigEndian.Uint16(f[12:]) != 0x86dd || f[14+6] != nhTCP {
+		return -1
+	}
+	return 14 + 40
+}
+
+// setChecksum6 recomputes the ICMPv6 or TCP checksum of an IPv6 frame
+// without extension headers, in place.
+func setChecksum6(f []byte) {
+	at, field := icmp6At(f), 2
+	if at < 0 {
+		at, field = tcp6At(f), 16
+	}
+	if at < 0 {
+		return
+	}
+	end := min(14+40+int(binary.BigEndian.Uint16(f[14+4:])), len(f))
+	seg := f[at:end]
+	acc := sum(0, f[14+8:14+40]) + uint32(len(seg)) + uint32(f[14+6])
+	binary.BigEndian.PutUint16(seg[field:], 0)
+	binary.BigEndian.PutUint16(seg[field:], ^fold(sum(acc, seg)))
+}
+
+// clearNASolicited clears the Solicited flag of neighbour advertisements.
+func clearNASolicited(f, scratch []byte) []byte {
+	at := icmp6At(f)
+	if at < 0 || f[at] != 136 || len(f) < at+5 {
+		return f
+	}
+	out := append(scratch, f...)
+	out[at+4] &^= naSolicited
+	setChecksum6(out)
+	return out
+}
+
+// broadcastNS sends neighbour solicitations to the Ethernet broadcast.
+func broadcastNS(f, scratch []byte) []byte {
+	if at := icmp6At(f); at < 0 || f[at] != 135 {
+		return f
+	}
+	out := append(scratch, f...)
+	copy(out[:6], broadcast)
+	return out
+}
+
+// mss6As1460 rewrites an MSS option of 1440 in a TCP segment over IPv6 to
+// 1460.
+func mss6As1460(f, scratch []byte) []byte {
+	at := tcp6At(f)
+	if at < 0 {
+		return f
+	}
+	hl := int(f[at+12]>>4) * 4
+	if at+hl > len(f) {
+		return f
+	}
+	out := append(scratch, f...)
+	for i := at + 20; i+4 <= at+hl; {
+		switch out[i] {
+		case 0:
+			i = at + hl
+		case 1:
+			i++
+		default:
+			if out[i] == 2 && out[i+1] == 4 && binary.BigEndian.Uint16(out[i+2:]) == 1440 {
+				binary.BigEndian.PutUint16(out[i+2:], 1460)
+			}
+			i += max(int(out[i+1]), 2)
+		}
+	}
+	setChecksum6(out)
+	return out
+}
+
+// dropICMP6Type drops the ICMPv6 messages of type t.
+func dropICMP6Type(t byte) func(f, scratch []byte) []byte {
+	return func(f, _ []byte) []byte {
+		if at := icmp6At(f); at >= 0 && f[at] == t {
+			return nil
+		}
+		return f
+	}
+}
+
+// dropHopByHop drops IPv6 frames whose first extension header is
+// Hop-by-Hop Options.
+func dropHopByHop(f, _ []byte) []byte {
+	if len(f) >= 14+40 && binary.BigEndian.Uint16(f[12:]) == 0x86dd && f[14+6] == nhHopByHop {
+		return nil
+	}
+	return f
+}
+
+// trimOverlap6 rewrites IPv6 fragments that overlap what came before of
+// their datagram into ones that start where it ended (the overlap cut off),
+// as a reassembler that trims overlaps would take them. RxFrames runs on
+// the poll loop only; the mutex keeps the state safe all the same.
+func trimOverlap6() func(f, scratch []byte) []byte {
+	var mu sync.Mutex
+	end := map[uint32]int{} // fragment identification → end of the bytes seen
+	return func(f, scratch []byte) []byte {
+		const fh = 14 + 40
+		if len(f) < fh+8 || binary.BigEndian.Uint16(f[12:]) != 0x86dd || f[14+6] != nhFragment {
+			return f
+		}
+		id := binary.BigEndian.Uint32(f[fh+4:])
+		off := int(binary.BigEndian.Uint16(f[fh+2:]) &^ 7)
+		n := 14 + 40 + int(binary.BigEndian.Uint16(f[14+4:])) - (fh + 8)
+		mu.Lock()
+		defer mu.Unlock()
+		seen := end[id]
+		end[id] = max(seen, off+n)
+		if off >= seen || seen >= off+n {
+			return f
+		}
+		cut := seen - off // a multiple of 8: both are
+		out := append(scratch, f[:fh+8]...)
+		out = append(out, f[fh+8+cut:fh+8+n]...)
+		binary.BigEndian.PutUint16(out[14+4:], uint16(8+n-cut))
+		binary.BigEndian.PutUint16(out[fh+2:], uint16(seen)|binary.BigEndian.Uint16(f[fh+2:])&1)
+		return out
+	}
 }
 
 // openWindow rewrites the window of every TCP segment to 65535 and fixes

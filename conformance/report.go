@@ -102,9 +102,11 @@ func Compare(ours, xdp, linux map[string]Result) []Row {
 	return rows
 }
 
-// WriteReport prints the rows as a table (case, RFC section, ours, ours-xdp
-// when it ran, Linux, the reason of a difference) followed by a summary,
-// and returns the number of silent disagreements.
+// WriteReport prints the rows as tables (case, RFC section, ours, ours-xdp
+// when it ran, native and native-xdp when they ran, Linux, the reason of a
+// difference), the IPv4 cases and the IPv6 ones (Case.IsIPv6) in sections
+// of their own, each followed by why cases did not apply on a DUT and its
+// counts, then a summary; it returns the number of silent disagreements.
 func WriteReport(w io.Writer, rows []Row, verbose bool) int {
 	withXDP, withNative, withNativeXDP := false, false, false
 	for _, r := range rows {
@@ -123,40 +125,83 @@ func WriteReport(w io.Writer, rows []Row, verbose bool) int {
 		whos = append(whos, "native-xdp")
 	}
 	whos = append(whos, "linux")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "case\tRFC section\t%s\tdifference\n", strings.Join(whos, "\t"))
 	silent, nativeDiffers := 0, 0
-	count := map[string]map[Outcome]int{}
-	for _, who := range whos {
-		count[who] = map[Outcome]int{}
-	}
+	var v4, v6 []Row
 	for _, r := range rows {
-		res := map[string]Result{"ours": r.Ours, "ours-xdp": r.XDP, "native": r.Native, "native-xdp": r.NativeXDP, "linux": r.Linux}
-		rfc, _, _ := strings.Cut(r.RFC, " (")
-		fmt.Fprintf(tw, "%s\t%s\t", r.Case, rfc)
+		if c, ok := CaseByName(r.Case); ok && c.IsIPv6() {
+			v6 = append(v6, r)
+		} else {
+			v4 = append(v4, r)
+		}
+	}
+	sections := []struct {
+		title string
+		rows  []Row
+	}{{"IPv4, ARP and TCP over IPv4", v4}, {"IPv6: NDP, ICMPv6, extension headers, fragments, TCP over IPv6 (RFC 8200, 4443, 4861, 5722, 8201)", v6}}
+	count := map[string]map[Outcome]int{}
+	for _, sec := range sections {
+		if len(sec.rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s: %d cases\n\n", sec.title, len(sec.rows))
+		secCount := map[string]map[Outcome]int{}
 		for _, who := range whos {
-			count[who][res[who].Outcome]++
-			fmt.Fprintf(tw, "%s\t", show(res[who]))
+			secCount[who] = map[Outcome]int{}
+			if count[who] == nil {
+				count[who] = map[Outcome]int{}
+			}
 		}
-		note := r.Note
-		if r.NativeNote != "" {
-			note = strings.TrimPrefix(note+"; "+r.NativeNote, "; ")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "case\tRFC section\t%s\tdifference\n", strings.Join(whos, "\t"))
+		for _, r := range sec.rows {
+			res := map[string]Result{"ours": r.Ours, "ours-xdp": r.XDP, "native": r.Native, "native-xdp": r.NativeXDP, "linux": r.Linux}
+			rfc, _, _ := strings.Cut(r.RFC, " (")
+			fmt.Fprintf(tw, "%s\t%s\t", r.Case, rfc)
+			for _, who := range whos {
+				secCount[who][res[who].Outcome]++
+				count[who][res[who].Outcome]++
+				fmt.Fprintf(tw, "%s\t", show(res[who]))
+			}
+			note := r.Note
+			if who, _, ok := strings.Cut(note, " n/a: "); ok && !strings.Contains(who, " ") {
+				note = who + " n/a (the reason is below the table)"
+			}
+			if r.NativeNote != "" {
+				note = strings.TrimPrefix(note+"; "+r.NativeNote, "; ")
+			}
+			fmt.Fprintln(tw, note)
+			if r.Silent {
+				silent++
+			}
+			if r.NativeDiffers {
+				nativeDiffers++
+			}
 		}
-		fmt.Fprintln(tw, note)
-		if r.Silent {
-			silent++
+		tw.Flush()
+		fmt.Fprintln(w)
+		// Why cases did not apply, once per DUT and reason.
+		seen := map[string]bool{}
+		for _, r := range sec.rows {
+			res := map[string]Result{"ours": r.Ours, "ours-xdp": r.XDP, "native": r.Native, "native-xdp": r.NativeXDP, "linux": r.Linux}
+			for _, who := range whos {
+				if x := res[who]; x.Outcome == NA && !seen[who+"\x00"+x.Why] {
+					seen[who+"\x00"+x.Why] = true
+					fmt.Fprintf(w, "n/a on %s: %s\n", who, x.Why)
+				}
+			}
 		}
-		if r.NativeDiffers {
-			nativeDiffers++
+		if len(seen) > 0 {
+			fmt.Fprintln(w)
+		}
+		if len(sections[1].rows) > 0 {
+			writeCounts(w, whos, secCount)
+			fmt.Fprintln(w)
 		}
 	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	for _, who := range whos {
-		c := count[who]
-		fmt.Fprintf(w, "%-10s: %d cases run (%d pass, %d fail), %d n/a, %d skipped\n", who,
-			c[Pass]+c[Fail], c[Pass], c[Fail], c[NA], c[Skipped]+c[""])
+	if len(v6) > 0 {
+		fmt.Fprintln(w, "all cases:")
 	}
+	writeCounts(w, whos, count)
 	fmt.Fprintf(w, "silent disagreements: %d\n", silent)
 	if withNative || withNativeXDP {
 		fmt.Fprintf(w, "native engine: %d cases differ from Linux without an accepted reason\n", nativeDiffers)
@@ -175,6 +220,16 @@ func WriteReport(w io.Writer, rows []Row, verbose bool) int {
 		}
 	}
 	return silent
+}
+
+// writeCounts prints, for each DUT, how many cases ran, passed, failed, did
+// not apply and were skipped.
+func writeCounts(w io.Writer, whos []string, count map[string]map[Outcome]int) {
+	for _, who := range whos {
+		c := count[who]
+		fmt.Fprintf(w, "%-10s: %d cases run (%d pass, %d fail), %d n/a, %d skipped\n", who,
+			c[Pass]+c[Fail], c[Pass], c[Fail], c[NA], c[Skipped]+c[""])
+	}
 }
 
 func show(r Result) string {

@@ -84,6 +84,11 @@ type Impairment struct {
 	// Delay holds every frame on the wire until the clock passes the time of
 	// its Kick plus Delay. The wire stays first in, first out.
 	Delay time.Duration
+	// Rate, when above 0, is the wire's bandwidth in bytes per second: a
+	// frame leaves (and its Delay starts) once the frames before it have,
+	// each taking its length over Rate; frames wait for it on the wire,
+	// which, full, drops them (a drop-tail bottleneck of RxSlots frames).
+	Rate float64
 }
 
 func (i Impairment) random() bool {
@@ -158,6 +163,7 @@ type link struct {
 	heldDup  bool
 	heldKick uint64
 	kicks    uint64
+	freeAt   time.Time // with Impairment.Rate: when the last frame has left
 
 	// signal wakes the receiver's Wait after a Kick (capacity 1).
 	signal chan struct{}
@@ -264,13 +270,21 @@ func (l *link) kick() bool {
 	defer l.mu.Unlock()
 	l.kicks++
 	before := l.wire.size
-	var due time.Time
-	if l.imp.Delay > 0 && l.tx.size > 0 {
-		due = l.clock.Now().Add(l.imp.Delay)
+	var due, now time.Time
+	if (l.imp.Delay > 0 || l.imp.Rate > 0) && l.tx.size > 0 {
+		now = l.clock.Now()
+		due = now.Add(l.imp.Delay)
 	}
 	for l.tx.size > 0 {
 		s := l.tx.pop()
 		s.due = due
+		if l.imp.Rate > 0 {
+			if l.freeAt.Before(now) {
+				l.freeAt = now
+			}
+			l.freeAt = l.freeAt.Add(time.Duration(float64(s.n) / l.imp.Rate * 1e9))
+			s.due = l.freeAt.Add(l.imp.Delay)
+		}
 		if l.tap != nil {
 			l.tap(l.dir, s.buf[:s.n])
 		}

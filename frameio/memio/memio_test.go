@@ -622,3 +622,36 @@ func TestPoisonEveryLength(t *testing.T) {
 		}
 	}
 }
+
+// TestRateWithFakeClock: with Impairment.Rate a frame leaves once those
+// before it took their length over the rate, then waits its Delay; a
+// wire that was idle sends at once.
+func TestRateWithFakeClock(t *testing.T) {
+	clk := NewFakeClock(time.Unix(1000, 0))
+	f := frame(1)
+	per := time.Duration(float64(len(f)) / 1e6 * 1e9) // at 1 MB/s
+	a, b := NewPair(Options{Clock: clk, AtoB: Impairment{Rate: 1e6, Delay: time.Millisecond}})
+	for i := uint32(1); i <= 3; i++ {
+		a.TxFrame(frame(i))
+	}
+	a.Kick()
+	clk.Advance(time.Millisecond + per - 1)
+	if got := drain(b); len(got) != 0 {
+		t.Fatalf("%d frames before the first had left and crossed", len(got))
+	}
+	clk.Advance(1)
+	if got := drain(b); len(got) != 1 || seqOf(got[0]) != 1 {
+		t.Fatalf("after one frame's time and the delay: %d frames", len(got))
+	}
+	clk.Advance(2 * per)
+	if got := drain(b); len(got) != 2 || seqOf(got[1]) != 3 {
+		t.Fatalf("after three frames' time: %d frames", len(got))
+	}
+	clk.Advance(time.Second) // the wire is idle again
+	a.TxFrame(frame(4))
+	a.Kick()
+	clk.Advance(time.Millisecond + per)
+	if got := drain(b); len(got) != 1 || seqOf(got[0]) != 4 {
+		t.Fatalf("a frame on an idle wire: %d frames", len(got))
+	}
+}

@@ -71,7 +71,7 @@ func TestFaultCopyWire(t *testing.T) {
 			kinds = append(kinds, k)
 		}
 		if dgramio.Kind(k) == dgramio.KindTCPXDP {
-			kinds = append(kinds, nativeCopyKind)
+			kinds = append(kinds, nativeCopyKind, nativeBBRCopyKind)
 		}
 	}
 	for _, kind := range kinds {
@@ -85,9 +85,13 @@ func copyWire(t *testing.T, kind string, total int64) {
 	var stopNative func() string
 	served := make(chan error, 1)
 	var addr netip.Addr
-	if kind == nativeCopyKind {
+	if kind == nativeCopyKind || kind == nativeBBRCopyKind {
 		addr = addrFor(string(dgramio.KindTCPXDP), w.B)
-		stopNative = nativeCopyServe(t, w.B, addr)
+		cc := native.NewReno
+		if kind == nativeBBRCopyKind {
+			cc = native.BBR
+		}
+		stopNative = nativeCopyServe(t, w.B, addr, cc)
 		served <- nil
 	} else {
 		addr = addrFor(kind, w.B)
@@ -245,8 +249,13 @@ func verifyEcho(c net.Conn, seed uint64, total int64, echoed *atomic.Int64) erro
 	return nil
 }
 
-// nativeCopyKind names the io.Copy echo run on the native engine itself.
-const nativeCopyKind = "tcp-xdp+native"
+// nativeCopyKind names the io.Copy echo run on the native engine itself,
+// nativeBBRCopyKind the same with BBR (the kernel side's default on many
+// hosts) instead of NewReno.
+const (
+	nativeCopyKind    = "tcp-xdp+native"
+	nativeBBRCopyKind = "tcp-xdp+native+bbr"
+)
 
 // nativeCopyServe runs the io.Copy echo on the native engine (stack/native)
 // over the AF_XDP socket and XDP program of tcp-xdp (tcp.OpenXDP), on a poll
@@ -254,7 +263,7 @@ const nativeCopyKind = "tcp-xdp+native"
 // it was written whole, as io.Copy does, so a blocked write closes the
 // echo's receive window. stop ends the loop, releases everything and
 // returns the engine's counters; it may be called more than once.
-func nativeCopyServe(t *testing.T, h *testhost.Host, addr netip.Addr) (stop func() string) {
+func nativeCopyServe(t *testing.T, h *testhost.Host, addr netip.Addr, cc native.Congestion) (stop func() string) {
 	t.Helper()
 	cfg := dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleServer, Iface: h.Iface, LocalIP: addr, Port: port}
 	var fio frameio.FrameIO
@@ -268,7 +277,7 @@ func nativeCopyServe(t *testing.T, h *testhost.Host, addr netip.Addr) (stop func
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := native.New(fio, native.Options{Addr: addr, AllOnLink: true, SendBuf: 1 << 20, RecvBuf: 1 << 20})
+	e, err := native.New(fio, native.Options{Addr: addr, AllOnLink: true, SendBuf: 1 << 20, RecvBuf: 1 << 20, Congestion: cc})
 	if err != nil {
 		opts.Close()
 		t.Fatal(err)

@@ -87,8 +87,11 @@ func nativeOptions(cfg dgramio.Config, t Tuning, opts Options) native.Options {
 	if o.MinRTO > native.DefaultMaxRTO {
 		o.MaxRTO = o.MinRTO
 	}
-	if t.Congestion == "cubic" {
+	switch t.Congestion {
+	case dgramio.CongestionCubic:
 		o.Congestion = native.CUBIC
+	case dgramio.CongestionBBR:
+		o.Congestion = native.BBR
 	}
 	if o.MaxConns = t.MaxConns; o.MaxConns == 0 {
 		o.MaxConns = native.DefaultMaxConns

@@ -32,7 +32,8 @@ type Tuning struct {
 	// per round trip, as Linux's tcp_moderate_rcvbuf). The window scale in
 	// the SYN covers RecvBuf either way.
 	RecvBuf int
-	// Congestion is dgramio.CongestionReno or dgramio.CongestionCubic.
+	// Congestion is dgramio.CongestionReno, CongestionCubic or
+	// CongestionBBR (the native engine only).
 	Congestion dgramio.Congestion
 	// SACK offers and uses selective acknowledgements (RFC 2018).
 	SACK bool
@@ -114,9 +115,9 @@ const minBuf = 4096
 // *dgramio.ConfigError naming the Config field.
 func (t Tuning) Validate() error {
 	switch t.Congestion {
-	case "reno", "cubic":
+	case "reno", "cubic", "bbr":
 	default:
-		return &dgramio.ConfigError{Field: "TCP.Congestion", Value: t.Congestion, Reason: `use "reno" or "cubic"`}
+		return &dgramio.ConfigError{Field: "TCP.Congestion", Value: t.Congestion, Reason: `use "reno", "cubic" or "bbr"`}
 	}
 	if t.SendBuf < minBuf {
 		return &dgramio.ConfigError{Field: "TCP.SendBuf", Value: t.SendBuf, Reason: "must be at least 4096"}
@@ -150,6 +151,9 @@ func (t Tuning) ValidateFor(s dgramio.TCPStack) error {
 	}
 	if t.DelayedACK > 0 {
 		return &dgramio.ConfigError{Field: "TCP.DelayedACK", Value: t.DelayedACK, Reason: `netstack has no delayed ACK: leave it 0, or use TCP.Stack "native"`}
+	}
+	if t.Congestion == dgramio.CongestionBBR {
+		return &dgramio.ConfigError{Field: "TCP.Congestion", Value: t.Congestion, Reason: `netstack has no BBR: use "reno" or "cubic", or TCP.Stack "native"`}
 	}
 	if t.MaxConns > 0 {
 		return &dgramio.ConfigError{Field: "TCP.MaxConns", Value: t.MaxConns, Reason: `netstack has no connection table to bound: leave it 0, or use TCP.Stack "native"`}

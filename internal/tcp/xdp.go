@@ -29,8 +29,9 @@ import (
 // the kernel. So the engine answers for its address as a host does: a RST
 // to a SYN for a closed port, ICMP echo replies, unreachables. SYNs to
 // cfg.LocalIP pass a per-CPU token bucket in the program first
-// (cfg.XDP.SYNRate and SYNBurst, dgramio.DefaultSYNRate per second by
-// default; xdp-prog dropped_syn counts the rest), so that a SYN flood
+// (cfg.XDP.SYNRate and SYNBurst, by default dgramio.DefaultSYNRate per
+// second for the native engine, DefaultNetstackSYNRate for netstack;
+// xdp-prog dropped_syn counts the rest), so that a SYN flood
 // cannot fill the socket's ring ahead of the established connections'
 // segments; and a SYN+FIN is dropped and counted (netstack's link endpoint:
 // link rx_syn_fin_dropped; the native engine: tcp_syn_fin_dropped). The
@@ -223,23 +224,40 @@ func engineName(cfg dgramio.Config) string {
 // solicitations for it instead (xdpprog.Objects.SetHost6), and IPv4
 // then passes to the kernel unless it is for cfg.Port.
 func attachTCP(cfg dgramio.Config, first, n int) (*afxdp.Program, error) {
-	rate, burst := cfg.XDP.SYNRate, cfg.XDP.SYNBurst
-	switch {
-	case rate < 0:
-		rate, burst = 0, 0
-	case rate == 0:
-		rate = dgramio.DefaultSYNRate
-	}
-	if rate > 0 && burst == 0 {
-		burst = dgramio.DefaultSYNBurst
-	}
-	if burst < 0 || int64(rate) > 1<<31 || int64(burst) > 1<<31 {
-		return nil, &dgramio.ConfigError{Field: "XDP.SYNBurst", Value: cfg.XDP.SYNBurst,
-			Reason: "SYNRate and SYNBurst must be 0 (defaults) to 2^31; a negative SYNRate turns the limit off"}
+	rate, burst, err := synLimit(cfg)
+	if err != nil {
+		return nil, err
 	}
 	return afxdp.AttachProgram(afxdp.ProgramOptions{Iface: cfg.Iface, Program: xdpprog.TCP, Port: cfg.Port,
 		FirstQueue: first, Queues: n, Mode: cfg.XDP.Mode,
 		Host: cfg.LocalIP, SYNRate: uint32(rate), SYNBurst: uint32(burst)})
+}
+
+// synLimit is the XDP program's SYN bucket for cfg: cfg.XDP.SYNRate and
+// SYNBurst, their engine's defaults for 0 (dgramio.DefaultSYNRate and
+// DefaultSYNBurst for the native engine, DefaultNetstackSYNRate and
+// DefaultNetstackSYNBurst for netstack), 0 and 0 (no limit) for a
+// negative rate.
+func synLimit(cfg dgramio.Config) (rate, burst int, err error) {
+	defRate, defBurst := dgramio.DefaultSYNRate, dgramio.DefaultSYNBurst
+	if cfg.TCP.Stack != dgramio.TCPStackNative {
+		defRate, defBurst = dgramio.DefaultNetstackSYNRate, dgramio.DefaultNetstackSYNBurst
+	}
+	rate, burst = cfg.XDP.SYNRate, cfg.XDP.SYNBurst
+	switch {
+	case rate < 0:
+		return 0, 0, nil
+	case rate == 0:
+		rate = defRate
+	}
+	if burst == 0 {
+		burst = defBurst
+	}
+	if burst < 0 || int64(rate) > 1<<31 || int64(burst) > 1<<31 {
+		return 0, 0, &dgramio.ConfigError{Field: "XDP.SYNBurst", Value: cfg.XDP.SYNBurst,
+			Reason: "SYNRate and SYNBurst must be 0 (defaults) to 2^31; a negative SYNRate turns the limit off"}
+	}
+	return rate, burst, nil
 }
 
 // withProgram returns fio with prog's counters (layer "xdp-prog") added to

@@ -18,30 +18,10 @@ import (
 // a poll loop of its own, as a server would (compare with tcp's
 // BenchmarkHandoff, which does the same for netstack and for raw frames).
 func BenchmarkNativeHandoff(b *testing.B) {
-	b.Run("one-loop", func(b *testing.B) {
-		pa, pb := memio.NewPair(memio.Options{})
-		defer pa.Close()
-		defer pb.Close()
-		cli, srv, cc, sc := handoffPair(b, pa, pb)
-		defer cli.Close()
-		defer srv.Close()
-		req, buf := make([]byte, 100), make([]byte, 256)
-		lat := make([]time.Duration, 0, b.N)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			cc.Write(req)
-			cli.Flush()
-			pollRead(srv, sc, buf, 100)
-			sc.Write(buf[:100])
-			srv.Flush()
-			pollRead(cli, cc, buf, 100)
-			lat = append(lat, time.Since(t0))
-		}
-		b.StopTimer()
-		report(b, lat)
-	})
+	b.Run("one-loop", func(b *testing.B) { oneLoopHandoff(b, NewReno) })
+	// The same under BBR: its pacing and rate sampling on the path of a
+	// request and its answer.
+	b.Run("one-loop-bbr", func(b *testing.B) { oneLoopHandoff(b, BBR) })
 	b.Run("two-loops", func(b *testing.B) {
 		pa, pb := memio.NewPair(memio.Options{})
 		defer pa.Close()
@@ -82,8 +62,38 @@ func BenchmarkNativeHandoff(b *testing.B) {
 }
 
 // handoffPair makes a client and a server engine with one connection.
-func handoffPair(b *testing.B, pa, pb *memio.Port) (cli, srv *Engine, cc, sc *Conn) {
+// oneLoopHandoff is BenchmarkNativeHandoff's one-loop case under the
+// congestion control ccName.
+func oneLoopHandoff(b *testing.B, ccName Congestion) {
+	pa, pb := memio.NewPair(memio.Options{})
+	defer pa.Close()
+	defer pb.Close()
+	cli, srv, cc, sc := handoffPair(b, pa, pb, ccName)
+	defer cli.Close()
+	defer srv.Close()
+	req, buf := make([]byte, 100), make([]byte, 256)
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		cc.Write(req)
+		cli.Flush()
+		pollRead(srv, sc, buf, 100)
+		sc.Write(buf[:100])
+		srv.Flush()
+		pollRead(cli, cc, buf, 100)
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	report(b, lat)
+}
+
+func handoffPair(b *testing.B, pa, pb *memio.Port, ccs ...Congestion) (cli, srv *Engine, cc, sc *Conn) {
 	o := Options{DelayedACK: 5 * time.Millisecond}
+	if len(ccs) > 0 {
+		o.Congestion = ccs[0]
+	}
 	o.Addr = addrA
 	cli, err := New(pa, o)
 	if err != nil {

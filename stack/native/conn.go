@@ -133,7 +133,7 @@ type Conn struct {
 	needSyn             bool
 	iss, irs            uint32
 	finSeq              uint32
-	sacked              [8]sackBlock // SACK scoreboard (RFC 6675 §3), sorted
+	sacked              []sackBlock // SACK scoreboard (RFC 6675 §3), sorted; grows up to maxBlocks (addBlock)
 	cubic               cubicState
 	rtxOne              bool
 	recoverSet          bool
@@ -151,7 +151,7 @@ type Conn struct {
 	oowAckAt            int64 // when
 	keepIdle, keepIntvl time.Duration
 	keepCnt             int
-	ooo                 [8]sackBlock // out-of-order data held, sorted
+	ooo                 []sackBlock // out-of-order data held, sorted; grows up to maxBlocks (addBlock)
 	lastOOO             uint32
 	dsack               sackBlock // duplicate data the next ACK reports (RFC 2883 §4)
 	oooFinSeq           uint32
@@ -159,8 +159,10 @@ type Conn struct {
 	persistProbes       int32     // zero-window probes sent since the peer's last ACK
 	stallAt             int64     // 1 + when the first retransmission or probe without progress was due (0: none)
 	rk                  rackState // RACK-TLP (rack.go)
+	bbr                 *bbrState // BBR (bbr.go), nil under another congestion control
+	tPace               int64     // pacing timer (pacing.go), 0 = off
 	m                   memState  // buffer sizing (bufpool.go)
-	// The slot to a whole number of cache lines (1024 bytes), so that in
+	// The slot to a whole number of cache lines (960 bytes), so that in
 	// the engine's table each one's first fields start a line.
 	_ [27]byte
 }

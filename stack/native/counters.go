@@ -114,6 +114,13 @@ const (
 	// Recovery's sending and undo (docs/loss.md: PRR, F-RTO).
 	cTCPPRRRecoveries
 	cTCPSpuriousRTOs
+
+	// BBR (docs/loss.md).
+	cTCPBBRDrain
+	cTCPBBRProbeBW
+	cTCPBBRProbeRTT
+	cTCPPacingDelays
+	cTCPRateUnrecorded
 	nCounters
 )
 
@@ -226,6 +233,13 @@ var counterNames = [nCounters]struct {
 	// Recovery's sending and undo (docs/loss.md).
 	cTCPPRRRecoveries: {"tcp_prr_recoveries", false}, // SACK recoveries whose sending PRR paced (RFC 6937)
 	cTCPSpuriousRTOs:  {"tcp_spurious_rtos", false},  // timeouts the timestamps proved spurious, undone (RFC 3522, RFC 4015)
+
+	// BBR (docs/loss.md).
+	cTCPBBRDrain:       {"tcp_bbr_startup_exits", false}, // Startup found the pipe full: to Drain
+	cTCPBBRProbeBW:     {"tcp_bbr_probe_bw", false},      // entries to ProbeBW (from Drain or ProbeRTT)
+	cTCPBBRProbeRTT:    {"tcp_bbr_probe_rtt", false},     // entries to ProbeRTT: 10 s without a new minimum RTT
+	cTCPPacingDelays:   {"tcp_pacing_delays", false},     // sends held back until the pacing rate allowed them
+	cTCPRateUnrecorded: {"tcp_rate_unrecorded", false},   // segments sent with the delivery-rate ring at its largest: no sample from them
 }
 
 // Layer is the layer name of the engine's counters.

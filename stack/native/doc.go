@@ -74,7 +74,9 @@
 //     slack for reordered segments); SACK (RFC 2018) both ways with
 //     SACK-based loss recovery (RFC 6675; a lost retransmission found by
 //     RACK's rule, RFC 8985 §6.2) and NewReno (RFC 5681, RFC 6582); CUBIC
-//     (RFC 9438) as Options.Congestion "cubic". D-SACK (RFC 2883): data
+//     (RFC 9438) as Options.Congestion "cubic"; BBR v1
+//     (draft-cardwell-iccrg-bbr-congestion-control-00, with delivery-rate
+//     sampling and pacing) as "bbr". D-SACK (RFC 2883): data
 //     that arrives twice is reported in the next ACK, and the peer's
 //     D-SACKs of data the last recovery retransmitted are counted as
 //     spurious retransmissions (RFC 3708 §2; no undo of the cwnd cut).

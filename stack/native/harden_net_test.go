@@ -555,13 +555,13 @@ func TestSACKDupAckNeedsNewSACKRFC6675Sec2(t *testing.T) {
 	}
 }
 
-// The SACK scoreboard holds 8 blocks: a peer reporting more holes has
-// the rest counted, not dropped silently.
+// The SACK scoreboard holds maxBlocks blocks: a peer reporting more
+// holes has the rest counted, not dropped silently.
 func TestSACKScoreboardOverflowCounted(t *testing.T) {
 	w, ca, cb := lossWorld(t)
 	una, mss := inFlight(t, w, cb, 8)
-	blk := func(j uint32) sackBlock { return sackBlock{una + mss + 200*j, una + mss + 200*j + 100} }
-	for j := uint32(0); j < 12; j += 3 {
+	blk := func(j uint32) sackBlock { return sackBlock{una + mss + 40*j, una + mss + 40*j + 20} }
+	for j := uint32(0); j < maxBlocks+6; j += 3 {
 		ackB(w, ca, cb, una, blk(j), blk(j+1), blk(j+2))
 	}
 	if cb.nsacked != len(cb.sacked) {

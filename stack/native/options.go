@@ -24,6 +24,11 @@ const (
 	// CUBIC is RFC 9438's window growth in congestion avoidance and its
 	// multiplicative decrease (0.7), with the same loss recovery.
 	CUBIC Congestion = "cubic"
+	// BBR is BBR v1 (draft-cardwell-iccrg-bbr-congestion-control-00, as
+	// Linux's tcp_bbr): cwnd and a pacing rate from the measured
+	// bottleneck bandwidth and minimum RTT, not cut by a random loss;
+	// the same loss recovery (docs/loss.md).
+	BBR Congestion = "bbr"
 )
 
 // Defaults of Options.
@@ -159,7 +164,8 @@ type Options struct {
 	// MSS caps the MSS the engine announces (RFC 6691); default MTU-40.
 	MSS int
 	// MinRTO, MaxRTO and InitialRTO bound and start the retransmission
-	// timeout (RFC 6298).
+	// timeout (RFC 6298). MinRTO bounds the RTO's variance term too, as
+	// Linux's rto_min: the RTO is at least SRTT + MinRTO.
 	MinRTO, MaxRTO, InitialRTO time.Duration
 	// MaxRetries is how many retransmissions of one segment without an ACK
 	// give the connection up (ErrTimedOut); SYNRetries the same for a SYN.
@@ -173,7 +179,8 @@ type Options struct {
 	// Nagle holds small segments while data is unacknowledged (RFC 896);
 	// off by default (records should leave at once).
 	Nagle bool
-	// Congestion is the congestion control; default NewReno.
+	// Congestion is the congestion control; default NewReno (docs/loss.md
+	// "BBR" on choosing).
 	Congestion Congestion
 	// NoSACK, NoTimestamps and NoWindowScale turn off offering and taking
 	// SACK (RFC 2018), timestamps (RFC 7323 §3) and window scaling (RFC
@@ -329,8 +336,8 @@ func (o *Options) setDefaults(mtu int) error {
 	if o.Congestion == "" {
 		o.Congestion = NewReno
 	}
-	if o.Congestion != NewReno && o.Congestion != CUBIC {
-		return fmt.Errorf("native: congestion control %q is not implemented (use %q or %q)", o.Congestion, NewReno, CUBIC)
+	if o.Congestion != NewReno && o.Congestion != CUBIC && o.Congestion != BBR {
+		return fmt.Errorf("native: congestion control %q is not implemented (use %q, %q or %q)", o.Congestion, NewReno, CUBIC, BBR)
 	}
 	defd(&o.KeepaliveInterval, DefaultKeepaliveInterval)
 	def(&o.KeepaliveCount, DefaultKeepaliveCount)

@@ -315,6 +315,9 @@ func (c *Conn) tlpAck(s *segment, d sackBlock, dsack bool) {
 func (c *Conn) rackRTO() {
 	r := &c.rk
 	r.tlpOut, r.timing, r.hole, r.tLoss, r.inRec = false, false, false, 0, false
+	if c.bbr != nil {
+		c.bbrRTO()
+	}
 }
 
 // rackRecovery is called when fast recovery starts, and when it ends

@@ -17,6 +17,9 @@ func (c *Conn) ccAck(acked uint32) {
 		c.recoveryAck(acked)
 		return
 	}
+	if c.bbr != nil {
+		return // bbrAck sets cwnd
+	}
 	mss := uint32(c.smss)
 	if !c.cwndLimited && (c.cwnd >= c.ssthresh || c.cwnd >= 2*c.flightMax) {
 		return
@@ -41,7 +44,9 @@ func (c *Conn) recoveryAck(acked uint32) {
 	mss := uint32(c.smss)
 	if seqGEQ(c.sndUna, c.recover) { // full ACK: RFC 6582 §3.2 step 3
 		c.inRecovery, c.prr.on = false, false
-		c.cwnd = c.ssthresh
+		if c.bbr == nil { // BBR's cwnd grew in recovery and stays (bbrSetCwnd)
+			c.cwnd = c.ssthresh
+		}
 		return
 	}
 	if c.sackOK {
@@ -50,8 +55,13 @@ func (c *Conn) recoveryAck(acked uint32) {
 		// goes again only if it was not retransmitted yet. Deflating
 		// cwnd by the bytes acked (RFC 6582's rule, for ACKs that
 		// cover one segment) brought it to one segment whenever a
-		// retransmission filled a hole below SACKed data.
-		c.rtxOne = seqLEQ(c.rtxNext, c.sndUna)
+		// retransmission filled a hole below SACKed data. The segment
+		// at SND.UNA is a hole only with SACKed data above it (RFC 6675
+		// §5 NextSeg: lost, not merely unacknowledged): a queue that
+		// drains after a repaired loss acknowledges the flight a
+		// segment at a time, and retransmitting at each of those
+		// partial ACKs sent the whole queue twice.
+		c.rtxOne = seqLEQ(c.rtxNext, c.sndUna) && c.nsacked > 0
 		c.rtxNext = seqMax(c.rtxNext, c.sndUna)
 		// Retransmitted at some time before now, it is dated now, so
 		// that lostRetransmit waits a round trip more, never less.
@@ -109,7 +119,9 @@ func (c *Conn) startRecovery() {
 	c.ssthresh = c.lossThreshold()
 	if c.sackOK && c.nsacked > 0 {
 		c.cwnd = c.ssthresh
-		c.prrStart()
+		if c.bbr == nil { // BBR sets cwnd itself, as Linux skips PRR for it
+			c.prrStart()
+		}
 	} else {
 		c.cwnd = c.ssthresh + 3*mss
 	}
@@ -170,10 +182,32 @@ func (c *Conn) rtoThreshold() uint32 {
 // lossThreshold is the ssthresh after a congestion event: half the
 // flight (RFC 5681 eq. 4), or CUBIC's 0.7 of cwnd (RFC 9438 §4.6).
 func (c *Conn) lossThreshold() uint32 {
+	if c.bbr != nil {
+		return c.bbrLoss()
+	}
 	if c.e.cubic {
 		return c.cubicLoss()
 	}
 	return max((c.sndMax-c.sndUna)/2, 2*uint32(c.smss))
+}
+
+// maxBlocks bounds the SACK scoreboard and the blocks of out-of-order
+// data a connection holds. Both start empty and grow (8, 16, 32, 64) as
+// a window with many holes needs them: a receiver that held only 8
+// dropped the data beyond an eighth hole, and a sender that knew only 8
+// blocks retransmitted SACKed data, on a long path with a few percent
+// loss (hundreds of segments in flight, a hole every 30 or so).
+const maxBlocks = 64
+
+// addBlock is insertBlock into *bs, which it grows up to maxBlocks.
+func addBlock(bs *[]sackBlock, n int, b sackBlock) (int, bool) {
+	if m, ok := insertBlock(*bs, n, b); ok || len(*bs) >= maxBlocks {
+		return m, ok
+	}
+	nb := make([]sackBlock, min(max(2*len(*bs), 8), maxBlocks))
+	copy(nb, (*bs)[:n])
+	*bs = nb
+	return insertBlock(nb, n, b)
 }
 
 // isLost is RFC 6675 §4's IsLost(seq): DupThresh discontiguous SACKed
@@ -212,7 +246,7 @@ func (c *Conn) takeSACK(s *segment) bool {
 			continue
 		}
 		b.start = seqMax(b.start, c.sndUna)
-		n, ok := insertBlock(c.sacked[:], c.nsacked, b)
+		n, ok := addBlock(&c.sacked, c.nsacked, b)
 		if !ok {
 			c.e.cnt[cTCPSACKFull]++ // the block is not recorded: its data counts as in flight
 		}
@@ -284,6 +318,11 @@ func (c *Conn) sendHoles() bool {
 			}
 			c.rtxNext = seqMax(c.rtxNext, c.sndUna+uint32(n))
 			c.markUnaRtx(true)
+			// The RTO runs from the retransmission of SND.UNA, as
+			// Linux re-arms it for the head: one that RACK found lost
+			// again (lostRetransmit) gets a round trip to be answered,
+			// not what was left of a timer armed before.
+			c.tRTO = c.e.now + c.rtoWait()
 		}
 		c.rtxOne = false
 	}
@@ -292,7 +331,7 @@ func (c *Conn) sendHoles() bool {
 	}
 	high := c.sacked[c.nsacked-1].end
 	at := seqMax(c.rtxNext, c.sndUna)
-	for seqLT(at, high) && c.pipe() < c.cwnd {
+	for seqLT(at, high) && c.pipe() < c.cwnd && (c.bbr == nil || c.paceOK()) {
 		if b, ok := c.sackedAt(at); ok {
 			at = b.end
 			continue
@@ -472,6 +511,23 @@ func (c *Conn) eifelArm() {
 		return
 	}
 	c.eifel = eifelState{on: true, ts: c.tsNow(), cwnd: c.cwnd, ssthresh: max(c.ssthresh, c.cwnd/4*3)}
+}
+
+// eifelSACK takes a duplicate ACK with new SACK information after a
+// timeout: one that echoes a timestamp older than the retransmission's
+// was sent for an original segment that arrived after the timer fired,
+// so the flight was alive and the timeout spurious (RFC 3522's
+// detection, on the SACK of the ACK rather than its cumulative part, as
+// RFC 5682's SACK-enhanced F-RTO tells a spurious timeout by SACKs of
+// data that was not retransmitted). The response is eifelCheck's; the
+// segment at SND.UNA, if lost, is repaired by SACK recovery. Without it,
+// a pause of the path longer than the RTO (a loaded machine) came back
+// as a burst of SACKs that grew cwnd while go-back-N resent the whole
+// flight, which was on its way.
+func (c *Conn) eifelSACK(s *segment) {
+	if s.hasTS && s.tsEcr != 0 && seqLT(s.tsEcr, c.eifel.ts) {
+		c.eifelCheck(s)
+	}
 }
 
 // eifelCheck takes the first ACK of new data after a timeout. RFC 3522's

@@ -496,3 +496,112 @@ func TestSpuriousRTOUndoneRFC4015(t *testing.T) {
 		t.Errorf("tcp_retransmits %d: the sender went back N after a spurious timeout", rtx)
 	}
 }
+
+// RFC 6675 §5.1, as Linux's tcp_enter_loss: the first retransmission
+// timeout keeps the SACK scoreboard, and the go-back-N after it sends
+// only what the peer did not SACK; a repeated timeout clears it (the
+// peer may have reneged).
+func TestRTOKeepsSACKScoreboard(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	una, mss := inFlight(t, w, cb, 8)
+	ackB(w, ca, cb, una, sackBlock{una + 2*mss, una + 6*mss})
+	w.until(5*time.Second, "the first timeout", func() bool { return counterOf(t, w.b, "tcp_timeouts") == 1 })
+	if cb.nsacked != 1 {
+		t.Fatalf("%d SACK blocks after the first timeout, want the one SACKed", cb.nsacked)
+	}
+	w.step()
+	rtx := counterOf(t, w.b, "tcp_retransmits")
+	ackB(w, ca, cb, una+2*mss) // the two holes arrived
+	w.step()
+	// The peer's window (ackB's) lets one or two segments leave.
+	sent := (cb.sndNxt - (una + 6*mss) + mss - 1) / mss
+	if !seqGT(cb.sndNxt, una+6*mss) {
+		t.Fatalf("SND.NXT %d segments past SND.UNA after the holes were acknowledged: the SACKed 2..6 not skipped", (cb.sndNxt-una)/mss)
+	}
+	if got := counterOf(t, w.b, "tcp_retransmits") - rtx; got != uint64(sent) {
+		t.Errorf("%d retransmissions after the holes were acknowledged, want %d (from segment 6 on)", got, sent)
+	}
+	// Without an ACK in between, the second timeout is a repeated one.
+	w, ca, cb = lossWorld(t)
+	una, mss = inFlight(t, w, cb, 8)
+	ackB(w, ca, cb, una, sackBlock{una + 2*mss, una + 6*mss})
+	w.until(10*time.Second, "the second timeout", func() bool { return counterOf(t, w.b, "tcp_timeouts") == 2 })
+	if cb.nsacked != 0 {
+		t.Errorf("%d SACK blocks after a repeated timeout, want the scoreboard cleared", cb.nsacked)
+	}
+}
+
+// RFC 6298 §2.3 with Linux's floor: the RTO is SRTT plus at least MinRTO
+// (Linux's tcp_rto_min bounds the variance term), so that on a path
+// whose RTT is near MinRTO a steady RTT does not leave the timer a
+// hair above it.
+func TestRTOFloorAboveSRTT(t *testing.T) {
+	w, _, cb := lossWorld(t) // MinRTO 1 s
+	cb.hasRTT, cb.srtt, cb.rttvar = true, int64(900*time.Millisecond), 0
+	cb.tsOK, cb.rttTiming, cb.rttSeq, cb.rttAt = false, true, cb.sndUna, w.b.now-int64(900*time.Millisecond)
+	cb.rttSample(&segment{ack: cb.sndUna + 1})
+	if want := cb.srtt + int64(time.Second); cb.rto != want {
+		t.Fatalf("RTO %v with SRTT %v and RTTVAR %v, want SRTT + MinRTO", time.Duration(cb.rto), time.Duration(cb.srtt), time.Duration(cb.rttvar))
+	}
+}
+
+// RFC 6675 §5 (NextSeg): in a SACK recovery a partial ACK retransmits
+// the segment at SND.UNA only when SACKed data above it makes it a hole.
+// A flight acknowledged a segment at a time after the loss was repaired
+// (a queue draining) is not lost: retransmitting at each partial ACK, as
+// RFC 6582 does without SACK, sent it twice.
+func TestSACKPartialACKRetransmitsOnlyHolesRFC6675Sec5(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	una, mss := inFlight(t, w, cb, 8)
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 4*mss})
+	if !cb.inRecovery {
+		t.Fatal("no recovery")
+	}
+	w.step()
+	rtx := counterOf(t, w.b, "tcp_retransmits")
+	ackB(w, ca, cb, una+4*mss) // the hole repaired; the rest of the flight still on its way
+	ackB(w, ca, cb, una+5*mss)
+	w.step()
+	if !cb.inRecovery {
+		t.Fatal("recovery ended before the flight it began with was acknowledged")
+	}
+	if got := counterOf(t, w.b, "tcp_retransmits") - rtx; got != 0 {
+		t.Errorf("%d retransmissions on partial ACKs without SACKed data above SND.UNA, want 0", got)
+	}
+	ackB(w, ca, cb, una+5*mss, sackBlock{una + 6*mss, una + 7*mss}) // now a hole at SND.UNA
+	ackB(w, ca, cb, una+6*mss, sackBlock{una + 7*mss, una + 8*mss}) // partial ACK with a hole: it goes
+	w.step()
+	if got := counterOf(t, w.b, "tcp_retransmits") - rtx; got == 0 {
+		t.Error("no retransmission of a hole below SACKed data after a partial ACK")
+	}
+}
+
+// RFC 3522's detection on a duplicate ACK's SACK (as RFC 5682 §3's
+// SACK-enhanced F-RTO): after a timeout, an ACK that SACKs new data and
+// echoes a timestamp older than the timeout was sent for an original
+// segment, so the timeout was spurious: cwnd comes back and go-back-N
+// stops (SND.NXT back at SND.MAX).
+func TestSpuriousTimeoutBySACKRFC3522(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	if !cb.tsOK {
+		t.Fatal("set-up: no timestamps")
+	}
+	una, mss := inFlight(t, w, cb, 8)
+	cwnd := cb.cwnd
+	w.until(5*time.Second, "the timeout", func() bool { return counterOf(t, w.b, "tcp_timeouts") == 1 })
+	if !cb.eifel.on || cb.sndNxt == cb.sndMax {
+		t.Fatalf("set-up: after the timeout eifel %v, SND.NXT at SND.MAX %v", cb.eifel.on, cb.sndNxt == cb.sndMax)
+	}
+	ts := []byte{optNOP, optNOP, optTimestamp, 10}
+	ts = binary.BigEndian.AppendUint32(ts, cb.tsRecent+1)
+	ts = binary.BigEndian.AppendUint32(ts, cb.eifel.ts-5) // an original's TSval
+	opts := append(ts, sackOpt(sackBlock{una + mss, una + 3*mss})...)
+	w.b.tick()
+	w.b.input(segFrame(w, ca, cb.rcvNxt, una, flagACK, 1024, opts, nil))
+	if got := counterOf(t, w.b, "tcp_spurious_rtos"); got != 1 {
+		t.Fatalf("tcp_spurious_rtos %d after a SACK of an original segment, want 1", got)
+	}
+	if cb.sndNxt != cb.sndMax || cb.cwnd < cwnd {
+		t.Errorf("after the undo SND.NXT %d short of SND.MAX, cwnd %d (before the timeout %d)", cb.sndMax-cb.sndNxt, cb.cwnd, cwnd)
+	}
+}

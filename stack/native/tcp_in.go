@@ -135,6 +135,9 @@ func (c *Conn) fastInput(s *segment) {
 		una := c.sndUna
 		c.newAck(s)
 		c.rackAck(s, una) // rack.go
+		if c.bbr != nil {
+			c.bbrAck(s, una) // bbr.go
+		}
 	}
 	if c.tsOK && s.hasTS && seqLEQ(s.seq, c.lastAckSent) && !seqLT(s.tsVal, c.tsRecent) {
 		c.tsRecent = s.tsVal
@@ -356,6 +359,9 @@ func (c *Conn) establish(s *segment) {
 	c.retries = 0
 	c.cwnd = initialWindow(c.smss)
 	c.ssthresh = 1 << 30
+	if c.e.o.Congestion == BBR {
+		c.bbrInit()
+	}
 	c.needSyn = false
 	c.armKeepalive()
 }
@@ -551,8 +557,17 @@ func (c *Conn) ackInput(s *segment) bool {
 	}
 	if grew {
 		c.lostRetransmit()
+		if c.eifel.on && dup {
+			c.eifelSACK(s) // recovery.go: SACKs of originals after a timeout
+		}
 	}
 	c.rackAck(s, una) // rack.go: RACK-TLP, limited transmit
+	if c.bbr != nil {
+		// bbr.go: last, as Linux's cong_control after its loss
+		// detection: a recovery that ended and began again on this ACK
+		// is one recovery to BBR, not a new packet conservation.
+		c.bbrAck(s, una)
+	}
 	return c.finAckedStep()
 }
 
@@ -661,7 +676,12 @@ func (c *Conn) enterTimeWait() {
 
 // rttSample measures the round trip from the echoed timestamp (RFC 7323
 // §4.1) or the timed segment (Karn: never one that was retransmitted),
-// and updates the RTO (RFC 6298 §2).
+// and updates the RTO (RFC 6298 §2), whose variance term is at least
+// MinRTO, as Linux's (tcp_rto_min bounds rttvar, not the sum): with
+// MinRTO bounding only the sum, a path of 20 ms had an RTO of 25 ms,
+// which a retransmission lost at SND.UNA tripped before RACK's
+// SRTT*5/4 could find it (lostRetransmit), and any pause of 5 ms
+// spuriously.
 func (c *Conn) rttSample(s *segment) {
 	e := c.e
 	var r int64 = -1
@@ -687,7 +707,7 @@ func (c *Conn) rttSample(s *segment) {
 		c.rttvar = (3*c.rttvar + d) / 4
 		c.srtt = (7*c.srtt + r) / 8
 	}
-	c.rto = c.srtt + max(int64(1e6), 4*c.rttvar)
+	c.rto = c.srtt + max(e.minRTO, 4*c.rttvar)
 	c.rto = min(max(c.rto, e.minRTO), e.maxRTO)
 }
 
@@ -815,7 +835,7 @@ func (c *Conn) addOOO(start, end uint32, fin bool) {
 			break
 		}
 	}
-	n, ok := insertBlock(c.ooo[:], c.nooo, b)
+	n, ok := addBlock(&c.ooo, c.nooo, b)
 	if !ok {
 		e.cnt[cTCPOOOFull]++
 		return

@@ -85,6 +85,13 @@ func (c *Conn) sendSyn() bool {
 	if !c.emit(c.iss, flags, 0, 0) {
 		return false
 	}
+	if c.retries > 0 && c.state == SynSent {
+		// Our SYN again after a timeout: is the next hop still there?
+		// A neighbour whose probes went unanswered is resolved again
+		// (RFC 4861 §7.3.3). Not for a SYN-ACK: a SYN's source is no
+		// neighbour of ours until it answers.
+		c.neighbourSuspect()
+	}
 	c.needSyn = false
 	c.sndNxt = c.iss + 1
 	c.sndMax = seqMax(c.sndMax, c.sndNxt)
@@ -138,6 +145,9 @@ func (c *Conn) sendData() bool {
 		avail := c.sLen - off
 		if avail <= 0 {
 			break
+		}
+		if c.bbr != nil && !c.paceOK() {
+			break // pacing.go: the departure time is not yet
 		}
 		wndEnd := c.sndUna + c.sndWnd
 		room := int(int32(wndEnd - c.sndNxt))
@@ -196,6 +206,9 @@ func (c *Conn) sendData() bool {
 		}
 		c.sentFIN()
 	}
+	if c.bbr != nil {
+		c.rateAppLimited(&c.bbr.rate) // ratesample.go
+	}
 	c.cwndUse(limited)
 	return true
 }
@@ -228,6 +241,9 @@ func (c *Conn) sendSeg(seq uint32, flags uint8, off, n int) bool {
 		c.lastSend = e.now
 		if c.prr.on {
 			c.prr.out += uint32(n)
+		}
+		if c.bbr != nil {
+			c.bbrSent(seq, n) // bbr.go: delivery-rate record, pacing
 		}
 	}
 	if seqGT(end, c.sndNxt) {

@@ -13,7 +13,7 @@ func (c *Conn) earliest() int64 {
 	// unarmed 0 above every armed one, and the +1 turns "none" back
 	// into 0.
 	m := min(uint64(c.tRTO-1), uint64(c.tDelack-1), uint64(c.tPersist-1),
-		uint64(c.tKeep-1), uint64(c.tWait-1), uint64(c.rk.tLoss-1))
+		uint64(c.tKeep-1), uint64(c.tWait-1), uint64(c.rk.tLoss-1), uint64(c.tPace-1))
 	return int64(m + 1)
 }
 
@@ -174,6 +174,9 @@ func (c *Conn) timers() {
 	if c.tPersist != 0 && c.tPersist <= now {
 		c.onPersist()
 	}
+	if c.tPace != 0 && c.tPace <= now {
+		c.onPaceTimer() // pacing.go
+	}
 	if c.tDelack != 0 && c.tDelack <= now {
 		c.tDelack = 0
 		c.sendAckNow()
@@ -223,7 +226,16 @@ func (c *Conn) onRTO() {
 	c.inRecovery, c.rtxOne, c.dupacks, c.prr.on = false, false, 0, false
 	c.rackRTO()
 	c.rtxd.ok = false // go-back-N: D-SACKs after it prove no single retransmission spurious
-	c.nsacked = 0     // RFC 6675 §5.1: the scoreboard may have reneged
+	if c.retries > 1 {
+		// RFC 6675 §5.1: the peer may have reneged on its SACKs. The
+		// first timeout keeps them, as Linux's tcp_enter_loss does
+		// unless it saw the peer renege: the go-back-N that follows
+		// steps over SACKed data (skipSACKed) instead of sending the
+		// whole flight again, which at a few percent loss and hundreds
+		// of segments in flight cost more than the loss. A peer that
+		// did renege costs one timeout more.
+		c.nsacked = 0
+	}
 	c.recover, c.recoverSet = c.sndMax, true
 	c.rto = min(2*c.rto, e.maxRTO)
 	c.rttTiming = false

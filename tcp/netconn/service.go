@@ -207,6 +207,7 @@ type Service struct {
 type counters struct {
 	accepts, dials, dialFailures, limitRefused, closes atomic.Uint64
 	frames, rounds, sleeps, naps, kickErrors           atomic.Uint64
+	inlineSends                                        atomic.Uint64 // native: Writes that sent while the poller slept
 }
 
 // New opens the FrameIO of cfg (Options.Open, or by cfg.Kind) and starts a
@@ -604,8 +605,9 @@ func (s *Service) Endpoints() int {
 // layers of netstack ("netstack"), the link endpoint ("link"), the
 // FrameIO's own, and the Service's ("netconn": accepts, dials,
 // dial_failures, conn_limit_refused, closes, endpoints, poll_rounds,
-// poll_frames, sleeps, naps, kick_errors). Safe from any goroutine; it
-// allocates.
+// poll_frames, sleeps, naps, kick_errors, inline_sends: Writes that sent
+// their bytes themselves while the native poller slept). Safe from any
+// goroutine; it allocates.
 func (s *Service) Stats() dgramio.Stats {
 	fs := s.fioStats()
 	out := dgramio.Stats{
@@ -634,6 +636,7 @@ func (s *Service) Stats() dgramio.Stats {
 		{"sleeps", s.n.sleeps.Load()},
 		{"naps", s.n.naps.Load()},
 		{"kick_errors", s.n.kickErrors.Load()},
+		{"inline_sends", s.n.inlineSends.Load()},
 	} {
 		out.Layers = append(out.Layers, dgramio.Counter{Layer: "netconn", Name: c.name, Value: c.v, Gauge: c.name == "endpoints"})
 	}

@@ -3,7 +3,7 @@
 // same two ways) and on the Linux kernel (in a network namespace); the
 // veth DUTs need root. It prints the side-by-side table: case, RFC
 // section, ours, ours-xdp, native, native-xdp, Linux, and for every
-// difference its accepted reason. The native engine's differences from
+// difference its accepted reason; the IPv6 cases in a section of their own. The native engine's differences from
 // Linux are counted on a line of their own. It exits with status 1 when a difference
 // has no accepted reason (a silent disagreement), or an accepted one no
 // longer happens.

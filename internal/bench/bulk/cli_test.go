@@ -36,7 +36,9 @@ func TestMainUsage(t *testing.T) {
 		{[]string{"--delay", "10ms"}, "give --loss"},
 		{[]string{"--loss", "1%", "--offloads"}, "--offloads"},
 		{[]string{"--poll", "spin"}, "--poll"},
-		{[]string{"--cc", "bbr"}, "--cc"},
+		{[]string{"--cc", "vegas"}, "--cc"},
+		{[]string{"--buf", "1KiB"}, "--buf"},
+		{[]string{"--buf", "lots"}, "--buf"},
 		{[]string{"--port", "0"}, "--port"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"extra"}, "unexpected arguments"},
@@ -63,14 +65,14 @@ func TestMainUsage(t *testing.T) {
 func TestParseOptions(t *testing.T) {
 	var errb bytes.Buffer
 	o, js, err := parseOptions([]string{"--kinds", "tcp, tcp-xdp,tcp-xdp+netstack", "--conns", "1,16", "--dir", "up,both",
-		"--bytes", "64MiB", "--loss", "0.1%,1%,3%", "--delay", "0.2ms,10ms", "--json", "-", "--repeat", "3", "--cc", "cubic"}, &errb)
+		"--bytes", "64MiB", "--loss", "0.1%,1%,3%", "--delay", "0.2ms,10ms", "--json", "-", "--repeat", "3", "--cc", "bbr", "--buf", "4MiB"}, &errb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(o.Rows) != 3 || o.Rows[1].String() != "tcp-xdp" || o.Rows[2].String() != "tcp-xdp+netstack" || !o.Rows[0].IsKernel() {
 		t.Errorf("rows %v", o.Rows)
 	}
-	if len(o.Conns) != 2 || o.Conns[1] != 16 || len(o.Dirs) != 2 || o.Dirs[1] != Both || o.Bytes != 64<<20 || o.Repeat != 3 || js != "-" || o.CC != "cubic" {
+	if len(o.Conns) != 2 || o.Conns[1] != 16 || len(o.Dirs) != 2 || o.Dirs[1] != Both || o.Bytes != 64<<20 || o.Repeat != 3 || js != "-" || o.CC != "bbr" || o.Buf != 4<<20 {
 		t.Errorf("options %+v json %q", o, js)
 	}
 	if len(o.Loss) != 3 || o.Loss[0] != 0.001 || o.Loss[2] != 0.03 || len(o.Delays) != 2 || o.Delays[0] != 200*time.Microsecond {

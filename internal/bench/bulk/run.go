@@ -45,12 +45,18 @@ type Options struct {
 	KeepOffloads bool
 	// Busy makes the native engine's loop spin instead of sleeping.
 	Busy bool
-	// CC, when not empty ("reno" or "cubic"), is the congestion control
-	// of the kernel tcp rows (TCP_CONGESTION on each socket) and of the
-	// native engine's; empty leaves each its default: the host's for the
-	// kernel (net.ipv4.tcp_congestion_control, BBR on some hosts), reno
-	// for the engine.
+	// CC, when not empty ("reno", "cubic" or "bbr"), is the congestion
+	// control of the kernel tcp rows (TCP_CONGESTION on each socket) and
+	// of the native engine's; empty leaves each its default: the host's
+	// for the kernel (net.ipv4.tcp_congestion_control, BBR on some
+	// hosts), reno for the engine.
 	CC string
+	// Buf, when above 0, is the native engine rows' TCP.SendBuf and
+	// TCP.RecvBuf (default Config's, 1 MiB), with receive-window
+	// auto-tuning off (TCP.NoModerate, as SO_RCVBUF fixes a Linux
+	// socket's); the kernel rows keep the kernel's auto-tuning (up to
+	// tcp_wmem's and tcp_rmem's maximum).
+	Buf int
 	// Port is the first server port; cell i uses Port+i.
 	Port int
 	// Exe is the binary that runs "<Exe> side SPEC" (empty: this
@@ -342,7 +348,7 @@ func (r *runner) cell(ctx context.Context, row Row, conns int, dir Dir, w Wire, 
 	port := r.o.Port + r.idx - 1
 	name := fmt.Sprintf("%03d-%s-%d-%s", r.idx, strings.ReplaceAll(row.String(), "+", "-"), conns, dir)
 	base := SideSpec{Row: row.String(), Port: uint16(port), Conns: conns, Dir: dir, Duration: r.o.Duration, Bytes: r.o.Bytes,
-		Busy: r.o.Busy, CC: r.o.CC, Seed: uint64(r.idx)}
+		Busy: r.o.Busy, CC: r.o.CC, Buf: r.o.Buf, Seed: uint64(r.idx)}
 	sv, cl := base, base
 	sv.Server, sv.Iface, sv.Local, sv.Peer = true, r.b.Iface, addr(row, r.b), addr(row, r.a)
 	cl.Iface, cl.Local, cl.Peer = r.a.Iface, addr(row, r.a), addr(row, r.b)

@@ -41,8 +41,9 @@ type SideSpec struct {
 	// Busy makes the native engine's loop spin instead of sleeping in
 	// Engine.Wait when a round moved nothing.
 	Busy bool `json:"busy,omitempty"`
-	// CC is Options.CC.
-	CC string `json:"cc,omitempty"`
+	// CC is Options.CC, Buf Options.Buf.
+	CC  string `json:"cc,omitempty"`
+	Buf int    `json:"buf,omitempty"`
 	// Seed picks the connections' start offsets into the pattern.
 	Seed uint64 `json:"seed"`
 	// CPUProfile, when set, is a file the side writes its CPU profile

@@ -37,13 +37,18 @@ func nativeOptions(cfg dgramio.Config, opts tcp.Options, conns int) native.Optio
 		Congestion: native.NewReno,
 		SYNBacklog: MaxConns,
 		MaxConns:   conns + 16,
+		// Config.TCP.NoModerate, as package tcp maps it.
+		NoBufferTuning: !t.Moderate,
 	}
 	o.AllOnLink = o.PrefixLen == 0
 	if o.MinRTO > native.DefaultMaxRTO {
 		o.MaxRTO = o.MinRTO
 	}
-	if t.Congestion == dgramio.CongestionCubic {
+	switch t.Congestion {
+	case dgramio.CongestionCubic:
 		o.Congestion = native.CUBIC
+	case dgramio.CongestionBBR:
+		o.Congestion = native.BBR
 	}
 	return o
 }
@@ -61,6 +66,12 @@ func (s *side) runNative(ctx context.Context) error {
 	cfg.TCP.Stack = dgramio.TCPStackNative
 	if sp.CC != "" {
 		cfg.TCP.Congestion = dgramio.Congestion(sp.CC)
+	}
+	if sp.Buf > 0 {
+		// A buffer size given fixes the window there, as SO_RCVBUF does
+		// on Linux (auto-tuning off): the matrix measures recovery and
+		// congestion control, not how fast the window grows under loss.
+		cfg.TCP.SendBuf, cfg.TCP.RecvBuf, cfg.TCP.NoModerate = sp.Buf, sp.Buf, true
 	}
 	open := netconn.OpenXDP
 	if s.row.Kind == dgramio.KindTCPDPDK {

@@ -1,0 +1,376 @@
+package native
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio/frameio/memio"
+)
+
+// bbrLink is a run of one bulk transfer from a to b over a memio wire
+// with a bottleneck (Impairment.Rate), fake time moving in steps of at
+// most quantum while nothing moves. each, when set, is called after
+// every step with the sender's connection.
+type bbrLink struct {
+	o       Options
+	imp     memio.Impairment
+	n       int           // bytes to send
+	limit   time.Duration // of engine time; the run stops there
+	quantum time.Duration
+	each    func(c *Conn, now time.Time)
+	seed    uint64 // the wire's; 0: 1
+}
+
+// run returns the bytes delivered and the engine time it took.
+func (l bbrLink) run(t *testing.T) (w *world, got int, el time.Duration) {
+	t.Helper()
+	w = newWorld(t, memio.Options{Seed: max(l.seed, 1), TxSlots: 4096, RxSlots: 4096}, l.o, l.o)
+	ca, cb := w.connect(7200)
+	w.pa.SetImpairment(l.imp)
+	w.pb.SetImpairment(memio.Impairment{Loss: l.imp.Loss, Delay: l.imp.Delay})
+	p := newPipe(ca, cb, randBytes(3, l.n))
+	start := w.clk.Now()
+	end := start.Add(l.limit)
+	for !p.done() && w.clk.Now().Before(end) {
+		p.pump(t)
+		moved := w.step()
+		if l.each != nil {
+			l.each(ca, w.clk.Now())
+		}
+		if moved == 0 && len(w.a.dirty) == 0 && len(w.b.dirty) == 0 {
+			d := l.quantum
+			for _, e := range []*Engine{w.a, w.b} {
+				if at, ok := e.NextTimer(); ok && at.Sub(w.clk.Now()) < d {
+					d = max(at.Sub(w.clk.Now()), time.Microsecond)
+				}
+			}
+			w.clk.Advance(d)
+		}
+	}
+	return w, p.got.Len(), w.clk.Now().Sub(start)
+}
+
+// TestBBRFullPipe is draft-cardwell-iccrg-bbr-congestion-control-00
+// §4.3.2.2: Startup has filled the pipe when three rounds in a row
+// (rounds not app-limited) did not raise the bandwidth estimate by 25%;
+// a round that did starts the count again.
+func TestBBRFullPipe(t *testing.T) {
+	c := &Conn{bbr: &bbrState{}}
+	b := c.bbr
+	round := func(bw float64, appLimited bool) bool {
+		b.bw, b.roundStart = bw, true
+		c.bbrCheckFullPipe(rateSample{ok: true, bw: bw, appLimited: appLimited})
+		return b.filledPipe
+	}
+	for _, bw := range []float64{100, 200, 400, 800} {
+		if round(bw, false) {
+			t.Fatalf("full at %v while it doubles", bw)
+		}
+	}
+	if round(900, false) || round(950, false) {
+		t.Fatal("full after two rounds under 25% growth")
+	}
+	if round(1200, false) { // at least 1.25 × 800: the baseline moves to 1200
+		t.Fatal("a round with 25% growth over the baseline ended Startup")
+	}
+	if round(1300, true) || round(1300, true) || round(1300, true) {
+		t.Fatal("app-limited rounds counted")
+	}
+	if round(1300, false) || round(1400, false) {
+		t.Fatal("full after two rounds under 25% growth over the new baseline")
+	}
+	if !round(1450, false) {
+		t.Fatal("not full after three rounds under 25% growth")
+	}
+}
+
+// TestBBRStartupExitsAtLinkRate runs §4.3.2 over a 100 Mbit/s wire with
+// 1 ms each way: Startup exits once the bandwidth estimate stops
+// growing (to Drain, §4.3.3, then ProbeBW, §4.3.4), with the estimate
+// at the wire's rate, and the transfer runs near the rate.
+func TestBBRStartupExitsAtLinkRate(t *testing.T) {
+	const rate = 100e6 / 8
+	var exitBw float64
+	var exitRounds uint64
+	l := bbrLink{
+		o:   Options{Congestion: BBR, SendBuf: 2 << 20, RecvBuf: 2 << 20},
+		imp: memio.Impairment{Rate: rate, Delay: time.Millisecond}, n: 8 << 20,
+		limit: 10 * time.Second, quantum: 10 * time.Microsecond,
+		each: func(c *Conn, _ time.Time) {
+			if b := c.bbr; b.filledPipe && exitRounds == 0 {
+				exitBw, exitRounds = b.bw, b.rounds
+			}
+		},
+	}
+	w, got, el := l.run(t)
+	if got != l.n {
+		t.Fatalf("delivered %d of %d bytes in %v", got, l.n, el)
+	}
+	if exitRounds == 0 {
+		t.Fatal("Startup never found the pipe full")
+	}
+	if exitBw < 0.8*rate || exitBw > 1.2*rate {
+		t.Errorf("bandwidth at Startup's end %.3g B/s, the wire carries %.3g", exitBw, rate)
+	}
+	if n := counterOf(t, w.a, "tcp_bbr_startup_exits"); n != 1 {
+		t.Errorf("tcp_bbr_startup_exits %d, want 1", n)
+	}
+	if n := counterOf(t, w.a, "tcp_bbr_probe_bw"); n < 1 {
+		t.Errorf("tcp_bbr_probe_bw %d: Drain never ended", n)
+	}
+	if c := w.a.conns[0].bbr; c == nil {
+		t.Fatal("the connection runs no BBR")
+	}
+	if tput := float64(got) / el.Seconds(); tput < 0.8*rate {
+		t.Errorf("%.3g B/s over a %.3g B/s wire", tput, rate)
+	}
+	t.Logf("Startup ended in round %d at %.3g B/s; %.1f Mbit/s over %v; pacing delays %d", exitRounds, exitBw,
+		float64(got)*8/el.Seconds()/1e6, el, counterOf(t, w.a, "tcp_pacing_delays"))
+}
+
+// TestBBRProbeRTT is §4.3.5: a connection that saw no lower RTT for 10 s
+// enters ProbeRTT, holds its flight at four segments for at least
+// 200 ms and a round trip, then goes back to ProbeBW (the pipe was
+// full) with the minimum RTT taken afresh.
+func TestBBRProbeRTT(t *testing.T) {
+	const rate = 2e6 / 8
+	var enteredAt, leftAt time.Time
+	var stamp, sinceMin int64 // the minimum RTT's stamp at the step before; engine ns
+	maxCwnd := uint32(0)
+	l := bbrLink{
+		o:   Options{Congestion: BBR},
+		imp: memio.Impairment{Rate: rate, Delay: 5 * time.Millisecond}, n: 4 << 20,
+		limit: 13 * time.Second, quantum: 100 * time.Microsecond,
+	}
+	l.each = func(c *Conn, now time.Time) {
+		b := c.bbr
+		if b.mode == bbrProbeRTT {
+			if enteredAt.IsZero() {
+				enteredAt, sinceMin = now, c.e.now-stamp
+			}
+			if b.probeRTTDone != 0 {
+				maxCwnd = max(maxCwnd, c.cwnd)
+			}
+		} else if !enteredAt.IsZero() && leftAt.IsZero() {
+			leftAt = now
+			if b.mode != bbrProbeBW {
+				t.Errorf("left ProbeRTT for mode %d, want ProbeBW", b.mode)
+			}
+			if b.minRTTAt != c.e.now {
+				t.Error("the minimum RTT's stamp was not renewed on leaving ProbeRTT")
+			}
+		}
+		stamp = b.minRTTAt
+	}
+	w, _, _ := l.run(t)
+	if enteredAt.IsZero() {
+		t.Fatal("no ProbeRTT in 13 s")
+	}
+	if d := time.Duration(sinceMin); d < 10*time.Second || d > 10*time.Second+50*time.Millisecond {
+		t.Errorf("ProbeRTT %v after the minimum RTT was last set, want 10 s", d)
+	}
+	if leftAt.IsZero() {
+		t.Fatal("ProbeRTT never ended")
+	}
+	if d := leftAt.Sub(enteredAt); d < 200*time.Millisecond {
+		t.Errorf("ProbeRTT lasted %v, less than 200 ms", d)
+	}
+	if mss := uint32(w.a.conns[0].smss); maxCwnd > bbrMinCwndSegs*mss {
+		t.Errorf("cwnd %d in ProbeRTT, above four segments (%d)", maxCwnd, bbrMinCwndSegs*mss)
+	}
+	if n := counterOf(t, w.a, "tcp_bbr_probe_rtt"); n != 1 {
+		t.Errorf("tcp_bbr_probe_rtt %d, want 1", n)
+	}
+}
+
+// TestBBRRandomLoss: BBR's model (§4.1: bandwidth and RTT, not loss) keeps
+// a 100 Mbit/s wire with 10 ms each way near its rate at 1% random
+// loss each way (§4.2.3.4: recovery conserves packets, then restores
+// cwnd), where NewReno's halving for every loss (RFC 5681 §3.1) keeps
+// it at a small fraction of it.
+func TestBBRRandomLoss(t *testing.T) {
+	const rate = 100e6 / 8
+	tput := map[Congestion]float64{}
+	for _, cc := range []Congestion{BBR, NewReno} {
+		l := bbrLink{
+			o:   Options{Congestion: cc, SendBuf: 4 << 20, RecvBuf: 4 << 20},
+			imp: memio.Impairment{Rate: rate, Delay: 10 * time.Millisecond, Loss: 0.01}, n: 16 << 20,
+			limit: 3 * time.Second, quantum: 20 * time.Microsecond,
+		}
+		w, got, el := l.run(t)
+		tput[cc] = float64(got) / el.Seconds()
+		var cs []string
+		for _, n := range []string{"tcp_retransmits", "tcp_timeouts", "tcp_fast_retransmits", "tcp_lost_retransmits",
+			"tcp_tlp_probes", "tcp_dsacks_received", "tcp_spurious_retransmits", "tcp_rack_recoveries", "tcp_pacing_delays", "tcp_segments_out"} {
+			cs = append(cs, fmt.Sprintf("%s %d", n, counterOf(t, w.a, n)))
+		}
+		t.Logf("%s: %.1f Mbit/s, %v", cc, tput[cc]*8/1e6, cs)
+	}
+	if tput[BBR] < 0.7*rate {
+		t.Errorf("BBR at 1%% loss: %.1f Mbit/s over a 100 Mbit/s wire", tput[BBR]*8/1e6)
+	}
+	if tput[BBR] < 3*tput[NewReno] {
+		t.Errorf("BBR %.1f Mbit/s, NewReno %.1f: BBR should not cut on random loss", tput[BBR]*8/1e6, tput[NewReno]*8/1e6)
+	}
+}
+
+// TestPacingSpreadsAndIdleSendsAtOnce: a paced connection (pacing.go,
+// §4.2.1's pacing rate) sends a quantum (two segments at a low rate) at
+// once, then one segment per segment-time of the rate as the timer
+// allows; once idle, its next small write leaves at the first Flush,
+// with no pacing delay.
+func TestPacingSpreadsAndIdleSendsAtOnce(t *testing.T) {
+	o := Options{Congestion: BBR}
+	w := newWorld(t, memio.Options{}, o, o)
+	ca, cb := w.connect(7300)
+	mss := ca.segData()
+	ca.bbr.pace.rate = 1e6 // 1 MB/s: a segment every ~1.4 ms
+	sent := func() uint32 { return ca.sndNxt - ca.sndUna }
+	ca.Write(make([]byte, 20*mss))
+	if err := w.a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent(); got != uint32(2*mss) {
+		t.Fatalf("%d bytes left at once at 1 MB/s, want a quantum of two segments (%d)", got, 2*mss)
+	}
+	if counterOf(t, w.a, "tcp_pacing_delays") == 0 {
+		t.Error("tcp_pacing_delays 0 with segments held back")
+	}
+	if ca.tPace == 0 {
+		t.Fatal("no pacing timer armed")
+	}
+	w.clk.Advance(time.Duration(ca.tPace - w.a.now))
+	if err := w.a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent(); got != uint32(3*mss) {
+		t.Fatalf("%d bytes out after the pacing timer, want three segments", got)
+	}
+	// Drain it all, then let the connection idle.
+	buf := make([]byte, 64<<10)
+	w.until(10*time.Second, "the transfer", func() bool {
+		n, _ := cb.Read(buf)
+		_ = n
+		return ca.sndUna == ca.sndMax && ca.sLen == 0
+	})
+	w.clk.Advance(time.Second)
+	delays := counterOf(t, w.a, "tcp_pacing_delays")
+	una := ca.sndUna
+	ca.Write(make([]byte, 100))
+	if err := w.a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if ca.sndNxt != una+100 {
+		t.Fatalf("a 100-byte write after idle: %d bytes left at the first Flush", ca.sndNxt-una)
+	}
+	if got := counterOf(t, w.a, "tcp_pacing_delays"); got != delays {
+		t.Errorf("tcp_pacing_delays went from %d to %d for a write after idle", delays, got)
+	}
+}
+
+// TestRateRingGrows: the delivery-rate records (draft-cheng-iccrg-
+// delivery-rate-estimation §3.2, one per transmission) grow when short
+// segments outnumber the ring, keeping their order.
+func TestRateRingGrows(t *testing.T) {
+	var r rateState
+	r.init(4*1000, 1000)
+	n := len(r.recs)
+	for i := 0; i < n; i++ { // wrap the ring's head past its start
+		r.recs[(3+i)%n] = txRec{start: uint32(i * 10), end: uint32(i*10 + 10)}
+	}
+	r.head, r.n = 3, n
+	if !r.grow() || len(r.recs) != 2*n {
+		t.Fatalf("ring of %d not grown to %d (now %d)", n, 2*n, len(r.recs))
+	}
+	for i := 0; i < n; i++ {
+		if q := r.at(i); q.start != uint32(i*10) {
+			t.Fatalf("record %d starts at %d after growing, want %d", i, q.start, i*10)
+		}
+	}
+	if got := r.find(55); got != 5 {
+		t.Errorf("find(55) = %d, want 5", got)
+	}
+	r.recs = make([]txRec, rateMaxRecs)
+	if r.grow() {
+		t.Error("grew past rateMaxRecs")
+	}
+}
+
+// TestBBRTimeoutDuringRecovery: a retransmission timeout in fast
+// recovery leaves cwnd at one segment to grow from (§4.2.3.4 restores
+// the cwnd of before a recovery only when it ends, and a timeout is no
+// end: Linux's Loss state), so go-back-N does not resend the flight at
+// once; once what was in flight at the timeout is acknowledged, cwnd is
+// at least what it was.
+func TestBBRTimeoutDuringRecovery(t *testing.T) {
+	o := Options{Congestion: BBR, MaxConns: 4, MinRTO: time.Second}
+	w := newWorld(t, memio.Options{TxSlots: 64, RxSlots: 64}, o, o)
+	ca, cb := w.connect(7000)
+	una, mss := inFlight(t, w, cb, 8)
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 4*mss})
+	if !cb.inRecovery {
+		t.Fatal("no recovery")
+	}
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 5*mss}) // BBR sees the recovery
+	prior := cb.bbr.priorCwnd
+	w.until(5*time.Second, "the timeout", func() bool { return counterOf(t, w.b, "tcp_timeouts") == 1 })
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 6*mss}) // an ACK after it, nothing new acknowledged
+	if cb.cwnd > 4*mss {
+		t.Fatalf("cwnd %d segments after a timeout in recovery, want it from one segment (BBR's floor four)", cb.cwnd/mss)
+	}
+	ackB(w, ca, cb, una+8*mss)
+	if cb.cwnd < prior {
+		t.Errorf("cwnd %d after the flight of the timeout was acknowledged, below the %d of before", cb.cwnd, prior)
+	}
+}
+
+// TestSpuriousTimeoutAfterPause: the receiver pauses 80 ms, longer than
+// the RTO, with 4 MiB in flight (a loaded machine). The timer fires, the
+// ACKs after the pause tell it spurious (RFC 3522, by their cumulative
+// part or their SACKs: TestSpuriousTimeoutBySACKRFC3522), and go-back-N
+// does not resend the flight that was on its way (counted by the peer's
+// D-SACKs of data it got twice) nor BBR's cwnd of before it let the
+// flight out again at once (TestBBRTimeoutDuringRecovery).
+func TestSpuriousTimeoutAfterPause(t *testing.T) {
+	o := Options{Congestion: BBR, SendBuf: 4 << 20, RecvBuf: 4 << 20}
+	w := newWorld(t, memio.Options{Seed: 1, TxSlots: 4096, RxSlots: 8192}, o, o)
+	ca, cb := w.connect(7400)
+	w.pa.SetImpairment(memio.Impairment{Rate: 1e9 / 8, Delay: 10 * time.Millisecond, Loss: 0.001})
+	w.pb.SetImpairment(memio.Impairment{Delay: 10 * time.Millisecond, Loss: 0.001})
+	p := newPipe(ca, cb, randBytes(3, 64<<20))
+	start := w.clk.Now()
+	stalled := false
+	for !p.done() && w.clk.Now().Sub(start) < 3*time.Second {
+		if !stalled && w.clk.Now().Sub(start) > 300*time.Millisecond {
+			stalled = true
+			for end := w.clk.Now().Add(80 * time.Millisecond); w.clk.Now().Before(end); {
+				p.pump(t)
+				w.a.Poll(64) // only the sender's engine runs
+				w.a.Flush()
+				w.clk.Advance(10 * time.Microsecond)
+			}
+		}
+		p.pump(t)
+		if w.step() == 0 && len(w.a.dirty) == 0 && len(w.b.dirty) == 0 {
+			d := 10 * time.Microsecond
+			if at, ok := w.a.NextTimer(); ok && at.Sub(w.clk.Now()) < d {
+				d = max(at.Sub(w.clk.Now()), time.Microsecond)
+			}
+			w.clk.Advance(d)
+		}
+	}
+	if !p.done() {
+		t.Fatalf("%d of %d bytes in 3 s", p.got.Len(), len(p.data))
+	}
+	if n := counterOf(t, w.a, "tcp_timeouts"); n == 0 {
+		t.Fatal("no timeout: the pause did not test anything")
+	}
+	if n := counterOf(t, w.a, "tcp_spurious_rtos"); n == 0 {
+		t.Error("the timeout was not found spurious")
+	}
+	t.Logf("timeouts %d spurious %d D-SACKs %d retransmits %d", counterOf(t, w.a, "tcp_timeouts"), counterOf(t, w.a, "tcp_spurious_rtos"), counterOf(t, w.a, "tcp_dsacks_received"), counterOf(t, w.a, "tcp_retransmits"))
+	if n := counterOf(t, w.a, "tcp_dsacks_received"); n > 20 {
+		t.Errorf("%d D-SACKs: the flight in the path was sent again", n)
+	}
+}
