@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
@@ -313,7 +314,8 @@ func synLimit(cfg dgramio.Config) (rate, burst int, err error) {
 
 // withProgram returns fio with prog's counters (layer "xdp-prog") added to
 // its Stats, as a socket with a program of its own reports them. fio keeps
-// its Wait and Interrupt (an AF_XDP socket, captured or not, has both); a
+// its Wait and Interrupt (an AF_XDP socket, captured or not, has both) and
+// its transmit slots (frameio.SlotWriter) if it has them; a
 // FrameIO without them is returned as it is.
 func withProgram(fio frameio.FrameIO, prog *afxdp.Program) frameio.FrameIO {
 	_, w := fio.(frameio.Waiter)
@@ -321,8 +323,24 @@ func withProgram(fio frameio.FrameIO, prog *afxdp.Program) frameio.FrameIO {
 	if !w || !i {
 		return fio
 	}
+	if sw, ok := fio.(frameio.SlotWriter); ok {
+		return &progSlotFIO{progFIO{FrameIO: fio, prog: prog}, sw}
+	}
 	return &progFIO{FrameIO: fio, prog: prog}
 }
+
+// progSlotFIO is progFIO over a FrameIO whose transmit slots the engine
+// builds in (an AF_XDP socket not captured): it keeps that too.
+type progSlotFIO struct {
+	progFIO
+	sw frameio.SlotWriter
+}
+
+// TxSlot implements frameio.SlotWriter.
+func (p *progSlotFIO) TxSlot() []byte { return p.sw.TxSlot() }
+
+// TxCommit implements frameio.SlotWriter.
+func (p *progSlotFIO) TxCommit(n int) bool { return p.sw.TxCommit(n) }
 
 type progFIO struct {
 	frameio.FrameIO
@@ -340,6 +358,24 @@ func (p *progFIO) Stats() frameio.Stats {
 
 // Wait implements frameio.Waiter.
 func (p *progFIO) Wait(ctx context.Context) error { return p.FrameIO.(frameio.Waiter).Wait(ctx) }
+
+// WaitUntil implements frameio.DeadlineWaiter: the socket's, or Wait
+// with a context that ends at deadline.
+func (p *progFIO) WaitUntil(ctx context.Context, deadline time.Time) error {
+	if dw, ok := p.FrameIO.(frameio.DeadlineWaiter); ok {
+		return dw.WaitUntil(ctx, deadline)
+	}
+	if deadline.IsZero() {
+		return p.Wait(ctx)
+	}
+	c, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	err := p.FrameIO.(frameio.Waiter).Wait(c)
+	if ctx.Err() == nil && c.Err() != nil {
+		return nil
+	}
+	return err
+}
 
 // Interrupt implements stack.Interrupter.
 func (p *progFIO) Interrupt() { p.FrameIO.(stack.Interrupter).Interrupt() }
