@@ -996,6 +996,44 @@ func lingerCountsUnacked(t *testing.T, f dgramio.Framing) {
 	}
 }
 
+// TestPeerResetCountsUnacked: records the engine took whose first byte
+// the peer never acknowledged when the peer resets the connection (RFC
+// 9293 §3.10.7.3: a RST in window ends it; what was queued is lost) move
+// from TxSent to TxDropped, on either engine. The client's frames are
+// dropped after the first answers, so the server's Close finds its last
+// answers unacknowledged and resets.
+func TestPeerResetCountsUnacked(t *testing.T) { engines(t, testPeerResetCountsUnacked) }
+
+func testPeerResetCountsUnacked(t *testing.T) {
+	_, cli, pb, stop := echoPair(t, Options{})
+	const acked, lost = 5, 10
+	msg, pkts := make([]byte, 100), make([]dgramio.Packet, 16)
+	for i := 0; i < acked; i++ {
+		roundTrip(t, cli, msg, pkts)
+	}
+	pb.SetImpairment(memio.Impairment{Loss: 1})
+	for i := 0; i < lost; i++ {
+		if cli.Queue(msg) != nil {
+			t.Fatalf("Queue %d refused", i)
+		}
+	}
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stop() // the server lingers, then resets what its peer never acknowledged
+	for deadline := time.Now().Add(30 * time.Second); cli.Stats().Conns != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection did not end: %+v", cli.Stats())
+		}
+		if n, _ := cli.Rx(pkts); n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if s := cli.Stats(); s.TxSent != acked || s.TxDropped != lost {
+		t.Errorf("after the peer's reset: TxSent %d TxDropped %d, want %d and %d", s.TxSent, s.TxDropped, acked, lost)
+	}
+}
+
 // TestLingerAcked: Close lingers until the records and the FIN are
 // acknowledged: nothing is counted lost on a clean wire, on either engine.
 func TestLingerAcked(t *testing.T) { engines(t, testLingerAcked) }

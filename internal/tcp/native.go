@@ -388,6 +388,7 @@ var (
 	_ layer.HalfCloser = (*nconn)(nil)
 	_ layer.Lender     = (*nconn)(nil)
 	_ layer.Stager     = (*nconn)(nil)
+	_ layer.Unacker    = (*nconn)(nil)
 )
 
 // Write implements layer.Conn.
@@ -447,6 +448,22 @@ func (c *nconn) Unstage() {
 // not acknowledged.
 func (c *nconn) unacked() uint64 {
 	return uint64(c.sent.Unacked(uint64(c.c.Buffered())))
+}
+
+// UnackedRecords implements layer.Unacker for a connection that ended
+// with an error (a reset, a timeout): the records written whose first
+// byte the peer never acknowledged, which the layer then moves from
+// TxSent to TxDropped. A live connection reports none and not ended: the
+// Backend's Close lingers on those itself and counts what is left
+// (shutdown).
+func (c *nconn) UnackedRecords() (int, bool) {
+	if c.gone {
+		return 0, true
+	}
+	if c.c.Err() == nil {
+		return 0, false
+	}
+	return int(c.unacked()), true
 }
 
 // done reports whether the connection's FIN and everything before it are
