@@ -229,17 +229,24 @@ type XDPOptions struct {
 	// that holds SYNBurst; a SYN beyond it is dropped in the program and
 	// counted (xdp-prog dropped_syn), so that a SYN flood cannot fill the
 	// socket's ring ahead of the established connections' segments. A
-	// legitimate client retransmits its SYN. 0 means the defaults
-	// (DefaultSYNRate, DefaultSYNBurst); a negative SYNRate turns the
-	// limit off.
+	// legitimate client retransmits its SYN. 0 means the defaults of the
+	// engine (DefaultSYNRate and DefaultSYNBurst for the native engine,
+	// DefaultNetstackSYNRate and DefaultNetstackSYNBurst for netstack); a
+	// negative SYNRate turns the limit off.
 	SYNRate, SYNBurst int
 }
 
-// The defaults of XDPOptions.SYNRate and SYNBurst: far above what a
-// benchmark's connection set-up needs, far below a flood.
+// The defaults of XDPOptions.SYNRate and SYNBurst. The native engine's
+// are the last line behind its own defence (it answers SYNs beyond its
+// backlog with SYN cookies, as Linux does, and keeps no state for them):
+// far above the connection rate of a kernel listener, near what one
+// engine answers, so that a flood fills neither its ring nor its CPU.
+// netstack keeps state for every SYN it answers and takes far fewer.
 const (
-	DefaultSYNRate  = 2000
-	DefaultSYNBurst = 1000
+	DefaultSYNRate          = 50000
+	DefaultSYNBurst         = 5000
+	DefaultNetstackSYNRate  = 2000
+	DefaultNetstackSYNBurst = 1000
 )
 
 // DPDKOptions tunes the DPDK kinds.

@@ -515,6 +515,21 @@ func TestGroupFlows(t *testing.T) {
 			}
 			srv.LocalIP, cli.Dests = addr, []netip.AddrPort{netip.AddrPortFrom(addr, cli.Port)}
 		}, true},
+		// A tcp-xdp client over IPv6, a native engine per queue, talks to
+		// a kernel tcp server with two reuseport listeners: each queue
+		// dials from a port of its share, and the queues share the
+		// neighbour advertisements that answer their solicitations (RFC
+		// 4861 §7.2.5), which reach whichever queue the server's CPU
+		// sends them on.
+		{"tcp-xdp-client-ipv6", "tcp", "tcp-xdp", func(t *testing.T, p *testhost.Pair, srv, cli *dgramio.Config) {
+			a := p.B.Addr6.As16()
+			a[15] = 4
+			addr := netip.AddrFrom16(a)
+			if err := p.A.AddNeigh(addr, p.B.MAC); err != nil {
+				t.Fatal(err)
+			}
+			cli.LocalIP, cli.ConnectTimeout = addr, 20*time.Second
+		}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cpus := twoCPUs(t)

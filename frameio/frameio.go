@@ -12,6 +12,7 @@ package frameio
 import (
 	"context"
 	"net"
+	"time"
 
 	"github.com/dgramio/dgramio"
 )
@@ -56,11 +57,40 @@ type FrameIO interface {
 	Close() error
 }
 
+// SlotWriter is implemented by a FrameIO whose transmit slots a caller
+// may build a frame in where it will be sent, instead of building it
+// elsewhere and having TxFrame copy it (a copy of every frame's bytes
+// saved on a sender's path). A wrapper that changes what TxFrame does
+// (drops, captures, rewrites frames) must do the same in TxCommit or not
+// offer SlotWriter: embedding a concrete FrameIO passes these methods on.
+type SlotWriter interface {
+	// TxSlot takes a free transmit slot, or the one taken before and not
+	// committed yet, and returns its memory: len 0, cap the largest
+	// frame. It returns nil when no slot is free. TxFrame does not use a
+	// taken slot; its bytes are the caller's until TxCommit.
+	TxSlot() []byte
+	// TxCommit queues the first n bytes of the taken slot as a frame for
+	// the next Kick, as TxFrame queues a copy, and returns true. It
+	// returns false, and the slot stays taken, when no slot is taken, n
+	// is 0 or above the slot's size, or the transmit ring is full
+	// (counted as TxFrame counts it).
+	TxCommit(n int) bool
+}
+
 // Waiter is implemented by a FrameIO that can sleep until a frame arrives.
 type Waiter interface {
 	// Wait blocks until RxFrames may deliver something, ctx is done, or the
 	// FrameIO is closed (net.ErrClosed).
 	Wait(ctx context.Context) error
+}
+
+// DeadlineWaiter is implemented by a Waiter that can also sleep until a
+// time without a context made for it: a poll loop that sleeps until its
+// next timer every round saves a context and its timer per sleep.
+type DeadlineWaiter interface {
+	// WaitUntil is Wait that also returns nil once deadline has passed
+	// (a zero deadline: none).
+	WaitUntil(ctx context.Context, deadline time.Time) error
 }
 
 // Stats are a FrameIO's counters, in frames.

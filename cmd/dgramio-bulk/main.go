@@ -5,9 +5,12 @@
 // wire, with --loss), over one or more connections, in one direction or
 // both, and reports Gbit/s, each side's CPU time per GB, the
 // retransmissions and the loss counters, with medians over --repeat and
-// every row's ratio to kernel tcp in the same run. docs/bulk.md says how
-// to read it. "dgramio-bulk connrate" measures connections per second
-// instead (docs/memory.md).
+// every row's ratio to kernel tcp in the same run; --out DIR writes the
+// report and its plots (SVG) there, "dgramio-bulk plot results.json"
+// draws the plots again. docs/bulk.md says how to read it.
+// "dgramio-bulk connrate" measures connections per second instead, with
+// kernel or native clients, and --hold N the memory of N idle
+// connections (docs/memory.md).
 //
 // Exit status: 0 when every cell measured, 1 when one could not (or the
 // run could not start: no root), 2 for a usage error (said on stderr

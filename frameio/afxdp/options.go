@@ -243,6 +243,11 @@ type ProgramOptions struct {
 	// IPv6 steering on), with the solicitations for it. Unset: the
 	// program matches Port.
 	Host netip.Addr
+	// Host6, with an IPv4 Host, is an IPv6 address the userspace stack
+	// answers for too (a stack of both families): IPv4 frames to Host
+	// and IPv6 frames to Host6 (with the solicitations for it) go to the
+	// sockets. Unset: IPv6 as Host says.
+	Host6 netip.Addr
 	// SYNRate and SYNBurst, with Host, limit the SYNs to Host each CPU
 	// hands on (xdpprog.Objects.SetSYNLimit). SYNRate 0: no limit.
 	SYNRate, SYNBurst uint32

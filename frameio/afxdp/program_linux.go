@@ -98,6 +98,11 @@ func AttachProgram(o ProgramOptions) (*Program, error) {
 		if err := p.objs.SetHost(o.Host); err != nil {
 			return nil, dgramio.BadField("Host", o.Host, "%v", err)
 		}
+		if o.Host6.IsValid() {
+			if err := p.objs.SetHost6(o.Host6); err != nil {
+				return nil, dgramio.BadField("Host6", o.Host6, "%v", err)
+			}
+		}
 		if err := p.objs.SetSYNLimit(o.SYNRate, o.SYNBurst); err != nil {
 			return nil, dgramio.BadField("SYNRate", o.SYNRate, "%v", err)
 		}

@@ -116,7 +116,8 @@ type txSide struct {
 	tx       ring[unix.XDPDesc]
 	comp     ring[uint64]
 	free     []uint64
-	frames0  int // TX frames in all (free when none is in flight)
+	held     uint64 // 1 + the address of the frame TxSlot took (0: none)
+	frames0  int    // TX frames in all (free when none is in flight)
 	maxLen   int
 	maxKicks int
 	// clock times Kick's system calls (kickNs): on a device whose
@@ -600,6 +601,49 @@ func (x *XSK) TxFrame(frame []byte) bool {
 	return true
 }
 
+// TxSlot takes a free TX frame of the UMEM, or the one taken before and
+// not committed, and returns its memory (len 0, cap MaxFrame), nil when
+// none is free: the caller builds its frame there and TxCommit queues it
+// without TxFrame's copy (frameio.SlotWriter).
+func (x *XSK) TxSlot() []byte {
+	t := &x.tx
+	if t.held == 0 {
+		if len(t.free) == 0 {
+			t.reap()
+			if len(t.free) == 0 {
+				return nil
+			}
+		}
+		t.held = 1 + t.free[len(t.free)-1]
+		t.free = t.free[:len(t.free)-1]
+	}
+	addr := t.held - 1
+	return x.umem[addr : addr : addr+uint64(t.maxLen)]
+}
+
+// TxCommit queues the first n bytes of the frame TxSlot took for the next
+// Kick; false (the frame stays taken) when none was taken, n is out of
+// range (counted as an oversized frame) or the TX ring is full (counted
+// as TxFrame counts it).
+func (x *XSK) TxCommit(n int) bool {
+	t := &x.tx
+	switch {
+	case t.held == 0:
+		return false
+	case n <= 0 || n > t.maxLen:
+		t.oversize++
+		return false
+	case t.tx.free(1) == 0:
+		t.ringFull++
+		return false
+	}
+	t.tx.put(unix.XDPDesc{Addr: t.held - 1, Len: uint32(n)})
+	t.held = 0
+	t.frames++
+	t.bytes += uint64(n)
+	return true
+}
+
 // Kick submits the frames queued by TxFrame and, when the kernel asks for
 // a wake-up (need_wakeup) and descriptors are waiting in the TX ring, kicks
 // it with sendto(MSG_DONTWAIT): once in zero-copy mode, where the driver
@@ -661,7 +705,11 @@ func (x *XSK) countLeft() {
 	t := &x.tx
 	t.reap()
 	t.publish()
-	if n := t.frames0 - len(t.free); n > 0 {
+	n := t.frames0 - len(t.free)
+	if t.held != 0 {
+		n-- // taken by TxSlot, never queued
+	}
+	if n > 0 {
 		x.txUnsentAtClose.Store(uint64(n))
 	}
 	x.rxUnreadAtClose.Store(uint64(x.rx.rx.avail(x.rx.rx.size)))
@@ -810,7 +858,17 @@ func (r *rxSide) refill(addrs []uint64) {
 // and Interrupt's, in slices of at most waitSlice so that a context
 // without a deadline is noticed; each poll(2), and the read that takes an
 // Interrupt, count in Stats.Syscalls. It allocates nothing.
-func (x *XSK) Wait(ctx context.Context) error {
+func (x *XSK) Wait(ctx context.Context) error { return x.wait(ctx, time.Time{}) }
+
+// WaitUntil is Wait that also returns nil once deadline has passed (a
+// zero deadline: none), without a context made for the deadline: a poll
+// loop that sleeps until its next timer every round saves the context's
+// timer (frameio.DeadlineWaiter).
+func (x *XSK) WaitUntil(ctx context.Context, deadline time.Time) error {
+	return x.wait(ctx, deadline)
+}
+
+func (x *XSK) wait(ctx context.Context, until time.Time) error {
 	if !x.guard.BeginWait() {
 		return net.ErrClosed
 	}
@@ -832,6 +890,15 @@ func (x *XSK) Wait(ctx context.Context) error {
 			x.rekick()
 			if x.rx.txStalled.Load() {
 				ms = 1 // the device is still busy: again soon
+			}
+		}
+		if !until.IsZero() {
+			left := time.Until(until)
+			if left <= 0 {
+				return nil
+			}
+			if left < waitSlice {
+				ms = min(ms, int((left+time.Millisecond-1)/time.Millisecond))
 			}
 		}
 		if dl, ok := ctx.Deadline(); ok {

@@ -5,6 +5,7 @@ package afxdp
 import (
 	"context"
 	"net"
+	"time"
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
@@ -30,6 +31,12 @@ func Open(o Options) (*XSK, error) {
 // TxFrame returns false.
 func (x *XSK) TxFrame(frame []byte) bool { return false }
 
+// TxSlot returns nil.
+func (x *XSK) TxSlot() []byte { return nil }
+
+// TxCommit returns false.
+func (x *XSK) TxCommit(n int) bool { return false }
+
 // Kick returns net.ErrClosed.
 func (x *XSK) Kick() error { return net.ErrClosed }
 
@@ -38,6 +45,9 @@ func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int { return 0 }
 
 // Wait returns net.ErrClosed.
 func (x *XSK) Wait(ctx context.Context) error { return net.ErrClosed }
+
+// WaitUntil returns net.ErrClosed.
+func (x *XSK) WaitUntil(ctx context.Context, deadline time.Time) error { return net.ErrClosed }
 
 // Interrupt does nothing.
 func (x *XSK) Interrupt() {}

@@ -339,6 +339,8 @@ type Port struct {
 
 	// taken holds the frames RxFrames took from the wire and is delivering.
 	taken []slot
+	// held is the transmit slot TxSlot took, until TxCommit.
+	held  []byte
 	timer *time.Timer
 
 	closeOnce sync.Once
@@ -352,8 +354,9 @@ type Port struct {
 }
 
 var (
-	_ frameio.FrameIO = (*Port)(nil)
-	_ frameio.Waiter  = (*Port)(nil)
+	_ frameio.FrameIO    = (*Port)(nil)
+	_ frameio.Waiter     = (*Port)(nil)
+	_ frameio.SlotWriter = (*Port)(nil)
 )
 
 // NewPair returns two ports joined by an in-memory wire. All buffers are
@@ -432,6 +435,52 @@ func (p *Port) TxFrame(frame []byte) bool {
 	n := copy(b, frame)
 	l.tx.push(slot{buf: b, n: n})
 	l.mu.Unlock()
+	if n < frameio.MinFrame {
+		p.txRunt.Add(1)
+	}
+	p.txFrames.Add(1)
+	p.txBytes.Add(uint64(n))
+	return true
+}
+
+// TxSlot takes a frame buffer for the caller to build a frame in (or
+// returns the one taken before and not committed): len 0, cap the
+// largest frame; nil after Close (frameio.SlotWriter).
+func (p *Port) TxSlot() []byte {
+	if p.closed.Load() {
+		return nil
+	}
+	if p.held == nil {
+		l := p.out
+		l.mu.Lock()
+		p.held = l.get()
+		l.mu.Unlock()
+	}
+	return p.held[:0]
+}
+
+// TxCommit queues the first n bytes of the buffer TxSlot took as a frame
+// for the next Kick, as TxFrame queues a copy; false (the buffer stays
+// taken) when none was taken, n is out of range, the ring is full or the
+// port closed.
+func (p *Port) TxCommit(n int) bool {
+	if p.closed.Load() || p.held == nil {
+		return false
+	}
+	if n <= 0 || n > len(p.held) {
+		p.txOversize.Add(1)
+		return false
+	}
+	l := p.out
+	l.mu.Lock()
+	if l.tx.full() {
+		l.mu.Unlock()
+		p.txRingFull.Add(1)
+		return false
+	}
+	l.tx.push(slot{buf: p.held, n: n})
+	l.mu.Unlock()
+	p.held = nil
 	if n < frameio.MinFrame {
 		p.txRunt.Add(1)
 	}

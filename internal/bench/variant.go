@@ -31,11 +31,15 @@ const (
 	// sends and reads records either way, so the row measures what raw
 	// framing costs against the plain row.
 	VariantRaw = "raw"
-	// VariantIPv6 is a kind that serves IPv6 (udp, uring, tcp, xdp, dpdk)
-	// over IPv6: the test
-	// hosts' addresses from 2001:2::/48 (RFC 5180) instead of
-	// 198.18.0.0/15. netbench --family 6 (or 4,6) makes these rows.
+	// VariantIPv6 is a kind over IPv6 (every kind serves it; tcp-xdp and
+	// tcp-dpdk on their default engine, native): the test hosts'
+	// addresses from 2001:2::/48 (RFC 5180) instead of 198.18.0.0/15.
+	// netbench --family 6 (or 4,6) makes these rows.
 	VariantIPv6 = "ipv6"
+	// VariantNetstackIPv6 is kinds tcp-xdp and tcp-dpdk on netstack over
+	// IPv6: VariantNetstack and VariantIPv6 at once
+	// ("tcp-xdp+netstack+ipv6").
+	VariantNetstackIPv6 = VariantNetstack + "+" + VariantIPv6
 )
 
 // Variants lists the variants each kind has, in the order tools show
@@ -46,8 +50,40 @@ var Variants = map[string][]string{
 	string(dgramio.KindTCP):     {VariantRaw, VariantIPv6},
 	string(dgramio.KindXDP):     {VariantIPv6},
 	string(dgramio.KindDPDK):    {VariantIPv6},
-	string(dgramio.KindTCPXDP):  {VariantNative, VariantNetstack, VariantRaw},
-	string(dgramio.KindTCPDPDK): {VariantNative, VariantNetstack, VariantRaw},
+	string(dgramio.KindTCPXDP):  {VariantNative, VariantNetstack, VariantRaw, VariantIPv6, VariantNetstackIPv6},
+	string(dgramio.KindTCPDPDK): {VariantNative, VariantNetstack, VariantRaw, VariantIPv6, VariantNetstackIPv6},
+}
+
+// IsIPv6 reports whether variant runs over IPv6: VariantIPv6, or a
+// variant joined with it ("netstack+ipv6").
+func IsIPv6(variant string) bool {
+	return variant == VariantIPv6 || strings.HasSuffix(variant, "+"+VariantIPv6)
+}
+
+// BaseVariant is variant without its IPv6 part: "" for VariantIPv6,
+// "netstack" for "netstack+ipv6", variant itself for the others.
+func BaseVariant(variant string) string {
+	if variant == VariantIPv6 {
+		return ""
+	}
+	return strings.TrimSuffix(variant, "+"+VariantIPv6)
+}
+
+// IPv6Row is the name of the IPv6 row of kind's variant ("" for the plain
+// row): "udp+ipv6", "tcp-xdp+netstack+ipv6"; false when the kind has no
+// such variant.
+func IPv6Row(kind, variant string) (string, bool) {
+	v := VariantIPv6
+	switch {
+	case IsIPv6(variant):
+		v = variant
+	case variant != "":
+		v = variant + "+" + VariantIPv6
+	}
+	if !slices.Contains(Variants[kind], v) {
+		return "", false
+	}
+	return RowName(kind, v), true
 }
 
 // RowName is the name of a row as --kinds takes it and the tables show

@@ -20,7 +20,13 @@ func TestParseRow(t *testing.T) {
 		{"tcp+ipv6", "tcp", "ipv6", false},
 		{"xdp+ipv6", "xdp", "ipv6", false},
 		{"dpdk+ipv6", "dpdk", "ipv6", false},
-		{"tcp-xdp+ipv6", "", "", true}, // the native engine: IPv4 only today
+		{"tcp-xdp+ipv6", "tcp-xdp", "ipv6", false},
+		{"tcp-dpdk+ipv6", "tcp-dpdk", "ipv6", false},
+		{"tcp-xdp+netstack+ipv6", "tcp-xdp", "netstack+ipv6", false},
+		{"tcp-dpdk+netstack+ipv6", "tcp-dpdk", "netstack+ipv6", false},
+		{"tcp-xdp+ipv6+netstack", "", "", true},
+		{"tcp-xdp+raw+ipv6", "", "", true},
+		{"udp+netstack+ipv6", "", "", true},
 		{"uring+", "", "", true},
 		{"uring+gro", "", "", true},
 		{"udp+napi", "", "", true},
@@ -125,5 +131,32 @@ func TestVariantRows(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "uring,uring+napi,uring+napi" || rows[2].Queues != 2 {
 		t.Fatalf("scaling rows %+v", rows)
+	}
+}
+
+// IsIPv6, BaseVariant and IPv6Row split and join the IPv6 part of a
+// variant.
+func TestIPv6Variants(t *testing.T) {
+	for _, c := range []struct {
+		variant, base string
+		v6            bool
+	}{
+		{"", "", false}, {"ipv6", "", true}, {"netstack", "netstack", false},
+		{"netstack+ipv6", "netstack", true}, {"napi", "napi", false}, {"raw", "raw", false},
+	} {
+		if IsIPv6(c.variant) != c.v6 || BaseVariant(c.variant) != c.base {
+			t.Errorf("%q: IsIPv6 %v BaseVariant %q", c.variant, IsIPv6(c.variant), BaseVariant(c.variant))
+		}
+	}
+	for _, c := range []struct{ kind, variant, want string }{
+		{"udp", "", "udp+ipv6"}, {"xdp", "", "xdp+ipv6"}, {"tcp-xdp", "", "tcp-xdp+ipv6"},
+		{"tcp-dpdk", "", "tcp-dpdk+ipv6"}, {"tcp-xdp", "netstack", "tcp-xdp+netstack+ipv6"},
+		{"tcp-xdp", "ipv6", "tcp-xdp+ipv6"}, {"tcp-xdp", "raw", ""}, {"tcp-xdp", "native", ""},
+		{"uring", "napi", ""}, {"tcp", "raw", ""},
+	} {
+		got, ok := IPv6Row(c.kind, c.variant)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("IPv6Row(%q, %q) = %q, %v; want %q", c.kind, c.variant, got, ok, c.want)
+		}
 	}
 }

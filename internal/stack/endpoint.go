@@ -277,6 +277,10 @@ func (e *Endpoint) writeLocked(pkt *nstack.PacketBuffer) tcpip.Error {
 		e.ackMu.Lock()
 		e.acks.sent(v)
 		e.ackMu.Unlock()
+	} else if v, ok := parseTCP6(frame); ok {
+		e.ackMu.Lock()
+		e.acks.sent6(v)
+		e.ackMu.Unlock()
 	}
 	if !e.fio.TxFrame(frame) {
 		if e.ownerKicks {
@@ -484,6 +488,11 @@ func (e *Endpoint) dispatch(frame []byte) {
 		e.syns.notePeerSYN(frame)
 		e.txMu.Unlock()
 	}
+	if v, ok := parseTCP6(frame); ok && typ == tcpip.PacketHost {
+		e.ackMu.Lock()
+		e.acks.received6(v)
+		e.ackMu.Unlock()
+	}
 	if v, ok := parseTCP(frame); ok && typ == tcpip.PacketHost {
 		if v.tcp.Flags()&(header.TCPFlagSyn|header.TCPFlagFin) == header.TCPFlagSyn|header.TCPFlagFin {
 			// SYN and FIN together open and close at once: no
@@ -615,10 +624,18 @@ func (e *Endpoint) Interrupt() {
 // bytes netstack took (Write) on that connection; fewer than 2 GiB of
 // them may be unacknowledged. Safe from any goroutine.
 func (e *Endpoint) Unacked(local, remote netip.AddrPort, written uint64) (unacked uint64, ok bool) {
-	if !local.Addr().Is4() || !remote.Addr().Is4() {
-		return 0, false // the acknowledgement table follows IPv4 flows only
+	la, ra := local.Addr().Unmap(), remote.Addr().Unmap()
+	if la.Is4() != ra.Is4() || !la.IsValid() {
+		return 0, false
 	}
-	k := flowKey{local: local.Addr().As4(), remote: remote.Addr().As4(), lport: local.Port(), rport: remote.Port()}
+	k := flowKey{lport: local.Port(), rport: remote.Port(), v6: !la.Is4()}
+	if k.v6 {
+		k.local, k.remote = la.As16(), ra.As16()
+	} else {
+		l4, r4 := la.As4(), ra.As4()
+		copy(k.local[:], l4[:])
+		copy(k.remote[:], r4[:])
+	}
 	e.ackMu.Lock()
 	defer e.ackMu.Unlock()
 	return e.acks.unacked(k, written)

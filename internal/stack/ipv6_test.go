@@ -65,14 +65,14 @@ func TestAddrRoundTrip(t *testing.T) {
 	}
 }
 
-// TestUnackedIPv6: the acknowledgement table follows IPv4 flows; an IPv6
-// flow is "cannot tell", never a panic.
+// TestUnackedIPv6: an IPv6 flow the Endpoint never saw is "cannot tell",
+// never a panic (unacked6_test.go follows one).
 func TestUnackedIPv6(t *testing.T) {
 	a, _ := memio.NewPair(memio.Options{})
 	defer a.Close()
 	e := NewEndpoint(a)
 	if _, ok := e.Unacked(netip.MustParseAddrPort("[2001:2::1]:80"), netip.MustParseAddrPort("[2001:2::2]:4000"), 10); ok {
-		t.Fatal("an IPv6 flow answered")
+		t.Fatal("an IPv6 flow never seen answered")
 	}
 	if p := SourcePorts(RSS{}, netip.MustParseAddr("2001:2::1"), netip.MustParseAddrPort("[2001:2::2]:80"), 0, 2, 0, 3); len(p) != 3 {
 		t.Fatalf("source ports for an IPv6 peer: %v", p)

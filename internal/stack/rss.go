@@ -6,7 +6,7 @@ import (
 )
 
 // RSS is how a NIC spreads the flows it receives over its queues (receive
-// side scaling): the Toeplitz hash of a frame's IPv4 addresses and TCP or
+// side scaling): the Toeplitz hash of a frame's IP addresses and TCP or
 // UDP ports under Key picks entry hash % len(Indir) of the indirection
 // table, which names the queue.
 type RSS struct {
@@ -55,14 +55,39 @@ func Tuple4(src, dst netip.AddrPort) [12]byte {
 	return b
 }
 
-// Queue returns the queue the NIC puts an IPv4 TCP or UDP frame from src to
-// dst on, and false when r has no indirection table.
+// Tuple6 returns the RSS input of an IPv6 TCP or UDP frame from src to
+// dst: source address, destination address (16 bytes each), source port,
+// destination port, in network byte order (36 bytes: all a 40-byte key
+// covers).
+func Tuple6(src, dst netip.AddrPort) [36]byte {
+	var b [36]byte
+	s, d := src.Addr().As16(), dst.Addr().As16()
+	copy(b[0:16], s[:])
+	copy(b[16:32], d[:])
+	binary.BigEndian.PutUint16(b[32:], src.Port())
+	binary.BigEndian.PutUint16(b[34:], dst.Port())
+	return b
+}
+
+// Queue returns the queue the NIC puts a TCP or UDP frame from src to dst
+// on, IPv4 (Tuple4) or IPv6 (Tuple6; an IPv4-mapped address is IPv4), and
+// false when r has no indirection table or the two addresses are of
+// different families.
 func (r RSS) Queue(src, dst netip.AddrPort) (int, bool) {
-	if len(r.Indir) == 0 || !src.Addr().Is4() || !dst.Addr().Is4() {
+	sa, da := src.Addr().Unmap(), dst.Addr().Unmap()
+	if len(r.Indir) == 0 || !sa.IsValid() || sa.Is4() != da.Is4() {
 		return 0, false
 	}
-	t := Tuple4(src, dst)
-	return int(r.Indir[Toeplitz(r.Key, t[:])%uint32(len(r.Indir))]), true
+	src, dst = netip.AddrPortFrom(sa, src.Port()), netip.AddrPortFrom(da, dst.Port())
+	var h uint32
+	if sa.Is4() {
+		t := Tuple4(src, dst)
+		h = Toeplitz(r.Key, t[:])
+	} else {
+		t := Tuple6(src, dst)
+		h = Toeplitz(r.Key, t[:])
+	}
+	return int(r.Indir[h%uint32(len(r.Indir))]), true
 }
 
 // Ephemeral ports SourcePorts draws from: Linux's default

@@ -163,3 +163,66 @@ func TestIsARPReply(t *testing.T) {
 		t.Error("short frame taken for an ARP reply")
 	}
 }
+
+// TestToeplitzVerificationSuite6 checks Tuple6 and Toeplitz against the
+// published IPv6 vectors of the same suite: the hash over the addresses
+// alone and over addresses and TCP ports.
+func TestToeplitzVerificationSuite6(t *testing.T) {
+	cases := []struct {
+		dst, src      string
+		ipv6, ipv6tcp uint32
+	}{
+		{"[3ffe:2501:200:3::1]:1766", "[3ffe:2501:200:1fff::7]:2794", 0x2cc18cd5, 0x40207d3d},
+		{"[ff02::1]:4739", "[3ffe:501:8::260:97ff:fe40:efab]:14230", 0x0f0c461c, 0xdde51bbf},
+		{"[fe80::200:f8ff:fe21:67cf]:38024", "[3ffe:1900:4545:3:200:f8ff:fe21:67cf]:44251", 0x4b61e985, 0x02d1feef},
+	}
+	for _, c := range cases {
+		dst, src := netip.MustParseAddrPort(c.dst), netip.MustParseAddrPort(c.src)
+		tu := Tuple6(src, dst)
+		if got := Toeplitz(msKey, tu[:32]); got != c.ipv6 {
+			t.Errorf("%s → %s, addresses: %#08x, want %#08x", c.src, c.dst, got, c.ipv6)
+		}
+		if got := Toeplitz(msKey, tu[:]); got != c.ipv6tcp {
+			t.Errorf("%s → %s, addresses and ports: %#08x, want %#08x", c.src, c.dst, got, c.ipv6tcp)
+		}
+	}
+}
+
+// TestSourcePortsIPv6: over IPv6, queue q's ports are those whose answers
+// (peer → local:port) the NIC hashes over the IPv6 tuple onto q, each in
+// the queue's share only; an IPv4-mapped peer is hashed as IPv4, and a
+// peer of the other family than local hashes nowhere.
+func TestSourcePortsIPv6(t *testing.T) {
+	local := netip.MustParseAddr("2001:2::1")
+	peer := netip.MustParseAddrPort("[2001:2::2]:5000")
+	rss := RSS{Key: msKey, Indir: make([]uint32, 128)}
+	for i := range rss.Indir {
+		rss.Indir[i] = uint32(i % 4)
+	}
+	seen := map[uint16]bool{}
+	for q := range 4 {
+		ports := SourcePorts(rss, local, peer, q, 4, q, 50)
+		if len(ports) != 50 {
+			t.Fatalf("queue %d: %d ports, want 50", q, len(ports))
+		}
+		for _, p := range ports {
+			if int(p)%4 != q || seen[p] {
+				t.Fatalf("queue %d: port %d outside its share, or taken twice", q, p)
+			}
+			seen[p] = true
+			tu := Tuple6(peer, netip.AddrPortFrom(local, p))
+			if got := int(rss.Indir[Toeplitz(msKey, tu[:])%128]); got != q {
+				t.Fatalf("queue %d: port %d hashes the answers to queue %d", q, p, got)
+			}
+		}
+	}
+	mapped := netip.AddrPortFrom(netip.MustParseAddr("::ffff:198.18.0.2"), 5000)
+	q4, ok4 := rss.Queue(mapped, netip.MustParseAddrPort("198.18.0.1:40000"))
+	want, _ := rss.Queue(netip.MustParseAddrPort("198.18.0.2:5000"), netip.MustParseAddrPort("198.18.0.1:40000"))
+	if !ok4 || q4 != want {
+		t.Fatalf("an IPv4-mapped peer: queue %d %v, want %d as IPv4", q4, ok4, want)
+	}
+	if _, ok := rss.Queue(peer, netip.MustParseAddrPort("198.18.0.1:40000")); ok {
+		t.Fatal("a queue for a frame from an IPv6 peer to an IPv4 address")
+	}
+}

@@ -15,7 +15,10 @@ import (
 func TestUnackedFromACKs(t *testing.T) {
 	var a ackSalvage
 	buf := make([]byte, 200)
-	k := flowKey{local: addrA.As4(), remote: addrB.As4(), lport: 5000, rport: 40000}
+	k := flowKey{lport: 5000, rport: 40000}
+	la, ra := addrA.As4(), addrB.As4()
+	copy(k.local[:], la[:])
+	copy(k.remote[:], ra[:])
 	if _, ok := a.unacked(k, 100); ok {
 		t.Fatal("a connection never seen: ok")
 	}

@@ -57,8 +57,12 @@ const ackSlots = 1024
 
 // flowKey names a connection from netstack's side.
 type flowKey struct {
-	local, remote [4]byte
+	// IPv4 addresses are in the first 4 bytes (v6 false); IPv6 ones
+	// take all 16 (unacked6.go: the table follows IPv6 flows for
+	// Endpoint.Unacked only, not for the ACK salvage).
+	local, remote [16]byte
 	lport, rport  uint16
+	v6            bool
 }
 
 type flowState struct {
@@ -93,8 +97,12 @@ type ackSalvage struct {
 }
 
 func (k flowKey) slot() int {
-	h := binary.LittleEndian.Uint32(k.remote[:])*0x9e3779b1 ^ uint32(k.rport)<<16 ^ uint32(k.lport)
-	h ^= binary.LittleEndian.Uint32(k.local[:]) * 0x85ebca6b
+	fold := func(a *[16]byte) uint32 { // an IPv4 address's zero bytes change nothing
+		return binary.LittleEndian.Uint32(a[0:]) ^ binary.LittleEndian.Uint32(a[4:]) ^
+			binary.LittleEndian.Uint32(a[8:]) ^ binary.LittleEndian.Uint32(a[12:])
+	}
+	h := fold(&k.remote)*0x9e3779b1 ^ uint32(k.rport)<<16 ^ uint32(k.lport)
+	h ^= fold(&k.local) * 0x85ebca6b
 	h ^= h >> 15
 	return int(h & (ackSlots - 1))
 }

@@ -938,57 +938,22 @@ func echoPairFraming(t *testing.T, opts Options, f dgramio.Framing) (srv, cli *B
 	return srv, cli, pb, stop
 }
 
-func testLingerCountsUnacked(t *testing.T) {
-	_, cli, pb, _ := echoPair(t, Options{Linger: 50 * time.Millisecond})
-	const acked, lost = 5, 10
-	msg := make([]byte, 100)
-	for i := 0; i < acked; i++ {
-		if cli.Queue(msg) != nil {
-			t.Fatalf("Queue %d refused", i)
-		}
-	}
-	if err := cli.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	pkts := make([]dgramio.Packet, 16)
-	got := 0
-	for deadline := time.Now().Add(20 * time.Second); got < acked; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d answers", got, acked)
-		}
-		n, _ := cli.Rx(pkts)
-		got += n
-		if n == 0 {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	pb.SetImpairment(memio.Impairment{Loss: 1})
-	for i := 0; i < lost; i++ {
-		if cli.Queue(msg) != nil {
-			t.Fatalf("Queue %d refused", i)
-		}
-	}
-	if err := cli.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if s := cli.Stats(); s.TxSent != acked+lost {
-		t.Fatalf("before Close: TxSent %d, want %d (taken by the engine)", s.TxSent, acked+lost)
-	}
-	cli.Close()
-	if s := cli.Stats(); s.TxSent != acked || s.TxDropped != lost {
-		t.Errorf("after Close: TxSent %d TxDropped %d, want %d and %d", s.TxSent, s.TxDropped, acked, lost)
-	}
-}
+func testLingerCountsUnacked(t *testing.T) { lingerCountsUnacked(t, dgramio.FramingU16) }
 
 // TestLingerCountsUnackedRaw: TestLingerCountsUnacked in raw framing
 // (dgramio.FramingRaw), where a "record" is one QueueTo's append: the
 // appends whose first byte the peer never acknowledged move from TxSent to
 // TxDropped at Close, on either engine (RFC 9293 §3.10.4: the reset of
 // ABORT drops them).
-func TestLingerCountsUnackedRaw(t *testing.T) { engines(t, testLingerCountsUnackedRaw) }
+func TestLingerCountsUnackedRaw(t *testing.T) {
+	engines(t, func(t *testing.T) { lingerCountsUnacked(t, dgramio.FramingRaw) })
+}
 
-func testLingerCountsUnackedRaw(t *testing.T) {
-	_, cli, pb, _ := echoPairFraming(t, Options{Linger: 50 * time.Millisecond}, dgramio.FramingRaw)
+// lingerCountsUnacked is TestLingerCountsUnacked's body in framing f: the
+// first messages are echoed in full (counted in bytes, which both framings
+// deliver alike), then the wire dies.
+func lingerCountsUnacked(t *testing.T, f dgramio.Framing) {
+	_, cli, pb, _ := echoPairFraming(t, Options{Linger: 50 * time.Millisecond}, f)
 	const acked, lost, size = 5, 10, 100
 	msg := make([]byte, size)
 	for i := 0; i < acked; i++ {
@@ -1028,6 +993,44 @@ func testLingerCountsUnackedRaw(t *testing.T) {
 	cli.Close()
 	if s := cli.Stats(); s.TxSent != acked || s.TxDropped != lost {
 		t.Errorf("after Close: TxSent %d TxDropped %d, want %d and %d", s.TxSent, s.TxDropped, acked, lost)
+	}
+}
+
+// TestPeerResetCountsUnacked: records the engine took whose first byte
+// the peer never acknowledged when the peer resets the connection (RFC
+// 9293 §3.10.7.3: a RST in window ends it; what was queued is lost) move
+// from TxSent to TxDropped, on either engine. The client's frames are
+// dropped after the first answers, so the server's Close finds its last
+// answers unacknowledged and resets.
+func TestPeerResetCountsUnacked(t *testing.T) { engines(t, testPeerResetCountsUnacked) }
+
+func testPeerResetCountsUnacked(t *testing.T) {
+	_, cli, pb, stop := echoPair(t, Options{})
+	const acked, lost = 5, 10
+	msg, pkts := make([]byte, 100), make([]dgramio.Packet, 16)
+	for i := 0; i < acked; i++ {
+		roundTrip(t, cli, msg, pkts)
+	}
+	pb.SetImpairment(memio.Impairment{Loss: 1})
+	for i := 0; i < lost; i++ {
+		if cli.Queue(msg) != nil {
+			t.Fatalf("Queue %d refused", i)
+		}
+	}
+	if err := cli.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stop() // the server lingers, then resets what its peer never acknowledged
+	for deadline := time.Now().Add(30 * time.Second); cli.Stats().Conns != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection did not end: %+v", cli.Stats())
+		}
+		if n, _ := cli.Rx(pkts); n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if s := cli.Stats(); s.TxSent != acked || s.TxDropped != lost {
+		t.Errorf("after the peer's reset: TxSent %d TxDropped %d, want %d and %d", s.TxSent, s.TxDropped, acked, lost)
 	}
 }
 

@@ -388,6 +388,7 @@ var (
 	_ layer.HalfCloser = (*nconn)(nil)
 	_ layer.Lender     = (*nconn)(nil)
 	_ layer.Stager     = (*nconn)(nil)
+	_ layer.Unacker    = (*nconn)(nil)
 )
 
 // Write implements layer.Conn.
@@ -447,6 +448,22 @@ func (c *nconn) Unstage() {
 // not acknowledged.
 func (c *nconn) unacked() uint64 {
 	return uint64(c.sent.Unacked(uint64(c.c.Buffered())))
+}
+
+// UnackedRecords implements layer.Unacker for a connection that ended
+// with an error (a reset, a timeout): the records written whose first
+// byte the peer never acknowledged, which the layer then moves from
+// TxSent to TxDropped. A live connection reports none and not ended: the
+// Backend's Close lingers on those itself and counts what is left
+// (shutdown).
+func (c *nconn) UnackedRecords() (int, bool) {
+	if c.gone {
+		return 0, true
+	}
+	if c.c.Err() == nil {
+		return 0, false
+	}
+	return int(c.unacked()), true
 }
 
 // done reports whether the connection's FIN and everything before it are
@@ -570,13 +587,15 @@ func nativePeerError(err error) error {
 	return &dgramio.PeerError{Reset: true, Err: nativeGoErr(err)}
 }
 
-// checkGroup6 refuses an IPv6 client with several queues: a queue's
-// connections would pick source ports by an IPv4 hash (stack.SourcePorts)
-// and the neighbour advertisements that answer a queue's solicitation
-// reach one queue only (ARPShare passes ARP replies, not NDP).
+// checkGroup6 refuses an IPv6 client with several queues on netstack:
+// its queues' stacks share ARP replies (ARPShare taps ARP frames), not
+// neighbour advertisements, so an advertisement that answers one queue's
+// solicitation and reaches another is lost. The native engines share
+// both (native.ARPShare), and pick source ports by the IPv6 tuple's RSS
+// hash (stack.SourcePorts).
 func checkGroup6(cfg dgramio.Config) error {
-	if cfg.IPv6() && cfg.Role == dgramio.RoleClient && cfg.Queues > 1 {
-		return &dgramio.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "an IPv6 client of tcp-xdp or tcp-dpdk runs on one queue: the queues do not share neighbour advertisements nor steer IPv6 source ports yet"}
+	if cfg.IPv6() && cfg.Role == dgramio.RoleClient && cfg.Queues > 1 && cfg.TCP.Stack == dgramio.TCPStackNetstack {
+		return &dgramio.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "an IPv6 client of tcp-xdp or tcp-dpdk on netstack runs on one queue: its queues do not share neighbour advertisements (the native engine's do)"}
 	}
 	return nil
 }

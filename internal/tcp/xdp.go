@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
@@ -28,8 +29,9 @@ import (
 // the kernel. So the engine answers for its address as a host does: a RST
 // to a SYN for a closed port, ICMP echo replies, unreachables. SYNs to
 // cfg.LocalIP pass a per-CPU token bucket in the program first
-// (cfg.XDP.SYNRate and SYNBurst, dgramio.DefaultSYNRate per second by
-// default; xdp-prog dropped_syn counts the rest), so that a SYN flood
+// (cfg.XDP.SYNRate and SYNBurst, by default dgramio.DefaultSYNRate per
+// second for the native engine, DefaultNetstackSYNRate for netstack;
+// xdp-prog dropped_syn counts the rest), so that a SYN flood
 // cannot fill the socket's ring ahead of the established connections'
 // segments; and a SYN+FIN is dropped and counted (netstack's link endpoint:
 // link rx_syn_fin_dropped; the native engine: tcp_syn_fin_dropped). The
@@ -147,6 +149,54 @@ func OpenXDP(cfg dgramio.Config) (frameio.FrameIO, Options, error) {
 	return openXSK(cfg, nil)
 }
 
+// OpenXDPDual is OpenXDP for a stack that holds an IPv6 address, host6,
+// beside cfg.LocalIP (IPv4): the XDP program hands it the frames to
+// either (attachTCP). host6 must not be an address the kernel holds on
+// the interface either. An invalid host6 is OpenXDP.
+func OpenXDPDual(cfg dgramio.Config, host6 netip.Addr) (frameio.FrameIO, Options, error) {
+	if !host6.IsValid() {
+		return OpenXDP(cfg)
+	}
+	cfg, err := kindcfg.PrepareOne(cfg, dgramio.KindTCPXDP)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	if err := checkKernelAddr(cfg); err != nil {
+		return nil, Options{}, err
+	}
+	if err := checkKernelAddr6(cfg, host6); err != nil {
+		return nil, Options{}, err
+	}
+	prog, err := attachTCP(cfg, cfg.XDP.QueueID, 1, host6)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	fio, o, err := openXSK(cfg, prog)
+	if err != nil {
+		return nil, Options{}, errors.Join(err, prog.Close())
+	}
+	closeXSK := o.Close
+	o.Close = func() error { return errors.Join(closeXSK(), prog.Close()) }
+	return withProgram(fio, prog), o, nil
+}
+
+// checkKernelAddr6 refuses a host6 (the IPv6 address of a stack of both
+// families) that the kernel holds on cfg.Iface; an invalid one passes.
+func checkKernelAddr6(cfg dgramio.Config, host6 netip.Addr) error {
+	if !host6.IsValid() {
+		return nil
+	}
+	cfg.LocalIP = host6
+	if err := checkKernelAddr(cfg); err != nil {
+		var ce *dgramio.ConfigError
+		if errors.As(err, &ce) {
+			ce.Field, ce.Value = "netconn.Options.LocalIP6", host6
+		}
+		return err
+	}
+	return nil
+}
+
 // checkKernelAddr refuses a LocalIP the kernel holds on cfg.Iface.
 func checkKernelAddr(cfg dgramio.Config) error {
 	owns, err := ifaddr.KernelHas(cfg.Iface, cfg.LocalIP)
@@ -172,7 +222,7 @@ func openXSK(cfg dgramio.Config, prog *afxdp.Program) (frameio.FrameIO, Options,
 	own := prog == nil
 	if own {
 		var err error
-		if prog, err = attachTCP(cfg, cfg.XDP.QueueID, 1); err != nil {
+		if prog, err = attachTCP(cfg, cfg.XDP.QueueID, 1, netip.Addr{}); err != nil {
 			return nil, Options{}, err
 		}
 	}
@@ -221,29 +271,51 @@ func engineName(cfg dgramio.Config) string {
 // (the native engine's) takes every IPv6 frame to it and the neighbour
 // solicitations for it instead (xdpprog.Objects.SetHost6), and IPv4
 // then passes to the kernel unless it is for cfg.Port.
-func attachTCP(cfg dgramio.Config, first, n int) (*afxdp.Program, error) {
-	rate, burst := cfg.XDP.SYNRate, cfg.XDP.SYNBurst
-	switch {
-	case rate < 0:
-		rate, burst = 0, 0
-	case rate == 0:
-		rate = dgramio.DefaultSYNRate
-	}
-	if rate > 0 && burst == 0 {
-		burst = dgramio.DefaultSYNBurst
-	}
-	if burst < 0 || int64(rate) > 1<<31 || int64(burst) > 1<<31 {
-		return nil, &dgramio.ConfigError{Field: "XDP.SYNBurst", Value: cfg.XDP.SYNBurst,
-			Reason: "SYNRate and SYNBurst must be 0 (defaults) to 2^31; a negative SYNRate turns the limit off"}
+//
+// host6, valid with an IPv4 LocalIP, is an IPv6 address the stack answers
+// for too: IPv6 frames to it, and the solicitations for it, go to the
+// sockets as well (xdpprog.Objects.SetHost6).
+func attachTCP(cfg dgramio.Config, first, n int, host6 netip.Addr) (*afxdp.Program, error) {
+	rate, burst, err := synLimit(cfg)
+	if err != nil {
+		return nil, err
 	}
 	return afxdp.AttachProgram(afxdp.ProgramOptions{Iface: cfg.Iface, Program: xdpprog.TCP, Port: cfg.Port,
 		FirstQueue: first, Queues: n, Mode: cfg.XDP.Mode,
-		Host: cfg.LocalIP, SYNRate: uint32(rate), SYNBurst: uint32(burst)})
+		Host: cfg.LocalIP, Host6: host6, SYNRate: uint32(rate), SYNBurst: uint32(burst)})
+}
+
+// synLimit is the XDP program's SYN bucket for cfg: cfg.XDP.SYNRate and
+// SYNBurst, their engine's defaults for 0 (dgramio.DefaultSYNRate and
+// DefaultSYNBurst for the native engine, DefaultNetstackSYNRate and
+// DefaultNetstackSYNBurst for netstack), 0 and 0 (no limit) for a
+// negative rate.
+func synLimit(cfg dgramio.Config) (rate, burst int, err error) {
+	defRate, defBurst := dgramio.DefaultSYNRate, dgramio.DefaultSYNBurst
+	if cfg.TCP.Stack != dgramio.TCPStackNative {
+		defRate, defBurst = dgramio.DefaultNetstackSYNRate, dgramio.DefaultNetstackSYNBurst
+	}
+	rate, burst = cfg.XDP.SYNRate, cfg.XDP.SYNBurst
+	switch {
+	case rate < 0:
+		return 0, 0, nil
+	case rate == 0:
+		rate = defRate
+	}
+	if burst == 0 {
+		burst = defBurst
+	}
+	if burst < 0 || int64(rate) > 1<<31 || int64(burst) > 1<<31 {
+		return 0, 0, &dgramio.ConfigError{Field: "XDP.SYNBurst", Value: cfg.XDP.SYNBurst,
+			Reason: "SYNRate and SYNBurst must be 0 (defaults) to 2^31; a negative SYNRate turns the limit off"}
+	}
+	return rate, burst, nil
 }
 
 // withProgram returns fio with prog's counters (layer "xdp-prog") added to
 // its Stats, as a socket with a program of its own reports them. fio keeps
-// its Wait and Interrupt (an AF_XDP socket, captured or not, has both); a
+// its Wait and Interrupt (an AF_XDP socket, captured or not, has both) and
+// its transmit slots (frameio.SlotWriter) if it has them; a
 // FrameIO without them is returned as it is.
 func withProgram(fio frameio.FrameIO, prog *afxdp.Program) frameio.FrameIO {
 	_, w := fio.(frameio.Waiter)
@@ -251,8 +323,24 @@ func withProgram(fio frameio.FrameIO, prog *afxdp.Program) frameio.FrameIO {
 	if !w || !i {
 		return fio
 	}
+	if sw, ok := fio.(frameio.SlotWriter); ok {
+		return &progSlotFIO{progFIO{FrameIO: fio, prog: prog}, sw}
+	}
 	return &progFIO{FrameIO: fio, prog: prog}
 }
+
+// progSlotFIO is progFIO over a FrameIO whose transmit slots the engine
+// builds in (an AF_XDP socket not captured): it keeps that too.
+type progSlotFIO struct {
+	progFIO
+	sw frameio.SlotWriter
+}
+
+// TxSlot implements frameio.SlotWriter.
+func (p *progSlotFIO) TxSlot() []byte { return p.sw.TxSlot() }
+
+// TxCommit implements frameio.SlotWriter.
+func (p *progSlotFIO) TxCommit(n int) bool { return p.sw.TxCommit(n) }
 
 type progFIO struct {
 	frameio.FrameIO
@@ -270,6 +358,24 @@ func (p *progFIO) Stats() frameio.Stats {
 
 // Wait implements frameio.Waiter.
 func (p *progFIO) Wait(ctx context.Context) error { return p.FrameIO.(frameio.Waiter).Wait(ctx) }
+
+// WaitUntil implements frameio.DeadlineWaiter: the socket's, or Wait
+// with a context that ends at deadline.
+func (p *progFIO) WaitUntil(ctx context.Context, deadline time.Time) error {
+	if dw, ok := p.FrameIO.(frameio.DeadlineWaiter); ok {
+		return dw.WaitUntil(ctx, deadline)
+	}
+	if deadline.IsZero() {
+		return p.Wait(ctx)
+	}
+	c, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	err := p.FrameIO.(frameio.Waiter).Wait(c)
+	if ctx.Err() == nil && c.Err() != nil {
+		return nil
+	}
+	return err
+}
 
 // Interrupt implements stack.Interrupter.
 func (p *progFIO) Interrupt() { p.FrameIO.(stack.Interrupter).Interrupt() }
@@ -330,10 +436,10 @@ var _ dgramio.QueueGroup = (*xdpGroup)(nil)
 // Source ports are still drawn from each queue's share of the range, so
 // 4-tuples stay distinct.
 func NewXDPGroup(cfg dgramio.Config) (dgramio.QueueGroup, error) {
-	return newXDPGroup(cfg)
+	return newXDPGroup(cfg, netip.Addr{})
 }
 
-func newXDPGroup(cfg dgramio.Config) (*xdpGroup, error) {
+func newXDPGroup(cfg dgramio.Config, host6 netip.Addr) (*xdpGroup, error) {
 	cfg, err := kindcfg.PrepareGroup(cfg, dgramio.KindTCPXDP)
 	if err != nil {
 		return nil, err
@@ -344,7 +450,10 @@ func newXDPGroup(cfg dgramio.Config) (*xdpGroup, error) {
 	if err := checkGroup6(cfg); err != nil {
 		return nil, err
 	}
-	prog, err := attachTCP(cfg, cfg.XDP.QueueID, cfg.Queues)
+	if err := checkKernelAddr6(cfg, host6); err != nil {
+		return nil, err
+	}
+	prog, err := attachTCP(cfg, cfg.XDP.QueueID, cfg.Queues, host6)
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +515,14 @@ type XDPQueues struct{ g *xdpGroup }
 // cfg.Queues interface queues from cfg.XDP.QueueID. Open each queue's
 // socket with Open, close them, then Close.
 func OpenXDPQueues(cfg dgramio.Config) (*XDPQueues, error) {
-	g, err := newXDPGroup(cfg)
+	return OpenXDPQueuesDual(cfg, netip.Addr{})
+}
+
+// OpenXDPQueuesDual is OpenXDPQueues for engines that hold an IPv6
+// address, host6, beside cfg.LocalIP (IPv4): the program takes the frames
+// to either (attachTCP). An invalid host6 is OpenXDPQueues.
+func OpenXDPQueuesDual(cfg dgramio.Config, host6 netip.Addr) (*XDPQueues, error) {
+	g, err := newXDPGroup(cfg, host6)
 	if err != nil {
 		return nil, err
 	}

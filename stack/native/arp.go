@@ -569,4 +569,5 @@ func (e *Engine) takeShared() {
 		e.learn(ips[i], macs[i], en.state == nudIncomplete || en.state == nudProbe)
 		e.cnt[cARPShared]++
 	}
+	e.takeShared6()
 }

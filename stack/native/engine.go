@@ -66,6 +66,7 @@ type Engine struct {
 	deliv     func([]byte)
 	closed    bool
 	unkicked  bool
+	txTaken   bool // e.tx is a FrameIO's transmit slot (txslot.go)
 	nagle     bool // o.Nagle
 	cubic     bool // o.Congestion is CUBIC
 	ipID      uint16
@@ -110,6 +111,7 @@ type Engine struct {
 	ports     [portTable]uint16 // RFC 6056 §3.3.4's table of counters
 	tw        twTable           // TIME-WAIT records (timewait.go)
 	pool      bufPool           // rings not in use (bufpool.go)
+	txs       txSlots           // building frames in the FrameIO's slots (txslot.go)
 
 	// Hardening against the link (docs/hardening-net.md).
 	icmpCredit int64 // ns of ICMP rate earned (icmpAllow)
@@ -201,6 +203,7 @@ func New(fio frameio.FrameIO, o Options) (*Engine, error) {
 		e.setStatic(a.Unmap().As4(), [6]byte(m))
 	}
 	e.tx = make([]byte, 0, o.MTU+ethLen+pad.MinFrame)
+	e.txs.init(fio, e.tx)
 	e.deliv = e.input
 	if o.ARPShare != nil {
 		o.ARPShare.join(e)
@@ -530,6 +533,9 @@ func (e *Engine) Wait(ctx context.Context) error {
 		return nil
 	}
 	if _, real := e.clock.(monoClock); ok && real {
+		if dw, can := e.waiter.(frameio.DeadlineWaiter); can { // no context per sleep
+			return fdwait.Cause(ctx, dw.WaitUntil(ctx, time.Now().Add(time.Duration(at-e.now))))
+		}
 		c, cancel := context.WithTimeout(ctx, time.Duration(at-e.now))
 		err := e.waiter.Wait(c)
 		cancel()
@@ -565,6 +571,9 @@ func (e *Engine) Close() error {
 // send puts the frame in e.tx into a TX slot, padded; false when the ring
 // is full.
 func (e *Engine) send() bool {
+	if e.txTaken {
+		return e.sendSlot()
+	}
 	f, _ := pad.InPlace(e.tx)
 	if !e.fio.TxFrame(f) {
 		e.cnt[cTxRingFull]++

@@ -69,6 +69,7 @@ const (
 	c6NeighUnresolved                  // neighbours given up (no answer)
 	c6NeighMACChanged                  // a neighbour's MAC changed (connections follow)
 	c6NoAlias                          // segments dropped: every alias is in use
+	c6NAShared                         // advertisements another engine of the ARPShare took
 	n6Counters
 )
 
@@ -107,6 +108,7 @@ var counter6Names = [n6Counters]struct {
 	c6NeighUnresolved:  {"ndp_neigh_failed", false},
 	c6NeighMACChanged:  {"ndp_neigh_mac_changed", false},
 	c6NoAlias:          {"ip6_tcp_no_alias", false},
+	c6NAShared:         {"ndp_na_shared", false},
 }
 
 // peer6 is an IPv6 peer that has an alias, with what every segment to
@@ -152,6 +154,7 @@ type engine6 struct {
 	nd    ndMsg
 	em    icmp6ErrMsg
 	ntx   []neighTx
+	inbox ndpInbox // advertisements the ARPShare's other engines took
 
 	cnt      [n6Counters]uint64
 	parseErr [nIP6Errors]uint64
@@ -662,6 +665,19 @@ func (e *Engine) ndpInput(srcMAC [6]byte, h *ip6Hdr, m []byte) {
 		s.cnt[c6NADuplicate]++ // another node claims our address: nothing learnt
 		return
 	}
+	if e.share != nil && nd.hasLL {
+		// Perhaps the answer to another queue's solicitation: the
+		// engines that asked take it (takeShared6).
+		e.share.publish6(e, nd)
+	}
+	e.advert6(nd)
+}
+
+// advert6 applies advertisement nd (not for one of our addresses) to the
+// neighbour cache (RFC 4861 §7.2.5) and lets the connections waiting for
+// its target send.
+func (e *Engine) advert6(nd *ndMsg) {
+	s := e.six
 	old := s.neigh.get(nd.target)
 	var was [6]byte
 	if old != nil {

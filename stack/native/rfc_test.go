@@ -85,6 +85,16 @@ func (d *dropper) TxFrame(f []byte) bool {
 	return d.Port.TxFrame(f)
 }
 
+// TxCommit loses the frame built in the slot as TxFrame loses a copy:
+// the slot stays the port's, for the next frame.
+func (d *dropper) TxCommit(n int) bool {
+	if f := d.Port.TxSlot(); f != nil && n > 0 && n <= cap(f) && d.drop(f[:n]) {
+		d.dropped++
+		return true
+	}
+	return d.Port.TxCommit(n)
+}
+
 // newLossyWorld is newWorld with A's frames passing through a dropper.
 func newLossyWorld(t *testing.T, drop func(f []byte) bool, oa, ob Options) (*world, *dropper) {
 	w := newWorld(t, memio.Options{}, Options{}, Options{})

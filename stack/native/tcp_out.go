@@ -321,6 +321,7 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	if c.arpEpoch != e.arpEpoch {
 		c.refreshMAC() // a neighbour's MAC changed: perhaps ours
 	}
+	e.takeSlot() // build the segment where it is sent (txslot.go)
 	o := e.tx[at : at+40]
 	if c.raddr[0] == 0 { // IPv6 (engine6.go)
 		o = e.tx[at6 : at6+40]

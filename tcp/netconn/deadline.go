@@ -21,6 +21,10 @@ type deadline struct {
 	// active: a deadline is set (at nonzero), so that passed can say no
 	// without the lock while none is.
 	active atomic.Bool
+	// kick, when set (a native Conn's rdCh or wrCh, capacity 1), is
+	// signalled instead of ch: its one waiter selects on it anyway, and
+	// wait allocates no channel per blocked call.
+	kick chan struct{}
 }
 
 // set changes the deadline to t (zero: none), waking every waiter.
@@ -34,6 +38,9 @@ func (d *deadline) set(t time.Time) {
 	if d.ch != nil {
 		close(d.ch)
 		d.ch = nil
+	}
+	if d.kick != nil {
+		signal(d.kick)
 	}
 	d.at, d.fired = t, false
 	d.active.Store(!t.IsZero())
@@ -58,16 +65,23 @@ func (d *deadline) set(t time.Time) {
 			close(d.ch)
 			d.ch = nil
 		}
+		if d.kick != nil {
+			signal(d.kick)
+		}
 	})
 }
 
 // wait returns the channel to select on while blocked, or expired true when
-// the deadline has passed (the operation must fail with a timeout).
+// the deadline has passed (the operation must fail with a timeout). With
+// kick set the channel is nil: kick says when to look again.
 func (d *deadline) wait() (ch <-chan struct{}, expired bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.fired || (!d.at.IsZero() && !time.Now().Before(d.at)) {
 		return nil, true
+	}
+	if d.kick != nil {
+		return nil, false
 	}
 	if d.ch == nil {
 		d.ch = make(chan struct{})

@@ -27,11 +27,10 @@ func (s *Service) Dial(ctx context.Context, address string) (*Conn, error) {
 
 // DialContext is Dial with the signature of net.Dialer.DialContext, for
 // http.Transport.DialContext and the like. network must be "tcp", or
-// "tcp4" ("tcp6") on a Service of that family.
+// "tcp4" ("tcp6") on a Service that serves that family.
 func (s *Service) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	v6 := s.cfg.LocalIP.Is6()
 	switch {
-	case network == "tcp", network == "tcp4" && !v6, network == "tcp6" && v6:
+	case network == "tcp", network == "tcp4" && s.servesIPv4(), network == "tcp6" && s.servesIPv6():
 	default:
 		return nil, &net.OpError{Op: "dial", Net: network, Err: net.UnknownNetworkError(network)}
 	}
@@ -44,7 +43,7 @@ func (s *Service) DialContext(ctx context.Context, network, address string) (net
 
 // DialAddr connects to to. It returns when the handshake is done, or with
 // the error that ended it: ECONNREFUSED (the peer reset the SYN),
-// EHOSTUNREACH (no ARP answer), ETIMEDOUT (no SYN-ACK after netstack's
+// EHOSTUNREACH (no ARP or neighbour advertisement answer), ETIMEDOUT (no SYN-ACK after netstack's
 // retransmissions), ctx's end (a deadline is a net.Error whose Timeout is
 // true and that matches context.DeadlineExceeded, as net.Dialer's), a
 // *ConnLimitError past Options.MaxConns, net.ErrClosed after Close. Without
@@ -56,8 +55,8 @@ func (s *Service) DialAddr(ctx context.Context, to netip.AddrPort) (*Conn, error
 		s.n.dialFailures.Add(1)
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raddr, Err: syscallError("connect", err)}
 	}
-	if to.Addr().Is4() != s.cfg.LocalIP.Is4() || !to.Addr().IsValid() {
-		return fail(&net.AddrError{Err: "netconn dials addresses of its own family (Config.LocalIP's) only", Addr: to.String()})
+	if a := to.Addr(); !a.IsValid() || a.Is4() && !s.servesIPv4() || !a.Is4() && !s.servesIPv6() {
+		return fail(&net.AddrError{Err: "netconn dials addresses of its own families (Config.LocalIP's, and Options.LocalIP6's) only", Addr: to.String()})
 	}
 	if err := s.checkPort(to.Port(), "dial"); err != nil {
 		return fail(err)

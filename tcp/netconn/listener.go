@@ -32,7 +32,9 @@ type Listener struct {
 
 var _ net.Listener = (*Listener)(nil)
 
-// Listen listens on port of the Service's address, with Options.Backlog.
+// Listen listens on port of the Service's address (and of
+// Options.LocalIP6's: one Listener takes both families; its Addr is
+// Config.LocalIP's), with Options.Backlog.
 // On tcp-xdp the port must be Config.Port (the only one its XDP program
 // hands to netstack); a port in use is EADDRINUSE. The Listener lives until
 // its Close or the Service's.

@@ -38,6 +38,13 @@ import (
 // The poller wakes an application goroutine only when it is parked (the
 // connection's rdParked or wrParked), and is woken itself only when it
 // sleeps (sleeping): a busy Service pays no wake-up per message.
+//
+// own says who holds the engine: the poller (ownPoller) from its start
+// to its end except while it sleeps, when the engine is free (ownFree)
+// and a Write may take it (ownWriter) to send its bytes itself
+// (sendInline) instead of waking the poller. Whatever the poller owns
+// (the engine, the slots, active, wakeAt) is touched only by the
+// engine's holder.
 type nativeSvc struct {
 	s   *Service
 	e   *native.Engine
@@ -60,14 +67,19 @@ type nativeSvc struct {
 	wakeCh chan struct{} // the nap of a FrameIO without Interrupter
 
 	sleeping atomic.Bool
-	work     atomic.Pointer[nconn]
-	reqFlag  atomic.Bool
-	reqMu    sync.Mutex
-	reqs     []func()
-	spare    []func()
-	stop     atomic.Bool
-	held     atomic.Int64 // engine connections the Service holds
-	nlns     atomic.Int64 // engine listeners open
+	own      atomic.Int32 // ownPoller, ownFree, ownWriter
+	// wantEngine: the poller waits in acquire for a Write to free the
+	// engine, which then signals handCh.
+	wantEngine atomic.Bool
+	handCh     chan struct{}
+	work       atomic.Pointer[nconn]
+	reqFlag    atomic.Bool
+	reqMu      sync.Mutex
+	reqs       []func()
+	spare      []func()
+	stop       atomic.Bool
+	held       atomic.Int64 // engine connections the Service holds
+	nlns       atomic.Int64 // engine listeners open
 
 	// The poller's own.
 	ready   []*nconn // the connections TakeReadable named, this round
@@ -83,7 +95,20 @@ type nativeSvc struct {
 	prc     syscall.RawConn
 	closing bool // Service.Close began: closed connections linger in lingering
 	linger  []*native.Conn
+	// wakeAt is when the sleeping poller's timer ends its sleep (zero:
+	// none): a Write that sends inline and arms an earlier timer moves
+	// it (rearm). readFn and first are sleepNetpoll's.
+	wakeAt time.Time
+	readFn func(uintptr) bool
+	first  bool
 }
+
+// Who holds the engine (nativeSvc.own).
+const (
+	ownFree   = 0 // the poller sleeps: a Write may take the engine
+	ownPoller = 1
+	ownWriter = 2 // a Write sends inline (sendInline)
+)
 
 // rxRing and txRing are the sizes of each connection's rings, between the
 // application and the engine's own buffers (Config.TCP.RecvBuf, SendBuf).
@@ -136,8 +161,8 @@ func startNative(cfg dgramio.Config, fio frameio.FrameIO, to Opened, opts Option
 
 // nativeTuning checks cfg's address and TCP tuning for the native engine.
 func nativeTuning(cfg dgramio.Config) (tcp.Tuning, error) {
-	if !cfg.LocalIP.IsValid() || !cfg.LocalIP.Is4() {
-		return tcp.Tuning{}, &dgramio.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 address"}
+	if !cfg.LocalIP.IsValid() || cfg.LocalIP.IsUnspecified() {
+		return tcp.Tuning{}, &dgramio.ConfigError{Field: "LocalIP", Value: cfg.LocalIP, Reason: "the userspace TCP needs our IPv4 or IPv6 address"}
 	}
 	tune := tcp.TuningFromConfig(cfg)
 	return tune, tune.ValidateFor(dgramio.TCPStackNative)
@@ -164,6 +189,7 @@ func newEngine(cfg dgramio.Config, tune tcp.Tuning, opts Options, fio frameio.Fr
 		MaxConns:   tune.MaxConns,
 		ARPShare:   arp,
 	}
+	v6Engine(&eo, cfg, opts)
 	switch tune.Congestion {
 	case dgramio.CongestionCubic:
 		eo.Congestion = native.CUBIC
@@ -201,10 +227,20 @@ func newNativeService(cfg dgramio.Config, opts Options, tune tcp.Tuning, fio fra
 // the engine is closed; release is the caller's.
 func (s *Service) startQueue(q int, cpus []int, e *native.Engine, fio frameio.FrameIO, release func() error, srcPorts func(netip.AddrPort) []uint16) error {
 	n := &nativeSvc{s: s, e: e, fio: fio, q: q, cpus: cpus, done: make(chan struct{}),
-		release: release, srcPorts: srcPorts, wakeCh: make(chan struct{}, 1)}
+		release: release, srcPorts: srcPorts, wakeCh: make(chan struct{}, 1), handCh: make(chan struct{}, 1)}
 	n.wt, _ = fio.(frameio.Waiter)
 	n.irq, _ = fio.(stack.Interrupter)
 	n.took = n.readable
+	n.readFn = func(uintptr) bool {
+		// The first call asks to wait; the next comes when the fd is
+		// readable.
+		if n.first {
+			n.first = false
+			return false
+		}
+		return true
+	}
+	n.own.Store(ownPoller)
 	if err := n.openPollFD(); err != nil {
 		e.Close()
 		return err
@@ -317,6 +353,7 @@ func (n *nativeSvc) poll(claimed chan<- error) {
 	// goroutines it starts) in the global run queue; a Write that finds
 	// it asleep readies it on the writer's own P instead.
 	yield := len(n.cpus) == 0 && (n.pf == nil || s.opts.Poll == PollSpin)
+	netpoll := n.pf != nil && s.opts.Poll != PollSpin
 	idleYield := runtime.GOMAXPROCS(0) == 1
 	batch := s.cfg.RxBatch
 	e := n.e
@@ -348,6 +385,15 @@ func (n *nativeSvc) poll(claimed chan<- error) {
 				// runnext: let it run now.
 				runtime.Gosched()
 			}
+			if !netpoll || frames >= pollBudget || reqs {
+				continue
+			}
+			// In the netpoller, sleep at once (sleep looks for work
+			// queued and what the engine holds): a frame that came
+			// during this round made the fd ready and ends the sleep
+			// before it starts, and the reader this round woke runs
+			// on this P now rather than after one more empty round.
+			n.sleep()
 			continue
 		}
 		if reqs {
@@ -683,9 +729,11 @@ func (n *nativeSvc) sleep() {
 		if d = time.Until(next); d <= 0 {
 			return
 		}
+	} else {
+		next = time.Time{}
 	}
 	if n.pf != nil {
-		n.sleepNetpoll(d)
+		n.sleepNetpoll(next)
 		return
 	}
 	if n.wt == nil || n.irq == nil {
@@ -717,14 +765,16 @@ func (n *nativeSvc) sleep() {
 		return
 	}
 	if d > 0 {
-		if n.alarm == nil {
-			n.alarm = time.AfterFunc(d, n.irq.Interrupt)
-		} else {
-			n.alarm.Reset(d)
-		}
+		n.setAlarm(d)
 	}
+	// The engine is free while Wait sleeps: a Write may send inline and
+	// move the alarm earlier (rearm). Interrupt is sticky: a wake
+	// between the release and the Wait ends the Wait at once.
+	n.wakeAt = next
+	n.own.Store(ownFree)
 	err := n.wt.Wait(context.Background())
-	if d > 0 {
+	n.acquire()
+	if n.alarm != nil {
 		n.alarm.Stop()
 	}
 	if errors.Is(err, net.ErrClosed) {
@@ -884,30 +934,117 @@ func (n *nativeSvc) openPollFD() error {
 }
 
 // sleepNetpoll waits in the Go netpoller until the fd is readable, the
-// engine's next timer (d > 0; d < 0: none) or a wake (a deadline in the
+// engine's next timer (next; zero: none) or a wake (a deadline in the
 // past). The deadline is set before the last look at the work list, so
-// that a wake that saw sleeping after that look is not overwritten.
-func (n *nativeSvc) sleepNetpoll(d time.Duration) {
-	if d > 0 {
-		n.pf.SetReadDeadline(time.Now().Add(d))
-	} else {
-		n.pf.SetReadDeadline(time.Time{})
-	}
+// that a wake that saw sleeping after that look is not overwritten. The
+// engine is free from that look to the end of the wait (sendInline).
+func (n *nativeSvc) sleepNetpoll(next time.Time) {
+	n.pf.SetReadDeadline(next)
+	n.wakeAt = next
+	n.own.Store(ownFree)
+	defer n.acquire()
 	if n.work.Load() != nil || n.reqFlag.Load() || n.stop.Load() {
 		return
 	}
-	first := true
-	err := n.prc.Read(func(uintptr) bool {
-		// The first call asks to wait; the next comes when the fd is
-		// readable.
-		if first {
-			first = false
-			return false
-		}
-		return true
-	})
+	n.first = true
+	err := n.prc.Read(n.readFn)
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		// The fd failed (closed under us): nap instead of spinning.
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// acquire takes the engine back after a sleep. A Write that sends inline
+// holds it through its kick, which on veth delivers the answer and lets
+// the peer's next frame wake the poller before the kick returns: the
+// poller then parks (wantEngine, handCh) until the writer frees the
+// engine, rather than spin through that system call.
+func (n *nativeSvc) acquire() {
+	for !n.own.CompareAndSwap(ownFree, ownPoller) {
+		n.wantEngine.Store(true)
+		if n.own.CompareAndSwap(ownFree, ownPoller) {
+			break
+		}
+		<-n.handCh // a stale token only makes one more try
+	}
+	n.wantEngine.Store(false)
+}
+
+// setAlarm makes the alarm interrupt the FrameIO's Wait in d (the
+// engine's holder).
+func (n *nativeSvc) setAlarm(d time.Duration) {
+	if n.alarm == nil {
+		n.alarm = time.AfterFunc(d, n.irq.Interrupt)
+	} else {
+		n.alarm.Reset(d)
+	}
+}
+
+// sendInline sends what c's writer queued from the writer's goroutine
+// while the poller sleeps: it takes the free engine, does the poller's
+// service of c (received bytes into rx, tx into the engine), flushes
+// (the kick) and frees the engine again, with the poller's wake-up moved
+// earlier if the send armed an earlier timer (rearm). False when the
+// engine is not free (the poller runs, or another Write sends): the
+// caller hands c to the poller.
+func (n *nativeSvc) sendInline(c *nconn) bool {
+	if !n.own.CompareAndSwap(ownFree, ownWriter) {
+		return false
+	}
+	e := n.e
+	n.service(c)
+	if err := e.FlushAt(e.Tick()); err != nil {
+		n.s.n.kickErrors.Add(1)
+	}
+	n.s.n.inlineSends.Add(1)
+	n.rearm()
+	n.own.Store(ownFree)
+	if n.wantEngine.Load() {
+		signal(n.handCh)
+	}
+	return true
+}
+
+// rearm, after an inline send, wakes the sleeping poller for what the
+// send left it (segments the engine could not send yet, a connection
+// made readable by a timer the flush ran), or moves its wake-up to the
+// engine's next timer if that is earlier (a retransmission timer the
+// send armed).
+func (n *nativeSvc) rearm() {
+	e := n.e
+	if !e.Idle() {
+		n.wakeNow()
+		return
+	}
+	next, armed := e.NextTimer()
+	if !armed || !n.wakeAt.IsZero() && !next.Before(n.wakeAt) {
+		return
+	}
+	n.wakeAt = next
+	d := time.Until(next)
+	if d <= 0 {
+		n.wakeNow()
+		return
+	}
+	if n.pf == nil {
+		n.setAlarm(d)
+		return
+	}
+	n.pf.SetReadDeadline(next)
+	// A wake (a deadline in the past) this may have overwritten stored
+	// its cause before: look for it, as the poller does before it
+	// sleeps.
+	if n.work.Load() != nil || n.reqFlag.Load() || n.stop.Load() {
+		n.wakeNow()
+	}
+}
+
+// wakeNow ends the poller's sleep, or the next one it begins before it
+// looks for work again.
+func (n *nativeSvc) wakeNow() {
+	if n.pf != nil {
+		n.pf.SetReadDeadline(longAgo)
+		return
+	}
+	n.irq.Interrupt()
 }

@@ -179,9 +179,13 @@ func (c *nconn) closedEngine() {
 
 // newNativeConn wraps nc in a Conn.
 func newNativeConn(s *Service, nc *nconn) *Conn {
-	return &Conn{s: s, nc: nc, done: make(chan struct{}),
-		laddr: &net.TCPAddr{IP: s.Addr(), Port: int(nc.port)},
+	c := &Conn{s: s, nc: nc, done: make(chan struct{}),
+		laddr: &net.TCPAddr{IP: s.addrFor(nc.peer.Addr()), Port: int(nc.port)},
 		raddr: net.TCPAddrFromAddrPort(nc.peer)}
+	// A deadline's change or expiry wakes the parked Read or Write
+	// through its own channel.
+	c.rdDL.kick, c.wrDL.kick = nc.rdCh, nc.wrCh
+	return c
 }
 
 // nativeRead is Read on the native engine: it copies out of the receive
@@ -237,8 +241,8 @@ func (c *Conn) nativeRead(b []byte) (int, error) {
 }
 
 // nativeWrite is Write on the native engine: it copies into the send
-// ring and hands the connection to the poller; it parks only while the
-// ring is full.
+// ring and sends them itself if the poller sleeps (sendInline), or hands
+// the connection to the poller; it parks only while the ring is full.
 func (c *Conn) nativeWrite(b []byte) (int, error) {
 	nc := c.nc
 	n := 0
@@ -264,7 +268,11 @@ func (c *Conn) nativeWrite(b []byte) (int, error) {
 			nc.tx.produced(k)
 			n += k
 		}
-		nc.flag()
+		// The poller asleep, send from here (as a kernel socket's write
+		// does); otherwise hand the bytes over.
+		if !nc.n.sendInline(nc) {
+			nc.flag()
+		}
 		if n == len(b) {
 			return n, nil
 		}

@@ -32,7 +32,7 @@ func startNativeQueues(cfg dgramio.Config, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := tcp.OpenXDPQueues(cfg)
+	g, err := tcp.OpenXDPQueuesDual(cfg, opts.LocalIP6)
 	if err != nil {
 		return nil, err
 	}

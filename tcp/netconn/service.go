@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -144,13 +145,24 @@ type Options struct {
 	// TIME-WAIT (holding its port pair). 0: the engine's default, 60 s, as
 	// Linux.
 	TimeWait time.Duration
-	// PrefixLen is Config.LocalIP's subnet length (0: 32; every peer is
-	// on the link either way, resolved by ARP).
+	// PrefixLen is Config.LocalIP's subnet length (0: every peer is on
+	// the link, resolved by ARP, or neighbour discovery over IPv6).
 	PrefixLen int
+	// LocalIP6, with an IPv4 Config.LocalIP on the native engine, is the
+	// Service's IPv6 address besides it: one engine then serves both
+	// families (Listen takes connections to either address, Dial and
+	// DialContext dial either family), and on tcp-xdp the XDP program
+	// hands the engine the frames to either. Like LocalIP it must not be
+	// an address the kernel holds on the interface. Its prefix is a /64
+	// (with PrefixLen 0, every peer is on the link). Unset: the Service
+	// has LocalIP's family only.
+	LocalIP6 netip.Addr
 }
 
 // Service is the userspace TCP (the native engine, or gVisor netstack:
-// Config.TCP.Stack) over one FrameIO, driven by a poller goroutine of its
+// Config.TCP.Stack) of Config.LocalIP (IPv4 or IPv6), and on the native
+// engine also of Options.LocalIP6 (both families at once), over one
+// FrameIO, driven by a poller goroutine of its
 // own, with the net.Conn and net.Listener of package net on top: Listen
 // and Dial (or DialContext, for an http.Transport) make them; any number
 // of goroutines use them, as they would kernel sockets.
@@ -207,6 +219,7 @@ type Service struct {
 type counters struct {
 	accepts, dials, dialFailures, limitRefused, closes atomic.Uint64
 	frames, rounds, sleeps, naps, kickErrors           atomic.Uint64
+	inlineSends                                        atomic.Uint64 // native: Writes that sent while the poller slept
 }
 
 // New opens the FrameIO of cfg (Options.Open, or by cfg.Kind) and starts a
@@ -251,6 +264,12 @@ func New(cfg dgramio.Config, opts Options) (*Service, error) {
 	if err := checkOptions(&opts); err != nil {
 		return nil, err
 	}
+	if err := checkDual(cfg, opts); err != nil {
+		return nil, err
+	}
+	if opts.Open == nil && opts.LocalIP6.IsValid() && cfg.Kind == dgramio.KindTCPXDP {
+		open = func(cfg dgramio.Config) (Opened, error) { return openXDPDual(cfg, opts.LocalIP6) }
+	}
 	if cfg.Queues > 1 {
 		if cfg.Kind != dgramio.KindTCPXDP || opts.Open != nil || cfg.TCP.Stack != dgramio.TCPStackNative {
 			return nil, &dgramio.ConfigError{Field: "Queues", Value: cfg.Queues, Reason: "a Service runs several queues on kind tcp-xdp with the native engine and no Options.Open"}
@@ -288,6 +307,9 @@ func NewOverFrameIO(cfg dgramio.Config, fio frameio.FrameIO, opts Options) (*Ser
 		return nil, errors.Join(err, fio.Close())
 	}
 	cfg = cfg.WithDefaults()
+	if err := checkDual(cfg, opts); err != nil {
+		return nil, errors.Join(err, fio.Close())
+	}
 	if cfg.TCP.Stack == dgramio.TCPStackNative {
 		return startNative(cfg, fio, Opened{FIO: fio, Mode: "native over " + fio.Stats().Mode}, opts, 0)
 	}
@@ -604,8 +626,9 @@ func (s *Service) Endpoints() int {
 // layers of netstack ("netstack"), the link endpoint ("link"), the
 // FrameIO's own, and the Service's ("netconn": accepts, dials,
 // dial_failures, conn_limit_refused, closes, endpoints, poll_rounds,
-// poll_frames, sleeps, naps, kick_errors). Safe from any goroutine; it
-// allocates.
+// poll_frames, sleeps, naps, kick_errors, inline_sends: Writes that sent
+// their bytes themselves while the native poller slept). Safe from any
+// goroutine; it allocates.
 func (s *Service) Stats() dgramio.Stats {
 	fs := s.fioStats()
 	out := dgramio.Stats{
@@ -634,6 +657,7 @@ func (s *Service) Stats() dgramio.Stats {
 		{"sleeps", s.n.sleeps.Load()},
 		{"naps", s.n.naps.Load()},
 		{"kick_errors", s.n.kickErrors.Load()},
+		{"inline_sends", s.n.inlineSends.Load()},
 	} {
 		out.Layers = append(out.Layers, dgramio.Counter{Layer: "netconn", Name: c.name, Value: c.v, Gauge: c.name == "endpoints"})
 	}

@@ -2,6 +2,7 @@ package bulk
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,7 +46,7 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	fs := flag.NewFlagSet("dgramio-bulk", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: dgramio-bulk [flags]\n       dgramio-bulk compare A.json B.json\n\nMoves bytes through each stream kind between two network namespaces (veth, or the lossy wire with --loss) and reports Gbit/s, CPU per GB, retransmissions and loss counters; see docs/bulk.md.\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: dgramio-bulk [flags]\n       dgramio-bulk compare A.json B.json\n       dgramio-bulk plot RESULTS.json [DIR]\n       dgramio-bulk connrate [flags]\n\nMoves bytes through each stream kind between two network namespaces (veth, or the lossy wire with --loss) and reports Gbit/s, CPU per GB, retransmissions and loss counters; see docs/bulk.md.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	kinds := fs.String("kinds", strings.Join(DefaultRows, ","), "rows: tcp (kernel), tcp-xdp (native engine), tcp-xdp+netstack, tcp-dpdk, tcp-dpdk+netstack (DPDK builds)")
@@ -57,12 +58,13 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	loss := fs.String("loss", "", "run over the lossy wire (internal/wire) at these loss rates (\"0.1%,1%,3%\"; 0: the wire without loss) instead of the clean veth")
 	delay := fs.String("delay", "", "with --loss: one-way delays of the wire (default \"0.2ms,10ms\")")
 	jsonPath := fs.String("json", "", "write the report as JSON to this file (-: stdout, the table then goes to stderr)")
-	out := fs.String("out", "", "write results.json, report.md and the sides' logs into this directory")
+	out := fs.String("out", "", "write results.json, report.md, the plots (SVG) and the sides' logs into this directory")
 	offloads := fs.Bool("offloads", false, "leave TSO, GSO and TX checksum offload on at the veth ends (default off, as on a wire)")
 	poll := fs.String("poll", "yield", "the native engine's loop: yield (sleep in Engine.Wait when a round moves nothing) or busy (spin)")
 	port := fs.Int("port", 6000, "first server port; each cell uses the next")
 	cc := fs.String("cc", "", "congestion control of the kernel tcp and native rows: reno, cubic or bbr (default: each its own, the host's for kernel tcp, which may be bbr, reno for the native engine; netstack rows keep their own)")
 	buf := fs.String("buf", "", "the native engine rows' send and receive buffers, the window fixed there (\"4MiB\"; default Config's 1 MiB, auto-tuned; kernel tcp auto-tunes its own up to tcp_wmem's and tcp_rmem's maximum)")
+	cpuprofile := fs.String("cpuprofile", "", "write each side's CPU profile (runtime/pprof, over its transfer) into this directory: NNN-row-conns-dir-{client,server}.pprof")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, "", err
@@ -75,7 +77,7 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	if fs.NArg() != 0 {
 		return bad("unexpected arguments %q", fs.Args())
 	}
-	o = Options{Duration: *duration, Repeat: *repeat, KeepOffloads: *offloads, Port: *port, Out: *out,
+	o = Options{Duration: *duration, Repeat: *repeat, KeepOffloads: *offloads, Port: *port, Out: *out, CPUProfile: *cpuprofile,
 		Command: strings.TrimSpace("dgramio-bulk " + strings.Join(args, " "))}
 	names := ParseList(*kinds)
 	if len(names) == 0 {
@@ -167,6 +169,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "compare" {
 		return CompareMain(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "plot" {
+		return PlotMain(args[1:], stdout, stderr)
+	}
 	o, jsonPath, err := parseOptions(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -211,11 +216,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return status
 }
 
-// writeOut writes results.json and report.md into dir.
+// writeOut writes results.json, report.md and the plots (WritePlots)
+// into dir.
 func writeOut(rep *Report, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	plots, err := rep.WritePlots(dir)
+	if err != nil {
+		return err
+	}
+	rep.Plots = plots
 	if err := rep.WriteJSON(filepath.Join(dir, "results.json")); err != nil {
 		return err
 	}
@@ -224,5 +235,43 @@ func writeOut(rep *Report, dir string) error {
 		md += "- " + s + "\n"
 	}
 	md += "\n" + rep.Markdown() + "\n" + rep.Details()
+	for _, p := range rep.Plots {
+		md += "\n![" + p + "](" + p + ")\n"
+	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(md), 0o644)
+}
+
+// PlotMain is "dgramio-bulk plot RESULTS.json [DIR]": it draws the plots
+// of a report written before (WritePlots) into DIR, by default the
+// report's directory.
+func PlotMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) < 1 || len(args) > 2 {
+		fmt.Fprintln(stderr, "usage: dgramio-bulk plot RESULTS.json [DIR]")
+		return 2
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "dgramio-bulk plot:", err)
+		return 1
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		fmt.Fprintf(stderr, "dgramio-bulk plot: %s: %v\n", args[0], err)
+		return 1
+	}
+	dir := filepath.Dir(args[0])
+	if len(args) == 2 {
+		dir = args[1]
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintln(stderr, "dgramio-bulk plot:", err)
+		return 1
+	}
+	files, err := rep.WritePlots(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "dgramio-bulk plot:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s in %s\n", strings.Join(files, ", "), dir)
+	return 0
 }

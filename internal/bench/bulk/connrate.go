@@ -13,12 +13,16 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/tcp"
@@ -62,6 +66,14 @@ type ConnRateSpec struct {
 	// open; the server answers without closing, and when told to stop
 	// reports the heap it holds per connection.
 	Hold int `json:"hold,omitempty"`
+	// Procs is the number of processes of this side that share the work
+	// (the hold mode's, when one process may not open that many files):
+	// each client process holds its own Hold; kernel servers listen on
+	// the same port with SO_REUSEPORT.
+	Procs int `json:"procs,omitempty"`
+	// Native makes a client the native engine of tcp-xdp (on Iface, at
+	// Local) instead of kernel TCP.
+	Native bool `json:"native,omitempty"`
 }
 
 // ConnRateResult is a side's report: one line "result {...}".
@@ -112,6 +124,8 @@ func ConnRateSideMain(args []string, stdout, stderr io.Writer) int {
 		if err == nil {
 			return 0
 		}
+	case !sp.Server && sp.Native:
+		res, err = connRateNativeClient(ctx, sp)
 	case !sp.Server:
 		res, err = connRateClient(ctx, sp)
 	case row.IsKernel():
@@ -140,11 +154,11 @@ func cpuNs() int64 {
 // connHoldClient opens sp.Hold connections, sends a request on each and
 // reads its answer, reports, and keeps them open until ctx ends.
 func connHoldClient(ctx context.Context, sp ConnRateSpec, report func(ConnRateResult)) error {
-	lim := uint64(sp.Hold + 256)
-	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: lim, Max: lim})
+	ports := widenPorts()
 	cpu0, t0 := cpuNs(), time.Now()
 	dst := netip.AddrPortFrom(sp.Peer, sp.Port).String()
-	d := net.Dialer{Timeout: connClientTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(sp.Local, 0))}
+	d := net.Dialer{Timeout: connClientTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(sp.Local, 0)),
+		Control: bindNoPort}
 	conns := make([]net.Conn, sp.Hold)
 	var mu sync.Mutex
 	failed := map[string]uint64{}
@@ -179,7 +193,7 @@ func connHoldClient(ctx context.Context, sp ConnRateSpec, report func(ConnRateRe
 		})
 	}
 	wg.Wait()
-	report(ConnRateResult{Runs: fmt.Sprintf("kernel TCP client holding %d connections", sp.Hold), Done: done.Load(), Failed: failed,
+	report(ConnRateResult{Runs: fmt.Sprintf("kernel TCP client holding %d connections, local ports %s", sp.Hold, ports), Done: done.Load(), Failed: failed,
 		WallNs: int64(time.Since(t0)), CPUNs: cpuNs() - cpu0})
 	<-ctx.Done()
 	for _, c := range conns {
@@ -188,6 +202,91 @@ func connHoldClient(ctx context.Context, sp ConnRateSpec, report func(ConnRateRe
 		}
 	}
 	return nil
+}
+
+// raiseNOFILE raises the process's open-file limit, soft and hard, to at
+// least n (its children inherit it): up to the hard limit, and beyond it
+// up to fs.nr_open (the kernel's ceiling) where the process may raise
+// its hard limit (CAP_SYS_RESOURCE). It says so when n is out of reach.
+func raiseNOFILE(n int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("open-file limit: %w", err)
+	}
+	want := uint64(n)
+	if lim.Cur >= want {
+		return nil
+	}
+	ceiling := lim.Max
+	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil && os.Geteuid() == 0 {
+		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			ceiling = max(ceiling, v)
+		}
+	}
+	if want > ceiling {
+		return fmt.Errorf("open-file limit: %d files wanted, at most %d (fs.nr_open, or the hard limit without root)", n, ceiling)
+	}
+	set := syscall.Rlimit{Cur: want, Max: max(lim.Max, want)}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &set); err != nil {
+		return fmt.Errorf("open-file limit %d: %w", n, err)
+	}
+	return nil
+}
+
+// reusePort sets SO_REUSEPORT on a listener's socket, so that several
+// processes' listeners share the port.
+func reusePort(network, address string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// holdProcs is how many client and (kernel) server processes share hold
+// connections when each may open perProc files: one each when perProc
+// is enough, else as many as it takes, the servers with a quarter to
+// spare for SO_REUSEPORT's uneven spread.
+func holdProcs(hold, perProc int) (clients, servers int) {
+	per := max(perProc-256, 1)
+	if hold <= per {
+		return 1, 1
+	}
+	return (hold + per - 1) / per, (hold + hold/4 + per - 1) / per
+}
+
+// holdPorts is the local port range of the hold mode's clients: the
+// kernel's search for a free port to connect from slows as the range
+// fills (25,000 of the default 28,232 took 30 s to open, 5,000 0.8 s).
+const holdPorts = "1024 65535"
+
+// widenPorts sets the network namespace's ephemeral port range
+// (net.ipv4.ip_local_port_range, one per namespace: the test host's) to
+// holdPorts and returns the range in force.
+func widenPorts() string {
+	const path = "/proc/sys/net/ipv4/ip_local_port_range"
+	_ = os.WriteFile(path, []byte(holdPorts+"\n"), 0o644)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b)), "–")
+}
+
+// bindNoPort sets IP_BIND_ADDRESS_NO_PORT on a dialer's socket: with a
+// local address to bind, the kernel leaves the port to connect, which
+// picks one free for the destination, instead of searching for a port
+// free for every destination at bind (slow with tens of thousands bound).
+func bindNoPort(network, address string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // connRateClient runs the kernel clients for sp.Duration.
@@ -259,7 +358,11 @@ func whyRead(err error) string {
 
 // connRateKernelServer is the kernel listener: a goroutine per connection.
 func connRateKernelServer(ctx context.Context, sp ConnRateSpec, ready func()) (ConnRateResult, error) {
-	l, err := net.Listen("tcp4", netip.AddrPortFrom(sp.Local, sp.Port).String())
+	var lc net.ListenConfig
+	if sp.Procs > 1 {
+		lc.Control = reusePort
+	}
+	l, err := lc.Listen(ctx, "tcp4", netip.AddrPortFrom(sp.Local, sp.Port).String())
 	if err != nil {
 		return ConnRateResult{}, err
 	}
@@ -414,6 +517,7 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 	port := fs.Int("port", 7000, "the server's first port; each run uses the next")
 	synRate := fs.Int("syn-rate", 0, "the tcp-xdp program's SYN limit per second and CPU (Config.XDP.SYNRate; 0: its default, -1: off)")
 	hold := fs.Int("hold", 0, "instead of the rate: the client opens this many connections and holds them; the tcp-xdp server reports its heap per connection")
+	clients := fs.String("clients", "kernel", "the clients of every row: kernel (kernel TCP), native (the native engine of tcp-xdp), or both")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -428,6 +532,36 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		rows = append(rows, r)
+	}
+	var natives []bool
+	for _, n := range ParseList(*clients) {
+		switch n {
+		case "kernel", "native":
+			natives = append(natives, n == "native")
+		default:
+			fmt.Fprintf(stderr, "dgramio-bulk connrate: --clients %q: kernel and native only\n", n)
+			return 2
+		}
+	}
+	if len(natives) == 0 || *hold > 0 && slices.Contains(natives, true) {
+		fmt.Fprintln(stderr, "dgramio-bulk connrate: --clients: kernel, native or both (--hold: kernel)")
+		return 2
+	}
+	type pair struct {
+		row    Row
+		native bool
+	}
+	var cases []pair
+	for _, nat := range natives {
+		for _, r := range rows {
+			cases = append(cases, pair{r, nat})
+		}
+	}
+	name := func(c pair) string {
+		if c.native {
+			return c.row.String() + " ← native"
+		}
+		return c.row.String()
 	}
 	if len(rows) == 0 || *parallel < 1 || *repeat < 1 || *duration <= 0 || *port < 1 || *port > 60000 {
 		fmt.Fprintln(stderr, "dgramio-bulk connrate: bad flags")
@@ -450,6 +584,19 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 	defer p.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cliProcs, srvProcs := 1, 1
+	if *hold > 0 {
+		// Every side's process inherits the limit; where it cannot be
+		// raised so far, the connections are shared among processes.
+		perProc := *hold + 256
+		if err := raiseNOFILE(perProc); err != nil {
+			var lim syscall.Rlimit
+			_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+			perProc = int(lim.Cur)
+			fmt.Fprintf(stderr, "connrate: %v; sharing the connections among processes of %d files each\n", err, perProc)
+		}
+		cliProcs, srvProcs = holdProcs(*hold, perProc)
+	}
 	type run struct{ rate, cliCPU, srvCPU float64 }
 	runs := map[string][]run{}
 	failed := map[string]map[string]uint64{}
@@ -457,52 +604,59 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 	status := 0
 	idx := 0
 	for rep := range *repeat {
-		for i := range rows {
-			row := rows[(i+rep)%len(rows)]
+		for i := range cases {
+			cs := cases[(i+rep)%len(cases)]
+			row, key := cs.row, name(cs)
 			idx++
-			srv := ConnRateSpec{Row: row.String(), Server: true, Iface: p.B.Iface, Local: addr(row, p.B), Port: uint16(*port + idx - 1), SYNRate: *synRate, Hold: *hold}
-			cli := ConnRateSpec{Row: row.String(), Local: p.A.Addr, Peer: srv.Local, Port: srv.Port, Parallel: *parallel, Duration: *duration, Hold: *hold}
+			srv := ConnRateSpec{Row: row.String(), Server: true, Iface: p.B.Iface, Local: addr(row, p.B), Port: uint16(*port + idx - 1), SYNRate: *synRate, Hold: *hold, Procs: 1}
+			cli := ConnRateSpec{Row: row.String(), Local: p.A.Addr, Peer: srv.Local, Port: srv.Port, Parallel: *parallel, Duration: *duration, Hold: *hold, Procs: cliProcs}
+			if row.IsKernel() {
+				srv.Procs = srvProcs
+			}
+			if cs.native {
+				cli.Native, cli.Iface, cli.Local = true, p.A.Iface, addr(Row{Kind: dgramio.KindTCPXDP, Stack: dgramio.TCPStackNative}, p.A)
+			}
 			s, c, err := connRateRun(ctx, p.B, p.A, exe, srv, cli)
 			if err != nil {
-				fmt.Fprintf(stderr, "connrate: %s #%d: %v\n", row, rep+1, err)
+				fmt.Fprintf(stderr, "connrate: %s #%d: %v\n", key, rep+1, err)
 				status = 1
 				continue
 			}
 			r := run{rate: float64(c.Done) / time.Duration(c.WallNs).Seconds(),
 				cliCPU: float64(c.CPUNs) / float64(max(c.Done, 1)) / 1e3, srvCPU: float64(s.CPUNs) / float64(max(c.Done, 1)) / 1e3}
-			runs[row.String()] = append(runs[row.String()], r)
-			if failed[row.String()] == nil {
-				failed[row.String()] = map[string]uint64{}
+			runs[key] = append(runs[key], r)
+			if failed[key] == nil {
+				failed[key] = map[string]uint64{}
 			}
 			for k, v := range c.Failed {
-				failed[row.String()][k] += v
+				failed[key][k] += v
 			}
-			notes[row.String()] = s.Runs + "; server counters: " + fmtCounters(s.Counters)
+			notes[key] = "server: " + s.Runs + "; client: " + c.Runs + "; server counters: " + fmtCounters(s.Counters)
 			if *hold > 0 {
 				heap := fmt.Sprintf("heap %.0f B per connection", s.HeapPerConn)
 				if row.IsKernel() {
 					heap = "its memory is the kernel's (not measured)"
 				}
-				fmt.Fprintf(stdout, "hold: %s: client held %d of %d (%.1f s to open), failed %v; server: %d answered, %s\n",
-					row, c.Done, *hold, time.Duration(c.WallNs).Seconds(), c.Failed, s.Done, heap)
+				fmt.Fprintf(stdout, "hold: %s: client held %d of %d (%.1f s to open; %d client, %d server processes), failed %v; server: %d answered, %s\n",
+					row, c.Done, *hold, time.Duration(c.WallNs).Seconds(), cli.Procs, srv.Procs, c.Failed, s.Done, heap)
 				continue
 			}
 			fmt.Fprintf(stderr, "connrate: %s #%d: %.0f conns/s, %d done, failed %v, CPU µs/conn client %.1f server %.1f\n",
-				row, rep+1, r.rate, c.Done, c.Failed, r.cliCPU, r.srvCPU)
+				key, rep+1, r.rate, c.Done, c.Failed, r.cliCPU, r.srvCPU)
 		}
 	}
 	if *hold > 0 {
 		return status
 	}
-	fmt.Fprintf(stdout, "| server | conns/s (median) | min–max | × tcp | failed | client CPU µs/conn | server CPU µs/conn | runs |\n|---|---:|---|---:|---|---:|---:|---:|\n")
-	kernel := 0.0
-	if rs := runs["tcp"]; len(rs) > 0 {
-		kernel = medianOf(rs, func(r run) float64 { return r.rate })
-	}
-	for _, row := range rows {
-		rs := runs[row.String()]
+	fmt.Fprintf(stdout, "| server | client | conns/s (median) | min–max | × tcp | failed | client CPU µs/conn | server CPU µs/conn | runs |\n|---|---|---:|---|---:|---|---:|---:|---:|\n")
+	for _, cs := range cases {
+		key, who := name(cs), "kernel"
+		if cs.native {
+			who = "native"
+		}
+		rs := runs[key]
 		if len(rs) == 0 {
-			fmt.Fprintf(stdout, "| %s | — | | | | | | 0/%d |\n", row, *repeat)
+			fmt.Fprintf(stdout, "| %s | %s | — | | | | | | 0/%d |\n", cs.row, who, *repeat)
 			continue
 		}
 		rate := medianOf(rs, func(r run) float64 { return r.rate })
@@ -510,19 +664,20 @@ func ConnRateMain(args []string, stdout, stderr io.Writer) int {
 		for _, r := range rs {
 			lo, hi = min(lo, r.rate), max(hi, r.rate)
 		}
+		// The ratio to the kernel listener with the same clients.
 		x := "—"
-		if kernel > 0 && !row.IsKernel() {
-			x = fmt.Sprintf("%.2f", rate/kernel)
+		if ks := runs[name(pair{Row{Kind: dgramio.KindTCP}, cs.native})]; len(ks) > 0 && !cs.row.IsKernel() {
+			x = fmt.Sprintf("%.2f", rate/medianOf(ks, func(r run) float64 { return r.rate }))
 		}
-		fmt.Fprintf(stdout, "| %s | %.0f | %.0f–%.0f | %s | %s | %.1f | %.1f | %d/%d |\n", row, rate, lo, hi, x, fmtCounters(failed[row.String()]),
+		fmt.Fprintf(stdout, "| %s | %s | %.0f | %.0f–%.0f | %s | %s | %.1f | %.1f | %d/%d |\n", cs.row, who, rate, lo, hi, x, fmtCounters(failed[key]),
 			medianOf(rs, func(r run) float64 { return r.cliCPU }), medianOf(rs, func(r run) float64 { return r.srvCPU }), len(rs), *repeat)
 	}
-	for _, row := range rows {
-		if n := notes[row.String()]; n != "" {
-			fmt.Fprintf(stdout, "- %s: %s\n", row, n)
+	for _, cs := range cases {
+		if n := notes[name(cs)]; n != "" {
+			fmt.Fprintf(stdout, "- %s: %s\n", name(cs), n)
 		}
 	}
-	fmt.Fprintf(stdout, "- clients: kernel TCP in the other namespace, %d at once, each connection: dial, %d-byte request, %d-byte answer, the server's FIN, close; %v per run\n",
+	fmt.Fprintf(stdout, "- clients: in the other namespace, %d at once, each connection: dial, %d-byte request, %d-byte answer, the server's FIN, close; %v per run\n",
 		*parallel, connReqLen, connReqLen, *duration)
 	return status
 }
@@ -569,39 +724,96 @@ func connRateRun(ctx context.Context, hs, hc *testhost.Host, exe string, srv, cl
 		}
 		return &r, nil
 	}
-	s, err := start(hs, srv)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer s.stop()
-	if l, err := s.next(ctx, 30*time.Second); err != nil || l != "ready" {
-		if err == nil {
-			err = fmt.Errorf("server said %q", l)
+	// The servers, then the clients: Procs processes each, the clients'
+	// hold shared among theirs.
+	var srvs, clis []*child
+	defer func() {
+		for _, c := range append(clis, srvs...) {
+			c.stop()
 		}
-		return nil, nil, err
+	}()
+	for range max(srv.Procs, 1) {
+		s, err := start(hs, srv)
+		if err != nil {
+			return nil, nil, err
+		}
+		srvs = append(srvs, s)
+		if l, err := s.next(ctx, 30*time.Second); err != nil || l != "ready" {
+			if err == nil {
+				err = fmt.Errorf("server said %q", l)
+			}
+			return nil, nil, err
+		}
 	}
-	c, err := start(hc, cli)
-	if err != nil {
-		return nil, nil, err
+	n := max(cli.Procs, 1)
+	for i := range n {
+		sp := cli
+		if cli.Hold > 0 {
+			sp.Hold = cli.Hold/n + btoi(i < cli.Hold%n)
+			sp.Parallel = max(cli.Parallel/n, 1)
+		}
+		c, err := start(hc, sp)
+		if err != nil {
+			return nil, nil, err
+		}
+		clis = append(clis, c)
 	}
-	defer c.stop()
 	wait := cli.Duration + 2*connClientTimeout + 10*time.Second
 	if cli.Hold > 0 {
 		wait = time.Duration(cli.Hold)*time.Millisecond + time.Minute
 	}
-	cr, err := result(c, wait)
-	if err != nil {
-		return nil, nil, fmt.Errorf("client: %w", err)
+	var crs, srs []*ConnRateResult
+	for _, c := range clis {
+		cr, err := result(c, wait)
+		if err != nil {
+			return nil, nil, fmt.Errorf("client: %w", err)
+		}
+		crs = append(crs, cr)
 	}
 	if cli.Hold > 0 {
 		time.Sleep(3 * time.Second) // idle: the server's pool trims (PoolIdle)
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	sr, err := result(s, 30*time.Second)
-	if err != nil {
-		return nil, nil, fmt.Errorf("server: %w", err)
+	for _, s := range srvs {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	return sr, cr, nil
+	for _, s := range srvs {
+		sr, err := result(s, 30*time.Second)
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: %w", err)
+		}
+		srs = append(srs, sr)
+	}
+	return mergeConnRate(srs), mergeConnRate(crs), nil
+}
+
+// mergeConnRate is the result of a side's processes together: their
+// connections and CPU summed, the longest wall time, the failures added
+// up; the counters and the heap of the first (the counters are the
+// namespace's, the heap is measured only where one process serves).
+func mergeConnRate(rs []*ConnRateResult) *ConnRateResult {
+	m := *rs[0]
+	if len(rs) == 1 {
+		return &m
+	}
+	m.Runs = fmt.Sprintf("%d processes: %s", len(rs), m.Runs)
+	m.Failed = map[string]uint64{}
+	m.Done, m.CPUNs = 0, 0
+	for _, r := range rs {
+		m.Done += r.Done
+		m.CPUNs += r.CPUNs
+		m.WallNs = max(m.WallNs, r.WallNs)
+		for k, v := range r.Failed {
+			m.Failed[k] += v
+		}
+	}
+	return &m
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // medianOf is the median of f over rs.

@@ -128,6 +128,9 @@ type Report struct {
 	Setup   []string `json:"setup,omitempty"`
 	Cells   []Cell   `json:"cells"`
 	Results []Result `json:"results"`
+	// Plots are the plots written beside the report (WritePlots), by
+	// file name.
+	Plots []string `json:"plots,omitempty"`
 }
 
 // median returns the median of xs (the mean of the middle two for an

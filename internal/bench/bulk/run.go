@@ -65,6 +65,9 @@ type Options struct {
 	// Out is a directory for the sides' logs (empty: a temporary one,
 	// removed at the end).
 	Out string
+	// CPUProfile, when set, is a directory each side writes its CPU
+	// profile into (NNN-row-conns-dir-{client,server}.pprof, as the logs).
+	CPUProfile string
 	// Command is the command line, for the report.
 	Command string
 	// Progress receives a line per cell.
@@ -104,6 +107,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return rep, err
 	} else {
 		logDir = filepath.Join(logDir, "logs")
+	}
+	if o.CPUProfile != "" {
+		d, err := filepath.Abs(o.CPUProfile)
+		if err == nil {
+			err = os.MkdirAll(d, 0o755)
+		}
+		if err != nil {
+			return rep, err
+		}
+		o.CPUProfile = d
 	}
 	if os.Geteuid() != 0 {
 		return rep, errors.New("the test hosts (network namespaces, a veth pair) need root")
@@ -339,6 +352,10 @@ func (r *runner) cell(ctx context.Context, row Row, conns int, dir Dir, w Wire, 
 	sv, cl := base, base
 	sv.Server, sv.Iface, sv.Local, sv.Peer = true, r.b.Iface, addr(row, r.b), addr(row, r.a)
 	cl.Iface, cl.Local, cl.Peer = r.a.Iface, addr(row, r.a), addr(row, r.b)
+	if r.o.CPUProfile != "" {
+		sv.CPUProfile = filepath.Join(r.o.CPUProfile, name+"-server.pprof")
+		cl.CPUProfile = filepath.Join(r.o.CPUProfile, name+"-client.pprof")
+	}
 	wire0 := r.wireCounters()
 
 	server, err := r.start(r.b, sv, filepath.Join(r.logDir, name+"-server.log"))

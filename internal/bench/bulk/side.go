@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -45,6 +46,9 @@ type SideSpec struct {
 	Buf int    `json:"buf,omitempty"`
 	// Seed picks the connections' start offsets into the pattern.
 	Seed uint64 `json:"seed"`
+	// CPUProfile, when set, is a file the side writes its CPU profile
+	// (runtime/pprof) to: from its start to its report.
+	CPUProfile string `json:"cpuprofile,omitempty"`
 }
 
 // SideResult is what a side reports when its transfer is over: one JSON
@@ -119,7 +123,22 @@ func SideMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	s := &side{spec: sp, row: row, ready: func() { print("ready\n") }, log: stderr}
+	stopProfile := func() {}
+	if sp.CPUProfile != "" {
+		f, err := os.Create(sp.CPUProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "dgramio-bulk side: cpu profile:", err)
+		} else {
+			var once sync.Once
+			stopProfile = func() { once.Do(func() { pprof.StopCPUProfile(); _ = f.Close() }) }
+		}
+	}
+	defer stopProfile()
 	s.report = func(r SideResult) {
+		stopProfile()
 		b, _ := json.Marshal(r)
 		print("result %s\n", b)
 	}

@@ -135,11 +135,17 @@ func (r *cellRun) prepare() error {
 	// stack on the same interface (the kernel would reset its
 	// connections): it gets one of its own in the same subnet.
 	loadIP, echoIP := a.addr, b.addr
-	if k := dgramio.Kind(r.kind); k == dgramio.KindTCPXDP || k == dgramio.KindTCPDPDK {
+	userTCP := r.kind == string(dgramio.KindTCPXDP) || r.kind == string(dgramio.KindTCPDPDK)
+	switch {
+	case userTCP && bench.IsIPv6(r.variant):
+		loadIP, echoIP = stackAddr6(a), stackAddr6(b)
+	case userTCP:
 		loadIP, echoIP = stackAddr(a), stackAddr(b)
-	}
-	if r.variant == bench.VariantIPv6 {
+	case bench.IsIPv6(r.variant):
 		loadIP, echoIP = a.addr6, b.addr6
+	}
+	if bench.IsIPv6(r.variant) {
+		r.notes = append(r.notes, fmt.Sprintf("IPv6: loadgen %v, echo %v (2001:2::/48, RFC 5180) on the same veth pair as the IPv4 rows", loadIP, echoIP))
 	}
 	run := o.Warmup + o.Duration + o.Drain
 	r.echo.add("--local", echoIP.String())

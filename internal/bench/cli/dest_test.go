@@ -71,16 +71,18 @@ func TestEchoLoadgenIPv6(t *testing.T) {
 	}
 }
 
-// --family makes a row per family of each kind that serves IPv6 (the
-// kernel kinds, xdp, dpdk); the other kinds and the variants stay IPv4
-// rows.
+// --family makes a row per family of each kind (and of tcp-xdp's and
+// tcp-dpdk's netstack variant); the variants without an IPv6 row
+// (uring+napi, tcp-xdp+raw) stay IPv4 rows.
 func TestFamilyRows(t *testing.T) {
-	rows := []string{"udp", "uring", "uring+napi", "xdp", "tcp", "tcp-xdp"}
+	rows := []string{"udp", "uring", "uring+napi", "xdp", "tcp", "tcp-xdp", "tcp-xdp+netstack", "tcp-xdp+raw", "tcp-dpdk"}
 	for family, want := range map[string]string{
-		"4":   "udp uring uring+napi xdp tcp tcp-xdp",
-		"6":   "udp+ipv6 uring+ipv6 uring+napi xdp+ipv6 tcp+ipv6 tcp-xdp",
-		"4,6": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp xdp+ipv6 tcp tcp+ipv6 tcp-xdp",
-		"6,4": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp xdp+ipv6 tcp tcp+ipv6 tcp-xdp",
+		"4": "udp uring uring+napi xdp tcp tcp-xdp tcp-xdp+netstack tcp-xdp+raw tcp-dpdk",
+		"6": "udp+ipv6 uring+ipv6 uring+napi xdp+ipv6 tcp+ipv6 tcp-xdp+ipv6 tcp-xdp+netstack+ipv6 tcp-xdp+raw tcp-dpdk+ipv6",
+		"4,6": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp xdp+ipv6 tcp tcp+ipv6 tcp-xdp tcp-xdp+ipv6 " +
+			"tcp-xdp+netstack tcp-xdp+netstack+ipv6 tcp-xdp+raw tcp-dpdk tcp-dpdk+ipv6",
+		"6,4": "udp udp+ipv6 uring uring+ipv6 uring+napi xdp xdp+ipv6 tcp tcp+ipv6 tcp-xdp tcp-xdp+ipv6 " +
+			"tcp-xdp+netstack tcp-xdp+netstack+ipv6 tcp-xdp+raw tcp-dpdk tcp-dpdk+ipv6",
 	} {
 		got, err := familyRows(rows, family)
 		if err != nil || strings.Join(got, " ") != want {

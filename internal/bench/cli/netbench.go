@@ -187,7 +187,8 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 	fs := flag.NewFlagSet("netbench", flag.ContinueOnError)
 	kinds := fs.String("kinds", "", "comma-separated kinds (default: every kind this build has), and variants measured as rows of their own: "+
 		"uring+sqpoll (SQPOLL, each tool's SQ thread on a CPU of its own: 4 CPUs), uring+napi (NAPI busy polling; the echo sleeps in io_uring_enter, GRO on the veth for those cells), "+
-		"tcp-xdp+native and tcp-xdp+netstack (the userspace TCP engine), tcp+raw and tcp-xdp+raw (the echo in raw-bytes framing)")
+		"tcp-xdp+native and tcp-xdp+netstack (the userspace TCP engine), tcp+raw and tcp-xdp+raw (the echo in raw-bytes framing), "+
+		"kind+ipv6 and tcp-xdp+netstack+ipv6 (over IPv6; --family makes them)")
 	rates := fs.String("rates", DefaultRates, "comma-separated offered rates, messages per second")
 	duration := durationFlag(fs, "duration", 5*time.Second, "measured time per cell, like `5s`")
 	warmup := durationFlag(fs, "warmup", time.Second, "warm-up per cell, sent but not measured, like `1s`")
@@ -212,7 +213,7 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 	port := fs.Int("port", 5000, "first port; each cell uses the next one")
 	sqpollCPUs := fs.String("sqpoll-cpus", "", "row uring+sqpoll: CPUs of the loadgen's and the echo's SQ threads, \"L,E\" (default: picked apart from the pollers)")
 	capacity := fs.Int("capacity", 3, "probes per row after the table's rates, bisecting between the largest rate that held and the lowest saturated one, to find its capacity (0: the capacity from the table's rates alone)")
-	family := fs.String("family", "4", "address families of the kinds that serve IPv6 (udp, uring, tcp, xdp, dpdk): 4, 6 (rows kind+ipv6, over 2001:2::/48) or 4,6 (a row per family); the other kinds and variants run over IPv4")
+	family := fs.String("family", "4", "address families of the rows: 4, 6 (rows kind+ipv6, and tcp-xdp+netstack+ipv6 for tcp-xdp+netstack, over 2001:2::/48) or 4,6 (a row per family); the variants without an IPv6 row (uring+sqpoll, uring+napi, +raw, +native) run over IPv4")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		if status == ExitOK {
 			fmt.Fprintf(stdout, "\n       netbench compare [--json FILE] A.json B.json\n       netbench report [--out DIR] results.json\n")
@@ -305,7 +306,8 @@ func familyRows(rows []string, family string) ([]string, error) {
 	}
 	for _, r := range rows {
 		kind, variant := bench.SplitRow(r)
-		if variant != "" || !dgramio.Kind(kind).ServesIPv6() {
+		r6, ok := bench.IPv6Row(kind, variant)
+		if bench.IsIPv6(variant) || !ok || !dgramio.Kind(kind).ServesIPv6() {
 			add(r)
 			continue
 		}
@@ -313,7 +315,7 @@ func familyRows(rows []string, family string) ([]string, error) {
 			add(r)
 		}
 		if v6 {
-			add(bench.RowName(kind, bench.VariantIPv6))
+			add(r6)
 		}
 	}
 	return out, nil
@@ -460,7 +462,7 @@ type hostSet struct {
 // (bench.VariantIPv6): the test hosts then have IPv6 on.
 func (nb *netbench) hasIPv6Rows() bool {
 	for _, k := range nb.o.Kinds {
-		if _, v := bench.SplitRow(k); v == bench.VariantIPv6 {
+		if _, v := bench.SplitRow(k); bench.IsIPv6(v) {
 			return true
 		}
 	}
@@ -1083,6 +1085,17 @@ func tail(path string, n int) string {
 // stackOffset is how far above the kernel's address of a side the
 // userspace TCP kinds' own address is (198.18.n.1 → 198.18.n.11).
 const stackOffset = 10
+
+// stackAddr6 is stackAddr over IPv6: the side's IPv6 address stackOffset
+// higher in its last byte (2001:2:0:n::1 → 2001:2:0:n::b), in its /64.
+func stackAddr6(s *side) netip.Addr {
+	a := s.addr6.As16()
+	if int(a[15])+stackOffset > 254 {
+		return s.addr6
+	}
+	a[15] += stackOffset
+	return netip.AddrFrom16(a)
+}
 
 // stackAddr returns the address the userspace TCP kinds use on side s: in
 // its subnet, not held by the kernel.

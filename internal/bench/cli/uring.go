@@ -134,8 +134,11 @@ func pickSQPollCPUs(allowed, given []int, loadCPU, echoCPU int, siblings func(in
 // variantFailure says why the row of kind's variant with n queues cannot
 // run here, before any cell runs; nil when it can.
 func (nb *netbench) variantFailure(variant string, n int) *Failure {
-	if variant == bench.VariantIPv6 && nb.o.IfaceA != "" {
+	if bench.IsIPv6(variant) && nb.o.IfaceA != "" {
 		return &Failure{Class: ClassNotSupported, Error: "IPv6 rows run on the veth test hosts only: real ports (--iface-a, --iface-b) get IPv4 addresses"}
+	}
+	if variant == bench.VariantNetstackIPv6 && n > 1 {
+		return &Failure{Class: ClassNotSupported, Error: "an IPv6 client on netstack runs on one queue: its queues do not share neighbour advertisements (the native engine's do)"}
 	}
 	if variant != bench.VariantSQPoll {
 		return nil
@@ -155,7 +158,7 @@ func (nb *netbench) variantFailure(variant string, n int) *Failure {
 // acts only while the poller sleeps in io_uring_enter), or --tcp-stack
 // for an engine of tcp-xdp and tcp-dpdk (both tools run it).
 func (nb *netbench) variantArgs(variant, tool string) []string {
-	switch variant {
+	switch variant = bench.BaseVariant(variant); variant {
 	case bench.VariantSQPoll:
 		c := nb.sqLoad
 		if tool == "echo" {
@@ -179,14 +182,13 @@ func (nb *netbench) variantArgs(variant, tool string) []string {
 
 // variantNotes are the remarks every cell of variant carries.
 func (nb *netbench) variantNotes(variant string) []string {
+	if base := bench.BaseVariant(variant); base != variant && base != "" {
+		return append(nb.variantNotes(base), nb.variantNotes(bench.VariantIPv6)...)
+	}
 	switch variant {
 	case bench.VariantSQPoll:
 		return []string{fmt.Sprintf("SQPOLL: the loadgen's SQ thread on CPU %d, the echo's on CPU %d, apart from the pollers (%d, %d)",
 			nb.sqLoad, nb.sqEcho, nb.o.LoadCPU, nb.o.EchoCPU)}
-	case bench.VariantIPv6:
-		if nb.a != nil && nb.b != nil {
-			return []string{fmt.Sprintf("IPv6: loadgen %v, echo %v (2001:2::/48, RFC 5180) on the same veth pair as the IPv4 rows", nb.a.addr6, nb.b.addr6)}
-		}
 	case bench.VariantNAPI:
 		if nb.o.Wait {
 			return []string{"NAPI busy polling registered on both rings; it acts while a poller sleeps in Wait (io_uring_enter), as both do here (poll yield)"}

@@ -146,6 +146,10 @@ func TestVariantArgs(t *testing.T) {
 		{"napi", "echo", true, "--napi"},
 		{"raw", "echo", false, "--framing raw"},
 		{"raw", "loadgen", false, ""},
+		{"ipv6", "echo", false, ""},
+		{"netstack", "loadgen", false, "--tcp-stack netstack"},
+		{"netstack+ipv6", "echo", false, "--tcp-stack netstack"},
+		{"netstack+ipv6", "loadgen", false, "--tcp-stack netstack"},
 	} {
 		nb.o.Wait = c.wait
 		if got := strings.Join(nb.variantArgs(c.variant, c.tool), " "); got != c.want {
