@@ -70,7 +70,7 @@ func TestRoundTripLoopback(t *testing.T) { socktest.ForFamilies(t, testRoundTrip
 
 func testRoundTripLoopback(t *testing.T, fam socktest.Family) {
 	cli, srv := pair(t, dgramio.Config{LocalIP: fam.Loopback})
-	socktest.RoundTrip(t, cli, srv, 10000, 256, func(i int) int { return 4 + i%1469 })
+	socktest.RoundTrip(t, cli, srv, 10000, 256, func(i int) int { return 4 + i%(fam.MaxDatagram-3) })
 	cs, ss := cli.Stats(), srv.Stats()
 	if cs.TxSent != 10000 || cs.RxDelivered != 10000 || ss.RxDelivered != 10000 || ss.TxSent != 10000 {
 		t.Errorf("counters: client sent %d got %d, server got %d sent %d", cs.TxSent, cs.RxDelivered, ss.RxDelivered, ss.TxSent)
@@ -454,7 +454,7 @@ func testRoundTripVeth(t *testing.T, fam socktest.Family) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	socktest.RoundTrip(t, cli, srv, 10000, 256, func(i int) int { return 4 + (i*97)%1469 })
+	socktest.RoundTrip(t, cli, srv, 10000, 256, func(i int) int { return 4 + (i*97)%(fam.MaxDatagram-3) })
 	cs, ss := cli.Stats(), srv.Stats()
 	if cs.Lost() != 0 || ss.Lost() != 0 {
 		t.Errorf("losses: client %d server %d", cs.Lost(), ss.Lost())

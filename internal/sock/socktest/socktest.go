@@ -41,6 +41,9 @@ type Family struct {
 	V6 bool
 	// Loopback is the family's loopback address: 127.0.0.1 or ::1.
 	Loopback netip.Addr
+	// MaxDatagram is a datagram kind's default MaxDatagram in the family:
+	// the largest payload that fits a 1500-byte frame unfragmented.
+	MaxDatagram int
 }
 
 // Pick returns v6 for an IPv6 family and v4 otherwise: a test host's
@@ -54,8 +57,8 @@ func (f Family) Pick(v4, v6 netip.Addr) netip.Addr {
 
 // Families are the families every kernel kind serves.
 var Families = []Family{
-	{Name: "IPv4", Loopback: Loopback},
-	{Name: "IPv6", V6: true, Loopback: netip.IPv6Loopback()},
+	{Name: "IPv4", Loopback: Loopback, MaxDatagram: dgramio.DefaultMaxDatagram},
+	{Name: "IPv6", V6: true, Loopback: netip.IPv6Loopback(), MaxDatagram: dgramio.DefaultMaxDatagram6},
 }
 
 // ForFamilies runs f as one subtest per family (Families). The IPv6 one
