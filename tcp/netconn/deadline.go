@@ -25,6 +25,9 @@ type deadline struct {
 	// signalled instead of ch: its one waiter selects on it anyway, and
 	// wait allocates no channel per blocked call.
 	kick chan struct{}
+	// wake, when set, is called after kick is signalled (a native Read
+	// that waits in the netpoller: see nativeSvc.lead).
+	wake func()
 }
 
 // set changes the deadline to t (zero: none), waking every waiter.
@@ -41,6 +44,9 @@ func (d *deadline) set(t time.Time) {
 	}
 	if d.kick != nil {
 		signal(d.kick)
+		if d.wake != nil {
+			d.wake()
+		}
 	}
 	d.at, d.fired = t, false
 	d.active.Store(!t.IsZero())
@@ -67,6 +73,9 @@ func (d *deadline) set(t time.Time) {
 		}
 		if d.kick != nil {
 			signal(d.kick)
+			if d.wake != nil {
+				d.wake()
+			}
 		}
 	})
 }

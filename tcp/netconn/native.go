@@ -101,9 +101,19 @@ type nativeSvc struct {
 	wakeAt time.Time
 	readFn func(uintptr) bool
 	first  bool
+
+	// A Read that leads (native_lead.go): rf is a second duplicate of
+	// the fd, on which the leader waits; leadFn and leadFirst are its
+	// wait's (the leader's own).
+	rf         *os.File
+	rrc        syscall.RawConn
+	leadFn     func(uintptr) bool
+	leadFirst  bool
+	leader     atomic.Pointer[nconn]
+	leadRounds atomic.Uint64 // rounds run by leading readers
 }
 
-// Who holds the engine (nativeSvc.own).
+// Who holds the engine (nativeSvc.own; ownReader: native_lead.go).
 const (
 	ownFree   = 0 // the poller sleeps: a Write may take the engine
 	ownPoller = 1
@@ -252,6 +262,9 @@ func (s *Service) startQueue(q int, cpus []int, e *native.Engine, fio frameio.Fr
 		e.Close()
 		if n.pf != nil {
 			n.pf.Close()
+		}
+		if n.rf != nil {
+			n.rf.Close()
 		}
 		return err
 	}
@@ -560,7 +573,7 @@ func (n *nativeSvc) fill(c *nconn) {
 		break
 	}
 	if moved && c.rdParked.Load() {
-		signal(c.rdCh)
+		c.kickRead()
 	}
 }
 
@@ -842,6 +855,9 @@ func (n *nativeSvc) shutdown() error {
 	if n.pf != nil {
 		n.pf.Close()
 	}
+	if n.rf != nil {
+		n.rf.Close()
+	}
 	if n.release != nil {
 		return n.release()
 	}
@@ -930,6 +946,11 @@ func (n *nativeSvc) openPollFD() error {
 		return fmt.Errorf("netconn: the FrameIO's fd in the netpoller: %w", err)
 	}
 	n.pf, n.prc = f, rc
+	if err := n.openLeadFD(); err != nil {
+		f.Close()
+		n.pf, n.prc = nil, nil
+		return fmt.Errorf("netconn: the FrameIO's fd in the netpoller: %w", err)
+	}
 	return nil
 }
 

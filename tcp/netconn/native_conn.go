@@ -173,7 +173,7 @@ func (c *nconn) closedEngine() {
 		c.end.Store(endError)
 	}
 	c.setWrEnd(native.ErrAborted)
-	signal(c.rdCh)
+	c.kickRead()
 	signal(c.wrCh)
 }
 
@@ -185,6 +185,7 @@ func newNativeConn(s *Service, nc *nconn) *Conn {
 	// A deadline's change or expiry wakes the parked Read or Write
 	// through its own channel.
 	c.rdDL.kick, c.wrDL.kick = nc.rdCh, nc.wrCh
+	c.rdDL.wake = nc.kickLead // a Read that leads waits on rf, not rdCh
 	return c
 }
 
@@ -229,7 +230,7 @@ func (c *Conn) nativeRead(b []byte) (int, error) {
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
 		nc.rdParked.Store(true)
-		if nc.rx.len() == 0 && nc.end.Load() == 0 && !nc.rdShut.Load() {
+		if nc.rx.len() == 0 && nc.end.Load() == 0 && !nc.rdShut.Load() && !nc.n.lead(nc, c) {
 			select {
 			case <-nc.rdCh:
 			case <-dl:
@@ -297,6 +298,7 @@ func (c *Conn) nativeWrite(b []byte) (int, error) {
 func (c *Conn) nativeShut() {
 	nc := c.nc
 	nc.closeAsked.Store(true)
+	nc.kickLead() // c.done is closed
 	nc.flag()
 	c.rdDL.stop()
 	c.wrDL.stop()
@@ -319,7 +321,7 @@ func (c *Conn) nativeCloseRead() error {
 	}
 	c.nc.rdShut.Store(true)
 	c.nc.rx.drop()
-	signal(c.nc.rdCh)
+	c.nc.kickRead()
 	c.nc.flag()
 	return nil
 }
