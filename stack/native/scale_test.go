@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio/frameio/memio"
+	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // manyConns opens n connections between two engines over memio (each
@@ -240,17 +241,40 @@ func TestDelayedACKRFC1122Sec4_2_3_2(t *testing.T) {
 
 // The engine runs no goroutine of its own, from New to Close.
 func TestNoGoroutines(t *testing.T) {
-	before := runtime.NumGoroutine()
+	// The count moves only by the runtime's own comings and goings (a
+	// finalizer run counts while it runs, earlier tests' goroutines end):
+	// take it once it is steady, and give it time to come back; a
+	// goroutine of the engine's would stay.
+	before := steadyGoroutines(t)
+	settles := func() bool {
+		return testutil.Eventually(5*time.Second, func() bool { return runtime.NumGoroutine() <= before })
+	}
 	w := newWorld(t, memio.Options{}, Options{}, Options{})
 	ca, cb := w.connect(7000)
 	p := newPipe(ca, cb, randBytes(9, 1<<20))
 	w.until(time.Minute, "transfer", func() bool { p.pump(t); return p.done() })
-	if n := runtime.NumGoroutine(); n != before {
-		t.Errorf("%d goroutines while running, %d before", n, before)
+	if !settles() {
+		t.Errorf("%d goroutines while running, %d before", runtime.NumGoroutine(), before)
 	}
 	w.a.Close()
 	w.b.Close()
-	if n := runtime.NumGoroutine(); n != before {
-		t.Errorf("%d goroutines after Close, %d before", n, before)
+	if !settles() {
+		t.Errorf("%d goroutines after Close, %d before", runtime.NumGoroutine(), before)
 	}
+}
+
+// steadyGoroutines returns runtime.NumGoroutine once it has not changed
+// for 50 ms.
+func steadyGoroutines(t *testing.T) int {
+	t.Helper()
+	n, since := runtime.NumGoroutine(), time.Now()
+	if !testutil.Eventually(10*time.Second, func() bool {
+		if m := runtime.NumGoroutine(); m != n {
+			n, since = m, time.Now()
+		}
+		return time.Since(since) >= 50*time.Millisecond
+	}) {
+		t.Fatalf("the goroutine count did not settle within 10 s (now %d)", n)
+	}
+	return n
 }
