@@ -28,16 +28,15 @@ type testLink struct {
 	noReplyWaited time.Duration
 }
 
+// v4 and v6 return the test addresses 198.18.0.n and 2001:2::n.
+func v4(n byte) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, 0, n}) }
+func v6(n byte) netip.Addr { return netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 15: n}) }
+
 var (
-	ip1  = netip.MustParseAddr("198.18.0.1")
-	ip2  = netip.MustParseAddr("198.18.0.2")
-	ip3  = netip.MustParseAddr("198.18.0.3")
-	ip4  = netip.MustParseAddr("198.18.0.4")
-	ip61 = netip.MustParseAddr("2001:2::1")
-	ip62 = netip.MustParseAddr("2001:2::2")
-	mac1 = [6]byte{2, 0, 0, 0, 0, 1}
-	mac2 = [6]byte{2, 0, 0, 0, 0, 2}
-	t0   = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ip1, ip2, ip3, ip4 = v4(1), v4(2), v4(3), v4(4)
+	ip61, ip62         = v6(1), v6(2)
+	mac1, mac2         = [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
+	t0                 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
 var errTestNoReply = errors.New("test: no reply")
@@ -215,33 +214,14 @@ func TestFamily(t *testing.T) {
 // protocol's frames go to Link.Handle, others to other or, without it,
 // into dropped_while_resolving (a loss).
 func TestResolve(t *testing.T) {
-	tb, l, b := newTable(t, Config{Interval: 20 * time.Millisecond, Retries: 50})
-	// The peer answers the second request, and sends a frame of another
-	// protocol before it.
-	stop := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		seen := 0
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-			b.Wait(ctx)
-			cancel()
-			b.RxFrames(64, func([]byte) { seen++ })
-			if seen == 2 {
-				b.TxFrame(make([]byte, 60)) // not the protocol's
-				b.TxFrame(frame('A', mac2, ip2))
-				b.Kick()
-				seen++
-			}
-		}
-	}()
-	defer func() { close(stop); <-finished }()
+	tb, l, b := newTable(t, Config{Interval: 20 * time.Millisecond, Retries: 500})
+	// The peer answers after the first request's interval, and sends a
+	// frame of another protocol before it.
+	time.AfterFunc(30*time.Millisecond, func() {
+		b.TxFrame(make([]byte, 60)) // not the protocol's
+		b.TxFrame(frame('A', mac2, ip2))
+		b.Kick()
+	})
 	mac, err := tb.Resolve(context.Background(), ip2, nil)
 	if err != nil || mac != mac2 {
 		t.Fatalf("Resolve: %v %v", mac, err)
@@ -424,7 +404,7 @@ func TestNUDEvictsLeastUsed(t *testing.T) {
 	tb.Learn(ip61, mac1)
 	tb.Learn(ip62, mac2)
 	tb.Query(ip61, t0)
-	three := netip.MustParseAddr("2001:2::3")
+	three := v6(3)
 	tb.Learn(three, mac1)
 	if _, ok := tb.Lookup(ip62); ok || tb.Len() != 2 || value(tb, CounterEvicted) != 1 {
 		t.Fatalf("2001:2::2 present %v, %d entries", ok, tb.Len())
