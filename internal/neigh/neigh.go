@@ -170,7 +170,7 @@ type query struct {
 //
 // Threading: Query, Poll, Resolve, Send, Flush and Advertised belong to
 // the goroutine that drives the FrameIO (the poll loop). Lookup, State,
-// Learn, Merge and Counter may be called from any goroutine.
+// Learn, Merge, Len and Counter may be called from any goroutine.
 type Table struct {
 	fio  frameio.FrameIO
 	link Link
