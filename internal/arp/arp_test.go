@@ -176,7 +176,7 @@ func responder(t *testing.T, p *memio.Port, h *Handler) (stop func()) {
 	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
-func newHandler(t *testing.T, p *memio.Port, addr netip.Addr) *Handler {
+func newHandler(t testing.TB, p *memio.Port, addr netip.Addr) *Handler {
 	t.Helper()
 	h, err := New(p, Config{MAC: p.MAC(), Addr: addr, Iface: "memio" + p.String()[6:], Interval: 50 * time.Millisecond})
 	if err != nil {
@@ -452,5 +452,39 @@ func TestQueryGivesUp(t *testing.T) {
 	}
 	if count(h, CounterTimeouts) != 1 || count(h, CounterRequestsOut) != 2 {
 		t.Fatal(h.AppendLayers(nil))
+	}
+}
+
+// BenchmarkHandleRequest answers a request for our address: parse, learn
+// (the sender is cached already), reply into the TX ring.
+func BenchmarkHandleRequest(b *testing.B) {
+	pa, pb := memio.NewPair(memio.Options{})
+	defer pa.Close()
+	defer pb.Close()
+	h := newHandler(b, pa, ipA)
+	req := AppendRequest(nil, pb.MAC(), ipB, ipA)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		h.Handle(req)
+		if i%32 == 31 {
+			h.Flush()
+			pb.RxFrames(64, func([]byte) {})
+		}
+	}
+}
+
+// BenchmarkQueryHit is the resolver's question for a cached address.
+func BenchmarkQueryHit(b *testing.B) {
+	pa, pb := memio.NewPair(memio.Options{})
+	defer pa.Close()
+	defer pb.Close()
+	h := newHandler(b, pa, ipA)
+	h.Learn(ipB, [6]byte(pb.MAC()))
+	now := time.Now()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, ok := h.Query(ipB, now); !ok {
+			b.Fatal("miss")
+		}
 	}
 }

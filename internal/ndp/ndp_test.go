@@ -19,7 +19,7 @@ var (
 
 // handlers returns a Handler on each port of a memio pair: A for addrA,
 // B for addrB.
-func handlers(t *testing.T, cfg Config) (ha, hb *Handler, a, b *memio.Port) {
+func handlers(t testing.TB, cfg Config) (ha, hb *Handler, a, b *memio.Port) {
 	t.Helper()
 	a, b = memio.NewPair(memio.Options{})
 	ca, cb := cfg, cfg
@@ -287,7 +287,7 @@ func TestAdvertisementRules(t *testing.T) {
 // cached MAC; unanswered MAX_UNICAST_SOLICIT times, it is removed. An
 // answer in PROBE makes it REACHABLE again.
 func TestStaleDelayProbe(t *testing.T) {
-	ha, hb, _, b := handlers(t, Config{Reachable: 30 * time.Second, DelayFirstProbe: 5 * time.Second, Interval: time.Second, Probes: 3})
+	ha, hb, a, b := handlers(t, Config{Reachable: 30 * time.Second, DelayFirstProbe: 5 * time.Second, Interval: time.Second, Probes: 3})
 	t0 := time.Now()
 	ha.Learn(addrB, [6]byte(b.MAC()))
 	ha.Handle(AppendNA(nil, [6]byte(b.MAC()), addrB, addrA, [6]byte(ha.cfg.MAC), FlagSolicited))
@@ -318,7 +318,7 @@ func TestStaleDelayProbe(t *testing.T) {
 	// B answers the probe: REACHABLE again.
 	hb.Handle(fs[0])
 	hb.Flush()
-	for _, f := range frames(ha.fio.(*memio.Port)) {
+	for _, f := range frames(a) {
 		ha.Handle(f)
 	}
 	if st, _ := ha.State(addrB); st != Reachable {
@@ -343,8 +343,8 @@ func TestCacheBounded(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		h.Learn(netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 15: byte(i + 10)}), [6]byte{2, 0, 0, 0, 0, byte(i)})
 	}
-	if len(h.cache) != 4 || counter(h, CounterEvicted) != 6 {
-		t.Fatalf("%d entries, %d evicted", len(h.cache), counter(h, CounterEvicted))
+	if h.Len() != 4 || counter(h, CounterEvicted) != 6 {
+		t.Fatalf("%d entries, %d evicted", h.Len(), counter(h, CounterEvicted))
 	}
 	if _, ok := h.Lookup(netip.AddrFrom16([16]byte{0x20, 0x01, 0, 2, 15: 19})); !ok {
 		t.Fatal("the newest entry was evicted")
@@ -491,4 +491,37 @@ func FuzzParseFrame(f *testing.F) {
 			t.Fatalf("rebuilt: %v %+v", r2, m2)
 		}
 	})
+}
+
+// BenchmarkHandleSolicitation answers a solicitation for our address from
+// a neighbour cached already: parse, check its MAC, advertise into the TX
+// ring.
+func BenchmarkHandleSolicitation(b *testing.B) {
+	ha, _, _, pb := handlers(b, Config{})
+	f := AppendNS(nil, [6]byte(pb.MAC()), addrB, addrA, nil)
+	ha.Learn(addrB, [6]byte(pb.MAC()))
+	b.ReportAllocs()
+	for i := range b.N {
+		if i%32 == 0 { // the answers leave, and the TX ring never fills
+			ha.Flush()
+			pb.RxFrames(64, func([]byte) {})
+		}
+		ha.Handle(f)
+	}
+}
+
+// BenchmarkQueryHit is the resolver's question for a cached, REACHABLE
+// address.
+func BenchmarkQueryHit(b *testing.B) {
+	ha, _, _, pb := handlers(b, Config{Reachable: time.Hour})
+	mac := [6]byte(pb.MAC())
+	ha.Learn(addrB, mac)
+	ha.Handle(AppendNA(nil, mac, addrB, addrA, [6]byte(ha.cfg.MAC), FlagSolicited|FlagOverride))
+	now := time.Now()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, ok := ha.Query(addrB, now); !ok {
+			b.Fatal("miss")
+		}
+	}
 }
