@@ -159,11 +159,18 @@ func (w *world) until(limit time.Duration, what string, cond func() bool) {
 // connect dials from a to b's listener on port and returns both ends.
 func (w *world) connect(port uint16) (ca, cb *Conn) {
 	w.t.Helper()
+	return w.connectFor(families[0], port)
+}
+
+// connectFor dials from a to b's listener on port at b's address of the
+// family f and returns both ends.
+func (w *world) connectFor(f family, port uint16) (ca, cb *Conn) {
+	w.t.Helper()
 	l, err := w.b.Listen(port, 0)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return w.connectTo(l, netip.AddrPortFrom(addrB, port))
+	return w.connectTo(l, netip.AddrPortFrom(f.b, port))
 }
 
 // connectTo dials from a to b's listener at dst and returns both ends.
