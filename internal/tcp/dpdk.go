@@ -9,8 +9,6 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/dpdk"
-	"github.com/dgramio/dgramio/frameio/pcapio"
-	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/ifaddr"
 	"github.com/dgramio/dgramio/internal/kindcfg"
 	"github.com/dgramio/dgramio/internal/queues"
@@ -64,16 +62,11 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 		unpin()
 		return nil, err
 	}
-	// Config.Pcap: capture every frame (Wrap returns port itself when unset).
-	fio, err := pcapio.Wrap(port, cfg.Pcap)
+	fio, mode, err := queues.Capture(port, cfg.Pcap, engineName(cfg)+" over dpdk "+info.Driver)
 	if err != nil {
 		port.Close()
 		unpin()
 		return nil, err
-	}
-	mode := engineName(cfg) + " over dpdk " + info.Driver
-	if cfg.Pcap != "" {
-		mode += " +pcap"
 	}
 	opts := Options{
 		Mode:      mode,
@@ -184,21 +177,9 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 		}
 		qc.LocalPort = uint16(p)
 	}
-	th, err := cpu.Claim(qc.CPUs, false)
+	fio, th, mode, err := queues.ClaimQueue(dp, qc.CPUs, qc.Pcap, engineName(qc)+" over dpdk "+dp.Info().Driver)
 	if err != nil {
-		dp.Close()
 		return nil, err
-	}
-	// Config.Pcap: capture every frame (Wrap returns dp itself when unset).
-	fio, err := pcapio.Wrap(dp, qc.Pcap)
-	if err != nil {
-		dp.Close()
-		th.Release()
-		return nil, err
-	}
-	mode := engineName(qc) + " over dpdk " + dp.Info().Driver
-	if qc.Pcap != "" {
-		mode += " +pcap"
 	}
 	opts := Options{
 		Mode:       fmt.Sprintf("%s, queue %d of %d", mode, q, g.cfg.Queues),

@@ -16,7 +16,6 @@ import (
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/dpdk"
-	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/arp"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/ifaddr"
@@ -81,8 +80,8 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Config.Pcap: capture every frame (Wrap returns dp itself when unset).
-	port, err := pcapio.Wrap(dp, cfg.Pcap)
+	info := dp.Info()
+	port, mode, err := queues.Capture(dp, cfg.Pcap, "dpdk "+info.Driver)
 	if err != nil {
 		dp.Close()
 		return nil, err
@@ -93,14 +92,9 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 			port.Close()
 		}
 	})
-	info := dp.Info()
 	name := info.Iface
 	if name == "" {
 		name = info.Name
-	}
-	mode := "dpdk " + info.Driver
-	if cfg.Pcap != "" {
-		mode += " +pcap"
 	}
 	var sink *net.UDPConn
 	if info.Driver == "net_af_packet" && info.Iface != "" {
@@ -284,18 +278,11 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 	if g.cfg.Role == dgramio.RoleClient {
 		qc.LocalPort = g.cfg.LocalPort + uint16(q)
 	}
-	th, err := cpu.Claim(qc.CPUs, false)
-	if err != nil {
-		dp.Close()
-		return nil, err
-	}
-	port, err := pcapio.Wrap(dp, qc.Pcap)
-	if err != nil {
-		dp.Close()
-		th.Release()
-		return nil, err
-	}
 	info := dp.Info()
+	port, th, mode, err := queues.ClaimQueue(dp, qc.CPUs, qc.Pcap, "dpdk "+info.Driver)
+	if err != nil {
+		return nil, err
+	}
 	name := info.Iface
 	if name == "" {
 		name = info.Name
@@ -305,10 +292,6 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 		port.Close()
 		th.Release()
 		return nil, err
-	}
-	mode := "dpdk " + info.Driver
-	if qc.Pcap != "" {
-		mode += " +pcap"
 	}
 	base := mode
 	mode += fmt.Sprintf(", queue %d of %d", q, g.cfg.Queues)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/afxdp"
-	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/arp"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/kindcfg"
@@ -98,16 +97,11 @@ func openXDPQueue(cfg dgramio.Config, prog *afxdp.Program, note string) (dgramio
 		return nil, err
 	}
 	undo = append(undo, func() { x.Close() })
-	// Config.Pcap: capture every frame (Wrap returns x itself when unset).
-	fio, err := pcapio.Wrap(x, cfg.Pcap)
+	fio, mode, err := queues.Capture(x, cfg.Pcap, "xdp "+x.Mode())
 	if err != nil {
 		return nil, err
 	}
 	undo[len(undo)-1] = func() { fio.Close() }
-	mode := "xdp " + x.Mode()
-	if cfg.Pcap != "" {
-		mode += " +pcap"
-	}
 	if note != "" {
 		mode += ", " + note
 	}
