@@ -123,19 +123,7 @@ func FuzzPacketTooBigOnLiveConnection6(f *testing.F) {
 		fr := make([]byte, ethLen)
 		putEth(fr, w.a.mac, w.b.mac, etherIPv6)
 		fr = append(fr, pkt6(a6C, addr6A.As16(), 64, nil, protoICMPv6, m)...)
-		w.a.tick()
-		w.a.input(fr)
-		checkConn(t, ca)
-		if ca.peerMSS < minMTU6-ip6Len-tcpLen {
-			t.Fatalf("MSS %d below 1220", ca.peerMSS)
-		}
-		got, buf := 0, make([]byte, 16<<10)
-		w.until(10*time.Minute, "the data", func() bool {
-			n, _ := cb.Read(buf)
-			got += n
-			checkConn(t, ca)
-			return got == 12000
-		})
+		tooBigTaken(t, w, ca, cb, fr, minMTU6-ip6Len-tcpLen, 12000)
 	})
 }
 
