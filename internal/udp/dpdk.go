@@ -223,12 +223,10 @@ func openSink(cfg dgramio.Config) (*net.UDPConn, error) {
 
 // dpdkGroup is kind dpdk with several queues.
 type dpdkGroup struct {
-	cfg  dgramio.Config
-	port *dpdk.Port // queue 0's Port, which owns the device
-	nl   *netlink.Handle
-	hop  func(netip.Addr) netip.Addr // the queues' RawOptions.NextHop
+	*queues.DPDK // the port, its queues' slots, BaseMode, AppendCounters
 
-	slots *queues.Slots
+	nl  *netlink.Handle
+	hop func(netip.Addr) netip.Addr // the queues' RawOptions.NextHop
 }
 
 var _ dgramio.QueueGroup = (*dpdkGroup)(nil)
@@ -254,14 +252,12 @@ func NewDPDKGroup(cfg dgramio.Config) (dgramio.QueueGroup, error) {
 	if cfg.Role == dgramio.RoleClient && int(cfg.LocalPort)+cfg.Queues > 65536 {
 		return nil, &dgramio.ConfigError{Field: "LocalPort", Value: cfg.LocalPort, Reason: fmt.Sprintf("queue q sends from LocalPort+q: %d queues from %d run past 65535", cfg.Queues, cfg.LocalPort)}
 	}
-	o := dpdk.OptionsFrom(cfg)
-	o.Queues = cfg.Queues
-	port, err := dpdk.Open(o)
+	d, err := queues.OpenDPDK(cfg)
 	if err != nil {
 		return nil, err
 	}
-	g := &dpdkGroup{cfg: cfg, port: port, slots: queues.NewSlots(cfg.Queues)}
-	if g.nl, g.hop, err = dpdkNextHop(cfg, port.Info().Iface); err != nil {
+	g := &dpdkGroup{DPDK: d}
+	if g.nl, g.hop, err = dpdkNextHop(cfg, g.Port.Info().Iface); err != nil {
 		g.Close()
 		return nil, err
 	}
@@ -270,13 +266,12 @@ func NewDPDKGroup(cfg dgramio.Config) (dgramio.QueueGroup, error) {
 
 // OpenQueue opens queue q. See dgramio.QueueGroup.
 func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
-	if err := g.slots.Take("udp: dpdk", q); err != nil {
+	dp, qc, err := g.Take("udp: dpdk", q)
+	if err != nil {
 		return nil, err
 	}
-	dp := g.port.Queue(q)
-	qc := kindcfg.ForQueue(g.cfg, q)
-	if g.cfg.Role == dgramio.RoleClient {
-		qc.LocalPort = g.cfg.LocalPort + uint16(q)
+	if g.Cfg.Role == dgramio.RoleClient {
+		qc.LocalPort = g.Cfg.LocalPort + uint16(q)
 	}
 	info := dp.Info()
 	port, th, mode, err := queues.ClaimQueue(dp, qc.CPUs, qc.Pcap, "dpdk "+info.Driver)
@@ -294,7 +289,7 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 		return nil, err
 	}
 	base := mode
-	mode += fmt.Sprintf(", queue %d of %d", q, g.cfg.Queues)
+	mode += fmt.Sprintf(", queue %d of %d", q, g.Cfg.Queues)
 	// NewRaw closes the port itself on error.
 	r, err := NewRaw(qc, port, RawOptions{Mode: mode, ARP: nbARP, NDP: nbNDP, NextHop: g.hop,
 		OnClose: func() error { nbClose(); return th.Release() }})
@@ -303,15 +298,12 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 		th.Release()
 		return nil, noRouteHint(err, g.hop)
 	}
-	g.slots.Opened(q, base)
+	g.Slots.Opened(q, base)
 	return r, nil
 }
 
-// BaseMode is queue 0's Stats.Mode without its note. See dgramio.QueueGroup.
-func (g *dpdkGroup) BaseMode() string { return g.slots.BaseMode() }
-
 // Mode says how frames reach the queues.
-func (g *dpdkGroup) Mode() string { return DPDKSteering(g.port.Info()) }
+func (g *dpdkGroup) Mode() string { return DPDKSteering(g.Port.Info()) }
 
 // DPDKSteering describes how a DPDK port spreads flows over its queues:
 // "rss" with the hash types, or what feeds a vdev's queues.
@@ -328,22 +320,13 @@ func DPDKSteering(info dpdk.Info) string {
 	return "no rss"
 }
 
-// AppendCounters appends the device's counters (dpdk.Port.DeviceStats),
-// counted once for all queues.
-func (g *dpdkGroup) AppendCounters(dst []dgramio.Counter) []dgramio.Counter {
-	return append(dst, g.port.DeviceStats().Layers...)
-}
-
 // Close closes the queues never opened; the device goes with the last
 // queue closed. Close the opened queues' backends first.
 func (g *dpdkGroup) Close() error {
-	var errs []error
-	for _, q := range g.slots.TakeRest() {
-		errs = append(errs, g.port.Queue(q).Close())
-	}
+	err := g.DPDK.Close()
 	if g.nl != nil {
 		g.nl.Close()
 		g.nl = nil
 	}
-	return errors.Join(errs...)
+	return err
 }
