@@ -17,7 +17,6 @@ import (
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/dpdk"
 	"github.com/dgramio/dgramio/internal/arp"
-	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/ifaddr"
 	"github.com/dgramio/dgramio/internal/kindcfg"
 	"github.com/dgramio/dgramio/internal/ndp"
@@ -64,18 +63,12 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 		return nil, err
 	}
 	// Set-up undoes itself, last step first, on every error path.
-	var undo []func()
-	defer func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}()
-	// Pin to CPUs[0], leaving a pin the caller made itself alone.
-	th, err := cpu.Claim(cfg.CPUs, false)
+	var undo setup
+	defer undo.undo()
+	th, err := undo.claim(cfg.CPUs)
 	if err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { _ = th.Release() })
 	dp, err := dpdk.Open(dpdk.OptionsFrom(cfg))
 	if err != nil {
 		return nil, err
