@@ -9,8 +9,6 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/dpdk"
-	"github.com/dgramio/dgramio/frameio/pcapio"
-	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/ifaddr"
 	"github.com/dgramio/dgramio/internal/kindcfg"
 	"github.com/dgramio/dgramio/internal/queues"
@@ -64,16 +62,11 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 		unpin()
 		return nil, err
 	}
-	// Config.Pcap: capture every frame (Wrap returns port itself when unset).
-	fio, err := pcapio.Wrap(port, cfg.Pcap)
+	fio, mode, err := queues.Capture(port, cfg.Pcap, engineName(cfg)+" over dpdk "+info.Driver)
 	if err != nil {
 		port.Close()
 		unpin()
 		return nil, err
-	}
-	mode := engineName(cfg) + " over dpdk " + info.Driver
-	if cfg.Pcap != "" {
-		mode += " +pcap"
 	}
 	opts := Options{
 		Mode:      mode,
@@ -114,13 +107,10 @@ func CheckDPDKAddr(info dpdk.Info, local netip.Addr) error {
 
 // dpdkGroup is kind tcp-dpdk with several queues.
 type dpdkGroup struct {
-	cfg  dgramio.Config
-	port *dpdk.Port // queue 0's Port, which owns the device
-	rss  stack.RSS  // the kernel interface's, under a net_af_xdp vdev
+	*queues.DPDK // the port, its queues' slots, BaseMode, AppendCounters, Close
 
-	arp ARPShare // the queues' engines share ARP replies
-
-	slots *queues.Slots
+	rss stack.RSS // the kernel interface's, under a net_af_xdp vdev
+	arp ARPShare  // the queues' engines share ARP replies
 }
 
 var _ dgramio.QueueGroup = (*dpdkGroup)(nil)
@@ -147,18 +137,16 @@ func NewDPDKGroup(cfg dgramio.Config) (dgramio.QueueGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := dpdk.OptionsFrom(cfg)
-	o.Queues = cfg.Queues
-	port, err := dpdk.Open(o)
+	d, err := queues.OpenDPDK(cfg)
 	if err != nil {
 		return nil, err
 	}
-	g := &dpdkGroup{cfg: cfg, port: port, slots: queues.NewSlots(cfg.Queues)}
+	g := &dpdkGroup{DPDK: d}
 	if err := checkGroup6(cfg); err != nil {
 		g.Close()
 		return nil, err
 	}
-	info := port.Info()
+	info := g.Port.Info()
 	if err := CheckDPDKAddr(info, cfg.LocalIP); err != nil {
 		g.Close()
 		return nil, err
@@ -171,37 +159,24 @@ func NewDPDKGroup(cfg dgramio.Config) (dgramio.QueueGroup, error) {
 
 // OpenQueue opens queue q. See dgramio.QueueGroup.
 func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
-	if err := g.slots.Take("tcp: dpdk", q); err != nil {
+	dp, qc, err := g.Take("tcp: dpdk", q)
+	if err != nil {
 		return nil, err
 	}
-	dp := g.port.Queue(q)
-	qc := kindcfg.ForQueue(g.cfg, q)
-	if g.cfg.LocalPort != 0 {
-		p := int(g.cfg.LocalPort) + q
+	if g.Cfg.LocalPort != 0 {
+		p := int(g.Cfg.LocalPort) + q
 		if p > 65535 {
 			dp.Close()
-			return nil, &dgramio.ConfigError{Field: "LocalPort", Value: g.cfg.LocalPort, Reason: fmt.Sprintf("queue %d would use port %d", q, p)}
+			return nil, &dgramio.ConfigError{Field: "LocalPort", Value: g.Cfg.LocalPort, Reason: fmt.Sprintf("queue %d would use port %d", q, p)}
 		}
 		qc.LocalPort = uint16(p)
 	}
-	th, err := cpu.Claim(qc.CPUs, false)
+	fio, th, mode, err := queues.ClaimQueue(dp, qc.CPUs, qc.Pcap, engineName(qc)+" over dpdk "+dp.Info().Driver)
 	if err != nil {
-		dp.Close()
 		return nil, err
-	}
-	// Config.Pcap: capture every frame (Wrap returns dp itself when unset).
-	fio, err := pcapio.Wrap(dp, qc.Pcap)
-	if err != nil {
-		dp.Close()
-		th.Release()
-		return nil, err
-	}
-	mode := engineName(qc) + " over dpdk " + dp.Info().Driver
-	if qc.Pcap != "" {
-		mode += " +pcap"
 	}
 	opts := Options{
-		Mode:       fmt.Sprintf("%s, queue %d of %d", mode, q, g.cfg.Queues),
+		Mode:       fmt.Sprintf("%s, queue %d of %d", mode, q, g.Cfg.Queues),
 		Close:      func() error { return errors.Join(fio.Close(), th.Release()) },
 		OwnerKicks: true,
 		ARPShare:   &g.arp,
@@ -209,7 +184,7 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 		Gateway:    qc.DPDK.Gateway,
 	}
 	if qc.LocalPort == 0 {
-		n, local, rss := g.cfg.Queues, g.cfg.LocalIP, g.rss
+		n, local, rss := g.Cfg.Queues, g.Cfg.LocalIP, g.rss
 		opts.SourcePorts = func(peer netip.AddrPort) []uint16 {
 			return stack.SourcePorts(rss, local, peer, q, n, q, 64)
 		}
@@ -219,17 +194,14 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.slots.Opened(q, mode)
+	g.Slots.Opened(q, mode)
 	return b, nil
 }
 
-// BaseMode is queue 0's Stats.Mode without its note. See dgramio.QueueGroup.
-func (g *dpdkGroup) BaseMode() string { return g.slots.BaseMode() }
-
 // Mode says how frames reach the queues and how clients pick ports.
 func (g *dpdkGroup) Mode() string {
-	info := g.port.Info()
-	m := "one " + engineName(g.cfg) + " engine per queue, "
+	info := g.Port.Info()
+	m := "one " + engineName(g.Cfg) + " engine per queue, "
 	switch {
 	case info.RSS != 0:
 		m += fmt.Sprintf("rss %#x", info.RSS)
@@ -241,19 +213,4 @@ func (g *dpdkGroup) Mode() string {
 		m += "no RSS table: queue by the sender's CPU"
 	}
 	return m
-}
-
-// AppendCounters appends the device's counters, counted once.
-func (g *dpdkGroup) AppendCounters(dst []dgramio.Counter) []dgramio.Counter {
-	return append(dst, g.port.DeviceStats().Layers...)
-}
-
-// Close closes the queues never opened; the device goes with the last
-// queue closed.
-func (g *dpdkGroup) Close() error {
-	var errs []error
-	for _, q := range g.slots.TakeRest() {
-		errs = append(errs, g.port.Queue(q).Close())
-	}
-	return errors.Join(errs...)
 }

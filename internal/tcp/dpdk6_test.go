@@ -3,13 +3,10 @@
 package tcp
 
 import (
-	"context"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/dgramio/dgramio"
-	"github.com/dgramio/dgramio/internal/peertest"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 	"github.com/dgramio/dgramio/internal/testutil"
@@ -31,18 +28,8 @@ func TestDPDKTCPNativeIPv6(t *testing.T) {
 				LocalIP: addr.Addr(), Port: addr.Port(), TCP: dgramio.TCPTuning{Stack: dgramio.TCPStackNative}})
 			testutil.SkipIfNotSupported(t, err)
 			pl := startPoller(b.(*Backend), echo(t, b.(*Backend)))
-			ctx, cancel := context.WithTimeout(context.Background(), peertest.DialTimeout)
-			defer cancel()
-			c, err := peertest.Dialer(p.B)(ctx, "tcp6", addr.String())
-			if err != nil {
-				pl.stop()
-				t.Fatalf("kernel client connect to %s: %v", addr, err)
-			}
-			if err := peertest.Records(c, 0, 2000, 100, 120*time.Second); err != nil {
-				pl.stop()
-				t.Fatal(err)
-			}
-			c.Close()
+			defer pl.stop()
+			recordsFromKernel6(t, p, addr, 2000)
 			pl.stop()
 			if st := b.Stats(); st.Resets != 0 {
 				t.Errorf("%d resets", st.Resets)
@@ -53,21 +40,8 @@ func TestDPDKTCPNativeIPv6(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			srv := netip.AddrPortFrom(p.B.Addr6, 5001)
-			ln := listen6(t, p.B, srv)
-			wait := peertest.ServeEcho(ln)
-			cb, err := openTCPDPDK(t, p.A, driver, dgramio.Config{Iface: p.A.Iface, LocalIP: addr6(p.A, 4),
-				Dests: []netip.AddrPort{srv}, Port: 5001, TCP: dgramio.TCPTuning{Stack: dgramio.TCPStackNative}})
-			testutil.SkipIfNotSupported(t, err)
-			s := echoedRecords(t, cb, 2000)
-			if v, _ := s.Counter("native", "ndp_ns_sent"); v == 0 {
-				t.Errorf("B resolved without a solicitation?")
-			}
-			if err := cb.Close(); err != nil {
-				t.Fatal(err)
-			}
-			peertest.Ended(t, ln, wait)
-			peertest.Clean(t, p.A)
+			echoedByKernel6(t, p, 5001, dgramio.Config{Iface: p.A.Iface, LocalIP: addr6(p.A, 4), TCP: dgramio.TCPTuning{Stack: dgramio.TCPStackNative}},
+				func(cfg dgramio.Config) (dgramio.Backend, error) { return openTCPDPDK(t, p.A, driver, cfg) })
 		})
 	}
 }

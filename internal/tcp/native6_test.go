@@ -42,6 +42,48 @@ func listen6(t *testing.T, h *testhost.Host, addr netip.AddrPort) net.Listener {
 	return ln
 }
 
+// recordsFromKernel6 has a kernel TCP client in B's namespace connect over
+// IPv6 to addr (a native engine on A, which answers B's kernel's neighbour
+// solicitation, RFC 4861 §7.2.4) and exchange n records, each echoed to
+// its sender; then it closes the client.
+func recordsFromKernel6(t *testing.T, p *testhost.Pair, addr netip.AddrPort, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), peertest.DialTimeout)
+	defer cancel()
+	c, err := peertest.Dialer(p.B)(ctx, "tcp6", addr.String())
+	if err != nil {
+		t.Fatalf("kernel client connect to %s: %v", addr, err)
+	}
+	defer c.Close()
+	if err := peertest.Records(c, 0, n, 100, 120*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// echoedByKernel6: the backend open makes of cfg (a native engine on A,
+// on A's address cfg.LocalIP) connects over IPv6 to a kernel TCP echo
+// server on B's port: it resolves B by neighbour discovery (RFC 4861
+// §7.2.2: a solicitation, B's kernel's advertisement) and 2000 records
+// come back in order; Close ends the kernel's side.
+func echoedByKernel6(t *testing.T, p *testhost.Pair, port uint16, cfg dgramio.Config, open func(dgramio.Config) (dgramio.Backend, error)) {
+	t.Helper()
+	srv := netip.AddrPortFrom(p.B.Addr6, port)
+	ln := listen6(t, p.B, srv)
+	wait := peertest.ServeEcho(ln)
+	cfg.Dests, cfg.Port = []netip.AddrPort{srv}, port
+	b, err := open(cfg)
+	testutil.SkipIfNotSupported(t, err)
+	s := echoedRecords(t, b, 2000)
+	if v, _ := s.Counter("native", "ndp_ns_sent"); v == 0 {
+		t.Errorf("B resolved without a solicitation?")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	peertest.Ended(t, ln, wait)
+	peertest.Clean(t, p.A)
+}
+
 // TestXDPNativeIPv6ServerKernelClient: a kernel TCP client on B connects
 // over IPv6 to tcp-xdp (native) serving on A and exchanges 2000 records,
 // each echoed to its sender; the engine answered B's kernel's neighbour
@@ -56,18 +98,8 @@ func TestXDPNativeIPv6ServerKernelClient(t *testing.T) {
 	testutil.SkipIfNotSupported(t, err)
 	pl := startPoller(b.(*Backend), echo(t, b.(*Backend)))
 	defer pl.stop()
-	ctx, cancel := context.WithTimeout(context.Background(), peertest.DialTimeout)
-	defer cancel()
-	c, err := peertest.Dialer(p.B)(ctx, "tcp6", addr.String())
-	if err != nil {
-		t.Fatalf("kernel client connect to %s: %v", addr, err)
-	}
-	defer c.Close()
 	const n = 2000
-	if err := peertest.Records(c, 0, n, 100, 120*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	recordsFromKernel6(t, p, addr, n)
 	for deadline := time.Now().Add(10 * time.Second); b.Stats().PeerCloses != 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the kernel client's close was not seen: %+v", b.Stats())
@@ -97,19 +129,6 @@ func TestXDPNativeIPv6ServerKernelClient(t *testing.T) {
 func TestXDPNativeIPv6ClientKernelServer(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{IPv6: true})
-	srv := netip.AddrPortFrom(p.B.Addr6, 5000)
-	ln := listen6(t, p.B, srv)
-	wait := peertest.ServeEcho(ln)
-	b, err := openXDP(t, p.A, dgramio.Config{LocalIP: addr6(p.A, 3), Dests: []netip.AddrPort{srv}, Port: 5000,
-		TCP: dgramio.TCPTuning{Stack: dgramio.TCPStackNative}})
-	testutil.SkipIfNotSupported(t, err)
-	s := echoedRecords(t, b, 2000)
-	if v, _ := s.Counter("native", "ndp_ns_sent"); v == 0 {
-		t.Errorf("B resolved without a solicitation?")
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	peertest.Ended(t, ln, wait)
-	peertest.Clean(t, p.A)
+	echoedByKernel6(t, p, 5000, dgramio.Config{LocalIP: addr6(p.A, 3), TCP: dgramio.TCPTuning{Stack: dgramio.TCPStackNative}},
+		func(cfg dgramio.Config) (dgramio.Backend, error) { return openXDP(t, p.A, cfg) })
 }

@@ -212,7 +212,7 @@ func TestNativeClockOncePerCall(t *testing.T) {
 
 // TestNativeARPShare: a group's ARPShare reaches every queue's engine
 // (native.Options.ARPShare, the one share of the group), so that an ARP
-// reply learnt on one queue is known to all (native's TestARPShareGroup
+// reply learnt on one queue is known to all (native's TestNeighbourShareGroup
 // shows the sharing itself).
 func TestNativeARPShare(t *testing.T) {
 	_, ccfg := nativeConfigs()

@@ -11,7 +11,6 @@ import (
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/afxdp"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
-	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/ifaddr"
 	"github.com/dgramio/dgramio/internal/kindcfg"
@@ -237,17 +236,13 @@ func openXSK(cfg dgramio.Config, prog *afxdp.Program) (frameio.FrameIO, Options,
 		}
 		return nil, Options{}, err
 	}
-	fio, err := pcapio.Wrap(x, cfg.Pcap) // x itself when Pcap is unset
+	fio, mode, err := queues.Capture(x, cfg.Pcap, engineName(cfg)+" over xdp "+x.Mode())
 	if err != nil {
 		x.Close()
 		if own {
 			prog.Close()
 		}
 		return nil, Options{}, err
-	}
-	mode := engineName(cfg) + " over xdp " + x.Mode()
-	if cfg.Pcap != "" {
-		mode += " +pcap"
 	}
 	closeFn := fio.Close
 	if own {

@@ -5,10 +5,7 @@ package testhost
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -19,8 +16,9 @@ import (
 
 // TestIPv6Pair: with Options.IPv6 each end has its address from
 // 2001:2::/48 (RFC 5180) and a link-local one, both usable at once; the
-// quiet settings hold on every device; UDP and TCP run over IPv6 (the
-// kernel resolving the neighbour by NDP) and IPv4 still works.
+// quiet settings hold on every device; UDP runs over IPv6 (the kernel
+// resolving the neighbour by NDP) and IPv4 still works. TCP over IPv6:
+// TestDialContext/IPv6.
 func TestIPv6Pair(t *testing.T) {
 	p := newT(t, Options{IPv6: true})
 	for _, h := range []*Host{p.A, p.B} {
@@ -65,27 +63,6 @@ func TestIPv6Pair(t *testing.T) {
 		t.Errorf("A's neighbour entry for %s: %v %v, want %v", p.B.Addr6, mac, err, p.B.MAC)
 	}
 	roundTrip(t, p, "and over IPv4")
-
-	ln, err := p.B.ListenTCP6(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := p.A.DialContext(ctx, "tcp6", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if from := s.RemoteAddr().(*net.TCPAddr).AddrPort().Addr(); from != p.A.Addr6 {
-		t.Errorf("connection from %v, want A's %v", from, p.A.Addr6)
-	}
 }
 
 // snmp6 reads the kernel's IPv6 counters (/proc/thread-self/net/snmp6) of
@@ -166,32 +143,5 @@ func TestIPv6AddrDelAdd(t *testing.T) {
 	}
 	if err := newT(t, Options{}).A.DelAddr6(); err == nil {
 		t.Error("DelAddr6 without Options.IPv6 succeeded")
-	}
-}
-
-// TestIPv6OptionsRefused: IPv6 addresses outside 2001:2::/48, equal ones,
-// IPv6 addresses without IPv6, and IPv6 on a link below 1280 bytes are
-// refused before anything is made.
-func TestIPv6OptionsRefused(t *testing.T) {
-	for _, tc := range []struct {
-		o    Options
-		want string
-	}{
-		{Options{IPv6: true, A6: netip.MustParsePrefix("2001:db8::1/64")}, "Options.A6=2001:db8::1/64: want an IPv6 address with a prefix inside 2001:2::/48"},
-		{Options{IPv6: true, B6: netip.MustParsePrefix("2001:2::2/32")}, "Options.B6=2001:2::2/32"},
-		{Options{IPv6: true, A6: netip.MustParsePrefix("::ffff:198.18.0.1/128")}, "Options.A6"},
-		{Options{IPv6: true, A6: netip.MustParsePrefix("2001:2::1/64"), B6: netip.MustParsePrefix("2001:2::1/64")}, "same address 2001:2::1"},
-		{Options{A6: netip.MustParsePrefix("2001:2::1/64")}, "without Options.IPv6"},
-		{Options{IPv6: true, MTU: 1279}, "MTU=1279 with IPv6"},
-	} {
-		p, err := New(tc.o)
-		if err == nil {
-			p.Close()
-			t.Errorf("New(%+v) accepted", tc.o)
-			continue
-		}
-		if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("New(%+v): %v; want it to say %q", tc.o, err, tc.want)
-		}
 	}
 }

@@ -55,28 +55,42 @@ func TestPairUDPRoundTrip(t *testing.T) {
 }
 
 // TestDialContext: a kernel TCP client that DialContext makes in A's
-// namespace reaches a listener in B's, from A's address.
+// namespace reaches a listener in B's, from A's address, over each
+// family (IPv6: the kernel resolving B by NDP).
 func TestDialContext(t *testing.T) {
-	p := newT(t, Options{})
-	ln, err := p.B.ListenTCP(5001)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := p.A.DialContext(ctx, "tcp4", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if from := s.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap(); from != p.A.Addr {
-		t.Errorf("connection from %v, want A's %v", from, p.A.Addr)
+	for _, c := range []struct {
+		name    string
+		o       Options
+		network string
+		listen  func(h *Host) (*net.TCPListener, error)
+		addr    func(h *Host) netip.Addr
+	}{
+		{"IPv4", Options{}, "tcp4", func(h *Host) (*net.TCPListener, error) { return h.ListenTCP(5001) }, func(h *Host) netip.Addr { return h.Addr }},
+		{"IPv6", Options{IPv6: true}, "tcp6", func(h *Host) (*net.TCPListener, error) { return h.ListenTCP6(0) }, func(h *Host) netip.Addr { return h.Addr6 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newT(t, c.o)
+			ln, err := c.listen(p.B)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			conn, err := p.A.DialContext(ctx, c.network, ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			s, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if from := s.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap(); from != c.addr(p.A) {
+				t.Errorf("connection from %v, want A's %v", from, c.addr(p.A))
+			}
+		})
 	}
 }
 
@@ -207,6 +221,10 @@ func requireRootOrFatal(t *testing.T, err error, i int) {
 	t.Fatalf("pair %d: %v", i, err)
 }
 
+// TestOptionsRefused: addresses outside the benchmarking ranges
+// (198.18.0.0/15, 2001:2::/48), equal ones, IPv6 addresses without IPv6,
+// IPv6 on a link below 1280 bytes, and queue, MTU and XPS settings out of
+// range are refused before anything is made.
 func TestOptionsRefused(t *testing.T) {
 	// Refused before any syscall: no root needed.
 	cases := []struct {
@@ -224,6 +242,12 @@ func TestOptionsRefused(t *testing.T) {
 		{Options{MTU: -1}, "MTU=-1"},
 		{Options{MTU: 67}, "MTU=67: want 68..65535"},
 		{Options{Queues: 2, XPSCPUs: []int{0, -1}}, "XPSCPUs has CPU -1"},
+		{Options{IPv6: true, A6: netip.MustParsePrefix("2001:db8::1/64")}, "Options.A6=2001:db8::1/64: want an IPv6 address with a prefix inside 2001:2::/48"},
+		{Options{IPv6: true, B6: netip.MustParsePrefix("2001:2::2/32")}, "Options.B6=2001:2::2/32"},
+		{Options{IPv6: true, A6: netip.MustParsePrefix("::ffff:198.18.0.1/128")}, "Options.A6"},
+		{Options{IPv6: true, A6: netip.MustParsePrefix("2001:2::1/64"), B6: netip.MustParsePrefix("2001:2::1/64")}, "same address 2001:2::1"},
+		{Options{A6: netip.MustParsePrefix("2001:2::1/64")}, "without Options.IPv6"},
+		{Options{IPv6: true, MTU: 1279}, "MTU=1279 with IPv6"},
 	}
 	for _, tc := range cases {
 		p, err := New(tc.o)

@@ -16,9 +16,7 @@ import (
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/dpdk"
-	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/arp"
-	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/ifaddr"
 	"github.com/dgramio/dgramio/internal/kindcfg"
 	"github.com/dgramio/dgramio/internal/ndp"
@@ -65,24 +63,18 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 		return nil, err
 	}
 	// Set-up undoes itself, last step first, on every error path.
-	var undo []func()
-	defer func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}()
-	// Pin to CPUs[0], leaving a pin the caller made itself alone.
-	th, err := cpu.Claim(cfg.CPUs, false)
+	var undo setup
+	defer undo.undo()
+	th, err := undo.claim(cfg.CPUs)
 	if err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { _ = th.Release() })
 	dp, err := dpdk.Open(dpdk.OptionsFrom(cfg))
 	if err != nil {
 		return nil, err
 	}
-	// Config.Pcap: capture every frame (Wrap returns dp itself when unset).
-	port, err := pcapio.Wrap(dp, cfg.Pcap)
+	info := dp.Info()
+	port, mode, err := queues.Capture(dp, cfg.Pcap, "dpdk "+info.Driver)
 	if err != nil {
 		dp.Close()
 		return nil, err
@@ -93,14 +85,9 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 			port.Close()
 		}
 	})
-	info := dp.Info()
 	name := info.Iface
 	if name == "" {
 		name = info.Name
-	}
-	mode := "dpdk " + info.Driver
-	if cfg.Pcap != "" {
-		mode += " +pcap"
 	}
 	var sink *net.UDPConn
 	if info.Driver == "net_af_packet" && info.Iface != "" {
@@ -229,12 +216,10 @@ func openSink(cfg dgramio.Config) (*net.UDPConn, error) {
 
 // dpdkGroup is kind dpdk with several queues.
 type dpdkGroup struct {
-	cfg  dgramio.Config
-	port *dpdk.Port // queue 0's Port, which owns the device
-	nl   *netlink.Handle
-	hop  func(netip.Addr) netip.Addr // the queues' RawOptions.NextHop
+	*queues.DPDK // the port, its queues' slots, BaseMode, AppendCounters
 
-	slots *queues.Slots
+	nl  *netlink.Handle
+	hop func(netip.Addr) netip.Addr // the queues' RawOptions.NextHop
 }
 
 var _ dgramio.QueueGroup = (*dpdkGroup)(nil)
@@ -260,14 +245,12 @@ func NewDPDKGroup(cfg dgramio.Config) (dgramio.QueueGroup, error) {
 	if cfg.Role == dgramio.RoleClient && int(cfg.LocalPort)+cfg.Queues > 65536 {
 		return nil, &dgramio.ConfigError{Field: "LocalPort", Value: cfg.LocalPort, Reason: fmt.Sprintf("queue q sends from LocalPort+q: %d queues from %d run past 65535", cfg.Queues, cfg.LocalPort)}
 	}
-	o := dpdk.OptionsFrom(cfg)
-	o.Queues = cfg.Queues
-	port, err := dpdk.Open(o)
+	d, err := queues.OpenDPDK(cfg)
 	if err != nil {
 		return nil, err
 	}
-	g := &dpdkGroup{cfg: cfg, port: port, slots: queues.NewSlots(cfg.Queues)}
-	if g.nl, g.hop, err = dpdkNextHop(cfg, port.Info().Iface); err != nil {
+	g := &dpdkGroup{DPDK: d}
+	if g.nl, g.hop, err = dpdkNextHop(cfg, g.Port.Info().Iface); err != nil {
 		g.Close()
 		return nil, err
 	}
@@ -276,26 +259,18 @@ func NewDPDKGroup(cfg dgramio.Config) (dgramio.QueueGroup, error) {
 
 // OpenQueue opens queue q. See dgramio.QueueGroup.
 func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
-	if err := g.slots.Take("udp: dpdk", q); err != nil {
-		return nil, err
-	}
-	dp := g.port.Queue(q)
-	qc := kindcfg.ForQueue(g.cfg, q)
-	if g.cfg.Role == dgramio.RoleClient {
-		qc.LocalPort = g.cfg.LocalPort + uint16(q)
-	}
-	th, err := cpu.Claim(qc.CPUs, false)
+	dp, qc, err := g.Take("udp: dpdk", q)
 	if err != nil {
-		dp.Close()
 		return nil, err
 	}
-	port, err := pcapio.Wrap(dp, qc.Pcap)
-	if err != nil {
-		dp.Close()
-		th.Release()
-		return nil, err
+	if g.Cfg.Role == dgramio.RoleClient {
+		qc.LocalPort = g.Cfg.LocalPort + uint16(q)
 	}
 	info := dp.Info()
+	port, th, mode, err := queues.ClaimQueue(dp, qc.CPUs, qc.Pcap, "dpdk "+info.Driver)
+	if err != nil {
+		return nil, err
+	}
 	name := info.Iface
 	if name == "" {
 		name = info.Name
@@ -306,12 +281,8 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 		th.Release()
 		return nil, err
 	}
-	mode := "dpdk " + info.Driver
-	if qc.Pcap != "" {
-		mode += " +pcap"
-	}
 	base := mode
-	mode += fmt.Sprintf(", queue %d of %d", q, g.cfg.Queues)
+	mode += fmt.Sprintf(", queue %d of %d", q, g.Cfg.Queues)
 	// NewRaw closes the port itself on error.
 	r, err := NewRaw(qc, port, RawOptions{Mode: mode, ARP: nbARP, NDP: nbNDP, NextHop: g.hop,
 		OnClose: func() error { nbClose(); return th.Release() }})
@@ -320,15 +291,12 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 		th.Release()
 		return nil, noRouteHint(err, g.hop)
 	}
-	g.slots.Opened(q, base)
+	g.Slots.Opened(q, base)
 	return r, nil
 }
 
-// BaseMode is queue 0's Stats.Mode without its note. See dgramio.QueueGroup.
-func (g *dpdkGroup) BaseMode() string { return g.slots.BaseMode() }
-
 // Mode says how frames reach the queues.
-func (g *dpdkGroup) Mode() string { return DPDKSteering(g.port.Info()) }
+func (g *dpdkGroup) Mode() string { return DPDKSteering(g.Port.Info()) }
 
 // DPDKSteering describes how a DPDK port spreads flows over its queues:
 // "rss" with the hash types, or what feeds a vdev's queues.
@@ -345,22 +313,13 @@ func DPDKSteering(info dpdk.Info) string {
 	return "no rss"
 }
 
-// AppendCounters appends the device's counters (dpdk.Port.DeviceStats),
-// counted once for all queues.
-func (g *dpdkGroup) AppendCounters(dst []dgramio.Counter) []dgramio.Counter {
-	return append(dst, g.port.DeviceStats().Layers...)
-}
-
 // Close closes the queues never opened; the device goes with the last
 // queue closed. Close the opened queues' backends first.
 func (g *dpdkGroup) Close() error {
-	var errs []error
-	for _, q := range g.slots.TakeRest() {
-		errs = append(errs, g.port.Queue(q).Close())
-	}
+	err := g.DPDK.Close()
 	if g.nl != nil {
 		g.nl.Close()
 		g.nl = nil
 	}
-	return errors.Join(errs...)
+	return err
 }

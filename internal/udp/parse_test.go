@@ -22,13 +22,41 @@ func fixIP(f []byte) {
 
 var ours = Filter{MAC: macB, Addr: addrB.Addr(), Port: 5000}
 
+// verdictCase is a frame and what Parse says of it with filter.
+type verdictCase struct {
+	name   string
+	frame  func() []byte
+	filter Filter
+	want   Reason
+}
+
+// runVerdicts runs each case as a subtest: Parse says want and leaves the
+// frame as it was, and a frame it accepts is from src (any port) to dst,
+// from macA. It returns the verdicts counted.
+func runVerdicts(t *testing.T, cases []verdictCase, src, dst netip.AddrPort) *Counters {
+	var c Counters
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.frame()
+			orig := append([]byte(nil), f...)
+			d, r := Parse(f, &tc.filter)
+			if r != tc.want {
+				t.Fatalf("Parse = %v, want %v", r, tc.want)
+			}
+			if !bytes.Equal(f, orig) {
+				t.Fatal("Parse modified the frame")
+			}
+			if r == OK && (d.From.Addr() != src.Addr() || d.To != dst || d.SrcMAC != [6]byte(macA)) {
+				t.Fatalf("parsed %+v", d)
+			}
+			c.Count(r)
+		})
+	}
+	return &c
+}
+
 func TestParseVerdicts(t *testing.T) {
-	cases := []struct {
-		name   string
-		frame  func() []byte
-		filter Filter
-		want   Reason
-	}{
+	cases := []verdictCase{
 		{"good", func() []byte { return good(100) }, ours, OK},
 		{"good, any filter", func() []byte { return good(100) }, Filter{}, OK},
 		{"padded short frame", func() []byte { return good(1) }, ours, OK},
@@ -86,21 +114,7 @@ func TestParseVerdicts(t *testing.T) {
 		{"bad UDP checksum", func() []byte { f := good(100); f[60] ^= 1; return f }, ours, BadUDPChecksum},
 		{"damaged source port", func() []byte { f := good(100); f[34] ^= 0x80; return f }, ours, BadUDPChecksum},
 	}
-	var c Counters
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			f := tc.frame()
-			orig := append([]byte(nil), f...)
-			_, r := Parse(f, &tc.filter)
-			if r != tc.want {
-				t.Fatalf("Parse = %v, want %v", r, tc.want)
-			}
-			if !bytes.Equal(f, orig) {
-				t.Fatal("Parse modified the frame")
-			}
-			c.Count(r)
-		})
-	}
+	c := runVerdicts(t, cases, addrA, addrB)
 	if c.Class(ClassDelivered) != 5 || c.Class(ClassFiltered) != 9 || c.Class(ClassBadChecksum) != 4 ||
 		c.Class(ClassMalformed) != uint64(len(cases))-18 {
 		t.Fatalf("classes: delivered %d filtered %d malformed %d checksum %d", c.Class(ClassDelivered),
@@ -151,19 +165,38 @@ func FuzzParse(f *testing.F) {
 	f.Add(frag)
 	f.Add([]byte{})
 	f.Add(make([]byte, 60))
-	f.Fuzz(func(t *testing.T, frame []byte) {
-		orig := append([]byte(nil), frame...)
-		for _, filt := range []Filter{{}, ours} {
-			d, r := Parse(frame, &filt)
-			if !bytes.Equal(frame, orig) {
-				t.Fatal("Parse modified the frame")
+	f.Fuzz(func(t *testing.T, frame []byte) { fuzzParse(t, frame, ours) })
+}
+
+// fuzzParse is the body of FuzzParse and FuzzParse6: Parse, with no
+// filter and with ours, must not panic or modify frame, and a datagram it
+// accepts (of either family) is consistent: correct checksums by the
+// reference implementation (over IPv6 a non-zero UDP checksum, RFC 8200
+// §8.1), the payload where the headers say, and a frame rebuilt from the
+// parsed fields parses the same.
+func fuzzParse(t *testing.T, frame []byte, ours Filter) {
+	orig := append([]byte(nil), frame...)
+	for _, filt := range []Filter{{}, ours} {
+		d, r := Parse(frame, &filt)
+		if !bytes.Equal(frame, orig) {
+			t.Fatal("Parse modified the frame")
+		}
+		if r >= numReasons {
+			t.Fatalf("reason %d", r)
+		}
+		if r != OK {
+			continue
+		}
+		if binary.BigEndian.Uint16(frame[12:14]) == EtherIPv6 {
+			pl := int(binary.BigEndian.Uint16(frame[18:20]))
+			u := frame[54 : 54+pl]
+			if Header(u).Checksum() == 0 || naive6(frame[22:38], frame[38:54], u) != 0 {
+				t.Fatal("accepted a zero or wrong UDP checksum")
 			}
-			if r >= numReasons {
-				t.Fatalf("reason %d", r)
+			if len(d.Payload) != pl-8 || (len(d.Payload) > 0 && &d.Payload[0] != &frame[62]) {
+				t.Fatal("payload not where the headers say")
 			}
-			if r != OK {
-				continue
-			}
+		} else {
 			if naiveChecksum(frame[14:34]) != 0 {
 				t.Fatal("accepted a bad IPv4 checksum")
 			}
@@ -177,17 +210,17 @@ func FuzzParse(f *testing.F) {
 			if len(d.Payload) != tl-28 || (len(d.Payload) > 0 && &d.Payload[0] != &frame[42]) {
 				t.Fatal("payload not where the headers say")
 			}
-			tp, err := NewTemplate(Endpoints{SrcMAC: net.HardwareAddr(d.SrcMAC[:]), DstMAC: net.HardwareAddr(frame[0:6]),
-				Src: d.From, Dst: d.To})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d2, r2 := Parse(tp.Append(nil, d.Payload), &filt)
-			if r2 != OK || !bytes.Equal(d2.Payload, d.Payload) || d2.From != d.From || d2.To != d.To {
-				t.Fatalf("rebuilt frame parsed as %v", r2)
-			}
 		}
-	})
+		tp, err := NewTemplate(Endpoints{SrcMAC: net.HardwareAddr(d.SrcMAC[:]), DstMAC: net.HardwareAddr(frame[0:6]),
+			Src: d.From, Dst: d.To})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d2, r2 := Parse(tp.Append(nil, d.Payload), &filt)
+		if r2 != OK || !bytes.Equal(d2.Payload, d.Payload) || d2.From != d.From || d2.To != d.To {
+			t.Fatalf("rebuilt frame parsed as %v", r2)
+		}
+	}
 }
 
 func TestParseIPv4Accessors(t *testing.T) {

@@ -231,25 +231,37 @@ func TestGopacketAgrees(t *testing.T) {
 	}
 }
 
+// TestZeroUDPChecksumSentAsFFFF: a payload whose UDP checksum computes
+// to 0 goes out as 0xffff and parses, over IPv4 (RFC 768: 0 means no
+// checksum) and IPv6 (RFC 8200 §8.1 forbids sending 0).
 func TestZeroUDPChecksumSentAsFFFF(t *testing.T) {
-	// Find a payload whose UDP checksum computes to 0; it must go out as
-	// 0xffff and parse.
-	tp, _ := NewTemplate(endpoints())
-	p := make([]byte, 2)
-	for v := 0; v < 1<<16; v++ {
-		binary.BigEndian.PutUint16(p, uint16(v))
-		f := tp.Append(nil, p)
-		if Header(f[34:]).Checksum() == 0xffff {
-			if _, r := Parse(f, &Filter{}); r != OK {
-				t.Fatalf("0xffff checksum refused: %v", r)
+	for _, c := range []struct {
+		name string
+		e    Endpoints
+		udp  int // where the UDP header starts
+	}{
+		{"IPv4", endpoints(), 34},
+		{"IPv6", Endpoints{SrcMAC: macA, DstMAC: macB, Src: addr6A, Dst: addr6B}, 54},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tp, _ := NewTemplate(c.e)
+			p := make([]byte, 2)
+			for v := 0; v < 1<<16; v++ {
+				binary.BigEndian.PutUint16(p, uint16(v))
+				f := tp.Append(nil, p)
+				switch Header(f[c.udp:]).Checksum() {
+				case 0xffff:
+					if _, r := Parse(f, &Filter{}); r != OK {
+						t.Fatalf("0xffff checksum refused: %v", r)
+					}
+					return
+				case 0:
+					t.Fatal("a computed 0 was sent as 0 (\"no checksum\")")
+				}
 			}
-			return
-		}
-		if Header(f[34:]).Checksum() == 0 {
-			t.Fatal("a computed 0 was sent as 0 (\"no checksum\")")
-		}
+			t.Fatal("no payload gave checksum 0xffff")
+		})
 	}
-	t.Fatal("no payload gave checksum 0xffff")
 }
 
 func TestAllocs(t *testing.T) {

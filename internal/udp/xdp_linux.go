@@ -17,9 +17,7 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/afxdp"
-	"github.com/dgramio/dgramio/frameio/pcapio"
 	"github.com/dgramio/dgramio/internal/arp"
-	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/kindcfg"
 	"github.com/dgramio/dgramio/internal/ndp"
 	"github.com/dgramio/dgramio/internal/queues"
@@ -74,18 +72,12 @@ func openXDPQueue(cfg dgramio.Config, prog *afxdp.Program, note string) (dgramio
 		return nil, fmt.Errorf("udp: xdp: interface %s: %w", cfg.Iface, err)
 	}
 	// Set-up undoes itself, last step first, on every error path.
-	var undo []func()
-	defer func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}()
-	// Pin to CPUs[0], leaving a pin the caller made itself alone.
-	th, err := cpu.Claim(cfg.CPUs, false)
+	var undo setup
+	defer undo.undo()
+	th, err := undo.claim(cfg.CPUs)
 	if err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { _ = th.Release() })
 	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("udp: xdp: netlink: %w", err)
@@ -98,16 +90,11 @@ func openXDPQueue(cfg dgramio.Config, prog *afxdp.Program, note string) (dgramio
 		return nil, err
 	}
 	undo = append(undo, func() { x.Close() })
-	// Config.Pcap: capture every frame (Wrap returns x itself when unset).
-	fio, err := pcapio.Wrap(x, cfg.Pcap)
+	fio, mode, err := queues.Capture(x, cfg.Pcap, "xdp "+x.Mode())
 	if err != nil {
 		return nil, err
 	}
 	undo[len(undo)-1] = func() { fio.Close() }
-	mode := "xdp " + x.Mode()
-	if cfg.Pcap != "" {
-		mode += " +pcap"
-	}
 	if note != "" {
 		mode += ", " + note
 	}

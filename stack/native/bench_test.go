@@ -17,58 +17,66 @@ import (
 // goroutine (the engines' own cost); "two-loops" runs the echo engine on
 // a poll loop of its own, as a server would (compare with tcp's
 // BenchmarkHandoff, which does the same for netstack and for raw frames).
+// Each runs over both families (one-loop/IPv4, one-loop/IPv6, ...).
 func BenchmarkNativeHandoff(b *testing.B) {
-	b.Run("one-loop", func(b *testing.B) { oneLoopHandoff(b, NewReno) })
+	b.Run("one-loop", func(b *testing.B) {
+		forFamilies(b, func(b *testing.B, f family) { oneLoopHandoff(b, f, NewReno) })
+	})
 	// The same under BBR: its pacing and rate sampling on the path of a
 	// request and its answer.
-	b.Run("one-loop-bbr", func(b *testing.B) { oneLoopHandoff(b, BBR) })
-	b.Run("two-loops", func(b *testing.B) {
-		pa, pb := memio.NewPair(memio.Options{})
-		defer pa.Close()
-		defer pb.Close()
-		cli, srv, cc, sc := handoffPair(b, pa, pb)
-		defer cli.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		var stop atomic.Bool
-		done := make(chan struct{})
-		go func() { // the echo's poll loop
-			defer close(done)
-			buf := make([]byte, 256)
-			for !stop.Load() && ctx.Err() == nil {
-				srv.Poll(64)
-				if n, _ := sc.Read(buf); n > 0 {
-					sc.Write(buf[:n])
-				}
-				srv.Flush()
-			}
-		}()
-		req, buf := make([]byte, 100), make([]byte, 256)
-		lat := make([]time.Duration, 0, b.N)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			cc.Write(req)
-			cli.Flush()
-			pollRead(cli, cc, buf, 100)
-			lat = append(lat, time.Since(t0))
-		}
-		b.StopTimer()
-		stop.Store(true)
-		cancel()
-		<-done
-		srv.Close()
-		report(b, lat)
+	b.Run("one-loop-bbr", func(b *testing.B) {
+		forFamilies(b, func(b *testing.B, f family) { oneLoopHandoff(b, f, BBR) })
 	})
+	b.Run("two-loops", func(b *testing.B) { forFamilies(b, twoLoopsHandoff) })
 }
 
-// handoffPair makes a client and a server engine with one connection.
-// oneLoopHandoff is BenchmarkNativeHandoff's one-loop case under the
-// congestion control ccName.
-func oneLoopHandoff(b *testing.B, ccName Congestion) {
+// twoLoopsHandoff is BenchmarkNativeHandoff's two-loops case in the
+// family f.
+func twoLoopsHandoff(b *testing.B, f family) {
 	pa, pb := memio.NewPair(memio.Options{})
 	defer pa.Close()
 	defer pb.Close()
-	cli, srv, cc, sc := handoffPair(b, pa, pb, ccName)
+	cli, srv, cc, sc := benchPair(b, f, pa, pb, Options{DelayedACK: 5 * time.Millisecond}, 64)
+	defer cli.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() { // the echo's poll loop
+		defer close(done)
+		buf := make([]byte, 256)
+		for !stop.Load() && ctx.Err() == nil {
+			srv.Poll(64)
+			if n, _ := sc.Read(buf); n > 0 {
+				sc.Write(buf[:n])
+			}
+			srv.Flush()
+		}
+	}()
+	req, buf := make([]byte, 100), make([]byte, 256)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		cc.Write(req)
+		cli.Flush()
+		pollRead(cli, cc, buf, 100)
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	stop.Store(true)
+	cancel()
+	<-done
+	srv.Close()
+	report(b, lat)
+}
+
+// oneLoopHandoff is BenchmarkNativeHandoff's one-loop case in the family
+// f under the congestion control ccName.
+func oneLoopHandoff(b *testing.B, f family, ccName Congestion) {
+	pa, pb := memio.NewPair(memio.Options{})
+	defer pa.Close()
+	defer pb.Close()
+	cli, srv, cc, sc := benchPair(b, f, pa, pb, Options{DelayedACK: 5 * time.Millisecond, Congestion: ccName}, 64)
 	defer cli.Close()
 	defer srv.Close()
 	req, buf := make([]byte, 100), make([]byte, 256)
@@ -89,27 +97,25 @@ func oneLoopHandoff(b *testing.B, ccName Congestion) {
 	report(b, lat)
 }
 
-func handoffPair(b *testing.B, pa, pb *memio.Port, ccs ...Congestion) (cli, srv *Engine, cc, sc *Conn) {
-	o := Options{DelayedACK: 5 * time.Millisecond}
-	if len(ccs) > 0 {
-		o.Congestion = ccs[0]
-	}
-	o.Addr = addrA
-	cli, err := New(pa, o)
+// benchPair makes a client engine on pa and a server engine on pb, with
+// options o and the family's addresses, and one connection between them
+// on the real clock, polling up to budget frames a round until it is
+// established.
+func benchPair(b *testing.B, f family, pa, pb *memio.Port, o Options, budget int) (cli, srv *Engine, cc, sc *Conn) {
+	cli, err := New(pa, f.with(o, f.a))
 	if err != nil {
 		b.Fatal(err)
 	}
-	o.Addr = addrB
-	srv, err = New(pb, o)
+	srv, err = New(pb, f.with(o, f.b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	l, _ := srv.Listen(7000, 0)
-	cc, _ = cli.Dial(netip.AddrPortFrom(addrB, 7000), 0)
+	cc, _ = cli.Dial(netip.AddrPortFrom(f.b, 7000), 0)
 	deadline := time.Now().Add(10 * time.Second)
 	for sc == nil || cc.State() != Established {
-		cli.Poll(64)
-		srv.Poll(64)
+		cli.Poll(budget)
+		srv.Poll(budget)
 		cli.Flush()
 		srv.Flush()
 		if sc == nil {

@@ -9,39 +9,6 @@ import (
 	"github.com/dgramio/dgramio/frameio/memio"
 )
 
-// TestNoAllocsPerMessageIPv6 is TestNoAllocsPerMessage over IPv6: a
-// request and its answer between two IPv6 engines allocate nothing.
-func TestNoAllocsPerMessageIPv6(t *testing.T) {
-	o := Options{DelayedACK: time.Millisecond}
-	w := newWorld6(t, memio.Options{}, o, o, false)
-	l, err := w.b.Listen(7000, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, cb := w.connectTo(l, netip.AddrPortFrom(addr6B, 7000))
-	req, buf := make([]byte, 100), make([]byte, 256)
-	round := func() {
-		ca.Write(req)
-		for n := 0; n < 100; {
-			w.step()
-			k, _ := cb.Read(buf)
-			n += k
-		}
-		cb.Write(buf[:100])
-		for n := 0; n < 100; {
-			w.step()
-			k, _ := ca.Read(buf)
-			n += k
-		}
-	}
-	for range 100 {
-		round()
-	}
-	if a := testing.AllocsPerRun(1000, round); a != 0 {
-		t.Fatalf("%v allocations per request and answer, want 0", a)
-	}
-}
-
 // Dial refuses what the engine cannot reach: an IPv6 peer without
 // Addr6, an IPv4 one without Addr, 0.0.0.0/8 (no host, RFC 1122
 // §3.2.1.3, and where the IPv6 aliases live), multicast, unspecified and
@@ -156,19 +123,7 @@ func FuzzPacketTooBigOnLiveConnection6(f *testing.F) {
 		fr := make([]byte, ethLen)
 		putEth(fr, w.a.mac, w.b.mac, etherIPv6)
 		fr = append(fr, pkt6(a6C, addr6A.As16(), 64, nil, protoICMPv6, m)...)
-		w.a.tick()
-		w.a.input(fr)
-		checkConn(t, ca)
-		if ca.peerMSS < minMTU6-ip6Len-tcpLen {
-			t.Fatalf("MSS %d below 1220", ca.peerMSS)
-		}
-		got, buf := 0, make([]byte, 16<<10)
-		w.until(10*time.Minute, "the data", func() bool {
-			n, _ := cb.Read(buf)
-			got += n
-			checkConn(t, ca)
-			return got == 12000
-		})
+		tooBigTaken(t, w, ca, cb, fr, minMTU6-ip6Len-tcpLen, 12000)
 	})
 }
 

@@ -10,55 +10,15 @@ import (
 	"github.com/dgramio/dgramio/frameio/memio"
 )
 
-var (
-	addr6A = netip.MustParseAddr("2001:2::1")
-	addr6B = netip.MustParseAddr("2001:2::2")
-)
-
 // newWorld6 is newWorld with IPv6 addresses (2001:2::1 and ::2) on both
 // engines; dual keeps their IPv4 ones too (one engine, both families).
 func newWorld6(t testing.TB, mo memio.Options, oa, ob Options, dual bool) *world {
 	t.Helper()
-	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
-	mo.Clock = clk
-	pa, pb := memio.NewPair(mo)
 	oa.Addr6, ob.Addr6 = addr6A, addr6B
 	if dual {
 		oa.Addr, ob.Addr = addrA, addrB
 	}
-	oa.Clock, ob.Clock = clk, clk
-	a, err := New(pa, oa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(pb, ob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, clk: clk, pa: pa, pb: pb, a: a, b: b, budget: 64}
-	t.Cleanup(func() {
-		a.Close()
-		b.Close()
-		pa.Close()
-		pb.Close()
-	})
-	return w
-}
-
-// connectTo dials from a to b's listener at dst and returns both ends.
-func (w *world) connectTo(l *Listener, dst netip.AddrPort) (ca, cb *Conn) {
-	w.t.Helper()
-	ca, err := w.a.Dial(dst, 0)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.until(10*time.Second, "handshake", func() bool {
-		if cb == nil {
-			cb, _ = l.Accept()
-		}
-		return cb != nil && ca.State() == Established
-	})
-	return ca, cb
+	return startWorld(t, mo, oa, ob)
 }
 
 // exchange sends da from ca to cb and db back at once, each side closing

@@ -181,18 +181,27 @@ func FuzzICMPOnLiveConnection(f *testing.F) {
 		binary.BigEndian.PutUint16(fr[ethLen+10:], fold(csum(0, fr[ethLen:ethLen+ipLen])))
 		m = fr[ethLen+ipLen:]
 		binary.BigEndian.PutUint16(m[2:], fold(csum(0, m)))
-		w.a.tick()
-		w.a.input(fr)
+		tooBigTaken(t, w, ca, cb, fr, minPMTU-ipLen-tcpLen, 8000)
+	})
+}
+
+// tooBigTaken gives A's engine fr, an ICMP "fragmentation needed" or
+// ICMPv6 Packet Too Big about connection ca, which has n bytes written:
+// ca's invariants hold, its MSS stays at least floor (the family's
+// minimum path MTU less the headers), and the n bytes still reach cb.
+func tooBigTaken(t *testing.T, w *world, ca, cb *Conn, fr []byte, floor, n int) {
+	t.Helper()
+	w.a.tick()
+	w.a.input(fr)
+	checkConn(t, ca)
+	if ca.peerMSS < floor {
+		t.Fatalf("MSS %d below the floor %d", ca.peerMSS, floor)
+	}
+	got, buf := 0, make([]byte, 16<<10)
+	w.until(10*time.Minute, "the data", func() bool {
+		k, _ := cb.Read(buf)
+		got += k
 		checkConn(t, ca)
-		if ca.peerMSS < minPMTU-ipLen-tcpLen {
-			t.Fatalf("MSS %d below the floor", ca.peerMSS)
-		}
-		got, buf := 0, make([]byte, 16<<10)
-		w.until(10*time.Minute, "the data", func() bool {
-			n, _ := cb.Read(buf)
-			got += n
-			checkConn(t, ca)
-			return got == 8000
-		})
+		return got == n
 	})
 }

@@ -10,9 +10,45 @@ import (
 )
 
 var (
-	addrA = netip.MustParseAddr("198.18.0.1")
-	addrB = netip.MustParseAddr("198.18.0.2")
+	addrA  = netip.MustParseAddr("198.18.0.1")
+	addrB  = netip.MustParseAddr("198.18.0.2")
+	addr6A = netip.MustParseAddr("2001:2::1")
+	addr6B = netip.MustParseAddr("2001:2::2")
 )
+
+// family is one column of the tests and benchmarks that run over both
+// families: engine A's address a and engine B's b.
+type family struct {
+	name string
+	a, b netip.Addr
+}
+
+var families = []family{{"IPv4", addrA, addrB}, {"IPv6", addr6A, addr6B}}
+
+// forFamilies runs fn as a subtest (or sub-benchmark) per family.
+func forFamilies[T interface{ Run(string, func(T)) bool }](t T, fn func(t T, f family)) {
+	for _, f := range families {
+		t.Run(f.name, func(t T) { fn(t, f) })
+	}
+}
+
+// with returns o with addr as its address of the family: Addr for IPv4,
+// Addr6 for IPv6.
+func (f family) with(o Options, addr netip.Addr) Options {
+	if addr.Is4() {
+		o.Addr = addr
+	} else {
+		o.Addr6 = addr
+	}
+	return o
+}
+
+// newWorldFor is newWorld with the family's addresses on the engines
+// (only those: an IPv6 world has no IPv4 address).
+func newWorldFor(t testing.TB, f family, mo memio.Options, oa, ob Options) *world {
+	t.Helper()
+	return startWorld(t, mo, f.with(oa, f.a), f.with(ob, f.b))
+}
 
 // world is two engines on the ends of a memio pair, on one fake clock.
 // It runs both poll loops in the test's goroutine; when neither has
@@ -29,10 +65,18 @@ type world struct {
 
 func newWorld(t testing.TB, mo memio.Options, oa, ob Options) *world {
 	t.Helper()
+	oa.Addr, ob.Addr = addrA, addrB
+	return startWorld(t, mo, oa, ob)
+}
+
+// startWorld makes the world of engines with options oa and ob (their
+// addresses set) on a fresh memio pair and fake clock; at the test's
+// end it checks that neither engine built a frame the wire refuses.
+func startWorld(t testing.TB, mo memio.Options, oa, ob Options) *world {
+	t.Helper()
 	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
 	mo.Clock = clk
 	pa, pb := memio.NewPair(mo)
-	oa.Addr, ob.Addr = addrA, addrB
 	oa.Clock, ob.Clock = clk, clk
 	a, err := New(pa, oa)
 	if err != nil {
@@ -115,11 +159,24 @@ func (w *world) until(limit time.Duration, what string, cond func() bool) {
 // connect dials from a to b's listener on port and returns both ends.
 func (w *world) connect(port uint16) (ca, cb *Conn) {
 	w.t.Helper()
+	return w.connectFor(families[0], port)
+}
+
+// connectFor dials from a to b's listener on port at b's address of the
+// family f and returns both ends.
+func (w *world) connectFor(f family, port uint16) (ca, cb *Conn) {
+	w.t.Helper()
 	l, err := w.b.Listen(port, 0)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	ca, err = w.a.Dial(netip.AddrPortFrom(addrB, port), 0)
+	return w.connectTo(l, netip.AddrPortFrom(f.b, port))
+}
+
+// connectTo dials from a to b's listener at dst and returns both ends.
+func (w *world) connectTo(l *Listener, dst netip.AddrPort) (ca, cb *Conn) {
+	w.t.Helper()
+	ca, err := w.a.Dial(dst, 0)
 	if err != nil {
 		w.t.Fatal(err)
 	}

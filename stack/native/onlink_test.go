@@ -59,93 +59,175 @@ func TestAllOnLink(t *testing.T) {
 	}
 }
 
-// TestARPShareGroup: two engines with one address, the queues of a group,
-// share an ARPShare. Queue 1 asks for the peer (RFC 826), and the reply
-// lands on queue 0, as a NIC's RSS puts ARP on one queue: queue 1 learns
-// it through the share, its Wait in progress returns, and its SYN leaves
-// at once to the peer's MAC, without another request or its timer.
-func TestARPShareGroup(t *testing.T) {
-	clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
-	q0p, w0 := memio.NewPair(memio.Options{Clock: clk})
-	q1p, w1 := memio.NewPair(memio.Options{Clock: clk})
-	share := &ARPShare{}
-	q0, err := New(q0p, Options{Addr: addrA, Clock: clk, ARPShare: share})
-	if err != nil {
-		t.Fatal(err)
+// TestNeighbourShareGroup: two engines with one address, the queues of a
+// group, share an ARPShare. Queue 1 asks for the peer (IPv4: an ARP
+// request, RFC 826; IPv6: a neighbour solicitation, RFC 4861 §7.2.2), and
+// the answer lands on queue 0, as a NIC's RSS puts ARP and ICMPv6 (no
+// ports) on one queue: queue 1 learns it through the share, its Wait in
+// progress returns, and its SYN leaves at once to the peer's MAC, without
+// another request or its timer. Over IPv6 queue 0, which holds no entry
+// for the target, learns nothing (§7.2.5: no entry, the advertisement is
+// discarded) and queue 1's entry is REACHABLE. A closed engine leaves the
+// share.
+func TestNeighbourShareGroup(t *testing.T) {
+	isICMP6 := func(f []byte, typ uint8) bool {
+		var h ip6Hdr
+		return len(f) > ethLen && binary.BigEndian.Uint16(f[12:]) == etherIPv6 &&
+			parseIPv6(f[ethLen:], &h) == ip6OK && h.proto == protoICMPv6 && f[ethLen+h.off] == typ
 	}
-	q1, err := New(q1p, Options{Addr: addrA, Clock: clk, ARPShare: share})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		q0.Close()
-		q1.Close()
-		q0p.Close()
-		q1p.Close()
-		w0.Close()
-		w1.Close()
-	})
-	peerMAC := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x0b}
+	for _, c := range []struct {
+		name string
+		f    family
+		// asks tells a request or solicitation for the peer.
+		asks func(f []byte) bool
+		// answer is the peer's reply or advertisement for target, to
+		// queue 0.
+		answer func(q0p *memio.Port, peerMAC [6]byte, target netip.Addr) []byte
+		// syn tells a SYN to peerMAC.
+		syn func(f []byte, peerMAC [6]byte) bool
+		// shared is the counter of answers taken through the share.
+		shared string
+		// check holds the family's own checks once queue 1 resolved.
+		check func(t *testing.T, q0, q1 *Engine, peerMAC [6]byte)
+		// pending tells whether a closed engine still got an answer.
+		pending func(q1 *Engine) bool
+		// later is the target of the answer after queue 1 closed.
+		later netip.Addr
+	}{{
+		name: "ARP", f: families[0],
+		asks: func(f []byte) bool {
+			m, err := arp.ParseARP(f)
+			return err == nil && m.Op == arp.OpRequest && m.TargetIP == addrB
+		},
+		answer: func(q0p *memio.Port, peerMAC [6]byte, target netip.Addr) []byte {
+			return arp.AppendReply(nil, net.HardwareAddr(peerMAC[:]), target, q0p.MAC(), addrA)
+		},
+		syn: func(f []byte, peerMAC [6]byte) bool {
+			return len(f) >= ethLen+40 && [6]byte(f[0:6]) == peerMAC &&
+				binary.BigEndian.Uint16(f[12:]) == etherIPv4 && f[ethLen+9] == protoTCP &&
+				f[ethLen+20+13]&flagSYN != 0
+		},
+		shared: "arp_shared",
+		check: func(t *testing.T, _, q1 *Engine, _ [6]byte) {
+			if got := counterOf(t, q1, "arp_requests_sent"); got != 1 {
+				t.Errorf("queue 1 sent %d ARP requests, want the one", got)
+			}
+		},
+		pending: func(q1 *Engine) bool { return q1.inbox.pending.Load() },
+		later:   netip.MustParseAddr("198.18.0.9"),
+	}, {
+		name: "NDP", f: families[1],
+		asks: func(f []byte) bool { return isICMP6(f, icmp6NeighSol) },
+		answer: func(q0p *memio.Port, peerMAC [6]byte, target netip.Addr) []byte {
+			f := make([]byte, ethLen+ndpMsgLen)
+			n := buildNA(f[ethLen:], target.As16(), addr6A.As16(), target.As16(), peerMAC, naFlagSolic|naFlagOver)
+			putEth(f, [6]byte(q0p.MAC()), peerMAC, etherIPv6)
+			return f[:ethLen+n]
+		},
+		syn: func(f []byte, peerMAC [6]byte) bool {
+			var h ip6Hdr
+			return [6]byte(f[0:6]) == peerMAC && binary.BigEndian.Uint16(f[12:]) == etherIPv6 &&
+				parseIPv6(f[ethLen:], &h) == ip6OK && h.proto == protoTCP && f[ethLen+h.off+13]&flagSYN != 0
+		},
+		shared: "ndp_na_shared",
+		check: func(t *testing.T, q0, q1 *Engine, peerMAC [6]byte) {
+			if q0.six.neigh.get(a6B) != nil {
+				t.Fatal("queue 0, which solicited nothing, made an entry from the advertisement")
+			}
+			if en := q1.six.neigh.get(a6B); en == nil || en.state != neighReachable || en.mac != peerMAC {
+				t.Fatalf("queue 1's entry %+v, want REACHABLE at the advertised MAC", en)
+			}
+			if got := counterOf(t, q0, "ndp_na_shared"); got != 0 {
+				t.Errorf("queue 0 ndp_na_shared %d, want 0", got)
+			}
+		},
+		pending: func(q1 *Engine) bool { return q1.six.inbox.n != 0 || q1.inbox.pending.Load() },
+		later:   netip.AddrFrom16(a6C),
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := memio.NewFakeClock(time.Unix(1_000_000, 0))
+			q0p, w0 := memio.NewPair(memio.Options{Clock: clk})
+			q1p, w1 := memio.NewPair(memio.Options{Clock: clk})
+			share := &ARPShare{}
+			q0, err := New(q0p, c.f.with(Options{Clock: clk, ARPShare: share}, c.f.a))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q1, err := New(q1p, c.f.with(Options{Clock: clk, ARPShare: share}, c.f.a))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				q0.Close()
+				q1.Close()
+				q0p.Close()
+				q1p.Close()
+				w0.Close()
+				w1.Close()
+			})
+			peerMAC := [6]byte{0x02, 0, 0, 0, 0, 0x0b}
 
-	c, err := q1.Dial(netip.AddrPortFrom(addrB, 7000), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q1.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	var asked bool
-	w1.RxFrames(64, func(f []byte) {
-		m, err := arp.ParseARP(f)
-		asked = asked || err == nil && m.Op == arp.OpRequest && m.TargetIP == addrB
-	})
-	if !asked {
-		t.Fatal("queue 1 sent no ARP request for the peer")
-	}
+			conn, err := q1.Dial(netip.AddrPortFrom(c.f.b, 7000), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := q1.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			asked := 0
+			w1.RxFrames(64, func(f []byte) {
+				if c.asks(f) {
+					asked++
+				}
+			})
+			if asked != 1 {
+				t.Fatalf("queue 1 sent %d requests for the peer, want 1", asked)
+			}
 
-	waited := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		waited <- q1.Wait(ctx)
-	}()
-	// The reply reaches queue 0 (same MAC and address as queue 1).
-	w0.TxFrame(arp.AppendReply(nil, peerMAC, addrB, q0p.MAC(), addrA))
-	w0.Kick()
-	if n := q0.Poll(64); n != 1 {
-		t.Fatalf("queue 0 took %d frames, want the reply", n)
-	}
-	if err := <-waited; err != nil {
-		t.Fatalf("queue 1's Wait: %v, want nil once the share has the reply", err)
-	}
-	q1.Poll(64)
-	if err := q1.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	var syn bool
-	w1.RxFrames(64, func(f []byte) {
-		if len(f) >= ethLen+40 && [6]byte(f[0:6]) == [6]byte(peerMAC) &&
-			binary.BigEndian.Uint16(f[12:]) == etherIPv4 && f[ethLen+9] == protoTCP &&
-			f[ethLen+20+13]&flagSYN != 0 {
-			syn = true
-		}
-	})
-	if !syn || c.State() != SynSent {
-		t.Fatalf("queue 1 sent no SYN to the peer's MAC (state %v): the reply on queue 0 was not shared", c.State())
-	}
-	if got := counterOf(t, q1, "arp_shared"); got != 1 {
-		t.Errorf("queue 1 arp_shared %d, want 1", got)
-	}
-	if got := counterOf(t, q1, "arp_requests_sent"); got != 1 {
-		t.Errorf("queue 1 sent %d ARP requests, want the one", got)
-	}
-	// A closed engine leaves the share: a later reply is not handed to it.
-	q1.Close()
-	w0.TxFrame(arp.AppendReply(nil, peerMAC, netip.MustParseAddr("198.18.0.9"), q0p.MAC(), addrA))
-	w0.Kick()
-	q0.Poll(64)
-	if q1.inbox.pending.Load() {
-		t.Error("a closed engine still receives the share's replies")
+			waited := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				waited <- q1.Wait(ctx)
+			}()
+			// The answer reaches queue 0 (same address as queue 1).
+			w0.TxFrame(c.answer(q0p, peerMAC, c.f.b))
+			w0.Kick()
+			if n := q0.Poll(64); n != 1 {
+				t.Fatalf("queue 0 took %d frames, want the answer", n)
+			}
+			if err := <-waited; err != nil {
+				t.Fatalf("queue 1's Wait: %v, want nil once the share has the answer", err)
+			}
+			q1.Poll(64)
+			if err := q1.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			c.check(t, q0, q1, peerMAC)
+			syn := false
+			w1.RxFrames(64, func(f []byte) {
+				syn = syn || c.syn(f, peerMAC)
+				if c.asks(f) {
+					asked++
+				}
+			})
+			if !syn || conn.State() != SynSent || asked != 1 {
+				t.Fatalf("queue 1: SYN to the peer's MAC %v (state %v), %d requests: the answer on queue 0 was not shared", syn, conn.State(), asked)
+			}
+			if got := counterOf(t, q1, c.shared); got != 1 {
+				t.Errorf("queue 1 %s %d, want 1", c.shared, got)
+			}
+
+			// A closed engine leaves the share: a later answer is not
+			// handed to it.
+			q1.Close()
+			w0.TxFrame(c.answer(q0p, peerMAC, c.later))
+			w0.Kick()
+			q0.Poll(64)
+			if c.pending(q1) {
+				t.Error("a closed engine still receives the share's answers")
+			}
+		})
 	}
 }
 

@@ -165,11 +165,13 @@ func BenchmarkManyConns(b *testing.B) {
 }
 
 // No allocation per message in steady state: a 100-byte request and its
-// answer between two engines, Poll and Flush included.
-func TestNoAllocsPerMessage(t *testing.T) {
+// answer between two engines, Poll and Flush included, in each family.
+func TestNoAllocsPerMessage(t *testing.T) { forFamilies(t, testNoAllocsPerMessage) }
+
+func testNoAllocsPerMessage(t *testing.T, f family) {
 	o := Options{DelayedACK: time.Millisecond}
-	w := newWorld(t, memio.Options{}, o, o)
-	ca, cb := w.connect(7000)
+	w := newWorldFor(t, f, memio.Options{}, o, o)
+	ca, cb := w.connectFor(f, 7000)
 	req, buf := make([]byte, 100), make([]byte, 256)
 	round := func() {
 		ca.Write(req)
