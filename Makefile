@@ -58,6 +58,9 @@ deps-dpdk:
 
 vet:
 	$(GO) vet ./...
+	@# The root package and the FrameIO packages build on other systems
+	@# too (an editor or a cross build of a program that imports them).
+	GOOS=darwin $(GO) build . ./frameio/...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 

@@ -105,6 +105,9 @@ func NewGroup(cfg Config) (*Group, error) {
 // and CPUs outside that set.
 func checkCPUs(cfg Config) error {
 	allowed, err := cpu.Allowed()
+	if errors.Is(err, errors.ErrUnsupported) {
+		return NotSupported("CPU pinning (sched_setaffinity)", "", "it exists only on Linux", nil)
+	}
 	if err != nil {
 		return err
 	}

@@ -2,15 +2,15 @@
 
 // Package cpu pins pollers to CPUs. Pinning needs Linux's
 // sched_setaffinity: on other systems every call that would pin returns
-// an error matching dgramio.ErrNotSupported, so that the packages built on
-// it compile everywhere.
+// an error matching errors.ErrUnsupported, so that the packages built on
+// it compile everywhere. (The root package imports this one, so this file
+// cannot name errors.ErrUnsupported; the root turns the error into one.)
 package cpu
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
-
-	"github.com/dgramio/dgramio"
 )
 
 // ErrNotAllowed is matched (errors.Is) by the error of Pin for a CPU
@@ -18,22 +18,22 @@ import (
 var ErrNotAllowed = errors.New("cpu not in the allowed set")
 
 func notSupported() error {
-	return dgramio.NotSupported("CPU pinning (sched_setaffinity)", "", "it exists only on Linux", nil)
+	return fmt.Errorf("CPU pinning (sched_setaffinity) exists only on Linux: %w", errors.ErrUnsupported)
 }
 
-// Allowed returns an error matching dgramio.ErrNotSupported.
+// Allowed returns an error matching errors.ErrUnsupported.
 func Allowed() ([]int, error) { return nil, notSupported() }
 
-// Pin returns an error matching dgramio.ErrNotSupported and changes nothing.
+// Pin returns an error matching errors.ErrUnsupported and changes nothing.
 func Pin(cpu int) error { return notSupported() }
 
-// Unpin returns an error matching dgramio.ErrNotSupported.
+// Unpin returns an error matching errors.ErrUnsupported.
 func Unpin() error { return notSupported() }
 
-// Current returns an error matching dgramio.ErrNotSupported.
+// Current returns an error matching errors.ErrUnsupported.
 func Current() ([]int, error) { return nil, notSupported() }
 
-// PinProcess returns an error matching dgramio.ErrNotSupported and changes
+// PinProcess returns an error matching errors.ErrUnsupported and changes
 // nothing.
 func PinProcess(c int) (restore func() error, err error) { return nil, notSupported() }
 
@@ -44,7 +44,7 @@ type Thread struct {
 
 // Claim locks the calling goroutine to its thread when lock is set and
 // cpus is empty; with a CPU it returns an error matching
-// dgramio.ErrNotSupported and changes nothing.
+// errors.ErrUnsupported and changes nothing.
 func Claim(cpus []int, lock bool) (Thread, error) {
 	if len(cpus) > 0 {
 		return Thread{}, notSupported()
