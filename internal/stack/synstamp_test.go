@@ -35,11 +35,11 @@ func synFrameX(t testing.TB, reverse bool, seq, ackNum, tsval, tsecr uint32, ack
 	binary.BigEndian.PutUint32(ts, tsval)
 	binary.BigEndian.PutUint32(ts[4:], tsecr)
 	buf := gopacket.NewSerializeBuffer()
-	src, dst, sport, dport := addrB, addrA, layers.TCPPort(40000), layers.TCPPort(5000)
+	sport, dport := layers.TCPPort(40000), layers.TCPPort(5000)
 	if reverse {
-		src, dst, sport, dport = dst, src, dport, sport
+		sport, dport = dport, sport
 	}
-	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
+	ip, etype := ipLayer(t, reverse) // IPv6 for a v6TB
 	tcp := &layers.TCP{SrcPort: sport, DstPort: dport, Seq: seq, Ack: ackNum, SYN: true, ACK: ack, Window: 29200, Options: []layers.TCPOption{
 		{OptionType: layers.TCPOptionKindMSS, OptionLength: 4, OptionData: []byte{0x05, 0xb4}},
 		{OptionType: layers.TCPOptionKindSACKPermitted, OptionLength: 2},
@@ -48,8 +48,8 @@ func synFrameX(t testing.TB, reverse bool, seq, ackNum, tsval, tsecr uint32, ack
 	}}
 	tcp.SetNetworkLayerForChecksum(ip)
 	err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		&layers.Ethernet{SrcMAC: []byte{2, 0, 0, 0, 0, 1}, DstMAC: []byte{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4},
-		ip, tcp)
+		&layers.Ethernet{SrcMAC: []byte{2, 0, 0, 0, 0, 1}, DstMAC: []byte{2, 0, 0, 0, 0, 2}, EthernetType: etype},
+		ip.(gopacket.SerializableLayer), tcp)
 	if err != nil {
 		t.Fatal(err)
 	}
