@@ -262,6 +262,7 @@ type Port struct {
 	xdpBefore     uint32          // XDP program on the interface before Open (0: none)
 	mtuBefore     int             // the interface's MTU before Open (0: unknown)
 	nl            *netlink.Handle // netlink in the interface's namespace, for its counters
+	ifTxDropBase  uint64          // the interface's tx_dropped when Open read it first
 	xsks          []sockFile      // the AF_XDP sockets net_af_xdp made (see closeXSKs)
 	xskLink       bool            // attach net_af_xdp's program through a BPF link (see xsklink.go)
 	xdpLink       int             // that link's descriptor, -1 when none
@@ -421,6 +422,9 @@ func (p *Port) saveIface(undo *cleanup.Stack) error {
 	if h, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
 		p.nl = h
 		undo.Do(h.Close)
+		if l, err := h.LinkByName(p.iface); err == nil && l.Attrs().Statistics != nil {
+			p.ifTxDropBase = l.Attrs().Statistics.TxDropped
+		}
 	}
 	return nil
 }
@@ -1216,11 +1220,16 @@ func (p *Port) restoreIface() error {
 // vdev on an
 // interface, layer "iface" holds the kernel interface's own counters
 // (rx_packets, tx_packets, rx_dropped, tx_dropped, rx_errors, tx_errors),
-// which include the kernel's own traffic on that interface. On net_af_xdp
-// tx_dropped has Loss set: a frame the PMD handed to the kernel that the
-// interface then dropped (a link that is down) is counted by DPDK as sent
-// and nowhere else, once. On net_af_packet it has not: the kernel retries
-// the frames of the packet ring at every send and counts each failed try.
+// which include the kernel's own traffic on that interface. Its tx_dropped
+// counts from Open on: what the interface had dropped before (the
+// kernel's own frames, such as the MLD report or router solicitation an
+// interface sends when IPv6 comes up, dropped while a veth's other end was
+// still down) is tx_dropped_before_open, not a loss of the port's. On
+// net_af_xdp tx_dropped has Loss set: a frame the PMD handed to the kernel
+// that the interface then dropped (a link that is down) is counted by DPDK
+// as sent and nowhere else, once. On net_af_packet it has not: the kernel
+// retries the frames of the packet ring at every send and counts each
+// failed try.
 // Safe from any goroutine, also after Close.
 func (p *Port) Stats() frameio.Stats {
 	p.mu.Lock()
@@ -1382,7 +1391,8 @@ func (p *Port) appendDevice(s *frameio.Stats) {
 				dgramio.Counter{Layer: "iface", Name: "rx_packets", Value: st.RxPackets},
 				dgramio.Counter{Layer: "iface", Name: "tx_packets", Value: st.TxPackets},
 				dgramio.Counter{Layer: "iface", Name: "rx_dropped", Value: st.RxDropped},
-				dgramio.Counter{Layer: "iface", Name: "tx_dropped", Value: st.TxDropped, Loss: p.info.Driver == "net_af_xdp"},
+				dgramio.Counter{Layer: "iface", Name: "tx_dropped", Value: st.TxDropped - min(st.TxDropped, p.ifTxDropBase), Loss: p.info.Driver == "net_af_xdp"},
+				dgramio.Counter{Layer: "iface", Name: "tx_dropped_before_open", Value: min(st.TxDropped, p.ifTxDropBase)},
 				dgramio.Counter{Layer: "iface", Name: "rx_errors", Value: st.RxErrors},
 				dgramio.Counter{Layer: "iface", Name: "tx_errors", Value: st.TxErrors},
 			)

@@ -582,3 +582,68 @@ func parseUDP(f []byte, mac net.HardwareAddr, addr netip.Addr, port uint16) ([]b
 	}
 	return f[42 : 42+n-8], true
 }
+
+// TestVethTxDroppedBeforeOpen: what the interface dropped before Open
+// (here a datagram of the kernel's own, sent while the veth's other end
+// was down, as the kernel's MLD report or router solicitation is when
+// IPv6 comes up first on one end) is layer iface's tx_dropped_before_open,
+// not its tx_dropped, which on net_af_xdp is a loss of the port's: a port
+// that lost nothing counts no loss.
+func TestVethTxDroppedBeforeOpen(t *testing.T) {
+	eachDriver(t, func(t *testing.T, driver string, pair *testhost.Pair) {
+		a, b := pair.A, pair.B
+		if err := a.AddNeigh(b.Addr, b.MAC); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetLinkUp(false); err != nil {
+			t.Fatal(err)
+		}
+		kernelDrops := func() uint64 {
+			var n uint64
+			if err := a.Do(func() error {
+				l, err := a.Link()
+				if err != nil {
+					return err
+				}
+				if st := l.Attrs().Statistics; st != nil {
+					n = st.TxDropped
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if err := a.Do(func() error {
+			c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(b.Addr, portB)))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.Write([]byte("the kernel's own"))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		before := kernelDrops()
+		if before == 0 {
+			t.Fatal("the kernel's datagram into a veth whose other end is down was not counted in tx_dropped")
+		}
+		if err := b.SetLinkUp(true); err != nil {
+			t.Fatal(err)
+		}
+		p := openOn(t, a, driver, Options{})
+		var s dgramio.Stats
+		s.Layers = p.Stats().Layers
+		drop, _ := s.Counter("iface", "tx_dropped")
+		prior, _ := s.Counter("iface", "tx_dropped_before_open")
+		if drop != 0 || prior != before {
+			t.Errorf("iface tx_dropped %d, tx_dropped_before_open %d; want 0 and the %d dropped before Open", drop, prior, before)
+		}
+		for _, c := range s.Layers {
+			if c.Loss && c.Value != 0 {
+				t.Errorf("a port that sent nothing counts a loss: %s.%s %d", c.Layer, c.Name, c.Value)
+			}
+		}
+	})
+}

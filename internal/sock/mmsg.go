@@ -94,3 +94,39 @@ func NamePtr(sa *Name) *byte { return (*byte)(unsafe.Pointer(sa)) }
 
 // portBytes views the network-order port of a socket address as bytes.
 func portBytes(p *uint16) unsafe.Pointer { return unsafe.Pointer(p) }
+
+// DrainUnread reads and discards what fd's receive queue holds, without
+// blocking, and returns how many datagrams that was: at Close, the
+// datagrams the kernel accepted (and counted as received nowhere, since
+// Linux counts InDatagrams when a datagram is read) that nobody read,
+// which would otherwise vanish with the socket. It reads at most limit
+// datagrams, so that a peer still sending cannot hold Close. It allocates;
+// not for the data path.
+func DrainUnread(fd int, limit int) uint64 {
+	const batch = 64
+	var buf [batch]byte // one byte each: MSG_TRUNC discards the rest
+	iov := make([]unix.Iovec, batch)
+	msgs := make([]unix.Mmsghdr, batch)
+	for i := range msgs {
+		iov[i].Base = &buf[i]
+		iov[i].SetLen(1)
+		msgs[i].Hdr.Iov = &iov[i]
+		msgs[i].Hdr.SetIovlen(1)
+	}
+	var n uint64
+	for n < uint64(limit) {
+		got, errno := Recvmmsg(fd, msgs[:min(batch, limit-int(n))], unix.MSG_DONTWAIT|unix.MSG_TRUNC)
+		switch errno {
+		case 0:
+		case unix.EINTR, unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
+			continue // an ICMP error reported once, not a datagram
+		default:
+			return n // EAGAIN: empty
+		}
+		if got == 0 {
+			return n
+		}
+		n += uint64(got)
+	}
+	return n
+}

@@ -277,10 +277,6 @@ func (e *Endpoint) writeLocked(pkt *nstack.PacketBuffer) tcpip.Error {
 		e.ackMu.Lock()
 		e.acks.sent(v)
 		e.ackMu.Unlock()
-	} else if v, ok := parseTCP6(frame); ok {
-		e.ackMu.Lock()
-		e.acks.sent6(v)
-		e.ackMu.Unlock()
 	}
 	if !e.fio.TxFrame(frame) {
 		if e.ownerKicks {
@@ -488,11 +484,6 @@ func (e *Endpoint) dispatch(frame []byte) {
 		e.syns.notePeerSYN(frame)
 		e.txMu.Unlock()
 	}
-	if v, ok := parseTCP6(frame); ok && typ == tcpip.PacketHost {
-		e.ackMu.Lock()
-		e.acks.received6(v)
-		e.ackMu.Unlock()
-	}
 	if v, ok := parseTCP(frame); ok && typ == tcpip.PacketHost {
 		if v.tcp.Flags()&(header.TCPFlagSyn|header.TCPFlagFin) == header.TCPFlagSyn|header.TCPFlagFin {
 			// SYN and FIN together open and close at once: no
@@ -642,7 +633,7 @@ func (e *Endpoint) Unacked(local, remote netip.AddrPort, written uint64) (unacke
 }
 
 // tcpPayloadLen returns the TCP payload length of an Ethernet frame carrying
-// IPv4 and TCP, or 0 for anything else or anything malformed. It only
+// IPv4 or IPv6 and TCP (parseTCP), or 0 for anything else or anything malformed. It only
 // counts (the "packing" of records into segments); netstack does the real
 // parsing.
 func tcpPayloadLen(frame []byte) int {

@@ -3,7 +3,6 @@ package stack
 import (
 	"encoding/binary"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
@@ -38,11 +37,13 @@ import (
 // first (its retransmissions then keep the old TSval, as without this).
 const synStampSlots = 64
 
-// synKey names one SYN or SYN-ACK: its addresses, ports and sequence number.
+// synKey names one SYN or SYN-ACK: its addresses (IPv4 ones in the first
+// 4 bytes), ports and sequence number.
 type synKey struct {
-	src, dst     [4]byte
+	src, dst     [16]byte
 	sport, dport uint16
 	seq          uint32
+	v6           bool
 }
 
 type synStamp struct {
@@ -62,68 +63,60 @@ type synStamps struct {
 }
 
 // synStampAt returns where a frame's TSval lies (an offset into frame; the
-// TSecr follows it), its key, and the TCP segment (header and payload, as
-// long as the IP header says), when frame is an Ethernet frame carrying
-// IPv4 and an unfragmented TCP segment with SYN set and a timestamp option.
-// ok is false otherwise. It reads frame only.
-func synStampAt(frame []byte) (key synKey, tsOff int, seg []byte, ok bool) {
-	if len(frame) < ethHeader+header.IPv4MinimumSize+header.TCPMinimumSize ||
-		frame[12] != 0x08 || frame[13] != 0x00 {
-		return key, 0, nil, false
+// TSecr follows it), its key, and its TCP view, when frame is an Ethernet
+// frame carrying IPv4 or IPv6 and an unfragmented TCP segment (parseTCP)
+// with SYN set and a timestamp option. ok is false otherwise. It reads
+// frame only.
+func synStampAt(frame []byte) (key synKey, tsOff int, v tcpView, ok bool) {
+	v, ok = parseTCP(frame)
+	if !ok || v.tcp.Flags()&header.TCPFlagSyn == 0 {
+		return key, 0, v, false
 	}
-	ip := header.IPv4(frame[ethHeader:])
-	if !ip.IsValid(len(frame)-ethHeader) || ip.TransportProtocol() != header.TCPProtocolNumber ||
-		ip.FragmentOffset() != 0 || ip.More() {
-		return key, 0, nil, false
-	}
-	seg = ip.Payload()
-	if len(seg) < header.TCPMinimumSize {
-		return key, 0, nil, false
-	}
-	tcp := header.TCP(seg)
-	if tcp.Flags()&header.TCPFlagSyn == 0 {
-		return key, 0, nil, false
-	}
-	end := int(tcp.DataOffset())
-	if end < header.TCPMinimumSize || end > len(seg) {
-		return key, 0, nil, false
-	}
-	opts := seg[header.TCPMinimumSize:end]
+	seg := []byte(v.tcp)
+	opts := seg[header.TCPMinimumSize:v.tcp.DataOffset()]
 	for i := 0; i < len(opts); {
 		switch kind := opts[i]; kind {
 		case header.TCPOptionEOL:
-			return key, 0, nil, false
+			return key, 0, v, false
 		case header.TCPOptionNOP:
 			i++
 			continue
 		}
 		if i+1 >= len(opts) {
-			return key, 0, nil, false
+			return key, 0, v, false
 		}
 		l := int(opts[i+1])
 		if l < 2 || i+l > len(opts) {
-			return key, 0, nil, false
+			return key, 0, v, false
 		}
 		if opts[i] == header.TCPOptionTS && l == header.TCPOptionTSLength {
-			copy(key.src[:], ip.SourceAddressSlice())
-			copy(key.dst[:], ip.DestinationAddressSlice())
-			key.sport, key.dport, key.seq = tcp.SourcePort(), tcp.DestinationPort(), tcp.SequenceNumber()
-			off := ethHeader + int(ip.HeaderLength()) + header.TCPMinimumSize + i + 2
-			return key, off, seg, true
+			copy(key.src[:], v.src)
+			copy(key.dst[:], v.dst)
+			key.sport, key.dport, key.seq, key.v6 = v.tcp.SourcePort(), v.tcp.DestinationPort(), v.tcp.SequenceNumber(), v.v6
+			off := ethHeader + v.ipLen + header.TCPMinimumSize + i + 2
+			return key, off, v, true
 		}
 		i += l
 	}
-	return key, 0, nil, false
+	return key, 0, v, false
 }
 
-// isSYN reports cheaply whether frame may be a TCP SYN over IPv4: the
-// filter in front of synStampAt on the transmit path.
+// isSYN reports cheaply whether frame may be a TCP SYN over IPv4, or over
+// IPv6 with TCP as the fixed header's Next Header: the filter in front of
+// synStampAt on the transmit path.
 func isSYN(frame []byte) bool {
-	if len(frame) < ethHeader+header.IPv4MinimumSize+header.TCPMinimumSize ||
-		frame[12] != 0x08 || frame[13] != 0x00 || frame[ethHeader+9] != uint8(header.TCPProtocolNumber) {
+	if len(frame) < ethHeader+header.IPv4MinimumSize+header.TCPMinimumSize {
 		return false
 	}
-	t := ethHeader + int(frame[ethHeader]&0x0f)*4
+	var t int
+	switch {
+	case frame[12] == 0x08 && frame[13] == 0x00 && frame[ethHeader+9] == uint8(header.TCPProtocolNumber):
+		t = ethHeader + int(frame[ethHeader]&0x0f)*4
+	case frame[12] == 0x86 && frame[13] == 0xdd && frame[ethHeader+6] == uint8(header.TCPProtocolNumber):
+		t = ethHeader + header.IPv6MinimumSize
+	default:
+		return false
+	}
 	return t+header.TCPMinimumSize <= len(frame) && frame[t+13]&uint8(header.TCPFlagSyn) != 0
 }
 
@@ -134,14 +127,14 @@ func isSYN(frame []byte) bool {
 // peer. It fixes the TCP checksum after a change and reports whether it
 // changed the frame.
 func (t *synStamps) restamp(frame []byte, nowMs int64) bool {
-	key, off, seg, ok := synStampAt(frame)
+	key, off, v, ok := synStampAt(frame)
 	if !ok {
 		return false
 	}
 	changed := false
-	if tcp := header.TCP(seg); tcp.Flags()&header.TCPFlagAck != 0 {
+	if tcp := v.tcp; tcp.Flags()&header.TCPFlagAck != 0 {
 		// The SYN it answers: the reverse tuple, the peer's ISN.
-		peer := synKey{src: key.dst, dst: key.src, sport: key.dport, dport: key.sport, seq: tcp.AckNumber() - 1}
+		peer := synKey{src: key.dst, dst: key.src, sport: key.dport, dport: key.sport, seq: tcp.AckNumber() - 1, v6: key.v6}
 		if p := t.find(t.peers[:], peer); p != nil && binary.BigEndian.Uint32(frame[off+4:]) != p.tsval {
 			binary.BigEndian.PutUint32(frame[off+4:], p.tsval)
 			changed = true
@@ -158,7 +151,8 @@ func (t *synStamps) restamp(frame []byte, nowMs int64) bool {
 		changed = true
 	}
 	if changed {
-		setTCPChecksum(frame, seg)
+		v.tcp.SetChecksum(0)
+		v.tcp.SetChecksum(^checksum.Checksum(v.tcp, pseudoHeader(v.src, v.dst, len(v.tcp))))
 	}
 	return changed
 }
@@ -167,8 +161,8 @@ func (t *synStamps) restamp(frame []byte, nowMs int64) bool {
 // with a timestamp: the latest one of each peer's handshake is what our
 // SYN-ACK echoes.
 func (t *synStamps) notePeerSYN(frame []byte) {
-	key, off, seg, ok := synStampAt(frame)
-	if !ok || header.TCP(seg).Flags()&header.TCPFlagAck != 0 {
+	key, off, v, ok := synStampAt(frame)
+	if !ok || v.tcp.Flags()&header.TCPFlagAck != 0 {
 		return
 	}
 	ts := binary.BigEndian.Uint32(frame[off:])
@@ -188,15 +182,4 @@ func (t *synStamps) find(slots []synStamp, key synKey) *synStamp {
 		}
 	}
 	return nil
-}
-
-// setTCPChecksum recomputes the checksum of seg, the TCP segment of the
-// IPv4 packet in frame.
-func setTCPChecksum(frame, seg []byte) {
-	ip := header.IPv4(frame[ethHeader:])
-	tcp := header.TCP(seg)
-	tcp.SetChecksum(0)
-	xsum := header.PseudoHeaderChecksum(header.TCPProtocolNumber,
-		tcpip.AddrFromSlice(ip.SourceAddressSlice()), tcpip.AddrFromSlice(ip.DestinationAddressSlice()), uint16(len(seg)))
-	tcp.SetChecksum(^checksum.Checksum(seg, xsum))
 }

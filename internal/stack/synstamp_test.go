@@ -35,11 +35,11 @@ func synFrameX(t testing.TB, reverse bool, seq, ackNum, tsval, tsecr uint32, ack
 	binary.BigEndian.PutUint32(ts, tsval)
 	binary.BigEndian.PutUint32(ts[4:], tsecr)
 	buf := gopacket.NewSerializeBuffer()
-	src, dst, sport, dport := addrB, addrA, layers.TCPPort(40000), layers.TCPPort(5000)
+	sport, dport := layers.TCPPort(40000), layers.TCPPort(5000)
 	if reverse {
-		src, dst, sport, dport = dst, src, dport, sport
+		sport, dport = dport, sport
 	}
-	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
+	ip, etype := ipLayer(t, reverse) // IPv6 for a v6TB
 	tcp := &layers.TCP{SrcPort: sport, DstPort: dport, Seq: seq, Ack: ackNum, SYN: true, ACK: ack, Window: 29200, Options: []layers.TCPOption{
 		{OptionType: layers.TCPOptionKindMSS, OptionLength: 4, OptionData: []byte{0x05, 0xb4}},
 		{OptionType: layers.TCPOptionKindSACKPermitted, OptionLength: 2},
@@ -48,27 +48,25 @@ func synFrameX(t testing.TB, reverse bool, seq, ackNum, tsval, tsecr uint32, ack
 	}}
 	tcp.SetNetworkLayerForChecksum(ip)
 	err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		&layers.Ethernet{SrcMAC: []byte{2, 0, 0, 0, 0, 1}, DstMAC: []byte{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4},
-		ip, tcp)
+		&layers.Ethernet{SrcMAC: []byte{2, 0, 0, 0, 0, 1}, DstMAC: []byte{2, 0, 0, 0, 0, 2}, EthernetType: etype},
+		ip.(gopacket.SerializableLayer), tcp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return append([]byte(nil), buf.Bytes()...)
 }
 
-// tcpChecksumOK verifies the TCP checksum of an Ethernet/IPv4/TCP frame.
+// tcpChecksumOK verifies the TCP checksum of an Ethernet/IPv4/TCP or
+// Ethernet/IPv6/TCP frame.
 func tcpChecksumOK(frame []byte) bool {
-	ip := header.IPv4(frame[ethHeader:])
-	seg := ip.Payload()
-	xsum := header.PseudoHeaderChecksum(header.TCPProtocolNumber,
-		tcpip.AddrFromSlice(ip.SourceAddressSlice()), tcpip.AddrFromSlice(ip.DestinationAddressSlice()), uint16(len(seg)))
-	return checksum.Checksum(seg, xsum) == 0xffff
+	v, ok := parseTCP(frame)
+	return ok && checksum.Checksum(v.tcp, pseudoHeader(v.src, v.dst, len(v.tcp))) == 0xffff
 }
 
-func tsvalOf(t *testing.T, frame []byte) uint32 { return tsOf(t, frame, 0) }
+func tsvalOf(t testing.TB, frame []byte) uint32 { return tsOf(t, frame, 0) }
 
 // tsOf returns the TSval (at 0) or TSecr (at 4) of frame.
-func tsOf(t *testing.T, frame []byte, at int) uint32 {
+func tsOf(t testing.TB, frame []byte, at int) uint32 {
 	t.Helper()
 	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
 	tcp, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
@@ -84,7 +82,9 @@ func tsOf(t *testing.T, frame []byte, at int) uint32 {
 	return 0
 }
 
-func TestSYNRestamp(t *testing.T) {
+func TestSYNRestamp(t *testing.T) { forFamilies(t, testSYNRestamp) }
+
+func testSYNRestamp(t testing.TB) {
 	for _, ack := range []bool{false, true} {
 		var st synStamps
 		first := synFrame(t, 1000, 5000, ack)
@@ -143,7 +143,9 @@ func TestSYNRestamp(t *testing.T) {
 // TestSYNACKEchoesLatestSYN: our SYN-ACK echoes the TSval of the latest
 // SYN its peer sent, as Linux's does; a SYN-ACK to a peer never seen, or
 // already echoing it, is left alone.
-func TestSYNACKEchoesLatestSYN(t *testing.T) {
+func TestSYNACKEchoesLatestSYN(t *testing.T) { forFamilies(t, testSYNACKEchoesLatestSYN) }
+
+func testSYNACKEchoesLatestSYN(t testing.TB) {
 	var st synStamps
 	st.notePeerSYN(synFrameX(t, false, 1000, 0, 500, 0, false)) // B's SYN
 	first := synFrameX(t, true, 9000, 1001, 70, 500, true)      // our SYN-ACK
@@ -171,12 +173,21 @@ func TestSYNACKEchoesLatestSYN(t *testing.T) {
 	}
 	// A SYN with ACK set (ours or anyone's) is not a peer's SYN.
 	st.notePeerSYN(synFrameX(t, false, 3000, 5, 99, 0, true))
-	if p := st.find(st.peers[:], synKey{src: addrB.As4(), dst: addrA.As4(), sport: 40000, dport: 5000, seq: 3000}); p != nil {
+	src, dst := addrB, addrA
+	if _, v6 := t.(v6TB); v6 {
+		src, dst = addr6B, addr6A
+	}
+	k := synKey{sport: 40000, dport: 5000, seq: 3000, v6: src.Is6()}
+	copy(k.src[:], src.AsSlice())
+	copy(k.dst[:], dst.AsSlice())
+	if p := st.find(st.peers[:], k); p != nil {
 		t.Error("a SYN-ACK was noted as a peer's SYN")
 	}
 }
 
-func TestSYNRestampEvicts(t *testing.T) {
+func TestSYNRestampEvicts(t *testing.T) { forFamilies(t, testSYNRestampEvicts) }
+
+func testSYNRestampEvicts(t testing.TB) {
 	var st synStamps
 	for i := 0; i <= synStampSlots; i++ {
 		st.restamp(synFrame(t, uint32(i), 100, false), 0)
@@ -194,6 +205,8 @@ func FuzzSYNRestamp(f *testing.F) {
 	f.Add(synFrame(f, 1, 2, false), int64(10))
 	f.Add(synFrameX(f, true, 9, 2, 3, 4, true), int64(1000))
 	f.Add(tcpFrame(f, nil, nil), int64(1))
+	f.Add(synFrame(v6TB{f}, 1, 2, false), int64(10))
+	f.Add(synFrameX(v6TB{f}, true, 9, 2, 3, 4, true), int64(1000))
 	f.Add([]byte{}, int64(0))
 	f.Fuzz(func(t *testing.T, frame []byte, dt int64) {
 		var st synStamps
@@ -213,8 +226,8 @@ func FuzzSYNRestamp(f *testing.F) {
 		if !isSYN(orig) {
 			t.Fatal("rewrote a frame isSYN rejects")
 		}
-		_, off, _, _ := synStampAt(orig)
-		sum := ethHeader + int(orig[ethHeader]&0x0f)*4 + 16 // the TCP checksum
+		_, off, v, _ := synStampAt(orig)
+		sum := ethHeader + v.ipLen + 16 // the TCP checksum
 		for i := range frame {
 			inTS := i >= off && i < off+8
 			inSum := i >= sum && i < sum+2
@@ -237,8 +250,8 @@ type dropFirstSYN struct {
 }
 
 func (d *dropFirstSYN) TxFrame(frame []byte) bool {
-	if _, _, seg, ok := synStampAt(frame); ok && !d.dropped.Load() &&
-		(header.TCP(seg).Flags()&header.TCPFlagAck != 0) == d.ack {
+	if _, _, v, ok := synStampAt(frame); ok && !d.dropped.Load() &&
+		(v.tcp.Flags()&header.TCPFlagAck != 0) == d.ack {
 		d.dropped.Store(true)
 		return true
 	}

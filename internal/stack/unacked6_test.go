@@ -44,15 +44,9 @@ func TestUnackedFromACKs6(t *testing.T) {
 	if _, ok := a.unacked(k, 100); ok {
 		t.Fatal("a flow never seen: ok")
 	}
-	view6 := func(f []byte) tcp6View {
-		v, ok := parseTCP6(f)
-		if !ok {
-			t.Fatal("parseTCP6 refused an IPv6 TCP frame")
-		}
-		return v
-	}
+	buf := make([]byte, 200)
 	const iss = 4999
-	a.sent6(view6(tcp6Frame(t, local, peer, true, true, iss, 1001, 0))) // netstack's SYN-ACK
+	a.sent(view(t, tcp6Frame(t, local, peer, true, true, iss, 1001, 0))) // netstack's SYN-ACK
 	for _, s := range []struct {
 		ack  uint32
 		want uint64
@@ -63,7 +57,7 @@ func TestUnackedFromACKs6(t *testing.T) {
 		{iss + 101, 0}, // all of it
 		{iss + 102, 0}, // and the FIN
 	} {
-		a.received6(view6(tcp6Frame(t, peer, local, false, true, 1001, s.ack, 0)))
+		a.received(view(t, tcp6Frame(t, peer, local, false, true, 1001, s.ack, 0)), buf)
 		if got, ok := a.unacked(k, 100); !ok || got != s.want {
 			t.Fatalf("after ACK %d: %d unacknowledged (%v), want %d", s.ack, got, ok, s.want)
 		}
@@ -74,18 +68,18 @@ func TestUnackedFromACKs6(t *testing.T) {
 	defer pa.Close()
 	defer pb.Close()
 	e := NewEndpoint(pa)
-	e.acks.sent6(view6(tcp6Frame(t, local, peer, true, false, 7000, 0, 0)))
-	e.acks.received6(view6(tcp6Frame(t, peer, local, true, true, 300, 7011, 0)))
+	e.acks.sent(view(t, tcp6Frame(t, local, peer, true, false, 7000, 0, 0)))
+	e.acks.received(view(t, tcp6Frame(t, peer, local, true, true, 300, 7011, 0)), buf)
 	if got, ok := e.Unacked(local, peer, 50); !ok || got != 40 {
 		t.Fatalf("Endpoint.Unacked: %d, %v; want 40", got, ok)
 	}
 	if _, ok := e.Unacked(netip.MustParseAddrPort("198.18.0.1:5000"), peer, 50); ok {
 		t.Fatal("mixed families answered")
 	}
-	if _, ok := parseTCP6(tcpFrame(t, nil, nil)); ok {
-		t.Fatal("parseTCP6 took an IPv4 frame")
+	if v, ok := parseTCP(tcpFrame(t, nil, nil)); !ok || v.v6 {
+		t.Fatal("parseTCP: an IPv4 frame not read as IPv4")
 	}
-	if _, ok := parseTCP(tcp6Frame(t, local, peer, false, true, 1, 1, 10)); ok {
-		t.Fatal("parseTCP took an IPv6 frame")
+	if v, ok := parseTCP(tcp6Frame(t, local, peer, false, true, 1, 1, 10)); !ok || !v.v6 || v.payload != 10 {
+		t.Fatal("parseTCP: an IPv6 frame not read as IPv6 with its payload")
 	}
 }

@@ -58,8 +58,7 @@ const ackSlots = 1024
 // flowKey names a connection from netstack's side.
 type flowKey struct {
 	// IPv4 addresses are in the first 4 bytes (v6 false); IPv6 ones
-	// take all 16 (unacked6.go: the table follows IPv6 flows for
-	// Endpoint.Unacked only, not for the ACK salvage).
+	// take all 16.
 	local, remote [16]byte
 	lport, rport  uint16
 	v6            bool
@@ -107,45 +106,80 @@ func (k flowKey) slot() int {
 	return int(h & (ackSlots - 1))
 }
 
-// tcpView is a received or sent Ethernet frame that carries IPv4 and one
-// whole, unfragmented TCP segment with a valid header length.
+// tcpView is a received or sent Ethernet frame that carries one whole,
+// unfragmented TCP segment with a valid header length over IPv4, or over
+// IPv6 with TCP as the fixed header's Next Header (netstack sends no
+// extension header; a peer's segment behind one is not followed: its ACK
+// is netstack's alone to take, as before the table existed).
 type tcpView struct {
-	frame   []byte
-	ip      header.IPv4
-	tcp     header.TCP // header and payload, as long as the IP header says
-	payload int
+	frame    []byte
+	v6       bool
+	ipLen    int        // the IP header's length: IPv4's IHL, or 40
+	src, dst []byte     // the addresses in frame: 4 or 16 bytes
+	tcp      header.TCP // header and payload, as long as the IP header says
+	payload  int
 }
 
-// parseTCP returns frame's IPv4 and TCP views, ok false for anything else.
-// It reads frame only and checks no checksum.
+// parseTCP returns frame's TCP view, ok false for anything else. It reads
+// frame only and checks no checksum.
 func parseTCP(frame []byte) (v tcpView, ok bool) {
-	if len(frame) < ethHeader+header.IPv4MinimumSize+header.TCPMinimumSize ||
-		header.Ethernet(frame).Type() != header.IPv4ProtocolNumber {
+	if len(frame) < ethHeader+header.IPv4MinimumSize+header.TCPMinimumSize {
 		return v, false
 	}
-	ip := header.IPv4(frame[ethHeader:])
-	if !ip.IsValid(len(frame)-ethHeader) || ip.TransportProtocol() != header.TCPProtocolNumber ||
-		ip.FragmentOffset() != 0 || ip.More() {
+	var seg []byte
+	switch header.Ethernet(frame).Type() {
+	case header.IPv4ProtocolNumber:
+		ip := header.IPv4(frame[ethHeader:])
+		if !ip.IsValid(len(frame)-ethHeader) || ip.TransportProtocol() != header.TCPProtocolNumber ||
+			ip.FragmentOffset() != 0 || ip.More() {
+			return v, false
+		}
+		v.ipLen, v.src, v.dst = int(ip.HeaderLength()), ip.SourceAddressSlice(), ip.DestinationAddressSlice()
+		seg = ip.Payload()
+	case header.IPv6ProtocolNumber:
+		ip := header.IPv6(frame[ethHeader:])
+		if len(ip) < header.IPv6MinimumSize || ip[0]>>4 != 6 ||
+			ip.TransportProtocol() != header.TCPProtocolNumber ||
+			int(ip.PayloadLength()) > len(ip)-header.IPv6MinimumSize {
+			return v, false
+		}
+		v.v6, v.ipLen = true, header.IPv6MinimumSize
+		v.src, v.dst = ip[8:24], ip[24:40]
+		seg = ip[header.IPv6MinimumSize:][:ip.PayloadLength()]
+	default:
 		return v, false
 	}
-	seg := header.TCP(ip.Payload())
 	if len(seg) < header.TCPMinimumSize {
 		return v, false
 	}
-	off := int(seg.DataOffset())
+	off := int(header.TCP(seg).DataOffset())
 	if off < header.TCPMinimumSize || off > len(seg) {
 		return v, false
 	}
-	return tcpView{frame: frame, ip: ip, tcp: seg, payload: len(seg) - off}, true
+	v.frame, v.tcp, v.payload = frame, seg, len(seg)-off
+	return v, true
+}
+
+// key returns the connection v belongs to, seen from netstack's side:
+// local is v's source when netstack sends it (out), its destination
+// otherwise.
+func (v tcpView) key(out bool) flowKey {
+	k := flowKey{v6: v.v6}
+	local, remote := v.dst, v.src
+	k.lport, k.rport = v.tcp.DestinationPort(), v.tcp.SourcePort()
+	if out {
+		local, remote = v.src, v.dst
+		k.lport, k.rport = k.rport, k.lport
+	}
+	copy(k.local[:], local)
+	copy(k.remote[:], remote)
+	return k
 }
 
 // sent notes a segment netstack sends: its ACK number and window, and the
 // window scale of its SYN or SYN-ACK. A RST forgets the connection.
 func (a *ackSalvage) sent(v tcpView) {
-	var k flowKey
-	copy(k.local[:], v.ip.SourceAddressSlice())
-	copy(k.remote[:], v.ip.DestinationAddressSlice())
-	k.lport, k.rport = v.tcp.SourcePort(), v.tcp.DestinationPort()
+	k := v.key(true)
 	s := &a.slots[k.slot()]
 	flags := v.tcp.Flags()
 	if flags&header.TCPFlagRst != 0 {
@@ -192,10 +226,7 @@ func (a *ackSalvage) sent(v tcpView) {
 // pure ACK to hand netstack first into buf and returns it; otherwise nil.
 func (a *ackSalvage) received(v tcpView, buf []byte) []byte {
 	flags := v.tcp.Flags()
-	var k flowKey
-	copy(k.local[:], v.ip.DestinationAddressSlice())
-	copy(k.remote[:], v.ip.SourceAddressSlice())
-	k.lport, k.rport = v.tcp.DestinationPort(), v.tcp.SourcePort()
+	k := v.key(false)
 	s := &a.slots[k.slot()]
 	if s.key != k {
 		return nil
@@ -203,6 +234,10 @@ func (a *ackSalvage) received(v tcpView, buf []byte) []byte {
 	if flags&header.TCPFlagRst != 0 {
 		s.forgetPeer()
 		return nil
+	}
+	ack, wnd := seqnum.Value(v.tcp.AckNumber()), v.tcp.WindowSize()
+	if flags&header.TCPFlagAck != 0 && s.haveISS && s.una.LessThan(ack) {
+		s.una = ack // a SYN-ACK's too
 	}
 	if flags&header.TCPFlagSyn != 0 {
 		if flags&header.TCPFlagAck != 0 && header.ParseSynOptions(v.tcp.Options(), true).WS < 0 {
@@ -212,10 +247,6 @@ func (a *ackSalvage) received(v tcpView, buf []byte) []byte {
 	}
 	if flags&header.TCPFlagAck == 0 {
 		return nil
-	}
-	ack, wnd := seqnum.Value(v.tcp.AckNumber()), v.tcp.WindowSize()
-	if s.haveISS && s.una.LessThan(ack) {
-		s.una = ack
 	}
 	if !s.used {
 		return nil
@@ -260,31 +291,42 @@ func (a *ackSalvage) unacked(k flowKey, written uint64) (uint64, bool) {
 	return uint64(s.una.Size(nxt)), true
 }
 
-// checksumsValid reports whether v's IPv4 header and TCP checksums hold.
+// checksumsValid reports whether v's checksums hold: the IPv4 header's
+// (IPv6 has none) and TCP's, over the pseudo-header of v's family.
 func checksumsValid(v tcpView) bool {
-	if !v.ip.IsChecksumValid() {
+	if !v.v6 && !header.IPv4(v.frame[ethHeader:]).IsChecksumValid() {
 		return false
 	}
-	src, dst := tcpip.AddrFromSlice(v.ip.SourceAddressSlice()), tcpip.AddrFromSlice(v.ip.DestinationAddressSlice())
-	xsum := header.PseudoHeaderChecksum(header.TCPProtocolNumber, src, dst, uint16(len(v.tcp)))
-	return checksum.Checksum(v.tcp, xsum) == 0xffff
+	return checksum.Checksum(v.tcp, pseudoHeader(v.src, v.dst, len(v.tcp))) == 0xffff
+}
+
+// pseudoHeader is the checksum of the TCP pseudo-header for a segment of
+// n bytes between src and dst, 4-byte or 16-byte addresses (RFC 9293
+// §3.1, RFC 8200 §8.1).
+func pseudoHeader(src, dst []byte, n int) uint16 {
+	return header.PseudoHeaderChecksum(header.TCPProtocolNumber, tcpip.AddrFromSlice(src), tcpip.AddrFromSlice(dst), uint16(n))
 }
 
 // pureACK writes into buf an Ethernet frame that is v without payload,
 // with flags ACK only and sequence number seq, and returns it. buf must
 // hold v's headers.
 func pureACK(v tcpView, seq seqnum.Value, buf []byte) []byte {
-	ipLen, tcpLen := int(v.ip.HeaderLength()), int(v.tcp.DataOffset())
-	n := ethHeader + ipLen + tcpLen
+	tcpLen := int(v.tcp.DataOffset())
+	n := ethHeader + v.ipLen + tcpLen
 	copy(buf, v.frame[:n])
-	ip := header.IPv4(buf[ethHeader : ethHeader+ipLen])
-	ip.SetTotalLength(uint16(ipLen + tcpLen))
-	ip.SetChecksum(0)
-	ip.SetChecksum(^ip.CalculateChecksum())
-	seg := header.TCP(buf[ethHeader+ipLen : n])
+	if v.v6 {
+		header.IPv6(buf[ethHeader:]).SetPayloadLength(uint16(tcpLen))
+	} else {
+		ip := header.IPv4(buf[ethHeader : ethHeader+v.ipLen])
+		ip.SetTotalLength(uint16(v.ipLen + tcpLen))
+		ip.SetChecksum(0)
+		ip.SetChecksum(^ip.CalculateChecksum())
+	}
+	seg := header.TCP(buf[ethHeader+v.ipLen : n])
 	seg.SetSequenceNumber(uint32(seq))
 	seg.SetFlags(uint8(header.TCPFlagAck))
 	seg.SetUrgentPointer(0)
-	setTCPChecksum(buf, seg)
+	seg.SetChecksum(0)
+	seg.SetChecksum(^checksum.Checksum(seg, pseudoHeader(v.src, v.dst, tcpLen)))
 	return buf[:n]
 }

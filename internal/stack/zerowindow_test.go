@@ -2,23 +2,61 @@ package stack
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
+	nstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/dgramio/dgramio/frameio/memio"
 )
+
+// v6TB is the testing.TB of a test run over IPv6: seg and synFrameX
+// build their frames over IPv6 between addr6A and addr6B for it.
+type v6TB struct{ testing.TB }
+
+var (
+	addr6A = netip.MustParseAddr("2001:2::1")
+	addr6B = netip.MustParseAddr("2001:2::2")
+)
+
+// forFamilies runs f as subtests IPv4 and IPv6 (f's frames from seg and
+// synFrameX are of that family).
+func forFamilies(t *testing.T, f func(t testing.TB)) {
+	t.Run("IPv4", func(t *testing.T) { f(t) })
+	t.Run("IPv6", func(t *testing.T) { f(v6TB{t}) })
+}
+
+// ipLayer is the IP header of a test frame from B to A (or with fromA the
+// other way) in t's family (v6TB: IPv6), and the Ethernet type for it.
+func ipLayer(t testing.TB, fromA bool) (gopacket.NetworkLayer, layers.EthernetType) {
+	if _, v6 := t.(v6TB); v6 {
+		src, dst := addr6B, addr6A
+		if fromA {
+			src, dst = dst, src
+		}
+		return &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolTCP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}, layers.EthernetTypeIPv6
+	}
+	src, dst := addrB, addrA
+	if fromA {
+		src, dst = dst, src
+	}
+	return &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}, layers.EthernetTypeIPv4
+}
 
 // seg is an Ethernet frame with an ACK segment (flags added) carrying a
 // timestamp option: from B:40000 to A:5000, or with fromA the other way
-// (A is netstack's side in these tests).
+// (A is netstack's side in these tests), over IPv4, or IPv6 for a v6TB.
 func seg(t testing.TB, fromA bool, seq, ack uint32, win uint16, payload int, extra func(*layers.TCP)) []byte {
 	t.Helper()
-	src, dst, sport, dport := addrB, addrA, layers.TCPPort(40000), layers.TCPPort(5000)
+	sport, dport := layers.TCPPort(40000), layers.TCPPort(5000)
 	if fromA {
-		src, dst, sport, dport = dst, src, dport, sport
+		sport, dport = dport, sport
 	}
-	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
+	ip, etype := ipLayer(t, fromA)
 	tcp := &layers.TCP{SrcPort: sport, DstPort: dport, Seq: seq, Ack: ack, ACK: true, Window: win, Options: []layers.TCPOption{
 		{OptionType: layers.TCPOptionKindNop}, {OptionType: layers.TCPOptionKindNop},
 		{OptionType: layers.TCPOptionKindTimestamps, OptionLength: 10, OptionData: []byte{0, 0, 0, 9, 0, 0, 0, 8}},
@@ -29,8 +67,8 @@ func seg(t testing.TB, fromA bool, seq, ack uint32, win uint16, payload int, ext
 	tcp.SetNetworkLayerForChecksum(ip)
 	buf := gopacket.NewSerializeBuffer()
 	err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		&layers.Ethernet{SrcMAC: []byte{2, 0, 0, 0, 0, 1}, DstMAC: []byte{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4},
-		ip, tcp, gopacket.Payload(bytes.Repeat([]byte{'x'}, payload)))
+		&layers.Ethernet{SrcMAC: []byte{2, 0, 0, 0, 0, 1}, DstMAC: []byte{2, 0, 0, 0, 0, 2}, EthernetType: etype},
+		ip.(gopacket.SerializableLayer), tcp, gopacket.Payload(bytes.Repeat([]byte{'x'}, payload)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +92,9 @@ func view(t testing.TB, frame []byte) tcpView {
 // seq 1000 with the peer's ACK number, window and options, once per news;
 // acceptable segments, corrupt ones, other connections and a reset one
 // get none.
-func TestZeroWindowACKSalvage(t *testing.T) {
+func TestZeroWindowACKSalvage(t *testing.T) { forFamilies(t, testZeroWindowACKSalvage) }
+
+func testZeroWindowACKSalvage(t testing.TB) {
 	var a ackSalvage
 	buf := make([]byte, 200)
 	a.sent(view(t, synFrameX(t, true, 4999, 1000, 1, 2, true))) // SYN-ACK, window scale 7
@@ -132,7 +172,9 @@ func TestZeroWindowACKSalvage(t *testing.T) {
 // tcp-xdp: netstack retransmitted its first unacknowledged segment with
 // RTO backoff for a minute while the peer's identical ACKs, all beyond
 // its zero window, were judged old news).
-func TestSalvageAfterStaleWindow(t *testing.T) {
+func TestSalvageAfterStaleWindow(t *testing.T) { forFamilies(t, testSalvageAfterStaleWindow) }
+
+func testSalvageAfterStaleWindow(t testing.TB) {
 	var a ackSalvage
 	buf := make([]byte, 200)
 	a.sent(view(t, synFrameX(t, true, 4999, 1000, 1, 2, true))) // SYN-ACK, window scale 7
@@ -165,6 +207,10 @@ func TestSalvageAfterStaleWindow(t *testing.T) {
 // it believes closed with the same byte again; the peer's next segment
 // with that window is salvaged.
 func TestSalvageAfterStaleWindowUpdate(t *testing.T) {
+	forFamilies(t, testSalvageAfterStaleWindowUpdate)
+}
+
+func testSalvageAfterStaleWindowUpdate(t testing.TB) {
 	var a ackSalvage
 	buf := make([]byte, 200)
 	a.sent(view(t, synFrameX(t, true, 4999, 1000, 1, 2, true))) // SYN-ACK, window scale 7
@@ -196,7 +242,9 @@ func TestSalvageAfterStaleWindowUpdate(t *testing.T) {
 // TestSalvageWithoutWindowScale: a peer's SYN-ACK without the window
 // scale option leaves netstack's window unscaled (RFC 7323 §2.2), so a
 // window field of 10 is 10 bytes and a segment past it is refused.
-func TestSalvageWithoutWindowScale(t *testing.T) {
+func TestSalvageWithoutWindowScale(t *testing.T) { forFamilies(t, testSalvageWithoutWindowScale) }
+
+func testSalvageWithoutWindowScale(t testing.TB) {
 	var a ackSalvage
 	buf := make([]byte, 200)
 	a.sent(view(t, synFrameX(t, true, 999, 0, 1, 0, false))) // netstack's SYN offers scale 7
@@ -219,6 +267,8 @@ func TestSalvageWithoutWindowScale(t *testing.T) {
 func FuzzZeroWindowSalvage(f *testing.F) {
 	f.Add(seg(f, true, 5000, 1000, 0, 0, nil), seg(f, false, 1012, 6000, 500, 0, nil))
 	f.Add(synFrameX(f, true, 4999, 1000, 1, 2, true), seg(f, false, 1000, 7000, 500, 12, nil))
+	f.Add(seg(v6TB{f}, true, 5000, 1000, 0, 0, nil), seg(v6TB{f}, false, 1012, 6000, 500, 0, nil))
+	f.Add(synFrameX(v6TB{f}, true, 4999, 1000, 1, 2, true), seg(v6TB{f}, false, 1000, 7000, 500, 12, nil))
 	f.Fuzz(func(t *testing.T, out, in []byte) {
 		var a ackSalvage
 		buf := make([]byte, ethHeader+120)
@@ -238,4 +288,47 @@ func FuzzZeroWindowSalvage(f *testing.F) {
 			t.Fatalf("salvaged an invalid frame % x from % x", got, in)
 		}
 	})
+}
+
+// recorder is a netstack dispatcher that keeps the frames it is handed.
+type recorder struct{ frames [][]byte }
+
+func (r *recorder) DeliverNetworkPacket(_ tcpip.NetworkProtocolNumber, pkt *nstack.PacketBuffer) {
+	r.frames = append(r.frames, pkt.ToView().AsSlice())
+}
+
+func (r *recorder) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *nstack.PacketBuffer) {}
+
+// TestEndpointSalvage: through the Endpoint, in either family, netstack's
+// zero window (seen on its way out) makes the peer's pure ACK beyond
+// RCV.NXT arrive preceded by the salvaged ACK at RCV.NXT (RFC 9293
+// §3.10.7.4), counted as acks_salvaged.
+func TestEndpointSalvage(t *testing.T) { forFamilies(t, testEndpointSalvage) }
+
+func testEndpointSalvage(t testing.TB) {
+	pa, pb := memio.NewPair(memio.Options{})
+	defer pa.Close()
+	defer pb.Close()
+	e := NewEndpoint(pa)
+	e.SetLinkAddress(tcpip.LinkAddress([]byte{2, 0, 0, 0, 0, 2})) // seg's destination MAC
+	r := &recorder{}
+	e.Attach(r)
+	for _, f := range [][]byte{synFrameX(t, true, 4999, 1000, 1, 2, true), seg(t, true, 5000, 1000, 0, 0, nil)} {
+		e.ackMu.Lock()
+		e.acks.sent(view(t, f)) // what WritePackets notes of netstack's SYN-ACK and its zero window
+		e.ackMu.Unlock()
+	}
+	in := seg(t, false, 1012, 6000, 500, 0, nil)
+	e.dispatch(in)
+	if len(r.frames) != 2 || !bytes.Equal(r.frames[1], in) {
+		t.Fatalf("netstack was handed %d frames, want the salvaged ACK then the original", len(r.frames))
+	}
+	v := view(t, r.frames[0])
+	if _, v6 := t.(v6TB); v.v6 != v6 || v.tcp.SequenceNumber() != 1000 || v.tcp.AckNumber() != 6000 || v.payload != 0 || !checksumsValid(v) {
+		t.Errorf("salvaged: v6 %v seq %d ack %d payload %d checksums %v; want seq 1000 ack 6000, no payload, valid",
+			v.v6, v.tcp.SequenceNumber(), v.tcp.AckNumber(), v.payload, checksumsValid(v))
+	}
+	if got := e.acksSalvaged.Load(); got != 1 {
+		t.Errorf("acks_salvaged %d, want 1", got)
+	}
 }

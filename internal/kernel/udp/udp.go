@@ -76,6 +76,7 @@ type Backend struct {
 	rxRefused uint64    // ICMP errors reported on receive
 	noDest    uint64    // Queue on a server with no Dests
 	badDest   uint64    // QueueTo an address not of the socket's family, or port 0
+	unread    uint64    // datagrams left in the socket's receive queue at Close
 	v6        bool      // the socket is AF_INET6
 
 	// The padding keeps the fields of the next object on the heap (another
@@ -386,8 +387,9 @@ func (b *Backend) Wait(ctx context.Context) error {
 
 // Stats returns the counters. Layers holds the kernel socket's own drop
 // count (layer "socket", "drops", a loss: datagrams that arrived while the
-// receive buffer was full) and our counts of send errors by cause (already
-// in TxDropped, so not marked as loss). Safe from any goroutine; after
+// receive buffer was full), our counts of send errors by cause (already
+// in TxDropped, so not marked as loss) and, after Close, the datagrams
+// left unread on the socket (layer "udp", "rx_unread_at_close", a loss). Safe from any goroutine; after
 // Close it returns the counters as they were at Close.
 func (b *Backend) Stats() dgramio.Stats { return b.life.Stats(b.snapshot) }
 
@@ -408,18 +410,27 @@ func (b *Backend) snapshot() dgramio.Stats {
 		dgramio.Counter{Layer: "udp", Name: "rx_icmp_refused", Value: b.rxRefused},
 		dgramio.Counter{Layer: "udp", Name: "queue_no_dest", Value: b.noDest},
 		dgramio.Counter{Layer: "udp", Name: "queue_bad_dest", Value: b.badDest},
+		dgramio.Counter{Layer: "udp", Name: "rx_unread_at_close", Value: b.unread, Loss: true},
 	)
 	return s
 }
 
+// unreadLimit bounds the datagrams Close reads from the socket to count
+// them (rx_unread_at_close), so that a peer still sending cannot hold
+// Close: far more than a 64 MiB receive buffer holds.
+const unreadLimit = 1 << 20
+
 // Close closes the socket. A Rx, Flush or Wait running in another
 // goroutine returns net.ErrClosed; Close waits for it to leave before
-// closing the socket. Messages still queued are counted in TxDropped. On
+// closing the socket. Messages still queued are counted in TxDropped;
+// datagrams the kernel had queued on the socket that Rx never took are
+// read and counted in layer "udp" counter "rx_unread_at_close" (a loss). On
 // the goroutine New pinned, it unpins. Safe to call more than once.
 func (b *Backend) Close() error {
 	return b.life.Close(b.waker.Wake, func() (dgramio.Stats, error) {
 		b.st.TxDropped += uint64(b.nmsg)
 		b.nmsg, b.nslot = 0, 0
+		b.unread = sock.DrainUnread(b.fd, unreadLimit)
 		final := b.snapshot()
 		err := unix.Close(b.fd)
 		if err != nil {

@@ -506,3 +506,34 @@ func testTruncatedVeth(t *testing.T, fam socktest.Family) {
 		t.Fatalf("delivered %d truncated %d, want 51 and 49", delivered, s.RxTruncated)
 	}
 }
+
+// TestUnreadCountedAtClose: datagrams the kernel queued on the socket that
+// Rx never took are counted at Close (udp.rx_unread_at_close, a loss),
+// not lost with the socket (Linux counts a datagram in InDatagrams only
+// when it is read, so no counter of the kernel's holds them either).
+func TestUnreadCountedAtClose(t *testing.T) { socktest.ForFamilies(t, testUnreadCountedAtClose) }
+
+func testUnreadCountedAtClose(t *testing.T, fam socktest.Family) {
+	cli, srv := pair(t, dgramio.Config{LocalIP: fam.Loopback})
+	const n = 300
+	for i := 0; i < n; i++ {
+		if err := cli.Queue([]byte("never read")); err != nil {
+			t.Fatal(err)
+		}
+		if i%32 == 31 || i == n-1 {
+			if err := cli.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if cs := cli.Stats(); cs.TxSent != n {
+		t.Fatalf("sent %d of %d", cs.TxSent, n)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ss := srv.Stats()
+	if got, _ := ss.Counter("udp", "rx_unread_at_close"); got != n || ss.Lost() != n {
+		t.Errorf("rx_unread_at_close %d, Lost %d; want %d each", got, ss.Lost(), n)
+	}
+}

@@ -122,6 +122,7 @@ type Backend struct {
 	sendBufFull, sendRefused, sendOther  uint64
 	noDest, badDest, cancelled           uint64
 	unconfirmedAtClose                   uint64
+	unread                               uint64 // datagrams received and never taken by Rx, counted at Close
 
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
@@ -819,6 +820,7 @@ func (b *Backend) snapshot() dgramio.Stats {
 		dgramio.Counter{Layer: "uring", Name: "send_cancelled", Value: b.cancelled},
 		dgramio.Counter{Layer: "uring", Name: "tx_inflight", Value: uint64(b.inflight), Gauge: true},
 		dgramio.Counter{Layer: "uring", Name: "tx_unconfirmed_at_close", Value: b.unconfirmedAtClose},
+		dgramio.Counter{Layer: "uring", Name: "rx_unread_at_close", Value: b.unread, Loss: true},
 		dgramio.Counter{Layer: "uring", Name: "queue_no_dest", Value: b.noDest},
 		dgramio.Counter{Layer: "uring", Name: "queue_bad_dest", Value: b.badDest},
 		dgramio.Counter{Layer: "uring", Name: "cq_overflow", Value: uint64(b.ring.CQOverflow()), Loss: true},
@@ -826,6 +828,11 @@ func (b *Backend) snapshot() dgramio.Stats {
 	)
 	return s
 }
+
+// unreadLimit bounds the datagrams Close reads from the socket to count
+// them (rx_unread_at_close), so that a peer still sending cannot hold
+// Close: far more than a 64 MiB receive buffer holds.
+const unreadLimit = 1 << 20
 
 // Close cancels what the ring has in flight, waits (up to 2 s) for the
 // kernel to finish with it, and releases the ring, the socket and the
@@ -837,7 +844,10 @@ func (b *Backend) snapshot() dgramio.Stats {
 // more), and the loop's next Rx or Wait, which returns net.ErrClosed,
 // unmaps them; a loop that never calls either again leaves them mapped. Messages still queued
 // are counted in TxDropped; sends cancelled in flight too (layer "uring"
-// "send_cancelled"). Safe to call more than once, from any goroutine.
+// "send_cancelled"); datagrams received that Rx never took, in the buffer
+// ring or still in the socket's queue, in layer "uring"
+// "rx_unread_at_close" (a loss). Safe to call more than once, from any
+// goroutine.
 //
 // Cancellation works from any thread: Close writes an eventfd that the
 // ring polls, and the kernel then runs the cancellation linked to that poll
@@ -869,6 +879,12 @@ func (b *Backend) shutdown() (dgramio.Stats, error) {
 	})
 	drained := b.drain()
 	b.unconfirmedAtClose = uint64(b.inflight)
+	// Datagrams received into the buffer ring that Rx never took, and
+	// those still in the socket's queue once the receive is cancelled.
+	b.unread = uint64(b.rxLen)
+	if !b.armed {
+		b.unread += sock.DrainUnread(b.fd, unreadLimit)
+	}
 	final := b.snapshot()
 
 	var errs []error

@@ -747,3 +747,32 @@ func TestCloseWhileLoopReadsData(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnreadCountedAtClose: datagrams that arrived and that Rx never took
+// (in the buffer ring, or still in the socket's queue) are counted at
+// Close (uring.rx_unread_at_close, a loss), not lost with the socket.
+func TestUnreadCountedAtClose(t *testing.T) { socktest.ForFamilies(t, testUnreadCountedAtClose) }
+
+func testUnreadCountedAtClose(t *testing.T, fam socktest.Family) {
+	srvPort := freePort(t)
+	srv := openT(t, dgramio.Config{Role: dgramio.RoleServer, LocalIP: fam.Loopback, Port: srvPort})
+	tx, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(fam.Loopback, srvPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	// More than the buffer ring holds, so that some stay in the socket.
+	n := srv.cfg.URing.RxBuffers + 100
+	for i := 0; i < n; i++ {
+		if _, err := tx.Write([]byte("never read")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := srv.Stats()
+	if got, _ := st.Counter("uring", "rx_unread_at_close"); got != uint64(n) || st.Lost() != uint64(n) {
+		t.Errorf("rx_unread_at_close %d, Lost %d; want %d each", got, st.Lost(), n)
+	}
+}
