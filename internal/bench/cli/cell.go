@@ -334,9 +334,11 @@ func (r *cellRun) explain(c *bench.Cell) []string {
 			"what runs there stood still meanwhile, so the top of the latency histogram (max %s µs) and a ring that ran over can be that stall, not the path",
 			s, bench.FormatUs(c.MaxUs)))
 	}
-	if n := c.Host["a.snmp.udp.no_ports"]; n > 0 && c.Unaccounted > 0 {
-		notes = append(notes, fmt.Sprintf("a.snmp.udp.no_ports %d: answers that reached the load generator's host after it had closed "+
-			"(the drain, --drain %v, ended before the echo's backlog did); frames still in its receive ring at that moment are counted nowhere", n, r.nb.o.Drain))
+	for _, k := range []string{"a.snmp.udp.no_ports", "a.snmp.udp6.no_ports"} {
+		if n := c.Host[k]; n > 0 && c.Unaccounted > 0 {
+			notes = append(notes, fmt.Sprintf("%s %d: answers that reached the load generator's host after it had closed "+
+				"(the drain, --drain %v, ended before the echo's backlog did); frames still in its receive ring at that moment are counted nowhere", k, n, r.nb.o.Drain))
+		}
 	}
 	return notes
 }

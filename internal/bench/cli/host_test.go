@@ -116,3 +116,27 @@ func TestParseSNMP6(t *testing.T) {
 		t.Errorf("movedDrops leaves out an IPv6 drop: %q", s)
 	}
 }
+
+// TestNoPortsNoteBothFamilies: answers that reached the load generator's
+// host after it closed are named in a note for IPv4 (Udp NoPorts of
+// /proc/net/snmp) and IPv6 (Udp6NoPorts of /proc/net/snmp6) alike, and
+// only when something is unaccounted.
+func TestNoPortsNoteBothFamilies(t *testing.T) {
+	r := &cellRun{nb: &netbench{}, n: 1}
+	for _, k := range []string{"a.snmp.udp.no_ports", "a.snmp.udp6.no_ports"} {
+		c := &bench.Cell{Host: map[string]uint64{k: 17}, Unaccounted: 17}
+		found := false
+		for _, n := range r.explain(c) {
+			found = found || strings.HasPrefix(n, k+" 17: answers that reached the load generator's host after it had closed")
+		}
+		if !found {
+			t.Errorf("%s: no note in %q", k, r.explain(c))
+		}
+		c.Unaccounted = 0
+		for _, n := range r.explain(c) {
+			if strings.Contains(n, "no_ports") {
+				t.Errorf("%s: note %q with nothing unaccounted", k, n)
+			}
+		}
+	}
+}
