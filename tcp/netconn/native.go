@@ -91,9 +91,11 @@ type nativeSvc struct {
 	sink    []byte // what a connection shut for reading receives
 	// pf, when the FrameIO has a pollable fd (PollFD), is a duplicate of
 	// it in the Go netpoller, where the poller sleeps (sleepNetpoll).
-	pf      *os.File
-	prc     syscall.RawConn
-	closing bool // Service.Close began: closed connections linger in lingering
+	pf  *os.File
+	prc syscall.RawConn
+	// closing: Service.Close began (set before it shuts the
+	// connections): a connection closed from then on lingers in linger.
+	closing atomic.Bool
 	linger  []*native.Conn
 	// wakeAt is when the sleeping poller's timer ends its sleep (zero:
 	// none): a Write that sends inline and arms an earlier timer moves
@@ -653,7 +655,7 @@ func (n *nativeSvc) finish(c *nconn) {
 	switch {
 	case unread:
 		ec.Abort()
-	case n.closing && ec.Err() == nil && ec.State() != native.Closed:
+	case n.closing.Load() && ec.Err() == nil && ec.State() != native.Closed:
 		ec.CloseWrite()
 		n.linger = append(n.linger, ec)
 	default:
@@ -802,7 +804,6 @@ func (n *nativeSvc) sleep() {
 func (n *nativeSvc) shutdown() error {
 	s := n.s
 	n.do(func() {
-		n.closing = true
 		// Connections whose close waits for bytes to leave finish now
 		// into the linger list.
 		for _, c := range n.active {
@@ -814,7 +815,9 @@ func (n *nativeSvc) shutdown() error {
 	deadline := time.Now().Add(s.opts.Linger)
 	for time.Now().Before(deadline) {
 		busy := true
-		if !n.do(func() { busy = len(n.linger) > 0 || n.held.Load() > 0 }) || !busy {
+		// Connections the application closed before (the engine's
+		// orphans) still sending count as well.
+		if !n.do(func() { busy = len(n.linger) > 0 || n.held.Load() > 0 || n.e.Orphans() > 0 }) || !busy {
 			break
 		}
 		time.Sleep(time.Millisecond)

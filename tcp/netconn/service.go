@@ -518,6 +518,11 @@ func (s *Service) shutdown() error {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	// Before the connections are shut: the poller may finish one's
+	// close as soon as it is asked, and must make it linger.
+	for _, n := range s.nats {
+		n.closing.Store(true)
+	}
 	for _, l := range lns {
 		l.shut()
 	}
