@@ -75,7 +75,12 @@ func (n *nativeSvc) lead(c *nconn, conn *Conn) bool {
 	if !n.leader.CompareAndSwap(nil, c) {
 		return false
 	}
-	defer n.leader.Store(nil)
+	defer func() {
+		// A frame the poller left to this leader after its last
+		// round (deferRound) is its to run.
+		n.leader.Store(nil)
+		n.runDeferred(ownReader)
+	}()
 	n.rf.SetReadDeadline(time.Time{}) // the Read's deadline kicks, as any wake
 	select {
 	case <-c.rdCh:
@@ -100,28 +105,9 @@ func (n *nativeSvc) leadRound() {
 	if !n.own.CompareAndSwap(ownFree, ownReader) {
 		return // its holder runs the round
 	}
-	e := n.e
-	now := e.Tick()
-	batch := n.s.cfg.RxBatch
-	frames := 0
-	for frames < pollBudget {
-		k := e.PollAt(now, batch)
-		frames += k
-		if k < batch {
-			break
-		}
-	}
-	n.step()
-	if err := e.FlushAt(now); err != nil {
-		n.s.n.kickErrors.Add(1)
-	}
-	n.s.n.frames.Add(uint64(frames))
+	n.round()
 	n.leadRounds.Add(1)
-	n.rearm()
-	n.own.Store(ownFree)
-	if n.wantEngine.Load() {
-		signal(n.handCh)
-	}
+	n.free(ownReader)
 }
 
 // kickRead tells c's reader to look again: rdCh, and the end of its wait
