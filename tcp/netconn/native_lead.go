@@ -14,11 +14,12 @@ import (
 // of waiting for the poller to run it and ready the reader (one goroutine
 // hop). The invariants (docs/ARCHITECTURE.md, "A Read that leads"):
 //
-//   - The poller's duties do not move: it still sleeps on pf with its
-//     timer, and pf's readiness is consumed only by the poller, so every
-//     frame is followed by a poller round; wakes (work, requests, Close)
-//     still end the poller's sleep. A leading reader only does earlier,
-//     holding the engine, what that round would do.
+//   - Every frame is followed by a round: the poller still sleeps on pf
+//     with its timer, but woken by a frame while a reader leads or a
+//     Read or Write holds the engine it leaves the round to them
+//     (deferRound) and sleeps again; the leader runs it on its way out
+//     (runDeferred), a holder when it frees the engine (free). Its timer
+//     and wakes (work, requests, Close) are never deferred.
 //   - One reader leads at a time (leader); it waits on rf only after
 //     storing itself as leader, setting rf's deadline and looking once
 //     more for its bytes, its end and a token in rdCh. Whatever would
