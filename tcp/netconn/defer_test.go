@@ -149,10 +149,10 @@ func TestDeferredRoundsLoseNothing(t *testing.T) {
 		counter(st, "netconn", "inline_sends"))
 }
 
-// TestDeferredRound: a frame that wakes the poller while a Read leads
-// (the same frame ends the leader's wait) or while a Read or Write holds
-// the engine is left to that goroutine, and the poller goes back to
-// sleep instead of running a round in parallel: a request/answer
+// TestDeferredRound: a frame that wakes the poller while a Read that
+// leads (woken by the same frame) or a Write holds the engine is left to
+// that goroutine, and the poller goes back to sleep instead of waiting
+// to run a round after it: a request/answer
 // exchange over one connection, the kernel client's request arriving
 // while the Service's Read leads, is byte-exact and, over many
 // exchanges, the poller deferred some of its wake-ups so.
@@ -163,7 +163,7 @@ func TestDeferredRound(t *testing.T) {
 	k.SetDeadline(time.Now().Add(2 * time.Minute))
 	go io.Copy(a, a)
 	buf := make([]byte, 64)
-	for i := 0; i < 5000 && s.n.defers.Load() == 0 || i < 200; i++ {
+	for i := 0; i < 20000 && s.n.defers.Load() == 0 || i < 200; i++ {
 		msg := []byte(fmt.Sprintf("request %05d", i))
 		if _, err := k.Write(msg); err != nil {
 			t.Fatal(err)
@@ -173,6 +173,6 @@ func TestDeferredRound(t *testing.T) {
 		}
 	}
 	if s.n.defers.Load() == 0 {
-		t.Error("the poller never left a frame's round to a leading Read")
+		t.Error("the poller never left a frame's round to the engine's holder")
 	}
 }

@@ -986,10 +986,9 @@ func (n *nativeSvc) sleepNetpoll(next time.Time) {
 			}
 			return // the engine's timer or a wake: the poller's round
 		}
-		// A frame. While a Read leads (the frame ends its wait too) or
-		// a Read or Write holds the engine, the round is theirs
-		// (deferRound): sleep again instead of running a round in
-		// parallel. The deadline stays: a wake or a timer moved
+		// A frame. While a Read or Write holds the engine, the round
+		// is theirs (deferRound): sleep again instead of waiting for
+		// the engine to run a round after theirs. The deadline stays: a wake or a timer moved
 		// earlier since ends the next wait.
 		if !n.deferRound() {
 			return
@@ -998,28 +997,24 @@ func (n *nativeSvc) sleepNetpoll(next time.Time) {
 	}
 }
 
-// deferRound leaves the round a frame needs to a goroutine that will run
-// it: a Read that leads (the same frame makes its fd ready and ends its
-// wait), or whoever holds the engine (a leading Read, an inline Write),
-// which runs it when it frees the engine (free); false when there is
-// neither (the poller takes the engine). The poller stores deferred
-// before it looks at leader and own again; a leader clears leader, and a
-// holder frees own, before it looks at deferred: one of them sees the
-// other.
+// deferRound leaves the round a frame needs to the goroutine that holds
+// the engine (a leading Read, an inline Write), which runs it when it
+// frees the engine (free); false when the engine is free (the poller
+// takes it and runs the round itself: a leader that has not run yet may
+// wait behind other goroutines, and deferring to it cost requests a
+// second on a loaded host). The poller stores deferred before it looks
+// at own again, a holder frees own before it looks at deferred: one of
+// them sees the other.
 func (n *nativeSvc) deferRound() bool {
-	if !n.deferable() {
+	if !n.holderRuns() {
 		return false
 	}
 	n.deferred.Store(true)
-	return n.deferable()
+	return n.holderRuns()
 }
 
-// deferable reports whether a Read leads or the engine is held by a Read
-// or a Write.
-func (n *nativeSvc) deferable() bool {
-	if n.leader.Load() != nil {
-		return true
-	}
+// holderRuns reports whether a Read or a Write holds the engine.
+func (n *nativeSvc) holderRuns() bool {
 	h := n.own.Load()
 	return h == ownReader || h == ownWriter
 }

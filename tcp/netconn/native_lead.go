@@ -15,11 +15,10 @@ import (
 // hop). The invariants (docs/ARCHITECTURE.md, "A Read that leads"):
 //
 //   - Every frame is followed by a round: the poller still sleeps on pf
-//     with its timer, but woken by a frame while a reader leads or a
-//     Read or Write holds the engine it leaves the round to them
-//     (deferRound) and sleeps again; the leader runs it on its way out
-//     (runDeferred), a holder when it frees the engine (free). Its timer
-//     and wakes (work, requests, Close) are never deferred.
+//     with its timer, but woken by a frame while a Read or Write holds
+//     the engine it leaves the round to that holder (deferRound), which
+//     runs it when it frees the engine (free), and sleeps again. Its
+//     timer and wakes (work, requests, Close) are never deferred.
 //   - One reader leads at a time (leader); it waits on rf only after
 //     storing itself as leader, setting rf's deadline and looking once
 //     more for its bytes, its end and a token in rdCh. Whatever would
@@ -76,12 +75,7 @@ func (n *nativeSvc) lead(c *nconn, conn *Conn) bool {
 	if !n.leader.CompareAndSwap(nil, c) {
 		return false
 	}
-	defer func() {
-		// A frame the poller left to this leader after its last
-		// round (deferRound) is its to run.
-		n.leader.Store(nil)
-		n.runDeferred(ownReader)
-	}()
+	defer n.leader.Store(nil)
 	n.rf.SetReadDeadline(time.Time{}) // the Read's deadline kicks, as any wake
 	select {
 	case <-c.rdCh:
