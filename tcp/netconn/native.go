@@ -988,8 +988,8 @@ func (n *nativeSvc) sleepNetpoll(next time.Time) {
 		}
 		// A frame. While a Read or Write holds the engine, the round
 		// is theirs (deferRound): sleep again instead of waiting for
-		// the engine to run a round after theirs. The deadline stays: a wake or a timer moved
-		// earlier since ends the next wait.
+		// the engine to run a round after theirs. The deadline stays:
+		// a wake or a timer moved earlier since ends the next wait.
 		if !n.deferRound() {
 			return
 		}
@@ -1071,8 +1071,8 @@ func (n *nativeSvc) runDeferred(who int32) {
 	}
 }
 
-// round is the poller's round run by the engine's holder outside the
-// poller (a leading Read, a deferred round): frames in, the work list,
+// round is the poller's round run outside the poller by the engine's
+// holder (a leading Read's round, a deferred round): frames in, the work list,
 // what became readable, accepts, one flush, and the poller's wake-up
 // moved to what the engine needs next (rearm). The requests stay the
 // poller's: a request wakes it, and it does not defer a wake.
