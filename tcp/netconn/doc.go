@@ -128,7 +128,8 @@
 // # Shutdown
 //
 // Service.Close closes every listener and connection (FIN), keeps polling
-// for up to Options.Linger while the FINs are acknowledged, stops the
+// for up to Options.Linger while the FINs are acknowledged (those of
+// connections the application closed just before too), stops the
 // poller, shuts the engine down (resetting what is still open), then
 // closes the FrameIO, which detaches the XDP program.
 //

@@ -72,14 +72,19 @@ type nativeSvc struct {
 	// engine, which then signals handCh.
 	wantEngine atomic.Bool
 	handCh     chan struct{}
-	work       atomic.Pointer[nconn]
-	reqFlag    atomic.Bool
-	reqMu      sync.Mutex
-	reqs       []func()
-	spare      []func()
-	stop       atomic.Bool
-	held       atomic.Int64 // engine connections the Service holds
-	nlns       atomic.Int64 // engine listeners open
+	// deferred: the poller, woken by a frame while a leading Read or an
+	// inline Write held the engine, went back to sleep and left the round
+	// that frame needs to the holder, which runs it when it frees the
+	// engine (free).
+	deferred atomic.Bool
+	work     atomic.Pointer[nconn]
+	reqFlag  atomic.Bool
+	reqMu    sync.Mutex
+	reqs     []func()
+	spare    []func()
+	stop     atomic.Bool
+	held     atomic.Int64 // engine connections the Service holds
+	nlns     atomic.Int64 // engine listeners open
 
 	// The poller's own.
 	ready   []*nconn // the connections TakeReadable named, this round
@@ -91,9 +96,11 @@ type nativeSvc struct {
 	sink    []byte // what a connection shut for reading receives
 	// pf, when the FrameIO has a pollable fd (PollFD), is a duplicate of
 	// it in the Go netpoller, where the poller sleeps (sleepNetpoll).
-	pf      *os.File
-	prc     syscall.RawConn
-	closing bool // Service.Close began: closed connections linger in lingering
+	pf  *os.File
+	prc syscall.RawConn
+	// closing: Service.Close began (set before it shuts the
+	// connections): a connection closed from then on lingers in linger.
+	closing atomic.Bool
 	linger  []*native.Conn
 	// wakeAt is when the sleeping poller's timer ends its sleep (zero:
 	// none): a Write that sends inline and arms an earlier timer moves
@@ -653,7 +660,7 @@ func (n *nativeSvc) finish(c *nconn) {
 	switch {
 	case unread:
 		ec.Abort()
-	case n.closing && ec.Err() == nil && ec.State() != native.Closed:
+	case n.closing.Load() && ec.Err() == nil && ec.State() != native.Closed:
 		ec.CloseWrite()
 		n.linger = append(n.linger, ec)
 	default:
@@ -802,7 +809,6 @@ func (n *nativeSvc) sleep() {
 func (n *nativeSvc) shutdown() error {
 	s := n.s
 	n.do(func() {
-		n.closing = true
 		// Connections whose close waits for bytes to leave finish now
 		// into the linger list.
 		for _, c := range n.active {
@@ -814,7 +820,9 @@ func (n *nativeSvc) shutdown() error {
 	deadline := time.Now().Add(s.opts.Linger)
 	for time.Now().Before(deadline) {
 		busy := true
-		if !n.do(func() { busy = len(n.linger) > 0 || n.held.Load() > 0 }) || !busy {
+		// Connections the application closed before (the engine's
+		// orphans) still sending count as well.
+		if !n.do(func() { busy = len(n.linger) > 0 || n.held.Load() > 0 || n.e.Orphans() > 0 }) || !busy {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -967,12 +975,48 @@ func (n *nativeSvc) sleepNetpoll(next time.Time) {
 	if n.work.Load() != nil || n.reqFlag.Load() || n.stop.Load() {
 		return
 	}
-	n.first = true
-	err := n.prc.Read(n.readFn)
-	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		// The fd failed (closed under us): nap instead of spinning.
-		time.Sleep(time.Millisecond)
+	for {
+		n.first = true
+		err := n.prc.Read(n.readFn)
+		if err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				// The fd failed (closed under us): nap instead of
+				// spinning.
+				time.Sleep(time.Millisecond)
+			}
+			return // the engine's timer or a wake: the poller's round
+		}
+		// A frame. While a Read or Write holds the engine, the round
+		// is theirs (deferRound): sleep again instead of waiting for
+		// the engine to run a round after theirs. The deadline stays:
+		// a wake or a timer moved earlier since ends the next wait.
+		if !n.deferRound() {
+			return
+		}
+		n.s.n.defers.Add(1)
 	}
+}
+
+// deferRound leaves the round a frame needs to the goroutine that holds
+// the engine (a leading Read, an inline Write), which runs it when it
+// frees the engine (free); false when the engine is free (the poller
+// takes it and runs the round itself: a leader that has not run yet may
+// wait behind other goroutines, and deferring to it cost requests a
+// second on a loaded host). The poller stores deferred before it looks
+// at own again, a holder frees own before it looks at deferred: one of
+// them sees the other.
+func (n *nativeSvc) deferRound() bool {
+	if !n.holderRuns() {
+		return false
+	}
+	n.deferred.Store(true)
+	return n.holderRuns()
+}
+
+// holderRuns reports whether a Read or a Write holds the engine.
+func (n *nativeSvc) holderRuns() bool {
+	h := n.own.Load()
+	return h == ownReader || h == ownWriter
 }
 
 // acquire takes the engine back after a sleep. A Write that sends inline
@@ -989,6 +1033,69 @@ func (n *nativeSvc) acquire() {
 		<-n.handCh // a stale token only makes one more try
 	}
 	n.wantEngine.Store(false)
+	// The round the poller runs now is any that was deferred.
+	n.deferred.Store(false)
+}
+
+// free frees the engine, held as who (ownWriter, ownReader), and runs
+// the rounds the poller deferred meanwhile (runDeferred).
+func (n *nativeSvc) free(who int32) {
+	n.own.Store(ownFree)
+	n.runDeferred(who)
+}
+
+// runDeferred runs the round the poller deferred (deferRound), if any,
+// taking the engine as who, or hands the engine to a poller that waits
+// for it (whose round covers it). If another goroutine holds the engine,
+// deferred stays set for it: a Read or Write runs it when it frees the
+// engine, the poller's round covers it.
+func (n *nativeSvc) runDeferred(who int32) {
+	for {
+		if n.wantEngine.Load() {
+			signal(n.handCh)
+			return
+		}
+		if !n.deferred.Load() || !n.deferred.CompareAndSwap(true, false) {
+			return
+		}
+		if !n.own.CompareAndSwap(ownFree, who) {
+			n.deferred.Store(true)
+			if n.own.Load() != ownFree {
+				return
+			}
+			continue // freed since, maybe before it saw deferred
+		}
+		n.round()
+		n.s.n.deferredRounds.Add(1)
+		n.own.Store(ownFree)
+	}
+}
+
+// round is the poller's round run outside the poller by the engine's
+// holder (a leading Read's round, a deferred round): frames in, the work list,
+// what became readable, accepts, one flush, and the poller's wake-up
+// moved to what the engine needs next (rearm). The requests stay the
+// poller's: a request wakes it, and it does not defer a wake.
+func (n *nativeSvc) round() {
+	// A round that polls after a deferral covers it.
+	n.deferred.Store(false)
+	e := n.e
+	now := e.Tick()
+	batch := n.s.cfg.RxBatch
+	frames := 0
+	for frames < pollBudget {
+		k := e.PollAt(now, batch)
+		frames += k
+		if k < batch {
+			break
+		}
+	}
+	n.step()
+	if err := e.FlushAt(now); err != nil {
+		n.s.n.kickErrors.Add(1)
+	}
+	n.s.n.frames.Add(uint64(frames))
+	n.rearm()
 }
 
 // setAlarm makes the alarm interrupt the FrameIO's Wait in d (the
@@ -1019,10 +1126,7 @@ func (n *nativeSvc) sendInline(c *nconn) bool {
 	}
 	n.s.n.inlineSends.Add(1)
 	n.rearm()
-	n.own.Store(ownFree)
-	if n.wantEngine.Load() {
-		signal(n.handCh)
-	}
+	n.free(ownWriter)
 	return true
 }
 

@@ -14,11 +14,11 @@ import (
 // of waiting for the poller to run it and ready the reader (one goroutine
 // hop). The invariants (docs/ARCHITECTURE.md, "A Read that leads"):
 //
-//   - The poller's duties do not move: it still sleeps on pf with its
-//     timer, and pf's readiness is consumed only by the poller, so every
-//     frame is followed by a poller round; wakes (work, requests, Close)
-//     still end the poller's sleep. A leading reader only does earlier,
-//     holding the engine, what that round would do.
+//   - Every frame is followed by a round: the poller still sleeps on pf
+//     with its timer, but woken by a frame while a Read or Write holds
+//     the engine it leaves the round to that holder (deferRound), which
+//     runs it when it frees the engine (free), and sleeps again. Its
+//     timer and wakes (work, requests, Close) are never deferred.
 //   - One reader leads at a time (leader); it waits on rf only after
 //     storing itself as leader, setting rf's deadline and looking once
 //     more for its bytes, its end and a token in rdCh. Whatever would
@@ -100,28 +100,9 @@ func (n *nativeSvc) leadRound() {
 	if !n.own.CompareAndSwap(ownFree, ownReader) {
 		return // its holder runs the round
 	}
-	e := n.e
-	now := e.Tick()
-	batch := n.s.cfg.RxBatch
-	frames := 0
-	for frames < pollBudget {
-		k := e.PollAt(now, batch)
-		frames += k
-		if k < batch {
-			break
-		}
-	}
-	n.step()
-	if err := e.FlushAt(now); err != nil {
-		n.s.n.kickErrors.Add(1)
-	}
-	n.s.n.frames.Add(uint64(frames))
+	n.round()
 	n.leadRounds.Add(1)
-	n.rearm()
-	n.own.Store(ownFree)
-	if n.wantEngine.Load() {
-		signal(n.handCh)
-	}
+	n.free(ownReader)
 }
 
 // kickRead tells c's reader to look again: rdCh, and the end of its wait

@@ -102,11 +102,12 @@ func TestLeadingRead(t *testing.T) {
 	}
 }
 
-// TestLeadingReadServesOthers: while one connection's Read leads, another
-// connection's bytes reach its reader, and a segment of a third that was
-// lost is retransmitted (RFC 6298 §5.1: its timer, the engine's, fires
-// while the only goroutines waiting are readers); the leader's Read still
-// gets its own bytes after.
+// TestLeadingReadServesOthers: while one connection's Read leads (and the
+// poller leaves the frames' rounds to it), another connection's bytes
+// reach its reader, a new connection is accepted, and a segment of a
+// third that was lost is retransmitted (RFC 6298 §5.1: its timer, the
+// engine's, fires while the only goroutines waiting are readers); the
+// leader's Read still gets its own bytes after.
 func TestLeadingReadServesOthers(t *testing.T) {
 	p, s, srv, cli := leadPair(t, 3)
 	lead := readAsync(srv[0], 4)
@@ -117,6 +118,35 @@ func TestLeadingReadServesOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, other, "other")
+
+	leading(t, s, srv[0])
+	var ln *Listener
+	s.mu.Lock()
+	for l := range s.lns {
+		ln = l
+	}
+	s.mu.Unlock()
+	dialed := make(chan net.Conn, 1)
+	go func() {
+		k, err := peertest.Dialer(p.B)(context.Background(), "tcp4", srv[0].LocalAddr().String())
+		if err != nil {
+			t.Error(err)
+		}
+		dialed <- k
+	}()
+	ln.SetDeadline(time.Now().Add(30 * time.Second))
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("Accept while a Read leads: %v", err)
+	}
+	defer nc.Close()
+	if k := <-dialed; k != nil {
+		defer k.Close()
+		if _, err := k.Write([]byte("new")); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, readAsync(nc, 3), "new")
+	}
 
 	// B's end down: what A sends now is lost, and only A's
 	// retransmission timer brings it.

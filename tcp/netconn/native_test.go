@@ -163,30 +163,54 @@ func TestEachDirection(t *testing.T) {
 
 // TestLingerAtServiceClose: a Service closed right after a Write of 1 MiB
 // keeps polling (Options.Linger) until the bytes and the FIN are
-// acknowledged: the peer reads all of it, then io.EOF.
+// acknowledged: the peer reads all of it, then io.EOF; the same when the
+// application closed the connection itself just before (as Linux keeps
+// sending what a closed socket holds). Only B lingers long: A's own
+// close at cleanup sends a FIN that nobody acknowledges any more.
 func TestLingerAtServiceClose(t *testing.T) {
 	forEngines(t, func(t *testing.T, stk dgramio.TCPStack) {
-		p := newPair(t, memio.Options{}, Options{Linger: time.Minute}, onEngine(stk))
-		ln := listen(t, p.B, testPort)
-		d, a := connect(t, p, ln)
-		msg := bytes.Repeat([]byte("linger"), 1<<20/6)
-		if _, err := a.Write(msg); err != nil {
-			t.Fatal(err)
-		}
-		got := make(chan []byte, 1)
-		go func() {
-			d.SetReadDeadline(time.Now().Add(30 * time.Second))
-			b, err := io.ReadAll(d)
-			if err != nil {
-				t.Errorf("the peer's read: %v after %d bytes", err, len(b))
-			}
-			got <- b
-		}()
-		if err := p.B.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if b := <-got; !bytes.Equal(b, msg) {
-			t.Errorf("the peer read %d of %d bytes", len(b), len(msg))
+		for _, closeFirst := range []bool{false, true} {
+			t.Run(fmt.Sprintf("closed-first=%v", closeFirst), func(t *testing.T) {
+				pa, pb := memio.NewPair(memio.Options{})
+				ca, cb := onEngine(stk), onEngine(stk)
+				ca.LocalIP, cb.LocalIP = ipA, ipB
+				ca.ConnectTimeout, cb.ConnectTimeout = 20*time.Second, 20*time.Second
+				A, err := NewOverFrameIO(ca, pa, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { A.Close() })
+				B, err := NewOverFrameIO(cb, pb, Options{Linger: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { B.Close() })
+				p := &pair{A: A, B: B, pa: pa, pb: pb}
+				ln := listen(t, p.B, testPort)
+				d, a := connect(t, p, ln)
+				msg := bytes.Repeat([]byte("linger"), 1<<20/6)
+				if _, err := a.Write(msg); err != nil {
+					t.Fatal(err)
+				}
+				if closeFirst {
+					a.Close()
+				}
+				got := make(chan []byte, 1)
+				go func() {
+					d.SetReadDeadline(time.Now().Add(30 * time.Second))
+					b, err := io.ReadAll(d)
+					if err != nil {
+						t.Errorf("the peer's read: %v after %d bytes", err, len(b))
+					}
+					got <- b
+				}()
+				if err := p.B.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if b := <-got; !bytes.Equal(b, msg) {
+					t.Errorf("the peer read %d of %d bytes", len(b), len(msg))
+				}
+			})
 		}
 	})
 }

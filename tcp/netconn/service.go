@@ -220,6 +220,8 @@ type counters struct {
 	accepts, dials, dialFailures, limitRefused, closes atomic.Uint64
 	frames, rounds, sleeps, naps, kickErrors           atomic.Uint64
 	inlineSends                                        atomic.Uint64 // native: Writes that sent while the poller slept
+	defers                                             atomic.Uint64 // native: frames the poller left to the engine's holder (deferRound)
+	deferredRounds                                     atomic.Uint64 // native: rounds a holder ran for the poller
 }
 
 // New opens the FrameIO of cfg (Options.Open, or by cfg.Kind) and starts a
@@ -518,6 +520,11 @@ func (s *Service) shutdown() error {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	// Before the connections are shut: the poller may finish one's
+	// close as soon as it is asked, and must make it linger.
+	for _, n := range s.nats {
+		n.closing.Store(true)
+	}
 	for _, l := range lns {
 		l.shut()
 	}
@@ -658,6 +665,8 @@ func (s *Service) Stats() dgramio.Stats {
 		{"naps", s.n.naps.Load()},
 		{"kick_errors", s.n.kickErrors.Load()},
 		{"inline_sends", s.n.inlineSends.Load()},
+		{"poller_defers", s.n.defers.Load()},
+		{"deferred_rounds", s.n.deferredRounds.Load()},
 	} {
 		out.Layers = append(out.Layers, dgramio.Counter{Layer: "netconn", Name: c.name, Value: c.v, Gauge: c.name == "endpoints"})
 	}
