@@ -453,7 +453,7 @@ func (c *Conn) Close() {
 // afterwards.
 func (c *Conn) Abort() {
 	if c.state != Closed && c.state != SynSent && c.state != TimeWait {
-		c.sendRST(c.sndMax)
+		c.sendRST(c.ackSeq())
 		c.e.cnt[cTCPAborts]++
 	}
 	c.user = false

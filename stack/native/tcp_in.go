@@ -96,7 +96,7 @@ func (c *Conn) input(s *segment) {
 		if !c.user && !c.queued && len(s.payload) > 0 && seqGT(s.seq+uint32(len(s.payload)), c.rcvNxt) {
 			// RFC 1122 §4.2.2.13, RFC 9293 §3.10.7.4: new data for a
 			// connection the application closed cannot be delivered.
-			c.sendRST(c.sndMax)
+			c.sendRST(c.ackSeq())
 			c.toClosed(ErrAborted)
 			return
 		}

@@ -301,7 +301,10 @@ func (c *Conn) ackSeq() uint32 {
 	return c.sndMax
 }
 
-// sendRST sends a RST at seq (Abort, keepalive timeout).
+// sendRST sends a RST at seq (Abort, keepalive timeout). A synchronized
+// connection's RST goes at ackSeq, for the reason given there: a RST at
+// SND.MAX beyond a zero window would fail the peer's acceptability test
+// (RFC 9293 §3.10.7.4, RFC 5961 §3.2) and leave it waiting.
 func (c *Conn) sendRST(seq uint32) {
 	if c.macOK {
 		c.emit(seq, flagRST|flagACK, 0, 0)

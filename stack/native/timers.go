@@ -345,7 +345,7 @@ func (c *Conn) onKeepalive() {
 		return
 	}
 	if c.keepProbes >= c.keepCnt {
-		c.sendRST(c.sndMax)
+		c.sendRST(c.ackSeq())
 		c.fail(ErrTimedOut)
 		return
 	}

@@ -130,7 +130,8 @@
 // Service.Close closes every listener and connection (FIN), keeps polling
 // for up to Options.Linger while the FINs are acknowledged (those of
 // connections the application closed just before too), stops the
-// poller, shuts the engine down (resetting what is still open), then
+// poller, shuts the engine down (resetting what is still open, the
+// connections closed before included: their peers get a RST), then
 // closes the FrameIO, which detaches the XDP program.
 //
 // This package is API: net.Conn and net.Listener over the userspace TCP.

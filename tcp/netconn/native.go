@@ -804,8 +804,8 @@ func (n *nativeSvc) sleep() {
 
 // shutdown is the native Service's Close after the listeners and
 // connections were shut: it waits up to Linger for their FINs to be
-// acknowledged, stops the poller, resets what is left and closes the
-// engine.
+// acknowledged, stops the poller, resets what is left (connections it
+// holds and the engine's orphans) and closes the engine.
 func (n *nativeSvc) shutdown() error {
 	s := n.s
 	n.do(func() {
@@ -855,6 +855,10 @@ func (n *nativeSvc) shutdown() error {
 		close(c.dialDone)
 	}
 	n.dialing = nil
+	// Connections closed earlier that Linger did not see through: their
+	// peers get a reset rather than a silence (the engine's Close sends
+	// nothing).
+	n.e.AbortOrphans()
 	n.e.Flush()
 	n.e.Close()
 	if n.alarm != nil {

@@ -215,6 +215,55 @@ func TestLingerAtServiceClose(t *testing.T) {
 	})
 }
 
+// TestLingerRunOutResets: a connection closed with bytes its peer does
+// not read is still sending when Service.Close's Linger runs out; the
+// peer then gets a reset (RFC 9293 §3.10.4, ABORT), so its Read ends with
+// ECONNRESET instead of waiting for bytes that will never come.
+func TestLingerRunOutResets(t *testing.T) {
+	forEngines(t, func(t *testing.T, stk dgramio.TCPStack) {
+		pa, pb := memio.NewPair(memio.Options{})
+		ca, cb := onEngine(stk), onEngine(stk)
+		ca.LocalIP, cb.LocalIP = ipA, ipB
+		A, err := NewOverFrameIO(ca, pa, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { A.Close() })
+		B, err := NewOverFrameIO(cb, pb, Options{Linger: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { B.Close() })
+		p := &pair{A: A, B: B, pa: pa, pb: pb}
+		ln := listen(t, p.B, testPort)
+		d, a := connect(t, p, ln)
+		// More than the peer's receive window: the rest waits for a
+		// reader that does not come until the Service is gone.
+		msg := make([]byte, 8<<20)
+		go a.Write(msg)
+		time.Sleep(100 * time.Millisecond)
+		a.Close()
+		if err := p.B.Close(); err != nil {
+			t.Fatal(err)
+		}
+		d.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := io.Copy(io.Discard, d)
+		if !errors.Is(err, syscall.ECONNRESET) {
+			for _, c := range A.Stats().Layers {
+				if c.Value != 0 {
+					t.Logf("A %s/%s=%d", c.Layer, c.Name, c.Value)
+				}
+			}
+			for _, c := range B.Stats().Layers {
+				if c.Value != 0 {
+					t.Logf("B %s/%s=%d", c.Layer, c.Name, c.Value)
+				}
+			}
+			t.Fatalf("the peer read %d bytes, then %v; want ECONNRESET", n, err)
+		}
+	})
+}
+
 // TestNoGoroutineLeft: after Service.Close nothing of the Service runs:
 // the number of goroutines settles back to what it was before it
 // started.

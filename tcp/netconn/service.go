@@ -508,6 +508,10 @@ func (s *Service) Close() error {
 	return s.closeErr
 }
 
+// resetWait bounds how long Close waits, after Linger, for netstack's
+// endpoints to take the aborts that send their RSTs.
+const resetWait = 100 * time.Millisecond
+
 func (s *Service) shutdown() error {
 	s.mu.Lock()
 	s.closed = true
@@ -537,9 +541,21 @@ func (s *Service) shutdown() error {
 	for deadline := time.Now().Add(s.opts.Linger); time.Now().Before(deadline) && !s.allClosed(); {
 		time.Sleep(time.Millisecond)
 	}
+	if !s.allClosed() {
+		// What Linger did not see through is reset while the poller
+		// still runs, so that the RSTs leave: netstack's own Close resets
+		// too, but after the poller, when nothing would send them.
+		for _, te := range s.st.NS.RegisteredEndpoints() {
+			te.Abort()
+		}
+		for deadline := time.Now().Add(resetWait); time.Now().Before(deadline) && !s.allClosed(); {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	s.stop.Store(true)
 	s.st.EP.Interrupt()
 	<-s.pollerDone
+	s.st.EP.Flush() // what the last aborts wrote after the poller's last round
 	s.st.Close()
 	return s.release()
 }
