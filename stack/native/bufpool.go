@@ -271,6 +271,9 @@ type memState struct {
 	locked  bool  // SetRecvBuf fixed the window, or Options.NoBufferTuning
 	listed  bool  // in pool.empty
 	tsArmed bool  // tsFrom is set
+	// minRTT is the least pathRTT seen, in µs (0: none yet), by which
+	// account weighs the window.
+	minRTT uint32
 }
 
 // initMem sets a new connection's buffer sizing.
@@ -470,11 +473,14 @@ func (c *Conn) oooGrow() {
 // the windows' growth can bring into the receive ring while the loop is
 // away (ringWait): a peer sends its window over a round trip, clocked by
 // our ACKs, so of a window on a path of round trip rtt longer than
-// ringWait only the part ringWait/rtt arrives in that time (account).
-// Counting every window whole capped one connection on a long path (10
-// ms each way: a bandwidth-delay product of megabytes) at the few hundred
-// segments the ring holds; on a short path (rtt ≤ ringWait) the whole
-// growth counts, as before.
+// ringWait only the part ringWait/rtt arrives in that time (account),
+// but at least half of it counts: the windows' growth together stays
+// within twice RecvMemory, the whole ring by default, however long the
+// paths (a loop descheduled for a round trip meets every window at
+// once). Counting every window whole capped one connection on a long
+// path (10 ms each way: a bandwidth-delay product of megabytes) at half
+// the ring; on a short path (rtt ≤ ringWait) the whole growth counts, as
+// before.
 func (c *Conn) growWindow(win int64) {
 	m := &c.m
 	want := min(win, int64(m.rcvMax))
@@ -483,8 +489,8 @@ func (c *Conn) growWindow(win int64) {
 		// share and this one's at the new cap stay within it.
 		room := b - (c.e.pool.grown - int64(m.grown))
 		base := c.initCap()
-		if rtt := c.tuneRTT(); rtt > ringWait {
-			room = room * rtt / ringWait
+		if rtt := c.pathRTT(); rtt > ringWait {
+			room = room * rtt / max(ringWait, rtt/2)
 		}
 		want = min(want, base+room)
 	}
@@ -503,29 +509,41 @@ func (c *Conn) initCap() int64 {
 	return int64(min(c.e.o.InitRecvWindow, int(c.m.rcvMax)))
 }
 
-// tuneRTT is the round trip auto-tuning measures in: the receiver's
-// estimate, or the sender's; 0 with neither.
-func (c *Conn) tuneRTT() int64 {
-	if c.m.rcvRTT > 0 {
-		return c.m.rcvRTT
+// pathRTT is the least round trip the connection has known, in ns: of
+// the receiver's estimate, the smoothed RTT (of the handshake, on a
+// connection that only receives) and RACK's minimum, now and before
+// (memState.minRTT). The least, because the estimates grow with the
+// window on a short path through a loaded loop (a window of a megabyte
+// takes milliseconds to pass it), and a longer round trip would count
+// that window for less exactly when it fills the ring; 0 with none.
+func (c *Conn) pathRTT() int64 {
+	r := c.m.rcvRTT
+	if c.hasRTT && c.srtt > 0 && (r == 0 || c.srtt < r) {
+		r = c.srtt
 	}
-	if c.hasRTT {
-		return c.srtt
+	if m := c.rk.minRTT; m > 0 && (r == 0 || m < r) {
+		r = m
 	}
-	return 0
+	if us := r / 1e3; us > 0 && (c.m.minRTT == 0 || us < int64(c.m.minRTT)) {
+		c.m.minRTT = uint32(min(us, 1<<32-1))
+	}
+	if c.m.minRTT > 0 {
+		r = min(r, int64(c.m.minRTT)*1e3)
+	}
+	return r
 }
 
 // account sets what this connection's window counts against
 // Options.RecvMemory (memState.grown, of pool.grown): its growth beyond
-// initCap, times ringWait/rtt when the round trip is longer than
-// ringWait (growWindow says why).
+// initCap, times ringWait/rtt (at least 1/2) when the round trip is
+// longer than ringWait (growWindow says why).
 func (c *Conn) account() {
 	if c.m.locked {
 		return
 	}
 	g := max(0, int64(c.rcvCap)-c.initCap())
-	if rtt := c.tuneRTT(); rtt > ringWait {
-		g = g * ringWait / rtt
+	if rtt := c.pathRTT(); rtt > ringWait {
+		g = g * max(ringWait, rtt/2) / rtt
 	}
 	c.e.pool.grown += g - int64(c.m.grown)
 	c.m.grown = int32(g)

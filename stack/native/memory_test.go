@@ -205,14 +205,13 @@ func TestRecvMemoryBoundsTuning(t *testing.T) {
 }
 
 // TestRecvMemoryLongPath: on a round trip longer than ringWait (20 ms
-// here, 4 × ringWait) a window counts against Options.RecvMemory in
-// proportion, ringWait/rtt of its growth, since its peer spreads it
-// over the round trip (the receive ring sees only that part while the
-// loop is away): one connection's window grows past the bound, to what a
-// 20 ms path needs, where counting it whole held it at the bound (the
-// ring's few hundred segments, below the path's bandwidth-delay
-// product). Linux bounds the windows by memory (tcp_mem), not by a
-// ring; this keeps the ring's bound where bursts can meet it.
+// here) a window counts against Options.RecvMemory in proportion,
+// ringWait/rtt of its growth but at least half, since its peer spreads
+// it over the round trip: one connection's window grows past the bound,
+// to twice it (the whole receive ring by default), where counting it
+// whole held it at the bound, half the ring and below a 10 ms path's
+// bandwidth-delay product. Linux bounds the windows by memory (tcp_mem),
+// not by a ring; this keeps the ring's bound where bursts can meet it.
 func TestRecvMemoryLongPath(t *testing.T) {
 	const budget = 256 << 10
 	o := Options{SendBuf: 4 << 20, RecvBuf: 4 << 20, RecvMemory: budget}
@@ -220,12 +219,13 @@ func TestRecvMemoryLongPath(t *testing.T) {
 	if grown > budget {
 		t.Errorf("accounted %d bytes of tuning, RecvMemory %d", grown, budget)
 	}
-	if added <= 2*budget {
+	if added <= budget {
 		t.Errorf("auto-tuning added %d bytes on a 20 ms round trip under a bound of %d: the bound counted the window whole", added, budget)
 	}
-	if added > 4*budget+int(1460) {
-		t.Errorf("auto-tuning added %d bytes on a 20 ms round trip, more than 4 × RecvMemory %d", added, budget)
+	if added > 2*budget+1 {
+		t.Errorf("auto-tuning added %d bytes on a 20 ms round trip, more than 2 × RecvMemory %d", added, budget)
 	}
+	t.Logf("added %d, accounted %d, RecvMemory %d", added, grown, budget)
 }
 
 // tuneUnderBudget runs a second of bulk over conns connections with a
