@@ -271,3 +271,40 @@ func tuneUnderBudget(t *testing.T, o Options, conns int, delay time.Duration) (a
 type rxRing struct{}
 
 func (rxRing) RxSlots() int { return 2048 }
+
+// TestSendBufFollowsCwnd follows Linux's tcp_sndbuf_expand: with a
+// SendBuf above sendFloor, what Write takes ahead is twice the congestion
+// window, at least sendFloor (any record fits an idle connection), at
+// most SendBuf; a SendBuf of sendFloor or less is the limit itself.
+func TestSendBufFollowsCwnd(t *testing.T) {
+	o := Options{SendBuf: 4 << 20, RecvBuf: 1 << 20}
+	w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
+	ca, _ := w.connect(80)
+	ca.cwnd = 10 * 1460
+	if got := ca.Room(); got != sendFloor {
+		t.Errorf("Room with cwnd of 10 segments: %d, want sendFloor %d", got, sendFloor)
+	}
+	ca.cwnd = 1500 << 10
+	if got := ca.Room(); got != 3000<<10 {
+		t.Errorf("Room with cwnd of 1500 KiB: %d, want twice it (%d)", got, 3000<<10)
+	}
+	ca.cwnd = 4 << 20
+	if got := ca.Room(); got != o.SendBuf {
+		t.Errorf("Room with cwnd of 4 MiB: %d, want SendBuf %d", got, o.SendBuf)
+	}
+	ca.cwnd = 10 * 1460
+	if n := ca.Write(make([]byte, 2<<20)); n != sendFloor {
+		t.Errorf("Write of 2 MiB with a small cwnd took %d, want sendFloor %d", n, sendFloor)
+	}
+	if got := ca.Room(); got != 0 {
+		t.Errorf("Room after the limit was written: %d, want 0", got)
+	}
+
+	small := Options{SendBuf: 256 << 10, RecvBuf: 256 << 10}
+	w2 := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, small, small)
+	cs, _ := w2.connect(80)
+	cs.cwnd = 10 * 1460
+	if got := cs.Room(); got != small.SendBuf {
+		t.Errorf("Room with SendBuf 256 KiB: %d, want SendBuf", got)
+	}
+}
