@@ -281,7 +281,11 @@ type DPDKOptions struct {
 // TCPTuning is the tuning of the userspace TCP, mapped onto netstack
 // options by package tcp. Zero values mean the defaults documented there.
 type TCPTuning struct {
-	// SendBuf and RecvBuf are the socket buffers. Default 1 MiB each.
+	// SendBuf and RecvBuf are the socket buffers. Default 1 MiB each on
+	// netstack; on the native engine (TCP.Stack "native") 4 MiB and 6 MiB,
+	// Linux's tcp_wmem and tcp_rmem maxima: its rings and receive window
+	// grow to them only as a connection's use and round trip need
+	// (docs/memory.md), so an idle connection holds none of it.
 	SendBuf, RecvBuf int
 	// Congestion is CongestionReno (the default), CongestionCubic, or
 	// CongestionBBR (the native engine only).
@@ -404,14 +408,20 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.DPDK.RxDesc, 256)
 	orDefault(&c.DPDK.TxDesc, 512)
 	orDefault(&c.DPDK.Mbufs, 8191)
+	if c.TCP.Stack == "" && (c.Kind == KindTCPXDP || c.Kind == KindTCPDPDK) {
+		c.TCP.Stack = TCPStackNative
+	}
+	if c.TCP.Stack == TCPStackNative {
+		// Ceilings its pooled rings and auto-tuned window grow to only as
+		// a connection uses them (docs/memory.md).
+		orDefault(&c.TCP.SendBuf, 4<<20)
+		orDefault(&c.TCP.RecvBuf, 6<<20)
+	}
 	orDefault(&c.TCP.SendBuf, 1<<20)
 	orDefault(&c.TCP.RecvBuf, 1<<20)
 	orDefault(&c.TCP.Congestion, CongestionReno)
 	orDefault(&c.TCP.MinRTO, 25*time.Millisecond)
 	orDefault(&c.TCP.MaxRetries, 15)
-	if c.TCP.Stack == "" && (c.Kind == KindTCPXDP || c.Kind == KindTCPDPDK) {
-		c.TCP.Stack = TCPStackNative
-	}
 	orDefault(&c.TCP.SendStall, 2*time.Second)
 	return c
 }

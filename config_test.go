@@ -345,6 +345,17 @@ func TestDefaults(t *testing.T) {
 	if c.TCP.SendBuf != 1<<20 || c.TCP.MinRTO.Milliseconds() != 25 {
 		t.Fatalf("tcp tuning defaults: %+v", c.TCP)
 	}
+	// The native engine's buffers are ceilings its pooled rings and
+	// auto-tuned window reach only with use: Linux's tcp_wmem and
+	// tcp_rmem maxima, room for a 10 ms path's bandwidth-delay product.
+	n := Config{Kind: KindTCPXDP}.WithDefaults()
+	if n.TCP.Stack != TCPStackNative || n.TCP.SendBuf != 4<<20 || n.TCP.RecvBuf != 6<<20 {
+		t.Fatalf("native engine buffer defaults: %+v", n.TCP)
+	}
+	ns := Config{Kind: KindTCPXDP, TCP: TCPTuning{Stack: TCPStackNetstack}}.WithDefaults()
+	if ns.TCP.SendBuf != 1<<20 || ns.TCP.RecvBuf != 1<<20 {
+		t.Fatalf("netstack buffer defaults: %+v", ns.TCP)
+	}
 }
 
 func TestUnsupportedError(t *testing.T) {

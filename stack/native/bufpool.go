@@ -2,6 +2,7 @@ package native
 
 import (
 	"sort"
+	"time"
 
 	"github.com/dgramio/dgramio/internal/poison"
 )
@@ -38,7 +39,8 @@ type bufPool struct {
 	allocs  uint64     // rings allocated
 	trimmed uint64     // rings freed by trims
 	// grown is what auto-tuning added to the windows of the connections
-	// there are, against Options.RecvMemory.
+	// there are, weighted by their round trips (Conn.account), against
+	// Options.RecvMemory.
 	grown int64
 	// empty lists the connections whose rings were empty once since the
 	// last trim (memState.listed).
@@ -261,7 +263,7 @@ type memState struct {
 	// peer took to send a window, from rttAt to RCV.NXT reaching rttSeq,
 	// or less from an echoed timestamp (rcvRTTFromTS).
 	rttSeq  uint32
-	grown   int32 // what tuneWindow added to the window, of pool.grown
+	grown   int32 // what tuneWindow added to the window, weighted (account), of pool.grown
 	rttAt   int64
 	rcvRTT  int64
 	sRing   int32 // size of the last send ring, the least the next takes
@@ -269,6 +271,9 @@ type memState struct {
 	locked  bool  // SetRecvBuf fixed the window, or Options.NoBufferTuning
 	listed  bool  // in pool.empty
 	tsArmed bool  // tsFrom is set
+	// minRTT is the least pathRTT seen, in µs (0: none yet), by which
+	// account weighs the window.
+	minRTT uint32
 }
 
 // initMem sets a new connection's buffer sizing.
@@ -431,6 +436,7 @@ func (c *Conn) tuneWindow() {
 	}
 	copied, space := int64(m.copied)+int64(c.oooHeld()), int64(m.space)
 	m.copied, m.spaceAt = 0, now
+	c.account() // the round trip may have changed
 	if copied <= space {
 		return
 	}
@@ -463,18 +469,84 @@ func (c *Conn) oooGrow() {
 }
 
 // growWindow raises the window's cap towards win, within the ceiling and
-// Options.RecvMemory; it never lowers it.
+// Options.RecvMemory; it never lowers it. What RecvMemory bounds is what
+// the windows' growth can bring into the receive ring while the loop is
+// away (ringWait): a peer sends its window over a round trip, clocked by
+// our ACKs, so of a window on a path of round trip rtt longer than
+// ringWait only the part ringWait/rtt arrives in that time (account),
+// but at least half of it counts: the windows' growth together stays
+// within twice RecvMemory, the whole ring by default, however long the
+// paths (a loop descheduled for a round trip meets every window at
+// once). Counting every window whole capped one connection on a long
+// path (10 ms each way: a bandwidth-delay product of megabytes) at half
+// the ring; on a short path (rtt ≤ ringWait) the whole growth counts, as
+// before.
 func (c *Conn) growWindow(win int64) {
 	m := &c.m
-	inc := min(win, int64(m.rcvMax)) - int64(c.rcvCap)
+	want := min(win, int64(m.rcvMax))
 	if b := int64(c.e.o.RecvMemory); b > 0 {
-		inc = min(inc, b-c.e.pool.grown) // the engine's bound (Linux's tcp_mem pressure)
+		// The engine's bound (Linux's tcp_mem pressure): the others'
+		// share and this one's at the new cap stay within it.
+		room := b - (c.e.pool.grown - int64(m.grown))
+		base := c.initCap()
+		if rtt := c.pathRTT(); rtt > ringWait {
+			room = room * rtt / max(ringWait, rtt/2)
+		}
+		want = min(want, base+room)
 	}
-	if inc > 0 {
-		c.rcvCap += int(inc)
-		m.grown += int32(inc)
-		c.e.pool.grown += inc
+	if want > int64(c.rcvCap) {
+		c.rcvCap = int(want)
 	}
+	c.account()
+}
+
+// ringWait is how long the poll loop is taken to be away from the
+// receive ring at most, for Options.RecvMemory's accounting (growWindow).
+const ringWait = int64(5 * time.Millisecond)
+
+// initCap is the window a connection starts with.
+func (c *Conn) initCap() int64 {
+	return int64(min(c.e.o.InitRecvWindow, int(c.m.rcvMax)))
+}
+
+// pathRTT is the least round trip the connection has known, in ns: of
+// the receiver's estimate, the smoothed RTT (of the handshake, on a
+// connection that only receives) and RACK's minimum, now and before
+// (memState.minRTT). The least, because the estimates grow with the
+// window on a short path through a loaded loop (a window of a megabyte
+// takes milliseconds to pass it), and a longer round trip would count
+// that window for less exactly when it fills the ring; 0 with none.
+func (c *Conn) pathRTT() int64 {
+	r := c.m.rcvRTT
+	if c.hasRTT && c.srtt > 0 && (r == 0 || c.srtt < r) {
+		r = c.srtt
+	}
+	if m := c.rk.minRTT; m > 0 && (r == 0 || m < r) {
+		r = m
+	}
+	if us := r / 1e3; us > 0 && (c.m.minRTT == 0 || us < int64(c.m.minRTT)) {
+		c.m.minRTT = uint32(min(us, 1<<32-1))
+	}
+	if c.m.minRTT > 0 {
+		r = min(r, int64(c.m.minRTT)*1e3)
+	}
+	return r
+}
+
+// account sets what this connection's window counts against
+// Options.RecvMemory (memState.grown, of pool.grown): its growth beyond
+// initCap, times ringWait/rtt (at least 1/2) when the round trip is
+// longer than ringWait (growWindow says why).
+func (c *Conn) account() {
+	if c.m.locked {
+		return
+	}
+	g := max(0, int64(c.rcvCap)-c.initCap())
+	if rtt := c.pathRTT(); rtt > ringWait {
+		g = g * max(ringWait, rtt/2) / rtt
+	}
+	c.e.pool.grown += g - int64(c.m.grown)
+	c.m.grown = int32(g)
 }
 
 // oooHeld is the bytes held out of order.

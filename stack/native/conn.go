@@ -199,17 +199,40 @@ func (c *Conn) Write(p []byte) int {
 }
 
 // Room returns how many bytes Write or Stage would take now: 0 when the
-// send buffer (Options.SendBuf) is full or the connection does not send
-// any more. The send ring grows with what it holds (docs/memory.md).
+// send buffer is full or the connection does not send any more. The
+// send buffer is Options.SendBuf, or when that is above sendFloor, what
+// the congestion window needs (sendLimit). The send ring grows with what
+// it holds (docs/memory.md).
 func (c *Conn) Room() int {
 	if c.finQueued || c.err != nil {
 		return 0
 	}
 	switch c.state {
 	case SynSent, SynReceived, Established, CloseWait:
-		return c.e.o.SendBuf - c.sLen - c.sHeld
+		return max(0, c.sendLimit()-c.sLen-c.sHeld)
 	}
 	return 0
+}
+
+// sendFloor is the send buffer a connection always has, when
+// Options.SendBuf is at least as large: any record fits an idle
+// connection's (the stream layer's records are at most 64 KiB).
+const sendFloor = 1 << 20
+
+// sendLimit is the send buffer: twice the congestion window, at least
+// sendFloor, at most Options.SendBuf, as Linux's tcp_sndbuf_expand grows
+// sk_sndbuf with cwnd up to tcp_wmem's maximum. Bytes written ahead of
+// what the window sends in a round trip only wait: a ceiling of
+// megabytes, which a long fast path needs in flight, made a sender on a
+// slow lossy path queue all of it, seconds of data (a bulk writer's
+// last byte arrived 2.5 s after it stopped writing, at 0.1% loss over
+// 10 ms each way).
+func (c *Conn) sendLimit() int {
+	b := c.e.o.SendBuf
+	if b <= sendFloor {
+		return b
+	}
+	return min(b, max(sendFloor, 2*int(c.cwnd)))
 }
 
 // Stage copies head and then body into the send buffer after what was

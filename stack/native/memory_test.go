@@ -178,21 +178,70 @@ func TestRingsFollowUse(t *testing.T) {
 
 // TestRecvMemoryBoundsTuning: with Options.RecvMemory set, what
 // auto-tuning adds to the windows of all connections together stays
-// within it (as Linux's tcp_rcv_space_adjust stops growing under tcp_mem
-// pressure), and goes back when the connections end; the default comes
-// from a FrameIO that tells its receive ring (an AF_XDP socket), half of
-// it in full segments.
+// within it on round trips no longer than ringWait (as Linux's
+// tcp_rcv_space_adjust stops growing under tcp_mem pressure), and goes
+// back when the connections end; the default comes from a FrameIO that
+// tells its receive ring (an AF_XDP socket), half of it in full
+// segments.
 func TestRecvMemoryBoundsTuning(t *testing.T) {
 	const budget = 256 << 10
 	o := Options{SendBuf: 4 << 20, RecvBuf: 4 << 20, RecvMemory: budget}
-	w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
+	added, grown, w := tuneUnderBudget(t, o, 4, 2*time.Millisecond)
+	if added > budget || grown != int64(added) {
+		t.Errorf("auto-tuning added %d bytes to the windows (accounted %d), RecvMemory %d", added, grown, budget)
+	}
+	if added < budget/2 {
+		t.Errorf("auto-tuning added %d bytes under a bound of %d: it did not tune", added, budget)
+	}
+	if w.b.pool.grown != 0 {
+		t.Errorf("%d bytes of tuning still accounted after every connection ended", w.b.pool.grown)
+	}
+	if got := recvMemoryFor(rxRing{}, 1460); got != 1024*1460 {
+		t.Errorf("default RecvMemory on a ring of 2048 frames: %d, want %d", got, 1024*1460)
+	}
+	if got := recvMemoryFor(w.pa, 1460); got != 0 {
+		t.Errorf("default RecvMemory on a FrameIO that does not tell its ring: %d, want 0 (no bound)", got)
+	}
+}
+
+// TestRecvMemoryLongPath: on a round trip longer than ringWait (20 ms
+// here) a window counts against Options.RecvMemory in proportion,
+// ringWait/rtt of its growth but at least half, since its peer spreads
+// it over the round trip: one connection's window grows past the bound,
+// to twice it (the whole receive ring by default), where counting it
+// whole held it at the bound, half the ring and below a 10 ms path's
+// bandwidth-delay product. Linux bounds the windows by memory (tcp_mem),
+// not by a ring; this keeps the ring's bound where bursts can meet it.
+func TestRecvMemoryLongPath(t *testing.T) {
+	const budget = 256 << 10
+	o := Options{SendBuf: 4 << 20, RecvBuf: 4 << 20, RecvMemory: budget}
+	added, grown, _ := tuneUnderBudget(t, o, 1, 10*time.Millisecond)
+	if grown > budget {
+		t.Errorf("accounted %d bytes of tuning, RecvMemory %d", grown, budget)
+	}
+	if added <= budget {
+		t.Errorf("auto-tuning added %d bytes on a 20 ms round trip under a bound of %d: the bound counted the window whole", added, budget)
+	}
+	if added > 2*budget+1 {
+		t.Errorf("auto-tuning added %d bytes on a 20 ms round trip, more than 2 × RecvMemory %d", added, budget)
+	}
+	t.Logf("added %d, accounted %d, RecvMemory %d", added, grown, budget)
+}
+
+// tuneUnderBudget runs a second of bulk over conns connections with a
+// one-way delay of delay and a reader that takes everything, and returns
+// what auto-tuning added to the receivers' windows and what the engine
+// accounted for it (pool.grown) before the connections ended.
+func tuneUnderBudget(t *testing.T, o Options, conns int, delay time.Duration) (added int, grown int64, w *world) {
+	t.Helper()
+	w = newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
 	var cs [][2]*Conn
-	for i := range 4 {
+	for i := range conns {
 		ca, cb := w.connect(uint16(80 + i))
 		cs = append(cs, [2]*Conn{ca, cb})
 	}
-	w.pa.SetImpairment(memio.Impairment{Delay: 5 * time.Millisecond})
-	w.pb.SetImpairment(memio.Impairment{Delay: 5 * time.Millisecond})
+	w.pa.SetImpairment(memio.Impairment{Delay: delay})
+	w.pb.SetImpairment(memio.Impairment{Delay: delay})
 	chunk := make([]byte, 64<<10)
 	buf := make([]byte, 1<<20)
 	end := w.clk.Now().Add(time.Second)
@@ -208,31 +257,54 @@ func TestRecvMemoryBoundsTuning(t *testing.T) {
 		}
 		w.clk.Advance(250 * time.Microsecond)
 	}
-	added := 0
 	for _, p := range cs {
 		added += p[1].rcvCap - DefaultInitRecvWindow
 	}
-	if added > budget || w.b.pool.grown != int64(added) {
-		t.Errorf("auto-tuning added %d bytes to the windows (accounted %d), RecvMemory %d", added, w.b.pool.grown, budget)
-	}
-	if added < budget/2 {
-		t.Errorf("auto-tuning added %d bytes under a bound of %d: it did not tune", added, budget)
-	}
+	grown = w.b.pool.grown
 	for _, p := range cs {
 		p[0].Abort()
 		p[1].Abort()
 	}
-	if w.b.pool.grown != 0 {
-		t.Errorf("%d bytes of tuning still accounted after every connection ended", w.b.pool.grown)
-	}
-	if got := recvMemoryFor(rxRing{}, 1460); got != 1024*1460 {
-		t.Errorf("default RecvMemory on a ring of 2048 frames: %d, want %d", got, 1024*1460)
-	}
-	if got := recvMemoryFor(w.pa, 1460); got != 0 {
-		t.Errorf("default RecvMemory on a FrameIO that does not tell its ring: %d, want 0 (no bound)", got)
-	}
+	return added, grown, w
 }
 
 type rxRing struct{}
 
 func (rxRing) RxSlots() int { return 2048 }
+
+// TestSendBufFollowsCwnd follows Linux's tcp_sndbuf_expand: with a
+// SendBuf above sendFloor, what Write takes ahead is twice the congestion
+// window, at least sendFloor (any record fits an idle connection), at
+// most SendBuf; a SendBuf of sendFloor or less is the limit itself.
+func TestSendBufFollowsCwnd(t *testing.T) {
+	o := Options{SendBuf: 4 << 20, RecvBuf: 1 << 20}
+	w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
+	ca, _ := w.connect(80)
+	ca.cwnd = 10 * 1460
+	if got := ca.Room(); got != sendFloor {
+		t.Errorf("Room with cwnd of 10 segments: %d, want sendFloor %d", got, sendFloor)
+	}
+	ca.cwnd = 1500 << 10
+	if got := ca.Room(); got != 3000<<10 {
+		t.Errorf("Room with cwnd of 1500 KiB: %d, want twice it (%d)", got, 3000<<10)
+	}
+	ca.cwnd = 4 << 20
+	if got := ca.Room(); got != o.SendBuf {
+		t.Errorf("Room with cwnd of 4 MiB: %d, want SendBuf %d", got, o.SendBuf)
+	}
+	ca.cwnd = 10 * 1460
+	if n := ca.Write(make([]byte, 2<<20)); n != sendFloor {
+		t.Errorf("Write of 2 MiB with a small cwnd took %d, want sendFloor %d", n, sendFloor)
+	}
+	if got := ca.Room(); got != 0 {
+		t.Errorf("Room after the limit was written: %d, want 0", got)
+	}
+
+	small := Options{SendBuf: 256 << 10, RecvBuf: 256 << 10}
+	w2 := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, small, small)
+	cs, _ := w2.connect(80)
+	cs.cwnd = 10 * 1460
+	if got := cs.Room(); got != small.SendBuf {
+		t.Errorf("Room with SendBuf 256 KiB: %d, want SendBuf", got)
+	}
+}

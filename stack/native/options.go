@@ -150,12 +150,14 @@ type Options struct {
 	// them.
 	NoBufferTuning bool
 	// RecvMemory bounds what receive-window auto-tuning adds beyond
-	// InitRecvWindow over all connections together: a connection's window
-	// grows only while the sum stays below it (as Linux's tcp_rcv_space_adjust
-	// stops under tcp_mem pressure). The default is half of the FrameIO's
+	// InitRecvWindow over all connections together, as what it can bring
+	// into the receive ring while the poll loop is away (5 ms): a window
+	// on a round trip longer than that counts in proportion, as its peer
+	// spreads it over the round trip. A connection's window grows only
+	// while the sum stays below it (as Linux's tcp_rcv_space_adjust stops
+	// under tcp_mem pressure). The default is half of the FrameIO's
 	// receive ring in full segments when the FrameIO tells its size (an
-	// AF_XDP socket: the windows cannot bring more than its ring holds),
-	// no bound otherwise; negative: no bound.
+	// AF_XDP socket), no bound otherwise; negative: no bound.
 	RecvMemory int
 	// PoolIdle is how long a ring no connection holds stays in the
 	// engine's pool for reuse before it is freed (default

@@ -63,7 +63,7 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	poll := fs.String("poll", "yield", "the native engine's loop: yield (sleep in Engine.Wait when a round moves nothing) or busy (spin)")
 	port := fs.Int("port", 6000, "first server port; each cell uses the next")
 	cc := fs.String("cc", "", "congestion control of the kernel tcp and native rows: reno, cubic or bbr (default: each its own, the host's for kernel tcp, which may be bbr, reno for the native engine; netstack rows keep their own)")
-	buf := fs.String("buf", "", "the native engine rows' send and receive buffers, the window fixed there (\"4MiB\"; default Config's 1 MiB, auto-tuned; kernel tcp auto-tunes its own up to tcp_wmem's and tcp_rmem's maximum)")
+	buf := fs.String("buf", "", "the native engine rows' send and receive buffers, the window fixed there (\"4MiB\"; default Config's for the native engine, 4 MiB and 6 MiB, auto-tuned; kernel tcp auto-tunes its own up to tcp_wmem's and tcp_rmem's maximum)")
 	cpuprofile := fs.String("cpuprofile", "", "write each side's CPU profile (runtime/pprof, over its transfer) into this directory: NNN-row-conns-dir-{client,server}.pprof")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -52,7 +52,7 @@ type Options struct {
 	// hosts), reno for the engine.
 	CC string
 	// Buf, when above 0, is the native engine rows' TCP.SendBuf and
-	// TCP.RecvBuf (default Config's, 1 MiB), with receive-window
+	// TCP.RecvBuf (default Config's, 4 MiB and 6 MiB), with receive-window
 	// auto-tuning off (TCP.NoModerate, as SO_RCVBUF fixes a Linux
 	// socket's); the kernel rows keep the kernel's auto-tuning (up to
 	// tcp_wmem's and tcp_rmem's maximum).
