@@ -9,6 +9,7 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/dpdk"
+	"github.com/dgramio/dgramio/internal/framequeue"
 	"github.com/dgramio/dgramio/internal/ifaddr"
 	"github.com/dgramio/dgramio/internal/kindcfg"
 	"github.com/dgramio/dgramio/internal/queues"
@@ -62,7 +63,7 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 		unpin()
 		return nil, err
 	}
-	fio, mode, err := queues.Capture(port, cfg.Pcap, engineName(cfg)+" over dpdk "+info.Driver)
+	fio, mode, err := framequeue.Capture(port, cfg.Pcap, engineName(cfg)+" over dpdk "+info.Driver)
 	if err != nil {
 		port.Close()
 		unpin()
@@ -171,7 +172,7 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 		}
 		qc.LocalPort = uint16(p)
 	}
-	fio, th, mode, err := queues.ClaimQueue(dp, qc.CPUs, qc.Pcap, engineName(qc)+" over dpdk "+dp.Info().Driver)
+	fio, th, mode, err := framequeue.ClaimQueue(dp, qc.CPUs, qc.Pcap, engineName(qc)+" over dpdk "+dp.Info().Driver)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/dgramio/dgramio/frameio/afxdp"
 	"github.com/dgramio/dgramio/frameio/afxdp/xdpprog"
 	"github.com/dgramio/dgramio/internal/cpu"
+	"github.com/dgramio/dgramio/internal/framequeue"
 	"github.com/dgramio/dgramio/internal/ifaddr"
 	"github.com/dgramio/dgramio/internal/kindcfg"
 	"github.com/dgramio/dgramio/internal/queues"
@@ -236,7 +237,7 @@ func openXSK(cfg dgramio.Config, prog *afxdp.Program) (frameio.FrameIO, Options,
 		}
 		return nil, Options{}, err
 	}
-	fio, mode, err := queues.Capture(x, cfg.Pcap, engineName(cfg)+" over xdp "+x.Mode())
+	fio, mode, err := framequeue.Capture(x, cfg.Pcap, engineName(cfg)+" over xdp "+x.Mode())
 	if err != nil {
 		x.Close()
 		if own {

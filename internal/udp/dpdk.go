@@ -17,6 +17,7 @@ import (
 	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/frameio/dpdk"
 	"github.com/dgramio/dgramio/internal/arp"
+	"github.com/dgramio/dgramio/internal/framequeue"
 	"github.com/dgramio/dgramio/internal/ifaddr"
 	"github.com/dgramio/dgramio/internal/kindcfg"
 	"github.com/dgramio/dgramio/internal/ndp"
@@ -74,7 +75,7 @@ func NewDPDK(cfg dgramio.Config) (dgramio.Backend, error) {
 		return nil, err
 	}
 	info := dp.Info()
-	port, mode, err := queues.Capture(dp, cfg.Pcap, "dpdk "+info.Driver)
+	port, mode, err := framequeue.Capture(dp, cfg.Pcap, "dpdk "+info.Driver)
 	if err != nil {
 		dp.Close()
 		return nil, err
@@ -267,7 +268,7 @@ func (g *dpdkGroup) OpenQueue(q int) (dgramio.Backend, error) {
 		qc.LocalPort = g.Cfg.LocalPort + uint16(q)
 	}
 	info := dp.Info()
-	port, th, mode, err := queues.ClaimQueue(dp, qc.CPUs, qc.Pcap, "dpdk "+info.Driver)
+	port, th, mode, err := framequeue.ClaimQueue(dp, qc.CPUs, qc.Pcap, "dpdk "+info.Driver)
 	if err != nil {
 		return nil, err
 	}

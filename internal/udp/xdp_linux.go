@@ -18,6 +18,7 @@ import (
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio/afxdp"
 	"github.com/dgramio/dgramio/internal/arp"
+	"github.com/dgramio/dgramio/internal/framequeue"
 	"github.com/dgramio/dgramio/internal/kindcfg"
 	"github.com/dgramio/dgramio/internal/ndp"
 	"github.com/dgramio/dgramio/internal/queues"
@@ -90,7 +91,7 @@ func openXDPQueue(cfg dgramio.Config, prog *afxdp.Program, note string) (dgramio
 		return nil, err
 	}
 	undo = append(undo, func() { x.Close() })
-	fio, mode, err := queues.Capture(x, cfg.Pcap, "xdp "+x.Mode())
+	fio, mode, err := framequeue.Capture(x, cfg.Pcap, "xdp "+x.Mode())
 	if err != nil {
 		return nil, err
 	}

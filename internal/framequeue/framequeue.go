@@ -1,4 +1,9 @@
-package queues
+// Package framequeue holds what the kinds over frames (xdp, dpdk,
+// tcp-xdp, tcp-dpdk) do alike to a device before their loop owns it: the
+// capture of Config.Pcap and the claim of a queue's CPU. It is apart from
+// package queues so that a program of the socket kinds links no capture
+// code.
+package framequeue
 
 import (
 	"github.com/dgramio/dgramio/frameio"
