@@ -737,6 +737,17 @@ func (t *txSide) publish() {
 	t.pub.kickNs.Store(t.kickNs)
 }
 
+// RxReady reports whether the RX ring holds frames RxFrames has not yet
+// released. It reads only the ring's two shared indexes, so any goroutine
+// may call it while another is in RxFrames (which may then be delivering
+// the frames it sees). A goroutine about to wait for the socket's
+// readiness calls it after arming the wait: a frame that arrived before
+// would wake nobody.
+func (x *XSK) RxReady() bool {
+	r := &x.rx.rx
+	return r.producer != nil && r.producer.Load() != r.consumer.Load()
+}
+
 // RxFrames calls deliver for each received frame, at most max of them (and
 // at most the ring size per call), and returns how many it delivered. It
 // never blocks. frame points into the UMEM and is valid only inside the call

@@ -43,6 +43,9 @@ func (x *XSK) Kick() error { return net.ErrClosed }
 // RxFrames returns 0.
 func (x *XSK) RxFrames(max int, deliver func(frame []byte)) int { return 0 }
 
+// RxReady returns false.
+func (x *XSK) RxReady() bool { return false }
+
 // Wait returns net.ErrClosed.
 func (x *XSK) Wait(ctx context.Context) error { return net.ErrClosed }
 

@@ -9,3 +9,12 @@ func (p *progFIO) PollFD() int {
 	}
 	return -1
 }
+
+// RxReady reports whether frames wait in the RX ring of the FrameIO under
+// the program (afxdp.XSK.RxReady); false when it cannot tell.
+func (p *progFIO) RxReady() bool {
+	if f, ok := p.FrameIO.(interface{ RxReady() bool }); ok {
+		return f.RxReady()
+	}
+	return false
+}

@@ -107,7 +107,10 @@ type nativeSvc struct {
 	// it (rearm). readFn and first are sleepNetpoll's.
 	wakeAt time.Time
 	readFn func(uintptr) bool
-	first  bool
+	// rxReady reports frames in the FrameIO's RX ring (rxReadier); nil
+	// when it cannot tell.
+	rxReady func() bool
+	first   bool
 
 	// A Read that leads (native_lead.go): rf is a second duplicate of
 	// the fd, on which the leader waits; leadFn and leadFirst are its
@@ -249,11 +252,16 @@ func (s *Service) startQueue(q int, cpus []int, e *native.Engine, fio frameio.Fr
 	n.irq, _ = fio.(stack.Interrupter)
 	n.took = n.readable
 	n.readFn = func(uintptr) bool {
-		// The first call asks to wait; the next comes when the fd is
-		// readable.
+		// The first call asks to wait, unless a frame came since the
+		// last round: the Read has just cleared the readiness the
+		// netpoller held, so that frame would wake nobody until the next
+		// one or the engine's timer (a peer waiting for our answer sends
+		// none: the request stalled for its RTO). While a round is
+		// deferred its holder polls the ring (it would only spin here).
+		// The next call comes when the fd is readable.
 		if n.first {
 			n.first = false
-			return false
+			return n.rxReady != nil && !n.deferred.Load() && n.rxReady()
 		}
 		return true
 	}
@@ -930,6 +938,16 @@ type PollFDer interface {
 	PollFD() int
 }
 
+// rxReadier is a PollFDer that tells, from any goroutine, whether frames
+// wait in its RX ring (afxdp.XSK.RxReady).
+type rxReadier interface {
+	RxReady() bool
+}
+
+// sleepHook, set by tests only, runs as the poller is about to wait in
+// the netpoller, after its last round.
+var sleepHook atomic.Pointer[func(*nativeSvc)]
+
 // longAgo is a deadline that has passed: it ends a netpoller wait at once.
 var longAgo = time.Unix(1, 0)
 
@@ -939,6 +957,9 @@ func (n *nativeSvc) openPollFD() error {
 	pfd, ok := n.fio.(PollFDer)
 	if !ok || pfd.PollFD() < 0 {
 		return nil
+	}
+	if r, ok := n.fio.(rxReadier); ok {
+		n.rxReady = r.RxReady
 	}
 	fd, err := syscall.Dup(pfd.PollFD())
 	if err != nil {
@@ -978,6 +999,9 @@ func (n *nativeSvc) sleepNetpoll(next time.Time) {
 	defer n.acquire()
 	if n.work.Load() != nil || n.reqFlag.Load() || n.stop.Load() {
 		return
+	}
+	if h := sleepHook.Load(); h != nil {
+		(*h)(n)
 	}
 	for {
 		n.first = true

@@ -51,9 +51,12 @@ func (n *nativeSvc) openLeadFD() error {
 	}
 	n.rf, n.rrc = f, rc
 	n.leadFn = func(uintptr) bool {
+		// As the poller's readFn: a frame that came before the Read
+		// cleared the fd's readiness is polled now, when the engine is
+		// free (a holder's round, or the poller's, covers it otherwise).
 		if n.leadFirst {
 			n.leadFirst = false
-			return false
+			return n.rxReady != nil && n.own.Load() == ownFree && n.rxReady()
 		}
 		return true
 	}
