@@ -24,10 +24,12 @@ import (
 // armed (the Read clears the readiness the netpoller already held) is
 // polled at once, not when the next frame or a timer wakes the poller. A
 // hook holds the native poller at that point until a frame is in the
-// ring; a kernel client in B then sends 30 one-byte writes to a
+// ring; a kernel client in B then sends 60 one-byte writes to a
 // connection nobody reads, each waiting until the engine has
-// acknowledged it. None may need the client's retransmission: a frame
-// left in the ring is acknowledged only when the client's RTO resends it.
+// acknowledged it. A frame left in the ring is acknowledged only when the
+// client's RTO resends it (a third of the writes, without the look at the
+// ring); a host that stalls the test for a whole RTO (200 ms) may cost
+// one or two.
 func TestFrameBeforeSleepWakesThePoller(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := hosttest.New(t, testhost.Options{})
@@ -65,13 +67,13 @@ func TestFrameBeforeSleepWakesThePoller(t *testing.T) {
 	sleepHook.Store(&hook)
 	defer sleepHook.Store(nil)
 	before := retransSegs(t, p.B)
-	for i := range 30 {
+	for i := range 60 {
 		if _, err := c.Write([]byte{byte(i)}); err != nil {
 			t.Fatal(err)
 		}
 		waitAcked(t, c)
 	}
-	if n := retransSegs(t, p.B) - before; n != 0 {
+	if n := retransSegs(t, p.B) - before; n > 2 {
 		t.Fatalf("the client retransmitted %d segments: a frame waited in the ring for the next wake-up", n)
 	}
 }
