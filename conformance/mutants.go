@@ -296,6 +296,9 @@ func setChecksum6(f []byte) {
 		return
 	}
 	end := min(14+40+int(binary.BigEndian.Uint16(f[14+4:])), len(f))
+	if end < at+field+2 {
+		return // the payload length leaves no room for the checksum
+	}
 	seg := f[at:end]
 	acc := sum(0, f[14+8:14+40]) + uint32(len(seg)) + uint32(f[14+6])
 	binary.BigEndian.PutUint16(seg[field:], 0)
