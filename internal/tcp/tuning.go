@@ -107,13 +107,13 @@ func TuningFromConfig(cfg dgramio.Config) Tuning {
 		RecvBuf:        t.RecvBuf,
 		Congestion:     cc,
 		CongestionFrom: from,
-		SACK:       !t.NoSACK,
-		Moderate:   !t.NoModerate,
-		RACK:       t.RACK,
-		MinRTO:     t.MinRTO,
-		MaxRetries: t.MaxRetries,
-		DelayedACK: delayedACK(t),
-		MaxConns:   t.MaxConns,
+		SACK:           !t.NoSACK,
+		Moderate:       !t.NoModerate,
+		RACK:           t.RACK,
+		MinRTO:         t.MinRTO,
+		MaxRetries:     t.MaxRetries,
+		DelayedACK:     delayedACK(t),
+		MaxConns:       t.MaxConns,
 	}
 }
 
