@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -60,7 +61,7 @@ func TestBBRFullPipe(t *testing.T) {
 	b := c.bbr
 	round := func(bw float64, appLimited bool) bool {
 		b.bw, b.roundStart = bw, true
-		c.bbrCheckFullPipe(rateSample{ok: true, bw: bw, appLimited: appLimited})
+		c.bbrCheckFullPipe(&rateSample{ok: true, bw: bw, appLimited: appLimited})
 		return b.filledPipe
 	}
 	for _, bw := range []float64{100, 200, 400, 800} {
@@ -83,6 +84,65 @@ func TestBBRFullPipe(t *testing.T) {
 	if !round(1450, false) {
 		t.Fatal("not full after three rounds under 25% growth")
 	}
+}
+
+// TestBBRBandwidthFilterWindowedMax is draft-cardwell-iccrg-bbr-
+// congestion-control-00 §4.1.1: BtlBw is the maximum of the delivery-rate
+// samples of the last BtlBwFilterLen (10) round trips, an app-limited
+// sample counting only when it is at least the estimate (§4.1.1.2). The
+// filter keeps its maximum as samples come and recomputes it only when
+// the round that held it leaves the window: checked against the
+// maximum taken anew over the samples of the last ten rounds, for
+// random samples, rounds and app-limited marks.
+func TestBBRBandwidthFilterWindowedMax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 36))
+	c := &Conn{bbr: &bbrState{}}
+	b := c.bbr
+	var taken [][]float64 // taken[r]: the samples counted in round r
+	round := uint64(0)
+	for i := 0; i < 20000; i++ {
+		rs := rateSample{ok: true, bw: float64(rng.IntN(1000)), appLimited: rng.IntN(4) == 0}
+		if rng.IntN(5) == 0 { // a sample sent after the round's end: a new round
+			rs.priorDelivered = b.nextRoundDlvd
+			b.rate.delivered += 1000
+		} else {
+			rs.priorDelivered = b.nextRoundDlvd - 1
+		}
+		if rng.IntN(50) == 0 {
+			rs.bw = float64(5000 + rng.IntN(1000)) // a peak that must age out
+		}
+		before := b.bw
+		c.bbrUpdateBw(&rs)
+		if b.roundStart {
+			round++
+		}
+		for uint64(len(taken)) <= round {
+			taken = append(taken, nil)
+		}
+		if !rs.appLimited || rs.bw >= before {
+			taken[round] = append(taken[round], rs.bw)
+		}
+		want := 0.0
+		for r := int(round); r >= 0 && r > int(round)-bbrBwRounds; r-- {
+			for _, v := range taken[r] {
+				want = max(want, v)
+			}
+		}
+		if b.bw != want {
+			t.Fatalf("sample %d (round %d): estimate %v, the last %d rounds' maximum %v", i, round, b.bw, bbrBwRounds, want)
+		}
+	}
+	if !c.bbrUpdateBwKeeps(rateSample{}) {
+		t.Fatal("an invalid sample moved the estimate")
+	}
+}
+
+// bbrUpdateBwKeeps reports whether an invalid sample rs leaves the
+// estimate as it was (§4.1.1: only valid samples feed the filter).
+func (c *Conn) bbrUpdateBwKeeps(rs rateSample) bool {
+	bw := c.bbr.bw
+	c.bbrUpdateBw(&rs)
+	return c.bbr.bw == bw
 }
 
 // TestBBRStartupExitsAtLinkRate runs §4.3.2 over a 100 Mbit/s wire with
@@ -225,7 +285,7 @@ func TestPacingSpreadsAndIdleSendsAtOnce(t *testing.T) {
 	w := newWorld(t, memio.Options{}, o, o)
 	ca, cb := w.connect(7300)
 	mss := ca.segData()
-	ca.bbr.pace.rate = 1e6 // 1 MB/s: a segment every ~1.4 ms
+	ca.bbr.pace.setRate(1e6) // 1 MB/s: a segment every ~1.4 ms
 	sent := func() uint32 { return ca.sndNxt - ca.sndUna }
 	ca.Write(make([]byte, 20*mss))
 	if err := w.a.Flush(); err != nil {
@@ -274,7 +334,7 @@ func TestPacingSpreadsAndIdleSendsAtOnce(t *testing.T) {
 // segments outnumber the ring, keeping their order.
 func TestRateRingGrows(t *testing.T) {
 	var r rateState
-	r.init(4*1000, 1000)
+	r.init()
 	n := len(r.recs)
 	for i := 0; i < n; i++ { // wrap the ring's head past its start
 		r.recs[(3+i)%n] = txRec{start: uint32(i * 10), end: uint32(i*10 + 10)}
