@@ -106,6 +106,12 @@ type bbrState struct {
 	aggrRounds     int
 
 	pace paceState
+
+	// bbrBDP's bw × minRTT, kept for the bw and minRTT it was computed
+	// from: a request and its answer see the same ones ACK after ACK.
+	bdp    float64
+	bdpBw  float64
+	bdpRTT int64
 }
 
 // bbrInit starts BBR on a connection being established (§4.3.1).
@@ -367,7 +373,10 @@ func (c *Conn) bbrBDP(gain float64) uint32 {
 	if b.minRTT == 0 || b.bw == 0 {
 		return initialWindow(c.smss)
 	}
-	return uint32(min(b.bw*float64(b.minRTT)/1e9*gain, 1<<30))
+	if b.bw != b.bdpBw || b.minRTT != b.bdpRTT {
+		b.bdp, b.bdpBw, b.bdpRTT = b.bw*float64(b.minRTT)/1e9, b.bw, b.minRTT
+	}
+	return uint32(min(b.bdp*gain, 1<<30))
 }
 
 // bbrInflight is the flight a gain aims at: its BDP plus the pacing

@@ -477,3 +477,32 @@ func TestBBRRetransmissionRTOBehindQueue(t *testing.T) {
 		t.Errorf("%d retransmission timeouts (%d spurious) with 0.1%% loss behind Startup's queue", n, counterOf(t, w.a, "tcp_spurious_rtos"))
 	}
 }
+
+// TestBBRBDPFollowsEstimates is draft-cardwell-iccrg-bbr-congestion-
+// control-00 §4.2.3.2: BDP = BtlBw × RTprop, times the gain; the product
+// bbrBDP keeps between ACKs follows either estimate as soon as it moves.
+func TestBBRBDPFollowsEstimates(t *testing.T) {
+	c := &Conn{bbr: &bbrState{}, smss: 1000}
+	b := c.bbr
+	if got := c.bbrBDP(1); got != initialWindow(1000) {
+		t.Errorf("no estimate: BDP %d, want the initial window %d", got, initialWindow(1000))
+	}
+	for _, tc := range []struct {
+		bw     float64
+		minRTT int64
+		gain   float64
+		want   uint32
+	}{
+		{1e6, 10e6, 1, 10000},
+		{1e6, 10e6, 2, 20000},
+		{2e6, 10e6, 1, 20000}, // BtlBw moved
+		{2e6, 5e6, 1, 10000},  // RTprop moved
+		{2e6, 5e6, 1.25, 12500},
+		{1e12, 10e9, 1, 1 << 30}, // bounded
+	} {
+		b.bw, b.minRTT = tc.bw, tc.minRTT
+		if got := c.bbrBDP(tc.gain); got != tc.want {
+			t.Errorf("bw %v, minRTT %v, gain %v: BDP %d, want %d", tc.bw, time.Duration(tc.minRTT), tc.gain, got, tc.want)
+		}
+	}
+}
