@@ -32,8 +32,13 @@ type rateState struct {
 	deliveredAt int64  // C.delivered_time
 	firstSentAt int64  // C.first_sent_time
 	appLimited  uint64 // C.app_limited: 0, or the delivered count that ends the app-limited phase
-	recs        []txRec
-	head, n     int
+	// xmitTs is RFC 8985 §6.2's RACK.xmit_ts: the latest send time of
+	// a segment known delivered (a retransmission only when its ACK
+	// came at least a minimum RTT after it left, so that it was not
+	// the original's).
+	xmitTs  int64
+	recs    []txRec
+	head, n int
 }
 
 // rateSample is what one ACK tells (§3.3's rs).
@@ -201,6 +206,9 @@ func (c *Conn) rateAck(rs *rateSample, r *rateState, s *segment, una uint32, min
 	if p == nil {
 		return
 	}
+	if !p.rtx || minRTT > 0 && now-p.sentAt >= minRTT {
+		r.xmitTs = max(r.xmitTs, p.sentAt)
+	}
 	rs.priorDelivered = p.delivered
 	rs.appLimited = p.appLimited
 	if !p.rtx {
@@ -242,4 +250,19 @@ func (c *Conn) rateAppLimited(r *rateState) {
 	if p := c.pipe(); p < c.cwnd {
 		r.appLimited = max(r.delivered+uint64(p), 1)
 	}
+}
+
+// rtxLostAt reports whether the retransmission of the segment at seq is
+// lost by RFC 8985 §6.2's rule on the records' send times: a segment
+// sent after it was delivered (RACK.xmit_ts) and reoWait went by since
+// it left. The sequence-space test of lostRetransmit needs new data sent
+// after the retransmission to be SACKed; a sender whose send buffer the
+// holes fill has none to send, and only the RTO was left.
+func (r *rateState) rtxLostAt(seq uint32, now, reoWait int64) bool {
+	i := r.find(seq)
+	if i >= r.n {
+		return false
+	}
+	q := r.at(i)
+	return q.rtx && !q.done && seqLEQ(q.start, seq) && q.sentAt < r.xmitTs && now-q.sentAt >= reoWait
 }

@@ -357,10 +357,20 @@ func (c *Conn) sendHoles() bool {
 // retransmission is SACKed and SRTT*5/4 went by. RFC 6675 alone never
 // sends a hole a second time, and the RTO was the only way out. The
 // segment goes again at the next Flush.
+//
+// Under BBR the delivery-rate records date each transmission: the
+// retransmission at SND.UNA is also lost when a segment sent after it
+// was delivered, whatever its sequence number (rtxLostAt), and SRTT*5/4
+// went by since it left.
 func (c *Conn) lostRetransmit() {
-	if !c.inRecovery || !c.sackOK || c.nsacked == 0 || !c.unaRtx || c.rtxOne ||
-		!seqGT(c.sacked[c.nsacked-1].end, c.unaRtxMark) || c.e.now-c.unaRtxAt < c.srtt+c.srtt/4 {
+	if !c.inRecovery || !c.sackOK || c.nsacked == 0 || !c.unaRtx || c.rtxOne {
 		return
+	}
+	wait := c.srtt + c.srtt/4
+	if !seqGT(c.sacked[c.nsacked-1].end, c.unaRtxMark) || c.e.now-c.unaRtxAt < wait {
+		if c.bbr == nil || !c.bbr.rate.rtxLostAt(c.sndUna, c.e.now, wait) {
+			return
+		}
 	}
 	c.rtxOne, c.unaRtx = true, false
 	c.e.cnt[cTCPLostRetransmits]++
