@@ -106,6 +106,12 @@ type bbrState struct {
 	aggrRounds     int
 
 	pace paceState
+
+	// bbrBDP's bw × minRTT, kept for the bw and minRTT it was computed
+	// from: a request and its answer see the same ones ACK after ACK.
+	bdp    float64
+	bdpBw  float64
+	bdpRTT int64
 }
 
 // bbrInit starts BBR on a connection being established (§4.3.1).
@@ -117,7 +123,7 @@ func (c *Conn) bbrInit() {
 	} else {
 		*b = bbrState{rate: b.rate}
 	}
-	b.rate.init(c.e.o.SendBuf, c.smss)
+	b.rate.init()
 	b.minRTTAt = c.e.now
 	if c.hasRTT {
 		b.minRTT = max(c.srtt, 1)
@@ -130,7 +136,7 @@ func (c *Conn) bbrInit() {
 	if c.hasRTT && c.srtt > 0 {
 		rtt = c.srtt
 	}
-	b.pace.rate = bbrHighGain * float64(c.cwnd) * 1e9 / float64(rtt)
+	b.pace.setRate(bbrHighGain * float64(c.cwnd) * 1e9 / float64(rtt))
 }
 
 func (c *Conn) bbrEnterStartup() {
@@ -173,21 +179,22 @@ func (c *Conn) bbrSent(seq uint32, n int) {
 // una is SND.UNA before it.
 func (c *Conn) bbrAck(s *segment, una uint32) {
 	b := c.bbr
-	rs := c.rateAck(&b.rate, s, una, b.minRTT)
+	var rs rateSample
+	c.rateAck(&rs, &b.rate, s, una, b.minRTT)
 	pipe := c.pipe()
-	c.bbrUpdateBw(rs)
-	c.bbrUpdateAggr(rs)
-	c.bbrUpdateCycle(rs, pipe)
-	c.bbrCheckFullPipe(rs)
+	c.bbrUpdateBw(&rs)
+	c.bbrUpdateAggr(&rs)
+	c.bbrUpdateCycle(pipe)
+	c.bbrCheckFullPipe(&rs)
 	c.bbrCheckDrain(pipe)
-	c.bbrUpdateMinRTT(rs, pipe)
+	c.bbrUpdateMinRTT(&rs, pipe)
 	c.bbrSetPacing(b.pacingGain)
-	c.bbrSetCwnd(rs, pipe)
+	c.bbrSetCwnd(&rs, pipe)
 }
 
 // bbrUpdateBw counts round trips and feeds the bandwidth filter
 // (§4.1.1).
-func (c *Conn) bbrUpdateBw(rs rateSample) {
+func (c *Conn) bbrUpdateBw(rs *rateSample) {
 	b := c.bbr
 	b.roundStart = false
 	if !rs.ok {
@@ -195,24 +202,38 @@ func (c *Conn) bbrUpdateBw(rs rateSample) {
 	}
 	// §4.1.1.3: a round ends when a segment sent after the last round's
 	// end is delivered.
+	prev := b.bw // the estimate an app-limited sample is weighed against
 	if rs.priorDelivered >= b.nextRoundDlvd {
 		b.nextRoundDlvd = b.rate.delivered
 		b.rounds++
 		b.roundStart = true
 		b.conserve = false
-		b.bwRound[b.rounds%bbrBwRounds] = 0
+		i := b.rounds % bbrBwRounds
+		if b.bwRound[i] == b.bw {
+			// The round that leaves the window held the maximum: the
+			// others say what it is now.
+			b.bwRound[i] = 0
+			bw := 0.0
+			for _, v := range b.bwRound {
+				if v > bw {
+					bw = v
+				}
+			}
+			b.bw = bw
+		} else {
+			b.bwRound[i] = 0
+		}
 	}
 	// An app-limited sample only counts when it raises the estimate:
 	// it shows at least that rate, never that the path has no more.
-	if !rs.appLimited || rs.bw >= b.bw {
+	if !rs.appLimited || rs.bw >= prev {
 		i := b.rounds % bbrBwRounds
 		if rs.bw > b.bwRound[i] {
 			b.bwRound[i] = rs.bw
+			if rs.bw > b.bw {
+				b.bw = rs.bw // the windowed maximum, kept as it moves
+			}
 		}
-	}
-	b.bw = 0
-	for _, v := range b.bwRound {
-		b.bw = max(b.bw, v)
 	}
 }
 
@@ -221,7 +242,7 @@ func (c *Conn) bbrUpdateBw(rs rateSample) {
 // largest over bbrAggrRounds round trips. cwnd keeps that much more, so
 // that a receiver (or a scheduler) that sends ACKs in bursts does not
 // leave the sender cwnd-limited between them.
-func (c *Conn) bbrUpdateAggr(rs rateSample) {
+func (c *Conn) bbrUpdateAggr(rs *rateSample) {
 	b := c.bbr
 	if rs.newly == 0 || !rs.ok {
 		return
@@ -247,7 +268,7 @@ func (c *Conn) bbrUpdateAggr(rs rateSample) {
 // a minimum RTT; the 5/4 one until the flight reached 5/4 of the BDP or
 // a loss came, the 3/4 one ends early once the flight is down to the
 // BDP.
-func (c *Conn) bbrUpdateCycle(rs rateSample, pipe uint32) {
+func (c *Conn) bbrUpdateCycle(pipe uint32) {
 	b := c.bbr
 	if b.mode != bbrProbeBW {
 		return
@@ -275,7 +296,7 @@ func (c *Conn) bbrAdvanceCycle() {
 
 // bbrCheckFullPipe ends Startup when the bandwidth grew less than 25% in
 // three rounds without app-limited samples (§4.3.2.2).
-func (c *Conn) bbrCheckFullPipe(rs rateSample) {
+func (c *Conn) bbrCheckFullPipe(rs *rateSample) {
 	b := c.bbr
 	if b.filledPipe || !b.roundStart || rs.appLimited {
 		return
@@ -304,7 +325,7 @@ func (c *Conn) bbrCheckDrain(pipe uint32) {
 
 // bbrUpdateMinRTT keeps the minimum RTT of the last 10 s, and runs
 // ProbeRTT (§4.1.2, §4.3.5).
-func (c *Conn) bbrUpdateMinRTT(rs rateSample, pipe uint32) {
+func (c *Conn) bbrUpdateMinRTT(rs *rateSample, pipe uint32) {
 	b := c.bbr
 	e := c.e
 	now := e.now
@@ -352,7 +373,10 @@ func (c *Conn) bbrBDP(gain float64) uint32 {
 	if b.minRTT == 0 || b.bw == 0 {
 		return initialWindow(c.smss)
 	}
-	return uint32(min(b.bw*float64(b.minRTT)/1e9*gain, 1<<30))
+	if b.bw != b.bdpBw || b.minRTT != b.bdpRTT {
+		b.bdp, b.bdpBw, b.bdpRTT = b.bw*float64(b.minRTT)/1e9, b.bw, b.minRTT
+	}
+	return uint32(min(b.bdp*gain, 1<<30))
 }
 
 // bbrInflight is the flight a gain aims at: its BDP plus the pacing
@@ -374,8 +398,8 @@ func (c *Conn) bbrSetPacing(gain float64) {
 		return
 	}
 	r := gain * b.bw * bbrPacingMargin
-	if b.filledPipe || r > b.pace.rate {
-		b.pace.rate = r
+	if r != b.pace.rate && (b.filledPipe || r > b.pace.rate) {
+		b.pace.setRate(r)
 	}
 }
 
@@ -414,7 +438,7 @@ func (c *Conn) bbrRTO() {
 // and restored when it ends (§4.2.3.4); otherwise towards the target,
 // growing by what was delivered; at most four segments in ProbeRTT
 // (§4.2.3.5).
-func (c *Conn) bbrSetCwnd(rs rateSample, pipe uint32) {
+func (c *Conn) bbrSetCwnd(rs *rateSample, pipe uint32) {
 	b := c.bbr
 	mss := uint32(c.smss)
 	acked := rs.newly
@@ -437,11 +461,10 @@ func (c *Conn) bbrSetCwnd(rs rateSample, pipe uint32) {
 	if b.conserve {
 		c.cwnd = max(c.cwnd, pipe+acked)
 	} else if acked > 0 {
-		target := c.bbrInflight(b.cwndGain)
 		if b.filledPipe {
-			target += c.bbrAggrCwnd()
+			target := c.bbrInflight(b.cwndGain) + c.bbrAggrCwnd()
 			c.cwnd = min(c.cwnd+acked, target)
-		} else if c.cwnd < target || b.rate.delivered < uint64(initialWindow(c.smss)) {
+		} else if b.rate.delivered < uint64(initialWindow(c.smss)) || c.cwnd < c.bbrInflight(b.cwndGain) {
 			c.cwnd += acked
 		}
 	}

@@ -16,8 +16,16 @@ package native
 
 // paceState is a connection's pacing.
 type paceState struct {
-	rate float64 // bytes per second; 0: not paced
-	next int64   // departure time of the next byte (engine ns)
+	rate  float64 // bytes per second; 0: not paced (set by setRate)
+	next  int64   // departure time of the next byte (engine ns)
+	quant uint32  // a millisecond at rate, at most paceMaxQuantum (setRate)
+}
+
+// setRate sets the pacing rate to r bytes per second, and what one
+// quantum of it is.
+func (p *paceState) setRate(r float64) {
+	p.rate = r
+	p.quant = uint32(min(r/1024, paceMaxQuantum))
 }
 
 // paceMaxQuantum bounds the quantum (Linux's GSO maximum).
@@ -26,8 +34,7 @@ const paceMaxQuantum = 64 << 10
 // paceQuantum is what leaves at once at the pacing rate: a millisecond
 // of it, between two segments and paceMaxQuantum.
 func (c *Conn) paceQuantum(p *paceState) uint32 {
-	q := uint32(min(p.rate/1024, paceMaxQuantum))
-	return max(q, 2*uint32(c.smss))
+	return max(p.quant, 2*uint32(c.smss))
 }
 
 // paceAhead is how far ahead of now the departure time may be for a
@@ -44,6 +51,9 @@ func (c *Conn) paceOK() bool {
 		return true
 	}
 	now := c.e.now
+	if p.next <= now {
+		return true // idle, or behind: no need to weigh the quantum
+	}
 	ahead := c.paceAhead(p)
 	if p.next < now+ahead {
 		return true
@@ -66,7 +76,10 @@ func (c *Conn) pacedSent(p *paceState, n int) {
 	// A departure time in the past is what a late timer or a busy
 	// loop left unsent: up to two quanta of it may go at once, so that
 	// wake-ups a millisecond late do not lower the rate.
-	p.next = max(p.next, now-2*c.paceAhead(p)) + gap
+	if p.next < now {
+		p.next = max(p.next, now-2*c.paceAhead(p))
+	}
+	p.next += gap
 }
 
 // onPaceTimer runs when a paced connection may send again.

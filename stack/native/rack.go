@@ -281,7 +281,7 @@ func (c *Conn) sendProbe() {
 	}
 	r.tlpOut, r.tlpHigh = true, c.sndMax
 	e.cnt[cTCPTLPProbes]++
-	c.tRTO = e.now + c.rtoWait() // §7.3: the RTO after the probe
+	c.tRTO = e.now + c.queuedRTOWait() // §7.3: the RTO after the probe, behind the flight
 	e.arm(c)
 }
 

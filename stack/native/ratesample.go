@@ -25,14 +25,20 @@ type txRec struct {
 }
 
 // rateState is a connection's delivery-rate estimation: the counters
-// of §2 and its transmissions in sequence order in a ring.
+// of §2 and its transmissions in sequence order in a ring whose length
+// is a power of two.
 type rateState struct {
 	delivered   uint64 // C.delivered, bytes
 	deliveredAt int64  // C.delivered_time
 	firstSentAt int64  // C.first_sent_time
 	appLimited  uint64 // C.app_limited: 0, or the delivered count that ends the app-limited phase
-	recs        []txRec
-	head, n     int
+	// xmitTs is RFC 8985 §6.2's RACK.xmit_ts: the latest send time of
+	// a segment known delivered (a retransmission only when its ACK
+	// came at least a minimum RTT after it left, so that it was not
+	// the original's).
+	xmitTs  int64
+	recs    []txRec
+	head, n int
 }
 
 // rateSample is what one ACK tells (§3.3's rs).
@@ -45,10 +51,21 @@ type rateSample struct {
 	newly          uint32 // bytes delivered by this ACK
 }
 
-// init sizes the ring for a send buffer of sendBuf bytes in segments
-// of mss (it grows when shorter segments need more).
-func (r *rateState) init(sendBuf, mss int) {
-	*r = rateState{recs: make([]txRec, sendBuf/max(mss, 1)+16)}
+// rateMinRecs is the ring a connection starts with: a flight of 64
+// segments (it grows when more are in flight).
+const rateMinRecs = 64
+
+// init starts the ring at rateMinRecs, reusing r's if it has one: it
+// grows with the flight (grow), up to rateMaxRecs, so that a connection
+// that exchanges requests and answers holds 3 KiB of records, not one
+// per segment of its send buffer, and its records stay in the cache.
+func (r *rateState) init() {
+	recs := r.recs
+	if recs == nil {
+		recs = make([]txRec, rateMinRecs)
+	}
+	clear(recs)
+	*r = rateState{recs: recs}
 }
 
 // rateSent records a transmission of [seq, seq+n) (§3.2): new data at
@@ -85,12 +102,13 @@ func (c *Conn) rateSent(r *rateState, seq uint32, n int) {
 		return
 	}
 	snap.start, snap.end = seq, end
-	r.recs[(r.head+r.n)%len(r.recs)] = snap
+	r.recs[(r.head+r.n)&(len(r.recs)-1)] = snap
 	r.n++
 }
 
-// rateMaxRecs bounds the ring: segments shorter than the MSS (the ends
-// of writes) may be more than the send buffer holds full ones.
+// rateMaxRecs bounds the ring (a power of two): segments shorter than
+// the MSS (the ends of writes) may be more than the send buffer holds
+// full ones.
 const rateMaxRecs = 1 << 16
 
 // grow doubles the ring, up to rateMaxRecs records.
@@ -107,7 +125,7 @@ func (r *rateState) grow() bool {
 }
 
 // at is the i-th record from the oldest.
-func (r *rateState) at(i int) *txRec { return &r.recs[(r.head+i)%len(r.recs)] }
+func (r *rateState) at(i int) *txRec { return &r.recs[(r.head+i)&(len(r.recs)-1)] }
 
 // find returns the index of the first record that ends after seq (r.n
 // when none does): records are in sequence order.
@@ -124,13 +142,13 @@ func (r *rateState) find(seq uint32) int {
 	return lo
 }
 
-// rateAck takes an ACK s (§3.3): una is SND.UNA before it, minRTT the
-// path's minimum RTT (0: unknown). It counts what
-// the ACK delivered and returns the rate sample of the latest sent of
-// the segments it delivered.
-func (c *Conn) rateAck(r *rateState, s *segment, una uint32, minRTT int64) rateSample {
+// rateAck takes an ACK s (§3.3) into rs: una is SND.UNA before it,
+// minRTT the path's minimum RTT (0: unknown). It counts what the ACK
+// delivered and makes the rate sample of the latest sent of the segments
+// it delivered.
+func (c *Conn) rateAck(rs *rateSample, r *rateState, s *segment, una uint32, minRTT int64) {
 	now := c.e.now
-	rs := rateSample{rtt: -1}
+	*rs = rateSample{rtt: -1}
 	// Delivered: what the cumulative ACK moved over, less the records
 	// in it that were SACKed before (counted then), plus the records
 	// SACKed now. A segment the peer SACKed, then the scoreboard forgot
@@ -138,24 +156,22 @@ func (c *Conn) rateAck(r *rateState, s *segment, una uint32, minRTT int64) rateS
 	// once, not twice: a timeout's go-back-N otherwise read as a burst
 	// of delivery far above the path's rate.
 	d := int64(c.sndUna - una)
-	var p txRec
-	have := false
-	take := func(q *txRec) {
-		if !have || q.sentAt > p.sentAt || q.sentAt == p.sentAt && seqGT(q.end, p.end) {
-			p, have = *q, true
-		}
-	}
+	// p is the latest sent of the records delivered: a record a
+	// cumulative ACK removes from the ring stays in its slot until
+	// rateSent reuses it, after this ACK.
+	var p *txRec
+	mask := len(r.recs) - 1
 	for r.n > 0 {
 		q := &r.recs[r.head]
 		if seqGT(q.end, c.sndUna) {
 			break
 		}
 		if !q.done {
-			take(q)
+			p = rateLatest(p, q)
 		} else {
 			d -= int64(q.end - q.start)
 		}
-		r.head = (r.head + 1) % len(r.recs)
+		r.head = (r.head + 1) & mask
 		r.n--
 	}
 	// What this ACK SACKed lies in the scoreboard's blocks that hold
@@ -174,12 +190,12 @@ func (c *Conn) rateAck(r *rateState, s *segment, una uint32, minRTT int64) rateS
 			if !q.done && seqGEQ(q.start, m.start) {
 				q.done = true
 				d += int64(q.end - q.start)
-				take(q)
+				p = rateLatest(p, q)
 			}
 		}
 	}
 	if d <= 0 {
-		return rs
+		return
 	}
 	rs.newly = uint32(d)
 	r.delivered += uint64(d)
@@ -187,8 +203,11 @@ func (c *Conn) rateAck(r *rateState, s *segment, una uint32, minRTT int64) rateS
 	if r.appLimited != 0 && r.delivered > r.appLimited {
 		r.appLimited = 0 // §3.4: the app-limited phase is over
 	}
-	if !have {
-		return rs
+	if p == nil {
+		return
+	}
+	if !p.rtx || minRTT > 0 && now-p.sentAt >= minRTT {
+		r.xmitTs = max(r.xmitTs, p.sentAt)
 	}
 	rs.priorDelivered = p.delivered
 	rs.appLimited = p.appLimited
@@ -200,16 +219,25 @@ func (c *Conn) rateAck(r *rateState, s *segment, una uint32, minRTT int64) rateS
 	ackElapsed := r.deliveredAt - p.deliveredAt
 	interval := max(sendElapsed, ackElapsed)
 	if interval <= 0 {
-		return rs
+		return
 	}
 	// §3.3: an interval shorter than the minimum RTT is a burst of ACKs
 	// (compressed, or a stretch ACK), not a rate of the path.
 	if minRTT > 0 && interval < minRTT {
-		return rs
+		return
 	}
 	rs.ok = true
 	rs.bw = float64(r.delivered-p.delivered) * 1e9 / float64(interval)
-	return rs
+}
+
+// rateLatest is the later sent of p (nil: none yet) and q, the one
+// ending later when both left at once (§3.3: the sample comes from the
+// most recently sent segment).
+func rateLatest(p, q *txRec) *txRec {
+	if p == nil || q.sentAt > p.sentAt || q.sentAt == p.sentAt && seqGT(q.end, p.end) {
+		return q
+	}
+	return p
 }
 
 // rateAppLimited marks the connection app-limited (§3.4) when sending
@@ -222,4 +250,19 @@ func (c *Conn) rateAppLimited(r *rateState) {
 	if p := c.pipe(); p < c.cwnd {
 		r.appLimited = max(r.delivered+uint64(p), 1)
 	}
+}
+
+// rtxLostAt reports whether the retransmission of the segment at seq is
+// lost by RFC 8985 §6.2's rule on the records' send times: a segment
+// sent after it was delivered (RACK.xmit_ts) and reoWait went by since
+// it left. The sequence-space test of lostRetransmit needs new data sent
+// after the retransmission to be SACKed; a sender whose send buffer the
+// holes fill has none to send, and only the RTO was left.
+func (r *rateState) rtxLostAt(seq uint32, now, reoWait int64) bool {
+	i := r.find(seq)
+	if i >= r.n {
+		return false
+	}
+	q := r.at(i)
+	return q.rtx && !q.done && seqLEQ(q.start, seq) && q.sentAt < r.xmitTs && now-q.sentAt >= reoWait
 }

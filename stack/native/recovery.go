@@ -322,7 +322,7 @@ func (c *Conn) sendHoles() bool {
 			// Linux re-arms it for the head: one that RACK found lost
 			// again (lostRetransmit) gets a round trip to be answered,
 			// not what was left of a timer armed before.
-			c.tRTO = c.e.now + c.rtoWait()
+			c.tRTO = c.e.now + c.queuedRTOWait()
 		}
 		c.rtxOne = false
 	}
@@ -357,10 +357,20 @@ func (c *Conn) sendHoles() bool {
 // retransmission is SACKed and SRTT*5/4 went by. RFC 6675 alone never
 // sends a hole a second time, and the RTO was the only way out. The
 // segment goes again at the next Flush.
+//
+// Under BBR the delivery-rate records date each transmission: the
+// retransmission at SND.UNA is also lost when a segment sent after it
+// was delivered, whatever its sequence number (rtxLostAt), and SRTT*5/4
+// went by since it left.
 func (c *Conn) lostRetransmit() {
-	if !c.inRecovery || !c.sackOK || c.nsacked == 0 || !c.unaRtx || c.rtxOne ||
-		!seqGT(c.sacked[c.nsacked-1].end, c.unaRtxMark) || c.e.now-c.unaRtxAt < c.srtt+c.srtt/4 {
+	if !c.inRecovery || !c.sackOK || c.nsacked == 0 || !c.unaRtx || c.rtxOne {
 		return
+	}
+	wait := c.srtt + c.srtt/4
+	if !seqGT(c.sacked[c.nsacked-1].end, c.unaRtxMark) || c.e.now-c.unaRtxAt < wait {
+		if c.bbr == nil || !c.bbr.rate.rtxLostAt(c.sndUna, c.e.now, wait) {
+			return
+		}
 	}
 	c.rtxOne, c.unaRtx = true, false
 	c.e.cnt[cTCPLostRetransmits]++
@@ -492,6 +502,28 @@ func (c *Conn) rtoWait() int64 {
 		return c.rto
 	}
 	return min(c.rto+peerDelAck, c.e.maxRTO)
+}
+
+// queuedRTOWait is rtoWait for a segment sent now behind what is in
+// flight (a retransmission of SND.UNA, a tail loss probe). Its round trip
+// is at least the time the flight ahead of it takes to drain at the
+// bottleneck's rate, which SRTT, measured on segments sent when the
+// queue was shorter, lags behind while BBR's Startup or ProbeBW's 5/4
+// phase builds a queue: a timer of SRTT plus the variance term then
+// fires before the retransmission can be answered (a spurious timeout,
+// RFC 4015 §1), collapsing cwnd and resending the flight. Under BBR the
+// wait is at least pipe over the bandwidth estimate (draft-cardwell-
+// iccrg-bbr-congestion-control-00 §4.1.1: BtlBw, the rate the queue
+// drains at) plus the variance term; other congestion controls have no
+// rate estimate and keep rtoWait.
+func (c *Conn) queuedRTOWait() int64 {
+	w := c.rtoWait()
+	b := c.bbr
+	if b == nil || b.bw <= 0 {
+		return w
+	}
+	drain := int64(min(float64(c.pipe())*1e9/b.bw, float64(c.e.maxRTO)))
+	return min(max(w, drain+max(c.e.minRTO, 4*c.rttvar)), max(w, c.e.maxRTO))
 }
 
 // eifelState is what a retransmission timeout changed, kept until the
