@@ -140,6 +140,7 @@ func newOursDUT(fio frameio.FrameIO, s Setup, opts stack.Options) (*oursDUT, err
 		return nil, fmt.Errorf("ours: %w", err)
 	}
 	cfg := dgramio.Config{Kind: dgramio.KindTCPXDP}
+	cfg.TCP.Stack = dgramio.TCPStackNetstack
 	cfg.TCP.MinRTO = s.RTOMin
 	tune := tcp.TuningFromConfig(cfg)
 	if err := tune.Apply(st.NS); err != nil {
