@@ -84,8 +84,8 @@
 // a frame arrives. PollAdaptive, the default, spins for Options.SpinFor
 // (50 µs) after the last frame, then sleeps: a request/response exchange
 // keeps the poller awake, an idle server costs no CPU. A native poller
-// that sleeps in the Go netpoller (AF_XDP) spins only while the CPUs have
-// time to spare (some of it idle in the last 50 ms, from /proc/stat),
+// that sleeps in the Go netpoller (AF_XDP) spins only while a CPU is free
+// for it (probed every 800 ms from /proc/stat and getrusage),
 // looking at the RX ring without a system call and yielding to the
 // Service's goroutines between looks; where every CPU is busy it sleeps at
 // once after a round, since a spin would take its time from the other

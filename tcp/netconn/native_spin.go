@@ -88,26 +88,40 @@ func (n *nativeSvc) activity() uint64 {
 	return n.s.n.inlineSends.Load() + n.leadRounds.Load() + n.s.n.deferredRounds.Load()
 }
 
-// spinGate says whether the poller may spin: only on CPU time that no one
-// else wants. Every gatePeriod it reads the CPUs' time from /proc/stat;
-// the spin is allowed while the last period left some of it idle (at
-// least gateIdle of the whole). Where every CPU is busy (other processes,
-// or the Service's own load), a spin would take its time from them, and
-// the poller sleeps at once as before; where the CPUs idle between
-// requests, it spins, and the vCPU the poller runs on does not halt
-// between a request and the next. Unreadable, it stays shut.
+// spinGate says whether the poller may spin: only on a CPU that no one
+// else wants, since the spin takes one whole. It measures that with the
+// spin off: a probe period (gateProbe) in which the poller does not spin,
+// bracketed by two reads of the CPUs' time (/proc/stat) and of the
+// process's (getrusage), decides the next run (gateRun): the spin is
+// allowed there if, during the probe, the CPUs left idle or gave this
+// process at least gateCPU of one CPU's time. Where the other processes
+// keep the CPUs busy (a load, or the clients of a server on the same
+// host), a spin would take its time from them, and the poller sleeps at
+// once as before; where a CPU idles between requests, it spins, and the
+// vCPU the poller runs on does not halt between a request and the next.
+// The probe sees the CPUs without the spin's own use of them, so an
+// allowed spin does not shut the gate itself. Unreadable, the gate stays
+// shut.
 type spinGate struct {
-	at          time.Time // the last sample; zero: none yet
-	idle, total uint64    // its cumulative idle and total time
-	ok          bool
-	buf         [256]byte
-	// read, set by tests, replaces reading /proc/stat.
+	at      time.Time // the start of the current period; zero: none yet
+	probing bool      // the current period is a probe
+	ok      bool      // the spin is allowed in the current run
+	// The probe's first samples: the CPUs' idle time in clock ticks
+	// (USER_HZ, 100 a second on Linux), the process's CPU time.
+	idle uint64
+	own  time.Duration
+	buf  [256]byte
+	// read, set by tests, replaces reading /proc/stat; cpu replaces
+	// getrusage.
 	read func(b []byte) int
+	cpu  func() time.Duration
 }
 
 const (
-	gatePeriod = 50 * time.Millisecond
-	gateIdle   = 0.05
+	gateProbe = 100 * time.Millisecond
+	gateRun   = 700 * time.Millisecond
+	gateCPU   = 0.9
+	userHZ    = 100
 )
 
 // gateHook, set by tests only, replaces every Service's spinGate.
@@ -118,19 +132,39 @@ func (g *spinGate) open(now time.Time) bool {
 	if h := gateHook.Load(); h != nil {
 		return (*h)()
 	}
-	if !g.at.IsZero() && now.Sub(g.at) < gatePeriod {
-		return g.ok
+	switch {
+	case g.probing && now.Sub(g.at) >= gateProbe:
+		// The probe ends: decide the run.
+		idle, _, ok := g.sample()
+		own := g.ownCPU()
+		if ok && idle >= g.idle {
+			spare := float64(idle-g.idle)/userHZ + (own - g.own).Seconds()
+			g.ok = spare >= gateCPU*now.Sub(g.at).Seconds()
+		} else {
+			g.ok = false
+		}
+		g.probing, g.at = false, now
+	case !g.probing && (g.at.IsZero() || now.Sub(g.at) >= gateRun):
+		// A probe begins (the first period is one).
+		idle, _, ok := g.sample()
+		g.probing, g.at, g.idle, g.own, g.ok = true, now, idle, g.ownCPU(), false
+		if !ok {
+			g.probing = false // shut for a run, then try again
+		}
 	}
-	idle, total, ok := g.sample()
-	if !ok {
-		g.at, g.ok = now, false
-		return false
+	return g.ok && !g.probing
+}
+
+// ownCPU is the process's CPU time, user and system.
+func (g *spinGate) ownCPU() time.Duration {
+	if g.cpu != nil {
+		return g.cpu()
 	}
-	if !g.at.IsZero() && total > g.total {
-		g.ok = float64(idle-g.idle) >= gateIdle*float64(total-g.total)
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
 	}
-	g.at, g.idle, g.total = now, idle, total
-	return g.ok
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // sample reads the CPUs' cumulative idle and total time.

@@ -95,38 +95,59 @@ func TestSpinGateShut(t *testing.T) {
 	}
 }
 
-// TestSpinGate: the gate opens only on CPU time left idle in the last
-// period (5 % of the whole), stays as it is within a period, and stays
-// shut when /proc/stat cannot be read or parsed.
+// TestSpinGate: the gate probes a period with the spin off, then opens
+// for a run only if during the probe the CPUs left idle, or gave this
+// process, nine tenths of one CPU's time; within a run it does not move
+// (whatever the spin's own use of the CPUs), and it stays shut when
+// /proc/stat cannot be read or parsed.
 func TestSpinGate(t *testing.T) {
-	var line string
-	g := &spinGate{read: func(b []byte) int { return copy(b, line) }}
+	var idle uint64 // ticks, 100 a second
+	var own time.Duration
+	g := &spinGate{
+		read: func(b []byte) int {
+			return copy(b, fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 0 0 0\ncpu0 1 2 3\n", 1000, idle))
+		},
+		cpu: func() time.Duration { return own },
+	}
 	at := time.Unix(1000, 0)
-	step := func(user, idle uint64) bool {
-		line = fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 0 0 0\ncpu0 1 2 3\n", user, idle)
-		at = at.Add(gatePeriod)
+	// probe runs a probe of gateProbe in which the CPUs idle di ticks and
+	// the process uses du, and returns the gate after it.
+	probe := func(di uint64, du time.Duration) bool {
+		if g.open(at) {
+			t.Fatal("open at a probe's start")
+		}
+		idle += di
+		own += du
+		at = at.Add(gateProbe)
 		return g.open(at)
 	}
-	if step(1000, 1000) {
-		t.Fatal("open before a period was measured")
+	// A run: open or shut throughout, whatever the CPUs do.
+	run := func(want bool) {
+		for d := time.Duration(0); d < gateRun; d += gateRun / 10 {
+			if g.open(at.Add(d)) != want {
+				t.Fatalf("the gate moved %v into a run", d)
+			}
+		}
+		at = at.Add(gateRun)
 	}
-	if !step(1090, 1010) { // 10 of 100 idle
-		t.Fatal("shut with 10% idle")
+	if !probe(10, 0) { // a whole CPU idle for the 100 ms
+		t.Fatal("shut after a probe with a CPU idle")
 	}
-	if step(1190, 1012) { // 2 of 102 idle
-		t.Fatal("open with 2% idle")
+	run(true)
+	if !probe(4, 60*time.Millisecond) { // 40 ms idle, 60 ms ours
+		t.Fatal("shut after a probe where idle and ours made a CPU")
 	}
-	line = "cpu  1 0 0 99999 0 0 0 0 0 0\n"
-	if g.open(at.Add(gatePeriod / 2)) {
-		t.Fatal("the gate moved within a period")
+	run(true)
+	if probe(3, 40*time.Millisecond) { // 30 + 40 of 100 ms
+		t.Fatal("open after a probe where the others took most of the CPUs")
 	}
-	if !step(1200, 1100) {
-		t.Fatal("shut with 88% idle")
-	}
+	run(false)
 	g.read = func(b []byte) int { return 0 }
-	at = at.Add(gatePeriod)
-	if g.open(at) {
-		t.Fatal("open with /proc/stat unreadable")
+	for i := 0; i < 3; i++ {
+		if g.open(at) {
+			t.Fatal("open with /proc/stat unreadable")
+		}
+		at = at.Add(gateRun)
 	}
 	// The real file, where there is one: it parses.
 	var buf [256]byte
