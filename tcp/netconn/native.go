@@ -392,7 +392,9 @@ func (n *nativeSvc) poll(claimed chan<- error) {
 	// it asleep readies it on the writer's own P instead.
 	yield := len(n.cpus) == 0 && (n.pf == nil || s.opts.Poll == PollSpin)
 	netpoll := n.pf != nil && s.opts.Poll != PollSpin
-	spin := netpoll && s.opts.Poll == PollAdaptive && n.rxReady != nil
+	// The spin window yields between looks: an unpinned poller's (a
+	// pinned one's yield would hand its locked thread over each time).
+	spin := netpoll && s.opts.Poll == PollAdaptive && n.rxReady != nil && len(n.cpus) == 0
 	idleYield := runtime.GOMAXPROCS(0) == 1
 	batch := s.cfg.RxBatch
 	e := n.e
