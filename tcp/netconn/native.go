@@ -77,14 +77,24 @@ type nativeSvc struct {
 	// that frame needs to the holder, which runs it when it frees the
 	// engine (free).
 	deferred atomic.Bool
-	work     atomic.Pointer[nconn]
-	reqFlag  atomic.Bool
-	reqMu    sync.Mutex
-	reqs     []func()
-	spare    []func()
-	stop     atomic.Bool
-	held     atomic.Int64 // engine connections the Service holds
-	nlns     atomic.Int64 // engine listeners open
+	// poke: a holder asked for a round (wakeNow); it ends the poller's
+	// spin (spinNetpoll), and each round of the poller clears it.
+	poke atomic.Bool
+	// spinning: the poller spins (spinNetpoll); a Read then parks on
+	// its channel instead of leading, so that no goroutine waits in the
+	// netpoller for the frame the spin will see. gate (the poller's)
+	// says whether the CPUs have time to spare for a spin.
+	spinning   atomic.Bool
+	spinReader atomic.Pointer[nconn] // a Read that parked while the poller spun (parkedInSpin)
+	gate       spinGate
+	work       atomic.Pointer[nconn]
+	reqFlag    atomic.Bool
+	reqMu      sync.Mutex
+	reqs       []func()
+	spare      []func()
+	stop       atomic.Bool
+	held       atomic.Int64 // engine connections the Service holds
+	nlns       atomic.Int64 // engine listeners open
 
 	// The poller's own.
 	ready   []*nconn // the connections TakeReadable named, this round
@@ -382,6 +392,9 @@ func (n *nativeSvc) poll(claimed chan<- error) {
 	// it asleep readies it on the writer's own P instead.
 	yield := len(n.cpus) == 0 && (n.pf == nil || s.opts.Poll == PollSpin)
 	netpoll := n.pf != nil && s.opts.Poll != PollSpin
+	// The spin window yields between looks: an unpinned poller's (a
+	// pinned one's yield would hand its locked thread over each time).
+	spin := netpoll && s.opts.Poll == PollAdaptive && n.rxReady != nil && len(n.cpus) == 0
 	idleYield := runtime.GOMAXPROCS(0) == 1
 	batch := s.cfg.RxBatch
 	e := n.e
@@ -390,6 +403,7 @@ func (n *nativeSvc) poll(claimed chan<- error) {
 	// spinning.
 	var lastBusy time.Time
 	for !n.stop.Load() {
+		n.poke.Store(false)
 		now := e.Tick()
 		frames := 0
 		for frames < pollBudget {
@@ -416,11 +430,14 @@ func (n *nativeSvc) poll(claimed chan<- error) {
 			if !netpoll || frames >= pollBudget || reqs {
 				continue
 			}
-			// In the netpoller, sleep at once (sleep looks for work
-			// queued and what the engine holds): a frame that came
-			// during this round made the fd ready and ends the sleep
-			// before it starts, and the reader this round woke runs
-			// on this P now rather than after one more empty round.
+			// In the netpoller, adaptive: look at the RX ring for
+			// SpinFor, yielding between looks (spinNetpoll), so that
+			// the next request of a connection that is answered
+			// within that window costs no wake-up; then sleep (sleep
+			// looks for work queued and what the engine holds).
+			if spin && n.spinNetpoll(lastBusy) {
+				continue
+			}
 			n.sleep()
 			continue
 		}
@@ -761,6 +778,7 @@ func (n *nativeSvc) sleep() {
 		next = time.Time{}
 	}
 	if n.pf != nil {
+		n.wakeSpunReader()
 		n.sleepNetpoll(next)
 		return
 	}
@@ -1193,8 +1211,9 @@ func (n *nativeSvc) rearm() {
 }
 
 // wakeNow ends the poller's sleep, or the next one it begins before it
-// looks for work again.
+// looks for work again, or its spin (poke).
 func (n *nativeSvc) wakeNow() {
+	n.poke.Store(true)
 	if n.pf != nil {
 		n.pf.SetReadDeadline(longAgo)
 		return

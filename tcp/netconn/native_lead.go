@@ -75,6 +75,11 @@ func (n *nativeSvc) lead(c *nconn, conn *Conn) bool {
 	if n.rf == nil || n.s.opts.Poll == PollSpin || n.stop.Load() {
 		return false
 	}
+	// While the poller spins it sees the frame first: park on rdCh
+	// (the poller wakes this reader to lead before it sleeps).
+	if n.spinning.Load() && n.parkedInSpin(c) {
+		return false
+	}
 	if !n.leader.CompareAndSwap(nil, c) {
 		return false
 	}

@@ -222,6 +222,7 @@ type counters struct {
 	inlineSends                                        atomic.Uint64 // native: Writes that sent while the poller slept
 	defers                                             atomic.Uint64 // native: frames the poller left to the engine's holder (deferRound)
 	deferredRounds                                     atomic.Uint64 // native: rounds a holder ran for the poller
+	spins, spinRounds, spinsSkipped                    atomic.Uint64 // native: windows of the poller's spin before a netpoller sleep, the frames they caught, windows skipped (CPUs without time to spare)
 }
 
 // New opens the FrameIO of cfg (Options.Open, or by cfg.Kind) and starts a
@@ -683,6 +684,9 @@ func (s *Service) Stats() dgramio.Stats {
 		{"inline_sends", s.n.inlineSends.Load()},
 		{"poller_defers", s.n.defers.Load()},
 		{"deferred_rounds", s.n.deferredRounds.Load()},
+		{"spins", s.n.spins.Load()},
+		{"spin_rounds", s.n.spinRounds.Load()},
+		{"spins_skipped", s.n.spinsSkipped.Load()},
 	} {
 		out.Layers = append(out.Layers, dgramio.Counter{Layer: "netconn", Name: c.name, Value: c.v, Gauge: c.name == "endpoints"})
 	}
