@@ -31,6 +31,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -88,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.rounds, "rounds", 3, "measurements of each path, alternating (--bench)")
 	fs.IntVar(&o.size, "size", 0, "response body size in bytes (0: a short greeting)")
 	stacks := fs.String("stack", "native", "the userspace TCP engine: native or netstack (--bench: a comma list)")
-	fs.StringVar(&o.client, "client", "go", "the benchmark's client in B: go (http.Client) or wrk")
+	fs.StringVar(&o.client, "client", "go", "the benchmark's client in B: go (http.Client), wrk, or echo (a 100-byte message echoed over a net.Conn, one in flight per connection; no HTTP)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "each wrk measurement's length (--client wrk)")
 	fs.Usage = func() {}
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (the servers and the Go client) to this file")
@@ -137,8 +138,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		o.stacks = append(o.stacks, st)
 	}
-	if o.client != "go" && o.client != "wrk" {
-		fmt.Fprintln(stderr, `httpxdp: --client: use "go" or "wrk"`)
+	if o.client != "go" && o.client != "wrk" && o.client != "echo" {
+		fmt.Fprintln(stderr, `httpxdp: --client: use "go", "wrk" or "echo"`)
 		return 2
 	}
 	mode, err := pollMode(o.poll)
@@ -276,11 +277,13 @@ func kernelClient(h *testhost.Host, conns int) *http.Client {
 	}}
 }
 
-// server is one HTTP server of the demo or the benchmark.
+// server is one server of the demo or the benchmark: net/http, or the
+// echo of --client echo.
 type server struct {
 	name  string
+	addr  netip.AddrPort
 	url   string
-	srv   *http.Server
+	stop  func() // ends Serve; done then reports its end
 	done  chan error
 	svc   *netconn.Service // nil on kernel TCP
 	close func()
@@ -302,7 +305,7 @@ func startXDP(o options, nopts netconn.Options, p *testhost.Pair, port uint16) (
 		s.Close()
 		return nil, err
 	}
-	sv := startServer(fmt.Sprintf("%s %s", o.kind, o.stacks[0]), ap, ln, o.size)
+	sv := startServer(fmt.Sprintf("%s %s", o.kind, o.stacks[0]), ap, ln, o)
 	sv.svc = s
 	sv.close = func() { sv.shutdown(); s.Close() }
 	return sv, nil
@@ -315,22 +318,89 @@ func startKernel(o options, p *testhost.Pair, port uint16) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	sv := startServer("kernel tcp", ap, ln, o.size)
+	sv := startServer("kernel tcp", ap, ln, o)
 	sv.close = sv.shutdown
 	return sv, nil
 }
 
-func startServer(name string, ap netip.AddrPort, ln net.Listener, size int) *server {
-	sv := &server{name: name, url: "http://" + ap.String() + "/", srv: &http.Server{Handler: handler(size)}, done: make(chan error, 1)}
-	go func() { sv.done <- sv.srv.Serve(ln) }()
+// startServer serves net/http on ln, or the echo with --client echo.
+func startServer(name string, ap netip.AddrPort, ln net.Listener, o options) *server {
+	sv := &server{name: name, addr: ap, url: "http://" + ap.String() + "/", done: make(chan error, 1)}
+	if o.client == "echo" {
+		e := &echoServer{ln: ln, conns: map[net.Conn]struct{}{}}
+		sv.stop = e.close
+		go func() { sv.done <- e.serve() }()
+		return sv
+	}
+	srv := &http.Server{Handler: handler(o.size)}
+	sv.stop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}
+	go func() { sv.done <- srv.Serve(ln) }()
 	return sv
 }
 
 func (sv *server) shutdown() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	sv.srv.Shutdown(ctx)
+	sv.stop()
 	<-sv.done
+}
+
+// echoServer writes back what each connection reads, until close.
+type echoServer struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// serve accepts until the listener closes; it returns once every
+// connection's echo has ended.
+func (e *echoServer) serve() error {
+	defer e.wg.Wait()
+	for {
+		c, err := e.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		e.mu.Lock()
+		e.conns[c] = struct{}{}
+		e.mu.Unlock()
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			buf := make([]byte, 4096)
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					if _, werr := c.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			c.Close()
+			e.mu.Lock()
+			delete(e.conns, c)
+			e.mu.Unlock()
+		}()
+	}
+}
+
+// close stops accepting and closes the connections being echoed.
+func (e *echoServer) close() {
+	e.ln.Close()
+	e.mu.Lock()
+	for c := range e.conns {
+		c.Close()
+	}
+	e.mu.Unlock()
 }
 
 // demo serves over tcp-xdp on a test host and prints one answer to a
@@ -381,9 +451,12 @@ func bench(o options, nopts netconn.Options, stdout io.Writer) error {
 		return err
 	}
 	defer p.Close()
-	if o.client == "wrk" {
+	switch o.client {
+	case "wrk":
 		fmt.Fprintf(stdout, "# httpxdp --bench: wrk, 1 thread, %d connections, %v per measurement", o.conns, o.duration)
-	} else {
+	case "echo":
+		fmt.Fprintf(stdout, "# httpxdp --bench: a %d-byte message echoed over net.Conn, one in flight on each of %d kernel TCP connections, %d round trips per measurement (requests: round trips)", echoSize, o.conns, o.requests)
+	default:
 		fmt.Fprintf(stdout, "# httpxdp --bench: Go's http.Client, %d requests over %d keep-alive connections per measurement", o.requests, o.conns)
 	}
 	fmt.Fprintf(stdout, ", %d-byte bodies, GOMAXPROCS %d, %d CPUs, poller %s",
@@ -409,9 +482,12 @@ func bench(o options, nopts netconn.Options, stdout io.Writer) error {
 				return fmt.Errorf("%s server: %w", path, err)
 			}
 			var r result
-			if o.client == "wrk" {
+			switch o.client {
+			case "wrk":
 				r, err = measureWrk(sv, p.B, o)
-			} else {
+			case "echo":
+				r, err = measureEcho(sv, p.B, o)
+			default:
 				r, err = measure(sv, p.B, o)
 			}
 			var counters string
@@ -490,6 +566,85 @@ func measure(sv *server, h *testhost.Host, o options) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	slices.Sort(lat)
+	q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))] }
+	return result{name: sv.name, requests: o.requests, wall: wall, p50: q(0.5), p90: q(0.9), p99: q(0.99), mx: lat[len(lat)-1]}, nil
+}
+
+// echoSize is the message of --client echo: the 100 bytes of netbench's
+// messages.
+const echoSize = 100
+
+// measureEcho opens o.conns kernel TCP connections in h to sv's echo and
+// sends echoSize bytes on each, one message in flight per connection,
+// waiting for each to come back whole and unchanged before the next:
+// o.requests round trips after a warm-up of 10% more, their wall time
+// and latency percentiles.
+func measureEcho(sv *server, h *testhost.Host, o options) (result, error) {
+	conns := make([]net.Conn, o.conns)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	for i := range conns {
+		c, err := h.DialContext(context.Background(), "tcp", sv.addr.String())
+		if err != nil {
+			return result{}, err
+		}
+		conns[i] = c
+	}
+	roundTrips := func(n int, lat []time.Duration) error {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		errs := make([]error, len(conns))
+		for w, c := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, in := make([]byte, echoSize), make([]byte, echoSize)
+				c.SetDeadline(time.Now().Add(time.Minute))
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= n {
+						return
+					}
+					for j := range out {
+						out[j] = byte(i + j)
+					}
+					t0 := time.Now()
+					if _, err := c.Write(out); err != nil {
+						errs[w] = err
+						return
+					}
+					if _, err := io.ReadFull(c, in); err != nil {
+						errs[w] = err
+						return
+					}
+					if lat != nil {
+						lat[i] = time.Since(t0)
+					}
+					if !bytes.Equal(in, out) {
+						errs[w] = fmt.Errorf("round trip %d came back changed", i)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	if err := roundTrips(o.conns+o.requests/10, nil); err != nil {
+		return result{}, fmt.Errorf("warm-up: %w", err)
+	}
+	lat := make([]time.Duration, o.requests)
+	start := time.Now()
+	if err := roundTrips(o.requests, lat); err != nil {
+		return result{}, err
+	}
+	wall := time.Since(start)
 	slices.Sort(lat)
 	q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))] }
 	return result{name: sv.name, requests: o.requests, wall: wall, p50: q(0.5), p90: q(0.9), p99: q(0.99), mx: lat[len(lat)-1]}, nil

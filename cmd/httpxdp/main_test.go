@@ -33,23 +33,28 @@ func TestDemo(t *testing.T) {
 }
 
 // TestBench: --bench with a few requests prints a row for each path and
-// round (a request that fails makes it exit non-zero).
+// round, with Go's http.Client and with the echo (a request that fails,
+// or an echo that comes back changed, makes it exit non-zero).
 func TestBench(t *testing.T) {
 	testutil.RequireRoot(t)
-	var out, errOut bytes.Buffer
-	if rc := run([]string{"--bench", "--requests", "200", "--conns", "2", "--rounds", "1", "--poll", "sleep", "--stack", "native,netstack"}, &out, &errOut); rc != 0 {
-		t.Fatalf("rc %d: %s", rc, errOut.String())
-	}
-	rows := 0
-	for _, l := range strings.Split(out.String(), "\n") {
-		for _, p := range []string{"| kernel tcp | 1 | 200 |", "| tcp-xdp native | 1 | 200 |", "| tcp-xdp netstack | 1 | 200 |"} {
-			if strings.HasPrefix(l, p) {
-				rows++
+	for _, client := range []string{"go", "echo"} {
+		t.Run(client, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if rc := run([]string{"--bench", "--client", client, "--requests", "200", "--conns", "2", "--rounds", "1", "--poll", "sleep", "--stack", "native,netstack"}, &out, &errOut); rc != 0 {
+				t.Fatalf("rc %d: %s", rc, errOut.String())
 			}
-		}
-	}
-	if rows != 3 {
-		t.Fatalf("want a kernel, a native and a netstack row:\n%s", out.String())
+			rows := 0
+			for _, l := range strings.Split(out.String(), "\n") {
+				for _, p := range []string{"| kernel tcp | 1 | 200 |", "| tcp-xdp native | 1 | 200 |", "| tcp-xdp netstack | 1 | 200 |"} {
+					if strings.HasPrefix(l, p) {
+						rows++
+					}
+				}
+			}
+			if rows != 3 {
+				t.Fatalf("want a kernel, a native and a netstack row:\n%s", out.String())
+			}
+		})
 	}
 }
 
@@ -121,6 +126,7 @@ func TestFlags(t *testing.T) {
 		{nil, 2, "serve mode needs --iface and --addr"},
 		{[]string{"--iface", "dg0", "--addr", "198.18.0.3"}, 2, "want address:port"},
 		{[]string{"--bench", "--conns", "0"}, 2, "--conns 0: must be at least 1"},
+		{[]string{"--bench", "--client", "curl"}, 2, `use "go", "wrk" or "echo"`},
 		{[]string{"--demo", "--size", "-1"}, 2, "--size -1"},
 		{[]string{"--kind", "carrier-pigeon"}, 2, "tcp-xdp"},
 		{[]string{"--demo", "extra"}, 2, "unexpected arguments"},
