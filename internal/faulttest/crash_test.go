@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -244,7 +245,7 @@ func netbenchInterrupted(t *testing.T) {
 	// other) and the namespaces they are in.
 	var procs []int
 	nss := map[string]bool{}
-	own, _ := os.Readlink("/proc/self/ns/net")
+	own := threadNetns()
 	testutil.Eventually(30*time.Second, func() bool {
 		procs = descendants(pid)
 		for _, q := range append([]int{pid}, procs...) {
@@ -351,6 +352,18 @@ func netnsOf(pid int) []string {
 		}
 	}
 	return out
+}
+
+// threadNetns is the network namespace of the calling goroutine's
+// thread: the namespace this test and the processes it starts run in.
+// Not /proc/self's: that is the main thread's, which may be inside a test
+// host's namespace at that moment, lent to a goroutine that entered it
+// (testhost's Do locks the goroutine to the thread while it is there).
+func threadNetns() string {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ns, _ := os.Readlink("/proc/thread-self/ns/net")
+	return ns
 }
 
 // netnsHolders maps every network namespace some thread is in or some
