@@ -59,7 +59,9 @@
 // peer sent, then counts the FIN (PeerCloses) and queues its
 // dgramio.EventPeerFIN, and keeps the connection writable: answers queued
 // until the Flush after the Rx that delivers the event go out (and those
-// of a caller that paused the peer, until it resumes), and once they have
+// of a caller that paused the peer, until it resumes, or whose last
+// answer QueueTo refused for back-pressure, until one is queued or
+// Options.FinishTimeout passes without one), and once they have
 // all been written the layer closes its side too (Conn.Close), after
 // which QueueTo to that peer counts as "queue_no_conn" and EventEnded
 // follows. A reset, or a failed write, ends both directions at once:
@@ -356,6 +358,12 @@ type conn struct {
 	shut, local bool
 	// events is how many of its events are queued and not delivered.
 	events int
+	// refused: QueueTo refused an answer to c for back-pressure and
+	// queued none since; a caller that keeps the answer to try again has
+	// one for c, so a finished c stays open. refusedAt is when reap
+	// first saw it so (zero: not yet).
+	refused   bool
+	refusedAt time.Time
 	// removed: it left the set (entries of the work lists that still name
 	// it are dropped as met).
 	removed bool
@@ -674,11 +682,30 @@ func (s *Layer) QueueTo(payload []byte, to netip.AddrPort) error {
 		return nil
 	case !s.put(c, payload):
 		s.st.TxBackpressure++
+		c.refused = true
 		return dgramio.ErrBackPressure
+	}
+	if c.refused {
+		c.refused, c.refusedAt = false, time.Time{}
 	}
 	enlist(&s.staged, &c.inStaged, c)
 	s.st.TxQueued++
 	return nil
+}
+
+// waitsAnswer reports, for reap, whether c's last answer was refused for
+// back-pressure and none was queued since. A caller that gave the answer
+// up holds c open for FinishTimeout at most, counted from when reap first
+// found it waiting, or from the last answer it queued since.
+func (s *Layer) waitsAnswer(c *conn) bool {
+	if !c.refused {
+		return false
+	}
+	now := time.Now()
+	if c.refusedAt.IsZero() {
+		c.refusedAt = now
+	}
+	return now.Sub(c.refusedAt) < s.opt.FinishTimeout
 }
 
 // Hold stops (on) or resumes delivery from peer: while held, Rx delivers
@@ -1172,7 +1199,7 @@ func (s *Layer) reapEach() {
 				s.cutRecord(c)
 				s.event(c, dgramio.EventPeerFIN, nil)
 			}
-			if c.events == 0 && c.staged() == 0 && !c.held {
+			if c.events == 0 && c.staged() == 0 && !c.held && !s.waitsAnswer(c) {
 				s.remove(c)
 				if s.finished(c) {
 					s.drop(c)

@@ -295,6 +295,68 @@ func TestHalfClose(t *testing.T) {
 	}
 }
 
+// RFC 9293 §3.6.1: after the peer's FIN our direction stays open for as
+// long as the application has answers to send (Linux keeps the socket
+// until close). An answer that QueueTo refused for back-pressure is one
+// the caller still has: the finished connection stays open until it is
+// queued and written, not only until what was staged is written; a caller
+// that gives the answer up holds it FinishTimeout at most.
+func TestHalfCloseWaitsForRefusedAnswer(t *testing.T) {
+	for _, giveUp := range []bool{false, true} {
+		s, cs := newLayer(1, Options{MaxRecord: 10, StagingSize: 2 * (record.HeaderLen + 2), FinishTimeout: 50 * time.Millisecond})
+		f := cs[0]
+		f.room = 0
+		f.in.Write(records(t, []byte("q0"), []byte("q1"), []byte("q2")))
+		f.eof = true
+		pkts := make([]dgramio.Packet, 4)
+		n, err := s.Rx(pkts) // the records, and the FIN read behind them
+		if n != 3 || err != nil {
+			t.Fatalf("Rx = %d, %v; want the 3 records", n, err)
+		}
+		var backlog []string
+		for _, p := range pkts[:n] {
+			a := "a" + string(p.Data[1:])
+			if s.QueueTo([]byte(a), p.From) != nil {
+				backlog = append(backlog, a)
+			}
+		}
+		if len(backlog) != 1 {
+			t.Fatalf("%d answers refused, want 1 (the staging holds 2)", len(backlog))
+		}
+		s.Flush()
+		f.room = -1 // the peer reads: what was staged is written
+		s.Rx(pkts)
+		s.Flush()
+		if f.out.Len() == 0 || f.closed || s.Len() != 1 {
+			t.Fatalf("closed %v with an answer refused and not queued since", f.closed)
+		}
+		if giveUp {
+			deadline := time.Now().Add(10 * time.Second)
+			for !f.closed && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+				s.Rx(pkts)
+				s.Flush()
+			}
+			if !f.closed || s.QueueTo([]byte(backlog[0]), peer(0)) != dgramio.ErrNoRoute {
+				t.Fatalf("closed %v: a caller that gave its answer up holds the connection past FinishTimeout", f.closed)
+			}
+			continue
+		}
+		if s.QueueTo([]byte(backlog[0]), peer(0)) != nil {
+			t.Fatal("the refused answer was refused again with room")
+		}
+		s.Flush()
+		s.Rx(pkts)
+		want := records(t, []byte("a0"), []byte("a1"), []byte("a2"))
+		if !f.closed || !bytes.Equal(f.out.Bytes(), want) {
+			t.Fatalf("closed %v, peer got %q; want %q, then our side closed", f.closed, f.out.Bytes(), want)
+		}
+		if c := s.Counters(); c.TxSent != 3 || c.TxDropped != 0 || c.PeerCloses != 1 {
+			t.Fatalf("counters %+v", c)
+		}
+	}
+}
+
 // A record cut by the peer's FIN or reset is counted once, RxMalformed.
 func TestCutRecordCounted(t *testing.T) {
 	for _, reset := range []bool{false, true} {
