@@ -434,7 +434,7 @@ func (c *Conn) tuneWindow() {
 		}
 		return
 	}
-	copied, space := int64(m.copied)+int64(c.oooHeld()), int64(m.space)
+	copied, space := int64(m.copied)+int64(c.oooBytes()), int64(m.space)
 	m.copied, m.spaceAt = 0, now
 	c.account() // the round trip may have changed
 	if copied <= space {
@@ -549,8 +549,8 @@ func (c *Conn) account() {
 	c.m.grown = int32(g)
 }
 
-// oooHeld is the bytes held out of order.
-func (c *Conn) oooHeld() int {
+// oooBytes is the bytes held out of order.
+func (c *Conn) oooBytes() int {
 	n := 0
 	for i := range c.nooo {
 		n += int(c.ooo[i].end - c.ooo[i].start)

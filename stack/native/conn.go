@@ -155,6 +155,9 @@ type Conn struct {
 	lastOOO             uint32
 	dsack               sackBlock // duplicate data the next ACK reports (RFC 2883 §4)
 	oooFinSeq           uint32
+	oooAckNxt           uint32 // RCV.NXT of the duplicate ACKs counted in oooDupAcks
+	oooDupAcks          uint8  // immediate duplicate ACKs sent at oooAckNxt
+	oooHeld             uint8  // out-of-order segments whose ACK is held (ackOOO)
 	wsOK                bool
 	persistProbes       int32     // zero-window probes sent since the peer's last ACK
 	stallAt             int64     // 1 + when the first retransmission or probe without progress was due (0: none)
@@ -164,7 +167,7 @@ type Conn struct {
 	m                   memState  // buffer sizing (bufpool.go)
 	// The slot to a whole number of cache lines (960 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [27]byte
+	_ [21]byte
 }
 
 // Peer returns the remote address and port.

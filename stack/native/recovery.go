@@ -303,8 +303,8 @@ func (c *Conn) skipSACKed() {
 
 // sendHoles retransmits in fast recovery: the first unacknowledged
 // segment at once (RFC 6675 §5 step 4.3, RFC 6582 §3.2), then, with SACK,
-// the holes below the highest SACKed byte while pipe is below cwnd (RFC
-// 6675 §5 step 4.2 rule 1).
+// the holes below the highest SACKed byte that IsLost calls lost while
+// pipe is below cwnd (RFC 6675 §5 step 4.2 rule 1).
 func (c *Conn) sendHoles() bool {
 	if c.rtxOne {
 		n := c.segData()
@@ -335,6 +335,13 @@ func (c *Conn) sendHoles() bool {
 		if b, ok := c.sackedAt(at); ok {
 			at = b.end
 			continue
+		}
+		if !c.isLost(at) {
+			// RFC 6675 §5 rule 1 (1.c): a hole that too little is SACKed
+			// above is still on its way (reordered, or behind an ACK
+			// that reported a later block first); the holes above it
+			// have less above them.
+			break
 		}
 		end, _ := c.nextSACKed(at)
 		n := min(int(end-at), c.segData())

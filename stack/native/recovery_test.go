@@ -605,3 +605,38 @@ func TestSpuriousTimeoutBySACKRFC3522(t *testing.T) {
 		t.Errorf("after the undo SND.NXT %d short of SND.MAX, cwnd %d (before the timeout %d)", cb.sndMax-cb.sndNxt, cb.cwnd, cwnd)
 	}
 }
+
+// RFC 6675 §5 NextSeg rule 1: in recovery a hole below the highest SACKed
+// byte is retransmitted only once IsLost (1.c) holds for it, DupThresh
+// blocks or more than (DupThresh-1)*SMSS bytes SACKed above it; until
+// then it counts in pipe as in flight (§4 SetPipe). One segment SACKed
+// past it says that data is reordered, or that an ACK reported a later
+// block first (a receiver that compresses its ACKs), not that it is
+// lost: sending it at once was a spurious retransmission (the lossy
+// wire's io.Copy echo saw 100 to 130 a run).
+func TestSACKHoleRetransmittedOnlyWhenLostRFC6675Sec5(t *testing.T) {
+	w, ca, cb := lossWorld(t)
+	una, mss := inFlight(t, w, cb, 10)
+	cb.cwnd = 20 * mss // room to send whatever NextSeg names
+	ackB(w, ca, cb, una, sackBlock{una + mss, una + 4*mss})
+	if !cb.inRecovery {
+		t.Fatal("no recovery")
+	}
+	w.step()
+	rtx := counterOf(t, w.b, "tcp_retransmits")
+	// The hole [4, 6) with one segment SACKed above it.
+	ackB(w, ca, cb, una, sackBlock{una + 6*mss, una + 7*mss}, sackBlock{una + mss, una + 4*mss})
+	w.step()
+	if got := counterOf(t, w.b, "tcp_retransmits") - rtx; got != 0 {
+		t.Fatalf("%d retransmissions of a hole with one segment SACKed above it, want 0", got)
+	}
+	if p, want := cb.pipe(), cb.sndMax-cb.sndUna-4*mss; p != want {
+		t.Errorf("pipe %d, want %d: the hole's 2 segments are in flight", p, want)
+	}
+	// Three segments SACKed above it: lost.
+	ackB(w, ca, cb, una, sackBlock{una + 6*mss, una + 9*mss}, sackBlock{una + mss, una + 4*mss})
+	w.step()
+	if got := counterOf(t, w.b, "tcp_retransmits") - rtx; got == 0 {
+		t.Error("no retransmission of the hole once 3 segments were SACKed above it")
+	}
+}

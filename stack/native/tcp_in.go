@@ -775,15 +775,104 @@ func (c *Conn) dataInput(s *segment) {
 		}
 		return
 	}
+	if c.oooHeld > 0 && !c.extendsLastOOO(seq) && !c.oooFits(seq, seq+uint32(len(p))) {
+		// The held ACK reports the block that grew last first; after
+		// this segment another block would be first, and the next ACK
+		// has no room for them all: that growth might never be
+		// reported (RFC 2018 §4).
+		c.sendAck()
+	}
 	if len(p) > 0 || fin {
 		c.addOOO(seq, seq+uint32(len(p)), fin)
 	}
-	// One duplicate ACK per out-of-order segment, now: an ACK owed until
-	// Flush would answer a whole batch of them once, and the sender would
-	// not count three (RFC 5681 §4.2 "immediate duplicate ACK").
+	c.ackOOO()
+}
+
+// The ACKs of out-of-order data (ackOOO), with Linux's defaults for
+// SACK compression (net.ipv4.tcp_comp_sack_nr, tcp_comp_sack_delay_ns).
+const (
+	// oooAcksNow duplicate ACKs of one RCV.NXT leave one per segment:
+	// the sender's duplicate-ACK threshold (RFC 5681 §3.2, DupThresh).
+	oooAcksNow = 3
+	// oooHeldMax out-of-order segments at most share one held ACK.
+	oooHeldMax = 44
+	// oooDelayMax bounds how long an ACK is held; within it, a twentieth
+	// of the round trip.
+	oooDelayMax = int64(time.Millisecond)
+)
+
+// ackOOO acknowledges an out-of-order segment. RFC 5681 §4.2 asks for an
+// immediate duplicate ACK, so that the sender counts three and
+// retransmits: the first oooAcksNow at one RCV.NXT leave now, one per
+// segment (an ACK owed until Flush would answer a whole batch of them
+// once). Past them, while the hole stays, each further ACK would only
+// repeat the SACK blocks with one more segment in them, and cost a frame
+// each way: as Linux does (SACK compression), the ACK is held for up to
+// oooHeldMax segments and a twentieth of the round trip (at most
+// oooDelayMax), and one ACK then reports them all. It leaves at once when
+// it tells more than a later one would: a D-SACK (a spurious
+// retransmission, RFC 2883 §4), or more blocks than one ACK has room
+// for (each ACK reports the latest first, RFC 2018 §4: a skipped one
+// could leave a block unreported, which the sender would take for lost);
+// and without SACK every duplicate ACK leaves, the sender has nothing
+// else to count. dataInput sends a held ACK before a segment that starts
+// another block, for the same reason.
+func (c *Conn) ackOOO() {
+	if c.oooAckNxt != c.rcvNxt {
+		c.oooAckNxt, c.oooDupAcks = c.rcvNxt, 0
+	}
+	if c.sackOK && !c.dsackSet && c.sackBlocks() >= c.nooo &&
+		c.oooDupAcks >= oooAcksNow && c.oooHeld < oooHeldMax {
+		c.oooHeld++
+		rtt := c.srtt
+		if r := c.m.rcvRTT; r > 0 && (rtt == 0 || r < rtt) {
+			rtt = r
+		}
+		if at := c.e.now + max(min(oooDelayMax, rtt/20), 1); c.tDelack == 0 || at < c.tDelack {
+			c.tDelack = at
+			c.e.arm(c)
+		}
+		return
+	}
+	if c.oooDupAcks < oooAcksNow {
+		c.oooDupAcks++
+	}
 	if !c.sendAck() {
 		c.sendAckNow()
 	}
+}
+
+// extendsLastOOO reports whether data at seq continues the out-of-order
+// block that holds lastOOO (the first block of the next ACK).
+func (c *Conn) extendsLastOOO(seq uint32) bool {
+	for i := 0; i < c.nooo; i++ {
+		if b := c.ooo[i]; seqLEQ(b.start, c.lastOOO) && seqLT(c.lastOOO, b.end) {
+			return seq == b.end
+		}
+	}
+	return false
+}
+
+// oooFits reports whether, once data [seq, end) above RCV.NXT is taken,
+// one ACK has room for every out-of-order block and the D-SACK of it if
+// it is a duplicate (data that joins two blocks counts as extending one).
+func (c *Conn) oooFits(seq, end uint32) bool {
+	room := 40 - 4
+	if c.tsOK {
+		room -= 12
+	}
+	need := c.nooo + 1 // a block of its own
+	for i := 0; i < c.nooo; i++ {
+		b := c.ooo[i]
+		if seqLT(b.start, end) && seqLT(seq, b.end) {
+			need = c.nooo + 1 // a duplicate: its D-SACK beside the blocks
+			break
+		}
+		if seqLEQ(b.start, end) && seqLEQ(seq, b.end) {
+			need = c.nooo // it extends b
+		}
+	}
+	return need <= room/8
 }
 
 // writeRing copies p into the receive ring at offset off from RCV.NXT.

@@ -117,11 +117,15 @@ func (c *Conn) pipe() uint32 {
 	for i := 0; i < c.nsacked; i++ {
 		p -= c.sacked[i].end - c.sacked[i].start
 	}
-	// Holes below the highest SACK and above rtxNext are lost, not in flight.
+	// Holes below the highest SACK and above rtxNext that IsLost calls
+	// lost are not in flight (RFC 6675 §4 SetPipe); the others still are.
 	at := seqMax(c.rtxNext, c.sndUna)
 	for i := 0; i < c.nsacked && seqLT(at, high); i++ {
 		b := c.sacked[i]
 		if seqLT(at, b.start) {
+			if !c.isLost(at) {
+				break // nor any hole above it: less is SACKed above those
+			}
 			p -= b.start - at
 		}
 		at = seqMax(at, b.end)
@@ -353,7 +357,7 @@ func (c *Conn) emit(seq uint32, flags uint8, off, n int) bool {
 	}
 	e.cnt[cTCPSegmentsOut]++
 	if flags&flagACK != 0 {
-		c.ackNow, c.unackedBytes, c.tDelack = false, 0, 0
+		c.ackNow, c.unackedBytes, c.tDelack, c.oooHeld = false, 0, 0, 0
 		c.lastAckSent = c.rcvNxt
 		if c.dsackSet && flags&(flagSYN|flagRST) == 0 {
 			c.dsackSet = false // reported once (RFC 2883 §4)
