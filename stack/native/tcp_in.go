@@ -775,11 +775,11 @@ func (c *Conn) dataInput(s *segment) {
 		}
 		return
 	}
-	if c.oooHeld > 0 && !c.extendsLastOOO(seq) && !c.oooFits(seq, seq+uint32(len(p))) {
-		// The held ACK reports the block that grew last first; after
-		// this segment another block would be first, and the next ACK
-		// has no room for them all: that growth might never be
-		// reported (RFC 2018 §4).
+	if c.oooHeld > 0 && !c.touchesLastOOO(seq, seq+uint32(len(p))) {
+		// The held ACK stands for segments that all grew the block it
+		// reports first (RFC 2018 §4). This one touches another block,
+		// which the next ACK would report first, and it might have no
+		// room for the first one's growth: the held ACK leaves now.
 		c.sendAck()
 	}
 	if len(p) > 0 || fin {
@@ -809,20 +809,19 @@ const (
 // repeat the SACK blocks with one more segment in them, and cost a frame
 // each way: as Linux does (SACK compression), the ACK is held for up to
 // oooHeldMax segments and a twentieth of the round trip (at most
-// oooDelayMax), and one ACK then reports them all. It leaves at once when
-// it tells more than a later one would: a D-SACK (a spurious
-// retransmission, RFC 2883 §4), or more blocks than one ACK has room
-// for (each ACK reports the latest first, RFC 2018 §4: a skipped one
-// could leave a block unreported, which the sender would take for lost);
-// and without SACK every duplicate ACK leaves, the sender has nothing
-// else to count. dataInput sends a held ACK before a segment that starts
-// another block, for the same reason.
+// oooDelayMax), and one ACK then reports them all. An ACK with a D-SACK
+// leaves at once (it tells the sender that a retransmission was
+// spurious, RFC 2883 §4), and without SACK every duplicate ACK does: the
+// sender has nothing else to count. The held segments all grew the block
+// the ACK reports first: dataInput sends a held ACK before a segment that
+// touches another block (each ACK reports the latest block first, RFC
+// 2018 §4, and has room for three or four: a block whose growth no ACK
+// reported is one the sender would take for lost).
 func (c *Conn) ackOOO() {
 	if c.oooAckNxt != c.rcvNxt {
 		c.oooAckNxt, c.oooDupAcks = c.rcvNxt, 0
 	}
-	if c.sackOK && !c.dsackSet && c.sackBlocks() >= c.nooo &&
-		c.oooDupAcks >= oooAcksNow && c.oooHeld < oooHeldMax {
+	if c.sackOK && !c.dsackSet && c.oooDupAcks >= oooAcksNow && c.oooHeld < oooHeldMax {
 		c.oooHeld++
 		rtt := c.srtt
 		if r := c.m.rcvRTT; r > 0 && (rtt == 0 || r < rtt) {
@@ -842,37 +841,16 @@ func (c *Conn) ackOOO() {
 	}
 }
 
-// extendsLastOOO reports whether data at seq continues the out-of-order
-// block that holds lastOOO (the first block of the next ACK).
-func (c *Conn) extendsLastOOO(seq uint32) bool {
+// touchesLastOOO reports whether data [seq, end) lies in, or next to,
+// the out-of-order block that holds lastOOO (the block the next ACK
+// reports first).
+func (c *Conn) touchesLastOOO(seq, end uint32) bool {
 	for i := 0; i < c.nooo; i++ {
 		if b := c.ooo[i]; seqLEQ(b.start, c.lastOOO) && seqLT(c.lastOOO, b.end) {
-			return seq == b.end
+			return seqLEQ(b.start, end) && seqLEQ(seq, b.end)
 		}
 	}
 	return false
-}
-
-// oooFits reports whether, once data [seq, end) above RCV.NXT is taken,
-// one ACK has room for every out-of-order block and the D-SACK of it if
-// it is a duplicate (data that joins two blocks counts as extending one).
-func (c *Conn) oooFits(seq, end uint32) bool {
-	room := 40 - 4
-	if c.tsOK {
-		room -= 12
-	}
-	need := c.nooo + 1 // a block of its own
-	for i := 0; i < c.nooo; i++ {
-		b := c.ooo[i]
-		if seqLT(b.start, end) && seqLT(seq, b.end) {
-			need = c.nooo + 1 // a duplicate: its D-SACK beside the blocks
-			break
-		}
-		if seqLEQ(b.start, end) && seqLEQ(seq, b.end) {
-			need = c.nooo // it extends b
-		}
-	}
-	return need <= room/8
 }
 
 // writeRing copies p into the receive ring at offset off from RCV.NXT.
