@@ -21,7 +21,8 @@ func openGate(t *testing.T, open bool) {
 // open), the adaptive poller in the netpoller spins after a busy round,
 // looking at the RX ring, and a Read made during the spin gets its bytes
 // from the poller's round; the window ends SpinFor after the last
-// activity and the poller then sleeps in the netpoller: an idle
+// activity and the poller then sleeps in the netpoller (the gate counts
+// the queue's frames for its trials): an idle
 // Service's poller runs no round (no busy loop), and the Read that
 // parked during the spin leads while it sleeps.
 func TestSpinWindowEndsAndThePollerSleeps(t *testing.T) {
@@ -48,6 +49,11 @@ func TestSpinWindowEndsAndThePollerSleeps(t *testing.T) {
 	}
 	if n := counter(s.Stats(), "netconn", "spins"); n == 0 {
 		t.Fatal("the poller never spun after a busy round with the gate open")
+	}
+	// The gate's trial measures the queue's frames (every round's):
+	// the 20 pings at least.
+	if f := s.nat.gate.count(); f < 20 || f > s.n.frames.Load() {
+		t.Fatalf("the gate counts %d frames of the queue's %d", f, s.n.frames.Load())
 	}
 	// Idle: the window ends and the poller sleeps, and a Read that
 	// blocks now leads.
