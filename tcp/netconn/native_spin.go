@@ -116,7 +116,12 @@ func (n *nativeSvc) activity() uint64 {
 //     other through that poll. Such a client moves fewer requests a second
 //     with the spin; an out-of-process client moves more. Which one is
 //     there, the frames tell; the gate cannot see the process's other
-//     netpoller waiters (the runtime does not export them). A trial
+//     netpoller waiters (the runtime does not export them). The trial
+//     judges the spin against the process's own goroutines only: where
+//     other processes (an out-of-process client among them), the
+//     hypervisor or interrupts took gateOthers of a CPU during it, its
+//     frames say nothing of the spin, and the run spins as the probe
+//     allowed. A trial
 //     lost skips the next cycles' trials (the spin stays off), one cycle,
 //     then twice as many after each trial lost in a row, up to
 //     gateMaxSkip; a trial won ends the backoff.
@@ -128,10 +133,10 @@ type spinGate struct {
 	// The probe's first samples: the CPUs' idle time in clock ticks
 	// (USER_HZ, 100 a second on Linux), the process's CPU time; frames
 	// at the probe's or the trial's start, and the probe's rate.
-	idle      uint64
-	own       time.Duration
-	frames    uint64
-	probeRate float64
+	idle, total uint64
+	own         time.Duration
+	frames      uint64
+	probeRate   float64
 	// skip is how many cycles more go without a trial, backoff how many
 	// the last lost trial set (doubled by each trial lost in a row).
 	skip, backoff int
@@ -161,6 +166,9 @@ const (
 	gateCycle = 800 * time.Millisecond
 	gateCPU   = 0.9
 	gatePay   = 0.95
+	// gateOthers: a trial in which other processes took this much of
+	// one CPU's time says nothing of the spin (othersRan).
+	gateOthers = 0.5
 	// gateMaxSkip bounds the cycles without a trial after trials lost in
 	// a row: the spin is tried again within (gateMaxSkip+1)·gateCycle.
 	gateMaxSkip = 7
@@ -178,7 +186,7 @@ func (g *spinGate) open(now time.Time) bool {
 	switch {
 	case g.phase == gateProbing && now.Sub(g.at) >= gateProbe:
 		// The probe ends: is a CPU free? Then try the spin.
-		idle, _, ok := g.sample()
+		idle, total, ok := g.sample()
 		own := g.ownCPU()
 		d := now.Sub(g.at)
 		free := false
@@ -197,14 +205,18 @@ func (g *spinGate) open(now time.Time) bool {
 		f := g.frameCount()
 		g.probeRate = float64(f-g.frames) / d.Seconds()
 		g.phase, g.frames, g.ok = gateTrying, f, true
+		g.idle, g.total, g.own = idle, total, own
 		if g.trials != nil {
 			g.trials.Add(1)
 		}
 	case g.phase == gateTrying && now.Sub(g.at) >= gateTrial:
-		// The trial ends: the run spins if the spin did not cost frames.
+		// The trial ends: the run spins if the spin did not cost frames,
+		// or if other processes took their share of the CPUs meanwhile
+		// (the trial then says nothing of the process's own).
+		d := now.Sub(g.at)
 		f := g.frameCount()
-		rate := float64(f-g.frames) / now.Sub(g.at).Seconds()
-		g.ok = rate >= gatePay*g.probeRate
+		rate := float64(f-g.frames) / d.Seconds()
+		g.ok = rate >= gatePay*g.probeRate || g.othersRan(d)
 		if g.ok {
 			g.backoff = 0
 		} else {
@@ -224,6 +236,19 @@ func (g *spinGate) open(now time.Time) bool {
 		}
 	}
 	return g.ok
+}
+
+// othersRan reports whether, in the trial of length d, the CPUs' time
+// that was neither idle nor this process's (other processes', the
+// hypervisor's steal, interrupts) came to gateOthers of one CPU's or more,
+// or could not be read.
+func (g *spinGate) othersRan(d time.Duration) bool {
+	idle, total, ok := g.sample()
+	if !ok || idle < g.idle || total-idle < g.total-g.idle {
+		return true
+	}
+	busy := float64((total-idle)-(g.total-g.idle)) / userHZ
+	return busy-(g.ownCPU()-g.own).Seconds() >= gateOthers*d.Seconds()
 }
 
 // frameCount is the queue's frames so far.
