@@ -120,8 +120,8 @@ func (n *nativeSvc) activity() uint64 {
 //     judges the spin against the process's own goroutines only: where
 //     other processes (an out-of-process client among them), the
 //     hypervisor or interrupts took gateOthers of a CPU during it, its
-//     frames say nothing of the spin, and the run spins as the probe
-//     allowed. A trial
+//     frames say nothing of the spin: the run spins as the probe
+//     allowed, and the backoff stays as it was. A trial
 //     lost skips the next cycles' trials (the spin stays off), one cycle,
 //     then twice as many after each trial lost in a row, up to
 //     gateMaxSkip; a trial won ends the backoff.
@@ -168,7 +168,7 @@ const (
 	gatePay   = 0.95
 	// gateOthers: a trial in which other processes took this much of
 	// one CPU's time says nothing of the spin (othersRan).
-	gateOthers = 0.5
+	gateOthers = 0.75
 	// gateMaxSkip bounds the cycles without a trial after trials lost in
 	// a row: the spin is tried again within (gateMaxSkip+1)·gateCycle.
 	gateMaxSkip = 7
@@ -216,15 +216,18 @@ func (g *spinGate) open(now time.Time) bool {
 		d := now.Sub(g.at)
 		f := g.frameCount()
 		rate := float64(f-g.frames) / d.Seconds()
-		g.ok = rate >= gatePay*g.probeRate || g.othersRan(d)
-		if g.ok {
+		won := rate >= gatePay*g.probeRate
+		void := !won && g.othersRan(d)
+		g.ok = won || void
+		switch {
+		case won:
 			g.backoff = 0
-		} else {
+		case !void:
 			g.backoff = min(max(2*g.backoff, 1), gateMaxSkip)
 			g.skip = g.backoff
-		}
-		if !g.ok && g.lost != nil {
-			g.lost.Add(1)
+			if g.lost != nil {
+				g.lost.Add(1)
+			}
 		}
 		g.phase, g.at, g.run = gateRunning, now, gateCycle-gateProbe-gateTrial
 	case g.phase == gateRunning && (g.at.IsZero() || now.Sub(g.at) >= g.run):

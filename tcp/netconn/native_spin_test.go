@@ -109,7 +109,8 @@ func TestSpinGateShut(t *testing.T) {
 // second (a client in the same process moves fewer with the spin), and
 // a trial lost skips the next free cycles' trials, one, then twice as
 // many after each loss in a row, until a trial is won; a trial in which
-// other processes took half a CPU's time or more is not lost. Within a run it does not move (whatever the spin's own use of the
+// other processes took three quarters of a CPU's time or more is neither
+// lost nor won. Within a run it does not move (whatever the spin's own use of the
 // CPUs), and it stays shut when /proc/stat cannot be read or parsed.
 func TestSpinGate(t *testing.T) {
 	var idle, others uint64 // ticks, 100 a second
@@ -225,7 +226,17 @@ func TestSpinGate(t *testing.T) {
 	run(afterTrial, true)
 	// A trial in which other processes took a CPU's time (a client
 	// outside the process, a load) says nothing of the spin: the run
-	// spins as the probe allowed, and no trial is lost.
+	// spins as the probe allowed, no trial is lost, and the backoff
+	// stays: after a loss, then such a trial, then a loss, two cycles
+	// go without a trial.
+	if !probe(10, 0, 10000) || trial(3000) {
+		t.Fatal("no trial lost")
+	}
+	run(afterTrial, false)
+	if probe(10, 0, 10000) {
+		t.Fatal("a trial in the cycle after a trial lost")
+	}
+	run(afterProbe, false)
 	if !probe(10, 0, 10000) {
 		t.Fatal("no trial after a probe with a CPU idle")
 	}
@@ -234,8 +245,18 @@ func TestSpinGate(t *testing.T) {
 		t.Fatal("shut after a trial in which other processes took a CPU")
 	}
 	run(afterTrial, true)
-	if n, l := trials.Load(), lost.Load(); n != 8 || l != 3 {
-		t.Fatalf("%d trials, %d lost; want 8, 3", n, l)
+	if !probe(10, 0, 10000) || trial(3000) {
+		t.Fatal("no trial lost")
+	}
+	run(afterTrial, false)
+	for i := 0; i < 2; i++ {
+		if probe(10, 0, 10000) {
+			t.Fatalf("a trial in cycle %d after two lost in a row", i+1)
+		}
+		run(afterProbe, false)
+	}
+	if n, l := trials.Load(), lost.Load(); n != 10 || l != 5 {
+		t.Fatalf("%d trials, %d lost; want 10, 5", n, l)
 	}
 	g.read = func(b []byte) int { return 0 }
 	for i := 0; i < 3; i++ {
