@@ -116,15 +116,14 @@ func (n *nativeSvc) activity() uint64 {
 //     other through that poll. Such a client moves fewer requests a second
 //     with the spin; an out-of-process client moves more. Which one is
 //     there, the frames tell; the gate cannot see the process's other
-//     netpoller waiters (the runtime does not export them). The trial
-//     judges the spin against the process's own goroutines only: where
-//     other processes (an out-of-process client among them), the
-//     hypervisor or interrupts took gateOthers of a CPU during it, its
-//     frames say nothing of the spin: the run spins as the probe
-//     allowed, and the backoff stays as it was. A trial
-//     lost skips the next cycles' trials (the spin stays off), one cycle,
+//     netpoller waiters (the runtime does not export them). A trial
+//     lost skips the next trials (the spin stays off), one cycle's,
 //     then twice as many after each trial lost in a row, up to
-//     gateMaxSkip; a trial won ends the backoff.
+//     gateMaxSkip; a trial won ends the backoff. A loss during which
+//     other processes (an out-of-process client among them), the
+//     hypervisor or interrupts took gateOthers of a CPU may be theirs:
+//     its run does not spin, but it leaves the backoff as it was, and
+//     the next cycle tries again.
 type spinGate struct {
 	at    time.Time     // the start of the current period; zero: none yet
 	phase int           // gateRunning, gateProbing, gateTrying
@@ -166,8 +165,8 @@ const (
 	gateCycle = 800 * time.Millisecond
 	gateCPU   = 0.9
 	gatePay   = 0.95
-	// gateOthers: a trial in which other processes took this much of
-	// one CPU's time says nothing of the spin (othersRan).
+	// gateOthers: a trial lost while other processes took this much of
+	// one CPU's time does not back off (othersRan).
 	gateOthers = 0.75
 	// gateMaxSkip bounds the cycles without a trial after trials lost in
 	// a row: the spin is tried again within (gateMaxSkip+1)·gateCycle.
@@ -210,24 +209,22 @@ func (g *spinGate) open(now time.Time) bool {
 			g.trials.Add(1)
 		}
 	case g.phase == gateTrying && now.Sub(g.at) >= gateTrial:
-		// The trial ends: the run spins if the spin did not cost frames,
-		// or if other processes took their share of the CPUs meanwhile
-		// (the trial then says nothing of the process's own).
+		// The trial ends: the run spins if the spin did not cost frames;
+		// a loss backs off unless other processes took their share of
+		// the CPUs meanwhile (it may be theirs).
 		d := now.Sub(g.at)
 		f := g.frameCount()
 		rate := float64(f-g.frames) / d.Seconds()
-		won := rate >= gatePay*g.probeRate
-		void := !won && g.othersRan(d)
-		g.ok = won || void
+		g.ok = rate >= gatePay*g.probeRate
 		switch {
-		case won:
+		case g.ok:
 			g.backoff = 0
-		case !void:
+		case !g.othersRan(d):
 			g.backoff = min(max(2*g.backoff, 1), gateMaxSkip)
 			g.skip = g.backoff
-			if g.lost != nil {
-				g.lost.Add(1)
-			}
+		}
+		if !g.ok && g.lost != nil {
+			g.lost.Add(1)
 		}
 		g.phase, g.at, g.run = gateRunning, now, gateCycle-gateProbe-gateTrial
 	case g.phase == gateRunning && (g.at.IsZero() || now.Sub(g.at) >= g.run):
