@@ -121,9 +121,11 @@ func (n *nativeSvc) activity() uint64 {
 //     then twice as many after each trial lost in a row, up to
 //     gateMaxSkip; a trial won ends the backoff. A loss during which
 //     other processes (an out-of-process client among them), the
-//     hypervisor or interrupts took gateOthers of a CPU may be theirs:
-//     its run does not spin, but it leaves the backoff as it was, and
-//     the next cycle tries again.
+//     hypervisor or interrupts took gateOthers of a CPU may be theirs,
+//     and one that lasted more than twice gateTrial (the queue went idle
+//     meanwhile: the gate is asked after busy rounds only) measured the
+//     pause: its run does not spin, but it leaves the backoff as it was,
+//     and the next cycle tries again.
 type spinGate struct {
 	at    time.Time     // the start of the current period; zero: none yet
 	phase int           // gateRunning, gateProbing, gateTrying
@@ -211,7 +213,8 @@ func (g *spinGate) open(now time.Time) bool {
 	case g.phase == gateTrying && now.Sub(g.at) >= gateTrial:
 		// The trial ends: the run spins if the spin did not cost frames;
 		// a loss backs off unless other processes took their share of
-		// the CPUs meanwhile (it may be theirs).
+		// the CPUs meanwhile (it may be theirs) or the trial outlasted
+		// its length.
 		d := now.Sub(g.at)
 		f := g.frameCount()
 		rate := float64(f-g.frames) / d.Seconds()
@@ -219,6 +222,9 @@ func (g *spinGate) open(now time.Time) bool {
 		switch {
 		case g.ok:
 			g.backoff = 0
+		case d > 2*gateTrial:
+			// The queue went idle during the trial (the gate is asked
+			// after busy rounds only): its rate says nothing.
 		case !g.othersRan(d):
 			g.backoff = min(max(2*g.backoff, 1), gateMaxSkip)
 			g.skip = g.backoff

@@ -109,8 +109,9 @@ func TestSpinGateShut(t *testing.T) {
 // second (a client in the same process moves fewer with the spin), and
 // a trial lost skips the next free cycles' trials, one, then twice as
 // many after each loss in a row, until a trial is won; a loss while
-// other processes took three quarters of a CPU's time or more leaves the
-// backoff as it was. Within a run it does not move (whatever the spin's own use of the
+// other processes took three quarters of a CPU's time or more, or in a
+// trial that outlasted twice its length, leaves the backoff as it was.
+// Within a run it does not move (whatever the spin's own use of the
 // CPUs), and it stays shut when /proc/stat cannot be read or parsed.
 func TestSpinGate(t *testing.T) {
 	var idle, others uint64 // ticks, 100 a second
@@ -254,8 +255,32 @@ func TestSpinGate(t *testing.T) {
 		}
 		run(afterProbe, false)
 	}
-	if n, l := trials.Load(), lost.Load(); n != 10 || l != 6 {
-		t.Fatalf("%d trials, %d lost; want 10, 6", n, l)
+	if !probe(10, 0, 0) || !trial(0) {
+		t.Fatal("shut with a CPU idle and no frames either way")
+	}
+	run(afterTrial, true)
+	// A trial that outlasted its length (the queue paused: the gate is
+	// asked after busy rounds only) measured the pause: lost, without a
+	// backoff.
+	if !probe(10, 0, 10000) {
+		t.Fatal("no trial after a probe with a CPU idle")
+	}
+	frames += 100
+	at = at.Add(5 * time.Second)
+	if g.open(at) {
+		t.Fatal("open after a trial of 5 s with 20 frames a second")
+	}
+	run(afterTrial, false)
+	if !probe(10, 0, 10000) || trial(3000) {
+		t.Fatal("no trial in the cycle after one that outlasted its length")
+	}
+	run(afterTrial, false)
+	if probe(10, 0, 10000) {
+		t.Fatal("a trial in the cycle after a trial lost")
+	}
+	run(afterProbe, false)
+	if n, l := trials.Load(), lost.Load(); n != 13 || l != 8 {
+		t.Fatalf("%d trials, %d lost; want 13, 8", n, l)
 	}
 	g.read = func(b []byte) int { return 0 }
 	for i := 0; i < 3; i++ {
