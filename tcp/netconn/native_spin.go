@@ -131,9 +131,10 @@ type spinGate struct {
 	phase int           // gateRunning, gateProbing, gateTrying
 	ok    bool          // the spin is allowed in the current period
 	run   time.Duration // the current run's length
-	// The probe's first samples: the CPUs' idle time in clock ticks
-	// (USER_HZ, 100 a second on Linux), the process's CPU time; frames
-	// at the probe's or the trial's start, and the probe's rate.
+	// The samples at the probe's or the trial's start: the CPUs' idle
+	// and total time in clock ticks (USER_HZ, 100 a second on Linux; the
+	// total at the trial's only), the process's CPU time, the queue's
+	// frames; and the probe's frames a second.
 	idle, total uint64
 	own         time.Duration
 	frames      uint64
