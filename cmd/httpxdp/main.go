@@ -520,7 +520,7 @@ func layerSummary(st dgramio.Stats) string {
 		case "netstack/tcp_retransmits", "netstack/tcp_timeouts", "netstack/tcp_resets_sent",
 			"native/tcp_retransmits", "native/tcp_timeouts",
 			"netconn/accepts", "netconn/poll_rounds", "netconn/poll_frames", "netconn/sleeps",
-			"netconn/inline_sends", "netconn/poller_defers", "netconn/deferred_rounds", "netconn/spins", "netconn/spin_rounds", "netconn/spins_skipped",
+			"netconn/inline_sends", "netconn/poller_defers", "netconn/deferred_rounds", "netconn/spins", "netconn/spin_rounds", "netconn/spins_skipped", "netconn/spin_trials", "netconn/spin_trials_lost",
 			"link/tx_ring_full", "link/kicks", "link/writer_kicks", "link/rx_frames", "link/tx_frames":
 			fmt.Fprintf(&b, " %s/%s=%d", c.Layer, c.Name, c.Value)
 		}

@@ -131,6 +131,9 @@ type nativeSvc struct {
 	leadFirst  bool
 	leader     atomic.Pointer[nconn]
 	leadRounds atomic.Uint64 // rounds run by leading readers
+	// rxFrames counts the frames this queue's rounds polled (every
+	// holder's): the spin gate's measure (spinGate.count).
+	rxFrames atomic.Uint64
 }
 
 // Who holds the engine (nativeSvc.own; ownReader: native_lead.go).
@@ -261,6 +264,7 @@ func (s *Service) startQueue(q int, cpus []int, e *native.Engine, fio frameio.Fr
 	n.wt, _ = fio.(frameio.Waiter)
 	n.irq, _ = fio.(stack.Interrupter)
 	n.took = n.readable
+	n.gate.count, n.gate.trials, n.gate.lost = n.rxFrames.Load, &s.n.spinTrials, &s.n.spinTrialsLost
 	n.readFn = func(uintptr) bool {
 		// The first call asks to wait, unless a frame came since the
 		// last round: the Read has just cleared the readiness the
@@ -421,6 +425,7 @@ func (n *nativeSvc) poll(claimed chan<- error) {
 		s.n.rounds.Add(1)
 		if frames > 0 || did {
 			s.n.frames.Add(uint64(frames))
+			n.rxFrames.Add(uint64(frames))
 			lastBusy = time.Now()
 			if yield {
 				// A reader or writer this round woke sits in this P's
@@ -1141,6 +1146,7 @@ func (n *nativeSvc) round() {
 		n.s.n.kickErrors.Add(1)
 	}
 	n.s.n.frames.Add(uint64(frames))
+	n.rxFrames.Add(uint64(frames))
 	n.rearm()
 }
 

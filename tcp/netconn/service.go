@@ -222,7 +222,8 @@ type counters struct {
 	inlineSends                                        atomic.Uint64 // native: Writes that sent while the poller slept
 	defers                                             atomic.Uint64 // native: frames the poller left to the engine's holder (deferRound)
 	deferredRounds                                     atomic.Uint64 // native: rounds a holder ran for the poller
-	spins, spinRounds, spinsSkipped                    atomic.Uint64 // native: windows of the poller's spin before a netpoller sleep, the frames they caught, windows skipped (CPUs without time to spare)
+	spins, spinRounds, spinsSkipped                    atomic.Uint64 // native: windows of the poller's spin before a netpoller sleep, the frames they caught, windows skipped (CPUs without time to spare, or the spin did not pay)
+	spinTrials, spinTrialsLost                         atomic.Uint64 // native: the spin gate's trials, and those after which the spin stayed off for the run (fewer frames a second than without it)
 }
 
 // New opens the FrameIO of cfg (Options.Open, or by cfg.Kind) and starts a
@@ -687,6 +688,8 @@ func (s *Service) Stats() dgramio.Stats {
 		{"spins", s.n.spins.Load()},
 		{"spin_rounds", s.n.spinRounds.Load()},
 		{"spins_skipped", s.n.spinsSkipped.Load()},
+		{"spin_trials", s.n.spinTrials.Load()},
+		{"spin_trials_lost", s.n.spinTrialsLost.Load()},
 	} {
 		out.Layers = append(out.Layers, dgramio.Counter{Layer: "netconn", Name: c.name, Value: c.v, Gauge: c.name == "endpoints"})
 	}
