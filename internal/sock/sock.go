@@ -194,7 +194,9 @@ func openUDP(cfg dgramio.Config, reusePort bool) (fd int, g Granted, err error) 
 	if err = SetBusyPoll(fd, cfg.BusyPollUs, &g); err != nil {
 		return
 	}
-	if reusePort {
+	// A server with connected reply sockets (Replies) shares its address
+	// and port with them.
+	if reusePort || ReplySocketsOf(cfg) > 0 {
 		if err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
 			err = fmt.Errorf("setsockopt SO_REUSEPORT: %w", err)
 			return
