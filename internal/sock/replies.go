@@ -58,8 +58,9 @@ type Reply struct {
 	// drops everything, counted by the kernel in its drops) and waits for
 	// the kind to read what it holds before Release.
 	Closing bool
-	// Armed is for the kind's own use (uring: the receive is in flight).
-	Armed bool
+	// Armed and Cancelled are for the kind's own use (uring: the
+	// receive is in flight, its cancellation submitted).
+	Armed, Cancelled bool
 	// Gen changes each time the slot is reused.
 	Gen uint16
 
@@ -90,9 +91,10 @@ type Replies struct {
 
 	// Counters: sockets made, closed (idle, or at Close), opens that
 	// failed (the peer stays on the server socket), hot peers left on the
-	// server socket because every slot was taken, and datagrams the kernel
-	// dropped on a socket being closed (a loss).
-	Opened, Closed, OpenFailed, Full, DroppedAtClose uint64
+	// server socket because every slot was taken, and the kernel's drops
+	// (SO_MEMINFO) of the sockets closed: a full receive buffer, or, once
+	// closing, every datagram that arrived (a loss).
+	Opened, Closed, OpenFailed, Full, ClosedDrops uint64
 	// Rx counts the datagrams read from reply sockets (Got), Tx those the
 	// kind sent on them (it adds them).
 	Rx, Tx uint64
@@ -353,7 +355,7 @@ func (r *Replies) Due() bool { return time.Since(r.start) >= r.next }
 
 // Sweep starts closing the sockets that received nothing for ReplyIdle:
 // each gets a filter that drops every datagram from then on (the kernel
-// counts them in the socket's drops, read at Release) and is marked
+// counts them in the socket's drops, reply_socket_drops) and is marked
 // Closing; the kind reads what it still holds, then calls Release. It
 // returns whether any socket started closing, and starts a new period of
 // hot counts.
@@ -394,35 +396,47 @@ func (r *Replies) StartClose(i int) {
 }
 
 // Release closes slot i's socket (Closing or not, after the kind has read
-// what it wanted from it): datagrams still queued are read and counted,
-// with those its filter dropped, in DroppedAtClose (a loss), and the slot
-// is free.
-func (r *Replies) Release(i int) {
+// what it wanted from it) and frees the slot. It returns how many
+// datagrams the socket still held, read and discarded (the kind counts
+// them with its rx_unread_at_close, a loss); the kernel's drops of the
+// socket go to ClosedDrops.
+func (r *Replies) Release(i int) (unread uint64) {
 	s := &r.Slots[i]
 	if s.Fd < 0 {
-		return
+		return 0
 	}
-	r.DroppedAtClose += DrainUnread(s.Fd, 1<<20)
+	unread = DrainUnread(s.Fd, 1<<20)
 	if d, err := Drops(s.Fd); err == nil {
-		r.DroppedAtClose += d
+		r.ClosedDrops += d
 	}
 	unix.Close(s.Fd)
 	if !s.Closing {
 		delete(r.byPeer, s.Peer)
 	}
-	s.Fd, s.Closing, s.Armed, s.Peer = -1, false, false, netip.AddrPort{}
+	s.Fd, s.Closing, s.Armed, s.Cancelled, s.Peer = -1, false, false, false, netip.AddrPort{}
 	r.InUse--
 	r.Closed++
+	return unread
 }
 
 // Counters appends the table's counters under layer: reply_sockets
 // (open now, a gauge), reply_opened, reply_closed, reply_open_failed,
 // reply_full, reply_rx and reply_tx (datagrams received and sent on reply
-// sockets, also in the Stats' totals), and reply_dropped_at_close (a
-// loss).
+// sockets, also in the Stats' totals), and reply_socket_drops (a loss:
+// the kernel's drops of the reply sockets, as layer "socket" "drops" is
+// the server socket's, those closed and those open; it reads each open
+// one's SO_MEMINFO).
 func (r *Replies) Counters(dst []dgramio.Counter, layer string) []dgramio.Counter {
 	if r == nil {
 		return dst
+	}
+	drops := r.ClosedDrops
+	for i := range r.Slots {
+		if r.Slots[i].Fd >= 0 {
+			if d, err := Drops(r.Slots[i].Fd); err == nil {
+				drops += d
+			}
+		}
 	}
 	return append(dst,
 		dgramio.Counter{Layer: layer, Name: "reply_sockets", Value: uint64(r.InUse), Gauge: true},
@@ -432,7 +446,7 @@ func (r *Replies) Counters(dst []dgramio.Counter, layer string) []dgramio.Counte
 		dgramio.Counter{Layer: layer, Name: "reply_full", Value: r.Full},
 		dgramio.Counter{Layer: layer, Name: "reply_rx", Value: r.Rx},
 		dgramio.Counter{Layer: layer, Name: "reply_tx", Value: r.Tx},
-		dgramio.Counter{Layer: layer, Name: "reply_dropped_at_close", Value: r.DroppedAtClose, Loss: true},
+		dgramio.Counter{Layer: layer, Name: "reply_socket_drops", Value: drops, Loss: true},
 	)
 }
 

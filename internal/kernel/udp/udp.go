@@ -580,7 +580,7 @@ func (b *Backend) recvReady(n int) (got, srvLo, srvHi int, err error) {
 		}
 		b.rhead++
 		if idx > 0 && fd >= 0 && b.rep.Slots[idx-1].Closing {
-			b.rep.Release(int(idx - 1))
+			b.unread += b.rep.Release(int(idx - 1))
 		}
 	}
 	return got, srvLo, srvHi, nil
@@ -594,7 +594,7 @@ func (b *Backend) openReply(peer netip.AddrPort) {
 		return
 	}
 	if err := b.epollAdd(b.rep.Slots[i].Fd, int32(i+1)); err != nil {
-		b.rep.Release(i)
+		b.unread += b.rep.Release(i)
 		b.rep.OpenFailed++
 	}
 }
@@ -620,8 +620,10 @@ func (b *Backend) Wait(ctx context.Context) error {
 // Stats returns the counters. Layers holds the kernel socket's own drop
 // count (layer "socket", "drops", a loss: datagrams that arrived while the
 // receive buffer was full), our counts of send errors by cause (already
-// in TxDropped, so not marked as loss) and, after Close, the datagrams
-// left unread on the socket (layer "udp", "rx_unread_at_close", a loss). Safe from any goroutine; after
+// in TxDropped, so not marked as loss), after Close the datagrams left
+// unread on the socket and its reply sockets (layer "udp",
+// "rx_unread_at_close", a loss), and the reply sockets' counters (see
+// sock.Replies.Counters). Safe from any goroutine; after
 // Close it returns the counters as they were at Close.
 func (b *Backend) Stats() dgramio.Stats { return b.life.Stats(b.snapshot) }
 
@@ -663,12 +665,10 @@ func (b *Backend) Close() error {
 	return b.life.Close(b.waker.Wake, func() (dgramio.Stats, error) {
 		b.st.TxDropped += uint64(b.nmsg)
 		b.nmsg, b.nslot = 0, 0
-		b.unread = sock.DrainUnread(b.fd, unreadLimit)
+		b.unread += sock.DrainUnread(b.fd, unreadLimit)
 		if b.rep != nil {
-			// What the reply sockets hold is counted in
-			// reply_dropped_at_close.
 			for i := range b.rep.Slots {
-				b.rep.Release(i)
+				b.unread += b.rep.Release(i)
 			}
 			b.rep.Close()
 			unix.Close(b.ep)

@@ -76,9 +76,9 @@ func ReplySockets(t *testing.T, srvIP, cliIP netip.Addr, port uint16, layer stri
 			time.Sleep(20 * time.Millisecond)
 		}
 		st = live()
-		if counter(st, "reply_sockets") != 0 || counter(st, "reply_dropped_at_close") != 0 {
-			t.Fatalf("after the sweep: reply_sockets %d, reply_dropped_at_close %d, want 0 and 0",
-				counter(st, "reply_sockets"), counter(st, "reply_dropped_at_close"))
+		if counter(st, "reply_sockets") != 0 || counter(st, "reply_socket_drops") != 0 {
+			t.Fatalf("after the sweep: reply_sockets %d, reply_socket_drops %d, want 0 and 0",
+				counter(st, "reply_sockets"), counter(st, "reply_socket_drops"))
 		}
 		// The peer comes back: served by the server socket, then by a
 		// new socket of its own.
