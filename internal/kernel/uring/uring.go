@@ -136,9 +136,9 @@ type Backend struct {
 	// the reply slot + 1 a send slot went to (0: the server socket), of
 	// generation sendGen[slot]; unarmed counts reply receives the kernel
 	// ended (ENOBUFS) that Rx arms again.
-	rep     *sock.Replies
-	sendTo  []uint16
-	sendGen []uint16
+	rep      *sock.Replies
+	sendTo   []uint16
+	sendGen  []uint16
 	unarmed  int
 	toCancel int // closing reply sockets whose cancellation did not fit in the SQ
 	rxCalls  uint64
