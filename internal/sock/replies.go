@@ -318,15 +318,42 @@ func (r *Replies) openHere(peer netip.AddrPort) (fd int, err error) {
 	if err = SetBusyPoll(fd, r.cfg.BusyPollUs, &g); err != nil {
 		return
 	}
+	// Bound to every address and connected, the socket takes the source
+	// address routing gives the peer, and the kernel moves it to the
+	// head of the chain of sockets bound to that address and port, out
+	// of any reuseport group (udp_lib_rehash): IPv6's early demux looks
+	// at the first socket of that chain only (__udp6_lib_demux_lookup),
+	// and a reuseport group with a connected socket in it would have its
+	// lookups scored socket by socket. Bound to the server's address
+	// directly, it would join the server socket's group, behind it.
 	if err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
 		return
 	}
-	if err = r.rawAddrCall(unix.SYS_BIND, fd, r.local); err != nil {
+	wild := netip.AddrPortFrom(netip.IPv4Unspecified(), r.local.Port())
+	if r.v6 {
+		wild = netip.AddrPortFrom(netip.IPv6Unspecified(), r.local.Port())
+	}
+	if err = r.rawAddrCall(unix.SYS_BIND, fd, wild); err != nil {
 		return
 	}
-	err = r.rawAddrCall(unix.SYS_CONNECT, fd, peer)
+	if err = r.rawAddrCall(unix.SYS_CONNECT, fd, peer); err != nil {
+		return
+	}
+	// Routing may pick another of our addresses than the one the peer
+	// sent to: then the socket is of no use (the peer's datagrams still
+	// reach the server socket, and answers would come from elsewhere).
+	l := uint32(NameLen)
+	r.name = Name{}
+	if _, _, e := unix.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&r.name)), uintptr(unsafe.Pointer(&l))); e != 0 {
+		return fd, e
+	}
+	if got := FromRaw(&r.name); got != r.local {
+		return fd, errOtherSource
+	}
 	return
 }
+
+var errOtherSource = fmt.Errorf("reply socket: routing chose another source address than the server's")
 
 // rawAddrCall is bind or connect with r.name, which does not allocate as
 // the x/sys/unix wrappers do.
