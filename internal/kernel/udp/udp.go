@@ -543,10 +543,10 @@ const directMax = 4
 
 // recvTurn fills rxMsgs[:n] from the first socket, in turn from where
 // the last call left off, that has something: the server socket and each
-// reply socket. A socket that filled the batch is read first again (it
-// may hold more), except every 8th call, so that none waits long; one
-// that had less, and the sockets that had nothing, pass the turn on. An
-// Rx that finds nothing costs a recvmmsg per socket. It returns what
+// reply socket. A socket that had something is read first again (a hot
+// peer's socket, in the common case), except every 8th call, so that
+// none waits long; the sockets that had nothing pass the turn on. An Rx
+// that finds nothing costs a recvmmsg per socket. It returns what
 // recvReady does.
 func (b *Backend) recvTurn(n int) (got, srvLo, srvHi int, err error) {
 	if v := b.rep.Opened + b.rep.Closed; v != b.polledAt || len(b.polled) == 0 {
@@ -575,7 +575,7 @@ func (b *Backend) recvTurn(n int) (got, srvLo, srvHi int, err error) {
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		if r < n || b.rxCalls&7 == 7 {
+		if r == 0 || b.rxCalls&7 == 7 {
 			b.next++
 		}
 		if idx > 0 {
