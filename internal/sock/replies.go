@@ -380,12 +380,10 @@ func (r *Replies) UntilSweep() time.Duration {
 // reads the clock).
 func (r *Replies) Due() bool { return time.Since(r.start) >= r.next }
 
-// Sweep starts closing the sockets that received nothing for ReplyIdle:
-// each gets a filter that drops every datagram from then on (the kernel
-// counts them in the socket's drops, reply_socket_drops) and is marked
-// Closing; the kind reads what it still holds, then calls Release. It
-// returns whether any socket started closing, and starts a new period of
-// hot counts.
+// Sweep starts closing the sockets that received nothing for ReplyIdle
+// (see StartClose); the kind reads what each still holds, then calls
+// Release. It returns whether any socket started closing, and starts a
+// new period of hot counts.
 func (r *Replies) Sweep() bool {
 	now := time.Since(r.start)
 	r.next = now + ReplyIdle/4
@@ -411,11 +409,17 @@ func (r *Replies) Sweep() bool {
 // dropAll is a classic BPF program that accepts nothing.
 var dropAll = []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
 
-// StartClose makes slot i's socket drop every datagram that arrives from
-// now on and marks it Closing: its peer's next datagrams go to the server
-// socket once Release closes it.
+// StartClose disconnects slot i's socket (connect to AF_UNSPEC), so that
+// its peer's datagrams go to the server socket from now on, nothing lost,
+// and gives it a filter that drops whatever still reaches it (bound to
+// every address, it would otherwise take datagrams for another of the
+// host's addresses on the port until Release closes it; the kernel counts
+// them in its drops, reply_socket_drops), and marks it Closing. What it
+// received before stays queued for the kind to read.
 func (r *Replies) StartClose(i int) {
 	s := &r.Slots[i]
+	unspec := unix.RawSockaddr{Family: unix.AF_UNSPEC}
+	_, _, _ = unix.Syscall(unix.SYS_CONNECT, uintptr(s.Fd), uintptr(unsafe.Pointer(&unspec)), unsafe.Sizeof(unspec))
 	fp := unix.SockFprog{Len: 1, Filter: &dropAll[0]}
 	_ = unix.SetsockoptSockFprog(s.Fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fp)
 	s.Closing = true

@@ -10,8 +10,8 @@ import (
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/testhost"
-	"github.com/dgramio/dgramio/internal/testutil"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
+	"github.com/dgramio/dgramio/internal/testutil"
 )
 
 // BenchmarkReplyPingPong measures one datagram's round trip through two
