@@ -466,6 +466,7 @@ func (b *Backend) Rx(pkts []dgramio.Packet) (int, error) {
 		got, err = b.recv(b.fd, b.rxMsgs[:n])
 		srvHi = got
 	} else if b.rep.InUse <= directMax {
+		b.ready, b.rhead = b.ready[:0], 0 // epoll's list, stale now
 		got, srvLo, srvHi, err = b.recvTurn(n)
 	} else {
 		got, srvLo, srvHi, err = b.recvReady(n)
@@ -495,13 +496,10 @@ func (b *Backend) Rx(pkts []dgramio.Packet) (int, error) {
 	b.st.RxBytes += bytes
 	if b.rep != nil {
 		b.rxCalls++
-		if (b.rxCalls&63 == 0 || k == 0) && b.rep.Due() && b.rep.Sweep() {
-			// Read what the closing sockets hold; Release follows.
-			for i := range b.rep.Slots {
-				if b.rep.Slots[i].Closing {
-					b.ready = append(b.ready, int32(i+1))
-				}
-			}
+		if (b.rxCalls&63 == 0 || k == 0) && b.rep.Due() {
+			// Sockets idle for long start closing: recvTurn and
+			// recvReady read what they hold, then release them.
+			b.rep.Sweep()
 		}
 	}
 	return k, nil
@@ -624,6 +622,13 @@ func (b *Backend) recvReady(n int) (got, srvLo, srvHi int, err error) {
 				b.ready = append(b.ready, ev.Fd)
 			}
 		}
+		// A closing socket is read (and released) whether or not it
+		// has something: epoll would never name an empty one.
+		for i := range b.rep.Slots {
+			if b.rep.Slots[i].Closing {
+				b.ready = append(b.ready, int32(i+1))
+			}
+		}
 	}
 	for b.rhead < len(b.ready) && got < n {
 		idx := b.ready[b.rhead]
@@ -675,7 +680,7 @@ func (b *Backend) Wait(ctx context.Context) error {
 	defer b.life.EndWait()
 	if b.rep != nil {
 		// The epoll instance is readable when any of its sockets is.
-		if b.rhead < len(b.ready) {
+		if b.rep.InUse > directMax && b.rhead < len(b.ready) {
 			return nil
 		}
 		// It returns when the sweep of idle reply sockets is due, too.

@@ -100,7 +100,7 @@ func ReplySockets(t *testing.T, srvIP, cliIP netip.Addr, port uint16, layer stri
 	t.Run("MorePeersThanSockets", func(t *testing.T) {
 		// More than 4 sockets open: kind udp reads them through epoll.
 		const peers, each, most = 12, 300, 6
-		*idle = 10 * time.Second // none idle during the subtest
+		*idle = time.Second // none idle while the peers take turns
 		defer func() { *idle = 300 * time.Millisecond }()
 		live, stop := serve(t, dgramio.Config{Role: dgramio.RoleServer, LocalIP: srvIP, Port: port + 1, ReplySockets: most})
 		for i := range peers {
@@ -109,7 +109,18 @@ func ReplySockets(t *testing.T, srvIP, cliIP netip.Addr, port uint16, layer stri
 				t.Fatalf("peer %d: %d reply sockets, at most %d allowed", i, n, most)
 			}
 		}
+		// All idle at once: closed together (kind udp: through epoll).
+		deadline := time.Now().Add(10 * time.Second)
+		for counter(live(), "reply_sockets") != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("idle reply sockets not closed: %s", ReplyCounters(live(), layer))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		st := stop()
+		if d := counter(st, "reply_socket_drops"); d != 0 {
+			t.Errorf("reply_socket_drops %d, want 0", d)
+		}
 		if counter(st, "reply_full") == 0 || counter(st, "reply_opened") < most {
 			t.Errorf("reply_full %d, reply_opened %d: want the table filled, then hot peers left on the server socket",
 				counter(st, "reply_full"), counter(st, "reply_opened"))
