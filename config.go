@@ -42,6 +42,7 @@ const (
 	DefaultBusyPollUs   = 50       // SO_BUSY_POLL
 	DefaultSockBuf      = 16 << 20 // SO_RCVBUF / SO_SNDBUF
 	DefaultReplySockets = 64       // connected reply sockets per udp/uring server queue
+	MaxReplySockets     = 4096     // the most Config.ReplySockets allows
 	DefaultConnectWait  = 5 * time.Second
 	MaxRecord           = 65535 // largest record on the u16 length-prefixed stream
 )
@@ -132,9 +133,10 @@ type Config struct {
 	// (SO_REUSEPORT) and connected to it, which takes that peer's
 	// datagrams and sends the answers QueueTo gives it, without the
 	// route lookup per datagram of an unconnected socket; one idle for 2 s
-	// is closed (docs/ipv6.md, "Connected reply sockets"). Default 64;
-	// negative turns them off (the server socket is then not
-	// SO_REUSEPORT). Other kinds and clients ignore it.
+	// is closed (docs/ipv6.md, "Connected reply sockets"). Default 64, at
+	// most 4096; negative turns them off (the server socket is then not
+	// SO_REUSEPORT). Other kinds, clients and a server on every address
+	// (LocalIP unset, 0.0.0.0 or ::) have none.
 	ReplySockets int
 	// Nagle turns Nagle's algorithm on for stream kinds. It is off by
 	// default (TCP_NODELAY): Nagle holds small records back waiting for an
@@ -613,6 +615,9 @@ func (c Config) checkSizes() error {
 	}
 	if c.SockBuf < 4096 {
 		return BadField("SockBuf", c.SockBuf, "must be at least 4096 bytes")
+	}
+	if c.ReplySockets > MaxReplySockets {
+		return BadField("ReplySockets", c.ReplySockets, "must be at most %d (a file descriptor each; negative: none)", MaxReplySockets)
 	}
 	if c.ConnectTimeout < 0 {
 		return BadField("ConnectTimeout", c.ConnectTimeout, "must not be negative")

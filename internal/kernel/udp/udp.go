@@ -119,7 +119,10 @@ var _ dgramio.Backend = (*Backend)(nil)
 // destination, and Rx takes datagrams from anyone. A server binds
 // Config.LocalIP:Config.Port (all addresses when LocalIP is unset) and
 // answers with QueueTo(payload, pkt.From); its Queue sends to Config.Dests
-// if it has any.
+// if it has any. A server on one address gives the peers that keep
+// sending connected reply sockets of their own (Config.ReplySockets,
+// sock.Replies): Rx reads them too, QueueTo to such a peer goes out of
+// its socket, and Close closes them.
 //
 // The socket belongs to the network namespace of the calling thread. With
 // Config.CPUs set, New locks the calling goroutine to its thread and pins

@@ -176,6 +176,11 @@ var _ dgramio.Backend = (*Backend)(nil)
 // the namespace on the polling goroutine's locked thread (setns) before
 // New; the ring does not care where its thread is afterwards.
 //
+// A server on one address gives the peers that keep sending connected
+// reply sockets of their own (Config.ReplySockets, sock.Replies), each
+// with a multishot receive into the same buffer ring; QueueTo to such a
+// peer goes out of its socket; Close cancels and closes them.
+//
 // Options (Config.URing): SQPoll needs SQCPU, a CPU other than the
 // poller's and inside the process's CPU set (Validate refuses an unset
 // one; New refuses one outside the set, naming the allowed CPUs). NAPI
