@@ -55,5 +55,5 @@ func testReplySockets(t *testing.T, fam socktest.Family) {
 		err := p.A.Do(func() (err error) { c, err = New(cfg); return err })
 		return c, err
 	}
-	socktest.ReplySockets(t, b, a, 5310, "udp", &sock.ReplyIdle, serve, dial)
+	socktest.ReplySockets(t, b, a, 5310, "udp", &sock.ReplyIdle, serve, dial, p.A.Do)
 }

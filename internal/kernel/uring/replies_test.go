@@ -30,5 +30,5 @@ func testReplySockets(t *testing.T, fam socktest.Family) {
 		return srv.Stats, stop
 	}
 	dial := func(cfg dgramio.Config) (dgramio.Backend, error) { return openIn(p.A, cfg) }
-	socktest.ReplySockets(t, b, a, 5410, "uring", &sock.ReplyIdle, serve, dial)
+	socktest.ReplySockets(t, b, a, 5410, "uring", &sock.ReplyIdle, serve, dial, p.A.Do)
 }

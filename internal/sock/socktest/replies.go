@@ -1,10 +1,13 @@
 package socktest
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dgramio/dgramio"
 )
@@ -19,6 +22,10 @@ type ReplyServe func(t *testing.T, cfg dgramio.Config) (live, stop func() dgrami
 // goroutine, where the test's clients live.
 type ReplyDial func(cfg dgramio.Config) (dgramio.Backend, error)
 
+// ReplyDo runs fn where the test's clients live (testhost.Host.Do), for
+// plain sockets.
+type ReplyDo func(fn func() error) error
+
 // ReplySockets checks a udp or uring server's connected reply sockets
 // (sock.Replies, Config.ReplySockets) between srvIP (the server's
 // address) and cliIP, the counters in layer: a peer that keeps sending
@@ -26,10 +33,11 @@ type ReplyDial func(cfg dgramio.Config) (dgramio.Backend, error)
 // answers, with nothing lost at the switch; the socket is closed once
 // idle, without loss, and the peer is served by the server socket, then
 // by a new reply socket; peers beyond the table's size are all answered
-// from the server socket; ReplySockets -1 makes none. idle is
+// from the server socket, 2000 of them (plain sockets made with do)
+// against the default table of 64; ReplySockets -1 makes none. idle is
 // sock.ReplyIdle, which it shortens for the test (socktest cannot import
 // sock, whose tests import it).
-func ReplySockets(t *testing.T, srvIP, cliIP netip.Addr, port uint16, layer string, idle *time.Duration, serve ReplyServe, dial ReplyDial) {
+func ReplySockets(t *testing.T, srvIP, cliIP netip.Addr, port uint16, layer string, idle *time.Duration, serve ReplyServe, dial ReplyDial, do ReplyDo) {
 	was := *idle
 	*idle = 300 * time.Millisecond
 	t.Cleanup(func() { *idle = was })
@@ -133,6 +141,90 @@ func ReplySockets(t *testing.T, srvIP, cliIP netip.Addr, port uint16, layer stri
 		}
 	})
 
+	t.Run("ManyPeers", func(t *testing.T) {
+		const rounds, peers, each = 4, 500, 10
+		live, stop := serve(t, dgramio.Config{Role: dgramio.RoleServer, LocalIP: srvIP, Port: port + 3})
+		dst := sockaddrOf(netip.AddrPortFrom(srvIP, port+3))
+		for round := range rounds {
+			fds := make([]int, peers)
+			for i := range fds {
+				fds[i] = -1
+			}
+			defer func() {
+				for _, fd := range fds {
+					if fd >= 0 {
+						unix.Close(fd)
+					}
+				}
+			}()
+			if err := do(func() error {
+				for i := range fds {
+					fd, err := unix.Socket(familyOf(srvIP), unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+					if err != nil {
+						return err
+					}
+					fds[i] = fd
+					if err := unix.Bind(fd, sockaddrOf(netip.AddrPortFrom(cliIP, 0))); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var msg [8]byte
+			for k := range each {
+				for i, fd := range fds {
+					binary.BigEndian.PutUint32(msg[:], uint32(round*peers+i))
+					binary.BigEndian.PutUint32(msg[4:], uint32(k))
+					if err := unix.Sendto(fd, msg[:], 0, dst); err != nil {
+						t.Fatalf("peer %d: sendto: %v", i, err)
+					}
+				}
+			}
+			got := make([]int, peers)
+			left := peers * each
+			deadline := time.Now().Add(20 * time.Second)
+			for left > 0 {
+				progress := false
+				for i, fd := range fds {
+					n, _, err := unix.Recvfrom(fd, msg[:], unix.MSG_DONTWAIT)
+					if err == unix.EAGAIN {
+						continue
+					}
+					if err != nil || n != 8 || binary.BigEndian.Uint32(msg[:]) != uint32(round*peers+i) || binary.BigEndian.Uint32(msg[4:]) >= each {
+						t.Fatalf("peer %d: answer %x (%d bytes, %v)", i, msg[:n], n, err)
+					}
+					got[i]++
+					left--
+					progress = true
+				}
+				if !progress {
+					if time.Now().After(deadline) {
+						t.Fatalf("round %d: %d answers missing; server %s", round, left, ReplyCounters(live(), layer))
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			for i, n := range got {
+				if n != each {
+					t.Fatalf("round %d: peer %d got %d answers, want %d", round, i, n, each)
+				}
+			}
+			if n := counter(live(), "reply_sockets"); n > dgramio.DefaultReplySockets {
+				t.Fatalf("%d reply sockets open, at most %d allowed", n, dgramio.DefaultReplySockets)
+			}
+		}
+		st := stop()
+		if counter(st, "reply_opened") < dgramio.DefaultReplySockets || counter(st, "reply_full") == 0 {
+			t.Errorf("want the table filled and hot peers left on the server socket: %s", ReplyCounters(st, layer))
+		}
+		if st.RxDelivered != rounds*peers*each || st.TxSent != rounds*peers*each || st.Lost() != 0 {
+			t.Errorf("server received %d, sent %d, lost %d; want %d, %d, 0", st.RxDelivered, st.TxSent, st.Lost(), rounds*peers*each, rounds*peers*each)
+		}
+		t.Logf("server: %s", ReplyCounters(st, layer))
+	})
+
 	t.Run("Off", func(t *testing.T) {
 		live, stop := serve(t, dgramio.Config{Role: dgramio.RoleServer, LocalIP: srvIP, Port: port + 2, ReplySockets: -1})
 		exchange(t, client(t, port+2), 1000, live)
@@ -144,6 +236,20 @@ func ReplySockets(t *testing.T, srvIP, cliIP netip.Addr, port uint16, layer stri
 			t.Errorf("server received %d, lost %d", st.RxDelivered, st.Lost())
 		}
 	})
+}
+
+func familyOf(ip netip.Addr) int {
+	if ip.Is4() {
+		return unix.AF_INET
+	}
+	return unix.AF_INET6
+}
+
+func sockaddrOf(ap netip.AddrPort) unix.Sockaddr {
+	if ap.Addr().Is4() {
+		return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
+	}
+	return &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}
 }
 
 // ReplyCounters formats the reply counters of st, for logs.
