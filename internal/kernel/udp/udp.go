@@ -79,9 +79,10 @@ type Backend struct {
 	unread    uint64    // datagrams left in the socket's receive queue at Close
 	v6        bool      // the socket is AF_INET6
 
-	// Connected reply sockets (nil without). With any open, Rx reads the
-	// sockets epoll says are readable: ready[rhead:] are their indices
-	// (0 the server socket, i+1 reply slot i). txTo[j] is message j's
+	// Connected reply sockets (nil without). With more than directMax
+	// open, Rx reads the sockets epoll says are readable: ready[rhead:]
+	// are their indices (0 the server socket, i+1 reply slot i); the
+	// epoll instance is Wait's whenever there is a table. txTo[j] is message j's
 	// socket (0 the server socket, i+1 slot i of generation txGen[j]);
 	// mixed is set when a queued message goes to a reply socket.
 	rep     *sock.Replies
