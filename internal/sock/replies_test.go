@@ -1,6 +1,7 @@
 package sock
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -108,5 +109,24 @@ func TestRepliesFor(t *testing.T) {
 	}
 	if n := ReplySocketsOf(dgramio.Config{Role: dgramio.RoleServer, LocalIP: netip.MustParseAddr("::1")}); n != dgramio.DefaultReplySockets {
 		t.Errorf("default: %d", n)
+	}
+}
+
+// A server with reply sockets is SO_REUSEPORT, yet a second server on its
+// port is refused with EADDRINUSE, as without them (it does not join the
+// first one's reuseport group).
+func TestRepliesPortTaken(t *testing.T) {
+	cfg := dgramio.Config{Kind: dgramio.KindUDP, Role: dgramio.RoleServer, LocalIP: netip.MustParseAddr("127.0.0.1")}.WithDefaults()
+	fd, g, err := OpenUDP(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	cfg.Port = g.Local.Port()
+	if fd2, _, err := OpenUDP(cfg); !errors.Is(err, unix.EADDRINUSE) {
+		if err == nil {
+			unix.Close(fd2)
+		}
+		t.Fatalf("second server on %v: %v, want EADDRINUSE", g.Local, err)
 	}
 }
