@@ -29,8 +29,11 @@ import (
 // Defaults of Replies.
 const (
 	// ReplyHot is how many datagrams a peer sends the server socket within
-	// one sweep period before it gets a connected socket of its own.
+	// one period of hotPeriod before it gets a connected socket of its
+	// own.
 	ReplyHot = 8
+	// hotPeriod is how long hot counts last.
+	hotPeriod = 500 * time.Millisecond
 )
 
 // ReplyIdle is how long a connected reply socket may receive nothing
@@ -39,8 +42,9 @@ const (
 var ReplyIdle = 2 * time.Second
 
 // hotSlots is the size of the direct-mapped table that counts datagrams
-// per peer on the server socket.
-const hotSlots = 256
+// per peer on the server socket (40 KiB): peers that share a slot reset
+// each other's count, so it is large against the peers that send at once.
+const hotSlots = 1024
 
 type hotSlot struct {
 	peer netip.AddrPort
@@ -82,6 +86,7 @@ type Replies struct {
 	gen    uint32 // sweep generation: hot counts of older ones are stale
 	start  time.Time
 	next   time.Duration // when the next sweep is due
+	hotAt  time.Duration // when the hot counts' period began
 	name   Name
 	// The server socket's network namespace, where reply sockets must
 	// be made: nsIno identifies it, nsFd (SIOCGSKNS; -1 without
@@ -382,12 +387,15 @@ func (r *Replies) Due() bool { return time.Since(r.start) >= r.next }
 
 // Sweep starts closing the sockets that received nothing for ReplyIdle
 // (see StartClose); the kind reads what each still holds, then calls
-// Release. It returns whether any socket started closing, and starts a
-// new period of hot counts.
+// Release. It returns whether any socket started closing. Every
+// hotPeriod it also starts a new period of hot counts.
 func (r *Replies) Sweep() bool {
 	now := time.Since(r.start)
 	r.next = now + ReplyIdle/4
-	r.gen++
+	if now-r.hotAt >= hotPeriod {
+		r.hotAt = now
+		r.gen++
+	}
 	any := false
 	for i := range r.Slots {
 		s := &r.Slots[i]

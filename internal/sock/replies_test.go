@@ -66,6 +66,7 @@ func TestRepliesTable(t *testing.T) {
 		t.Fatalf("a hot peer with the table full: Full %d, want 1", r.Full)
 	}
 	// A new period forgets the counts.
+	r.hotAt -= hotPeriod
 	r.Sweep()
 	for i := 1; i < ReplyHot; i++ {
 		if r.Heard(b) {

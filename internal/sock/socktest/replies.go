@@ -38,8 +38,10 @@ type ReplyDo func(fn func() error) error
 // sock.ReplyIdle, which it shortens for the test (socktest cannot import
 // sock, whose tests import it).
 func ReplySockets(t *testing.T, srvIP, cliIP netip.Addr, port uint16, layer string, idle *time.Duration, serve ReplyServe, dial ReplyDial, do ReplyDo) {
+	// Long enough that no socket idles out while its peer takes turns
+	// with the test's others on a loaded host.
 	was := *idle
-	*idle = 300 * time.Millisecond
+	*idle = time.Second
 	t.Cleanup(func() { *idle = was })
 	size := func(i int) int { return 4 + i%200 }
 	counter := func(st dgramio.Stats, name string) uint64 {
@@ -108,8 +110,8 @@ func ReplySockets(t *testing.T, srvIP, cliIP netip.Addr, port uint16, layer stri
 	t.Run("MorePeersThanSockets", func(t *testing.T) {
 		// More than 4 sockets open: kind udp reads them through epoll.
 		const peers, each, most = 12, 300, 6
-		*idle = time.Second // none idle while the peers take turns
-		defer func() { *idle = 300 * time.Millisecond }()
+		*idle = 3 * time.Second // none idle while the peers take turns
+		defer func() { *idle = time.Second }()
 		live, stop := serve(t, dgramio.Config{Role: dgramio.RoleServer, LocalIP: srvIP, Port: port + 1, ReplySockets: most})
 		for i := range peers {
 			exchange(t, client(t, port+1), each, live)
