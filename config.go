@@ -41,6 +41,8 @@ const (
 	DefaultRxBatch      = 32       // messages per recvmmsg / ring poll
 	DefaultBusyPollUs   = 50       // SO_BUSY_POLL
 	DefaultSockBuf      = 16 << 20 // SO_RCVBUF / SO_SNDBUF
+	DefaultReplySockets = 64       // connected reply sockets per udp/uring server queue
+	MaxReplySockets     = 4096     // the most Config.ReplySockets allows
 	DefaultConnectWait  = 5 * time.Second
 	MaxRecord           = 65535 // largest record on the u16 length-prefixed stream
 )
@@ -125,6 +127,17 @@ type Config struct {
 	// (SO_RCVBUFFORCE) with CAP_NET_ADMIN, otherwise capped by the kernel
 	// (net.rmem_max); the size obtained is reported in Stats.
 	SockBuf int
+	// ReplySockets bounds the connected reply sockets of a udp or uring
+	// server queue whose LocalIP is one address: a peer that keeps sending
+	// gets a socket bound to the server's address and port
+	// (SO_REUSEPORT) and connected to it, which takes that peer's
+	// datagrams and sends the answers QueueTo gives it, without the
+	// route lookup per datagram of an unconnected socket; one idle for 2 s
+	// is closed (docs/ipv6.md, "Connected reply sockets"). Default 64, at
+	// most 4096; negative turns them off (the server socket is then not
+	// SO_REUSEPORT). Other kinds, clients and a server on every address
+	// (LocalIP unset, 0.0.0.0 or ::) have none.
+	ReplySockets int
 	// Nagle turns Nagle's algorithm on for stream kinds. It is off by
 	// default (TCP_NODELAY): Nagle holds small records back waiting for an
 	// ACK, which costs more latency than the choice of stack.
@@ -602,6 +615,9 @@ func (c Config) checkSizes() error {
 	}
 	if c.SockBuf < 4096 {
 		return BadField("SockBuf", c.SockBuf, "must be at least 4096 bytes")
+	}
+	if c.ReplySockets > MaxReplySockets {
+		return BadField("ReplySockets", c.ReplySockets, "must be at most %d (a file descriptor each; negative: none)", MaxReplySockets)
 	}
 	if c.ConnectTimeout < 0 {
 		return BadField("ConnectTimeout", c.ConnectTimeout, "must not be negative")

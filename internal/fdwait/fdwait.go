@@ -42,12 +42,33 @@ var ErrWoken = errors.New("fdwait: woken")
 // done (ctx.Err()). syscalls, when not nil, is incremented once per poll(2).
 // It allocates nothing.
 func Wait(ctx context.Context, fd int, w *Waker, syscalls *uint64) error {
+	return WaitAtMost(ctx, fd, w, syscalls, 0)
+}
+
+// WaitAtMost is Wait that also returns nil once d has passed (d > 0; 0
+// is no bound): for a poll loop that has work of its own to do by then
+// (a backend's sweep of idle sockets), which takes the return as "call
+// Rx". It allocates nothing.
+func WaitAtMost(ctx context.Context, fd int, w *Waker, syscalls *uint64, d time.Duration) error {
 	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(w.fd), Events: unix.POLLIN}}
+	var end time.Time
+	if d > 0 {
+		end = time.Now().Add(d)
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		ms := int(slice / time.Millisecond)
+		if d > 0 {
+			left := time.Until(end)
+			if left <= 0 {
+				return nil
+			}
+			if left < slice {
+				ms = int((left + time.Millisecond - 1) / time.Millisecond)
+			}
+		}
 		if dl, ok := ctx.Deadline(); ok {
 			left := time.Until(dl)
 			if left <= 0 {
@@ -55,8 +76,8 @@ func Wait(ctx context.Context, fd int, w *Waker, syscalls *uint64) error {
 				// have fired yet: wait for it rather than spin on poll(0).
 				return Expired(ctx)
 			}
-			if left < slice {
-				ms = int((left + time.Millisecond - 1) / time.Millisecond)
+			if lm := int((left + time.Millisecond - 1) / time.Millisecond); lm < ms {
+				ms = lm
 			}
 		}
 		fds[0].Revents, fds[1].Revents = 0, 0

@@ -76,3 +76,33 @@ func TestWaitDeadlineDoesNotSpin(t *testing.T) {
 		t.Fatalf("%d poll calls for a deadline already past", calls)
 	}
 }
+
+// WaitAtMost returns nil once its bound has passed, the fd never readable
+// and ctx live; a readable fd or a wake-up still end it at once.
+func TestWaitAtMost(t *testing.T) {
+	r, w, wk := pipeWaker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const d = 20 * time.Millisecond
+	t0 := time.Now()
+	var calls uint64
+	if err := WaitAtMost(ctx, r, wk, &calls, d); err != nil {
+		t.Fatalf("WaitAtMost past its bound: %v", err)
+	}
+	if el := time.Since(t0); el < d {
+		t.Fatalf("WaitAtMost returned after %v, before its bound %v", el, d)
+	}
+	if calls == 0 {
+		t.Fatal("no poll counted")
+	}
+	unix.Write(w, []byte{1})
+	if err := WaitAtMost(ctx, r, wk, nil, time.Hour); err != nil {
+		t.Fatalf("WaitAtMost on a readable pipe: %v", err)
+	}
+	var b [1]byte
+	unix.Read(r, b[:])
+	wk.Wake()
+	if err := WaitAtMost(ctx, r, wk, nil, time.Hour); !errors.Is(err, ErrWoken) {
+		t.Fatalf("WaitAtMost woken: %v, want ErrWoken", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/internal/fdwait"
@@ -60,8 +61,14 @@ func (l *Life) Close(wake func(), shutdown func() (final dgramio.Stats, err erro
 // (nil), ctx is done (ctx.Err()) or Close wakes w (dgramio.ErrClosed), and
 // adds the poll(2) calls it made to calls. It allocates nothing.
 func Wait(ctx context.Context, fd int, w *fdwait.Waker, calls *atomic.Uint64) error {
+	return WaitAtMost(ctx, fd, w, calls, 0)
+}
+
+// WaitAtMost is Wait that also returns nil once d has passed (d > 0; see
+// fdwait.WaitAtMost).
+func WaitAtMost(ctx context.Context, fd int, w *fdwait.Waker, calls *atomic.Uint64, d time.Duration) error {
 	var n uint64
-	err := fdwait.Wait(ctx, fd, w, &n)
+	err := fdwait.WaitAtMost(ctx, fd, w, &n, d)
 	calls.Add(n)
 	if errors.Is(err, fdwait.ErrWoken) {
 		return dgramio.ErrClosed

@@ -24,12 +24,15 @@ import (
 // receiving side's softirq runs inside the sender's system call).
 //
 // One op is one round trip (batch datagrams there and back) in each of
-// the four variants in turn, IPv4 and IPv6, the server socket unconnected
-// (the echo's) and connected to the client (which the echo cannot be: it
-// answers whoever sends; it shows what the per-datagram route lookups of
-// an unconnected socket cost). Interleaving them puts the host's slow
-// and fast moments on every variant alike; the metrics are each
-// variant's median round trip per datagram ("v4-unconn-p50-ns" …).
+// the six variants in turn, IPv4 and IPv6, the server socket unconnected
+// (the echo without reply sockets), connected to the client (what the
+// per-datagram route lookups of an unconnected socket cost), and "reply":
+// an unconnected server socket with a connected reply socket beside it
+// in one SO_REUSEPORT group (sock.Replies), which receives and answers
+// the client, after an epoll_wait that names it (kind udp's Rx with reply
+// sockets open). Interleaving them puts the host's slow and fast moments
+// on every variant alike; the metrics are each variant's median round
+// trip per datagram ("v4-unconn-p50-ns" …).
 func BenchmarkFamilyPingPong(b *testing.B) {
 	p := hosttest.New(b, testhost.Options{IPv6: true})
 	for _, batch := range []int{1, 32} {
@@ -41,16 +44,16 @@ func BenchmarkFamilyPingPong(b *testing.B) {
 			}
 			var vs []*variant
 			port := uint16(5400)
-			for _, srvConn := range []bool{false, true} {
+			for _, mode := range []string{"unconn", "conn", "reply", "replynoep", "replywild"} {
 				for _, v6 := range []bool{false, true} {
 					a, s := p.A.Addr, p.B.Addr
 					name := "v4"
 					if v6 {
 						a, s, name = p.A.Addr6, p.B.Addr6, "v6"
 					}
-					name += map[bool]string{false: "-unconn", true: "-conn"}[srvConn]
+					name += "-" + mode
 					port += 2
-					pp := newPinger(b, p, netip.AddrPortFrom(a, port), netip.AddrPortFrom(s, port+1), batch, srvConn)
+					pp := newPinger(b, p, netip.AddrPortFrom(a, port), netip.AddrPortFrom(s, port+1), batch, mode)
 					defer pp.close()
 					vs = append(vs, &variant{name: name, pp: pp})
 				}
@@ -77,9 +80,12 @@ type pinger struct {
 	ctx, crx, stx, srx []unix.Mmsghdr
 	stxNames, srxNames []Name
 	srvConn            bool
+	main, ep           int // mode "reply": the unconnected server socket, the epoll instance
+	evs                []unix.EpollEvent
 }
 
-func newPinger(b *testing.B, p *testhost.Pair, a, s netip.AddrPort, batch int, srvConn bool) *pinger {
+func newPinger(b *testing.B, p *testhost.Pair, a, s netip.AddrPort, batch int, mode string) *pinger {
+	reuse := mode == "reply" || mode == "replynoep" || mode == "replywild"
 	open := func(h *testhost.Host, local, peer netip.AddrPort, conn bool) int {
 		var fd int
 		if err := h.Do(func() (err error) {
@@ -88,7 +94,19 @@ func newPinger(b *testing.B, p *testhost.Pair, a, s netip.AddrPort, batch int, s
 			if err != nil {
 				return err
 			}
-			if err = Bind(fd, local); err != nil {
+			if reuse {
+				if err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+					return err
+				}
+			}
+			bindTo := local
+			if mode == "replywild" && conn {
+				bindTo = netip.AddrPortFrom(BindAddr(dgramio.Config{LocalIP: netip.IPv6Unspecified()}, 0).Addr(), local.Port())
+				if local.Addr().Is4() {
+					bindTo = netip.AddrPortFrom(netip.IPv4Unspecified(), local.Port())
+				}
+			}
+			if err = Bind(fd, bindTo); err != nil {
 				return err
 			}
 			if conn {
@@ -116,7 +134,24 @@ func newPinger(b *testing.B, p *testhost.Pair, a, s netip.AddrPort, batch int, s
 		}
 		return msgs, names
 	}
-	pp := &pinger{cfd: open(p.A, a, s, true), sfd: open(p.B, s, a, srvConn), srvConn: srvConn}
+	srvConn := mode != "unconn"
+	pp := &pinger{main: -1, ep: -1}
+	if reuse {
+		pp.main = open(p.B, s, a, false)
+	}
+	pp.cfd, pp.sfd, pp.srvConn = open(p.A, a, s, true), open(p.B, s, a, srvConn), srvConn
+	if mode == "reply" {
+		var err error
+		if pp.ep, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+			b.Fatal(err)
+		}
+		for i, fd := range []int{pp.main, pp.sfd} {
+			if err := unix.EpollCtl(pp.ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		pp.evs = make([]unix.EpollEvent, 2)
+	}
 	pp.ctx, _ = mk(false)
 	pp.crx, _ = mk(false)
 	pp.stx, pp.stxNames = mk(!srvConn)
@@ -124,12 +159,25 @@ func newPinger(b *testing.B, p *testhost.Pair, a, s netip.AddrPort, batch int, s
 	return pp
 }
 
-func (pp *pinger) close() { unix.Close(pp.cfd); unix.Close(pp.sfd) }
+func (pp *pinger) close() {
+	unix.Close(pp.cfd)
+	unix.Close(pp.sfd)
+	if pp.main >= 0 {
+		unix.Close(pp.main)
+		unix.Close(pp.ep)
+	}
+}
 
 // roundTrip sends a batch from the client, receives it at the server,
 // answers each datagram and receives the answers at the client.
 func (pp *pinger) roundTrip(b *testing.B) {
 	send(b, pp.cfd, pp.ctx)
+	if pp.ep >= 0 {
+		n, err := unix.EpollWait(pp.ep, pp.evs, 0)
+		if err != nil || n != 1 || pp.evs[0].Fd != 1 {
+			b.Fatalf("epoll_wait: %d ready (%v), want the reply socket alone", n, err)
+		}
+	}
 	recvAll(b, pp.sfd, pp.srx, true)
 	for i := range pp.stx {
 		pp.stx[i].Hdr.Iov.SetLen(int(pp.srx[i].Len))

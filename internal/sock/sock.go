@@ -194,7 +194,17 @@ func openUDP(cfg dgramio.Config, reusePort bool) (fd int, g Granted, err error) 
 	if err = SetBusyPoll(fd, cfg.BusyPollUs, &g); err != nil {
 		return
 	}
-	if reusePort {
+	// A server with connected reply sockets (Replies) shares its address
+	// and port with them, SO_REUSEPORT; first a probe bound without it
+	// says whether another socket holds the port, which is then
+	// EADDRINUSE as for any server (not a reuseport group joined).
+	replies := !reusePort && ReplySocketsOf(cfg) > 0
+	if replies {
+		if err = probeFree(cfg); err != nil {
+			return
+		}
+	}
+	if reusePort || replies {
 		if err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
 			err = fmt.Errorf("setsockopt SO_REUSEPORT: %w", err)
 			return
@@ -221,6 +231,18 @@ func openUDP(cfg dgramio.Config, reusePort bool) (fd int, g Granted, err error) 
 	}
 	g.Local, err = LocalAddr(fd)
 	return
+}
+
+// probeFree binds a UDP socket of cfg's family, without SO_REUSEPORT, to
+// a server's address and port, and closes it: Bind's error when the port
+// is taken.
+func probeFree(cfg dgramio.Config) error {
+	fd, err := Socket(cfg, unix.SOCK_DGRAM, unix.IPPROTO_UDP)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return Bind(fd, BindAddr(cfg, cfg.Port))
 }
 
 // Socket opens a non-blocking, close-on-exec socket of type typ (without

@@ -72,3 +72,14 @@ func (e *SQE) PrepCancelAll(userData uint64) {
 	e.OpFlags = CancelAny | CancelAll
 	e.UserData = userData
 }
+
+// PrepCancel prepares IORING_OP_ASYNC_CANCEL (5.5) of the request whose
+// user data is target (the first that matches). Its CQE's res is 0 when
+// it was found and cancelled, -ENOENT when no such request was in flight,
+// -EALREADY when it was running and may still complete.
+func (e *SQE) PrepCancel(target, userData uint64) {
+	e.Opcode = OpAsyncCancel
+	e.FD = -1
+	e.Addr = target
+	e.UserData = userData
+}

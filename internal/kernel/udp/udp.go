@@ -79,6 +79,29 @@ type Backend struct {
 	unread    uint64    // datagrams left in the socket's receive queue at Close
 	v6        bool      // the socket is AF_INET6
 
+	// Connected reply sockets (nil without). With more than directMax
+	// open, Rx reads the sockets epoll says are readable: ready[rhead:]
+	// are their indices (0 the server socket, i+1 reply slot i); the
+	// epoll instance is Wait's whenever there is a table. txTo[j] is message j's
+	// socket (0 the server socket, i+1 slot i of generation txGen[j]);
+	// mixed is set when a queued message goes to a reply socket.
+	rep     *sock.Replies
+	ep      int
+	evs     []unix.EpollEvent
+	ready   []int32
+	rhead   int
+	txTo    []int32
+	txGen   []uint16
+	txSend  []unix.Mmsghdr
+	mixed   bool
+	rxCalls uint64
+	// With few reply sockets Rx reads them in turn, without epoll: polled
+	// is the server socket (0) and the open slots (i+1), rebuilt when the
+	// table changes (polledAt); next is where the next Rx starts.
+	polled   []int32
+	polledAt uint64
+	next     int
+
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
 	_ [64]byte
@@ -97,7 +120,10 @@ var _ dgramio.Backend = (*Backend)(nil)
 // destination, and Rx takes datagrams from anyone. A server binds
 // Config.LocalIP:Config.Port (all addresses when LocalIP is unset) and
 // answers with QueueTo(payload, pkt.From); its Queue sends to Config.Dests
-// if it has any.
+// if it has any. A server on one address gives the peers that keep
+// sending connected reply sockets of their own (Config.ReplySockets,
+// sock.Replies): Rx reads them too, QueueTo to such a peer goes out of
+// its socket, and Close closes them.
 //
 // The socket belongs to the network namespace of the calling thread. With
 // Config.CPUs set, New locks the calling goroutine to its thread and pins
@@ -131,10 +157,46 @@ func newBackend(cfg dgramio.Config, fd int, g sock.Granted, th cpu.Thread) (*Bac
 		th.Release()
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, fd: fd, waker: w, granted: g, thread: th, v6: cfg.IPv6()}
+	b := &Backend{cfg: cfg, fd: fd, waker: w, granted: g, thread: th, v6: cfg.IPv6(), ep: -1}
 	b.mode = "sendmmsg/recvmmsg, " + g.Mode()
+	if b.rep = sock.RepliesFor(cfg, fd, g.Local); b.rep != nil {
+		if err := b.openEpoll(); err != nil {
+			b.rep.Close()
+			unix.Close(fd)
+			w.Close()
+			th.Release()
+			return nil, err
+		}
+		b.mode += ", " + b.rep.Mode()
+	}
 	b.alloc()
 	return b, nil
+}
+
+// openEpoll makes the epoll instance that says which of the server socket
+// and its reply sockets are readable, with the server socket in it.
+func (b *Backend) openEpoll() error {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("epoll_create1: %w", err)
+	}
+	b.ep = ep
+	if err := b.epollAdd(b.fd, 0); err != nil {
+		unix.Close(ep)
+		return err
+	}
+	n := len(b.rep.Slots) + 1
+	b.evs = make([]unix.EpollEvent, n)
+	b.ready = make([]int32, 0, 2*n)
+	return nil
+}
+
+func (b *Backend) epollAdd(fd int, idx int32) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: idx}
+	if err := unix.EpollCtl(b.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("epoll_ctl add: %w", err)
+	}
+	return nil
 }
 
 // alloc builds the message arrays once. They live on the Go heap, whose
@@ -149,6 +211,11 @@ func (b *Backend) alloc() {
 	b.txIov = make([]unix.Iovec, entries)
 	b.txMsgs = make([]unix.Mmsghdr, entries)
 	b.txNames = make([]sock.Name, entries)
+	if b.rep != nil {
+		b.txTo = make([]int32, entries)
+		b.txGen = make([]uint16, entries)
+		b.txSend = make([]unix.Mmsghdr, entries)
+	}
 	for i := range b.txMsgs {
 		b.txMsgs[i].Hdr.Iov = &b.txIov[i]
 		b.txMsgs[i].Hdr.SetIovlen(1)
@@ -255,6 +322,15 @@ func (b *Backend) QueueTo(payload []byte, to netip.AddrPort) error {
 	} else {
 		m.Hdr.Name, m.Hdr.Namelen = sock.NamePtr(&b.txNames[b.nmsg]), sock.PutRaw(&b.txNames[b.nmsg], to)
 	}
+	if b.rep != nil {
+		b.txTo[b.nmsg] = 0
+		if i := b.rep.Lookup(to); i >= 0 {
+			// Its connected socket: no name, no route lookup.
+			b.txTo[b.nmsg], b.txGen[b.nmsg] = int32(i+1), b.rep.Slots[i].Gen
+			m.Hdr.Name, m.Hdr.Namelen = nil, 0
+			b.mixed = true
+		}
+	}
 	b.nmsg++
 	b.st.TxQueued++
 	return nil
@@ -272,10 +348,22 @@ func (b *Backend) Flush() error {
 		return dgramio.ErrClosed
 	}
 	defer b.life.Exit()
+	if b.mixed {
+		b.flushMixed()
+	} else {
+		b.send(b.fd, b.txMsgs[:b.nmsg])
+	}
+	b.nmsg, b.nslot, b.mixed = 0, 0, false
+	return nil
+}
+
+// send sends msgs on fd, TxBatch per sendmmsg, counting each refused
+// datagram and going on with the next.
+func (b *Backend) send(fd int, msgs []unix.Mmsghdr) {
 	off := 0
-	for off < b.nmsg {
-		n := min(b.nmsg-off, b.cfg.TxBatch)
-		sent, errno := sock.Sendmmsg(b.fd, b.txMsgs[off:off+n], 0)
+	for off < len(msgs) {
+		n := min(len(msgs)-off, b.cfg.TxBatch)
+		sent, errno := sock.Sendmmsg(fd, msgs[off:off+n], 0)
 		b.st.Syscalls++
 		switch errno {
 		case 0:
@@ -288,13 +376,57 @@ func (b *Backend) Flush() error {
 			continue
 		}
 		for i := off; i < off+sent; i++ {
-			b.st.TxBytes += uint64(b.txMsgs[i].Len)
+			b.st.TxBytes += uint64(msgs[i].Len)
 		}
 		b.st.TxSent += uint64(sent)
 		off += sent
 	}
-	b.nmsg, b.nslot = 0, 0
-	return nil
+}
+
+// flushMixed sends the queued messages of each socket together (the
+// server socket's and each reply socket's, in queue order within each),
+// one sendmmsg per socket and TxBatch. A message for a reply socket that
+// Rx has closed since goes out of the server socket, with its address.
+func (b *Backend) flushMixed() {
+	for j := 0; j < b.nmsg; j++ {
+		if t := b.txTo[j]; t > 0 {
+			if s := &b.rep.Slots[t-1]; s.Fd < 0 || s.Closing || s.Gen != b.txGen[j] {
+				b.txTo[j] = 0
+				b.txMsgs[j].Hdr.Name, b.txMsgs[j].Hdr.Namelen = sock.NamePtr(&b.txNames[j]), b.nameLen()
+			}
+		}
+	}
+	for start := 0; start < b.nmsg; start++ {
+		t := b.txTo[start]
+		if t < 0 {
+			continue
+		}
+		n := 0
+		for j := start; j < b.nmsg; j++ {
+			if b.txTo[j] == t {
+				b.txSend[n] = b.txMsgs[j]
+				b.txTo[j] = -1
+				n++
+			}
+		}
+		fd := b.fd
+		if t > 0 {
+			fd = b.rep.Slots[t-1].Fd
+		}
+		sent := b.st.TxSent
+		b.send(fd, b.txSend[:n])
+		if t > 0 {
+			b.rep.Tx += b.st.TxSent - sent
+		}
+	}
+}
+
+// nameLen is the msg_namelen of the socket's family.
+func (b *Backend) nameLen() uint32 {
+	if b.v6 {
+		return unix.SizeofSockaddrInet6
+	}
+	return unix.SizeofSockaddrInet4
 }
 
 func (b *Backend) countSendErr(e unix.Errno) {
@@ -332,13 +464,61 @@ func (b *Backend) Rx(pkts []dgramio.Packet) (int, error) {
 		b.rxMsgs[i].Hdr.Namelen = sock.NameLen
 		b.rxMsgs[i].Hdr.Flags = 0
 	}
-	var got int
+	var got, srvLo, srvHi int
+	var err error
+	if b.rep == nil || b.rep.InUse == 0 {
+		got, err = b.recv(b.fd, b.rxMsgs[:n])
+		srvHi = got
+	} else if b.rep.InUse <= directMax {
+		b.ready, b.rhead = b.ready[:0], 0 // epoll's list, stale now
+		got, srvLo, srvHi, err = b.recvTurn(n)
+	} else {
+		got, srvLo, srvHi, err = b.recvReady(n)
+	}
+	if err != nil {
+		return 0, err
+	}
+	k := 0
+	var bytes uint64
+	for i := 0; i < got; i++ {
+		m := &b.rxMsgs[i]
+		l := int(m.Len)
+		if m.Hdr.Flags&unix.MSG_TRUNC != 0 || l > b.cfg.MaxDatagram {
+			b.st.RxTruncated++
+			continue
+		}
+		off := i * b.stride
+		from := sock.FromRaw(&b.rxNames[i])
+		pkts[k] = dgramio.Packet{Data: b.rxBuf[off : off+l : off+l], From: from}
+		bytes += uint64(l)
+		k++
+		if i >= srvLo && i < srvHi && b.rep != nil && b.rep.Heard(from) {
+			b.openReply(from)
+		}
+	}
+	b.st.RxDelivered += uint64(k)
+	b.st.RxBytes += bytes
+	if b.rep != nil {
+		b.rxCalls++
+		if (b.rxCalls&63 == 0 || k == 0) && b.rep.Due() {
+			// Sockets idle for long start closing: recvTurn and
+			// recvReady read what they hold, then release them.
+			b.rep.Sweep()
+		}
+	}
+	return k, nil
+}
+
+// recv is one recvmmsg on fd into msgs, without blocking: how many
+// arrived (0 when none), retrying EINTR, and the ICMP errors a socket
+// reports once (counted) a bounded number of times.
+func (b *Backend) recv(fd int, msgs []unix.Mmsghdr) (int, error) {
 	for tries := 0; ; tries++ {
-		r, errno := sock.Recvmmsg(b.fd, b.rxMsgs[:n], unix.MSG_DONTWAIT)
+		r, errno := sock.Recvmmsg(fd, msgs, unix.MSG_DONTWAIT)
 		b.st.Syscalls++
 		switch errno {
 		case 0:
-			got = r
+			return r, nil
 		case unix.EAGAIN:
 			return 0, nil
 		case unix.EINTR:
@@ -354,25 +534,145 @@ func (b *Backend) Rx(pkts []dgramio.Packet) (int, error) {
 		default:
 			return 0, fmt.Errorf("recvmmsg: %w", errno)
 		}
-		break
 	}
-	k := 0
-	var bytes uint64
-	for i := 0; i < got; i++ {
-		m := &b.rxMsgs[i]
-		l := int(m.Len)
-		if m.Hdr.Flags&unix.MSG_TRUNC != 0 || l > b.cfg.MaxDatagram {
-			b.st.RxTruncated++
-			continue
+}
+
+// directMax is the most reply sockets Rx reads in turn: an epoll_wait
+// costs as much as a recvmmsg that finds nothing (more, on a virtual
+// machine), and with one or two hot peers the turn finds their datagrams
+// at once; beyond it Rx asks epoll which sockets have something.
+const directMax = 4
+
+// recvTurn fills rxMsgs[:n] from the first socket, in turn from where
+// the last call left off, that has something: the server socket and each
+// reply socket. A socket that had something is read first again (a hot
+// peer's socket, in the common case), except every 8th call, so that
+// none waits long; the sockets that had nothing pass the turn on. An Rx
+// that finds nothing costs a recvmmsg per socket. It returns what
+// recvReady does.
+func (b *Backend) recvTurn(n int) (got, srvLo, srvHi int, err error) {
+	if v := b.rep.Opened + b.rep.Closed; v != b.polledAt || len(b.polled) == 0 {
+		b.polledAt = v
+		b.polled = append(b.polled[:0], 0)
+		for i := range b.rep.Slots {
+			if b.rep.Slots[i].Fd >= 0 {
+				b.polled = append(b.polled, int32(i+1))
+			}
 		}
-		off := i * b.stride
-		pkts[k] = dgramio.Packet{Data: b.rxBuf[off : off+l : off+l], From: sock.FromRaw(&b.rxNames[i])}
-		bytes += uint64(l)
-		k++
+		b.next = 0
 	}
-	b.st.RxDelivered += uint64(k)
-	b.st.RxBytes += bytes
-	return k, nil
+	for range b.polled {
+		if b.next >= len(b.polled) {
+			b.next = 0
+		}
+		idx := b.polled[b.next]
+		fd := b.fd
+		if idx > 0 {
+			if fd = b.rep.Slots[idx-1].Fd; fd < 0 {
+				b.next++ // released during this call
+				continue
+			}
+		}
+		r, err := b.recv(fd, b.rxMsgs[:n])
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if r == 0 || b.rxCalls&7 == 7 {
+			b.next++
+		}
+		if idx > 0 {
+			b.rep.Got(int(idx-1), r)
+			if r < n && b.rep.Slots[idx-1].Closing {
+				b.unread += b.rep.Release(int(idx - 1))
+			}
+		}
+		if r > 0 {
+			if idx == 0 {
+				return r, 0, r, nil
+			}
+			return r, 0, 0, nil
+		}
+	}
+	return 0, 0, 0, nil
+}
+
+// recvReady fills rxMsgs[:n] from the sockets that are readable: those
+// left in ready by the last call (a socket that filled what was asked may
+// hold more), else those epoll_wait names, without waiting. It returns
+// how many arrived, of which rxMsgs[srvLo:srvHi] came from the server
+// socket (read at most once a call). A closing reply socket found empty
+// is released.
+func (b *Backend) recvReady(n int) (got, srvLo, srvHi int, err error) {
+	if b.rhead == len(b.ready) {
+		b.ready, b.rhead = b.ready[:0], 0
+		var e int
+		for {
+			e, err = unix.EpollWait(b.ep, b.evs, 0)
+			b.st.Syscalls++
+			if err != unix.EINTR {
+				break
+			}
+		}
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("epoll_wait: %w", err)
+		}
+		for _, ev := range b.evs[:e] {
+			if ev.Fd == 0 {
+				b.ready = append(b.ready, 0)
+			}
+		}
+		for _, ev := range b.evs[:e] {
+			if ev.Fd != 0 {
+				b.ready = append(b.ready, ev.Fd)
+			}
+		}
+		// A closing socket is read (and released) whether or not it
+		// has something: epoll would never name an empty one.
+		for i := range b.rep.Slots {
+			if b.rep.Slots[i].Closing {
+				b.ready = append(b.ready, int32(i+1))
+			}
+		}
+	}
+	for b.rhead < len(b.ready) && got < n {
+		idx := b.ready[b.rhead]
+		fd := b.fd
+		if idx > 0 {
+			fd = b.rep.Slots[idx-1].Fd
+		}
+		r := 0
+		if fd >= 0 {
+			if r, err = b.recv(fd, b.rxMsgs[got:n]); err != nil {
+				return got, srvLo, srvHi, err
+			}
+		}
+		if idx == 0 {
+			srvLo, srvHi = got, got+r
+		} else if fd >= 0 {
+			b.rep.Got(int(idx-1), r)
+		}
+		if got += r; got == n {
+			break // it may hold more: read it first next time
+		}
+		b.rhead++
+		if idx > 0 && fd >= 0 && b.rep.Slots[idx-1].Closing {
+			b.unread += b.rep.Release(int(idx - 1))
+		}
+	}
+	return got, srvLo, srvHi, nil
+}
+
+// openReply gives peer a connected reply socket, read through the epoll
+// instance from now on.
+func (b *Backend) openReply(peer netip.AddrPort) {
+	i := b.rep.Open(peer)
+	if i < 0 {
+		return
+	}
+	if err := b.epollAdd(b.rep.Slots[i].Fd, int32(i+1)); err != nil {
+		b.unread += b.rep.Release(i)
+		b.rep.OpenFailed++
+	}
 }
 
 // Wait sleeps in poll(2) until the socket is readable, ctx is done
@@ -382,14 +682,24 @@ func (b *Backend) Wait(ctx context.Context) error {
 		return dgramio.ErrClosed
 	}
 	defer b.life.EndWait()
+	if b.rep != nil {
+		// The epoll instance is readable when any of its sockets is.
+		if b.rep.InUse > directMax && b.rhead < len(b.ready) {
+			return nil
+		}
+		// It returns when the sweep of idle reply sockets is due, too.
+		return sock.WaitAtMost(ctx, b.ep, b.waker, &b.waitCalls, b.rep.UntilSweep())
+	}
 	return sock.Wait(ctx, b.fd, b.waker, &b.waitCalls)
 }
 
 // Stats returns the counters. Layers holds the kernel socket's own drop
 // count (layer "socket", "drops", a loss: datagrams that arrived while the
 // receive buffer was full), our counts of send errors by cause (already
-// in TxDropped, so not marked as loss) and, after Close, the datagrams
-// left unread on the socket (layer "udp", "rx_unread_at_close", a loss). Safe from any goroutine; after
+// in TxDropped, so not marked as loss), after Close the datagrams left
+// unread on the socket and its reply sockets (layer "udp",
+// "rx_unread_at_close", a loss), and the reply sockets' counters (see
+// sock.Replies.Counters). Safe from any goroutine; after
 // Close it returns the counters as they were at Close.
 func (b *Backend) Stats() dgramio.Stats { return b.life.Stats(b.snapshot) }
 
@@ -412,6 +722,7 @@ func (b *Backend) snapshot() dgramio.Stats {
 		dgramio.Counter{Layer: "udp", Name: "queue_bad_dest", Value: b.badDest},
 		dgramio.Counter{Layer: "udp", Name: "rx_unread_at_close", Value: b.unread, Loss: true},
 	)
+	s.Layers = b.rep.Counters(s.Layers, "udp")
 	return s
 }
 
@@ -430,7 +741,14 @@ func (b *Backend) Close() error {
 	return b.life.Close(b.waker.Wake, func() (dgramio.Stats, error) {
 		b.st.TxDropped += uint64(b.nmsg)
 		b.nmsg, b.nslot = 0, 0
-		b.unread = sock.DrainUnread(b.fd, unreadLimit)
+		b.unread += sock.DrainUnread(b.fd, unreadLimit)
+		if b.rep != nil {
+			for i := range b.rep.Slots {
+				b.unread += b.rep.Release(i)
+			}
+			b.rep.Close()
+			unix.Close(b.ep)
+		}
 		final := b.snapshot()
 		err := unix.Close(b.fd)
 		if err != nil {

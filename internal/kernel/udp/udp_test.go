@@ -57,6 +57,7 @@ func TestConfigValidation(t *testing.T) {
 		{"TxBatch", func(c *dgramio.Config) { c.TxBatch = 1025 }},
 		{"RxBatch", func(c *dgramio.Config) { c.RxBatch = -5 }},
 		{"SockBuf", func(c *dgramio.Config) { c.SockBuf = 100 }},
+		{"ReplySockets", func(c *dgramio.Config) { c.ReplySockets = dgramio.MaxReplySockets + 1 }},
 		{"Role", func(c *dgramio.Config) { c.Role = 7 }},
 	}, New)
 	b, err := New(ok)

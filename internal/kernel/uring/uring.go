@@ -31,6 +31,12 @@ const (
 	tagWake  = 3 << tagShift
 	tagKill  = 4 << tagShift
 	tagMask  = 0xff << tagShift
+	// tagCancel is the cancellation of a reply socket's receive.
+	tagCancel = 5 << tagShift
+	// A receive's user data holds its socket below the tag: 0 the server
+	// socket, i+1 reply slot i, and above that the slot's generation.
+	recvSockMask = 0xffff
+	recvGenShift = 16
 )
 
 const (
@@ -124,6 +130,19 @@ type Backend struct {
 	unconfirmedAtClose                   uint64
 	unread                               uint64 // datagrams received and never taken by Rx, counted at Close
 
+	// Connected reply sockets (nil without): each has a multishot receive
+	// of its own (Reply.Armed) into the one buffer ring, and sends to its
+	// peer go to it (plain fds, not registered files). sendTo[slot] is
+	// the reply slot + 1 a send slot went to (0: the server socket), of
+	// generation sendGen[slot]; unarmed counts reply receives the kernel
+	// ended (ENOBUFS) that Rx arms again.
+	rep      *sock.Replies
+	sendTo   []uint16
+	sendGen  []uint16
+	unarmed  int
+	toCancel int // closing reply sockets whose cancellation did not fit in the SQ
+	rxCalls  uint64
+
 	// The padding keeps the fields of the next object on the heap (another
 	// queue's, written by another core) off this one's last cache line.
 	_ [64]byte
@@ -132,6 +151,7 @@ type Backend struct {
 type rxDone struct {
 	res int32
 	bid uint16
+	src uint16 // the socket: 0 the server socket, i+1 reply slot i
 }
 
 var _ dgramio.Backend = (*Backend)(nil)
@@ -155,6 +175,11 @@ var _ dgramio.Backend = (*Backend)(nil)
 // To open a backend whose socket lives in another network namespace, join
 // the namespace on the polling goroutine's locked thread (setns) before
 // New; the ring does not care where its thread is afterwards.
+//
+// A server on one address gives the peers that keep sending connected
+// reply sockets of their own (Config.ReplySockets, sock.Replies), each
+// with a multishot receive into the same buffer ring; QueueTo to such a
+// peer goes out of its socket; Close cancels and closes them.
 //
 // Options (Config.URing): SQPoll needs SQCPU, a CPU other than the
 // poller's and inside the process's CPU set (Validate refuses an unset
@@ -240,6 +265,11 @@ func openQueue(cfg dgramio.Config, fd int, granted sock.Granted, note string) (_
 	if err := b.allocate(cfg, &undo); err != nil {
 		return nil, err
 	}
+	if b.rep = sock.RepliesFor(cfg, b.fd, b.granted.Local); b.rep != nil {
+		undo = append(undo, b.rep.Close)
+		b.sendTo = make([]uint16, b.nslots)
+		b.sendGen = make([]uint16, b.nslots)
+	}
 	if err := b.start(); err != nil {
 		return nil, err
 	}
@@ -280,7 +310,8 @@ func (b *Backend) openRing(cfg dgramio.Config, sqCPU int) error {
 	// The CQ has room for every completion that can be outstanding: one
 	// per receive buffer, one per send slot, and the wake-up and kill
 	// switch. So it never overflows.
-	cqSize := pow2(max(2*cfg.URing.Entries, cfg.URing.RxBuffers+b.nslots+8))
+	// Reply sockets add a final completion and a cancellation each.
+	cqSize := pow2(max(2*cfg.URing.Entries, cfg.URing.RxBuffers+b.nslots+8+2*sock.ReplySocketsOf(cfg)))
 	var err error
 	b.ring, err = iouring.New(iouring.Options{
 		Entries:      uint32(cfg.URing.Entries),
@@ -381,6 +412,10 @@ func (b *Backend) describe() string {
 	}
 	m.WriteString(", ")
 	m.WriteString(b.granted.Mode())
+	if b.rep != nil {
+		m.WriteString(", ")
+		m.WriteString(b.rep.Mode())
+	}
 	return m.String()
 }
 
@@ -516,6 +551,15 @@ func (b *Backend) put(payload []byte, to netip.AddrPort) {
 		}
 		m.Name, m.Namelen = b.mem.Addr(off+slotName), uint32(n)
 	}
+	if b.rep != nil {
+		b.sendTo[slot] = 0
+		if i := b.rep.Lookup(to); i >= 0 {
+			// Its connected socket: no name (the one written stays, for
+			// Flush to fall back on), no route lookup.
+			b.sendTo[slot], b.sendGen[slot] = uint16(i+1), b.rep.Slots[i].Gen
+			m.Name, m.Namelen = 0, 0
+		}
+	}
 	b.queue[b.qtail] = slot
 	b.qtail++
 	if b.qtail == b.nslots {
@@ -553,7 +597,11 @@ func (b *Backend) Flush() error {
 				b.qhead = 0
 			}
 			b.nq--
-			e.PrepSendmsg(fixedFD, true, b.mem.Addr(b.slotsOff+int(slot)*b.slotSize), 0, tagSend|uint64(slot))
+			fd, fixed := int32(fixedFD), true
+			if b.rep != nil && b.sendTo[slot] > 0 {
+				fd, fixed = b.replyFD(slot)
+			}
+			e.PrepSendmsg(fd, fixed, b.mem.Addr(b.slotsOff+int(slot)*b.slotSize), 0, tagSend|uint64(slot))
 			b.inflight++
 		}
 		if b.ring.Unsubmitted() == 0 {
@@ -567,6 +615,20 @@ func (b *Backend) Flush() error {
 			return nil // the kernel is busy (EAGAIN/EBUSY) or the SQ thread takes it
 		}
 	}
+}
+
+// replyFD is the socket a send slot queued for a reply socket goes out
+// of: that socket, or, when Rx has closed it since (or it is closing), the
+// server socket with the peer's address (which put wrote).
+func (b *Backend) replyFD(slot uint16) (int32, bool) {
+	r := &b.rep.Slots[b.sendTo[slot]-1]
+	if r.Fd < 0 || r.Closing || r.Gen != b.sendGen[slot] {
+		b.sendTo[slot] = 0
+		m := iouring.MsghdrAt(b.mem, b.slotsOff+int(slot)*b.slotSize)
+		m.Name, m.Namelen = b.mem.Addr(b.slotsOff+int(slot)*b.slotSize+slotName), uint32(b.nameLen)
+		return fixedFD, true
+	}
+	return int32(r.Fd), false
 }
 
 // reap takes every completion from the CQ (no system call): sends free
@@ -588,18 +650,23 @@ func (b *Backend) reap() {
 		case tagSend:
 			b.sendDone(uint16(c.UserData), c.Res)
 		case tagRecv:
+			src := uint16(c.UserData & recvSockMask)
 			if c.HasBuffer() {
 				j := b.rxHead + b.rxLen
 				if j >= len(b.rxq) {
 					j -= len(b.rxq)
 				}
-				b.rxq[j] = rxDone{res: c.Res, bid: c.BufID()}
+				b.rxq[j] = rxDone{res: c.Res, bid: c.BufID(), src: src}
 				b.rxLen++
-			} else if c.Res < 0 {
+			} else if c.Res < 0 && (src == 0 || unix.Errno(-c.Res) != unix.ECANCELED) {
 				b.recvError(unix.Errno(-c.Res))
 			}
 			if !c.More() {
-				b.armed = false
+				if src == 0 {
+					b.armed = false
+				} else {
+					b.replyRecvEnded(int(src-1), uint16(c.UserData>>recvGenShift))
+				}
 			}
 		case tagWake:
 			b.woken = true
@@ -615,6 +682,9 @@ func (b *Backend) sendDone(slot uint16, res int32) {
 	b.free[b.nfree] = slot
 	b.nfree++
 	if res >= 0 {
+		if b.rep != nil && b.sendTo[slot] > 0 {
+			b.rep.Tx++
+		}
 		b.st.TxSent++
 		b.st.TxBytes += uint64(res)
 		return
@@ -670,12 +740,15 @@ func (b *Backend) Rx(pkts []dgramio.Packet) (int, error) {
 	}
 	defer b.life.Exit()
 	b.recycle()
-	if !b.armed {
-		if b.arm() {
+	if !b.armed || b.unarmed > 0 {
+		if !b.armed && b.arm() {
 			b.rearms++
-			if _, err := b.ring.Submit(0); err != nil {
-				return 0, threadErr(err)
-			}
+		}
+		if b.unarmed > 0 {
+			b.armReplies()
+		}
+		if _, err := b.ring.Submit(0); err != nil {
+			return 0, threadErr(err)
 		}
 	}
 	b.reap()
@@ -715,10 +788,111 @@ func (b *Backend) Rx(pkts []dgramio.Packet) (int, error) {
 		pkts[k] = dgramio.Packet{Data: p[:len(p):len(p)], From: from}
 		bytes += uint64(len(p))
 		k++
+		if b.rep != nil {
+			if d.src > 0 {
+				b.rep.Got(int(d.src-1), 1)
+			} else if b.rep.Heard(from) {
+				b.openReply(from)
+			}
+		}
 	}
 	b.st.RxDelivered += uint64(k)
 	b.st.RxBytes += bytes
+	if b.rep != nil {
+		b.rxCalls++
+		if (b.rxCalls&63 == 0 || k == 0) && b.rep.Due() && b.rep.Sweep() || b.toCancel > 0 {
+			b.closeIdle()
+		}
+	}
 	return k, err
+}
+
+// armReply prepares reply slot i's multishot RECVMSG (submitted by the
+// caller), into the server socket's buffer ring.
+func (b *Backend) armReply(i int) bool {
+	r := &b.rep.Slots[i]
+	e := b.ring.GetSQE()
+	if e == nil {
+		return false
+	}
+	e.PrepRecvmsgMultishot(int32(r.Fd), false, b.mem.Addr(b.recvOff), bufGroup, tagRecv|uint64(r.Gen)<<recvGenShift|uint64(i+1))
+	r.Armed = true
+	return true
+}
+
+// armReplies arms again the reply receives the kernel ended (unarmed
+// counts those it could not: the SQ was full).
+func (b *Backend) armReplies() {
+	b.unarmed = 0
+	for i := range b.rep.Slots {
+		r := &b.rep.Slots[i]
+		if r.Fd >= 0 && !r.Armed && !r.Closing {
+			if !b.armReply(i) {
+				b.unarmed++
+				continue
+			}
+			b.rearms++
+		}
+	}
+}
+
+// openReply gives peer a connected reply socket and arms its receive.
+func (b *Backend) openReply(peer netip.AddrPort) {
+	i := b.rep.Open(peer)
+	if i < 0 {
+		return
+	}
+	if !b.armReply(i) {
+		b.unarmed++ // the SQ is full: the next Rx arms it
+		return
+	}
+	if _, err := b.ring.Submit(0); err != nil {
+		b.rxErr = unix.EIO
+	}
+}
+
+// replyRecvEnded is the last completion of reply slot i's receive (of
+// generation gen): a closing socket is released, another is armed again
+// by the next Rx.
+func (b *Backend) replyRecvEnded(i int, gen uint16) {
+	r := &b.rep.Slots[i]
+	if r.Fd < 0 || r.Gen != gen || !r.Armed {
+		return
+	}
+	r.Armed = false
+	if r.Closing {
+		b.unread += b.rep.Release(i)
+		b.toCancel = 0 // recounted by closeIdle
+		return
+	}
+	b.unarmed++
+}
+
+// closeIdle cancels the receives of the reply sockets Sweep started
+// closing (their filter drops what arrives from now on); each is released
+// when its receive's last completion arrives, or now when none is armed.
+func (b *Backend) closeIdle() {
+	b.toCancel = 0
+	for i := range b.rep.Slots {
+		r := &b.rep.Slots[i]
+		if r.Fd < 0 || !r.Closing || r.Cancelled {
+			continue
+		}
+		if !r.Armed {
+			b.unread += b.rep.Release(i)
+			continue
+		}
+		e := b.ring.GetSQE()
+		if e == nil {
+			b.toCancel++ // the SQ is full: the next Rx tries again
+			continue
+		}
+		e.PrepCancel(tagRecv|uint64(r.Gen)<<recvGenShift|uint64(i+1), tagCancel)
+		r.Cancelled = true
+	}
+	if _, err := b.ring.Submit(0); err != nil {
+		b.rxErr = unix.EIO
+	}
 }
 
 // recycle gives the buffers of the last Rx back to the buffer ring.
@@ -755,6 +929,13 @@ func (b *Backend) Wait(ctx context.Context) error {
 		}
 		b.reap()
 		ready, woken := b.rxLen > 0 || !b.armed || b.rxErr != 0, b.woken
+		var sweep time.Duration
+		if b.rep != nil {
+			// Rx has reply receives to arm or cancel, or the sweep of
+			// idle reply sockets to run by then.
+			ready = ready || b.unarmed > 0 || b.toCancel > 0 || b.rep.InUse > 0 && b.rep.Due()
+			sweep = b.rep.UntilSweep()
+		}
 		b.life.Exit()
 		if woken {
 			return dgramio.ErrClosed
@@ -766,6 +947,9 @@ func (b *Backend) Wait(ctx context.Context) error {
 			return err
 		}
 		d := waitSlice
+		if sweep > 0 {
+			d = min(d, sweep)
+		}
 		if dl, ok := ctx.Deadline(); ok {
 			if d = min(d, time.Until(dl)); d <= 0 {
 				return fdwait.Expired(ctx) // passed; its timer fires next
@@ -826,6 +1010,7 @@ func (b *Backend) snapshot() dgramio.Stats {
 		dgramio.Counter{Layer: "uring", Name: "cq_overflow", Value: uint64(b.ring.CQOverflow()), Loss: true},
 		dgramio.Counter{Layer: "uring", Name: "sq_dropped", Value: uint64(b.ring.SQDropped())},
 	)
+	s.Layers = b.rep.Counters(s.Layers, "uring")
 	return s
 }
 
@@ -874,16 +1059,29 @@ func (b *Backend) shutdown() (dgramio.Stats, error) {
 			b.inflight--
 			b.st.TxDropped++
 		case tagRecv:
-			b.armed = false
+			if src := e.UserData & recvSockMask; src == 0 {
+				b.armed = false
+			} else if b.rep != nil {
+				b.rep.Slots[src-1].Armed = false
+			}
 		}
 	})
 	drained := b.drain()
 	b.unconfirmedAtClose = uint64(b.inflight)
 	// Datagrams received into the buffer ring that Rx never took, and
 	// those still in the socket's queue once the receive is cancelled.
-	b.unread = uint64(b.rxLen)
+	b.unread += uint64(b.rxLen)
 	if !b.armed {
 		b.unread += sock.DrainUnread(b.fd, unreadLimit)
+	}
+	if b.rep != nil {
+		// What reply sockets still hold is unread too. One whose receive
+		// the kernel did not end is left open until the ring goes, below.
+		for i := range b.rep.Slots {
+			if !b.rep.Slots[i].Armed {
+				b.unread += b.rep.Release(i)
+			}
+		}
 	}
 	final := b.snapshot()
 
@@ -904,6 +1102,12 @@ func (b *Backend) shutdown() (dgramio.Stats, error) {
 		}
 	}
 	errs = append(errs, b.ring.Close())
+	if b.rep != nil {
+		for i := range b.rep.Slots {
+			b.rep.Release(i)
+		}
+		b.rep.Close()
+	}
 	if drained {
 		errs = append(errs, b.releaseBufs(), b.mem.Free())
 	} else {
@@ -1003,6 +1207,19 @@ func (b *Backend) nudgeOwner() {
 	}
 }
 
+// replyArmed reports whether a reply socket's receive is still in flight.
+func (b *Backend) replyArmed() bool {
+	if b.rep == nil {
+		return false
+	}
+	for i := range b.rep.Slots {
+		if b.rep.Slots[i].Fd >= 0 && b.rep.Slots[i].Armed {
+			return true
+		}
+	}
+	return false
+}
+
 // drain waits until the receive has ended and every send has completed,
 // after the kill switch fired. On the ring's own thread it sleeps in
 // io_uring_enter; elsewhere it watches the CQ in memory (the kernel runs
@@ -1012,7 +1229,7 @@ func (b *Backend) drain() bool {
 	deadline := time.Now().Add(drainWait)
 	for {
 		b.reap()
-		if !b.armed && b.inflight == 0 && b.killed {
+		if !b.armed && b.inflight == 0 && b.killed && !b.replyArmed() {
 			return true
 		}
 		if time.Now().After(deadline) {
