@@ -1,110 +1,23 @@
 package udp
 
 import (
-	"net/netip"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/sock/socktest"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/testhost/hosttest"
 )
 
-// BenchmarkReplyPingPong measures one datagram's round trip through two
-// udp backends over the test hosts' veth pair, driven from one goroutine
-// (client Queue and Flush, server Rx, QueueTo and Flush, client Rx; on
-// veth a datagram is queued by the time its sender's system call
-// returns), in each family, with the server's reply sockets on (the
-// default) and off (ReplySockets -1). One op is a round trip in each of
-// the four variants in turn, so that the host's slow and fast moments
-// fall on all alike; the metrics are each variant's median
-// ("v6-reply-p50-ns" …). It is the dgramio-level counterpart of
-// internal/sock's BenchmarkFamilyPingPong.
+// BenchmarkReplyPingPong is socktest.ReplyPingPong on udp backends: one
+// datagram's round trip in each family, with and without reply sockets.
+// It is the dgramio-level counterpart of internal/sock's
+// BenchmarkFamilyPingPong.
 func BenchmarkReplyPingPong(b *testing.B) {
 	p := hosttest.New(b, testhost.Options{IPv6: true})
-	type variant struct {
-		name     string
-		cli, srv dgramio.Backend
-		ns       []int64
-	}
-	var vs []*variant
-	port := uint16(5330)
-	for _, reply := range []bool{false, true} {
-		for _, v6 := range []bool{false, true} {
-			a, s, name := p.A.Addr, p.B.Addr, "v4"
-			if v6 {
-				a, s, name = p.A.Addr6, p.B.Addr6, "v6"
-			}
-			cfg := dgramio.Config{Role: dgramio.RoleServer, LocalIP: s, Port: port, ReplySockets: -1}
-			name += "-noreply"
-			if reply {
-				cfg.ReplySockets = 0
-				name = name[:2] + "-reply"
-			}
-			v := &variant{name: name}
-			if err := p.B.Do(func() (err error) { v.srv, err = New(cfg); return err }); err != nil {
-				b.Fatal(err)
-			}
-			if err := p.A.Do(func() (err error) {
-				v.cli, err = New(dgramio.Config{LocalIP: a, Dests: []netip.AddrPort{netip.AddrPortFrom(s, port)}})
-				return err
-			}); err != nil {
-				b.Fatal(err)
-			}
-			defer v.srv.Close()
-			defer v.cli.Close()
-			vs = append(vs, v)
-			port++
-		}
-	}
-	payload := make([]byte, 64)
-	pkts := make([]dgramio.Packet, 32)
-	rx := func(be dgramio.Backend) dgramio.Packet {
-		for spins := 0; ; spins++ {
-			n, err := be.Rx(pkts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if n == 1 {
-				return pkts[0]
-			}
-			if n > 1 || spins > 1000 {
-				b.Fatalf("Rx: %d datagrams after %d tries, want 1", n, spins)
-			}
-		}
-	}
-	trip := func(v *variant) {
-		if err := v.cli.Queue(payload); err != nil {
-			b.Fatal(err)
-		}
-		v.cli.Flush()
-		pk := rx(v.srv)
-		if err := v.srv.QueueTo(pk.Data, pk.From); err != nil {
-			b.Fatal(err)
-		}
-		v.srv.Flush()
-		rx(v.cli)
-	}
-	for _, v := range vs {
-		for range 100 { // the peer becomes hot
-			trip(v)
-		}
-	}
-	for b.Loop() {
-		for _, v := range vs {
-			t0 := time.Now()
-			trip(v)
-			v.ns = append(v.ns, time.Since(t0).Nanoseconds())
-		}
-	}
-	for _, v := range vs {
-		slices.Sort(v.ns)
-		b.ReportMetric(float64(v.ns[len(v.ns)/2]), v.name+"-p50-ns")
-		if st := v.srv.Stats(); v.name[3:] == "reply" {
-			if n, _ := st.Counter("udp", "reply_opened"); n != 1 {
-				b.Errorf("%s: reply_opened %d, want 1", v.name, n)
-			}
-		}
-	}
+	socktest.ReplyPingPong(b, p, "udp", 1000, func(h *testhost.Host, cfg dgramio.Config) (dgramio.Backend, error) {
+		var be dgramio.Backend
+		err := h.Do(func() (err error) { be, err = New(cfg); return err })
+		return be, err
+	})
 }
