@@ -153,6 +153,7 @@ type Conn struct {
 	keepCnt             int
 	ooo                 []sackBlock // out-of-order data held, sorted; grows up to maxBlocks (addBlock)
 	lastOOO             uint32
+	oooRecent           [2]uint32 // lastOOO of the blocks that grew before it, latest first (putSACK)
 	dsack               sackBlock // duplicate data the next ACK reports (RFC 2883 §4)
 	oooFinSeq           uint32
 	oooAckNxt           uint32 // RCV.NXT of the duplicate ACKs counted in oooDupAcks
@@ -167,7 +168,7 @@ type Conn struct {
 	m                   memState  // buffer sizing (bufpool.go)
 	// The slot to a whole number of cache lines (960 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [21]byte
+	_ [13]byte
 }
 
 // Peer returns the remote address and port.

@@ -891,6 +891,11 @@ func (c *Conn) addOOO(start, end uint32, fin bool) {
 	if fin {
 		c.oooFin, c.oooFinSeq = true, end
 	}
+	if c.nooo > 0 && !c.touchesLastOOO(start, end) {
+		// Another block than the last one grows: the last one becomes
+		// the most recent of the others (RFC 2018 §4, putSACK).
+		c.oooRecent = [2]uint32{c.lastOOO, c.oooRecent[0]}
+	}
 	c.lastOOO = start
 	if start == end {
 		return

@@ -479,17 +479,37 @@ func (c *Conn) putSACK(o []byte, n int) int {
 			return n
 		}
 	}
-	first := 0
-	for i := 0; i < c.nooo; i++ {
-		if seqLEQ(c.ooo[i].start, c.lastOOO) && seqLT(c.lastOOO, c.ooo[i].end) {
-			first = i
+	// The block of the latest segment first, then those that grew
+	// before it, latest first (RFC 2018 §4: an ACK repeats the most
+	// recently reported blocks, so that one lost ACK does not hide a
+	// block's growth), then the others in sequence order.
+	var done [4]int
+	nd := 0
+	putAt := func(seq uint32) {
+		for i := 0; i < c.nooo; i++ {
+			if b := c.ooo[i]; seqLEQ(b.start, seq) && seqLT(seq, b.end) {
+				for _, d := range done[:nd] {
+					if d == i {
+						return
+					}
+				}
+				put(b)
+				done[nd] = i
+				nd++
+				k--
+				return
+			}
 		}
 	}
-	put(c.ooo[first])
-	for i := 0; i < c.nooo && k > 1; i++ {
-		if i != first {
-			put(c.ooo[i])
-			k--
+	putAt(c.lastOOO)
+	for _, seq := range c.oooRecent {
+		if k > 0 && nd < len(done) {
+			putAt(seq)
+		}
+	}
+	for i := 0; i < c.nooo && k > 0; i++ {
+		if b := c.ooo[i]; nd < len(done) {
+			putAt(b.start)
 		}
 	}
 	return n
