@@ -79,7 +79,8 @@ const (
 	// loop queues to From until its next Flush goes out, then the layer
 	// closes our direction too (FIN) and, once the peer acknowledged
 	// everything, EventEnded follows. Pause keeps it open longer (until
-	// Resume).
+	// Resume). A reset or failed write after it ends the connection with
+	// EventEnded alone: its end was reported, what it dropped is counted.
 	EventPeerFIN
 	// EventReset: the connection was reset by the peer or failed (a
 	// retransmission timeout, an unreachable host). Err is a *PeerError

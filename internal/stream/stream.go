@@ -68,7 +68,9 @@
 // records still staged are counted in TxDropped, and the records the
 // transport had received and the layer had not delivered yet are read out
 // and counted in RxClosed, as at Close; EventReset (with the
-// *dgramio.PeerError of the cause) and EventEnded follow.
+// *dgramio.PeerError of the cause) and EventEnded follow. A connection's
+// end is reported once: a reset or failed write after its EventPeerFIN
+// was queued is counted so, and only EventEnded follows.
 //
 // In u32 framing (dgramio.FramingU32) records carry a 4-byte prefix
 // (record.NewStaging32, NewDecoder32), read by the Lender path and Sent
@@ -1172,7 +1174,10 @@ func (s *Layer) reapEach() {
 			s.countUnacked(c)
 			s.readOut(c)
 			s.cutRecord(c)
-			if !c.local {
+			if !c.local && !(c.eof && c.reported) {
+				// Once per connection: a write that fails after
+				// the peer's FIN was reported ends the same
+				// connection (what it drops is counted).
 				s.event(c, dgramio.EventReset, c.dead)
 			}
 			s.remove(c)

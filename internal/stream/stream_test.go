@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -801,5 +802,57 @@ func TestIdleRx(t *testing.T) {
 	s.Report(errors.New("stall"))
 	if _, err := s.Rx(pkts); err == nil {
 		t.Fatal("an idle Rx with an event waiting returned no error")
+	}
+}
+
+// A connection's end is reported once: a write that fails after the peer's
+// FIN was reported (a peer process that died leaves a FIN, then resets
+// what we write to it) drops and counts what was staged, and is followed
+// by EventEnded only, not by a second end (EventReset).
+func TestEndReportedOnceAfterFIN(t *testing.T) {
+	s, cs := newLayer(1, Options{Events: true, MaxRecord: 10, StagingSize: 2 * (record.HeaderLen + 2), FinishTimeout: time.Minute})
+	f := cs[0]
+	f.room = 0
+	f.eof = true
+	got, errs := rxAll(s, 1)
+	if len(got) != 0 || len(errs) != 1 {
+		t.Fatalf("got %q, ends %v; want the FIN", got, errs)
+	}
+	refused := 0
+	for i := 0; i < 3; i++ {
+		if s.QueueTo([]byte("q"), peer(0)) == dgramio.ErrBackPressure {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no record refused: the connection is not held open by a refused one")
+	}
+	s.Flush()
+	f.err = &dgramio.PeerError{Err: syscall.EPIPE} // the peer is gone
+	f.room = -1
+	var ended bool
+	pkts := make([]dgramio.Packet, 16)
+	for i := 0; i < 8; i++ {
+		s.Flush()
+		n, err := s.Rx(pkts)
+		if err != nil {
+			t.Fatalf("Rx: %v", err)
+		}
+		for _, p := range pkts[:n] {
+			switch p.Event {
+			case dgramio.EventEnded:
+				ended = true
+			case dgramio.EventData:
+				t.Fatalf("a record after the FIN: %q", p.Data)
+			default:
+				t.Fatalf("the end reported again: %v %v", p.Event, p.Err)
+			}
+		}
+	}
+	if !ended || s.Len() != 0 {
+		t.Fatalf("ended %v, %d connections: the failed connection was not removed", ended, s.Len())
+	}
+	if c := s.Counters(); c.PeerCloses != 1 || c.TxDropped != 2 || c.TxQueued != 2 {
+		t.Fatalf("counters %+v: want the FIN once and the 2 staged records dropped", c)
 	}
 }
