@@ -61,7 +61,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer, op
 		poll:   "busy (spin, a CPU per poller; the default) or yield (sleep when idle, for machines with too few CPUs)",
 		batch:  "messages per Flush and per Rx",
 	})
-	dst := fs.String("dst", "", "the echo's address, IPv4 or (kinds udp, uring, tcp) IPv6, with its port (192.0.2.2:5000, [2001:db8::2]:5000) or at --port")
+	dst := fs.String("dst", "", "the echo's address, IPv4 or IPv6, with its port (192.0.2.2:5000, [2001:db8::2]:5000) or at --port")
 	rateS := fs.String("rate", "20k", "offered rate, messages per second (20k, 1.6M)")
 	duration := durationFlag(fs, "duration", 5*time.Second, "measured time, like `5s`")
 	warmup := durationFlag(fs, "warmup", time.Second, "warm-up, sent but not measured, like `1s`")

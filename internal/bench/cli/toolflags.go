@@ -64,7 +64,7 @@ type toolUsage struct {
 func addToolFlags(fs *flag.FlagSet, u toolUsage) *toolFlags {
 	t := &toolFlags{
 		kind:       dgramio.KindUDP,
-		local:      fs.String("local", "", "our address, IPv4 or (kinds udp, uring, tcp) IPv6; required for raw kinds"),
+		local:      fs.String("local", "", "our address, IPv4 or IPv6; required for raw kinds (tcp-xdp, tcp-dpdk: one the kernel does not hold on --iface)"),
 		port:       fs.Uint("port", 5000, u.port),
 		iface:      fs.String("iface", "", "network interface (raw kinds)"),
 		cpu:        fs.Int("cpu", -1, "CPU to pin the poller to (-1: not pinned)"),
