@@ -231,8 +231,11 @@ type XDPOptions struct {
 	Frames int
 	// RingSize is the size of each of the four rings. Default 2048.
 	RingSize int
-	// OwnARP makes the datagram kind answer and resolve ARP itself (arp/)
-	// instead of leaving the address on the kernel interface.
+	// OwnARP makes the datagram kind answer and resolve ARP (IPv6:
+	// neighbour discovery) for LocalIP itself instead of leaving the
+	// address on the kernel interface; the kernel keeps the ARP of its
+	// own addresses there. Kind xdp sets it by itself for a LocalIP the
+	// kernel holds on no interface, which no one else would answer for.
 	OwnARP bool
 	// CarrierWait bounds the wait for carrier after bind. Default 5 s.
 	CarrierWait time.Duration

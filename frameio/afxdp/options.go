@@ -83,6 +83,14 @@ type Options struct {
 	// variants UDPARP and TCP the neighbour solicitations and
 	// advertisements too. Off, every IPv6 frame goes to the kernel.
 	IPv6 bool
+	// NeighHost, with Program xdpprog.UDPARP, is the address whose
+	// neighbour discovery the socket's own program redirects (ARP for an
+	// IPv4 address, solicitations and advertisements for an IPv6 one;
+	// xdpprog.Objects.SetHost, SetHost6): the kernel keeps the rest, and
+	// its own addresses on the interface keep resolving. Unset: every
+	// ARP (and, with IPv6, neighbour discovery) frame. With Shared, the
+	// shared program's ProgramOptions.Host decides.
+	NeighHost netip.Addr
 	// MLock locks the UMEM in memory with mlock(2) (it needs CAP_IPC_LOCK or
 	// a large enough RLIMIT_MEMLOCK). The kernel pins the pages it uses
 	// anyway; this also keeps the rest of the mapping resident.
@@ -176,7 +184,7 @@ func (o Options) Validate() error {
 
 // OptionsFromConfig returns the options of an AF_XDP kind's Config (after
 // dgramio.Config.WithDefaults): kind xdp takes the UDP program (UDP+ARP with
-// XDP.OwnARP) on the port it receives on (Port for a server, LocalPort for
+// XDP.OwnARP, for LocalIP's neighbour discovery) on the port it receives on (Port for a server, LocalPort for
 // a client) and frames of up to MaxDatagram of payload; kind tcp-xdp takes
 // the TCP program on Port (which the server listens on and the client's
 // answers come from) and 1514-byte frames.
@@ -201,6 +209,7 @@ func OptionsFromConfig(c dgramio.Config) Options {
 		o.Program = xdpprog.UDP
 		if c.XDP.OwnARP {
 			o.Program = xdpprog.UDPARP
+			o.NeighHost = c.LocalIP
 		}
 		o.Port = c.Port
 		if c.Role == dgramio.RoleClient && c.LocalPort != 0 {
@@ -241,7 +250,9 @@ type ProgramOptions struct {
 	// other addresses to the kernel (xdpprog.Objects.SetHost). An IPv6
 	// Host does the same for IPv6 (xdpprog.Objects.SetHost6, which turns
 	// IPv6 steering on), with the solicitations for it. Unset: the
-	// program matches Port.
+	// program matches Port. With Program xdpprog.UDPARP it is
+	// Options.NeighHost: only its neighbour discovery goes to the
+	// sockets.
 	Host netip.Addr
 	// Host6, with an IPv4 Host, is an IPv6 address the userspace stack
 	// answers for too (a stack of both families): IPv4 frames to Host

@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"fmt"
+	"net/netip"
 	"sync"
 
 	"github.com/dgramio/dgramio"
@@ -85,7 +86,11 @@ func AttachProgram(o ProgramOptions) (*Program, error) {
 			return nil, fmt.Errorf("afxdp: %w", err)
 		}
 	}
-	if o.Host.Is6() {
+	if o.Program == xdpprog.UDPARP {
+		if err := setNeighHost(p.objs, o.Host); err != nil {
+			return nil, dgramio.BadField("Host", o.Host, "%v", err)
+		}
+	} else if o.Host.Is6() {
 		// An IPv6 host address: every IPv6 frame to it, and the
 		// solicitations for it; IPv4 then matches the port.
 		if err := p.objs.SetHost6(o.Host); err != nil {
@@ -192,4 +197,17 @@ func (p *Program) Close() error {
 		return fmt.Errorf("afxdp: close shared program: %w", err)
 	}
 	return nil
+}
+
+// setNeighHost gives variant UDPARP the address whose neighbour discovery
+// it redirects (none: every neighbour frame).
+func setNeighHost(objs *xdpprog.Objects, a netip.Addr) error {
+	switch {
+	case !a.IsValid():
+		return nil
+	case a.Is4() || a.Is4In6():
+		return objs.SetHost(a.Unmap())
+	default:
+		return objs.SetHost6(a)
+	}
 }

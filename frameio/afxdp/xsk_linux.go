@@ -260,6 +260,11 @@ func (x *XSK) program(zc bool) (string, error) {
 				return "", fmt.Errorf("afxdp: %w", err)
 			}
 		}
+		if o.Program == xdpprog.UDPARP {
+			if err := setNeighHost(x.objs, o.NeighHost); err != nil {
+				return "", dgramio.BadField("NeighHost", o.NeighHost, "%v", err)
+			}
+		}
 		var l link.Link
 		if l, attachMode, x.fallback, err = attach(x.objs, x.ifindex, o.Iface, o.Mode); err != nil {
 			return "", err

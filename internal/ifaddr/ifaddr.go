@@ -30,3 +30,22 @@ func KernelHas(iface string, addr netip.Addr) (bool, error) {
 	}
 	return false, nil
 }
+
+// KernelHoldsAnywhere reports whether addr is an address of any kernel
+// interface in the calling thread's network namespace: where it is not,
+// no one but us answers ARP or neighbour solicitations for it.
+func KernelHoldsAnywhere(addr netip.Addr) (bool, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false, fmt.Errorf("the kernel's addresses: %w", err)
+	}
+	addr = addr.Unmap()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}

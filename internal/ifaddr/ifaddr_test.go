@@ -18,3 +18,17 @@ func TestKernelHas(t *testing.T) {
 		t.Error("KernelHas of a missing interface: no error")
 	}
 }
+
+// KernelHoldsAnywhere looks at every interface: 127.0.0.1 (also as an
+// IPv4-mapped address) is held, an address of the benchmarking range
+// that no test host gave the root namespace is not.
+func TestKernelHoldsAnywhere(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		want bool
+	}{{"127.0.0.1", true}, {"::ffff:127.0.0.1", true}, {"198.18.255.254", false}, {"2001:2:ffff::fe", false}} {
+		if got, err := KernelHoldsAnywhere(netip.MustParseAddr(c.addr)); err != nil || got != c.want {
+			t.Errorf("KernelHoldsAnywhere(%s) = %v, %v; want %v", c.addr, got, err, c.want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/dgramio/dgramio/frameio/afxdp"
 	"github.com/dgramio/dgramio/internal/arp"
 	"github.com/dgramio/dgramio/internal/framequeue"
+	"github.com/dgramio/dgramio/internal/ifaddr"
 	"github.com/dgramio/dgramio/internal/kindcfg"
 	"github.com/dgramio/dgramio/internal/ndp"
 	"github.com/dgramio/dgramio/internal/queues"
@@ -36,14 +37,17 @@ import (
 // "ip neigh replace ... use" does): its ARP request goes to the peer's
 // address only, and no datagram is sent to provoke it.
 //
-// With cfg.XDP.OwnARP the program redirects ARP too and package arp
-// answers for cfg.LocalIP and resolves peers; take the address off the
-// kernel's interface, or both answer. An IPv6 Config works the same way:
-// the program's IPv6 steering is on (afxdp.Options.IPv6), the kernel's
-// IPv6 neighbour table gives the peers' MACs (its neighbour solicitations
-// resolve the others), and with OwnARP the program takes every neighbour
-// solicitation and advertisement and package ndp answers for cfg.LocalIP
-// and our link-local address.
+// With cfg.XDP.OwnARP the program redirects the ARP frames about
+// cfg.LocalIP (and announcements) too, and package arp answers for it
+// and resolves peers; take the address off the kernel's interface, or
+// both answer. An address the kernel holds on no interface is owned so
+// without asking: no one else would answer for it. An IPv6 Config works
+// the same way: the program's IPv6 steering is on (afxdp.Options.IPv6),
+// the kernel's IPv6 neighbour table gives the peers' MACs (its neighbour
+// solicitations resolve the others), and with OwnARP the program takes
+// the neighbour solicitations and advertisements about cfg.LocalIP and
+// package ndp answers for it. The kernel keeps the ARP and neighbour
+// discovery of its own addresses on the interface.
 //
 // With cfg.CPUs set, NewXDP pins the calling goroutine's thread to
 // CPUs[0] (call it on the goroutine that will poll); Close unpins it when
@@ -61,7 +65,27 @@ func NewXDP(cfg dgramio.Config) (dgramio.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg, err = ownUnheldAddr(cfg); err != nil {
+		return nil, err
+	}
 	return openXDPQueue(cfg, nil, "")
+}
+
+// ownUnheldAddr sets cfg.XDP.OwnARP when the kernel holds cfg.LocalIP on
+// no interface of the calling thread's namespace: no one else would
+// answer ARP (or neighbour solicitations) for it, and no peer could
+// reach us. The program then takes only the neighbour frames about
+// LocalIP, so the kernel's own addresses on the interface keep theirs.
+func ownUnheldAddr(cfg dgramio.Config) (dgramio.Config, error) {
+	if cfg.XDP.OwnARP || !cfg.LocalIP.IsValid() {
+		return cfg, nil
+	}
+	held, err := ifaddr.KernelHoldsAnywhere(cfg.LocalIP)
+	if err != nil {
+		return cfg, fmt.Errorf("udp: xdp: %w", err)
+	}
+	cfg.XDP.OwnARP = !held
+	return cfg, nil
 }
 
 // openXDPQueue opens one queue of kind xdp: cfg is the queue's, prog the
@@ -180,8 +204,11 @@ func NewXDPGroup(cfg dgramio.Config) (dgramio.QueueGroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg, err = ownUnheldAddr(cfg); err != nil {
+		return nil, err
+	}
 	o := afxdp.OptionsFromConfig(cfg)
-	po := afxdp.ProgramOptions{Iface: cfg.Iface, Program: o.Program, Port: o.Port,
+	po := afxdp.ProgramOptions{Iface: cfg.Iface, Program: o.Program, Port: o.Port, Host: o.NeighHost,
 		FirstQueue: cfg.XDP.QueueID, Queues: cfg.Queues, Mode: cfg.XDP.Mode, IPv6: o.IPv6}
 	if cfg.Role == dgramio.RoleClient {
 		po.Ports = cfg.Queues

@@ -154,7 +154,11 @@ func kernelClient(t *testing.T, h *testhost.Host, addr netip.AddrPort) *net.UDPC
 	var c *net.UDPConn
 	if err := h.Do(func() error {
 		var err error
-		c, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(addr))
+		network := "udp4"
+		if addr.Addr().Is6() {
+			network = "udp6"
+		}
+		c, err = net.DialUDP(network, nil, net.UDPAddrFromAddrPort(addr))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -342,9 +346,9 @@ func TestXDPKernelAnswersOtherPort(t *testing.T) {
 // kernel, made to forget A, asks for A by ARP to send its echoes, and
 // arp/ answers.
 //
-// Over IPv6 the program takes every neighbour solicitation and
-// advertisement (variant UDPARP with IPv6 steering) and ndp/ resolves B
-// (RFC 4861 §7.2.2) and answers B's kernel (§7.2.4).
+// Over IPv6 the program takes the neighbour solicitations and
+// advertisements about A (variant UDPARP with IPv6 steering) and ndp/
+// resolves B (RFC 4861 §7.2.2) and answers B's kernel (§7.2.4).
 func TestXDPOwnARP(t *testing.T) { forVethFamilies(t, testXDPOwnARP) }
 
 func testXDPOwnARP(t *testing.T, f vethFamily) {
@@ -386,6 +390,66 @@ func testXDPOwnARP(t *testing.T, f vethFamily) {
 		t.Fatalf("B's kernel holds %v (state %#x) for A, want %v", mac, state, p.A.MAC)
 	}
 	t.Logf("%s counters: %v", layer, s.Layers)
+}
+
+// TestXDPUnheldAddress: kind xdp on an address the kernel does not hold
+// (A's kernel keeps its own address on the same veth) answers and
+// resolves it itself without being told (Config.XDP.OwnARP): B's kernel
+// asks for it by ARP (IPv6: a neighbour solicitation, RFC 4861 §7.2.3)
+// and every echo comes back. Meanwhile A's kernel still answers for its
+// own address on that veth: the program takes only the neighbour frames
+// about ours.
+func TestXDPUnheldAddress(t *testing.T) { forVethFamilies(t, testXDPUnheldAddress) }
+
+func testXDPUnheldAddress(t *testing.T, f vethFamily) {
+	testutil.RequireRoot(t)
+	p := f.pair(t)
+	aKernel, bAddr := f.addr(p.A), f.addr(p.B)
+	ours := aKernel.As16()
+	ours[15] = 0x40 // in the subnet, neither end's address
+	a := netip.AddrFrom16(ours)
+	if !f.v6 {
+		a = a.Unmap()
+	}
+	kernelEchoAt(t, p.B, bAddr, 5000)
+	kernelEchoAt(t, p.A, aKernel, 6000)
+	b := openXDP(t, p.A, dgramio.Config{Kind: dgramio.KindXDP, Iface: p.A.Iface, LocalIP: a,
+		Dests: []netip.AddrPort{netip.AddrPortFrom(bAddr, 5000)}, Port: 5000})
+	// B's kernel learnt us from our own request for B; make it forget,
+	// so that its echoes need a request only we answer.
+	if err := p.B.DelNeigh(a); err != nil {
+		t.Fatal(err)
+	}
+	if got := echoRun(t, b, 200, 100, 16); got != 200 {
+		t.Fatalf("%d of 200 echoes from %v; stats %+v", got, a, b.Stats())
+	}
+	layer, names := f.neighbours()
+	s := b.Stats()
+	wantLayer(t, s, layer, names[2], names[3]) // B's kernel asked for us
+	// B's kernel forgets A's own address: A's kernel must answer for it
+	// again while the xdp backend runs.
+	if err := p.B.DelNeigh(aKernel); err != nil {
+		t.Fatal(err)
+	}
+	c := kernelClient(t, p.B, netip.AddrPortFrom(aKernel, 6000))
+	buf := make([]byte, 100)
+	for i := 0; ; i++ {
+		c.Write([]byte("kernel, are you there?"))
+		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		k, err := c.Read(buf)
+		if err == nil {
+			if string(buf[:k]) != "kernel, are you there?" {
+				t.Fatalf("answer %q", buf[:k])
+			}
+			break
+		}
+		if i == 20 {
+			t.Fatalf("A's kernel did not answer for its own address %v while xdp owned %v: %v; stats %+v", aKernel, a, err, b.Stats())
+		}
+	}
+	if s = b.Stats(); counter(t, s, "xdp-prog", "pass_other_host") == 0 {
+		t.Error("xdp-prog pass_other_host 0: the neighbour frames about A's own address did not pass to its kernel")
+	}
 }
 
 // TestXDPOversizedMaxDatagram: a MaxDatagram that does not fit one RX

@@ -97,9 +97,11 @@ func (o *Objects) SetPorts(port, n uint16) error {
 // SetHost makes the TCP variant redirect every IPv4 frame to addr (and
 // ARP), and pass frames to other addresses to the kernel; an invalid addr
 // (netip.Addr{}) goes back to matching the port. The port must still be
-// set (port 0 matches nothing). Other variants refuse.
+// set (port 0 matches nothing). Variant UDPARP takes it as the address
+// whose ARP it redirects (the rest of ARP goes to the kernel); UDP
+// refuses.
 func (o *Objects) SetHost(addr netip.Addr) error {
-	if o.Variant != TCP {
+	if o.Variant == UDP {
 		return fmt.Errorf("set XDP host address: variant %v matches ports only", o.Variant)
 	}
 	if addr.IsValid() && (!addr.Is4() || addr.IsUnspecified()) {
@@ -134,9 +136,10 @@ func (o *Objects) SetIPv6(on bool) error {
 // to the kernel; a valid addr also turns IPv6 steering on (SetIPv6). An
 // invalid addr (netip.Addr{}) goes back to matching the port for IPv6.
 // addr must be an IPv6 unicast address (not IPv4-mapped, unspecified or
-// multicast). Other variants refuse.
+// multicast). Variant UDPARP takes it as the address whose neighbour
+// discovery it redirects (Variant UDPARP); UDP refuses.
 func (o *Objects) SetHost6(addr netip.Addr) error {
-	if o.Variant != TCP {
+	if o.Variant == UDP {
 		return fmt.Errorf("set XDP IPv6 host address: variant %v matches ports only", o.Variant)
 	}
 	if addr.IsValid() && (!addr.Is6() || addr.Is4In6() || addr.IsUnspecified() || addr.IsMulticast()) {

@@ -52,7 +52,13 @@ const (
 	// steering on it also takes every IPv6 neighbour solicitation and
 	// advertisement (RedirectedNDP; ICMPv6 types 135 and 136 right after
 	// the fixed header), which package ndp then answers and learns from:
-	// the kernel no longer sees neighbour discovery either.
+	// the kernel no longer sees neighbour discovery either. With a host
+	// address (Objects.SetHost) it takes only the ARP frames whose target
+	// is that address or that announce their sender (gratuitous), and with
+	// an IPv6 one (Objects.SetHost6) only the solicitations and
+	// advertisements sent to it and the solicitations whose target it is;
+	// the rest goes to the kernel (PassOtherHost), whose own addresses on
+	// the interface keep resolving. The port decides for UDP as before.
 	UDPARP
 	// TCP redirects IPv4 TCP (same IP rules as UDP) when our port is the
 	// source or the destination port, so that a client with an ephemeral
@@ -131,7 +137,10 @@ const (
 	// PassOtherHost counts IPv4 frames to another address than the host
 	// address (variant TCP with SetHost), and IPv6 frames to another
 	// address than the IPv6 host address (SetHost6) that are not a
-	// solicitation for it: the kernel's.
+	// solicitation for it: the kernel's. In variants TCP and UDPARP it
+	// also counts the ARP frames about another address than the host
+	// address, and in UDPARP the neighbour solicitations and
+	// advertisements about another address than the IPv6 one.
 	PassOtherHost
 	// DroppedSYN counts SYNs to the host address dropped (XDP_DROP)
 	// because the CPU's token bucket was empty (SetSYNLimit): a flood
@@ -140,10 +149,10 @@ const (
 	// that was legitimate.
 	DroppedSYN
 	// RedirectedNDP counts ICMPv6 neighbour solicitations and
-	// advertisements redirected (variant TCP with IPv6 steering on): every
-	// one without an IPv6 host address, the solicitations for it (to its
-	// solicited-node address) with one. Those sent to the host address
-	// itself are in Redirected.
+	// advertisements redirected (variants TCP and UDPARP with IPv6
+	// steering on): every one without an IPv6 host address; with one, the
+	// solicitations for it (to its solicited-node address), and in UDPARP
+	// those sent to it too (in TCP they are in Redirected).
 	RedirectedNDP
 	// PassIPv6Ext counts IPv6 frames whose first Next Header is a
 	// Hop-by-Hop, Routing or Destination Options header, when the port
@@ -327,9 +336,9 @@ func Instructions(v Variant) asm.Instructions {
 		asm.LoadMem(asm.R1, asm.R0, 2, asm.Half),
 		asm.HostTo(asm.BE, asm.R1, asm.Half),
 	)
-	if v == TCP {
+	if v == TCP || v == UDPARP {
 		// The host address and the SYN bucket's rate and burst, kept
-		// on the stack for hostPath.
+		// on the stack for hostPath and the neighbour frames' tests.
 		for _, off := range []int16{cfgHost, cfgSYNRate, cfgSYNBurst} {
 			add(asm.LoadMem(asm.R4, asm.R0, off, asm.Word), asm.StoreMem(asm.R10, stackHost-(off-cfgHost), asm.R4, asm.Word))
 		}
@@ -388,10 +397,10 @@ func Instructions(v Variant) asm.Instructions {
 	)
 	add(need(offL46)...)
 	add(ip6Path(v, need, lIP6, lRedirect, lCount)...)
-	if v == TCP {
+	if takesARP {
 		// With a host address, ARP whose target is another address (the
 		// kernel's, on the same interface) goes to the kernel; ours and
-		// gratuitous announcements (sender = target) to the stack.
+		// gratuitous announcements (sender = target) to the socket.
 		const lARPTake = "arp_take"
 		add(
 			asm.LoadMem(asm.R4, asm.R10, stackHost, asm.Word).WithSymbol(lARP),
@@ -406,11 +415,6 @@ func Instructions(v Variant) asm.Instructions {
 			setCounter(PassOtherHost),
 			asm.JNE.Reg(asm.R4, asm.R5, lCount),
 			setCounter(RedirectedARP).WithSymbol(lARPTake),
-			asm.Ja.Label(lRedirect),
-		)
-	} else if takesARP {
-		add(
-			setCounter(RedirectedARP).WithSymbol(lARP),
 			asm.Ja.Label(lRedirect),
 		)
 	}
@@ -569,10 +573,52 @@ func ip6Path(v Variant, need func(int32) asm.Instructions, lIP6, lRedirect, lCou
 			asm.JEq.Imm(asm.R4, icmp6NeighSol, lNDP),
 			asm.JNE.Imm(asm.R4, icmp6NeighAdv, lCount),
 			asm.Mov.Imm(asm.R7, int32(RedirectedNDP)).WithSymbol(lNDP),
-			asm.Ja.Label(lRedirect),
 		)
+		if v == UDPARP {
+			add(ndpForHost(lRedirect, lCount)...)
+		}
+		add(asm.Ja.Label(lRedirect))
 	}
 	return p
+}
+
+// ndpForHost is variant UDPARP's test of a neighbour solicitation or
+// advertisement (R7 RedirectedNDP, the fixed header and the ICMPv6 type
+// checked) against the IPv6 host address: with none set it falls
+// through (every one is redirected); with one, a frame sent to it (an
+// advertisement answering our solicitation, a unicast probe) or a
+// solicitation whose target it is (RFC 4861 §4.3, sent to its
+// solicited-node address) goes to lRedirect, the rest to the kernel
+// (PassOtherHost): its own addresses on the interface keep their
+// neighbour discovery.
+func ndpForHost(lRedirect, lCount string) asm.Instructions {
+	const lTarget = "ndp_target"
+	return asm.Instructions{
+		asm.LoadMem(asm.R4, asm.R10, stackHost6, asm.DWord),
+		asm.LoadMem(asm.R5, asm.R10, stackHost6+8, asm.DWord),
+		asm.Or.Reg(asm.R5, asm.R4),
+		asm.JEq.Imm(asm.R5, 0, lRedirect),
+		asm.LoadMem(asm.R5, asm.R2, offIP6Dst, asm.DWord),
+		asm.JNE.Reg(asm.R5, asm.R4, lTarget),
+		asm.LoadMem(asm.R4, asm.R10, stackHost6+8, asm.DWord),
+		asm.LoadMem(asm.R5, asm.R2, offIP6Dst+8, asm.DWord),
+		asm.JEq.Reg(asm.R5, asm.R4, lRedirect),
+		// Not sent to it: a solicitation whose target it is, or the
+		// kernel's (too short to hold a target: the kernel's too).
+		asm.Mov.Imm(asm.R7, int32(PassOtherHost)).WithSymbol(lTarget),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, lenNDFrame),
+		asm.JGT.Reg(asm.R4, asm.R3, lCount),
+		asm.LoadMem(asm.R4, asm.R2, offICMP6Type, asm.Byte),
+		asm.JNE.Imm(asm.R4, icmp6NeighSol, lCount),
+		asm.LoadMem(asm.R4, asm.R10, stackHost6, asm.DWord),
+		asm.LoadMem(asm.R5, asm.R2, offNDTarget, asm.DWord),
+		asm.JNE.Reg(asm.R5, asm.R4, lCount),
+		asm.LoadMem(asm.R4, asm.R10, stackHost6+8, asm.DWord),
+		asm.LoadMem(asm.R5, asm.R2, offNDTarget+8, asm.DWord),
+		asm.JNE.Reg(asm.R5, asm.R4, lCount),
+		asm.Mov.Imm(asm.R7, int32(RedirectedNDP)),
+	}
 }
 
 // Config value offsets (ConfigSize bytes) and where the TCP variant keeps

@@ -53,10 +53,17 @@ func classify6(v Variant, port, n uint16, host [4]byte, on bool, host6 [16]byte,
 		if len(frame) < offICMP6Type+1 {
 			return PassShort
 		}
-		if t := frame[offICMP6Type]; t == icmp6NeighSol || t == icmp6NeighAdv {
+		t := frame[offICMP6Type]
+		if t != icmp6NeighSol && t != icmp6NeighAdv {
+			return PassOtherProto
+		}
+		if host6 == [16]byte{} || [16]byte(frame[offIP6Dst:offL46]) == host6 {
+			return PassNoSocket // UDPARP: sent to the host address
+		}
+		if len(frame) >= lenNDFrame && t == icmp6NeighSol && [16]byte(frame[offNDTarget:lenNDFrame]) == host6 {
 			return PassNoSocket
 		}
-		return PassOtherProto
+		return PassOtherHost
 	}
 	proto, need := byte(17), lenUDPFrame6
 	if v == TCP {
@@ -309,5 +316,66 @@ func TestProgramSYNLimit6(t *testing.T) {
 	}
 	if ret, got := run(t, o, tcp6Frame(t, hostAddr6, 40000, ourPort, false, true)); got != PassNoSocket || ret != xdpPass {
 		t.Errorf("an IPv6 ACK behind the flood: counter %s action %d", got, ret)
+	}
+}
+
+// TestProgramUDPARPHost: with host addresses, variant UDPARP (a datagram
+// kind that answers neighbour discovery for its address itself) takes
+// only the neighbour frames about them: ARP whose target is the IPv4 one
+// or that announces its sender (RFC 5227 §3), the solicitations and
+// advertisements sent to the IPv6 one and the solicitations whose target
+// it is (RFC 4861 §4.3, §4.4, §7.2.2); ARP, solicitations and
+// advertisements about the kernel's addresses on the interface go to the
+// kernel. The port decides for UDP, whatever the address, as without.
+func TestProgramUDPARPHost(t *testing.T) {
+	other := netip.MustParseAddr("198.18.0.9")
+	cases := []struct {
+		name  string
+		frame []byte
+		want  Counter
+	}{
+		{"arp for our address", arpFrame(t), PassNoSocket},
+		{"gratuitous arp", arpFrameAddrs(t, []byte{198, 18, 0, 7}, []byte{198, 18, 0, 7}), PassNoSocket},
+		{"arp for the kernel's address", arpFrameAddrs(t, []byte{198, 18, 0, 2}, other.AsSlice()), PassOtherHost},
+		{"arp cut before the target address", arpFrame(t)[:offARPEnd-1], PassShort},
+		{"solicitation for us, to our solicited-node address", nsFrame(t, solicitedNode(hostAddr6), hostAddr6), PassNoSocket},
+		{"solicitation for us, unicast (a probe)", nsFrame(t, hostAddr6, hostAddr6), PassNoSocket},
+		{"advertisement to us (the answer to our solicitation)", naFrame(t, hostAddr6, peerAddr6), PassNoSocket},
+		{"solicitation for the kernel's address", nsFrame(t, solicitedNode(otherAddr6), otherAddr6), PassOtherHost},
+		{"advertisement to the kernel's address", naFrame(t, otherAddr6, peerAddr6), PassOtherHost},
+		{"advertisement to all nodes", naFrame(t, allNodes, peerAddr6), PassOtherHost},
+		{"solicitation cut before its target", nsFrame(t, solicitedNode(otherAddr6), otherAddr6)[:lenNDFrame-1], PassOtherHost},
+		{"echo request to us", echo6Frame(t, hostAddr6), PassOtherProto},
+		{"udp to our port, another address", udp6Frame(t, otherAddr6, 40000, ourPort), PassNoSocket},
+		{"udp to another port", udp6Frame(t, hostAddr6, 40000, 5001), PassOtherPort},
+		{"ipv4 udp to our port", udpFrame(t, 40000, ourPort), PassNoSocket},
+	}
+	o := load(t, UDPARP, ourPort)
+	if err := o.SetHost(hostAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetHost6(hostAddr6); err != nil {
+		t.Fatal(err)
+	}
+	h, h6 := hostAddr.As4(), hostAddr6.As16()
+	for _, c := range cases {
+		if got := classify6(UDPARP, ourPort, 1, h, true, h6, c.frame); got != c.want {
+			t.Fatalf("%s: reference model says %s, table says %s", c.name, got, c.want)
+		}
+		if ret, got := run(t, o, c.frame); got != c.want || ret != xdpPass {
+			t.Errorf("%s: counter %s action %d, want %s and XDP_PASS", c.name, got, ret, c.want)
+		}
+	}
+	// Without them, every neighbour frame, as before.
+	if err := o.SetHost(netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetHost6(netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range [][]byte{arpFrameAddrs(t, []byte{198, 18, 0, 2}, other.AsSlice()), nsFrame(t, solicitedNode(otherAddr6), otherAddr6), naFrame(t, allNodes, peerAddr6)} {
+		if _, got := run(t, o, f); got != PassNoSocket {
+			t.Errorf("without host addresses, a neighbour frame about another address: %s, want %s", got, PassNoSocket)
+		}
 	}
 }

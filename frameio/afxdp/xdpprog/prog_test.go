@@ -46,7 +46,7 @@ func classifyHost(v Variant, port, n uint16, host [4]byte, frame []byte) Counter
 		return PassNotIPv4
 	}
 	if takesARP && frame[offEtherType+1] == 0x06 {
-		if v == TCP && host != [4]byte{} {
+		if host != [4]byte{} {
 			if len(frame) < offARPEnd {
 				return PassShort
 			}
@@ -469,7 +469,7 @@ func FuzzProgram(f *testing.F) {
 			if err := o.SetIPv6(v6); err != nil {
 				t.Fatal(err)
 			}
-			if v == TCP {
+			if v != UDP {
 				a, a6 := netip.Addr{}, netip.Addr{}
 				if host {
 					a = hostAddr
@@ -484,11 +484,11 @@ func FuzzProgram(f *testing.F) {
 					t.Fatal(err)
 				}
 			}
-			vh6 := h6 // only variant TCP takes an IPv6 host address
-			if v != TCP {
-				vh6 = [16]byte{}
+			vh, vh6 := h, h6 // variant UDP takes no host address
+			if v == UDP {
+				vh, vh6 = [4]byte{}, [16]byte{}
 			}
-			want := classify6(v, port, n, h, v6, vh6, frame)
+			want := classify6(v, port, n, vh, v6, vh6, frame)
 			ret, got := run(t, o, frame)
 			if got != want || ret != xdpPass {
 				t.Errorf("%v ports %d+%d frame % x: kernel says %s (action %d), model says %s", v, port, n, frame, got, ret, want)
