@@ -523,7 +523,7 @@ func layerSummary(st dgramio.Stats) string {
 			"netconn/inline_sends", "netconn/poller_defers", "netconn/deferred_rounds", "netconn/spins", "netconn/spin_rounds", "netconn/spins_skipped", "netconn/spin_trials", "netconn/spin_trials_lost",
 			"link/tx_ring_full", "link/kicks", "link/writer_kicks", "link/rx_frames", "link/tx_frames":
 			fmt.Fprintf(&b, " %s/%s=%d", c.Layer, c.Name, c.Value)
-		case "native/tcp_spurious_rtos", "native/tcp_dsacks":
+		case "native/tcp_spurious_rtos", "native/tcp_dsacks_received":
 			// A timeout the timestamps proved spurious was a pause
 			// of this host, not a loss.
 			if c.Value > 0 {
