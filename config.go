@@ -70,8 +70,9 @@ type Config struct {
 	// client may leave it unset (the kernel picks the source). Its family
 	// is the Config's (see IPv6): a kernel server serves every address of
 	// the family with 0.0.0.0 or ::, and an unset LocalIP is 0.0.0.0
-	// unless the Dests are IPv6. The kernel kinds (udp, uring, tcp) serve
-	// both families; the raw kinds serve IPv4 only today.
+	// unless the Dests are IPv6. Every kind serves both families
+	// (IPv6Kinds); an IPv6 link-local address (it would need a zone) is
+	// refused.
 	LocalIP netip.Addr
 	// Dests are the receivers of a client, each an address and port of
 	// LocalIP's family (an IPv4-mapped IPv6 address is taken as IPv4). A
@@ -550,8 +551,14 @@ func (c Config) checkAddrs() error {
 	if c.LocalIP.IsValid() && c.LocalIP.Zone() != "" {
 		return BadField("LocalIP", c.LocalIP, "an address with a zone is not supported: use a global address")
 	}
+	if c.LocalIP.Is6() && c.LocalIP.IsLinkLocalUnicast() {
+		return BadField("LocalIP", c.LocalIP, "a link-local address names no interface without a zone, and zones are not supported: use a global address")
+	}
 	if c.Kind.IsRaw() && !c.LocalIP.IsValid() {
 		return BadField("LocalIP", c.LocalIP, "kind %s needs our IP address", c.Kind)
+	}
+	if c.Kind.IsRaw() && (c.LocalIP.IsUnspecified() || c.LocalIP.IsMulticast() || c.LocalIP == netip.AddrFrom4([4]byte{255, 255, 255, 255})) {
+		return BadField("LocalIP", c.LocalIP, "kind %s answers for one address of one host: give it an address of its own", c.Kind)
 	}
 	if c.Role == RoleClient && len(c.Dests) == 0 {
 		return BadField("Dests", c.Dests, "a client needs at least one destination (address and port)")
@@ -566,8 +573,8 @@ func (c Config) checkAddrs() error {
 		if a.Is4() == v6 {
 			return BadField("Dests", d, "destination %d is an %s address, and this Config is %s (LocalIP %v, destination 0 %v): use one family in LocalIP and every destination", i, familyName(!v6), familyName(v6), c.LocalIP, dests[0])
 		}
-		if a.Zone() != "" {
-			return BadField("Dests", d, "destination %d has a zone: an address with a zone (a link-local one) is not supported", i)
+		if a.Zone() != "" || a.Is6() && a.IsLinkLocalUnicast() {
+			return BadField("Dests", d, "destination %d is link-local: an address with a zone (a link-local one) is not supported", i)
 		}
 		if d.Port() == 0 {
 			return BadField("Port", c.Port, "destination %d (%v) names no port: give it one (198.18.0.2:5000) or set Port", i, d.Addr())

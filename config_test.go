@@ -150,6 +150,16 @@ func TestValidateNamesTheField(t *testing.T) {
 			c.Dests = []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("fe80::2%veth0"), 5000)}
 		}, "Dests"},
 		{"raw without local ip", func(c *Config) { c.Kind = KindXDP; c.LocalIP = netip.Addr{} }, "LocalIP"},
+		{"raw on every address", func(c *Config) { c.Kind = KindTCPXDP; c.LocalIP = netip.IPv4Unspecified() }, "LocalIP"},
+		{"raw on a multicast address", func(c *Config) { c.Kind = KindXDP; c.LocalIP = netip.MustParseAddr("224.0.0.9") }, "LocalIP"},
+		{"ipv6 link-local local without zone", func(c *Config) {
+			c.LocalIP = netip.MustParseAddr("fe80::1")
+			c.Dests = []netip.AddrPort{netip.MustParseAddrPort("[2001:2::2]:5000")}
+		}, "LocalIP"},
+		{"ipv6 link-local dest without zone", func(c *Config) {
+			c.LocalIP = netip.Addr{}
+			c.Dests = []netip.AddrPort{netip.MustParseAddrPort("[fe80::2]:5000")}
+		}, "Dests"},
 		{"client without dests", func(c *Config) { c.Dests = nil }, "Dests"},
 		{"ipv6 dest", func(c *Config) { c.Dests = []netip.AddrPort{netip.MustParseAddrPort("[::1]:5000")} }, "Dests"},
 		{"dest twice", func(c *Config) { c.Dests = append(c.Dests, c.Dests[0]) }, "Dests"},

@@ -139,12 +139,17 @@ func parseAddr(flag, s string) (netip.Addr, error) {
 
 // checkHostAddr checks an address given on the command line: IPv4 or
 // IPv6 (which kinds serve it, Config says), of one host, without a zone.
-// Any network: the user's own ports.
+// Any network: the user's own ports. --local may be 0.0.0.0 or :: (a
+// kernel server on every address of the family; Config refuses it to the
+// raw kinds).
 func checkHostAddr(flag string, a netip.Addr) error {
-	if a.Zone() != "" {
-		return fmt.Errorf("--%s %s: an address with a zone (link-local) is not supported: use a global one", flag, a)
+	if a.Zone() != "" || a.Is6() && a.IsLinkLocalUnicast() {
+		return fmt.Errorf("--%s %s: a link-local address (it needs a zone) is not supported: use a global one", flag, a)
 	}
 	a = a.Unmap()
+	if a.IsUnspecified() && flag == "local" {
+		return nil
+	}
 	if a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
 		return fmt.Errorf("--%s %s: want the address of one host", flag, a)
 	}
