@@ -167,6 +167,29 @@ func kernelClient(t *testing.T, h *testhost.Host, addr netip.AddrPort) *net.UDPC
 	return c
 }
 
+// kernelAnswers sends a datagram from a kernel socket in h to a kernel
+// echo at addr until it comes back (21 tries, 500 ms each), and returns
+// the last error when it never does.
+func kernelAnswers(t *testing.T, h *testhost.Host, addr netip.AddrPort) error {
+	t.Helper()
+	c := kernelClient(t, h, addr)
+	buf := make([]byte, 100)
+	for i := 0; ; i++ {
+		c.Write([]byte("kernel, are you there?"))
+		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		k, err := c.Read(buf)
+		if err == nil {
+			if string(buf[:k]) != "kernel, are you there?" {
+				t.Fatalf("answer %q", buf[:k])
+			}
+			return nil
+		}
+		if i == 20 {
+			return err
+		}
+	}
+}
+
 func xdpAttached(t *testing.T, h *testhost.Host) bool {
 	t.Helper()
 	l, err := h.Link()
@@ -319,21 +342,8 @@ func TestXDPKernelAnswersOtherPort(t *testing.T) {
 	if err := p.B.DelNeigh(p.A.Addr); err != nil {
 		t.Fatal(err)
 	}
-	c := kernelClient(t, p.B, netip.AddrPortFrom(p.A.Addr, 6000))
-	buf := make([]byte, 100)
-	for i := 0; ; i++ {
-		c.Write([]byte("kernel, are you there?"))
-		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		k, err := c.Read(buf)
-		if err == nil {
-			if string(buf[:k]) != "kernel, are you there?" {
-				t.Fatalf("answer %q", buf[:k])
-			}
-			break
-		}
-		if i == 20 {
-			t.Fatalf("the kernel on A did not answer on port 6000 while xdp ran: %v", err)
-		}
+	if err := kernelAnswers(t, p.B, netip.AddrPortFrom(p.A.Addr, 6000)); err != nil {
+		t.Fatalf("the kernel on A did not answer on port 6000 while xdp ran: %v", err)
 	}
 	// And xdp still works beside it.
 	if got := echoRun(t, b, 100, 64, 16); got != 100 {
@@ -431,21 +441,8 @@ func testXDPUnheldAddress(t *testing.T, f vethFamily) {
 	if err := p.B.DelNeigh(aKernel); err != nil {
 		t.Fatal(err)
 	}
-	c := kernelClient(t, p.B, netip.AddrPortFrom(aKernel, 6000))
-	buf := make([]byte, 100)
-	for i := 0; ; i++ {
-		c.Write([]byte("kernel, are you there?"))
-		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		k, err := c.Read(buf)
-		if err == nil {
-			if string(buf[:k]) != "kernel, are you there?" {
-				t.Fatalf("answer %q", buf[:k])
-			}
-			break
-		}
-		if i == 20 {
-			t.Fatalf("A's kernel did not answer for its own address %v while xdp owned %v: %v; stats %+v", aKernel, a, err, b.Stats())
-		}
+	if err := kernelAnswers(t, p.B, netip.AddrPortFrom(aKernel, 6000)); err != nil {
+		t.Fatalf("A's kernel did not answer for its own address %v while xdp owned %v: %v; stats %+v", aKernel, a, err, b.Stats())
 	}
 	if s = b.Stats(); counter(t, s, "xdp-prog", "pass_other_host") == 0 {
 		t.Error("xdp-prog pass_other_host 0: the neighbour frames about A's own address did not pass to its kernel")

@@ -525,20 +525,9 @@ func ip6Path(v Variant, need func(int32) asm.Instructions, lIP6, lRedirect, lCou
 			asm.Mov.Imm(asm.R7, int32(PassOtherHost)).WithSymbol(lNotOur),
 			asm.LoadMem(asm.R4, asm.R2, offIP6Next, asm.Byte),
 			asm.JNE.Imm(asm.R4, 58, lCount),
-			asm.Mov.Reg(asm.R4, asm.R2),
-			asm.Add.Imm(asm.R4, lenNDFrame),
-			asm.JGT.Reg(asm.R4, asm.R3, lCount),
-			asm.LoadMem(asm.R4, asm.R2, offICMP6Type, asm.Byte),
-			asm.JNE.Imm(asm.R4, icmp6NeighSol, lCount),
-			asm.LoadMem(asm.R4, asm.R10, stackHost6, asm.DWord),
-			asm.LoadMem(asm.R5, asm.R2, offNDTarget, asm.DWord),
-			asm.JNE.Reg(asm.R5, asm.R4, lCount),
-			asm.LoadMem(asm.R4, asm.R10, stackHost6+8, asm.DWord),
-			asm.LoadMem(asm.R5, asm.R2, offNDTarget+8, asm.DWord),
-			asm.JNE.Reg(asm.R5, asm.R4, lCount),
-			asm.Mov.Imm(asm.R7, int32(RedirectedNDP)),
-			asm.Ja.Label(lRedirect),
 		)
+		add(solicitsHost6(lCount)...)
+		add(asm.Ja.Label(lRedirect))
 	}
 	first := asm.LoadMem(asm.R4, asm.R2, offIP6Next, asm.Byte).WithSymbol(lPorts)
 	if v != TCP {
@@ -593,7 +582,7 @@ func ip6Path(v Variant, need func(int32) asm.Instructions, lIP6, lRedirect, lCou
 // neighbour discovery.
 func ndpForHost(lRedirect, lCount string) asm.Instructions {
 	const lTarget = "ndp_target"
-	return asm.Instructions{
+	p := asm.Instructions{
 		asm.LoadMem(asm.R4, asm.R10, stackHost6, asm.DWord),
 		asm.LoadMem(asm.R5, asm.R10, stackHost6+8, asm.DWord),
 		asm.Or.Reg(asm.R5, asm.R4),
@@ -604,8 +593,18 @@ func ndpForHost(lRedirect, lCount string) asm.Instructions {
 		asm.LoadMem(asm.R5, asm.R2, offIP6Dst+8, asm.DWord),
 		asm.JEq.Reg(asm.R5, asm.R4, lRedirect),
 		// Not sent to it: a solicitation whose target it is, or the
-		// kernel's (too short to hold a target: the kernel's too).
+		// kernel's.
 		asm.Mov.Imm(asm.R7, int32(PassOtherHost)).WithSymbol(lTarget),
+	}
+	return append(p, solicitsHost6(lCount)...)
+}
+
+// solicitsHost6 goes on (R7 RedirectedNDP) when the ICMPv6 frame (the
+// fixed header checked) is a neighbour solicitation whose target is the
+// IPv6 host address, and to lCount with R7 as it found it otherwise,
+// a frame too short to hold a target included.
+func solicitsHost6(lCount string) asm.Instructions {
+	return asm.Instructions{
 		asm.Mov.Reg(asm.R4, asm.R2),
 		asm.Add.Imm(asm.R4, lenNDFrame),
 		asm.JGT.Reg(asm.R4, asm.R3, lCount),
