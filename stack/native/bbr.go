@@ -23,7 +23,10 @@ import "math/rand/v2"
 // (packet conservation, one round trip), after it grows back to its
 // target, and when recovery ends it is at least what it was before
 // (§4.2.3.4, Linux's bbr_set_cwnd_to_recover_or_restore). A random loss
-// therefore costs a retransmission, not half the window.
+// therefore costs a retransmission, not half the window. One piece of
+// BBRv3 is added: a loss that comes with a standing queue bounds the
+// flight (bbrLossBound), so that a buffer shallower than v1's flight is
+// not overflowed for ever.
 
 // BBR's modes (§4.3).
 const (
