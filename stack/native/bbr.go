@@ -507,9 +507,10 @@ func (c *Conn) bbrAggrCwnd() uint32 {
 // connections on one engine, milliseconds of data against a receive
 // ring of about one) it overflows that buffer for ever, every
 // connection loses a few percent, and those that lose a retransmission
-// fall back to the RTO and starve. BBRv3 bounds the flight then
-// (draft-cardwell-iccrg-bbr-congestion-control-02 §5.5.10: inflight_hi
-// and inflight_lo, cut to bbrBeta of the flight on loss); here a round
+// fall back to the RTO and starve. BBR v2 and v3 bound the flight then
+// (draft-cardwell-iccrg-bbr-congestion-control-02, draft-ietf-ccwg-bbr:
+// inflight_hi and inflight_lo, cut to BBRBeta of the flight on loss,
+// BBRHandleInflightTooHigh); here a round
 // that lost data (sent some again) while a standing queue stood (its
 // smallest RTT at least twice the minimum: the flight held a BDP
 // queued beyond the path's) sets the bound to bbrBeta of the largest

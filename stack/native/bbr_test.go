@@ -595,8 +595,8 @@ func TestRateRtxLostAt(t *testing.T) {
 // holds less than BBR v1's flight beyond the BDP (another BDP, three
 // pacing quanta, the ACK aggregation). Without a loss response v1
 // overflowed it again and again: 14% of the segments sent again, 82
-// Mbit/s. The loss bound (draft-cardwell-iccrg-bbr-congestion-control-02
-// §5.5.10, BBRv3's inflight_hi: a loss while a standing queue stood
+// Mbit/s. The loss bound (draft-cardwell-iccrg-bbr-congestion-control-02's
+// inflight_hi, BBR v2 and v3: a loss while a standing queue stood
 // bounds the flight to bbrBeta of it) keeps the flight under the
 // buffer most of the time: under 3% sent again, the link kept full.
 func TestBBRLossBoundShallowBuffer(t *testing.T) {

@@ -95,8 +95,8 @@ func ringDrops(p *memio.Port) uint64 {
 // good: 8% of the segments were lost, 140 RTOs, and the connections
 // that lost a retransmission sat in RTO backoff (the slowest moved
 // 0.3-0.5 of the mean; NewReno's slowest 0.8). The loss bound
-// (bbrLossBound: BBRv3's inflight_hi, draft-cardwell-iccrg-bbr-
-// congestion-control-02 §5.5.10) takes a loss with a standing queue as
+// (bbrLossBound: the inflight_hi of BBR v2 and v3, draft-cardwell-
+// iccrg-bbr-congestion-control-02) takes a loss with a standing queue as
 // the buffer overflowing: under 1% sent again, the slowest at least
 // half the mean, with NewReno as the control.
 func TestBBRSharesEngineAmongConnections(t *testing.T) {
