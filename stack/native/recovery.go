@@ -326,6 +326,10 @@ func (c *Conn) sendHoles() bool {
 		}
 		c.rtxOne = false
 	}
+	// Retransmissions found lost again (lostrtx.go), below rtxNext.
+	if !c.sendLostRtx() {
+		return false
+	}
 	if !c.sackOK || c.nsacked == 0 {
 		return true
 	}
@@ -405,10 +409,14 @@ type rtxRanges struct {
 }
 
 // rtxBegin starts the record of a recovery episode.
-func (c *Conn) rtxBegin() { c.rtxd = rtxRanges{ok: true} }
+func (c *Conn) rtxBegin() {
+	c.rtxd = rtxRanges{ok: true}
+	c.rtxTableReset() // lostrtx.go
+}
 
 // rtxTrack records the retransmission of [seq, end).
 func (c *Conn) rtxTrack(seq, end uint32) {
+	c.rtxRecord(seq, end) // lostrtx.go: when it left, for RACK
 	r := &c.rtxd
 	if !r.ok || !seqLT(seq, end) {
 		return
