@@ -171,3 +171,74 @@ func TestLostRetransmissionTimerRFC8985Sec6_3(t *testing.T) {
 		t.Errorf("tcp_timeouts %d, want 0", got)
 	}
 }
+
+// The record of a recovery's retransmissions (lostrtx.go): a range sent
+// again over recorded ones takes their place with its own send time and
+// order, the parts it does not cover keep theirs (a lost part stays
+// lost); the record holds rtxTableMax ranges, and a retransmission past
+// them is counted (tcp_lost_retransmit_untracked) and left to the rule
+// at SND.UNA (RFC 8985 §6.2 applied where send times are known).
+func TestRtxRecordRangesAndBound(t *testing.T) {
+	w, _, cb := lossWorld(t)
+	cb.inRecovery = true
+	base := cb.sndUna
+	rec := func(s, e uint32) { cb.rtxRecord(base+s, base+e) }
+	rec(0, 100)
+	rec(100, 200)
+	rec(300, 400)
+	cb.rk.rtx.e[0].lost, cb.rk.rtx.nlost = true, 1
+	w.clk.Advance(time.Millisecond)
+	w.b.tick()
+	rec(50, 150)
+	want := []struct {
+		s, e  uint32
+		order uint32
+		lost  bool
+	}{{0, 50, 1, true}, {50, 150, 4, false}, {150, 200, 2, false}, {300, 400, 3, false}}
+	es := cb.rk.rtx.e
+	if len(es) != len(want) {
+		t.Fatalf("%d entries, want %d: %+v", len(es), len(want), es)
+	}
+	for i, x := range want {
+		g := es[i]
+		if g.start != base+x.s || g.end != base+x.e || g.order != x.order || g.lost != x.lost {
+			t.Errorf("entry %d: [%d, %d) order %d lost %v, want [%d, %d) order %d lost %v",
+				i, g.start-base, g.end-base, g.order, g.lost, x.s, x.e, x.order, x.lost)
+		}
+	}
+	if es[1].sentAt != w.b.now || es[0].sentAt == w.b.now {
+		t.Error("the range sent again did not take the new send time alone")
+	}
+	if cb.rk.rtx.nlost != 1 {
+		t.Errorf("nlost %d, want 1", cb.rk.rtx.nlost)
+	}
+	// Inside one entry: it splits around the new range.
+	rec(320, 340)
+	if es := cb.rk.rtx.e; len(es) != 6 || es[3].end != base+320 || es[4].start != base+320 || es[5].start != base+340 {
+		t.Errorf("a range inside an entry: %+v", es)
+	}
+
+	// The bound.
+	cb.rtxTableReset()
+	for i := uint32(0); i < rtxTableMax+6; i++ {
+		rec(1000+10*i, 1010+10*i)
+	}
+	if n := len(cb.rk.rtx.e); n != rtxTableMax {
+		t.Errorf("%d entries, want the bound %d", n, rtxTableMax)
+	}
+	if got := counterOf(t, w.b, "tcp_lost_retransmit_untracked"); got != 6 {
+		t.Errorf("tcp_lost_retransmit_untracked %d, want 6", got)
+	}
+	// Full, a range sent again over a recorded one still replaces it.
+	rec(1000, 1010)
+	if n := len(cb.rk.rtx.e); n != rtxTableMax || cb.rk.rtx.e[0].order != rtxTableMax+7 {
+		t.Errorf("full: %d entries, first of order %d, want %d and %d", n, cb.rk.rtx.e[0].order, rtxTableMax, rtxTableMax+7)
+	}
+	// Out of recovery nothing is recorded.
+	cb.inRecovery = false
+	cb.rtxTableReset()
+	rec(0, 100)
+	if n := len(cb.rk.rtx.e); n != 0 {
+		t.Errorf("%d entries recorded outside recovery", n)
+	}
+}

@@ -26,7 +26,9 @@ package native
 // The engine's sequence-space scoreboard has no per-segment send times:
 // RACK's "sent RTT+reo_wnd ago" is taken from the first SACK above the
 // hole (the hole left before the data SACKed above it), which waits the
-// whole reordering window, never less.
+// whole reordering window, never less. Retransmissions in recovery are
+// the exception: lostrtx.go records when each left, and RACK's rule
+// finds one lost again wherever it lies (§6.2 step 5, its timer §6.3).
 
 // Kinds of the loss timer (rackState.tLoss).
 const (

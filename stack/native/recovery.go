@@ -372,7 +372,9 @@ func (c *Conn) sendHoles() bool {
 // Under BBR the delivery-rate records date each transmission: the
 // retransmission at SND.UNA is also lost when a segment sent after it
 // was delivered, whatever its sequence number (rtxLostAt), and SRTT*5/4
-// went by since it left.
+// went by since it left. The recorded retransmissions (lostrtx.go) are
+// found lost by RACK's rule wherever they lie; this rule is what is left
+// for one the record could not hold.
 func (c *Conn) lostRetransmit() {
 	if !c.inRecovery || !c.sackOK || c.nsacked == 0 || !c.unaRtx || c.rtxOne {
 		return

@@ -549,7 +549,7 @@ func (c *Conn) ackInput(s *segment) bool {
 		// duplicate (§2 (d)).
 		c.dupAck()
 	}
-	if c.inRecovery || c.rk.rtx != nil {
+	if c.rk.rtx != nil {
 		c.lostRtxDetect() // lostrtx.go: before PRR counts pipe
 	}
 	if c.prr.on {
