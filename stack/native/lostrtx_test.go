@@ -242,3 +242,34 @@ func TestRtxRecordRangesAndBound(t *testing.T) {
 		t.Errorf("%d entries recorded outside recovery", n)
 	}
 }
+
+// RFC 8985 §6.2 step 2: a retransmission SACKed sooner than the minimum
+// RTT after it left may be its original's late arrival, and tells
+// nothing of the order of transmissions: it does not make an earlier
+// retransmission lost. Delivered later than that, it does.
+func TestRetransmissionDeliveredTooSoonRFC8985Sec6_2(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		w, ca, cb, tp, una, mss, from := lostRtxWorld(t)
+		seg := func(i uint32) uint32 { return una + i*mss }
+		minRTT := cb.rk.minRTT
+		if minRTT == 0 {
+			minRTT = cb.srtt
+		}
+		// Only 4's retransmission is SACKed, none of the new data.
+		d := time.Duration(minRTT / 4)
+		if late {
+			d = time.Duration(minRTT)
+		}
+		w.clk.Advance(d)
+		ackSACK(t, w, ca, cb, una, sackBlock{seg(3), seg(10)}, sackBlock{seg(1), seg(2)})
+		w.clk.Advance(time.Duration(cb.srtt+cb.reoWnd()) - d + time.Millisecond)
+		ackSACK(t, w, ca, cb, una, sackBlock{seg(3), seg(10)}, sackBlock{seg(1), seg(2)})
+		n := tp.count(from, seg(2))
+		if !late && n != 0 {
+			t.Errorf("segment 2 sent again %d times: a retransmission SACKed %v after it left (minimum RTT %v) counted as sent after it", n, d, time.Duration(minRTT))
+		}
+		if late && n != 1 {
+			t.Errorf("segment 2 sent again %d times, want 1: the retransmission after it was SACKed a minimum RTT after it left", n)
+		}
+	}
+}
