@@ -168,7 +168,7 @@ type Conn struct {
 	m                   memState  // buffer sizing (bufpool.go)
 	// The slot to a whole number of cache lines (960 bytes), so that in
 	// the engine's table each one's first fields start a line.
-	_ [13]byte
+	_ [5]byte
 }
 
 // Peer returns the remote address and port.

@@ -114,6 +114,7 @@ const (
 	// Recovery's sending and undo (docs/loss.md: PRR, F-RTO).
 	cTCPPRRRecoveries
 	cTCPSpuriousRTOs
+	cTCPRtxUntracked
 
 	// BBR (docs/loss.md).
 	cTCPBBRDrain
@@ -232,8 +233,9 @@ var counterNames = [nCounters]struct {
 	cTCPSACKFull:       {"tcp_sack_scoreboard_full", false}, // SACK blocks beyond the scoreboard's 8
 
 	// Recovery's sending and undo (docs/loss.md).
-	cTCPPRRRecoveries: {"tcp_prr_recoveries", false}, // SACK recoveries whose sending PRR paced (RFC 6937)
-	cTCPSpuriousRTOs:  {"tcp_spurious_rtos", false},  // timeouts the timestamps proved spurious, undone (RFC 3522, RFC 4015)
+	cTCPPRRRecoveries: {"tcp_prr_recoveries", false},            // SACK recoveries whose sending PRR paced (RFC 6937)
+	cTCPSpuriousRTOs:  {"tcp_spurious_rtos", false},             // timeouts the timestamps proved spurious, undone (RFC 3522, RFC 4015)
+	cTCPRtxUntracked:  {"tcp_lost_retransmit_untracked", false}, // recovery retransmissions beyond lostrtx.go's table: found lost only at SND.UNA
 
 	// BBR (docs/loss.md).
 	cTCPBBRDrain:       {"tcp_bbr_startup_exits", false}, // Startup found the pipe full: to Drain

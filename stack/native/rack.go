@@ -26,12 +26,15 @@ package native
 // The engine's sequence-space scoreboard has no per-segment send times:
 // RACK's "sent RTT+reo_wnd ago" is taken from the first SACK above the
 // hole (the hole left before the data SACKed above it), which waits the
-// whole reordering window, never less.
+// whole reordering window, never less. Retransmissions in recovery are
+// the exception: lostrtx.go records when each left, and RACK's rule
+// finds one lost again wherever it lies (§6.2 step 5, its timer §6.3).
 
 // Kinds of the loss timer (rackState.tLoss).
 const (
 	lossReo uint8 = 1 + iota // RACK's reordering timer
 	lossTLP                  // the tail loss probe's PTO
+	lossRtx                  // a recorded retransmission may be lost (lostrtx.go)
 )
 
 // wcDelAck is RFC 8985 §7.2's WCDelAckT: the longest a peer may hold
@@ -59,7 +62,8 @@ type rackState struct {
 	dsackRound uint32 // SND.MAX when reoMult last grew: once a round trip
 	timeSeq    uint32 // a byte sent at timeAt, for minRTT (Karn: never retransmitted)
 	timeAt     int64
-	minRTT     int64 // ns, 0 when not measured
+	minRTT     int64     // ns, 0 when not measured
+	rtx        *rtxTable // the recovery's retransmissions (lostrtx.go), nil until one
 }
 
 // pipeOpen is pipe outside recovery with the peer's SACKs (limited
@@ -238,6 +242,8 @@ func (c *Conn) onLossTimer() {
 		c.reoCheck()
 	case lossTLP:
 		c.sendProbe()
+	case lossRtx:
+		c.lostRtxDetect()
 	}
 }
 
@@ -315,6 +321,7 @@ func (c *Conn) tlpAck(s *segment, d sackBlock, dsack bool) {
 func (c *Conn) rackRTO() {
 	r := &c.rk
 	r.tlpOut, r.timing, r.hole, r.tLoss, r.inRec = false, false, false, 0, false
+	c.rtxTableReset()
 	if c.bbr != nil {
 		c.bbrRTO()
 	}

@@ -326,6 +326,10 @@ func (c *Conn) sendHoles() bool {
 		}
 		c.rtxOne = false
 	}
+	// Retransmissions found lost again (lostrtx.go), below rtxNext.
+	if !c.sendLostRtx() {
+		return false
+	}
 	if !c.sackOK || c.nsacked == 0 {
 		return true
 	}
@@ -368,7 +372,9 @@ func (c *Conn) sendHoles() bool {
 // Under BBR the delivery-rate records date each transmission: the
 // retransmission at SND.UNA is also lost when a segment sent after it
 // was delivered, whatever its sequence number (rtxLostAt), and SRTT*5/4
-// went by since it left.
+// went by since it left. The recorded retransmissions (lostrtx.go) are
+// found lost by RACK's rule wherever they lie; this rule is what is left
+// for one the record could not hold.
 func (c *Conn) lostRetransmit() {
 	if !c.inRecovery || !c.sackOK || c.nsacked == 0 || !c.unaRtx || c.rtxOne {
 		return
@@ -405,10 +411,14 @@ type rtxRanges struct {
 }
 
 // rtxBegin starts the record of a recovery episode.
-func (c *Conn) rtxBegin() { c.rtxd = rtxRanges{ok: true} }
+func (c *Conn) rtxBegin() {
+	c.rtxd = rtxRanges{ok: true}
+	c.rtxTableReset() // lostrtx.go
+}
 
 // rtxTrack records the retransmission of [seq, end).
 func (c *Conn) rtxTrack(seq, end uint32) {
+	c.rtxRecord(seq, end) // lostrtx.go: when it left, for RACK
 	r := &c.rtxd
 	if !r.ok || !seqLT(seq, end) {
 		return

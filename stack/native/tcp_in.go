@@ -549,6 +549,9 @@ func (c *Conn) ackInput(s *segment) bool {
 		// duplicate (§2 (d)).
 		c.dupAck()
 	}
+	if c.rk.rtx != nil {
+		c.lostRtxDetect() // lostrtx.go: before PRR counts pipe
+	}
 	if c.prr.on {
 		if d := c.sndUna - una + c.sackedBytes() - sacked0; int32(d) > 0 {
 			c.prrAck(d)

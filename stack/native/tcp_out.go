@@ -118,8 +118,10 @@ func (c *Conn) pipe() uint32 {
 		p -= c.sacked[i].end - c.sacked[i].start
 	}
 	// Holes below the highest SACK and above rtxNext that IsLost calls
-	// lost are not in flight (RFC 6675 §4 SetPipe); the others still are.
+	// lost are not in flight (RFC 6675 §4 SetPipe); the others still are,
+	// but for retransmissions found lost again (lostrtx.go).
 	at := seqMax(c.rtxNext, c.sndUna)
+	p -= min(c.lostRtxPipe(at), p)
 	for i := 0; i < c.nsacked && seqLT(at, high); i++ {
 		b := c.sacked[i]
 		if seqLT(at, b.start) {
