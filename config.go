@@ -304,13 +304,8 @@ type TCPTuning struct {
 	// grow to them only as a connection's use and round trip need
 	// (docs/memory.md), so an idle connection holds none of it.
 	SendBuf, RecvBuf int
-	// Congestion is CongestionReno, CongestionCubic, or CongestionBBR
-	// (the native engine only). Empty: on the native engine (TCP.Stack
-	// "native") the host's, as a Linux socket's, read once when the engine
-	// is created from net.ipv4.tcp_congestion_control of the network
-	// namespace it is created in (bbr, cubic or reno; any other name, or
-	// no /proc to read, gives reno); Stats.Mode names the one taken
-	// (docs/congestion.md). On netstack reno. A name set here always wins.
+	// Congestion is CongestionReno (the default), CongestionCubic, or
+	// CongestionBBR (the native engine only).
 	Congestion Congestion
 	// NoSACK turns selective acknowledgements off (on by default).
 	NoSACK bool
@@ -441,11 +436,7 @@ func (c Config) WithDefaults() Config {
 	}
 	orDefault(&c.TCP.SendBuf, 1<<20)
 	orDefault(&c.TCP.RecvBuf, 1<<20)
-	if c.TCP.Stack != TCPStackNative {
-		// The native engine's empty Congestion is the host's, which
-		// package tcp reads when it creates the engine.
-		orDefault(&c.TCP.Congestion, CongestionReno)
-	}
+	orDefault(&c.TCP.Congestion, CongestionReno)
 	orDefault(&c.TCP.MinRTO, 25*time.Millisecond)
 	orDefault(&c.TCP.MaxRetries, 15)
 	orDefault(&c.TCP.SendStall, 2*time.Second)
@@ -766,7 +757,7 @@ func (c Config) checkTCP() error {
 	if !c.Kind.IsStream() || c.Kind == KindTCP {
 		return nil
 	}
-	if c.TCP.Congestion != "" && !slices.Contains(congestions, c.TCP.Congestion) { // empty: the default (reno, or the host's on the native engine)
+	if !slices.Contains(congestions, c.TCP.Congestion) {
 		return BadField("TCP.Congestion", c.TCP.Congestion, "use %s", enumList(congestions))
 	}
 	if c.TCP.Congestion == CongestionBBR && c.TCP.Stack == TCPStackNetstack {

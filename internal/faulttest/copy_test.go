@@ -71,7 +71,7 @@ func TestFaultCopyWire(t *testing.T) {
 			kinds = append(kinds, k)
 		}
 		if dgramio.Kind(k) == dgramio.KindTCPXDP {
-			kinds = append(kinds, nativeCopyKind, nativeRenoCopyKind)
+			kinds = append(kinds, nativeCopyKind, nativeBBRCopyKind)
 		}
 	}
 	for _, kind := range kinds {
@@ -85,11 +85,11 @@ func copyWire(t *testing.T, kind string, total int64) {
 	var stopNative func() string
 	served := make(chan error, 1)
 	var addr netip.Addr
-	if kind == nativeCopyKind || kind == nativeRenoCopyKind {
+	if kind == nativeCopyKind || kind == nativeBBRCopyKind {
 		addr = addrFor(string(dgramio.KindTCPXDP), w.B)
-		var cc native.Congestion // the host's, in the server's namespace
-		if kind == nativeRenoCopyKind {
-			cc = native.NewReno
+		cc := native.NewReno
+		if kind == nativeBBRCopyKind {
+			cc = native.BBR
 		}
 		stopNative = nativeCopyServe(t, w.B, addr, cc)
 		served <- nil
@@ -249,13 +249,12 @@ func verifyEcho(c net.Conn, seed uint64, total int64, echoed *atomic.Int64) erro
 	return nil
 }
 
-// nativeCopyKind names the io.Copy echo run on the native engine itself
-// with its default congestion control, the host's as the kernel side's
-// (tcp.HostCongestion); nativeRenoCopyKind the same with NewReno, a
-// congestion control that cuts on every loss.
+// nativeCopyKind names the io.Copy echo run on the native engine itself,
+// nativeBBRCopyKind the same with BBR (the kernel side's default on many
+// hosts) instead of NewReno.
 const (
-	nativeCopyKind     = "tcp-xdp+native"
-	nativeRenoCopyKind = "tcp-xdp+native+reno"
+	nativeCopyKind    = "tcp-xdp+native"
+	nativeBBRCopyKind = "tcp-xdp+native+bbr"
 )
 
 // nativeCopyServe runs the io.Copy echo on the native engine (stack/native)
@@ -263,8 +262,7 @@ const (
 // loop of its own: each connection reads a chunk only once the one before
 // it was written whole, as io.Copy does, so a blocked write closes the
 // echo's receive window. stop ends the loop, releases everything and
-// returns the engine's counters; it may be called more than once. An empty
-// cc is the host's (tcp.HostCongestion, read in h's namespace).
+// returns the engine's counters; it may be called more than once.
 func nativeCopyServe(t *testing.T, h *testhost.Host, addr netip.Addr, cc native.Congestion) (stop func() string) {
 	t.Helper()
 	cfg := dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleServer, Iface: h.Iface, LocalIP: addr, Port: port}
@@ -273,11 +271,6 @@ func nativeCopyServe(t *testing.T, h *testhost.Host, addr netip.Addr, cc native.
 	err := h.Do(func() error {
 		var err error
 		fio, opts, err = tcp.OpenXDP(cfg)
-		if cc == "" {
-			hc, from := tcp.HostCongestion()
-			cc = tcp.NativeCongestion(hc)
-			t.Logf("native engine: congestion %s (%s)", cc, from)
-		}
 		return err
 	})
 	testutil.SkipIfNotSupported(t, err)

@@ -403,9 +403,6 @@ func NewOverFrameIO(cfg dgramio.Config, fio frameio.FrameIO, opts Options) (*Bac
 func newNativeBackend(cfg dgramio.Config, fio frameio.FrameIO, opts Options, release func() error) (*Backend, error) {
 	opts.Close = release
 	b := &Backend{cfg: cfg, tune: TuningFromConfig(cfg), fio: fio, opts: opts}
-	// Stats.Mode names the congestion control, and whether it is the
-	// host's (Config.TCP.Congestion empty).
-	b.opts.Mode = congestionMode(b.opts.Mode, b.tune)
 	b.nat = &nativeEngine{b: b}
 	b.s = layer.New(b.nat, layerOptions(cfg))
 	if err := b.nat.open(fio); err != nil {

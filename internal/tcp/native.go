@@ -67,7 +67,7 @@ func nativeOptions(cfg dgramio.Config, t Tuning, opts Options) native.Options {
 		DelayedACK: t.DelayedACK,
 		Nagle:      !t.NoDelay,
 		NoSACK:     !t.SACK,
-		Congestion: NativeCongestion(t.Congestion),
+		Congestion: native.NewReno,
 		SYNBacklog: listenBacklog,
 		// Config.TCP.NoModerate: the window at RecvBuf from the start
 		// (docs/memory.md).
@@ -86,6 +86,12 @@ func nativeOptions(cfg dgramio.Config, t Tuning, opts Options) native.Options {
 	}
 	if o.MinRTO > native.DefaultMaxRTO {
 		o.MaxRTO = o.MinRTO
+	}
+	switch t.Congestion {
+	case dgramio.CongestionCubic:
+		o.Congestion = native.CUBIC
+	case dgramio.CongestionBBR:
+		o.Congestion = native.BBR
 	}
 	if o.MaxConns = t.MaxConns; o.MaxConns == 0 {
 		o.MaxConns = native.DefaultMaxConns

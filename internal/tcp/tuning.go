@@ -33,14 +33,8 @@ type Tuning struct {
 	// the SYN covers RecvBuf either way.
 	RecvBuf int
 	// Congestion is dgramio.CongestionReno, CongestionCubic or
-	// CongestionBBR (the native engine only). On the native engine an
-	// empty Config.TCP.Congestion resolves to the host's
-	// (HostCongestion); CongestionFrom says where it came from.
+	// CongestionBBR (the native engine only).
 	Congestion dgramio.Congestion
-	// CongestionFrom is "config" when Config.TCP.Congestion named it,
-	// "host" when HostCongestion read it from the host, or "default…"
-	// saying why the default was taken (netstack's: "default").
-	CongestionFrom string
 	// SACK offers and uses selective acknowledgements (RFC 2018).
 	SACK bool
 	// Moderate is receive-buffer moderation (auto-tuning).
@@ -83,37 +77,21 @@ const ModerateStart = 128 << 10
 
 // TuningFromConfig resolves cfg (defaults applied with WithDefaults first)
 // into a Tuning.
-//
-// An empty Config.TCP.Congestion on the native engine is the host's, as a
-// Linux socket's: HostCongestion reads it here, so a Backend or engine
-// reads it once, when it is created, in the network namespace of the
-// calling thread.
 func TuningFromConfig(cfg dgramio.Config) Tuning {
-	set := cfg.TCP.Congestion != ""
 	cfg = cfg.WithDefaults()
 	t := cfg.TCP
-	cc, from := t.Congestion, "config"
-	switch {
-	case cc == "" && t.Stack == dgramio.TCPStackNative:
-		cc, from = HostCongestion()
-	case cc == "":
-		cc, from = dgramio.CongestionReno, "default"
-	case !set:
-		from = "default"
-	}
 	return Tuning{
-		NoDelay:        !cfg.Nagle,
-		SendBuf:        t.SendBuf,
-		RecvBuf:        t.RecvBuf,
-		Congestion:     cc,
-		CongestionFrom: from,
-		SACK:           !t.NoSACK,
-		Moderate:       !t.NoModerate,
-		RACK:           t.RACK,
-		MinRTO:         t.MinRTO,
-		MaxRetries:     t.MaxRetries,
-		DelayedACK:     delayedACK(t),
-		MaxConns:       t.MaxConns,
+		NoDelay:    !cfg.Nagle,
+		SendBuf:    t.SendBuf,
+		RecvBuf:    t.RecvBuf,
+		Congestion: t.Congestion,
+		SACK:       !t.NoSACK,
+		Moderate:   !t.NoModerate,
+		RACK:       t.RACK,
+		MinRTO:     t.MinRTO,
+		MaxRetries: t.MaxRetries,
+		DelayedACK: delayedACK(t),
+		MaxConns:   t.MaxConns,
 	}
 }
 

@@ -34,7 +34,7 @@ func nativeOptions(cfg dgramio.Config, opts tcp.Options, conns int) native.Optio
 		DelayedACK: t.DelayedACK,
 		Nagle:      !t.NoDelay,
 		NoSACK:     !t.SACK,
-		Congestion: tcp.NativeCongestion(t.Congestion),
+		Congestion: native.NewReno,
 		SYNBacklog: MaxConns,
 		MaxConns:   conns + 16,
 		// Config.TCP.NoModerate, as package tcp maps it.
@@ -43,6 +43,12 @@ func nativeOptions(cfg dgramio.Config, opts tcp.Options, conns int) native.Optio
 	o.AllOnLink = o.PrefixLen == 0
 	if o.MinRTO > native.DefaultMaxRTO {
 		o.MaxRTO = o.MinRTO
+	}
+	switch t.Congestion {
+	case dgramio.CongestionCubic:
+		o.Congestion = native.CUBIC
+	case dgramio.CongestionBBR:
+		o.Congestion = native.BBR
 	}
 	return o
 }
@@ -109,8 +115,6 @@ func (s *side) runNative(ctx context.Context) error {
 	if sp.Busy {
 		loop = "spinning"
 	}
-	tune := tcp.TuningFromConfig(cfg)
-	mode += fmt.Sprintf(", congestion %s (%s)", tune.Congestion, tune.CongestionFrom)
 	runs := "the engine of tcp-xdp's Backend, driven directly: " + mode + " (one poll loop for every connection, " + loop + "; reads in place with Peek)"
 	if err := s.nativeMove(ctx, e, conns, counters, runs); err != nil {
 		return err
