@@ -23,10 +23,7 @@ import "math/rand/v2"
 // (packet conservation, one round trip), after it grows back to its
 // target, and when recovery ends it is at least what it was before
 // (§4.2.3.4, Linux's bbr_set_cwnd_to_recover_or_restore). A random loss
-// therefore costs a retransmission, not half the window. One piece of
-// BBRv3 is added: a loss that comes with a standing queue bounds the
-// flight (bbrLossBound), so that a buffer shallower than v1's flight is
-// not overflowed for ever.
+// therefore costs a retransmission, not half the window.
 
 // BBR's modes (§4.3).
 const (
@@ -52,7 +49,6 @@ const (
 	bbrAggrRounds    = 5    // the ACK-aggregation filter's window
 	bbrAggrMaxTime   = 100e6
 	bbrAggrResetSize = 1 << 20
-	bbrBeta          = 0.7 // what of the flight a loss with a queue leaves (BBRv3's BBRBeta)
 )
 
 // bbrPacingGains is ProbeBW's cycle (§4.3.4.3).
@@ -108,14 +104,6 @@ type bbrState struct {
 	aggrMax        [2]uint64
 	aggrIdx        int
 	aggrRounds     int
-
-	// The loss bound (bbrLossBound): at most this much in flight; 0:
-	// no bound. The round's figures it is set from.
-	inflightHi   uint32
-	roundLost    uint64 // bytes sent again in this round
-	roundMinRTT  int64  // the round's smallest RTT sample; 0: none
-	roundMaxPipe uint32 // the round's largest flight
-	roundHiLimit bool   // cwnd reached the bound in this round
 
 	pace paceState
 
@@ -183,9 +171,6 @@ func (c *Conn) bbrSent(seq uint32, n int) {
 		b.aggrEpochAt, b.aggrEpochAcked = c.e.now, 0
 		c.bbrSetPacing(1)
 	}
-	if seqLT(seq, c.sndMax) {
-		b.roundLost += uint64(n) // sent again: deemed lost
-	}
 	c.rateSent(&b.rate, seq, n)
 	c.pacedSent(&b.pace, n)
 }
@@ -198,7 +183,6 @@ func (c *Conn) bbrAck(s *segment, una uint32) {
 	c.rateAck(&rs, &b.rate, s, una, b.minRTT)
 	pipe := c.pipe()
 	c.bbrUpdateBw(&rs)
-	c.bbrLossBound(&rs, pipe)
 	c.bbrUpdateAggr(&rs)
 	c.bbrUpdateCycle(pipe)
 	c.bbrCheckFullPipe(&rs)
@@ -484,9 +468,6 @@ func (c *Conn) bbrSetCwnd(rs *rateSample, pipe uint32) {
 			c.cwnd += acked
 		}
 	}
-	if b.inflightHi != 0 {
-		c.cwnd = min(c.cwnd, b.inflightHi)
-	}
 	c.cwnd = min(max(c.cwnd, bbrMinCwndSegs*mss), 1<<30)
 	if b.mode == bbrProbeRTT {
 		c.cwnd = min(c.cwnd, bbrMinCwndSegs*mss)
@@ -498,50 +479,4 @@ func (c *Conn) bbrSetCwnd(rs *rateSample, pipe uint32) {
 func (c *Conn) bbrAggrCwnd() uint32 {
 	b := c.bbr
 	return uint32(min(float64(max(b.aggrMax[0], b.aggrMax[1])), b.bw*bbrAggrMaxTime/1e9))
-}
-
-// bbrLossBound keeps the loss bound (inflightHi) at the end of each
-// round trip. BBR v1 does not take loss as a signal; where the
-// bottleneck's buffer holds less than the flows' cwnds (two BDPs each,
-// with the pacing quanta and the ACK aggregation on top: with many
-// connections on one engine, milliseconds of data against a receive
-// ring of about one) it overflows that buffer for ever, every
-// connection loses a few percent, and those that lose a retransmission
-// fall back to the RTO and starve. BBR v2 and v3 bound the flight then
-// (draft-cardwell-iccrg-bbr-congestion-control-02, draft-ietf-ccwg-bbr:
-// inflight_hi and inflight_lo, cut to BBRBeta of the flight on loss,
-// BBRHandleInflightTooHigh); here a round
-// that lost data (sent some again) while a standing queue stood (its
-// smallest RTT at least twice the minimum: the flight held a BDP
-// queued beyond the path's) sets the bound to bbrBeta of the largest
-// flight of that round, and each round that did not, in which cwnd
-// reached the bound, raises it by a segment. The cut is
-// multiplicative and the growth the same for every connection, so the
-// bound shares the buffer as Reno's window does (the largest flights
-// give up most). A loss without a queue (a lossy radio link, a random
-// drop on a long path) is not the buffer overflowing: it sets nothing,
-// and BBR keeps its tolerance of random loss.
-func (c *Conn) bbrLossBound(rs *rateSample, pipe uint32) {
-	b := c.bbr
-	b.roundMaxPipe = max(b.roundMaxPipe, pipe)
-	if rs.rtt >= 0 && (b.roundMinRTT == 0 || rs.rtt < b.roundMinRTT) {
-		b.roundMinRTT = max(rs.rtt, 1)
-	}
-	if b.inflightHi != 0 && c.cwnd >= b.inflightHi {
-		b.roundHiLimit = true
-	}
-	if !b.roundStart {
-		return
-	}
-	mss := uint32(c.smss)
-	queued := b.minRTT > 0 && b.roundMinRTT >= 2*b.minRTT
-	switch {
-	case queued && b.roundLost > 0:
-		b.inflightHi = max(uint32(bbrBeta*float64(b.roundMaxPipe)), bbrMinCwndSegs*mss)
-		b.filledPipe = true // BBRv3's BBRCheckStartupHighLoss: Startup is over
-		c.e.cnt[cTCPBBRLossBound]++
-	case b.inflightHi != 0 && b.roundHiLimit:
-		b.inflightHi = min(b.inflightHi+mss, 1<<30)
-	}
-	b.roundLost, b.roundMinRTT, b.roundMaxPipe, b.roundHiLimit = 0, 0, pipe, false
 }

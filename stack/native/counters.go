@@ -120,7 +120,6 @@ const (
 	cTCPBBRDrain
 	cTCPBBRProbeBW
 	cTCPBBRProbeRTT
-	cTCPBBRLossBound
 	cTCPPacingDelays
 	cTCPRateUnrecorded
 	nCounters
@@ -241,7 +240,6 @@ var counterNames = [nCounters]struct {
 	cTCPBBRDrain:       {"tcp_bbr_startup_exits", false}, // Startup found the pipe full: to Drain
 	cTCPBBRProbeBW:     {"tcp_bbr_probe_bw", false},      // entries to ProbeBW (from Drain or ProbeRTT)
 	cTCPBBRProbeRTT:    {"tcp_bbr_probe_rtt", false},     // entries to ProbeRTT: 10 s without a new minimum RTT
-	cTCPBBRLossBound:   {"tcp_bbr_loss_bounds", false},   // rounds whose loss with a standing queue bounded the flight (BBRv3's inflight_hi)
 	cTCPPacingDelays:   {"tcp_pacing_delays", false},     // sends held back until the pacing rate allowed them
 	cTCPRateUnrecorded: {"tcp_rate_unrecorded", false},   // segments sent with the delivery-rate ring at its largest: no sample from them
 }
