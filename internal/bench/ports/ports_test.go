@@ -43,7 +43,11 @@ func TestMain(m *testing.M) {
 // pair is removed as it was made.
 func standIn(t *testing.T, queues int) *testhost.Pair {
 	t.Helper()
-	p := hosttest.New(t, testhost.Options{Queues: queues})
+	// The pair's own addresses stay out of DefaultA's and DefaultB's
+	// subnet (and addOwnAddr's): a test host drawn there gave A
+	// DefaultA already, and Open then found nothing to add.
+	p := hosttest.New(t, testhost.Options{Queues: queues,
+		A: netip.MustParsePrefix("198.18.251.1/24"), B: netip.MustParsePrefix("198.18.251.2/24")})
 	err := p.B.Do(func() error {
 		l, err := netlink.LinkByName(p.B.Iface)
 		if err != nil {
