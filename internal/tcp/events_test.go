@@ -191,7 +191,19 @@ func (k *kernelConn) read() ([]byte, error) {
 }
 
 func (k *kernelConn) fin() { k.c.Close() }
-func (k *kernelConn) rst() { k.c.SetLinger(0); k.c.Close() }
+// rst resets the connection (SO_LINGER 0). It first sends the ACK the
+// kernel may still be delaying for what was read (TCP_QUICKACK): a reset
+// that overtook it would leave the server's last record unacknowledged,
+// which the server rightly counts in TxDropped (RFC 9293 §3.10.7.4 takes
+// a RST before its ACK field), and the test counts on every record being
+// acknowledged.
+func (k *kernelConn) rst() {
+	if rc, err := k.c.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1) })
+	}
+	k.c.SetLinger(0)
+	k.c.Close()
+}
 
 // engineClients are connections of a native engine on the other memio
 // port; the test's goroutine drives it.
