@@ -25,6 +25,13 @@
 //	httpxdp --bench --requests 20000 --conns 4 [--rounds 3] [--stack native,netstack] [--poll spin] [--cpu 1]
 //	httpxdp --bench --client wrk --conns 16 --duration 5s
 //
+// With --client-process the go or echo client runs in a process of its
+// own in B, as wrk does, instead of goroutines of this one: a client in
+// the servers' process shares their Go scheduler, which favours the
+// kernel listener (a client and a server goroutine hand each other the
+// CPU through the netpoller with no wake-up) and measures neither as a
+// separate client sees it.
+//
 // The server answers every request with --size bytes ("hello" by default).
 // It stops on SIGINT or SIGTERM, closing the Service (which detaches the XDP
 // program).
@@ -41,6 +48,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
@@ -57,7 +65,12 @@ import (
 	"github.com/dgramio/dgramio/tcp/netconn"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if os.Getenv(clientEnv) == "1" {
+		os.Exit(runClient(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // options are the command's flags.
 type options struct {
@@ -69,6 +82,7 @@ type options struct {
 	size                    int
 	stacks                  []dgramio.TCPStack
 	client                  string
+	clientProc              bool
 	duration                time.Duration
 }
 
@@ -91,6 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	stacks := fs.String("stack", "native", "the userspace TCP engine: native or netstack (--bench: a comma list)")
 	fs.StringVar(&o.client, "client", "go", "the benchmark's client in B: go (http.Client), wrk, or echo (a 100-byte message echoed over a net.Conn, one in flight per connection; no HTTP)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "each wrk measurement's length (--client wrk)")
+	fs.BoolVar(&o.clientProc, "client-process", false, "run the go or echo client in a process of its own in B, as wrk runs, sharing no Go scheduler with the servers (--bench)")
 	fs.Usage = func() {}
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (the servers and the Go client) to this file")
 	traceFile := fs.String("trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
@@ -140,6 +155,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.client != "go" && o.client != "wrk" && o.client != "echo" {
 		fmt.Fprintln(stderr, `httpxdp: --client: use "go", "wrk" or "echo"`)
+		return 2
+	}
+	if o.clientProc && o.client == "wrk" {
+		fmt.Fprintln(stderr, "httpxdp: --client-process: wrk runs in a process of its own already; use it with --client go or echo")
 		return 2
 	}
 	mode, err := pollMode(o.poll)
@@ -270,9 +289,16 @@ func xdpAddr(h *testhost.Host, last byte) netip.Addr {
 
 // kernelClient is an http.Client whose connections are kernel TCP
 // sockets made inside h's namespace, keeping up to conns alive.
-func kernelClient(h *testhost.Host, conns int) *http.Client {
+func kernelClient(h *testhost.Host, conns int) *http.Client { return httpClient(h.DialContext, conns) }
+
+// dialFunc dials a kernel TCP connection (in the client's namespace).
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// httpClient is an http.Client whose connections dial makes, keeping up
+// to conns alive.
+func httpClient(dial dialFunc, conns int) *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: h.DialContext, MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
+		DialContext: dial, MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
 		DisableCompression: true,
 	}}
 }
@@ -459,6 +485,9 @@ func bench(o options, nopts netconn.Options, stdout io.Writer) error {
 	default:
 		fmt.Fprintf(stdout, "# httpxdp --bench: Go's http.Client, %d requests over %d keep-alive connections per measurement", o.requests, o.conns)
 	}
+	if o.clientProc {
+		fmt.Fprint(stdout, ", the client in a process of its own")
+	}
 	fmt.Fprintf(stdout, ", %d-byte bodies, GOMAXPROCS %d, %d CPUs, poller %s",
 		o.size, runtime.GOMAXPROCS(0), runtime.NumCPU(), nopts.Poll)
 	if o.cpu >= 0 {
@@ -482,13 +511,15 @@ func bench(o options, nopts netconn.Options, stdout io.Writer) error {
 				return fmt.Errorf("%s server: %w", path, err)
 			}
 			var r result
-			switch o.client {
-			case "wrk":
+			switch {
+			case o.client == "wrk":
 				r, err = measureWrk(sv, p.B, o)
-			case "echo":
-				r, err = measureEcho(sv, p.B, o)
+			case o.clientProc:
+				r, err = measureProcess(sv, p.B, o)
+			case o.client == "echo":
+				r, err = measureEcho(sv.name, sv.addr.String(), p.B.DialContext, o)
 			default:
-				r, err = measure(sv, p.B, o)
+				r, err = measure(sv.name, sv.url, p.B.DialContext, o)
 			}
 			var counters string
 			if sv.svc != nil {
@@ -539,15 +570,16 @@ func layerSummary(st dgramio.Stats) string {
 	return b.String()
 }
 
-// measure sends o.requests GETs to sv from o.conns goroutines sharing one
-// keep-alive client in h, after a warm-up of one request per connection
-// and 10% more, and returns the wall time and latency percentiles. A
-// request that fails ends the measurement with its error.
-func measure(sv *server, h *testhost.Host, o options) (result, error) {
-	client := kernelClient(h, o.conns)
+// measure sends o.requests GETs to url from o.conns goroutines sharing one
+// keep-alive client whose connections dial makes, after a warm-up of one
+// request per connection and 10% more, and returns the wall time and
+// latency percentiles. A request that fails ends the measurement with its
+// error.
+func measure(name, url string, dial dialFunc, o options) (result, error) {
+	client := httpClient(dial, o.conns)
 	defer client.CloseIdleConnections()
 	get := func() error {
-		resp, err := client.Get(sv.url)
+		resp, err := client.Get(url)
 		if err != nil {
 			return err
 		}
@@ -576,21 +608,27 @@ func measure(sv *server, h *testhost.Host, o options) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	slices.Sort(lat)
-	q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))] }
-	return result{name: sv.name, requests: o.requests, wall: wall, p50: q(0.5), p90: q(0.9), p99: q(0.99), mx: lat[len(lat)-1]}, nil
+	return quantiles(name, lat, wall), nil
 }
 
 // echoSize is the message of --client echo: the 100 bytes of netbench's
 // messages.
 const echoSize = 100
 
-// measureEcho opens o.conns kernel TCP connections in h to sv's echo and
-// sends echoSize bytes on each, one message in flight per connection,
-// waiting for each to come back whole and unchanged before the next:
-// o.requests round trips after a warm-up of 10% more, their wall time
-// and latency percentiles.
-func measureEcho(sv *server, h *testhost.Host, o options) (result, error) {
+// quantiles is the result of requests whose latencies are lat (sorted
+// here), done in wall.
+func quantiles(name string, lat []time.Duration, wall time.Duration) result {
+	slices.Sort(lat)
+	q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))] }
+	return result{name: name, requests: len(lat), wall: wall, p50: q(0.5), p90: q(0.9), p99: q(0.99), mx: lat[len(lat)-1]}
+}
+
+// measureEcho opens o.conns kernel TCP connections (dial) to the echo at
+// addr and sends echoSize bytes on each, one message in flight per
+// connection, waiting for each to come back whole and unchanged before
+// the next: o.requests round trips after a warm-up of 10% more, their
+// wall time and latency percentiles.
+func measureEcho(name, addr string, dial dialFunc, o options) (result, error) {
 	conns := make([]net.Conn, o.conns)
 	defer func() {
 		for _, c := range conns {
@@ -600,7 +638,7 @@ func measureEcho(sv *server, h *testhost.Host, o options) (result, error) {
 		}
 	}()
 	for i := range conns {
-		c, err := h.DialContext(context.Background(), "tcp", sv.addr.String())
+		c, err := dial(context.Background(), "tcp", addr)
 		if err != nil {
 			return result{}, err
 		}
@@ -655,9 +693,7 @@ func measureEcho(sv *server, h *testhost.Host, o options) (result, error) {
 		return result{}, err
 	}
 	wall := time.Since(start)
-	slices.Sort(lat)
-	q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))] }
-	return result{name: sv.name, requests: o.requests, wall: wall, p50: q(0.5), p90: q(0.9), p99: q(0.99), mx: lat[len(lat)-1]}, nil
+	return quantiles(name, lat, wall), nil
 }
 
 // spread runs fn(i) for i in [0, n) on workers goroutines and returns the
@@ -749,4 +785,98 @@ func wrkDuration(s string) time.Duration {
 		return 0
 	}
 	return d
+}
+
+// clientEnv, set to 1 in its environment, makes the command the client
+// process of --client-process (runClient) instead of httpxdp.
+const clientEnv = "HTTPXDP_BENCH_CLIENT"
+
+// measureProcess runs the --client go or echo measurement in a process of
+// its own (this executable as runClient) inside h, so that the client
+// shares no Go scheduler, thread or CPU accounting with the servers, as
+// wrk and any real client do; it reads the result line the process
+// prints.
+func measureProcess(sv *server, h *testhost.Host, o options) (result, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return result{}, err
+	}
+	target := sv.url
+	if o.client == "echo" {
+		target = sv.addr.String()
+	}
+	cmd := h.Command(exe, "--client", o.client, "--target", target,
+		"--conns", fmt.Sprint(o.conns), "--requests", fmt.Sprint(o.requests))
+	cmd.Env = append(os.Environ(), clientEnv+"=1")
+	out, err := h.Output(cmd)
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return result{}, fmt.Errorf("client process: %w: %s", err, bytes.TrimSpace(ee.Stderr))
+		}
+		return result{}, fmt.Errorf("client process: %w", err)
+	}
+	return parseClientLine(sv.name, string(out))
+}
+
+// runClient is the client process of --client-process: one measurement
+// (measure or measureEcho) from the namespace it runs in, its result as
+// one line on stdout (clientLine). It returns the exit status.
+func runClient(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("httpxdp client", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	var target string
+	fs.StringVar(&o.client, "client", "go", "go or echo")
+	fs.StringVar(&target, "target", "", "the server: a URL (go) or address:port (echo)")
+	fs.IntVar(&o.conns, "conns", 1, "connections")
+	fs.IntVar(&o.requests, "requests", 1000, "requests or round trips")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if target == "" || o.conns < 1 || o.requests < 1 || (o.client != "go" && o.client != "echo") {
+		fmt.Fprintln(stderr, "httpxdp client: needs --client go|echo, --target, positive --conns and --requests")
+		return 2
+	}
+	dial := (&net.Dialer{}).DialContext
+	var r result
+	var err error
+	if o.client == "echo" {
+		r, err = measureEcho("", target, dial, o)
+	} else {
+		r, err = measure("", target, dial, o)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "httpxdp client:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, clientLine(r))
+	return 0
+}
+
+// clientLine is the result line of a client process.
+func clientLine(r result) string {
+	return fmt.Sprintf("httpxdp-client requests=%d wall_ns=%d p50_ns=%d p90_ns=%d p99_ns=%d max_ns=%d",
+		r.requests, r.wall.Nanoseconds(), r.p50.Nanoseconds(), r.p90.Nanoseconds(), r.p99.Nanoseconds(), r.mx.Nanoseconds())
+}
+
+// parseClientLine reads a client process's result line (clientLine).
+func parseClientLine(name, out string) (result, error) {
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "httpxdp-client ") {
+			continue
+		}
+		r := result{name: name}
+		var wall, p50, p90, p99, mx int64
+		if _, err := fmt.Sscanf(line, "httpxdp-client requests=%d wall_ns=%d p50_ns=%d p90_ns=%d p99_ns=%d max_ns=%d",
+			&r.requests, &wall, &p50, &p90, &p99, &mx); err != nil {
+			return result{}, fmt.Errorf("client process: %q: %w", line, err)
+		}
+		if r.requests < 1 || wall <= 0 {
+			return result{}, fmt.Errorf("client process: %q: no requests", line)
+		}
+		r.wall, r.p50, r.p90, r.p99, r.mx = time.Duration(wall), time.Duration(p50), time.Duration(p90), time.Duration(p99), time.Duration(mx)
+		return r, nil
+	}
+	return result{}, fmt.Errorf("client process: no result line in %q", out)
 }

@@ -33,14 +33,16 @@ func TestDemo(t *testing.T) {
 }
 
 // TestBench: --bench with a few requests prints a row for each path and
-// round, with Go's http.Client and with the echo (a request that fails,
-// or an echo that comes back changed, makes it exit non-zero).
+// round, with Go's http.Client and with the echo, each in this process
+// and in a process of its own (--client-process); a request that fails,
+// or an echo that comes back changed, makes it exit non-zero.
 func TestBench(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, client := range []string{"go", "echo"} {
+	for _, client := range []string{"go", "echo", "go --client-process", "echo --client-process"} {
 		t.Run(client, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			if rc := run([]string{"--bench", "--client", client, "--requests", "200", "--conns", "2", "--rounds", "1", "--poll", "sleep", "--stack", "native,netstack"}, &out, &errOut); rc != 0 {
+			args := append([]string{"--bench", "--client"}, strings.Fields(client)...)
+			if rc := run(append(args, "--requests", "200", "--conns", "2", "--rounds", "1", "--poll", "sleep", "--stack", "native,netstack"), &out, &errOut); rc != 0 {
 				t.Fatalf("rc %d: %s", rc, errOut.String())
 			}
 			rows := 0
@@ -112,6 +114,22 @@ Transfer/sec:      4.00MB
 	}
 }
 
+// TestParseClientLine reads a client process's result line back as it
+// was written, and refuses output without one or with no requests.
+func TestParseClientLine(t *testing.T) {
+	want := result{name: "x", requests: 2000, wall: 150 * time.Millisecond, p50: 13400 * time.Nanosecond,
+		p90: 17 * time.Microsecond, p99: 68 * time.Microsecond, mx: 2 * time.Millisecond}
+	got, err := parseClientLine("x", "noise\n"+clientLine(want)+"\n")
+	if err != nil || got != want {
+		t.Fatalf("parsed %+v, %v; want %+v", got, err, want)
+	}
+	for _, out := range []string{"", "httpxdp-client requests=0 wall_ns=0 p50_ns=0 p90_ns=0 p99_ns=0 max_ns=0", "httpxdp-client requests=x"} {
+		if _, err := parseClientLine("x", out); err == nil {
+			t.Errorf("%q was taken", out)
+		}
+	}
+}
+
 // TestFlags: --help exits 0 with the flags on stdout; every bad flag is
 // a usage error (exit status 2) said before anything starts, with a
 // message that names the flag and what it wants.
@@ -127,6 +145,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--iface", "dg0", "--addr", "198.18.0.3"}, 2, "want address:port"},
 		{[]string{"--bench", "--conns", "0"}, 2, "--conns 0: must be at least 1"},
 		{[]string{"--bench", "--client", "curl"}, 2, `use "go", "wrk" or "echo"`},
+		{[]string{"--bench", "--client", "wrk", "--client-process"}, 2, "wrk runs in a process of its own already"},
 		{[]string{"--demo", "--size", "-1"}, 2, "--size -1"},
 		{[]string{"--kind", "carrier-pigeon"}, 2, "tcp-xdp"},
 		{[]string{"--demo", "extra"}, 2, "unexpected arguments"},
@@ -145,10 +164,14 @@ func TestFlags(t *testing.T) {
 }
 
 // TestMain runs the command itself when the test binary is started as
-// httpxdp (TestServe starts it inside a namespace).
+// httpxdp (TestServe starts it inside a namespace), or as the client
+// process of --client-process.
 func TestMain(m *testing.M) {
 	if os.Getenv("HTTPXDP_RUN_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if os.Getenv(clientEnv) == "1" {
+		os.Exit(runClient(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
