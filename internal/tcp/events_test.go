@@ -191,6 +191,7 @@ func (k *kernelConn) read() ([]byte, error) {
 }
 
 func (k *kernelConn) fin() { k.c.Close() }
+
 // rst resets the connection (SO_LINGER 0). It first sends the ACK the
 // kernel may still be delaying for what was read (TCP_QUICKACK): a reset
 // that overtook it would leave the server's last record unacknowledged,
