@@ -107,7 +107,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "each wrk measurement's length (--client wrk)")
 	fs.BoolVar(&o.clientProc, "client-process", false, "run the go or echo client in a process of its own in B, as wrk runs, sharing no Go scheduler with the servers (--bench)")
 	fs.Usage = func() {}
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (the servers and the Go client) to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (the servers, and the Go client unless --client-process) to this file")
 	traceFile := fs.String("trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
