@@ -65,7 +65,13 @@ const (
 	// frame after a pause.
 	PollAdaptive PollMode = iota
 	// PollSpin never sleeps: the lowest latency, and one CPU at 100% for
-	// as long as the Service lives, traffic or not.
+	// as long as the Service lives, traffic or not. It suits a process
+	// whose traffic goes through the Service, with a CPU of its own for
+	// the poller: the Go scheduler looks at the kernel's sockets only when
+	// a P runs out of work, so while the spinner keeps a P busy the
+	// process's goroutines that wait on kernel sockets (an upstream
+	// dialled through the kernel, a database client) are found late.
+	// Where they matter, PollAdaptive measures that cost and sleeps.
 	PollSpin
 	// PollSleep sleeps as soon as a round finds nothing: no CPU when idle,
 	// and every frame that finds the poller asleep pays the wake-up.
