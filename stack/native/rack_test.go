@@ -133,25 +133,79 @@ func TestRACKReorderingTimerRFC8985Sec6_2(t *testing.T) {
 	}
 }
 
-// RFC 8985 §6.2 step 4: a D-SACK widens the reordering window by a
-// quarter of the minimum RTT, once a round trip, up to SRTT.
+// RFC 8985 §6.2 step 4: a D-SACK of a retransmission (a spurious one,
+// RFC 3708 §2) widens the reordering window by a quarter of the minimum
+// RTT, once a round trip, up to SRTT.
 func TestRACKReoWndFromDSACKRFC8985Sec6_2(t *testing.T) {
 	w, ca, cb := rackWorld(t, Options{})
 	before := cb.reoWnd()
-	una, mss := inFlight(t, w, cb, 4)
-	// A D-SACK below the cumulative ACK (RFC 2883 §4).
-	ackSACK(t, w, ca, cb, una+2*mss, sackBlock{una, una + mss})
+	una, mss := inFlight(t, w, cb, 6)
+	// Three segments SACKed above SND.UNA: the segment at SND.UNA is
+	// lost (RFC 6675 IsLost) and sent again.
+	rtx := counterOf(t, w.b, "tcp_retransmits")
+	ackSACK(t, w, ca, cb, una, sackBlock{una + mss, una + 4*mss})
+	if !cb.inRecovery || counterOf(t, w.b, "tcp_retransmits") == rtx {
+		t.Fatalf("set-up: recovery %v, retransmits %d -> %d", cb.inRecovery, rtx, counterOf(t, w.b, "tcp_retransmits"))
+	}
+	// The original was only late: both copies arrived, and the ACK of
+	// the first reports the second in a D-SACK below the cumulative ACK
+	// (RFC 2883 §4).
+	ackSACK(t, w, ca, cb, una+4*mss, sackBlock{una, una + mss})
 	if got := counterOf(t, w.b, "tcp_rack_reo_wnd_widened"); got != 1 {
 		t.Fatalf("tcp_rack_reo_wnd_widened %d, want 1", got)
+	}
+	if got := counterOf(t, w.b, "tcp_spurious_retransmits"); got != 1 {
+		t.Errorf("tcp_spurious_retransmits %d, want 1", got)
 	}
 	after := cb.reoWnd()
 	if after <= before || after > cb.srtt {
 		t.Errorf("reordering window %v -> %v, want wider, at most SRTT %v", time.Duration(before), time.Duration(after), time.Duration(cb.srtt))
 	}
 	// A second D-SACK in the same round trip does not widen it again.
-	ackSACK(t, w, ca, cb, una+3*mss, sackBlock{una + mss, una + 2*mss})
+	ackSACK(t, w, ca, cb, una+5*mss, sackBlock{una, una + mss})
 	if got := counterOf(t, w.b, "tcp_rack_reo_wnd_widened"); got != 1 {
 		t.Errorf("tcp_rack_reo_wnd_widened %d after a second D-SACK in the round, want 1", got)
+	}
+}
+
+// RFC 8985 §6.2 step 4 with RFC 3708 §2: a D-SACK of data sent only once
+// is the network's duplicate, not a spurious retransmission: it neither
+// widens the reordering window nor counts as reordering. The lossy wire
+// duplicates 1% of segments; every such D-SACK widened the window, once
+// a round trip, and renewed reo_wnd_persist, so that the window sat at
+// SRTT for the whole connection (70 to 110 widenings a 64 MiB echo).
+// After a timeout, whose go-back-N is not recorded, a D-SACK may be of a
+// retransmission and widens the window as before.
+func TestRACKReoWndIgnoresNetworkDuplicatesRFC8985Sec6_2(t *testing.T) {
+	w, ca, cb := rackWorld(t, Options{})
+	before := cb.reoWnd()
+	una, mss := inFlight(t, w, cb, 4)
+	// Segments 3 and 4 arrived twice, though sent once: the ACKs after
+	// them D-SACK them below the cumulative ACK (RFC 2883 §4).
+	ackSACK(t, w, ca, cb, una+3*mss, sackBlock{una + 2*mss, una + 3*mss})
+	ackSACK(t, w, ca, cb, una+4*mss, sackBlock{una + 3*mss, una + 4*mss})
+	if got := counterOf(t, w.b, "tcp_dsacks_received"); got != 2 {
+		t.Fatalf("tcp_dsacks_received %d, want 2", got)
+	}
+	if got := counterOf(t, w.b, "tcp_rack_reo_wnd_widened"); got != 0 {
+		t.Errorf("tcp_rack_reo_wnd_widened %d after D-SACKs of data sent once, want 0", got)
+	}
+	if got := counterOf(t, w.b, "tcp_spurious_retransmits"); got != 0 {
+		t.Errorf("tcp_spurious_retransmits %d, want 0", got)
+	}
+	if after := cb.reoWnd(); after != before || cb.rk.reoSeen {
+		t.Errorf("reordering window %v -> %v, reordering seen %v; want unchanged, false", time.Duration(before), time.Duration(after), cb.rk.reoSeen)
+	}
+
+	// After a timeout the record is incomplete: a D-SACK widens.
+	una, mss = inFlight(t, w, cb, 2)
+	runB(t, w, time.Duration(cb.rto)+time.Millisecond)
+	if got := counterOf(t, w.b, "tcp_timeouts"); got != 1 {
+		t.Fatalf("set-up: tcp_timeouts %d, want 1", got)
+	}
+	ackSACK(t, w, ca, cb, una+mss, sackBlock{una, una + mss})
+	if got := counterOf(t, w.b, "tcp_rack_reo_wnd_widened"); got != 1 {
+		t.Errorf("tcp_rack_reo_wnd_widened %d after a D-SACK following a timeout, want 1", got)
 	}
 }
 

@@ -396,23 +396,50 @@ func (c *Conn) markUnaRtx(sent bool) {
 	c.unaRtx, c.unaRtxAt, c.unaRtxMark = sent, c.e.now, c.sndMax
 }
 
-// rtxRanges is the data retransmitted in the last fast recovery, kept so
-// that a D-SACK of it can be told from one of the wire's duplicates: a
-// D-SACK inside it is a spurious retransmission (RFC 3708 §2, counted in
-// tcp_spurious_retransmits). It is a measurement: the io.Copy echo on the
-// lossy wire finds 24 to 57 a run of 600 to 700 retransmissions, and
-// undoing the cwnd reduction of an episode all of whose retransmissions
-// were spurious (RFC 4015, 5 to 9 episodes a run of 430 to 490) did not
-// change the time, so the engine does not undo.
+// rtxRanges is the data retransmitted since the last fast recovery
+// began, kept so that a D-SACK of it can be told from one of the wire's
+// duplicates: a D-SACK inside it is a spurious retransmission (RFC 3708
+// §2, counted in tcp_spurious_retransmits), one of data sent once is the
+// network's duplicate, which neither widens RACK's reordering window
+// (rack.go) nor counts as spurious. It is a measurement: the io.Copy echo
+// on the lossy wire finds 24 to 57 a run of 600 to 700 retransmissions,
+// and undoing the cwnd reduction of an episode all of whose
+// retransmissions were spurious (RFC 4015, 5 to 9 episodes a run of 430
+// to 490) did not change the time, so the engine does not undo.
 type rtxRanges struct {
-	b  [8]sackBlock // sorted, disjoint
-	n  int
-	ok bool // the ranges are complete: no RTO since recovery began, b held every range
+	b [8]sackBlock // sorted, disjoint
+	n int
+	// unknown: a retransmission may be missing from b (a timeout's
+	// go-back-N, or more ranges than b holds). The zero value, a
+	// connection that has retransmitted nothing, knows every D-SACK for
+	// the network's.
+	unknown bool
+}
+
+// holds reports whether [d.start, d.end) was retransmitted as far as the
+// record knows: in a range of it, or possibly when it is unknown.
+func (r *rtxRanges) holds(d sackBlock) (in, known bool) {
+	if r.unknown {
+		return false, false
+	}
+	for i := 0; i < r.n; i++ {
+		if seqLEQ(r.b[i].start, d.start) && seqLEQ(d.end, r.b[i].end) {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// mayHold reports whether [d.start, d.end) may have been retransmitted:
+// it was, or the record cannot tell.
+func (r *rtxRanges) mayHold(d sackBlock) bool {
+	in, known := r.holds(d)
+	return in || !known
 }
 
 // rtxBegin starts the record of a recovery episode.
 func (c *Conn) rtxBegin() {
-	c.rtxd = rtxRanges{ok: true}
+	c.rtxd = rtxRanges{}
 	c.rtxTableReset() // lostrtx.go
 }
 
@@ -420,34 +447,28 @@ func (c *Conn) rtxBegin() {
 func (c *Conn) rtxTrack(seq, end uint32) {
 	c.rtxRecord(seq, end) // lostrtx.go: when it left, for RACK
 	r := &c.rtxd
-	if !r.ok || !seqLT(seq, end) {
+	if r.unknown || !seqLT(seq, end) {
 		return
 	}
-	if r.n, r.ok = insertBlock(r.b[:], r.n, sackBlock{seq, end}); !r.ok {
-		r.n = 0
+	var ok bool
+	if r.n, ok = insertBlock(r.b[:], r.n, sackBlock{seq, end}); !ok {
+		r.n, r.unknown = 0, true
 	}
 }
 
 // takeDSACK counts a D-SACK block (RFC 2883 §4: the first block, when it
 // lies below the cumulative ACK or inside the second block): data of ours
 // that arrived twice, and of it, a spurious retransmission when it lies
-// in what the last recovery retransmitted.
+// in what was retransmitted since the last recovery began.
 func (c *Conn) takeDSACK(s *segment) {
-	b := s.sacks[0]
-	if !seqLT(b.start, b.end) {
-		return
-	}
-	if !seqLEQ(b.end, s.ack) && !(s.nsack > 1 && seqGEQ(b.start, s.sacks[1].start) && seqLEQ(b.end, s.sacks[1].end)) {
+	b, ok := dsackOf(s) // rack.go
+	if !ok {
 		return
 	}
 	e := c.e
 	e.cnt[cTCPDSACKsIn]++
-	r := &c.rtxd
-	for i := 0; r.ok && i < r.n; i++ {
-		if seqLEQ(r.b[i].start, b.start) && seqLEQ(b.end, r.b[i].end) {
-			e.cnt[cTCPSpuriousRtx]++
-			return
-		}
+	if in, _ := c.rtxd.holds(b); in {
+		e.cnt[cTCPSpuriousRtx]++
 	}
 }
 

@@ -225,7 +225,7 @@ func (c *Conn) onRTO() {
 	c.cwnd, c.caAcc = mss, 0
 	c.inRecovery, c.rtxOne, c.dupacks, c.prr.on = false, false, 0, false
 	c.rackRTO()
-	c.rtxd.ok = false // go-back-N: D-SACKs after it prove no single retransmission spurious
+	c.rtxd.unknown = true // go-back-N: D-SACKs after it prove no single retransmission spurious
 	if c.retries > 1 {
 		// RFC 6675 §5.1: the peer may have reneged on its SACKs. The
 		// first timeout keeps them, as Linux's tcp_enter_loss does
