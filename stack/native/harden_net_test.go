@@ -559,7 +559,8 @@ func TestSACKDupAckNeedsNewSACKRFC6675Sec2(t *testing.T) {
 // holes has the rest counted, not dropped silently.
 func TestSACKScoreboardOverflowCounted(t *testing.T) {
 	w, ca, cb := lossWorld(t)
-	una, mss := inFlight(t, w, cb, 8)
+	// Enough in flight for maxBlocks+6 blocks of 20 bytes, 40 apart.
+	una, mss := inFlight(t, w, cb, 2+40*(maxBlocks+6)/cb.segData())
 	blk := func(j uint32) sackBlock { return sackBlock{una + mss + 40*j, una + mss + 40*j + 20} }
 	for j := uint32(0); j < maxBlocks+6; j += 3 {
 		ackB(w, ca, cb, una, blk(j), blk(j+1), blk(j+2))

@@ -36,9 +36,9 @@ package native
 // SND.UNA, as before. A timeout, and the start of a recovery, empty it.
 
 // rtxTableMax bounds a connection's record of retransmissions in flight:
-// a recovery of a window with 64 holes (the scoreboard's maxBlocks) of a
-// segment each.
-const rtxTableMax = 64
+// a recovery of a window with as many holes as the scoreboard holds
+// (maxBlocks) of a segment each.
+const rtxTableMax = maxBlocks
 
 // rtxEntry is one retransmission of the current recovery.
 type rtxEntry struct {
