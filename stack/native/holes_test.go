@@ -15,7 +15,7 @@ import (
 // more. The receiver holds the data above every one of them, the sender
 // records every SACKed block and every retransmission of the recovery.
 // With 64 blocks the receiver dropped what would have needed a 65th
-// (tcp_out_of_order_full, hundreds a run), each drop a loss more, and
+// (tcp_out_of_order_full, about a thousand here), each drop a loss more, and
 // the transfer collapsed to a third of its rate with timeouts.
 func TestWideWindowHoldsEveryHoleRFC9293Sec3_10_7_4(t *testing.T) {
 	o := Options{Congestion: BBR, SendBuf: 16 << 20, RecvBuf: 16 << 20}
