@@ -40,6 +40,7 @@ const (
 	cTCPChecksum
 	cTCPBadOption
 	cTCPSynFin
+	cTCPSynRcvdNewSyn
 	cTCPNoConn
 	cTCPListenOverflow
 	cTCPConnTableFull
@@ -160,6 +161,7 @@ var counterNames = [nCounters]struct {
 	cTCPChecksum:          {"tcp_checksum_errors", true},
 	cTCPBadOption:         {"tcp_bad_options", true},
 	cTCPSynFin:            {"tcp_syn_fin_dropped", false},
+	cTCPSynRcvdNewSyn:     {"tcp_synrcvd_new_syn", false}, // a new SYN reset a half-open passive connection
 	cTCPNoConn:            {"tcp_no_connection", false},
 	cTCPListenOverflow:    {"tcp_listen_overflow", false},
 	cTCPConnTableFull:     {"tcp_conn_table_full", false},

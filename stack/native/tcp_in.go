@@ -68,6 +68,19 @@ func (c *Conn) input(s *segment) {
 		return
 	}
 	if s.flags&flagSYN != 0 {
+		if c.state == SynReceived && c.l != nil {
+			// RFC 9293 §3.10.7.4 fourth: a SYN in the window of a
+			// passively opened SYN-RECEIVED (not the peer's SYN again,
+			// taken above) returns the connection to LISTEN. The peer
+			// started over with another ISN; the half-open connection
+			// is dropped and the SYN answered with a RST, as Linux
+			// (tcp_check_req) and netstack do, so that the ACK of our
+			// SYN-ACK opens nothing and the peer's next SYN starts clean.
+			e.cnt[cTCPSynRcvdNewSyn]++
+			e.resetFor(s)
+			c.toClosed(ErrRefused)
+			return
+		}
 		// RFC 5961 §4.2 (RFC 9293 §3.10.7.4): a SYN in a synchronized
 		// state gets a challenge ACK, whatever its sequence number.
 		c.challengeACK()
