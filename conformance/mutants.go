@@ -25,7 +25,7 @@ type Mutant struct {
 
 // Mutants returns the mutant DUTs.
 func Mutants() []Mutant {
-	return []Mutant{
+	return append([]Mutant{
 		{
 			Factory: mutant("mutant-no-pad", trimPadding, nil),
 			Defect:  "frames shorter than 60 bytes leave unpadded",
@@ -104,7 +104,7 @@ func Mutants() []Mutant {
 			Fails:   []string{"ipv6-fragments-overlap-dropped"},
 			Control: []string{"ipv6-fragments-reassembled"},
 		},
-	}
+	}, hostileMutants()...)
 }
 
 // nativeMutant is the Factory of the native engine over memio with its
