@@ -23,6 +23,14 @@ func hostileMutants() []Mutant {
 			Control: []string{"tcp-peer-mss-respected", "tcp-handshake-passive"},
 		},
 		{
+			Factory: nativeMutantFresh("mutant-native-wscale-15", func() (tx, rx func(frame, scratch []byte) []byte) {
+				return nil, windowScale15()
+			}),
+			Defect:  "the native engine takes a window scale of 15 as offered, not as 14",
+			Fails:   []string{"tcp-wscale-over-14"},
+			Control: []string{"tcp-handshake-passive", "tcp-peer-window-respected"},
+		},
+		{
 			Factory: nativeMutantFresh("mutant-native-synrcvd-keeps-syn", func() (tx, rx func(frame, scratch []byte) []byte) {
 				return nil, synAsFirst()
 			}),
@@ -98,6 +106,36 @@ func mssAbsentAs1460(f, scratch []byte) []byte {
 	binary.BigEndian.PutUint16(out[24:], ^fold(sum(0, out[14:14+ihl])))
 	setTransportChecksum(out)
 	return out
+}
+
+// windowScale15 doubles the window field of every segment received after
+// a SYN that offered a window scale of 15 (from the same port): the
+// engine then scales windows by 1<<15.
+func windowScale15() func(f, scratch []byte) []byte {
+	over := map[uint16]bool{}
+	return func(f, scratch []byte) []byte {
+		t := tcpHeader(f)
+		if t < 0 {
+			return f
+		}
+		port := binary.BigEndian.Uint16(f[t:])
+		if f[t+13]&0x02 != 0 {
+			from, to, ok := tcpOptions(f, t)
+			i := -1
+			if ok {
+				i = findOption(f, from, to, 3)
+			}
+			over[port] = i >= 0 && i+3 <= to && f[i+2] == 15
+			return f
+		}
+		if !over[port] {
+			return f
+		}
+		out := append(scratch, f...)
+		binary.BigEndian.PutUint16(out[t+14:], uint16(min(2*int(binary.BigEndian.Uint16(f[t+14:])), 0xffff)))
+		setTransportChecksum(out)
+		return out
+	}
 }
 
 // synAsFirst rewrites every SYN received after the first from the same
