@@ -625,6 +625,139 @@ func init() {
 			},
 		},
 		Case{
+			Name:  "tcp-synack-to-listener-rst",
+			RFC:   "RFC 9293 §3.10.7.2 (LISTEN, second: any acknowledgment is bad: <SEQ=SEG.ACK><CTL=RST>)",
+			Title: "a SYN-ACK to a listener is answered by a RST numbered SEG.ACK and opens nothing",
+			Run: func(e *Env) {
+				l := e.Listen(dutPort, SockOpts{})
+				f := e.NewFlow(dutPort, 1)
+				f.Offered = PlainOpts
+				f.SendRaw(1, 424242, SYN|ACK, nil)
+				r := f.ExpectRST()
+				if r.TCP.ACK || r.TCP.Seq != 424242 {
+					e.Errorf("got %s seq %d, want R seq 424242 without ACK", r.Flags(), r.TCP.Seq)
+				}
+				if c, err := l.Accept(Quiet); err != ErrWouldBlock {
+					e.Errorf("accept after a SYN-ACK to a listener: %v, %v", c, err)
+				}
+			},
+		},
+		Case{
+			Name:  "tcp-synrcvd-rst-in-window-challenge",
+			RFC:   "RFC 5961 §3.2 (in every state but SYN-SENT, a RST in the window but not at RCV.NXT gets a challenge ACK)",
+			Title: "in SYN-RECEIVED, a RST inside the window but not at RCV.NXT does not end the handshake: the ACK of the SYN-ACK then opens the connection",
+			Run: func(e *Env) {
+				l, f, _ := e.openSYN(PlainOpts, 5000)
+				f.SendRaw(f.SndNxt+100, 0, RST, nil)
+				if fr := e.TryExpect(Quiet, f.Mine); fr != nil {
+					e.Note("answer to the RST: %v", fr)
+				}
+				f.Send(ACK, nil)
+				e.alive(f, e.Accept(l))
+			},
+		},
+		Case{
+			Name:  "tcp-synack-retransmitted-established",
+			RFC:   "RFC 9293 §3.10.7.4 (a SYN on a synchronized connection: an ACK, RFC 5961 §4.2's challenge ACK)",
+			Title: "the DUT's ACK of the SYN-ACK was lost: the SYN-ACK sent again is answered by an ACK of it, and the connection works",
+			Run: func(e *Env) {
+				c, f, syn := e.dutConnects(SockOpts{}, 80000)
+				f.Accept(syn, PlainOpts)
+				f.ExpectAck(f.SndNxt)
+				f.SendRaw(f.ISS, f.RcvNxt, SYN|ACK, nil)
+				a := f.Expect("ACK", func(*Frame) bool { return true })
+				if a.TCP.SYN || a.TCP.RST || !a.TCP.ACK || a.TCP.Ack != f.SndNxt || a.TCP.Seq != f.RcvNxt {
+					e.Errorf("got %s seq %d ack %d, want . seq %d ack %d", a.Flags(), a.TCP.Seq, a.TCP.Ack, f.RcvNxt, f.SndNxt)
+				}
+				e.WriteWhenConnected(c, []byte("alive"))
+				if got := f.ReadData(5, true); string(got) != "alive" {
+					e.Errorf("bench read %q", got)
+				}
+			},
+		},
+		Case{
+			Name:  "tcp-syn-sent-rst-refused",
+			RFC:   "RFC 9293 §3.10.7.3 (SYN-SENT: a RST with an acceptable ACK resets the connection: connection refused)",
+			Title: "the DUT's SYN is answered by RST+ACK acknowledging it: the connection fails and nothing more is sent",
+			Run: func(e *Env) {
+				c, f, syn := e.dutConnects(SockOpts{}, 90000)
+				f.SendRaw(0, syn.TCP.Seq+1, RST|ACK, nil)
+				e.expectReadErr(c, ErrReset, "the RST")
+				e.ExpectNothing("segment (the connection was refused)", Quiet, f.Mine)
+			},
+		},
+		Case{
+			Name: "tcp-simultaneous-open",
+			RFC: "RFC 9293 §3.5 (simultaneous open, figure 8: SYN-SENT → SYN-RECEIVED → ESTABLISHED on the peer's " +
+				"SYN-ACK) / §3.10.7.3",
+			Title: "the bench answers the DUT's SYN with a SYN of its own, then a SYN-ACK: the DUT sends a SYN-ACK, " +
+				"takes the bench's SYN-ACK as completing the handshake, and data flows without waiting for a timer",
+			Run: func(e *Env) {
+				c, f, syn := e.dutConnects(SockOpts{}, 100000)
+				f.takeSYN(syn)
+				f.Offered = PlainOpts
+				f.Send(SYN, nil)
+				sa := f.Expect("SYN-ACK", Has(SYN))
+				if !sa.TCP.ACK || sa.TCP.Seq != syn.TCP.Seq || sa.TCP.Ack != f.SndNxt {
+					e.Fatalf("answer to the crossing SYN: %s seq %d ack %d, want S. seq %d ack %d", sa.Flags(), sa.TCP.Seq, sa.TCP.Ack, syn.TCP.Seq, f.SndNxt)
+				}
+				f.SendRaw(f.ISS, f.RcvNxt, SYN|ACK, nil)
+				e.WriteWhenConnected(c, []byte("alive"))
+				if got := f.ReadData(5, true); string(got) != "alive" {
+					e.Errorf("bench read %q", got)
+				}
+				f.SendData([]byte("still"), 1000)
+				f.ExpectAck(f.SndNxt)
+				if got := e.ReadAll(c, 5); string(got) != "still" {
+					e.Errorf("DUT read %q", got)
+				}
+			},
+		},
+		Case{
+			Name:  "tcp-mss-option-after-syn-ignored",
+			RFC:   "RFC 9293 §3.7.1 (the MSS option is sent only in SYN segments; the send MSS comes from the SYN)",
+			Title: "the bench offered MSS 536, then sends an ACK carrying MSS 1460: the DUT still sends at most 536 bytes a segment",
+			Run: func(e *Env) {
+				f, c := e.Established(SynOpts{MSS: 536, WScale: -1}, SockOpts{}, 1)
+				e.SendFrame(f.BuildRawOpts(f.SndNxt, f.RcvNxt, ACK, nil, []byte{2, 4, 0x05, 0xb4}))
+				f.ExpectNothing("a pure ACK is not answered")
+				want := Pattern(3000, 75)
+				e.Write(c, want)
+				got := f.readData(len(want), true, func(fr *Frame) {
+					if len(fr.Payload) > 536 {
+						e.Errorf("segment of %d bytes, over the MSS of 536 from the SYN", len(fr.Payload))
+					}
+				})
+				if !bytes.Equal(got, want) {
+					e.Errorf("bytes differ")
+				}
+			},
+		},
+		Case{
+			Name:  "tcp-peer-zero-window-at-open",
+			RFC:   "RFC 9293 §3.8.6.1 / RFC 1122 §4.2.2.17 (a window closed from the start is probed; data flows once it opens)",
+			Title: "the bench's SYN and ACK advertise a zero window: the DUT sends no data, probes the window, and sends everything once the bench opens it",
+			Setup: Setup{RTOMin: 50 * time.Millisecond},
+			Run: func(e *Env) {
+				l := e.Listen(dutPort, SockOpts{})
+				f := e.NewFlow(dutPort, 1000)
+				f.Window = 0
+				f.Connect(PlainOpts)
+				c := e.Accept(l)
+				want := Pattern(3000, 76)
+				e.Write(c, want)
+				p := f.ExpectTimer("zero-window probe", 30*time.Second, func(fr *Frame) bool { return true })
+				if n := len(p.Payload); n > 1 || p.TCP.Seq != f.RcvNxt && p.TCP.Seq != f.RcvNxt-1 {
+					e.Errorf("probe of %d bytes at %d, want at most one byte at %d (or an ACK at %d)", n, p.TCP.Seq, f.RcvNxt, f.RcvNxt-1)
+				}
+				f.Window = 64240
+				f.Send(ACK, nil)
+				if got := f.ackedData(len(want), 30*time.Second, nil); !bytes.Equal(got, want) {
+					e.Errorf("bytes differ")
+				}
+			},
+		},
+		Case{
 			Name:  "tcp-syn-sent-rst-bad-ack-ignored",
 			RFC:   "RFC 9293 §3.10.7.3 (SYN-SENT: a RST whose ACK is unacceptable, or that has no ACK, is dropped) / RFC 5961 §3.2",
 			Title: "while the DUT's SYN waits, a RST with a wrong ACK and a RST without ACK are ignored; the SYN-ACK then opens the connection",
@@ -752,6 +885,22 @@ func init() {
 			Reason: "gVisor netstack answers a SYN below RCV.NXT in TIME-WAIT with nothing, where Linux and the native " +
 				"engine acknowledge it with the old connection's numbers (a SYN on a synchronized connection, RFC 5961 " +
 				"§4.2). Either way no connection opens; fixing it means patching gVisor.",
+		},
+		Difference{
+			Case: "tcp-synrcvd-rst-in-window-challenge", Ours: Fail, Linux: Pass,
+			RFC: "RFC 5961 §3.2",
+			Reason: "gVisor netstack drops a half-open connection on any RST inside the window, where RFC 5961 §3.2 " +
+				"(which covers every state but SYN-SENT) resets only on a RST at RCV.NXT and challenges the others, as " +
+				"Linux and the native engine do: a blind attacker needs one guess in the window, not the exact number, " +
+				"to kill a handshake. Fixing it means patching gVisor.",
+		},
+		Difference{
+			Case: "tcp-simultaneous-open", Ours: Fail, Linux: Pass,
+			RFC: "RFC 9293 §3.5",
+			Reason: "gVisor netstack does not take the peer's SYN-ACK as completing a simultaneous open's SYN-RECEIVED " +
+				"(figure 8, line 6): the connection stays half-open until a retransmission's challenge ACK, beyond the " +
+				"case's wait. Linux takes it (tcp_validate_incoming lets that SYN-ACK pass), and so does the native " +
+				"engine since this case found the same wait in it. Fixing it means patching gVisor.",
 		},
 		Difference{
 			Case: "tcp-time-wait-syn-reuse-ts", Ours: Fail, Linux: Pass,

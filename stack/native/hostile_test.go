@@ -1,6 +1,7 @@
 package native
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/dgramio/dgramio/frameio/memio"
@@ -54,5 +55,54 @@ func TestSYNReceivedNewSYNReturnsToListen_RFC9293_3_10_7_4(t *testing.T) {
 	}
 	if _, ok := l.Accept(); ok {
 		t.Error("the abandoned handshake was accepted")
+	}
+}
+
+// TestSimultaneousOpenSYNACKCompletes_RFC9293_3_5: in a simultaneous
+// open (RFC 9293 §3.5 figure 8) the peer's SYN-ACK, which carries its SYN
+// again, completes SYN-RECEIVED at once, as Linux takes it: it was judged
+// left of RCV.NXT and only answered with an ACK, so the connection waited
+// for its SYN-ACK's retransmission (a second, the initial RTO) to be
+// challenged into ESTABLISHED. Data the application wrote meanwhile
+// leaves with the handshake's end, not with the next segment that
+// happens to come.
+func TestSimultaneousOpenSYNACKCompletes_RFC9293_3_5(t *testing.T) {
+	o := Options{MaxConns: 4}
+	w := newWorld(t, memio.Options{}, o, o)
+	w.connect(7000) // B learns A's MAC
+	sentBy(w)
+	w.b.tick()
+	c, err := w.b.Dial(netip.AddrPortFrom(addrA, 7001), 40000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.b.tick()
+	out := sentBy(w)
+	if len(out) != 1 || out[0].flags != flagSYN {
+		t.Fatalf("B sent %+v, want its SYN", out)
+	}
+	iss := out[0].seq
+	src := addrA.As4()
+	w.b.input(rawTCP(w, src, 7001, 40000, 5000, 0, flagSYN, 65535, mssOpt, nil)) // the SYNs cross
+	out = sentBy(w)
+	if len(out) != 1 || out[0].flags != flagSYN|flagACK || out[0].seq != iss || out[0].ack != 5001 {
+		t.Fatalf("answer to the crossing SYN: %+v, want SYN-ACK seq %d ack 5001", out, iss)
+	}
+	if c.State() != SynReceived {
+		t.Fatalf("state %v, want SYN-RECEIVED", c.State())
+	}
+	if n := c.Write([]byte("early")); n != 5 {
+		t.Fatalf("write in SYN-RECEIVED took %d bytes, want 5", n)
+	}
+	if out := sentBy(w); len(out) != 0 { // a Flush in between, as a poll loop has
+		t.Fatalf("B sent %+v in SYN-RECEIVED after the write, want nothing", out)
+	}
+	w.b.input(rawTCP(w, src, 7001, 40000, 5000, iss+1, flagSYN|flagACK, 65535, mssOpt, nil))
+	out = sentBy(w)
+	if c.State() != Established {
+		t.Fatalf("state %v after the peer's SYN-ACK, want ESTABLISHED", c.State())
+	}
+	if len(out) != 1 || string(out[0].payload) != "early" || out[0].seq != iss+1 || out[0].ack != 5001 {
+		t.Fatalf("after the peer's SYN-ACK B sent %+v, want the data written in SYN-RECEIVED at %d", out, iss+1)
 	}
 }

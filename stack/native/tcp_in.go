@@ -25,6 +25,19 @@ func (c *Conn) input(s *segment) {
 		e.markDirty(c)
 		return
 	}
+	if c.state == SynReceived && c.l == nil && s.flags&(flagSYN|flagACK|flagRST) == flagSYN|flagACK &&
+		s.seq+1 == c.rcvNxt && seqLT(c.sndUna, s.ack) && seqLEQ(s.ack, c.sndNxt) {
+		// Simultaneous open (RFC 9293 §3.5 figure 8, line 6): the
+		// peer's SYN-ACK, its SYN again with the ACK of ours, completes
+		// the handshake. Its SYN lies left of RCV.NXT, so the
+		// acceptability test and §3.10.7.4's SYN check (a challenge
+		// ACK for an actively opened SYN-RECEIVED) would drop it and
+		// leave the connection waiting for the SYN-ACK's
+		// retransmission; taken from its next number, as Linux takes it
+		// (tcp_validate_incoming), it is the ACK that ends SYN-RECEIVED.
+		s.flags &^= flagSYN
+		s.seq++
+	}
 	// RFC 7323 §5.3: PAWS, unless the connection was idle so long that
 	// TS.Recent is no longer valid (§5.5: 24 days).
 	if c.tsOK && s.hasTS && s.flags&flagRST == 0 && seqLT(s.tsVal, c.tsRecent-pawsSlack) {
@@ -354,6 +367,12 @@ func (c *Conn) synRcvdAck(s *segment) bool {
 	}
 	c.establish(s)
 	c.sndUna = c.iss + 1
+	if c.sendable() {
+		// Data written in SYN-RECEIVED of a simultaneous open (an
+		// active open may write before its handshake completes) leaves
+		// now, not with the next segment that happens to mark us.
+		c.e.markDirty(c)
+	}
 	if c.l != nil {
 		c.l.synRcvd--
 		c.e.synRcvd--
