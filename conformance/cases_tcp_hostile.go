@@ -758,6 +758,39 @@ func init() {
 			},
 		},
 		Case{
+			Name:  "tcp-fin-in-synrcvd",
+			RFC:   "RFC 9293 §3.10.7.4 (SYN-RECEIVED: the ACK moves to ESTABLISHED, then the FIN (eighth) to CLOSE-WAIT)",
+			Title: "the ACK that completes the handshake carries a FIN: the connection is accepted, the FIN acknowledged, and the application reads EOF",
+			Run: func(e *Env) {
+				l, f, _ := e.openSYN(PlainOpts, 5000)
+				f.Send(ACK|FIN, nil)
+				f.ExpectAck(f.SndNxt)
+				c := e.Accept(l)
+				e.expectReadErr(c, io.EOF, "the FIN in the handshake's ACK")
+			},
+		},
+		Case{
+			Name:  "tcp-data-after-fin-ignored",
+			RFC:   "RFC 9293 §3.10.7.4 (CLOSE-WAIT, seventh: text after the peer's FIN cannot occur and is ignored)",
+			Title: "after the bench's FIN, a segment with data numbered after it is not delivered: the application still reads the data, then EOF",
+			Run: func(e *Env) {
+				f, c := e.Established(PlainOpts, SockOpts{}, 1000)
+				f.Send(ACK|PSH|FIN, []byte("last"))
+				f.ExpectAck(f.SndNxt)
+				f.SendRaw(f.SndNxt, f.RcvNxt, ACK|PSH, []byte("after the end"))
+				if fr := e.TryExpect(Quiet, f.Mine); fr != nil {
+					e.Note("answer to data after the FIN: %v", fr)
+					if fr.TCP.ACK && !fr.TCP.RST && fr.TCP.Ack != f.SndNxt {
+						e.Errorf("ACK %d, want %d: data after the FIN was taken", fr.TCP.Ack, f.SndNxt)
+					}
+				}
+				if got := e.ReadAll(c, 4); string(got) != "last" {
+					e.Errorf("DUT read %q", got)
+				}
+				e.expectReadErr(c, io.EOF, "the FIN")
+			},
+		},
+		Case{
 			Name:  "tcp-syn-sent-rst-bad-ack-ignored",
 			RFC:   "RFC 9293 §3.10.7.3 (SYN-SENT: a RST whose ACK is unacceptable, or that has no ACK, is dropped) / RFC 5961 §3.2",
 			Title: "while the DUT's SYN waits, a RST with a wrong ACK and a RST without ACK are ignored; the SYN-ACK then opens the connection",
