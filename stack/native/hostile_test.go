@@ -106,3 +106,36 @@ func TestSimultaneousOpenSYNACKCompletes_RFC9293_3_5(t *testing.T) {
 		t.Fatalf("after the peer's SYN-ACK B sent %+v, want the data written in SYN-RECEIVED at %d", out, iss+1)
 	}
 }
+
+// TestOutOfOrderBeyondFINDropped_RFC9293_3_10_7_4: data held out of
+// order beyond the point where the peer's FIN then lands is dropped when
+// the FIN is taken (§3.10.7.4 eighth: the FIN ends the stream; Linux's
+// tcp_fin drops its out-of-order queue). It was kept as a block at
+// RCV.NXT that no segment would merge any more (found by
+// FuzzSegmentSequenceOnLiveConnection): the application reads the bytes
+// before the FIN, then EOF, and the block's bytes never.
+func TestOutOfOrderBeyondFINDropped_RFC9293_3_10_7_4(t *testing.T) {
+	o := Options{MaxConns: 4}
+	w := newWorld(t, memio.Options{}, o, o)
+	ca, cb := w.connect(7000)
+	w.b.tick()
+	w.b.input(segFrame(w, ca, cb.rcvNxt+49, cb.sndUna, flagACK, 65535, nil, make([]byte, 48)))
+	if cb.nooo != 1 {
+		t.Fatalf("set-up: %d out-of-order blocks, want 1", cb.nooo)
+	}
+	w.b.input(segFrame(w, ca, cb.rcvNxt, cb.sndUna, flagACK|flagFIN, 65535, nil, []byte("before the FIN")))
+	if cb.State() != CloseWait || cb.nooo != 0 {
+		t.Fatalf("state %v with %d out-of-order blocks, want CLOSE-WAIT and none", cb.State(), cb.nooo)
+	}
+	checkConn(t, cb)
+	if counterOf(t, w.b, "tcp_ooo_after_fin") != 1 {
+		t.Error("tcp_ooo_after_fin did not count it")
+	}
+	buf := make([]byte, 256)
+	if n, err := cb.Read(buf); n != 14 || err != nil || string(buf[:n]) != "before the FIN" {
+		t.Fatalf("read %q, %v; want the bytes before the FIN", buf[:n], err)
+	}
+	if n, err := cb.Read(buf); n != 0 || err == nil {
+		t.Fatalf("read after the FIN: %d bytes, %v; want EOF", n, err)
+	}
+}

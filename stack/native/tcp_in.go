@@ -1007,6 +1007,16 @@ func (c *Conn) finInput() {
 	c.finRcvd = true
 	c.e.markReadable(c)
 	c.oooFin = false
+	if c.nooo > 0 {
+		// Data held out of order beyond the FIN: the FIN ends the
+		// stream (§3.10.7.4 eighth), so no byte after it can be
+		// delivered, and a block left at or past RCV.NXT would never
+		// merge (no text is taken after the FIN) and would go on being
+		// reported in SACK blocks. It is dropped, as Linux drops its
+		// out-of-order queue in tcp_fin.
+		c.e.cnt[cTCPOOOAfterFIN]++
+		c.nooo, c.oooHeld = 0, 0
+	}
 	c.sendAckNow()
 	switch c.state {
 	case SynReceived, Established:
