@@ -791,6 +791,29 @@ func init() {
 			},
 		},
 		Case{
+			Name: "tcp-data-beyond-fin-dropped",
+			RFC: "RFC 9293 §3.10.7.4 (eighth: the FIN ends the stream; data held out of order beyond it can never be " +
+				"delivered) / RFC 2018 §4",
+			Title: "data held out of order 10 bytes beyond the point where the bench's FIN then lands is dropped: the " +
+				"FIN is acknowledged without SACK blocks, and the application reads the bytes before it, then EOF",
+			Run: func(e *Env) {
+				f, c := e.Established(FullOpts, SockOpts{}, 1000)
+				s := f.SndNxt
+				f.SendRaw(s+15, f.RcvNxt, ACK|PSH, []byte("after the end"))
+				f.Expect("ACK", Has(ACK))
+				f.SendRaw(s, f.RcvNxt, ACK|PSH|FIN, []byte("hello"))
+				f.SndNxt = s + 6
+				a := f.ExpectAck(f.SndNxt)
+				if b := a.Opts().SACK; len(b) > 0 {
+					e.Errorf("ACK of the FIN carries SACK blocks %v: data beyond the FIN still held", b)
+				}
+				if got := e.ReadAll(c, 5); string(got) != "hello" {
+					e.Errorf("DUT read %q", got)
+				}
+				e.expectReadErr(c, io.EOF, "the FIN")
+			},
+		},
+		Case{
 			Name:  "tcp-syn-sent-rst-bad-ack-ignored",
 			RFC:   "RFC 9293 §3.10.7.3 (SYN-SENT: a RST whose ACK is unacceptable, or that has no ACK, is dropped) / RFC 5961 §3.2",
 			Title: "while the DUT's SYN waits, a RST with a wrong ACK and a RST without ACK are ignored; the SYN-ACK then opens the connection",
@@ -934,6 +957,14 @@ func init() {
 				"(figure 8, line 6): the connection stays half-open until a retransmission's challenge ACK, beyond the " +
 				"case's wait. Linux takes it (tcp_validate_incoming lets that SYN-ACK pass), and so does the native " +
 				"engine since this case found the same wait in it. Fixing it means patching gVisor.",
+		},
+		Difference{
+			Case: "tcp-data-beyond-fin-dropped", Ours: Fail, Linux: Pass,
+			RFC: "RFC 9293 §3.10.7.4 / RFC 2018 §4",
+			Reason: "gVisor netstack keeps data it holds out of order beyond the peer's FIN and goes on reporting it in " +
+				"SACK blocks after acknowledging the FIN; Linux drops it when it takes the FIN (tcp_fin), and so does the " +
+				"native engine since this case and FuzzSegmentSequenceOnLiveConnection found the same in it. No byte of " +
+				"it is delivered either way; fixing it means patching gVisor.",
 		},
 		Difference{
 			Case: "tcp-time-wait-syn-reuse-ts", Ours: Fail, Linux: Pass,
