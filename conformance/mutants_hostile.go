@@ -17,6 +17,20 @@ func nativeMutantFresh(name string, mk func() (tx, rx func(frame, scratch []byte
 func hostileMutants() []Mutant {
 	return []Mutant{
 		{
+			Factory: nativeMutant("mutant-native-syn-rst-as-syn", nil, clearRSTOnSYN),
+			Defect:  "the native engine takes a segment with both SYN and RST as a SYN (the RST bit is not checked first)",
+			Fails:   []string{"tcp-syn-rst-listen", "tcp-all-flags-listen"},
+			Control: []string{"tcp-handshake-passive", "tcp-rst-closed-port-ignored"},
+		},
+		{
+			Factory: nativeMutantFresh("mutant-native-paws-on-rst", func() (tx, rx func(frame, scratch []byte) []byte) {
+				return nil, dropOldTSRST()
+			}),
+			Defect:  "the native engine applies PAWS to RSTs: a RST with an old TSval is dropped",
+			Fails:   []string{"tcp-paws-rst-accepted"},
+			Control: []string{"tcp-rst-exact-resets", "tcp-synack-timestamps"},
+		},
+		{
 			Factory: nativeMutant("mutant-native-mss-default-1460", nil, mssAbsentAs1460),
 			Defect:  "the native engine takes a SYN without an MSS option, or with an MSS of 0, as offering 1460",
 			Fails:   []string{"tcp-peer-mss-absent", "tcp-peer-mss-zero"},
@@ -158,5 +172,51 @@ func synAsFirst() func(f, scratch []byte) []byte {
 		binary.BigEndian.PutUint32(out[t+4:], seq)
 		setTransportChecksum(out)
 		return out
+	}
+}
+
+// clearRSTOnSYN clears the RST bit of every received segment that also
+// has SYN.
+func clearRSTOnSYN(f, scratch []byte) []byte {
+	t := tcpHeader(f)
+	if t < 0 || f[t+13]&0x06 != 0x06 {
+		return f
+	}
+	out := append(scratch, f...)
+	out[t+13] &^= 0x04
+	setTransportChecksum(out)
+	return out
+}
+
+// dropOldTSRST drops every received RST whose timestamp is older than
+// the newest seen from the same port (PAWS, RFC 7323 §5.3, applied where
+// R1 exempts it).
+func dropOldTSRST() func(f, scratch []byte) []byte {
+	newest := map[uint16]uint32{}
+	return func(f, _ []byte) []byte {
+		t := tcpHeader(f)
+		if t < 0 {
+			return f
+		}
+		from, to, ok := tcpOptions(f, t)
+		i := -1
+		if ok {
+			i = findOption(f, from, to, 8)
+		}
+		if i < 0 || i+10 > to {
+			return f
+		}
+		port, val := binary.BigEndian.Uint16(f[t:]), binary.BigEndian.Uint32(f[i+2:])
+		last, seen := newest[port]
+		if f[t+13]&0x04 != 0 {
+			if seen && int32(val-last) < 0 {
+				return nil
+			}
+			return f
+		}
+		if !seen || int32(val-last) > 0 {
+			newest[port] = val
+		}
+		return f
 	}
 }
