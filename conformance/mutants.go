@@ -178,9 +178,9 @@ func (m Mutant) Run() (MutantResult, error) {
 }
 
 // mutantFIO wraps our stack's FrameIO: tx rewrites (or, returning nil,
-// drops) each frame the stack sends, rx (or drops) each frame it receives. TxFrame is
-// serialized by the stack and RxFrames runs on the poll loop only, so each
-// rewrite may use its own scratch buffer.
+// drops) each frame the stack sends, rx each frame it receives. TxFrame
+// is serialized by the stack and RxFrames runs on the poll loop only, so
+// each rewrite may use its own scratch buffer.
 type mutantFIO struct {
 	waitFrameIO
 	tx, rx func(frame, scratch []byte) []byte
