@@ -252,7 +252,7 @@ func init() {
 		Case{
 			Name: "tcp-urgent-inline",
 			RFC: "RFC 9293 §3.8.5 (the urgent pointer marks a point in the stream; the data stays in sequence) / " +
-				"RFC 6093 §3.4, §4 (urgent data is in-line, never out of band; the pointer points past the last urgent byte)",
+				"RFC 6093 (urgent data is in-line, never out of band; the pointer points past the last urgent byte)",
 			Title: "segments with URG set (the pointer inside the data, at zero, and on a segment without data) " +
 				"leave the byte stream intact: the application reads every byte once, in order",
 			Run: func(e *Env) {

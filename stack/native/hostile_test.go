@@ -139,3 +139,37 @@ func TestOutOfOrderBeyondFINDropped_RFC9293_3_10_7_4(t *testing.T) {
 		t.Fatalf("read after the FIN: %d bytes, %v; want EOF", n, err)
 	}
 }
+
+// TestPeerMSSZeroAsAbsent_RFC9293_3_7_1: a SYN whose MSS option says 0
+// is taken as one without the option: a send MSS of 536 (RFC 9293
+// §3.7.1, RFC 6691), as Linux takes it, not the 64-byte floor a tiny MSS
+// gets.
+func TestPeerMSSZeroAsAbsent_RFC9293_3_7_1(t *testing.T) {
+	o := Options{MaxConns: 8, MaxSYNReceived: 8}
+	w := newWorld(t, memio.Options{}, o, o)
+	if _, err := w.b.Listen(7000, 0); err != nil {
+		t.Fatal(err)
+	}
+	src := [4]byte{198, 18, 0, 77}
+	for _, c := range []struct {
+		opts []byte
+		want int
+	}{{[]byte{optMSS, 4, 0, 0}, 536}, {nil, 536}, {[]byte{optMSS, 4, 0, 10}, 64}, {mssOpt, 1460}} {
+		sentBy(w)
+		w.b.tick()
+		sport := uint16(40000 + c.want + len(c.opts))
+		w.b.input(rawTCP(w, src, sport, 7000, 1234, 0, flagSYN, 65535, c.opts, nil))
+		var got *Conn
+		for i := range w.b.conns {
+			if k := &w.b.conns[i]; k.state == SynReceived && k.rport == sport {
+				got = k
+			}
+		}
+		if got == nil {
+			t.Fatalf("SYN with options %v opened nothing", c.opts)
+		}
+		if got.peerMSS != c.want {
+			t.Errorf("SYN with options %v: send MSS %d, want %d", c.opts, got.peerMSS, c.want)
+		}
+	}
+}

@@ -508,11 +508,14 @@ func (c *Conn) sentWS() bool { return !c.e.o.NoWindowScale }
 
 // peerOptions takes the options of the peer's SYN (RFC 7323 §1.3: each is
 // on only when both sides send it; RFC 6691 and RFC 9293 §3.7.1: 536 bytes
-// when the peer sends no MSS).
+// when the peer sends no MSS, or an MSS of 0, which allows no segment at
+// all: Linux takes it as absent too, tcp_parse_options). A small MSS is
+// raised to 64 bytes, as Linux raises it to tcp_min_snd_mss (48): a peer
+// cannot make us cut the stream into segments of a byte or two.
 func (c *Conn) peerOptions(s *segment, offeredWS bool) {
 	o := &c.e.o
 	mss := 536
-	if s.hasMSS {
+	if s.hasMSS && s.mss != 0 {
 		mss = int(s.mss)
 	}
 	c.peerMSS = max(min(mss, c.e.mssFor(c.raddr)), 64)
