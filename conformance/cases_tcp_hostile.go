@@ -814,6 +814,28 @@ func init() {
 			},
 		},
 		Case{
+			Name: "tcp-time-wait-held-syn-reuse",
+			RFC: "RFC 9293 §3.10.7.4 (TIME-WAIT) / RFC 1122 §4.2.2.13 / RFC 6191 (as tcp-time-wait-syn-reuse, with the " +
+				"application still holding the connection)",
+			Title: "the application shuts its side down and keeps the connection; after both FINs, a new SYN from the same port with a higher sequence number gets a SYN-ACK and a working connection",
+			Run: func(e *Env) {
+				l := e.Listen(dutPort, SockOpts{})
+				f := e.NewFlow(dutPort, 1000)
+				f.Connect(PlainOpts)
+				c := e.Accept(l)
+				if err := c.Shutdown(); err != nil {
+					e.Fatalf("shutdown: %v", err)
+				}
+				f.ExpectFIN()
+				f.Send(ACK|FIN, nil)
+				f.ExpectAck(f.SndNxt)
+				e.expectReadErr(c, io.EOF, "the FIN")
+				f2 := f.b.newFlow(f.Port, dutPort, f.SndNxt+100000, 2000)
+				f2.Connect(PlainOpts)
+				e.alive(f2, e.Accept(l))
+			},
+		},
+		Case{
 			Name:  "tcp-syn-sent-rst-bad-ack-ignored",
 			RFC:   "RFC 9293 §3.10.7.3 (SYN-SENT: a RST whose ACK is unacceptable, or that has no ACK, is dropped) / RFC 5961 §3.2",
 			Title: "while the DUT's SYN waits, a RST with a wrong ACK and a RST without ACK are ignored; the SYN-ACK then opens the connection",
