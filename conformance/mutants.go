@@ -25,7 +25,7 @@ type Mutant struct {
 
 // Mutants returns the mutant DUTs.
 func Mutants() []Mutant {
-	return []Mutant{
+	return append([]Mutant{
 		{
 			Factory: mutant("mutant-no-pad", trimPadding, nil),
 			Defect:  "frames shorter than 60 bytes leave unpadded",
@@ -104,7 +104,7 @@ func Mutants() []Mutant {
 			Fails:   []string{"ipv6-fragments-overlap-dropped"},
 			Control: []string{"ipv6-fragments-reassembled"},
 		},
-	}
+	}, hostileMutants()...)
 }
 
 // nativeMutant is the Factory of the native engine over memio with its
@@ -178,9 +178,9 @@ func (m Mutant) Run() (MutantResult, error) {
 }
 
 // mutantFIO wraps our stack's FrameIO: tx rewrites (or, returning nil,
-// drops) each frame the stack sends, rx each frame it receives. TxFrame is
-// serialized by the stack and RxFrames runs on the poll loop only, so each
-// rewrite may use its own scratch buffer.
+// drops) each frame the stack sends, rx each frame it receives. TxFrame
+// is serialized by the stack and RxFrames runs on the poll loop only, so
+// each rewrite may use its own scratch buffer.
 type mutantFIO struct {
 	waitFrameIO
 	tx, rx func(frame, scratch []byte) []byte
@@ -205,7 +205,11 @@ func (m *mutantFIO) RxFrames(max int, deliver func([]byte)) int {
 	if m.rx == nil {
 		return m.waitFrameIO.RxFrames(max, deliver)
 	}
-	return m.waitFrameIO.RxFrames(max, func(f []byte) { deliver(m.rx(f, m.rxBuf[:0])) })
+	return m.waitFrameIO.RxFrames(max, func(f []byte) {
+		if g := m.rx(f, m.rxBuf[:0]); g != nil { // nil: dropped
+			deliver(g)
+		}
+	})
 }
 
 // trimPadding cuts a frame to its content: an ARP packet's 28 bytes or an

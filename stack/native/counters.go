@@ -40,6 +40,8 @@ const (
 	cTCPChecksum
 	cTCPBadOption
 	cTCPSynFin
+	cTCPSynRcvdNewSyn
+	cTCPOOOAfterFIN
 	cTCPNoConn
 	cTCPListenOverflow
 	cTCPConnTableFull
@@ -160,6 +162,8 @@ var counterNames = [nCounters]struct {
 	cTCPChecksum:          {"tcp_checksum_errors", true},
 	cTCPBadOption:         {"tcp_bad_options", true},
 	cTCPSynFin:            {"tcp_syn_fin_dropped", false},
+	cTCPSynRcvdNewSyn:     {"tcp_synrcvd_new_syn", false}, // a new SYN reset a half-open passive connection
+	cTCPOOOAfterFIN:       {"tcp_ooo_after_fin", false},   // out-of-order data beyond the peer's FIN, dropped
 	cTCPNoConn:            {"tcp_no_connection", false},
 	cTCPListenOverflow:    {"tcp_listen_overflow", false},
 	cTCPConnTableFull:     {"tcp_conn_table_full", false},

@@ -180,7 +180,7 @@ func (l *Listener) input(s *segment) {
 func (l *Listener) sendCookie(s *segment) {
 	e := l.e
 	mss := uint16(536)
-	if s.hasMSS {
+	if s.hasMSS && s.mss != 0 { // 0: as absent (peerOptions)
 		mss = s.mss
 	}
 	mss = min(mss, uint16(e.mssFor(s.src)))

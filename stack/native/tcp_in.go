@@ -25,6 +25,19 @@ func (c *Conn) input(s *segment) {
 		e.markDirty(c)
 		return
 	}
+	if c.state == SynReceived && c.l == nil && s.flags&(flagSYN|flagACK|flagRST) == flagSYN|flagACK &&
+		s.seq+1 == c.rcvNxt && seqLT(c.sndUna, s.ack) && seqLEQ(s.ack, c.sndNxt) {
+		// Simultaneous open (RFC 9293 §3.5 figure 8, line 6): the
+		// peer's SYN-ACK, its SYN again with the ACK of ours, completes
+		// the handshake. Its SYN lies left of RCV.NXT, so the
+		// acceptability test and §3.10.7.4's SYN check (a challenge
+		// ACK for an actively opened SYN-RECEIVED) would drop it and
+		// leave the connection waiting for the SYN-ACK's
+		// retransmission; taken from its next number, as Linux takes it
+		// (tcp_validate_incoming), it is the ACK that ends SYN-RECEIVED.
+		s.flags &^= flagSYN
+		s.seq++
+	}
 	// RFC 7323 §5.3: PAWS, unless the connection was idle so long that
 	// TS.Recent is no longer valid (§5.5: 24 days).
 	if c.tsOK && s.hasTS && s.flags&flagRST == 0 && seqLT(s.tsVal, c.tsRecent-pawsSlack) {
@@ -68,6 +81,19 @@ func (c *Conn) input(s *segment) {
 		return
 	}
 	if s.flags&flagSYN != 0 {
+		if c.state == SynReceived && c.l != nil {
+			// RFC 9293 §3.10.7.4 fourth: a SYN in the window of a
+			// passively opened SYN-RECEIVED (not the peer's SYN again,
+			// taken above) returns the connection to LISTEN. The peer
+			// started over with another ISN; the half-open connection
+			// is dropped and the SYN answered with a RST, as Linux
+			// (tcp_check_req) and netstack do, so that the ACK of our
+			// SYN-ACK opens nothing and the peer's next SYN starts clean.
+			e.cnt[cTCPSynRcvdNewSyn]++
+			e.resetFor(s)
+			c.toClosed(ErrRefused)
+			return
+		}
 		// RFC 5961 §4.2 (RFC 9293 §3.10.7.4): a SYN in a synchronized
 		// state gets a challenge ACK, whatever its sequence number.
 		c.challengeACK()
@@ -341,6 +367,12 @@ func (c *Conn) synRcvdAck(s *segment) bool {
 	}
 	c.establish(s)
 	c.sndUna = c.iss + 1
+	if c.sendable() {
+		// Data written in SYN-RECEIVED of a simultaneous open (an
+		// active open may write before its handshake completes) leaves
+		// now, not with the next segment that happens to mark us.
+		c.e.markDirty(c)
+	}
 	if c.l != nil {
 		c.l.synRcvd--
 		c.e.synRcvd--
@@ -476,11 +508,14 @@ func (c *Conn) sentWS() bool { return !c.e.o.NoWindowScale }
 
 // peerOptions takes the options of the peer's SYN (RFC 7323 §1.3: each is
 // on only when both sides send it; RFC 6691 and RFC 9293 §3.7.1: 536 bytes
-// when the peer sends no MSS).
+// when the peer sends no MSS, or an MSS of 0, which allows no segment at
+// all: Linux takes it as absent too, tcp_parse_options). A small MSS is
+// raised to 64 bytes, as Linux raises it to tcp_min_snd_mss (48): a peer
+// cannot make us cut the stream into segments of a byte or two.
 func (c *Conn) peerOptions(s *segment, offeredWS bool) {
 	o := &c.e.o
 	mss := 536
-	if s.hasMSS {
+	if s.hasMSS && s.mss != 0 {
 		mss = int(s.mss)
 	}
 	c.peerMSS = max(min(mss, c.e.mssFor(c.raddr)), 64)
@@ -975,6 +1010,16 @@ func (c *Conn) finInput() {
 	c.finRcvd = true
 	c.e.markReadable(c)
 	c.oooFin = false
+	if c.nooo > 0 {
+		// Data held out of order beyond the FIN: the FIN ends the
+		// stream (§3.10.7.4 eighth), so no byte after it can be
+		// delivered, and a block left at or past RCV.NXT would never
+		// merge (no text is taken after the FIN) and would go on being
+		// reported in SACK blocks. It is dropped, as Linux drops its
+		// out-of-order queue in tcp_fin.
+		c.e.cnt[cTCPOOOAfterFIN]++
+		c.nooo, c.oooHeld = 0, 0
+	}
 	c.sendAckNow()
 	switch c.state {
 	case SynReceived, Established:
