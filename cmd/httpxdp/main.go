@@ -54,6 +54,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,8 +172,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "httpxdp: serve mode needs --iface and --addr (or --demo, --bench)")
 			return 2
 		}
-		if _, err := netip.ParseAddrPort(o.addr); err != nil {
-			fmt.Fprintf(stderr, "httpxdp: --addr %q: want address:port, like 192.0.2.3:8080\n", o.addr)
+		if _, err := parseServeAddr(o.addr); err != nil {
+			fmt.Fprintf(stderr, "httpxdp: %v\n", err)
 			return 2
 		}
 	}
@@ -250,9 +251,9 @@ func serve(o options, nopts netconn.Options, stdout io.Writer) error {
 	if o.iface == "" || o.addr == "" {
 		return errors.New("serve mode needs --iface and --addr (or --demo, --bench)")
 	}
-	ap, err := netip.ParseAddrPort(o.addr)
+	ap, err := parseServeAddr(o.addr)
 	if err != nil {
-		return fmt.Errorf("--addr: %w", err)
+		return err
 	}
 	s, err := netconn.New(config(o, o.iface, ap), nopts)
 	if err != nil {
@@ -277,6 +278,36 @@ func serve(o options, nopts netconn.Options, stdout io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// parseServeAddr parses --addr: address:port, an IPv6 address in
+// brackets ([2001:db8::3]:8080, RFC 3986 §3.2.2), an IPv4-mapped one
+// taken as IPv4. What it refuses it names with the fix.
+func parseServeAddr(s string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		hint := "want address:port, like 192.0.2.3:8080 or [2001:db8::3]:8080"
+		host, port, serr := net.SplitHostPort(s)
+		switch {
+		case serr != nil && strings.Count(s, ":") > 1 && !strings.HasPrefix(s, "["):
+			hint = "an IPv6 address goes in brackets before the port, like [2001:db8::3]:8080"
+		case serr != nil:
+		case port == "":
+			hint = "no port after the colon: " + hint
+		case func() bool { _, perr := strconv.ParseUint(port, 10, 16); return perr != nil }():
+			hint = fmt.Sprintf("port %q: want 1..65535", port)
+		case func() bool { _, aerr := netip.ParseAddr(host); return aerr != nil }():
+			hint = fmt.Sprintf("%q is not an IP address (a host name is not looked up): give the address the server takes", host)
+		}
+		return netip.AddrPort{}, fmt.Errorf("--addr %q: %s", s, hint)
+	}
+	if ap.Port() == 0 {
+		return netip.AddrPort{}, fmt.Errorf("--addr %q: port 0: want 1..65535", s)
+	}
+	if ap.Addr().Zone() != "" {
+		return netip.AddrPort{}, fmt.Errorf("--addr %q: an address with a zone (link-local) is not supported: use a global one", s)
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
 }
 
 // xdpAddr is h's address with the last byte changed: one the kernel does

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -143,6 +144,11 @@ func TestFlags(t *testing.T) {
 		{[]string{"--poll", "turbo"}, 2, `want "busy", "yield" or "adaptive"`},
 		{nil, 2, "serve mode needs --iface and --addr"},
 		{[]string{"--iface", "dg0", "--addr", "198.18.0.3"}, 2, "want address:port"},
+		{[]string{"--iface", "dg0", "--addr", "2001:2::3:8080"}, 2, "an IPv6 address goes in brackets"},
+		{[]string{"--iface", "dg0", "--addr", "198.18.0.3:70000"}, 2, `port "70000": want 1..65535`},
+		{[]string{"--iface", "dg0", "--addr", "198.18.0.3:0"}, 2, "port 0: want 1..65535"},
+		{[]string{"--iface", "dg0", "--addr", "localhost:8080"}, 2, "a host name is not looked up"},
+		{[]string{"--iface", "dg0", "--addr", "[fe80::3%dg0]:8080"}, 2, "zone"},
 		{[]string{"--bench", "--conns", "0"}, 2, "--conns 0: must be at least 1"},
 		{[]string{"--bench", "--client", "curl"}, 2, `use "go", "wrk" or "echo"`},
 		{[]string{"--bench", "--client", "wrk", "--client-process"}, 2, "wrk runs in a process of its own already"},
@@ -155,6 +161,10 @@ func TestFlags(t *testing.T) {
 		if rc != c.rc || !strings.Contains(out.String()+errOut.String(), c.want) {
 			t.Errorf("%q: rc %d, output %q %q; want rc %d and %q", c.args, rc, out.String(), errOut.String(), c.rc, c.want)
 		}
+	}
+	// An IPv4-mapped address is served as IPv4 (RFC 4291 §2.5.5.2).
+	if ap, err := parseServeAddr("[::ffff:198.18.0.3]:8080"); err != nil || ap != netip.MustParseAddrPort("198.18.0.3:8080") {
+		t.Errorf("--addr [::ffff:198.18.0.3]:8080: %v, %v; want 198.18.0.3:8080", ap, err)
 	}
 	for _, p := range []string{"busy", "yield", "adaptive", "spin", "sleep"} {
 		if _, err := pollMode(p); err != nil {
