@@ -211,6 +211,9 @@ func openQueue(cfg dgramio.Config, lfd int, granted sock.Granted, note string) (
 		return nil, err
 	}
 	b.mode = "send/recv records, "
+	if cfg.Framing == dgramio.FramingRaw {
+		b.mode = "send/recv raw bytes, " // no records to speak of
+	}
 	if cfg.Nagle {
 		b.mode += "Nagle on, "
 	} else {
