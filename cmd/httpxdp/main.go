@@ -32,7 +32,8 @@
 // CPU through the netpoller with no wake-up) and measures neither as a
 // separate client sees it.
 //
-// The server answers every request with --size bytes ("hello" by default).
+// The server reads each request's body whole and answers with --size bytes
+// ("hello" by default, with the body's length when there was one).
 // It stops on SIGINT or SIGTERM, closing the Service (which detaches the XDP
 // program).
 package main
@@ -227,7 +228,19 @@ func handler(size int) http.Handler {
 	body := []byte(strings.Repeat("x", size))
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// Read the request's body whole (a POST, a chunked upload, one
+		// after Expect: 100-continue), so that an upload crosses the
+		// connection and its length can be checked.
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("reading the body: %v after %d bytes", err, n), http.StatusBadRequest)
+			return
+		}
 		if size == 0 {
+			if n > 0 {
+				fmt.Fprintf(w, "hello %s, from net/http: read %d bytes\n", r.RemoteAddr, n)
+				return
+			}
 			fmt.Fprintf(w, "hello %s, from net/http\n", r.RemoteAddr)
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -243,4 +244,31 @@ func TestServe(t *testing.T) {
 		t.Errorf("XDP program left on %s after the server exited", p.A.Iface)
 	}
 	t.Logf("output: %s", strings.TrimSpace(out.String()))
+}
+
+// TestHandlerReadsBody: the handler reads a request's body whole (RFC 9112
+// §6: Content-Length or chunked) before it answers and says how much it
+// read, so that an upload from a real client (curl --data-binary, -T,
+// chunked, Expect: 100-continue) crosses the connection; a GET's answer is
+// the plain greeting.
+func TestHandlerReadsBody(t *testing.T) {
+	h := handler(0)
+	body := strings.Repeat("y", 1<<20)
+	for _, chunked := range []bool{false, true} {
+		req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		if chunked {
+			req.ContentLength = -1
+			req.TransferEncoding = []string{"chunked"}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := rec.Body.String(); rec.Code != 200 || !strings.Contains(got, fmt.Sprintf("read %d bytes", len(body))) {
+			t.Errorf("POST of %d bytes (chunked %v): %d %q", len(body), chunked, rec.Code, got)
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if got := rec.Body.String(); !strings.HasSuffix(got, "from net/http\n") {
+		t.Errorf("GET: %q", got)
+	}
 }
