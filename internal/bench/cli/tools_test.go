@@ -209,6 +209,8 @@ func TestNetbenchBadInput(t *testing.T) {
 		{"rates", []string{"--rates", "1k,x"}, ExitUsage, "x"},
 		{"poll", []string{"--poll", "turbo"}, ExitUsage, "--poll"},
 		{"arguments", []string{"udp"}, ExitUsage, "unexpected arguments"},
+		{"port 0", []string{"--port", "0"}, ExitUsage, "--port 0: must be 1..55535"},
+		{"port too high", []string{"--port", "70000"}, ExitUsage, "--port 70000: must be 1..55535"},
 	})
 	if rc, out, errOut := runTool(t, "netbench", []string{"--kinds", "udp,tcp", "--size", "8000", "--out", "none"}); rc != 0 {
 		t.Errorf("--size 8000 on udp and tcp refused: %s %s", out, errOut)
