@@ -150,8 +150,11 @@ func parseAddr(flag, s string) (netip.Addr, error) {
 // kernel server on every address of the family; Config refuses it to the
 // raw kinds).
 func checkHostAddr(flag string, a netip.Addr) error {
-	if a.Zone() != "" || a.Is6() && a.IsLinkLocalUnicast() {
-		return fmt.Errorf("--%s %s: a link-local address (it needs a zone) is not supported: use a global one", flag, a)
+	if a.Zone() != "" && !a.IsLinkLocalUnicast() {
+		return fmt.Errorf("--%s %s: an address with a zone is not supported: write it without %%%s", flag, a, a.Zone())
+	}
+	if a.Is6() && a.IsLinkLocalUnicast() {
+		return fmt.Errorf("--%s %s: a link-local address (fe80::/10, with its zone or without) is not supported: use a global one", flag, a)
 	}
 	a = a.Unmap()
 	if a.IsUnspecified() && flag == "local" {

@@ -124,6 +124,8 @@ func TestParseAddrForms(t *testing.T) {
 		"echo.example":     "host name",
 		"[2001:2::1":       "2001:db8::1",
 		"fe80::1%lo":       "link-local",
+		"fe80::1":          "link-local",
+		"2001:2::1%lo":     "without %lo",
 	} {
 		_, err := parseAddr("local", in)
 		if err == nil || !strings.Contains(err.Error(), "--local") || !strings.Contains(err.Error(), hint) {
