@@ -223,6 +223,19 @@ func pollMode(s string) (netconn.PollMode, error) {
 	return m, nil
 }
 
+// pollName is m in --poll's words (busy, yield, adaptive), as the flag
+// was given, not netconn's (spin, sleep).
+func pollName(m netconn.PollMode) string {
+	switch s := m.String(); s {
+	case "spin":
+		return "busy"
+	case "sleep":
+		return "yield"
+	default:
+		return s
+	}
+}
+
 // handler is the server: plain net/http, nothing of dgramio in it.
 func handler(size int) http.Handler {
 	body := []byte(strings.Repeat("x", size))
@@ -286,7 +299,7 @@ func serve(o options, nopts netconn.Options, stdout io.Writer) error {
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
-	fmt.Fprintf(stdout, "serving http://%s over %s (%s), poller %s\n", ap, o.kind, s.Stats().Mode, nopts.Poll)
+	fmt.Fprintf(stdout, "serving http://%s over %s (%s), poller %s\n", ap, o.kind, s.Stats().Mode, pollName(nopts.Poll))
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -533,7 +546,7 @@ func bench(o options, nopts netconn.Options, stdout io.Writer) error {
 		fmt.Fprint(stdout, ", the client in a process of its own")
 	}
 	fmt.Fprintf(stdout, ", %d-byte bodies, GOMAXPROCS %d, %d CPUs, poller %s",
-		o.size, runtime.GOMAXPROCS(0), runtime.NumCPU(), nopts.Poll)
+		o.size, runtime.GOMAXPROCS(0), runtime.NumCPU(), pollName(nopts.Poll))
 	if o.cpu >= 0 {
 		fmt.Fprintf(stdout, " pinned to CPU %d", o.cpu)
 	}

@@ -167,9 +167,13 @@ func TestFlags(t *testing.T) {
 	if ap, err := parseServeAddr("[::ffff:198.18.0.3]:8080"); err != nil || ap != netip.MustParseAddrPort("198.18.0.3:8080") {
 		t.Errorf("--addr [::ffff:198.18.0.3]:8080: %v, %v; want 198.18.0.3:8080", ap, err)
 	}
-	for _, p := range []string{"busy", "yield", "adaptive", "spin", "sleep"} {
-		if _, err := pollMode(p); err != nil {
+	for p, name := range map[string]string{"busy": "busy", "yield": "yield", "adaptive": "adaptive", "spin": "busy", "sleep": "yield"} {
+		m, err := pollMode(p)
+		if err != nil {
 			t.Errorf("--poll %s: %v", p, err)
+		}
+		if got := pollName(m); got != name {
+			t.Errorf("--poll %s is printed as %q, want %q (the flag's words)", p, got, name)
 		}
 	}
 }
