@@ -161,3 +161,34 @@ func watchChecksums(tool string, stats func() dgramio.Stats, period time.Duratio
 		}
 	}
 }
+
+// framingHint is what the echo says once records longer than its largest
+// message arrived on a stream kind in a length-prefixed framing: most
+// often the client is not framing at all (nc, socat, telnet, curl send
+// plain bytes, whose first two or four are read as a length). "" when
+// none did, or in raw framing.
+func framingHint(tool string, s dgramio.Stats, framing dgramio.Framing, maxRecord int) string {
+	if s.RxTruncated == 0 || framing == dgramio.FramingRaw {
+		return ""
+	}
+	return fmt.Sprintf("%s: %d records longer than %d bytes arrived and were skipped (rx_truncated): in --framing %s each record starts with its length; "+
+		"a client that sends plain bytes (nc, socat, telnet, curl) needs --framing raw\n", tool, s.RxTruncated, maxRecord, framing)
+}
+
+// watchFraming prints framingHint once, as soon as it has something to
+// say, until stop closes.
+func watchFraming(tool string, stats func() dgramio.Stats, framing dgramio.Framing, maxRecord int, period time.Duration, stderr io.Writer, stop <-chan struct{}) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if h := framingHint(tool, stats(), framing, maxRecord); h != "" {
+			fmt.Fprint(stderr, h)
+			return
+		}
+	}
+}
