@@ -728,7 +728,11 @@ func (s *Layer) waitsAnswer(c *conn) bool {
 // no connection.
 func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
 	c := s.byPeer[peer]
-	if c == nil {
+	if c == nil || on && c.dead != nil {
+		// An ended connection is not paused: a caller that holds a
+		// peer until its answer fits would wait for it for ever (its
+		// records wait for the Resume to be delivered, and its end
+		// for them). Resume still lets them out.
 		return false
 	}
 	if c.held != on {
@@ -999,7 +1003,7 @@ func (s *Layer) receiveAll(pkts []dgramio.Packet, k, want int) int {
 // staged for it counts in TxDropped, and the reset counts in Resets once
 // the records it delivered before are done with.
 func (s *Layer) heldEnded(c *conn) {
-	if c.dead != nil || !c.hint {
+	if c.dead != nil || !c.hint || c.closing {
 		return
 	}
 	c.hint = false
