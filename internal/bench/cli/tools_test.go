@@ -267,6 +267,12 @@ func TestChecksumOffloadHint(t *testing.T) {
 	if h := fixHint(dgramio.KindTCPXDP, timeout); !strings.Contains(h, "tx off") {
 		t.Errorf("tcp-xdp connect timeout: hint %q", h)
 	}
+	if h := fixHint(dgramio.KindUDP, fmt.Errorf("bind 192.0.2.99:5000: %w", syscall.EADDRNOTAVAIL)); !strings.Contains(h, "--local") {
+		t.Errorf("an address the host does not hold: hint %q", h)
+	}
+	if h := fixHint(dgramio.KindTCP, fmt.Errorf("bind: %w", syscall.EADDRINUSE)); !strings.Contains(h, "--port") {
+		t.Errorf("a port in use: hint %q", h)
+	}
 	if h := fixHint(dgramio.KindTCP, timeout); h != "" {
 		t.Errorf("kernel tcp: hint %q (the kernel checks its own checksums)", h)
 	}

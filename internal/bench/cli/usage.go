@@ -125,6 +125,12 @@ func fixHint(kind dgramio.Kind, err error) string {
 	if kind.IsStream() && kind.IsRaw() && errors.Is(err, syscall.ETIMEDOUT) {
 		return checksumFix
 	}
+	if !kind.IsRaw() && errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return "no interface of this host (of its network namespace) holds that address: give --local one of its own (ip addr), or 0.0.0.0 or :: for all of one family"
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return "something serves on that port already: stop it or give --port another"
+	}
 	return ""
 }
 
