@@ -177,6 +177,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "httpxdp: %v\n", err)
 			return 2
 		}
+		if err := checkServeIface(o.iface); err != nil && !o.kind.IsDPDK() {
+			fmt.Fprintf(stderr, "httpxdp: %v\n", err)
+			return 2
+		}
 	}
 	for _, n := range []struct {
 		name string
@@ -334,6 +338,23 @@ func parseServeAddr(s string) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("--addr %q: an address with a zone (link-local) is not supported: use a global one", s)
 	}
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+}
+
+// checkServeIface checks --iface before anything opens: it must exist
+// and carry Ethernet frames (tcp-xdp builds them; loopback has no MAC).
+func checkServeIface(name string) error {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return fmt.Errorf("--iface %s: %w (ip link lists the interfaces)", name, err)
+	}
+	if len(ifi.HardwareAddr) != 6 {
+		why := "it has no Ethernet MAC address"
+		if ifi.Flags&net.FlagLoopback != 0 {
+			why = "it is the loopback interface, which has no Ethernet MAC address"
+		}
+		return fmt.Errorf("--iface %s: tcp-xdp sends Ethernet frames and %s; use an Ethernet port or a veth", name, why)
+	}
+	return nil
 }
 
 // xdpAddr is h's address with the last byte changed: one the kernel does

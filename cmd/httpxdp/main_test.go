@@ -145,6 +145,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--poll", "turbo"}, 2, `want "busy", "yield" or "adaptive"`},
 		{nil, 2, "serve mode needs --iface and --addr"},
 		{[]string{"--iface", "dg0", "--addr", "198.18.0.3"}, 2, "want address:port"},
+		{[]string{"--iface", "dgramio-no-such-if", "--addr", "198.18.0.3:8080"}, 2, "--iface dgramio-no-such-if"},
+		{[]string{"--iface", "lo", "--addr", "127.0.0.9:8080"}, 2, "loopback interface, which has no Ethernet MAC address"},
 		{[]string{"--iface", "dg0", "--addr", "2001:2::3:8080"}, 2, "an IPv6 address goes in brackets"},
 		{[]string{"--iface", "dg0", "--addr", "198.18.0.3:70000"}, 2, `port "70000": want 1..65535`},
 		{[]string{"--iface", "dg0", "--addr", "198.18.0.3:0"}, 2, "port 0: want 1..65535"},
