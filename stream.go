@@ -141,6 +141,10 @@ type Conns interface {
 	// its peer's sending stops when TCP's window closes (back-pressure
 	// for a peer that sends faster than the loop can answer). A paused
 	// connection whose peer finished (EventPeerFIN) is not closed either.
+	// A connection that ended (the peer reset it) is not paused
+	// (ErrNoConn), also while its end is still to be delivered; a paused
+	// one that ends is noticed all the same, and its records and end
+	// come out once it is resumed.
 	Pause(peer netip.AddrPort) error
 	// Resume undoes Pause: what arrived meanwhile is delivered.
 	Resume(peer netip.AddrPort) error

@@ -32,7 +32,8 @@
 // CPU through the netpoller with no wake-up) and measures neither as a
 // separate client sees it.
 //
-// The server answers every request with --size bytes ("hello" by default).
+// The server reads each request's body whole and answers with --size bytes
+// ("hello" by default, with the body's length when there was one).
 // It stops on SIGINT or SIGTERM, closing the Service (which detaches the XDP
 // program).
 package main
@@ -54,6 +55,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,8 +173,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "httpxdp: serve mode needs --iface and --addr (or --demo, --bench)")
 			return 2
 		}
-		if _, err := netip.ParseAddrPort(o.addr); err != nil {
-			fmt.Fprintf(stderr, "httpxdp: --addr %q: want address:port, like 192.0.2.3:8080\n", o.addr)
+		if _, err := parseServeAddr(o.addr); err != nil {
+			fmt.Fprintf(stderr, "httpxdp: %v\n", err)
+			return 2
+		}
+		if err := checkServeIface(o.iface); err != nil && !o.kind.IsDPDK() {
+			fmt.Fprintf(stderr, "httpxdp: %v\n", err)
 			return 2
 		}
 	}
@@ -221,12 +227,37 @@ func pollMode(s string) (netconn.PollMode, error) {
 	return m, nil
 }
 
+// pollName is m in --poll's words (busy, yield, adaptive), as the flag
+// was given, not netconn's (spin, sleep).
+func pollName(m netconn.PollMode) string {
+	switch s := m.String(); s {
+	case "spin":
+		return "busy"
+	case "sleep":
+		return "yield"
+	default:
+		return s
+	}
+}
+
 // handler is the server: plain net/http, nothing of dgramio in it.
 func handler(size int) http.Handler {
 	body := []byte(strings.Repeat("x", size))
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// Read the request's body whole (a POST, a chunked upload, one
+		// after Expect: 100-continue), so that an upload crosses the
+		// connection and its length can be checked.
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("reading the body: %v after %d bytes", err, n), http.StatusBadRequest)
+			return
+		}
 		if size == 0 {
+			if n > 0 {
+				fmt.Fprintf(w, "hello %s, from net/http: read %d bytes\n", r.RemoteAddr, n)
+				return
+			}
 			fmt.Fprintf(w, "hello %s, from net/http\n", r.RemoteAddr)
 			return
 		}
@@ -250,9 +281,9 @@ func serve(o options, nopts netconn.Options, stdout io.Writer) error {
 	if o.iface == "" || o.addr == "" {
 		return errors.New("serve mode needs --iface and --addr (or --demo, --bench)")
 	}
-	ap, err := netip.ParseAddrPort(o.addr)
+	ap, err := parseServeAddr(o.addr)
 	if err != nil {
-		return fmt.Errorf("--addr: %w", err)
+		return err
 	}
 	s, err := netconn.New(config(o, o.iface, ap), nopts)
 	if err != nil {
@@ -272,9 +303,56 @@ func serve(o options, nopts netconn.Options, stdout io.Writer) error {
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
-	fmt.Fprintf(stdout, "serving http://%s over %s (%s), poller %s\n", ap, o.kind, s.Stats().Mode, nopts.Poll)
+	fmt.Fprintf(stdout, "serving http://%s over %s (%s), poller %s\n", ap, o.kind, s.Stats().Mode, pollName(nopts.Poll))
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	return nil
+}
+
+// parseServeAddr parses --addr: address:port, an IPv6 address in
+// brackets ([2001:db8::3]:8080, RFC 3986 §3.2.2), an IPv4-mapped one
+// taken as IPv4. What it refuses it names with the fix.
+func parseServeAddr(s string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		hint := "want address:port, like 192.0.2.3:8080 or [2001:db8::3]:8080"
+		host, port, serr := net.SplitHostPort(s)
+		switch {
+		case serr != nil && strings.Count(s, ":") > 1 && !strings.HasPrefix(s, "["):
+			hint = "an IPv6 address goes in brackets before the port, like [2001:db8::3]:8080"
+		case serr != nil:
+		case port == "":
+			hint = "no port after the colon: " + hint
+		case func() bool { _, perr := strconv.ParseUint(port, 10, 16); return perr != nil }():
+			hint = fmt.Sprintf("port %q: want 1..65535", port)
+		case func() bool { _, aerr := netip.ParseAddr(host); return aerr != nil }():
+			hint = fmt.Sprintf("%q is not an IP address (a host name is not looked up): give the address the server takes", host)
+		}
+		return netip.AddrPort{}, fmt.Errorf("--addr %q: %s", s, hint)
+	}
+	if ap.Port() == 0 {
+		return netip.AddrPort{}, fmt.Errorf("--addr %q: port 0: want 1..65535", s)
+	}
+	if ap.Addr().Zone() != "" {
+		return netip.AddrPort{}, fmt.Errorf("--addr %q: an address with a zone (link-local) is not supported: use a global one", s)
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+}
+
+// checkServeIface checks --iface before anything opens: it must exist
+// and carry Ethernet frames (tcp-xdp builds them; loopback has no MAC).
+func checkServeIface(name string) error {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return fmt.Errorf("--iface %s: %w (ip link lists the interfaces)", name, err)
+	}
+	if len(ifi.HardwareAddr) != 6 {
+		why := "it has no Ethernet MAC address"
+		if ifi.Flags&net.FlagLoopback != 0 {
+			why = "it is the loopback interface, which has no Ethernet MAC address"
+		}
+		return fmt.Errorf("--iface %s: tcp-xdp sends Ethernet frames and %s; use an Ethernet port or a veth", name, why)
 	}
 	return nil
 }
@@ -489,7 +567,7 @@ func bench(o options, nopts netconn.Options, stdout io.Writer) error {
 		fmt.Fprint(stdout, ", the client in a process of its own")
 	}
 	fmt.Fprintf(stdout, ", %d-byte bodies, GOMAXPROCS %d, %d CPUs, poller %s",
-		o.size, runtime.GOMAXPROCS(0), runtime.NumCPU(), nopts.Poll)
+		o.size, runtime.GOMAXPROCS(0), runtime.NumCPU(), pollName(nopts.Poll))
 	if o.cpu >= 0 {
 		fmt.Fprintf(stdout, " pinned to CPU %d", o.cpu)
 	}

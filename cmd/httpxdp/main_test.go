@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -143,6 +145,13 @@ func TestFlags(t *testing.T) {
 		{[]string{"--poll", "turbo"}, 2, `want "busy", "yield" or "adaptive"`},
 		{nil, 2, "serve mode needs --iface and --addr"},
 		{[]string{"--iface", "dg0", "--addr", "198.18.0.3"}, 2, "want address:port"},
+		{[]string{"--iface", "dgramio-no-such-if", "--addr", "198.18.0.3:8080"}, 2, "--iface dgramio-no-such-if"},
+		{[]string{"--iface", "lo", "--addr", "127.0.0.9:8080"}, 2, "loopback interface, which has no Ethernet MAC address"},
+		{[]string{"--iface", "dg0", "--addr", "2001:2::3:8080"}, 2, "an IPv6 address goes in brackets"},
+		{[]string{"--iface", "dg0", "--addr", "198.18.0.3:70000"}, 2, `port "70000": want 1..65535`},
+		{[]string{"--iface", "dg0", "--addr", "198.18.0.3:0"}, 2, "port 0: want 1..65535"},
+		{[]string{"--iface", "dg0", "--addr", "localhost:8080"}, 2, "a host name is not looked up"},
+		{[]string{"--iface", "dg0", "--addr", "[fe80::3%dg0]:8080"}, 2, "zone"},
 		{[]string{"--bench", "--conns", "0"}, 2, "--conns 0: must be at least 1"},
 		{[]string{"--bench", "--client", "curl"}, 2, `use "go", "wrk" or "echo"`},
 		{[]string{"--bench", "--client", "wrk", "--client-process"}, 2, "wrk runs in a process of its own already"},
@@ -156,9 +165,17 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%q: rc %d, output %q %q; want rc %d and %q", c.args, rc, out.String(), errOut.String(), c.rc, c.want)
 		}
 	}
-	for _, p := range []string{"busy", "yield", "adaptive", "spin", "sleep"} {
-		if _, err := pollMode(p); err != nil {
+	// An IPv4-mapped address is served as IPv4 (RFC 4291 §2.5.5.2).
+	if ap, err := parseServeAddr("[::ffff:198.18.0.3]:8080"); err != nil || ap != netip.MustParseAddrPort("198.18.0.3:8080") {
+		t.Errorf("--addr [::ffff:198.18.0.3]:8080: %v, %v; want 198.18.0.3:8080", ap, err)
+	}
+	for p, name := range map[string]string{"busy": "busy", "yield": "yield", "adaptive": "adaptive", "spin": "busy", "sleep": "yield"} {
+		m, err := pollMode(p)
+		if err != nil {
 			t.Errorf("--poll %s: %v", p, err)
+		}
+		if got := pollName(m); got != name {
+			t.Errorf("--poll %s is printed as %q, want %q (the flag's words)", p, got, name)
 		}
 	}
 }
@@ -233,4 +250,31 @@ func TestServe(t *testing.T) {
 		t.Errorf("XDP program left on %s after the server exited", p.A.Iface)
 	}
 	t.Logf("output: %s", strings.TrimSpace(out.String()))
+}
+
+// TestHandlerReadsBody: the handler reads a request's body whole (RFC 9112
+// §6: Content-Length or chunked) before it answers and says how much it
+// read, so that an upload from a real client (curl --data-binary, -T,
+// chunked, Expect: 100-continue) crosses the connection; a GET's answer is
+// the plain greeting.
+func TestHandlerReadsBody(t *testing.T) {
+	h := handler(0)
+	body := strings.Repeat("y", 1<<20)
+	for _, chunked := range []bool{false, true} {
+		req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		if chunked {
+			req.ContentLength = -1
+			req.TransferEncoding = []string{"chunked"}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := rec.Body.String(); rec.Code != 200 || !strings.Contains(got, fmt.Sprintf("read %d bytes", len(body))) {
+			t.Errorf("POST of %d bytes (chunked %v): %d %q", len(body), chunked, rec.Code, got)
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if got := rec.Body.String(); !strings.HasSuffix(got, "from net/http\n") {
+		t.Errorf("GET: %q", got)
+	}
 }

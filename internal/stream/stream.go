@@ -177,6 +177,16 @@ type Unacker interface {
 	UnackedRecords() (records int, ended bool)
 }
 
+// Ender is implemented by a Conn that can tell, without reading, that it
+// ended (the peer reset it): the layer asks it of a held connection
+// (Hold) that Watch reported, since it does not read one until it is
+// resumed, so that a reset is not left unseen for as long as the caller
+// holds the connection for an answer that will never fit. Ended returns
+// the error that ended the connection (as Read would), or nil.
+type Ender interface {
+	Ended() error
+}
+
 // Appender is implemented by an Unacker that follows a raw stream
 // (dgramio.FramingRaw) through the layer's staging: the layer calls
 // Appended with the length of each QueueTo it stages for the connection,
@@ -718,7 +728,11 @@ func (s *Layer) waitsAnswer(c *conn) bool {
 // no connection.
 func (s *Layer) Hold(peer netip.AddrPort, on bool) bool {
 	c := s.byPeer[peer]
-	if c == nil {
+	if c == nil || on && c.dead != nil {
+		// An ended connection is not paused: a caller that holds a
+		// peer until its answer fits would wait for it for ever (its
+		// records wait for the Resume to be delivered, and its end
+		// for them). Resume still lets them out.
 		return false
 	}
 	if c.held != on {
@@ -960,6 +974,8 @@ func (s *Layer) receiveAll(pkts []dgramio.Packet, k, want int) int {
 		if c := s.rx[i]; c.wantsRx() {
 			k = s.receive(c, pkts, k, want)
 			enlist(&s.read, &c.inRead, c)
+		} else if c.held {
+			s.heldEnded(c)
 		}
 	}
 	if i < len(s.rx) {
@@ -980,6 +996,22 @@ func (s *Layer) receiveAll(pkts []dgramio.Packet, k, want int) int {
 	forget(s.rx[n:])
 	s.rx = s.rx[:n]
 	return k
+}
+
+// heldEnded ends c, a held connection Watch reported, when its transport
+// says it ended (Ender): its Queue then says dgramio.ErrNoRoute, what was
+// staged for it counts in TxDropped, and the reset counts in Resets once
+// the records it delivered before are done with.
+func (s *Layer) heldEnded(c *conn) {
+	if c.dead != nil || !c.hint || c.closing {
+		return
+	}
+	c.hint = false
+	if e, ok := c.t.(Ender); ok {
+		if err := e.Ended(); err != nil {
+			s.kill(c, err)
+		}
+	}
 }
 
 // rotate is receiveAll's end when it stopped at rx[i], before the end

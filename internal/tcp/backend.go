@@ -550,6 +550,16 @@ func peerError(terr tcpip.Error) error {
 	return &dgramio.PeerError{Reset: !closed, Err: goErr(terr)}
 }
 
+// Ended implements layer.Ender: a reset (or a failed connection) ended
+// the endpoint, told from its state without reading. Netstack keeps the
+// cause for the next Read; this says reset.
+func (c *conn) Ended() error {
+	if ntcp.EndpointState(c.ep.State()) != ntcp.StateError {
+		return nil
+	}
+	return peerError(&tcpip.ErrConnectionReset{})
+}
+
 // Readable implements layer.Conn: netstack said so since the last Read.
 func (c *conn) Readable() bool { return c.ready.Load() }
 

@@ -513,6 +513,18 @@ func (c *nconn) Readable() bool { return c.gone || c.c.Readable() }
 // Writable implements layer.Conn.
 func (c *nconn) Writable() bool { return !c.gone && c.c.Writable() }
 
+// Ended implements layer.Ender: the engine's error once the connection
+// ended otherwise than in order (a reset), without reading.
+func (c *nconn) Ended() error {
+	if c.gone {
+		return nil
+	}
+	if err := c.c.Err(); err != nil {
+		return nativePeerError(err)
+	}
+	return nil
+}
+
 // SetReading implements layer.Conn: the engine has no readiness to sleep
 // on; Wait asks the layer.
 func (c *nconn) SetReading(bool) {}

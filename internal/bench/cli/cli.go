@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dgramio/dgramio"
@@ -127,9 +128,15 @@ func parseAddr(flag, s string) (netip.Addr, error) {
 	if s == "" {
 		return netip.Addr{}, nil
 	}
+	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		s = s[1 : len(s)-1] // [2001:db8::1]: an IPv6 literal as a URL writes it
+	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("--%s %q: not an IP address (write it like 192.0.2.1)", flag, s)
+		if _, perr := netip.ParseAddrPort(s); perr == nil {
+			return netip.Addr{}, fmt.Errorf("--%s %q: the address alone: give the port with --port", flag, s)
+		}
+		return netip.Addr{}, fmt.Errorf("--%s %q: not an IP address: %s", flag, s, addrHint(s))
 	}
 	if err := checkHostAddr(flag, a); err != nil {
 		return netip.Addr{}, err
@@ -143,8 +150,11 @@ func parseAddr(flag, s string) (netip.Addr, error) {
 // kernel server on every address of the family; Config refuses it to the
 // raw kinds).
 func checkHostAddr(flag string, a netip.Addr) error {
-	if a.Zone() != "" || a.Is6() && a.IsLinkLocalUnicast() {
-		return fmt.Errorf("--%s %s: a link-local address (it needs a zone) is not supported: use a global one", flag, a)
+	if a.Zone() != "" && !a.IsLinkLocalUnicast() {
+		return fmt.Errorf("--%s %s: an address with a zone is not supported: write it without %%%s", flag, a, a.Zone())
+	}
+	if a.Is6() && a.IsLinkLocalUnicast() {
+		return fmt.Errorf("--%s %s: a link-local address (fe80::/10, with its zone or without) is not supported: use a global one", flag, a)
 	}
 	a = a.Unmap()
 	if a.IsUnspecified() && flag == "local" {
@@ -166,17 +176,77 @@ func parseDest(flag, s string) (netip.AddrPort, error) {
 	}
 	ap, err := netip.ParseAddrPort(s)
 	if err != nil {
-		a, aerr := netip.ParseAddr(s)
+		bare := s
+		if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+			bare = s[1 : len(s)-1] // [2001:db8::2] without a port
+		}
+		a, aerr := netip.ParseAddr(bare)
 		if aerr != nil {
-			return netip.AddrPort{}, fmt.Errorf("--%s %q: not an IP address: want an address (192.0.2.2, 2001:db8::2) or address:port (192.0.2.2:5000, [2001:db8::2]:5000)", flag, s)
+			return netip.AddrPort{}, fmt.Errorf("--%s %q: %s; want an address (192.0.2.2, 2001:db8::2) or address:port (192.0.2.2:5000, [2001:db8::2]:5000)", flag, s, destHint(s))
 		}
 		ap = netip.AddrPortFrom(a, 0)
+	} else if ap.Port() == 0 {
+		return netip.AddrPort{}, fmt.Errorf("--%s %q: port 0: want a port 1..65535, or the address alone for --port's", flag, s)
 	}
 	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	if err := checkHostAddr(flag, ap.Addr()); err != nil {
 		return netip.AddrPort{}, err
 	}
 	return ap, nil
+}
+
+// addrHint says what is wrong with s, which is not an IP address.
+func addrHint(s string) string {
+	if strings.ContainsAny(s, "[]") {
+		return "write an IPv6 address without its port, like 2001:db8::1 or [2001:db8::1]"
+	}
+	if isHostname(s) {
+		return "a host name is not looked up: give its IP address (192.0.2.1, 2001:db8::1)"
+	}
+	return "write it like 192.0.2.1 or 2001:db8::1"
+}
+
+// destHint says what is wrong with s, which is neither an address nor
+// address:port.
+func destHint(s string) string {
+	host, port, hasPort := s, "", false
+	switch {
+	case strings.HasPrefix(s, "["):
+		if i := strings.Index(s, "]:"); i >= 0 {
+			host, port, hasPort = s[1:i], s[i+2:], true
+		}
+	case strings.Count(s, ":") == 1:
+		i := strings.IndexByte(s, ':')
+		host, port, hasPort = s[:i], s[i+1:], true
+	}
+	if hasPort {
+		if port == "" {
+			return "no port after the colon"
+		}
+		if n, err := strconv.ParseUint(port, 10, 64); err == nil && n > 65535 {
+			return fmt.Sprintf("port %d out of range: want 1..65535", n)
+		}
+	}
+	if isHostname(host) {
+		return "a host name is not looked up: give its IP address"
+	}
+	return "not an IP address"
+}
+
+// isHostname reports whether s looks like a DNS name: letters, digits,
+// dots and hyphens, with a letter somewhere and no colon.
+func isHostname(s string) bool {
+	letter := false
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+			letter = true
+		case r >= '0' && r <= '9', r == '.', r == '-':
+		default:
+			return false
+		}
+	}
+	return letter
 }
 
 // pin prepares the poller of a tool with one queue for cpu (none when

@@ -99,3 +99,74 @@ func TestFamilyRows(t *testing.T) {
 		}
 	}
 }
+
+// --local takes an address alone, IPv4 or IPv6, an IPv6 one also in
+// brackets as a URL writes it (RFC 3986 §3.2.2); an IPv4-mapped one is
+// IPv4 (RFC 4291 §2.5.5.2). What it refuses it names with the fix: the
+// port goes in --port, a host name is not looked up.
+func TestParseAddrForms(t *testing.T) {
+	for in, want := range map[string]string{
+		"198.18.0.1":          "198.18.0.1",
+		"2001:2::1":           "2001:2::1",
+		"[2001:2::1]":         "2001:2::1",
+		"::ffff:198.18.0.1":   "198.18.0.1",
+		"[::ffff:198.18.0.1]": "198.18.0.1",
+	} {
+		got, err := parseAddr("local", in)
+		if err != nil || got != netip.MustParseAddr(want) {
+			t.Errorf("parseAddr(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	for in, hint := range map[string]string{
+		"198.18.0.1:5000":  "--port",
+		"[2001:2::1]:5000": "--port",
+		"localhost":        "host name",
+		"echo.example":     "host name",
+		"[2001:2::1":       "2001:db8::1",
+		"fe80::1%lo":       "link-local",
+		"fe80::1":          "link-local",
+		"2001:2::1%lo":     "without %lo",
+	} {
+		_, err := parseAddr("local", in)
+		if err == nil || !strings.Contains(err.Error(), "--local") || !strings.Contains(err.Error(), hint) {
+			t.Errorf("parseAddr(%q): %v, want an error naming --local and %q", in, err, hint)
+		}
+	}
+}
+
+// --dst: an IPv6 address in brackets without a port is the address at
+// --port; a wrong port or a host name is named as such, and an explicit
+// port 0 is refused rather than taken for --port's.
+func TestParseDestForms(t *testing.T) {
+	if got, err := parseDest("dst", "[2001:2::2]"); err != nil || got != netip.MustParseAddrPort("[2001:2::2]:0") {
+		t.Errorf("parseDest([2001:2::2]) = %v, %v", got, err)
+	}
+	for in, hint := range map[string]string{
+		"198.18.0.2:70000":  "out of range",
+		"[2001:2::2]:99999": "out of range",
+		"198.18.0.2:":       "no port",
+		"localhost:5000":    "host name",
+		"localhost":         "host name",
+		"198.18.0.2:0":      "port 0",
+		"[2001:2::2]:0":     "port 0",
+	} {
+		_, err := parseDest("dst", in)
+		if err == nil || !strings.Contains(err.Error(), "--dst") || !strings.Contains(err.Error(), hint) {
+			t.Errorf("parseDest(%q): %v, want an error naming --dst and %q", in, err, hint)
+		}
+	}
+}
+
+// An IPv6 --dst written without brackets takes what looks like its port
+// as a part of the address (RFC 5952 §6); a run that got nothing back
+// says how to write the port.
+func TestPortInAddrHint(t *testing.T) {
+	if h := portInAddrHint(netip.MustParseAddr("2001:2::2:5000")); !strings.Contains(h, "--dst [2001:2::2]:5000") {
+		t.Errorf("2001:2::2:5000: hint %q", h)
+	}
+	for _, a := range []string{"2001:2::2", "2001:2::2:abcd", "198.18.0.2", "2001:2::2:0"} {
+		if h := portInAddrHint(netip.MustParseAddr(a)); h != "" {
+			t.Errorf("%s: hint %q, want none", a, h)
+		}
+	}
+}

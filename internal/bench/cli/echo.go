@@ -101,6 +101,11 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 			defer close(stop)
 			go watchChecksums("echo", b.Stats, time.Second, stderr, stop)
 		}
+		if cfg.Kind.IsStream() && cfg.Framing != dgramio.FramingRaw {
+			stop := make(chan struct{})
+			defer close(stop)
+			go watchFraming("echo", b.Stats, cfg.Framing, cfg.WithDefaults().MaxDatagram, framingPeriod, stderr, stop)
+		}
 		res, err = load.Echo(ctx, b, eo)
 		return err
 	})
@@ -125,6 +130,10 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 	}
 	return status
 }
+
+// framingPeriod is how often the echo looks for records too long for
+// its framing (watchFraming).
+var framingPeriod = time.Second
 
 // printReady prints "ready <mode>" on stdout and syncs it (a file), so
 // that whoever waits for the line sees it at once.

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -165,6 +167,9 @@ func unmeasured(res *load.LoadResult, cfg dgramio.Config) string {
 		return fmt.Sprintf("no message was sent (not sent %d, tx_oversize %d): nothing measured", res.Total.NotSent, res.Stats.TxOversize)
 	case res.Total.Received == 0:
 		why := fmt.Sprintf("none of the %d messages sent came back from %s port %d: is an echo listening there, and is the path open?", res.Total.Sent, dst.Addr(), dst.Port())
+		if cfg.Dests[0].Port() == 0 {
+			why += portInAddrHint(dst.Addr())
+		}
 		if n := checksumErrors(res.Stats); n > 0 {
 			why += fmt.Sprintf(" %d TCP segments were dropped for a bad checksum: %s", n, checksumFix)
 		}
@@ -174,6 +179,25 @@ func unmeasured(res *load.LoadResult, cfg dgramio.Config) string {
 		return why
 	}
 	return ""
+}
+
+// portInAddrHint says, for an IPv6 --dst given without a port whose last
+// group reads as a decimal port (2001:db8::2:5000), how to write the
+// port: without brackets it is a part of the address (RFC 5952 §6).
+func portInAddrHint(a netip.Addr) string {
+	if !a.Is6() || a.Is4In6() {
+		return ""
+	}
+	s := a.String()
+	i := strings.LastIndexByte(s, ':')
+	last := s[i+1:]
+	if n, err := strconv.Atoi(last); err != nil || n < 1 || n > 65535 {
+		return ""
+	}
+	if _, err := netip.ParseAddr(s[:i]); err != nil {
+		return "" // 2001:db8::2 is not 2001:db8: and a port
+	}
+	return fmt.Sprintf(" (if :%s was meant as the port, write --dst [%s]:%s: an IPv6 address takes its port after brackets)", last, s[:i], last)
 }
 
 // checkSize refuses a message size that the kind cannot send: smaller

@@ -225,6 +225,10 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 		fmt.Fprintf(stderr, "netbench: --duration %v: the measured time must be positive\n", *duration)
 		return o, ExitUsage
 	}
+	if *port < 1 || *port > maxFirstPort {
+		fmt.Fprintf(stderr, "netbench: --port %d: must be 1..%d (each cell takes the next port)\n", *port, maxFirstPort)
+		return o, ExitUsage
+	}
 	counts, err := parseQueueCounts(*queues)
 	if err != nil {
 		fmt.Fprintln(stderr, "netbench:", err)
@@ -281,6 +285,10 @@ func netbenchOptions(args []string, stdout, stderr io.Writer) (o NetbenchOptions
 	}
 	return o, 0
 }
+
+// maxFirstPort bounds --port: each cell of a run takes the next port, and
+// the last must still be a port (as dgramio-bulk's --port).
+const maxFirstPort = 55535
 
 // familyRows applies --family to the rows: "4" leaves them, "6" makes
 // each plain row of a kind that serves IPv6 its IPv6 row (udp → udp+ipv6), "4,6" puts

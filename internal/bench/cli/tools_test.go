@@ -209,6 +209,8 @@ func TestNetbenchBadInput(t *testing.T) {
 		{"rates", []string{"--rates", "1k,x"}, ExitUsage, "x"},
 		{"poll", []string{"--poll", "turbo"}, ExitUsage, "--poll"},
 		{"arguments", []string{"udp"}, ExitUsage, "unexpected arguments"},
+		{"port 0", []string{"--port", "0"}, ExitUsage, "--port 0: must be 1..55535"},
+		{"port too high", []string{"--port", "70000"}, ExitUsage, "--port 70000: must be 1..55535"},
 	})
 	if rc, out, errOut := runTool(t, "netbench", []string{"--kinds", "udp,tcp", "--size", "8000", "--out", "none"}); rc != 0 {
 		t.Errorf("--size 8000 on udp and tcp refused: %s %s", out, errOut)
@@ -264,6 +266,12 @@ func TestChecksumOffloadHint(t *testing.T) {
 	timeout := fmt.Errorf("tcp: connect 198.18.0.2:5000: no answer: %w", syscall.ETIMEDOUT)
 	if h := fixHint(dgramio.KindTCPXDP, timeout); !strings.Contains(h, "tx off") {
 		t.Errorf("tcp-xdp connect timeout: hint %q", h)
+	}
+	if h := fixHint(dgramio.KindUDP, fmt.Errorf("bind 192.0.2.99:5000: %w", syscall.EADDRNOTAVAIL)); !strings.Contains(h, "--local") {
+		t.Errorf("an address the host does not hold: hint %q", h)
+	}
+	if h := fixHint(dgramio.KindTCP, fmt.Errorf("bind: %w", syscall.EADDRINUSE)); !strings.Contains(h, "--port") {
+		t.Errorf("a port in use: hint %q", h)
 	}
 	if h := fixHint(dgramio.KindTCP, timeout); h != "" {
 		t.Errorf("kernel tcp: hint %q (the kernel checks its own checksums)", h)

@@ -125,6 +125,12 @@ func fixHint(kind dgramio.Kind, err error) string {
 	if kind.IsStream() && kind.IsRaw() && errors.Is(err, syscall.ETIMEDOUT) {
 		return checksumFix
 	}
+	if !kind.IsRaw() && errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return "no interface of this host (of its network namespace) holds that address: give --local one of its own (ip addr), or 0.0.0.0 or :: for all of one family"
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return "something serves on that port already: stop it or give --port another"
+	}
 	return ""
 }
 
@@ -157,6 +163,37 @@ func watchChecksums(tool string, stats func() dgramio.Stats, period time.Duratio
 		}
 		if s := stats(); checksumErrors(s) > 0 && s.Accepts == 0 && s.Conns == 0 {
 			fmt.Fprintf(stderr, "%s: %d TCP segments dropped for a bad checksum and no connection yet: %s\n", tool, checksumErrors(s), checksumFix)
+			return
+		}
+	}
+}
+
+// framingHint is what the echo says once records longer than its largest
+// message arrived on a stream kind in a length-prefixed framing: most
+// often the client is not framing at all (nc, socat, telnet, curl send
+// plain bytes, whose first two or four are read as a length). "" when
+// none did, or in raw framing.
+func framingHint(tool string, s dgramio.Stats, framing dgramio.Framing, maxRecord int) string {
+	if s.RxTruncated == 0 || framing == dgramio.FramingRaw {
+		return ""
+	}
+	return fmt.Sprintf("%s: %d records longer than %d bytes arrived and were skipped (rx_truncated): in --framing %s each record starts with its length; "+
+		"a client that sends plain bytes (nc, socat, telnet, curl) needs --framing raw\n", tool, s.RxTruncated, maxRecord, framing)
+}
+
+// watchFraming prints framingHint once, as soon as it has something to
+// say, until stop closes.
+func watchFraming(tool string, stats func() dgramio.Stats, framing dgramio.Framing, maxRecord int, period time.Duration, stderr io.Writer, stop <-chan struct{}) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if h := framingHint(tool, stats(), framing, maxRecord); h != "" {
+			fmt.Fprint(stderr, h)
 			return
 		}
 	}

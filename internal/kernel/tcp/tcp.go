@@ -80,7 +80,14 @@ type conn struct {
 	sent stream.Sent
 	// info is the connection's TCP_INFO as Stats last read it.
 	info sock.TCPCounters
+	// endAsked is when Ended last read TCP_INFO (it is asked at most
+	// every endEvery while the connection is held and named).
+	endAsked time.Time
 }
+
+// endEvery bounds how often Ended asks the kernel about a held
+// connection, which Watch names at every Rx when it is the only one.
+const endEvery = time.Millisecond
 
 var (
 	_ stream.Conn       = (*conn)(nil)
@@ -211,6 +218,9 @@ func openQueue(cfg dgramio.Config, lfd int, granted sock.Granted, note string) (
 		return nil, err
 	}
 	b.mode = "send/recv records, "
+	if cfg.Framing == dgramio.FramingRaw {
+		b.mode = "send/recv raw bytes, " // no records to speak of
+	}
 	if cfg.Nagle {
 		b.mode += "Nagle on, "
 	} else {
@@ -438,9 +448,9 @@ const watchEvents = 256
 func (t *transport) Watch(mark func(stream.Conn)) {
 	b := (*Backend)(t)
 	if b.s.Len() == 1 {
-		if c := b.s.Conn(0).(*conn); c.in {
-			mark(c)
-		}
+		// Named while not read too: a held connection's end is
+		// asked of it (conn.Ended), which epoll would report.
+		mark(b.s.Conn(0).(*conn))
 		return
 	}
 	if b.s.Len() == 0 {
@@ -746,6 +756,23 @@ func (c *conn) UnackedRecords() (int, bool) {
 		return c.sent.Unacked(0), false
 	}
 	return c.sent.Unacked(u), c.ended()
+}
+
+// Ended implements stream.Ender: a connection in TCP_CLOSE while we hold
+// it open was reset (or failed); the cause waits in SO_ERROR for the next
+// read, so this says reset without taking it.
+func (c *conn) Ended() error {
+	now := time.Now()
+	if now.Sub(c.endAsked) < endEvery {
+		return nil // Watch names it again
+	}
+	c.endAsked = now
+	c.b.syscalls++
+	ti, err := unix.GetsockoptTCPInfo(c.fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil || ti.State != tcpClose {
+		return nil
+	}
+	return &dgramio.PeerError{Reset: true, Err: unix.ECONNRESET}
 }
 
 // ended reports whether the connection is over (TCP_CLOSE), or its state

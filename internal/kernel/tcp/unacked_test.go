@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,9 @@ func TestCloseCountsUnackedRaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(afd)
+	if m := cli.Stats().Mode; !strings.HasPrefix(m, "send/recv raw bytes") {
+		t.Errorf("mode %q: a raw stream says so, not records", m)
+	}
 	queued := uint64(fillUntilRefused(t, cli, size, 0))
 	cli.Close()
 	s := cli.Stats()

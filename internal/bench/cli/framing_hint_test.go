@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dgramio/dgramio"
+)
+
+// lockedBuffer is a bytes.Buffer a tool writes from its goroutines while
+// the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A client that sends plain bytes (nc, socat) to an echo in u16 framing:
+// its first two bytes read as a record length beyond the largest message,
+// the record is skipped (rx_truncated), and the echo says why and names
+// --framing raw, instead of staying silent. Kernel tcp on loopback.
+func TestEchoFramingHint(t *testing.T) {
+	defer func(p time.Duration) { framingPeriod = p }(framingPeriod)
+	framingPeriod = 5 * time.Millisecond
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- RunEcho(ctx, []string{"--kind", "tcp", "--local", "127.0.0.1", "--port", fmt.Sprint(port), "--wait"}, &stdout, &stderr)
+	}()
+	wait := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			select {
+			case rc := <-done:
+				t.Fatalf("echo exited (%d) before %s: %s %s", rc, what, stdout.String(), stderr.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s: %s %s", what, stdout.String(), stderr.String())
+			}
+		}
+	}
+	wait("ready line", func() bool { return strings.HasPrefix(stdout.String(), "ready ") })
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("hello, plain bytes\n")) // "he" = 26725: beyond 1472
+	c.Close()
+	wait("framing hint", func() bool { return strings.Contains(stderr.String(), "needs --framing raw") })
+	cancel()
+	<-done
+}
+
+// framingHint says nothing without a truncated record, nor in raw
+// framing, where there are no lengths to misread.
+func TestFramingHintQuiet(t *testing.T) {
+	if h := framingHint("echo", dgramio.Stats{}, dgramio.FramingU16, 1472); h != "" {
+		t.Errorf("no truncation: %q", h)
+	}
+	if h := framingHint("echo", dgramio.Stats{RxTruncated: 3}, dgramio.FramingRaw, 1472); h != "" {
+		t.Errorf("raw framing: %q", h)
+	}
+	if h := framingHint("echo", dgramio.Stats{RxTruncated: 3}, dgramio.FramingU32, 1472); !strings.Contains(h, "--framing u32") {
+		t.Errorf("u32: %q", h)
+	}
+}
