@@ -34,8 +34,12 @@
 //
 // The server reads each request's body whole and answers with --size bytes
 // ("hello" by default, with the body's length when there was one).
-// It stops on SIGINT or SIGTERM, closing the Service (which detaches the XDP
-// program).
+// On SIGINT or SIGTERM the serve mode shuts down as net/http's
+// Server.Shutdown does: it accepts no more connections and lets the
+// requests in flight finish, for up to --shutdown-timeout (5s); at that
+// bound, or at a second signal, it says how many were still in flight and
+// closes their connections. Then it closes the Service (which detaches
+// the XDP program), whichever way the requests ended.
 package main
 
 import (
@@ -86,6 +90,7 @@ type options struct {
 	client                  string
 	clientProc              bool
 	duration                time.Duration
+	grace                   time.Duration
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -107,6 +112,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	stacks := fs.String("stack", "native", "the userspace TCP engine: native or netstack (--bench: a comma list)")
 	fs.StringVar(&o.client, "client", "go", "the benchmark's client in B: go (http.Client), wrk, or echo (a 100-byte message echoed over a net.Conn, one in flight per connection; no HTTP)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "each wrk measurement's length (--client wrk)")
+	fs.DurationVar(&o.grace, "shutdown-timeout", 5*time.Second, "serve mode: after SIGINT or SIGTERM, how long requests in flight get to finish before their connections are closed (0: none; a second signal stops waiting)")
 	fs.BoolVar(&o.clientProc, "client-process", false, "run the go or echo client in a process of its own in B, as wrk runs, sharing no Go scheduler with the servers (--bench)")
 	fs.Usage = func() {}
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (the servers, and the Go client unless --client-process) to this file")
@@ -190,6 +196,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "httpxdp: --%s %d: must be at least 1\n", n.name, n.v)
 			return 2
 		}
+	}
+	if o.grace < 0 {
+		fmt.Fprintf(stderr, "httpxdp: --shutdown-timeout %v: must not be negative\n", o.grace)
+		return 2
 	}
 	if o.size < 0 {
 		fmt.Fprintf(stderr, "httpxdp: --size %d: must not be negative\n", o.size)
@@ -285,6 +295,12 @@ func serve(o options, nopts netconn.Options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Signals are caught from here on, every one of them, until after the
+	// deferred Close has detached the XDP program: none ends the process
+	// before.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	s, err := netconn.New(config(o, o.iface, ap), nopts)
 	if err != nil {
 		return err
@@ -294,19 +310,52 @@ func serve(o options, nopts netconn.Options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler(o.size)}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
+	var inflight atomic.Int64
+	h := handler(o.size)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inflight.Add(1)
+		defer inflight.Add(-1)
+		h.ServeHTTP(w, r)
+	})}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "serving http://%s over %s (%s), poller %s\n", ap, o.kind, s.Stats().Mode, pollName(nopts.Poll))
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	var first os.Signal
+	select {
+	case err := <-served:
+		return err // not ErrServerClosed: Shutdown was not called
+	case first = <-sig:
+	}
+	return shutdown(srv, served, sig, first, &inflight, o.grace, stdout)
+}
+
+// shutdown stops srv as a signal asked: no new connections, requests in
+// flight get up to grace to finish (http.Server.Shutdown); at the bound,
+// or at a second signal, it says how many were still in flight and closes
+// their connections. It returns once Serve has; the caller then closes
+// the Service.
+func shutdown(srv *http.Server, served <-chan error, sig <-chan os.Signal, first os.Signal, inflight *atomic.Int64, grace time.Duration, stdout io.Writer) error {
+	fmt.Fprintf(stdout, "%v: shutting down: no new connections; requests in flight: %d, given up to %v (--shutdown-timeout) to finish\n", first, inflight.Load(), grace)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	go func() {
+		select {
+		case s := <-sig:
+			fmt.Fprintf(stdout, "%v again: not waiting any longer\n", s)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := srv.Shutdown(ctx); err != nil {
+		fmt.Fprintf(stdout, "requests still in flight at the bound: %d; closing their connections\n", inflight.Load())
+		srv.Close()
+	} else {
+		fmt.Fprintln(stdout, "every request finished")
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	fmt.Fprintln(stdout, "closing the service (and detaching its XDP program)")
 	return nil
 }
 

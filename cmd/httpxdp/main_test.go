@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -276,5 +279,162 @@ func TestHandlerReadsBody(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	if got := rec.Body.String(); !strings.HasSuffix(got, "from net/http\n") {
 		t.Errorf("GET: %q", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer the tool's process writes to (through
+// exec's copying goroutine) while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeShutdown: on SIGTERM the serve mode lets a request in flight
+// finish, as http.Server.Shutdown does: an upload whose handler is still
+// reading the body when the signal comes gets its 200 with the whole
+// length, and the tool exits 0 with its XDP program detached. With a
+// request that does not finish within --shutdown-timeout, or at a second
+// signal, it says so, closes the connection, and still exits 0 and
+// detaches.
+func TestServeShutdown(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := hosttest.New(t, testhost.Options{})
+	addr := xdpAddr(p.A, 3)
+	url := fmt.Sprintf("http://%s:8080/upload", addr)
+	const half = 64 << 10
+	for _, c := range []struct {
+		name   string
+		grace  string
+		finish bool
+		again  bool // a second SIGTERM while it waits
+	}{{"finishes", "60s", true, false}, {"bound", "200ms", false, false}, {"second signal", "60s", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := p.A.Command(os.Args[0], "--iface", p.A.Iface, "--addr", fmt.Sprintf("%s:8080", addr), "--poll", "sleep", "--shutdown-timeout", c.grace)
+			cmd.Env = append(os.Environ(), "HTTPXDP_RUN_MAIN=1")
+			var out syncBuffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := p.A.Start(cmd); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			defer func() {
+				select {
+				case <-done:
+				default:
+					cmd.Process.Kill()
+					<-done
+				}
+			}()
+			// Until the server answers (its ARP, its listener).
+			get := kernelClient(p.B, 1)
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				resp, err := get.Get(url)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no answer: %v; output:\n%s", err, out.String())
+				}
+			}
+			get.CloseIdleConnections()
+
+			// An upload after Expect: 100-continue (RFC 9110 §10.1.1):
+			// the client sends the body only once the server's handler
+			// has begun to read it, so when the first half has gone into
+			// the pipe the request is in flight.
+			pr, pw := io.Pipe()
+			req, err := http.NewRequest("POST", url, pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = 2 * half
+			req.Header.Set("Expect", "100-continue")
+			client := &http.Client{Transport: &http.Transport{DialContext: p.B.DialContext, ExpectContinueTimeout: time.Minute, DisableKeepAlives: true}}
+			type result struct {
+				code int
+				body string
+				err  error
+			}
+			got := make(chan result, 1)
+			go func() {
+				resp, err := client.Do(req)
+				if err != nil {
+					got <- result{err: err}
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				got <- result{resp.StatusCode, string(b), err}
+			}()
+			if _, err := pw.Write(make([]byte, half)); err != nil {
+				t.Fatalf("first half: %v; output:\n%s", err, out.String())
+			}
+			cmd.Process.Signal(syscall.SIGTERM)
+			for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "shutting down"); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no shutdown line; output:\n%s", out.String())
+				}
+			}
+			if !strings.Contains(out.String(), "requests in flight: 1,") {
+				t.Errorf("the shutdown line does not count the upload; output:\n%s", out.String())
+			}
+			if c.again {
+				cmd.Process.Signal(syscall.SIGTERM)
+			}
+			if c.finish {
+				if _, err := pw.Write(make([]byte, half)); err != nil {
+					t.Fatalf("second half: %v; output:\n%s", err, out.String())
+				}
+				pw.Close()
+				r := <-got
+				if r.err != nil || r.code != 200 || !strings.Contains(r.body, fmt.Sprintf("read %d bytes", 2*half)) {
+					t.Errorf("upload across the shutdown: %d %q %v; output:\n%s", r.code, r.body, r.err, out.String())
+				}
+			}
+			select {
+			case err := <-done:
+				done <- err // for the deferred check
+				if err != nil {
+					t.Errorf("exit: %v; output:\n%s", err, out.String())
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("still running 30s after SIGTERM; output:\n%s", out.String())
+			}
+			want := "every request finished"
+			if !c.finish {
+				want = "requests still in flight at the bound: 1;"
+				if c.again {
+					want = "terminated again: not waiting any longer\n" + want
+				}
+				pw.CloseWithError(errors.New("test done"))
+				<-got
+			}
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("want %q in the output:\n%s", want, out.String())
+			}
+			l, err := p.A.Link()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x := l.Attrs().Xdp; x != nil && x.Attached {
+				t.Errorf("XDP program left on %s after the server exited", p.A.Iface)
+			}
+			t.Logf("output: %s", strings.TrimSpace(out.String()))
+		})
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -96,16 +98,7 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 	final, runErr, openErr := runSingle(op, cfg, out.CPU, "echo", stderr, func(b dgramio.Backend) (err error) {
 		printReady(stdout, b.Stats().Mode)
 		start = time.Now()
-		if cfg.Kind.IsStream() && cfg.Kind.IsRaw() {
-			stop := make(chan struct{})
-			defer close(stop)
-			go watchChecksums("echo", b.Stats, time.Second, stderr, stop)
-		}
-		if cfg.Kind.IsStream() && cfg.Framing != dgramio.FramingRaw {
-			stop := make(chan struct{})
-			defer close(stop)
-			go watchFraming("echo", b.Stats, cfg.Framing, cfg.WithDefaults().MaxDatagram, framingPeriod, stderr, stop)
-		}
+		defer watchStream("echo", cfg, b.Stats, stderr)()
 		res, err = load.Echo(ctx, b, eo)
 		return err
 	})
@@ -135,6 +128,28 @@ func runEcho(ctx context.Context, args []string, stdout, stderr io.Writer, op op
 // its framing (watchFraming).
 var framingPeriod = time.Second
 
+// watchStream starts what watches a stream kind's counters for a client
+// that does not fit the echo (watchChecksums on a raw kind, watchFraming
+// in a length-prefixed framing), reading stats: one Backend's, or a
+// group's sum over all its queues. The function it returns stops them and
+// waits until they have; it may be called more than once.
+func watchStream(tool string, cfg dgramio.Config, stats func() dgramio.Stats, stderr io.Writer) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	if cfg.Kind.IsStream() && cfg.Kind.IsRaw() {
+		wg.Add(1)
+		go func() { defer wg.Done(); watchChecksums(tool, stats, time.Second, stderr, quit) }()
+	}
+	if cfg.Kind.IsStream() && cfg.Framing != dgramio.FramingRaw {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watchFraming(tool, stats, cfg.Framing, cfg.WithDefaults().MaxDatagram, framingPeriod, stderr, quit)
+		}()
+	}
+	return sync.OnceFunc(func() { close(quit); wg.Wait() })
+}
+
 // printReady prints "ready <mode>" on stdout and syncs it (a file), so
 // that whoever waits for the line sees it at once.
 func printReady(stdout io.Writer, mode string) {
@@ -159,11 +174,21 @@ func echoGroup(ctx context.Context, newGroup func(dgramio.Config) (Group, error)
 	start := time.Now()
 	parts := make([]*load.EchoResult, cfg.Queues)
 	errs := make([]error, cfg.Queues)
+	// The watchers read the sum over all queues (g.Stats), from ready
+	// until the last queue's Echo returns, before the queues close.
+	stopWatch := func() {}
+	var running atomic.Int32
+	running.Store(int32(cfg.Queues))
 	total, final, err := runGroup(g, cfg.Queues, func() {
 		printReady(stdout, g.Stats().Mode)
+		stopWatch = watchStream("echo", cfg, g.Stats, stderr)
 	}, func(q int, b dgramio.Backend) {
 		parts[q], errs[q] = load.Echo(ctx, b, eo)
+		if running.Add(-1) == 0 {
+			stopWatch()
+		}
 	})
+	stopWatch()
 	if parts[0] == nil {
 		// No queue ran: one could not be opened, or Echo refused the
 		// options.

@@ -37,6 +37,18 @@ func (l *lockedBuffer) String() string {
 // the record is skipped (rx_truncated), and the echo says why and names
 // --framing raw, instead of staying silent. Kernel tcp on loopback.
 func TestEchoFramingHint(t *testing.T) {
+	testEchoFramingHint(t, 1)
+}
+
+// The same with --queues 2 (a group, one listener per queue): the hint
+// reads the sum over the queues, so it comes whichever queue the kernel
+// hands the plain-bytes connections to. Several connections from other
+// source ports land on both queues (SO_REUSEPORT hashing).
+func TestEchoFramingHintQueues(t *testing.T) {
+	testEchoFramingHint(t, 2)
+}
+
+func testEchoFramingHint(t *testing.T, queues int) {
 	defer func(p time.Duration) { framingPeriod = p }(framingPeriod)
 	framingPeriod = 5 * time.Millisecond
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -50,7 +62,7 @@ func TestEchoFramingHint(t *testing.T) {
 	var stdout, stderr lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- RunEcho(ctx, []string{"--kind", "tcp", "--local", "127.0.0.1", "--port", fmt.Sprint(port), "--wait"}, &stdout, &stderr)
+		done <- RunEcho(ctx, []string{"--kind", "tcp", "--local", "127.0.0.1", "--port", fmt.Sprint(port), "--wait", "--queues", fmt.Sprint(queues)}, &stdout, &stderr)
 	}()
 	wait := func(what string, ok func() bool) {
 		t.Helper()
@@ -66,15 +78,22 @@ func TestEchoFramingHint(t *testing.T) {
 		}
 	}
 	wait("ready line", func() bool { return strings.HasPrefix(stdout.String(), "ready ") })
-	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		t.Fatal(err)
+	for range 2 * queues {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("hello, plain bytes\n")) // "he" = 26725: beyond 1472
+		c.Close()
 	}
-	c.Write([]byte("hello, plain bytes\n")) // "he" = 26725: beyond 1472
-	c.Close()
 	wait("framing hint", func() bool { return strings.Contains(stderr.String(), "needs --framing raw") })
 	cancel()
-	<-done
+	if rc := <-done; rc != 0 {
+		t.Errorf("echo exited %d: %s", rc, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "needs --framing raw"); n != 1 {
+		t.Errorf("hint said %d times, want once: %s", n, stderr.String())
+	}
 }
 
 // framingHint says nothing without a truncated record, nor in raw
