@@ -337,16 +337,7 @@ func init() {
 			Title: "the bench's SYN has no options at all: the DUT's segments carry at most 536 bytes",
 			Run: func(e *Env) {
 				f, c := e.Established(SynOpts{WScale: -1}, SockOpts{}, 1)
-				want := Pattern(3000, 70)
-				e.Write(c, want)
-				got := f.readData(len(want), true, func(fr *Frame) {
-					if len(fr.Payload) > 536 {
-						e.Errorf("segment of %d bytes, over the default MSS of 536", len(fr.Payload))
-					}
-				})
-				if !bytes.Equal(got, want) {
-					e.Errorf("bytes differ")
-				}
+				e.writeWithin(f, c, 3000, 70, 536, "the default MSS")
 			},
 		},
 		Case{
@@ -363,16 +354,7 @@ func init() {
 				f.ExpectSYNACK()
 				f.Send(ACK, nil)
 				c := e.Accept(l)
-				want := Pattern(2000, 71)
-				e.Write(c, want)
-				got := f.readData(len(want), true, func(fr *Frame) {
-					if len(fr.Payload) > 536 {
-						e.Errorf("segment of %d bytes, over 536", len(fr.Payload))
-					}
-				})
-				if !bytes.Equal(got, want) {
-					e.Errorf("bytes differ")
-				}
+				e.writeWithin(f, c, 2000, 71, 536, "the MSS")
 			},
 		},
 		Case{
@@ -721,16 +703,7 @@ func init() {
 				f, c := e.Established(SynOpts{MSS: 536, WScale: -1}, SockOpts{}, 1)
 				e.SendFrame(f.BuildRawOpts(f.SndNxt, f.RcvNxt, ACK, nil, []byte{2, 4, 0x05, 0xb4}))
 				f.ExpectNothing("a pure ACK is not answered")
-				want := Pattern(3000, 75)
-				e.Write(c, want)
-				got := f.readData(len(want), true, func(fr *Frame) {
-					if len(fr.Payload) > 536 {
-						e.Errorf("segment of %d bytes, over the MSS of 536 from the SYN", len(fr.Payload))
-					}
-				})
-				if !bytes.Equal(got, want) {
-					e.Errorf("bytes differ")
-				}
+				e.writeWithin(f, c, 3000, 75, 536, "the SYN's MSS")
 			},
 		},
 		Case{

@@ -222,16 +222,7 @@ func init() {
 				if f.Peer.MSS != 536 {
 					e.Errorf("SYN-ACK MSS %d, want 536", f.Peer.MSS)
 				}
-				want := Pattern(3000, 20)
-				e.Write(c, want)
-				got := f.readData(len(want), true, func(fr *Frame) {
-					if len(fr.Payload) > 536 {
-						e.Errorf("segment of %d bytes, over the MSS of 536", len(fr.Payload))
-					}
-				})
-				if !bytes.Equal(got, want) {
-					e.Errorf("bytes differ")
-				}
+				e.writeWithin(f, c, 3000, 20, 536, "the MSS")
 			},
 		},
 		Case{

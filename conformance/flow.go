@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -373,6 +374,23 @@ func (f *Flow) ExpectAck(ack uint32) *Frame {
 func (f *Flow) ReadData(n int, ack bool) []byte {
 	f.tb().Helper()
 	return f.readData(n, ack, nil)
+}
+
+// writeWithin has the DUT write n bytes of Pattern(n, seed) on c and reads
+// them, acknowledging each segment, reporting any segment of more than mss
+// bytes (what is the MSS it must respect) and bytes that differ.
+func (e *Env) writeWithin(f *Flow, c Conn, n int, seed uint32, mss int, what string) {
+	f.tb().Helper()
+	want := Pattern(n, seed)
+	e.Write(c, want)
+	got := f.readData(len(want), true, func(fr *Frame) {
+		if len(fr.Payload) > mss {
+			e.Errorf("segment of %d bytes, over %s of %d", len(fr.Payload), what, mss)
+		}
+	})
+	if !bytes.Equal(got, want) {
+		e.Errorf("bench read %d bytes that differ from the %d written", len(got), len(want))
+	}
 }
 
 // readData is ReadData that also calls each, when not nil, with every data
