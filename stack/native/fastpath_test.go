@@ -39,7 +39,7 @@ func recordRun(t *testing.T, fast bool, imp memio.Impairment, o Options, scenari
 // Header prediction (fastInput) is an optimization only: for every
 // scenario, the engines put the same frames on the wire, byte for byte
 // and in the same order, with it and without it (the general path of
-// RFC 9293 §3.10.7.4, RFC 5681 and RFC 7323), while it takes most
+// RFC 9293 §3.10.7.4, RFC 5681 and RFC 7323), while it takes a good share of the
 // segments. The wire is impaired, so recovery, reassembly, PAWS and
 // duplicate data run among the predicted segments.
 func TestHeaderPredictionChangesNothingRFC9293Sec3_10_7_4(t *testing.T) {
@@ -135,7 +135,10 @@ func TestHeaderPredictionChangesNothingRFC9293Sec3_10_7_4(t *testing.T) {
 			if none != 0 {
 				t.Fatalf("tcp_predicted %d with prediction off", none)
 			}
-			if taken < uint64(len(fast.frames))/5 {
+			// An eighth: on the impaired wire, once reordering was seen,
+			// a loss waits RACK's reordering window (at least reoMin) with
+			// out-of-order data held, where the general path runs.
+			if taken < uint64(len(fast.frames))/8 {
 				t.Errorf("prediction took %d segments of %d frames: the scenario does not exercise it", taken, len(fast.frames))
 			}
 			for i := range min(len(slow.frames), len(fast.frames)) {

@@ -10,7 +10,10 @@ package native
 //   - RACK's reordering window (RFC 8985 §6.2): a hole at SND.UNA below
 //     SACKed data that is not yet lost by DupThresh (RFC 6675 IsLost) is
 //     lost once the reordering window passed since data above it was
-//     first SACKed; the reordering timer starts recovery then. The window
+//     first SACKed; the reordering timer starts recovery then. Once the
+//     connection saw reordering (RACK.reordering_seen), DupThresh no
+//     longer starts recovery (recovery.go's dupAck): every hole waits the
+//     window, as §6.2's reo_wnd is zero at DupThresh only before. The window
 //     is a quarter of the minimum RTT (measured in ns on a segment a
 //     round trip, never a retransmitted one); each round trip with a
 //     D-SACK widens it by a quarter of the minimum RTT (up to SRTT), for
@@ -89,7 +92,7 @@ func (c *Conn) pipeOpen() uint32 {
 const reoMin = int64(1e6)
 
 // reoWnd is RACK.reo_wnd (§6.2 step 4) for a hole that DupThresh does
-// not call lost yet: reoMult (at least 1) quarters of the minimum RTT, at
+// not call lost yet, or for any hole once reordering was seen: reoMult (at least 1) quarters of the minimum RTT, at
 // most SRTT, at least reoMin.
 func (c *Conn) reoWnd() int64 {
 	r := &c.rk

@@ -286,3 +286,43 @@ func TestNoTailLossProbeAfterRTORFC8985Sec7_2(t *testing.T) {
 		t.Errorf("tcp_tlp_probes %d, want 1 (before the first RTO only)", got)
 	}
 }
+
+// RFC 8985 §6.2 (RACK.reo_wnd, step 4: zero at DupThresh only while
+// RACK.reordering_seen is false): once a hole filled by itself, three
+// segments SACKed above the next hole no longer start recovery at once
+// (RFC 6675's DupThresh and IsLost); the hole is lost when the
+// reordering window has passed, and the reordering timer starts
+// recovery then. On the lossy wire (5% reordering) the immediate
+// DupThresh recovery retransmitted 40 to 120 segments an echo that
+// arrived anyway.
+func TestRACKReorderingSeenDefersDupThreshRFC8985Sec6_2(t *testing.T) {
+	w, ca, cb := rackWorld(t, Options{})
+	una, mss := inFlight(t, w, cb, 2)
+	ackSACK(t, w, ca, cb, una, sackBlock{una + mss, una + 2*mss})
+	ackSACK(t, w, ca, cb, una+2*mss)
+	if !cb.rk.reoSeen || cb.inRecovery {
+		t.Fatalf("set-up: reordering seen %v, in recovery %v", cb.rk.reoSeen, cb.inRecovery)
+	}
+
+	una, mss = inFlight(t, w, cb, 6)
+	fast := counterOf(t, w.b, "tcp_fast_retransmits")
+	ackSACK(t, w, ca, cb, una, sackBlock{una + mss, una + 2*mss})
+	ackSACK(t, w, ca, cb, una, sackBlock{una + mss, una + 3*mss})
+	ackSACK(t, w, ca, cb, una, sackBlock{una + mss, una + 4*mss})
+	if cb.inRecovery || counterOf(t, w.b, "tcp_fast_retransmits") != fast {
+		t.Fatal("three SACKed segments started recovery at once after reordering was seen")
+	}
+	if cb.rk.kind != lossReo || cb.rk.tLoss == 0 {
+		t.Fatalf("reordering timer not armed: kind %d, at %d", cb.rk.kind, cb.rk.tLoss)
+	}
+	runB(t, w, time.Duration(cb.reoWnd())+time.Microsecond)
+	if !cb.inRecovery {
+		t.Fatal("recovery did not start when the reordering window passed")
+	}
+	if got := counterOf(t, w.b, "tcp_rack_recoveries"); got != 1 {
+		t.Errorf("tcp_rack_recoveries %d, want 1", got)
+	}
+	if got := counterOf(t, w.b, "tcp_timeouts"); got != 0 {
+		t.Errorf("tcp_timeouts %d, want 0", got)
+	}
+}

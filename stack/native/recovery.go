@@ -86,7 +86,9 @@ const dupThresh = 3
 // the third, or as soon as SACK shows SND.UNA lost (RFC 6675 §5 step 3,
 // IsLost: a receiver that sends fewer ACKs than segments, such as
 // Linux compressing its SACKs, may tell of three segments above a hole in
-// one or two ACKs).
+// one or two ACKs). Once reordering was seen (RACK.reordering_seen) a
+// SACK connection leaves the start of recovery to RACK's reordering
+// timer.
 func (c *Conn) dupAck() {
 	e := c.e
 	mss := uint32(c.smss)
@@ -96,6 +98,16 @@ func (c *Conn) dupAck() {
 			c.cwnd += mss // RFC 6582 §3.2 step 4
 		}
 		e.markDirty(c)
+		return
+	}
+	if c.sackOK && c.rk.reoSeen && !c.e.o.NoRACK {
+		// RFC 8985 §6.2 (RACK.reo_wnd is 0 at DupThresh only while
+		// RACK.reordering_seen is false), as Linux's tcp_rack_reo_wnd:
+		// once the connection saw reordering, three segments SACKed
+		// above the hole are no proof of its loss; RACK's reordering
+		// timer (rack.go) calls it lost when the window has passed.
+		// On the lossy wire (5% reordering) DupThresh made 40 to 120
+		// spurious retransmissions an echo.
 		return
 	}
 	if c.dupacks < dupThresh && !(c.sackOK && c.isLost(c.sndUna)) {
