@@ -77,6 +77,20 @@ func (e *Env) aliveAfterRetransmits(f *Flow, c Conn) {
 // acknowledgments and sequence numbers out of line, malformed options,
 // urgent data, timestamps missing or old, windows retracted, and segments
 // that hit TIME-WAIT and SYN-SENT.
+// listenerIgnoresRST sends a listener a segment with RST among flags
+// (sequence 1, acknowledging ack): it must get no answer and open no
+// connection (RFC 9293 §3.10.7.2).
+func (e *Env) listenerIgnoresRST(ack uint32, flags Flags, payload []byte, what string) {
+	l := e.Listen(dutPort, SockOpts{})
+	f := e.NewFlow(dutPort, 1)
+	f.Offered = PlainOpts
+	f.SendRaw(1, ack, flags, payload)
+	f.ExpectNothing("a RST is never answered")
+	if c, err := l.Accept(Quiet); err != ErrWouldBlock {
+		e.Errorf("accept after %s: %v, %v", what, c, err)
+	}
+}
+
 func init() {
 	register(
 		Case{
@@ -84,14 +98,7 @@ func init() {
 			RFC:   "RFC 9293 §3.10.7.2 (LISTEN, first: an incoming RST is ignored)",
 			Title: "a SYN+RST to a listener gets no answer and opens nothing",
 			Run: func(e *Env) {
-				l := e.Listen(dutPort, SockOpts{})
-				f := e.NewFlow(dutPort, 1)
-				f.Offered = PlainOpts
-				f.SendRaw(1, 0, SYN|RST, nil)
-				f.ExpectNothing("a RST is never answered")
-				if c, err := l.Accept(Quiet); err != ErrWouldBlock {
-					e.Errorf("accept after SYN+RST: %v, %v", c, err)
-				}
+				e.listenerIgnoresRST(0, SYN|RST, nil, "SYN+RST")
 			},
 		},
 		Case{
@@ -99,14 +106,7 @@ func init() {
 			RFC:   "RFC 9293 §3.10.7.2 (LISTEN, first: an incoming RST is ignored, whatever else the segment carries)",
 			Title: "a segment with every flag set (FIN SYN RST PSH ACK URG) to a listener gets no answer and opens nothing",
 			Run: func(e *Env) {
-				l := e.Listen(dutPort, SockOpts{})
-				f := e.NewFlow(dutPort, 1)
-				f.Offered = PlainOpts
-				f.SendRaw(1, 12345, FIN|SYN|RST|PSH|ACK|URG, []byte("xmas"))
-				f.ExpectNothing("a RST is never answered")
-				if c, err := l.Accept(Quiet); err != ErrWouldBlock {
-					e.Errorf("accept after an all-flags segment: %v, %v", c, err)
-				}
+				e.listenerIgnoresRST(12345, FIN|SYN|RST|PSH|ACK|URG, []byte("xmas"), "an all-flags segment")
 			},
 		},
 		Case{
