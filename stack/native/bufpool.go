@@ -473,14 +473,15 @@ func (c *Conn) oooGrow() {
 // the windows' growth can bring into the receive ring while the loop is
 // away (ringWait): a peer sends its window over a round trip, clocked by
 // our ACKs, so of a window on a path of round trip rtt longer than
-// ringWait only the part ringWait/rtt arrives in that time (account),
-// but at least half of it counts: the windows' growth together stays
-// within twice RecvMemory, the whole ring by default, however long the
-// paths (a loop descheduled for a round trip meets every window at
-// once). Counting every window whole capped one connection on a long
-// path (10 ms each way: a bandwidth-delay product of megabytes) at half
-// the ring; on a short path (rtt ≤ ringWait) the whole growth counts, as
-// before.
+// ringWait only the part ringWait/rtt arrives in that time (account).
+// Counting every window whole capped one connection on a long path (10
+// ms each way: a bandwidth-delay product of megabytes) at half the ring,
+// and counting at least half of it at the whole ring, below what the
+// path needs once a loss holds a round trip of data behind a hole; on a
+// short path (rtt ≤ ringWait) the whole growth counts. A burst larger
+// than the ring (a loop away for longer than ringWait, a peer that does
+// not pace) is dropped at the ring and counted there (the FrameIO's
+// rx_dropped), and repaired as any loss.
 func (c *Conn) growWindow(win int64) {
 	m := &c.m
 	want := min(win, int64(m.rcvMax))
@@ -490,7 +491,7 @@ func (c *Conn) growWindow(win int64) {
 		room := b - (c.e.pool.grown - int64(m.grown))
 		base := c.initCap()
 		if rtt := c.pathRTT(); rtt > ringWait {
-			room = room * rtt / max(ringWait, rtt/2)
+			room = room * rtt / ringWait
 		}
 		want = min(want, base+room)
 	}
@@ -535,7 +536,7 @@ func (c *Conn) pathRTT() int64 {
 
 // account sets what this connection's window counts against
 // Options.RecvMemory (memState.grown, of pool.grown): its growth beyond
-// initCap, times ringWait/rtt (at least 1/2) when the round trip is
+// initCap, times ringWait/rtt when the round trip is
 // longer than ringWait (growWindow says why).
 func (c *Conn) account() {
 	if c.m.locked {
@@ -543,7 +544,7 @@ func (c *Conn) account() {
 	}
 	g := max(0, int64(c.rcvCap)-c.initCap())
 	if rtt := c.pathRTT(); rtt > ringWait {
-		g = g * max(ringWait, rtt/2) / rtt
+		g = g * ringWait / rtt
 	}
 	c.e.pool.grown += g - int64(c.m.grown)
 	c.m.grown = int32(g)
