@@ -105,7 +105,8 @@ type bbrState struct {
 	aggrIdx        int
 	aggrRounds     int
 
-	pace paceState
+	pace    paceState
+	seenRTT bool // the pacing rate was set from an RTT sample (bbrInitPacing)
 
 	// bbrBDP's bw × minRTT, kept for the bw and minRTT it was computed
 	// from: a request and its answer see the same ones ACK after ACK.
@@ -130,11 +131,21 @@ func (c *Conn) bbrInit() {
 	}
 	b.cycleIdx = rand.IntN(bbrCycleLen)
 	c.bbrEnterStartup()
-	// §4.2.1 BBRInitPacingRate: the initial window over the SYN's RTT
-	// (1 ms without one), at Startup's gain.
+	c.bbrInitPacing()
+}
+
+// bbrInitPacing sets §4.2.1's BBRInitPacingRate: cwnd over SRTT (1 ms
+// without one), at Startup's gain. An active open is established before
+// the SYN-ACK's RTT is taken; as Linux's has_seen_rtt, the first RTT
+// sample sets the rate again (bbrSent, bbrSetPacing), lower too:
+// Startup's rate only rises, and a rate from the nominal 1 ms (334
+// Mbit/s for ten segments) would leave a longer path's Startup unpaced,
+// its flights in bursts, until the estimate caught up with it.
+func (c *Conn) bbrInitPacing() {
+	b := c.bbr
 	rtt := int64(1e6)
 	if c.hasRTT && c.srtt > 0 {
-		rtt = c.srtt
+		rtt, b.seenRTT = c.srtt, true
 	}
 	b.pace.setRate(bbrHighGain * float64(c.cwnd) * 1e9 / float64(rtt))
 }
@@ -158,6 +169,9 @@ func (c *Conn) bbrEnterProbeBW() {
 // (sendSeg, before SND.NXT moves).
 func (c *Conn) bbrSent(seq uint32, n int) {
 	b := c.bbr
+	if !b.seenRTT && c.hasRTT && c.srtt > 0 {
+		c.bbrInitPacing() // an active open's first flight: the SYN-ACK's RTT
+	}
 	if c.sndMax == c.sndUna {
 		// Nothing in flight: the departure times of the last flight are
 		// no credit for a burst now (pacedSent lets a late loop catch
@@ -394,6 +408,9 @@ func (c *Conn) bbrInflight(gain float64) uint32 {
 // only upwards, so that a low early sample does not slow it.
 func (c *Conn) bbrSetPacing(gain float64) {
 	b := c.bbr
+	if !b.seenRTT && c.hasRTT && c.srtt > 0 {
+		c.bbrInitPacing()
+	}
 	if b.bw == 0 {
 		return
 	}
