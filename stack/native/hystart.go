@@ -11,12 +11,13 @@ package native
 // either ends them as any loss ends slow start (lossThreshold). BBR
 // has its own Startup and never runs this.
 //
-// RTT samples are rttSample's (the echoed timestamp, or the timed
-// segment without timestamps): one per ACK that yields one. A round
+// RTT samples are rttSample's: the echoed timestamp (1 ms steps), one
+// per ACK. Without timestamps the timed segment gives one a round trip,
+// never N_RTT_SAMPLE, and slow start stays as it was. A round
 // ends when the ACK covers windowEnd, SND.MAX when the round began
 // (§4.2). L, the growth one ACK may give (§4.2), stays the engine's
 // RFC 3465 limit of two segments: the engine paces only under BBR, and
-// two is below the RFC's eight for an unpaced sender.
+// two is within the RFC's eight for an unpaced sender.
 //
 // Per §4.3 only the initial slow start (ssthresh still arbitrarily
 // high) runs it; slow starts after a congestion event are bounded by

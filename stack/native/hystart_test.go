@@ -274,10 +274,10 @@ func hsLink(o Options, slots int) bbrLink {
 }
 
 // TestHyStartLongPathFewerLossesRFC9406Sec4_2: on a clean path whose
-// bottleneck queue is one to six round trips deep, slow start with
+// bottleneck queue is two to twelve round trips deep, slow start with
 // HyStart++ sees the queue grow in the RTT and slows to CSS before the
 // queue overflows, where slow start alone doubles into it and loses a
-// hundred segments and more. (With a queue of a quarter of that,
+// hundred segments and more. (With a queue of one round trip
 // HyStart++ does not pay: BENCHMARKS.md.) BBR runs no HyStart++ over
 // the same path.
 func TestHyStartLongPathFewerLossesRFC9406Sec4_2(t *testing.T) {
