@@ -344,3 +344,24 @@ func BenchmarkHyStart(b *testing.B) {
 		}
 	}
 }
+
+// TestHyStartNeedsTimestampsRFC9406Sec4_2: without timestamps a round
+// has one RTT sample (the timed segment), never N_RTT_SAMPLE, so slow
+// start never leaves for CSS and ends at the first loss as before.
+func TestHyStartNeedsTimestampsRFC9406Sec4_2(t *testing.T) {
+	var rtx [2]uint64
+	for i, off := range []bool{false, true} {
+		l := hsLink(Options{NoTimestamps: true, NoHyStart: off}, 512)
+		w, got, el := l.run(t)
+		if got != l.n {
+			t.Fatalf("NoHyStart %v: delivered %d of %d bytes in %v", off, got, l.n, el)
+		}
+		if n := counterOf(t, w.a, "tcp_hystart_css_entries"); n != 0 {
+			t.Fatalf("NoHyStart %v: tcp_hystart_css_entries %d without timestamps", off, n)
+		}
+		rtx[i] = counterOf(t, w.a, "tcp_retransmits")
+	}
+	if rtx[0] != rtx[1] {
+		t.Errorf("retransmissions %d with HyStart++ and %d without: not the same run", rtx[0], rtx[1])
+	}
+}
