@@ -323,7 +323,7 @@ func TestHyStartLongPathFewerLossesRFC9406Sec4_2(t *testing.T) {
 
 // BenchmarkHyStart is hsLink with and without HyStart++ over queues of
 // 256 to 2,048 frames: retransmissions, recoveries and timeouts of the
-// transfer, and its rate in engine time.
+// transfer, its rate in engine time, and HyStart++'s counters.
 //
 //	go test -run '^$' -bench BenchmarkHyStart -benchtime 1x ./stack/native/
 func BenchmarkHyStart(b *testing.B) {
@@ -338,6 +338,9 @@ func BenchmarkHyStart(b *testing.B) {
 						b.ReportMetric(float64(counterOf(b, w.a, "tcp_retransmits")), "rtx")
 						b.ReportMetric(float64(counterOf(b, w.a, "tcp_fast_retransmits")), "recoveries")
 						b.ReportMetric(float64(counterOf(b, w.a, "tcp_timeouts")), "RTOs")
+						b.ReportMetric(float64(counterOf(b, w.a, "tcp_hystart_css_entries")), "CSS")
+						b.ReportMetric(float64(counterOf(b, w.a, "tcp_hystart_css_exits_spurious")), "CSS-spurious")
+						b.ReportMetric(float64(counterOf(b, w.a, "tcp_hystart_ca_entries")), "CSS-to-CA")
 					}
 				})
 			}
