@@ -1,15 +1,19 @@
 package native
 
-// HyStart++ (RFC 9406): the first slow start of a loss-based congestion
-// control (NewReno, CUBIC) watches the round trip; when a round's
+// HyStart++ (RFC 9406): the first slow start of CUBIC watches the round
+// trip; when a round's
 // minimum RTT has risen over the previous round's by a threshold, a
 // queue is building, and slow start hands over to Conservative Slow
 // Start (CSS), which grows cwnd a quarter as fast. If CSS sees the RTT
 // fall back below the minimum that started it, the rise was jitter and
 // slow start resumes; after CSS_ROUNDS rounds of CSS the connection
 // enters congestion avoidance with ssthresh at cwnd. A loss during
-// either ends them as any loss ends slow start (lossThreshold). BBR
-// has its own Startup and never runs this.
+// either ends them as any loss ends slow start (lossThreshold). It runs
+// under CUBIC only, as Linux runs its HyStart in CUBIC only: NewReno,
+// the default, keeps RFC 5681's slow start (with a queue of about one
+// round trip, and on a loaded host whose scheduling moves the RTT by
+// milliseconds, HyStart++ cost NewReno more than it saved:
+// BENCHMARKS.md); BBR has its own Startup.
 //
 // RTT samples are rttSample's: the echoed timestamp (1 ms steps), one
 // per ACK. Without timestamps the timed segment gives one a round trip,
@@ -50,10 +54,10 @@ type hyState struct {
 }
 
 // hystartInit starts HyStart++ for a connection entering ESTABLISHED
-// with the initial ssthresh, unless BBR runs it or Options.NoHyStart.
+// with the initial ssthresh, under CUBIC unless Options.NoHyStart.
 func (c *Conn) hystartInit() {
 	c.hs = hyState{phase: hsOff}
-	if c.e.o.Congestion == BBR || c.e.o.NoHyStart {
+	if c.e.o.Congestion != CUBIC || c.e.o.NoHyStart {
 		return
 	}
 	c.hs = hyState{windowEnd: c.sndMax, lastMin: hsInf, curMin: hsInf, baseMin: hsInf, phase: hsSlowStart}
