@@ -21,12 +21,17 @@ type bbrLink struct {
 	quantum time.Duration
 	each    func(c *Conn, now time.Time)
 	seed    uint64 // the wire's; 0: 1
+	slots   int    // the wire's TxSlots and RxSlots (the bottleneck's queue); 0: 4096
 }
 
 // run returns the bytes delivered and the engine time it took.
-func (l bbrLink) run(t *testing.T) (w *world, got int, el time.Duration) {
+func (l bbrLink) run(t testing.TB) (w *world, got int, el time.Duration) {
 	t.Helper()
-	w = newWorld(t, memio.Options{Seed: max(l.seed, 1), TxSlots: 4096, RxSlots: 4096}, l.o, l.o)
+	slots := l.slots
+	if slots == 0 {
+		slots = 4096
+	}
+	w = newWorld(t, memio.Options{Seed: max(l.seed, 1), TxSlots: slots, RxSlots: slots}, l.o, l.o)
 	ca, cb := w.connect(7200)
 	w.pa.SetImpairment(l.imp)
 	w.pb.SetImpairment(memio.Impairment{Loss: l.imp.Loss, Delay: l.imp.Delay})

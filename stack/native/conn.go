@@ -139,6 +139,7 @@ type Conn struct {
 	recoverSet          bool
 	recover, rtxNext    uint32
 	unaRtx              bool      // the segment at SND.UNA was retransmitted in this recovery
+	oowAcked            bool      // rejectAck answered a segment without data, at oowAckAt
 	unaRtxAt            int64     // when, at the latest
 	unaRtxMark          uint32    // SND.MAX then: a SACK above it is of data sent after that retransmission
 	rtxd                rtxRanges // retransmitted in the last recovery
@@ -147,8 +148,7 @@ type Conn struct {
 	persistShift        int
 	rttSeq              uint32
 	rttAt               int64
-	oowAcked            bool  // rejectAck answered a segment without data
-	oowAckAt            int64 // when
+	oowAckAt            int64 // when rejectAck answered a segment without data (oowAcked)
 	keepIdle, keepIntvl time.Duration
 	keepCnt             int
 	ooo                 []sackBlock // out-of-order data held, sorted; grows up to maxBlocks (addBlock)
@@ -161,14 +161,15 @@ type Conn struct {
 	oooHeld             uint8  // out-of-order segments whose ACK is held (ackOOO)
 	wsOK                bool
 	persistProbes       int32     // zero-window probes sent since the peer's last ACK
+	hs                  hyState   // HyStart++ (hystart.go)
 	stallAt             int64     // 1 + when the first retransmission or probe without progress was due (0: none)
 	rk                  rackState // RACK-TLP (rack.go)
 	bbr                 *bbrState // BBR (bbr.go), nil under another congestion control
 	tPace               int64     // pacing timer (pacing.go), 0 = off
 	m                   memState  // buffer sizing (bufpool.go)
-	// The slot to a whole number of cache lines (960 bytes), so that in
-	// the engine's table each one's first fields start a line.
-	_ [5]byte
+	// The slot is a whole number of cache lines (960 bytes), so that in
+	// the engine's table each one's first fields start a line
+	// (TestConnLayout): hs and oowAcked fill what were holes.
 }
 
 // Peer returns the remote address and port.

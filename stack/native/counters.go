@@ -118,6 +118,11 @@ const (
 	cTCPSpuriousRTOs
 	cTCPRtxUntracked
 
+	// HyStart++ (docs/loss.md).
+	cTCPHyStartCSS
+	cTCPHyStartSpurious
+	cTCPHyStartCA
+
 	// BBR (docs/loss.md).
 	cTCPBBRDrain
 	cTCPBBRProbeBW
@@ -239,6 +244,11 @@ var counterNames = [nCounters]struct {
 	cTCPPRRRecoveries: {"tcp_prr_recoveries", false},            // SACK recoveries whose sending PRR paced (RFC 6937)
 	cTCPSpuriousRTOs:  {"tcp_spurious_rtos", false},             // timeouts the timestamps proved spurious, undone (RFC 3522, RFC 4015)
 	cTCPRtxUntracked:  {"tcp_lost_retransmit_untracked", false}, // recovery retransmissions beyond lostrtx.go's table: found lost only at SND.UNA
+
+	// HyStart++ (docs/loss.md).
+	cTCPHyStartCSS:      {"tcp_hystart_css_entries", false},        // slow start saw the RTT rise: to Conservative Slow Start (RFC 9406 §4.2)
+	cTCPHyStartSpurious: {"tcp_hystart_css_exits_spurious", false}, // CSS saw the RTT fall below its baseline: back to slow start
+	cTCPHyStartCA:       {"tcp_hystart_ca_entries", false},         // CSS ran CSS_ROUNDS rounds: congestion avoidance, ssthresh = cwnd
 
 	// BBR (docs/loss.md).
 	cTCPBBRDrain:       {"tcp_bbr_startup_exits", false}, // Startup found the pipe full: to Drain

@@ -192,6 +192,11 @@ type Options struct {
 	// timer, tail loss probes) and limited transmit, leaving RFC 6675's
 	// DupThresh and the RTO (docs/loss.md); for comparison.
 	NoRACK bool
+	// NoHyStart turns off HyStart++ (RFC 9406) in CUBIC's first slow
+	// start: slow start then ends only at the first loss (docs/loss.md);
+	// for comparison. NewReno's slow start never runs it (as Linux's
+	// reno), and BBR has its own Startup.
+	NoHyStart bool
 	// Keepalive is the idle time before the first keepalive probe of every
 	// connection (RFC 1122 §4.2.3.6); 0 off. Conn.SetKeepalive overrides it.
 	Keepalive         time.Duration

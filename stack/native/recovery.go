@@ -25,7 +25,7 @@ func (c *Conn) ccAck(acked uint32) {
 		return
 	}
 	if c.cwnd < c.ssthresh {
-		c.cwnd += min(acked, 2*mss) // RFC 3465 with L = 2
+		c.cwnd += c.hystartGrowth(min(acked, 2*mss)) // RFC 3465 with L = 2; RFC 9406's CSS a quarter
 	} else if c.e.cubic {
 		c.cubicAck(acked)
 	} else {
@@ -194,6 +194,7 @@ func (c *Conn) rtoThreshold() uint32 {
 // lossThreshold is the ssthresh after a congestion event: half the
 // flight (RFC 5681 eq. 4), or CUBIC's 0.7 of cwnd (RFC 9438 §4.6).
 func (c *Conn) lossThreshold() uint32 {
+	c.hs.phase = hsOff // RFC 9406 §4.2: a loss ends slow start and CSS alike
 	if c.bbr != nil {
 		return c.bbrLoss()
 	}

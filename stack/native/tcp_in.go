@@ -395,6 +395,7 @@ func (c *Conn) establish(s *segment) {
 	if c.e.o.Congestion == BBR {
 		c.bbrInit()
 	}
+	c.hystartInit()
 	c.needSyn = false
 	c.armKeepalive()
 }
@@ -660,11 +661,14 @@ func (c *Conn) newAck(s *segment) {
 	if seqLT(c.sndNxt, c.sndUna) {
 		c.sndNxt = c.sndUna
 	}
-	c.rttSample(s)
+	r := c.rttSample(s)
 	c.retries = 0
 	c.stallAt = 0
 	c.dupacks = 0
 	c.dropSACKBelow(c.sndUna)
+	if c.hs.phase != hsOff {
+		c.hystartAck(r) // hystart.go: RFC 9406
+	}
 	c.ccAck(acked)
 	if c.sndUna == c.sndMax {
 		c.tRTO = 0
@@ -720,8 +724,8 @@ func (c *Conn) enterTimeWait() {
 // MinRTO bounding only the sum, a path of 20 ms had an RTO of 25 ms,
 // which a retransmission lost at SND.UNA tripped before RACK's
 // SRTT*5/4 could find it (lostRetransmit), and any pause of 5 ms
-// spuriously.
-func (c *Conn) rttSample(s *segment) {
+// spuriously. It returns the sample (ns), -1 when s gave none.
+func (c *Conn) rttSample(s *segment) int64 {
 	e := c.e
 	var r int64 = -1
 	if c.tsOK && s.hasTS && s.tsEcr != 0 {
@@ -734,7 +738,7 @@ func (c *Conn) rttSample(s *segment) {
 		c.rttTiming = false
 	}
 	if r < 0 {
-		return
+		return -1
 	}
 	if !c.hasRTT {
 		c.srtt, c.rttvar, c.hasRTT = r, r/2, true
@@ -748,6 +752,7 @@ func (c *Conn) rttSample(s *segment) {
 	}
 	c.rto = c.srtt + max(e.minRTO, 4*c.rttvar)
 	c.rto = min(max(c.rto, e.minRTO), e.maxRTO)
+	return r
 }
 
 // tsNow is our timestamp clock: milliseconds plus the connection's offset.

@@ -353,11 +353,12 @@ func moved(before, after map[string]uint64) map[string]uint64 {
 	return out
 }
 
-// lossy says whether a counter's name is about loss, recovery or drops:
-// the ones a bulk report shows.
+// lossy says whether a counter's name is about loss, recovery, drops
+// or how slow start ended (HyStart++): the ones a bulk report shows.
 func lossy(name string) bool {
 	for _, w := range []string{"retrans", "loss", "lost", "drop", "timeout", "dsack", "sack", "ofo", "out_of_order",
-		"probe", "err", "full", "recovery", "reorder", "spurious", "undo", "prune", "collapse", "zero_window", "zerowindow"} {
+		"probe", "err", "full", "recovery", "reorder", "spurious", "undo", "prune", "collapse", "zero_window", "zerowindow",
+		"hystart"} {
 		if strings.Contains(name, w) {
 			return true
 		}
