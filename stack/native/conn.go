@@ -206,7 +206,7 @@ func (c *Conn) Write(p []byte) int {
 // Room returns how many bytes Write or Stage would take now: 0 when the
 // send buffer is full or the connection does not send any more. The
 // send buffer is Options.SendBuf, or when that is above sendFloor, what
-// the congestion window needs (sendLimit). The send ring grows with what
+// is in flight and what the congestion window needs (sendLimit). The send ring grows with what
 // it holds (docs/memory.md).
 func (c *Conn) Room() int {
 	if c.finQueued || c.err != nil {
@@ -224,20 +224,26 @@ func (c *Conn) Room() int {
 // connection's (the stream layer's records are at most 64 KiB).
 const sendFloor = 1 << 20
 
-// sendLimit is the send buffer: twice the congestion window, at least
+// sendLimit is the send buffer: what is in flight (sent, not yet
+// acknowledged) and twice the congestion window more, at least
 // sendFloor, at most Options.SendBuf, as Linux's tcp_sndbuf_expand grows
 // sk_sndbuf with cwnd up to tcp_wmem's maximum. Bytes written ahead of
 // what the window sends in a round trip only wait: a ceiling of
 // megabytes, which a long fast path needs in flight, made a sender on a
 // slow lossy path queue all of it, seconds of data (a bulk writer's
 // last byte arrived 2.5 s after it stopped writing, at 0.1% loss over
-// 10 ms each way).
+// 10 ms each way). The flight is counted apart because a recovery cuts
+// cwnd while the bytes SACKed behind a hole stay: twice cwnd alone
+// then stopped every write, nothing was sent after a lost
+// retransmission, and RACK, which finds it lost by the delivery of a
+// segment sent after it (RFC 8985 §6.2), left it to the RTO (0–2 a run
+// at 3% loss and 10 ms under BBR, BenchmarkBBRLossyLongPath).
 func (c *Conn) sendLimit() int {
 	b := c.e.o.SendBuf
 	if b <= sendFloor {
 		return b
 	}
-	return min(b, max(sendFloor, 2*int(c.cwnd)))
+	return min(b, max(sendFloor, int(c.sndMax-c.sndUna)+2*int(c.cwnd)))
 }
 
 // Stage copies head and then body into the send buffer after what was

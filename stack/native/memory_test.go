@@ -274,9 +274,10 @@ type rxRing struct{}
 func (rxRing) RxSlots() int { return 2048 }
 
 // TestSendBufFollowsCwnd follows Linux's tcp_sndbuf_expand: with a
-// SendBuf above sendFloor, what Write takes ahead is twice the congestion
-// window, at least sendFloor (any record fits an idle connection), at
-// most SendBuf; a SendBuf of sendFloor or less is the limit itself.
+// SendBuf above sendFloor, what Write takes ahead of what is in flight
+// is twice the congestion window, at least sendFloor (any record fits an
+// idle connection), at most SendBuf; a SendBuf of sendFloor or less is
+// the limit itself.
 func TestSendBufFollowsCwnd(t *testing.T) {
 	o := Options{SendBuf: 4 << 20, RecvBuf: 1 << 20}
 	w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
@@ -299,6 +300,34 @@ func TestSendBufFollowsCwnd(t *testing.T) {
 	}
 	if got := ca.Room(); got != 0 {
 		t.Errorf("Room after the limit was written: %d, want 0", got)
+	}
+
+	// Bytes sent and not yet acknowledged (held behind a hole, or not
+	// acknowledged at all) do not take the room of new ones: with 3 MiB
+	// in flight and cwnd cut to 100 segments, as a recovery cuts it,
+	// Write still takes twice cwnd of new bytes. Were the limit twice
+	// cwnd alone, it would stop every write, no segment would be sent
+	// after a lost retransmission, and RACK, which finds it lost by the
+	// delivery of a segment sent after it (RFC 8985 §6.2), would leave it
+	// to the RTO.
+	w3 := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
+	cf, _ := w3.connect(80)
+	w3.pb.SetImpairment(memio.Impairment{Loss: 1}) // no ACK comes back
+	cf.cwnd, cf.sndWnd = 8<<20, 8<<20
+	flight := 3 << 20
+	for sent := 0; sent < flight; {
+		sent += cf.Write(make([]byte, flight-sent))
+		w3.step()
+	}
+	for i := 0; i < 100 && int(cf.sndMax-cf.sndUna) < flight; i++ {
+		w3.step()
+	}
+	if got := int(cf.sndMax - cf.sndUna); got != flight {
+		t.Fatalf("set-up: %d bytes in flight, want %d", got, flight)
+	}
+	cf.cwnd = 100 * 1460
+	if got, want := cf.Room(), 2*int(cf.cwnd); got != want {
+		t.Errorf("Room with %d bytes in flight and cwnd of 100 segments: %d, want twice cwnd (%d)", flight, got, want)
 	}
 
 	small := Options{SendBuf: 256 << 10, RecvBuf: 256 << 10}
