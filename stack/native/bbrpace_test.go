@@ -105,37 +105,7 @@ func BenchmarkBBRLossyLongPath(b *testing.B) {
 		imp := memio.Impairment{Delay: 10 * time.Millisecond, Loss: 0.03}
 		w.pa.SetImpairment(imp)
 		w.pb.SetImpairment(imp)
-		data := randBytes(uint64(i+1), 1<<20)
-		buf := make([]byte, 256<<10)
-		sent, got := 0, 0
-		start := w.clk.Now()
-		for end := start.Add(3 * time.Second); w.clk.Now().Before(end); {
-			for {
-				n := ca.Write(data[sent%len(data):])
-				if n == 0 {
-					break
-				}
-				sent += n
-			}
-			moved := w.step()
-			for {
-				n, _ := cb.Read(buf)
-				if n == 0 {
-					break
-				}
-				got += n
-			}
-			if moved == 0 && len(w.a.dirty) == 0 && len(w.b.dirty) == 0 {
-				d := 20 * time.Microsecond
-				for _, e := range []*Engine{w.a, w.b} {
-					if at, ok := e.NextTimer(); ok && at.Sub(w.clk.Now()) < d {
-						d = max(at.Sub(w.clk.Now()), time.Microsecond)
-					}
-				}
-				w.clk.Advance(d)
-			}
-		}
-		mbps := float64(got) * 8 / w.clk.Now().Sub(start).Seconds() / 1e6
+		mbps := bulkFor(b, w, ca, cb, uint64(i+1), 3*time.Second)
 		sum += mbps
 		if low < 0 || mbps < low {
 			low = mbps
