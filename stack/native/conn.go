@@ -206,8 +206,8 @@ func (c *Conn) Write(p []byte) int {
 // Room returns how many bytes Write or Stage would take now: 0 when the
 // send buffer is full or the connection does not send any more. The
 // send buffer is Options.SendBuf, or when that is above sendFloor, what
-// is in flight and what the congestion window needs (sendLimit). The send ring grows with what
-// it holds (docs/memory.md).
+// is in flight and what the congestion window needs (sendLimit). The
+// send ring grows with what it holds (docs/memory.md).
 func (c *Conn) Room() int {
 	if c.finQueued || c.err != nil {
 		return 0

@@ -1,10 +1,9 @@
 package native
 
 // HyStart++ (RFC 9406): the first slow start of CUBIC watches the round
-// trip; when a round's
-// minimum RTT has risen over the previous round's by a threshold, a
-// queue is building, and slow start hands over to Conservative Slow
-// Start (CSS), which grows cwnd a quarter as fast. If CSS sees the RTT
+// trip; when a round's minimum RTT has risen over the previous round's
+// by a threshold, a queue is building, and slow start hands over to
+// Conservative Slow Start (CSS), which grows cwnd a quarter as fast. If CSS sees the RTT
 // fall back below the minimum that started it, the rise was jitter and
 // slow start resumes; after CSS_ROUNDS rounds of CSS the connection
 // enters congestion avoidance with ssthresh at cwnd. A loss during
@@ -36,7 +35,7 @@ const (
 	hsCSSGrowthDiv        = 4     // CSS_GROWTH_DIVISOR
 	hsCSSRounds           = 5     // CSS_ROUNDS
 	hsInf                 = ^uint32(0)
-	hsOff           uint8 = 0 // not running: BBR, NoHyStart, or over
+	hsOff           uint8 = 0 // not running: not CUBIC, NoHyStart, or over
 	hsSlowStart     uint8 = 1 // standard slow start, watching the RTT
 	hsCSS           uint8 = 2 // Conservative Slow Start
 )
@@ -64,10 +63,11 @@ func (c *Conn) hystartInit() {
 }
 
 // hystartAck takes an ACK of new data with its RTT sample r (ns, -1 for
-// none), before ccAck grows cwnd for it (§4.2).
+// none), before ccAck grows cwnd for it (§4.2); newAck calls it only
+// while HyStart++ runs.
 func (c *Conn) hystartAck(r int64) {
 	h := &c.hs
-	if c.bbr != nil || c.inRecovery || c.cwnd >= c.ssthresh {
+	if c.inRecovery || c.cwnd >= c.ssthresh {
 		return
 	}
 	if r >= 0 {
