@@ -15,7 +15,9 @@
 // false when it is full, counted in Stats.TxRingFull) and each direction a
 // wire of Options.RxSlots frames: a frame that finds the wire full at Kick is
 // dropped and counted as rx_ring_full at the receiver, as a NIC drops what
-// its receive ring cannot hold. Buffers are allocated once, in NewPair; the
+// its receive ring cannot hold. RxSlots tells the wire's size, as an AF_XDP
+// socket tells its receive ring, so that a TCP engine over the port bounds
+// the receive windows it opens by it. Buffers are allocated once, in NewPair; the
 // data path allocates nothing.
 //
 // # Buffer lifetime

@@ -691,3 +691,8 @@ func (p *Port) Close() error {
 	})
 	return nil
 }
+
+// RxSlots is how many frames the wire into this port holds
+// (Options.RxSlots): the receive ring a native engine bounds its
+// receive windows by (native.Options.RecvMemory).
+func (p *Port) RxSlots() int { return len(p.in.wire.s) }

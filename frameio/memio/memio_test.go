@@ -655,3 +655,21 @@ func TestRateWithFakeClock(t *testing.T) {
 		t.Fatalf("a frame on an idle wire: %d frames", len(got))
 	}
 }
+
+// TestRxSlots: a port tells how many frames the wire into it holds, as an
+// AF_XDP socket tells its receive ring, so that an engine over it can
+// bound the windows it opens by it.
+func TestRxSlots(t *testing.T) {
+	a, b := NewPair(Options{TxSlots: 64, RxSlots: 1024})
+	defer a.Close()
+	defer b.Close()
+	if a.RxSlots() != 1024 || b.RxSlots() != 1024 {
+		t.Fatalf("RxSlots: A %d, B %d, want 1024", a.RxSlots(), b.RxSlots())
+	}
+	c, d := NewPair(Options{})
+	defer c.Close()
+	defer d.Close()
+	if c.RxSlots() != DefaultSlots {
+		t.Fatalf("RxSlots with the default: %d, want %d", c.RxSlots(), DefaultSlots)
+	}
+}

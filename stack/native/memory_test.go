@@ -199,7 +199,10 @@ func TestRecvMemoryBoundsTuning(t *testing.T) {
 	if got := recvMemoryFor(rxRing{}, 1460); got != 1024*1460 {
 		t.Errorf("default RecvMemory on a ring of 2048 frames: %d, want %d", got, 1024*1460)
 	}
-	if got := recvMemoryFor(w.pa, 1460); got != 0 {
+	if got, want := recvMemoryFor(w.pa, 1460), w.pa.RxSlots()/2*1460; got != want {
+		t.Errorf("default RecvMemory on memio's wire of %d frames: %d, want %d", w.pa.RxSlots(), got, want)
+	}
+	if got := recvMemoryFor(struct{}{}, 1460); got != 0 {
 		t.Errorf("default RecvMemory on a FrameIO that does not tell its ring: %d, want 0 (no bound)", got)
 	}
 }
