@@ -20,6 +20,10 @@ type Comparison struct {
 	BGbps float64 `json:"b_gbps"`
 	Gbps  float64 `json:"gbps_ratio"`
 	CPU   float64 `json:"cpu_ratio"`
+	// AMinShare and BMinShare are the two Result.MinShare; 0: one
+	// connection, or a report from before the figure.
+	AMinShare float64 `json:"a_min_share,omitempty"`
+	BMinShare float64 `json:"b_min_share,omitempty"`
 }
 
 // Compare pairs the results of a and b (same row, connections, direction
@@ -41,7 +45,7 @@ func Compare(a, b *Report) (out []Comparison, only []string) {
 			continue
 		}
 		out = append(out, Comparison{Row: x.Row, Conns: x.Conns, Dir: x.Dir, Wire: x.Wire, AGbps: x.Gbps, BGbps: y.Gbps,
-			Gbps: ratio(y.Gbps, x.Gbps), CPU: ratio(y.ClientCPU+y.ServerCPU, x.ClientCPU+x.ServerCPU)})
+			Gbps: ratio(y.Gbps, x.Gbps), CPU: ratio(y.ClientCPU+y.ServerCPU, x.ClientCPU+x.ServerCPU), AMinShare: x.MinShare, BMinShare: y.MinShare})
 	}
 	for _, y := range b.Results {
 		if find(a, y) == nil {
@@ -72,9 +76,10 @@ func CompareMain(args []string, stdout, stderr io.Writer) int {
 	}
 	cmp, only := Compare(&reps[0], &reps[1])
 	var b strings.Builder
-	fmt.Fprintf(&b, "| wire | kind | conns | dir | A Gbit/s | B Gbit/s | B / A | CPU B / A |\n|---|---|---:|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| wire | kind | conns | dir | A Gbit/s | B Gbit/s | B / A | CPU B / A | A min share | B min share |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range cmp {
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", c.Wire, c.Row, c.Conns, c.Dir, f2(c.AGbps), f2(c.BGbps), orDash(c.Gbps), orDash(c.CPU))
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", c.Wire, c.Row, c.Conns, c.Dir, f2(c.AGbps), f2(c.BGbps), orDash(c.Gbps), orDash(c.CPU),
+			orDash(c.AMinShare), orDash(c.BMinShare))
 	}
 	for _, o := range only {
 		fmt.Fprintf(&b, "- %s\n", o)

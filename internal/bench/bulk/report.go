@@ -41,6 +41,12 @@ type Cell struct {
 	UpGbps   float64 `json:"up_gbps,omitempty"`
 	DownGbps float64 `json:"down_gbps,omitempty"`
 	Gbps     float64 `json:"gbps"`
+	// MinShare is how evenly the connections shared the bytes: the bytes
+	// of the connection that received the fewest over the mean of its
+	// direction's connections (SideResult.RecvMin over Received ÷ Conns),
+	// in (0, 1], 1 when every connection received as much; for both
+	// directions the lower of the two. 0 (left out) for one connection.
+	MinShare float64 `json:"min_share,omitempty"`
 	// ClientCPU and ServerCPU are each side's CPU seconds (user + system
 	// of its process) per GB (1e9 bytes) the cell moved, both directions
 	// together.
@@ -75,6 +81,22 @@ func (c *Cell) compute() {
 		c.ServerCPU = float64(sv.UserNs+sv.SysNs) / 1e9 / gb
 	}
 	c.Retransmits = cl.Retransmits + sv.Retransmits
+	c.MinShare = 0
+	for _, s := range []*SideResult{sv, cl} {
+		if sh := s.minShare(c.Conns); sh > 0 && (c.MinShare == 0 || sh < c.MinShare) {
+			c.MinShare = sh
+		}
+	}
+}
+
+// minShare is the side's RecvMin over the mean of its conns connections'
+// bytes; 0 for one connection or when the side received nothing (or
+// reported no RecvMin).
+func (s *SideResult) minShare(conns int) float64 {
+	if conns < 2 || s.Received <= 0 {
+		return 0
+	}
+	return float64(s.RecvMin) * float64(conns) / float64(s.Received)
 }
 
 // Result is a row's figures at one number of connections, direction and
@@ -97,6 +119,9 @@ type Result struct {
 	MaxGbps  float64 `json:"max_gbps"`
 	UpGbps   float64 `json:"up_gbps,omitempty"`
 	DownGbps float64 `json:"down_gbps,omitempty"`
+	// MinShare is the median of the repeats' Cell.MinShare; 0 (left out)
+	// for one connection.
+	MinShare float64 `json:"min_share,omitempty"`
 	// ClientCPU and ServerCPU: median CPU seconds per GB of each side.
 	ClientCPU float64 `json:"client_cpu_s_per_gb"`
 	ServerCPU float64 `json:"server_cpu_s_per_gb"`
@@ -172,7 +197,7 @@ func (r *Report) Summarize() {
 	r.Results = r.Results[:0]
 	for _, k := range order {
 		res := Result{Row: k.row, Conns: k.conns, Dir: k.dir, Wire: k.wire, Repeats: len(groups[k])}
-		var g, up, down, ccpu, scpu, rt []float64
+		var g, up, down, share, ccpu, scpu, rt []float64
 		counters := map[string][]float64{}
 		for _, c := range groups[k] {
 			if c.Error != "" {
@@ -182,6 +207,9 @@ func (r *Report) Summarize() {
 			res.Measured++
 			g, up, down = append(g, c.Gbps), append(up, c.UpGbps), append(down, c.DownGbps)
 			ccpu, scpu, rt = append(ccpu, c.ClientCPU), append(scpu, c.ServerCPU), append(rt, float64(c.Retransmits))
+			if c.MinShare > 0 {
+				share = append(share, c.MinShare)
+			}
 			if res.Runs == "" && c.Client != nil && c.Server != nil {
 				res.Runs = c.Client.Runs
 				if c.Server.Runs != c.Client.Runs {
@@ -196,7 +224,7 @@ func (r *Report) Summarize() {
 		}
 		if res.Measured > 0 {
 			res.Gbps, res.MinGbps, res.MaxGbps = median(g), slices.Min(g), slices.Max(g)
-			res.UpGbps, res.DownGbps = median(up), median(down)
+			res.UpGbps, res.DownGbps, res.MinShare = median(up), median(down), median(share)
 			res.ClientCPU, res.ServerCPU, res.Retransmits = median(ccpu), median(scpu), median(rt)
 			res.Counters = map[string]float64{}
 			for k, vs := range counters {
@@ -242,20 +270,20 @@ func ratio(a, b float64) float64 {
 // Markdown returns the report's table: a line per Result.
 func (r *Report) Markdown() string {
 	var b strings.Builder
-	b.WriteString("| wire | kind | conns | dir | Gbit/s (median) | min–max | up / down | × tcp | client CPU s/GB | server CPU s/GB | CPU × tcp | retransmits | runs |\n")
-	b.WriteString("|---|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| wire | kind | conns | dir | Gbit/s (median) | min–max | up / down | × tcp | min share | client CPU s/GB | server CPU s/GB | CPU × tcp | retransmits | runs |\n")
+	b.WriteString("|---|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, res := range r.Results {
 		if res.Measured == 0 {
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | — | | | | | | | | 0/%d: %s |\n", res.Wire, res.Row, res.Conns, res.Dir, res.Repeats, oneLine(firstOr(res.Errors)))
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | — | | | | | | | | | 0/%d: %s |\n", res.Wire, res.Row, res.Conns, res.Dir, res.Repeats, oneLine(firstOr(res.Errors)))
 			continue
 		}
 		ud := ""
 		if res.Dir == Both {
 			ud = f2(res.UpGbps) + " / " + f2(res.DownGbps)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s–%s | %s | %s | %s | %s | %s | %s | %d/%d |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s–%s | %s | %s | %s | %s | %s | %s | %s | %d/%d |\n",
 			res.Wire, res.Row, res.Conns, res.Dir, f2(res.Gbps), f2(res.MinGbps), f2(res.MaxGbps), ud,
-			orDash(res.VsTCP), f2(res.ClientCPU), f2(res.ServerCPU), orDash(res.CPUVsTCP),
+			orDash(res.VsTCP), orDash(res.MinShare), f2(res.ClientCPU), f2(res.ServerCPU), orDash(res.CPUVsTCP),
 			strconv.FormatFloat(res.Retransmits, 'f', -1, 64), res.Measured, res.Repeats)
 	}
 	return b.String()

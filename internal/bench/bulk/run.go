@@ -232,8 +232,12 @@ func (r *runner) matrix(ctx context.Context, w Wire) error {
 					if c.Error != "" {
 						r.progress("bulk: %d/%d %s %s %d conns %s #%d: failed: %s", r.idx, r.total, w, row, conns, dir, rep+1, oneLine(c.Error))
 					} else {
-						r.progress("bulk: %d/%d %s %s %d conns %s #%d: %.2f Gbit/s, CPU s/GB client %.2f server %.2f, %d retransmits",
-							r.idx, r.total, w, row, conns, dir, rep+1, c.Gbps, c.ClientCPU, c.ServerCPU, c.Retransmits)
+						share := ""
+						if c.MinShare > 0 {
+							share = fmt.Sprintf(", slowest connection %.2f of the mean", c.MinShare)
+						}
+						r.progress("bulk: %d/%d %s %s %d conns %s #%d: %.2f Gbit/s%s, CPU s/GB client %.2f server %.2f, %d retransmits",
+							r.idx, r.total, w, row, conns, dir, rep+1, c.Gbps, share, c.ClientCPU, c.ServerCPU, c.Retransmits)
 					}
 				}
 			}

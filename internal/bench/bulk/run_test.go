@@ -16,7 +16,8 @@ import (
 // cell must hold: no error, each receiver got every byte each sender sent
 // (the sides checked them against the pattern byte for byte; a mismatch
 // is a side's error), Bytes per connection and direction plus the
-// streams' headers, a rate and CPU figures; and the report's fields.
+// streams' headers, a rate and CPU figures, the connections' share of the
+// bytes; and the report's fields.
 func runT(t *testing.T, o Options) *Report {
 	t.Helper()
 	testutil.RequireRoot(t)
@@ -54,6 +55,16 @@ func runT(t *testing.T, o Options) *Report {
 		}
 		if c.Gbps <= 0 || (up > 0) != (c.UpGbps > 0) || (down > 0) != (c.DownGbps > 0) || c.ClientCPU <= 0 || c.ServerCPU <= 0 {
 			t.Errorf("%s: figures %+v", name, c)
+		}
+		// Every connection sends o.Bytes: each receiver's connections got
+		// as much, and the slowest has the mean's share.
+		if c.Conns > 1 && (c.MinShare <= 0 || c.MinShare > 1) || c.Conns == 1 && c.MinShare != 0 {
+			t.Errorf("%s: %d connections, min share %v", name, c.Conns, c.MinShare)
+		}
+		for _, s := range []*SideResult{c.Client, c.Server} {
+			if want := o.Bytes + headerLen; s.Received > 0 && o.Bytes > 0 && (s.RecvMin != want || s.RecvMax != want) {
+				t.Errorf("%s: a side's connections received %d to %d bytes, want %d each", name, s.RecvMin, s.RecvMax, want)
+			}
 		}
 		if c.Client.Runs == "" || c.Server.Runs == "" {
 			t.Errorf("%s: a side did not say what it ran", name)

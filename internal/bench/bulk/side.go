@@ -63,6 +63,12 @@ type SideResult struct {
 	// against the pattern.
 	Sent     int64 `json:"sent"`
 	Received int64 `json:"received"`
+	// RecvMin and RecvMax are the bytes of this side's connection that
+	// received the fewest and of the one that received the most (header
+	// included); Received over the number of connections is their mean.
+	// 0 when this side received nothing.
+	RecvMin int64 `json:"recv_min,omitempty"`
+	RecvMax int64 `json:"recv_max,omitempty"`
 	// RecvNs is the receive window: from the first byte received on any
 	// connection to the last end of stream (0 when this side received
 	// nothing).
@@ -224,6 +230,7 @@ func (s *side) finish(r *SideResult, fl []*flow, start time.Time, ru0 syscall.Ru
 		}
 		if got := f.rcv.total(); got > 0 {
 			r.Received += got
+			r.RecvMax = max(r.RecvMax, got)
 			if first.IsZero() || f.rcv.first.Before(first) {
 				first = f.rcv.first
 			}
@@ -234,6 +241,12 @@ func (s *side) finish(r *SideResult, fl []*flow, start time.Time, ru0 syscall.Ru
 	}
 	if !first.IsZero() && last.After(first) {
 		r.RecvNs = int64(last.Sub(first))
+	}
+	if r.Received > 0 {
+		r.RecvMin = r.RecvMax
+		for _, f := range fl {
+			r.RecvMin = min(r.RecvMin, f.rcv.total())
+		}
 	}
 	r.WallNs = int64(done.Sub(start))
 	var ru syscall.Rusage
