@@ -42,6 +42,13 @@ type bufPool struct {
 	// there are, weighted by their round trips (Conn.account), against
 	// Options.RecvMemory.
 	grown int64
+	// tuned counts the connections whose windows auto-tuning raised, or
+	// wanted to raise, under RecvMemory (memState.tuned): its share is
+	// RecvMemory over them. pressUntil is until when a window is held
+	// below what it wanted by the bound (growWindow): until then a window
+	// above its connection's share is lowered to it (shareWindow).
+	tuned      int
+	pressUntil int64
 	// empty lists the connections whose rings were empty once since the
 	// last trim (memState.listed).
 	empty []int32
@@ -173,6 +180,7 @@ func (e *Engine) trim() {
 	p := &e.pool
 	p.trimAt = 0
 	pooled := false
+	var again []int32 // idle windows to look at again (idleWindow)
 	// The rings taken back now wait in the pool for one more trim.
 	for _, i := range p.empty {
 		c := &e.conns[i]
@@ -188,11 +196,24 @@ func (e *Engine) trim() {
 			e.putRing(c.rbuf)
 			c.rbuf, c.rHead = nil, 0
 		}
+		if c.m.tuned && c.rbuf == nil {
+			// Its window's growth goes back to RecvMemory once nothing
+			// arrived for PoolIdle; until then it stays listed.
+			if e.now-c.m.spaceAt >= int64(e.o.PoolIdle) {
+				c.idleWindow()
+			} else {
+				again = append(again, i)
+			}
+		}
 	}
 	clear(p.empty)
 	p.empty = p.empty[:0]
 	if cap(p.empty) > 1024 && len(e.table) < cap(p.empty)/4 {
 		p.empty = nil
+	}
+	for _, i := range again {
+		e.conns[i].m.listed = true
+		p.empty = append(p.empty, i)
 	}
 	for k, f := range p.free {
 		if d := p.low[k]; d > 0 {
@@ -220,7 +241,7 @@ func (e *Engine) trim() {
 		}
 		e.table = t
 	}
-	if pooled {
+	if pooled || len(p.empty) > 0 {
 		e.armTrim()
 	}
 }
@@ -271,6 +292,7 @@ type memState struct {
 	locked  bool  // SetRecvBuf fixed the window, or Options.NoBufferTuning
 	listed  bool  // in pool.empty
 	tsArmed bool  // tsFrom is set
+	tuned   bool  // counted in pool.tuned
 	// minRTT is the least pathRTT seen, in µs (0: none yet), by which
 	// account weighs the window.
 	minRTT uint32
@@ -343,6 +365,10 @@ func (c *Conn) recvUsed() int {
 func (c *Conn) freeRings() {
 	c.e.pool.grown -= int64(c.m.grown)
 	c.m.grown = 0
+	if c.m.tuned {
+		c.m.tuned = false
+		c.e.pool.tuned--
+	}
 	if c.sbuf != nil {
 		c.e.putRing(c.sbuf)
 		c.sbuf = nil
@@ -437,6 +463,8 @@ func (c *Conn) tuneWindow() {
 	copied, space := int64(m.copied)+int64(c.oooBytes()), int64(m.space)
 	m.copied, m.spaceAt = 0, now
 	c.account() // the round trip may have changed
+	c.shareWindow()
+	space = int64(m.space)
 	if copied <= space {
 		return
 	}
@@ -487,18 +515,82 @@ func (c *Conn) growWindow(win int64) {
 	want := min(win, int64(m.rcvMax))
 	if b := int64(c.e.o.RecvMemory); b > 0 {
 		// The engine's bound (Linux's tcp_mem pressure): the others'
-		// share and this one's at the new cap stay within it.
-		room := b - (c.e.pool.grown - int64(m.grown))
+		// growth and this one's at the new cap stay within it, but a
+		// connection may always grow to its share, the others giving
+		// back what they hold above theirs (shareWindow).
+		p := &c.e.pool
 		base := c.initCap()
-		if rtt := c.pathRTT(); rtt > ringWait {
+		if want > base && !m.tuned {
+			m.tuned = true
+			p.tuned++
+		}
+		room := b - (p.grown - int64(m.grown))
+		share := c.recvShare()
+		rtt := c.pathRTT()
+		if rtt > ringWait {
 			room = room * rtt / ringWait
 		}
-		want = min(want, base+room)
+		if want > base+room {
+			p.pressUntil = max(p.pressUntil, c.e.now+2*max(rtt, ringWait))
+		}
+		want = min(want, base+max(room, share))
 	}
 	if want > int64(c.rcvCap) {
 		c.rcvCap = int(want)
 	}
 	c.account()
+}
+
+// recvShare is this connection's share of Options.RecvMemory among the
+// connections that auto-tuning grew (pool.tuned), as a window's growth
+// beyond initCap: on a round trip longer than ringWait a window counts
+// for ringWait/rtt of itself (account), so its share is larger by as
+// much.
+func (c *Conn) recvShare() int64 {
+	s := int64(c.e.o.RecvMemory) / int64(max(c.e.pool.tuned, 1))
+	if rtt := c.pathRTT(); rtt > ringWait {
+		s = s * rtt / ringWait
+	}
+	return s
+}
+
+// shareWindow lowers a window that auto-tuning grew beyond its
+// connection's share of Options.RecvMemory while another connection's
+// window is held back by the bound (pool.pressUntil), so that the
+// connections that receive at once share the receive ring rather than
+// the first to grow keeping it. The right edge already advertised stays
+// where it is (window never moves it back, RFC 9293 §3.8.6.2.2): the
+// lower cap takes effect as the application reads. What the connection
+// delivered per round trip is lowered with it (memState.space), so that
+// its window grows again once the others end or idle.
+func (c *Conn) shareWindow() {
+	m := &c.m
+	if c.e.o.RecvMemory <= 0 || !m.tuned || m.locked || c.e.now >= c.e.pool.pressUntil {
+		return
+	}
+	to := c.initCap() + c.recvShare()
+	if int64(c.rcvCap) <= to {
+		return
+	}
+	c.rcvCap = int(to)
+	m.space = min(m.space, int32(to/2))
+	c.account()
+	c.e.cnt[cTCPRcvWndShared]++
+}
+
+// idleWindow gives back what auto-tuning added to the window of a
+// connection that received nothing for Options.PoolIdle and holds no
+// receive ring (trim): an idle connection keeps no share of
+// Options.RecvMemory from the others. The advertised right edge stays
+// (window); the window grows again with what the application reads.
+func (c *Conn) idleWindow() {
+	m := &c.m
+	c.rcvCap = int(min(int64(c.rcvCap), c.initCap()))
+	m.space, m.copied = 0, 0
+	c.account()
+	m.tuned = false
+	c.e.pool.tuned--
+	c.e.cnt[cTCPRcvWndIdle]++
 }
 
 // ringWait is how long the poll loop is taken to be away from the

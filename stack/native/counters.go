@@ -123,6 +123,10 @@ const (
 	cTCPHyStartSpurious
 	cTCPHyStartCA
 
+	// Receive memory shared among connections (docs/memory.md).
+	cTCPRcvWndShared
+	cTCPRcvWndIdle
+
 	// BBR (docs/loss.md).
 	cTCPBBRDrain
 	cTCPBBRProbeBW
@@ -254,6 +258,8 @@ var counterNames = [nCounters]struct {
 	cTCPBBRDrain:       {"tcp_bbr_startup_exits", false}, // Startup found the pipe full: to Drain
 	cTCPBBRProbeBW:     {"tcp_bbr_probe_bw", false},      // entries to ProbeBW (from Drain or ProbeRTT)
 	cTCPBBRProbeRTT:    {"tcp_bbr_probe_rtt", false},     // entries to ProbeRTT: 10 s without a new minimum RTT
+	cTCPRcvWndShared:   {"tcp_rcvwnd_shared", false},     // a window lowered to its share of RecvMemory, another being held back by it
+	cTCPRcvWndIdle:     {"tcp_rcvwnd_idle", false},       // a window's auto-tuned growth given back after PoolIdle without data
 	cTCPPacingDelays:   {"tcp_pacing_delays", false},     // sends held back until the pacing rate allowed them
 	cTCPRateUnrecorded: {"tcp_rate_unrecorded", false},   // segments sent with the delivery-rate ring at its largest: no sample from them
 }

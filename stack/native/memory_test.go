@@ -341,3 +341,127 @@ func TestSendBufFollowsCwnd(t *testing.T) {
 		t.Errorf("Room with SendBuf 256 KiB: %d, want SendBuf", got)
 	}
 }
+
+// bulkRound writes what each pair's sender takes, runs the engines once,
+// reads everything each pair's receiver holds, and advances the clock
+// 250 µs; it returns the bytes read per pair.
+func bulkRound(w *world, cs [][2]*Conn, got []int) {
+	chunk := make([]byte, 64<<10)
+	buf := make([]byte, 1<<20)
+	for _, p := range cs {
+		for p[0].Write(chunk) > 0 {
+		}
+	}
+	w.step()
+	for i, p := range cs {
+		for n, _ := p[1].Read(buf); n > 0; n, _ = p[1].Read(buf) {
+			got[i] += n
+		}
+	}
+	w.clk.Advance(250 * time.Microsecond)
+}
+
+// TestRecvMemorySharedAmongReceivers: one connection receives alone and
+// auto-tuning grows its window to the whole of Options.RecvMemory; three
+// more start receiving: their windows grow to a share each, the first's
+// is lowered to its share (tcp_rcvwnd_shared) without its advertised
+// right edge ever moving back (RFC 9293 §3.8.6.2.2), so that each moves
+// a fair part of the bytes instead of the first keeping the ring.
+func TestRecvMemorySharedAmongReceivers(t *testing.T) {
+	const budget = 512 << 10
+	o := Options{SendBuf: 4 << 20, RecvBuf: 4 << 20, RecvMemory: budget}
+	w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
+	var cs [][2]*Conn
+	for i := range 4 {
+		ca, cb := w.connect(uint16(80 + i))
+		cs = append(cs, [2]*Conn{ca, cb})
+	}
+	w.pa.SetImpairment(memio.Impairment{Delay: time.Millisecond})
+	w.pb.SetImpairment(memio.Impairment{Delay: time.Millisecond})
+	first := cs[:1]
+	got := make([]int, 4)
+	end := w.clk.Now().Add(time.Second)
+	for w.clk.Now().Before(end) {
+		bulkRound(w, first, got)
+	}
+	if g := cs[0][1].rcvCap - DefaultInitRecvWindow; g < budget*3/4 {
+		t.Fatalf("one connection alone grew its window by %d, want most of RecvMemory %d", g, budget)
+	}
+	edge := cs[0][1].rcvAdv
+	clear(got)
+	end = w.clk.Now().Add(2 * time.Second)
+	for w.clk.Now().Before(end) {
+		bulkRound(w, cs, got)
+		if e := cs[0][1].rcvAdv; seqLT(e, edge) {
+			t.Fatalf("the first connection's right edge moved back from %d to %d", edge, e)
+		} else {
+			edge = e
+		}
+	}
+	share := int64(budget / 4)
+	for i, p := range cs {
+		if g := int64(p[1].rcvCap - DefaultInitRecvWindow); g > share+share/8 {
+			t.Errorf("connection %d holds %d of RecvMemory above its window's start, its share is %d", i, g, share)
+		}
+	}
+	lo, hi := got[0], got[0]
+	for _, n := range got {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	if lo < hi/2 {
+		t.Errorf("bytes moved per connection %v: the slowest moved less than half the fastest's", got)
+	}
+	if n := counterOf(t, w.b, "tcp_rcvwnd_shared"); n == 0 {
+		t.Error("tcp_rcvwnd_shared 0: no window was lowered to its share")
+	}
+	if w.b.pool.grown > budget+budget/4 {
+		t.Errorf("windows grown by %d in all, RecvMemory %d", w.b.pool.grown, budget)
+	}
+	t.Logf("per connection %v bytes in 2 s; windows %d %d %d %d", got,
+		cs[0][1].rcvCap, cs[1][1].rcvCap, cs[2][1].rcvCap, cs[3][1].rcvCap)
+}
+
+// TestRecvWindowIdleGivesBack: a connection that received a bulk and
+// then nothing for Options.PoolIdle gives its window's growth back to
+// Options.RecvMemory (tcp_rcvwnd_idle), and grows it again when bytes
+// come again.
+func TestRecvWindowIdleGivesBack(t *testing.T) {
+	const budget = 512 << 10
+	o := Options{SendBuf: 4 << 20, RecvBuf: 4 << 20, RecvMemory: budget, PoolIdle: 100 * time.Millisecond}
+	w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
+	ca, cb := w.connect(80)
+	w.pa.SetImpairment(memio.Impairment{Delay: time.Millisecond})
+	w.pb.SetImpairment(memio.Impairment{Delay: time.Millisecond})
+	cs := [][2]*Conn{{ca, cb}}
+	got := make([]int, 1)
+	bulk := func() {
+		end := w.clk.Now().Add(500 * time.Millisecond)
+		for w.clk.Now().Before(end) {
+			bulkRound(w, cs, got)
+		}
+		w.until(time.Minute, "the bytes sent arrived", func() bool {
+			bulkRound(w, nil, nil)
+			n, _ := cb.Read(make([]byte, 1<<20))
+			return n == 0 && ca.sLen == 0 && cb.rLen == 0
+		})
+	}
+	bulk()
+	if cb.rcvCap <= DefaultInitRecvWindow || !cb.m.tuned {
+		t.Fatalf("window %d after a bulk, tuned %v: auto-tuning did not grow it", cb.rcvCap, cb.m.tuned)
+	}
+	w.until(time.Minute, "the idle window given back", func() bool {
+		bulkRound(w, nil, nil)
+		w.clk.Advance(10 * time.Millisecond)
+		return !cb.m.tuned
+	})
+	if cb.rcvCap != DefaultInitRecvWindow || w.b.pool.grown != 0 || w.b.pool.tuned != 0 {
+		t.Errorf("idle: window %d (want %d), pool grown %d tuned %d (want 0)", cb.rcvCap, DefaultInitRecvWindow, w.b.pool.grown, w.b.pool.tuned)
+	}
+	if n := counterOf(t, w.b, "tcp_rcvwnd_idle"); n != 1 {
+		t.Errorf("tcp_rcvwnd_idle %d, want 1", n)
+	}
+	bulk()
+	if cb.rcvCap <= DefaultInitRecvWindow {
+		t.Errorf("window %d after a second bulk: it did not grow again", cb.rcvCap)
+	}
+}
