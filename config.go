@@ -304,8 +304,14 @@ type TCPTuning struct {
 	// grow to them only as a connection's use and round trip need
 	// (docs/memory.md), so an idle connection holds none of it.
 	SendBuf, RecvBuf int
-	// Congestion is CongestionReno (the default), CongestionCubic, or
-	// CongestionBBR (the native engine only).
+	// Congestion is CongestionReno, CongestionCubic, or CongestionBBR
+	// (the native engine only). The default is the host's, as the kernel
+	// TCP that these kinds bypass would use: Linux's
+	// net.ipv4.tcp_congestion_control, read once per process, where the
+	// engine implements it (the native engine reno, cubic and bbr;
+	// netstack reno and cubic), and CongestionReno otherwise (unreadable,
+	// another algorithm such as dctcp, or bbr on netstack).
+	// docs/congestion.md says why.
 	Congestion Congestion
 	// NoSACK turns selective acknowledgements off (on by default).
 	NoSACK bool
@@ -390,7 +396,9 @@ func orDefault[T comparable](v *T, def T) {
 	}
 }
 
-// WithDefaults returns c with every zero field set to its default.
+// WithDefaults returns c with every zero field set to its default. The
+// default of TCP.Congestion follows the host's kernel TCP (read from /proc
+// once per process): see TCPTuning.Congestion.
 func (c Config) WithDefaults() Config {
 	if c.MaxDatagram == 0 && !c.Kind.IsStream() && c.IPv6() {
 		c.MaxDatagram = DefaultMaxDatagram6
@@ -436,7 +444,9 @@ func (c Config) WithDefaults() Config {
 	}
 	orDefault(&c.TCP.SendBuf, 1<<20)
 	orDefault(&c.TCP.RecvBuf, 1<<20)
-	orDefault(&c.TCP.Congestion, CongestionReno)
+	if c.TCP.Congestion == "" {
+		c.TCP.Congestion = defaultCongestion(c.TCP.Stack)
+	}
 	orDefault(&c.TCP.MinRTO, 25*time.Millisecond)
 	orDefault(&c.TCP.MaxRetries, 15)
 	orDefault(&c.TCP.SendStall, 2*time.Second)

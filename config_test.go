@@ -86,8 +86,8 @@ func TestIPv6Config(t *testing.T) {
 		for _, e := range []TCPStack{TCPStackNetstack, TCPStackNative} {
 			c := validClient(k)
 			ipv6(&c)
-			c.TCP.Stack = e
-			if err := c.Validate(); err != nil || !c.ServesIPv6() {
+			c.TCP = TCPTuning{Stack: e} // before the defaults, which depend on it
+			if err := c.WithDefaults().Validate(); err != nil || !c.ServesIPv6() {
 				t.Errorf("kind %s on %s over IPv6: %v", k, e, err)
 			}
 		}
@@ -368,6 +368,85 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// setHostCongestion makes hostCongestion answer name and err for the rest
+// of t.
+func setHostCongestion(t *testing.T, name string, err error) {
+	saved := hostCongestion
+	hostCongestion = func() (string, error) { return name, err }
+	t.Cleanup(func() { hostCongestion = saved })
+}
+
+// TestCongestionFollowsHost: TCP.Congestion's default is the host's
+// net.ipv4.tcp_congestion_control where the engine implements it, reno
+// otherwise, and Validate accepts it on either engine; a value given is
+// kept.
+func TestCongestionFollowsHost(t *testing.T) {
+	cases := []struct {
+		host             string
+		err              error
+		native, netstack Congestion
+	}{
+		{host: "bbr", native: CongestionBBR, netstack: CongestionReno},
+		{host: "cubic", native: CongestionCubic, netstack: CongestionCubic},
+		{host: "reno", native: CongestionReno, netstack: CongestionReno},
+		{host: "dctcp", native: CongestionReno, netstack: CongestionReno},
+		{host: "htcp", native: CongestionReno, netstack: CongestionReno},
+		{host: "", native: CongestionReno, netstack: CongestionReno},
+		{err: errors.New("no /proc"), native: CongestionReno, netstack: CongestionReno},
+	}
+	for _, tc := range cases {
+		setHostCongestion(t, tc.host, tc.err)
+		for _, k := range []Kind{KindTCPXDP, KindTCPDPDK} {
+			for _, e := range []struct {
+				stack TCPStack
+				want  Congestion
+			}{{"", tc.native}, {TCPStackNative, tc.native}, {TCPStackNetstack, tc.netstack}} {
+				c := Config{Kind: k, Iface: "veth0", LocalIP: netip.MustParseAddr("198.18.0.1"), Port: 5000,
+					Dests: []netip.AddrPort{netip.MustParseAddrPort("198.18.0.2:5000")}, TCP: TCPTuning{Stack: e.stack}}
+				c, err := c.Prepare() // WithDefaults and Validate
+				if err != nil {
+					t.Fatalf("host %q (%v), %s on %q: %v", tc.host, tc.err, k, e.stack, err)
+				}
+				if c.TCP.Congestion != e.want {
+					t.Errorf("host %q (%v), %s on %q: TCP.Congestion %q, want %q", tc.host, tc.err, k, e.stack, c.TCP.Congestion, e.want)
+				}
+			}
+		}
+		// A value given is kept, whatever the host's.
+		for _, cc := range congestions {
+			c := Config{Kind: KindTCPXDP, TCP: TCPTuning{Congestion: cc}}.WithDefaults()
+			if c.TCP.Congestion != cc {
+				t.Errorf("host %q: given %q, got %q", tc.host, cc, c.TCP.Congestion)
+			}
+		}
+		c := Config{Kind: KindTCPXDP, TCP: TCPTuning{Stack: TCPStackNetstack, Congestion: CongestionCubic}}.WithDefaults()
+		if c.TCP.Congestion != CongestionCubic {
+			t.Errorf("host %q: netstack given cubic, got %q", tc.host, c.TCP.Congestion)
+		}
+	}
+}
+
+// TestHostCongestion: this machine's net.ipv4.tcp_congestion_control
+// reads as one name, or not at all (not Linux, no /proc); either way the
+// default is one the native engine implements.
+func TestHostCongestion(t *testing.T) {
+	name, err := readHostCongestion()
+	if err != nil {
+		t.Logf("host congestion control unreadable (default reno): %v", err)
+	} else if name == "" || strings.ContainsAny(name, " \t\n") {
+		t.Fatalf("host congestion control %q: want one name", name)
+	} else {
+		t.Logf("host congestion control %q", name)
+	}
+	got := Config{Kind: KindTCPXDP}.WithDefaults().TCP.Congestion
+	if !slices.Contains(congestions, got) {
+		t.Fatalf("default TCP.Congestion %q, not one of %v", got, congestions)
+	}
+	if err == nil && slices.Contains(congestions, Congestion(name)) && got != Congestion(name) {
+		t.Fatalf("default TCP.Congestion %q, want the host's %q", got, name)
+	}
+}
+
 func TestUnsupportedError(t *testing.T) {
 	base := errors.New("EINVAL")
 	err := NotSupported("io_uring multishot RECVMSG", "6.0", "upgrade the kernel", base)
@@ -400,13 +479,16 @@ func TestTCPStack(t *testing.T) {
 	if err := s.Set("lwip"); err == nil || s != TCPStackNative {
 		t.Fatalf("Set lwip: %v %q", err, s)
 	}
-	c := validClient(KindTCPXDP)
+	// Each engine chosen before the defaults, which depend on it
+	// (TCP.Congestion, the buffers).
 	for _, s := range []TCPStack{TCPStackNetstack, TCPStackNative} {
-		c.TCP.Stack = s
-		if err := c.Validate(); err != nil {
+		c := validClient(KindTCPXDP)
+		c.TCP = TCPTuning{Stack: s}
+		if err := c.WithDefaults().Validate(); err != nil {
 			t.Fatalf("Validate %s: %v", s, err)
 		}
 	}
+	c := validClient(KindTCPXDP)
 	c.TCP.Stack = "lwip"
 	var ce *ConfigError
 	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "TCP.Stack" {

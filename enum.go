@@ -128,15 +128,21 @@ func (c *XDPCopy) Set(s string) error { return parseEnum(c, "XDP copy mode", s, 
 func (c *XDPCopy) UnmarshalText(b []byte) error { return c.Set(string(b)) }
 
 // Congestion names a congestion control algorithm of the userspace TCP
-// (TCPTuning.Congestion).
+// (TCPTuning.Congestion, whose default is the host's where the engine
+// implements it), by the names Linux's net.ipv4.tcp_congestion_control
+// uses.
 type Congestion string
 
 // The congestion control algorithms.
 const (
-	CongestionReno  Congestion = "reno"
+	// CongestionReno is NewReno (loss-based), the default where the
+	// host's algorithm cannot be read or the engine does not implement it.
+	CongestionReno Congestion = "reno"
+	// CongestionCubic is CUBIC (loss-based), Linux's own default.
 	CongestionCubic Congestion = "cubic"
-	// CongestionBBR is BBR v1, as Linux's default on many hosts: the
-	// native engine only (TCP.Stack "native"), docs/loss.md.
+	// CongestionBBR is BBR v1, as Linux's tcp_bbr, which some hosts make
+	// their default: the native engine only (TCP.Stack "native"),
+	// docs/loss.md.
 	CongestionBBR Congestion = "bbr"
 )
 

@@ -50,9 +50,12 @@ var copyImpairment = wire.Options{
 // each accepted connection, over the seeded lossy wire of internal/wire
 // (1% loss, 1% duplication, 5% reordering, 0.1% corruption, both
 // directions), once on kernel tcp (net.Listen) and once on tcp-xdp
-// (netconn.Listen over netstack; tcp-dpdk instead with -tags dpdk), and
-// on the native engine over tcp-xdp's AF_XDP socket (nativeCopyServe). A
-// kernel TCP client on the other host
+// (netconn.Listen, on its default engine; tcp-dpdk instead with -tags
+// dpdk), and on the native engine on a poll loop of its own over tcp-xdp's
+// AF_XDP socket (nativeCopyServe), twice: with the congestion control
+// Config's default gives it (the host's, as the kernel echo has it:
+// dgramio.TCPTuning.Congestion), and with NewReno, the loss-based
+// control, whatever the host's. A kernel TCP client on the other host
 // writes 64 MiB (SOAK=1, as make soak sets it: 256 MiB) of seeded bytes
 // while it reads the echo back, and checks it byte for byte. The echo
 // reads nothing ahead: while its Write is blocked, it does not read, its
@@ -71,7 +74,7 @@ func TestFaultCopyWire(t *testing.T) {
 			kinds = append(kinds, k)
 		}
 		if dgramio.Kind(k) == dgramio.KindTCPXDP {
-			kinds = append(kinds, nativeCopyKind, nativeBBRCopyKind)
+			kinds = append(kinds, nativeCopyKind, nativeRenoCopyKind)
 		}
 	}
 	for _, kind := range kinds {
@@ -85,11 +88,11 @@ func copyWire(t *testing.T, kind string, total int64) {
 	var stopNative func() string
 	served := make(chan error, 1)
 	var addr netip.Addr
-	if kind == nativeCopyKind || kind == nativeBBRCopyKind {
+	if kind == nativeCopyKind || kind == nativeRenoCopyKind {
 		addr = addrFor(string(dgramio.KindTCPXDP), w.B)
-		cc := native.NewReno
-		if kind == nativeBBRCopyKind {
-			cc = native.BBR
+		var cc dgramio.Congestion // Config's default
+		if kind == nativeRenoCopyKind {
+			cc = dgramio.CongestionReno
 		}
 		stopNative = nativeCopyServe(t, w.B, addr, cc)
 		served <- nil
@@ -150,9 +153,13 @@ func copyWire(t *testing.T, kind string, total int64) {
 	elapsed := time.Since(start)
 	if l, ok := ln.(*netconn.Listener); ok {
 		st := l.Service().Stats()
-		t.Logf("echo: link acks_salvaged %d; netstack tcp_retransmits %d, tcp_timeouts %d",
-			counterOf(st, "link", "acks_salvaged"), counterOf(st, "netstack", "tcp_retransmits"),
-			counterOf(st, "netstack", "tcp_timeouts"))
+		engine := "netstack" // the Service's engine's counter layer
+		if strings.HasPrefix(st.Mode, "native") {
+			engine = native.Layer
+		}
+		t.Logf("echo (%s): link acks_salvaged %d; %s tcp_retransmits %d, tcp_timeouts %d", st.Mode,
+			counterOf(st, "link", "acks_salvaged"), engine, counterOf(st, engine, "tcp_retransmits"),
+			counterOf(st, engine, "tcp_timeouts"))
 	}
 	c.Close()
 	if stopNative != nil {
@@ -249,23 +256,29 @@ func verifyEcho(c net.Conn, seed uint64, total int64, echoed *atomic.Int64) erro
 	return nil
 }
 
-// nativeCopyKind names the io.Copy echo run on the native engine itself,
-// nativeBBRCopyKind the same with BBR (the kernel side's default on many
-// hosts) instead of NewReno.
+// nativeCopyKind names the io.Copy echo run on the native engine itself
+// with Config's default congestion control (the host's where the engine
+// implements it, as the kernel client's is: BBR on some hosts),
+// nativeRenoCopyKind the same with NewReno whatever the host's.
 const (
-	nativeCopyKind    = "tcp-xdp+native"
-	nativeBBRCopyKind = "tcp-xdp+native+bbr"
+	nativeCopyKind     = "tcp-xdp+native"
+	nativeRenoCopyKind = "tcp-xdp+native+reno"
 )
 
 // nativeCopyServe runs the io.Copy echo on the native engine (stack/native)
 // over the AF_XDP socket and XDP program of tcp-xdp (tcp.OpenXDP), on a poll
 // loop of its own: each connection reads a chunk only once the one before
 // it was written whole, as io.Copy does, so a blocked write closes the
-// echo's receive window. stop ends the loop, releases everything and
-// returns the engine's counters; it may be called more than once.
-func nativeCopyServe(t *testing.T, h *testhost.Host, addr netip.Addr, cc native.Congestion) (stop func() string) {
+// echo's receive window. The engine runs cc, or with "" Config's default
+// for tcp-xdp's native engine (the host's: tcp.TuningFromConfig). stop
+// ends the loop, releases everything and returns the engine's counters;
+// it may be called more than once.
+func nativeCopyServe(t *testing.T, h *testhost.Host, addr netip.Addr, cc dgramio.Congestion) (stop func() string) {
 	t.Helper()
 	cfg := dgramio.Config{Kind: dgramio.KindTCPXDP, Role: dgramio.RoleServer, Iface: h.Iface, LocalIP: addr, Port: port}
+	cfg.TCP.Congestion = cc
+	ncc := tcp.NativeCongestion(tcp.TuningFromConfig(cfg).Congestion)
+	t.Logf("native echo: congestion control %s", ncc)
 	var fio frameio.FrameIO
 	var opts tcp.Options
 	err := h.Do(func() error {
@@ -277,7 +290,7 @@ func nativeCopyServe(t *testing.T, h *testhost.Host, addr netip.Addr, cc native.
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := native.New(fio, native.Options{Addr: addr, AllOnLink: true, SendBuf: 1 << 20, RecvBuf: 1 << 20, Congestion: cc})
+	e, err := native.New(fio, native.Options{Addr: addr, AllOnLink: true, SendBuf: 1 << 20, RecvBuf: 1 << 20, Congestion: ncc})
 	if err != nil {
 		opts.Close()
 		t.Fatal(err)

@@ -52,6 +52,19 @@ type nativeEngine struct {
 
 var _ layer.Transport = (*nativeEngine)(nil)
 
+// NativeCongestion is the native engine's congestion control for c, a
+// Tuning's (Config's default applied: TuningFromConfig): reno is
+// native.NewReno, cubic native.CUBIC, bbr native.BBR.
+func NativeCongestion(c dgramio.Congestion) native.Congestion {
+	switch c {
+	case dgramio.CongestionCubic:
+		return native.CUBIC
+	case dgramio.CongestionBBR:
+		return native.BBR
+	}
+	return native.NewReno
+}
+
 // nativeOptions maps cfg and the Tuning onto the engine's options.
 func nativeOptions(cfg dgramio.Config, t Tuning, opts Options) native.Options {
 	o := native.Options{
@@ -67,7 +80,7 @@ func nativeOptions(cfg dgramio.Config, t Tuning, opts Options) native.Options {
 		DelayedACK: t.DelayedACK,
 		Nagle:      !t.NoDelay,
 		NoSACK:     !t.SACK,
-		Congestion: native.NewReno,
+		Congestion: NativeCongestion(t.Congestion),
 		SYNBacklog: listenBacklog,
 		// Config.TCP.NoModerate: the window at RecvBuf from the start
 		// (docs/memory.md).
@@ -86,12 +99,6 @@ func nativeOptions(cfg dgramio.Config, t Tuning, opts Options) native.Options {
 	}
 	if o.MinRTO > native.DefaultMaxRTO {
 		o.MaxRTO = o.MinRTO
-	}
-	switch t.Congestion {
-	case dgramio.CongestionCubic:
-		o.Congestion = native.CUBIC
-	case dgramio.CongestionBBR:
-		o.Congestion = native.BBR
 	}
 	if o.MaxConns = t.MaxConns; o.MaxConns == 0 {
 		o.MaxConns = native.DefaultMaxConns

@@ -33,7 +33,9 @@ type Tuning struct {
 	// the SYN covers RecvBuf either way.
 	RecvBuf int
 	// Congestion is dgramio.CongestionReno, CongestionCubic or
-	// CongestionBBR (the native engine only).
+	// CongestionBBR (the native engine only); from a Config, its default
+	// is the host's where the engine implements it
+	// (dgramio.TCPTuning.Congestion).
 	Congestion dgramio.Congestion
 	// SACK offers and uses selective acknowledgements (RFC 2018).
 	SACK bool

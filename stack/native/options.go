@@ -182,7 +182,9 @@ type Options struct {
 	// off by default (records should leave at once).
 	Nagle bool
 	// Congestion is the congestion control; default NewReno (docs/loss.md
-	// "BBR" on choosing).
+	// "BBR" on choosing). The engine used directly does not look at the
+	// host: dgramio.Config's default (TCP.Congestion, which tcp-xdp and
+	// tcp-dpdk map here) follows the host's net.ipv4.tcp_congestion_control.
 	Congestion Congestion
 	// NoSACK, NoTimestamps and NoWindowScale turn off offering and taking
 	// SACK (RFC 2018), timestamps (RFC 7323 §3) and window scaling (RFC

@@ -204,6 +204,16 @@ func nativeTuning(cfg dgramio.Config) (tcp.Tuning, error) {
 // newEngine builds a native engine over fio; arp is the group of engines
 // it shares ARP replies with (nil: none).
 func newEngine(cfg dgramio.Config, tune tcp.Tuning, opts Options, fio frameio.FrameIO, arp *native.ARPShare) (*native.Engine, error) {
+	e, err := native.New(fio, engineOptions(cfg, tune, opts, arp))
+	if err != nil {
+		return nil, fmt.Errorf("netconn: native engine: %w", err)
+	}
+	return e, nil
+}
+
+// engineOptions maps cfg, its Tuning (nativeTuning) and opts onto the
+// native engine's options.
+func engineOptions(cfg dgramio.Config, tune tcp.Tuning, opts Options, arp *native.ARPShare) native.Options {
 	eo := native.Options{
 		Addr:       cfg.LocalIP,
 		PrefixLen:  opts.PrefixLen,
@@ -216,19 +226,13 @@ func newEngine(cfg dgramio.Config, tune tcp.Tuning, opts Options, fio frameio.Fr
 		DelayedACK: tune.DelayedACK,
 		Nagle:      !tune.NoDelay,
 		NoSACK:     !tune.SACK,
-		Congestion: native.NewReno,
+		Congestion: tcp.NativeCongestion(tune.Congestion),
 		SYNBacklog: opts.Backlog,
 		TimeWait:   opts.TimeWait,
 		MaxConns:   tune.MaxConns,
 		ARPShare:   arp,
 	}
 	v6Engine(&eo, cfg, opts)
-	switch tune.Congestion {
-	case dgramio.CongestionCubic:
-		eo.Congestion = native.CUBIC
-	case dgramio.CongestionBBR:
-		eo.Congestion = native.BBR
-	}
 	if eo.MinRTO > native.DefaultMaxRTO {
 		eo.MaxRTO = eo.MinRTO
 	}
@@ -238,11 +242,7 @@ func newEngine(cfg dgramio.Config, tune tcp.Tuning, opts Options, fio frameio.Fr
 		// room for as many again.
 		eo.MaxConns = 2 * opts.MaxConns
 	}
-	e, err := native.New(fio, eo)
-	if err != nil {
-		return nil, fmt.Errorf("netconn: native engine: %w", err)
-	}
-	return e, nil
+	return eo
 }
 
 func newNativeService(cfg dgramio.Config, opts Options, tune tcp.Tuning, fio frameio.FrameIO, mode string, release func() error, portOnly uint16) *Service {

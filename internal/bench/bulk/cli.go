@@ -62,7 +62,7 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	offloads := fs.Bool("offloads", false, "leave TSO, GSO and TX checksum offload on at the veth ends (default off, as on a wire)")
 	poll := fs.String("poll", "yield", "the native engine's loop: yield (sleep in Engine.Wait when a round moves nothing) or busy (spin)")
 	port := fs.Int("port", 6000, "first server port; each cell uses the next")
-	cc := fs.String("cc", "", "congestion control of the kernel tcp and native rows: reno, cubic or bbr (default: each its own, the host's for kernel tcp, which may be bbr, reno for the native engine; netstack rows keep their own)")
+	cc := fs.String("cc", "", "congestion control of the kernel tcp and native rows: reno, cubic or bbr (default: the host's net.ipv4.tcp_congestion_control for both, as Config's default gives it to the engine, which falls back to reno for another; netstack rows keep Config's default, the host's if reno or cubic, else reno)")
 	buf := fs.String("buf", "", "the native engine rows' send and receive buffers, the window fixed there (\"4MiB\"; default Config's for the native engine, 4 MiB and 6 MiB, auto-tuned; kernel tcp auto-tunes its own up to tcp_wmem's and tcp_rmem's maximum)")
 	cpuprofile := fs.String("cpuprofile", "", "write each side's CPU profile (runtime/pprof, over its transfer) into this directory: NNN-row-conns-dir-{client,server}.pprof")
 	if err := fs.Parse(args); err != nil {

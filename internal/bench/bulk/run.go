@@ -47,9 +47,12 @@ type Options struct {
 	Busy bool
 	// CC, when not empty ("reno", "cubic" or "bbr"), is the congestion
 	// control of the kernel tcp rows (TCP_CONGESTION on each socket) and
-	// of the native engine's; empty leaves each its default: the host's
-	// for the kernel (net.ipv4.tcp_congestion_control, BBR on some
-	// hosts), reno for the engine.
+	// of the native engine's; empty leaves each its default, the host's
+	// (net.ipv4.tcp_congestion_control, BBR on some hosts) for both: the
+	// kernel's own, and Config's for the engine (dgramio.TCPTuning's
+	// Congestion: reno where the host's is none of reno, cubic, bbr).
+	// The netstack rows keep Config's default (the host's if reno or
+	// cubic, else reno).
 	CC string
 	// Buf, when above 0, is the native engine rows' TCP.SendBuf and
 	// TCP.RecvBuf (default Config's, 4 MiB and 6 MiB), with receive-window

@@ -34,7 +34,7 @@ func nativeOptions(cfg dgramio.Config, opts tcp.Options, conns int) native.Optio
 		DelayedACK: t.DelayedACK,
 		Nagle:      !t.NoDelay,
 		NoSACK:     !t.SACK,
-		Congestion: native.NewReno,
+		Congestion: tcp.NativeCongestion(t.Congestion),
 		SYNBacklog: MaxConns,
 		MaxConns:   conns + 16,
 		// Config.TCP.NoModerate, as package tcp maps it.
@@ -44,20 +44,14 @@ func nativeOptions(cfg dgramio.Config, opts tcp.Options, conns int) native.Optio
 	if o.MinRTO > native.DefaultMaxRTO {
 		o.MaxRTO = o.MinRTO
 	}
-	switch t.Congestion {
-	case dgramio.CongestionCubic:
-		o.Congestion = native.CUBIC
-	case dgramio.CongestionBBR:
-		o.Congestion = native.BBR
-	}
 	return o
 }
 
-// runNative is the native engine over the kind's FrameIO (tcp.OpenXDP's
-// AF_XDP socket and XDP program, or the DPDK port), driven by one poll
-// loop on this goroutine: Poll, read and write every connection, Flush;
-// when a round moved nothing, Engine.Wait (unless Busy).
-func (s *side) runNative(ctx context.Context) error {
+// nativeConfig is the Config of the side's native engine (defaults not
+// yet applied): the row's kind on the native engine, Options.CC and
+// Options.Buf where given, Config's defaults otherwise (the congestion
+// control the host's, as dgramio.TCPTuning.Congestion says).
+func (s *side) nativeConfig() dgramio.Config {
 	sp := s.spec
 	cfg := dgramio.Config{Kind: s.row.Kind, Iface: sp.Iface, LocalIP: sp.Local, Port: sp.Port, Role: dgramio.RoleClient, Dests: []netip.AddrPort{netip.AddrPortFrom(sp.Peer, sp.Port)}}
 	if sp.Server {
@@ -73,6 +67,16 @@ func (s *side) runNative(ctx context.Context) error {
 		// congestion control, not how fast the window grows under loss.
 		cfg.TCP.SendBuf, cfg.TCP.RecvBuf, cfg.TCP.NoModerate = sp.Buf, sp.Buf, true
 	}
+	return cfg
+}
+
+// runNative is the native engine over the kind's FrameIO (tcp.OpenXDP's
+// AF_XDP socket and XDP program, or the DPDK port), driven by one poll
+// loop on this goroutine: Poll, read and write every connection, Flush;
+// when a round moved nothing, Engine.Wait (unless Busy).
+func (s *side) runNative(ctx context.Context) error {
+	sp := s.spec
+	cfg := s.nativeConfig()
 	open := netconn.OpenXDP
 	if s.row.Kind == dgramio.KindTCPDPDK {
 		open = netconn.OpenDPDK // tcp.NewDPDK's port, which OpenDPDK opens for either engine
@@ -89,7 +93,8 @@ func (s *side) runNative(ctx context.Context) error {
 		release = fio.Close
 	}
 	defer release()
-	e, err := native.New(fio, nativeOptions(cfg.WithDefaults(), opts, sp.Conns))
+	o := nativeOptions(cfg.WithDefaults(), opts, sp.Conns)
+	e, err := native.New(fio, o)
 	if err != nil {
 		return fmt.Errorf("native engine: %w", err)
 	}
@@ -115,7 +120,7 @@ func (s *side) runNative(ctx context.Context) error {
 	if sp.Busy {
 		loop = "spinning"
 	}
-	runs := "the engine of tcp-xdp's Backend, driven directly: " + mode + " (one poll loop for every connection, " + loop + "; reads in place with Peek)"
+	runs := "the engine of tcp-xdp's Backend, driven directly: " + mode + " (one poll loop for every connection, " + loop + "; reads in place with Peek; congestion control " + string(o.Congestion) + ")"
 	if err := s.nativeMove(ctx, e, conns, counters, runs); err != nil {
 		return err
 	}
