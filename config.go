@@ -332,8 +332,8 @@ type TCPTuning struct {
 	SendStall time.Duration
 	// Stack is the userspace TCP/IP engine of tcp-xdp and tcp-dpdk:
 	// TCPStackNative (stack/native, the default: WithDefaults sets it for
-	// those kinds) or TCPStackNetstack (gVisor). tcp/netconn runs on
-	// netstack only.
+	// those kinds) or TCPStackNetstack (gVisor), for Backends and for
+	// tcp/netconn alike.
 	Stack TCPStack
 	// DelayedACK is the native engine's delayed ACK (RFC 1122 §4.2.3.2):
 	// 0 takes package tcp's default, a negative value turns it off. It must
