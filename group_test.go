@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -189,6 +190,8 @@ func runFlows(t testing.TB, srvHost, cliHost *testhost.Host, srvCfg, cliCfg dgra
 	}
 	if t.Failed() {
 		t.Logf("server stats %+v, queues %+v", srv.Stats(), srv.QueueStats())
+		logKernelDrops(t, "server", srvHost)
+		logKernelDrops(t, "client", cliHost)
 		return
 	}
 	checkFlowsArrived(t, res, flows, n)
@@ -583,4 +586,52 @@ func BenchmarkGroupEcho(b *testing.B) {
 			})
 		}
 	}
+}
+
+// logKernelDrops logs the kernel's nonzero error and drop counters of
+// h's namespace (/proc/net/snmp, snmp6: UDP buffer and port errors, IP
+// discards, neighbour and route failures), for a flow that lost
+// datagrams between the tools.
+func logKernelDrops(t testing.TB, who string, h *testhost.Host) {
+	t.Helper()
+	var out []string
+	err := h.Do(func() error {
+		for _, f := range []string{"/proc/thread-self/net/snmp", "/proc/thread-self/net/snmp6"} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			lines := strings.Split(string(b), "\n")
+			for i := 0; i < len(lines); i++ {
+				f := strings.Fields(lines[i])
+				if len(f) == 2 { // snmp6: name value
+					if f[1] != "0" && dropCounter(f[0]) {
+						out = append(out, f[0]+"="+f[1])
+					}
+					continue
+				}
+				if i+1 < len(lines) && len(f) > 1 && strings.HasSuffix(f[0], ":") { // snmp: names, then values
+					v := strings.Fields(lines[i+1])
+					for k := 1; k < len(f) && k < len(v); k++ {
+						if v[k] != "0" && dropCounter(f[k]) {
+							out = append(out, f[0]+f[k]+"="+v[k])
+						}
+					}
+					i++
+				}
+			}
+		}
+		return nil
+	})
+	t.Logf("%s kernel counters: %v (%v)", who, out, err)
+}
+
+// dropCounter tells the SNMP counters that count something lost.
+func dropCounter(name string) bool {
+	for _, s := range []string{"Err", "Discard", "NoPorts", "NoRoute", "Fail", "Drop", "Unknown"} {
+		if strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
 }
