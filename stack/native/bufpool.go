@@ -530,11 +530,12 @@ func (c *Conn) growWindow(win, held int64) {
 			p.tuned++
 		}
 		room := b - (p.grown - int64(m.grown))
-		share := c.recvShare()
+		share := int64(0) // a long path's window is not shared (shareWindow)
 		rtt := c.pathRTT()
 		if rtt > ringWait {
 			room = room*rtt/ringWait + held
-			share = 0 // a long path's window is not shared (shareWindow)
+		} else {
+			share = c.recvShare()
 		}
 		if want > base+room && room < share {
 			// Held below its share: the others give back.
@@ -548,17 +549,11 @@ func (c *Conn) growWindow(win, held int64) {
 	c.account()
 }
 
-// recvShare is this connection's share of Options.RecvMemory among the
+// recvShare is a connection's share of Options.RecvMemory among the
 // connections that auto-tuning grew (pool.tuned), as a window's growth
-// beyond initCap: on a round trip longer than ringWait a window counts
-// for ringWait/rtt of itself (account), so its share is larger by as
-// much.
+// beyond initCap on a round trip within ringWait (the only ones shared).
 func (c *Conn) recvShare() int64 {
-	s := int64(c.e.o.RecvMemory) / int64(max(c.e.pool.tuned, 1))
-	if rtt := c.pathRTT(); rtt > ringWait {
-		s = s * rtt / ringWait
-	}
-	return s
+	return int64(c.e.o.RecvMemory) / int64(max(c.e.pool.tuned, 1))
 }
 
 // shareWindow lowers a window that auto-tuning grew beyond its
@@ -568,10 +563,10 @@ func (c *Conn) recvShare() int64 {
 // rather than the first to grow keeping it. Only on round trips within
 // ringWait, where a window counts whole and arrives at once: on longer
 // ones the growth stays first come, first served, since equal shares
-// moved less (16 BBR connections at 1% loss and 10 ms each way: 0.68–0.77
-// Gbit/s in all against 0.87–1.02 unshared, BENCHMARKS.md). The right edge already advertised stays
-// where it is (window never moves it back, RFC 9293 §3.8.6.2.2): the
-// lower cap takes effect as the application reads. What the connection
+// moved less (16 BBR connections at 1% loss and 10 ms each way:
+// 0.68–0.77 Gbit/s in all against 0.87–1.02 unshared). The right edge
+// already advertised stays where it is (window never moves it back, RFC
+// 9293 §3.8.6.2.2): the lower cap takes effect as the application reads. What the connection
 // delivered per round trip is lowered with it (memState.space), so that
 // its window grows again once the others end or idle.
 func (c *Conn) shareWindow() {
