@@ -10,10 +10,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/internal/bench/preflight"
+	"github.com/dgramio/dgramio/internal/cpu"
 )
 
 // ParseBytes parses a size: a number of bytes with an optional suffix
@@ -64,6 +69,8 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 	port := fs.Int("port", 6000, "first server port; each cell uses the next")
 	cc := fs.String("cc", "", "congestion control of the kernel tcp and native rows: reno, cubic or bbr (default: the host's net.ipv4.tcp_congestion_control for both, as Config's default gives it to the engine, which falls back to reno for another; netstack rows keep Config's default, the host's if reno or cubic, else reno)")
 	buf := fs.String("buf", "", "the native engine rows' send and receive buffers, the window fixed there (\"4MiB\"; default Config's for the native engine, 4 MiB and 6 MiB, auto-tuned; kernel tcp auto-tunes its own up to tcp_wmem's and tcp_rmem's maximum)")
+	queues := fs.Int("queues", 1, "queues of the veth ends; above 1, each native engine row (tcp-xdp) runs an engine and a poll loop per queue on each side, pinned (clean veth only)")
+	cpus := fs.String("cpus", "", "with --queues: the CPUs of the client's and the server's poll loops, \"C;S\" lists in queue order (\"0,1;2,3\"; default: a CPU of its own for each loop while there are enough, else the allowed CPUs in turn)")
 	cpuprofile := fs.String("cpuprofile", "", "write each side's CPU profile (runtime/pprof, over its transfer) into this directory: NNN-row-conns-dir-{client,server}.pprof")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -154,6 +161,9 @@ func parseOptions(args []string, stderr io.Writer) (o Options, jsonFile string, 
 			return bad("--buf %q: must be 4KiB..1GiB", *buf)
 		}
 		o.Buf = int(n)
+	}
+	if err := parseQueues(&o, *queues, *cpus); err != nil {
+		return bad("%v", err)
 	}
 	if o.Port < 1 || o.Port > 65535-10000 {
 		return bad("--port %d: must be 1..55535", o.Port)
@@ -274,4 +284,67 @@ func PlotMain(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s in %s\n", strings.Join(files, ", "), dir)
 	return 0
+}
+
+// MaxQueues bounds --queues.
+const MaxQueues = 64
+
+// parseQueues sets o.Queues and its CPUs from --queues and --cpus (after
+// the rows, --loss and --poll are parsed): only the native engine runs
+// several queues, over the clean veth; busy loops need a CPU each.
+func parseQueues(o *Options, queues int, cpus string) error {
+	if queues < 1 || queues > MaxQueues {
+		return fmt.Errorf("--queues %d: must be 1..%d", queues, MaxQueues)
+	}
+	if queues == 1 {
+		if cpus != "" {
+			return fmt.Errorf("--cpus pins the poll loops of several queues: give --queues too")
+		}
+		return nil
+	}
+	if len(o.Loss) > 0 {
+		return fmt.Errorf("--queues %d: the lossy wire has one queue each way; run several queues on the clean veth (without --loss)", queues)
+	}
+	for _, r := range o.Rows {
+		if !r.IsKernel() && (r.Kind != dgramio.KindTCPXDP || r.Stack != dgramio.TCPStackNative) {
+			return fmt.Errorf("--queues %d: row %s runs one queue (several queues are the native engine's, kind tcp-xdp); drop it from --kinds or run it without --queues", queues, r)
+		}
+	}
+	o.Queues = queues
+	if cs, ss, ok := strings.Cut(cpus, ";"); ok {
+		var err error
+		if o.ClientCPUs, err = preflight.ParseCPUs(cs, MaxQueues); err == nil {
+			o.ServerCPUs, err = preflight.ParseCPUs(ss, MaxQueues)
+		}
+		if err != nil || len(o.ClientCPUs) != queues || len(o.ServerCPUs) != queues {
+			return fmt.Errorf("--cpus %q: want \"C;S\", %d CPUs for the client's loops and %d for the server's (\"0,1;2,3\")", cpus, queues, queues)
+		}
+	} else if cpus != "" {
+		return fmt.Errorf("--cpus %q: want \"C;S\", the CPUs of the client's loops and of the server's in queue order (\"0,1;2,3\")", cpus)
+	}
+	allowed, err := cpu.Allowed()
+	if err != nil {
+		return fmt.Errorf("--queues %d: the CPUs this process may use: %v", queues, err)
+	}
+	if o.ClientCPUs == nil {
+		if 2*queues <= len(allowed) {
+			o.ClientCPUs, o.ServerCPUs = slices.Clone(allowed[:queues]), slices.Clone(allowed[queues:2*queues])
+		} else {
+			o.ClientCPUs, o.ServerCPUs = make([]int, queues), make([]int, queues)
+			for q := range queues {
+				o.ClientCPUs[q] = allowed[q%len(allowed)]
+				o.ServerCPUs[q] = allowed[(queues+q)%len(allowed)]
+			}
+		}
+	}
+	if o.Busy {
+		seen := map[int]bool{}
+		for _, c := range append(slices.Clone(o.ClientCPUs), o.ServerCPUs...) {
+			if seen[c] {
+				return fmt.Errorf("--poll busy with %d queues: %d spinning loops need as many CPUs, and CPU %d would run two (this process may use %s); use --poll yield or fewer queues", queues, 2*queues, c, cpu.FormatList(allowed))
+			}
+			seen[c] = true
+		}
+	}
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dgramio/dgramio/internal/cpu"
 )
 
 // TestMainUsage: every bad flag is refused with status 2 and a message
@@ -40,6 +42,15 @@ func TestMainUsage(t *testing.T) {
 		{[]string{"--buf", "1KiB"}, "--buf"},
 		{[]string{"--buf", "lots"}, "--buf"},
 		{[]string{"--port", "0"}, "--port"},
+		{[]string{"--queues", "0"}, "--queues 0"},
+		{[]string{"--queues", "65"}, "--queues 65"},
+		{[]string{"--queues", "2", "--loss", "1%"}, "lossy wire has one queue"},
+		{[]string{"--queues", "2", "--kinds", "tcp,tcp-xdp+netstack"}, "tcp-xdp+netstack runs one queue"},
+		{[]string{"--queues", "2", "--kinds", "tcp-xdp", "--cpus", "0,1"}, "--cpus"},
+		{[]string{"--queues", "2", "--kinds", "tcp-xdp", "--cpus", "0;1"}, "--cpus"},
+		{[]string{"--queues", "2", "--kinds", "tcp-xdp", "--cpus", "0,1;0,x"}, "--cpus"},
+		{[]string{"--queues", "2", "--kinds", "tcp-xdp", "--poll", "busy", "--cpus", "0,1;1,2"}, "CPU 1 would run two"},
+		{[]string{"--cpus", "0;1"}, "give --queues"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"extra"}, "unexpected arguments"},
 	} {
@@ -77,6 +88,19 @@ func TestParseOptions(t *testing.T) {
 	}
 	if len(o.Loss) != 3 || o.Loss[0] != 0.001 || o.Loss[2] != 0.03 || len(o.Delays) != 2 || o.Delays[0] != 200*time.Microsecond {
 		t.Errorf("loss %v delays %v", o.Loss, o.Delays)
+	}
+	o, _, err = parseOptions([]string{"--kinds", "tcp,tcp-xdp", "--queues", "2", "--cpus", "0,1;0,1"}, &errb)
+	if err != nil || o.Queues != 2 || len(o.ClientCPUs) != 2 || o.ClientCPUs[1] != 1 || len(o.ServerCPUs) != 2 || o.ServerCPUs[0] != 0 {
+		t.Errorf("--queues 2 --cpus: %+v (%v)", o, err)
+	}
+	// Without --cpus: a CPU each for the client's loops and the server's
+	// while there are enough, the allowed ones in turn beyond.
+	o, _, err = parseOptions([]string{"--kinds", "tcp-xdp", "--queues", "3"}, &errb)
+	if err != nil || len(o.ClientCPUs) != 3 || len(o.ServerCPUs) != 3 {
+		t.Fatalf("--queues 3: %+v (%v)", o, err)
+	}
+	if allowed, err := cpu.Allowed(); err == nil && len(allowed) >= 6 && (o.ClientCPUs[0] != allowed[0] || o.ServerCPUs[0] != allowed[3]) {
+		t.Errorf("--queues 3 on CPUs %v: client %v server %v", allowed, o.ClientCPUs, o.ServerCPUs)
 	}
 	o, _, err = parseOptions(nil, &errb)
 	if err != nil || len(o.Rows) != len(DefaultRows) || o.Duration != 5*time.Second || len(o.Loss) != 0 || o.Busy || o.CC != "" {

@@ -149,6 +149,9 @@ type Report struct {
 	// LoadAvg is /proc/loadavg at the start and at the end: on a shared
 	// host, how much else ran.
 	LoadAvg []string `json:"loadavg,omitempty"`
+	// Queues is the veth ends' queues, each native engine row's engines
+	// and poll loops per side (Options.Queues); absent for one.
+	Queues int `json:"queues,omitempty"`
 	// Setup says how the sides were joined and what each ran.
 	Setup   []string `json:"setup,omitempty"`
 	Cells   []Cell   `json:"cells"`

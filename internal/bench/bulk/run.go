@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dgramio/dgramio/internal/cpu"
 	"github.com/dgramio/dgramio/internal/testhost"
 	"github.com/dgramio/dgramio/internal/wire"
 )
@@ -60,6 +61,14 @@ type Options struct {
 	// socket's); the kernel rows keep the kernel's auto-tuning (up to
 	// tcp_wmem's and tcp_rmem's maximum).
 	Buf int
+	// Queues, above 1, gives the veth ends that many queues and runs each
+	// native engine row (tcp-xdp) over all of them: an engine and a poll
+	// loop per queue, each pinned to a CPU of its own where there are
+	// enough (ClientCPUs and ServerCPUs, Options.Queues each; empty: the
+	// first allowed CPUs for the client, the next for the server). Clean
+	// veth only; kernel tcp uses the same veth as the kernel will.
+	Queues                 int
+	ClientCPUs, ServerCPUs []int
 	// Port is the first server port; cell i uses Port+i.
 	Port int
 	// Exe is the binary that runs "<Exe> side SPEC" (empty: this
@@ -166,7 +175,11 @@ func (r *runner) progress(format string, args ...any) {
 
 // clean runs the cells over a veth pair.
 func (r *runner) clean(ctx context.Context) error {
-	p, err := testhost.New(testhost.Options{KeepOffloads: r.o.KeepOffloads})
+	ho := testhost.Options{KeepOffloads: r.o.KeepOffloads}
+	if r.o.Queues > 1 {
+		ho.Queues, ho.XPSCPUs = r.o.Queues, r.o.ClientCPUs
+	}
+	p, err := testhost.New(ho)
 	if err != nil {
 		return fmt.Errorf("test hosts: %w", err)
 	}
@@ -178,6 +191,11 @@ func (r *runner) clean(ctx context.Context) error {
 	}
 	r.rep.Setup = append(r.rep.Setup, fmt.Sprintf("veth %s (%s, client) — %s (%s, server), each end in a network namespace of its own (internal/testhost), MTU 1500, %s; the userspace kinds on the address %d above the kernel's",
 		p.A.Iface, p.A.Prefix, p.B.Iface, p.B.Prefix, offl, stackOffset))
+	if r.o.Queues > 1 {
+		r.rep.Queues = r.o.Queues
+		r.rep.Setup = append(r.rep.Setup, fmt.Sprintf("%d queues at each veth end (XPS: CPU %s → TX queue 0, 1, … at both ends); each native engine row runs an engine and a poll loop per queue, the client's pinned to CPUs %s, the server's to %s; connection i on queue i mod %d at both ends (veth puts a frame on the peer's queue it was sent from); kernel tcp as the kernel runs it",
+			r.o.Queues, cpu.FormatList(r.o.ClientCPUs), cpu.FormatList(r.o.ClientCPUs), cpu.FormatList(r.o.ServerCPUs), r.o.Queues))
+	}
 	r.total = len(r.o.Conns) * len(r.o.Dirs) * r.o.Repeat * len(r.o.Rows)
 	return r.matrix(ctx, Wire{})
 }
@@ -356,7 +374,13 @@ func (r *runner) cell(ctx context.Context, row Row, conns int, dir Dir, w Wire, 
 	name := fmt.Sprintf("%03d-%s-%d-%s", r.idx, strings.ReplaceAll(row.String(), "+", "-"), conns, dir)
 	base := SideSpec{Row: row.String(), Port: uint16(port), Conns: conns, Dir: dir, Duration: r.o.Duration, Bytes: r.o.Bytes,
 		Busy: r.o.Busy, CC: r.o.CC, Buf: r.o.Buf, Seed: uint64(r.idx)}
+	if r.o.Queues > 1 && !row.IsKernel() {
+		base.Queues = r.o.Queues
+	}
 	sv, cl := base, base
+	if base.Queues > 1 {
+		sv.CPUs, cl.CPUs = r.o.ServerCPUs, r.o.ClientCPUs
+	}
 	sv.Server, sv.Iface, sv.Local, sv.Peer = true, r.b.Iface, addr(row, r.b), addr(row, r.a)
 	cl.Iface, cl.Local, cl.Peer = r.a.Iface, addr(row, r.a), addr(row, r.b)
 	if r.o.CPUProfile != "" {

@@ -103,6 +103,30 @@ func TestRunVeth(t *testing.T) {
 	t.Logf("\n%s", rep.Markdown())
 }
 
+// TestRunVethQueues moves 2 MiB per connection each way through kernel
+// tcp and tcp-xdp over a veth pair of two queues, four connections: the
+// native sides run an engine per queue, and each connection's bytes
+// arrive on its queue's engine at both ends.
+func TestRunVethQueues(t *testing.T) {
+	rows := []Row{{Kind: "tcp"}, {Kind: "tcp-xdp", Stack: "native"}}
+	rep := runT(t, Options{Rows: rows, Conns: []int{4}, Dirs: []Dir{Both}, Bytes: 2 << 20,
+		Queues: 2, ClientCPUs: []int{0, 0}, ServerCPUs: []int{0, 0}})
+	if rep.Queues != 2 {
+		t.Errorf("report queues %d, want 2", rep.Queues)
+	}
+	for _, c := range rep.Cells {
+		if c.Error != "" || c.Row != "tcp-xdp" {
+			continue
+		}
+		for _, s := range []*SideResult{c.Client, c.Server} {
+			if !strings.Contains(s.Runs, "2 queues") {
+				t.Errorf("a native side ran %q, not over 2 queues", s.Runs)
+			}
+		}
+	}
+	t.Logf("\n%s", rep.Markdown())
+}
+
 // TestRunLossyWire moves 1 MiB one way through kernel tcp and tcp-xdp
 // over the lossy wire at 1% loss each way: the loss shows in the wire's
 // counters and in retransmissions, and the bytes still arrive exact.

@@ -41,6 +41,10 @@ type SideSpec struct {
 	// Busy makes the native engine's loop spin instead of sleeping in
 	// Engine.Wait when a round moved nothing.
 	Busy bool `json:"busy,omitempty"`
+	// Queues, above 1, runs the native engine over that many interface
+	// queues, the loop of queue q pinned to CPUs[q] (runNativeQueues).
+	Queues int   `json:"queues,omitempty"`
+	CPUs   []int `json:"cpus,omitempty"`
 	// CC is Options.CC, Buf Options.Buf.
 	CC  string `json:"cc,omitempty"`
 	Buf int    `json:"buf,omitempty"`
@@ -194,6 +198,8 @@ type flow struct {
 	rcv *receiver // nil: this side does not receive on it
 	// finSent and eof: our stream ended (FIN queued), the peer's ended.
 	finSent, eof bool
+	// id numbers the connection in errors.
+	id int
 }
 
 // newFlows makes the connections' senders and receivers.
@@ -204,7 +210,7 @@ func (s *side) newFlows(start time.Time) []*flow {
 	}
 	fl := make([]*flow, s.spec.Conns)
 	for i := range fl {
-		f := &flow{rcv: &receiver{}}
+		f := &flow{rcv: &receiver{}, id: i}
 		if sends {
 			off := int((s.spec.Seed*0x9e3779b97f4a7c15 + uint64(i)*7919 + boolU64(s.spec.Server)*104729) % patternLen)
 			f.snd = newSender(off, s.spec.Bytes, start.Add(s.spec.Duration))

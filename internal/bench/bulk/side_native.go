@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dgramio/dgramio"
+	"github.com/dgramio/dgramio/frameio"
 	"github.com/dgramio/dgramio/internal/stack"
 	"github.com/dgramio/dgramio/internal/tcp"
 	"github.com/dgramio/dgramio/stack/native"
@@ -76,6 +77,9 @@ func (s *side) nativeConfig() dgramio.Config {
 // when a round moved nothing, Engine.Wait (unless Busy).
 func (s *side) runNative(ctx context.Context) error {
 	sp := s.spec
+	if sp.Queues > 1 {
+		return s.runNativeQueues(ctx)
+	}
 	cfg := s.nativeConfig()
 	open := netconn.OpenXDP
 	if s.row.Kind == dgramio.KindTCPDPDK {
@@ -103,15 +107,7 @@ func (s *side) runNative(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	counters := func() (map[string]uint64, uint64) {
-		m := layerMap(e.AppendCounters(nil))
-		fs := fio.Stats()
-		for k, v := range layerMap(fs.Layers) {
-			m[k] = v
-		}
-		m["frameio.rx_dropped"], m["frameio.tx_dropped"], m["frameio.tx_ring_full"] = fs.RxDropped, fs.TxDropped, fs.TxRingFull
-		return m, m[native.Layer+".tcp_retransmits"]
-	}
+	counters := func() (map[string]uint64, uint64) { return engineCounters(e, fio) }
 	mode := opts.Mode
 	if mode == "" {
 		mode = fio.Stats().Mode
@@ -135,6 +131,18 @@ func (s *side) runNative(ctx context.Context) error {
 		_ = e.Wait(ctx)
 	}
 	return nil
+}
+
+// engineCounters are e's counters and its FrameIO's, "layer.name", and
+// the segments it retransmitted.
+func engineCounters(e *native.Engine, fio frameio.FrameIO) (map[string]uint64, uint64) {
+	m := layerMap(e.AppendCounters(nil))
+	fs := fio.Stats()
+	for k, v := range layerMap(fs.Layers) {
+		m[k] = v
+	}
+	m["frameio.rx_dropped"], m["frameio.tx_dropped"], m["frameio.tx_ring_full"] = fs.RxDropped, fs.TxDropped, fs.TxRingFull
+	return m, m[native.Layer+".tcp_retransmits"]
 }
 
 // nativeConnect listens and accepts (server) or dials (client) the
@@ -199,6 +207,21 @@ func (s *side) nativeMove(ctx context.Context, e *native.Engine, conns []*native
 	ru0 := rusage()
 	start := time.Now()
 	fl := s.newFlows(start)
+	if err := s.moveLoop(ctx, e, conns, fl); err != nil {
+		return err
+	}
+	end := time.Now()
+	c1, rt1 := counters()
+	r := SideResult{Runs: runs, Retransmits: rt1 - rt0, Counters: filterLossy(moved(c0, c1))}
+	s.finish(&r, fl, start, ru0, end)
+	return nil
+}
+
+// moveLoop moves the bytes of conns, fl[i] the flow of conns[i], on
+// engine e from this goroutine until every flow is done: Poll, read and
+// write every connection, Flush; when a round moved nothing, Engine.Wait
+// (unless Busy).
+func (s *side) moveLoop(ctx context.Context, e *native.Engine, conns []*native.Conn, fl []*flow) error {
 	left := len(fl)
 	for left > 0 {
 		if err := ctx.Err(); err != nil {
@@ -219,7 +242,7 @@ func (s *side) nativeMove(ctx context.Context, e *native.Engine, conns []*native
 						break
 					}
 					if err := f.rcv.take(p, now); err != nil {
-						return fmt.Errorf("connection %d: %w", i, err)
+						return fmt.Errorf("connection %d: %w", f.id, err)
 					}
 					c.Lend(len(p))
 					progress = true
@@ -227,7 +250,7 @@ func (s *side) nativeMove(ctx context.Context, e *native.Engine, conns []*native
 				if _, err := c.Read(nil); errors.Is(err, io.EOF) {
 					f.eof, f.rcv.last, progress = true, now, true
 				} else if err != nil {
-					return fmt.Errorf("connection %d: %w", i, err)
+					return fmt.Errorf("connection %d: %w", f.id, err)
 				}
 			}
 			if !f.finSent {
@@ -246,7 +269,7 @@ func (s *side) nativeMove(ctx context.Context, e *native.Engine, conns []*native
 					f.finSent, progress = true, true
 				}
 				if err := c.Err(); err != nil {
-					return fmt.Errorf("connection %d: %w", i, err)
+					return fmt.Errorf("connection %d: %w", f.id, err)
 				}
 			}
 			if f.finSent && f.eof {
@@ -262,9 +285,5 @@ func (s *side) nativeMove(ctx context.Context, e *native.Engine, conns []*native
 			}
 		}
 	}
-	end := time.Now()
-	c1, rt1 := counters()
-	r := SideResult{Runs: runs, Retransmits: rt1 - rt0, Counters: filterLossy(moved(c0, c1))}
-	s.finish(&r, fl, start, ru0, end)
 	return nil
 }
