@@ -40,3 +40,26 @@ func TestUDPOnlyLinksOneKind(t *testing.T) {
 		t.Errorf("a udp-only program is %d bytes; want at most %d", fi.Size(), limit)
 	}
 }
+
+// No package a program links to send and receive (the root, the kinds,
+// the frame I/O packages, the engines, net.Conn) nor any tool links
+// gopacket: it decodes frames in tests and in the conformance suite only.
+// Its layers package alone takes tens of milliseconds to initialise and
+// half a megabyte of heap in every process that links it (pcapio writes
+// the pcap format itself).
+func TestLibraryLinksNoGopacket(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	pkgs := []string{".", "./kinds/...", "./frameio/...", "./stack/...", "./tcp/...", "./cmd/..."}
+	out, err := exec.Command(gobin, append([]string{"list", "-deps"}, pkgs...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/google/gopacket") {
+			t.Errorf("%s links %s", strings.Join(pkgs, " "), dep)
+		}
+	}
+}

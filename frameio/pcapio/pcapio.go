@@ -1,8 +1,9 @@
 // Package pcapio is a frameio.FrameIO that captures: it wraps another
 // FrameIO and writes every frame sent (accepted by TxFrame) and every frame
-// received (delivered by RxFrames) to two pcap files, with
-// gopacket/pcapgo (pure Go, no libpcap). tcpdump cannot see what AF_XDP and
-// DPDK take from the kernel; this can.
+// received (delivered by RxFrames) to two pcap files (libpcap's format,
+// nanosecond time stamps, written here: no libpcap, no other package).
+// tcpdump cannot see what AF_XDP and DPDK take from the kernel; this can,
+// and tcpdump -r, Wireshark and gopacket read the files.
 //
 // Config.Pcap names a file prefix: Wrap(fio, cfg.Pcap) writes
 // <prefix>-tx.pcap and <prefix>-rx.pcap and returns fio itself when the
@@ -37,10 +38,6 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
-
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 
 	"github.com/dgramio/dgramio"
 	"github.com/dgramio/dgramio/frameio"
@@ -105,7 +102,7 @@ type Capture struct {
 type side struct {
 	out    io.Writer
 	buf    *bufio.Writer
-	w      *pcapgo.Writer
+	hdr    [recordHeaderLen]byte // a record's header, built in place
 	dirty  bool
 	frames atomic.Uint64
 	errs   atomic.Uint64
@@ -125,10 +122,7 @@ func New(fio frameio.FrameIO, tx, rx io.Writer) (*Capture, error) {
 	}{{&c.tx, tx, "tx"}, {&c.rx, rx, "rx"}} {
 		s.side.out = s.w
 		s.side.buf = bufio.NewWriterSize(s.w, 64<<10)
-		s.side.w = pcapgo.NewWriterNanos(s.side.buf)
-		if err := s.side.w.WriteFileHeader(Snaplen, layers.LinkTypeEthernet); err != nil {
-			return nil, fmt.Errorf("pcapio: %s header: %w", s.name, err)
-		}
+		_, _ = s.side.buf.Write(appendFileHeader(nil, Snaplen))
 		if err := s.side.buf.Flush(); err != nil {
 			return nil, fmt.Errorf("pcapio: %s header: %w", s.name, err)
 		}
@@ -160,8 +154,12 @@ func (s *side) record(frame []byte) {
 	if n > Snaplen {
 		n = Snaplen
 	}
-	ci := gopacket.CaptureInfo{Timestamp: time.Now(), CaptureLength: n, Length: len(frame)}
-	if err := s.w.WritePacket(ci, frame[:n]); err != nil {
+	h := appendRecordHeader(s.hdr[:0], time.Now(), n, len(frame))
+	if _, err := s.buf.Write(h); err != nil {
+		s.fail(err)
+		return
+	}
+	if _, err := s.buf.Write(frame[:n]); err != nil {
 		s.fail(err)
 		return
 	}

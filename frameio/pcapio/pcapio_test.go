@@ -117,10 +117,10 @@ func TestCaptureMemioRoundTrip(t *testing.T) {
 			if !bytes.Equal(r.Frame, c.want[i]) {
 				t.Fatalf("%s: frame %d differs:\n got %x\nwant %x", c.file, i, r.Frame, c.want[i])
 			}
-			if r.Info.Length != len(c.want[i]) || r.Info.CaptureLength != len(c.want[i]) {
-				t.Fatalf("%s: frame %d lengths %d/%d", c.file, i, r.Info.CaptureLength, r.Info.Length)
+			if r.Length != len(c.want[i]) {
+				t.Fatalf("%s: frame %d of length %d, want %d", c.file, i, r.Length, len(c.want[i]))
 			}
-			if i > 0 && r.Info.Timestamp.Before(recs[i-1].Info.Timestamp) {
+			if i > 0 && r.Time.Before(recs[i-1].Time) {
 				t.Fatalf("%s: timestamps go back at %d", c.file, i)
 			}
 			pkt := gopacket.NewPacket(r.Frame, layers.LayerTypeEthernet, gopacket.Default)
