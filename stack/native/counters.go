@@ -80,6 +80,7 @@ const (
 	cTCPPAWSIdle
 	cTCPCookiesUnsolicited
 	cTCPCookiesNoSlot
+	cTCPCookiesTSOptions
 	cTCPPersistTimeouts
 	cTCPOrphanAborts
 	cTCPUserTimeouts
@@ -210,6 +211,7 @@ var counterNames = [nCounters]struct {
 	cTCPPAWSIdle:             {"tcp_paws_idle_accepted", false},          // RFC 7323 §5.5: TS.Recent invalid after 24 days idle
 	cTCPCookiesUnsolicited:   {"tcp_syncookies_unsolicited", false},      // a bare ACK at a listener that sent no recent cookie
 	cTCPCookiesNoSlot:        {"tcp_syncookies_no_slot", false},          // a valid cookie ACK dropped: the table was full
+	cTCPCookiesTSOptions:     {"tcp_syncookies_ts_options", false},       // cookie connections with window scale, SACK and timestamps from the echo
 	cTCPPersistTimeouts:      {"tcp_persist_timeouts", false},            // zero-window probes unanswered MaxRetries times
 	cTCPOrphanAborts:         {"tcp_orphan_aborts", false},               // closed connections stuck in persist, aborted
 	cTCPUserTimeouts:         {"tcp_user_timeouts", false},               // Options.UserTimeout passed without progress

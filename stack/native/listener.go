@@ -175,8 +175,13 @@ func (l *Listener) input(s *segment) {
 }
 
 // sendCookie answers SYN s with a SYN-ACK whose ISN is a cookie, keeping
-// no state (RFC 4987 §3.6). Only the MSS survives: no window scale, SACK
-// or timestamps on such a connection.
+// no state (RFC 4987 §3.6). The ISN holds the MSS. The other options of
+// the SYN, which RFC 4987 §3.6 notes a cookie loses, come back in the
+// peer's timestamp echo when the SYN offered timestamps (RFC 7323 §3.2:
+// every segment after the SYN-ACK echoes its TSval): the SYN-ACK then
+// offers timestamps, the window scale and SACK the SYN offered, and its
+// TSval's low bits say which (cookieTS). Without timestamps the
+// connection has none of them, as on Linux.
 func (l *Listener) sendCookie(s *segment) {
 	e := l.e
 	mss := uint16(536)
@@ -184,9 +189,65 @@ func (l *Listener) sendCookie(s *segment) {
 		mss = s.mss
 	}
 	mss = min(mss, uint16(e.mssFor(s.src)))
-	e.sendBare(s, e.cookie(s, mss), s.seq+1, flagSYN|flagACK, uint16(min(e.o.RecvBuf, 0xffff)), uint16(e.mssFor(s.src)))
+	iss, wnd, ourMSS := e.cookie(s, mss), uint16(min(e.o.RecvBuf, 0xffff)), uint16(e.mssFor(s.src))
+	if s.hasTS && !e.o.NoTimestamps {
+		e.sendCookieSynAck(s, iss, wnd, ourMSS)
+	} else {
+		e.sendBare(s, iss, s.seq+1, flagSYN|flagACK, wnd, ourMSS)
+	}
 	e.cnt[cTCPCookiesSent]++
 	l.cookieAt = e.now + 1
+}
+
+// The low bits of a cookie SYN-ACK's TSval (cookieTS): the peer's window
+// scale (0–14; cookieNoWS when it offered none or we take none) and
+// whether SACK is on. The bits above are the connection's timestamp
+// clock, rounded down so that the TSval is never ahead of the clock the
+// connection goes on with: its timestamps never go back (RFC 7323 §5.3's
+// monotonic TSval, which the peer's PAWS holds us to).
+const (
+	cookieTSMask = 0x1f
+	cookieNoWS   = 0xf
+	cookieSACK   = 0x10
+)
+
+// cookieTS is the TSval of a cookie SYN-ACK answering SYN s: the clock of
+// the connection s would make (tsOffset of its 4-tuple, as newConn sets
+// it), its low bits the options the connection takes.
+func (e *Engine) cookieTS(s *segment) uint32 {
+	bits := uint32(cookieNoWS)
+	if s.hasWS && !e.o.NoWindowScale {
+		bits = uint32(s.wscale) // at most 14 (parse)
+	}
+	if s.sackOK && !e.o.NoSACK {
+		bits |= cookieSACK
+	}
+	clock := uint32(e.wall()/1e6) + e.tsOffset(s.src, s.dport, s.sport)
+	ts := clock&^cookieTSMask | bits
+	if seqGT(ts, clock) {
+		ts -= cookieTSMask + 1
+	}
+	return ts
+}
+
+// cookieTSOptions reads the options of a cookie connection from the
+// timestamp echo of its ACK s: the peer's window scale (cookieNoWS: none)
+// and SACK. false when s has no timestamps, or its echo is no TSval of
+// ours from the cookie's lifetime (a peer that never saw our clock: it
+// is keyed by the flow, RFC 7323 §5.4, and cannot be guessed).
+func (e *Engine) cookieTSOptions(s *segment) (ws uint8, sack, ok bool) {
+	if !s.hasTS || e.o.NoTimestamps {
+		return 0, false, false
+	}
+	now := uint32(e.wall()/1e6) + e.tsOffset(s.src, s.dport, s.sport)
+	if now-s.tsEcr > uint32(cookieValid/1e6) { // not sent, or too long ago
+		return 0, false, false
+	}
+	ws = uint8(s.tsEcr & 0xf)
+	if ws > 14 && ws != cookieNoWS || ws != cookieNoWS && e.o.NoWindowScale {
+		return 0, false, false
+	}
+	return ws, s.tsEcr&cookieSACK != 0 && !e.o.NoSACK, true
 }
 
 // cookieValid is how long after the last cookie a listener checks bare
@@ -223,9 +284,23 @@ func (l *Listener) cookieAck(s *segment) bool {
 	c.setIRS(s.seq - 1)
 	c.peerMSS = int(min(mss, uint16(e.mssFor(s.src))))
 	c.smss = c.peerMSS
-	c.sndWS, c.rcvWS = 0, 0
-	c.rcvCap = min(c.rcvCap, 0xffff)
-	c.rcvAdv = c.rcvNxt + uint32(min(e.o.RecvBuf, 0xffff))
+	c.rcvAdv = c.rcvNxt + uint32(min(e.o.RecvBuf, 0xffff)) // the SYN-ACK's window
+	if ws, sack, ok := e.cookieTSOptions(s); ok {
+		// The options the SYN-ACK offered back (sendCookie), as
+		// peerOptions takes them from a SYN.
+		e.cnt[cTCPCookiesTSOptions]++
+		c.tsOK, c.tsRecent, c.sackOK = true, s.tsVal, sack
+		c.smss -= 12 // RFC 6691
+		c.rmss = e.mssFor(s.src) - 12
+		c.wsOK = ws != cookieNoWS
+		if c.wsOK {
+			c.sndWS = ws // c.rcvWS is newConn's, the scale the SYN-ACK offered
+		}
+	}
+	if !c.wsOK {
+		c.sndWS, c.rcvWS = 0, 0
+		c.rcvCap = min(c.rcvCap, 0xffff)
+	}
 	c.establish(s)
 	c.sndUna, c.sndNxt, c.sndMax = s.ack, s.ack, s.ack
 	l.enqueue(c)

@@ -551,6 +551,42 @@ func (e *Engine) sendBare(s *segment, seq, ack uint32, flags uint8, wnd uint16, 
 	}
 }
 
+// sendCookieSynAck sends the SYN-ACK of a SYN cookie to SYN s when s
+// offered timestamps: MSS, then the SACK-permitted and window scale
+// options s offered (ours the scale newConn will give the connection),
+// and timestamps whose TSval carries which (cookieTS), laid out as
+// options lays out a SYN-ACK's.
+func (e *Engine) sendCookieSynAck(s *segment, iss uint32, wnd, mss uint16) {
+	tsval := e.cookieTS(s)
+	sack, ws := tsval&cookieSACK != 0, tsval&0xf != cookieNoWS
+	hl := tcpLen + 4 + 12
+	if ws {
+		hl += 4
+	}
+	t := e.tcpFrame(s.srcMAC, s.src, hl)
+	putTCP(t, s.dport, s.sport, iss, s.seq+1, hl, flagSYN|flagACK, wnd)
+	o := t[tcpLen:hl]
+	o[0], o[1] = optMSS, 4
+	binary.BigEndian.PutUint16(o[2:], mss)
+	n := 4
+	if sack {
+		o[n], o[n+1] = optSACKPerm, 2
+	} else {
+		o[n], o[n+1] = optNOP, optNOP
+	}
+	o[n+2], o[n+3] = optTimestamp, 10
+	binary.BigEndian.PutUint32(o[n+4:], tsval)
+	binary.BigEndian.PutUint32(o[n+8:], s.tsVal)
+	n += 12
+	if ws {
+		o[n], o[n+1], o[n+2], o[n+3] = optNOP, optWScale, 3, wscaleFor(e.o.RecvBuf)
+	}
+	binary.BigEndian.PutUint16(t[16:], fold(csum(e.pseudoTo(s.src, hl), t[:hl])))
+	if e.send() {
+		e.cnt[cTCPSegmentsOut]++
+	}
+}
+
 // tcpFrame sizes e.tx for an IP packet carrying n bytes of TCP to dst
 // (at dstMAC), writes its Ethernet and IP headers and returns the TCP
 // part: IPv4, or IPv6 for an IPv6 peer's alias (engine6.go).
