@@ -311,6 +311,44 @@ func init() {
 			},
 		},
 		Case{
+			Name:  "tcp-syncookie-keeps-options",
+			RFC:   "RFC 4987 §3.6 (SYN cookies) / RFC 7323 §3.2 (every segment after the SYN-ACK echoes its TSval) / RFC 2018 §2, §4",
+			Title: "a listener answering with SYN cookies still offers window scale, SACK and timestamps to a SYN with timestamps, and the connection then uses SACK and timestamps",
+			Needs: []Cap{CapSYNCookies},
+			Setup: Setup{SYNCookies: true},
+			Run: func(e *Env) {
+				l := e.Listen(dutPort, SockOpts{})
+				f := e.NewFlow(dutPort, 1000)
+				f.Offered = FullOpts
+				f.Send(SYN, nil)
+				sa := f.ExpectSYNACK()
+				o := sa.Opts()
+				if !o.TS || !o.SACKOK || o.WScale < 0 {
+					e.Fatalf("cookie SYN-ACK options: %s; want window scale, SACK-permitted and timestamps back", optString(sa.TCP))
+				}
+				e.Note("cookie SYN-ACK options: %s", optString(sa.TCP))
+				f.Send(ACK, nil)
+				c := e.Accept(l)
+				data := Pattern(400, 41)
+				s := f.SndNxt
+				f.SendRaw(s+200, f.RcvNxt, ACK|PSH, data[200:])
+				a := f.Expect("ACK with SACK", Has(ACK))
+				ao := a.Opts()
+				if b := ao.SACK; len(b) < 1 || b[0] != (Block{s + 200, s + 400}) {
+					e.Errorf("out-of-order segment on a cookie connection: SACK %v, want first block {%d %d}", b, s+200, s+400)
+				}
+				if !ao.TS {
+					e.Errorf("ACK on a cookie connection without timestamps")
+				}
+				f.SendRaw(s, f.RcvNxt, ACK|PSH, data[:200])
+				f.SndNxt = s + 400
+				f.ExpectAck(s + 400)
+				if got := e.ReadAll(c, 400); !bytes.Equal(got, data) {
+					e.Errorf("DUT read bytes out of order")
+				}
+			},
+		},
+		Case{
 			Name:  "tcp-handshake-active",
 			RFC:   "RFC 9293 §3.5 (three-way handshake), §3.7.1 (MSS in the SYN)",
 			Title: "the DUT connects: a SYN with an MSS option; after the SYN-ACK it acknowledges ISS+1 and sends data",

@@ -59,6 +59,11 @@ type Setup struct {
 	// Neigh are the DUT's neighbour cache timers; zero fields keep the
 	// DUT's defaults.
 	Neigh NeighTimes
+	// SYNCookies makes the DUT answer every SYN to a listener with a SYN
+	// cookie (Linux: net.ipv4.tcp_syncookies = 2 in its namespace; the
+	// native engine: Options.AlwaysSYNCookies). Cases that set it need
+	// CapSYNCookies.
+	SYNCookies bool
 	// IPv6 turns IPv6 on at the DUT (Info.Addr6 and its link-local
 	// address); off, the DUT sends no IPv6 of its own (MLD reports, ...)
 	// into the IPv4 cases. Cases that set it need CapIPv6.
@@ -139,6 +144,9 @@ const (
 	// CapFastTimeWait: TIME-WAIT (2 MSL) can be waited out in a test: the
 	// DUT's clock is fake.
 	CapFastTimeWait Cap = "fast-time-wait"
+	// CapSYNCookies: the DUT can be told to answer every SYN with a SYN
+	// cookie (Setup.SYNCookies).
+	CapSYNCookies Cap = "syn-cookies"
 )
 
 // Clock is a DUT's clock. Timer cases read it (frames carry the time they

@@ -65,6 +65,11 @@ func (linuxFactory) New(tb TB, s Setup) (DUT, error) {
 	if err := setNeighTimes(v.dut, s.Neigh); err != nil {
 		return nil, err
 	}
+	if s.SYNCookies {
+		if err := setSysctl(v.dut, "net/ipv4/tcp_syncookies", "2"); err != nil {
+			return nil, err
+		}
+	}
 	ok = true
 	return d, nil
 }
@@ -102,6 +107,26 @@ func setNeighTimes(h *testhost.Host, t NeighTimes) error {
 					return fmt.Errorf("linux: %s%s reads back %q, want %s", dir, x[0], b, x[1])
 				}
 			}
+		}
+		return nil
+	})
+}
+
+// setSysctl writes value to /proc/sys/<key> from a thread inside h's
+// namespace (a per-namespace setting, gone with the namespace) and reads
+// it back.
+func setSysctl(h *testhost.Host, key, value string) error {
+	return h.Do(func() error {
+		path := "/proc/sys/" + key
+		if err := os.WriteFile(path, []byte(value+"\n"), 0); err != nil {
+			return fmt.Errorf("linux: %s: %w", key, err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("linux: %s: %w", key, err)
+		}
+		if strings.TrimSpace(string(b)) != value {
+			return fmt.Errorf("linux: %s reads back %q, want %s", path, b, value)
 		}
 		return nil
 	})

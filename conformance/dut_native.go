@@ -77,7 +77,8 @@ func newNativeDUT(fio waitFrameIO, s Setup, addr netip.Addr, prefix int, bench, 
 		MaxConns: 64, SendBuf: 64 << 10, RecvBuf: 64 << 10,
 		Neighbors: nb,
 		// No DELAY state: a STALE neighbour is probed at its first use.
-		ARPReachable: s.Neigh.Reachable, ARPTimeout: s.Neigh.Retrans}
+		ARPReachable: s.Neigh.Reachable, ARPTimeout: s.Neigh.Retrans,
+		AlwaysSYNCookies: s.SYNCookies}
 	e, err := native.New(fio, o)
 	if err != nil {
 		return nil, fmt.Errorf("native: %w", err)

@@ -226,7 +226,8 @@ func (d *oursDUT) startLoop() {
 
 // oursLacks is what our stack over memio cannot do.
 var oursLacks = map[Cap]string{
-	CapUDP: "stack.New registers no UDP (dgramio's datagram kinds run udp/ on their raw paths, without a socket layer)",
+	CapUDP:        "stack.New registers no UDP (dgramio's datagram kinds run udp/ on their raw paths, without a socket layer)",
+	CapSYNCookies: "netstack is not switched to cookies for every SYN here (its listen backlog decides when it uses them)",
 }
 
 var (

@@ -32,7 +32,8 @@ func (xdpFactory) Name() string { return "ours-xdp" }
 
 // xdpLacks is what the tcp-xdp DUT cannot show.
 var xdpLacks = map[Cap]string{
-	CapUDP: "stack.New registers no UDP (its datagrams reach netstack, which answers protocol unreachable)",
+	CapUDP:        "stack.New registers no UDP (its datagrams reach netstack, which answers protocol unreachable)",
+	CapSYNCookies: "netstack is not switched to cookies for every SYN here (its listen backlog decides when it uses them)",
 }
 
 // xdpLacksNow is xdpLacks, and CapIPv6 when netstack serves no IPv6

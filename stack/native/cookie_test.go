@@ -184,3 +184,27 @@ func TestCookieTSNeverAheadRFC7323Sec5_3(t *testing.T) {
 		}
 	}
 }
+
+// AlwaysSYNCookies (Linux's tcp_syncookies = 2, RFC 4987 §3.6) answers
+// every SYN with a cookie, the first to an idle listener too; with
+// NoSYNCookies the listener keeps state as before.
+func TestAlwaysSYNCookiesRFC4987Sec3_6(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		o       Options
+		cookies bool
+	}{{"always", Options{AlwaysSYNCookies: true}, true}, {"never wins", Options{AlwaysSYNCookies: true, NoSYNCookies: true}, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, memio.Options{}, Options{}, tc.o)
+			l, _ := w.b.Listen(7000, 64)
+			ca, cb := w.connectTo(l, netip.AddrPortFrom(addrB, 7000))
+			w.exchange(ca, cb, pattern(3000, 1), pattern(3000, 2))
+			if got := counterOf(t, w.b, "tcp_syncookies_ok") == 1; got != tc.cookies {
+				t.Errorf("connection made from a cookie: %v, want %v", got, tc.cookies)
+			}
+			if !cb.wsOK || !cb.sackOK || !cb.tsOK {
+				t.Errorf("options ws %v sack %v ts %v, want all on", cb.wsOK, cb.sackOK, cb.tsOK)
+			}
+		})
+	}
+}

@@ -129,7 +129,7 @@ func (l *Listener) input(s *segment) {
 		e.cnt[cTCPListenOverflow]++
 		return
 	}
-	if l.synRcvd >= e.o.SYNBacklog || e.synRcvd >= e.o.MaxSYNReceived || len(e.free) == 0 {
+	if l.synRcvd >= e.o.SYNBacklog || e.synRcvd >= e.o.MaxSYNReceived || len(e.free) == 0 || e.o.AlwaysSYNCookies && !e.o.NoSYNCookies {
 		if e.synRcvd >= e.o.MaxSYNReceived {
 			e.cnt[cTCPSynRcvdOverflow]++
 		}

@@ -209,6 +209,10 @@ type Options struct {
 	SYNBacklog int
 	// NoSYNCookies drops SYNs beyond SYNBacklog instead.
 	NoSYNCookies bool
+	// AlwaysSYNCookies answers every SYN to a listener with a SYN cookie,
+	// keeping no SYN-RECEIVED state (Linux's net.ipv4.tcp_syncookies = 2).
+	// NoSYNCookies wins over it.
+	AlwaysSYNCookies bool
 	// ISNSecret keys the initial sequence numbers (RFC 6528) and the SYN
 	// cookies; zero: a random key.
 	ISNSecret [16]byte
