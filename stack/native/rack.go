@@ -140,7 +140,7 @@ func (c *Conn) armPTO() {
 	}
 	at := c.e.now + pto
 	if c.tRTO != 0 && at > c.tRTO {
-		if c.sndMax-c.sndUna > uint32(c.smss) {
+		if c.sndMax-c.sndUna > uint32(c.smss) || c.tRTO <= c.e.now {
 			// An earlier PTO stands, or the RTO comes first. Moving an
 			// armed PTO to the RTO's time at every send (§7.2's restart
 			// with its cap) cost 2-3% of the model's 16 BBR connections
@@ -309,6 +309,9 @@ func (c *Conn) sendProbe() {
 		r.tlpRtx = true
 	}
 	r.tlpOut, r.tlpHigh = true, c.sndMax
+	if r.kind == lossTLP {
+		r.tLoss = 0 // the probe's send armed a PTO (rackSent): one probe at a time
+	}
 	e.cnt[cTCPTLPProbes]++
 	// §7.3: the RTO after the probe, behind the flight. A probe that is
 	// the whole flight is answered by the peer's delayed ACK (§7.2 adds
