@@ -12,11 +12,11 @@ import (
 )
 
 // TestCellDialsWithoutCookiesRFC4987Sec3_6: a cell's connections, all
-// dialled at once, each get a SYN-ACK with state, not a SYN cookie,
-// which keeps only the MSS (RFC 4987 §3.6): no window scaling, SACK or
-// timestamps on the connection. With nativeOptions alone the server's
-// bound on SYN-RECEIVED was (conns+16)/4 and 8 of 16 connections were
-// cookie connections.
+// dialled at once, each get a SYN-ACK with state, not a SYN cookie (RFC
+// 4987 §3.6), whose connection had only the MSS of the SYN's options
+// (no window scaling, SACK or timestamps) when the cell's figures were
+// taken. With nativeOptions alone the server's bound on SYN-RECEIVED
+// was (conns+16)/4 and 8 of 16 connections were cookie connections.
 func TestCellDialsWithoutCookiesRFC4987Sec3_6(t *testing.T) {
 	const conns, port = 16, 5201
 	a, b := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
