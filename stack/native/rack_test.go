@@ -197,9 +197,11 @@ func TestRACKReoWndIgnoresNetworkDuplicatesRFC8985Sec6_2(t *testing.T) {
 		t.Errorf("reordering window %v -> %v, reordering seen %v; want unchanged, false", time.Duration(before), time.Duration(after), cb.rk.reoSeen)
 	}
 
-	// After a timeout the record is incomplete: a D-SACK widens.
+	// After a timeout the record is incomplete: a D-SACK widens. (The
+	// tail loss probe goes first, §7.2; the timeout follows it.)
 	una, mss = inFlight(t, w, cb, 2)
 	runB(t, w, time.Duration(cb.rto)+time.Millisecond)
+	runB(t, w, time.Duration(cb.tRTO-w.b.now))
 	if got := counterOf(t, w.b, "tcp_timeouts"); got != 1 {
 		t.Fatalf("set-up: tcp_timeouts %d, want 1", got)
 	}
@@ -321,6 +323,48 @@ func TestRACKReorderingSeenDefersDupThreshRFC8985Sec6_2(t *testing.T) {
 	}
 	if got := counterOf(t, w.b, "tcp_rack_recoveries"); got != 1 {
 		t.Errorf("tcp_rack_recoveries %d, want 1", got)
+	}
+	if got := counterOf(t, w.b, "tcp_timeouts"); got != 0 {
+		t.Errorf("tcp_timeouts %d, want 0", got)
+	}
+}
+
+// RFC 8985 §7.2 (TLP_calc_PTO: if Now() + PTO > TCP_RTO_expiration(),
+// PTO = TCP_RTO_expiration() - Now()) and §7.3: a PTO later than the RTO
+// fires at the RTO's time, and the probe goes in its place, the RTO
+// armed again after it. A lone segment's PTO (2*SRTT plus WCDelAckT) is
+// past an RTO of SRTT plus the 25 ms MinRTO; the engine left it to the
+// RTO, which collapsed cwnd for the loss of one segment (the 16
+// connections of the 3% / 10 ms model, whose receive windows left a
+// segment or less in flight).
+func TestTailLossProbeCappedAtRTORFC8985Sec7_2(t *testing.T) {
+	w, ca, cb := rackWorld(t, Options{})
+	w.b.minRTO = int64(25 * time.Millisecond)
+	cb.rto = cb.srtt + max(w.b.minRTO, 4*cb.rttvar)
+	una, mss := inFlight(t, w, cb, 1)
+	if cb.tRTO == 0 || cb.rk.kind != lossTLP || cb.rk.tLoss != cb.tRTO {
+		t.Fatalf("PTO not armed at the RTO: kind %d, PTO in %v, RTO in %v", cb.rk.kind,
+			time.Duration(cb.rk.tLoss-w.b.now), time.Duration(cb.tRTO-w.b.now))
+	}
+	cwnd := cb.cwnd
+	runB(t, w, time.Duration(cb.tRTO-w.b.now))
+	if got := counterOf(t, w.b, "tcp_tlp_probes"); got != 1 {
+		t.Fatalf("tcp_tlp_probes %d at the RTO's time, want 1", got)
+	}
+	if got := counterOf(t, w.b, "tcp_timeouts"); got != 0 {
+		t.Fatalf("tcp_timeouts %d: the RTO fired instead of the probe", got)
+	}
+	if cb.tRTO <= w.b.now || cb.cwnd != cwnd {
+		t.Fatalf("after the probe: RTO in %v, cwnd %d -> %d; want the RTO armed again, cwnd kept",
+			time.Duration(cb.tRTO-w.b.now), cwnd, cb.cwnd)
+	}
+	// The probe arrives: its ACK repairs the loss (§7.4).
+	ackSACK(t, w, ca, cb, una+mss)
+	if cb.sndUna != cb.sndMax {
+		t.Fatalf("not repaired: %d bytes unacknowledged", cb.sndMax-cb.sndUna)
+	}
+	if got := counterOf(t, w.b, "tcp_tlp_recoveries"); got != 1 {
+		t.Errorf("tcp_tlp_recoveries %d, want 1", got)
 	}
 	if got := counterOf(t, w.b, "tcp_timeouts"); got != 0 {
 		t.Errorf("tcp_timeouts %d, want 0", got)

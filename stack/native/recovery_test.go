@@ -382,8 +382,10 @@ func ackWide(w *world, ca, cb *Conn, ack uint32, bs ...sackBlock) {
 // cwnd collapsed and the sender went back N. Without timestamps the
 // timer of a lone segment waits the RTO plus that delay; with them the
 // timeout may come, and its ACK tells it spurious (RFC 3522) and undoes
-// it (RFC 4015): cwnd as before, nothing sent again but the one segment.
-// A lone segment really lost is still repaired by the timer.
+// it (RFC 4015): cwnd as before, nothing sent again but the one segment
+// (or a tail loss probe goes in the RTO's place, RFC 8985 §7.2). A lone
+// segment really lost is still repaired at the timer's time, by the
+// probe.
 func TestRTOOutlastsPeerDelayedACKRFC6298Sec5(t *testing.T) {
 	for _, ts := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no-timestamps", true: "timestamps"}[ts], func(t *testing.T) {
@@ -415,14 +417,15 @@ func TestRTOOutlastsPeerDelayedACKRFC6298Sec5(t *testing.T) {
 				return got == len(data)+14 && cb.sndUna == cb.sndMax
 			})
 			rtos, spurious := counterOf(t, w.b, "tcp_timeouts"), counterOf(t, w.b, "tcp_spurious_rtos")
-			if !ts && rtos != 0 {
-				t.Fatalf("tcp_timeouts %d for a lone segment whose ACK the peer delayed 40 ms, want 0", rtos)
+			probes := counterOf(t, w.b, "tcp_tlp_probes")
+			if !ts && rtos+probes != 0 {
+				t.Fatalf("tcp_timeouts %d, tcp_tlp_probes %d for a lone segment whose ACK the peer delayed 40 ms, want 0", rtos, probes)
 			}
-			if rtos != spurious || rtos > 1 {
-				t.Fatalf("tcp_timeouts %d, tcp_spurious_rtos %d: want at most one, told spurious", rtos, spurious)
+			if rtos != spurious || rtos+probes > 1 {
+				t.Fatalf("tcp_timeouts %d (tcp_spurious_rtos %d), tcp_tlp_probes %d: want at most one timeout told spurious, or a probe in its place (RFC 8985 §7.2)", rtos, spurious, probes)
 			}
-			if rtx := counterOf(t, w.b, "tcp_retransmits"); rtx != rtos {
-				t.Fatalf("tcp_retransmits %d, want %d", rtx, rtos)
+			if rtx := counterOf(t, w.b, "tcp_retransmits"); rtx != rtos+probes {
+				t.Fatalf("tcp_retransmits %d, want %d", rtx, rtos+probes)
 			}
 			if cb.cwnd < cwnd {
 				t.Fatalf("cwnd %d after the delayed ACK, was %d", cb.cwnd, cwnd)
@@ -437,8 +440,13 @@ func TestRTOOutlastsPeerDelayedACKRFC6298Sec5(t *testing.T) {
 				got += n
 				return got == len(data)+18 && cb.sndUna == cb.sndMax
 			})
-			if got := counterOf(t, w.b, "tcp_timeouts"); got != rtos+1 {
-				t.Errorf("tcp_timeouts %d after a lone segment was lost, want %d", got, rtos+1)
+			// Repaired at the timer's time by the tail loss probe that goes
+			// in the RTO's place (RFC 8985 §7.2), not by a timeout.
+			if got := counterOf(t, w.b, "tcp_tlp_probes"); got != probes+1 {
+				t.Errorf("tcp_tlp_probes %d after a lone segment was lost, want %d", got, probes+1)
+			}
+			if got := counterOf(t, w.b, "tcp_timeouts"); got != rtos {
+				t.Errorf("tcp_timeouts %d after a lone segment was lost, want %d", got, rtos)
 			}
 			if got := counterOf(t, w.b, "tcp_spurious_rtos"); got != spurious {
 				t.Errorf("tcp_spurious_rtos %d after a real loss, want %d", got, spurious)

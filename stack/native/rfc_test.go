@@ -41,11 +41,12 @@ func (tp *tap) fn(dir memio.Dir, f []byte) {
 
 // RFC 6298 §5.5: each retransmission doubles the RTO (from MinRTO here:
 // no RTT sample before the loss would leave InitialRTO), up to MaxRTO, and
-// the connection gives up after MaxRetries (RFC 1122 §4.2.3.5).
+// the connection gives up after MaxRetries (RFC 1122 §4.2.3.5). NoRACK:
+// no tail loss probe before the first timeout (RFC 8985 §7.2).
 func TestRTOBackoffRFC6298Sec5_5(t *testing.T) {
 	tp := &tap{match: func(f []byte) bool { t := tcpFrame(f); return t != nil && dataLen(f) > 0 }}
 	mo := memio.Options{Tap: tp.fn}
-	oa := Options{MinRTO: 100 * time.Millisecond, MaxRTO: 2 * time.Second, MaxRetries: 6}
+	oa := Options{MinRTO: 100 * time.Millisecond, MaxRTO: 2 * time.Second, MaxRetries: 6, NoRACK: true}
 	w := newWorld(t, mo, oa, Options{})
 	tp.clk = w.clk
 	ca, _ := w.connect(7000)

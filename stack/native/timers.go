@@ -162,6 +162,9 @@ func (c *Conn) timers() {
 		c.toClosed(nil) // TIME-WAIT over, or an orphan's FIN-WAIT-2
 		return
 	}
+	if c.rk.kind == lossTLP && c.rk.tLoss != 0 && c.rk.tLoss <= now {
+		c.onLossTimer() // RFC 8985 §7.2: a PTO capped at the RTO goes in its place
+	}
 	if c.tRTO != 0 && c.tRTO <= now {
 		c.onRTO()
 		if c.state == Closed {
