@@ -530,12 +530,10 @@ func (c *Conn) growWindow(win, held int64) {
 			p.tuned++
 		}
 		room := b - (p.grown - int64(m.grown))
-		share := int64(0) // a long path's window is not shared (shareWindow)
+		share := c.windowShare(held)
 		rtt := c.pathRTT()
 		if rtt > ringWait {
 			room = room*rtt/ringWait + held
-		} else {
-			share = c.recvShare()
 		}
 		if want > base+room && room < share {
 			// Held below its share: the others give back.
@@ -550,31 +548,45 @@ func (c *Conn) growWindow(win, held int64) {
 }
 
 // recvShare is a connection's share of Options.RecvMemory among the
-// connections that auto-tuning grew (pool.tuned), as a window's growth
-// beyond initCap on a round trip within ringWait (the only ones shared).
+// connections that auto-tuning grew (pool.tuned), as what its window's
+// growth beyond initCap counts against it (account).
 func (c *Conn) recvShare() int64 {
 	return int64(c.e.o.RecvMemory) / int64(max(c.e.pool.tuned, 1))
 }
 
+// windowShare is the growth beyond initCap a connection's window may
+// always reach: its share of Options.RecvMemory (recvShare) as a window.
+// On a round trip longer than ringWait a window counts ringWait/rtt of
+// itself (account), so the share is recvShare*rtt/ringWait, and held,
+// the bytes the connection holds out of order behind a hole, come on
+// top as they do on the bound (growWindow).
+func (c *Conn) windowShare(held int64) int64 {
+	s := c.recvShare()
+	if rtt := c.pathRTT(); rtt > ringWait {
+		s = s*rtt/ringWait + held
+	}
+	return s
+}
+
 // shareWindow lowers a window that auto-tuning grew beyond its
-// connection's share of Options.RecvMemory while another connection's
-// window is held below its own share by the bound (pool.pressUntil), so
-// that the connections that receive at once share the receive ring
-// rather than the first to grow keeping it. Only on round trips within
-// ringWait, where a window counts whole and arrives at once: on longer
-// ones the growth stays first come, first served, since equal shares
-// moved less (16 BBR connections at 1% loss and 10 ms each way:
-// 0.68–0.77 Gbit/s in all against 0.87–1.02 unshared). The right edge
-// already advertised stays where it is (window never moves it back, RFC
-// 9293 §3.8.6.2.2): the lower cap takes effect as the application reads. What the connection
-// delivered per round trip is lowered with it (memState.space), so that
-// its window grows again once the others end or idle.
+// connection's share of Options.RecvMemory (windowShare) while another
+// connection's window is held below its own share by the bound
+// (pool.pressUntil), so that the connections that receive at once share
+// the receive ring rather than the first to grow keeping it. On every
+// round trip: 16 BBR connections at 1% and 3% loss and 10 ms each way,
+// first come first served, moved 1.16 and 0.93 Gbit/s with the slowest
+// at a quarter of the mean; shared, 1.47 and 1.31 with it at 0.64 and
+// 0.35 (BENCHMARKS.md). The right edge already advertised stays where
+// it is (window never moves it back, RFC 9293 §3.8.6.2.2): the lower cap
+// takes effect as the application reads. What the connection delivered
+// per round trip is lowered with it (memState.space), so that its window
+// grows again once the others end or idle.
 func (c *Conn) shareWindow() {
 	m := &c.m
-	if c.e.o.RecvMemory <= 0 || !m.tuned || m.locked || c.e.now >= c.e.pool.pressUntil || c.pathRTT() > ringWait {
+	if c.e.o.RecvMemory <= 0 || !m.tuned || m.locked || c.e.now >= c.e.pool.pressUntil {
 		return
 	}
-	to := c.initCap() + c.recvShare()
+	to := c.initCap() + c.windowShare(int64(c.oooBytes()))
 	if int64(c.rcvCap) <= to {
 		return
 	}

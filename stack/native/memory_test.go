@@ -368,6 +368,19 @@ func bulkRound(w *world, cs [][2]*Conn, got []int) {
 // right edge ever moving back (RFC 9293 §3.8.6.2.2), so that each moves
 // a fair part of the bytes instead of the first keeping the ring.
 func TestRecvMemorySharedAmongReceivers(t *testing.T) {
+	sharedAmongReceivers(t, time.Millisecond)
+}
+
+// TestRecvMemorySharedOnLongPath is TestRecvMemorySharedAmongReceivers
+// on a round trip of 20 ms, four times the 5 ms over which the bound
+// counts a window (ringWait): each share is a window four times as
+// large, and the connections still move fair parts of the bytes.
+func TestRecvMemorySharedOnLongPath(t *testing.T) {
+	sharedAmongReceivers(t, 10*time.Millisecond)
+}
+
+// sharedAmongReceivers runs the sharing test with delay each way.
+func sharedAmongReceivers(t *testing.T, delay time.Duration) {
 	const budget = 512 << 10
 	o := Options{SendBuf: 4 << 20, RecvBuf: 4 << 20, RecvMemory: budget}
 	w := newWorld(t, memio.Options{TxSlots: 8192, RxSlots: 8192}, o, o)
@@ -376,20 +389,24 @@ func TestRecvMemorySharedAmongReceivers(t *testing.T) {
 		ca, cb := w.connect(uint16(80 + i))
 		cs = append(cs, [2]*Conn{ca, cb})
 	}
-	w.pa.SetImpairment(memio.Impairment{Delay: time.Millisecond})
-	w.pb.SetImpairment(memio.Impairment{Delay: time.Millisecond})
+	w.pa.SetImpairment(memio.Impairment{Delay: delay})
+	w.pb.SetImpairment(memio.Impairment{Delay: delay})
+	// A window on a round trip longer than ringWait counts ringWait/rtt
+	// of itself: its share, and what one grows to alone, are that much
+	// larger as windows.
+	scale := max(int64(2*delay)/ringWait, 1)
 	first := cs[:1]
 	got := make([]int, 4)
-	end := w.clk.Now().Add(time.Second)
+	end := w.clk.Now().Add(time.Duration(scale) * time.Second)
 	for w.clk.Now().Before(end) {
 		bulkRound(w, first, got)
 	}
-	if g := cs[0][1].rcvCap - DefaultInitRecvWindow; g < budget*3/4 {
-		t.Fatalf("one connection alone grew its window by %d, want most of RecvMemory %d", g, budget)
+	if g := int64(cs[0][1].rcvCap - DefaultInitRecvWindow); g < scale*budget*3/4 {
+		t.Fatalf("one connection alone grew its window by %d, want most of RecvMemory %d as a window (×%d)", g, budget, scale)
 	}
 	edge := cs[0][1].rcvAdv
 	clear(got)
-	end = w.clk.Now().Add(2 * time.Second)
+	end = w.clk.Now().Add(time.Duration(2*scale) * time.Second)
 	for w.clk.Now().Before(end) {
 		bulkRound(w, cs, got)
 		if e := cs[0][1].rcvAdv; seqLT(e, edge) {
@@ -398,7 +415,7 @@ func TestRecvMemorySharedAmongReceivers(t *testing.T) {
 			edge = e
 		}
 	}
-	share := int64(budget / 4)
+	share := scale * budget / 4
 	for i, p := range cs {
 		if g := int64(p[1].rcvCap - DefaultInitRecvWindow); g > share+share/8 {
 			t.Errorf("connection %d holds %d of RecvMemory above its window's start, its share is %d", i, g, share)
@@ -417,8 +434,8 @@ func TestRecvMemorySharedAmongReceivers(t *testing.T) {
 	if w.b.pool.grown > budget+budget/4 {
 		t.Errorf("windows grown by %d in all, RecvMemory %d", w.b.pool.grown, budget)
 	}
-	t.Logf("per connection %v bytes in 2 s; windows %d %d %d %d", got,
-		cs[0][1].rcvCap, cs[1][1].rcvCap, cs[2][1].rcvCap, cs[3][1].rcvCap)
+	t.Logf("per connection %v bytes in %d s; windows %d %d %d %d", got,
+		2*scale, cs[0][1].rcvCap, cs[1][1].rcvCap, cs[2][1].rcvCap, cs[3][1].rcvCap)
 }
 
 // TestRecvWindowIdleGivesBack: a connection that received a bulk and

@@ -68,7 +68,7 @@ func (s *side) runNativeQueues(ctx context.Context) error {
 		// Each engine's table holds the connections of its queue; the
 		// server's queue is the one the client sent them on, so give each
 		// room for them all.
-		o := nativeOptions(cfg.WithDefaults(), to, sp.Conns)
+		o := cellOptions(cfg.WithDefaults(), to, sp.Conns)
 		o.ARPShare = arp
 		cc = o.Congestion
 		e, err := native.New(fio, o)
