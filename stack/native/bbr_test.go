@@ -281,10 +281,10 @@ func TestBBRRandomLoss(t *testing.T) {
 }
 
 // TestPacingSpreadsAndIdleSendsAtOnce: a paced connection (pacing.go,
-// §4.2.1's pacing rate) sends a quantum (two segments at a low rate) at
-// once, then one segment per segment-time of the rate as the timer
-// allows; once idle, its next small write leaves at the first Flush,
-// with no pacing delay.
+// §4.2.1's pacing rate, sent in aggregates of the send quantum, §4.6.3)
+// sends a quantum (two segments at a low rate) at once, then a quantum
+// each time the pacing timer fires, armed for the departure time; once idle,
+// its next small write leaves at the first Flush, with no pacing delay.
 func TestPacingSpreadsAndIdleSendsAtOnce(t *testing.T) {
 	o := Options{Congestion: BBR}
 	w := newWorld(t, memio.Options{}, o, o)
@@ -305,12 +305,15 @@ func TestPacingSpreadsAndIdleSendsAtOnce(t *testing.T) {
 	if ca.tPace == 0 {
 		t.Fatal("no pacing timer armed")
 	}
+	if want := ca.bbr.pace.next; ca.tPace != want {
+		t.Errorf("pacing timer at %d, want the departure time %d", ca.tPace, want)
+	}
 	w.clk.Advance(time.Duration(ca.tPace - w.a.now))
 	if err := w.a.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if got := sent(); got != uint32(3*mss) {
-		t.Fatalf("%d bytes out after the pacing timer, want three segments", got)
+	if got := sent(); got != uint32(4*mss) {
+		t.Fatalf("%d bytes out after the pacing timer, want a second quantum (four segments)", got)
 	}
 	// Drain it all, then let the connection idle.
 	buf := make([]byte, 64<<10)
@@ -390,8 +393,9 @@ func TestBBRTimeoutDuringRecovery(t *testing.T) {
 	}
 }
 
-// TestSpuriousTimeoutAfterPause: the receiver pauses 80 ms, longer than
-// the RTO, with 4 MiB in flight (a loaded machine). The timer fires, the
+// TestSpuriousTimeoutAfterPause: the receiver pauses 150 ms, longer than
+// the RTO and a tail loss probe that may go at its time (RFC 8985 §7.2),
+// with 4 MiB in flight (a loaded machine). The timer fires, the
 // ACKs after the pause tell it spurious (RFC 3522, by their cumulative
 // part or their SACKs: TestSpuriousTimeoutBySACKRFC3522), and go-back-N
 // does not resend the flight that was on its way (counted by the peer's
@@ -409,7 +413,7 @@ func TestSpuriousTimeoutAfterPause(t *testing.T) {
 	for !p.done() && w.clk.Now().Sub(start) < 3*time.Second {
 		if !stalled && w.clk.Now().Sub(start) > 300*time.Millisecond {
 			stalled = true
-			for end := w.clk.Now().Add(80 * time.Millisecond); w.clk.Now().Before(end); {
+			for end := w.clk.Now().Add(150 * time.Millisecond); w.clk.Now().Before(end); {
 				p.pump(t)
 				w.a.Poll(64) // only the sender's engine runs
 				w.a.Flush()

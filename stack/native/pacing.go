@@ -5,9 +5,14 @@ package native
 // As Linux's internal pacing (tcp_wstamp_ns, EDT), each segment moves
 // the connection's next departure time on by its size over the rate;
 // a segment may leave while that time is less than a quantum ahead of
-// now, so that one Flush sends about a millisecond of data (Linux's
-// tcp_tso_autosize: rate >> 10, at least two segments, at most 64 KiB)
-// and the pacing timer fires about once a quantum, not once a segment.
+// now (a Flush for an ACK sends what that allows), and a connection held
+// back arms its pacing timer for the departure time itself, so that the
+// timer's Flush sends a whole quantum, about a millisecond of data (BBR's
+// send quantum; Linux's tcp_tso_autosize: rate >> 10, at least two
+// segments, at most 64 KiB): each Flush that sends costs the FrameIO a
+// kick (a system call over AF_XDP), and a timer for the first segment
+// that may leave, a segment or two a kick, took a sixth of a paced
+// sender's CPU.
 // A connection that has been idle (departure time in the past) sends at
 // once: pacing costs a request-and-answer exchange nothing. A loop that
 // comes late (a timer that fired after the departure time, a busy
@@ -44,7 +49,8 @@ func (c *Conn) paceAhead(p *paceState) int64 {
 }
 
 // paceOK reports whether the next segment may leave now; if not, it
-// arms the pacing timer for when it may.
+// arms the pacing timer for the departure time, when a whole quantum
+// may leave.
 func (c *Conn) paceOK() bool {
 	p := &c.bbr.pace
 	if p.rate <= 0 {
@@ -58,7 +64,7 @@ func (c *Conn) paceOK() bool {
 	if p.next < now+ahead {
 		return true
 	}
-	if at := p.next - ahead + 1; c.tPace == 0 || at < c.tPace {
+	if at := p.next; c.tPace == 0 || at < c.tPace {
 		c.tPace = at
 		c.e.arm(c)
 	}
