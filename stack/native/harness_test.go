@@ -136,6 +136,18 @@ func (w *world) idle() bool {
 	return true
 }
 
+// advanceIdle moves the clock of a world with nothing to do by dt, or to
+// the engines' next timer when that comes sooner (by a microsecond at
+// least).
+func (w *world) advanceIdle(dt time.Duration) {
+	for _, e := range []*Engine{w.a, w.b} {
+		if at, ok := e.NextTimer(); ok && at.Sub(w.clk.Now()) < dt {
+			dt = max(at.Sub(w.clk.Now()), time.Microsecond)
+		}
+	}
+	w.clk.Advance(dt)
+}
+
 // until runs the world until cond holds, failing after limit of fake
 // time or when nothing is left to happen.
 func (w *world) until(limit time.Duration, what string, cond func() bool) {

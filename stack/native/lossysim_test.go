@@ -192,13 +192,7 @@ func lossyConnsRun(t testing.TB, o Options, seed uint64, n int, loss float64, de
 			}
 		}
 		if moved == 0 && len(w.a.dirty) == 0 && len(w.b.dirty) == 0 {
-			dt := 20 * time.Microsecond
-			for _, e := range []*Engine{w.a, w.b} {
-				if at, ok := e.NextTimer(); ok && at.Sub(w.clk.Now()) < dt {
-					dt = max(at.Sub(w.clk.Now()), time.Microsecond)
-				}
-			}
-			w.clk.Advance(dt)
+			w.advanceIdle(20 * time.Microsecond)
 		}
 	}
 	total, low := 0, -1

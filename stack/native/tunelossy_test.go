@@ -58,13 +58,7 @@ func bulkFor(t testing.TB, w *world, ca, cb *Conn, seed uint64, d time.Duration)
 			got += n
 		}
 		if moved == 0 && len(w.a.dirty) == 0 && len(w.b.dirty) == 0 {
-			dt := 20 * time.Microsecond
-			for _, e := range []*Engine{w.a, w.b} {
-				if at, ok := e.NextTimer(); ok && at.Sub(w.clk.Now()) < dt {
-					dt = max(at.Sub(w.clk.Now()), time.Microsecond)
-				}
-			}
-			w.clk.Advance(dt)
+			w.advanceIdle(20 * time.Microsecond)
 		}
 	}
 	return float64(got) * 8 / w.clk.Now().Sub(start).Seconds() / 1e6
