@@ -189,12 +189,9 @@ func (l *Listener) sendCookie(s *segment) {
 		mss = s.mss
 	}
 	mss = min(mss, uint16(e.mssFor(s.src)))
-	iss, wnd, ourMSS := e.cookie(s, mss), uint16(min(e.o.RecvBuf, 0xffff)), uint16(e.mssFor(s.src))
-	if s.hasTS && !e.o.NoTimestamps {
-		e.sendCookieSynAck(s, iss, wnd, ourMSS)
-	} else {
-		e.sendBare(s, iss, s.seq+1, flagSYN|flagACK, wnd, ourMSS)
-	}
+	var opt [20]byte
+	n := e.cookieSynAckOptions(&opt, s, uint16(e.mssFor(s.src)))
+	e.sendBare(s, e.cookie(s, mss), s.seq+1, flagSYN|flagACK, uint16(min(e.o.RecvBuf, 0xffff)), opt[:n])
 	e.cnt[cTCPCookiesSent]++
 	l.cookieAt = e.now + 1
 }
@@ -207,9 +204,16 @@ func (l *Listener) sendCookie(s *segment) {
 // monotonic TSval, which the peer's PAWS holds us to).
 const (
 	cookieTSMask = 0x1f
+	cookieWSMask = 0xf
 	cookieNoWS   = 0xf
 	cookieSACK   = 0x10
 )
+
+// flowTSClock is the timestamp clock of the connection segment s would
+// make (its 4-tuple's tsOffset, as newConn sets it; Conn.tsNow).
+func (e *Engine) flowTSClock(s *segment) uint32 {
+	return uint32(e.wall()/1e6) + e.tsOffset(s.src, s.dport, s.sport)
+}
 
 // cookieTS is the TSval of a cookie SYN-ACK answering SYN s: the clock of
 // the connection s would make (tsOffset of its 4-tuple, as newConn sets
@@ -222,7 +226,7 @@ func (e *Engine) cookieTS(s *segment) uint32 {
 	if s.sackOK && !e.o.NoSACK {
 		bits |= cookieSACK
 	}
-	clock := uint32(e.wall()/1e6) + e.tsOffset(s.src, s.dport, s.sport)
+	clock := e.flowTSClock(s)
 	ts := clock&^cookieTSMask | bits
 	if seqGT(ts, clock) {
 		ts -= cookieTSMask + 1
@@ -239,11 +243,10 @@ func (e *Engine) cookieTSOptions(s *segment) (ws uint8, sack, ok bool) {
 	if !s.hasTS || e.o.NoTimestamps {
 		return 0, false, false
 	}
-	now := uint32(e.wall()/1e6) + e.tsOffset(s.src, s.dport, s.sport)
-	if now-s.tsEcr > uint32(cookieValid/1e6) { // not sent, or too long ago
+	if e.flowTSClock(s)-s.tsEcr > uint32(cookieValid/1e6) { // not sent, or too long ago
 		return 0, false, false
 	}
-	ws = uint8(s.tsEcr & 0xf)
+	ws = uint8(s.tsEcr & cookieWSMask)
 	if ws > 14 && ws != cookieNoWS || ws != cookieNoWS && e.o.NoWindowScale {
 		return 0, false, false
 	}

@@ -528,63 +528,50 @@ func (e *Engine) resetFor(s *segment) {
 	if s.flags&flagACK == 0 {
 		seq, ack, flags = 0, s.seq+s.seqLen(), flagRST|flagACK
 	}
-	e.sendBare(s, seq, ack, flags, 0, 0)
+	e.sendBare(s, seq, ack, flags, 0, nil)
 	e.cnt[cTCPResetsSent]++
 }
 
 // sendBare sends a segment without a connection (RST, SYN cookie
-// SYN-ACK) back to where s came from, with the options in opt.
-func (e *Engine) sendBare(s *segment, seq, ack uint32, flags uint8, wnd uint16, mss uint16) {
-	hl := tcpLen
-	if mss != 0 {
-		hl += 4
-	}
+// SYN-ACK) back to where s came from, with the options opt (a multiple
+// of four bytes).
+func (e *Engine) sendBare(s *segment, seq, ack uint32, flags uint8, wnd uint16, opt []byte) {
+	hl := tcpLen + len(opt)
 	t := e.tcpFrame(s.srcMAC, s.src, hl)
 	putTCP(t, s.dport, s.sport, seq, ack, hl, flags, wnd)
-	if mss != 0 {
-		t[20], t[21] = optMSS, 4
-		binary.BigEndian.PutUint16(t[22:], mss)
-	}
+	copy(t[tcpLen:], opt)
 	binary.BigEndian.PutUint16(t[16:], fold(csum(e.pseudoTo(s.src, hl), t[:hl])))
 	if e.send() {
 		e.cnt[cTCPSegmentsOut]++
 	}
 }
 
-// sendCookieSynAck sends the SYN-ACK of a SYN cookie to SYN s when s
-// offered timestamps: MSS, then the SACK-permitted and window scale
-// options s offered (ours the scale newConn will give the connection),
-// and timestamps whose TSval carries which (cookieTS), laid out as
-// options lays out a SYN-ACK's.
-func (e *Engine) sendCookieSynAck(s *segment, iss uint32, wnd, mss uint16) {
-	tsval := e.cookieTS(s)
-	sack, ws := tsval&cookieSACK != 0, tsval&0xf != cookieNoWS
-	hl := tcpLen + 4 + 12
-	if ws {
-		hl += 4
-	}
-	t := e.tcpFrame(s.srcMAC, s.src, hl)
-	putTCP(t, s.dport, s.sport, iss, s.seq+1, hl, flagSYN|flagACK, wnd)
-	o := t[tcpLen:hl]
+// cookieSynAckOptions writes into o the options of the SYN-ACK of a SYN
+// cookie answering SYN s, and returns their length: our MSS, and when s
+// offered timestamps the SACK-permitted and window scale options it
+// offered (ours the scale newConn will give the connection) and
+// timestamps whose TSval carries which (cookieTS), laid out as options
+// lays out a SYN-ACK's.
+func (e *Engine) cookieSynAckOptions(o *[20]byte, s *segment, mss uint16) int {
 	o[0], o[1] = optMSS, 4
 	binary.BigEndian.PutUint16(o[2:], mss)
-	n := 4
-	if sack {
-		o[n], o[n+1] = optSACKPerm, 2
+	if !s.hasTS || e.o.NoTimestamps {
+		return 4 // the MSS alone, as Linux's cookies without timestamps
+	}
+	tsval := e.cookieTS(s)
+	if tsval&cookieSACK != 0 {
+		o[4], o[5] = optSACKPerm, 2
 	} else {
-		o[n], o[n+1] = optNOP, optNOP
+		o[4], o[5] = optNOP, optNOP
 	}
-	o[n+2], o[n+3] = optTimestamp, 10
-	binary.BigEndian.PutUint32(o[n+4:], tsval)
-	binary.BigEndian.PutUint32(o[n+8:], s.tsVal)
-	n += 12
-	if ws {
-		o[n], o[n+1], o[n+2], o[n+3] = optNOP, optWScale, 3, wscaleFor(e.o.RecvBuf)
+	o[6], o[7] = optTimestamp, 10
+	binary.BigEndian.PutUint32(o[8:], tsval)
+	binary.BigEndian.PutUint32(o[12:], s.tsVal)
+	if tsval&cookieWSMask == cookieNoWS {
+		return 16
 	}
-	binary.BigEndian.PutUint16(t[16:], fold(csum(e.pseudoTo(s.src, hl), t[:hl])))
-	if e.send() {
-		e.cnt[cTCPSegmentsOut]++
-	}
+	o[16], o[17], o[18], o[19] = optNOP, optWScale, 3, wscaleFor(e.o.RecvBuf)
+	return 20
 }
 
 // tcpFrame sizes e.tx for an IP packet carrying n bytes of TCP to dst

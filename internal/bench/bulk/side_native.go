@@ -128,16 +128,26 @@ func (s *side) runNative(ctx context.Context) error {
 	if mode == "" {
 		mode = fio.Stats().Mode
 	}
-	loop := "sleeping in Engine.Wait when a round moves nothing"
-	if sp.Busy {
-		loop = "spinning"
-	}
-	runs := "the engine of tcp-xdp's Backend, driven directly: " + mode + " (one poll loop for every connection, " + loop + "; reads in place with Peek; congestion control " + string(o.Congestion) + ")"
+	runs := "the engine of tcp-xdp's Backend, driven directly: " + mode + " (one poll loop for every connection, " + s.loopWords() + "; reads in place with Peek; congestion control " + string(o.Congestion) + ")"
 	if err := s.nativeMove(ctx, e, conns, counters, runs); err != nil {
 		return err
 	}
-	// Keep the engine running until the parent ends the cell, so that our
-	// last segments and FIN are acknowledged and retransmitted if lost.
+	linger(ctx, e, conns)
+	return nil
+}
+
+// loopWords says how the side's poll loops wait, for SideResult.Runs.
+func (s *side) loopWords() string {
+	if s.spec.Busy {
+		return "spinning"
+	}
+	return "sleeping in Engine.Wait when a round moves nothing"
+}
+
+// linger keeps e running until the parent ends the cell (ctx), so that
+// the side's last segments and FIN are acknowledged, and retransmitted
+// if lost, and the peer's are answered.
+func linger(ctx context.Context, e *native.Engine, conns []*native.Conn) {
 	for ctx.Err() == nil {
 		e.Poll(256)
 		for _, c := range conns {
@@ -146,7 +156,6 @@ func (s *side) runNative(ctx context.Context) error {
 		_ = e.Flush()
 		_ = e.Wait(ctx)
 	}
-	return nil
 }
 
 // engineCounters are e's counters and its FrameIO's, "layer.name", and

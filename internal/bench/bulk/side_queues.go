@@ -197,11 +197,7 @@ func (s *side) runNativeQueues(ctx context.Context) error {
 	}
 	r.Counters = filterLossy(r.Counters)
 	mode := fmt.Sprintf("%d queues (%s), a poll loop per queue pinned to CPUs %s", n, g.Mode(), cpu.FormatList(sp.CPUs))
-	loop := "sleeping in Engine.Wait when a round moves nothing"
-	if sp.Busy {
-		loop = "spinning"
-	}
-	r.Runs = "the engine of tcp-xdp's Backend, driven directly, one per queue: " + mode + " (" + loop + "; reads in place with Peek; congestion control " + string(cc) + ")"
+	r.Runs = "the engine of tcp-xdp's Backend, driven directly, one per queue: " + mode + " (" + s.loopWords() + "; reads in place with Peek; congestion control " + string(cc) + ")"
 	s.finish(&r, fl, start, ru0, end)
 	// Keep the engines running until the parent ends the cell, so that our
 	// last segments and FIN are acknowledged and retransmitted if lost.
@@ -263,13 +259,6 @@ func (s *side) queueLoop(ctx, setup context.Context, q *queueSide, l *native.Lis
 	}
 	q.c1, q.rt1 = engineCounters(e, q.fio)
 	doneQ <- struct{}{}
-	for ctx.Err() == nil {
-		e.Poll(256)
-		for _, c := range q.conns {
-			_, _ = c.Read(nil)
-		}
-		_ = e.Flush()
-		_ = e.Wait(ctx)
-	}
+	linger(ctx, e, q.conns)
 	return nil
 }
